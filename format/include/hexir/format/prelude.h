@@ -1,0 +1,37 @@
+// The fixed 64-byte prelude at the start of every .hxe file, little-endian.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "hexir/base/status.h"
+
+namespace hexir::format {
+
+inline constexpr char kMagic[8] = {'H', 'E', 'X', 'I', 'R', 'X', 'E', '\0'};
+inline constexpr uint32_t kFormatVersion = 1;
+inline constexpr uint64_t kPageSize = 4096;      // data sections start on this boundary
+inline constexpr uint64_t kConstantAlignment = 64;
+
+enum PreludeFlags : uint32_t {
+  kFlagDataChecksum = 1u << 0,  // data_checksum covers [data_offset, data_offset + data_size)
+};
+
+struct Prelude {
+  char magic[8];
+  uint32_t format_version;
+  uint32_t flags;
+  uint64_t metadata_offset;   // the flatbuffer
+  uint64_t metadata_size;
+  uint64_t data_offset;       // first data section, page aligned
+  uint64_t data_size;
+  uint64_t metadata_checksum; // checksum64 of the metadata bytes
+  uint64_t data_checksum;     // only when kFlagDataChecksum
+};
+static_assert(sizeof(Prelude) == 64);
+
+// 64-bit checksum (FNV-1a over 8-byte words plus tail); cheap enough for
+// metadata on every load, opt-in for the data sections.
+uint64_t checksum64(std::span<const uint8_t> bytes);
+
+}  // namespace hexir::format

@@ -1,0 +1,136 @@
+// The HAL device interface. The VM talks only to this; cpu, cuda and
+// cuda-managed implement it. A Device owns memory and kernels; a Queue (one
+// per VM context) orders dispatches and transfers, so contexts on different
+// threads never share mutable state.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "hexir/base/status.h"
+#include "hexir/base/types.h"
+#include "hexir/format/kernel_catalog.h"
+
+namespace hexir::hal {
+
+enum class MemoryType : uint32_t {
+  kDeviceLocal = 1u << 0,  // fastest for kernels; may not be host addressable
+  kHostVisible = 1u << 1,  // host addressable (pinned on CUDA)
+  kManaged = 1u << 2,      // unified memory migrating between host and device
+};
+
+enum class BufferUsage : uint32_t {
+  kConstant = 1u << 0,   // read-only after prepare
+  kTransient = 1u << 1,  // arena / workspace
+  kTransfer = 1u << 2,   // staging for uploads and host inputs/outputs
+  kExternal = 1u << 3,   // caller input/output
+};
+
+// A range of device memory. `device_ptr` is what kernels receive; `host_ptr`
+// is non-null when the host can address the bytes directly (always on cpu).
+// Buffers are plain values; whoever allocated one releases it once.
+struct Buffer {
+  void* host_ptr = nullptr;
+  uint64_t device_ptr = 0;
+  uint64_t size = 0;
+  MemoryType memory_type = MemoryType::kDeviceLocal;
+  bool imported = false;  // wraps memory the device does not own (release is a no-op)
+  void* impl = nullptr;   // backend bookkeeping
+};
+
+// A tensor as a kernel sees it: data pointer in the device's address space
+// plus the static type. The VM builds these once per context.
+struct TensorArg {
+  void* data = nullptr;
+  DType dtype = DType::kF32;
+  uint32_t rank = 0;
+  const int64_t* dims = nullptr;
+  uint64_t byte_size = 0;
+};
+
+// Everything a kernel needs for one dispatch; operands are inputs then outputs.
+// `kernel` is the handle resolve_kernel returned.
+struct DispatchArgs {
+  uintptr_t kernel = 0;
+  format::KernelId kernel_id = format::KernelId::kCount;
+  const TensorArg* operands = nullptr;
+  uint32_t input_count = 0;
+  uint32_t operand_count = 0;
+  const int64_t* params = nullptr;
+  uint32_t param_count = 0;
+  void* workspace = nullptr;
+  uint64_t workspace_size = 0;
+};
+
+// Counts the VM and tests read to prove the hot path allocates and uploads nothing.
+struct DeviceCounters {
+  uint64_t allocations = 0;      // allocate() calls that succeeded
+  uint64_t releases = 0;
+  uint64_t bytes_allocated = 0;
+  uint64_t uploads = 0;          // host -> device writes
+  uint64_t bytes_uploaded = 0;
+  uint64_t downloads = 0;
+  uint64_t fills = 0;
+  uint64_t dispatches = 0;
+};
+
+// Thread-safe counters a backend bumps; snapshot() gives a consistent-enough copy.
+class AtomicCounters {
+ public:
+  std::atomic<uint64_t> allocations{0}, releases{0}, bytes_allocated{0}, uploads{0},
+      bytes_uploaded{0}, downloads{0}, fills{0}, dispatches{0};
+  DeviceCounters snapshot() const;
+};
+
+class Queue {
+ public:
+  virtual ~Queue() = default;
+  // Runs (or enqueues) one kernel. Must not allocate.
+  virtual Status dispatch(const DispatchArgs& args) = 0;
+  virtual Status copy(const Buffer& dst, uint64_t dst_offset, const Buffer& src, uint64_t src_offset,
+                      uint64_t size) = 0;
+  // Blocks until everything enqueued has finished.
+  virtual Status synchronize() = 0;
+  // Per-queue dispatch count (a context's own work, unaffected by other threads).
+  virtual uint64_t dispatch_count() const = 0;
+};
+
+class Device {
+ public:
+  virtual ~Device() = default;
+
+  virtual std::string_view name() const = 0;  // "cpu", "cuda:0", "cuda-managed:0"
+
+  virtual Result<Buffer> allocate(uint64_t size, MemoryType type, BufferUsage usage,
+                                  uint64_t alignment = 64) = 0;
+  virtual void release(Buffer& buffer) = 0;
+
+  // Wraps caller memory without copying when the device can address it
+  // (cpu: always). Returns kUnimplemented otherwise; callers then allocate
+  // and write().
+  virtual Result<Buffer> import_host(void* host_ptr, uint64_t size, BufferUsage usage) = 0;
+
+  // Synchronous transfers and fills, used at prepare and by tests.
+  virtual Status write(const Buffer& dst, uint64_t offset, const void* src, uint64_t size) = 0;
+  virtual Status read(const Buffer& src, uint64_t offset, void* dst, uint64_t size) = 0;
+  // Repeats `pattern` (1..16 bytes) over [offset, offset + size); size is a multiple of it.
+  virtual Status fill(const Buffer& dst, uint64_t offset, uint64_t size, const void* pattern,
+                      uint32_t pattern_size) = 0;
+
+  // Done once at prepare: returns the handle dispatches pass back.
+  virtual Result<uintptr_t> resolve_kernel(format::KernelId id) = 0;
+
+  virtual Result<std::unique_ptr<Queue>> create_queue() = 0;
+
+  virtual DeviceCounters counters() const = 0;
+};
+
+// "cpu", "cuda", "cuda:1", "cuda-managed", ... Unknown or absent devices give
+// a clear kUnavailable / kInvalidArgument status.
+Result<std::unique_ptr<Device>> create_device(std::string_view name);
+
+}  // namespace hexir::hal

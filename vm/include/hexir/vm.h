@@ -1,0 +1,142 @@
+// libhexir_vm: load a .hxe executable, prepare it on a device, run it.
+//
+//   auto module  = hexir::vm::Module::load_file("mlp.hxe");        // mmap + verify
+//   auto device  = hexir::hal::create_device("cpu");
+//   auto program = hexir::vm::Program::prepare(module.value(), *device.value());
+//   auto context = hexir::vm::Context::create(program.value());    // one arena
+//   context->invoke("main", inputs, outputs);                      // no allocation
+//
+// Ownership: a Program borrows the Module and the Device (both must outlive
+// it); a Context borrows the Program. Inputs and outputs passed to invoke are
+// borrowed for the duration of the call only. Nothing here throws.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "hexir/base/status.h"
+#include "hexir/base/types.h"
+#include "hexir/hal/device.h"
+
+namespace hexir::vm {
+
+struct LoadOptions {
+  bool verify_data_checksum = false;  // O(weights) when on; off keeps mmap loads O(metadata)
+};
+
+// The static type and name of one function argument or result.
+struct TensorSignature {
+  std::string name;
+  TensorType type;
+  uint64_t byte_size = 0;
+  int donated_to = -1;  // inputs: output index this input may be written as
+};
+
+struct FunctionSignature {
+  std::string name;
+  std::vector<TensorSignature> inputs;
+  std::vector<TensorSignature> outputs;
+};
+
+class ModuleImpl;
+
+// A verified executable. Movable, not copyable.
+class Module {
+ public:
+  // mmaps the file; the mapping lives as long as the Module.
+  static Result<Module> load_file(const std::string& path, const LoadOptions& options = {});
+  // Uses caller memory in place (no copy); it must stay alive and unchanged
+  // as long as the Module. Data sections need 64-byte alignment of `bytes`.
+  static Result<Module> load_buffer(std::span<const uint8_t> bytes, const LoadOptions& options = {});
+
+  Module(Module&&) noexcept;
+  Module& operator=(Module&&) noexcept;
+  ~Module();
+
+  const std::string& name() const;
+  size_t function_count() const;
+  const FunctionSignature& function(size_t index) const;
+  Result<size_t> find_function(std::string_view name) const;  // kNotFound lists the names there are
+  uint64_t arena_bytes() const;
+  uint64_t lower_bound_bytes() const;
+  uint64_t constant_bytes() const;  // raw bytes of all constants (packed + filled)
+
+  const ModuleImpl& impl() const { return *impl_; }
+
+ private:
+  explicit Module(std::unique_ptr<ModuleImpl> impl);
+  std::unique_ptr<ModuleImpl> impl_;
+};
+
+// Per-phase counters: what the device was asked to do.
+struct PhaseStats {
+  uint64_t device_allocations = 0;
+  uint64_t uploads = 0;
+  uint64_t dispatches = 0;
+};
+
+class ProgramImpl;
+
+// A Module made ready on one device: constants uploaded or imported once,
+// fills materialized once, kernels resolved. Shared read-only by contexts.
+class Program {
+ public:
+  static Result<Program> prepare(const Module& module, hal::Device& device);
+  Program(Program&&) noexcept;
+  Program& operator=(Program&&) noexcept;
+  ~Program();
+
+  const Module& module() const;
+  hal::Device& device() const;
+  const PhaseStats& prepare_stats() const;
+  const ProgramImpl& impl() const { return *impl_; }
+
+ private:
+  explicit Program(std::unique_ptr<ProgramImpl> impl);
+  std::unique_ptr<ProgramImpl> impl_;
+};
+
+// A caller's tensor: host or device memory holding `byte_size` bytes of
+// `type`. For the cpu device both are the same address space.
+struct TensorRef {
+  void* data = nullptr;
+  uint64_t byte_size = 0;
+  TensorType type;
+};
+
+class ContextImpl;
+
+// Per-thread execution state: one arena (+ workspace), one queue, output
+// buffers for callers that pass none. Not thread-safe; use one per thread.
+class Context {
+ public:
+  static Result<Context> create(const Program& program);
+  Context(Context&&) noexcept;
+  Context& operator=(Context&&) noexcept;
+  ~Context();
+
+  // Runs `function`. `outputs` may be empty: results then land in the
+  // context's own buffers, readable with output(). Checks count, dtype and
+  // shape of every argument. Allocates nothing.
+  Status invoke(size_t function, std::span<const TensorRef> inputs, std::span<const TensorRef> outputs = {});
+  Status invoke(std::string_view function, std::span<const TensorRef> inputs,
+                std::span<const TensorRef> outputs = {});
+
+  // The context-owned result buffer of the last invoke of `function` that passed no outputs.
+  Result<TensorRef> output(size_t function, size_t index) const;
+
+  // Summed over every invoke so far.
+  const PhaseStats& invoke_stats() const;
+  uint64_t invoke_count() const;
+  const PhaseStats& create_stats() const;
+
+ private:
+  explicit Context(std::unique_ptr<ContextImpl> impl);
+  std::unique_ptr<ContextImpl> impl_;
+};
+
+}  // namespace hexir::vm
