@@ -1,0 +1,27 @@
+// numpy .npy files (format 1.0-3.0, C order, little-endian): weights for
+// `const ... = file "x.npy"`, and inputs/outputs of hexir-run and the tests.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "hexir/base/status.h"
+#include "hexir/base/types.h"
+
+namespace hexir {
+
+struct NpyArray {
+  TensorType type;
+  std::vector<uint8_t> data;  // byte_size(type) bytes, C order
+};
+
+// Errors name the file and what is wrong (bad magic, fortran order,
+// unsupported dtype '<f8', truncated data, ...).
+Result<NpyArray> read_npy(const std::string& path);
+Result<NpyArray> parse_npy(std::span<const uint8_t> bytes, const std::string& name_for_errors);
+Status write_npy(const std::string& path, const TensorType& type, std::span<const uint8_t> data);
+std::vector<uint8_t> encode_npy(const TensorType& type, std::span<const uint8_t> data);
+
+}  // namespace hexir

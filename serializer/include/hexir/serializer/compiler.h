@@ -1,0 +1,32 @@
+// hexir-compile as a library: .hxir text in, .hxe bytes out.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string_view>
+#include <vector>
+
+#include "hexir/base/status.h"
+
+namespace hexir::serializer {
+
+enum class PlanStrategy {
+  kNaive,  // every value its own arena range, nothing reused (the baseline)
+  kArena,  // liveness-based static plan that reuses storage (default)
+};
+
+struct CompileOptions {
+  PlanStrategy plan = PlanStrategy::kArena;
+  uint32_t alignment = 64;      // arena offset alignment
+  bool data_checksum = false;   // checksum the data sections too (O(weights) to verify)
+};
+
+// `display_name` is used in error messages (file:line:col); `base_dir`
+// resolves `file "x.npy"` paths.
+Result<std::vector<uint8_t>> compile_source(std::string_view source, std::string_view display_name,
+                                            const std::filesystem::path& base_dir,
+                                            const CompileOptions& options = {});
+Result<std::vector<uint8_t>> compile_file(const std::filesystem::path& path, const CompileOptions& options = {});
+Status write_binary_file(const std::filesystem::path& path, std::span<const uint8_t> bytes);
+
+}  // namespace hexir::serializer
