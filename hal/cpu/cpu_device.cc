@@ -1,0 +1,186 @@
+#include "cpu_device.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "hexir/hal/cpu_kernels.h"
+
+namespace hexir::hal::cpu {
+namespace {
+
+constexpr uint64_t kMinAlignment = 64;
+
+// Overflow-safe check that [offset, offset + size) lies inside `buffer`.
+Status check_range(const Buffer& buffer, uint64_t offset, uint64_t size, const char* what) {
+  if (offset > buffer.size || size > buffer.size - offset) {
+    return invalid_argument(std::string(what) + ": range [" + std::to_string(offset) + ", +" +
+                            std::to_string(size) + ") is outside a buffer of " +
+                            std::to_string(buffer.size) + " bytes");
+  }
+  if (size > 0 && buffer.host_ptr == nullptr) {
+    return invalid_argument(std::string(what) + ": buffer has no memory");
+  }
+  return ok_status();
+}
+
+uint8_t* bytes_at(const Buffer& buffer, uint64_t offset) {
+  return static_cast<uint8_t*>(buffer.host_ptr) + offset;
+}
+
+// Runs every dispatch immediately on the calling thread. Owned by one context
+// (one thread); only the device counters it bumps are shared.
+class CpuQueue final : public Queue {
+ public:
+  explicit CpuQueue(AtomicCounters& counters) : counters_(counters) {}
+
+  Status dispatch(const DispatchArgs& args) override {
+    if (args.kernel == 0) return invalid_argument("dispatch: kernel handle is null (not resolved)");
+    // Hot path: no allocation here or in the kernels.
+    auto fn = reinterpret_cast<KernelFn>(args.kernel);
+    dispatch_count_.fetch_add(1, std::memory_order_relaxed);
+    counters_.dispatches.fetch_add(1, std::memory_order_relaxed);
+    return fn(args);
+  }
+
+  Status copy(const Buffer& dst, uint64_t dst_offset, const Buffer& src, uint64_t src_offset,
+              uint64_t size) override {
+    HEXIR_RETURN_IF_ERROR(check_range(dst, dst_offset, size, "copy destination"));
+    HEXIR_RETURN_IF_ERROR(check_range(src, src_offset, size, "copy source"));
+    if (size > 0) std::memmove(bytes_at(dst, dst_offset), bytes_at(src, src_offset), size);
+    return ok_status();
+  }
+
+  Status synchronize() override { return ok_status(); }  // work is done when dispatch returns
+
+  uint64_t dispatch_count() const override { return dispatch_count_.load(std::memory_order_relaxed); }
+
+ private:
+  AtomicCounters& counters_;
+  // Atomic only so another thread may read it while this one dispatches.
+  std::atomic<uint64_t> dispatch_count_{0};
+};
+
+class CpuDevice final : public Device {
+ public:
+  std::string_view name() const override { return "cpu"; }
+
+  Result<Buffer> allocate(uint64_t size, MemoryType type, BufferUsage usage, uint64_t alignment) override {
+    (void)usage;
+    if (alignment == 0 || (alignment & (alignment - 1)) != 0) {
+      return invalid_argument("allocate: alignment " + std::to_string(alignment) + " is not a power of two");
+    }
+    if (alignment < kMinAlignment) alignment = kMinAlignment;
+    // aligned_alloc wants a size that is a multiple of the alignment; a zero
+    // size still gets one block so the buffer has a distinct, valid address.
+    const uint64_t blocks = size == 0 ? 1 : (size - 1) / alignment + 1;
+    if (blocks > SIZE_MAX / alignment) {
+      return resource_exhausted("allocate: " + std::to_string(size) + " bytes is too large");
+    }
+    void* memory = std::aligned_alloc(static_cast<size_t>(alignment), static_cast<size_t>(blocks * alignment));
+    if (memory == nullptr) {
+      return resource_exhausted("allocate: out of host memory for " + std::to_string(size) + " bytes");
+    }
+    counters_.allocations.fetch_add(1, std::memory_order_relaxed);
+    counters_.bytes_allocated.fetch_add(size, std::memory_order_relaxed);
+    Buffer buffer;
+    buffer.host_ptr = memory;
+    buffer.device_ptr = reinterpret_cast<uintptr_t>(memory);
+    buffer.size = size;
+    buffer.memory_type = type;  // all host memory on cpu; keep what was asked for
+    return buffer;
+  }
+
+  void release(Buffer& buffer) override {
+    if (buffer.host_ptr == nullptr && !buffer.imported) return;
+    if (!buffer.imported) {
+      std::free(buffer.host_ptr);
+      counters_.releases.fetch_add(1, std::memory_order_relaxed);
+    }
+    buffer = Buffer{};
+  }
+
+  Result<Buffer> import_host(void* host_ptr, uint64_t size, BufferUsage usage) override {
+    (void)usage;
+    if (host_ptr == nullptr && size > 0) return invalid_argument("import_host: null pointer");
+    Buffer buffer;
+    buffer.host_ptr = host_ptr;
+    buffer.device_ptr = reinterpret_cast<uintptr_t>(host_ptr);
+    buffer.size = size;
+    buffer.memory_type = MemoryType::kHostVisible;
+    buffer.imported = true;
+    return buffer;
+  }
+
+  Status write(const Buffer& dst, uint64_t offset, const void* src, uint64_t size) override {
+    HEXIR_RETURN_IF_ERROR(check_range(dst, offset, size, "write"));
+    if (size > 0 && src == nullptr) return invalid_argument("write: null source");
+    if (size > 0) std::memcpy(bytes_at(dst, offset), src, size);
+    counters_.uploads.fetch_add(1, std::memory_order_relaxed);
+    counters_.bytes_uploaded.fetch_add(size, std::memory_order_relaxed);
+    return ok_status();
+  }
+
+  Status read(const Buffer& src, uint64_t offset, void* dst, uint64_t size) override {
+    HEXIR_RETURN_IF_ERROR(check_range(src, offset, size, "read"));
+    if (size > 0 && dst == nullptr) return invalid_argument("read: null destination");
+    if (size > 0) std::memcpy(dst, bytes_at(src, offset), size);
+    counters_.downloads.fetch_add(1, std::memory_order_relaxed);
+    return ok_status();
+  }
+
+  Status fill(const Buffer& dst, uint64_t offset, uint64_t size, const void* pattern,
+              uint32_t pattern_size) override {
+    if (pattern == nullptr || pattern_size < 1 || pattern_size > 16) {
+      return invalid_argument("fill: pattern must be 1..16 bytes, got " + std::to_string(pattern_size));
+    }
+    if (size % pattern_size != 0) {
+      return invalid_argument("fill: size " + std::to_string(size) + " is not a multiple of the " +
+                              std::to_string(pattern_size) + "-byte pattern");
+    }
+    HEXIR_RETURN_IF_ERROR(check_range(dst, offset, size, "fill"));
+    uint8_t* out = bytes_at(dst, offset);
+    if (size > 0) {
+      const auto* bytes = static_cast<const uint8_t*>(pattern);
+      bool uniform = true;
+      for (uint32_t i = 1; i < pattern_size; ++i) uniform = uniform && bytes[i] == bytes[0];
+      if (uniform) {
+        std::memset(out, bytes[0], size);
+      } else {
+        // Lay down one pattern, then double the filled prefix until done.
+        std::memcpy(out, bytes, pattern_size);
+        uint64_t filled = pattern_size;
+        while (filled < size) {
+          const uint64_t chunk = filled < size - filled ? filled : size - filled;
+          std::memcpy(out + filled, out, chunk);
+          filled += chunk;
+        }
+      }
+    }
+    counters_.fills.fetch_add(1, std::memory_order_relaxed);
+    return ok_status();
+  }
+
+  Result<uintptr_t> resolve_kernel(format::KernelId id) override {
+    KernelFn fn = kernel_function(id);
+    if (fn == nullptr) {
+      return unimplemented("cpu: no kernel for id " + std::to_string(static_cast<int>(id)) +
+                           " (views are never dispatched)");
+    }
+    return reinterpret_cast<uintptr_t>(fn);
+  }
+
+  Result<std::unique_ptr<Queue>> create_queue() override {
+    return std::unique_ptr<Queue>(std::make_unique<CpuQueue>(counters_));
+  }
+
+  DeviceCounters counters() const override { return counters_.snapshot(); }
+
+ private:
+  AtomicCounters counters_;
+};
+
+}  // namespace
+
+std::unique_ptr<Device> create_cpu_device() { return std::make_unique<CpuDevice>(); }
+
+}  // namespace hexir::hal::cpu
