@@ -1,0 +1,563 @@
+#include "hexir/format/verifier.h"
+
+#include <algorithm>
+#include <cstring>
+#include <sstream>
+#include <string>
+#include <utility>
+
+namespace hexir::format {
+namespace {
+
+template <typename... Args>
+std::string cat(const Args&... args) {
+  std::ostringstream out;
+  (out << ... << args);
+  return out.str();
+}
+
+template <typename... Args>
+Status corrupt(const Args&... args) {
+  return data_loss(cat(args...));
+}
+
+// offset + size <= limit, without wrapping.
+bool range_inside(uint64_t offset, uint64_t size, uint64_t limit) {
+  return offset <= limit && size <= limit - offset;
+}
+
+bool is_power_of_two(uint64_t v) { return v != 0 && (v & (v - 1)) == 0; }
+
+template <typename T>
+uint64_t vec_size(const flatbuffers::Vector<T>* v) {
+  return v ? v->size() : 0;
+}
+
+const char* str_or_empty(const flatbuffers::String* s) { return s ? s->c_str() : ""; }
+
+TensorType make_type(fb::DType dtype, const flatbuffers::Vector<int64_t>* shape) {
+  TensorType type;
+  type.dtype = static_cast<DType>(dtype);
+  if (shape) type.dims.assign(shape->begin(), shape->end());
+  return type;
+}
+
+// Checks dtype and that the shape's byte size equals the stored one.
+Status check_type(const std::string& what, fb::DType dtype, const flatbuffers::Vector<int64_t>* shape,
+                  uint64_t stored_byte_size, TensorType* out) {
+  if (!dtype_is_valid(static_cast<uint8_t>(dtype)))
+    return corrupt(what, ": invalid dtype ", static_cast<int>(dtype));
+  *out = make_type(dtype, shape);
+  Result<uint64_t> size = byte_size(*out);
+  if (!size.ok()) return corrupt(what, ": bad shape: ", size.status().message());
+  if (*size != stored_byte_size)
+    return corrupt(what, ": byte_size is ", stored_byte_size, " but ", out->to_string(), " needs ", *size);
+  return ok_status();
+}
+
+std::string slot_label(const fb::Module& m, uint64_t index) {
+  const fb::Slot* slot = m.slots()->Get(static_cast<flatbuffers::uoffset_t>(index));
+  std::string name = str_or_empty(slot->name());
+  if (name.empty()) return cat("slot ", index);
+  return cat("slot ", index, " ('", name, "')");
+}
+
+bool slot_is_writable(fb::SlotUsage usage) {
+  return usage == fb::SlotUsage::Transient || usage == fb::SlotUsage::ExternalOutput ||
+         usage == fb::SlotUsage::Donated;
+}
+
+bool usage_fits_storage(fb::StorageKind storage, fb::SlotUsage usage) {
+  switch (storage) {
+    case fb::StorageKind::Arena:
+      return usage == fb::SlotUsage::Transient || usage == fb::SlotUsage::Staging;
+    case fb::StorageKind::Constant: return usage == fb::SlotUsage::Constant;
+    case fb::StorageKind::Input:
+      return usage == fb::SlotUsage::ExternalInput || usage == fb::SlotUsage::Donated;
+    case fb::StorageKind::Output: return usage == fb::SlotUsage::ExternalOutput;
+  }
+  return false;
+}
+
+// Same storage location: what an alias bit claims.
+bool same_storage(const fb::Slot& a, const fb::Slot& b) {
+  if (a.storage() != b.storage()) return false;
+  if (a.storage() == fb::StorageKind::Arena) return a.arena_offset() == b.arena_offset();
+  return a.index() == b.index();
+}
+
+// Any byte in common (both verified to lie inside their storage).
+bool storage_overlaps(const fb::Slot& a, const fb::Slot& b) {
+  if (a.storage() != b.storage() || a.byte_size() == 0 || b.byte_size() == 0) return false;
+  if (a.storage() == fb::StorageKind::Arena)
+    return a.arena_offset() < b.arena_offset() + b.byte_size() &&
+           b.arena_offset() < a.arena_offset() + a.byte_size();
+  return a.index() == b.index();
+}
+
+class ModuleVerifier {
+ public:
+  ModuleVerifier(VerifiedModule& out, const fb::Module& m) : out_(out), m_(m) {}
+
+  Status run() {
+    if (!m_.arena()) return corrupt("module has no arena plan");
+    const fb::ArenaPlan& plan = *m_.arena();
+    if (!is_power_of_two(plan.alignment()))
+      return corrupt("arena plan alignment ", plan.alignment(), " is not a power of two");
+    if (static_cast<uint8_t>(plan.strategy()) > static_cast<uint8_t>(fb::PlanStrategy::MAX))
+      return corrupt("arena plan has unknown strategy ", static_cast<int>(plan.strategy()));
+    HEXIR_RETURN_IF_ERROR(check_sections());
+    HEXIR_RETURN_IF_ERROR(check_constants());
+    HEXIR_RETURN_IF_ERROR(check_kernels());
+    HEXIR_RETURN_IF_ERROR(check_slots());
+    HEXIR_RETURN_IF_ERROR(check_functions());
+    HEXIR_RETURN_IF_ERROR(check_instructions());
+    HEXIR_RETURN_IF_ERROR(check_function_bodies());
+    return ok_status();
+  }
+
+ private:
+  Status check_sections() {
+    const uint64_t data_begin = out_.prelude.data_offset;
+    const uint64_t data_end = data_begin + out_.prelude.data_size;  // checked not to wrap
+    const uint64_t count = vec_size(m_.sections());
+    out_.sections.reserve(count);
+    for (uint64_t i = 0; i < count; ++i) {
+      const fb::Section& s = *m_.sections()->Get(static_cast<flatbuffers::uoffset_t>(i));
+      const std::string what = cat("section ", i);
+      if (static_cast<uint16_t>(s.kind()) > static_cast<uint16_t>(fb::SectionKind::MAX))
+        return corrupt(what, ": unknown kind ", static_cast<int>(s.kind()));
+      if (s.compression() == fb::Compression::Zstd)
+        return unimplemented(cat(what, ": zstd-compressed sections are not supported yet"));
+      if (s.compression() != fb::Compression::None)
+        return corrupt(what, ": unknown compression ", static_cast<int>(s.compression()));
+      if (s.raw_size() != s.size())
+        return corrupt(what, ": uncompressed but raw_size ", s.raw_size(), " != size ", s.size());
+      if (!is_power_of_two(s.alignment()))
+        return corrupt(what, ": alignment ", s.alignment(), " is not a power of two");
+      if (s.offset() % s.alignment() != 0 || s.offset() % kPageSize != 0)
+        return corrupt(what, ": offset ", s.offset(), " is not aligned to ", s.alignment(), " and to a page");
+      if (s.offset() < data_begin || !range_inside(s.offset(), s.size(), data_end))
+        return corrupt(what, ": bytes [", s.offset(), ", +", s.size(), ") are outside the data region [",
+                       data_begin, ", ", data_end, ")");
+      out_.sections.push_back(out_.file.subspan(s.offset(), s.size()));
+    }
+    return ok_status();
+  }
+
+  std::string constant_label(uint64_t i) const {
+    const fb::Constant* c = m_.constants()->Get(static_cast<flatbuffers::uoffset_t>(i));
+    std::string name = str_or_empty(c->name());
+    return name.empty() ? cat("constant ", i) : cat("constant ", i, " ('", name, "')");
+  }
+
+  Status check_constants() {
+    const uint64_t count = vec_size(m_.constants());
+    out_.constant_types.resize(count);
+    for (uint64_t i = 0; i < count; ++i) {
+      const fb::Constant& c = *m_.constants()->Get(static_cast<flatbuffers::uoffset_t>(i));
+      const std::string what = constant_label(i);
+      HEXIR_RETURN_IF_ERROR(check_type(what, c.dtype(), c.shape(), c.byte_size(), &out_.constant_types[i]));
+      if (c.storage() == fb::ConstantStorage::Rodata) {
+        if (c.section() >= vec_size(m_.sections()))
+          return corrupt(what, ": section ", c.section(), " out of range (the module has ",
+                         vec_size(m_.sections()), " sections)");
+        const fb::Section& s = *m_.sections()->Get(c.section());
+        if (s.kind() != fb::SectionKind::Rodata)
+          return corrupt(what, ": section ", c.section(), " is not a RODATA section");
+        if (c.offset() % kConstantAlignment != 0)
+          return corrupt(what, ": offset ", c.offset(), " is not ", kConstantAlignment, "-byte aligned");
+        if (!range_inside(c.offset(), c.byte_size(), s.raw_size()))
+          return corrupt(what, ": bytes [", c.offset(), ", +", c.byte_size(), ") are outside section ",
+                         c.section(), " (", s.raw_size(), " bytes)");
+      } else if (c.storage() == fb::ConstantStorage::Fill) {
+        const uint64_t pattern = vec_size(c.fill_pattern());
+        if (pattern < 1 || pattern > 16)
+          return corrupt(what, ": fill pattern has ", pattern, " bytes (1..16 allowed)");
+        uint64_t total = 0;
+        if (__builtin_mul_overflow(pattern, c.fill_count(), &total) || total != c.byte_size())
+          return corrupt(what, ": fill of ", pattern, " bytes x ", c.fill_count(), " does not make ",
+                         c.byte_size(), " bytes");
+        if (c.byte_size() % dtype_size(out_.constant_types[i].dtype) != 0)
+          return corrupt(what, ": fill size ", c.byte_size(), " is not a multiple of the element size");
+      } else {
+        return corrupt(what, ": unknown storage ", static_cast<int>(c.storage()));
+      }
+    }
+    return ok_status();
+  }
+
+  Status check_kernels() {
+    const uint64_t count = vec_size(m_.kernels());
+    out_.kernel_ids.reserve(count);
+    for (uint64_t i = 0; i < count; ++i) {
+      const fb::Kernel& k = *m_.kernels()->Get(static_cast<flatbuffers::uoffset_t>(i));
+      const std::string name = str_or_empty(k.name());
+      std::optional<KernelId> id = find_kernel(name);
+      if (!id) return corrupt("kernel ", i, ": '", name, "' is not in the kernel catalog");
+      for (uint64_t c = 0; c < vec_size(k.code()); ++c) {
+        const fb::KernelCode& code = *k.code()->Get(static_cast<flatbuffers::uoffset_t>(c));
+        if (code.section() < 0) continue;  // builtin
+        const uint64_t section = static_cast<uint64_t>(code.section());
+        if (section >= vec_size(m_.sections()))
+          return corrupt("kernel ", i, " ('", name, "') code ", c, ": section ", section, " out of range");
+        const fb::Section& s = *m_.sections()->Get(static_cast<flatbuffers::uoffset_t>(section));
+        if (s.kind() != fb::SectionKind::DeviceCode)
+          return corrupt("kernel ", i, " ('", name, "') code ", c, ": section ", section,
+                         " is not a device code section");
+        if (!range_inside(code.offset(), code.size(), s.raw_size()))
+          return corrupt("kernel ", i, " ('", name, "') code ", c, ": range outside section ", section);
+      }
+      out_.kernel_ids.push_back(*id);
+    }
+    return ok_status();
+  }
+
+  Status check_slots() {
+    const fb::ArenaPlan& plan = *m_.arena();
+    const uint64_t count = vec_size(m_.slots());
+    out_.slot_types.resize(count);
+    for (uint64_t i = 0; i < count; ++i) {
+      const fb::Slot& s = *m_.slots()->Get(static_cast<flatbuffers::uoffset_t>(i));
+      const std::string what = slot_label(m_, i);
+      HEXIR_RETURN_IF_ERROR(check_type(what, s.dtype(), s.shape(), s.byte_size(), &out_.slot_types[i]));
+      if (static_cast<uint8_t>(s.storage()) > static_cast<uint8_t>(fb::StorageKind::MAX))
+        return corrupt(what, ": unknown storage kind ", static_cast<int>(s.storage()));
+      if (static_cast<uint8_t>(s.usage()) > static_cast<uint8_t>(fb::SlotUsage::MAX))
+        return corrupt(what, ": unknown usage ", static_cast<int>(s.usage()));
+      if (!usage_fits_storage(s.storage(), s.usage()))
+        return corrupt(what, ": usage ", slot_usage_name(s.usage()), " is not allowed for ",
+                       storage_kind_name(s.storage()), " storage");
+      switch (s.storage()) {
+        case fb::StorageKind::Arena:
+          if (s.arena_offset() % plan.alignment() != 0)
+            return corrupt(what, ": arena offset ", s.arena_offset(), " is not a multiple of the arena alignment ",
+                           plan.alignment());
+          if (!range_inside(s.arena_offset(), s.byte_size(), plan.size()))
+            return corrupt(what, ": arena bytes [", s.arena_offset(), ", +", s.byte_size(),
+                           ") exceed the arena size ", plan.size());
+          break;
+        case fb::StorageKind::Constant: {
+          if (s.index() >= vec_size(m_.constants()))
+            return corrupt(what, ": constant index ", s.index(), " out of range (the module has ",
+                           vec_size(m_.constants()), " constants)");
+          const fb::Constant& c = *m_.constants()->Get(s.index());
+          if (s.byte_size() > c.byte_size())
+            return corrupt(what, ": ", s.byte_size(), " bytes exceed ", constant_label(s.index()), " (",
+                           c.byte_size(), " bytes)");
+          break;
+        }
+        case fb::StorageKind::Input:
+        case fb::StorageKind::Output: break;  // binding index checked per function
+      }
+    }
+    return ok_status();
+  }
+
+  Status check_binding_slot(const std::string& what, const fb::Binding* binding, uint32_t* slot_out) {
+    if (!binding) return corrupt(what, ": missing");
+    if (str_or_empty(binding->name())[0] == '\0') return corrupt(what, ": empty name");
+    if (binding->slot() >= vec_size(m_.slots()))
+      return corrupt(what, ": slot ", binding->slot(), " out of range (the module has ", vec_size(m_.slots()),
+                     " slots)");
+    *slot_out = binding->slot();
+    return ok_status();
+  }
+
+  Status check_functions() {
+    const uint64_t count = vec_size(m_.functions());
+    const uint64_t instruction_count = vec_size(m_.instructions());
+    std::vector<std::pair<uint64_t, uint64_t>> ranges;  // (begin, function)
+    for (uint64_t f = 0; f < count; ++f) {
+      const fb::Function& fn = *m_.functions()->Get(static_cast<flatbuffers::uoffset_t>(f));
+      const std::string name = str_or_empty(fn.name());
+      if (name.empty()) return corrupt("function ", f, ": empty name");
+      const std::string what = cat("function '", name, "'");
+      for (uint64_t g = 0; g < f; ++g)
+        if (name == str_or_empty(m_.functions()->Get(static_cast<flatbuffers::uoffset_t>(g))->name()))
+          return corrupt("functions ", g, " and ", f, " are both named '", name, "'");
+      if (!range_inside(fn.instruction_begin(), fn.instruction_count(), instruction_count))
+        return corrupt(what, ": instructions [", fn.instruction_begin(), ", +", fn.instruction_count(),
+                       ") exceed the module's ", instruction_count, " instructions");
+      if (fn.instruction_count() > 0) ranges.emplace_back(fn.instruction_begin(), f);
+      if (fn.arena_size() > m_.arena()->size())
+        return corrupt(what, ": arena_size ", fn.arena_size(), " exceeds the arena plan size ", m_.arena()->size());
+
+      const uint64_t inputs = vec_size(fn.inputs());
+      const uint64_t outputs = vec_size(fn.outputs());
+      for (uint64_t i = 0; i < inputs; ++i) {
+        const fb::Binding* b = fn.inputs()->Get(static_cast<flatbuffers::uoffset_t>(i));
+        const std::string bwhat = cat(what, " input ", i);
+        uint32_t slot_index = 0;
+        HEXIR_RETURN_IF_ERROR(check_binding_slot(bwhat, b, &slot_index));
+        for (uint64_t j = 0; j < i; ++j)
+          if (std::strcmp(b->name()->c_str(), str_or_empty(fn.inputs()->Get(static_cast<flatbuffers::uoffset_t>(j))->name())) == 0)
+            return corrupt(what, ": inputs ", j, " and ", i, " are both named '", b->name()->c_str(), "'");
+        const fb::Slot& s = *m_.slots()->Get(slot_index);
+        if (s.storage() != fb::StorageKind::Input || s.index() != i)
+          return corrupt(bwhat, " ('", b->name()->c_str(), "'): ", slot_label(m_, slot_index),
+                         " is not bound to input ", i);
+        if (b->donated_to() >= 0) {
+          if (static_cast<uint64_t>(b->donated_to()) >= outputs)
+            return corrupt(bwhat, " ('", b->name()->c_str(), "'): donated_to ", b->donated_to(),
+                           " out of range (", outputs, " outputs)");
+          const fb::Binding* o = fn.outputs()->Get(static_cast<flatbuffers::uoffset_t>(b->donated_to()));
+          if (!o || o->slot() >= vec_size(m_.slots()) || !(out_.slot_types[o->slot()] == out_.slot_types[slot_index]))
+            return corrupt(bwhat, " ('", b->name()->c_str(), "'): donated to output ", b->donated_to(),
+                           " of a different type");
+        } else if (b->donated_to() != -1) {
+          return corrupt(bwhat, ": invalid donated_to ", b->donated_to());
+        } else if (s.usage() == fb::SlotUsage::Donated) {
+          return corrupt(bwhat, " ('", b->name()->c_str(), "'): slot is Donated but the input is not donated");
+        }
+      }
+      for (uint64_t j = 0; j < outputs; ++j) {
+        const fb::Binding* b = fn.outputs()->Get(static_cast<flatbuffers::uoffset_t>(j));
+        const std::string bwhat = cat(what, " output ", j);
+        uint32_t slot_index = 0;
+        HEXIR_RETURN_IF_ERROR(check_binding_slot(bwhat, b, &slot_index));
+        if (b->donated_to() != -1) return corrupt(bwhat, ": outputs cannot be donated");
+        const fb::Slot& s = *m_.slots()->Get(slot_index);
+        const bool bound_output = s.storage() == fb::StorageKind::Output && s.index() == j;
+        // A result computed in place in a donated input lives in that input's buffer.
+        const bool in_donated_input = s.storage() == fb::StorageKind::Input && s.index() < inputs &&
+                                      fn.inputs()->Get(s.index())->donated_to() == static_cast<int64_t>(j);
+        if (!bound_output && !in_donated_input)
+          return corrupt(bwhat, ": ", slot_label(m_, slot_index), " is neither bound to output ", j,
+                         " nor a donated input");
+      }
+    }
+    // Function bodies must not overlap, so each instruction belongs to at most one.
+    std::sort(ranges.begin(), ranges.end());
+    owner_.assign(instruction_count, -1);
+    for (size_t r = 0; r < ranges.size(); ++r) {
+      const fb::Function& fn = *m_.functions()->Get(static_cast<flatbuffers::uoffset_t>(ranges[r].second));
+      if (r + 1 < ranges.size() && ranges[r + 1].first < fn.instruction_begin() + fn.instruction_count())
+        return corrupt("functions '", str_or_empty(fn.name()), "' and '",
+                       str_or_empty(m_.functions()->Get(static_cast<flatbuffers::uoffset_t>(ranges[r + 1].second))->name()),
+                       "' have overlapping instruction ranges");
+      for (uint64_t k = 0; k < fn.instruction_count(); ++k)
+        owner_[fn.instruction_begin() + k] = static_cast<int64_t>(ranges[r].second);
+    }
+    return ok_status();
+  }
+
+  std::string instruction_label(uint64_t k) const {
+    if (owner_[k] < 0) return cat("instruction ", k, " (in no function)");
+    return cat("instruction ", k, " (function '",
+               str_or_empty(m_.functions()->Get(static_cast<flatbuffers::uoffset_t>(owner_[k]))->name()), "')");
+  }
+
+  Status check_instructions() {
+    const uint64_t count = vec_size(m_.instructions());
+    const uint64_t pool = vec_size(m_.operand_pool());
+    const uint64_t params = vec_size(m_.param_pool());
+    const uint64_t slots = vec_size(m_.slots());
+    std::vector<TensorType> input_types;
+    for (uint64_t k = 0; k < count; ++k) {
+      const fb::Instruction& in = *m_.instructions()->Get(static_cast<flatbuffers::uoffset_t>(k));
+      auto fail = [&](auto&&... args) { return corrupt(instruction_label(k), ": ", args...); };
+      if (in.opcode() != fb::Opcode::Dispatch) return fail("unknown opcode ", static_cast<int>(in.opcode()));
+      if (in.kernel() >= out_.kernel_ids.size())
+        return fail("kernel index ", in.kernel(), " out of range (the module has ", out_.kernel_ids.size(),
+                    " kernels)");
+      const KernelInfo& info = kernel_info(out_.kernel_ids[in.kernel()]);
+      if (info.is_view) return fail("'", info.name, "' is a view and cannot be dispatched");
+      if (!range_inside(in.operand_begin(), in.operand_count(), pool))
+        return fail("operands [", in.operand_begin(), ", +", in.operand_count(), ") exceed the operand pool (",
+                    pool, " entries)");
+      if (in.input_count() > in.operand_count() || in.operand_count() - in.input_count() != 1)
+        return fail(in.operand_count(), " operands with ", in.input_count(), " inputs: need exactly one output");
+      if (static_cast<int64_t>(in.input_count()) < info.min_inputs ||
+          (info.max_inputs >= 0 && static_cast<int64_t>(in.input_count()) > info.max_inputs))
+        return fail("'", info.name, "' takes ", info.min_inputs, "..", info.max_inputs, " inputs, got ",
+                    in.input_count());
+      for (uint32_t o = 0; o < in.operand_count(); ++o) {
+        const uint32_t slot = m_.operand_pool()->Get(in.operand_begin() + o);
+        if (slot >= slots)
+          return fail("operand ", o, " refers to slot ", slot, ", but the module has ", slots, " slots");
+      }
+      if (!range_inside(in.param_begin(), in.param_count(), params))
+        return fail("parameters [", in.param_begin(), ", +", in.param_count(), ") exceed the parameter pool (",
+                    params, " entries)");
+      if (in.input_count() < 32 && (in.alias_mask() >> in.input_count()) != 0)
+        return fail("alias mask 0x", std::hex, in.alias_mask(), std::dec, " has bits at or above input count ",
+                    in.input_count());
+
+      input_types.clear();
+      for (uint32_t i = 0; i < in.input_count(); ++i)
+        input_types.push_back(out_.slot_types[m_.operand_pool()->Get(in.operand_begin() + i)]);
+      std::span<const int64_t> param_span;
+      if (in.param_count() > 0) param_span = {m_.param_pool()->data() + in.param_begin(), in.param_count()};
+      Result<TensorType> result = infer_result_type(out_.kernel_ids[in.kernel()], input_types, param_span);
+      if (!result.ok()) return fail("'", info.name, "': ", result.status().message());
+      const uint32_t out_index = m_.operand_pool()->Get(in.operand_begin() + in.input_count());
+      const fb::Slot& out = *m_.slots()->Get(out_index);
+      if (!(*result == out_.slot_types[out_index]))
+        return fail("'", info.name, "' gives ", result->to_string(), " but the output ", slot_label(m_, out_index),
+                    " is ", out_.slot_types[out_index].to_string());
+      if (!slot_is_writable(out.usage()))
+        return fail("output ", slot_label(m_, out_index), " is read-only (", slot_usage_name(out.usage()), ")");
+      for (uint32_t i = 0; i < in.input_count(); ++i) {
+        const uint32_t in_index = m_.operand_pool()->Get(in.operand_begin() + i);
+        const fb::Slot& input = *m_.slots()->Get(in_index);
+        const bool aliased = i < 32 && (in.alias_mask() >> i) & 1u;
+        if (aliased) {
+          if (!info.may_run_in_place) return fail("alias bit ", i, " set but '", info.name, "' cannot run in place");
+          if (!same_storage(out, input) || out.byte_size() != input.byte_size())
+            return fail("alias bit ", i, " set but the output ", slot_label(m_, out_index),
+                        " does not share the storage of input ", slot_label(m_, in_index));
+        } else if (storage_overlaps(out, input)) {
+          return fail("the output ", slot_label(m_, out_index), " overlaps input ", i, " ",
+                      slot_label(m_, in_index), " without an alias bit");
+        }
+      }
+    }
+    return ok_status();
+  }
+
+  // Checks that depend on the function an instruction belongs to: binding
+  // indices of Input/Output slots, donation, and that every output is written.
+  Status check_function_bodies() {
+    const uint64_t count = vec_size(m_.functions());
+    std::vector<bool> written;
+    for (uint64_t f = 0; f < count; ++f) {
+      const fb::Function& fn = *m_.functions()->Get(static_cast<flatbuffers::uoffset_t>(f));
+      const uint64_t inputs = vec_size(fn.inputs());
+      const uint64_t outputs = vec_size(fn.outputs());
+      written.assign(inputs + outputs, false);  // donated inputs, then outputs
+      for (uint64_t k = fn.instruction_begin(); k < fn.instruction_begin() + uint64_t{fn.instruction_count()}; ++k) {
+        const fb::Instruction& in = *m_.instructions()->Get(static_cast<flatbuffers::uoffset_t>(k));
+        for (uint32_t o = 0; o < in.operand_count(); ++o) {
+          const uint32_t slot_index = m_.operand_pool()->Get(in.operand_begin() + o);
+          const fb::Slot& s = *m_.slots()->Get(slot_index);
+          const bool is_output = o == in.input_count();
+          if (s.storage() == fb::StorageKind::Input) {
+            if (s.index() >= inputs)
+              return corrupt(instruction_label(k), ": operand ", o, " ", slot_label(m_, slot_index),
+                             " is bound to input ", s.index(), " but the function has ", inputs, " inputs");
+            const fb::Binding& b = *fn.inputs()->Get(s.index());
+            if (s.byte_size() > m_.slots()->Get(b.slot())->byte_size())
+              return corrupt(instruction_label(k), ": operand ", o, " ", slot_label(m_, slot_index),
+                             " is larger than input ", s.index());
+            if (s.usage() == fb::SlotUsage::Donated && b.donated_to() < 0)
+              return corrupt(instruction_label(k), ": operand ", o, " ", slot_label(m_, slot_index),
+                             " writes input ", s.index(), ", which is not donated");
+            if (is_output) written[s.index()] = true;
+          } else if (s.storage() == fb::StorageKind::Output) {
+            if (s.index() >= outputs)
+              return corrupt(instruction_label(k), ": operand ", o, " ", slot_label(m_, slot_index),
+                             " is bound to output ", s.index(), " but the function has ", outputs, " outputs");
+            const fb::Binding& b = *fn.outputs()->Get(s.index());
+            if (s.byte_size() > m_.slots()->Get(b.slot())->byte_size())
+              return corrupt(instruction_label(k), ": operand ", o, " ", slot_label(m_, slot_index),
+                             " is larger than output ", s.index());
+            if (is_output) written[inputs + s.index()] = true;
+          }
+        }
+      }
+      for (uint64_t j = 0; j < outputs; ++j) {
+        const fb::Slot& s = *m_.slots()->Get(fn.outputs()->Get(static_cast<flatbuffers::uoffset_t>(j))->slot());
+        const bool done = s.storage() == fb::StorageKind::Output ? written[inputs + j] : written[s.index()];
+        if (!done) return corrupt("function '", str_or_empty(fn.name()), "': output ", j, " is never written");
+      }
+    }
+    return ok_status();
+  }
+
+  VerifiedModule& out_;
+  const fb::Module& m_;
+  std::vector<int64_t> owner_;  // per instruction: owning function or -1
+};
+
+}  // namespace
+
+const char* section_kind_name(fb::SectionKind kind) {
+  switch (kind) {
+    case fb::SectionKind::Rodata: return "rodata";
+    case fb::SectionKind::DeviceCode: return "device_code";
+  }
+  return "unknown";
+}
+
+const char* storage_kind_name(fb::StorageKind kind) {
+  switch (kind) {
+    case fb::StorageKind::Arena: return "arena";
+    case fb::StorageKind::Constant: return "constant";
+    case fb::StorageKind::Input: return "input";
+    case fb::StorageKind::Output: return "output";
+  }
+  return "unknown";
+}
+
+const char* slot_usage_name(fb::SlotUsage usage) {
+  switch (usage) {
+    case fb::SlotUsage::Transient: return "transient";
+    case fb::SlotUsage::Constant: return "constant";
+    case fb::SlotUsage::ExternalInput: return "external_input";
+    case fb::SlotUsage::ExternalOutput: return "external_output";
+    case fb::SlotUsage::Donated: return "donated";
+    case fb::SlotUsage::Staging: return "staging";
+  }
+  return "unknown";
+}
+
+const char* plan_strategy_name(fb::PlanStrategy strategy) {
+  switch (strategy) {
+    case fb::PlanStrategy::Naive: return "naive";
+    case fb::PlanStrategy::Arena: return "arena";
+    case fb::PlanStrategy::FreeAtLastUse: return "free-at-last-use";
+  }
+  return "unknown";
+}
+
+Result<VerifiedModule> verify_executable(std::span<const uint8_t> file, const VerifyOptions& options) {
+  VerifiedModule out;
+  out.file = file;
+  if (file.size() < sizeof(Prelude))
+    return corrupt("file is ", file.size(), " bytes, smaller than the ", sizeof(Prelude), "-byte prelude");
+  if (reinterpret_cast<uintptr_t>(file.data()) % 8 != 0)
+    return invalid_argument("executable bytes must start at an 8-byte aligned address");
+  std::memcpy(&out.prelude, file.data(), sizeof(Prelude));
+  const Prelude& p = out.prelude;
+  if (std::memcmp(p.magic, kMagic, sizeof(kMagic)) != 0) return corrupt("not a Hexir executable (bad magic)");
+  if (p.format_version != kFormatVersion)
+    return corrupt("format version ", p.format_version, " is not supported (expected ", kFormatVersion, ")");
+  if ((p.flags & ~uint32_t{kFlagDataChecksum}) != 0)
+    return corrupt("unknown prelude flags 0x", std::hex, p.flags);
+  if (p.metadata_offset < sizeof(Prelude) || p.metadata_offset % 8 != 0)
+    return corrupt("metadata offset ", p.metadata_offset, " is not 8-aligned after the prelude");
+  if (p.metadata_size == 0 || p.metadata_size >= FLATBUFFERS_MAX_BUFFER_SIZE)
+    return corrupt("metadata size ", p.metadata_size, " is out of range");
+  if (!range_inside(p.metadata_offset, p.metadata_size, file.size()))
+    return corrupt("metadata [", p.metadata_offset, ", +", p.metadata_size, ") extends past the end of the ",
+                   file.size(), "-byte file (truncated?)");
+  out.metadata = file.subspan(p.metadata_offset, p.metadata_size);
+  if (checksum64(out.metadata) != p.metadata_checksum) return corrupt("metadata checksum mismatch");
+  if (p.data_offset % kPageSize != 0) return corrupt("data offset ", p.data_offset, " is not page aligned");
+  if (p.data_offset < p.metadata_offset + p.metadata_size)
+    return corrupt("data region at ", p.data_offset, " overlaps the metadata");
+  // An executable without data sections need not be padded up to data_offset.
+  if (p.data_size != 0 && !range_inside(p.data_offset, p.data_size, file.size()))
+    return corrupt("data region [", p.data_offset, ", +", p.data_size, ") extends past the end of the ",
+                   file.size(), "-byte file (truncated?)");
+  if (p.flags & kFlagDataChecksum) {
+    if (options.verify_data_checksum && p.data_size != 0 &&
+        checksum64(file.subspan(p.data_offset, p.data_size)) != p.data_checksum)
+      return corrupt("data checksum mismatch");
+  } else if (p.data_checksum != 0) {
+    return corrupt("data checksum set without the data checksum flag");
+  }
+
+  flatbuffers::Verifier::Options fb_options;
+  fb_options.max_tables = 1u << 24;
+  flatbuffers::Verifier verifier(out.metadata.data(), out.metadata.size(), fb_options);
+  if (!fb::VerifyModuleBuffer(verifier)) return corrupt("metadata is not a valid HXE1 flatbuffer");
+  out.module = fb::GetModule(out.metadata.data());
+
+  ModuleVerifier semantic(out, *out.module);
+  HEXIR_RETURN_IF_ERROR(semantic.run());
+  return out;
+}
+
+}  // namespace hexir::format

@@ -1,0 +1,49 @@
+// The loader-side verifier of .hxe files, shared by the VM and hexir-dump.
+// A file is untrusted: every offset, size, index, alias and shape rule is
+// checked here, with overflow-safe arithmetic, before anything runs. Errors
+// are kDataLoss and name what is wrong and where.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "hexir/base/status.h"
+#include "hexir/base/types.h"
+#include "hexir/format/kernel_catalog.h"
+#include "hexir/format/prelude.h"
+#include "hexir_generated.h"
+
+namespace hexir::format {
+
+struct VerifyOptions {
+  // Checksum the data sections too when the file carries a data checksum
+  // (O(weights); off keeps mmap loads O(metadata)).
+  bool verify_data_checksum = false;
+};
+
+// A verified view of a file. Borrows the file bytes: every pointer and span
+// here points into them and is valid as long as they are.
+struct VerifiedModule {
+  Prelude prelude{};                                // a copy (the file may be any 8-aligned memory)
+  std::span<const uint8_t> file;
+  std::span<const uint8_t> metadata;
+  const fb::Module* module = nullptr;               // verified flatbuffer root
+  std::vector<std::span<const uint8_t>> sections;   // per Module.sections entry, its bytes in the file
+  std::vector<KernelId> kernel_ids;                 // per Module.kernels entry, its catalog id
+  std::vector<TensorType> slot_types;               // per Module.slots entry
+  std::vector<TensorType> constant_types;           // per Module.constants entry
+};
+
+// Verifies the prelude, metadata checksum, flatbuffer structure (identifier
+// "HXE1") and every semantic rule of the schema. `file` must start at an
+// 8-byte aligned address (flatbuffers reads scalars in place).
+Result<VerifiedModule> verify_executable(std::span<const uint8_t> file, const VerifyOptions& options = {});
+
+// Helpers shared with hexir-dump.
+const char* section_kind_name(fb::SectionKind kind);
+const char* storage_kind_name(fb::StorageKind kind);
+const char* slot_usage_name(fb::SlotUsage usage);
+const char* plan_strategy_name(fb::PlanStrategy strategy);
+
+}  // namespace hexir::format
