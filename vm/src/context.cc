@@ -1,0 +1,260 @@
+#include <algorithm>
+#include <string>
+
+#include "vm_impl.h"
+
+namespace hexir::vm {
+namespace {
+
+Status build_function_table(ContextImpl& c, size_t function_index, FunctionTable& t) {
+  const ModuleImpl& m = *c.module;
+  const ProgramImpl& p = *c.program;
+  const fb::Module& fbm = m.fb();
+  const fb::Function& fn = *fbm.functions()->Get(static_cast<flatbuffers::uoffset_t>(function_index));
+  const FunctionSignature& sig = m.functions[function_index];
+  const size_t inputs = sig.inputs.size();
+  const size_t outputs = sig.outputs.size();
+  const uint64_t workspace_size = fbm.arena()->workspace_size();
+  void* workspace = workspace_size > 0 ? device_address(c.arena, c.arena.size - workspace_size) : nullptr;
+
+  size_t operand_total = 0;
+  for (uint32_t k = 0; k < fn.instruction_count(); ++k)
+    operand_total += fbm.instructions()->Get(fn.instruction_begin() + k)->operand_count();
+  t.args.reserve(operand_total);
+  t.dispatches.reserve(fn.instruction_count());
+
+  std::vector<std::vector<uint32_t>> patches(inputs + outputs);
+  std::vector<size_t> operand_base;
+  operand_base.reserve(fn.instruction_count());
+  for (uint32_t k = 0; k < fn.instruction_count(); ++k) {
+    const fb::Instruction& in = *fbm.instructions()->Get(fn.instruction_begin() + k);
+    operand_base.push_back(t.args.size());
+    for (uint32_t o = 0; o < in.operand_count(); ++o) {
+      const uint32_t slot_index = fbm.operand_pool()->Get(in.operand_begin() + o);
+      const fb::Slot& slot = *fbm.slots()->Get(slot_index);
+      const TensorType& type = m.verified.slot_types[slot_index];
+      hal::TensorArg arg;
+      arg.dtype = type.dtype;
+      arg.rank = static_cast<uint32_t>(type.dims.size());
+      arg.dims = type.dims.data();
+      arg.byte_size = slot.byte_size();
+      const auto arg_index = static_cast<uint32_t>(t.args.size());
+      switch (slot.storage()) {
+        case fb::StorageKind::Arena: arg.data = device_address(c.arena, slot.arena_offset()); break;
+        case fb::StorageKind::Constant: arg.data = p.constant_data[slot.index()]; break;
+        case fb::StorageKind::Input: patches[slot.index()].push_back(arg_index); break;
+        case fb::StorageKind::Output: patches[inputs + slot.index()].push_back(arg_index); break;
+      }
+      t.args.push_back(arg);
+    }
+    hal::DispatchArgs d;
+    d.kernel = p.kernel_handles[in.kernel()];
+    d.kernel_id = m.verified.kernel_ids[in.kernel()];
+    d.input_count = in.input_count();
+    d.operand_count = in.operand_count();
+    d.params = in.param_count() > 0 ? fbm.param_pool()->data() + in.param_begin() : nullptr;
+    d.param_count = in.param_count();
+    d.workspace = workspace;
+    d.workspace_size = workspace_size;
+    t.dispatches.push_back(d);
+  }
+  // args no longer grows: operand pointers are stable from here on.
+  for (size_t k = 0; k < t.dispatches.size(); ++k) t.dispatches[k].operands = t.args.data() + operand_base[k];
+
+  t.patch_begin.reserve(patches.size() + 1);
+  for (const std::vector<uint32_t>& list : patches) {
+    t.patch_begin.push_back(static_cast<uint32_t>(t.patch_args.size()));
+    t.patch_args.insert(t.patch_args.end(), list.begin(), list.end());
+  }
+  t.patch_begin.push_back(static_cast<uint32_t>(t.patch_args.size()));
+
+  t.own_outputs.resize(outputs);
+  t.output_in_input.assign(outputs, -1);
+  t.last_output_data.assign(outputs, nullptr);
+  for (size_t j = 0; j < outputs; ++j) {
+    const fb::Slot& slot = *fbm.slots()->Get(fn.outputs()->Get(static_cast<flatbuffers::uoffset_t>(j))->slot());
+    if (slot.storage() == fb::StorageKind::Input) {  // computed in place in a donated input
+      t.output_in_input[j] = static_cast<int32_t>(slot.index());
+      continue;
+    }
+    if (sig.outputs[j].byte_size == 0) continue;
+    HEXIR_ASSIGN_OR_RETURN(t.own_outputs[j],
+                           p.device->allocate(sig.outputs[j].byte_size, hal::MemoryType::kDeviceLocal,
+                                              hal::BufferUsage::kExternal, format::kConstantAlignment));
+    ++c.create_stats.device_allocations;
+  }
+  return ok_status();
+}
+
+Status check_argument(const char* kind, size_t index, const TensorSignature& expected, const TensorRef& got,
+                      const std::string& function) {
+  if (got.type == expected.type && got.byte_size >= expected.byte_size &&
+      (got.data != nullptr || expected.byte_size == 0))
+    return ok_status();
+  std::string what = std::string(kind) + " " +
+                     (expected.name.empty() ? std::to_string(index) : "'" + expected.name + "'") +
+                     " of function '" + function + "': ";
+  if (!(got.type == expected.type))
+    return invalid_argument(what + "expected " + expected.type.to_string() + ", got " + got.type.to_string());
+  if (got.data == nullptr) return invalid_argument(what + "data is null");
+  return invalid_argument(what + "buffer of " + std::to_string(got.byte_size) + " bytes is smaller than the " +
+                          std::to_string(expected.byte_size) + " bytes of " + expected.type.to_string());
+}
+
+}  // namespace
+
+ContextImpl::~ContextImpl() {
+  if (!program) return;
+  for (FunctionTable& t : functions)
+    for (hal::Buffer& buffer : t.own_outputs)
+      if (buffer.size > 0) program->device->release(buffer);
+  if (arena.size > 0) program->device->release(arena);
+}
+
+// The hot path: checks arguments, patches bound pointers, dispatches. It
+// allocates nothing (strings are built only for errors).
+Status ContextImpl::invoke(size_t function, std::span<const TensorRef> inputs,
+                           std::span<const TensorRef> outputs) {
+  if (function >= functions.size())
+    return invalid_argument("function index " + std::to_string(function) + " out of range (the module has " +
+                            std::to_string(functions.size()) + ")");
+  const FunctionSignature& sig = module->functions[function];
+  FunctionTable& t = functions[function];
+  const size_t input_count = sig.inputs.size();
+  if (inputs.size() != input_count)
+    return invalid_argument("function '" + sig.name + "' takes " + std::to_string(input_count) + " inputs, got " +
+                            std::to_string(inputs.size()));
+  const bool own_outputs = outputs.empty();
+  if (!own_outputs && outputs.size() != sig.outputs.size())
+    return invalid_argument("function '" + sig.name + "' has " + std::to_string(sig.outputs.size()) +
+                            " outputs, got " + std::to_string(outputs.size()));
+  for (size_t i = 0; i < input_count; ++i)
+    HEXIR_RETURN_IF_ERROR(check_argument("input", i, sig.inputs[i], inputs[i], sig.name));
+  for (size_t j = 0; j < outputs.size(); ++j) {
+    HEXIR_RETURN_IF_ERROR(check_argument("output", j, sig.outputs[j], outputs[j], sig.name));
+    const int32_t donor = t.output_in_input[j];
+    if (donor >= 0 && outputs[j].data != inputs[donor].data)
+      return invalid_argument("output " + std::to_string(j) + " of function '" + sig.name +
+                              "' is computed in place in donated input '" + sig.inputs[donor].name +
+                              "': pass that input's buffer as the output");
+    for (size_t i = 0; i < input_count; ++i)
+      if (outputs[j].data != nullptr && outputs[j].data == inputs[i].data && sig.inputs[i].donated_to != int(j))
+        return invalid_argument("output " + std::to_string(j) + " of function '" + sig.name +
+                                "' is the buffer of input '" + sig.inputs[i].name + "', which is not donated to it");
+  }
+
+  for (size_t i = 0; i < input_count; ++i)
+    for (uint32_t a = t.patch_begin[i]; a < t.patch_begin[i + 1]; ++a) t.args[t.patch_args[a]].data = inputs[i].data;
+  for (size_t j = 0; j < sig.outputs.size(); ++j) {
+    const int32_t donor = t.output_in_input[j];
+    void* data = donor >= 0 ? inputs[donor].data
+                 : own_outputs ? device_address(t.own_outputs[j])
+                               : outputs[j].data;
+    t.last_output_data[j] = data;
+    for (uint32_t a = t.patch_begin[input_count + j]; a < t.patch_begin[input_count + j + 1]; ++a)
+      t.args[t.patch_args[a]].data = data;
+  }
+  t.has_own_results = false;
+
+  const uint64_t dispatches_before = queue->dispatch_count();
+  Status status;
+  for (size_t k = 0; k < t.dispatches.size() && status.ok(); ++k) {
+    status = queue->dispatch(t.dispatches[k]);
+    if (!status.ok())
+      status = status.annotate("function '" + sig.name + "' instruction " +
+                               std::to_string(module->fb().functions()->Get(static_cast<flatbuffers::uoffset_t>(function))->instruction_begin() + k) +
+                               " ('" + format::kernel_info(t.dispatches[k].kernel_id).name + "')");
+  }
+  Status synced = queue->synchronize();
+  invoke_stats.dispatches += queue->dispatch_count() - dispatches_before;
+  ++invoke_count;
+  HEXIR_RETURN_IF_ERROR(status);
+  HEXIR_RETURN_IF_ERROR(synced);
+  t.has_own_results = own_outputs;
+  return ok_status();
+}
+
+Context::Context(std::unique_ptr<ContextImpl> impl) : impl_(std::move(impl)) {}
+Context::Context(Context&&) noexcept = default;
+Context& Context::operator=(Context&&) noexcept = default;
+Context::~Context() = default;
+
+Result<Context> Context::create(const Program& program) {
+  auto c = std::make_unique<ContextImpl>();
+  c->program = &program.impl();
+  c->module = c->program->module_impl;
+  hal::Device& device = *c->program->device;
+  HEXIR_ASSIGN_OR_RETURN(c->queue, device.create_queue());
+
+  // One allocation: the arena, then the workspace at the next 64-byte boundary.
+  const fb::ArenaPlan& plan = *c->module->fb().arena();
+  const uint64_t align = std::max<uint64_t>(plan.alignment(), format::kConstantAlignment);
+  uint64_t total = 0;
+  const uint64_t workspace = plan.workspace_size();
+  if (__builtin_add_overflow(plan.size(), align - 1, &total) ||
+      __builtin_add_overflow(total & ~(align - 1), workspace, &total))
+    return resource_exhausted("arena of " + std::to_string(plan.size()) + " bytes plus workspace overflows");
+  if (workspace == 0) total = plan.size();
+  if (total > 0) {
+    HEXIR_ASSIGN_OR_RETURN(c->arena, device.allocate(total, hal::MemoryType::kDeviceLocal,
+                                                     hal::BufferUsage::kTransient, align));
+    ++c->create_stats.device_allocations;
+  }
+
+  c->functions.resize(c->module->functions.size());
+  for (size_t f = 0; f < c->functions.size(); ++f)
+    HEXIR_RETURN_IF_ERROR(build_function_table(*c, f, c->functions[f]));
+  return Context(std::move(c));
+}
+
+Status Context::invoke(size_t function, std::span<const TensorRef> inputs, std::span<const TensorRef> outputs) {
+  return impl_->invoke(function, inputs, outputs);
+}
+
+Status Context::invoke(std::string_view function, std::span<const TensorRef> inputs,
+                       std::span<const TensorRef> outputs) {
+  const std::vector<FunctionSignature>& functions = impl_->module->functions;
+  for (size_t f = 0; f < functions.size(); ++f)
+    if (functions[f].name == function) return impl_->invoke(f, inputs, outputs);
+  // Only reached on error, so building the message may allocate.
+  std::string names;
+  for (const FunctionSignature& f : functions) names += (names.empty() ? "'" : ", '") + f.name + "'";
+  return not_found("no function '" + std::string(function) + "' (the module has " +
+                   (names.empty() ? std::string("none") : names) + ")");
+}
+
+Result<TensorRef> Context::output(size_t function, size_t index) const {
+  if (function >= impl_->functions.size()) return invalid_argument("function index out of range");
+  const FunctionSignature& sig = impl_->module->functions[function];
+  if (index >= sig.outputs.size())
+    return invalid_argument("function '" + sig.name + "' has " + std::to_string(sig.outputs.size()) +
+                            " outputs, asked for output " + std::to_string(index));
+  const FunctionTable& t = impl_->functions[function];
+  if (!t.has_own_results)
+    return failed_precondition("function '" + sig.name + "' has no context-owned results: its last invoke "
+                               "passed outputs, failed, or never happened");
+  TensorRef ref;
+  ref.data = t.last_output_data[index];
+  ref.byte_size = sig.outputs[index].byte_size;
+  ref.type = sig.outputs[index].type;
+  return ref;
+}
+
+Status Context::read_output(size_t function, size_t index, std::span<uint8_t> host) const {
+  HEXIR_ASSIGN_OR_RETURN(TensorRef ref, output(function, index));
+  if (host.size() < ref.byte_size)
+    return invalid_argument("read_output: destination of " + std::to_string(host.size()) +
+                            " bytes is smaller than the " + std::to_string(ref.byte_size) + "-byte result");
+  if (ref.byte_size == 0) return ok_status();
+  const FunctionTable& t = impl_->functions[function];
+  if (t.output_in_input[index] >= 0)
+    return failed_precondition("output " + std::to_string(index) +
+                               " lives in the caller's donated input buffer; read it there");
+  return impl_->program->device->read(t.own_outputs[index], 0, host.data(), ref.byte_size);
+}
+
+const PhaseStats& Context::invoke_stats() const { return impl_->invoke_stats; }
+uint64_t Context::invoke_count() const { return impl_->invoke_count; }
+const PhaseStats& Context::create_stats() const { return impl_->create_stats; }
+
+}  // namespace hexir::vm

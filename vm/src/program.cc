@@ -1,0 +1,128 @@
+#include <string>
+
+#include "vm_impl.h"
+
+namespace hexir::vm {
+namespace {
+
+// Rounds up to a multiple of 64 (fills are packed at constant alignment).
+bool align_up(uint64_t value, uint64_t* out) {
+  constexpr uint64_t kAlign = format::kConstantAlignment;
+  uint64_t padded;
+  if (__builtin_add_overflow(value, kAlign - 1, &padded)) return false;
+  *out = padded & ~(kAlign - 1);
+  return true;
+}
+
+// RODATA sections: imported in place when the device can address host
+// memory (cpu), otherwise one allocation and one upload each.
+Status prepare_sections(ProgramImpl& p, std::vector<hal::Buffer>& section_buffers) {
+  const ModuleImpl& m = *p.module_impl;
+  hal::Device& device = *p.device;
+  section_buffers.resize(m.verified.sections.size());
+  for (size_t i = 0; i < m.verified.sections.size(); ++i) {
+    const fb::Section& section = *m.fb().sections()->Get(static_cast<flatbuffers::uoffset_t>(i));
+    std::span<const uint8_t> bytes = m.verified.sections[i];
+    if (section.kind() != fb::SectionKind::Rodata || bytes.empty()) continue;
+    // The buffer is only ever read; the mapping itself is read-only.
+    Result<hal::Buffer> imported =
+        device.import_host(const_cast<uint8_t*>(bytes.data()), bytes.size(), hal::BufferUsage::kConstant);
+    if (imported.ok()) {
+      p.buffers.push_back(*imported);
+      section_buffers[i] = *imported;
+      continue;
+    }
+    if (imported.status().code() != StatusCode::kUnimplemented)
+      return imported.status().annotate("importing section " + std::to_string(i));
+    HEXIR_ASSIGN_OR_RETURN(hal::Buffer buffer,
+                           device.allocate(bytes.size(), hal::MemoryType::kDeviceLocal,
+                                           hal::BufferUsage::kConstant, format::kConstantAlignment));
+    p.buffers.push_back(buffer);
+    ++p.prepare_stats.device_allocations;
+    HEXIR_RETURN_IF_ERROR(device.write(buffer, 0, bytes.data(), bytes.size()).annotate(
+        "uploading section " + std::to_string(i)));
+    ++p.prepare_stats.uploads;
+    section_buffers[i] = buffer;
+  }
+  return ok_status();
+}
+
+// Fill constants packed into one allocation, each materialized by one device fill.
+Status prepare_constants(ProgramImpl& p, const std::vector<hal::Buffer>& section_buffers) {
+  const ModuleImpl& m = *p.module_impl;
+  const size_t count = m.fb().constants() ? m.fb().constants()->size() : 0;
+  p.constant_data.assign(count, nullptr);
+  std::vector<uint64_t> fill_offsets(count, 0);
+  uint64_t fill_bytes = 0;
+  for (size_t i = 0; i < count; ++i) {
+    const fb::Constant& c = *m.fb().constants()->Get(static_cast<flatbuffers::uoffset_t>(i));
+    if (c.storage() == fb::ConstantStorage::Rodata) {
+      const hal::Buffer& section = section_buffers[c.section()];
+      if (c.byte_size() > 0) p.constant_data[i] = device_address(section, c.offset());
+      continue;
+    }
+    fill_offsets[i] = fill_bytes;
+    if (__builtin_add_overflow(fill_bytes, c.byte_size(), &fill_bytes) || !align_up(fill_bytes, &fill_bytes))
+      return resource_exhausted("fill constants need more than 2^64 bytes");
+  }
+  if (fill_bytes == 0) return ok_status();
+
+  HEXIR_ASSIGN_OR_RETURN(hal::Buffer fills,
+                         p.device->allocate(fill_bytes, hal::MemoryType::kDeviceLocal, hal::BufferUsage::kConstant,
+                                            format::kConstantAlignment));
+  p.buffers.push_back(fills);
+  ++p.prepare_stats.device_allocations;
+  for (size_t i = 0; i < count; ++i) {
+    const fb::Constant& c = *m.fb().constants()->Get(static_cast<flatbuffers::uoffset_t>(i));
+    if (c.storage() != fb::ConstantStorage::Fill || c.byte_size() == 0) continue;
+    HEXIR_RETURN_IF_ERROR(p.device
+                              ->fill(fills, fill_offsets[i], c.byte_size(), c.fill_pattern()->data(),
+                                     c.fill_pattern()->size())
+                              .annotate("filling constant " + std::to_string(i)));
+    p.constant_data[i] = device_address(fills, fill_offsets[i]);
+  }
+  return ok_status();
+}
+
+Status resolve_kernels(ProgramImpl& p) {
+  const std::vector<format::KernelId>& ids = p.module_impl->verified.kernel_ids;
+  p.kernel_handles.assign(ids.size(), 0);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const format::KernelInfo& info = format::kernel_info(ids[i]);
+    if (info.is_view) continue;  // never dispatched
+    Result<uintptr_t> handle = p.device->resolve_kernel(ids[i]);
+    if (!handle.ok())
+      return handle.status().annotate("kernel '" + std::string(info.name) + "' on " + std::string(p.device->name()));
+    p.kernel_handles[i] = *handle;
+  }
+  return ok_status();
+}
+
+}  // namespace
+
+ProgramImpl::~ProgramImpl() {
+  for (hal::Buffer& buffer : buffers) device->release(buffer);
+}
+
+Program::Program(std::unique_ptr<ProgramImpl> impl) : impl_(std::move(impl)) {}
+Program::Program(Program&&) noexcept = default;
+Program& Program::operator=(Program&&) noexcept = default;
+Program::~Program() = default;
+
+Result<Program> Program::prepare(const Module& module, hal::Device& device) {
+  auto impl = std::make_unique<ProgramImpl>();
+  impl->module = &module;
+  impl->module_impl = &module.impl();
+  impl->device = &device;
+  std::vector<hal::Buffer> section_buffers;
+  HEXIR_RETURN_IF_ERROR(prepare_sections(*impl, section_buffers));
+  HEXIR_RETURN_IF_ERROR(prepare_constants(*impl, section_buffers));
+  HEXIR_RETURN_IF_ERROR(resolve_kernels(*impl));
+  return Program(std::move(impl));
+}
+
+const Module& Program::module() const { return *impl_->module; }
+hal::Device& Program::device() const { return *impl_->device; }
+const PhaseStats& Program::prepare_stats() const { return impl_->prepare_stats; }
+
+}  // namespace hexir::vm

@@ -128,11 +128,14 @@ class Context {
 
   // The context-owned result buffer of the last invoke of `function` that passed no outputs.
   Result<TensorRef> output(size_t function, size_t index) const;
+  // Copies that result to host memory through the device (works on every backend).
+  Status read_output(size_t function, size_t index, std::span<uint8_t> host) const;
 
   // Summed over every invoke so far.
   const PhaseStats& invoke_stats() const;
   uint64_t invoke_count() const;
   const PhaseStats& create_stats() const;
+  const ContextImpl& impl() const { return *impl_; }
 
  private:
   explicit Context(std::unique_ptr<ContextImpl> impl);
