@@ -1,0 +1,750 @@
+#include "parser.h"
+
+#include <bit>
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <optional>
+
+#include "hexir/base/npy.h"
+
+namespace hexir::serializer {
+
+uint16_t float_to_half_bits(float value) {
+  uint32_t x = std::bit_cast<uint32_t>(value);
+  uint32_t sign = (x >> 16) & 0x8000;
+  uint32_t exponent = (x >> 23) & 0xff;
+  uint32_t mantissa = x & 0x7fffff;
+  if (exponent == 0xff) return static_cast<uint16_t>(sign | 0x7c00 | (mantissa ? 0x200 | (mantissa >> 13) : 0));
+  int32_t e = static_cast<int32_t>(exponent) - 127 + 15;
+  if (e >= 31) return static_cast<uint16_t>(sign | 0x7c00);
+  if (e <= 0) {
+    if (e < -10) return static_cast<uint16_t>(sign);
+    mantissa |= 0x800000;
+    int shift = 14 - e;
+    uint32_t half = mantissa >> shift;
+    uint32_t rest = mantissa & ((1u << shift) - 1);
+    uint32_t halfway = 1u << (shift - 1);
+    if (rest > halfway || (rest == halfway && (half & 1))) ++half;
+    return static_cast<uint16_t>(sign | half);
+  }
+  uint32_t half = (static_cast<uint32_t>(e) << 10) | (mantissa >> 13);
+  uint32_t rest = mantissa & 0x1fff;
+  // A carry out of the mantissa correctly rounds up into the exponent (to inf at the top).
+  if (rest > 0x1000 || (rest == 0x1000 && (half & 1))) ++half;
+  return static_cast<uint16_t>(sign | half);
+}
+
+uint16_t float_to_bfloat16_bits(float value) {
+  uint32_t x = std::bit_cast<uint32_t>(value);
+  if (std::isnan(value)) return static_cast<uint16_t>((x >> 16) | 0x40);
+  x += 0x7fff + ((x >> 16) & 1);
+  return static_cast<uint16_t>(x >> 16);
+}
+
+namespace {
+
+enum class Tok : uint8_t {
+  kEof,
+  kIdent,   // module, f32, axis, true, ...
+  kGlobal,  // @name
+  kLocal,   // %name
+  kInt,
+  kFloat,
+  kString,
+  kPunct,   // ( ) [ ] { } , : =
+  kArrow,   // ->
+};
+
+struct Token {
+  Tok kind = Tok::kEof;
+  std::string_view text;  // as written
+  std::string str;        // name without sigil, or unescaped string
+  int64_t int_value = 0;
+  double float_value = 0;
+  SourceLoc loc;
+
+  bool is(char c) const { return kind == Tok::kPunct && text.size() == 1 && text[0] == c; }
+  bool is_word(std::string_view w) const { return kind == Tok::kIdent && text == w; }
+  std::string describe() const {
+    if (kind == Tok::kEof) return "end of file";
+    return "'" + std::string(text) + "'";
+  }
+};
+
+bool is_name_char(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.' ||
+         c == '$';
+}
+bool is_digit(char c) { return c >= '0' && c <= '9'; }
+
+class Parser {
+ public:
+  Parser(std::string_view source, std::string_view display_name, const std::filesystem::path& base_dir)
+      : src_(source), file_(display_name), base_dir_(base_dir) {}
+
+  Result<Module> parse() {
+    HEXIR_RETURN_IF_ERROR(advance());
+    Module module;
+    module.name = std::filesystem::path(std::string(file_)).stem().string();
+    bool seen_decl = false, seen_module = false;
+    while (tok_.kind != Tok::kEof) {
+      if (tok_.is_word("module")) {
+        if (seen_module) return error(tok_.loc, "second 'module' declaration");
+        if (seen_decl) return error(tok_.loc, "'module' must come before any const or func");
+        seen_module = true;
+        HEXIR_RETURN_IF_ERROR(advance());
+        if (tok_.kind != Tok::kGlobal) return expected("module name like @mlp after 'module'");
+        module.name = tok_.str;
+        HEXIR_RETURN_IF_ERROR(advance());
+      } else if (tok_.is_word("const")) {
+        seen_decl = true;
+        HEXIR_RETURN_IF_ERROR(parse_const(module));
+      } else if (tok_.is_word("func")) {
+        seen_decl = true;
+        HEXIR_RETURN_IF_ERROR(parse_func(module));
+      } else {
+        return expected("'module', 'const' or 'func'");
+      }
+    }
+    return module;
+  }
+
+ private:
+  // ---- errors --------------------------------------------------------------
+  Status error(SourceLoc loc, const std::string& what) const {
+    return invalid_argument(std::string(file_) + ":" + std::to_string(loc.line) + ":" + std::to_string(loc.col) +
+                            ": " + what);
+  }
+  Status expected(const std::string& what) const { return error(tok_.loc, "expected " + what + ", got " + tok_.describe()); }
+  static std::string at(SourceLoc loc) { return std::to_string(loc.line) + ":" + std::to_string(loc.col); }
+
+  // ---- lexer ---------------------------------------------------------------
+  char ch(size_t offset = 0) const { return pos_ + offset < src_.size() ? src_[pos_ + offset] : '\0'; }
+  void bump() {
+    if (src_[pos_] == '\n') {
+      ++line_;
+      col_ = 1;
+    } else {
+      ++col_;
+    }
+    ++pos_;
+  }
+  void skip_space_and_comments() {
+    while (pos_ < src_.size()) {
+      char c = ch();
+      if (c == ' ' || c == '\t' || c == '\r' || c == '\n') {
+        bump();
+      } else if (c == '/' && ch(1) == '/') {
+        while (pos_ < src_.size() && ch() != '\n') bump();
+      } else {
+        break;
+      }
+    }
+  }
+
+  Status advance() {
+    skip_space_and_comments();
+    tok_ = Token();
+    tok_.loc = {line_, col_};
+    size_t start = pos_;
+    if (pos_ >= src_.size()) {
+      tok_.kind = Tok::kEof;
+      return ok_status();
+    }
+    char c = ch();
+    if (c == '@' || c == '%') {
+      bump();
+      size_t name_start = pos_;
+      while (pos_ < src_.size() && is_name_char(ch())) bump();
+      if (pos_ == name_start) return error(tok_.loc, std::string("expected a name after '") + c + "'");
+      tok_.kind = c == '@' ? Tok::kGlobal : Tok::kLocal;
+      tok_.str = std::string(src_.substr(name_start, pos_ - name_start));
+    } else if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_') {
+      while (pos_ < src_.size() && (is_name_char(ch()) && ch() != '.' && ch() != '$')) bump();
+      tok_.kind = Tok::kIdent;
+    } else if (c == '-' && ch(1) == '>') {
+      bump();
+      bump();
+      tok_.kind = Tok::kArrow;
+    } else if (is_digit(c) || ((c == '-' || c == '+') && (is_digit(ch(1)) || ch(1) == '.' || ch(1) == 'i')) ||
+               (c == '.' && is_digit(ch(1)))) {
+      HEXIR_RETURN_IF_ERROR(lex_number());
+    } else if (c == '"') {
+      HEXIR_RETURN_IF_ERROR(lex_string());
+    } else if (std::strchr("()[]{},:=", c)) {
+      bump();
+      tok_.kind = Tok::kPunct;
+    } else {
+      std::string shown = (c >= 0x20 && c < 0x7f) ? std::string(1, c) : "\\x" + hex_byte(c);
+      return error(tok_.loc, "unexpected character '" + shown + "'");
+    }
+    tok_.text = src_.substr(start, pos_ - start);
+    return ok_status();
+  }
+
+  static std::string hex_byte(char c) {
+    const char* digits = "0123456789abcdef";
+    auto b = static_cast<uint8_t>(c);
+    return {digits[b >> 4], digits[b & 15]};
+  }
+
+  Status lex_number() {
+    size_t start = pos_;
+    bool negative = ch() == '-';
+    if (ch() == '-' || ch() == '+') bump();
+    if (src_.substr(pos_, 3) == "inf") {
+      for (int i = 0; i < 3; ++i) bump();
+      tok_.kind = Tok::kFloat;
+      tok_.float_value = negative ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity();
+      return ok_status();
+    }
+    bool is_float = false;
+    while (is_digit(ch())) bump();
+    if (ch() == '.') {
+      is_float = true;
+      bump();
+      while (is_digit(ch())) bump();
+    }
+    if (ch() == 'e' || ch() == 'E') {
+      is_float = true;
+      bump();
+      if (ch() == '+' || ch() == '-') bump();
+      if (!is_digit(ch())) return error({line_, col_}, "expected digits in the exponent of a number");
+      while (is_digit(ch())) bump();
+    }
+    if (is_name_char(ch()))
+      return error({line_, col_}, "unexpected '" + std::string(1, ch()) + "' in a number");
+    std::string text(src_.substr(start, pos_ - start));
+    if (is_float) {
+      tok_.kind = Tok::kFloat;
+      tok_.float_value = std::strtod(text.c_str(), nullptr);
+    } else {
+      tok_.kind = Tok::kInt;
+      const char* begin = text.c_str() + (text[0] == '+' ? 1 : 0);
+      auto [end, ec] = std::from_chars(begin, text.c_str() + text.size(), tok_.int_value);
+      if (ec != std::errc() || end != text.c_str() + text.size())
+        return error(tok_.loc, "integer " + text + " does not fit in 64 bits");
+    }
+    return ok_status();
+  }
+
+  Status lex_string() {
+    bump();  // opening quote
+    tok_.kind = Tok::kString;
+    while (true) {
+      if (pos_ >= src_.size() || ch() == '\n') return error(tok_.loc, "unterminated string");
+      char c = ch();
+      if (c == '"') {
+        bump();
+        return ok_status();
+      }
+      if (c == '\\') {
+        bump();
+        char e = ch();
+        if (e == '"' || e == '\\') tok_.str += e;
+        else if (e == 'n') tok_.str += '\n';
+        else if (e == 't') tok_.str += '\t';
+        else return error({line_, col_}, "unknown escape '\\" + std::string(1, e) + "' in string");
+        bump();
+        continue;
+      }
+      tok_.str += c;
+      bump();
+    }
+  }
+
+  // ---- helpers -------------------------------------------------------------
+  Status expect_punct(char c, const std::string& context) {
+    if (!tok_.is(c)) return expected(std::string("'") + c + "' " + context);
+    return advance();
+  }
+
+  Result<TensorType> parse_type(SourceLoc* loc_out = nullptr) {
+    if (loc_out) *loc_out = tok_.loc;
+    SourceLoc loc = tok_.loc;
+    if (tok_.kind != Tok::kIdent) return expected("a type like f32[2,3]");
+    std::optional<DType> dtype = parse_dtype(tok_.text);
+    if (!dtype)
+      return error(tok_.loc, "unknown dtype '" + std::string(tok_.text) +
+                                 "' (expected f32, f16, bf16, i32, i64, i8, u8 or bool)");
+    TensorType type{*dtype, {}};
+    HEXIR_RETURN_IF_ERROR(advance());
+    HEXIR_RETURN_IF_ERROR(expect_punct('[', "after the dtype of a type"));
+    if (!tok_.is(']')) {
+      while (true) {
+        if (tok_.kind != Tok::kInt) return expected("a dimension (a non-negative integer)");
+        if (tok_.int_value < 0) return error(tok_.loc, "negative dimension " + std::to_string(tok_.int_value));
+        type.dims.push_back(tok_.int_value);
+        HEXIR_RETURN_IF_ERROR(advance());
+        if (tok_.is(',')) {
+          HEXIR_RETURN_IF_ERROR(advance());
+          continue;
+        }
+        break;
+      }
+    }
+    HEXIR_RETURN_IF_ERROR(expect_punct(']', "after the dimensions"));
+    Result<uint64_t> size = byte_size(type);
+    if (!size.ok()) return error(loc, "type " + type.to_string() + ": " + size.status().message());
+    return type;
+  }
+
+  // ---- constants -----------------------------------------------------------
+  Status parse_const(Module& module) {
+    HEXIR_RETURN_IF_ERROR(advance());
+    if (tok_.kind != Tok::kGlobal) return expected("constant name like @w after 'const'");
+    Constant constant;
+    constant.name = tok_.str;
+    constant.loc = tok_.loc;
+    if (auto it = const_index_.find(constant.name); it != const_index_.end())
+      return error(tok_.loc, "redefinition of constant @" + constant.name + " (first defined at " +
+                                 at(module.constants[it->second].loc) + ")");
+    HEXIR_RETURN_IF_ERROR(advance());
+    HEXIR_RETURN_IF_ERROR(expect_punct(':', "after the constant name"));
+    HEXIR_ASSIGN_OR_RETURN(constant.type, parse_type());
+    constant.byte_size = *byte_size(constant.type);
+    HEXIR_RETURN_IF_ERROR(expect_punct('=', "after the constant type"));
+    const uint64_t count = *element_count(constant.type.dims.data(), constant.type.rank());
+    const uint32_t element_size = dtype_size(constant.type.dtype);
+    if (tok_.is_word("file")) {
+      HEXIR_RETURN_IF_ERROR(advance());
+      if (tok_.kind != Tok::kString) return expected("a quoted .npy path after 'file'");
+      SourceLoc path_loc = tok_.loc;
+      std::filesystem::path path = base_dir_ / tok_.str;
+      Result<NpyArray> array = read_npy(path.string());
+      if (!array.ok())
+        return error(path_loc, "cannot load constant @" + constant.name + ": " + array.status().message());
+      if (array->type != constant.type)
+        return error(path_loc, "constant @" + constant.name + " is declared " + constant.type.to_string() + " but '" +
+                                   tok_.str + "' holds " + array->type.to_string());
+      constant.data = std::move(array->data);
+      HEXIR_RETURN_IF_ERROR(advance());
+    } else if (tok_.is_word("splat")) {
+      HEXIR_RETURN_IF_ERROR(advance());
+      std::vector<uint8_t> element;
+      HEXIR_RETURN_IF_ERROR(parse_element(constant.type.dtype, &element));
+      constant.is_fill = true;
+      constant.fill_pattern = std::move(element);
+      constant.fill_count = count;
+    } else if (tok_.is_word("dense")) {
+      SourceLoc dense_loc = tok_.loc;
+      HEXIR_RETURN_IF_ERROR(advance());
+      constant.data.reserve(constant.byte_size);
+      if (tok_.is('[')) {
+        HEXIR_RETURN_IF_ERROR(parse_dense_list(constant.type, 0, &constant.data));
+      } else {
+        HEXIR_RETURN_IF_ERROR(parse_element(constant.type.dtype, &constant.data));
+      }
+      uint64_t got = constant.data.size() / element_size;
+      if (got != count)
+        return error(dense_loc, "dense constant @" + constant.name + " has " + std::to_string(got) +
+                                    " element(s), its type " + constant.type.to_string() + " needs " +
+                                    std::to_string(count));
+    } else {
+      return expected("'file', 'splat' or 'dense' after '='");
+    }
+    const_index_[constant.name] = static_cast<int>(module.constants.size());
+    module.constants.push_back(std::move(constant));
+    return ok_status();
+  }
+
+  // A dense list: either flat (any length; the caller checks the total) or
+  // nested exactly as the type's dimensions.
+  Status parse_dense_list(const TensorType& type, size_t depth, std::vector<uint8_t>* out) {
+    SourceLoc list_loc = tok_.loc;
+    HEXIR_RETURN_IF_ERROR(advance());  // '['
+    int64_t length = 0;
+    bool nested = tok_.is('[');
+    if (nested && depth + 1 >= type.rank())
+      return error(tok_.loc, "dense list is nested deeper than the rank of " + type.to_string());
+    while (!tok_.is(']')) {
+      if (nested) {
+        if (!tok_.is('[')) return expected("'[' (every entry of a nested list is a list)");
+        HEXIR_RETURN_IF_ERROR(parse_dense_list(type, depth + 1, out));
+      } else {
+        HEXIR_RETURN_IF_ERROR(parse_element(type.dtype, out));
+      }
+      ++length;
+      if (tok_.is(',')) {
+        HEXIR_RETURN_IF_ERROR(advance());
+        continue;
+      }
+      if (!tok_.is(']')) return expected("',' or ']' in a dense list");
+    }
+    HEXIR_RETURN_IF_ERROR(advance());  // ']'
+    // A nested list must match the shape at every level; a flat top-level
+    // list is checked by element count only.
+    bool shaped = nested || depth > 0;
+    if (shaped && (depth >= type.rank() || length != type.dims[depth]))
+      return error(list_loc, "dense list at depth " + std::to_string(depth) + " has " + std::to_string(length) +
+                                 " entries, type " + type.to_string() + " needs " +
+                                 (depth < type.rank() ? std::to_string(type.dims[depth]) : std::string("none")));
+    if (!nested && depth > 0 && depth + 1 != type.rank())
+      return error(list_loc, "dense list of numbers at depth " + std::to_string(depth) + " but type " +
+                                 type.to_string() + " has rank " + std::to_string(type.rank()));
+    return ok_status();
+  }
+
+  // One element of a splat or dense constant, appended as dtype bytes.
+  Status parse_element(DType dtype, std::vector<uint8_t>* out) {
+    SourceLoc loc = tok_.loc;
+    double number = 0;
+    bool is_int = false;
+    int64_t integer = 0;
+    if (tok_.kind == Tok::kInt) {
+      is_int = true;
+      integer = tok_.int_value;
+      number = static_cast<double>(integer);
+    } else if (tok_.kind == Tok::kFloat) {
+      number = tok_.float_value;
+    } else if (tok_.is_word("true") || tok_.is_word("false")) {
+      is_int = true;
+      integer = tok_.is_word("true") ? 1 : 0;
+      number = static_cast<double>(integer);
+    } else if (tok_.is_word("inf") || tok_.is_word("nan")) {
+      number = tok_.is_word("inf") ? std::numeric_limits<double>::infinity() : std::numeric_limits<double>::quiet_NaN();
+    } else {
+      return expected(std::string("a ") + dtype_name(dtype) + " value");
+    }
+    auto append = [out](const void* bytes, size_t n) {
+      auto* p = static_cast<const uint8_t*>(bytes);
+      out->insert(out->end(), p, p + n);
+    };
+    switch (dtype) {
+      case DType::kF32: {
+        float f = static_cast<float>(number);
+        append(&f, 4);
+        break;
+      }
+      case DType::kF16: {
+        uint16_t h = float_to_half_bits(static_cast<float>(number));
+        append(&h, 2);
+        break;
+      }
+      case DType::kBF16: {
+        uint16_t h = float_to_bfloat16_bits(static_cast<float>(number));
+        append(&h, 2);
+        break;
+      }
+      case DType::kI32:
+      case DType::kI64:
+      case DType::kI8:
+      case DType::kU8:
+      case DType::kBool: {
+        if (!is_int) return error(loc, std::string("expected an integer for a ") + dtype_name(dtype) + " value, got " +
+                                           tok_.describe());
+        int64_t lo = 0, hi = 0;
+        switch (dtype) {
+          case DType::kI32: lo = INT32_MIN, hi = INT32_MAX; break;
+          case DType::kI64: lo = INT64_MIN, hi = INT64_MAX; break;
+          case DType::kI8: lo = -128, hi = 127; break;
+          case DType::kU8: lo = 0, hi = 255; break;
+          default: lo = 0, hi = 1; break;
+        }
+        if (integer < lo || integer > hi)
+          return error(loc, std::to_string(integer) + " is out of range for " + dtype_name(dtype));
+        if (dtype == DType::kI32) {
+          int32_t v = static_cast<int32_t>(integer);
+          append(&v, 4);
+        } else if (dtype == DType::kI64) {
+          append(&integer, 8);
+        } else {
+          uint8_t v = static_cast<uint8_t>(integer);
+          append(&v, 1);
+        }
+        break;
+      }
+    }
+    return advance();
+  }
+
+  // ---- functions -----------------------------------------------------------
+  Status parse_func(Module& module) {
+    HEXIR_RETURN_IF_ERROR(advance());
+    if (tok_.kind != Tok::kGlobal) return expected("function name like @main after 'func'");
+    Function fn;
+    fn.name = tok_.str;
+    fn.loc = tok_.loc;
+    for (const Function& other : module.functions)
+      if (other.name == fn.name)
+        return error(tok_.loc, "redefinition of function @" + fn.name + " (first defined at " + at(other.loc) + ")");
+    HEXIR_RETURN_IF_ERROR(advance());
+    HEXIR_RETURN_IF_ERROR(expect_punct('(', "after the function name"));
+    std::map<std::string, int, std::less<>> names;
+    if (!tok_.is(')')) {
+      while (true) {
+        if (tok_.kind != Tok::kLocal) return expected("an argument like %x: f32[4]");
+        Value value;
+        value.name = tok_.str;
+        value.loc = tok_.loc;
+        value.kind = ValueKind::kInput;
+        value.input_index = static_cast<int>(fn.arguments.size());
+        if (auto it = names.find(value.name); it != names.end())
+          return error(tok_.loc, "redefinition of %" + value.name + " (first defined at " +
+                                     at(fn.values[it->second].loc) + ")");
+        HEXIR_RETURN_IF_ERROR(advance());
+        HEXIR_RETURN_IF_ERROR(expect_punct(':', "after the argument name"));
+        HEXIR_ASSIGN_OR_RETURN(value.type, parse_type());
+        value.byte_size = *byte_size(value.type);
+        Argument arg;
+        if (tok_.is_word("donate")) {
+          arg.donate = true;
+          HEXIR_RETURN_IF_ERROR(advance());
+        }
+        arg.value = static_cast<int>(fn.values.size());
+        names[value.name] = arg.value;
+        fn.values.push_back(std::move(value));
+        fn.arguments.push_back(arg);
+        if (tok_.is(',')) {
+          HEXIR_RETURN_IF_ERROR(advance());
+          continue;
+        }
+        break;
+      }
+    }
+    HEXIR_RETURN_IF_ERROR(expect_punct(')', "after the arguments"));
+    if (tok_.kind != Tok::kArrow) return expected("'->' and the result types");
+    HEXIR_RETURN_IF_ERROR(advance());
+    if (tok_.is('(')) {
+      HEXIR_RETURN_IF_ERROR(advance());
+      if (!tok_.is(')')) {
+        while (true) {
+          HEXIR_ASSIGN_OR_RETURN(TensorType type, parse_type());
+          fn.result_types.push_back(std::move(type));
+          if (tok_.is(',')) {
+            HEXIR_RETURN_IF_ERROR(advance());
+            continue;
+          }
+          break;
+        }
+      }
+      HEXIR_RETURN_IF_ERROR(expect_punct(')', "after the result types"));
+    } else {
+      HEXIR_ASSIGN_OR_RETURN(TensorType type, parse_type());
+      fn.result_types.push_back(std::move(type));
+    }
+    if (fn.result_types.empty()) return error(fn.loc, "function @" + fn.name + " must return at least one value");
+    HEXIR_RETURN_IF_ERROR(expect_punct('{', "to open the function body"));
+
+    std::map<int, int> constant_values;  // constant index -> value id in this function
+    bool returned = false;
+    while (!tok_.is('}')) {
+      if (returned) return expected("'}' after 'return'");
+      if (tok_.kind == Tok::kLocal) {
+        HEXIR_RETURN_IF_ERROR(parse_call(module, fn, names, constant_values));
+      } else if (tok_.is_word("return")) {
+        HEXIR_RETURN_IF_ERROR(parse_return(module, fn, names, constant_values));
+        returned = true;
+      } else {
+        return expected(tok_.kind == Tok::kEof ? "'}' to close function @" + fn.name
+                                               : "'%name = call ...' or 'return'");
+      }
+    }
+    if (!returned) return error(tok_.loc, "function @" + fn.name + " ends without 'return'");
+    HEXIR_RETURN_IF_ERROR(advance());  // '}'
+    module.functions.push_back(std::move(fn));
+    return ok_status();
+  }
+
+  // %name or @const; returns the value id.
+  Result<int> parse_operand(const Module& module, Function& fn, const std::map<std::string, int, std::less<>>& names,
+                            std::map<int, int>& constant_values) {
+    if (tok_.kind == Tok::kLocal) {
+      auto it = names.find(tok_.str);
+      if (it == names.end()) return error(tok_.loc, "unknown value %" + tok_.str);
+      HEXIR_RETURN_IF_ERROR(advance());
+      return it->second;
+    }
+    if (tok_.kind == Tok::kGlobal) {
+      auto it = const_index_.find(tok_.str);
+      if (it == const_index_.end())
+        return error(tok_.loc, "unknown constant @" + tok_.str + " (constants are declared with 'const' before use)");
+      int constant = it->second;
+      auto [slot, inserted] = constant_values.try_emplace(constant, static_cast<int>(fn.values.size()));
+      if (inserted) {
+        Value value;
+        const Constant& c = module.constants[constant];
+        value.name = c.name;
+        value.type = c.type;
+        value.byte_size = c.byte_size;
+        value.kind = ValueKind::kConstant;
+        value.constant_index = constant;
+        value.loc = tok_.loc;
+        fn.values.push_back(std::move(value));
+      }
+      HEXIR_RETURN_IF_ERROR(advance());
+      return slot->second;
+    }
+    return expected("an operand (%value or @constant)");
+  }
+
+  Result<format::AttrValue> parse_attr_value() {
+    format::AttrValue value;
+    if (tok_.kind == Tok::kInt) {
+      value.value = tok_.int_value;
+    } else if (tok_.kind == Tok::kFloat) {
+      value.value = tok_.float_value;
+    } else if (tok_.kind == Tok::kString) {
+      value.value = tok_.str;
+    } else if (tok_.is_word("true") || tok_.is_word("false")) {
+      value.value = int64_t{tok_.is_word("true") ? 1 : 0};
+    } else if (tok_.is('[')) {
+      HEXIR_RETURN_IF_ERROR(advance());
+      std::vector<format::AttrValue> list;
+      while (!tok_.is(']')) {
+        HEXIR_ASSIGN_OR_RETURN(format::AttrValue element, parse_attr_value());
+        list.push_back(std::move(element));
+        if (tok_.is(',')) {
+          HEXIR_RETURN_IF_ERROR(advance());
+          continue;
+        }
+        if (!tok_.is(']')) return expected("',' or ']' in an attribute list");
+      }
+      value.value = std::move(list);
+    } else {
+      return expected("an attribute value (integer, float, string or list)");
+    }
+    HEXIR_RETURN_IF_ERROR(advance());
+    return value;
+  }
+
+  Status parse_call(const Module& module, Function& fn, std::map<std::string, int, std::less<>>& names,
+                    std::map<int, int>& constant_values) {
+    Value result;
+    result.name = tok_.str;
+    result.loc = tok_.loc;
+    result.kind = ValueKind::kInstruction;
+    if (auto it = names.find(result.name); it != names.end())
+      return error(tok_.loc, "redefinition of %" + result.name + " (first defined at " +
+                                 at(fn.values[it->second].loc) + ")");
+    HEXIR_RETURN_IF_ERROR(advance());
+    HEXIR_RETURN_IF_ERROR(expect_punct('=', "after %" + result.name));
+    if (!tok_.is_word("call")) return expected("'call'");
+    HEXIR_RETURN_IF_ERROR(advance());
+    if (tok_.kind != Tok::kGlobal) return expected("a kernel name like @matmul after 'call'");
+    SourceLoc kernel_loc = tok_.loc;
+    std::optional<format::KernelId> kernel = format::find_kernel(tok_.str);
+    if (!kernel) return error(tok_.loc, "unknown kernel @" + tok_.str);
+    HEXIR_RETURN_IF_ERROR(advance());
+    HEXIR_RETURN_IF_ERROR(expect_punct('(', "after the kernel name"));
+    Instruction inst;
+    inst.kernel = *kernel;
+    inst.loc = result.loc;
+    if (!tok_.is(')')) {
+      while (true) {
+        HEXIR_ASSIGN_OR_RETURN(int operand, parse_operand(module, fn, names, constant_values));
+        inst.inputs.push_back(operand);
+        if (tok_.is(',')) {
+          HEXIR_RETURN_IF_ERROR(advance());
+          continue;
+        }
+        break;
+      }
+    }
+    HEXIR_RETURN_IF_ERROR(expect_punct(')', "after operands"));
+    format::AttrMap attrs;
+    SourceLoc attrs_loc = kernel_loc;
+    if (tok_.is('{')) {
+      attrs_loc = tok_.loc;
+      HEXIR_RETURN_IF_ERROR(advance());
+      while (!tok_.is('}')) {
+        if (tok_.kind != Tok::kIdent) return expected("an attribute name");
+        std::string name(tok_.text);
+        SourceLoc name_loc = tok_.loc;
+        HEXIR_RETURN_IF_ERROR(advance());
+        HEXIR_RETURN_IF_ERROR(expect_punct('=', "after attribute name '" + name + "'"));
+        HEXIR_ASSIGN_OR_RETURN(format::AttrValue value, parse_attr_value());
+        if (!attrs.emplace(name, std::move(value)).second)
+          return error(name_loc, "attribute '" + name + "' is given twice");
+        if (tok_.is(',')) {
+          HEXIR_RETURN_IF_ERROR(advance());
+          continue;
+        }
+        if (!tok_.is('}')) return expected("',' or '}' after an attribute");
+      }
+      HEXIR_RETURN_IF_ERROR(advance());
+    }
+    HEXIR_RETURN_IF_ERROR(expect_punct(':', "and the result type after the call"));
+    SourceLoc type_loc;
+    HEXIR_ASSIGN_OR_RETURN(result.type, parse_type(&type_loc));
+    result.byte_size = *byte_size(result.type);
+
+    // Semantics: operand count, attributes, then the shape rule.
+    const format::KernelInfo& info = format::kernel_info(*kernel);
+    int count = static_cast<int>(inst.inputs.size());
+    if (count < info.min_inputs || (info.max_inputs >= 0 && count > info.max_inputs)) {
+      std::string want = info.max_inputs < 0                ? "at least " + std::to_string(info.min_inputs)
+                         : info.min_inputs == info.max_inputs ? std::to_string(info.min_inputs)
+                                                              : std::to_string(info.min_inputs) + " to " +
+                                                                    std::to_string(info.max_inputs);
+      return error(kernel_loc, "@" + std::string(info.name) + " takes " + want + " operand(s), got " +
+                                   std::to_string(count));
+    }
+    std::vector<TensorType> input_types;
+    for (int v : inst.inputs) input_types.push_back(fn.values[v].type);
+    Result<std::vector<int64_t>> params = format::lower_attributes(*kernel, input_types, attrs, result.type);
+    if (!params.ok()) return error(attrs_loc, params.status().message());
+    Result<TensorType> inferred = format::infer_result_type(*kernel, input_types, *params);
+    if (!inferred.ok()) return error(kernel_loc, inferred.status().message());
+    if (*inferred != result.type)
+      return error(type_loc, "declared result type " + result.type.to_string() + " does not match @" + info.name +
+                                 "'s shape rule, which gives " + inferred->to_string());
+    inst.params = std::move(*params);
+    inst.output = static_cast<int>(fn.values.size());
+    names[result.name] = inst.output;
+    fn.values.push_back(std::move(result));
+    fn.instructions.push_back(std::move(inst));
+    return ok_status();
+  }
+
+  Status parse_return(const Module& module, Function& fn, std::map<std::string, int, std::less<>>& names,
+                      std::map<int, int>& constant_values) {
+    SourceLoc return_loc = tok_.loc;
+    HEXIR_RETURN_IF_ERROR(advance());
+    bool parenthesized = tok_.is('(');
+    if (parenthesized) HEXIR_RETURN_IF_ERROR(advance());
+    std::vector<SourceLoc> locs;
+    while (tok_.kind == Tok::kLocal || tok_.kind == Tok::kGlobal) {
+      locs.push_back(tok_.loc);
+      HEXIR_ASSIGN_OR_RETURN(int value, parse_operand(module, fn, names, constant_values));
+      fn.returned.push_back(value);
+      if (!tok_.is(',')) break;
+      HEXIR_RETURN_IF_ERROR(advance());
+    }
+    if (parenthesized) HEXIR_RETURN_IF_ERROR(expect_punct(')', "after the returned values"));
+    if (fn.returned.size() != fn.result_types.size())
+      return error(return_loc, "function @" + fn.name + " returns " + std::to_string(fn.returned.size()) +
+                                   " value(s), its signature declares " + std::to_string(fn.result_types.size()));
+    for (size_t i = 0; i < fn.returned.size(); ++i) {
+      const Value& v = fn.values[fn.returned[i]];
+      if (v.type != fn.result_types[i])
+        return error(locs[i], "returned value " + std::to_string(i) + " (" +
+                                  std::string(v.kind == ValueKind::kConstant ? "@" : "%") + v.name + ") is " +
+                                  v.type.to_string() + ", the signature of @" + fn.name + " declares " +
+                                  fn.result_types[i].to_string());
+    }
+    return ok_status();
+  }
+
+  std::string_view src_;
+  std::string_view file_;
+  std::filesystem::path base_dir_;
+  size_t pos_ = 0;
+  int line_ = 1;
+  int col_ = 1;
+  Token tok_;
+  std::map<std::string, int, std::less<>> const_index_;
+};
+
+}  // namespace
+
+Result<Module> parse_module(std::string_view source, std::string_view display_name,
+                            const std::filesystem::path& base_dir) {
+  return Parser(source, display_name, base_dir).parse();
+}
+
+}  // namespace hexir::serializer
