@@ -1,0 +1,112 @@
+// matmul against a naive double reference with numpy.matmul's rules.
+#include "test_util.h"
+
+namespace hexir::hal::testing {
+namespace {
+
+using format::KernelId;
+
+// numpy.matmul reference: returns the result dims and values.
+std::pair<std::vector<int64_t>, std::vector<double>> matmul_reference(const HostTensor& a, const HostTensor& b) {
+  std::vector<int64_t> ad = a.dims, bd = b.dims;
+  const bool a_vector = ad.size() == 1, b_vector = bd.size() == 1;
+  if (a_vector) ad.insert(ad.begin(), 1);
+  if (b_vector) bd.push_back(1);
+  const int64_t M = ad[ad.size() - 2], K = ad.back(), N = bd.back();
+  REQUIRE(bd[bd.size() - 2] == K);
+  std::vector<int64_t> a_batch(ad.begin(), ad.end() - 2), b_batch(bd.begin(), bd.end() - 2);
+  const size_t rank = std::max(a_batch.size(), b_batch.size());
+  a_batch.insert(a_batch.begin(), rank - a_batch.size(), 1);
+  b_batch.insert(b_batch.begin(), rank - b_batch.size(), 1);
+  std::vector<int64_t> batch(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    REQUIRE((a_batch[i] == b_batch[i] || a_batch[i] == 1 || b_batch[i] == 1));
+    batch[i] = a_batch[i] == 1 ? b_batch[i] : a_batch[i];
+  }
+  std::vector<double> values;
+  for (int64_t n = 0; n < product(batch); ++n) {
+    const auto index = unravel(n, batch);
+    int64_t a_matrix = 0, b_matrix = 0;
+    for (size_t i = 0; i < rank; ++i) {
+      a_matrix = a_matrix * a_batch[i] + (a_batch[i] == 1 ? 0 : index[i]);
+      b_matrix = b_matrix * b_batch[i] + (b_batch[i] == 1 ? 0 : index[i]);
+    }
+    for (int64_t i = 0; i < M; ++i) {
+      for (int64_t j = 0; j < N; ++j) {
+        double sum = 0;
+        for (int64_t k = 0; k < K; ++k) {
+          sum += static_cast<double>(a.at(a_matrix * M * K + i * K + k)) * b.at(b_matrix * K * N + k * N + j);
+        }
+        values.push_back(sum);
+      }
+    }
+  }
+  std::vector<int64_t> dims = batch;
+  if (!a_vector) dims.push_back(M);
+  if (!b_vector) dims.push_back(N);
+  return {dims, values};
+}
+
+void check_matmul(const std::vector<int64_t>& dims_a, const std::vector<int64_t>& dims_b,
+                  const std::vector<int64_t>& expected_dims) {
+  INFO(dims_string(dims_a) << " @ " << dims_string(dims_b));
+  HostTensor a = random_f32(dims_a, 21), b = random_f32(dims_b, 22);
+  auto [dims, want] = matmul_reference(a, b);
+  REQUIRE(dims == expected_dims);
+  HostTensor out(DType::kF32, dims);
+  // Poison the output so a kernel that skips zeroing shows up.
+  for (int64_t i = 0; i < out.count(); ++i) out.at(i) = 12345.0f;
+  REQUIRE(run_kernel(KernelId::kMatmul, {&a, &b}, out).ok());
+  const int64_t K = dims_a.back();
+  check_close(out, want, 1e-5, 1e-5 * static_cast<double>(K + 1));
+}
+
+TEST_CASE("matmul: 2-D") {
+  check_matmul({3, 4}, {4, 5}, {3, 5});
+  check_matmul({1, 1}, {1, 1}, {1, 1});
+  check_matmul({7, 13}, {13, 9}, {7, 9});
+}
+
+TEST_CASE("matmul: sizes past the block edges and row remainders") {
+  check_matmul({37, 300}, {300, 261}, {37, 261});
+  check_matmul({5, 129}, {129, 513}, {5, 513});
+}
+
+TEST_CASE("matmul: 1-D operands are promoted and the added dim dropped") {
+  check_matmul({4}, {4, 5}, {5});
+  check_matmul({3, 4}, {4}, {3});
+  check_matmul({6}, {6}, {});
+  check_matmul({4}, {2, 4, 3}, {2, 3});
+  check_matmul({2, 3, 4}, {4}, {2, 3});
+}
+
+TEST_CASE("matmul: batched with equal batch dims") {
+  check_matmul({2, 3, 4}, {2, 4, 5}, {2, 3, 5});
+  check_matmul({2, 2, 3, 4}, {2, 2, 4, 5}, {2, 2, 3, 5});
+}
+
+TEST_CASE("matmul: broadcast batch dims") {
+  check_matmul({2, 3, 4}, {4, 5}, {2, 3, 5});
+  check_matmul({3, 4}, {2, 4, 5}, {2, 3, 5});
+  check_matmul({2, 1, 3, 4}, {3, 4, 5}, {2, 3, 3, 5});
+  check_matmul({1, 3, 4}, {2, 4, 5}, {2, 3, 5});
+  check_matmul({3, 1, 2, 4}, {1, 2, 4, 3}, {3, 2, 2, 3});
+}
+
+TEST_CASE("matmul: zero-size dims") {
+  check_matmul({0, 4}, {4, 5}, {0, 5});
+  check_matmul({3, 4}, {4, 0}, {3, 0});
+  check_matmul({0, 3, 4}, {4, 5}, {0, 3, 5});
+  // K == 0: the result is all zeros, not whatever the buffer held.
+  check_matmul({3, 0}, {0, 5}, {3, 5});
+}
+
+TEST_CASE("matmul: mismatched inner dims and scalars are rejected") {
+  HostTensor a = random_f32({3, 4}, 1), b = random_f32({5, 2}, 2), out(DType::kF32, {3, 2});
+  CHECK(run_kernel(KernelId::kMatmul, {&a, &b}, out).code() == StatusCode::kInvalidArgument);
+  HostTensor s = random_f32({}, 3);
+  CHECK(run_kernel(KernelId::kMatmul, {&s, &b}, out).code() == StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace hexir::hal::testing

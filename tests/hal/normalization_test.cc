@@ -1,0 +1,130 @@
+// softmax and layernorm against double references.
+#include <bit>
+
+#include "test_util.h"
+
+namespace hexir::hal::testing {
+namespace {
+
+using format::KernelId;
+
+std::vector<double> softmax_reference(const HostTensor& x, int64_t axis) {
+  const auto strides = row_major_strides(x.dims);
+  std::vector<double> out(static_cast<size_t>(x.count()));
+  for (int64_t i = 0; i < x.count(); ++i) {
+    const auto index = unravel(i, x.dims);
+    const int64_t row_start = i - index[axis] * strides[axis];
+    double max_value = -INFINITY;
+    for (int64_t j = 0; j < x.dims[axis]; ++j) max_value = std::max<double>(max_value, x.at(row_start + j * strides[axis]));
+    double sum = 0;
+    for (int64_t j = 0; j < x.dims[axis]; ++j) sum += std::exp(x.at(row_start + j * strides[axis]) - max_value);
+    out[i] = std::exp(x.at(i) - max_value) / sum;
+  }
+  return out;
+}
+
+TEST_CASE("softmax: along every axis of a rank-3 tensor") {
+  for (int64_t axis = 0; axis < 3; ++axis) {
+    INFO("axis " << axis);
+    HostTensor x = random_f32({3, 4, 5}, 31, -4, 4);
+    HostTensor out(DType::kF32, x.dims);
+    REQUIRE(run_kernel(KernelId::kSoftmax, {&x}, out, {axis}).ok());
+    check_close(out, softmax_reference(x, axis), 1e-5, 1e-7);
+  }
+}
+
+TEST_CASE("softmax: rank 1 and rank 4 with a size-1 axis") {
+  HostTensor v = random_f32({10}, 32);
+  HostTensor v_out(DType::kF32, v.dims);
+  REQUIRE(run_kernel(KernelId::kSoftmax, {&v}, v_out, {0}).ok());
+  check_close(v_out, softmax_reference(v, 0), 1e-5, 1e-7);
+
+  HostTensor x = random_f32({2, 1, 3, 2}, 33);
+  HostTensor out(DType::kF32, x.dims);
+  REQUIRE(run_kernel(KernelId::kSoftmax, {&x}, out, {1}).ok());
+  check_close(out, std::vector<double>(static_cast<size_t>(x.count()), 1.0));
+}
+
+TEST_CASE("softmax: large logits do not overflow (max subtracted)") {
+  HostTensor x(DType::kF32, {1, 3});
+  x.at(0) = 1000.0f;
+  x.at(1) = 999.0f;
+  x.at(2) = -1000.0f;
+  HostTensor out(DType::kF32, x.dims);
+  REQUIRE(run_kernel(KernelId::kSoftmax, {&x}, out, {1}).ok());
+  check_close(out, softmax_reference(x, 1), 1e-5, 1e-30);
+}
+
+TEST_CASE("softmax: in place and zero-size") {
+  HostTensor x = random_f32({4, 6}, 34);
+  const auto want = softmax_reference(x, 1);
+  REQUIRE(run_kernel(KernelId::kSoftmax, {&x}, x, {1}).ok());
+  check_close(x, want, 1e-5, 1e-7);
+
+  HostTensor empty(DType::kF32, {0, 6}), empty_out(DType::kF32, {0, 6});
+  CHECK(run_kernel(KernelId::kSoftmax, {&empty}, empty_out, {1}).ok());
+  HostTensor x2 = random_f32({2, 3}, 35), out2(DType::kF32, {2, 3});
+  CHECK(run_kernel(KernelId::kSoftmax, {&x2}, out2, {2}).code() == StatusCode::kInvalidArgument);
+  CHECK(run_kernel(KernelId::kSoftmax, {&x2}, out2, {}).code() == StatusCode::kInvalidArgument);
+}
+
+std::vector<double> layernorm_reference(const HostTensor& x, const HostTensor& gamma, const HostTensor& beta,
+                                        int64_t axis, double epsilon) {
+  int64_t rows = 1, width = 1;
+  for (size_t i = 0; i < x.dims.size(); ++i) (static_cast<int64_t>(i) < axis ? rows : width) *= x.dims[i];
+  std::vector<double> out;
+  for (int64_t r = 0; r < rows; ++r) {
+    double mean = 0, variance = 0;
+    for (int64_t j = 0; j < width; ++j) mean += x.at(r * width + j);
+    mean /= static_cast<double>(width);
+    for (int64_t j = 0; j < width; ++j) variance += std::pow(x.at(r * width + j) - mean, 2);
+    variance /= static_cast<double>(width);
+    for (int64_t j = 0; j < width; ++j) {
+      out.push_back((x.at(r * width + j) - mean) / std::sqrt(variance + epsilon) * gamma.at(j) + beta.at(j));
+    }
+  }
+  return out;
+}
+
+void check_layernorm(const std::vector<int64_t>& dims, int64_t axis, double epsilon) {
+  INFO(dims_string(dims) << " axis " << axis << " epsilon " << epsilon);
+  HostTensor x = random_f32(dims, 41, -3, 5);
+  const std::vector<int64_t> norm_dims(dims.begin() + axis, dims.end());
+  HostTensor gamma = random_f32(norm_dims, 42, 0.5f, 1.5f), beta = random_f32(norm_dims, 43);
+  HostTensor out(DType::kF32, dims);
+  REQUIRE(run_kernel(KernelId::kLayernorm, {&x, &gamma, &beta}, out, {axis, std::bit_cast<int64_t>(epsilon)}).ok());
+  check_close(out, layernorm_reference(x, gamma, beta, axis, epsilon), 1e-5, 1e-5);
+}
+
+TEST_CASE("layernorm: last axis of a rank-3 tensor") { check_layernorm({2, 3, 8}, 2, 1e-5); }
+
+TEST_CASE("layernorm: axis 1 of a rank-3 tensor normalizes the last two dims") {
+  check_layernorm({2, 3, 8}, 1, 1e-5);
+}
+
+TEST_CASE("layernorm: axis 0 normalizes everything; epsilon is read from the parameter bits") {
+  check_layernorm({4, 5}, 0, 1e-5);
+  check_layernorm({4, 5}, 1, 0.5);
+  // A constant row: the variance is zero, so epsilon alone sets the scale.
+  HostTensor x(DType::kF32, {1, 4}), gamma(DType::kF32, {4}), beta(DType::kF32, {4}), out(DType::kF32, {1, 4});
+  for (int i = 0; i < 4; ++i) {
+    x.at(i) = 3.0f;
+    gamma.at(i) = 1.0f;
+    beta.at(i) = static_cast<float>(i);
+  }
+  REQUIRE(run_kernel(KernelId::kLayernorm, {&x, &gamma, &beta}, out, {1, std::bit_cast<int64_t>(0.25)}).ok());
+  check_close(out, {0, 1, 2, 3});
+}
+
+TEST_CASE("layernorm: in place and zero rows") {
+  HostTensor x = random_f32({3, 16}, 44), gamma = random_f32({16}, 45), beta = random_f32({16}, 46);
+  const auto want = layernorm_reference(x, gamma, beta, 1, 1e-5);
+  REQUIRE(run_kernel(KernelId::kLayernorm, {&x, &gamma, &beta}, x, {1, std::bit_cast<int64_t>(1e-5)}).ok());
+  check_close(x, want, 1e-5, 1e-5);
+
+  HostTensor empty(DType::kF32, {0, 4}), g(DType::kF32, {4}), b(DType::kF32, {4}), empty_out(DType::kF32, {0, 4});
+  CHECK(run_kernel(KernelId::kLayernorm, {&empty, &g, &b}, empty_out, {1, std::bit_cast<int64_t>(1e-5)}).ok());
+}
+
+}  // namespace
+}  // namespace hexir::hal::testing

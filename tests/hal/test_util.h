@@ -1,0 +1,140 @@
+// Helpers for the hal tests: host tensors, a direct kernel call, comparisons.
+// References in the tests are written independently of hal/cpu, in double.
+#pragma once
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "hexir/format/kernel_catalog.h"
+#include "hexir/hal/cpu_kernels.h"
+#include "hexir/hal/device.h"
+
+namespace hexir::hal::testing {
+
+inline int64_t product(const std::vector<int64_t>& dims) {
+  int64_t n = 1;
+  for (int64_t d : dims) n *= d;
+  return n;
+}
+
+// Row-major strides (in elements) of `dims`.
+inline std::vector<int64_t> row_major_strides(const std::vector<int64_t>& dims) {
+  std::vector<int64_t> strides(dims.size());
+  int64_t s = 1;
+  for (size_t i = dims.size(); i-- > 0;) {
+    strides[i] = s;
+    s *= dims[i];
+  }
+  return strides;
+}
+
+// Multi-index of flat position `flat` in `dims`.
+inline std::vector<int64_t> unravel(int64_t flat, const std::vector<int64_t>& dims) {
+  std::vector<int64_t> index(dims.size());
+  for (size_t i = dims.size(); i-- > 0;) {
+    index[i] = flat % dims[i];
+    flat /= dims[i];
+  }
+  return index;
+}
+
+// A tensor in host memory; the bytes are what a kernel reads or writes.
+struct HostTensor {
+  DType dtype = DType::kF32;
+  std::vector<int64_t> dims;
+  std::vector<uint8_t> bytes;
+
+  HostTensor() = default;
+  HostTensor(DType t, std::vector<int64_t> d) : dtype(t), dims(std::move(d)) {
+    bytes.assign(static_cast<size_t>(product(dims)) * dtype_size(dtype), 0);
+  }
+
+  int64_t count() const { return product(dims); }
+  float* f32() { return reinterpret_cast<float*>(bytes.data()); }
+  const float* f32() const { return reinterpret_cast<const float*>(bytes.data()); }
+  float& at(int64_t i) { return f32()[i]; }
+  float at(int64_t i) const { return f32()[i]; }
+
+  TensorArg arg() {
+    TensorArg a;
+    a.data = bytes.data();
+    a.dtype = dtype;
+    a.rank = static_cast<uint32_t>(dims.size());
+    a.dims = dims.data();
+    a.byte_size = bytes.size();
+    return a;
+  }
+};
+
+// Deterministic values in [lo, hi).
+inline HostTensor random_f32(std::vector<int64_t> dims, uint32_t seed, float lo = -2.0f, float hi = 2.0f) {
+  HostTensor t(DType::kF32, std::move(dims));
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  for (int64_t i = 0; i < t.count(); ++i) t.at(i) = dist(rng);
+  return t;
+}
+
+// Bytes 0, 1, 2, ... so every element of any dtype is distinguishable.
+inline HostTensor iota_bytes(DType dtype, std::vector<int64_t> dims) {
+  HostTensor t(dtype, std::move(dims));
+  for (size_t i = 0; i < t.bytes.size(); ++i) t.bytes[i] = static_cast<uint8_t>(i * 7 + i / 251);
+  return t;
+}
+
+// Calls the builtin cpu kernel for `id` on inputs then `out`.
+inline Status run_kernel(format::KernelId id, std::vector<HostTensor*> inputs, HostTensor& out,
+                         std::vector<int64_t> params = {}) {
+  std::vector<TensorArg> operands;
+  for (HostTensor* t : inputs) operands.push_back(t->arg());
+  operands.push_back(out.arg());
+  DispatchArgs args;
+  args.kernel_id = id;
+  args.operands = operands.data();
+  args.input_count = static_cast<uint32_t>(inputs.size());
+  args.operand_count = static_cast<uint32_t>(operands.size());
+  args.params = params.empty() ? nullptr : params.data();
+  args.param_count = static_cast<uint32_t>(params.size());
+  cpu::KernelFn fn = cpu::kernel_function(id);
+  if (fn == nullptr) return unimplemented("no kernel");
+  args.kernel = reinterpret_cast<uintptr_t>(fn);
+  return fn(args);
+}
+
+// Element-wise comparison with |got - want| <= atol + rtol * |want|; NaN must
+// match NaN and infinities must match exactly. Reports the first mismatch.
+inline void check_close(const HostTensor& got, const std::vector<double>& want, double rtol = 1e-5,
+                        double atol = 1e-6) {
+  REQUIRE(got.count() == static_cast<int64_t>(want.size()));
+  for (size_t i = 0; i < want.size(); ++i) {
+    const double g = got.at(static_cast<int64_t>(i));
+    const double w = want[i];
+    bool ok;
+    if (std::isnan(w)) {
+      ok = std::isnan(g);
+    } else if (std::isinf(w)) {
+      ok = g == w;
+    } else {
+      ok = std::fabs(g - w) <= atol + rtol * std::fabs(w);
+    }
+    if (!ok) {
+      INFO("element " << i << ": got " << g << ", want " << w);
+      CHECK(ok);
+      return;
+    }
+  }
+}
+
+inline std::string dims_string(const std::vector<int64_t>& dims) {
+  std::string s = "[";
+  for (size_t i = 0; i < dims.size(); ++i) s += (i ? "," : "") + std::to_string(dims[i]);
+  return s + "]";
+}
+
+}  // namespace hexir::hal::testing
