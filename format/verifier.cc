@@ -393,11 +393,11 @@ class ModuleVerifier {
       if (!result.ok()) return fail("'", info.name, "': ", result.status().message());
       const uint32_t out_index = m_.operand_pool()->Get(in.operand_begin() + in.input_count());
       const fb::Slot& out = *m_.slots()->Get(out_index);
+      if (!slot_is_writable(out.usage()))
+        return fail("output ", slot_label(m_, out_index), " is read-only (", slot_usage_name(out.usage()), ")");
       if (!(*result == out_.slot_types[out_index]))
         return fail("'", info.name, "' gives ", result->to_string(), " but the output ", slot_label(m_, out_index),
                     " is ", out_.slot_types[out_index].to_string());
-      if (!slot_is_writable(out.usage()))
-        return fail("output ", slot_label(m_, out_index), " is read-only (", slot_usage_name(out.usage()), ")");
       for (uint32_t i = 0; i < in.input_count(); ++i) {
         const uint32_t in_index = m_.operand_pool()->Get(in.operand_begin() + i);
         const fb::Slot& input = *m_.slots()->Get(in_index);

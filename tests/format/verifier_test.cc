@@ -1,0 +1,293 @@
+#include "hexir/format/verifier.h"
+
+#include <doctest/doctest.h>
+
+#include <functional>
+#include <string>
+
+#include "hxe_test_builder.h"
+
+namespace hexir::format {
+namespace {
+
+using testing::AlignedBytes;
+using testing::ModuleSpec;
+using testing::tiny_module_spec;
+using testing::write_hxe;
+
+Result<VerifiedModule> verify(const AlignedBytes& file, bool data_checksum = false) {
+  VerifyOptions options;
+  options.verify_data_checksum = data_checksum;
+  return verify_executable(file.span(), options);
+}
+
+// Builds the tiny module with one defect and expects an error containing `needle`.
+void expect_error(const std::function<void(ModuleSpec&)>& mutate, const std::string& needle,
+                  StatusCode code = StatusCode::kDataLoss) {
+  ModuleSpec spec = tiny_module_spec();
+  mutate(spec);
+  AlignedBytes file = write_hxe(spec);
+  Result<VerifiedModule> result = verify(file);
+  REQUIRE_FALSE(result.ok());
+  INFO("message: " << result.status().message());
+  CHECK(result.status().code() == code);
+  CHECK(result.status().message().find(needle) != std::string::npos);
+}
+
+TEST_CASE("a valid file verifies and exposes its parts") {
+  AlignedBytes file = write_hxe(tiny_module_spec());
+  Result<VerifiedModule> result = verify(file, /*data_checksum=*/true);
+  REQUIRE_MESSAGE(result.ok(), result.status().to_string());
+  const VerifiedModule& v = *result;
+  CHECK(v.module->name()->str() == "tiny");
+  REQUIRE(v.sections.size() == 1);
+  CHECK(v.sections[0].data() == file.data() + 4096);
+  CHECK(v.sections[0].size() == 16);
+  REQUIRE(v.kernel_ids.size() == 3);
+  CHECK(v.kernel_ids[0] == KernelId::kAdd);
+  CHECK(v.kernel_ids[2] == KernelId::kRelu);
+  REQUIRE(v.slot_types.size() == 6);
+  CHECK(v.slot_types[1].to_string() == "f32[4]");
+  CHECK(v.constant_types[1].to_string() == "f32[1,4]");
+}
+
+TEST_CASE("data checksum is checked on request") {
+  ModuleSpec spec = tiny_module_spec();
+  spec.data_checksum = true;
+  AlignedBytes file = write_hxe(spec);
+  CHECK(verify(file, true).ok());
+  file.data()[4096] ^= 1;  // a weight byte
+  CHECK(verify(file, false).ok());  // O(metadata) load does not look at weights
+  Result<VerifiedModule> result = verify(file, true);
+  REQUIRE_FALSE(result.ok());
+  CHECK(result.status().message().find("data checksum") != std::string::npos);
+}
+
+TEST_CASE("truncated files give an error at every length") {
+  AlignedBytes file = write_hxe(tiny_module_spec());
+  for (size_t n = 0; n < file.size(); n += (n < 4200 ? 1 : 7)) {
+    Result<VerifiedModule> result = verify_executable(file.prefix(n), {});
+    CHECK_MESSAGE(!result.ok(), "length ", n);
+  }
+}
+
+TEST_CASE("every single-bit flip in the prelude and metadata is an error") {
+  const AlignedBytes original = write_hxe(tiny_module_spec());
+  Prelude prelude;
+  std::memcpy(&prelude, original.data(), sizeof(prelude));
+  const size_t end = prelude.metadata_offset + prelude.metadata_size;
+  int flips = 0;
+  for (size_t byte = 0; byte < end; ++byte) {
+    // Every bit of the prelude; one bit per metadata byte (rotating).
+    for (int bit = 0; bit < 8; ++bit) {
+      if (byte >= sizeof(Prelude) && bit != static_cast<int>(byte % 8)) continue;
+      AlignedBytes file = original.copy();
+      file.data()[byte] ^= static_cast<uint8_t>(1u << bit);
+      Result<VerifiedModule> result = verify(file, true);
+      CHECK_MESSAGE(!result.ok(), "byte ", byte, " bit ", bit);
+      ++flips;
+    }
+  }
+  CHECK(flips > 500);
+}
+
+TEST_CASE("bit flips behind a valid checksum never crash the verifier") {
+  // The checksum catches accidents; this drives the flatbuffer and semantic
+  // checks with hostile metadata. Each result may be ok or an error.
+  const AlignedBytes original = write_hxe(tiny_module_spec());
+  Prelude prelude;
+  std::memcpy(&prelude, original.data(), sizeof(prelude));
+  int rejected = 0;
+  for (size_t byte = prelude.metadata_offset; byte < prelude.metadata_offset + prelude.metadata_size; ++byte) {
+    for (int bit = 0; bit < 8; ++bit) {
+      AlignedBytes file = original.copy();
+      file.data()[byte] ^= static_cast<uint8_t>(1u << bit);
+      testing::reseal_metadata(file);
+      if (!verify(file).ok()) ++rejected;
+    }
+  }
+  CHECK(rejected > 0);
+}
+
+TEST_CASE("prelude defects") {
+  AlignedBytes file = write_hxe(tiny_module_spec());
+  SUBCASE("bad magic") {
+    file.data()[0] = 'X';
+    CHECK(verify(file).status().message().find("magic") != std::string::npos);
+  }
+  SUBCASE("unknown version") {
+    file.data()[8] = 2;
+    CHECK(verify(file).status().message().find("version 2") != std::string::npos);
+  }
+  SUBCASE("unknown flag") {
+    file.data()[12] = 4;
+    CHECK(verify(file).status().message().find("flags") != std::string::npos);
+  }
+  SUBCASE("huge metadata size does not wrap") {
+    Prelude p;
+    std::memcpy(&p, file.data(), sizeof(p));
+    p.metadata_size = ~uint64_t{0} - 10;
+    std::memcpy(file.data(), &p, sizeof(p));
+    CHECK_FALSE(verify(file).ok());
+  }
+  SUBCASE("huge data range does not wrap") {
+    Prelude p;
+    std::memcpy(&p, file.data(), sizeof(p));
+    p.data_size = ~uint64_t{0} - 4095;
+    std::memcpy(file.data(), &p, sizeof(p));
+    CHECK(verify(file).status().message().find("data region") != std::string::npos);
+  }
+  SUBCASE("unaligned buffer") {
+    CHECK(verify_executable({file.data() + 1, file.size() - 1}, {}).status().code() ==
+          StatusCode::kInvalidArgument);
+  }
+}
+
+TEST_CASE("sections") {
+  expect_error([](ModuleSpec& m) { m.sections[0].offset = 4096 * 5; }, "outside the data region");
+  expect_error([](ModuleSpec& m) { m.sections[0].offset = 4096 + 64; }, "not aligned");
+  expect_error([](ModuleSpec& m) { m.sections[0].offset = ~uint64_t{0} - 4095; }, "outside the data region");
+  expect_error([](ModuleSpec& m) { m.sections[0].size = ~uint64_t{0}; }, "outside the data region");
+  expect_error([](ModuleSpec& m) { m.sections[0].raw_size = 32; }, "raw_size 32 != size 16");
+  expect_error([](ModuleSpec& m) { m.sections[0].alignment = 3000; }, "power of two");
+  expect_error([](ModuleSpec& m) { m.sections[0].compression = fb::Compression::Zstd; }, "zstd",
+               StatusCode::kUnimplemented);
+}
+
+TEST_CASE("constants") {
+  expect_error([](ModuleSpec& m) { m.constants[0].offset = 64; }, "constant 0 ('b'): bytes [64, +16) are outside");
+  expect_error([](ModuleSpec& m) { m.constants[0].offset = 8; }, "64-byte aligned");
+  expect_error([](ModuleSpec& m) { m.constants[0].offset = ~uint64_t{0} - 63; }, "outside section");
+  expect_error([](ModuleSpec& m) { m.constants[0].section = 7; }, "section 7 out of range");
+  expect_error([](ModuleSpec& m) { m.constants[0].byte_size = 20; }, "byte_size is 20 but f32[4] needs 16");
+  expect_error([](ModuleSpec& m) { m.constants[0].dtype = static_cast<fb::DType>(42); }, "invalid dtype");
+  expect_error([](ModuleSpec& m) { m.constants[1].fill_count = 5; }, "does not make 16 bytes");
+  expect_error([](ModuleSpec& m) { m.constants[1].fill_pattern.assign(17, 0); }, "fill pattern has 17 bytes");
+  expect_error([](ModuleSpec& m) { m.constants[1].fill_pattern.clear(); }, "fill pattern has 0 bytes");
+  expect_error(
+      [](ModuleSpec& m) {
+        m.constants[1].fill_pattern.assign(16, 0);
+        m.constants[1].fill_count = uint64_t{1} << 61;  // 16 * 2^61 wraps to 0
+        m.constants[1].byte_size = 0;
+        m.constants[1].shape = {0};
+      },
+      "does not make");
+  expect_error(
+      [](ModuleSpec& m) {
+        m.constants[1].shape = {int64_t{1} << 40, int64_t{1} << 40};
+        m.constants[1].byte_size = 0;
+      },
+      "bad shape");
+  expect_error([](ModuleSpec& m) { m.constants[1].shape = {-1, -16}; }, "bad shape");
+}
+
+TEST_CASE("kernels") {
+  expect_error([](ModuleSpec& m) { m.kernels[1] = "frobnicate"; }, "kernel 1: 'frobnicate' is not in the kernel catalog");
+}
+
+TEST_CASE("slots") {
+  expect_error([](ModuleSpec& m) { m.slots[3].arena_offset = 32; }, "not a multiple of the arena alignment 64");
+  expect_error([](ModuleSpec& m) { m.slots[3].arena_offset = 64; }, "exceed the arena size 64");
+  expect_error([](ModuleSpec& m) { m.slots[3].arena_offset = ~uint64_t{0} - 63; }, "exceed the arena size");
+  expect_error([](ModuleSpec& m) { m.slots[1].index = 9; }, "constant index 9 out of range");
+  expect_error([](ModuleSpec& m) { m.slots[3].usage = fb::SlotUsage::Constant; }, "not allowed for arena storage");
+  expect_error([](ModuleSpec& m) { m.slots[3].storage = static_cast<fb::StorageKind>(9); }, "unknown storage");
+  expect_error(
+      [](ModuleSpec& m) {
+        m.slots[3].shape = {int64_t{1} << 62, 4};
+        m.slots[3].byte_size = 0;
+      },
+      "overflows");
+}
+
+TEST_CASE("instructions") {
+  expect_error([](ModuleSpec& m) { m.operand_pool[3] = 9000; },
+               "instruction 1 (function 'main'): operand 0 refers to slot 9000, but the module has 6 slots");
+  expect_error([](ModuleSpec& m) { m.instructions[2].kernel = 3; }, "kernel index 3 out of range");
+  expect_error([](ModuleSpec& m) { m.instructions[2].operand_begin = 7; }, "exceed the operand pool");
+  expect_error([](ModuleSpec& m) { m.instructions[2].operand_begin = ~0u; }, "exceed the operand pool");
+  expect_error([](ModuleSpec& m) { m.instructions[2].param_count = 3; }, "exceed the parameter pool");
+  expect_error([](ModuleSpec& m) { m.instructions[2].param_begin = ~0u; m.instructions[2].param_count = 2; },
+               "exceed the parameter pool");
+  expect_error([](ModuleSpec& m) { m.instructions[0].input_count = 3; }, "need exactly one output");
+  expect_error([](ModuleSpec& m) { m.instructions[0].opcode = 7; }, "unknown opcode");
+  expect_error([](ModuleSpec& m) { m.instructions[1].alias_mask = 0b100; }, "alias mask");
+  expect_error([](ModuleSpec& m) { m.instructions[1].alias_mask = 0b11; },
+               "alias bit 1 set but the output slot 4 ('h2') does not share the storage");
+  expect_error([](ModuleSpec& m) { m.instructions[1].alias_mask = 0; }, "without an alias bit");
+  // relu writes into the constant @b.
+  expect_error([](ModuleSpec& m) { m.operand_pool[7] = 1; }, "read-only");
+  // add writes into the (not donated) input.
+  expect_error(
+      [](ModuleSpec& m) {
+        m.operand_pool[2] = 0;
+        m.operand_pool[3] = 0;
+      },
+      "read-only");
+  // Result shape disagrees with the shape rule.
+  expect_error(
+      [](ModuleSpec& m) {
+        m.slots[5].shape = {2, 2};
+      },
+      "'relu' gives f32[1,4] but the output slot 5 ('y') is f32[2,2]");
+  expect_error(
+      [](ModuleSpec& m) {
+        m.slots[1].shape = {3};
+        m.slots[1].byte_size = 12;
+      },
+      "instruction 0 (function 'main'): 'add'");
+  expect_error([](ModuleSpec& m) { m.kernels[2] = "reshape"; }, "is a view");
+}
+
+TEST_CASE("functions and bindings") {
+  expect_error([](ModuleSpec& m) { m.functions[0].instruction_count = 4; }, "exceed the module's 3 instructions");
+  expect_error([](ModuleSpec& m) { m.functions[0].instruction_begin = ~0u; }, "exceed the module's");
+  expect_error([](ModuleSpec& m) { m.functions[0].name = ""; }, "empty name");
+  expect_error([](ModuleSpec& m) { m.functions[0].inputs[0].name = ""; }, "empty name");
+  expect_error([](ModuleSpec& m) { m.functions[0].inputs[0].slot = 99; }, "slot 99 out of range");
+  expect_error([](ModuleSpec& m) { m.functions[0].inputs[0].slot = 3; }, "is not bound to input 0");
+  expect_error([](ModuleSpec& m) { m.functions[0].outputs[0].slot = 3; }, "neither bound to output 0");
+  expect_error([](ModuleSpec& m) { m.functions[0].inputs[0].donated_to = 4; }, "donated_to 4 out of range");
+  expect_error([](ModuleSpec& m) { m.functions[0].arena_size = 65; }, "exceeds the arena plan size");
+  expect_error([](ModuleSpec& m) { m.functions[0].outputs.clear(); }, "bound to output 0 but the function has 0 outputs");
+  expect_error([](ModuleSpec& m) { m.functions[0].instruction_count = 2; }, "output 0 is never written");
+  expect_error(
+      [](ModuleSpec& m) {
+        m.functions.push_back(m.functions[0]);
+        m.functions[1].name = "other";
+      },
+      "overlapping instruction ranges");
+  expect_error(
+      [](ModuleSpec& m) {
+        m.functions.push_back(m.functions[0]);
+        m.functions[1].instruction_count = 0;
+      },
+      "both named 'main'");
+}
+
+TEST_CASE("arena plan") {
+  expect_error([](ModuleSpec& m) { m.has_arena = false; }, "no arena plan");
+  expect_error([](ModuleSpec& m) { m.arena_alignment = 48; }, "not a power of two");
+  expect_error([](ModuleSpec& m) { m.arena_alignment = 0; }, "not a power of two");
+}
+
+TEST_CASE("donation: an in-place result in a donated input is accepted") {
+  ModuleSpec m = tiny_module_spec();
+  // relu writes its result into the donated input's buffer, which is output 0.
+  m.slots[0].usage = fb::SlotUsage::Donated;
+  m.slots.push_back({"y_in_x", fb::DType::F32, {1, 4}, 16, fb::StorageKind::Input, fb::SlotUsage::Donated, 0, 0});
+  m.operand_pool[7] = 6;
+  m.functions[0].inputs[0].donated_to = 0;
+  m.functions[0].outputs[0].slot = 6;
+  AlignedBytes file = write_hxe(m);
+  Result<VerifiedModule> result = verify(file);
+  CHECK_MESSAGE(result.ok(), result.status().to_string());
+
+  // Without donation the same write is rejected.
+  m.functions[0].inputs[0].donated_to = -1;
+  file = write_hxe(m);
+  CHECK_FALSE(verify(file).ok());
+}
+
+}  // namespace
+}  // namespace hexir::format
