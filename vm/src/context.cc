@@ -91,8 +91,9 @@ Status check_argument(const char* kind, size_t index, const TensorSignature& exp
   if (got.type == expected.type && got.byte_size >= expected.byte_size &&
       (got.data != nullptr || expected.byte_size == 0))
     return ok_status();
-  std::string what = std::string(kind) + " " +
-                     (expected.name.empty() ? std::to_string(index) : "'" + expected.name + "'") +
+  // Inputs go by argument name; outputs by position (their names are "0", "1", ...).
+  const bool by_name = !expected.name.empty() && std::string_view(kind) == "input";
+  std::string what = std::string(kind) + " " + (by_name ? "'" + expected.name + "'" : std::to_string(index)) +
                      " of function '" + function + "': ";
   if (!(got.type == expected.type))
     return invalid_argument(what + "expected " + expected.type.to_string() + ", got " + got.type.to_string());
