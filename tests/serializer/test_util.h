@@ -1,0 +1,124 @@
+// Helpers shared by the serializer tests.
+#pragma once
+
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
+
+#include "hexir/base/npy.h"
+#include "hexir/format/prelude.h"
+#include "hexir/format/verifier.h"
+#include "hexir/serializer/compiler.h"
+#include "hexir_generated.h"
+#include "parser.h"
+#include "passes.h"
+
+namespace hexir::serializer::testing {
+
+inline std::filesystem::path data_dir() { return HEXIR_SERIALIZER_TEST_DATA_DIR; }
+
+// A fresh directory under the system temp dir, removed at scope exit.
+class TempDir {
+ public:
+  TempDir() {
+    static std::atomic<int> counter{0};
+    path_ = std::filesystem::temp_directory_path() /
+            ("hexir_serializer_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
+    std::filesystem::create_directories(path_);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+inline std::vector<uint8_t> f32_bytes(std::initializer_list<float> values) {
+  std::vector<uint8_t> out(values.size() * 4);
+  std::memcpy(out.data(), values.begin(), out.size());
+  return out;
+}
+
+// Parses `source` (display name "t.hxir", files relative to `base`); fails the test on error.
+inline Module parse_ok(std::string_view source, const std::filesystem::path& base = data_dir()) {
+  Result<Module> m = parse_module(source, "t.hxir", base);
+  INFO(m.status().to_string());
+  REQUIRE(m.ok());
+  return std::move(m).value();
+}
+
+// The error message of parsing `source`, "" when it parses.
+inline std::string parse_error(std::string_view source, const std::filesystem::path& base = data_dir()) {
+  Result<Module> m = parse_module(source, "t.hxir", base);
+  return m.ok() ? std::string() : m.status().message();
+}
+
+// Runs every pass like compile_source does, without writing.
+inline Module lower(std::string_view source, PlanStrategy plan = PlanStrategy::kArena, uint32_t alignment = 64) {
+  Module m = parse_ok(source);
+  detect_splats(m);
+  dedupe_constants(m);
+  pack_constants(m);
+  for (Function& fn : m.functions) {
+    assign_storage(fn);
+    std::string heuristic;
+    Status s = plan_function_arena(fn, plan, alignment, &heuristic);
+    INFO(s.to_string());
+    REQUIRE(s.ok());
+  }
+  return m;
+}
+
+inline std::vector<uint8_t> compile_ok(std::string_view source, const CompileOptions& options = {}) {
+  Result<std::vector<uint8_t>> bytes = compile_source(source, "t.hxir", data_dir(), options);
+  INFO(bytes.status().to_string());
+  REQUIRE(bytes.ok());
+  return std::move(bytes).value();
+}
+
+inline format::Prelude prelude_of(const std::vector<uint8_t>& bytes) {
+  format::Prelude p;
+  REQUIRE(bytes.size() >= sizeof(p));
+  std::memcpy(&p, bytes.data(), sizeof(p));
+  return p;
+}
+
+// The metadata root after checking the prelude and flatbuffer structure.
+inline const fb::Module* module_of(const std::vector<uint8_t>& bytes) {
+  format::Prelude p = prelude_of(bytes);
+  REQUIRE(std::memcmp(p.magic, format::kMagic, 8) == 0);
+  REQUIRE(p.metadata_offset == 64);
+  REQUIRE(p.metadata_offset + p.metadata_size <= bytes.size());
+  REQUIRE(fb::ModuleBufferHasIdentifier(bytes.data() + 64));
+  flatbuffers::Verifier verifier(bytes.data() + 64, p.metadata_size);
+  REQUIRE(fb::VerifyModuleBuffer(verifier));
+  return flatbuffers::GetRoot<fb::Module>(bytes.data() + 64);
+}
+
+inline const fb::Function* function_named(const fb::Module* m, std::string_view name) {
+  for (const fb::Function* f : *m->functions())
+    if (f->name()->string_view() == name) return f;
+  FAIL("no function " << name);
+  return nullptr;
+}
+
+// The kernel name of each instruction of `fn`, in order.
+inline std::vector<std::string> kernel_names(const fb::Module* m, const fb::Function* fn) {
+  std::vector<std::string> out;
+  for (uint32_t i = 0; i < fn->instruction_count(); ++i) {
+    const fb::Instruction* inst = m->instructions()->Get(fn->instruction_begin() + i);
+    out.push_back(m->kernels()->Get(inst->kernel())->name()->str());
+  }
+  return out;
+}
+
+}  // namespace hexir::serializer::testing
