@@ -1,1 +1,508 @@
-int main() { return 1; }
+// hexir-dump FILE.hxe [--json]: verifies an executable, then prints what it
+// holds: prelude, sections, constants, kernels, functions, slots, a
+// disassembly and the arena plan (text, or one JSON object with --json).
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "hexir/format/verifier.h"
+
+namespace hexir {
+namespace {
+
+using format::VerifiedModule;
+
+std::string hex(uint64_t v) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "0x%016" PRIx64, v);
+  return buf;
+}
+
+std::string hex_bytes(const flatbuffers::Vector<uint8_t>* bytes) {
+  std::string out;
+  char buf[4];
+  for (uint8_t b : *bytes) {
+    std::snprintf(buf, sizeof(buf), "%02x", b);
+    out += buf;
+  }
+  return out;
+}
+
+const char* str(const flatbuffers::String* s) { return s ? s->c_str() : ""; }
+
+template <typename T>
+uint32_t count(const flatbuffers::Vector<T>* v) {
+  return v ? v->size() : 0;
+}
+
+std::string binary(uint32_t v, uint32_t width) {
+  std::string out = "0b";
+  if (width == 0) width = 1;
+  for (uint32_t i = std::min<uint32_t>(width, 32); i-- > 0;) out += ((v >> i) & 1u) ? '1' : '0';
+  return out;
+}
+
+// "%h1" for values, "@b1" for constants, "%s7" when unnamed.
+std::string operand_name(const fb::Module& m, uint32_t slot_index) {
+  const fb::Slot& s = *m.slots()->Get(slot_index);
+  const char sigil = s.storage() == fb::StorageKind::Constant ? '@' : '%';
+  std::string name = str(s.name());
+  if (name.empty()) return std::string(1, sigil) + "s" + std::to_string(slot_index);
+  if (name[0] == '%' || name[0] == '@') return name;
+  return sigil + name;
+}
+
+std::string params_text(const fb::Module& m, const fb::Instruction& in) {
+  if (in.param_count() == 0) return "";
+  std::string out = " {";
+  for (uint32_t p = 0; p < in.param_count(); ++p) {
+    if (p) out += ", ";
+    out += std::to_string(m.param_pool()->Get(in.param_begin() + p));
+  }
+  return out + "}";
+}
+
+std::string instruction_text(const VerifiedModule& v, const fb::Instruction& in) {
+  const fb::Module& m = *v.module;
+  const uint32_t out_slot = m.operand_pool()->Get(in.operand_begin() + in.input_count());
+  std::string text = operand_name(m, out_slot) + " = " + format::kernel_info(v.kernel_ids[in.kernel()]).name;
+  for (uint32_t i = 0; i < in.input_count(); ++i)
+    text += (i ? ", " : " ") + operand_name(m, m.operand_pool()->Get(in.operand_begin() + i));
+  text += params_text(m, in);
+  text += " : " + v.slot_types[out_slot].to_string();
+  text += "  ; alias=" + binary(in.alias_mask(), in.input_count());
+  return text;
+}
+
+std::string storage_text(const fb::Slot& s) {
+  switch (s.storage()) {
+    case fb::StorageKind::Arena: return "arena @" + std::to_string(s.arena_offset());
+    case fb::StorageKind::Constant: return "constant " + std::to_string(s.index());
+    case fb::StorageKind::Input: return "input " + std::to_string(s.index());
+    case fb::StorageKind::Output: return "output " + std::to_string(s.index());
+  }
+  return "?";
+}
+
+double percent_over(uint64_t size, uint64_t lower_bound) {
+  if (lower_bound == 0) return 0.0;
+  return 100.0 * (static_cast<double>(size) - static_cast<double>(lower_bound)) / static_cast<double>(lower_bound);
+}
+
+void print_text(const std::string& path, const VerifiedModule& v) {
+  const fb::Module& m = *v.module;
+  const format::Prelude& p = v.prelude;
+  std::printf("%s: module '%s' (producer '%s')\n", path.c_str(), str(m.name()), str(m.producer()));
+  std::printf("\nprelude:\n  format version %u, flags 0x%x%s\n", p.format_version, p.flags,
+              (p.flags & format::kFlagDataChecksum) ? " (data checksum)" : "");
+  std::printf("  metadata [%" PRIu64 ", +%" PRIu64 ") checksum %s\n", p.metadata_offset, p.metadata_size,
+              hex(p.metadata_checksum).c_str());
+  std::printf("  data     [%" PRIu64 ", +%" PRIu64 ") checksum %s\n", p.data_offset, p.data_size,
+              (p.flags & format::kFlagDataChecksum) ? hex(p.data_checksum).c_str() : "none");
+
+  std::printf("\nsections (%u):\n", count(m.sections()));
+  for (uint32_t i = 0; i < count(m.sections()); ++i) {
+    const fb::Section& s = *m.sections()->Get(i);
+    std::printf("  #%u %-11s offset %" PRIu64 " size %" PRIu64 " raw %" PRIu64 " align %u %s\n", i,
+                format::section_kind_name(s.kind()), s.offset(), s.size(), s.raw_size(), s.alignment(),
+                s.compression() == fb::Compression::None ? "uncompressed" : "zstd");
+  }
+
+  std::printf("\nconstants (%u):\n", count(m.constants()));
+  for (uint32_t i = 0; i < count(m.constants()); ++i) {
+    const fb::Constant& c = *m.constants()->Get(i);
+    std::printf("  #%u @%s : %s, %" PRIu64 " bytes, ", i, str(c.name()), v.constant_types[i].to_string().c_str(),
+                c.byte_size());
+    if (c.storage() == fb::ConstantStorage::Fill)
+      std::printf("fill pattern %s x %" PRIu64 "\n", hex_bytes(c.fill_pattern()).c_str(), c.fill_count());
+    else
+      std::printf("rodata section %u [%" PRIu64 ", +%" PRIu64 ")\n", c.section(), c.offset(), c.byte_size());
+  }
+
+  std::printf("\nkernels (%u):\n", count(m.kernels()));
+  for (uint32_t i = 0; i < count(m.kernels()); ++i) {
+    const fb::Kernel& k = *m.kernels()->Get(i);
+    std::printf("  #%u %s", i, str(k.name()));
+    if (count(k.code()) == 0) std::printf(" (builtin)");
+    for (uint32_t c = 0; c < count(k.code()); ++c) {
+      const fb::KernelCode& code = *k.code()->Get(c);
+      if (code.section() < 0)
+        std::printf(" [%s: builtin]", str(code.target()));
+      else
+        std::printf(" [%s: section %d +%" PRIu64 " size %" PRIu64 " entry '%s']", str(code.target()),
+                    code.section(), code.offset(), code.size(), str(code.entry()));
+    }
+    std::printf("\n");
+  }
+
+  std::printf("\nfunctions (%u):\n", count(m.functions()));
+  for (uint32_t f = 0; f < count(m.functions()); ++f) {
+    const fb::Function& fn = *m.functions()->Get(f);
+    std::printf("  %s(", str(fn.name()));
+    for (uint32_t i = 0; i < count(fn.inputs()); ++i) {
+      const fb::Binding& b = *fn.inputs()->Get(i);
+      std::printf("%s%%%s: %s%s", i ? ", " : "", str(b.name()), v.slot_types[b.slot()].to_string().c_str(),
+                  b.donated_to() >= 0 ? (" donate -> output " + std::to_string(b.donated_to())).c_str() : "");
+    }
+    std::printf(") -> (");
+    for (uint32_t j = 0; j < count(fn.outputs()); ++j) {
+      const fb::Binding& b = *fn.outputs()->Get(j);
+      std::printf("%s%s", j ? ", " : "", v.slot_types[b.slot()].to_string().c_str());
+    }
+    std::printf(")\n    instructions [%u, +%u), arena %" PRIu64 " bytes, lower bound %" PRIu64 "\n",
+                fn.instruction_begin(), fn.instruction_count(), fn.arena_size(), fn.lower_bound());
+    for (uint32_t i = 0; i < count(fn.inputs()); ++i)
+      std::printf("    input %u '%s' -> slot %u\n", i, str(fn.inputs()->Get(i)->name()), fn.inputs()->Get(i)->slot());
+    for (uint32_t j = 0; j < count(fn.outputs()); ++j)
+      std::printf("    output %u '%s' <- slot %u\n", j, str(fn.outputs()->Get(j)->name()),
+                  fn.outputs()->Get(j)->slot());
+  }
+
+  std::printf("\nslots (%u):\n", count(m.slots()));
+  for (uint32_t i = 0; i < count(m.slots()); ++i) {
+    const fb::Slot& s = *m.slots()->Get(i);
+    std::printf("  #%-4u %-16s %-20s %10" PRIu64 " B  %-18s (%s)\n", i, operand_name(m, i).c_str(),
+                v.slot_types[i].to_string().c_str(), s.byte_size(), storage_text(s).c_str(),
+                format::slot_usage_name(s.usage()));
+  }
+
+  std::printf("\ndisassembly:\n");
+  for (uint32_t f = 0; f < count(m.functions()); ++f) {
+    const fb::Function& fn = *m.functions()->Get(f);
+    std::printf("  func @%s:\n", str(fn.name()));
+    for (uint32_t k = 0; k < fn.instruction_count(); ++k)
+      std::printf("    %4u: %s\n", fn.instruction_begin() + k,
+                  instruction_text(v, *m.instructions()->Get(fn.instruction_begin() + k)).c_str());
+  }
+
+  const fb::ArenaPlan& a = *m.arena();
+  std::printf("\narena plan:\n  size %" PRIu64 " bytes, alignment %u, strategy %s, heuristic '%s'\n", a.size(),
+              a.alignment(), format::plan_strategy_name(a.strategy()), str(a.heuristic()));
+  std::printf("  lower bound %" PRIu64 " bytes (%.1f%% over), workspace %" PRIu64 " bytes\n", a.lower_bound(),
+              percent_over(a.size(), a.lower_bound()), a.workspace_size());
+}
+
+// A minimal streaming JSON writer: tracks whether a comma is due.
+class Json {
+ public:
+  void begin_object(const char* key = nullptr) { open(key, '{'); }
+  void end_object() { close('}'); }
+  void begin_array(const char* key = nullptr) { open(key, '['); }
+  void end_array() { close(']'); }
+  void field(const char* key, const std::string& value) {
+    prefix(key);
+    string(value);
+  }
+  void field(const char* key, const char* value) { field(key, std::string(value)); }
+  void field(const char* key, uint64_t value) {
+    prefix(key);
+    out_ += std::to_string(value);
+  }
+  void field(const char* key, int64_t value) {
+    prefix(key);
+    out_ += std::to_string(value);
+  }
+  void field(const char* key, uint32_t value) { field(key, uint64_t{value}); }
+  void field(const char* key, int32_t value) { field(key, int64_t{value}); }
+  void field(const char* key, double value) {
+    prefix(key);
+    char buf[64];
+    std::snprintf(buf, sizeof(buf), "%.3f", value);
+    out_ += buf;
+  }
+  void field(const char* key, bool value) {
+    prefix(key);
+    out_ += value ? "true" : "false";
+  }
+  template <typename T>
+  void value(T v) {
+    field(nullptr, v);
+  }
+  const std::string& text() const { return out_; }
+
+ private:
+  void prefix(const char* key) {
+    if (need_comma_) out_ += ',';
+    need_comma_ = true;
+    if (key) {
+      string(key);
+      out_ += ':';
+    }
+  }
+  void open(const char* key, char c) {
+    prefix(key);
+    out_ += c;
+    need_comma_ = false;
+  }
+  void close(char c) {
+    out_ += c;
+    need_comma_ = true;
+  }
+  void string(const std::string& s) {
+    out_ += '"';
+    for (unsigned char c : s) {
+      switch (c) {
+        case '"': out_ += "\\\""; break;
+        case '\\': out_ += "\\\\"; break;
+        case '\n': out_ += "\\n"; break;
+        case '\r': out_ += "\\r"; break;
+        case '\t': out_ += "\\t"; break;
+        default:
+          if (c < 0x20) {
+            char buf[8];
+            std::snprintf(buf, sizeof(buf), "\\u%04x", c);
+            out_ += buf;
+          } else {
+            out_ += static_cast<char>(c);  // UTF-8 passes through
+          }
+      }
+    }
+    out_ += '"';
+  }
+
+  std::string out_;
+  bool need_comma_ = false;
+};
+
+void json_type(Json& j, const TensorType& type) {
+  j.field("dtype", dtype_name(type.dtype));
+  j.begin_array("shape");
+  for (int64_t d : type.dims) j.value(d);
+  j.end_array();
+}
+
+void print_json(const VerifiedModule& v) {
+  const fb::Module& m = *v.module;
+  const format::Prelude& p = v.prelude;
+  Json j;
+  j.begin_object();
+  j.field("name", str(m.name()));
+  j.field("producer", str(m.producer()));
+  j.begin_object("prelude");
+  j.field("magic", "HEXIRXE");
+  j.field("format_version", p.format_version);
+  j.field("flags", p.flags);
+  j.field("metadata_offset", p.metadata_offset);
+  j.field("metadata_size", p.metadata_size);
+  j.field("metadata_checksum", hex(p.metadata_checksum));
+  j.field("data_offset", p.data_offset);
+  j.field("data_size", p.data_size);
+  j.field("data_checksum", hex(p.data_checksum));
+  j.end_object();
+
+  j.begin_array("sections");
+  for (uint32_t i = 0; i < count(m.sections()); ++i) {
+    const fb::Section& s = *m.sections()->Get(i);
+    j.begin_object();
+    j.field("index", i);
+    j.field("kind", format::section_kind_name(s.kind()));
+    j.field("offset", s.offset());
+    j.field("size", s.size());
+    j.field("raw_size", s.raw_size());
+    j.field("alignment", s.alignment());
+    j.field("compression", s.compression() == fb::Compression::None ? "none" : "zstd");
+    j.end_object();
+  }
+  j.end_array();
+
+  j.begin_array("constants");
+  for (uint32_t i = 0; i < count(m.constants()); ++i) {
+    const fb::Constant& c = *m.constants()->Get(i);
+    j.begin_object();
+    j.field("index", i);
+    j.field("name", str(c.name()));
+    json_type(j, v.constant_types[i]);
+    j.field("byte_size", c.byte_size());
+    if (c.storage() == fb::ConstantStorage::Fill) {
+      j.field("storage", "fill");
+      j.field("fill_pattern", hex_bytes(c.fill_pattern()));
+      j.field("fill_count", c.fill_count());
+    } else {
+      j.field("storage", "rodata");
+      j.field("section", c.section());
+      j.field("offset", c.offset());
+    }
+    j.end_object();
+  }
+  j.end_array();
+
+  j.begin_array("kernels");
+  for (uint32_t i = 0; i < count(m.kernels()); ++i) {
+    const fb::Kernel& k = *m.kernels()->Get(i);
+    j.begin_object();
+    j.field("index", i);
+    j.field("name", str(k.name()));
+    j.begin_array("code");
+    for (uint32_t c = 0; c < count(k.code()); ++c) {
+      const fb::KernelCode& code = *k.code()->Get(c);
+      j.begin_object();
+      j.field("target", str(code.target()));
+      j.field("section", code.section());
+      j.field("offset", code.offset());
+      j.field("size", code.size());
+      j.field("entry", str(code.entry()));
+      j.end_object();
+    }
+    j.end_array();
+    j.end_object();
+  }
+  j.end_array();
+
+  const fb::ArenaPlan& a = *m.arena();
+  j.begin_object("arena");
+  j.field("size", a.size());
+  j.field("lower_bound", a.lower_bound());
+  j.field("alignment", a.alignment());
+  j.field("strategy", format::plan_strategy_name(a.strategy()));
+  j.field("heuristic", str(a.heuristic()));
+  j.field("workspace_size", a.workspace_size());
+  j.field("percent_over_lower_bound", percent_over(a.size(), a.lower_bound()));
+  j.end_object();
+
+  auto bindings = [&](const char* key, const flatbuffers::Vector<flatbuffers::Offset<fb::Binding>>* list) {
+    j.begin_array(key);
+    for (uint32_t i = 0; i < count(list); ++i) {
+      const fb::Binding& b = *list->Get(i);
+      j.begin_object();
+      j.field("name", str(b.name()));
+      j.field("slot", b.slot());
+      json_type(j, v.slot_types[b.slot()]);
+      j.field("donated_to", b.donated_to());
+      j.end_object();
+    }
+    j.end_array();
+  };
+  j.begin_array("functions");
+  for (uint32_t f = 0; f < count(m.functions()); ++f) {
+    const fb::Function& fn = *m.functions()->Get(f);
+    j.begin_object();
+    j.field("name", str(fn.name()));
+    bindings("inputs", fn.inputs());
+    bindings("outputs", fn.outputs());
+    j.field("instruction_begin", fn.instruction_begin());
+    j.field("instruction_count", fn.instruction_count());
+    j.field("arena_size", fn.arena_size());
+    j.field("lower_bound", fn.lower_bound());
+    j.end_object();
+  }
+  j.end_array();
+
+  j.begin_array("slots");
+  for (uint32_t i = 0; i < count(m.slots()); ++i) {
+    const fb::Slot& s = *m.slots()->Get(i);
+    j.begin_object();
+    j.field("index", i);
+    j.field("name", str(s.name()));
+    json_type(j, v.slot_types[i]);
+    j.field("byte_size", s.byte_size());
+    j.field("storage", format::storage_kind_name(s.storage()));
+    j.field("usage", format::slot_usage_name(s.usage()));
+    if (s.storage() == fb::StorageKind::Arena)
+      j.field("arena_offset", s.arena_offset());
+    else
+      j.field("storage_index", s.index());
+    j.end_object();
+  }
+  j.end_array();
+
+  std::vector<int64_t> owner(count(m.instructions()), -1);
+  for (uint32_t f = 0; f < count(m.functions()); ++f) {
+    const fb::Function& fn = *m.functions()->Get(f);
+    for (uint32_t k = 0; k < fn.instruction_count(); ++k) owner[fn.instruction_begin() + k] = f;
+  }
+  j.begin_array("instructions");
+  for (uint32_t k = 0; k < count(m.instructions()); ++k) {
+    const fb::Instruction& in = *m.instructions()->Get(k);
+    j.begin_object();
+    j.field("index", k);
+    j.field("function", owner[k] >= 0 ? str(m.functions()->Get(static_cast<uint32_t>(owner[k]))->name()) : "");
+    j.field("kernel", format::kernel_info(v.kernel_ids[in.kernel()]).name);
+    j.field("kernel_index", in.kernel());
+    j.begin_array("inputs");
+    for (uint32_t i = 0; i < in.input_count(); ++i) j.value(m.operand_pool()->Get(in.operand_begin() + i));
+    j.end_array();
+    j.field("output", m.operand_pool()->Get(in.operand_begin() + in.input_count()));
+    j.begin_array("params");
+    for (uint32_t p2 = 0; p2 < in.param_count(); ++p2) j.value(m.param_pool()->Get(in.param_begin() + p2));
+    j.end_array();
+    j.field("alias_mask", in.alias_mask());
+    j.field("text", instruction_text(v, in));
+    j.end_object();
+  }
+  j.end_array();
+  j.end_object();
+  std::printf("%s\n", j.text().c_str());
+}
+
+int usage() {
+  std::fprintf(stderr, "usage: hexir-dump FILE.hxe [--json]\n");
+  return 2;
+}
+
+int run(int argc, char** argv) {
+  std::string path;
+  bool json = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--json") {
+      json = true;
+    } else if (arg == "--help" || arg == "-h") {
+      usage();
+      return 0;
+    } else if (!arg.empty() && arg[0] == '-') {
+      std::fprintf(stderr, "hexir-dump: unknown option '%s'\n", arg.c_str());
+      return usage();
+    } else if (path.empty()) {
+      path = arg;
+    } else {
+      return usage();
+    }
+  }
+  if (path.empty()) return usage();
+  auto fail = [&](const std::string& message) {
+    std::fprintf(stderr, "hexir-dump: %s: %s\n", path.c_str(), message.c_str());
+    return 1;
+  };
+
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return fail(std::strerror(errno));
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return fail("not a regular file");
+  }
+  const size_t size = static_cast<size_t>(st.st_size);
+  void* mapping = size > 0 ? ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0) : nullptr;
+  ::close(fd);
+  if (mapping == MAP_FAILED) return fail(std::string("cannot map: ") + std::strerror(errno));
+  std::span<const uint8_t> bytes(static_cast<const uint8_t*>(mapping), size);
+  static const uint64_t kEmpty = 0;  // an aligned address for the empty file
+  if (size == 0) bytes = {reinterpret_cast<const uint8_t*>(&kEmpty), 0};
+
+  format::VerifyOptions options;
+  options.verify_data_checksum = true;  // a dump is an inspection: check everything
+  Result<VerifiedModule> verified = format::verify_executable(bytes, options);
+  int rc = 0;
+  if (!verified.ok()) {
+    rc = fail(verified.status().message());
+  } else if (json) {
+    print_json(*verified);
+  } else {
+    print_text(path, *verified);
+  }
+  if (mapping) ::munmap(mapping, size);
+  return rc;
+}
+
+}  // namespace
+}  // namespace hexir
+
+int main(int argc, char** argv) { return hexir::run(argc, argv); }

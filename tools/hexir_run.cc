@@ -1,1 +1,369 @@
-int main() { return 1; }
+// hexir-run FILE.hxe [--device cpu] [--function main] [--input NAME=FILE.npy ...]
+//           [--output-dir DIR] [--iterations N] [--stats-json FILE] [--seed S]
+// Loads, prepares and runs one function; inputs not given are deterministic
+// random values. Results go to DIR/0.npy, DIR/1.npy, ...
+#include <algorithm>
+#include <chrono>
+#include <cerrno>
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "hexir/base/npy.h"
+#include "hexir/vm.h"
+
+namespace hexir {
+namespace {
+
+struct Options {
+  std::string path;
+  std::string device = "cpu";
+  std::string function;
+  std::map<std::string, std::string> inputs;  // argument name -> .npy path
+  std::string output_dir;
+  uint64_t iterations = 1;
+  std::string stats_json;
+  uint64_t seed = 0;
+};
+
+using Clock = std::chrono::steady_clock;
+double ms_since(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+int fail(const std::string& message) {
+  std::fprintf(stderr, "hexir-run: %s\n", message.c_str());
+  return 1;
+}
+
+int usage() {
+  std::fprintf(stderr,
+               "usage: hexir-run FILE.hxe [--device cpu] [--function main] [--input NAME=FILE.npy ...]\n"
+               "                 [--output-dir DIR] [--iterations N] [--stats-json FILE] [--seed S]\n");
+  return 2;
+}
+
+bool parse_u64(const std::string& text, uint64_t* out) {
+  if (text.empty()) return false;
+  char* end = nullptr;
+  errno = 0;
+  unsigned long long v = std::strtoull(text.c_str(), &end, 10);
+  if (errno != 0 || *end != '\0' || text[0] == '-') return false;
+  *out = v;
+  return true;
+}
+
+uint16_t float_to_half(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  const uint32_t sign = (x >> 16) & 0x8000u;
+  const int32_t exponent = static_cast<int32_t>((x >> 23) & 0xff) - 127 + 15;
+  uint32_t mantissa = x & 0x7fffffu;
+  if (exponent <= 0) {  // subnormal or zero (inputs here are in [-1, 1])
+    if (exponent < -10) return static_cast<uint16_t>(sign);
+    mantissa |= 0x800000u;
+    return static_cast<uint16_t>(sign | (mantissa >> (14 - exponent)));
+  }
+  if (exponent >= 31) return static_cast<uint16_t>(sign | 0x7c00u);
+  return static_cast<uint16_t>(sign | (static_cast<uint32_t>(exponent) << 10) | (mantissa >> 13));
+}
+
+// Deterministic values per (seed, input index): floats uniform in [-1, 1],
+// integers in [-8, 8], u8 in [0, 255], bool 0/1.
+std::vector<uint8_t> random_tensor(const TensorType& type, uint64_t byte_size, uint64_t seed, size_t index) {
+  std::mt19937_64 rng(seed * 1000003u + index);
+  std::vector<uint8_t> data(byte_size);
+  const uint64_t count = byte_size / dtype_size(type.dtype);
+  std::uniform_real_distribution<float> unit(-1.0f, 1.0f);
+  std::uniform_int_distribution<int> small(-8, 8);
+  for (uint64_t i = 0; i < count; ++i) {
+    uint8_t* p = data.data() + i * dtype_size(type.dtype);
+    switch (type.dtype) {
+      case DType::kF32: {
+        float v = unit(rng);
+        std::memcpy(p, &v, 4);
+        break;
+      }
+      case DType::kF16: {
+        uint16_t h = float_to_half(unit(rng));
+        std::memcpy(p, &h, 2);
+        break;
+      }
+      case DType::kBF16: {
+        float v = unit(rng);
+        uint32_t bits;
+        std::memcpy(&bits, &v, 4);
+        uint16_t b = static_cast<uint16_t>(bits >> 16);
+        std::memcpy(p, &b, 2);
+        break;
+      }
+      case DType::kI32: {
+        int32_t v = small(rng);
+        std::memcpy(p, &v, 4);
+        break;
+      }
+      case DType::kI64: {
+        int64_t v = small(rng);
+        std::memcpy(p, &v, 8);
+        break;
+      }
+      case DType::kI8: *p = static_cast<uint8_t>(static_cast<int8_t>(small(rng))); break;
+      case DType::kU8: *p = static_cast<uint8_t>(rng() & 0xff); break;
+      case DType::kBool: *p = static_cast<uint8_t>(rng() & 1); break;
+    }
+  }
+  return data;
+}
+
+std::string json_string(const std::string& s) {
+  std::string out = "\"";
+  for (unsigned char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof(buf), "\\u%04x", c);
+      out += buf;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out + "\"";
+}
+
+int parse_args(int argc, char** argv, Options& o) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    auto next = [&](std::string* out) {
+      if (i + 1 >= argc) return false;
+      *out = argv[++i];
+      return true;
+    };
+    std::string value;
+    if (arg == "--help" || arg == "-h") {
+      usage();
+      return 0;
+    } else if (arg == "--device") {
+      if (!next(&o.device)) return usage();
+    } else if (arg == "--function") {
+      if (!next(&o.function)) return usage();
+    } else if (arg == "--input") {
+      if (!next(&value)) return usage();
+      const size_t eq = value.find('=');
+      if (eq == std::string::npos || eq == 0) return fail("--input expects NAME=FILE.npy, got '" + value + "'");
+      std::string name = value.substr(0, eq);
+      if (name[0] == '%') name.erase(0, 1);
+      if (o.inputs.count(name)) return fail("input '" + name + "' given twice");
+      o.inputs[name] = value.substr(eq + 1);
+    } else if (arg == "--output-dir") {
+      if (!next(&o.output_dir)) return usage();
+    } else if (arg == "--iterations") {
+      if (!next(&value) || !parse_u64(value, &o.iterations) || o.iterations == 0)
+        return fail("--iterations expects a positive integer");
+    } else if (arg == "--stats-json") {
+      if (!next(&o.stats_json)) return usage();
+    } else if (arg == "--seed") {
+      if (!next(&value) || !parse_u64(value, &o.seed)) return fail("--seed expects a non-negative integer");
+    } else if (!arg.empty() && arg[0] == '-') {
+      std::fprintf(stderr, "hexir-run: unknown option '%s'\n", arg.c_str());
+      return usage();
+    } else if (o.path.empty()) {
+      o.path = arg;
+    } else {
+      return usage();
+    }
+  }
+  if (o.path.empty()) return usage();
+  return -1;  // go on
+}
+
+int run(int argc, char** argv) {
+  Options o;
+  if (int rc = parse_args(argc, argv, o); rc >= 0) return rc;
+
+  const auto load_start = Clock::now();
+  Result<vm::Module> module = vm::Module::load_file(o.path);
+  const double load_ms = ms_since(load_start);
+  if (!module.ok()) return fail(module.status().message());
+
+  size_t function = 0;
+  if (!o.function.empty()) {
+    Result<size_t> found = module->find_function(o.function);
+    if (!found.ok()) return fail(found.status().message());
+    function = *found;
+  } else if (Result<size_t> main = module->find_function("main"); main.ok()) {
+    function = *main;
+  } else if (module->function_count() == 0) {
+    return fail(o.path + ": the module has no functions");
+  }
+  const vm::FunctionSignature& sig = module->function(function);
+
+  for (const auto& [name, file] : o.inputs) {
+    bool known = false;
+    for (const vm::TensorSignature& in : sig.inputs) known |= in.name == name;
+    if (!known) {
+      std::string names;
+      for (const vm::TensorSignature& in : sig.inputs) names += (names.empty() ? "'" : ", '") + in.name + "'";
+      return fail("function '" + sig.name + "' has no input '" + name + "' (its inputs: " +
+                  (names.empty() ? std::string("none") : names) + ")");
+    }
+  }
+
+  Result<std::unique_ptr<hal::Device>> device = hal::create_device(o.device);
+  if (!device.ok()) return fail(device.status().message());
+  hal::Device& dev = **device;
+
+  const hal::DeviceCounters before_prepare = dev.counters();
+  const auto prepare_start = Clock::now();
+  Result<vm::Program> program = vm::Program::prepare(*module, dev);
+  const double prepare_ms = ms_since(prepare_start);
+  if (!program.ok()) return fail(program.status().message());
+  const hal::DeviceCounters after_prepare = dev.counters();
+
+  Result<vm::Context> context = vm::Context::create(*program);
+  if (!context.ok()) return fail(context.status().message());
+
+  // Host copies of every input, then device buffers the kernels can address.
+  std::vector<std::vector<uint8_t>> host_inputs(sig.inputs.size());
+  for (size_t i = 0; i < sig.inputs.size(); ++i) {
+    const vm::TensorSignature& in = sig.inputs[i];
+    auto given = o.inputs.find(in.name);
+    if (given == o.inputs.end()) {
+      host_inputs[i] = random_tensor(in.type, in.byte_size, o.seed, i);
+      continue;
+    }
+    Result<NpyArray> array = read_npy(given->second);
+    if (!array.ok()) return fail(array.status().message());
+    if (!(array->type == in.type))
+      return fail("input '" + in.name + "' of function '" + sig.name + "': expected " + in.type.to_string() +
+                  ", got " + array->type.to_string() + " from " + given->second);
+    host_inputs[i] = std::move(array->data);
+  }
+  std::vector<hal::Buffer> input_buffers(sig.inputs.size());
+  std::vector<vm::TensorRef> input_refs(sig.inputs.size());
+  auto release_inputs = [&] {
+    for (hal::Buffer& b : input_buffers)
+      if (b.size > 0) dev.release(b);
+  };
+  for (size_t i = 0; i < sig.inputs.size(); ++i) {
+    input_refs[i].type = sig.inputs[i].type;
+    input_refs[i].byte_size = sig.inputs[i].byte_size;
+    if (sig.inputs[i].byte_size == 0) continue;
+    Result<hal::Buffer> buffer = dev.allocate(sig.inputs[i].byte_size, hal::MemoryType::kDeviceLocal,
+                                              hal::BufferUsage::kExternal);
+    if (!buffer.ok()) {
+      release_inputs();
+      return fail(buffer.status().message());
+    }
+    input_buffers[i] = *buffer;
+    input_refs[i].data = reinterpret_cast<void*>(static_cast<uintptr_t>(buffer->device_ptr));
+  }
+  auto upload_inputs = [&](bool donated_only) -> Status {
+    for (size_t i = 0; i < sig.inputs.size(); ++i) {
+      if (input_buffers[i].size == 0 || (donated_only && sig.inputs[i].donated_to < 0)) continue;
+      HEXIR_RETURN_IF_ERROR(dev.write(input_buffers[i], 0, host_inputs[i].data(), host_inputs[i].size()));
+    }
+    return ok_status();
+  };
+  if (Status s = upload_inputs(false); !s.ok()) {
+    release_inputs();
+    return fail(s.message());
+  }
+
+  // Device counters are read around each invoke only, so the tool's own
+  // re-uploads of donated inputs between iterations are not counted.
+  std::vector<double> times;
+  uint64_t invoke_allocations = 0, invoke_uploads = 0;
+  for (uint64_t it = 0; it < o.iterations; ++it) {
+    if (it > 0) {
+      if (Status s = upload_inputs(true); !s.ok()) {
+        release_inputs();
+        return fail(s.message());
+      }
+    }
+    const hal::DeviceCounters before = dev.counters();
+    const auto start = Clock::now();
+    Status status = context->invoke(function, input_refs);
+    times.push_back(ms_since(start));
+    const hal::DeviceCounters after = dev.counters();
+    invoke_allocations += after.allocations - before.allocations;
+    invoke_uploads += after.uploads - before.uploads;
+    if (!status.ok()) {
+      release_inputs();
+      return fail(status.message());
+    }
+  }
+  std::vector<double> sorted = times;
+  std::sort(sorted.begin(), sorted.end());
+  const double median = sorted.size() % 2 ? sorted[sorted.size() / 2]
+                                          : (sorted[sorted.size() / 2 - 1] + sorted[sorted.size() / 2]) / 2;
+
+  // Results: from the context's buffers, or from the donated input that holds one.
+  std::vector<std::vector<uint8_t>> results(sig.outputs.size());
+  for (size_t j = 0; j < sig.outputs.size(); ++j) {
+    results[j].resize(sig.outputs[j].byte_size);
+    Status s = context->read_output(function, j, results[j]);
+    if (!s.ok() && s.code() == StatusCode::kFailedPrecondition) {
+      for (size_t i = 0; i < sig.inputs.size(); ++i)
+        if (sig.inputs[i].donated_to == static_cast<int>(j) && input_buffers[i].size > 0)
+          s = dev.read(input_buffers[i], 0, results[j].data(), results[j].size());
+    }
+    if (!s.ok()) {
+      release_inputs();
+      return fail("reading output " + std::to_string(j) + ": " + s.message());
+    }
+  }
+  release_inputs();
+
+  if (!o.output_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(o.output_dir, ec);
+    if (ec) return fail("cannot create '" + o.output_dir + "': " + ec.message());
+    for (size_t j = 0; j < results.size(); ++j) {
+      const std::string path = (std::filesystem::path(o.output_dir) / (std::to_string(j) + ".npy")).string();
+      if (Status s = write_npy(path, sig.outputs[j].type, results[j]); !s.ok()) return fail(s.message());
+    }
+  }
+
+  std::printf("function %s: %" PRIu64 " iteration%s, median invoke %.3f ms (load %.3f ms, prepare %.3f ms)\n",
+              sig.name.c_str(), o.iterations, o.iterations == 1 ? "" : "s", median, load_ms, prepare_ms);
+  for (size_t j = 0; j < sig.outputs.size(); ++j)
+    std::printf("  output %zu: %s%s\n", j, sig.outputs[j].type.to_string().c_str(),
+                o.output_dir.empty() ? ""
+                                     : (" -> " + (std::filesystem::path(o.output_dir) / (std::to_string(j) + ".npy")).string()).c_str());
+
+  if (!o.stats_json.empty()) {
+    const vm::PhaseStats& prepare = program->prepare_stats();
+    const uint64_t prepare_allocations = std::max(prepare.device_allocations, after_prepare.allocations - before_prepare.allocations);
+    const uint64_t prepare_uploads = std::max(prepare.uploads, after_prepare.uploads - before_prepare.uploads);
+    const vm::PhaseStats& invoke = context->invoke_stats();
+    char buf[8192];
+    std::snprintf(buf, sizeof(buf),
+                  "{\"file\":%s,\"function\":%s,\"device\":%s,\"arena_bytes\":%" PRIu64 ",\"constant_bytes\":%" PRIu64
+                  ",\"lower_bound_bytes\":%" PRIu64 ",\"load_ms\":%.3f,"
+                  "\"prepare\":{\"ms\":%.3f,\"device_allocations\":%" PRIu64 ",\"uploads\":%" PRIu64 "},"
+                  "\"invoke\":{\"count\":%" PRIu64 ",\"device_allocations\":%" PRIu64 ",\"uploads\":%" PRIu64
+                  ",\"dispatches\":%" PRIu64 ",\"ms_median\":%.4f}}\n",
+                  json_string(o.path).c_str(), json_string(sig.name).c_str(), json_string(std::string(dev.name())).c_str(),
+                  module->arena_bytes(), module->constant_bytes(), module->lower_bound_bytes(), load_ms, prepare_ms,
+                  prepare_allocations, prepare_uploads, context->invoke_count(),
+                  invoke.device_allocations + invoke_allocations, invoke.uploads + invoke_uploads,
+                  invoke.dispatches, median);
+    std::ofstream out(o.stats_json, std::ios::binary);
+    out << buf;
+    if (!out) return fail("cannot write '" + o.stats_json + "'");
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace hexir
+
+int main(int argc, char** argv) { return hexir::run(argc, argv); }
