@@ -9,13 +9,11 @@ namespace {
 
 // C[M,N] = A[M,K] * B[K,N], all row-major and contiguous. Four rows of C share
 // every load of a row of B (i-k-j order, inner loop unit-stride over N so it
-// vectorizes); K and N are blocked so the B panel stays in cache.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-// Picks an AVX2/FMA build of the hot loop at load time where the CPU has it.
-__attribute__((target_clones("arch=haswell", "default")))
-#endif
-void gemm(int64_t M, int64_t N, int64_t K, const float* __restrict A, const float* __restrict B,
-          float* __restrict C) {
+// vectorizes); K and N are blocked so the B panel stays in cache. Each c[j]
+// sums its products in k order whatever the vector width, so every build of
+// this body gives bit-identical results.
+[[gnu::always_inline]] inline void gemm_body(int64_t M, int64_t N, int64_t K, const float* __restrict A,
+                                             const float* __restrict B, float* __restrict C) {
   constexpr int64_t kBlockK = 128;
   constexpr int64_t kBlockN = 256;
   std::fill(C, C + M * N, 0.0f);
@@ -54,6 +52,30 @@ void gemm(int64_t M, int64_t N, int64_t K, const float* __restrict A, const floa
       }
     }
   }
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define HEXIR_GEMM_AVX2 1
+// The same body compiled for AVX2, chosen per call from the running CPU. (A
+// plain runtime check rather than an ifunc/target_clones resolver, which runs
+// before sanitizer runtimes start and crashes under TSan.)
+[[gnu::target("avx2")]] void gemm_avx2(int64_t M, int64_t N, int64_t K, const float* A, const float* B, float* C) {
+  gemm_body(M, N, K, A, B, C);
+}
+#endif
+
+void gemm_generic(int64_t M, int64_t N, int64_t K, const float* A, const float* B, float* C) {
+  gemm_body(M, N, K, A, B, C);
+}
+
+void gemm(int64_t M, int64_t N, int64_t K, const float* A, const float* B, float* C) {
+#ifdef HEXIR_GEMM_AVX2
+  if (__builtin_cpu_supports("avx2")) {
+    gemm_avx2(M, N, K, A, B, C);
+    return;
+  }
+#endif
+  gemm_generic(M, N, K, A, B, C);
 }
 
 }  // namespace

@@ -68,8 +68,10 @@ TEST_CASE("allocate: alignment, size 0, bad alignment, impossible size") {
 
   auto bad = device->allocate(64, MemoryType::kDeviceLocal, BufferUsage::kTransient, 48);
   CHECK(bad.status().code() == StatusCode::kInvalidArgument);
+#if !defined(__SANITIZE_ADDRESS__)  // ASan aborts on impossible sizes instead of returning null
   auto huge = device->allocate(uint64_t{1} << 62, MemoryType::kDeviceLocal, BufferUsage::kTransient);
   CHECK(huge.status().code() == StatusCode::kResourceExhausted);
+#endif
   auto too_big = device->allocate(~uint64_t{0}, MemoryType::kDeviceLocal, BufferUsage::kTransient);
   CHECK(too_big.status().code() == StatusCode::kResourceExhausted);
 }
