@@ -81,6 +81,10 @@ bool is_name_char(char c) {
 }
 bool is_digit(char c) { return c >= '0' && c <= '9'; }
 
+// Bounds on recursion and rank, so hostile text cannot exhaust the stack.
+constexpr size_t kMaxTypeRank = 64;
+constexpr int kMaxAttrDepth = 32;
+
 class Parser {
  public:
   Parser(std::string_view source, std::string_view display_name, const std::filesystem::path& base_dir)
@@ -278,6 +282,8 @@ class Parser {
       while (true) {
         if (tok_.kind != Tok::kInt) return expected("a dimension (a non-negative integer)");
         if (tok_.int_value < 0) return error(tok_.loc, "negative dimension " + std::to_string(tok_.int_value));
+        if (type.dims.size() >= kMaxTypeRank)
+          return error(tok_.loc, "more than " + std::to_string(kMaxTypeRank) + " dimensions");
         type.dims.push_back(tok_.int_value);
         HEXIR_RETURN_IF_ERROR(advance());
         if (tok_.is(',')) {
@@ -582,8 +588,10 @@ class Parser {
     return expected("an operand (%value or @constant)");
   }
 
-  Result<format::AttrValue> parse_attr_value() {
+  Result<format::AttrValue> parse_attr_value(int depth = 0) {
     format::AttrValue value;
+    if (depth > kMaxAttrDepth) return error(tok_.loc, "attribute lists nested more than " +
+                                                          std::to_string(kMaxAttrDepth) + " deep");
     if (tok_.kind == Tok::kInt) {
       value.value = tok_.int_value;
     } else if (tok_.kind == Tok::kFloat) {
@@ -596,7 +604,7 @@ class Parser {
       HEXIR_RETURN_IF_ERROR(advance());
       std::vector<format::AttrValue> list;
       while (!tok_.is(']')) {
-        HEXIR_ASSIGN_OR_RETURN(format::AttrValue element, parse_attr_value());
+        HEXIR_ASSIGN_OR_RETURN(format::AttrValue element, parse_attr_value(depth + 1));
         list.push_back(std::move(element));
         if (tok_.is(',')) {
           HEXIR_RETURN_IF_ERROR(advance());

@@ -32,20 +32,27 @@ void dedupe_constants(Module& module) {
     for (const Value& v : fn.values)
       if (v.kind == ValueKind::kConstant) used[v.constant_index] = true;
 
-  // Key on everything that makes two constants interchangeable; the name is
-  // not part of it (the first name wins).
-  using Key = std::tuple<DType, std::vector<int64_t>, bool, std::vector<uint8_t>, uint64_t>;
+  // Key on everything that makes two constants interchangeable except the
+  // bytes themselves, which are hashed (weights can be large) and compared
+  // in full on a hash match. The name is not part of it: the first name wins.
+  using Key = std::tuple<DType, std::vector<int64_t>, bool, std::vector<uint8_t>, uint64_t, uint64_t>;
   auto key_of = [](const Constant& c) {
-    return Key{c.type.dtype, c.type.dims, c.is_fill, c.is_fill ? c.fill_pattern : c.data, c.fill_count};
+    return Key{c.type.dtype, c.type.dims, c.is_fill, c.fill_pattern, c.fill_count,
+               c.is_fill ? 0 : format::checksum64(c.data)};
   };
-  std::map<Key, int> first_with_key;
+  std::map<Key, std::vector<int>> candidates;  // key -> indices into `kept`
   std::vector<int> remap(module.constants.size(), -1);
   std::vector<Constant> kept;
   for (size_t i = 0; i < module.constants.size(); ++i) {
     if (!used[i]) continue;
-    auto [it, inserted] = first_with_key.try_emplace(key_of(module.constants[i]), static_cast<int>(kept.size()));
-    remap[i] = it->second;
-    if (inserted) kept.push_back(std::move(module.constants[i]));
+    Constant& c = module.constants[i];
+    std::vector<int>& same_key = candidates[key_of(c)];
+    for (int k : same_key)
+      if (kept[k].data == c.data) remap[i] = k;
+    if (remap[i] >= 0) continue;
+    remap[i] = static_cast<int>(kept.size());
+    same_key.push_back(remap[i]);
+    kept.push_back(std::move(c));
   }
   module.constants = std::move(kept);
   for (Function& fn : module.functions)

@@ -2,6 +2,7 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <random>
 
 #include "test_util.h"
 
@@ -375,6 +376,53 @@ TEST_CASE("parser error: declarations") {
   check_error("func @f(%x: f32[2]) -> f32[2] {\n  %y = call @relu(%x)\n  return %y\n}", 3, 3,
               "expected ':' and the result type after the call, got 'return'");
   check_error("func @f(%x) -> f32[2] {}", 1, 11, "expected ':' after the argument name, got ')'");
+}
+
+TEST_CASE("parser error: hostile nesting and rank are bounded") {
+  std::string deep = "func @f(%x: f32[2]) -> f32[2] {\n  %y = call @relu(%x) {a = " + std::string(40, '[');
+  check_error(deep, 2, 61, "attribute lists nested more than 32 deep");
+  // Far deeper input fails the same way instead of exhausting the stack.
+  CHECK(parse_error(deep + std::string(200000, '[')).find("nested more than 32 deep") != std::string::npos);
+  std::string many = "const @c : f32[";
+  for (int i = 0; i < 100; ++i) many += "1,";
+  many += "1] = splat 0";
+  check_error(many, 1, 144, "more than 64 dimensions");
+}
+
+TEST_CASE("parser: mutated programs fail cleanly, never crash") {
+  const std::string program = R"(module @m
+const @w : f32[2,3] = file "f32_2x3.npy"
+const @d : f32[2,2] = dense [[1, 2], [3, 4]]
+func @main(%x: f32[1,2], %k: f32[2,2] donate) -> (f32[1,3], f32[4]) {
+  %h = call @matmul(%x, @w) : f32[1,3]
+  %p = call @softmax(%h) {axis = -1} : f32[1,3]
+  %s = call @add(%k, @d) : f32[2,2]
+  %r = call @reshape(%s) : f32[4]
+  return (%p, %r)
+}
+)";
+  REQUIRE(parse_error(program).empty());
+  std::mt19937 rng(7);
+  const char alphabet[] = "%@()[]{},:=->\"/ 0123456789.e-fiuabcdnrt\n";
+  for (int round = 0; round < 4000; ++round) {
+    std::string text = program;
+    int edits = 1 + static_cast<int>(rng() % 3);
+    for (int e = 0; e < edits; ++e) {
+      size_t at = rng() % text.size();
+      switch (rng() % 3) {
+        case 0: text[at] = alphabet[rng() % (sizeof(alphabet) - 1)]; break;
+        case 1: text.erase(at, 1 + rng() % 8); break;
+        default: text.insert(at, 1, alphabet[rng() % (sizeof(alphabet) - 1)]); break;
+      }
+      if (text.empty()) text = "x";
+    }
+    std::string message = parse_error(text);
+    if (!message.empty()) CHECK(message.rfind("t.hxir:", 0) == 0);
+  }
+  for (size_t n = 0; n < program.size(); ++n) {
+    std::string message = parse_error(program.substr(0, n));
+    if (!message.empty()) CHECK(message.rfind("t.hxir:", 0) == 0);
+  }
 }
 
 }  // namespace
