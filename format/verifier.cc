@@ -100,6 +100,7 @@ class ModuleVerifier {
   ModuleVerifier(VerifiedModule& out, const fb::Module& m) : out_(out), m_(m) {}
 
   Status run() {
+    HEXIR_RETURN_IF_ERROR(check_vector_alignment());
     if (!m_.arena()) return corrupt("module has no arena plan");
     const fb::ArenaPlan& plan = *m_.arena();
     if (!is_power_of_two(plan.alignment()))
@@ -117,6 +118,26 @@ class ModuleVerifier {
   }
 
  private:
+  // flatbuffers::Verifier only checks that a vector's length word is 4-byte
+  // aligned; vectors of 8-byte scalars and structs must be 8-byte aligned to be
+  // read in place without undefined behaviour (empty ones are never read).
+  template <typename T>
+  static bool aligned8(const flatbuffers::Vector<T>* v) {
+    return !v || v->size() == 0 || reinterpret_cast<uintptr_t>(v->Data()) % 8 == 0;
+  }
+
+  Status check_vector_alignment() {
+    if (!aligned8(m_.sections())) return corrupt("sections vector is misaligned");
+    if (!aligned8(m_.param_pool())) return corrupt("parameter pool is misaligned");
+    for (uint64_t i = 0; i < vec_size(m_.constants()); ++i)
+      if (!aligned8(m_.constants()->Get(static_cast<flatbuffers::uoffset_t>(i))->shape()))
+        return corrupt("constant ", i, ": shape vector is misaligned");
+    for (uint64_t i = 0; i < vec_size(m_.slots()); ++i)
+      if (!aligned8(m_.slots()->Get(static_cast<flatbuffers::uoffset_t>(i))->shape()))
+        return corrupt("slot ", i, ": shape vector is misaligned");
+    return ok_status();
+  }
+
   Status check_sections() {
     const uint64_t data_begin = out_.prelude.data_offset;
     const uint64_t data_end = data_begin + out_.prelude.data_size;  // checked not to wrap

@@ -291,3 +291,34 @@ TEST_CASE("donation: an in-place result in a donated input is accepted") {
 
 }  // namespace
 }  // namespace hexir::format
+
+namespace hexir::format {
+namespace {
+
+TEST_CASE("random multi-byte corruption behind a valid checksum never crashes") {
+  const AlignedBytes original = write_hxe(tiny_module_spec());
+  Prelude prelude;
+  std::memcpy(&prelude, original.data(), sizeof(prelude));
+  uint64_t state = 0x9e3779b97f4a7c15ull;
+  auto next = [&] {
+    state ^= state << 13;
+    state ^= state >> 7;
+    state ^= state << 17;
+    return state;
+  };
+  int accepted = 0;
+  for (int iteration = 0; iteration < 4000; ++iteration) {
+    AlignedBytes file = original.copy();
+    const int edits = 1 + static_cast<int>(next() % 4);
+    for (int e = 0; e < edits; ++e) {
+      const size_t at = prelude.metadata_offset + next() % prelude.metadata_size;
+      file.data()[at] = static_cast<uint8_t>(next());
+    }
+    testing::reseal_metadata(file);
+    if (verify_executable(file.span(), {}).ok()) ++accepted;
+  }
+  MESSAGE("accepted ", accepted, " of 4000 corrupted files");
+}
+
+}  // namespace
+}  // namespace hexir::format

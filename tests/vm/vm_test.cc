@@ -352,5 +352,50 @@ TEST_CASE("Module, Program and Context are movable") {
   run_and_check(other, {2, 2, 2, 2});
 }
 
+TEST_CASE("corrupted files that still verify run without crashing") {
+  // Whatever the verifier accepts must be safe to prepare and run.
+  const AlignedBytes original = write_hxe(tiny_module_spec());
+  format::Prelude prelude;
+  std::memcpy(&prelude, original.data(), sizeof(prelude));
+  auto device = cpu_device();
+  uint64_t state = 0x2545f4914f6cdd1dull;
+  auto next = [&] {
+    state ^= state << 13;
+    state ^= state >> 7;
+    state ^= state << 17;
+    return state;
+  };
+  int ran = 0;
+  for (int iteration = 0; iteration < 3000; ++iteration) {
+    AlignedBytes file = original.copy();
+    const size_t at = prelude.metadata_offset + next() % prelude.metadata_size;
+    file.data()[at] ^= static_cast<uint8_t>(1u << (next() % 8));
+    testing::reseal_metadata(file);
+    Result<Module> module = Module::load_buffer(file.span());
+    if (!module.ok()) continue;
+    // Huge but consistent sizes are legal; they only fail to allocate.
+    if (module->arena_bytes() > (1u << 20) || module->constant_bytes() > (1u << 20) ||
+        module->impl().fb().arena()->workspace_size() > (1u << 20))
+      continue;
+    Result<Program> program = Program::prepare(*module, *device);
+    if (!program.ok()) continue;
+    Result<Context> context = Context::create(*program);
+    if (!context.ok()) continue;
+    for (size_t f = 0; f < module->function_count(); ++f) {
+      const FunctionSignature& sig = module->function(f);
+      std::vector<std::vector<uint8_t>> storage;
+      std::vector<TensorRef> inputs;
+      for (const TensorSignature& in : sig.inputs) {
+        if (in.byte_size > (1u << 20)) break;
+        storage.emplace_back(in.byte_size + 64, 0);
+        inputs.push_back({storage.back().data(), in.byte_size, in.type});
+      }
+      if (inputs.size() != sig.inputs.size()) continue;
+      if (context->invoke(f, inputs).ok()) ++ran;
+    }
+  }
+  MESSAGE("ran ", ran, " corrupted-but-valid modules");
+}
+
 }  // namespace
 }  // namespace hexir::vm
