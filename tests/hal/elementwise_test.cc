@@ -45,7 +45,7 @@ std::vector<double> binary_reference(const HostTensor& a, const HostTensor& b, c
 
 struct BinaryCase {
   KernelId id;
-  const char* name;
+  std::string name;
   BinaryRef ref;
 };
 
@@ -170,7 +170,7 @@ double sigmoid_ref(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 
 struct UnaryCase {
   KernelId id;
-  const char* name;
+  std::string name;
   std::function<double(double)> ref;
   float lo, hi;
   std::vector<int64_t> params;

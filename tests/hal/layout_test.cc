@@ -26,7 +26,7 @@ HostTensor transpose_reference(const HostTensor& x, const std::vector<int64_t>& 
 }
 
 void check_transpose(DType dtype, const std::vector<int64_t>& dims, const std::vector<int64_t>& perm) {
-  INFO(dtype_name(dtype) << dims_string(dims) << " perm " << dims_string(perm));
+  INFO(std::string(dtype_name(dtype)) << dims_string(dims) << " perm " << dims_string(perm));
   HostTensor x = iota_bytes(dtype, dims);
   HostTensor want = transpose_reference(x, perm);
   HostTensor out(dtype, want.dims);
@@ -104,7 +104,7 @@ std::pair<std::vector<int64_t>, std::vector<double>> reduce_reference(const Host
 
 void check_reduce(const std::vector<int64_t>& dims, bool keepdims, const std::vector<int64_t>& axes) {
   for (bool mean : {false, true}) {
-    INFO((mean ? "reduce_mean " : "reduce_sum ") << dims_string(dims) << " keepdims " << keepdims << " axes "
+    INFO(std::string(mean ? "reduce_mean " : "reduce_sum ") << dims_string(dims) << " keepdims " << keepdims << " axes "
                                                  << dims_string(axes));
     HostTensor x = random_f32(dims, 51);
     auto [out_dims, want] = reduce_reference(x, keepdims, axes, mean);
@@ -163,7 +163,7 @@ HostTensor concat_reference(const std::vector<HostTensor*>& inputs, int64_t axis
 }
 
 void check_concat(DType dtype, std::vector<std::vector<int64_t>> shapes, int64_t axis) {
-  INFO(dtype_name(dtype) << " axis " << axis << " first " << dims_string(shapes[0]));
+  INFO(std::string(dtype_name(dtype)) << " axis " << axis << " first " << dims_string(shapes[0]));
   std::vector<HostTensor> storage;
   for (size_t i = 0; i < shapes.size(); ++i) {
     storage.push_back(iota_bytes(dtype, shapes[i]));

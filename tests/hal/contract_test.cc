@@ -1,0 +1,52 @@
+// The cpu kernels against the kernel catalog they implement: the shape rule
+// says what each kernel writes, and may_run_in_place promises aliasing works.
+#include "test_util.h"
+
+namespace hexir::hal::testing {
+namespace {
+
+TensorType type_of(const HostTensor& t) { return TensorType{t.dtype, t.dims}; }
+
+TEST_CASE("catalog: infer_result_type gives the type each kernel call writes") {
+  for (KernelCall& call : one_call_per_kernel()) {
+    INFO("kernel " << std::string(format::kernel_info(call.id).name));
+    std::vector<TensorType> inputs;
+    for (const HostTensor& t : call.inputs) inputs.push_back(type_of(t));
+    auto result = format::infer_result_type(call.id, inputs, call.params);
+    REQUIRE_MESSAGE(result.ok(), result.status().to_string());
+    CHECK(result.value() == type_of(call.output));
+  }
+}
+
+TEST_CASE("catalog: kernels marked may_run_in_place give the same bytes with the output aliasing an input") {
+  for (KernelCall& call : one_call_per_kernel()) {
+    if (!format::kernel_info(call.id).may_run_in_place) continue;
+    HostTensor expected = call.output;
+    std::vector<HostTensor*> inputs;
+    for (HostTensor& t : call.inputs) inputs.push_back(&t);
+    REQUIRE(run_kernel(call.id, inputs, expected, call.params).ok());
+    for (size_t aliased = 0; aliased < call.inputs.size(); ++aliased) {
+      if (call.inputs[aliased].bytes.size() != call.output.bytes.size()) continue;
+      INFO("kernel " << std::string(format::kernel_info(call.id).name) << ", output aliasing input " << aliased);
+      std::vector<HostTensor> copies = call.inputs;
+      std::vector<TensorArg> operands;
+      for (HostTensor& t : copies) operands.push_back(t.arg());
+      TensorArg out = copies[aliased].arg();
+      out.dims = call.output.dims.data();
+      out.rank = static_cast<uint32_t>(call.output.dims.size());
+      operands.push_back(out);
+      DispatchArgs args;
+      args.kernel_id = call.id;
+      args.operands = operands.data();
+      args.input_count = static_cast<uint32_t>(copies.size());
+      args.operand_count = static_cast<uint32_t>(operands.size());
+      args.params = call.params.data();
+      args.param_count = static_cast<uint32_t>(call.params.size());
+      REQUIRE(cpu::kernel_function(call.id)(args).ok());
+      CHECK(copies[aliased].bytes == expected.bytes);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace hexir::hal::testing
