@@ -2,6 +2,7 @@
 // broadcasting shape class and outputs that alias an input.
 #include <functional>
 #include <limits>
+#include <numbers>
 
 #include "test_util.h"
 
@@ -164,7 +165,7 @@ TEST_CASE("div follows IEEE: x/0 is inf, 0/0 is NaN") {
 
 double gelu_erf(double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))); }
 double gelu_tanh(double x) {
-  return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
+  return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / std::numbers::pi) * (x + 0.044715 * x * x * x)));
 }
 double sigmoid_ref(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 
