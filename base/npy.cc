@@ -105,9 +105,7 @@ class HeaderParser {
   }
 
  private:
-  Status error(const std::string& what) const {
-    return data_loss(name_ + ": bad .npy header: " + what);
-  }
+  Status error(const std::string& what) const { return data_loss(name_ + ": bad .npy header: " + what); }
   char peek() const { return pos_ < text_.size() ? text_[pos_] : '\0'; }
   bool consume(char c) {
     if (peek() != c) return false;
@@ -120,8 +118,8 @@ class HeaderParser {
     return true;
   }
   void skip_space() {
-    while (pos_ < text_.size() && (text_[pos_] == ' ' || text_[pos_] == '\t' || text_[pos_] == '\n' ||
-                                   text_[pos_] == '\r'))
+    while (pos_ < text_.size() &&
+           (text_[pos_] == ' ' || text_[pos_] == '\t' || text_[pos_] == '\n' || text_[pos_] == '\r'))
       ++pos_;
   }
   Status parse_string(std::string* out) {
@@ -203,7 +201,8 @@ Result<NpyArray> parse_npy(std::span<const uint8_t> bytes, const std::string& na
   NpyArray array;
   HEXIR_RETURN_IF_ERROR(HeaderParser(header, name).parse(&descr, &fortran_order, &array.type.dims));
   if (fortran_order)
-    return invalid_argument(name + ": fortran_order arrays are not supported; save a C-order array "
+    return invalid_argument(name +
+                            ": fortran_order arrays are not supported; save a C-order array "
                             "(np.ascontiguousarray)");
   HEXIR_ASSIGN_OR_RETURN(array.type.dtype, dtype_for_descr(descr, name));
   Result<uint64_t> data_size = byte_size(array.type);

@@ -5,8 +5,8 @@
 #include <string>
 #include <string_view>
 
-#include "hexir/serializer/compiler.h"
 #include "hexir/format/prelude.h"
+#include "hexir/serializer/compiler.h"
 #include "hexir_generated.h"
 
 namespace {

@@ -18,10 +18,11 @@ Result<uint64_t> aligned(uint64_t value, uint64_t alignment) {
 }
 
 Status check_inputs(std::span<const PlanBuffer> buffers, uint64_t alignment) {
-  if (!is_power_of_two(alignment)) return invalid_argument("arena alignment " + std::to_string(alignment) +
-                                                           " is not a power of two");
+  if (!is_power_of_two(alignment))
+    return invalid_argument("arena alignment " + std::to_string(alignment) + " is not a power of two");
   for (const PlanBuffer& b : buffers) {
-    if (b.size > kArenaLimit) return resource_exhausted("buffer of " + std::to_string(b.size) + " bytes is too large");
+    if (b.size > kArenaLimit)
+      return resource_exhausted("buffer of " + std::to_string(b.size) + " bytes is too large");
     if (b.upper < b.lower) return invalid_argument("buffer live range ends before it starts");
   }
   return ok_status();
@@ -46,8 +47,7 @@ uint64_t live_lower_bound(std::span<const PlanBuffer> buffers) {
     sweep.push_back({{b.lower, 1}, b.size});
     sweep.push_back({{b.upper, 0}, b.size});
   }
-  std::sort(sweep.begin(), sweep.end(),
-            [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::sort(sweep.begin(), sweep.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   uint64_t live = 0, peak = 0;
   for (const auto& [key, size] : sweep) {
     if (key.second == 1) {
@@ -130,7 +130,8 @@ Status check_buffer_plan(std::span<const PlanBuffer> buffers, const BufferPlan& 
       return internal_error("buffer " + std::to_string(i) + " offset " + std::to_string(plan.offsets[i]) +
                             " is not a multiple of " + std::to_string(alignment));
     if (plan.offsets[i] + buffers[i].size > plan.size)
-      return internal_error("buffer " + std::to_string(i) + " ends past the arena size " + std::to_string(plan.size));
+      return internal_error("buffer " + std::to_string(i) + " ends past the arena size " +
+                            std::to_string(plan.size));
   }
   for (size_t i = 0; i < buffers.size(); ++i) {
     for (size_t j = i + 1; j < buffers.size(); ++j) {

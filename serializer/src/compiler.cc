@@ -13,8 +13,10 @@
 namespace hexir::serializer {
 
 Result<std::vector<uint8_t>> compile_source(std::string_view source, std::string_view display_name,
-                                            const std::filesystem::path& base_dir, const CompileOptions& options) {
-  if (options.alignment == 0 || (options.alignment & (options.alignment - 1)) != 0 || options.alignment > 4096)
+                                            const std::filesystem::path& base_dir,
+                                            const CompileOptions& options) {
+  if (options.alignment == 0 || (options.alignment & (options.alignment - 1)) != 0 ||
+      options.alignment > 4096)
     return invalid_argument("arena alignment " + std::to_string(options.alignment) +
                             " must be a power of two between 1 and 4096");
   HEXIR_ASSIGN_OR_RETURN(Module module, parse_module(source, display_name, base_dir));

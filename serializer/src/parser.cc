@@ -18,7 +18,8 @@ uint16_t float_to_half_bits(float value) {
   uint32_t sign = (x >> 16) & 0x8000;
   uint32_t exponent = (x >> 23) & 0xff;
   uint32_t mantissa = x & 0x7fffff;
-  if (exponent == 0xff) return static_cast<uint16_t>(sign | 0x7c00 | (mantissa ? 0x200 | (mantissa >> 13) : 0));
+  if (exponent == 0xff)
+    return static_cast<uint16_t>(sign | 0x7c00 | (mantissa ? 0x200 | (mantissa >> 13) : 0));
   int32_t e = static_cast<int32_t>(exponent) - 127 + 15;
   if (e >= 31) return static_cast<uint16_t>(sign | 0x7c00);
   if (e <= 0) {
@@ -55,8 +56,8 @@ enum class Tok : uint8_t {
   kInt,
   kFloat,
   kString,
-  kPunct,   // ( ) [ ] { } , : =
-  kArrow,   // ->
+  kPunct,  // ( ) [ ] { } , : =
+  kArrow,  // ->
 };
 
 struct Token {
@@ -120,10 +121,12 @@ class Parser {
  private:
   // ---- errors --------------------------------------------------------------
   Status error(SourceLoc loc, const std::string& what) const {
-    return invalid_argument(std::string(file_) + ":" + std::to_string(loc.line) + ":" + std::to_string(loc.col) +
-                            ": " + what);
+    return invalid_argument(std::string(file_) + ":" + std::to_string(loc.line) + ":" +
+                            std::to_string(loc.col) + ": " + what);
   }
-  Status expected(const std::string& what) const { return error(tok_.loc, "expected " + what + ", got " + tok_.describe()); }
+  Status expected(const std::string& what) const {
+    return error(tok_.loc, "expected " + what + ", got " + tok_.describe());
+  }
   static std::string at(SourceLoc loc) { return std::to_string(loc.line) + ":" + std::to_string(loc.col); }
 
   // ---- lexer ---------------------------------------------------------------
@@ -203,7 +206,8 @@ class Parser {
     if (src_.substr(pos_, 3) == "inf") {
       for (int i = 0; i < 3; ++i) bump();
       tok_.kind = Tok::kFloat;
-      tok_.float_value = negative ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity();
+      tok_.float_value =
+          negative ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity();
       return ok_status();
     }
     bool is_float = false;
@@ -249,10 +253,14 @@ class Parser {
       if (c == '\\') {
         bump();
         char e = ch();
-        if (e == '"' || e == '\\') tok_.str += e;
-        else if (e == 'n') tok_.str += '\n';
-        else if (e == 't') tok_.str += '\t';
-        else return error({line_, col_}, "unknown escape '\\" + std::string(1, e) + "' in string");
+        if (e == '"' || e == '\\')
+          tok_.str += e;
+        else if (e == 'n')
+          tok_.str += '\n';
+        else if (e == 't')
+          tok_.str += '\t';
+        else
+          return error({line_, col_}, "unknown escape '\\" + std::string(1, e) + "' in string");
         bump();
         continue;
       }
@@ -281,7 +289,8 @@ class Parser {
     if (!tok_.is(']')) {
       while (true) {
         if (tok_.kind != Tok::kInt) return expected("a dimension (a non-negative integer)");
-        if (tok_.int_value < 0) return error(tok_.loc, "negative dimension " + std::to_string(tok_.int_value));
+        if (tok_.int_value < 0)
+          return error(tok_.loc, "negative dimension " + std::to_string(tok_.int_value));
         if (type.dims.size() >= kMaxTypeRank)
           return error(tok_.loc, "more than " + std::to_string(kMaxTypeRank) + " dimensions");
         type.dims.push_back(tok_.int_value);
@@ -325,8 +334,8 @@ class Parser {
       if (!array.ok())
         return error(path_loc, "cannot load constant @" + constant.name + ": " + array.status().message());
       if (array->type != constant.type)
-        return error(path_loc, "constant @" + constant.name + " is declared " + constant.type.to_string() + " but '" +
-                                   tok_.str + "' holds " + array->type.to_string());
+        return error(path_loc, "constant @" + constant.name + " is declared " + constant.type.to_string() +
+                                   " but '" + tok_.str + "' holds " + array->type.to_string());
       constant.data = std::move(array->data);
       HEXIR_RETURN_IF_ERROR(advance());
     } else if (tok_.is_word("splat")) {
@@ -386,9 +395,10 @@ class Parser {
     // list is checked by element count only.
     bool shaped = nested || depth > 0;
     if (shaped && (depth >= type.rank() || length != type.dims[depth]))
-      return error(list_loc, "dense list at depth " + std::to_string(depth) + " has " + std::to_string(length) +
-                                 " entries, type " + type.to_string() + " needs " +
-                                 (depth < type.rank() ? std::to_string(type.dims[depth]) : std::string("none")));
+      return error(list_loc,
+                   "dense list at depth " + std::to_string(depth) + " has " + std::to_string(length) +
+                       " entries, type " + type.to_string() + " needs " +
+                       (depth < type.rank() ? std::to_string(type.dims[depth]) : std::string("none")));
     if (!nested && depth > 0 && depth + 1 != type.rank())
       return error(list_loc, "dense list of numbers at depth " + std::to_string(depth) + " but type " +
                                  type.to_string() + " has rank " + std::to_string(type.rank()));
@@ -412,7 +422,8 @@ class Parser {
       integer = tok_.is_word("true") ? 1 : 0;
       number = static_cast<double>(integer);
     } else if (tok_.is_word("inf") || tok_.is_word("nan")) {
-      number = tok_.is_word("inf") ? std::numeric_limits<double>::infinity() : std::numeric_limits<double>::quiet_NaN();
+      number = tok_.is_word("inf") ? std::numeric_limits<double>::infinity()
+                                   : std::numeric_limits<double>::quiet_NaN();
     } else {
       return expected(std::string("a ") + dtype_name(dtype) + " value");
     }
@@ -441,15 +452,26 @@ class Parser {
       case DType::kI8:
       case DType::kU8:
       case DType::kBool: {
-        if (!is_int) return error(loc, std::string("expected an integer for a ") + dtype_name(dtype) + " value, got " +
-                                           tok_.describe());
+        if (!is_int)
+          return error(loc, std::string("expected an integer for a ") + dtype_name(dtype) + " value, got " +
+                                tok_.describe());
         int64_t lo = 0, hi = 0;
         switch (dtype) {
-          case DType::kI32: lo = INT32_MIN, hi = INT32_MAX; break;
-          case DType::kI64: lo = INT64_MIN, hi = INT64_MAX; break;
-          case DType::kI8: lo = -128, hi = 127; break;
-          case DType::kU8: lo = 0, hi = 255; break;
-          default: lo = 0, hi = 1; break;
+          case DType::kI32:
+            lo = INT32_MIN, hi = INT32_MAX;
+            break;
+          case DType::kI64:
+            lo = INT64_MIN, hi = INT64_MAX;
+            break;
+          case DType::kI8:
+            lo = -128, hi = 127;
+            break;
+          case DType::kU8:
+            lo = 0, hi = 255;
+            break;
+          default:
+            lo = 0, hi = 1;
+            break;
         }
         if (integer < lo || integer > hi)
           return error(loc, std::to_string(integer) + " is out of range for " + dtype_name(dtype));
@@ -477,7 +499,8 @@ class Parser {
     fn.loc = tok_.loc;
     for (const Function& other : module.functions)
       if (other.name == fn.name)
-        return error(tok_.loc, "redefinition of function @" + fn.name + " (first defined at " + at(other.loc) + ")");
+        return error(tok_.loc,
+                     "redefinition of function @" + fn.name + " (first defined at " + at(other.loc) + ")");
     HEXIR_RETURN_IF_ERROR(advance());
     HEXIR_RETURN_IF_ERROR(expect_punct('(', "after the function name"));
     std::map<std::string, int, std::less<>> names;
@@ -533,7 +556,8 @@ class Parser {
       HEXIR_ASSIGN_OR_RETURN(TensorType type, parse_type());
       fn.result_types.push_back(std::move(type));
     }
-    if (fn.result_types.empty()) return error(fn.loc, "function @" + fn.name + " must return at least one value");
+    if (fn.result_types.empty())
+      return error(fn.loc, "function @" + fn.name + " must return at least one value");
     HEXIR_RETURN_IF_ERROR(expect_punct('{', "to open the function body"));
 
     std::map<int, int> constant_values;  // constant index -> value id in this function
@@ -557,7 +581,8 @@ class Parser {
   }
 
   // %name or @const; returns the value id.
-  Result<int> parse_operand(const Module& module, Function& fn, const std::map<std::string, int, std::less<>>& names,
+  Result<int> parse_operand(const Module& module, Function& fn,
+                            const std::map<std::string, int, std::less<>>& names,
                             std::map<int, int>& constant_values) {
     if (tok_.kind == Tok::kLocal) {
       auto it = names.find(tok_.str);
@@ -568,7 +593,8 @@ class Parser {
     if (tok_.kind == Tok::kGlobal) {
       auto it = const_index_.find(tok_.str);
       if (it == const_index_.end())
-        return error(tok_.loc, "unknown constant @" + tok_.str + " (constants are declared with 'const' before use)");
+        return error(tok_.loc,
+                     "unknown constant @" + tok_.str + " (constants are declared with 'const' before use)");
       int constant = it->second;
       auto [slot, inserted] = constant_values.try_emplace(constant, static_cast<int>(fn.values.size()));
       if (inserted) {
@@ -590,8 +616,8 @@ class Parser {
 
   Result<format::AttrValue> parse_attr_value(int depth = 0) {
     format::AttrValue value;
-    if (depth > kMaxAttrDepth) return error(tok_.loc, "attribute lists nested more than " +
-                                                          std::to_string(kMaxAttrDepth) + " deep");
+    if (depth > kMaxAttrDepth)
+      return error(tok_.loc, "attribute lists nested more than " + std::to_string(kMaxAttrDepth) + " deep");
     if (tok_.kind == Tok::kInt) {
       value.value = tok_.int_value;
     } else if (tok_.kind == Tok::kFloat) {
@@ -685,10 +711,10 @@ class Parser {
     const format::KernelInfo& info = format::kernel_info(*kernel);
     int count = static_cast<int>(inst.inputs.size());
     if (count < info.min_inputs || (info.max_inputs >= 0 && count > info.max_inputs)) {
-      std::string want = info.max_inputs < 0                ? "at least " + std::to_string(info.min_inputs)
-                         : info.min_inputs == info.max_inputs ? std::to_string(info.min_inputs)
-                                                              : std::to_string(info.min_inputs) + " to " +
-                                                                    std::to_string(info.max_inputs);
+      std::string want = info.max_inputs < 0 ? "at least " + std::to_string(info.min_inputs)
+                         : info.min_inputs == info.max_inputs
+                             ? std::to_string(info.min_inputs)
+                             : std::to_string(info.min_inputs) + " to " + std::to_string(info.max_inputs);
       return error(kernel_loc, "@" + std::string(info.name) + " takes " + want + " operand(s), got " +
                                    std::to_string(count));
     }
@@ -699,8 +725,8 @@ class Parser {
     Result<TensorType> inferred = format::infer_result_type(*kernel, input_types, *params);
     if (!inferred.ok()) return error(kernel_loc, inferred.status().message());
     if (*inferred != result.type)
-      return error(type_loc, "declared result type " + result.type.to_string() + " does not match @" + info.name +
-                                 "'s shape rule, which gives " + inferred->to_string());
+      return error(type_loc, "declared result type " + result.type.to_string() + " does not match @" +
+                                 info.name + "'s shape rule, which gives " + inferred->to_string());
     inst.params = std::move(*params);
     inst.output = static_cast<int>(fn.values.size());
     names[result.name] = inst.output;
@@ -726,7 +752,8 @@ class Parser {
     if (parenthesized) HEXIR_RETURN_IF_ERROR(expect_punct(')', "after the returned values"));
     if (fn.returned.size() != fn.result_types.size())
       return error(return_loc, "function @" + fn.name + " returns " + std::to_string(fn.returned.size()) +
-                                   " value(s), its signature declares " + std::to_string(fn.result_types.size()));
+                                   " value(s), its signature declares " +
+                                   std::to_string(fn.result_types.size()));
     for (size_t i = 0; i < fn.returned.size(); ++i) {
       const Value& v = fn.values[fn.returned[i]];
       if (v.type != fn.result_types[i])

@@ -37,8 +37,8 @@ void dedupe_constants(Module& module) {
   // in full on a hash match. The name is not part of it: the first name wins.
   using Key = std::tuple<DType, std::vector<int64_t>, bool, std::vector<uint8_t>, uint64_t, uint64_t>;
   auto key_of = [](const Constant& c) {
-    return Key{c.type.dtype, c.type.dims, c.is_fill, c.fill_pattern, c.fill_count,
-               c.is_fill ? 0 : format::checksum64(c.data)};
+    return Key{c.type.dtype,   c.type.dims,  c.is_fill,
+               c.fill_pattern, c.fill_count, c.is_fill ? 0 : format::checksum64(c.data)};
   };
   std::map<Key, std::vector<int>> candidates;  // key -> indices into `kept`
   std::vector<int> remap(module.constants.size(), -1);
@@ -61,14 +61,16 @@ void dedupe_constants(Module& module) {
 }
 
 bool module_has_rodata(const Module& module) {
-  return std::any_of(module.constants.begin(), module.constants.end(), [](const Constant& c) { return !c.is_fill; });
+  return std::any_of(module.constants.begin(), module.constants.end(),
+                     [](const Constant& c) { return !c.is_fill; });
 }
 
 uint64_t pack_constants(Module& module) {
   uint64_t end = 0;
   for (Constant& c : module.constants) {
     if (c.is_fill) continue;
-    uint64_t offset = (end + format::kConstantAlignment - 1) / format::kConstantAlignment * format::kConstantAlignment;
+    uint64_t offset =
+        (end + format::kConstantAlignment - 1) / format::kConstantAlignment * format::kConstantAlignment;
     c.rodata_offset = offset;
     end = offset + c.byte_size;
   }
@@ -207,7 +209,7 @@ Status plan_function_arena(Function& fn, PlanStrategy strategy, uint32_t alignme
   buffers.reserve(ranges.size());
   for (const LiveRange& r : ranges) buffers.push_back(r.buffer);
   Result<BufferPlan> plan = strategy == PlanStrategy::kNaive ? plan_naive(buffers, alignment)
-                                                              : plan_greedy_by_size(buffers, alignment);
+                                                             : plan_greedy_by_size(buffers, alignment);
   if (!plan.ok()) return plan.status().annotate("planning the arena of @" + fn.name);
   // The planner is checked on every compile: a wrong plan corrupts results silently.
   HEXIR_RETURN_IF_ERROR(check_buffer_plan(buffers, *plan, alignment).annotate("arena plan of @" + fn.name));

@@ -18,16 +18,22 @@ namespace fb = ::hexir::fb;
 constexpr const char* kProducer = "hexir-compile 0.1";
 constexpr uint64_t kPreludeSize = sizeof(format::Prelude);
 
-uint64_t round_up(uint64_t value, uint64_t alignment) { return (value + alignment - 1) / alignment * alignment; }
+uint64_t round_up(uint64_t value, uint64_t alignment) {
+  return (value + alignment - 1) / alignment * alignment;
+}
 
 fb::DType to_fb(DType dtype) { return static_cast<fb::DType>(static_cast<uint8_t>(dtype)); }
 
 fb::StorageKind to_fb(Storage storage) {
   switch (storage) {
-    case Storage::kArena: return fb::StorageKind::Arena;
-    case Storage::kConstant: return fb::StorageKind::Constant;
-    case Storage::kInput: return fb::StorageKind::Input;
-    case Storage::kOutput: return fb::StorageKind::Output;
+    case Storage::kArena:
+      return fb::StorageKind::Arena;
+    case Storage::kConstant:
+      return fb::StorageKind::Constant;
+    case Storage::kInput:
+      return fb::StorageKind::Input;
+    case Storage::kOutput:
+      return fb::StorageKind::Output;
   }
   return fb::StorageKind::Arena;
 }
@@ -57,10 +63,10 @@ Status build_metadata(const Module& module, const WriteOptions& options, uint64_
     auto name = fbb.CreateString(c.name);
     auto shape = fbb.CreateVector(c.type.dims);
     auto pattern = fbb.CreateVector(c.fill_pattern);
-    constants.push_back(fb::CreateConstant(fbb, name, to_fb(c.type.dtype), shape, c.byte_size,
-                                           c.is_fill ? fb::ConstantStorage::Fill : fb::ConstantStorage::Rodata,
-                                           /*section=*/0, c.is_fill ? 0 : c.rodata_offset, pattern,
-                                           c.is_fill ? c.fill_count : 0));
+    constants.push_back(fb::CreateConstant(
+        fbb, name, to_fb(c.type.dtype), shape, c.byte_size,
+        c.is_fill ? fb::ConstantStorage::Fill : fb::ConstantStorage::Rodata,
+        /*section=*/0, c.is_fill ? 0 : c.rodata_offset, pattern, c.is_fill ? c.fill_count : 0));
   }
 
   // Kernels: one entry per distinct kernel, in order of first use.
@@ -72,8 +78,8 @@ Status build_metadata(const Module& module, const WriteOptions& options, uint64_
       kernel_index[inst.kernel] = static_cast<uint32_t>(kernels.size());
       auto code = fb::CreateKernelCode(fbb, fbb.CreateString("builtin"), -1, 0, 0, fbb.CreateString(""));
       std::vector<flatbuffers::Offset<fb::KernelCode>> codes{code};
-      kernels.push_back(
-          fb::CreateKernel(fbb, fbb.CreateString(format::kernel_info(inst.kernel).name), fbb.CreateVector(codes)));
+      kernels.push_back(fb::CreateKernel(fbb, fbb.CreateString(format::kernel_info(inst.kernel).name),
+                                         fbb.CreateVector(codes)));
     }
   }
 
@@ -100,16 +106,22 @@ Status build_metadata(const Module& module, const WriteOptions& options, uint64_
       if (value.kind == ValueKind::kConstant) constant_slot[value.constant_index] = slot_of[v];
       fb::SlotUsage usage = fb::SlotUsage::Transient;
       switch (value.storage) {
-        case Storage::kArena: usage = fb::SlotUsage::Transient; break;
-        case Storage::kConstant: usage = fb::SlotUsage::Constant; break;
+        case Storage::kArena:
+          usage = fb::SlotUsage::Transient;
+          break;
+        case Storage::kConstant:
+          usage = fb::SlotUsage::Constant;
+          break;
         case Storage::kInput:
           usage = donated_input[value.storage_index] ? fb::SlotUsage::Donated : fb::SlotUsage::ExternalInput;
           break;
-        case Storage::kOutput: usage = fb::SlotUsage::ExternalOutput; break;
+        case Storage::kOutput:
+          usage = fb::SlotUsage::ExternalOutput;
+          break;
       }
       slots.push_back(fb::CreateSlot(fbb, fbb.CreateString(value.name), to_fb(value.type.dtype),
-                                     fbb.CreateVector(value.type.dims), value.byte_size, to_fb(value.storage), usage,
-                                     value.storage == Storage::kArena ? value.arena_offset : 0,
+                                     fbb.CreateVector(value.type.dims), value.byte_size, to_fb(value.storage),
+                                     usage, value.storage == Storage::kArena ? value.arena_offset : 0,
                                      value.storage == Storage::kArena ? 0 : value.storage_index));
     }
 
@@ -120,23 +132,23 @@ Status build_metadata(const Module& module, const WriteOptions& options, uint64_
       for (int input : inst.inputs) operand_pool.push_back(slot_of[input]);
       operand_pool.push_back(slot_of[inst.output]);
       param_pool.insert(param_pool.end(), inst.params.begin(), inst.params.end());
-      instructions.emplace_back(kernel_index.at(inst.kernel), operand_begin,
-                                static_cast<uint32_t>(inst.inputs.size() + 1),
-                                static_cast<uint32_t>(inst.inputs.size()), param_begin,
-                                static_cast<uint32_t>(inst.params.size()), /*alias_mask=*/0u,
-                                fb::Opcode::Dispatch, uint8_t{0}, uint16_t{0});
+      instructions.emplace_back(
+          kernel_index.at(inst.kernel), operand_begin, static_cast<uint32_t>(inst.inputs.size() + 1),
+          static_cast<uint32_t>(inst.inputs.size()), param_begin, static_cast<uint32_t>(inst.params.size()),
+          /*alias_mask=*/0u, fb::Opcode::Dispatch, uint8_t{0}, uint16_t{0});
     }
     HEXIR_RETURN_IF_ERROR(checked_u32(instructions.size(), "instructions").status());
 
     std::vector<flatbuffers::Offset<fb::Binding>> inputs, outputs;
     for (const Argument& arg : fn.arguments)
-      inputs.push_back(
-          fb::CreateBinding(fbb, fbb.CreateString(fn.values[arg.value].name), slot_of[arg.value], arg.donated_to));
+      inputs.push_back(fb::CreateBinding(fbb, fbb.CreateString(fn.values[arg.value].name), slot_of[arg.value],
+                                         arg.donated_to));
     for (size_t i = 0; i < fn.outputs.size(); ++i)
-      outputs.push_back(fb::CreateBinding(fbb, fbb.CreateString(std::to_string(i)), slot_of[fn.outputs[i]], -1));
-    functions.push_back(fb::CreateFunction(fbb, fbb.CreateString(fn.name), fbb.CreateVector(inputs),
-                                           fbb.CreateVector(outputs), instruction_begin,
-                                           static_cast<uint32_t>(fn.program.size()), fn.arena_size, fn.lower_bound));
+      outputs.push_back(
+          fb::CreateBinding(fbb, fbb.CreateString(std::to_string(i)), slot_of[fn.outputs[i]], -1));
+    functions.push_back(fb::CreateFunction(
+        fbb, fbb.CreateString(fn.name), fbb.CreateVector(inputs), fbb.CreateVector(outputs),
+        instruction_begin, static_cast<uint32_t>(fn.program.size()), fn.arena_size, fn.lower_bound));
   }
 
   uint64_t arena_size = 0, lower_bound = 0;
@@ -180,7 +192,8 @@ Result<std::vector<uint8_t>> write_module(const Module& module, const WriteOptio
   std::memcpy(file.data() + kPreludeSize, fbb.GetBufferPointer(), metadata_size);
   if (has_rodata) {
     for (const Constant& c : module.constants)
-      if (!c.is_fill && c.byte_size) std::memcpy(file.data() + data_offset + c.rodata_offset, c.data.data(), c.byte_size);
+      if (!c.is_fill && c.byte_size)
+        std::memcpy(file.data() + data_offset + c.rodata_offset, c.data.data(), c.byte_size);
   }
 
   format::Prelude prelude{};
@@ -195,7 +208,8 @@ Result<std::vector<uint8_t>> write_module(const Module& module, const WriteOptio
       format::checksum64(std::span<const uint8_t>(file.data() + kPreludeSize, metadata_size));
   if (options.data_checksum) {
     prelude.flags |= format::kFlagDataChecksum;
-    prelude.data_checksum = format::checksum64(std::span<const uint8_t>(file.data() + data_offset, data_size));
+    prelude.data_checksum =
+        format::checksum64(std::span<const uint8_t>(file.data() + data_offset, data_size));
   }
   static_assert(std::endian::native == std::endian::little, "the prelude is written in host order");
   std::memcpy(file.data(), &prelude, sizeof(prelude));

@@ -173,7 +173,8 @@ TEST_CASE("npy: rejects truncated data and headers") {
   Result<NpyArray> a = parse_npy(short_data, "t.npy");
   CHECK(a.status().message() == "t.npy: truncated .npy data: f32[4] needs 16 bytes, file has 15");
   std::vector<uint8_t> short_header(full.begin(), full.begin() + 30);
-  CHECK(parse_npy(short_header, "t.npy").status().message().find("truncated .npy header") != std::string::npos);
+  CHECK(parse_npy(short_header, "t.npy").status().message().find("truncated .npy header") !=
+        std::string::npos);
 }
 
 TEST_CASE("npy: rejects trailing bytes") {
@@ -196,7 +197,8 @@ TEST_CASE("npy: rejects malformed header dicts") {
       {"{'descr': '<f4', 'fortran_order': False, 'shape': (-1,)}", "non-negative"},
       {"{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999,)}", "overflows"},
       {"{'descr': '<f4', 'fortran_order': False, 'shape': [2]}", "tuple"},
-      {"{'descr': '<f4', 'fortran_order': False, 'shape': (2,), 'extra': 1}", "unexpected header key 'extra'"},
+      {"{'descr': '<f4', 'fortran_order': False, 'shape': (2,), 'extra': 1}",
+       "unexpected header key 'extra'"},
       {"{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, 'shape': ()}", "duplicate key 'descr'"},
       {"{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': ()}", "structured dtypes"},
       {"{'descr': '<f4, 'fortran_order': False, 'shape': ()}", "expected ',' or '}'"},

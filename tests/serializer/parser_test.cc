@@ -108,7 +108,8 @@ const @s : f32[] = splat 2
   CHECK(f.fill_pattern == f32_bytes({1.5f}));
   const Constant& i = constant_named(m, "i");
   int32_t minus7 = -7;
-  CHECK(i.fill_pattern == std::vector<uint8_t>(reinterpret_cast<uint8_t*>(&minus7), reinterpret_cast<uint8_t*>(&minus7) + 4));
+  CHECK(i.fill_pattern ==
+        std::vector<uint8_t>(reinterpret_cast<uint8_t*>(&minus7), reinterpret_cast<uint8_t*>(&minus7) + 4));
   CHECK(constant_named(m, "h").fill_pattern == std::vector<uint8_t>{0x00, 0x3c});
   CHECK(constant_named(m, "g").fill_pattern == std::vector<uint8_t>{0x00, 0xc0});
   CHECK(constant_named(m, "b").fill_pattern == std::vector<uint8_t>{1});
@@ -138,8 +139,7 @@ const @special : f32[3] = dense [inf, -inf, nan]
   CHECK(constant_named(m, "empty").data.empty());
   CHECK(constant_named(m, "bools").data == std::vector<uint8_t>{1, 0, 1});
   CHECK(elements<int8_t>(constant_named(m, "i8s")) == std::vector<int8_t>{-128, 127});
-  CHECK(elements<int64_t>(constant_named(m, "i64s")) ==
-        std::vector<int64_t>{INT64_MAX, INT64_MIN});
+  CHECK(elements<int64_t>(constant_named(m, "i64s")) == std::vector<int64_t>{INT64_MAX, INT64_MIN});
   std::vector<float> special = elements<float>(constant_named(m, "special"));
   CHECK(std::isinf(special[0]));
   CHECK(special[0] > 0);
@@ -151,7 +151,7 @@ TEST_CASE("parser: f16 and bf16 conversions round to nearest even") {
   CHECK(float_to_half_bits(1.0f) == 0x3c00);
   CHECK(float_to_half_bits(-2.0f) == 0xc000);
   CHECK(float_to_half_bits(65504.0f) == 0x7bff);
-  CHECK(float_to_half_bits(1e6f) == 0x7c00);            // overflow to inf
+  CHECK(float_to_half_bits(1e6f) == 0x7c00);                    // overflow to inf
   CHECK(float_to_half_bits(5.960464477539063e-08f) == 0x0001);  // smallest subnormal
   CHECK(float_to_half_bits(1e-10f) == 0x0000);
   CHECK((float_to_half_bits(std::nanf("")) & 0x7c00) == 0x7c00);
@@ -230,8 +230,9 @@ func @f(%x: f32[2,6]) -> (f32[3,4]) {
 }
 
 TEST_CASE("parser: comments and odd spacing") {
-  Module m = parse_ok("// header\nmodule @m // trailing\nconst @c:f32[2]=dense[1,2]//x\n"
-                      "func @f(%x:f32[2])->(f32[2]){%y=call @add(%x,@c):f32[2]//c\nreturn %y}// end");
+  Module m = parse_ok(
+      "// header\nmodule @m // trailing\nconst @c:f32[2]=dense[1,2]//x\n"
+      "func @f(%x:f32[2])->(f32[2]){%y=call @add(%x,@c):f32[2]//c\nreturn %y}// end");
   CHECK(m.name == "m");
   CHECK(m.functions[0].instructions.size() == 1);
 }
@@ -257,8 +258,8 @@ TEST_CASE("parser error: expected ')' after operands") {
 }
 
 TEST_CASE("parser error: unknown kernel") {
-  check_error("func @f(%x: f32[2]) -> (f32[2]) {\n  %y = call @frobnicate(%x) : f32[2]\n  return %y\n}", 2, 13,
-              "unknown kernel @frobnicate");
+  check_error("func @f(%x: f32[2]) -> (f32[2]) {\n  %y = call @frobnicate(%x) : f32[2]\n  return %y\n}", 2,
+              13, "unknown kernel @frobnicate");
 }
 
 TEST_CASE("parser error: unknown value and unknown constant") {
@@ -276,18 +277,21 @@ TEST_CASE("parser error: redefinitions") {
               "redefinition of %x (first defined at 1:9)");
   check_error("const @c : f32[1] = splat 0\nconst @c : f32[1] = splat 1\n", 2, 7,
               "redefinition of constant @c (first defined at 1:7)");
-  check_error("func @f(%x: f32[2]) -> f32[2] { return %x }\nfunc @f(%x: f32[2]) -> f32[2] { return %x }", 2, 6,
-              "redefinition of function @f (first defined at 1:6)");
+  check_error("func @f(%x: f32[2]) -> f32[2] { return %x }\nfunc @f(%x: f32[2]) -> f32[2] { return %x }", 2,
+              6, "redefinition of function @f (first defined at 1:6)");
 }
 
 TEST_CASE("parser error: result type does not match the shape rule") {
-  check_error("func @f(%x: f32[1,4], %w: f32[4,3]) -> (f32[1,3]) {\n  %y = call @matmul(%x, %w) : f32[1,4]\n  return %y\n}",
-              2, 31, "declared result type f32[1,4] does not match @matmul's shape rule, which gives f32[1,3]");
+  check_error(
+      "func @f(%x: f32[1,4], %w: f32[4,3]) -> (f32[1,3]) {\n  %y = call @matmul(%x, %w) : f32[1,4]\n  return "
+      "%y\n}",
+      2, 31, "declared result type f32[1,4] does not match @matmul's shape rule, which gives f32[1,3]");
 }
 
 TEST_CASE("parser error: shape rule rejects the operands") {
-  check_error("func @f(%x: f32[2], %y: f32[3]) -> (f32[2]) {\n  %z = call @add(%x, %y) : f32[2]\n  return %z\n}", 2,
-              13, "do not broadcast");
+  check_error(
+      "func @f(%x: f32[2], %y: f32[3]) -> (f32[2]) {\n  %z = call @add(%x, %y) : f32[2]\n  return %z\n}", 2,
+      13, "do not broadcast");
 }
 
 TEST_CASE("parser error: wrong operand count") {
@@ -296,12 +300,14 @@ TEST_CASE("parser error: wrong operand count") {
 }
 
 TEST_CASE("parser error: bad attributes point at the attribute block") {
-  check_error("func @f(%x: f32[2]) -> (f32[2]) {\n  %z = call @softmax(%x) {axis = 3} : f32[2]\n  return %z\n}", 2,
-              26, "out of range");
-  check_error("func @f(%x: f32[2]) -> (f32[2]) {\n  %z = call @relu(%x) {alpha = 0.1} : f32[2]\n  return %z\n}", 2, 23,
-              "unknown attribute 'alpha'");
-  check_error("func @f(%x: f32[2]) -> (f32[2]) {\n  %z = call @softmax(%x) {axis = 0, axis = 0} : f32[2]\n}", 2, 37,
-              "attribute 'axis' is given twice");
+  check_error(
+      "func @f(%x: f32[2]) -> (f32[2]) {\n  %z = call @softmax(%x) {axis = 3} : f32[2]\n  return %z\n}", 2,
+      26, "out of range");
+  check_error(
+      "func @f(%x: f32[2]) -> (f32[2]) {\n  %z = call @relu(%x) {alpha = 0.1} : f32[2]\n  return %z\n}", 2,
+      23, "unknown attribute 'alpha'");
+  check_error("func @f(%x: f32[2]) -> (f32[2]) {\n  %z = call @softmax(%x) {axis = 0, axis = 0} : f32[2]\n}",
+              2, 37, "attribute 'axis' is given twice");
 }
 
 TEST_CASE("parser error: file constant of the wrong dtype or shape") {
@@ -333,7 +339,8 @@ TEST_CASE("parser error: missing return and statements after return") {
 }
 
 TEST_CASE("parser error: dense constants of the wrong size") {
-  check_error("const @d : f32[3] = dense [1, 2]\n", 1, 21, "dense constant @d has 2 element(s), its type f32[3] needs 3");
+  check_error("const @d : f32[3] = dense [1, 2]\n", 1, 21,
+              "dense constant @d has 2 element(s), its type f32[3] needs 3");
   check_error("const @d : f32[2,2] = dense [[1, 2], [3]]\n", 1, 38, "has 1 entries, type f32[2,2] needs 2");
   check_error("const @d : f32[2,2] = dense [[1, 2], [3, 4], [5, 6]]\n", 1, 29, "has 3 entries");
   check_error("const @d : f32[2] = dense [[1, 2]]\n", 1, 28, "nested deeper than the rank");
@@ -366,13 +373,16 @@ TEST_CASE("parser error: lexical errors") {
 }
 
 TEST_CASE("parser error: declarations") {
-  check_error("const @c : f32[1] = splat 0\nmodule @m\n", 2, 1, "'module' must come before any const or func");
+  check_error("const @c : f32[1] = splat 0\nmodule @m\n", 2, 1,
+              "'module' must come before any const or func");
   check_error("module @a\nmodule @b\n", 2, 1, "second 'module' declaration");
   check_error("funct @f\n", 1, 1, "expected 'module', 'const' or 'func', got 'funct'");
-  check_error("const @c : f32[1] = zeros\n", 1, 21, "expected 'file', 'splat' or 'dense' after '=', got 'zeros'");
+  check_error("const @c : f32[1] = zeros\n", 1, 21,
+              "expected 'file', 'splat' or 'dense' after '=', got 'zeros'");
   check_error("func @f(%x: f32[2]) (f32[2]) {\n}", 1, 21, "expected '->'");
   check_error("func @f(%x: f32[2]) -> () {\n}", 1, 6, "must return at least one value");
-  check_error("func @f(%x: f32[2]) -> f32[2] {\n  %y = relu(%x) : f32[2]\n}", 2, 8, "expected 'call', got 'relu'");
+  check_error("func @f(%x: f32[2]) -> f32[2] {\n  %y = relu(%x) : f32[2]\n}", 2, 8,
+              "expected 'call', got 'relu'");
   check_error("func @f(%x: f32[2]) -> f32[2] {\n  %y = call @relu(%x)\n  return %y\n}", 3, 3,
               "expected ':' and the result type after the call, got 'return'");
   check_error("func @f(%x) -> f32[2] {}", 1, 11, "expected ':' after the argument name, got ')'");
@@ -410,9 +420,15 @@ func @main(%x: f32[1,2], %k: f32[2,2] donate) -> (f32[1,3], f32[4]) {
     for (int e = 0; e < edits; ++e) {
       size_t at = rng() % text.size();
       switch (rng() % 3) {
-        case 0: text[at] = alphabet[rng() % (sizeof(alphabet) - 1)]; break;
-        case 1: text.erase(at, 1 + rng() % 8); break;
-        default: text.insert(at, 1, alphabet[rng() % (sizeof(alphabet) - 1)]); break;
+        case 0:
+          text[at] = alphabet[rng() % (sizeof(alphabet) - 1)];
+          break;
+        case 1:
+          text.erase(at, 1 + rng() % 8);
+          break;
+        default:
+          text.insert(at, 1, alphabet[rng() % (sizeof(alphabet) - 1)]);
+          break;
       }
       if (text.empty()) text = "x";
     }

@@ -10,8 +10,8 @@ namespace {
 
 // Independent of check_buffer_plan: paints every (time, byte range) and
 // reports any byte owned by two buffers at one instant.
-bool plan_is_valid(const std::vector<PlanBuffer>& buffers, const std::vector<uint64_t>& offsets, uint64_t size,
-                   uint64_t alignment) {
+bool plan_is_valid(const std::vector<PlanBuffer>& buffers, const std::vector<uint64_t>& offsets,
+                   uint64_t size, uint64_t alignment) {
   if (offsets.size() != buffers.size()) return false;
   int64_t horizon = 0;
   for (const PlanBuffer& b : buffers) horizon = std::max(horizon, b.upper);
@@ -37,10 +37,18 @@ std::vector<PlanBuffer> random_buffers(std::mt19937& rng, int count, int horizon
     b.upper = b.lower + 1 + rng() % 6;
     // A mix of tiny, odd and large sizes, some zero.
     switch (rng() % 4) {
-      case 0: b.size = rng() % 5; break;
-      case 1: b.size = 1 + rng() % 100; break;
-      case 2: b.size = 64 * (1 + rng() % 16); break;
-      default: b.size = 1 + rng() % 5000; break;
+      case 0:
+        b.size = rng() % 5;
+        break;
+      case 1:
+        b.size = 1 + rng() % 100;
+        break;
+      case 2:
+        b.size = 64 * (1 + rng() % 16);
+        break;
+      default:
+        b.size = 1 + rng() % 5000;
+        break;
     }
     buffers.push_back(b);
   }

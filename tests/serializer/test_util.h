@@ -2,14 +2,13 @@
 #pragma once
 
 #include <doctest/doctest.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstring>
 #include <filesystem>
 #include <string>
 #include <vector>
-
-#include <unistd.h>
 
 #include "hexir/base/npy.h"
 #include "hexir/format/prelude.h"
@@ -63,7 +62,8 @@ inline std::string parse_error(std::string_view source, const std::filesystem::p
 }
 
 // Runs every pass like compile_source does, without writing.
-inline Module lower(std::string_view source, PlanStrategy plan = PlanStrategy::kArena, uint32_t alignment = 64) {
+inline Module lower(std::string_view source, PlanStrategy plan = PlanStrategy::kArena,
+                    uint32_t alignment = 64) {
   Module m = parse_ok(source);
   detect_splats(m);
   dedupe_constants(m);

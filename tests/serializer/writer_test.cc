@@ -57,7 +57,8 @@ TEST_CASE("writer: data checksum when asked") {
   std::vector<uint8_t> bytes = compile_ok(kProgram, options);
   format::Prelude p = prelude_of(bytes);
   CHECK((p.flags & format::kFlagDataChecksum) != 0);
-  CHECK(p.data_checksum == format::checksum64(std::span<const uint8_t>(bytes.data() + p.data_offset, p.data_size)));
+  CHECK(p.data_checksum ==
+        format::checksum64(std::span<const uint8_t>(bytes.data() + p.data_offset, p.data_size)));
   check_verifies(bytes);
 }
 
