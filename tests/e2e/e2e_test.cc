@@ -232,9 +232,9 @@ TEST_CASE("samples match the numpy references (both plans, buffer and file loads
     for (PlanStrategy plan : {PlanStrategy::kNaive, PlanStrategy::kArena}) {
       std::vector<uint8_t> hxe = compile_sample(name, plan);
       for (LoadMode mode : {LoadMode::kBuffer, LoadMode::kFile}) {
-        CAPTURE(name);
-        CAPTURE(plan_name(plan));
-        CAPTURE(mode == LoadMode::kBuffer ? "load_buffer" : "load_file");
+        std::string where = std::string(name) + ", plan " + plan_name(plan) +
+                            (mode == LoadMode::kBuffer ? ", load_buffer" : ", load_file");
+        CAPTURE(where);
         TempDir dir;
         Loaded m = load_model(hxe, mode, &dir);
         const auto& sig = m.module->function(m.main);
@@ -251,7 +251,8 @@ TEST_CASE("samples match the numpy references (both plans, buffer and file loads
 }
 
 TEST_CASE("context-owned outputs equal caller-provided outputs") {
-  for (const char* name : kSampleNames) {
+  for (const char* name_chars : kSampleNames) {
+    const std::string name = name_chars;
     CAPTURE(name);
     NpyArray input = load_npy(kSamples / name / "input_x.npy");
     std::vector<NpyArray> expected = load_expected(name);
@@ -279,7 +280,8 @@ TEST_CASE("context-owned outputs equal caller-provided outputs") {
 // --------------------------------------------------------------------------
 
 TEST_CASE("arena plan is no larger than naive, and no smaller than the lower bound") {
-  for (const char* name : kSampleNames) {
+  for (const char* name_chars : kSampleNames) {
+    const std::string name = name_chars;
     CAPTURE(name);
     Loaded naive = load_model(compile_sample(name, PlanStrategy::kNaive), LoadMode::kBuffer);
     Loaded arena = load_model(compile_sample(name, PlanStrategy::kArena), LoadMode::kBuffer);
@@ -299,7 +301,8 @@ TEST_CASE("arena plan is no larger than naive, and no smaller than the lower bou
 }
 
 TEST_CASE("naive and arena plans give bit-identical outputs") {
-  for (const char* name : kSampleNames) {
+  for (const char* name_chars : kSampleNames) {
+    const std::string name = name_chars;
     CAPTURE(name);
     NpyArray input = load_npy(kSamples / name / "input_x.npy");
     Loaded naive = load_model(compile_sample(name, PlanStrategy::kNaive), LoadMode::kBuffer);
@@ -318,7 +321,8 @@ TEST_CASE("naive and arena plans give bit-identical outputs") {
 }
 
 TEST_CASE("compiling is deterministic") {
-  for (const char* name : kSampleNames) {
+  for (const char* name_chars : kSampleNames) {
+    const std::string name = name_chars;
     CAPTURE(name);
     CHECK(compile_sample(name, PlanStrategy::kArena) == compile_sample(name, PlanStrategy::kArena));
   }
@@ -331,8 +335,8 @@ TEST_CASE("compiling is deterministic") {
 TEST_CASE("invoke performs zero device allocations and uploads") {
   for (const char* name : kSampleNames) {
     for (PlanStrategy plan : {PlanStrategy::kNaive, PlanStrategy::kArena}) {
-      CAPTURE(name);
-      CAPTURE(plan_name(plan));
+      std::string where = std::string(name) + ", plan " + plan_name(plan);
+      CAPTURE(where);
       NpyArray input = load_npy(kSamples / name / "input_x.npy");
       std::vector<NpyArray> expected = load_expected(name);
       Loaded m = load_model(compile_sample(name, plan), LoadMode::kBuffer);
@@ -376,7 +380,8 @@ TEST_CASE("invoke performs zero device allocations and uploads") {
 // --------------------------------------------------------------------------
 
 TEST_CASE("two contexts run concurrently on two threads") {
-  for (const char* name : kSampleNames) {
+  for (const char* name_chars : kSampleNames) {
+    const std::string name = name_chars;
     CAPTURE(name);
     NpyArray input_a = load_npy(kSamples / name / "input_x.npy");
     // A second input, so that a context reading the other's data shows.
