@@ -13,13 +13,16 @@
 #include "vm_impl.h"
 
 namespace hexir::vm {
+namespace testing {
+uint64_t heap_allocations_on_this_thread();  // heap_counter.cc
+}  // namespace testing
 namespace {
 
-using testing::AlignedBytes;
-using testing::ModuleSpec;
-using testing::tiny_expected;
-using testing::tiny_module_spec;
-using testing::write_hxe;
+using hexir::testing::AlignedBytes;
+using hexir::testing::ModuleSpec;
+using hexir::testing::tiny_expected;
+using hexir::testing::tiny_module_spec;
+using hexir::testing::write_hxe;
 
 const TensorType kVec{DType::kF32, {1, 4}};
 
@@ -263,6 +266,30 @@ TEST_CASE("invoke allocates and uploads nothing") {
   CHECK(context->invoke_stats().dispatches - vm_before.dispatches == 600);
 }
 
+TEST_CASE("invoke makes no heap allocation") {
+  auto l = load_tiny();
+  Result<Context> context = Context::create(*l->program);
+  REQUIRE(context.ok());
+  std::array<float, 4> x{1, -1, 2, -2};
+  std::array<float, 4> y{};
+  TensorRef input{x.data(), 16, kVec};
+  TensorRef output{y.data(), 16, kVec};
+  REQUIRE(context->invoke(0, {&input, 1}).ok());  // warm up
+  const uint64_t before = testing::heap_allocations_on_this_thread();
+  bool all_ok = true;
+  for (int i = 0; i < 100; ++i) {
+    all_ok &= context->invoke(0, {&input, 1}, {&output, 1}).ok();
+    all_ok &= context->invoke(0, {&input, 1}).ok();
+    all_ok &= context->invoke("main", {&input, 1}).ok();
+  }
+  const uint64_t after = testing::heap_allocations_on_this_thread();
+  CHECK(all_ok);
+  CHECK(after - before == 0);
+  // The counter works: an error message is built on the heap.
+  CHECK_FALSE(context->invoke(0, {}).ok());
+  CHECK(testing::heap_allocations_on_this_thread() > after);
+}
+
 TEST_CASE("two contexts run concurrently on two threads") {
   auto l = load_tiny();
   Result<Context> a = Context::create(*l->program);
@@ -370,7 +397,7 @@ TEST_CASE("corrupted files that still verify run without crashing") {
     AlignedBytes file = original.copy();
     const size_t at = prelude.metadata_offset + next() % prelude.metadata_size;
     file.data()[at] ^= static_cast<uint8_t>(1u << (next() % 8));
-    testing::reseal_metadata(file);
+    hexir::testing::reseal_metadata(file);
     Result<Module> module = Module::load_buffer(file.span());
     if (!module.ok()) continue;
     // Huge but consistent sizes are legal; they only fail to allocate.
