@@ -50,7 +50,7 @@ int main(int argc, char** argv) {
   for (size_t i = 0; i < sig.outputs.size(); ++i) {
     auto out = context->output(*main_fn, i);
     if (!out.ok()) return fail("output", out.status());
-    std::printf("output %zu (%s): %s\n", i, sig.outputs[i].name.c_str(), out->type.to_string().c_str());
+    std::printf("output %zu: %s\n", i, out->type.to_string().c_str());
     if (out->type.dtype != hexir::DType::kF32) continue;
     const float* values = static_cast<const float*>(out->data);
     size_t n = out->byte_size / sizeof(float);
