@@ -71,10 +71,12 @@ bool usage_fits_storage(fb::StorageKind storage, fb::SlotUsage usage) {
   switch (storage) {
     case fb::StorageKind::Arena:
       return usage == fb::SlotUsage::Transient || usage == fb::SlotUsage::Staging;
-    case fb::StorageKind::Constant: return usage == fb::SlotUsage::Constant;
+    case fb::StorageKind::Constant:
+      return usage == fb::SlotUsage::Constant;
     case fb::StorageKind::Input:
       return usage == fb::SlotUsage::ExternalInput || usage == fb::SlotUsage::Donated;
-    case fb::StorageKind::Output: return usage == fb::SlotUsage::ExternalOutput;
+    case fb::StorageKind::Output:
+      return usage == fb::SlotUsage::ExternalOutput;
   }
   return false;
 }
@@ -252,8 +254,8 @@ class ModuleVerifier {
       switch (s.storage()) {
         case fb::StorageKind::Arena:
           if (s.arena_offset() % plan.alignment() != 0)
-            return corrupt(what, ": arena offset ", s.arena_offset(), " is not a multiple of the arena alignment ",
-                           plan.alignment());
+            return corrupt(what, ": arena offset ", s.arena_offset(),
+                           " is not a multiple of the arena alignment ", plan.alignment());
           if (!range_inside(s.arena_offset(), s.byte_size(), plan.size()))
             return corrupt(what, ": arena bytes [", s.arena_offset(), ", +", s.byte_size(),
                            ") exceed the arena size ", plan.size());
@@ -269,7 +271,8 @@ class ModuleVerifier {
           break;
         }
         case fb::StorageKind::Input:
-        case fb::StorageKind::Output: break;  // binding index checked per function
+        case fb::StorageKind::Output:
+          break;  // binding index checked per function
       }
     }
     return ok_status();
@@ -302,7 +305,8 @@ class ModuleVerifier {
                        ") exceed the module's ", instruction_count, " instructions");
       if (fn.instruction_count() > 0) ranges.emplace_back(fn.instruction_begin(), f);
       if (fn.arena_size() > m_.arena()->size())
-        return corrupt(what, ": arena_size ", fn.arena_size(), " exceeds the arena plan size ", m_.arena()->size());
+        return corrupt(what, ": arena_size ", fn.arena_size(), " exceeds the arena plan size ",
+                       m_.arena()->size());
 
       const uint64_t inputs = vec_size(fn.inputs());
       const uint64_t outputs = vec_size(fn.outputs());
@@ -312,7 +316,9 @@ class ModuleVerifier {
         uint32_t slot_index = 0;
         HEXIR_RETURN_IF_ERROR(check_binding_slot(bwhat, b, &slot_index));
         for (uint64_t j = 0; j < i; ++j)
-          if (std::strcmp(b->name()->c_str(), str_or_empty(fn.inputs()->Get(static_cast<flatbuffers::uoffset_t>(j))->name())) == 0)
+          if (std::strcmp(b->name()->c_str(),
+                          str_or_empty(fn.inputs()->Get(static_cast<flatbuffers::uoffset_t>(j))->name())) ==
+              0)
             return corrupt(what, ": inputs ", j, " and ", i, " are both named '", b->name()->c_str(), "'");
         const fb::Slot& s = *m_.slots()->Get(slot_index);
         if (s.storage() != fb::StorageKind::Input || s.index() != i)
@@ -323,13 +329,15 @@ class ModuleVerifier {
             return corrupt(bwhat, " ('", b->name()->c_str(), "'): donated_to ", b->donated_to(),
                            " out of range (", outputs, " outputs)");
           const fb::Binding* o = fn.outputs()->Get(static_cast<flatbuffers::uoffset_t>(b->donated_to()));
-          if (!o || o->slot() >= vec_size(m_.slots()) || !(out_.slot_types[o->slot()] == out_.slot_types[slot_index]))
+          if (!o || o->slot() >= vec_size(m_.slots()) ||
+              !(out_.slot_types[o->slot()] == out_.slot_types[slot_index]))
             return corrupt(bwhat, " ('", b->name()->c_str(), "'): donated to output ", b->donated_to(),
                            " of a different type");
         } else if (b->donated_to() != -1) {
           return corrupt(bwhat, ": invalid donated_to ", b->donated_to());
         } else if (s.usage() == fb::SlotUsage::Donated) {
-          return corrupt(bwhat, " ('", b->name()->c_str(), "'): slot is Donated but the input is not donated");
+          return corrupt(bwhat, " ('", b->name()->c_str(),
+                         "'): slot is Donated but the input is not donated");
         }
       }
       for (uint64_t j = 0; j < outputs; ++j) {
@@ -354,9 +362,11 @@ class ModuleVerifier {
     for (size_t r = 0; r < ranges.size(); ++r) {
       const fb::Function& fn = *m_.functions()->Get(static_cast<flatbuffers::uoffset_t>(ranges[r].second));
       if (r + 1 < ranges.size() && ranges[r + 1].first < fn.instruction_begin() + fn.instruction_count())
-        return corrupt("functions '", str_or_empty(fn.name()), "' and '",
-                       str_or_empty(m_.functions()->Get(static_cast<flatbuffers::uoffset_t>(ranges[r + 1].second))->name()),
-                       "' have overlapping instruction ranges");
+        return corrupt(
+            "functions '", str_or_empty(fn.name()), "' and '",
+            str_or_empty(
+                m_.functions()->Get(static_cast<flatbuffers::uoffset_t>(ranges[r + 1].second))->name()),
+            "' have overlapping instruction ranges");
       for (uint64_t k = 0; k < fn.instruction_count(); ++k)
         owner_[fn.instruction_begin() + k] = static_cast<int64_t>(ranges[r].second);
     }
@@ -366,7 +376,8 @@ class ModuleVerifier {
   std::string instruction_label(uint64_t k) const {
     if (owner_[k] < 0) return cat("instruction ", k, " (in no function)");
     return cat("instruction ", k, " (function '",
-               str_or_empty(m_.functions()->Get(static_cast<flatbuffers::uoffset_t>(owner_[k]))->name()), "')");
+               str_or_empty(m_.functions()->Get(static_cast<flatbuffers::uoffset_t>(owner_[k]))->name()),
+               "')");
   }
 
   Status check_instructions() {
@@ -385,10 +396,11 @@ class ModuleVerifier {
       const KernelInfo& info = kernel_info(out_.kernel_ids[in.kernel()]);
       if (info.is_view) return fail("'", info.name, "' is a view and cannot be dispatched");
       if (!range_inside(in.operand_begin(), in.operand_count(), pool))
-        return fail("operands [", in.operand_begin(), ", +", in.operand_count(), ") exceed the operand pool (",
-                    pool, " entries)");
+        return fail("operands [", in.operand_begin(), ", +", in.operand_count(),
+                    ") exceed the operand pool (", pool, " entries)");
       if (in.input_count() > in.operand_count() || in.operand_count() - in.input_count() != 1)
-        return fail(in.operand_count(), " operands with ", in.input_count(), " inputs: need exactly one output");
+        return fail(in.operand_count(), " operands with ", in.input_count(),
+                    " inputs: need exactly one output");
       if (static_cast<int64_t>(in.input_count()) < info.min_inputs ||
           (info.max_inputs >= 0 && static_cast<int64_t>(in.input_count()) > info.max_inputs))
         return fail("'", info.name, "' takes ", info.min_inputs, "..", info.max_inputs, " inputs, got ",
@@ -399,11 +411,11 @@ class ModuleVerifier {
           return fail("operand ", o, " refers to slot ", slot, ", but the module has ", slots, " slots");
       }
       if (!range_inside(in.param_begin(), in.param_count(), params))
-        return fail("parameters [", in.param_begin(), ", +", in.param_count(), ") exceed the parameter pool (",
-                    params, " entries)");
+        return fail("parameters [", in.param_begin(), ", +", in.param_count(),
+                    ") exceed the parameter pool (", params, " entries)");
       if (in.input_count() < 32 && (in.alias_mask() >> in.input_count()) != 0)
-        return fail("alias mask 0x", std::hex, in.alias_mask(), std::dec, " has bits at or above input count ",
-                    in.input_count());
+        return fail("alias mask 0x", std::hex, in.alias_mask(), std::dec,
+                    " has bits at or above input count ", in.input_count());
 
       input_types.clear();
       for (uint32_t i = 0; i < in.input_count(); ++i)
@@ -415,16 +427,18 @@ class ModuleVerifier {
       const uint32_t out_index = m_.operand_pool()->Get(in.operand_begin() + in.input_count());
       const fb::Slot& out = *m_.slots()->Get(out_index);
       if (!slot_is_writable(out.usage()))
-        return fail("output ", slot_label(m_, out_index), " is read-only (", slot_usage_name(out.usage()), ")");
+        return fail("output ", slot_label(m_, out_index), " is read-only (", slot_usage_name(out.usage()),
+                    ")");
       if (!(*result == out_.slot_types[out_index]))
-        return fail("'", info.name, "' gives ", result->to_string(), " but the output ", slot_label(m_, out_index),
-                    " is ", out_.slot_types[out_index].to_string());
+        return fail("'", info.name, "' gives ", result->to_string(), " but the output ",
+                    slot_label(m_, out_index), " is ", out_.slot_types[out_index].to_string());
       for (uint32_t i = 0; i < in.input_count(); ++i) {
         const uint32_t in_index = m_.operand_pool()->Get(in.operand_begin() + i);
         const fb::Slot& input = *m_.slots()->Get(in_index);
         const bool aliased = i < 32 && (in.alias_mask() >> i) & 1u;
         if (aliased) {
-          if (!info.may_run_in_place) return fail("alias bit ", i, " set but '", info.name, "' cannot run in place");
+          if (!info.may_run_in_place)
+            return fail("alias bit ", i, " set but '", info.name, "' cannot run in place");
           if (!same_storage(out, input) || out.byte_size() != input.byte_size())
             return fail("alias bit ", i, " set but the output ", slot_label(m_, out_index),
                         " does not share the storage of input ", slot_label(m_, in_index));
@@ -447,7 +461,8 @@ class ModuleVerifier {
       const uint64_t inputs = vec_size(fn.inputs());
       const uint64_t outputs = vec_size(fn.outputs());
       written.assign(inputs + outputs, false);  // donated inputs, then outputs
-      for (uint64_t k = fn.instruction_begin(); k < fn.instruction_begin() + uint64_t{fn.instruction_count()}; ++k) {
+      for (uint64_t k = fn.instruction_begin(); k < fn.instruction_begin() + uint64_t{fn.instruction_count()};
+           ++k) {
         const fb::Instruction& in = *m_.instructions()->Get(static_cast<flatbuffers::uoffset_t>(k));
         for (uint32_t o = 0; o < in.operand_count(); ++o) {
           const uint32_t slot_index = m_.operand_pool()->Get(in.operand_begin() + o);
@@ -468,7 +483,8 @@ class ModuleVerifier {
           } else if (s.storage() == fb::StorageKind::Output) {
             if (s.index() >= outputs)
               return corrupt(instruction_label(k), ": operand ", o, " ", slot_label(m_, slot_index),
-                             " is bound to output ", s.index(), " but the function has ", outputs, " outputs");
+                             " is bound to output ", s.index(), " but the function has ", outputs,
+                             " outputs");
             const fb::Binding& b = *fn.outputs()->Get(s.index());
             if (s.byte_size() > m_.slots()->Get(b.slot())->byte_size())
               return corrupt(instruction_label(k), ": operand ", o, " ", slot_label(m_, slot_index),
@@ -478,9 +494,11 @@ class ModuleVerifier {
         }
       }
       for (uint64_t j = 0; j < outputs; ++j) {
-        const fb::Slot& s = *m_.slots()->Get(fn.outputs()->Get(static_cast<flatbuffers::uoffset_t>(j))->slot());
+        const fb::Slot& s =
+            *m_.slots()->Get(fn.outputs()->Get(static_cast<flatbuffers::uoffset_t>(j))->slot());
         const bool done = s.storage() == fb::StorageKind::Output ? written[inputs + j] : written[s.index()];
-        if (!done) return corrupt("function '", str_or_empty(fn.name()), "': output ", j, " is never written");
+        if (!done)
+          return corrupt("function '", str_or_empty(fn.name()), "': output ", j, " is never written");
       }
     }
     return ok_status();
@@ -495,39 +513,54 @@ class ModuleVerifier {
 
 const char* section_kind_name(fb::SectionKind kind) {
   switch (kind) {
-    case fb::SectionKind::Rodata: return "rodata";
-    case fb::SectionKind::DeviceCode: return "device_code";
+    case fb::SectionKind::Rodata:
+      return "rodata";
+    case fb::SectionKind::DeviceCode:
+      return "device_code";
   }
   return "unknown";
 }
 
 const char* storage_kind_name(fb::StorageKind kind) {
   switch (kind) {
-    case fb::StorageKind::Arena: return "arena";
-    case fb::StorageKind::Constant: return "constant";
-    case fb::StorageKind::Input: return "input";
-    case fb::StorageKind::Output: return "output";
+    case fb::StorageKind::Arena:
+      return "arena";
+    case fb::StorageKind::Constant:
+      return "constant";
+    case fb::StorageKind::Input:
+      return "input";
+    case fb::StorageKind::Output:
+      return "output";
   }
   return "unknown";
 }
 
 const char* slot_usage_name(fb::SlotUsage usage) {
   switch (usage) {
-    case fb::SlotUsage::Transient: return "transient";
-    case fb::SlotUsage::Constant: return "constant";
-    case fb::SlotUsage::ExternalInput: return "external_input";
-    case fb::SlotUsage::ExternalOutput: return "external_output";
-    case fb::SlotUsage::Donated: return "donated";
-    case fb::SlotUsage::Staging: return "staging";
+    case fb::SlotUsage::Transient:
+      return "transient";
+    case fb::SlotUsage::Constant:
+      return "constant";
+    case fb::SlotUsage::ExternalInput:
+      return "external_input";
+    case fb::SlotUsage::ExternalOutput:
+      return "external_output";
+    case fb::SlotUsage::Donated:
+      return "donated";
+    case fb::SlotUsage::Staging:
+      return "staging";
   }
   return "unknown";
 }
 
 const char* plan_strategy_name(fb::PlanStrategy strategy) {
   switch (strategy) {
-    case fb::PlanStrategy::Naive: return "naive";
-    case fb::PlanStrategy::Arena: return "arena";
-    case fb::PlanStrategy::FreeAtLastUse: return "free-at-last-use";
+    case fb::PlanStrategy::Naive:
+      return "naive";
+    case fb::PlanStrategy::Arena:
+      return "arena";
+    case fb::PlanStrategy::FreeAtLastUse:
+      return "free-at-last-use";
   }
   return "unknown";
 }

@@ -84,17 +84,22 @@ std::string instruction_text(const VerifiedModule& v, const fb::Instruction& in)
 
 std::string storage_text(const fb::Slot& s) {
   switch (s.storage()) {
-    case fb::StorageKind::Arena: return "arena @" + std::to_string(s.arena_offset());
-    case fb::StorageKind::Constant: return "constant " + std::to_string(s.index());
-    case fb::StorageKind::Input: return "input " + std::to_string(s.index());
-    case fb::StorageKind::Output: return "output " + std::to_string(s.index());
+    case fb::StorageKind::Arena:
+      return "arena @" + std::to_string(s.arena_offset());
+    case fb::StorageKind::Constant:
+      return "constant " + std::to_string(s.index());
+    case fb::StorageKind::Input:
+      return "input " + std::to_string(s.index());
+    case fb::StorageKind::Output:
+      return "output " + std::to_string(s.index());
   }
   return "?";
 }
 
 double percent_over(uint64_t size, uint64_t lower_bound) {
   if (lower_bound == 0) return 0.0;
-  return 100.0 * (static_cast<double>(size) - static_cast<double>(lower_bound)) / static_cast<double>(lower_bound);
+  return 100.0 * (static_cast<double>(size) - static_cast<double>(lower_bound)) /
+         static_cast<double>(lower_bound);
 }
 
 void print_text(const std::string& path, const VerifiedModule& v) {
@@ -119,8 +124,8 @@ void print_text(const std::string& path, const VerifiedModule& v) {
   std::printf("\nconstants (%u):\n", count(m.constants()));
   for (uint32_t i = 0; i < count(m.constants()); ++i) {
     const fb::Constant& c = *m.constants()->Get(i);
-    std::printf("  #%u @%s : %s, %" PRIu64 " bytes, ", i, str(c.name()), v.constant_types[i].to_string().c_str(),
-                c.byte_size());
+    std::printf("  #%u @%s : %s, %" PRIu64 " bytes, ", i, str(c.name()),
+                v.constant_types[i].to_string().c_str(), c.byte_size());
     if (c.storage() == fb::ConstantStorage::Fill)
       std::printf("fill pattern %s x %" PRIu64 "\n", hex_bytes(c.fill_pattern()).c_str(), c.fill_count());
     else
@@ -160,7 +165,8 @@ void print_text(const std::string& path, const VerifiedModule& v) {
     std::printf(")\n    instructions [%u, +%u), arena %" PRIu64 " bytes, lower bound %" PRIu64 "\n",
                 fn.instruction_begin(), fn.instruction_count(), fn.arena_size(), fn.lower_bound());
     for (uint32_t i = 0; i < count(fn.inputs()); ++i)
-      std::printf("    input %u '%s' -> slot %u\n", i, str(fn.inputs()->Get(i)->name()), fn.inputs()->Get(i)->slot());
+      std::printf("    input %u '%s' -> slot %u\n", i, str(fn.inputs()->Get(i)->name()),
+                  fn.inputs()->Get(i)->slot());
     for (uint32_t j = 0; j < count(fn.outputs()); ++j)
       std::printf("    output %u '%s' <- slot %u\n", j, str(fn.outputs()->Get(j)->name()),
                   fn.outputs()->Get(j)->slot());
@@ -184,8 +190,8 @@ void print_text(const std::string& path, const VerifiedModule& v) {
   }
 
   const fb::ArenaPlan& a = *m.arena();
-  std::printf("\narena plan:\n  size %" PRIu64 " bytes, alignment %u, strategy %s, heuristic '%s'\n", a.size(),
-              a.alignment(), format::plan_strategy_name(a.strategy()), str(a.heuristic()));
+  std::printf("\narena plan:\n  size %" PRIu64 " bytes, alignment %u, strategy %s, heuristic '%s'\n",
+              a.size(), a.alignment(), format::plan_strategy_name(a.strategy()), str(a.heuristic()));
   std::printf("  lower bound %" PRIu64 " bytes (%.1f%% over), workspace %" PRIu64 " bytes\n", a.lower_bound(),
               percent_over(a.size(), a.lower_bound()), a.workspace_size());
 }
@@ -250,11 +256,21 @@ class Json {
     out_ += '"';
     for (unsigned char c : s) {
       switch (c) {
-        case '"': out_ += "\\\""; break;
-        case '\\': out_ += "\\\\"; break;
-        case '\n': out_ += "\\n"; break;
-        case '\r': out_ += "\\r"; break;
-        case '\t': out_ += "\\t"; break;
+        case '"':
+          out_ += "\\\"";
+          break;
+        case '\\':
+          out_ += "\\\\";
+          break;
+        case '\n':
+          out_ += "\\n";
+          break;
+        case '\r':
+          out_ += "\\r";
+          break;
+        case '\t':
+          out_ += "\\t";
+          break;
         default:
           if (c < 0x20) {
             char buf[8];
@@ -423,7 +439,8 @@ void print_json(const VerifiedModule& v) {
     const fb::Instruction& in = *m.instructions()->Get(k);
     j.begin_object();
     j.field("index", k);
-    j.field("function", owner[k] >= 0 ? str(m.functions()->Get(static_cast<uint32_t>(owner[k]))->name()) : "");
+    j.field("function",
+            owner[k] >= 0 ? str(m.functions()->Get(static_cast<uint32_t>(owner[k]))->name()) : "");
     j.field("kernel", format::kernel_info(v.kernel_ids[in.kernel()]).name);
     j.field("kernel_index", in.kernel());
     j.begin_array("inputs");

@@ -3,8 +3,8 @@
 // Loads, prepares and runs one function; inputs not given are deterministic
 // random values. Results go to DIR/0.npy, DIR/1.npy, ...
 #include <algorithm>
-#include <chrono>
 #include <cerrno>
+#include <chrono>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
@@ -113,9 +113,15 @@ std::vector<uint8_t> random_tensor(const TensorType& type, uint64_t byte_size, u
         std::memcpy(p, &v, 8);
         break;
       }
-      case DType::kI8: *p = static_cast<uint8_t>(static_cast<int8_t>(small(rng))); break;
-      case DType::kU8: *p = static_cast<uint8_t>(rng() & 0xff); break;
-      case DType::kBool: *p = static_cast<uint8_t>(rng() & 1); break;
+      case DType::kI8:
+        *p = static_cast<uint8_t>(static_cast<int8_t>(small(rng)));
+        break;
+      case DType::kU8:
+        *p = static_cast<uint8_t>(rng() & 0xff);
+        break;
+      case DType::kBool:
+        *p = static_cast<uint8_t>(rng() & 1);
+        break;
     }
   }
   return data;
@@ -157,7 +163,8 @@ int parse_args(int argc, char** argv, Options& o) {
     } else if (arg == "--input") {
       if (!next(&value)) return usage();
       const size_t eq = value.find('=');
-      if (eq == std::string::npos || eq == 0) return fail("--input expects NAME=FILE.npy, got '" + value + "'");
+      if (eq == std::string::npos || eq == 0)
+        return fail("--input expects NAME=FILE.npy, got '" + value + "'");
       std::string name = value.substr(0, eq);
       if (name[0] == '%') name.erase(0, 1);
       if (o.inputs.count(name)) return fail("input '" + name + "' given twice");
@@ -211,8 +218,8 @@ int run(int argc, char** argv) {
     if (!known) {
       std::string names;
       for (const vm::TensorSignature& in : sig.inputs) names += (names.empty() ? "'" : ", '") + in.name + "'";
-      return fail("function '" + sig.name + "' has no input '" + name + "' (its inputs: " +
-                  (names.empty() ? std::string("none") : names) + ")");
+      return fail("function '" + sig.name + "' has no input '" + name +
+                  "' (its inputs: " + (names.empty() ? std::string("none") : names) + ")");
     }
   }
 
@@ -256,8 +263,8 @@ int run(int argc, char** argv) {
     input_refs[i].type = sig.inputs[i].type;
     input_refs[i].byte_size = sig.inputs[i].byte_size;
     if (sig.inputs[i].byte_size == 0) continue;
-    Result<hal::Buffer> buffer = dev.allocate(sig.inputs[i].byte_size, hal::MemoryType::kDeviceLocal,
-                                              hal::BufferUsage::kExternal);
+    Result<hal::Buffer> buffer =
+        dev.allocate(sig.inputs[i].byte_size, hal::MemoryType::kDeviceLocal, hal::BufferUsage::kExternal);
     if (!buffer.ok()) {
       release_inputs();
       return fail(buffer.status().message());
@@ -336,23 +343,30 @@ int run(int argc, char** argv) {
               sig.name.c_str(), o.iterations, o.iterations == 1 ? "" : "s", median, load_ms, prepare_ms);
   for (size_t j = 0; j < sig.outputs.size(); ++j)
     std::printf("  output %zu: %s%s\n", j, sig.outputs[j].type.to_string().c_str(),
-                o.output_dir.empty() ? ""
-                                     : (" -> " + (std::filesystem::path(o.output_dir) / (std::to_string(j) + ".npy")).string()).c_str());
+                o.output_dir.empty()
+                    ? ""
+                    : (" -> " + (std::filesystem::path(o.output_dir) / (std::to_string(j) + ".npy")).string())
+                          .c_str());
 
   if (!o.stats_json.empty()) {
     const vm::PhaseStats& prepare = program->prepare_stats();
-    const uint64_t prepare_allocations = std::max(prepare.device_allocations, after_prepare.allocations - before_prepare.allocations);
-    const uint64_t prepare_uploads = std::max(prepare.uploads, after_prepare.uploads - before_prepare.uploads);
+    const uint64_t prepare_allocations =
+        std::max(prepare.device_allocations, after_prepare.allocations - before_prepare.allocations);
+    const uint64_t prepare_uploads =
+        std::max(prepare.uploads, after_prepare.uploads - before_prepare.uploads);
     const vm::PhaseStats& invoke = context->invoke_stats();
     char buf[8192];
     std::snprintf(buf, sizeof(buf),
-                  "{\"file\":%s,\"function\":%s,\"device\":%s,\"arena_bytes\":%" PRIu64 ",\"constant_bytes\":%" PRIu64
-                  ",\"lower_bound_bytes\":%" PRIu64 ",\"load_ms\":%.3f,"
-                  "\"prepare\":{\"ms\":%.3f,\"device_allocations\":%" PRIu64 ",\"uploads\":%" PRIu64 "},"
+                  "{\"file\":%s,\"function\":%s,\"device\":%s,\"arena_bytes\":%" PRIu64
+                  ",\"constant_bytes\":%" PRIu64 ",\"lower_bound_bytes\":%" PRIu64
+                  ",\"load_ms\":%.3f,"
+                  "\"prepare\":{\"ms\":%.3f,\"device_allocations\":%" PRIu64 ",\"uploads\":%" PRIu64
+                  "},"
                   "\"invoke\":{\"count\":%" PRIu64 ",\"device_allocations\":%" PRIu64 ",\"uploads\":%" PRIu64
                   ",\"dispatches\":%" PRIu64 ",\"ms_median\":%.4f}}\n",
-                  json_string(o.path).c_str(), json_string(sig.name).c_str(), json_string(std::string(dev.name())).c_str(),
-                  module->arena_bytes(), module->constant_bytes(), module->lower_bound_bytes(), load_ms, prepare_ms,
+                  json_string(o.path).c_str(), json_string(sig.name).c_str(),
+                  json_string(std::string(dev.name())).c_str(), module->arena_bytes(),
+                  module->constant_bytes(), module->lower_bound_bytes(), load_ms, prepare_ms,
                   prepare_allocations, prepare_uploads, context->invoke_count(),
                   invoke.device_allocations + invoke_allocations, invoke.uploads + invoke_uploads,
                   invoke.dispatches, median);

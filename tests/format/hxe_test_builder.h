@@ -24,7 +24,8 @@ class AlignedBytes {
  public:
   AlignedBytes() = default;
   explicit AlignedBytes(size_t size)
-      : data_(static_cast<uint8_t*>(std::aligned_alloc(4096, (size + 4095) / 4096 * 4096 + 4096)), &std::free),
+      : data_(static_cast<uint8_t*>(std::aligned_alloc(4096, (size + 4095) / 4096 * 4096 + 4096)),
+              &std::free),
         size_(size) {
     std::memset(data_.get(), 0, (size + 4095) / 4096 * 4096 + 4096);
   }
@@ -125,7 +126,8 @@ struct ModuleSpec {
 
 inline uint64_t round_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
-inline std::vector<uint8_t> build_metadata(const ModuleSpec& spec, const std::vector<uint64_t>& section_offsets) {
+inline std::vector<uint8_t> build_metadata(const ModuleSpec& spec,
+                                           const std::vector<uint64_t>& section_offsets) {
   flatbuffers::FlatBufferBuilder b;
   std::vector<fb::Section> sections;
   for (size_t i = 0; i < spec.sections.size(); ++i) {
@@ -139,8 +141,8 @@ inline std::vector<uint8_t> build_metadata(const ModuleSpec& spec, const std::ve
     auto name = b.CreateString(c.name);
     auto shape = b.CreateVector(c.shape);
     auto pattern = b.CreateVector(c.fill_pattern);
-    constants.push_back(fb::CreateConstant(b, name, c.dtype, shape, c.byte_size, c.storage, c.section, c.offset,
-                                           pattern, c.fill_count));
+    constants.push_back(fb::CreateConstant(b, name, c.dtype, shape, c.byte_size, c.storage, c.section,
+                                           c.offset, pattern, c.fill_count));
   }
   std::vector<flatbuffers::Offset<fb::Kernel>> kernels;
   for (const std::string& k : spec.kernels) kernels.push_back(fb::CreateKernel(b, b.CreateString(k)));
@@ -148,7 +150,8 @@ inline std::vector<uint8_t> build_metadata(const ModuleSpec& spec, const std::ve
   for (const SlotSpec& s : spec.slots) {
     auto name = b.CreateString(s.name);
     auto shape = b.CreateVector(s.shape);
-    slots.push_back(fb::CreateSlot(b, name, s.dtype, shape, s.byte_size, s.storage, s.usage, s.arena_offset, s.index));
+    slots.push_back(
+        fb::CreateSlot(b, name, s.dtype, shape, s.byte_size, s.storage, s.usage, s.arena_offset, s.index));
   }
   std::vector<fb::Instruction> instructions;
   for (const InstructionSpec& i : spec.instructions)
@@ -156,7 +159,8 @@ inline std::vector<uint8_t> build_metadata(const ModuleSpec& spec, const std::ve
                               i.param_count, i.alias_mask, static_cast<fb::Opcode>(i.opcode), 0, 0);
   auto bindings = [&](const std::vector<BindingSpec>& list) {
     std::vector<flatbuffers::Offset<fb::Binding>> out;
-    for (const BindingSpec& x : list) out.push_back(fb::CreateBinding(b, b.CreateString(x.name), x.slot, x.donated_to));
+    for (const BindingSpec& x : list)
+      out.push_back(fb::CreateBinding(b, b.CreateString(x.name), x.slot, x.donated_to));
     return b.CreateVector(out);
   };
   std::vector<flatbuffers::Offset<fb::Function>> functions;
@@ -170,8 +174,8 @@ inline std::vector<uint8_t> build_metadata(const ModuleSpec& spec, const std::ve
   flatbuffers::Offset<fb::ArenaPlan> arena;
   if (spec.has_arena)
     arena = fb::CreateArenaPlan(b, spec.arena_size, spec.arena_alignment, spec.arena_lower_bound,
-                                static_cast<fb::PlanStrategy>(spec.arena_strategy), b.CreateString("greedy-by-size"),
-                                spec.workspace_size);
+                                static_cast<fb::PlanStrategy>(spec.arena_strategy),
+                                b.CreateString("greedy-by-size"), spec.workspace_size);
   auto module = fb::CreateModule(b, b.CreateString(spec.name), b.CreateString("hand-built test"),
                                  b.CreateVectorOfStructs(sections), b.CreateVector(constants),
                                  b.CreateVector(kernels), b.CreateVector(slots),
@@ -217,7 +221,8 @@ inline AlignedBytes write_hxe(const ModuleSpec& spec) {
 inline void reseal_metadata(AlignedBytes& file) {
   format::Prelude prelude;
   std::memcpy(&prelude, file.data(), sizeof(prelude));
-  prelude.metadata_checksum = format::checksum64({file.data() + prelude.metadata_offset, prelude.metadata_size});
+  prelude.metadata_checksum =
+      format::checksum64({file.data() + prelude.metadata_offset, prelude.metadata_size});
   std::memcpy(file.data(), &prelude, sizeof(prelude));
 }
 

@@ -56,7 +56,7 @@ TEST_CASE("data checksum is checked on request") {
   spec.data_checksum = true;
   AlignedBytes file = write_hxe(spec);
   CHECK(verify(file, true).ok());
-  file.data()[4096] ^= 1;  // a weight byte
+  file.data()[4096] ^= 1;           // a weight byte
   CHECK(verify(file, false).ok());  // O(metadata) load does not look at weights
   Result<VerifiedModule> result = verify(file, true);
   REQUIRE_FALSE(result.ok());
@@ -98,7 +98,8 @@ TEST_CASE("bit flips behind a valid checksum never crash the verifier") {
   Prelude prelude;
   std::memcpy(&prelude, original.data(), sizeof(prelude));
   int rejected = 0;
-  for (size_t byte = prelude.metadata_offset; byte < prelude.metadata_offset + prelude.metadata_size; ++byte) {
+  for (size_t byte = prelude.metadata_offset; byte < prelude.metadata_offset + prelude.metadata_size;
+       ++byte) {
     for (int bit = 0; bit < 8; ++bit) {
       AlignedBytes file = original.copy();
       file.data()[byte] ^= static_cast<uint8_t>(1u << bit);
@@ -155,7 +156,8 @@ TEST_CASE("sections") {
 }
 
 TEST_CASE("constants") {
-  expect_error([](ModuleSpec& m) { m.constants[0].offset = 64; }, "constant 0 ('b'): bytes [64, +16) are outside");
+  expect_error([](ModuleSpec& m) { m.constants[0].offset = 64; },
+               "constant 0 ('b'): bytes [64, +16) are outside");
   expect_error([](ModuleSpec& m) { m.constants[0].offset = 8; }, "64-byte aligned");
   expect_error([](ModuleSpec& m) { m.constants[0].offset = ~uint64_t{0} - 63; }, "outside section");
   expect_error([](ModuleSpec& m) { m.constants[0].section = 7; }, "section 7 out of range");
@@ -182,16 +184,20 @@ TEST_CASE("constants") {
 }
 
 TEST_CASE("kernels") {
-  expect_error([](ModuleSpec& m) { m.kernels[1] = "frobnicate"; }, "kernel 1: 'frobnicate' is not in the kernel catalog");
+  expect_error([](ModuleSpec& m) { m.kernels[1] = "frobnicate"; },
+               "kernel 1: 'frobnicate' is not in the kernel catalog");
 }
 
 TEST_CASE("slots") {
-  expect_error([](ModuleSpec& m) { m.slots[3].arena_offset = 32; }, "not a multiple of the arena alignment 64");
+  expect_error([](ModuleSpec& m) { m.slots[3].arena_offset = 32; },
+               "not a multiple of the arena alignment 64");
   expect_error([](ModuleSpec& m) { m.slots[3].arena_offset = 64; }, "exceed the arena size 64");
   expect_error([](ModuleSpec& m) { m.slots[3].arena_offset = ~uint64_t{0} - 63; }, "exceed the arena size");
   expect_error([](ModuleSpec& m) { m.slots[1].index = 9; }, "constant index 9 out of range");
-  expect_error([](ModuleSpec& m) { m.slots[3].usage = fb::SlotUsage::Constant; }, "not allowed for arena storage");
-  expect_error([](ModuleSpec& m) { m.slots[3].storage = static_cast<fb::StorageKind>(9); }, "unknown storage");
+  expect_error([](ModuleSpec& m) { m.slots[3].usage = fb::SlotUsage::Constant; },
+               "not allowed for arena storage");
+  expect_error([](ModuleSpec& m) { m.slots[3].storage = static_cast<fb::StorageKind>(9); },
+               "unknown storage");
   expect_error(
       [](ModuleSpec& m) {
         m.slots[3].shape = {int64_t{1} << 62, 4};
@@ -207,8 +213,12 @@ TEST_CASE("instructions") {
   expect_error([](ModuleSpec& m) { m.instructions[2].operand_begin = 7; }, "exceed the operand pool");
   expect_error([](ModuleSpec& m) { m.instructions[2].operand_begin = ~0u; }, "exceed the operand pool");
   expect_error([](ModuleSpec& m) { m.instructions[2].param_count = 3; }, "exceed the parameter pool");
-  expect_error([](ModuleSpec& m) { m.instructions[2].param_begin = ~0u; m.instructions[2].param_count = 2; },
-               "exceed the parameter pool");
+  expect_error(
+      [](ModuleSpec& m) {
+        m.instructions[2].param_begin = ~0u;
+        m.instructions[2].param_count = 2;
+      },
+      "exceed the parameter pool");
   expect_error([](ModuleSpec& m) { m.instructions[0].input_count = 3; }, "need exactly one output");
   expect_error([](ModuleSpec& m) { m.instructions[0].opcode = 7; }, "unknown opcode");
   expect_error([](ModuleSpec& m) { m.instructions[1].alias_mask = 0b100; }, "alias mask");
@@ -240,7 +250,8 @@ TEST_CASE("instructions") {
 }
 
 TEST_CASE("functions and bindings") {
-  expect_error([](ModuleSpec& m) { m.functions[0].instruction_count = 4; }, "exceed the module's 3 instructions");
+  expect_error([](ModuleSpec& m) { m.functions[0].instruction_count = 4; },
+               "exceed the module's 3 instructions");
   expect_error([](ModuleSpec& m) { m.functions[0].instruction_begin = ~0u; }, "exceed the module's");
   expect_error([](ModuleSpec& m) { m.functions[0].name = ""; }, "empty name");
   expect_error([](ModuleSpec& m) { m.functions[0].inputs[0].name = ""; }, "empty name");
@@ -249,7 +260,8 @@ TEST_CASE("functions and bindings") {
   expect_error([](ModuleSpec& m) { m.functions[0].outputs[0].slot = 3; }, "neither bound to output 0");
   expect_error([](ModuleSpec& m) { m.functions[0].inputs[0].donated_to = 4; }, "donated_to 4 out of range");
   expect_error([](ModuleSpec& m) { m.functions[0].arena_size = 65; }, "exceeds the arena plan size");
-  expect_error([](ModuleSpec& m) { m.functions[0].outputs.clear(); }, "bound to output 0 but the function has 0 outputs");
+  expect_error([](ModuleSpec& m) { m.functions[0].outputs.clear(); },
+               "bound to output 0 but the function has 0 outputs");
   expect_error([](ModuleSpec& m) { m.functions[0].instruction_count = 2; }, "output 0 is never written");
   expect_error(
       [](ModuleSpec& m) {
@@ -275,7 +287,8 @@ TEST_CASE("donation: an in-place result in a donated input is accepted") {
   ModuleSpec m = tiny_module_spec();
   // relu writes its result into the donated input's buffer, which is output 0.
   m.slots[0].usage = fb::SlotUsage::Donated;
-  m.slots.push_back({"y_in_x", fb::DType::F32, {1, 4}, 16, fb::StorageKind::Input, fb::SlotUsage::Donated, 0, 0});
+  m.slots.push_back(
+      {"y_in_x", fb::DType::F32, {1, 4}, 16, fb::StorageKind::Input, fb::SlotUsage::Donated, 0, 0});
   m.operand_pool[7] = 6;
   m.functions[0].inputs[0].donated_to = 0;
   m.functions[0].outputs[0].slot = 6;

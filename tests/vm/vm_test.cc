@@ -83,7 +83,8 @@ TEST_CASE("load_buffer: accessors and signatures") {
 
 TEST_CASE("load_buffer rejects unaligned memory and corrupt files") {
   AlignedBytes bytes = write_hxe(tiny_module_spec());
-  CHECK(Module::load_buffer({bytes.data() + 8, bytes.size() - 8}).status().code() == StatusCode::kInvalidArgument);
+  CHECK(Module::load_buffer({bytes.data() + 8, bytes.size() - 8}).status().code() ==
+        StatusCode::kInvalidArgument);
   CHECK(Module::load_buffer(bytes.prefix(100)).status().code() == StatusCode::kDataLoss);
 }
 
@@ -218,9 +219,11 @@ TEST_CASE("invoke argument errors") {
   TensorRef two[2] = {input, input};
   CHECK(message(context->invoke(0, two)) == "function 'main' takes 1 inputs, got 2");
   TensorRef wrong_shape{x.data(), 32, TensorType{DType::kF32, {2, 4}}};
-  CHECK(message(context->invoke(0, {&wrong_shape, 1})) == "input 'x' of function 'main': expected f32[1,4], got f32[2,4]");
+  CHECK(message(context->invoke(0, {&wrong_shape, 1})) ==
+        "input 'x' of function 'main': expected f32[1,4], got f32[2,4]");
   TensorRef wrong_dtype{x.data(), 16, TensorType{DType::kI32, {1, 4}}};
-  CHECK(message(context->invoke(0, {&wrong_dtype, 1})) == "input 'x' of function 'main': expected f32[1,4], got i32[1,4]");
+  CHECK(message(context->invoke(0, {&wrong_dtype, 1})) ==
+        "input 'x' of function 'main': expected f32[1,4], got i32[1,4]");
   TensorRef short_buffer{x.data(), 8, kVec};
   CHECK(message(context->invoke(0, {&short_buffer, 1})).find("smaller") != std::string::npos);
   TensorRef null_data{nullptr, 16, kVec};
@@ -231,7 +234,8 @@ TEST_CASE("invoke argument errors") {
   TensorRef outs[2] = {output, output};
   CHECK(message(context->invoke(0, {&input, 1}, outs)) == "function 'main' has 1 outputs, got 2");
   TensorRef same_as_input{x.data(), 16, kVec};
-  CHECK(message(context->invoke(0, {&input, 1}, {&same_as_input, 1})).find("not donated") != std::string::npos);
+  CHECK(message(context->invoke(0, {&input, 1}, {&same_as_input, 1})).find("not donated") !=
+        std::string::npos);
   CHECK(message(context->invoke(3, {&input, 1})).find("out of range") != std::string::npos);
   Status unknown = context->invoke("predict", {&input, 1});
   CHECK(unknown.code() == StatusCode::kNotFound);
@@ -329,7 +333,8 @@ TEST_CASE("two contexts run concurrently on two threads") {
 TEST_CASE("donated input written in place is the output") {
   ModuleSpec m = tiny_module_spec();
   m.slots[0].usage = fb::SlotUsage::Donated;
-  m.slots.push_back({"y_in_x", fb::DType::F32, {1, 4}, 16, fb::StorageKind::Input, fb::SlotUsage::Donated, 0, 0});
+  m.slots.push_back(
+      {"y_in_x", fb::DType::F32, {1, 4}, 16, fb::StorageKind::Input, fb::SlotUsage::Donated, 0, 0});
   m.operand_pool[7] = 6;  // relu writes into x's buffer
   m.functions[0].inputs[0].donated_to = 0;
   m.functions[0].outputs[0].slot = 6;

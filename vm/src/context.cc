@@ -40,10 +40,18 @@ Status build_function_table(ContextImpl& c, size_t function_index, FunctionTable
       arg.byte_size = slot.byte_size();
       const auto arg_index = static_cast<uint32_t>(t.args.size());
       switch (slot.storage()) {
-        case fb::StorageKind::Arena: arg.data = device_address(c.arena, slot.arena_offset()); break;
-        case fb::StorageKind::Constant: arg.data = p.constant_data[slot.index()]; break;
-        case fb::StorageKind::Input: patches[slot.index()].push_back(arg_index); break;
-        case fb::StorageKind::Output: patches[inputs + slot.index()].push_back(arg_index); break;
+        case fb::StorageKind::Arena:
+          arg.data = device_address(c.arena, slot.arena_offset());
+          break;
+        case fb::StorageKind::Constant:
+          arg.data = p.constant_data[slot.index()];
+          break;
+        case fb::StorageKind::Input:
+          patches[slot.index()].push_back(arg_index);
+          break;
+        case fb::StorageKind::Output:
+          patches[inputs + slot.index()].push_back(arg_index);
+          break;
       }
       t.args.push_back(arg);
     }
@@ -72,7 +80,8 @@ Status build_function_table(ContextImpl& c, size_t function_index, FunctionTable
   t.output_in_input.assign(outputs, -1);
   t.last_output_data.assign(outputs, nullptr);
   for (size_t j = 0; j < outputs; ++j) {
-    const fb::Slot& slot = *fbm.slots()->Get(fn.outputs()->Get(static_cast<flatbuffers::uoffset_t>(j))->slot());
+    const fb::Slot& slot =
+        *fbm.slots()->Get(fn.outputs()->Get(static_cast<flatbuffers::uoffset_t>(j))->slot());
     if (slot.storage() == fb::StorageKind::Input) {  // computed in place in a donated input
       t.output_in_input[j] = static_cast<int32_t>(slot.index());
       continue;
@@ -98,8 +107,9 @@ Status check_argument(const char* kind, size_t index, const TensorSignature& exp
   if (!(got.type == expected.type))
     return invalid_argument(what + "expected " + expected.type.to_string() + ", got " + got.type.to_string());
   if (got.data == nullptr) return invalid_argument(what + "data is null");
-  return invalid_argument(what + "buffer of " + std::to_string(got.byte_size) + " bytes is smaller than the " +
-                          std::to_string(expected.byte_size) + " bytes of " + expected.type.to_string());
+  return invalid_argument(what + "buffer of " + std::to_string(got.byte_size) +
+                          " bytes is smaller than the " + std::to_string(expected.byte_size) + " bytes of " +
+                          expected.type.to_string());
 }
 
 }  // namespace
@@ -123,8 +133,8 @@ Status ContextImpl::invoke(size_t function, std::span<const TensorRef> inputs,
   FunctionTable& t = functions[function];
   const size_t input_count = sig.inputs.size();
   if (inputs.size() != input_count)
-    return invalid_argument("function '" + sig.name + "' takes " + std::to_string(input_count) + " inputs, got " +
-                            std::to_string(inputs.size()));
+    return invalid_argument("function '" + sig.name + "' takes " + std::to_string(input_count) +
+                            " inputs, got " + std::to_string(inputs.size()));
   const bool own_outputs = outputs.empty();
   if (!own_outputs && outputs.size() != sig.outputs.size())
     return invalid_argument("function '" + sig.name + "' has " + std::to_string(sig.outputs.size()) +
@@ -139,16 +149,19 @@ Status ContextImpl::invoke(size_t function, std::span<const TensorRef> inputs,
                               "' is computed in place in donated input '" + sig.inputs[donor].name +
                               "': pass that input's buffer as the output");
     for (size_t i = 0; i < input_count; ++i)
-      if (outputs[j].data != nullptr && outputs[j].data == inputs[i].data && sig.inputs[i].donated_to != int(j))
+      if (outputs[j].data != nullptr && outputs[j].data == inputs[i].data &&
+          sig.inputs[i].donated_to != int(j))
         return invalid_argument("output " + std::to_string(j) + " of function '" + sig.name +
-                                "' is the buffer of input '" + sig.inputs[i].name + "', which is not donated to it");
+                                "' is the buffer of input '" + sig.inputs[i].name +
+                                "', which is not donated to it");
   }
 
   for (size_t i = 0; i < input_count; ++i)
-    for (uint32_t a = t.patch_begin[i]; a < t.patch_begin[i + 1]; ++a) t.args[t.patch_args[a]].data = inputs[i].data;
+    for (uint32_t a = t.patch_begin[i]; a < t.patch_begin[i + 1]; ++a)
+      t.args[t.patch_args[a]].data = inputs[i].data;
   for (size_t j = 0; j < sig.outputs.size(); ++j) {
     const int32_t donor = t.output_in_input[j];
-    void* data = donor >= 0 ? inputs[donor].data
+    void* data = donor >= 0    ? inputs[donor].data
                  : own_outputs ? device_address(t.own_outputs[j])
                                : outputs[j].data;
     t.last_output_data[j] = data;
@@ -163,7 +176,11 @@ Status ContextImpl::invoke(size_t function, std::span<const TensorRef> inputs,
     status = queue->dispatch(t.dispatches[k]);
     if (!status.ok())
       status = status.annotate("function '" + sig.name + "' instruction " +
-                               std::to_string(module->fb().functions()->Get(static_cast<flatbuffers::uoffset_t>(function))->instruction_begin() + k) +
+                               std::to_string(module->fb()
+                                                  .functions()
+                                                  ->Get(static_cast<flatbuffers::uoffset_t>(function))
+                                                  ->instruction_begin() +
+                                              k) +
                                " ('" + format::kernel_info(t.dispatches[k].kernel_id).name + "')");
   }
   Status synced = queue->synchronize();
@@ -197,8 +214,8 @@ Result<Context> Context::create(const Program& program) {
     return resource_exhausted("arena of " + std::to_string(plan.size()) + " bytes plus workspace overflows");
   if (workspace == 0) total = plan.size();
   if (total > 0) {
-    HEXIR_ASSIGN_OR_RETURN(c->arena, device.allocate(total, hal::MemoryType::kDeviceLocal,
-                                                     hal::BufferUsage::kTransient, align));
+    HEXIR_ASSIGN_OR_RETURN(
+        c->arena, device.allocate(total, hal::MemoryType::kDeviceLocal, hal::BufferUsage::kTransient, align));
     ++c->create_stats.device_allocations;
   }
 
@@ -208,7 +225,8 @@ Result<Context> Context::create(const Program& program) {
   return Context(std::move(c));
 }
 
-Status Context::invoke(size_t function, std::span<const TensorRef> inputs, std::span<const TensorRef> outputs) {
+Status Context::invoke(size_t function, std::span<const TensorRef> inputs,
+                       std::span<const TensorRef> outputs) {
   return impl_->invoke(function, inputs, outputs);
 }
 
@@ -232,7 +250,8 @@ Result<TensorRef> Context::output(size_t function, size_t index) const {
                             " outputs, asked for output " + std::to_string(index));
   const FunctionTable& t = impl_->functions[function];
   if (!t.has_own_results)
-    return failed_precondition("function '" + sig.name + "' has no context-owned results: its last invoke "
+    return failed_precondition("function '" + sig.name +
+                               "' has no context-owned results: its last invoke "
                                "passed outputs, failed, or never happened");
   TensorRef ref;
   ref.data = t.last_output_data[index];

@@ -47,7 +47,8 @@ Status finish_load(ModuleImpl& impl, std::span<const uint8_t> bytes, const LoadO
   impl.arena_bytes = m.arena()->size();
   impl.lower_bound_bytes = m.arena()->lower_bound();
   if (m.constants())
-    for (const fb::Constant* c : *m.constants()) impl.constant_bytes = saturating_add(impl.constant_bytes, c->byte_size());
+    for (const fb::Constant* c : *m.constants())
+      impl.constant_bytes = saturating_add(impl.constant_bytes, c->byte_size());
   return ok_status();
 }
 
@@ -103,7 +104,7 @@ Result<Module> Module::load_buffer(std::span<const uint8_t> bytes, const LoadOpt
 
 const std::string& Module::name() const { return impl_->name; }
 size_t Module::function_count() const { return impl_->functions.size(); }
-const FunctionSignature& Module::function(size_t index) const { 
+const FunctionSignature& Module::function(size_t index) const {
   assert(index < impl_->functions.size());
   return impl_->functions[index];
 }

@@ -39,8 +39,8 @@ Status prepare_sections(ProgramImpl& p, std::vector<hal::Buffer>& section_buffer
                                            hal::BufferUsage::kConstant, format::kConstantAlignment));
     p.buffers.push_back(buffer);
     ++p.prepare_stats.device_allocations;
-    HEXIR_RETURN_IF_ERROR(device.write(buffer, 0, bytes.data(), bytes.size()).annotate(
-        "uploading section " + std::to_string(i)));
+    HEXIR_RETURN_IF_ERROR(device.write(buffer, 0, bytes.data(), bytes.size())
+                              .annotate("uploading section " + std::to_string(i)));
     ++p.prepare_stats.uploads;
     section_buffers[i] = buffer;
   }
@@ -68,17 +68,17 @@ Status prepare_constants(ProgramImpl& p, const std::vector<hal::Buffer>& section
   if (fill_bytes == 0) return ok_status();
 
   HEXIR_ASSIGN_OR_RETURN(hal::Buffer fills,
-                         p.device->allocate(fill_bytes, hal::MemoryType::kDeviceLocal, hal::BufferUsage::kConstant,
-                                            format::kConstantAlignment));
+                         p.device->allocate(fill_bytes, hal::MemoryType::kDeviceLocal,
+                                            hal::BufferUsage::kConstant, format::kConstantAlignment));
   p.buffers.push_back(fills);
   ++p.prepare_stats.device_allocations;
   for (size_t i = 0; i < count; ++i) {
     const fb::Constant& c = *m.fb().constants()->Get(static_cast<flatbuffers::uoffset_t>(i));
     if (c.storage() != fb::ConstantStorage::Fill || c.byte_size() == 0) continue;
-    HEXIR_RETURN_IF_ERROR(p.device
-                              ->fill(fills, fill_offsets[i], c.byte_size(), c.fill_pattern()->data(),
-                                     c.fill_pattern()->size())
-                              .annotate("filling constant " + std::to_string(i)));
+    HEXIR_RETURN_IF_ERROR(
+        p.device
+            ->fill(fills, fill_offsets[i], c.byte_size(), c.fill_pattern()->data(), c.fill_pattern()->size())
+            .annotate("filling constant " + std::to_string(i)));
     p.constant_data[i] = device_address(fills, fill_offsets[i]);
   }
   return ok_status();
@@ -92,7 +92,8 @@ Status resolve_kernels(ProgramImpl& p) {
     if (info.is_view) continue;  // never dispatched
     Result<uintptr_t> handle = p.device->resolve_kernel(ids[i]);
     if (!handle.ok())
-      return handle.status().annotate("kernel '" + std::string(info.name) + "' on " + std::string(p.device->name()));
+      return handle.status().annotate("kernel '" + std::string(info.name) + "' on " +
+                                      std::string(p.device->name()));
     p.kernel_handles[i] = *handle;
   }
   return ok_status();

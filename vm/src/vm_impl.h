@@ -47,23 +47,23 @@ class ProgramImpl {
   const Module* module = nullptr;
   const ModuleImpl* module_impl = nullptr;
   hal::Device* device = nullptr;
-  std::vector<hal::Buffer> buffers;         // imported or allocated; released on destruction
-  std::vector<void*> constant_data;         // per constant: its device address
-  std::vector<uintptr_t> kernel_handles;    // per kernel table entry (0 for views)
+  std::vector<hal::Buffer> buffers;       // imported or allocated; released on destruction
+  std::vector<void*> constant_data;       // per constant: its device address
+  std::vector<uintptr_t> kernel_handles;  // per kernel table entry (0 for views)
   PhaseStats prepare_stats;
 };
 
 // One function's prebuilt dispatch table inside a context.
 struct FunctionTable {
-  std::vector<hal::TensorArg> args;          // operands of every instruction, flattened
-  std::vector<hal::DispatchArgs> dispatches; // one per instruction, pointing into args
+  std::vector<hal::TensorArg> args;           // operands of every instruction, flattened
+  std::vector<hal::DispatchArgs> dispatches;  // one per instruction, pointing into args
   // args entries each binding patches at invoke: inputs first, then outputs (CSR).
   std::vector<uint32_t> patch_begin;
   std::vector<uint32_t> patch_args;
-  std::vector<hal::Buffer> own_outputs;      // context-owned result buffers
-  std::vector<int32_t> output_in_input;      // per output: donated input holding it, or -1
-  std::vector<void*> last_output_data;       // where each result of the last invoke landed
-  bool has_own_results = false;              // last invoke used own_outputs
+  std::vector<hal::Buffer> own_outputs;  // context-owned result buffers
+  std::vector<int32_t> output_in_input;  // per output: donated input holding it, or -1
+  std::vector<void*> last_output_data;   // where each result of the last invoke landed
+  bool has_own_results = false;          // last invoke used own_outputs
 };
 
 class ContextImpl {

@@ -25,14 +25,14 @@ struct VerifyOptions {
 // A verified view of a file. Borrows the file bytes: every pointer and span
 // here points into them and is valid as long as they are.
 struct VerifiedModule {
-  Prelude prelude{};                                // a copy (the file may be any 8-aligned memory)
+  Prelude prelude{};  // a copy (the file may be any 8-aligned memory)
   std::span<const uint8_t> file;
   std::span<const uint8_t> metadata;
-  const fb::Module* module = nullptr;               // verified flatbuffer root
-  std::vector<std::span<const uint8_t>> sections;   // per Module.sections entry, its bytes in the file
-  std::vector<KernelId> kernel_ids;                 // per Module.kernels entry, its catalog id
-  std::vector<TensorType> slot_types;               // per Module.slots entry
-  std::vector<TensorType> constant_types;           // per Module.constants entry
+  const fb::Module* module = nullptr;              // verified flatbuffer root
+  std::vector<std::span<const uint8_t>> sections;  // per Module.sections entry, its bytes in the file
+  std::vector<KernelId> kernel_ids;                // per Module.kernels entry, its catalog id
+  std::vector<TensorType> slot_types;              // per Module.slots entry
+  std::vector<TensorType> constant_types;          // per Module.constants entry
 };
 
 // Verifies the prelude, metadata checksum, flatbuffer structure (identifier
