@@ -1,0 +1,7 @@
+// libFuzzer entry point; see fuzz_targets.h.
+#include "fuzz_targets.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  hexir::fuzz::compile_hxir_text(data, size);
+  return 0;
+}
