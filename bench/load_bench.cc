@@ -9,6 +9,8 @@
 // Defaults: N = 1024, M = 16, R = 5. Needs about 2x N MiB of temporary disk
 // and 3-4x N MiB of memory while compiling. Times are with a warm page cache
 // (the file was just written); everything is removed at the end.
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -20,8 +22,6 @@
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <unistd.h>
 
 #include "hexir/base/npy.h"
 #include "hexir/hal/device.h"
@@ -108,9 +108,9 @@ hexir::Result<fs::path> write_model(const fs::path& dir, int count, int64_t rows
   return hxir;
 }
 
-#define HEXIR_RETURN_IF_ERROR_MAIN(expr)          \
-  do {                                            \
-    ::hexir::Status status_ = (expr);             \
+#define HEXIR_RETURN_IF_ERROR_MAIN(expr)             \
+  do {                                               \
+    ::hexir::Status status_ = (expr);                \
     if (!status_.ok()) return fail("read", status_); \
   } while (0)
 
@@ -168,8 +168,10 @@ int bench_size(int size_mb, int reps, Figures* fig) {
   const uint64_t file_size = fs::file_size(hxe_path);
   fig->rodata_mib = static_cast<double>(total) / (1 << 20);
   fig->file_mib = static_cast<double>(file_size) / (1 << 20);
-  std::printf("load_bench: %d MiB of RODATA in %d constant(s); file %.1f MiB (generated in %.0f ms, compiled in %.0f ms)\n",
-              size_mb, count, fig->file_mib, gen_ms, compile_ms);
+  std::printf(
+      "load_bench: %d MiB of RODATA in %d constant(s); file %.1f MiB (generated in %.0f ms, compiled in %.0f "
+      "ms)\n",
+      size_mb, count, fig->file_mib, gen_ms, compile_ms);
 
   std::vector<double> mmap_ms, read_ms, read_only_ms, prefaulted_ms, checksum_ms, prepare_ms;
   for (int r = 0; r < reps; ++r) {
@@ -236,8 +238,8 @@ int bench_size(int size_mb, int reps, Figures* fig) {
   fig->checksum_ms = median(checksum_ms);
   fig->prepare_ms = median(prepare_ms);
   std::printf("  Module::load_file (mmap + verify metadata)   : %10.3f ms\n", fig->mmap_ms);
-  std::printf("  ifstream read + Module::load_buffer          : %10.3f ms  (read %.3f ms, %.2f GiB/s)\n", fig->read_ms,
-              read_only, static_cast<double>(file_size) / (1 << 30) / (read_only / 1e3));
+  std::printf("  ifstream read + Module::load_buffer          : %10.3f ms  (read %.3f ms, %.2f GiB/s)\n",
+              fig->read_ms, read_only, static_cast<double>(file_size) / (1 << 30) / (read_only / 1e3));
   std::printf("  ifstream read into touched memory + load_buf: %10.3f ms  (%.2f GiB/s)\n", fig->prefaulted_ms,
               static_cast<double>(file_size) / (1 << 30) / (fig->prefaulted_ms / 1e3));
   std::printf("  load_file + verify_data_checksum (O(weights)): %10.3f ms\n", fig->checksum_ms);
@@ -252,9 +254,12 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     auto next = [&]() { return i + 1 < argc ? std::atoi(argv[++i]) : 0; };
-    if (arg == "--size-mb") size_mb = next();
-    else if (arg == "--small-mb") small_mb = next();
-    else if (arg == "--reps") reps = next();
+    if (arg == "--size-mb")
+      size_mb = next();
+    else if (arg == "--small-mb")
+      small_mb = next();
+    else if (arg == "--reps")
+      reps = next();
     else {
       std::fprintf(stderr, "usage: %s [--size-mb N] [--small-mb M] [--reps R]\n", argv[0]);
       return 2;
@@ -270,11 +275,11 @@ int main(int argc, char** argv) {
   if (int rc = bench_size(size_mb, reps, &big)) return rc;
 
   std::printf("\nload_bench summary (median of %d, warm page cache):\n", reps);
-  std::printf("  %-10s %14s %18s %22s %16s\n", "RODATA", "mmap load", "ifstream+buffer", "(into touched memory)",
-              "mmap+checksum");
+  std::printf("  %-10s %14s %18s %22s %16s\n", "RODATA", "mmap load", "ifstream+buffer",
+              "(into touched memory)", "mmap+checksum");
   for (const Figures* f : {&small, &big})
-    std::printf("  %7.0f MiB %11.3f ms %15.3f ms %19.3f ms %13.3f ms\n", f->rodata_mib, f->mmap_ms, f->read_ms,
-                f->prefaulted_ms, f->checksum_ms);
+    std::printf("  %7.0f MiB %11.3f ms %15.3f ms %19.3f ms %13.3f ms\n", f->rodata_mib, f->mmap_ms,
+                f->read_ms, f->prefaulted_ms, f->checksum_ms);
   std::printf("  mmap load at %d MiB / at %d MiB: %.2fx (size ratio %.0fx)\n", size_mb, small_mb,
               big.mmap_ms / small.mmap_ms, big.rodata_mib / small.rodata_mib);
   return 0;

@@ -32,9 +32,12 @@ constexpr float kFactor = 0.999f;
 
 KernelId op_at(int i) {
   switch (i % 3) {
-    case 0: return KernelId::kAdd;
-    case 1: return KernelId::kMul;
-    default: return KernelId::kRelu;
+    case 0:
+      return KernelId::kAdd;
+    case 1:
+      return KernelId::kMul;
+    default:
+      return KernelId::kRelu;
   }
 }
 
@@ -48,9 +51,15 @@ std::string make_source(int dispatches) {
   for (int i = 0; i < dispatches; ++i) {
     std::string v = "%v" + std::to_string(i + 1);
     switch (op_at(i)) {
-      case KernelId::kAdd: s += "  " + v + " = call @add(" + prev + ", @a) : f32[16]\n"; break;
-      case KernelId::kMul: s += "  " + v + " = call @mul(" + prev + ", @m) : f32[16]\n"; break;
-      default: s += "  " + v + " = call @relu(" + prev + ") : f32[16]\n"; break;
+      case KernelId::kAdd:
+        s += "  " + v + " = call @add(" + prev + ", @a) : f32[16]\n";
+        break;
+      case KernelId::kMul:
+        s += "  " + v + " = call @mul(" + prev + ", @m) : f32[16]\n";
+        break;
+      default:
+        s += "  " + v + " = call @relu(" + prev + ") : f32[16]\n";
+        break;
     }
     prev = v;
   }
@@ -93,7 +102,8 @@ struct DirectChain {
     for (int i = 0; i < dispatches; ++i) {
       KernelId id = op_at(i);
       hexir::hal::cpu::KernelFn fn = hexir::hal::cpu::kernel_function(id);
-      if (fn == nullptr) return hexir::internal_error("no cpu kernel for " + std::string(hexir::format::kernel_info(id).name));
+      if (fn == nullptr)
+        return hexir::internal_error("no cpu kernel for " + std::string(hexir::format::kernel_info(id).name));
       float* dst = (i + 1 == dispatches) ? out : scratch.data();
       hexir::hal::TensorArg* ops = &operands[3 * i];
       uint32_t inputs = id == KernelId::kRelu ? 1 : 2;
@@ -129,9 +139,12 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     auto next = [&]() { return i + 1 < argc ? std::atoi(argv[++i]) : 0; };
-    if (arg == "--dispatches") dispatches = next();
-    else if (arg == "--rounds") rounds = next();
-    else if (arg == "--block") block = next();
+    if (arg == "--dispatches")
+      dispatches = next();
+    else if (arg == "--rounds")
+      rounds = next();
+    else if (arg == "--block")
+      block = next();
     else {
       std::fprintf(stderr, "usage: %s [--dispatches N] [--rounds R] [--block B]\n", argv[0]);
       return 2;
@@ -153,15 +166,30 @@ int main(int argc, char** argv) {
   int rc = 0;
   {
     auto module = hexir::vm::Module::load_buffer({raw, hxe->size()});
-    if (!module.ok()) { std::free(raw); return fail("load", module.status()); }
+    if (!module.ok()) {
+      std::free(raw);
+      return fail("load", module.status());
+    }
     auto device = hexir::hal::create_device("cpu");
-    if (!device.ok()) { std::free(raw); return fail("device", device.status()); }
+    if (!device.ok()) {
+      std::free(raw);
+      return fail("device", device.status());
+    }
     auto program = hexir::vm::Program::prepare(*module, **device);
-    if (!program.ok()) { std::free(raw); return fail("prepare", program.status()); }
+    if (!program.ok()) {
+      std::free(raw);
+      return fail("prepare", program.status());
+    }
     auto context = hexir::vm::Context::create(*program);
-    if (!context.ok()) { std::free(raw); return fail("context", context.status()); }
+    if (!context.ok()) {
+      std::free(raw);
+      return fail("context", context.status());
+    }
     auto main_fn = module->find_function("main");
-    if (!main_fn.ok()) { std::free(raw); return fail("function", main_fn.status()); }
+    if (!main_fn.ok()) {
+      std::free(raw);
+      return fail("function", main_fn.status());
+    }
     const size_t fn = *main_fn;
 
     std::vector<float> x(kWidth), vm_out(kWidth, 0.0f), direct_out(kWidth, 0.0f);
@@ -172,14 +200,23 @@ int main(int argc, char** argv) {
 
     DirectChain direct;
     hexir::Status built = direct.build(dispatches, x.data(), direct_out.data());
-    if (!built.ok()) { std::free(raw); return fail("direct", built); }
+    if (!built.ok()) {
+      std::free(raw);
+      return fail("direct", built);
+    }
 
     // Warm up both, and check they agree.
     for (int i = 0; i < 3 * block; ++i) {
       hexir::Status s = context->invoke(fn, std::span(&in, 1), std::span(&out, 1));
-      if (!s.ok()) { std::free(raw); return fail("invoke", s); }
+      if (!s.ok()) {
+        std::free(raw);
+        return fail("invoke", s);
+      }
       s = direct.run();
-      if (!s.ok()) { std::free(raw); return fail("direct run", s); }
+      if (!s.ok()) {
+        std::free(raw);
+        return fail("direct run", s);
+      }
     }
     if (std::memcmp(vm_out.data(), direct_out.data(), kWidth * sizeof(float)) != 0) {
       std::fprintf(stderr, "vm_overhead: VM and direct results differ\n");
@@ -199,8 +236,8 @@ int main(int argc, char** argv) {
       vm_ns.push_back(std::chrono::duration<double, std::nano>(t1 - t0).count() / block);
       direct_ns.push_back(std::chrono::duration<double, std::nano>(t2 - t1).count() / block);
     }
-    uint64_t vm_dispatches =
-        (context->invoke_stats().dispatches - vm_dispatches_before) / (context->invoke_count() - invokes_before);
+    uint64_t vm_dispatches = (context->invoke_stats().dispatches - vm_dispatches_before) /
+                             (context->invoke_count() - invokes_before);
 
     double vm_med = median(vm_ns), direct_med = median(direct_ns);
     double ratio = vm_med / direct_med;
@@ -213,8 +250,8 @@ int main(int argc, char** argv) {
                 direct_med / dispatches);
     std::printf("  VM Context::invoke : %10.1f us/invoke  (%6.1f ns/dispatch)\n", vm_med / 1e3,
                 vm_med / dispatches);
-    std::printf("  ratio VM/direct    : %10.3f  (overhead %+.1f%%, %+.1f ns/dispatch; target within 5%%)\n", ratio,
-                (ratio - 1.0) * 100.0, (vm_med - direct_med) / dispatches);
+    std::printf("  ratio VM/direct    : %10.3f  (overhead %+.1f%%, %+.1f ns/dispatch; target within 5%%)\n",
+                ratio, (ratio - 1.0) * 100.0, (vm_med - direct_med) / dispatches);
   }
   std::free(raw);
   return rc;

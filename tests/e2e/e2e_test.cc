@@ -3,6 +3,7 @@
 // device and compare against the numpy references written by
 // samples/generate.py.
 #include <doctest/doctest.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cmath>
@@ -14,8 +15,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <unistd.h>
 
 #include "hexir/base/npy.h"
 #include "hexir/hal/device.h"
@@ -528,6 +527,7 @@ TEST_CASE("checksummed data sections verify and run") {
   REQUIRE(out.ok());
   NpyArray got;
   got.type = out->type;
-  got.data.assign(static_cast<const uint8_t*>(out->data), static_cast<const uint8_t*>(out->data) + out->byte_size);
+  got.data.assign(static_cast<const uint8_t*>(out->data),
+                  static_cast<const uint8_t*>(out->data) + out->byte_size);
   check_close(got, load_expected("mlp")[0], "mlp output 0 (checksummed)");
 }
