@@ -37,9 +37,25 @@ class CpuQueue final : public Queue {
     if (args.kernel == 0) return invalid_argument("dispatch: kernel handle is null (not resolved)");
     // Hot path: no allocation here or in the kernels.
     auto fn = reinterpret_cast<KernelFn>(args.kernel);
-    dispatch_count_.fetch_add(1, std::memory_order_relaxed);
-    counters_.dispatches.fetch_add(1, std::memory_order_relaxed);
+    // Single writer: a relaxed load + store is a plain add, no locked
+    // read-modify-write; the shared device counter is settled in synchronize().
+    dispatch_count_.store(dispatch_count_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     return fn(args);
+  }
+
+  Status dispatch_sequence(std::span<const DispatchArgs> sequence, size_t* failed_index) override {
+    size_t k = 0;
+    Status status;
+    for (; k < sequence.size(); ++k) {
+      const DispatchArgs& args = sequence[k];
+      status = args.kernel == 0 ? invalid_argument("dispatch: kernel handle is null (not resolved)")
+                                : reinterpret_cast<KernelFn>(args.kernel)(args);
+      if (!status.ok()) break;
+    }
+    dispatch_count_.store(dispatch_count_.load(std::memory_order_relaxed) + k + (status.ok() ? 0 : 1),
+                          std::memory_order_relaxed);
+    if (!status.ok() && failed_index) *failed_index = k;
+    return status;
   }
 
   Status copy(const Buffer& dst, uint64_t dst_offset, const Buffer& src, uint64_t src_offset,
@@ -50,7 +66,13 @@ class CpuQueue final : public Queue {
     return ok_status();
   }
 
-  Status synchronize() override { return ok_status(); }  // work is done when dispatch returns
+  // Work is done when dispatch returns; only the device-wide count is settled here.
+  Status synchronize() override {
+    const uint64_t count = dispatch_count_.load(std::memory_order_relaxed);
+    counters_.dispatches.fetch_add(count - reported_dispatches_, std::memory_order_relaxed);
+    reported_dispatches_ = count;
+    return ok_status();
+  }
 
   uint64_t dispatch_count() const override { return dispatch_count_.load(std::memory_order_relaxed); }
 
@@ -58,6 +80,7 @@ class CpuQueue final : public Queue {
   AtomicCounters& counters_;
   // Atomic only so another thread may read it while this one dispatches.
   std::atomic<uint64_t> dispatch_count_{0};
+  uint64_t reported_dispatches_ = 0;  // part of dispatch_count_ already added to the device counters
 };
 
 class CpuDevice final : public Device {

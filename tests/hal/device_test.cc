@@ -279,6 +279,39 @@ DeviceTensor make_tensor(Device& device, std::vector<int64_t> dims, float value)
   return t;
 }
 
+TEST_CASE("queue dispatch_sequence: runs in order and stops at the first failure") {
+  auto device = make_cpu();
+  auto queue = device->create_queue().value();
+  DeviceTensor acc = make_tensor(*device, {4}, 1.0f), two = make_tensor(*device, {}, 2.0f);
+  const TensorArg operands[3] = {acc.arg(), two.arg(), acc.arg()};  // acc *= 2, in place
+  DispatchArgs mul;
+  mul.kernel = device->resolve_kernel(KernelId::kMul).value();
+  mul.kernel_id = KernelId::kMul;
+  mul.operands = operands;
+  mul.input_count = 2;
+  mul.operand_count = 3;
+  DispatchArgs unresolved = mul;
+  unresolved.kernel = 0;
+
+  const DispatchArgs good[3] = {mul, mul, mul};
+  size_t failed = 99;
+  REQUIRE(queue->dispatch_sequence(good, &failed).ok());
+  CHECK(failed == 99);
+  CHECK(queue->dispatch_count() == 3);
+
+  const DispatchArgs bad[3] = {mul, unresolved, mul};
+  CHECK(queue->dispatch_sequence(bad, &failed).code() == StatusCode::kInvalidArgument);
+  CHECK(failed == 1);
+  REQUIRE(queue->synchronize().ok());
+  float back[4];
+  REQUIRE(device->read(acc.buffer, 0, back, sizeof back).ok());
+  for (float f : back) CHECK(f == 16.0f);  // three doublings, then one more before the failure
+  CHECK(queue->dispatch_count() == 5);
+  CHECK(device->counters().dispatches == 5);
+  device->release(acc.buffer);
+  device->release(two.buffer);
+}
+
 TEST_CASE("queue dispatch: runs the kernel, counts per queue and per device") {
   auto device = make_cpu();
   auto queue = device->create_queue().value();
@@ -349,6 +382,7 @@ TEST_CASE("two threads, two queues, one device: concurrent dispatches stay separ
     args.operand_count = 3;
     bool all_ok = true;
     for (int i = 0; i < kDispatches; ++i) all_ok = queue->dispatch(args).ok() && all_ok;
+    all_ok = queue->synchronize().ok() && all_ok;  // settles the device-wide dispatch count
     float back[64];
     all_ok = device->read(acc.buffer, 0, back, sizeof(back)).ok() && all_ok;
     for (float f : back) all_ok = all_ok && f == value * kDispatches;

@@ -171,18 +171,14 @@ Status ContextImpl::invoke(size_t function, std::span<const TensorRef> inputs,
   t.has_own_results = false;
 
   const uint64_t dispatches_before = queue->dispatch_count();
-  Status status;
-  for (size_t k = 0; k < t.dispatches.size() && status.ok(); ++k) {
-    status = queue->dispatch(t.dispatches[k]);
-    if (!status.ok())
-      status = status.annotate("function '" + sig.name + "' instruction " +
-                               std::to_string(module->fb()
-                                                  .functions()
-                                                  ->Get(static_cast<flatbuffers::uoffset_t>(function))
-                                                  ->instruction_begin() +
-                                              k) +
-                               " ('" + format::kernel_info(t.dispatches[k].kernel_id).name + "')");
-  }
+  size_t failed = 0;
+  Status status = queue->dispatch_sequence(t.dispatches, &failed);
+  if (!status.ok())
+    status = status.annotate(
+        "function '" + sig.name + "' instruction " +
+        std::to_string(module->fb().functions()->Get(static_cast<flatbuffers::uoffset_t>(function))->instruction_begin() +
+                       failed) +
+        " ('" + format::kernel_info(t.dispatches[failed].kernel_id).name + "')");
   Status synced = queue->synchronize();
   invoke_stats.dispatches += queue->dispatch_count() - dispatches_before;
   ++invoke_count;

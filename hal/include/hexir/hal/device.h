@@ -91,11 +91,17 @@ class Queue {
   virtual ~Queue() = default;
   // Runs (or enqueues) one kernel. Must not allocate.
   virtual Status dispatch(const DispatchArgs& args) = 0;
+  // Runs (or enqueues) a whole sequence in order, stopping at the first
+  // failure, whose index goes to *failed_index. One call per invoke keeps the
+  // per-dispatch cost of the VM at a plain loop (and is the unit a CUDA queue
+  // captures as a graph). Must not allocate.
+  virtual Status dispatch_sequence(std::span<const DispatchArgs> sequence, size_t* failed_index) = 0;
   virtual Status copy(const Buffer& dst, uint64_t dst_offset, const Buffer& src, uint64_t src_offset,
                       uint64_t size) = 0;
   // Blocks until everything enqueued has finished.
   virtual Status synchronize() = 0;
   // Per-queue dispatch count (a context's own work, unaffected by other threads).
+  // The device-wide DeviceCounters::dispatches may lag until synchronize().
   virtual uint64_t dispatch_count() const = 0;
 };
 
