@@ -1,0 +1,181 @@
+// The command-line tools as a user runs them: exit codes, messages, files.
+#include <doctest/doctest.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "hexir/base/npy.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr together
+};
+
+CommandResult run(const std::string& command) {
+  CommandResult result;
+  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  char buffer[4096];
+  size_t n;
+  while ((n = fread(buffer, 1, sizeof buffer, pipe)) > 0) result.output.append(buffer, n);
+  int status = pclose(pipe);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return result;
+}
+
+// A scratch directory per test case, removed afterwards.
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    path = fs::temp_directory_path() / ("hexir-tools-" + std::to_string(getpid()) + "-" + std::to_string(counter()++));
+    fs::create_directories(path);
+  }
+  ~TempDir() { fs::remove_all(path); }
+  static int& counter() {
+    static int c = 0;
+    return c;
+  }
+  std::string operator/(const std::string& name) const { return (path / name).string(); }
+};
+
+void write_text(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
+
+std::string read_all(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+const std::string kSamples = HEXIR_SAMPLES_DIR;
+const std::string kCompile = HEXIR_COMPILE;
+const std::string kDump = HEXIR_DUMP;
+const std::string kRun = HEXIR_RUN;
+
+bool contains(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+}  // namespace
+
+TEST_CASE("tools: compile, dump and run the mlp sample against its reference") {
+  TempDir dir;
+  auto c = run(kCompile + " " + kSamples + "/mlp.hxir -o " + dir / "mlp.hxe");
+  REQUIRE_MESSAGE(c.exit_code == 0, c.output);
+  auto d = run(kDump + " " + dir / "mlp.hxe");
+  CHECK(d.exit_code == 0);
+  CHECK(contains(d.output, "arena"));
+  CHECK(contains(d.output, "lower bound"));
+  CHECK(contains(d.output, "fill"));
+  auto r = run(kRun + " " + dir / "mlp.hxe --device cpu --input x=" + kSamples + "/mlp/input_x.npy --output-dir " +
+               dir / "out --iterations 3 --stats-json " + dir / "stats.json");
+  REQUIRE_MESSAGE(r.exit_code == 0, r.output);
+  auto got = hexir::read_npy(dir / "out/0.npy");
+  auto want = hexir::read_npy(kSamples + "/mlp/expected_0.npy");
+  REQUIRE(got.ok());
+  REQUIRE(want.ok());
+  REQUIRE(got->type == want->type);
+  const float* g = reinterpret_cast<const float*>(got->data.data());
+  const float* w = reinterpret_cast<const float*>(want->data.data());
+  for (size_t i = 0; i < got->data.size() / 4; ++i) CHECK(g[i] == doctest::Approx(w[i]).epsilon(1e-4));
+
+  const std::string stats = read_all(dir / "stats.json");
+  for (const char* key : {"\"arena_bytes\"", "\"constant_bytes\"", "\"lower_bound_bytes\"", "\"load_ms\"",
+                          "\"prepare\"", "\"invoke\"", "\"ms_median\"", "\"device_allocations\"", "\"uploads\""})
+    CHECK_MESSAGE(contains(stats, key), key);
+  CHECK(contains(stats, "\"count\":3"));
+}
+
+TEST_CASE("tools: hexir-dump --json has the documented keys") {
+  TempDir dir;
+  REQUIRE(run(kCompile + " " + kSamples + "/transformer.hxir -o " + dir / "t.hxe").exit_code == 0);
+  auto d = run(kDump + " " + dir / "t.hxe --json");
+  REQUIRE(d.exit_code == 0);
+  for (const char* key : {"\"sections\"", "\"constants\"", "\"arena\"", "\"functions\"", "\"slots\"",
+                          "\"instructions\"", "\"lower_bound\"", "\"alignment\"", "\"strategy\"",
+                          "\"storage\":\"rodata\"", "\"storage\":\"fill\""})
+    CHECK_MESSAGE(contains(d.output, key), key);
+  CHECK(d.output.front() == '{');
+}
+
+TEST_CASE("tools: --plan=naive is larger than the arena plan and both run") {
+  TempDir dir;
+  REQUIRE(run(kCompile + " " + kSamples + "/transformer.hxir -o " + dir / "n.hxe --plan=naive").exit_code == 0);
+  REQUIRE(run(kCompile + " " + kSamples + "/transformer.hxir -o " + dir / "a.hxe --plan=arena").exit_code == 0);
+  CHECK(run(kRun + " " + dir / "n.hxe").exit_code == 0);  // random inputs
+  CHECK(run(kRun + " " + dir / "a.hxe").exit_code == 0);
+  auto n = run(kDump + " " + dir / "n.hxe --json"), a = run(kDump + " " + dir / "a.hxe --json");
+  CHECK(contains(n.output, "\"strategy\":\"naive\""));
+  CHECK(contains(a.output, "\"strategy\":\"arena\""));
+}
+
+TEST_CASE("tools: a malformed .hxir names file, line and column and exits non-zero") {
+  TempDir dir;
+  write_text(dir / "bad.hxir", "module @m\nfunc @main(%x: f32[2]) -> (f32[2]) {\n  %y = call @relu(%x) : f32[3]\n  return %y\n}\n");
+  auto c = run(kCompile + " " + dir / "bad.hxir -o " + dir / "bad.hxe");
+  CHECK(c.exit_code == 1);
+  CHECK_MESSAGE(contains(c.output, "bad.hxir:3:"), c.output);
+  CHECK_FALSE(fs::exists(dir / "bad.hxe"));
+  write_text(dir / "syntax.hxir", "module @m\nfunc @main(%x: f32[2] -> (f32[2]) {\n");
+  c = run(kCompile + " " + dir / "syntax.hxir -o " + dir / "s.hxe");
+  CHECK(c.exit_code == 1);
+  CHECK_MESSAGE(contains(c.output, "syntax.hxir:2:"), c.output);
+}
+
+TEST_CASE("tools: usage errors exit 2") {
+  CHECK(run(kCompile).exit_code == 2);
+  CHECK(run(kCompile + " a.hxir --plan=bogus -o x.hxe").exit_code == 2);
+  CHECK(run(kDump).exit_code != 0);
+  CHECK(run(kRun).exit_code != 0);
+}
+
+TEST_CASE("tools: truncated and corrupt executables are rejected by dump and run") {
+  TempDir dir;
+  REQUIRE(run(kCompile + " " + kSamples + "/mlp.hxir -o " + dir / "m.hxe").exit_code == 0);
+  std::string bytes = read_all(dir / "m.hxe");
+  for (size_t len : {size_t{0}, size_t{10}, size_t{64}, size_t{500}, bytes.size() / 2, bytes.size() - 1}) {
+    std::ofstream(dir / "t.hxe", std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(len));
+    auto d = run(kDump + " " + dir / "t.hxe");
+    CHECK_MESSAGE(d.exit_code == 1, len, d.output);
+    CHECK(contains(d.output, "t.hxe"));
+    CHECK(run(kRun + " " + dir / "t.hxe").exit_code == 1);
+  }
+  std::string flipped = bytes;
+  flipped[200] ^= 0x10;  // inside the metadata: the checksum catches it
+  std::ofstream(dir / "f.hxe", std::ios::binary).write(flipped.data(), static_cast<std::streamsize>(flipped.size()));
+  auto d = run(kDump + " " + dir / "f.hxe");
+  CHECK(d.exit_code == 1);
+  CHECK_MESSAGE(contains(d.output, "checksum"), d.output);
+  CHECK(run(kDump + " " + dir / "missing.hxe").exit_code == 1);
+}
+
+TEST_CASE("tools: hexir-run rejects wrong input names, shapes and devices") {
+  TempDir dir;
+  REQUIRE(run(kCompile + " " + kSamples + "/transformer.hxir -o " + dir / "t.hxe").exit_code == 0);
+  auto r = run(kRun + " " + dir / "t.hxe --input x=" + kSamples + "/mlp/input_x.npy");
+  CHECK(r.exit_code == 1);
+  CHECK_MESSAGE(contains(r.output, "input 'x'"), r.output);
+  CHECK(contains(r.output, "f32[16,64]"));
+  r = run(kRun + " " + dir / "t.hxe --input nope=" + kSamples + "/mlp/input_x.npy");
+  CHECK(r.exit_code == 1);
+  CHECK_MESSAGE(contains(r.output, "'nope'"), r.output);
+  r = run(kRun + " " + dir / "t.hxe --input x=" + dir / "missing.npy");
+  CHECK(r.exit_code == 1);
+  r = run(kRun + " " + dir / "t.hxe --device tpu");
+  CHECK(r.exit_code != 0);
+  CHECK_MESSAGE(contains(r.output, "tpu"), r.output);
+  r = run(kRun + " " + dir / "t.hxe --function nope");
+  CHECK(r.exit_code == 1);
+  CHECK_MESSAGE(contains(r.output, "main"), r.output);
+}
