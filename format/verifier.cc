@@ -6,6 +6,8 @@
 #include <string>
 #include <utility>
 
+#include "hexir/format/sections.h"
+
 namespace hexir::format {
 namespace {
 
@@ -150,12 +152,21 @@ class ModuleVerifier {
       const std::string what = cat("section ", i);
       if (static_cast<uint16_t>(s.kind()) > static_cast<uint16_t>(fb::SectionKind::MAX))
         return corrupt(what, ": unknown kind ", static_cast<int>(s.kind()));
-      if (s.compression() == fb::Compression::Zstd)
-        return unimplemented(cat(what, ": zstd-compressed sections are not supported yet"));
-      if (s.compression() != fb::Compression::None)
+      if (s.compression() == fb::Compression::Zstd) {
+        // The frame itself is checked when it is decompressed (sections.h); here only
+        // that raw_size is one it could honestly have. Constants are checked against it.
+        uint64_t most = 0;
+        if (s.size() == 0) return corrupt(what, ": zstd-compressed but stores no bytes");
+        if (s.raw_size() > kMaxRawSectionSize)
+          return corrupt(what, ": raw_size ", s.raw_size(), " exceeds the limit of ", kMaxRawSectionSize);
+        if (!__builtin_mul_overflow(s.size(), kMaxZstdExpansion, &most) && s.raw_size() > most)
+          return corrupt(what, ": raw_size ", s.raw_size(), " is more than zstd can expand ", s.size(),
+                         " stored bytes into");
+      } else if (s.compression() != fb::Compression::None) {
         return corrupt(what, ": unknown compression ", static_cast<int>(s.compression()));
-      if (s.raw_size() != s.size())
+      } else if (s.raw_size() != s.size()) {
         return corrupt(what, ": uncompressed but raw_size ", s.raw_size(), " != size ", s.size());
+      }
       if (!is_power_of_two(s.alignment()))
         return corrupt(what, ": alignment ", s.alignment(), " is not a power of two");
       if (s.offset() % s.alignment() != 0 || s.offset() % kPageSize != 0)

@@ -1,4 +1,5 @@
 // hexir-compile IN.hxir -o OUT.hxe [--plan=naive|arena] [--align N] [--data-checksum]
+//               [--compress=none|zstd[:LEVEL]]
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -6,13 +7,15 @@
 #include <string_view>
 
 #include "hexir/format/prelude.h"
+#include "hexir/format/verifier.h"
 #include "hexir/serializer/compiler.h"
 #include "hexir_generated.h"
 
 namespace {
 
 constexpr const char* kUsage =
-    "usage: hexir-compile IN.hxir -o OUT.hxe [--plan=naive|arena] [--align N] [--data-checksum]\n";
+    "usage: hexir-compile IN.hxir -o OUT.hxe [--plan=naive|arena] [--align N] [--data-checksum]\n"
+    "       [--compress=none|zstd[:LEVEL]]\n";
 
 int usage_error(const std::string& message) {
   std::fprintf(stderr, "hexir-compile: %s\n%s", message.c_str(), kUsage);
@@ -61,6 +64,18 @@ int main(int argc, char** argv) {
         return usage_error("--align expects a number, got '" + std::string(value) + "'");
     } else if (arg == "--data-checksum") {
       options.data_checksum = true;
+    } else if (arg == "--compress=none") {
+      options.compression = hexir::serializer::SectionCompression::kNone;
+    } else if (arg == "--compress=zstd" || arg.starts_with("--compress=zstd:")) {
+      options.compression = hexir::serializer::SectionCompression::kZstd;
+      uint32_t level = 3;
+      if (arg != "--compress=zstd" && (!parse_alignment(arg.substr(16), &level) || level < 1 || level > 22))
+        return usage_error("--compress=zstd:LEVEL expects a level 1..22, got '" +
+                           std::string(arg.substr(16)) + "'");
+      options.compression_level = static_cast<int>(level);
+    } else if (arg.starts_with("--compress")) {
+      return usage_error("unknown compression '" + std::string(arg) +
+                         "' (expected --compress=none|zstd[:LEVEL])");
     } else if (arg.starts_with("-")) {
       return usage_error("unknown option '" + std::string(arg) + "'");
     } else if (input.empty()) {
@@ -94,5 +109,11 @@ int main(int argc, char** argv) {
               arena && arena->heuristic() ? arena->heuristic()->c_str() : "?",
               static_cast<unsigned long long>(arena ? arena->lower_bound() : 0), constant_count,
               static_cast<unsigned long long>(constant_bytes));
+  if (module->sections())
+    for (const auto* s : *module->sections())
+      if (s->compression() == hexir::fb::Compression::Zstd)
+        std::printf("  %s section: %llu bytes stored (zstd), %llu raw\n",
+                    hexir::format::section_kind_name(s->kind()), static_cast<unsigned long long>(s->size()),
+                    static_cast<unsigned long long>(s->raw_size()));
   return 0;
 }

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "hexir/format/sections.h"
 #include "hexir/format/verifier.h"
 
 namespace hexir {
@@ -116,9 +117,12 @@ void print_text(const std::string& path, const VerifiedModule& v) {
   std::printf("\nsections (%u):\n", count(m.sections()));
   for (uint32_t i = 0; i < count(m.sections()); ++i) {
     const fb::Section& s = *m.sections()->Get(i);
-    std::printf("  #%u %-11s offset %" PRIu64 " size %" PRIu64 " raw %" PRIu64 " align %u %s\n", i,
+    std::printf("  #%u %-11s offset %" PRIu64 " size %" PRIu64 " raw %" PRIu64 " align %u %s", i,
                 format::section_kind_name(s.kind()), s.offset(), s.size(), s.raw_size(), s.alignment(),
                 s.compression() == fb::Compression::None ? "uncompressed" : "zstd");
+    if (s.compression() == fb::Compression::Zstd && s.raw_size() > 0)
+      std::printf(" (stored %.1f%% of raw)", 100.0 * static_cast<double>(s.size()) / static_cast<double>(s.raw_size()));
+    std::printf("\n");
   }
 
   std::printf("\nconstants (%u):\n", count(m.constants()));
@@ -507,9 +511,14 @@ int run(int argc, char** argv) {
   format::VerifyOptions options;
   options.verify_data_checksum = true;  // a dump is an inspection: check everything
   Result<VerifiedModule> verified = format::verify_executable(bytes, options);
+  // Compressed sections are decompressed (and so checked) like the VM does at load.
+  std::vector<format::SectionBuffer> raw_sections;
+  Status decompressed = verified.ok() ? format::decompress_sections(*verified, raw_sections) : ok_status();
   int rc = 0;
   if (!verified.ok()) {
     rc = fail(verified.status().message());
+  } else if (!decompressed.ok()) {
+    rc = fail(decompressed.message());
   } else if (json) {
     print_json(*verified);
   } else {

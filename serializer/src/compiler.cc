@@ -29,6 +29,8 @@ Result<std::vector<uint8_t>> compile_source(std::string_view source, std::string
   write_options.strategy = options.plan;
   write_options.alignment = options.alignment;
   write_options.data_checksum = options.data_checksum;
+  write_options.compression = options.compression;
+  write_options.compression_level = options.compression_level;
   write_options.heuristic = options.plan == PlanStrategy::kNaive ? "naive" : "greedy-by-size";
   for (Function& fn : module.functions) {
     assign_storage(fn);

@@ -7,6 +7,7 @@
 
 #include "hexir/format/kernel_catalog.h"
 #include "hexir/format/prelude.h"
+#include "hexir/format/sections.h"
 #include "hexir_generated.h"
 #include "passes.h"
 
@@ -50,10 +51,17 @@ uint64_t rodata_size_of(const Module& module) {
   return size;
 }
 
-// Builds the flatbuffer metadata. `section_offset` is the absolute file
-// offset of the RODATA section; it is a fixed-size struct field, so its value
-// does not change the size of the result.
-Status build_metadata(const Module& module, const WriteOptions& options, uint64_t section_offset,
+// How the RODATA section is stored: its absolute file offset (a fixed-size
+// struct field, so its value does not change the size of the metadata), the
+// stored size and the compression.
+struct RodataLayout {
+  uint64_t offset = 0;
+  uint64_t stored_size = 0;
+  fb::Compression compression = fb::Compression::None;
+};
+
+// Builds the flatbuffer metadata.
+Status build_metadata(const Module& module, const WriteOptions& options, const RodataLayout& layout,
                       flatbuffers::FlatBufferBuilder& fbb) {
   const bool has_rodata = module_has_rodata(module);
   const uint64_t rodata_size = rodata_size_of(module);
@@ -163,8 +171,9 @@ Status build_metadata(const Module& module, const WriteOptions& options, uint64_
 
   std::vector<fb::Section> sections;
   if (has_rodata)
-    sections.emplace_back(section_offset, rodata_size, rodata_size, static_cast<uint32_t>(format::kPageSize),
-                          fb::SectionKind::Rodata, fb::Compression::None, uint8_t{0});
+    sections.emplace_back(layout.offset, layout.stored_size, rodata_size,
+                          static_cast<uint32_t>(format::kPageSize), fb::SectionKind::Rodata, layout.compression,
+                          uint8_t{0});
   auto module_offset = fb::CreateModule(
       fbb, fbb.CreateString(module.name), fbb.CreateString(kProducer), fbb.CreateVectorOfStructs(sections),
       fbb.CreateVector(constants), fbb.CreateVector(kernels), fbb.CreateVector(slots),
@@ -178,23 +187,44 @@ Status build_metadata(const Module& module, const WriteOptions& options, uint64_
 
 Result<std::vector<uint8_t>> write_module(const Module& module, const WriteOptions& options) {
   const bool has_rodata = module_has_rodata(module);
+  RodataLayout layout;
+  layout.stored_size = has_rodata ? rodata_size_of(module) : 0;
+  auto copy_rodata = [&](uint8_t* dst) {
+    for (const Constant& c : module.constants)
+      if (!c.is_fill && c.byte_size) std::memcpy(dst + c.rodata_offset, c.data.data(), c.byte_size);
+  };
+  // Compressed only when asked, when the section is large enough to matter
+  // and when zstd actually makes it smaller (random weights may not shrink).
+  std::vector<uint8_t> compressed;
+  if (has_rodata && options.compression == SectionCompression::kZstd &&
+      layout.stored_size >= kMinCompressedSectionSize) {
+    std::vector<uint8_t> raw(layout.stored_size, 0);
+    copy_rodata(raw.data());
+    HEXIR_ASSIGN_OR_RETURN(compressed, format::compress_section(raw, options.compression_level));
+    if (compressed.size() < raw.size()) {
+      layout.stored_size = compressed.size();
+      layout.compression = fb::Compression::Zstd;
+    } else {
+      compressed.clear();
+    }
+  }
   // The data section's offset is absolute and follows the metadata on a page
   // boundary: measure the metadata once, then build it with the real offset.
   flatbuffers::FlatBufferBuilder sizing(1 << 16);
-  HEXIR_RETURN_IF_ERROR(build_metadata(module, options, 0, sizing));
+  HEXIR_RETURN_IF_ERROR(build_metadata(module, options, layout, sizing));
   const uint64_t data_offset = round_up(kPreludeSize + sizing.GetSize(), format::kPageSize);
+  if (has_rodata) layout.offset = data_offset;
   flatbuffers::FlatBufferBuilder fbb(sizing.GetSize() + 1024);
-  HEXIR_RETURN_IF_ERROR(build_metadata(module, options, has_rodata ? data_offset : 0, fbb));
+  HEXIR_RETURN_IF_ERROR(build_metadata(module, options, layout, fbb));
   const uint64_t metadata_size = fbb.GetSize();
   if (metadata_size != sizing.GetSize()) return internal_error("metadata size changed between writer passes");
-  const uint64_t data_size = has_rodata ? rodata_size_of(module) : 0;
+  const uint64_t data_size = layout.stored_size;
   std::vector<uint8_t> file(data_offset + data_size, 0);
   std::memcpy(file.data() + kPreludeSize, fbb.GetBufferPointer(), metadata_size);
-  if (has_rodata) {
-    for (const Constant& c : module.constants)
-      if (!c.is_fill && c.byte_size)
-        std::memcpy(file.data() + data_offset + c.rodata_offset, c.data.data(), c.byte_size);
-  }
+  if (layout.compression == fb::Compression::Zstd)
+    std::memcpy(file.data() + data_offset, compressed.data(), compressed.size());
+  else if (has_rodata)
+    copy_rodata(file.data() + data_offset);
 
   format::Prelude prelude{};
   std::memcpy(prelude.magic, format::kMagic, sizeof(prelude.magic));

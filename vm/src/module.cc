@@ -31,6 +31,8 @@ Status finish_load(ModuleImpl& impl, std::span<const uint8_t> bytes, const LoadO
   format::VerifyOptions verify_options;
   verify_options.verify_data_checksum = options.verify_data_checksum;
   HEXIR_ASSIGN_OR_RETURN(impl.verified, format::verify_executable(bytes, verify_options));
+  // zstd sections are decompressed once, here; verified.sections then holds raw bytes.
+  HEXIR_RETURN_IF_ERROR(format::decompress_sections(impl.verified, impl.owned_sections));
   const fb::Module& m = impl.fb();
   impl.name = m.name() ? m.name()->str() : std::string();
   if (m.functions()) {

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "hexir/format/sections.h"
 #include "hexir/format/verifier.h"
 #include "hexir/hal/device.h"
 #include "hexir/vm.h"
@@ -30,6 +31,8 @@ class ModuleImpl {
   void* mapping = nullptr;  // mmap of load_file, unmapped on destruction
   size_t mapping_size = 0;
   format::VerifiedModule verified;
+  // Decompressed zstd sections (64-byte aligned); verified.sections points into them.
+  std::vector<format::SectionBuffer> owned_sections;
   std::string name;
   std::vector<FunctionSignature> functions;
   uint64_t arena_bytes = 0;

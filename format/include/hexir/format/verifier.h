@@ -29,7 +29,10 @@ struct VerifiedModule {
   std::span<const uint8_t> file;
   std::span<const uint8_t> metadata;
   const fb::Module* module = nullptr;              // verified flatbuffer root
-  std::vector<std::span<const uint8_t>> sections;  // per Module.sections entry, its bytes in the file
+  // Per Module.sections entry, its stored bytes in the file. For a zstd section
+  // that is the compressed frame until decompress_sections (sections.h) points
+  // it at the raw bytes.
+  std::vector<std::span<const uint8_t>> sections;
   std::vector<KernelId> kernel_ids;                // per Module.kernels entry, its catalog id
   std::vector<TensorType> slot_types;              // per Module.slots entry
   std::vector<TensorType> constant_types;          // per Module.constants entry

@@ -16,10 +16,21 @@ enum class PlanStrategy {
   kArena,  // liveness-based static plan that reuses storage (default)
 };
 
+enum class SectionCompression {
+  kNone,
+  kZstd,
+};
+
+
 struct CompileOptions {
   PlanStrategy plan = PlanStrategy::kArena;
   uint32_t alignment = 64;      // arena offset alignment
   bool data_checksum = false;   // checksum the data sections too (O(weights) to verify)
+  // kZstd: store large data sections (RODATA) zstd-compressed, when that makes
+  // them smaller; the VM decompresses them once at load. kNone (default) keeps
+  // RODATA usable straight from the mapping.
+  SectionCompression compression = SectionCompression::kNone;
+  int compression_level = 3;    // zstd level (1..22) for kZstd
 };
 
 // `display_name` is used in error messages (file:line:col); `base_dir`
