@@ -1,14 +1,20 @@
 #include "arena_planner.h"
 
 #include <algorithm>
+#include <iterator>
 #include <numeric>
+#include <queue>
+#include <set>
 #include <utility>
+
+#include "planner_greedy.h"
+#include "planner_problem.h"
+#include "planner_search.h"
 
 namespace hexir::serializer {
 namespace {
 
-// Offsets and sizes stay below 2^62 so sums of two never wrap.
-constexpr uint64_t kArenaLimit = uint64_t{1} << 62;
+using planner::kArenaLimit;
 
 bool is_power_of_two(uint64_t x) { return x != 0 && (x & (x - 1)) == 0; }
 
@@ -28,11 +34,21 @@ Status check_inputs(std::span<const PlanBuffer> buffers, uint64_t alignment) {
   return ok_status();
 }
 
-Result<uint64_t> plan_extent(std::span<const PlanBuffer> buffers, const std::vector<uint64_t>& offsets,
-                             uint64_t alignment) {
-  uint64_t end = 0;
-  for (size_t i = 0; i < buffers.size(); ++i) end = std::max(end, offsets[i] + buffers[i].size);
-  return aligned(end, alignment);
+// Offsets in units (one per problem buffer) to a plan in bytes (one offset per
+// caller buffer; buffers that occupy nothing sit at 0).
+Result<BufferPlan> to_buffer_plan(size_t count, const planner::Problem& problem, const std::vector<uint64_t>& units,
+                                  uint64_t alignment, std::string heuristic) {
+  BufferPlan plan;
+  plan.heuristic = std::move(heuristic);
+  plan.offsets.assign(count, 0);
+  uint64_t peak = 0;
+  for (size_t b = 0; b < problem.count(); ++b) {
+    if (units[b] > problem.limit - problem.size[b]) return resource_exhausted("arena plan exceeds 2^62 bytes");
+    plan.offsets[problem.original[b]] = units[b] * alignment;
+    peak = std::max(peak, units[b] + problem.size[b]);
+  }
+  plan.size = peak * alignment;
+  return plan;
 }
 
 }  // namespace
@@ -75,49 +91,53 @@ Result<BufferPlan> plan_naive(std::span<const PlanBuffer> buffers, uint64_t alig
 
 Result<BufferPlan> plan_greedy_by_size(std::span<const PlanBuffer> buffers, uint64_t alignment) {
   HEXIR_RETURN_IF_ERROR(check_inputs(buffers, alignment));
-  BufferPlan plan;
-  plan.heuristic = "greedy-by-size";
-  plan.offsets.assign(buffers.size(), 0);
-  std::vector<size_t> order(buffers.size());
-  std::iota(order.begin(), order.end(), size_t{0});
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    if (buffers[a].size != buffers[b].size) return buffers[a].size > buffers[b].size;
-    return buffers[a].lower < buffers[b].lower;
-  });
+  planner::Problem problem = planner::make_problem(buffers, alignment);
+  if (problem.lower_bound > problem.limit) return resource_exhausted("arena plan exceeds 2^62 bytes");
+  std::vector<uint64_t> units =
+      planner::place_in_order(problem, planner::make_order(problem, planner::Order::kSize), planner::Fit::kBest);
+  if (units.size() != problem.count()) return resource_exhausted("arena plan exceeds 2^62 bytes");
+  return to_buffer_plan(buffers.size(), problem, units, alignment, "greedy-by-size");
+}
 
-  std::vector<size_t> placed;
-  std::vector<size_t> neighbours;
-  for (size_t index : order) {
-    const PlanBuffer& buffer = buffers[index];
-    if (buffer.size == 0 || buffer.upper <= buffer.lower) continue;  // occupies nothing
-    neighbours.clear();
-    for (size_t other : placed)
-      if (live_ranges_intersect(buffer, buffers[other])) neighbours.push_back(other);
-    std::sort(neighbours.begin(), neighbours.end(),
-              [&](size_t a, size_t b) { return plan.offsets[a] < plan.offsets[b]; });
-    bool found = false;
-    uint64_t best_offset = 0, best_gap = 0, covered_end = 0;
-    for (size_t other : neighbours) {
-      HEXIR_ASSIGN_OR_RETURN(uint64_t gap_start, aligned(covered_end, alignment));
-      uint64_t other_offset = plan.offsets[other];
-      if (other_offset >= gap_start && other_offset - gap_start >= buffer.size) {
-        uint64_t gap = other_offset - gap_start;
-        if (!found || gap < best_gap) {
-          found = true;
-          best_gap = gap;
-          best_offset = gap_start;
-        }
-      }
-      covered_end = std::max(covered_end, other_offset + buffers[other].size);
-    }
-    if (!found) {
-      HEXIR_ASSIGN_OR_RETURN(best_offset, aligned(covered_end, alignment));
-      if (best_offset + buffer.size > kArenaLimit) return resource_exhausted("arena plan exceeds 2^62 bytes");
-    }
-    plan.offsets[index] = best_offset;
-    placed.push_back(index);
+Result<BufferPlan> plan_arena(std::span<const PlanBuffer> buffers, const PlanOptions& options, PlanReport* report) {
+  const uint64_t alignment = options.alignment;
+  HEXIR_RETURN_IF_ERROR(check_inputs(buffers, alignment));
+  planner::Problem problem = planner::make_problem(buffers, alignment);
+  if (problem.lower_bound > problem.limit)
+    return resource_exhausted("arena plan exceeds 2^62 bytes: the lower bound alone is larger");
+
+  PlanReport local;
+  PlanReport& r = report ? *report : local;
+  r = PlanReport{};
+  r.lower_bound = live_lower_bound(buffers);
+  r.aligned_lower_bound = problem.lower_bound * alignment;
+
+  std::vector<planner::GreedyResult> greedy = planner::run_greedy_heuristics(problem);
+  if (greedy.empty()) return resource_exhausted("arena plan exceeds 2^62 bytes");
+  size_t winner = 0;
+  for (size_t i = 0; i < greedy.size(); ++i) {
+    r.greedy.push_back({greedy[i].name, greedy[i].peak * alignment});
+    if (greedy[i].peak < greedy[winner].peak) winner = i;
   }
-  HEXIR_ASSIGN_OR_RETURN(plan.size, plan_extent(buffers, plan.offsets, alignment));
+  std::vector<uint64_t> units = std::move(greedy[winner].offsets);
+  uint64_t peak = greedy[winner].peak;
+  std::string heuristic = greedy[winner].name;
+  r.greedy_winner = heuristic;
+  r.greedy_size = peak * alignment;
+
+  planner::WorkBudget budget;
+  budget.limit = options.budget_ms > UINT64_MAX / planner::kWorkPerMs ? UINT64_MAX
+                                                                      : options.budget_ms * planner::kWorkPerMs;
+  if (peak > problem.lower_bound && budget.limit > 0) {
+    if (planner::improve(problem, units, peak, budget)) heuristic = "canonical-search";
+  }
+  r.work_limit = budget.limit;
+  r.work_used = budget.used;
+  r.reached_lower_bound = peak == problem.lower_bound;
+
+  HEXIR_ASSIGN_OR_RETURN(BufferPlan plan, to_buffer_plan(buffers.size(), problem, units, alignment, heuristic));
+  // A wrong plan corrupts results silently: never hand one out.
+  HEXIR_RETURN_IF_ERROR(check_buffer_plan(buffers, plan, alignment).annotate("planner produced an invalid plan"));
   return plan;
 }
 
@@ -129,18 +149,40 @@ Status check_buffer_plan(std::span<const PlanBuffer> buffers, const BufferPlan& 
     if (alignment && plan.offsets[i] % alignment != 0)
       return internal_error("buffer " + std::to_string(i) + " offset " + std::to_string(plan.offsets[i]) +
                             " is not a multiple of " + std::to_string(alignment));
-    if (plan.offsets[i] + buffers[i].size > plan.size)
+    if (plan.offsets[i] > plan.size || buffers[i].size > plan.size - plan.offsets[i])
       return internal_error("buffer " + std::to_string(i) + " ends past the arena size " +
                             std::to_string(plan.size));
   }
-  for (size_t i = 0; i < buffers.size(); ++i) {
-    for (size_t j = i + 1; j < buffers.size(); ++j) {
-      const PlanBuffer &a = buffers[i], &b = buffers[j];
-      if (a.size == 0 || b.size == 0 || !live_ranges_intersect(a, b)) continue;
-      if (plan.offsets[i] < plan.offsets[j] + b.size && plan.offsets[j] < plan.offsets[i] + a.size)
-        return internal_error("buffers " + std::to_string(i) + " and " + std::to_string(j) +
-                              " are live at the same time and overlap in the arena");
+  // Sweep in time. The buffers live at one instant are pairwise disjoint in
+  // memory (checked as each arrives), so a newcomer need only be compared with
+  // its neighbours in offset order.
+  std::vector<size_t> order;
+  for (size_t i = 0; i < buffers.size(); ++i)
+    if (buffers[i].size > 0 && buffers[i].lower < buffers[i].upper) order.push_back(i);
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return buffers[a].lower != buffers[b].lower ? buffers[a].lower < buffers[b].lower : a < b;
+  });
+  using Ending = std::pair<int64_t, size_t>;  // (upper, buffer)
+  std::priority_queue<Ending, std::vector<Ending>, std::greater<Ending>> endings;
+  std::set<std::pair<uint64_t, size_t>> live;  // (offset, buffer)
+  auto conflict = [&](size_t a, size_t b) {
+    return internal_error("buffers " + std::to_string(std::min(a, b)) + " and " + std::to_string(std::max(a, b)) +
+                          " are live at the same time and overlap in the arena");
+  };
+  for (size_t i : order) {
+    while (!endings.empty() && endings.top().first <= buffers[i].lower) {
+      live.erase({plan.offsets[endings.top().second], endings.top().second});
+      endings.pop();
     }
+    auto it = live.insert({plan.offsets[i], i}).first;
+    if (it != live.begin()) {
+      size_t prev = std::prev(it)->second;
+      if (plan.offsets[prev] + buffers[prev].size > plan.offsets[i]) return conflict(prev, i);
+    }
+    if (auto next = std::next(it); next != live.end()) {
+      if (plan.offsets[i] + buffers[i].size > plan.offsets[next->second]) return conflict(i, next->second);
+    }
+    endings.push({buffers[i].upper, i});
   }
   return ok_status();
 }

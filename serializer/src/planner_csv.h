@@ -1,0 +1,28 @@
+// The MiniMalloc CSV format (`id,lower,upper,size`, live over [lower, upper)),
+// read and written for hexir-plan, the planner benchmark and tests.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "arena_planner.h"
+#include "hexir/base/status.h"
+
+namespace hexir::serializer {
+
+struct CsvProblem {
+  std::vector<std::string> ids;     // the first column, verbatim
+  std::vector<PlanBuffer> buffers;  // one per data row, in file order
+};
+
+// Tolerates a header line (any first line whose second field is not a
+// number), blank lines, spaces and tabs around fields, CRLF line ends and a
+// trailing `offset` column (ignored). Errors name the 1-based line.
+Result<CsvProblem> parse_plan_csv(std::string_view text);
+Result<CsvProblem> read_plan_csv(const std::string& path);
+
+// `id,lower,upper,size,offset` rows in input order.
+std::string format_plan_csv(const CsvProblem& problem, const std::vector<uint64_t>& offsets);
+
+}  // namespace hexir::serializer

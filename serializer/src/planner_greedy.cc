@@ -1,0 +1,333 @@
+#include "planner_greedy.h"
+
+#include <algorithm>
+#include <numeric>
+#include <queue>
+#include <tuple>
+#include <utility>
+
+namespace hexir::serializer::planner {
+namespace {
+
+using Span = std::pair<uint64_t, uint64_t>;  // [begin, end) in memory
+using Spans = std::vector<Span>;             // sorted, disjoint, not touching
+
+// Adds [a, b) to a coalesced span list.
+void add_span(Spans& spans, uint64_t a, uint64_t b) {
+  // First span that ends at or after a (touching spans merge).
+  auto first = std::lower_bound(spans.begin(), spans.end(), a,
+                                [](const Span& s, uint64_t value) { return s.second < value; });
+  auto last = first;
+  while (last != spans.end() && last->first <= b) {
+    a = std::min(a, last->first);
+    b = std::max(b, last->second);
+    ++last;
+  }
+  if (first == last) {
+    spans.insert(first, {a, b});
+  } else {
+    *first = {a, b};
+    spans.erase(first + 1, last);
+  }
+}
+
+// Which memory is taken during a window of time, answered without looking at
+// every placed buffer: a segment tree over time slots where each placed
+// buffer is recorded (as a memory span) at the O(log T) nodes that cover its
+// live range exactly (`own`), and every node also keeps the union of all
+// spans recorded in its subtree (`below`). Spans are coalesced, so a densely
+// packed region costs one span however many buffers fill it. The memory in
+// use during [lo, hi) is the union of `below` of the nodes covering the window
+// and `own` of their ancestors: O(log T) lists.
+class OccupancyIndex {
+ public:
+  explicit OccupancyIndex(int32_t slots) {
+    leaves_ = 1;
+    while (leaves_ < slots) leaves_ *= 2;
+    own_.resize(2 * static_cast<size_t>(leaves_));
+    below_.resize(2 * static_cast<size_t>(leaves_));
+  }
+
+  void insert(int32_t lo, int32_t hi, uint64_t begin, uint64_t end) { insert(1, 0, leaves_, lo, hi, begin, end); }
+
+  // The union of memory taken during [lo, hi), sorted and coalesced. Valid
+  // until the next call.
+  const Spans& query(int32_t lo, int32_t hi) {
+    lists_.clear();
+    collect(1, 0, leaves_, lo, hi);
+    if (lists_.empty()) {
+      pool_[0].clear();
+      return pool_[0];
+    }
+    // Pairwise unions, level by level: each span takes part in log2(lists) merges.
+    if (pool_.size() < lists_.size()) pool_.resize(lists_.size());  // never during the merges: lists_ points into it
+    size_t used = 0;
+    while (lists_.size() > 1) {
+      size_t out = 0;
+      for (size_t i = 0; i + 1 < lists_.size(); i += 2) {
+        Spans& target = pool_[used++];
+        unite(*lists_[i], *lists_[i + 1], target);
+        lists_[out++] = &target;
+      }
+      if (lists_.size() % 2) lists_[out++] = lists_.back();
+      lists_.resize(out);
+    }
+    return *lists_[0];
+  }
+
+ private:
+  void insert(size_t node, int32_t l, int32_t r, int32_t lo, int32_t hi, uint64_t begin, uint64_t end) {
+    add_span(below_[node], begin, end);
+    if (lo <= l && r <= hi) {
+      add_span(own_[node], begin, end);
+      return;
+    }
+    int32_t mid = l + (r - l) / 2;
+    if (lo < mid) insert(2 * node, l, mid, lo, hi, begin, end);
+    if (hi > mid) insert(2 * node + 1, mid, r, lo, hi, begin, end);
+  }
+
+  void collect(size_t node, int32_t l, int32_t r, int32_t lo, int32_t hi) {
+    if (lo <= l && r <= hi) {
+      if (!below_[node].empty()) lists_.push_back(&below_[node]);
+      return;
+    }
+    if (below_[node].empty()) return;  // nothing placed under this node at all
+    if (!own_[node].empty()) lists_.push_back(&own_[node]);
+    int32_t mid = l + (r - l) / 2;
+    if (lo < mid) collect(2 * node, l, mid, lo, hi);
+    if (hi > mid) collect(2 * node + 1, mid, r, lo, hi);
+  }
+
+  // out = a | b, coalesced.
+  static void unite(const Spans& a, const Spans& b, Spans& out) {
+    out.clear();
+    out.reserve(a.size() + b.size());
+    size_t i = 0, j = 0;
+    while (i < a.size() || j < b.size()) {
+      const Span& s = (j == b.size() || (i < a.size() && a[i].first < b[j].first)) ? a[i++] : b[j++];
+      if (!out.empty() && s.first <= out.back().second) {
+        out.back().second = std::max(out.back().second, s.second);
+      } else {
+        out.push_back(s);
+      }
+    }
+  }
+
+  int32_t leaves_ = 1;
+  std::vector<Spans> own_, below_;
+  std::vector<const Spans*> lists_;
+  std::vector<Spans> pool_ = std::vector<Spans>(1);
+};
+
+// Range max and range "raise to" over time slots (for the skyline).
+class SkylineTree {
+ public:
+  explicit SkylineTree(int32_t slots) {
+    leaves_ = 1;
+    while (leaves_ < slots) leaves_ *= 2;
+    max_.assign(2 * static_cast<size_t>(leaves_), 0);
+    set_.assign(2 * static_cast<size_t>(leaves_), 0);
+  }
+  uint64_t max(int32_t lo, int32_t hi) const { return max(1, 0, leaves_, lo, hi); }
+  // Every slot in [lo, hi) becomes `value` (callers only ever raise).
+  void assign(int32_t lo, int32_t hi, uint64_t value) { assign(1, 0, leaves_, lo, hi, value); }
+
+ private:
+  static constexpr uint64_t kNone = 0;
+  uint64_t max(size_t node, int32_t l, int32_t r, int32_t lo, int32_t hi) const {
+    if (lo <= l && r <= hi) return max_[node];
+    if (set_[node] != kNone) return set_[node];  // uniform below
+    int32_t mid = l + (r - l) / 2;
+    uint64_t result = 0;
+    if (lo < mid) result = std::max(result, max(2 * node, l, mid, lo, hi));
+    if (hi > mid) result = std::max(result, max(2 * node + 1, mid, r, lo, hi));
+    return result;
+  }
+  void push(size_t node) {
+    if (set_[node] == kNone) return;
+    for (size_t child : {2 * node, 2 * node + 1}) max_[child] = set_[child] = set_[node];
+    set_[node] = kNone;
+  }
+  void assign(size_t node, int32_t l, int32_t r, int32_t lo, int32_t hi, uint64_t value) {
+    if (lo <= l && r <= hi) {
+      max_[node] = set_[node] = value;
+      return;
+    }
+    push(node);
+    int32_t mid = l + (r - l) / 2;
+    if (lo < mid) assign(2 * node, l, mid, lo, hi, value);
+    if (hi > mid) assign(2 * node + 1, mid, r, lo, hi, value);
+    max_[node] = std::max(max_[2 * node], max_[2 * node + 1]);
+  }
+  int32_t leaves_ = 1;
+  std::vector<uint64_t> max_, set_;  // set_: pending uniform value (0: none; values placed are > 0)
+};
+
+// Max of the live profile over each buffer's window.
+std::vector<uint64_t> window_breadth(const Problem& problem) {
+  std::vector<uint64_t> profile = live_profile(problem);
+  size_t n = 1;
+  while (n < profile.size()) n *= 2;
+  std::vector<uint64_t> tree(2 * n, 0);
+  for (size_t i = 0; i < profile.size(); ++i) tree[n + i] = profile[i];
+  for (size_t i = n - 1; i >= 1; --i) tree[i] = std::max(tree[2 * i], tree[2 * i + 1]);
+  std::vector<uint64_t> breadth(problem.count());
+  for (size_t b = 0; b < problem.count(); ++b) {
+    uint64_t best = 0;
+    for (size_t l = n + problem.lo[b], r = n + problem.hi[b]; l < r; l /= 2, r /= 2) {
+      if (l & 1) best = std::max(best, tree[l++]);
+      if (r & 1) best = std::max(best, tree[--r]);
+    }
+    breadth[b] = best;
+  }
+  return breadth;
+}
+
+// Sum of the sizes of the buffers each buffer meets (itself included).
+std::vector<unsigned __int128> conflict_sum(const Problem& problem) {
+  size_t slots = static_cast<size_t>(problem.slots);
+  std::vector<unsigned __int128> ends_by(slots + 1, 0), starts_from(slots + 2, 0), total_v(1, 0);
+  unsigned __int128 total = 0;
+  for (size_t b = 0; b < problem.count(); ++b) {
+    total += problem.size[b];
+    ends_by[problem.hi[b]] += problem.size[b];
+    starts_from[problem.lo[b]] += problem.size[b];
+  }
+  for (size_t t = 1; t <= slots; ++t) ends_by[t] += ends_by[t - 1];             // sum with hi <= t
+  for (size_t t = slots + 1; t-- > 0;) starts_from[t] += starts_from[t + 1];  // sum with lo >= t
+  std::vector<unsigned __int128> result(problem.count());
+  for (size_t b = 0; b < problem.count(); ++b)
+    result[b] = total - ends_by[problem.lo[b]] - starts_from[problem.hi[b]];
+  return result;
+}
+
+}  // namespace
+
+const char* order_name(Order order) {
+  switch (order) {
+    case Order::kSize:
+      return "size";
+    case Order::kDuration:
+      return "duration";
+    case Order::kArea:
+      return "area";
+    case Order::kBreadth:
+      return "breadth";
+    case Order::kConflict:
+      return "conflict";
+    case Order::kStart:
+      return "start";
+  }
+  return "?";
+}
+
+std::vector<uint32_t> make_order(const Problem& p, Order order) {
+  std::vector<uint32_t> idx(p.count());
+  std::iota(idx.begin(), idx.end(), 0u);
+  auto by = [&](auto key) {
+    std::sort(idx.begin(), idx.end(), [&](uint32_t a, uint32_t b) {
+      auto ka = key(a), kb = key(b);
+      if (ka != kb) return ka > kb;
+      return a < b;
+    });
+  };
+  using U128 = unsigned __int128;
+  switch (order) {
+    case Order::kSize:
+      by([&](uint32_t i) { return std::make_tuple(p.size[i], p.duration[i], -static_cast<int64_t>(p.lo[i])); });
+      break;
+    case Order::kDuration:
+      by([&](uint32_t i) { return std::make_pair(p.duration[i], p.size[i]); });
+      break;
+    case Order::kArea:
+      by([&](uint32_t i) {
+        return std::make_pair(static_cast<U128>(p.size[i]) * static_cast<U128>(p.duration[i]), p.size[i]);
+      });
+      break;
+    case Order::kBreadth: {
+      std::vector<uint64_t> breadth = window_breadth(p);
+      by([&](uint32_t i) { return std::make_tuple(breadth[i], p.size[i], p.duration[i]); });
+      break;
+    }
+    case Order::kConflict: {
+      std::vector<U128> conflict = conflict_sum(p);
+      by([&](uint32_t i) { return std::make_pair(conflict[i], p.size[i]); });
+      break;
+    }
+    case Order::kStart:
+      by([&](uint32_t i) { return std::make_tuple(-static_cast<int64_t>(p.lo[i]), p.size[i], p.duration[i]); });
+      break;
+  }
+  return idx;
+}
+
+std::vector<uint64_t> place_in_order(const Problem& problem, const std::vector<uint32_t>& order, Fit fit) {
+  std::vector<uint64_t> offsets(problem.count(), 0);
+  OccupancyIndex index(problem.slots);
+  for (uint32_t b : order) {
+    uint64_t size = problem.size[b];
+    const Spans& taken = index.query(problem.lo[b], problem.hi[b]);
+    uint64_t best = 0, best_gap = 0, cursor = 0;
+    bool found = false;
+    for (const Span& s : taken) {
+      uint64_t gap = s.first - cursor;
+      if (gap >= size && (!found || gap < best_gap)) {
+        found = true;
+        best = cursor;
+        best_gap = gap;
+        if (fit == Fit::kFirst || gap == size) break;
+      }
+      cursor = s.second;
+    }
+    if (!found) best = cursor;  // on top (taken is sorted, so cursor is the highest end)
+    if (best > problem.limit - size) return {};  // past 2^62 bytes: no plan
+    offsets[b] = best;
+    index.insert(problem.lo[b], problem.hi[b], best, best + size);
+  }
+  return offsets;
+}
+
+std::vector<uint64_t> place_skyline(const Problem& problem, const std::vector<uint32_t>& rank) {
+  std::vector<uint64_t> offsets(problem.count(), 0);
+  SkylineTree skyline(problem.slots);
+  using Entry = std::tuple<uint64_t, uint32_t, uint32_t>;  // (lowest offset, rank, buffer)
+  std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> queue;
+  for (uint32_t b = 0; b < problem.count(); ++b) queue.push({0, rank[b], b});
+  while (!queue.empty()) {
+    auto [key, r, b] = queue.top();
+    queue.pop();
+    uint64_t now = skyline.max(problem.lo[b], problem.hi[b]);
+    if (now > key) {
+      queue.push({now, r, b});
+      continue;
+    }
+    if (now > problem.limit - problem.size[b]) return {};
+    offsets[b] = now;
+    skyline.assign(problem.lo[b], problem.hi[b], now + problem.size[b]);
+  }
+  return offsets;
+}
+
+std::vector<GreedyResult> run_greedy_heuristics(const Problem& problem) {
+  std::vector<GreedyResult> results;
+  auto add = [&](std::string name, std::vector<uint64_t> offsets) {
+    if (offsets.size() != problem.count()) return;  // did not fit under the limit
+    uint64_t peak = peak_of(problem, offsets);
+    results.push_back({std::move(name), std::move(offsets), peak});
+  };
+  for (Order order : {Order::kSize, Order::kDuration, Order::kArea, Order::kBreadth, Order::kConflict,
+                      Order::kStart}) {
+    std::vector<uint32_t> sequence = make_order(problem, order);
+    add(std::string(order_name(order)) + "-best-fit", place_in_order(problem, sequence, Fit::kBest));
+    add(std::string(order_name(order)) + "-first-fit", place_in_order(problem, sequence, Fit::kFirst));
+    if (order == Order::kSize || order == Order::kBreadth) {
+      std::vector<uint32_t> rank(problem.count());
+      for (uint32_t i = 0; i < sequence.size(); ++i) rank[sequence[i]] = i;
+      add(std::string(order_name(order)) + "-skyline", place_skyline(problem, rank));
+    }
+  }
+  return results;
+}
+
+}  // namespace hexir::serializer::planner

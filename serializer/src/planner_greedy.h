@@ -1,0 +1,45 @@
+// The greedy phase: several placement orders and fits, each a pass over the
+// buffers with an indexed overlap query, run side by side.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "planner_problem.h"
+
+namespace hexir::serializer::planner {
+
+enum class Fit {
+  kBest,   // the smallest gap between live buffers that fits (TFLite, XLA)
+  kFirst,  // the lowest gap that fits
+};
+
+struct GreedyResult {
+  std::string name;
+  std::vector<uint64_t> offsets;  // units, one per problem buffer
+  uint64_t peak = 0;              // units
+};
+
+// Places the buffers one by one in `order` (indices into the problem), each
+// into a gap left by the already-placed buffers that are live at the same
+// time, chosen by `fit`, or on top of them when none fits. Returns no offsets
+// when a buffer would end above problem.limit.
+std::vector<uint64_t> place_in_order(const Problem& problem, const std::vector<uint32_t>& order, Fit fit);
+
+// Bottom-up placement: repeatedly the unplaced buffer that can sit lowest
+// (on top of everything placed that it meets), ties by `rank` (lower first).
+// Returns no offsets when a buffer would end above problem.limit.
+std::vector<uint64_t> place_skyline(const Problem& problem, const std::vector<uint32_t>& rank);
+
+// Every greedy heuristic, in a fixed order. Each result is a valid plan;
+// heuristics that would pass problem.limit are left out.
+std::vector<GreedyResult> run_greedy_heuristics(const Problem& problem);
+
+// Orders used by the heuristics and by the search (buffer indices, first
+// placed first). All ties are broken by index, so orders are deterministic.
+enum class Order { kSize, kDuration, kArea, kBreadth, kConflict, kStart };
+std::vector<uint32_t> make_order(const Problem& problem, Order order);
+const char* order_name(Order order);
+
+}  // namespace hexir::serializer::planner

@@ -1,0 +1,18 @@
+// The improvement phase: a MiniMalloc-style search for plans smaller than the
+// best greedy one, under a deterministic work budget.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "planner_problem.h"
+
+namespace hexir::serializer::planner {
+
+// Tries to find a plan with a lower peak than `peak` (units), starting at the
+// lower bound and bisecting towards `peak`. On success replaces `offsets` and
+// `peak` and returns true. Stops when the budget is spent or the lower bound
+// is reached.
+bool improve(const Problem& problem, std::vector<uint64_t>& offsets, uint64_t& peak, WorkBudget& budget);
+
+}  // namespace hexir::serializer::planner
