@@ -3,6 +3,7 @@
 #include <cctype>
 
 #include "cpu/cpu_device.h"
+#include "cuda/cuda_device.h"
 
 namespace hexir::hal {
 
@@ -38,11 +39,30 @@ bool matches_device_name(std::string_view name, std::string_view prefix) {
 
 Result<std::unique_ptr<Device>> create_device(std::string_view name) {
   if (name == "cpu") return cpu::create_cpu_device();
-  if (matches_device_name(name, "cuda") || matches_device_name(name, "cuda-managed")) {
-    return unavailable("device '" + std::string(name) + "': CUDA backend not built in this version");
+  // CUDA names may carry options after '?' ("cuda:0?graphs=off").
+  const std::string_view base = name.substr(0, name.find('?'));
+  if (matches_device_name(base, "cuda") || matches_device_name(base, "cuda-managed")) {
+#ifdef HEXIR_HAVE_CUDA
+    return cuda::create_cuda_device(name);
+#else
+    return unavailable("CUDA backend not built: this libhexir was configured without nvcc or with "
+                       "-Dcuda=disabled (device '" + std::string(name) + "')");
+#endif
   }
   return invalid_argument("unknown device '" + std::string(name) +
                           "'; valid names: cpu, cuda, cuda:N, cuda-managed, cuda-managed:N");
+}
+
+std::vector<DeviceDescription> list_devices() {
+  std::vector<DeviceDescription> out;
+  out.push_back({"cpu", true, "host memory, builtin C++ kernels"});
+#ifdef HEXIR_HAVE_CUDA
+  for (DeviceDescription& d : cuda::list_cuda_devices()) out.push_back(std::move(d));
+#else
+  out.push_back({"cuda", false,
+                 "CUDA backend not built: this libhexir was configured without nvcc or with -Dcuda=disabled"});
+#endif
+  return out;
 }
 
 }  // namespace hexir::hal

@@ -1,5 +1,6 @@
 // hexir-run FILE.hxe [--device cpu] [--function main] [--input NAME=FILE.npy ...]
 //           [--output-dir DIR] [--iterations N] [--stats-json FILE] [--seed S]
+// hexir-run --list-devices
 // Loads, prepares and runs one function; inputs not given are deterministic
 // random values. Results go to DIR/0.npy, DIR/1.npy, ...
 #include <algorithm>
@@ -45,7 +46,8 @@ int fail(const std::string& message) {
 int usage() {
   std::fprintf(stderr,
                "usage: hexir-run FILE.hxe [--device cpu] [--function main] [--input NAME=FILE.npy ...]\n"
-               "                 [--output-dir DIR] [--iterations N] [--stats-json FILE] [--seed S]\n");
+               "                 [--output-dir DIR] [--iterations N] [--stats-json FILE] [--seed S]\n"
+               "       hexir-run --list-devices\n");
   return 2;
 }
 
@@ -144,6 +146,13 @@ std::string json_string(const std::string& s) {
   return out + "\"";
 }
 
+// Every device create_device could open here, or why CUDA is unavailable.
+int list_devices() {
+  for (const hal::DeviceDescription& d : hal::list_devices())
+    std::printf("%-16s %s%s\n", d.name.c_str(), d.available ? "" : "unavailable: ", d.details.c_str());
+  return 0;
+}
+
 int parse_args(int argc, char** argv, Options& o) {
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -156,6 +165,8 @@ int parse_args(int argc, char** argv, Options& o) {
     if (arg == "--help" || arg == "-h") {
       usage();
       return 0;
+    } else if (arg == "--list-devices") {
+      return list_devices();
     } else if (arg == "--device") {
       if (!next(&o.device)) return usage();
     } else if (arg == "--function") {

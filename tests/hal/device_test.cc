@@ -41,13 +41,16 @@ TEST_CASE("create_device: cpu") {
   CHECK(device.value()->name() == "cpu");
 }
 
-TEST_CASE("create_device: cuda names are recognized but unavailable in this build") {
-  for (const char* name : {"cuda", "cuda:0", "cuda:12", "cuda-managed", "cuda-managed:1"}) {
+TEST_CASE("create_device: cuda names are recognized; without a GPU they are unavailable, not a crash") {
+  for (const char* name : {"cuda", "cuda:0", "cuda:12", "cuda-managed", "cuda-managed:1", "cuda:0?graphs=off"}) {
     INFO(std::string(name));
     auto device = create_device(name);
-    REQUIRE(!device.ok());
+    if (device.ok()) continue;  // a machine with that GPU (tests/hal_conformance covers it)
     CHECK(device.status().code() == StatusCode::kUnavailable);
-    CHECK(device.status().message().find("CUDA backend not built in this version") != std::string::npos);
+    const std::string& message = device.status().message();
+    INFO(message);
+    CHECK((message.rfind("CUDA backend not built", 0) == 0 || message.rfind("CUDA driver not available", 0) == 0 ||
+           message.rfind("CUDA device ", 0) == 0));
   }
 }
 

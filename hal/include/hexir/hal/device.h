@@ -10,6 +10,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "hexir/base/status.h"
 #include "hexir/base/types.h"
@@ -136,7 +137,17 @@ class Device {
 };
 
 // "cpu", "cuda", "cuda:1", "cuda-managed", ... Unknown or absent devices give
-// a clear kUnavailable / kInvalidArgument status.
+// a clear kUnavailable / kInvalidArgument status. CUDA names take options
+// after '?': "cuda:0?graphs=off&cublas=off" (see docs/cuda.md).
 Result<std::unique_ptr<Device>> create_device(std::string_view name);
+
+// What create_device can open on this machine, for `hexir-run --list-devices`.
+struct DeviceDescription {
+  std::string name;      // "cpu", "cuda:0", "cuda-managed:0"; "cuda" when CUDA is unavailable
+  bool available = true;
+  std::string details;   // "NVIDIA H200, 139.8 GiB, compute capability 9.0", or why it is unavailable
+};
+// cpu first, then every CUDA device (or one unavailable "cuda" entry with the reason).
+std::vector<DeviceDescription> list_devices();
 
 }  // namespace hexir::hal

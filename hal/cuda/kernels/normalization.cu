@@ -1,0 +1,76 @@
+// softmax, layernorm and the reductions, with the semantics of
+// hal/cpu/normalization.cc and layout.cc: one block per row (or output
+// element), sums in double. Every element of a row is read before the
+// barrier that precedes any write of it, so an output aliasing the input is safe.
+#include "common.cuh"
+
+using hexir::hal::cuda::kRowBlockMax;
+
+extern "C" __global__ void hexir_softmax(SoftmaxParams p) {
+  __shared__ float scratch_f[kRowBlockMax];
+  __shared__ double scratch_d[kRowBlockMax];
+  const int64_t rows = p.outer * p.inner;
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    const int64_t base = (row / p.inner) * p.length * p.inner + row % p.inner;
+    const float* in = p.in + base;
+    float* out = p.out + base;
+    float max_value = hexir_kernels::negative_infinity();
+    for (int64_t j = threadIdx.x; j < p.length; j += blockDim.x) max_value = fmaxf(max_value, in[j * p.inner]);
+    max_value = hexir_kernels::block_reduce(max_value, scratch_f, hexir_kernels::MaxOp());
+    double sum = 0.0;
+    for (int64_t j = threadIdx.x; j < p.length; j += blockDim.x) {
+      const float e = expf(in[j * p.inner] - max_value);
+      out[j * p.inner] = e;
+      sum += e;
+    }
+    sum = hexir_kernels::block_reduce(sum, scratch_d, hexir_kernels::SumOp());
+    const float scale = static_cast<float>(1.0 / sum);
+    for (int64_t j = threadIdx.x; j < p.length; j += blockDim.x) out[j * p.inner] *= scale;
+  }
+}
+
+extern "C" __global__ void hexir_layernorm(LayernormParams p) {
+  __shared__ double scratch[kRowBlockMax];
+  for (int64_t r = blockIdx.x; r < p.rows; r += gridDim.x) {
+    const float* in = p.in + r * p.width;
+    float* out = p.out + r * p.width;
+    double sum = 0.0;
+    for (int64_t j = threadIdx.x; j < p.width; j += blockDim.x) sum += in[j];
+    sum = hexir_kernels::block_reduce(sum, scratch, hexir_kernels::SumOp());
+    const double mean = sum / static_cast<double>(p.width);
+    double square_sum = 0.0;
+    for (int64_t j = threadIdx.x; j < p.width; j += blockDim.x) {
+      const double d = in[j] - mean;
+      square_sum += d * d;
+    }
+    square_sum = hexir_kernels::block_reduce(square_sum, scratch, hexir_kernels::SumOp());
+    const double variance = square_sum / static_cast<double>(p.width);
+    const float inv_std = static_cast<float>(1.0 / sqrt(variance + p.epsilon));
+    const float mean_f = static_cast<float>(mean);
+    for (int64_t j = threadIdx.x; j < p.width; j += blockDim.x)
+      out[j] = (in[j] - mean_f) * inv_std * p.gamma[j] + p.beta[j];
+  }
+}
+
+extern "C" __global__ void hexir_reduce(ReduceParams p) {
+  __shared__ double scratch[kRowBlockMax];
+  for (int64_t o = blockIdx.x; o < p.out_count; o += gridDim.x) {
+    int64_t rest = o, base = 0;
+    for (int d = p.kept_rank - 1; d >= 0; --d) {
+      base += (rest % p.kept_dims[d]) * p.kept_stride[d];
+      rest /= p.kept_dims[d];
+    }
+    double sum = 0.0;
+    for (int64_t r = threadIdx.x; r < p.red_count; r += blockDim.x) {
+      int64_t rrest = r, offset = base;
+      for (int d = p.red_rank - 1; d >= 0; --d) {
+        offset += (rrest % p.red_dims[d]) * p.red_stride[d];
+        rrest /= p.red_dims[d];
+      }
+      sum += p.in[offset];
+    }
+    sum = hexir_kernels::block_reduce(sum, scratch, hexir_kernels::SumOp());
+    // numpy: the mean over zero elements is NaN (0/0).
+    if (threadIdx.x == 0) p.out[o] = static_cast<float>(p.mean ? sum / static_cast<double>(p.red_count) : sum);
+  }
+}

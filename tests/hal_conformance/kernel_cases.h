@@ -1,0 +1,225 @@
+// Kernel calls every backend must agree on: each catalog kernel over shapes
+// that reach every code path (fast and general broadcasting, 1-D matmul
+// promotion, broadcast batches, strided softmax rows, odd sizes, every element
+// size, in-place outputs). References come from the cpu kernels.
+#pragma once
+
+#include <bit>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "../hal/test_util.h"
+#include "hexir/format/kernel_catalog.h"
+
+namespace hexir::hal::conformance {
+
+using format::KernelId;
+using testing::HostTensor;
+
+struct KernelCase {
+  std::string name;
+  KernelId id;
+  std::vector<HostTensor> inputs;
+  std::vector<int64_t> params;
+  bool in_place = false;  // the output takes input 0's storage
+  double rtol = 2e-5, atol = 1e-6;
+  bool exact = false;  // byte-moving kernels must match bit for bit
+};
+
+inline HostTensor with_specials(HostTensor t) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  if (t.count() > 3) {
+    t.at(1) = nan;
+    t.at(2) = inf;
+    t.at(3) = -inf;
+  }
+  return t;
+}
+
+// The result type from the catalog's shape rule (so the cases cannot drift from it).
+inline HostTensor result_of(const KernelCase& c) {
+  std::vector<TensorType> types;
+  for (const HostTensor& t : c.inputs) types.push_back(TensorType{t.dtype, t.dims});
+  Result<TensorType> type = format::infer_result_type(c.id, types, c.params);
+  INFO(c.name, ": ", type.status().to_string());
+  REQUIRE(type.ok());
+  return HostTensor(type->dtype, type->dims);
+}
+
+// The cpu kernel's result for `c`.
+inline HostTensor cpu_reference(const KernelCase& c) {
+  std::vector<HostTensor> inputs = c.inputs;
+  HostTensor out = result_of(c);
+  std::vector<HostTensor*> pointers;
+  for (HostTensor& t : inputs) pointers.push_back(&t);
+  if (c.in_place) {
+    Status s = testing::run_kernel(c.id, pointers, inputs[0], c.params);
+    INFO(c.name, ": ", s.to_string());
+    REQUIRE(s.ok());
+    out.bytes = inputs[0].bytes;
+    return out;
+  }
+  Status s = testing::run_kernel(c.id, pointers, out, c.params);
+  INFO(c.name, ": ", s.to_string());
+  REQUIRE(s.ok());
+  return out;
+}
+
+// Compares element by element (floats with tolerance, NaN == NaN, infinities exact).
+inline void check_matches(const KernelCase& c, const HostTensor& got, const HostTensor& want) {
+  INFO(c.name);
+  REQUIRE(got.bytes.size() == want.bytes.size());
+  if (c.exact || want.dtype != DType::kF32) {
+    size_t first = 0;
+    while (first < want.bytes.size() && got.bytes[first] == want.bytes[first]) ++first;
+    INFO("first differing byte ", first, " of ", want.bytes.size());
+    CHECK(first == want.bytes.size());
+    return;
+  }
+  for (int64_t i = 0; i < want.count(); ++i) {
+    const double g = got.at(i), w = want.at(i);
+    bool ok;
+    if (std::isnan(w)) {
+      ok = std::isnan(g);
+    } else if (std::isinf(w)) {
+      ok = g == w;
+    } else {
+      ok = std::fabs(g - w) <= c.atol + c.rtol * std::fabs(w);
+    }
+    if (!ok) {
+      INFO("element ", i, " of ", want.count(), ": got ", g, ", want ", w);
+      CHECK(ok);
+      return;
+    }
+  }
+}
+
+inline std::vector<KernelCase> kernel_cases() {
+  using testing::iota_bytes;
+  using testing::random_f32;
+  std::vector<KernelCase> cases;
+  const KernelId binaries[] = {KernelId::kAdd, KernelId::kSub, KernelId::kMul,
+                               KernelId::kDiv, KernelId::kMaximum, KernelId::kMinimum};
+  const char* binary_names[] = {"add", "sub", "mul", "div", "maximum", "minimum"};
+  for (int op = 0; op < 6; ++op) {
+    const std::string n = binary_names[op];
+    const KernelId id = binaries[op];
+    const uint32_t s = 100 + 10 * op;
+    cases.push_back({n + " same shape with NaN/inf", id,
+                     {with_specials(random_f32({37, 19}, s)), random_f32({37, 19}, s + 1)}, {}});
+    cases.push_back({n + " b specials", id, {random_f32({5, 7}, s + 2), with_specials(random_f32({5, 7}, s + 3))}, {}});
+    cases.push_back({n + " row broadcast", id, {random_f32({4, 8}, s + 4), random_f32({8}, s + 5)}, {}});
+    cases.push_back({n + " scalar b", id, {random_f32({5, 7}, s + 6), random_f32({}, s + 7)}, {}});
+    cases.push_back({n + " scalar a", id, {random_f32({1}, s + 8), random_f32({5, 7}, s + 9)}, {}});
+    cases.push_back({n + " general broadcast", id, {random_f32({4, 1}, s + 10), random_f32({1, 3, 1, 8}, s + 11)}, {}});
+    cases.push_back({n + " general 3-D", id, {random_f32({2, 1, 5}, s + 12), random_f32({3, 1}, s + 13)}, {}});
+    cases.push_back({n + " large, bias", id, {random_f32({1000, 33}, s + 14), random_f32({33}, s + 15)}, {}});
+    cases.push_back({n + " in place", id, {random_f32({4, 8}, s + 16), random_f32({8}, s + 17)}, {}, true});
+  }
+  const KernelId unaries[] = {KernelId::kRelu, KernelId::kSilu, KernelId::kSigmoid, KernelId::kTanh,
+                              KernelId::kExp,  KernelId::kSqrt, KernelId::kRsqrt,   KernelId::kNeg};
+  const char* unary_names[] = {"relu", "silu", "sigmoid", "tanh", "exp", "sqrt", "rsqrt", "neg"};
+  for (int op = 0; op < 8; ++op) {
+    const std::string n = unary_names[op];
+    const uint32_t s = 200 + 10 * op;
+    cases.push_back({n, unaries[op], {with_specials(random_f32({3, 129}, s, -4.0f, 4.0f))}, {}});
+    cases.push_back({n + " in place", unaries[op], {random_f32({70}, s + 1, 0.1f, 3.0f)}, {}, true});
+  }
+  cases.push_back({"gelu erf", KernelId::kGelu, {with_specials(random_f32({3, 129}, 300, -5.0f, 5.0f))}, {0}});
+  cases.push_back({"gelu tanh", KernelId::kGelu, {with_specials(random_f32({3, 129}, 301, -5.0f, 5.0f))}, {1}});
+
+  auto mm = [&](std::string n, std::vector<int64_t> a, std::vector<int64_t> b, uint32_t s) {
+    KernelCase c{"matmul " + n, KernelId::kMatmul, {random_f32(a, s), random_f32(b, s + 1)}, {}};
+    c.rtol = 1e-4;
+    c.atol = 1e-4;
+    cases.push_back(c);
+  };
+  mm("batched x 2-D", {2, 4, 8}, {8, 3}, 400);
+  mm("odd 33x70x17", {33, 70}, {70, 17}, 402);
+  mm("vector x matrix", {8}, {8, 5}, 404);
+  mm("matrix x vector", {4, 8}, {8}, 406);
+  mm("vector x vector", {8}, {8}, 408);
+  mm("broadcast batch", {3, 1, 5, 7}, {4, 7, 6}, 410);
+  mm("mixed batch broadcast", {3, 5, 7}, {2, 3, 7, 4}, 412);
+  mm("repeated a", {5, 7}, {6, 7, 4}, 414);
+  mm("K = 0", {3, 0}, {0, 4}, 416);
+  mm("64x96x80", {64, 96}, {96, 80}, 418);
+
+  auto softmax = [&](std::string n, std::vector<int64_t> dims, int64_t axis, bool in_place, uint32_t s) {
+    cases.push_back({"softmax " + n, KernelId::kSoftmax, {random_f32(dims, s, -3.0f, 3.0f)}, {axis}, in_place});
+  };
+  softmax("axis 0", {6, 5, 7}, 0, false, 500);
+  softmax("axis 1", {6, 5, 7}, 1, false, 501);
+  softmax("axis 2", {6, 5, 7}, 2, false, 502);
+  softmax("long rows", {4, 300}, 1, false, 503);
+  softmax("in place", {8, 10}, 1, true, 504);
+  cases.push_back({"softmax with NaN", KernelId::kSoftmax, {with_specials(random_f32({2, 6}, 505))}, {1}});
+
+  auto layernorm = [&](std::string n, std::vector<int64_t> dims, int64_t axis, uint32_t s) {
+    std::vector<int64_t> tail(dims.begin() + axis, dims.end());
+    cases.push_back({"layernorm " + n,
+                     KernelId::kLayernorm,
+                     {random_f32(dims, s), random_f32(tail, s + 1), random_f32(tail, s + 2)},
+                     {axis, std::bit_cast<int64_t>(1e-5)}});
+  };
+  layernorm("last axis", {4, 8}, 1, 600);
+  layernorm("two trailing dims", {3, 4, 5}, 1, 603);
+  layernorm("whole tensor", {3, 4}, 0, 606);
+  layernorm("wide rows", {2, 1000}, 1, 609);
+
+  auto transpose = [&](std::string n, HostTensor t, std::vector<int64_t> perm) {
+    KernelCase c{"transpose " + n, KernelId::kTranspose, {std::move(t)}, std::move(perm)};
+    c.exact = true;
+    cases.push_back(c);
+  };
+  transpose("f32 3-D", random_f32({2, 3, 4}, 700), {2, 0, 1});
+  transpose("u8 2-D", iota_bytes(DType::kU8, {5, 7}), {1, 0});
+  transpose("f16 3-D", iota_bytes(DType::kF16, {3, 4, 5}), {1, 2, 0});
+  transpose("i64 2-D", iota_bytes(DType::kI64, {4, 6}), {1, 0});
+  transpose("bool 3-D", iota_bytes(DType::kBool, {2, 3, 4}), {0, 2, 1});
+  transpose("i32 identity", iota_bytes(DType::kI32, {3, 5}), {0, 1});
+  transpose("scalar", random_f32({}, 701), {});
+  transpose("large 4-D", random_f32({8, 16, 4, 32}, 702), {0, 2, 1, 3});
+
+  auto reduce = [&](std::string n, KernelId id, std::vector<int64_t> dims, std::vector<int64_t> params, uint32_t s) {
+    KernelCase c{n, id, {random_f32(dims, s)}, std::move(params)};
+    c.rtol = 1e-5;
+    c.atol = 1e-5;
+    cases.push_back(c);
+  };
+  reduce("reduce_sum all", KernelId::kReduceSum, {4, 8}, {0}, 800);
+  reduce("reduce_sum axis 1 keepdims", KernelId::kReduceSum, {4, 8}, {1, 1}, 801);
+  reduce("reduce_sum axes 0,2", KernelId::kReduceSum, {3, 4, 5}, {0, 0, 2}, 802);
+  reduce("reduce_sum long", KernelId::kReduceSum, {3, 1000}, {0, 1}, 803);
+  reduce("reduce_mean axis 0", KernelId::kReduceMean, {16, 64}, {0, 0}, 804);
+  reduce("reduce_mean all", KernelId::kReduceMean, {}, {0}, 805);
+  reduce("reduce_mean of nothing", KernelId::kReduceMean, {0, 3}, {0, 0}, 806);
+  reduce("reduce_sum of nothing", KernelId::kReduceSum, {0, 3}, {0, 0}, 807);
+
+  auto concat = [&](std::string n, std::vector<HostTensor> inputs, int64_t axis) {
+    KernelCase c{"concat " + n, KernelId::kConcat, std::move(inputs), {axis}};
+    c.exact = true;
+    cases.push_back(c);
+  };
+  const HostTensor x = random_f32({4, 8}, 900);
+  concat("f32 axis 1", {x, x, random_f32({4, 3}, 901)}, 1);
+  concat("i32 axis 0", {iota_bytes(DType::kI32, {2, 3}), iota_bytes(DType::kI32, {1, 3})}, 0);
+  concat("u8 axis 1", {iota_bytes(DType::kU8, {3, 5}), iota_bytes(DType::kU8, {3, 2})}, 1);
+  concat("f16 axis 2", {iota_bytes(DType::kF16, {2, 3, 4}), iota_bytes(DType::kF16, {2, 3, 4})}, 2);
+  concat("f32 wide rows", {random_f32({3, 64}, 902), random_f32({3, 32}, 903)}, 1);
+  concat("single input", {x}, 0);
+  concat("empty input", {x, HostTensor(DType::kF32, {4, 0})}, 1);
+
+  KernelCase copy_f32{"copy f32", KernelId::kCopy, {random_f32({4, 8}, 1000)}, {}};
+  copy_f32.exact = true;
+  cases.push_back(copy_f32);
+  KernelCase copy_u8{"copy u8", KernelId::kCopy, {iota_bytes(DType::kU8, {13})}, {}};
+  copy_u8.exact = true;
+  cases.push_back(copy_u8);
+  return cases;
+}
+
+}  // namespace hexir::hal::conformance
