@@ -47,7 +47,7 @@ TEST_CASE("create_device: cuda names are recognized; without a GPU they are unav
     auto device = create_device(name);
     if (device.ok()) continue;  // a machine with that GPU (tests/hal_conformance covers it)
     CHECK(device.status().code() == StatusCode::kUnavailable);
-    const std::string& message = device.status().message();
+    const std::string message = device.status().message();
     INFO(message);
     CHECK((message.rfind("CUDA backend not built", 0) == 0 || message.rfind("CUDA driver not available", 0) == 0 ||
            message.rfind("CUDA device ", 0) == 0));

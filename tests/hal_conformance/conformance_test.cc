@@ -1,0 +1,648 @@
+// The HAL conformance suite: one set of tests written against the Device and
+// Queue interface, instantiated for every backend. A backend that is not
+// present (no GPU, no driver, CUDA not built) prints "HEXIR_SKIP: <reason>"
+// and the case returns early; scripts/test.sh counts those as skipped.
+//
+// Instances: cpu, cuda, cuda-managed, and cuda with graphs and cuBLAS off
+// (eager launches and the tiled matmul kernel).
+#include <doctest/doctest.h>
+
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "hexir/base/npy.h"
+#include "hexir/hal/device.h"
+#include "hexir/serializer/compiler.h"
+#include "hexir/vm.h"
+#include "kernel_cases.h"
+
+#ifdef HEXIR_HAVE_CUDA
+#include "cuda/cuda_driver.h"
+#endif
+
+namespace {
+
+using hexir::DType;
+using hexir::Status;
+using hexir::StatusCode;
+using hexir::hal::Buffer;
+using hexir::hal::BufferUsage;
+using hexir::hal::Device;
+using hexir::hal::DispatchArgs;
+using hexir::hal::MemoryType;
+using hexir::hal::Queue;
+using hexir::hal::TensorArg;
+using hexir::hal::conformance::KernelCase;
+using hexir::hal::testing::HostTensor;
+namespace fs = std::filesystem;
+
+// Opens `name`; for a device that is not present prints the skip line and
+// returns null. Anything else that fails is a test failure.
+std::unique_ptr<Device> open_device(const std::string& name) {
+  auto device = hexir::hal::create_device(name);
+  if (device.ok()) return std::move(device).value();
+  if (name != "cpu" && device.status().code() == StatusCode::kUnavailable) {
+    std::printf("HEXIR_SKIP: %s: %s\n", name.c_str(), device.status().message().c_str());
+    std::fflush(stdout);
+    return nullptr;
+  }
+  INFO(name, ": ", device.status().to_string());
+  FAIL("create_device failed");
+  return nullptr;
+}
+
+// One TEST_CASE per backend for each conformance test body.
+#define HEXIR_CONFORMANCE(title)                                                                         \
+  static void HEXIR_CONCAT(conformance_body_, __LINE__)(Device & device);                                \
+  TEST_CASE("cpu: " title) {                                                                             \
+    if (auto d = open_device("cpu")) HEXIR_CONCAT(conformance_body_, __LINE__)(*d);                      \
+  }                                                                                                      \
+  TEST_CASE("cuda: " title) {                                                                            \
+    if (auto d = open_device("cuda")) HEXIR_CONCAT(conformance_body_, __LINE__)(*d);                     \
+  }                                                                                                      \
+  TEST_CASE("cuda-managed: " title) {                                                                    \
+    if (auto d = open_device("cuda-managed")) HEXIR_CONCAT(conformance_body_, __LINE__)(*d);             \
+  }                                                                                                      \
+  TEST_CASE("cuda?graphs=off&cublas=off: " title) {                                                      \
+    if (auto d = open_device("cuda?graphs=off&cublas=off")) HEXIR_CONCAT(conformance_body_, __LINE__)(*d); \
+  }                                                                                                      \
+  static void HEXIR_CONCAT(conformance_body_, __LINE__)(Device & device)
+
+void* address(const Buffer& b, uint64_t offset = 0) {
+  return reinterpret_cast<void*>(static_cast<uintptr_t>(b.device_ptr + offset));
+}
+
+Buffer must_allocate(Device& device, uint64_t size, MemoryType type = MemoryType::kDeviceLocal,
+                     uint64_t alignment = 64) {
+  auto buffer = device.allocate(size, type, BufferUsage::kTransient, alignment);
+  INFO("allocate ", size, ": ", buffer.status().to_string());
+  REQUIRE(buffer.ok());
+  return *buffer;
+}
+
+std::vector<uint8_t> read_all(Device& device, const Buffer& b, uint64_t size) {
+  std::vector<uint8_t> out(size);
+  Status s = device.read(b, 0, out.data(), size);
+  INFO(s.to_string());
+  REQUIRE(s.ok());
+  return out;
+}
+
+std::vector<uint8_t> pattern_bytes(size_t n, uint32_t seed) {
+  std::vector<uint8_t> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = static_cast<uint8_t>((i * 131 + seed * 7 + i / 253) & 0xff);
+  return v;
+}
+
+// A kernel case's operands in device memory.
+struct DeviceCase {
+  std::vector<Buffer> inputs;
+  Buffer output;
+  std::vector<TensorArg> operands;
+  HostTensor result;  // shape and dtype of the result
+  DispatchArgs args;
+};
+
+void prepare_case(Device& device, const KernelCase& c, DeviceCase& d) {
+  d.result = hexir::hal::conformance::result_of(c);
+  for (const HostTensor& t : c.inputs) {
+    Buffer b = must_allocate(device, t.bytes.size());
+    REQUIRE(device.write(b, 0, t.bytes.data(), t.bytes.size()).ok());
+    d.inputs.push_back(b);
+  }
+  if (!c.in_place) d.output = must_allocate(device, d.result.bytes.size());
+  for (size_t i = 0; i < c.inputs.size(); ++i) {
+    TensorArg a;
+    a.data = address(d.inputs[i]);
+    a.dtype = c.inputs[i].dtype;
+    a.rank = static_cast<uint32_t>(c.inputs[i].dims.size());
+    a.dims = c.inputs[i].dims.data();
+    a.byte_size = c.inputs[i].bytes.size();
+    d.operands.push_back(a);
+  }
+  TensorArg out;
+  out.data = c.in_place ? address(d.inputs[0]) : address(d.output);
+  out.dtype = d.result.dtype;
+  out.rank = static_cast<uint32_t>(d.result.dims.size());
+  out.dims = d.result.dims.data();
+  out.byte_size = d.result.bytes.size();
+  d.operands.push_back(out);
+  auto handle = device.resolve_kernel(c.id);
+  REQUIRE(handle.ok());
+  d.args.kernel = *handle;
+  d.args.kernel_id = c.id;
+  d.args.operands = d.operands.data();
+  d.args.input_count = static_cast<uint32_t>(c.inputs.size());
+  d.args.operand_count = static_cast<uint32_t>(d.operands.size());
+  d.args.params = c.params.empty() ? nullptr : c.params.data();
+  d.args.param_count = static_cast<uint32_t>(c.params.size());
+}
+
+HostTensor read_result(Device& device, const KernelCase& c, DeviceCase& d) {
+  HostTensor got = d.result;
+  if (got.bytes.empty()) return got;
+  const Buffer& from = c.in_place ? d.inputs[0] : d.output;
+  Status s = device.read(from, 0, got.bytes.data(), got.bytes.size());
+  INFO(s.to_string());
+  REQUIRE(s.ok());
+  return got;
+}
+
+void release_case(Device& device, DeviceCase& d) {
+  for (Buffer& b : d.inputs) device.release(b);
+  if (d.output.device_ptr) device.release(d.output);
+}
+
+}  // namespace
+
+// --------------------------------------------------------------------------
+// Memory
+// --------------------------------------------------------------------------
+
+HEXIR_CONFORMANCE("allocate honours alignment, size 0, and counts") {
+  const auto before = device.counters();
+  for (uint64_t alignment : {uint64_t{64}, uint64_t{256}, uint64_t{4096}}) {
+    for (uint64_t size : {uint64_t{0}, uint64_t{1}, uint64_t{1000}}) {
+      CAPTURE(alignment);
+      CAPTURE(size);
+      Buffer b = must_allocate(device, size, MemoryType::kDeviceLocal, alignment);
+      CHECK(b.size == size);
+      CHECK(b.device_ptr != 0);
+      CHECK(b.device_ptr % alignment == 0);
+      device.release(b);
+      CHECK(b.device_ptr == 0);
+    }
+  }
+  const auto after = device.counters();
+  CHECK(after.allocations - before.allocations == 9);
+  CHECK(after.releases - before.releases == 9);
+  CHECK(after.bytes_allocated - before.bytes_allocated == 3 * 1001);
+  auto bad = device.allocate(16, MemoryType::kDeviceLocal, BufferUsage::kTransient, 3);
+  CHECK(bad.status().code() == StatusCode::kInvalidArgument);
+  Buffer empty;
+  device.release(empty);  // a released or empty buffer is a no-op
+}
+
+HEXIR_CONFORMANCE("host-visible memory is addressable from the host") {
+  Buffer b = must_allocate(device, 4096, MemoryType::kHostVisible);
+  REQUIRE(b.host_ptr != nullptr);
+  std::vector<uint8_t> data = pattern_bytes(4096, 1);
+  REQUIRE(device.write(b, 0, data.data(), data.size()).ok());
+  CHECK(std::memcmp(b.host_ptr, data.data(), data.size()) == 0);
+  std::memset(b.host_ptr, 0x5A, 100);
+  std::vector<uint8_t> back = read_all(device, b, 4096);
+  CHECK(back[0] == 0x5A);
+  CHECK(back[99] == 0x5A);
+  CHECK(back[100] == data[100]);
+  device.release(b);
+}
+
+HEXIR_CONFORMANCE("write and read round trip, offsets, multi-chunk sizes, range errors") {
+  for (MemoryType type : {MemoryType::kDeviceLocal, MemoryType::kHostVisible}) {
+    for (uint64_t size : {uint64_t{1}, uint64_t{4097}, uint64_t{9} * 1024 * 1024 + 13}) {
+      CAPTURE(size);
+      Buffer b = must_allocate(device, size + 8, type);
+      std::vector<uint8_t> data = pattern_bytes(size, static_cast<uint32_t>(size));
+      const auto before = device.counters();
+      REQUIRE(device.write(b, 3, data.data(), size).ok());
+      std::vector<uint8_t> back(size);
+      REQUIRE(device.read(b, 3, back.data(), size).ok());
+      CHECK(back == data);
+      const auto after = device.counters();
+      CHECK(after.uploads - before.uploads == 1);
+      CHECK(after.bytes_uploaded - before.bytes_uploaded == size);
+      CHECK(after.downloads - before.downloads == 1);
+      CHECK(device.write(b, size + 1, data.data(), 8).code() == StatusCode::kInvalidArgument);
+      CHECK(device.read(b, 0, back.data(), size + 9).code() == StatusCode::kInvalidArgument);
+      CHECK(device.write(b, UINT64_MAX, data.data(), 2).code() == StatusCode::kInvalidArgument);
+      CHECK(device.write(b, 0, nullptr, 1).code() == StatusCode::kInvalidArgument);
+      device.release(b);
+    }
+  }
+}
+
+HEXIR_CONFORMANCE("fill repeats 1..16-byte patterns and touches nothing else") {
+  for (MemoryType type : {MemoryType::kDeviceLocal, MemoryType::kHostVisible}) {
+    for (uint32_t pattern_size = 1; pattern_size <= 16; ++pattern_size) {
+      for (uint8_t first : {uint8_t{0x00}, uint8_t{0x7E}}) {
+        CAPTURE(pattern_size);
+        uint8_t pattern[16];
+        for (uint32_t i = 0; i < 16; ++i) pattern[i] = static_cast<uint8_t>(first + (first ? i : 0));
+        const uint64_t size = pattern_size * 1000;
+        Buffer b = must_allocate(device, size + 16, type);
+        std::vector<uint8_t> background(size + 16, 0xC3);
+        REQUIRE(device.write(b, 0, background.data(), background.size()).ok());
+        const uint64_t offset = pattern_size % 2 == 0 ? 2 : 5;  // also misaligned for the wide memsets
+        Status s = device.fill(b, offset, size, pattern, pattern_size);
+        INFO(s.to_string());
+        REQUIRE(s.ok());
+        std::vector<uint8_t> back = read_all(device, b, size + 16);
+        bool ok = true;
+        for (uint64_t i = 0; i < size + 16; ++i) {
+          const uint8_t want = i >= offset && i < offset + size ? pattern[(i - offset) % pattern_size] : 0xC3;
+          ok = ok && back[i] == want;
+        }
+        CHECK(ok);
+        device.release(b);
+      }
+    }
+  }
+  Buffer b = must_allocate(device, 64);
+  const uint8_t pattern[17] = {};
+  CHECK(device.fill(b, 0, 64, pattern, 0).code() == StatusCode::kInvalidArgument);
+  CHECK(device.fill(b, 0, 64, pattern, 17).code() == StatusCode::kInvalidArgument);
+  CHECK(device.fill(b, 0, 63, pattern, 2).code() == StatusCode::kInvalidArgument);
+  CHECK(device.fill(b, 60, 8, pattern, 4).code() == StatusCode::kInvalidArgument);
+  CHECK(device.fill(b, 0, 64, nullptr, 4).code() == StatusCode::kInvalidArgument);
+  device.release(b);
+}
+
+HEXIR_CONFORMANCE("queue copy between device and host-visible buffers") {
+  auto queue = device.create_queue();
+  REQUIRE(queue.ok());
+  Buffer host = must_allocate(device, 1 << 20, MemoryType::kHostVisible);
+  Buffer a = must_allocate(device, 1 << 20);
+  Buffer b = must_allocate(device, 1 << 20);
+  std::vector<uint8_t> data = pattern_bytes(1 << 20, 9);
+  std::memcpy(host.host_ptr, data.data(), data.size());
+  REQUIRE((*queue)->copy(a, 0, host, 0, 1 << 20).ok());
+  REQUIRE((*queue)->copy(b, 100, a, 200, 5000).ok());
+  REQUIRE((*queue)->synchronize().ok());
+  CHECK(read_all(device, a, 1 << 20) == data);
+  std::vector<uint8_t> got(5000);
+  REQUIRE(device.read(b, 100, got.data(), got.size()).ok());
+  CHECK(std::memcmp(got.data(), data.data() + 200, 5000) == 0);
+  CHECK((*queue)->copy(a, (1 << 20) - 4, b, 0, 8).code() == StatusCode::kInvalidArgument);
+  CHECK((*queue)->copy(a, 0, b, (1 << 20) - 4, 8).code() == StatusCode::kInvalidArgument);
+  device.release(host);
+  device.release(a);
+  device.release(b);
+}
+
+HEXIR_CONFORMANCE("import_host wraps host memory or says it cannot") {
+  std::vector<uint8_t> memory(256, 1);
+  auto imported = device.import_host(memory.data(), memory.size(), BufferUsage::kConstant);
+  if (imported.ok()) {
+    CHECK(imported->host_ptr == memory.data());
+    CHECK(imported->imported);
+    device.release(*imported);
+  } else {
+    CHECK(imported.status().code() == StatusCode::kUnimplemented);
+  }
+}
+
+// --------------------------------------------------------------------------
+// Kernels
+// --------------------------------------------------------------------------
+
+HEXIR_CONFORMANCE("resolve_kernel: every dispatchable kernel, never a view") {
+  for (int i = 0; i < hexir::format::kKernelCount; ++i) {
+    const auto id = static_cast<hexir::format::KernelId>(i);
+    CAPTURE(hexir::format::kernel_info(id).name);
+    auto handle = device.resolve_kernel(id);
+    if (hexir::format::kernel_info(id).is_view) {
+      CHECK(handle.status().code() == StatusCode::kUnimplemented);
+    } else {
+      REQUIRE(handle.ok());
+      CHECK(*handle != 0);
+    }
+  }
+}
+
+HEXIR_CONFORMANCE("every kernel matches the cpu kernels (one dispatch each)") {
+  auto queue = device.create_queue();
+  REQUIRE(queue.ok());
+  for (const KernelCase& c : hexir::hal::conformance::kernel_cases()) {
+    CAPTURE(c.name);
+    DeviceCase d;
+    prepare_case(device, c, d);
+    Status s = (*queue)->dispatch(d.args);
+    INFO(s.to_string());
+    REQUIRE(s.ok());
+    REQUIRE((*queue)->synchronize().ok());
+    hexir::hal::conformance::check_matches(c, read_result(device, c, d), hexir::hal::conformance::cpu_reference(c));
+    release_case(device, d);
+  }
+}
+
+HEXIR_CONFORMANCE("every kernel matches the cpu kernels (as sequences, replayed with new data)") {
+  auto queue = device.create_queue();
+  REQUIRE(queue.ok());
+  for (const KernelCase& original : hexir::hal::conformance::kernel_cases()) {
+    CAPTURE(original.name);
+    KernelCase c = original;
+    DeviceCase d;
+    prepare_case(device, c, d);
+    for (int round = 0; round < 2; ++round) {
+      if (round == 1) {
+        // Same pointers, new data: a replayed graph must read it.
+        for (size_t i = 0; i < c.inputs.size(); ++i) {
+          if (c.inputs[i].dtype != DType::kF32) continue;
+          for (int64_t e = 0; e < c.inputs[i].count(); ++e) c.inputs[i].at(e) = c.inputs[i].at(e) * 0.5f + 0.25f;
+          REQUIRE(device.write(d.inputs[i], 0, c.inputs[i].bytes.data(), c.inputs[i].bytes.size()).ok());
+        }
+      }
+      size_t failed = 99;
+      Status s = (*queue)->dispatch_sequence(std::span(&d.args, 1), &failed);
+      INFO(s.to_string());
+      REQUIRE(s.ok());
+      REQUIRE((*queue)->synchronize().ok());
+      hexir::hal::conformance::check_matches(c, read_result(device, c, d), hexir::hal::conformance::cpu_reference(c));
+    }
+    release_case(device, d);
+  }
+}
+
+HEXIR_CONFORMANCE("a chained sequence: replays, rebinds pointers, allocates and uploads nothing") {
+  // x[8,32] @ w[32,16] + b -> gelu -> softmax, as one sequence.
+  HostTensor x = hexir::hal::testing::random_f32({8, 32}, 1), w = hexir::hal::testing::random_f32({32, 16}, 2),
+             bias = hexir::hal::testing::random_f32({16}, 3);
+  auto cpu_chain = [&](const HostTensor& input) {
+    HostTensor h(DType::kF32, {8, 16}), p(DType::kF32, {8, 16});
+    HostTensor in = input, weights = w, b = bias;
+    REQUIRE(hexir::hal::testing::run_kernel(hexir::format::KernelId::kMatmul, {&in, &weights}, h).ok());
+    REQUIRE(hexir::hal::testing::run_kernel(hexir::format::KernelId::kAdd, {&h, &b}, h).ok());
+    REQUIRE(hexir::hal::testing::run_kernel(hexir::format::KernelId::kGelu, {&h}, h, {0}).ok());
+    REQUIRE(hexir::hal::testing::run_kernel(hexir::format::KernelId::kSoftmax, {&h}, p, {1}).ok());
+    return p;
+  };
+  Buffer bx = must_allocate(device, x.bytes.size()), bw = must_allocate(device, w.bytes.size());
+  Buffer bb = must_allocate(device, bias.bytes.size()), bh = must_allocate(device, 8 * 16 * 4);
+  Buffer out_a = must_allocate(device, 8 * 16 * 4), out_b = must_allocate(device, 8 * 16 * 4);
+  REQUIRE(device.write(bx, 0, x.bytes.data(), x.bytes.size()).ok());
+  REQUIRE(device.write(bw, 0, w.bytes.data(), w.bytes.size()).ok());
+  REQUIRE(device.write(bb, 0, bias.bytes.data(), bias.bytes.size()).ok());
+  const int64_t dx[] = {8, 32}, dw[] = {32, 16}, db[] = {16}, dh[] = {8, 16};
+  auto arg = [](const Buffer& b, const int64_t* dims, uint32_t rank, uint64_t bytes) {
+    TensorArg a;
+    a.data = address(b);
+    a.rank = rank;
+    a.dims = dims;
+    a.byte_size = bytes;
+    return a;
+  };
+  TensorArg ops[10] = {arg(bx, dx, 2, 1024), arg(bw, dw, 2, 2048), arg(bh, dh, 2, 512),
+                       arg(bh, dh, 2, 512),  arg(bb, db, 1, 64),   arg(bh, dh, 2, 512),
+                       arg(bh, dh, 2, 512),  arg(bh, dh, 2, 512),  arg(bh, dh, 2, 512),
+                       arg(out_a, dh, 2, 512)};
+  const int64_t gelu_params[] = {0}, softmax_params[] = {1};
+  DispatchArgs seq[4];
+  const hexir::format::KernelId ids[] = {hexir::format::KernelId::kMatmul, hexir::format::KernelId::kAdd,
+                                         hexir::format::KernelId::kGelu, hexir::format::KernelId::kSoftmax};
+  const uint32_t inputs[] = {2, 2, 1, 1}, first[] = {0, 3, 6, 8};
+  for (int k = 0; k < 4; ++k) {
+    seq[k].kernel = *device.resolve_kernel(ids[k]);
+    seq[k].kernel_id = ids[k];
+    seq[k].operands = ops + first[k];
+    seq[k].input_count = inputs[k];
+    seq[k].operand_count = inputs[k] + 1;
+  }
+  seq[2].params = gelu_params;
+  seq[2].param_count = 1;
+  seq[3].params = softmax_params;
+  seq[3].param_count = 1;
+
+  auto queue = device.create_queue();
+  REQUIRE(queue.ok());
+  const auto before = device.counters();
+  const uint64_t dispatched_before = (*queue)->dispatch_count();
+  HostTensor current = x;
+  for (int round = 0; round < 6; ++round) {
+    CAPTURE(round);
+    if (round == 2) {  // new input data, same pointers
+      current = hexir::hal::testing::random_f32({8, 32}, 77);
+      REQUIRE(device.write(bx, 0, current.bytes.data(), current.bytes.size()).ok());
+    }
+    const bool use_b = round >= 3 && round % 2 == 1;  // rebinding the output alternates two pointer sets
+    ops[9].data = address(use_b ? out_b : out_a);
+    size_t failed = 99;
+    Status s = (*queue)->dispatch_sequence(std::span<const DispatchArgs>(seq, 4), &failed);
+    INFO(s.to_string());
+    REQUIRE(s.ok());
+    REQUIRE((*queue)->synchronize().ok());
+    HostTensor got(DType::kF32, {8, 16});
+    REQUIRE(device.read(use_b ? out_b : out_a, 0, got.bytes.data(), got.bytes.size()).ok());
+    KernelCase tolerance{"chain", hexir::format::KernelId::kSoftmax, {}, {}};
+    tolerance.rtol = 1e-4;
+    tolerance.atol = 1e-6;
+    hexir::hal::conformance::check_matches(tolerance, got, cpu_chain(current));
+  }
+  const auto after = device.counters();
+  CHECK(after.allocations == before.allocations);
+  CHECK(after.uploads - before.uploads == 1);  // the one write of round 2
+  CHECK((*queue)->dispatch_count() - dispatched_before == 6 * 4);
+  CHECK(after.dispatches - before.dispatches == 6 * 4);
+  for (Buffer* b : {&bx, &bw, &bb, &bh, &out_a, &out_b}) device.release(*b);
+}
+
+HEXIR_CONFORMANCE("dispatch errors: null handle, bad operands, failure index in a sequence") {
+  auto queue = device.create_queue();
+  REQUIRE(queue.ok());
+  HostTensor a = hexir::hal::testing::random_f32({4}, 5);
+  Buffer ba = must_allocate(device, 16), bo = must_allocate(device, 16);
+  REQUIRE(device.write(ba, 0, a.bytes.data(), 16).ok());
+  REQUIRE(device.fill(bo, 0, 16, "\0\0\0\0", 4).ok());
+  const int64_t dims[] = {4};
+  TensorArg ops[2];
+  ops[0].data = address(ba);
+  ops[0].rank = 1;
+  ops[0].dims = dims;
+  ops[0].byte_size = 16;
+  ops[1] = ops[0];
+  ops[1].data = address(bo);
+  DispatchArgs good;
+  good.kernel = *device.resolve_kernel(hexir::format::KernelId::kNeg);
+  good.kernel_id = hexir::format::KernelId::kNeg;
+  good.operands = ops;
+  good.input_count = 1;
+  good.operand_count = 2;
+  DispatchArgs null_handle = good;
+  null_handle.kernel = 0;
+  CHECK((*queue)->dispatch(null_handle).code() == StatusCode::kInvalidArgument);
+  DispatchArgs bad_count = good;
+  bad_count.operand_count = 1;
+  CHECK((*queue)->dispatch(bad_count).code() == StatusCode::kInvalidArgument);
+
+  const DispatchArgs seq[] = {good, good, bad_count, good};
+  const uint64_t before = (*queue)->dispatch_count();
+  size_t failed = 99;
+  Status s = (*queue)->dispatch_sequence(seq, &failed);
+  CHECK(s.code() == StatusCode::kInvalidArgument);
+  CHECK(failed == 2);
+  CHECK((*queue)->dispatch_count() - before == 3);
+  REQUIRE((*queue)->synchronize().ok());
+  // The dispatches before the failure ran.
+  HostTensor got(DType::kF32, {4});
+  REQUIRE(device.read(bo, 0, got.bytes.data(), 16).ok());
+  for (int i = 0; i < 4; ++i) CHECK(got.at(i) == -a.at(i));
+  device.release(ba);
+  device.release(bo);
+}
+
+// --------------------------------------------------------------------------
+// End to end: the samples through the VM on this device, against the cpu
+// --------------------------------------------------------------------------
+
+namespace {
+
+struct SampleRun {
+  std::vector<std::vector<uint8_t>> outputs;
+  hexir::vm::PhaseStats invoke_stats;
+  hexir::hal::DeviceCounters before, after;
+};
+
+// Compiles samples/NAME.hxir, prepares it on `device`, uploads the sample input
+// into a device buffer and invokes `invokes` times (alternating context-owned
+// and caller-provided device outputs).
+SampleRun run_sample(Device& device, const std::string& name, int invokes) {
+  SampleRun r;
+  auto hxe = hexir::serializer::compile_file(fs::path(HEXIR_SAMPLES_DIR) / (name + ".hxir"));
+  INFO(hxe.status().to_string());
+  REQUIRE(hxe.ok());
+  // load_buffer wants 64-byte aligned data sections.
+  std::vector<uint8_t> storage(hxe->size() + 64);
+  uint8_t* aligned = storage.data() + (64 - reinterpret_cast<uintptr_t>(storage.data()) % 64) % 64;
+  std::memcpy(aligned, hxe->data(), hxe->size());
+  auto module = hexir::vm::Module::load_buffer({aligned, hxe->size()});
+  INFO(module.status().to_string());
+  REQUIRE(module.ok());
+  auto program = hexir::vm::Program::prepare(*module, device);
+  INFO(program.status().to_string());
+  REQUIRE(program.ok());
+  auto context = hexir::vm::Context::create(*program);
+  INFO(context.status().to_string());
+  REQUIRE(context.ok());
+  auto main = module->find_function("main");
+  REQUIRE(main.ok());
+  const auto& sig = module->function(*main);
+  REQUIRE(sig.inputs.size() == 1);
+  auto input = hexir::read_npy((fs::path(HEXIR_SAMPLES_DIR) / name / "input_x.npy").string());
+  REQUIRE(input.ok());
+  Buffer in = must_allocate(device, input->data.size());
+  REQUIRE(device.write(in, 0, input->data.data(), input->data.size()).ok());
+  hexir::vm::TensorRef in_ref{address(in), input->data.size(), input->type};
+  std::vector<Buffer> out_buffers;
+  std::vector<hexir::vm::TensorRef> out_refs;
+  for (const auto& o : sig.outputs) {
+    out_buffers.push_back(must_allocate(device, o.byte_size));
+    out_refs.push_back({address(out_buffers.back()), o.byte_size, o.type});
+  }
+  r.before = device.counters();
+  for (int i = 0; i < invokes; ++i) {
+    const bool own = i % 2 == 0;
+    Status s = own ? context->invoke(*main, std::span(&in_ref, 1))
+                   : context->invoke(*main, std::span(&in_ref, 1), out_refs);
+    INFO("invoke ", i, ": ", s.to_string());
+    REQUIRE(s.ok());
+  }
+  r.after = device.counters();
+  r.invoke_stats = context->invoke_stats();
+  for (size_t j = 0; j < sig.outputs.size(); ++j) {
+    std::vector<uint8_t> own(sig.outputs[j].byte_size), provided(sig.outputs[j].byte_size);
+    REQUIRE(context->read_output(*main, j, own).ok() == (invokes % 2 == 1));
+    REQUIRE(device.read(out_buffers[j], 0, provided.data(), provided.size()).ok());
+    r.outputs.push_back(provided);
+  }
+  device.release(in);
+  for (Buffer& b : out_buffers) device.release(b);
+  return r;
+}
+
+}  // namespace
+
+HEXIR_CONFORMANCE("samples run through the VM and match the cpu; invoke allocates and uploads nothing") {
+  auto cpu = hexir::hal::create_device("cpu");
+  REQUIRE(cpu.ok());
+  for (std::string name : {"mlp", "transformer"}) {
+    CAPTURE(name);
+    SampleRun want = run_sample(**cpu, name, 2);
+    SampleRun got = run_sample(device, name, 6);
+    CHECK(got.invoke_stats.device_allocations == 0);
+    CHECK(got.invoke_stats.uploads == 0);
+    CHECK(got.after.allocations == got.before.allocations);
+    CHECK(got.after.uploads == got.before.uploads);
+    CHECK(got.after.bytes_uploaded == got.before.bytes_uploaded);
+    REQUIRE(got.outputs.size() == want.outputs.size());
+    for (size_t j = 0; j < want.outputs.size(); ++j) {
+      HostTensor g(DType::kF32, {static_cast<int64_t>(got.outputs[j].size() / 4)}), w = g;
+      g.bytes = got.outputs[j];
+      w.bytes = want.outputs[j];
+      KernelCase tolerance{name + " output " + std::to_string(j), hexir::format::KernelId::kAdd, {}, {}};
+      tolerance.rtol = 1e-4;
+      tolerance.atol = 1e-5;
+      hexir::hal::conformance::check_matches(tolerance, g, w);
+    }
+  }
+}
+
+// --------------------------------------------------------------------------
+// Device names and a missing driver
+// --------------------------------------------------------------------------
+
+TEST_CASE("create_device(\"cuda\") without a usable GPU is kUnavailable with the reason, never a crash") {
+  for (std::string name : {"cuda", "cuda:0", "cuda-managed", "cuda-managed:0", "cuda:7"}) {
+    CAPTURE(name);
+    auto device = hexir::hal::create_device(name);
+    if (device.ok()) {
+      CHECK((*device)->name().substr(0, 4) == "cuda");
+      continue;
+    }
+    CHECK(device.status().code() == StatusCode::kUnavailable);
+    const std::string m = device.status().message();
+    INFO(m);
+    CHECK((m.rfind("CUDA driver not available", 0) == 0 || m.rfind("CUDA backend not built", 0) == 0 ||
+           m.rfind("CUDA device ", 0) == 0));
+  }
+}
+
+TEST_CASE("list_devices: cpu first, then cuda devices or the reason there are none") {
+  auto devices = hexir::hal::list_devices();
+  REQUIRE(devices.size() >= 2);
+  CHECK(devices[0].name == "cpu");
+  CHECK(devices[0].available);
+  for (size_t i = 1; i < devices.size(); ++i) {
+    CAPTURE(devices[i].name);
+    CHECK(devices[i].name.rfind("cuda", 0) == 0);
+    CHECK(!devices[i].details.empty());
+  }
+  if (!devices[1].available) {
+    CHECK(devices[1].name == "cuda");
+    CHECK((devices[1].details.rfind("CUDA driver not available", 0) == 0 ||
+           devices[1].details.rfind("CUDA backend not built", 0) == 0 || devices[1].details == "no CUDA devices"));
+  }
+}
+
+TEST_CASE("cuda device names: options are checked") {
+  auto bad = hexir::hal::create_device("cuda?graphs=maybe");
+  REQUIRE(!bad.ok());
+#ifdef HEXIR_HAVE_CUDA
+  CHECK(bad.status().code() == StatusCode::kInvalidArgument);
+  CHECK(hexir::hal::create_device("cuda:0?speed=fast").status().code() == StatusCode::kInvalidArgument);
+#else
+  CHECK(bad.status().code() == StatusCode::kUnavailable);
+#endif
+  CHECK(hexir::hal::create_device("cuda:x?graphs=off").status().code() == StatusCode::kInvalidArgument);
+}
+
+#ifdef HEXIR_HAVE_CUDA
+TEST_CASE("cuda driver loading: a missing library and the toolkit's stub are kUnavailable") {
+  auto missing = hexir::hal::cuda::load_driver("libhexir-no-such-driver.so.1");
+  REQUIRE(!missing.ok());
+  CHECK(missing.status().code() == StatusCode::kUnavailable);
+  CHECK(missing.status().message().rfind("CUDA driver not available: ", 0) == 0);
+  const std::string stub = std::string(HEXIR_CUDA_LIB_DIR) + "/stubs/libcuda.so";
+  if (!fs::exists(stub)) {
+    std::printf("HEXIR_SKIP: no CUDA stub library at %s\n", stub.c_str());
+    return;
+  }
+  auto stubbed = hexir::hal::cuda::load_driver(stub.c_str());
+  REQUIRE(!stubbed.ok());
+  CHECK(stubbed.status().code() == StatusCode::kUnavailable);
+  CHECK(stubbed.status().message().rfind("CUDA driver not available: ", 0) == 0);
+  CHECK(stubbed.status().message().find("STUB_LIBRARY") != std::string::npos);
+}
+#endif
