@@ -131,6 +131,7 @@ class StreamLauncher final : public Launcher {
       : driver_(driver), functions_(functions), stream_(stream), blas_(blas) {}
 
   Status launch(Kernel kernel, const LaunchConfig& c, void* params) override {
+    ++operations;
     void* kernel_params[] = {params};
     return driver_.check(driver_.cuLaunchKernel(functions_[static_cast<size_t>(kernel)], c.grid[0], c.grid[1],
                                                 c.grid[2], c.block[0], c.block[1], c.block[2], 0, stream_,
@@ -138,12 +139,18 @@ class StreamLauncher final : public Launcher {
                          "cuLaunchKernel");
   }
   Status copy(void* dst, const void* src, uint64_t bytes) override {
+    ++operations;
     return driver_.check(driver_.cuMemcpyDtoDAsync_v2(reinterpret_cast<CUdeviceptr>(dst),
                                                       reinterpret_cast<CUdeviceptr>(src), bytes, stream_),
                          "cuMemcpyDtoDAsync");
   }
   bool has_gemm() const override { return blas_ != nullptr; }
-  Status gemm(const GemmBatch& g) override { return blas_->gemm(g); }
+  Status gemm(const GemmBatch& g) override {
+    ++operations;
+    return blas_->gemm(g);
+  }
+
+  uint64_t operations = 0;  // launches, copies and GEMMs enqueued so far
 
  private:
   const Driver& driver_;
@@ -533,7 +540,8 @@ CudaQueue::CudaQueue(CudaDevice& device, CUstream stream, std::unique_ptr<BlasHa
 CudaQueue::~CudaQueue() {
   if (!device_.bind().ok()) return;
   driver_.cuStreamSynchronize(stream_);
-  for (GraphEntry& entry : graphs_) driver_.cuGraphExecDestroy(entry.exec);
+  for (GraphEntry& entry : graphs_)
+    if (entry.exec) driver_.cuGraphExecDestroy(entry.exec);
   blas_.reset();
   driver_.cuStreamDestroy_v2(stream_);
 }
@@ -585,6 +593,7 @@ void CudaQueue::build_key(std::span<const DispatchArgs> sequence) {
 Status CudaQueue::capture(std::span<const DispatchArgs> sequence, size_t* failed_index, CUgraphExec* out) {
   HEXIR_RETURN_IF_ERROR(driver_.check(driver_.cuStreamBeginCapture_v2(stream_, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
                                       "cuStreamBeginCapture"));
+  const uint64_t operations_before = launcher_.operations;
   size_t k = 0;
   Status status;
   for (; k < sequence.size(); ++k) {
@@ -605,6 +614,11 @@ Status CudaQueue::capture(std::span<const DispatchArgs> sequence, size_t* failed
     return before.ok() ? status : before;
   }
   HEXIR_RETURN_IF_ERROR(driver_.check(ended, "cuStreamEndCapture"));
+  if (launcher_.operations == operations_before) {  // all no-ops (empty tensors): nothing to replay
+    if (graph) driver_.cuGraphDestroy(graph);
+    *out = nullptr;
+    return ok_status();
+  }
   const CUresult instantiated = driver_.cuGraphInstantiateWithFlags(out, graph, 0);
   driver_.cuGraphDestroy(graph);
   ++captures_;
@@ -624,14 +638,14 @@ Status CudaQueue::dispatch_sequence(std::span<const DispatchArgs> sequence, size
     if (graphs_.size() == kGraphCacheEntries) {
       auto oldest = std::min_element(graphs_.begin(), graphs_.end(),
                                      [](const GraphEntry& a, const GraphEntry& b) { return a.last_use < b.last_use; });
-      driver_.cuGraphExecDestroy(oldest->exec);
+      if (oldest->exec) driver_.cuGraphExecDestroy(oldest->exec);
       graphs_.erase(oldest);
     }
     graphs_.push_back(GraphEntry{key_, exec, 0});
     hit = &graphs_.back();
   }
   hit->last_use = ++use_clock_;
-  HEXIR_RETURN_IF_ERROR(driver_.check(driver_.cuGraphLaunch(hit->exec, stream_), "cuGraphLaunch"));
+  if (hit->exec) HEXIR_RETURN_IF_ERROR(driver_.check(driver_.cuGraphLaunch(hit->exec, stream_), "cuGraphLaunch"));
   count(sequence.size());
   return ok_status();
 }

@@ -71,6 +71,13 @@ Result<std::unique_ptr<Driver>> load_driver(const char* path) {
     return unavailable(kPrefix + reason);
   }
   if (driver->cuDriverGetVersion(&driver->version) != CUDA_SUCCESS) driver->version = 0;
+  // The embedded kernels come from this build's toolkit; an older major driver cannot load them.
+  if (driver->version / 1000 < CUDA_VERSION / 1000) {
+    const std::string have = std::to_string(driver->version / 1000) + "." + std::to_string(driver->version % 1000 / 10);
+    dlclose(library);
+    return unavailable(kPrefix + std::string("the driver supports CUDA ") + have + "; this build's kernels need CUDA " +
+                       std::to_string(CUDA_VERSION / 1000) + ".x or newer (update the NVIDIA driver)");
+  }
   return driver;
 }
 
