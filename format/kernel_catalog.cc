@@ -140,7 +140,24 @@ std::optional<KernelId> find_kernel(std::string_view name) {
   return std::nullopt;
 }
 
-uint64_t kernel_workspace_bytes(KernelId, std::span<const TensorType>, std::span<const int64_t>) { return 0; }
+uint64_t kernel_workspace_bytes(KernelId id, std::span<const TensorType> inputs, std::span<const int64_t> params) {
+  // softmax over a non-last axis walks its rows with a stride; with one
+  // double sum and one float max per column of the inner block it runs
+  // unit-stride instead (same arithmetic per element, same results).
+  if (id == KernelId::kSoftmax && inputs.size() == 1 && !params.empty() && params[0] >= 0 &&
+      static_cast<uint64_t>(params[0]) + 1 < inputs[0].dims.size()) {
+    uint64_t inner = 1;
+    for (size_t d = static_cast<size_t>(params[0]) + 1; d < inputs[0].dims.size(); ++d) {
+      const int64_t dim = inputs[0].dims[d];
+      if (dim <= 0) return 0;
+      if (__builtin_mul_overflow(inner, static_cast<uint64_t>(dim), &inner)) return 0;
+    }
+    uint64_t bytes = 0;
+    if (inner <= 1 || __builtin_mul_overflow(inner, uint64_t{sizeof(double) + sizeof(float)}, &bytes)) return 0;
+    return bytes;
+  }
+  return 0;
+}
 
 std::optional<std::vector<int64_t>> broadcast_shapes(std::span<const int64_t> a, std::span<const int64_t> b) {
   size_t rank = std::max(a.size(), b.size());

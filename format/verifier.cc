@@ -111,6 +111,15 @@ class ModuleVerifier {
       return corrupt("arena plan alignment ", plan.alignment(), " is not a power of two");
     if (static_cast<uint8_t>(plan.strategy()) > static_cast<uint8_t>(fb::PlanStrategy::MAX))
       return corrupt("arena plan has unknown strategy ", static_cast<int>(plan.strategy()));
+    dynamic_ = plan.strategy() == fb::PlanStrategy::FreeAtLastUse;
+    if (dynamic_ && plan.size() != 0)
+      return corrupt("arena plan is free-at-last-use but has a static arena of ", plan.size(), " bytes");
+    if (vec_size(m_.workspaces()) != 0) {
+      if (vec_size(m_.workspaces()) != vec_size(m_.instructions()))
+        return corrupt("module has ", vec_size(m_.workspaces()), " workspace ranges for ",
+                       vec_size(m_.instructions()), " instructions");
+      if (dynamic_) return corrupt("workspace ranges in the arena of a free-at-last-use plan");
+    }
     HEXIR_RETURN_IF_ERROR(check_sections());
     HEXIR_RETURN_IF_ERROR(check_constants());
     HEXIR_RETURN_IF_ERROR(check_kernels());
@@ -118,6 +127,7 @@ class ModuleVerifier {
     HEXIR_RETURN_IF_ERROR(check_functions());
     HEXIR_RETURN_IF_ERROR(check_instructions());
     HEXIR_RETURN_IF_ERROR(check_function_bodies());
+    HEXIR_RETURN_IF_ERROR(check_aliasing());
     return ok_status();
   }
 
@@ -264,6 +274,11 @@ class ModuleVerifier {
                        storage_kind_name(s.storage()), " storage");
       switch (s.storage()) {
         case fb::StorageKind::Arena:
+          if (dynamic_) {  // no static plan: the VM gives each value its own buffer
+            if (s.arena_offset() != 0)
+              return corrupt(what, ": arena offset ", s.arena_offset(), " in a free-at-last-use plan (must be 0)");
+            break;
+          }
           if (s.arena_offset() % plan.alignment() != 0)
             return corrupt(what, ": arena offset ", s.arena_offset(),
                            " is not a multiple of the arena alignment ", plan.alignment());
@@ -286,7 +301,28 @@ class ModuleVerifier {
           break;  // binding index checked per function
       }
     }
+    // Views: the viewed slot is a value (not a view) with the same storage and bytes.
+    for (uint64_t i = 0; i < count; ++i) {
+      const fb::Slot& s = *m_.slots()->Get(static_cast<flatbuffers::uoffset_t>(i));
+      if (s.last_use() < -1) return corrupt(slot_label(m_, i), ": invalid last_use ", s.last_use());
+      if (s.view_of() == -1) continue;
+      const std::string what = slot_label(m_, i);
+      if (s.view_of() < 0 || static_cast<uint64_t>(s.view_of()) >= count || static_cast<uint64_t>(s.view_of()) == i)
+        return corrupt(what, ": view_of ", s.view_of(), " is not another slot");
+      const fb::Slot& root = *m_.slots()->Get(static_cast<flatbuffers::uoffset_t>(s.view_of()));
+      if (root.view_of() != -1)
+        return corrupt(what, ": views ", slot_label(m_, static_cast<uint64_t>(s.view_of())), ", itself a view");
+      if (!same_storage(s, root) || s.byte_size() != root.byte_size() || s.usage() != root.usage())
+        return corrupt(what, ": is a view of ", slot_label(m_, static_cast<uint64_t>(s.view_of())),
+                       " but does not have its storage, size and usage");
+      if (s.last_use() != -1) return corrupt(what, ": a view has no last_use of its own");
+    }
     return ok_status();
+  }
+
+  uint32_t root_of(uint32_t slot) const {
+    const int32_t view_of = m_.slots()->Get(slot)->view_of();
+    return view_of >= 0 ? static_cast<uint32_t>(view_of) : slot;
   }
 
   Status check_binding_slot(const std::string& what, const fb::Binding* binding, uint32_t* slot_out) {
@@ -443,6 +479,20 @@ class ModuleVerifier {
       if (!(*result == out_.slot_types[out_index]))
         return fail("'", info.name, "' gives ", result->to_string(), " but the output ",
                     slot_label(m_, out_index), " is ", out_.slot_types[out_index].to_string());
+      if (out.view_of() != -1)
+        return fail("output ", slot_label(m_, out_index), " is a view; views are never written");
+      // Under free-at-last-use every arena value has its own buffer, except
+      // that an in-place result takes over its aliased input's: overlap there
+      // means sharing an aliased input's value.
+      uint32_t aliased_roots[2] = {UINT32_MAX, UINT32_MAX};
+      for (uint32_t i = 0; i < in.input_count() && i < 32; ++i)
+        if ((in.alias_mask() >> i) & 1u) {
+          const uint32_t root = root_of(m_.operand_pool()->Get(in.operand_begin() + i));
+          if (aliased_roots[0] == UINT32_MAX || aliased_roots[0] == root)
+            aliased_roots[0] = root;
+          else
+            aliased_roots[1] = root;
+        }
       for (uint32_t i = 0; i < in.input_count(); ++i) {
         const uint32_t in_index = m_.operand_pool()->Get(in.operand_begin() + i);
         const fb::Slot& input = *m_.slots()->Get(in_index);
@@ -453,11 +503,52 @@ class ModuleVerifier {
           if (!same_storage(out, input) || out.byte_size() != input.byte_size())
             return fail("alias bit ", i, " set but the output ", slot_label(m_, out_index),
                         " does not share the storage of input ", slot_label(m_, in_index));
-        } else if (storage_overlaps(out, input)) {
+          if (input.dtype() != out.dtype())
+            return fail("alias bit ", i, " set but input ", slot_label(m_, in_index), " and the output ",
+                        slot_label(m_, out_index), " differ in dtype");
+        } else if (dynamic_ && out.storage() == fb::StorageKind::Arena
+                       ? input.storage() == fb::StorageKind::Arena &&
+                             (root_of(in_index) == aliased_roots[0] || root_of(in_index) == out_index)
+                       : storage_overlaps(out, input)) {
           return fail("the output ", slot_label(m_, out_index), " overlaps input ", i, " ",
                       slot_label(m_, in_index), " without an alias bit");
         }
       }
+      if (aliased_roots[1] != UINT32_MAX)
+        return fail("alias bits name two different values; a result takes over one buffer");
+      HEXIR_RETURN_IF_ERROR(check_workspace(k, in, input_types, param_span, fail));
+    }
+    return ok_status();
+  }
+
+  // Scratch: the kernel's need (kernel_workspace_bytes) is covered by the
+  // shared workspace, or by the instruction's own arena range, which lies in
+  // the arena, aligned, and overlaps none of its operands. Under
+  // free-at-last-use the VM allocates it per instruction.
+  template <typename Fail>
+  Status check_workspace(uint64_t k, const fb::Instruction& in, std::span<const TensorType> input_types,
+                         std::span<const int64_t> params, const Fail& fail) {
+    const fb::ArenaPlan& plan = *m_.arena();
+    const uint64_t need = kernel_workspace_bytes(out_.kernel_ids[in.kernel()], input_types, params);
+    if (vec_size(m_.workspaces()) == 0) {
+      if (!dynamic_ && need > plan.workspace_size())
+        return fail("'", kernel_info(out_.kernel_ids[in.kernel()]).name, "' needs ", need,
+                    " bytes of workspace but the plan's shared workspace has ", plan.workspace_size());
+      return ok_status();
+    }
+    const fb::WorkspaceRange& w = *m_.workspaces()->Get(static_cast<flatbuffers::uoffset_t>(k));
+    if (w.size() < need)
+      return fail("workspace range of ", w.size(), " bytes, but '", kernel_info(out_.kernel_ids[in.kernel()]).name,
+                  "' needs ", need);
+    if (w.size() == 0) return ok_status();
+    if (w.offset() % plan.alignment() != 0 || !range_inside(w.offset(), w.size(), plan.size()))
+      return fail("workspace [", w.offset(), ", +", w.size(), ") is misaligned or outside the ", plan.size(),
+                  "-byte arena");
+    for (uint32_t o = 0; o < in.operand_count(); ++o) {
+      const fb::Slot& s = *m_.slots()->Get(m_.operand_pool()->Get(in.operand_begin() + o));
+      if (s.storage() == fb::StorageKind::Arena && s.byte_size() > 0 && s.arena_offset() < w.offset() + w.size() &&
+          w.offset() < s.arena_offset() + s.byte_size())
+        return fail("workspace [", w.offset(), ", +", w.size(), ") overlaps operand ", o);
     }
     return ok_status();
   }
@@ -515,9 +606,110 @@ class ModuleVerifier {
     return ok_status();
   }
 
+  // Aliasing and liveness against the instruction order, per function, with
+  // one pass for a last-read table and one for the checks (linear):
+  //  - a value (a slot that is not a view; a view's reads count for the value
+  //    it views) in arena or output storage is written before it is read;
+  //  - an alias bit names a value that no later instruction reads, that is not
+  //    a constant, a non-donated input or a function output (that output would
+  //    be overwritten);
+  //  - a write into a caller's buffer (donated input, output) comes after the
+  //    last read of the value it replaces there, unless it is that value's
+  //    in-place result;
+  //  - last_use, where recorded (always under free-at-last-use), is the last
+  //    read (or the write of a value nothing reads); under free-at-last-use a
+  //    value is written once.
+  Status check_aliasing() {
+    const uint64_t slot_count = vec_size(m_.slots());
+    std::vector<int64_t> last_read(slot_count, -1), def(slot_count, -1);
+    std::vector<int64_t> output_of(slot_count, -1);
+    std::vector<uint32_t> touched;
+    std::vector<int64_t> occupant;  // per input binding, then per output: the value in that buffer
+    for (uint64_t f = 0; f < vec_size(m_.functions()); ++f) {
+      const fb::Function& fn = *m_.functions()->Get(static_cast<flatbuffers::uoffset_t>(f));
+      const uint64_t begin = fn.instruction_begin(), count = fn.instruction_count();
+      const uint64_t inputs = vec_size(fn.inputs()), outputs = vec_size(fn.outputs());
+      auto operand = [&](const fb::Instruction& in, uint32_t o) {
+        return m_.operand_pool()->Get(in.operand_begin() + o);
+      };
+      for (uint64_t k = 0; k < count; ++k) {
+        const fb::Instruction& in = *m_.instructions()->Get(static_cast<flatbuffers::uoffset_t>(begin + k));
+        for (uint32_t i = 0; i < in.input_count(); ++i) {
+          const uint32_t r = root_of(operand(in, i));
+          if (last_read[r] < 0 && def[r] < 0) touched.push_back(r);
+          last_read[r] = static_cast<int64_t>(k);
+        }
+        const uint32_t r = operand(in, in.input_count());
+        if (last_read[r] < 0 && def[r] < 0) touched.push_back(r);
+        if (def[r] < 0) {
+          def[r] = static_cast<int64_t>(k);
+        } else if (dynamic_) {
+          return corrupt(instruction_label(begin + k), ": ", slot_label(m_, r), " is written a second time (instruction ",
+                         begin + def[r], " wrote it) in a free-at-last-use plan");
+        }
+      }
+      for (uint64_t j = 0; j < outputs; ++j) output_of[root_of(fn.outputs()->Get(static_cast<flatbuffers::uoffset_t>(j))->slot())] = static_cast<int64_t>(j);
+      occupant.assign(inputs + outputs, -1);
+      for (uint64_t b = 0; b < inputs; ++b)
+        occupant[b] = root_of(fn.inputs()->Get(static_cast<flatbuffers::uoffset_t>(b))->slot());
+
+      for (uint64_t k = 0; k < count; ++k) {
+        const fb::Instruction& in = *m_.instructions()->Get(static_cast<flatbuffers::uoffset_t>(begin + k));
+        auto fail = [&](auto&&... args) { return corrupt(instruction_label(begin + k), ": ", args...); };
+        int64_t aliased_root = -1;
+        for (uint32_t i = 0; i < in.input_count(); ++i) {
+          const uint32_t slot = operand(in, i), r = root_of(slot);
+          const fb::Slot& s = *m_.slots()->Get(r);
+          const bool bound_input = s.storage() == fb::StorageKind::Input && s.index() < inputs &&
+                                   root_of(fn.inputs()->Get(s.index())->slot()) == r;
+          if (s.storage() != fb::StorageKind::Constant && !bound_input && (def[r] < 0 || def[r] >= static_cast<int64_t>(k)))
+            return fail("input ", i, " ", slot_label(m_, slot), " is read before any instruction writes it");
+          if (i >= 32 || !((in.alias_mask() >> i) & 1u)) continue;
+          aliased_root = r;
+          if (s.storage() == fb::StorageKind::Input && fn.inputs()->Get(s.index())->donated_to() < 0)
+            return fail("alias bit ", i, " writes input ", s.index(), " ('", str_or_empty(fn.inputs()->Get(s.index())->name()),
+                        "'), which is not donated");
+          if (last_read[r] > static_cast<int64_t>(k))
+            return fail("alias bit ", i, " overwrites ", slot_label(m_, slot), ", which instruction ", begin + last_read[r],
+                        " still reads");
+          if (output_of[r] >= 0)
+            return fail("alias bit ", i, " overwrites ", slot_label(m_, slot), ", the value of output ", output_of[r]);
+        }
+        const uint32_t out_slot = operand(in, in.input_count());
+        const fb::Slot& out = *m_.slots()->Get(out_slot);
+        int64_t* holder = nullptr;
+        if (out.storage() == fb::StorageKind::Input && out.index() < inputs) holder = &occupant[out.index()];
+        if (out.storage() == fb::StorageKind::Output && out.index() < outputs) holder = &occupant[inputs + out.index()];
+        if (holder) {
+          const int64_t previous = *holder;
+          if (previous >= 0 && previous != out_slot && previous != aliased_root &&
+              last_read[static_cast<size_t>(previous)] >= static_cast<int64_t>(k))
+            return fail("writes the ", storage_kind_name(out.storage()), " buffer ", out.index(), " while ",
+                        slot_label(m_, static_cast<uint64_t>(previous)), " in it is still read by instruction ",
+                        begin + last_read[static_cast<size_t>(previous)]);
+          *holder = out_slot;
+        }
+      }
+      for (uint32_t r : touched) {
+        const fb::Slot& s = *m_.slots()->Get(r);
+        if (s.storage() == fb::StorageKind::Arena && def[r] >= 0 && (dynamic_ || s.last_use() != -1)) {
+          const int64_t expected = last_read[r] >= 0 ? last_read[r] : def[r];
+          if (s.last_use() != expected)
+            return corrupt("function '", str_or_empty(fn.name()), "': ", slot_label(m_, r), " has last_use ",
+                           s.last_use(), " but its last use is instruction ", expected);
+        }
+        last_read[r] = def[r] = output_of[r] = -1;
+      }
+      for (uint64_t j = 0; j < outputs; ++j) output_of[root_of(fn.outputs()->Get(static_cast<flatbuffers::uoffset_t>(j))->slot())] = -1;
+      touched.clear();
+    }
+    return ok_status();
+  }
+
   VerifiedModule& out_;
   const fb::Module& m_;
   std::vector<int64_t> owner_;  // per instruction: owning function or -1
+  bool dynamic_ = false;        // free-at-last-use: no static arena offsets
 };
 
 }  // namespace

@@ -1,4 +1,5 @@
-// hexir-compile IN.hxir -o OUT.hxe [--plan=naive|arena] [--align N] [--data-checksum]
+// hexir-compile IN.hxir -o OUT.hxe [--plan=naive|arena|free-at-last-use] [--align N] [--data-checksum]
+//               [--schedule=source|memory] [--no-in-place]
 //               [--compress=none|zstd[:LEVEL]]
 #include <cstdio>
 #include <cstdlib>
@@ -14,7 +15,8 @@
 namespace {
 
 constexpr const char* kUsage =
-    "usage: hexir-compile IN.hxir -o OUT.hxe [--plan=naive|arena] [--align N] [--data-checksum]\n"
+    "usage: hexir-compile IN.hxir -o OUT.hxe [--plan=naive|arena|free-at-last-use] [--align N] [--data-checksum]\n"
+    "       [--schedule=source|memory] [--no-in-place]\n"
     "       [--compress=none|zstd[:LEVEL]]\n";
 
 int usage_error(const std::string& message) {
@@ -50,8 +52,19 @@ int main(int argc, char** argv) {
       options.plan = hexir::serializer::PlanStrategy::kNaive;
     } else if (arg == "--plan=arena") {
       options.plan = hexir::serializer::PlanStrategy::kArena;
+    } else if (arg == "--plan=free-at-last-use") {
+      options.plan = hexir::serializer::PlanStrategy::kFreeAtLastUse;
     } else if (arg.starts_with("--plan=")) {
-      return usage_error("unknown plan '" + std::string(arg.substr(7)) + "' (expected naive or arena)");
+      return usage_error("unknown plan '" + std::string(arg.substr(7)) +
+                         "' (expected naive, arena or free-at-last-use)");
+    } else if (arg == "--schedule=source") {
+      options.schedule = hexir::serializer::Schedule::kSource;
+    } else if (arg == "--schedule=memory") {
+      options.schedule = hexir::serializer::Schedule::kMemory;
+    } else if (arg.starts_with("--schedule")) {
+      return usage_error("unknown schedule '" + std::string(arg) + "' (expected --schedule=source|memory)");
+    } else if (arg == "--no-in-place") {
+      options.in_place = false;
     } else if (arg == "--align" || arg.starts_with("--align=")) {
       std::string_view value;
       if (arg == "--align") {

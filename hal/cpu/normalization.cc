@@ -22,6 +22,34 @@ Status softmax(const DispatchArgs& args) {
   if (outer == 0 || length == 0 || inner == 0) return ok_status();
   const float* in = f32_in(x);
   float* out = f32_out(args.operands[1]);
+  const uint64_t scratch = static_cast<uint64_t>(inner) * (sizeof(double) + sizeof(float));
+  if (inner > 1 && args.workspace != nullptr && args.workspace_size >= scratch &&
+      reinterpret_cast<uintptr_t>(args.workspace) % alignof(double) == 0) {
+    // Scratch: per column of the inner block a double sum and a float max
+    // (then scale), so every pass runs unit-stride over the inner dims. Each
+    // element sees the same operations in the same order as the strided path.
+    double* sums = static_cast<double*>(args.workspace);
+    float* column = reinterpret_cast<float*>(sums + inner);
+    for (int64_t o = 0; o < outer; ++o) {
+      const float* block_in = in + o * length * inner;
+      float* block_out = out + o * length * inner;
+      for (int64_t i = 0; i < inner; ++i) column[i] = -std::numeric_limits<float>::infinity();
+      for (int64_t j = 0; j < length; ++j)
+        for (int64_t i = 0; i < inner; ++i) column[i] = std::fmax(column[i], block_in[j * inner + i]);
+      for (int64_t i = 0; i < inner; ++i) sums[i] = 0.0;
+      for (int64_t j = 0; j < length; ++j) {
+        for (int64_t i = 0; i < inner; ++i) {
+          const float e = std::exp(block_in[j * inner + i] - column[i]);
+          block_out[j * inner + i] = e;
+          sums[i] += e;
+        }
+      }
+      for (int64_t i = 0; i < inner; ++i) column[i] = static_cast<float>(1.0 / sums[i]);
+      for (int64_t j = 0; j < length; ++j)
+        for (int64_t i = 0; i < inner; ++i) block_out[j * inner + i] *= column[i];
+    }
+    return ok_status();
+  }
   // One strided row per (outer, inner) pair; max-subtracted for stability.
   for (int64_t o = 0; o < outer; ++o) {
     for (int64_t i = 0; i < inner; ++i) {

@@ -1,5 +1,6 @@
 #include "hexir/serializer/compiler.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -34,8 +35,36 @@ Result<std::vector<uint8_t>> compile_source(std::string_view source, std::string
   write_options.heuristic = options.plan == PlanStrategy::kNaive ? "naive" : "greedy-by-size";
   for (Function& fn : module.functions) {
     assign_storage(fn);
-    HEXIR_RETURN_IF_ERROR(plan_function_arena(fn, options.plan, options.alignment, &write_options.heuristic)
-                              .annotate(std::string(display_name)));
+    if (options.schedule == Schedule::kMemory) schedule_for_memory(fn);
+    if (options.in_place) assign_in_place(fn);
+    place_donations(fn);
+    record_last_uses(fn);
+    record_workspaces(fn);
+  }
+  // Scratch: one shared workspace past the arena, or short-lived arena ranges,
+  // whichever makes the context's one allocation smaller (the arena is shared
+  // by every function: its size is the largest function's).
+  auto plan_all = [&](std::vector<Function>& functions, bool in_arena, uint64_t* total) -> Status {
+    uint64_t arena = 0, workspace = 0;
+    for (Function& fn : functions) {
+      fn.workspace_in_arena = in_arena;
+      HEXIR_RETURN_IF_ERROR(plan_function_arena(fn, options.plan, options.alignment, &write_options.heuristic)
+                                .annotate(std::string(display_name)));
+      arena = std::max(arena, fn.arena_size);
+      if (!in_arena) workspace = std::max(workspace, fn.workspace_size);
+    }
+    *total = workspace == 0 ? arena : (arena + 63) / 64 * 64 + workspace;
+    return ok_status();
+  };
+  uint64_t shared_total = 0;
+  HEXIR_RETURN_IF_ERROR(plan_all(module.functions, false, &shared_total));
+  const bool has_scratch = std::any_of(module.functions.begin(), module.functions.end(),
+                                       [](const Function& fn) { return fn.workspace_size > 0; });
+  if (has_scratch && options.plan != PlanStrategy::kFreeAtLastUse) {
+    std::vector<Function> in_arena = module.functions;
+    uint64_t in_arena_total = 0;
+    HEXIR_RETURN_IF_ERROR(plan_all(in_arena, true, &in_arena_total));
+    if (in_arena_total < shared_total) module.functions = std::move(in_arena);
   }
   return write_module(module, write_options);
 }

@@ -55,6 +55,16 @@ struct Value {
   Storage storage = Storage::kArena;
   uint32_t storage_index = 0;  // constant index, input or output binding index
   uint64_t arena_offset = 0;   // set by the arena plan, for kArena
+
+  // Set on storage roots by assign_in_place / place_donations: the root whose
+  // buffer this value takes over when it is written (-1: a buffer of its own).
+  // Following it from any root ends at the buffer's head, whose storage every
+  // value of the chain shares (see buffer_head in passes.h).
+  int buffer_prev = -1;
+  // Storage roots in arena storage: program index of the last instruction that
+  // reads the value or a view of it (its writer when nothing does). Set by
+  // record_last_uses; the VM frees the value there under free-at-last-use.
+  int64_t last_use = -1;
 };
 
 struct Instruction {
@@ -63,6 +73,12 @@ struct Instruction {
   int output = -1;          // value id
   std::vector<int64_t> params;
   SourceLoc loc;
+  // Bit i: the output is written into the storage of inputs[i] (in place).
+  uint32_t alias_mask = 0;
+  // Scratch bytes the kernel needs (format::kernel_workspace_bytes) and, when
+  // the plan puts scratch in the arena, its offset there.
+  uint64_t workspace_size = 0;
+  uint64_t workspace_offset = 0;
 };
 
 struct Argument {
@@ -85,6 +101,8 @@ struct Function {
   std::vector<Instruction> program;
   uint64_t arena_size = 0;
   uint64_t lower_bound = 0;
+  uint64_t workspace_size = 0;       // largest scratch of one instruction
+  bool workspace_in_arena = false;   // scratch planned as arena ranges (else shared, past the arena)
 };
 
 struct Module {

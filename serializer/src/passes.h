@@ -1,6 +1,7 @@
 // Passes over the serializer IR, in the order compile_source runs them:
 //   detect_splats -> dedupe_constants -> pack_constants        (module)
-//   assign_storage -> compute_live_ranges -> plan_function_arena (per function)
+//   assign_storage -> [schedule_for_memory] -> [assign_in_place] -> place_donations
+//   -> record_last_uses -> plan_function_arena -> plan_workspaces  (per function)
 #pragma once
 
 #include <cstdint>
@@ -37,8 +38,55 @@ bool module_has_rodata(const Module& module);
 //  - a donated input gets donated_to = the first free output of its type.
 void assign_storage(Function& fn);
 
-// One live range per arena storage root, in fn.program indices: from the
-// instruction that writes it to one past the last that reads it (or any view of it).
+// The head of the buffer `value` lives in: its storage root, then the
+// buffer_prev links (in-place results and donated destinations) followed to
+// the value that owns the buffer (an arena value, an input, a constant).
+int buffer_head(const Function& fn, int value);
+
+// Per storage root: program index of the last instruction reading it or any
+// view of it (-1: none), and of its writer (-1: not written by an instruction).
+struct Uses {
+  std::vector<int64_t> last_read;
+  std::vector<int64_t> def;
+};
+Uses compute_uses(const Function& fn);
+
+// In place: an instruction whose kernel may run in place takes over the
+// buffer of one input when that input's value (with its views) is read by no
+// later instruction, has the result's byte size and dtype, and lives in the
+// arena. A result bound to output j may instead take over the donated input
+// whose donated_to is j. Never a constant, a non-donated input, or a value
+// bound to an output. Sets buffer_prev and the instruction's alias_mask (every
+// input operand that is that value). Storage is updated by place_donations.
+void assign_in_place(Function& fn);
+
+// Donation: output j of a donated input a (donated_to = j) is computed in a's
+// buffer: either an in-place chain already leads there, or its writer writes
+// straight into a's buffer when a is read by no instruction at or after it.
+// Otherwise the donation is dropped (donated_to = -1, the input stays
+// read-only and the output gets its own buffer). Then every value takes the
+// storage of its buffer's head.
+void place_donations(Function& fn);
+
+// Sets Value::last_use on every arena storage root.
+void record_last_uses(Function& fn);
+
+// Sets each instruction's workspace_size (format::kernel_workspace_bytes)
+// and fn.workspace_size, their maximum. Where the scratch goes is the plan's
+// choice: shared past the arena, or (fn.workspace_in_arena) one arena range
+// per instruction, live only while it runs (plan_function_arena places them).
+void record_workspaces(Function& fn);
+
+// Reorders fn.program (after assign_storage, before any other pass) to lower
+// the peak of live bytes: a greedy list scheduler that, among the ready
+// instructions, picks the one whose result minus the bytes it frees is
+// smallest (ties: source order). Dependencies are kept, so results are
+// unchanged; values bound to outputs are not counted (they are not arena).
+void schedule_for_memory(Function& fn);
+
+// One live range per arena buffer (its head value), in fn.program indices:
+// from the instruction that writes it to one past the last that reads it, any
+// view of it, or any value that took its buffer over in place.
 struct LiveRange {
   int root = -1;  // value id
   PlanBuffer buffer;

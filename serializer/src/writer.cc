@@ -98,10 +98,12 @@ Status build_metadata(const Module& module, const WriteOptions& options, const R
   std::vector<uint32_t> operand_pool;
   std::vector<int64_t> param_pool;
   std::vector<flatbuffers::Offset<fb::Function>> functions;
+  std::vector<fb::WorkspaceRange> workspaces;  // per instruction, when scratch is in the arena
   for (const Function& fn : module.functions) {
     std::vector<uint32_t> slot_of(fn.values.size());
     std::vector<bool> donated_input(fn.arguments.size(), false);
-    for (const Argument& arg : fn.arguments) donated_input[fn.values[arg.value].input_index] = arg.donate;
+    for (const Argument& arg : fn.arguments)
+      donated_input[fn.values[arg.value].input_index] = arg.donated_to >= 0;
     for (size_t v = 0; v < fn.values.size(); ++v) {
       const Value& value = fn.values[v];
       if (value.storage == Storage::kConstant && value.kind == ValueKind::kConstant) {
@@ -127,10 +129,20 @@ Status build_metadata(const Module& module, const WriteOptions& options, const R
           usage = fb::SlotUsage::ExternalOutput;
           break;
       }
+      // A view names the slot of the value it views (written before it: its root has a lower id).
+      int32_t view_of = -1;
+      if (value.storage_root != static_cast<int>(v)) {
+        if (value.storage_root > static_cast<int>(v)) return internal_error("a view precedes its root");
+        view_of = static_cast<int32_t>(slot_of[static_cast<size_t>(value.storage_root)]);
+      }
+      const int32_t last_use = value.last_use >= 0 && value.last_use <= INT32_MAX
+                                   ? static_cast<int32_t>(value.last_use)
+                                   : -1;
       slots.push_back(fb::CreateSlot(fbb, fbb.CreateString(value.name), to_fb(value.type.dtype),
                                      fbb.CreateVector(value.type.dims), value.byte_size, to_fb(value.storage),
                                      usage, value.storage == Storage::kArena ? value.arena_offset : 0,
-                                     value.storage == Storage::kArena ? 0 : value.storage_index));
+                                     value.storage == Storage::kArena ? 0 : value.storage_index, view_of,
+                                     last_use));
     }
 
     HEXIR_ASSIGN_OR_RETURN(uint32_t instruction_begin, checked_u32(instructions.size(), "instructions"));
@@ -143,7 +155,8 @@ Status build_metadata(const Module& module, const WriteOptions& options, const R
       instructions.emplace_back(
           kernel_index.at(inst.kernel), operand_begin, static_cast<uint32_t>(inst.inputs.size() + 1),
           static_cast<uint32_t>(inst.inputs.size()), param_begin, static_cast<uint32_t>(inst.params.size()),
-          /*alias_mask=*/0u, fb::Opcode::Dispatch, uint8_t{0}, uint16_t{0});
+          inst.alias_mask, fb::Opcode::Dispatch, uint8_t{0}, uint16_t{0});
+      if (fn.workspace_in_arena) workspaces.emplace_back(inst.workspace_offset, inst.workspace_size);
     }
     HEXIR_RETURN_IF_ERROR(checked_u32(instructions.size(), "instructions").status());
 
@@ -159,15 +172,19 @@ Status build_metadata(const Module& module, const WriteOptions& options, const R
         instruction_begin, static_cast<uint32_t>(fn.program.size()), fn.arena_size, fn.lower_bound));
   }
 
-  uint64_t arena_size = 0, lower_bound = 0;
+  uint64_t arena_size = 0, lower_bound = 0, workspace_size = 0;
   for (const Function& fn : module.functions) {
     arena_size = std::max(arena_size, fn.arena_size);
     lower_bound = std::max(lower_bound, fn.lower_bound);
+    if (!fn.workspace_in_arena) workspace_size = std::max(workspace_size, fn.workspace_size);
   }
-  auto arena = fb::CreateArenaPlan(
-      fbb, arena_size, options.alignment, lower_bound,
-      options.strategy == PlanStrategy::kNaive ? fb::PlanStrategy::Naive : fb::PlanStrategy::Arena,
-      fbb.CreateString(options.heuristic), /*workspace_size=*/0);
+  if (!workspaces.empty() && workspaces.size() != instructions.size())
+    return internal_error("scratch placed in the arena for some functions only");
+  const fb::PlanStrategy strategy = options.strategy == PlanStrategy::kNaive           ? fb::PlanStrategy::Naive
+                                    : options.strategy == PlanStrategy::kFreeAtLastUse ? fb::PlanStrategy::FreeAtLastUse
+                                                                                       : fb::PlanStrategy::Arena;
+  auto arena = fb::CreateArenaPlan(fbb, arena_size, options.alignment, lower_bound, strategy,
+                                   fbb.CreateString(options.heuristic), workspace_size);
 
   std::vector<fb::Section> sections;
   if (has_rodata)
@@ -178,7 +195,9 @@ Status build_metadata(const Module& module, const WriteOptions& options, const R
       fbb, fbb.CreateString(module.name), fbb.CreateString(kProducer), fbb.CreateVectorOfStructs(sections),
       fbb.CreateVector(constants), fbb.CreateVector(kernels), fbb.CreateVector(slots),
       fbb.CreateVectorOfStructs(instructions), fbb.CreateVector(operand_pool), fbb.CreateVector(param_pool),
-      fbb.CreateVector(functions), arena);
+      fbb.CreateVector(functions), arena,
+      workspaces.empty() ? flatbuffers::Offset<flatbuffers::Vector<const fb::WorkspaceRange*>>()
+                         : fbb.CreateVectorOfStructs(workspaces));
   fbb.Finish(module_offset, fb::ModuleIdentifier());
   return ok_status();
 }

@@ -14,8 +14,23 @@ Status build_function_table(ContextImpl& c, size_t function_index, FunctionTable
   const FunctionSignature& sig = m.functions[function_index];
   const size_t inputs = sig.inputs.size();
   const size_t outputs = sig.outputs.size();
-  const uint64_t workspace_size = fbm.arena()->workspace_size();
+  const uint64_t workspace_size = c.dynamic ? 0 : fbm.arena()->workspace_size();
   void* workspace = workspace_size > 0 ? device_address(c.arena, c.arena.size - workspace_size) : nullptr;
+  const bool per_instruction_workspace = fbm.workspaces() && fbm.workspaces()->size() > 0;
+  // Free-at-last-use: local numbering of the arena values (slots that are not views).
+  std::vector<int32_t> local_value;
+  std::vector<std::vector<uint32_t>> value_patches;
+  if (c.dynamic) local_value.assign(fbm.slots()->size(), -1);
+  auto local_of = [&](uint32_t slot_index) {
+    const fb::Slot& slot = *fbm.slots()->Get(slot_index);
+    const uint32_t root = slot.view_of() >= 0 ? static_cast<uint32_t>(slot.view_of()) : slot_index;
+    if (local_value[root] < 0) {
+      local_value[root] = static_cast<int32_t>(t.value_size.size());
+      t.value_size.push_back(fbm.slots()->Get(root)->byte_size());
+      value_patches.emplace_back();
+    }
+    return local_value[root];
+  };
 
   size_t operand_total = 0;
   for (uint32_t k = 0; k < fn.instruction_count(); ++k)
@@ -41,6 +56,10 @@ Status build_function_table(ContextImpl& c, size_t function_index, FunctionTable
       const auto arg_index = static_cast<uint32_t>(t.args.size());
       switch (slot.storage()) {
         case fb::StorageKind::Arena:
+          if (c.dynamic) {
+            value_patches[static_cast<size_t>(local_of(slot_index))].push_back(arg_index);
+            break;
+          }
           arg.data = device_address(c.arena, slot.arena_offset());
           break;
         case fb::StorageKind::Constant:
@@ -64,7 +83,54 @@ Status build_function_table(ContextImpl& c, size_t function_index, FunctionTable
     d.param_count = in.param_count();
     d.workspace = workspace;
     d.workspace_size = workspace_size;
+    if (per_instruction_workspace) {
+      const fb::WorkspaceRange& w = *fbm.workspaces()->Get(fn.instruction_begin() + k);
+      d.workspace = w.size() > 0 ? device_address(c.arena, w.offset()) : nullptr;
+      d.workspace_size = w.size();
+    }
     t.dispatches.push_back(d);
+    if (c.dynamic) {
+      const uint32_t out_index = fbm.operand_pool()->Get(in.operand_begin() + in.input_count());
+      const bool arena_out = fbm.slots()->Get(out_index)->storage() == fb::StorageKind::Arena;
+      t.step_write.push_back(arena_out ? local_of(out_index) : -1);
+      int32_t inherit = -1;
+      std::vector<TensorType> input_types;
+      for (uint32_t i = 0; i < in.input_count(); ++i) {
+        const uint32_t slot_index = fbm.operand_pool()->Get(in.operand_begin() + i);
+        input_types.push_back(m.verified.slot_types[slot_index]);
+        if (arena_out && i < 32 && ((in.alias_mask() >> i) & 1u)) inherit = local_of(slot_index);
+      }
+      t.step_inherit.push_back(inherit);
+      std::span<const int64_t> params;
+      if (in.param_count() > 0) params = {fbm.param_pool()->data() + in.param_begin(), in.param_count()};
+      t.step_workspace.push_back(format::kernel_workspace_bytes(d.kernel_id, input_types, params));
+    }
+  }
+  if (c.dynamic) {
+    // Each value is released after its last use (verified against the
+    // instructions), unless an in-place result took its buffer over there.
+    std::vector<std::vector<uint32_t>> frees(fn.instruction_count());
+    for (size_t root = 0; root < local_value.size(); ++root) {
+      const int32_t local = local_value[root];
+      if (local < 0) continue;
+      const int32_t last = fbm.slots()->Get(static_cast<flatbuffers::uoffset_t>(root))->last_use();
+      if (last < 0 || static_cast<uint32_t>(last) >= fn.instruction_count())
+        return data_loss("free-at-last-use value " + std::to_string(root) + " has no last use in function '" +
+                         sig.name + "'");
+      if (t.step_inherit[static_cast<size_t>(last)] == local) continue;
+      frees[static_cast<size_t>(last)].push_back(static_cast<uint32_t>(local));
+    }
+    for (const std::vector<uint32_t>& list : frees) {
+      t.step_free_begin.push_back(static_cast<uint32_t>(t.step_free.size()));
+      t.step_free.insert(t.step_free.end(), list.begin(), list.end());
+    }
+    t.step_free_begin.push_back(static_cast<uint32_t>(t.step_free.size()));
+    for (const std::vector<uint32_t>& list : value_patches) {
+      t.value_patch_begin.push_back(static_cast<uint32_t>(t.value_patch_args.size()));
+      t.value_patch_args.insert(t.value_patch_args.end(), list.begin(), list.end());
+    }
+    t.value_patch_begin.push_back(static_cast<uint32_t>(t.value_patch_args.size()));
+    t.value_buffer.assign(t.value_size.size(), hal::Buffer{});
   }
   // args no longer grows: operand pointers are stable from here on.
   for (size_t k = 0; k < t.dispatches.size(); ++k) t.dispatches[k].operands = t.args.data() + operand_base[k];
@@ -149,8 +215,7 @@ Status ContextImpl::invoke(size_t function, std::span<const TensorRef> inputs,
                               "' is computed in place in donated input '" + sig.inputs[donor].name +
                               "': pass that input's buffer as the output");
     for (size_t i = 0; i < input_count; ++i)
-      if (outputs[j].data != nullptr && outputs[j].data == inputs[i].data &&
-          sig.inputs[i].donated_to != int(j))
+      if (outputs[j].data != nullptr && outputs[j].data == inputs[i].data && donor != static_cast<int32_t>(i))
         return invalid_argument("output " + std::to_string(j) + " of function '" + sig.name +
                                 "' is the buffer of input '" + sig.inputs[i].name +
                                 "', which is not donated to it");
@@ -172,7 +237,7 @@ Status ContextImpl::invoke(size_t function, std::span<const TensorRef> inputs,
 
   const uint64_t dispatches_before = queue->dispatch_count();
   size_t failed = 0;
-  Status status = queue->dispatch_sequence(t.dispatches, &failed);
+  Status status = dynamic ? run_dynamic(t, &failed) : queue->dispatch_sequence(t.dispatches, &failed);
   if (!status.ok())
     status = status.annotate(
         "function '" + sig.name + "' instruction " +
@@ -185,6 +250,91 @@ Status ContextImpl::invoke(size_t function, std::span<const TensorRef> inputs,
   HEXIR_RETURN_IF_ERROR(status);
   HEXIR_RETURN_IF_ERROR(synced);
   t.has_own_results = own_outputs;
+  return ok_status();
+}
+
+void ContextImpl::release_values(FunctionTable& t) {
+  for (hal::Buffer& buffer : t.value_buffer) {
+    if (buffer.size == 0) continue;
+    live_bytes -= buffer.size;
+    program->device->release(buffer);
+    buffer = hal::Buffer{};
+  }
+}
+
+// Free-at-last-use: every arena value is allocated on the device before its
+// writer (or takes over its aliased input's buffer) and released after its
+// last use; scratch lives around its instruction. This is the dynamic
+// baseline: it allocates on every invoke, and counts it.
+Status ContextImpl::run_dynamic(FunctionTable& t, size_t* failed) {
+  hal::Device& device = *program->device;
+  const uint64_t alignment = std::max<uint64_t>(module->fb().arena()->alignment(), format::kConstantAlignment);
+  auto hold = [&](uint64_t size) {
+    live_bytes += size;
+    invoke_stats.peak_live_bytes = std::max(invoke_stats.peak_live_bytes, live_bytes);
+  };
+  for (size_t k = 0; k < t.dispatches.size(); ++k) {
+    *failed = k;
+    const int32_t write = t.step_write[k];
+    if (write >= 0) {
+      hal::Buffer& buffer = t.value_buffer[static_cast<size_t>(write)];
+      const int32_t inherit = t.step_inherit[k];
+      if (inherit >= 0) {
+        buffer = t.value_buffer[static_cast<size_t>(inherit)];
+        t.value_buffer[static_cast<size_t>(inherit)] = hal::Buffer{};
+      } else if (t.value_size[static_cast<size_t>(write)] > 0) {
+        Result<hal::Buffer> allocated = device.allocate(t.value_size[static_cast<size_t>(write)],
+                                                        hal::MemoryType::kDeviceLocal,
+                                                        hal::BufferUsage::kTransient, alignment);
+        if (!allocated.ok()) {
+          release_values(t);
+          return allocated.status();
+        }
+        buffer = *allocated;
+        ++invoke_stats.device_allocations;
+        hold(buffer.size);
+      }
+      void* data = buffer.size > 0 ? device_address(buffer) : nullptr;
+      for (uint32_t a = t.value_patch_begin[static_cast<size_t>(write)];
+           a < t.value_patch_begin[static_cast<size_t>(write) + 1]; ++a)
+        t.args[t.value_patch_args[a]].data = data;
+    }
+    hal::Buffer scratch;
+    if (t.step_workspace[k] > 0) {
+      Result<hal::Buffer> allocated = device.allocate(t.step_workspace[k], hal::MemoryType::kDeviceLocal,
+                                                      hal::BufferUsage::kTransient, alignment);
+      if (!allocated.ok()) {
+        release_values(t);
+        return allocated.status();
+      }
+      scratch = *allocated;
+      ++invoke_stats.device_allocations;
+      hold(scratch.size);
+      t.dispatches[k].workspace = device_address(scratch);
+      t.dispatches[k].workspace_size = scratch.size;
+    }
+    Status status = queue->dispatch(t.dispatches[k]);
+    const bool releases = scratch.size > 0 || t.step_free_begin[k] < t.step_free_begin[k + 1];
+    if (status.ok() && releases) status = queue->synchronize();  // the kernel must be done with them
+    if (scratch.size > 0) {
+      live_bytes -= scratch.size;
+      device.release(scratch);
+      t.dispatches[k].workspace = nullptr;
+      t.dispatches[k].workspace_size = 0;
+    }
+    if (!status.ok()) {
+      release_values(t);
+      return status;
+    }
+    for (uint32_t f = t.step_free_begin[k]; f < t.step_free_begin[k + 1]; ++f) {
+      hal::Buffer& buffer = t.value_buffer[t.step_free[f]];
+      if (buffer.size == 0) continue;
+      live_bytes -= buffer.size;
+      device.release(buffer);
+      buffer = hal::Buffer{};
+    }
+  }
+  release_values(t);  // nothing is left unless a value was never released (not in a verified file)
   return ok_status();
 }
 
@@ -202,9 +352,10 @@ Result<Context> Context::create(const Program& program) {
 
   // One allocation: the arena, then the workspace at the next 64-byte boundary.
   const fb::ArenaPlan& plan = *c->module->fb().arena();
+  c->dynamic = plan.strategy() == fb::PlanStrategy::FreeAtLastUse;
   const uint64_t align = std::max<uint64_t>(plan.alignment(), format::kConstantAlignment);
   uint64_t total = 0;
-  const uint64_t workspace = plan.workspace_size();
+  const uint64_t workspace = c->dynamic ? 0 : plan.workspace_size();  // dynamic: per instruction
   if (__builtin_add_overflow(plan.size(), align - 1, &total) ||
       __builtin_add_overflow(total & ~(align - 1), workspace, &total))
     return resource_exhausted("arena of " + std::to_string(plan.size()) + " bytes plus workspace overflows");

@@ -67,6 +67,18 @@ struct FunctionTable {
   std::vector<int32_t> output_in_input;  // per output: donated input holding it, or -1
   std::vector<void*> last_output_data;   // where each result of the last invoke landed
   bool has_own_results = false;          // last invoke used own_outputs
+
+  // Free-at-last-use only. Arena values are numbered locally; each has a size
+  // and the args entries (its slot's and its views') patched with its buffer.
+  std::vector<uint64_t> value_size;
+  std::vector<uint32_t> value_patch_begin;  // CSR into value_patch_args
+  std::vector<uint32_t> value_patch_args;
+  std::vector<int32_t> step_write;     // per instruction: value written, or -1 (not arena)
+  std::vector<int32_t> step_inherit;   // per instruction: value whose buffer it takes over in place, or -1
+  std::vector<uint64_t> step_workspace;  // per instruction: scratch bytes allocated around it
+  std::vector<uint32_t> step_free_begin;  // CSR into step_free: values released after each instruction
+  std::vector<uint32_t> step_free;
+  std::vector<hal::Buffer> value_buffer;  // held during an invoke
 };
 
 class ContextImpl {
@@ -84,8 +96,15 @@ class ContextImpl {
   hal::Buffer arena;  // arena, then workspace, in one allocation
   std::vector<FunctionTable> functions;
   PhaseStats create_stats;
-  PhaseStats invoke_stats;  // allocations and uploads stay 0: invoke never asks for either
+  PhaseStats invoke_stats;  // allocations and uploads stay 0 (static plans): invoke never asks for either
   uint64_t invoke_count = 0;
+  // Free-at-last-use: values are allocated and released per invoke.
+  bool dynamic = false;
+  uint64_t live_bytes = 0;
+
+ private:
+  Status run_dynamic(FunctionTable& t, size_t* failed);
+  void release_values(FunctionTable& t);
 };
 
 }  // namespace hexir::vm

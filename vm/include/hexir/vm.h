@@ -77,6 +77,9 @@ struct PhaseStats {
   uint64_t device_allocations = 0;
   uint64_t uploads = 0;
   uint64_t dispatches = 0;
+  // Free-at-last-use plans only (invoke): the most bytes of values and scratch
+  // held at once during any invoke so far. Static plans hold their arena instead.
+  uint64_t peak_live_bytes = 0;
 };
 
 class ProgramImpl;

@@ -60,7 +60,10 @@ struct KernelInfo {
 const KernelInfo& kernel_info(KernelId id);
 std::optional<KernelId> find_kernel(std::string_view name);
 
-// Scratch bytes a kernel needs for these operand types (0 for every builtin today).
+// Scratch bytes a kernel wants for these operand types and (normalized)
+// parameters; the plan provides them as DispatchArgs.workspace. Today only
+// softmax over a non-last axis: 12 bytes per element of the dims after the
+// axis. A kernel given less (or none) takes a slower path, same results.
 uint64_t kernel_workspace_bytes(KernelId id, std::span<const TensorType> inputs, std::span<const int64_t> params);
 
 // An attribute value as written in .hxir: {axis = -1, perm = [1, 0], approximate = "tanh"}.

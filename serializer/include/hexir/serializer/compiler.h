@@ -14,6 +14,14 @@ namespace hexir::serializer {
 enum class PlanStrategy {
   kNaive,  // every value its own arena range, nothing reused (the baseline)
   kArena,  // liveness-based static plan that reuses storage (default)
+  // No static plan: the VM allocates each value before its writer and frees it
+  // after its last use, at run time (the dynamic baseline).
+  kFreeAtLastUse,
+};
+
+enum class Schedule {
+  kSource,  // instructions in the order written
+  kMemory,  // independent instructions reordered to lower the live peak
 };
 
 enum class SectionCompression {
@@ -21,11 +29,14 @@ enum class SectionCompression {
   kZstd,
 };
 
-
 struct CompileOptions {
   PlanStrategy plan = PlanStrategy::kArena;
   uint32_t alignment = 64;      // arena offset alignment
   bool data_checksum = false;   // checksum the data sections too (O(weights) to verify)
+  // Elementwise results take the storage of an input whose last use they are
+  // (alias bits). Off only to measure what in-place saves.
+  bool in_place = true;
+  Schedule schedule = Schedule::kSource;
   // kZstd: store large data sections (RODATA) zstd-compressed, when that makes
   // them smaller; the VM decompresses them once at load. kNone (default) keeps
   // RODATA usable straight from the mapping.
