@@ -8,6 +8,7 @@
 #include <doctest/doctest.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <memory>
@@ -498,9 +499,16 @@ struct SampleRun {
 // Compiles samples/NAME.hxir, prepares it on `device`, uploads the sample input
 // into a device buffer and invokes `invokes` times (alternating context-owned
 // and caller-provided device outputs).
+// The samples folder: $HEXIR_SAMPLES_DIR when set (a build run from another
+// checkout, as scripts/gpu-check.sh may), else the source tree's.
+fs::path samples_dir() {
+  const char* env = std::getenv("HEXIR_SAMPLES_DIR");
+  return env && *env ? fs::path(env) : fs::path(HEXIR_SAMPLES_DIR);
+}
+
 SampleRun run_sample(Device& device, const std::string& name, int invokes) {
   SampleRun r;
-  auto hxe = hexir::serializer::compile_file(fs::path(HEXIR_SAMPLES_DIR) / (name + ".hxir"));
+  auto hxe = hexir::serializer::compile_file(samples_dir() / (name + ".hxir"));
   INFO(hxe.status().to_string());
   REQUIRE(hxe.ok());
   // load_buffer wants 64-byte aligned data sections.
@@ -520,7 +528,7 @@ SampleRun run_sample(Device& device, const std::string& name, int invokes) {
   REQUIRE(main.ok());
   const auto& sig = module->function(*main);
   REQUIRE(sig.inputs.size() == 1);
-  auto input = hexir::read_npy((fs::path(HEXIR_SAMPLES_DIR) / name / "input_x.npy").string());
+  auto input = hexir::read_npy((samples_dir() / name / "input_x.npy").string());
   REQUIRE(input.ok());
   Buffer in = must_allocate(device, input->data.size());
   REQUIRE(device.write(in, 0, input->data.data(), input->data.size()).ok());
