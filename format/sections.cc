@@ -22,7 +22,7 @@ Result<SectionBuffer> SectionBuffer::allocate(uint64_t size) {
   SectionBuffer buffer;
   if (size == 0) return buffer;
   if (size > SIZE_MAX) return resource_exhausted("cannot allocate " + std::to_string(size) + " bytes");
-  void* p = ::operator new(static_cast<size_t>(size), std::align_val_t{64}, std::nothrow);
+  void* p = ::operator new (static_cast<size_t>(size), std::align_val_t{64}, std::nothrow);
   if (!p) return resource_exhausted("cannot allocate " + std::to_string(size) + " bytes");
   buffer.data_.reset(static_cast<uint8_t*>(p));
   buffer.size_ = size;
@@ -53,8 +53,8 @@ Result<SectionBuffer> decompress_section(std::span<const uint8_t> stored, uint64
   if (ZSTD_isError(frame))
     return data_loss(what + ": not a complete zstd frame (" + ZSTD_getErrorName(frame) + ")");
   if (frame != stored.size())
-    return data_loss(what + ": the zstd frame is " + std::to_string(frame) + " bytes but the section stores " +
-                     std::to_string(stored.size()));
+    return data_loss(what + ": the zstd frame is " + std::to_string(frame) +
+                     " bytes but the section stores " + std::to_string(stored.size()));
   const unsigned long long content = ZSTD_getFrameContentSize(stored.data(), stored.size());
   if (content == ZSTD_CONTENTSIZE_ERROR) return data_loss(what + ": bad zstd frame header");
   if (content == ZSTD_CONTENTSIZE_UNKNOWN)
@@ -65,8 +65,8 @@ Result<SectionBuffer> decompress_section(std::span<const uint8_t> stored, uint64
   HEXIR_ASSIGN_OR_RETURN(SectionBuffer buffer, SectionBuffer::allocate(raw_size));
   std::unique_ptr<ZSTD_DCtx, DCtxFree> dctx(ZSTD_createDCtx());
   if (!dctx) return resource_exhausted("cannot create a zstd decompression context");
-  const size_t n = ZSTD_decompressDCtx(dctx.get(), buffer.data(), static_cast<size_t>(raw_size), stored.data(),
-                                       stored.size());
+  const size_t n = ZSTD_decompressDCtx(dctx.get(), buffer.data(), static_cast<size_t>(raw_size),
+                                       stored.data(), stored.size());
   if (ZSTD_isError(n)) return data_loss(what + ": corrupt zstd data (" + ZSTD_getErrorName(n) + ")");
   if (n != raw_size)
     return data_loss(what + ": zstd data decompressed to " + std::to_string(n) + " bytes, expected " +

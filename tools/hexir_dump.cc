@@ -1,6 +1,9 @@
 // hexir-dump FILE.hxe [--json]: verifies an executable, then prints what it
-// holds: prelude, sections, constants, kernels, functions, slots, a
-// disassembly and the arena plan (text, or one JSON object with --json).
+// holds: prelude, sections, constants, kernels, functions (with memory
+// statistics), slots, a disassembly and the arena plan (text, or one JSON
+// object with --json).
+// hexir-dump FILE.hxe --plan-svg OUT.svg [--function NAME]: draws one
+// function's arena (time across, offset up) instead.
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -13,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "hexir/format/function_plan.h"
 #include "hexir/format/sections.h"
 #include "hexir/format/verifier.h"
 
@@ -121,7 +125,8 @@ void print_text(const std::string& path, const VerifiedModule& v) {
                 format::section_kind_name(s.kind()), s.offset(), s.size(), s.raw_size(), s.alignment(),
                 s.compression() == fb::Compression::None ? "uncompressed" : "zstd");
     if (s.compression() == fb::Compression::Zstd && s.raw_size() > 0)
-      std::printf(" (stored %.1f%% of raw)", 100.0 * static_cast<double>(s.size()) / static_cast<double>(s.raw_size()));
+      std::printf(" (stored %.1f%% of raw)",
+                  100.0 * static_cast<double>(s.size()) / static_cast<double>(s.raw_size()));
     std::printf("\n");
   }
 
@@ -168,6 +173,11 @@ void print_text(const std::string& path, const VerifiedModule& v) {
     }
     std::printf(")\n    instructions [%u, +%u), arena %" PRIu64 " bytes, lower bound %" PRIu64 "\n",
                 fn.instruction_begin(), fn.instruction_count(), fn.arena_size(), fn.lower_bound());
+    const format::FunctionStats st = format::function_stats(v, f);
+    std::printf("    stats: arena %" PRIu64 " B, lower bound %" PRIu64 " B (%.1f%% over); aliases: %" PRIu64
+                " in place, %" PRIu64 " views; constants: %" PRIu64 " B stored, %" PRIu64 " B filled\n",
+                st.arena_size, st.lower_bound, st.percent_over, st.in_place_aliases, st.view_aliases,
+                st.constant_bytes_stored, st.constant_bytes_filled);
     for (uint32_t i = 0; i < count(fn.inputs()); ++i)
       std::printf("    input %u '%s' -> slot %u\n", i, str(fn.inputs()->Get(i)->name()),
                   fn.inputs()->Get(i)->slot());
@@ -411,6 +421,16 @@ void print_json(const VerifiedModule& v) {
     j.field("instruction_count", fn.instruction_count());
     j.field("arena_size", fn.arena_size());
     j.field("lower_bound", fn.lower_bound());
+    const format::FunctionStats st = format::function_stats(v, f);
+    j.begin_object("stats");
+    j.field("arena_size", st.arena_size);
+    j.field("lower_bound", st.lower_bound);
+    j.field("percent_over", st.percent_over);
+    j.field("in_place_aliases", st.in_place_aliases);
+    j.field("view_aliases", st.view_aliases);
+    j.field("constant_bytes_stored", st.constant_bytes_stored);
+    j.field("constant_bytes_filled", st.constant_bytes_filled);
+    j.end_object();
     j.end_object();
   }
   j.end_array();
@@ -464,17 +484,67 @@ void print_json(const VerifiedModule& v) {
 }
 
 int usage() {
-  std::fprintf(stderr, "usage: hexir-dump FILE.hxe [--json]\n");
+  std::fprintf(stderr,
+               "usage: hexir-dump FILE.hxe [--json]\n"
+               "       hexir-dump FILE.hxe --plan-svg OUT.svg [--function NAME]\n");
   return 2;
 }
 
+// Writes the arena picture of one function (default: the first) to `svg_path`.
+int write_plan_svg(const VerifiedModule& v, const std::string& function, const std::string& svg_path) {
+  const fb::Module& m = *v.module;
+  const uint32_t functions = count(m.functions());
+  uint32_t f = 0;
+  if (functions == 0) {
+    std::fprintf(stderr, "hexir-dump: the module has no functions to draw\n");
+    return 1;
+  }
+  if (!function.empty()) {
+    std::string names;
+    for (f = 0; f < functions; ++f) {
+      const std::string name = str(m.functions()->Get(f)->name());
+      if (name == function || "@" + name == function) break;
+      names += (names.empty() ? "'" : ", '") + name + "'";
+    }
+    if (f == functions) {
+      std::fprintf(stderr, "hexir-dump: no function '%s' (the module has %s)\n", function.c_str(),
+                   names.c_str());
+      return 1;
+    }
+  }
+  const format::PlanSvgInput picture = format::function_plan_picture(v, f);
+  const std::string svg = format::render_plan_svg(picture);
+  std::FILE* out = std::fopen(svg_path.c_str(), "wb");
+  bool ok = out && std::fwrite(svg.data(), 1, svg.size(), out) == svg.size();
+  if (out) ok = (std::fclose(out) == 0) && ok;
+  if (!ok) {
+    std::fprintf(stderr, "hexir-dump: cannot write '%s': %s\n", svg_path.c_str(), std::strerror(errno));
+    return 1;
+  }
+  const fb::Function& fn = *m.functions()->Get(f);
+  std::printf("%s: @%s, %zu values, arena %" PRIu64 " bytes, lower bound %" PRIu64 " bytes\n",
+              svg_path.c_str(), str(fn.name()), picture.rects.size(), fn.arena_size(), fn.lower_bound());
+  return 0;
+}
+
 int run(int argc, char** argv) {
-  std::string path;
-  bool json = false;
+  std::string path, svg_path, function;
+  bool json = false, want_svg = false, want_function = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--json") {
       json = true;
+    } else if (arg == "--plan-svg" || arg == "--function") {
+      if (i + 1 >= argc || argv[i + 1][0] == '\0') {
+        std::fprintf(stderr, "hexir-dump: %s needs a value\n", arg.c_str());
+        return usage();
+      }
+      (arg == "--plan-svg" ? svg_path : function) = argv[++i];
+      (arg == "--plan-svg" ? want_svg : want_function) = true;
+    } else if (arg.starts_with("--plan-svg=") || arg.starts_with("--function=")) {
+      const bool svg = arg.starts_with("--plan-svg=");
+      (svg ? svg_path : function) = arg.substr(arg.find('=') + 1);
+      (svg ? want_svg : want_function) = true;
     } else if (arg == "--help" || arg == "-h") {
       usage();
       return 0;
@@ -488,6 +558,11 @@ int run(int argc, char** argv) {
     }
   }
   if (path.empty()) return usage();
+  if (want_svg && svg_path.empty()) return usage();
+  if (want_function && !want_svg) {
+    std::fprintf(stderr, "hexir-dump: --function selects the function of --plan-svg\n");
+    return usage();
+  }
   auto fail = [&](const std::string& message) {
     std::fprintf(stderr, "hexir-dump: %s: %s\n", path.c_str(), message.c_str());
     return 1;
@@ -519,6 +594,8 @@ int run(int argc, char** argv) {
     rc = fail(verified.status().message());
   } else if (!decompressed.ok()) {
     rc = fail(decompressed.message());
+  } else if (want_svg) {
+    rc = write_plan_svg(*verified, function, svg_path);
   } else if (json) {
     print_json(*verified);
   } else {

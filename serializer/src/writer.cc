@@ -189,8 +189,8 @@ Status build_metadata(const Module& module, const WriteOptions& options, const R
   std::vector<fb::Section> sections;
   if (has_rodata)
     sections.emplace_back(layout.offset, layout.stored_size, rodata_size,
-                          static_cast<uint32_t>(format::kPageSize), fb::SectionKind::Rodata, layout.compression,
-                          uint8_t{0});
+                          static_cast<uint32_t>(format::kPageSize), fb::SectionKind::Rodata,
+                          layout.compression, uint8_t{0});
   auto module_offset = fb::CreateModule(
       fbb, fbb.CreateString(module.name), fbb.CreateString(kProducer), fbb.CreateVectorOfStructs(sections),
       fbb.CreateVector(constants), fbb.CreateVector(kernels), fbb.CreateVector(slots),

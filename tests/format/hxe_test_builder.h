@@ -76,6 +76,8 @@ struct SlotSpec {
   fb::SlotUsage usage = fb::SlotUsage::Transient;
   uint64_t arena_offset = 0;
   uint32_t index = 0;
+  int32_t view_of = -1;   // a view: the slot of the value it views
+  int32_t last_use = -1;  // arena values: last instruction (function-relative) that reads them
 };
 
 struct InstructionSpec {
@@ -121,6 +123,7 @@ struct ModuleSpec {
   uint64_t arena_lower_bound = 0;
   uint8_t arena_strategy = 1;
   uint64_t workspace_size = 0;
+  std::vector<fb::WorkspaceRange> workspaces;  // empty, or one per instruction
   bool data_checksum = false;
 };
 
@@ -151,7 +154,8 @@ inline std::vector<uint8_t> build_metadata(const ModuleSpec& spec,
     auto name = b.CreateString(s.name);
     auto shape = b.CreateVector(s.shape);
     slots.push_back(
-        fb::CreateSlot(b, name, s.dtype, shape, s.byte_size, s.storage, s.usage, s.arena_offset, s.index));
+        fb::CreateSlot(b, name, s.dtype, shape, s.byte_size, s.storage, s.usage, s.arena_offset, s.index,
+                       s.view_of, s.last_use));
   }
   std::vector<fb::Instruction> instructions;
   for (const InstructionSpec& i : spec.instructions)
@@ -180,7 +184,10 @@ inline std::vector<uint8_t> build_metadata(const ModuleSpec& spec,
                                  b.CreateVectorOfStructs(sections), b.CreateVector(constants),
                                  b.CreateVector(kernels), b.CreateVector(slots),
                                  b.CreateVectorOfStructs(instructions), b.CreateVector(spec.operand_pool),
-                                 b.CreateVector(spec.param_pool), b.CreateVector(functions), arena);
+                                 b.CreateVector(spec.param_pool), b.CreateVector(functions), arena,
+                                 spec.workspaces.empty()
+                                     ? flatbuffers::Offset<flatbuffers::Vector<const fb::WorkspaceRange*>>()
+                                     : b.CreateVectorOfStructs(spec.workspaces));
   fb::FinishModuleBuffer(b, module);
   return {b.GetBufferPointer(), b.GetBufferPointer() + b.GetSize()};
 }

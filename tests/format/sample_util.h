@@ -35,7 +35,8 @@ inline std::vector<uint8_t> compile_sample(const std::string& name,
   return std::move(bytes).value();
 }
 
-inline std::vector<uint8_t> compile_text(const std::string& source, const serializer::CompileOptions& options = {}) {
+inline std::vector<uint8_t> compile_text(const std::string& source,
+                                         const serializer::CompileOptions& options = {}) {
   auto bytes = serializer::compile_source(source, "test.hxir", "/nonexistent", options);
   REQUIRE_MESSAGE(bytes.ok(), bytes.status().to_string());
   return std::move(bytes).value();

@@ -4,7 +4,6 @@
 #include "hexir/format/sections.h"
 
 #include <doctest/doctest.h>
-
 #include <zstd.h>
 
 #include <algorithm>
@@ -97,7 +96,8 @@ struct SampleCase {
   const char* name;
   const char* input;
 };
-constexpr SampleCase kSamples[] = {{"mlp.hxir", "mlp/input_x.npy"}, {"transformer.hxir", "transformer/input_x.npy"}};
+constexpr SampleCase kSamples[] = {{"mlp.hxir", "mlp/input_x.npy"},
+                                   {"transformer.hxir", "transformer/input_x.npy"}};
 
 TEST_CASE("zstd: compressed samples load, decompress once, and run exactly like uncompressed ones") {
   for (const SampleCase& sample : kSamples) {
@@ -112,7 +112,8 @@ TEST_CASE("zstd: compressed samples load, decompress once, and run exactly like 
     CHECK(zs.raw_size() == ps.raw_size());
     CHECK(zs.size() < zs.raw_size());
     CHECK(packed.size() < plain.size());
-    MESSAGE(std::string(sample.name) << ": RODATA " << zs.raw_size() << " raw bytes stored as " << zs.size() << " (zstd)");
+    MESSAGE(std::string(sample.name) << ": RODATA " << zs.raw_size() << " raw bytes stored as " << zs.size()
+                                     << " (zstd)");
 
     // The VM holds the raw bytes in memory it owns, 64-byte aligned; the
     // uncompressed file's RODATA stays in the mapping.
@@ -143,7 +144,7 @@ func @main(%x: f32[4]) -> (f32[4]) {
   return %y
 }
 )",
-                                                            zstd_options()));
+                                                             zstd_options()));
   CHECK(testing::module_of(tiny).sections()->Get(0)->compression() == fb::Compression::None);
 }
 
@@ -237,8 +238,8 @@ TEST_CASE("zstd: a raw_size lie is rejected") {
   const fb::Section& s = *testing::module_of(file).sections()->Get(0);
   const uint64_t raw = s.raw_size(), size = s.size();
   // Larger than the frame: decompression refuses before allocating.
-  expect_patched_failure(testing::kSectionRawSizeField, raw + 4096, "section 0: the zstd frame holds " +
-                                                                        std::to_string(raw) + " bytes");
+  expect_patched_failure(testing::kSectionRawSizeField, raw + 4096,
+                         "section 0: the zstd frame holds " + std::to_string(raw) + " bytes");
   // Smaller than the constants that point into it: the verifier refuses.
   expect_patched_failure(testing::kSectionRawSizeField, raw - 64, "outside section 0");
   expect_patched_failure(testing::kSectionRawSizeField, 0, "outside section 0");

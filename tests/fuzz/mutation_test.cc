@@ -93,6 +93,32 @@ TEST_CASE("fuzz: mutated transformer executables never crash the verifier or the
   CHECK(accepted > 0);
 }
 
+TEST_CASE("fuzz: mutated zstd payloads never crash the loader or the VM") {
+  serializer::CompileOptions options;
+  options.compression = serializer::SectionCompression::kZstd;
+  for (const char* name : {"mlp.hxir", "transformer.hxir"}) {
+    auto original = serializer::compile_file(std::string(HEXIR_SAMPLES_DIR) + "/" + name, options);
+    REQUIRE_MESSAGE(original.ok(), original.status().to_string());
+    format::Prelude prelude;
+    std::memcpy(&prelude, original->data(), sizeof prelude);
+    const size_t lo = prelude.data_offset, hi = lo + prelude.data_size;
+    REQUIRE(hi > lo + 64);
+    std::mt19937_64 rng(5);
+    int rejected = 0;
+    for (int round = 0; round < 1000; ++round) {
+      std::vector<uint8_t> bytes = *original;
+      const int count = 1 + static_cast<int>(rng() % 3);
+      // Half of the mutations hit the frame and block headers at the start.
+      for (int i = 0; i < count; ++i) mutate(bytes, lo, rng() % 2 ? lo + 32 : hi, rng);
+      fuzz::load_and_run_executable(bytes.data(), bytes.size());
+      fuzz::AlignedCopy aligned(bytes.data(), bytes.size());
+      if (!vm::Module::load_buffer({aligned.data(), aligned.size()}).ok()) ++rejected;
+    }
+    MESSAGE(std::string(name) << ": rejected after payload mutation: " << rejected << " of 1000");
+    CHECK(rejected > 900);  // zstd's content checksum catches nearly every change
+  }
+}
+
 TEST_CASE("fuzz: truncations at every length are rejected") {
   auto bytes = compile_sample("mlp.hxir");
   const size_t end = metadata_end(bytes);

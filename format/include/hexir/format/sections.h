@@ -44,7 +44,7 @@ class SectionBuffer {
 
  private:
   struct Free {
-    void operator()(uint8_t* p) const { ::operator delete(p, std::align_val_t{64}); }
+    void operator()(uint8_t* p) const { ::operator delete (p, std::align_val_t{64}); }
   };
   std::unique_ptr<uint8_t, Free> data_;
   uint64_t size_ = 0;

@@ -1,0 +1,235 @@
+#include "hexir/format/function_plan.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <set>
+
+namespace hexir::format {
+namespace {
+
+std::string slot_name(const fb::Module& m, uint32_t slot) {
+  const fb::Slot& s = *m.slots()->Get(slot);
+  std::string name = s.name() ? s.name()->str() : std::string();
+  const char sigil = s.storage() == fb::StorageKind::Constant ? '@' : '%';
+  if (name.empty()) return std::string(1, sigil) + "s" + std::to_string(slot);
+  if (name[0] == '%' || name[0] == '@') return name;
+  return sigil + name;
+}
+
+// One pass over a function's instructions: who writes and reads each slot.
+struct Scan {
+  const fb::Module* m = nullptr;
+  const fb::Function* fn = nullptr;
+  std::vector<int64_t> written;              // per slot: first writer (function-relative), -1
+  std::vector<int64_t> first_read;           // per slot: first reader, -1
+  std::vector<int64_t> last_read;            // per slot: last reader, -1
+  std::vector<bool> referenced;              // operand or binding of the function
+  std::vector<bool> in_place;                // written by an instruction with an alias bit
+  std::vector<bool> input_binding;           // the slot of one of the function's input bindings
+  std::vector<int64_t> first_constant_slot;  // per constant: lowest slot index naming it (module-wide)
+  uint64_t in_place_instructions = 0;
+};
+
+Scan scan_function(const VerifiedModule& v, size_t function) {
+  Scan sc;
+  sc.m = v.module;
+  const fb::Module& m = *v.module;
+  sc.fn = m.functions()->Get(static_cast<flatbuffers::uoffset_t>(function));
+  const size_t slots = m.slots() ? m.slots()->size() : 0;
+  sc.written.assign(slots, -1);
+  sc.first_read.assign(slots, -1);
+  sc.last_read.assign(slots, -1);
+  sc.referenced.assign(slots, false);
+  sc.in_place.assign(slots, false);
+  sc.input_binding.assign(slots, false);
+  sc.first_constant_slot.assign(m.constants() ? m.constants()->size() : 0, -1);
+  for (size_t s = 0; s < slots; ++s) {
+    const fb::Slot& slot = *m.slots()->Get(static_cast<flatbuffers::uoffset_t>(s));
+    if (slot.storage() == fb::StorageKind::Constant && sc.first_constant_slot[slot.index()] < 0)
+      sc.first_constant_slot[slot.index()] = static_cast<int64_t>(s);
+  }
+  if (sc.fn->inputs())
+    for (const fb::Binding* b : *sc.fn->inputs())
+      sc.input_binding[b->slot()] = sc.referenced[b->slot()] = true;
+  if (sc.fn->outputs())
+    for (const fb::Binding* b : *sc.fn->outputs()) sc.referenced[b->slot()] = true;
+  for (uint32_t k = 0; k < sc.fn->instruction_count(); ++k) {
+    const fb::Instruction& in = *m.instructions()->Get(sc.fn->instruction_begin() + k);
+    const int64_t t = k;
+    for (uint32_t i = 0; i < in.input_count(); ++i) {
+      const uint32_t s = m.operand_pool()->Get(in.operand_begin() + i);
+      sc.referenced[s] = true;
+      if (sc.first_read[s] < 0) sc.first_read[s] = t;
+      sc.last_read[s] = t;
+    }
+    const uint32_t out = m.operand_pool()->Get(in.operand_begin() + in.input_count());
+    sc.referenced[out] = true;
+    if (sc.written[out] < 0) sc.written[out] = t;
+    if (in.alias_mask() != 0) {
+      sc.in_place[out] = true;
+      ++sc.in_place_instructions;
+    }
+  }
+  return sc;
+}
+
+// A slot that shares another slot's storage without being written: a view.
+bool is_view(const Scan& sc, uint32_t s) {
+  if (!sc.referenced[s] || sc.written[s] >= 0) return false;
+  const fb::Slot& slot = *sc.m->slots()->Get(s);
+  switch (slot.storage()) {
+    case fb::StorageKind::Arena:
+    case fb::StorageKind::Output:
+      return true;  // arena and output storage only ever hold what an instruction wrote
+    case fb::StorageKind::Input:
+      return !sc.input_binding[s];
+    case fb::StorageKind::Constant:
+      return sc.first_constant_slot[slot.index()] != static_cast<int64_t>(s);
+  }
+  return false;
+}
+
+double percent_over(uint64_t size, uint64_t lower_bound) {
+  if (lower_bound == 0) return 0.0;
+  return 100.0 * (static_cast<double>(size) - static_cast<double>(lower_bound)) /
+         static_cast<double>(lower_bound);
+}
+
+std::string bytes(uint64_t v) { return std::to_string(v) + " B"; }
+
+}  // namespace
+
+FunctionStats function_stats(const VerifiedModule& v, size_t function) {
+  const Scan sc = scan_function(v, function);
+  FunctionStats stats;
+  stats.arena_size = sc.fn->arena_size();
+  stats.lower_bound = sc.fn->lower_bound();
+  stats.percent_over = percent_over(stats.arena_size, stats.lower_bound);
+  stats.in_place_aliases = sc.in_place_instructions;
+  std::set<uint32_t> constants;
+  for (uint32_t s = 0; s < sc.referenced.size(); ++s) {
+    if (!sc.referenced[s]) continue;
+    if (is_view(sc, s)) ++stats.view_aliases;
+    const fb::Slot& slot = *v.module->slots()->Get(s);
+    if (slot.storage() == fb::StorageKind::Constant) constants.insert(slot.index());
+  }
+  for (uint32_t c : constants) {
+    const fb::Constant& constant = *v.module->constants()->Get(c);
+    if (constant.storage() == fb::ConstantStorage::Fill)
+      stats.constant_bytes_filled += constant.byte_size();
+    else
+      stats.constant_bytes_stored += constant.byte_size();
+  }
+  return stats;
+}
+
+std::vector<StorageValue> function_storage_values(const VerifiedModule& v, size_t function) {
+  const Scan sc = scan_function(v, function);
+  const fb::Module& m = *v.module;
+  std::vector<StorageValue> values;
+  // Written slots by storage location: arena offset, or donated input index
+  // (kept apart by the flag); (writer, value index) in order of the writer.
+  std::map<std::pair<bool, uint64_t>, std::vector<std::pair<int64_t, size_t>>> by_place;
+  std::vector<uint32_t> order;
+  for (uint32_t s = 0; s < sc.written.size(); ++s)
+    if (sc.written[s] >= 0) order.push_back(s);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](uint32_t a, uint32_t b) { return sc.written[a] < sc.written[b]; });
+  for (bool donated : {false, true}) {
+    for (uint32_t s : order) {
+      const fb::Slot& slot = *m.slots()->Get(s);
+      const bool arena = slot.storage() == fb::StorageKind::Arena;
+      const bool in_input = slot.storage() == fb::StorageKind::Input;
+      if (donated ? !in_input : !arena) continue;
+      StorageValue value;
+      value.slot = s;
+      value.name = slot_name(m, s);
+      value.first = sc.written[s];
+      value.last = std::max(sc.written[s], sc.last_read[s]);
+      value.offset = arena ? slot.arena_offset() : 0;
+      value.size = slot.byte_size();
+      value.in_place = sc.in_place[s];
+      value.donated = donated;
+      value.input = in_input ? slot.index() : 0;
+      by_place[{donated, arena ? slot.arena_offset() : slot.index()}].emplace_back(value.first,
+                                                                                   values.size());
+      values.push_back(std::move(value));
+    }
+  }
+  // Fold each view into the value it views: the latest write of the same
+  // place before the view is first read.
+  for (uint32_t s = 0; s < sc.referenced.size(); ++s) {
+    if (!is_view(sc, s) || sc.first_read[s] < 0) continue;
+    const fb::Slot& slot = *m.slots()->Get(s);
+    std::pair<bool, uint64_t> place;
+    if (slot.storage() == fb::StorageKind::Arena)
+      place = {false, slot.arena_offset()};
+    else if (slot.storage() == fb::StorageKind::Input)
+      place = {true, slot.index()};
+    else
+      continue;
+    auto it = by_place.find(place);
+    if (it == by_place.end()) continue;
+    const StorageValue* root = nullptr;
+    for (const auto& [writer, index] : it->second)
+      if (writer < sc.first_read[s]) root = &values[index];
+    if (!root) continue;
+    StorageValue& r = values[static_cast<size_t>(root - values.data())];
+    r.last = std::max(r.last, sc.last_read[s]);
+    ++r.views;
+  }
+  return values;
+}
+
+PlanSvgInput function_plan_picture(const VerifiedModule& v, size_t function) {
+  const fb::Module& m = *v.module;
+  const fb::Function& fn = *m.functions()->Get(static_cast<flatbuffers::uoffset_t>(function));
+  const std::vector<StorageValue> values = function_storage_values(v, function);
+  PlanSvgInput picture;
+  picture.lower_bound = fn.lower_bound();
+  picture.arena_size = fn.arena_size();
+  picture.x_label = "instruction (index in @" + std::string(fn.name()->c_str()) + ")";
+  picture.y_label = "arena offset (bytes)";
+  char over[32];
+  std::snprintf(over, sizeof over, "%.1f%%", percent_over(fn.arena_size(), fn.lower_bound()));
+  picture.title = "@" + std::string(fn.name()->c_str()) + " of module '" +
+                  (m.name() ? m.name()->str() : std::string()) + "': arena " + bytes(fn.arena_size()) +
+                  ", lower bound " + bytes(fn.lower_bound()) + " (" + over + " over)";
+  if (m.arena() && m.arena()->strategy() == fb::PlanStrategy::FreeAtLastUse)
+    picture.title += "; free-at-last-use: no static offsets";
+
+  // Donated-buffer values are caller memory: drawn in rows above the arena.
+  uint64_t top = fn.arena_size();
+  for (const StorageValue& value : values)
+    if (!value.donated) top = std::max(top, value.offset + value.size);
+  std::map<uint32_t, uint64_t> row_size;  // donated input -> its largest value
+  for (const StorageValue& value : values)
+    if (value.donated) row_size[value.input] = std::max(row_size[value.input], value.size);
+  std::map<uint32_t, uint64_t> row_offset;
+  uint64_t next = top + std::max<uint64_t>(64, top / 16);
+  for (const auto& [input, size] : row_size) {
+    row_offset[input] = next;
+    next += size + std::max<uint64_t>(64, top / 32);
+  }
+
+  for (const StorageValue& value : values) {
+    PlanSvgRect rect;
+    rect.label = value.name;
+    rect.lower = value.first;
+    rect.upper = value.last + 1;
+    rect.size = value.size;
+    rect.offset = value.donated ? row_offset[value.input] : value.offset;
+    if (value.in_place) rect.flags |= kPlanSvgAliased;
+    if (value.donated) rect.flags |= kPlanSvgDonated;
+    if (value.views > 0) rect.flags |= kPlanSvgView;
+    if (value.donated)
+      rect.note = "donated input " + std::to_string(value.input) + "'s buffer (caller memory, not arena)";
+    if (value.views > 0)
+      rect.note += (rect.note.empty() ? "" : "; ") + std::to_string(value.views) + " view(s)";
+    picture.rects.push_back(std::move(rect));
+  }
+  return picture;
+}
+
+}  // namespace hexir::format

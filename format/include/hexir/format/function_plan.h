@@ -1,0 +1,51 @@
+// What a verified executable says about one function's memory, recomputed
+// from its instruction stream: statistics (hexir-dump prints them per
+// function), its arena values with their live ranges, and its plan picture.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "hexir/format/plan_svg.h"
+#include "hexir/format/verifier.h"
+
+namespace hexir::format {
+
+struct FunctionStats {
+  uint64_t arena_size = 0;             // Function.arena_size
+  uint64_t lower_bound = 0;            // Function.lower_bound
+  double percent_over = 0;             // arena_size over lower_bound, in percent (0 when the bound is 0)
+  uint64_t in_place_aliases = 0;       // instructions with alias_mask != 0
+  uint64_t view_aliases = 0;           // slots sharing another slot's storage without an instruction (views)
+  uint64_t constant_bytes_stored = 0;  // RODATA bytes (raw) of the constants the function reads
+  uint64_t constant_bytes_filled = 0;  // bytes of the fill constants the function reads
+};
+
+// A value that occupies storage the function writes: an arena value, or a
+// value written into a donated input's buffer. Times are instruction indices
+// relative to the function; the value lives over [first, last].
+struct StorageValue {
+  uint32_t slot = 0;    // the slot written (its views are folded in)
+  std::string name;     // "%h1", or "%s7" when unnamed
+  int64_t first = 0;    // the instruction that writes it
+  int64_t last = 0;     // the last instruction reading it or a view of it (first when none)
+  uint64_t offset = 0;  // arena offset (donated: the input's index in `input`)
+  uint64_t size = 0;
+  bool in_place = false;  // written with an alias bit over one of its inputs
+  bool donated = false;   // storage is a donated input's buffer, not the arena
+  uint32_t input = 0;     // donated: the input binding index
+  uint32_t views = 0;     // view slots folded into this value
+};
+
+// `function` must be < the module's function count.
+FunctionStats function_stats(const VerifiedModule& module, size_t function);
+
+// Arena values first (in order of their writer), then donated-buffer values.
+std::vector<StorageValue> function_storage_values(const VerifiedModule& module, size_t function);
+
+// The picture of one function's arena: one rectangle per storage value,
+// donated-buffer values stacked above the arena, the lower bound line.
+PlanSvgInput function_plan_picture(const VerifiedModule& module, size_t function);
+
+}  // namespace hexir::format

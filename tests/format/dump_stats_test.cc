@@ -1,0 +1,131 @@
+// Per-function memory statistics (format::function_stats) and how hexir-dump
+// prints them, on hand-checked programs.
+#include <doctest/doctest.h>
+
+#include "hexir/format/function_plan.h"
+#include "hexir/format/verifier.h"
+#include "sample_util.h"
+
+namespace hexir::format {
+namespace {
+
+using testing::AlignedBytes;
+
+// The shared tiny model (tests/format/hxe_test_builder.h):
+//   %h = add(%x, @b)   @b: 16 bytes of RODATA
+//   %h2 = mul(%h, @s)  @s: a 16-byte fill; in place over %h (alias bit 0)
+//   %y = relu(%h2)     straight into output 0
+// arena 64 bytes, lower bound 16.
+TEST_CASE("dump stats: the hand-built tiny model") {
+  AlignedBytes file = testing::write_hxe(testing::tiny_module_spec());
+  auto verified = verify_executable(file.span());
+  REQUIRE_MESSAGE(verified.ok(), verified.status().to_string());
+  const FunctionStats st = function_stats(*verified, 0);
+  CHECK(st.arena_size == 64);
+  CHECK(st.lower_bound == 16);
+  CHECK(st.percent_over == doctest::Approx(300.0));
+  CHECK(st.in_place_aliases == 1);
+  CHECK(st.view_aliases == 0);
+  CHECK(st.constant_bytes_stored == 16);
+  CHECK(st.constant_bytes_filled == 16);
+
+  const std::vector<StorageValue> values = function_storage_values(*verified, 0);
+  REQUIRE(values.size() == 2);
+  CHECK(values[0].name == "%h");
+  CHECK(values[0].first == 0);
+  CHECK(values[0].last == 1);
+  CHECK_FALSE(values[0].in_place);
+  CHECK(values[1].name == "%h2");
+  CHECK(values[1].first == 1);
+  CHECK(values[1].last == 2);
+  CHECK(values[1].in_place);
+  CHECK(values[1].offset == 0);
+  CHECK(values[1].size == 16);
+
+  const PlanSvgInput picture = function_plan_picture(*verified, 0);
+  REQUIRE(picture.rects.size() == 2);
+  CHECK(picture.rects[1].flags == kPlanSvgAliased);
+  CHECK(picture.rects[1].lower == 1);
+  CHECK(picture.rects[1].upper == 3);
+  CHECK(picture.lower_bound == 16);
+
+  testing::ScratchDir dir;
+  testing::write_file(dir / "tiny.hxe", file.data(), file.size());
+  auto text = testing::run_command(testing::kDumpTool + " " + dir / "tiny.hxe");
+  CHECK_MESSAGE(text.exit_code == 0, text.output);
+  CHECK_MESSAGE(testing::contains(text.output,
+                                  "stats: arena 64 B, lower bound 16 B (300.0% over); aliases: 1 in "
+                                  "place, 0 views; constants: 16 B stored, 16 B filled"),
+                text.output);
+  auto json = testing::run_command(testing::kDumpTool + " " + dir / "tiny.hxe --json");
+  CHECK(json.exit_code == 0);
+  CHECK_MESSAGE(testing::contains(json.output,
+                                  "\"stats\":{\"arena_size\":64,\"lower_bound\":16,\"percent_over\":300.000,"
+                                  "\"in_place_aliases\":1,\"view_aliases\":0,\"constant_bytes_stored\":16,"
+                                  "\"constant_bytes_filled\":16}"),
+                json.output);
+}
+
+// Three views (of a constant, of an arena value, of an input), two RODATA
+// constants (64 + 16 bytes) and one fill (16 bytes).
+constexpr const char* kViews = R"(module @views
+const @w : f32[4,4] = dense [[1,2,3,4],[5,6,7,8],[9,10,11,12],[13,14,15,16]]
+const @b : f32[4] = splat 0.5
+const @u : f32[2,2] = dense [[1,2],[3,4]]
+func @main(%x: f32[2,4]) -> (f32[4,2]) {
+  %h = call @matmul(%x, @w) : f32[2,4]
+  %r = call @add(%h, @b) : f32[2,4]
+  %uv = call @reshape(@u) : f32[4]
+  %s = call @add(%r, %uv) : f32[2,4]
+  %t = call @reshape(%s) : f32[4,2]
+  %xr = call @reshape(%x) : f32[4,2]
+  %y = call @add(%t, %xr) : f32[4,2]
+  return %y
+}
+)";
+
+TEST_CASE("dump stats: views and constants of a compiled program") {
+  std::vector<uint8_t> bytes = testing::compile_text(kViews);
+  AlignedBytes file = testing::aligned(bytes);
+  auto verified = verify_executable(file.span());
+  REQUIRE_MESSAGE(verified.ok(), verified.status().to_string());
+  const fb::Module& m = *verified->module;
+  const fb::Function& fn = *m.functions()->Get(0);
+  uint64_t aliased = 0;  // whatever the in-place pass decided, counted independently
+  for (uint32_t k = 0; k < fn.instruction_count(); ++k)
+    aliased += m.instructions()->Get(fn.instruction_begin() + k)->alias_mask() != 0;
+
+  const FunctionStats st = function_stats(*verified, 0);
+  CHECK(st.arena_size == fn.arena_size());
+  CHECK(st.lower_bound == fn.lower_bound());
+  CHECK(st.lower_bound > 0);
+  CHECK(st.in_place_aliases == aliased);
+  CHECK(st.view_aliases == 3);
+  CHECK(st.constant_bytes_stored == 64 + 16);
+  CHECK(st.constant_bytes_filled == 16);
+
+  // %t (a view of %s) extends %s's live range to the last instruction.
+  const std::vector<StorageValue> values = function_storage_values(*verified, 0);
+  bool found = false;
+  for (const StorageValue& v : values) {
+    if (v.name != "%s") continue;
+    found = true;
+    CHECK(v.views == 1);
+    CHECK(v.last == static_cast<int64_t>(fn.instruction_count()) - 1);
+  }
+  CHECK(found);
+
+  testing::ScratchDir dir;
+  testing::write_file(dir / "views.hxe", bytes.data(), bytes.size());
+  auto json = testing::run_command(testing::kDumpTool + " " + dir / "views.hxe --json");
+  CHECK(json.exit_code == 0);
+  CHECK_MESSAGE(testing::contains(json.output, "\"in_place_aliases\":" + std::to_string(aliased) +
+                                                   ",\"view_aliases\":3,\"constant_bytes_stored\":80,"
+                                                   "\"constant_bytes_filled\":16}"),
+                json.output);
+  auto text = testing::run_command(testing::kDumpTool + " " + dir / "views.hxe");
+  CHECK_MESSAGE(testing::contains(text.output, "3 views; constants: 80 B stored, 16 B filled"), text.output);
+}
+
+}  // namespace
+}  // namespace hexir::format

@@ -1,0 +1,352 @@
+// In place (alias bits), donation, free-at-last-use and the memory schedule:
+// what the serializer emits, and that every file it writes verifies.
+#include <algorithm>
+
+#include "test_util.h"
+
+namespace hexir::serializer::testing {
+namespace {
+
+using format::KernelId;
+
+// Runs the passes in compile_source's order (without scratch planning).
+Function planned(std::string_view source, bool in_place = true, PlanStrategy plan = PlanStrategy::kArena,
+                 Schedule schedule = Schedule::kSource) {
+  Module m = parse_ok(source);
+  Function& fn = m.functions[0];
+  assign_storage(fn);
+  if (schedule == Schedule::kMemory) schedule_for_memory(fn);
+  if (in_place) assign_in_place(fn);
+  place_donations(fn);
+  record_last_uses(fn);
+  std::string heuristic;
+  Status s = plan_function_arena(fn, plan, 64, &heuristic);
+  INFO(s.to_string());
+  REQUIRE(s.ok());
+  return std::move(fn);
+}
+
+int id_of(const Function& fn, std::string_view name) {
+  for (size_t v = 0; v < fn.values.size(); ++v)
+    if (fn.values[v].name == name) return static_cast<int>(v);
+  FAIL("no value " << name);
+  return -1;
+}
+
+const Value& value_named(const Function& fn, std::string_view name) { return fn.values[id_of(fn, name)]; }
+
+// The alias mask of the instruction writing `name`.
+uint32_t mask_of(const Function& fn, std::string_view name) {
+  const int id = id_of(fn, name);
+  for (const Instruction& inst : fn.program)
+    if (inst.output == id) return inst.alias_mask;
+  FAIL("no instruction writes " << name);
+  return 0;
+}
+
+void check_compiles_and_verifies(std::string_view source, const CompileOptions& options = {}) {
+  std::vector<uint8_t> bytes = compile_ok(source, options);
+  Result<format::VerifiedModule> v = format::verify_executable(bytes);
+  CHECK_MESSAGE(v.ok(), v.status().to_string());
+}
+
+TEST_CASE("in place: a chain of elementwise results shares one buffer") {
+  constexpr const char* kSource = R"(
+func @f(%x: f32[64]) -> (f32[64]) {
+  %a = call @relu(%x) : f32[64]
+  %b = call @exp(%a) : f32[64]
+  %c = call @neg(%b) : f32[64]
+  %d = call @sqrt(%c) : f32[64]
+  return %d
+})";
+  Function fn = planned(kSource);
+  CHECK(mask_of(fn, "a") == 0);  // never the (not donated) input
+  CHECK(mask_of(fn, "b") == 1);
+  CHECK(mask_of(fn, "c") == 1);
+  CHECK(mask_of(fn, "d") == 0);  // bound to the output: its own buffer
+  CHECK(buffer_head(fn, id_of(fn, "c")) == id_of(fn, "a"));
+  CHECK(value_named(fn, "c").arena_offset == value_named(fn, "a").arena_offset);
+  CHECK(fn.arena_size == 256);
+  CHECK(fn.lower_bound == 256);
+  Function without = planned(kSource, /*in_place=*/false);
+  CHECK(without.lower_bound == 512);  // a value and its successor overlap at the instruction
+  CHECK(without.arena_size == 512);
+  check_compiles_and_verifies(kSource);
+}
+
+TEST_CASE("in place: never a constant or a non-donated input") {
+  constexpr const char* kSource = R"(
+const @c : f32[8] = dense [1, 2, 3, 4, 5, 6, 7, 8]
+func @f(%x: f32[8]) -> (f32[8]) {
+  %a = call @add(@c, %x) : f32[8]
+  %b = call @mul(%a, %a) : f32[8]
+  return %b
+})";
+  Function fn = planned(kSource);
+  CHECK(mask_of(fn, "a") == 0);
+  CHECK(value_named(fn, "a").buffer_prev == -1);
+  check_compiles_and_verifies(kSource);
+}
+
+TEST_CASE("in place: not over a value read later, directly or through a view") {
+  constexpr const char* kSource = R"(
+func @f(%x: f32[16]) -> (f32[16]) {
+  %a = call @relu(%x) : f32[16]
+  %v = call @reshape(%a) : f32[4,4]
+  %b = call @exp(%a) : f32[16]
+  %w = call @reshape(%b) : f32[4,4]
+  %c = call @add(%v, %w) : f32[4,4]
+  %r = call @reshape(%c) : f32[16]
+  %d = call @neg(%r) : f32[16]
+  %e = call @add(%d, %x) : f32[16]
+  return %e
+})";
+  Function fn = planned(kSource);
+  CHECK(mask_of(fn, "b") == 0);  // %a is still read through %v
+  // %c may take either operand's buffer: both are last uses of the same size.
+  CHECK(mask_of(fn, "c") == 1);
+  CHECK(mask_of(fn, "d") == 1);  // over %c, through its view %r
+  CHECK(mask_of(fn, "e") == 0);  // bound to the output
+  check_compiles_and_verifies(kSource);
+}
+
+TEST_CASE("in place: the same value as two operands sets both bits") {
+  Function fn = planned(R"(
+func @f(%x: f32[16]) -> (f32[16]) {
+  %a = call @relu(%x) : f32[16]
+  %b = call @mul(%a, %a) : f32[16]
+  %c = call @neg(%b) : f32[16]
+  return %c
+})");
+  CHECK(mask_of(fn, "b") == 0b11);
+}
+
+TEST_CASE("in place: never into an input of another size (broadcast)") {
+  constexpr const char* kSource = R"(
+func @f(%x: f32[4], %y: f32[3,4]) -> (f32[3,4]) {
+  %a = call @relu(%x) : f32[4]
+  %s = call @exp(%y) : f32[3,4]
+  %b = call @add(%a, %s) : f32[3,4]
+  %c = call @neg(%b) : f32[3,4]
+  return %c
+})";
+  Function fn = planned(kSource);
+  CHECK(mask_of(fn, "b") == 0b10);  // %s has the result's size; %a (16 bytes) does not
+  check_compiles_and_verifies(kSource);
+}
+
+TEST_CASE("in place: only kernels that may run in place") {
+  Function fn = planned(R"(
+func @f(%x: f32[4,4]) -> (f32[4,4]) {
+  %a = call @relu(%x) : f32[4,4]
+  %t = call @transpose(%a) : f32[4,4]
+  %m = call @matmul(%t, %t) : f32[4,4]
+  %s = call @softmax(%m) : f32[4,4]
+  %c = call @neg(%s) : f32[4,4]
+  return %c
+})");
+  CHECK(mask_of(fn, "t") == 0);
+  CHECK(mask_of(fn, "m") == 0);
+  CHECK(mask_of(fn, "s") == 1);
+}
+
+TEST_CASE("views: chains of views of an input, a constant and an output keep that storage") {
+  constexpr const char* kSource = R"(
+const @c : f32[2,6] = splat 2
+func @f(%x: f32[2,6]) -> (f32[3,4], f32[12]) {
+  %xv = call @reshape(%x) : f32[3,4]
+  %xw = call @reshape(%xv) : f32[12]
+  %cv = call @reshape(@c) : f32[12]
+  %cw = call @reshape(%cv) : f32[4,3]
+  %s = call @add(%xw, %cv) : f32[12]
+  %sv = call @reshape(%s) : f32[2,6]
+  %t = call @mul(%sv, %x) : f32[2,6]
+  %o = call @reshape(%t) : f32[6,2]
+  %p = call @reshape(%o) : f32[3,4]
+  %q = call @reshape(%cw) : f32[12]
+  %r = call @add(%q, %s) : f32[12]
+  return %p, %r
+})";
+  Function fn = planned(kSource);
+  CHECK(value_named(fn, "xw").storage == Storage::kInput);
+  CHECK(value_named(fn, "xw").storage_root == id_of(fn, "x"));
+  CHECK(value_named(fn, "q").storage == Storage::kConstant);
+  CHECK(value_named(fn, "q").storage_root == id_of(fn, "c"));
+  CHECK(value_named(fn, "p").storage == Storage::kOutput);
+  CHECK(value_named(fn, "p").storage_root == id_of(fn, "t"));
+  // %t is an output: %s stays alive (read by %r) so nothing runs in place over it.
+  CHECK(mask_of(fn, "t") == 0);
+  check_compiles_and_verifies(kSource);
+  // The views are slots of their own that name their root.
+  std::vector<uint8_t> bytes = compile_ok(kSource);
+  const fb::Module* m = module_of(bytes);
+  int views = 0;
+  for (const fb::Slot* s : *m->slots()) {
+    if (s->view_of() < 0) continue;
+    ++views;
+    const fb::Slot* root = m->slots()->Get(static_cast<uint32_t>(s->view_of()));
+    CHECK(root->view_of() == -1);
+    CHECK(root->storage() == s->storage());
+  }
+  CHECK(views == 8);
+}
+
+constexpr const char* kStep = R"(
+func @step(%cache: f32[64,128] donate, %row: f32[1,128]) -> (f32[64,128]) {
+  %c = call @add(%cache, %row) : f32[64,128]
+  return %c
+})";
+
+TEST_CASE("donation: an in-place add writes the caller's cache") {
+  Function fn = planned(kStep);
+  CHECK(fn.arguments[0].donated_to == 0);
+  CHECK(mask_of(fn, "c") == 1);
+  CHECK(value_named(fn, "c").storage == Storage::kInput);
+  CHECK(value_named(fn, "c").storage_index == 0);
+  CHECK(fn.arena_size == 0);
+
+  std::vector<uint8_t> bytes = compile_ok(kStep);
+  const fb::Module* m = module_of(bytes);
+  const fb::Function* step = function_named(m, "step");
+  CHECK(step->inputs()->Get(0)->donated_to() == 0);
+  const fb::Slot* out = m->slots()->Get(step->outputs()->Get(0)->slot());
+  CHECK(out->storage() == fb::StorageKind::Input);
+  CHECK(out->usage() == fb::SlotUsage::Donated);
+  CHECK(m->instructions()->Get(step->instruction_begin())->alias_mask() == 1);
+  CHECK(format::verify_executable(bytes).ok());
+}
+
+TEST_CASE("donation: a result written straight into the donated buffer after its last read") {
+  constexpr const char* kSource = R"(
+func @f(%cache: f32[4,4] donate, %x: f32[4,4]) -> (f32[4,4]) {
+  %a = call @matmul(%cache, %x) : f32[4,4]
+  %b = call @transpose(%a) : f32[4,4]
+  return %b
+})";
+  Function fn = planned(kSource);
+  CHECK(fn.arguments[0].donated_to == 0);
+  CHECK(mask_of(fn, "b") == 0);
+  CHECK(value_named(fn, "b").storage == Storage::kInput);
+  check_compiles_and_verifies(kSource);
+}
+
+TEST_CASE("donation: dropped when the input is read where its output is written") {
+  constexpr const char* kSource = R"(
+func @f(%cache: f32[4,4] donate, %x: f32[4,4]) -> (f32[4,4]) {
+  %a = call @matmul(%cache, %x) : f32[4,4]
+  return %a
+})";
+  Function fn = planned(kSource);
+  CHECK(fn.arguments[0].donated_to == -1);
+  CHECK(value_named(fn, "a").storage == Storage::kOutput);
+  std::vector<uint8_t> bytes = compile_ok(kSource);
+  const fb::Module* m = module_of(bytes);
+  const fb::Function* f = function_named(m, "f");
+  CHECK(f->inputs()->Get(0)->donated_to() == -1);
+  CHECK(m->slots()->Get(f->inputs()->Get(0)->slot())->usage() == fb::SlotUsage::ExternalInput);
+  CHECK(format::verify_executable(bytes).ok());
+}
+
+TEST_CASE("donation: an arena value never takes a donated buffer that is not its output's") {
+  Function fn = planned(R"(
+func @f(%cache: f32[8] donate, %x: f32[8]) -> (f32[8]) {
+  %a = call @mul(%cache, %x) : f32[8]
+  %b = call @exp(%a) : f32[8]
+  return %b
+})");
+  CHECK(mask_of(fn, "a") == 0);
+  CHECK(value_named(fn, "a").storage == Storage::kArena);
+  CHECK(value_named(fn, "b").storage == Storage::kInput);  // written after the cache's last read
+  CHECK(mask_of(fn, "b") == 0);
+}
+
+TEST_CASE("free-at-last-use: no offsets, last uses recorded, lower bound kept") {
+  constexpr const char* kSource = R"(
+func @f(%x: f32[16]) -> (f32[16]) {
+  %a = call @relu(%x) : f32[16]
+  %b = call @exp(%x) : f32[16]
+  %c = call @add(%a, %b) : f32[16]
+  %d = call @neg(%c) : f32[16]
+  return %d
+})";
+  Function fn = planned(kSource, true, PlanStrategy::kFreeAtLastUse);
+  CHECK(fn.arena_size == 0);
+  CHECK(fn.lower_bound == 128);
+  CHECK(value_named(fn, "a").last_use == 2);
+  CHECK(value_named(fn, "b").last_use == 2);
+  CHECK(value_named(fn, "c").last_use == 3);
+  CHECK(value_named(fn, "d").last_use == -1);  // an output, not arena
+  for (const Value& v : fn.values) CHECK(v.arena_offset == 0);
+  CompileOptions options;
+  options.plan = PlanStrategy::kFreeAtLastUse;
+  std::vector<uint8_t> bytes = compile_ok(kSource, options);
+  const fb::Module* m = module_of(bytes);
+  CHECK(m->arena()->strategy() == fb::PlanStrategy::FreeAtLastUse);
+  CHECK(m->arena()->size() == 0);
+  CHECK(format::verify_executable(bytes).ok());
+}
+
+TEST_CASE("schedule=memory: keeps dependencies and lowers the peak") {
+  // Written breadth-first: four wide values live at once. Depth-first needs two.
+  constexpr const char* kSource = R"(
+func @f(%x: f32[256]) -> (f32[256]) {
+  %a1 = call @relu(%x) : f32[256]
+  %a2 = call @exp(%x) : f32[256]
+  %a3 = call @neg(%x) : f32[256]
+  %a4 = call @sqrt(%x) : f32[256]
+  %b1 = call @reduce_sum(%a1) : f32[]
+  %b2 = call @reduce_sum(%a2) : f32[]
+  %b3 = call @reduce_sum(%a3) : f32[]
+  %b4 = call @reduce_sum(%a4) : f32[]
+  %c1 = call @add(%b1, %b2) : f32[]
+  %c2 = call @add(%b3, %b4) : f32[]
+  %c3 = call @add(%c1, %c2) : f32[]
+  %y = call @add(%x, %c3) : f32[256]
+  return %y
+})";
+  Function source = planned(kSource, true, PlanStrategy::kArena, Schedule::kSource);
+  Function memory = planned(kSource, true, PlanStrategy::kArena, Schedule::kMemory);
+  CHECK(memory.program.size() == source.program.size());
+  CHECK(memory.lower_bound < source.lower_bound);
+  CHECK(memory.arena_size < source.arena_size);
+  // Every operand is written before it is read.
+  std::vector<bool> written(memory.values.size(), false);
+  for (const Value& v : memory.values)
+    if (v.kind != ValueKind::kInstruction) written[&v - memory.values.data()] = true;
+  for (const Instruction& inst : memory.program) {
+    for (int input : inst.inputs) CHECK(written[memory.values[input].storage_root]);
+    written[inst.output] = true;
+  }
+  CompileOptions options;
+  options.schedule = Schedule::kMemory;
+  check_compiles_and_verifies(kSource, options);
+}
+
+TEST_CASE("scratch: softmax over a non-last axis gets a workspace, shared or in the arena") {
+  constexpr const char* kSource = R"(
+func @f(%x: f32[8,32]) -> (f32[8,32]) {
+  %a = call @relu(%x) : f32[8,32]
+  %s = call @softmax(%a) {axis = 0} : f32[8,32]
+  %t = call @softmax(%s) {axis = -1} : f32[8,32]
+  return %t
+})";
+  for (PlanStrategy plan : {PlanStrategy::kNaive, PlanStrategy::kArena, PlanStrategy::kFreeAtLastUse}) {
+    CompileOptions options;
+    options.plan = plan;
+    std::vector<uint8_t> bytes = compile_ok(kSource, options);
+    const fb::Module* m = module_of(bytes);
+    Result<format::VerifiedModule> v = format::verify_executable(bytes);
+    REQUIRE_MESSAGE(v.ok(), v.status().to_string());
+    const uint64_t need = 32 * 12;
+    if (m->workspaces() && m->workspaces()->size() > 0) {
+      CHECK(m->workspaces()->Get(1)->size() == need);
+      CHECK(m->workspaces()->Get(0)->size() == 0);
+      CHECK(m->arena()->workspace_size() == 0);
+    } else {
+      CHECK(m->arena()->workspace_size() == need);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace hexir::serializer::testing
