@@ -171,7 +171,7 @@ log "== invoke latency, 200 iterations"
   echo
   echo "| copy | GB/s |"
   echo "|---|---|"
-  grep -v '^#' "$OUT/bandwidth.txt" | awk 'NF >= 2 { printf "| %s | %s |\n", $1, $2 }'
+  awk '/GB\/s/ { printf "| %s | %s |\n", $1, $2 }' "$OUT/bandwidth.txt"
   echo
   echo "## Invoke latency (hexir-run --iterations 200, median) and per-invoke device work"
   echo
