@@ -74,10 +74,12 @@ Scan scan_function(const VerifiedModule& v, size_t function) {
   return sc;
 }
 
-// A slot that shares another slot's storage without being written: a view.
+// A slot that shares another slot's storage without being written: a view
+// (Slot.view_of names it; files that leave it -1 are recognised by storage).
 bool is_view(const Scan& sc, uint32_t s) {
   if (!sc.referenced[s] || sc.written[s] >= 0) return false;
   const fb::Slot& slot = *sc.m->slots()->Get(s);
+  if (slot.view_of() >= 0) return true;
   switch (slot.storage()) {
     case fb::StorageKind::Arena:
     case fb::StorageKind::Output:
@@ -157,11 +159,20 @@ std::vector<StorageValue> function_storage_values(const VerifiedModule& v, size_
       values.push_back(std::move(value));
     }
   }
-  // Fold each view into the value it views: the latest write of the same
-  // place before the view is first read.
+  // Fold each view into the value it views: the slot view_of names when it is
+  // a value here, else the latest write of the same place before the view is
+  // first read.
+  std::vector<int64_t> value_of_slot(sc.written.size(), -1);
+  for (size_t i = 0; i < values.size(); ++i) value_of_slot[values[i].slot] = static_cast<int64_t>(i);
   for (uint32_t s = 0; s < sc.referenced.size(); ++s) {
     if (!is_view(sc, s) || sc.first_read[s] < 0) continue;
     const fb::Slot& slot = *m.slots()->Get(s);
+    if (slot.view_of() >= 0 && value_of_slot[static_cast<uint32_t>(slot.view_of())] >= 0) {
+      StorageValue& r = values[static_cast<size_t>(value_of_slot[static_cast<uint32_t>(slot.view_of())])];
+      r.last = std::max(r.last, sc.last_read[s]);
+      ++r.views;
+      continue;
+    }
     std::pair<bool, uint64_t> place;
     if (slot.storage() == fb::StorageKind::Arena)
       place = {false, slot.arena_offset()};

@@ -101,6 +101,9 @@ TEST_CASE("dump stats: views and constants of a compiled program") {
   CHECK(st.lower_bound > 0);
   CHECK(st.in_place_aliases == aliased);
   CHECK(st.view_aliases == 3);
+  uint64_t named_views = 0;  // the writer names each view's value in Slot.view_of
+  for (const fb::Slot* s : *m.slots()) named_views += s->view_of() >= 0;
+  CHECK(named_views == 3);
   CHECK(st.constant_bytes_stored == 64 + 16);
   CHECK(st.constant_bytes_filled == 16);
 
