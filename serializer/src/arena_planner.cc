@@ -129,7 +129,8 @@ Result<BufferPlan> plan_arena(std::span<const PlanBuffer> buffers, const PlanOpt
   budget.limit = options.budget_ms > UINT64_MAX / planner::kWorkPerMs ? UINT64_MAX
                                                                       : options.budget_ms * planner::kWorkPerMs;
   if (peak > problem.lower_bound && budget.limit > 0) {
-    if (planner::improve(problem, units, peak, budget)) heuristic = "canonical-search";
+    std::string improved_by = planner::improve(problem, units, peak, budget);
+    if (!improved_by.empty()) heuristic = improved_by;
   }
   r.work_limit = budget.limit;
   r.work_used = budget.used;

@@ -9,6 +9,9 @@
 namespace hexir::serializer::planner {
 namespace {
 
+// Work units charged per skyline queue step (see kWorkPerMs).
+constexpr uint64_t kSkylineStepWork = 200;
+
 using Span = std::pair<uint64_t, uint64_t>;  // [begin, end) in memory
 using Spans = std::vector<Span>;             // sorted, disjoint, not touching
 
@@ -288,7 +291,7 @@ std::vector<uint64_t> place_in_order(const Problem& problem, const std::vector<u
   return offsets;
 }
 
-std::vector<uint64_t> place_skyline(const Problem& problem, const std::vector<uint32_t>& rank) {
+std::vector<uint64_t> place_skyline(const Problem& problem, const std::vector<uint32_t>& rank, WorkBudget* budget) {
   std::vector<uint64_t> offsets(problem.count(), 0);
   SkylineTree skyline(problem.slots);
   using Entry = std::tuple<uint64_t, uint32_t, uint32_t>;  // (lowest offset, rank, buffer)
@@ -297,6 +300,10 @@ std::vector<uint64_t> place_skyline(const Problem& problem, const std::vector<ui
   while (!queue.empty()) {
     auto [key, r, b] = queue.top();
     queue.pop();
+    if (budget) {
+      budget->used += kSkylineStepWork;
+      if (budget->exhausted()) return {};
+    }
     uint64_t now = skyline.max(problem.lo[b], problem.hi[b]);
     if (now > key) {
       queue.push({now, r, b});
@@ -321,11 +328,6 @@ std::vector<GreedyResult> run_greedy_heuristics(const Problem& problem) {
     std::vector<uint32_t> sequence = make_order(problem, order);
     add(std::string(order_name(order)) + "-best-fit", place_in_order(problem, sequence, Fit::kBest));
     add(std::string(order_name(order)) + "-first-fit", place_in_order(problem, sequence, Fit::kFirst));
-    if (order == Order::kSize || order == Order::kBreadth) {
-      std::vector<uint32_t> rank(problem.count());
-      for (uint32_t i = 0; i < sequence.size(); ++i) rank[sequence[i]] = i;
-      add(std::string(order_name(order)) + "-skyline", place_skyline(problem, rank));
-    }
   }
   return results;
 }

@@ -30,7 +30,10 @@ std::vector<uint64_t> place_in_order(const Problem& problem, const std::vector<u
 // Bottom-up placement: repeatedly the unplaced buffer that can sit lowest
 // (on top of everything placed that it meets), ties by `rank` (lower first).
 // Returns no offsets when a buffer would end above problem.limit.
-std::vector<uint64_t> place_skyline(const Problem& problem, const std::vector<uint32_t>& rank);
+// With a budget, every queue step is charged to it and an exhausted budget
+// also gives no offsets.
+std::vector<uint64_t> place_skyline(const Problem& problem, const std::vector<uint32_t>& rank,
+                                    WorkBudget* budget = nullptr);
 
 // Every greedy heuristic, in a fixed order. Each result is a valid plan;
 // heuristics that would pass problem.limit are left out.

@@ -53,6 +53,6 @@ struct WorkBudget {
 // millisecond is about one millisecond of search on the reference machine
 // (a 2-core x86-64 VM, -O2). Results depend on the budget only through this
 // constant, never on the clock.
-constexpr uint64_t kWorkPerMs = 60000;
+constexpr uint64_t kWorkPerMs = 1000000;
 
 }  // namespace hexir::serializer::planner

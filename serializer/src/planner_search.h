@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "planner_problem.h"
@@ -11,8 +12,10 @@ namespace hexir::serializer::planner {
 
 // Tries to find a plan with a lower peak than `peak` (units), starting at the
 // lower bound and bisecting towards `peak`. On success replaces `offsets` and
-// `peak` and returns true. Stops when the budget is spent or the lower bound
-// is reached.
-bool improve(const Problem& problem, std::vector<uint64_t>& offsets, uint64_t& peak, WorkBudget& budget);
+// `peak` and returns the name of what found the last improvement ("" if
+// nothing did). First bottom-up (skyline) placements under several orders,
+// then the exact search. Stops when the budget is spent or the lower bound is
+// reached.
+std::string improve(const Problem& problem, std::vector<uint64_t>& offsets, uint64_t& peak, WorkBudget& budget);
 
 }  // namespace hexir::serializer::planner
