@@ -36,7 +36,8 @@ Result<std::vector<uint8_t>> compile_source(std::string_view source, std::string
   for (Function& fn : module.functions) {
     assign_storage(fn);
     if (options.schedule == Schedule::kMemory) schedule_for_memory(fn);
-    if (options.in_place) assign_in_place(fn);
+    // Naive gives every value its own range: only donations run in place there.
+    assign_in_place(fn, options.in_place && options.plan != PlanStrategy::kNaive);
     place_donations(fn);
     record_last_uses(fn);
     record_workspaces(fn);

@@ -212,7 +212,7 @@ Argument* argument_of(Function& fn, int value) {
 
 }  // namespace
 
-void assign_in_place(Function& fn) {
+void assign_in_place(Function& fn, bool arena_values) {
   const Uses uses = compute_uses(fn);
   for (size_t k = 0; k < fn.program.size(); ++k) {
     Instruction& inst = fn.program[k];
@@ -226,7 +226,7 @@ void assign_in_place(Function& fn) {
     int target_output = -1;
     if (result.storage == Storage::kOutput) {
       target_output = static_cast<int>(result.storage_index);
-    } else if (result.storage != Storage::kArena) {
+    } else if (result.storage != Storage::kArena || !arena_values) {
       continue;
     }
     int best = -1;

@@ -58,7 +58,9 @@ Uses compute_uses(const Function& fn);
 // whose donated_to is j. Never a constant, a non-donated input, or a value
 // bound to an output. Sets buffer_prev and the instruction's alias_mask (every
 // input operand that is that value). Storage is updated by place_donations.
-void assign_in_place(Function& fn);
+// arena_values false: only results onto donated inputs (a donation is the
+// caller's request; naive plans and --no-in-place keep every value apart).
+void assign_in_place(Function& fn, bool arena_values = true);
 
 // Donation: output j of a donated input a (donated_to = j) is computed in a's
 // buffer: either an in-place chain already leads there, or its writer writes

@@ -34,7 +34,9 @@ struct CompileOptions {
   uint32_t alignment = 64;      // arena offset alignment
   bool data_checksum = false;   // checksum the data sections too (O(weights) to verify)
   // Elementwise results take the storage of an input whose last use they are
-  // (alias bits). Off only to measure what in-place saves.
+  // (alias bits), under the arena and free-at-last-use plans. Off only to
+  // measure what in-place saves. A result written in place into a donated
+  // input (the caller asked for it) is kept either way, and under naive.
   bool in_place = true;
   Schedule schedule = Schedule::kSource;
   // kZstd: store large data sections (RODATA) zstd-compressed, when that makes
