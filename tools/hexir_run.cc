@@ -374,13 +374,14 @@ int run(int argc, char** argv) {
                   "\"prepare\":{\"ms\":%.3f,\"device_allocations\":%" PRIu64 ",\"uploads\":%" PRIu64
                   "},"
                   "\"invoke\":{\"count\":%" PRIu64 ",\"device_allocations\":%" PRIu64 ",\"uploads\":%" PRIu64
-                  ",\"dispatches\":%" PRIu64 ",\"ms_median\":%.4f}}\n",
+                  ",\"dispatches\":%" PRIu64 ",\"peak_live_bytes\":%" PRIu64 ",\"ms_median\":%.4f}}\n",
                   json_string(o.path).c_str(), json_string(sig.name).c_str(),
                   json_string(std::string(dev.name())).c_str(), module->arena_bytes(),
                   module->constant_bytes(), module->lower_bound_bytes(), load_ms, prepare_ms,
                   prepare_allocations, prepare_uploads, context->invoke_count(),
-                  invoke.device_allocations + invoke_allocations, invoke.uploads + invoke_uploads,
-                  invoke.dispatches, median);
+                  // The VM's own count and the device's (each catches what the other might miss).
+                  std::max(invoke.device_allocations, invoke_allocations), std::max(invoke.uploads, invoke_uploads),
+                  invoke.dispatches, invoke.peak_live_bytes, median);
     std::ofstream out(o.stats_json, std::ios::binary);
     out << buf;
     if (!out) return fail("cannot write '" + o.stats_json + "'");
