@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <numeric>
 #include <queue>
+#include <thread>
 #include <tuple>
 #include <utility>
 
@@ -317,17 +318,42 @@ std::vector<uint64_t> place_skyline(const Problem& problem, const std::vector<ui
 }
 
 std::vector<GreedyResult> run_greedy_heuristics(const Problem& problem) {
-  std::vector<GreedyResult> results;
-  auto add = [&](std::string name, std::vector<uint64_t> offsets) {
-    if (offsets.size() != problem.count()) return;  // did not fit under the limit
-    uint64_t peak = peak_of(problem, offsets);
-    results.push_back({std::move(name), std::move(offsets), peak});
+  // Likely winners first. They run in rounds of two (two threads on large
+  // problems); after a round, a plan at the lower bound ends the phase. The
+  // rounds are fixed, so the outcome never depends on timing or core count.
+  static constexpr std::pair<Order, Fit> kHeuristics[] = {
+      {Order::kSize, Fit::kBest},      {Order::kBreadth, Fit::kBest},  {Order::kArea, Fit::kBest},
+      {Order::kConflict, Fit::kBest},  {Order::kDuration, Fit::kBest}, {Order::kStart, Fit::kBest},
+      {Order::kSize, Fit::kFirst},     {Order::kArea, Fit::kFirst},    {Order::kBreadth, Fit::kFirst},
+      {Order::kConflict, Fit::kFirst}, {Order::kDuration, Fit::kFirst}, {Order::kStart, Fit::kFirst},
   };
-  for (Order order : {Order::kSize, Order::kDuration, Order::kArea, Order::kBreadth, Order::kConflict,
-                      Order::kStart}) {
-    std::vector<uint32_t> sequence = make_order(problem, order);
-    add(std::string(order_name(order)) + "-best-fit", place_in_order(problem, sequence, Fit::kBest));
-    add(std::string(order_name(order)) + "-first-fit", place_in_order(problem, sequence, Fit::kFirst));
+  constexpr size_t kCount = sizeof kHeuristics / sizeof kHeuristics[0];
+  constexpr size_t kThreadedFrom = 4096;  // buffers; below, a thread costs more than it saves
+  std::vector<GreedyResult> slots(kCount);
+  auto run = [&](size_t k) {
+    auto [order, fit] = kHeuristics[k];
+    GreedyResult& r = slots[k];
+    r.name = std::string(order_name(order)) + (fit == Fit::kBest ? "-best-fit" : "-first-fit");
+    r.offsets = place_in_order(problem, make_order(problem, order), fit);
+    r.peak = r.offsets.size() == problem.count() ? peak_of(problem, r.offsets) : UINT64_MAX;
+  };
+  std::vector<GreedyResult> results;
+  for (size_t k = 0; k < kCount; k += 2) {
+    if (problem.count() >= kThreadedFrom) {
+      std::thread other([&] { run(k + 1); });
+      run(k);
+      other.join();
+    } else {
+      run(k);
+      run(k + 1);
+    }
+    bool at_bound = false;
+    for (size_t j = k; j < k + 2; ++j) {
+      if (slots[j].peak == UINT64_MAX) continue;  // did not fit under the limit
+      at_bound = at_bound || slots[j].peak <= problem.lower_bound;
+      results.push_back(std::move(slots[j]));
+    }
+    if (at_bound) break;
   }
   return results;
 }
