@@ -1,6 +1,6 @@
 // hexir-compile IN.hxir -o OUT.hxe [--plan=naive|arena|free-at-last-use] [--align N] [--data-checksum]
 //               [--schedule=source|memory] [--no-in-place]
-//               [--compress=none|zstd[:LEVEL]]
+//               [--compress=none|zstd[:LEVEL]] [--plan-budget-ms N]
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -17,7 +17,7 @@ namespace {
 constexpr const char* kUsage =
     "usage: hexir-compile IN.hxir -o OUT.hxe [--plan=naive|arena|free-at-last-use] [--align N] [--data-checksum]\n"
     "       [--schedule=source|memory] [--no-in-place]\n"
-    "       [--compress=none|zstd[:LEVEL]]\n";
+    "       [--compress=none|zstd[:LEVEL]] [--plan-budget-ms N]\n";
 
 int usage_error(const std::string& message) {
   std::fprintf(stderr, "hexir-compile: %s\n%s", message.c_str(), kUsage);
@@ -75,6 +75,18 @@ int main(int argc, char** argv) {
       }
       if (!parse_alignment(value, &options.alignment))
         return usage_error("--align expects a number, got '" + std::string(value) + "'");
+    } else if (arg == "--plan-budget-ms" || arg.starts_with("--plan-budget-ms=")) {
+      std::string_view value;
+      if (arg == "--plan-budget-ms") {
+        if (++i >= argc) return usage_error("--plan-budget-ms needs a number");
+        value = argv[i];
+      } else {
+        value = arg.substr(17);
+      }
+      uint32_t budget = 0;
+      if (!parse_alignment(value, &budget))
+        return usage_error("--plan-budget-ms expects a number, got '" + std::string(value) + "'");
+      options.plan_budget_ms = budget;
     } else if (arg == "--data-checksum") {
       options.data_checksum = true;
     } else if (arg == "--compress=none") {

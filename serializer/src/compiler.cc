@@ -49,7 +49,8 @@ Result<std::vector<uint8_t>> compile_source(std::string_view source, std::string
     uint64_t arena = 0, workspace = 0;
     for (Function& fn : functions) {
       fn.workspace_in_arena = in_arena;
-      HEXIR_RETURN_IF_ERROR(plan_function_arena(fn, options.plan, options.alignment, &write_options.heuristic)
+      HEXIR_RETURN_IF_ERROR(plan_function_arena(fn, options.plan, options.alignment, &write_options.heuristic,
+                                                options.plan_budget_ms)
                                 .annotate(std::string(display_name)));
       arena = std::max(arena, fn.arena_size);
       if (!in_arena) workspace = std::max(workspace, fn.workspace_size);

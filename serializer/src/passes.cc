@@ -390,7 +390,8 @@ std::vector<LiveRange> compute_live_ranges(const Function& fn) {
   return ranges;
 }
 
-Status plan_function_arena(Function& fn, PlanStrategy strategy, uint32_t alignment, std::string* heuristic) {
+Status plan_function_arena(Function& fn, PlanStrategy strategy, uint32_t alignment, std::string* heuristic,
+                           uint64_t plan_budget_ms) {
   std::vector<LiveRange> ranges = compute_live_ranges(fn);
   std::vector<PlanBuffer> buffers;
   buffers.reserve(ranges.size());
@@ -414,7 +415,7 @@ Status plan_function_arena(Function& fn, PlanStrategy strategy, uint32_t alignme
     return ok_status();
   }
   Result<BufferPlan> plan = strategy == PlanStrategy::kNaive ? plan_naive(buffers, alignment)
-                                                             : plan_greedy_by_size(buffers, alignment);
+                                                             : plan_arena(buffers, {alignment, plan_budget_ms});
   if (!plan.ok()) return plan.status().annotate("planning the arena of @" + fn.name);
   // The planner is checked on every compile: a wrong plan corrupts results silently.
   HEXIR_RETURN_IF_ERROR(check_buffer_plan(buffers, *plan, alignment).annotate("arena plan of @" + fn.name));

@@ -97,7 +97,9 @@ std::vector<LiveRange> compute_live_ranges(const Function& fn);
 
 // Assigns arena offsets to every arena value of `fn` with the chosen
 // strategy, and sets fn.arena_size and fn.lower_bound. `heuristic` receives
-// the name of the placement used.
-Status plan_function_arena(Function& fn, PlanStrategy strategy, uint32_t alignment, std::string* heuristic);
+// the name of the placement used. `plan_budget_ms` bounds the planner's
+// improvement search (a deterministic work budget, see plan_arena).
+Status plan_function_arena(Function& fn, PlanStrategy strategy, uint32_t alignment, std::string* heuristic,
+                           uint64_t plan_budget_ms = kDefaultPlanBudgetMs);
 
 }  // namespace hexir::serializer

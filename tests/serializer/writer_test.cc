@@ -251,7 +251,9 @@ TEST_CASE("writer: arena plan fields for both strategies") {
   std::vector<uint8_t> arena_bytes = compile_ok(kProgram, arena_options);
   const fb::Module* arena = module_of(arena_bytes);
   CHECK(arena->arena()->strategy() == fb::PlanStrategy::Arena);
-  CHECK(arena->arena()->heuristic()->str() == "greedy-by-size");
+  // The arena planner records which of its heuristics (or its search) won.
+  CHECK(!arena->arena()->heuristic()->str().empty());
+  CHECK(arena->arena()->heuristic()->str() != "naive");
   CHECK(arena->arena()->alignment() == 128);
   CHECK(arena->arena()->workspace_size() == 0);
   uint64_t max_size = 0, max_bound = 0;

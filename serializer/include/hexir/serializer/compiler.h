@@ -44,6 +44,10 @@ struct CompileOptions {
   // RODATA usable straight from the mapping.
   SectionCompression compression = SectionCompression::kNone;
   int compression_level = 3;    // zstd level (1..22) for kZstd
+  // Budget of the arena planner's improvement search, per function, in
+  // milliseconds of counted work: deterministic (the same input and budget
+  // give the same plan on any machine). 0: greedy heuristics only.
+  uint64_t plan_budget_ms = 200;
 };
 
 // `display_name` is used in error messages (file:line:col); `base_dir`
