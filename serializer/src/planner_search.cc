@@ -2,8 +2,6 @@
 
 #include <algorithm>
 #include <bit>
-#include <cstdio>
-#include <cstdlib>
 #include <memory>
 #include <numeric>
 #include <tuple>
@@ -14,7 +12,6 @@ namespace hexir::serializer::planner {
 namespace {
 
 constexpr uint64_t kUnplaced = UINT64_MAX;
-uint64_t g_nodes = 0;
 
 // The search is exact but exponential; it is only tried on partitions small
 // enough for its O(buffers + slots) work per node and its overlap lists.
@@ -65,6 +62,10 @@ class CanonicalSearch {
  public:
   CanonicalSearch(const Problem& problem, const Partition& part) : p_(problem), part_(part) {
     const size_t m = part.buffers.size();
+    if (m > kSearchMaxBuffers) {
+      too_big_ = true;
+      return;
+    }
     slots_ = part.last - part.first;
     size_.resize(m);
     duration_.resize(m);
@@ -125,7 +126,7 @@ class CanonicalSearch {
     total_key_.resize(m);
   }
 
-  bool too_big() const { return too_big_ || part_.buffers.size() > kSearchMaxBuffers; }
+  bool too_big() const { return too_big_; }
   static constexpr int kPreorders = 3;
 
   // Searches with preorder `which` (0..kPreorders-1) at `capacity`, visiting at
@@ -209,7 +210,6 @@ class CanonicalSearch {
   Outcome search(uint64_t last_offset, uint32_t last_rank, int32_t first, int32_t last) {
     if (nodes_left_ == 0 || budget_->exhausted()) return Outcome::kAborted;
     --nodes_left_;
-    ++g_nodes;
     // Candidates: the unplaced buffers by (lowest offset, rank).
     std::vector<std::tuple<uint64_t, uint32_t, uint32_t>> candidates;
     candidates.reserve(unplaced_.size());
@@ -520,10 +520,7 @@ std::string improve(const Problem& problem, std::vector<uint64_t>& offsets, uint
     for (uint64_t range = (hi - lo) / grain + 1; range > 1; range /= 2) ++steps;
     uint64_t work = first ? budget.left() / 5 * 2 : budget.left() / steps;
     if (work == 0) work = budget.left();
-    uint64_t n0 = g_nodes, w0 = budget.used;
     bool found = attempt(target, work);
-    if (std::getenv("HEXIR_PLAN_TRACE"))
-      fprintf(stderr, "target %llu found %d nodes %llu work %llu\n", (unsigned long long)target, found, (unsigned long long)(g_nodes-n0), (unsigned long long)(budget.used-w0));
     if (found) {
       hi = (peak - 1) / grain * grain;
     } else {
