@@ -57,7 +57,8 @@ bool measure(const fs::path& sample, const CompileOptions& options, Measured* ou
   std::vector<hexir::NpyArray> inputs;
   std::vector<hexir::vm::TensorRef> refs;
   for (const auto& in : sig.inputs) {
-    auto array = hexir::read_npy((sample.parent_path() / sample.stem() / ("input_" + in.name + ".npy")).string());
+    auto array =
+        hexir::read_npy((sample.parent_path() / sample.stem() / ("input_" + in.name + ".npy")).string());
     if (!array.ok()) return fail(sample.string(), array.status());
     inputs.push_back(std::move(array).value());
   }
@@ -86,8 +87,9 @@ int main(int argc, char** argv) {
     if (entry.path().extension() == ".hxir") files.push_back(entry.path());
   std::sort(files.begin(), files.end());
 
-  std::printf("| sample | schedule | naive | free-at-last-use peak (allocs/invoke) | arena | lower bound | "
-              "lower bound, no aliasing | arena, no aliasing |\n");
+  std::printf(
+      "| sample | schedule | naive | free-at-last-use peak (allocs/invoke) | arena | lower bound | "
+      "lower bound, no aliasing | arena, no aliasing |\n");
   std::printf("|---|---|---:|---:|---:|---:|---:|---:|\n");
   bool identical = true;
   for (const fs::path& file : files) {

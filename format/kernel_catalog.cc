@@ -140,7 +140,8 @@ std::optional<KernelId> find_kernel(std::string_view name) {
   return std::nullopt;
 }
 
-uint64_t kernel_workspace_bytes(KernelId id, std::span<const TensorType> inputs, std::span<const int64_t> params) {
+uint64_t kernel_workspace_bytes(KernelId id, std::span<const TensorType> inputs,
+                                std::span<const int64_t> params) {
   // softmax over a non-last axis walks its rows with a stride; with one
   // double sum and one float max per column of the inner block it runs
   // unit-stride instead (same arithmetic per element, same results).
@@ -153,7 +154,8 @@ uint64_t kernel_workspace_bytes(KernelId id, std::span<const TensorType> inputs,
       if (__builtin_mul_overflow(inner, static_cast<uint64_t>(dim), &inner)) return 0;
     }
     uint64_t bytes = 0;
-    if (inner <= 1 || __builtin_mul_overflow(inner, uint64_t{sizeof(double) + sizeof(float)}, &bytes)) return 0;
+    if (inner <= 1 || __builtin_mul_overflow(inner, uint64_t{sizeof(double) + sizeof(float)}, &bytes))
+      return 0;
     return bytes;
   }
   return 0;

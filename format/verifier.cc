@@ -276,7 +276,8 @@ class ModuleVerifier {
         case fb::StorageKind::Arena:
           if (dynamic_) {  // no static plan: the VM gives each value its own buffer
             if (s.arena_offset() != 0)
-              return corrupt(what, ": arena offset ", s.arena_offset(), " in a free-at-last-use plan (must be 0)");
+              return corrupt(what, ": arena offset ", s.arena_offset(),
+                             " in a free-at-last-use plan (must be 0)");
             break;
           }
           if (s.arena_offset() % plan.alignment() != 0)
@@ -307,11 +308,13 @@ class ModuleVerifier {
       if (s.last_use() < -1) return corrupt(slot_label(m_, i), ": invalid last_use ", s.last_use());
       if (s.view_of() == -1) continue;
       const std::string what = slot_label(m_, i);
-      if (s.view_of() < 0 || static_cast<uint64_t>(s.view_of()) >= count || static_cast<uint64_t>(s.view_of()) == i)
+      if (s.view_of() < 0 || static_cast<uint64_t>(s.view_of()) >= count ||
+          static_cast<uint64_t>(s.view_of()) == i)
         return corrupt(what, ": view_of ", s.view_of(), " is not another slot");
       const fb::Slot& root = *m_.slots()->Get(static_cast<flatbuffers::uoffset_t>(s.view_of()));
       if (root.view_of() != -1)
-        return corrupt(what, ": views ", slot_label(m_, static_cast<uint64_t>(s.view_of())), ", itself a view");
+        return corrupt(what, ": views ", slot_label(m_, static_cast<uint64_t>(s.view_of())),
+                       ", itself a view");
       if (!same_storage(s, root) || s.byte_size() != root.byte_size() || s.usage() != root.usage())
         return corrupt(what, ": is a view of ", slot_label(m_, static_cast<uint64_t>(s.view_of())),
                        " but does not have its storage, size and usage");
@@ -538,16 +541,16 @@ class ModuleVerifier {
     }
     const fb::WorkspaceRange& w = *m_.workspaces()->Get(static_cast<flatbuffers::uoffset_t>(k));
     if (w.size() < need)
-      return fail("workspace range of ", w.size(), " bytes, but '", kernel_info(out_.kernel_ids[in.kernel()]).name,
-                  "' needs ", need);
+      return fail("workspace range of ", w.size(), " bytes, but '",
+                  kernel_info(out_.kernel_ids[in.kernel()]).name, "' needs ", need);
     if (w.size() == 0) return ok_status();
     if (w.offset() % plan.alignment() != 0 || !range_inside(w.offset(), w.size(), plan.size()))
       return fail("workspace [", w.offset(), ", +", w.size(), ") is misaligned or outside the ", plan.size(),
                   "-byte arena");
     for (uint32_t o = 0; o < in.operand_count(); ++o) {
       const fb::Slot& s = *m_.slots()->Get(m_.operand_pool()->Get(in.operand_begin() + o));
-      if (s.storage() == fb::StorageKind::Arena && s.byte_size() > 0 && s.arena_offset() < w.offset() + w.size() &&
-          w.offset() < s.arena_offset() + s.byte_size())
+      if (s.storage() == fb::StorageKind::Arena && s.byte_size() > 0 &&
+          s.arena_offset() < w.offset() + w.size() && w.offset() < s.arena_offset() + s.byte_size())
         return fail("workspace [", w.offset(), ", +", w.size(), ") overlaps operand ", o);
     }
     return ok_status();
@@ -644,11 +647,14 @@ class ModuleVerifier {
         if (def[r] < 0) {
           def[r] = static_cast<int64_t>(k);
         } else if (dynamic_) {
-          return corrupt(instruction_label(begin + k), ": ", slot_label(m_, r), " is written a second time (instruction ",
-                         begin + def[r], " wrote it) in a free-at-last-use plan");
+          return corrupt(instruction_label(begin + k), ": ", slot_label(m_, r),
+                         " is written a second time (instruction ", begin + def[r],
+                         " wrote it) in a free-at-last-use plan");
         }
       }
-      for (uint64_t j = 0; j < outputs; ++j) output_of[root_of(fn.outputs()->Get(static_cast<flatbuffers::uoffset_t>(j))->slot())] = static_cast<int64_t>(j);
+      for (uint64_t j = 0; j < outputs; ++j)
+        output_of[root_of(fn.outputs()->Get(static_cast<flatbuffers::uoffset_t>(j))->slot())] =
+            static_cast<int64_t>(j);
       occupant.assign(inputs + outputs, -1);
       for (uint64_t b = 0; b < inputs; ++b)
         occupant[b] = root_of(fn.inputs()->Get(static_cast<flatbuffers::uoffset_t>(b))->slot());
@@ -662,30 +668,34 @@ class ModuleVerifier {
           const fb::Slot& s = *m_.slots()->Get(r);
           const bool bound_input = s.storage() == fb::StorageKind::Input && s.index() < inputs &&
                                    root_of(fn.inputs()->Get(s.index())->slot()) == r;
-          if (s.storage() != fb::StorageKind::Constant && !bound_input && (def[r] < 0 || def[r] >= static_cast<int64_t>(k)))
+          if (s.storage() != fb::StorageKind::Constant && !bound_input &&
+              (def[r] < 0 || def[r] >= static_cast<int64_t>(k)))
             return fail("input ", i, " ", slot_label(m_, slot), " is read before any instruction writes it");
           if (i >= 32 || !((in.alias_mask() >> i) & 1u)) continue;
           aliased_root = r;
           if (s.storage() == fb::StorageKind::Input && fn.inputs()->Get(s.index())->donated_to() < 0)
-            return fail("alias bit ", i, " writes input ", s.index(), " ('", str_or_empty(fn.inputs()->Get(s.index())->name()),
-                        "'), which is not donated");
+            return fail("alias bit ", i, " writes input ", s.index(), " ('",
+                        str_or_empty(fn.inputs()->Get(s.index())->name()), "'), which is not donated");
           if (last_read[r] > static_cast<int64_t>(k))
-            return fail("alias bit ", i, " overwrites ", slot_label(m_, slot), ", which instruction ", begin + last_read[r],
-                        " still reads");
+            return fail("alias bit ", i, " overwrites ", slot_label(m_, slot), ", which instruction ",
+                        begin + last_read[r], " still reads");
           if (output_of[r] >= 0)
-            return fail("alias bit ", i, " overwrites ", slot_label(m_, slot), ", the value of output ", output_of[r]);
+            return fail("alias bit ", i, " overwrites ", slot_label(m_, slot), ", the value of output ",
+                        output_of[r]);
         }
         const uint32_t out_slot = operand(in, in.input_count());
         const fb::Slot& out = *m_.slots()->Get(out_slot);
         int64_t* holder = nullptr;
         if (out.storage() == fb::StorageKind::Input && out.index() < inputs) holder = &occupant[out.index()];
-        if (out.storage() == fb::StorageKind::Output && out.index() < outputs) holder = &occupant[inputs + out.index()];
+        if (out.storage() == fb::StorageKind::Output && out.index() < outputs)
+          holder = &occupant[inputs + out.index()];
         if (holder) {
           const int64_t previous = *holder;
           if (previous >= 0 && previous != out_slot && previous != aliased_root &&
               last_read[static_cast<size_t>(previous)] >= static_cast<int64_t>(k))
             return fail("writes the ", storage_kind_name(out.storage()), " buffer ", out.index(), " while ",
-                        slot_label(m_, static_cast<uint64_t>(previous)), " in it is still read by instruction ",
+                        slot_label(m_, static_cast<uint64_t>(previous)),
+                        " in it is still read by instruction ",
                         begin + last_read[static_cast<size_t>(previous)]);
           *holder = out_slot;
         }
@@ -700,7 +710,8 @@ class ModuleVerifier {
         }
         last_read[r] = def[r] = output_of[r] = -1;
       }
-      for (uint64_t j = 0; j < outputs; ++j) output_of[root_of(fn.outputs()->Get(static_cast<flatbuffers::uoffset_t>(j))->slot())] = -1;
+      for (uint64_t j = 0; j < outputs; ++j)
+        output_of[root_of(fn.outputs()->Get(static_cast<flatbuffers::uoffset_t>(j))->slot())] = -1;
       touched.clear();
     }
     return ok_status();

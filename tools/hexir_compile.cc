@@ -15,7 +15,8 @@
 namespace {
 
 constexpr const char* kUsage =
-    "usage: hexir-compile IN.hxir -o OUT.hxe [--plan=naive|arena|free-at-last-use] [--align N] [--data-checksum]\n"
+    "usage: hexir-compile IN.hxir -o OUT.hxe [--plan=naive|arena|free-at-last-use] [--align N] "
+    "[--data-checksum]\n"
     "       [--schedule=source|memory] [--no-in-place]\n"
     "       [--compress=none|zstd[:LEVEL]] [--plan-budget-ms N]\n";
 

@@ -380,8 +380,9 @@ int run(int argc, char** argv) {
                   module->constant_bytes(), module->lower_bound_bytes(), load_ms, prepare_ms,
                   prepare_allocations, prepare_uploads, context->invoke_count(),
                   // The VM's own count and the device's (each catches what the other might miss).
-                  std::max(invoke.device_allocations, invoke_allocations), std::max(invoke.uploads, invoke_uploads),
-                  invoke.dispatches, invoke.peak_live_bytes, median);
+                  std::max(invoke.device_allocations, invoke_allocations),
+                  std::max(invoke.uploads, invoke_uploads), invoke.dispatches, invoke.peak_live_bytes,
+                  median);
     std::ofstream out(o.stats_json, std::ios::binary);
     out << buf;
     if (!out) return fail("cannot write '" + o.stats_json + "'");

@@ -101,8 +101,8 @@ struct Function {
   std::vector<Instruction> program;
   uint64_t arena_size = 0;
   uint64_t lower_bound = 0;
-  uint64_t workspace_size = 0;       // largest scratch of one instruction
-  bool workspace_in_arena = false;   // scratch planned as arena ranges (else shared, past the arena)
+  uint64_t workspace_size = 0;      // largest scratch of one instruction
+  bool workspace_in_arena = false;  // scratch planned as arena ranges (else shared, past the arena)
 };
 
 struct Module {

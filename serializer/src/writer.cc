@@ -135,9 +135,8 @@ Status build_metadata(const Module& module, const WriteOptions& options, const R
         if (value.storage_root > static_cast<int>(v)) return internal_error("a view precedes its root");
         view_of = static_cast<int32_t>(slot_of[static_cast<size_t>(value.storage_root)]);
       }
-      const int32_t last_use = value.last_use >= 0 && value.last_use <= INT32_MAX
-                                   ? static_cast<int32_t>(value.last_use)
-                                   : -1;
+      const int32_t last_use =
+          value.last_use >= 0 && value.last_use <= INT32_MAX ? static_cast<int32_t>(value.last_use) : -1;
       slots.push_back(fb::CreateSlot(fbb, fbb.CreateString(value.name), to_fb(value.type.dtype),
                                      fbb.CreateVector(value.type.dims), value.byte_size, to_fb(value.storage),
                                      usage, value.storage == Storage::kArena ? value.arena_offset : 0,
@@ -180,9 +179,10 @@ Status build_metadata(const Module& module, const WriteOptions& options, const R
   }
   if (!workspaces.empty() && workspaces.size() != instructions.size())
     return internal_error("scratch placed in the arena for some functions only");
-  const fb::PlanStrategy strategy = options.strategy == PlanStrategy::kNaive           ? fb::PlanStrategy::Naive
-                                    : options.strategy == PlanStrategy::kFreeAtLastUse ? fb::PlanStrategy::FreeAtLastUse
-                                                                                       : fb::PlanStrategy::Arena;
+  const fb::PlanStrategy strategy = options.strategy == PlanStrategy::kNaive ? fb::PlanStrategy::Naive
+                                    : options.strategy == PlanStrategy::kFreeAtLastUse
+                                        ? fb::PlanStrategy::FreeAtLastUse
+                                        : fb::PlanStrategy::Arena;
   auto arena = fb::CreateArenaPlan(fbb, arena_size, options.alignment, lower_bound, strategy,
                                    fbb.CreateString(options.heuristic), workspace_size);
 

@@ -67,7 +67,9 @@ struct Loaded {
   std::unique_ptr<Module> module;
   std::unique_ptr<Program> program;
 
-  const hexir::fb::Module& fb() const { return *hexir::fb::GetModule(bytes.get() + sizeof(hexir::format::Prelude)); }
+  const hexir::fb::Module& fb() const {
+    return *hexir::fb::GetModule(bytes.get() + sizeof(hexir::format::Prelude));
+  }
 };
 
 std::unique_ptr<Loaded> compile_and_load(const std::vector<uint8_t>& compiled) {
@@ -142,11 +144,13 @@ TEST_CASE("every plan gives bit-identical outputs that match the numpy reference
       if (baseline.empty()) {
         baseline = outputs;
         for (size_t j = 0; j < outputs.size(); ++j) {
-          hexir::NpyArray expected = load_npy(kSamplesDir / name / ("expected_" + std::to_string(j) + ".npy"));
+          hexir::NpyArray expected =
+              load_npy(kSamplesDir / name / ("expected_" + std::to_string(j) + ".npy"));
           REQUIRE(expected.data.size() == outputs[j].size());
           const float* got = reinterpret_cast<const float*>(outputs[j].data());
           const float* want = reinterpret_cast<const float*>(expected.data.data());
-          for (size_t e = 0; e < outputs[j].size() / 4; ++e) CHECK(got[e] == doctest::Approx(want[e]).epsilon(1e-4));
+          for (size_t e = 0; e < outputs[j].size() / 4; ++e)
+            CHECK(got[e] == doctest::Approx(want[e]).epsilon(1e-4));
         }
         continue;
       }
@@ -185,7 +189,8 @@ TEST_CASE("the samples' arena is at or below their lower bound without aliasing"
     const uint64_t bound_without_aliasing = plain->module->lower_bound_bytes();
     const uint64_t bound_with_aliasing = arena->module->lower_bound_bytes();
     MESSAGE(name, ": naive ", baseline->module->arena_bytes(), " B, arena ", arena->module->arena_bytes(),
-            " B, lower bound ", bound_with_aliasing, " B with aliasing, ", bound_without_aliasing, " B without");
+            " B, lower bound ", bound_with_aliasing, " B with aliasing, ", bound_without_aliasing,
+            " B without");
     CHECK(bound_with_aliasing <= bound_without_aliasing);
     CHECK(arena->module->arena_bytes() <= bound_without_aliasing);
     CHECK(arena->module->arena_bytes() >= bound_with_aliasing);
@@ -254,7 +259,8 @@ func @f(%cache: f32[4,4] donate, %x: f32[4,4]) -> (f32[4,4]) {
   auto context = Context::create(*l->program);
   REQUIRE(context.ok());
   std::vector<float> a(16, 1.0f), x(16, 2.0f);
-  TensorRef ins[] = {{a.data(), 64, {hexir::DType::kF32, {4, 4}}}, {x.data(), 64, {hexir::DType::kF32, {4, 4}}}};
+  TensorRef ins[] = {{a.data(), 64, {hexir::DType::kF32, {4, 4}}},
+                     {x.data(), 64, {hexir::DType::kF32, {4, 4}}}};
   // Passing the input's buffer as the output would race matmul: refused.
   CHECK_FALSE(context->invoke(0, ins, {&ins[0], 1}).ok());
   REQUIRE(context->invoke(0, ins).ok());

@@ -55,8 +55,8 @@ TEST_CASE("alias: never over a value a later instruction reads") {
 TEST_CASE("alias: never over a value a later view of it reads") {
   expect_rejected(
       [](ModuleSpec& m) {
-        testing::SlotSpec view{"hv", fb::DType::F32, {1, 4}, 16, fb::StorageKind::Arena, fb::SlotUsage::Transient,
-                               0, 0};
+        testing::SlotSpec view{
+            "hv", fb::DType::F32, {1, 4}, 16, fb::StorageKind::Arena, fb::SlotUsage::Transient, 0, 0};
         view.view_of = 3;
         m.slots.push_back(view);
         m.operand_pool[6] = 6;  // relu reads the view of h
@@ -65,8 +65,9 @@ TEST_CASE("alias: never over a value a later view of it reads") {
 }
 
 TEST_CASE("alias: never over a constant") {
-  expect_rejected([](ModuleSpec& m) { m.instructions[1].alias_mask = 0b11; },
-                  "alias bit 1 set but the output slot 4 ('h2') does not share the storage of input slot 2 ('s')");
+  expect_rejected(
+      [](ModuleSpec& m) { m.instructions[1].alias_mask = 0b11; },
+      "alias bit 1 set but the output slot 4 ('h2') does not share the storage of input slot 2 ('s')");
   // Writing the constant's storage is read-only whatever the bits say.
   expect_rejected(
       [](ModuleSpec& m) {
@@ -101,7 +102,8 @@ TEST_CASE("alias: never over a non-donated input; a donated one is legal") {
 TEST_CASE("alias: never over the value of a function output") {
   ModuleSpec m = tiny_module_spec();
   m.kernels.push_back("exp");
-  m.slots.push_back({"y2", fb::DType::F32, {1, 4}, 16, fb::StorageKind::Output, fb::SlotUsage::ExternalOutput, 0, 0});
+  m.slots.push_back(
+      {"y2", fb::DType::F32, {1, 4}, 16, fb::StorageKind::Output, fb::SlotUsage::ExternalOutput, 0, 0});
   m.operand_pool.insert(m.operand_pool.end(), {5, 6});
   m.instructions.push_back({3, 8, 2, 1, 0, 0, 0b1, 0});
   m.functions[0].instruction_count = 4;
@@ -135,7 +137,8 @@ ModuleSpec mismatched_sizes() {
 
 TEST_CASE("alias: never into an input of another byte size") {
   ModuleSpec m = mismatched_sizes();
-  expect_rejected(m, "alias bit 0 set but the output slot 2 ('z') does not share the storage of input slot 1 ('r')");
+  expect_rejected(
+      m, "alias bit 0 set but the output slot 2 ('z') does not share the storage of input slot 1 ('r')");
   m.instructions[1].alias_mask = 0;
   expect_rejected(m, "overlaps input 0 slot 1 ('r') without an alias bit");
   m.slots[2].arena_offset = 64;
@@ -189,7 +192,8 @@ TEST_CASE("views: checked against the value they view") {
   expect_rejected(with_view(-5, fb::StorageKind::Arena, 0), "view_of -5 is not another slot");
   expect_rejected(with_view(1, fb::StorageKind::Arena, 0), "does not have its storage");
   ModuleSpec chain = with_view(3, fb::StorageKind::Arena, 0);
-  testing::SlotSpec second{"w", fb::DType::F32, {2, 2}, 16, fb::StorageKind::Arena, fb::SlotUsage::Transient, 0, 0};
+  testing::SlotSpec second{
+      "w", fb::DType::F32, {2, 2}, 16, fb::StorageKind::Arena, fb::SlotUsage::Transient, 0, 0};
   second.view_of = 6;
   chain.slots.push_back(second);
   expect_rejected(chain, "itself a view");
@@ -206,8 +210,10 @@ TEST_CASE("read-only marking: usage must fit the storage and writes only go to w
                   "usage external_input is not allowed for output storage");
   expect_rejected([](ModuleSpec& m) { m.slots[1].usage = fb::SlotUsage::Transient; },
                   "usage transient is not allowed for constant storage");
-  expect_rejected([](ModuleSpec& m) { m.operand_pool[7] = 2; }, "output slot 2 ('s') is read-only (constant)");
-  expect_rejected([](ModuleSpec& m) { m.operand_pool[7] = 0; }, "output slot 0 ('x') is read-only (external_input)");
+  expect_rejected([](ModuleSpec& m) { m.operand_pool[7] = 2; },
+                  "output slot 2 ('s') is read-only (constant)");
+  expect_rejected([](ModuleSpec& m) { m.operand_pool[7] = 0; },
+                  "output slot 0 ('x') is read-only (external_input)");
   expect_rejected([](ModuleSpec& m) { m.slots[0].usage = fb::SlotUsage::Donated; },
                   "slot is Donated but the input is not donated");
 }

@@ -268,7 +268,8 @@ void ContextImpl::release_values(FunctionTable& t) {
 // baseline: it allocates on every invoke, and counts it.
 Status ContextImpl::run_dynamic(FunctionTable& t, size_t* failed) {
   hal::Device& device = *program->device;
-  const uint64_t alignment = std::max<uint64_t>(module->fb().arena()->alignment(), format::kConstantAlignment);
+  const uint64_t alignment =
+      std::max<uint64_t>(module->fb().arena()->alignment(), format::kConstantAlignment);
   auto hold = [&](uint64_t size) {
     live_bytes += size;
     invoke_stats.peak_live_bytes = std::max(invoke_stats.peak_live_bytes, live_bytes);
@@ -283,9 +284,9 @@ Status ContextImpl::run_dynamic(FunctionTable& t, size_t* failed) {
         buffer = t.value_buffer[static_cast<size_t>(inherit)];
         t.value_buffer[static_cast<size_t>(inherit)] = hal::Buffer{};
       } else if (t.value_size[static_cast<size_t>(write)] > 0) {
-        Result<hal::Buffer> allocated = device.allocate(t.value_size[static_cast<size_t>(write)],
-                                                        hal::MemoryType::kDeviceLocal,
-                                                        hal::BufferUsage::kTransient, alignment);
+        Result<hal::Buffer> allocated =
+            device.allocate(t.value_size[static_cast<size_t>(write)], hal::MemoryType::kDeviceLocal,
+                            hal::BufferUsage::kTransient, alignment);
         if (!allocated.ok()) {
           release_values(t);
           return allocated.status();

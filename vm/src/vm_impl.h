@@ -73,9 +73,9 @@ struct FunctionTable {
   std::vector<uint64_t> value_size;
   std::vector<uint32_t> value_patch_begin;  // CSR into value_patch_args
   std::vector<uint32_t> value_patch_args;
-  std::vector<int32_t> step_write;     // per instruction: value written, or -1 (not arena)
-  std::vector<int32_t> step_inherit;   // per instruction: value whose buffer it takes over in place, or -1
-  std::vector<uint64_t> step_workspace;  // per instruction: scratch bytes allocated around it
+  std::vector<int32_t> step_write;        // per instruction: value written, or -1 (not arena)
+  std::vector<int32_t> step_inherit;      // per instruction: value whose buffer it takes over in place, or -1
+  std::vector<uint64_t> step_workspace;   // per instruction: scratch bytes allocated around it
   std::vector<uint32_t> step_free_begin;  // CSR into step_free: values released after each instruction
   std::vector<uint32_t> step_free;
   std::vector<hal::Buffer> value_buffer;  // held during an invoke
