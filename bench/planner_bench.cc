@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <ctime>
 #include <filesystem>
 #include <map>
 #include <string>
@@ -110,11 +111,13 @@ int main(int argc, char** argv) {
   std::sort(files.begin(), files.end());
 
   std::printf("Budget %llu ms (deterministic work budget), alignment %llu.\n\n",
-              static_cast<unsigned long long>(options.budget_ms), static_cast<unsigned long long>(options.alignment));
+              static_cast<unsigned long long>(options.budget_ms),
+              static_cast<unsigned long long>(options.alignment));
   std::printf(
-      "| instance | buffers | lower bound | our peak | %% over LB | ms | winning heuristic | best greedy here "
-      "(%% over) | ref. GBS | ref. best greedy | ref. MiniMalloc | target |\n");
-  std::printf("|---|---:|---:|---:|---:|---:|---|---|---:|---:|---|---|\n");
+      "| instance | buffers | lower bound | our peak | %% over LB | ms | cpu ms | winning heuristic | best "
+      "greedy "
+      "here (%% over) | ref. GBS | ref. best greedy | ref. MiniMalloc | target |\n");
+  std::printf("|---|---:|---:|---:|---:|---:|---:|---|---|---:|---:|---|---|\n");
   int failures = 0;
   for (const auto& path : files) {
     auto problem = hexir::serializer::read_plan_csv(path.string());
@@ -125,19 +128,23 @@ int main(int argc, char** argv) {
     }
     hexir::serializer::PlanReport report;
     auto start = std::chrono::steady_clock::now();
+    std::clock_t cpu_start = std::clock();  // CPU time of the process, all threads
     auto plan = hexir::serializer::plan_arena(problem->buffers, options, &report);
     double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    double cpu_ms = 1000.0 * static_cast<double>(std::clock() - cpu_start) / CLOCKS_PER_SEC;
     std::string name = path.stem().string();
-    if (!plan.ok() || !hexir::serializer::check_buffer_plan(problem->buffers, *plan, options.alignment).ok()) {
+    if (!plan.ok() ||
+        !hexir::serializer::check_buffer_plan(problem->buffers, *plan, options.alignment).ok()) {
       std::printf("| %s | %zu | INVALID PLAN: %s |\n", name.c_str(), problem->buffers.size(),
                   plan.ok() ? "overlap" : plan.status().message().c_str());
       ++failures;
       continue;
     }
     auto percent = [&](uint64_t size) {
-      return report.lower_bound ? 100.0 * (static_cast<double>(size) - static_cast<double>(report.lower_bound)) /
-                                      static_cast<double>(report.lower_bound)
-                                : 0.0;
+      return report.lower_bound
+                 ? 100.0 * (static_cast<double>(size) - static_cast<double>(report.lower_bound)) /
+                       static_cast<double>(report.lower_bound)
+                 : 0.0;
     };
     double over = percent(plan->size);
     std::string ref_gbs = "", ref_best = "", ref_mm = "", target = "";
@@ -164,10 +171,11 @@ int main(int argc, char** argv) {
       target = (met ? "met (" : "MISSED (") + what + ")";
       if (!met) ++failures;
     }
-    std::printf("| %s | %s | %s | %s | +%.2f %% | %.0f | %s | %s (+%.2f %%) | %s | %s | %s | %s |\n", name.c_str(),
-                with_commas(problem->buffers.size()).c_str(), with_commas(report.lower_bound).c_str(),
-                with_commas(plan->size).c_str(), over, ms, plan->heuristic.c_str(), report.greedy_winner.c_str(),
-                percent(report.greedy_size), ref_gbs.c_str(), ref_best.c_str(), ref_mm.c_str(), target.c_str());
+    std::printf("| %s | %s | %s | %s | +%.2f %% | %.0f | %.0f | %s | %s (+%.2f %%) | %s | %s | %s | %s |\n",
+                name.c_str(), with_commas(problem->buffers.size()).c_str(),
+                with_commas(report.lower_bound).c_str(), with_commas(plan->size).c_str(), over, ms, cpu_ms,
+                plan->heuristic.c_str(), report.greedy_winner.c_str(), percent(report.greedy_size),
+                ref_gbs.c_str(), ref_best.c_str(), ref_mm.c_str(), target.c_str());
     std::fflush(stdout);
   }
   return failures ? 1 : 0;

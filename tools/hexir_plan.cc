@@ -116,8 +116,8 @@ int main(int argc, char** argv) {
   }
   if (!svg.empty()) {
     hexir::serializer::PlanPicture picture;
-    picture.title = input + ": " + std::to_string(plan->size) + " bytes (" + plan->heuristic + "), lower bound " +
-                    std::to_string(report.lower_bound);
+    picture.title = input + ": " + std::to_string(plan->size) + " bytes (" + plan->heuristic +
+                    "), lower bound " + std::to_string(report.lower_bound);
     picture.lower_bound = report.lower_bound;
     picture.arena_size = plan->size;
     for (size_t i = 0; i < problem->buffers.size(); ++i) {
@@ -131,7 +131,8 @@ int main(int argc, char** argv) {
   }
   std::printf(
       "{\"buffers\": %zu, \"lower_bound\": %llu, \"peak\": %llu, \"ms\": %.1f, \"heuristic\": \"%s\", "
-      "\"greedy_heuristic\": \"%s\", \"greedy_peak\": %llu, \"optimal\": %s, \"align\": %llu, \"budget_ms\": %llu, "
+      "\"greedy_heuristic\": \"%s\", \"greedy_peak\": %llu, \"optimal\": %s, \"align\": %llu, \"budget_ms\": "
+      "%llu, "
       "\"work_used\": %llu}\n",
       problem->buffers.size(), static_cast<unsigned long long>(report.lower_bound),
       static_cast<unsigned long long>(plan->size), ms, json_escape(plan->heuristic).c_str(),

@@ -36,14 +36,16 @@ Status check_inputs(std::span<const PlanBuffer> buffers, uint64_t alignment) {
 
 // Offsets in units (one per problem buffer) to a plan in bytes (one offset per
 // caller buffer; buffers that occupy nothing sit at 0).
-Result<BufferPlan> to_buffer_plan(size_t count, const planner::Problem& problem, const std::vector<uint64_t>& units,
-                                  uint64_t alignment, std::string heuristic) {
+Result<BufferPlan> to_buffer_plan(size_t count, const planner::Problem& problem,
+                                  const std::vector<uint64_t>& units, uint64_t alignment,
+                                  std::string heuristic) {
   BufferPlan plan;
   plan.heuristic = std::move(heuristic);
   plan.offsets.assign(count, 0);
   uint64_t peak = 0;
   for (size_t b = 0; b < problem.count(); ++b) {
-    if (units[b] > problem.limit - problem.size[b]) return resource_exhausted("arena plan exceeds 2^62 bytes");
+    if (units[b] > problem.limit - problem.size[b])
+      return resource_exhausted("arena plan exceeds 2^62 bytes");
     plan.offsets[problem.original[b]] = units[b] * alignment;
     peak = std::max(peak, units[b] + problem.size[b]);
   }
@@ -93,13 +95,14 @@ Result<BufferPlan> plan_greedy_by_size(std::span<const PlanBuffer> buffers, uint
   HEXIR_RETURN_IF_ERROR(check_inputs(buffers, alignment));
   planner::Problem problem = planner::make_problem(buffers, alignment);
   if (problem.lower_bound > problem.limit) return resource_exhausted("arena plan exceeds 2^62 bytes");
-  std::vector<uint64_t> units =
-      planner::place_in_order(problem, planner::make_order(problem, planner::Order::kSize), planner::Fit::kBest);
+  std::vector<uint64_t> units = planner::place_in_order(
+      problem, planner::make_order(problem, planner::Order::kSize), planner::Fit::kBest);
   if (units.size() != problem.count()) return resource_exhausted("arena plan exceeds 2^62 bytes");
   return to_buffer_plan(buffers.size(), problem, units, alignment, "greedy-by-size");
 }
 
-Result<BufferPlan> plan_arena(std::span<const PlanBuffer> buffers, const PlanOptions& options, PlanReport* report) {
+Result<BufferPlan> plan_arena(std::span<const PlanBuffer> buffers, const PlanOptions& options,
+                              PlanReport* report) {
   const uint64_t alignment = options.alignment;
   HEXIR_RETURN_IF_ERROR(check_inputs(buffers, alignment));
   planner::Problem problem = planner::make_problem(buffers, alignment);
@@ -126,8 +129,9 @@ Result<BufferPlan> plan_arena(std::span<const PlanBuffer> buffers, const PlanOpt
   r.greedy_size = peak * alignment;
 
   planner::WorkBudget budget;
-  budget.limit = options.budget_ms > UINT64_MAX / planner::kWorkPerMs ? UINT64_MAX
-                                                                      : options.budget_ms * planner::kWorkPerMs;
+  budget.limit = options.budget_ms > UINT64_MAX / planner::kWorkPerMs
+                     ? UINT64_MAX
+                     : options.budget_ms * planner::kWorkPerMs;
   if (peak > problem.lower_bound && budget.limit > 0) {
     std::string improved_by = planner::improve(problem, units, peak, budget);
     if (!improved_by.empty()) heuristic = improved_by;
@@ -136,9 +140,11 @@ Result<BufferPlan> plan_arena(std::span<const PlanBuffer> buffers, const PlanOpt
   r.work_used = budget.used;
   r.reached_lower_bound = peak == problem.lower_bound;
 
-  HEXIR_ASSIGN_OR_RETURN(BufferPlan plan, to_buffer_plan(buffers.size(), problem, units, alignment, heuristic));
+  HEXIR_ASSIGN_OR_RETURN(BufferPlan plan,
+                         to_buffer_plan(buffers.size(), problem, units, alignment, heuristic));
   // A wrong plan corrupts results silently: never hand one out.
-  HEXIR_RETURN_IF_ERROR(check_buffer_plan(buffers, plan, alignment).annotate("planner produced an invalid plan"));
+  HEXIR_RETURN_IF_ERROR(
+      check_buffer_plan(buffers, plan, alignment).annotate("planner produced an invalid plan"));
   return plan;
 }
 
@@ -168,7 +174,8 @@ Status check_buffer_plan(std::span<const PlanBuffer> buffers, const BufferPlan& 
   std::priority_queue<Ending, std::vector<Ending>, std::greater<Ending>> endings;
   std::set<std::pair<uint64_t, size_t>> live;  // (offset, buffer)
   auto conflict = [&](size_t a, size_t b) {
-    return internal_error("buffers " + std::to_string(std::min(a, b)) + " and " + std::to_string(std::max(a, b)) +
+    return internal_error("buffers " + std::to_string(std::min(a, b)) + " and " +
+                          std::to_string(std::max(a, b)) +
                           " are live at the same time and overlap in the arena");
   };
   for (size_t i : order) {

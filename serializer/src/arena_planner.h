@@ -70,11 +70,11 @@ struct PlanReport {
     std::string name;
     uint64_t size = 0;  // arena bytes of its plan
   };
-  std::vector<Heuristic> greedy;     // every greedy heuristic tried, in the order run
-  std::string greedy_winner;         // the smallest of them (first in that order on ties)
+  std::vector<Heuristic> greedy;  // every greedy heuristic tried, in the order run
+  std::string greedy_winner;      // the smallest of them (first in that order on ties)
   uint64_t greedy_size = 0;
   uint64_t work_limit = 0, work_used = 0;  // improvement phase, in work units
-  bool reached_lower_bound = false;  // size == aligned_lower_bound: provably optimal
+  bool reached_lower_bound = false;        // size == aligned_lower_bound: provably optimal
 };
 
 // The best static plan we can build: every greedy heuristic (orders by size,

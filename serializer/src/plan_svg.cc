@@ -44,7 +44,8 @@ std::string human_bytes(uint64_t bytes) {
     value /= 1024.0;
     ++unit;
   }
-  return unit == 0 ? format("%llu B", static_cast<unsigned long long>(bytes)) : format("%.2f %s", value, units[unit]);
+  return unit == 0 ? format("%llu B", static_cast<unsigned long long>(bytes))
+                   : format("%.2f %s", value, units[unit]);
 }
 
 std::string fill_for(size_t index, uint32_t kind) {
@@ -89,16 +90,21 @@ std::string render_plan_svg(const PlanPicture& picture) {
   // Axes and a few ticks.
   svg += format("<line x1=\"%g\" y1=\"%g\" x2=\"%g\" y2=\"%g\" stroke=\"black\"/>\n", left, top + plot_h,
                 left + plot_w, top + plot_h);
-  svg += format("<line x1=\"%g\" y1=\"%g\" x2=\"%g\" y2=\"%g\" stroke=\"black\"/>\n", left, top, left, top + plot_h);
+  svg += format("<line x1=\"%g\" y1=\"%g\" x2=\"%g\" y2=\"%g\" stroke=\"black\"/>\n", left, top, left,
+                top + plot_h);
   for (int i = 0; i <= 4; ++i) {
     int64_t t = t0 + (t1 - t0) * i / 4;
-    svg += format("<text x=\"%g\" y=\"%g\" text-anchor=\"middle\">%lld</text>\n", x_of(t), top + plot_h + 15,
+    svg += format("<text x=\"%g\" y=\"%g\" text-anchor=\"%s\">%lld</text>\n", x_of(t), top + plot_h + 15,
+                  i == 0   ? "start"
+                  : i == 4 ? "end"
+                           : "middle",
                   static_cast<long long>(t));
     uint64_t offset = static_cast<uint64_t>(static_cast<double>(highest) * i / 4);
     svg += format("<text x=\"%g\" y=\"%g\" text-anchor=\"end\">", left - 5, y_of(offset) + 4) +
            human_bytes(offset) + "</text>\n";
   }
-  svg += format("<text x=\"%g\" y=\"%g\" text-anchor=\"middle\">time</text>\n", left + plot_w / 2, height - 5);
+  svg +=
+      format("<text x=\"%g\" y=\"%g\" text-anchor=\"middle\">time</text>\n", left + plot_w / 2, height - 5);
 
   svg += "<g stroke=\"#333\" stroke-width=\"0.3\">\n";
   for (size_t i = 0; i < picture.rects.size(); ++i) {
@@ -106,8 +112,9 @@ std::string render_plan_svg(const PlanPicture& picture) {
     if (r.size == 0 || r.upper <= r.lower) continue;
     double x = x_of(r.lower), w = std::max(0.5, static_cast<double>(r.upper - r.lower) * x_scale);
     double y = y_of(r.offset + r.size), h = std::max(0.5, static_cast<double>(r.size) * y_scale);
-    svg += format("<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\" fill=\"%s\"%s>", x, y, w, h,
-                  fill_for(i, r.kind).c_str(), (r.kind & kPlanRectAliased) ? " stroke-dasharray=\"2,1\"" : "");
+    svg +=
+        format("<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\" fill=\"%s\"%s>", x, y, w, h,
+               fill_for(i, r.kind).c_str(), (r.kind & kPlanRectAliased) ? " stroke-dasharray=\"2,1\"" : "");
     svg += "<title>" + escape_xml(r.label) +
            format(" [%lld, %lld) offset %llu size %llu", static_cast<long long>(r.lower),
                   static_cast<long long>(r.upper), static_cast<unsigned long long>(r.offset),
@@ -121,14 +128,16 @@ std::string render_plan_svg(const PlanPicture& picture) {
   }
   svg += "</g>\n";
   if (picture.arena_size)
-    svg += format("<line x1=\"%g\" y1=\"%.2f\" x2=\"%g\" y2=\"%.2f\" stroke=\"black\" stroke-width=\"1\"/>\n", left,
-                  y_of(picture.arena_size), left + plot_w, y_of(picture.arena_size));
+    svg += format("<line x1=\"%g\" y1=\"%.2f\" x2=\"%g\" y2=\"%.2f\" stroke=\"black\" stroke-width=\"1\"/>\n",
+                  left, y_of(picture.arena_size), left + plot_w, y_of(picture.arena_size));
   if (picture.lower_bound) {
     double y = y_of(picture.lower_bound);
-    svg += format("<line x1=\"%g\" y1=\"%.2f\" x2=\"%g\" y2=\"%.2f\" stroke=\"red\" stroke-width=\"1.5\" "
-                  "stroke-dasharray=\"6,3\"/>\n",
-                  left, y, left + plot_w, y);
-    svg += format("<text x=\"%g\" y=\"%.2f\" text-anchor=\"end\" fill=\"red\">lower bound ", left + plot_w, y - 4) +
+    svg += format(
+        "<line x1=\"%g\" y1=\"%.2f\" x2=\"%g\" y2=\"%.2f\" stroke=\"red\" stroke-width=\"1.5\" "
+        "stroke-dasharray=\"6,3\"/>\n",
+        left, y, left + plot_w, y);
+    svg += format("<text x=\"%g\" y=\"%.2f\" text-anchor=\"end\" fill=\"red\">lower bound ", left + plot_w,
+                  y - 4) +
            human_bytes(picture.lower_bound) + "</text>\n";
   }
   svg += "</svg>\n";

@@ -19,7 +19,8 @@ std::vector<std::string_view> split_fields(std::string_view line) {
   size_t start = 0;
   while (true) {
     size_t comma = line.find(',', start);
-    fields.push_back(trim(line.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start)));
+    fields.push_back(
+        trim(line.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start)));
     if (comma == std::string_view::npos) break;
     start = comma + 1;
   }
@@ -42,13 +43,16 @@ Result<CsvProblem> parse_plan_csv(std::string_view text) {
   bool first_content = true;
   while (start <= text.size()) {
     size_t end = text.find('\n', start);
-    std::string_view line = text.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start);
+    std::string_view line =
+        text.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start);
     start = end == std::string_view::npos ? text.size() + 1 : end + 1;
     ++line_number;
     line = trim(line);
     if (line.empty()) continue;
     std::vector<std::string_view> fields = split_fields(line);
-    auto where = [&](const std::string& what) { return invalid_argument("line " + std::to_string(line_number) + ": " + what); };
+    auto where = [&](const std::string& what) {
+      return invalid_argument("line " + std::to_string(line_number) + ": " + what);
+    };
     if (first_content) {
       first_content = false;
       int64_t probe;
@@ -58,8 +62,10 @@ Result<CsvProblem> parse_plan_csv(std::string_view text) {
       return where("expected 4 fields id,lower,upper,size, got " + std::to_string(fields.size()));
     if (fields[0].empty()) return where("empty id");
     PlanBuffer b;
-    if (!parse_integer(fields[1], &b.lower)) return where("lower '" + std::string(fields[1]) + "' is not an integer");
-    if (!parse_integer(fields[2], &b.upper)) return where("upper '" + std::string(fields[2]) + "' is not an integer");
+    if (!parse_integer(fields[1], &b.lower))
+      return where("lower '" + std::string(fields[1]) + "' is not an integer");
+    if (!parse_integer(fields[2], &b.upper))
+      return where("upper '" + std::string(fields[2]) + "' is not an integer");
     if (!parse_integer(fields[3], &b.size))
       return where("size '" + std::string(fields[3]) + "' is not a non-negative integer");
     if (b.upper < b.lower)

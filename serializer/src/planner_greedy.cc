@@ -52,7 +52,9 @@ class OccupancyIndex {
     below_.resize(2 * static_cast<size_t>(leaves_));
   }
 
-  void insert(int32_t lo, int32_t hi, uint64_t begin, uint64_t end) { insert(1, 0, leaves_, lo, hi, begin, end); }
+  void insert(int32_t lo, int32_t hi, uint64_t begin, uint64_t end) {
+    insert(1, 0, leaves_, lo, hi, begin, end);
+  }
 
   // The union of memory taken during [lo, hi), sorted and coalesced. Valid
   // until the next call.
@@ -64,7 +66,8 @@ class OccupancyIndex {
       return pool_[0];
     }
     // Pairwise unions, level by level: each span takes part in log2(lists) merges.
-    if (pool_.size() < lists_.size()) pool_.resize(lists_.size());  // never during the merges: lists_ points into it
+    if (pool_.size() < lists_.size())
+      pool_.resize(lists_.size());  // never during the merges: lists_ points into it
     size_t used = 0;
     while (lists_.size() > 1) {
       size_t out = 0;
@@ -198,7 +201,7 @@ std::vector<unsigned __int128> conflict_sum(const Problem& problem) {
     ends_by[problem.hi[b]] += problem.size[b];
     starts_from[problem.lo[b]] += problem.size[b];
   }
-  for (size_t t = 1; t <= slots; ++t) ends_by[t] += ends_by[t - 1];             // sum with hi <= t
+  for (size_t t = 1; t <= slots; ++t) ends_by[t] += ends_by[t - 1];           // sum with hi <= t
   for (size_t t = slots + 1; t-- > 0;) starts_from[t] += starts_from[t + 1];  // sum with lo >= t
   std::vector<unsigned __int128> result(problem.count());
   for (size_t b = 0; b < problem.count(); ++b)
@@ -239,7 +242,9 @@ std::vector<uint32_t> make_order(const Problem& p, Order order) {
   using U128 = unsigned __int128;
   switch (order) {
     case Order::kSize:
-      by([&](uint32_t i) { return std::make_tuple(p.size[i], p.duration[i], -static_cast<int64_t>(p.lo[i])); });
+      by([&](uint32_t i) {
+        return std::make_tuple(p.size[i], p.duration[i], -static_cast<int64_t>(p.lo[i]));
+      });
       break;
     case Order::kDuration:
       by([&](uint32_t i) { return std::make_pair(p.duration[i], p.size[i]); });
@@ -260,7 +265,9 @@ std::vector<uint32_t> make_order(const Problem& p, Order order) {
       break;
     }
     case Order::kStart:
-      by([&](uint32_t i) { return std::make_tuple(-static_cast<int64_t>(p.lo[i]), p.size[i], p.duration[i]); });
+      by([&](uint32_t i) {
+        return std::make_tuple(-static_cast<int64_t>(p.lo[i]), p.size[i], p.duration[i]);
+      });
       break;
   }
   return idx;
@@ -284,7 +291,7 @@ std::vector<uint64_t> place_in_order(const Problem& problem, const std::vector<u
       }
       cursor = s.second;
     }
-    if (!found) best = cursor;  // on top (taken is sorted, so cursor is the highest end)
+    if (!found) best = cursor;                   // on top (taken is sorted, so cursor is the highest end)
     if (best > problem.limit - size) return {};  // past 2^62 bytes: no plan
     offsets[b] = best;
     index.insert(problem.lo[b], problem.hi[b], best, best + size);
@@ -292,7 +299,8 @@ std::vector<uint64_t> place_in_order(const Problem& problem, const std::vector<u
   return offsets;
 }
 
-std::vector<uint64_t> place_skyline(const Problem& problem, const std::vector<uint32_t>& rank, WorkBudget* budget) {
+std::vector<uint64_t> place_skyline(const Problem& problem, const std::vector<uint32_t>& rank,
+                                    WorkBudget* budget) {
   std::vector<uint64_t> offsets(problem.count(), 0);
   SkylineTree skyline(problem.slots);
   using Entry = std::tuple<uint64_t, uint32_t, uint32_t>;  // (lowest offset, rank, buffer)
@@ -322,9 +330,9 @@ std::vector<GreedyResult> run_greedy_heuristics(const Problem& problem) {
   // problems); after a round, a plan at the lower bound ends the phase. The
   // rounds are fixed, so the outcome never depends on timing or core count.
   static constexpr std::pair<Order, Fit> kHeuristics[] = {
-      {Order::kSize, Fit::kBest},      {Order::kBreadth, Fit::kBest},  {Order::kArea, Fit::kBest},
-      {Order::kConflict, Fit::kBest},  {Order::kDuration, Fit::kBest}, {Order::kStart, Fit::kBest},
-      {Order::kSize, Fit::kFirst},     {Order::kArea, Fit::kFirst},    {Order::kBreadth, Fit::kFirst},
+      {Order::kSize, Fit::kBest},      {Order::kBreadth, Fit::kBest},   {Order::kArea, Fit::kBest},
+      {Order::kConflict, Fit::kBest},  {Order::kDuration, Fit::kBest},  {Order::kStart, Fit::kBest},
+      {Order::kSize, Fit::kFirst},     {Order::kArea, Fit::kFirst},     {Order::kBreadth, Fit::kFirst},
       {Order::kConflict, Fit::kFirst}, {Order::kDuration, Fit::kFirst}, {Order::kStart, Fit::kFirst},
   };
   constexpr size_t kCount = sizeof kHeuristics / sizeof kHeuristics[0];

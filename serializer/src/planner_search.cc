@@ -98,7 +98,8 @@ class CanonicalSearch {
 
     std::vector<uint32_t> order(m);
     std::iota(order.begin(), order.end(), 0u);
-    std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return lo_[a] != lo_[b] ? lo_[a] < lo_[b] : a < b; });
+    std::sort(order.begin(), order.end(),
+              [&](uint32_t a, uint32_t b) { return lo_[a] != lo_[b] ? lo_[a] < lo_[b] : a < b; });
     std::vector<std::vector<uint32_t>> lists(m);
     std::vector<uint32_t> active;
     size_t pairs = 0;
@@ -328,7 +329,8 @@ class CanonicalSearch {
       if (offset_[i] == kUnplaced) all.push_back(i);
     if (all.empty()) return leaf();
     // Each buffer lies between two consecutive cut points: bucket by start.
-    std::sort(all.begin(), all.end(), [&](uint32_t a, uint32_t b) { return lo_[a] != lo_[b] ? lo_[a] < lo_[b] : a < b; });
+    std::sort(all.begin(), all.end(),
+              [&](uint32_t a, uint32_t b) { return lo_[a] != lo_[b] ? lo_[a] < lo_[b] : a < b; });
     budget_->used += all.size() * 4 + cuts.size();
     std::vector<uint32_t> group, saved;
     size_t next = 0;
@@ -343,7 +345,8 @@ class CanonicalSearch {
       // (as MiniMalloc's sub-solves do); the old ranks come back afterwards.
       // Range maxima of total_ over [group_first, end): a sparse table.
       const size_t length = static_cast<size_t>(end - group_first);
-      std::vector<std::vector<uint64_t>> table(1, std::vector<uint64_t>(total_.begin() + group_first, total_.begin() + end));
+      std::vector<std::vector<uint64_t>> table(
+          1, std::vector<uint64_t>(total_.begin() + group_first, total_.begin() + end));
       for (size_t width = 2; width <= length; width *= 2) {
         const std::vector<uint64_t>& prev = table.back();
         std::vector<uint64_t> next(length - width + 1);
@@ -426,7 +429,8 @@ class CanonicalSearch {
 
 // Round robin over the preorders with doubling node limits (as MiniMalloc
 // does), until found or `work` more units are spent.
-bool solve_partition(CanonicalSearch& search, size_t buffers, uint64_t capacity, uint64_t work, WorkBudget& budget) {
+bool solve_partition(CanonicalSearch& search, size_t buffers, uint64_t capacity, uint64_t work,
+                     WorkBudget& budget) {
   WorkBudget local{std::min(budget.left(), work), 0};
   uint64_t node_limit = std::max<uint64_t>(buffers, 16);
   bool found = false;
@@ -447,11 +451,13 @@ bool solve_partition(CanonicalSearch& search, size_t buffers, uint64_t capacity,
 
 }  // namespace
 
-std::string improve(const Problem& problem, std::vector<uint64_t>& offsets, uint64_t& peak, WorkBudget& budget) {
+std::string improve(const Problem& problem, std::vector<uint64_t>& offsets, uint64_t& peak,
+                    WorkBudget& budget) {
   std::string improved;
   // Bottom-up (skyline) placements: often far better than the gap-filling
   // greedy ones, but slower, so they are paid from the budget.
-  for (Order order : {Order::kSize, Order::kArea, Order::kBreadth, Order::kConflict, Order::kDuration, Order::kStart}) {
+  for (Order order :
+       {Order::kSize, Order::kArea, Order::kBreadth, Order::kConflict, Order::kDuration, Order::kStart}) {
     if (peak <= problem.lower_bound || budget.exhausted()) break;
     std::vector<uint32_t> sequence = make_order(problem, order);
     std::vector<uint32_t> rank(problem.count());

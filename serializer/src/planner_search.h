@@ -16,6 +16,7 @@ namespace hexir::serializer::planner {
 // nothing did). First bottom-up (skyline) placements under several orders,
 // then the exact search. Stops when the budget is spent or the lower bound is
 // reached.
-std::string improve(const Problem& problem, std::vector<uint64_t>& offsets, uint64_t& peak, WorkBudget& budget);
+std::string improve(const Problem& problem, std::vector<uint64_t>& offsets, uint64_t& peak,
+                    WorkBudget& budget);
 
 }  // namespace hexir::serializer::planner

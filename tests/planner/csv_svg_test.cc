@@ -1,8 +1,7 @@
 // The MiniMalloc CSV reader/writer, the SVG picture, and the hexir-plan tool.
 #include <doctest/doctest.h>
-
-#include <unistd.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -20,7 +19,8 @@ namespace hexir::serializer {
 namespace {
 
 TEST_CASE("csv: header, blank lines, spaces, CRLF, string ids, offset column") {
-  Result<CsvProblem> p = parse_plan_csv("id,lower,upper,size\r\n b1 , 0 ,3, 4\r\n\r\nx,3,9,4,128\n\t7,9,21,0");
+  Result<CsvProblem> p =
+      parse_plan_csv("id,lower,upper,size\r\n b1 , 0 ,3, 4\r\n\r\nx,3,9,4,128\n\t7,9,21,0");
   REQUIRE(p.ok());
   REQUIRE(p->buffers.size() == 3);
   CHECK(p->ids == std::vector<std::string>{"b1", "x", "7"});
@@ -40,7 +40,8 @@ TEST_CASE("csv: malformed rows name their line") {
     Result<CsvProblem> p = parse_plan_csv(text);
     return p.ok() ? std::string("ok") : p.status().message();
   };
-  CHECK(message("id,lower,upper,size\n0,1,2,3\n1,1,2\n") == "line 3: expected 4 fields id,lower,upper,size, got 3");
+  CHECK(message("id,lower,upper,size\n0,1,2,3\n1,1,2\n") ==
+        "line 3: expected 4 fields id,lower,upper,size, got 3");
   CHECK(message("id,lower,upper,size\n0,1,x,3\n") == "line 2: upper 'x' is not an integer");
   CHECK(message("id,lower,upper,size\n0,1,2,-3\n") == "line 2: size '-3' is not a non-negative integer");
   CHECK(message("id,lower,upper,size\n0,5,2,3\n") == "line 2: upper 2 is before lower 5");
@@ -96,14 +97,16 @@ Run run(const std::string& arguments) {
 }
 
 TEST_CASE("hexir-plan: JSON line, CSV with offsets, SVG; errors exit 1 with the line") {
-  std::filesystem::path dir = std::filesystem::temp_directory_path() / ("hexir_plan_test_" + std::to_string(getpid()));
+  std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("hexir_plan_test_" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);
   {
-    std::ofstream(dir / "in.csv") << "id,lower,upper,size\r\nb1,0,3,4\r\nb2,3,9,4\r\nb3,0,9,4\r\nb4,9,21,4\r\nb5,0,21,4\r\n";
+    std::ofstream(dir / "in.csv")
+        << "id,lower,upper,size\r\nb1,0,3,4\r\nb2,3,9,4\r\nb3,0,9,4\r\nb4,9,21,4\r\nb5,0,21,4\r\n";
     std::ofstream(dir / "bad.csv") << "id,lower,upper,size\n0,1,2,3\n1,1,two,3\n";
   }
-  Run ok = run((dir / "in.csv").string() + " --budget-ms 5 --align 1 -o " + (dir / "out.csv").string() + " --svg " +
-               (dir / "plan.svg").string());
+  Run ok = run((dir / "in.csv").string() + " --budget-ms 5 --align 1 -o " + (dir / "out.csv").string() +
+               " --svg " + (dir / "plan.svg").string());
   CHECK(ok.status == 0);
   CHECK(ok.output.find("\"buffers\": 5") != std::string::npos);
   CHECK(ok.output.find("\"lower_bound\": 12") != std::string::npos);

@@ -38,7 +38,8 @@ std::string validate(const std::vector<PlanBuffer>& buffers, const BufferPlan& p
   }
   if (exact_size && alignment && (top + alignment - 1) / alignment * alignment != plan.size)
     return "arena size " + std::to_string(plan.size) + " is not the aligned top " + std::to_string(top);
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return buffers[a].lower < buffers[b].lower; });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return buffers[a].lower < buffers[b].lower; });
   std::vector<size_t> live;
   for (size_t i : order) {
     std::erase_if(live, [&](size_t j) { return buffers[j].upper <= buffers[i].lower; });
@@ -236,7 +237,8 @@ TEST_CASE("check_buffer_plan agrees with the validator on corrupted plans") {
     BufferPlan broken = *plan;
     size_t victim = rng() % buffers.size();
     broken.offsets[victim] = rng() % (broken.size + 1);
-    if (broken.offsets[victim] + buffers[victim].size > broken.size) broken.size = broken.offsets[victim] + buffers[victim].size;
+    if (broken.offsets[victim] + buffers[victim].size > broken.size)
+      broken.size = broken.offsets[victim] + buffers[victim].size;
     bool library_ok = check_buffer_plan(buffers, broken, 1).ok();
     bool validator_ok = validate(buffers, broken, 1, false).empty();
     if (!validator_ok) ++invalid;
