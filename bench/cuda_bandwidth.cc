@@ -48,7 +48,8 @@ int main(int argc, char** argv) {
   const hexir::hal::cuda::Driver& d = **loaded;
   CUdevice device;
   CUcontext context;
-  if (d.cuDeviceGet(&device, 0) != CUDA_SUCCESS || d.cuDevicePrimaryCtxRetain(&context, device) != CUDA_SUCCESS ||
+  if (d.cuDeviceGet(&device, 0) != CUDA_SUCCESS ||
+      d.cuDevicePrimaryCtxRetain(&context, device) != CUDA_SUCCESS ||
       d.cuCtxSetCurrent(context) != CUDA_SUCCESS)
     return fail("cannot open cuda:0");
   CUdeviceptr dev = 0;
@@ -79,14 +80,13 @@ int main(int argc, char** argv) {
 
   auto hal = hexir::hal::create_device("cuda:0");
   if (!hal.ok()) return fail(hal.status().message());
-  auto buffer = (*hal)->allocate(bytes, hexir::hal::MemoryType::kDeviceLocal, hexir::hal::BufferUsage::kTransfer);
+  auto buffer =
+      (*hal)->allocate(bytes, hexir::hal::MemoryType::kDeviceLocal, hexir::hal::BufferUsage::kTransfer);
   if (!buffer.ok()) return fail(buffer.status().message());
-  report("hal_write_staged", median_gbps(bytes, repeats, [&] {
-           return (*hal)->write(*buffer, 0, pageable.data(), bytes).ok();
-         }));
-  report("hal_read_staged", median_gbps(bytes, repeats, [&] {
-           return (*hal)->read(*buffer, 0, pageable.data(), bytes).ok();
-         }));
+  report("hal_write_staged",
+         median_gbps(bytes, repeats, [&] { return (*hal)->write(*buffer, 0, pageable.data(), bytes).ok(); }));
+  report("hal_read_staged",
+         median_gbps(bytes, repeats, [&] { return (*hal)->read(*buffer, 0, pageable.data(), bytes).ok(); }));
   (*hal)->release(*buffer);
 
   d.cuCtxSetCurrent(context);

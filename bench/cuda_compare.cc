@@ -61,9 +61,10 @@ int main(int argc, char** argv) {
       worst_abs = diff;
     }
   }
-  std::printf("%s %s: %zu elements, %zu out of tolerance (rtol %g, atol %g); worst element %zu: got %.9g, want "
-              "%.9g, |diff| %.3g\n",
-              bad == 0 ? "OK" : "MISMATCH", argv[1], n, bad, rtol, atol, worst, n ? g[worst] : 0.0f,
-              n ? w[worst] : 0.0f, worst_abs);
+  std::printf(
+      "%s %s: %zu elements, %zu out of tolerance (rtol %g, atol %g); worst element %zu: got %.9g, want "
+      "%.9g, |diff| %.3g\n",
+      bad == 0 ? "OK" : "MISMATCH", argv[1], n, bad, rtol, atol, worst, n ? g[worst] : 0.0f,
+      n ? w[worst] : 0.0f, worst_abs);
   return bad == 0 ? 0 : 1;
 }

@@ -12,13 +12,14 @@
 namespace hexir::hal::cuda {
 namespace {
 
-constexpr int kOpN = 0;              // CUBLAS_OP_N
-constexpr int kDefaultMath = 0;      // CUBLAS_DEFAULT_MATH: full f32, no TF32
+constexpr int kOpN = 0;          // CUBLAS_OP_N
+constexpr int kDefaultMath = 0;  // CUBLAS_DEFAULT_MATH: full f32, no TF32
 constexpr size_t kWorkspaceBytes = size_t{4} << 20;
 
 Result<std::unique_ptr<BlasLibrary>> load_blas() {
   const char* env = std::getenv("HEXIR_CUBLAS");
-  const std::string candidates[] = {env && *env ? env : "libcublas.so.13", HEXIR_CUDA_LIB_DIR "/libcublas.so.13"};
+  const std::string candidates[] = {env && *env ? env : "libcublas.so.13",
+                                    HEXIR_CUDA_LIB_DIR "/libcublas.so.13"};
   std::string errors;
   for (const std::string& path : candidates) {
     void* library = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
@@ -77,10 +78,12 @@ Result<std::unique_ptr<BlasHandle>> BlasHandle::create(const Driver& driver, con
     h->handle_ = nullptr;
     return unavailable("cublasCreate failed with status " + std::to_string(rc));
   }
-  HEXIR_RETURN_IF_ERROR(driver.check(driver.cuMemAlloc_v2(&h->workspace_, kWorkspaceBytes), "cuMemAlloc (cuBLAS workspace)"));
+  HEXIR_RETURN_IF_ERROR(
+      driver.check(driver.cuMemAlloc_v2(&h->workspace_, kWorkspaceBytes), "cuMemAlloc (cuBLAS workspace)"));
   if (int rc = blas.set_stream(h->handle_, stream); rc != 0)
     return internal_error("cublasSetStream failed with status " + std::to_string(rc));
-  if (int rc = blas.set_workspace(h->handle_, reinterpret_cast<void*>(h->workspace_), kWorkspaceBytes); rc != 0)
+  if (int rc = blas.set_workspace(h->handle_, reinterpret_cast<void*>(h->workspace_), kWorkspaceBytes);
+      rc != 0)
     return internal_error("cublasSetWorkspace failed with status " + std::to_string(rc));
   if (int rc = blas.set_math_mode(h->handle_, kDefaultMath); rc != 0)
     return internal_error("cublasSetMathMode failed with status " + std::to_string(rc));
@@ -100,8 +103,8 @@ Status BlasHandle::gemm(const GemmBatch& g) {
   if (g.batch == 1) {
     rc = blas_.sgemm(handle_, kOpN, kOpN, g.n, g.m, g.k, &alpha, g.b, g.n, g.a, g.k, &beta, g.c, g.n);
   } else {
-    rc = blas_.sgemm_strided_batched(handle_, kOpN, kOpN, g.n, g.m, g.k, &alpha, g.b, g.n, g.stride_b, g.a, g.k,
-                                     g.stride_a, &beta, g.c, g.n, g.stride_c, g.batch);
+    rc = blas_.sgemm_strided_batched(handle_, kOpN, kOpN, g.n, g.m, g.k, &alpha, g.b, g.n, g.stride_b, g.a,
+                                     g.k, g.stride_a, &beta, g.c, g.n, g.stride_c, g.batch);
   }
   if (rc != 0) return internal_error("cuBLAS sgemm failed with status " + std::to_string(rc));
   return ok_status();

@@ -16,13 +16,13 @@ namespace hexir::hal::cuda {
 
 struct BlasLibrary {
   using Handle = void*;
-  int (*create)(Handle*) = nullptr;                         // cublasCreate_v2
-  int (*destroy)(Handle) = nullptr;                         // cublasDestroy_v2
-  int (*set_stream)(Handle, CUstream) = nullptr;            // cublasSetStream_v2
-  int (*set_math_mode)(Handle, int) = nullptr;              // cublasSetMathMode
-  int (*set_workspace)(Handle, void*, size_t) = nullptr;    // cublasSetWorkspace_v2
-  int (*sgemm)(Handle, int, int, int, int, int, const float*, const float*, int, const float*, int, const float*,
-               float*, int) = nullptr;  // cublasSgemm_v2
+  int (*create)(Handle*) = nullptr;                       // cublasCreate_v2
+  int (*destroy)(Handle) = nullptr;                       // cublasDestroy_v2
+  int (*set_stream)(Handle, CUstream) = nullptr;          // cublasSetStream_v2
+  int (*set_math_mode)(Handle, int) = nullptr;            // cublasSetMathMode
+  int (*set_workspace)(Handle, void*, size_t) = nullptr;  // cublasSetWorkspace_v2
+  int (*sgemm)(Handle, int, int, int, int, int, const float*, const float*, int, const float*, int,
+               const float*, float*, int) = nullptr;  // cublasSgemm_v2
   int (*sgemm_strided_batched)(Handle, int, int, int, int, int, const float*, const float*, int, long long,
                                const float*, int, long long, const float*, float*, int, long long,
                                int) = nullptr;  // cublasSgemmStridedBatched
@@ -37,7 +37,8 @@ Result<const BlasLibrary*> blas_library();
 // captured into a CUDA graph without cuBLAS allocating).
 class BlasHandle {
  public:
-  static Result<std::unique_ptr<BlasHandle>> create(const Driver& driver, const BlasLibrary& blas, CUstream stream);
+  static Result<std::unique_ptr<BlasHandle>> create(const Driver& driver, const BlasLibrary& blas,
+                                                    CUstream stream);
   ~BlasHandle();
   BlasHandle(const BlasHandle&) = delete;
   BlasHandle& operator=(const BlasHandle&) = delete;

@@ -20,7 +20,7 @@ namespace hexir::hal::cuda {
 namespace {
 
 constexpr uint64_t kStagingChunk = uint64_t{4} << 20;  // two of these, double-buffered
-constexpr uint64_t kDeviceAlignment = 256;           // what cuMemAlloc guarantees
+constexpr uint64_t kDeviceAlignment = 256;             // what cuMemAlloc guarantees
 constexpr size_t kGraphCacheEntries = 8;
 
 const char* const kKernelSymbols[] = {
@@ -38,7 +38,8 @@ struct DeviceOptions {
 
 bool env_off(const char* variable) {
   const char* v = std::getenv(variable);
-  return v != nullptr && (std::strcmp(v, "0") == 0 || std::strcmp(v, "off") == 0 || std::strcmp(v, "false") == 0);
+  return v != nullptr &&
+         (std::strcmp(v, "0") == 0 || std::strcmp(v, "off") == 0 || std::strcmp(v, "false") == 0);
 }
 
 Result<DeviceOptions> parse_name(std::string_view name) {
@@ -63,7 +64,8 @@ Result<DeviceOptions> parse_name(std::string_view name) {
       return invalid_argument("bad cuda device ordinal in '" + std::string(name) + "'");
     int ordinal = 0;
     for (char c : rest.substr(1)) {
-      if (c < '0' || c > '9') return invalid_argument("bad cuda device ordinal in '" + std::string(name) + "'");
+      if (c < '0' || c > '9')
+        return invalid_argument("bad cuda device ordinal in '" + std::string(name) + "'");
       ordinal = ordinal * 10 + (c - '0');
     }
     o.ordinal = ordinal;
@@ -102,7 +104,8 @@ Status check_range(const Buffer& buffer, uint64_t offset, uint64_t size, const c
                             std::to_string(size) + ") is outside a buffer of " + std::to_string(buffer.size) +
                             " bytes");
   }
-  if (size > 0 && buffer.device_ptr == 0) return invalid_argument(std::string(what) + ": buffer has no memory");
+  if (size > 0 && buffer.device_ptr == 0)
+    return invalid_argument(std::string(what) + ": buffer has no memory");
   return ok_status();
 }
 
@@ -133,10 +136,10 @@ class StreamLauncher final : public Launcher {
   Status launch(Kernel kernel, const LaunchConfig& c, void* params) override {
     ++operations;
     void* kernel_params[] = {params};
-    return driver_.check(driver_.cuLaunchKernel(functions_[static_cast<size_t>(kernel)], c.grid[0], c.grid[1],
-                                                c.grid[2], c.block[0], c.block[1], c.block[2], 0, stream_,
-                                                kernel_params, nullptr),
-                         "cuLaunchKernel");
+    return driver_.check(
+        driver_.cuLaunchKernel(functions_[static_cast<size_t>(kernel)], c.grid[0], c.grid[1], c.grid[2],
+                               c.block[0], c.block[1], c.block[2], 0, stream_, kernel_params, nullptr),
+        "cuLaunchKernel");
   }
   Status copy(void* dst, const void* src, uint64_t bytes) override {
     ++operations;
@@ -243,7 +246,8 @@ class CudaDevice final : public Device {
                          "; this build's kernels need 8.0 or newer (sm_80, sm_90, compute_90 PTX)");
     }
     if (options_.managed && !managed) {
-      return unavailable("CUDA device " + std::to_string(options_.ordinal) + " does not support managed memory");
+      return unavailable("CUDA device " + std::to_string(options_.ordinal) +
+                         " does not support managed memory");
     }
     concurrent_managed_ = concurrent != 0;
     HEXIR_RETURN_IF_ERROR(
@@ -252,8 +256,9 @@ class CudaDevice final : public Device {
 
     for (size_t m = 0; m < kEmbeddedModuleCount; ++m) {
       CUmodule module = nullptr;
-      HEXIR_RETURN_IF_ERROR(driver_.check(driver_.cuModuleLoadData(&module, kEmbeddedModules[m].data),
-                                          "cuModuleLoadData (embedded kernels)")
+      HEXIR_RETURN_IF_ERROR(driver_
+                                .check(driver_.cuModuleLoadData(&module, kEmbeddedModules[m].data),
+                                       "cuModuleLoadData (embedded kernels)")
                                 .annotate(kEmbeddedModules[m].name));
       modules_.push_back(module);
     }
@@ -263,7 +268,8 @@ class CudaDevice final : public Device {
         functions_[k] = nullptr;
       }
       if (functions_[k] == nullptr)
-        return internal_error(std::string("cuda: kernel ") + kKernelSymbols[k] + " missing from the embedded fatbins");
+        return internal_error(std::string("cuda: kernel ") + kKernelSymbols[k] +
+                              " missing from the embedded fatbins");
     }
 
     HEXIR_RETURN_IF_ERROR(
@@ -305,7 +311,8 @@ class CudaDevice final : public Device {
           driver_.cuMemHostAlloc(&host, bytes, CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE),
           "cuMemHostAlloc"));
       CUdeviceptr mapped = 0;
-      if (Status s = driver_.check(driver_.cuMemHostGetDevicePointer_v2(&mapped, host, 0), "cuMemHostGetDevicePointer");
+      if (Status s = driver_.check(driver_.cuMemHostGetDevicePointer_v2(&mapped, host, 0),
+                                   "cuMemHostGetDevicePointer");
           !s.ok()) {
         driver_.cuMemFreeHost(host);
         return s;
@@ -328,7 +335,8 @@ class CudaDevice final : public Device {
       if (advised.ok() && concurrent_managed_) {
         advised = driver_.check(driver_.cuMemPrefetchAsync_v2(base, bytes, location, 0, sync_stream_),
                                 "cuMemPrefetchAsync");
-        if (advised.ok()) advised = driver_.check(driver_.cuStreamSynchronize(sync_stream_), "cuStreamSynchronize");
+        if (advised.ok())
+          advised = driver_.check(driver_.cuStreamSynchronize(sync_stream_), "cuStreamSynchronize");
       }
       if (!advised.ok()) {
         driver_.cuMemFree_v2(base);
@@ -432,7 +440,8 @@ class CudaDevice final : public Device {
   Result<std::unique_ptr<Queue>> create_queue() override {
     HEXIR_RETURN_IF_ERROR(bind());
     CUstream stream = nullptr;
-    HEXIR_RETURN_IF_ERROR(driver_.check(driver_.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate"));
+    HEXIR_RETURN_IF_ERROR(
+        driver_.check(driver_.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate"));
     std::unique_ptr<BlasHandle> blas;
     if (blas_ != nullptr) {
       Result<std::unique_ptr<BlasHandle>> handle = BlasHandle::create(driver_, *blas_, stream);
@@ -457,11 +466,13 @@ class CudaDevice final : public Device {
     int b = 0;
     for (uint64_t done = 0; done < size; done += kStagingChunk, b ^= 1) {
       const uint64_t n = std::min(kStagingChunk, size - done);
-      HEXIR_RETURN_IF_ERROR(driver_.check(driver_.cuEventSynchronize(staging_events_[b]), "cuEventSynchronize"));
+      HEXIR_RETURN_IF_ERROR(
+          driver_.check(driver_.cuEventSynchronize(staging_events_[b]), "cuEventSynchronize"));
       std::memcpy(staging_[b], src + done, n);
-      HEXIR_RETURN_IF_ERROR(driver_.check(driver_.cuMemcpyHtoDAsync_v2(dst + done, staging_[b], n, sync_stream_),
-                                          "cuMemcpyHtoDAsync"));
-      HEXIR_RETURN_IF_ERROR(driver_.check(driver_.cuEventRecord(staging_events_[b], sync_stream_), "cuEventRecord"));
+      HEXIR_RETURN_IF_ERROR(driver_.check(
+          driver_.cuMemcpyHtoDAsync_v2(dst + done, staging_[b], n, sync_stream_), "cuMemcpyHtoDAsync"));
+      HEXIR_RETURN_IF_ERROR(
+          driver_.check(driver_.cuEventRecord(staging_events_[b], sync_stream_), "cuEventRecord"));
     }
     return driver_.check(driver_.cuStreamSynchronize(sync_stream_), "cuStreamSynchronize");
   }
@@ -472,8 +483,8 @@ class CudaDevice final : public Device {
     HEXIR_RETURN_IF_ERROR(bind());
     auto issue = [&](uint64_t done, int b) -> Status {
       const uint64_t n = std::min(kStagingChunk, size - done);
-      HEXIR_RETURN_IF_ERROR(driver_.check(driver_.cuMemcpyDtoHAsync_v2(staging_[b], src + done, n, sync_stream_),
-                                          "cuMemcpyDtoHAsync"));
+      HEXIR_RETURN_IF_ERROR(driver_.check(
+          driver_.cuMemcpyDtoHAsync_v2(staging_[b], src + done, n, sync_stream_), "cuMemcpyDtoHAsync"));
       return driver_.check(driver_.cuEventRecord(staging_events_[b], sync_stream_), "cuEventRecord");
     };
     Status status = issue(0, 0);
@@ -577,7 +588,8 @@ void CudaQueue::build_key(std::span<const DispatchArgs> sequence) {
     key_.push_back(static_cast<uint64_t>(a.kernel_id));
     key_.push_back((static_cast<uint64_t>(a.input_count) << 32) | a.operand_count);
     key_.push_back(a.param_count);
-    for (uint32_t p = 0; p < a.param_count && a.params; ++p) key_.push_back(static_cast<uint64_t>(a.params[p]));
+    for (uint32_t p = 0; p < a.param_count && a.params; ++p)
+      key_.push_back(static_cast<uint64_t>(a.params[p]));
     key_.push_back(reinterpret_cast<uintptr_t>(a.workspace));
     key_.push_back(a.workspace_size);
     for (uint32_t o = 0; o < a.operand_count && a.operands; ++o) {
@@ -591,8 +603,8 @@ void CudaQueue::build_key(std::span<const DispatchArgs> sequence) {
 }
 
 Status CudaQueue::capture(std::span<const DispatchArgs> sequence, size_t* failed_index, CUgraphExec* out) {
-  HEXIR_RETURN_IF_ERROR(driver_.check(driver_.cuStreamBeginCapture_v2(stream_, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
-                                      "cuStreamBeginCapture"));
+  HEXIR_RETURN_IF_ERROR(driver_.check(
+      driver_.cuStreamBeginCapture_v2(stream_, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), "cuStreamBeginCapture"));
   const uint64_t operations_before = launcher_.operations;
   size_t k = 0;
   Status status;
@@ -636,8 +648,9 @@ Status CudaQueue::dispatch_sequence(std::span<const DispatchArgs> sequence, size
     CUgraphExec exec = nullptr;
     HEXIR_RETURN_IF_ERROR(capture(sequence, failed_index, &exec));
     if (graphs_.size() == kGraphCacheEntries) {
-      auto oldest = std::min_element(graphs_.begin(), graphs_.end(),
-                                     [](const GraphEntry& a, const GraphEntry& b) { return a.last_use < b.last_use; });
+      auto oldest =
+          std::min_element(graphs_.begin(), graphs_.end(),
+                           [](const GraphEntry& a, const GraphEntry& b) { return a.last_use < b.last_use; });
       if (oldest->exec) driver_.cuGraphExecDestroy(oldest->exec);
       graphs_.erase(oldest);
     }
@@ -645,7 +658,8 @@ Status CudaQueue::dispatch_sequence(std::span<const DispatchArgs> sequence, size
     hit = &graphs_.back();
   }
   hit->last_use = ++use_clock_;
-  if (hit->exec) HEXIR_RETURN_IF_ERROR(driver_.check(driver_.cuGraphLaunch(hit->exec, stream_), "cuGraphLaunch"));
+  if (hit->exec)
+    HEXIR_RETURN_IF_ERROR(driver_.check(driver_.cuGraphLaunch(hit->exec, stream_), "cuGraphLaunch"));
   count(sequence.size());
   return ok_status();
 }

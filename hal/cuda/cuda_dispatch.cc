@@ -82,7 +82,8 @@ Status binary(const DispatchArgs& args, Kernel kernel, const char* name, Launche
   const TensorArg& a = args.operands[0];
   const TensorArg& b = args.operands[1];
   const TensorArg& out = args.operands[2];
-  if (out.rank < a.rank || out.rank < b.rank) return invalid_argument(std::string(name) + ": output rank too small");
+  if (out.rank < a.rank || out.rank < b.rank)
+    return invalid_argument(std::string(name) + ": output rank too small");
   BinaryParams p{};
   p.a = f32_in(a);
   p.b = f32_in(b);
@@ -208,7 +209,8 @@ Status matmul(const DispatchArgs& args, Launcher& launcher) {
   }
   constexpr int64_t T = kMatmulTile;
   const int64_t grid_x = (p.n + T - 1) / T, grid_y = (p.m + T - 1) / T;
-  if (grid_x > INT_MAX || grid_y > 65535) return invalid_argument("matmul: result too large for the cuda kernel");
+  if (grid_x > INT_MAX || grid_y > 65535)
+    return invalid_argument("matmul: result too large for the cuda kernel");
   LaunchConfig c;
   c.grid[0] = static_cast<uint32_t>(grid_x);
   c.grid[1] = static_cast<uint32_t>(grid_y);
@@ -317,7 +319,8 @@ Status transpose(const DispatchArgs& args, Launcher& launcher) {
   }
   for (uint32_t i = 0; i < rank; ++i) {
     const int64_t axis = args.params[i];
-    if (axis < 0 || axis >= static_cast<int64_t>(rank)) return invalid_argument("transpose: perm entry out of range");
+    if (axis < 0 || axis >= static_cast<int64_t>(rank))
+      return invalid_argument("transpose: perm entry out of range");
     p.out_dims[i] = x.dims[axis];
     p.in_stride[i] = in_strides[axis];
   }
@@ -329,18 +332,28 @@ Status transpose(const DispatchArgs& args, Launcher& launcher) {
   p.element_size = static_cast<int32_t>(dtype_size(x.dtype));
   Kernel kernel = Kernel::kTransposeBytes;
   switch (p.element_size) {
-    case 1: kernel = Kernel::kTranspose1; break;
-    case 2: kernel = Kernel::kTranspose2; break;
-    case 4: kernel = Kernel::kTranspose4; break;
-    case 8: kernel = Kernel::kTranspose8; break;
-    default: break;
+    case 1:
+      kernel = Kernel::kTranspose1;
+      break;
+    case 2:
+      kernel = Kernel::kTranspose2;
+      break;
+    case 4:
+      kernel = Kernel::kTranspose4;
+      break;
+    case 8:
+      kernel = Kernel::kTranspose8;
+      break;
+    default:
+      break;
   }
   const int64_t threads = kernel == Kernel::kTransposeBytes ? p.n * p.element_size : p.n;
   return launcher.launch(kernel, linear_config(threads), &p);
 }
 
 // Widest unit (16, 4 or 1 bytes) dividing every address, length and pitch.
-Kernel copy_kernel(const void* src, const void* dst, int64_t row_bytes, int64_t src_pitch, int64_t dst_pitch) {
+Kernel copy_kernel(const void* src, const void* dst, int64_t row_bytes, int64_t src_pitch,
+                   int64_t dst_pitch) {
   const uint64_t bits = reinterpret_cast<uintptr_t>(src) | reinterpret_cast<uintptr_t>(dst) |
                         static_cast<uint64_t>(row_bytes) | static_cast<uint64_t>(src_pitch) |
                         static_cast<uint64_t>(dst_pitch);
@@ -413,35 +426,58 @@ LaunchConfig linear_config(int64_t n) {
 
 Status enqueue_dispatch(const DispatchArgs& args, Launcher& launcher) {
   switch (args.kernel_id) {
-    case KernelId::kAdd: return binary(args, Kernel::kAdd, "add", launcher);
-    case KernelId::kSub: return binary(args, Kernel::kSub, "sub", launcher);
-    case KernelId::kMul: return binary(args, Kernel::kMul, "mul", launcher);
-    case KernelId::kDiv: return binary(args, Kernel::kDiv, "div", launcher);
-    case KernelId::kMaximum: return binary(args, Kernel::kMaximum, "maximum", launcher);
-    case KernelId::kMinimum: return binary(args, Kernel::kMinimum, "minimum", launcher);
-    case KernelId::kRelu: return unary(args, Kernel::kRelu, "relu", launcher);
+    case KernelId::kAdd:
+      return binary(args, Kernel::kAdd, "add", launcher);
+    case KernelId::kSub:
+      return binary(args, Kernel::kSub, "sub", launcher);
+    case KernelId::kMul:
+      return binary(args, Kernel::kMul, "mul", launcher);
+    case KernelId::kDiv:
+      return binary(args, Kernel::kDiv, "div", launcher);
+    case KernelId::kMaximum:
+      return binary(args, Kernel::kMaximum, "maximum", launcher);
+    case KernelId::kMinimum:
+      return binary(args, Kernel::kMinimum, "minimum", launcher);
+    case KernelId::kRelu:
+      return unary(args, Kernel::kRelu, "relu", launcher);
     case KernelId::kGelu: {
       // params: [approximate]; absent or 0 = erf form, 1 = tanh approximation.
       const bool tanh_form = args.params != nullptr && args.param_count >= 1 && args.params[0] == 1;
       return unary(args, tanh_form ? Kernel::kGeluTanh : Kernel::kGeluErf, "gelu", launcher);
     }
-    case KernelId::kSilu: return unary(args, Kernel::kSilu, "silu", launcher);
-    case KernelId::kSigmoid: return unary(args, Kernel::kSigmoid, "sigmoid", launcher);
-    case KernelId::kTanh: return unary(args, Kernel::kTanh, "tanh", launcher);
-    case KernelId::kExp: return unary(args, Kernel::kExp, "exp", launcher);
-    case KernelId::kSqrt: return unary(args, Kernel::kSqrt, "sqrt", launcher);
-    case KernelId::kRsqrt: return unary(args, Kernel::kRsqrt, "rsqrt", launcher);
-    case KernelId::kNeg: return unary(args, Kernel::kNeg, "neg", launcher);
-    case KernelId::kMatmul: return matmul(args, launcher);
-    case KernelId::kSoftmax: return softmax(args, launcher);
-    case KernelId::kLayernorm: return layernorm(args, launcher);
-    case KernelId::kTranspose: return transpose(args, launcher);
-    case KernelId::kReduceSum: return reduce(args, "reduce_sum", /*mean=*/false, launcher);
-    case KernelId::kReduceMean: return reduce(args, "reduce_mean", /*mean=*/true, launcher);
-    case KernelId::kConcat: return concat(args, launcher);
-    case KernelId::kCopy: return copy(args, launcher);
+    case KernelId::kSilu:
+      return unary(args, Kernel::kSilu, "silu", launcher);
+    case KernelId::kSigmoid:
+      return unary(args, Kernel::kSigmoid, "sigmoid", launcher);
+    case KernelId::kTanh:
+      return unary(args, Kernel::kTanh, "tanh", launcher);
+    case KernelId::kExp:
+      return unary(args, Kernel::kExp, "exp", launcher);
+    case KernelId::kSqrt:
+      return unary(args, Kernel::kSqrt, "sqrt", launcher);
+    case KernelId::kRsqrt:
+      return unary(args, Kernel::kRsqrt, "rsqrt", launcher);
+    case KernelId::kNeg:
+      return unary(args, Kernel::kNeg, "neg", launcher);
+    case KernelId::kMatmul:
+      return matmul(args, launcher);
+    case KernelId::kSoftmax:
+      return softmax(args, launcher);
+    case KernelId::kLayernorm:
+      return layernorm(args, launcher);
+    case KernelId::kTranspose:
+      return transpose(args, launcher);
+    case KernelId::kReduceSum:
+      return reduce(args, "reduce_sum", /*mean=*/false, launcher);
+    case KernelId::kReduceMean:
+      return reduce(args, "reduce_mean", /*mean=*/true, launcher);
+    case KernelId::kConcat:
+      return concat(args, launcher);
+    case KernelId::kCopy:
+      return copy(args, launcher);
     case KernelId::kReshape:
-    case KernelId::kCount: break;
+    case KernelId::kCount:
+      break;
   }
   return invalid_argument("cuda: no kernel for id " + std::to_string(static_cast<int>(args.kernel_id)) +
                           " (views are never dispatched)");

@@ -50,7 +50,7 @@ Result<std::unique_ptr<Driver>> load_driver(const char* path) {
   auto driver = std::make_unique<Driver>();
   driver->library = library;
   std::string missing;
-#define HEXIR_CUDA_RESOLVE(symbol)                                                  \
+#define HEXIR_CUDA_RESOLVE(symbol)                                                      \
   driver->symbol = reinterpret_cast<decltype(driver->symbol)>(dlsym(library, #symbol)); \
   if (driver->symbol == nullptr) missing += (missing.empty() ? "" : ", ") + std::string(#symbol);
   HEXIR_CUDA_DRIVER_SYMBOLS(HEXIR_CUDA_RESOLVE)
@@ -73,10 +73,12 @@ Result<std::unique_ptr<Driver>> load_driver(const char* path) {
   if (driver->cuDriverGetVersion(&driver->version) != CUDA_SUCCESS) driver->version = 0;
   // The embedded kernels come from this build's toolkit; an older major driver cannot load them.
   if (driver->version / 1000 < CUDA_VERSION / 1000) {
-    const std::string have = std::to_string(driver->version / 1000) + "." + std::to_string(driver->version % 1000 / 10);
+    const std::string have =
+        std::to_string(driver->version / 1000) + "." + std::to_string(driver->version % 1000 / 10);
     dlclose(library);
-    return unavailable(kPrefix + std::string("the driver supports CUDA ") + have + "; this build's kernels need CUDA " +
-                       std::to_string(CUDA_VERSION / 1000) + ".x or newer (update the NVIDIA driver)");
+    return unavailable(kPrefix + std::string("the driver supports CUDA ") + have +
+                       "; this build's kernels need CUDA " + std::to_string(CUDA_VERSION / 1000) +
+                       ".x or newer (update the NVIDIA driver)");
   }
   return driver;
 }

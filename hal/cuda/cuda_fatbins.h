@@ -7,7 +7,7 @@
 namespace hexir::hal::cuda {
 
 struct EmbeddedModule {
-  const char* name;          // "elementwise", "matmul", ...
+  const char* name;           // "elementwise", "matmul", ...
   const unsigned char* data;  // 64-byte aligned fatbin image for cuModuleLoadData
   size_t size;
 };

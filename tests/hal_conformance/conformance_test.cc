@@ -22,6 +22,7 @@
 #include "kernel_cases.h"
 
 #ifdef HEXIR_HAVE_CUDA
+#include "cuda/cuda_blas.h"
 #include "cuda/cuda_driver.h"
 #endif
 
@@ -57,20 +58,20 @@ std::unique_ptr<Device> open_device(const std::string& name) {
 }
 
 // One TEST_CASE per backend for each conformance test body.
-#define HEXIR_CONFORMANCE(title)                                                                         \
-  static void HEXIR_CONCAT(conformance_body_, __LINE__)(Device & device);                                \
-  TEST_CASE("cpu: " title) {                                                                             \
-    if (auto d = open_device("cpu")) HEXIR_CONCAT(conformance_body_, __LINE__)(*d);                      \
-  }                                                                                                      \
-  TEST_CASE("cuda: " title) {                                                                            \
-    if (auto d = open_device("cuda")) HEXIR_CONCAT(conformance_body_, __LINE__)(*d);                     \
-  }                                                                                                      \
-  TEST_CASE("cuda-managed: " title) {                                                                    \
-    if (auto d = open_device("cuda-managed")) HEXIR_CONCAT(conformance_body_, __LINE__)(*d);             \
-  }                                                                                                      \
-  TEST_CASE("cuda?graphs=off&cublas=off: " title) {                                                      \
+#define HEXIR_CONFORMANCE(title)                                                                           \
+  static void HEXIR_CONCAT(conformance_body_, __LINE__)(Device & device);                                  \
+  TEST_CASE("cpu: " title) {                                                                               \
+    if (auto d = open_device("cpu")) HEXIR_CONCAT(conformance_body_, __LINE__)(*d);                        \
+  }                                                                                                        \
+  TEST_CASE("cuda: " title) {                                                                              \
+    if (auto d = open_device("cuda")) HEXIR_CONCAT(conformance_body_, __LINE__)(*d);                       \
+  }                                                                                                        \
+  TEST_CASE("cuda-managed: " title) {                                                                      \
+    if (auto d = open_device("cuda-managed")) HEXIR_CONCAT(conformance_body_, __LINE__)(*d);               \
+  }                                                                                                        \
+  TEST_CASE("cuda?graphs=off&cublas=off: " title) {                                                        \
     if (auto d = open_device("cuda?graphs=off&cublas=off")) HEXIR_CONCAT(conformance_body_, __LINE__)(*d); \
-  }                                                                                                      \
+  }                                                                                                        \
   static void HEXIR_CONCAT(conformance_body_, __LINE__)(Device & device)
 
 void* address(const Buffer& b, uint64_t offset = 0) {
@@ -325,7 +326,8 @@ HEXIR_CONFORMANCE("every kernel matches the cpu kernels (one dispatch each)") {
     INFO(s.to_string());
     REQUIRE(s.ok());
     REQUIRE((*queue)->synchronize().ok());
-    hexir::hal::conformance::check_matches(c, read_result(device, c, d), hexir::hal::conformance::cpu_reference(c));
+    hexir::hal::conformance::check_matches(c, read_result(device, c, d),
+                                           hexir::hal::conformance::cpu_reference(c));
     release_case(device, d);
   }
 }
@@ -343,7 +345,8 @@ HEXIR_CONFORMANCE("every kernel matches the cpu kernels (as sequences, replayed 
         // Same pointers, new data: a replayed graph must read it.
         for (size_t i = 0; i < c.inputs.size(); ++i) {
           if (c.inputs[i].dtype != DType::kF32) continue;
-          for (int64_t e = 0; e < c.inputs[i].count(); ++e) c.inputs[i].at(e) = c.inputs[i].at(e) * 0.5f + 0.25f;
+          for (int64_t e = 0; e < c.inputs[i].count(); ++e)
+            c.inputs[i].at(e) = c.inputs[i].at(e) * 0.5f + 0.25f;
           REQUIRE(device.write(d.inputs[i], 0, c.inputs[i].bytes.data(), c.inputs[i].bytes.size()).ok());
         }
       }
@@ -352,7 +355,8 @@ HEXIR_CONFORMANCE("every kernel matches the cpu kernels (as sequences, replayed 
       INFO(s.to_string());
       REQUIRE(s.ok());
       REQUIRE((*queue)->synchronize().ok());
-      hexir::hal::conformance::check_matches(c, read_result(device, c, d), hexir::hal::conformance::cpu_reference(c));
+      hexir::hal::conformance::check_matches(c, read_result(device, c, d),
+                                             hexir::hal::conformance::cpu_reference(c));
     }
     release_case(device, d);
   }
@@ -360,7 +364,8 @@ HEXIR_CONFORMANCE("every kernel matches the cpu kernels (as sequences, replayed 
 
 HEXIR_CONFORMANCE("a chained sequence: replays, rebinds pointers, allocates and uploads nothing") {
   // x[8,32] @ w[32,16] + b -> gelu -> softmax, as one sequence.
-  HostTensor x = hexir::hal::testing::random_f32({8, 32}, 1), w = hexir::hal::testing::random_f32({32, 16}, 2),
+  HostTensor x = hexir::hal::testing::random_f32({8, 32}, 1),
+             w = hexir::hal::testing::random_f32({32, 16}, 2),
              bias = hexir::hal::testing::random_f32({16}, 3);
   auto cpu_chain = [&](const HostTensor& input) {
     HostTensor h(DType::kF32, {8, 16}), p(DType::kF32, {8, 16});
@@ -386,10 +391,9 @@ HEXIR_CONFORMANCE("a chained sequence: replays, rebinds pointers, allocates and 
     a.byte_size = bytes;
     return a;
   };
-  TensorArg ops[10] = {arg(bx, dx, 2, 1024), arg(bw, dw, 2, 2048), arg(bh, dh, 2, 512),
-                       arg(bh, dh, 2, 512),  arg(bb, db, 1, 64),   arg(bh, dh, 2, 512),
-                       arg(bh, dh, 2, 512),  arg(bh, dh, 2, 512),  arg(bh, dh, 2, 512),
-                       arg(out_a, dh, 2, 512)};
+  TensorArg ops[10] = {arg(bx, dx, 2, 1024), arg(bw, dw, 2, 2048),  arg(bh, dh, 2, 512), arg(bh, dh, 2, 512),
+                       arg(bb, db, 1, 64),   arg(bh, dh, 2, 512),   arg(bh, dh, 2, 512), arg(bh, dh, 2, 512),
+                       arg(bh, dh, 2, 512),  arg(out_a, dh, 2, 512)};
   const int64_t gelu_params[] = {0}, softmax_params[] = {1};
   DispatchArgs seq[4];
   const hexir::format::KernelId ids[] = {hexir::format::KernelId::kMatmul, hexir::format::KernelId::kAdd,
@@ -620,7 +624,8 @@ TEST_CASE("list_devices: cpu first, then cuda devices or the reason there are no
   if (!devices[1].available) {
     CHECK(devices[1].name == "cuda");
     CHECK((devices[1].details.rfind("CUDA driver not available", 0) == 0 ||
-           devices[1].details.rfind("CUDA backend not built", 0) == 0 || devices[1].details == "no CUDA devices"));
+           devices[1].details.rfind("CUDA backend not built", 0) == 0 ||
+           devices[1].details == "no CUDA devices"));
   }
 }
 
@@ -652,5 +657,19 @@ TEST_CASE("cuda driver loading: a missing library and the toolkit's stub are kUn
   CHECK(stubbed.status().code() == StatusCode::kUnavailable);
   CHECK(stubbed.status().message().rfind("CUDA driver not available: ", 0) == 0);
   CHECK(stubbed.status().message().find("STUB_LIBRARY") != std::string::npos);
+}
+
+TEST_CASE("cuBLAS: the toolkit's libcublas loads and has every entry point used") {
+  const std::string path = std::string(HEXIR_CUDA_LIB_DIR) + "/libcublas.so.13";
+  if (!fs::exists(path)) {
+    std::printf("HEXIR_SKIP: no cuBLAS at %s\n", path.c_str());
+    return;
+  }
+  auto blas = hexir::hal::cuda::blas_library();
+  INFO(blas.status().to_string());
+  REQUIRE(blas.ok());
+  CHECK(((*blas)->sgemm != nullptr));
+  CHECK(((*blas)->sgemm_strided_batched != nullptr));
+  CHECK(((*blas)->set_workspace != nullptr));
 }
 #endif

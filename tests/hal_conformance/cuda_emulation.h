@@ -5,6 +5,8 @@
 // and the dispatcher's launch shapes on machines without a GPU; speed is not a goal.
 #pragma once
 
+#include <math.h>
+
 #include <atomic>
 #include <barrier>
 #include <cmath>
@@ -12,7 +14,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <math.h>
 #include <thread>
 #include <vector>
 

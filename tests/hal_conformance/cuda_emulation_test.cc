@@ -13,12 +13,14 @@
 #include "cuda/cuda_dispatch.h"
 #include "kernel_cases.h"
 
-// The kernels, compiled for the host.
+// The kernels, compiled for the host: the shim first.
+// clang-format off
 #include "cuda_emulation.h"
 #include "cuda/kernels/elementwise.cu"
 #include "cuda/kernels/layout.cu"
 #include "cuda/kernels/matmul.cu"
 #include "cuda/kernels/normalization.cu"
+// clang-format on
 
 namespace {
 
@@ -44,15 +46,16 @@ class EmulatedLauncher final : public hexir::hal::cuda::Launcher {
     for (int i = 0; i < 3; ++i) {
       if (config.grid[i] == 0 || config.block[i] == 0) return hexir::invalid_argument("empty launch");
     }
-    if (config.block[0] * config.block[1] * config.block[2] > 1024) return hexir::invalid_argument("block > 1024");
+    if (config.block[0] * config.block[1] * config.block[2] > 1024)
+      return hexir::invalid_argument("block > 1024");
     if (config.grid[1] > 65535 || config.grid[2] > 65535) return hexir::invalid_argument("grid y/z > 65535");
     bool ok = false;
     switch (kernel) {
-#define HEXIR_EMULATE(name, symbol, P)                                                      \
-  case Kernel::name:                                                                        \
-    ok = hexir::cuda_emulation::run<hexir::hal::cuda::P>(symbol, config.grid, config.block, \
+#define HEXIR_EMULATE(name, symbol, P)                                                               \
+  case Kernel::name:                                                                                 \
+    ok = hexir::cuda_emulation::run<hexir::hal::cuda::P>(symbol, config.grid, config.block,          \
                                                          *static_cast<hexir::hal::cuda::P*>(params), \
-                                                         uses_barriers(Kernel::name));              \
+                                                         uses_barriers(Kernel::name));               \
     break;
       HEXIR_CUDA_KERNELS(HEXIR_EMULATE)
 #undef HEXIR_EMULATE
@@ -93,14 +96,16 @@ class EmulatedLauncher final : public hexir::hal::cuda::Launcher {
 };
 
 // Runs one case through enqueue_dispatch on host memory.
-hexir::hal::testing::HostTensor run_case(const hexir::hal::conformance::KernelCase& c, EmulatedLauncher& launcher) {
+hexir::hal::testing::HostTensor run_case(const hexir::hal::conformance::KernelCase& c,
+                                         EmulatedLauncher& launcher) {
   using hexir::hal::testing::HostTensor;
   std::vector<HostTensor> inputs = c.inputs;
   HostTensor out = hexir::hal::conformance::result_of(c);
   std::vector<hexir::hal::TensorArg> operands;
   for (HostTensor& t : inputs) operands.push_back(t.arg());
   operands.push_back(c.in_place ? inputs[0].arg() : out.arg());
-  if (c.in_place) operands.back().dims = out.dims.data(), operands.back().rank = static_cast<uint32_t>(out.dims.size());
+  if (c.in_place)
+    operands.back().dims = out.dims.data(), operands.back().rank = static_cast<uint32_t>(out.dims.size());
   hexir::hal::DispatchArgs args;
   args.kernel = 1;
   args.kernel_id = c.id;
@@ -144,11 +149,16 @@ TEST_CASE("cuda matmul: library GEMM taken exactly when one stride per operand d
     const char* name;
     bool gemm;
   };
-  const Expect expected[] = {{"matmul batched x 2-D", true},       {"matmul odd 33x70x17", true},
-                             {"matmul vector x matrix", true},     {"matmul matrix x vector", true},
-                             {"matmul vector x vector", true},     {"matmul broadcast batch", false},
-                             {"matmul mixed batch broadcast", false}, {"matmul repeated a", true},
-                             {"matmul K = 0", false},              {"matmul 64x96x80", true}};
+  const Expect expected[] = {{"matmul batched x 2-D", true},
+                             {"matmul odd 33x70x17", true},
+                             {"matmul vector x matrix", true},
+                             {"matmul matrix x vector", true},
+                             {"matmul vector x vector", true},
+                             {"matmul broadcast batch", false},
+                             {"matmul mixed batch broadcast", false},
+                             {"matmul repeated a", true},
+                             {"matmul K = 0", false},
+                             {"matmul 64x96x80", true}};
   for (const auto& c : hexir::hal::conformance::kernel_cases()) {
     if (c.id != hexir::format::KernelId::kMatmul) continue;
     CAPTURE(c.name);

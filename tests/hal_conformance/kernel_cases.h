@@ -101,21 +101,26 @@ inline std::vector<KernelCase> kernel_cases() {
   using testing::iota_bytes;
   using testing::random_f32;
   std::vector<KernelCase> cases;
-  const KernelId binaries[] = {KernelId::kAdd, KernelId::kSub, KernelId::kMul,
+  const KernelId binaries[] = {KernelId::kAdd, KernelId::kSub,     KernelId::kMul,
                                KernelId::kDiv, KernelId::kMaximum, KernelId::kMinimum};
   const char* binary_names[] = {"add", "sub", "mul", "div", "maximum", "minimum"};
   for (int op = 0; op < 6; ++op) {
     const std::string n = binary_names[op];
     const KernelId id = binaries[op];
     const uint32_t s = 100 + 10 * op;
-    cases.push_back({n + " same shape with NaN/inf", id,
-                     {with_specials(random_f32({37, 19}, s)), random_f32({37, 19}, s + 1)}, {}});
-    cases.push_back({n + " b specials", id, {random_f32({5, 7}, s + 2), with_specials(random_f32({5, 7}, s + 3))}, {}});
+    cases.push_back({n + " same shape with NaN/inf",
+                     id,
+                     {with_specials(random_f32({37, 19}, s)), random_f32({37, 19}, s + 1)},
+                     {}});
+    cases.push_back(
+        {n + " b specials", id, {random_f32({5, 7}, s + 2), with_specials(random_f32({5, 7}, s + 3))}, {}});
     cases.push_back({n + " row broadcast", id, {random_f32({4, 8}, s + 4), random_f32({8}, s + 5)}, {}});
     cases.push_back({n + " scalar b", id, {random_f32({5, 7}, s + 6), random_f32({}, s + 7)}, {}});
     cases.push_back({n + " scalar a", id, {random_f32({1}, s + 8), random_f32({5, 7}, s + 9)}, {}});
-    cases.push_back({n + " general broadcast", id, {random_f32({4, 1}, s + 10), random_f32({1, 3, 1, 8}, s + 11)}, {}});
-    cases.push_back({n + " general 3-D", id, {random_f32({2, 1, 5}, s + 12), random_f32({3, 1}, s + 13)}, {}});
+    cases.push_back(
+        {n + " general broadcast", id, {random_f32({4, 1}, s + 10), random_f32({1, 3, 1, 8}, s + 11)}, {}});
+    cases.push_back(
+        {n + " general 3-D", id, {random_f32({2, 1, 5}, s + 12), random_f32({3, 1}, s + 13)}, {}});
     cases.push_back({n + " large, bias", id, {random_f32({1000, 33}, s + 14), random_f32({33}, s + 15)}, {}});
     cases.push_back({n + " in place", id, {random_f32({4, 8}, s + 16), random_f32({8}, s + 17)}, {}, true});
   }
@@ -128,8 +133,10 @@ inline std::vector<KernelCase> kernel_cases() {
     cases.push_back({n, unaries[op], {with_specials(random_f32({3, 129}, s, -4.0f, 4.0f))}, {}});
     cases.push_back({n + " in place", unaries[op], {random_f32({70}, s + 1, 0.1f, 3.0f)}, {}, true});
   }
-  cases.push_back({"gelu erf", KernelId::kGelu, {with_specials(random_f32({3, 129}, 300, -5.0f, 5.0f))}, {0}});
-  cases.push_back({"gelu tanh", KernelId::kGelu, {with_specials(random_f32({3, 129}, 301, -5.0f, 5.0f))}, {1}});
+  cases.push_back(
+      {"gelu erf", KernelId::kGelu, {with_specials(random_f32({3, 129}, 300, -5.0f, 5.0f))}, {0}});
+  cases.push_back(
+      {"gelu tanh", KernelId::kGelu, {with_specials(random_f32({3, 129}, 301, -5.0f, 5.0f))}, {1}});
 
   auto mm = [&](std::string n, std::vector<int64_t> a, std::vector<int64_t> b, uint32_t s) {
     KernelCase c{"matmul " + n, KernelId::kMatmul, {random_f32(a, s), random_f32(b, s + 1)}, {}};
@@ -149,7 +156,8 @@ inline std::vector<KernelCase> kernel_cases() {
   mm("64x96x80", {64, 96}, {96, 80}, 418);
 
   auto softmax = [&](std::string n, std::vector<int64_t> dims, int64_t axis, bool in_place, uint32_t s) {
-    cases.push_back({"softmax " + n, KernelId::kSoftmax, {random_f32(dims, s, -3.0f, 3.0f)}, {axis}, in_place});
+    cases.push_back(
+        {"softmax " + n, KernelId::kSoftmax, {random_f32(dims, s, -3.0f, 3.0f)}, {axis}, in_place});
   };
   softmax("axis 0", {6, 5, 7}, 0, false, 500);
   softmax("axis 1", {6, 5, 7}, 1, false, 501);
@@ -184,7 +192,8 @@ inline std::vector<KernelCase> kernel_cases() {
   transpose("scalar", random_f32({}, 701), {});
   transpose("large 4-D", random_f32({8, 16, 4, 32}, 702), {0, 2, 1, 3});
 
-  auto reduce = [&](std::string n, KernelId id, std::vector<int64_t> dims, std::vector<int64_t> params, uint32_t s) {
+  auto reduce = [&](std::string n, KernelId id, std::vector<int64_t> dims, std::vector<int64_t> params,
+                    uint32_t s) {
     KernelCase c{n, id, {random_f32(dims, s)}, std::move(params)};
     c.rtol = 1e-5;
     c.atol = 1e-5;
