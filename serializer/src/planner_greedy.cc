@@ -47,12 +47,22 @@ class OccupancyIndex {
  public:
   explicit OccupancyIndex(int32_t slots) {
     leaves_ = 1;
-    while (leaves_ < slots) leaves_ *= 2;
+    int32_t depth = 0;
+    while (leaves_ < slots) {
+      leaves_ *= 2;
+      ++depth;
+    }
     own_.resize(2 * static_cast<size_t>(leaves_));
     below_.resize(2 * static_cast<size_t>(leaves_));
+    block_depth_ = std::max(0, depth - kBlockDepthBelow);
+    block_shift_ = depth - block_depth_;
+    modified_.assign(size_t{1} << block_depth_, 0);
+    cache_.resize(size_t{1} << block_depth_);
+    cached_at_.assign(size_t{1} << block_depth_, 0);
   }
 
   void insert(int32_t lo, int32_t hi, uint64_t begin, uint64_t end) {
+    ++clock_;
     insert(1, 0, leaves_, lo, hi, begin, end);
   }
 
@@ -60,14 +70,51 @@ class OccupancyIndex {
   // until the next call.
   const Spans& query(int32_t lo, int32_t hi) {
     lists_.clear();
-    collect(1, 0, leaves_, lo, hi);
+    const int32_t block = lo >> block_shift_;
+    if (((hi - 1) >> block_shift_) != block) {
+      collect(1, 0, leaves_, lo, hi);
+      return unite_all(nullptr);
+    }
+    // Within one block (most buffers are short): the spans of every buffer
+    // covering the whole block come from one cached list.
+    const size_t node = (size_t{1} << block_depth_) + static_cast<size_t>(block);
+    const int32_t first = block << block_shift_;
+    collect(node, first, first + (int32_t{1} << block_shift_), lo, hi);
+    return unite_all(&covering(node));
+  }
+
+ private:
+  // Index blocks are subtrees this many levels above the leaves.
+  static constexpr int32_t kBlockDepthBelow = 5;
+
+  // The union of own_ over the strict ancestors of block node `node`, rebuilt
+  // when one of them changed since it was last built.
+  const Spans& covering(size_t node) {
+    const size_t block = node - (size_t{1} << block_depth_);
+    uint64_t newest = 0;
+    for (size_t n = node / 2; n >= 1; n /= 2) newest = std::max(newest, modified_[n]);
+    if (cached_at_[block] != 0 && cached_at_[block] >= newest) return cache_[block];
+    std::vector<const Spans*> saved;
+    saved.swap(lists_);
+    for (size_t n = node / 2; n >= 1; n /= 2)
+      if (!own_[n].empty()) lists_.push_back(&own_[n]);
+    cache_[block] = unite_all(nullptr);
+    lists_.swap(saved);
+    cached_at_[block] = clock_;
+    return cache_[block];
+  }
+
+  // The union of lists_ (and of `last`, merged in at the end so that the long
+  // list is copied once). The result may live in pool_.
+  const Spans& unite_all(const Spans* last) {
     if (lists_.empty()) {
+      if (last) return *last;
       pool_[0].clear();
       return pool_[0];
     }
     // Pairwise unions, level by level: each span takes part in log2(lists) merges.
-    if (pool_.size() < lists_.size())
-      pool_.resize(lists_.size());  // never during the merges: lists_ points into it
+    if (pool_.size() < lists_.size() + 1)
+      pool_.resize(lists_.size() + 1);  // never during the merges: lists_ points into it
     size_t used = 0;
     while (lists_.size() > 1) {
       size_t out = 0;
@@ -79,14 +126,17 @@ class OccupancyIndex {
       if (lists_.size() % 2) lists_[out++] = lists_.back();
       lists_.resize(out);
     }
-    return *lists_[0];
+    if (!last || last->empty()) return *lists_[0];
+    Spans& target = pool_[used];
+    unite(*lists_[0], *last, target);
+    return target;
   }
 
- private:
   void insert(size_t node, int32_t l, int32_t r, int32_t lo, int32_t hi, uint64_t begin, uint64_t end) {
     add_span(below_[node], begin, end);
     if (lo <= l && r <= hi) {
       add_span(own_[node], begin, end);
+      if (node < modified_.size()) modified_[node] = clock_;  // above the blocks: caches below are stale
       return;
     }
     int32_t mid = l + (r - l) / 2;
@@ -125,6 +175,11 @@ class OccupancyIndex {
   std::vector<Spans> own_, below_;
   std::vector<const Spans*> lists_;
   std::vector<Spans> pool_ = std::vector<Spans>(1);
+  int32_t block_depth_ = 0, block_shift_ = 0;
+  uint64_t clock_ = 0;
+  std::vector<uint64_t> modified_;  // per node above the blocks: clock_ of its last own_ change
+  std::vector<Spans> cache_;        // per block: see covering()
+  std::vector<uint64_t> cached_at_;
 };
 
 // Range max and range "raise to" over time slots (for the skyline).
