@@ -24,20 +24,20 @@
 namespace {
 
 using Clock = std::chrono::steady_clock;
-using hexir::format::KernelId;
+using hexir::ops::OpId;
 
 constexpr int64_t kWidth = 16;
 constexpr float kAddend = 0.001f;
 constexpr float kFactor = 0.999f;
 
-KernelId op_at(int i) {
+OpId op_at(int i) {
   switch (i % 3) {
     case 0:
-      return KernelId::kAdd;
+      return OpId::kAdd;
     case 1:
-      return KernelId::kMul;
+      return OpId::kMul;
     default:
-      return KernelId::kRelu;
+      return OpId::kRelu;
   }
 }
 
@@ -51,10 +51,10 @@ std::string make_source(int dispatches) {
   for (int i = 0; i < dispatches; ++i) {
     std::string v = "%v" + std::to_string(i + 1);
     switch (op_at(i)) {
-      case KernelId::kAdd:
+      case OpId::kAdd:
         s += "  " + v + " = call @add(" + prev + ", @a) : f32[16]\n";
         break;
-      case KernelId::kMul:
+      case OpId::kMul:
         s += "  " + v + " = call @mul(" + prev + ", @m) : f32[16]\n";
         break;
       default:
@@ -100,15 +100,15 @@ struct DirectChain {
     };
     float* prev = x;
     for (int i = 0; i < dispatches; ++i) {
-      KernelId id = op_at(i);
+      OpId id = op_at(i);
       hexir::hal::cpu::KernelFn fn = hexir::hal::cpu::kernel_function(id);
       if (fn == nullptr)
-        return hexir::internal_error("no cpu kernel for " + std::string(hexir::format::kernel_info(id).name));
+        return hexir::internal_error("no cpu kernel for " + std::string(hexir::ops::op_def(id).name));
       float* dst = (i + 1 == dispatches) ? out : scratch.data();
       hexir::hal::TensorArg* ops = &operands[3 * i];
-      uint32_t inputs = id == KernelId::kRelu ? 1 : 2;
+      uint32_t inputs = id == OpId::kRelu ? 1 : 2;
       ops[0] = tensor(prev);
-      if (inputs == 2) ops[1] = tensor(id == KernelId::kAdd ? a.data() : m.data());
+      if (inputs == 2) ops[1] = tensor(id == OpId::kAdd ? a.data() : m.data());
       ops[inputs] = tensor(dst);
       hexir::hal::DispatchArgs& d = args[i];
       d.kernel = reinterpret_cast<uintptr_t>(fn);

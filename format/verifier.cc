@@ -237,7 +237,7 @@ class ModuleVerifier {
     for (uint64_t i = 0; i < count; ++i) {
       const fb::Kernel& k = *m_.kernels()->Get(static_cast<flatbuffers::uoffset_t>(i));
       const std::string name = str_or_empty(k.name());
-      std::optional<KernelId> id = find_kernel(name);
+      std::optional<ops::OpId> id = ops::find_op(name);
       if (!id) return corrupt("kernel ", i, ": '", name, "' is not in the kernel catalog");
       for (uint64_t c = 0; c < vec_size(k.code()); ++c) {
         const fb::KernelCode& code = *k.code()->Get(static_cast<flatbuffers::uoffset_t>(c));
@@ -443,7 +443,7 @@ class ModuleVerifier {
       if (in.kernel() >= out_.kernel_ids.size())
         return fail("kernel index ", in.kernel(), " out of range (the module has ", out_.kernel_ids.size(),
                     " kernels)");
-      const KernelInfo& info = kernel_info(out_.kernel_ids[in.kernel()]);
+      const ops::OpDef& info = ops::op_def(out_.kernel_ids[in.kernel()]);
       if (info.is_view) return fail("'", info.name, "' is a view and cannot be dispatched");
       if (!range_inside(in.operand_begin(), in.operand_count(), pool))
         return fail("operands [", in.operand_begin(), ", +", in.operand_count(),
@@ -472,7 +472,7 @@ class ModuleVerifier {
         input_types.push_back(out_.slot_types[m_.operand_pool()->Get(in.operand_begin() + i)]);
       std::span<const int64_t> param_span;
       if (in.param_count() > 0) param_span = {m_.param_pool()->data() + in.param_begin(), in.param_count()};
-      Result<TensorType> result = infer_result_type(out_.kernel_ids[in.kernel()], input_types, param_span);
+      Result<TensorType> result = ops::infer_result_type(out_.kernel_ids[in.kernel()], input_types, param_span);
       if (!result.ok()) return fail("'", info.name, "': ", result.status().message());
       const uint32_t out_index = m_.operand_pool()->Get(in.operand_begin() + in.input_count());
       const fb::Slot& out = *m_.slots()->Get(out_index);
@@ -532,17 +532,17 @@ class ModuleVerifier {
   Status check_workspace(uint64_t k, const fb::Instruction& in, std::span<const TensorType> input_types,
                          std::span<const int64_t> params, const Fail& fail) {
     const fb::ArenaPlan& plan = *m_.arena();
-    const uint64_t need = kernel_workspace_bytes(out_.kernel_ids[in.kernel()], input_types, params);
+    const uint64_t need = ops::workspace_bytes(out_.kernel_ids[in.kernel()], input_types, params);
     if (vec_size(m_.workspaces()) == 0) {
       if (!dynamic_ && need > plan.workspace_size())
-        return fail("'", kernel_info(out_.kernel_ids[in.kernel()]).name, "' needs ", need,
+        return fail("'", ops::op_def(out_.kernel_ids[in.kernel()]).name, "' needs ", need,
                     " bytes of workspace but the plan's shared workspace has ", plan.workspace_size());
       return ok_status();
     }
     const fb::WorkspaceRange& w = *m_.workspaces()->Get(static_cast<flatbuffers::uoffset_t>(k));
     if (w.size() < need)
       return fail("workspace range of ", w.size(), " bytes, but '",
-                  kernel_info(out_.kernel_ids[in.kernel()]).name, "' needs ", need);
+                  ops::op_def(out_.kernel_ids[in.kernel()]).name, "' needs ", need);
     if (w.size() == 0) return ok_status();
     if (w.offset() % plan.alignment() != 0 || !range_inside(w.offset(), w.size(), plan.size()))
       return fail("workspace [", w.offset(), ", +", w.size(), ") is misaligned or outside the ", plan.size(),

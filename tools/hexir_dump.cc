@@ -78,7 +78,7 @@ std::string params_text(const fb::Module& m, const fb::Instruction& in) {
 std::string instruction_text(const VerifiedModule& v, const fb::Instruction& in) {
   const fb::Module& m = *v.module;
   const uint32_t out_slot = m.operand_pool()->Get(in.operand_begin() + in.input_count());
-  std::string text = operand_name(m, out_slot) + " = " + format::kernel_info(v.kernel_ids[in.kernel()]).name;
+  std::string text = operand_name(m, out_slot) + " = " + ops::op_def(v.kernel_ids[in.kernel()]).name;
   for (uint32_t i = 0; i < in.input_count(); ++i)
     text += (i ? ", " : " ") + operand_name(m, m.operand_pool()->Get(in.operand_begin() + i));
   text += params_text(m, in);
@@ -465,7 +465,7 @@ void print_json(const VerifiedModule& v) {
     j.field("index", k);
     j.field("function",
             owner[k] >= 0 ? str(m.functions()->Get(static_cast<uint32_t>(owner[k]))->name()) : "");
-    j.field("kernel", format::kernel_info(v.kernel_ids[in.kernel()]).name);
+    j.field("kernel", ops::op_def(v.kernel_ids[in.kernel()]).name);
     j.field("kernel_index", in.kernel());
     j.begin_array("inputs");
     for (uint32_t i = 0; i < in.input_count(); ++i) j.value(m.operand_pool()->Get(in.operand_begin() + i));

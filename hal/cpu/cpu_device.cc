@@ -183,7 +183,7 @@ class CpuDevice final : public Device {
     return ok_status();
   }
 
-  Result<uintptr_t> resolve_kernel(format::KernelId id) override {
+  Result<uintptr_t> resolve_kernel(ops::OpId id) override {
     KernelFn fn = kernel_function(id);
     if (fn == nullptr) {
       return unimplemented("cpu: no kernel for id " + std::to_string(static_cast<int>(id)) +

@@ -38,43 +38,43 @@ Status check_operands(const DispatchArgs& args, const char* kernel, uint32_t min
 
 namespace {
 
-using format::KernelId;
+using ops::OpId;
 
-constexpr std::array<KernelFn, format::kKernelCount> make_table() {
-  std::array<KernelFn, format::kKernelCount> table{};
-  auto set = [&table](KernelId id, KernelFn fn) { table[static_cast<size_t>(id)] = fn; };
-  set(KernelId::kAdd, internal::add);
-  set(KernelId::kSub, internal::sub);
-  set(KernelId::kMul, internal::mul);
-  set(KernelId::kDiv, internal::div);
-  set(KernelId::kMaximum, internal::maximum);
-  set(KernelId::kMinimum, internal::minimum);
-  set(KernelId::kRelu, internal::relu);
-  set(KernelId::kGelu, internal::gelu);
-  set(KernelId::kSilu, internal::silu);
-  set(KernelId::kSigmoid, internal::sigmoid);
-  set(KernelId::kTanh, internal::tanh);
-  set(KernelId::kExp, internal::exp);
-  set(KernelId::kSqrt, internal::sqrt);
-  set(KernelId::kRsqrt, internal::rsqrt);
-  set(KernelId::kNeg, internal::neg);
-  set(KernelId::kMatmul, internal::matmul);
-  set(KernelId::kSoftmax, internal::softmax);
-  set(KernelId::kLayernorm, internal::layernorm);
-  set(KernelId::kTranspose, internal::transpose);
-  set(KernelId::kReshape, nullptr);  // a view: never dispatched
-  set(KernelId::kReduceSum, internal::reduce_sum);
-  set(KernelId::kReduceMean, internal::reduce_mean);
-  set(KernelId::kConcat, internal::concat);
-  set(KernelId::kCopy, internal::copy);
+constexpr std::array<KernelFn, ops::kOpCount> make_table() {
+  std::array<KernelFn, ops::kOpCount> table{};
+  auto set = [&table](OpId id, KernelFn fn) { table[static_cast<size_t>(id)] = fn; };
+  set(OpId::kAdd, internal::add);
+  set(OpId::kSub, internal::sub);
+  set(OpId::kMul, internal::mul);
+  set(OpId::kDiv, internal::div);
+  set(OpId::kMaximum, internal::maximum);
+  set(OpId::kMinimum, internal::minimum);
+  set(OpId::kRelu, internal::relu);
+  set(OpId::kGelu, internal::gelu);
+  set(OpId::kSilu, internal::silu);
+  set(OpId::kSigmoid, internal::sigmoid);
+  set(OpId::kTanh, internal::tanh);
+  set(OpId::kExp, internal::exp);
+  set(OpId::kSqrt, internal::sqrt);
+  set(OpId::kRsqrt, internal::rsqrt);
+  set(OpId::kNeg, internal::neg);
+  set(OpId::kMatmul, internal::matmul);
+  set(OpId::kSoftmax, internal::softmax);
+  set(OpId::kLayernorm, internal::layernorm);
+  set(OpId::kTranspose, internal::transpose);
+  set(OpId::kReshape, nullptr);  // a view: never dispatched
+  set(OpId::kReduceSum, internal::reduce_sum);
+  set(OpId::kReduceMean, internal::reduce_mean);
+  set(OpId::kConcat, internal::concat);
+  set(OpId::kCopy, internal::copy);
   return table;
 }
 
-constexpr std::array<KernelFn, format::kKernelCount> kKernelTable = make_table();
+constexpr std::array<KernelFn, ops::kOpCount> kKernelTable = make_table();
 
 }  // namespace
 
-KernelFn kernel_function(format::KernelId id) {
+KernelFn kernel_function(ops::OpId id) {
   auto index = static_cast<size_t>(id);
   if (index >= kKernelTable.size()) return nullptr;
   return kKernelTable[index];

@@ -429,8 +429,8 @@ class CudaDevice final : public Device {
     return ok_status();
   }
 
-  Result<uintptr_t> resolve_kernel(format::KernelId id) override {
-    if (static_cast<int>(id) >= format::kKernelCount || format::kernel_info(id).is_view) {
+  Result<uintptr_t> resolve_kernel(ops::OpId id) override {
+    if (static_cast<int>(id) >= ops::kOpCount || ops::op_def(id).is_view) {
       return unimplemented(name_ + ": no kernel for id " + std::to_string(static_cast<int>(id)) +
                            " (views are never dispatched)");
     }

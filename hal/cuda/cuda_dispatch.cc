@@ -9,7 +9,7 @@
 namespace hexir::hal::cuda {
 namespace {
 
-using format::KernelId;
+using ops::OpId;
 
 int64_t dims_product(const int64_t* dims, uint32_t begin, uint32_t end) {
   int64_t n = 1;
@@ -426,57 +426,57 @@ LaunchConfig linear_config(int64_t n) {
 
 Status enqueue_dispatch(const DispatchArgs& args, Launcher& launcher) {
   switch (args.kernel_id) {
-    case KernelId::kAdd:
+    case OpId::kAdd:
       return binary(args, Kernel::kAdd, "add", launcher);
-    case KernelId::kSub:
+    case OpId::kSub:
       return binary(args, Kernel::kSub, "sub", launcher);
-    case KernelId::kMul:
+    case OpId::kMul:
       return binary(args, Kernel::kMul, "mul", launcher);
-    case KernelId::kDiv:
+    case OpId::kDiv:
       return binary(args, Kernel::kDiv, "div", launcher);
-    case KernelId::kMaximum:
+    case OpId::kMaximum:
       return binary(args, Kernel::kMaximum, "maximum", launcher);
-    case KernelId::kMinimum:
+    case OpId::kMinimum:
       return binary(args, Kernel::kMinimum, "minimum", launcher);
-    case KernelId::kRelu:
+    case OpId::kRelu:
       return unary(args, Kernel::kRelu, "relu", launcher);
-    case KernelId::kGelu: {
+    case OpId::kGelu: {
       // params: [approximate]; absent or 0 = erf form, 1 = tanh approximation.
       const bool tanh_form = args.params != nullptr && args.param_count >= 1 && args.params[0] == 1;
       return unary(args, tanh_form ? Kernel::kGeluTanh : Kernel::kGeluErf, "gelu", launcher);
     }
-    case KernelId::kSilu:
+    case OpId::kSilu:
       return unary(args, Kernel::kSilu, "silu", launcher);
-    case KernelId::kSigmoid:
+    case OpId::kSigmoid:
       return unary(args, Kernel::kSigmoid, "sigmoid", launcher);
-    case KernelId::kTanh:
+    case OpId::kTanh:
       return unary(args, Kernel::kTanh, "tanh", launcher);
-    case KernelId::kExp:
+    case OpId::kExp:
       return unary(args, Kernel::kExp, "exp", launcher);
-    case KernelId::kSqrt:
+    case OpId::kSqrt:
       return unary(args, Kernel::kSqrt, "sqrt", launcher);
-    case KernelId::kRsqrt:
+    case OpId::kRsqrt:
       return unary(args, Kernel::kRsqrt, "rsqrt", launcher);
-    case KernelId::kNeg:
+    case OpId::kNeg:
       return unary(args, Kernel::kNeg, "neg", launcher);
-    case KernelId::kMatmul:
+    case OpId::kMatmul:
       return matmul(args, launcher);
-    case KernelId::kSoftmax:
+    case OpId::kSoftmax:
       return softmax(args, launcher);
-    case KernelId::kLayernorm:
+    case OpId::kLayernorm:
       return layernorm(args, launcher);
-    case KernelId::kTranspose:
+    case OpId::kTranspose:
       return transpose(args, launcher);
-    case KernelId::kReduceSum:
+    case OpId::kReduceSum:
       return reduce(args, "reduce_sum", /*mean=*/false, launcher);
-    case KernelId::kReduceMean:
+    case OpId::kReduceMean:
       return reduce(args, "reduce_mean", /*mean=*/true, launcher);
-    case KernelId::kConcat:
+    case OpId::kConcat:
       return concat(args, launcher);
-    case KernelId::kCopy:
+    case OpId::kCopy:
       return copy(args, launcher);
-    case KernelId::kReshape:
-    case KernelId::kCount:
+    case OpId::kReshape:
+    case OpId::kCount:
       break;
   }
   return invalid_argument("cuda: no kernel for id " + std::to_string(static_cast<int>(args.kernel_id)) +

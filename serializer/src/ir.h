@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "hexir/base/types.h"
-#include "hexir/format/kernel_catalog.h"
+#include "hexir/ops/op.h"
 
 namespace hexir::serializer {
 
@@ -68,14 +68,14 @@ struct Value {
 };
 
 struct Instruction {
-  format::KernelId kernel = format::KernelId::kCopy;
+  ops::OpId kernel = ops::OpId::kCopy;
   std::vector<int> inputs;  // value ids
   int output = -1;          // value id
   std::vector<int64_t> params;
   SourceLoc loc;
   // Bit i: the output is written into the storage of inputs[i] (in place).
   uint32_t alias_mask = 0;
-  // Scratch bytes the kernel needs (format::kernel_workspace_bytes) and, when
+  // Scratch bytes the kernel needs (ops::workspace_bytes) and, when
   // the plan puts scratch in the arena, its offset there.
   uint64_t workspace_size = 0;
   uint64_t workspace_offset = 0;

@@ -614,8 +614,8 @@ class Parser {
     return expected("an operand (%value or @constant)");
   }
 
-  Result<format::AttrValue> parse_attr_value(int depth = 0) {
-    format::AttrValue value;
+  Result<ops::AttrValue> parse_attr_value(int depth = 0) {
+    ops::AttrValue value;
     if (depth > kMaxAttrDepth)
       return error(tok_.loc, "attribute lists nested more than " + std::to_string(kMaxAttrDepth) + " deep");
     if (tok_.kind == Tok::kInt) {
@@ -628,9 +628,9 @@ class Parser {
       value.value = int64_t{tok_.is_word("true") ? 1 : 0};
     } else if (tok_.is('[')) {
       HEXIR_RETURN_IF_ERROR(advance());
-      std::vector<format::AttrValue> list;
+      std::vector<ops::AttrValue> list;
       while (!tok_.is(']')) {
-        HEXIR_ASSIGN_OR_RETURN(format::AttrValue element, parse_attr_value(depth + 1));
+        HEXIR_ASSIGN_OR_RETURN(ops::AttrValue element, parse_attr_value(depth + 1));
         list.push_back(std::move(element));
         if (tok_.is(',')) {
           HEXIR_RETURN_IF_ERROR(advance());
@@ -661,7 +661,7 @@ class Parser {
     HEXIR_RETURN_IF_ERROR(advance());
     if (tok_.kind != Tok::kGlobal) return expected("a kernel name like @matmul after 'call'");
     SourceLoc kernel_loc = tok_.loc;
-    std::optional<format::KernelId> kernel = format::find_kernel(tok_.str);
+    std::optional<ops::OpId> kernel = ops::find_op(tok_.str);
     if (!kernel) return error(tok_.loc, "unknown kernel @" + tok_.str);
     HEXIR_RETURN_IF_ERROR(advance());
     HEXIR_RETURN_IF_ERROR(expect_punct('(', "after the kernel name"));
@@ -680,7 +680,7 @@ class Parser {
       }
     }
     HEXIR_RETURN_IF_ERROR(expect_punct(')', "after operands"));
-    format::AttrMap attrs;
+    ops::AttrMap attrs;
     SourceLoc attrs_loc = kernel_loc;
     if (tok_.is('{')) {
       attrs_loc = tok_.loc;
@@ -691,7 +691,7 @@ class Parser {
         SourceLoc name_loc = tok_.loc;
         HEXIR_RETURN_IF_ERROR(advance());
         HEXIR_RETURN_IF_ERROR(expect_punct('=', "after attribute name '" + name + "'"));
-        HEXIR_ASSIGN_OR_RETURN(format::AttrValue value, parse_attr_value());
+        HEXIR_ASSIGN_OR_RETURN(ops::AttrValue value, parse_attr_value());
         if (!attrs.emplace(name, std::move(value)).second)
           return error(name_loc, "attribute '" + name + "' is given twice");
         if (tok_.is(',')) {
@@ -708,7 +708,7 @@ class Parser {
     result.byte_size = *byte_size(result.type);
 
     // Semantics: operand count, attributes, then the shape rule.
-    const format::KernelInfo& info = format::kernel_info(*kernel);
+    const ops::OpDef& info = ops::op_def(*kernel);
     int count = static_cast<int>(inst.inputs.size());
     if (count < info.min_inputs || (info.max_inputs >= 0 && count > info.max_inputs)) {
       std::string want = info.max_inputs < 0 ? "at least " + std::to_string(info.min_inputs)
@@ -720,9 +720,9 @@ class Parser {
     }
     std::vector<TensorType> input_types;
     for (int v : inst.inputs) input_types.push_back(fn.values[v].type);
-    Result<std::vector<int64_t>> params = format::lower_attributes(*kernel, input_types, attrs, result.type);
+    Result<std::vector<int64_t>> params = ops::lower_attributes(*kernel, input_types, attrs, std::span(&result.type, 1));
     if (!params.ok()) return error(attrs_loc, params.status().message());
-    Result<TensorType> inferred = format::infer_result_type(*kernel, input_types, *params);
+    Result<TensorType> inferred = ops::infer_result_type(*kernel, input_types, *params);
     if (!inferred.ok()) return error(kernel_loc, inferred.status().message());
     if (*inferred != result.type)
       return error(type_loc, "declared result type " + result.type.to_string() + " does not match @" +

@@ -97,7 +97,7 @@ void assign_storage(Function& fn) {
   for (int v = 0; v < value_count; ++v) parent[v] = v;
   fn.program.clear();
   for (const Instruction& inst : fn.instructions) {
-    if (format::kernel_info(inst.kernel).is_view) {
+    if (ops::op_def(inst.kernel).is_view) {
       parent[inst.output] = find_root(parent, inst.inputs[0]);
     } else {
       fn.program.push_back(inst);
@@ -152,7 +152,7 @@ void assign_storage(Function& fn) {
     copy.storage_root = copy_id;
     fn.values.push_back(std::move(copy));
     Instruction inst;
-    inst.kernel = format::KernelId::kCopy;
+    inst.kernel = ops::OpId::kCopy;
     inst.inputs = {returned};
     inst.output = copy_id;
     inst.loc = fn.values[returned].loc;
@@ -217,7 +217,7 @@ void assign_in_place(Function& fn, bool arena_values) {
   for (size_t k = 0; k < fn.program.size(); ++k) {
     Instruction& inst = fn.program[k];
     inst.alias_mask = 0;
-    if (!format::kernel_info(inst.kernel).may_run_in_place) continue;
+    if (!ops::op_def(inst.kernel).may_run_in_place) continue;
     const int out = fn.values[inst.output].storage_root;
     Value& result = fn.values[out];
     if (result.buffer_prev >= 0) continue;
@@ -347,7 +347,7 @@ void record_workspaces(Function& fn) {
   for (Instruction& inst : fn.program) {
     types.clear();
     for (int input : inst.inputs) types.push_back(fn.values[input].type);
-    inst.workspace_size = format::kernel_workspace_bytes(inst.kernel, types, inst.params);
+    inst.workspace_size = ops::workspace_bytes(inst.kernel, types, inst.params);
     inst.workspace_offset = 0;
     fn.workspace_size = std::max(fn.workspace_size, inst.workspace_size);
   }

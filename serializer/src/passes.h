@@ -73,7 +73,7 @@ void place_donations(Function& fn);
 // Sets Value::last_use on every arena storage root.
 void record_last_uses(Function& fn);
 
-// Sets each instruction's workspace_size (format::kernel_workspace_bytes)
+// Sets each instruction's workspace_size (ops::workspace_bytes)
 // and fn.workspace_size, their maximum. Where the scratch goes is the plan's
 // choice: shared past the arena, or (fn.workspace_in_arena) one arena range
 // per instruction, live only while it runs (plan_function_arena places them).

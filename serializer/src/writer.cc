@@ -5,7 +5,7 @@
 #include <cstring>
 #include <map>
 
-#include "hexir/format/kernel_catalog.h"
+#include "hexir/ops/op.h"
 #include "hexir/format/prelude.h"
 #include "hexir/format/sections.h"
 #include "hexir_generated.h"
@@ -78,7 +78,7 @@ Status build_metadata(const Module& module, const WriteOptions& options, const R
   }
 
   // Kernels: one entry per distinct kernel, in order of first use.
-  std::map<format::KernelId, uint32_t> kernel_index;
+  std::map<ops::OpId, uint32_t> kernel_index;
   std::vector<flatbuffers::Offset<fb::Kernel>> kernels;
   for (const Function& fn : module.functions) {
     for (const Instruction& inst : fn.program) {
@@ -86,7 +86,7 @@ Status build_metadata(const Module& module, const WriteOptions& options, const R
       kernel_index[inst.kernel] = static_cast<uint32_t>(kernels.size());
       auto code = fb::CreateKernelCode(fbb, fbb.CreateString("builtin"), -1, 0, 0, fbb.CreateString(""));
       std::vector<flatbuffers::Offset<fb::KernelCode>> codes{code};
-      kernels.push_back(fb::CreateKernel(fbb, fbb.CreateString(format::kernel_info(inst.kernel).name),
+      kernels.push_back(fb::CreateKernel(fbb, fbb.CreateString(ops::op_def(inst.kernel).name),
                                          fbb.CreateVector(codes)));
     }
   }

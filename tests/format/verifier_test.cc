@@ -45,8 +45,8 @@ TEST_CASE("a valid file verifies and exposes its parts") {
   CHECK(v.sections[0].data() == file.data() + 4096);
   CHECK(v.sections[0].size() == 16);
   REQUIRE(v.kernel_ids.size() == 3);
-  CHECK(v.kernel_ids[0] == KernelId::kAdd);
-  CHECK(v.kernel_ids[2] == KernelId::kRelu);
+  CHECK(v.kernel_ids[0] == ops::OpId::kAdd);
+  CHECK(v.kernel_ids[2] == ops::OpId::kRelu);
   REQUIRE(v.slot_types.size() == 6);
   CHECK(v.slot_types[1].to_string() == "f32[4]");
   CHECK(v.constant_types[1].to_string() == "f32[1,4]");

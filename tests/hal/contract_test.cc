@@ -9,10 +9,10 @@ TensorType type_of(const HostTensor& t) { return TensorType{t.dtype, t.dims}; }
 
 TEST_CASE("catalog: infer_result_type gives the type each kernel call writes") {
   for (KernelCall& call : one_call_per_kernel()) {
-    INFO("kernel " << std::string(format::kernel_info(call.id).name));
+    INFO("kernel " << std::string(ops::op_def(call.id).name));
     std::vector<TensorType> inputs;
     for (const HostTensor& t : call.inputs) inputs.push_back(type_of(t));
-    auto result = format::infer_result_type(call.id, inputs, call.params);
+    auto result = ops::infer_result_type(call.id, inputs, call.params);
     REQUIRE_MESSAGE(result.ok(), result.status().to_string());
     CHECK(result.value() == type_of(call.output));
   }
@@ -20,14 +20,14 @@ TEST_CASE("catalog: infer_result_type gives the type each kernel call writes") {
 
 TEST_CASE("catalog: kernels marked may_run_in_place give the same bytes with the output aliasing an input") {
   for (KernelCall& call : one_call_per_kernel()) {
-    if (!format::kernel_info(call.id).may_run_in_place) continue;
+    if (!ops::op_def(call.id).may_run_in_place) continue;
     HostTensor expected = call.output;
     std::vector<HostTensor*> inputs;
     for (HostTensor& t : call.inputs) inputs.push_back(&t);
     REQUIRE(run_kernel(call.id, inputs, expected, call.params).ok());
     for (size_t aliased = 0; aliased < call.inputs.size(); ++aliased) {
       if (call.inputs[aliased].bytes.size() != call.output.bytes.size()) continue;
-      INFO("kernel " << std::string(format::kernel_info(call.id).name) << ", output aliasing input " << aliased);
+      INFO("kernel " << std::string(ops::op_def(call.id).name) << ", output aliasing input " << aliased);
       std::vector<HostTensor> copies = call.inputs;
       std::vector<TensorArg> operands;
       for (HostTensor& t : copies) operands.push_back(t.arg());

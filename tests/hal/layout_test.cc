@@ -7,7 +7,7 @@
 namespace hexir::hal::testing {
 namespace {
 
-using format::KernelId;
+using ops::OpId;
 
 // out[i0..in] = x[index permuted back], moving whole elements as bytes.
 HostTensor transpose_reference(const HostTensor& x, const std::vector<int64_t>& perm) {
@@ -30,7 +30,7 @@ void check_transpose(DType dtype, const std::vector<int64_t>& dims, const std::v
   HostTensor x = iota_bytes(dtype, dims);
   HostTensor want = transpose_reference(x, perm);
   HostTensor out(dtype, want.dims);
-  REQUIRE(run_kernel(KernelId::kTranspose, {&x}, out, perm).ok());
+  REQUIRE(run_kernel(OpId::kTranspose, {&x}, out, perm).ok());
   CHECK(out.bytes == want.bytes);
 }
 
@@ -64,8 +64,8 @@ TEST_CASE("transpose: rank 0, rank 1, rank 8 and zero-size") {
   check_transpose(DType::kF32, {2, 1, 2, 3, 1, 2, 2, 1}, {7, 3, 0, 6, 1, 5, 2, 4});
   check_transpose(DType::kF32, {0, 3}, {1, 0});
   HostTensor x = iota_bytes(DType::kF32, {2, 3}), out(DType::kF32, {3, 2});
-  CHECK(run_kernel(KernelId::kTranspose, {&x}, out, {0, 2}).code() == StatusCode::kInvalidArgument);
-  CHECK(run_kernel(KernelId::kTranspose, {&x}, out, {1}).code() == StatusCode::kInvalidArgument);
+  CHECK(run_kernel(OpId::kTranspose, {&x}, out, {0, 2}).code() == StatusCode::kInvalidArgument);
+  CHECK(run_kernel(OpId::kTranspose, {&x}, out, {1}).code() == StatusCode::kInvalidArgument);
 }
 
 // Reference reduction: returns the result dims (keepdims honoured) and values.
@@ -111,7 +111,7 @@ void check_reduce(const std::vector<int64_t>& dims, bool keepdims, const std::ve
     HostTensor out(DType::kF32, out_dims);
     std::vector<int64_t> params = {keepdims ? 1 : 0};
     params.insert(params.end(), axes.begin(), axes.end());
-    REQUIRE(run_kernel(mean ? KernelId::kReduceMean : KernelId::kReduceSum, {&x}, out, params).ok());
+    REQUIRE(run_kernel(mean ? OpId::kReduceMean : OpId::kReduceSum, {&x}, out, params).ok());
     check_close(out, want, 1e-5, 1e-5);
   }
 }
@@ -141,8 +141,8 @@ TEST_CASE("reduce: zero-size inputs (sum 0, mean NaN like numpy) and empty outpu
   check_reduce({4, 0}, true, {1});
   check_reduce({0, 4}, false, {1});
   HostTensor x(DType::kF32, {3}), out(DType::kF32, {});
-  CHECK(run_kernel(KernelId::kReduceSum, {&x}, out, {0, 1}).code() == StatusCode::kInvalidArgument);
-  CHECK(run_kernel(KernelId::kReduceSum, {&x}, out, {}).code() == StatusCode::kInvalidArgument);
+  CHECK(run_kernel(OpId::kReduceSum, {&x}, out, {0, 1}).code() == StatusCode::kInvalidArgument);
+  CHECK(run_kernel(OpId::kReduceSum, {&x}, out, {}).code() == StatusCode::kInvalidArgument);
 }
 
 HostTensor concat_reference(const std::vector<HostTensor*>& inputs, int64_t axis) {
@@ -173,7 +173,7 @@ void check_concat(DType dtype, std::vector<std::vector<int64_t>> shapes, int64_t
   for (HostTensor& t : storage) inputs.push_back(&t);
   HostTensor want = concat_reference(inputs, axis);
   HostTensor out(dtype, want.dims);
-  REQUIRE(run_kernel(KernelId::kConcat, inputs, out, {axis}).ok());
+  REQUIRE(run_kernel(OpId::kConcat, inputs, out, {axis}).ok());
   CHECK(out.bytes == want.bytes);
 }
 
@@ -196,15 +196,15 @@ TEST_CASE("concat: any dtype, one input, zero-size inputs") {
 TEST_CASE("copy: any dtype, byte for byte; in place is a no-op") {
   for (DType dtype : {DType::kF32, DType::kU8, DType::kI64, DType::kBF16}) {
     HostTensor x = iota_bytes(dtype, {3, 7}), out(dtype, {3, 7});
-    REQUIRE(run_kernel(KernelId::kCopy, {&x}, out).ok());
+    REQUIRE(run_kernel(OpId::kCopy, {&x}, out).ok());
     CHECK(out.bytes == x.bytes);
   }
   HostTensor x = iota_bytes(DType::kF32, {5});
   const auto before = x.bytes;
-  REQUIRE(run_kernel(KernelId::kCopy, {&x}, x).ok());
+  REQUIRE(run_kernel(OpId::kCopy, {&x}, x).ok());
   CHECK(x.bytes == before);
   HostTensor empty(DType::kF32, {0}), empty_out(DType::kF32, {0});
-  CHECK(run_kernel(KernelId::kCopy, {&empty}, empty_out).ok());
+  CHECK(run_kernel(OpId::kCopy, {&empty}, empty_out).ok());
 }
 
 }  // namespace

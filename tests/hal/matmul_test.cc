@@ -4,7 +4,7 @@
 namespace hexir::hal::testing {
 namespace {
 
-using format::KernelId;
+using ops::OpId;
 
 // numpy.matmul reference: returns the result dims and values.
 std::pair<std::vector<int64_t>, std::vector<double>> matmul_reference(const HostTensor& a, const HostTensor& b) {
@@ -56,7 +56,7 @@ void check_matmul(const std::vector<int64_t>& dims_a, const std::vector<int64_t>
   HostTensor out(DType::kF32, dims);
   // Poison the output so a kernel that skips zeroing shows up.
   for (int64_t i = 0; i < out.count(); ++i) out.at(i) = 12345.0f;
-  REQUIRE(run_kernel(KernelId::kMatmul, {&a, &b}, out).ok());
+  REQUIRE(run_kernel(OpId::kMatmul, {&a, &b}, out).ok());
   const int64_t K = dims_a.back();
   check_close(out, want, 1e-5, 1e-5 * static_cast<double>(K + 1));
 }
@@ -103,9 +103,9 @@ TEST_CASE("matmul: zero-size dims") {
 
 TEST_CASE("matmul: mismatched inner dims and scalars are rejected") {
   HostTensor a = random_f32({3, 4}, 1), b = random_f32({5, 2}, 2), out(DType::kF32, {3, 2});
-  CHECK(run_kernel(KernelId::kMatmul, {&a, &b}, out).code() == StatusCode::kInvalidArgument);
+  CHECK(run_kernel(OpId::kMatmul, {&a, &b}, out).code() == StatusCode::kInvalidArgument);
   HostTensor s = random_f32({}, 3);
-  CHECK(run_kernel(KernelId::kMatmul, {&s, &b}, out).code() == StatusCode::kInvalidArgument);
+  CHECK(run_kernel(OpId::kMatmul, {&s, &b}, out).code() == StatusCode::kInvalidArgument);
 }
 
 }  // namespace

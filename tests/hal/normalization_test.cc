@@ -6,7 +6,7 @@
 namespace hexir::hal::testing {
 namespace {
 
-using format::KernelId;
+using ops::OpId;
 
 std::vector<double> softmax_reference(const HostTensor& x, int64_t axis) {
   const auto strides = row_major_strides(x.dims);
@@ -28,7 +28,7 @@ TEST_CASE("softmax: along every axis of a rank-3 tensor") {
     INFO("axis " << axis);
     HostTensor x = random_f32({3, 4, 5}, 31, -4, 4);
     HostTensor out(DType::kF32, x.dims);
-    REQUIRE(run_kernel(KernelId::kSoftmax, {&x}, out, {axis}).ok());
+    REQUIRE(run_kernel(OpId::kSoftmax, {&x}, out, {axis}).ok());
     check_close(out, softmax_reference(x, axis), 1e-5, 1e-7);
   }
 }
@@ -36,12 +36,12 @@ TEST_CASE("softmax: along every axis of a rank-3 tensor") {
 TEST_CASE("softmax: rank 1 and rank 4 with a size-1 axis") {
   HostTensor v = random_f32({10}, 32);
   HostTensor v_out(DType::kF32, v.dims);
-  REQUIRE(run_kernel(KernelId::kSoftmax, {&v}, v_out, {0}).ok());
+  REQUIRE(run_kernel(OpId::kSoftmax, {&v}, v_out, {0}).ok());
   check_close(v_out, softmax_reference(v, 0), 1e-5, 1e-7);
 
   HostTensor x = random_f32({2, 1, 3, 2}, 33);
   HostTensor out(DType::kF32, x.dims);
-  REQUIRE(run_kernel(KernelId::kSoftmax, {&x}, out, {1}).ok());
+  REQUIRE(run_kernel(OpId::kSoftmax, {&x}, out, {1}).ok());
   check_close(out, std::vector<double>(static_cast<size_t>(x.count()), 1.0));
 }
 
@@ -51,21 +51,21 @@ TEST_CASE("softmax: large logits do not overflow (max subtracted)") {
   x.at(1) = 999.0f;
   x.at(2) = -1000.0f;
   HostTensor out(DType::kF32, x.dims);
-  REQUIRE(run_kernel(KernelId::kSoftmax, {&x}, out, {1}).ok());
+  REQUIRE(run_kernel(OpId::kSoftmax, {&x}, out, {1}).ok());
   check_close(out, softmax_reference(x, 1), 1e-5, 1e-30);
 }
 
 TEST_CASE("softmax: in place and zero-size") {
   HostTensor x = random_f32({4, 6}, 34);
   const auto want = softmax_reference(x, 1);
-  REQUIRE(run_kernel(KernelId::kSoftmax, {&x}, x, {1}).ok());
+  REQUIRE(run_kernel(OpId::kSoftmax, {&x}, x, {1}).ok());
   check_close(x, want, 1e-5, 1e-7);
 
   HostTensor empty(DType::kF32, {0, 6}), empty_out(DType::kF32, {0, 6});
-  CHECK(run_kernel(KernelId::kSoftmax, {&empty}, empty_out, {1}).ok());
+  CHECK(run_kernel(OpId::kSoftmax, {&empty}, empty_out, {1}).ok());
   HostTensor x2 = random_f32({2, 3}, 35), out2(DType::kF32, {2, 3});
-  CHECK(run_kernel(KernelId::kSoftmax, {&x2}, out2, {2}).code() == StatusCode::kInvalidArgument);
-  CHECK(run_kernel(KernelId::kSoftmax, {&x2}, out2, {}).code() == StatusCode::kInvalidArgument);
+  CHECK(run_kernel(OpId::kSoftmax, {&x2}, out2, {2}).code() == StatusCode::kInvalidArgument);
+  CHECK(run_kernel(OpId::kSoftmax, {&x2}, out2, {}).code() == StatusCode::kInvalidArgument);
 }
 
 std::vector<double> layernorm_reference(const HostTensor& x, const HostTensor& gamma, const HostTensor& beta,
@@ -92,7 +92,7 @@ void check_layernorm(const std::vector<int64_t>& dims, int64_t axis, double epsi
   const std::vector<int64_t> norm_dims(dims.begin() + axis, dims.end());
   HostTensor gamma = random_f32(norm_dims, 42, 0.5f, 1.5f), beta = random_f32(norm_dims, 43);
   HostTensor out(DType::kF32, dims);
-  REQUIRE(run_kernel(KernelId::kLayernorm, {&x, &gamma, &beta}, out, {axis, std::bit_cast<int64_t>(epsilon)}).ok());
+  REQUIRE(run_kernel(OpId::kLayernorm, {&x, &gamma, &beta}, out, {axis, std::bit_cast<int64_t>(epsilon)}).ok());
   check_close(out, layernorm_reference(x, gamma, beta, axis, epsilon), 1e-5, 1e-5);
 }
 
@@ -112,18 +112,18 @@ TEST_CASE("layernorm: axis 0 normalizes everything; epsilon is read from the par
     gamma.at(i) = 1.0f;
     beta.at(i) = static_cast<float>(i);
   }
-  REQUIRE(run_kernel(KernelId::kLayernorm, {&x, &gamma, &beta}, out, {1, std::bit_cast<int64_t>(0.25)}).ok());
+  REQUIRE(run_kernel(OpId::kLayernorm, {&x, &gamma, &beta}, out, {1, std::bit_cast<int64_t>(0.25)}).ok());
   check_close(out, {0, 1, 2, 3});
 }
 
 TEST_CASE("layernorm: in place and zero rows") {
   HostTensor x = random_f32({3, 16}, 44), gamma = random_f32({16}, 45), beta = random_f32({16}, 46);
   const auto want = layernorm_reference(x, gamma, beta, 1, 1e-5);
-  REQUIRE(run_kernel(KernelId::kLayernorm, {&x, &gamma, &beta}, x, {1, std::bit_cast<int64_t>(1e-5)}).ok());
+  REQUIRE(run_kernel(OpId::kLayernorm, {&x, &gamma, &beta}, x, {1, std::bit_cast<int64_t>(1e-5)}).ok());
   check_close(x, want, 1e-5, 1e-5);
 
   HostTensor empty(DType::kF32, {0, 4}), g(DType::kF32, {4}), b(DType::kF32, {4}), empty_out(DType::kF32, {0, 4});
-  CHECK(run_kernel(KernelId::kLayernorm, {&empty, &g, &b}, empty_out, {1, std::bit_cast<int64_t>(1e-5)}).ok());
+  CHECK(run_kernel(OpId::kLayernorm, {&empty, &g, &b}, empty_out, {1, std::bit_cast<int64_t>(1e-5)}).ok());
 }
 
 }  // namespace

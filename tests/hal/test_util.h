@@ -12,13 +12,13 @@
 #include <string>
 #include <vector>
 
-#include "hexir/format/kernel_catalog.h"
+#include "hexir/ops/op.h"
 #include "hexir/hal/cpu_kernels.h"
 #include "hexir/hal/device.h"
 
 namespace hexir::hal::testing {
 
-using format::KernelId;
+using ops::OpId;
 
 inline int64_t product(const std::vector<int64_t>& dims) {
   int64_t n = 1;
@@ -92,7 +92,7 @@ inline HostTensor iota_bytes(DType dtype, std::vector<int64_t> dims) {
 }
 
 // Calls the builtin cpu kernel for `id` on inputs then `out`.
-inline Status run_kernel(format::KernelId id, std::vector<HostTensor*> inputs, HostTensor& out,
+inline Status run_kernel(ops::OpId id, std::vector<HostTensor*> inputs, HostTensor& out,
                          std::vector<int64_t> params = {}) {
   std::vector<TensorArg> operands;
   for (HostTensor* t : inputs) operands.push_back(t->arg());
@@ -136,7 +136,7 @@ inline void check_close(const HostTensor& got, const std::vector<double>& want, 
 
 // One valid call of every dispatchable kernel (several for the binary ops).
 struct KernelCall {
-  KernelId id;
+  OpId id;
   std::vector<HostTensor> inputs;
   HostTensor output;
   std::vector<int64_t> params;
@@ -145,25 +145,25 @@ struct KernelCall {
 inline std::vector<KernelCall> one_call_per_kernel() {
   std::vector<KernelCall> calls;
   const HostTensor x = random_f32({4, 8}, 1, 0.5f, 2.0f), row = random_f32({8}, 2, 0.5f, 2.0f);
-  for (KernelId id : {KernelId::kAdd, KernelId::kSub, KernelId::kMul, KernelId::kDiv, KernelId::kMaximum,
-                      KernelId::kMinimum}) {
+  for (OpId id : {OpId::kAdd, OpId::kSub, OpId::kMul, OpId::kDiv, OpId::kMaximum,
+                      OpId::kMinimum}) {
     calls.push_back({id, {x, row}, HostTensor(DType::kF32, {4, 8}), {}});
     calls.push_back({id, {random_f32({4, 1}, 3), random_f32({1, 3, 1, 8}, 4)}, HostTensor(DType::kF32, {1, 3, 4, 8}), {}});
   }
-  for (KernelId id : {KernelId::kRelu, KernelId::kGelu, KernelId::kSilu, KernelId::kSigmoid, KernelId::kTanh,
-                      KernelId::kExp, KernelId::kSqrt, KernelId::kRsqrt, KernelId::kNeg}) {
-    calls.push_back({id, {x}, HostTensor(DType::kF32, {4, 8}), id == KernelId::kGelu ? std::vector<int64_t>{0}
+  for (OpId id : {OpId::kRelu, OpId::kGelu, OpId::kSilu, OpId::kSigmoid, OpId::kTanh,
+                      OpId::kExp, OpId::kSqrt, OpId::kRsqrt, OpId::kNeg}) {
+    calls.push_back({id, {x}, HostTensor(DType::kF32, {4, 8}), id == OpId::kGelu ? std::vector<int64_t>{0}
                                                                                      : std::vector<int64_t>{}});
   }
-  calls.push_back({KernelId::kGelu, {x}, HostTensor(DType::kF32, {4, 8}), {1}});
-  calls.push_back({KernelId::kMatmul, {random_f32({2, 4, 8}, 5), random_f32({8, 3}, 6)}, HostTensor(DType::kF32, {2, 4, 3}), {}});
-  calls.push_back({KernelId::kSoftmax, {x}, HostTensor(DType::kF32, {4, 8}), {0}});
-  calls.push_back({KernelId::kLayernorm, {x, row, row}, HostTensor(DType::kF32, {4, 8}), {1, std::bit_cast<int64_t>(1e-5)}});
-  calls.push_back({KernelId::kTranspose, {random_f32({2, 3, 4}, 7)}, HostTensor(DType::kF32, {4, 2, 3}), {2, 0, 1}});
-  calls.push_back({KernelId::kReduceSum, {x}, HostTensor(DType::kF32, {4, 1}), {1, 1}});
-  calls.push_back({KernelId::kReduceMean, {x}, HostTensor(DType::kF32, {}), {0}});
-  calls.push_back({KernelId::kConcat, {x, x, x}, HostTensor(DType::kF32, {4, 24}), {1}});
-  calls.push_back({KernelId::kCopy, {x}, HostTensor(DType::kF32, {4, 8}), {}});
+  calls.push_back({OpId::kGelu, {x}, HostTensor(DType::kF32, {4, 8}), {1}});
+  calls.push_back({OpId::kMatmul, {random_f32({2, 4, 8}, 5), random_f32({8, 3}, 6)}, HostTensor(DType::kF32, {2, 4, 3}), {}});
+  calls.push_back({OpId::kSoftmax, {x}, HostTensor(DType::kF32, {4, 8}), {0}});
+  calls.push_back({OpId::kLayernorm, {x, row, row}, HostTensor(DType::kF32, {4, 8}), {1, std::bit_cast<int64_t>(1e-5)}});
+  calls.push_back({OpId::kTranspose, {random_f32({2, 3, 4}, 7)}, HostTensor(DType::kF32, {4, 2, 3}), {2, 0, 1}});
+  calls.push_back({OpId::kReduceSum, {x}, HostTensor(DType::kF32, {4, 1}), {1, 1}});
+  calls.push_back({OpId::kReduceMean, {x}, HostTensor(DType::kF32, {}), {0}});
+  calls.push_back({OpId::kConcat, {x, x, x}, HostTensor(DType::kF32, {4, 24}), {1}});
+  calls.push_back({OpId::kCopy, {x}, HostTensor(DType::kF32, {4, 8}), {}});
   return calls;
 }
 

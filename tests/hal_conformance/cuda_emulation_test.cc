@@ -135,7 +135,7 @@ TEST_CASE("cuda kernels (host emulation) match the cpu kernels") {
 
 TEST_CASE("cuda matmul: the tiled kernel is bit-identical to the cpu kernel") {
   for (const auto& c : hexir::hal::conformance::kernel_cases()) {
-    if (c.id != hexir::format::KernelId::kMatmul) continue;
+    if (c.id != hexir::ops::OpId::kMatmul) continue;
     CAPTURE(c.name);
     EmulatedLauncher launcher;
     hexir::hal::testing::HostTensor got = run_case(c, launcher);
@@ -160,7 +160,7 @@ TEST_CASE("cuda matmul: library GEMM taken exactly when one stride per operand d
                              {"matmul K = 0", false},
                              {"matmul 64x96x80", true}};
   for (const auto& c : hexir::hal::conformance::kernel_cases()) {
-    if (c.id != hexir::format::KernelId::kMatmul) continue;
+    if (c.id != hexir::ops::OpId::kMatmul) continue;
     CAPTURE(c.name);
     bool found = false;
     for (const Expect& e : expected) {
@@ -199,7 +199,7 @@ TEST_CASE("cuda dispatcher rejects bad operands like the cpu kernels") {
   hexir::hal::TensorArg ops[3] = {a.arg(), i32.arg(), a.arg()};
   hexir::hal::DispatchArgs args;
   args.kernel = 1;
-  args.kernel_id = hexir::format::KernelId::kAdd;
+  args.kernel_id = hexir::ops::OpId::kAdd;
   args.operands = ops;
   args.input_count = 2;
   args.operand_count = 3;
@@ -208,9 +208,9 @@ TEST_CASE("cuda dispatcher rejects bad operands like the cpu kernels") {
   CHECK(s.message().find("expected f32") != std::string::npos);
   args.operand_count = 2;
   CHECK(hexir::hal::cuda::enqueue_dispatch(args, launcher).code() == hexir::StatusCode::kInvalidArgument);
-  args.kernel_id = hexir::format::KernelId::kReshape;
+  args.kernel_id = hexir::ops::OpId::kReshape;
   CHECK(hexir::hal::cuda::enqueue_dispatch(args, launcher).code() == hexir::StatusCode::kInvalidArgument);
-  args.kernel_id = hexir::format::KernelId::kSoftmax;
+  args.kernel_id = hexir::ops::OpId::kSoftmax;
   args.input_count = 1;
   ops[1] = a.arg();
   args.operand_count = 2;

@@ -11,16 +11,16 @@
 #include <vector>
 
 #include "../hal/test_util.h"
-#include "hexir/format/kernel_catalog.h"
+#include "hexir/ops/op.h"
 
 namespace hexir::hal::conformance {
 
-using format::KernelId;
+using ops::OpId;
 using testing::HostTensor;
 
 struct KernelCase {
   std::string name;
-  KernelId id;
+  OpId id;
   std::vector<HostTensor> inputs;
   std::vector<int64_t> params;
   bool in_place = false;  // the output takes input 0's storage
@@ -43,7 +43,7 @@ inline HostTensor with_specials(HostTensor t) {
 inline HostTensor result_of(const KernelCase& c) {
   std::vector<TensorType> types;
   for (const HostTensor& t : c.inputs) types.push_back(TensorType{t.dtype, t.dims});
-  Result<TensorType> type = format::infer_result_type(c.id, types, c.params);
+  Result<TensorType> type = ops::infer_result_type(c.id, types, c.params);
   INFO(c.name, ": ", type.status().to_string());
   REQUIRE(type.ok());
   return HostTensor(type->dtype, type->dims);
@@ -101,12 +101,12 @@ inline std::vector<KernelCase> kernel_cases() {
   using testing::iota_bytes;
   using testing::random_f32;
   std::vector<KernelCase> cases;
-  const KernelId binaries[] = {KernelId::kAdd, KernelId::kSub,     KernelId::kMul,
-                               KernelId::kDiv, KernelId::kMaximum, KernelId::kMinimum};
+  const OpId binaries[] = {OpId::kAdd, OpId::kSub,     OpId::kMul,
+                               OpId::kDiv, OpId::kMaximum, OpId::kMinimum};
   const char* binary_names[] = {"add", "sub", "mul", "div", "maximum", "minimum"};
   for (int op = 0; op < 6; ++op) {
     const std::string n = binary_names[op];
-    const KernelId id = binaries[op];
+    const OpId id = binaries[op];
     const uint32_t s = 100 + 10 * op;
     cases.push_back({n + " same shape with NaN/inf",
                      id,
@@ -124,8 +124,8 @@ inline std::vector<KernelCase> kernel_cases() {
     cases.push_back({n + " large, bias", id, {random_f32({1000, 33}, s + 14), random_f32({33}, s + 15)}, {}});
     cases.push_back({n + " in place", id, {random_f32({4, 8}, s + 16), random_f32({8}, s + 17)}, {}, true});
   }
-  const KernelId unaries[] = {KernelId::kRelu, KernelId::kSilu, KernelId::kSigmoid, KernelId::kTanh,
-                              KernelId::kExp,  KernelId::kSqrt, KernelId::kRsqrt,   KernelId::kNeg};
+  const OpId unaries[] = {OpId::kRelu, OpId::kSilu, OpId::kSigmoid, OpId::kTanh,
+                              OpId::kExp,  OpId::kSqrt, OpId::kRsqrt,   OpId::kNeg};
   const char* unary_names[] = {"relu", "silu", "sigmoid", "tanh", "exp", "sqrt", "rsqrt", "neg"};
   for (int op = 0; op < 8; ++op) {
     const std::string n = unary_names[op];
@@ -134,12 +134,12 @@ inline std::vector<KernelCase> kernel_cases() {
     cases.push_back({n + " in place", unaries[op], {random_f32({70}, s + 1, 0.1f, 3.0f)}, {}, true});
   }
   cases.push_back(
-      {"gelu erf", KernelId::kGelu, {with_specials(random_f32({3, 129}, 300, -5.0f, 5.0f))}, {0}});
+      {"gelu erf", OpId::kGelu, {with_specials(random_f32({3, 129}, 300, -5.0f, 5.0f))}, {0}});
   cases.push_back(
-      {"gelu tanh", KernelId::kGelu, {with_specials(random_f32({3, 129}, 301, -5.0f, 5.0f))}, {1}});
+      {"gelu tanh", OpId::kGelu, {with_specials(random_f32({3, 129}, 301, -5.0f, 5.0f))}, {1}});
 
   auto mm = [&](std::string n, std::vector<int64_t> a, std::vector<int64_t> b, uint32_t s) {
-    KernelCase c{"matmul " + n, KernelId::kMatmul, {random_f32(a, s), random_f32(b, s + 1)}, {}};
+    KernelCase c{"matmul " + n, OpId::kMatmul, {random_f32(a, s), random_f32(b, s + 1)}, {}};
     c.rtol = 1e-4;
     c.atol = 1e-4;
     cases.push_back(c);
@@ -157,19 +157,19 @@ inline std::vector<KernelCase> kernel_cases() {
 
   auto softmax = [&](std::string n, std::vector<int64_t> dims, int64_t axis, bool in_place, uint32_t s) {
     cases.push_back(
-        {"softmax " + n, KernelId::kSoftmax, {random_f32(dims, s, -3.0f, 3.0f)}, {axis}, in_place});
+        {"softmax " + n, OpId::kSoftmax, {random_f32(dims, s, -3.0f, 3.0f)}, {axis}, in_place});
   };
   softmax("axis 0", {6, 5, 7}, 0, false, 500);
   softmax("axis 1", {6, 5, 7}, 1, false, 501);
   softmax("axis 2", {6, 5, 7}, 2, false, 502);
   softmax("long rows", {4, 300}, 1, false, 503);
   softmax("in place", {8, 10}, 1, true, 504);
-  cases.push_back({"softmax with NaN", KernelId::kSoftmax, {with_specials(random_f32({2, 6}, 505))}, {1}});
+  cases.push_back({"softmax with NaN", OpId::kSoftmax, {with_specials(random_f32({2, 6}, 505))}, {1}});
 
   auto layernorm = [&](std::string n, std::vector<int64_t> dims, int64_t axis, uint32_t s) {
     std::vector<int64_t> tail(dims.begin() + axis, dims.end());
     cases.push_back({"layernorm " + n,
-                     KernelId::kLayernorm,
+                     OpId::kLayernorm,
                      {random_f32(dims, s), random_f32(tail, s + 1), random_f32(tail, s + 2)},
                      {axis, std::bit_cast<int64_t>(1e-5)}});
   };
@@ -179,7 +179,7 @@ inline std::vector<KernelCase> kernel_cases() {
   layernorm("wide rows", {2, 1000}, 1, 609);
 
   auto transpose = [&](std::string n, HostTensor t, std::vector<int64_t> perm) {
-    KernelCase c{"transpose " + n, KernelId::kTranspose, {std::move(t)}, std::move(perm)};
+    KernelCase c{"transpose " + n, OpId::kTranspose, {std::move(t)}, std::move(perm)};
     c.exact = true;
     cases.push_back(c);
   };
@@ -192,24 +192,24 @@ inline std::vector<KernelCase> kernel_cases() {
   transpose("scalar", random_f32({}, 701), {});
   transpose("large 4-D", random_f32({8, 16, 4, 32}, 702), {0, 2, 1, 3});
 
-  auto reduce = [&](std::string n, KernelId id, std::vector<int64_t> dims, std::vector<int64_t> params,
+  auto reduce = [&](std::string n, OpId id, std::vector<int64_t> dims, std::vector<int64_t> params,
                     uint32_t s) {
     KernelCase c{n, id, {random_f32(dims, s)}, std::move(params)};
     c.rtol = 1e-5;
     c.atol = 1e-5;
     cases.push_back(c);
   };
-  reduce("reduce_sum all", KernelId::kReduceSum, {4, 8}, {0}, 800);
-  reduce("reduce_sum axis 1 keepdims", KernelId::kReduceSum, {4, 8}, {1, 1}, 801);
-  reduce("reduce_sum axes 0,2", KernelId::kReduceSum, {3, 4, 5}, {0, 0, 2}, 802);
-  reduce("reduce_sum long", KernelId::kReduceSum, {3, 1000}, {0, 1}, 803);
-  reduce("reduce_mean axis 0", KernelId::kReduceMean, {16, 64}, {0, 0}, 804);
-  reduce("reduce_mean all", KernelId::kReduceMean, {}, {0}, 805);
-  reduce("reduce_mean of nothing", KernelId::kReduceMean, {0, 3}, {0, 0}, 806);
-  reduce("reduce_sum of nothing", KernelId::kReduceSum, {0, 3}, {0, 0}, 807);
+  reduce("reduce_sum all", OpId::kReduceSum, {4, 8}, {0}, 800);
+  reduce("reduce_sum axis 1 keepdims", OpId::kReduceSum, {4, 8}, {1, 1}, 801);
+  reduce("reduce_sum axes 0,2", OpId::kReduceSum, {3, 4, 5}, {0, 0, 2}, 802);
+  reduce("reduce_sum long", OpId::kReduceSum, {3, 1000}, {0, 1}, 803);
+  reduce("reduce_mean axis 0", OpId::kReduceMean, {16, 64}, {0, 0}, 804);
+  reduce("reduce_mean all", OpId::kReduceMean, {}, {0}, 805);
+  reduce("reduce_mean of nothing", OpId::kReduceMean, {0, 3}, {0, 0}, 806);
+  reduce("reduce_sum of nothing", OpId::kReduceSum, {0, 3}, {0, 0}, 807);
 
   auto concat = [&](std::string n, std::vector<HostTensor> inputs, int64_t axis) {
-    KernelCase c{"concat " + n, KernelId::kConcat, std::move(inputs), {axis}};
+    KernelCase c{"concat " + n, OpId::kConcat, std::move(inputs), {axis}};
     c.exact = true;
     cases.push_back(c);
   };
@@ -222,10 +222,10 @@ inline std::vector<KernelCase> kernel_cases() {
   concat("single input", {x}, 0);
   concat("empty input", {x, HostTensor(DType::kF32, {4, 0})}, 1);
 
-  KernelCase copy_f32{"copy f32", KernelId::kCopy, {random_f32({4, 8}, 1000)}, {}};
+  KernelCase copy_f32{"copy f32", OpId::kCopy, {random_f32({4, 8}, 1000)}, {}};
   copy_f32.exact = true;
   cases.push_back(copy_f32);
-  KernelCase copy_u8{"copy u8", KernelId::kCopy, {iota_bytes(DType::kU8, {13})}, {}};
+  KernelCase copy_u8{"copy u8", OpId::kCopy, {iota_bytes(DType::kU8, {13})}, {}};
   copy_u8.exact = true;
   cases.push_back(copy_u8);
   return cases;

@@ -7,7 +7,7 @@
 namespace hexir::serializer::testing {
 namespace {
 
-using format::KernelId;
+using ops::OpId;
 
 // Runs the passes in compile_source's order (without scratch planning).
 Function planned(std::string_view source, bool in_place = true, PlanStrategy plan = PlanStrategy::kArena,

@@ -57,8 +57,8 @@ func @main(%x: f32[1,2]) -> (f32[1,3]) {
   CHECK(fn.arguments.size() == 1);
   CHECK(fn.result_types == std::vector<TensorType>{{DType::kF32, {1, 3}}});
   REQUIRE(fn.instructions.size() == 4);
-  CHECK(fn.instructions[0].kernel == format::KernelId::kMatmul);
-  CHECK(fn.instructions[3].kernel == format::KernelId::kSoftmax);
+  CHECK(fn.instructions[0].kernel == ops::OpId::kMatmul);
+  CHECK(fn.instructions[3].kernel == ops::OpId::kSoftmax);
   CHECK(fn.instructions[3].params == std::vector<int64_t>{1});  // axis -1 normalized
   REQUIRE(fn.returned.size() == 1);
   CHECK(fn.values[fn.returned[0]].name == "p");

@@ -21,13 +21,13 @@ Function storage_of(std::string_view source) {
   return std::move(m.functions[0]);
 }
 
-std::vector<format::KernelId> program_kernels(const Function& fn) {
-  std::vector<format::KernelId> out;
+std::vector<ops::OpId> program_kernels(const Function& fn) {
+  std::vector<ops::OpId> out;
   for (const Instruction& inst : fn.program) out.push_back(inst.kernel);
   return out;
 }
 
-using format::KernelId;
+using ops::OpId;
 
 TEST_CASE("storage: inputs, constants, arena values and the output") {
   Function fn = storage_of(R"(
@@ -44,7 +44,7 @@ func @f(%x: f32[4]) -> (f32[4]) {
   CHECK(value_named(fn, "b").storage == Storage::kOutput);
   CHECK(value_named(fn, "b").storage_index == 0);
   // The producer writes straight into the output: no copy.
-  CHECK(program_kernels(fn) == std::vector<KernelId>{KernelId::kAdd, KernelId::kRelu});
+  CHECK(program_kernels(fn) == std::vector<OpId>{OpId::kAdd, OpId::kRelu});
   CHECK(fn.outputs == std::vector<int>{id_of(fn, "b")});
 }
 
@@ -58,7 +58,7 @@ func @f(%x: f32[2,6]) -> (f32[4,3]) {
   %c = call @reshape(%b) : f32[4,3]
   return %c
 })");
-  CHECK(program_kernels(fn) == std::vector<KernelId>{KernelId::kRelu, KernelId::kExp});
+  CHECK(program_kernels(fn) == std::vector<OpId>{OpId::kRelu, OpId::kExp});
   CHECK(value_named(fn, "r").storage_root == id_of(fn, "a"));
   CHECK(value_named(fn, "r2").storage_root == id_of(fn, "a"));
   CHECK(value_named(fn, "r2").storage == Storage::kArena);
@@ -82,13 +82,13 @@ func @f(%x: f32[2,2]) -> (f32[4]) {
   CHECK(value_named(fn, "rx").storage_index == 0);
   CHECK(value_named(fn, "rk").storage == Storage::kConstant);
   CHECK(value_named(fn, "rk").storage_index == 0);
-  CHECK(program_kernels(fn) == std::vector<KernelId>{KernelId::kAdd});
+  CHECK(program_kernels(fn) == std::vector<OpId>{OpId::kAdd});
 }
 
 TEST_CASE("copies: returning an input") {
   Function fn = storage_of("func @f(%x: f32[3]) -> (f32[3]) { return %x }");
   REQUIRE(fn.program.size() == 1);
-  CHECK(fn.program[0].kernel == KernelId::kCopy);
+  CHECK(fn.program[0].kernel == OpId::kCopy);
   CHECK(fn.program[0].inputs == std::vector<int>{id_of(fn, "x")});
   const Value& out = fn.values[fn.outputs[0]];
   CHECK(out.storage == Storage::kOutput);
@@ -99,13 +99,13 @@ TEST_CASE("copies: returning an input") {
 
 TEST_CASE("copies: returning a donated input still copies (in place is a later pass)") {
   Function fn = storage_of("func @f(%x: f32[3] donate) -> (f32[3]) { return %x }");
-  CHECK(program_kernels(fn) == std::vector<KernelId>{KernelId::kCopy});
+  CHECK(program_kernels(fn) == std::vector<OpId>{OpId::kCopy});
 }
 
 TEST_CASE("copies: returning a constant") {
   Function fn = storage_of("const @c : f32[2] = dense [1, 2]\nfunc @f() -> (f32[2]) { return @c }");
   REQUIRE(fn.program.size() == 1);
-  CHECK(fn.program[0].kernel == KernelId::kCopy);
+  CHECK(fn.program[0].kernel == OpId::kCopy);
   CHECK(fn.values[fn.program[0].inputs[0]].storage == Storage::kConstant);
   CHECK(fn.values[fn.outputs[0]].storage == Storage::kOutput);
 }
@@ -116,7 +116,7 @@ func @f(%x: f32[3]) -> (f32[3], f32[3]) {
   %a = call @relu(%x) : f32[3]
   return %a, %a
 })");
-  CHECK(program_kernels(fn) == std::vector<KernelId>{KernelId::kRelu, KernelId::kCopy});
+  CHECK(program_kernels(fn) == std::vector<OpId>{OpId::kRelu, OpId::kCopy});
   CHECK(fn.outputs[0] == id_of(fn, "a"));
   CHECK(value_named(fn, "a").storage_index == 0);
   const Value& second = fn.values[fn.outputs[1]];
@@ -132,7 +132,7 @@ func @f(%x: f32[2,2]) -> (f32[2,2], f32[4]) {
   %v = call @reshape(%a) : f32[4]
   return %a, %v
 })");
-  CHECK(program_kernels(fn) == std::vector<KernelId>{KernelId::kRelu, KernelId::kCopy});
+  CHECK(program_kernels(fn) == std::vector<OpId>{OpId::kRelu, OpId::kCopy});
   CHECK(fn.values[fn.outputs[1]].type == TensorType{DType::kF32, {4}});
 }
 
@@ -142,7 +142,7 @@ func @f(%x: f32[2,2]) -> (f32[4]) {
   %v = call @reshape(%x) : f32[4]
   return %v
 })");
-  REQUIRE(program_kernels(fn) == std::vector<KernelId>{KernelId::kCopy});
+  REQUIRE(program_kernels(fn) == std::vector<OpId>{OpId::kCopy});
   CHECK(fn.program[0].inputs == std::vector<int>{id_of(fn, "v")});
   CHECK(fn.values[fn.outputs[0]].type == TensorType{DType::kF32, {4}});
 }

@@ -103,7 +103,7 @@ Status build_function_table(ContextImpl& c, size_t function_index, FunctionTable
       t.step_inherit.push_back(inherit);
       std::span<const int64_t> params;
       if (in.param_count() > 0) params = {fbm.param_pool()->data() + in.param_begin(), in.param_count()};
-      t.step_workspace.push_back(format::kernel_workspace_bytes(d.kernel_id, input_types, params));
+      t.step_workspace.push_back(ops::workspace_bytes(d.kernel_id, input_types, params));
     }
   }
   if (c.dynamic) {
@@ -243,7 +243,7 @@ Status ContextImpl::invoke(size_t function, std::span<const TensorRef> inputs,
         "function '" + sig.name + "' instruction " +
         std::to_string(module->fb().functions()->Get(static_cast<flatbuffers::uoffset_t>(function))->instruction_begin() +
                        failed) +
-        " ('" + format::kernel_info(t.dispatches[failed].kernel_id).name + "')");
+        " ('" + ops::op_def(t.dispatches[failed].kernel_id).name + "')");
   Status synced = queue->synchronize();
   invoke_stats.dispatches += queue->dispatch_count() - dispatches_before;
   ++invoke_count;

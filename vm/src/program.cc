@@ -85,10 +85,10 @@ Status prepare_constants(ProgramImpl& p, const std::vector<hal::Buffer>& section
 }
 
 Status resolve_kernels(ProgramImpl& p) {
-  const std::vector<format::KernelId>& ids = p.module_impl->verified.kernel_ids;
+  const std::vector<ops::OpId>& ids = p.module_impl->verified.kernel_ids;
   p.kernel_handles.assign(ids.size(), 0);
   for (size_t i = 0; i < ids.size(); ++i) {
-    const format::KernelInfo& info = format::kernel_info(ids[i]);
+    const ops::OpDef& info = ops::op_def(ids[i]);
     if (info.is_view) continue;  // never dispatched
     Result<uintptr_t> handle = p.device->resolve_kernel(ids[i]);
     if (!handle.ok())

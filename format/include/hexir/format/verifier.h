@@ -10,7 +10,7 @@
 
 #include "hexir/base/status.h"
 #include "hexir/base/types.h"
-#include "hexir/format/kernel_catalog.h"
+#include "hexir/ops/op.h"
 #include "hexir/format/prelude.h"
 #include "hexir_generated.h"
 
@@ -33,7 +33,7 @@ struct VerifiedModule {
   // that is the compressed frame until decompress_sections (sections.h) points
   // it at the raw bytes.
   std::vector<std::span<const uint8_t>> sections;
-  std::vector<KernelId> kernel_ids;                // per Module.kernels entry, its catalog id
+  std::vector<ops::OpId> kernel_ids;               // per Module.kernels entry, its catalog id
   std::vector<TensorType> slot_types;              // per Module.slots entry
   std::vector<TensorType> constant_types;          // per Module.constants entry
 };

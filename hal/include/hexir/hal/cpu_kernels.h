@@ -9,7 +9,7 @@ namespace hexir::hal::cpu {
 
 using KernelFn = Status (*)(const DispatchArgs& args);
 
-// One entry per format::KernelId; null for views (reshape), which are never dispatched.
-KernelFn kernel_function(format::KernelId id);
+// One entry per ops::OpId; null for views (reshape), which are never dispatched.
+KernelFn kernel_function(ops::OpId id);
 
 }  // namespace hexir::hal::cpu

@@ -14,7 +14,7 @@
 
 #include "hexir/base/status.h"
 #include "hexir/base/types.h"
-#include "hexir/format/kernel_catalog.h"
+#include "hexir/ops/op.h"
 
 namespace hexir::hal {
 
@@ -57,7 +57,7 @@ struct TensorArg {
 // `kernel` is the handle resolve_kernel returned.
 struct DispatchArgs {
   uintptr_t kernel = 0;
-  format::KernelId kernel_id = format::KernelId::kCount;
+  ops::OpId kernel_id = ops::OpId::kCount;
   const TensorArg* operands = nullptr;
   uint32_t input_count = 0;
   uint32_t operand_count = 0;
@@ -129,7 +129,7 @@ class Device {
                       uint32_t pattern_size) = 0;
 
   // Done once at prepare: returns the handle dispatches pass back.
-  virtual Result<uintptr_t> resolve_kernel(format::KernelId id) = 0;
+  virtual Result<uintptr_t> resolve_kernel(ops::OpId id) = 0;
 
   virtual Result<std::unique_ptr<Queue>> create_queue() = 0;
 

@@ -1,0 +1,160 @@
+// Operators, each defined once: name, operand and result counts, whether it
+// may run in place or is a view, how its attributes lower to parameter words,
+// its result-type rule, its scratch rule and its plan (the geometry its
+// kernels need, ops/plans.h). The compiler's graph builder, the verifier, the
+// VM (at prepare) and every backend read these definitions; nobody else
+// re-derives shapes.
+//
+// Adding an operator: an OpId below, an OpDef in the family file under
+// ops/src/, one kernel per backend, one conformance case (docs/operators.md).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "hexir/base/status.h"
+#include "hexir/base/types.h"
+#include "hexir/ops/plans.h"
+
+namespace hexir::ops {
+
+enum class OpId : uint16_t {
+  // Elementwise binary, numpy broadcasting, f32. No parameters.
+  kAdd, kSub, kMul, kDiv, kMaximum, kMinimum,
+  // Elementwise unary, f32. gelu: [approximate] (0 = erf, 1 = tanh).
+  kRelu, kGelu, kSilu, kSigmoid, kTanh, kExp, kSqrt, kRsqrt, kNeg,
+  // numpy matmul: 1-D operands promoted and the added dim removed, batch dims broadcast.
+  kMatmul,
+  // [axis] (normalized to 0..rank-1)
+  kSoftmax,
+  // (x, gamma, beta); [axis, bit_cast<int64>(double epsilon)]; normalizes dims axis..rank-1.
+  kLayernorm,
+  // perm (rank entries, a permutation of 0..rank-1); any dtype.
+  kTranspose,
+  // A view: shares its input's storage, never dispatched. Params: the result dims.
+  kReshape,
+  // [keepdims (0|1), axis...] axes normalized, sorted, unique; none listed = all axes.
+  kReduceSum, kReduceMean,
+  // Variadic (>= 1 input), any dtype; [axis] normalized.
+  kConcat,
+  // Explicit copy (returning an input or constant, or one value as two outputs).
+  kCopy,
+  // One input, one output per part, any dtype; [axis, size_0, size_1, ...].
+  kSplit,
+  // f32/f16/i32/i64/bool/u8 to one of them; [to dtype].
+  kCast,
+  // (cond bool, x, y), numpy broadcasting of all three; x and y any equal dtype.
+  kWhere,
+  // (data any dtype, indices i32/i64): numpy.take along [axis].
+  kGather,
+  // Any dtype; per input dim [start, step, size] (normalized: in range, size = result dim).
+  kSlice,
+  // (x f32[N,C,H,W], w f32[K,C/groups,KH,KW], bias f32[K] optional);
+  // [stride_h, stride_w, pad_top, pad_left, pad_bottom, pad_right, dilation_h, dilation_w, groups].
+  kConv2d,
+  kCount,
+};
+inline constexpr int kOpCount = static_cast<int>(OpId::kCount);
+
+// An attribute value as a front end gives it: {axis = -1, perm = [1, 0], approximate = "tanh"}.
+struct AttrValue {
+  std::variant<int64_t, double, std::string, std::vector<AttrValue>> value;
+};
+using AttrMap = std::map<std::string, AttrValue, std::less<>>;
+
+// The operands a plan rule sees: types that passed the result-type rule, and
+// the parameter words.
+struct PlanInput {
+  std::span<const TensorType> inputs;
+  std::span<const TensorType> outputs;
+  std::span<const int64_t> params;
+};
+
+// A kernel plan: one struct of plans.h, possibly followed by per-operand
+// words, in 8-byte aligned storage the VM keeps for the life of a program.
+class OpPlan {
+ public:
+  // Starts a plan of type T (value-initialized) with `tail` int64 words after it.
+  template <typename T>
+  T& start(size_t tail = 0) {
+    static_assert(alignof(T) <= alignof(uint64_t));
+    words_.assign((sizeof(T) + 7) / 8 + tail, 0);
+    return *reinterpret_cast<T*>(words_.data());
+  }
+  template <typename T>
+  const T& as() const {
+    return *reinterpret_cast<const T*>(words_.data());
+  }
+  template <typename T>
+  int64_t* tail() {
+    return reinterpret_cast<int64_t*>(words_.data() + (sizeof(T) + 7) / 8);
+  }
+  std::span<const uint64_t> words() const { return words_; }
+  bool empty() const { return words_.empty(); }
+
+ private:
+  std::vector<uint64_t> words_;
+};
+
+// Which dtypes a kernel is chosen by: the dtype of one input (`key_input`) and
+// of output 0. Backends register kernels per key (hal).
+struct KernelKey {
+  OpId op = OpId::kCount;
+  DType input = DType::kF32;
+  DType output = DType::kF32;
+};
+
+struct OpDef {
+  OpId id;
+  const char* name;  // as written after '@' in .hxir and stored in the kernel table
+  int min_inputs;
+  int max_inputs;    // -1: variadic
+  int min_outputs;
+  int max_outputs;   // -1: variadic (the result-type rule gives the count)
+  bool f32_only;     // every input must be f32 (checked before the rule runs)
+  bool may_run_in_place;  // output 0 may take the storage of an input of equal type
+  bool is_view;           // output 0 shares input 0's storage; never dispatched
+  int key_input;          // the input whose dtype keys the kernel (KernelKey)
+  // Attributes to parameter words. `declared` are the result types the front
+  // end states (empty when it states none); reshape takes its shape from them
+  // and split its part count.
+  Result<std::vector<int64_t>> (*lower)(std::span<const TensorType> inputs, const AttrMap& attrs,
+                                        std::span<const TensorType> declared);
+  // The result-type rule: validates dtypes, shapes and parameter words and
+  // returns the result types. Runs on untrusted files, so it must reject any
+  // malformed parameter list without crashing.
+  Result<std::vector<TensorType>> (*infer)(std::span<const TensorType> inputs, std::span<const int64_t> params);
+  // Scratch bytes the kernel needs (null: none).
+  uint64_t (*workspace)(const PlanInput& operands);
+  // The plan (null for views). Operands passed `infer`.
+  void (*plan)(const PlanInput& operands, OpPlan& out);
+};
+
+const OpDef& op_def(OpId id);
+std::optional<OpId> find_op(std::string_view name);
+
+// Entry points: the common checks (operand counts, ranks up to kMaxRank, byte
+// sizes, f32-only operands), then the operator's own rule. Messages start
+// with "@name: ".
+Result<std::vector<int64_t>> lower_attributes(OpId id, std::span<const TensorType> inputs, const AttrMap& attrs,
+                                              std::span<const TensorType> declared);
+Result<std::vector<TensorType>> infer_result_types(OpId id, std::span<const TensorType> inputs,
+                                                   std::span<const int64_t> params);
+// Single-result shorthand (fails for an operator that gives several).
+Result<TensorType> infer_result_type(OpId id, std::span<const TensorType> inputs, std::span<const int64_t> params);
+uint64_t workspace_bytes(OpId id, std::span<const TensorType> inputs, std::span<const int64_t> params);
+// Runs the result-type rule again, checks `outputs` against it, then plans.
+Result<OpPlan> plan_op(OpId id, std::span<const TensorType> inputs, std::span<const TensorType> outputs,
+                       std::span<const int64_t> params);
+KernelKey kernel_key(OpId id, std::span<const TensorType> inputs, std::span<const TensorType> outputs);
+
+// numpy broadcast of two shapes; nullopt when incompatible.
+std::optional<std::vector<int64_t>> broadcast_shapes(std::span<const int64_t> a, std::span<const int64_t> b);
+
+}  // namespace hexir::ops

@@ -1,0 +1,178 @@
+// Kernel plans: the geometry an operator's kernels need, computed once per
+// instruction by the operator's plan rule (ops/op.h) when a program is
+// prepared, then handed to every dispatch as a pointer. Kernels of every
+// backend read these and nothing else about shapes. Plain structs, C++17 and
+// <stdint.h> only, so nvcc-compiled CUDA code includes this file too.
+//
+// A plan lives in 8-byte words. Variadic operators (concat, split) follow
+// their struct with one int64_t per operand, read with plan_tail().
+#pragma once
+
+#include <stdint.h>
+
+namespace hexir::ops {
+
+inline constexpr int kMaxRank = 8;
+
+// Words after a plan struct (per-operand arrays of variadic operators).
+template <typename Plan>
+inline const int64_t* plan_tail(const Plan* plan) {
+  return reinterpret_cast<const int64_t*>(plan + 1);
+}
+
+// Unary elementwise maps over n elements. variant: gelu 0 = erf, 1 = tanh.
+struct UnaryPlan {
+  int64_t n;
+  int32_t variant;
+  int32_t pad;
+};
+
+// Binary elementwise with numpy broadcasting. mode 0: both inputs have the
+// output's element count; 1: b is one element; 2: a is one element; 3:
+// general, `rank` merged output dims (no size-1 dims; neighbours whose strides
+// line up are merged) with per-dim element strides, 0 where broadcast. mode 4:
+// every dim is 1 (one element). The same layout serves where's three inputs
+// (stride_c for the condition).
+struct BinaryPlan {
+  int64_t n;
+  int32_t mode;
+  int32_t rank;
+  int64_t dims[kMaxRank];
+  int64_t stride_a[kMaxRank];
+  int64_t stride_b[kMaxRank];
+};
+
+// where(cond, x, y): out = cond ? x : y with numpy broadcasting of all three.
+// Elements are moved as bytes of element_size. rank 0 with n elements means all
+// three have the output's element count (a flat loop).
+struct WherePlan {
+  int64_t n;
+  int32_t rank;
+  int32_t element_size;
+  int64_t dims[kMaxRank];
+  int64_t stride_c[kMaxRank];
+  int64_t stride_x[kMaxRank];
+  int64_t stride_y[kMaxRank];
+};
+
+// cast: n elements from dtype `from` to `to` (hexir::DType values). Floats to
+// integers truncate toward zero (saturating at the integer's range, NaN to 0);
+// anything to bool is != 0; bool to anything is 0 or 1.
+struct CastPlan {
+  int64_t n;
+  int32_t from;
+  int32_t to;
+};
+
+// numpy.matmul: one [m,k] x [k,n] product per batch element; batch dims broadcast
+// through element strides (0 for a size-1 dim). C is contiguous, batch after
+// batch. a_uniform / b_uniform: every batch dim walks the operand contiguously
+// (stride m*k, k*n per matrix) or repeats it everywhere (stride 0), so one
+// strided-batched GEMM call covers the product; a_batch_stride / b_batch_stride
+// are that stride.
+struct MatmulPlan {
+  int64_t m, n, k;
+  int64_t batch_count;
+  int32_t batch_rank;
+  int32_t a_uniform;
+  int32_t b_uniform;
+  int32_t pad;
+  int64_t a_batch_stride, b_batch_stride;
+  int64_t batch_dims[kMaxRank];
+  int64_t a_stride[kMaxRank];
+  int64_t b_stride[kMaxRank];
+};
+
+// softmax over rows of `length` elements `inner` apart: row r starts at
+// (r / inner) * length * inner + r % inner. workspace: bytes a kernel may use
+// for the unit-stride path (0 when the axis is the last one).
+struct SoftmaxPlan {
+  int64_t outer, length, inner;
+};
+
+// layernorm over `rows` rows of `width` contiguous elements.
+struct LayernormPlan {
+  int64_t rows, width;
+  double epsilon;
+};
+
+// reduce_sum / reduce_mean: one output element per kept index; the kept dims
+// pick the base offset, the reduced dims (input order) are summed in double.
+struct ReducePlan {
+  int64_t out_count;
+  int64_t red_count;
+  int32_t kept_rank, red_rank;
+  int32_t mean;
+  int32_t pad;
+  int64_t kept_dims[kMaxRank], kept_stride[kMaxRank];
+  int64_t red_dims[kMaxRank], red_stride[kMaxRank];
+};
+
+// A strided gather of elements: output element i (row-major over out_dims)
+// is input element offset + sum(index[d] * in_stride[d]). transpose (offset 0,
+// permuted strides) and slice (start offset, strides times steps, possibly
+// negative) are both this. element_size picks the kernel's move width.
+struct StridedPlan {
+  int64_t n;
+  int32_t rank;
+  int32_t element_size;
+  int64_t offset;
+  int64_t out_dims[kMaxRank];
+  int64_t in_stride[kMaxRank];
+};
+
+// concat along an axis: `outer` rows; each row of the output takes row_bytes[k]
+// bytes of input k in turn (plan_tail: input_count entries). out_row_bytes is
+// their sum.
+struct ConcatPlan {
+  int64_t outer;
+  int64_t out_row_bytes;
+  int64_t input_count;
+};
+
+// split along an axis, the inverse of concat: each of `outer` input rows of
+// in_row_bytes gives row_bytes[k] bytes to output k (plan_tail: output_count
+// entries).
+struct SplitPlan {
+  int64_t outer;
+  int64_t in_row_bytes;
+  int64_t output_count;
+};
+
+// copy: bytes from input to output.
+struct CopyPlan {
+  int64_t bytes;
+};
+
+// gather (numpy.take along axis): data viewed as [outer, axis_dim, inner]
+// elements, indices as `index_count` integers (i64 when index_i64, else i32;
+// negative ones count from the end); output is [outer, index_count, inner].
+// inner_bytes = inner * element size.
+struct GatherPlan {
+  int64_t outer;
+  int64_t axis_dim;
+  int64_t inner_bytes;
+  int64_t index_count;
+  int32_t index_i64;
+  int32_t pad;
+};
+
+// conv2d, NCHW: x [n, c, h, w], weights [k, c / groups, kh, kw], optional bias
+// [k], output [n, k, oh, ow]. pad_top/pad_left are the leading pads (the
+// trailing ones only shape oh/ow). col_bytes: the im2col scratch one group of
+// one image needs (c_per_group * kh * kw * oh * ow floats); 0 when the
+// convolution is a plain GEMM (1x1, stride 1, no padding).
+struct Conv2dPlan {
+  int64_t n, c, h, w;
+  int64_t k, oh, ow;
+  int64_t kh, kw;
+  int64_t stride_h, stride_w;
+  int64_t pad_top, pad_left;
+  int64_t dilation_h, dilation_w;
+  int64_t groups;
+  int64_t c_per_group, k_per_group;
+  int64_t has_bias;
+  int64_t col_bytes;
+};
+
+}  // namespace hexir::ops

@@ -1,0 +1,219 @@
+// Elementwise operators: binary with numpy broadcasting, unary maps, where, cast.
+#include <array>
+
+#include "util.h"
+
+namespace hexir::ops::internal {
+namespace {
+
+using enum OpId;
+
+// ---- binary -----------------------------------------------------------------
+
+template <OpId kId>
+Result<std::vector<int64_t>> lower_none(std::span<const TensorType>, const AttrMap& attrs,
+                                        std::span<const TensorType>) {
+  return no_attributes(kId, attrs);
+}
+
+template <OpId kId>
+Result<std::vector<TensorType>> infer_binary(std::span<const TensorType> in, std::span<const int64_t> params) {
+  HEXIR_RETURN_IF_ERROR(check_param_count(kId, params, 0));
+  auto dims = broadcast_shapes(in[0].dims, in[1].dims);
+  if (!dims)
+    return invalid_argument(prefix(kId) + "shapes " + shape_str(in[0].dims) + " and " + shape_str(in[1].dims) +
+                            " do not broadcast");
+  return one({in[0].dtype, *dims});
+}
+
+// Merges the output dims of a broadcast over `count` operands: size-1 dims
+// dropped, neighbours whose strides all line up fused. Returns the rank.
+int32_t merge_broadcast(std::span<const int64_t> out_dims, std::span<const int64_t* const> operand_strides,
+                        int64_t* dims, std::span<int64_t* const> merged_strides) {
+  int32_t merged = 0;
+  for (size_t i = 0; i < out_dims.size(); ++i) {
+    const int64_t d = out_dims[i];
+    if (d == 1) continue;
+    bool fuse = merged > 0;
+    for (size_t k = 0; fuse && k < operand_strides.size(); ++k)
+      fuse = merged_strides[k][merged - 1] == operand_strides[k][i] * d;
+    if (fuse) {
+      dims[merged - 1] *= d;
+      for (size_t k = 0; k < operand_strides.size(); ++k) merged_strides[k][merged - 1] = operand_strides[k][i];
+      continue;
+    }
+    dims[merged] = d;
+    for (size_t k = 0; k < operand_strides.size(); ++k) merged_strides[k][merged] = operand_strides[k][i];
+    ++merged;
+  }
+  return merged;
+}
+
+void plan_binary(const PlanInput& op, OpPlan& out) {
+  BinaryPlan& p = out.start<BinaryPlan>();
+  const TensorType& result = op.outputs[0];
+  p.n = count_of(result);
+  const int64_t na = count_of(op.inputs[0]), nb = count_of(op.inputs[1]);
+  if (na == p.n && nb == p.n) {
+    p.mode = 0;
+  } else if (na == p.n && nb == 1) {
+    p.mode = 1;
+  } else if (na == 1 && nb == p.n) {
+    p.mode = 2;
+  } else {
+    int64_t sa[kMaxRank], sb[kMaxRank];
+    broadcast_strides(op.inputs[0].dims, result.rank(), sa);
+    broadcast_strides(op.inputs[1].dims, result.rank(), sb);
+    const int64_t* strides[] = {sa, sb};
+    int64_t* merged[] = {p.stride_a, p.stride_b};
+    p.rank = merge_broadcast(result.dims, strides, p.dims, merged);
+    p.mode = p.rank == 0 ? 4 : 3;
+  }
+}
+
+// ---- unary ------------------------------------------------------------------
+
+template <OpId kId>
+Result<std::vector<TensorType>> infer_unary(std::span<const TensorType> in, std::span<const int64_t> params) {
+  HEXIR_RETURN_IF_ERROR(check_param_count(kId, params, 0));
+  return one(in[0]);
+}
+
+void plan_unary(const PlanInput& op, OpPlan& out) {
+  UnaryPlan& p = out.start<UnaryPlan>();
+  p.n = count_of(op.outputs[0]);
+  p.variant = op.params.empty() ? 0 : static_cast<int32_t>(op.params[0]);
+}
+
+Result<std::vector<int64_t>> lower_gelu(std::span<const TensorType>, const AttrMap& attrs,
+                                        std::span<const TensorType>) {
+  HEXIR_RETURN_IF_ERROR(check_attr_names(kGelu, attrs, {"approximate"}));
+  const AttrValue* v = find_attr(attrs, "approximate");
+  if (!v) return std::vector<int64_t>{0};
+  auto* s = std::get_if<std::string>(&v->value);
+  if (!s || (*s != "none" && *s != "tanh" && *s != "erf"))
+    return invalid_argument(prefix(kGelu) + "attribute 'approximate' must be \"none\" or \"tanh\"");
+  return std::vector<int64_t>{*s == "tanh" ? 1 : 0};
+}
+
+Result<std::vector<TensorType>> infer_gelu(std::span<const TensorType> in, std::span<const int64_t> params) {
+  HEXIR_RETURN_IF_ERROR(check_param_count(kGelu, params, 1));
+  if (params[0] != 0 && params[0] != 1)
+    return invalid_argument(prefix(kGelu) + "approximate parameter must be 0 or 1");
+  return one(in[0]);
+}
+
+// ---- where ------------------------------------------------------------------
+
+Result<std::vector<TensorType>> infer_where(std::span<const TensorType> in, std::span<const int64_t> params) {
+  HEXIR_RETURN_IF_ERROR(check_param_count(kWhere, params, 0));
+  if (in[0].dtype != DType::kBool)
+    return invalid_argument(prefix(kWhere) + "condition is " + in[0].to_string() + ", expected bool");
+  if (in[1].dtype != in[2].dtype)
+    return invalid_argument(prefix(kWhere) + "x is " + in[1].to_string() + " but y is " + in[2].to_string() +
+                            "; they must have one dtype");
+  auto xy = broadcast_shapes(in[1].dims, in[2].dims);
+  auto all = xy ? broadcast_shapes(in[0].dims, *xy) : std::nullopt;
+  if (!all)
+    return invalid_argument(prefix(kWhere) + "shapes " + shape_str(in[0].dims) + ", " + shape_str(in[1].dims) +
+                            " and " + shape_str(in[2].dims) + " do not broadcast");
+  return one({in[1].dtype, *all});
+}
+
+void plan_where(const PlanInput& op, OpPlan& out) {
+  WherePlan& p = out.start<WherePlan>();
+  const TensorType& result = op.outputs[0];
+  p.n = count_of(result);
+  p.element_size = static_cast<int32_t>(dtype_size(result.dtype));
+  bool flat = true;
+  for (const TensorType& t : op.inputs) flat = flat && count_of(t) == p.n;
+  if (flat) return;  // rank 0: one flat loop
+  int64_t sc[kMaxRank], sx[kMaxRank], sy[kMaxRank];
+  broadcast_strides(op.inputs[0].dims, result.rank(), sc);
+  broadcast_strides(op.inputs[1].dims, result.rank(), sx);
+  broadcast_strides(op.inputs[2].dims, result.rank(), sy);
+  const int64_t* strides[] = {sc, sx, sy};
+  int64_t* merged[] = {p.stride_c, p.stride_x, p.stride_y};
+  p.rank = merge_broadcast(result.dims, strides, p.dims, merged);
+  if (p.rank == 0) {  // all dims 1, but counts differ only when n is 0 or 1: one element
+    p.rank = 1;
+    p.dims[0] = p.n;
+  }
+}
+
+// ---- cast -------------------------------------------------------------------
+
+bool castable(DType t) {
+  return t == DType::kF32 || t == DType::kF16 || t == DType::kI32 || t == DType::kI64 || t == DType::kBool ||
+         t == DType::kU8;
+}
+
+Result<std::vector<int64_t>> lower_cast(std::span<const TensorType>, const AttrMap& attrs,
+                                        std::span<const TensorType> declared) {
+  HEXIR_RETURN_IF_ERROR(check_attr_names(kCast, attrs, {"to"}));
+  const AttrValue* v = find_attr(attrs, "to");
+  std::optional<DType> to;
+  if (v) {
+    auto* s = std::get_if<std::string>(&v->value);
+    if (!s || !(to = parse_dtype(*s)))
+      return invalid_argument(prefix(kCast) + "attribute 'to' must name a dtype, like \"i64\"");
+  } else if (declared.size() == 1) {
+    to = declared[0].dtype;  // the stated result type says it
+  } else {
+    return invalid_argument(prefix(kCast) + "needs attribute 'to' (the target dtype)");
+  }
+  return std::vector<int64_t>{static_cast<int64_t>(*to)};
+}
+
+Result<std::vector<TensorType>> infer_cast(std::span<const TensorType> in, std::span<const int64_t> params) {
+  HEXIR_RETURN_IF_ERROR(check_param_count(kCast, params, 1));
+  if (params[0] < 0 || params[0] >= kDTypeCount || !castable(static_cast<DType>(params[0])))
+    return invalid_argument(prefix(kCast) + "target dtype " + std::to_string(params[0]) +
+                            " is not one of f32, f16, i32, i64, bool, u8");
+  if (!castable(in[0].dtype))
+    return invalid_argument(prefix(kCast) + "operand is " + in[0].to_string() +
+                            "; cast takes f32, f16, i32, i64, bool or u8");
+  return one({static_cast<DType>(params[0]), in[0].dims});
+}
+
+void plan_cast(const PlanInput& op, OpPlan& out) {
+  CastPlan& p = out.start<CastPlan>();
+  p.n = count_of(op.outputs[0]);
+  p.from = static_cast<int32_t>(op.inputs[0].dtype);
+  p.to = static_cast<int32_t>(op.outputs[0].dtype);
+}
+
+#define HEXIR_BINARY_OP(id, name) \
+  {id, name, 2, 2, 1, 1, true, true, false, 0, lower_none<id>, infer_binary<id>, nullptr, plan_binary}
+#define HEXIR_UNARY_OP(id, name) \
+  {id, name, 1, 1, 1, 1, true, true, false, 0, lower_none<id>, infer_unary<id>, nullptr, plan_unary}
+
+constexpr OpDef kDefs[] = {
+    HEXIR_BINARY_OP(kAdd, "add"),
+    HEXIR_BINARY_OP(kSub, "sub"),
+    HEXIR_BINARY_OP(kMul, "mul"),
+    HEXIR_BINARY_OP(kDiv, "div"),
+    HEXIR_BINARY_OP(kMaximum, "maximum"),
+    HEXIR_BINARY_OP(kMinimum, "minimum"),
+    HEXIR_UNARY_OP(kRelu, "relu"),
+    {kGelu, "gelu", 1, 1, 1, 1, true, true, false, 0, lower_gelu, infer_gelu, nullptr, plan_unary},
+    HEXIR_UNARY_OP(kSilu, "silu"),
+    HEXIR_UNARY_OP(kSigmoid, "sigmoid"),
+    HEXIR_UNARY_OP(kTanh, "tanh"),
+    HEXIR_UNARY_OP(kExp, "exp"),
+    HEXIR_UNARY_OP(kSqrt, "sqrt"),
+    HEXIR_UNARY_OP(kRsqrt, "rsqrt"),
+    HEXIR_UNARY_OP(kNeg, "neg"),
+    // where: keyed by x's dtype; its result never takes the 1-byte condition's storage.
+    {kWhere, "where", 3, 3, 1, 1, false, false, false, 1, lower_none<kWhere>, infer_where, nullptr, plan_where},
+    {kCast, "cast", 1, 1, 1, 1, false, false, false, 0, lower_cast, infer_cast, nullptr, plan_cast},
+};
+
+#undef HEXIR_BINARY_OP
+#undef HEXIR_UNARY_OP
+
+}  // namespace
+
+std::span<const OpDef> elementwise_ops() { return kDefs; }
+
+}  // namespace hexir::ops::internal

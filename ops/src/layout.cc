@@ -1,0 +1,341 @@
+// Operators that move bytes without arithmetic, for any dtype: transpose,
+// reshape (a view), concat, split, copy, gather, slice.
+#include <algorithm>
+
+#include "util.h"
+
+namespace hexir::ops::internal {
+namespace {
+
+using enum OpId;
+
+// ---- transpose ----------------------------------------------------------------
+
+Result<std::vector<int64_t>> lower_transpose(std::span<const TensorType> in, const AttrMap& attrs,
+                                             std::span<const TensorType>) {
+  HEXIR_RETURN_IF_ERROR(check_attr_names(kTranspose, attrs, {"perm"}));
+  const size_t rank = in[0].rank();
+  HEXIR_ASSIGN_OR_RETURN(std::vector<int64_t> perm, int_list_attr(kTranspose, attrs, "perm"));
+  if (!find_attr(attrs, "perm"))  // numpy default: reverse the axes
+    for (size_t i = 0; i < rank; ++i) perm.push_back(static_cast<int64_t>(rank - 1 - i));
+  if (perm.size() != rank)
+    return invalid_argument(prefix(kTranspose) + "attribute 'perm' has " + std::to_string(perm.size()) +
+                            " entries, operand has rank " + std::to_string(rank));
+  for (int64_t& p : perm) {
+    HEXIR_ASSIGN_OR_RETURN(p, normalize_axis(kTranspose, p, rank, "perm entry"));
+  }
+  return perm;
+}
+
+Result<std::vector<TensorType>> infer_transpose(std::span<const TensorType> in, std::span<const int64_t> params) {
+  const TensorType& x = in[0];
+  const size_t rank = x.rank();
+  HEXIR_RETURN_IF_ERROR(check_param_count(kTranspose, params, rank));
+  TensorType out{x.dtype, {}};
+  bool seen[kMaxRank] = {};
+  for (size_t i = 0; i < rank; ++i) {
+    if (params[i] < 0 || params[i] >= static_cast<int64_t>(rank) || seen[params[i]])
+      return invalid_argument(prefix(kTranspose) + "perm " + shape_str(params) + " is not a permutation of 0.." +
+                              std::to_string(rank ? rank - 1 : 0));
+    seen[params[i]] = true;
+    out.dims.push_back(x.dims[static_cast<size_t>(params[i])]);
+  }
+  return one(std::move(out));
+}
+
+void plan_transpose(const PlanInput& op, OpPlan& out) {
+  StridedPlan& p = out.start<StridedPlan>();
+  const TensorType& x = op.inputs[0];
+  int64_t strides[kMaxRank];
+  row_major_strides(x.dims, strides);
+  p.rank = static_cast<int32_t>(x.rank());
+  p.element_size = static_cast<int32_t>(dtype_size(x.dtype));
+  for (size_t i = 0; i < x.rank(); ++i) {
+    p.out_dims[i] = x.dims[static_cast<size_t>(op.params[i])];
+    p.in_stride[i] = strides[op.params[i]];
+  }
+  p.n = count_of(op.outputs[0]);
+}
+
+// ---- reshape (view) -------------------------------------------------------------
+
+Result<std::vector<int64_t>> lower_reshape(std::span<const TensorType>, const AttrMap& attrs,
+                                           std::span<const TensorType> declared) {
+  HEXIR_RETURN_IF_ERROR(check_attr_names(kReshape, attrs, {}));
+  if (declared.size() != 1) return invalid_argument(prefix(kReshape) + "needs its result type stated");
+  return declared[0].dims;
+}
+
+Result<std::vector<TensorType>> infer_reshape(std::span<const TensorType> in, std::span<const int64_t> params) {
+  const TensorType& x = in[0];
+  if (params.size() > static_cast<size_t>(kMaxRank))
+    return invalid_argument(prefix(kReshape) + "result rank exceeds " + std::to_string(kMaxRank));
+  HEXIR_ASSIGN_OR_RETURN(uint64_t from, element_count(x.dims.data(), x.rank()));
+  HEXIR_ASSIGN_OR_RETURN(uint64_t to, element_count(params.data(), params.size()));
+  if (from != to)
+    return invalid_argument(prefix(kReshape) + "cannot reshape " + shape_str(x.dims) + " (" + std::to_string(from) +
+                            " elements) to " + shape_str(params) + " (" + std::to_string(to) + " elements)");
+  return one({x.dtype, std::vector<int64_t>(params.begin(), params.end())});
+}
+
+// ---- concat -------------------------------------------------------------------
+
+template <OpId kId>
+Result<std::vector<int64_t>> lower_axis(std::span<const TensorType> in, const AttrMap& attrs, int64_t fallback) {
+  HEXIR_RETURN_IF_ERROR(check_attr_names(kId, attrs, {"axis"}));
+  HEXIR_ASSIGN_OR_RETURN(int64_t axis, int_attr(kId, attrs, "axis", fallback));
+  HEXIR_ASSIGN_OR_RETURN(int64_t norm, normalize_axis(kId, axis, in[0].rank(), "axis"));
+  return std::vector<int64_t>{norm};
+}
+
+Result<std::vector<int64_t>> lower_concat(std::span<const TensorType> in, const AttrMap& attrs,
+                                          std::span<const TensorType>) {
+  return lower_axis<kConcat>(in, attrs, -1);
+}
+
+Result<std::vector<TensorType>> infer_concat(std::span<const TensorType> in, std::span<const int64_t> params) {
+  const TensorType& x = in[0];
+  HEXIR_RETURN_IF_ERROR(check_param_count(kConcat, params, 1));
+  HEXIR_RETURN_IF_ERROR(check_axis_param(kConcat, params[0], x.rank()));
+  const size_t axis = static_cast<size_t>(params[0]);
+  TensorType out = x;
+  for (size_t i = 1; i < in.size(); ++i) {
+    const TensorType& t = in[i];
+    bool compatible = t.dtype == x.dtype && t.rank() == x.rank();
+    for (size_t d = 0; compatible && d < x.rank(); ++d) compatible = d == axis || t.dims[d] == x.dims[d];
+    if (!compatible)
+      return invalid_argument(prefix(kConcat) + "operand " + std::to_string(i) + " " + t.to_string() +
+                              " does not match " + x.to_string() + " outside axis " + std::to_string(axis));
+    if (out.dims[axis] > (int64_t{1} << 62) - t.dims[axis]) return invalid_argument(prefix(kConcat) + "size overflows");
+    out.dims[axis] += t.dims[axis];
+  }
+  return one(std::move(out));
+}
+
+void plan_concat(const PlanInput& op, OpPlan& out) {
+  const size_t axis = static_cast<size_t>(op.params[0]);
+  ConcatPlan& p = out.start<ConcatPlan>(op.inputs.size());
+  const TensorType& result = op.outputs[0];
+  const int64_t element = dtype_size(result.dtype);
+  p.outer = dims_product(result.dims, 0, axis);
+  p.out_row_bytes = dims_product(result.dims, axis, result.rank()) * element;
+  p.input_count = static_cast<int64_t>(op.inputs.size());
+  int64_t* row_bytes = out.tail<ConcatPlan>();
+  for (size_t k = 0; k < op.inputs.size(); ++k)
+    row_bytes[k] = dims_product(op.inputs[k].dims, axis, op.inputs[k].rank()) * element;
+}
+
+// ---- split --------------------------------------------------------------------
+
+Result<std::vector<int64_t>> lower_split(std::span<const TensorType> in, const AttrMap& attrs,
+                                         std::span<const TensorType> declared) {
+  HEXIR_RETURN_IF_ERROR(check_attr_names(kSplit, attrs, {"axis", "sizes"}));
+  HEXIR_ASSIGN_OR_RETURN(int64_t axis, int_attr(kSplit, attrs, "axis", 0));
+  HEXIR_ASSIGN_OR_RETURN(axis, normalize_axis(kSplit, axis, in[0].rank(), "axis"));
+  HEXIR_ASSIGN_OR_RETURN(std::vector<int64_t> sizes, int_list_attr(kSplit, attrs, "sizes"));
+  const int64_t dim = in[0].dims[static_cast<size_t>(axis)];
+  if (sizes.empty()) {  // equal parts, one per stated result
+    const int64_t parts = static_cast<int64_t>(declared.size());
+    if (parts < 1) return invalid_argument(prefix(kSplit) + "needs attribute 'sizes' or stated result types");
+    if (dim % parts != 0)
+      return invalid_argument(prefix(kSplit) + "axis of size " + std::to_string(dim) + " does not split into " +
+                              std::to_string(parts) + " equal parts");
+    sizes.assign(static_cast<size_t>(parts), dim / parts);
+  }
+  std::vector<int64_t> params{axis};
+  params.insert(params.end(), sizes.begin(), sizes.end());
+  return params;
+}
+
+Result<std::vector<TensorType>> infer_split(std::span<const TensorType> in, std::span<const int64_t> params) {
+  const TensorType& x = in[0];
+  if (params.size() < 2) return invalid_argument(prefix(kSplit) + "needs [axis, size...] with at least one size");
+  HEXIR_RETURN_IF_ERROR(check_axis_param(kSplit, params[0], x.rank()));
+  const size_t axis = static_cast<size_t>(params[0]);
+  std::vector<TensorType> out;
+  int64_t total = 0;
+  for (size_t i = 1; i < params.size(); ++i) {
+    if (params[i] < 0 || params[i] > x.dims[axis] - total)
+      return invalid_argument(prefix(kSplit) + "sizes " + shape_str(params.subspan(1)) + " do not add up to " +
+                              std::to_string(x.dims[axis]));
+    total += params[i];
+    out.push_back(x);
+    out.back().dims[axis] = params[i];
+  }
+  if (total != x.dims[axis])
+    return invalid_argument(prefix(kSplit) + "sizes " + shape_str(params.subspan(1)) + " add up to " +
+                            std::to_string(total) + ", not the axis size " + std::to_string(x.dims[axis]));
+  return out;
+}
+
+void plan_split(const PlanInput& op, OpPlan& out) {
+  const size_t axis = static_cast<size_t>(op.params[0]);
+  SplitPlan& p = out.start<SplitPlan>(op.outputs.size());
+  const TensorType& x = op.inputs[0];
+  const int64_t element = dtype_size(x.dtype);
+  p.outer = dims_product(x.dims, 0, axis);
+  p.in_row_bytes = dims_product(x.dims, axis, x.rank()) * element;
+  p.output_count = static_cast<int64_t>(op.outputs.size());
+  int64_t* row_bytes = out.tail<SplitPlan>();
+  for (size_t k = 0; k < op.outputs.size(); ++k)
+    row_bytes[k] = dims_product(op.outputs[k].dims, axis, op.outputs[k].rank()) * element;
+}
+
+// ---- copy ---------------------------------------------------------------------
+
+Result<std::vector<int64_t>> lower_copy(std::span<const TensorType>, const AttrMap& attrs,
+                                        std::span<const TensorType>) {
+  return no_attributes(kCopy, attrs);
+}
+
+Result<std::vector<TensorType>> infer_copy(std::span<const TensorType> in, std::span<const int64_t> params) {
+  HEXIR_RETURN_IF_ERROR(check_param_count(kCopy, params, 0));
+  return one(in[0]);
+}
+
+void plan_copy(const PlanInput& op, OpPlan& out) {
+  out.start<CopyPlan>().bytes = static_cast<int64_t>(*byte_size(op.inputs[0]));
+}
+
+// ---- gather -------------------------------------------------------------------
+
+Result<std::vector<int64_t>> lower_gather(std::span<const TensorType> in, const AttrMap& attrs,
+                                          std::span<const TensorType>) {
+  return lower_axis<kGather>(in, attrs, 0);
+}
+
+Result<std::vector<TensorType>> infer_gather(std::span<const TensorType> in, std::span<const int64_t> params) {
+  const TensorType& data = in[0];
+  const TensorType& indices = in[1];
+  HEXIR_RETURN_IF_ERROR(check_param_count(kGather, params, 1));
+  HEXIR_RETURN_IF_ERROR(check_axis_param(kGather, params[0], data.rank()));
+  if (indices.dtype != DType::kI32 && indices.dtype != DType::kI64)
+    return invalid_argument(prefix(kGather) + "indices are " + indices.to_string() + ", expected i32 or i64");
+  const size_t axis = static_cast<size_t>(params[0]);
+  if (data.dims[axis] == 0 && count_of(indices) > 0)
+    return invalid_argument(prefix(kGather) + "gathers from an empty axis");
+  TensorType out{data.dtype, {}};
+  out.dims.assign(data.dims.begin(), data.dims.begin() + static_cast<std::ptrdiff_t>(axis));
+  out.dims.insert(out.dims.end(), indices.dims.begin(), indices.dims.end());
+  out.dims.insert(out.dims.end(), data.dims.begin() + static_cast<std::ptrdiff_t>(axis) + 1, data.dims.end());
+  return one(std::move(out));
+}
+
+void plan_gather(const PlanInput& op, OpPlan& out) {
+  GatherPlan& p = out.start<GatherPlan>();
+  const TensorType& data = op.inputs[0];
+  const size_t axis = static_cast<size_t>(op.params[0]);
+  p.outer = dims_product(data.dims, 0, axis);
+  p.axis_dim = data.dims[axis];
+  p.inner_bytes = dims_product(data.dims, axis + 1, data.rank()) * dtype_size(data.dtype);
+  p.index_count = count_of(op.inputs[1]);
+  p.index_i64 = op.inputs[1].dtype == DType::kI64;
+}
+
+// ---- slice --------------------------------------------------------------------
+
+constexpr int64_t kMaxStep = int64_t{1} << 62;
+
+// ONNX Slice semantics: negative starts/ends count from the end and are
+// clamped to the dim; a negative step walks backwards.
+Result<std::vector<int64_t>> lower_slice(std::span<const TensorType> in, const AttrMap& attrs,
+                                         std::span<const TensorType>) {
+  HEXIR_RETURN_IF_ERROR(check_attr_names(kSlice, attrs, {"starts", "ends", "axes", "steps"}));
+  const TensorType& x = in[0];
+  HEXIR_ASSIGN_OR_RETURN(std::vector<int64_t> starts, int_list_attr(kSlice, attrs, "starts"));
+  HEXIR_ASSIGN_OR_RETURN(std::vector<int64_t> ends, int_list_attr(kSlice, attrs, "ends"));
+  HEXIR_ASSIGN_OR_RETURN(std::vector<int64_t> axes, int_list_attr(kSlice, attrs, "axes"));
+  HEXIR_ASSIGN_OR_RETURN(std::vector<int64_t> steps, int_list_attr(kSlice, attrs, "steps"));
+  if (starts.size() != ends.size())
+    return invalid_argument(prefix(kSlice) + "'starts' has " + std::to_string(starts.size()) + " entries, 'ends' " +
+                            std::to_string(ends.size()));
+  if (!find_attr(attrs, "axes"))
+    for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
+  if (!find_attr(attrs, "steps")) steps.assign(starts.size(), 1);
+  if (axes.size() != starts.size() || steps.size() != starts.size())
+    return invalid_argument(prefix(kSlice) + "'starts', 'ends', 'axes' and 'steps' must have one length");
+  std::vector<int64_t> params;
+  for (int64_t d : x.dims) params.insert(params.end(), {0, 1, d});
+  std::vector<bool> seen(x.rank(), false);
+  for (size_t i = 0; i < starts.size(); ++i) {
+    HEXIR_ASSIGN_OR_RETURN(int64_t axis, normalize_axis(kSlice, axes[i], x.rank(), "axis"));
+    if (seen[static_cast<size_t>(axis)]) return invalid_argument(prefix(kSlice) + "'axes' lists an axis twice");
+    seen[static_cast<size_t>(axis)] = true;
+    const int64_t dim = x.dims[static_cast<size_t>(axis)];
+    const int64_t step = steps[i];
+    if (step == 0 || step > kMaxStep || step < -kMaxStep)
+      return invalid_argument(prefix(kSlice) + "step " + std::to_string(step) + " must be non-zero (and below 2^62)");
+    int64_t start = starts[i], end = ends[i];
+    if (start < 0) start += dim;
+    if (end < 0) end += dim;
+    int64_t size = 0;
+    if (step > 0) {
+      start = std::clamp<int64_t>(start, 0, dim);
+      end = std::clamp<int64_t>(end, 0, dim);
+      if (end > start) size = (end - start + step - 1) / step;
+    } else {
+      start = std::clamp<int64_t>(start, 0, dim - 1);
+      end = std::clamp<int64_t>(end, -1, dim - 1);
+      if (start > end) size = (start - end + (-step) - 1) / (-step);
+    }
+    if (size == 0) start = 0;
+    params[3 * static_cast<size_t>(axis)] = start;
+    params[3 * static_cast<size_t>(axis) + 1] = step;
+    params[3 * static_cast<size_t>(axis) + 2] = size;
+  }
+  return params;
+}
+
+Result<std::vector<TensorType>> infer_slice(std::span<const TensorType> in, std::span<const int64_t> params) {
+  const TensorType& x = in[0];
+  HEXIR_RETURN_IF_ERROR(check_param_count(kSlice, params, 3 * x.rank()));
+  TensorType out{x.dtype, {}};
+  for (size_t d = 0; d < x.rank(); ++d) {
+    const int64_t start = params[3 * d], step = params[3 * d + 1], size = params[3 * d + 2];
+    const int64_t dim = x.dims[d];
+    // Every index start + i * step (i < size) must lie in [0, dim).
+    bool ok = step != 0 && step <= kMaxStep && step >= -kMaxStep && size >= 0 && size <= dim;
+    if (ok && size > 0) {
+      const __int128 last = static_cast<__int128>(start) + static_cast<__int128>(size - 1) * step;
+      ok = start >= 0 && start < dim && last >= 0 && last < dim;
+    }
+    if (!ok)
+      return invalid_argument(prefix(kSlice) + "dim " + std::to_string(d) + ": start " + std::to_string(start) +
+                              ", step " + std::to_string(step) + ", size " + std::to_string(size) +
+                              " reach outside [0, " + std::to_string(dim) + ")");
+    out.dims.push_back(size);
+  }
+  return one(std::move(out));
+}
+
+void plan_slice(const PlanInput& op, OpPlan& out) {
+  StridedPlan& p = out.start<StridedPlan>();
+  const TensorType& x = op.inputs[0];
+  int64_t strides[kMaxRank];
+  row_major_strides(x.dims, strides);
+  p.rank = static_cast<int32_t>(x.rank());
+  p.element_size = static_cast<int32_t>(dtype_size(x.dtype));
+  for (size_t d = 0; d < x.rank(); ++d) {
+    p.offset += op.params[3 * d] * strides[d];
+    p.in_stride[d] = op.params[3 * d + 1] * strides[d];
+    p.out_dims[d] = op.params[3 * d + 2];
+  }
+  p.n = count_of(op.outputs[0]);
+}
+
+constexpr OpDef kDefs[] = {
+    {kTranspose, "transpose", 1, 1, 1, 1, false, false, false, 0, lower_transpose, infer_transpose, nullptr,
+     plan_transpose},
+    {kReshape, "reshape", 1, 1, 1, 1, false, false, true, 0, lower_reshape, infer_reshape, nullptr, nullptr},
+    {kConcat, "concat", 1, -1, 1, 1, false, false, false, 0, lower_concat, infer_concat, nullptr, plan_concat},
+    {kCopy, "copy", 1, 1, 1, 1, false, false, false, 0, lower_copy, infer_copy, nullptr, plan_copy},
+    {kSplit, "split", 1, 1, 1, -1, false, false, false, 0, lower_split, infer_split, nullptr, plan_split},
+    {kGather, "gather", 2, 2, 1, 1, false, false, false, 0, lower_gather, infer_gather, nullptr, plan_gather},
+    {kSlice, "slice", 1, 1, 1, 1, false, false, false, 0, lower_slice, infer_slice, nullptr, plan_slice},
+};
+
+}  // namespace
+
+std::span<const OpDef> layout_ops() { return kDefs; }
+
+}  // namespace hexir::ops::internal

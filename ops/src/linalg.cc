@@ -1,0 +1,193 @@
+// Contractions: matmul (numpy semantics) and conv2d (NCHW).
+#include <algorithm>
+
+#include "util.h"
+
+namespace hexir::ops::internal {
+namespace {
+
+using enum OpId;
+
+Result<std::vector<int64_t>> lower_matmul(std::span<const TensorType>, const AttrMap& attrs,
+                                          std::span<const TensorType>) {
+  return no_attributes(kMatmul, attrs);
+}
+
+// The operands as matrices: 1-D operands promoted ([K] on the left is [1,K],
+// on the right [K,1]).
+void promoted(std::span<const TensorType> in, std::vector<int64_t>& a, std::vector<int64_t>& b) {
+  a = in[0].dims;
+  b = in[1].dims;
+  if (a.size() == 1) a.insert(a.begin(), 1);
+  if (b.size() == 1) b.push_back(1);
+}
+
+Result<std::vector<TensorType>> infer_matmul(std::span<const TensorType> in, std::span<const int64_t> params) {
+  HEXIR_RETURN_IF_ERROR(check_param_count(kMatmul, params, 0));
+  if (in[0].dims.empty() || in[1].dims.empty())
+    return invalid_argument(prefix(kMatmul) + "operands must have rank >= 1");
+  std::vector<int64_t> a, b;
+  promoted(in, a, b);
+  if (a.back() != b[b.size() - 2])
+    return invalid_argument(prefix(kMatmul) + "contraction dims differ: " + shape_str(in[0].dims) + " x " +
+                            shape_str(in[1].dims));
+  auto batch = broadcast_shapes(std::span(a).first(a.size() - 2), std::span(b).first(b.size() - 2));
+  if (!batch)
+    return invalid_argument(prefix(kMatmul) + "batch dims of " + shape_str(in[0].dims) + " and " +
+                            shape_str(in[1].dims) + " do not broadcast");
+  TensorType out{DType::kF32, *batch};
+  if (in[0].dims.size() > 1) out.dims.push_back(a[a.size() - 2]);
+  if (in[1].dims.size() > 1) out.dims.push_back(b.back());
+  return one(std::move(out));
+}
+
+void plan_matmul(const PlanInput& op, OpPlan& out) {
+  MatmulPlan& p = out.start<MatmulPlan>();
+  std::vector<int64_t> a, b;
+  promoted(op.inputs, a, b);
+  p.m = a[a.size() - 2];
+  p.k = a.back();
+  p.n = b.back();
+  const size_t a_batch = a.size() - 2, b_batch = b.size() - 2;
+  const size_t batch_rank = std::max(a_batch, b_batch);
+  int64_t a_step = p.m * p.k, b_step = p.k * p.n;
+  bool a_full = true, a_repeated = true, b_full = true, b_repeated = true;
+  for (size_t i = batch_rank; i-- > 0;) {
+    const int64_t ai = static_cast<int64_t>(i) - static_cast<int64_t>(batch_rank - a_batch);
+    const int64_t bi = static_cast<int64_t>(i) - static_cast<int64_t>(batch_rank - b_batch);
+    const int64_t ad = ai >= 0 ? a[static_cast<size_t>(ai)] : 1;
+    const int64_t bd = bi >= 0 ? b[static_cast<size_t>(bi)] : 1;
+    p.batch_dims[i] = (ad == 0 || bd == 0) ? 0 : std::max(ad, bd);
+    p.a_stride[i] = ad == 1 ? 0 : a_step;
+    p.b_stride[i] = bd == 1 ? 0 : b_step;
+    if (p.batch_dims[i] > 1) {
+      (p.a_stride[i] == 0 ? a_full : a_repeated) = false;
+      (p.b_stride[i] == 0 ? b_full : b_repeated) = false;
+    }
+    a_step *= ad;
+    b_step *= bd;
+  }
+  p.batch_rank = static_cast<int32_t>(batch_rank);
+  p.batch_count = dims_product(std::span<const int64_t>(p.batch_dims, batch_rank), 0, batch_rank);
+  p.a_uniform = a_full || a_repeated;
+  p.b_uniform = b_full || b_repeated;
+  p.a_batch_stride = a_full ? p.m * p.k : 0;
+  p.b_batch_stride = b_full ? p.k * p.n : 0;
+}
+
+// ---- conv2d -----------------------------------------------------------------
+
+enum ConvParam { kStrideH, kStrideW, kPadTop, kPadLeft, kPadBottom, kPadRight, kDilationH, kDilationW, kGroups,
+                 kConvParamCount };
+
+Result<std::vector<int64_t>> lower_conv2d(std::span<const TensorType>, const AttrMap& attrs,
+                                          std::span<const TensorType>) {
+  HEXIR_RETURN_IF_ERROR(check_attr_names(kConv2d, attrs, {"strides", "pads", "dilations", "groups"}));
+  auto pair = [&](const char* name, int64_t fallback) -> Result<std::vector<int64_t>> {
+    HEXIR_ASSIGN_OR_RETURN(std::vector<int64_t> v, int_list_attr(kConv2d, attrs, name));
+    if (v.empty()) return std::vector<int64_t>{fallback, fallback};
+    if (v.size() == 1) v.push_back(v[0]);
+    if (v.size() != 2)
+      return invalid_argument(prefix(kConv2d) + "attribute '" + name + "' takes 1 or 2 values, got " +
+                              std::to_string(v.size()));
+    return v;
+  };
+  HEXIR_ASSIGN_OR_RETURN(std::vector<int64_t> strides, pair("strides", 1));
+  HEXIR_ASSIGN_OR_RETURN(std::vector<int64_t> dilations, pair("dilations", 1));
+  // pads: ONNX order [top, left, bottom, right]; one value pads all sides, two are (h, w).
+  HEXIR_ASSIGN_OR_RETURN(std::vector<int64_t> pads, int_list_attr(kConv2d, attrs, "pads"));
+  if (pads.empty()) pads = {0, 0, 0, 0};
+  else if (pads.size() == 1) pads = {pads[0], pads[0], pads[0], pads[0]};
+  else if (pads.size() == 2) pads = {pads[0], pads[1], pads[0], pads[1]};
+  else if (pads.size() != 4)
+    return invalid_argument(prefix(kConv2d) + "attribute 'pads' takes 1, 2 or 4 values, got " +
+                            std::to_string(pads.size()));
+  HEXIR_ASSIGN_OR_RETURN(int64_t groups, int_attr(kConv2d, attrs, "groups", 1));
+  return std::vector<int64_t>{strides[0], strides[1], pads[0],      pads[1],     pads[2],
+                              pads[3],    dilations[0], dilations[1], groups};
+}
+
+Result<std::vector<TensorType>> infer_conv2d(std::span<const TensorType> in, std::span<const int64_t> p) {
+  HEXIR_RETURN_IF_ERROR(check_param_count(kConv2d, p, kConvParamCount));
+  const TensorType& x = in[0];
+  const TensorType& w = in[1];
+  if (x.rank() != 4) return invalid_argument(prefix(kConv2d) + "input " + x.to_string() + " is not [N,C,H,W]");
+  if (w.rank() != 4)
+    return invalid_argument(prefix(kConv2d) + "weights " + w.to_string() + " are not [K,C/groups,KH,KW]");
+  for (int i : {kStrideH, kStrideW, kDilationH, kDilationW})
+    if (p[i] < 1 || p[i] > (int64_t{1} << 30))
+      return invalid_argument(prefix(kConv2d) + "strides and dilations must be in 1..2^30");
+  for (int i : {kPadTop, kPadLeft, kPadBottom, kPadRight})
+    if (p[i] < 0 || p[i] > (int64_t{1} << 30))
+      return invalid_argument(prefix(kConv2d) + "pads must be in 0..2^30");
+  const int64_t groups = p[kGroups];
+  const int64_t c = x.dims[1], k = w.dims[0];
+  if (groups < 1 || c % groups != 0 || k % groups != 0)
+    return invalid_argument(prefix(kConv2d) + "groups " + std::to_string(groups) + " must divide the " +
+                            std::to_string(c) + " input and " + std::to_string(k) + " output channels");
+  if (w.dims[1] * groups != c)
+    return invalid_argument(prefix(kConv2d) + "weights " + w.to_string() + " take " + std::to_string(w.dims[1]) +
+                            " channels per group, the input gives " + std::to_string(c / groups));
+  if (in.size() == 3 && (in[2].rank() != 1 || in[2].dims[0] != k))
+    return invalid_argument(prefix(kConv2d) + "bias " + in[2].to_string() + " is not [" + std::to_string(k) + "]");
+  int64_t out_hw[2];
+  for (int d = 0; d < 2; ++d) {
+    const int64_t extent = x.dims[2 + d] + p[kPadTop + d] + p[kPadBottom + d];
+    const int64_t window = p[kDilationH + d] * (w.dims[2 + d] - 1) + 1;
+    if (w.dims[2 + d] < 1 || window > extent)
+      return invalid_argument(prefix(kConv2d) + "the " + std::to_string(w.dims[2 + d]) + "-wide kernel (dilated " +
+                              std::to_string(window) + ") does not fit the padded input extent " +
+                              std::to_string(extent));
+    out_hw[d] = (extent - window) / p[kStrideH + d] + 1;
+  }
+  // The im2col scratch (C/groups * KH * KW * OH * OW floats) must be addressable.
+  uint64_t col = 0;
+  if (__builtin_mul_overflow(static_cast<uint64_t>(w.dims[1] * w.dims[2] * w.dims[3]),
+                             static_cast<uint64_t>(out_hw[0]) * static_cast<uint64_t>(out_hw[1]), &col) ||
+      col > (uint64_t{1} << 60))
+    return invalid_argument(prefix(kConv2d) + "the convolution's patch matrix is too large");
+  return one({DType::kF32, {x.dims[0], k, out_hw[0], out_hw[1]}});
+}
+
+bool plain_gemm(const Conv2dPlan& p) {
+  return p.kh == 1 && p.kw == 1 && p.stride_h == 1 && p.stride_w == 1 && p.pad_top == 0 && p.pad_left == 0 &&
+         p.oh == p.h && p.ow == p.w;
+}
+
+void fill_conv2d(const PlanInput& op, Conv2dPlan& p) {
+  const auto& x = op.inputs[0].dims;
+  const auto& w = op.inputs[1].dims;
+  const auto& o = op.outputs[0].dims;
+  p.n = x[0], p.c = x[1], p.h = x[2], p.w = x[3];
+  p.k = w[0], p.kh = w[2], p.kw = w[3];
+  p.oh = o[2], p.ow = o[3];
+  p.stride_h = op.params[kStrideH], p.stride_w = op.params[kStrideW];
+  p.pad_top = op.params[kPadTop], p.pad_left = op.params[kPadLeft];
+  p.dilation_h = op.params[kDilationH], p.dilation_w = op.params[kDilationW];
+  p.groups = op.params[kGroups];
+  p.c_per_group = p.c / p.groups;
+  p.k_per_group = p.k / p.groups;
+  p.has_bias = op.inputs.size() == 3;
+  p.col_bytes = plain_gemm(p) ? 0 : p.c_per_group * p.kh * p.kw * p.oh * p.ow * int64_t{sizeof(float)};
+}
+
+// Scratch for the im2col matrix of one group of one image.
+uint64_t workspace_conv2d(const PlanInput& op) {
+  Conv2dPlan p{};
+  fill_conv2d(op, p);
+  return static_cast<uint64_t>(p.col_bytes);
+}
+
+void plan_conv2d(const PlanInput& op, OpPlan& out) { fill_conv2d(op, out.start<Conv2dPlan>()); }
+
+constexpr OpDef kDefs[] = {
+    {kMatmul, "matmul", 2, 2, 1, 1, true, false, false, 0, lower_matmul, infer_matmul, nullptr, plan_matmul},
+    {kConv2d, "conv2d", 2, 3, 1, 1, true, false, false, 0, lower_conv2d, infer_conv2d, workspace_conv2d,
+     plan_conv2d},
+};
+
+}  // namespace
+
+std::span<const OpDef> linalg_ops() { return kDefs; }
+
+}  // namespace hexir::ops::internal

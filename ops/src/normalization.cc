@@ -1,0 +1,177 @@
+// Row-wise operators: softmax, layernorm, and the reductions.
+#include <algorithm>
+#include <bit>
+#include <cmath>
+
+#include "util.h"
+
+namespace hexir::ops::internal {
+namespace {
+
+using enum OpId;
+
+template <OpId kId>
+Result<std::vector<int64_t>> lower_axis(std::span<const TensorType> in, const AttrMap& attrs,
+                                        std::span<const TensorType>) {
+  HEXIR_RETURN_IF_ERROR(check_attr_names(kId, attrs, {"axis"}));
+  HEXIR_ASSIGN_OR_RETURN(int64_t axis, int_attr(kId, attrs, "axis", -1));
+  HEXIR_ASSIGN_OR_RETURN(int64_t norm, normalize_axis(kId, axis, in[0].rank(), "axis"));
+  return std::vector<int64_t>{norm};
+}
+
+Result<std::vector<TensorType>> infer_softmax(std::span<const TensorType> in, std::span<const int64_t> params) {
+  HEXIR_RETURN_IF_ERROR(check_param_count(kSoftmax, params, 1));
+  HEXIR_RETURN_IF_ERROR(check_axis_param(kSoftmax, params[0], in[0].rank()));
+  return one(in[0]);
+}
+
+void fill_softmax(const PlanInput& op, SoftmaxPlan& p) {
+  const auto& dims = op.inputs[0].dims;
+  const size_t axis = static_cast<size_t>(op.params[0]);
+  p.outer = dims_product(dims, 0, axis);
+  p.length = dims[axis];
+  p.inner = dims_product(dims, axis + 1, dims.size());
+}
+
+void plan_softmax(const PlanInput& op, OpPlan& out) { fill_softmax(op, out.start<SoftmaxPlan>()); }
+
+// softmax over a non-last axis walks its rows with a stride; with one double
+// sum and one float max per column of the inner block it runs unit-stride
+// instead (same arithmetic per element, same results).
+uint64_t workspace_softmax(const PlanInput& op) {
+  SoftmaxPlan p{};
+  fill_softmax(op, p);
+  if (p.inner <= 1) return 0;
+  return static_cast<uint64_t>(p.inner) * (sizeof(double) + sizeof(float));
+}
+
+Result<std::vector<int64_t>> lower_layernorm(std::span<const TensorType> in, const AttrMap& attrs,
+                                             std::span<const TensorType>) {
+  HEXIR_RETURN_IF_ERROR(check_attr_names(kLayernorm, attrs, {"axis", "epsilon"}));
+  HEXIR_ASSIGN_OR_RETURN(int64_t axis, int_attr(kLayernorm, attrs, "axis", -1));
+  HEXIR_ASSIGN_OR_RETURN(int64_t norm, normalize_axis(kLayernorm, axis, in[0].rank(), "axis"));
+  double epsilon = 1e-5;
+  if (const AttrValue* v = find_attr(attrs, "epsilon")) {
+    if (auto* d = std::get_if<double>(&v->value)) epsilon = *d;
+    else if (auto* i = std::get_if<int64_t>(&v->value)) epsilon = static_cast<double>(*i);
+    else return invalid_argument(prefix(kLayernorm) + "attribute 'epsilon' must be a number");
+  }
+  if (!(epsilon >= 0) || !std::isfinite(epsilon))
+    return invalid_argument(prefix(kLayernorm) + "attribute 'epsilon' must be finite and >= 0");
+  return std::vector<int64_t>{norm, std::bit_cast<int64_t>(epsilon)};
+}
+
+Result<std::vector<TensorType>> infer_layernorm(std::span<const TensorType> in, std::span<const int64_t> params) {
+  HEXIR_RETURN_IF_ERROR(check_param_count(kLayernorm, params, 2));
+  const TensorType& x = in[0];
+  HEXIR_RETURN_IF_ERROR(check_axis_param(kLayernorm, params[0], x.rank()));
+  const double epsilon = std::bit_cast<double>(params[1]);
+  if (!(epsilon >= 0) || !std::isfinite(epsilon))
+    return invalid_argument(prefix(kLayernorm) + "epsilon must be finite and >= 0");
+  std::vector<int64_t> norm_dims(x.dims.begin() + params[0], x.dims.end());
+  for (int i = 1; i <= 2; ++i)
+    if (in[i].dims != norm_dims)
+      return invalid_argument(prefix(kLayernorm) + (i == 1 ? "gamma" : "beta") + " has shape " +
+                              shape_str(in[i].dims) + ", expected " + shape_str(norm_dims));
+  return one(x);
+}
+
+void plan_layernorm(const PlanInput& op, OpPlan& out) {
+  LayernormPlan& p = out.start<LayernormPlan>();
+  const auto& dims = op.inputs[0].dims;
+  const size_t axis = static_cast<size_t>(op.params[0]);
+  p.rows = dims_product(dims, 0, axis);
+  p.width = dims_product(dims, axis, dims.size());
+  p.epsilon = std::bit_cast<double>(op.params[1]);
+}
+
+template <OpId kId>
+Result<std::vector<int64_t>> lower_reduce(std::span<const TensorType> in, const AttrMap& attrs,
+                                          std::span<const TensorType>) {
+  HEXIR_RETURN_IF_ERROR(check_attr_names(kId, attrs, {"axes", "keepdims"}));
+  HEXIR_ASSIGN_OR_RETURN(std::vector<int64_t> axes, int_list_attr(kId, attrs, "axes"));
+  int64_t keepdims = 0;
+  if (const AttrValue* v = find_attr(attrs, "keepdims")) {
+    auto* i = std::get_if<int64_t>(&v->value);
+    if (!i || (*i != 0 && *i != 1)) return invalid_argument(prefix(kId) + "attribute 'keepdims' must be 0 or 1");
+    keepdims = *i;
+  }
+  for (int64_t& a : axes) {
+    HEXIR_ASSIGN_OR_RETURN(a, normalize_axis(kId, a, in[0].rank(), "axis"));
+  }
+  std::sort(axes.begin(), axes.end());
+  if (std::adjacent_find(axes.begin(), axes.end()) != axes.end())
+    return invalid_argument(prefix(kId) + "attribute 'axes' lists an axis twice");
+  std::vector<int64_t> params{keepdims};
+  params.insert(params.end(), axes.begin(), axes.end());
+  return params;
+}
+
+// Which dims a reduce parameter list reduces (all when it lists none).
+template <OpId kId>
+Status reduced_dims(std::span<const int64_t> params, size_t rank, bool* reduced) {
+  if (params.empty() || (params[0] != 0 && params[0] != 1))
+    return invalid_argument(prefix(kId) + "first parameter (keepdims) must be 0 or 1");
+  std::fill(reduced, reduced + rank, params.size() == 1);
+  for (size_t i = 1; i < params.size(); ++i) {
+    if (params[i] < 0 || params[i] >= static_cast<int64_t>(rank) || (i > 1 && params[i] <= params[i - 1]))
+      return invalid_argument(prefix(kId) + "axes " + shape_str(params.subspan(1)) +
+                              " must be sorted, unique and below rank " + std::to_string(rank));
+    reduced[params[i]] = true;
+  }
+  return ok_status();
+}
+
+template <OpId kId>
+Result<std::vector<TensorType>> infer_reduce(std::span<const TensorType> in, std::span<const int64_t> params) {
+  const TensorType& x = in[0];
+  bool reduced[kMaxRank];
+  HEXIR_RETURN_IF_ERROR(reduced_dims<kId>(params, x.rank(), reduced));
+  TensorType out{x.dtype, {}};
+  for (size_t d = 0; d < x.rank(); ++d) {
+    if (!reduced[d]) out.dims.push_back(x.dims[d]);
+    else if (params[0] == 1) out.dims.push_back(1);
+  }
+  return one(std::move(out));
+}
+
+template <OpId kId>
+void plan_reduce(const PlanInput& op, OpPlan& out) {
+  ReducePlan& p = out.start<ReducePlan>();
+  const auto& dims = op.inputs[0].dims;
+  bool reduced[kMaxRank];
+  (void)reduced_dims<kId>(op.params, dims.size(), reduced);  // checked by infer
+  int64_t strides[kMaxRank];
+  row_major_strides(dims, strides);
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (reduced[i]) {
+      p.red_dims[p.red_rank] = dims[i];
+      p.red_stride[p.red_rank++] = strides[i];
+    } else {
+      p.kept_dims[p.kept_rank] = dims[i];
+      p.kept_stride[p.kept_rank++] = strides[i];
+    }
+  }
+  p.out_count = dims_product(std::span<const int64_t>(p.kept_dims, static_cast<size_t>(p.kept_rank)), 0,
+                             static_cast<size_t>(p.kept_rank));
+  p.red_count = dims_product(std::span<const int64_t>(p.red_dims, static_cast<size_t>(p.red_rank)), 0,
+                             static_cast<size_t>(p.red_rank));
+  p.mean = kId == kReduceMean;
+}
+
+constexpr OpDef kDefs[] = {
+    {kSoftmax, "softmax", 1, 1, 1, 1, true, true, false, 0, lower_axis<kSoftmax>, infer_softmax,
+     workspace_softmax, plan_softmax},
+    {kLayernorm, "layernorm", 3, 3, 1, 1, true, false, false, 0, lower_layernorm, infer_layernorm, nullptr,
+     plan_layernorm},
+    {kReduceSum, "reduce_sum", 1, 1, 1, 1, true, false, false, 0, lower_reduce<kReduceSum>,
+     infer_reduce<kReduceSum>, nullptr, plan_reduce<kReduceSum>},
+    {kReduceMean, "reduce_mean", 1, 1, 1, 1, true, false, false, 0, lower_reduce<kReduceMean>,
+     infer_reduce<kReduceMean>, nullptr, plan_reduce<kReduceMean>},
+};
+
+}  // namespace
+
+std::span<const OpDef> normalization_ops() { return kDefs; }
+
+}  // namespace hexir::ops::internal

@@ -1,0 +1,55 @@
+// Helpers shared by the operator definitions (internal to ops/).
+#pragma once
+
+#include <initializer_list>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "hexir/ops/op.h"
+
+namespace hexir::ops::internal {
+
+std::string shape_str(std::span<const int64_t> dims);
+std::string prefix(OpId id);  // "@name: "
+
+// Turns a possibly negative axis into 0..rank-1.
+Result<int64_t> normalize_axis(OpId id, int64_t axis, size_t rank, const char* what);
+
+const AttrValue* find_attr(const AttrMap& attrs, std::string_view name);
+Status check_attr_names(OpId id, const AttrMap& attrs, std::initializer_list<std::string_view> allowed);
+Result<int64_t> int_attr(OpId id, const AttrMap& attrs, std::string_view name, int64_t fallback);
+// An integer or a list of integers; empty when absent.
+Result<std::vector<int64_t>> int_list_attr(OpId id, const AttrMap& attrs, std::string_view name);
+
+Status check_param_count(OpId id, std::span<const int64_t> params, size_t expected);
+Status check_axis_param(OpId id, int64_t axis, size_t rank);
+
+inline std::vector<TensorType> one(TensorType t) { return {std::move(t)}; }
+
+// Product of dims[begin, end).
+inline int64_t dims_product(std::span<const int64_t> dims, size_t begin, size_t end) {
+  int64_t n = 1;
+  for (size_t i = begin; i < end; ++i) n *= dims[i];
+  return n;
+}
+inline int64_t count_of(const TensorType& t) { return dims_product(t.dims, 0, t.dims.size()); }
+
+// Row-major element strides of `dims`.
+void row_major_strides(std::span<const int64_t> dims, int64_t* strides);
+
+// Element strides of a tensor of `dims` viewed with `out_rank` dims, numpy's
+// right alignment; broadcast (size-1 or missing) dims get stride 0.
+void broadcast_strides(std::span<const int64_t> dims, size_t out_rank, int64_t* strides);
+
+// Lowering for operators without attributes.
+Result<std::vector<int64_t>> no_attributes(OpId id, const AttrMap& attrs);
+
+// The families' definitions, each a span in OpId order of its own ids.
+std::span<const OpDef> elementwise_ops();
+std::span<const OpDef> linalg_ops();
+std::span<const OpDef> normalization_ops();
+std::span<const OpDef> layout_ops();
+
+}  // namespace hexir::ops::internal
