@@ -17,12 +17,8 @@
 #include <string_view>
 #include <vector>
 
-#include "arena_planner.h"
-#include "planner_csv.h"
-
-#ifndef HEXIR_PLANNING_BENCHMARKS
-#define HEXIR_PLANNING_BENCHMARKS "/work/shared/planning-benchmarks"
-#endif
+#include "hexir/planner/arena_planner.h"
+#include "hexir/planner/planner_csv.h"
 
 namespace {
 

@@ -16,9 +16,9 @@
 #include <string>
 #include <vector>
 
-#include "hexir/format/function_plan.h"
 #include "hexir/format/sections.h"
 #include "hexir/format/verifier.h"
+#include "hexir/inspect/function_plan.h"
 
 namespace hexir {
 namespace {
@@ -55,16 +55,6 @@ std::string binary(uint32_t v, uint32_t width) {
   return out;
 }
 
-// "%h1" for values, "@b1" for constants, "%s7" when unnamed.
-std::string operand_name(const fb::Module& m, uint32_t slot_index) {
-  const fb::Slot& s = *m.slots()->Get(slot_index);
-  const char sigil = s.storage() == fb::StorageKind::Constant ? '@' : '%';
-  std::string name = str(s.name());
-  if (name.empty()) return std::string(1, sigil) + "s" + std::to_string(slot_index);
-  if (name[0] == '%' || name[0] == '@') return name;
-  return sigil + name;
-}
-
 std::string params_text(const fb::Module& m, const fb::Instruction& in) {
   if (in.param_count() == 0) return "";
   std::string out = " {";
@@ -78,9 +68,9 @@ std::string params_text(const fb::Module& m, const fb::Instruction& in) {
 std::string instruction_text(const VerifiedModule& v, const fb::Instruction& in) {
   const fb::Module& m = *v.module;
   const uint32_t out_slot = m.operand_pool()->Get(in.operand_begin() + in.input_count());
-  std::string text = operand_name(m, out_slot) + " = " + ops::op_def(v.kernel_ids[in.kernel()]).name;
+  std::string text = inspect::slot_name(m, out_slot) + " = " + ops::op_def(v.kernel_ids[in.kernel()]).name;
   for (uint32_t i = 0; i < in.input_count(); ++i)
-    text += (i ? ", " : " ") + operand_name(m, m.operand_pool()->Get(in.operand_begin() + i));
+    text += (i ? ", " : " ") + inspect::slot_name(m, m.operand_pool()->Get(in.operand_begin() + i));
   text += params_text(m, in);
   text += " : " + v.slot_types[out_slot].to_string();
   text += "  ; alias=" + binary(in.alias_mask(), in.input_count());
@@ -99,12 +89,6 @@ std::string storage_text(const fb::Slot& s) {
       return "output " + std::to_string(s.index());
   }
   return "?";
-}
-
-double percent_over(uint64_t size, uint64_t lower_bound) {
-  if (lower_bound == 0) return 0.0;
-  return 100.0 * (static_cast<double>(size) - static_cast<double>(lower_bound)) /
-         static_cast<double>(lower_bound);
 }
 
 void print_text(const std::string& path, const VerifiedModule& v) {
@@ -173,7 +157,7 @@ void print_text(const std::string& path, const VerifiedModule& v) {
     }
     std::printf(")\n    instructions [%u, +%u), arena %" PRIu64 " bytes, lower bound %" PRIu64 "\n",
                 fn.instruction_begin(), fn.instruction_count(), fn.arena_size(), fn.lower_bound());
-    const format::FunctionStats st = format::function_stats(v, f);
+    const inspect::FunctionStats st = inspect::function_stats(v, f);
     std::printf("    stats: arena %" PRIu64 " B, lower bound %" PRIu64 " B (%.1f%% over); aliases: %" PRIu64
                 " in place, %" PRIu64 " views; constants: %" PRIu64 " B stored, %" PRIu64 " B filled\n",
                 st.arena_size, st.lower_bound, st.percent_over, st.in_place_aliases, st.view_aliases,
@@ -189,7 +173,7 @@ void print_text(const std::string& path, const VerifiedModule& v) {
   std::printf("\nslots (%u):\n", count(m.slots()));
   for (uint32_t i = 0; i < count(m.slots()); ++i) {
     const fb::Slot& s = *m.slots()->Get(i);
-    std::printf("  #%-4u %-16s %-20s %10" PRIu64 " B  %-18s (%s)\n", i, operand_name(m, i).c_str(),
+    std::printf("  #%-4u %-16s %-20s %10" PRIu64 " B  %-18s (%s)\n", i, inspect::slot_name(m, i).c_str(),
                 v.slot_types[i].to_string().c_str(), s.byte_size(), storage_text(s).c_str(),
                 format::slot_usage_name(s.usage()));
   }
@@ -207,7 +191,7 @@ void print_text(const std::string& path, const VerifiedModule& v) {
   std::printf("\narena plan:\n  size %" PRIu64 " bytes, alignment %u, strategy %s, heuristic '%s'\n",
               a.size(), a.alignment(), format::plan_strategy_name(a.strategy()), str(a.heuristic()));
   std::printf("  lower bound %" PRIu64 " bytes (%.1f%% over), workspace %" PRIu64 " bytes\n", a.lower_bound(),
-              percent_over(a.size(), a.lower_bound()), a.workspace_size());
+              inspect::percent_over(a.size(), a.lower_bound()), a.workspace_size());
 }
 
 // A minimal streaming JSON writer: tracks whether a comma is due.
@@ -394,7 +378,7 @@ void print_json(const VerifiedModule& v) {
   j.field("strategy", format::plan_strategy_name(a.strategy()));
   j.field("heuristic", str(a.heuristic()));
   j.field("workspace_size", a.workspace_size());
-  j.field("percent_over_lower_bound", percent_over(a.size(), a.lower_bound()));
+  j.field("percent_over_lower_bound", inspect::percent_over(a.size(), a.lower_bound()));
   j.end_object();
 
   auto bindings = [&](const char* key, const flatbuffers::Vector<flatbuffers::Offset<fb::Binding>>* list) {
@@ -421,7 +405,7 @@ void print_json(const VerifiedModule& v) {
     j.field("instruction_count", fn.instruction_count());
     j.field("arena_size", fn.arena_size());
     j.field("lower_bound", fn.lower_bound());
-    const format::FunctionStats st = format::function_stats(v, f);
+    const inspect::FunctionStats st = inspect::function_stats(v, f);
     j.begin_object("stats");
     j.field("arena_size", st.arena_size);
     j.field("lower_bound", st.lower_bound);
@@ -512,8 +496,8 @@ int write_plan_svg(const VerifiedModule& v, const std::string& function, const s
       return 1;
     }
   }
-  const format::PlanSvgInput picture = format::function_plan_picture(v, f);
-  const std::string svg = format::render_plan_svg(picture);
+  const inspect::PlanSvgInput picture = inspect::function_plan_picture(v, f);
+  const std::string svg = inspect::render_plan_svg(picture);
   std::FILE* out = std::fopen(svg_path.c_str(), "wb");
   bool ok = out && std::fwrite(svg.data(), 1, svg.size(), out) == svg.size();
   if (out) ok = (std::fclose(out) == 0) && ok;

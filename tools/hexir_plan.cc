@@ -9,9 +9,9 @@
 #include <string>
 #include <string_view>
 
-#include "arena_planner.h"
-#include "plan_svg.h"
-#include "planner_csv.h"
+#include "hexir/inspect/plan_svg.h"
+#include "hexir/planner/arena_planner.h"
+#include "hexir/planner/planner_csv.h"
 
 namespace {
 
@@ -115,16 +115,17 @@ int main(int argc, char** argv) {
     return 1;
   }
   if (!svg.empty()) {
-    hexir::serializer::PlanPicture picture;
+    hexir::inspect::PlanSvgInput picture;
     picture.title = input + ": " + std::to_string(plan->size) + " bytes (" + plan->heuristic +
                     "), lower bound " + std::to_string(report.lower_bound);
+    picture.x_label = "time";
     picture.lower_bound = report.lower_bound;
     picture.arena_size = plan->size;
     for (size_t i = 0; i < problem->buffers.size(); ++i) {
       const auto& b = problem->buffers[i];
-      picture.rects.push_back({problem->ids[i], b.lower, b.upper, plan->offsets[i], b.size, 0});
+      picture.rects.push_back({problem->ids[i], b.lower, b.upper, plan->offsets[i], b.size, 0, ""});
     }
-    if (!write_text(svg, hexir::serializer::render_plan_svg(picture))) {
+    if (!write_text(svg, hexir::inspect::render_plan_svg(picture))) {
       std::fprintf(stderr, "hexir-plan: cannot write '%s'\n", svg.c_str());
       return 1;
     }

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "arena_planner.h"
 #include "hexir/base/status.h"
+#include "hexir/planner/arena_planner.h"
 #include "hexir/serializer/compiler.h"
 #include "ir.h"
 

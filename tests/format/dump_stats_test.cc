@@ -1,13 +1,15 @@
-// Per-function memory statistics (format::function_stats) and how hexir-dump
+// Per-function memory statistics (inspect::function_stats) and how hexir-dump
 // prints them, on hand-checked programs.
 #include <doctest/doctest.h>
 
-#include "hexir/format/function_plan.h"
 #include "hexir/format/verifier.h"
+#include "hexir/inspect/function_plan.h"
 #include "sample_util.h"
 
-namespace hexir::format {
+namespace hexir::inspect {
 namespace {
+
+using format::verify_executable;
 
 using testing::AlignedBytes;
 
@@ -131,4 +133,4 @@ TEST_CASE("dump stats: views and constants of a compiled program") {
 }
 
 }  // namespace
-}  // namespace hexir::format
+}  // namespace hexir::inspect

@@ -1,19 +1,22 @@
 // The plan picture: the SVG writer alone (well-formed XML, escaping, axes,
 // scale), the picture of a verified function, and hexir-dump --plan-svg on
 // both samples.
-#include "hexir/format/plan_svg.h"
+#include "hexir/inspect/plan_svg.h"
 
 #include <doctest/doctest.h>
 
 #include <set>
 
-#include "hexir/format/function_plan.h"
 #include "hexir/format/verifier.h"
+#include "hexir/inspect/function_plan.h"
 #include "sample_util.h"
 #include "xml_check.h"
 
-namespace hexir::format {
+namespace hexir::inspect {
 namespace {
+
+using format::VerifiedModule;
+using format::verify_executable;
 
 PlanSvgInput small_input() {
   PlanSvgInput in;
@@ -173,4 +176,4 @@ TEST_CASE("plan svg: hexir-dump option errors") {
 }
 
 }  // namespace
-}  // namespace hexir::format
+}  // namespace hexir::inspect

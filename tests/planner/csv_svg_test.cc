@@ -1,4 +1,5 @@
-// The MiniMalloc CSV reader/writer, the SVG picture, and the hexir-plan tool.
+// The MiniMalloc CSV reader/writer, and the hexir-plan tool with its SVG
+// picture (drawn by the same writer as hexir-dump --plan-svg).
 #include <doctest/doctest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -12,8 +13,8 @@
 #include <sstream>
 #include <string>
 
-#include "plan_svg.h"
-#include "planner_csv.h"
+#include "hexir/planner/planner_csv.h"
+#include "xml_check.h"
 
 namespace hexir::serializer {
 namespace {
@@ -53,30 +54,6 @@ TEST_CASE("csv: written rows carry the offset") {
   Result<CsvProblem> p = parse_plan_csv("id,lower,upper,size\na,0,3,4\nb,3,9,8\n");
   REQUIRE(p.ok());
   CHECK(format_plan_csv(*p, {16, 0}) == "id,lower,upper,size,offset\na,0,3,4,16\nb,3,9,8,0\n");
-}
-
-TEST_CASE("svg: one rectangle per buffer, labels, the lower bound, escaping") {
-  PlanPicture picture;
-  picture.title = "plan <of> & test";
-  picture.lower_bound = 150;
-  picture.arena_size = 200;
-  picture.rects = {{"big", 0, 10, 0, 100, kPlanRectPlain},
-                   {"in-place", 2, 6, 100, 100, kPlanRectAliased},
-                   {"donated", 6, 10, 100, 50, kPlanRectDonated},
-                   {"empty", 3, 3, 0, 0, kPlanRectPlain}};
-  std::string svg = render_plan_svg(picture);
-  CHECK(svg.starts_with("<svg "));
-  CHECK(svg.find("</svg>") != std::string::npos);
-  size_t rects = 0;
-  for (size_t at = svg.find("<rect x="); at != std::string::npos; at = svg.find("<rect x=", at + 1)) ++rects;
-  CHECK(rects == 3);  // the empty buffer is not drawn
-  CHECK(svg.find(">big</text>") != std::string::npos);
-  CHECK(svg.find("lower bound") != std::string::npos);
-  CHECK(svg.find("stroke-dasharray=\"2,1\"") != std::string::npos);  // aliased
-  CHECK(svg.find("plan &lt;of&gt; &amp; test") != std::string::npos);
-  CHECK(svg.find("<of>") == std::string::npos);
-  // No buffers at all still gives a picture.
-  CHECK(render_plan_svg(PlanPicture{}).find("</svg>") != std::string::npos);
 }
 
 struct Run {
@@ -119,7 +96,12 @@ TEST_CASE("hexir-plan: JSON line, CSV with offsets, SVG; errors exit 1 with the 
   CHECK(out.str().starts_with("id,lower,upper,size,offset\nb1,0,3,4,"));
   std::stringstream svg;
   svg << std::ifstream(dir / "plan.svg").rdbuf();
-  CHECK(svg.str().find("</svg>") != std::string::npos);
+  const testing::XmlCheck xml = testing::check_xml(svg.str());
+  REQUIRE_MESSAGE(xml.ok, xml.error);
+  CHECK(xml.count_class("rect", "value") == 5);
+  CHECK(xml.count_class("line", "lower-bound") == 1);
+  CHECK(xml.count_class("line", "arena-size") == 1);
+  CHECK(svg.str().find(">b5</text>") != std::string::npos);
 
   Run bad = run((dir / "bad.csv").string());
   CHECK(bad.status == 1);

@@ -2,7 +2,7 @@
 // compiled functions, all checked by an overlap checker written here.
 #include <random>
 
-#include "arena_planner.h"
+#include "hexir/planner/arena_planner.h"
 #include "test_util.h"
 
 namespace hexir::serializer::testing {

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "arena_planner.h"
+#include "hexir/planner/arena_planner.h"
 
 namespace hexir::serializer::planner {
 

@@ -1,4 +1,4 @@
-#include "arena_planner.h"
+#include "hexir/planner/arena_planner.h"
 
 #include <algorithm>
 #include <iterator>

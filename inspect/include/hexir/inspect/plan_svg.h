@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-namespace hexir::format {
+namespace hexir::inspect {
 
 // Flags of a rectangle (bits); each has its own fill and a legend entry.
 enum PlanSvgFlags : uint32_t {
@@ -48,4 +48,4 @@ std::string render_plan_svg(const PlanSvgInput& input);
 // Text made safe for XML character data and attribute values.
 std::string xml_escape(const std::string& text);
 
-}  // namespace hexir::format
+}  // namespace hexir::inspect

@@ -1,16 +1,17 @@
 // What a verified executable says about one function's memory, recomputed
 // from its instruction stream: statistics (hexir-dump prints them per
 // function), its arena values with their live ranges, and its plan picture.
+// Tools-side: the runtime (libhexir_vm) never links it.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "hexir/format/plan_svg.h"
 #include "hexir/format/verifier.h"
+#include "hexir/inspect/plan_svg.h"
 
-namespace hexir::format {
+namespace hexir::inspect {
 
 struct FunctionStats {
   uint64_t arena_size = 0;             // Function.arena_size
@@ -38,14 +39,21 @@ struct StorageValue {
   uint32_t views = 0;     // view slots folded into this value
 };
 
+// "%h1" for values, "@b1" for constants, "%s7" when unnamed. `slot` must be
+// a valid slot index of the module.
+std::string slot_name(const fb::Module& module, uint32_t slot);
+
+// How far `size` is over `lower_bound`, in percent (0 when the bound is 0).
+double percent_over(uint64_t size, uint64_t lower_bound);
+
 // `function` must be < the module's function count.
-FunctionStats function_stats(const VerifiedModule& module, size_t function);
+FunctionStats function_stats(const format::VerifiedModule& module, size_t function);
 
 // Arena values first (in order of their writer), then donated-buffer values.
-std::vector<StorageValue> function_storage_values(const VerifiedModule& module, size_t function);
+std::vector<StorageValue> function_storage_values(const format::VerifiedModule& module, size_t function);
 
 // The picture of one function's arena: one rectangle per storage value,
 // donated-buffer values stacked above the arena, the lower bound line.
-PlanSvgInput function_plan_picture(const VerifiedModule& module, size_t function);
+PlanSvgInput function_plan_picture(const format::VerifiedModule& module, size_t function);
 
-}  // namespace hexir::format
+}  // namespace hexir::inspect

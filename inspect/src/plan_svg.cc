@@ -1,10 +1,10 @@
-#include "hexir/format/plan_svg.h"
+#include "hexir/inspect/plan_svg.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 
-namespace hexir::format {
+namespace hexir::inspect {
 namespace {
 
 // Picture layout (pixels).
@@ -304,4 +304,4 @@ std::string render_plan_svg(const PlanSvgInput& input) {
   return s;
 }
 
-}  // namespace hexir::format
+}  // namespace hexir::inspect

@@ -6,8 +6,8 @@
 #include <string_view>
 #include <vector>
 
-#include "arena_planner.h"
 #include "hexir/base/status.h"
+#include "hexir/planner/arena_planner.h"
 
 namespace hexir::serializer {
 

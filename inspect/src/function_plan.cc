@@ -1,21 +1,14 @@
-#include "hexir/format/function_plan.h"
+#include "hexir/inspect/function_plan.h"
 
 #include <algorithm>
 #include <cstdio>
 #include <map>
 #include <set>
 
-namespace hexir::format {
+namespace hexir::inspect {
 namespace {
 
-std::string slot_name(const fb::Module& m, uint32_t slot) {
-  const fb::Slot& s = *m.slots()->Get(slot);
-  std::string name = s.name() ? s.name()->str() : std::string();
-  const char sigil = s.storage() == fb::StorageKind::Constant ? '@' : '%';
-  if (name.empty()) return std::string(1, sigil) + "s" + std::to_string(slot);
-  if (name[0] == '%' || name[0] == '@') return name;
-  return sigil + name;
-}
+using format::VerifiedModule;
 
 // One pass over a function's instructions: who writes and reads each slot.
 struct Scan {
@@ -92,15 +85,24 @@ bool is_view(const Scan& sc, uint32_t s) {
   return false;
 }
 
+std::string bytes(uint64_t v) { return std::to_string(v) + " B"; }
+
+}  // namespace
+
+std::string slot_name(const fb::Module& m, uint32_t slot) {
+  const fb::Slot& s = *m.slots()->Get(slot);
+  std::string name = s.name() ? s.name()->str() : std::string();
+  const char sigil = s.storage() == fb::StorageKind::Constant ? '@' : '%';
+  if (name.empty()) return std::string(1, sigil) + "s" + std::to_string(slot);
+  if (name[0] == '%' || name[0] == '@') return name;
+  return sigil + name;
+}
+
 double percent_over(uint64_t size, uint64_t lower_bound) {
   if (lower_bound == 0) return 0.0;
   return 100.0 * (static_cast<double>(size) - static_cast<double>(lower_bound)) /
          static_cast<double>(lower_bound);
 }
-
-std::string bytes(uint64_t v) { return std::to_string(v) + " B"; }
-
-}  // namespace
 
 FunctionStats function_stats(const VerifiedModule& v, size_t function) {
   const Scan sc = scan_function(v, function);
@@ -243,4 +245,4 @@ PlanSvgInput function_plan_picture(const VerifiedModule& v, size_t function) {
   return picture;
 }
 
-}  // namespace hexir::format
+}  // namespace hexir::inspect

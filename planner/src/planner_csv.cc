@@ -1,4 +1,4 @@
-#include "planner_csv.h"
+#include "hexir/planner/planner_csv.h"
 
 #include <charconv>
 #include <cstdio>
