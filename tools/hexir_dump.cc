@@ -4,11 +4,6 @@
 // object with --json).
 // hexir-dump FILE.hxe --plan-svg OUT.svg [--function NAME]: draws one
 // function's arena (time across, offset up) instead.
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <cerrno>
 #include <cinttypes>
 #include <cstdio>
@@ -16,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "hexir/base/mapped_file.h"
 #include "hexir/format/sections.h"
 #include "hexir/format/verifier.h"
 #include "hexir/inspect/function_plan.h"
@@ -552,24 +548,14 @@ int run(int argc, char** argv) {
     return 1;
   };
 
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return fail(std::strerror(errno));
-  struct stat st;
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return fail("not a regular file");
+  Result<MappedFile> file = MappedFile::open(path);
+  if (!file.ok()) {
+    std::fprintf(stderr, "hexir-dump: %s\n", file.status().message().c_str());
+    return 1;
   }
-  const size_t size = static_cast<size_t>(st.st_size);
-  void* mapping = size > 0 ? ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0) : nullptr;
-  ::close(fd);
-  if (mapping == MAP_FAILED) return fail(std::string("cannot map: ") + std::strerror(errno));
-  std::span<const uint8_t> bytes(static_cast<const uint8_t*>(mapping), size);
-  static const uint64_t kEmpty = 0;  // an aligned address for the empty file
-  if (size == 0) bytes = {reinterpret_cast<const uint8_t*>(&kEmpty), 0};
-
   format::VerifyOptions options;
   options.verify_data_checksum = true;  // a dump is an inspection: check everything
-  Result<VerifiedModule> verified = format::verify_executable(bytes, options);
+  Result<VerifiedModule> verified = format::verify_executable(file->bytes(), options);
   // Compressed sections are decompressed (and so checked) like the VM does at load.
   std::vector<format::SectionBuffer> raw_sections;
   Status decompressed = verified.ok() ? format::decompress_sections(*verified, raw_sections) : ok_status();
@@ -585,7 +571,6 @@ int run(int argc, char** argv) {
   } else {
     print_text(path, *verified);
   }
-  if (mapping) ::munmap(mapping, size);
   return rc;
 }
 

@@ -1,12 +1,6 @@
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <cassert>
-#include <cerrno>
-#include <cstring>
 
+#include "hexir/base/mapped_file.h"
 #include "vm_impl.h"
 
 namespace hexir::vm {
@@ -57,7 +51,7 @@ Status finish_load(ModuleImpl& impl, std::span<const uint8_t> bytes, const LoadO
 }  // namespace
 
 ModuleImpl::~ModuleImpl() {
-  if (mapping) munmap(mapping, mapping_size);
+  if (mapping) MappedFile::unmap({static_cast<const uint8_t*>(mapping), mapping_size});
 }
 
 Module::Module(std::unique_ptr<ModuleImpl> impl) : impl_(std::move(impl)) {}
@@ -66,32 +60,15 @@ Module& Module::operator=(Module&&) noexcept = default;
 Module::~Module() = default;
 
 Result<Module> Module::load_file(const std::string& path, const LoadOptions& options) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    const int err = errno;
-    std::string message = "cannot open '" + path + "': " + std::strerror(err);
-    return err == ENOENT ? not_found(message) : invalid_argument(message);
-  }
-  struct stat st;
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return invalid_argument("'" + path + "' is not a regular file");
-  }
-  if (st.st_size == 0) {
-    ::close(fd);
-    return data_loss(path + ": file is empty");
-  }
-  const size_t size = static_cast<size_t>(st.st_size);
   // Private read-only mapping: weights are used in place and can never be written through.
-  void* mapping = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-  const int err = errno;
-  ::close(fd);
-  if (mapping == MAP_FAILED) return resource_exhausted("cannot map '" + path + "': " + std::strerror(err));
+  HEXIR_ASSIGN_OR_RETURN(MappedFile file, MappedFile::open(path));
+  if (file.empty()) return data_loss(path + ": file is empty");
 
   auto impl = std::make_unique<ModuleImpl>();
-  impl->mapping = mapping;
-  impl->mapping_size = size;
-  Status status = finish_load(*impl, {static_cast<const uint8_t*>(mapping), size}, options);
+  const std::span<const uint8_t> bytes = file.release();  // unmapped by ~ModuleImpl
+  impl->mapping = const_cast<uint8_t*>(bytes.data());
+  impl->mapping_size = bytes.size();
+  Status status = finish_load(*impl, bytes, options);
   if (!status.ok()) return status.annotate(path);
   return Module(std::move(impl));
 }

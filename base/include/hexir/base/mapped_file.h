@@ -1,0 +1,48 @@
+// A file mapped read-only into memory: the one way Hexir maps a file (the VM's
+// Module::load_file, hexir-dump). The mapping is private and read-only, so
+// nothing can be written through it; it is unmapped when the object goes.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "hexir/base/status.h"
+
+namespace hexir {
+
+class MappedFile {
+ public:
+  // Maps all of `path`. Errors name the path: kNotFound when it does not
+  // exist, kInvalidArgument when it cannot be opened or is not a regular
+  // file, kResourceExhausted when the mapping fails. An empty file is not an
+  // error: it gives an empty span whose data pointer is still valid and
+  // 64-byte aligned (nothing is mapped).
+  static Result<MappedFile> open(const std::string& path);
+
+  MappedFile() = default;
+  MappedFile(MappedFile&& other) noexcept;
+  MappedFile& operator=(MappedFile&& other) noexcept;
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+  ~MappedFile();
+
+  std::span<const uint8_t> bytes() const { return bytes_; }
+  const uint8_t* data() const { return bytes_.data(); }
+  size_t size() const { return bytes_.size(); }
+  bool empty() const { return bytes_.empty(); }
+
+  // Hands the mapping to the caller, who must end it with unmap(); this
+  // object is left empty. For owners that keep the raw span.
+  std::span<const uint8_t> release();
+  // Ends a mapping taken with release(); an empty span is ignored.
+  static void unmap(std::span<const uint8_t> released);
+
+ private:
+  explicit MappedFile(std::span<const uint8_t> bytes) : bytes_(bytes) {}
+
+  std::span<const uint8_t> bytes_;  // empty: nothing mapped
+};
+
+}  // namespace hexir
