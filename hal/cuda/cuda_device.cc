@@ -98,17 +98,6 @@ Result<DeviceOptions> parse_name(std::string_view name) {
   return o;
 }
 
-Status check_range(const Buffer& buffer, uint64_t offset, uint64_t size, const char* what) {
-  if (offset > buffer.size || size > buffer.size - offset) {
-    return invalid_argument(std::string(what) + ": range [" + std::to_string(offset) + ", +" +
-                            std::to_string(size) + ") is outside a buffer of " + std::to_string(buffer.size) +
-                            " bytes");
-  }
-  if (size > 0 && buffer.device_ptr == 0)
-    return invalid_argument(std::string(what) + ": buffer has no memory");
-  return ok_status();
-}
-
 // Host-side pattern fill (pinned buffers): the cpu device's doubling copy.
 void host_fill(uint8_t* out, uint64_t size, const uint8_t* bytes, uint32_t pattern_size) {
   if (size == 0) return;
@@ -165,14 +154,15 @@ class StreamLauncher final : public Launcher {
 class CudaDevice;
 
 // One stream. dispatch_sequence captures the sequence into a CUDA graph the
-// first time it sees it (with these pointers) and replays it after that.
+// first time it sees it (this storage, these bindings) and replays it after that.
 class CudaQueue final : public Queue {
  public:
   CudaQueue(CudaDevice& device, CUstream stream, std::unique_ptr<BlasHandle> blas);
   ~CudaQueue() override;
 
-  Status dispatch(const DispatchArgs& args) override;
-  Status dispatch_sequence(std::span<const DispatchArgs> sequence, size_t* failed_index) override;
+  Status dispatch(const Dispatch& dispatch) override;
+  Status dispatch_sequence(std::span<const Dispatch> sequence, std::span<void* const> bindings,
+                           size_t* failed_index) override;
   Status copy(const Buffer& dst, uint64_t dst_offset, const Buffer& src, uint64_t src_offset,
               uint64_t size) override;
   Status synchronize() override;
@@ -190,9 +180,9 @@ class CudaQueue final : public Queue {
   void count(uint64_t n) {
     dispatch_count_.store(dispatch_count_.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
   }
-  Status run_eagerly(std::span<const DispatchArgs> sequence, size_t* failed_index);
-  void build_key(std::span<const DispatchArgs> sequence);
-  Status capture(std::span<const DispatchArgs> sequence, size_t* failed_index, CUgraphExec* out);
+  Status run_eagerly(std::span<const Dispatch> sequence, size_t* failed_index);
+  void build_key(std::span<const Dispatch> sequence, std::span<void* const> bindings);
+  Status capture(std::span<const Dispatch> sequence, size_t* failed_index, CUgraphExec* out);
 
   CudaDevice& device_;
   const Driver& driver_;
@@ -379,7 +369,7 @@ class CudaDevice final : public Device {
   }
 
   Status write(const Buffer& dst, uint64_t offset, const void* src, uint64_t size) override {
-    HEXIR_RETURN_IF_ERROR(check_range(dst, offset, size, "write"));
+    HEXIR_RETURN_IF_ERROR(check_buffer_range(dst, offset, size, "write", /*host_memory=*/false));
     if (size > 0 && src == nullptr) return invalid_argument("write: null source");
     if (size > 0) {
       if (dst.memory_type == MemoryType::kHostVisible) {
@@ -394,7 +384,7 @@ class CudaDevice final : public Device {
   }
 
   Status read(const Buffer& src, uint64_t offset, void* dst, uint64_t size) override {
-    HEXIR_RETURN_IF_ERROR(check_range(src, offset, size, "read"));
+    HEXIR_RETURN_IF_ERROR(check_buffer_range(src, offset, size, "read", /*host_memory=*/false));
     if (size > 0 && dst == nullptr) return invalid_argument("read: null destination");
     if (size > 0) {
       if (src.memory_type == MemoryType::kHostVisible) {
@@ -409,14 +399,7 @@ class CudaDevice final : public Device {
 
   Status fill(const Buffer& dst, uint64_t offset, uint64_t size, const void* pattern,
               uint32_t pattern_size) override {
-    if (pattern == nullptr || pattern_size < 1 || pattern_size > 16) {
-      return invalid_argument("fill: pattern must be 1..16 bytes, got " + std::to_string(pattern_size));
-    }
-    if (size % pattern_size != 0) {
-      return invalid_argument("fill: size " + std::to_string(size) + " is not a multiple of the " +
-                              std::to_string(pattern_size) + "-byte pattern");
-    }
-    HEXIR_RETURN_IF_ERROR(check_range(dst, offset, size, "fill"));
+    HEXIR_RETURN_IF_ERROR(check_fill(dst, offset, size, pattern, pattern_size, /*host_memory=*/false));
     if (size > 0) {
       const auto* bytes = static_cast<const uint8_t*>(pattern);
       if (dst.memory_type == MemoryType::kHostVisible) {
@@ -429,13 +412,8 @@ class CudaDevice final : public Device {
     return ok_status();
   }
 
-  Result<uintptr_t> resolve_kernel(ops::OpId id) override {
-    if (static_cast<int>(id) >= ops::kOpCount || ops::op_def(id).is_view) {
-      return unimplemented(name_ + ": no kernel for id " + std::to_string(static_cast<int>(id)) +
-                           " (views are never dispatched)");
-    }
-    return static_cast<uintptr_t>(id) + 1;  // the queue dispatches by kernel_id
-  }
+  // The kernel's host function (cuda_dispatch.cc's table) is the handle.
+  Result<uintptr_t> resolve_kernel(const ops::KernelKey& key) override { return resolve_cuda_kernel(key); }
 
   Result<std::unique_ptr<Queue>> create_queue() override {
     HEXIR_RETURN_IF_ERROR(bind());
@@ -557,20 +535,20 @@ CudaQueue::~CudaQueue() {
   driver_.cuStreamDestroy_v2(stream_);
 }
 
-Status CudaQueue::dispatch(const DispatchArgs& args) {
-  if (args.kernel == 0) return invalid_argument("dispatch: kernel handle is null (not resolved)");
+Status CudaQueue::dispatch(const Dispatch& dispatch) {
+  if (dispatch.kernel == 0) return invalid_argument("dispatch: kernel handle is null (not resolved)");
   HEXIR_RETURN_IF_ERROR(device_.bind());
   count(1);
-  return enqueue_dispatch(args, launcher_);
+  return enqueue_dispatch(dispatch, launcher_);
 }
 
-Status CudaQueue::run_eagerly(std::span<const DispatchArgs> sequence, size_t* failed_index) {
+Status CudaQueue::run_eagerly(std::span<const Dispatch> sequence, size_t* failed_index) {
   size_t k = 0;
   Status status;
   for (; k < sequence.size(); ++k) {
-    const DispatchArgs& args = sequence[k];
-    status = args.kernel == 0 ? invalid_argument("dispatch: kernel handle is null (not resolved)")
-                              : enqueue_dispatch(args, launcher_);
+    const Dispatch& dispatch = sequence[k];
+    status = dispatch.kernel == 0 ? invalid_argument("dispatch: kernel handle is null (not resolved)")
+                                  : enqueue_dispatch(dispatch, launcher_);
     if (!status.ok()) break;
   }
   count(k + (status.ok() ? 0 : 1));
@@ -578,40 +556,26 @@ Status CudaQueue::run_eagerly(std::span<const DispatchArgs> sequence, size_t* fa
   return status;
 }
 
-// Everything the captured launches depend on: kernels, parameters, shapes and
-// every operand pointer (inputs and outputs change between invokes).
-void CudaQueue::build_key(std::span<const DispatchArgs> sequence) {
+// What identifies the captured work: the caller promises that the same
+// sequence storage with equal bindings is the same work (Queue::dispatch_sequence),
+// so the key is the storage and the bindings, never the dispatches themselves.
+void CudaQueue::build_key(std::span<const Dispatch> sequence, std::span<void* const> bindings) {
   key_.clear();
+  key_.push_back(reinterpret_cast<uintptr_t>(sequence.data()));
   key_.push_back(sequence.size());
-  for (const DispatchArgs& a : sequence) {
-    key_.push_back(a.kernel);
-    key_.push_back(static_cast<uint64_t>(a.kernel_id));
-    key_.push_back((static_cast<uint64_t>(a.input_count) << 32) | a.operand_count);
-    key_.push_back(a.param_count);
-    for (uint32_t p = 0; p < a.param_count && a.params; ++p)
-      key_.push_back(static_cast<uint64_t>(a.params[p]));
-    key_.push_back(reinterpret_cast<uintptr_t>(a.workspace));
-    key_.push_back(a.workspace_size);
-    for (uint32_t o = 0; o < a.operand_count && a.operands; ++o) {
-      const TensorArg& t = a.operands[o];
-      key_.push_back(reinterpret_cast<uintptr_t>(t.data));
-      key_.push_back((static_cast<uint64_t>(t.dtype) << 32) | t.rank);
-      key_.push_back(t.byte_size);
-      for (uint32_t d = 0; d < t.rank && t.dims; ++d) key_.push_back(static_cast<uint64_t>(t.dims[d]));
-    }
-  }
+  for (void* binding : bindings) key_.push_back(reinterpret_cast<uintptr_t>(binding));
 }
 
-Status CudaQueue::capture(std::span<const DispatchArgs> sequence, size_t* failed_index, CUgraphExec* out) {
+Status CudaQueue::capture(std::span<const Dispatch> sequence, size_t* failed_index, CUgraphExec* out) {
   HEXIR_RETURN_IF_ERROR(driver_.check(
       driver_.cuStreamBeginCapture_v2(stream_, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), "cuStreamBeginCapture"));
   const uint64_t operations_before = launcher_.operations;
   size_t k = 0;
   Status status;
   for (; k < sequence.size(); ++k) {
-    const DispatchArgs& args = sequence[k];
-    status = args.kernel == 0 ? invalid_argument("dispatch: kernel handle is null (not resolved)")
-                              : enqueue_dispatch(args, launcher_);
+    const Dispatch& dispatch = sequence[k];
+    status = dispatch.kernel == 0 ? invalid_argument("dispatch: kernel handle is null (not resolved)")
+                                  : enqueue_dispatch(dispatch, launcher_);
     if (!status.ok()) break;
   }
   CUgraph graph = nullptr;
@@ -637,10 +601,11 @@ Status CudaQueue::capture(std::span<const DispatchArgs> sequence, size_t* failed
   return driver_.check(instantiated, "cuGraphInstantiateWithFlags");
 }
 
-Status CudaQueue::dispatch_sequence(std::span<const DispatchArgs> sequence, size_t* failed_index) {
+Status CudaQueue::dispatch_sequence(std::span<const Dispatch> sequence, std::span<void* const> bindings,
+                                    size_t* failed_index) {
   HEXIR_RETURN_IF_ERROR(device_.bind());
   if (!device_.graphs() || sequence.empty()) return run_eagerly(sequence, failed_index);
-  build_key(sequence);
+  build_key(sequence, bindings);
   GraphEntry* hit = nullptr;
   for (GraphEntry& entry : graphs_)
     if (entry.key == key_) hit = &entry;
@@ -666,8 +631,8 @@ Status CudaQueue::dispatch_sequence(std::span<const DispatchArgs> sequence, size
 
 Status CudaQueue::copy(const Buffer& dst, uint64_t dst_offset, const Buffer& src, uint64_t src_offset,
                        uint64_t size) {
-  HEXIR_RETURN_IF_ERROR(check_range(dst, dst_offset, size, "copy destination"));
-  HEXIR_RETURN_IF_ERROR(check_range(src, src_offset, size, "copy source"));
+  HEXIR_RETURN_IF_ERROR(check_buffer_range(dst, dst_offset, size, "copy destination", /*host_memory=*/false));
+  HEXIR_RETURN_IF_ERROR(check_buffer_range(src, src_offset, size, "copy source", /*host_memory=*/false));
   if (size == 0) return ok_status();
   const CUdeviceptr d = dst.device_ptr + dst_offset, s = src.device_ptr + src_offset;
   if (d == s) return ok_status();

@@ -1,7 +1,8 @@
-// Turns one HAL dispatch into CUDA kernel launches: checks operands and
-// parameters exactly like the cpu kernels, computes the launch shape and fills
-// the kernel's parameter struct (kernels/params.h) on the stack. No
-// allocation, no CUDA headers: the launches go through a Launcher, which is the
+// Turns one HAL dispatch into CUDA kernel launches. Every kernel has one host
+// function here that copies the dispatch's operand pointers and its operator's
+// plan (ops/plans.h, computed at prepare) into the kernel's parameter struct
+// (kernels/params.h) on the stack and launches: no validation, no geometry, no
+// allocation, no CUDA headers. The launches go through a Launcher, which is the
 // driver on a real device and a host emulation in the conformance tests.
 #pragma once
 
@@ -44,9 +45,22 @@ class Launcher {
   }
 };
 
-// Enqueues `args` (a catalog kernel) through `launcher`. The error paths build
-// a message; the ok path allocates nothing.
-Status enqueue_dispatch(const DispatchArgs& args, Launcher& launcher);
+// A kernel's host side: fills its parameters from `dispatch` and launches.
+using CudaKernelFn = Status (*)(const Dispatch& dispatch, Launcher& launcher);
+
+// The function registered for `key` (one table line per operator and dtype);
+// null when there is none.
+CudaKernelFn find_cuda_kernel(const ops::KernelKey& key);
+
+// resolve_kernel for the cuda devices: the function pointer as the handle, or
+// hal::no_kernel("cuda", key).
+Result<uintptr_t> resolve_cuda_kernel(const ops::KernelKey& key);
+
+// Enqueues `dispatch` (its kernel a handle from resolve_cuda_kernel, non-zero)
+// through `launcher`.
+inline Status enqueue_dispatch(const Dispatch& dispatch, Launcher& launcher) {
+  return reinterpret_cast<CudaKernelFn>(dispatch.kernel)(dispatch, launcher);
+}
 
 // Enqueues a fill of `bytes` bytes at dst with `pattern` (1..16 bytes) repeated.
 Status enqueue_pattern_fill(void* dst, uint64_t bytes, const void* pattern, uint32_t pattern_size,

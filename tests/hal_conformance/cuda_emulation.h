@@ -104,6 +104,12 @@ inline float __int_as_float(unsigned bits) {
   std::memcpy(&f, &bits, sizeof f);
   return f;
 }
+inline float __uint_as_float(unsigned bits) { return __int_as_float(bits); }
+inline unsigned __float_as_uint(float f) {
+  unsigned bits;
+  std::memcpy(&bits, &f, sizeof bits);
+  return bits;
+}
 
 struct alignas(16) uint4 {
   unsigned x, y, z, w;

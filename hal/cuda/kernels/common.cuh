@@ -6,14 +6,18 @@
 #include "params.h"
 
 using hexir::hal::cuda::BinaryParams;
+using hexir::hal::cuda::CastParams;
+using hexir::hal::cuda::Conv2dParams;
 using hexir::hal::cuda::FillParams;
+using hexir::hal::cuda::GatherParams;
 using hexir::hal::cuda::LayernormParams;
 using hexir::hal::cuda::MatmulParams;
 using hexir::hal::cuda::ReduceParams;
 using hexir::hal::cuda::SoftmaxParams;
 using hexir::hal::cuda::StridedCopyParams;
-using hexir::hal::cuda::TransposeParams;
+using hexir::hal::cuda::StridedParams;
 using hexir::hal::cuda::UnaryParams;
+using hexir::hal::cuda::WhereParams;
 
 namespace hexir_kernels {
 
@@ -48,6 +52,52 @@ __device__ T block_reduce(T value, T* scratch, Op op) {
   const T result = scratch[0];
   __syncthreads();  // scratch may be reused right after
   return result;
+}
+
+// IEEE half precision from and to float, bit by bit (no cuda_fp16.h, so the
+// host emulation runs the same code): round to nearest even, overflow to
+// infinity, NaN kept NaN. The algorithms of base/half.h.
+__device__ __forceinline__ uint16_t float_to_half_bits(float value) {
+  const uint32_t x = __float_as_uint(value);
+  const uint32_t sign = (x >> 16) & 0x8000u;
+  const uint32_t exponent = (x >> 23) & 0xffu;
+  uint32_t mantissa = x & 0x7fffffu;
+  if (exponent == 0xffu)
+    return static_cast<uint16_t>(sign | 0x7c00u | (mantissa ? 0x200u | (mantissa >> 13) : 0u));
+  const int32_t e = static_cast<int32_t>(exponent) - 127 + 15;
+  if (e >= 31) return static_cast<uint16_t>(sign | 0x7c00u);
+  if (e <= 0) {
+    if (e < -10) return static_cast<uint16_t>(sign);
+    mantissa |= 0x800000u;
+    const int shift = 14 - e;
+    uint32_t half = mantissa >> shift;
+    const uint32_t rest = mantissa & ((1u << shift) - 1u);
+    const uint32_t halfway = 1u << (shift - 1);
+    if (rest > halfway || (rest == halfway && (half & 1u))) ++half;
+    return static_cast<uint16_t>(sign | half);
+  }
+  uint32_t half = (static_cast<uint32_t>(e) << 10) | (mantissa >> 13);
+  const uint32_t rest = mantissa & 0x1fffu;
+  // A carry out of the mantissa rounds up into the exponent (to infinity at the top).
+  if (rest > 0x1000u || (rest == 0x1000u && (half & 1u))) ++half;
+  return static_cast<uint16_t>(sign | half);
+}
+
+__device__ __forceinline__ float half_bits_to_float(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  const uint32_t exponent = (h >> 10) & 0x1fu;
+  uint32_t mantissa = h & 0x3ffu;
+  if (exponent == 0x1fu) return __uint_as_float(sign | 0x7f800000u | (mantissa << 13));
+  if (exponent == 0) {
+    if (mantissa == 0) return __uint_as_float(sign);
+    int e = -1;  // subnormal: normalize
+    do {
+      ++e;
+      mantissa <<= 1;
+    } while ((mantissa & 0x400u) == 0);
+    return __uint_as_float(sign | static_cast<uint32_t>(127 - 15 - e) << 23 | (mantissa & 0x3ffu) << 13);
+  }
+  return __uint_as_float(sign | (exponent + 127 - 15) << 23 | mantissa << 13);
 }
 
 }  // namespace hexir_kernels

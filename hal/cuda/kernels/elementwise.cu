@@ -1,7 +1,7 @@
-// Elementwise kernels: binary ops with numpy broadcasting and unary maps,
-// with the semantics of hal/cpu/elementwise.cc. Each thread reads element i
-// of the inputs before writing element i of the output, so an output that
-// shares storage with a same-shaped input is safe.
+// Elementwise kernels: binary ops with numpy broadcasting, unary maps, where
+// and cast, with the semantics of hal/cpu/elementwise.cc. Each thread reads
+// element i of the inputs before writing element i of the output, so an output
+// that shares storage with a same-shaped input is safe.
 #include "common.cuh"
 
 namespace hexir_kernels {
@@ -33,31 +33,34 @@ struct SqrtOp { __device__ static float apply(float x) { return sqrtf(x); } };
 struct RsqrtOp { __device__ static float apply(float x) { return 1.0f / sqrtf(x); } };
 struct NegOp { __device__ static float apply(float x) { return -x; } };
 
+// BinaryPlan modes 0-2 are flat loops; 3 (general) and 4 (one element, rank 0)
+// walk the merged dims.
 template <typename Op>
 __device__ void binary(const BinaryParams& p) {
+  const hexir::ops::BinaryPlan& q = p.plan;
   const int64_t stride = global_stride();
-  switch (p.mode) {
+  switch (q.mode) {
     case 0:
-      for (int64_t i = global_index(); i < p.n; i += stride) p.out[i] = Op::apply(p.a[i], p.b[i]);
+      for (int64_t i = global_index(); i < q.n; i += stride) p.out[i] = Op::apply(p.a[i], p.b[i]);
       break;
     case 1: {
       const float b = p.b[0];
-      for (int64_t i = global_index(); i < p.n; i += stride) p.out[i] = Op::apply(p.a[i], b);
+      for (int64_t i = global_index(); i < q.n; i += stride) p.out[i] = Op::apply(p.a[i], b);
       break;
     }
     case 2: {
       const float a = p.a[0];
-      for (int64_t i = global_index(); i < p.n; i += stride) p.out[i] = Op::apply(a, p.b[i]);
+      for (int64_t i = global_index(); i < q.n; i += stride) p.out[i] = Op::apply(a, p.b[i]);
       break;
     }
     default:
-      for (int64_t i = global_index(); i < p.n; i += stride) {
+      for (int64_t i = global_index(); i < q.n; i += stride) {
         int64_t rest = i, offset_a = 0, offset_b = 0;
-        for (int d = p.rank - 1; d >= 0; --d) {
-          const int64_t index = rest % p.dims[d];
-          rest /= p.dims[d];
-          offset_a += index * p.stride_a[d];
-          offset_b += index * p.stride_b[d];
+        for (int d = q.rank - 1; d >= 0; --d) {
+          const int64_t index = rest % q.dims[d];
+          rest /= q.dims[d];
+          offset_a += index * q.stride_a[d];
+          offset_b += index * q.stride_b[d];
         }
         p.out[i] = Op::apply(p.a[offset_a], p.b[offset_b]);
       }
@@ -68,7 +71,121 @@ __device__ void binary(const BinaryParams& p) {
 template <typename Op>
 __device__ void unary(const UnaryParams& p) {
   const int64_t stride = global_stride();
-  for (int64_t i = global_index(); i < p.n; i += stride) p.out[i] = Op::apply(p.in[i]);
+  for (int64_t i = global_index(); i < p.plan.n; i += stride) p.out[i] = Op::apply(p.in[i]);
+}
+
+// ---- where ------------------------------------------------------------------
+
+// Any non-zero condition byte selects x.
+template <typename Element>
+__device__ void where(const WhereParams& p) {
+  const hexir::ops::WherePlan& q = p.plan;
+  const Element* x = static_cast<const Element*>(p.x);
+  const Element* y = static_cast<const Element*>(p.y);
+  Element* out = static_cast<Element*>(p.out);
+  const int64_t stride = global_stride();
+  if (q.rank == 0) {
+    for (int64_t i = global_index(); i < q.n; i += stride) out[i] = p.cond[i] ? x[i] : y[i];
+    return;
+  }
+  for (int64_t i = global_index(); i < q.n; i += stride) {
+    int64_t rest = i, oc = 0, ox = 0, oy = 0;
+    for (int d = q.rank - 1; d >= 0; --d) {
+      const int64_t index = rest % q.dims[d];
+      rest /= q.dims[d];
+      oc += index * q.stride_c[d];
+      ox += index * q.stride_x[d];
+      oy += index * q.stride_y[d];
+    }
+    out[i] = p.cond[oc] ? x[ox] : y[oy];
+  }
+}
+
+// ---- cast -------------------------------------------------------------------
+
+struct Half {
+  uint16_t bits;
+};
+// bool as its byte: read, any non-zero byte is true; written, 0 or 1.
+struct Bool8 {
+  uint8_t byte;
+};
+
+// 0: f32, 1: f16, 2: bool, 3: an integer.
+template <typename T> struct Kind { static constexpr int value = 3; };
+template <> struct Kind<float> { static constexpr int value = 0; };
+template <> struct Kind<Half> { static constexpr int value = 1; };
+template <> struct Kind<Bool8> { static constexpr int value = 2; };
+
+template <typename T> struct Limits;
+template <> struct Limits<int32_t> {
+  __device__ static int32_t lowest() { return -2147483647 - 1; }
+  __device__ static int32_t highest() { return 2147483647; }
+};
+template <> struct Limits<int64_t> {
+  __device__ static int64_t lowest() { return -9223372036854775807LL - 1; }
+  __device__ static int64_t highest() { return 9223372036854775807LL; }
+};
+template <> struct Limits<uint8_t> {
+  __device__ static uint8_t lowest() { return 0; }
+  __device__ static uint8_t highest() { return 255; }
+};
+
+template <typename From>
+__device__ __forceinline__ float as_float(From v) {
+  if constexpr (Kind<From>::value == 1) return half_bits_to_float(v.bits);
+  else if constexpr (Kind<From>::value == 2) return v.byte != 0 ? 1.0f : 0.0f;
+  else return static_cast<float>(v);
+}
+
+// The cpu kernel's conversion rules: floats to integers truncate toward zero,
+// saturating, NaN to 0; integers wrap; to bool is != 0 (NaN is true); bool is
+// 0 or 1; f16 goes through float (so even f16 to f16 quiets a NaN, as on the cpu).
+template <typename To, typename From>
+__device__ __forceinline__ To convert(From v) {
+  constexpr int from = Kind<From>::value, to = Kind<To>::value;
+  if constexpr (from == 2) {
+    if constexpr (to == 1) return Half{static_cast<uint16_t>(v.byte != 0 ? 0x3c00 : 0)};
+    else if constexpr (to == 2) return Bool8{static_cast<uint8_t>(v.byte != 0)};
+    else return static_cast<To>(v.byte != 0 ? 1 : 0);
+  } else if constexpr (to == 2) {
+    if constexpr (from == 1) return Bool8{static_cast<uint8_t>((v.bits & 0x7fff) != 0)};
+    else return Bool8{static_cast<uint8_t>(v != From(0))};
+  } else if constexpr (to == 1) {
+    return Half{float_to_half_bits(as_float(v))};
+  } else if constexpr (to == 0) {
+    return as_float(v);
+  } else if constexpr (from <= 1) {
+    const double x = static_cast<double>(as_float(v));
+    if (x != x) return To(0);
+    if (x <= static_cast<double>(Limits<To>::lowest())) return Limits<To>::lowest();
+    if (x >= static_cast<double>(Limits<To>::highest())) return Limits<To>::highest();
+    return static_cast<To>(x);
+  } else {
+    return static_cast<To>(v);
+  }
+}
+
+template <typename From, typename To>
+__device__ void cast_loop(const CastParams& p) {
+  const From* in = static_cast<const From*>(p.in);
+  To* out = static_cast<To*>(p.out);
+  const int64_t stride = global_stride();
+  for (int64_t i = global_index(); i < p.plan.n; i += stride) out[i] = convert<To>(in[i]);
+}
+
+template <typename From>
+__device__ void cast_from(const CastParams& p) {
+  using namespace hexir::hal::cuda;
+  switch (p.plan.to) {
+    case kCastF32: cast_loop<From, float>(p); break;
+    case kCastF16: cast_loop<From, Half>(p); break;
+    case kCastI32: cast_loop<From, int32_t>(p); break;
+    case kCastI64: cast_loop<From, int64_t>(p); break;
+    case kCastU8: cast_loop<From, uint8_t>(p); break;
+    case kCastBool: cast_loop<From, Bool8>(p); break;
+    default: break;
+  }
 }
 
 }  // namespace hexir_kernels
@@ -94,3 +211,23 @@ HEXIR_UNARY_KERNEL(hexir_exp, ExpOp)
 HEXIR_UNARY_KERNEL(hexir_sqrt, SqrtOp)
 HEXIR_UNARY_KERNEL(hexir_rsqrt, RsqrtOp)
 HEXIR_UNARY_KERNEL(hexir_neg, NegOp)
+
+extern "C" __global__ void hexir_where_1(WhereParams p) { hexir_kernels::where<uint8_t>(p); }
+extern "C" __global__ void hexir_where_2(WhereParams p) { hexir_kernels::where<uint16_t>(p); }
+extern "C" __global__ void hexir_where_4(WhereParams p) { hexir_kernels::where<uint32_t>(p); }
+extern "C" __global__ void hexir_where_8(WhereParams p) { hexir_kernels::where<uint64_t>(p); }
+
+// One kernel for every (from, to) pair: the switch is uniform across the grid
+// and outside the element loop.
+extern "C" __global__ void hexir_cast(CastParams p) {
+  using namespace hexir::hal::cuda;
+  switch (p.plan.from) {
+    case kCastF32: hexir_kernels::cast_from<float>(p); break;
+    case kCastF16: hexir_kernels::cast_from<hexir_kernels::Half>(p); break;
+    case kCastI32: hexir_kernels::cast_from<int32_t>(p); break;
+    case kCastI64: hexir_kernels::cast_from<int64_t>(p); break;
+    case kCastU8: hexir_kernels::cast_from<uint8_t>(p); break;
+    case kCastBool: hexir_kernels::cast_from<hexir_kernels::Bool8>(p); break;
+    default: break;
+  }
+}

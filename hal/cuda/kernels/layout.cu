@@ -1,19 +1,23 @@
-// Byte-moving kernels of any dtype: transpose (by element size), the strided
-// copy concat is made of, and the pattern fill behind Device::fill.
+// Byte-moving kernels of any dtype: the strided gather behind transpose and
+// slice (by element size), the strided copy concat and split are made of,
+// gather (numpy.take) and the pattern fill behind Device::fill.
 #include "common.cuh"
 
 namespace hexir_kernels {
 
+// Output element i (row-major over out_dims) is input element
+// offset + sum(index[d] * in_stride[d]); slice strides may be negative.
 template <typename Element>
-__device__ void transpose(const TransposeParams& p) {
-  const Element* in = static_cast<const Element*>(p.in);
+__device__ void strided(const StridedParams& p) {
+  const hexir::ops::StridedPlan& q = p.plan;
+  const Element* in = static_cast<const Element*>(p.in) + q.offset;
   Element* out = static_cast<Element*>(p.out);
   const int64_t stride = global_stride();
-  for (int64_t i = global_index(); i < p.n; i += stride) {
+  for (int64_t i = global_index(); i < q.n; i += stride) {
     int64_t rest = i, offset = 0;
-    for (int d = p.rank - 1; d >= 0; --d) {
-      offset += (rest % p.out_dims[d]) * p.in_stride[d];
-      rest /= p.out_dims[d];
+    for (int d = q.rank - 1; d >= 0; --d) {
+      offset += (rest % q.out_dims[d]) * q.in_stride[d];
+      rest /= q.out_dims[d];
     }
     out[i] = in[offset];
   }
@@ -34,25 +38,60 @@ __device__ void strided_copy(const StridedCopyParams& p) {
   }
 }
 
+// Output [outer, index_count, inner]: one thread per unit of the output. An
+// index outside [-axis_dim, axis_dim) writes zeros (the cpu kernel returns an
+// error instead; a kernel cannot).
+template <typename Unit, typename Index>
+__device__ void gather(const GatherParams& p) {
+  const hexir::ops::GatherPlan& q = p.plan;
+  const int64_t inner = q.inner_bytes / static_cast<int64_t>(sizeof(Unit));
+  const int64_t n = q.outer * q.index_count * inner;
+  const Unit* data = static_cast<const Unit*>(p.data);
+  const Index* indices = static_cast<const Index*>(p.indices);
+  Unit* out = static_cast<Unit*>(p.out);
+  const int64_t stride = global_stride();
+  for (int64_t i = global_index(); i < n; i += stride) {
+    const int64_t row = i / inner, c = i % inner;
+    const int64_t o = row / q.index_count, j = row % q.index_count;
+    int64_t index = static_cast<int64_t>(indices[j]);
+    if (index < 0) index += q.axis_dim;
+    if (index < 0 || index >= q.axis_dim) {
+      out[i] = Unit{};
+    } else {
+      out[i] = data[(o * q.axis_dim + index) * inner + c];
+    }
+  }
+}
+
+template <typename Unit>
+__device__ void gather_any_index(const GatherParams& p) {
+  if (p.plan.index_i64) {
+    gather<Unit, int64_t>(p);
+  } else {
+    gather<Unit, int32_t>(p);
+  }
+}
+
 }  // namespace hexir_kernels
 
-extern "C" __global__ void hexir_transpose_1(TransposeParams p) { hexir_kernels::transpose<uint8_t>(p); }
-extern "C" __global__ void hexir_transpose_2(TransposeParams p) { hexir_kernels::transpose<uint16_t>(p); }
-extern "C" __global__ void hexir_transpose_4(TransposeParams p) { hexir_kernels::transpose<uint32_t>(p); }
-extern "C" __global__ void hexir_transpose_8(TransposeParams p) { hexir_kernels::transpose<uint64_t>(p); }
+extern "C" __global__ void hexir_strided_1(StridedParams p) { hexir_kernels::strided<uint8_t>(p); }
+extern "C" __global__ void hexir_strided_2(StridedParams p) { hexir_kernels::strided<uint16_t>(p); }
+extern "C" __global__ void hexir_strided_4(StridedParams p) { hexir_kernels::strided<uint32_t>(p); }
+extern "C" __global__ void hexir_strided_8(StridedParams p) { hexir_kernels::strided<uint64_t>(p); }
 
-// Any element size: one byte per thread.
-extern "C" __global__ void hexir_transpose_bytes(TransposeParams p) {
-  const uint8_t* in = static_cast<const uint8_t*>(p.in);
+// Any other element size: one byte per thread.
+extern "C" __global__ void hexir_strided_bytes(StridedParams p) {
+  const hexir::ops::StridedPlan& q = p.plan;
+  const int64_t size = q.element_size;
+  const uint8_t* in = static_cast<const uint8_t*>(p.in) + q.offset * size;
   uint8_t* out = static_cast<uint8_t*>(p.out);
-  const int64_t size = p.element_size;
-  const int64_t total = p.n * size;
+  const int64_t total = q.n * size;
   const int64_t stride = hexir_kernels::global_stride();
   for (int64_t i = hexir_kernels::global_index(); i < total; i += stride) {
     int64_t rest = i / size, offset = 0;
-    for (int d = p.rank - 1; d >= 0; --d) {
-      offset += (rest % p.out_dims[d]) * p.in_stride[d];
-      rest /= p.out_dims[d];
+    for (int d = q.rank - 1; d >= 0; --d) {
+      offset += (rest % q.out_dims[d]) * q.in_stride[d];
+      rest /= q.out_dims[d];
     }
     out[i] = in[offset * size + i % size];
   }
@@ -61,6 +100,10 @@ extern "C" __global__ void hexir_transpose_bytes(TransposeParams p) {
 extern "C" __global__ void hexir_strided_copy_1(StridedCopyParams p) { hexir_kernels::strided_copy<uint8_t>(p); }
 extern "C" __global__ void hexir_strided_copy_4(StridedCopyParams p) { hexir_kernels::strided_copy<uint32_t>(p); }
 extern "C" __global__ void hexir_strided_copy_16(StridedCopyParams p) { hexir_kernels::strided_copy<uint4>(p); }
+
+extern "C" __global__ void hexir_gather_1(GatherParams p) { hexir_kernels::gather_any_index<uint8_t>(p); }
+extern "C" __global__ void hexir_gather_4(GatherParams p) { hexir_kernels::gather_any_index<uint32_t>(p); }
+extern "C" __global__ void hexir_gather_16(GatherParams p) { hexir_kernels::gather_any_index<uint4>(p); }
 
 extern "C" __global__ void hexir_fill(FillParams p) {
   uint8_t* dst = static_cast<uint8_t*>(p.dst);

@@ -1,35 +1,81 @@
-// The fallback matmul (cuBLAS is used when present): square shared-memory
-// tiles, one output element per thread, batches over grid z. Each element
-// sums its products in k order, so with --fmad=false it matches the cpu
-// kernel bit for bit.
+// Contractions. The fallback matmul (cuBLAS is used when present): square
+// shared-memory tiles, one output element per thread, tiles over grid x/y and
+// batches over grid z (each a grid-stride loop, so any size fits one launch).
+// Each element sums its products in k order, so with --fmad=false it matches
+// the cpu kernel bit for bit. conv2d: a direct kernel, bit-identical to the
+// cpu's im2col + GEMM for the same reason.
 #include "common.cuh"
 
 extern "C" __global__ void hexir_matmul_tiled(MatmulParams p) {
   constexpr int T = hexir::hal::cuda::kMatmulTile;
   __shared__ float a_tile[T][T + 1];
   __shared__ float b_tile[T][T + 1];
+  const hexir::ops::MatmulPlan& q = p.plan;
   const int tx = threadIdx.x, ty = threadIdx.y;
-  const int64_t row = static_cast<int64_t>(blockIdx.y) * T + ty;
-  const int64_t col = static_cast<int64_t>(blockIdx.x) * T + tx;
-  for (int64_t batch = blockIdx.z; batch < p.batch_count; batch += gridDim.z) {
+  // Every loop bound below depends on the block only, so all threads of a
+  // block reach each __syncthreads together.
+  for (int64_t batch = blockIdx.z; batch < q.batch_count; batch += gridDim.z) {
     int64_t rest = batch, a_offset = 0, b_offset = 0;
-    for (int d = p.batch_rank - 1; d >= 0; --d) {
-      const int64_t index = rest % p.batch_dims[d];
-      rest /= p.batch_dims[d];
-      a_offset += index * p.a_stride[d];
-      b_offset += index * p.b_stride[d];
+    for (int d = q.batch_rank - 1; d >= 0; --d) {
+      const int64_t index = rest % q.batch_dims[d];
+      rest /= q.batch_dims[d];
+      a_offset += index * q.a_stride[d];
+      b_offset += index * q.b_stride[d];
     }
     const float* a = p.a + a_offset;
     const float* b = p.b + b_offset;
-    float acc = 0.0f;
-    for (int64_t k0 = 0; k0 < p.k; k0 += T) {
-      a_tile[ty][tx] = (row < p.m && k0 + tx < p.k) ? a[row * p.k + k0 + tx] : 0.0f;
-      b_tile[ty][tx] = (k0 + ty < p.k && col < p.n) ? b[(k0 + ty) * p.n + col] : 0.0f;
-      __syncthreads();
-      const int64_t kmax = p.k - k0 < T ? p.k - k0 : T;
-      for (int k = 0; k < kmax; ++k) acc += a_tile[ty][k] * b_tile[k][tx];
-      __syncthreads();
+    float* c = p.c + batch * q.m * q.n;
+    for (int64_t row0 = static_cast<int64_t>(blockIdx.y) * T; row0 < q.m; row0 += static_cast<int64_t>(gridDim.y) * T) {
+      for (int64_t col0 = static_cast<int64_t>(blockIdx.x) * T; col0 < q.n;
+           col0 += static_cast<int64_t>(gridDim.x) * T) {
+        const int64_t row = row0 + ty, col = col0 + tx;
+        float acc = 0.0f;
+        for (int64_t k0 = 0; k0 < q.k; k0 += T) {
+          a_tile[ty][tx] = (row < q.m && k0 + tx < q.k) ? a[row * q.k + k0 + tx] : 0.0f;
+          b_tile[ty][tx] = (k0 + ty < q.k && col < q.n) ? b[(k0 + ty) * q.n + col] : 0.0f;
+          __syncthreads();
+          const int64_t kmax = q.k - k0 < T ? q.k - k0 : T;
+          for (int k = 0; k < kmax; ++k) acc += a_tile[ty][k] * b_tile[k][tx];
+          __syncthreads();
+        }
+        if (row < q.m && col < q.n) c[row * q.n + col] = acc;
+      }
     }
-    if (row < p.m && col < p.n) p.c[batch * p.m * p.n + row * p.n + col] = acc;
+  }
+}
+
+// One thread per output element (n, k, oy, ox): sums weight x input over the
+// group's channels, then ky, then kx, from 0 (a position in the padding
+// contributes weight x 0, as the cpu's zero-filled patch matrix does), and
+// adds the bias at the end.
+extern "C" __global__ void hexir_conv2d(Conv2dParams p) {
+  const hexir::ops::Conv2dPlan& q = p.plan;
+  const int64_t spatial = q.oh * q.ow;
+  const int64_t total = q.n * q.k * spatial;
+  const int64_t window = q.c_per_group * q.kh * q.kw;
+  const int64_t stride = hexir_kernels::global_stride();
+  for (int64_t i = hexir_kernels::global_index(); i < total; i += stride) {
+    const int64_t ox = i % q.ow;
+    const int64_t oy = (i / q.ow) % q.oh;
+    const int64_t k = (i / spatial) % q.k;
+    const int64_t image = i / (spatial * q.k);
+    const int64_t group = k / q.k_per_group;
+    const float* x = p.x + (image * q.c + group * q.c_per_group) * q.h * q.w;
+    const float* w = p.w + k * window;
+    float acc = 0.0f;
+    for (int64_t c = 0; c < q.c_per_group; ++c) {
+      const float* plane = x + c * q.h * q.w;
+      for (int64_t ky = 0; ky < q.kh; ++ky) {
+        const int64_t iy = oy * q.stride_h - q.pad_top + ky * q.dilation_h;
+        const bool row_inside = iy >= 0 && iy < q.h;
+        for (int64_t kx = 0; kx < q.kw; ++kx) {
+          const int64_t ix = ox * q.stride_w - q.pad_left + kx * q.dilation_w;
+          const float v = (row_inside && ix >= 0 && ix < q.w) ? plane[iy * q.w + ix] : 0.0f;
+          acc += w[(c * q.kh + ky) * q.kw + kx] * v;
+        }
+      }
+    }
+    if (q.has_bias) acc += p.bias[k];
+    p.out[i] = acc;
   }
 }

@@ -9,68 +9,71 @@ using hexir::hal::cuda::kRowBlockMax;
 extern "C" __global__ void hexir_softmax(SoftmaxParams p) {
   __shared__ float scratch_f[kRowBlockMax];
   __shared__ double scratch_d[kRowBlockMax];
-  const int64_t rows = p.outer * p.inner;
+  const hexir::ops::SoftmaxPlan& q = p.plan;
+  const int64_t rows = q.outer * q.inner;
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
-    const int64_t base = (row / p.inner) * p.length * p.inner + row % p.inner;
+    const int64_t base = (row / q.inner) * q.length * q.inner + row % q.inner;
     const float* in = p.in + base;
     float* out = p.out + base;
     float max_value = hexir_kernels::negative_infinity();
-    for (int64_t j = threadIdx.x; j < p.length; j += blockDim.x) max_value = fmaxf(max_value, in[j * p.inner]);
+    for (int64_t j = threadIdx.x; j < q.length; j += blockDim.x) max_value = fmaxf(max_value, in[j * q.inner]);
     max_value = hexir_kernels::block_reduce(max_value, scratch_f, hexir_kernels::MaxOp());
     double sum = 0.0;
-    for (int64_t j = threadIdx.x; j < p.length; j += blockDim.x) {
-      const float e = expf(in[j * p.inner] - max_value);
-      out[j * p.inner] = e;
+    for (int64_t j = threadIdx.x; j < q.length; j += blockDim.x) {
+      const float e = expf(in[j * q.inner] - max_value);
+      out[j * q.inner] = e;
       sum += e;
     }
     sum = hexir_kernels::block_reduce(sum, scratch_d, hexir_kernels::SumOp());
     const float scale = static_cast<float>(1.0 / sum);
-    for (int64_t j = threadIdx.x; j < p.length; j += blockDim.x) out[j * p.inner] *= scale;
+    for (int64_t j = threadIdx.x; j < q.length; j += blockDim.x) out[j * q.inner] *= scale;
   }
 }
 
 extern "C" __global__ void hexir_layernorm(LayernormParams p) {
   __shared__ double scratch[kRowBlockMax];
-  for (int64_t r = blockIdx.x; r < p.rows; r += gridDim.x) {
-    const float* in = p.in + r * p.width;
-    float* out = p.out + r * p.width;
+  const hexir::ops::LayernormPlan& q = p.plan;
+  for (int64_t r = blockIdx.x; r < q.rows; r += gridDim.x) {
+    const float* in = p.in + r * q.width;
+    float* out = p.out + r * q.width;
     double sum = 0.0;
-    for (int64_t j = threadIdx.x; j < p.width; j += blockDim.x) sum += in[j];
+    for (int64_t j = threadIdx.x; j < q.width; j += blockDim.x) sum += in[j];
     sum = hexir_kernels::block_reduce(sum, scratch, hexir_kernels::SumOp());
-    const double mean = sum / static_cast<double>(p.width);
+    const double mean = sum / static_cast<double>(q.width);
     double square_sum = 0.0;
-    for (int64_t j = threadIdx.x; j < p.width; j += blockDim.x) {
+    for (int64_t j = threadIdx.x; j < q.width; j += blockDim.x) {
       const double d = in[j] - mean;
       square_sum += d * d;
     }
     square_sum = hexir_kernels::block_reduce(square_sum, scratch, hexir_kernels::SumOp());
-    const double variance = square_sum / static_cast<double>(p.width);
-    const float inv_std = static_cast<float>(1.0 / sqrt(variance + p.epsilon));
+    const double variance = square_sum / static_cast<double>(q.width);
+    const float inv_std = static_cast<float>(1.0 / sqrt(variance + q.epsilon));
     const float mean_f = static_cast<float>(mean);
-    for (int64_t j = threadIdx.x; j < p.width; j += blockDim.x)
+    for (int64_t j = threadIdx.x; j < q.width; j += blockDim.x)
       out[j] = (in[j] - mean_f) * inv_std * p.gamma[j] + p.beta[j];
   }
 }
 
 extern "C" __global__ void hexir_reduce(ReduceParams p) {
   __shared__ double scratch[kRowBlockMax];
-  for (int64_t o = blockIdx.x; o < p.out_count; o += gridDim.x) {
+  const hexir::ops::ReducePlan& q = p.plan;
+  for (int64_t o = blockIdx.x; o < q.out_count; o += gridDim.x) {
     int64_t rest = o, base = 0;
-    for (int d = p.kept_rank - 1; d >= 0; --d) {
-      base += (rest % p.kept_dims[d]) * p.kept_stride[d];
-      rest /= p.kept_dims[d];
+    for (int d = q.kept_rank - 1; d >= 0; --d) {
+      base += (rest % q.kept_dims[d]) * q.kept_stride[d];
+      rest /= q.kept_dims[d];
     }
     double sum = 0.0;
-    for (int64_t r = threadIdx.x; r < p.red_count; r += blockDim.x) {
+    for (int64_t r = threadIdx.x; r < q.red_count; r += blockDim.x) {
       int64_t rrest = r, offset = base;
-      for (int d = p.red_rank - 1; d >= 0; --d) {
-        offset += (rrest % p.red_dims[d]) * p.red_stride[d];
-        rrest /= p.red_dims[d];
+      for (int d = q.red_rank - 1; d >= 0; --d) {
+        offset += (rrest % q.red_dims[d]) * q.red_stride[d];
+        rrest /= q.red_dims[d];
       }
       sum += p.in[offset];
     }
     sum = hexir_kernels::block_reduce(sum, scratch, hexir_kernels::SumOp());
     // numpy: the mean over zero elements is NaN (0/0).
-    if (threadIdx.x == 0) p.out[o] = static_cast<float>(p.mean ? sum / static_cast<double>(p.red_count) : sum);
+    if (threadIdx.x == 0) p.out[o] = static_cast<float>(q.mean ? sum / static_cast<double>(q.red_count) : sum);
   }
 }

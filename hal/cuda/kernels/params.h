@@ -1,13 +1,18 @@
 // Kernel parameter structs, passed by value to the CUDA kernels (one struct
-// per launch, well under the 4 KiB parameter limit). Shared by the host
-// dispatcher (C++20) and the kernels (nvcc, C++17): plain PODs only.
+// per launch, well under the 4 KiB parameter limit). Each is the operand
+// pointers of one dispatch followed by its operator's plan (ops/plans.h),
+// copied as computed at prepare: the kernels read their geometry from there
+// and nothing else. Shared by the host dispatcher (C++20) and the kernels
+// (nvcc, C++17): plain PODs only.
 #pragma once
 
 #include <stdint.h>
 
+#include "hexir/ops/plans.h"
+
 namespace hexir::hal::cuda {
 
-inline constexpr int kMaxRank = 8;
+using ops::kMaxRank;
 // Threads per block of the 1-D elementwise and copy kernels.
 inline constexpr int kElementwiseBlock = 256;
 // Upper bound on the block size of the row kernels (softmax, layernorm,
@@ -16,48 +21,53 @@ inline constexpr int kRowBlockMax = 256;
 // Edge of the square tile of the fallback matmul kernel.
 inline constexpr int kMatmulTile = 16;
 
-// Binary elementwise with numpy broadcasting. mode 0: a and b have out's
-// element count; 1: b is one element; 2: a is one element; 3: general, with
-// `rank` merged output dims and per-dim element strides (0 = broadcast).
+// Binary elementwise (BinaryPlan: modes 0-2 flat, 3 general broadcast, 4 one element).
 struct BinaryParams {
   const float* a;
   const float* b;
   float* out;
-  int64_t n;
-  int32_t mode;
-  int32_t rank;
-  int64_t dims[kMaxRank];
-  int64_t stride_a[kMaxRank];
-  int64_t stride_b[kMaxRank];
+  ops::BinaryPlan plan;
 };
 
+// Unary maps over plan.n elements (gelu's form is the kernel picked from plan.variant).
 struct UnaryParams {
   const float* in;
   float* out;
-  int64_t n;
+  ops::UnaryPlan plan;
 };
 
-// One [M,K]x[K,N] product per batch element; batch dims broadcast through
-// strides (0 for a size-1 dim). C is contiguous, batch after batch.
+// where(cond, x, y), moving elements of plan.element_size bytes (the kernel's width).
+struct WhereParams {
+  const uint8_t* cond;
+  const void* x;
+  const void* y;
+  void* out;
+  ops::WherePlan plan;
+};
+
+// The dtypes cast moves between, as plan.from / plan.to spell them (the
+// values of hexir::DType, checked against it by the dispatcher).
+enum CastDType : int32_t { kCastF32 = 0, kCastF16 = 1, kCastI32 = 3, kCastI64 = 4, kCastU8 = 6, kCastBool = 7 };
+
+// cast: plan.n elements of dtype plan.from to plan.to.
+struct CastParams {
+  const void* in;
+  void* out;
+  ops::CastPlan plan;
+};
+
+// The tiled matmul (cuBLAS is used when present and the batch is uniform).
 struct MatmulParams {
   const float* a;
   const float* b;
   float* c;
-  int64_t m, n, k;
-  int64_t batch_count;
-  int32_t batch_rank;
-  int32_t pad;
-  int64_t batch_dims[kMaxRank];
-  int64_t a_stride[kMaxRank];
-  int64_t b_stride[kMaxRank];
+  ops::MatmulPlan plan;
 };
 
-// Rows of `length` elements `inner` apart: row r starts at
-// (r / inner) * length * inner + r % inner.
 struct SoftmaxParams {
   const float* in;
   float* out;
-  int64_t outer, length, inner;
+  ops::SoftmaxPlan plan;
 };
 
 struct LayernormParams {
@@ -65,39 +75,27 @@ struct LayernormParams {
   const float* gamma;
   const float* beta;
   float* out;
-  int64_t rows, width;
-  double epsilon;
+  ops::LayernormPlan plan;
 };
 
-// One output element per block: the kept dims pick the base offset, the
-// reduced dims (input order) are summed in double.
 struct ReduceParams {
   const float* in;
   float* out;
-  int64_t out_count;
-  int64_t red_count;
-  int32_t kept_rank, red_rank;
-  int32_t mean;
-  int32_t pad;
-  int64_t kept_dims[kMaxRank], kept_stride[kMaxRank];
-  int64_t red_dims[kMaxRank], red_stride[kMaxRank];
+  ops::ReducePlan plan;
 };
 
-// Output in row-major order; in_stride[i] is the input element stride of
-// output dim i. element_size picks the kernel variant (1, 2, 4, 8, or bytes).
-struct TransposeParams {
+// transpose and slice: output element i (row-major) is input element
+// plan.offset + sum(index[d] * plan.in_stride[d]); strides may be negative.
+// The kernel variant is the element width (1, 2, 4, 8, or bytewise).
+struct StridedParams {
   const void* in;
   void* out;
-  int64_t n;
-  int32_t rank;
-  int32_t element_size;
-  int64_t out_dims[kMaxRank];
-  int64_t in_stride[kMaxRank];
+  ops::StridedPlan plan;
 };
 
 // rows x row_bytes copied from src (rows src_pitch apart) to dst (dst_pitch
 // apart), in units of the kernel variant's width (1, 4 or 16 bytes), which
-// divides every pointer, length and pitch.
+// divides every pointer, length and pitch. concat and split are made of these.
 struct StridedCopyParams {
   const void* src;
   void* dst;
@@ -105,6 +103,25 @@ struct StridedCopyParams {
   int64_t row_bytes;
   int64_t src_pitch;
   int64_t dst_pitch;
+};
+
+// gather: rows of plan.inner_bytes picked by index, moved in units of the
+// kernel variant's width (1, 4 or 16 bytes), which divides inner_bytes and
+// both data pointers. Out-of-range indices write zeros.
+struct GatherParams {
+  const void* data;
+  const void* indices;  // int32 or int64 (plan.index_i64)
+  void* out;
+  ops::GatherPlan plan;
+};
+
+// conv2d, NCHW, one thread per output element (bias null when plan.has_bias is 0).
+struct Conv2dParams {
+  const float* x;
+  const float* w;
+  const float* bias;
+  float* out;
+  ops::Conv2dPlan plan;
 };
 
 // bytes written from dst on: byte i is pattern[i % pattern_size].
@@ -116,35 +133,44 @@ struct FillParams {
 };
 
 // X(enum name, kernel symbol, params type): every kernel in the fatbins.
-#define HEXIR_CUDA_KERNELS(X)                                 \
-  X(kAdd, hexir_add, BinaryParams)                            \
-  X(kSub, hexir_sub, BinaryParams)                            \
-  X(kMul, hexir_mul, BinaryParams)                            \
-  X(kDiv, hexir_div, BinaryParams)                            \
-  X(kMaximum, hexir_maximum, BinaryParams)                    \
-  X(kMinimum, hexir_minimum, BinaryParams)                    \
-  X(kRelu, hexir_relu, UnaryParams)                           \
-  X(kGeluErf, hexir_gelu_erf, UnaryParams)                    \
-  X(kGeluTanh, hexir_gelu_tanh, UnaryParams)                  \
-  X(kSilu, hexir_silu, UnaryParams)                           \
-  X(kSigmoid, hexir_sigmoid, UnaryParams)                     \
-  X(kTanh, hexir_tanh, UnaryParams)                           \
-  X(kExp, hexir_exp, UnaryParams)                             \
-  X(kSqrt, hexir_sqrt, UnaryParams)                           \
-  X(kRsqrt, hexir_rsqrt, UnaryParams)                         \
-  X(kNeg, hexir_neg, UnaryParams)                             \
-  X(kMatmul, hexir_matmul_tiled, MatmulParams)                \
-  X(kSoftmax, hexir_softmax, SoftmaxParams)                   \
-  X(kLayernorm, hexir_layernorm, LayernormParams)             \
-  X(kReduce, hexir_reduce, ReduceParams)                      \
-  X(kTranspose1, hexir_transpose_1, TransposeParams)          \
-  X(kTranspose2, hexir_transpose_2, TransposeParams)          \
-  X(kTranspose4, hexir_transpose_4, TransposeParams)          \
-  X(kTranspose8, hexir_transpose_8, TransposeParams)          \
-  X(kTransposeBytes, hexir_transpose_bytes, TransposeParams)  \
+#define HEXIR_CUDA_KERNELS(X)                             \
+  X(kAdd, hexir_add, BinaryParams)                        \
+  X(kSub, hexir_sub, BinaryParams)                        \
+  X(kMul, hexir_mul, BinaryParams)                        \
+  X(kDiv, hexir_div, BinaryParams)                        \
+  X(kMaximum, hexir_maximum, BinaryParams)                \
+  X(kMinimum, hexir_minimum, BinaryParams)                \
+  X(kRelu, hexir_relu, UnaryParams)                       \
+  X(kGeluErf, hexir_gelu_erf, UnaryParams)                \
+  X(kGeluTanh, hexir_gelu_tanh, UnaryParams)              \
+  X(kSilu, hexir_silu, UnaryParams)                       \
+  X(kSigmoid, hexir_sigmoid, UnaryParams)                 \
+  X(kTanh, hexir_tanh, UnaryParams)                       \
+  X(kExp, hexir_exp, UnaryParams)                         \
+  X(kSqrt, hexir_sqrt, UnaryParams)                       \
+  X(kRsqrt, hexir_rsqrt, UnaryParams)                     \
+  X(kNeg, hexir_neg, UnaryParams)                         \
+  X(kWhere1, hexir_where_1, WhereParams)                  \
+  X(kWhere2, hexir_where_2, WhereParams)                  \
+  X(kWhere4, hexir_where_4, WhereParams)                  \
+  X(kWhere8, hexir_where_8, WhereParams)                  \
+  X(kCast, hexir_cast, CastParams)                        \
+  X(kMatmul, hexir_matmul_tiled, MatmulParams)            \
+  X(kConv2d, hexir_conv2d, Conv2dParams)                  \
+  X(kSoftmax, hexir_softmax, SoftmaxParams)               \
+  X(kLayernorm, hexir_layernorm, LayernormParams)         \
+  X(kReduce, hexir_reduce, ReduceParams)                  \
+  X(kStrided1, hexir_strided_1, StridedParams)            \
+  X(kStrided2, hexir_strided_2, StridedParams)            \
+  X(kStrided4, hexir_strided_4, StridedParams)            \
+  X(kStrided8, hexir_strided_8, StridedParams)            \
+  X(kStridedBytes, hexir_strided_bytes, StridedParams)    \
   X(kStridedCopy1, hexir_strided_copy_1, StridedCopyParams)   \
   X(kStridedCopy4, hexir_strided_copy_4, StridedCopyParams)   \
   X(kStridedCopy16, hexir_strided_copy_16, StridedCopyParams) \
+  X(kGather1, hexir_gather_1, GatherParams)               \
+  X(kGather4, hexir_gather_4, GatherParams)               \
+  X(kGather16, hexir_gather_16, GatherParams)             \
   X(kFill, hexir_fill, FillParams)
 
 enum class Kernel : uint16_t {
