@@ -10,13 +10,15 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
-#include <string_view>
 #include <vector>
 
+#include "cli.h"
 #include "hexir/planner/arena_planner.h"
 #include "hexir/planner/planner_csv.h"
 
@@ -63,42 +65,29 @@ std::string with_commas(uint64_t value) {
   return out;
 }
 
-bool parse_u64(std::string_view text, uint64_t* out) {
-  if (text.empty() || text.size() > 18) return false;
-  uint64_t value = 0;
-  for (char c : text) {
-    if (c < '0' || c > '9') return false;
-    value = value * 10 + static_cast<uint64_t>(c - '0');
-  }
-  *out = value;
-  return true;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string dir = HEXIR_PLANNING_BENCHMARKS;
+  // DIR, else $HEXIR_PLANNING_BENCHMARKS, else ../shared/planning-benchmarks next to the checkout.
+  std::string dir;
   hexir::serializer::PlanOptions options;
   options.alignment = 1;
   options.budget_ms = 3000;
-  for (int i = 1; i < argc; ++i) {
-    std::string_view arg = argv[i];
-    if ((arg == "--budget-ms" || arg == "--align") && i + 1 < argc) {
-      if (!parse_u64(argv[i + 1], arg == "--align" ? &options.alignment : &options.budget_ms)) {
-        std::fprintf(stderr, "planner_bench: %s expects a number\n", argv[i]);
-        return 2;
-      }
-      ++i;
-    } else if (!arg.starts_with("-")) {
-      dir = arg;
-    } else {
-      std::fprintf(stderr, "usage: planner_bench [DIR] [--budget-ms N] [--align N]\n");
-      return 2;
-    }
+  hexir::cli::Args args("planner_bench", "usage: planner_bench [DIR] [--budget-ms N] [--align N]\n", argc,
+                        argv);
+  while (args.next())
+    if (!args.number("--budget-ms", &options.budget_ms) && !args.number("--align", &options.alignment, uint64_t{1}))
+      args.input(&dir);
+  if (std::optional<int> rc = args.stop()) return *rc;
+  if (dir.empty()) {
+    const char* from_env = std::getenv("HEXIR_PLANNING_BENCHMARKS");
+    dir = from_env && *from_env ? from_env : HEXIR_PLANNING_BENCHMARKS;
   }
   std::error_code error;
   if (!std::filesystem::is_directory(dir, error)) {
-    std::printf("HEXIR_SKIP: planning benchmarks not found at %s\n", dir.c_str());
+    std::printf(
+        "HEXIR_SKIP: planning benchmarks not found at %s (pass DIR or set HEXIR_PLANNING_BENCHMARKS)\n",
+        dir.c_str());
     return 0;
   }
   std::vector<std::filesystem::path> files;

@@ -4,13 +4,13 @@
 // object with --json).
 // hexir-dump FILE.hxe --plan-svg OUT.svg [--function NAME]: draws one
 // function's arena (time across, offset up) instead.
-#include <cerrno>
 #include <cinttypes>
 #include <cstdio>
-#include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "cli.h"
 #include "hexir/base/mapped_file.h"
 #include "hexir/format/sections.h"
 #include "hexir/format/verifier.h"
@@ -246,37 +246,7 @@ class Json {
     out_ += c;
     need_comma_ = true;
   }
-  void string(const std::string& s) {
-    out_ += '"';
-    for (unsigned char c : s) {
-      switch (c) {
-        case '"':
-          out_ += "\\\"";
-          break;
-        case '\\':
-          out_ += "\\\\";
-          break;
-        case '\n':
-          out_ += "\\n";
-          break;
-        case '\r':
-          out_ += "\\r";
-          break;
-        case '\t':
-          out_ += "\\t";
-          break;
-        default:
-          if (c < 0x20) {
-            char buf[8];
-            std::snprintf(buf, sizeof(buf), "\\u%04x", c);
-            out_ += buf;
-          } else {
-            out_ += static_cast<char>(c);  // UTF-8 passes through
-          }
-      }
-    }
-    out_ += '"';
-  }
+  void string(const std::string& s) { out_ += cli::json_string(s); }
 
   std::string out_;
   bool need_comma_ = false;
@@ -463,22 +433,16 @@ void print_json(const VerifiedModule& v) {
   std::printf("%s\n", j.text().c_str());
 }
 
-int usage() {
-  std::fprintf(stderr,
-               "usage: hexir-dump FILE.hxe [--json]\n"
-               "       hexir-dump FILE.hxe --plan-svg OUT.svg [--function NAME]\n");
-  return 2;
-}
+constexpr const char* kUsage =
+    "usage: hexir-dump FILE.hxe [--json]\n"
+    "       hexir-dump FILE.hxe --plan-svg OUT.svg [--function NAME]\n";
 
 // Writes the arena picture of one function (default: the first) to `svg_path`.
-int write_plan_svg(const VerifiedModule& v, const std::string& function, const std::string& svg_path) {
+Status write_plan_svg(const VerifiedModule& v, const std::string& function, const std::string& svg_path) {
   const fb::Module& m = *v.module;
   const uint32_t functions = count(m.functions());
   uint32_t f = 0;
-  if (functions == 0) {
-    std::fprintf(stderr, "hexir-dump: the module has no functions to draw\n");
-    return 1;
-  }
+  if (functions == 0) return failed_precondition("the module has no functions to draw");
   if (!function.empty()) {
     std::string names;
     for (f = 0; f < functions; ++f) {
@@ -486,92 +450,50 @@ int write_plan_svg(const VerifiedModule& v, const std::string& function, const s
       if (name == function || "@" + name == function) break;
       names += (names.empty() ? "'" : ", '") + name + "'";
     }
-    if (f == functions) {
-      std::fprintf(stderr, "hexir-dump: no function '%s' (the module has %s)\n", function.c_str(),
-                   names.c_str());
-      return 1;
-    }
+    if (f == functions) return not_found("no function '" + function + "' (the module has " + names + ")");
   }
   const inspect::PlanSvgInput picture = inspect::function_plan_picture(v, f);
-  const std::string svg = inspect::render_plan_svg(picture);
-  std::FILE* out = std::fopen(svg_path.c_str(), "wb");
-  bool ok = out && std::fwrite(svg.data(), 1, svg.size(), out) == svg.size();
-  if (out) ok = (std::fclose(out) == 0) && ok;
-  if (!ok) {
-    std::fprintf(stderr, "hexir-dump: cannot write '%s': %s\n", svg_path.c_str(), std::strerror(errno));
-    return 1;
-  }
+  HEXIR_RETURN_IF_ERROR(cli::write_file(svg_path, inspect::render_plan_svg(picture)));
   const fb::Function& fn = *m.functions()->Get(f);
   std::printf("%s: @%s, %zu values, arena %" PRIu64 " bytes, lower bound %" PRIu64 " bytes\n",
               svg_path.c_str(), str(fn.name()), picture.rects.size(), fn.arena_size(), fn.lower_bound());
-  return 0;
+  return ok_status();
 }
 
 int run(int argc, char** argv) {
   std::string path, svg_path, function;
-  bool json = false, want_svg = false, want_function = false;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg == "--json") {
+  bool json = false;
+  cli::Args args("hexir-dump", kUsage, argc, argv);
+  while (args.next()) {
+    if (args.flag("--json"))
       json = true;
-    } else if (arg == "--plan-svg" || arg == "--function") {
-      if (i + 1 >= argc || argv[i + 1][0] == '\0') {
-        std::fprintf(stderr, "hexir-dump: %s needs a value\n", arg.c_str());
-        return usage();
-      }
-      (arg == "--plan-svg" ? svg_path : function) = argv[++i];
-      (arg == "--plan-svg" ? want_svg : want_function) = true;
-    } else if (arg.starts_with("--plan-svg=") || arg.starts_with("--function=")) {
-      const bool svg = arg.starts_with("--plan-svg=");
-      (svg ? svg_path : function) = arg.substr(arg.find('=') + 1);
-      (svg ? want_svg : want_function) = true;
-    } else if (arg == "--help" || arg == "-h") {
-      usage();
-      return 0;
-    } else if (!arg.empty() && arg[0] == '-') {
-      std::fprintf(stderr, "hexir-dump: unknown option '%s'\n", arg.c_str());
-      return usage();
-    } else if (path.empty()) {
-      path = arg;
-    } else {
-      return usage();
-    }
+    else if (!args.value("--plan-svg", &svg_path) && !args.value("--function", &function))
+      args.input(&path);
   }
-  if (path.empty()) return usage();
-  if (want_svg && svg_path.empty()) return usage();
-  if (want_function && !want_svg) {
-    std::fprintf(stderr, "hexir-dump: --function selects the function of --plan-svg\n");
-    return usage();
-  }
-  auto fail = [&](const std::string& message) {
-    std::fprintf(stderr, "hexir-dump: %s: %s\n", path.c_str(), message.c_str());
-    return 1;
-  };
+  if (std::optional<int> rc = args.stop()) return *rc;
+  if (path.empty()) return args.usage_error("no input file");
+  if (!function.empty() && svg_path.empty())
+    return args.usage_error("--function selects the function of --plan-svg");
 
   Result<MappedFile> file = MappedFile::open(path);
-  if (!file.ok()) {
-    std::fprintf(stderr, "hexir-dump: %s\n", file.status().message().c_str());
-    return 1;
-  }
+  if (!file.ok()) return args.fail(file.status().message());
   format::VerifyOptions options;
   options.verify_data_checksum = true;  // a dump is an inspection: check everything
   Result<VerifiedModule> verified = format::verify_executable(file->bytes(), options);
+  if (!verified.ok()) return args.fail(path + ": " + verified.status().message());
   // Compressed sections are decompressed (and so checked) like the VM does at load.
   std::vector<format::SectionBuffer> raw_sections;
-  Status decompressed = verified.ok() ? format::decompress_sections(*verified, raw_sections) : ok_status();
-  int rc = 0;
-  if (!verified.ok()) {
-    rc = fail(verified.status().message());
-  } else if (!decompressed.ok()) {
-    rc = fail(decompressed.message());
-  } else if (want_svg) {
-    rc = write_plan_svg(*verified, function, svg_path);
-  } else if (json) {
-    print_json(*verified);
-  } else {
-    print_text(path, *verified);
+  if (Status s = format::decompress_sections(*verified, raw_sections); !s.ok())
+    return args.fail(path + ": " + s.message());
+  if (!svg_path.empty()) {
+    Status s = write_plan_svg(*verified, function, svg_path);
+    return s.ok() ? cli::kExitOk : args.fail(s.message());
   }
-  return rc;
+  if (json)
+    print_json(*verified);
+  else
+    print_text(path, *verified);
+  return cli::kExitOk;
 }
 
 }  // namespace

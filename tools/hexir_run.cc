@@ -4,18 +4,18 @@
 // Loads, prepares and runs one function; inputs not given are deterministic
 // random values. Results go to DIR/0.npy, DIR/1.npy, ...
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <map>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "cli.h"
 #include "hexir/base/npy.h"
 #include "hexir/vm.h"
 
@@ -36,29 +36,6 @@ struct Options {
 using Clock = std::chrono::steady_clock;
 double ms_since(Clock::time_point start) {
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-}
-
-int fail(const std::string& message) {
-  std::fprintf(stderr, "hexir-run: %s\n", message.c_str());
-  return 1;
-}
-
-int usage() {
-  std::fprintf(stderr,
-               "usage: hexir-run FILE.hxe [--device cpu] [--function main] [--input NAME=FILE.npy ...]\n"
-               "                 [--output-dir DIR] [--iterations N] [--stats-json FILE] [--seed S]\n"
-               "       hexir-run --list-devices\n");
-  return 2;
-}
-
-bool parse_u64(const std::string& text, uint64_t* out) {
-  if (text.empty()) return false;
-  char* end = nullptr;
-  errno = 0;
-  unsigned long long v = std::strtoull(text.c_str(), &end, 10);
-  if (errno != 0 || *end != '\0' || text[0] == '-') return false;
-  *out = v;
-  return true;
 }
 
 uint16_t float_to_half(float f) {
@@ -129,23 +106,6 @@ std::vector<uint8_t> random_tensor(const TensorType& type, uint64_t byte_size, u
   return data;
 }
 
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += static_cast<char>(c);
-    } else if (c < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof(buf), "\\u%04x", c);
-      out += buf;
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  return out + "\"";
-}
-
 // Every device create_device could open here, or why CUDA is unavailable.
 int list_devices() {
   for (const hal::DeviceDescription& d : hal::list_devices())
@@ -153,73 +113,56 @@ int list_devices() {
   return 0;
 }
 
-int parse_args(int argc, char** argv, Options& o) {
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    auto next = [&](std::string* out) {
-      if (i + 1 >= argc) return false;
-      *out = argv[++i];
-      return true;
-    };
-    std::string value;
-    if (arg == "--help" || arg == "-h") {
-      usage();
-      return 0;
-    } else if (arg == "--list-devices") {
-      return list_devices();
-    } else if (arg == "--device") {
-      if (!next(&o.device)) return usage();
-    } else if (arg == "--function") {
-      if (!next(&o.function)) return usage();
-    } else if (arg == "--input") {
-      if (!next(&value)) return usage();
-      const size_t eq = value.find('=');
-      if (eq == std::string::npos || eq == 0)
-        return fail("--input expects NAME=FILE.npy, got '" + value + "'");
-      std::string name = value.substr(0, eq);
-      if (name[0] == '%') name.erase(0, 1);
-      if (o.inputs.count(name)) return fail("input '" + name + "' given twice");
-      o.inputs[name] = value.substr(eq + 1);
-    } else if (arg == "--output-dir") {
-      if (!next(&o.output_dir)) return usage();
-    } else if (arg == "--iterations") {
-      if (!next(&value) || !parse_u64(value, &o.iterations) || o.iterations == 0)
-        return fail("--iterations expects a positive integer");
-    } else if (arg == "--stats-json") {
-      if (!next(&o.stats_json)) return usage();
-    } else if (arg == "--seed") {
-      if (!next(&value) || !parse_u64(value, &o.seed)) return fail("--seed expects a non-negative integer");
-    } else if (!arg.empty() && arg[0] == '-') {
-      std::fprintf(stderr, "hexir-run: unknown option '%s'\n", arg.c_str());
-      return usage();
-    } else if (o.path.empty()) {
-      o.path = arg;
-    } else {
-      return usage();
+constexpr const char* kUsage =
+    "usage: hexir-run FILE.hxe [--device cpu] [--function main] [--input NAME=FILE.npy ...]\n"
+    "                 [--output-dir DIR] [--iterations N] [--stats-json FILE] [--seed S]\n"
+    "       hexir-run --list-devices\n";
+
+// Fills `o`; an exit code when the tool stops here (--help, --list-devices, a usage error).
+std::optional<int> parse_args(cli::Args& args, Options& o) {
+  while (args.next()) {
+    if (args.flag("--list-devices")) return list_devices();
+    if (args.value("--device", &o.device) || args.value("--function", &o.function) ||
+        args.value("--output-dir", &o.output_dir) || args.value("--stats-json", &o.stats_json) ||
+        args.number("--iterations", &o.iterations, uint64_t{1}) || args.number("--seed", &o.seed))
+      continue;
+    std::string input;  // NAME=FILE.npy
+    if (!args.value("--input", &input)) {
+      args.input(&o.path);
+    } else if (!input.empty()) {  // (empty: no value, already reported)
+      const size_t eq = input.find('=');
+      std::string name = input.substr(0, eq);
+      if (!name.empty() && name[0] == '%') name.erase(0, 1);
+      if (eq == std::string::npos || name.empty())
+        args.usage_error("--input expects NAME=FILE.npy, got '" + input + "'");
+      else if (!o.inputs.emplace(name, input.substr(eq + 1)).second)
+        args.usage_error("input '" + name + "' given twice");
     }
   }
-  if (o.path.empty()) return usage();
-  return -1;  // go on
+  if (std::optional<int> rc = args.stop()) return rc;
+  if (o.path.empty()) return args.usage_error("no input file");
+  return std::nullopt;
 }
 
 int run(int argc, char** argv) {
   Options o;
-  if (int rc = parse_args(argc, argv, o); rc >= 0) return rc;
+  cli::Args args("hexir-run", kUsage, argc, argv);
+  if (std::optional<int> rc = parse_args(args, o)) return *rc;
 
   const auto load_start = Clock::now();
   Result<vm::Module> module = vm::Module::load_file(o.path);
   const double load_ms = ms_since(load_start);
-  if (!module.ok()) return fail(module.status().message());
+  if (!module.ok()) return args.fail(module.status().message());
 
   size_t function = 0;
   if (!o.function.empty()) {
     Result<size_t> found = module->find_function(o.function);
-    if (!found.ok()) return fail(found.status().message());
+    if (!found.ok()) return args.fail(found.status().message());
     function = *found;
   } else if (Result<size_t> main = module->find_function("main"); main.ok()) {
     function = *main;
   } else if (module->function_count() == 0) {
-    return fail(o.path + ": the module has no functions");
+    return args.fail(o.path + ": the module has no functions");
   }
   const vm::FunctionSignature& sig = module->function(function);
 
@@ -229,24 +172,24 @@ int run(int argc, char** argv) {
     if (!known) {
       std::string names;
       for (const vm::TensorSignature& in : sig.inputs) names += (names.empty() ? "'" : ", '") + in.name + "'";
-      return fail("function '" + sig.name + "' has no input '" + name +
-                  "' (its inputs: " + (names.empty() ? std::string("none") : names) + ")");
+      return args.fail("function '" + sig.name + "' has no input '" + name +
+                       "' (its inputs: " + (names.empty() ? std::string("none") : names) + ")");
     }
   }
 
   Result<std::unique_ptr<hal::Device>> device = hal::create_device(o.device);
-  if (!device.ok()) return fail(device.status().message());
+  if (!device.ok()) return args.fail(device.status().message());
   hal::Device& dev = **device;
 
   const hal::DeviceCounters before_prepare = dev.counters();
   const auto prepare_start = Clock::now();
   Result<vm::Program> program = vm::Program::prepare(*module, dev);
   const double prepare_ms = ms_since(prepare_start);
-  if (!program.ok()) return fail(program.status().message());
+  if (!program.ok()) return args.fail(program.status().message());
   const hal::DeviceCounters after_prepare = dev.counters();
 
   Result<vm::Context> context = vm::Context::create(*program);
-  if (!context.ok()) return fail(context.status().message());
+  if (!context.ok()) return args.fail(context.status().message());
 
   // Host copies of every input, then device buffers the kernels can address.
   std::vector<std::vector<uint8_t>> host_inputs(sig.inputs.size());
@@ -258,10 +201,10 @@ int run(int argc, char** argv) {
       continue;
     }
     Result<NpyArray> array = read_npy(given->second);
-    if (!array.ok()) return fail(array.status().message());
+    if (!array.ok()) return args.fail(array.status().message());
     if (!(array->type == in.type))
-      return fail("input '" + in.name + "' of function '" + sig.name + "': expected " + in.type.to_string() +
-                  ", got " + array->type.to_string() + " from " + given->second);
+      return args.fail("input '" + in.name + "' of function '" + sig.name + "': expected " +
+                       in.type.to_string() + ", got " + array->type.to_string() + " from " + given->second);
     host_inputs[i] = std::move(array->data);
   }
   std::vector<hal::Buffer> input_buffers(sig.inputs.size());
@@ -278,7 +221,7 @@ int run(int argc, char** argv) {
         dev.allocate(sig.inputs[i].byte_size, hal::MemoryType::kDeviceLocal, hal::BufferUsage::kExternal);
     if (!buffer.ok()) {
       release_inputs();
-      return fail(buffer.status().message());
+      return args.fail(buffer.status().message());
     }
     input_buffers[i] = *buffer;
     input_refs[i].data = reinterpret_cast<void*>(static_cast<uintptr_t>(buffer->device_ptr));
@@ -292,7 +235,7 @@ int run(int argc, char** argv) {
   };
   if (Status s = upload_inputs(false); !s.ok()) {
     release_inputs();
-    return fail(s.message());
+    return args.fail(s.message());
   }
 
   // Device counters are read around each invoke only, so the tool's own
@@ -303,7 +246,7 @@ int run(int argc, char** argv) {
     if (it > 0) {
       if (Status s = upload_inputs(true); !s.ok()) {
         release_inputs();
-        return fail(s.message());
+        return args.fail(s.message());
       }
     }
     const hal::DeviceCounters before = dev.counters();
@@ -315,7 +258,7 @@ int run(int argc, char** argv) {
     invoke_uploads += after.uploads - before.uploads;
     if (!status.ok()) {
       release_inputs();
-      return fail(status.message());
+      return args.fail(status.message());
     }
   }
   std::vector<double> sorted = times;
@@ -335,7 +278,7 @@ int run(int argc, char** argv) {
     }
     if (!s.ok()) {
       release_inputs();
-      return fail("reading output " + std::to_string(j) + ": " + s.message());
+      return args.fail("reading output " + std::to_string(j) + ": " + s.message());
     }
   }
   release_inputs();
@@ -343,10 +286,10 @@ int run(int argc, char** argv) {
   if (!o.output_dir.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(o.output_dir, ec);
-    if (ec) return fail("cannot create '" + o.output_dir + "': " + ec.message());
+    if (ec) return args.fail("cannot create '" + o.output_dir + "': " + ec.message());
     for (size_t j = 0; j < results.size(); ++j) {
       const std::string path = (std::filesystem::path(o.output_dir) / (std::to_string(j) + ".npy")).string();
-      if (Status s = write_npy(path, sig.outputs[j].type, results[j]); !s.ok()) return fail(s.message());
+      if (Status s = write_npy(path, sig.outputs[j].type, results[j]); !s.ok()) return args.fail(s.message());
     }
   }
 
@@ -375,17 +318,15 @@ int run(int argc, char** argv) {
                   "},"
                   "\"invoke\":{\"count\":%" PRIu64 ",\"device_allocations\":%" PRIu64 ",\"uploads\":%" PRIu64
                   ",\"dispatches\":%" PRIu64 ",\"peak_live_bytes\":%" PRIu64 ",\"ms_median\":%.4f}}\n",
-                  json_string(o.path).c_str(), json_string(sig.name).c_str(),
-                  json_string(std::string(dev.name())).c_str(), module->arena_bytes(),
+                  cli::json_string(o.path).c_str(), cli::json_string(sig.name).c_str(),
+                  cli::json_string(std::string(dev.name())).c_str(), module->arena_bytes(),
                   module->constant_bytes(), module->lower_bound_bytes(), load_ms, prepare_ms,
                   prepare_allocations, prepare_uploads, context->invoke_count(),
                   // The VM's own count and the device's (each catches what the other might miss).
                   std::max(invoke.device_allocations, invoke_allocations),
                   std::max(invoke.uploads, invoke_uploads), invoke.dispatches, invoke.peak_live_bytes,
                   median);
-    std::ofstream out(o.stats_json, std::ios::binary);
-    out << buf;
-    if (!out) return fail("cannot write '" + o.stats_json + "'");
+    if (Status s = cli::write_file(o.stats_json, buf); !s.ok()) return args.fail(s.message());
   }
   return 0;
 }

@@ -1,0 +1,173 @@
+#include "cli.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+namespace hexir::cli {
+
+std::optional<uint64_t> parse_uint(std::string_view text, uint64_t max) {
+  if (text.empty()) return std::nullopt;
+  uint64_t value = 0;
+  for (char c : text) {
+    if (c < '0' || c > '9') return std::nullopt;
+    const uint64_t digit = static_cast<uint64_t>(c - '0');
+    if (value > (max - digit) / 10) return std::nullopt;
+    value = value * 10 + digit;
+  }
+  return value;
+}
+
+Args::Args(std::string tool, std::string usage, int argc, char** argv)
+    : tool_(std::move(tool)), usage_(std::move(usage)) {
+  for (int i = 1; i < argc; ++i) args_.emplace_back(argv[i]);
+}
+
+bool Args::next() {
+  if (state_ != State::kGoing || next_ >= args_.size()) return false;
+  arg_ = args_[next_++];
+  if (arg_ == "-h" || arg_ == "--help") {
+    std::fputs(usage_.c_str(), stdout);
+    state_ = State::kHelp;
+    return false;
+  }
+  return true;
+}
+
+bool Args::flag(std::string_view name) { return arg_ == name; }
+
+std::optional<std::string> Args::take(std::string_view name) {
+  if (arg_ == name) {
+    if (next_ < args_.size() && !args_[next_].empty()) return args_[next_++];
+  } else if (name.starts_with("--") && arg_.size() > name.size() && arg_.starts_with(name) &&
+             arg_[name.size()] == '=') {
+    if (arg_.size() > name.size() + 1) return arg_.substr(name.size() + 1);
+  } else {
+    return std::nullopt;
+  }
+  usage_error(std::string(name) + " needs a value");
+  return std::string();
+}
+
+bool Args::value(std::string_view name, std::string* out) {
+  std::optional<std::string> v = take(name);
+  if (!v) return false;
+  if (!failed()) *out = std::move(*v);
+  return true;
+}
+
+bool Args::number_u64(std::string_view name, uint64_t* out, uint64_t min, uint64_t max, bool unbounded) {
+  std::optional<std::string> v = take(name);
+  if (!v) return false;
+  if (failed()) return true;
+  const std::optional<uint64_t> parsed = parse_uint(*v, max);
+  if (parsed && *parsed >= min) {
+    *out = *parsed;
+    return true;
+  }
+  std::string expected = "an integer from " + std::to_string(min) + " to " + std::to_string(max);
+  if (unbounded) {
+    expected = min == 0   ? "a non-negative integer"
+               : min == 1 ? "a positive integer"
+                          : "an integer >= " + std::to_string(min);
+    if (parse_uint(*v)) expected += " up to " + std::to_string(max);  // digits, but too large
+  }
+  usage_error(std::string(name) + " expects " + expected + ", got '" + *v + "'");
+  return true;
+}
+
+bool Args::choice(std::string_view name, std::initializer_list<std::string_view> choices, size_t* out) {
+  std::optional<std::string> v = take(name);
+  if (!v) return false;
+  if (failed()) return true;
+  std::string expected;
+  size_t index = 0;
+  for (std::string_view c : choices) {
+    if (*v == c) {
+      *out = index;
+      return true;
+    }
+    expected += (index == 0 ? "" : index + 1 == choices.size() ? " or " : ", ") + std::string(c);
+    ++index;
+  }
+  usage_error(std::string(name) + " expects " + expected + ", got '" + *v + "'");
+  return true;
+}
+
+void Args::input(std::string* path) {
+  if (arg_.size() > 1 && arg_[0] == '-')
+    usage_error("unknown option '" + arg_ + "'");
+  else if (!path->empty())
+    usage_error("more than one input file ('" + *path + "' and '" + arg_ + "')");
+  else
+    *path = arg_;
+}
+
+std::optional<int> Args::stop() const {
+  switch (state_) {
+    case State::kHelp:
+      return kExitOk;
+    case State::kError:
+      return kExitUsage;
+    case State::kGoing:
+      break;
+  }
+  return std::nullopt;
+}
+
+int Args::usage_error(const std::string& message) {
+  std::fprintf(stderr, "%s: %s\n%s", tool_.c_str(), message.c_str(), usage_.c_str());
+  state_ = State::kError;
+  return kExitUsage;
+}
+
+int Args::fail(const std::string& message) const {
+  std::fprintf(stderr, "%s: %s\n", tool_.c_str(), message.c_str());
+  return kExitFailure;
+}
+
+Status write_file(const std::string& path, std::string_view bytes) {
+  std::FILE* out = std::fopen(path.c_str(), "wb");
+  bool ok = out && std::fwrite(bytes.data(), 1, bytes.size(), out) == bytes.size();
+  int err = errno;
+  if (out && std::fclose(out) != 0 && ok) {
+    ok = false;
+    err = errno;
+  }
+  if (!ok) return invalid_argument("cannot write '" + path + "': " + std::strerror(err));
+  return ok_status();
+}
+
+std::string json_string(std::string_view text) {
+  std::string out = "\"";
+  for (unsigned char c : text) {
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      default:
+        if (c < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", c);
+          out += buf;
+        } else {
+          out += static_cast<char>(c);
+        }
+    }
+  }
+  return out + "\"";
+}
+
+}  // namespace hexir::cli
