@@ -1,7 +1,8 @@
 // VM interpreter overhead: a chain of tiny dispatches (add / mul / relu on
-// f32[16], alternating) run through Context::invoke, against the same CPU
-// kernels called directly in a loop with prebuilt DispatchArgs. The kernels
-// do almost no work, so the difference is what the VM adds per dispatch.
+// f32[16], alternating) run through Context::invoke, against the bare CPU
+// compute kernels called directly in a loop with plans computed beforehand.
+// The kernels do almost no work, so the difference is what the VM adds per
+// dispatch; dispatches per second of each are printed too.
 //
 //   vm_overhead [--dispatches N] [--rounds R] [--block B]
 //
@@ -78,54 +79,58 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-// The direct loop: the same kernels, the same operand shapes, prebuilt args.
-// Like the VM's in-place plan, the first op reads the input and writes a
-// scratch buffer, the middle ones run in place, the last writes the output.
+// The direct loop: the same compute kernels on the same operands, with the
+// plans computed beforehand, called in a plain loop. Like the VM's in-place
+// plan, the first op reads the input and writes a scratch buffer, the middle
+// ones run in place, the last writes the output.
 struct DirectChain {
   std::vector<float> a, m, scratch;
-  int64_t dims[1] = {kWidth};
-  std::vector<hexir::hal::TensorArg> operands;  // 3 per dispatch
-  std::vector<hexir::hal::DispatchArgs> args;
+  std::vector<hexir::ops::OpPlan> plans;
+  std::vector<void*> operands;  // 3 per dispatch
+  std::vector<hexir::hal::Dispatch> dispatches;
   std::vector<hexir::hal::cpu::KernelFn> fns;
+  hexir::hal::KernelContext context;
 
-  hexir::Status build(int dispatches, float* x, float* out) {
+  hexir::Status build(int count, float* x, float* out) {
     a.assign(kWidth, kAddend);
     m.assign(kWidth, kFactor);
     scratch.assign(kWidth, 0.0f);
-    operands.resize(3 * dispatches);
-    args.resize(dispatches);
-    fns.resize(dispatches);
-    auto tensor = [&](float* p) {
-      return hexir::hal::TensorArg{p, hexir::DType::kF32, 1, dims, kWidth * sizeof(float)};
-    };
+    operands.resize(3 * count);
+    dispatches.resize(count);
+    fns.resize(count);
+    plans.clear();
+    const hexir::TensorType type{hexir::DType::kF32, {kWidth}};
     float* prev = x;
-    for (int i = 0; i < dispatches; ++i) {
-      OpId id = op_at(i);
-      hexir::hal::cpu::KernelFn fn = hexir::hal::cpu::kernel_function(id);
+    for (int i = 0; i < count; ++i) {
+      const OpId id = op_at(i);
+      const uint32_t inputs = id == OpId::kRelu ? 1 : 2;
+      const std::vector<hexir::TensorType> in(inputs, type), result{type};
+      HEXIR_ASSIGN_OR_RETURN(hexir::ops::OpPlan plan, hexir::ops::plan_op(id, in, result, {}));
+      plans.push_back(std::move(plan));
+      hexir::hal::cpu::KernelFn fn = hexir::hal::cpu::find_cpu_kernel(hexir::ops::kernel_key(id, in, result));
       if (fn == nullptr)
         return hexir::internal_error("no cpu kernel for " + std::string(hexir::ops::op_def(id).name));
-      float* dst = (i + 1 == dispatches) ? out : scratch.data();
-      hexir::hal::TensorArg* ops = &operands[3 * i];
-      uint32_t inputs = id == OpId::kRelu ? 1 : 2;
-      ops[0] = tensor(prev);
-      if (inputs == 2) ops[1] = tensor(id == OpId::kAdd ? a.data() : m.data());
-      ops[inputs] = tensor(dst);
-      hexir::hal::DispatchArgs& d = args[i];
+      float* dst = (i + 1 == count) ? out : scratch.data();
+      void** ops = &operands[3 * i];
+      ops[0] = prev;
+      if (inputs == 2) ops[1] = id == OpId::kAdd ? a.data() : m.data();
+      ops[inputs] = dst;
+      hexir::hal::Dispatch& d = dispatches[i];
       d.kernel = reinterpret_cast<uintptr_t>(fn);
-      d.kernel_id = id;
       d.operands = ops;
       d.input_count = inputs;
-      d.operand_count = inputs + 1;
+      d.output_count = 1;
       fns[i] = fn;
       prev = dst;
     }
+    for (int i = 0; i < count; ++i) dispatches[i].plan = plans[i].words().data();
     return hexir::ok_status();
   }
 
   hexir::Status run() const {
-    const size_t n = args.size();
+    const size_t n = dispatches.size();
     for (size_t i = 0; i < n; ++i) {
-      hexir::Status s = fns[i](args[i]);
+      hexir::Status s = fns[i](context, dispatches[i]);
       if (!s.ok()) return s;
     }
     return hexir::ok_status();
@@ -250,6 +255,8 @@ int main(int argc, char** argv) {
                 direct_med / dispatches);
     std::printf("  VM Context::invoke : %10.1f us/invoke  (%6.1f ns/dispatch)\n", vm_med / 1e3,
                 vm_med / dispatches);
+    std::printf("  VM dispatches/s    : %10.3g   direct dispatches/s: %10.3g\n", dispatches / (vm_med * 1e-9),
+                dispatches / (direct_med * 1e-9));
     std::printf("  ratio VM/direct    : %10.3f  (overhead %+.1f%%, %+.1f ns/dispatch; target within 5%%)\n",
                 ratio, (ratio - 1.0) * 100.0, (vm_med - direct_med) / dispatches);
   }

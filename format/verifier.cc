@@ -448,9 +448,8 @@ class ModuleVerifier {
       if (!range_inside(in.operand_begin(), in.operand_count(), pool))
         return fail("operands [", in.operand_begin(), ", +", in.operand_count(),
                     ") exceed the operand pool (", pool, " entries)");
-      if (in.input_count() > in.operand_count() || in.operand_count() - in.input_count() != 1)
-        return fail(in.operand_count(), " operands with ", in.input_count(),
-                    " inputs: need exactly one output");
+      if (in.input_count() > in.operand_count() || in.operand_count() == in.input_count())
+        return fail(in.operand_count(), " operands with ", in.input_count(), " inputs: need an output");
       if (static_cast<int64_t>(in.input_count()) < info.min_inputs ||
           (info.max_inputs >= 0 && static_cast<int64_t>(in.input_count()) > info.max_inputs))
         return fail("'", info.name, "' takes ", info.min_inputs, "..", info.max_inputs, " inputs, got ",
@@ -472,18 +471,38 @@ class ModuleVerifier {
         input_types.push_back(out_.slot_types[m_.operand_pool()->Get(in.operand_begin() + i)]);
       std::span<const int64_t> param_span;
       if (in.param_count() > 0) param_span = {m_.param_pool()->data() + in.param_begin(), in.param_count()};
-      Result<TensorType> result = ops::infer_result_type(out_.kernel_ids[in.kernel()], input_types, param_span);
-      if (!result.ok()) return fail("'", info.name, "': ", result.status().message());
+      Result<std::vector<TensorType>> results =
+          ops::infer_result_types(out_.kernel_ids[in.kernel()], input_types, param_span);
+      if (!results.ok()) return fail("'", info.name, "': ", results.status().message());
+      const uint32_t output_count = in.operand_count() - in.input_count();
+      if (results->size() != output_count)
+        return fail("'", info.name, "' gives ", results->size(), " results but the instruction has ", output_count,
+                    " outputs");
+      for (uint32_t j = 0; j < output_count; ++j) {
+        const uint32_t slot = m_.operand_pool()->Get(in.operand_begin() + in.input_count() + j);
+        const fb::Slot& s = *m_.slots()->Get(slot);
+        if (!slot_is_writable(s.usage()))
+          return fail("output ", slot_label(m_, slot), " is read-only (", slot_usage_name(s.usage()), ")");
+        if (!((*results)[j] == out_.slot_types[slot]))
+          return fail("'", info.name, "' gives ", (*results)[j].to_string(), " but the output ",
+                      slot_label(m_, slot), " is ", out_.slot_types[slot].to_string());
+        if (s.view_of() != -1) return fail("output ", slot_label(m_, slot), " is a view; views are never written");
+        // Outputs of one instruction are distinct values in distinct storage.
+        for (uint32_t j2 = 0; j2 < j; ++j2) {
+          const uint32_t other = m_.operand_pool()->Get(in.operand_begin() + in.input_count() + j2);
+          if (other == slot || storage_overlaps(s, *m_.slots()->Get(other)))
+            return fail("outputs ", j2, " and ", j, " share storage");
+        }
+        // No later output may overlap an input (only output 0 has alias bits).
+        if (j == 0) continue;
+        for (uint32_t i = 0; i < in.input_count(); ++i) {
+          const uint32_t in_index = m_.operand_pool()->Get(in.operand_begin() + i);
+          if (dynamic_ ? root_of(in_index) == slot : storage_overlaps(s, *m_.slots()->Get(in_index)))
+            return fail("output ", j, " ", slot_label(m_, slot), " overlaps input ", i, " ", slot_label(m_, in_index));
+        }
+      }
       const uint32_t out_index = m_.operand_pool()->Get(in.operand_begin() + in.input_count());
       const fb::Slot& out = *m_.slots()->Get(out_index);
-      if (!slot_is_writable(out.usage()))
-        return fail("output ", slot_label(m_, out_index), " is read-only (", slot_usage_name(out.usage()),
-                    ")");
-      if (!(*result == out_.slot_types[out_index]))
-        return fail("'", info.name, "' gives ", result->to_string(), " but the output ",
-                    slot_label(m_, out_index), " is ", out_.slot_types[out_index].to_string());
-      if (out.view_of() != -1)
-        return fail("output ", slot_label(m_, out_index), " is a view; views are never written");
       // Under free-at-last-use every arena value has its own buffer, except
       // that an in-place result takes over its aliased input's: overlap there
       // means sharing an aliased input's value.
@@ -572,7 +591,7 @@ class ModuleVerifier {
         for (uint32_t o = 0; o < in.operand_count(); ++o) {
           const uint32_t slot_index = m_.operand_pool()->Get(in.operand_begin() + o);
           const fb::Slot& s = *m_.slots()->Get(slot_index);
-          const bool is_output = o == in.input_count();
+          const bool is_output = o >= in.input_count();
           if (s.storage() == fb::StorageKind::Input) {
             if (s.index() >= inputs)
               return corrupt(instruction_label(k), ": operand ", o, " ", slot_label(m_, slot_index),
@@ -642,14 +661,16 @@ class ModuleVerifier {
           if (last_read[r] < 0 && def[r] < 0) touched.push_back(r);
           last_read[r] = static_cast<int64_t>(k);
         }
-        const uint32_t r = operand(in, in.input_count());
-        if (last_read[r] < 0 && def[r] < 0) touched.push_back(r);
-        if (def[r] < 0) {
-          def[r] = static_cast<int64_t>(k);
-        } else if (dynamic_) {
-          return corrupt(instruction_label(begin + k), ": ", slot_label(m_, r),
-                         " is written a second time (instruction ", begin + def[r],
-                         " wrote it) in a free-at-last-use plan");
+        for (uint32_t o = in.input_count(); o < in.operand_count(); ++o) {
+          const uint32_t r = operand(in, o);
+          if (last_read[r] < 0 && def[r] < 0) touched.push_back(r);
+          if (def[r] < 0) {
+            def[r] = static_cast<int64_t>(k);
+          } else if (dynamic_) {
+            return corrupt(instruction_label(begin + k), ": ", slot_label(m_, r),
+                           " is written a second time (instruction ", begin + def[r],
+                           " wrote it) in a free-at-last-use plan");
+          }
         }
       }
       for (uint64_t j = 0; j < outputs; ++j)
@@ -683,19 +704,20 @@ class ModuleVerifier {
             return fail("alias bit ", i, " overwrites ", slot_label(m_, slot), ", the value of output ",
                         output_of[r]);
         }
-        const uint32_t out_slot = operand(in, in.input_count());
-        const fb::Slot& out = *m_.slots()->Get(out_slot);
-        int64_t* holder = nullptr;
-        if (out.storage() == fb::StorageKind::Input && out.index() < inputs) holder = &occupant[out.index()];
-        if (out.storage() == fb::StorageKind::Output && out.index() < outputs)
-          holder = &occupant[inputs + out.index()];
-        if (holder) {
+        for (uint32_t o = in.input_count(); o < in.operand_count(); ++o) {
+          const uint32_t out_slot = operand(in, o);
+          const fb::Slot& out = *m_.slots()->Get(out_slot);
+          int64_t* holder = nullptr;
+          if (out.storage() == fb::StorageKind::Input && out.index() < inputs) holder = &occupant[out.index()];
+          if (out.storage() == fb::StorageKind::Output && out.index() < outputs)
+            holder = &occupant[inputs + out.index()];
+          if (!holder) continue;
           const int64_t previous = *holder;
-          if (previous >= 0 && previous != out_slot && previous != aliased_root &&
+          const int64_t aliased = o == in.input_count() ? aliased_root : -1;  // alias bits: output 0
+          if (previous >= 0 && previous != out_slot && previous != aliased &&
               last_read[static_cast<size_t>(previous)] >= static_cast<int64_t>(k))
             return fail("writes the ", storage_kind_name(out.storage()), " buffer ", out.index(), " while ",
-                        slot_label(m_, static_cast<uint64_t>(previous)),
-                        " in it is still read by instruction ",
+                        slot_label(m_, static_cast<uint64_t>(previous)), " in it is still read by instruction ",
                         begin + last_read[static_cast<size_t>(previous)]);
           *holder = out_slot;
         }

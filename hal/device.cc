@@ -21,6 +21,37 @@ DeviceCounters AtomicCounters::snapshot() const {
   return c;
 }
 
+Status check_buffer_range(const Buffer& buffer, uint64_t offset, uint64_t size, const char* what,
+                          bool host_memory) {
+  if (offset > buffer.size || size > buffer.size - offset)
+    return invalid_argument(std::string(what) + ": range [" + std::to_string(offset) + ", +" +
+                            std::to_string(size) + ") is outside a buffer of " + std::to_string(buffer.size) +
+                            " bytes");
+  if (size > 0 && (host_memory ? buffer.host_ptr == nullptr : buffer.device_ptr == 0))
+    return invalid_argument(std::string(what) + ": buffer has no memory");
+  return ok_status();
+}
+
+Status check_fill(const Buffer& buffer, uint64_t offset, uint64_t size, const void* pattern,
+                  uint32_t pattern_size, bool host_memory) {
+  if (pattern == nullptr || pattern_size < 1 || pattern_size > 16)
+    return invalid_argument("fill: pattern must be 1..16 bytes, got " + std::to_string(pattern_size));
+  if (size % pattern_size != 0)
+    return invalid_argument("fill: size " + std::to_string(size) + " is not a multiple of the " +
+                            std::to_string(pattern_size) + "-byte pattern");
+  return check_buffer_range(buffer, offset, size, "fill", host_memory);
+}
+
+Status no_kernel(std::string_view backend, const ops::KernelKey& key) {
+  if (static_cast<int>(key.op) >= ops::kOpCount)
+    return unimplemented(std::string(backend) + ": no operator with id " + std::to_string(static_cast<int>(key.op)));
+  const ops::OpDef& def = ops::op_def(key.op);
+  if (def.is_view)
+    return unimplemented(std::string(backend) + ": '" + def.name + "' is a view and is never dispatched");
+  return unimplemented(std::string(backend) + ": no kernel for '" + def.name + "' on " + dtype_name(key.input) +
+                       " -> " + dtype_name(key.output));
+}
+
 namespace {
 
 // True for `prefix` alone or `prefix:N` with N a decimal device ordinal.

@@ -10,19 +10,6 @@ namespace {
 
 constexpr uint64_t kMinAlignment = 64;
 
-// Overflow-safe check that [offset, offset + size) lies inside `buffer`.
-Status check_range(const Buffer& buffer, uint64_t offset, uint64_t size, const char* what) {
-  if (offset > buffer.size || size > buffer.size - offset) {
-    return invalid_argument(std::string(what) + ": range [" + std::to_string(offset) + ", +" +
-                            std::to_string(size) + ") is outside a buffer of " +
-                            std::to_string(buffer.size) + " bytes");
-  }
-  if (size > 0 && buffer.host_ptr == nullptr) {
-    return invalid_argument(std::string(what) + ": buffer has no memory");
-  }
-  return ok_status();
-}
-
 uint8_t* bytes_at(const Buffer& buffer, uint64_t offset) {
   return static_cast<uint8_t*>(buffer.host_ptr) + offset;
 }
@@ -33,23 +20,24 @@ class CpuQueue final : public Queue {
  public:
   explicit CpuQueue(AtomicCounters& counters) : counters_(counters) {}
 
-  Status dispatch(const DispatchArgs& args) override {
-    if (args.kernel == 0) return invalid_argument("dispatch: kernel handle is null (not resolved)");
+  Status dispatch(const Dispatch& dispatch) override {
+    if (dispatch.kernel == 0) return invalid_argument("dispatch: kernel handle is null (not resolved)");
     // Hot path: no allocation here or in the kernels.
-    auto fn = reinterpret_cast<KernelFn>(args.kernel);
     // Single writer: a relaxed load + store is a plain add, no locked
     // read-modify-write; the shared device counter is settled in synchronize().
     dispatch_count_.store(dispatch_count_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-    return fn(args);
+    return reinterpret_cast<KernelFn>(dispatch.kernel)(context_, dispatch);
   }
 
-  Status dispatch_sequence(std::span<const DispatchArgs> sequence, size_t* failed_index) override {
+  Status dispatch_sequence(std::span<const Dispatch> sequence, std::span<void* const> bindings,
+                           size_t* failed_index) override {
+    (void)bindings;  // runs immediately: nothing is cached
     size_t k = 0;
     Status status;
     for (; k < sequence.size(); ++k) {
-      const DispatchArgs& args = sequence[k];
-      status = args.kernel == 0 ? invalid_argument("dispatch: kernel handle is null (not resolved)")
-                                : reinterpret_cast<KernelFn>(args.kernel)(args);
+      const Dispatch& dispatch = sequence[k];
+      status = dispatch.kernel == 0 ? invalid_argument("dispatch: kernel handle is null (not resolved)")
+                                    : reinterpret_cast<KernelFn>(dispatch.kernel)(context_, dispatch);
       if (!status.ok()) break;
     }
     dispatch_count_.store(dispatch_count_.load(std::memory_order_relaxed) + k + (status.ok() ? 0 : 1),
@@ -60,8 +48,8 @@ class CpuQueue final : public Queue {
 
   Status copy(const Buffer& dst, uint64_t dst_offset, const Buffer& src, uint64_t src_offset,
               uint64_t size) override {
-    HEXIR_RETURN_IF_ERROR(check_range(dst, dst_offset, size, "copy destination"));
-    HEXIR_RETURN_IF_ERROR(check_range(src, src_offset, size, "copy source"));
+    HEXIR_RETURN_IF_ERROR(check_buffer_range(dst, dst_offset, size, "copy destination"));
+    HEXIR_RETURN_IF_ERROR(check_buffer_range(src, src_offset, size, "copy source"));
     if (size > 0) std::memmove(bytes_at(dst, dst_offset), bytes_at(src, src_offset), size);
     return ok_status();
   }
@@ -78,6 +66,7 @@ class CpuQueue final : public Queue {
 
  private:
   AtomicCounters& counters_;
+  KernelContext context_;
   // Atomic only so another thread may read it while this one dispatches.
   std::atomic<uint64_t> dispatch_count_{0};
   uint64_t reported_dispatches_ = 0;  // part of dispatch_count_ already added to the device counters
@@ -135,7 +124,7 @@ class CpuDevice final : public Device {
   }
 
   Status write(const Buffer& dst, uint64_t offset, const void* src, uint64_t size) override {
-    HEXIR_RETURN_IF_ERROR(check_range(dst, offset, size, "write"));
+    HEXIR_RETURN_IF_ERROR(check_buffer_range(dst, offset, size, "write"));
     if (size > 0 && src == nullptr) return invalid_argument("write: null source");
     if (size > 0) std::memcpy(bytes_at(dst, offset), src, size);
     counters_.uploads.fetch_add(1, std::memory_order_relaxed);
@@ -144,7 +133,7 @@ class CpuDevice final : public Device {
   }
 
   Status read(const Buffer& src, uint64_t offset, void* dst, uint64_t size) override {
-    HEXIR_RETURN_IF_ERROR(check_range(src, offset, size, "read"));
+    HEXIR_RETURN_IF_ERROR(check_buffer_range(src, offset, size, "read"));
     if (size > 0 && dst == nullptr) return invalid_argument("read: null destination");
     if (size > 0) std::memcpy(dst, bytes_at(src, offset), size);
     counters_.downloads.fetch_add(1, std::memory_order_relaxed);
@@ -153,14 +142,7 @@ class CpuDevice final : public Device {
 
   Status fill(const Buffer& dst, uint64_t offset, uint64_t size, const void* pattern,
               uint32_t pattern_size) override {
-    if (pattern == nullptr || pattern_size < 1 || pattern_size > 16) {
-      return invalid_argument("fill: pattern must be 1..16 bytes, got " + std::to_string(pattern_size));
-    }
-    if (size % pattern_size != 0) {
-      return invalid_argument("fill: size " + std::to_string(size) + " is not a multiple of the " +
-                              std::to_string(pattern_size) + "-byte pattern");
-    }
-    HEXIR_RETURN_IF_ERROR(check_range(dst, offset, size, "fill"));
+    HEXIR_RETURN_IF_ERROR(check_fill(dst, offset, size, pattern, pattern_size));
     uint8_t* out = bytes_at(dst, offset);
     if (size > 0) {
       const auto* bytes = static_cast<const uint8_t*>(pattern);
@@ -183,12 +165,9 @@ class CpuDevice final : public Device {
     return ok_status();
   }
 
-  Result<uintptr_t> resolve_kernel(ops::OpId id) override {
-    KernelFn fn = kernel_function(id);
-    if (fn == nullptr) {
-      return unimplemented("cpu: no kernel for id " + std::to_string(static_cast<int>(id)) +
-                           " (views are never dispatched)");
-    }
+  Result<uintptr_t> resolve_kernel(const ops::KernelKey& key) override {
+    KernelFn fn = static_cast<int>(key.op) < ops::kOpCount ? find_cpu_kernel(key) : nullptr;
+    if (fn == nullptr) return no_kernel("cpu", key);
     return reinterpret_cast<uintptr_t>(fn);
   }
 

@@ -1,14 +1,20 @@
-// Elementwise kernels: binary ops with numpy broadcasting and unary maps.
+// Elementwise kernels: binary ops with numpy broadcasting (BinaryPlan), unary
+// maps, where and cast.
 //
 // Every loop reads element i of each input before writing element i of the
 // output and never revisits it, so an output that shares storage with an
 // input of the same shape (the in-place pass) is safe.
 #include <cmath>
+#include <limits>
+#include <type_traits>
 
+#include "hexir/base/half.h"
 #include "kernel_util.h"
 
 namespace hexir::hal::cpu::internal {
 namespace {
+
+using ops::BinaryPlan;
 
 // Runs op over one inner run of n elements; the strides are 0 (broadcast) or 1.
 template <typename Op>
@@ -27,95 +33,41 @@ inline void binary_run(const float* a, int64_t sa, const float* b, int64_t sb, f
   }
 }
 
-// Element strides of `t` viewed as a tensor of `out_rank` dims with numpy's
-// right alignment; broadcast (size-1 or missing) dims get stride 0.
-inline void broadcast_strides(const TensorArg& t, uint32_t out_rank, int64_t* strides) {
-  int64_t stride = 1;
-  for (uint32_t i = out_rank; i-- > 0;) {
-    const int64_t t_axis = static_cast<int64_t>(i) - static_cast<int64_t>(out_rank - t.rank);
-    if (t_axis >= 0 && t.dims[t_axis] != 1) {
-      strides[i] = stride;
-      stride *= t.dims[t_axis];
-    } else {
-      strides[i] = 0;
-    }
-  }
-}
-
 template <typename Op>
-Status binary(const DispatchArgs& args, const char* name) {
-  HEXIR_RETURN_IF_ERROR(check_operands(args, name, 2, 2, /*f32_only=*/true));
-  const TensorArg& a = args.operands[0];
-  const TensorArg& b = args.operands[1];
-  const TensorArg& out = args.operands[2];
-  const int64_t n = element_count(out);
-  if (n == 0) return ok_status();
-  const float* pa = f32_in(a);
-  const float* pb = f32_in(b);
-  float* po = f32_out(out);
-  const int64_t na = element_count(a);
-  const int64_t nb = element_count(b);
-  // Fast paths: same element count means the same shape up to leading 1s.
-  if (na == n && nb == n) {
-    binary_run<Op>(pa, 1, pb, 1, po, n);
-    return ok_status();
+Status binary(const KernelContext&, const Dispatch& d) {
+  const BinaryPlan& p = plan_of<BinaryPlan>(d);
+  const float* pa = input(d, 0);
+  const float* pb = input(d, 1);
+  float* po = output(d, 0);
+  switch (p.mode) {
+    case 0: binary_run<Op>(pa, 1, pb, 1, po, p.n); return ok_status();
+    case 1: binary_run<Op>(pa, 1, pb, 0, po, p.n); return ok_status();
+    case 2: binary_run<Op>(pa, 0, pb, 1, po, p.n); return ok_status();
+    case 4: po[0] = Op::apply(pa[0], pb[0]); return ok_status();
+    default: break;
   }
-  if (na == n && nb == 1) {
-    binary_run<Op>(pa, 1, pb, 0, po, n);
-    return ok_status();
-  }
-  if (na == 1 && nb == n) {
-    binary_run<Op>(pa, 0, pb, 1, po, n);
-    return ok_status();
-  }
-
-  // General case: strides per output dim, then merge neighbouring dims whose
-  // strides line up so the inner run is as long as possible.
-  const uint32_t rank = out.rank;
-  int64_t sa[kMaxRank], sb[kMaxRank];
-  broadcast_strides(a, rank, sa);
-  broadcast_strides(b, rank, sb);
-  int64_t dims[kMaxRank], stride_a[kMaxRank], stride_b[kMaxRank];
-  uint32_t merged = 0;
-  for (uint32_t i = 0; i < rank; ++i) {
-    const int64_t d = out.dims[i];
-    if (d == 1) continue;
-    if (merged > 0 && stride_a[merged - 1] == sa[i] * d && stride_b[merged - 1] == sb[i] * d) {
-      dims[merged - 1] *= d;
-      stride_a[merged - 1] = sa[i];
-      stride_b[merged - 1] = sb[i];
-      continue;
-    }
-    dims[merged] = d;
-    stride_a[merged] = sa[i];
-    stride_b[merged] = sb[i];
-    ++merged;
-  }
-  if (merged == 0) {  // every dim is 1
-    po[0] = Op::apply(pa[0], pb[0]);
-    return ok_status();
-  }
-  const uint32_t outer_rank = merged - 1;
-  const int64_t inner = dims[outer_rank];
+  if (p.n == 0) return ok_status();
+  // General case: merged dims, the innermost one a contiguous run.
+  const int32_t outer_rank = p.rank - 1;
+  const int64_t inner = p.dims[outer_rank];
   int64_t index[kMaxRank] = {};
   do {
     int64_t offset_a = 0, offset_b = 0;
-    for (uint32_t i = 0; i < outer_rank; ++i) {
-      offset_a += index[i] * stride_a[i];
-      offset_b += index[i] * stride_b[i];
+    for (int32_t i = 0; i < outer_rank; ++i) {
+      offset_a += index[i] * p.stride_a[i];
+      offset_b += index[i] * p.stride_b[i];
     }
-    binary_run<Op>(pa + offset_a, stride_a[outer_rank], pb + offset_b, stride_b[outer_rank], po, inner);
+    binary_run<Op>(pa + offset_a, p.stride_a[outer_rank], pb + offset_b, p.stride_b[outer_rank], po, inner);
     po += inner;
-  } while (next_index(index, dims, outer_rank));
+  } while (next_index(index, p.dims, outer_rank));
   return ok_status();
 }
 
 template <typename Op>
-Status unary(const DispatchArgs& args, const char* name) {
-  HEXIR_RETURN_IF_ERROR(check_operands(args, name, 1, 1, /*f32_only=*/true));
-  const int64_t n = element_count(args.operands[1]);
-  const float* in = f32_in(args.operands[0]);
-  float* out = f32_out(args.operands[1]);
+Status unary(const KernelContext&, const Dispatch& d) {
+  const int64_t n = plan_of<ops::UnaryPlan>(d).n;
+  const float* in = input(d, 0);
+  float* out = output(d, 0);
   for (int64_t i = 0; i < n; ++i) out[i] = Op::apply(in[i]);
   return ok_status();
 }
@@ -146,27 +98,136 @@ struct SqrtOp { static float apply(float x) { return std::sqrt(x); } };
 struct RsqrtOp { static float apply(float x) { return 1.0f / std::sqrt(x); } };
 struct NegOp { static float apply(float x) { return -x; } };
 
+// ---- where ------------------------------------------------------------------
+
+template <typename Element>
+void where_typed(const ops::WherePlan& p, const uint8_t* cond, const Element* x, const Element* y, Element* out) {
+  if (p.rank == 0) {
+    for (int64_t i = 0; i < p.n; ++i) out[i] = cond[i] ? x[i] : y[i];
+    return;
+  }
+  const int32_t outer_rank = p.rank - 1;
+  const int64_t inner = p.dims[outer_rank];
+  const int64_t sc = p.stride_c[outer_rank], sx = p.stride_x[outer_rank], sy = p.stride_y[outer_rank];
+  int64_t index[kMaxRank] = {};
+  do {
+    int64_t oc = 0, ox = 0, oy = 0;
+    for (int32_t i = 0; i < outer_rank; ++i) {
+      oc += index[i] * p.stride_c[i];
+      ox += index[i] * p.stride_x[i];
+      oy += index[i] * p.stride_y[i];
+    }
+    for (int64_t j = 0; j < inner; ++j) out[j] = cond[oc + j * sc] ? x[ox + j * sx] : y[oy + j * sy];
+    out += inner;
+  } while (next_index(index, p.dims, outer_rank));
+}
+
+// ---- cast -------------------------------------------------------------------
+
+struct Half {
+  uint16_t bits;
+};
+// A bool read as its byte, so any non-zero byte is true (no UB on odd bytes).
+struct BoolByte {
+  uint8_t byte;
+};
+
+template <typename T>
+float to_float(T v) {
+  if constexpr (std::is_same_v<T, Half>) return half_bits_to_float(v.bits);
+  else if constexpr (std::is_same_v<T, BoolByte>) return v.byte != 0 ? 1.0f : 0.0f;
+  else return static_cast<float>(v);
+}
+
+template <typename To, typename From>
+To convert(From v) {
+  if constexpr (std::is_same_v<From, BoolByte>) {
+    if constexpr (std::is_same_v<To, Half>) return Half{static_cast<uint16_t>(v.byte != 0 ? 0x3c00 : 0)};
+    else return static_cast<To>(v.byte != 0);
+  } else if constexpr (std::is_same_v<To, bool>) {
+    if constexpr (std::is_same_v<From, Half>) return (v.bits & 0x7fff) != 0;
+    else return v != From{0};
+  } else if constexpr (std::is_same_v<To, Half>) {
+    return Half{float_to_half_bits(to_float(v))};
+  } else if constexpr (std::is_floating_point_v<To>) {
+    return static_cast<To>(to_float(v));
+  } else if constexpr (std::is_same_v<From, Half> || std::is_floating_point_v<From>) {
+    // Truncate toward zero, saturating; NaN to 0.
+    const double x = static_cast<double>(to_float(v));
+    if (x != x) return To{0};
+    if (x <= static_cast<double>(std::numeric_limits<To>::min())) return std::numeric_limits<To>::min();
+    if (x >= static_cast<double>(std::numeric_limits<To>::max())) return std::numeric_limits<To>::max();
+    return static_cast<To>(x);
+  } else {
+    return static_cast<To>(v);  // integers wrap, bool is 0 or 1
+  }
+}
+
+template <typename From, typename To>
+Status cast(const KernelContext&, const Dispatch& d) {
+  const int64_t n = plan_of<ops::CastPlan>(d).n;
+  const From* in = input<From>(d, 0);
+  To* out = output<To>(d, 0);
+  for (int64_t i = 0; i < n; ++i) out[i] = convert<To>(in[i]);
+  return ok_status();
+}
+
+template <typename From>
+KernelFn cast_from(DType to) {
+  switch (to) {
+    case DType::kF32: return cast<From, float>;
+    case DType::kF16: return cast<From, Half>;
+    case DType::kI32: return cast<From, int32_t>;
+    case DType::kI64: return cast<From, int64_t>;
+    case DType::kBool: return cast<From, bool>;
+    case DType::kU8: return cast<From, uint8_t>;
+    default: return nullptr;
+  }
+}
+
 }  // namespace
 
-Status add(const DispatchArgs& args) { return binary<AddOp>(args, "add"); }
-Status sub(const DispatchArgs& args) { return binary<SubOp>(args, "sub"); }
-Status mul(const DispatchArgs& args) { return binary<MulOp>(args, "mul"); }
-Status div(const DispatchArgs& args) { return binary<DivOp>(args, "div"); }
-Status maximum(const DispatchArgs& args) { return binary<MaximumOp>(args, "maximum"); }
-Status minimum(const DispatchArgs& args) { return binary<MinimumOp>(args, "minimum"); }
+Status add(const KernelContext& c, const Dispatch& d) { return binary<AddOp>(c, d); }
+Status sub(const KernelContext& c, const Dispatch& d) { return binary<SubOp>(c, d); }
+Status mul(const KernelContext& c, const Dispatch& d) { return binary<MulOp>(c, d); }
+Status div(const KernelContext& c, const Dispatch& d) { return binary<DivOp>(c, d); }
+Status maximum(const KernelContext& c, const Dispatch& d) { return binary<MaximumOp>(c, d); }
+Status minimum(const KernelContext& c, const Dispatch& d) { return binary<MinimumOp>(c, d); }
 
-Status relu(const DispatchArgs& args) { return unary<ReluOp>(args, "relu"); }
-Status gelu(const DispatchArgs& args) {
-  // params: [approximate]; absent or 0 = erf form, 1 = tanh approximation.
-  const bool tanh_form = args.params != nullptr && args.param_count >= 1 && args.params[0] == 1;
-  return tanh_form ? unary<GeluTanhOp>(args, "gelu") : unary<GeluErfOp>(args, "gelu");
+Status relu(const KernelContext& c, const Dispatch& d) { return unary<ReluOp>(c, d); }
+Status gelu(const KernelContext& c, const Dispatch& d) {
+  return plan_of<ops::UnaryPlan>(d).variant == 1 ? unary<GeluTanhOp>(c, d) : unary<GeluErfOp>(c, d);
 }
-Status silu(const DispatchArgs& args) { return unary<SiluOp>(args, "silu"); }
-Status sigmoid(const DispatchArgs& args) { return unary<SigmoidOp>(args, "sigmoid"); }
-Status tanh(const DispatchArgs& args) { return unary<TanhOp>(args, "tanh"); }
-Status exp(const DispatchArgs& args) { return unary<ExpOp>(args, "exp"); }
-Status sqrt(const DispatchArgs& args) { return unary<SqrtOp>(args, "sqrt"); }
-Status rsqrt(const DispatchArgs& args) { return unary<RsqrtOp>(args, "rsqrt"); }
-Status neg(const DispatchArgs& args) { return unary<NegOp>(args, "neg"); }
+Status silu(const KernelContext& c, const Dispatch& d) { return unary<SiluOp>(c, d); }
+Status sigmoid(const KernelContext& c, const Dispatch& d) { return unary<SigmoidOp>(c, d); }
+Status tanh(const KernelContext& c, const Dispatch& d) { return unary<TanhOp>(c, d); }
+Status exp(const KernelContext& c, const Dispatch& d) { return unary<ExpOp>(c, d); }
+Status sqrt(const KernelContext& c, const Dispatch& d) { return unary<SqrtOp>(c, d); }
+Status rsqrt(const KernelContext& c, const Dispatch& d) { return unary<RsqrtOp>(c, d); }
+Status neg(const KernelContext& c, const Dispatch& d) { return unary<NegOp>(c, d); }
+
+Status where(const KernelContext&, const Dispatch& d) {
+  const ops::WherePlan& p = plan_of<ops::WherePlan>(d);
+  const auto* cond = input<uint8_t>(d, 0);
+  switch (p.element_size) {
+    case 1: where_typed(p, cond, input<uint8_t>(d, 1), input<uint8_t>(d, 2), output<uint8_t>(d, 0)); break;
+    case 2: where_typed(p, cond, input<uint16_t>(d, 1), input<uint16_t>(d, 2), output<uint16_t>(d, 0)); break;
+    case 4: where_typed(p, cond, input<uint32_t>(d, 1), input<uint32_t>(d, 2), output<uint32_t>(d, 0)); break;
+    default: where_typed(p, cond, input<uint64_t>(d, 1), input<uint64_t>(d, 2), output<uint64_t>(d, 0)); break;
+  }
+  return ok_status();
+}
+
+KernelFn cast_kernel(DType from, DType to) {
+  switch (from) {
+    case DType::kF32: return cast_from<float>(to);
+    case DType::kF16: return cast_from<Half>(to);
+    case DType::kI32: return cast_from<int32_t>(to);
+    case DType::kI64: return cast_from<int64_t>(to);
+    case DType::kBool: return cast_from<BoolByte>(to);
+    case DType::kU8: return cast_from<uint8_t>(to);
+    default: return nullptr;
+  }
+}
 
 }  // namespace hexir::hal::cpu::internal

@@ -1,78 +1,82 @@
-// Shared helpers and per-kernel entry points of the builtin CPU kernels.
-// Internal to hal/cpu; the public surface is cpu::kernel_function().
+// Shared helpers and entry points of the builtin CPU kernels. Internal to
+// hal/cpu; the public surface is cpu::find_cpu_kernel().
+//
+// A kernel reads its geometry from the plan its operator computed at prepare
+// (ops/plans.h) and its operands from the dispatch's pointers. It does not
+// validate: the verifier proved the shapes and the plan rule sized everything.
 #pragma once
 
 #include <cstdint>
 #include <cstring>
-#include <string>
 
 #include "hexir/base/status.h"
 #include "hexir/base/types.h"
+#include "hexir/hal/cpu_kernels.h"
 #include "hexir/hal/device.h"
+#include "hexir/ops/plans.h"
 
 namespace hexir::hal::cpu::internal {
 
-// Kernels keep index bookkeeping in fixed-size arrays so they never allocate.
-inline constexpr uint32_t kMaxRank = 8;
+using ops::kMaxRank;
 
-inline int64_t element_count(const TensorArg& t) {
-  int64_t n = 1;
-  for (uint32_t i = 0; i < t.rank; ++i) n *= t.dims[i];
-  return n;
+template <typename Plan>
+inline const Plan& plan_of(const Dispatch& d) {
+  return *static_cast<const Plan*>(d.plan);
 }
-
-// Product of dims[begin, end).
-inline int64_t dims_product(const int64_t* dims, uint32_t begin, uint32_t end) {
-  int64_t n = 1;
-  for (uint32_t i = begin; i < end; ++i) n *= dims[i];
-  return n;
+template <typename T = float>
+inline const T* input(const Dispatch& d, uint32_t i) {
+  return static_cast<const T*>(d.operands[i]);
 }
-
-inline const float* f32_in(const TensorArg& t) { return static_cast<const float*>(t.data); }
-inline float* f32_out(const TensorArg& t) { return static_cast<float*>(t.data); }
-
-// Cheap structural checks every kernel runs first: operand counts, ranks within
-// kMaxRank and (unless the kernel moves bytes of any dtype) f32 operands. The
-// verifier has checked shapes; these only keep a misused kernel from running
-// off its fixed-size arrays. Error paths may allocate (the message); the ok
-// path does not.
-Status check_operands(const DispatchArgs& args, const char* kernel, uint32_t min_inputs,
-                      uint32_t max_inputs, bool f32_only);
+template <typename T = float>
+inline T* output(const Dispatch& d, uint32_t j) {
+  return static_cast<T*>(d.operands[d.input_count + j]);
+}
 
 // Advances a row-major multi-index `index` over `dims` (rank entries) and
 // returns false after the last one. Dims of size 0 never reach here.
-inline bool next_index(int64_t* index, const int64_t* dims, uint32_t rank) {
-  for (uint32_t i = rank; i-- > 0;) {
+inline bool next_index(int64_t* index, const int64_t* dims, int32_t rank) {
+  for (int32_t i = rank; i-- > 0;) {
     if (++index[i] < dims[i]) return true;
     index[i] = 0;
   }
   return false;
 }
 
-// One function per catalog id; see format/kernel_catalog.h for operand and
-// parameter conventions.
-Status add(const DispatchArgs& args);
-Status sub(const DispatchArgs& args);
-Status mul(const DispatchArgs& args);
-Status div(const DispatchArgs& args);
-Status maximum(const DispatchArgs& args);
-Status minimum(const DispatchArgs& args);
-Status relu(const DispatchArgs& args);
-Status gelu(const DispatchArgs& args);
-Status silu(const DispatchArgs& args);
-Status sigmoid(const DispatchArgs& args);
-Status tanh(const DispatchArgs& args);
-Status exp(const DispatchArgs& args);
-Status sqrt(const DispatchArgs& args);
-Status rsqrt(const DispatchArgs& args);
-Status neg(const DispatchArgs& args);
-Status matmul(const DispatchArgs& args);
-Status softmax(const DispatchArgs& args);
-Status layernorm(const DispatchArgs& args);
-Status transpose(const DispatchArgs& args);
-Status reduce_sum(const DispatchArgs& args);
-Status reduce_mean(const DispatchArgs& args);
-Status concat(const DispatchArgs& args);
-Status copy(const DispatchArgs& args);
+// C[M,N] = A[M,K] * B[K,N], row-major and contiguous (matmul.cc). Each c[j]
+// sums its products in k order, so results do not depend on the vector width.
+void gemm(int64_t M, int64_t N, int64_t K, const float* A, const float* B, float* C);
+
+// elementwise.cc
+Status add(const KernelContext&, const Dispatch&);
+Status sub(const KernelContext&, const Dispatch&);
+Status mul(const KernelContext&, const Dispatch&);
+Status div(const KernelContext&, const Dispatch&);
+Status maximum(const KernelContext&, const Dispatch&);
+Status minimum(const KernelContext&, const Dispatch&);
+Status relu(const KernelContext&, const Dispatch&);
+Status gelu(const KernelContext&, const Dispatch&);
+Status silu(const KernelContext&, const Dispatch&);
+Status sigmoid(const KernelContext&, const Dispatch&);
+Status tanh(const KernelContext&, const Dispatch&);
+Status exp(const KernelContext&, const Dispatch&);
+Status sqrt(const KernelContext&, const Dispatch&);
+Status rsqrt(const KernelContext&, const Dispatch&);
+Status neg(const KernelContext&, const Dispatch&);
+Status where(const KernelContext&, const Dispatch&);
+// cast<From, To> for every pair of castable dtypes: cast_kernel(from, to).
+KernelFn cast_kernel(DType from, DType to);
+// matmul.cc
+Status matmul(const KernelContext&, const Dispatch&);
+Status conv2d(const KernelContext&, const Dispatch&);
+// normalization.cc
+Status softmax(const KernelContext&, const Dispatch&);
+Status layernorm(const KernelContext&, const Dispatch&);
+Status reduce(const KernelContext&, const Dispatch&);
+// layout.cc
+Status strided_gather(const KernelContext&, const Dispatch&);  // transpose, slice
+Status concat(const KernelContext&, const Dispatch&);
+Status split(const KernelContext&, const Dispatch&);
+Status copy(const KernelContext&, const Dispatch&);
+Status gather(const KernelContext&, const Dispatch&);
 
 }  // namespace hexir::hal::cpu::internal

@@ -1,83 +1,51 @@
-// The kernel table: one builtin CPU function per catalog id.
-#include <array>
-
+// The kernel table: one line per builtin CPU kernel, looked up once per
+// instruction at prepare.
 #include "kernel_util.h"
-#include "hexir/hal/cpu_kernels.h"
 
 namespace hexir::hal::cpu {
-namespace internal {
-
-Status check_operands(const DispatchArgs& args, const char* kernel, uint32_t min_inputs,
-                      uint32_t max_inputs, bool f32_only) {
-  if (args.operands == nullptr || args.input_count < min_inputs || args.input_count > max_inputs ||
-      args.operand_count != args.input_count + 1) {
-    return invalid_argument(std::string(kernel) + ": expected " + std::to_string(min_inputs) +
-                            (min_inputs == max_inputs ? "" : "+") + " inputs and one output, got " +
-                            std::to_string(args.input_count) + " inputs of " +
-                            std::to_string(args.operand_count) + " operands");
-  }
-  for (uint32_t i = 0; i < args.operand_count; ++i) {
-    const TensorArg& t = args.operands[i];
-    if (t.rank > kMaxRank) {
-      return invalid_argument(std::string(kernel) + ": operand " + std::to_string(i) + " has rank " +
-                              std::to_string(t.rank) + "; the cpu kernels support up to " +
-                              std::to_string(kMaxRank));
-    }
-    if (t.rank > 0 && t.dims == nullptr) {
-      return invalid_argument(std::string(kernel) + ": operand " + std::to_string(i) + " has no dims");
-    }
-    if (f32_only && t.dtype != DType::kF32) {
-      return invalid_argument(std::string(kernel) + ": operand " + std::to_string(i) + " is " +
-                              dtype_name(t.dtype) + ", expected f32");
-    }
-  }
-  return ok_status();
-}
-
-}  // namespace internal
-
 namespace {
 
+using namespace internal;
 using ops::OpId;
+constexpr int kF32 = static_cast<int>(DType::kF32);
 
-constexpr std::array<KernelFn, ops::kOpCount> make_table() {
-  std::array<KernelFn, ops::kOpCount> table{};
-  auto set = [&table](OpId id, KernelFn fn) { table[static_cast<size_t>(id)] = fn; };
-  set(OpId::kAdd, internal::add);
-  set(OpId::kSub, internal::sub);
-  set(OpId::kMul, internal::mul);
-  set(OpId::kDiv, internal::div);
-  set(OpId::kMaximum, internal::maximum);
-  set(OpId::kMinimum, internal::minimum);
-  set(OpId::kRelu, internal::relu);
-  set(OpId::kGelu, internal::gelu);
-  set(OpId::kSilu, internal::silu);
-  set(OpId::kSigmoid, internal::sigmoid);
-  set(OpId::kTanh, internal::tanh);
-  set(OpId::kExp, internal::exp);
-  set(OpId::kSqrt, internal::sqrt);
-  set(OpId::kRsqrt, internal::rsqrt);
-  set(OpId::kNeg, internal::neg);
-  set(OpId::kMatmul, internal::matmul);
-  set(OpId::kSoftmax, internal::softmax);
-  set(OpId::kLayernorm, internal::layernorm);
-  set(OpId::kTranspose, internal::transpose);
-  set(OpId::kReshape, nullptr);  // a view: never dispatched
-  set(OpId::kReduceSum, internal::reduce_sum);
-  set(OpId::kReduceMean, internal::reduce_mean);
-  set(OpId::kConcat, internal::concat);
-  set(OpId::kCopy, internal::copy);
-  return table;
-}
-
-constexpr std::array<KernelFn, ops::kOpCount> kKernelTable = make_table();
+constexpr KernelEntry<KernelFn> kKernels[] = {
+    {OpId::kAdd, kF32, kF32, add},
+    {OpId::kSub, kF32, kF32, sub},
+    {OpId::kMul, kF32, kF32, mul},
+    {OpId::kDiv, kF32, kF32, div},
+    {OpId::kMaximum, kF32, kF32, maximum},
+    {OpId::kMinimum, kF32, kF32, minimum},
+    {OpId::kRelu, kF32, kF32, relu},
+    {OpId::kGelu, kF32, kF32, gelu},
+    {OpId::kSilu, kF32, kF32, silu},
+    {OpId::kSigmoid, kF32, kF32, sigmoid},
+    {OpId::kTanh, kF32, kF32, tanh},
+    {OpId::kExp, kF32, kF32, exp},
+    {OpId::kSqrt, kF32, kF32, sqrt},
+    {OpId::kRsqrt, kF32, kF32, rsqrt},
+    {OpId::kNeg, kF32, kF32, neg},
+    {OpId::kMatmul, kF32, kF32, matmul},
+    {OpId::kSoftmax, kF32, kF32, softmax},
+    {OpId::kLayernorm, kF32, kF32, layernorm},
+    {OpId::kTranspose, kAnyDType, kAnyDType, strided_gather},
+    {OpId::kReduceSum, kF32, kF32, reduce},
+    {OpId::kReduceMean, kF32, kF32, reduce},
+    {OpId::kConcat, kAnyDType, kAnyDType, concat},
+    {OpId::kCopy, kAnyDType, kAnyDType, copy},
+    {OpId::kSplit, kAnyDType, kAnyDType, split},
+    {OpId::kWhere, kAnyDType, kAnyDType, where},
+    {OpId::kGather, kAnyDType, kAnyDType, gather},
+    {OpId::kSlice, kAnyDType, kAnyDType, strided_gather},
+    {OpId::kConv2d, kF32, kF32, conv2d},
+};
 
 }  // namespace
 
-KernelFn kernel_function(ops::OpId id) {
-  auto index = static_cast<size_t>(id);
-  if (index >= kKernelTable.size()) return nullptr;
-  return kKernelTable[index];
+KernelFn find_cpu_kernel(const ops::KernelKey& key) {
+  // cast: one instantiation per (from, to) pair, picked by the pair.
+  if (key.op == OpId::kCast) return cast_kernel(key.input, key.output);
+  return find_kernel(std::span<const KernelEntry<KernelFn>>(kKernels), key);
 }
 
 }  // namespace hexir::hal::cpu

@@ -1,205 +1,130 @@
-// Byte-moving kernels (any dtype): transpose, concat, copy; and the reductions.
+// Byte-moving kernels of any dtype: the strided gather behind transpose and
+// slice, concat, split, copy and gather.
 #include <algorithm>
 #include <cstring>
+#include <string>
 
 #include "kernel_util.h"
 
 namespace hexir::hal::cpu::internal {
 namespace {
 
-// Copies the output in row-major order; `in_stride[i]` is the input element
-// stride of output dim i. The inner run is typed so it compiles to moves.
+// Output in row-major order; element i comes from the input at
+// offset + sum(index[d] * in_stride[d]). The inner run is typed so it compiles to moves.
 template <typename Element>
-void transpose_typed(const uint8_t* in, uint8_t* out, const int64_t* out_dims, const int64_t* in_stride,
-                     uint32_t rank) {
-  const Element* src = reinterpret_cast<const Element*>(in);
+void strided_typed(const ops::StridedPlan& p, const uint8_t* in, uint8_t* out) {
+  const Element* src = reinterpret_cast<const Element*>(in) + p.offset;
   Element* dst = reinterpret_cast<Element*>(out);
-  if (rank == 0) {
+  if (p.rank == 0) {
     dst[0] = src[0];
     return;
   }
-  const uint32_t outer_rank = rank - 1;
-  const int64_t inner = out_dims[outer_rank];
-  const int64_t inner_stride = in_stride[outer_rank];
+  const int32_t outer_rank = p.rank - 1;
+  const int64_t inner = p.out_dims[outer_rank];
+  const int64_t inner_stride = p.in_stride[outer_rank];
   int64_t index[kMaxRank] = {};
   do {
     int64_t offset = 0;
-    for (uint32_t i = 0; i < outer_rank; ++i) offset += index[i] * in_stride[i];
+    for (int32_t i = 0; i < outer_rank; ++i) offset += index[i] * p.in_stride[i];
     const Element* s = src + offset;
-    for (int64_t j = 0; j < inner; ++j) dst[j] = s[j * inner_stride];
-    dst += inner;
-  } while (next_index(index, out_dims, outer_rank));
-}
-
-// Same walk for element sizes without a native type: memcpy per element.
-void transpose_bytes(const uint8_t* in, uint8_t* out, const int64_t* out_dims, const int64_t* in_stride,
-                     uint32_t rank, size_t element_size) {
-  if (rank == 0) {
-    std::memcpy(out, in, element_size);
-    return;
-  }
-  const uint32_t outer_rank = rank - 1;
-  const int64_t inner = out_dims[outer_rank];
-  int64_t index[kMaxRank] = {};
-  do {
-    int64_t offset = 0;
-    for (uint32_t i = 0; i < outer_rank; ++i) offset += index[i] * in_stride[i];
-    for (int64_t j = 0; j < inner; ++j) {
-      std::memcpy(out, in + (offset + j * in_stride[outer_rank]) * element_size, element_size);
-      out += element_size;
+    if (inner_stride == 1) {
+      std::memcpy(dst, s, static_cast<size_t>(inner) * sizeof(Element));
+    } else {
+      for (int64_t j = 0; j < inner; ++j) dst[j] = s[j * inner_stride];
     }
-  } while (next_index(index, out_dims, outer_rank));
+    dst += inner;
+  } while (next_index(index, p.out_dims, outer_rank));
 }
 
 struct Bytes16 {
   uint8_t bytes[16];
 };
 
-// Sums (in double) over the axes marked in `reduced`, one output element at a time.
-Status reduce(const DispatchArgs& args, const char* name, bool mean) {
-  HEXIR_RETURN_IF_ERROR(check_operands(args, name, 1, 1, /*f32_only=*/true));
-  const TensorArg& x = args.operands[0];
-  if (args.params == nullptr || args.param_count < 1) {
-    return invalid_argument(std::string(name) + ": params must be [keepdims, axis...]");
-  }
-  bool reduced[kMaxRank] = {};
-  if (args.param_count == 1) {
-    std::fill(reduced, reduced + x.rank, true);
-  } else {
-    for (uint32_t p = 1; p < args.param_count; ++p) {
-      const int64_t axis = args.params[p];
-      if (axis < 0 || axis >= static_cast<int64_t>(x.rank)) {
-        return invalid_argument(std::string(name) + ": axis out of range");
-      }
-      reduced[axis] = true;
+// Copies `rows` rows of `row_bytes`, src rows `src_pitch` apart, dst `dst_pitch` apart.
+void copy_rows(uint8_t* dst, int64_t dst_pitch, const uint8_t* src, int64_t src_pitch, int64_t rows,
+               int64_t row_bytes) {
+  if (row_bytes == 0) return;
+  for (int64_t r = 0; r < rows; ++r)
+    std::memcpy(dst + r * dst_pitch, src + r * src_pitch, static_cast<size_t>(row_bytes));
+}
+
+template <typename Index>
+Status gather_typed(const ops::GatherPlan& p, const uint8_t* data, const Index* indices, uint8_t* out) {
+  const int64_t inner = p.inner_bytes;
+  for (int64_t o = 0; o < p.outer; ++o) {
+    const uint8_t* block = data + o * p.axis_dim * inner;
+    for (int64_t i = 0; i < p.index_count; ++i) {
+      int64_t index = static_cast<int64_t>(indices[i]);
+      if (index < 0) index += p.axis_dim;
+      // Indices are data, not metadata: checked here, where they are read.
+      if (index < 0 || index >= p.axis_dim)
+        return invalid_argument("gather: index " + std::to_string(static_cast<int64_t>(indices[i])) +
+                                " (position " + std::to_string(i) + ") is out of range for an axis of " +
+                                std::to_string(p.axis_dim));
+      std::memcpy(out, block + index * inner, static_cast<size_t>(inner));
+      out += inner;
     }
-  }
-  // Input element strides split into kept and reduced dims (in input order, so
-  // the innermost reduced dim is the most contiguous).
-  int64_t kept_dims[kMaxRank], kept_stride[kMaxRank], red_dims[kMaxRank], red_stride[kMaxRank];
-  uint32_t kept_rank = 0, red_rank = 0;
-  int64_t stride = 1;
-  int64_t strides[kMaxRank];
-  for (uint32_t i = x.rank; i-- > 0;) {
-    strides[i] = stride;
-    stride *= x.dims[i];
-  }
-  for (uint32_t i = 0; i < x.rank; ++i) {
-    if (reduced[i]) {
-      red_dims[red_rank] = x.dims[i];
-      red_stride[red_rank++] = strides[i];
-    } else {
-      kept_dims[kept_rank] = x.dims[i];
-      kept_stride[kept_rank++] = strides[i];
-    }
-  }
-  const int64_t out_count = dims_product(kept_dims, 0, kept_rank);
-  const int64_t red_count = dims_product(red_dims, 0, red_rank);
-  if (out_count == 0) return ok_status();
-  const float* in = f32_in(x);
-  float* out = f32_out(args.operands[1]);
-  int64_t kept_index[kMaxRank] = {};
-  for (int64_t o = 0; o < out_count; ++o) {
-    int64_t base = 0;
-    for (uint32_t i = 0; i < kept_rank; ++i) base += kept_index[i] * kept_stride[i];
-    double sum = 0.0;
-    if (red_count > 0) {
-      if (red_rank == 0) {
-        sum = in[base];
-      } else {
-        const uint32_t outer = red_rank - 1;
-        const int64_t inner = red_dims[outer];
-        const int64_t inner_stride = red_stride[outer];
-        int64_t red_index[kMaxRank] = {};
-        do {
-          int64_t offset = base;
-          for (uint32_t i = 0; i < outer; ++i) offset += red_index[i] * red_stride[i];
-          for (int64_t j = 0; j < inner; ++j) sum += in[offset + j * inner_stride];
-        } while (next_index(red_index, red_dims, outer));
-      }
-    }
-    // numpy: the mean over zero elements is NaN (0/0).
-    out[o] = static_cast<float>(mean ? sum / static_cast<double>(red_count) : sum);
-    next_index(kept_index, kept_dims, kept_rank);
   }
   return ok_status();
 }
 
 }  // namespace
 
-Status transpose(const DispatchArgs& args) {
-  HEXIR_RETURN_IF_ERROR(check_operands(args, "transpose", 1, 1, /*f32_only=*/false));
-  const TensorArg& x = args.operands[0];
-  const TensorArg& out = args.operands[1];
-  const uint32_t rank = x.rank;
-  if (args.param_count != rank || (rank > 0 && args.params == nullptr) || out.rank != rank) {
-    return invalid_argument("transpose: params must be a permutation of the input's dims");
-  }
-  int64_t in_strides[kMaxRank];
-  int64_t stride = 1;
-  for (uint32_t i = rank; i-- > 0;) {
-    in_strides[i] = stride;
-    stride *= x.dims[i];
-  }
-  int64_t out_dims[kMaxRank], perm_strides[kMaxRank];
-  for (uint32_t i = 0; i < rank; ++i) {
-    const int64_t p = args.params[i];
-    if (p < 0 || p >= static_cast<int64_t>(rank)) return invalid_argument("transpose: perm entry out of range");
-    out_dims[i] = x.dims[p];
-    perm_strides[i] = in_strides[p];
-  }
-  if (dims_product(out_dims, 0, rank) == 0) return ok_status();
-  const auto* in = static_cast<const uint8_t*>(x.data);
-  auto* dst = static_cast<uint8_t*>(out.data);
-  switch (dtype_size(x.dtype)) {
-    case 1: transpose_typed<uint8_t>(in, dst, out_dims, perm_strides, rank); break;
-    case 2: transpose_typed<uint16_t>(in, dst, out_dims, perm_strides, rank); break;
-    case 4: transpose_typed<uint32_t>(in, dst, out_dims, perm_strides, rank); break;
-    case 8: transpose_typed<uint64_t>(in, dst, out_dims, perm_strides, rank); break;
-    case 16: transpose_typed<Bytes16>(in, dst, out_dims, perm_strides, rank); break;
-    default: transpose_bytes(in, dst, out_dims, perm_strides, rank, dtype_size(x.dtype)); break;
+Status strided_gather(const KernelContext&, const Dispatch& d) {
+  const ops::StridedPlan& p = plan_of<ops::StridedPlan>(d);
+  if (p.n == 0) return ok_status();
+  const auto* in = input<uint8_t>(d, 0);
+  auto* out = output<uint8_t>(d, 0);
+  switch (p.element_size) {
+    case 1: strided_typed<uint8_t>(p, in, out); break;
+    case 2: strided_typed<uint16_t>(p, in, out); break;
+    case 4: strided_typed<uint32_t>(p, in, out); break;
+    case 8: strided_typed<uint64_t>(p, in, out); break;
+    default: strided_typed<Bytes16>(p, in, out); break;
   }
   return ok_status();
 }
 
-Status reduce_sum(const DispatchArgs& args) { return reduce(args, "reduce_sum", /*mean=*/false); }
-Status reduce_mean(const DispatchArgs& args) { return reduce(args, "reduce_mean", /*mean=*/true); }
-
-Status concat(const DispatchArgs& args) {
-  HEXIR_RETURN_IF_ERROR(check_operands(args, "concat", 1, 0xFFFFFFFFu, /*f32_only=*/false));
-  const TensorArg& out = args.operands[args.input_count];
-  if (args.params == nullptr || args.param_count < 1 || args.params[0] < 0 ||
-      args.params[0] >= static_cast<int64_t>(out.rank)) {
-    return invalid_argument("concat: params must be [axis] with axis in 0..rank-1");
-  }
-  const uint32_t axis = static_cast<uint32_t>(args.params[0]);
-  const uint64_t element_size = dtype_size(out.dtype);
-  const int64_t outer = dims_product(out.dims, 0, axis);
-  if (dims_product(out.dims, 0, out.rank) == 0) return ok_status();
-  // Each outer step appends one contiguous chunk (dims[axis:]) of every input.
-  auto* dst = static_cast<uint8_t*>(out.data);
-  for (int64_t o = 0; o < outer; ++o) {
-    for (uint32_t k = 0; k < args.input_count; ++k) {
-      const TensorArg& in = args.operands[k];
-      const uint64_t chunk = static_cast<uint64_t>(dims_product(in.dims, axis, in.rank)) * element_size;
-      if (chunk == 0) continue;
-      std::memcpy(dst, static_cast<const uint8_t*>(in.data) + o * chunk, chunk);
-      dst += chunk;
-    }
+// Each output row takes one contiguous chunk of every input in turn.
+Status concat(const KernelContext&, const Dispatch& d) {
+  const ops::ConcatPlan& p = plan_of<ops::ConcatPlan>(d);
+  const int64_t* row_bytes = ops::plan_tail(&p);
+  auto* dst = output<uint8_t>(d, 0);
+  for (int64_t k = 0; k < p.input_count; ++k) {
+    copy_rows(dst, p.out_row_bytes, input<uint8_t>(d, static_cast<uint32_t>(k)), row_bytes[k], p.outer,
+              row_bytes[k]);
+    dst += row_bytes[k];
   }
   return ok_status();
 }
 
-Status copy(const DispatchArgs& args) {
-  HEXIR_RETURN_IF_ERROR(check_operands(args, "copy", 1, 1, /*f32_only=*/false));
-  const TensorArg& in = args.operands[0];
-  const TensorArg& out = args.operands[1];
-  const uint64_t in_bytes = static_cast<uint64_t>(element_count(in)) * dtype_size(in.dtype);
-  const uint64_t out_bytes = static_cast<uint64_t>(element_count(out)) * dtype_size(out.dtype);
-  if (out_bytes < in_bytes) return invalid_argument("copy: output is smaller than input");
+// The inverse: each input row hands one contiguous chunk to every output.
+Status split(const KernelContext&, const Dispatch& d) {
+  const ops::SplitPlan& p = plan_of<ops::SplitPlan>(d);
+  const int64_t* row_bytes = ops::plan_tail(&p);
+  const auto* src = input<uint8_t>(d, 0);
+  for (int64_t k = 0; k < p.output_count; ++k) {
+    copy_rows(output<uint8_t>(d, static_cast<uint32_t>(k)), row_bytes[k], src, p.in_row_bytes, p.outer,
+              row_bytes[k]);
+    src += row_bytes[k];
+  }
+  return ok_status();
+}
+
+Status copy(const KernelContext&, const Dispatch& d) {
+  const int64_t bytes = plan_of<ops::CopyPlan>(d).bytes;
   // memmove: a copy onto itself (or an overlapping alias) stays well defined.
-  if (in_bytes > 0 && in.data != out.data) std::memmove(out.data, in.data, in_bytes);
+  if (bytes > 0 && d.operands[0] != d.operands[1])
+    std::memmove(d.operands[1], d.operands[0], static_cast<size_t>(bytes));
   return ok_status();
+}
+
+Status gather(const KernelContext&, const Dispatch& d) {
+  const ops::GatherPlan& p = plan_of<ops::GatherPlan>(d);
+  const auto* data = input<uint8_t>(d, 0);
+  auto* out = output<uint8_t>(d, 0);
+  return p.index_i64 ? gather_typed(p, data, input<int64_t>(d, 1), out)
+                     : gather_typed(p, data, input<int32_t>(d, 1), out);
 }
 
 }  // namespace hexir::hal::cpu::internal

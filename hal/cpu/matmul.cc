@@ -1,5 +1,5 @@
-// numpy.matmul for f32: 1-D operands promoted (and the added dim dropped from
-// the result), batch dims broadcast, one blocked GEMM per batch element.
+// numpy.matmul for f32 (one blocked GEMM per batch element, batch geometry
+// from the MatmulPlan) and conv2d (im2col into the workspace, then the GEMM).
 #include <algorithm>
 
 #include "kernel_util.h"
@@ -68,6 +68,8 @@ void gemm_generic(int64_t M, int64_t N, int64_t K, const float* A, const float* 
   gemm_body(M, N, K, A, B, C);
 }
 
+}  // namespace
+
 void gemm(int64_t M, int64_t N, int64_t K, const float* A, const float* B, float* C) {
 #ifdef HEXIR_GEMM_AVX2
   if (__builtin_cpu_supports("avx2")) {
@@ -78,70 +80,84 @@ void gemm(int64_t M, int64_t N, int64_t K, const float* A, const float* B, float
   gemm_generic(M, N, K, A, B, C);
 }
 
+Status matmul(const KernelContext&, const Dispatch& d) {
+  const ops::MatmulPlan& p = plan_of<ops::MatmulPlan>(d);
+  if (p.batch_count == 0 || p.m == 0 || p.n == 0) return ok_status();
+  const float* pa = input(d, 0);
+  const float* pb = input(d, 1);
+  float* pc = output(d, 0);
+  int64_t index[kMaxRank] = {};
+  for (int64_t batch = 0; batch < p.batch_count; ++batch) {
+    int64_t a_offset = 0, b_offset = 0;
+    for (int32_t i = 0; i < p.batch_rank; ++i) {
+      a_offset += index[i] * p.a_stride[i];
+      b_offset += index[i] * p.b_stride[i];
+    }
+    gemm(p.m, p.n, p.k, pa + a_offset, pb + b_offset, pc + batch * p.m * p.n);
+    next_index(index, p.batch_dims, p.batch_rank);
+  }
+  return ok_status();
+}
+
+namespace {
+
+// The patch matrix of one group of one image: row (c, ky, kx), column (oy, ox),
+// zero where the window reaches into the padding.
+void im2col(const ops::Conv2dPlan& p, const float* x, float* col) {
+  const int64_t spatial = p.oh * p.ow;
+  for (int64_t c = 0; c < p.c_per_group; ++c) {
+    const float* plane = x + c * p.h * p.w;
+    for (int64_t ky = 0; ky < p.kh; ++ky) {
+      for (int64_t kx = 0; kx < p.kw; ++kx) {
+        float* row = col + ((c * p.kh + ky) * p.kw + kx) * spatial;
+        for (int64_t oy = 0; oy < p.oh; ++oy) {
+          const int64_t iy = oy * p.stride_h - p.pad_top + ky * p.dilation_h;
+          float* out = row + oy * p.ow;
+          if (iy < 0 || iy >= p.h) {
+            for (int64_t ox = 0; ox < p.ow; ++ox) out[ox] = 0.0f;
+            continue;
+          }
+          const float* in = plane + iy * p.w;
+          for (int64_t ox = 0; ox < p.ow; ++ox) {
+            const int64_t ix = ox * p.stride_w - p.pad_left + kx * p.dilation_w;
+            out[ox] = (ix >= 0 && ix < p.w) ? in[ix] : 0.0f;
+          }
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 
-Status matmul(const DispatchArgs& args) {
-  HEXIR_RETURN_IF_ERROR(check_operands(args, "matmul", 2, 2, /*f32_only=*/true));
-  const TensorArg& a = args.operands[0];
-  const TensorArg& b = args.operands[1];
-  if (a.rank == 0 || b.rank == 0) return invalid_argument("matmul: operands must have rank >= 1");
-
-  // Promote 1-D operands: a vector on the left is a row [1,K], on the right a column [K,1].
-  int64_t a_dims[kMaxRank], b_dims[kMaxRank];
-  uint32_t a_rank = a.rank, b_rank = b.rank;
-  if (a_rank == 1) {
-    a_dims[0] = 1;
-    a_dims[1] = a.dims[0];
-    a_rank = 2;
-  } else {
-    std::copy(a.dims, a.dims + a_rank, a_dims);
-  }
-  if (b_rank == 1) {
-    b_dims[0] = b.dims[0];
-    b_dims[1] = 1;
-    b_rank = 2;
-  } else {
-    std::copy(b.dims, b.dims + b_rank, b_dims);
-  }
-  const int64_t M = a_dims[a_rank - 2];
-  const int64_t K = a_dims[a_rank - 1];
-  const int64_t N = b_dims[b_rank - 1];
-  if (b_dims[b_rank - 2] != K) return invalid_argument("matmul: inner dimensions differ");
-
-  // Broadcast batch dims, right-aligned; a size-1 batch dim repeats its matrix.
-  const uint32_t a_batch_rank = a_rank - 2;
-  const uint32_t b_batch_rank = b_rank - 2;
-  const uint32_t batch_rank = std::max(a_batch_rank, b_batch_rank);
-  int64_t batch_dims[kMaxRank], a_stride[kMaxRank], b_stride[kMaxRank];
-  int64_t a_step = M * K, b_step = K * N;  // elements per matrix, growing outwards
-  for (uint32_t i = batch_rank; i-- > 0;) {
-    const int64_t ai = static_cast<int64_t>(i) - static_cast<int64_t>(batch_rank - a_batch_rank);
-    const int64_t bi = static_cast<int64_t>(i) - static_cast<int64_t>(batch_rank - b_batch_rank);
-    const int64_t ad = ai >= 0 ? a_dims[ai] : 1;
-    const int64_t bd = bi >= 0 ? b_dims[bi] : 1;
-    if (ad != bd && ad != 1 && bd != 1) return invalid_argument("matmul: batch dims do not broadcast");
-    batch_dims[i] = std::max(ad, bd);
-    if (ad == 0 || bd == 0) batch_dims[i] = 0;
-    a_stride[i] = ad == 1 ? 0 : a_step;
-    b_stride[i] = bd == 1 ? 0 : b_step;
-    a_step *= ad;
-    b_step *= bd;
-  }
-  int64_t batch_count = dims_product(batch_dims, 0, batch_rank);
-  if (batch_count == 0 || M == 0 || N == 0) return ok_status();
-
-  const float* pa = f32_in(a);
-  const float* pb = f32_in(b);
-  float* pc = f32_out(args.operands[2]);
-  int64_t index[kMaxRank] = {};
-  for (int64_t batch = 0; batch < batch_count; ++batch) {
-    int64_t a_offset = 0, b_offset = 0;
-    for (uint32_t i = 0; i < batch_rank; ++i) {
-      a_offset += index[i] * a_stride[i];
-      b_offset += index[i] * b_stride[i];
+// Per image and group: out[k_g, oh*ow] = W[k_g, c_g*kh*kw] x col[c_g*kh*kw, oh*ow],
+// then the bias. Each output sums its products in (c, ky, kx) order.
+Status conv2d(const KernelContext&, const Dispatch& d) {
+  const ops::Conv2dPlan& p = plan_of<ops::Conv2dPlan>(d);
+  const float* x = input(d, 0);
+  const float* w = input(d, 1);
+  const float* bias = p.has_bias ? input(d, 2) : nullptr;
+  float* out = output(d, 0);
+  float* col = static_cast<float*>(d.workspace);
+  const int64_t spatial = p.oh * p.ow;
+  const int64_t patch = p.c_per_group * p.kh * p.kw;
+  for (int64_t n = 0; n < p.n; ++n) {
+    for (int64_t g = 0; g < p.groups; ++g) {
+      const float* image = x + (n * p.c + g * p.c_per_group) * p.h * p.w;
+      float* result = out + (n * p.k + g * p.k_per_group) * spatial;
+      const float* b_matrix = image;  // 1x1, stride 1, no padding: the image is the patch matrix
+      if (p.col_bytes > 0) {
+        im2col(p, image, col);
+        b_matrix = col;
+      }
+      gemm(p.k_per_group, spatial, patch, w + g * p.k_per_group * patch, b_matrix, result);
+      if (bias)
+        for (int64_t k = 0; k < p.k_per_group; ++k) {
+          const float b = bias[g * p.k_per_group + k];
+          float* row = result + k * spatial;
+          for (int64_t i = 0; i < spatial; ++i) row[i] += b;
+        }
     }
-    gemm(M, N, K, pa + a_offset, pb + b_offset, pc + batch * M * N);
-    next_index(index, batch_dims, batch_rank);
   }
   return ok_status();
 }

@@ -1,6 +1,6 @@
-// softmax and layernorm. Both read every input element of a row before
-// writing that element, so they are safe when the output is the input.
-#include <bit>
+// softmax and layernorm (both read every input element of a row before
+// writing that element, so they are safe when the output is the input), and
+// the reductions.
 #include <cmath>
 #include <limits>
 
@@ -8,27 +8,19 @@
 
 namespace hexir::hal::cpu::internal {
 
-Status softmax(const DispatchArgs& args) {
-  HEXIR_RETURN_IF_ERROR(check_operands(args, "softmax", 1, 1, /*f32_only=*/true));
-  const TensorArg& x = args.operands[0];
-  if (args.params == nullptr || args.param_count < 1 || args.params[0] < 0 ||
-      args.params[0] >= static_cast<int64_t>(x.rank)) {
-    return invalid_argument("softmax: params must be [axis] with axis in 0..rank-1");
-  }
-  const uint32_t axis = static_cast<uint32_t>(args.params[0]);
-  const int64_t outer = dims_product(x.dims, 0, axis);
-  const int64_t length = x.dims[axis];
-  const int64_t inner = dims_product(x.dims, axis + 1, x.rank);
+Status softmax(const KernelContext&, const Dispatch& d) {
+  const ops::SoftmaxPlan& p = plan_of<ops::SoftmaxPlan>(d);
+  const int64_t outer = p.outer, length = p.length, inner = p.inner;
   if (outer == 0 || length == 0 || inner == 0) return ok_status();
-  const float* in = f32_in(x);
-  float* out = f32_out(args.operands[1]);
+  const float* in = input(d, 0);
+  float* out = output(d, 0);
   const uint64_t scratch = static_cast<uint64_t>(inner) * (sizeof(double) + sizeof(float));
-  if (inner > 1 && args.workspace != nullptr && args.workspace_size >= scratch &&
-      reinterpret_cast<uintptr_t>(args.workspace) % alignof(double) == 0) {
+  if (inner > 1 && d.workspace != nullptr && d.workspace_size >= scratch &&
+      reinterpret_cast<uintptr_t>(d.workspace) % alignof(double) == 0) {
     // Scratch: per column of the inner block a double sum and a float max
     // (then scale), so every pass runs unit-stride over the inner dims. Each
     // element sees the same operations in the same order as the strided path.
-    double* sums = static_cast<double*>(args.workspace);
+    double* sums = static_cast<double*>(d.workspace);
     float* column = reinterpret_cast<float*>(sums + inner);
     for (int64_t o = 0; o < outer; ++o) {
       const float* block_in = in + o * length * inner;
@@ -71,22 +63,15 @@ Status softmax(const DispatchArgs& args) {
   return ok_status();
 }
 
-Status layernorm(const DispatchArgs& args) {
-  HEXIR_RETURN_IF_ERROR(check_operands(args, "layernorm", 3, 3, /*f32_only=*/true));
-  const TensorArg& x = args.operands[0];
-  if (args.params == nullptr || args.param_count < 2 || args.params[0] < 0 ||
-      args.params[0] >= static_cast<int64_t>(x.rank)) {
-    return invalid_argument("layernorm: params must be [axis, epsilon bits] with axis in 0..rank-1");
-  }
-  const uint32_t axis = static_cast<uint32_t>(args.params[0]);
-  const double epsilon = std::bit_cast<double>(args.params[1]);
-  const int64_t rows = dims_product(x.dims, 0, axis);
-  const int64_t width = dims_product(x.dims, axis, x.rank);
+Status layernorm(const KernelContext&, const Dispatch& d) {
+  const ops::LayernormPlan& p = plan_of<ops::LayernormPlan>(d);
+  const int64_t rows = p.rows, width = p.width;
+  const double epsilon = p.epsilon;
   if (rows == 0 || width == 0) return ok_status();
-  const float* in = f32_in(x);
-  const float* gamma = f32_in(args.operands[1]);
-  const float* beta = f32_in(args.operands[2]);
-  float* out = f32_out(args.operands[3]);
+  const float* in = input(d, 0);
+  const float* gamma = input(d, 1);
+  const float* beta = input(d, 2);
+  float* out = output(d, 0);
   for (int64_t r = 0; r < rows; ++r) {
     const float* row_in = in + r * width;
     float* row_out = out + r * width;
@@ -103,6 +88,39 @@ Status layernorm(const DispatchArgs& args) {
     const float inv_std = static_cast<float>(1.0 / std::sqrt(variance + epsilon));
     const float mean_f = static_cast<float>(mean);
     for (int64_t j = 0; j < width; ++j) row_out[j] = (row_in[j] - mean_f) * inv_std * gamma[j] + beta[j];
+  }
+  return ok_status();
+}
+
+// Sums (in double) over the reduced dims, one output element at a time.
+Status reduce(const KernelContext&, const Dispatch& d) {
+  const ops::ReducePlan& p = plan_of<ops::ReducePlan>(d);
+  if (p.out_count == 0) return ok_status();
+  const float* in = input(d, 0);
+  float* out = output(d, 0);
+  int64_t kept_index[kMaxRank] = {};
+  for (int64_t o = 0; o < p.out_count; ++o) {
+    int64_t base = 0;
+    for (int32_t i = 0; i < p.kept_rank; ++i) base += kept_index[i] * p.kept_stride[i];
+    double sum = 0.0;
+    if (p.red_count > 0) {
+      if (p.red_rank == 0) {
+        sum = in[base];
+      } else {
+        const int32_t outer = p.red_rank - 1;
+        const int64_t inner = p.red_dims[outer];
+        const int64_t inner_stride = p.red_stride[outer];
+        int64_t red_index[kMaxRank] = {};
+        do {
+          int64_t offset = base;
+          for (int32_t i = 0; i < outer; ++i) offset += red_index[i] * p.red_stride[i];
+          for (int64_t j = 0; j < inner; ++j) sum += in[offset + j * inner_stride];
+        } while (next_index(red_index, p.red_dims, outer));
+      }
+    }
+    // numpy: the mean over zero elements is NaN (0/0).
+    out[o] = static_cast<float>(p.mean ? sum / static_cast<double>(p.red_count) : sum);
+    next_index(kept_index, p.kept_dims, p.kept_rank);
   }
   return ok_status();
 }

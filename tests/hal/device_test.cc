@@ -246,34 +246,32 @@ TEST_CASE("counters: one per operation, bytes summed") {
   CHECK(device->counters().releases == 2);
 }
 
-TEST_CASE("resolve_kernel: every dispatchable id; views and unknown ids are unimplemented") {
+TEST_CASE("resolve_kernel: every dispatchable operator; views, unknown ids and dtypes are unimplemented") {
   auto device = make_cpu();
-  for (int i = 0; i < static_cast<int>(OpId::kSplit); ++i) {  // kSplit..: kernels land with the HAL redesign
+  for (int i = 0; i < ops::kOpCount; ++i) {
     const auto id = static_cast<OpId>(i);
-    auto handle = device->resolve_kernel(id);
-    if (id == OpId::kReshape) {
+    const ops::KernelKey key{id, DType::kF32, DType::kF32};
+    auto handle = device->resolve_kernel(key);
+    if (ops::op_def(id).is_view) {
       CHECK(handle.status().code() == StatusCode::kUnimplemented);
+      CHECK(handle.status().message().find("view") != std::string::npos);
     } else {
       REQUIRE(handle.ok());
-      CHECK(handle.value() == reinterpret_cast<uintptr_t>(cpu::kernel_function(id)));
+      CHECK(handle.value() == reinterpret_cast<uintptr_t>(cpu::find_cpu_kernel(key)));
     }
   }
-  CHECK(device->resolve_kernel(OpId::kCount).status().code() == StatusCode::kUnimplemented);
+  CHECK(device->resolve_kernel({OpId::kCount, DType::kF32, DType::kF32}).status().code() ==
+        StatusCode::kUnimplemented);
+  auto i32_add = device->resolve_kernel({OpId::kAdd, DType::kI32, DType::kI32});
+  CHECK(i32_add.status().code() == StatusCode::kUnimplemented);
+  CHECK(i32_add.status().message() == "cpu: no kernel for 'add' on i32 -> i32");
 }
 
 // Tensors in device buffers, as the VM lays them out.
 struct DeviceTensor {
   Buffer buffer;
   std::vector<int64_t> dims;
-  TensorArg arg() const {
-    TensorArg a;
-    a.data = buffer.host_ptr;
-    a.dtype = DType::kF32;
-    a.rank = static_cast<uint32_t>(dims.size());
-    a.dims = dims.data();
-    a.byte_size = buffer.size;
-    return a;
-  }
+  TensorType type() const { return {DType::kF32, dims}; }
 };
 
 DeviceTensor make_tensor(Device& device, std::vector<int64_t> dims, float value) {
@@ -282,28 +280,41 @@ DeviceTensor make_tensor(Device& device, std::vector<int64_t> dims, float value)
   return t;
 }
 
+// A prepared binary dispatch: plan and kernel decided here, as at prepare.
+struct BinaryDispatch {
+  ops::OpPlan plan;
+  void* operands[3];
+  Dispatch dispatch;
+  BinaryDispatch(Device& device, OpId id, const DeviceTensor& a, const DeviceTensor& b, const DeviceTensor& out)
+      : operands{a.buffer.host_ptr, b.buffer.host_ptr, out.buffer.host_ptr} {
+    const TensorType in[2] = {a.type(), b.type()};
+    const TensorType result[1] = {out.type()};
+    plan = ops::plan_op(id, in, result, {}).value();
+    dispatch.kernel = device.resolve_kernel(ops::kernel_key(id, in, result)).value();
+    dispatch.plan = plan.words().data();
+    dispatch.operands = operands;
+    dispatch.input_count = 2;
+    dispatch.output_count = 1;
+  }
+};
+
 TEST_CASE("queue dispatch_sequence: runs in order and stops at the first failure") {
   auto device = make_cpu();
   auto queue = device->create_queue().value();
   DeviceTensor acc = make_tensor(*device, {4}, 1.0f), two = make_tensor(*device, {}, 2.0f);
-  const TensorArg operands[3] = {acc.arg(), two.arg(), acc.arg()};  // acc *= 2, in place
-  DispatchArgs mul;
-  mul.kernel = device->resolve_kernel(OpId::kMul).value();
-  mul.kernel_id = OpId::kMul;
-  mul.operands = operands;
-  mul.input_count = 2;
-  mul.operand_count = 3;
-  DispatchArgs unresolved = mul;
+  BinaryDispatch prepared(*device, OpId::kMul, acc, two, acc);  // acc *= 2, in place
+  const Dispatch mul = prepared.dispatch;
+  Dispatch unresolved = mul;
   unresolved.kernel = 0;
 
-  const DispatchArgs good[3] = {mul, mul, mul};
+  const Dispatch good[3] = {mul, mul, mul};
   size_t failed = 99;
-  REQUIRE(queue->dispatch_sequence(good, &failed).ok());
+  REQUIRE(queue->dispatch_sequence(good, {}, &failed).ok());
   CHECK(failed == 99);
   CHECK(queue->dispatch_count() == 3);
 
-  const DispatchArgs bad[3] = {mul, unresolved, mul};
-  CHECK(queue->dispatch_sequence(bad, &failed).code() == StatusCode::kInvalidArgument);
+  const Dispatch bad[3] = {mul, unresolved, mul};
+  CHECK(queue->dispatch_sequence(bad, {}, &failed).code() == StatusCode::kInvalidArgument);
   CHECK(failed == 1);
   REQUIRE(queue->synchronize().ok());
   float back[4];
@@ -320,13 +331,8 @@ TEST_CASE("queue dispatch: runs the kernel, counts per queue and per device") {
   auto queue = device->create_queue().value();
   DeviceTensor a = make_tensor(*device, {2, 3}, 1.5f), b = make_tensor(*device, {3}, 2.0f),
                out = make_tensor(*device, {2, 3}, 0.0f);
-  const TensorArg operands[3] = {a.arg(), b.arg(), out.arg()};
-  DispatchArgs args;
-  args.kernel = device->resolve_kernel(OpId::kMul).value();
-  args.kernel_id = OpId::kMul;
-  args.operands = operands;
-  args.input_count = 2;
-  args.operand_count = 3;
+  BinaryDispatch prepared(*device, OpId::kMul, a, b, out);
+  Dispatch& args = prepared.dispatch;
   REQUIRE(queue->dispatch(args).ok());
   REQUIRE(queue->dispatch(args).ok());
   REQUIRE(queue->synchronize().ok());
@@ -350,19 +356,12 @@ TEST_CASE("queue dispatch allocates nothing, for every kernel") {
   auto calls = one_call_per_kernel();
   for (KernelCall& call : calls) {
     INFO("kernel " << std::string(ops::op_def(call.id).name));
-    std::vector<TensorArg> operands;
-    for (HostTensor& t : call.inputs) operands.push_back(t.arg());
-    operands.push_back(call.output.arg());
-    DispatchArgs args;
-    args.kernel = device->resolve_kernel(call.id).value();
-    args.kernel_id = call.id;
-    args.operands = operands.data();
-    args.input_count = static_cast<uint32_t>(call.inputs.size());
-    args.operand_count = static_cast<uint32_t>(operands.size());
-    args.params = call.params.data();
-    args.param_count = static_cast<uint32_t>(call.params.size());
+    std::vector<HostTensor*> inputs;
+    for (HostTensor& t : call.inputs) inputs.push_back(&t);
+    auto prepared = prepare_call(call.id, inputs, {&call.output}, call.params);
+    REQUIRE_MESSAGE(prepared.ok(), prepared.status().to_string());
     const uint64_t before = thread_allocation_count();
-    const Status status = queue->dispatch(args);
+    const Status status = queue->dispatch(prepared->dispatch);
     const uint64_t allocations = thread_allocation_count() - before;
     REQUIRE(status.ok());
     CHECK(allocations == 0);
@@ -376,13 +375,8 @@ TEST_CASE("two threads, two queues, one device: concurrent dispatches stay separ
   auto worker = [&device](float value, uint64_t* queue_count, bool* correct) {
     auto queue = device->create_queue().value();
     DeviceTensor acc = make_tensor(*device, {64}, 0.0f), step = make_tensor(*device, {}, value);
-    const TensorArg operands[3] = {acc.arg(), step.arg(), acc.arg()};  // acc += step, in place
-    DispatchArgs args;
-    args.kernel = device->resolve_kernel(OpId::kAdd).value();
-    args.kernel_id = OpId::kAdd;
-    args.operands = operands;
-    args.input_count = 2;
-    args.operand_count = 3;
+    BinaryDispatch prepared(*device, OpId::kAdd, acc, step, acc);  // acc += step, in place
+    const Dispatch& args = prepared.dispatch;
     bool all_ok = true;
     for (int i = 0; i < kDispatches; ++i) all_ok = queue->dispatch(args).ok() && all_ok;
     all_ok = queue->synchronize().ok() && all_ok;  // settles the device-wide dispatch count

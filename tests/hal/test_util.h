@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "hexir/ops/op.h"
 #include "hexir/hal/cpu_kernels.h"
 #include "hexir/hal/device.h"
+#include "hexir/ops/op.h"
 
 namespace hexir::hal::testing {
 
@@ -64,15 +64,7 @@ struct HostTensor {
   float& at(int64_t i) { return f32()[i]; }
   float at(int64_t i) const { return f32()[i]; }
 
-  TensorArg arg() {
-    TensorArg a;
-    a.data = bytes.data();
-    a.dtype = dtype;
-    a.rank = static_cast<uint32_t>(dims.size());
-    a.dims = dims.data();
-    a.byte_size = bytes.size();
-    return a;
-  }
+  TensorType type() const { return TensorType{dtype, dims}; }
 };
 
 // Deterministic values in [lo, hi).
@@ -91,23 +83,52 @@ inline HostTensor iota_bytes(DType dtype, std::vector<int64_t> dims) {
   return t;
 }
 
-// Calls the builtin cpu kernel for `id` on inputs then `out`.
-inline Status run_kernel(ops::OpId id, std::vector<HostTensor*> inputs, HostTensor& out,
+// An operator call prepared as the VM prepares one: its plan (which also
+// checks the operand types against the operator's rules), its kernel on the
+// cpu and its operand pointers. `aliased_output` >= 0 makes output 0 write
+// into that input's bytes (the in-place contract).
+struct PreparedCall {
+  ops::OpPlan plan;
+  std::vector<void*> operands;
+  std::vector<uint64_t> workspace;
+  Dispatch dispatch;
+};
+
+inline Result<PreparedCall> prepare_call(OpId id, const std::vector<HostTensor*>& inputs,
+                                         const std::vector<HostTensor*>& outputs,
+                                         const std::vector<int64_t>& params, int aliased_output = -1) {
+  std::vector<TensorType> in_types, out_types;
+  for (HostTensor* t : inputs) in_types.push_back(t->type());
+  for (HostTensor* t : outputs) out_types.push_back(t->type());
+  PreparedCall call;
+  HEXIR_ASSIGN_OR_RETURN(call.plan, ops::plan_op(id, in_types, out_types, params));
+  cpu::KernelFn fn = cpu::find_cpu_kernel(ops::kernel_key(id, in_types, out_types));
+  if (fn == nullptr) return unimplemented(std::string("no cpu kernel for ") + ops::op_def(id).name);
+  for (HostTensor* t : inputs) call.operands.push_back(t->bytes.data());
+  for (HostTensor* t : outputs) call.operands.push_back(t->bytes.data());
+  if (aliased_output >= 0) call.operands[inputs.size()] = inputs[static_cast<size_t>(aliased_output)]->bytes.data();
+  call.workspace.resize((ops::workspace_bytes(id, in_types, params) + 7) / 8);
+  call.dispatch.kernel = reinterpret_cast<uintptr_t>(fn);
+  call.dispatch.plan = call.plan.words().data();
+  call.dispatch.operands = call.operands.data();
+  call.dispatch.input_count = static_cast<uint32_t>(inputs.size());
+  call.dispatch.output_count = static_cast<uint32_t>(outputs.size());
+  call.dispatch.workspace = call.workspace.empty() ? nullptr : call.workspace.data();
+  call.dispatch.workspace_size = call.workspace.size() * 8;
+  return call;
+}
+
+// Plans and runs the builtin cpu kernel for `id` on inputs, writing `outputs`.
+inline Status run_op(OpId id, const std::vector<HostTensor*>& inputs, const std::vector<HostTensor*>& outputs,
+                     const std::vector<int64_t>& params = {}, int aliased_output = -1) {
+  HEXIR_ASSIGN_OR_RETURN(PreparedCall call, prepare_call(id, inputs, outputs, params, aliased_output));
+  return reinterpret_cast<cpu::KernelFn>(call.dispatch.kernel)(KernelContext{}, call.dispatch);
+}
+
+// The single-output shorthand.
+inline Status run_kernel(OpId id, std::vector<HostTensor*> inputs, HostTensor& out,
                          std::vector<int64_t> params = {}) {
-  std::vector<TensorArg> operands;
-  for (HostTensor* t : inputs) operands.push_back(t->arg());
-  operands.push_back(out.arg());
-  DispatchArgs args;
-  args.kernel_id = id;
-  args.operands = operands.data();
-  args.input_count = static_cast<uint32_t>(inputs.size());
-  args.operand_count = static_cast<uint32_t>(operands.size());
-  args.params = params.empty() ? nullptr : params.data();
-  args.param_count = static_cast<uint32_t>(params.size());
-  cpu::KernelFn fn = cpu::kernel_function(id);
-  if (fn == nullptr) return unimplemented("no kernel");
-  args.kernel = reinterpret_cast<uintptr_t>(fn);
-  return fn(args);
+  return run_op(id, inputs, {&out}, params);
 }
 
 // Element-wise comparison with |got - want| <= atol + rtol * |want|; NaN must

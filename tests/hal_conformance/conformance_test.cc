@@ -34,10 +34,9 @@ using hexir::StatusCode;
 using hexir::hal::Buffer;
 using hexir::hal::BufferUsage;
 using hexir::hal::Device;
-using hexir::hal::DispatchArgs;
+using hexir::hal::Dispatch;
 using hexir::hal::MemoryType;
 using hexir::hal::Queue;
-using hexir::hal::TensorArg;
 using hexir::hal::conformance::KernelCase;
 using hexir::hal::testing::HostTensor;
 namespace fs = std::filesystem;
@@ -100,63 +99,80 @@ std::vector<uint8_t> pattern_bytes(size_t n, uint32_t seed) {
   return v;
 }
 
-// A kernel case's operands in device memory.
+// A kernel case's operands in device memory, planned and resolved as the VM
+// prepares an instruction.
 struct DeviceCase {
   std::vector<Buffer> inputs;
-  Buffer output;
-  std::vector<TensorArg> operands;
-  HostTensor result;  // shape and dtype of the result
-  DispatchArgs args;
+  std::vector<Buffer> outputs;
+  std::vector<void*> operands;
+  std::vector<HostTensor> results;  // shapes and dtypes of the results
+  hexir::ops::OpPlan plan;
+  Buffer workspace;
+  Dispatch dispatch;
 };
 
 void prepare_case(Device& device, const KernelCase& c, DeviceCase& d) {
-  d.result = hexir::hal::conformance::result_of(c);
+  d.results = hexir::hal::conformance::results_of(c);
+  std::vector<hexir::TensorType> in_types, out_types;
   for (const HostTensor& t : c.inputs) {
     Buffer b = must_allocate(device, t.bytes.size());
     REQUIRE(device.write(b, 0, t.bytes.data(), t.bytes.size()).ok());
     d.inputs.push_back(b);
+    d.operands.push_back(address(b));
+    in_types.push_back(t.type());
   }
-  if (!c.in_place) d.output = must_allocate(device, d.result.bytes.size());
-  for (size_t i = 0; i < c.inputs.size(); ++i) {
-    TensorArg a;
-    a.data = address(d.inputs[i]);
-    a.dtype = c.inputs[i].dtype;
-    a.rank = static_cast<uint32_t>(c.inputs[i].dims.size());
-    a.dims = c.inputs[i].dims.data();
-    a.byte_size = c.inputs[i].bytes.size();
-    d.operands.push_back(a);
+  for (size_t j = 0; j < d.results.size(); ++j) {
+    out_types.push_back(d.results[j].type());
+    if (j == 0 && c.in_place) {
+      d.outputs.push_back(Buffer{});
+      d.operands.push_back(address(d.inputs[0]));
+      continue;
+    }
+    d.outputs.push_back(must_allocate(device, d.results[j].bytes.size()));
+    d.operands.push_back(address(d.outputs.back()));
   }
-  TensorArg out;
-  out.data = c.in_place ? address(d.inputs[0]) : address(d.output);
-  out.dtype = d.result.dtype;
-  out.rank = static_cast<uint32_t>(d.result.dims.size());
-  out.dims = d.result.dims.data();
-  out.byte_size = d.result.bytes.size();
-  d.operands.push_back(out);
-  auto handle = device.resolve_kernel(c.id);
-  REQUIRE(handle.ok());
-  d.args.kernel = *handle;
-  d.args.kernel_id = c.id;
-  d.args.operands = d.operands.data();
-  d.args.input_count = static_cast<uint32_t>(c.inputs.size());
-  d.args.operand_count = static_cast<uint32_t>(d.operands.size());
-  d.args.params = c.params.empty() ? nullptr : c.params.data();
-  d.args.param_count = static_cast<uint32_t>(c.params.size());
+  auto plan = hexir::ops::plan_op(c.id, in_types, out_types, c.params);
+  REQUIRE_MESSAGE(plan.ok(), plan.status().to_string());
+  d.plan = std::move(*plan);
+  auto handle = device.resolve_kernel(hexir::ops::kernel_key(c.id, in_types, out_types));
+  REQUIRE_MESSAGE(handle.ok(), handle.status().to_string());
+  const uint64_t scratch = hexir::ops::workspace_bytes(c.id, in_types, c.params);
+  if (scratch > 0) d.workspace = must_allocate(device, scratch);
+  d.dispatch.kernel = *handle;
+  d.dispatch.plan = d.plan.words().data();
+  d.dispatch.operands = d.operands.data();
+  d.dispatch.input_count = static_cast<uint32_t>(c.inputs.size());
+  d.dispatch.output_count = static_cast<uint32_t>(d.results.size());
+  d.dispatch.workspace = scratch > 0 ? address(d.workspace) : nullptr;
+  d.dispatch.workspace_size = scratch;
 }
 
-HostTensor read_result(Device& device, const KernelCase& c, DeviceCase& d) {
-  HostTensor got = d.result;
-  if (got.bytes.empty()) return got;
-  const Buffer& from = c.in_place ? d.inputs[0] : d.output;
-  Status s = device.read(from, 0, got.bytes.data(), got.bytes.size());
-  INFO(s.to_string());
-  REQUIRE(s.ok());
+std::vector<HostTensor> read_results(Device& device, const KernelCase& c, DeviceCase& d) {
+  std::vector<HostTensor> got = d.results;
+  for (size_t j = 0; j < got.size(); ++j) {
+    if (got[j].bytes.empty()) continue;
+    const Buffer& from = (j == 0 && c.in_place) ? d.inputs[0] : d.outputs[j];
+    Status s = device.read(from, 0, got[j].bytes.data(), got[j].bytes.size());
+    INFO(s.to_string());
+    REQUIRE(s.ok());
+  }
   return got;
+}
+
+void check_case(const KernelCase& c, const std::vector<HostTensor>& got) {
+  const std::vector<HostTensor> want = hexir::hal::conformance::cpu_reference(c);
+  REQUIRE(got.size() == want.size());
+  for (size_t j = 0; j < want.size(); ++j) {
+    CAPTURE(j);
+    hexir::hal::conformance::check_matches(c, got[j], want[j]);
+  }
 }
 
 void release_case(Device& device, DeviceCase& d) {
   for (Buffer& b : d.inputs) device.release(b);
-  if (d.output.device_ptr) device.release(d.output);
+  for (Buffer& b : d.outputs)
+    if (b.device_ptr) device.release(b);
+  if (d.workspace.device_ptr) device.release(d.workspace);
 }
 
 }  // namespace
@@ -301,11 +317,11 @@ HEXIR_CONFORMANCE("import_host wraps host memory or says it cannot") {
 // Kernels
 // --------------------------------------------------------------------------
 
-HEXIR_CONFORMANCE("resolve_kernel: every dispatchable kernel, never a view") {
-  for (int i = 0; i < static_cast<int>(hexir::ops::OpId::kSplit); ++i) {  // kSplit..: with the HAL redesign
+HEXIR_CONFORMANCE("resolve_kernel: every dispatchable operator on f32, never a view") {
+  for (int i = 0; i < hexir::ops::kOpCount; ++i) {
     const auto id = static_cast<hexir::ops::OpId>(i);
     CAPTURE(hexir::ops::op_def(id).name);
-    auto handle = device.resolve_kernel(id);
+    auto handle = device.resolve_kernel({id, DType::kF32, DType::kF32});
     if (hexir::ops::op_def(id).is_view) {
       CHECK(handle.status().code() == StatusCode::kUnimplemented);
     } else {
@@ -313,6 +329,8 @@ HEXIR_CONFORMANCE("resolve_kernel: every dispatchable kernel, never a view") {
       CHECK(*handle != 0);
     }
   }
+  CHECK(device.resolve_kernel({hexir::ops::OpId::kMatmul, DType::kI32, DType::kI32}).status().code() ==
+        StatusCode::kUnimplemented);
 }
 
 HEXIR_CONFORMANCE("every kernel matches the cpu kernels (one dispatch each)") {
@@ -322,12 +340,11 @@ HEXIR_CONFORMANCE("every kernel matches the cpu kernels (one dispatch each)") {
     CAPTURE(c.name);
     DeviceCase d;
     prepare_case(device, c, d);
-    Status s = (*queue)->dispatch(d.args);
+    Status s = (*queue)->dispatch(d.dispatch);
     INFO(s.to_string());
     REQUIRE(s.ok());
     REQUIRE((*queue)->synchronize().ok());
-    hexir::hal::conformance::check_matches(c, read_result(device, c, d),
-                                           hexir::hal::conformance::cpu_reference(c));
+    check_case(c, read_results(device, c, d));
     release_case(device, d);
   }
 }
@@ -351,12 +368,11 @@ HEXIR_CONFORMANCE("every kernel matches the cpu kernels (as sequences, replayed 
         }
       }
       size_t failed = 99;
-      Status s = (*queue)->dispatch_sequence(std::span(&d.args, 1), &failed);
+      Status s = (*queue)->dispatch_sequence(std::span(&d.dispatch, 1), d.operands, &failed);
       INFO(s.to_string());
       REQUIRE(s.ok());
       REQUIRE((*queue)->synchronize().ok());
-      hexir::hal::conformance::check_matches(c, read_result(device, c, d),
-                                             hexir::hal::conformance::cpu_reference(c));
+      check_case(c, read_results(device, c, d));
     }
     release_case(device, d);
   }
@@ -382,34 +398,27 @@ HEXIR_CONFORMANCE("a chained sequence: replays, rebinds pointers, allocates and 
   REQUIRE(device.write(bx, 0, x.bytes.data(), x.bytes.size()).ok());
   REQUIRE(device.write(bw, 0, w.bytes.data(), w.bytes.size()).ok());
   REQUIRE(device.write(bb, 0, bias.bytes.data(), bias.bytes.size()).ok());
-  const int64_t dx[] = {8, 32}, dw[] = {32, 16}, db[] = {16}, dh[] = {8, 16};
-  auto arg = [](const Buffer& b, const int64_t* dims, uint32_t rank, uint64_t bytes) {
-    TensorArg a;
-    a.data = address(b);
-    a.rank = rank;
-    a.dims = dims;
-    a.byte_size = bytes;
-    return a;
-  };
-  TensorArg ops[10] = {arg(bx, dx, 2, 1024), arg(bw, dw, 2, 2048),  arg(bh, dh, 2, 512), arg(bh, dh, 2, 512),
-                       arg(bb, db, 1, 64),   arg(bh, dh, 2, 512),   arg(bh, dh, 2, 512), arg(bh, dh, 2, 512),
-                       arg(bh, dh, 2, 512),  arg(out_a, dh, 2, 512)};
-  const int64_t gelu_params[] = {0}, softmax_params[] = {1};
-  DispatchArgs seq[4];
-  const hexir::ops::OpId ids[] = {hexir::ops::OpId::kMatmul, hexir::ops::OpId::kAdd,
-                                         hexir::ops::OpId::kGelu, hexir::ops::OpId::kSoftmax};
-  const uint32_t inputs[] = {2, 2, 1, 1}, first[] = {0, 3, 6, 8};
+  // Operands per dispatch: matmul(x, w) -> h; add(h, b) -> h; gelu(h) -> h; softmax(h) -> out.
+  void* ops[10] = {address(bx), address(bw), address(bh), address(bh), address(bb),
+                   address(bh), address(bh), address(bh), address(bh), address(out_a)};
+  const hexir::TensorType tx{DType::kF32, {8, 32}}, tw{DType::kF32, {32, 16}}, tb{DType::kF32, {16}},
+      th{DType::kF32, {8, 16}};
+  const std::vector<hexir::TensorType> inputs_of[4] = {{tx, tw}, {th, tb}, {th}, {th}};
+  const std::vector<int64_t> params_of[4] = {{}, {}, {0}, {1}};
+  const hexir::ops::OpId ids[] = {hexir::ops::OpId::kMatmul, hexir::ops::OpId::kAdd, hexir::ops::OpId::kGelu,
+                                  hexir::ops::OpId::kSoftmax};
+  const uint32_t first[] = {0, 3, 6, 8};
+  hexir::ops::OpPlan plans[4];
+  Dispatch seq[4];
   for (int k = 0; k < 4; ++k) {
-    seq[k].kernel = *device.resolve_kernel(ids[k]);
-    seq[k].kernel_id = ids[k];
+    const std::vector<hexir::TensorType> result{th};
+    plans[k] = hexir::ops::plan_op(ids[k], inputs_of[k], result, params_of[k]).value();
+    seq[k].kernel = *device.resolve_kernel(hexir::ops::kernel_key(ids[k], inputs_of[k], result));
+    seq[k].plan = plans[k].words().data();
     seq[k].operands = ops + first[k];
-    seq[k].input_count = inputs[k];
-    seq[k].operand_count = inputs[k] + 1;
+    seq[k].input_count = static_cast<uint32_t>(inputs_of[k].size());
+    seq[k].output_count = 1;
   }
-  seq[2].params = gelu_params;
-  seq[2].param_count = 1;
-  seq[3].params = softmax_params;
-  seq[3].param_count = 1;
 
   auto queue = device.create_queue();
   REQUIRE(queue.ok());
@@ -423,9 +432,9 @@ HEXIR_CONFORMANCE("a chained sequence: replays, rebinds pointers, allocates and 
       REQUIRE(device.write(bx, 0, current.bytes.data(), current.bytes.size()).ok());
     }
     const bool use_b = round >= 3 && round % 2 == 1;  // rebinding the output alternates two pointer sets
-    ops[9].data = address(use_b ? out_b : out_a);
+    ops[9] = address(use_b ? out_b : out_a);
     size_t failed = 99;
-    Status s = (*queue)->dispatch_sequence(std::span<const DispatchArgs>(seq, 4), &failed);
+    Status s = (*queue)->dispatch_sequence(std::span<const Dispatch>(seq, 4), std::span(ops + 9, 1), &failed);
     INFO(s.to_string());
     REQUIRE(s.ok());
     REQUIRE((*queue)->synchronize().ok());
@@ -444,38 +453,30 @@ HEXIR_CONFORMANCE("a chained sequence: replays, rebinds pointers, allocates and 
   for (Buffer* b : {&bx, &bw, &bb, &bh, &out_a, &out_b}) device.release(*b);
 }
 
-HEXIR_CONFORMANCE("dispatch errors: null handle, bad operands, failure index in a sequence") {
+HEXIR_CONFORMANCE("dispatch errors: null handle, failure index in a sequence") {
   auto queue = device.create_queue();
   REQUIRE(queue.ok());
   HostTensor a = hexir::hal::testing::random_f32({4}, 5);
   Buffer ba = must_allocate(device, 16), bo = must_allocate(device, 16);
   REQUIRE(device.write(ba, 0, a.bytes.data(), 16).ok());
   REQUIRE(device.fill(bo, 0, 16, "\0\0\0\0", 4).ok());
-  const int64_t dims[] = {4};
-  TensorArg ops[2];
-  ops[0].data = address(ba);
-  ops[0].rank = 1;
-  ops[0].dims = dims;
-  ops[0].byte_size = 16;
-  ops[1] = ops[0];
-  ops[1].data = address(bo);
-  DispatchArgs good;
-  good.kernel = *device.resolve_kernel(hexir::ops::OpId::kNeg);
-  good.kernel_id = hexir::ops::OpId::kNeg;
+  const hexir::TensorType t{DType::kF32, {4}};
+  const hexir::ops::OpPlan plan = hexir::ops::plan_op(hexir::ops::OpId::kNeg, std::span(&t, 1), std::span(&t, 1), {}).value();
+  void* ops[2] = {address(ba), address(bo)};
+  Dispatch good;
+  good.kernel = *device.resolve_kernel({hexir::ops::OpId::kNeg, DType::kF32, DType::kF32});
+  good.plan = plan.words().data();
   good.operands = ops;
   good.input_count = 1;
-  good.operand_count = 2;
-  DispatchArgs null_handle = good;
+  good.output_count = 1;
+  Dispatch null_handle = good;
   null_handle.kernel = 0;
   CHECK((*queue)->dispatch(null_handle).code() == StatusCode::kInvalidArgument);
-  DispatchArgs bad_count = good;
-  bad_count.operand_count = 1;
-  CHECK((*queue)->dispatch(bad_count).code() == StatusCode::kInvalidArgument);
 
-  const DispatchArgs seq[] = {good, good, bad_count, good};
+  const Dispatch seq[] = {good, good, null_handle, good};
   const uint64_t before = (*queue)->dispatch_count();
   size_t failed = 99;
-  Status s = (*queue)->dispatch_sequence(seq, &failed);
+  Status s = (*queue)->dispatch_sequence(seq, {}, &failed);
   CHECK(s.code() == StatusCode::kInvalidArgument);
   CHECK(failed == 2);
   CHECK((*queue)->dispatch_count() - before == 3);

@@ -1,10 +1,14 @@
-// Kernel calls every backend must agree on: each catalog kernel over shapes
-// that reach every code path (fast and general broadcasting, 1-D matmul
-// promotion, broadcast batches, strided softmax rows, odd sizes, every element
-// size, in-place outputs). References come from the cpu kernels.
+// Kernel calls every backend must agree on: each operator over shapes that
+// reach every code path (fast and general broadcasting, 1-D matmul promotion,
+// broadcast batches, strided softmax rows, odd sizes, every element size,
+// in-place outputs, several outputs, non-f32 dtypes). Each case is planned by
+// its operator (ops::plan_op) and run as the VM runs it; references come
+// from the cpu kernels, whose own tests check them against independent
+// references (tests/hal).
 #pragma once
 
 #include <bit>
+#include <cstring>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -23,7 +27,7 @@ struct KernelCase {
   OpId id;
   std::vector<HostTensor> inputs;
   std::vector<int64_t> params;
-  bool in_place = false;  // the output takes input 0's storage
+  bool in_place = false;  // output 0 takes input 0's storage
   double rtol = 2e-5, atol = 1e-6;
   bool exact = false;  // byte-moving kernels must match bit for bit
 };
@@ -39,38 +43,36 @@ inline HostTensor with_specials(HostTensor t) {
   return t;
 }
 
-// The result type from the catalog's shape rule (so the cases cannot drift from it).
-inline HostTensor result_of(const KernelCase& c) {
+// The result types from the operator's rule (so the cases cannot drift from it).
+inline std::vector<HostTensor> results_of(const KernelCase& c) {
   std::vector<TensorType> types;
-  for (const HostTensor& t : c.inputs) types.push_back(TensorType{t.dtype, t.dims});
-  Result<TensorType> type = ops::infer_result_type(c.id, types, c.params);
-  INFO(c.name, ": ", type.status().to_string());
-  REQUIRE(type.ok());
-  return HostTensor(type->dtype, type->dims);
+  for (const HostTensor& t : c.inputs) types.push_back(t.type());
+  Result<std::vector<TensorType>> results = ops::infer_result_types(c.id, types, c.params);
+  INFO(c.name, ": ", results.status().to_string());
+  REQUIRE(results.ok());
+  std::vector<HostTensor> out;
+  for (const TensorType& t : *results) out.emplace_back(t.dtype, t.dims);
+  return out;
 }
 
-// The cpu kernel's result for `c`.
-inline HostTensor cpu_reference(const KernelCase& c) {
+// The cpu kernel's results for `c`.
+inline std::vector<HostTensor> cpu_reference(const KernelCase& c) {
   std::vector<HostTensor> inputs = c.inputs;
-  HostTensor out = result_of(c);
-  std::vector<HostTensor*> pointers;
-  for (HostTensor& t : inputs) pointers.push_back(&t);
-  if (c.in_place) {
-    Status s = testing::run_kernel(c.id, pointers, inputs[0], c.params);
-    INFO(c.name, ": ", s.to_string());
-    REQUIRE(s.ok());
-    out.bytes = inputs[0].bytes;
-    return out;
-  }
-  Status s = testing::run_kernel(c.id, pointers, out, c.params);
+  std::vector<HostTensor> outputs = results_of(c);
+  std::vector<HostTensor*> in_pointers, out_pointers;
+  for (HostTensor& t : inputs) in_pointers.push_back(&t);
+  for (HostTensor& t : outputs) out_pointers.push_back(&t);
+  Status s = testing::run_op(c.id, in_pointers, out_pointers, c.params, c.in_place ? 0 : -1);
   INFO(c.name, ": ", s.to_string());
   REQUIRE(s.ok());
-  return out;
+  if (c.in_place) outputs[0].bytes = inputs[0].bytes;
+  return outputs;
 }
 
 // Compares element by element (floats with tolerance, NaN == NaN, infinities exact).
 inline void check_matches(const KernelCase& c, const HostTensor& got, const HostTensor& want) {
   INFO(c.name);
+  REQUIRE(got.dtype == want.dtype);
   REQUIRE(got.bytes.size() == want.bytes.size());
   if (c.exact || want.dtype != DType::kF32) {
     size_t first = 0;
@@ -228,6 +230,87 @@ inline std::vector<KernelCase> kernel_cases() {
   KernelCase copy_u8{"copy u8", OpId::kCopy, {iota_bytes(DType::kU8, {13})}, {}};
   copy_u8.exact = true;
   cases.push_back(copy_u8);
+
+  // ---- operators of the redesign: several outputs, non-f32 dtypes ----
+  auto exact = [&](std::string n, OpId id, std::vector<HostTensor> inputs, std::vector<int64_t> params) {
+    KernelCase c{std::move(n), id, std::move(inputs), std::move(params)};
+    c.exact = true;
+    cases.push_back(c);
+  };
+  exact("split f32 axis 1 into 3", OpId::kSplit, {random_f32({4, 9}, 1100)}, {1, 2, 3, 4});
+  exact("split i64 axis 0 into 2", OpId::kSplit, {iota_bytes(DType::kI64, {6, 5})}, {0, 4, 2});
+  exact("split u8 last axis with an empty part", OpId::kSplit, {iota_bytes(DType::kU8, {3, 2, 7})}, {2, 7, 0});
+  exact("split f16 3-D axis 1", OpId::kSplit, {iota_bytes(DType::kF16, {2, 6, 3})}, {1, 1, 2, 3});
+
+  HostTensor values = with_specials(random_f32({3, 17}, 1200, -300.0f, 300.0f));
+  values.at(4) = 2.5e9f;
+  values.at(5) = -0.75f;
+  HostTensor ints(DType::kI64, {2, 5});
+  const int64_t int_values[] = {0, -1, 255, 256, -129, 70000, INT64_MAX, INT64_MIN, 7, 1 << 20};
+  std::memcpy(ints.bytes.data(), int_values, sizeof int_values);
+  const DType castable[] = {DType::kF32, DType::kF16, DType::kI32, DType::kI64, DType::kBool, DType::kU8};
+  for (DType to : castable) {
+    exact(std::string("cast f32 to ") + dtype_name(to), OpId::kCast, {values}, {static_cast<int64_t>(to)});
+    exact(std::string("cast i64 to ") + dtype_name(to), OpId::kCast, {ints}, {static_cast<int64_t>(to)});
+    for (DType from : {DType::kF16, DType::kI32, DType::kBool, DType::kU8})
+      exact(std::string("cast ") + dtype_name(from) + " to " + dtype_name(to), OpId::kCast,
+            {iota_bytes(from, {4, 9})}, {static_cast<int64_t>(to)});
+  }
+
+  auto mask = [](std::vector<int64_t> dims, uint32_t seed) {
+    HostTensor m(DType::kBool, std::move(dims));
+    for (size_t i = 0; i < m.bytes.size(); ++i) m.bytes[i] = static_cast<uint8_t>(((i * 7 + seed) % 3) == 0);
+    return m;
+  };
+  exact("where f32 same shape", OpId::kWhere, {mask({4, 6}, 1), random_f32({4, 6}, 1300), random_f32({4, 6}, 1301)},
+        {});
+  exact("where f32 broadcast cond row", OpId::kWhere, {mask({6}, 2), random_f32({4, 6}, 1302), random_f32({}, 1303)},
+        {});
+  exact("where i64 general broadcast", OpId::kWhere,
+        {mask({3, 1, 5}, 3), iota_bytes(DType::kI64, {4, 1}), iota_bytes(DType::kI64, {1, 4, 5})}, {});
+  exact("where u8", OpId::kWhere, {mask({2, 9}, 4), iota_bytes(DType::kU8, {2, 9}), iota_bytes(DType::kU8, {9})}, {});
+  exact("where f16", OpId::kWhere, {mask({5, 3}, 5), iota_bytes(DType::kF16, {5, 3}), iota_bytes(DType::kF16, {5, 1})},
+        {});
+
+  auto indices = [](DType dtype, std::vector<int64_t> dims, std::vector<int64_t> values) {
+    HostTensor t(dtype, std::move(dims));
+    for (size_t i = 0; i < values.size(); ++i) {
+      if (dtype == DType::kI64) std::memcpy(t.bytes.data() + 8 * i, &values[i], 8);
+      else {
+        const int32_t v = static_cast<int32_t>(values[i]);
+        std::memcpy(t.bytes.data() + 4 * i, &v, 4);
+      }
+    }
+    return t;
+  };
+  exact("gather f32 rows (embedding)", OpId::kGather,
+        {random_f32({10, 8}, 1400), indices(DType::kI64, {2, 3}, {0, 9, 3, 3, -1, 5})}, {0});
+  exact("gather i32 axis 1 with i32 indices", OpId::kGather,
+        {iota_bytes(DType::kI32, {3, 7, 2}), indices(DType::kI32, {4}, {6, 0, -7, 2})}, {1});
+  exact("gather u8 last axis, scalar index", OpId::kGather,
+        {iota_bytes(DType::kU8, {4, 5}), indices(DType::kI64, {}, {2})}, {1});
+
+  // slice params: per dim [start, step, size]
+  exact("slice f32 rows and strided columns", OpId::kSlice, {random_f32({6, 10}, 1500)}, {1, 2, 3, 0, 3, 4});
+  exact("slice i64 negative step", OpId::kSlice, {iota_bytes(DType::kI64, {5, 4})}, {4, -1, 5, 3, -2, 2});
+  exact("slice u8 3-D middle", OpId::kSlice, {iota_bytes(DType::kU8, {3, 4, 5})}, {0, 1, 3, 1, 1, 2, 2, 1, 3});
+  exact("slice f16 to nothing", OpId::kSlice, {iota_bytes(DType::kF16, {3, 4})}, {0, 1, 3, 0, 1, 0});
+
+  auto conv = [&](std::string n, std::vector<int64_t> x, std::vector<int64_t> w, bool bias,
+                  std::vector<int64_t> params, uint32_t s) {
+    KernelCase c{"conv2d " + n, OpId::kConv2d, {random_f32(x, s), random_f32(w, s + 1)}, std::move(params)};
+    if (bias) c.inputs.push_back(random_f32({w[0]}, s + 2));
+    c.rtol = 1e-4;
+    c.atol = 1e-4;
+    cases.push_back(c);
+  };
+  // [stride_h, stride_w, pad_t, pad_l, pad_b, pad_r, dil_h, dil_w, groups]
+  conv("3x3 pad 1 with bias", {1, 3, 8, 8}, {4, 3, 3, 3}, true, {1, 1, 1, 1, 1, 1, 1, 1, 1}, 1600);
+  conv("1x1 (plain GEMM), batch 2", {2, 8, 5, 5}, {6, 8, 1, 1}, true, {1, 1, 0, 0, 0, 0, 1, 1, 1}, 1603);
+  conv("strided 2, asymmetric pads", {1, 2, 9, 7}, {3, 2, 3, 2}, false, {2, 2, 1, 0, 2, 1, 1, 1, 1}, 1606);
+  conv("dilated 2", {1, 2, 9, 9}, {2, 2, 3, 3}, true, {1, 1, 2, 2, 2, 2, 2, 2, 1}, 1609);
+  conv("grouped 2", {1, 4, 6, 6}, {6, 2, 3, 3}, true, {1, 1, 1, 1, 1, 1, 1, 1, 2}, 1612);
+  conv("depthwise", {2, 5, 7, 7}, {5, 1, 3, 3}, true, {1, 1, 1, 1, 1, 1, 1, 1, 5}, 1615);
   return cases;
 }
 

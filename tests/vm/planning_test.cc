@@ -140,7 +140,7 @@ TEST_CASE("workspace: softmax over a non-last axis gets its scratch under every 
     auto l = load(softmax_axis0(in_arena, dynamic));
     Result<Context> context = Context::create(*l->program);
     REQUIRE(context.ok());
-    const hal::DispatchArgs& d = context->impl().functions[0].dispatches[0];
+    const hal::Dispatch& d = context->impl().functions[0].dispatches[0];
     if (dynamic) {
       CHECK(d.workspace == nullptr);  // allocated around the dispatch
     } else {

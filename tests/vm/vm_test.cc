@@ -163,12 +163,12 @@ TEST_CASE("the constant operand of a dispatch points into the caller's buffer") 
   REQUIRE(context.ok());
   const FunctionTable& table = context->impl().functions[0];
   REQUIRE(table.dispatches.size() == 3);
-  const hal::DispatchArgs& add = table.dispatches[0];
-  REQUIRE(add.operand_count == 3);
-  CHECK(inside(add.operands[1].data, l->bytes.span()));
-  CHECK(add.operands[1].data == l->bytes.data() + 4096);
+  const hal::Dispatch& add = table.dispatches[0];
+  REQUIRE(add.input_count + add.output_count == 3);
+  CHECK(inside(add.operands[1], l->bytes.span()));
+  CHECK(add.operands[1] == l->bytes.data() + 4096);
   // The in-place mul writes where add wrote.
-  CHECK(table.dispatches[1].operands[2].data == add.operands[2].data);
+  CHECK(table.dispatches[1].operands[2] == add.operands[2]);
 }
 
 TEST_CASE("invoke computes the result, with caller and context-owned outputs") {
@@ -368,7 +368,7 @@ TEST_CASE("workspace shares the arena allocation") {
   REQUIRE(context.ok());
   CHECK(context->create_stats().device_allocations == 2);
   CHECK(context->impl().arena.size >= 64 + 256);
-  const hal::DispatchArgs& d = context->impl().functions[0].dispatches[0];
+  const hal::Dispatch& d = context->impl().functions[0].dispatches[0];
   CHECK(d.workspace_size == 256);
   CHECK(d.workspace != nullptr);
   run_and_check(*context, {1, 2, 3, 4});

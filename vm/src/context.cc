@@ -35,56 +35,53 @@ Status build_function_table(ContextImpl& c, size_t function_index, FunctionTable
   size_t operand_total = 0;
   for (uint32_t k = 0; k < fn.instruction_count(); ++k)
     operand_total += fbm.instructions()->Get(fn.instruction_begin() + k)->operand_count();
-  t.args.reserve(operand_total);
+  t.operands.reserve(operand_total);
   t.dispatches.reserve(fn.instruction_count());
 
   std::vector<std::vector<uint32_t>> patches(inputs + outputs);
   std::vector<size_t> operand_base;
   operand_base.reserve(fn.instruction_count());
   for (uint32_t k = 0; k < fn.instruction_count(); ++k) {
-    const fb::Instruction& in = *fbm.instructions()->Get(fn.instruction_begin() + k);
-    operand_base.push_back(t.args.size());
+    const uint32_t index = fn.instruction_begin() + k;
+    const fb::Instruction& in = *fbm.instructions()->Get(index);
+    operand_base.push_back(t.operands.size());
+    if (c.dynamic) t.step_write_begin.push_back(static_cast<uint32_t>(t.step_write.size()));
     for (uint32_t o = 0; o < in.operand_count(); ++o) {
       const uint32_t slot_index = fbm.operand_pool()->Get(in.operand_begin() + o);
       const fb::Slot& slot = *fbm.slots()->Get(slot_index);
-      const TensorType& type = m.verified.slot_types[slot_index];
-      hal::TensorArg arg;
-      arg.dtype = type.dtype;
-      arg.rank = static_cast<uint32_t>(type.dims.size());
-      arg.dims = type.dims.data();
-      arg.byte_size = slot.byte_size();
-      const auto arg_index = static_cast<uint32_t>(t.args.size());
+      const auto operand_index = static_cast<uint32_t>(t.operands.size());
+      void* data = nullptr;
       switch (slot.storage()) {
         case fb::StorageKind::Arena:
           if (c.dynamic) {
-            value_patches[static_cast<size_t>(local_of(slot_index))].push_back(arg_index);
+            const int32_t value = local_of(slot_index);
+            value_patches[static_cast<size_t>(value)].push_back(operand_index);
+            if (o >= in.input_count()) t.step_write.push_back(static_cast<uint32_t>(value));
             break;
           }
-          arg.data = device_address(c.arena, slot.arena_offset());
+          data = device_address(c.arena, slot.arena_offset());
           break;
         case fb::StorageKind::Constant:
-          arg.data = p.constant_data[slot.index()];
+          data = p.constant_data[slot.index()];
           break;
         case fb::StorageKind::Input:
-          patches[slot.index()].push_back(arg_index);
+          patches[slot.index()].push_back(operand_index);
           break;
         case fb::StorageKind::Output:
-          patches[inputs + slot.index()].push_back(arg_index);
+          patches[inputs + slot.index()].push_back(operand_index);
           break;
       }
-      t.args.push_back(arg);
+      t.operands.push_back(data);
     }
-    hal::DispatchArgs d;
-    d.kernel = p.kernel_handles[in.kernel()];
-    d.kernel_id = m.verified.kernel_ids[in.kernel()];
+    hal::Dispatch d;
+    d.kernel = p.instruction_kernel[index];
+    d.plan = p.plan(index);
     d.input_count = in.input_count();
-    d.operand_count = in.operand_count();
-    d.params = in.param_count() > 0 ? fbm.param_pool()->data() + in.param_begin() : nullptr;
-    d.param_count = in.param_count();
+    d.output_count = in.operand_count() - in.input_count();
     d.workspace = workspace;
     d.workspace_size = workspace_size;
     if (per_instruction_workspace) {
-      const fb::WorkspaceRange& w = *fbm.workspaces()->Get(fn.instruction_begin() + k);
+      const fb::WorkspaceRange& w = *fbm.workspaces()->Get(index);
       d.workspace = w.size() > 0 ? device_address(c.arena, w.offset()) : nullptr;
       d.workspace_size = w.size();
     }
@@ -92,21 +89,16 @@ Status build_function_table(ContextImpl& c, size_t function_index, FunctionTable
     if (c.dynamic) {
       const uint32_t out_index = fbm.operand_pool()->Get(in.operand_begin() + in.input_count());
       const bool arena_out = fbm.slots()->Get(out_index)->storage() == fb::StorageKind::Arena;
-      t.step_write.push_back(arena_out ? local_of(out_index) : -1);
       int32_t inherit = -1;
-      std::vector<TensorType> input_types;
-      for (uint32_t i = 0; i < in.input_count(); ++i) {
-        const uint32_t slot_index = fbm.operand_pool()->Get(in.operand_begin() + i);
-        input_types.push_back(m.verified.slot_types[slot_index]);
-        if (arena_out && i < 32 && ((in.alias_mask() >> i) & 1u)) inherit = local_of(slot_index);
-      }
+      for (uint32_t i = 0; i < in.input_count() && i < 32; ++i)
+        if (arena_out && ((in.alias_mask() >> i) & 1u))
+          inherit = local_of(fbm.operand_pool()->Get(in.operand_begin() + i));
       t.step_inherit.push_back(inherit);
-      std::span<const int64_t> params;
-      if (in.param_count() > 0) params = {fbm.param_pool()->data() + in.param_begin(), in.param_count()};
-      t.step_workspace.push_back(ops::workspace_bytes(d.kernel_id, input_types, params));
+      t.step_workspace.push_back(p.workspace_need[index]);
     }
   }
   if (c.dynamic) {
+    t.step_write_begin.push_back(static_cast<uint32_t>(t.step_write.size()));
     // Each value is released after its last use (verified against the
     // instructions), unless an in-place result took its buffer over there.
     std::vector<std::vector<uint32_t>> frees(fn.instruction_count());
@@ -132,8 +124,9 @@ Status build_function_table(ContextImpl& c, size_t function_index, FunctionTable
     t.value_patch_begin.push_back(static_cast<uint32_t>(t.value_patch_args.size()));
     t.value_buffer.assign(t.value_size.size(), hal::Buffer{});
   }
-  // args no longer grows: operand pointers are stable from here on.
-  for (size_t k = 0; k < t.dispatches.size(); ++k) t.dispatches[k].operands = t.args.data() + operand_base[k];
+  // operands no longer grows: pointers into it are stable from here on.
+  for (size_t k = 0; k < t.dispatches.size(); ++k) t.dispatches[k].operands = t.operands.data() + operand_base[k];
+  t.bindings.assign(inputs + outputs, nullptr);
 
   t.patch_begin.reserve(patches.size() + 1);
   for (const std::vector<uint32_t>& list : patches) {
@@ -221,29 +214,34 @@ Status ContextImpl::invoke(size_t function, std::span<const TensorRef> inputs,
                                 "', which is not donated to it");
   }
 
-  for (size_t i = 0; i < input_count; ++i)
-    for (uint32_t a = t.patch_begin[i]; a < t.patch_begin[i + 1]; ++a)
-      t.args[t.patch_args[a]].data = inputs[i].data;
+  for (size_t i = 0; i < input_count; ++i) {
+    t.bindings[i] = inputs[i].data;
+    for (uint32_t a = t.patch_begin[i]; a < t.patch_begin[i + 1]; ++a) t.operands[t.patch_args[a]] = inputs[i].data;
+  }
   for (size_t j = 0; j < sig.outputs.size(); ++j) {
     const int32_t donor = t.output_in_input[j];
     void* data = donor >= 0    ? inputs[donor].data
                  : own_outputs ? device_address(t.own_outputs[j])
                                : outputs[j].data;
     t.last_output_data[j] = data;
+    t.bindings[input_count + j] = data;
     for (uint32_t a = t.patch_begin[input_count + j]; a < t.patch_begin[input_count + j + 1]; ++a)
-      t.args[t.patch_args[a]].data = data;
+      t.operands[t.patch_args[a]] = data;
   }
   t.has_own_results = false;
 
   const uint64_t dispatches_before = queue->dispatch_count();
   size_t failed = 0;
-  Status status = dynamic ? run_dynamic(t, &failed) : queue->dispatch_sequence(t.dispatches, &failed);
-  if (!status.ok())
-    status = status.annotate(
-        "function '" + sig.name + "' instruction " +
-        std::to_string(module->fb().functions()->Get(static_cast<flatbuffers::uoffset_t>(function))->instruction_begin() +
-                       failed) +
-        " ('" + ops::op_def(t.dispatches[failed].kernel_id).name + "')");
+  Status status =
+      dynamic ? run_dynamic(t, &failed) : queue->dispatch_sequence(t.dispatches, t.bindings, &failed);
+  if (!status.ok()) {
+    const uint32_t index =
+        module->fb().functions()->Get(static_cast<flatbuffers::uoffset_t>(function))->instruction_begin() +
+        static_cast<uint32_t>(failed);
+    const ops::OpId op = module->verified.kernel_ids[module->fb().instructions()->Get(index)->kernel()];
+    status = status.annotate("function '" + sig.name + "' instruction " + std::to_string(index) + " ('" +
+                             ops::op_def(op).name + "')");
+  }
   Status synced = queue->synchronize();
   invoke_stats.dispatches += queue->dispatch_count() - dispatches_before;
   ++invoke_count;
@@ -276,16 +274,16 @@ Status ContextImpl::run_dynamic(FunctionTable& t, size_t* failed) {
   };
   for (size_t k = 0; k < t.dispatches.size(); ++k) {
     *failed = k;
-    const int32_t write = t.step_write[k];
-    if (write >= 0) {
-      hal::Buffer& buffer = t.value_buffer[static_cast<size_t>(write)];
-      const int32_t inherit = t.step_inherit[k];
+    for (uint32_t w = t.step_write_begin[k]; w < t.step_write_begin[k + 1]; ++w) {
+      const uint32_t write = t.step_write[w];
+      hal::Buffer& buffer = t.value_buffer[write];
+      const int32_t inherit = w == t.step_write_begin[k] ? t.step_inherit[k] : -1;  // output 0 only
       if (inherit >= 0) {
         buffer = t.value_buffer[static_cast<size_t>(inherit)];
         t.value_buffer[static_cast<size_t>(inherit)] = hal::Buffer{};
-      } else if (t.value_size[static_cast<size_t>(write)] > 0) {
+      } else if (t.value_size[write] > 0) {
         Result<hal::Buffer> allocated =
-            device.allocate(t.value_size[static_cast<size_t>(write)], hal::MemoryType::kDeviceLocal,
+            device.allocate(t.value_size[write], hal::MemoryType::kDeviceLocal,
                             hal::BufferUsage::kTransient, alignment);
         if (!allocated.ok()) {
           release_values(t);
@@ -296,9 +294,8 @@ Status ContextImpl::run_dynamic(FunctionTable& t, size_t* failed) {
         hold(buffer.size);
       }
       void* data = buffer.size > 0 ? device_address(buffer) : nullptr;
-      for (uint32_t a = t.value_patch_begin[static_cast<size_t>(write)];
-           a < t.value_patch_begin[static_cast<size_t>(write) + 1]; ++a)
-        t.args[t.value_patch_args[a]].data = data;
+      for (uint32_t a = t.value_patch_begin[write]; a < t.value_patch_begin[write + 1]; ++a)
+        t.operands[t.value_patch_args[a]] = data;
     }
     hal::Buffer scratch;
     if (t.step_workspace[k] > 0) {

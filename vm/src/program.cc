@@ -84,18 +84,49 @@ Status prepare_constants(ProgramImpl& p, const std::vector<hal::Buffer>& section
   return ok_status();
 }
 
-Status resolve_kernels(ProgramImpl& p) {
-  const std::vector<ops::OpId>& ids = p.module_impl->verified.kernel_ids;
-  p.kernel_handles.assign(ids.size(), 0);
-  for (size_t i = 0; i < ids.size(); ++i) {
-    const ops::OpDef& info = ops::op_def(ids[i]);
-    if (info.is_view) continue;  // never dispatched
-    Result<uintptr_t> handle = p.device->resolve_kernel(ids[i]);
-    if (!handle.ok())
-      return handle.status().annotate("kernel '" + std::string(info.name) + "' on " +
-                                      std::string(p.device->name()));
-    p.kernel_handles[i] = *handle;
+// Every instruction's plan and kernel, once: the invoke loop only hands over
+// pointers. Kernels are resolved per (operator, dtypes); the same key is
+// resolved once.
+Status prepare_instructions(ProgramImpl& p) {
+  const ModuleImpl& m = *p.module_impl;
+  const fb::Module& fbm = m.fb();
+  const size_t count = fbm.instructions() ? fbm.instructions()->size() : 0;
+  p.instruction_kernel.assign(count, 0);
+  p.plan_begin.assign(count, 0);
+  p.workspace_need.assign(count, 0);
+  std::vector<std::pair<ops::KernelKey, uintptr_t>> resolved;
+  std::vector<TensorType> inputs, outputs;
+  for (size_t k = 0; k < count; ++k) {
+    const fb::Instruction& in = *fbm.instructions()->Get(static_cast<flatbuffers::uoffset_t>(k));
+    const ops::OpId op = m.verified.kernel_ids[in.kernel()];
+    inputs.clear();
+    outputs.clear();
+    for (uint32_t o = 0; o < in.operand_count(); ++o) {
+      const TensorType& type = m.verified.slot_types[fbm.operand_pool()->Get(in.operand_begin() + o)];
+      (o < in.input_count() ? inputs : outputs).push_back(type);
+    }
+    std::span<const int64_t> params;
+    if (in.param_count() > 0) params = {fbm.param_pool()->data() + in.param_begin(), in.param_count()};
+    const std::string where = "instruction " + std::to_string(k) + " ('" + ops::op_def(op).name + "')";
+    // The verifier ran the same rule; a failure here is a bug, not a bad file.
+    Result<ops::OpPlan> plan = ops::plan_op(op, inputs, outputs, params);
+    if (!plan.ok()) return plan.status().annotate("planning " + where);
+    p.plan_begin[k] = p.plan_words.size();
+    p.plan_words.insert(p.plan_words.end(), plan->words().begin(), plan->words().end());
+    p.workspace_need[k] = ops::workspace_bytes(op, inputs, params);
+    const ops::KernelKey key = ops::kernel_key(op, inputs, outputs);
+    uintptr_t handle = 0;
+    for (const auto& [known, h] : resolved)
+      if (known.op == key.op && known.input == key.input && known.output == key.output) handle = h;
+    if (handle == 0) {
+      Result<uintptr_t> found = p.device->resolve_kernel(key);
+      if (!found.ok()) return found.status().annotate(where + " on " + std::string(p.device->name()));
+      handle = *found;
+      resolved.emplace_back(key, handle);
+    }
+    p.instruction_kernel[k] = handle;
   }
+  p.plan_words.shrink_to_fit();  // fixed from here on: plan() pointers stay valid
   return ok_status();
 }
 
@@ -118,7 +149,7 @@ Result<Program> Program::prepare(const Module& module, hal::Device& device) {
   std::vector<hal::Buffer> section_buffers;
   HEXIR_RETURN_IF_ERROR(prepare_sections(*impl, section_buffers));
   HEXIR_RETURN_IF_ERROR(prepare_constants(*impl, section_buffers));
-  HEXIR_RETURN_IF_ERROR(resolve_kernels(*impl));
+  HEXIR_RETURN_IF_ERROR(prepare_instructions(*impl));
   return Program(std::move(impl));
 }
 

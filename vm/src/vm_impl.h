@@ -52,29 +52,39 @@ class ProgramImpl {
   hal::Device* device = nullptr;
   std::vector<hal::Buffer> buffers;       // imported or allocated; released on destruction
   std::vector<void*> constant_data;       // per constant: its device address
-  std::vector<uintptr_t> kernel_handles;  // per kernel table entry (0 for views)
+  // Per module instruction, decided once: the kernel resolved for its
+  // operator and dtypes, its plan (words at plan_begin[k] in plan_words, which
+  // never reallocates after prepare) and the scratch it needs.
+  std::vector<uintptr_t> instruction_kernel;
+  std::vector<size_t> plan_begin;
+  std::vector<uint64_t> plan_words;
+  std::vector<uint64_t> workspace_need;
   PhaseStats prepare_stats;
+
+  const void* plan(size_t instruction) const { return plan_words.data() + plan_begin[instruction]; }
 };
 
 // One function's prebuilt dispatch table inside a context.
 struct FunctionTable {
-  std::vector<hal::TensorArg> args;           // operands of every instruction, flattened
-  std::vector<hal::DispatchArgs> dispatches;  // one per instruction, pointing into args
-  // args entries each binding patches at invoke: inputs first, then outputs (CSR).
+  std::vector<void*> operands;             // data pointers of every instruction's operands, flattened
+  std::vector<hal::Dispatch> dispatches;   // one per instruction, pointing into operands
+  // operands entries each binding patches at invoke: inputs first, then outputs (CSR).
   std::vector<uint32_t> patch_begin;
   std::vector<uint32_t> patch_args;
+  std::vector<void*> bindings;             // the pointers bound by the last invoke, inputs then outputs
   std::vector<hal::Buffer> own_outputs;  // context-owned result buffers
   std::vector<int32_t> output_in_input;  // per output: donated input holding it, or -1
   std::vector<void*> last_output_data;   // where each result of the last invoke landed
   bool has_own_results = false;          // last invoke used own_outputs
 
   // Free-at-last-use only. Arena values are numbered locally; each has a size
-  // and the args entries (its slot's and its views') patched with its buffer.
+  // and the operands entries (its slot's and its views') patched with its buffer.
   std::vector<uint64_t> value_size;
   std::vector<uint32_t> value_patch_begin;  // CSR into value_patch_args
   std::vector<uint32_t> value_patch_args;
-  std::vector<int32_t> step_write;        // per instruction: value written, or -1 (not arena)
-  std::vector<int32_t> step_inherit;      // per instruction: value whose buffer it takes over in place, or -1
+  std::vector<uint32_t> step_write_begin;  // CSR into step_write: arena values each instruction writes
+  std::vector<uint32_t> step_write;
+  std::vector<int32_t> step_inherit;      // per instruction: value whose buffer output 0 takes over in place, or -1
   std::vector<uint64_t> step_workspace;   // per instruction: scratch bytes allocated around it
   std::vector<uint32_t> step_free_begin;  // CSR into step_free: values released after each instruction
   std::vector<uint32_t> step_free;

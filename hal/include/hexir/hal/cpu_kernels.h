@@ -7,9 +7,10 @@
 
 namespace hexir::hal::cpu {
 
-using KernelFn = Status (*)(const DispatchArgs& args);
+// A kernel computes from its dispatch's plan and pointers; it never validates.
+using KernelFn = Status (*)(const KernelContext& context, const Dispatch& dispatch);
 
-// One entry per ops::OpId; null for views (reshape), which are never dispatched.
-KernelFn kernel_function(ops::OpId id);
+// The kernel registered for `key`; null when there is none (views never have one).
+KernelFn find_cpu_kernel(const ops::KernelKey& key);
 
 }  // namespace hexir::hal::cpu

@@ -43,28 +43,24 @@ struct Buffer {
   void* impl = nullptr;   // backend bookkeeping
 };
 
-// A tensor as a kernel sees it: data pointer in the device's address space
-// plus the static type. The VM builds these once per context.
-struct TensorArg {
-  void* data = nullptr;
-  DType dtype = DType::kF32;
-  uint32_t rank = 0;
-  const int64_t* dims = nullptr;
-  uint64_t byte_size = 0;
+// One prepared dispatch. Everything that never changes after load was
+// decided at prepare: the kernel (resolved per operator and dtype), its plan
+// (the operator's geometry, ops/plans.h) and the workspace. The invoke loop
+// only hands over pointers; kernels compute and never validate.
+struct Dispatch {
+  uintptr_t kernel = 0;             // handle from Device::resolve_kernel
+  const void* plan = nullptr;       // the operator's plan struct, owned by the program
+  void* const* operands = nullptr;  // data pointers (device address space): inputs, then outputs
+  uint32_t input_count = 0;
+  uint32_t output_count = 0;
+  void* workspace = nullptr;        // scratch the plan asked for (ops::workspace_bytes)
+  uint64_t workspace_size = 0;
 };
 
-// Everything a kernel needs for one dispatch; operands are inputs then outputs.
-// `kernel` is the handle resolve_kernel returned.
-struct DispatchArgs {
-  uintptr_t kernel = 0;
-  ops::OpId kernel_id = ops::OpId::kCount;
-  const TensorArg* operands = nullptr;
-  uint32_t input_count = 0;
-  uint32_t operand_count = 0;
-  const int64_t* params = nullptr;
-  uint32_t param_count = 0;
-  void* workspace = nullptr;
-  uint64_t workspace_size = 0;
+// What a kernel gets besides its dispatch: per-queue resources. cpu: the
+// thread pool (none yet: kernels run on the calling thread); cuda: the launcher.
+struct KernelContext {
+  void* backend = nullptr;
 };
 
 // Counts the VM and tests read to prove the hot path allocates and uploads nothing.
@@ -91,12 +87,17 @@ class Queue {
  public:
   virtual ~Queue() = default;
   // Runs (or enqueues) one kernel. Must not allocate.
-  virtual Status dispatch(const DispatchArgs& args) = 0;
+  virtual Status dispatch(const Dispatch& dispatch) = 0;
   // Runs (or enqueues) a whole sequence in order, stopping at the first
   // failure, whose index goes to *failed_index. One call per invoke keeps the
   // per-dispatch cost of the VM at a plain loop (and is the unit a CUDA queue
-  // captures as a graph). Must not allocate.
-  virtual Status dispatch_sequence(std::span<const DispatchArgs> sequence, size_t* failed_index) = 0;
+  // captures as a graph). `bindings` are the pointers the caller patched into
+  // the sequence since it was built (a function's inputs and outputs); the
+  // caller promises that the same `sequence` storage with equal bindings is the
+  // same work, so a CUDA queue replays its graph without looking further. Must
+  // not allocate.
+  virtual Status dispatch_sequence(std::span<const Dispatch> sequence, std::span<void* const> bindings,
+                                   size_t* failed_index) = 0;
   virtual Status copy(const Buffer& dst, uint64_t dst_offset, const Buffer& src, uint64_t src_offset,
                       uint64_t size) = 0;
   // Blocks until everything enqueued has finished.
@@ -128,13 +129,47 @@ class Device {
   virtual Status fill(const Buffer& dst, uint64_t offset, uint64_t size, const void* pattern,
                       uint32_t pattern_size) = 0;
 
-  // Done once at prepare: returns the handle dispatches pass back.
-  virtual Result<uintptr_t> resolve_kernel(ops::OpId id) = 0;
+  // Done once at prepare: the kernel for an operator on these dtypes, as the
+  // handle dispatches pass back. kUnimplemented when the backend has none.
+  virtual Result<uintptr_t> resolve_kernel(const ops::KernelKey& key) = 0;
 
   virtual Result<std::unique_ptr<Queue>> create_queue() = 0;
 
   virtual DeviceCounters counters() const = 0;
 };
+
+// Checks shared by every backend, so each reports misuse alike. Overflow-safe:
+// [offset, offset + size) must lie inside `buffer`, which must have memory
+// when size > 0 (`host_memory`: host_ptr, else device_ptr).
+Status check_buffer_range(const Buffer& buffer, uint64_t offset, uint64_t size, const char* what,
+                          bool host_memory = true);
+// A fill: pattern of 1..16 bytes, size a multiple of it, range inside the buffer.
+Status check_fill(const Buffer& buffer, uint64_t offset, uint64_t size, const void* pattern,
+                  uint32_t pattern_size, bool host_memory = true);
+
+// One line per kernel of a backend: the operator, the dtypes it is for
+// (kAnyDType: every dtype; the plan carries element sizes) and the function.
+inline constexpr int kAnyDType = -1;
+template <typename Fn>
+struct KernelEntry {
+  ops::OpId op;
+  int input;   // DType of the operator's key input, or kAnyDType
+  int output;  // DType of output 0, or kAnyDType
+  Fn fn;
+};
+
+// The entry for `key` in a backend's table; null when there is none.
+template <typename Fn>
+Fn find_kernel(std::span<const KernelEntry<Fn>> table, const ops::KernelKey& key) {
+  for (const KernelEntry<Fn>& e : table)
+    if (e.op == key.op && (e.input == kAnyDType || e.input == static_cast<int>(key.input)) &&
+        (e.output == kAnyDType || e.output == static_cast<int>(key.output)))
+      return e.fn;
+  return nullptr;
+}
+
+// Why a backend has no kernel for `key`, for resolve_kernel's status.
+Status no_kernel(std::string_view backend, const ops::KernelKey& key);
 
 // "cpu", "cuda", "cuda:1", "cuda-managed", ... Unknown or absent devices give
 // a clear kUnavailable / kInvalidArgument status. CUDA names take options

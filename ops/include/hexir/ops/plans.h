@@ -57,7 +57,9 @@ struct WherePlan {
 
 // cast: n elements from dtype `from` to `to` (hexir::DType values). Floats to
 // integers truncate toward zero (saturating at the integer's range, NaN to 0);
-// anything to bool is != 0; bool to anything is 0 or 1.
+// integers to narrower integers wrap (two's complement, like numpy's astype);
+// anything to bool is != 0; bool to anything is 0 or 1. f16 rounds to nearest
+// even (overflow to infinity); NaN stays NaN.
 struct CastPlan {
   int64_t n;
   int32_t from;
