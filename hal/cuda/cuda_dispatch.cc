@@ -193,11 +193,20 @@ Status strided(const Dispatch& d, Launcher& launcher) {
   if (p.plan.n == 0) return ok_status();
   Kernel kernel = Kernel::kStridedBytes;
   switch (p.plan.element_size) {
-    case 1: kernel = Kernel::kStrided1; break;
-    case 2: kernel = Kernel::kStrided2; break;
-    case 4: kernel = Kernel::kStrided4; break;
-    case 8: kernel = Kernel::kStrided8; break;
-    default: break;
+    case 1:
+      kernel = Kernel::kStrided1;
+      break;
+    case 2:
+      kernel = Kernel::kStrided2;
+      break;
+    case 4:
+      kernel = Kernel::kStrided4;
+      break;
+    case 8:
+      kernel = Kernel::kStrided8;
+      break;
+    default:
+      break;
   }
   const int64_t threads = kernel == Kernel::kStridedBytes ? p.plan.n * p.plan.element_size : p.plan.n;
   return launcher.launch(kernel, linear_config(threads), &p);
@@ -208,8 +217,8 @@ int64_t unit_of(uint64_t bits) { return bits % 16 == 0 ? 16 : bits % 4 == 0 ? 4 
 
 // rows x row_bytes from src (src_pitch apart) to dst (dst_pitch apart): one
 // copy when the rows are one contiguous run, else the strided copy kernel.
-Status copy_rows(void* dst, int64_t dst_pitch, const void* src, int64_t src_pitch, int64_t rows, int64_t row_bytes,
-                 Launcher& launcher) {
+Status copy_rows(void* dst, int64_t dst_pitch, const void* src, int64_t src_pitch, int64_t rows,
+                 int64_t row_bytes, Launcher& launcher) {
   if (rows == 0 || row_bytes == 0) return ok_status();
   if (rows == 1 || (src_pitch == row_bytes && dst_pitch == row_bytes))
     return launcher.copy(dst, src, static_cast<uint64_t>(rows * row_bytes));
@@ -223,7 +232,9 @@ Status copy_rows(void* dst, int64_t dst_pitch, const void* src, int64_t src_pitc
   const int64_t unit = unit_of(reinterpret_cast<uintptr_t>(src) | reinterpret_cast<uintptr_t>(dst) |
                                static_cast<uint64_t>(row_bytes) | static_cast<uint64_t>(src_pitch) |
                                static_cast<uint64_t>(dst_pitch));
-  const Kernel kernel = unit == 16 ? Kernel::kStridedCopy16 : unit == 4 ? Kernel::kStridedCopy4 : Kernel::kStridedCopy1;
+  const Kernel kernel = unit == 16  ? Kernel::kStridedCopy16
+                        : unit == 4 ? Kernel::kStridedCopy4
+                                    : Kernel::kStridedCopy1;
   return launcher.launch(kernel, linear_config(rows * (row_bytes / unit)), &p);
 }
 
@@ -233,7 +244,8 @@ Status concat(const Dispatch& d, Launcher& launcher) {
   const int64_t* row_bytes = ops::plan_tail(&p);
   auto* dst = out<uint8_t>(d, 0);
   for (int64_t k = 0; k < p.input_count; ++k) {
-    HEXIR_RETURN_IF_ERROR(copy_rows(dst, p.out_row_bytes, d.operands[k], row_bytes[k], p.outer, row_bytes[k], launcher));
+    HEXIR_RETURN_IF_ERROR(
+        copy_rows(dst, p.out_row_bytes, d.operands[k], row_bytes[k], p.outer, row_bytes[k], launcher));
     dst += row_bytes[k];
   }
   return ok_status();
@@ -245,8 +257,8 @@ Status split(const Dispatch& d, Launcher& launcher) {
   const int64_t* row_bytes = ops::plan_tail(&p);
   const auto* src = in<uint8_t>(d, 0);
   for (int64_t k = 0; k < p.output_count; ++k) {
-    HEXIR_RETURN_IF_ERROR(copy_rows(out<uint8_t>(d, static_cast<uint32_t>(k)), row_bytes[k], src, p.in_row_bytes,
-                                    p.outer, row_bytes[k], launcher));
+    HEXIR_RETURN_IF_ERROR(copy_rows(out<uint8_t>(d, static_cast<uint32_t>(k)), row_bytes[k], src,
+                                    p.in_row_bytes, p.outer, row_bytes[k], launcher));
     src += row_bytes[k];
   }
   return ok_status();
@@ -278,10 +290,12 @@ Status gather(const Dispatch& d, Launcher& launcher) {
 constexpr int kF32 = static_cast<int>(DType::kF32);
 
 // cast: one line per (from, to) pair of the castable dtypes, all one kernel.
-#define HEXIR_CAST_FROM(from)                                                                             \
-  {OpId::kCast, from, kCastF32, cast}, {OpId::kCast, from, kCastF16, cast},                               \
-      {OpId::kCast, from, kCastI32, cast}, {OpId::kCast, from, kCastI64, cast},                           \
-      {OpId::kCast, from, kCastU8, cast}, {OpId::kCast, from, kCastBool, cast}
+#define HEXIR_CAST_FROM(from)                                                   \
+  {OpId::kCast, from, kCastF32, cast}, {OpId::kCast, from, kCastF16, cast},     \
+      {OpId::kCast, from, kCastI32, cast}, {OpId::kCast, from, kCastI64, cast}, \
+      {OpId::kCast, from, kCastU8, cast}, {                                     \
+    OpId::kCast, from, kCastBool, cast                                          \
+  }
 
 constexpr KernelEntry<CudaKernelFn> kKernels[] = {
     {OpId::kAdd, kF32, kF32, binary<Kernel::kAdd>},

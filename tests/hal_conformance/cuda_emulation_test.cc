@@ -30,10 +30,10 @@ namespace {
 
 using hexir::DType;
 using hexir::Status;
+using hexir::hal::conformance::KernelCase;
 using hexir::hal::cuda::GemmBatch;
 using hexir::hal::cuda::Kernel;
 using hexir::hal::cuda::LaunchConfig;
-using hexir::hal::conformance::KernelCase;
 using hexir::hal::testing::HostTensor;
 using hexir::ops::OpId;
 
@@ -138,7 +138,8 @@ std::vector<HostTensor> run_case(const KernelCase& c, EmulatedLauncher& launcher
   std::vector<HostTensor*> in_pointers, out_pointers;
   for (HostTensor& t : inputs) in_pointers.push_back(&t);
   for (HostTensor& t : outputs) out_pointers.push_back(&t);
-  auto call = hexir::hal::testing::prepare_call(c.id, in_pointers, out_pointers, c.params, c.in_place ? 0 : -1);
+  auto call =
+      hexir::hal::testing::prepare_call(c.id, in_pointers, out_pointers, c.params, c.in_place ? 0 : -1);
   INFO(c.name, ": ", call.status().to_string());
   REQUIRE(call.ok());
   const hexir::ops::KernelKey key = hexir::ops::kernel_key(c.id, types_of(inputs), types_of(outputs));
@@ -208,23 +209,25 @@ std::vector<KernelCase> cuda_cases() {
         {iota_bytes(DType::kI64, {3, 4}), ints<int64_t>(DType::kI64, {2, 2}, {3, -4, 0, 1})}, {1});
   exact("gather f16 2-byte rows", OpId::kGather,
         {iota_bytes(DType::kF16, {2, 5, 1}), ints<int64_t>(DType::kI64, {3}, {4, 4, -5})}, {1});
-  exact("gather with no indices", OpId::kGather,
-        {random_f32({3, 4}, 2002), HostTensor(DType::kI64, {0})}, {0});
+  exact("gather with no indices", OpId::kGather, {random_f32({3, 4}, 2002), HostTensor(DType::kI64, {0})},
+        {0});
 
   // f16: NaNs with payloads, infinities, signed zeros, subnormals, the largest finite.
-  const HostTensor halves = f16_bits({12}, {0x7c01, 0xfe00, 0x7c00, 0xfc00, 0x0000, 0x8000, 0x0001, 0x83ff,
-                                            0x7bff, 0xfbff, 0x3c00, 0x3555});
+  const HostTensor halves = f16_bits(
+      {12}, {0x7c01, 0xfe00, 0x7c00, 0xfc00, 0x0000, 0x8000, 0x0001, 0x83ff, 0x7bff, 0xfbff, 0x3c00, 0x3555});
   // f32 values at the f16 rounding boundaries: ties to even, overflow, underflow to subnormal and zero.
   const float tie_up = 1.0f + 3.0f / 2048.0f, tie_down = 1.0f + 1.0f / 2048.0f;
   const float subnormal_unit = std::ldexp(1.0f, -24);  // the smallest f16 subnormal
-  const HostTensor floats = f32_values(
-      {17}, {tie_up, tie_down, 65504.0f, 65519.99f, 65520.0f, -65520.0f, subnormal_unit, 0.5f * subnormal_unit,
-             std::nextafter(0.5f * subnormal_unit, 1.0f), 1.5f * subnormal_unit, -2.5f * subnormal_unit,
-             1023.5f * subnormal_unit, 1e-10f, -0.0f, std::numeric_limits<float>::quiet_NaN(),
-             std::numeric_limits<float>::infinity(), std::ldexp(1.0f, -14)});
-  const HostTensor wide = ints<int64_t>(DType::kI64, {6}, {2049, -2049, 65519, 65520, 1 << 30, -(int64_t{1} << 40)});
-  const HostTensor sats = f32_values({10}, {2147483520.0f, 2147483648.0f, -2147483648.0f, -2147483904.0f, -1.5f,
-                                            255.9f, 256.0f, -0.99f, 9.3e18f, -9.3e18f});
+  const HostTensor floats =
+      f32_values({17}, {tie_up, tie_down, 65504.0f, 65519.99f, 65520.0f, -65520.0f, subnormal_unit,
+                        0.5f * subnormal_unit, std::nextafter(0.5f * subnormal_unit, 1.0f),
+                        1.5f * subnormal_unit, -2.5f * subnormal_unit, 1023.5f * subnormal_unit, 1e-10f,
+                        -0.0f, std::numeric_limits<float>::quiet_NaN(),
+                        std::numeric_limits<float>::infinity(), std::ldexp(1.0f, -14)});
+  const HostTensor wide =
+      ints<int64_t>(DType::kI64, {6}, {2049, -2049, 65519, 65520, 1 << 30, -(int64_t{1} << 40)});
+  const HostTensor sats = f32_values({10}, {2147483520.0f, 2147483648.0f, -2147483648.0f, -2147483904.0f,
+                                            -1.5f, 255.9f, 256.0f, -0.99f, 9.3e18f, -9.3e18f});
   for (DType to : {DType::kF32, DType::kF16, DType::kI32, DType::kI64, DType::kBool, DType::kU8}) {
     const std::string t = hexir::dtype_name(to);
     exact("cast f16 corners to " + t, OpId::kCast, {halves}, {static_cast<int64_t>(to)});
@@ -237,24 +240,30 @@ std::vector<KernelCase> cuda_cases() {
 
   // slice params: per dim [start, step, size]
   exact("slice f32 reversed", OpId::kSlice, {random_f32({7}, 2003)}, {6, -1, 7});
-  exact("slice f16 negative steps both dims", OpId::kSlice, {iota_bytes(DType::kF16, {5, 6})}, {4, -2, 3, 5, -3, 2});
+  exact("slice f16 negative steps both dims", OpId::kSlice, {iota_bytes(DType::kF16, {5, 6})},
+        {4, -2, 3, 5, -3, 2});
   exact("slice bool negative step", OpId::kSlice, {iota_bytes(DType::kBool, {3, 5})}, {0, 1, 3, 4, -1, 5});
   exact("slice i32 4-D mixed steps", OpId::kSlice, {iota_bytes(DType::kI32, {2, 3, 4, 5})},
         {1, -1, 2, 0, 2, 2, 3, -1, 3, 1, 3, 2});
   exact("slice scalar", OpId::kSlice, {random_f32({}, 2004)}, {});
   exact("where i32 scalar condition", OpId::kWhere,
-        {ints<uint8_t>(DType::kBool, {}, {2}), iota_bytes(DType::kI32, {3, 4}), iota_bytes(DType::kI32, {4})}, {});
-  exact("where bool of one element", OpId::kWhere,
-        {ints<uint8_t>(DType::kBool, {1}, {0}), iota_bytes(DType::kBool, {1, 1}), iota_bytes(DType::kBool, {})}, {});
+        {ints<uint8_t>(DType::kBool, {}, {2}), iota_bytes(DType::kI32, {3, 4}), iota_bytes(DType::kI32, {4})},
+        {});
+  exact(
+      "where bool of one element", OpId::kWhere,
+      {ints<uint8_t>(DType::kBool, {1}, {0}), iota_bytes(DType::kBool, {1, 1}), iota_bytes(DType::kBool, {})},
+      {});
 
   auto conv = [&](std::string n, std::vector<int64_t> x, std::vector<int64_t> w, bool bias,
                   std::vector<int64_t> params, uint32_t s) {
-    KernelCase c{"cuda: conv2d " + n, OpId::kConv2d, {random_f32(x, s), random_f32(w, s + 1)}, std::move(params)};
+    KernelCase c{
+        "cuda: conv2d " + n, OpId::kConv2d, {random_f32(x, s), random_f32(w, s + 1)}, std::move(params)};
     if (bias) c.inputs.push_back(random_f32({w[0]}, s + 2));
     cases.push_back(c);
   };
   // [stride_h, stride_w, pad_t, pad_l, pad_b, pad_r, dil_h, dil_w, groups]
-  conv("kernel as large as the padded input", {1, 2, 3, 4}, {3, 2, 5, 6}, true, {1, 1, 1, 1, 1, 1, 1, 1, 1}, 2010);
+  conv("kernel as large as the padded input", {1, 2, 3, 4}, {3, 2, 5, 6}, true, {1, 1, 1, 1, 1, 1, 1, 1, 1},
+       2010);
   conv("stride 3, dilation 2, groups 3, no bias", {2, 6, 11, 10}, {9, 2, 2, 3}, false,
        {3, 2, 0, 2, 1, 0, 2, 2, 3}, 2013);
   conv("single output pixel per image", {3, 4, 2, 2}, {2, 4, 2, 2}, true, {1, 1, 0, 0, 0, 0, 1, 1, 1}, 2016);
@@ -352,7 +361,8 @@ TEST_CASE("cuda split, concat and gather pick their copy units from the pointers
     std::vector<Kernel> kernels;
   };
   const Expect expected[] = {
-      {"cuda: split f32 into 16-byte-aligned parts", 0,
+      {"cuda: split f32 into 16-byte-aligned parts",
+       0,
        {Kernel::kStridedCopy16, Kernel::kStridedCopy16, Kernel::kStridedCopy16}},
       {"cuda: split along axis 0 (one copy each)", 2, {}},
       {"cuda: split into one part", 1, {}},
@@ -413,7 +423,8 @@ TEST_CASE("cuda kernel table: a kernel for every dispatchable operator, none for
     }
   }
   // f32-only operators have nothing for other dtypes; cast has every castable pair and no other.
-  hexir::Result<uintptr_t> add_i32 = hexir::hal::cuda::resolve_cuda_kernel({OpId::kAdd, DType::kI32, DType::kI32});
+  hexir::Result<uintptr_t> add_i32 =
+      hexir::hal::cuda::resolve_cuda_kernel({OpId::kAdd, DType::kI32, DType::kI32});
   CHECK(add_i32.status().code() == hexir::StatusCode::kUnimplemented);
   CHECK(add_i32.status().message().find("cuda") != std::string::npos);
   const DType castable[] = {DType::kF32, DType::kF16, DType::kI32, DType::kI64, DType::kBool, DType::kU8};
