@@ -63,20 +63,20 @@ int main(int argc, char** argv) {
     return args.usage_error("--compress expects none, zstd or zstd:LEVEL, got '" + compress + "'");
   }
 
-  auto bytes = hexir::serializer::compile_file(input, options);
-  if (!bytes.ok()) return args.fail(bytes.status().message());
-  if (auto status = hexir::serializer::write_binary_file(output, *bytes); !status.ok())
-    return args.fail(status.message());
+  // Weights stream from their .npy files into the output; never all in memory.
+  auto compiled = hexir::serializer::compile_file_to(input, output, options);
+  if (!compiled.ok()) return args.fail(compiled.status().message());
 
   // Summary read back from the metadata just written.
-  const auto* module = hexir::fb::GetModule(bytes->data() + sizeof(hexir::format::Prelude));
+  const auto* module = hexir::fb::GetModule(compiled->head.data() + sizeof(hexir::format::Prelude));
   uint64_t constant_bytes = 0;
   size_t constant_count = module->constants() ? module->constants()->size() : 0;
   if (module->constants())
     for (const auto* c : *module->constants()) constant_bytes += c->byte_size();
   const auto* arena = module->arena();
   std::printf("%s: %zu bytes; arena %llu bytes (%s), lower bound %llu; %zu constants, %llu bytes\n",
-              output.c_str(), bytes->size(), static_cast<unsigned long long>(arena ? arena->size() : 0),
+              output.c_str(), static_cast<size_t>(compiled->size),
+              static_cast<unsigned long long>(arena ? arena->size() : 0),
               arena && arena->heuristic() ? arena->heuristic()->c_str() : "?",
               static_cast<unsigned long long>(arena ? arena->lower_bound() : 0), constant_count,
               static_cast<unsigned long long>(constant_bytes));

@@ -9,7 +9,7 @@
 #include <map>
 #include <optional>
 
-#include "hexir/base/npy.h"
+#include "constant_data.h"
 
 namespace hexir::serializer {
 
@@ -47,6 +47,12 @@ uint16_t float_to_bfloat16_bits(float value) {
 }
 
 namespace {
+
+// A position in the text (1-based).
+struct SourceLoc {
+  int line = 0;
+  int col = 0;
+};
 
 enum class Tok : uint8_t {
   kEof,
@@ -89,12 +95,14 @@ constexpr int kMaxAttrDepth = 32;
 class Parser {
  public:
   Parser(std::string_view source, std::string_view display_name, const std::filesystem::path& base_dir)
-      : src_(source), file_(display_name), base_dir_(base_dir) {}
+      : src_(source),
+        file_(display_name),
+        file_name_(std::make_shared<const std::string>(display_name)),
+        base_dir_(base_dir),
+        builder_(std::filesystem::path(std::string(display_name)).stem().string()) {}
 
   Result<Module> parse() {
     HEXIR_RETURN_IF_ERROR(advance());
-    Module module;
-    module.name = std::filesystem::path(std::string(file_)).stem().string();
     bool seen_decl = false, seen_module = false;
     while (tok_.kind != Tok::kEof) {
       if (tok_.is_word("module")) {
@@ -103,19 +111,19 @@ class Parser {
         seen_module = true;
         HEXIR_RETURN_IF_ERROR(advance());
         if (tok_.kind != Tok::kGlobal) return expected("module name like @mlp after 'module'");
-        module.name = tok_.str;
+        builder_.set_module_name(tok_.str);
         HEXIR_RETURN_IF_ERROR(advance());
       } else if (tok_.is_word("const")) {
         seen_decl = true;
-        HEXIR_RETURN_IF_ERROR(parse_const(module));
+        HEXIR_RETURN_IF_ERROR(parse_const());
       } else if (tok_.is_word("func")) {
         seen_decl = true;
-        HEXIR_RETURN_IF_ERROR(parse_func(module));
+        HEXIR_RETURN_IF_ERROR(parse_func());
       } else {
         return expected("'module', 'const' or 'func'");
       }
     }
-    return module;
+    return builder_.finish();
   }
 
  private:
@@ -127,7 +135,7 @@ class Parser {
   Status expected(const std::string& what) const {
     return error(tok_.loc, "expected " + what + ", got " + tok_.describe());
   }
-  static std::string at(SourceLoc loc) { return std::to_string(loc.line) + ":" + std::to_string(loc.col); }
+  Location location(SourceLoc loc) const { return Location::text(file_name_, loc.line, loc.col); }
 
   // ---- lexer ---------------------------------------------------------------
   char ch(size_t offset = 0) const { return pos_ + offset < src_.size() ? src_[pos_ + offset] : '\0'; }
@@ -309,62 +317,59 @@ class Parser {
   }
 
   // ---- constants -----------------------------------------------------------
-  Status parse_const(Module& module) {
+  Status parse_const() {
     HEXIR_RETURN_IF_ERROR(advance());
     if (tok_.kind != Tok::kGlobal) return expected("constant name like @w after 'const'");
-    Constant constant;
-    constant.name = tok_.str;
-    constant.loc = tok_.loc;
-    if (auto it = const_index_.find(constant.name); it != const_index_.end())
-      return error(tok_.loc, "redefinition of constant @" + constant.name + " (first defined at " +
-                                 at(module.constants[it->second].loc) + ")");
+    const std::string name = tok_.str;
+    const SourceLoc name_loc = tok_.loc;
+    HEXIR_RETURN_IF_ERROR(builder_.check_constant_name(name, location(name_loc)));
     HEXIR_RETURN_IF_ERROR(advance());
     HEXIR_RETURN_IF_ERROR(expect_punct(':', "after the constant name"));
-    HEXIR_ASSIGN_OR_RETURN(constant.type, parse_type());
-    constant.byte_size = *byte_size(constant.type);
+    HEXIR_ASSIGN_OR_RETURN(TensorType type, parse_type());
     HEXIR_RETURN_IF_ERROR(expect_punct('=', "after the constant type"));
-    const uint64_t count = *element_count(constant.type.dims.data(), constant.type.rank());
-    const uint32_t element_size = dtype_size(constant.type.dtype);
+    const uint64_t count = *element_count(type.dims.data(), type.rank());
+    const uint32_t element_size = dtype_size(type.dtype);
+    ConstantSource source;
     if (tok_.is_word("file")) {
       HEXIR_RETURN_IF_ERROR(advance());
       if (tok_.kind != Tok::kString) return expected("a quoted .npy path after 'file'");
+      // Only the header is read now: the type is checked here, the bytes
+      // stay in the file until the writer streams them out.
       SourceLoc path_loc = tok_.loc;
       std::filesystem::path path = base_dir_ / tok_.str;
-      Result<NpyArray> array = read_npy(path.string());
-      if (!array.ok())
-        return error(path_loc, "cannot load constant @" + constant.name + ": " + array.status().message());
-      if (array->type != constant.type)
-        return error(path_loc, "constant @" + constant.name + " is declared " + constant.type.to_string() +
-                                   " but '" + tok_.str + "' holds " + array->type.to_string());
-      constant.data = std::move(array->data);
+      Result<NpyHeader> header = read_npy_header(path);
+      if (!header.ok())
+        return error(path_loc, "cannot load constant @" + name + ": " + header.status().message());
+      if (header->type != type)
+        return error(path_loc, "constant @" + name + " is declared " + type.to_string() + " but '" +
+                                   tok_.str + "' holds " + header->type.to_string());
+      source = FileRange{std::move(path), header->data_offset};
       HEXIR_RETURN_IF_ERROR(advance());
     } else if (tok_.is_word("splat")) {
       HEXIR_RETURN_IF_ERROR(advance());
       std::vector<uint8_t> element;
-      HEXIR_RETURN_IF_ERROR(parse_element(constant.type.dtype, &element));
-      constant.is_fill = true;
-      constant.fill_pattern = std::move(element);
-      constant.fill_count = count;
+      HEXIR_RETURN_IF_ERROR(parse_element(type.dtype, &element));
+      source = FillPattern{std::move(element)};
     } else if (tok_.is_word("dense")) {
       SourceLoc dense_loc = tok_.loc;
       HEXIR_RETURN_IF_ERROR(advance());
-      constant.data.reserve(constant.byte_size);
+      std::vector<uint8_t> data;
+      data.reserve(*byte_size(type));
       if (tok_.is('[')) {
-        HEXIR_RETURN_IF_ERROR(parse_dense_list(constant.type, 0, &constant.data));
+        HEXIR_RETURN_IF_ERROR(parse_dense_list(type, 0, &data));
       } else {
-        HEXIR_RETURN_IF_ERROR(parse_element(constant.type.dtype, &constant.data));
+        HEXIR_RETURN_IF_ERROR(parse_element(type.dtype, &data));
       }
-      uint64_t got = constant.data.size() / element_size;
+      uint64_t got = data.size() / element_size;
       if (got != count)
-        return error(dense_loc, "dense constant @" + constant.name + " has " + std::to_string(got) +
-                                    " element(s), its type " + constant.type.to_string() + " needs " +
+        return error(dense_loc, "dense constant @" + name + " has " + std::to_string(got) +
+                                    " element(s), its type " + type.to_string() + " needs " +
                                     std::to_string(count));
+      source = InlineBytes{std::move(data)};
     } else {
       return expected("'file', 'splat' or 'dense' after '='");
     }
-    const_index_[constant.name] = static_cast<int>(module.constants.size());
-    module.constants.push_back(std::move(constant));
-    return ok_status();
+    return builder_.add_constant(name, std::move(type), std::move(source), location(name_loc)).status();
   }
 
   // A dense list: either flat (any length; the caller checks the total) or
@@ -491,43 +496,28 @@ class Parser {
   }
 
   // ---- functions -----------------------------------------------------------
-  Status parse_func(Module& module) {
+  Status parse_func() {
     HEXIR_RETURN_IF_ERROR(advance());
     if (tok_.kind != Tok::kGlobal) return expected("function name like @main after 'func'");
-    Function fn;
-    fn.name = tok_.str;
-    fn.loc = tok_.loc;
-    for (const Function& other : module.functions)
-      if (other.name == fn.name)
-        return error(tok_.loc,
-                     "redefinition of function @" + fn.name + " (first defined at " + at(other.loc) + ")");
+    const std::string fn_name = tok_.str;
+    HEXIR_RETURN_IF_ERROR(builder_.begin_function(fn_name, location(tok_.loc)));
     HEXIR_RETURN_IF_ERROR(advance());
     HEXIR_RETURN_IF_ERROR(expect_punct('(', "after the function name"));
-    std::map<std::string, int, std::less<>> names;
     if (!tok_.is(')')) {
       while (true) {
         if (tok_.kind != Tok::kLocal) return expected("an argument like %x: f32[4]");
-        Value value;
-        value.name = tok_.str;
-        value.loc = tok_.loc;
-        value.kind = ValueKind::kInput;
-        value.input_index = static_cast<int>(fn.arguments.size());
-        if (auto it = names.find(value.name); it != names.end())
-          return error(tok_.loc, "redefinition of %" + value.name + " (first defined at " +
-                                     at(fn.values[it->second].loc) + ")");
+        const std::string name = tok_.str;
+        const SourceLoc name_loc = tok_.loc;
+        HEXIR_RETURN_IF_ERROR(builder_.check_value_name(name, location(name_loc)));
         HEXIR_RETURN_IF_ERROR(advance());
         HEXIR_RETURN_IF_ERROR(expect_punct(':', "after the argument name"));
-        HEXIR_ASSIGN_OR_RETURN(value.type, parse_type());
-        value.byte_size = *byte_size(value.type);
-        Argument arg;
+        HEXIR_ASSIGN_OR_RETURN(TensorType type, parse_type());
+        bool donate = false;
         if (tok_.is_word("donate")) {
-          arg.donate = true;
+          donate = true;
           HEXIR_RETURN_IF_ERROR(advance());
         }
-        arg.value = static_cast<int>(fn.values.size());
-        names[value.name] = arg.value;
-        fn.values.push_back(std::move(value));
-        fn.arguments.push_back(arg);
+        HEXIR_RETURN_IF_ERROR(builder_.add_input(name, std::move(type), donate, location(name_loc)).status());
         if (tok_.is(',')) {
           HEXIR_RETURN_IF_ERROR(advance());
           continue;
@@ -538,12 +528,13 @@ class Parser {
     HEXIR_RETURN_IF_ERROR(expect_punct(')', "after the arguments"));
     if (tok_.kind != Tok::kArrow) return expected("'->' and the result types");
     HEXIR_RETURN_IF_ERROR(advance());
+    std::vector<TensorType> result_types;
     if (tok_.is('(')) {
       HEXIR_RETURN_IF_ERROR(advance());
       if (!tok_.is(')')) {
         while (true) {
           HEXIR_ASSIGN_OR_RETURN(TensorType type, parse_type());
-          fn.result_types.push_back(std::move(type));
+          result_types.push_back(std::move(type));
           if (tok_.is(',')) {
             HEXIR_RETURN_IF_ERROR(advance());
             continue;
@@ -554,62 +545,45 @@ class Parser {
       HEXIR_RETURN_IF_ERROR(expect_punct(')', "after the result types"));
     } else {
       HEXIR_ASSIGN_OR_RETURN(TensorType type, parse_type());
-      fn.result_types.push_back(std::move(type));
+      result_types.push_back(std::move(type));
     }
-    if (fn.result_types.empty())
-      return error(fn.loc, "function @" + fn.name + " must return at least one value");
+    HEXIR_RETURN_IF_ERROR(builder_.set_result_types(std::move(result_types)));
     HEXIR_RETURN_IF_ERROR(expect_punct('{', "to open the function body"));
 
-    std::map<int, int> constant_values;  // constant index -> value id in this function
     bool returned = false;
     while (!tok_.is('}')) {
       if (returned) return expected("'}' after 'return'");
       if (tok_.kind == Tok::kLocal) {
-        HEXIR_RETURN_IF_ERROR(parse_call(module, fn, names, constant_values));
+        HEXIR_RETURN_IF_ERROR(parse_call());
       } else if (tok_.is_word("return")) {
-        HEXIR_RETURN_IF_ERROR(parse_return(module, fn, names, constant_values));
+        HEXIR_RETURN_IF_ERROR(parse_return());
         returned = true;
       } else {
-        return expected(tok_.kind == Tok::kEof ? "'}' to close function @" + fn.name
+        return expected(tok_.kind == Tok::kEof ? "'}' to close function @" + fn_name
                                                : "'%name = call ...' or 'return'");
       }
     }
-    if (!returned) return error(tok_.loc, "function @" + fn.name + " ends without 'return'");
+    if (!returned) return error(tok_.loc, "function @" + fn_name + " ends without 'return'");
     HEXIR_RETURN_IF_ERROR(advance());  // '}'
-    module.functions.push_back(std::move(fn));
-    return ok_status();
+    return builder_.end_function();
   }
 
   // %name or @const; returns the value id.
-  Result<int> parse_operand(const Module& module, Function& fn,
-                            const std::map<std::string, int, std::less<>>& names,
-                            std::map<int, int>& constant_values) {
+  Result<int> parse_operand() {
     if (tok_.kind == Tok::kLocal) {
-      auto it = names.find(tok_.str);
-      if (it == names.end()) return error(tok_.loc, "unknown value %" + tok_.str);
+      std::optional<int> value = builder_.find_value(tok_.str);
+      if (!value) return error(tok_.loc, "unknown value %" + tok_.str);
       HEXIR_RETURN_IF_ERROR(advance());
-      return it->second;
+      return *value;
     }
     if (tok_.kind == Tok::kGlobal) {
-      auto it = const_index_.find(tok_.str);
-      if (it == const_index_.end())
+      std::optional<int> constant = builder_.find_constant(tok_.str);
+      if (!constant)
         return error(tok_.loc,
                      "unknown constant @" + tok_.str + " (constants are declared with 'const' before use)");
-      int constant = it->second;
-      auto [slot, inserted] = constant_values.try_emplace(constant, static_cast<int>(fn.values.size()));
-      if (inserted) {
-        Value value;
-        const Constant& c = module.constants[constant];
-        value.name = c.name;
-        value.type = c.type;
-        value.byte_size = c.byte_size;
-        value.kind = ValueKind::kConstant;
-        value.constant_index = constant;
-        value.loc = tok_.loc;
-        fn.values.push_back(std::move(value));
-      }
+      HEXIR_ASSIGN_OR_RETURN(int value, builder_.use_constant(*constant, location(tok_.loc)));
       HEXIR_RETURN_IF_ERROR(advance());
-      return slot->second;
+      return value;
     }
     return expected("an operand (%value or @constant)");
   }
@@ -646,32 +620,34 @@ class Parser {
     return value;
   }
 
-  Status parse_call(const Module& module, Function& fn, std::map<std::string, int, std::less<>>& names,
-                    std::map<int, int>& constant_values) {
-    Value result;
-    result.name = tok_.str;
-    result.loc = tok_.loc;
-    result.kind = ValueKind::kInstruction;
-    if (auto it = names.find(result.name); it != names.end())
-      return error(tok_.loc, "redefinition of %" + result.name + " (first defined at " +
-                                 at(fn.values[it->second].loc) + ")");
-    HEXIR_RETURN_IF_ERROR(advance());
-    HEXIR_RETURN_IF_ERROR(expect_punct('=', "after %" + result.name));
+  // %a = call @op(operands) {attrs} : type
+  // %a, %b = call @op(operands) {attrs} : type_a, type_b     (one name and type per result)
+  Status parse_call() {
+    NodeSpec node;
+    while (true) {
+      node.names.push_back(tok_.str);
+      node.locs.results.push_back(location(tok_.loc));
+      HEXIR_RETURN_IF_ERROR(builder_.check_value_name(tok_.str, node.locs.results.back()));
+      HEXIR_RETURN_IF_ERROR(advance());
+      if (!tok_.is(',')) break;
+      HEXIR_RETURN_IF_ERROR(advance());
+      if (tok_.kind != Tok::kLocal) return expected("another result name like %b after ','");
+    }
+    node.locs.node = node.locs.results.front();
+    HEXIR_RETURN_IF_ERROR(expect_punct('=', "after %" + node.names.back()));
     if (!tok_.is_word("call")) return expected("'call'");
     HEXIR_RETURN_IF_ERROR(advance());
     if (tok_.kind != Tok::kGlobal) return expected("a kernel name like @matmul after 'call'");
-    SourceLoc kernel_loc = tok_.loc;
-    std::optional<ops::OpId> kernel = ops::find_op(tok_.str);
-    if (!kernel) return error(tok_.loc, "unknown kernel @" + tok_.str);
+    node.locs.op = location(tok_.loc);
+    std::optional<ops::OpId> op = ops::find_op(tok_.str);
+    if (!op) return error(tok_.loc, "unknown kernel @" + tok_.str);
+    node.op = *op;
     HEXIR_RETURN_IF_ERROR(advance());
     HEXIR_RETURN_IF_ERROR(expect_punct('(', "after the kernel name"));
-    Instruction inst;
-    inst.kernel = *kernel;
-    inst.loc = result.loc;
     if (!tok_.is(')')) {
       while (true) {
-        HEXIR_ASSIGN_OR_RETURN(int operand, parse_operand(module, fn, names, constant_values));
-        inst.inputs.push_back(operand);
+        HEXIR_ASSIGN_OR_RETURN(int operand, parse_operand());
+        node.inputs.push_back(operand);
         if (tok_.is(',')) {
           HEXIR_RETURN_IF_ERROR(advance());
           continue;
@@ -680,10 +656,8 @@ class Parser {
       }
     }
     HEXIR_RETURN_IF_ERROR(expect_punct(')', "after operands"));
-    ops::AttrMap attrs;
-    SourceLoc attrs_loc = kernel_loc;
     if (tok_.is('{')) {
-      attrs_loc = tok_.loc;
+      node.locs.attrs = location(tok_.loc);
       HEXIR_RETURN_IF_ERROR(advance());
       while (!tok_.is('}')) {
         if (tok_.kind != Tok::kIdent) return expected("an attribute name");
@@ -692,7 +666,7 @@ class Parser {
         HEXIR_RETURN_IF_ERROR(advance());
         HEXIR_RETURN_IF_ERROR(expect_punct('=', "after attribute name '" + name + "'"));
         HEXIR_ASSIGN_OR_RETURN(ops::AttrValue value, parse_attr_value());
-        if (!attrs.emplace(name, std::move(value)).second)
+        if (!node.attrs.emplace(name, std::move(value)).second)
           return error(name_loc, "attribute '" + name + "' is given twice");
         if (tok_.is(',')) {
           HEXIR_RETURN_IF_ERROR(advance());
@@ -702,77 +676,50 @@ class Parser {
       }
       HEXIR_RETURN_IF_ERROR(advance());
     }
-    HEXIR_RETURN_IF_ERROR(expect_punct(':', "and the result type after the call"));
-    SourceLoc type_loc;
-    HEXIR_ASSIGN_OR_RETURN(result.type, parse_type(&type_loc));
-    result.byte_size = *byte_size(result.type);
-
-    // Semantics: operand count, attributes, then the shape rule.
-    const ops::OpDef& info = ops::op_def(*kernel);
-    int count = static_cast<int>(inst.inputs.size());
-    if (count < info.min_inputs || (info.max_inputs >= 0 && count > info.max_inputs)) {
-      std::string want = info.max_inputs < 0 ? "at least " + std::to_string(info.min_inputs)
-                         : info.min_inputs == info.max_inputs
-                             ? std::to_string(info.min_inputs)
-                             : std::to_string(info.min_inputs) + " to " + std::to_string(info.max_inputs);
-      return error(kernel_loc, "@" + std::string(info.name) + " takes " + want + " operand(s), got " +
-                                   std::to_string(count));
+    HEXIR_RETURN_IF_ERROR(expect_punct(':', node.names.size() == 1 ? "and the result type after the call"
+                                                                   : "and the result types after the call"));
+    while (true) {
+      SourceLoc type_loc;
+      HEXIR_ASSIGN_OR_RETURN(TensorType type, parse_type(&type_loc));
+      node.declared.push_back(std::move(type));
+      node.locs.types.push_back(location(type_loc));
+      if (node.declared.size() == node.names.size() || !tok_.is(',')) break;
+      HEXIR_RETURN_IF_ERROR(advance());
     }
-    std::vector<TensorType> input_types;
-    for (int v : inst.inputs) input_types.push_back(fn.values[v].type);
-    Result<std::vector<int64_t>> params = ops::lower_attributes(*kernel, input_types, attrs, std::span(&result.type, 1));
-    if (!params.ok()) return error(attrs_loc, params.status().message());
-    Result<TensorType> inferred = ops::infer_result_type(*kernel, input_types, *params);
-    if (!inferred.ok()) return error(kernel_loc, inferred.status().message());
-    if (*inferred != result.type)
-      return error(type_loc, "declared result type " + result.type.to_string() + " does not match @" +
-                                 info.name + "'s shape rule, which gives " + inferred->to_string());
-    inst.params = std::move(*params);
-    inst.output = static_cast<int>(fn.values.size());
-    names[result.name] = inst.output;
-    fn.values.push_back(std::move(result));
-    fn.instructions.push_back(std::move(inst));
-    return ok_status();
+    if (node.declared.size() != node.names.size())
+      return error(tok_.loc, "expected " + std::to_string(node.names.size()) +
+                                 " result types (one per name), got " + std::to_string(node.declared.size()));
+    // The builder checks operand counts, attributes and the result types.
+    return builder_.add_node(std::move(node)).status();
   }
 
-  Status parse_return(const Module& module, Function& fn, std::map<std::string, int, std::less<>>& names,
-                      std::map<int, int>& constant_values) {
-    SourceLoc return_loc = tok_.loc;
+  Status parse_return() {
+    const SourceLoc return_loc = tok_.loc;
     HEXIR_RETURN_IF_ERROR(advance());
     bool parenthesized = tok_.is('(');
     if (parenthesized) HEXIR_RETURN_IF_ERROR(advance());
-    std::vector<SourceLoc> locs;
+    std::vector<int> values;
+    std::vector<Location> locs;
     while (tok_.kind == Tok::kLocal || tok_.kind == Tok::kGlobal) {
-      locs.push_back(tok_.loc);
-      HEXIR_ASSIGN_OR_RETURN(int value, parse_operand(module, fn, names, constant_values));
-      fn.returned.push_back(value);
+      locs.push_back(location(tok_.loc));
+      HEXIR_ASSIGN_OR_RETURN(int value, parse_operand());
+      values.push_back(value);
       if (!tok_.is(',')) break;
       HEXIR_RETURN_IF_ERROR(advance());
     }
     if (parenthesized) HEXIR_RETURN_IF_ERROR(expect_punct(')', "after the returned values"));
-    if (fn.returned.size() != fn.result_types.size())
-      return error(return_loc, "function @" + fn.name + " returns " + std::to_string(fn.returned.size()) +
-                                   " value(s), its signature declares " +
-                                   std::to_string(fn.result_types.size()));
-    for (size_t i = 0; i < fn.returned.size(); ++i) {
-      const Value& v = fn.values[fn.returned[i]];
-      if (v.type != fn.result_types[i])
-        return error(locs[i], "returned value " + std::to_string(i) + " (" +
-                                  std::string(v.kind == ValueKind::kConstant ? "@" : "%") + v.name + ") is " +
-                                  v.type.to_string() + ", the signature of @" + fn.name + " declares " +
-                                  fn.result_types[i].to_string());
-    }
-    return ok_status();
+    return builder_.set_outputs(values, location(return_loc), locs);
   }
 
   std::string_view src_;
   std::string_view file_;
+  std::shared_ptr<const std::string> file_name_;  // shared by every Location of this file
   std::filesystem::path base_dir_;
+  GraphBuilder builder_;
   size_t pos_ = 0;
   int line_ = 1;
   int col_ = 1;
   Token tok_;
-  std::map<std::string, int, std::less<>> const_index_;
 };
 
 }  // namespace

@@ -1,17 +1,25 @@
-// The .hxir text parser (see DESIGN.md "Text IR"). It also checks the
-// program: names resolve, every call's declared result type matches the
-// kernel's shape rule, file constants match their declared type, returns
-// match the signature. Every error reads "FILE:LINE:COL: what was expected".
+// The .hxir text front end (see DESIGN.md "Text IR"): parses the text and
+// builds the graph through GraphBuilder (graph.h), which checks every node
+// (operand counts, attributes, declared result types against the operator's
+// rule) and the returns against the signature. The parser itself checks only
+// what is textual: syntax, names, constant literals, and .npy headers (a
+// `file` constant's bytes stay in its file). Every error reads
+// "FILE:LINE:COL: what was expected".
+//
+//   %y = call @relu(%x) : f32[4]
+//   %a, %b = call @split(%x) {axis = 1} : f32[2,3], f32[2,3]   // one name and type per result
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <string_view>
 
+#include "graph.h"
 #include "hexir/base/status.h"
-#include "ir.h"
 
 namespace hexir::serializer {
 
+// `display_name` names the source in errors; `base_dir` resolves `file "x.npy"` paths.
 Result<Module> parse_module(std::string_view source, std::string_view display_name,
                             const std::filesystem::path& base_dir);
 

@@ -4,222 +4,289 @@
 #include <cstring>
 #include <map>
 #include <set>
+#include <tuple>
 
+#include "constant_data.h"
 #include "hexir/format/prelude.h"
 
 namespace hexir::serializer {
 
-void detect_splats(Module& module) {
-  for (Constant& c : module.constants) {
-    if (c.is_fill) continue;
-    const size_t element = dtype_size(c.type.dtype);
-    if (c.data.empty() || c.data.size() % element != 0) continue;
-    bool all_equal = true;
-    for (size_t i = element; i < c.data.size() && all_equal; i += element)
-      all_equal = std::memcmp(c.data.data(), c.data.data() + i, element) == 0;
-    if (!all_equal) continue;
-    c.is_fill = true;
-    c.fill_pattern.assign(c.data.begin(), c.data.begin() + element);
-    c.fill_count = c.data.size() / element;
-    c.data.clear();
-    c.data.shrink_to_fit();
+// ---- constants ----------------------------------------------------------------
+
+namespace {
+
+// Whether every element of `c` equals its first one (bytewise), reading the
+// bytes a chunk at a time and stopping at the first difference. Sets
+// `pattern` to that element.
+Result<bool> all_elements_equal(const Constant& c, std::vector<uint8_t>* pattern) {
+  const size_t element = dtype_size(c.type.dtype);
+  if (c.byte_size == 0 || c.byte_size % element != 0) return false;
+  ConstantReader reader(c);
+  uint64_t position = 0;
+  // A small first piece: most weights differ within their first elements.
+  size_t piece_size = 4096;
+  while (reader.remaining() > 0) {
+    HEXIR_ASSIGN_OR_RETURN(std::span<const uint8_t> piece, reader.next(piece_size));
+    piece_size = kConstantChunkSize;
+    if (position == 0) pattern->assign(piece.begin(), piece.begin() + static_cast<std::ptrdiff_t>(element));
+    for (size_t i = 0; i < piece.size(); ++i)
+      if (piece[i] != (*pattern)[(position + i) % element]) return false;
+    position += piece.size();
   }
+  return true;
 }
 
-void dedupe_constants(Module& module) {
+}  // namespace
+
+Status detect_splats(const Module& module, ConstantPlan& plan) {
+  plan.fills.assign(module.constants.size(), std::nullopt);
+  for (size_t i = 0; i < module.constants.size(); ++i) {
+    const Constant& c = module.constants[i];
+    const uint64_t element = dtype_size(c.type.dtype);
+    if (const auto* fill = std::get_if<FillPattern>(&c.source)) {
+      plan.fills[i] = Fill{fill->element, c.byte_size / element};
+      continue;
+    }
+    std::vector<uint8_t> pattern;
+    HEXIR_ASSIGN_OR_RETURN(bool splat, all_elements_equal(c, &pattern));
+    if (splat) plan.fills[i] = Fill{std::move(pattern), c.byte_size / element};
+  }
+  return ok_status();
+}
+
+Status dedupe_constants(const Module& module, ConstantPlan& plan) {
   std::vector<bool> used(module.constants.size(), false);
   for (const Function& fn : module.functions)
     for (const Value& v : fn.values)
-      if (v.kind == ValueKind::kConstant) used[v.constant_index] = true;
+      if (v.kind == ValueKind::kConstant) used[static_cast<size_t>(v.constant)] = true;
+  if (plan.fills.size() != module.constants.size()) plan.fills.assign(module.constants.size(), std::nullopt);
 
   // Key on everything that makes two constants interchangeable except the
   // bytes themselves, which are hashed (weights can be large) and compared
   // in full on a hash match. The name is not part of it: the first name wins.
   using Key = std::tuple<DType, std::vector<int64_t>, bool, std::vector<uint8_t>, uint64_t, uint64_t>;
-  auto key_of = [](const Constant& c) {
-    return Key{c.type.dtype,   c.type.dims,  c.is_fill,
-               c.fill_pattern, c.fill_count, c.is_fill ? 0 : format::checksum64(c.data)};
-  };
-  std::map<Key, std::vector<int>> candidates;  // key -> indices into `kept`
-  std::vector<int> remap(module.constants.size(), -1);
-  std::vector<Constant> kept;
+  std::map<Key, std::vector<int>> candidates;  // key -> indices into plan.stored
+  plan.stored.clear();
+  plan.stored_index.assign(module.constants.size(), -1);
   for (size_t i = 0; i < module.constants.size(); ++i) {
     if (!used[i]) continue;
-    Constant& c = module.constants[i];
-    std::vector<int>& same_key = candidates[key_of(c)];
-    for (int k : same_key)
-      if (kept[k].data == c.data) remap[i] = k;
-    if (remap[i] >= 0) continue;
-    remap[i] = static_cast<int>(kept.size());
-    same_key.push_back(remap[i]);
-    kept.push_back(std::move(c));
+    const Constant& c = module.constants[i];
+    const std::optional<Fill>& fill = plan.fills[i];
+    uint64_t hash = 0;
+    if (!fill) {
+      StreamingChecksum64 checksum;
+      HEXIR_RETURN_IF_ERROR(for_each_chunk(c, [&](std::span<const uint8_t> piece) {
+        checksum.update(piece);
+        return ok_status();
+      }));
+      hash = checksum.finish();
+    }
+    Key key{c.type.dtype,           c.type.dims,
+            fill.has_value(),       fill ? fill->pattern : std::vector<uint8_t>(),
+            fill ? fill->count : 0, hash};
+    std::vector<int>& same_key = candidates[key];
+    int match = -1;
+    for (int k : same_key) {
+      // Fills with one key are equal; data is compared byte for byte.
+      bool equal = fill.has_value();
+      if (!equal) {
+        const Constant& kept =
+            module.constants[static_cast<size_t>(plan.stored[static_cast<size_t>(k)].constant)];
+        HEXIR_ASSIGN_OR_RETURN(equal, same_bytes(kept, c));
+      }
+      if (equal) {
+        match = k;
+        break;
+      }
+    }
+    if (match < 0) {
+      match = static_cast<int>(plan.stored.size());
+      same_key.push_back(match);
+      StoredConstant stored;
+      stored.constant = static_cast<int>(i);
+      stored.fill = fill;
+      plan.stored.push_back(std::move(stored));
+    }
+    plan.stored_index[i] = match;
   }
-  module.constants = std::move(kept);
-  for (Function& fn : module.functions)
-    for (Value& v : fn.values)
-      if (v.kind == ValueKind::kConstant) v.constant_index = remap[v.constant_index];
+  return ok_status();
 }
 
-bool module_has_rodata(const Module& module) {
-  return std::any_of(module.constants.begin(), module.constants.end(),
-                     [](const Constant& c) { return !c.is_fill; });
+bool module_has_rodata(const ConstantPlan& plan) {
+  return std::any_of(plan.stored.begin(), plan.stored.end(), [](const StoredConstant& c) { return !c.fill; });
 }
 
-uint64_t pack_constants(Module& module) {
+uint64_t pack_constants(const Module& module, ConstantPlan& plan) {
   uint64_t end = 0;
-  for (Constant& c : module.constants) {
-    if (c.is_fill) continue;
+  for (StoredConstant& c : plan.stored) {
+    if (c.fill) continue;
     uint64_t offset =
         (end + format::kConstantAlignment - 1) / format::kConstantAlignment * format::kConstantAlignment;
     c.rodata_offset = offset;
-    end = offset + c.byte_size;
+    end = offset + module.constants[static_cast<size_t>(c.constant)].byte_size;
   }
+  plan.rodata_size = end;
   return end;
 }
+
+// ---- storage ------------------------------------------------------------------
 
 namespace {
 
 int find_root(std::vector<int>& parent, int v) {
-  while (parent[v] != v) {
-    parent[v] = parent[parent[v]];
-    v = parent[v];
+  while (parent[static_cast<size_t>(v)] != v) {
+    parent[static_cast<size_t>(v)] = parent[static_cast<size_t>(parent[static_cast<size_t>(v)])];
+    v = parent[static_cast<size_t>(v)];
   }
   return v;
 }
 
+// The index of the argument whose value is `value`, or -1.
+int argument_of(const Function& fn, int value) {
+  for (size_t a = 0; a < fn.arguments.size(); ++a)
+    if (fn.arguments[a].value == value) return static_cast<int>(a);
+  return -1;
+}
+
 }  // namespace
 
-void assign_storage(Function& fn) {
-  const int value_count = static_cast<int>(fn.values.size());
+void assign_storage(const Function& fn, FunctionPlan& plan) {
+  plan = FunctionPlan();
+  const int graph_values = static_cast<int>(fn.values.size());
   // Union-find over storage: a view joins its input's set. The representative
   // chosen is always the set's non-view value (the producer, input or constant).
-  std::vector<int> parent(value_count);
-  for (int v = 0; v < value_count; ++v) parent[v] = v;
-  fn.program.clear();
-  for (const Instruction& inst : fn.instructions) {
-    if (ops::op_def(inst.kernel).is_view) {
-      parent[inst.output] = find_root(parent, inst.inputs[0]);
-    } else {
-      fn.program.push_back(inst);
+  std::vector<int> parent(static_cast<size_t>(graph_values));
+  for (int v = 0; v < graph_values; ++v) parent[static_cast<size_t>(v)] = v;
+  for (size_t n = 0; n < fn.nodes.size(); ++n) {
+    const Node& node = fn.nodes[n];
+    if (ops::op_def(node.op).is_view) {
+      parent[static_cast<size_t>(node.results[0])] = find_root(parent, node.inputs[0]);
+      continue;
     }
+    Instruction inst;
+    inst.op = node.op;
+    inst.node = static_cast<int>(n);
+    inst.inputs = node.inputs;
+    inst.outputs = node.results;
+    plan.program.push_back(std::move(inst));
   }
-  for (int v = 0; v < value_count; ++v) {
-    Value& value = fn.values[v];
-    value.storage_root = find_root(parent, v);
-  }
-  for (Value& value : fn.values) {
-    if (value.storage_root != &value - fn.values.data()) continue;
+  plan.values.resize(static_cast<size_t>(graph_values));
+  for (int v = 0; v < graph_values; ++v)
+    plan.values[static_cast<size_t>(v)].storage_root = find_root(parent, v);
+  for (int v = 0; v < graph_values; ++v) {
+    ValuePlan& p = plan.values[static_cast<size_t>(v)];
+    if (p.storage_root != v) continue;
+    const Value& value = fn.values[static_cast<size_t>(v)];
     switch (value.kind) {
       case ValueKind::kInput:
-        value.storage = Storage::kInput;
-        value.storage_index = static_cast<uint32_t>(value.input_index);
+        p.storage = Storage::kInput;
+        p.storage_index = static_cast<uint32_t>(value.input_index);
         break;
       case ValueKind::kConstant:
-        value.storage = Storage::kConstant;
-        value.storage_index = static_cast<uint32_t>(value.constant_index);
+        p.storage = Storage::kConstant;
+        p.storage_index = static_cast<uint32_t>(value.constant);
         break;
-      case ValueKind::kInstruction:
-        value.storage = Storage::kArena;
+      case ValueKind::kResult:
+        p.storage = Storage::kArena;
         break;
     }
   }
 
   // Outputs: bind the root when it can be written straight into the caller's
   // buffer, else copy.
-  fn.outputs.assign(fn.returned.size(), -1);
+  plan.outputs.assign(fn.outputs.size(), -1);
   std::set<int> bound_roots;
-  for (size_t i = 0; i < fn.returned.size(); ++i) {
-    int returned = fn.returned[i];
-    int root = fn.values[returned].storage_root;
-    Value& root_value = fn.values[root];
-    bool needs_copy = root_value.kind != ValueKind::kInstruction || bound_roots.count(root) > 0;
+  for (size_t i = 0; i < fn.outputs.size(); ++i) {
+    const int returned = fn.outputs[i];
+    const int root = plan.values[static_cast<size_t>(returned)].storage_root;
+    const bool needs_copy =
+        fn.values[static_cast<size_t>(root)].kind != ValueKind::kResult || bound_roots.count(root) > 0;
     if (!needs_copy) {
       bound_roots.insert(root);
-      root_value.storage = Storage::kOutput;
-      root_value.storage_index = static_cast<uint32_t>(i);
-      fn.outputs[i] = returned;
+      plan.values[static_cast<size_t>(root)].storage = Storage::kOutput;
+      plan.values[static_cast<size_t>(root)].storage_index = static_cast<uint32_t>(i);
+      plan.outputs[i] = returned;
       continue;
     }
+    const Value& source = fn.values[static_cast<size_t>(returned)];
     Value copy;
-    copy.name = fn.values[returned].name + ".out" + std::to_string(i);
-    copy.type = fn.values[returned].type;
-    copy.byte_size = fn.values[returned].byte_size;
-    copy.kind = ValueKind::kInstruction;
-    copy.loc = fn.values[returned].loc;
-    copy.storage = Storage::kOutput;
-    copy.storage_index = static_cast<uint32_t>(i);
-    int copy_id = static_cast<int>(fn.values.size());
-    copy.storage_root = copy_id;
-    fn.values.push_back(std::move(copy));
+    copy.name = source.name + ".out" + std::to_string(i);
+    copy.type = source.type;
+    copy.byte_size = source.byte_size;
+    copy.kind = ValueKind::kResult;
+    copy.loc = source.loc;
+    const int copy_id = value_count(fn, plan);
+    plan.added.push_back(std::move(copy));
+    ValuePlan copy_plan;
+    copy_plan.storage_root = copy_id;
+    copy_plan.storage = Storage::kOutput;
+    copy_plan.storage_index = static_cast<uint32_t>(i);
+    plan.values.push_back(copy_plan);
     Instruction inst;
-    inst.kernel = ops::OpId::kCopy;
+    inst.op = ops::OpId::kCopy;
     inst.inputs = {returned};
-    inst.output = copy_id;
-    inst.loc = fn.values[returned].loc;
-    fn.program.push_back(std::move(inst));
-    fn.outputs[i] = copy_id;
+    inst.outputs = {copy_id};
+    plan.program.push_back(std::move(inst));
+    plan.outputs[i] = copy_id;
   }
 
   // Views take their root's storage.
-  for (Value& value : fn.values) {
-    const Value& root = fn.values[value.storage_root];
-    value.storage = root.storage;
-    value.storage_index = root.storage_index;
+  for (ValuePlan& p : plan.values) {
+    const ValuePlan& root = plan.values[static_cast<size_t>(p.storage_root)];
+    p.storage = root.storage;
+    p.storage_index = root.storage_index;
   }
 
+  plan.donated_to.assign(fn.arguments.size(), -1);
   std::vector<bool> output_taken(fn.outputs.size(), false);
-  for (Argument& arg : fn.arguments) {
-    arg.donated_to = -1;
+  for (size_t a = 0; a < fn.arguments.size(); ++a) {
+    const Argument& arg = fn.arguments[a];
     if (!arg.donate) continue;
-    for (size_t j = 0; j < fn.result_types.size(); ++j) {
-      if (!output_taken[j] && fn.result_types[j] == fn.values[arg.value].type) {
+    for (size_t j = 0; j < fn.result_types.size() && j < output_taken.size(); ++j) {
+      if (!output_taken[j] && fn.result_types[j] == fn.values[static_cast<size_t>(arg.value)].type) {
         output_taken[j] = true;
-        arg.donated_to = static_cast<int>(j);
+        plan.donated_to[a] = static_cast<int>(j);
         break;
       }
     }
   }
 }
 
-int buffer_head(const Function& fn, int value) {
-  int v = fn.values[value].storage_root;
+int buffer_head(const FunctionPlan& plan, int value) {
+  int v = plan.values[static_cast<size_t>(value)].storage_root;
   // Each link goes to a value written earlier, so the walk ends.
-  while (fn.values[v].buffer_prev >= 0) v = fn.values[fn.values[v].buffer_prev].storage_root;
+  while (plan.values[static_cast<size_t>(v)].buffer_prev >= 0)
+    v = plan.values[static_cast<size_t>(plan.values[static_cast<size_t>(v)].buffer_prev)].storage_root;
   return v;
 }
 
-Uses compute_uses(const Function& fn) {
+Uses compute_uses(const FunctionPlan& plan) {
   Uses uses;
-  uses.last_read.assign(fn.values.size(), -1);
-  uses.def.assign(fn.values.size(), -1);
-  for (size_t i = 0; i < fn.program.size(); ++i) {
-    const Instruction& inst = fn.program[i];
-    for (int input : inst.inputs) uses.last_read[fn.values[input].storage_root] = static_cast<int64_t>(i);
-    int root = fn.values[inst.output].storage_root;
-    if (uses.def[root] < 0) uses.def[root] = static_cast<int64_t>(i);
+  uses.last_read.assign(plan.values.size(), -1);
+  uses.def.assign(plan.values.size(), -1);
+  for (size_t i = 0; i < plan.program.size(); ++i) {
+    const Instruction& inst = plan.program[i];
+    for (int input : inst.inputs)
+      uses.last_read[static_cast<size_t>(plan.values[static_cast<size_t>(input)].storage_root)] =
+          static_cast<int64_t>(i);
+    for (int output : inst.outputs) {
+      const size_t root = static_cast<size_t>(plan.values[static_cast<size_t>(output)].storage_root);
+      if (uses.def[root] < 0) uses.def[root] = static_cast<int64_t>(i);
+    }
   }
   return uses;
 }
 
-namespace {
-
-// The argument whose value is `value`, or nullptr.
-Argument* argument_of(Function& fn, int value) {
-  for (Argument& arg : fn.arguments)
-    if (arg.value == value) return &arg;
-  return nullptr;
-}
-
-}  // namespace
-
-void assign_in_place(Function& fn, bool arena_values) {
-  const Uses uses = compute_uses(fn);
-  for (size_t k = 0; k < fn.program.size(); ++k) {
-    Instruction& inst = fn.program[k];
+void assign_in_place(const Function& fn, FunctionPlan& plan, bool arena_values) {
+  const Uses uses = compute_uses(plan);
+  for (size_t k = 0; k < plan.program.size(); ++k) {
+    Instruction& inst = plan.program[k];
     inst.alias_mask = 0;
-    if (!ops::op_def(inst.kernel).may_run_in_place) continue;
-    const int out = fn.values[inst.output].storage_root;
-    Value& result = fn.values[out];
+    if (!ops::op_def(inst.op).may_run_in_place || inst.outputs.empty()) continue;
+    // Only output 0 ever runs in place.
+    const int out = plan.values[static_cast<size_t>(inst.outputs[0])].storage_root;
+    ValuePlan& result = plan.values[static_cast<size_t>(out)];
+    const Value& result_value = value_at(fn, plan, out);
     if (result.buffer_prev >= 0) continue;
     // An arena result may reuse an arena buffer; a result bound to output j
     // only the donated input whose donated_to is j.
@@ -232,24 +299,29 @@ void assign_in_place(Function& fn, bool arena_values) {
     int best = -1;
     uint64_t best_freed = 0;
     for (int input : inst.inputs) {
-      const int c = fn.values[input].storage_root;
-      const Value& candidate = fn.values[c];
-      if (uses.last_read[c] != static_cast<int64_t>(k)) continue;  // still read later
-      if (candidate.byte_size != result.byte_size || candidate.type.dtype != result.type.dtype) continue;
-      const Value& head = fn.values[buffer_head(fn, c)];
+      const int c = plan.values[static_cast<size_t>(input)].storage_root;
+      const ValuePlan& candidate = plan.values[static_cast<size_t>(c)];
+      const Value& candidate_value = value_at(fn, plan, c);
+      if (uses.last_read[static_cast<size_t>(c)] != static_cast<int64_t>(k)) continue;  // still read later
+      if (candidate_value.byte_size != result_value.byte_size ||
+          candidate_value.type.dtype != result_value.type.dtype)
+        continue;
+      const int head = buffer_head(plan, c);
       bool legal = false;
       if (target_output < 0) {
         // Transient buffers only: never a constant, an input or an output.
-        legal = head.kind == ValueKind::kInstruction && head.storage == Storage::kArena &&
+        legal = value_at(fn, plan, head).kind == ValueKind::kResult &&
+                plan.values[static_cast<size_t>(head)].storage == Storage::kArena &&
                 candidate.storage == Storage::kArena;
-      } else if (candidate.kind == ValueKind::kInput && candidate.buffer_prev < 0) {
-        const Argument* arg = argument_of(fn, c);
-        legal = arg && arg->donate && arg->donated_to == target_output;
+      } else if (candidate_value.kind == ValueKind::kInput && candidate.buffer_prev < 0) {
+        const int a = argument_of(fn, c);
+        legal = a >= 0 && fn.arguments[static_cast<size_t>(a)].donate &&
+                plan.donated_to[static_cast<size_t>(a)] == target_output;
       }
       if (!legal) continue;
       // Every candidate has the result's byte size, so each frees as much;
       // the first in operand order wins a tie.
-      const uint64_t freed = candidate.byte_size;
+      const uint64_t freed = candidate_value.byte_size;
       if (best < 0 || freed > best_freed) {
         best = c;
         best_freed = freed;
@@ -258,51 +330,57 @@ void assign_in_place(Function& fn, bool arena_values) {
     if (best < 0) continue;
     result.buffer_prev = best;
     for (size_t i = 0; i < inst.inputs.size() && i < 32; ++i)
-      if (fn.values[inst.inputs[i]].storage_root == best) inst.alias_mask |= 1u << i;
+      if (plan.values[static_cast<size_t>(inst.inputs[i])].storage_root == best) inst.alias_mask |= 1u << i;
   }
 }
 
-void place_donations(Function& fn) {
-  const Uses uses = compute_uses(fn);
-  for (Argument& arg : fn.arguments) {
-    if (!arg.donate || arg.donated_to < 0) continue;
-    const int j = arg.donated_to;
-    const int result = fn.values[fn.outputs[static_cast<size_t>(j)]].storage_root;
-    Value& r = fn.values[result];
-    if (buffer_head(fn, result) == arg.value) continue;  // an in-place chain already ends there
+void place_donations(const Function& fn, FunctionPlan& plan) {
+  const Uses uses = compute_uses(plan);
+  for (size_t a = 0; a < fn.arguments.size(); ++a) {
+    const Argument& arg = fn.arguments[a];
+    if (!arg.donate || plan.donated_to[a] < 0) continue;
+    const size_t j = static_cast<size_t>(plan.donated_to[a]);
+    const int result = plan.values[static_cast<size_t>(plan.outputs[j])].storage_root;
+    ValuePlan& r = plan.values[static_cast<size_t>(result)];
+    if (buffer_head(plan, result) == arg.value) continue;  // an in-place chain already ends there
     // Written straight into the donated buffer: legal when the input (with
     // its views) is read by no instruction from the writer on.
-    if (r.kind == ValueKind::kInstruction && r.storage == Storage::kOutput && r.buffer_prev < 0 &&
-        uses.def[result] >= 0 && uses.last_read[arg.value] < uses.def[result]) {
+    if (value_at(fn, plan, result).kind == ValueKind::kResult && r.storage == Storage::kOutput &&
+        r.buffer_prev < 0 && uses.def[static_cast<size_t>(result)] >= 0 &&
+        uses.last_read[static_cast<size_t>(arg.value)] < uses.def[static_cast<size_t>(result)]) {
       r.buffer_prev = arg.value;
       continue;
     }
-    arg.donated_to = -1;  // no legal way: the input stays read-only
+    plan.donated_to[a] = -1;  // no legal way: the input stays read-only
   }
   // Storage follows the buffer's head (views already share their root's).
-  for (size_t v = 0; v < fn.values.size(); ++v) {
-    const Value& head = fn.values[buffer_head(fn, static_cast<int>(v))];
-    fn.values[v].storage = head.storage;
-    fn.values[v].storage_index = head.storage_index;
+  for (size_t v = 0; v < plan.values.size(); ++v) {
+    const ValuePlan& head = plan.values[static_cast<size_t>(buffer_head(plan, static_cast<int>(v)))];
+    plan.values[v].storage = head.storage;
+    plan.values[v].storage_index = head.storage_index;
   }
 }
 
-void schedule_for_memory(Function& fn) {
-  const size_t n = fn.program.size();
-  std::vector<int> producer(fn.values.size(), -1);  // per storage root
-  for (size_t k = 0; k < n; ++k) producer[fn.values[fn.program[k].output].storage_root] = static_cast<int>(k);
-  // Distinct roots each instruction reads, its predecessors, and readers left per root.
+void schedule_for_memory(const Function& fn, FunctionPlan& plan) {
+  const size_t n = plan.program.size();
+  const size_t value_total = plan.values.size();
+  auto root_of = [&](int v) { return plan.values[static_cast<size_t>(v)].storage_root; };
+  std::vector<int> producer(value_total, -1);  // per storage root
+  for (size_t k = 0; k < n; ++k)
+    for (int output : plan.program[k].outputs)
+      producer[static_cast<size_t>(root_of(output))] = static_cast<int>(k);
+  // Distinct roots each instruction reads, its successors, and readers left per root.
   std::vector<std::vector<int>> reads(n);
   std::vector<std::vector<int>> successors(n);
   std::vector<int> waiting(n, 0);
-  std::vector<int> readers_left(fn.values.size(), 0);
+  std::vector<int> readers_left(value_total, 0);
   for (size_t k = 0; k < n; ++k) {
-    for (int input : fn.program[k].inputs) {
-      const int root = fn.values[input].storage_root;
+    for (int input : plan.program[k].inputs) {
+      const int root = root_of(input);
       if (std::find(reads[k].begin(), reads[k].end(), root) != reads[k].end()) continue;
       reads[k].push_back(root);
-      ++readers_left[root];
-      const int p = producer[root];
+      ++readers_left[static_cast<size_t>(root)];
+      const int p = producer[static_cast<size_t>(root)];
       if (p >= 0 && p != static_cast<int>(k)) {
         successors[static_cast<size_t>(p)].push_back(static_cast<int>(k));
         ++waiting[k];
@@ -310,8 +388,9 @@ void schedule_for_memory(Function& fn) {
     }
   }
   auto arena_bytes = [&](int root) -> int64_t {
-    const Value& v = fn.values[root];
-    return v.storage == Storage::kArena ? static_cast<int64_t>(v.byte_size) : 0;
+    return plan.values[static_cast<size_t>(root)].storage == Storage::kArena
+               ? static_cast<int64_t>(value_at(fn, plan, root).byte_size)
+               : 0;
   };
   std::vector<int> ready;
   for (size_t k = 0; k < n; ++k)
@@ -323,9 +402,10 @@ void schedule_for_memory(Function& fn) {
     int64_t best = 0;
     for (size_t r = 0; r < ready.size(); ++r) {
       const int k = ready[r];
-      int64_t delta = arena_bytes(fn.values[fn.program[static_cast<size_t>(k)].output].storage_root);
+      int64_t delta = 0;
+      for (int output : plan.program[static_cast<size_t>(k)].outputs) delta += arena_bytes(root_of(output));
       for (int root : reads[static_cast<size_t>(k)])
-        if (readers_left[root] == 1) delta -= arena_bytes(root);
+        if (readers_left[static_cast<size_t>(root)] == 1) delta -= arena_bytes(root);
       if (r == 0 || delta < best || (delta == best && k < ready[pick])) {
         pick = r;
         best = delta;
@@ -333,100 +413,104 @@ void schedule_for_memory(Function& fn) {
     }
     const int k = ready[pick];
     ready.erase(ready.begin() + static_cast<std::ptrdiff_t>(pick));
-    for (int root : reads[static_cast<size_t>(k)]) --readers_left[root];
+    for (int root : reads[static_cast<size_t>(k)]) --readers_left[static_cast<size_t>(root)];
     for (int next : successors[static_cast<size_t>(k)])
       if (--waiting[static_cast<size_t>(next)] == 0) ready.push_back(next);
-    order.push_back(fn.program[static_cast<size_t>(k)]);
+    order.push_back(plan.program[static_cast<size_t>(k)]);
   }
-  fn.program = std::move(order);  // a DAG: every instruction was scheduled
+  plan.program = std::move(order);  // a DAG: every instruction was scheduled
 }
 
-void record_workspaces(Function& fn) {
-  fn.workspace_size = 0;
+void record_workspaces(const Function& fn, FunctionPlan& plan) {
+  plan.workspace_size = 0;
   std::vector<TensorType> types;
-  for (Instruction& inst : fn.program) {
+  for (Instruction& inst : plan.program) {
     types.clear();
-    for (int input : inst.inputs) types.push_back(fn.values[input].type);
-    inst.workspace_size = ops::workspace_bytes(inst.kernel, types, inst.params);
+    for (int input : inst.inputs) types.push_back(value_at(fn, plan, input).type);
+    inst.workspace_size = ops::workspace_bytes(inst.op, types, params_of(fn, inst));
     inst.workspace_offset = 0;
-    fn.workspace_size = std::max(fn.workspace_size, inst.workspace_size);
+    plan.workspace_size = std::max(plan.workspace_size, inst.workspace_size);
   }
 }
 
-void record_last_uses(Function& fn) {
-  const Uses uses = compute_uses(fn);
-  for (size_t v = 0; v < fn.values.size(); ++v) {
-    Value& value = fn.values[v];
+void record_last_uses(const Function&, FunctionPlan& plan) {
+  const Uses uses = compute_uses(plan);
+  for (size_t v = 0; v < plan.values.size(); ++v) {
+    ValuePlan& value = plan.values[v];
     value.last_use = -1;
     if (value.storage_root != static_cast<int>(v) || value.storage != Storage::kArena) continue;
     value.last_use = uses.last_read[v] >= 0 ? uses.last_read[v] : uses.def[v];
   }
 }
 
-std::vector<LiveRange> compute_live_ranges(const Function& fn) {
-  const Uses uses = compute_uses(fn);
+std::vector<LiveRange> compute_live_ranges(const Function& fn, const FunctionPlan& plan) {
+  const Uses uses = compute_uses(plan);
   std::vector<LiveRange> ranges;
-  std::vector<int> range_of(fn.values.size(), -1);  // per buffer head
-  for (size_t v = 0; v < fn.values.size(); ++v) {
-    const Value& value = fn.values[v];
+  std::vector<int> range_of(plan.values.size(), -1);  // per buffer head
+  for (size_t v = 0; v < plan.values.size(); ++v) {
+    const ValuePlan& value = plan.values[v];
     if (value.storage_root != static_cast<int>(v) || value.storage != Storage::kArena) continue;
-    const int head = buffer_head(fn, static_cast<int>(v));
+    const int head = buffer_head(plan, static_cast<int>(v));
     const int64_t def = uses.def[v] < 0 ? 0 : uses.def[v];
     const int64_t end = std::max(def, uses.last_read[v]) + 1;
-    if (range_of[head] < 0) {
-      range_of[head] = static_cast<int>(ranges.size());
+    if (range_of[static_cast<size_t>(head)] < 0) {
+      range_of[static_cast<size_t>(head)] = static_cast<int>(ranges.size());
       LiveRange range;
       range.root = head;
-      range.buffer.size = fn.values[head].byte_size;
+      range.buffer.size = value_at(fn, plan, head).byte_size;
       range.buffer.lower = def;
       range.buffer.upper = end;
       ranges.push_back(range);
       continue;
     }
-    PlanBuffer& buffer = ranges[static_cast<size_t>(range_of[head])].buffer;
+    PlanBuffer& buffer = ranges[static_cast<size_t>(range_of[static_cast<size_t>(head)])].buffer;
     buffer.lower = std::min(buffer.lower, def);
     buffer.upper = std::max(buffer.upper, end);
   }
   return ranges;
 }
 
-Status plan_function_arena(Function& fn, PlanStrategy strategy, uint32_t alignment, std::string* heuristic,
-                           uint64_t plan_budget_ms) {
-  std::vector<LiveRange> ranges = compute_live_ranges(fn);
+Status plan_function_arena(const Function& fn, FunctionPlan& plan, PlanStrategy strategy, uint32_t alignment,
+                           std::string* heuristic, uint64_t plan_budget_ms) {
+  std::vector<LiveRange> ranges = compute_live_ranges(fn, plan);
   std::vector<PlanBuffer> buffers;
   buffers.reserve(ranges.size());
   for (const LiveRange& r : ranges) buffers.push_back(r.buffer);
   // Scratch in the arena: one buffer per instruction that needs some, live
   // only while it runs; they follow the value buffers in `buffers`.
   std::vector<size_t> scratch_of;
-  if (fn.workspace_in_arena && strategy != PlanStrategy::kFreeAtLastUse) {
-    for (size_t k = 0; k < fn.program.size(); ++k) {
-      if (fn.program[k].workspace_size == 0) continue;
+  if (plan.workspace_in_arena && strategy != PlanStrategy::kFreeAtLastUse) {
+    for (size_t k = 0; k < plan.program.size(); ++k) {
+      if (plan.program[k].workspace_size == 0) continue;
       scratch_of.push_back(k);
-      buffers.push_back({fn.program[k].workspace_size, static_cast<int64_t>(k), static_cast<int64_t>(k) + 1});
+      buffers.push_back(
+          {plan.program[k].workspace_size, static_cast<int64_t>(k), static_cast<int64_t>(k) + 1});
     }
   }
   if (strategy == PlanStrategy::kFreeAtLastUse) {
     // No static plan: the VM allocates at run time; offsets stay 0.
-    for (Value& value : fn.values) value.arena_offset = 0;
-    fn.arena_size = 0;
-    fn.lower_bound = live_lower_bound(buffers);
+    for (ValuePlan& value : plan.values) value.arena_offset = 0;
+    plan.arena_size = 0;
+    plan.lower_bound = live_lower_bound(buffers);
     if (heuristic) *heuristic = "free-at-last-use";
     return ok_status();
   }
-  Result<BufferPlan> plan = strategy == PlanStrategy::kNaive ? plan_naive(buffers, alignment)
-                                                             : plan_arena(buffers, {alignment, plan_budget_ms});
-  if (!plan.ok()) return plan.status().annotate("planning the arena of @" + fn.name);
+  Result<BufferPlan> placed = strategy == PlanStrategy::kNaive
+                                  ? plan_naive(buffers, alignment)
+                                  : plan_arena(buffers, {alignment, plan_budget_ms});
+  if (!placed.ok()) return placed.status().annotate("planning the arena of @" + fn.name);
   // The planner is checked on every compile: a wrong plan corrupts results silently.
-  HEXIR_RETURN_IF_ERROR(check_buffer_plan(buffers, *plan, alignment).annotate("arena plan of @" + fn.name));
-  for (size_t i = 0; i < ranges.size(); ++i) fn.values[ranges[i].root].arena_offset = plan->offsets[i];
+  HEXIR_RETURN_IF_ERROR(check_buffer_plan(buffers, *placed, alignment).annotate("arena plan of @" + fn.name));
+  for (size_t i = 0; i < ranges.size(); ++i)
+    plan.values[static_cast<size_t>(ranges[i].root)].arena_offset = placed->offsets[i];
   for (size_t j = 0; j < scratch_of.size(); ++j)
-    fn.program[scratch_of[j]].workspace_offset = plan->offsets[ranges.size() + j];
-  for (size_t v = 0; v < fn.values.size(); ++v)
-    fn.values[v].arena_offset = fn.values[buffer_head(fn, static_cast<int>(v))].arena_offset;
-  fn.arena_size = plan->size;
-  fn.lower_bound = live_lower_bound(buffers);
-  if (heuristic) *heuristic = plan->heuristic;
+    plan.program[scratch_of[j]].workspace_offset = placed->offsets[ranges.size() + j];
+  for (size_t v = 0; v < plan.values.size(); ++v)
+    plan.values[v].arena_offset =
+        plan.values[static_cast<size_t>(buffer_head(plan, static_cast<int>(v)))].arena_offset;
+  plan.arena_size = placed->size;
+  plan.lower_bound = live_lower_bound(buffers);
+  if (heuristic) *heuristic = placed->heuristic;
   return ok_status();
 }
 

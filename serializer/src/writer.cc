@@ -2,16 +2,95 @@
 
 #include <algorithm>
 #include <bit>
+#include <cerrno>
 #include <cstring>
 #include <map>
 
-#include "hexir/ops/op.h"
+#include "constant_data.h"
 #include "hexir/format/prelude.h"
 #include "hexir/format/sections.h"
+#include "hexir/ops/op.h"
 #include "hexir_generated.h"
 #include "passes.h"
 
 namespace hexir::serializer {
+
+// ---- sinks --------------------------------------------------------------------
+
+Status ByteSink::append_zeros(uint64_t count) {
+  static const uint8_t kZeros[4096] = {};
+  while (count > 0) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(count, sizeof(kZeros)));
+    HEXIR_RETURN_IF_ERROR(append(std::span<const uint8_t>(kZeros, n)));
+    count -= n;
+  }
+  return ok_status();
+}
+
+Status VectorSink::append(std::span<const uint8_t> bytes) {
+  bytes_.insert(bytes_.end(), bytes.begin(), bytes.end());
+  return ok_status();
+}
+
+Status VectorSink::overwrite(uint64_t offset, std::span<const uint8_t> bytes) {
+  if (offset > bytes_.size() || bytes.size() > bytes_.size() - offset)
+    return internal_error("overwrite past the end of the written bytes");
+  std::copy(bytes.begin(), bytes.end(), bytes_.begin() + static_cast<std::ptrdiff_t>(offset));
+  return ok_status();
+}
+
+Result<std::unique_ptr<FileSink>> FileSink::create(const std::filesystem::path& path) {
+  std::filesystem::path temp = path;
+  temp += ".tmp";
+  std::FILE* file = std::fopen(temp.string().c_str(), "wb");
+  if (!file) return not_found("cannot create '" + temp.string() + "': " + std::strerror(errno));
+  return std::unique_ptr<FileSink>(new FileSink(path, std::move(temp), file));
+}
+
+FileSink::~FileSink() {
+  if (!file_) return;
+  std::fclose(file_);
+  std::remove(temp_.string().c_str());
+}
+
+Status FileSink::write_error() const { return data_loss("error writing '" + temp_.string() + "'"); }
+
+Status FileSink::append(std::span<const uint8_t> bytes) {
+  if (!file_) return failed_precondition("'" + temp_.string() + "' is closed");
+  if (std::fwrite(bytes.data(), 1, bytes.size(), file_) != bytes.size()) return write_error();
+  size_ += bytes.size();
+  return ok_status();
+}
+
+Status FileSink::overwrite(uint64_t offset, std::span<const uint8_t> bytes) {
+  if (!file_) return failed_precondition("'" + temp_.string() + "' is closed");
+  if (offset > size_ || bytes.size() > size_ - offset)
+    return internal_error("overwrite past the end of the written bytes");
+  if (::fseeko(file_, static_cast<off_t>(offset), SEEK_SET) != 0 ||
+      std::fwrite(bytes.data(), 1, bytes.size(), file_) != bytes.size() || ::fseeko(file_, 0, SEEK_END) != 0)
+    return write_error();
+  return ok_status();
+}
+
+Status FileSink::commit() {
+  if (!file_) return failed_precondition("'" + temp_.string() + "' is closed");
+  const bool closed = std::fclose(file_) == 0;
+  file_ = nullptr;
+  if (!closed) {
+    std::remove(temp_.string().c_str());
+    return write_error();
+  }
+  std::error_code ec;
+  std::filesystem::rename(temp_, path_, ec);
+  if (ec) {
+    std::remove(temp_.string().c_str());
+    return data_loss("cannot rename '" + temp_.string() + "' to '" + path_.string() + "': " + ec.message());
+  }
+  return ok_status();
+}
+
+// ---- the file -----------------------------------------------------------------
+
 namespace {
 
 namespace fb = ::hexir::fb;
@@ -44,11 +123,35 @@ Result<uint32_t> checked_u32(size_t value, const char* what) {
   return static_cast<uint32_t>(value);
 }
 
-uint64_t rodata_size_of(const Module& module) {
+const Constant& graph_constant(const Module& module, const StoredConstant& stored) {
+  return module.constants[static_cast<size_t>(stored.constant)];
+}
+
+uint64_t rodata_size_of(const Module& module, const ConstantPlan& constants) {
   uint64_t size = 0;
-  for (const Constant& c : module.constants)
-    if (!c.is_fill) size = std::max(size, c.rodata_offset + c.byte_size);
+  for (const StoredConstant& c : constants.stored)
+    if (!c.fill) size = std::max(size, c.rodata_offset + graph_constant(module, c).byte_size);
   return size;
+}
+
+// Streams the RODATA section: every packed constant at its offset, zeros between.
+Status stream_rodata(const Module& module, const ConstantPlan& constants,
+                     const std::function<Status(std::span<const uint8_t>)>& out) {
+  static const uint8_t kZeros[format::kConstantAlignment] = {};
+  // Packing lays entries out in table order, so offsets only grow.
+  uint64_t written = 0;
+  for (const StoredConstant& c : constants.stored) {
+    if (c.fill) continue;
+    if (c.rodata_offset < written) return internal_error("RODATA entries out of order");
+    while (written < c.rodata_offset) {
+      const size_t n = static_cast<size_t>(std::min<uint64_t>(c.rodata_offset - written, sizeof(kZeros)));
+      HEXIR_RETURN_IF_ERROR(out(std::span<const uint8_t>(kZeros, n)));
+      written += n;
+    }
+    HEXIR_RETURN_IF_ERROR(for_each_chunk(graph_constant(module, c), out));
+    written += graph_constant(module, c).byte_size;
+  }
+  return ok_status();
 }
 
 // How the RODATA section is stored: its absolute file offset (a fixed-size
@@ -61,69 +164,86 @@ struct RodataLayout {
 };
 
 // Builds the flatbuffer metadata.
-Status build_metadata(const Module& module, const WriteOptions& options, const RodataLayout& layout,
-                      flatbuffers::FlatBufferBuilder& fbb) {
-  const bool has_rodata = module_has_rodata(module);
-  const uint64_t rodata_size = rodata_size_of(module);
+Status build_metadata(const Module& module, const ModulePlan& plan, const WriteOptions& options,
+                      const RodataLayout& layout, flatbuffers::FlatBufferBuilder& fbb) {
+  const ConstantPlan& constant_plan = plan.constants;
+  const bool has_rodata = module_has_rodata(constant_plan);
+  const uint64_t rodata_size = rodata_size_of(module, constant_plan);
+  if (plan.functions.size() != module.functions.size()) return internal_error("a function has no plan");
 
   std::vector<flatbuffers::Offset<fb::Constant>> constants;
-  for (const Constant& c : module.constants) {
+  for (const StoredConstant& stored : constant_plan.stored) {
+    const Constant& c = graph_constant(module, stored);
     auto name = fbb.CreateString(c.name);
     auto shape = fbb.CreateVector(c.type.dims);
-    auto pattern = fbb.CreateVector(c.fill_pattern);
-    constants.push_back(fb::CreateConstant(
-        fbb, name, to_fb(c.type.dtype), shape, c.byte_size,
-        c.is_fill ? fb::ConstantStorage::Fill : fb::ConstantStorage::Rodata,
-        /*section=*/0, c.is_fill ? 0 : c.rodata_offset, pattern, c.is_fill ? c.fill_count : 0));
+    auto pattern = fbb.CreateVector(stored.fill ? stored.fill->pattern : std::vector<uint8_t>());
+    constants.push_back(
+        fb::CreateConstant(fbb, name, to_fb(c.type.dtype), shape, c.byte_size,
+                           stored.fill ? fb::ConstantStorage::Fill : fb::ConstantStorage::Rodata,
+                           /*section=*/0, stored.fill ? 0 : stored.rodata_offset, pattern,
+                           stored.fill ? stored.fill->count : 0));
   }
 
-  // Kernels: one entry per distinct kernel, in order of first use.
+  // Kernels: one entry per distinct operator, in order of first use.
   std::map<ops::OpId, uint32_t> kernel_index;
   std::vector<flatbuffers::Offset<fb::Kernel>> kernels;
-  for (const Function& fn : module.functions) {
-    for (const Instruction& inst : fn.program) {
-      if (kernel_index.count(inst.kernel)) continue;
-      kernel_index[inst.kernel] = static_cast<uint32_t>(kernels.size());
+  for (const FunctionPlan& fn_plan : plan.functions) {
+    for (const Instruction& inst : fn_plan.program) {
+      if (kernel_index.count(inst.op)) continue;
+      kernel_index[inst.op] = static_cast<uint32_t>(kernels.size());
       auto code = fb::CreateKernelCode(fbb, fbb.CreateString("builtin"), -1, 0, 0, fbb.CreateString(""));
       std::vector<flatbuffers::Offset<fb::KernelCode>> codes{code};
-      kernels.push_back(fb::CreateKernel(fbb, fbb.CreateString(ops::op_def(inst.kernel).name),
-                                         fbb.CreateVector(codes)));
+      kernels.push_back(
+          fb::CreateKernel(fbb, fbb.CreateString(ops::op_def(inst.op).name), fbb.CreateVector(codes)));
     }
   }
 
-  // Slots: one per value of each function; a constant has one slot shared by every function.
+  // Slots: one per value of each function; a stored constant has one slot
+  // shared by every function.
   std::vector<flatbuffers::Offset<fb::Slot>> slots;
-  std::map<int, uint32_t> constant_slot;
+  std::map<int, uint32_t> constant_slot;  // stored constant index -> slot
   std::vector<fb::Instruction> instructions;
   std::vector<uint32_t> operand_pool;
   std::vector<int64_t> param_pool;
   std::vector<flatbuffers::Offset<fb::Function>> functions;
   std::vector<fb::WorkspaceRange> workspaces;  // per instruction, when scratch is in the arena
-  for (const Function& fn : module.functions) {
-    std::vector<uint32_t> slot_of(fn.values.size());
+  for (size_t f = 0; f < module.functions.size(); ++f) {
+    const Function& fn = module.functions[f];
+    const FunctionPlan& fn_plan = plan.functions[f];
+    const int values = value_count(fn, fn_plan);
+    std::vector<uint32_t> slot_of(static_cast<size_t>(values));
     std::vector<bool> donated_input(fn.arguments.size(), false);
-    for (const Argument& arg : fn.arguments)
-      donated_input[fn.values[arg.value].input_index] = arg.donated_to >= 0;
-    for (size_t v = 0; v < fn.values.size(); ++v) {
-      const Value& value = fn.values[v];
-      if (value.storage == Storage::kConstant && value.kind == ValueKind::kConstant) {
-        if (auto it = constant_slot.find(value.constant_index); it != constant_slot.end()) {
-          slot_of[v] = it->second;
+    for (size_t a = 0; a < fn.arguments.size(); ++a)
+      donated_input[static_cast<size_t>(fn.values[static_cast<size_t>(fn.arguments[a].value)].input_index)] =
+          fn_plan.donated_to[a] >= 0;
+    for (int v = 0; v < values; ++v) {
+      const Value& value = value_at(fn, fn_plan, v);
+      const ValuePlan& where = fn_plan.values[static_cast<size_t>(v)];
+      int stored_constant = -1;
+      if (value.kind == ValueKind::kConstant)
+        stored_constant = constant_plan.stored_index[static_cast<size_t>(value.constant)];
+      if (where.storage == Storage::kConstant && value.kind == ValueKind::kConstant) {
+        if (auto it = constant_slot.find(stored_constant); it != constant_slot.end()) {
+          slot_of[static_cast<size_t>(v)] = it->second;
           continue;
         }
       }
-      HEXIR_ASSIGN_OR_RETURN(slot_of[v], checked_u32(slots.size(), "slots"));
-      if (value.kind == ValueKind::kConstant) constant_slot[value.constant_index] = slot_of[v];
+      HEXIR_ASSIGN_OR_RETURN(slot_of[static_cast<size_t>(v)], checked_u32(slots.size(), "slots"));
+      if (value.kind == ValueKind::kConstant)
+        constant_slot[stored_constant] = slot_of[static_cast<size_t>(v)];
       fb::SlotUsage usage = fb::SlotUsage::Transient;
-      switch (value.storage) {
+      uint32_t storage_index = where.storage_index;
+      switch (where.storage) {
         case Storage::kArena:
           usage = fb::SlotUsage::Transient;
           break;
         case Storage::kConstant:
           usage = fb::SlotUsage::Constant;
+          // The plan names the graph constant; the file, its table entry.
+          storage_index = static_cast<uint32_t>(constant_plan.stored_index[where.storage_index]);
           break;
         case Storage::kInput:
-          usage = donated_input[value.storage_index] ? fb::SlotUsage::Donated : fb::SlotUsage::ExternalInput;
+          usage = donated_input[where.storage_index] ? fb::SlotUsage::Donated : fb::SlotUsage::ExternalInput;
           break;
         case Storage::kOutput:
           usage = fb::SlotUsage::ExternalOutput;
@@ -131,51 +251,58 @@ Status build_metadata(const Module& module, const WriteOptions& options, const R
       }
       // A view names the slot of the value it views (written before it: its root has a lower id).
       int32_t view_of = -1;
-      if (value.storage_root != static_cast<int>(v)) {
-        if (value.storage_root > static_cast<int>(v)) return internal_error("a view precedes its root");
-        view_of = static_cast<int32_t>(slot_of[static_cast<size_t>(value.storage_root)]);
+      if (where.storage_root != v) {
+        if (where.storage_root > v) return internal_error("a view precedes its root");
+        view_of = static_cast<int32_t>(slot_of[static_cast<size_t>(where.storage_root)]);
       }
       const int32_t last_use =
-          value.last_use >= 0 && value.last_use <= INT32_MAX ? static_cast<int32_t>(value.last_use) : -1;
+          where.last_use >= 0 && where.last_use <= INT32_MAX ? static_cast<int32_t>(where.last_use) : -1;
       slots.push_back(fb::CreateSlot(fbb, fbb.CreateString(value.name), to_fb(value.type.dtype),
-                                     fbb.CreateVector(value.type.dims), value.byte_size, to_fb(value.storage),
-                                     usage, value.storage == Storage::kArena ? value.arena_offset : 0,
-                                     value.storage == Storage::kArena ? 0 : value.storage_index, view_of,
+                                     fbb.CreateVector(value.type.dims), value.byte_size, to_fb(where.storage),
+                                     usage, where.storage == Storage::kArena ? where.arena_offset : 0,
+                                     where.storage == Storage::kArena ? 0 : storage_index, view_of,
                                      last_use));
     }
 
     HEXIR_ASSIGN_OR_RETURN(uint32_t instruction_begin, checked_u32(instructions.size(), "instructions"));
-    for (const Instruction& inst : fn.program) {
+    for (const Instruction& inst : fn_plan.program) {
       HEXIR_ASSIGN_OR_RETURN(uint32_t operand_begin, checked_u32(operand_pool.size(), "operands"));
       HEXIR_ASSIGN_OR_RETURN(uint32_t param_begin, checked_u32(param_pool.size(), "parameters"));
-      for (int input : inst.inputs) operand_pool.push_back(slot_of[input]);
-      operand_pool.push_back(slot_of[inst.output]);
-      param_pool.insert(param_pool.end(), inst.params.begin(), inst.params.end());
-      instructions.emplace_back(
-          kernel_index.at(inst.kernel), operand_begin, static_cast<uint32_t>(inst.inputs.size() + 1),
-          static_cast<uint32_t>(inst.inputs.size()), param_begin, static_cast<uint32_t>(inst.params.size()),
-          inst.alias_mask, fb::Opcode::Dispatch, uint8_t{0}, uint16_t{0});
-      if (fn.workspace_in_arena) workspaces.emplace_back(inst.workspace_offset, inst.workspace_size);
+      // Inputs, then one operand per output.
+      for (int input : inst.inputs) operand_pool.push_back(slot_of[static_cast<size_t>(input)]);
+      for (int output : inst.outputs) operand_pool.push_back(slot_of[static_cast<size_t>(output)]);
+      const std::span<const int64_t> params = params_of(fn, inst);
+      param_pool.insert(param_pool.end(), params.begin(), params.end());
+      instructions.emplace_back(kernel_index.at(inst.op), operand_begin,
+                                static_cast<uint32_t>(inst.inputs.size() + inst.outputs.size()),
+                                static_cast<uint32_t>(inst.inputs.size()), param_begin,
+                                static_cast<uint32_t>(params.size()), inst.alias_mask, fb::Opcode::Dispatch,
+                                uint8_t{0}, uint16_t{0});
+      if (fn_plan.workspace_in_arena) workspaces.emplace_back(inst.workspace_offset, inst.workspace_size);
     }
     HEXIR_RETURN_IF_ERROR(checked_u32(instructions.size(), "instructions").status());
 
     std::vector<flatbuffers::Offset<fb::Binding>> inputs, outputs;
-    for (const Argument& arg : fn.arguments)
-      inputs.push_back(fb::CreateBinding(fbb, fbb.CreateString(fn.values[arg.value].name), slot_of[arg.value],
-                                         arg.donated_to));
-    for (size_t i = 0; i < fn.outputs.size(); ++i)
-      outputs.push_back(
-          fb::CreateBinding(fbb, fbb.CreateString(std::to_string(i)), slot_of[fn.outputs[i]], -1));
-    functions.push_back(fb::CreateFunction(
-        fbb, fbb.CreateString(fn.name), fbb.CreateVector(inputs), fbb.CreateVector(outputs),
-        instruction_begin, static_cast<uint32_t>(fn.program.size()), fn.arena_size, fn.lower_bound));
+    for (size_t a = 0; a < fn.arguments.size(); ++a) {
+      const int arg_value = fn.arguments[a].value;
+      inputs.push_back(fb::CreateBinding(fbb,
+                                         fbb.CreateString(fn.values[static_cast<size_t>(arg_value)].name),
+                                         slot_of[static_cast<size_t>(arg_value)], fn_plan.donated_to[a]));
+    }
+    for (size_t i = 0; i < fn_plan.outputs.size(); ++i)
+      outputs.push_back(fb::CreateBinding(fbb, fbb.CreateString(std::to_string(i)),
+                                          slot_of[static_cast<size_t>(fn_plan.outputs[i])], -1));
+    functions.push_back(fb::CreateFunction(fbb, fbb.CreateString(fn.name), fbb.CreateVector(inputs),
+                                           fbb.CreateVector(outputs), instruction_begin,
+                                           static_cast<uint32_t>(fn_plan.program.size()), fn_plan.arena_size,
+                                           fn_plan.lower_bound));
   }
 
   uint64_t arena_size = 0, lower_bound = 0, workspace_size = 0;
-  for (const Function& fn : module.functions) {
-    arena_size = std::max(arena_size, fn.arena_size);
-    lower_bound = std::max(lower_bound, fn.lower_bound);
-    if (!fn.workspace_in_arena) workspace_size = std::max(workspace_size, fn.workspace_size);
+  for (const FunctionPlan& fn_plan : plan.functions) {
+    arena_size = std::max(arena_size, fn_plan.arena_size);
+    lower_bound = std::max(lower_bound, fn_plan.lower_bound);
+    if (!fn_plan.workspace_in_arena) workspace_size = std::max(workspace_size, fn_plan.workspace_size);
   }
   if (!workspaces.empty() && workspaces.size() != instructions.size())
     return internal_error("scratch placed in the arena for some functions only");
@@ -204,46 +331,64 @@ Status build_metadata(const Module& module, const WriteOptions& options, const R
 
 }  // namespace
 
-Result<std::vector<uint8_t>> write_module(const Module& module, const WriteOptions& options) {
-  const bool has_rodata = module_has_rodata(module);
+Status write_module(const Module& module, const ModulePlan& plan, const WriteOptions& options, ByteSink& sink,
+                    std::vector<uint8_t>* head) {
+  const ConstantPlan& constants = plan.constants;
+  const bool has_rodata = module_has_rodata(constants);
   RodataLayout layout;
-  layout.stored_size = has_rodata ? rodata_size_of(module) : 0;
-  auto copy_rodata = [&](uint8_t* dst) {
-    for (const Constant& c : module.constants)
-      if (!c.is_fill && c.byte_size) std::memcpy(dst + c.rodata_offset, c.data.data(), c.byte_size);
-  };
+  layout.stored_size = has_rodata ? rodata_size_of(module, constants) : 0;
   // Compressed only when asked, when the section is large enough to matter
   // and when zstd actually makes it smaller (random weights may not shrink).
+  // zstd needs the raw section in one piece: it is assembled once, here.
   std::vector<uint8_t> compressed;
   if (has_rodata && options.compression == SectionCompression::kZstd &&
       layout.stored_size >= kMinCompressedSectionSize) {
-    std::vector<uint8_t> raw(layout.stored_size, 0);
-    copy_rodata(raw.data());
+    std::vector<uint8_t> raw;
+    raw.reserve(static_cast<size_t>(layout.stored_size));
+    HEXIR_RETURN_IF_ERROR(stream_rodata(module, constants, [&](std::span<const uint8_t> piece) {
+      raw.insert(raw.end(), piece.begin(), piece.end());
+      return ok_status();
+    }));
     HEXIR_ASSIGN_OR_RETURN(compressed, format::compress_section(raw, options.compression_level));
     if (compressed.size() < raw.size()) {
       layout.stored_size = compressed.size();
       layout.compression = fb::Compression::Zstd;
     } else {
       compressed.clear();
+      compressed.shrink_to_fit();
     }
   }
   // The data section's offset is absolute and follows the metadata on a page
   // boundary: measure the metadata once, then build it with the real offset.
   flatbuffers::FlatBufferBuilder sizing(1 << 16);
-  HEXIR_RETURN_IF_ERROR(build_metadata(module, options, layout, sizing));
+  HEXIR_RETURN_IF_ERROR(build_metadata(module, plan, options, layout, sizing));
   const uint64_t data_offset = round_up(kPreludeSize + sizing.GetSize(), format::kPageSize);
   if (has_rodata) layout.offset = data_offset;
   flatbuffers::FlatBufferBuilder fbb(sizing.GetSize() + 1024);
-  HEXIR_RETURN_IF_ERROR(build_metadata(module, options, layout, fbb));
+  HEXIR_RETURN_IF_ERROR(build_metadata(module, plan, options, layout, fbb));
   const uint64_t metadata_size = fbb.GetSize();
   if (metadata_size != sizing.GetSize()) return internal_error("metadata size changed between writer passes");
+  const std::span<const uint8_t> metadata(fbb.GetBufferPointer(), static_cast<size_t>(metadata_size));
+
+  // The prelude goes last, over zeros, once the data checksum is known.
+  if (sink.size() != 0) return internal_error("the writer needs an empty sink");
+  sink.reserve(data_offset + layout.stored_size);
+  HEXIR_RETURN_IF_ERROR(sink.append_zeros(kPreludeSize));
+  HEXIR_RETURN_IF_ERROR(sink.append(metadata));
+  HEXIR_RETURN_IF_ERROR(sink.append_zeros(data_offset - kPreludeSize - metadata_size));
+  StreamingChecksum64 data_checksum;
+  auto append_data = [&](std::span<const uint8_t> piece) {
+    data_checksum.update(piece);
+    return sink.append(piece);
+  };
+  if (layout.compression == fb::Compression::Zstd) {
+    HEXIR_RETURN_IF_ERROR(append_data(compressed));
+  } else if (has_rodata) {
+    HEXIR_RETURN_IF_ERROR(stream_rodata(module, constants, append_data));
+  }
   const uint64_t data_size = layout.stored_size;
-  std::vector<uint8_t> file(data_offset + data_size, 0);
-  std::memcpy(file.data() + kPreludeSize, fbb.GetBufferPointer(), metadata_size);
-  if (layout.compression == fb::Compression::Zstd)
-    std::memcpy(file.data() + data_offset, compressed.data(), compressed.size());
-  else if (has_rodata)
-    copy_rodata(file.data() + data_offset);
+  if (sink.size() != data_offset + data_size)
+    return internal_error("data section size changed while writing");
 
   format::Prelude prelude{};
   std::memcpy(prelude.magic, format::kMagic, sizeof(prelude.magic));
@@ -253,16 +398,26 @@ Result<std::vector<uint8_t>> write_module(const Module& module, const WriteOptio
   prelude.metadata_size = metadata_size;
   prelude.data_offset = data_offset;
   prelude.data_size = data_size;
-  prelude.metadata_checksum =
-      format::checksum64(std::span<const uint8_t>(file.data() + kPreludeSize, metadata_size));
+  prelude.metadata_checksum = format::checksum64(metadata);
   if (options.data_checksum) {
     prelude.flags |= format::kFlagDataChecksum;
-    prelude.data_checksum =
-        format::checksum64(std::span<const uint8_t>(file.data() + data_offset, data_size));
+    prelude.data_checksum = data_checksum.finish();
   }
   static_assert(std::endian::native == std::endian::little, "the prelude is written in host order");
-  std::memcpy(file.data(), &prelude, sizeof(prelude));
-  return file;
+  const auto* prelude_bytes = reinterpret_cast<const uint8_t*>(&prelude);
+  HEXIR_RETURN_IF_ERROR(sink.overwrite(0, std::span<const uint8_t>(prelude_bytes, sizeof(prelude))));
+  if (head) {
+    head->assign(prelude_bytes, prelude_bytes + sizeof(prelude));
+    head->insert(head->end(), metadata.begin(), metadata.end());
+  }
+  return ok_status();
+}
+
+Result<std::vector<uint8_t>> write_module(const Module& module, const ModulePlan& plan,
+                                          const WriteOptions& options) {
+  VectorSink sink;
+  HEXIR_RETURN_IF_ERROR(write_module(module, plan, options, sink));
+  return sink.take();
 }
 
 }  // namespace hexir::serializer

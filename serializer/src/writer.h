@@ -1,15 +1,21 @@
-// Turns a planned module into .hxe bytes: prelude, "HXE1" flatbuffer
-// metadata, then the RODATA section on a page boundary (zstd-compressed when
-// asked and when that makes it smaller).
+// Turns a graph and its plan into an .hxe: prelude, "HXE1" flatbuffer
+// metadata, then the RODATA section on a page boundary, streamed constant by
+// constant (a chunk at a time from files) into a sink: a file, or bytes in
+// memory. zstd-compressed when asked and when that makes it smaller (the raw
+// section is then assembled once in memory for the compressor).
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "graph.h"
 #include "hexir/base/status.h"
 #include "hexir/serializer/compiler.h"
-#include "ir.h"
+#include "plan.h"
 
 namespace hexir::serializer {
 
@@ -22,9 +28,61 @@ struct WriteOptions {
   int compression_level = 3;
 };
 
-// Expects detect/dedupe/pack_constants, and assign_storage and
-// plan_function_arena on every function, to have run.
-Result<std::vector<uint8_t>> write_module(const Module& module, const WriteOptions& options);
+// Where the writer puts the file: bytes are appended in order, then the
+// prelude is written over the first bytes once the checksums are known.
+class ByteSink {
+ public:
+  virtual ~ByteSink() = default;
+  virtual Status append(std::span<const uint8_t> bytes) = 0;
+  virtual Status overwrite(uint64_t offset, std::span<const uint8_t> bytes) = 0;
+  virtual uint64_t size() const = 0;
+  // A hint: the file will have `size` bytes in all.
+  virtual void reserve(uint64_t size) { (void)size; }
+  Status append_zeros(uint64_t count);
+};
+
+class VectorSink final : public ByteSink {
+ public:
+  Status append(std::span<const uint8_t> bytes) override;
+  Status overwrite(uint64_t offset, std::span<const uint8_t> bytes) override;
+  uint64_t size() const override { return bytes_.size(); }
+  void reserve(uint64_t size) override { bytes_.reserve(static_cast<size_t>(size)); }
+  std::vector<uint8_t> take() { return std::move(bytes_); }
+
+ private:
+  std::vector<uint8_t> bytes_;
+};
+
+// Writes next to `path` (PATH.tmp) and renames on commit(), so a failed
+// compile never leaves a half file behind; without commit() the temporary
+// file is removed.
+class FileSink final : public ByteSink {
+ public:
+  static Result<std::unique_ptr<FileSink>> create(const std::filesystem::path& path);
+  ~FileSink() override;
+  Status append(std::span<const uint8_t> bytes) override;
+  Status overwrite(uint64_t offset, std::span<const uint8_t> bytes) override;
+  uint64_t size() const override { return size_; }
+  Status commit();
+
+ private:
+  FileSink(std::filesystem::path path, std::filesystem::path temp, std::FILE* file)
+      : path_(std::move(path)), temp_(std::move(temp)), file_(file) {}
+  Status write_error() const;
+  std::filesystem::path path_, temp_;
+  std::FILE* file_ = nullptr;
+  uint64_t size_ = 0;
+};
+
+// Expects the constant passes (detect/dedupe/pack_constants), and
+// assign_storage and plan_function_arena on every function, to have run.
+// `head`, when given, receives the prelude and the metadata (what a summary
+// of the file reads), without the data sections.
+Status write_module(const Module& module, const ModulePlan& plan, const WriteOptions& options, ByteSink& sink,
+                    std::vector<uint8_t>* head = nullptr);
+// The whole file as bytes.
+Result<std::vector<uint8_t>> write_module(const Module& module, const ModulePlan& plan,
+                                          const WriteOptions& options);
 
 // Sections smaller than this are never compressed: they cost at most a page.
 inline constexpr uint64_t kMinCompressedSectionSize = 4096;

@@ -18,68 +18,82 @@ std::string use_all(std::initializer_list<const char*> names, const char* type) 
   return std::string("func @f(%x: ") + type + ") -> (" + type + ") {\n" + body + "  return " + last + "\n}\n";
 }
 
-Module prepared(const std::string& source) {
-  Module m = parse_ok(source);
-  detect_splats(m);
-  dedupe_constants(m);
-  pack_constants(m);
-  return m;
+// A parsed module with its constant plan.
+struct Prepared {
+  Module module;
+  ConstantPlan plan;
+  // The graph constant behind entry `i` of the constant table.
+  const Constant& stored(size_t i) const { return module.constants[plan.stored[i].constant]; }
+  // The table entry of the constant operand `operand` of node `node` of function `f`.
+  int entry_of(size_t f, size_t node, size_t operand) const {
+    const Function& fn = module.functions[f];
+    return plan.stored_index[fn.values[fn.nodes[node].inputs[operand]].constant];
+  }
+};
+
+Prepared prepared(const std::string& source) {
+  Prepared p;
+  p.module = parse_ok(source);
+  p.plan = plan_constants(p.module);
+  return p;
 }
 
 TEST_CASE("splat detection: an all-equal dense constant becomes a fill") {
-  Module m = prepared("const @a : f32[2,3] = dense [7, 7, 7, 7, 7, 7]\n" + use_all({"a"}, "f32[2,3]"));
-  REQUIRE(m.constants.size() == 1);
-  const Constant& c = m.constants[0];
-  CHECK(c.is_fill);
-  CHECK(c.fill_pattern == f32_bytes({7}));
-  CHECK(c.fill_count == 6);
-  CHECK(c.byte_size == 24);
-  CHECK(c.data.empty());
+  Prepared p = prepared("const @a : f32[2,3] = dense [7, 7, 7, 7, 7, 7]\n" + use_all({"a"}, "f32[2,3]"));
+  REQUIRE(p.plan.stored.size() == 1);
+  const StoredConstant& c = p.plan.stored[0];
+  REQUIRE(c.fill);
+  CHECK(c.fill->pattern == f32_bytes({7}));
+  CHECK(c.fill->count == 6);
+  CHECK(p.stored(0).byte_size == 24);
+  CHECK(p.plan.rodata_size == 0);
 }
 
 TEST_CASE("splat detection: an all-equal file constant becomes a fill") {
-  Module m = prepared("const @ones : f32[3,4] = file \"ones_f32_3x4.npy\"\n" + use_all({"ones"}, "f32[3,4]"));
-  REQUIRE(m.constants.size() == 1);
-  CHECK(m.constants[0].is_fill);
-  CHECK(m.constants[0].fill_count == 12);
-  CHECK(m.constants[0].fill_pattern == f32_bytes({1}));
-  CHECK(!module_has_rodata(m));
+  Prepared p = prepared("const @ones : f32[3,4] = file \"ones_f32_3x4.npy\"\n" + use_all({"ones"}, "f32[3,4]"));
+  REQUIRE(p.plan.stored.size() == 1);
+  REQUIRE(p.plan.stored[0].fill);
+  CHECK(p.plan.stored[0].fill->count == 12);
+  CHECK(p.plan.stored[0].fill->pattern == f32_bytes({1}));
+  CHECK(!module_has_rodata(p.plan));
 }
 
 TEST_CASE("splat detection: differing elements stay packed data") {
-  Module m = prepared("const @a : f32[3] = dense [1, 1, 2]\n" + use_all({"a"}, "f32[3]"));
-  CHECK(!m.constants[0].is_fill);
-  CHECK(m.constants[0].data == f32_bytes({1, 1, 2}));
+  Prepared p = prepared("const @a : f32[3] = dense [1, 1, 2]\n" + use_all({"a"}, "f32[3]"));
+  CHECK(!p.plan.stored[0].fill);
+  CHECK(bytes_of(p.stored(0)) == f32_bytes({1, 1, 2}));
 }
 
 TEST_CASE("splat detection: compares bytes, so -0.0 and 0.0 differ") {
-  Module m = prepared("const @a : f32[2] = dense [0.0, -0.0]\n" + use_all({"a"}, "f32[2]"));
-  CHECK(!m.constants[0].is_fill);
+  Prepared p = prepared("const @a : f32[2] = dense [0.0, -0.0]\n" + use_all({"a"}, "f32[2]"));
+  CHECK(!p.plan.stored[0].fill);
 }
 
 TEST_CASE("splat detection: empty constants are left alone") {
   Module m = parse_ok("const @e : f32[0] = dense []\n");
-  detect_splats(m);
-  CHECK(!m.constants[0].is_fill);
+  ConstantPlan plan;
+  REQUIRE(detect_splats(m, plan).ok());
+  REQUIRE(plan.fills.size() == 1);
+  CHECK(!plan.fills[0]);
 }
 
 TEST_CASE("dedupe: identical constants become one, references follow") {
-  Module m = prepared(R"(
+  Prepared p = prepared(R"(
 const @a : f32[3] = dense [1, 2, 3]
 const @b : f32[3] = dense [1, 2, 3]
 const @c : f32[3] = dense [1, 2, 4]
 )" + use_all({"a", "b", "c"}, "f32[3]"));
-  REQUIRE(m.constants.size() == 2);
-  CHECK(m.constants[0].name == "a");
-  CHECK(m.constants[1].name == "c");
-  const Function& fn = m.functions[0];
-  CHECK(fn.values[fn.instructions[0].inputs[1]].constant_index == 0);
-  CHECK(fn.values[fn.instructions[1].inputs[1]].constant_index == 0);
-  CHECK(fn.values[fn.instructions[2].inputs[1]].constant_index == 1);
+  REQUIRE(p.plan.stored.size() == 2);
+  CHECK(p.stored(0).name == "a");
+  CHECK(p.stored(1).name == "c");
+  CHECK(p.entry_of(0, 0, 1) == 0);
+  CHECK(p.entry_of(0, 1, 1) == 0);
+  CHECK(p.entry_of(0, 2, 1) == 1);
+  CHECK(p.module.constants.size() == 3);  // the graph keeps every constant
 }
 
 TEST_CASE("dedupe: equal bytes with a different dtype or shape stay apart") {
-  Module m = prepared(R"(
+  Prepared p = prepared(R"(
 const @a : f32[2,2] = dense [1, 2, 3, 4]
 const @b : f32[4] = dense [1, 2, 3, 4]
 const @c : i32[4] = dense [1065353216, 1073741824, 1077936128, 1082130432]
@@ -90,20 +104,20 @@ func @f(%x: f32[2,2], %y: f32[4], %z: i32[4]) -> (f32[2,2], f32[4], i32[4]) {
   return %p, %q, %r
 }
 )");
-  CHECK(m.constants.size() == 3);
+  CHECK(p.plan.stored.size() == 3);
 }
 
 TEST_CASE("dedupe: a dense splat and a written splat merge") {
-  Module m = prepared(R"(
+  Prepared p = prepared(R"(
 const @a : f32[4] = splat 0.5
 const @b : f32[4] = dense [0.5, 0.5, 0.5, 0.5]
 )" + use_all({"a", "b"}, "f32[4]"));
-  REQUIRE(m.constants.size() == 1);
-  CHECK(m.constants[0].is_fill);
+  REQUIRE(p.plan.stored.size() == 1);
+  CHECK(p.plan.stored[0].fill);
 }
 
 TEST_CASE("dedupe: fills with the same pattern but a different count stay apart") {
-  Module m = prepared(R"(
+  Prepared p = prepared(R"(
 const @a : f32[4] = splat 0.5
 const @b : f32[2,2] = splat 0.5
 func @f(%x: f32[4], %y: f32[2,2]) -> (f32[4], f32[2,2]) {
@@ -112,32 +126,33 @@ func @f(%x: f32[4], %y: f32[2,2]) -> (f32[4], f32[2,2]) {
   return %p, %q
 }
 )");
-  CHECK(m.constants.size() == 2);
+  CHECK(p.plan.stored.size() == 2);
 }
 
 TEST_CASE("dedupe: unused constants are dropped") {
-  Module m = prepared(R"(
+  Prepared p = prepared(R"(
 const @unused : f32[3] = dense [1, 2, 3]
 const @used : f32[3] = dense [4, 5, 6]
 )" + use_all({"used"}, "f32[3]"));
-  REQUIRE(m.constants.size() == 1);
-  CHECK(m.constants[0].name == "used");
-  CHECK(m.functions[0].values[m.functions[0].instructions[0].inputs[1]].constant_index == 0);
+  REQUIRE(p.plan.stored.size() == 1);
+  CHECK(p.stored(0).name == "used");
+  CHECK(p.entry_of(0, 0, 1) == 0);
+  CHECK(p.plan.stored_index[0] == -1);
 }
 
 TEST_CASE("dedupe: works across functions") {
-  Module m = prepared(R"(
+  Prepared p = prepared(R"(
 const @a : f32[2] = dense [1, 2]
 const @b : f32[2] = dense [1, 2]
 func @f(%x: f32[2]) -> f32[2] { %y = call @add(%x, @a) : f32[2]  return %y }
 func @g(%x: f32[2]) -> f32[2] { %y = call @add(%x, @b) : f32[2]  return %y }
 )");
-  REQUIRE(m.constants.size() == 1);
-  for (const Function& fn : m.functions) CHECK(fn.values[fn.instructions[0].inputs[1]].constant_index == 0);
+  REQUIRE(p.plan.stored.size() == 1);
+  for (size_t f = 0; f < p.module.functions.size(); ++f) CHECK(p.entry_of(f, 0, 1) == 0);
 }
 
 TEST_CASE("packing: every packed constant is 64-byte aligned and none overlap") {
-  Module m = prepared(R"(
+  Prepared p = prepared(R"(
 const @a : f32[3] = dense [1, 2, 3]
 const @b : u8[5] = dense [1, 2, 3, 4, 5]
 const @c : f32[2,3] = file "f32_2x3.npy"
@@ -152,22 +167,23 @@ func @f(%x: f32[3], %y: u8[5], %z: f32[2,3], %w: i64[3]) -> (f32[3], u8[5], f32[
   return %p2, %q, %r, %t
 }
 )");
-  uint64_t size = pack_constants(m);
+  uint64_t size = pack_constants(p.module, p.plan);
   uint64_t end = 0;
-  for (const Constant& c : m.constants) {
-    if (c.is_fill) continue;
+  for (const StoredConstant& c : p.plan.stored) {
+    if (c.fill) continue;
     CHECK(c.rodata_offset % format::kConstantAlignment == 0);
     CHECK(c.rodata_offset >= end);
-    end = c.rodata_offset + c.byte_size;
+    end = c.rodata_offset + p.module.constants[c.constant].byte_size;
   }
   CHECK(size == end);
+  CHECK(p.plan.rodata_size == end);
   CHECK(size == 3 * 64 + 24);
 }
 
 TEST_CASE("packing: only fills means no RODATA at all") {
-  Module m = prepared("const @s : f32[1000] = splat 3\n" + use_all({"s"}, "f32[1000]"));
-  CHECK(pack_constants(m) == 0);
-  CHECK(!module_has_rodata(m));
+  Prepared p = prepared("const @s : f32[1000] = splat 3\n" + use_all({"s"}, "f32[1000]"));
+  CHECK(pack_constants(p.module, p.plan) == 0);
+  CHECK(!module_has_rodata(p.plan));
 }
 
 }  // namespace

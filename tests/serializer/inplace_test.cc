@@ -10,36 +10,28 @@ namespace {
 using ops::OpId;
 
 // Runs the passes in compile_source's order (without scratch planning).
-Function planned(std::string_view source, bool in_place = true, PlanStrategy plan = PlanStrategy::kArena,
-                 Schedule schedule = Schedule::kSource) {
-  Module m = parse_ok(source);
-  Function& fn = m.functions[0];
-  assign_storage(fn);
-  if (schedule == Schedule::kMemory) schedule_for_memory(fn);
-  if (in_place) assign_in_place(fn);
-  place_donations(fn);
-  record_last_uses(fn);
+Planned planned(std::string_view source, bool in_place = true, PlanStrategy plan = PlanStrategy::kArena,
+                Schedule schedule = Schedule::kSource) {
+  Planned p;
+  p.module = parse_ok(source);
+  const Function& fn = p.fn();
+  assign_storage(fn, p.plan);
+  if (schedule == Schedule::kMemory) schedule_for_memory(fn, p.plan);
+  if (in_place) assign_in_place(fn, p.plan);
+  place_donations(fn, p.plan);
+  record_last_uses(fn, p.plan);
   std::string heuristic;
-  Status s = plan_function_arena(fn, plan, 64, &heuristic);
+  Status s = plan_function_arena(fn, p.plan, plan, 64, &heuristic);
   INFO(s.to_string());
   REQUIRE(s.ok());
-  return std::move(fn);
+  return p;
 }
-
-int id_of(const Function& fn, std::string_view name) {
-  for (size_t v = 0; v < fn.values.size(); ++v)
-    if (fn.values[v].name == name) return static_cast<int>(v);
-  FAIL("no value " << name);
-  return -1;
-}
-
-const Value& value_named(const Function& fn, std::string_view name) { return fn.values[id_of(fn, name)]; }
 
 // The alias mask of the instruction writing `name`.
-uint32_t mask_of(const Function& fn, std::string_view name) {
-  const int id = id_of(fn, name);
-  for (const Instruction& inst : fn.program)
-    if (inst.output == id) return inst.alias_mask;
+uint32_t mask_of(const Planned& p, std::string_view name) {
+  const int id = p.id(name);
+  for (const Instruction& inst : p.plan.program)
+    if (inst.outputs[0] == id) return inst.alias_mask;
   FAIL("no instruction writes " << name);
   return 0;
 }
@@ -59,18 +51,18 @@ func @f(%x: f32[64]) -> (f32[64]) {
   %d = call @sqrt(%c) : f32[64]
   return %d
 })";
-  Function fn = planned(kSource);
-  CHECK(mask_of(fn, "a") == 0);  // never the (not donated) input
-  CHECK(mask_of(fn, "b") == 1);
-  CHECK(mask_of(fn, "c") == 1);
-  CHECK(mask_of(fn, "d") == 0);  // bound to the output: its own buffer
-  CHECK(buffer_head(fn, id_of(fn, "c")) == id_of(fn, "a"));
-  CHECK(value_named(fn, "c").arena_offset == value_named(fn, "a").arena_offset);
-  CHECK(fn.arena_size == 256);
-  CHECK(fn.lower_bound == 256);
-  Function without = planned(kSource, /*in_place=*/false);
-  CHECK(without.lower_bound == 512);  // a value and its successor overlap at the instruction
-  CHECK(without.arena_size == 512);
+  Planned p = planned(kSource);
+  CHECK(mask_of(p, "a") == 0);  // never the (not donated) input
+  CHECK(mask_of(p, "b") == 1);
+  CHECK(mask_of(p, "c") == 1);
+  CHECK(mask_of(p, "d") == 0);  // bound to the output: its own buffer
+  CHECK(buffer_head(p.plan, p.id("c")) == p.id("a"));
+  CHECK(p.at("c").arena_offset == p.at("a").arena_offset);
+  CHECK(p.plan.arena_size == 256);
+  CHECK(p.plan.lower_bound == 256);
+  Planned without = planned(kSource, /*in_place=*/false);
+  CHECK(without.plan.lower_bound == 512);  // a value and its successor overlap at the instruction
+  CHECK(without.plan.arena_size == 512);
   check_compiles_and_verifies(kSource);
 }
 
@@ -82,9 +74,9 @@ func @f(%x: f32[8]) -> (f32[8]) {
   %b = call @mul(%a, %a) : f32[8]
   return %b
 })";
-  Function fn = planned(kSource);
-  CHECK(mask_of(fn, "a") == 0);
-  CHECK(value_named(fn, "a").buffer_prev == -1);
+  Planned p = planned(kSource);
+  CHECK(mask_of(p, "a") == 0);
+  CHECK(p.at("a").buffer_prev == -1);
   check_compiles_and_verifies(kSource);
 }
 
@@ -101,24 +93,24 @@ func @f(%x: f32[16]) -> (f32[16]) {
   %e = call @add(%d, %x) : f32[16]
   return %e
 })";
-  Function fn = planned(kSource);
-  CHECK(mask_of(fn, "b") == 0);  // %a is still read through %v
+  Planned p = planned(kSource);
+  CHECK(mask_of(p, "b") == 0);  // %a is still read through %v
   // %c may take either operand's buffer: both are last uses of the same size.
-  CHECK(mask_of(fn, "c") == 1);
-  CHECK(mask_of(fn, "d") == 1);  // over %c, through its view %r
-  CHECK(mask_of(fn, "e") == 0);  // bound to the output
+  CHECK(mask_of(p, "c") == 1);
+  CHECK(mask_of(p, "d") == 1);  // over %c, through its view %r
+  CHECK(mask_of(p, "e") == 0);  // bound to the output
   check_compiles_and_verifies(kSource);
 }
 
 TEST_CASE("in place: the same value as two operands sets both bits") {
-  Function fn = planned(R"(
+  Planned p = planned(R"(
 func @f(%x: f32[16]) -> (f32[16]) {
   %a = call @relu(%x) : f32[16]
   %b = call @mul(%a, %a) : f32[16]
   %c = call @neg(%b) : f32[16]
   return %c
 })");
-  CHECK(mask_of(fn, "b") == 0b11);
+  CHECK(mask_of(p, "b") == 0b11);
 }
 
 TEST_CASE("in place: never into an input of another size (broadcast)") {
@@ -130,13 +122,13 @@ func @f(%x: f32[4], %y: f32[3,4]) -> (f32[3,4]) {
   %c = call @neg(%b) : f32[3,4]
   return %c
 })";
-  Function fn = planned(kSource);
-  CHECK(mask_of(fn, "b") == 0b10);  // %s has the result's size; %a (16 bytes) does not
+  Planned p = planned(kSource);
+  CHECK(mask_of(p, "b") == 0b10);  // %s has the result's size; %a (16 bytes) does not
   check_compiles_and_verifies(kSource);
 }
 
 TEST_CASE("in place: only kernels that may run in place") {
-  Function fn = planned(R"(
+  Planned p = planned(R"(
 func @f(%x: f32[4,4]) -> (f32[4,4]) {
   %a = call @relu(%x) : f32[4,4]
   %t = call @transpose(%a) : f32[4,4]
@@ -145,9 +137,9 @@ func @f(%x: f32[4,4]) -> (f32[4,4]) {
   %c = call @neg(%s) : f32[4,4]
   return %c
 })");
-  CHECK(mask_of(fn, "t") == 0);
-  CHECK(mask_of(fn, "m") == 0);
-  CHECK(mask_of(fn, "s") == 1);
+  CHECK(mask_of(p, "t") == 0);
+  CHECK(mask_of(p, "m") == 0);
+  CHECK(mask_of(p, "s") == 1);
 }
 
 TEST_CASE("views: chains of views of an input, a constant and an output keep that storage") {
@@ -167,15 +159,15 @@ func @f(%x: f32[2,6]) -> (f32[3,4], f32[12]) {
   %r = call @add(%q, %s) : f32[12]
   return %p, %r
 })";
-  Function fn = planned(kSource);
-  CHECK(value_named(fn, "xw").storage == Storage::kInput);
-  CHECK(value_named(fn, "xw").storage_root == id_of(fn, "x"));
-  CHECK(value_named(fn, "q").storage == Storage::kConstant);
-  CHECK(value_named(fn, "q").storage_root == id_of(fn, "c"));
-  CHECK(value_named(fn, "p").storage == Storage::kOutput);
-  CHECK(value_named(fn, "p").storage_root == id_of(fn, "t"));
+  Planned p = planned(kSource);
+  CHECK(p.at("xw").storage == Storage::kInput);
+  CHECK(p.at("xw").storage_root == p.id("x"));
+  CHECK(p.at("q").storage == Storage::kConstant);
+  CHECK(p.at("q").storage_root == p.id("c"));
+  CHECK(p.at("p").storage == Storage::kOutput);
+  CHECK(p.at("p").storage_root == p.id("t"));
   // %t is an output: %s stays alive (read by %r) so nothing runs in place over it.
-  CHECK(mask_of(fn, "t") == 0);
+  CHECK(mask_of(p, "t") == 0);
   check_compiles_and_verifies(kSource);
   // The views are slots of their own that name their root.
   std::vector<uint8_t> bytes = compile_ok(kSource);
@@ -198,12 +190,12 @@ func @step(%cache: f32[64,128] donate, %row: f32[1,128]) -> (f32[64,128]) {
 })";
 
 TEST_CASE("donation: an in-place add writes the caller's cache") {
-  Function fn = planned(kStep);
-  CHECK(fn.arguments[0].donated_to == 0);
-  CHECK(mask_of(fn, "c") == 1);
-  CHECK(value_named(fn, "c").storage == Storage::kInput);
-  CHECK(value_named(fn, "c").storage_index == 0);
-  CHECK(fn.arena_size == 0);
+  Planned p = planned(kStep);
+  CHECK(p.plan.donated_to[0] == 0);
+  CHECK(mask_of(p, "c") == 1);
+  CHECK(p.at("c").storage == Storage::kInput);
+  CHECK(p.at("c").storage_index == 0);
+  CHECK(p.plan.arena_size == 0);
 
   std::vector<uint8_t> bytes = compile_ok(kStep);
   const fb::Module* m = module_of(bytes);
@@ -223,10 +215,10 @@ func @f(%cache: f32[4,4] donate, %x: f32[4,4]) -> (f32[4,4]) {
   %b = call @transpose(%a) : f32[4,4]
   return %b
 })";
-  Function fn = planned(kSource);
-  CHECK(fn.arguments[0].donated_to == 0);
-  CHECK(mask_of(fn, "b") == 0);
-  CHECK(value_named(fn, "b").storage == Storage::kInput);
+  Planned p = planned(kSource);
+  CHECK(p.plan.donated_to[0] == 0);
+  CHECK(mask_of(p, "b") == 0);
+  CHECK(p.at("b").storage == Storage::kInput);
   check_compiles_and_verifies(kSource);
 }
 
@@ -236,9 +228,9 @@ func @f(%cache: f32[4,4] donate, %x: f32[4,4]) -> (f32[4,4]) {
   %a = call @matmul(%cache, %x) : f32[4,4]
   return %a
 })";
-  Function fn = planned(kSource);
-  CHECK(fn.arguments[0].donated_to == -1);
-  CHECK(value_named(fn, "a").storage == Storage::kOutput);
+  Planned p = planned(kSource);
+  CHECK(p.plan.donated_to[0] == -1);
+  CHECK(p.at("a").storage == Storage::kOutput);
   std::vector<uint8_t> bytes = compile_ok(kSource);
   const fb::Module* m = module_of(bytes);
   const fb::Function* f = function_named(m, "f");
@@ -248,16 +240,16 @@ func @f(%cache: f32[4,4] donate, %x: f32[4,4]) -> (f32[4,4]) {
 }
 
 TEST_CASE("donation: an arena value never takes a donated buffer that is not its output's") {
-  Function fn = planned(R"(
+  Planned p = planned(R"(
 func @f(%cache: f32[8] donate, %x: f32[8]) -> (f32[8]) {
   %a = call @mul(%cache, %x) : f32[8]
   %b = call @exp(%a) : f32[8]
   return %b
 })");
-  CHECK(mask_of(fn, "a") == 0);
-  CHECK(value_named(fn, "a").storage == Storage::kArena);
-  CHECK(value_named(fn, "b").storage == Storage::kInput);  // written after the cache's last read
-  CHECK(mask_of(fn, "b") == 0);
+  CHECK(mask_of(p, "a") == 0);
+  CHECK(p.at("a").storage == Storage::kArena);
+  CHECK(p.at("b").storage == Storage::kInput);  // written after the cache's last read
+  CHECK(mask_of(p, "b") == 0);
 }
 
 TEST_CASE("free-at-last-use: no offsets, last uses recorded, lower bound kept") {
@@ -269,14 +261,14 @@ func @f(%x: f32[16]) -> (f32[16]) {
   %d = call @neg(%c) : f32[16]
   return %d
 })";
-  Function fn = planned(kSource, true, PlanStrategy::kFreeAtLastUse);
-  CHECK(fn.arena_size == 0);
-  CHECK(fn.lower_bound == 128);
-  CHECK(value_named(fn, "a").last_use == 2);
-  CHECK(value_named(fn, "b").last_use == 2);
-  CHECK(value_named(fn, "c").last_use == 3);
-  CHECK(value_named(fn, "d").last_use == -1);  // an output, not arena
-  for (const Value& v : fn.values) CHECK(v.arena_offset == 0);
+  Planned p = planned(kSource, true, PlanStrategy::kFreeAtLastUse);
+  CHECK(p.plan.arena_size == 0);
+  CHECK(p.plan.lower_bound == 128);
+  CHECK(p.at("a").last_use == 2);
+  CHECK(p.at("b").last_use == 2);
+  CHECK(p.at("c").last_use == 3);
+  CHECK(p.at("d").last_use == -1);  // an output, not arena
+  for (const ValuePlan& v : p.plan.values) CHECK(v.arena_offset == 0);
   CompileOptions options;
   options.plan = PlanStrategy::kFreeAtLastUse;
   std::vector<uint8_t> bytes = compile_ok(kSource, options);
@@ -304,18 +296,18 @@ func @f(%x: f32[256]) -> (f32[256]) {
   %y = call @add(%x, %c3) : f32[256]
   return %y
 })";
-  Function source = planned(kSource, true, PlanStrategy::kArena, Schedule::kSource);
-  Function memory = planned(kSource, true, PlanStrategy::kArena, Schedule::kMemory);
-  CHECK(memory.program.size() == source.program.size());
-  CHECK(memory.lower_bound < source.lower_bound);
-  CHECK(memory.arena_size < source.arena_size);
+  Planned source = planned(kSource, true, PlanStrategy::kArena, Schedule::kSource);
+  Planned memory = planned(kSource, true, PlanStrategy::kArena, Schedule::kMemory);
+  CHECK(memory.plan.program.size() == source.plan.program.size());
+  CHECK(memory.plan.lower_bound < source.plan.lower_bound);
+  CHECK(memory.plan.arena_size < source.plan.arena_size);
   // Every operand is written before it is read.
-  std::vector<bool> written(memory.values.size(), false);
-  for (const Value& v : memory.values)
-    if (v.kind != ValueKind::kInstruction) written[&v - memory.values.data()] = true;
-  for (const Instruction& inst : memory.program) {
-    for (int input : inst.inputs) CHECK(written[memory.values[input].storage_root]);
-    written[inst.output] = true;
+  std::vector<bool> written(memory.plan.values.size(), false);
+  for (size_t v = 0; v < written.size(); ++v)
+    written[v] = memory.value(static_cast<int>(v)).kind != ValueKind::kResult;
+  for (const Instruction& inst : memory.plan.program) {
+    for (int input : inst.inputs) CHECK(written[memory.plan.values[input].storage_root]);
+    for (int output : inst.outputs) written[output] = true;
   }
   CompileOptions options;
   options.schedule = Schedule::kMemory;

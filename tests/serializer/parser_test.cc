@@ -11,9 +11,17 @@ namespace {
 
 template <typename T>
 std::vector<T> elements(const Constant& c) {
-  std::vector<T> out(c.data.size() / sizeof(T));
-  std::memcpy(out.data(), c.data.data(), out.size() * sizeof(T));
+  std::vector<uint8_t> bytes = bytes_of(c);
+  std::vector<T> out(bytes.size() / sizeof(T));
+  std::memcpy(out.data(), bytes.data(), out.size() * sizeof(T));
   return out;
+}
+
+// The element a splat constant repeats.
+const std::vector<uint8_t>& pattern_of(const Constant& c) {
+  const auto* fill = std::get_if<FillPattern>(&c.source);
+  REQUIRE(fill);
+  return fill->element;
 }
 
 const Constant& constant_named(const Module& m, std::string_view name) {
@@ -56,12 +64,13 @@ func @main(%x: f32[1,2]) -> (f32[1,3]) {
   CHECK(fn.name == "main");
   CHECK(fn.arguments.size() == 1);
   CHECK(fn.result_types == std::vector<TensorType>{{DType::kF32, {1, 3}}});
-  REQUIRE(fn.instructions.size() == 4);
-  CHECK(fn.instructions[0].kernel == ops::OpId::kMatmul);
-  CHECK(fn.instructions[3].kernel == ops::OpId::kSoftmax);
-  CHECK(fn.instructions[3].params == std::vector<int64_t>{1});  // axis -1 normalized
-  REQUIRE(fn.returned.size() == 1);
-  CHECK(fn.values[fn.returned[0]].name == "p");
+  REQUIRE(fn.nodes.size() == 4);
+  CHECK(fn.nodes[0].op == ops::OpId::kMatmul);
+  CHECK(fn.nodes[3].op == ops::OpId::kSoftmax);
+  CHECK(fn.nodes[3].params == std::vector<int64_t>{1});  // axis -1 normalized
+  REQUIRE(fn.outputs.size() == 1);
+  CHECK(fn.values[fn.outputs[0]].name == "p");
+  CHECK(fn.values[fn.outputs[0]].loc.to_string() == "t.hxir:11:3");
 }
 
 TEST_CASE("parser: module name defaults to the file stem") {
@@ -86,9 +95,13 @@ const @e : i32[] = file "i32_scalar.npy"
   CHECK(elements<float>(constant_named(m, "a")) == std::vector<float>{0, 0.5, 1, 1.5, 2, 2.5});
   CHECK(elements<uint16_t>(constant_named(m, "b")).size() == 4);
   CHECK(elements<int64_t>(constant_named(m, "c")) == std::vector<int64_t>{1, -2, int64_t{1} << 40});
-  CHECK(constant_named(m, "d").data == std::vector<uint8_t>{1, 0, 1, 1});
+  CHECK(bytes_of(constant_named(m, "d")) == std::vector<uint8_t>{1, 0, 1, 1});
   CHECK(elements<int32_t>(constant_named(m, "e")) == std::vector<int32_t>{7});
-  for (const Constant& c : m.constants) CHECK(c.byte_size == c.data.size());
+  for (const Constant& c : m.constants) {
+    // Only the header was read: the constant names a range of its file.
+    CHECK(std::holds_alternative<FileRange>(c.source));
+    CHECK(c.byte_size == bytes_of(c).size());
+  }
 }
 
 TEST_CASE("parser: splat constants become fills of one element") {
@@ -102,20 +115,19 @@ const @u : u8[3] = splat 255
 const @s : f32[] = splat 2
 )");
   const Constant& f = constant_named(m, "f");
-  CHECK(f.is_fill);
-  CHECK(f.fill_count == 12);
+  CHECK(pattern_of(f) == f32_bytes({1.5f}));
   CHECK(f.byte_size == 48);
-  CHECK(f.fill_pattern == f32_bytes({1.5f}));
+  CHECK(bytes_of(f).size() == 48);  // 12 elements
   const Constant& i = constant_named(m, "i");
   int32_t minus7 = -7;
-  CHECK(i.fill_pattern ==
+  CHECK(pattern_of(i) ==
         std::vector<uint8_t>(reinterpret_cast<uint8_t*>(&minus7), reinterpret_cast<uint8_t*>(&minus7) + 4));
-  CHECK(constant_named(m, "h").fill_pattern == std::vector<uint8_t>{0x00, 0x3c});
-  CHECK(constant_named(m, "g").fill_pattern == std::vector<uint8_t>{0x00, 0xc0});
-  CHECK(constant_named(m, "b").fill_pattern == std::vector<uint8_t>{1});
-  CHECK(constant_named(m, "u").fill_pattern == std::vector<uint8_t>{255});
-  CHECK(constant_named(m, "s").fill_count == 1);
-  CHECK(constant_named(m, "s").fill_pattern == f32_bytes({2.0f}));
+  CHECK(pattern_of(constant_named(m, "h")) == std::vector<uint8_t>{0x00, 0x3c});
+  CHECK(pattern_of(constant_named(m, "g")) == std::vector<uint8_t>{0x00, 0xc0});
+  CHECK(pattern_of(constant_named(m, "b")) == std::vector<uint8_t>{1});
+  CHECK(pattern_of(constant_named(m, "u")) == std::vector<uint8_t>{255});
+  CHECK(constant_named(m, "s").byte_size == 4);  // one element
+  CHECK(pattern_of(constant_named(m, "s")) == f32_bytes({2.0f}));
 }
 
 TEST_CASE("parser: dense constants, flat and nested") {
@@ -136,8 +148,9 @@ const @special : f32[3] = dense [inf, -inf, nan]
   CHECK(elements<int32_t>(constant_named(m, "deep")) == std::vector<int32_t>{1, 2, 3, 4});
   CHECK(elements<float>(constant_named(m, "scalar")) == std::vector<float>{3.25});
   CHECK(elements<float>(constant_named(m, "scalar_list")) == std::vector<float>{3.25});
-  CHECK(constant_named(m, "empty").data.empty());
-  CHECK(constant_named(m, "bools").data == std::vector<uint8_t>{1, 0, 1});
+  CHECK(bytes_of(constant_named(m, "empty")).empty());
+  CHECK(bytes_of(constant_named(m, "bools")) == std::vector<uint8_t>{1, 0, 1});
+  for (const Constant& c : m.constants) CHECK(std::holds_alternative<InlineBytes>(c.source));
   CHECK(elements<int8_t>(constant_named(m, "i8s")) == std::vector<int8_t>{-128, 127});
   CHECK(elements<int64_t>(constant_named(m, "i64s")) == std::vector<int64_t>{INT64_MAX, INT64_MIN});
   std::vector<float> special = elements<float>(constant_named(m, "special"));
@@ -191,8 +204,8 @@ func @f(%x: f32[2]) -> (f32[2], f32[2]) {
   %b = call @exp(%x) : f32[2]
   )") + ret + "\n}\n";
     Module m = parse_ok(src);
-    REQUIRE(m.functions[0].returned.size() == 2);
-    CHECK(m.functions[0].values[m.functions[0].returned[1]].name == "b");
+    REQUIRE(m.functions[0].outputs.size() == 2);
+    CHECK(m.functions[0].values[m.functions[0].outputs[1]].name == "b");
   }
 }
 
@@ -211,11 +224,11 @@ func @f(%x: f32[2,4]) -> (f32[4,2], f32[2,4], f32[2,4], f32[1,4]) {
 }
 )");
   const Function& fn = m.functions[0];
-  CHECK(fn.instructions[0].params == std::vector<int64_t>{1, 0});
-  CHECK(fn.instructions[1].params == std::vector<int64_t>{1, std::bit_cast<int64_t>(1e-6)});
-  CHECK(fn.instructions[2].params == std::vector<int64_t>{1, std::bit_cast<int64_t>(0.0)});
-  CHECK(fn.instructions[3].params == std::vector<int64_t>{1});
-  CHECK(fn.instructions[4].params == std::vector<int64_t>{1, 0});
+  CHECK(fn.nodes[0].params == std::vector<int64_t>{1, 0});
+  CHECK(fn.nodes[1].params == std::vector<int64_t>{1, std::bit_cast<int64_t>(1e-6)});
+  CHECK(fn.nodes[2].params == std::vector<int64_t>{1, std::bit_cast<int64_t>(0.0)});
+  CHECK(fn.nodes[3].params == std::vector<int64_t>{1});
+  CHECK(fn.nodes[4].params == std::vector<int64_t>{1, 0});
 }
 
 TEST_CASE("parser: reshape takes its dims from the declared type") {
@@ -226,7 +239,7 @@ func @f(%x: f32[2,6]) -> (f32[3,4]) {
   return %y
 }
 )");
-  CHECK(m.functions[0].instructions[0].params == std::vector<int64_t>{3, 4});
+  CHECK(m.functions[0].nodes[0].params == std::vector<int64_t>{3, 4});
 }
 
 TEST_CASE("parser: comments and odd spacing") {
@@ -234,7 +247,7 @@ TEST_CASE("parser: comments and odd spacing") {
       "// header\nmodule @m // trailing\nconst @c:f32[2]=dense[1,2]//x\n"
       "func @f(%x:f32[2])->(f32[2]){%y=call @add(%x,@c):f32[2]//c\nreturn %y}// end");
   CHECK(m.name == "m");
-  CHECK(m.functions[0].instructions.size() == 1);
+  CHECK(m.functions[0].nodes.size() == 1);
 }
 
 TEST_CASE("parser: a constant used twice in a function is one value") {
@@ -247,7 +260,7 @@ func @f(%x: f32[2]) -> (f32[2]) {
 }
 )");
   const Function& fn = m.functions[0];
-  CHECK(fn.instructions[0].inputs[1] == fn.instructions[1].inputs[1]);
+  CHECK(fn.nodes[0].inputs[1] == fn.nodes[1].inputs[1]);
 }
 
 // ---- errors -----------------------------------------------------------------

@@ -167,46 +167,36 @@ func @f(%x: f32[8,64]) -> (f32[8,64]) {
 }
 )";
 
-Module lowered_with_weights(std::string_view source, PlanStrategy plan, uint32_t alignment) {
+Lowered lowered_with_weights(std::string_view source, PlanStrategy plan, uint32_t alignment) {
   TempDir dir;
   std::vector<uint8_t> w(64 * 64 * 4);
   for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<uint8_t>(i * 31 + 7);
   REQUIRE(write_npy((dir.path() / "f32_64x64.npy").string(), {DType::kF32, {64, 64}}, w).ok());
-  Result<Module> m = parse_module(source, "t.hxir", dir.path());
-  REQUIRE(m.ok());
-  detect_splats(*m);
-  dedupe_constants(*m);
-  pack_constants(*m);
-  for (Function& fn : m->functions) {
-    assign_storage(fn);
-    std::string heuristic;
-    REQUIRE(plan_function_arena(fn, plan, alignment, &heuristic).ok());
-  }
-  return std::move(m).value();
+  return lower(source, plan, alignment, dir.path());
 }
 
-void check_function_plan(const Function& fn, uint32_t alignment) {
-  std::vector<LiveRange> ranges = compute_live_ranges(fn);
+void check_function_plan(const Function& fn, const FunctionPlan& plan, uint32_t alignment) {
+  std::vector<LiveRange> ranges = compute_live_ranges(fn, plan);
   std::vector<PlanBuffer> buffers;
   std::vector<uint64_t> offsets;
   for (const LiveRange& r : ranges) {
     buffers.push_back(r.buffer);
-    offsets.push_back(fn.values[r.root].arena_offset);
+    offsets.push_back(plan.values[r.root].arena_offset);
   }
-  CHECK(plan_is_valid(buffers, offsets, fn.arena_size, alignment));
+  CHECK(plan_is_valid(buffers, offsets, plan.arena_size, alignment));
   // Views sit exactly where their roots are.
-  for (const Value& v : fn.values)
-    if (v.storage == Storage::kArena) CHECK(v.arena_offset == fn.values[v.storage_root].arena_offset);
+  for (const ValuePlan& v : plan.values)
+    if (v.storage == Storage::kArena) CHECK(v.arena_offset == plan.values[v.storage_root].arena_offset);
 }
 
 TEST_CASE("function plans: arena beats naive, respects the bound, never overlaps") {
   for (uint32_t alignment : {16u, 64u, 512u}) {
-    Module naive = lowered_with_weights(kDiamond, PlanStrategy::kNaive, alignment);
-    Module arena = lowered_with_weights(kDiamond, PlanStrategy::kArena, alignment);
-    const Function& n = naive.functions[0];
-    const Function& a = arena.functions[0];
-    check_function_plan(n, alignment);
-    check_function_plan(a, alignment);
+    Lowered naive = lowered_with_weights(kDiamond, PlanStrategy::kNaive, alignment);
+    Lowered arena = lowered_with_weights(kDiamond, PlanStrategy::kArena, alignment);
+    const FunctionPlan& n = naive.plan.functions[0];
+    const FunctionPlan& a = arena.plan.functions[0];
+    check_function_plan(naive.module.functions[0], n, alignment);
+    check_function_plan(arena.module.functions[0], a, alignment);
     // 9 arena values of 2 KiB (j is the output): naive keeps all of them.
     CHECK(n.arena_size == 9 * 2048);
     CHECK(a.arena_size < n.arena_size);
@@ -218,21 +208,21 @@ TEST_CASE("function plans: arena beats naive, respects the bound, never overlaps
 }
 
 TEST_CASE("function plans: the lower bound counts raw bytes, the plan aligned ones") {
-  Module m = lower(R"(
+  Lowered m = lower(R"(
 func @f(%x: f32[3]) -> (f32[3]) {
   %a = call @relu(%x) : f32[3]
   %b = call @exp(%x) : f32[3]
   %c = call @add(%a, %b) : f32[3]
   return %c
 })");
-  const Function& fn = m.functions[0];
+  const FunctionPlan& fn = m.plan.functions[0];
   CHECK(fn.lower_bound == 24);
   CHECK(fn.arena_size == 128);
-  check_function_plan(fn, 64);
+  check_function_plan(m.module.functions[0], fn, 64);
 }
 
 TEST_CASE("function plans: a view keeps its root alive in the plan") {
-  Module m = lower(R"(
+  Lowered m = lower(R"(
 func @f(%x: f32[16]) -> (f32[16]) {
   %a = call @relu(%x) : f32[16]
   %v = call @reshape(%a) : f32[4,4]
@@ -242,8 +232,8 @@ func @f(%x: f32[16]) -> (f32[16]) {
   %d = call @add(%w, %c) : f32[16]
   return %d
 })");
-  const Function& fn = m.functions[0];
-  check_function_plan(fn, 64);
+  const FunctionPlan& fn = m.plan.functions[0];
+  check_function_plan(m.module.functions[0], fn, 64);
   CHECK(fn.lower_bound == 3 * 64);  // a, b, c all live at %c
 }
 

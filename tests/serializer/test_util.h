@@ -14,9 +14,13 @@
 #include "hexir/format/prelude.h"
 #include "hexir/format/verifier.h"
 #include "hexir/serializer/compiler.h"
+#include "constant_data.h"
+#include "graph.h"
 #include "hexir_generated.h"
 #include "parser.h"
 #include "passes.h"
+#include "pipeline.h"
+#include "plan.h"
 
 namespace hexir::serializer::testing {
 
@@ -61,22 +65,77 @@ inline std::string parse_error(std::string_view source, const std::filesystem::p
   return m.ok() ? std::string() : m.status().message();
 }
 
-// Runs every pass like compile_source does, without writing.
-inline Module lower(std::string_view source, PlanStrategy plan = PlanStrategy::kArena,
-                    uint32_t alignment = 64) {
-  Module m = parse_ok(source);
-  detect_splats(m);
-  dedupe_constants(m);
-  pack_constants(m);
-  for (Function& fn : m.functions) {
-    assign_storage(fn);
+// All the bytes of a constant, however they are stored (a file constant is read now).
+inline std::vector<uint8_t> bytes_of(const Constant& c) {
+  std::vector<uint8_t> out;
+  Status read = for_each_chunk(c, [&](std::span<const uint8_t> piece) {
+    out.insert(out.end(), piece.begin(), piece.end());
+    return ok_status();
+  });
+  INFO(read.to_string());
+  REQUIRE(read.ok());
+  return out;
+}
+
+// A parsed module and its plan.
+struct Lowered {
+  Module module;
+  ModulePlan plan;
+};
+
+// The constant passes, like compile_source runs them.
+inline ConstantPlan plan_constants(const Module& m) {
+  ConstantPlan plan;
+  Status s = detect_splats(m, plan);
+  INFO(s.to_string());
+  REQUIRE(s.ok());
+  s = dedupe_constants(m, plan);
+  INFO(s.to_string());
+  REQUIRE(s.ok());
+  pack_constants(m, plan);
+  return plan;
+}
+
+// Parses and runs the constant passes, then storage and the arena plan per
+// function (no in-place, no donation placement), without writing.
+inline Lowered lower(std::string_view source, PlanStrategy strategy = PlanStrategy::kArena,
+                     uint32_t alignment = 64, const std::filesystem::path& base = data_dir()) {
+  Lowered out;
+  out.module = parse_ok(source, base);
+  out.plan.constants = plan_constants(out.module);
+  out.plan.functions.resize(out.module.functions.size());
+  for (size_t f = 0; f < out.module.functions.size(); ++f) {
+    assign_storage(out.module.functions[f], out.plan.functions[f]);
     std::string heuristic;
-    Status s = plan_function_arena(fn, plan, alignment, &heuristic);
+    Status s = plan_function_arena(out.module.functions[f], out.plan.functions[f], strategy, alignment, &heuristic);
     INFO(s.to_string());
     REQUIRE(s.ok());
   }
-  return m;
+  return out;
 }
+
+// The first function of a parsed module with its plan, looked up by value name.
+struct Planned {
+  Module module;
+  FunctionPlan plan;
+
+  const Function& fn() const { return module.functions.front(); }
+  const Value& value(int id) const { return value_at(fn(), plan, id); }
+  // The id of the value named `name` (graph values first, then those the plan added).
+  int id(std::string_view name) const {
+    for (int v = 0; v < value_count(fn(), plan); ++v)
+      if (value(v).name == name) return v;
+    FAIL("no value " << name);
+    return -1;
+  }
+  const ValuePlan& at(std::string_view name) const { return plan.values[static_cast<size_t>(id(name))]; }
+  // The operators of the program, in order.
+  std::vector<ops::OpId> ops() const {
+    std::vector<ops::OpId> out;
+    for (const Instruction& inst : plan.program) out.push_back(inst.op);
+    return out;
+  }
+};
 
 inline std::vector<uint8_t> compile_ok(std::string_view source, const CompileOptions& options = {}) {
   Result<std::vector<uint8_t>> bytes = compile_source(source, "t.hxir", data_dir(), options);

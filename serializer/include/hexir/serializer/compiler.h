@@ -1,4 +1,5 @@
-// hexir-compile as a library: .hxir text in, .hxe bytes out.
+// hexir-compile as a library: .hxir text in, an .hxe out (as bytes, or
+// written to a file with the weights streamed from their .npy files).
 #pragma once
 
 #include <cstdint>
@@ -31,8 +32,8 @@ enum class SectionCompression {
 
 struct CompileOptions {
   PlanStrategy plan = PlanStrategy::kArena;
-  uint32_t alignment = 64;      // arena offset alignment
-  bool data_checksum = false;   // checksum the data sections too (O(weights) to verify)
+  uint32_t alignment = 64;     // arena offset alignment
+  bool data_checksum = false;  // checksum the data sections too (O(weights) to verify)
   // Elementwise results take the storage of an input whose last use they are
   // (alias bits), under the arena and free-at-last-use plans. Off only to
   // measure what in-place saves. A result written in place into a donated
@@ -43,7 +44,7 @@ struct CompileOptions {
   // them smaller; the VM decompresses them once at load. kNone (default) keeps
   // RODATA usable straight from the mapping.
   SectionCompression compression = SectionCompression::kNone;
-  int compression_level = 3;    // zstd level (1..22) for kZstd
+  int compression_level = 3;  // zstd level (1..22) for kZstd
   // Budget of the arena planner's improvement search, per function, in
   // milliseconds of counted work: deterministic (the same input and budget
   // give the same plan on any machine). 0: greedy heuristics only.
@@ -55,7 +56,21 @@ struct CompileOptions {
 Result<std::vector<uint8_t>> compile_source(std::string_view source, std::string_view display_name,
                                             const std::filesystem::path& base_dir,
                                             const CompileOptions& options = {});
-Result<std::vector<uint8_t>> compile_file(const std::filesystem::path& path, const CompileOptions& options = {});
+Result<std::vector<uint8_t>> compile_file(const std::filesystem::path& path,
+                                          const CompileOptions& options = {});
+
+// What compile_file_to wrote.
+struct CompiledFile {
+  uint64_t size = 0;          // bytes in the file
+  std::vector<uint8_t> head;  // its prelude and metadata (no data sections): enough for a summary
+};
+// Compiles `path` into `out`. Constant bytes go from their .npy files to the
+// output a chunk at a time, so a model's weights are never held in memory
+// (unless the data section is compressed: then once). Writes OUT.tmp and
+// renames it, so a failed compile leaves no half file.
+Result<CompiledFile> compile_file_to(const std::filesystem::path& path, const std::filesystem::path& out,
+                                     const CompileOptions& options = {});
+
 Status write_binary_file(const std::filesystem::path& path, std::span<const uint8_t> bytes);
 
 }  // namespace hexir::serializer

@@ -1,0 +1,75 @@
+// Reading a constant's bytes where they are (graph.h ConstantSource): inline,
+// a fill pattern, or a range of a file read a chunk at a time. The constant
+// passes and the writer see weights only through this, so a compile holds at
+// most one chunk of a file constant at once.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "graph.h"
+#include "hexir/base/status.h"
+#include "hexir/base/types.h"
+
+namespace hexir::serializer {
+
+inline constexpr size_t kConstantChunkSize = size_t{1} << 20;
+
+// The header of an .npy file: the array's type and where its data begins.
+// Reads only the header, and checks the file holds exactly the data it
+// declares. Errors read like read_npy's (base/npy.h): "cannot open ...",
+// "fortran_order arrays are not supported ...", "unsupported dtype '<f8'".
+struct NpyHeader {
+  TensorType type;
+  uint64_t data_offset = 0;
+};
+Result<NpyHeader> read_npy_header(const std::filesystem::path& path);
+
+// Reads a constant's byte_size bytes front to back, in pieces.
+class ConstantReader {
+ public:
+  explicit ConstantReader(const Constant& constant);
+  ConstantReader(ConstantReader&&) = default;
+  ConstantReader& operator=(ConstantReader&&) = default;
+
+  // The next min(max_bytes, remaining()) bytes (empty at the end). Valid
+  // until the next call. A file that no longer holds the range is kDataLoss.
+  Result<std::span<const uint8_t>> next(size_t max_bytes = kConstantChunkSize);
+  uint64_t remaining() const { return size_ - position_; }
+
+ private:
+  struct CloseFile {
+    void operator()(std::FILE* f) const { std::fclose(f); }
+  };
+  const Constant* constant_;
+  uint64_t size_ = 0;
+  uint64_t position_ = 0;
+  std::unique_ptr<std::FILE, CloseFile> file_;
+  std::vector<uint8_t> buffer_;
+};
+
+// Calls `chunk` with the constant's bytes in order, one piece at a time.
+Status for_each_chunk(const Constant& constant, const std::function<Status(std::span<const uint8_t>)>& chunk);
+
+// Whether two constants of equal byte size hold the same bytes.
+Result<bool> same_bytes(const Constant& a, const Constant& b);
+
+// format::checksum64 of bytes that arrive in pieces (same value as over all of them at once).
+class StreamingChecksum64 {
+ public:
+  void update(std::span<const uint8_t> bytes);
+  uint64_t finish() const;
+
+ private:
+  uint64_t hash_ = 0xcbf29ce484222325ull;
+  uint64_t size_ = 0;
+  uint8_t pending_[8] = {};
+  size_t pending_size_ = 0;
+};
+
+}  // namespace hexir::serializer

@@ -1,0 +1,349 @@
+#include "graph.h"
+
+#include <system_error>
+
+namespace hexir::serializer {
+
+Location Location::text(std::shared_ptr<const std::string> file, int line, int col) {
+  Location loc;
+  loc.file = std::move(file);
+  loc.line = line;
+  loc.col = col;
+  return loc;
+}
+
+Location Location::imported(std::shared_ptr<const std::string> file, std::string node, std::string op_type) {
+  Location loc;
+  loc.file = std::move(file);
+  loc.node = std::move(node);
+  loc.op_type = std::move(op_type);
+  return loc;
+}
+
+std::string Location::position() const {
+  if (line > 0) return std::to_string(line) + ":" + std::to_string(col);
+  if (!node.empty()) return "node '" + node + "'" + (op_type.empty() ? "" : " (" + op_type + ")");
+  return {};
+}
+
+std::string Location::to_string() const {
+  const std::string where = position();
+  if (!file || file->empty()) return where;
+  if (where.empty()) return *file;
+  return *file + (line > 0 ? ":" : ": ") + where;
+}
+
+Status error_at(const Location& loc, std::string_view what) {
+  std::string where = loc.to_string();
+  if (where.empty()) return invalid_argument(std::string(what));
+  return invalid_argument(where + ": " + std::string(what));
+}
+
+namespace {
+
+// A location that is known, else the fallback.
+const Location& or_else(const Location& loc, const Location& fallback) {
+  return loc.line > 0 || !loc.node.empty() || (loc.file && !loc.file->empty()) ? loc : fallback;
+}
+
+const Location& at_index(const std::vector<Location>& locs, size_t i, const Location& fallback) {
+  return i < locs.size() ? or_else(locs[i], fallback) : fallback;
+}
+
+Status check_type(const TensorType& type, const Location& loc) {
+  Result<uint64_t> size = byte_size(type);
+  if (!size.ok()) return error_at(loc, "type " + type.to_string() + ": " + size.status().message());
+  return ok_status();
+}
+
+std::string sigil_name(const Value& v) { return (v.kind == ValueKind::kConstant ? "@" : "%") + v.name; }
+
+}  // namespace
+
+GraphBuilder::GraphBuilder(std::string module_name) { module_.name = std::move(module_name); }
+
+Status GraphBuilder::check_constant_name(std::string_view name, const Location& loc) const {
+  if (auto it = constant_index_.find(name); it != constant_index_.end())
+    return error_at(loc, "redefinition of constant @" + std::string(name) + " (first defined at " +
+                             module_.constants[static_cast<size_t>(it->second)].loc.position() + ")");
+  return ok_status();
+}
+
+Result<int> GraphBuilder::add_constant(std::string name, TensorType type, ConstantSource source,
+                                       Location loc) {
+  HEXIR_RETURN_IF_ERROR(check_constant_name(name, loc));
+  HEXIR_RETURN_IF_ERROR(check_type(type, loc));
+  Constant c;
+  c.byte_size = *byte_size(type);
+  const uint64_t element = dtype_size(type.dtype);
+  if (const auto* inline_bytes = std::get_if<InlineBytes>(&source)) {
+    if (inline_bytes->bytes.size() != c.byte_size)
+      return error_at(loc, "constant @" + name + " has " + std::to_string(inline_bytes->bytes.size()) +
+                               " byte(s), its type " + type.to_string() + " needs " +
+                               std::to_string(c.byte_size));
+  } else if (const auto* fill = std::get_if<FillPattern>(&source)) {
+    if (fill->element.size() != element)
+      return error_at(loc, "fill of constant @" + name + " has a " + std::to_string(fill->element.size()) +
+                               "-byte pattern, one " + dtype_name(type.dtype) + " element is " +
+                               std::to_string(element));
+  } else {
+    const auto& range = std::get<FileRange>(source);
+    std::error_code ec;
+    const uint64_t file_size = std::filesystem::file_size(range.path, ec);
+    if (ec)
+      return error_at(loc,
+                      "constant @" + name + ": cannot open '" + range.path.string() + "': " + ec.message());
+    if (range.offset > file_size || c.byte_size > file_size - range.offset)
+      return error_at(loc, "constant @" + name + " needs bytes [" + std::to_string(range.offset) + ", +" +
+                               std::to_string(c.byte_size) + ") of '" + range.path.string() +
+                               "', which has " + std::to_string(file_size));
+  }
+  c.name = std::move(name);
+  c.type = std::move(type);
+  c.source = std::move(source);
+  c.loc = std::move(loc);
+  const int index = static_cast<int>(module_.constants.size());
+  constant_index_[c.name] = index;
+  module_.constants.push_back(std::move(c));
+  return index;
+}
+
+std::optional<int> GraphBuilder::find_constant(std::string_view name) const {
+  auto it = constant_index_.find(name);
+  if (it == constant_index_.end()) return std::nullopt;
+  return it->second;
+}
+
+Status GraphBuilder::begin_function(std::string name, Location loc) {
+  if (open_) return error_at(loc, "function @" + function().name + " is still open (end_function)");
+  for (const Function& other : module_.functions)
+    if (other.name == name)
+      return error_at(
+          loc, "redefinition of function @" + name + " (first defined at " + other.loc.position() + ")");
+  Function fn;
+  fn.name = std::move(name);
+  fn.loc = std::move(loc);
+  module_.functions.push_back(std::move(fn));
+  open_ = true;
+  outputs_set_ = false;
+  value_names_.clear();
+  constant_values_.clear();
+  return ok_status();
+}
+
+Status GraphBuilder::check_value_name(std::string_view name, const Location& loc) const {
+  if (auto it = value_names_.find(name); it != value_names_.end())
+    return error_at(loc, "redefinition of %" + std::string(name) + " (first defined at " +
+                             value(it->second).loc.position() + ")");
+  return ok_status();
+}
+
+std::optional<int> GraphBuilder::find_value(std::string_view name) const {
+  auto it = value_names_.find(name);
+  if (it == value_names_.end()) return std::nullopt;
+  return it->second;
+}
+
+Status GraphBuilder::check_value_id(int id, const char* what, const Location& loc) const {
+  if (id < 0 || static_cast<size_t>(id) >= function().values.size())
+    return error_at(loc,
+                    std::string(what) + " " + std::to_string(id) + " is not a value of @" + function().name);
+  return ok_status();
+}
+
+int GraphBuilder::push_value(Value value) {
+  const int id = static_cast<int>(function().values.size());
+  function().values.push_back(std::move(value));
+  return id;
+}
+
+Result<int> GraphBuilder::add_input(std::string name, TensorType type, bool donate, Location loc) {
+  if (!open_) return error_at(loc, "add_input outside a function");
+  if (!function().nodes.empty()) return error_at(loc, "inputs come before the nodes of @" + function().name);
+  HEXIR_RETURN_IF_ERROR(check_value_name(name, loc));
+  HEXIR_RETURN_IF_ERROR(check_type(type, loc));
+  Value value;
+  value.name = std::move(name);
+  value.byte_size = *byte_size(type);
+  value.type = std::move(type);
+  value.kind = ValueKind::kInput;
+  value.input_index = static_cast<int>(function().arguments.size());
+  value.loc = std::move(loc);
+  const std::string key = value.name;
+  const int id = push_value(std::move(value));
+  value_names_[key] = id;
+  function().arguments.push_back({id, donate});
+  return id;
+}
+
+Result<int> GraphBuilder::use_constant(int constant, Location loc) {
+  if (!open_) return error_at(loc, "use_constant outside a function");
+  if (constant < 0 || static_cast<size_t>(constant) >= module_.constants.size())
+    return error_at(loc, "constant index " + std::to_string(constant) + " is not a constant of the module");
+  auto [it, inserted] = constant_values_.try_emplace(constant, static_cast<int>(function().values.size()));
+  if (!inserted) return it->second;
+  const Constant& c = module_.constants[static_cast<size_t>(constant)];
+  Value value;
+  value.name = c.name;
+  value.type = c.type;
+  value.byte_size = c.byte_size;
+  value.kind = ValueKind::kConstant;
+  value.constant = constant;
+  value.loc = std::move(loc);
+  return push_value(std::move(value));
+}
+
+Status GraphBuilder::set_result_types(std::vector<TensorType> types) {
+  if (!open_) return invalid_argument("set_result_types outside a function");
+  Function& fn = function();
+  if (types.empty()) return error_at(fn.loc, "function @" + fn.name + " must return at least one value");
+  for (const TensorType& type : types) HEXIR_RETURN_IF_ERROR(check_type(type, fn.loc));
+  fn.result_types = std::move(types);
+  return ok_status();
+}
+
+Result<std::vector<int>> GraphBuilder::add_node(ops::OpId op, const std::vector<int>& inputs,
+                                                const ops::AttrMap& attrs,
+                                                const std::vector<TensorType>& declared, Location loc) {
+  NodeSpec spec;
+  spec.op = op;
+  spec.inputs = inputs;
+  spec.attrs = attrs;
+  spec.declared = declared;
+  spec.locs.node = std::move(loc);
+  return add_node(std::move(spec));
+}
+
+Result<std::vector<int>> GraphBuilder::add_node(NodeSpec spec) {
+  const NodeLocations& locs = spec.locs;
+  const Location& op_loc = or_else(locs.op, locs.node);
+  const Location& attrs_loc = or_else(locs.attrs, op_loc);
+  if (!open_) return error_at(locs.node, "add_node outside a function");
+  if (static_cast<int>(spec.op) >= ops::kOpCount)
+    return error_at(op_loc, "unknown operator id " + std::to_string(static_cast<int>(spec.op)));
+  for (int input : spec.inputs) HEXIR_RETURN_IF_ERROR(check_value_id(input, "operand", locs.node));
+  for (size_t i = 0; i < spec.names.size(); ++i) {
+    const Location& name_loc = at_index(locs.results, i, locs.node);
+    HEXIR_RETURN_IF_ERROR(check_value_name(spec.names[i], name_loc));
+    for (size_t j = 0; j < i; ++j)
+      if (spec.names[j] == spec.names[i])
+        return error_at(name_loc, "redefinition of %" + spec.names[i] + " (first defined at " +
+                                      at_index(locs.results, j, locs.node).position() + ")");
+  }
+  for (size_t i = 0; i < spec.declared.size(); ++i)
+    HEXIR_RETURN_IF_ERROR(check_type(spec.declared[i], at_index(locs.types, i, locs.node)));
+
+  // Operand count, attributes, then the result-type rule.
+  const ops::OpDef& def = ops::op_def(spec.op);
+  const int count = static_cast<int>(spec.inputs.size());
+  if (count < def.min_inputs || (def.max_inputs >= 0 && count > def.max_inputs)) {
+    std::string want = def.max_inputs < 0 ? "at least " + std::to_string(def.min_inputs)
+                       : def.min_inputs == def.max_inputs
+                           ? std::to_string(def.min_inputs)
+                           : std::to_string(def.min_inputs) + " to " + std::to_string(def.max_inputs);
+    return error_at(
+        op_loc, "@" + std::string(def.name) + " takes " + want + " operand(s), got " + std::to_string(count));
+  }
+  Function& fn = function();
+  std::vector<TensorType> input_types;
+  input_types.reserve(spec.inputs.size());
+  for (int v : spec.inputs) input_types.push_back(fn.values[static_cast<size_t>(v)].type);
+  Result<std::vector<int64_t>> params =
+      ops::lower_attributes(spec.op, input_types, spec.attrs, spec.declared);
+  if (!params.ok()) return error_at(attrs_loc, params.status().message());
+  Result<std::vector<TensorType>> inferred = ops::infer_result_types(spec.op, input_types, *params);
+  if (!inferred.ok()) return error_at(op_loc, inferred.status().message());
+  const size_t results = inferred->size();
+  if (!spec.declared.empty() && spec.declared.size() != results)
+    return error_at(at_index(locs.types, 0, locs.node), std::to_string(spec.declared.size()) +
+                                                            " result type(s) declared, @" + def.name +
+                                                            " gives " + std::to_string(results));
+  for (size_t i = 0; i < spec.declared.size(); ++i) {
+    if (spec.declared[i] == (*inferred)[i]) continue;
+    return error_at(at_index(locs.types, i, locs.node),
+                    "declared result type " + spec.declared[i].to_string() +
+                        (results > 1 ? " (result " + std::to_string(i) + ")" : std::string()) +
+                        " does not match @" + def.name + "'s shape rule, which gives " +
+                        (*inferred)[i].to_string());
+  }
+  if (!spec.names.empty() && spec.names.size() != results)
+    return error_at(locs.node, std::to_string(spec.names.size()) + " result name(s) given, @" + def.name +
+                                   " gives " + std::to_string(results));
+  if (spec.names.empty()) {
+    // Made-up names: unique in the function, never a name a front end gave.
+    const std::string base = std::string(def.name) + "_" + std::to_string(fn.nodes.size());
+    for (size_t i = 0; i < results; ++i) {
+      std::string name = results > 1 ? base + "." + std::to_string(i) : base;
+      for (int k = 1; value_names_.count(name); ++k)
+        name = base + "_" + std::to_string(k) + (results > 1 ? "." + std::to_string(i) : "");
+      spec.names.push_back(std::move(name));
+    }
+  }
+
+  Node node;
+  node.op = spec.op;
+  node.inputs = std::move(spec.inputs);
+  node.params = std::move(*params);
+  node.loc = locs.node;
+  const int node_index = static_cast<int>(fn.nodes.size());
+  for (size_t i = 0; i < results; ++i) {
+    Value value;
+    value.name = spec.names[i];
+    value.type = std::move((*inferred)[i]);
+    value.byte_size = *byte_size(value.type);
+    value.kind = ValueKind::kResult;
+    value.node = node_index;
+    value.result = static_cast<int>(i);
+    value.loc = at_index(locs.results, i, locs.node);
+    const int id = push_value(std::move(value));
+    value_names_[spec.names[i]] = id;
+    node.results.push_back(id);
+  }
+  std::vector<int> ids = node.results;
+  function().nodes.push_back(std::move(node));
+  return ids;
+}
+
+Status GraphBuilder::set_outputs(const std::vector<int>& values, const Location& loc,
+                                 const std::vector<Location>& value_locs) {
+  if (!open_) return error_at(loc, "set_outputs outside a function");
+  Function& fn = function();
+  const Location& where = or_else(loc, fn.loc);
+  for (int v : values) HEXIR_RETURN_IF_ERROR(check_value_id(v, "returned value", where));
+  if (fn.result_types.empty()) {
+    if (values.empty()) return error_at(where, "function @" + fn.name + " must return at least one value");
+    for (int v : values) fn.result_types.push_back(fn.values[static_cast<size_t>(v)].type);
+  }
+  if (values.size() != fn.result_types.size())
+    return error_at(where, "function @" + fn.name + " returns " + std::to_string(values.size()) +
+                               " value(s), its signature declares " + std::to_string(fn.result_types.size()));
+  for (size_t i = 0; i < values.size(); ++i) {
+    const Value& v = fn.values[static_cast<size_t>(values[i])];
+    if (v.type != fn.result_types[i])
+      return error_at(at_index(value_locs, i, where), "returned value " + std::to_string(i) + " (" +
+                                                          sigil_name(v) + ") is " + v.type.to_string() +
+                                                          ", the signature of @" + fn.name + " declares " +
+                                                          fn.result_types[i].to_string());
+  }
+  fn.outputs = values;
+  outputs_set_ = true;
+  return ok_status();
+}
+
+Status GraphBuilder::end_function() {
+  if (!open_) return invalid_argument("end_function without begin_function");
+  if (!outputs_set_)
+    return error_at(function().loc, "function @" + function().name + " returns nothing (set_outputs)");
+  open_ = false;
+  value_names_.clear();
+  constant_values_.clear();
+  return ok_status();
+}
+
+Result<Module> GraphBuilder::finish() {
+  if (open_)
+    return error_at(function().loc, "function @" + function().name + " was not ended (end_function)");
+  return std::move(module_);
+}
+
+}  // namespace hexir::serializer

@@ -1,0 +1,216 @@
+// The compiler's graph IR and the builder every front end goes through.
+//
+// A Module holds constants and functions. A function is a list of nodes in a
+// topological order; each node runs one operator (ops/op.h) on values and
+// gives one value per result (split gives several). The graph records only
+// what the program says: where values live, in which order instructions run
+// and where buffers sit in the arena are plan results (plan.h), kept beside
+// the graph by the passes (passes.h), never written into it.
+//
+// GraphBuilder checks every node as it is added (operand counts, attributes
+// lowered to parameter words, the operator's result-type rule, the result
+// types the front end states), so the .hxir parser (parser.h) and an importer
+// share one path and a graph that was built is valid. Errors name the
+// Location the front end gave ("t.hxir:2:3: ...", "model.onnx: node 'mm0'
+// (MatMul): ...").
+//
+// A constant's bytes stay where they are until the writer streams them out:
+// inline bytes (small `dense` lists), a fill pattern, or a byte range of a
+// file (an .npy's data region), read in chunks (constant_data.h). Compiling a
+// model never holds its weights more than once.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "hexir/base/status.h"
+#include "hexir/base/types.h"
+#include "hexir/ops/op.h"
+
+namespace hexir::serializer {
+
+// Where something came from, for error messages: a position in a text file,
+// or a node of an imported model. Every part is optional.
+struct Location {
+  std::shared_ptr<const std::string> file;  // display name of the source, shared by its locations
+  int line = 0;                             // 1-based text position; 0: none
+  int col = 0;
+  std::string node;     // an imported node's name
+  std::string op_type;  // and its operator type
+
+  static Location text(std::shared_ptr<const std::string> file, int line, int col);
+  static Location imported(std::shared_ptr<const std::string> file, std::string node,
+                           std::string op_type = {});
+
+  // "t.hxir:2:3", "model.onnx: node 'mm0' (MatMul)", "" when nothing is known.
+  std::string to_string() const;
+  // The same without the file ("2:3", "node 'mm0' (MatMul)"): "first defined at ...".
+  std::string position() const;
+};
+
+// invalid_argument("LOCATION: what"), or just `what` for an unknown location.
+Status error_at(const Location& loc, std::string_view what);
+
+// ---- constants ----------------------------------------------------------------
+
+// Where a constant's bytes are.
+struct InlineBytes {
+  std::vector<uint8_t> bytes;  // all of them (byte_size)
+};
+struct FillPattern {
+  std::vector<uint8_t> element;  // one element, repeated element-count times
+};
+struct FileRange {
+  std::filesystem::path path;  // read lazily, in chunks: byte_size bytes from `offset`
+  uint64_t offset = 0;
+};
+using ConstantSource = std::variant<InlineBytes, FillPattern, FileRange>;
+
+struct Constant {
+  std::string name;  // without '@'
+  TensorType type;
+  uint64_t byte_size = 0;
+  ConstantSource source;
+  Location loc;
+};
+
+// ---- functions ----------------------------------------------------------------
+
+enum class ValueKind : uint8_t {
+  kInput,     // function argument `input_index`
+  kConstant,  // a use of Module::constants[constant]
+  kResult,    // result `result` of node `node` (or, in a plan, of an instruction the plan added)
+};
+
+// An SSA value of one function; becomes one VM slot.
+struct Value {
+  std::string name;  // without '%' or '@'
+  TensorType type;
+  uint64_t byte_size = 0;
+  ValueKind kind = ValueKind::kResult;
+  int input_index = -1;  // kInput
+  int constant = -1;     // kConstant
+  int node = -1;         // kResult: the node writing it; -1 for a value a plan added
+  int result = 0;        // kResult: which of the node's results
+  Location loc;
+};
+
+struct Node {
+  ops::OpId op = ops::OpId::kCopy;
+  std::vector<int> inputs;   // value ids
+  std::vector<int> results;  // value ids, one per result of the operator
+  std::vector<int64_t> params;
+  Location loc;
+};
+
+struct Argument {
+  int value = -1;
+  bool donate = false;  // the caller's buffer may be written as the first output of the same type
+};
+
+struct Function {
+  std::string name;
+  Location loc;
+  std::vector<Value> values;  // arguments, constant uses and node results, in the order added
+  std::vector<Argument> arguments;
+  std::vector<TensorType> result_types;
+  std::vector<Node> nodes;   // in the order added: every input is defined before its reader
+  std::vector<int> outputs;  // the value returned as each result
+};
+
+struct Module {
+  std::string name;
+  std::vector<Constant> constants;
+  std::vector<Function> functions;
+};
+
+// ---- the builder --------------------------------------------------------------
+
+// Where the parts of a node were written, for its errors. Each falls back to
+// `node` when unknown (an importer gives just that).
+struct NodeLocations {
+  Location node;                  // the node (text: its first result name)
+  Location op;                    // where the operator is named: operand counts, the result-type rule
+  Location attrs;                 // its attributes (falls back to `op`)
+  std::vector<Location> results;  // per result: its name (redefinitions)
+  std::vector<Location> types;    // per stated result type: mismatches with the rule
+};
+
+struct NodeSpec {
+  ops::OpId op = ops::OpId::kCopy;
+  std::vector<int> inputs;  // value ids of the open function
+  ops::AttrMap attrs;
+  // The result types the front end states, checked against the rule; empty:
+  // the rule's types are taken as they are. reshape takes its shape from
+  // them and split its part count (ops::lower_attributes).
+  std::vector<TensorType> declared;
+  // One name per result; empty: names are made up ("<op>_<node>", ".<i>" per result of several).
+  std::vector<std::string> names;
+  NodeLocations locs;
+};
+
+class GraphBuilder {
+ public:
+  explicit GraphBuilder(std::string module_name = "module");
+
+  void set_module_name(std::string name) { module_.name = std::move(name); }
+
+  // ---- constants: module-wide, named uniquely.
+  Result<int> add_constant(std::string name, TensorType type, ConstantSource source, Location loc = {});
+  std::optional<int> find_constant(std::string_view name) const;
+  const Constant& constant(int index) const { return module_.constants[static_cast<size_t>(index)]; }
+  // Fails (naming the first definition) when `name` is a constant already.
+  Status check_constant_name(std::string_view name, const Location& loc) const;
+
+  // ---- functions: one is open at a time, from begin_function to end_function.
+  Status begin_function(std::string name, Location loc = {});
+  Result<int> add_input(std::string name, TensorType type, bool donate = false, Location loc = {});
+  // The open function's value for module constant `constant`, made on first use.
+  Result<int> use_constant(int constant, Location loc = {});
+  // The result types the function declares (optional: set_outputs takes the
+  // returned values' types when none were declared).
+  Status set_result_types(std::vector<TensorType> types);
+  // Checks the node, lowers its attributes, runs the result-type rule and adds
+  // one value per result; returns their ids.
+  Result<std::vector<int>> add_node(NodeSpec spec);
+  Result<std::vector<int>> add_node(ops::OpId op, const std::vector<int>& inputs,
+                                    const ops::AttrMap& attrs = {},
+                                    const std::vector<TensorType>& declared = {}, Location loc = {});
+  // The values returned, one per result type. `loc`: the return statement,
+  // `value_locs`: each returned operand (both optional).
+  Status set_outputs(const std::vector<int>& values, const Location& loc = {},
+                     const std::vector<Location>& value_locs = {});
+  Status end_function();
+
+  // Names of the open function's inputs and results (%name), and its values.
+  std::optional<int> find_value(std::string_view name) const;
+  const Value& value(int id) const { return function().values[static_cast<size_t>(id)]; }
+  bool function_open() const { return open_; }
+  // Fails (naming the first definition) when the open function has a value named `name`.
+  Status check_value_name(std::string_view name, const Location& loc) const;
+
+  // The module; every function must have been ended.
+  Result<Module> finish();
+
+ private:
+  Function& function() { return module_.functions.back(); }
+  const Function& function() const { return module_.functions.back(); }
+  Status check_value_id(int id, const char* what, const Location& loc) const;
+  int push_value(Value value);
+
+  Module module_;
+  std::map<std::string, int, std::less<>> constant_index_;
+  bool open_ = false;
+  bool outputs_set_ = false;
+  std::map<std::string, int, std::less<>> value_names_;  // open function: %name -> value id
+  std::map<int, int> constant_values_;                   // open function: constant -> value id
+};
+
+}  // namespace hexir::serializer

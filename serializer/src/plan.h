@@ -1,0 +1,116 @@
+// Plan results, kept beside the graph (graph.h) they describe: which entry of
+// the file's constant table each constant became and where its bytes go; per
+// function, where every value lives, the instructions actually dispatched
+// (views dropped, copies added, possibly reordered), buffer sharing, arena
+// offsets and scratch. The passes (passes.h) fill a plan from a const graph;
+// the writer reads the two together.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "graph.h"
+
+namespace hexir::serializer {
+
+// ---- constants ----------------------------------------------------------------
+
+// A constant stored as a fill: `pattern` (one element) repeated `count` times.
+struct Fill {
+  std::vector<uint8_t> pattern;
+  uint64_t count = 0;
+};
+
+// One entry of the file's constant table.
+struct StoredConstant {
+  int constant = -1;           // the graph constant it is (the first of equal ones): name, type, bytes
+  std::optional<Fill> fill;    // stored as a fill descriptor; else packed into RODATA
+  uint64_t rodata_offset = 0;  // set by pack_constants, for non-fills
+};
+
+struct ConstantPlan {
+  // Per graph constant: its fill, when it was written as one or all its
+  // elements are equal (detect_splats).
+  std::vector<std::optional<Fill>> fills;
+  // Per graph constant: its entry in `stored`, -1 when no function uses it (dedupe_constants).
+  std::vector<int> stored_index;
+  std::vector<StoredConstant> stored;  // the file's constant table, in order
+  uint64_t rodata_size = 0;            // end of the last packed constant (pack_constants)
+};
+
+// ---- functions ----------------------------------------------------------------
+
+enum class Storage : uint8_t { kArena, kConstant, kInput, kOutput };
+
+// Where one value lives.
+struct ValuePlan {
+  // The value whose storage this one uses: itself unless it is a view.
+  int storage_root = -1;
+  Storage storage = Storage::kArena;
+  // kConstant: the graph constant (Module::constants); kInput/kOutput: the binding index.
+  uint32_t storage_index = 0;
+  uint64_t arena_offset = 0;  // kArena, set by the arena plan
+  // Set on storage roots by assign_in_place / place_donations: the root whose
+  // buffer this value takes over when it is written (-1: a buffer of its
+  // own). Following it from any root ends at the buffer's head, whose storage
+  // every value of the chain shares (buffer_head in passes.h).
+  int buffer_prev = -1;
+  // Storage roots in arena storage: program index of the last instruction
+  // that reads the value or a view of it (its writer when nothing does). The
+  // VM frees the value there under free-at-last-use.
+  int64_t last_use = -1;
+};
+
+// One dispatched instruction: a graph node, or a copy the plan added.
+struct Instruction {
+  ops::OpId op = ops::OpId::kCopy;
+  int node = -1;             // graph node it runs; -1: a copy added by assign_storage (no parameters)
+  std::vector<int> inputs;   // value ids
+  std::vector<int> outputs;  // value ids, one per result of the operator
+  // Bit i: output 0 is written into the storage of inputs[i] (in place).
+  uint32_t alias_mask = 0;
+  // Scratch bytes the kernel needs (ops::workspace_bytes) and, when the plan
+  // puts scratch in the arena, its offset there.
+  uint64_t workspace_size = 0;
+  uint64_t workspace_offset = 0;
+};
+
+struct FunctionPlan {
+  // Values the plan adds (copies into outputs): their ids follow the graph's.
+  std::vector<Value> added;
+  std::vector<ValuePlan> values;  // per value id: the graph's, then `added`
+  std::vector<int> donated_to;    // per argument: the output written in its buffer, -1: none
+  // The instructions dispatched, in order (views dropped, copies added).
+  // Liveness and planning count in this list.
+  std::vector<Instruction> program;
+  std::vector<int> outputs;  // value id bound to each output binding
+  uint64_t arena_size = 0;
+  uint64_t lower_bound = 0;
+  uint64_t workspace_size = 0;      // largest scratch of one instruction
+  bool workspace_in_arena = false;  // scratch planned as arena ranges (else shared, past the arena)
+};
+
+struct ModulePlan {
+  ConstantPlan constants;
+  std::vector<FunctionPlan> functions;  // one per Module::functions entry
+  std::string heuristic;                // the arena placement that produced the plans
+};
+
+// Value `id` of a function under its plan: a graph value or one the plan added.
+inline const Value& value_at(const Function& fn, const FunctionPlan& plan, int id) {
+  const size_t graph_values = fn.values.size();
+  const size_t i = static_cast<size_t>(id);
+  return i < graph_values ? fn.values[i] : plan.added[i - graph_values];
+}
+inline int value_count(const Function& fn, const FunctionPlan& plan) {
+  return static_cast<int>(fn.values.size() + plan.added.size());
+}
+inline std::span<const int64_t> params_of(const Function& fn, const Instruction& inst) {
+  if (inst.node < 0) return {};
+  return fn.nodes[static_cast<size_t>(inst.node)].params;
+}
+
+}  // namespace hexir::serializer
