@@ -56,6 +56,12 @@ Status check_type(const TensorType& type, const Location& loc) {
   return ok_status();
 }
 
+// " (first defined at 1:9)", or nothing when the first definition has no location.
+std::string first_defined(const Location& loc) {
+  const std::string where = loc.position();
+  return where.empty() ? std::string() : " (first defined at " + where + ")";
+}
+
 std::string sigil_name(const Value& v) { return (v.kind == ValueKind::kConstant ? "@" : "%") + v.name; }
 
 }  // namespace
@@ -64,8 +70,8 @@ GraphBuilder::GraphBuilder(std::string module_name) { module_.name = std::move(m
 
 Status GraphBuilder::check_constant_name(std::string_view name, const Location& loc) const {
   if (auto it = constant_index_.find(name); it != constant_index_.end())
-    return error_at(loc, "redefinition of constant @" + std::string(name) + " (first defined at " +
-                             module_.constants[static_cast<size_t>(it->second)].loc.position() + ")");
+    return error_at(loc, "redefinition of constant @" + std::string(name) +
+                             first_defined(module_.constants[static_cast<size_t>(it->second)].loc));
   return ok_status();
 }
 
@@ -118,8 +124,7 @@ Status GraphBuilder::begin_function(std::string name, Location loc) {
   if (open_) return error_at(loc, "function @" + function().name + " is still open (end_function)");
   for (const Function& other : module_.functions)
     if (other.name == name)
-      return error_at(
-          loc, "redefinition of function @" + name + " (first defined at " + other.loc.position() + ")");
+      return error_at(loc, "redefinition of function @" + name + first_defined(other.loc));
   Function fn;
   fn.name = std::move(name);
   fn.loc = std::move(loc);
@@ -133,8 +138,7 @@ Status GraphBuilder::begin_function(std::string name, Location loc) {
 
 Status GraphBuilder::check_value_name(std::string_view name, const Location& loc) const {
   if (auto it = value_names_.find(name); it != value_names_.end())
-    return error_at(loc, "redefinition of %" + std::string(name) + " (first defined at " +
-                             value(it->second).loc.position() + ")");
+    return error_at(loc, "redefinition of %" + std::string(name) + first_defined(value(it->second).loc));
   return ok_status();
 }
 
@@ -227,8 +231,8 @@ Result<std::vector<int>> GraphBuilder::add_node(NodeSpec spec) {
     HEXIR_RETURN_IF_ERROR(check_value_name(spec.names[i], name_loc));
     for (size_t j = 0; j < i; ++j)
       if (spec.names[j] == spec.names[i])
-        return error_at(name_loc, "redefinition of %" + spec.names[i] + " (first defined at " +
-                                      at_index(locs.results, j, locs.node).position() + ")");
+        return error_at(name_loc, "redefinition of %" + spec.names[i] +
+                                      first_defined(at_index(locs.results, j, locs.node)));
   }
   for (size_t i = 0; i < spec.declared.size(); ++i)
     HEXIR_RETURN_IF_ERROR(check_type(spec.declared[i], at_index(locs.types, i, locs.node)));

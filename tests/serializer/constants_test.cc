@@ -50,7 +50,8 @@ TEST_CASE("splat detection: an all-equal dense constant becomes a fill") {
 }
 
 TEST_CASE("splat detection: an all-equal file constant becomes a fill") {
-  Prepared p = prepared("const @ones : f32[3,4] = file \"ones_f32_3x4.npy\"\n" + use_all({"ones"}, "f32[3,4]"));
+  Prepared p =
+      prepared("const @ones : f32[3,4] = file \"ones_f32_3x4.npy\"\n" + use_all({"ones"}, "f32[3,4]"));
   REQUIRE(p.plan.stored.size() == 1);
   REQUIRE(p.plan.stored[0].fill);
   CHECK(p.plan.stored[0].fill->count == 12);

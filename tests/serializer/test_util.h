@@ -10,12 +10,12 @@
 #include <string>
 #include <vector>
 
+#include "constant_data.h"
+#include "graph.h"
 #include "hexir/base/npy.h"
 #include "hexir/format/prelude.h"
 #include "hexir/format/verifier.h"
 #include "hexir/serializer/compiler.h"
-#include "constant_data.h"
-#include "graph.h"
 #include "hexir_generated.h"
 #include "parser.h"
 #include "passes.h"
@@ -107,7 +107,8 @@ inline Lowered lower(std::string_view source, PlanStrategy strategy = PlanStrate
   for (size_t f = 0; f < out.module.functions.size(); ++f) {
     assign_storage(out.module.functions[f], out.plan.functions[f]);
     std::string heuristic;
-    Status s = plan_function_arena(out.module.functions[f], out.plan.functions[f], strategy, alignment, &heuristic);
+    Status s =
+        plan_function_arena(out.module.functions[f], out.plan.functions[f], strategy, alignment, &heuristic);
     INFO(s.to_string());
     REQUIRE(s.ok());
   }
