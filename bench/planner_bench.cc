@@ -76,7 +76,8 @@ int main(int argc, char** argv) {
   hexir::cli::Args args("planner_bench", "usage: planner_bench [DIR] [--budget-ms N] [--align N]\n", argc,
                         argv);
   while (args.next())
-    if (!args.number("--budget-ms", &options.budget_ms) && !args.number("--align", &options.alignment, uint64_t{1}))
+    if (!args.number("--budget-ms", &options.budget_ms) &&
+        !args.number("--align", &options.alignment, uint64_t{1}))
       args.input(&dir);
   if (std::optional<int> rc = args.stop()) return *rc;
   if (dir.empty()) {
