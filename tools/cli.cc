@@ -70,7 +70,7 @@ bool Args::number_u64(std::string_view name, uint64_t* out, uint64_t min, uint64
     expected = min == 0   ? "a non-negative integer"
                : min == 1 ? "a positive integer"
                           : "an integer >= " + std::to_string(min);
-    if (parse_uint(*v)) expected += " up to " + std::to_string(max);  // digits, but too large
+    if (!parsed && parse_uint(*v)) expected += " up to " + std::to_string(max);  // digits, but too large
   }
   usage_error(std::string(name) + " expects " + expected + ", got '" + *v + "'");
   return true;

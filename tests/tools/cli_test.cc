@@ -32,7 +32,7 @@ struct Parsed {
   std::optional<int> rc;
   std::string input, out;
   uint32_t align = 64;
-  uint64_t count = 1;
+  uint64_t count = 1, runs = 1;
   size_t mode = 0;
   bool quiet = false;
 };
@@ -46,6 +46,7 @@ Parsed parse(std::initializer_list<const char*> list) {
       p.quiet = true;
     } else if (!args.value("-o", &p.out) && !args.number("--align", &p.align) &&
                !args.number("--count", &p.count, uint64_t{1}, uint64_t{10}) &&
+               !args.number("--runs", &p.runs, uint64_t{1}) &&
                !args.choice("--mode", {"fast", "small", "exact"}, &p.mode)) {
       args.input(&p.input);
     }
@@ -154,6 +155,8 @@ TEST_CASE("cli: error messages say what was expected") {
   CHECK(message({"in", "--mode", "slow"})
             .starts_with("tool: --mode expects fast, small or exact, got 'slow'\n"));
   CHECK(message({"in", "-o"}).starts_with("tool: -o needs a value\n"));
+  CHECK(message({"in", "--count=0"}).starts_with("tool: --count expects an integer from 1 to 10, got '0'\n"));
+  CHECK(message({"in", "--runs=0"}).starts_with("tool: --runs expects a positive integer, got '0'\n"));
   CHECK(message({"in", "-x"}).starts_with("tool: unknown option '-x'\n"));
   CHECK(message({"a", "b"}).starts_with("tool: more than one input file ('a' and 'b')\n"));
   CHECK(message({"in"}).empty());
