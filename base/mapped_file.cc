@@ -43,19 +43,18 @@ Result<MappedFile> MappedFile::open(const std::string& path) {
   return MappedFile({static_cast<const uint8_t*>(mapping), size});
 }
 
-MappedFile::MappedFile(MappedFile&& other) noexcept : bytes_(other.release()) {}
+MappedFile::MappedFile(MappedFile&& other) noexcept : bytes_(std::exchange(other.bytes_, {})) {}
 
 MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
   if (this != &other) {
     unmap(bytes_);
-    bytes_ = other.release();
+    bytes_ = std::exchange(other.bytes_, {});
   }
   return *this;
 }
 
 MappedFile::~MappedFile() { unmap(bytes_); }
 
-std::span<const uint8_t> MappedFile::release() { return std::exchange(bytes_, {}); }
 
 void MappedFile::unmap(std::span<const uint8_t> released) {
   if (released.empty()) return;

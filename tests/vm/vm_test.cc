@@ -103,9 +103,8 @@ TEST_CASE("load_file maps, verifies and runs; errors name the file") {
 
     // RODATA comes straight from the mapping.
     const ModuleImpl& impl = module->impl();
-    REQUIRE(impl.mapping != nullptr);
-    std::span<const uint8_t> mapping{static_cast<const uint8_t*>(impl.mapping), impl.mapping_size};
-    CHECK(inside(program->impl().constant_data[0], mapping));
+    REQUIRE_FALSE(impl.mapping.empty());
+    CHECK(inside(program->impl().constant_data[0], impl.mapping.bytes()));
   }
   std::remove(path.c_str());
   Result<Module> missing = Module::load_file(path);

@@ -50,9 +50,7 @@ Status finish_load(ModuleImpl& impl, std::span<const uint8_t> bytes, const LoadO
 
 }  // namespace
 
-ModuleImpl::~ModuleImpl() {
-  if (mapping) MappedFile::unmap({static_cast<const uint8_t*>(mapping), mapping_size});
-}
+ModuleImpl::~ModuleImpl() = default;
 
 Module::Module(std::unique_ptr<ModuleImpl> impl) : impl_(std::move(impl)) {}
 Module::Module(Module&&) noexcept = default;
@@ -65,10 +63,8 @@ Result<Module> Module::load_file(const std::string& path, const LoadOptions& opt
   if (file.empty()) return data_loss(path + ": file is empty");
 
   auto impl = std::make_unique<ModuleImpl>();
-  const std::span<const uint8_t> bytes = file.release();  // unmapped by ~ModuleImpl
-  impl->mapping = const_cast<uint8_t*>(bytes.data());
-  impl->mapping_size = bytes.size();
-  Status status = finish_load(*impl, bytes, options);
+  impl->mapping = std::move(file);
+  Status status = finish_load(*impl, impl->mapping.bytes(), options);
   if (!status.ok()) return status.annotate(path);
   return Module(std::move(impl));
 }

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "hexir/base/mapped_file.h"
 #include "hexir/format/sections.h"
 #include "hexir/format/verifier.h"
 #include "hexir/hal/device.h"
@@ -28,8 +29,7 @@ class ModuleImpl {
 
   const fb::Module& fb() const { return *verified.module; }
 
-  void* mapping = nullptr;  // mmap of load_file, unmapped on destruction
-  size_t mapping_size = 0;
+  MappedFile mapping;  // load_file's mapping (empty for load_buffer), unmapped with the module
   format::VerifiedModule verified;
   // Decompressed zstd sections (64-byte aligned); verified.sections points into them.
   std::vector<format::SectionBuffer> owned_sections;

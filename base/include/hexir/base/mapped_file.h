@@ -33,13 +33,9 @@ class MappedFile {
   size_t size() const { return bytes_.size(); }
   bool empty() const { return bytes_.empty(); }
 
-  // Hands the mapping to the caller, who must end it with unmap(); this
-  // object is left empty. For owners that keep the raw span.
-  std::span<const uint8_t> release();
-  // Ends a mapping taken with release(); an empty span is ignored.
-  static void unmap(std::span<const uint8_t> released);
-
  private:
+  static void unmap(std::span<const uint8_t> bytes);
+
   explicit MappedFile(std::span<const uint8_t> bytes) : bytes_(bytes) {}
 
   std::span<const uint8_t> bytes_;  // empty: nothing mapped
