@@ -490,7 +490,10 @@ class ModuleVerifier {
         // Outputs of one instruction are distinct values in distinct storage.
         for (uint32_t j2 = 0; j2 < j; ++j2) {
           const uint32_t other = m_.operand_pool()->Get(in.operand_begin() + in.input_count() + j2);
-          if (other == slot || storage_overlaps(s, *m_.slots()->Get(other)))
+          // Under free-at-last-use every arena value has a buffer of its own (offsets are all 0).
+          const fb::Slot& o = *m_.slots()->Get(other);
+          const bool own_buffers = dynamic_ && s.storage() == fb::StorageKind::Arena;
+          if (other == slot || (!own_buffers && storage_overlaps(s, o)))
             return fail("outputs ", j2, " and ", j, " share storage");
         }
         // No later output may overlap an input (only output 0 has alias bits).

@@ -137,6 +137,67 @@ def transformer():
     save(folder, "expected_1", np.mean(y, axis=0))
 
 
+# --------------------------------------------------------------------------
+# convnet: conv2d (padded, strided depthwise, 1x1), split, concat, cast,
+# where, gather, slice
+# --------------------------------------------------------------------------
+CN_B2 = 0.05  # @b2 : f32[16] = splat 0.05
+CN_CLASSES = [5, 0, -5, 3]  # @classes : i64[4] = dense
+CN_TEN = 10.0  # @ten : f32[] = splat 10.0
+
+
+def conv2d(x, w, b=None, stride=1, pad=0, groups=1):
+    """NCHW convolution in float64, written out with loops over the kernel window."""
+    n, c, h, wd = x.shape
+    k, cg, kh, kw = w.shape
+    xp = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    oh = (h + 2 * pad - kh) // stride + 1
+    ow = (wd + 2 * pad - kw) // stride + 1
+    out = np.zeros((n, k, oh, ow))
+    kg = k // groups
+    for g in range(groups):
+        for o in range(g * kg, (g + 1) * kg):
+            for ci in range(cg):
+                for dy in range(kh):
+                    for dx in range(kw):
+                        patch = xp[:, g * cg + ci, dy:dy + stride * oh:stride, dx:dx + stride * ow:stride]
+                        out[:, o] += w[o, ci, dy, dx] * patch
+    if b is not None:
+        out += b.reshape(1, k, 1, 1)
+    return out
+
+
+def convnet():
+    rng = np.random.default_rng(9012)
+    folder = "convnet"
+    os.makedirs(os.path.join(HERE, folder), exist_ok=True)
+    x = save(folder, "input_x", rng.standard_normal((1, 3, 16, 16)))
+    w1 = save(folder, "w1", uniform(rng, (8, 3, 3, 3), 27) * 1.5)
+    b1 = save(folder, "b1", rng.uniform(-0.1, 0.1, size=(8,)))
+    wd = save(folder, "wd", uniform(rng, (8, 1, 3, 3), 9) * 1.5)
+    w2 = save(folder, "w2", uniform(rng, (16, 8, 1, 1), 8) * 1.5)
+    b2 = np.full((16,), np.float64(np.float32(CN_B2)))
+
+    r1 = relu(conv2d(x, w1, b1, pad=1))
+    d = conv2d(r1, wd, stride=2, pad=1, groups=8)
+    c2 = conv2d(d, w2, b2)
+    a, b = c2[:, :8], c2[:, 8:]
+    m = np.maximum(a, b)
+    j = np.concatenate([m, b], axis=1)
+    magnitude = np.where(j > 0, j, -j)
+    pool = magnitude.mean(axis=(2, 3))
+    logits = pool[:, CN_CLASSES]
+    save(folder, "expected_0", softmax(logits, axis=-1))
+    # f32 arithmetic first (as the kernel does), then truncation toward zero.
+    level = np.trunc(f32(pool) * np.float32(CN_TEN)).astype(np.int32)
+    np.save(os.path.join(HERE, folder, "expected_1.npy"), level)
+    save(folder, "expected_2", m[:, :, 7::-2, :])
+
+
+SAMPLES = {"mlp": mlp, "transformer": transformer, "convnet": convnet}
+
 if __name__ == "__main__":
-    mlp()
-    transformer()
+    import sys
+
+    for name in sys.argv[1:] or SAMPLES:
+        SAMPLES[name]()

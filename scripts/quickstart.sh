@@ -14,3 +14,5 @@ build/tools/hexir-run build/samples/mlp.hxe --device cpu \
   --input x=samples/mlp/input_x.npy --output-dir build/samples/out/mlp --iterations 20
 build/tools/hexir-run build/samples/transformer.hxe --device cpu \
   --input x=samples/transformer/input_x.npy --output-dir build/samples/out/transformer --iterations 20
+build/tools/hexir-run build/samples/convnet.hxe --device cpu \
+  --input x=samples/convnet/input_x.npy --output-dir build/samples/out/convnet --iterations 20

@@ -31,7 +31,7 @@ using hexir::vm::TensorRef;
 namespace {
 
 const fs::path kSamplesDir = HEXIR_SAMPLES_DIR;
-const char* const kSamples[] = {"mlp", "transformer"};
+const char* const kSamples[] = {"mlp", "transformer", "convnet"};
 
 struct Variant {
   const char* name;

@@ -349,3 +349,85 @@ TEST_CASE("random multi-byte corruption behind a valid checksum never crashes") 
 
 }  // namespace
 }  // namespace hexir::format
+
+namespace hexir::format {
+namespace {
+
+// main(%x: f32[2,6]) -> (f32[2,3], f32[2,3]): %a, %b = split(%x) {axis = 1},
+// both results bound straight to the outputs; or (`arena`) %a and %b in the
+// arena, each copied out.
+ModuleSpec split_module_spec(bool arena, uint8_t strategy = 1) {
+  using testing::SlotSpec;
+  ModuleSpec m;
+  m.name = "split";
+  m.kernels = {"split", "copy"};
+  const fb::StorageKind a_storage = arena ? fb::StorageKind::Arena : fb::StorageKind::Output;
+  const fb::SlotUsage a_usage = arena ? fb::SlotUsage::Transient : fb::SlotUsage::ExternalOutput;
+  m.slots = {
+      SlotSpec{"x", fb::DType::F32, {2, 6}, 48, fb::StorageKind::Input, fb::SlotUsage::ExternalInput, 0, 0},
+      SlotSpec{"a", fb::DType::F32, {2, 3}, 24, a_storage, a_usage, 0, 0},
+      SlotSpec{"b", fb::DType::F32, {2, 3}, 24, a_storage, a_usage, arena ? 64u : 0u, arena ? 0u : 1u},
+  };
+  m.instructions = {{0, 0, 3, 1, 0, 3, 0, 0}};
+  m.operand_pool = {0, 1, 2};
+  m.param_pool = {1, 3, 3};
+  m.functions = {{"main", {{"x", 0, -1}}, {{"0", 1, -1}, {"1", 2, -1}}, 0, 1, 0, 0}};
+  m.arena_strategy = strategy;
+  if (arena) {
+    m.slots.push_back(SlotSpec{"a.out", fb::DType::F32, {2, 3}, 24, fb::StorageKind::Output,
+                               fb::SlotUsage::ExternalOutput, 0, 0});
+    m.slots.push_back(SlotSpec{"b.out", fb::DType::F32, {2, 3}, 24, fb::StorageKind::Output,
+                               fb::SlotUsage::ExternalOutput, 0, 1});
+    m.instructions.push_back({1, 3, 2, 1, 3, 0, 0, 0});
+    m.instructions.push_back({1, 5, 2, 1, 3, 0, 0, 0});
+    m.operand_pool.insert(m.operand_pool.end(), {1, 3, 2, 4});
+    m.functions[0].outputs = {{"0", 3, -1}, {"1", 4, -1}};
+    m.functions[0].instruction_count = 3;
+    if (strategy == 2) {  // free-at-last-use: every offset 0, last uses recorded
+      m.slots[2].arena_offset = 0;
+      m.slots[1].last_use = 1;
+      m.slots[2].last_use = 2;
+    } else {
+      m.arena_size = m.functions[0].arena_size = 128;
+      m.arena_lower_bound = m.functions[0].lower_bound = 48;  // a and b live together
+    }
+  }
+  return m;
+}
+
+TEST_CASE("several outputs: each is type-checked, written, and has storage of its own") {
+  for (bool arena : {false, true}) {
+    CAPTURE(arena);
+    Result<VerifiedModule> ok = verify(write_hxe(split_module_spec(arena)));
+    REQUIRE_MESSAGE(ok.ok(), ok.status().to_string());
+  }
+  // Free-at-last-use: both arena outputs at offset 0 are two buffers, not one.
+  Result<VerifiedModule> dynamic = verify(write_hxe(split_module_spec(true, 2)));
+  REQUIRE_MESSAGE(dynamic.ok(), dynamic.status().to_string());
+
+  auto expect = [](ModuleSpec m, const std::string& needle) {
+    Result<VerifiedModule> r = verify(write_hxe(m));
+    REQUIRE_FALSE(r.ok());
+    INFO(r.status().message());
+    CHECK(r.status().message().find(needle) != std::string::npos);
+  };
+  ModuleSpec overlap = split_module_spec(true);
+  overlap.slots[2].arena_offset = 0;  // %b on %a's bytes
+  expect(overlap, "outputs 0 and 1 share storage");
+  ModuleSpec same = split_module_spec(false);
+  same.operand_pool[2] = 1;  // one slot as both results
+  expect(same, "outputs 0 and 1 share storage");
+  ModuleSpec count = split_module_spec(false);
+  count.param_pool = {1, 6};  // one part, two outputs
+  count.instructions[0].param_count = 2;
+  expect(count, "gives 1 results but the instruction has 2 outputs");
+  ModuleSpec type = split_module_spec(false);
+  type.param_pool = {1, 4, 2};  // parts of 4 and 2 columns
+  expect(type, "'split' gives f32[2,4] but the output slot 1 ('a') is f32[2,3]");
+  ModuleSpec rebound = split_module_spec(false);
+  rebound.slots[2].index = 0;  // second result also bound to output 0
+  expect(rebound, "slot 2 ('b') is neither bound to output 1");
+}
+
+}  // namespace
+}  // namespace hexir::format

@@ -70,7 +70,7 @@ int mutate_and_run(const std::vector<uint8_t>& original, int rounds, uint64_t se
 }  // namespace
 
 TEST_CASE("fuzz: the unmutated samples load and run") {
-  for (const char* name : {"mlp.hxir", "transformer.hxir"}) {
+  for (const char* name : {"mlp.hxir", "transformer.hxir", "convnet.hxir"}) {
     auto bytes = compile_sample(name);
     fuzz::AlignedCopy aligned(bytes.data(), bytes.size());
     auto module = vm::Module::load_buffer({aligned.data(), aligned.size()});
@@ -89,6 +89,12 @@ TEST_CASE("fuzz: mutated mlp executables never crash the verifier or the VM") {
 
 TEST_CASE("fuzz: mutated transformer executables never crash the verifier or the VM") {
   int accepted = mutate_and_run(compile_sample("transformer.hxir"), 20000, 2);
+  MESSAGE("accepted after mutation: " << accepted << " of 20000");
+  CHECK(accepted > 0);
+}
+
+TEST_CASE("fuzz: mutated convnet executables (conv2d, split, cast, where, gather, slice) never crash") {
+  int accepted = mutate_and_run(compile_sample("convnet.hxir"), 20000, 3);
   MESSAGE("accepted after mutation: " << accepted << " of 20000");
   CHECK(accepted > 0);
 }

@@ -499,6 +499,7 @@ namespace {
 
 struct SampleRun {
   std::vector<std::vector<uint8_t>> outputs;
+  std::vector<DType> dtypes;  // per output
   hexir::vm::PhaseStats invoke_stats;
   hexir::hal::DeviceCounters before, after;
 };
@@ -557,6 +558,7 @@ SampleRun run_sample(Device& device, const std::string& name, int invokes) {
   r.after = device.counters();
   r.invoke_stats = context->invoke_stats();
   for (size_t j = 0; j < sig.outputs.size(); ++j) {
+    r.dtypes.push_back(sig.outputs[j].type.dtype);
     std::vector<uint8_t> own(sig.outputs[j].byte_size), provided(sig.outputs[j].byte_size);
     REQUIRE(context->read_output(*main, j, own).ok() == (invokes % 2 == 1));
     REQUIRE(device.read(out_buffers[j], 0, provided.data(), provided.size()).ok());
@@ -572,7 +574,7 @@ SampleRun run_sample(Device& device, const std::string& name, int invokes) {
 HEXIR_CONFORMANCE("samples run through the VM and match the cpu; invoke allocates and uploads nothing") {
   auto cpu = hexir::hal::create_device("cpu");
   REQUIRE(cpu.ok());
-  for (std::string name : {"mlp", "transformer"}) {
+  for (std::string name : {"mlp", "transformer", "convnet"}) {
     CAPTURE(name);
     SampleRun want = run_sample(**cpu, name, 2);
     SampleRun got = run_sample(device, name, 6);
@@ -589,6 +591,7 @@ HEXIR_CONFORMANCE("samples run through the VM and match the cpu; invoke allocate
       KernelCase tolerance{name + " output " + std::to_string(j), hexir::ops::OpId::kAdd, {}, {}};
       tolerance.rtol = 1e-4;
       tolerance.atol = 1e-5;
+      tolerance.exact = want.dtypes[j] != DType::kF32;  // integer results match exactly
       hexir::hal::conformance::check_matches(tolerance, g, w);
     }
   }
