@@ -1,5 +1,6 @@
 #include "parser.h"
 
+#include <algorithm>
 #include <bit>
 #include <charconv>
 #include <cmath>
@@ -354,7 +355,9 @@ class Parser {
       SourceLoc dense_loc = tok_.loc;
       HEXIR_RETURN_IF_ERROR(advance());
       std::vector<uint8_t> data;
-      data.reserve(*byte_size(type));
+      // Every element takes at least one character of text: a huge declared
+      // type with a short list must not reserve its size.
+      data.reserve(static_cast<size_t>(std::min<uint64_t>(*byte_size(type), src_.size() * 8)));
       if (tok_.is('[')) {
         HEXIR_RETURN_IF_ERROR(parse_dense_list(type, 0, &data));
       } else {
