@@ -63,12 +63,18 @@ std::string params_text(const fb::Module& m, const fb::Instruction& in) {
 
 std::string instruction_text(const VerifiedModule& v, const fb::Instruction& in) {
   const fb::Module& m = *v.module;
-  const uint32_t out_slot = m.operand_pool()->Get(in.operand_begin() + in.input_count());
-  std::string text = inspect::slot_name(m, out_slot) + " = " + ops::op_def(v.kernel_ids[in.kernel()]).name;
+  std::string results, types;
+  for (uint32_t o = in.input_count(); o < in.operand_count(); ++o) {
+    const uint32_t slot = m.operand_pool()->Get(in.operand_begin() + o);
+    const char* sep = o > in.input_count() ? ", " : "";
+    results += sep + inspect::slot_name(m, slot);
+    types += sep + v.slot_types[slot].to_string();
+  }
+  std::string text = results + " = " + ops::op_def(v.kernel_ids[in.kernel()]).name;
   for (uint32_t i = 0; i < in.input_count(); ++i)
     text += (i ? ", " : " ") + inspect::slot_name(m, m.operand_pool()->Get(in.operand_begin() + i));
   text += params_text(m, in);
-  text += " : " + v.slot_types[out_slot].to_string();
+  text += " : " + types;
   text += "  ; alias=" + binary(in.alias_mask(), in.input_count());
   return text;
 }
@@ -420,7 +426,10 @@ void print_json(const VerifiedModule& v) {
     j.begin_array("inputs");
     for (uint32_t i = 0; i < in.input_count(); ++i) j.value(m.operand_pool()->Get(in.operand_begin() + i));
     j.end_array();
-    j.field("output", m.operand_pool()->Get(in.operand_begin() + in.input_count()));
+    j.field("output", m.operand_pool()->Get(in.operand_begin() + in.input_count()));  // the first
+    j.begin_array("outputs");
+    for (uint32_t o = in.input_count(); o < in.operand_count(); ++o) j.value(m.operand_pool()->Get(in.operand_begin() + o));
+    j.end_array();
     j.begin_array("params");
     for (uint32_t p2 = 0; p2 < in.param_count(); ++p2) j.value(m.param_pool()->Get(in.param_begin() + p2));
     j.end_array();

@@ -109,6 +109,18 @@ TEST_CASE("tools: hexir-dump --json has the documented keys") {
   CHECK(d.output.front() == '{');
 }
 
+TEST_CASE("tools: hexir-dump shows every result of a several-output instruction") {
+  TempDir dir;
+  REQUIRE(run(kCompile + " " + kSamples + "/convnet.hxir -o " + dir / "c.hxe").exit_code == 0);
+  auto d = run(kDump + " " + dir / "c.hxe");
+  REQUIRE(d.exit_code == 0);
+  CHECK(contains(d.output, "%a, %b = split %c2 {1, 8, 8} : f32[1,8,8,8], f32[1,8,8,8]"));
+  auto j = run(kDump + " " + dir / "c.hxe --json");
+  REQUIRE(j.exit_code == 0);
+  CHECK(contains(j.output, "\"kernel\":\"split\""));
+  CHECK(contains(j.output, "\"outputs\":["));
+}
+
 TEST_CASE("tools: --plan=naive is larger than the arena plan and both run") {
   TempDir dir;
   REQUIRE(run(kCompile + " " + kSamples + "/transformer.hxir -o " + dir / "n.hxe --plan=naive").exit_code == 0);
