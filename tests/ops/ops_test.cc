@@ -2,6 +2,9 @@
 #include <doctest/doctest.h>
 
 #include <bit>
+#include <limits>
+#include <set>
+#include <string_view>
 
 #include "hexir/ops/op.h"
 
@@ -145,4 +148,849 @@ TEST_CASE("catalog: hostile parameters and shapes are rejected, not trusted") {
   CHECK_FALSE(infer_result_type(OpId::kRelu, std::vector{f32({1, 1, 1, 1, 1, 1, 1, 1, 1})}, {}).ok());
   CHECK_FALSE(infer_result_type(OpId::kConcat, std::vector{f32({2})}, std::vector<int64_t>{1}).ok());
   CHECK_FALSE(infer_result_type(OpId::kCount, std::vector{f32({2})}, {}).ok());
+}
+
+// ---- the new operators: split, cast, where, gather, slice, conv2d ----------------
+
+namespace {
+constexpr int64_t kI64Max = std::numeric_limits<int64_t>::max();
+constexpr int64_t kI64Min = std::numeric_limits<int64_t>::min();
+
+TensorType tt(DType dtype, std::vector<int64_t> dims) { return {dtype, std::move(dims)}; }
+using Dims = std::vector<int64_t>;
+using Params = std::vector<int64_t>;
+
+bool mentions(const std::string& message, std::string_view what) {
+  INFO("message: " << message);
+  return message.find(what) != std::string::npos;
+}
+bool mentions(const Status& s, std::string_view what) { return mentions(s.message(), what); }
+
+Result<std::vector<int64_t>> lower(OpId id, std::vector<TensorType> in, AttrMap attrs,
+                                   std::vector<TensorType> declared = {}) {
+  return lower_attributes(id, in, attrs, declared);
+}
+Result<std::vector<TensorType>> rule(OpId id, std::vector<TensorType> in, Params params) {
+  return infer_result_types(id, in, params);
+}
+// The result-type rule rejects `params`; returns its message.
+std::string rejected(OpId id, std::vector<TensorType> in, Params params) {
+  auto r = infer_result_types(id, in, params);
+  std::string operands;
+  for (const TensorType& t : in) operands += t.to_string() + " ";
+  std::string words;
+  for (int64_t w : params) words += std::to_string(w) + " ";
+  INFO("@" << std::string(op_def(id).name) << " operands " << operands << "params [ " << words << "]");
+  CHECK_FALSE(r.ok());
+  if (r.ok()) return {};
+  CHECK(r.status().code() == StatusCode::kInvalidArgument);
+  CHECK(r.status().message().rfind(std::string("@") + op_def(id).name + ": ", 0) == 0);
+  return r.status().message();
+}
+// Plans with the rule's own result types.
+OpPlan plan_of(OpId id, std::vector<TensorType> in, Params params) {
+  auto out = infer_result_types(id, in, params);
+  REQUIRE_MESSAGE(out.ok(), out.status().to_string());
+  auto plan = plan_op(id, in, *out, params);
+  REQUIRE_MESSAGE(plan.ok(), plan.status().to_string());
+  REQUIRE_FALSE(plan->empty());
+  return std::move(*plan);
+}
+}  // namespace
+
+TEST_CASE("catalog: every OpId has one definition whose name round-trips through find_op") {
+  std::set<std::string> names;
+  for (int k = 0; k < kOpCount; ++k) {
+    const OpId id = static_cast<OpId>(k);
+    const OpDef& def = op_def(id);
+    INFO("op id " << k);
+    CHECK(def.id == id);
+    REQUIRE(def.name != nullptr);
+    CHECK(std::string_view(def.name).size() > 0);
+    CHECK(names.insert(def.name).second);  // unique names
+    auto found = find_op(def.name);
+    REQUIRE(found.has_value());
+    CHECK(*found == id);
+    const bool has_lower = def.lower != nullptr, has_infer = def.infer != nullptr, has_plan = def.plan != nullptr;
+    CHECK(has_lower);
+    CHECK(has_infer);
+    CHECK(has_plan != def.is_view);
+    CHECK(def.min_inputs >= 1);
+    CHECK((def.max_inputs < 0 || def.max_inputs >= def.min_inputs));
+    CHECK(def.min_outputs >= 1);
+    CHECK(def.key_input >= 0);
+    CHECK((def.max_inputs < 0 || def.key_input < def.max_inputs));
+  }
+  CHECK(names.size() == static_cast<size_t>(kOpCount));
+  const std::pair<const char*, OpId> fresh[] = {{"split", OpId::kSplit},   {"cast", OpId::kCast},
+                                                {"where", OpId::kWhere},   {"gather", OpId::kGather},
+                                                {"slice", OpId::kSlice},   {"conv2d", OpId::kConv2d}};
+  for (auto [name, id] : fresh) {
+    CHECK(find_op(name) == std::optional<OpId>(id));
+    CHECK(std::string_view(op_def(id).name) == name);
+  }
+  CHECK_FALSE(find_op("").has_value());
+  CHECK_FALSE(find_op("Split").has_value());
+  CHECK_FALSE(find_op("conv2d ").has_value());
+  CHECK(op_def(OpId::kSplit).max_outputs == -1);
+  CHECK(op_def(OpId::kConv2d).min_inputs == 2);
+  CHECK(op_def(OpId::kConv2d).max_inputs == 3);
+  CHECK(op_def(OpId::kConv2d).f32_only);
+  CHECK_FALSE(op_def(OpId::kWhere).may_run_in_place);
+  CHECK(op_def(OpId::kWhere).key_input == 1);
+}
+
+// ---- split ----------------------------------------------------------------------
+
+TEST_CASE("split: attribute lowering") {
+  const std::vector<TensorType> x{tt(DType::kI64, {4, 6, 5})};
+  // sizes given, axis negative
+  auto p = lower(OpId::kSplit, x, {{"axis", i(-2)}, {"sizes", list({1, 2, 3})}});
+  REQUIRE(p.ok());
+  CHECK(*p == Params{1, 1, 2, 3});
+  // a single integer for sizes
+  p = lower(OpId::kSplit, x, {{"axis", i(2)}, {"sizes", i(5)}});
+  REQUIRE(p.ok());
+  CHECK(*p == Params{2, 5});
+  // default axis 0, equal parts from the stated results
+  p = lower(OpId::kSplit, x, {}, {tt(DType::kI64, {2, 6, 5}), tt(DType::kI64, {2, 6, 5})});
+  REQUIRE(p.ok());
+  CHECK(*p == Params{0, 2, 2});
+  p = lower(OpId::kSplit, x, {{"axis", i(1)}}, std::vector<TensorType>(3, tt(DType::kI64, {4, 2, 5})));
+  REQUIRE(p.ok());
+  CHECK(*p == Params{1, 2, 2, 2});
+  // errors name what is wrong
+  auto e = lower(OpId::kSplit, x, {});
+  REQUIRE_FALSE(e.ok());
+  CHECK(mentions(e.status(), "'sizes'"));
+  e = lower(OpId::kSplit, x, {{"axis", i(1)}}, std::vector<TensorType>(4, tt(DType::kI64, {4, 1, 5})));
+  REQUIRE_FALSE(e.ok());
+  CHECK(mentions(e.status(), "equal parts"));
+  e = lower(OpId::kSplit, x, {{"axis", i(3)}, {"sizes", list({4})}});
+  REQUIRE_FALSE(e.ok());
+  CHECK(mentions(e.status(), "axis 3"));
+  e = lower(OpId::kSplit, x, {{"axis", i(-4)}, {"sizes", list({4})}});
+  REQUIRE_FALSE(e.ok());
+  CHECK(mentions(e.status(), "axis -4"));
+  e = lower(OpId::kSplit, x, {{"axis", str("1")}, {"sizes", list({4})}});
+  REQUIRE_FALSE(e.ok());
+  CHECK(mentions(e.status(), "'axis'"));
+  e = lower(OpId::kSplit, x, {{"sizes", str("2,2")}});
+  REQUIRE_FALSE(e.ok());
+  CHECK(mentions(e.status(), "'sizes'"));
+  e = lower(OpId::kSplit, x, {{"sizes", list({2, 2})}, {"split", list({2, 2})}});
+  REQUIRE_FALSE(e.ok());
+  CHECK(mentions(e.status(), "'split'"));
+  // the rule checks what lowering passes through
+  p = lower(OpId::kSplit, x, {{"sizes", list({1, 1})}});
+  REQUIRE(p.ok());
+  CHECK_FALSE(rule(OpId::kSplit, x, *p).ok());
+  CHECK(mentions(lower(OpId::kSplit, {tt(DType::kF32, {})}, {{"sizes", list({1})}}).status(), "axis"));
+}
+
+TEST_CASE("split: result types") {
+  const TensorType x = tt(DType::kF16, {4, 6, 5});
+  auto r = rule(OpId::kSplit, {x}, {1, 2, 3, 1});
+  REQUIRE(r.ok());
+  REQUIRE(r->size() == 3);
+  CHECK((*r)[0] == tt(DType::kF16, {4, 2, 5}));
+  CHECK((*r)[1] == tt(DType::kF16, {4, 3, 5}));
+  CHECK((*r)[2] == tt(DType::kF16, {4, 1, 5}));
+  // empty parts and a single part
+  r = rule(OpId::kSplit, {x}, {2, 0, 5, 0});
+  REQUIRE(r.ok());
+  REQUIRE(r->size() == 3);
+  CHECK((*r)[0].dims == Dims{4, 6, 0});
+  CHECK((*r)[1].dims == Dims{4, 6, 5});
+  auto one_part = infer_result_type(OpId::kSplit, std::vector{x}, Params{0, 4});
+  REQUIRE(one_part.ok());
+  CHECK(*one_part == x);
+  // several results through the single-result shorthand fail
+  CHECK_FALSE(infer_result_type(OpId::kSplit, std::vector{x}, Params{0, 2, 2}).ok());
+  // an empty axis splits into empty parts
+  r = rule(OpId::kSplit, {tt(DType::kU8, {0, 3})}, {0, 0, 0});
+  REQUIRE(r.ok());
+  CHECK(r->size() == 2);
+
+  // hostile parameter words
+  CHECK(mentions(rejected(OpId::kSplit, {x}, {}), "at least one size"));
+  CHECK(mentions(rejected(OpId::kSplit, {x}, {1}), "at least one size"));
+  CHECK(mentions(rejected(OpId::kSplit, {x}, {3, 4}), "axis parameter 3"));
+  CHECK(mentions(rejected(OpId::kSplit, {x}, {-1, 5}), "axis parameter -1"));
+  rejected(OpId::kSplit, {x}, {kI64Max, 4});
+  rejected(OpId::kSplit, {x}, {kI64Min, 4});
+  rejected(OpId::kSplit, {tt(DType::kF32, {})}, {0, 1});
+  CHECK(mentions(rejected(OpId::kSplit, {x}, {1, 2, 3}), "add up to 5"));      // too few
+  CHECK(mentions(rejected(OpId::kSplit, {x}, {1, 2, 3, 2}), "do not add up"));  // too many
+  rejected(OpId::kSplit, {x}, {1, -1, 7});                                     // negative part
+  rejected(OpId::kSplit, {x}, {1, 7, -1});
+  rejected(OpId::kSplit, {x}, {1, kI64Max, kI64Max, 2});                       // sum overflows
+  rejected(OpId::kSplit, {x}, {1, kI64Max, 7});
+  rejected(OpId::kSplit, {x}, {1, kI64Min, 6});
+  rejected(OpId::kSplit, {x}, {1, 6, kI64Min});
+  rejected(OpId::kSplit, {x}, {1, 1ll << 62, 1ll << 62, 6});
+}
+
+TEST_CASE("split: plan") {
+  const TensorType x = tt(DType::kI32, {2, 6, 5});
+  OpPlan plan = plan_of(OpId::kSplit, {x}, {1, 1, 2, 3});
+  const SplitPlan& p = plan.as<SplitPlan>();
+  CHECK(p.outer == 2);
+  CHECK(p.in_row_bytes == 6 * 5 * 4);
+  CHECK(p.output_count == 3);
+  const int64_t* rows = plan_tail(&p);
+  CHECK(rows[0] == 1 * 5 * 4);
+  CHECK(rows[1] == 2 * 5 * 4);
+  CHECK(rows[2] == 3 * 5 * 4);
+  CHECK(plan.words().size() == (sizeof(SplitPlan) + 7) / 8 + 3);
+
+  OpPlan first = plan_of(OpId::kSplit, {tt(DType::kI64, {6, 3})}, {0, 4, 0, 2});
+  const SplitPlan& q = first.as<SplitPlan>();
+  CHECK(q.outer == 1);
+  CHECK(q.in_row_bytes == 6 * 3 * 8);
+  CHECK(q.output_count == 3);
+  CHECK(plan_tail(&q)[0] == 4 * 3 * 8);
+  CHECK(plan_tail(&q)[1] == 0);
+  CHECK(plan_tail(&q)[2] == 2 * 3 * 8);
+
+  OpPlan last = plan_of(OpId::kSplit, {tt(DType::kU8, {3, 2, 7})}, {2, 7, 0});
+  const SplitPlan& l = last.as<SplitPlan>();
+  CHECK(l.outer == 6);
+  CHECK(l.in_row_bytes == 7);
+  CHECK(plan_tail(&l)[0] == 7);
+  CHECK(plan_tail(&l)[1] == 0);
+
+  // plan_op checks the outputs it is given against the rule
+  const std::vector<TensorType> in{x};
+  const std::vector<TensorType> two{tt(DType::kI32, {2, 3, 5}), tt(DType::kI32, {2, 3, 5})};
+  CHECK(plan_op(OpId::kSplit, in, two, Params{1, 3, 3}).ok());
+  auto wrong_count = plan_op(OpId::kSplit, in, two, Params{1, 2, 2, 2});
+  REQUIRE_FALSE(wrong_count.ok());
+  CHECK(mentions(wrong_count.status(), "3 results, 2 outputs"));
+  auto wrong_type = plan_op(OpId::kSplit, in, two, Params{1, 2, 4});
+  REQUIRE_FALSE(wrong_type.ok());
+  CHECK(mentions(wrong_type.status(), "result 0"));
+  CHECK(workspace_bytes(OpId::kSplit, in, Params{1, 3, 3}) == 0);
+}
+
+// ---- cast -----------------------------------------------------------------------
+
+TEST_CASE("cast: attribute lowering") {
+  const std::vector<TensorType> x{tt(DType::kF32, {3})};
+  auto p = lower(OpId::kCast, x, {{"to", str("f16")}});
+  REQUIRE(p.ok());
+  CHECK(*p == Params{static_cast<int64_t>(DType::kF16)});
+  CHECK(*lower(OpId::kCast, x, {{"to", str("i64")}}) == Params{static_cast<int64_t>(DType::kI64)});
+  CHECK(*lower(OpId::kCast, x, {{"to", str("bool")}}) == Params{static_cast<int64_t>(DType::kBool)});
+  CHECK(*lower(OpId::kCast, x, {{"to", str("u8")}}) == Params{static_cast<int64_t>(DType::kU8)});
+  // no attribute: the stated result type says it; the attribute wins over it
+  p = lower(OpId::kCast, x, {}, {tt(DType::kI32, {3})});
+  REQUIRE(p.ok());
+  CHECK(*p == Params{static_cast<int64_t>(DType::kI32)});
+  p = lower(OpId::kCast, x, {{"to", str("u8")}}, {tt(DType::kI32, {3})});
+  REQUIRE(p.ok());
+  CHECK(*p == Params{static_cast<int64_t>(DType::kU8)});
+  // errors name the attribute
+  auto e = lower(OpId::kCast, x, {});
+  REQUIRE_FALSE(e.ok());
+  CHECK(mentions(e.status(), "'to'"));
+  e = lower(OpId::kCast, x, {{"to", str("float")}});
+  REQUIRE_FALSE(e.ok());
+  CHECK(mentions(e.status(), "'to'"));
+  e = lower(OpId::kCast, x, {{"to", i(3)}});
+  REQUIRE_FALSE(e.ok());
+  CHECK(mentions(e.status(), "'to'"));
+  e = lower(OpId::kCast, x, {{"to", str("f16")}, {"saturate", i(1)}});
+  REQUIRE_FALSE(e.ok());
+  CHECK(mentions(e.status(), "'saturate'"));
+  // a dtype name that lowers but that cast does not support is the rule's to reject
+  p = lower(OpId::kCast, x, {{"to", str("bf16")}});
+  if (p.ok()) CHECK_FALSE(rule(OpId::kCast, x, *p).ok());
+}
+
+TEST_CASE("cast: result types") {
+  const DType castable[] = {DType::kF32, DType::kF16, DType::kI32, DType::kI64, DType::kBool, DType::kU8};
+  for (DType from : castable)
+    for (DType to : castable) {
+      INFO(dtype_name(from) << " -> " << dtype_name(to));
+      auto r = infer_result_type(OpId::kCast, std::vector{tt(from, {2, 0, 3})}, Params{static_cast<int64_t>(to)});
+      REQUIRE(r.ok());
+      CHECK(*r == tt(to, {2, 0, 3}));
+    }
+  auto scalar = infer_result_type(OpId::kCast, std::vector{tt(DType::kI64, {})}, Params{0});
+  REQUIRE(scalar.ok());
+  CHECK(*scalar == tt(DType::kF32, {}));
+  const TensorType x = tt(DType::kF32, {4});
+  CHECK(mentions(rejected(OpId::kCast, {x}, {static_cast<int64_t>(DType::kBF16)}), "target dtype 2"));
+  CHECK(mentions(rejected(OpId::kCast, {x}, {static_cast<int64_t>(DType::kI8)}), "target dtype 5"));
+  CHECK(mentions(rejected(OpId::kCast, {x}, {-1}), "target dtype -1"));
+  CHECK(mentions(rejected(OpId::kCast, {x}, {kDTypeCount}), "target dtype"));
+  rejected(OpId::kCast, {x}, {256});
+  rejected(OpId::kCast, {x}, {kI64Max});
+  rejected(OpId::kCast, {x}, {kI64Min});
+  rejected(OpId::kCast, {x}, {(int64_t{1} << 32) + 0});  // f32 in the low bits, not a dtype
+  rejected(OpId::kCast, {x}, {});
+  rejected(OpId::kCast, {x}, {0, 0});
+  CHECK(mentions(rejected(OpId::kCast, {tt(DType::kBF16, {4})}, {0}), "operand"));
+  rejected(OpId::kCast, {tt(DType::kI8, {4})}, {0});
+  rejected(OpId::kCast, {x, x}, {0});
+}
+
+TEST_CASE("cast: plan and kernel key") {
+  OpPlan plan = plan_of(OpId::kCast, {tt(DType::kF16, {3, 5})}, {static_cast<int64_t>(DType::kI64)});
+  const CastPlan& p = plan.as<CastPlan>();
+  CHECK(p.n == 15);
+  CHECK(p.from == static_cast<int32_t>(DType::kF16));
+  CHECK(p.to == static_cast<int32_t>(DType::kI64));
+  OpPlan back = plan_of(OpId::kCast, {tt(DType::kBool, {7})}, {static_cast<int64_t>(DType::kU8)});
+  CHECK(back.as<CastPlan>().n == 7);
+  CHECK(back.as<CastPlan>().from == static_cast<int32_t>(DType::kBool));
+  CHECK(back.as<CastPlan>().to == static_cast<int32_t>(DType::kU8));
+  CHECK(plan_of(OpId::kCast, {tt(DType::kI32, {0, 4})}, {0}).as<CastPlan>().n == 0);
+  const std::vector<TensorType> in{tt(DType::kU8, {2})}, out{tt(DType::kF16, {2})};
+  const KernelKey key = kernel_key(OpId::kCast, in, out);
+  CHECK(key.op == OpId::kCast);
+  CHECK(key.input == DType::kU8);
+  CHECK(key.output == DType::kF16);
+  // the stated output must be the target dtype
+  CHECK_FALSE(plan_op(OpId::kCast, in, std::vector{tt(DType::kF32, {2})}, Params{1}).ok());
+}
+
+// ---- where ----------------------------------------------------------------------
+
+TEST_CASE("where: attribute lowering") {
+  const std::vector<TensorType> in{tt(DType::kBool, {3}), tt(DType::kF32, {3}), tt(DType::kF32, {3})};
+  auto p = lower(OpId::kWhere, in, {});
+  REQUIRE(p.ok());
+  CHECK(p->empty());
+  auto e = lower(OpId::kWhere, in, {{"axis", i(0)}});
+  REQUIRE_FALSE(e.ok());
+  CHECK(mentions(e.status(), "'axis'"));
+  CHECK_FALSE(lower(OpId::kWhere, {in[0], in[1]}, {}).ok());
+}
+
+TEST_CASE("where: result types broadcast all three") {
+  auto r = infer_result_type(OpId::kWhere,
+                             std::vector{tt(DType::kBool, {2, 1, 1}), tt(DType::kI64, {1, 3, 1}), tt(DType::kI64, {4})},
+                             Params{});
+  REQUIRE(r.ok());
+  CHECK(*r == tt(DType::kI64, {2, 3, 4}));
+  // the condition alone can widen the result
+  r = infer_result_type(OpId::kWhere, std::vector{tt(DType::kBool, {5, 1, 3}), tt(DType::kU8, {}), tt(DType::kU8, {3})},
+                        Params{});
+  REQUIRE(r.ok());
+  CHECK(*r == tt(DType::kU8, {5, 1, 3}));
+  r = infer_result_type(OpId::kWhere, std::vector{tt(DType::kBool, {}), tt(DType::kF16, {}), tt(DType::kF16, {})},
+                        Params{});
+  REQUIRE(r.ok());
+  CHECK(*r == tt(DType::kF16, {}));
+  r = infer_result_type(OpId::kWhere, std::vector{tt(DType::kBool, {0, 1}), tt(DType::kBool, {1, 3}), tt(DType::kBool, {1})},
+                        Params{});
+  REQUIRE(r.ok());
+  CHECK(*r == tt(DType::kBool, {0, 3}));
+
+  CHECK(mentions(rejected(OpId::kWhere, {tt(DType::kF32, {3}), tt(DType::kF32, {3}), tt(DType::kF32, {3})}, {}),
+                 "expected bool"));
+  rejected(OpId::kWhere, {tt(DType::kU8, {3}), tt(DType::kF32, {3}), tt(DType::kF32, {3})}, {});
+  CHECK(mentions(rejected(OpId::kWhere, {tt(DType::kBool, {3}), tt(DType::kF32, {3}), tt(DType::kF16, {3})}, {}),
+                 "one dtype"));
+  CHECK(mentions(rejected(OpId::kWhere, {tt(DType::kBool, {3}), tt(DType::kF32, {2, 3}), tt(DType::kF32, {4, 3})}, {}),
+                 "do not broadcast"));
+  // x and y broadcast, the condition does not
+  rejected(OpId::kWhere, {tt(DType::kBool, {4}), tt(DType::kF32, {2, 3}), tt(DType::kF32, {1, 3})}, {});
+  rejected(OpId::kWhere, {tt(DType::kBool, {3}), tt(DType::kF32, {3}), tt(DType::kF32, {3})}, {0});
+}
+
+TEST_CASE("where: plan") {
+  // equal shapes: rank 0, one flat loop
+  OpPlan flat = plan_of(OpId::kWhere, {tt(DType::kBool, {4, 6}), tt(DType::kF32, {4, 6}), tt(DType::kF32, {4, 6})}, {});
+  CHECK(flat.as<WherePlan>().rank == 0);
+  CHECK(flat.as<WherePlan>().n == 24);
+  CHECK(flat.as<WherePlan>().element_size == 4);
+  OpPlan flat_i64 = plan_of(OpId::kWhere, {tt(DType::kBool, {5}), tt(DType::kI64, {5}), tt(DType::kI64, {5})}, {});
+  CHECK(flat_i64.as<WherePlan>().rank == 0);
+  CHECK(flat_i64.as<WherePlan>().element_size == 8);
+
+  // cond [2,1], x [2,3], y [3] (f16): out [2,3]
+  OpPlan plan = plan_of(OpId::kWhere, {tt(DType::kBool, {2, 1}), tt(DType::kF16, {2, 3}), tt(DType::kF16, {3})}, {});
+  const WherePlan& p = plan.as<WherePlan>();
+  CHECK(p.n == 6);
+  CHECK(p.element_size == 2);
+  REQUIRE(p.rank == 2);
+  CHECK(p.dims[0] == 2);
+  CHECK(p.dims[1] == 3);
+  CHECK(p.stride_c[0] == 1);
+  CHECK(p.stride_c[1] == 0);
+  CHECK(p.stride_x[0] == 3);
+  CHECK(p.stride_x[1] == 1);
+  CHECK(p.stride_y[0] == 0);
+  CHECK(p.stride_y[1] == 1);
+
+  // each element the plan addresses must be the one numpy broadcasting picks:
+  // cond [2,1,4], x [3,1], y [1,3,4] (u8) -> out [2,3,4]
+  const std::vector<TensorType> in{tt(DType::kBool, {2, 1, 4}), tt(DType::kU8, {3, 1}), tt(DType::kU8, {1, 3, 4})};
+  OpPlan g = plan_of(OpId::kWhere, in, {});
+  const WherePlan& w = g.as<WherePlan>();
+  CHECK(w.n == 24);
+  CHECK(w.element_size == 1);
+  REQUIRE(w.rank >= 1);
+  REQUIRE(w.rank <= 3);
+  int64_t count = 1;
+  for (int d = 0; d < w.rank; ++d) count *= w.dims[d];
+  REQUIRE(count == 24);
+  int64_t index[kMaxRank] = {};
+  for (int64_t flat_i = 0; flat_i < 24; ++flat_i) {
+    int64_t rem = flat_i;
+    for (int d = w.rank; d-- > 0;) {
+      index[d] = rem % w.dims[d];
+      rem /= w.dims[d];
+    }
+    int64_t oc = 0, ox = 0, oy = 0;
+    for (int d = 0; d < w.rank; ++d) {
+      oc += index[d] * w.stride_c[d];
+      ox += index[d] * w.stride_x[d];
+      oy += index[d] * w.stride_y[d];
+    }
+    const int64_t a = flat_i / 12, b = (flat_i / 4) % 3, c = flat_i % 4;
+    INFO("element " << flat_i);
+    CHECK(oc == a * 4 + c);
+    CHECK(ox == b);
+    CHECK(oy == b * 4 + c);
+  }
+  CHECK(kernel_key(OpId::kWhere, in, std::vector{tt(DType::kU8, {2, 3, 4})}).input == DType::kU8);
+}
+
+// ---- gather ---------------------------------------------------------------------
+
+TEST_CASE("gather: attribute lowering") {
+  const std::vector<TensorType> in{tt(DType::kF32, {5, 4, 3}), tt(DType::kI32, {2})};
+  CHECK(*lower(OpId::kGather, in, {}) == Params{0});
+  CHECK(*lower(OpId::kGather, in, {{"axis", i(-1)}}) == Params{2});
+  CHECK(*lower(OpId::kGather, in, {{"axis", i(1)}}) == Params{1});
+  auto e = lower(OpId::kGather, in, {{"axis", i(3)}});
+  REQUIRE_FALSE(e.ok());
+  CHECK(mentions(e.status(), "axis 3"));
+  e = lower(OpId::kGather, in, {{"axis", i(-4)}});
+  REQUIRE_FALSE(e.ok());
+  CHECK(mentions(e.status(), "axis -4"));
+  e = lower(OpId::kGather, in, {{"axis", list({0, 1})}});
+  REQUIRE_FALSE(e.ok());
+  CHECK(mentions(e.status(), "'axis'"));
+  e = lower(OpId::kGather, in, {{"dim", i(0)}});
+  REQUIRE_FALSE(e.ok());
+  CHECK(mentions(e.status(), "'dim'"));
+  CHECK_FALSE(lower(OpId::kGather, {tt(DType::kF32, {}), tt(DType::kI32, {})}, {}).ok());  // rank 0 data
+}
+
+TEST_CASE("gather: result types") {
+  const TensorType data = tt(DType::kF16, {5, 4, 3});
+  auto r = infer_result_type(OpId::kGather, std::vector{data, tt(DType::kI64, {2, 6})}, Params{1});
+  REQUIRE(r.ok());
+  CHECK(*r == tt(DType::kF16, {5, 2, 6, 3}));
+  r = infer_result_type(OpId::kGather, std::vector{data, tt(DType::kI32, {})}, Params{0});
+  REQUIRE(r.ok());
+  CHECK(*r == tt(DType::kF16, {4, 3}));
+  r = infer_result_type(OpId::kGather, std::vector{data, tt(DType::kI32, {7})}, Params{2});
+  REQUIRE(r.ok());
+  CHECK(*r == tt(DType::kF16, {5, 4, 7}));
+  r = infer_result_type(OpId::kGather, std::vector{data, tt(DType::kI32, {0})}, Params{0});
+  REQUIRE(r.ok());
+  CHECK(*r == tt(DType::kF16, {0, 4, 3}));
+  // gathering nothing from an empty axis is fine
+  r = infer_result_type(OpId::kGather, std::vector{tt(DType::kU8, {2, 0}), tt(DType::kI32, {0})}, Params{1});
+  REQUIRE(r.ok());
+  CHECK(*r == tt(DType::kU8, {2, 0}));
+
+  CHECK(mentions(rejected(OpId::kGather, {tt(DType::kF32, {3, 0, 2}), tt(DType::kI64, {1})}, {1}), "empty axis"));
+  rejected(OpId::kGather, {tt(DType::kF32, {0}), tt(DType::kI32, {})}, {0});  // a scalar index is one index
+  CHECK(mentions(rejected(OpId::kGather, {data, tt(DType::kF32, {2})}, {0}), "i32 or i64"));
+  rejected(OpId::kGather, {data, tt(DType::kU8, {2})}, {0});
+  rejected(OpId::kGather, {data, tt(DType::kBool, {2})}, {0});
+  rejected(OpId::kGather, {data, tt(DType::kI32, {2})}, {-1});
+  rejected(OpId::kGather, {data, tt(DType::kI32, {2})}, {3});
+  rejected(OpId::kGather, {data, tt(DType::kI32, {2})}, {kI64Max});
+  rejected(OpId::kGather, {data, tt(DType::kI32, {2})}, {kI64Min});
+  rejected(OpId::kGather, {data, tt(DType::kI32, {2})}, {});
+  rejected(OpId::kGather, {data, tt(DType::kI32, {2})}, {0, 1});
+  rejected(OpId::kGather, {tt(DType::kF32, {}), tt(DType::kI32, {})}, {0});
+  // result rank past kMaxRank
+  rejected(OpId::kGather, {tt(DType::kF32, {2, 1, 1, 1, 1, 1, 1, 1}), tt(DType::kI32, {1, 1})}, {0});
+  // a result too large to address
+  rejected(OpId::kGather, {tt(DType::kF32, {4, 1ll << 30}), tt(DType::kI32, {1ll << 20, 1ll << 20})}, {0});
+}
+
+TEST_CASE("gather: plan") {
+  OpPlan plan = plan_of(OpId::kGather, {tt(DType::kF16, {5, 4, 3}), tt(DType::kI64, {2, 6})}, {1});
+  const GatherPlan& p = plan.as<GatherPlan>();
+  CHECK(p.outer == 5);
+  CHECK(p.axis_dim == 4);
+  CHECK(p.inner_bytes == 3 * 2);
+  CHECK(p.index_count == 12);
+  CHECK(p.index_i64 == 1);
+  OpPlan rows = plan_of(OpId::kGather, {tt(DType::kF32, {10, 8}), tt(DType::kI32, {3})}, {0});
+  CHECK(rows.as<GatherPlan>().outer == 1);
+  CHECK(rows.as<GatherPlan>().axis_dim == 10);
+  CHECK(rows.as<GatherPlan>().inner_bytes == 32);
+  CHECK(rows.as<GatherPlan>().index_count == 3);
+  CHECK(rows.as<GatherPlan>().index_i64 == 0);
+  OpPlan last = plan_of(OpId::kGather, {tt(DType::kI64, {2, 3, 7}), tt(DType::kI32, {})}, {2});
+  CHECK(last.as<GatherPlan>().outer == 6);
+  CHECK(last.as<GatherPlan>().axis_dim == 7);
+  CHECK(last.as<GatherPlan>().inner_bytes == 8);
+  CHECK(last.as<GatherPlan>().index_count == 1);
+}
+
+// ---- slice ----------------------------------------------------------------------
+
+TEST_CASE("slice: attribute lowering follows ONNX Slice") {
+  const std::vector<TensorType> x{tt(DType::kF32, {10, 8})};
+  // defaults: axes 0.., steps 1, untouched dims whole
+  CHECK(*lower(OpId::kSlice, x, {{"starts", list({2})}, {"ends", list({7})}}) == Params{2, 1, 5, 0, 1, 8});
+  CHECK(*lower(OpId::kSlice, x, {}) == Params{0, 1, 10, 0, 1, 8});
+  // negative starts and ends count from the end; a negative axis
+  CHECK(*lower(OpId::kSlice, x, {{"starts", list({-3})}, {"ends", list({-1})}, {"axes", list({-1})}}) ==
+        Params{0, 1, 10, 5, 1, 2});
+  // ends past the dim are clamped (INT64_MAX: to the end)
+  CHECK(*lower(OpId::kSlice, x, {{"starts", list({1, 3})}, {"ends", list({kI64Max, 100})}, {"steps", list({3, 2})}}) ==
+        Params{1, 3, 3, 3, 2, 3});
+  // negative step from the end to the very start (ends INT64_MIN)
+  CHECK(*lower(OpId::kSlice, x, {{"starts", list({-1})}, {"ends", list({kI64Min})}, {"steps", list({-1})}}) ==
+        Params{9, -1, 10, 0, 1, 8});
+  // negative step with a start past the end is clamped to dim - 1
+  CHECK(*lower(OpId::kSlice, x,
+               {{"starts", list({kI64Max})}, {"ends", list({2})}, {"axes", list({1})}, {"steps", list({-2})}}) ==
+        Params{0, 1, 10, 7, -2, 3});
+  // ONNX clamps a negative-step start to [0, dim-1]: -100 becomes 0 and yields element 0
+  CHECK(*lower(OpId::kSlice, x, {{"starts", list({-100})}, {"ends", list({-100})}, {"steps", list({-1})}}) ==
+        Params{0, -1, 1, 0, 1, 8});
+  // empty results: start 0 size 0
+  CHECK(*lower(OpId::kSlice, x, {{"starts", list({5})}, {"ends", list({2})}}) == Params{0, 1, 0, 0, 1, 8});
+  CHECK(*lower(OpId::kSlice, x, {{"starts", list({2})}, {"ends", list({5})}, {"steps", list({-1})}}) ==
+        Params{0, -1, 0, 0, 1, 8});
+  CHECK(*lower(OpId::kSlice, x, {{"starts", list({100})}, {"ends", list({200})}}) == Params{0, 1, 0, 0, 1, 8});
+  // a huge step takes one element
+  CHECK(*lower(OpId::kSlice, x, {{"starts", list({4})}, {"ends", list({kI64Max})}, {"steps", list({1ll << 62})}}) ==
+        Params{4, 1ll << 62, 1, 0, 1, 8});
+  // every lowering above is accepted by the rule
+  for (const Params& p : {Params{2, 1, 5, 0, 1, 8}, Params{9, -1, 10, 0, 1, 8}, Params{0, 1, 10, 7, -2, 3},
+                          Params{0, -1, 1, 0, 1, 8}, Params{4, 1ll << 62, 1, 0, 1, 8}, Params{0, -1, 0, 0, 1, 8}})
+    CHECK(rule(OpId::kSlice, x, p).ok());
+
+  // errors name the attribute
+  auto e = lower(OpId::kSlice, x, {{"starts", list({1, 2})}, {"ends", list({3})}});
+  REQUIRE_FALSE(e.ok());
+  CHECK(mentions(e.status(), "'starts'"));
+  e = lower(OpId::kSlice, x, {{"starts", list({1})}, {"ends", list({3})}, {"steps", list({0})}});
+  REQUIRE_FALSE(e.ok());
+  CHECK(mentions(e.status(), "step 0"));
+  e = lower(OpId::kSlice, x, {{"starts", list({1})}, {"ends", list({3})}, {"steps", list({kI64Min})}});
+  REQUIRE_FALSE(e.ok());
+  CHECK(mentions(e.status(), "step"));
+  e = lower(OpId::kSlice, x, {{"starts", list({1})}, {"ends", list({3})}, {"steps", list({kI64Max})}});
+  REQUIRE_FALSE(e.ok());
+  e = lower(OpId::kSlice, x, {{"starts", list({1})}, {"ends", list({3})}, {"steps", list({(1ll << 62) + 1})}});
+  REQUIRE_FALSE(e.ok());
+  e = lower(OpId::kSlice, x, {{"starts", list({1, 1})}, {"ends", list({3, 3})}, {"axes", list({1, -1})}});
+  REQUIRE_FALSE(e.ok());
+  CHECK(mentions(e.status(), "twice"));
+  e = lower(OpId::kSlice, x, {{"starts", list({1})}, {"ends", list({3})}, {"axes", list({2})}});
+  REQUIRE_FALSE(e.ok());
+  CHECK(mentions(e.status(), "axis 2"));
+  e = lower(OpId::kSlice, x, {{"starts", list({1})}, {"ends", list({3})}, {"axes", list({0, 1})}});
+  REQUIRE_FALSE(e.ok());
+  CHECK(mentions(e.status(), "one length"));
+  e = lower(OpId::kSlice, x, {{"starts", list({1})}, {"ends", list({3})}, {"steps", list({1, 1})}});
+  REQUIRE_FALSE(e.ok());
+  e = lower(OpId::kSlice, x, {{"starts", str("1")}, {"ends", list({3})}});
+  REQUIRE_FALSE(e.ok());
+  CHECK(mentions(e.status(), "'starts'"));
+  e = lower(OpId::kSlice, x, {{"starts", list({1})}, {"ends", list({3})}, {"stride", list({1})}});
+  REQUIRE_FALSE(e.ok());
+  CHECK(mentions(e.status(), "'stride'"));
+  // more starts than the rank
+  CHECK_FALSE(lower(OpId::kSlice, x, {{"starts", list({0, 0, 0})}, {"ends", list({1, 1, 1})}}).ok());
+}
+
+TEST_CASE("slice: an empty dim sliced backwards lowers to an empty result") {
+  const std::vector<TensorType> x{tt(DType::kI32, {0, 4})};
+  for (int64_t start : {int64_t{0}, int64_t{-1}, int64_t{5}, kI64Max, kI64Min}) {
+    INFO("start " << start);
+    auto p = lower(OpId::kSlice, x, {{"starts", list({start})}, {"ends", list({kI64Min})}, {"steps", list({-1})}});
+    REQUIRE(p.ok());
+    CHECK((*p)[2] == 0);
+    auto r = infer_result_type(OpId::kSlice, x, *p);
+    REQUIRE(r.ok());
+    CHECK(r->dims == Dims{0, 4});
+  }
+}
+
+TEST_CASE("slice: result types reject every word that reaches out of range") {
+  const TensorType x = tt(DType::kU8, {8, 5});
+  auto r = infer_result_type(OpId::kSlice, std::vector{x}, Params{1, 3, 3, 4, -2, 3});
+  REQUIRE(r.ok());
+  CHECK(*r == tt(DType::kU8, {3, 3}));
+  r = infer_result_type(OpId::kSlice, std::vector{x}, Params{0, 1, 0, 0, 1, 5});
+  REQUIRE(r.ok());
+  CHECK(r->dims == Dims{0, 5});
+  r = infer_result_type(OpId::kSlice, std::vector{tt(DType::kF32, {})}, Params{});
+  REQUIRE(r.ok());
+  CHECK(r->dims.empty());
+  // the last index exactly at the edge
+  CHECK(rule(OpId::kSlice, {x}, {1, 3, 3, 0, 1, 5}).ok());   // 1, 4, 7
+  CHECK(rule(OpId::kSlice, {x}, {7, -1, 8, 4, -4, 2}).ok());  // 7..0; 4, 0
+
+  CHECK(mentions(rejected(OpId::kSlice, {x}, {0, 1, 8}), "parameter word"));  // count
+  rejected(OpId::kSlice, {x}, {0, 1, 8, 0, 1, 5, 0});
+  rejected(OpId::kSlice, {x}, {});
+  CHECK(mentions(rejected(OpId::kSlice, {x}, {0, 0, 1, 0, 1, 5}), "step 0"));
+  rejected(OpId::kSlice, {x}, {0, 0, 0, 0, 1, 5});                       // zero step, even for size 0
+  rejected(OpId::kSlice, {x}, {7, kI64Min, 1, 0, 1, 5});                 // INT64_MIN step
+  rejected(OpId::kSlice, {x}, {7, kI64Min, 0, 0, 1, 5});
+  rejected(OpId::kSlice, {x}, {0, kI64Max, 1, 0, 1, 5});
+  rejected(OpId::kSlice, {x}, {0, 1, -1, 0, 1, 5});                      // negative size
+  rejected(OpId::kSlice, {x}, {0, 1, kI64Min, 0, 1, 5});
+  rejected(OpId::kSlice, {x}, {0, 1, 9, 0, 1, 5});                       // size past the dim
+  rejected(OpId::kSlice, {x}, {0, 1, kI64Max, 0, 1, 5});
+  rejected(OpId::kSlice, {x}, {8, 1, 1, 0, 1, 5});                       // start == dim
+  rejected(OpId::kSlice, {x}, {-1, 1, 1, 0, 1, 5});                      // negative start
+  rejected(OpId::kSlice, {x}, {kI64Min, 1, 1, 0, 1, 5});
+  rejected(OpId::kSlice, {x}, {kI64Max, -1, 1, 0, 1, 5});
+  rejected(OpId::kSlice, {x}, {2, 3, 3, 0, 1, 5});                       // 2, 5, 8: last out of range
+  rejected(OpId::kSlice, {x}, {2, -1, 4, 0, 1, 5});                      // 2, 1, 0, -1
+  rejected(OpId::kSlice, {x}, {0, 1ll << 62, 2, 0, 1, 5});               // 2^62 past the end
+  rejected(OpId::kSlice, {x}, {7, -(1ll << 62), 2, 0, 1, 5});
+  rejected(OpId::kSlice, {x}, {0, 1, 8, 4, 2, 3});                       // second dim: 4, 6, 8
+  rejected(OpId::kSlice, {x}, {0, 1, 8, 1, -1, 3});                      // second dim: 1, 0, -1
+  // an empty slice still has its start in range (the plan multiplies it by the dim's stride)
+  rejected(OpId::kSlice, {x}, {kI64Max, 1, 0, 0, 1, 5});
+  rejected(OpId::kSlice, {x}, {kI64Min, -1, 0, 0, 1, 5});
+  rejected(OpId::kSlice, {x}, {0, 1, 8, -(1ll << 62), 1, 0});
+  // an empty dim takes no elements at all
+  rejected(OpId::kSlice, {tt(DType::kU8, {0})}, {0, 1, 1});
+  CHECK(rule(OpId::kSlice, {tt(DType::kU8, {0})}, {0, 1, 0}).ok());
+}
+
+TEST_CASE("slice: plan of a negative-step slice") {
+  // x i32 [4, 6]: rows 3, 2, 1, 0 and columns 5, 3, 1
+  OpPlan plan = plan_of(OpId::kSlice, {tt(DType::kI32, {4, 6})}, {3, -1, 4, 5, -2, 3});
+  const StridedPlan& p = plan.as<StridedPlan>();
+  CHECK(p.n == 12);
+  CHECK(p.rank == 2);
+  CHECK(p.element_size == 4);
+  CHECK(p.offset == 3 * 6 + 5);
+  CHECK(p.out_dims[0] == 4);
+  CHECK(p.out_dims[1] == 3);
+  CHECK(p.in_stride[0] == -6);
+  CHECK(p.in_stride[1] == -2);
+  // a 3-D forward slice of f16
+  OpPlan fwd = plan_of(OpId::kSlice, {tt(DType::kF16, {3, 4, 5})}, {1, 1, 2, 0, 3, 2, 4, 1, 1});
+  const StridedPlan& q = fwd.as<StridedPlan>();
+  CHECK(q.n == 4);
+  CHECK(q.rank == 3);
+  CHECK(q.element_size == 2);
+  CHECK(q.offset == 1 * 20 + 0 * 5 + 4);
+  CHECK(q.in_stride[0] == 20);
+  CHECK(q.in_stride[1] == 15);
+  CHECK(q.in_stride[2] == 1);
+  CHECK(q.out_dims[0] == 2);
+  CHECK(q.out_dims[1] == 2);
+  CHECK(q.out_dims[2] == 1);
+  CHECK(workspace_bytes(OpId::kSlice, std::vector{tt(DType::kI32, {4, 6})}, Params{3, -1, 4, 5, -2, 3}) == 0);
+}
+
+// ---- conv2d ---------------------------------------------------------------------
+
+TEST_CASE("conv2d: attribute lowering") {
+  const std::vector<TensorType> in{f32({1, 4, 8, 8}), f32({6, 2, 3, 3})};
+  // param order: stride_h, stride_w, pad_top, pad_left, pad_bottom, pad_right, dilation_h, dilation_w, groups
+  CHECK(*lower(OpId::kConv2d, in, {}) == Params{1, 1, 0, 0, 0, 0, 1, 1, 1});
+  CHECK(*lower(OpId::kConv2d, in, {{"strides", i(2)}, {"pads", i(1)}, {"dilations", i(3)}, {"groups", i(2)}}) ==
+        Params{2, 2, 1, 1, 1, 1, 3, 3, 2});
+  CHECK(*lower(OpId::kConv2d, in, {{"strides", list({2, 3})}, {"pads", list({1, 2})}, {"dilations", list({1, 2})}}) ==
+        Params{2, 3, 1, 2, 1, 2, 1, 2, 1});
+  CHECK(*lower(OpId::kConv2d, in, {{"pads", list({1, 2, 3, 4})}}) == Params{1, 1, 1, 2, 3, 4, 1, 1, 1});
+  auto e = lower(OpId::kConv2d, in, {{"pads", list({1, 2, 3})}});
+  REQUIRE_FALSE(e.ok());
+  CHECK(mentions(e.status(), "'pads'"));
+  e = lower(OpId::kConv2d, in, {{"pads", list({1, 2, 3, 4, 5})}});
+  REQUIRE_FALSE(e.ok());
+  CHECK(mentions(e.status(), "'pads'"));
+  e = lower(OpId::kConv2d, in, {{"strides", list({1, 2, 3})}});
+  REQUIRE_FALSE(e.ok());
+  CHECK(mentions(e.status(), "'strides'"));
+  e = lower(OpId::kConv2d, in, {{"dilations", list({1, 1, 1})}});
+  REQUIRE_FALSE(e.ok());
+  CHECK(mentions(e.status(), "'dilations'"));
+  e = lower(OpId::kConv2d, in, {{"groups", str("2")}});
+  REQUIRE_FALSE(e.ok());
+  CHECK(mentions(e.status(), "'groups'"));
+  e = lower(OpId::kConv2d, in, {{"strides", str("2")}});
+  REQUIRE_FALSE(e.ok());
+  CHECK(mentions(e.status(), "'strides'"));
+  e = lower(OpId::kConv2d, in, {{"kernel_shape", list({3, 3})}});
+  REQUIRE_FALSE(e.ok());
+  CHECK(mentions(e.status(), "'kernel_shape'"));
+  CHECK_FALSE(lower(OpId::kConv2d, {f32({1, 4, 8, 8})}, {}).ok());  // operand count
+  CHECK_FALSE(lower(OpId::kConv2d, {tt(DType::kF16, {1, 4, 8, 8}), tt(DType::kF16, {6, 2, 3, 3})}, {}).ok());
+}
+
+TEST_CASE("conv2d: result types") {
+  auto shape = [](std::vector<TensorType> in, Params p) -> Dims {
+    auto r = infer_result_type(OpId::kConv2d, in, p);
+    REQUIRE_MESSAGE(r.ok(), r.status().to_string());
+    CHECK(r->dtype == DType::kF32);
+    return r->dims;
+  };
+  CHECK(shape({f32({2, 3, 8, 8}), f32({4, 3, 3, 3})}, {1, 1, 1, 1, 1, 1, 1, 1, 1}) == Dims{2, 4, 8, 8});
+  CHECK(shape({f32({2, 3, 8, 8}), f32({4, 3, 3, 3})}, {1, 1, 0, 0, 0, 0, 1, 1, 1}) == Dims{2, 4, 6, 6});
+  // stride 2x3 with asymmetric pads: h (9+1+2-3)/2+1 = 5, w (7+0+1-3)/3+1 = 2
+  CHECK(shape({f32({1, 2, 9, 7}), f32({3, 2, 3, 3})}, {2, 3, 1, 0, 2, 1, 1, 1, 1}) == Dims{1, 3, 5, 2});
+  // dilation 2: a 5-wide window
+  CHECK(shape({f32({1, 2, 10, 10}), f32({2, 2, 3, 3})}, {1, 1, 0, 0, 0, 0, 2, 2, 1}) == Dims{1, 2, 6, 6});
+  // groups and depthwise, with a bias
+  CHECK(shape({f32({2, 4, 6, 6}), f32({6, 2, 3, 3}), f32({6})}, {1, 1, 1, 1, 1, 1, 1, 1, 2}) == Dims{2, 6, 6, 6});
+  CHECK(shape({f32({1, 5, 7, 7}), f32({5, 1, 3, 3}), f32({5})}, {1, 1, 1, 1, 1, 1, 1, 1, 5}) == Dims{1, 5, 7, 7});
+  // the window exactly fits; padding alone makes room
+  CHECK(shape({f32({1, 1, 3, 3}), f32({1, 1, 3, 3})}, {1, 1, 0, 0, 0, 0, 1, 1, 1}) == Dims{1, 1, 1, 1});
+  CHECK(shape({f32({1, 1, 1, 1}), f32({1, 1, 3, 3})}, {1, 1, 1, 1, 1, 1, 1, 1, 1}) == Dims{1, 1, 1, 1});
+  CHECK(shape({f32({0, 2, 4, 4}), f32({3, 2, 1, 1})}, {1, 1, 0, 0, 0, 0, 1, 1, 1}) == Dims{0, 3, 4, 4});
+
+  const std::vector<TensorType> in{f32({1, 4, 8, 8}), f32({6, 2, 3, 3})};
+  const Params ok_params{1, 1, 0, 0, 0, 0, 1, 1, 2};
+  CHECK(rule(OpId::kConv2d, in, ok_params).ok());
+  auto with = [&](int word, int64_t value) {
+    Params p = ok_params;
+    p[static_cast<size_t>(word)] = value;
+    return p;
+  };
+  // strides and dilations 1..2^30, pads 0..2^30
+  for (int word : {0, 1, 6, 7})
+    for (int64_t bad : {int64_t{0}, int64_t{-1}, (int64_t{1} << 30) + 1, kI64Max, kI64Min}) {
+      INFO("word " << word << " = " << bad);
+      CHECK(mentions(rejected(OpId::kConv2d, in, with(word, bad)), "strides and dilations"));
+    }
+  for (int word : {2, 3, 4, 5})
+    for (int64_t bad : {int64_t{-1}, (int64_t{1} << 30) + 1, kI64Max, kI64Min}) {
+      INFO("word " << word << " = " << bad);
+      CHECK(mentions(rejected(OpId::kConv2d, in, with(word, bad)), "pads"));
+    }
+  // groups that do not divide, or do not match the weights
+  for (int64_t bad : {int64_t{0}, int64_t{-2}, int64_t{3}, int64_t{4}, int64_t{1}, kI64Max, kI64Min}) {
+    INFO("groups " << bad);
+    rejected(OpId::kConv2d, in, with(8, bad));
+  }
+  CHECK(mentions(rejected(OpId::kConv2d, in, with(8, 3)), "groups 3"));
+  CHECK(mentions(rejected(OpId::kConv2d, in, with(8, 1)), "channels per group"));
+  // groups divides the input channels but not the output channels
+  rejected(OpId::kConv2d, {f32({1, 4, 8, 8}), f32({5, 1, 3, 3})}, with(8, 4));
+  rejected(OpId::kConv2d, {f32({1, 0, 4, 4}), f32({0, 2, 1, 1})}, {1, 1, 0, 0, 0, 0, 1, 1, kI64Max});
+}
+
+TEST_CASE("conv2d: hostile groups on an input without channels are rejected") {
+  // No channels divide by any groups; the rule must still check that the
+  // weights' channels per group times groups is the input's channel count
+  // (4 * 2^62 wraps to 0 in int64) and that groups is not beyond the channels
+  // (the cpu kernel loops once per group).
+  rejected(OpId::kConv2d, {f32({1, 0, 4, 4}), f32({0, 4, 1, 1})}, {1, 1, 0, 0, 0, 0, 1, 1, 1ll << 62});
+  rejected(OpId::kConv2d, {f32({1, 0, 4, 4}), f32({0, 1ll << 32, 1, 1})}, {1, 1, 0, 0, 0, 0, 1, 1, 1ll << 32});
+  rejected(OpId::kConv2d, {f32({1, 0, 4, 4}), f32({0, 0, 1, 1})}, {1, 1, 0, 0, 0, 0, 1, 1, kI64Max});
+  // groups up to the channel count stay valid
+  CHECK(rule(OpId::kConv2d, {f32({1, 4, 4, 4}), f32({4, 1, 1, 1})}, {1, 1, 0, 0, 0, 0, 1, 1, 4}).ok());
+}
+
+TEST_CASE("conv2d: a dilated window that wraps int64 does not fit a small input") {
+  // 2^30 * (KH - 1) = 2^64 wraps to 0: the window would look 1 wide.
+  rejected(OpId::kConv2d, {f32({1, 1, 1, 1}), f32({1, 1, (1ll << 34) + 1, 1})}, {1, 1, 0, 0, 0, 0, 1ll << 30, 1, 1});
+  rejected(OpId::kConv2d, {f32({1, 1, 1, 1}), f32({1, 1, 1, (1ll << 34) + 1})}, {1, 1, 0, 0, 0, 0, 1, 1ll << 30, 1});
+  CHECK(workspace_bytes(OpId::kConv2d, std::vector{f32({1, 1, 1, 1}), f32({1, 1, (1ll << 34) + 1, 1})},
+                        Params{1, 1, 0, 0, 0, 0, 1ll << 30, 1, 1}) == 0);
+}
+
+TEST_CASE("conv2d: result types, continued") {
+  const std::vector<TensorType> in{f32({1, 4, 8, 8}), f32({6, 2, 3, 3})};
+  // the window does not fit the padded input
+  CHECK(mentions(rejected(OpId::kConv2d, {f32({1, 1, 2, 8}), f32({1, 1, 3, 3})}, {1, 1, 0, 0, 0, 0, 1, 1, 1}),
+                 "does not fit"));
+  rejected(OpId::kConv2d, {f32({1, 1, 8, 8}), f32({1, 1, 3, 3})}, {1, 1, 0, 0, 0, 0, 4, 1, 1});  // dilated: 9 > 8
+  rejected(OpId::kConv2d, {f32({1, 1, 8, 8}), f32({1, 1, 3, 0})}, {1, 1, 0, 0, 0, 0, 1, 1, 1});  // zero-wide
+  rejected(OpId::kConv2d, {f32({1, 1, 0, 8}), f32({1, 1, 1, 1})}, {1, 1, 0, 0, 0, 0, 1, 1, 1});  // empty image
+  // huge dilation times a huge kernel must not overflow into a fit
+  rejected(OpId::kConv2d, {f32({1, 1, 4, 4}), f32({1, 1, 1ll << 40, 1})}, {1, 1, 0, 0, 0, 0, 1ll << 30, 1, 1});
+  // operands
+  CHECK(mentions(rejected(OpId::kConv2d, {f32({4, 8, 8}), f32({6, 4, 3, 3})}, {1, 1, 0, 0, 0, 0, 1, 1, 1}),
+                 "[N,C,H,W]"));
+  rejected(OpId::kConv2d, {f32({1, 4, 8, 8}), f32({6, 4, 3})}, {1, 1, 0, 0, 0, 0, 1, 1, 1});
+  CHECK(mentions(rejected(OpId::kConv2d, {f32({1, 4, 8, 8}), f32({6, 4, 3, 3}), f32({5})}, {1, 1, 0, 0, 0, 0, 1, 1, 1}),
+                 "bias"));
+  rejected(OpId::kConv2d, {f32({1, 4, 8, 8}), f32({6, 4, 3, 3}), f32({6, 1})}, {1, 1, 0, 0, 0, 0, 1, 1, 1});
+  rejected(OpId::kConv2d, {f32({1, 4, 8, 8}), f32({6, 4, 3, 3}), f32({})}, {1, 1, 0, 0, 0, 0, 1, 1, 1});
+  rejected(OpId::kConv2d, {f32({1, 4, 8, 8}), tt(DType::kI32, {6, 4, 3, 3})}, {1, 1, 0, 0, 0, 0, 1, 1, 1});
+  // parameter count
+  rejected(OpId::kConv2d, in, {1, 1, 0, 0, 0, 0, 1, 1});
+  rejected(OpId::kConv2d, in, {1, 1, 0, 0, 0, 0, 1, 1, 2, 0});
+  rejected(OpId::kConv2d, in, {});
+  // a patch matrix too large to address (C/g * KH * KW * OH * OW past 2^60)
+  rejected(OpId::kConv2d, {f32({1, 1ll << 20, 1ll << 10, 1ll << 10}), f32({1, 1ll << 20, 1, 1})},
+           {1, 1, 1ll << 30, 1ll << 30, 1ll << 30, 1ll << 30, 1, 1, 1});
+}
+
+TEST_CASE("conv2d: plan and workspace") {
+  auto conv_plan = [](std::vector<TensorType> in, Params params) {
+    OpPlan plan = plan_of(OpId::kConv2d, in, params);
+    const Conv2dPlan p = plan.as<Conv2dPlan>();
+    CHECK(workspace_bytes(OpId::kConv2d, in, params) == static_cast<uint64_t>(p.col_bytes));
+    return p;
+  };
+  // 3x3, stride 2x1, asymmetric pads, dilation, groups 2, bias
+  const Conv2dPlan p = conv_plan({f32({2, 4, 9, 8}), f32({6, 2, 3, 3}), f32({6})}, {2, 1, 1, 2, 0, 1, 1, 2, 2});
+  CHECK(p.n == 2);
+  CHECK(p.c == 4);
+  CHECK(p.h == 9);
+  CHECK(p.w == 8);
+  CHECK(p.k == 6);
+  CHECK(p.kh == 3);
+  CHECK(p.kw == 3);
+  CHECK(p.oh == (9 + 1 + 0 - 3) / 2 + 1);
+  CHECK(p.ow == (8 + 2 + 1 - 5) / 1 + 1);
+  CHECK(p.stride_h == 2);
+  CHECK(p.stride_w == 1);
+  CHECK(p.pad_top == 1);
+  CHECK(p.pad_left == 2);
+  CHECK(p.dilation_h == 1);
+  CHECK(p.dilation_w == 2);
+  CHECK(p.groups == 2);
+  CHECK(p.c_per_group == 2);
+  CHECK(p.k_per_group == 3);
+  CHECK(p.has_bias == 1);
+  CHECK(p.col_bytes == 2 * 3 * 3 * p.oh * p.ow * 4);
+
+  // 1x1, stride 1, unpadded: a plain GEMM, no scratch (with or without groups, bias, dilation)
+  const Conv2dPlan gemm = conv_plan({f32({3, 8, 5, 7}), f32({4, 8, 1, 1})}, {1, 1, 0, 0, 0, 0, 1, 1, 1});
+  CHECK(gemm.col_bytes == 0);
+  CHECK(gemm.has_bias == 0);
+  CHECK(gemm.oh == 5);
+  CHECK(gemm.ow == 7);
+  CHECK(conv_plan({f32({1, 8, 5, 7}), f32({4, 4, 1, 1}), f32({4})}, {1, 1, 0, 0, 0, 0, 1, 1, 2}).col_bytes == 0);
+  CHECK(conv_plan({f32({1, 8, 5, 7}), f32({4, 8, 1, 1})}, {1, 1, 0, 0, 0, 0, 3, 2, 1}).col_bytes == 0);
+  // 1x1 otherwise: scratch of C/g * OH * OW floats
+  const Conv2dPlan strided = conv_plan({f32({1, 8, 5, 7}), f32({4, 8, 1, 1})}, {2, 1, 0, 0, 0, 0, 1, 1, 1});
+  CHECK(strided.oh == 3);
+  CHECK(strided.col_bytes == 8 * 3 * 7 * 4);
+  CHECK(conv_plan({f32({1, 8, 5, 7}), f32({4, 8, 1, 1})}, {1, 2, 0, 0, 0, 0, 1, 1, 1}).col_bytes == 8 * 5 * 4 * 4);
+  CHECK(conv_plan({f32({1, 8, 5, 7}), f32({4, 8, 1, 1})}, {1, 1, 1, 0, 0, 0, 1, 1, 1}).col_bytes == 8 * 6 * 7 * 4);
+  CHECK(conv_plan({f32({1, 8, 5, 7}), f32({4, 8, 1, 1})}, {1, 1, 0, 1, 0, 0, 1, 1, 1}).col_bytes == 8 * 5 * 8 * 4);
+  // only trailing pads: the output grows, so the image alone is not the patch matrix
+  CHECK(conv_plan({f32({1, 8, 5, 7}), f32({4, 8, 1, 1})}, {1, 1, 0, 0, 1, 0, 1, 1, 1}).col_bytes == 8 * 6 * 7 * 4);
+  CHECK(conv_plan({f32({1, 8, 5, 7}), f32({4, 8, 1, 1})}, {1, 1, 0, 0, 0, 2, 1, 1, 1}).col_bytes == 8 * 5 * 9 * 4);
+  // 3x3 unpadded stride 1 still needs the patch matrix
+  CHECK(conv_plan({f32({1, 2, 5, 5}), f32({3, 2, 3, 3})}, {1, 1, 0, 0, 0, 0, 1, 1, 1}).col_bytes == 2 * 9 * 9 * 4);
+  // depthwise
+  const Conv2dPlan dw = conv_plan({f32({1, 5, 7, 7}), f32({5, 1, 3, 3}), f32({5})}, {1, 1, 1, 1, 1, 1, 1, 1, 5});
+  CHECK(dw.c_per_group == 1);
+  CHECK(dw.k_per_group == 1);
+  CHECK(dw.col_bytes == 1 * 9 * 49 * 4);
+  // workspace_bytes of a malformed call is 0, not a crash
+  CHECK(workspace_bytes(OpId::kConv2d, std::vector{f32({1, 8, 5, 7}), f32({4, 8, 9, 9})},
+                        Params{1, 1, 0, 0, 0, 0, 1, 1, 1}) == 0);
+  CHECK(workspace_bytes(OpId::kConv2d, std::vector{f32({1, 8, 5, 7}), f32({4, 8, 1, 1})}, Params{}) == 0);
 }
