@@ -55,14 +55,21 @@ std::string TensorType::to_string() const {
 
 Result<uint64_t> element_count(const int64_t* dims, size_t rank) {
   constexpr uint64_t kLimit = uint64_t{1} << 62;
-  uint64_t count = 1;
+  // The product of the non-zero dims is bounded too, so an empty tensor cannot
+  // carry dims whose partial products (strides, row sizes) overflow.
+  uint64_t nonzero = 1;
+  bool empty = false;
   for (size_t i = 0; i < rank; ++i) {
     if (dims[i] < 0) return invalid_argument("negative dimension " + std::to_string(dims[i]));
-    uint64_t d = static_cast<uint64_t>(dims[i]);
-    if (d != 0 && count > kLimit / d) return invalid_argument("tensor element count overflows");
-    count *= d;
+    const uint64_t d = static_cast<uint64_t>(dims[i]);
+    if (d == 0) {
+      empty = true;
+      continue;
+    }
+    if (nonzero > kLimit / d) return invalid_argument("tensor element count overflows");
+    nonzero *= d;
   }
-  return count;
+  return empty ? 0 : nonzero;
 }
 
 Result<uint64_t> byte_size(const TensorType& type) {

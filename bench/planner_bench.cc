@@ -70,7 +70,7 @@ std::string with_commas(uint64_t value) {
 int main(int argc, char** argv) {
   // DIR, else $HEXIR_PLANNING_BENCHMARKS, else ../shared/planning-benchmarks next to the checkout.
   std::string dir;
-  hexir::serializer::PlanOptions options;
+  hexir::planner::PlanOptions options;
   options.alignment = 1;
   options.budget_ms = 3000;
   hexir::cli::Args args("planner_bench", "usage: planner_bench [DIR] [--budget-ms N] [--align N]\n", argc,
@@ -106,21 +106,21 @@ int main(int argc, char** argv) {
   std::printf("|---|---:|---:|---:|---:|---:|---:|---|---|---:|---:|---|---|\n");
   int failures = 0;
   for (const auto& path : files) {
-    auto problem = hexir::serializer::read_plan_csv(path.string());
+    auto problem = hexir::planner::read_plan_csv(path.string());
     if (!problem.ok()) {
       std::fprintf(stderr, "%s\n", problem.status().message().c_str());
       ++failures;
       continue;
     }
-    hexir::serializer::PlanReport report;
+    hexir::planner::PlanReport report;
     auto start = std::chrono::steady_clock::now();
     std::clock_t cpu_start = std::clock();  // CPU time of the process, all threads
-    auto plan = hexir::serializer::plan_arena(problem->buffers, options, &report);
+    auto plan = hexir::planner::plan_arena(problem->buffers, options, &report);
     double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     double cpu_ms = 1000.0 * static_cast<double>(std::clock() - cpu_start) / CLOCKS_PER_SEC;
     std::string name = path.stem().string();
     if (!plan.ok() ||
-        !hexir::serializer::check_buffer_plan(problem->buffers, *plan, options.alignment).ok()) {
+        !hexir::planner::check_buffer_plan(problem->buffers, *plan, options.alignment).ok()) {
       std::printf("| %s | %zu | INVALID PLAN: %s |\n", name.c_str(), problem->buffers.size(),
                   plan.ok() ? "overlap" : plan.status().message().c_str());
       ++failures;

@@ -27,7 +27,7 @@ namespace cli = hexir::cli;
 
 int main(int argc, char** argv) {
   std::string input, output, svg;
-  hexir::serializer::PlanOptions options;
+  hexir::planner::PlanOptions options;
   options.alignment = 1;
   options.budget_ms = 1000;
   cli::Args args("hexir-plan", kUsage, argc, argv);
@@ -45,16 +45,16 @@ int main(int argc, char** argv) {
   if (std::optional<int> rc = args.stop()) return *rc;
   if (input.empty()) return args.usage_error("no input file");
 
-  auto problem = hexir::serializer::read_plan_csv(input);
+  auto problem = hexir::planner::read_plan_csv(input);
   if (!problem.ok()) return args.fail(problem.status().message());
-  hexir::serializer::PlanReport report;
+  hexir::planner::PlanReport report;
   auto start = std::chrono::steady_clock::now();
-  auto plan = hexir::serializer::plan_arena(problem->buffers, options, &report);
+  auto plan = hexir::planner::plan_arena(problem->buffers, options, &report);
   double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   if (!plan.ok()) return args.fail(input + ": " + plan.status().message());
   if (!output.empty()) {
     hexir::Status written =
-        cli::write_file(output, hexir::serializer::format_plan_csv(*problem, plan->offsets));
+        cli::write_file(output, hexir::planner::format_plan_csv(*problem, plan->offsets));
     if (!written.ok()) return args.fail(written.message());
   }
   if (!svg.empty()) {

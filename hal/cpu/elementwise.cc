@@ -102,6 +102,7 @@ struct NegOp { static float apply(float x) { return -x; } };
 
 template <typename Element>
 void where_typed(const ops::WherePlan& p, const uint8_t* cond, const Element* x, const Element* y, Element* out) {
+  if (p.n == 0) return;  // the walk below visits one element before testing the dims
   if (p.rank == 0) {
     for (int64_t i = 0; i < p.n; ++i) out[i] = cond[i] ? x[i] : y[i];
     return;

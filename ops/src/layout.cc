@@ -295,6 +295,7 @@ Result<std::vector<TensorType>> infer_slice(std::span<const TensorType> in, std:
     const int64_t dim = x.dims[d];
     // Every index start + i * step (i < size) must lie in [0, dim).
     bool ok = step != 0 && step <= kMaxStep && step >= -kMaxStep && size >= 0 && size <= dim;
+    if (ok && size == 0) ok = start >= 0 && start <= dim;  // normalized (lowering writes 0)
     if (ok && size > 0) {
       const __int128 last = static_cast<__int128>(start) + static_cast<__int128>(size - 1) * step;
       ok = start >= 0 && start < dim && last >= 0 && last < dim;
@@ -316,9 +317,12 @@ void plan_slice(const PlanInput& op, OpPlan& out) {
   p.rank = static_cast<int32_t>(x.rank());
   p.element_size = static_cast<int32_t>(dtype_size(x.dtype));
   for (size_t d = 0; d < x.rank(); ++d) {
+    const int64_t size = op.params[3 * d + 2];
+    if (size == 0) continue;  // nothing is read: offset and strides stay 0
+    // start < dim and |step| * (size - 1) < dim: both products stay within the tensor.
     p.offset += op.params[3 * d] * strides[d];
-    p.in_stride[d] = op.params[3 * d + 1] * strides[d];
-    p.out_dims[d] = op.params[3 * d + 2];
+    p.in_stride[d] = size > 1 ? op.params[3 * d + 1] * strides[d] : 0;
+    p.out_dims[d] = size;
   }
   p.n = count_of(op.outputs[0]);
 }

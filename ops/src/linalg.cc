@@ -122,19 +122,23 @@ Result<std::vector<TensorType>> infer_conv2d(std::span<const TensorType> in, std
       return invalid_argument(prefix(kConv2d) + "pads must be in 0..2^30");
   const int64_t groups = p[kGroups];
   const int64_t c = x.dims[1], k = w.dims[0];
-  if (groups < 1 || c % groups != 0 || k % groups != 0)
+  // At most one group per input channel (one group when there are none): the
+  // kernels loop over groups, so an unbounded count is a hang, not an error.
+  if (groups < 1 || groups > std::max<int64_t>(c, 1) || c % groups != 0 || k % groups != 0)
     return invalid_argument(prefix(kConv2d) + "groups " + std::to_string(groups) + " must divide the " +
                             std::to_string(c) + " input and " + std::to_string(k) + " output channels");
-  if (w.dims[1] * groups != c)
+  if (w.dims[1] != c / groups)
     return invalid_argument(prefix(kConv2d) + "weights " + w.to_string() + " take " + std::to_string(w.dims[1]) +
                             " channels per group, the input gives " + std::to_string(c / groups));
   if (in.size() == 3 && (in[2].rank() != 1 || in[2].dims[0] != k))
     return invalid_argument(prefix(kConv2d) + "bias " + in[2].to_string() + " is not [" + std::to_string(k) + "]");
   int64_t out_hw[2];
   for (int d = 0; d < 2; ++d) {
-    const int64_t extent = x.dims[2 + d] + p[kPadTop + d] + p[kPadBottom + d];
-    const int64_t window = p[kDilationH + d] * (w.dims[2 + d] - 1) + 1;
-    if (w.dims[2 + d] < 1 || window > extent)
+    const int64_t extent = x.dims[2 + d] + p[kPadTop + d] + p[kPadBottom + d];  // dims <= 2^62, pads <= 2^30
+    // The dilated window, computed only when it cannot overflow (it must fit the extent anyway).
+    const bool fits = w.dims[2 + d] >= 1 && w.dims[2 + d] - 1 <= (extent - 1) / p[kDilationH + d];
+    const int64_t window = fits ? p[kDilationH + d] * (w.dims[2 + d] - 1) + 1 : extent + 1;
+    if (!fits || window > extent)
       return invalid_argument(prefix(kConv2d) + "the " + std::to_string(w.dims[2 + d]) + "-wide kernel (dilated " +
                               std::to_string(window) + ") does not fit the padded input extent " +
                               std::to_string(extent));

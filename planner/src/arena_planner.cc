@@ -11,10 +11,10 @@
 #include "planner_problem.h"
 #include "planner_search.h"
 
-namespace hexir::serializer {
+namespace hexir::planner {
 namespace {
 
-using planner::kArenaLimit;
+using internal::kArenaLimit;
 
 bool is_power_of_two(uint64_t x) { return x != 0 && (x & (x - 1)) == 0; }
 
@@ -36,7 +36,7 @@ Status check_inputs(std::span<const PlanBuffer> buffers, uint64_t alignment) {
 
 // Offsets in units (one per problem buffer) to a plan in bytes (one offset per
 // caller buffer; buffers that occupy nothing sit at 0).
-Result<BufferPlan> to_buffer_plan(size_t count, const planner::Problem& problem,
+Result<BufferPlan> to_buffer_plan(size_t count, const internal::Problem& problem,
                                   const std::vector<uint64_t>& units, uint64_t alignment,
                                   std::string heuristic) {
   BufferPlan plan;
@@ -93,10 +93,10 @@ Result<BufferPlan> plan_naive(std::span<const PlanBuffer> buffers, uint64_t alig
 
 Result<BufferPlan> plan_greedy_by_size(std::span<const PlanBuffer> buffers, uint64_t alignment) {
   HEXIR_RETURN_IF_ERROR(check_inputs(buffers, alignment));
-  planner::Problem problem = planner::make_problem(buffers, alignment);
+  internal::Problem problem = internal::make_problem(buffers, alignment);
   if (problem.lower_bound > problem.limit) return resource_exhausted("arena plan exceeds 2^62 bytes");
-  std::vector<uint64_t> units = planner::place_in_order(
-      problem, planner::make_order(problem, planner::Order::kSize), planner::Fit::kBest);
+  std::vector<uint64_t> units = internal::place_in_order(
+      problem, internal::make_order(problem, internal::Order::kSize), internal::Fit::kBest);
   if (units.size() != problem.count()) return resource_exhausted("arena plan exceeds 2^62 bytes");
   return to_buffer_plan(buffers.size(), problem, units, alignment, "greedy-by-size");
 }
@@ -105,7 +105,7 @@ Result<BufferPlan> plan_arena(std::span<const PlanBuffer> buffers, const PlanOpt
                               PlanReport* report) {
   const uint64_t alignment = options.alignment;
   HEXIR_RETURN_IF_ERROR(check_inputs(buffers, alignment));
-  planner::Problem problem = planner::make_problem(buffers, alignment);
+  internal::Problem problem = internal::make_problem(buffers, alignment);
   if (problem.lower_bound > problem.limit)
     return resource_exhausted("arena plan exceeds 2^62 bytes: the lower bound alone is larger");
 
@@ -115,7 +115,7 @@ Result<BufferPlan> plan_arena(std::span<const PlanBuffer> buffers, const PlanOpt
   r.lower_bound = live_lower_bound(buffers);
   r.aligned_lower_bound = problem.lower_bound * alignment;
 
-  std::vector<planner::GreedyResult> greedy = planner::run_greedy_heuristics(problem);
+  std::vector<internal::GreedyResult> greedy = internal::run_greedy_heuristics(problem);
   if (greedy.empty()) return resource_exhausted("arena plan exceeds 2^62 bytes");
   size_t winner = 0;
   for (size_t i = 0; i < greedy.size(); ++i) {
@@ -128,12 +128,12 @@ Result<BufferPlan> plan_arena(std::span<const PlanBuffer> buffers, const PlanOpt
   r.greedy_winner = heuristic;
   r.greedy_size = peak * alignment;
 
-  planner::WorkBudget budget;
-  budget.limit = options.budget_ms > UINT64_MAX / planner::kWorkPerMs
+  internal::WorkBudget budget;
+  budget.limit = options.budget_ms > UINT64_MAX / internal::kWorkPerMs
                      ? UINT64_MAX
-                     : options.budget_ms * planner::kWorkPerMs;
+                     : options.budget_ms * internal::kWorkPerMs;
   if (peak > problem.lower_bound && budget.limit > 0) {
-    std::string improved_by = planner::improve(problem, units, peak, budget);
+    std::string improved_by = internal::improve(problem, units, peak, budget);
     if (!improved_by.empty()) heuristic = improved_by;
   }
   r.work_limit = budget.limit;
@@ -196,4 +196,4 @@ Status check_buffer_plan(std::span<const PlanBuffer> buffers, const BufferPlan& 
   return ok_status();
 }
 
-}  // namespace hexir::serializer
+}  // namespace hexir::planner

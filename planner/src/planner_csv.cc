@@ -5,7 +5,7 @@
 #include <fstream>
 #include <sstream>
 
-namespace hexir::serializer {
+namespace hexir::planner {
 namespace {
 
 std::string_view trim(std::string_view s) {
@@ -100,4 +100,4 @@ std::string format_plan_csv(const CsvProblem& problem, const std::vector<uint64_
   return out;
 }
 
-}  // namespace hexir::serializer
+}  // namespace hexir::planner

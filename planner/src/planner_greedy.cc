@@ -7,7 +7,7 @@
 #include <tuple>
 #include <utility>
 
-namespace hexir::serializer::planner {
+namespace hexir::planner::internal {
 namespace {
 
 // Work units charged per skyline queue step (see kWorkPerMs).
@@ -421,4 +421,4 @@ std::vector<GreedyResult> run_greedy_heuristics(const Problem& problem) {
   return results;
 }
 
-}  // namespace hexir::serializer::planner
+}  // namespace hexir::planner::internal

@@ -8,7 +8,7 @@
 
 #include "planner_problem.h"
 
-namespace hexir::serializer::planner {
+namespace hexir::planner::internal {
 
 enum class Fit {
   kBest,   // the smallest gap between live buffers that fits (TFLite, XLA)
@@ -45,4 +45,4 @@ enum class Order { kSize, kDuration, kArea, kBreadth, kConflict, kStart };
 std::vector<uint32_t> make_order(const Problem& problem, Order order);
 const char* order_name(Order order);
 
-}  // namespace hexir::serializer::planner
+}  // namespace hexir::planner::internal

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-namespace hexir::serializer::planner {
+namespace hexir::planner::internal {
 
 Problem make_problem(std::span<const PlanBuffer> buffers, uint64_t alignment) {
   Problem p;
@@ -54,4 +54,4 @@ uint64_t peak_of(const Problem& p, const std::vector<uint64_t>& offsets) {
   return peak;
 }
 
-}  // namespace hexir::serializer::planner
+}  // namespace hexir::planner::internal

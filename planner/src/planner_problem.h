@@ -13,7 +13,7 @@
 
 #include "hexir/planner/arena_planner.h"
 
-namespace hexir::serializer::planner {
+namespace hexir::planner::internal {
 
 // Offsets and sizes stay below 2^62 bytes so a sum of two never wraps.
 constexpr uint64_t kArenaLimit = uint64_t{1} << 62;
@@ -55,4 +55,4 @@ struct WorkBudget {
 // constant, never on the clock.
 constexpr uint64_t kWorkPerMs = 1000000;
 
-}  // namespace hexir::serializer::planner
+}  // namespace hexir::planner::internal

@@ -8,7 +8,7 @@
 
 #include "planner_greedy.h"
 
-namespace hexir::serializer::planner {
+namespace hexir::planner::internal {
 namespace {
 
 constexpr uint64_t kUnplaced = UINT64_MAX;
@@ -537,4 +537,4 @@ std::string improve(const Problem& problem, std::vector<uint64_t>& offsets, uint
   return improved;
 }
 
-}  // namespace hexir::serializer::planner
+}  // namespace hexir::planner::internal

@@ -8,7 +8,7 @@
 
 #include "planner_problem.h"
 
-namespace hexir::serializer::planner {
+namespace hexir::planner::internal {
 
 // Tries to find a plan with a lower peak than `peak` (units), starting at the
 // lower bound and bisecting towards `peak`. On success replaces `offsets` and
@@ -19,4 +19,4 @@ namespace hexir::serializer::planner {
 std::string improve(const Problem& problem, std::vector<uint64_t>& offsets, uint64_t& peak,
                     WorkBudget& budget);
 
-}  // namespace hexir::serializer::planner
+}  // namespace hexir::planner::internal

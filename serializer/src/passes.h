@@ -17,6 +17,11 @@
 
 namespace hexir::serializer {
 
+// The offset planner (planner/) works on plain live ranges.
+using planner::BufferPlan;
+using planner::kDefaultPlanBudgetMs;
+using planner::PlanBuffer;
+
 // ---- constants ----------------------------------------------------------------
 
 // Sets plan.fills: a fill for every constant written as one, and for every

@@ -16,7 +16,7 @@
 #include "hexir/planner/planner_csv.h"
 #include "xml_check.h"
 
-namespace hexir::serializer {
+namespace hexir::planner {
 namespace {
 
 TEST_CASE("csv: header, blank lines, spaces, CRLF, string ids, offset column") {
@@ -112,4 +112,4 @@ TEST_CASE("hexir-plan: JSON line, CSV with offsets, SVG; errors exit 1 with the 
 }
 
 }  // namespace
-}  // namespace hexir::serializer
+}  // namespace hexir::planner

@@ -9,13 +9,11 @@
 #include <string>
 #include <thread>
 
+#include "alloc_counter.h"
 #include "hxe_test_builder.h"
 #include "vm_impl.h"
 
 namespace hexir::vm {
-namespace testing {
-uint64_t heap_allocations_on_this_thread();  // heap_counter.cc
-}  // namespace testing
 namespace {
 
 using hexir::testing::AlignedBytes;
@@ -278,19 +276,19 @@ TEST_CASE("invoke makes no heap allocation") {
   TensorRef input{x.data(), 16, kVec};
   TensorRef output{y.data(), 16, kVec};
   REQUIRE(context->invoke(0, {&input, 1}).ok());  // warm up
-  const uint64_t before = testing::heap_allocations_on_this_thread();
+  const uint64_t before = hexir::testing::thread_allocation_count();
   bool all_ok = true;
   for (int i = 0; i < 100; ++i) {
     all_ok &= context->invoke(0, {&input, 1}, {&output, 1}).ok();
     all_ok &= context->invoke(0, {&input, 1}).ok();
     all_ok &= context->invoke("main", {&input, 1}).ok();
   }
-  const uint64_t after = testing::heap_allocations_on_this_thread();
+  const uint64_t after = hexir::testing::thread_allocation_count();
   CHECK(all_ok);
   CHECK(after - before == 0);
   // The counter works: an error message is built on the heap.
   CHECK_FALSE(context->invoke(0, {}).ok());
-  CHECK(testing::heap_allocations_on_this_thread() > after);
+  CHECK(hexir::testing::thread_allocation_count() > after);
 }
 
 TEST_CASE("two contexts run concurrently on two threads") {

@@ -11,7 +11,7 @@
 
 #include "hexir/base/status.h"
 
-namespace hexir::serializer {
+namespace hexir::planner {
 
 struct PlanBuffer {
   uint64_t size = 0;
@@ -88,4 +88,4 @@ struct PlanReport {
 Result<BufferPlan> plan_arena(std::span<const PlanBuffer> buffers, const PlanOptions& options,
                               PlanReport* report = nullptr);
 
-}  // namespace hexir::serializer
+}  // namespace hexir::planner

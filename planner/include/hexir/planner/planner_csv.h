@@ -9,7 +9,7 @@
 #include "hexir/base/status.h"
 #include "hexir/planner/arena_planner.h"
 
-namespace hexir::serializer {
+namespace hexir::planner {
 
 struct CsvProblem {
   std::vector<std::string> ids;     // the first column, verbatim
@@ -25,4 +25,4 @@ Result<CsvProblem> read_plan_csv(const std::string& path);
 // `id,lower,upper,size,offset` rows in input order.
 std::string format_plan_csv(const CsvProblem& problem, const std::vector<uint64_t>& offsets);
 
-}  // namespace hexir::serializer
+}  // namespace hexir::planner
