@@ -1,6 +1,6 @@
 // The cpu kernels against the operators they implement: the shape rule
 // says what each kernel writes, and may_run_in_place promises aliasing works.
-#include "test_util.h"
+#include "hal_test_util.h"
 
 namespace hexir::hal::testing {
 namespace {

@@ -4,7 +4,7 @@
 #include <thread>
 
 #include "alloc_counter.h"
-#include "test_util.h"
+#include "hal_test_util.h"
 
 // Sanitizer allocators abort on impossible sizes instead of returning null.
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
@@ -360,9 +360,9 @@ TEST_CASE("queue dispatch allocates nothing, for every kernel") {
     for (HostTensor& t : call.inputs) inputs.push_back(&t);
     auto prepared = prepare_call(call.id, inputs, {&call.output}, call.params);
     REQUIRE_MESSAGE(prepared.ok(), prepared.status().to_string());
-    const uint64_t before = thread_allocation_count();
+    const uint64_t before = hexir::testing::thread_allocation_count();
     const Status status = queue->dispatch(prepared->dispatch);
-    const uint64_t allocations = thread_allocation_count() - before;
+    const uint64_t allocations = hexir::testing::thread_allocation_count() - before;
     REQUIRE(status.ok());
     CHECK(allocations == 0);
   }

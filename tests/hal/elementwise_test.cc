@@ -4,7 +4,7 @@
 #include <limits>
 #include <numbers>
 
-#include "test_util.h"
+#include "hal_test_util.h"
 
 namespace hexir::hal::testing {
 namespace {

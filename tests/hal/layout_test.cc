@@ -2,7 +2,7 @@
 #include <algorithm>
 #include <numeric>
 
-#include "test_util.h"
+#include "hal_test_util.h"
 
 namespace hexir::hal::testing {
 namespace {

@@ -1,5 +1,5 @@
 // matmul against a naive double reference with numpy.matmul's rules.
-#include "test_util.h"
+#include "hal_test_util.h"
 
 namespace hexir::hal::testing {
 namespace {

@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <limits>
 
-#include "test_util.h"
+#include "hal_test_util.h"
 
 namespace hexir::hal::testing {
 namespace {

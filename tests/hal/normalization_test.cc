@@ -1,7 +1,7 @@
 // softmax and layernorm against double references.
 #include <bit>
 
-#include "test_util.h"
+#include "hal_test_util.h"
 
 namespace hexir::hal::testing {
 namespace {

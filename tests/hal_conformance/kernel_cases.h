@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "../hal/test_util.h"
+#include "hal_test_util.h"
 #include "hexir/ops/op.h"
 
 namespace hexir::hal::conformance {

@@ -1,4 +1,5 @@
-// Helpers for the hal tests: host tensors, a direct kernel call, comparisons.
+// Helpers for the hal and conformance tests: host tensors, an operator call
+// planned and run as the VM does, comparisons.
 // References in the tests are written independently of hal/cpu, in double.
 #pragma once
 
