@@ -1,8 +1,12 @@
 #include "hexir/base/npy.h"
 
+#include <sys/types.h>
+
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <string_view>
 
@@ -12,6 +16,8 @@ namespace {
 constexpr uint8_t kNpyMagic[6] = {0x93, 'N', 'U', 'M', 'P', 'Y'};
 constexpr size_t kNpyPreambleV1 = 10;  // magic, version, u16 header length
 constexpr size_t kNpyPreambleV2 = 12;  // magic, version, u32 header length
+// numpy writes headers of a few hundred bytes; a larger one is hostile.
+constexpr uint64_t kMaxNpyHeader = uint64_t{1} << 24;
 constexpr size_t kNpyHeaderAlignment = 64;
 
 // numpy has no bfloat16: Hexir writes bf16 as its raw bits ('<u2') and reads
@@ -173,11 +179,11 @@ uint32_t read_le32(const uint8_t* p) {
 
 }  // namespace
 
-Result<NpyArray> parse_npy(std::span<const uint8_t> bytes, const std::string& name) {
+Result<NpyHeader> parse_npy_header(std::span<const uint8_t> bytes, uint64_t file_size, const std::string& name) {
   if (bytes.size() < kNpyPreambleV1 || std::memcmp(bytes.data(), kNpyMagic, sizeof(kNpyMagic)) != 0)
     return data_loss(name + ": not a .npy file (bad magic)");
-  uint8_t major = bytes[6];
-  uint8_t minor = bytes[7];
+  const uint8_t major = bytes[6];
+  const uint8_t minor = bytes[7];
   size_t preamble = 0;
   uint64_t header_len = 0;
   if (major == 1) {
@@ -191,31 +197,42 @@ Result<NpyArray> parse_npy(std::span<const uint8_t> bytes, const std::string& na
     return data_loss(name + ": unsupported .npy format version " + std::to_string(major) + "." +
                      std::to_string(minor));
   }
-  if (header_len > bytes.size() - preamble)
+  if (header_len > file_size - preamble)
     return data_loss(name + ": truncated .npy header (" + std::to_string(header_len) + " bytes declared, " +
-                     std::to_string(bytes.size() - preamble) + " present)");
-  std::string_view header(reinterpret_cast<const char*>(bytes.data() + preamble), header_len);
+                     std::to_string(file_size - preamble) + " present)");
+  if (header_len > kMaxNpyHeader)
+    return data_loss(name + ": .npy header of " + std::to_string(header_len) + " bytes is too large");
+  if (header_len > bytes.size() - preamble)
+    return internal_error(name + ": parse_npy_header was given less than the header");
+  const std::string_view header(reinterpret_cast<const char*>(bytes.data() + preamble), header_len);
   // Version 1 and 2 headers are latin-1, 3 is utf-8; ours only need ASCII.
   std::string descr;
   bool fortran_order = false;
-  NpyArray array;
-  HEXIR_RETURN_IF_ERROR(HeaderParser(header, name).parse(&descr, &fortran_order, &array.type.dims));
+  NpyHeader out;
+  HEXIR_RETURN_IF_ERROR(HeaderParser(header, name).parse(&descr, &fortran_order, &out.type.dims));
   if (fortran_order)
     return invalid_argument(name +
                             ": fortran_order arrays are not supported; save a C-order array "
                             "(np.ascontiguousarray)");
-  HEXIR_ASSIGN_OR_RETURN(array.type.dtype, dtype_for_descr(descr, name));
-  Result<uint64_t> data_size = byte_size(array.type);
+  HEXIR_ASSIGN_OR_RETURN(out.type.dtype, dtype_for_descr(descr, name));
+  Result<uint64_t> data_size = byte_size(out.type);
   if (!data_size.ok()) return data_loss(name + ": " + data_size.status().message());
-  uint64_t data_begin = preamble + header_len;
-  uint64_t available = bytes.size() - data_begin;
+  out.data_offset = preamble + header_len;
+  const uint64_t available = file_size - out.data_offset;
   if (available < *data_size)
-    return data_loss(name + ": truncated .npy data: " + array.type.to_string() + " needs " +
+    return data_loss(name + ": truncated .npy data: " + out.type.to_string() + " needs " +
                      std::to_string(*data_size) + " bytes, file has " + std::to_string(available));
   if (available > *data_size)
     return data_loss(name + ": " + std::to_string(available - *data_size) + " unexpected bytes after the " +
-                     array.type.to_string() + " data");
-  array.data.assign(bytes.begin() + data_begin, bytes.end());
+                     out.type.to_string() + " data");
+  return out;
+}
+
+Result<NpyArray> parse_npy(std::span<const uint8_t> bytes, const std::string& name) {
+  HEXIR_ASSIGN_OR_RETURN(NpyHeader header, parse_npy_header(bytes, bytes.size(), name));
+  NpyArray array;
+  array.type = std::move(header.type);
+  array.data.assign(bytes.begin() + static_cast<std::ptrdiff_t>(header.data_offset), bytes.end());
   return array;
 }
 
@@ -230,6 +247,32 @@ Result<NpyArray> read_npy(const std::string& path) {
   std::fclose(file);
   if (failed) return data_loss("error reading '" + path + "'");
   return parse_npy(bytes, path);
+}
+
+Result<NpyHeader> read_npy_header(const std::string& path) {
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(std::fopen(path.c_str(), "rb"), &std::fclose);
+  if (!file) return not_found("cannot open '" + path + "': " + std::strerror(errno));
+  auto fail = [&] { return data_loss("error reading '" + path + "'"); };
+  if (::fseeko(file.get(), 0, SEEK_END) != 0) return fail();
+  const off_t end = ::ftello(file.get());
+  if (end < 0 || ::fseeko(file.get(), 0, SEEK_SET) != 0) return fail();
+  const uint64_t file_size = static_cast<uint64_t>(end);
+  // The preamble says how long the header is; read exactly that much more.
+  std::vector<uint8_t> bytes(std::min<uint64_t>(file_size, kNpyPreambleV2));
+  if (std::fread(bytes.data(), 1, bytes.size(), file.get()) != bytes.size()) return fail();
+  if (bytes.size() >= kNpyPreambleV1 && std::memcmp(bytes.data(), kNpyMagic, sizeof(kNpyMagic)) == 0) {
+    const uint64_t header_len = bytes[6] == 1 ? (uint32_t{bytes[8]} | uint32_t{bytes[9]} << 8)
+                                : bytes.size() >= kNpyPreambleV2 ? read_le32(bytes.data() + 8)
+                                                                 : 0;
+    const uint64_t preamble = bytes[6] == 1 ? kNpyPreambleV1 : kNpyPreambleV2;
+    const uint64_t wanted = std::min(file_size, preamble + std::min<uint64_t>(header_len, kMaxNpyHeader));
+    if (wanted > bytes.size()) {
+      const size_t have = bytes.size();
+      bytes.resize(wanted);
+      if (std::fread(bytes.data() + have, 1, wanted - have, file.get()) != wanted - have) return fail();
+    }
+  }
+  return parse_npy_header(bytes, file_size, path);
 }
 
 std::vector<uint8_t> encode_npy(const TensorType& type, std::span<const uint8_t> data) {

@@ -20,15 +20,7 @@ namespace hexir::serializer {
 
 inline constexpr size_t kConstantChunkSize = size_t{1} << 20;
 
-// The header of an .npy file: the array's type and where its data begins.
-// Reads only the header, and checks the file holds exactly the data it
-// declares. Errors read like read_npy's (base/npy.h): "cannot open ...",
-// "fortran_order arrays are not supported ...", "unsupported dtype '<f8'".
-struct NpyHeader {
-  TensorType type;
-  uint64_t data_offset = 0;
-};
-Result<NpyHeader> read_npy_header(const std::filesystem::path& path);
+
 
 // Reads a constant's byte_size bytes front to back, in pieces.
 class ConstantReader {

@@ -11,6 +11,7 @@
 #include <optional>
 
 #include "constant_data.h"
+#include "hexir/base/npy.h"
 
 namespace hexir::serializer {
 
@@ -338,7 +339,7 @@ class Parser {
       // stay in the file until the writer streams them out.
       SourceLoc path_loc = tok_.loc;
       std::filesystem::path path = base_dir_ / tok_.str;
-      Result<NpyHeader> header = read_npy_header(path);
+      Result<NpyHeader> header = read_npy_header(path.string());
       if (!header.ok())
         return error(path_loc, "cannot load constant @" + name + ": " + header.status().message());
       if (header->type != type)

@@ -297,7 +297,7 @@ TEST_CASE("read_npy_header agrees with read_npy on every fixture") {
     if (entry.path().extension() != ".npy") continue;
     INFO(entry.path().string());
     Result<NpyArray> full = read_npy(entry.path().string());
-    Result<NpyHeader> header = read_npy_header(entry.path());
+    Result<NpyHeader> header = read_npy_header(entry.path().string());
     REQUIRE(full.ok() == header.ok());
     if (!full.ok()) {
       CHECK(header.status().message() == full.status().message());
@@ -328,7 +328,7 @@ TEST_CASE("read_npy_header agrees with read_npy on every fixture") {
     }
     INFO(i);
     Result<NpyArray> full = read_npy(path.string());
-    Result<NpyHeader> header = read_npy_header(path);
+    Result<NpyHeader> header = read_npy_header(path.string());
     REQUIRE(!full.ok());
     REQUIRE(!header.ok());
     CHECK(header.status().message() == full.status().message());

@@ -21,6 +21,19 @@ struct NpyArray {
 // unsupported dtype '<f8', truncated data, ...).
 Result<NpyArray> read_npy(const std::string& path);
 Result<NpyArray> parse_npy(std::span<const uint8_t> bytes, const std::string& name_for_errors);
+
+// The header of an .npy file: the array's type and where its data begins.
+struct NpyHeader {
+  TensorType type;
+  uint64_t data_offset = 0;
+};
+// Reads only the preamble and header of the file at `path` (weights stay on
+// disk) and checks that the file holds exactly the data the header declares.
+Result<NpyHeader> read_npy_header(const std::string& path);
+// The same from the first bytes of a file of `file_size` bytes; `bytes` must
+// hold at least the preamble and the header.
+Result<NpyHeader> parse_npy_header(std::span<const uint8_t> bytes, uint64_t file_size,
+                                   const std::string& name_for_errors);
 Status write_npy(const std::string& path, const TensorType& type, std::span<const uint8_t> data);
 std::vector<uint8_t> encode_npy(const TensorType& type, std::span<const uint8_t> data);
 
