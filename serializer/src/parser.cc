@@ -15,39 +15,6 @@
 
 namespace hexir::serializer {
 
-uint16_t float_to_half_bits(float value) {
-  uint32_t x = std::bit_cast<uint32_t>(value);
-  uint32_t sign = (x >> 16) & 0x8000;
-  uint32_t exponent = (x >> 23) & 0xff;
-  uint32_t mantissa = x & 0x7fffff;
-  if (exponent == 0xff)
-    return static_cast<uint16_t>(sign | 0x7c00 | (mantissa ? 0x200 | (mantissa >> 13) : 0));
-  int32_t e = static_cast<int32_t>(exponent) - 127 + 15;
-  if (e >= 31) return static_cast<uint16_t>(sign | 0x7c00);
-  if (e <= 0) {
-    if (e < -10) return static_cast<uint16_t>(sign);
-    mantissa |= 0x800000;
-    int shift = 14 - e;
-    uint32_t half = mantissa >> shift;
-    uint32_t rest = mantissa & ((1u << shift) - 1);
-    uint32_t halfway = 1u << (shift - 1);
-    if (rest > halfway || (rest == halfway && (half & 1))) ++half;
-    return static_cast<uint16_t>(sign | half);
-  }
-  uint32_t half = (static_cast<uint32_t>(e) << 10) | (mantissa >> 13);
-  uint32_t rest = mantissa & 0x1fff;
-  // A carry out of the mantissa correctly rounds up into the exponent (to inf at the top).
-  if (rest > 0x1000 || (rest == 0x1000 && (half & 1))) ++half;
-  return static_cast<uint16_t>(sign | half);
-}
-
-uint16_t float_to_bfloat16_bits(float value) {
-  uint32_t x = std::bit_cast<uint32_t>(value);
-  if (std::isnan(value)) return static_cast<uint16_t>((x >> 16) | 0x40);
-  x += 0x7fff + ((x >> 16) & 1);
-  return static_cast<uint16_t>(x >> 16);
-}
-
 namespace {
 
 // A position in the text (1-based).

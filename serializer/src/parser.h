@@ -15,6 +15,7 @@
 #include <string_view>
 
 #include "graph.h"
+#include "hexir/base/half.h"
 #include "hexir/base/status.h"
 
 namespace hexir::serializer {
@@ -23,9 +24,8 @@ namespace hexir::serializer {
 Result<Module> parse_module(std::string_view source, std::string_view display_name,
                             const std::filesystem::path& base_dir);
 
-// Element conversions used for splat/dense values of f16 and bf16 constants
-// (round to nearest even, NaN kept NaN).
-uint16_t float_to_half_bits(float value);
-uint16_t float_to_bfloat16_bits(float value);
+// Element conversions of splat/dense values of f16 and bf16 constants.
+using hexir::float_to_bfloat16_bits;
+using hexir::float_to_half_bits;
 
 }  // namespace hexir::serializer
