@@ -45,16 +45,19 @@ Result<ModulePlan> plan_module(const Module& module, const CompileOptions& optio
   }
   // Scratch: one shared workspace past the arena, or short-lived arena ranges,
   // whichever makes the context's one allocation smaller (the arena is shared
-  // by every function: its size is the largest function's). Each trial
-  // reports its heuristic; the last one run names the file's.
-  auto plan_all = [&](std::vector<FunctionPlan>& plans, bool in_arena, uint64_t* total) -> Status {
+  // by every function: its size is the largest function's). The file names the
+  // placement that produced the largest function's plan in the trial kept.
+  auto plan_all = [&](std::vector<FunctionPlan>& plans, bool in_arena, uint64_t* total,
+                      std::string* heuristic) -> Status {
     uint64_t arena = 0, workspace = 0;
     for (size_t f = 0; f < module.functions.size(); ++f) {
       FunctionPlan& fn_plan = plans[f];
       fn_plan.workspace_in_arena = in_arena;
-      Status planned = plan_function_arena(module.functions[f], fn_plan, options.plan, options.alignment,
-                                           &plan.heuristic, options.plan_budget_ms);
+      std::string used;
+      Status planned = plan_function_arena(module.functions[f], fn_plan, options.plan, options.alignment, &used,
+                                           options.plan_budget_ms);
       if (!planned.ok()) return display_name.empty() ? planned : planned.annotate(display_name);
+      if (f == 0 || fn_plan.arena_size > arena) *heuristic = used;
       arena = std::max(arena, fn_plan.arena_size);
       if (!in_arena) workspace = std::max(workspace, fn_plan.workspace_size);
     }
@@ -62,14 +65,18 @@ Result<ModulePlan> plan_module(const Module& module, const CompileOptions& optio
     return ok_status();
   };
   uint64_t shared_total = 0;
-  HEXIR_RETURN_IF_ERROR(plan_all(plan.functions, false, &shared_total));
+  HEXIR_RETURN_IF_ERROR(plan_all(plan.functions, false, &shared_total, &plan.heuristic));
   const bool has_scratch = std::any_of(plan.functions.begin(), plan.functions.end(),
                                        [](const FunctionPlan& p) { return p.workspace_size > 0; });
   if (has_scratch && options.plan != PlanStrategy::kFreeAtLastUse) {
     std::vector<FunctionPlan> in_arena = plan.functions;
     uint64_t in_arena_total = 0;
-    HEXIR_RETURN_IF_ERROR(plan_all(in_arena, true, &in_arena_total));
-    if (in_arena_total < shared_total) plan.functions = std::move(in_arena);
+    std::string in_arena_heuristic;
+    HEXIR_RETURN_IF_ERROR(plan_all(in_arena, true, &in_arena_total, &in_arena_heuristic));
+    if (in_arena_total < shared_total) {
+      plan.functions = std::move(in_arena);
+      plan.heuristic = std::move(in_arena_heuristic);
+    }
   }
   return plan;
 }
