@@ -55,7 +55,6 @@ MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
 
 MappedFile::~MappedFile() { unmap(bytes_); }
 
-
 void MappedFile::unmap(std::span<const uint8_t> released) {
   if (released.empty()) return;
   ::munmap(const_cast<uint8_t*>(released.data()), released.size());

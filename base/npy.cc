@@ -179,7 +179,8 @@ uint32_t read_le32(const uint8_t* p) {
 
 }  // namespace
 
-Result<NpyHeader> parse_npy_header(std::span<const uint8_t> bytes, uint64_t file_size, const std::string& name) {
+Result<NpyHeader> parse_npy_header(std::span<const uint8_t> bytes, uint64_t file_size,
+                                   const std::string& name) {
   if (bytes.size() < kNpyPreambleV1 || std::memcmp(bytes.data(), kNpyMagic, sizeof(kNpyMagic)) != 0)
     return data_loss(name + ": not a .npy file (bad magic)");
   const uint8_t major = bytes[6];

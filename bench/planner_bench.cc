@@ -119,8 +119,7 @@ int main(int argc, char** argv) {
     double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     double cpu_ms = 1000.0 * static_cast<double>(std::clock() - cpu_start) / CLOCKS_PER_SEC;
     std::string name = path.stem().string();
-    if (!plan.ok() ||
-        !hexir::planner::check_buffer_plan(problem->buffers, *plan, options.alignment).ok()) {
+    if (!plan.ok() || !hexir::planner::check_buffer_plan(problem->buffers, *plan, options.alignment).ok()) {
       std::printf("| %s | %zu | INVALID PLAN: %s |\n", name.c_str(), problem->buffers.size(),
                   plan.ok() ? "overlap" : plan.status().message().c_str());
       ++failures;

@@ -476,8 +476,8 @@ class ModuleVerifier {
       if (!results.ok()) return fail("'", info.name, "': ", results.status().message());
       const uint32_t output_count = in.operand_count() - in.input_count();
       if (results->size() != output_count)
-        return fail("'", info.name, "' gives ", results->size(), " results but the instruction has ", output_count,
-                    " outputs");
+        return fail("'", info.name, "' gives ", results->size(), " results but the instruction has ",
+                    output_count, " outputs");
       for (uint32_t j = 0; j < output_count; ++j) {
         const uint32_t slot = m_.operand_pool()->Get(in.operand_begin() + in.input_count() + j);
         const fb::Slot& s = *m_.slots()->Get(slot);
@@ -486,7 +486,8 @@ class ModuleVerifier {
         if (!((*results)[j] == out_.slot_types[slot]))
           return fail("'", info.name, "' gives ", (*results)[j].to_string(), " but the output ",
                       slot_label(m_, slot), " is ", out_.slot_types[slot].to_string());
-        if (s.view_of() != -1) return fail("output ", slot_label(m_, slot), " is a view; views are never written");
+        if (s.view_of() != -1)
+          return fail("output ", slot_label(m_, slot), " is a view; views are never written");
         // Outputs of one instruction are distinct values in distinct storage.
         for (uint32_t j2 = 0; j2 < j; ++j2) {
           const uint32_t other = m_.operand_pool()->Get(in.operand_begin() + in.input_count() + j2);
@@ -501,7 +502,8 @@ class ModuleVerifier {
         for (uint32_t i = 0; i < in.input_count(); ++i) {
           const uint32_t in_index = m_.operand_pool()->Get(in.operand_begin() + i);
           if (dynamic_ ? root_of(in_index) == slot : storage_overlaps(s, *m_.slots()->Get(in_index)))
-            return fail("output ", j, " ", slot_label(m_, slot), " overlaps input ", i, " ", slot_label(m_, in_index));
+            return fail("output ", j, " ", slot_label(m_, slot), " overlaps input ", i, " ",
+                        slot_label(m_, in_index));
         }
       }
       const uint32_t out_index = m_.operand_pool()->Get(in.operand_begin() + in.input_count());
@@ -711,7 +713,8 @@ class ModuleVerifier {
           const uint32_t out_slot = operand(in, o);
           const fb::Slot& out = *m_.slots()->Get(out_slot);
           int64_t* holder = nullptr;
-          if (out.storage() == fb::StorageKind::Input && out.index() < inputs) holder = &occupant[out.index()];
+          if (out.storage() == fb::StorageKind::Input && out.index() < inputs)
+            holder = &occupant[out.index()];
           if (out.storage() == fb::StorageKind::Output && out.index() < outputs)
             holder = &occupant[inputs + out.index()];
           if (!holder) continue;
@@ -720,7 +723,8 @@ class ModuleVerifier {
           if (previous >= 0 && previous != out_slot && previous != aliased &&
               last_read[static_cast<size_t>(previous)] >= static_cast<int64_t>(k))
             return fail("writes the ", storage_kind_name(out.storage()), " buffer ", out.index(), " while ",
-                        slot_label(m_, static_cast<uint64_t>(previous)), " in it is still read by instruction ",
+                        slot_label(m_, static_cast<uint64_t>(previous)),
+                        " in it is still read by instruction ",
                         begin + last_read[static_cast<size_t>(previous)]);
           *holder = out_slot;
         }

@@ -44,12 +44,13 @@ Status check_fill(const Buffer& buffer, uint64_t offset, uint64_t size, const vo
 
 Status no_kernel(std::string_view backend, const ops::KernelKey& key) {
   if (static_cast<int>(key.op) >= ops::kOpCount)
-    return unimplemented(std::string(backend) + ": no operator with id " + std::to_string(static_cast<int>(key.op)));
+    return unimplemented(std::string(backend) + ": no operator with id " +
+                         std::to_string(static_cast<int>(key.op)));
   const ops::OpDef& def = ops::op_def(key.op);
   if (def.is_view)
     return unimplemented(std::string(backend) + ": '" + def.name + "' is a view and is never dispatched");
-  return unimplemented(std::string(backend) + ": no kernel for '" + def.name + "' on " + dtype_name(key.input) +
-                       " -> " + dtype_name(key.output));
+  return unimplemented(std::string(backend) + ": no kernel for '" + def.name + "' on " +
+                       dtype_name(key.input) + " -> " + dtype_name(key.output));
 }
 
 namespace {
@@ -76,8 +77,10 @@ Result<std::unique_ptr<Device>> create_device(std::string_view name) {
 #ifdef HEXIR_HAVE_CUDA
     return cuda::create_cuda_device(name);
 #else
-    return unavailable("CUDA backend not built: this libhexir was configured without nvcc or with "
-                       "-Dcuda=disabled (device '" + std::string(name) + "')");
+    return unavailable(
+        "CUDA backend not built: this libhexir was configured without nvcc or with "
+        "-Dcuda=disabled (device '" +
+        std::string(name) + "')");
 #endif
   }
   return invalid_argument("unknown device '" + std::string(name) +
@@ -90,8 +93,9 @@ std::vector<DeviceDescription> list_devices() {
 #ifdef HEXIR_HAVE_CUDA
   for (DeviceDescription& d : cuda::list_cuda_devices()) out.push_back(std::move(d));
 #else
-  out.push_back({"cuda", false,
-                 "CUDA backend not built: this libhexir was configured without nvcc or with -Dcuda=disabled"});
+  out.push_back(
+      {"cuda", false,
+       "CUDA backend not built: this libhexir was configured without nvcc or with -Dcuda=disabled"});
 #endif
   return out;
 }

@@ -428,7 +428,8 @@ void print_json(const VerifiedModule& v) {
     j.end_array();
     j.field("output", m.operand_pool()->Get(in.operand_begin() + in.input_count()));  // the first
     j.begin_array("outputs");
-    for (uint32_t o = in.input_count(); o < in.operand_count(); ++o) j.value(m.operand_pool()->Get(in.operand_begin() + o));
+    for (uint32_t o = in.input_count(); o < in.operand_count(); ++o)
+      j.value(m.operand_pool()->Get(in.operand_begin() + o));
     j.end_array();
     j.begin_array("params");
     for (uint32_t p2 = 0; p2 < in.param_count(); ++p2) j.value(m.param_pool()->Get(in.param_begin() + p2));

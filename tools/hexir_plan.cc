@@ -53,8 +53,7 @@ int main(int argc, char** argv) {
   double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   if (!plan.ok()) return args.fail(input + ": " + plan.status().message());
   if (!output.empty()) {
-    hexir::Status written =
-        cli::write_file(output, hexir::planner::format_plan_csv(*problem, plan->offsets));
+    hexir::Status written = cli::write_file(output, hexir::planner::format_plan_csv(*problem, plan->offsets));
     if (!written.ok()) return args.fail(written.message());
   }
   if (!svg.empty()) {

@@ -96,7 +96,8 @@ class CpuDevice final : public Device {
     if (blocks > SIZE_MAX / alignment) {
       return resource_exhausted("allocate: " + std::to_string(size) + " bytes is too large");
     }
-    void* memory = std::aligned_alloc(static_cast<size_t>(alignment), static_cast<size_t>(blocks * alignment));
+    void* memory =
+        std::aligned_alloc(static_cast<size_t>(alignment), static_cast<size_t>(blocks * alignment));
     if (memory == nullptr) {
       return resource_exhausted("allocate: out of host memory for " + std::to_string(size) + " bytes");
     }

@@ -76,11 +76,21 @@ Status strided_gather(const KernelContext&, const Dispatch& d) {
   const auto* in = input<uint8_t>(d, 0);
   auto* out = output<uint8_t>(d, 0);
   switch (p.element_size) {
-    case 1: strided_typed<uint8_t>(p, in, out); break;
-    case 2: strided_typed<uint16_t>(p, in, out); break;
-    case 4: strided_typed<uint32_t>(p, in, out); break;
-    case 8: strided_typed<uint64_t>(p, in, out); break;
-    default: strided_typed<Bytes16>(p, in, out); break;
+    case 1:
+      strided_typed<uint8_t>(p, in, out);
+      break;
+    case 2:
+      strided_typed<uint16_t>(p, in, out);
+      break;
+    case 4:
+      strided_typed<uint32_t>(p, in, out);
+      break;
+    case 8:
+      strided_typed<uint64_t>(p, in, out);
+      break;
+    default:
+      strided_typed<Bytes16>(p, in, out);
+      break;
   }
   return ok_status();
 }

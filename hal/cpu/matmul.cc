@@ -59,7 +59,8 @@ namespace {
 // The same body compiled for AVX2, chosen per call from the running CPU. (A
 // plain runtime check rather than an ifunc/target_clones resolver, which runs
 // before sanitizer runtimes start and crashes under TSan.)
-[[gnu::target("avx2")]] void gemm_avx2(int64_t M, int64_t N, int64_t K, const float* A, const float* B, float* C) {
+[[gnu::target("avx2")]] void gemm_avx2(int64_t M, int64_t N, int64_t K, const float* A, const float* B,
+                                       float* C) {
   gemm_body(M, N, K, A, B, C);
 }
 #endif

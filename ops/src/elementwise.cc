@@ -17,12 +17,13 @@ Result<std::vector<int64_t>> lower_none(std::span<const TensorType>, const AttrM
 }
 
 template <OpId kId>
-Result<std::vector<TensorType>> infer_binary(std::span<const TensorType> in, std::span<const int64_t> params) {
+Result<std::vector<TensorType>> infer_binary(std::span<const TensorType> in,
+                                             std::span<const int64_t> params) {
   HEXIR_RETURN_IF_ERROR(check_param_count(kId, params, 0));
   auto dims = broadcast_shapes(in[0].dims, in[1].dims);
   if (!dims)
-    return invalid_argument(prefix(kId) + "shapes " + shape_str(in[0].dims) + " and " + shape_str(in[1].dims) +
-                            " do not broadcast");
+    return invalid_argument(prefix(kId) + "shapes " + shape_str(in[0].dims) + " and " +
+                            shape_str(in[1].dims) + " do not broadcast");
   return one({in[0].dtype, *dims});
 }
 
@@ -39,7 +40,8 @@ int32_t merge_broadcast(std::span<const int64_t> out_dims, std::span<const int64
       fuse = merged_strides[k][merged - 1] == operand_strides[k][i] * d;
     if (fuse) {
       dims[merged - 1] *= d;
-      for (size_t k = 0; k < operand_strides.size(); ++k) merged_strides[k][merged - 1] = operand_strides[k][i];
+      for (size_t k = 0; k < operand_strides.size(); ++k)
+        merged_strides[k][merged - 1] = operand_strides[k][i];
       continue;
     }
     dims[merged] = d;
@@ -115,8 +117,8 @@ Result<std::vector<TensorType>> infer_where(std::span<const TensorType> in, std:
   auto xy = broadcast_shapes(in[1].dims, in[2].dims);
   auto all = xy ? broadcast_shapes(in[0].dims, *xy) : std::nullopt;
   if (!all)
-    return invalid_argument(prefix(kWhere) + "shapes " + shape_str(in[0].dims) + ", " + shape_str(in[1].dims) +
-                            " and " + shape_str(in[2].dims) + " do not broadcast");
+    return invalid_argument(prefix(kWhere) + "shapes " + shape_str(in[0].dims) + ", " +
+                            shape_str(in[1].dims) + " and " + shape_str(in[2].dims) + " do not broadcast");
   return one({in[1].dtype, *all});
 }
 
@@ -184,9 +186,9 @@ void plan_cast(const PlanInput& op, OpPlan& out) {
 }
 
 #define HEXIR_BINARY_OP(id, name) \
-  {id, name, 2, 2, 1, 1, true, true, false, 0, lower_none<id>, infer_binary<id>, nullptr, plan_binary}
+  { id, name, 2, 2, 1, 1, true, true, false, 0, lower_none<id>, infer_binary<id>, nullptr, plan_binary }
 #define HEXIR_UNARY_OP(id, name) \
-  {id, name, 1, 1, 1, 1, true, true, false, 0, lower_none<id>, infer_unary<id>, nullptr, plan_unary}
+  { id, name, 1, 1, 1, 1, true, true, false, 0, lower_none<id>, infer_unary<id>, nullptr, plan_unary }
 
 constexpr OpDef kDefs[] = {
     HEXIR_BINARY_OP(kAdd, "add"),
@@ -205,7 +207,8 @@ constexpr OpDef kDefs[] = {
     HEXIR_UNARY_OP(kRsqrt, "rsqrt"),
     HEXIR_UNARY_OP(kNeg, "neg"),
     // where: keyed by x's dtype; its result never takes the 1-byte condition's storage.
-    {kWhere, "where", 3, 3, 1, 1, false, false, false, 1, lower_none<kWhere>, infer_where, nullptr, plan_where},
+    {kWhere, "where", 3, 3, 1, 1, false, false, false, 1, lower_none<kWhere>, infer_where, nullptr,
+     plan_where},
     {kCast, "cast", 1, 1, 1, 1, false, false, false, 0, lower_cast, infer_cast, nullptr, plan_cast},
 };
 

@@ -27,7 +27,8 @@ Result<std::vector<int64_t>> lower_transpose(std::span<const TensorType> in, con
   return perm;
 }
 
-Result<std::vector<TensorType>> infer_transpose(std::span<const TensorType> in, std::span<const int64_t> params) {
+Result<std::vector<TensorType>> infer_transpose(std::span<const TensorType> in,
+                                                std::span<const int64_t> params) {
   const TensorType& x = in[0];
   const size_t rank = x.rank();
   HEXIR_RETURN_IF_ERROR(check_param_count(kTranspose, params, rank));
@@ -35,8 +36,8 @@ Result<std::vector<TensorType>> infer_transpose(std::span<const TensorType> in, 
   bool seen[kMaxRank] = {};
   for (size_t i = 0; i < rank; ++i) {
     if (params[i] < 0 || params[i] >= static_cast<int64_t>(rank) || seen[params[i]])
-      return invalid_argument(prefix(kTranspose) + "perm " + shape_str(params) + " is not a permutation of 0.." +
-                              std::to_string(rank ? rank - 1 : 0));
+      return invalid_argument(prefix(kTranspose) + "perm " + shape_str(params) +
+                              " is not a permutation of 0.." + std::to_string(rank ? rank - 1 : 0));
     seen[params[i]] = true;
     out.dims.push_back(x.dims[static_cast<size_t>(params[i])]);
   }
@@ -66,22 +67,25 @@ Result<std::vector<int64_t>> lower_reshape(std::span<const TensorType>, const At
   return declared[0].dims;
 }
 
-Result<std::vector<TensorType>> infer_reshape(std::span<const TensorType> in, std::span<const int64_t> params) {
+Result<std::vector<TensorType>> infer_reshape(std::span<const TensorType> in,
+                                              std::span<const int64_t> params) {
   const TensorType& x = in[0];
   if (params.size() > static_cast<size_t>(kMaxRank))
     return invalid_argument(prefix(kReshape) + "result rank exceeds " + std::to_string(kMaxRank));
   HEXIR_ASSIGN_OR_RETURN(uint64_t from, element_count(x.dims.data(), x.rank()));
   HEXIR_ASSIGN_OR_RETURN(uint64_t to, element_count(params.data(), params.size()));
   if (from != to)
-    return invalid_argument(prefix(kReshape) + "cannot reshape " + shape_str(x.dims) + " (" + std::to_string(from) +
-                            " elements) to " + shape_str(params) + " (" + std::to_string(to) + " elements)");
+    return invalid_argument(prefix(kReshape) + "cannot reshape " + shape_str(x.dims) + " (" +
+                            std::to_string(from) + " elements) to " + shape_str(params) + " (" +
+                            std::to_string(to) + " elements)");
   return one({x.dtype, std::vector<int64_t>(params.begin(), params.end())});
 }
 
 // ---- concat -------------------------------------------------------------------
 
 template <OpId kId>
-Result<std::vector<int64_t>> lower_axis(std::span<const TensorType> in, const AttrMap& attrs, int64_t fallback) {
+Result<std::vector<int64_t>> lower_axis(std::span<const TensorType> in, const AttrMap& attrs,
+                                        int64_t fallback) {
   HEXIR_RETURN_IF_ERROR(check_attr_names(kId, attrs, {"axis"}));
   HEXIR_ASSIGN_OR_RETURN(int64_t axis, int_attr(kId, attrs, "axis", fallback));
   HEXIR_ASSIGN_OR_RETURN(int64_t norm, normalize_axis(kId, axis, in[0].rank(), "axis"));
@@ -93,7 +97,8 @@ Result<std::vector<int64_t>> lower_concat(std::span<const TensorType> in, const 
   return lower_axis<kConcat>(in, attrs, -1);
 }
 
-Result<std::vector<TensorType>> infer_concat(std::span<const TensorType> in, std::span<const int64_t> params) {
+Result<std::vector<TensorType>> infer_concat(std::span<const TensorType> in,
+                                             std::span<const int64_t> params) {
   const TensorType& x = in[0];
   HEXIR_RETURN_IF_ERROR(check_param_count(kConcat, params, 1));
   HEXIR_RETURN_IF_ERROR(check_axis_param(kConcat, params[0], x.rank()));
@@ -106,7 +111,8 @@ Result<std::vector<TensorType>> infer_concat(std::span<const TensorType> in, std
     if (!compatible)
       return invalid_argument(prefix(kConcat) + "operand " + std::to_string(i) + " " + t.to_string() +
                               " does not match " + x.to_string() + " outside axis " + std::to_string(axis));
-    if (out.dims[axis] > (int64_t{1} << 62) - t.dims[axis]) return invalid_argument(prefix(kConcat) + "size overflows");
+    if (out.dims[axis] > (int64_t{1} << 62) - t.dims[axis])
+      return invalid_argument(prefix(kConcat) + "size overflows");
     out.dims[axis] += t.dims[axis];
   }
   return one(std::move(out));
@@ -138,8 +144,8 @@ Result<std::vector<int64_t>> lower_split(std::span<const TensorType> in, const A
     const int64_t parts = static_cast<int64_t>(declared.size());
     if (parts < 1) return invalid_argument(prefix(kSplit) + "needs attribute 'sizes' or stated result types");
     if (dim % parts != 0)
-      return invalid_argument(prefix(kSplit) + "axis of size " + std::to_string(dim) + " does not split into " +
-                              std::to_string(parts) + " equal parts");
+      return invalid_argument(prefix(kSplit) + "axis of size " + std::to_string(dim) +
+                              " does not split into " + std::to_string(parts) + " equal parts");
     sizes.assign(static_cast<size_t>(parts), dim / parts);
   }
   std::vector<int64_t> params{axis};
@@ -149,15 +155,16 @@ Result<std::vector<int64_t>> lower_split(std::span<const TensorType> in, const A
 
 Result<std::vector<TensorType>> infer_split(std::span<const TensorType> in, std::span<const int64_t> params) {
   const TensorType& x = in[0];
-  if (params.size() < 2) return invalid_argument(prefix(kSplit) + "needs [axis, size...] with at least one size");
+  if (params.size() < 2)
+    return invalid_argument(prefix(kSplit) + "needs [axis, size...] with at least one size");
   HEXIR_RETURN_IF_ERROR(check_axis_param(kSplit, params[0], x.rank()));
   const size_t axis = static_cast<size_t>(params[0]);
   std::vector<TensorType> out;
   int64_t total = 0;
   for (size_t i = 1; i < params.size(); ++i) {
     if (params[i] < 0 || params[i] > x.dims[axis] - total)
-      return invalid_argument(prefix(kSplit) + "sizes " + shape_str(params.subspan(1)) + " do not add up to " +
-                              std::to_string(x.dims[axis]));
+      return invalid_argument(prefix(kSplit) + "sizes " + shape_str(params.subspan(1)) +
+                              " do not add up to " + std::to_string(x.dims[axis]));
     total += params[i];
     out.push_back(x);
     out.back().dims[axis] = params[i];
@@ -204,7 +211,8 @@ Result<std::vector<int64_t>> lower_gather(std::span<const TensorType> in, const 
   return lower_axis<kGather>(in, attrs, 0);
 }
 
-Result<std::vector<TensorType>> infer_gather(std::span<const TensorType> in, std::span<const int64_t> params) {
+Result<std::vector<TensorType>> infer_gather(std::span<const TensorType> in,
+                                             std::span<const int64_t> params) {
   const TensorType& data = in[0];
   const TensorType& indices = in[1];
   HEXIR_RETURN_IF_ERROR(check_param_count(kGather, params, 1));
@@ -247,8 +255,8 @@ Result<std::vector<int64_t>> lower_slice(std::span<const TensorType> in, const A
   HEXIR_ASSIGN_OR_RETURN(std::vector<int64_t> axes, int_list_attr(kSlice, attrs, "axes"));
   HEXIR_ASSIGN_OR_RETURN(std::vector<int64_t> steps, int_list_attr(kSlice, attrs, "steps"));
   if (starts.size() != ends.size())
-    return invalid_argument(prefix(kSlice) + "'starts' has " + std::to_string(starts.size()) + " entries, 'ends' " +
-                            std::to_string(ends.size()));
+    return invalid_argument(prefix(kSlice) + "'starts' has " + std::to_string(starts.size()) +
+                            " entries, 'ends' " + std::to_string(ends.size()));
   if (!find_attr(attrs, "axes"))
     for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
   if (!find_attr(attrs, "steps")) steps.assign(starts.size(), 1);
@@ -259,12 +267,14 @@ Result<std::vector<int64_t>> lower_slice(std::span<const TensorType> in, const A
   std::vector<bool> seen(x.rank(), false);
   for (size_t i = 0; i < starts.size(); ++i) {
     HEXIR_ASSIGN_OR_RETURN(int64_t axis, normalize_axis(kSlice, axes[i], x.rank(), "axis"));
-    if (seen[static_cast<size_t>(axis)]) return invalid_argument(prefix(kSlice) + "'axes' lists an axis twice");
+    if (seen[static_cast<size_t>(axis)])
+      return invalid_argument(prefix(kSlice) + "'axes' lists an axis twice");
     seen[static_cast<size_t>(axis)] = true;
     const int64_t dim = x.dims[static_cast<size_t>(axis)];
     const int64_t step = steps[i];
     if (step == 0 || step > kMaxStep || step < -kMaxStep)
-      return invalid_argument(prefix(kSlice) + "step " + std::to_string(step) + " must be non-zero (and below 2^62)");
+      return invalid_argument(prefix(kSlice) + "step " + std::to_string(step) +
+                              " must be non-zero (and below 2^62)");
     int64_t start = starts[i], end = ends[i];
     if (start < 0) start += dim;
     if (end < 0) end += dim;
@@ -301,9 +311,9 @@ Result<std::vector<TensorType>> infer_slice(std::span<const TensorType> in, std:
       ok = start >= 0 && start < dim && last >= 0 && last < dim;
     }
     if (!ok)
-      return invalid_argument(prefix(kSlice) + "dim " + std::to_string(d) + ": start " + std::to_string(start) +
-                              ", step " + std::to_string(step) + ", size " + std::to_string(size) +
-                              " reach outside [0, " + std::to_string(dim) + ")");
+      return invalid_argument(prefix(kSlice) + "dim " + std::to_string(d) + ": start " +
+                              std::to_string(start) + ", step " + std::to_string(step) + ", size " +
+                              std::to_string(size) + " reach outside [0, " + std::to_string(dim) + ")");
     out.dims.push_back(size);
   }
   return one(std::move(out));
@@ -331,7 +341,8 @@ constexpr OpDef kDefs[] = {
     {kTranspose, "transpose", 1, 1, 1, 1, false, false, false, 0, lower_transpose, infer_transpose, nullptr,
      plan_transpose},
     {kReshape, "reshape", 1, 1, 1, 1, false, false, true, 0, lower_reshape, infer_reshape, nullptr, nullptr},
-    {kConcat, "concat", 1, -1, 1, 1, false, false, false, 0, lower_concat, infer_concat, nullptr, plan_concat},
+    {kConcat, "concat", 1, -1, 1, 1, false, false, false, 0, lower_concat, infer_concat, nullptr,
+     plan_concat},
     {kCopy, "copy", 1, 1, 1, 1, false, false, false, 0, lower_copy, infer_copy, nullptr, plan_copy},
     {kSplit, "split", 1, 1, 1, -1, false, false, false, 0, lower_split, infer_split, nullptr, plan_split},
     {kGather, "gather", 2, 2, 1, 1, false, false, false, 0, lower_gather, infer_gather, nullptr, plan_gather},

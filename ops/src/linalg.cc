@@ -22,7 +22,8 @@ void promoted(std::span<const TensorType> in, std::vector<int64_t>& a, std::vect
   if (b.size() == 1) b.push_back(1);
 }
 
-Result<std::vector<TensorType>> infer_matmul(std::span<const TensorType> in, std::span<const int64_t> params) {
+Result<std::vector<TensorType>> infer_matmul(std::span<const TensorType> in,
+                                             std::span<const int64_t> params) {
   HEXIR_RETURN_IF_ERROR(check_param_count(kMatmul, params, 0));
   if (in[0].dims.empty() || in[1].dims.empty())
     return invalid_argument(prefix(kMatmul) + "operands must have rank >= 1");
@@ -77,8 +78,18 @@ void plan_matmul(const PlanInput& op, OpPlan& out) {
 
 // ---- conv2d -----------------------------------------------------------------
 
-enum ConvParam { kStrideH, kStrideW, kPadTop, kPadLeft, kPadBottom, kPadRight, kDilationH, kDilationW, kGroups,
-                 kConvParamCount };
+enum ConvParam {
+  kStrideH,
+  kStrideW,
+  kPadTop,
+  kPadLeft,
+  kPadBottom,
+  kPadRight,
+  kDilationH,
+  kDilationW,
+  kGroups,
+  kConvParamCount
+};
 
 Result<std::vector<int64_t>> lower_conv2d(std::span<const TensorType>, const AttrMap& attrs,
                                           std::span<const TensorType>) {
@@ -96,14 +107,17 @@ Result<std::vector<int64_t>> lower_conv2d(std::span<const TensorType>, const Att
   HEXIR_ASSIGN_OR_RETURN(std::vector<int64_t> dilations, pair("dilations", 1));
   // pads: ONNX order [top, left, bottom, right]; one value pads all sides, two are (h, w).
   HEXIR_ASSIGN_OR_RETURN(std::vector<int64_t> pads, int_list_attr(kConv2d, attrs, "pads"));
-  if (pads.empty()) pads = {0, 0, 0, 0};
-  else if (pads.size() == 1) pads = {pads[0], pads[0], pads[0], pads[0]};
-  else if (pads.size() == 2) pads = {pads[0], pads[1], pads[0], pads[1]};
+  if (pads.empty())
+    pads = {0, 0, 0, 0};
+  else if (pads.size() == 1)
+    pads = {pads[0], pads[0], pads[0], pads[0]};
+  else if (pads.size() == 2)
+    pads = {pads[0], pads[1], pads[0], pads[1]};
   else if (pads.size() != 4)
     return invalid_argument(prefix(kConv2d) + "attribute 'pads' takes 1, 2 or 4 values, got " +
                             std::to_string(pads.size()));
   HEXIR_ASSIGN_OR_RETURN(int64_t groups, int_attr(kConv2d, attrs, "groups", 1));
-  return std::vector<int64_t>{strides[0], strides[1], pads[0],      pads[1],     pads[2],
+  return std::vector<int64_t>{strides[0], strides[1],   pads[0],      pads[1], pads[2],
                               pads[3],    dilations[0], dilations[1], groups};
 }
 
@@ -111,7 +125,8 @@ Result<std::vector<TensorType>> infer_conv2d(std::span<const TensorType> in, std
   HEXIR_RETURN_IF_ERROR(check_param_count(kConv2d, p, kConvParamCount));
   const TensorType& x = in[0];
   const TensorType& w = in[1];
-  if (x.rank() != 4) return invalid_argument(prefix(kConv2d) + "input " + x.to_string() + " is not [N,C,H,W]");
+  if (x.rank() != 4)
+    return invalid_argument(prefix(kConv2d) + "input " + x.to_string() + " is not [N,C,H,W]");
   if (w.rank() != 4)
     return invalid_argument(prefix(kConv2d) + "weights " + w.to_string() + " are not [K,C/groups,KH,KW]");
   for (int i : {kStrideH, kStrideW, kDilationH, kDilationW})
@@ -128,10 +143,12 @@ Result<std::vector<TensorType>> infer_conv2d(std::span<const TensorType> in, std
     return invalid_argument(prefix(kConv2d) + "groups " + std::to_string(groups) + " must divide the " +
                             std::to_string(c) + " input and " + std::to_string(k) + " output channels");
   if (w.dims[1] != c / groups)
-    return invalid_argument(prefix(kConv2d) + "weights " + w.to_string() + " take " + std::to_string(w.dims[1]) +
-                            " channels per group, the input gives " + std::to_string(c / groups));
+    return invalid_argument(prefix(kConv2d) + "weights " + w.to_string() + " take " +
+                            std::to_string(w.dims[1]) + " channels per group, the input gives " +
+                            std::to_string(c / groups));
   if (in.size() == 3 && (in[2].rank() != 1 || in[2].dims[0] != k))
-    return invalid_argument(prefix(kConv2d) + "bias " + in[2].to_string() + " is not [" + std::to_string(k) + "]");
+    return invalid_argument(prefix(kConv2d) + "bias " + in[2].to_string() + " is not [" + std::to_string(k) +
+                            "]");
   int64_t out_hw[2];
   for (int d = 0; d < 2; ++d) {
     const int64_t extent = x.dims[2 + d] + p[kPadTop + d] + p[kPadBottom + d];  // dims <= 2^62, pads <= 2^30
@@ -139,9 +156,9 @@ Result<std::vector<TensorType>> infer_conv2d(std::span<const TensorType> in, std
     const bool fits = w.dims[2 + d] >= 1 && w.dims[2 + d] - 1 <= (extent - 1) / p[kDilationH + d];
     const int64_t window = fits ? p[kDilationH + d] * (w.dims[2 + d] - 1) + 1 : extent + 1;
     if (!fits || window > extent)
-      return invalid_argument(prefix(kConv2d) + "the " + std::to_string(w.dims[2 + d]) + "-wide kernel (dilated " +
-                              std::to_string(window) + ") does not fit the padded input extent " +
-                              std::to_string(extent));
+      return invalid_argument(prefix(kConv2d) + "the " + std::to_string(w.dims[2 + d]) +
+                              "-wide kernel (dilated " + std::to_string(window) +
+                              ") does not fit the padded input extent " + std::to_string(extent));
     out_hw[d] = (extent - window) / p[kStrideH + d] + 1;
   }
   // The im2col scratch (C/groups * KH * KW * OH * OW floats) must be addressable.

@@ -19,7 +19,8 @@ Result<std::vector<int64_t>> lower_axis(std::span<const TensorType> in, const At
   return std::vector<int64_t>{norm};
 }
 
-Result<std::vector<TensorType>> infer_softmax(std::span<const TensorType> in, std::span<const int64_t> params) {
+Result<std::vector<TensorType>> infer_softmax(std::span<const TensorType> in,
+                                              std::span<const int64_t> params) {
   HEXIR_RETURN_IF_ERROR(check_param_count(kSoftmax, params, 1));
   HEXIR_RETURN_IF_ERROR(check_axis_param(kSoftmax, params[0], in[0].rank()));
   return one(in[0]);
@@ -52,16 +53,20 @@ Result<std::vector<int64_t>> lower_layernorm(std::span<const TensorType> in, con
   HEXIR_ASSIGN_OR_RETURN(int64_t norm, normalize_axis(kLayernorm, axis, in[0].rank(), "axis"));
   double epsilon = 1e-5;
   if (const AttrValue* v = find_attr(attrs, "epsilon")) {
-    if (auto* d = std::get_if<double>(&v->value)) epsilon = *d;
-    else if (auto* i = std::get_if<int64_t>(&v->value)) epsilon = static_cast<double>(*i);
-    else return invalid_argument(prefix(kLayernorm) + "attribute 'epsilon' must be a number");
+    if (auto* d = std::get_if<double>(&v->value))
+      epsilon = *d;
+    else if (auto* i = std::get_if<int64_t>(&v->value))
+      epsilon = static_cast<double>(*i);
+    else
+      return invalid_argument(prefix(kLayernorm) + "attribute 'epsilon' must be a number");
   }
   if (!(epsilon >= 0) || !std::isfinite(epsilon))
     return invalid_argument(prefix(kLayernorm) + "attribute 'epsilon' must be finite and >= 0");
   return std::vector<int64_t>{norm, std::bit_cast<int64_t>(epsilon)};
 }
 
-Result<std::vector<TensorType>> infer_layernorm(std::span<const TensorType> in, std::span<const int64_t> params) {
+Result<std::vector<TensorType>> infer_layernorm(std::span<const TensorType> in,
+                                                std::span<const int64_t> params) {
   HEXIR_RETURN_IF_ERROR(check_param_count(kLayernorm, params, 2));
   const TensorType& x = in[0];
   HEXIR_RETURN_IF_ERROR(check_axis_param(kLayernorm, params[0], x.rank()));
@@ -93,7 +98,8 @@ Result<std::vector<int64_t>> lower_reduce(std::span<const TensorType> in, const 
   int64_t keepdims = 0;
   if (const AttrValue* v = find_attr(attrs, "keepdims")) {
     auto* i = std::get_if<int64_t>(&v->value);
-    if (!i || (*i != 0 && *i != 1)) return invalid_argument(prefix(kId) + "attribute 'keepdims' must be 0 or 1");
+    if (!i || (*i != 0 && *i != 1))
+      return invalid_argument(prefix(kId) + "attribute 'keepdims' must be 0 or 1");
     keepdims = *i;
   }
   for (int64_t& a : axes) {
@@ -123,14 +129,17 @@ Status reduced_dims(std::span<const int64_t> params, size_t rank, bool* reduced)
 }
 
 template <OpId kId>
-Result<std::vector<TensorType>> infer_reduce(std::span<const TensorType> in, std::span<const int64_t> params) {
+Result<std::vector<TensorType>> infer_reduce(std::span<const TensorType> in,
+                                             std::span<const int64_t> params) {
   const TensorType& x = in[0];
   bool reduced[kMaxRank];
   HEXIR_RETURN_IF_ERROR(reduced_dims<kId>(params, x.rank(), reduced));
   TensorType out{x.dtype, {}};
   for (size_t d = 0; d < x.rank(); ++d) {
-    if (!reduced[d]) out.dims.push_back(x.dims[d]);
-    else if (params[0] == 1) out.dims.push_back(1);
+    if (!reduced[d])
+      out.dims.push_back(x.dims[d]);
+    else if (params[0] == 1)
+      out.dims.push_back(1);
   }
   return one(std::move(out));
 }

@@ -35,8 +35,9 @@ Status check_attr_names(OpId id, const AttrMap& attrs, std::initializer_list<std
     if (known) continue;
     std::string list;
     for (std::string_view a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
-    return invalid_argument(prefix(id) + "unknown attribute '" + name + "'" +
-                            (list.empty() ? " (this kernel takes none)" : " (expected one of: " + list + ")"));
+    return invalid_argument(
+        prefix(id) + "unknown attribute '" + name + "'" +
+        (list.empty() ? " (this kernel takes none)" : " (expected one of: " + list + ")"));
   }
   return ok_status();
 }
@@ -73,8 +74,8 @@ Status check_param_count(OpId id, std::span<const int64_t> params, size_t expect
 
 Status check_axis_param(OpId id, int64_t axis, size_t rank) {
   if (axis < 0 || axis >= static_cast<int64_t>(rank))
-    return invalid_argument(prefix(id) + "axis parameter " + std::to_string(axis) + " out of range for rank " +
-                            std::to_string(rank));
+    return invalid_argument(prefix(id) + "axis parameter " + std::to_string(axis) +
+                            " out of range for rank " + std::to_string(rank));
   return ok_status();
 }
 
@@ -156,8 +157,8 @@ std::optional<OpId> find_op(std::string_view name) {
   return std::nullopt;
 }
 
-Result<std::vector<int64_t>> lower_attributes(OpId id, std::span<const TensorType> inputs, const AttrMap& attrs,
-                                              std::span<const TensorType> declared) {
+Result<std::vector<int64_t>> lower_attributes(OpId id, std::span<const TensorType> inputs,
+                                              const AttrMap& attrs, std::span<const TensorType> declared) {
   if (static_cast<int>(id) >= kOpCount) return invalid_argument("unknown operator id");
   HEXIR_RETURN_IF_ERROR(check_operands(id, inputs));
   return op_def(id).lower(inputs, attrs, declared);
@@ -181,7 +182,8 @@ Result<std::vector<TensorType>> infer_result_types(OpId id, std::span<const Tens
   return results;
 }
 
-Result<TensorType> infer_result_type(OpId id, std::span<const TensorType> inputs, std::span<const int64_t> params) {
+Result<TensorType> infer_result_type(OpId id, std::span<const TensorType> inputs,
+                                     std::span<const int64_t> params) {
   HEXIR_ASSIGN_OR_RETURN(std::vector<TensorType> results, infer_result_types(id, inputs, params));
   if (results.size() != 1)
     return invalid_argument(prefix(id) + "gives " + std::to_string(results.size()) + " results, not one");
@@ -229,9 +231,12 @@ std::optional<std::vector<int64_t>> broadcast_shapes(std::span<const int64_t> a,
   for (size_t i = 0; i < rank; ++i) {
     const int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
     const int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
-    if (da == db || db == 1) out[i] = da;
-    else if (da == 1) out[i] = db;
-    else return std::nullopt;
+    if (da == db || db == 1)
+      out[i] = da;
+    else if (da == 1)
+      out[i] = db;
+    else
+      return std::nullopt;
   }
   return out;
 }

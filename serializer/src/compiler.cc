@@ -54,8 +54,8 @@ Result<ModulePlan> plan_module(const Module& module, const CompileOptions& optio
       FunctionPlan& fn_plan = plans[f];
       fn_plan.workspace_in_arena = in_arena;
       std::string used;
-      Status planned = plan_function_arena(module.functions[f], fn_plan, options.plan, options.alignment, &used,
-                                           options.plan_budget_ms);
+      Status planned = plan_function_arena(module.functions[f], fn_plan, options.plan, options.alignment,
+                                           &used, options.plan_budget_ms);
       if (!planned.ok()) return display_name.empty() ? planned : planned.annotate(display_name);
       if (f == 0 || fn_plan.arena_size > arena) *heuristic = used;
       arena = std::max(arena, fn_plan.arena_size);

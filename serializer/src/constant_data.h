@@ -20,8 +20,6 @@ namespace hexir::serializer {
 
 inline constexpr size_t kConstantChunkSize = size_t{1} << 20;
 
-
-
 // Reads a constant's byte_size bytes front to back, in pieces.
 class ConstantReader {
  public:

@@ -107,7 +107,8 @@ inline Result<PreparedCall> prepare_call(OpId id, const std::vector<HostTensor*>
   if (fn == nullptr) return unimplemented(std::string("no cpu kernel for ") + ops::op_def(id).name);
   for (HostTensor* t : inputs) call.operands.push_back(t->bytes.data());
   for (HostTensor* t : outputs) call.operands.push_back(t->bytes.data());
-  if (aliased_output >= 0) call.operands[inputs.size()] = inputs[static_cast<size_t>(aliased_output)]->bytes.data();
+  if (aliased_output >= 0)
+    call.operands[inputs.size()] = inputs[static_cast<size_t>(aliased_output)]->bytes.data();
   call.workspace.resize((ops::workspace_bytes(id, in_types, params) + 7) / 8);
   call.dispatch.kernel = reinterpret_cast<uintptr_t>(fn);
   call.dispatch.plan = call.plan.words().data();
@@ -167,21 +168,30 @@ struct KernelCall {
 inline std::vector<KernelCall> one_call_per_kernel() {
   std::vector<KernelCall> calls;
   const HostTensor x = random_f32({4, 8}, 1, 0.5f, 2.0f), row = random_f32({8}, 2, 0.5f, 2.0f);
-  for (OpId id : {OpId::kAdd, OpId::kSub, OpId::kMul, OpId::kDiv, OpId::kMaximum,
-                      OpId::kMinimum}) {
+  for (OpId id : {OpId::kAdd, OpId::kSub, OpId::kMul, OpId::kDiv, OpId::kMaximum, OpId::kMinimum}) {
     calls.push_back({id, {x, row}, HostTensor(DType::kF32, {4, 8}), {}});
-    calls.push_back({id, {random_f32({4, 1}, 3), random_f32({1, 3, 1, 8}, 4)}, HostTensor(DType::kF32, {1, 3, 4, 8}), {}});
+    calls.push_back({id,
+                     {random_f32({4, 1}, 3), random_f32({1, 3, 1, 8}, 4)},
+                     HostTensor(DType::kF32, {1, 3, 4, 8}),
+                     {}});
   }
-  for (OpId id : {OpId::kRelu, OpId::kGelu, OpId::kSilu, OpId::kSigmoid, OpId::kTanh,
-                      OpId::kExp, OpId::kSqrt, OpId::kRsqrt, OpId::kNeg}) {
-    calls.push_back({id, {x}, HostTensor(DType::kF32, {4, 8}), id == OpId::kGelu ? std::vector<int64_t>{0}
-                                                                                     : std::vector<int64_t>{}});
+  for (OpId id : {OpId::kRelu, OpId::kGelu, OpId::kSilu, OpId::kSigmoid, OpId::kTanh, OpId::kExp, OpId::kSqrt,
+                  OpId::kRsqrt, OpId::kNeg}) {
+    calls.push_back({id,
+                     {x},
+                     HostTensor(DType::kF32, {4, 8}),
+                     id == OpId::kGelu ? std::vector<int64_t>{0} : std::vector<int64_t>{}});
   }
   calls.push_back({OpId::kGelu, {x}, HostTensor(DType::kF32, {4, 8}), {1}});
-  calls.push_back({OpId::kMatmul, {random_f32({2, 4, 8}, 5), random_f32({8, 3}, 6)}, HostTensor(DType::kF32, {2, 4, 3}), {}});
+  calls.push_back({OpId::kMatmul,
+                   {random_f32({2, 4, 8}, 5), random_f32({8, 3}, 6)},
+                   HostTensor(DType::kF32, {2, 4, 3}),
+                   {}});
   calls.push_back({OpId::kSoftmax, {x}, HostTensor(DType::kF32, {4, 8}), {0}});
-  calls.push_back({OpId::kLayernorm, {x, row, row}, HostTensor(DType::kF32, {4, 8}), {1, std::bit_cast<int64_t>(1e-5)}});
-  calls.push_back({OpId::kTranspose, {random_f32({2, 3, 4}, 7)}, HostTensor(DType::kF32, {4, 2, 3}), {2, 0, 1}});
+  calls.push_back(
+      {OpId::kLayernorm, {x, row, row}, HostTensor(DType::kF32, {4, 8}), {1, std::bit_cast<int64_t>(1e-5)}});
+  calls.push_back(
+      {OpId::kTranspose, {random_f32({2, 3, 4}, 7)}, HostTensor(DType::kF32, {4, 2, 3}), {2, 0, 1}});
   calls.push_back({OpId::kReduceSum, {x}, HostTensor(DType::kF32, {4, 1}), {1, 1}});
   calls.push_back({OpId::kReduceMean, {x}, HostTensor(DType::kF32, {}), {0}});
   calls.push_back({OpId::kConcat, {x, x, x}, HostTensor(DType::kF32, {4, 24}), {1}});

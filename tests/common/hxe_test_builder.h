@@ -153,9 +153,8 @@ inline std::vector<uint8_t> build_metadata(const ModuleSpec& spec,
   for (const SlotSpec& s : spec.slots) {
     auto name = b.CreateString(s.name);
     auto shape = b.CreateVector(s.shape);
-    slots.push_back(
-        fb::CreateSlot(b, name, s.dtype, shape, s.byte_size, s.storage, s.usage, s.arena_offset, s.index,
-                       s.view_of, s.last_use));
+    slots.push_back(fb::CreateSlot(b, name, s.dtype, shape, s.byte_size, s.storage, s.usage, s.arena_offset,
+                                   s.index, s.view_of, s.last_use));
   }
   std::vector<fb::Instruction> instructions;
   for (const InstructionSpec& i : spec.instructions)
@@ -180,14 +179,13 @@ inline std::vector<uint8_t> build_metadata(const ModuleSpec& spec,
     arena = fb::CreateArenaPlan(b, spec.arena_size, spec.arena_alignment, spec.arena_lower_bound,
                                 static_cast<fb::PlanStrategy>(spec.arena_strategy),
                                 b.CreateString("greedy-by-size"), spec.workspace_size);
-  auto module = fb::CreateModule(b, b.CreateString(spec.name), b.CreateString("hand-built test"),
-                                 b.CreateVectorOfStructs(sections), b.CreateVector(constants),
-                                 b.CreateVector(kernels), b.CreateVector(slots),
-                                 b.CreateVectorOfStructs(instructions), b.CreateVector(spec.operand_pool),
-                                 b.CreateVector(spec.param_pool), b.CreateVector(functions), arena,
-                                 spec.workspaces.empty()
-                                     ? flatbuffers::Offset<flatbuffers::Vector<const fb::WorkspaceRange*>>()
-                                     : b.CreateVectorOfStructs(spec.workspaces));
+  auto module = fb::CreateModule(
+      b, b.CreateString(spec.name), b.CreateString("hand-built test"), b.CreateVectorOfStructs(sections),
+      b.CreateVector(constants), b.CreateVector(kernels), b.CreateVector(slots),
+      b.CreateVectorOfStructs(instructions), b.CreateVector(spec.operand_pool),
+      b.CreateVector(spec.param_pool), b.CreateVector(functions), arena,
+      spec.workspaces.empty() ? flatbuffers::Offset<flatbuffers::Vector<const fb::WorkspaceRange*>>()
+                              : b.CreateVectorOfStructs(spec.workspaces));
   fb::FinishModuleBuffer(b, module);
   return {b.GetBufferPointer(), b.GetBufferPointer() + b.GetSize()};
 }

@@ -16,8 +16,8 @@ namespace hexir::planner {
 // an empty string when the plan is valid.
 // With `exact_size`, the arena must also be exactly the aligned top of the
 // highest buffer (what plan_arena promises; check_buffer_plan only needs <=).
-inline std::string validate(const std::vector<PlanBuffer>& buffers, const BufferPlan& plan, uint64_t alignment,
-                     bool exact_size = true) {
+inline std::string validate(const std::vector<PlanBuffer>& buffers, const BufferPlan& plan,
+                            uint64_t alignment, bool exact_size = true) {
   if (plan.offsets.size() != buffers.size()) return "wrong number of offsets";
   if (alignment && plan.size % alignment != 0) return "arena size not aligned";
   uint64_t top = 0;

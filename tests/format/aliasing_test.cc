@@ -274,9 +274,9 @@ ModuleSpec softmax_axis0() {
 
 TEST_CASE("workspace: the shared workspace or the instruction's arena range covers the kernel's need") {
   CHECK(ops::workspace_bytes(ops::OpId::kSoftmax, std::vector<TensorType>{{DType::kF32, {2, 4}}},
-                               std::vector<int64_t>{0}) == 48);
+                             std::vector<int64_t>{0}) == 48);
   CHECK(ops::workspace_bytes(ops::OpId::kSoftmax, std::vector<TensorType>{{DType::kF32, {2, 4}}},
-                               std::vector<int64_t>{1}) == 0);
+                             std::vector<int64_t>{1}) == 0);
   ModuleSpec m = softmax_axis0();
   expect_rejected(m, "'softmax' needs 48 bytes of workspace but the plan's shared workspace has 0");
   m.workspace_size = 48;

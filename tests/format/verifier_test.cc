@@ -374,10 +374,10 @@ ModuleSpec split_module_spec(bool arena, uint8_t strategy = 1) {
   m.functions = {{"main", {{"x", 0, -1}}, {{"0", 1, -1}, {"1", 2, -1}}, 0, 1, 0, 0}};
   m.arena_strategy = strategy;
   if (arena) {
-    m.slots.push_back(SlotSpec{"a.out", fb::DType::F32, {2, 3}, 24, fb::StorageKind::Output,
-                               fb::SlotUsage::ExternalOutput, 0, 0});
-    m.slots.push_back(SlotSpec{"b.out", fb::DType::F32, {2, 3}, 24, fb::StorageKind::Output,
-                               fb::SlotUsage::ExternalOutput, 0, 1});
+    m.slots.push_back(SlotSpec{
+        "a.out", fb::DType::F32, {2, 3}, 24, fb::StorageKind::Output, fb::SlotUsage::ExternalOutput, 0, 0});
+    m.slots.push_back(SlotSpec{
+        "b.out", fb::DType::F32, {2, 3}, 24, fb::StorageKind::Output, fb::SlotUsage::ExternalOutput, 0, 1});
     m.instructions.push_back({1, 3, 2, 1, 3, 0, 0, 0});
     m.instructions.push_back({1, 5, 2, 1, 3, 0, 0, 0});
     m.operand_pool.insert(m.operand_pool.end(), {1, 3, 2, 4});

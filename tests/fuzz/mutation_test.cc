@@ -30,15 +30,21 @@ std::vector<uint8_t> compile_sample(const char* name) {
 void mutate(std::vector<uint8_t>& bytes, size_t lo, size_t hi, std::mt19937_64& rng) {
   size_t pos = lo + rng() % (hi - lo);
   switch (rng() % 4) {
-    case 0: bytes[pos] ^= uint8_t(1u << (rng() % 8)); break;
-    case 1: bytes[pos] = static_cast<uint8_t>(std::array<int, 6>{0, 1, 0x7f, 0x80, 0xff, 0x40}[rng() % 6]); break;
+    case 0:
+      bytes[pos] ^= uint8_t(1u << (rng() % 8));
+      break;
+    case 1:
+      bytes[pos] = static_cast<uint8_t>(std::array<int, 6>{0, 1, 0x7f, 0x80, 0xff, 0x40}[rng() % 6]);
+      break;
     case 2: {
       static constexpr uint32_t kValues[] = {0, 1, 2, 7, 64, 4096, 0x7fffffff, 0x80000000, 0xffffffff};
       uint32_t v = kValues[rng() % std::size(kValues)];
       for (int i = 0; i < 4 && pos + i < hi; ++i) bytes[pos + i] = uint8_t(v >> (8 * i));
       break;
     }
-    default: bytes[pos] = uint8_t(rng()); break;
+    default:
+      bytes[pos] = uint8_t(rng());
+      break;
   }
 }
 
@@ -172,9 +178,15 @@ func @main(%x: f32[2,4], %c: f32[2,4] donate) -> (f32[2,4], f32[2,4]) {
     for (int i = 0; i < count; ++i) {
       size_t pos = rng() % text.size();
       switch (rng() % 3) {
-        case 0: text[pos] = kTokens[rng() % (sizeof kTokens - 1)]; break;
-        case 1: text = text.substr(0, pos) + text.substr(std::min(text.size(), pos + 1 + rng() % 8)); break;
-        default: text = text.substr(0, pos) + kTokens[rng() % (sizeof kTokens - 1)] + text.substr(pos); break;
+        case 0:
+          text[pos] = kTokens[rng() % (sizeof kTokens - 1)];
+          break;
+        case 1:
+          text = text.substr(0, pos) + text.substr(std::min(text.size(), pos + 1 + rng() % 8));
+          break;
+        default:
+          text = text.substr(0, pos) + kTokens[rng() % (sizeof kTokens - 1)] + text.substr(pos);
+          break;
       }
       if (text.empty()) text = "x";
     }

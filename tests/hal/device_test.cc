@@ -42,20 +42,22 @@ TEST_CASE("create_device: cpu") {
 }
 
 TEST_CASE("create_device: cuda names are recognized; without a GPU they are unavailable, not a crash") {
-  for (const char* name : {"cuda", "cuda:0", "cuda:12", "cuda-managed", "cuda-managed:1", "cuda:0?graphs=off"}) {
+  for (const char* name :
+       {"cuda", "cuda:0", "cuda:12", "cuda-managed", "cuda-managed:1", "cuda:0?graphs=off"}) {
     INFO(std::string(name));
     auto device = create_device(name);
     if (device.ok()) continue;  // a machine with that GPU (tests/hal_conformance covers it)
     CHECK(device.status().code() == StatusCode::kUnavailable);
     const std::string message = device.status().message();
     INFO(message);
-    CHECK((message.rfind("CUDA backend not built", 0) == 0 || message.rfind("CUDA driver not available", 0) == 0 ||
-           message.rfind("CUDA device ", 0) == 0));
+    CHECK((message.rfind("CUDA backend not built", 0) == 0 ||
+           message.rfind("CUDA driver not available", 0) == 0 || message.rfind("CUDA device ", 0) == 0));
   }
 }
 
 TEST_CASE("create_device: unknown names list the valid ones") {
-  for (const char* name : {"", "gpu", "CPU", "cpu:0", "cuda:", "cuda:x", "cuda0", "cuda-managed:", "cuda:-1"}) {
+  for (const char* name :
+       {"", "gpu", "CPU", "cpu:0", "cuda:", "cuda:x", "cuda0", "cuda-managed:", "cuda:-1"}) {
     INFO("'" << std::string(name) << "'");
     auto device = create_device(name);
     REQUIRE(!device.ok());
@@ -215,7 +217,8 @@ TEST_CASE("import_host: zero copy, imported, release is a no-op") {
   device->release(b);
   CHECK(device->counters().releases == before.releases);
   CHECK(host[0] == 1.0f);  // still ours, still alive
-  CHECK(device->import_host(nullptr, 4, BufferUsage::kExternal).status().code() == StatusCode::kInvalidArgument);
+  CHECK(device->import_host(nullptr, 4, BufferUsage::kExternal).status().code() ==
+        StatusCode::kInvalidArgument);
   CHECK(device->import_host(nullptr, 0, BufferUsage::kExternal).ok());
 }
 
@@ -285,7 +288,8 @@ struct BinaryDispatch {
   ops::OpPlan plan;
   void* operands[3];
   Dispatch dispatch;
-  BinaryDispatch(Device& device, OpId id, const DeviceTensor& a, const DeviceTensor& b, const DeviceTensor& out)
+  BinaryDispatch(Device& device, OpId id, const DeviceTensor& a, const DeviceTensor& b,
+                 const DeviceTensor& out)
       : operands{a.buffer.host_ptr, b.buffer.host_ptr, out.buffer.host_ptr} {
     const TensorType in[2] = {a.type(), b.type()};
     const TensorType result[1] = {out.type()};

@@ -34,8 +34,8 @@ int64_t broadcast_source(const std::vector<int64_t>& index, const std::vector<in
 
 using BinaryRef = std::function<double(double, double)>;
 
-std::vector<double> binary_reference(const HostTensor& a, const HostTensor& b, const std::vector<int64_t>& out_dims,
-                                     const BinaryRef& op) {
+std::vector<double> binary_reference(const HostTensor& a, const HostTensor& b,
+                                     const std::vector<int64_t>& out_dims, const BinaryRef& op) {
   std::vector<double> out(static_cast<size_t>(product(out_dims)));
   for (int64_t i = 0; i < static_cast<int64_t>(out.size()); ++i) {
     const auto index = unravel(i, out_dims);
@@ -245,8 +245,8 @@ TEST_CASE("sigmoid, silu and exp stay finite or saturate cleanly at extremes") {
 // --- in place: the output is the storage of an input ---
 
 // Output 0 written into input `aliased`'s bytes (its type is `result`'s).
-Status run_aliased(OpId id, std::vector<HostTensor*> inputs, int aliased, const std::vector<int64_t>& result_dims,
-                   std::vector<int64_t> params = {}) {
+Status run_aliased(OpId id, std::vector<HostTensor*> inputs, int aliased,
+                   const std::vector<int64_t>& result_dims, std::vector<int64_t> params = {}) {
   HostTensor result(DType::kF32, result_dims);
   return run_op(id, inputs, {&result}, params, aliased);
 }

@@ -75,7 +75,9 @@ std::pair<std::vector<int64_t>, std::vector<double>> reduce_reference(const Host
     axes.resize(x.dims.size());
     std::iota(axes.begin(), axes.end(), 0);
   }
-  auto reduced = [&](size_t d) { return std::find(axes.begin(), axes.end(), static_cast<int64_t>(d)) != axes.end(); };
+  auto reduced = [&](size_t d) {
+    return std::find(axes.begin(), axes.end(), static_cast<int64_t>(d)) != axes.end();
+  };
   std::vector<int64_t> kept_dims, out_dims;
   int64_t reduced_count = 1;
   for (size_t d = 0; d < x.dims.size(); ++d) {
@@ -104,8 +106,8 @@ std::pair<std::vector<int64_t>, std::vector<double>> reduce_reference(const Host
 
 void check_reduce(const std::vector<int64_t>& dims, bool keepdims, const std::vector<int64_t>& axes) {
   for (bool mean : {false, true}) {
-    INFO(std::string(mean ? "reduce_mean " : "reduce_sum ") << dims_string(dims) << " keepdims " << keepdims << " axes "
-                                                 << dims_string(axes));
+    INFO(std::string(mean ? "reduce_mean " : "reduce_sum ")
+         << dims_string(dims) << " keepdims " << keepdims << " axes " << dims_string(axes));
     HostTensor x = random_f32(dims, 51);
     auto [out_dims, want] = reduce_reference(x, keepdims, axes, mean);
     HostTensor out(DType::kF32, out_dims);

@@ -7,7 +7,8 @@ namespace {
 using ops::OpId;
 
 // numpy.matmul reference: returns the result dims and values.
-std::pair<std::vector<int64_t>, std::vector<double>> matmul_reference(const HostTensor& a, const HostTensor& b) {
+std::pair<std::vector<int64_t>, std::vector<double>> matmul_reference(const HostTensor& a,
+                                                                      const HostTensor& b) {
   std::vector<int64_t> ad = a.dims, bd = b.dims;
   const bool a_vector = ad.size() == 1, b_vector = bd.size() == 1;
   if (a_vector) ad.insert(ad.begin(), 1);

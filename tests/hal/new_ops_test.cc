@@ -69,7 +69,8 @@ void check_untouched(const HostTensor& t, uint8_t byte) {
 // ---- split ----------------------------------------------------------------------
 
 void check_split(DType dtype, const Dims& dims, int64_t axis, const Dims& sizes) {
-  INFO("split " << std::string(dtype_name(dtype)) << dims_string(dims) << " axis " << axis << " sizes " << dims_string(sizes));
+  INFO("split " << std::string(dtype_name(dtype)) << dims_string(dims) << " axis " << axis << " sizes "
+                << dims_string(sizes));
   const HostTensor x = iota_bytes(dtype, dims);
   std::vector<HostTensor> outs;
   for (int64_t s : sizes) {
@@ -112,8 +113,8 @@ TEST_CASE("split: several outputs of every element size") {
   check_split(DType::kBool, {5}, 0, {2, 3});
   check_split(DType::kI32, {2, 3, 4, 5}, 3, {1, 1, 1, 1, 1});
   check_split(DType::kI32, {2, 3, 4, 5}, 2, {3, 1});
-  check_split(DType::kI64, {3, 1, 4}, 1, {1});  // one part: a copy
-  check_split(DType::kF32, {0, 4}, 1, {1, 3});  // empty input
+  check_split(DType::kI64, {3, 1, 4}, 1, {1});                    // one part: a copy
+  check_split(DType::kF32, {0, 4}, 1, {1, 3});                    // empty input
   check_split(DType::kF16, {2, 1, 2, 1, 2, 1, 2, 3}, 7, {2, 1});  // rank 8
 }
 
@@ -123,9 +124,12 @@ TEST_CASE("split: several outputs of every element size") {
 double half_value(uint16_t h) {
   const int exponent = (h >> 10) & 0x1f, mantissa = h & 0x3ff;
   double v;
-  if (exponent == 0x1f) v = mantissa ? std::numeric_limits<double>::quiet_NaN() : std::numeric_limits<double>::infinity();
-  else if (exponent == 0) v = std::ldexp(mantissa, -24);
-  else v = std::ldexp(1024 + mantissa, exponent - 25);
+  if (exponent == 0x1f)
+    v = mantissa ? std::numeric_limits<double>::quiet_NaN() : std::numeric_limits<double>::infinity();
+  else if (exponent == 0)
+    v = std::ldexp(mantissa, -24);
+  else
+    v = std::ldexp(1024 + mantissa, exponent - 25);
   return (h & 0x8000) ? -v : v;
 }
 
@@ -133,8 +137,8 @@ double half_value(uint16_t h) {
 uint16_t half_bits(double v) {
   const uint16_t sign = std::signbit(v) ? 0x8000 : 0;
   const double a = std::fabs(v);
-  if (a >= 65520.0) return sign | 0x7c00;  // 65520 is the tie between 65504 and 2^16
-  if (a < std::ldexp(1.0, -14)) {           // subnormal: multiples of 2^-24
+  if (a >= 65520.0) return sign | 0x7c00;                // 65520 is the tie between 65504 and 2^16
+  if (a < std::ldexp(1.0, -14)) {                        // subnormal: multiples of 2^-24
     const double m = std::nearbyint(std::ldexp(a, 24));  // 1024 is the smallest normal, 0x0400
     return static_cast<uint16_t>(sign | static_cast<uint16_t>(m));
   }
@@ -184,13 +188,70 @@ struct Source {
 
 Source f32_source() {
   const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
-  const std::vector<double> list = {
-      0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 1.5, -1.5, 2.5, -2.5, 2.7, -2.7, 0.999, -0.999, 0.1, -1e-3, 127.9, 128.0,
-      200.5, 254.99, 255.0, 255.5, 256.0, 257.0, 300.0, -300.0, 2049.0, 2051.0, 65504.0, 65519.0, 65520.0, -65520.0,
-      65536.0, 1e5, -1e5, 2147483520.0, 2147483648.0, -2147483648.0, -2147483904.0, 3e9, -3e9, 4294967296.0,
-      9.2e18, 9.3e18, -9.2e18, -9.3e18, 1e19, 1e30, -1e30, inf, -inf, nan, -nan, std::ldexp(1.0, -24),
-      std::ldexp(1.0, -25), std::ldexp(3.0, -25), std::ldexp(1.0, -14), std::ldexp(1.0, -14) - std::ldexp(1.0, -24),
-      1.0 + std::ldexp(1.0, -11), 1.0 + std::ldexp(3.0, -11), 1e-8, 1e-40, 1.0 / 3.0, 16777217.0};
+  const std::vector<double> list = {0.0,
+                                    -0.0,
+                                    1.0,
+                                    -1.0,
+                                    0.5,
+                                    -0.5,
+                                    1.5,
+                                    -1.5,
+                                    2.5,
+                                    -2.5,
+                                    2.7,
+                                    -2.7,
+                                    0.999,
+                                    -0.999,
+                                    0.1,
+                                    -1e-3,
+                                    127.9,
+                                    128.0,
+                                    200.5,
+                                    254.99,
+                                    255.0,
+                                    255.5,
+                                    256.0,
+                                    257.0,
+                                    300.0,
+                                    -300.0,
+                                    2049.0,
+                                    2051.0,
+                                    65504.0,
+                                    65519.0,
+                                    65520.0,
+                                    -65520.0,
+                                    65536.0,
+                                    1e5,
+                                    -1e5,
+                                    2147483520.0,
+                                    2147483648.0,
+                                    -2147483648.0,
+                                    -2147483904.0,
+                                    3e9,
+                                    -3e9,
+                                    4294967296.0,
+                                    9.2e18,
+                                    9.3e18,
+                                    -9.2e18,
+                                    -9.3e18,
+                                    1e19,
+                                    1e30,
+                                    -1e30,
+                                    inf,
+                                    -inf,
+                                    nan,
+                                    -nan,
+                                    std::ldexp(1.0, -24),
+                                    std::ldexp(1.0, -25),
+                                    std::ldexp(3.0, -25),
+                                    std::ldexp(1.0, -14),
+                                    std::ldexp(1.0, -14) - std::ldexp(1.0, -24),
+                                    1.0 + std::ldexp(1.0, -11),
+                                    1.0 + std::ldexp(3.0, -11),
+                                    1e-8,
+                                    1e-40,
+                                    1.0 / 3.0,
+                                    16777217.0};
   Source s{HostTensor(DType::kF32, {static_cast<int64_t>(list.size())}), {}};
   for (size_t k = 0; k < list.size(); ++k) {
     s.tensor.at(static_cast<int64_t>(k)) = static_cast<float>(list[k]);
@@ -219,13 +280,21 @@ Source int_source(DType dtype) {
   } else if (dtype == DType::kBool) {
     list = {0, 1, 1, 0, 0, 1};
   } else {
-    list = {0, 1, -1, 2, 127, 128, 255, 256, 257, 300, -129, -256, 2049, 2051, 65504, 65519, 65520, -65520,
-            16777217, 123456789, kI32Max, kI32Min, kI32Min + 1};
+    list = {0,    1,    -1,    2,     127,   128,    255,      256,       257,     300,     -129,       -256,
+            2049, 2051, 65504, 65519, 65520, -65520, 16777217, 123456789, kI32Max, kI32Min, kI32Min + 1};
     if (dtype == DType::kI64) {
-      const std::vector<int64_t> wide = {int64_t{1} << 31,          -(int64_t{1} << 31) - 1, int64_t{1} << 32,
-                                         (int64_t{1} << 32) + 5,    -(int64_t{1} << 32) - 1, 4294967295,
-                                         (int64_t{1} << 40) + 255,  (int64_t{1} << 53) + 1,  kI64Max,
-                                         kI64Min,                   kI64Min + 1,             -(int64_t{1} << 62)};
+      const std::vector<int64_t> wide = {int64_t{1} << 31,
+                                         -(int64_t{1} << 31) - 1,
+                                         int64_t{1} << 32,
+                                         (int64_t{1} << 32) + 5,
+                                         -(int64_t{1} << 32) - 1,
+                                         4294967295,
+                                         (int64_t{1} << 40) + 255,
+                                         (int64_t{1} << 53) + 1,
+                                         kI64Max,
+                                         kI64Min,
+                                         kI64Min + 1,
+                                         -(int64_t{1} << 62)};
       list.insert(list.end(), wide.begin(), wide.end());
     }
   }
@@ -238,8 +307,12 @@ Source int_source(DType dtype) {
         std::memcpy(&s.tensor.bytes[4 * k], &x, 4);
         break;
       }
-      case DType::kI64: std::memcpy(&s.tensor.bytes[8 * k], &v, 8); break;
-      default: s.tensor.bytes[k] = static_cast<uint8_t>(v); break;  // u8, bool
+      case DType::kI64:
+        std::memcpy(&s.tensor.bytes[8 * k], &v, 8);
+        break;
+      default:
+        s.tensor.bytes[k] = static_cast<uint8_t>(v);
+        break;  // u8, bool
     }
     s.values.push_back({false, 0.0, v});
   }
@@ -280,11 +353,17 @@ std::vector<uint8_t> cast_reference(const Value& v, DType to) {
     case DType::kF16:
       if (nan) return {};
       return as_bytes(half_bits(v.is_float ? v.f : static_cast<double>(v.i)));
-    case DType::kI32: return as_bytes(int_reference<int32_t>(v));
-    case DType::kI64: return as_bytes(int_reference<int64_t>(v));
-    case DType::kU8: return as_bytes(int_reference<uint8_t>(v));
-    case DType::kBool: return {static_cast<uint8_t>(v.is_float ? v.f != 0.0 : v.i != 0)};  // NaN != 0
-    default: FAIL("not castable"); return {};
+    case DType::kI32:
+      return as_bytes(int_reference<int32_t>(v));
+    case DType::kI64:
+      return as_bytes(int_reference<int64_t>(v));
+    case DType::kU8:
+      return as_bytes(int_reference<uint8_t>(v));
+    case DType::kBool:
+      return {static_cast<uint8_t>(v.is_float ? v.f != 0.0 : v.i != 0)};  // NaN != 0
+    default:
+      FAIL("not castable");
+      return {};
   }
 }
 
@@ -320,9 +399,9 @@ TEST_CASE("cast: every pair of f32/f16/i32/i64/bool/u8 against the reference") {
         const bool ok = want.empty() ? is_nan_bytes(got, to) : got == want;
         if (!ok) {
           ++failures;
-          INFO("element " << i << " = " << (v.is_float ? std::to_string(v.f) : std::to_string(v.i)) << " (source "
-                          << hex(element_bytes(src.tensor, i)) << "): got " << hex(got) << ", want "
-                          << (want.empty() ? std::string("NaN") : hex(want)));
+          INFO("element " << i << " = " << (v.is_float ? std::to_string(v.f) : std::to_string(v.i))
+                          << " (source " << hex(element_bytes(src.tensor, i)) << "): got " << hex(got)
+                          << ", want " << (want.empty() ? std::string("NaN") : hex(want)));
           CHECK(ok);
         }
       }
@@ -352,24 +431,29 @@ std::vector<T> values_of(const HostTensor& t) {
 
 TEST_CASE("cast: spelled-out cases (truncation, saturation, NaN, wrapping, f16 bits)") {
   const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
-  const HostTensor f = f32_tensor({nan, inf, -inf, 3e9f, -3e9f, 2.9f, -2.9f, -0.5f, 255.9f, 256.0f, -1.0f, 1e-40f});
+  const HostTensor f =
+      f32_tensor({nan, inf, -inf, 3e9f, -3e9f, 2.9f, -2.9f, -0.5f, 255.9f, 256.0f, -1.0f, 1e-40f});
   CHECK(values_of<int32_t>(cast_to(f, DType::kI32)) ==
         std::vector<int32_t>{0, INT32_MAX, INT32_MIN, INT32_MAX, INT32_MIN, 2, -2, 0, 255, 256, -1, 0});
   CHECK(values_of<int64_t>(cast_to(f, DType::kI64)) ==
         std::vector<int64_t>{0, kI64Max, kI64Min, 3000000000, -3000000000, 2, -2, 0, 255, 256, -1, 0});
   CHECK(values_of<uint8_t>(cast_to(f, DType::kU8)) ==
         std::vector<uint8_t>{0, 255, 0, 255, 0, 2, 0, 0, 255, 255, 0, 0});
-  CHECK(values_of<uint8_t>(cast_to(f, DType::kBool)) == std::vector<uint8_t>{1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1});
+  CHECK(values_of<uint8_t>(cast_to(f, DType::kBool)) ==
+        std::vector<uint8_t>{1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1});
 
-  const HostTensor h = f32_tensor({1.0f, 65504.0f, 65520.0f, 0x1p-24f, -0.0f, 65519.0f, 0x1p-25f, 1e9f, -1e9f, 0.1f});
-  CHECK(values_of<uint16_t>(cast_to(h, DType::kF16)) ==
-        std::vector<uint16_t>{0x3c00, 0x7bff, 0x7c00, 0x0001, 0x8000, 0x7bff, 0x0000, 0x7c00, 0xfc00, 0x2e66});
+  const HostTensor h =
+      f32_tensor({1.0f, 65504.0f, 65520.0f, 0x1p-24f, -0.0f, 65519.0f, 0x1p-25f, 1e9f, -1e9f, 0.1f});
+  CHECK(values_of<uint16_t>(cast_to(h, DType::kF16)) == std::vector<uint16_t>{0x3c00, 0x7bff, 0x7c00, 0x0001,
+                                                                              0x8000, 0x7bff, 0x0000, 0x7c00,
+                                                                              0xfc00, 0x2e66});
   const uint16_t h_nan = values_of<uint16_t>(cast_to(f32_tensor({nan}), DType::kF16))[0];
   CHECK((h_nan & 0x7c00) == 0x7c00);
   CHECK((h_nan & 0x3ff) != 0);
 
   HostTensor ints(DType::kI64, {6});
-  const std::vector<int64_t> iv = {(int64_t{1} << 32) + 5, int64_t{1} << 31, -(int64_t{1} << 31) - 1, -1, 300, 256};
+  const std::vector<int64_t> iv = {
+      (int64_t{1} << 32) + 5, int64_t{1} << 31, -(int64_t{1} << 31) - 1, -1, 300, 256};
   std::memcpy(ints.bytes.data(), iv.data(), 48);
   CHECK(values_of<int32_t>(cast_to(ints, DType::kI32)) ==
         std::vector<int32_t>{5, INT32_MIN, INT32_MAX, -1, 300, 256});
@@ -381,7 +465,8 @@ TEST_CASE("cast: spelled-out cases (truncation, saturation, NaN, wrapping, f16 b
   HostTensor halves(DType::kF16, {6});
   const std::vector<uint16_t> hv = {0x3e00, 0xbe00, 0x7c00, 0x7e00, 0x8000, 0x5bfc};
   std::memcpy(halves.bytes.data(), hv.data(), 12);
-  CHECK(values_of<int32_t>(cast_to(halves, DType::kI32)) == std::vector<int32_t>{1, -1, INT32_MAX, 0, 0, 255});
+  CHECK(values_of<int32_t>(cast_to(halves, DType::kI32)) ==
+        std::vector<int32_t>{1, -1, INT32_MAX, 0, 0, 255});
   CHECK(values_of<uint8_t>(cast_to(halves, DType::kBool)) == std::vector<uint8_t>{1, 1, 1, 1, 0, 1});
   const std::vector<float> hf = values_of<float>(cast_to(halves, DType::kF32));
   CHECK(hf[0] == 1.5f);
@@ -398,7 +483,8 @@ TEST_CASE("cast: any non-zero bool byte reads as true; a shape of any rank") {
   CHECK(values_of<int64_t>(cast_to(b, DType::kI64)) == std::vector<int64_t>{0, 1, 1, 1, 1, 0});
   CHECK(values_of<uint8_t>(cast_to(b, DType::kU8)) == std::vector<uint8_t>{0, 1, 1, 1, 1, 0});
   CHECK(values_of<uint8_t>(cast_to(b, DType::kBool)) == std::vector<uint8_t>{0, 1, 1, 1, 1, 0});
-  CHECK(values_of<uint16_t>(cast_to(b, DType::kF16)) == std::vector<uint16_t>{0, 0x3c00, 0x3c00, 0x3c00, 0x3c00, 0});
+  CHECK(values_of<uint16_t>(cast_to(b, DType::kF16)) ==
+        std::vector<uint16_t>{0, 0x3c00, 0x3c00, 0x3c00, 0x3c00, 0});
   // a scalar and an empty tensor
   HostTensor s(DType::kI32, {});
   const int32_t seven = -7;
@@ -419,15 +505,15 @@ HostTensor mask(const Dims& dims, uint32_t seed) {
   return m;
 }
 
-void check_where(DType dtype, const Dims& c_dims, const Dims& x_dims, const Dims& y_dims, const Dims& out_dims,
-                 uint32_t seed = 1) {
-  INFO("where " << std::string(dtype_name(dtype)) << " cond " << dims_string(c_dims) << " x " << dims_string(x_dims) << " y "
-                << dims_string(y_dims));
+void check_where(DType dtype, const Dims& c_dims, const Dims& x_dims, const Dims& y_dims,
+                 const Dims& out_dims, uint32_t seed = 1) {
+  INFO("where " << std::string(dtype_name(dtype)) << " cond " << dims_string(c_dims) << " x "
+                << dims_string(x_dims) << " y " << dims_string(y_dims));
   HostTensor cond = mask(c_dims, seed);
   HostTensor x = iota_bytes(dtype, x_dims);
   HostTensor y = iota_bytes(dtype, y_dims);
   for (uint8_t& b : y.bytes) b ^= 0x5a;  // x and y differ everywhere
-  for (HostTensor* t : {&cond, &x, &y})    // empty operands get readable bytes behind them
+  for (HostTensor* t : {&cond, &x, &y})  // empty operands get readable bytes behind them
     if (t->count() == 0) fill_sentinel(*t, 0x33);
   HostTensor out(dtype, out_dims);
   fill_sentinel(out, 0xEE);
@@ -437,8 +523,8 @@ void check_where(DType dtype, const Dims& c_dims, const Dims& x_dims, const Dims
   for (int64_t i = 0; i < out.count(); ++i) {
     const Dims index = unravel(i, out_dims);
     const bool c = cond.bytes[static_cast<size_t>(broadcast_offset(index, c_dims))] != 0;
-    const std::vector<uint8_t> want =
-        c ? element_bytes(x, broadcast_offset(index, x_dims)) : element_bytes(y, broadcast_offset(index, y_dims));
+    const std::vector<uint8_t> want = c ? element_bytes(x, broadcast_offset(index, x_dims))
+                                        : element_bytes(y, broadcast_offset(index, y_dims));
     INFO("element " << i);
     REQUIRE(element_bytes(out, i) == want);
   }
@@ -457,9 +543,9 @@ TEST_CASE("where: equal shapes, every element size") {
 TEST_CASE("where: broadcasting of all three operands") {
   for (DType dtype : {DType::kF32, DType::kU8, DType::kF16, DType::kI64, DType::kBool, DType::kI32})
     check_where(dtype, {2, 1, 4}, {3, 1}, {1, 3, 4}, {2, 3, 4}, 7);
-  check_where(DType::kF32, {}, {5}, {5}, {5}, 3);      // scalar condition (one seed gives true, one false)
+  check_where(DType::kF32, {}, {5}, {5}, {5}, 3);  // scalar condition (one seed gives true, one false)
   check_where(DType::kF32, {}, {5}, {5}, {5}, 4);
-  check_where(DType::kF32, {5}, {}, {}, {5});          // scalar x and y
+  check_where(DType::kF32, {5}, {}, {}, {5});  // scalar x and y
   check_where(DType::kF32, {5}, {}, {5}, {5});
   check_where(DType::kI64, {3, 1, 1, 2}, {1, 4, 1, 1}, {1, 1, 5, 1}, {3, 4, 5, 2});
   check_where(DType::kF16, {6, 1}, {1, 7}, {6, 7}, {6, 7});
@@ -502,8 +588,9 @@ HostTensor index_tensor(DType dtype, const Dims& dims, const std::vector<int64_t
 
 void check_gather(DType dtype, const Dims& data_dims, int64_t axis, DType index_dtype, const Dims& index_dims,
                   const std::vector<int64_t>& indices, const Dims& out_dims) {
-  INFO("gather " << std::string(dtype_name(dtype)) << dims_string(data_dims) << " axis " << axis << " indices "
-                 << std::string(dtype_name(index_dtype)) << dims_string(index_dims) << " " << dims_string(indices));
+  INFO("gather " << std::string(dtype_name(dtype)) << dims_string(data_dims) << " axis " << axis
+                 << " indices " << std::string(dtype_name(index_dtype)) << dims_string(index_dims) << " "
+                 << dims_string(indices));
   HostTensor data = iota_bytes(dtype, data_dims);
   HostTensor idx = index_tensor(index_dtype, index_dims, indices);
   if (data.count() == 0) fill_sentinel(data, 0x33);
@@ -538,7 +625,7 @@ TEST_CASE("gather: rows (axis 0), inner axes, i32 and i64 indices, negative indi
   check_gather(DType::kU8, {2, 3, 7}, 2, DType::kI32, {}, {-2}, {2, 3});  // scalar index drops the axis
   check_gather(DType::kI64, {2, 3, 7}, 2, DType::kI64, {3}, {6, 0, -7}, {2, 3, 3});
   check_gather(DType::kBool, {4}, 0, DType::kI32, {6}, {0, 1, 2, 3, -4, -1}, {6});
-  check_gather(DType::kF32, {3, 4}, 1, DType::kI32, {0}, {}, {3, 0});  // no indices
+  check_gather(DType::kF32, {3, 4}, 1, DType::kI32, {0}, {}, {3, 0});       // no indices
   check_gather(DType::kF32, {0, 4}, 1, DType::kI64, {2}, {1, -1}, {0, 2});  // no rows
 }
 
@@ -603,8 +690,9 @@ struct SliceArgs {
 };
 
 void check_slice(DType dtype, const Dims& dims, const SliceArgs& a, const Dims& want_dims) {
-  INFO("slice " << std::string(dtype_name(dtype)) << dims_string(dims) << " starts " << dims_string(a.starts) << " ends "
-                << dims_string(a.ends) << " axes " << dims_string(a.axes) << " steps " << dims_string(a.steps));
+  INFO("slice " << std::string(dtype_name(dtype)) << dims_string(dims) << " starts " << dims_string(a.starts)
+                << " ends " << dims_string(a.ends) << " axes " << dims_string(a.axes) << " steps "
+                << dims_string(a.steps));
   ops::AttrMap attrs;
   if (!a.starts.empty() || !a.ends.empty()) {
     attrs["starts"] = int_list(a.starts);
@@ -629,7 +717,8 @@ void check_slice(DType dtype, const Dims& dims, const SliceArgs& a, const Dims& 
     int64_t axis = a.axes.empty() ? static_cast<int64_t>(k) : a.axes[k];
     if (axis < 0) axis += static_cast<int64_t>(dims.size());
     const int64_t step = a.steps.empty() ? 1 : a.steps[k];
-    taken[static_cast<size_t>(axis)] = onnx_indices(dims[static_cast<size_t>(axis)], a.starts[k], a.ends[k], step);
+    taken[static_cast<size_t>(axis)] =
+        onnx_indices(dims[static_cast<size_t>(axis)], a.starts[k], a.ends[k], step);
   }
   for (size_t d = 0; d < dims.size(); ++d) REQUIRE(static_cast<int64_t>(taken[d].size()) == want_dims[d]);
 
@@ -652,8 +741,8 @@ void check_slice(DType dtype, const Dims& dims, const SliceArgs& a, const Dims& 
 TEST_CASE("slice: ONNX attributes lowered, then run") {
   const Dims d = {6, 7, 5};
   check_slice(DType::kI32, d, {{1, -2}, {5, kI64Max}, {0, 2}, {}}, {4, 7, 2});
-  check_slice(DType::kI32, d, {{-1}, {kI64Min}, {1}, {-2}}, {6, 4, 5});                // 6, 4, 2, 0
-  check_slice(DType::kF32, d, {{4, 6}, {0, -100}, {0, 1}, {-1, -3}}, {4, 3, 5});       // 4..1; 6, 3, 0
+  check_slice(DType::kI32, d, {{-1}, {kI64Min}, {1}, {-2}}, {6, 4, 5});           // 6, 4, 2, 0
+  check_slice(DType::kF32, d, {{4, 6}, {0, -100}, {0, 1}, {-1, -3}}, {4, 3, 5});  // 4..1; 6, 3, 0
   check_slice(DType::kU8, d, {{5, -1, 0}, {-7, 0, 5}, {-3, -2, -1}, {-2, -1, 2}}, {3, 6, 3});
   check_slice(DType::kF16, d, {{2}, {kI64Max}, {1}, {10}}, {6, 1, 5});                 // step past the end
   check_slice(DType::kI64, d, {{kI64Min}, {kI64Max}, {2}, {}}, {6, 7, 5});             // everything
@@ -690,9 +779,9 @@ struct Conv {
 
 // The direct definition: out[n,k,oy,ox] = bias[k] + sum over (c, ky, kx) of the
 // group's input channels, zero outside the image.
-std::vector<double> conv_reference(const HostTensor& x, const HostTensor& w, const HostTensor* bias, int64_t sh,
-                                   int64_t sw, int64_t pt, int64_t pl, int64_t dh, int64_t dw, int64_t groups,
-                                   int64_t oh, int64_t ow) {
+std::vector<double> conv_reference(const HostTensor& x, const HostTensor& w, const HostTensor* bias,
+                                   int64_t sh, int64_t sw, int64_t pt, int64_t pl, int64_t dh, int64_t dw,
+                                   int64_t groups, int64_t oh, int64_t ow) {
   const int64_t N = x.dims[0], C = x.dims[1], H = x.dims[2], W = x.dims[3];
   const int64_t K = w.dims[0], CG = w.dims[1], KH = w.dims[2], KW = w.dims[3];
   const int64_t KG = K / groups;
@@ -718,7 +807,8 @@ std::vector<double> conv_reference(const HostTensor& x, const HostTensor& w, con
 }
 
 void check_conv(const Conv& c, uint32_t seed) {
-  INFO("conv2d " << c.name << ": x " << dims_string(c.x) << " w " << dims_string(c.w) << (c.bias ? " bias" : ""));
+  INFO("conv2d " << c.name << ": x " << dims_string(c.x) << " w " << dims_string(c.w)
+                 << (c.bias ? " bias" : ""));
   HostTensor x = random_f32(c.x, seed), w = random_f32(c.w, seed + 1), b = random_f32({c.w[0]}, seed + 2);
   ops::AttrMap attrs;
   if (!c.strides.empty()) attrs["strides"] = int_list(c.strides);
@@ -743,7 +833,8 @@ void check_conv(const Conv& c, uint32_t seed) {
   if (c.bias) inputs.push_back(&b);
   Status status = run_kernel(OpId::kConv2d, inputs, out, p);
   REQUIRE_MESSAGE(status.ok(), status.to_string());
-  check_close(out, conv_reference(x, w, c.bias ? &b : nullptr, p[0], p[1], p[2], p[3], p[6], p[7], p[8], oh, ow),
+  check_close(out,
+              conv_reference(x, w, c.bias ? &b : nullptr, p[0], p[1], p[2], p[3], p[6], p[7], p[8], oh, ow),
               1e-4, 1e-5);
 }
 
@@ -754,7 +845,14 @@ TEST_CASE("conv2d: against the direct 7-loop definition") {
       {"3x3 unpadded", {1, 2, 7, 6}, {3, 2, 3, 3}, false, {}, {}, {}, 1},
       {"strided 2x3, asymmetric pads", {2, 2, 9, 7}, {3, 2, 3, 3}, false, {2, 3}, {1, 0, 2, 1}, {}, 1},
       {"dilated 2, pad 2", {1, 2, 10, 10}, {2, 2, 3, 3}, true, {}, {2}, {2}, 1},
-      {"dilated 1x3, strided 2x1, 2x3 kernel", {2, 3, 11, 9}, {4, 3, 2, 3}, true, {2, 1}, {0, 2, 1, 2}, {1, 3}, 1},
+      {"dilated 1x3, strided 2x1, 2x3 kernel",
+       {2, 3, 11, 9},
+       {4, 3, 2, 3},
+       true,
+       {2, 1},
+       {0, 2, 1, 2},
+       {1, 3},
+       1},
       {"grouped 2", {2, 4, 6, 6}, {6, 2, 3, 3}, true, {}, {1}, {}, 2},
       {"grouped 3, strided, no bias", {1, 6, 9, 8}, {3, 2, 3, 3}, false, {2}, {1}, {}, 3},
       {"depthwise", {1, 5, 7, 7}, {5, 1, 3, 3}, true, {}, {1}, {}, 5},

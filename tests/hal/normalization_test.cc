@@ -15,9 +15,11 @@ std::vector<double> softmax_reference(const HostTensor& x, int64_t axis) {
     const auto index = unravel(i, x.dims);
     const int64_t row_start = i - index[axis] * strides[axis];
     double max_value = -INFINITY;
-    for (int64_t j = 0; j < x.dims[axis]; ++j) max_value = std::max<double>(max_value, x.at(row_start + j * strides[axis]));
+    for (int64_t j = 0; j < x.dims[axis]; ++j)
+      max_value = std::max<double>(max_value, x.at(row_start + j * strides[axis]));
     double sum = 0;
-    for (int64_t j = 0; j < x.dims[axis]; ++j) sum += std::exp(x.at(row_start + j * strides[axis]) - max_value);
+    for (int64_t j = 0; j < x.dims[axis]; ++j)
+      sum += std::exp(x.at(row_start + j * strides[axis]) - max_value);
     out[i] = std::exp(x.at(i) - max_value) / sum;
   }
   return out;
@@ -92,7 +94,8 @@ void check_layernorm(const std::vector<int64_t>& dims, int64_t axis, double epsi
   const std::vector<int64_t> norm_dims(dims.begin() + axis, dims.end());
   HostTensor gamma = random_f32(norm_dims, 42, 0.5f, 1.5f), beta = random_f32(norm_dims, 43);
   HostTensor out(DType::kF32, dims);
-  REQUIRE(run_kernel(OpId::kLayernorm, {&x, &gamma, &beta}, out, {axis, std::bit_cast<int64_t>(epsilon)}).ok());
+  REQUIRE(
+      run_kernel(OpId::kLayernorm, {&x, &gamma, &beta}, out, {axis, std::bit_cast<int64_t>(epsilon)}).ok());
   check_close(out, layernorm_reference(x, gamma, beta, axis, epsilon), 1e-5, 1e-5);
 }
 
@@ -106,7 +109,8 @@ TEST_CASE("layernorm: axis 0 normalizes everything; epsilon is read from the par
   check_layernorm({4, 5}, 0, 1e-5);
   check_layernorm({4, 5}, 1, 0.5);
   // A constant row: the variance is zero, so epsilon alone sets the scale.
-  HostTensor x(DType::kF32, {1, 4}), gamma(DType::kF32, {4}), beta(DType::kF32, {4}), out(DType::kF32, {1, 4});
+  HostTensor x(DType::kF32, {1, 4}), gamma(DType::kF32, {4}), beta(DType::kF32, {4}),
+      out(DType::kF32, {1, 4});
   for (int i = 0; i < 4; ++i) {
     x.at(i) = 3.0f;
     gamma.at(i) = 1.0f;
@@ -122,7 +126,8 @@ TEST_CASE("layernorm: in place and zero rows") {
   REQUIRE(run_kernel(OpId::kLayernorm, {&x, &gamma, &beta}, x, {1, std::bit_cast<int64_t>(1e-5)}).ok());
   check_close(x, want, 1e-5, 1e-5);
 
-  HostTensor empty(DType::kF32, {0, 4}), g(DType::kF32, {4}), b(DType::kF32, {4}), empty_out(DType::kF32, {0, 4});
+  HostTensor empty(DType::kF32, {0, 4}), g(DType::kF32, {4}), b(DType::kF32, {4}),
+      empty_out(DType::kF32, {0, 4});
   CHECK(run_kernel(OpId::kLayernorm, {&empty, &g, &b}, empty_out, {1, std::bit_cast<int64_t>(1e-5)}).ok());
 }
 

@@ -463,7 +463,8 @@ HEXIR_CONFORMANCE("dispatch errors: null handle, failure index in a sequence") {
   REQUIRE(device.write(ba, 0, a.bytes.data(), 16).ok());
   REQUIRE(device.fill(bo, 0, 16, "\0\0\0\0", 4).ok());
   const hexir::TensorType t{DType::kF32, {4}};
-  const hexir::ops::OpPlan plan = hexir::ops::plan_op(hexir::ops::OpId::kNeg, std::span(&t, 1), std::span(&t, 1), {}).value();
+  const hexir::ops::OpPlan plan =
+      hexir::ops::plan_op(hexir::ops::OpId::kNeg, std::span(&t, 1), std::span(&t, 1), {}).value();
   void* ops[2] = {address(ba), address(bo)};
   Dispatch good;
   good.kernel = *device.resolve_kernel({hexir::ops::OpId::kNeg, DType::kF32, DType::kF32});

@@ -8,8 +8,8 @@
 #pragma once
 
 #include <bit>
-#include <cstring>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
@@ -103,8 +103,7 @@ inline std::vector<KernelCase> kernel_cases() {
   using testing::iota_bytes;
   using testing::random_f32;
   std::vector<KernelCase> cases;
-  const OpId binaries[] = {OpId::kAdd, OpId::kSub,     OpId::kMul,
-                               OpId::kDiv, OpId::kMaximum, OpId::kMinimum};
+  const OpId binaries[] = {OpId::kAdd, OpId::kSub, OpId::kMul, OpId::kDiv, OpId::kMaximum, OpId::kMinimum};
   const char* binary_names[] = {"add", "sub", "mul", "div", "maximum", "minimum"};
   for (int op = 0; op < 6; ++op) {
     const std::string n = binary_names[op];
@@ -127,7 +126,7 @@ inline std::vector<KernelCase> kernel_cases() {
     cases.push_back({n + " in place", id, {random_f32({4, 8}, s + 16), random_f32({8}, s + 17)}, {}, true});
   }
   const OpId unaries[] = {OpId::kRelu, OpId::kSilu, OpId::kSigmoid, OpId::kTanh,
-                              OpId::kExp,  OpId::kSqrt, OpId::kRsqrt,   OpId::kNeg};
+                          OpId::kExp,  OpId::kSqrt, OpId::kRsqrt,   OpId::kNeg};
   const char* unary_names[] = {"relu", "silu", "sigmoid", "tanh", "exp", "sqrt", "rsqrt", "neg"};
   for (int op = 0; op < 8; ++op) {
     const std::string n = unary_names[op];
@@ -135,10 +134,8 @@ inline std::vector<KernelCase> kernel_cases() {
     cases.push_back({n, unaries[op], {with_specials(random_f32({3, 129}, s, -4.0f, 4.0f))}, {}});
     cases.push_back({n + " in place", unaries[op], {random_f32({70}, s + 1, 0.1f, 3.0f)}, {}, true});
   }
-  cases.push_back(
-      {"gelu erf", OpId::kGelu, {with_specials(random_f32({3, 129}, 300, -5.0f, 5.0f))}, {0}});
-  cases.push_back(
-      {"gelu tanh", OpId::kGelu, {with_specials(random_f32({3, 129}, 301, -5.0f, 5.0f))}, {1}});
+  cases.push_back({"gelu erf", OpId::kGelu, {with_specials(random_f32({3, 129}, 300, -5.0f, 5.0f))}, {0}});
+  cases.push_back({"gelu tanh", OpId::kGelu, {with_specials(random_f32({3, 129}, 301, -5.0f, 5.0f))}, {1}});
 
   auto mm = [&](std::string n, std::vector<int64_t> a, std::vector<int64_t> b, uint32_t s) {
     KernelCase c{"matmul " + n, OpId::kMatmul, {random_f32(a, s), random_f32(b, s + 1)}, {}};
@@ -158,8 +155,7 @@ inline std::vector<KernelCase> kernel_cases() {
   mm("64x96x80", {64, 96}, {96, 80}, 418);
 
   auto softmax = [&](std::string n, std::vector<int64_t> dims, int64_t axis, bool in_place, uint32_t s) {
-    cases.push_back(
-        {"softmax " + n, OpId::kSoftmax, {random_f32(dims, s, -3.0f, 3.0f)}, {axis}, in_place});
+    cases.push_back({"softmax " + n, OpId::kSoftmax, {random_f32(dims, s, -3.0f, 3.0f)}, {axis}, in_place});
   };
   softmax("axis 0", {6, 5, 7}, 0, false, 500);
   softmax("axis 1", {6, 5, 7}, 1, false, 501);
@@ -239,7 +235,8 @@ inline std::vector<KernelCase> kernel_cases() {
   };
   exact("split f32 axis 1 into 3", OpId::kSplit, {random_f32({4, 9}, 1100)}, {1, 2, 3, 4});
   exact("split i64 axis 0 into 2", OpId::kSplit, {iota_bytes(DType::kI64, {6, 5})}, {0, 4, 2});
-  exact("split u8 last axis with an empty part", OpId::kSplit, {iota_bytes(DType::kU8, {3, 2, 7})}, {2, 7, 0});
+  exact("split u8 last axis with an empty part", OpId::kSplit, {iota_bytes(DType::kU8, {3, 2, 7})},
+        {2, 7, 0});
   exact("split f16 3-D axis 1", OpId::kSplit, {iota_bytes(DType::kF16, {2, 6, 3})}, {1, 1, 2, 3});
 
   HostTensor values = with_specials(random_f32({3, 17}, 1200, -300.0f, 300.0f));
@@ -262,20 +259,22 @@ inline std::vector<KernelCase> kernel_cases() {
     for (size_t i = 0; i < m.bytes.size(); ++i) m.bytes[i] = static_cast<uint8_t>(((i * 7 + seed) % 3) == 0);
     return m;
   };
-  exact("where f32 same shape", OpId::kWhere, {mask({4, 6}, 1), random_f32({4, 6}, 1300), random_f32({4, 6}, 1301)},
-        {});
-  exact("where f32 broadcast cond row", OpId::kWhere, {mask({6}, 2), random_f32({4, 6}, 1302), random_f32({}, 1303)},
-        {});
+  exact("where f32 same shape", OpId::kWhere,
+        {mask({4, 6}, 1), random_f32({4, 6}, 1300), random_f32({4, 6}, 1301)}, {});
+  exact("where f32 broadcast cond row", OpId::kWhere,
+        {mask({6}, 2), random_f32({4, 6}, 1302), random_f32({}, 1303)}, {});
   exact("where i64 general broadcast", OpId::kWhere,
         {mask({3, 1, 5}, 3), iota_bytes(DType::kI64, {4, 1}), iota_bytes(DType::kI64, {1, 4, 5})}, {});
-  exact("where u8", OpId::kWhere, {mask({2, 9}, 4), iota_bytes(DType::kU8, {2, 9}), iota_bytes(DType::kU8, {9})}, {});
-  exact("where f16", OpId::kWhere, {mask({5, 3}, 5), iota_bytes(DType::kF16, {5, 3}), iota_bytes(DType::kF16, {5, 1})},
-        {});
+  exact("where u8", OpId::kWhere,
+        {mask({2, 9}, 4), iota_bytes(DType::kU8, {2, 9}), iota_bytes(DType::kU8, {9})}, {});
+  exact("where f16", OpId::kWhere,
+        {mask({5, 3}, 5), iota_bytes(DType::kF16, {5, 3}), iota_bytes(DType::kF16, {5, 1})}, {});
 
   auto indices = [](DType dtype, std::vector<int64_t> dims, std::vector<int64_t> values) {
     HostTensor t(dtype, std::move(dims));
     for (size_t i = 0; i < values.size(); ++i) {
-      if (dtype == DType::kI64) std::memcpy(t.bytes.data() + 8 * i, &values[i], 8);
+      if (dtype == DType::kI64)
+        std::memcpy(t.bytes.data() + 8 * i, &values[i], 8);
       else {
         const int32_t v = static_cast<int32_t>(values[i]);
         std::memcpy(t.bytes.data() + 4 * i, &v, 4);
@@ -293,7 +292,8 @@ inline std::vector<KernelCase> kernel_cases() {
   // slice params: per dim [start, step, size]
   exact("slice f32 rows and strided columns", OpId::kSlice, {random_f32({6, 10}, 1500)}, {1, 2, 3, 0, 3, 4});
   exact("slice i64 negative step", OpId::kSlice, {iota_bytes(DType::kI64, {5, 4})}, {4, -1, 5, 3, -2, 2});
-  exact("slice u8 3-D middle", OpId::kSlice, {iota_bytes(DType::kU8, {3, 4, 5})}, {0, 1, 3, 1, 1, 2, 2, 1, 3});
+  exact("slice u8 3-D middle", OpId::kSlice, {iota_bytes(DType::kU8, {3, 4, 5})},
+        {0, 1, 3, 1, 1, 2, 2, 1, 3});
   exact("slice f16 to nothing", OpId::kSlice, {iota_bytes(DType::kF16, {3, 4})}, {0, 1, 3, 0, 1, 0});
 
   auto conv = [&](std::string n, std::vector<int64_t> x, std::vector<int64_t> w, bool bias,

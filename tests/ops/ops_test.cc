@@ -49,10 +49,13 @@ TEST_CASE("catalog: every kernel is found by its name and ids are ordered") {
 }
 
 TEST_CASE("catalog: broadcasting follows numpy") {
-  CHECK(*broadcast_shapes(std::vector<int64_t>{3, 1}, std::vector<int64_t>{1, 4}) == std::vector<int64_t>{3, 4});
+  CHECK(*broadcast_shapes(std::vector<int64_t>{3, 1}, std::vector<int64_t>{1, 4}) ==
+        std::vector<int64_t>{3, 4});
   CHECK(*broadcast_shapes(std::vector<int64_t>{}, std::vector<int64_t>{2, 5}) == std::vector<int64_t>{2, 5});
-  CHECK(*broadcast_shapes(std::vector<int64_t>{2, 1, 5}, std::vector<int64_t>{4, 1}) == std::vector<int64_t>{2, 4, 5});
-  CHECK(*broadcast_shapes(std::vector<int64_t>{0, 4}, std::vector<int64_t>{1, 4}) == std::vector<int64_t>{0, 4});
+  CHECK(*broadcast_shapes(std::vector<int64_t>{2, 1, 5}, std::vector<int64_t>{4, 1}) ==
+        std::vector<int64_t>{2, 4, 5});
+  CHECK(*broadcast_shapes(std::vector<int64_t>{0, 4}, std::vector<int64_t>{1, 4}) ==
+        std::vector<int64_t>{0, 4});
   CHECK_FALSE(broadcast_shapes(std::vector<int64_t>{3}, std::vector<int64_t>{4}).has_value());
   auto r = infer(OpId::kAdd, {f32({2, 3}), f32({4, 3})});
   REQUIRE_FALSE(r.ok());
@@ -62,7 +65,7 @@ TEST_CASE("catalog: broadcasting follows numpy") {
 TEST_CASE("catalog: elementwise kernels need f32 and keep the shape") {
   CHECK(infer(OpId::kRelu, {f32({2, 3})})->dims == std::vector<int64_t>{2, 3});
   CHECK_FALSE(infer(OpId::kRelu, {TensorType{DType::kI32, {2}}}).ok());
-  CHECK_FALSE(infer(OpId::kAdd, {f32({2})}).ok());  // operand count
+  CHECK_FALSE(infer(OpId::kAdd, {f32({2})}).ok());                     // operand count
   CHECK_FALSE(infer(OpId::kRelu, {f32({2})}, {{"axis", i(0)}}).ok());  // no attributes
 }
 
@@ -101,7 +104,8 @@ TEST_CASE("catalog: softmax and concat normalize negative axes") {
 
 TEST_CASE("catalog: layernorm checks gamma and beta against the normalized dims") {
   AttrMap attrs{{"axis", i(1)}, {"epsilon", {1e-3}}};
-  auto p = lower_attributes(OpId::kLayernorm, std::vector{f32({2, 3, 4}), f32({3, 4}), f32({3, 4})}, attrs, {});
+  auto p =
+      lower_attributes(OpId::kLayernorm, std::vector{f32({2, 3, 4}), f32({3, 4}), f32({3, 4})}, attrs, {});
   REQUIRE(p.ok());
   CHECK((*p)[0] == 1);
   CHECK(std::bit_cast<double>((*p)[1]) == doctest::Approx(1e-3));
@@ -115,7 +119,8 @@ TEST_CASE("catalog: layernorm checks gamma and beta against the normalized dims"
 }
 
 TEST_CASE("catalog: transpose perm") {
-  CHECK(infer(OpId::kTranspose, {f32({2, 3, 4})}, {{"perm", list({1, 0, 2})}})->dims == std::vector<int64_t>{3, 2, 4});
+  CHECK(infer(OpId::kTranspose, {f32({2, 3, 4})}, {{"perm", list({1, 0, 2})}})->dims ==
+        std::vector<int64_t>{3, 2, 4});
   CHECK(infer(OpId::kTranspose, {f32({2, 3, 4})})->dims == std::vector<int64_t>{4, 3, 2});
   CHECK(infer(OpId::kTranspose, {TensorType{DType::kU8, {2, 3}}})->dtype == DType::kU8);
   CHECK_FALSE(infer(OpId::kTranspose, {f32({2, 3})}, {{"perm", list({0, 0})}}).ok());
@@ -132,12 +137,14 @@ TEST_CASE("catalog: reshape takes the declared shape and keeps the element count
 }
 
 TEST_CASE("catalog: reductions") {
-  CHECK(infer(OpId::kReduceSum, {f32({2, 3, 4})}, {{"axes", list({-1, 0})}})->dims == std::vector<int64_t>{3});
+  CHECK(infer(OpId::kReduceSum, {f32({2, 3, 4})}, {{"axes", list({-1, 0})}})->dims ==
+        std::vector<int64_t>{3});
   CHECK(infer(OpId::kReduceMean, {f32({2, 3, 4})}, {{"axes", list({1})}, {"keepdims", i(1)}})->dims ==
         std::vector<int64_t>{2, 1, 4});
   CHECK(infer(OpId::kReduceSum, {f32({2, 3})})->dims.empty());
   CHECK_FALSE(infer(OpId::kReduceSum, {f32({2, 3})}, {{"axes", list({1, -1})}}).ok());  // duplicate
-  CHECK_FALSE(infer_result_type(OpId::kReduceSum, std::vector{f32({2, 3})}, std::vector<int64_t>{0, 1, 0}).ok());
+  CHECK_FALSE(
+      infer_result_type(OpId::kReduceSum, std::vector{f32({2, 3})}, std::vector<int64_t>{0, 1, 0}).ok());
   CHECK_FALSE(infer_result_type(OpId::kReduceSum, std::vector{f32({2, 3})}, std::vector<int64_t>{}).ok());
 }
 
@@ -211,7 +218,8 @@ TEST_CASE("catalog: every OpId has one definition whose name round-trips through
     auto found = find_op(def.name);
     REQUIRE(found.has_value());
     CHECK(*found == id);
-    const bool has_lower = def.lower != nullptr, has_infer = def.infer != nullptr, has_plan = def.plan != nullptr;
+    const bool has_lower = def.lower != nullptr, has_infer = def.infer != nullptr,
+               has_plan = def.plan != nullptr;
     CHECK(has_lower);
     CHECK(has_infer);
     CHECK(has_plan != def.is_view);
@@ -222,9 +230,9 @@ TEST_CASE("catalog: every OpId has one definition whose name round-trips through
     CHECK((def.max_inputs < 0 || def.key_input < def.max_inputs));
   }
   CHECK(names.size() == static_cast<size_t>(kOpCount));
-  const std::pair<const char*, OpId> fresh[] = {{"split", OpId::kSplit},   {"cast", OpId::kCast},
-                                                {"where", OpId::kWhere},   {"gather", OpId::kGather},
-                                                {"slice", OpId::kSlice},   {"conv2d", OpId::kConv2d}};
+  const std::pair<const char*, OpId> fresh[] = {{"split", OpId::kSplit}, {"cast", OpId::kCast},
+                                                {"where", OpId::kWhere}, {"gather", OpId::kGather},
+                                                {"slice", OpId::kSlice}, {"conv2d", OpId::kConv2d}};
   for (auto [name, id] : fresh) {
     CHECK(find_op(name) == std::optional<OpId>(id));
     CHECK(std::string_view(op_def(id).name) == name);
@@ -320,11 +328,11 @@ TEST_CASE("split: result types") {
   rejected(OpId::kSplit, {x}, {kI64Max, 4});
   rejected(OpId::kSplit, {x}, {kI64Min, 4});
   rejected(OpId::kSplit, {tt(DType::kF32, {})}, {0, 1});
-  CHECK(mentions(rejected(OpId::kSplit, {x}, {1, 2, 3}), "add up to 5"));      // too few
+  CHECK(mentions(rejected(OpId::kSplit, {x}, {1, 2, 3}), "add up to 5"));       // too few
   CHECK(mentions(rejected(OpId::kSplit, {x}, {1, 2, 3, 2}), "do not add up"));  // too many
-  rejected(OpId::kSplit, {x}, {1, -1, 7});                                     // negative part
+  rejected(OpId::kSplit, {x}, {1, -1, 7});                                      // negative part
   rejected(OpId::kSplit, {x}, {1, 7, -1});
-  rejected(OpId::kSplit, {x}, {1, kI64Max, kI64Max, 2});                       // sum overflows
+  rejected(OpId::kSplit, {x}, {1, kI64Max, kI64Max, 2});  // sum overflows
   rejected(OpId::kSplit, {x}, {1, kI64Max, 7});
   rejected(OpId::kSplit, {x}, {1, kI64Min, 6});
   rejected(OpId::kSplit, {x}, {1, 6, kI64Min});
@@ -413,7 +421,8 @@ TEST_CASE("cast: result types") {
   for (DType from : castable)
     for (DType to : castable) {
       INFO(dtype_name(from) << " -> " << dtype_name(to));
-      auto r = infer_result_type(OpId::kCast, std::vector{tt(from, {2, 0, 3})}, Params{static_cast<int64_t>(to)});
+      auto r =
+          infer_result_type(OpId::kCast, std::vector{tt(from, {2, 0, 3})}, Params{static_cast<int64_t>(to)});
       REQUIRE(r.ok());
       CHECK(*r == tt(to, {2, 0, 3}));
     }
@@ -470,32 +479,37 @@ TEST_CASE("where: attribute lowering") {
 }
 
 TEST_CASE("where: result types broadcast all three") {
-  auto r = infer_result_type(OpId::kWhere,
-                             std::vector{tt(DType::kBool, {2, 1, 1}), tt(DType::kI64, {1, 3, 1}), tt(DType::kI64, {4})},
-                             Params{});
+  auto r = infer_result_type(
+      OpId::kWhere,
+      std::vector{tt(DType::kBool, {2, 1, 1}), tt(DType::kI64, {1, 3, 1}), tt(DType::kI64, {4})}, Params{});
   REQUIRE(r.ok());
   CHECK(*r == tt(DType::kI64, {2, 3, 4}));
   // the condition alone can widen the result
-  r = infer_result_type(OpId::kWhere, std::vector{tt(DType::kBool, {5, 1, 3}), tt(DType::kU8, {}), tt(DType::kU8, {3})},
+  r = infer_result_type(OpId::kWhere,
+                        std::vector{tt(DType::kBool, {5, 1, 3}), tt(DType::kU8, {}), tt(DType::kU8, {3})},
                         Params{});
   REQUIRE(r.ok());
   CHECK(*r == tt(DType::kU8, {5, 1, 3}));
-  r = infer_result_type(OpId::kWhere, std::vector{tt(DType::kBool, {}), tt(DType::kF16, {}), tt(DType::kF16, {})},
-                        Params{});
+  r = infer_result_type(
+      OpId::kWhere, std::vector{tt(DType::kBool, {}), tt(DType::kF16, {}), tt(DType::kF16, {})}, Params{});
   REQUIRE(r.ok());
   CHECK(*r == tt(DType::kF16, {}));
-  r = infer_result_type(OpId::kWhere, std::vector{tt(DType::kBool, {0, 1}), tt(DType::kBool, {1, 3}), tt(DType::kBool, {1})},
-                        Params{});
+  r = infer_result_type(
+      OpId::kWhere, std::vector{tt(DType::kBool, {0, 1}), tt(DType::kBool, {1, 3}), tt(DType::kBool, {1})},
+      Params{});
   REQUIRE(r.ok());
   CHECK(*r == tt(DType::kBool, {0, 3}));
 
-  CHECK(mentions(rejected(OpId::kWhere, {tt(DType::kF32, {3}), tt(DType::kF32, {3}), tt(DType::kF32, {3})}, {}),
-                 "expected bool"));
+  CHECK(
+      mentions(rejected(OpId::kWhere, {tt(DType::kF32, {3}), tt(DType::kF32, {3}), tt(DType::kF32, {3})}, {}),
+               "expected bool"));
   rejected(OpId::kWhere, {tt(DType::kU8, {3}), tt(DType::kF32, {3}), tt(DType::kF32, {3})}, {});
-  CHECK(mentions(rejected(OpId::kWhere, {tt(DType::kBool, {3}), tt(DType::kF32, {3}), tt(DType::kF16, {3})}, {}),
-                 "one dtype"));
-  CHECK(mentions(rejected(OpId::kWhere, {tt(DType::kBool, {3}), tt(DType::kF32, {2, 3}), tt(DType::kF32, {4, 3})}, {}),
-                 "do not broadcast"));
+  CHECK(mentions(
+      rejected(OpId::kWhere, {tt(DType::kBool, {3}), tt(DType::kF32, {3}), tt(DType::kF16, {3})}, {}),
+      "one dtype"));
+  CHECK(mentions(
+      rejected(OpId::kWhere, {tt(DType::kBool, {3}), tt(DType::kF32, {2, 3}), tt(DType::kF32, {4, 3})}, {}),
+      "do not broadcast"));
   // x and y broadcast, the condition does not
   rejected(OpId::kWhere, {tt(DType::kBool, {4}), tt(DType::kF32, {2, 3}), tt(DType::kF32, {1, 3})}, {});
   rejected(OpId::kWhere, {tt(DType::kBool, {3}), tt(DType::kF32, {3}), tt(DType::kF32, {3})}, {0});
@@ -503,16 +517,19 @@ TEST_CASE("where: result types broadcast all three") {
 
 TEST_CASE("where: plan") {
   // equal shapes: rank 0, one flat loop
-  OpPlan flat = plan_of(OpId::kWhere, {tt(DType::kBool, {4, 6}), tt(DType::kF32, {4, 6}), tt(DType::kF32, {4, 6})}, {});
+  OpPlan flat =
+      plan_of(OpId::kWhere, {tt(DType::kBool, {4, 6}), tt(DType::kF32, {4, 6}), tt(DType::kF32, {4, 6})}, {});
   CHECK(flat.as<WherePlan>().rank == 0);
   CHECK(flat.as<WherePlan>().n == 24);
   CHECK(flat.as<WherePlan>().element_size == 4);
-  OpPlan flat_i64 = plan_of(OpId::kWhere, {tt(DType::kBool, {5}), tt(DType::kI64, {5}), tt(DType::kI64, {5})}, {});
+  OpPlan flat_i64 =
+      plan_of(OpId::kWhere, {tt(DType::kBool, {5}), tt(DType::kI64, {5}), tt(DType::kI64, {5})}, {});
   CHECK(flat_i64.as<WherePlan>().rank == 0);
   CHECK(flat_i64.as<WherePlan>().element_size == 8);
 
   // cond [2,1], x [2,3], y [3] (f16): out [2,3]
-  OpPlan plan = plan_of(OpId::kWhere, {tt(DType::kBool, {2, 1}), tt(DType::kF16, {2, 3}), tt(DType::kF16, {3})}, {});
+  OpPlan plan =
+      plan_of(OpId::kWhere, {tt(DType::kBool, {2, 1}), tt(DType::kF16, {2, 3}), tt(DType::kF16, {3})}, {});
   const WherePlan& p = plan.as<WherePlan>();
   CHECK(p.n == 6);
   CHECK(p.element_size == 2);
@@ -528,7 +545,8 @@ TEST_CASE("where: plan") {
 
   // each element the plan addresses must be the one numpy broadcasting picks:
   // cond [2,1,4], x [3,1], y [1,3,4] (u8) -> out [2,3,4]
-  const std::vector<TensorType> in{tt(DType::kBool, {2, 1, 4}), tt(DType::kU8, {3, 1}), tt(DType::kU8, {1, 3, 4})};
+  const std::vector<TensorType> in{tt(DType::kBool, {2, 1, 4}), tt(DType::kU8, {3, 1}),
+                                   tt(DType::kU8, {1, 3, 4})};
   OpPlan g = plan_of(OpId::kWhere, in, {});
   const WherePlan& w = g.as<WherePlan>();
   CHECK(w.n == 24);
@@ -601,7 +619,8 @@ TEST_CASE("gather: result types") {
   REQUIRE(r.ok());
   CHECK(*r == tt(DType::kU8, {2, 0}));
 
-  CHECK(mentions(rejected(OpId::kGather, {tt(DType::kF32, {3, 0, 2}), tt(DType::kI64, {1})}, {1}), "empty axis"));
+  CHECK(mentions(rejected(OpId::kGather, {tt(DType::kF32, {3, 0, 2}), tt(DType::kI64, {1})}, {1}),
+                 "empty axis"));
   rejected(OpId::kGather, {tt(DType::kF32, {0}), tt(DType::kI32, {})}, {0});  // a scalar index is one index
   CHECK(mentions(rejected(OpId::kGather, {data, tt(DType::kF32, {2})}, {0}), "i32 or i64"));
   rejected(OpId::kGather, {data, tt(DType::kU8, {2})}, {0});
@@ -651,14 +670,16 @@ TEST_CASE("slice: attribute lowering follows ONNX Slice") {
   CHECK(*lower(OpId::kSlice, x, {{"starts", list({-3})}, {"ends", list({-1})}, {"axes", list({-1})}}) ==
         Params{0, 1, 10, 5, 1, 2});
   // ends past the dim are clamped (INT64_MAX: to the end)
-  CHECK(*lower(OpId::kSlice, x, {{"starts", list({1, 3})}, {"ends", list({kI64Max, 100})}, {"steps", list({3, 2})}}) ==
+  CHECK(*lower(OpId::kSlice, x,
+               {{"starts", list({1, 3})}, {"ends", list({kI64Max, 100})}, {"steps", list({3, 2})}}) ==
         Params{1, 3, 3, 3, 2, 3});
   // negative step from the end to the very start (ends INT64_MIN)
   CHECK(*lower(OpId::kSlice, x, {{"starts", list({-1})}, {"ends", list({kI64Min})}, {"steps", list({-1})}}) ==
         Params{9, -1, 10, 0, 1, 8});
   // negative step with a start past the end is clamped to dim - 1
-  CHECK(*lower(OpId::kSlice, x,
-               {{"starts", list({kI64Max})}, {"ends", list({2})}, {"axes", list({1})}, {"steps", list({-2})}}) ==
+  CHECK(*lower(
+            OpId::kSlice, x,
+            {{"starts", list({kI64Max})}, {"ends", list({2})}, {"axes", list({1})}, {"steps", list({-2})}}) ==
         Params{0, 1, 10, 7, -2, 3});
   // ONNX clamps a negative-step start to [0, dim-1]: -100 becomes 0 and yields element 0
   CHECK(*lower(OpId::kSlice, x, {{"starts", list({-100})}, {"ends", list({-100})}, {"steps", list({-1})}}) ==
@@ -667,13 +688,16 @@ TEST_CASE("slice: attribute lowering follows ONNX Slice") {
   CHECK(*lower(OpId::kSlice, x, {{"starts", list({5})}, {"ends", list({2})}}) == Params{0, 1, 0, 0, 1, 8});
   CHECK(*lower(OpId::kSlice, x, {{"starts", list({2})}, {"ends", list({5})}, {"steps", list({-1})}}) ==
         Params{0, -1, 0, 0, 1, 8});
-  CHECK(*lower(OpId::kSlice, x, {{"starts", list({100})}, {"ends", list({200})}}) == Params{0, 1, 0, 0, 1, 8});
+  CHECK(*lower(OpId::kSlice, x, {{"starts", list({100})}, {"ends", list({200})}}) ==
+        Params{0, 1, 0, 0, 1, 8});
   // a huge step takes one element
-  CHECK(*lower(OpId::kSlice, x, {{"starts", list({4})}, {"ends", list({kI64Max})}, {"steps", list({1ll << 62})}}) ==
+  CHECK(*lower(OpId::kSlice, x,
+               {{"starts", list({4})}, {"ends", list({kI64Max})}, {"steps", list({1ll << 62})}}) ==
         Params{4, 1ll << 62, 1, 0, 1, 8});
   // every lowering above is accepted by the rule
-  for (const Params& p : {Params{2, 1, 5, 0, 1, 8}, Params{9, -1, 10, 0, 1, 8}, Params{0, 1, 10, 7, -2, 3},
-                          Params{0, -1, 1, 0, 1, 8}, Params{4, 1ll << 62, 1, 0, 1, 8}, Params{0, -1, 0, 0, 1, 8}})
+  for (const Params& p :
+       {Params{2, 1, 5, 0, 1, 8}, Params{9, -1, 10, 0, 1, 8}, Params{0, 1, 10, 7, -2, 3},
+        Params{0, -1, 1, 0, 1, 8}, Params{4, 1ll << 62, 1, 0, 1, 8}, Params{0, -1, 0, 0, 1, 8}})
     CHECK(rule(OpId::kSlice, x, p).ok());
 
   // errors name the attribute
@@ -688,7 +712,8 @@ TEST_CASE("slice: attribute lowering follows ONNX Slice") {
   CHECK(mentions(e.status(), "step"));
   e = lower(OpId::kSlice, x, {{"starts", list({1})}, {"ends", list({3})}, {"steps", list({kI64Max})}});
   REQUIRE_FALSE(e.ok());
-  e = lower(OpId::kSlice, x, {{"starts", list({1})}, {"ends", list({3})}, {"steps", list({(1ll << 62) + 1})}});
+  e = lower(OpId::kSlice, x,
+            {{"starts", list({1})}, {"ends", list({3})}, {"steps", list({(1ll << 62) + 1})}});
   REQUIRE_FALSE(e.ok());
   e = lower(OpId::kSlice, x, {{"starts", list({1, 1})}, {"ends", list({3, 3})}, {"axes", list({1, -1})}});
   REQUIRE_FALSE(e.ok());
@@ -715,7 +740,8 @@ TEST_CASE("slice: an empty dim sliced backwards lowers to an empty result") {
   const std::vector<TensorType> x{tt(DType::kI32, {0, 4})};
   for (int64_t start : {int64_t{0}, int64_t{-1}, int64_t{5}, kI64Max, kI64Min}) {
     INFO("start " << start);
-    auto p = lower(OpId::kSlice, x, {{"starts", list({start})}, {"ends", list({kI64Min})}, {"steps", list({-1})}});
+    auto p =
+        lower(OpId::kSlice, x, {{"starts", list({start})}, {"ends", list({kI64Min})}, {"steps", list({-1})}});
     REQUIRE(p.ok());
     CHECK((*p)[2] == 0);
     auto r = infer_result_type(OpId::kSlice, x, *p);
@@ -736,31 +762,31 @@ TEST_CASE("slice: result types reject every word that reaches out of range") {
   REQUIRE(r.ok());
   CHECK(r->dims.empty());
   // the last index exactly at the edge
-  CHECK(rule(OpId::kSlice, {x}, {1, 3, 3, 0, 1, 5}).ok());   // 1, 4, 7
+  CHECK(rule(OpId::kSlice, {x}, {1, 3, 3, 0, 1, 5}).ok());    // 1, 4, 7
   CHECK(rule(OpId::kSlice, {x}, {7, -1, 8, 4, -4, 2}).ok());  // 7..0; 4, 0
 
   CHECK(mentions(rejected(OpId::kSlice, {x}, {0, 1, 8}), "parameter word"));  // count
   rejected(OpId::kSlice, {x}, {0, 1, 8, 0, 1, 5, 0});
   rejected(OpId::kSlice, {x}, {});
   CHECK(mentions(rejected(OpId::kSlice, {x}, {0, 0, 1, 0, 1, 5}), "step 0"));
-  rejected(OpId::kSlice, {x}, {0, 0, 0, 0, 1, 5});                       // zero step, even for size 0
-  rejected(OpId::kSlice, {x}, {7, kI64Min, 1, 0, 1, 5});                 // INT64_MIN step
+  rejected(OpId::kSlice, {x}, {0, 0, 0, 0, 1, 5});        // zero step, even for size 0
+  rejected(OpId::kSlice, {x}, {7, kI64Min, 1, 0, 1, 5});  // INT64_MIN step
   rejected(OpId::kSlice, {x}, {7, kI64Min, 0, 0, 1, 5});
   rejected(OpId::kSlice, {x}, {0, kI64Max, 1, 0, 1, 5});
-  rejected(OpId::kSlice, {x}, {0, 1, -1, 0, 1, 5});                      // negative size
+  rejected(OpId::kSlice, {x}, {0, 1, -1, 0, 1, 5});  // negative size
   rejected(OpId::kSlice, {x}, {0, 1, kI64Min, 0, 1, 5});
-  rejected(OpId::kSlice, {x}, {0, 1, 9, 0, 1, 5});                       // size past the dim
+  rejected(OpId::kSlice, {x}, {0, 1, 9, 0, 1, 5});  // size past the dim
   rejected(OpId::kSlice, {x}, {0, 1, kI64Max, 0, 1, 5});
-  rejected(OpId::kSlice, {x}, {8, 1, 1, 0, 1, 5});                       // start == dim
-  rejected(OpId::kSlice, {x}, {-1, 1, 1, 0, 1, 5});                      // negative start
+  rejected(OpId::kSlice, {x}, {8, 1, 1, 0, 1, 5});   // start == dim
+  rejected(OpId::kSlice, {x}, {-1, 1, 1, 0, 1, 5});  // negative start
   rejected(OpId::kSlice, {x}, {kI64Min, 1, 1, 0, 1, 5});
   rejected(OpId::kSlice, {x}, {kI64Max, -1, 1, 0, 1, 5});
-  rejected(OpId::kSlice, {x}, {2, 3, 3, 0, 1, 5});                       // 2, 5, 8: last out of range
-  rejected(OpId::kSlice, {x}, {2, -1, 4, 0, 1, 5});                      // 2, 1, 0, -1
-  rejected(OpId::kSlice, {x}, {0, 1ll << 62, 2, 0, 1, 5});               // 2^62 past the end
+  rejected(OpId::kSlice, {x}, {2, 3, 3, 0, 1, 5});          // 2, 5, 8: last out of range
+  rejected(OpId::kSlice, {x}, {2, -1, 4, 0, 1, 5});         // 2, 1, 0, -1
+  rejected(OpId::kSlice, {x}, {0, 1ll << 62, 2, 0, 1, 5});  // 2^62 past the end
   rejected(OpId::kSlice, {x}, {7, -(1ll << 62), 2, 0, 1, 5});
-  rejected(OpId::kSlice, {x}, {0, 1, 8, 4, 2, 3});                       // second dim: 4, 6, 8
-  rejected(OpId::kSlice, {x}, {0, 1, 8, 1, -1, 3});                      // second dim: 1, 0, -1
+  rejected(OpId::kSlice, {x}, {0, 1, 8, 4, 2, 3});   // second dim: 4, 6, 8
+  rejected(OpId::kSlice, {x}, {0, 1, 8, 1, -1, 3});  // second dim: 1, 0, -1
   // an empty slice still has its start in range (the plan multiplies it by the dim's stride)
   rejected(OpId::kSlice, {x}, {kI64Max, 1, 0, 0, 1, 5});
   rejected(OpId::kSlice, {x}, {kI64Min, -1, 0, 0, 1, 5});
@@ -804,9 +830,11 @@ TEST_CASE("conv2d: attribute lowering") {
   const std::vector<TensorType> in{f32({1, 4, 8, 8}), f32({6, 2, 3, 3})};
   // param order: stride_h, stride_w, pad_top, pad_left, pad_bottom, pad_right, dilation_h, dilation_w, groups
   CHECK(*lower(OpId::kConv2d, in, {}) == Params{1, 1, 0, 0, 0, 0, 1, 1, 1});
-  CHECK(*lower(OpId::kConv2d, in, {{"strides", i(2)}, {"pads", i(1)}, {"dilations", i(3)}, {"groups", i(2)}}) ==
-        Params{2, 2, 1, 1, 1, 1, 3, 3, 2});
-  CHECK(*lower(OpId::kConv2d, in, {{"strides", list({2, 3})}, {"pads", list({1, 2})}, {"dilations", list({1, 2})}}) ==
+  CHECK(
+      *lower(OpId::kConv2d, in, {{"strides", i(2)}, {"pads", i(1)}, {"dilations", i(3)}, {"groups", i(2)}}) ==
+      Params{2, 2, 1, 1, 1, 1, 3, 3, 2});
+  CHECK(*lower(OpId::kConv2d, in,
+               {{"strides", list({2, 3})}, {"pads", list({1, 2})}, {"dilations", list({1, 2})}}) ==
         Params{2, 3, 1, 2, 1, 2, 1, 2, 1});
   CHECK(*lower(OpId::kConv2d, in, {{"pads", list({1, 2, 3, 4})}}) == Params{1, 1, 1, 2, 3, 4, 1, 1, 1});
   auto e = lower(OpId::kConv2d, in, {{"pads", list({1, 2, 3})}});
@@ -848,8 +876,10 @@ TEST_CASE("conv2d: result types") {
   // dilation 2: a 5-wide window
   CHECK(shape({f32({1, 2, 10, 10}), f32({2, 2, 3, 3})}, {1, 1, 0, 0, 0, 0, 2, 2, 1}) == Dims{1, 2, 6, 6});
   // groups and depthwise, with a bias
-  CHECK(shape({f32({2, 4, 6, 6}), f32({6, 2, 3, 3}), f32({6})}, {1, 1, 1, 1, 1, 1, 1, 1, 2}) == Dims{2, 6, 6, 6});
-  CHECK(shape({f32({1, 5, 7, 7}), f32({5, 1, 3, 3}), f32({5})}, {1, 1, 1, 1, 1, 1, 1, 1, 5}) == Dims{1, 5, 7, 7});
+  CHECK(shape({f32({2, 4, 6, 6}), f32({6, 2, 3, 3}), f32({6})}, {1, 1, 1, 1, 1, 1, 1, 1, 2}) ==
+        Dims{2, 6, 6, 6});
+  CHECK(shape({f32({1, 5, 7, 7}), f32({5, 1, 3, 3}), f32({5})}, {1, 1, 1, 1, 1, 1, 1, 1, 5}) ==
+        Dims{1, 5, 7, 7});
   // the window exactly fits; padding alone makes room
   CHECK(shape({f32({1, 1, 3, 3}), f32({1, 1, 3, 3})}, {1, 1, 0, 0, 0, 0, 1, 1, 1}) == Dims{1, 1, 1, 1});
   CHECK(shape({f32({1, 1, 1, 1}), f32({1, 1, 3, 3})}, {1, 1, 1, 1, 1, 1, 1, 1, 1}) == Dims{1, 1, 1, 1});
@@ -892,7 +922,8 @@ TEST_CASE("conv2d: hostile groups on an input without channels are rejected") {
   // (4 * 2^62 wraps to 0 in int64) and that groups is not beyond the channels
   // (the cpu kernel loops once per group).
   rejected(OpId::kConv2d, {f32({1, 0, 4, 4}), f32({0, 4, 1, 1})}, {1, 1, 0, 0, 0, 0, 1, 1, 1ll << 62});
-  rejected(OpId::kConv2d, {f32({1, 0, 4, 4}), f32({0, 1ll << 32, 1, 1})}, {1, 1, 0, 0, 0, 0, 1, 1, 1ll << 32});
+  rejected(OpId::kConv2d, {f32({1, 0, 4, 4}), f32({0, 1ll << 32, 1, 1})},
+           {1, 1, 0, 0, 0, 0, 1, 1, 1ll << 32});
   rejected(OpId::kConv2d, {f32({1, 0, 4, 4}), f32({0, 0, 1, 1})}, {1, 1, 0, 0, 0, 0, 1, 1, kI64Max});
   // groups up to the channel count stay valid
   CHECK(rule(OpId::kConv2d, {f32({1, 4, 4, 4}), f32({4, 1, 1, 1})}, {1, 1, 0, 0, 0, 0, 1, 1, 4}).ok());
@@ -900,8 +931,10 @@ TEST_CASE("conv2d: hostile groups on an input without channels are rejected") {
 
 TEST_CASE("conv2d: a dilated window that wraps int64 does not fit a small input") {
   // 2^30 * (KH - 1) = 2^64 wraps to 0: the window would look 1 wide.
-  rejected(OpId::kConv2d, {f32({1, 1, 1, 1}), f32({1, 1, (1ll << 34) + 1, 1})}, {1, 1, 0, 0, 0, 0, 1ll << 30, 1, 1});
-  rejected(OpId::kConv2d, {f32({1, 1, 1, 1}), f32({1, 1, 1, (1ll << 34) + 1})}, {1, 1, 0, 0, 0, 0, 1, 1ll << 30, 1});
+  rejected(OpId::kConv2d, {f32({1, 1, 1, 1}), f32({1, 1, (1ll << 34) + 1, 1})},
+           {1, 1, 0, 0, 0, 0, 1ll << 30, 1, 1});
+  rejected(OpId::kConv2d, {f32({1, 1, 1, 1}), f32({1, 1, 1, (1ll << 34) + 1})},
+           {1, 1, 0, 0, 0, 0, 1, 1ll << 30, 1});
   CHECK(workspace_bytes(OpId::kConv2d, std::vector{f32({1, 1, 1, 1}), f32({1, 1, (1ll << 34) + 1, 1})},
                         Params{1, 1, 0, 0, 0, 0, 1ll << 30, 1, 1}) == 0);
 }
@@ -911,17 +944,21 @@ TEST_CASE("conv2d: result types, continued") {
   // the window does not fit the padded input
   CHECK(mentions(rejected(OpId::kConv2d, {f32({1, 1, 2, 8}), f32({1, 1, 3, 3})}, {1, 1, 0, 0, 0, 0, 1, 1, 1}),
                  "does not fit"));
-  rejected(OpId::kConv2d, {f32({1, 1, 8, 8}), f32({1, 1, 3, 3})}, {1, 1, 0, 0, 0, 0, 4, 1, 1});  // dilated: 9 > 8
+  rejected(OpId::kConv2d, {f32({1, 1, 8, 8}), f32({1, 1, 3, 3})},
+           {1, 1, 0, 0, 0, 0, 4, 1, 1});  // dilated: 9 > 8
   rejected(OpId::kConv2d, {f32({1, 1, 8, 8}), f32({1, 1, 3, 0})}, {1, 1, 0, 0, 0, 0, 1, 1, 1});  // zero-wide
-  rejected(OpId::kConv2d, {f32({1, 1, 0, 8}), f32({1, 1, 1, 1})}, {1, 1, 0, 0, 0, 0, 1, 1, 1});  // empty image
+  rejected(OpId::kConv2d, {f32({1, 1, 0, 8}), f32({1, 1, 1, 1})},
+           {1, 1, 0, 0, 0, 0, 1, 1, 1});  // empty image
   // huge dilation times a huge kernel must not overflow into a fit
-  rejected(OpId::kConv2d, {f32({1, 1, 4, 4}), f32({1, 1, 1ll << 40, 1})}, {1, 1, 0, 0, 0, 0, 1ll << 30, 1, 1});
+  rejected(OpId::kConv2d, {f32({1, 1, 4, 4}), f32({1, 1, 1ll << 40, 1})},
+           {1, 1, 0, 0, 0, 0, 1ll << 30, 1, 1});
   // operands
   CHECK(mentions(rejected(OpId::kConv2d, {f32({4, 8, 8}), f32({6, 4, 3, 3})}, {1, 1, 0, 0, 0, 0, 1, 1, 1}),
                  "[N,C,H,W]"));
   rejected(OpId::kConv2d, {f32({1, 4, 8, 8}), f32({6, 4, 3})}, {1, 1, 0, 0, 0, 0, 1, 1, 1});
-  CHECK(mentions(rejected(OpId::kConv2d, {f32({1, 4, 8, 8}), f32({6, 4, 3, 3}), f32({5})}, {1, 1, 0, 0, 0, 0, 1, 1, 1}),
-                 "bias"));
+  CHECK(mentions(
+      rejected(OpId::kConv2d, {f32({1, 4, 8, 8}), f32({6, 4, 3, 3}), f32({5})}, {1, 1, 0, 0, 0, 0, 1, 1, 1}),
+      "bias"));
   rejected(OpId::kConv2d, {f32({1, 4, 8, 8}), f32({6, 4, 3, 3}), f32({6, 1})}, {1, 1, 0, 0, 0, 0, 1, 1, 1});
   rejected(OpId::kConv2d, {f32({1, 4, 8, 8}), f32({6, 4, 3, 3}), f32({})}, {1, 1, 0, 0, 0, 0, 1, 1, 1});
   rejected(OpId::kConv2d, {f32({1, 4, 8, 8}), tt(DType::kI32, {6, 4, 3, 3})}, {1, 1, 0, 0, 0, 0, 1, 1, 1});
@@ -942,7 +979,8 @@ TEST_CASE("conv2d: plan and workspace") {
     return p;
   };
   // 3x3, stride 2x1, asymmetric pads, dilation, groups 2, bias
-  const Conv2dPlan p = conv_plan({f32({2, 4, 9, 8}), f32({6, 2, 3, 3}), f32({6})}, {2, 1, 1, 2, 0, 1, 1, 2, 2});
+  const Conv2dPlan p =
+      conv_plan({f32({2, 4, 9, 8}), f32({6, 2, 3, 3}), f32({6})}, {2, 1, 1, 2, 0, 1, 1, 2, 2});
   CHECK(p.n == 2);
   CHECK(p.c == 4);
   CHECK(p.h == 9);
@@ -970,22 +1008,30 @@ TEST_CASE("conv2d: plan and workspace") {
   CHECK(gemm.has_bias == 0);
   CHECK(gemm.oh == 5);
   CHECK(gemm.ow == 7);
-  CHECK(conv_plan({f32({1, 8, 5, 7}), f32({4, 4, 1, 1}), f32({4})}, {1, 1, 0, 0, 0, 0, 1, 1, 2}).col_bytes == 0);
+  CHECK(conv_plan({f32({1, 8, 5, 7}), f32({4, 4, 1, 1}), f32({4})}, {1, 1, 0, 0, 0, 0, 1, 1, 2}).col_bytes ==
+        0);
   CHECK(conv_plan({f32({1, 8, 5, 7}), f32({4, 8, 1, 1})}, {1, 1, 0, 0, 0, 0, 3, 2, 1}).col_bytes == 0);
   // 1x1 otherwise: scratch of C/g * OH * OW floats
   const Conv2dPlan strided = conv_plan({f32({1, 8, 5, 7}), f32({4, 8, 1, 1})}, {2, 1, 0, 0, 0, 0, 1, 1, 1});
   CHECK(strided.oh == 3);
   CHECK(strided.col_bytes == 8 * 3 * 7 * 4);
-  CHECK(conv_plan({f32({1, 8, 5, 7}), f32({4, 8, 1, 1})}, {1, 2, 0, 0, 0, 0, 1, 1, 1}).col_bytes == 8 * 5 * 4 * 4);
-  CHECK(conv_plan({f32({1, 8, 5, 7}), f32({4, 8, 1, 1})}, {1, 1, 1, 0, 0, 0, 1, 1, 1}).col_bytes == 8 * 6 * 7 * 4);
-  CHECK(conv_plan({f32({1, 8, 5, 7}), f32({4, 8, 1, 1})}, {1, 1, 0, 1, 0, 0, 1, 1, 1}).col_bytes == 8 * 5 * 8 * 4);
+  CHECK(conv_plan({f32({1, 8, 5, 7}), f32({4, 8, 1, 1})}, {1, 2, 0, 0, 0, 0, 1, 1, 1}).col_bytes ==
+        8 * 5 * 4 * 4);
+  CHECK(conv_plan({f32({1, 8, 5, 7}), f32({4, 8, 1, 1})}, {1, 1, 1, 0, 0, 0, 1, 1, 1}).col_bytes ==
+        8 * 6 * 7 * 4);
+  CHECK(conv_plan({f32({1, 8, 5, 7}), f32({4, 8, 1, 1})}, {1, 1, 0, 1, 0, 0, 1, 1, 1}).col_bytes ==
+        8 * 5 * 8 * 4);
   // only trailing pads: the output grows, so the image alone is not the patch matrix
-  CHECK(conv_plan({f32({1, 8, 5, 7}), f32({4, 8, 1, 1})}, {1, 1, 0, 0, 1, 0, 1, 1, 1}).col_bytes == 8 * 6 * 7 * 4);
-  CHECK(conv_plan({f32({1, 8, 5, 7}), f32({4, 8, 1, 1})}, {1, 1, 0, 0, 0, 2, 1, 1, 1}).col_bytes == 8 * 5 * 9 * 4);
+  CHECK(conv_plan({f32({1, 8, 5, 7}), f32({4, 8, 1, 1})}, {1, 1, 0, 0, 1, 0, 1, 1, 1}).col_bytes ==
+        8 * 6 * 7 * 4);
+  CHECK(conv_plan({f32({1, 8, 5, 7}), f32({4, 8, 1, 1})}, {1, 1, 0, 0, 0, 2, 1, 1, 1}).col_bytes ==
+        8 * 5 * 9 * 4);
   // 3x3 unpadded stride 1 still needs the patch matrix
-  CHECK(conv_plan({f32({1, 2, 5, 5}), f32({3, 2, 3, 3})}, {1, 1, 0, 0, 0, 0, 1, 1, 1}).col_bytes == 2 * 9 * 9 * 4);
+  CHECK(conv_plan({f32({1, 2, 5, 5}), f32({3, 2, 3, 3})}, {1, 1, 0, 0, 0, 0, 1, 1, 1}).col_bytes ==
+        2 * 9 * 9 * 4);
   // depthwise
-  const Conv2dPlan dw = conv_plan({f32({1, 5, 7, 7}), f32({5, 1, 3, 3}), f32({5})}, {1, 1, 1, 1, 1, 1, 1, 1, 5});
+  const Conv2dPlan dw =
+      conv_plan({f32({1, 5, 7, 7}), f32({5, 1, 3, 3}), f32({5})}, {1, 1, 1, 1, 1, 1, 1, 1, 5});
   CHECK(dw.c_per_group == 1);
   CHECK(dw.k_per_group == 1);
   CHECK(dw.col_bytes == 1 * 9 * 49 * 4);

@@ -1,6 +1,5 @@
 // The command-line tools as a user runs them: exit codes, messages, files.
 #include <doctest/doctest.h>
-
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -38,7 +37,8 @@ CommandResult run(const std::string& command) {
 struct TempDir {
   fs::path path;
   TempDir() {
-    path = fs::temp_directory_path() / ("hexir-tools-" + std::to_string(getpid()) + "-" + std::to_string(counter()++));
+    path = fs::temp_directory_path() /
+           ("hexir-tools-" + std::to_string(getpid()) + "-" + std::to_string(counter()++));
     fs::create_directories(path);
   }
   ~TempDir() { fs::remove_all(path); }
@@ -78,8 +78,9 @@ TEST_CASE("tools: compile, dump and run the mlp sample against its reference") {
   CHECK(contains(d.output, "arena"));
   CHECK(contains(d.output, "lower bound"));
   CHECK(contains(d.output, "fill"));
-  auto r = run(kRun + " " + dir / "mlp.hxe --device cpu --input x=" + kSamples + "/mlp/input_x.npy --output-dir " +
-               dir / "out --iterations 3 --stats-json " + dir / "stats.json");
+  auto r =
+      run(kRun + " " + dir / "mlp.hxe --device cpu --input x=" + kSamples + "/mlp/input_x.npy --output-dir " +
+          dir / "out --iterations 3 --stats-json " + dir / "stats.json");
   REQUIRE_MESSAGE(r.exit_code == 0, r.output);
   auto got = hexir::read_npy(dir / "out/0.npy");
   auto want = hexir::read_npy(kSamples + "/mlp/expected_0.npy");
@@ -91,8 +92,9 @@ TEST_CASE("tools: compile, dump and run the mlp sample against its reference") {
   for (size_t i = 0; i < got->data.size() / 4; ++i) CHECK(g[i] == doctest::Approx(w[i]).epsilon(1e-4));
 
   const std::string stats = read_all(dir / "stats.json");
-  for (const char* key : {"\"arena_bytes\"", "\"constant_bytes\"", "\"lower_bound_bytes\"", "\"load_ms\"",
-                          "\"prepare\"", "\"invoke\"", "\"ms_median\"", "\"device_allocations\"", "\"uploads\""})
+  for (const char* key :
+       {"\"arena_bytes\"", "\"constant_bytes\"", "\"lower_bound_bytes\"", "\"load_ms\"", "\"prepare\"",
+        "\"invoke\"", "\"ms_median\"", "\"device_allocations\"", "\"uploads\""})
     CHECK_MESSAGE(contains(stats, key), key);
   CHECK(contains(stats, "\"count\":3"));
 }
@@ -102,9 +104,9 @@ TEST_CASE("tools: hexir-dump --json has the documented keys") {
   REQUIRE(run(kCompile + " " + kSamples + "/transformer.hxir -o " + dir / "t.hxe").exit_code == 0);
   auto d = run(kDump + " " + dir / "t.hxe --json");
   REQUIRE(d.exit_code == 0);
-  for (const char* key : {"\"sections\"", "\"constants\"", "\"arena\"", "\"functions\"", "\"slots\"",
-                          "\"instructions\"", "\"lower_bound\"", "\"alignment\"", "\"strategy\"",
-                          "\"storage\":\"rodata\"", "\"storage\":\"fill\""})
+  for (const char* key :
+       {"\"sections\"", "\"constants\"", "\"arena\"", "\"functions\"", "\"slots\"", "\"instructions\"",
+        "\"lower_bound\"", "\"alignment\"", "\"strategy\"", "\"storage\":\"rodata\"", "\"storage\":\"fill\""})
     CHECK_MESSAGE(contains(d.output, key), key);
   CHECK(d.output.front() == '{');
 }
@@ -123,8 +125,10 @@ TEST_CASE("tools: hexir-dump shows every result of a several-output instruction"
 
 TEST_CASE("tools: --plan=naive is larger than the arena plan and both run") {
   TempDir dir;
-  REQUIRE(run(kCompile + " " + kSamples + "/transformer.hxir -o " + dir / "n.hxe --plan=naive").exit_code == 0);
-  REQUIRE(run(kCompile + " " + kSamples + "/transformer.hxir -o " + dir / "a.hxe --plan=arena").exit_code == 0);
+  REQUIRE(run(kCompile + " " + kSamples + "/transformer.hxir -o " + dir / "n.hxe --plan=naive").exit_code ==
+          0);
+  REQUIRE(run(kCompile + " " + kSamples + "/transformer.hxir -o " + dir / "a.hxe --plan=arena").exit_code ==
+          0);
   CHECK(run(kRun + " " + dir / "n.hxe").exit_code == 0);  // random inputs
   CHECK(run(kRun + " " + dir / "a.hxe").exit_code == 0);
   auto n = run(kDump + " " + dir / "n.hxe --json"), a = run(kDump + " " + dir / "a.hxe --json");
@@ -134,7 +138,9 @@ TEST_CASE("tools: --plan=naive is larger than the arena plan and both run") {
 
 TEST_CASE("tools: a malformed .hxir names file, line and column and exits non-zero") {
   TempDir dir;
-  write_text(dir / "bad.hxir", "module @m\nfunc @main(%x: f32[2]) -> (f32[2]) {\n  %y = call @relu(%x) : f32[3]\n  return %y\n}\n");
+  write_text(
+      dir / "bad.hxir",
+      "module @m\nfunc @main(%x: f32[2]) -> (f32[2]) {\n  %y = call @relu(%x) : f32[3]\n  return %y\n}\n");
   auto c = run(kCompile + " " + dir / "bad.hxir -o " + dir / "bad.hxe");
   CHECK(c.exit_code == 1);
   CHECK_MESSAGE(contains(c.output, "bad.hxir:3:"), c.output);
@@ -165,7 +171,8 @@ TEST_CASE("tools: truncated and corrupt executables are rejected by dump and run
   }
   std::string flipped = bytes;
   flipped[200] ^= 0x10;  // inside the metadata: the checksum catches it
-  std::ofstream(dir / "f.hxe", std::ios::binary).write(flipped.data(), static_cast<std::streamsize>(flipped.size()));
+  std::ofstream(dir / "f.hxe", std::ios::binary)
+      .write(flipped.data(), static_cast<std::streamsize>(flipped.size()));
   auto d = run(kDump + " " + dir / "f.hxe");
   CHECK(d.exit_code == 1);
   CHECK_MESSAGE(contains(d.output, "checksum"), d.output);

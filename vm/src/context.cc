@@ -125,7 +125,8 @@ Status build_function_table(ContextImpl& c, size_t function_index, FunctionTable
     t.value_buffer.assign(t.value_size.size(), hal::Buffer{});
   }
   // operands no longer grows: pointers into it are stable from here on.
-  for (size_t k = 0; k < t.dispatches.size(); ++k) t.dispatches[k].operands = t.operands.data() + operand_base[k];
+  for (size_t k = 0; k < t.dispatches.size(); ++k)
+    t.dispatches[k].operands = t.operands.data() + operand_base[k];
   t.bindings.assign(inputs + outputs, nullptr);
 
   t.patch_begin.reserve(patches.size() + 1);
@@ -216,7 +217,8 @@ Status ContextImpl::invoke(size_t function, std::span<const TensorRef> inputs,
 
   for (size_t i = 0; i < input_count; ++i) {
     t.bindings[i] = inputs[i].data;
-    for (uint32_t a = t.patch_begin[i]; a < t.patch_begin[i + 1]; ++a) t.operands[t.patch_args[a]] = inputs[i].data;
+    for (uint32_t a = t.patch_begin[i]; a < t.patch_begin[i + 1]; ++a)
+      t.operands[t.patch_args[a]] = inputs[i].data;
   }
   for (size_t j = 0; j < sig.outputs.size(); ++j) {
     const int32_t donor = t.output_in_input[j];
@@ -282,9 +284,8 @@ Status ContextImpl::run_dynamic(FunctionTable& t, size_t* failed) {
         buffer = t.value_buffer[static_cast<size_t>(inherit)];
         t.value_buffer[static_cast<size_t>(inherit)] = hal::Buffer{};
       } else if (t.value_size[write] > 0) {
-        Result<hal::Buffer> allocated =
-            device.allocate(t.value_size[write], hal::MemoryType::kDeviceLocal,
-                            hal::BufferUsage::kTransient, alignment);
+        Result<hal::Buffer> allocated = device.allocate(t.value_size[write], hal::MemoryType::kDeviceLocal,
+                                                        hal::BufferUsage::kTransient, alignment);
         if (!allocated.ok()) {
           release_values(t);
           return allocated.status();

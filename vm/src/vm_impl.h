@@ -50,8 +50,8 @@ class ProgramImpl {
   const Module* module = nullptr;
   const ModuleImpl* module_impl = nullptr;
   hal::Device* device = nullptr;
-  std::vector<hal::Buffer> buffers;       // imported or allocated; released on destruction
-  std::vector<void*> constant_data;       // per constant: its device address
+  std::vector<hal::Buffer> buffers;  // imported or allocated; released on destruction
+  std::vector<void*> constant_data;  // per constant: its device address
   // Per module instruction, decided once: the kernel resolved for its
   // operator and dtypes, its plan (words at plan_begin[k] in plan_words, which
   // never reallocates after prepare) and the scratch it needs.
@@ -66,12 +66,12 @@ class ProgramImpl {
 
 // One function's prebuilt dispatch table inside a context.
 struct FunctionTable {
-  std::vector<void*> operands;             // data pointers of every instruction's operands, flattened
-  std::vector<hal::Dispatch> dispatches;   // one per instruction, pointing into operands
+  std::vector<void*> operands;            // data pointers of every instruction's operands, flattened
+  std::vector<hal::Dispatch> dispatches;  // one per instruction, pointing into operands
   // operands entries each binding patches at invoke: inputs first, then outputs (CSR).
   std::vector<uint32_t> patch_begin;
   std::vector<uint32_t> patch_args;
-  std::vector<void*> bindings;             // the pointers bound by the last invoke, inputs then outputs
+  std::vector<void*> bindings;           // the pointers bound by the last invoke, inputs then outputs
   std::vector<hal::Buffer> own_outputs;  // context-owned result buffers
   std::vector<int32_t> output_in_input;  // per output: donated input holding it, or -1
   std::vector<void*> last_output_data;   // where each result of the last invoke landed
@@ -84,7 +84,8 @@ struct FunctionTable {
   std::vector<uint32_t> value_patch_args;
   std::vector<uint32_t> step_write_begin;  // CSR into step_write: arena values each instruction writes
   std::vector<uint32_t> step_write;
-  std::vector<int32_t> step_inherit;      // per instruction: value whose buffer output 0 takes over in place, or -1
+  std::vector<int32_t>
+      step_inherit;  // per instruction: value whose buffer output 0 takes over in place, or -1
   std::vector<uint64_t> step_workspace;   // per instruction: scratch bytes allocated around it
   std::vector<uint32_t> step_free_begin;  // CSR into step_free: values released after each instruction
   std::vector<uint32_t> step_free;

@@ -97,9 +97,15 @@ extern "C" __global__ void hexir_strided_bytes(StridedParams p) {
   }
 }
 
-extern "C" __global__ void hexir_strided_copy_1(StridedCopyParams p) { hexir_kernels::strided_copy<uint8_t>(p); }
-extern "C" __global__ void hexir_strided_copy_4(StridedCopyParams p) { hexir_kernels::strided_copy<uint32_t>(p); }
-extern "C" __global__ void hexir_strided_copy_16(StridedCopyParams p) { hexir_kernels::strided_copy<uint4>(p); }
+extern "C" __global__ void hexir_strided_copy_1(StridedCopyParams p) {
+  hexir_kernels::strided_copy<uint8_t>(p);
+}
+extern "C" __global__ void hexir_strided_copy_4(StridedCopyParams p) {
+  hexir_kernels::strided_copy<uint32_t>(p);
+}
+extern "C" __global__ void hexir_strided_copy_16(StridedCopyParams p) {
+  hexir_kernels::strided_copy<uint4>(p);
+}
 
 extern "C" __global__ void hexir_gather_1(GatherParams p) { hexir_kernels::gather_any_index<uint8_t>(p); }
 extern "C" __global__ void hexir_gather_4(GatherParams p) { hexir_kernels::gather_any_index<uint32_t>(p); }
@@ -108,5 +114,6 @@ extern "C" __global__ void hexir_gather_16(GatherParams p) { hexir_kernels::gath
 extern "C" __global__ void hexir_fill(FillParams p) {
   uint8_t* dst = static_cast<uint8_t*>(p.dst);
   const int64_t stride = hexir_kernels::global_stride();
-  for (int64_t i = hexir_kernels::global_index(); i < p.bytes; i += stride) dst[i] = p.pattern[i % p.pattern_size];
+  for (int64_t i = hexir_kernels::global_index(); i < p.bytes; i += stride)
+    dst[i] = p.pattern[i % p.pattern_size];
 }

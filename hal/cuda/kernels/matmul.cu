@@ -25,7 +25,8 @@ extern "C" __global__ void hexir_matmul_tiled(MatmulParams p) {
     const float* a = p.a + a_offset;
     const float* b = p.b + b_offset;
     float* c = p.c + batch * q.m * q.n;
-    for (int64_t row0 = static_cast<int64_t>(blockIdx.y) * T; row0 < q.m; row0 += static_cast<int64_t>(gridDim.y) * T) {
+    for (int64_t row0 = static_cast<int64_t>(blockIdx.y) * T; row0 < q.m;
+         row0 += static_cast<int64_t>(gridDim.y) * T) {
       for (int64_t col0 = static_cast<int64_t>(blockIdx.x) * T; col0 < q.n;
            col0 += static_cast<int64_t>(gridDim.x) * T) {
         const int64_t row = row0 + ty, col = col0 + tx;

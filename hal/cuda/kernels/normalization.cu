@@ -16,7 +16,8 @@ extern "C" __global__ void hexir_softmax(SoftmaxParams p) {
     const float* in = p.in + base;
     float* out = p.out + base;
     float max_value = hexir_kernels::negative_infinity();
-    for (int64_t j = threadIdx.x; j < q.length; j += blockDim.x) max_value = fmaxf(max_value, in[j * q.inner]);
+    for (int64_t j = threadIdx.x; j < q.length; j += blockDim.x)
+      max_value = fmaxf(max_value, in[j * q.inner]);
     max_value = hexir_kernels::block_reduce(max_value, scratch_f, hexir_kernels::MaxOp());
     double sum = 0.0;
     for (int64_t j = threadIdx.x; j < q.length; j += blockDim.x) {
@@ -74,6 +75,7 @@ extern "C" __global__ void hexir_reduce(ReduceParams p) {
     }
     sum = hexir_kernels::block_reduce(sum, scratch, hexir_kernels::SumOp());
     // numpy: the mean over zero elements is NaN (0/0).
-    if (threadIdx.x == 0) p.out[o] = static_cast<float>(q.mean ? sum / static_cast<double>(q.red_count) : sum);
+    if (threadIdx.x == 0)
+      p.out[o] = static_cast<float>(q.mean ? sum / static_cast<double>(q.red_count) : sum);
   }
 }

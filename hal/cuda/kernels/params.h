@@ -47,7 +47,14 @@ struct WhereParams {
 
 // The dtypes cast moves between, as plan.from / plan.to spell them (the
 // values of hexir::DType, checked against it by the dispatcher).
-enum CastDType : int32_t { kCastF32 = 0, kCastF16 = 1, kCastI32 = 3, kCastI64 = 4, kCastU8 = 6, kCastBool = 7 };
+enum CastDType : int32_t {
+  kCastF32 = 0,
+  kCastF16 = 1,
+  kCastI32 = 3,
+  kCastI64 = 4,
+  kCastU8 = 6,
+  kCastBool = 7
+};
 
 // cast: plan.n elements of dtype plan.from to plan.to.
 struct CastParams {
@@ -133,44 +140,44 @@ struct FillParams {
 };
 
 // X(enum name, kernel symbol, params type): every kernel in the fatbins.
-#define HEXIR_CUDA_KERNELS(X)                             \
-  X(kAdd, hexir_add, BinaryParams)                        \
-  X(kSub, hexir_sub, BinaryParams)                        \
-  X(kMul, hexir_mul, BinaryParams)                        \
-  X(kDiv, hexir_div, BinaryParams)                        \
-  X(kMaximum, hexir_maximum, BinaryParams)                \
-  X(kMinimum, hexir_minimum, BinaryParams)                \
-  X(kRelu, hexir_relu, UnaryParams)                       \
-  X(kGeluErf, hexir_gelu_erf, UnaryParams)                \
-  X(kGeluTanh, hexir_gelu_tanh, UnaryParams)              \
-  X(kSilu, hexir_silu, UnaryParams)                       \
-  X(kSigmoid, hexir_sigmoid, UnaryParams)                 \
-  X(kTanh, hexir_tanh, UnaryParams)                       \
-  X(kExp, hexir_exp, UnaryParams)                         \
-  X(kSqrt, hexir_sqrt, UnaryParams)                       \
-  X(kRsqrt, hexir_rsqrt, UnaryParams)                     \
-  X(kNeg, hexir_neg, UnaryParams)                         \
-  X(kWhere1, hexir_where_1, WhereParams)                  \
-  X(kWhere2, hexir_where_2, WhereParams)                  \
-  X(kWhere4, hexir_where_4, WhereParams)                  \
-  X(kWhere8, hexir_where_8, WhereParams)                  \
-  X(kCast, hexir_cast, CastParams)                        \
-  X(kMatmul, hexir_matmul_tiled, MatmulParams)            \
-  X(kConv2d, hexir_conv2d, Conv2dParams)                  \
-  X(kSoftmax, hexir_softmax, SoftmaxParams)               \
-  X(kLayernorm, hexir_layernorm, LayernormParams)         \
-  X(kReduce, hexir_reduce, ReduceParams)                  \
-  X(kStrided1, hexir_strided_1, StridedParams)            \
-  X(kStrided2, hexir_strided_2, StridedParams)            \
-  X(kStrided4, hexir_strided_4, StridedParams)            \
-  X(kStrided8, hexir_strided_8, StridedParams)            \
-  X(kStridedBytes, hexir_strided_bytes, StridedParams)    \
+#define HEXIR_CUDA_KERNELS(X)                                 \
+  X(kAdd, hexir_add, BinaryParams)                            \
+  X(kSub, hexir_sub, BinaryParams)                            \
+  X(kMul, hexir_mul, BinaryParams)                            \
+  X(kDiv, hexir_div, BinaryParams)                            \
+  X(kMaximum, hexir_maximum, BinaryParams)                    \
+  X(kMinimum, hexir_minimum, BinaryParams)                    \
+  X(kRelu, hexir_relu, UnaryParams)                           \
+  X(kGeluErf, hexir_gelu_erf, UnaryParams)                    \
+  X(kGeluTanh, hexir_gelu_tanh, UnaryParams)                  \
+  X(kSilu, hexir_silu, UnaryParams)                           \
+  X(kSigmoid, hexir_sigmoid, UnaryParams)                     \
+  X(kTanh, hexir_tanh, UnaryParams)                           \
+  X(kExp, hexir_exp, UnaryParams)                             \
+  X(kSqrt, hexir_sqrt, UnaryParams)                           \
+  X(kRsqrt, hexir_rsqrt, UnaryParams)                         \
+  X(kNeg, hexir_neg, UnaryParams)                             \
+  X(kWhere1, hexir_where_1, WhereParams)                      \
+  X(kWhere2, hexir_where_2, WhereParams)                      \
+  X(kWhere4, hexir_where_4, WhereParams)                      \
+  X(kWhere8, hexir_where_8, WhereParams)                      \
+  X(kCast, hexir_cast, CastParams)                            \
+  X(kMatmul, hexir_matmul_tiled, MatmulParams)                \
+  X(kConv2d, hexir_conv2d, Conv2dParams)                      \
+  X(kSoftmax, hexir_softmax, SoftmaxParams)                   \
+  X(kLayernorm, hexir_layernorm, LayernormParams)             \
+  X(kReduce, hexir_reduce, ReduceParams)                      \
+  X(kStrided1, hexir_strided_1, StridedParams)                \
+  X(kStrided2, hexir_strided_2, StridedParams)                \
+  X(kStrided4, hexir_strided_4, StridedParams)                \
+  X(kStrided8, hexir_strided_8, StridedParams)                \
+  X(kStridedBytes, hexir_strided_bytes, StridedParams)        \
   X(kStridedCopy1, hexir_strided_copy_1, StridedCopyParams)   \
   X(kStridedCopy4, hexir_strided_copy_4, StridedCopyParams)   \
   X(kStridedCopy16, hexir_strided_copy_16, StridedCopyParams) \
-  X(kGather1, hexir_gather_1, GatherParams)               \
-  X(kGather4, hexir_gather_4, GatherParams)               \
-  X(kGather16, hexir_gather_16, GatherParams)             \
+  X(kGather1, hexir_gather_1, GatherParams)                   \
+  X(kGather4, hexir_gather_4, GatherParams)                   \
+  X(kGather16, hexir_gather_16, GatherParams)                 \
   X(kFill, hexir_fill, FillParams)
 
 enum class Kernel : uint16_t {

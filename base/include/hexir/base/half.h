@@ -12,7 +12,8 @@ inline uint16_t float_to_half_bits(float value) {
   const uint32_t sign = (x >> 16) & 0x8000;
   const uint32_t exponent = (x >> 23) & 0xff;
   uint32_t mantissa = x & 0x7fffff;
-  if (exponent == 0xff) return static_cast<uint16_t>(sign | 0x7c00 | (mantissa ? 0x200 | (mantissa >> 13) : 0));
+  if (exponent == 0xff)
+    return static_cast<uint16_t>(sign | 0x7c00 | (mantissa ? 0x200 | (mantissa >> 13) : 0));
   const int32_t e = static_cast<int32_t>(exponent) - 127 + 15;
   if (e >= 31) return static_cast<uint16_t>(sign | 0x7c00);
   if (e <= 0) {

@@ -10,8 +10,8 @@
 
 #include "hexir/base/status.h"
 #include "hexir/base/types.h"
-#include "hexir/ops/op.h"
 #include "hexir/format/prelude.h"
+#include "hexir/ops/op.h"
 #include "hexir_generated.h"
 
 namespace hexir::format {
@@ -28,14 +28,14 @@ struct VerifiedModule {
   Prelude prelude{};  // a copy (the file may be any 8-aligned memory)
   std::span<const uint8_t> file;
   std::span<const uint8_t> metadata;
-  const fb::Module* module = nullptr;              // verified flatbuffer root
+  const fb::Module* module = nullptr;  // verified flatbuffer root
   // Per Module.sections entry, its stored bytes in the file. For a zstd section
   // that is the compressed frame until decompress_sections (sections.h) points
   // it at the raw bytes.
   std::vector<std::span<const uint8_t>> sections;
-  std::vector<ops::OpId> kernel_ids;               // per Module.kernels entry, its catalog id
-  std::vector<TensorType> slot_types;              // per Module.slots entry
-  std::vector<TensorType> constant_types;          // per Module.constants entry
+  std::vector<ops::OpId> kernel_ids;       // per Module.kernels entry, its catalog id
+  std::vector<TensorType> slot_types;      // per Module.slots entry
+  std::vector<TensorType> constant_types;  // per Module.constants entry
 };
 
 // Verifies the prelude, metadata checksum, flatbuffer structure (identifier

@@ -53,7 +53,7 @@ struct Dispatch {
   void* const* operands = nullptr;  // data pointers (device address space): inputs, then outputs
   uint32_t input_count = 0;
   uint32_t output_count = 0;
-  void* workspace = nullptr;        // scratch the plan asked for (ops::workspace_bytes)
+  void* workspace = nullptr;  // scratch the plan asked for (ops::workspace_bytes)
   uint64_t workspace_size = 0;
 };
 
@@ -65,10 +65,10 @@ struct KernelContext {
 
 // Counts the VM and tests read to prove the hot path allocates and uploads nothing.
 struct DeviceCounters {
-  uint64_t allocations = 0;      // allocate() calls that succeeded
+  uint64_t allocations = 0;  // allocate() calls that succeeded
   uint64_t releases = 0;
   uint64_t bytes_allocated = 0;
-  uint64_t uploads = 0;          // host -> device writes
+  uint64_t uploads = 0;  // host -> device writes
   uint64_t bytes_uploaded = 0;
   uint64_t downloads = 0;
   uint64_t fills = 0;
@@ -78,8 +78,8 @@ struct DeviceCounters {
 // Thread-safe counters a backend bumps; snapshot() gives a consistent-enough copy.
 class AtomicCounters {
  public:
-  std::atomic<uint64_t> allocations{0}, releases{0}, bytes_allocated{0}, uploads{0},
-      bytes_uploaded{0}, downloads{0}, fills{0}, dispatches{0};
+  std::atomic<uint64_t> allocations{0}, releases{0}, bytes_allocated{0}, uploads{0}, bytes_uploaded{0},
+      downloads{0}, fills{0}, dispatches{0};
   DeviceCounters snapshot() const;
 };
 
@@ -178,9 +178,9 @@ Result<std::unique_ptr<Device>> create_device(std::string_view name);
 
 // What create_device can open on this machine, for `hexir-run --list-devices`.
 struct DeviceDescription {
-  std::string name;      // "cpu", "cuda:0", "cuda-managed:0"; "cuda" when CUDA is unavailable
+  std::string name;  // "cpu", "cuda:0", "cuda-managed:0"; "cuda" when CUDA is unavailable
   bool available = true;
-  std::string details;   // "NVIDIA H200, 139.8 GiB, compute capability 9.0", or why it is unavailable
+  std::string details;  // "NVIDIA H200, 139.8 GiB, compute capability 9.0", or why it is unavailable
 };
 // cpu first, then every CUDA device (or one unavailable "cuda" entry with the reason).
 std::vector<DeviceDescription> list_devices();

@@ -24,6 +24,7 @@
 
 namespace hexir::ops {
 
+// clang-format off
 enum class OpId : uint16_t {
   // Elementwise binary, numpy broadcasting, f32. No parameters.
   kAdd, kSub, kMul, kDiv, kMaximum, kMinimum,
@@ -60,6 +61,7 @@ enum class OpId : uint16_t {
   kConv2d,
   kCount,
 };
+// clang-format on
 inline constexpr int kOpCount = static_cast<int>(OpId::kCount);
 
 // An attribute value as a front end gives it: {axis = -1, perm = [1, 0], approximate = "tanh"}.
@@ -114,10 +116,10 @@ struct OpDef {
   OpId id;
   const char* name;  // as written after '@' in .hxir and stored in the kernel table
   int min_inputs;
-  int max_inputs;    // -1: variadic
+  int max_inputs;  // -1: variadic
   int min_outputs;
-  int max_outputs;   // -1: variadic (the result-type rule gives the count)
-  bool f32_only;     // every input must be f32 (checked before the rule runs)
+  int max_outputs;        // -1: variadic (the result-type rule gives the count)
+  bool f32_only;          // every input must be f32 (checked before the rule runs)
   bool may_run_in_place;  // output 0 may take the storage of an input of equal type
   bool is_view;           // output 0 shares input 0's storage; never dispatched
   int key_input;          // the input whose dtype keys the kernel (KernelKey)
@@ -129,7 +131,8 @@ struct OpDef {
   // The result-type rule: validates dtypes, shapes and parameter words and
   // returns the result types. Runs on untrusted files, so it must reject any
   // malformed parameter list without crashing.
-  Result<std::vector<TensorType>> (*infer)(std::span<const TensorType> inputs, std::span<const int64_t> params);
+  Result<std::vector<TensorType>> (*infer)(std::span<const TensorType> inputs,
+                                           std::span<const int64_t> params);
   // Scratch bytes the kernel needs (null: none).
   uint64_t (*workspace)(const PlanInput& operands);
   // The plan (null for views). Operands passed `infer`.
@@ -142,12 +145,13 @@ std::optional<OpId> find_op(std::string_view name);
 // Entry points: the common checks (operand counts, ranks up to kMaxRank, byte
 // sizes, f32-only operands), then the operator's own rule. Messages start
 // with "@name: ".
-Result<std::vector<int64_t>> lower_attributes(OpId id, std::span<const TensorType> inputs, const AttrMap& attrs,
-                                              std::span<const TensorType> declared);
+Result<std::vector<int64_t>> lower_attributes(OpId id, std::span<const TensorType> inputs,
+                                              const AttrMap& attrs, std::span<const TensorType> declared);
 Result<std::vector<TensorType>> infer_result_types(OpId id, std::span<const TensorType> inputs,
                                                    std::span<const int64_t> params);
 // Single-result shorthand (fails for an operator that gives several).
-Result<TensorType> infer_result_type(OpId id, std::span<const TensorType> inputs, std::span<const int64_t> params);
+Result<TensorType> infer_result_type(OpId id, std::span<const TensorType> inputs,
+                                     std::span<const int64_t> params);
 uint64_t workspace_bytes(OpId id, std::span<const TensorType> inputs, std::span<const int64_t> params);
 // Runs the result-type rule again, checks `outputs` against it, then plans.
 Result<OpPlan> plan_op(OpId id, std::span<const TensorType> inputs, std::span<const TensorType> outputs,
