@@ -290,12 +290,12 @@ Status gather(const Dispatch& d, Launcher& launcher) {
 constexpr int kF32 = static_cast<int>(DType::kF32);
 
 // cast: one line per (from, to) pair of the castable dtypes, all one kernel.
-#define HEXIR_CAST_FROM(from)                                                   \
-  {OpId::kCast, from, kCastF32, cast}, {OpId::kCast, from, kCastF16, cast},     \
-      {OpId::kCast, from, kCastI32, cast}, {OpId::kCast, from, kCastI64, cast}, \
-      {OpId::kCast, from, kCastU8, cast}, {                                     \
-    OpId::kCast, from, kCastBool, cast                                          \
-  }
+// clang-format off
+#define HEXIR_CAST_FROM(from)                                                                          \
+  {OpId::kCast, from, kCastF32, cast}, {OpId::kCast, from, kCastF16, cast},                            \
+  {OpId::kCast, from, kCastI32, cast}, {OpId::kCast, from, kCastI64, cast},                            \
+  {OpId::kCast, from, kCastU8, cast}, {OpId::kCast, from, kCastBool, cast}
+// clang-format on
 
 constexpr KernelEntry<CudaKernelFn> kKernels[] = {
     {OpId::kAdd, kF32, kF32, binary<Kernel::kAdd>},
