@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 #include <charconv>
+#include <cctype>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -143,10 +144,15 @@ class Parser {
     if (c == '@' || c == '%') {
       bump();
       size_t name_start = pos_;
-      while (pos_ < src_.size() && is_name_char(ch())) bump();
-      if (pos_ == name_start) return error(tok_.loc, std::string("expected a name after '") + c + "'");
+      if (ch() == '"') {  // a quoted name: %"input:0", @"w/1"
+        HEXIR_RETURN_IF_ERROR(lex_string());
+        if (tok_.str.empty()) return error(tok_.loc, std::string("empty quoted name after '") + c + "'");
+      } else {
+        while (pos_ < src_.size() && is_name_char(ch())) bump();
+        if (pos_ == name_start) return error(tok_.loc, std::string("expected a name after '") + c + "'");
+        tok_.str = std::string(src_.substr(name_start, pos_ - name_start));
+      }
       tok_.kind = c == '@' ? Tok::kGlobal : Tok::kLocal;
-      tok_.str = std::string(src_.substr(name_start, pos_ - name_start));
     } else if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_') {
       while (pos_ < src_.size() && (is_name_char(ch()) && ch() != '.' && ch() != '$')) bump();
       tok_.kind = Tok::kIdent;
@@ -236,7 +242,13 @@ class Parser {
           tok_.str += '\n';
         else if (e == 't')
           tok_.str += '\t';
-        else
+        else if (e == 'x' && std::isxdigit(static_cast<unsigned char>(ch(1))) &&
+                 std::isxdigit(static_cast<unsigned char>(ch(2)))) {  // \xNN: any byte
+          const char hex[3] = {ch(1), ch(2), 0};
+          tok_.str += static_cast<char>(std::strtol(hex, nullptr, 16));
+          bump();
+          bump();
+        } else
           return error({line_, col_}, "unknown escape '\\" + std::string(1, e) + "' in string");
         bump();
         continue;
