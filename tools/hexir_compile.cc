@@ -1,11 +1,20 @@
 // hexir-compile IN.hxir -o OUT.hxe [--plan=naive|arena|free-at-last-use] [--align N] [--data-checksum]
 //               [--schedule=source|memory] [--no-in-place]
 //               [--compress=none|zstd[:LEVEL]] [--plan-budget-ms N]
+// hexir-compile MODEL.onnx -o OUT.hxe [--input-shape NAME=AxBxC ...] [--bind NAME=VALUE ...]
+//               [--emit-hxir OUT.hxir|-]   (docs/onnx.md)
 #include <cstdio>
+#include <fstream>
 #include <optional>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "cli.h"
+#include "hxir_printer.h"
+#include "onnx_importer.h"
+#include "parser.h"
+#include "pipeline.h"
 #include "hexir/format/prelude.h"
 #include "hexir/format/verifier.h"
 #include "hexir/serializer/compiler.h"
@@ -19,17 +28,40 @@ constexpr const char* kUsage =
     "usage: hexir-compile IN.hxir -o OUT.hxe [--plan=naive|arena|free-at-last-use] [--align N] "
     "[--data-checksum]\n"
     "       [--schedule=source|memory] [--no-in-place]\n"
-    "       [--compress=none|zstd[:LEVEL]] [--plan-budget-ms N]\n";
+    "       [--compress=none|zstd[:LEVEL]] [--plan-budget-ms N]\n"
+    "       hexir-compile MODEL.onnx -o OUT.hxe [--input-shape NAME=AxBxC ...] [--bind NAME=VALUE ...]\n"
+    "       (either input) [--emit-hxir OUT.hxir|-]: also print the graph as .hxir text\n";
+
+// The graph of an .onnx model (with its options) or of .hxir text.
+hexir::Result<hexir::serializer::Module> load_graph(const std::string& input, bool onnx,
+                                                    const hexir::serializer::OnnxImportOptions& import) {
+  if (onnx) return hexir::serializer::import_onnx(input, import);
+  std::ifstream in(input, std::ios::binary);
+  if (!in) return hexir::not_found("cannot open '" + input + "'");
+  std::stringstream text;
+  text << in.rdbuf();
+  return hexir::serializer::parse_module(text.str(), input, std::filesystem::path(input).parent_path());
+}
 
 }  // namespace
 
 int main(int argc, char** argv) {
   namespace serializer = hexir::serializer;
   serializer::CompileOptions options;
-  std::string input, output, compress;
+  std::string input, output, compress, emit_hxir, option;
+  std::vector<std::string> input_shapes, binds;
   size_t plan = 1, schedule = 0;
   cli::Args args("hexir-compile", kUsage, argc, argv);
   while (args.next()) {
+    if (args.value("--input-shape", &option)) {
+      input_shapes.push_back(option);
+      continue;
+    }
+    if (args.value("--bind", &option)) {
+      binds.push_back(option);
+      continue;
+    }
+    if (args.value("--emit-hxir", &emit_hxir)) continue;
     if (args.value("-o", &output) || args.choice("--plan", {"naive", "arena", "free-at-last-use"}, &plan) ||
         args.choice("--schedule", {"source", "memory"}, &schedule) ||
         args.number("--align", &options.alignment) ||
@@ -44,7 +76,16 @@ int main(int argc, char** argv) {
   }
   if (std::optional<int> rc = args.stop()) return *rc;
   if (input.empty()) return args.usage_error("no input file");
-  if (output.empty()) return args.usage_error("no output file (-o OUT.hxe)");
+  if (output.empty() && emit_hxir.empty()) return args.usage_error("no output file (-o OUT.hxe)");
+  const bool onnx = std::filesystem::path(input).extension() == ".onnx";
+  serializer::OnnxImportOptions import;
+  if (!onnx && !(input_shapes.empty() && binds.empty()))
+    return args.usage_error("--input-shape and --bind apply to .onnx models");
+  for (const std::string& text : input_shapes)
+    if (hexir::Status s = serializer::parse_input_shape_option(text, import); !s.ok())
+      return args.usage_error(s.message());
+  for (const std::string& text : binds)
+    if (hexir::Status s = serializer::parse_bind_option(text, import); !s.ok()) return args.usage_error(s.message());
   constexpr serializer::PlanStrategy kPlans[] = {serializer::PlanStrategy::kNaive,
                                                  serializer::PlanStrategy::kArena,
                                                  serializer::PlanStrategy::kFreeAtLastUse};
@@ -63,8 +104,32 @@ int main(int argc, char** argv) {
     return args.usage_error("--compress expects none, zstd or zstd:LEVEL, got '" + compress + "'");
   }
 
-  // Weights stream from their .npy files into the output; never all in memory.
-  auto compiled = hexir::serializer::compile_file_to(input, output, options);
+  if (hexir::Status s = serializer::check_compile_options(options); !s.ok()) return args.fail(s.message());
+  hexir::Result<serializer::CompiledFile> compiled = hexir::invalid_argument("nothing compiled");
+  if (onnx || !emit_hxir.empty()) {
+    // An imported graph's weights stay in the model file (or its external data) until they are written.
+    auto module = load_graph(input, onnx, import);
+    if (!module.ok()) return args.fail(module.status().message());
+    if (!emit_hxir.empty()) {
+      serializer::HxirPrintOptions print;
+      if (emit_hxir != "-") {  // large constants as .npy files in OUT.data/ next to OUT.hxir
+        const std::filesystem::path text_path(emit_hxir);
+        print.data_ref = text_path.stem().string() + ".data";
+        print.data_dir = text_path.parent_path() / print.data_ref;
+      }
+      auto text = serializer::print_hxir(*module, print);
+      if (!text.ok()) return args.fail(text.status().message());
+      if (emit_hxir == "-")
+        std::fwrite(text->data(), 1, text->size(), stdout);
+      else if (hexir::Status s = cli::write_file(emit_hxir, *text); !s.ok())
+        return args.fail(s.message());
+    }
+    if (output.empty()) return 0;
+    compiled = serializer::compile_module_to(*module, output, options, input);
+  } else {
+    // Weights stream from their .npy files into the output; never all in memory.
+    compiled = serializer::compile_file_to(input, output, options);
+  }
   if (!compiled.ok()) return args.fail(compiled.status().message());
 
   // Summary read back from the metadata just written.

@@ -718,6 +718,24 @@ class Importer {
       } else if (!tt.has_shape()) {
         open_dims = "all (no shape)";
       }
+      if (auto it = options_.input_values.find(in.name()); it != options_.input_values.end()) {
+        seen_options.insert(in.name());
+        const OnnxTensor& value = it->second;
+        if (value.type.dtype != *dtype)
+          return error_at(loc, "the value given for input '" + in.name() + "' is " + value.type.to_string() +
+                                   ", the input is " + dtype_name(*dtype));
+        bool fits = !tt.has_shape() || value.type.dims.size() == dims.size();
+        for (size_t d = 0; fits && d < dims.size(); ++d) fits = dims[d] < 0 || dims[d] == value.type.dims[d];
+        Result<uint64_t> size = byte_size(value.type);
+        if (!fits || !size.ok() || *size != value.bytes.size())
+          return error_at(loc, "the value given for input '" + in.name() + "' (" + value.type.to_string() + ", " +
+                                   std::to_string(value.bytes.size()) + " bytes) does not fit its shape " +
+                                   shape_text(dims));
+        HostTensor h = make_host(tt.elem_type(), value.type.dims);
+        h.bytes = value.bytes;
+        entries_[in.name()] = new_const(claim(in.name()), std::move(h), loc);
+        continue;
+      }
       const bool bound = options_.binds.count(in.name()) > 0;
       if (!open_dims.empty() && !bound) {
         open.push_back("'" + in.name() + "' dims " + open_dims);
@@ -743,6 +761,8 @@ class Importer {
     for (const auto& [name, dims] : options_.input_shapes)
       if (!seen_options.count(name)) unknown.push_back(name);
     for (const auto& [name, value] : options_.binds)
+      if (!seen_options.count(name)) unknown.push_back(name);
+    for (const auto& [name, value] : options_.input_values)
       if (!seen_options.count(name)) unknown.push_back(name);
     if (!unknown.empty()) {
       std::string inputs;

@@ -40,6 +40,12 @@ namespace hexir::serializer {
 // Whether this build has the ONNX front end.
 bool onnx_supported();
 
+// A tensor's type and its bytes (little-endian, C order).
+struct OnnxTensor {
+  TensorType type;
+  std::vector<uint8_t> bytes;
+};
+
 struct OnnxImportOptions {
   // Shapes for model inputs (by name), replacing what the model declares;
   // every dynamic dim (a dim_param or an unknown dim) must be fixed here.
@@ -48,6 +54,10 @@ struct OnnxImportOptions {
   // value converted to it), e.g. a sequence length or a flag. They leave the
   // function's signature.
   std::map<std::string, double, std::less<>> binds;
+  // Inputs given whole values (any shape, the input's dtype): they become
+  // constants too, so e.g. a Reshape's shape fed as an input folds. The
+  // ONNX node tests feed such inputs from their .pb files.
+  std::map<std::string, OnnxTensor, std::less<>> input_values;
   // Name of the function made of the graph ("main").
   std::string function_name = "main";
   // Nodes whose inputs are all constants are evaluated at import when their
@@ -70,11 +80,6 @@ std::optional<DType> dtype_from_onnx(int32_t data_type);
 // The ONNX name of a TensorProto.DataType ("FLOAT", "DOUBLE", ...), for messages.
 std::string onnx_type_name(int32_t data_type);
 
-// A tensor's type and its bytes (little-endian, C order).
-struct OnnxTensor {
-  TensorType type;
-  std::vector<uint8_t> bytes;
-};
 // The contents of a TensorProto: raw_data, the typed fields (float_data,
 // int32_data for i32/f16/bf16/i8/u8/bool, int64_data), or external data
 // (`location` relative to `base_dir`, `offset`, `length`). Errors name the

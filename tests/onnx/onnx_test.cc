@@ -1,0 +1,786 @@
+// The ONNX front end end to end: models built here with the protobuf API
+// (onnx::ModelProto), imported, compiled, run on the cpu device and compared
+// with references computed here; errors name the node or input; the .hxir
+// printer round-trips an imported graph to the same executable; and a few of
+// libonnx-testdata's node tests run against their stored outputs.
+#include <doctest/doctest.h>
+#include <onnx/onnx_pb.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "graph.h"
+#include "hexir/hal/device.h"
+#include "hexir/serializer/compiler.h"
+#include "hexir/vm.h"
+#include "hxir_printer.h"
+#include "onnx_importer.h"
+#include "parser.h"
+#include "pipeline.h"
+
+namespace fs = std::filesystem;
+using hexir::DType;
+using hexir::TensorType;
+using hexir::serializer::OnnxImportOptions;
+
+namespace {
+
+class TempDir {
+ public:
+  TempDir() {
+    static std::atomic<int> counter{0};
+    path_ = fs::temp_directory_path() / ("hexir_onnx_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
+    fs::create_directories(path_);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+// ---- building models ----------------------------------------------------------
+
+constexpr int kF = onnx::TensorProto::FLOAT;
+constexpr int kI64 = onnx::TensorProto::INT64;
+
+struct Attr {
+  std::string name;
+  std::function<void(onnx::AttributeProto&)> set;
+};
+Attr ai(std::string name, int64_t v) {
+  return {std::move(name), [v](onnx::AttributeProto& a) {
+            a.set_type(onnx::AttributeProto::INT);
+            a.set_i(v);
+          }};
+}
+Attr af(std::string name, float v) {
+  return {std::move(name), [v](onnx::AttributeProto& a) {
+            a.set_type(onnx::AttributeProto::FLOAT);
+            a.set_f(v);
+          }};
+}
+Attr ais(std::string name, std::vector<int64_t> v) {
+  return {std::move(name), [v](onnx::AttributeProto& a) {
+            a.set_type(onnx::AttributeProto::INTS);
+            for (int64_t x : v) a.add_ints(x);
+          }};
+}
+Attr as(std::string name, std::string v) {
+  return {std::move(name), [v](onnx::AttributeProto& a) {
+            a.set_type(onnx::AttributeProto::STRING);
+            a.set_s(v);
+          }};
+}
+
+class Model {
+ public:
+  explicit Model(int64_t opset = 17) {
+    proto_.set_ir_version(8);
+    auto* o = proto_.add_opset_import();
+    o->set_domain("");
+    o->set_version(opset);
+    proto_.mutable_graph()->set_name("test_graph");
+  }
+  // dims: -1 is a dynamic dim named "N".
+  Model& input(const std::string& name, int type, const std::vector<int64_t>& dims) {
+    fill_value_info(proto_.mutable_graph()->add_input(), name, type, dims);
+    return *this;
+  }
+  Model& output(const std::string& name, int type = kF, const std::vector<int64_t>* dims = nullptr) {
+    auto* v = proto_.mutable_graph()->add_output();
+    v->set_name(name);
+    v->mutable_type()->mutable_tensor_type()->set_elem_type(type);
+    if (dims)
+      for (int64_t d : *dims) v->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(d);
+    return *this;
+  }
+  // raw: stored in raw_data (else the typed field).
+  Model& init_f(const std::string& name, const std::vector<int64_t>& dims, const std::vector<float>& v, bool raw = true) {
+    auto* t = proto_.mutable_graph()->add_initializer();
+    t->set_name(name);
+    t->set_data_type(kF);
+    for (int64_t d : dims) t->add_dims(d);
+    if (raw)
+      t->set_raw_data(std::string(reinterpret_cast<const char*>(v.data()), v.size() * 4));
+    else
+      for (float x : v) t->add_float_data(x);
+    return *this;
+  }
+  Model& init_i64(const std::string& name, const std::vector<int64_t>& dims, const std::vector<int64_t>& v, bool raw = true) {
+    auto* t = proto_.mutable_graph()->add_initializer();
+    t->set_name(name);
+    t->set_data_type(kI64);
+    for (int64_t d : dims) t->add_dims(d);
+    if (raw)
+      t->set_raw_data(std::string(reinterpret_cast<const char*>(v.data()), v.size() * 8));
+    else
+      for (int64_t x : v) t->add_int64_data(x);
+    return *this;
+  }
+  Model& node(const std::string& op, const std::vector<std::string>& in, const std::vector<std::string>& out,
+              const std::vector<Attr>& attrs = {}, const std::string& name = "") {
+    auto* n = proto_.mutable_graph()->add_node();
+    n->set_op_type(op);
+    n->set_name(name.empty() ? op + "_" + std::to_string(proto_.graph().node_size()) : name);
+    for (const auto& i : in) n->add_input(i);
+    for (const auto& o : out) n->add_output(o);
+    for (const auto& a : attrs) {
+      auto* p = n->add_attribute();
+      p->set_name(a.name);
+      a.set(*p);
+    }
+    return *this;
+  }
+  onnx::ModelProto& proto() { return proto_; }
+  fs::path save(const fs::path& path) const {
+    std::ofstream out(path, std::ios::binary);
+    REQUIRE(proto_.SerializeToOstream(&out));
+    return path;
+  }
+
+ private:
+  static void fill_value_info(onnx::ValueInfoProto* v, const std::string& name, int type,
+                              const std::vector<int64_t>& dims) {
+    v->set_name(name);
+    auto* tt = v->mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(type);
+    auto* shape = tt->mutable_shape();
+    for (int64_t d : dims) {
+      auto* dim = shape->add_dim();
+      if (d < 0)
+        dim->set_dim_param("N");
+      else
+        dim->set_dim_value(d);
+    }
+  }
+  onnx::ModelProto proto_;
+};
+
+// ---- running ---------------------------------------------------------------------
+
+struct Tensor {
+  TensorType type;
+  std::vector<uint8_t> bytes;
+  std::vector<float> f32() const {
+    std::vector<float> v(bytes.size() / 4);
+    std::memcpy(v.data(), bytes.data(), bytes.size());
+    return v;
+  }
+};
+Tensor f32(std::vector<int64_t> dims, const std::vector<float>& v) {
+  Tensor t{{DType::kF32, std::move(dims)}, std::vector<uint8_t>(v.size() * 4)};
+  std::memcpy(t.bytes.data(), v.data(), t.bytes.size());
+  return t;
+}
+
+hexir::serializer::Module import_ok(const fs::path& model, const OnnxImportOptions& options = {}) {
+  auto m = hexir::serializer::import_onnx(model, options);
+  INFO(m.status().to_string());
+  REQUIRE(m.ok());
+  return std::move(m).value();
+}
+
+std::string import_error(const fs::path& model, const OnnxImportOptions& options = {}) {
+  auto m = hexir::serializer::import_onnx(model, options);
+  return m.ok() ? std::string() : m.status().message();
+}
+
+std::vector<uint8_t> compile_ok(const hexir::serializer::Module& module) {
+  auto bytes = hexir::serializer::compile_module(module, {}, "model");
+  INFO(bytes.status().to_string());
+  REQUIRE(bytes.ok());
+  return std::move(bytes).value();
+}
+
+// Compiles, loads and runs `module` on the cpu device; returns every output.
+std::vector<Tensor> run(const hexir::serializer::Module& module, const std::vector<Tensor>& inputs,
+                        const fs::path& dir) {
+  const fs::path exe = dir / "model.hxe";
+  auto compiled = hexir::serializer::compile_module_to(module, exe);
+  INFO(compiled.status().to_string());
+  REQUIRE(compiled.ok());
+  auto loaded = hexir::vm::Module::load_file(exe.string());
+  INFO(loaded.status().to_string());
+  REQUIRE(loaded.ok());
+  auto device = hexir::hal::create_device("cpu");
+  REQUIRE(device.ok());
+  auto program = hexir::vm::Program::prepare(*loaded, **device);
+  INFO(program.status().to_string());
+  REQUIRE(program.ok());
+  auto context = hexir::vm::Context::create(*program);
+  REQUIRE(context.ok());
+  std::vector<hexir::vm::TensorRef> refs;
+  for (const Tensor& t : inputs)
+    refs.push_back({const_cast<uint8_t*>(t.bytes.data()), t.bytes.size(), t.type});
+  hexir::Status invoked = context->invoke(0, refs);
+  INFO(invoked.to_string());
+  REQUIRE(invoked.ok());
+  std::vector<Tensor> out;
+  const auto& sig = loaded->function(0);
+  for (size_t i = 0; i < sig.outputs.size(); ++i) {
+    Tensor t{sig.outputs[i].type, std::vector<uint8_t>(sig.outputs[i].byte_size)};
+    REQUIRE(context->read_output(0, i, t.bytes).ok());
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+void check_close(const std::vector<float>& got, const std::vector<float>& want, double tol = 1e-5) {
+  REQUIRE(got.size() == want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    INFO("element ", i);
+    CHECK(std::fabs(got[i] - want[i]) <= tol * (1 + std::fabs(want[i])));
+  }
+}
+
+int count_nodes(const hexir::serializer::Module& m, hexir::ops::OpId op) {
+  int n = 0;
+  for (const auto& node : m.functions[0].nodes) n += node.op == op;
+  return n;
+}
+
+// Prints the graph as .hxir, parses it back and checks both compile to the same bytes.
+void check_round_trip(const hexir::serializer::Module& module, const fs::path& dir, uint64_t dense_max = 256) {
+  hexir::serializer::HxirPrintOptions print;
+  print.data_dir = dir / "model.data";
+  print.data_ref = "model.data";
+  print.dense_max_bytes = dense_max;
+  auto text = hexir::serializer::print_hxir(module, print);
+  INFO(text.status().to_string());
+  REQUIRE(text.ok());
+  INFO(*text);
+  auto parsed = hexir::serializer::parse_module(*text, "printed.hxir", dir);
+  INFO(parsed.status().to_string());
+  REQUIRE(parsed.ok());
+  CHECK(compile_ok(*parsed) == compile_ok(module));
+}
+
+std::vector<float> matmul(const std::vector<float>& a, const std::vector<float>& b, int m, int k, int n) {
+  std::vector<float> c(static_cast<size_t>(m * n), 0.f);
+  for (int i = 0; i < m; ++i)
+    for (int j = 0; j < n; ++j) {
+      double s = 0;
+      for (int p = 0; p < k; ++p) s += static_cast<double>(a[i * k + p]) * b[p * n + j];
+      c[i * n + j] = static_cast<float>(s);
+    }
+  return c;
+}
+
+std::vector<float> ramp(size_t n, float scale = 0.25f, float offset = -1.f) {
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = offset + scale * static_cast<float>((i * 7) % 11);
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("Gemm/Relu MLP: transB, alpha, beta, a typed-field bias") {
+  TempDir dir;
+  const std::vector<float> w1 = ramp(12, 0.1f, -0.5f), b1 = {0.1f, -0.2f, 0.3f};
+  const std::vector<float> w2 = ramp(6, 0.3f, -0.7f), c2 = {0.5f, -1.f};
+  Model m;
+  m.input("x", kF, {2, 4})
+      .init_f("w1", {3, 4}, w1)
+      .init_f("b1", {3}, b1)
+      .init_f("w2", {3, 2}, w2)
+      .init_f("c2", {2}, c2, /*raw=*/false)
+      .node("Gemm", {"x", "w1", "b1"}, {"h"}, {ai("transB", 1)})
+      .node("Relu", {"h"}, {"r"})
+      .node("Gemm", {"r", "w2", "c2"}, {"y"}, {af("alpha", 0.5f), af("beta", 2.f)})
+      .output("y");
+  const fs::path path = m.save(dir.path() / "mlp.onnx");
+  auto module = import_ok(path);
+  // transB of a constant folds: no transpose runs.
+  CHECK(count_nodes(module, hexir::ops::OpId::kTranspose) == 0);
+  const std::vector<float> x = ramp(8);
+  // Reference.
+  std::vector<float> w1t(12);
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 4; ++j) w1t[j * 3 + i] = w1[i * 4 + j];
+  std::vector<float> h = matmul(x, w1t, 2, 4, 3);
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 3; ++j) h[i * 3 + j] = std::max(0.f, h[i * 3 + j] + b1[j]);
+  std::vector<float> y = matmul(h, w2, 2, 3, 2);
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 2; ++j) y[i * 2 + j] = 0.5f * y[i * 2 + j] + 2.f * c2[j];
+  auto out = run(module, {f32({2, 4}, x)}, dir.path());
+  REQUIRE(out.size() == 1);
+  CHECK(out[0].type == TensorType{DType::kF32, {2, 2}});
+  check_close(out[0].f32(), y);
+  // The raw_data initializers are read from the model file, not copied.
+  int from_file = 0;
+  for (const auto& c : module.constants) from_file += std::holds_alternative<hexir::serializer::FileRange>(c.source);
+  CHECK(from_file >= 2);
+  check_round_trip(module, dir.path());
+  check_round_trip(module, dir.path(), /*dense_max=*/0);  // every constant as an .npy file
+}
+
+namespace {
+
+// Direct NCHW convolution (one image, one group) with explicit pads.
+std::vector<float> conv_ref(const std::vector<float>& x, int c, int h, int w, const std::vector<float>& k, int kn,
+                            int kh, int kw, int stride, int pt, int pl, int oh, int ow) {
+  std::vector<float> y(static_cast<size_t>(kn * oh * ow), 0.f);
+  for (int o = 0; o < kn; ++o)
+    for (int i = 0; i < oh; ++i)
+      for (int j = 0; j < ow; ++j) {
+        double s = 0;
+        for (int ci = 0; ci < c; ++ci)
+          for (int a = 0; a < kh; ++a)
+            for (int b = 0; b < kw; ++b) {
+              const int yy = i * stride + a - pt, xx = j * stride + b - pl;
+              if (yy < 0 || yy >= h || xx < 0 || xx >= w) continue;
+              s += static_cast<double>(x[(ci * h + yy) * w + xx]) * k[((o * c + ci) * kh + a) * kw + b];
+            }
+        y[(o * oh + i) * ow + j] = static_cast<float>(s);
+      }
+  return y;
+}
+
+}  // namespace
+
+TEST_CASE("Conv with auto_pad SAME_UPPER / SAME_LOWER / VALID") {
+  struct Case {
+    const char* auto_pad;
+    int k, stride, pt, pl, oh;
+  };
+  // 5x5 input. SAME: out = ceil(5 / stride); an even kernel pads 1 in total,
+  // at the end (UPPER) or the beginning (LOWER).
+  for (Case cs : {Case{"SAME_UPPER", 2, 1, 0, 0, 5}, Case{"SAME_LOWER", 2, 1, 1, 1, 5},
+                  Case{"SAME_UPPER", 3, 2, 1, 1, 3}, Case{"VALID", 3, 2, 0, 0, 2}}) {
+    CAPTURE(cs.auto_pad);
+    CAPTURE(cs.k);
+    TempDir dir;
+    const std::vector<float> x = ramp(2 * 25), w = ramp(3 * 2 * cs.k * cs.k, 0.2f, -0.6f);
+    Model m(11);
+    m.input("x", kF, {1, 2, 5, 5})
+        .init_f("w", {3, 2, cs.k, cs.k}, w)
+        .node("Conv", {"x", "w"}, {"y"},
+              {as("auto_pad", cs.auto_pad), ais("strides", {cs.stride, cs.stride}), ais("kernel_shape", {cs.k, cs.k})})
+        .output("y");
+    auto module = import_ok(m.save(dir.path() / "conv.onnx"));
+    auto out = run(module, {f32({1, 2, 5, 5}, x)}, dir.path());
+    CHECK(out[0].type == TensorType{DType::kF32, {1, 3, cs.oh, cs.oh}});
+    check_close(out[0].f32(), conv_ref(x, 2, 5, 5, w, 3, cs.k, cs.k, cs.stride, cs.pt, cs.pl, cs.oh, cs.oh));
+  }
+}
+
+TEST_CASE("Conv 1-D with bias, pads and groups") {
+  TempDir dir;
+  const std::vector<float> x = ramp(4 * 6), w = ramp(4 * 2 * 3, 0.2f, -0.6f), b = {0.5f, -0.5f, 1.f, 0.f};
+  Model m(13);
+  m.input("x", kF, {1, 4, 6})
+      .init_f("w", {4, 2, 3}, w)
+      .init_f("b", {4}, b)
+      .node("Conv", {"x", "w", "b"}, {"y"}, {ais("pads", {1, 1}), ai("group", 2)})
+      .output("y");
+  auto module = import_ok(m.save(dir.path() / "conv1d.onnx"));
+  auto out = run(module, {f32({1, 4, 6}, x)}, dir.path());
+  CHECK(out[0].type == TensorType{DType::kF32, {1, 4, 6}});
+  // Reference: per group of 2 channels, 1-D correlation with pad 1.
+  std::vector<float> want(24);
+  for (int o = 0; o < 4; ++o)
+    for (int t = 0; t < 6; ++t) {
+      double s = b[o];
+      const int g = o / 2;
+      for (int ci = 0; ci < 2; ++ci)
+        for (int k = 0; k < 3; ++k) {
+          const int at = t + k - 1;
+          if (at >= 0 && at < 6) s += static_cast<double>(x[(g * 2 + ci) * 6 + at]) * w[(o * 2 + ci) * 3 + k];
+        }
+      want[o * 6 + t] = static_cast<float>(s);
+    }
+  check_close(out[0].f32(), want);
+}
+
+TEST_CASE("Reshape with 0 and -1, and a shape subgraph that folds (Shape -> Gather -> Concat -> Reshape)") {
+  TempDir dir;
+  Model m(13);
+  m.input("x", kF, {2, 3, 4})
+      .init_i64("zero_minus_one", {2}, {0, -1})
+      .init_i64("idx", {}, {0}, /*raw=*/false)
+      .init_i64("axes0", {1}, {0})
+      .init_i64("minus_one", {1}, {-1})
+      .node("Reshape", {"x", "zero_minus_one"}, {"a"})  // [2, 12]
+      .node("Shape", {"x"}, {"s"})
+      .node("Gather", {"s", "idx"}, {"n"}, {ai("axis", 0)})
+      .node("Unsqueeze", {"n", "axes0"}, {"n1"})
+      .node("Concat", {"minus_one", "n1"}, {"shape"}, {ai("axis", 0)})
+      .node("Reshape", {"a", "shape"}, {"b"})  // [12, 2]
+      .node("Relu", {"b"}, {"y"})
+      .output("a")
+      .output("y");
+  auto module = import_ok(m.save(dir.path() / "reshape.onnx"));
+  // Only views and the relu run: the shape computation folded.
+  CHECK(module.functions[0].nodes.size() == 3);
+  CHECK(count_nodes(module, hexir::ops::OpId::kReshape) == 2);
+  const std::vector<float> x = ramp(24);
+  auto out = run(module, {f32({2, 3, 4}, x)}, dir.path());
+  REQUIRE(out.size() == 2);
+  CHECK(out[0].type == TensorType{DType::kF32, {2, 12}});
+  CHECK(out[1].type == TensorType{DType::kF32, {12, 2}});
+  check_close(out[0].f32(), x);
+  std::vector<float> relu = x;
+  for (float& v : relu) v = std::max(v, 0.f);
+  check_close(out[1].f32(), relu);
+  check_round_trip(module, dir.path());
+
+  // allowzero = 1: a 0 is a zero-sized dim, not a copy.
+  Model z(14);
+  z.input("x", kF, {2, 0})
+      .init_i64("shape", {2}, {0, 5})
+      .node("Reshape", {"x", "shape"}, {"y"}, {ai("allowzero", 1)})
+      .output("y");
+  auto zm = import_ok(z.save(dir.path() / "allowzero.onnx"));
+  CHECK(zm.functions[0].values[static_cast<size_t>(zm.functions[0].outputs[0])].type ==
+        TensorType{DType::kF32, {0, 5}});
+}
+
+TEST_CASE("Squeeze/Unsqueeze: axes as attributes before opset 13, as inputs from it") {
+  for (int64_t opset : {11, 13}) {
+    CAPTURE(opset);
+    TempDir dir;
+    Model m(opset);
+    m.input("x", kF, {1, 3, 1, 2});
+    if (opset < 13) {
+      m.node("Squeeze", {"x"}, {"s"}, {ais("axes", {0, -2})}).node("Unsqueeze", {"s"}, {"u"}, {ais("axes", {1, -1})});
+    } else {
+      m.init_i64("sq", {2}, {0, -2}).init_i64("uq", {2}, {1, -1});
+      m.node("Squeeze", {"x", "sq"}, {"s"}).node("Unsqueeze", {"s", "uq"}, {"u"});
+    }
+    m.node("Neg", {"u"}, {"y"}).node("Squeeze", {"x"}, {"all"}).output("y").output("all");
+    auto module = import_ok(m.save(dir.path() / "squeeze.onnx"));
+    const std::vector<float> x = ramp(6);
+    auto out = run(module, {f32({1, 3, 1, 2}, x)}, dir.path());
+    CHECK(out[0].type == TensorType{DType::kF32, {3, 1, 2, 1}});
+    CHECK(out[1].type == TensorType{DType::kF32, {3, 2}});
+    std::vector<float> neg = x;
+    for (float& v : neg) v = -v;
+    check_close(out[0].f32(), neg);
+    check_close(out[1].f32(), x);
+  }
+}
+
+TEST_CASE("names with ':' and '/' are kept, print quoted and round-trip") {
+  TempDir dir;
+  Model m;
+  m.input("input:0", kF, {2, 3})
+      .init_f("w.1:0", {3}, {1.f, 2.f, 3.f})
+      .node("Mul", {"input:0", "w.1:0"}, {"mul/out:0"})
+      .node("Identity", {"mul/out:0"}, {"output:0"})
+      .output("output:0")
+      .output("mul/out:0");
+  auto module = import_ok(m.save(dir.path() / "names.onnx"));
+  const auto& fn = module.functions[0];
+  CHECK(fn.values[static_cast<size_t>(fn.arguments[0].value)].name == "input:0");
+  CHECK(fn.values[static_cast<size_t>(fn.outputs[0])].name == "output:0");
+  CHECK(fn.values[static_cast<size_t>(fn.outputs[1])].name == "mul/out:0");
+  auto text = hexir::serializer::print_hxir(module);
+  REQUIRE(text.ok());
+  CHECK(text->find("%\"input:0\"") != std::string::npos);
+  CHECK(text->find("@\"w.1:0\"") != std::string::npos);
+  check_round_trip(module, dir.path());
+  const std::vector<float> x = ramp(6);
+  auto out = run(module, {f32({2, 3}, x)}, dir.path());
+  std::vector<float> want = x;
+  for (size_t i = 0; i < 6; ++i) want[i] *= static_cast<float>(i % 3 + 1);
+  check_close(out[0].f32(), want);
+  check_close(out[1].f32(), want);
+  // The VM sees the input under its ONNX name.
+  auto exe = hexir::vm::Module::load_buffer(compile_ok(module));
+  if (exe.ok()) CHECK(exe->function(0).inputs[0].name == "input:0");
+}
+
+TEST_CASE("Softmax before opset 13 coerces to 2-D at axis; LayerNormalization; ReduceMean keepdims") {
+  TempDir dir;
+  Model m(11);
+  m.input("x", kF, {2, 3, 4}).node("Softmax", {"x"}, {"y"}, {ai("axis", 1)}).output("y");
+  auto module = import_ok(m.save(dir.path() / "softmax.onnx"));
+  const std::vector<float> x = ramp(24);
+  auto out = run(module, {f32({2, 3, 4}, x)}, dir.path());
+  std::vector<float> want(24);
+  for (int b = 0; b < 2; ++b) {  // softmax over the 12 trailing elements of each batch row
+    double mx = -1e30, sum = 0;
+    for (int i = 0; i < 12; ++i) mx = std::max(mx, static_cast<double>(x[b * 12 + i]));
+    for (int i = 0; i < 12; ++i) sum += std::exp(x[b * 12 + i] - mx);
+    for (int i = 0; i < 12; ++i) want[b * 12 + i] = static_cast<float>(std::exp(x[b * 12 + i] - mx) / sum);
+  }
+  check_close(out[0].f32(), want);
+
+  Model l(17);
+  l.input("x", kF, {2, 4})
+      .init_f("g", {4}, {1.f, 2.f, 0.5f, 1.f})
+      .node("LayerNormalization", {"x", "g"}, {"y"}, {af("epsilon", 1e-5f)})
+      .node("ReduceMean", {"y"}, {"m"}, {ais("axes", {1})})
+      .output("y")
+      .output("m");
+  auto lm = import_ok(l.save(dir.path() / "ln.onnx"));
+  auto lout = run(lm, {f32({2, 4}, ramp(8))}, dir.path());
+  CHECK(lout[1].type == TensorType{DType::kF32, {2, 1}});
+  const std::vector<float> lx = ramp(8), g = {1.f, 2.f, 0.5f, 1.f};
+  std::vector<float> ly(8), lmean(2);
+  for (int r = 0; r < 2; ++r) {
+    double mean = 0, var = 0;
+    for (int i = 0; i < 4; ++i) mean += lx[r * 4 + i] / 4.0;
+    for (int i = 0; i < 4; ++i) var += (lx[r * 4 + i] - mean) * (lx[r * 4 + i] - mean) / 4.0;
+    double acc = 0;
+    for (int i = 0; i < 4; ++i) {
+      ly[r * 4 + i] = static_cast<float>((lx[r * 4 + i] - mean) / std::sqrt(var + 1e-5) * g[i]);
+      acc += ly[r * 4 + i];
+    }
+    lmean[r] = static_cast<float>(acc / 4);
+  }
+  check_close(lout[0].f32(), ly, 1e-4);
+  check_close(lout[1].f32(), lmean, 1e-4);
+}
+
+TEST_CASE("Constant folding: Shape/Slice/Cast/Range/ConstantOfShape/Expand/Equal/Where on small tensors") {
+  TempDir dir;
+  Model m(13);
+  m.input("x", kF, {2, 3})
+      .init_i64("starts", {1}, {1})
+      .init_i64("ends", {1}, {INT64_MAX})
+      .init_i64("lo", {}, {0})
+      .init_i64("delta", {}, {1})
+      .node("Shape", {"x"}, {"s"})                       // [2, 3]
+      .node("Slice", {"s", "starts", "ends"}, {"last"})  // [3]
+      .node("Squeeze", {"last"}, {"n"})                  // 3
+      .node("Range", {"lo", "n", "delta"}, {"r"})        // [0, 1, 2]
+      .node("Cast", {"r"}, {"rf"}, {ai("to", kF)})       // f32 [0, 1, 2]
+      .node("ConstantOfShape", {"s"}, {"zeros"})         // f32 [2, 3] of 0
+      .node("Add", {"zeros", "rf"}, {"grid"})            // [[0,1,2],[0,1,2]]
+      .node("Equal", {"r", "lo"}, {"is0"})               // [T, F, F]
+      .node("Where", {"is0", "x", "grid"}, {"pick"})     // runs: x is an input
+      .node("Expand", {"rf", "s"}, {"e"})                // folded [2, 3]
+      .node("Mul", {"pick", "e"}, {"y"})
+      .output("y");
+  auto module = import_ok(m.save(dir.path() / "fold.onnx"));
+  // Only where and mul run; the rest became constants.
+  CHECK(module.functions[0].nodes.size() == 2);
+  const std::vector<float> x = ramp(6);
+  auto out = run(module, {f32({2, 3}, x)}, dir.path());
+  std::vector<float> want(6);
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 3; ++j) want[i * 3 + j] = (j == 0 ? x[i * 3 + j] : static_cast<float>(j)) * static_cast<float>(j);
+  check_close(out[0].f32(), want);
+  check_round_trip(module, dir.path());
+}
+
+TEST_CASE("Expand of a run-time value, Split by sizes, Slice with steps, Gather, Transpose, Concat, BatchNorm") {
+  TempDir dir;
+  Model m(13);
+  m.input("x", kF, {1, 4})
+      .init_i64("shape", {2}, {3, 1})
+      .init_i64("sizes", {2}, {1, 3})
+      .init_i64("st", {1}, {3})
+      .init_i64("en", {1}, {-5})
+      .init_i64("ax", {1}, {1})
+      .init_i64("sp", {1}, {-2})
+      .init_i64("ix", {2}, {2, -1})
+      .node("Expand", {"x", "shape"}, {"e"})                     // [3, 4]
+      .node("Split", {"e", "sizes"}, {"p0", "p1"}, {ai("axis", 1)})  // [3,1], [3,3]
+      .node("Slice", {"e", "st", "en", "ax", "sp"}, {"sl"})      // columns 3, 1 -> [3, 2]
+      .node("Gather", {"e", "ix"}, {"g"}, {ai("axis", 1)})       // columns 2, 3 -> [3, 2]
+      .node("Transpose", {"p1"}, {"t"}, {ais("perm", {1, 0})})   // [3, 3]
+      .node("Concat", {"sl", "g", "p0"}, {"c"}, {ai("axis", 1)})  // [3, 5]
+      .output("c")
+      .output("t");
+  auto module = import_ok(m.save(dir.path() / "layout.onnx"));
+  const std::vector<float> x = {1.f, 2.f, 3.f, 4.f};
+  auto out = run(module, {f32({1, 4}, x)}, dir.path());
+  CHECK(out[0].type == TensorType{DType::kF32, {3, 5}});
+  check_close(out[0].f32(), {4, 2, 3, 4, 1, 4, 2, 3, 4, 1, 4, 2, 3, 4, 1});
+  check_close(out[1].f32(), {2, 2, 2, 3, 3, 3, 4, 4, 4});
+  check_round_trip(module, dir.path());
+
+  Model b(15);
+  b.input("x", kF, {1, 2, 2, 2})
+      .init_f("scale", {2}, {1.f, 2.f})
+      .init_f("bias", {2}, {0.f, 1.f})
+      .init_f("mean", {2}, {1.f, -1.f})
+      .init_f("var", {2}, {4.f, 1.f})
+      .node("BatchNormalization", {"x", "scale", "bias", "mean", "var"}, {"y"}, {af("epsilon", 0.f)})
+      .node("GlobalAveragePool", {"y"}, {"p"})
+      .node("Flatten", {"p"}, {"f"})
+      .output("f");
+  auto bm = import_ok(b.save(dir.path() / "bn.onnx"));
+  const std::vector<float> bx = {1, 2, 3, 4, 5, 6, 7, 8};
+  auto bout = run(bm, {f32({1, 2, 2, 2}, bx)}, dir.path());
+  CHECK(bout[0].type == TensorType{DType::kF32, {1, 2}});
+  // channel 0: (x - 1) / 2 averaged over 1..4 -> 0.75; channel 1: 2 (x + 1) + 1 averaged over 5..8 -> 16
+  check_close(bout[0].f32(), {0.75f, 16.f});
+}
+
+TEST_CASE("errors name the node, its op type and what is missing") {
+  TempDir dir;
+  Model m;
+  m.input("x", kF, {2, 2}).node("Hardmax", {"x"}, {"y"}, {}, "hm0").output("y");
+  const std::string e = import_error(m.save(dir.path() / "unsupported.onnx"));
+  CHECK(e.find("unsupported.onnx") != std::string::npos);
+  CHECK(e.find("node 'hm0' (Hardmax)") != std::string::npos);
+  CHECK(e.find("not supported") != std::string::npos);
+
+  Model a;
+  a.input("x", kF, {2, 2}).node("Gemm", {"x", "x"}, {"y"}, {ai("transC", 1)}, "g0").output("y");
+  const std::string ea = import_error(a.save(dir.path() / "attr.onnx"));
+  CHECK(ea.find("node 'g0' (Gemm)") != std::string::npos);
+  CHECK(ea.find("'transC'") != std::string::npos);
+
+  // A node the graph does not need is never looked at.
+  Model dead;
+  dead.input("x", kF, {2}).node("Hardmax", {"x"}, {"unused"}).node("Relu", {"x"}, {"y"}).output("y");
+  import_ok(dead.save(dir.path() / "dead.onnx"));
+
+  // An operator's own rule, reported at the node.
+  Model t;
+  t.input("x", kI64, {2}).node("Relu", {"x"}, {"y"}, {}, "r0").output("y", kI64);
+  const std::string et = import_error(t.save(dir.path() / "int.onnx"));
+  CHECK(et.find("node 'r0' (Relu)") != std::string::npos);
+  CHECK(et.find("f32") != std::string::npos);
+
+  // A run-time shape.
+  Model r;
+  r.input("x", kF, {4}).input("s", kI64, {2}).node("Reshape", {"x", "s"}, {"y"}, {}, "rs").output("y");
+  const std::string er = import_error(r.save(dir.path() / "shape.onnx"));
+  CHECK(er.find("node 'rs' (Reshape)") != std::string::npos);
+  CHECK(er.find("must be a constant") != std::string::npos);
+  // ... which folds once the input is given a value.
+  OnnxImportOptions given;
+  given.input_values["s"] = {TensorType{DType::kI64, {2}}, std::vector<uint8_t>(16)};
+  const int64_t shape[2] = {2, 2};
+  std::memcpy(given.input_values["s"].bytes.data(), shape, 16);
+  auto rm = import_ok(dir.path() / "shape.onnx", given);
+  CHECK(rm.functions[0].arguments.size() == 1);
+}
+
+TEST_CASE("dynamic dims must be fixed: the error names the input and the dim; --input-shape and --bind") {
+  TempDir dir;
+  Model m;
+  m.input("tokens", kF, {-1, 4}).input("scale", kF, {}).node("Mul", {"tokens", "scale"}, {"y"}).output("y");
+  const fs::path path = m.save(dir.path() / "dynamic.onnx");
+  const std::string e = import_error(path);
+  CHECK(e.find("'tokens'") != std::string::npos);
+  CHECK(e.find("'N'") != std::string::npos);
+  CHECK(e.find("--input-shape") != std::string::npos);
+
+  OnnxImportOptions options;
+  REQUIRE(hexir::serializer::parse_input_shape_option("tokens=3x4", options).ok());
+  REQUIRE(hexir::serializer::parse_bind_option("scale=2.5", options).ok());
+  auto module = import_ok(path, options);
+  CHECK(module.functions[0].arguments.size() == 1);  // scale became a constant
+  auto out = run(module, {f32({3, 4}, ramp(12))}, dir.path());
+  std::vector<float> want = ramp(12);
+  for (float& v : want) v *= 2.5f;
+  check_close(out[0].f32(), want);
+
+  OnnxImportOptions wrong;
+  REQUIRE(hexir::serializer::parse_input_shape_option("tokens=3x5", wrong).ok());
+  CHECK(import_error(path, wrong).find("fixes it to 4") != std::string::npos);
+  OnnxImportOptions unknown;
+  REQUIRE(hexir::serializer::parse_input_shape_option("token=3x4", unknown).ok());
+  CHECK(import_error(path, unknown).find("no model input named 'token'") != std::string::npos);
+  CHECK(!hexir::serializer::parse_input_shape_option("x=3xx4", unknown).ok());
+  CHECK(!hexir::serializer::parse_bind_option("x=abc", unknown).ok());
+}
+
+TEST_CASE("an initializer with external data reads its own file; tensor_from_proto") {
+  TempDir dir;
+  const std::vector<float> w = {1.f, -2.f, 3.f, -4.f};
+  {
+    std::ofstream data(dir.path() / "weights.bin", std::ios::binary);
+    const char pad[8] = {};
+    data.write(pad, 8);
+    data.write(reinterpret_cast<const char*>(w.data()), 16);
+  }
+  Model m;
+  m.input("x", kF, {4}).node("Add", {"x", "w"}, {"y"}).output("y");
+  auto* t = m.proto().mutable_graph()->add_initializer();
+  t->set_name("w");
+  t->set_data_type(kF);
+  t->add_dims(4);
+  t->set_data_location(onnx::TensorProto::EXTERNAL);
+  auto add_kv = [&](const char* k, const char* v) {
+    auto* kv = t->add_external_data();
+    kv->set_key(k);
+    kv->set_value(v);
+  };
+  add_kv("location", "weights.bin");
+  add_kv("offset", "8");
+  add_kv("length", "16");
+  auto module = import_ok(m.save(dir.path() / "external.onnx"));
+  REQUIRE(module.constants.size() == 1);
+  const auto* range = std::get_if<hexir::serializer::FileRange>(&module.constants[0].source);
+  REQUIRE(range);
+  CHECK(range->offset == 8);
+  auto out = run(module, {f32({4}, {1, 1, 1, 1})}, dir.path());
+  check_close(out[0].f32(), {2, -1, 4, -3});
+
+  auto converted = hexir::serializer::tensor_from_proto(*t, dir.path());
+  REQUIRE(converted.ok());
+  CHECK(converted->type == TensorType{DType::kF32, {4}});
+  CHECK(converted->bytes.size() == 16);
+  onnx::TensorProto ints;
+  ints.set_data_type(onnx::TensorProto::INT32);
+  ints.add_dims(2);
+  ints.add_int32_data(7);
+  ints.add_int32_data(-3);
+  auto ci = hexir::serializer::tensor_from_proto(ints);
+  REQUIRE(ci.ok());
+  CHECK(ci->type == TensorType{DType::kI32, {2}});
+  onnx::TensorProto dbl;
+  dbl.set_data_type(onnx::TensorProto::DOUBLE);
+  CHECK(!hexir::serializer::tensor_from_proto(dbl).ok());
+}
+
+// ---- libonnx-testdata node tests ----------------------------------------------------
+
+namespace {
+
+const fs::path kNodeTests = "/usr/share/libonnx-testdata/data/node";
+
+void run_node_test(const std::string& name) {
+  CAPTURE(name);
+  const fs::path dir = kNodeTests / name;
+  if (!fs::exists(dir / "model.onnx")) {
+    MESSAGE("skipped: " << dir.string() << " not found (apt-get install libonnx-testdata)");
+    return;
+  }
+  auto module = import_ok(dir / "model.onnx");
+  std::vector<Tensor> inputs;
+  for (int i = 0;; ++i) {
+    const fs::path p = dir / "test_data_set_0" / ("input_" + std::to_string(i) + ".pb");
+    if (!fs::exists(p)) break;
+    auto t = hexir::serializer::read_onnx_tensor_file(p);
+    INFO(t.status().to_string());
+    REQUIRE(t.ok());
+    inputs.push_back({t->type, t->bytes});
+  }
+  TempDir tmp;
+  auto out = run(module, inputs, tmp.path());
+  for (size_t i = 0; i < out.size(); ++i) {
+    auto want = hexir::serializer::read_onnx_tensor_file(dir / "test_data_set_0" / ("output_" + std::to_string(i) + ".pb"));
+    REQUIRE(want.ok());
+    CHECK(out[i].type == want->type);
+    check_close(out[i].f32(), Tensor{want->type, want->bytes}.f32(), 1e-4);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("libonnx-testdata node tests") {
+  for (const char* name : {"test_relu", "test_gemm_default_no_bias", "test_conv_with_strides_padding",
+                           "test_gemm_all_attributes", "test_softmax_axis_1", "test_matmul_3d",
+                           "test_conv_with_autopad_same", "test_flatten_axis2"})
+    run_node_test(name);
+}
