@@ -17,36 +17,33 @@ namespace {
 using ops::BinaryPlan;
 
 // Runs op over one inner run of n elements; the strides are 0 (broadcast) or 1.
-template <typename Op>
-inline void binary_run(const float* a, int64_t sa, const float* b, int64_t sb, float* out, int64_t n) {
+template <typename Op, typename T, typename R>
+inline void binary_run(const T* a, int64_t sa, const T* b, int64_t sb, R* out, int64_t n) {
   // Separate loops for the stride patterns so each one vectorizes.
   if (sa == 1 && sb == 1) {
     for (int64_t i = 0; i < n; ++i) out[i] = Op::apply(a[i], b[i]);
   } else if (sa == 1 && sb == 0) {
-    const float bv = b[0];
+    const T bv = b[0];
     for (int64_t i = 0; i < n; ++i) out[i] = Op::apply(a[i], bv);
   } else if (sa == 0 && sb == 1) {
-    const float av = a[0];
+    const T av = a[0];
     for (int64_t i = 0; i < n; ++i) out[i] = Op::apply(av, b[i]);
   } else {
     for (int64_t i = 0; i < n; ++i) out[i] = Op::apply(a[i * sa], b[i * sb]);
   }
 }
 
-template <typename Op>
-Status binary(const KernelContext&, const Dispatch& d) {
-  const BinaryPlan& p = plan_of<BinaryPlan>(d);
-  const float* pa = input(d, 0);
-  const float* pb = input(d, 1);
-  float* po = output(d, 0);
+// Operands of T, results of R (bool results as bytes 0 or 1).
+template <typename Op, typename T, typename R>
+void binary_typed(const BinaryPlan& p, const T* pa, const T* pb, R* po) {
   switch (p.mode) {
-    case 0: binary_run<Op>(pa, 1, pb, 1, po, p.n); return ok_status();
-    case 1: binary_run<Op>(pa, 1, pb, 0, po, p.n); return ok_status();
-    case 2: binary_run<Op>(pa, 0, pb, 1, po, p.n); return ok_status();
-    case 4: po[0] = Op::apply(pa[0], pb[0]); return ok_status();
+    case 0: binary_run<Op>(pa, 1, pb, 1, po, p.n); return;
+    case 1: binary_run<Op>(pa, 1, pb, 0, po, p.n); return;
+    case 2: binary_run<Op>(pa, 0, pb, 1, po, p.n); return;
+    case 4: po[0] = Op::apply(pa[0], pb[0]); return;
     default: break;
   }
-  if (p.n == 0) return ok_status();
+  if (p.n == 0) return;
   // General case: merged dims, the innermost one a contiguous run.
   const int32_t outer_rank = p.rank - 1;
   const int64_t inner = p.dims[outer_rank];
@@ -60,6 +57,18 @@ Status binary(const KernelContext&, const Dispatch& d) {
     binary_run<Op>(pa + offset_a, p.stride_a[outer_rank], pb + offset_b, p.stride_b[outer_rank], po, inner);
     po += inner;
   } while (next_index(index, p.dims, outer_rank));
+}
+
+template <typename Op>
+Status binary(const KernelContext&, const Dispatch& d) {
+  binary_typed<Op>(plan_of<BinaryPlan>(d), input(d, 0), input(d, 1), output(d, 0));
+  return ok_status();
+}
+
+// equal / less / greater on operands of T: bool results.
+template <typename Op, typename T>
+Status compare(const KernelContext&, const Dispatch& d) {
+  binary_typed<Op>(plan_of<BinaryPlan>(d), input<T>(d, 0), input<T>(d, 1), output<uint8_t>(d, 0));
   return ok_status();
 }
 
@@ -72,12 +81,29 @@ Status unary(const KernelContext&, const Dispatch& d) {
   return ok_status();
 }
 
+// Unary maps with the plan's float parameters a, b (as floats).
+template <typename Op>
+Status unary_floats(const KernelContext&, const Dispatch& d) {
+  const ops::UnaryPlan& p = plan_of<ops::UnaryPlan>(d);
+  const float a = static_cast<float>(p.a), b = static_cast<float>(p.b);
+  const float* in = input(d, 0);
+  float* out = output(d, 0);
+  for (int64_t i = 0; i < p.n; ++i) out[i] = Op::apply(in[i], a, b);
+  return ok_status();
+}
+
 struct AddOp { static float apply(float a, float b) { return a + b; } };
 struct SubOp { static float apply(float a, float b) { return a - b; } };
 struct MulOp { static float apply(float a, float b) { return a * b; } };
 struct DivOp { static float apply(float a, float b) { return a / b; } };
 // numpy.maximum/minimum propagate NaN from either side (unlike std::fmax).
 struct MaximumOp { static float apply(float a, float b) { return (a > b || std::isnan(a)) ? a : b; } };
+// numpy.power (powf).
+struct PowOp { static float apply(float a, float b) { return std::pow(a, b); } };
+// Comparisons: 1 or 0; any comparison with NaN is false.
+struct EqualOp { template <typename T> static uint8_t apply(T a, T b) { return a == b; } };
+struct LessOp { template <typename T> static uint8_t apply(T a, T b) { return a < b; } };
+struct GreaterOp { template <typename T> static uint8_t apply(T a, T b) { return a > b; } };
 struct MinimumOp { static float apply(float a, float b) { return (a < b || std::isnan(a)) ? a : b; } };
 
 struct ReluOp { static float apply(float x) { return x > 0.0f ? x : (std::isnan(x) ? x : 0.0f); } };
@@ -97,6 +123,25 @@ struct ExpOp { static float apply(float x) { return std::exp(x); } };
 struct SqrtOp { static float apply(float x) { return std::sqrt(x); } };
 struct RsqrtOp { static float apply(float x) { return 1.0f / std::sqrt(x); } };
 struct NegOp { static float apply(float x) { return -x; } };
+// The comparisons are written so that a NaN operand falls through to NaN.
+struct LeakyReluOp { static float apply(float x, float alpha, float) { return x < 0.0f ? alpha * x : x; } };
+// numpy.clip: minimum(maximum(x, lo), hi); lo > hi gives hi.
+struct ClipOp {
+  static float apply(float x, float lo, float hi) {
+    const float v = x < lo ? lo : x;
+    return v > hi ? hi : v;
+  }
+};
+inline float clamp01(float v) { return v < 0.0f ? 0.0f : (v > 1.0f ? 1.0f : v); }
+struct HardSigmoidOp {
+  static float apply(float x, float alpha, float beta) { return clamp01(alpha * x + beta); }
+};
+// ONNX: x * hard_sigmoid(x, alpha = 1/6, beta = 1/2) (so -inf gives NaN, as there).
+struct HardSwishOp { static float apply(float x) { return x * clamp01(x * (1.0f / 6.0f) + 0.5f); } };
+struct ErfOp { static float apply(float x) { return std::erf(x); } };
+struct LogOp { static float apply(float x) { return std::log(x); } };
+struct AbsOp { static float apply(float x) { return std::fabs(x); } };
+struct ReciprocalOp { static float apply(float x) { return 1.0f / x; } };
 
 // ---- where ------------------------------------------------------------------
 
@@ -195,6 +240,38 @@ Status div(const KernelContext& c, const Dispatch& d) { return binary<DivOp>(c, 
 Status maximum(const KernelContext& c, const Dispatch& d) { return binary<MaximumOp>(c, d); }
 Status minimum(const KernelContext& c, const Dispatch& d) { return binary<MinimumOp>(c, d); }
 
+Status pow(const KernelContext& c, const Dispatch& d) { return binary<PowOp>(c, d); }
+
+template <typename T>
+Status equal(const KernelContext& c, const Dispatch& d) {
+  return compare<EqualOp, T>(c, d);
+}
+template <typename T>
+Status less(const KernelContext& c, const Dispatch& d) {
+  return compare<LessOp, T>(c, d);
+}
+template <typename T>
+Status greater(const KernelContext& c, const Dispatch& d) {
+  return compare<GreaterOp, T>(c, d);
+}
+#define HEXIR_COMPARE_TYPES(T)                                   \
+  template Status equal<T>(const KernelContext&, const Dispatch&); \
+  template Status less<T>(const KernelContext&, const Dispatch&);  \
+  template Status greater<T>(const KernelContext&, const Dispatch&);
+HEXIR_COMPARE_TYPES(float)
+HEXIR_COMPARE_TYPES(int32_t)
+HEXIR_COMPARE_TYPES(int64_t)
+#undef HEXIR_COMPARE_TYPES
+
+// Any non-zero byte is true; the result is 0 or 1.
+Status logical_not(const KernelContext&, const Dispatch& d) {
+  const int64_t n = plan_of<ops::UnaryPlan>(d).n;
+  const auto* in = input<uint8_t>(d, 0);
+  auto* out = output<uint8_t>(d, 0);
+  for (int64_t i = 0; i < n; ++i) out[i] = in[i] == 0;
+  return ok_status();
+}
+
 Status relu(const KernelContext& c, const Dispatch& d) { return unary<ReluOp>(c, d); }
 Status gelu(const KernelContext& c, const Dispatch& d) {
   return plan_of<ops::UnaryPlan>(d).variant == 1 ? unary<GeluTanhOp>(c, d) : unary<GeluErfOp>(c, d);
@@ -206,6 +283,14 @@ Status exp(const KernelContext& c, const Dispatch& d) { return unary<ExpOp>(c, d
 Status sqrt(const KernelContext& c, const Dispatch& d) { return unary<SqrtOp>(c, d); }
 Status rsqrt(const KernelContext& c, const Dispatch& d) { return unary<RsqrtOp>(c, d); }
 Status neg(const KernelContext& c, const Dispatch& d) { return unary<NegOp>(c, d); }
+Status leaky_relu(const KernelContext& c, const Dispatch& d) { return unary_floats<LeakyReluOp>(c, d); }
+Status clip(const KernelContext& c, const Dispatch& d) { return unary_floats<ClipOp>(c, d); }
+Status hard_sigmoid(const KernelContext& c, const Dispatch& d) { return unary_floats<HardSigmoidOp>(c, d); }
+Status hard_swish(const KernelContext& c, const Dispatch& d) { return unary<HardSwishOp>(c, d); }
+Status erf(const KernelContext& c, const Dispatch& d) { return unary<ErfOp>(c, d); }
+Status log(const KernelContext& c, const Dispatch& d) { return unary<LogOp>(c, d); }
+Status abs(const KernelContext& c, const Dispatch& d) { return unary<AbsOp>(c, d); }
+Status reciprocal(const KernelContext& c, const Dispatch& d) { return unary<ReciprocalOp>(c, d); }
 
 Status where(const KernelContext&, const Dispatch& d) {
   const ops::WherePlan& p = plan_of<ops::WherePlan>(d);

@@ -13,6 +13,7 @@
 #include "hexir/base/types.h"
 #include "hexir/hal/cpu_kernels.h"
 #include "hexir/hal/device.h"
+#include "hexir/ops/op.h"
 #include "hexir/ops/plans.h"
 
 namespace hexir::hal::cpu::internal {
@@ -53,6 +54,15 @@ Status mul(const KernelContext&, const Dispatch&);
 Status div(const KernelContext&, const Dispatch&);
 Status maximum(const KernelContext&, const Dispatch&);
 Status minimum(const KernelContext&, const Dispatch&);
+Status pow(const KernelContext&, const Dispatch&);
+// Operands of T (float, int32_t or int64_t), bool results; instantiated in elementwise.cc.
+template <typename T>
+Status equal(const KernelContext&, const Dispatch&);
+template <typename T>
+Status less(const KernelContext&, const Dispatch&);
+template <typename T>
+Status greater(const KernelContext&, const Dispatch&);
+Status logical_not(const KernelContext&, const Dispatch&);
 Status relu(const KernelContext&, const Dispatch&);
 Status gelu(const KernelContext&, const Dispatch&);
 Status silu(const KernelContext&, const Dispatch&);
@@ -62,6 +72,14 @@ Status exp(const KernelContext&, const Dispatch&);
 Status sqrt(const KernelContext&, const Dispatch&);
 Status rsqrt(const KernelContext&, const Dispatch&);
 Status neg(const KernelContext&, const Dispatch&);
+Status leaky_relu(const KernelContext&, const Dispatch&);
+Status clip(const KernelContext&, const Dispatch&);
+Status hard_sigmoid(const KernelContext&, const Dispatch&);
+Status hard_swish(const KernelContext&, const Dispatch&);
+Status erf(const KernelContext&, const Dispatch&);
+Status log(const KernelContext&, const Dispatch&);
+Status abs(const KernelContext&, const Dispatch&);
+Status reciprocal(const KernelContext&, const Dispatch&);
 Status where(const KernelContext&, const Dispatch&);
 // cast<From, To> for every pair of castable dtypes: cast_kernel(from, to).
 KernelFn cast_kernel(DType from, DType to);

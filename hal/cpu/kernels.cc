@@ -8,6 +8,8 @@ namespace {
 using namespace internal;
 using ops::OpId;
 constexpr int kF32 = static_cast<int>(DType::kF32);
+constexpr int kI32 = static_cast<int>(DType::kI32);
+constexpr int kI64 = static_cast<int>(DType::kI64);
 
 constexpr KernelEntry<KernelFn> kKernels[] = {
     {OpId::kAdd, kF32, kF32, add},
@@ -38,6 +40,27 @@ constexpr KernelEntry<KernelFn> kKernels[] = {
     {OpId::kGather, kAnyDType, kAnyDType, gather},
     {OpId::kSlice, kAnyDType, kAnyDType, strided_gather},
     {OpId::kConv2d, kF32, kF32, conv2d},
+    {OpId::kLeakyRelu, kF32, kF32, leaky_relu},
+    {OpId::kClip, kF32, kF32, clip},
+    {OpId::kHardSigmoid, kF32, kF32, hard_sigmoid},
+    {OpId::kHardSwish, kF32, kF32, hard_swish},
+    {OpId::kErf, kF32, kF32, erf},
+    {OpId::kLog, kF32, kF32, log},
+    {OpId::kAbs, kF32, kF32, abs},
+    {OpId::kReciprocal, kF32, kF32, reciprocal},
+    {OpId::kPow, kF32, kF32, pow},
+    // Comparisons are keyed by the operands' dtype; the result is always bool.
+    {OpId::kEqual, kF32, kAnyDType, equal<float>},
+    {OpId::kEqual, kI32, kAnyDType, equal<int32_t>},
+    {OpId::kEqual, kI64, kAnyDType, equal<int64_t>},
+    {OpId::kLess, kF32, kAnyDType, less<float>},
+    {OpId::kLess, kI32, kAnyDType, less<int32_t>},
+    {OpId::kLess, kI64, kAnyDType, less<int64_t>},
+    {OpId::kGreater, kF32, kAnyDType, greater<float>},
+    {OpId::kGreater, kI32, kAnyDType, greater<int32_t>},
+    {OpId::kGreater, kI64, kAnyDType, greater<int64_t>},
+    // not: bool only (its rule); bytes in, bytes out.
+    {OpId::kNot, kAnyDType, kAnyDType, logical_not},
 };
 
 }  // namespace

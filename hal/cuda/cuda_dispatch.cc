@@ -75,6 +75,28 @@ Status gelu(const Dispatch& d, Launcher& launcher) {
   return launch_unary(tanh_form ? Kernel::kGeluTanh : Kernel::kGeluErf, d, launcher);
 }
 
+// equal / less / greater on operands of `Dtype` (a CastDType), bool results.
+template <Kernel K, int32_t Dtype>
+Status compare(const Dispatch& d, Launcher& launcher) {
+  CompareParams p{};
+  p.a = d.operands[0];
+  p.b = d.operands[1];
+  p.out = out<uint8_t>(d, 0);
+  p.dtype = Dtype;
+  p.plan = plan_of<ops::BinaryPlan>(d);
+  if (p.plan.n == 0) return ok_status();
+  return launcher.launch(K, linear_config(p.plan.n), &p);
+}
+
+Status logical_not(const Dispatch& d, Launcher& launcher) {
+  NotParams p;
+  p.in = in<uint8_t>(d, 0);
+  p.out = out<uint8_t>(d, 0);
+  p.plan = plan_of<ops::UnaryPlan>(d);
+  if (p.plan.n == 0) return ok_status();
+  return launcher.launch(Kernel::kNot, linear_config(p.plan.n), &p);
+}
+
 // Every dtype is 1, 2, 4 or 8 bytes wide.
 Status where(const Dispatch& d, Launcher& launcher) {
   WhereParams p;
@@ -313,6 +335,27 @@ constexpr KernelEntry<CudaKernelFn> kKernels[] = {
     {OpId::kSqrt, kF32, kF32, unary<Kernel::kSqrt>},
     {OpId::kRsqrt, kF32, kF32, unary<Kernel::kRsqrt>},
     {OpId::kNeg, kF32, kF32, unary<Kernel::kNeg>},
+    {OpId::kLeakyRelu, kF32, kF32, unary<Kernel::kLeakyRelu>},
+    {OpId::kClip, kF32, kF32, unary<Kernel::kClip>},
+    {OpId::kHardSigmoid, kF32, kF32, unary<Kernel::kHardSigmoid>},
+    {OpId::kHardSwish, kF32, kF32, unary<Kernel::kHardSwish>},
+    {OpId::kErf, kF32, kF32, unary<Kernel::kErf>},
+    {OpId::kLog, kF32, kF32, unary<Kernel::kLog>},
+    {OpId::kAbs, kF32, kF32, unary<Kernel::kAbs>},
+    {OpId::kReciprocal, kF32, kF32, unary<Kernel::kReciprocal>},
+    {OpId::kPow, kF32, kF32, binary<Kernel::kPow>},
+    // Comparisons are keyed by the operands' dtype; the result is always bool.
+    {OpId::kEqual, kCastF32, kAnyDType, compare<Kernel::kEqual, kCastF32>},
+    {OpId::kEqual, kCastI32, kAnyDType, compare<Kernel::kEqual, kCastI32>},
+    {OpId::kEqual, kCastI64, kAnyDType, compare<Kernel::kEqual, kCastI64>},
+    {OpId::kLess, kCastF32, kAnyDType, compare<Kernel::kLess, kCastF32>},
+    {OpId::kLess, kCastI32, kAnyDType, compare<Kernel::kLess, kCastI32>},
+    {OpId::kLess, kCastI64, kAnyDType, compare<Kernel::kLess, kCastI64>},
+    {OpId::kGreater, kCastF32, kAnyDType, compare<Kernel::kGreater, kCastF32>},
+    {OpId::kGreater, kCastI32, kAnyDType, compare<Kernel::kGreater, kCastI32>},
+    {OpId::kGreater, kCastI64, kAnyDType, compare<Kernel::kGreater, kCastI64>},
+    // not: bool only (its rule).
+    {OpId::kNot, kAnyDType, kAnyDType, logical_not},
     {OpId::kMatmul, kF32, kF32, matmul},
     {OpId::kConv2d, kF32, kF32, conv2d},
     {OpId::kSoftmax, kF32, kF32, softmax},

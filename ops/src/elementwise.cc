@@ -1,5 +1,7 @@
 // Elementwise operators: binary with numpy broadcasting, unary maps, where, cast.
 #include <array>
+#include <cmath>
+#include <limits>
 
 #include "util.h"
 
@@ -25,6 +27,23 @@ Result<std::vector<TensorType>> infer_binary(std::span<const TensorType> in,
     return invalid_argument(prefix(kId) + "shapes " + shape_str(in[0].dims) + " and " +
                             shape_str(in[1].dims) + " do not broadcast");
   return one({in[0].dtype, *dims});
+}
+
+bool comparable(DType t) { return t == DType::kF32 || t == DType::kI32 || t == DType::kI64; }
+
+// equal, less, greater: one dtype on both sides, a bool result.
+template <OpId kId>
+Result<std::vector<TensorType>> infer_compare(std::span<const TensorType> in,
+                                              std::span<const int64_t> params) {
+  HEXIR_RETURN_IF_ERROR(check_param_count(kId, params, 0));
+  if (in[0].dtype != in[1].dtype || !comparable(in[0].dtype))
+    return invalid_argument(prefix(kId) + "operands are " + in[0].to_string() + " and " + in[1].to_string() +
+                            "; both must be f32, i32 or i64, of one dtype");
+  auto dims = broadcast_shapes(in[0].dims, in[1].dims);
+  if (!dims)
+    return invalid_argument(prefix(kId) + "shapes " + shape_str(in[0].dims) + " and " +
+                            shape_str(in[1].dims) + " do not broadcast");
+  return one({DType::kBool, *dims});
 }
 
 // Merges the output dims of a broadcast over `count` operands: size-1 dims
@@ -103,6 +122,71 @@ Result<std::vector<TensorType>> infer_gelu(std::span<const TensorType> in, std::
   if (params[0] != 0 && params[0] != 1)
     return invalid_argument(prefix(kGelu) + "approximate parameter must be 0 or 1");
   return one(in[0]);
+}
+
+Result<std::vector<TensorType>> infer_not(std::span<const TensorType> in, std::span<const int64_t> params) {
+  HEXIR_RETURN_IF_ERROR(check_param_count(kNot, params, 0));
+  if (in[0].dtype != DType::kBool)
+    return invalid_argument(prefix(kNot) + "operand is " + in[0].to_string() + ", expected bool");
+  return one(in[0]);
+}
+
+// ---- unary with float parameters ------------------------------------------------
+
+// A float attribute as a parameter word: finite unless `infinite_ok`, never NaN.
+Result<int64_t> float_param_attr(OpId id, const AttrMap& attrs, std::string_view name, double fallback,
+                                 bool infinite_ok = false) {
+  HEXIR_ASSIGN_OR_RETURN(double v, float_attr(id, attrs, name, fallback));
+  if (std::isnan(v) || (!infinite_ok && std::isinf(v)))
+    return invalid_argument(prefix(id) + "attribute '" + std::string(name) + "' must be a " +
+                            (infinite_ok ? "number, not NaN" : "finite number"));
+  return float_word(v);
+}
+
+Result<std::vector<int64_t>> lower_leaky_relu(std::span<const TensorType>, const AttrMap& attrs,
+                                              std::span<const TensorType>) {
+  HEXIR_RETURN_IF_ERROR(check_attr_names(kLeakyRelu, attrs, {"alpha"}));
+  HEXIR_ASSIGN_OR_RETURN(int64_t alpha, float_param_attr(kLeakyRelu, attrs, "alpha", 0.01));
+  return std::vector<int64_t>{alpha};
+}
+
+// ONNX Clip's min and max (inputs there; attributes here): absent is unbounded.
+Result<std::vector<int64_t>> lower_clip(std::span<const TensorType>, const AttrMap& attrs,
+                                        std::span<const TensorType>) {
+  HEXIR_RETURN_IF_ERROR(check_attr_names(kClip, attrs, {"min", "max"}));
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  HEXIR_ASSIGN_OR_RETURN(int64_t lo, float_param_attr(kClip, attrs, "min", -kInf, true));
+  HEXIR_ASSIGN_OR_RETURN(int64_t hi, float_param_attr(kClip, attrs, "max", kInf, true));
+  return std::vector<int64_t>{lo, hi};
+}
+
+Result<std::vector<int64_t>> lower_hard_sigmoid(std::span<const TensorType>, const AttrMap& attrs,
+                                                std::span<const TensorType>) {
+  HEXIR_RETURN_IF_ERROR(check_attr_names(kHardSigmoid, attrs, {"alpha", "beta"}));
+  HEXIR_ASSIGN_OR_RETURN(int64_t alpha, float_param_attr(kHardSigmoid, attrs, "alpha", 0.2));
+  HEXIR_ASSIGN_OR_RETURN(int64_t beta, float_param_attr(kHardSigmoid, attrs, "beta", 0.5));
+  return std::vector<int64_t>{alpha, beta};
+}
+
+// `count` words, each the bits of a double: never NaN, finite unless `infinite_ok`.
+template <OpId kId, size_t kCount, bool kInfiniteOk>
+Result<std::vector<TensorType>> infer_unary_floats(std::span<const TensorType> in,
+                                                   std::span<const int64_t> params) {
+  HEXIR_RETURN_IF_ERROR(check_param_count(kId, params, kCount));
+  for (int64_t word : params) {
+    const double v = float_param(word);
+    if (std::isnan(v) || (!kInfiniteOk && std::isinf(v)))
+      return invalid_argument(prefix(kId) + "parameter " + std::to_string(v) + " must be " +
+                              (kInfiniteOk ? "a number, not NaN" : "finite"));
+  }
+  return one(in[0]);
+}
+
+void plan_unary_floats(const PlanInput& op, OpPlan& out) {
+  UnaryPlan& p = out.start<UnaryPlan>();
+  p.n = count_of(op.outputs[0]);
+  if (op.params.size() > 0) p.a = float_param(op.params[0]);
+  if (op.params.size() > 1) p.b = float_param(op.params[1]);
 }
 
 // ---- where ------------------------------------------------------------------
@@ -190,6 +274,10 @@ void plan_cast(const PlanInput& op, OpPlan& out) {
 #define HEXIR_UNARY_OP(id, name) \
   { id, name, 1, 1, 1, 1, true, true, false, 0, lower_none<id>, infer_unary<id>, nullptr, plan_unary }
 
+// Keyed by the operands' dtype; the bool result never takes an operand's storage.
+#define HEXIR_COMPARE_OP(id, name) \
+  { id, name, 2, 2, 1, 1, false, false, false, 0, lower_none<id>, infer_compare<id>, nullptr, plan_binary }
+
 constexpr OpDef kDefs[] = {
     HEXIR_BINARY_OP(kAdd, "add"),
     HEXIR_BINARY_OP(kSub, "sub"),
@@ -210,10 +298,27 @@ constexpr OpDef kDefs[] = {
     {kWhere, "where", 3, 3, 1, 1, false, false, false, 1, lower_none<kWhere>, infer_where, nullptr,
      plan_where},
     {kCast, "cast", 1, 1, 1, 1, false, false, false, 0, lower_cast, infer_cast, nullptr, plan_cast},
+    {kLeakyRelu, "leaky_relu", 1, 1, 1, 1, true, true, false, 0, lower_leaky_relu,
+     infer_unary_floats<kLeakyRelu, 1, false>, nullptr, plan_unary_floats},
+    {kClip, "clip", 1, 1, 1, 1, true, true, false, 0, lower_clip, infer_unary_floats<kClip, 2, true>, nullptr,
+     plan_unary_floats},
+    {kHardSigmoid, "hard_sigmoid", 1, 1, 1, 1, true, true, false, 0, lower_hard_sigmoid,
+     infer_unary_floats<kHardSigmoid, 2, false>, nullptr, plan_unary_floats},
+    HEXIR_UNARY_OP(kHardSwish, "hard_swish"),
+    HEXIR_UNARY_OP(kErf, "erf"),
+    HEXIR_UNARY_OP(kLog, "log"),
+    HEXIR_UNARY_OP(kAbs, "abs"),
+    HEXIR_UNARY_OP(kReciprocal, "reciprocal"),
+    HEXIR_BINARY_OP(kPow, "pow"),
+    HEXIR_COMPARE_OP(kEqual, "equal"),
+    HEXIR_COMPARE_OP(kLess, "less"),
+    HEXIR_COMPARE_OP(kGreater, "greater"),
+    {kNot, "not", 1, 1, 1, 1, false, true, false, 0, lower_none<kNot>, infer_not, nullptr, plan_unary},
 };
 
 #undef HEXIR_BINARY_OP
 #undef HEXIR_UNARY_OP
+#undef HEXIR_COMPARE_OP
 
 }  // namespace
 

@@ -49,6 +49,14 @@ Result<int64_t> int_attr(OpId id, const AttrMap& attrs, std::string_view name, i
   return invalid_argument(prefix(id) + "attribute '" + std::string(name) + "' must be an integer");
 }
 
+Result<double> float_attr(OpId id, const AttrMap& attrs, std::string_view name, double fallback) {
+  const AttrValue* v = find_attr(attrs, name);
+  if (!v) return fallback;
+  if (auto* d = std::get_if<double>(&v->value)) return *d;
+  if (auto* i = std::get_if<int64_t>(&v->value)) return static_cast<double>(*i);
+  return invalid_argument(prefix(id) + "attribute '" + std::string(name) + "' must be a number");
+}
+
 Result<std::vector<int64_t>> int_list_attr(OpId id, const AttrMap& attrs, std::string_view name) {
   const AttrValue* v = find_attr(attrs, name);
   std::vector<int64_t> out;

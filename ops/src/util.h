@@ -1,6 +1,7 @@
 // Helpers shared by the operator definitions (internal to ops/).
 #pragma once
 
+#include <bit>
 #include <initializer_list>
 #include <span>
 #include <string>
@@ -20,10 +21,15 @@ Result<int64_t> normalize_axis(OpId id, int64_t axis, size_t rank, const char* w
 const AttrValue* find_attr(const AttrMap& attrs, std::string_view name);
 Status check_attr_names(OpId id, const AttrMap& attrs, std::initializer_list<std::string_view> allowed);
 Result<int64_t> int_attr(OpId id, const AttrMap& attrs, std::string_view name, int64_t fallback);
+// A number (an integer is taken as its value); `fallback` when absent.
+Result<double> float_attr(OpId id, const AttrMap& attrs, std::string_view name, double fallback);
 // An integer or a list of integers; empty when absent.
 Result<std::vector<int64_t>> int_list_attr(OpId id, const AttrMap& attrs, std::string_view name);
 
 Status check_param_count(OpId id, std::span<const int64_t> params, size_t expected);
+// A parameter word holding the bits of a double (see layernorm's epsilon).
+inline double float_param(int64_t word) { return std::bit_cast<double>(word); }
+inline int64_t float_word(double value) { return std::bit_cast<int64_t>(value); }
 Status check_axis_param(OpId id, int64_t axis, size_t rank);
 
 inline std::vector<TensorType> one(TensorType t) { return {std::move(t)}; }

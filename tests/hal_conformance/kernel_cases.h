@@ -137,6 +137,105 @@ inline std::vector<KernelCase> kernel_cases() {
   cases.push_back({"gelu erf", OpId::kGelu, {with_specials(random_f32({3, 129}, 300, -5.0f, 5.0f))}, {0}});
   cases.push_back({"gelu tanh", OpId::kGelu, {with_specials(random_f32({3, 129}, 301, -5.0f, 5.0f))}, {1}});
 
+  // The ONNX unary operators; float parameters are the bits of doubles.
+  {
+    auto word = [](double v) { return std::bit_cast<int64_t>(v); };
+    const double inf = std::numeric_limits<double>::infinity();
+    struct Unary {
+      std::string name;
+      OpId id;
+      std::vector<int64_t> params;
+    };
+    const Unary onnx_unaries[] = {
+        {"leaky_relu", OpId::kLeakyRelu, {word(0.01)}},
+        {"leaky_relu alpha 0.3", OpId::kLeakyRelu, {word(0.3)}},
+        {"clip [-1, 2]", OpId::kClip, {word(-1.0), word(2.0)}},
+        {"clip min only", OpId::kClip, {word(-0.5), word(inf)}},
+        {"clip max only", OpId::kClip, {word(-inf), word(0.25)}},
+        {"clip min above max", OpId::kClip, {word(1.0), word(-1.0)}},
+        {"hard_sigmoid", OpId::kHardSigmoid, {word(0.2), word(0.5)}},
+        {"hard_sigmoid alpha 1 beta 0", OpId::kHardSigmoid, {word(1.0), word(0.0)}},
+        {"hard_swish", OpId::kHardSwish, {}},
+        {"erf", OpId::kErf, {}},
+        {"log", OpId::kLog, {}},
+        {"abs", OpId::kAbs, {}},
+        {"reciprocal", OpId::kReciprocal, {}},
+    };
+    uint32_t s = 320;
+    for (const Unary& u : onnx_unaries) {
+      HostTensor x = with_specials(random_f32({3, 129}, s++, -5.0f, 5.0f));
+      x.at(5) = 0.0f;
+      x.at(6) = -0.0f;
+      cases.push_back({u.name, u.id, {x}, u.params});
+      cases.push_back({u.name + " in place", u.id, {random_f32({70}, s++, 0.1f, 3.0f)}, u.params, true});
+    }
+  }
+
+  // pow: numpy.power (NaN for a negative base and a fractional exponent).
+  cases.push_back({"pow same shape with NaN/inf",
+                   OpId::kPow,
+                   {with_specials(random_f32({37, 19}, 340, 0.1f, 3.0f)), random_f32({37, 19}, 341, -3.0f, 3.0f)},
+                   {}});
+  cases.push_back(
+      {"pow negative bases", OpId::kPow, {random_f32({5, 7}, 342), with_specials(random_f32({5, 7}, 343))}, {}});
+  cases.push_back({"pow scalar exponent", OpId::kPow, {random_f32({5, 7}, 344, 0.0f, 4.0f), random_f32({}, 345)}, {}});
+  cases.push_back(
+      {"pow general broadcast", OpId::kPow, {random_f32({4, 1}, 346, 0.5f, 2.0f), random_f32({1, 3, 1, 8}, 347)}, {}});
+  cases.push_back(
+      {"pow in place", OpId::kPow, {random_f32({4, 8}, 348, 0.5f, 2.0f), random_f32({8}, 349)}, {}, true});
+
+  // Comparisons: bool results, NaN unequal; operands of f32, i32 or i64.
+  {
+    HostTensor a = with_specials(random_f32({6, 11}, 350, -2.0f, 2.0f));
+    HostTensor b = a;
+    for (int64_t i = 0; i < b.count(); i += 3) b.at(i) = b.at(i) + 0.5f;
+    b.at(2) = std::numeric_limits<float>::infinity();  // inf == inf
+    auto small_ints = [](DType dtype, std::vector<int64_t> dims, uint32_t seed) {
+      HostTensor t(dtype, std::move(dims));
+      for (int64_t i = 0; i < t.count(); ++i) {
+        const int64_t v = static_cast<int64_t>((i * 7 + seed) % 5) - 2;
+        if (dtype == DType::kI64)
+          std::memcpy(t.bytes.data() + 8 * i, &v, 8);
+        else {
+          const int32_t w = static_cast<int32_t>(v);
+          std::memcpy(t.bytes.data() + 4 * i, &w, 4);
+        }
+      }
+      return t;
+    };
+    HostTensor big(DType::kI64, {4});
+    const int64_t big_values[] = {INT64_MAX, INT64_MIN, INT64_MAX - 1, 1};  // not exact as doubles
+    std::memcpy(big.bytes.data(), big_values, sizeof big_values);
+    HostTensor big2(DType::kI64, {4});
+    const int64_t big2_values[] = {INT64_MAX - 1, INT64_MIN, INT64_MAX, 1};
+    std::memcpy(big2.bytes.data(), big2_values, sizeof big2_values);
+    const std::pair<OpId, const char*> comparisons[] = {
+        {OpId::kEqual, "equal"}, {OpId::kLess, "less"}, {OpId::kGreater, "greater"}};
+    uint32_t seed = 360;
+    for (auto [id, name] : comparisons) {
+      const std::string n = name;
+      auto add = [&](std::string what, std::vector<HostTensor> inputs) {
+        KernelCase c{n + " " + what, id, std::move(inputs), {}};
+        c.exact = true;
+        cases.push_back(c);
+      };
+      add("f32 same shape with NaN/inf", {a, b});
+      add("f32 row broadcast", {random_f32({4, 8}, seed++), random_f32({8}, seed++)});
+      add("f32 scalar a", {random_f32({}, seed++), random_f32({5, 7}, seed++)});
+      add("f32 general broadcast", {random_f32({4, 1}, seed++), random_f32({1, 3, 1, 8}, seed++)});
+      add("i64 same shape", {small_ints(DType::kI64, {5, 9}, 1), small_ints(DType::kI64, {5, 9}, 3)});
+      add("i64 beyond double precision", {big, big2});
+      add("i64 general broadcast", {small_ints(DType::kI64, {3, 1, 5}, 2), small_ints(DType::kI64, {4, 1}, 4)});
+      add("i32 scalar b", {small_ints(DType::kI32, {6, 7}, 5), small_ints(DType::kI32, {}, 6)});
+    }
+  }
+  {
+    KernelCase c{"not bool (any non-zero byte is true)", OpId::kNot, {iota_bytes(DType::kBool, {7, 13})}, {}};
+    c.exact = true;
+    cases.push_back(c);
+    // (No in-place case: the replay test rewrites only f32 inputs between rounds.)
+  }
+
   auto mm = [&](std::string n, std::vector<int64_t> a, std::vector<int64_t> b, uint32_t s) {
     KernelCase c{"matmul " + n, OpId::kMatmul, {random_f32(a, s), random_f32(b, s + 1)}, {}};
     c.rtol = 1e-4;

@@ -1040,3 +1040,131 @@ TEST_CASE("conv2d: plan and workspace") {
                         Params{1, 1, 0, 0, 0, 0, 1, 1, 1}) == 0);
   CHECK(workspace_bytes(OpId::kConv2d, std::vector{f32({1, 8, 5, 7}), f32({4, 8, 1, 1})}, Params{}) == 0);
 }
+
+// ---- the ONNX importer's operators (issue 8) -----------------------------------
+
+namespace {
+AttrValue num(double v) { return {v}; }
+int64_t fw(double v) { return std::bit_cast<int64_t>(v); }
+double fp(int64_t w) { return std::bit_cast<double>(w); }
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+}  // namespace
+
+TEST_CASE("onnx unary: attribute lowering with float parameters as double bits") {
+  const std::vector<TensorType> x{f32({2, 3})};
+  auto leaky = lower(OpId::kLeakyRelu, x, {});
+  REQUIRE(leaky.ok());
+  REQUIRE(leaky->size() == 1);
+  CHECK(fp((*leaky)[0]) == 0.01);
+  CHECK(fp((*lower(OpId::kLeakyRelu, x, {{"alpha", num(0.25)}}))[0]) == 0.25);
+  CHECK(fp((*lower(OpId::kLeakyRelu, x, {{"alpha", i(2)}}))[0]) == 2.0);  // an integer is its value
+  CHECK(mentions(lower(OpId::kLeakyRelu, x, {{"alpha", num(kNaN)}}).status(), "alpha"));
+  CHECK_FALSE(lower(OpId::kLeakyRelu, x, {{"alpha", num(kInf)}}).ok());
+  CHECK_FALSE(lower(OpId::kLeakyRelu, x, {{"alpha", str("x")}}).ok());
+  CHECK_FALSE(lower(OpId::kLeakyRelu, x, {{"beta", num(1)}}).ok());
+
+  auto clip = lower(OpId::kClip, x, {});
+  REQUIRE(clip.ok());
+  CHECK(*clip == Params{fw(-kInf), fw(kInf)});
+  CHECK(*lower(OpId::kClip, x, {{"min", num(-1)}, {"max", num(6)}}) == Params{fw(-1.0), fw(6.0)});
+  CHECK(*lower(OpId::kClip, x, {{"max", num(6)}}) == Params{fw(-kInf), fw(6.0)});
+  CHECK(*lower(OpId::kClip, x, {{"min", num(2)}, {"max", num(1)}}) == Params{fw(2.0), fw(1.0)});  // allowed
+  CHECK_FALSE(lower(OpId::kClip, x, {{"min", num(kNaN)}}).ok());
+
+  CHECK(*lower(OpId::kHardSigmoid, x, {}) == Params{fw(0.2), fw(0.5)});
+  CHECK(*lower(OpId::kHardSigmoid, x, {{"alpha", num(1.0 / 6)}, {"beta", num(0.5)}}) ==
+        Params{fw(1.0 / 6), fw(0.5)});
+  CHECK_FALSE(lower(OpId::kHardSigmoid, x, {{"beta", num(-kInf)}}).ok());
+
+  for (OpId id : {OpId::kHardSwish, OpId::kErf, OpId::kLog, OpId::kAbs, OpId::kReciprocal}) {
+    CAPTURE(op_def(id).name);
+    CHECK(lower(id, x, {})->empty());
+    CHECK_FALSE(lower(id, x, {{"alpha", num(1)}}).ok());
+  }
+}
+
+TEST_CASE("onnx unary: result types, hostile words, plans") {
+  const std::vector<TensorType> x{f32({2, 3})};
+  for (OpId id : {OpId::kLeakyRelu, OpId::kClip, OpId::kHardSigmoid, OpId::kHardSwish, OpId::kErf, OpId::kLog,
+                  OpId::kAbs, OpId::kReciprocal}) {
+    CAPTURE(op_def(id).name);
+    CHECK(op_def(id).f32_only);
+    CHECK(op_def(id).may_run_in_place);
+    CHECK_FALSE(rule(id, {tt(DType::kI64, {2})}, {}).ok());
+  }
+  CHECK(rule(OpId::kLeakyRelu, x, {fw(0.1)})->at(0) == f32({2, 3}));
+  rejected(OpId::kLeakyRelu, x, {});
+  rejected(OpId::kLeakyRelu, x, {fw(0.1), fw(0.1)});
+  CHECK(mentions(rejected(OpId::kLeakyRelu, x, {fw(kNaN)}), "finite"));
+  rejected(OpId::kLeakyRelu, x, {fw(kInf)});
+  CHECK(rule(OpId::kClip, x, {fw(-kInf), fw(kInf)}).ok());
+  rejected(OpId::kClip, x, {fw(kNaN), fw(1)});
+  rejected(OpId::kClip, x, {fw(0), fw(-kNaN)});
+  rejected(OpId::kClip, x, {fw(0)});
+  rejected(OpId::kHardSigmoid, x, {fw(0.2), fw(kInf)});
+  rejected(OpId::kHardSigmoid, x, {fw(0.2)});
+  rejected(OpId::kHardSwish, x, {0});
+  rejected(OpId::kErf, x, {1});
+
+  const OpPlan clip_plan = plan_of(OpId::kClip, x, {fw(-1.5), fw(kInf)});
+  const UnaryPlan& clip = clip_plan.as<UnaryPlan>();
+  CHECK(clip.n == 6);
+  CHECK(clip.a == -1.5);
+  CHECK(clip.b == kInf);
+  const OpPlan hs_plan = plan_of(OpId::kHardSigmoid, {f32({7})}, {fw(0.2), fw(0.5)});
+  const UnaryPlan& hs = hs_plan.as<UnaryPlan>();
+  CHECK(hs.n == 7);
+  CHECK(hs.a == 0.2);
+  CHECK(hs.b == 0.5);
+  const OpPlan leaky_plan = plan_of(OpId::kLeakyRelu, {f32({})}, {fw(0.01)});
+  const UnaryPlan& leaky = leaky_plan.as<UnaryPlan>();
+  CHECK(leaky.n == 1);
+  CHECK(leaky.a == 0.01);
+  const OpPlan log_plan = plan_of(OpId::kLog, {f32({0, 3})}, {});
+  const UnaryPlan& log = log_plan.as<UnaryPlan>();
+  CHECK(log.n == 0);
+  CHECK(log.a == 0.0);
+}
+
+TEST_CASE("pow, equal, less, greater, not: rules, kernel keys and plans") {
+  CHECK(infer(OpId::kPow, {f32({4, 1}), f32({3})})->dims == Dims{4, 3});
+  CHECK_FALSE(infer(OpId::kPow, {f32({2}), f32({3})}).ok());
+  CHECK_FALSE(infer(OpId::kPow, {tt(DType::kI64, {2}), tt(DType::kI64, {2})}).ok());
+  CHECK(op_def(OpId::kPow).may_run_in_place);
+
+  for (OpId id : {OpId::kEqual, OpId::kLess, OpId::kGreater}) {
+    CAPTURE(op_def(id).name);
+    CHECK_FALSE(op_def(id).f32_only);
+    CHECK_FALSE(op_def(id).may_run_in_place);
+    for (DType t : {DType::kF32, DType::kI32, DType::kI64}) {
+      auto r = rule(id, {tt(t, {2, 1, 4}), tt(t, {3, 1})}, {});
+      REQUIRE(r.ok());
+      CHECK(r->at(0) == tt(DType::kBool, {2, 3, 4}));
+      CHECK(kernel_key(id, std::vector{tt(t, {2}), tt(t, {2})}, std::vector{tt(DType::kBool, {2})}).input == t);
+    }
+    CHECK(mentions(rejected(id, {f32({2}), tt(DType::kI64, {2})}, {}), "one dtype"));
+    rejected(id, {tt(DType::kBool, {2}), tt(DType::kBool, {2})}, {});
+    rejected(id, {tt(DType::kF16, {2}), tt(DType::kF16, {2})}, {});
+    CHECK(mentions(rejected(id, {f32({2}), f32({3})}, {}), "do not broadcast"));
+    rejected(id, {f32({2}), f32({2})}, {0});
+    CHECK_FALSE(lower(id, {f32({2}), f32({2})}, {{"axis", i(0)}}).ok());
+    const OpPlan plan = plan_of(id, {tt(DType::kI64, {4, 1}), tt(DType::kI64, {1, 3, 1, 8})}, {});
+    const BinaryPlan& p = plan.as<BinaryPlan>();
+    CHECK(p.n == 96);
+    CHECK(p.mode == 3);
+    const OpPlan flat = plan_of(id, {f32({5}), f32({})}, {});
+    CHECK(flat.as<BinaryPlan>().mode == 1);
+  }
+
+  CHECK(rule(OpId::kNot, {tt(DType::kBool, {3, 2})}, {})->at(0) == tt(DType::kBool, {3, 2}));
+  CHECK(mentions(rejected(OpId::kNot, {f32({2})}, {}), "bool"));
+  rejected(OpId::kNot, {tt(DType::kU8, {2})}, {});
+  rejected(OpId::kNot, {tt(DType::kBool, {2})}, {1});
+  CHECK(op_def(OpId::kNot).may_run_in_place);
+  const OpPlan not_plan = plan_of(OpId::kNot, {tt(DType::kBool, {3, 5})}, {});
+  CHECK(not_plan.as<UnaryPlan>().n == 15);
+  for (const char* name : {"leaky_relu", "clip", "hard_sigmoid", "hard_swish", "erf", "log", "abs", "reciprocal",
+                           "pow", "equal", "less", "greater", "not"})
+    CHECK(find_op(name).has_value());
+}

@@ -7,11 +7,13 @@
 
 using hexir::hal::cuda::BinaryParams;
 using hexir::hal::cuda::CastParams;
+using hexir::hal::cuda::CompareParams;
 using hexir::hal::cuda::Conv2dParams;
 using hexir::hal::cuda::FillParams;
 using hexir::hal::cuda::GatherParams;
 using hexir::hal::cuda::LayernormParams;
 using hexir::hal::cuda::MatmulParams;
+using hexir::hal::cuda::NotParams;
 using hexir::hal::cuda::ReduceParams;
 using hexir::hal::cuda::SoftmaxParams;
 using hexir::hal::cuda::StridedCopyParams;

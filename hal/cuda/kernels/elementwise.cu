@@ -14,6 +14,13 @@ struct DivOp { __device__ static float apply(float a, float b) { return a / b; }
 struct MaximumOp { __device__ static float apply(float a, float b) { return (a > b || is_nan(a)) ? a : b; } };
 struct MinimumOp { __device__ static float apply(float a, float b) { return (a < b || is_nan(a)) ? a : b; } };
 
+// numpy.power.
+struct PowOp { __device__ static float apply(float a, float b) { return powf(a, b); } };
+// Comparisons: 1 or 0; any comparison with NaN is false.
+struct EqualOp { template <typename T> __device__ static uint8_t apply(T a, T b) { return a == b; } };
+struct LessOp { template <typename T> __device__ static uint8_t apply(T a, T b) { return a < b; } };
+struct GreaterOp { template <typename T> __device__ static uint8_t apply(T a, T b) { return a > b; } };
+
 struct ReluOp { __device__ static float apply(float x) { return x > 0.0f ? x : (is_nan(x) ? x : 0.0f); } };
 struct GeluErfOp {
   __device__ static float apply(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)); }
@@ -32,6 +39,28 @@ struct SqrtOp { __device__ static float apply(float x) { return sqrtf(x); } };
 // 1/sqrt rather than the approximate rsqrtf, to match the cpu kernel.
 struct RsqrtOp { __device__ static float apply(float x) { return 1.0f / sqrtf(x); } };
 struct NegOp { __device__ static float apply(float x) { return -x; } };
+// The comparisons are written so that a NaN operand falls through to NaN.
+struct LeakyReluOp {
+  __device__ static float apply(float x, float alpha, float) { return x < 0.0f ? alpha * x : x; }
+};
+// numpy.clip: minimum(maximum(x, lo), hi); lo > hi gives hi.
+struct ClipOp {
+  __device__ static float apply(float x, float lo, float hi) {
+    const float v = x < lo ? lo : x;
+    return v > hi ? hi : v;
+  }
+};
+__device__ __forceinline__ float clamp01(float v) { return v < 0.0f ? 0.0f : (v > 1.0f ? 1.0f : v); }
+struct HardSigmoidOp {
+  __device__ static float apply(float x, float alpha, float beta) { return clamp01(alpha * x + beta); }
+};
+struct HardSwishOp {
+  __device__ static float apply(float x) { return x * clamp01(x * (1.0f / 6.0f) + 0.5f); }
+};
+struct ErfOp { __device__ static float apply(float x) { return erff(x); } };
+struct LogOp { __device__ static float apply(float x) { return logf(x); } };
+struct AbsOp { __device__ static float apply(float x) { return fabsf(x); } };
+struct ReciprocalOp { __device__ static float apply(float x) { return 1.0f / x; } };
 
 // BinaryPlan modes 0-2 are flat loops; 3 (general) and 4 (one element, rank 0)
 // walk the merged dims.
@@ -68,10 +97,62 @@ __device__ void binary(const BinaryParams& p) {
   }
 }
 
+// The comparisons: the binary walk over operands of T, bool results.
+template <typename Op, typename T>
+__device__ void compare_typed(const CompareParams& p) {
+  const hexir::ops::BinaryPlan& q = p.plan;
+  const T* a = static_cast<const T*>(p.a);
+  const T* b = static_cast<const T*>(p.b);
+  const int64_t stride = global_stride();
+  switch (q.mode) {
+    case 0:
+      for (int64_t i = global_index(); i < q.n; i += stride) p.out[i] = Op::apply(a[i], b[i]);
+      break;
+    case 1:
+      for (int64_t i = global_index(); i < q.n; i += stride) p.out[i] = Op::apply(a[i], b[0]);
+      break;
+    case 2:
+      for (int64_t i = global_index(); i < q.n; i += stride) p.out[i] = Op::apply(a[0], b[i]);
+      break;
+    default:
+      for (int64_t i = global_index(); i < q.n; i += stride) {
+        int64_t rest = i, offset_a = 0, offset_b = 0;
+        for (int d = q.rank - 1; d >= 0; --d) {
+          const int64_t index = rest % q.dims[d];
+          rest /= q.dims[d];
+          offset_a += index * q.stride_a[d];
+          offset_b += index * q.stride_b[d];
+        }
+        p.out[i] = Op::apply(a[offset_a], b[offset_b]);
+      }
+      break;
+  }
+}
+
+// One kernel per comparison; the dtype switch is uniform across the grid.
+template <typename Op>
+__device__ void compare(const CompareParams& p) {
+  using namespace hexir::hal::cuda;
+  switch (p.dtype) {
+    case kCastF32: compare_typed<Op, float>(p); break;
+    case kCastI32: compare_typed<Op, int32_t>(p); break;
+    case kCastI64: compare_typed<Op, int64_t>(p); break;
+    default: break;
+  }
+}
+
 template <typename Op>
 __device__ void unary(const UnaryParams& p) {
   const int64_t stride = global_stride();
   for (int64_t i = global_index(); i < p.plan.n; i += stride) p.out[i] = Op::apply(p.in[i]);
+}
+
+// The plan's float parameters a, b, as floats.
+template <typename Op>
+__device__ void unary_floats(const UnaryParams& p) {
+  const float a = static_cast<float>(p.plan.a), b = static_cast<float>(p.plan.b);
+  const int64_t stride = global_stride();
+  for (int64_t i = global_index(); i < p.plan.n; i += stride) p.out[i] = Op::apply(p.in[i], a, b);
 }
 
 // ---- where ------------------------------------------------------------------
@@ -201,6 +282,7 @@ HEXIR_BINARY_KERNEL(hexir_mul, MulOp)
 HEXIR_BINARY_KERNEL(hexir_div, DivOp)
 HEXIR_BINARY_KERNEL(hexir_maximum, MaximumOp)
 HEXIR_BINARY_KERNEL(hexir_minimum, MinimumOp)
+HEXIR_BINARY_KERNEL(hexir_pow, PowOp)
 HEXIR_UNARY_KERNEL(hexir_relu, ReluOp)
 HEXIR_UNARY_KERNEL(hexir_gelu_erf, GeluErfOp)
 HEXIR_UNARY_KERNEL(hexir_gelu_tanh, GeluTanhOp)
@@ -211,6 +293,17 @@ HEXIR_UNARY_KERNEL(hexir_exp, ExpOp)
 HEXIR_UNARY_KERNEL(hexir_sqrt, SqrtOp)
 HEXIR_UNARY_KERNEL(hexir_rsqrt, RsqrtOp)
 HEXIR_UNARY_KERNEL(hexir_neg, NegOp)
+HEXIR_UNARY_KERNEL(hexir_hard_swish, HardSwishOp)
+HEXIR_UNARY_KERNEL(hexir_erf, ErfOp)
+HEXIR_UNARY_KERNEL(hexir_log, LogOp)
+HEXIR_UNARY_KERNEL(hexir_abs, AbsOp)
+HEXIR_UNARY_KERNEL(hexir_reciprocal, ReciprocalOp)
+
+#define HEXIR_UNARY_FLOATS_KERNEL(name, op) \
+  extern "C" __global__ void name(UnaryParams p) { hexir_kernels::unary_floats<hexir_kernels::op>(p); }
+HEXIR_UNARY_FLOATS_KERNEL(hexir_leaky_relu, LeakyReluOp)
+HEXIR_UNARY_FLOATS_KERNEL(hexir_clip, ClipOp)
+HEXIR_UNARY_FLOATS_KERNEL(hexir_hard_sigmoid, HardSigmoidOp)
 
 extern "C" __global__ void hexir_where_1(WhereParams p) { hexir_kernels::where<uint8_t>(p); }
 extern "C" __global__ void hexir_where_2(WhereParams p) { hexir_kernels::where<uint16_t>(p); }
@@ -230,4 +323,14 @@ extern "C" __global__ void hexir_cast(CastParams p) {
     case kCastBool: hexir_kernels::cast_from<hexir_kernels::Bool8>(p); break;
     default: break;
   }
+}
+
+extern "C" __global__ void hexir_equal(CompareParams p) { hexir_kernels::compare<hexir_kernels::EqualOp>(p); }
+extern "C" __global__ void hexir_less(CompareParams p) { hexir_kernels::compare<hexir_kernels::LessOp>(p); }
+extern "C" __global__ void hexir_greater(CompareParams p) { hexir_kernels::compare<hexir_kernels::GreaterOp>(p); }
+
+// Any non-zero byte is true; the result is 0 or 1.
+extern "C" __global__ void hexir_not(NotParams p) {
+  const int64_t stride = hexir_kernels::global_stride();
+  for (int64_t i = hexir_kernels::global_index(); i < p.plan.n; i += stride) p.out[i] = p.in[i] == 0;
 }

@@ -29,7 +29,26 @@ struct BinaryParams {
   ops::BinaryPlan plan;
 };
 
-// Unary maps over plan.n elements (gelu's form is the kernel picked from plan.variant).
+// equal / less / greater: a and b of dtype `dtype` (kCastF32, kCastI32 or
+// kCastI64 of CastDType below), bool results; BinaryPlan as for the binary ops.
+struct CompareParams {
+  const void* a;
+  const void* b;
+  uint8_t* out;
+  int32_t dtype;
+  int32_t pad;
+  ops::BinaryPlan plan;
+};
+
+// not: plan.n bytes, any non-zero byte true; results 0 or 1.
+struct NotParams {
+  const uint8_t* in;
+  uint8_t* out;
+  ops::UnaryPlan plan;
+};
+
+// Unary maps over plan.n elements (gelu's form is the kernel picked from
+// plan.variant; leaky_relu, clip and hard_sigmoid read plan.a and plan.b).
 struct UnaryParams {
   const float* in;
   float* out;
@@ -157,6 +176,19 @@ struct FillParams {
   X(kSqrt, hexir_sqrt, UnaryParams)                           \
   X(kRsqrt, hexir_rsqrt, UnaryParams)                         \
   X(kNeg, hexir_neg, UnaryParams)                             \
+  X(kLeakyRelu, hexir_leaky_relu, UnaryParams)                \
+  X(kClip, hexir_clip, UnaryParams)                           \
+  X(kHardSigmoid, hexir_hard_sigmoid, UnaryParams)            \
+  X(kHardSwish, hexir_hard_swish, UnaryParams)                \
+  X(kErf, hexir_erf, UnaryParams)                             \
+  X(kLog, hexir_log, UnaryParams)                             \
+  X(kAbs, hexir_abs, UnaryParams)                             \
+  X(kReciprocal, hexir_reciprocal, UnaryParams)               \
+  X(kPow, hexir_pow, BinaryParams)                            \
+  X(kEqual, hexir_equal, CompareParams)                       \
+  X(kLess, hexir_less, CompareParams)                         \
+  X(kGreater, hexir_greater, CompareParams)                   \
+  X(kNot, hexir_not, NotParams)                               \
   X(kWhere1, hexir_where_1, WhereParams)                      \
   X(kWhere2, hexir_where_2, WhereParams)                      \
   X(kWhere4, hexir_where_4, WhereParams)                      \

@@ -59,6 +59,24 @@ enum class OpId : uint16_t {
   // (x f32[N,C,H,W], w f32[K,C/groups,KH,KW], bias f32[K] optional);
   // [stride_h, stride_w, pad_top, pad_left, pad_bottom, pad_right, dilation_h, dilation_w, groups].
   kConv2d,
+  // Elementwise unary, f32 (ONNX semantics; NaN in, NaN out). Float
+  // parameters are the bits of a double (std::bit_cast<int64_t>(double)), finite.
+  // leaky_relu: [alpha] (x < 0 ? alpha * x : x).
+  kLeakyRelu,
+  // clip: [min, max], -inf / +inf when unbounded, never NaN; min > max gives max
+  // (numpy.clip: minimum(maximum(x, min), max)).
+  kClip,
+  // hard_sigmoid: [alpha, beta], max(0, min(1, alpha * x + beta)).
+  kHardSigmoid,
+  // No parameters: x * hard_sigmoid(x) with alpha 1/6, beta 1/2; erf; natural log; |x|; 1 / x.
+  kHardSwish, kErf, kLog, kAbs, kReciprocal,
+  // numpy.power, f32, broadcasting. No parameters.
+  kPow,
+  // Comparisons with numpy broadcasting: a and b of one dtype (f32, i32 or i64,
+  // the key), a bool result (NaN compares unequal, and neither less nor greater). No parameters.
+  kEqual, kLess, kGreater,
+  // Logical not, bool to bool (any non-zero byte is true; the result is 0 or 1). No parameters.
+  kNot,
   kCount,
 };
 // clang-format on

@@ -21,10 +21,13 @@ inline const int64_t* plan_tail(const Plan* plan) {
 }
 
 // Unary elementwise maps over n elements. variant: gelu 0 = erf, 1 = tanh.
+// a, b: the operator's float parameters (leaky_relu alpha; clip min, max;
+// hard_sigmoid alpha, beta), applied as floats; 0 when it has none.
 struct UnaryPlan {
   int64_t n;
   int32_t variant;
   int32_t pad;
+  double a, b;
 };
 
 // Binary elementwise with numpy broadcasting. mode 0: both inputs have the

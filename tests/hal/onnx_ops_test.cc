@@ -1,0 +1,309 @@
+// The operators the ONNX importer maps onto (issue 8) on the cpu, against
+// references written here, independently of hal/cpu and of the plans: plain
+// loops over multi-indices, in double, with ONNX's (numpy's) NaN rules spelled
+// out.
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <random>
+
+#include "hal_test_util.h"
+
+namespace hexir::hal::testing {
+namespace {
+
+using ops::OpId;
+using Dims = std::vector<int64_t>;
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr float kInfF = std::numeric_limits<float>::infinity();
+constexpr float kNaNF = std::numeric_limits<float>::quiet_NaN();
+
+int64_t word(double v) { return std::bit_cast<int64_t>(v); }
+
+// x in [lo, hi) with NaN, +-inf, +-0 and a few exact values at the front.
+HostTensor unary_input(uint32_t seed, float lo = -6.0f, float hi = 6.0f) {
+  HostTensor x = random_f32({5, 41}, seed, lo, hi);
+  const float specials[] = {kNaNF, kInfF, -kInfF, 0.0f, -0.0f, 1.0f, -1.0f, 3.0f, -3.0f, 0.5f, -2.5f};
+  for (size_t i = 0; i < std::size(specials); ++i) x.at(static_cast<int64_t>(i)) = specials[i];
+  return x;
+}
+
+// max(lo, min(hi, v)) with NaN in, NaN out.
+double clamp_nan(double v, double lo, double hi) {
+  if (std::isnan(v)) return v;
+  return v < lo ? lo : (v > hi ? hi : v);
+}
+
+struct UnaryRef {
+  const char* name;
+  OpId id;
+  std::vector<int64_t> params;
+  std::function<double(double)> ref;
+};
+
+std::vector<UnaryRef> unary_refs() {
+  return {
+      {"leaky_relu 0.01", OpId::kLeakyRelu, {word(0.01)},
+       [](double x) { return std::isnan(x) ? x : (x < 0 ? 0.01 * x : x); }},
+      {"leaky_relu 0.2", OpId::kLeakyRelu, {word(0.2)},
+       [](double x) { return std::isnan(x) ? x : (x < 0 ? 0.2 * x : x); }},
+      {"clip [-1, 2]", OpId::kClip, {word(-1.0), word(2.0)}, [](double x) { return clamp_nan(x, -1.0, 2.0); }},
+      {"clip unbounded", OpId::kClip, {word(-kInf), word(kInf)}, [](double x) { return x; }},
+      {"clip min 0.5 only", OpId::kClip, {word(0.5), word(kInf)},
+       [](double x) { return clamp_nan(x, 0.5, kInf); }},
+      // numpy.clip with min > max: every value becomes max.
+      {"clip min above max", OpId::kClip, {word(2.0), word(-1.0)},
+       [](double x) { return std::isnan(x) ? x : -1.0; }},
+      {"hard_sigmoid", OpId::kHardSigmoid, {word(0.2), word(0.5)},
+       [](double x) { return clamp_nan(0.2 * x + 0.5, 0.0, 1.0); }},
+      {"hard_sigmoid alpha -0.5 beta 0.25", OpId::kHardSigmoid, {word(-0.5), word(0.25)},
+       [](double x) { return clamp_nan(-0.5 * x + 0.25, 0.0, 1.0); }},
+      // ONNX's definition x * hard_sigmoid(x; 1/6, 1/2): -inf * 0 is NaN.
+      {"hard_swish", OpId::kHardSwish, {}, [](double x) { return x * clamp_nan(x / 6.0 + 0.5, 0.0, 1.0); }},
+      {"erf", OpId::kErf, {}, [](double x) { return std::erf(x); }},
+      {"log", OpId::kLog, {}, [](double x) { return std::log(x); }},
+      {"abs", OpId::kAbs, {}, [](double x) { return std::fabs(x); }},
+      {"reciprocal", OpId::kReciprocal, {}, [](double x) { return 1.0 / x; }},
+  };
+}
+
+TEST_CASE("onnx unary operators against double references (NaN, infinities, signed zeros)") {
+  uint32_t seed = 10;
+  for (const UnaryRef& u : unary_refs()) {
+    INFO(u.name);
+    HostTensor x = unary_input(seed++);
+    HostTensor out(DType::kF32, x.dims);
+    REQUIRE(run_kernel(u.id, {&x}, out, u.params).ok());
+    std::vector<double> want;
+    for (int64_t i = 0; i < x.count(); ++i) want.push_back(u.ref(x.at(i)));
+    check_close(out, want, 2e-6, 1e-6);
+  }
+}
+
+TEST_CASE("onnx unary operators: spelled-out values") {
+  auto run1 = [](OpId id, std::vector<float> xs, std::vector<int64_t> params) {
+    HostTensor x(DType::kF32, {static_cast<int64_t>(xs.size())});
+    for (size_t i = 0; i < xs.size(); ++i) x.at(static_cast<int64_t>(i)) = xs[i];
+    HostTensor out(DType::kF32, x.dims);
+    REQUIRE(run_kernel(id, {&x}, out, params).ok());
+    return std::vector<float>(out.f32(), out.f32() + out.count());
+  };
+  auto r = run1(OpId::kClip, {kNaNF, -5.0f, 5.0f, 0.5f}, {word(0.0), word(1.0)});
+  CHECK(std::isnan(r[0]));
+  CHECK(r[1] == 0.0f);
+  CHECK(r[2] == 1.0f);
+  CHECK(r[3] == 0.5f);
+  r = run1(OpId::kLeakyRelu, {kNaNF, -kInfF, -2.0f, 3.0f}, {word(0.5)});
+  CHECK(std::isnan(r[0]));
+  CHECK(r[1] == -kInfF);
+  CHECK(r[2] == -1.0f);
+  CHECK(r[3] == 3.0f);
+  r = run1(OpId::kHardSwish, {-kInfF, kInfF, -3.0f, 3.0f, 0.0f, kNaNF}, {});
+  CHECK(std::isnan(r[0]));
+  CHECK(r[1] == kInfF);
+  CHECK(r[2] == 0.0f);
+  CHECK(r[3] == 3.0f);
+  CHECK(r[4] == 0.0f);
+  CHECK(std::isnan(r[5]));
+  r = run1(OpId::kHardSigmoid, {kNaNF, -kInfF, kInfF, 0.0f}, {word(0.2), word(0.5)});
+  CHECK(std::isnan(r[0]));
+  CHECK(r[1] == 0.0f);
+  CHECK(r[2] == 1.0f);
+  CHECK(r[3] == 0.5f);
+  r = run1(OpId::kLog, {0.0f, -1.0f, 1.0f, kInfF}, {});
+  CHECK(r[0] == -kInfF);
+  CHECK(std::isnan(r[1]));
+  CHECK(r[2] == 0.0f);
+  CHECK(r[3] == kInfF);
+  r = run1(OpId::kReciprocal, {0.0f, -0.0f, 4.0f, kInfF}, {});
+  CHECK(r[0] == kInfF);
+  CHECK(r[1] == -kInfF);
+  CHECK(r[2] == 0.25f);
+  CHECK(r[3] == 0.0f);
+  r = run1(OpId::kAbs, {-0.0f, -kInfF, -2.5f}, {});
+  CHECK(!std::signbit(r[0]));
+  CHECK(r[1] == kInfF);
+  CHECK(r[2] == 2.5f);
+  r = run1(OpId::kErf, {0.0f, kInfF, -kInfF, kNaNF}, {});
+  CHECK(r[0] == 0.0f);
+  CHECK(r[1] == 1.0f);
+  CHECK(r[2] == -1.0f);
+  CHECK(std::isnan(r[3]));
+}
+
+TEST_CASE("onnx unary operators run in place") {
+  for (const UnaryRef& u : unary_refs()) {
+    INFO(u.name);
+    HostTensor x = unary_input(99);
+    std::vector<double> want;
+    for (int64_t i = 0; i < x.count(); ++i) want.push_back(u.ref(x.at(i)));
+    REQUIRE(run_op(u.id, {&x}, {&x}, u.params, 0).ok());
+    check_close(x, want, 2e-6, 1e-6);
+  }
+}
+
+// ---- binary: pow, comparisons, not ---------------------------------------------
+
+// numpy's broadcast of two shapes (the test's own).
+Dims broadcast(const Dims& a, const Dims& b) {
+  const size_t rank = std::max(a.size(), b.size());
+  Dims out(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    const int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
+    const int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+// Flat offset in a tensor of `dims` of the element broadcasting picks for output index `index`.
+int64_t broadcast_offset(const Dims& index, const Dims& dims) {
+  const size_t shift = index.size() - dims.size();
+  int64_t offset = 0, stride = 1;
+  for (size_t d = dims.size(); d-- > 0;) {
+    offset += (dims[d] == 1 ? 0 : index[d + shift]) * stride;
+    stride *= dims[d];
+  }
+  return offset;
+}
+
+template <typename T>
+T element(const HostTensor& t, int64_t i) {
+  T v;
+  std::memcpy(&v, t.bytes.data() + static_cast<size_t>(i) * sizeof(T), sizeof(T));
+  return v;
+}
+
+HostTensor ints(DType dtype, Dims dims, uint32_t seed, int64_t range) {
+  HostTensor t(dtype, std::move(dims));
+  std::mt19937 rng(seed);
+  for (int64_t i = 0; i < t.count(); ++i) {
+    const int64_t v = static_cast<int64_t>(rng() % static_cast<uint32_t>(range)) - range / 2;
+    if (dtype == DType::kI64) {
+      std::memcpy(t.bytes.data() + 8 * i, &v, 8);
+    } else {
+      const int32_t w = static_cast<int32_t>(v);
+      std::memcpy(t.bytes.data() + 4 * i, &w, 4);
+    }
+  }
+  return t;
+}
+
+TEST_CASE("pow against a double reference with broadcasting") {
+  const std::pair<Dims, Dims> shapes[] = {
+      {{3, 5}, {3, 5}}, {{3, 5}, {}}, {{}, {4, 2}}, {{4, 1}, {1, 3, 1, 6}}, {{2, 1, 5}, {3, 1}}, {{0, 3}, {3}}};
+  uint32_t seed = 200;
+  for (const auto& [da, db] : shapes) {
+    INFO(dims_string(da) << " ** " << dims_string(db));
+    HostTensor a = random_f32(da, seed++, -3.0f, 3.0f), b = random_f32(db, seed++, -3.0f, 3.0f);
+    if (a.count() > 2) a.at(0) = 0.0f, a.at(1) = 1.0f, a.at(2) = kNaNF;
+    if (b.count() > 2) b.at(0) = 0.0f, b.at(1) = kNaNF, b.at(2) = 2.0f;
+    const Dims dims = broadcast(da, db);
+    HostTensor out(DType::kF32, dims);
+    REQUIRE(run_kernel(OpId::kPow, {&a, &b}, out).ok());
+    std::vector<double> want;
+    for (int64_t i = 0; i < product(dims); ++i) {
+      const Dims index = unravel(i, dims);
+      const double x = a.at(broadcast_offset(index, da)), y = b.at(broadcast_offset(index, db));
+      want.push_back(std::pow(x, y));  // C pow: pow(x, 0) = 1 and pow(1, y) = 1 even for NaN, like numpy
+    }
+    check_close(out, want, 1e-5, 1e-6);
+  }
+}
+
+TEST_CASE("pow: spelled-out values") {
+  HostTensor a(DType::kF32, {6}), b(DType::kF32, {6});
+  const float av[] = {-8.0f, -2.0f, 0.0f, kNaNF, 1.0f, 4.0f};
+  const float bv[] = {1.0f / 3.0f, 3.0f, -1.0f, 0.0f, kNaNF, 0.5f};
+  std::memcpy(a.bytes.data(), av, sizeof av);
+  std::memcpy(b.bytes.data(), bv, sizeof bv);
+  HostTensor out(DType::kF32, {6});
+  REQUIRE(run_kernel(OpId::kPow, {&a, &b}, out).ok());
+  CHECK(std::isnan(out.at(0)));  // negative base, fractional exponent
+  CHECK(out.at(1) == -8.0f);
+  CHECK(out.at(2) == kInfF);
+  CHECK(out.at(3) == 1.0f);
+  CHECK(out.at(4) == 1.0f);
+  CHECK(out.at(5) == 2.0f);
+}
+
+template <typename T>
+void check_compare(OpId id, const HostTensor& a, const HostTensor& b, const std::function<bool(T, T)>& ref) {
+  INFO(ops::op_def(id).name << " " << dtype_name(a.dtype) << dims_string(a.dims) << " vs " << dims_string(b.dims));
+  const Dims dims = broadcast(a.dims, b.dims);
+  HostTensor out(DType::kBool, dims);
+  std::fill(out.bytes.begin(), out.bytes.end(), uint8_t{0xEE});
+  HostTensor ac = a, bc = b;
+  REQUIRE(run_kernel(id, {&ac, &bc}, out).ok());
+  for (int64_t i = 0; i < product(dims); ++i) {
+    const Dims index = unravel(i, dims);
+    const bool want = ref(element<T>(a, broadcast_offset(index, a.dims)), element<T>(b, broadcast_offset(index, b.dims)));
+    if (out.bytes[static_cast<size_t>(i)] != static_cast<uint8_t>(want)) {
+      INFO("element " << i << ": got byte " << int(out.bytes[static_cast<size_t>(i)]) << ", want " << want);
+      CHECK(false);
+      return;
+    }
+  }
+}
+
+TEST_CASE("equal, less, greater: f32 (NaN, infinities, -0 == 0), i32 and i64, broadcasting") {
+  HostTensor a(DType::kF32, {8}), b(DType::kF32, {8});
+  const float av[] = {kNaNF, kNaNF, 1.0f, kInfF, -kInfF, 0.0f, 2.0f, -1.0f};
+  const float bv[] = {kNaNF, 1.0f, kNaNF, kInfF, kInfF, -0.0f, 1.0f, -1.0f};
+  std::memcpy(a.bytes.data(), av, sizeof av);
+  std::memcpy(b.bytes.data(), bv, sizeof bv);
+  const std::pair<Dims, Dims> shapes[] = {{{4, 6}, {4, 6}}, {{4, 6}, {6}}, {{}, {3, 2}},
+                                          {{4, 1}, {1, 3, 1, 6}}, {{2, 1, 5}, {3, 1}}, {{0, 2}, {2}}};
+  auto eq = [](auto x, auto y) { return x == y; };
+  auto lt = [](auto x, auto y) { return x < y; };
+  auto gt = [](auto x, auto y) { return x > y; };
+  check_compare<float>(OpId::kEqual, a, b, eq);
+  check_compare<float>(OpId::kLess, a, b, lt);
+  check_compare<float>(OpId::kGreater, a, b, gt);
+  uint32_t seed = 300;
+  for (const auto& [da, db] : shapes) {
+    // Few distinct values, so that equal is often true.
+    HostTensor fa = random_f32(da, seed++), fb = random_f32(db, seed++);
+    for (int64_t i = 0; i < fa.count(); ++i) fa.at(i) = std::round(fa.at(i));
+    for (int64_t i = 0; i < fb.count(); ++i) fb.at(i) = std::round(fb.at(i));
+    const HostTensor ia = ints(DType::kI64, da, seed++, 5), ib = ints(DType::kI64, db, seed++, 5);
+    const HostTensor ja = ints(DType::kI32, da, seed++, 5), jb = ints(DType::kI32, db, seed++, 5);
+    for (auto [id, ref] : {std::pair<OpId, int>{OpId::kEqual, 0}, {OpId::kLess, 1}, {OpId::kGreater, 2}}) {
+      auto pick = [ref, eq, lt, gt](auto x, auto y) { return ref == 0 ? eq(x, y) : ref == 1 ? lt(x, y) : gt(x, y); };
+      check_compare<float>(id, fa, fb, pick);
+      check_compare<int64_t>(id, ia, ib, pick);
+      check_compare<int32_t>(id, ja, jb, pick);
+    }
+  }
+  // i64 values a double cannot tell apart compare exactly.
+  HostTensor big(DType::kI64, {2}), big2(DType::kI64, {2});
+  const int64_t bv1[] = {std::numeric_limits<int64_t>::max(), (int64_t{1} << 53) + 1};
+  const int64_t bv2[] = {std::numeric_limits<int64_t>::max() - 1, int64_t{1} << 53};
+  std::memcpy(big.bytes.data(), bv1, sizeof bv1);
+  std::memcpy(big2.bytes.data(), bv2, sizeof bv2);
+  HostTensor out(DType::kBool, {2});
+  REQUIRE(run_kernel(OpId::kEqual, {&big, &big2}, out).ok());
+  CHECK(out.bytes == std::vector<uint8_t>{0, 0});
+  REQUIRE(run_kernel(OpId::kGreater, {&big, &big2}, out).ok());
+  CHECK(out.bytes == std::vector<uint8_t>{1, 1});
+}
+
+TEST_CASE("not: any non-zero byte is true, results are 0 or 1, in place too") {
+  HostTensor x(DType::kBool, {2, 128});
+  for (size_t i = 0; i < x.bytes.size(); ++i) x.bytes[i] = static_cast<uint8_t>(i);
+  HostTensor out(DType::kBool, x.dims);
+  REQUIRE(run_kernel(OpId::kNot, {&x}, out).ok());
+  for (size_t i = 0; i < x.bytes.size(); ++i) {
+    CAPTURE(i);
+    CHECK(out.bytes[i] == (x.bytes[i] == 0 ? 1 : 0));
+  }
+  std::vector<uint8_t> want = out.bytes;
+  REQUIRE(run_op(OpId::kNot, {&x}, {&x}, {}, 0).ok());
+  CHECK(x.bytes == want);
+}
+
+}  // namespace
+}  // namespace hexir::hal::testing
