@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <set>
 
 #include "constant_data.h"
@@ -214,8 +215,19 @@ ops::AttrMap attributes_of(const Function& fn, const Node& node) {
       attrs["dilations"] = ints({at(6), at(7)});
       attrs["groups"] = ops::AttrValue{at(8)};
       break;
-    default:
+    default: {
+      // Operators with float parameters (the bits of doubles), by name: they
+      // may be newer than this printer's switch.
+      static const std::map<std::string_view, std::vector<const char*>> kFloatParams = {
+          {"leaky_relu", {"alpha"}}, {"clip", {"min", "max"}}, {"hard_sigmoid", {"alpha", "beta"}}};
+      auto it = kFloatParams.find(ops::op_def(node.op).name);
+      if (it != kFloatParams.end())
+        for (size_t i = 0; i < it->second.size(); ++i) {
+          const double v = std::bit_cast<double>(at(i));
+          if (!std::isinf(v)) attrs[it->second[i]] = ops::AttrValue{v};  // absent: unbounded
+        }
       break;
+    }
   }
   return attrs;
 }

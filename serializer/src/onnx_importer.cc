@@ -1081,6 +1081,10 @@ class Importer {
         {"Reciprocal", &Importer::op_unary}, {"Abs", &Importer::op_unary},
         {"Floor", &Importer::op_unary},      {"Ceil", &Importer::op_unary},
         {"Gelu", &Importer::op_unary},       {"MatMul", &Importer::op_matmul},
+        {"Erf", &Importer::op_unary},        {"Log", &Importer::op_unary},
+        {"LeakyRelu", &Importer::op_unary},  {"HardSigmoid", &Importer::op_unary},
+        {"HardSwish", &Importer::op_unary},  {"Clip", &Importer::op_clip},
+        {"Pow", &Importer::op_pow},
         {"Gemm", &Importer::op_gemm},        {"Softmax", &Importer::op_softmax},
         {"LayerNormalization", &Importer::op_layernorm},
         {"BatchNormalization", &Importer::op_batchnorm},
@@ -1249,103 +1253,212 @@ class Importer {
     return ok_status();
   }
 
-  // Comparisons fold only (Hexir has no comparison operators yet).
+  // An operator another part of Hexir may or may not have in this build,
+  // found by its .hxir name (so the importer builds either way).
+  Result<ops::OpId> hexir_op(const NodeCtx& n, const char* name) {
+    std::optional<ops::OpId> op = ops::find_op(name);
+    if (!op)
+      return error_at(n.loc, "is supported only on constants (folded at import): this build of Hexir has no @" +
+                                 std::string(name) + " operator");
+    return *op;
+  }
+
+  // Equal/Less/Greater: folded on constants, else @equal/@less/@greater.
   Status op_compare(const NodeCtx& n) {
     HEXIR_RETURN_IF_ERROR(check_attrs(n, {}));
     HEXIR_ASSIGN_OR_RETURN(Ref a, input(n, 0));
     HEXIR_ASSIGN_OR_RETURN(Ref b, input(n, 1));
     std::vector<const HostTensor*> hs;
     HEXIR_ASSIGN_OR_RETURN(bool held, hosts({a, b}, hs));
-    if (!held)
-      return error_at(n.loc, "is supported only on constants (folded at import); Hexir has no run-time " + n.op +
-                                 " operator");
     const std::string& op = n.op;
-    auto cmp = [&](double x, double y) -> double {
-      return op == "Equal" ? x == y : op == "Less" ? x < y : x > y;
-    };
-    HEXIR_ASSIGN_OR_RETURN(HostTensor out,
-                           fold_binary(n, *hs[0], *hs[1], kBool,
-                                       [&](int64_t x, int64_t y) -> Result<double> {
-                                         return op == "Equal" ? x == y : op == "Less" ? x < y : x > y;
-                                       },
-                                       cmp));
-    define_folded(n, 0, std::move(out));
+    if (held) {
+      auto cmp = [&](double x, double y) -> double { return op == "Equal" ? x == y : op == "Less" ? x < y : x > y; };
+      Result<HostTensor> out = fold_binary(
+          n, *hs[0], *hs[1], kBool,
+          [&](int64_t x, int64_t y) -> Result<double> { return op == "Equal" ? x == y : op == "Less" ? x < y : x > y; },
+          cmp);
+      if (out.ok()) {
+        define_folded(n, 0, std::move(*out));
+        return ok_status();
+      }
+      if (!too_large(out.status())) return out.status();
+    }
+    HEXIR_ASSIGN_OR_RETURN(ops::OpId id, hexir_op(n, op == "Equal" ? "equal" : op == "Less" ? "less" : "greater"));
+    HEXIR_ASSIGN_OR_RETURN(Ref r, emit1(n, id, {a, b}, {}, result_name(n)));
+    define(n, 0, r);
     return ok_status();
   }
 
+  static ops::AttrValue real(double v) {
+    ops::AttrValue a;
+    a.value = v;
+    return a;
+  }
+
+  // Unary maps: folded on held constants, else the Hexir operator.
   Status op_unary(const NodeCtx& n) {
     const std::string& op = n.op;
+    double alpha = 0, beta = 0;
     if (op == "Gelu") {
       HEXIR_RETURN_IF_ERROR(check_attrs(n, {"approximate"}));
+    } else if (op == "LeakyRelu") {
+      HEXIR_RETURN_IF_ERROR(check_attrs(n, {"alpha"}));
+      HEXIR_ASSIGN_OR_RETURN(alpha, attr_float(n, "alpha", 0.01));
+    } else if (op == "HardSigmoid") {
+      HEXIR_RETURN_IF_ERROR(check_attrs(n, {"alpha", "beta"}));
+      HEXIR_ASSIGN_OR_RETURN(alpha, attr_float(n, "alpha", 0.2));
+      HEXIR_ASSIGN_OR_RETURN(beta, attr_float(n, "beta", 0.5));
     } else {
       HEXIR_RETURN_IF_ERROR(check_attrs(n, {}));
     }
+    // ONNX float attributes are floats: the same value the kernels would see.
+    alpha = static_cast<float>(alpha);
+    beta = static_cast<float>(beta);
     HEXIR_ASSIGN_OR_RETURN(Ref x, input(n, 0));
     HEXIR_ASSIGN_OR_RETURN(const HostTensor* h, host(x));
     if (h && op != "Gelu") {
       HostTensor out = make_host(op == "Not" ? kBool : h->type, h->dims);
       for (int64_t i = 0; i < h->count(); ++i) {
-        if (!h->is_float()) {
+        if (!h->is_float() && (op == "Neg" || op == "Abs" || op == "Relu" || op == "Not" || op == "Floor" ||
+                               op == "Ceil")) {  // exact on integers
           const int64_t v = h->i(i);
-          int64_t r = v;
-          if (op == "Neg") r = static_cast<int64_t>(0 - static_cast<uint64_t>(v));
-          else if (op == "Abs") r = v < 0 ? static_cast<int64_t>(0 - static_cast<uint64_t>(v)) : v;
-          else if (op == "Relu") r = std::max<int64_t>(v, 0);
-          else if (op == "Not") r = v == 0;
-          else if (op == "Floor" || op == "Ceil") r = v;
-          else {
-            out.set_f(i, 0);
-            r = 0;
-            const double d = static_cast<double>(v);
-            double f = op == "Sigmoid" ? 1 / (1 + std::exp(-d)) : op == "Tanh" ? std::tanh(d)
-                     : op == "Exp" ? std::exp(d) : op == "Sqrt" ? std::sqrt(d) : 1 / d;
-            out.set_f(i, f);
-            continue;
-          }
-          out.set_i(i, r);
-        } else {
-          const double v = h->f(i);
-          double r = v;
-          if (op == "Neg") r = -v;
-          else if (op == "Abs") r = std::fabs(v);
-          else if (op == "Relu") r = v > 0 ? v : 0;
-          else if (op == "Sigmoid") r = 1 / (1 + std::exp(-v));
-          else if (op == "Tanh") r = std::tanh(v);
-          else if (op == "Exp") r = std::exp(v);
-          else if (op == "Sqrt") r = std::sqrt(v);
-          else if (op == "Reciprocal") r = 1 / v;
-          else if (op == "Floor") r = std::floor(v);
-          else if (op == "Ceil") r = std::ceil(v);
-          else if (op == "Not") r = v == 0;
-          out.set_f(i, r);
+          const int64_t negated = static_cast<int64_t>(0 - static_cast<uint64_t>(v));
+          out.set_i(i, op == "Neg"    ? negated
+                       : op == "Abs"  ? (v < 0 ? negated : v)
+                       : op == "Relu" ? std::max<int64_t>(v, 0)
+                       : op == "Not"  ? v == 0
+                                      : v);
+          continue;
         }
+        const double v = h->f(i);
+        double r = v;
+        if (op == "Neg") r = -v;
+        else if (op == "Abs") r = std::fabs(v);
+        else if (op == "Relu") r = v > 0 ? v : 0;
+        else if (op == "Sigmoid") r = 1 / (1 + std::exp(-v));
+        else if (op == "Tanh") r = std::tanh(v);
+        else if (op == "Exp") r = std::exp(v);
+        else if (op == "Log") r = std::log(v);
+        else if (op == "Erf") r = std::erf(v);
+        else if (op == "Sqrt") r = std::sqrt(v);
+        else if (op == "Reciprocal") r = 1 / v;
+        else if (op == "Floor") r = std::floor(v);
+        else if (op == "Ceil") r = std::ceil(v);
+        else if (op == "Not") r = v == 0;
+        else if (op == "LeakyRelu") r = v < 0 ? alpha * v : v;
+        else if (op == "HardSigmoid") r = std::max(0.0, std::min(1.0, alpha * v + beta));
+        else if (op == "HardSwish") r = v * std::max(0.0, std::min(1.0, v / 6 + 0.5));
+        out.set_f(i, r);
       }
       define_folded(n, 0, std::move(out));
       return ok_status();
     }
-    if (op == "Reciprocal") {
+    static const std::map<std::string, const char*, std::less<>> kUnary = {
+        {"Relu", "relu"},        {"Sigmoid", "sigmoid"},     {"Tanh", "tanh"},
+        {"Exp", "exp"},          {"Sqrt", "sqrt"},           {"Neg", "neg"},
+        {"Gelu", "gelu"},        {"Abs", "abs"},             {"Reciprocal", "reciprocal"},
+        {"Erf", "erf"},          {"Log", "log"},             {"Not", "not"},
+        {"LeakyRelu", "leaky_relu"}, {"HardSigmoid", "hard_sigmoid"}, {"HardSwish", "hard_swish"},
+    };
+    auto it = kUnary.find(op);
+    std::optional<ops::OpId> id = it == kUnary.end() ? std::nullopt : ops::find_op(it->second);
+    if (!id && op == "Reciprocal") {  // 1 / x
       Ref one = scalar_const(1.0, info(x).type, helper_name(n, "one"), n.loc);
       HEXIR_ASSIGN_OR_RETURN(Ref r, emit1(n, ops::OpId::kDiv, {one, x}, {}, result_name(n)));
       define(n, 0, r);
       return ok_status();
     }
-    static const std::map<std::string, ops::OpId, std::less<>> kUnary = {
-        {"Relu", ops::OpId::kRelu}, {"Sigmoid", ops::OpId::kSigmoid}, {"Tanh", ops::OpId::kTanh},
-        {"Exp", ops::OpId::kExp},   {"Sqrt", ops::OpId::kSqrt},       {"Neg", ops::OpId::kNeg},
-        {"Gelu", ops::OpId::kGelu},
-    };
-    auto it = kUnary.find(op);
-    if (it == kUnary.end())
-      return error_at(n.loc, "is supported only on constants (folded at import); Hexir has no run-time " + op +
-                                 " operator");
+    if (!id) {
+      return error_at(n.loc, "is supported only on constants (folded at import): this build of Hexir has no run-time " +
+                                 op + " operator");
+    }
     ops::AttrMap attrs;
     if (op == "Gelu") {
       HEXIR_ASSIGN_OR_RETURN(std::string approx, attr_string(n, "approximate", "none"));
       if (approx != "none" && approx != "tanh")
         return error_at(n.loc, "attribute 'approximate' = '" + approx + "' is not 'none' or 'tanh'");
       if (approx == "tanh") attrs["approximate"] = ops::AttrValue{std::string("tanh")};
+    } else if (op == "LeakyRelu") {
+      attrs["alpha"] = real(alpha);
+    } else if (op == "HardSigmoid") {
+      attrs["alpha"] = real(alpha);
+      attrs["beta"] = real(beta);
     }
-    HEXIR_ASSIGN_OR_RETURN(Ref r, emit1(n, it->second, {x}, attrs, result_name(n)));
+    HEXIR_ASSIGN_OR_RETURN(Ref r, emit1(n, *id, {x}, attrs, result_name(n)));
+    define(n, 0, r);
+    return ok_status();
+  }
+
+  // Clip: min/max attributes before opset 11, constant inputs from it; @clip.
+  Status op_clip(const NodeCtx& n) {
+    double lo = -INFINITY, hi = INFINITY;
+    HEXIR_ASSIGN_OR_RETURN(Ref x, input(n, 0));
+    if (opset_ < 11) {
+      HEXIR_RETURN_IF_ERROR(check_attrs(n, {"min", "max", "consumed_inputs"}));
+      HEXIR_ASSIGN_OR_RETURN(lo, attr_float(n, "min", -INFINITY));
+      HEXIR_ASSIGN_OR_RETURN(hi, attr_float(n, "max", INFINITY));
+    } else {
+      HEXIR_RETURN_IF_ERROR(check_attrs(n, {}));
+      for (int i = 1; i <= 2; ++i) {
+        HEXIR_ASSIGN_OR_RETURN(std::optional<Ref> r, optional_input(n, i));
+        if (!r) continue;
+        HEXIR_ASSIGN_OR_RETURN(const HostTensor* h, host(*r));
+        if (!h || h->count() != 1)
+          return error_at(n.loc, std::string(i == 1 ? "min" : "max") + " (input " + std::to_string(i) +
+                                     ") must be a constant scalar");
+        (i == 1 ? lo : hi) = h->f(0);
+      }
+    }
+    if (std::isnan(lo) || std::isnan(hi)) return error_at(n.loc, "min and max must not be NaN");
+    HEXIR_ASSIGN_OR_RETURN(const HostTensor* h, host(x));
+    if (h) {
+      HostTensor out = make_host(h->type, h->dims);
+      for (int64_t i = 0; i < h->count(); ++i) {
+        const double v = h->f(i);
+        out.set_f(i, std::isnan(v) ? v : std::min(std::max(v, lo), hi));
+      }
+      define_folded(n, 0, std::move(out));
+      return ok_status();
+    }
+    HEXIR_ASSIGN_OR_RETURN(ops::OpId id, hexir_op(n, "clip"));
+    ops::AttrMap attrs;
+    if (!std::isinf(lo)) attrs["min"] = real(lo);
+    if (!std::isinf(hi)) attrs["max"] = real(hi);
+    HEXIR_ASSIGN_OR_RETURN(Ref r, emit1(n, id, {x}, attrs, result_name(n)));
+    define(n, 0, r);
+    return ok_status();
+  }
+
+  // Pow: folded on constants; else @pow (f32), an integer exponent constant converted to f32.
+  Status op_pow(const NodeCtx& n) {
+    HEXIR_RETURN_IF_ERROR(check_attrs(n, {}));
+    HEXIR_ASSIGN_OR_RETURN(Ref x, input(n, 0));
+    HEXIR_ASSIGN_OR_RETURN(Ref y, input(n, 1));
+    std::vector<const HostTensor*> hs;
+    HEXIR_ASSIGN_OR_RETURN(bool held, hosts({x, y}, hs));
+    if (held) {
+      Result<HostTensor> out = fold_binary(
+          n, *hs[0], *hs[1], hs[0]->type,
+          [](int64_t a, int64_t b) -> Result<double> { return std::pow(static_cast<double>(a), static_cast<double>(b)); },
+          [](double a, double b) { return std::pow(a, b); });
+      if (out.ok()) {
+        define_folded(n, 0, std::move(*out));
+        return ok_status();
+      }
+      if (!too_large(out.status())) return out.status();
+    }
+    const Info xi = info(x), yi = info(y);
+    if (yi.type != xi.type) {
+      HEXIR_ASSIGN_OR_RETURN(const HostTensor* hy, host(y));
+      if (!hy)
+        return error_at(n.loc, "the exponent is " + onnx_type_name(yi.type) + ", the base " +
+                                   onnx_type_name(xi.type) + ": only a constant exponent is converted");
+      HostTensor converted = make_host(xi.type, hy->dims);
+      for (int64_t i = 0; i < hy->count(); ++i) converted.set_f(i, hy->f(i));
+      y = new_const(helper_name(n, "exponent"), std::move(converted), n.loc);
+    }
+    HEXIR_ASSIGN_OR_RETURN(ops::OpId id, hexir_op(n, "pow"));
+    HEXIR_ASSIGN_OR_RETURN(Ref r, emit1(n, id, {x, y}, {}, result_name(n)));
     define(n, 0, r);
     return ok_status();
   }

@@ -622,6 +622,62 @@ TEST_CASE("Expand of a run-time value, Split by sizes, Slice with steps, Gather,
   check_close(bout[0].f32(), {0.75f, 16.f});
 }
 
+TEST_CASE("operators found by name when this build has them: LeakyRelu, Clip, Pow, Less, Abs, Erf, HardSigmoid") {
+  TempDir dir;
+  Model m(13);
+  m.input("x", kF, {6})
+      .init_f("lo", {}, {-0.5f})
+      .init_i64("two", {}, {2})
+      .init_f("zero", {}, {0.f})
+      .node("LeakyRelu", {"x"}, {"l"}, {af("alpha", 0.1f)})
+      .node("Clip", {"l", "lo"}, {"c"})
+      .node("Pow", {"c", "two"}, {"p"})
+      .node("Less", {"x", "zero"}, {"neg"})
+      .node("Abs", {"x"}, {"a"})
+      .node("Where", {"neg", "a", "p"}, {"w"})
+      .node("Erf", {"w"}, {"e"})
+      .node("HardSigmoid", {"e"}, {"y"}, {af("alpha", 0.5f)})
+      .output("y");
+  const fs::path path = m.save(dir.path() / "newops.onnx");
+  bool have_all = true;
+  for (const char* op : {"leaky_relu", "clip", "pow", "less", "abs", "erf", "hard_sigmoid"})
+    have_all = have_all && hexir::ops::find_op(op).has_value();
+  if (!have_all) {
+    const std::string e = import_error(path);
+    CHECK(e.find("this build of Hexir has no") != std::string::npos);
+    return;
+  }
+  auto module = import_ok(path);
+  check_round_trip(module, dir.path());
+  const std::vector<float> x = {-2.f, -0.25f, 0.f, 0.5f, 1.f, 3.f};
+  auto out = run(module, {f32({6}, x)}, dir.path());
+  std::vector<float> want;
+  for (float v : x) {
+    const double l = v < 0 ? 0.1f * v : v;
+    const double c = std::max(l, -0.5);
+    const double w = v < 0 ? std::fabs(v) : c * c;
+    want.push_back(static_cast<float>(std::max(0.0, std::min(1.0, 0.5 * std::erf(w) + 0.5))));
+  }
+  check_close(out[0].f32(), want, 1e-5);
+}
+
+TEST_CASE("folding of the same operators on constants needs no operator") {
+  TempDir dir;
+  Model m(13);
+  m.input("x", kF, {3})
+      .init_f("k", {3}, {-2.f, 0.5f, 4.f})
+      .init_i64("two", {}, {2})
+      .node("LeakyRelu", {"k"}, {"l"}, {af("alpha", 0.5f)})  // -1, 0.5, 4
+      .node("Pow", {"l", "two"}, {"p"})                       // 1, 0.25, 16
+      .node("Clip", {"p"}, {"c"})
+      .node("Mul", {"x", "c"}, {"y"})
+      .output("y");
+  auto module = import_ok(m.save(dir.path() / "fold2.onnx"));
+  CHECK(module.functions[0].nodes.size() == 1);
+  auto out = run(module, {f32({3}, {1.f, 2.f, 3.f})}, dir.path());
+  check_close(out[0].f32(), {1.f, 0.5f, 48.f});
+}
+
 TEST_CASE("errors name the node, its op type and what is missing") {
   TempDir dir;
   Model m;
