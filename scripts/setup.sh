@@ -4,7 +4,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(meson ninja-build cmake g++ pkg-config libflatbuffers-dev flatbuffers-compiler doctest-dev libzstd-dev)
+packages=(meson ninja-build cmake g++ pkg-config libflatbuffers-dev flatbuffers-compiler doctest-dev libzstd-dev
+          libonnx-dev libprotobuf-dev protobuf-compiler libonnx-testdata)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
