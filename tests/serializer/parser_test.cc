@@ -265,6 +265,40 @@ func @f(%x: f32[2]) -> (f32[2]) {
 
 // ---- errors -----------------------------------------------------------------
 
+TEST_CASE("parser: quoted names for values, constants, functions and modules") {
+  Module m = parse_ok(R"(module @"model:v1"
+const @"w.1:0" : f32[2] = dense [1.0, 2.0]
+const @"tab\there" : f32[2] = splat 0.5
+func @"serving/default"(%"input:0": f32[2], %plain: f32[2]) -> (f32[2]) {
+  %"mul/out:0" = call @mul(%"input:0", @"w.1:0") : f32[2]
+  %"a \"q\" \\ \x01" = call @add(%"mul/out:0", @"tab\there") : f32[2]
+  %y = call @add(%"a \"q\" \\ \x01", %plain) : f32[2]
+  return %y
+})");
+  CHECK(m.name == "model:v1");
+  CHECK(m.functions[0].name == "serving/default");
+  CHECK(m.constants[0].name == "w.1:0");
+  CHECK(m.constants[1].name == "tab\there");
+  const Function& fn = m.functions[0];
+  CHECK(fn.values[static_cast<size_t>(fn.arguments[0].value)].name == "input:0");
+  bool found = false;
+  for (const Value& v : fn.values) found = found || v.name == std::string("a \"q\" \\ \x01");
+  CHECK(found);
+  // A quoted name that is an identifier is the same name.
+  Module same = parse_ok(R"(func @main(%"x": f32[2]) -> (f32[2]) {
+  %"y" = call @relu(%x) : f32[2]
+  return %y
+})");
+  CHECK(same.functions[0].nodes.size() == 1);
+}
+
+TEST_CASE("parser error: quoted names") {
+  check_error("func @main(%\"\": f32[2]) -> (f32[2]) {\n}", 1, 12, "empty quoted name after '%'");
+  check_error("func @main(%\"x: f32[2]) -> (f32[2]) {\n}", 1, 12, "unterminated string");
+  check_error("func @main(%\"x\\q\": f32[2]) -> (f32[2]) {\n}", 1, 16, "unknown escape");
+  check_error("func @main(%\"x\": f32[2]) -> (f32[2]) {\n  return %\"y\"\n}", 2, 10, "unknown value %y");
+}
+
 TEST_CASE("parser error: expected ')' after operands") {
   check_error("func @f(%x: f32[2]) -> (f32[2]) {\n  %y = call @add(%x, %x {axis = 1} : f32[2]\n", 2, 25,
               "expected ')' after operands, got '{'");
