@@ -90,15 +90,18 @@ hexir::Result<ModelInfo> read_model_info(const fs::path& path) {
 double element(const OnnxTensor& t, size_t i) {
   const uint8_t* p = t.bytes.data();
   switch (t.type.dtype) {
-    case DType::kF32: return reinterpret_cast<const float*>(p)[i];
-    case DType::kF16: return hexir::half_bits_to_float(reinterpret_cast<const uint16_t*>(p)[i]);
+    case DType::kF32:
+      return reinterpret_cast<const float*>(p)[i];
+    case DType::kF16:
+      return hexir::half_bits_to_float(reinterpret_cast<const uint16_t*>(p)[i]);
     case DType::kBF16: {
       const uint32_t bits = uint32_t{reinterpret_cast<const uint16_t*>(p)[i]} << 16;
       float f;
       std::memcpy(&f, &bits, 4);
       return f;
     }
-    default: return 0;
+    default:
+      return 0;
   }
 }
 
@@ -106,14 +109,18 @@ bool is_float(DType d) { return d == DType::kF32 || d == DType::kF16 || d == DTy
 
 // Compares one output; empty when it matches.
 std::string compare(const OnnxTensor& got, const OnnxTensor& want) {
-  if (!(got.type == want.type)) return "output is " + got.type.to_string() + ", expected " + want.type.to_string();
+  if (!(got.type == want.type))
+    return "output is " + got.type.to_string() + ", expected " + want.type.to_string();
   if (!is_float(want.type.dtype)) return got.bytes == want.bytes ? "" : "integer output differs";
   const size_t n = got.bytes.size() / hexir::dtype_size(want.type.dtype);
   for (size_t i = 0; i < n; ++i) {
     const double g = element(got, i), w = element(want, i);
-    const bool ok = std::isnan(w) ? std::isnan(g) : std::isinf(w) ? g == w : std::fabs(g - w) <= 1e-4 + 1e-4 * std::fabs(w);
+    const bool ok = std::isnan(w)   ? std::isnan(g)
+                    : std::isinf(w) ? g == w
+                                    : std::fabs(g - w) <= 1e-4 + 1e-4 * std::fabs(w);
     if (!ok)
-      return "element " + std::to_string(i) + ": got " + std::to_string(g) + ", expected " + std::to_string(w);
+      return "element " + std::to_string(i) + ": got " + std::to_string(g) + ", expected " +
+             std::to_string(w);
   }
   return "";
 }
@@ -139,8 +146,8 @@ bool unsupported(const std::string& message, std::string* reason) {
       *reason = why;
       return true;
     }
-  for (const char* dtype : {"DOUBLE", "UINT16", "UINT32", "UINT64", "INT16", "STRING", "COMPLEX", "FLOAT8",
-                            "INT4", "UINT4"})
+  for (const char* dtype :
+       {"DOUBLE", "UINT16", "UINT32", "UINT64", "INT16", "STRING", "COMPLEX", "FLOAT8", "INT4", "UINT4"})
     if (message.find(dtype) != std::string::npos) {
       *reason = std::string("dtype ") + dtype + " not supported";
       return true;
@@ -189,7 +196,8 @@ Verdict run_test(const fs::path& dir) {
     for (size_t i = 0; i < inputs.size(); ++i)
       if (attempt == 1 ? !is_float(inputs[i].tensor.type.dtype) : attempt == 3 || i > 0)
         options.input_values[inputs[i].name] = inputs[i].tensor;
-    if (options.input_values.size() > before) module = hexir::serializer::import_onnx(dir / "model.onnx", options);
+    if (options.input_values.size() > before)
+      module = hexir::serializer::import_onnx(dir / "model.onnx", options);
   }
   if (!module.ok()) {
     std::string reason;
@@ -216,7 +224,8 @@ Verdict run_test(const fs::path& dir) {
   const hexir::vm::FunctionSignature& sig = loaded->function(0);
   std::vector<hexir::vm::TensorRef> refs;
   for (const auto& in : sig.inputs) {
-    auto it = std::find_if(inputs.begin(), inputs.end(), [&](const NamedTensor& t) { return t.name == in.name; });
+    auto it =
+        std::find_if(inputs.begin(), inputs.end(), [&](const NamedTensor& t) { return t.name == in.name; });
     if (it == inputs.end()) return fail("no test data for input '" + in.name + "'");
     refs.push_back({it->tensor.bytes.data(), it->tensor.bytes.size(), it->tensor.type});
   }
@@ -241,7 +250,7 @@ TEST_CASE("onnx node tests (libonnx-testdata) import, run and match") {
   const fs::path root = node_tests_dir();
   if (!fs::is_directory(root)) {
     MESSAGE("HEXIR_SKIP: ONNX node tests not found at " << root.string()
-                                                          << " (apt-get install libonnx-testdata)");
+                                                        << " (apt-get install libonnx-testdata)");
     return;
   }
   std::vector<fs::path> tests;
@@ -269,8 +278,9 @@ TEST_CASE("onnx node tests (libonnx-testdata) import, run and match") {
         break;
     }
   }
-  for (const auto& [reason, count] : skip_reasons) std::printf("[onnx-node] skipped %d: %s\n", count, reason.c_str());
-  std::printf("[onnx-node] tests: %d | %d passed | %d failed | %d skipped\n", passed + failed + skipped, passed,
-              failed, skipped);
+  for (const auto& [reason, count] : skip_reasons)
+    std::printf("[onnx-node] skipped %d: %s\n", count, reason.c_str());
+  std::printf("[onnx-node] tests: %d | %d passed | %d failed | %d skipped\n", passed + failed + skipped,
+              passed, failed, skipped);
   CHECK(failed == 0);
 }
