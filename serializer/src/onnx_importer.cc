@@ -327,6 +327,10 @@ struct HostTensor {
   }
 };
 
+using HostPtr = std::shared_ptr<const HostTensor>;
+// Contents read from a file (or moved into the module) stay in memory only up to this size.
+constexpr uint64_t kKeepBytes = uint64_t{1} << 20;
+
 HostTensor make_host(int32_t type, std::vector<int64_t> dims) {
   HostTensor t;
   t.type = type;
@@ -493,7 +497,7 @@ struct ConstRecord {
   int32_t type = kFloat;
   std::vector<int64_t> dims;
   std::optional<FileRange> file;                   // its bytes in a file (raw_data, external data)
-  std::shared_ptr<const HostTensor> host;          // its contents, when held (dims may differ: a reshape)
+  std::shared_ptr<HostTensor> host;                // its contents, when held (dims may differ: a reshape)
   std::optional<std::vector<uint8_t>> fill;        // one element repeated
   int module_index = -1;                           // in the builder, once added
   Location loc;
@@ -640,7 +644,7 @@ class Importer {
         c.file = FileRange{path_, raw->offset};
       } else {
         HEXIR_ASSIGN_OR_RETURN(HostTensor h, typed_contents(t, loc));
-        c.host = std::make_shared<const HostTensor>(std::move(h));
+        c.host = std::make_shared<HostTensor>(std::move(h));
       }
       const int index = static_cast<int>(consts_.size());
       consts_.push_back(std::move(c));
@@ -800,7 +804,7 @@ class Importer {
     c.name = std::move(name);
     c.type = host.type;
     c.dims = host.dims;
-    c.host = std::make_shared<const HostTensor>(std::move(host));
+    c.host = std::make_shared<HostTensor>(std::move(host));
     c.loc = loc;
     consts_.push_back(std::move(c));
     return Ref{-1, static_cast<int>(consts_.size()) - 1};
@@ -843,30 +847,38 @@ class Importer {
 
   // The contents of a constant when they are (or can be) held: at most
   // fold_max_bytes. nullptr for a run-time value or a larger constant.
-  Result<const HostTensor*> host(Ref r) {
-    if (!r.is_const()) return static_cast<const HostTensor*>(nullptr);
+  // Contents read from a file are kept for later nodes only when small.
+  Result<HostPtr> host(Ref r) {
+    if (!r.is_const()) return HostPtr();
     ConstRecord& c = consts_[static_cast<size_t>(r.konst)];
-    if (c.host && c.host->dims != c.dims) {
-      HostTensor h = *c.host;
-      h.dims = c.dims;
-      c.host = std::make_shared<const HostTensor>(std::move(h));
+    HostPtr h = c.host;
+    if (!h) {
+      if (c.bytes() > options_.fold_max_bytes) return HostPtr();
+      auto loaded = std::make_shared<HostTensor>(make_host(c.type, c.dims));
+      HostTensor& t = *loaded;
+      if (c.fill) {
+        for (size_t at = 0; at < t.bytes.size(); at += c.fill->size())
+          std::memcpy(t.bytes.data() + at, c.fill->data(), c.fill->size());
+      } else if (c.file) {
+        std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(c.file->path.c_str(), "rb"), std::fclose);
+        if (!f) return error_at(c.loc, "cannot open '" + c.file->path.string() + "': " + std::strerror(errno));
+        if (fseeko(f.get(), static_cast<off_t>(c.file->offset), SEEK_SET) != 0 ||
+            std::fread(t.bytes.data(), 1, t.bytes.size(), f.get()) != t.bytes.size())
+          return error_at(c.loc, "cannot read " + std::to_string(t.bytes.size()) + " bytes at offset " +
+                                     std::to_string(c.file->offset) + " of '" + c.file->path.string() + "'");
+      } else if (c.module_index >= 0) {  // moved into the module when it was first used
+        const auto& bytes = std::get<InlineBytes>(builder_.constant(c.module_index).source).bytes;
+        std::memcpy(t.bytes.data(), bytes.data(), t.bytes.size());
+      }
+      if (t.bytes.size() <= kKeepBytes) c.host = loaded;
+      h = std::move(loaded);
     }
-    if (c.host) return c.host.get();
-    if (c.bytes() > options_.fold_max_bytes) return static_cast<const HostTensor*>(nullptr);
-    HostTensor h = make_host(c.type, c.dims);
-    if (c.fill) {
-      for (size_t at = 0; at < h.bytes.size(); at += c.fill->size())
-        std::memcpy(h.bytes.data() + at, c.fill->data(), c.fill->size());
-    } else if (c.file) {
-      std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(c.file->path.c_str(), "rb"), std::fclose);
-      if (!f) return error_at(c.loc, "cannot open '" + c.file->path.string() + "': " + std::strerror(errno));
-      if (fseeko(f.get(), static_cast<off_t>(c.file->offset), SEEK_SET) != 0 ||
-          std::fread(h.bytes.data(), 1, h.bytes.size(), f.get()) != h.bytes.size())
-        return error_at(c.loc, "cannot read " + std::to_string(h.bytes.size()) + " bytes at offset " +
-                                   std::to_string(c.file->offset) + " of '" + c.file->path.string() + "'");
+    if (h->dims != c.dims) {  // a reshaped record sharing its source's contents
+      auto view = std::make_shared<HostTensor>(*h);
+      view->dims = c.dims;
+      h = std::move(view);
     }
-    c.host = std::make_shared<const HostTensor>(std::move(h));
-    return c.host.get();
+    return h;
   }
 
   // The value of `r` in the function: a constant becomes a module constant
@@ -886,6 +898,11 @@ class Importer {
         source = FillPattern{*c.fill};
       } else if (c.file) {
         source = *c.file;
+      } else if (c.host.use_count() == 1 && c.host->bytes.size() > kKeepBytes) {
+        // A large folded result (transposed weights): its bytes move into the
+        // module; host() reads them back from there if a later fold needs them.
+        source = InlineBytes{std::move(c.host->bytes)};
+        c.host.reset();
       } else {
         source = InlineBytes{c.host->bytes};
       }
@@ -964,7 +981,7 @@ class Importer {
 
   // The integers of a constant input (shapes, axes, starts, ...).
   Result<std::vector<int64_t>> const_ints(const NodeCtx& n, Ref r, int index, const char* what) {
-    HEXIR_ASSIGN_OR_RETURN(const HostTensor* h, host(r));
+    HEXIR_ASSIGN_OR_RETURN(HostPtr h, host(r));
     if (!h)
       return error_at(n.loc, std::string(what) + " (input " + std::to_string(index) + ", '" +
                                  n.node.input(index) +
@@ -1035,14 +1052,14 @@ class Importer {
 
   // Holds the contents of every input in `refs` (nullptr entries stay
   // absent); false when one is a run-time value or too large.
-  Result<bool> hosts(const std::vector<std::optional<Ref>>& refs, std::vector<const HostTensor*>& out) {
+  Result<bool> hosts(const std::vector<std::optional<Ref>>& refs, std::vector<HostPtr>& out) {
     out.clear();
     for (const auto& r : refs) {
       if (!r) {
         out.push_back(nullptr);
         continue;
       }
-      HEXIR_ASSIGN_OR_RETURN(const HostTensor* h, host(*r));
+      HEXIR_ASSIGN_OR_RETURN(HostPtr h, host(*r));
       if (!h) return false;
       out.push_back(h);
     }
@@ -1212,7 +1229,7 @@ class Importer {
       HEXIR_ASSIGN_OR_RETURN(Ref r, input(n, i));
       refs.push_back(r);
     }
-    std::vector<const HostTensor*> hs;
+    std::vector<HostPtr> hs;
     HEXIR_ASSIGN_OR_RETURN(bool all_held, hosts(refs, hs));
     if (all_held) {
       HostTensor acc = *hs[0];
@@ -1268,7 +1285,7 @@ class Importer {
     HEXIR_RETURN_IF_ERROR(check_attrs(n, {}));
     HEXIR_ASSIGN_OR_RETURN(Ref a, input(n, 0));
     HEXIR_ASSIGN_OR_RETURN(Ref b, input(n, 1));
-    std::vector<const HostTensor*> hs;
+    std::vector<HostPtr> hs;
     HEXIR_ASSIGN_OR_RETURN(bool held, hosts({a, b}, hs));
     const std::string& op = n.op;
     if (held) {
@@ -1315,7 +1332,7 @@ class Importer {
     alpha = static_cast<float>(alpha);
     beta = static_cast<float>(beta);
     HEXIR_ASSIGN_OR_RETURN(Ref x, input(n, 0));
-    HEXIR_ASSIGN_OR_RETURN(const HostTensor* h, host(x));
+    HEXIR_ASSIGN_OR_RETURN(HostPtr h, host(x));
     if (h && op != "Gelu") {
       HostTensor out = make_host(op == "Not" ? kBool : h->type, h->dims);
       for (int64_t i = 0; i < h->count(); ++i) {
@@ -1402,7 +1419,7 @@ class Importer {
       for (int i = 1; i <= 2; ++i) {
         HEXIR_ASSIGN_OR_RETURN(std::optional<Ref> r, optional_input(n, i));
         if (!r) continue;
-        HEXIR_ASSIGN_OR_RETURN(const HostTensor* h, host(*r));
+        HEXIR_ASSIGN_OR_RETURN(HostPtr h, host(*r));
         if (!h || h->count() != 1)
           return error_at(n.loc, std::string(i == 1 ? "min" : "max") + " (input " + std::to_string(i) +
                                      ") must be a constant scalar");
@@ -1410,7 +1427,7 @@ class Importer {
       }
     }
     if (std::isnan(lo) || std::isnan(hi)) return error_at(n.loc, "min and max must not be NaN");
-    HEXIR_ASSIGN_OR_RETURN(const HostTensor* h, host(x));
+    HEXIR_ASSIGN_OR_RETURN(HostPtr h, host(x));
     if (h) {
       HostTensor out = make_host(h->type, h->dims);
       for (int64_t i = 0; i < h->count(); ++i) {
@@ -1434,7 +1451,7 @@ class Importer {
     HEXIR_RETURN_IF_ERROR(check_attrs(n, {}));
     HEXIR_ASSIGN_OR_RETURN(Ref x, input(n, 0));
     HEXIR_ASSIGN_OR_RETURN(Ref y, input(n, 1));
-    std::vector<const HostTensor*> hs;
+    std::vector<HostPtr> hs;
     HEXIR_ASSIGN_OR_RETURN(bool held, hosts({x, y}, hs));
     if (held) {
       Result<HostTensor> out = fold_binary(
@@ -1449,7 +1466,7 @@ class Importer {
     }
     const Info xi = info(x), yi = info(y);
     if (yi.type != xi.type) {
-      HEXIR_ASSIGN_OR_RETURN(const HostTensor* hy, host(y));
+      HEXIR_ASSIGN_OR_RETURN(HostPtr hy, host(y));
       if (!hy)
         return error_at(n.loc, "the exponent is " + onnx_type_name(yi.type) + ", the base " +
                                    onnx_type_name(xi.type) + ": only a constant exponent is converted");
@@ -1475,7 +1492,7 @@ class Importer {
 
   // Transposes `x` (folded when it is a held constant, e.g. Gemm's weights with transB).
   Result<Ref> transpose(const NodeCtx& n, Ref x, const std::vector<int64_t>& perm, const std::string& name) {
-    HEXIR_ASSIGN_OR_RETURN(const HostTensor* h, host(x));
+    HEXIR_ASSIGN_OR_RETURN(HostPtr h, host(x));
     if (h) {
       HostTensor out = transpose_host(*h, perm);
       used_.insert(name);
@@ -1538,7 +1555,7 @@ class Importer {
     if (add_c) {
       Ref cc = *c;
       if (beta != 1.0) {
-        HEXIR_ASSIGN_OR_RETURN(const HostTensor* ch, host(cc));
+        HEXIR_ASSIGN_OR_RETURN(HostPtr ch, host(cc));
         Ref s = scalar_const(beta, kFloat, helper_name(n, "beta"), n.loc);
         if (ch) {
           HEXIR_ASSIGN_OR_RETURN(HostTensor scaled, fold_arith(n, "Mul", *ch, *host(s).value()));
@@ -1597,7 +1614,7 @@ class Importer {
     const Info ri = info(r);
     if (ri.dims == dims) return r;
     if (ri.count() == product(dims, 0, dims.size())) return reshape(n, r, dims, helper_name(n, what));
-    HEXIR_ASSIGN_OR_RETURN(const HostTensor* h, host(r));
+    HEXIR_ASSIGN_OR_RETURN(HostPtr h, host(r));
     auto b = ops::broadcast_shapes(ri.dims, dims);
     if (h && b && *b == dims) {
       HEXIR_ASSIGN_OR_RETURN(HostTensor e, expand_host(*h, dims));
@@ -1659,10 +1676,10 @@ class Importer {
     const Info xi = info(x);
     if (xi.dims.size() < 2) return error_at(n.loc, "input must have rank >= 2, got " + shape_text(xi.dims));
     const int64_t channels = xi.dims[1];
-    std::vector<const HostTensor*> p;
+    std::vector<HostPtr> p;
     for (int i = 1; i <= 4; ++i) {
       HEXIR_ASSIGN_OR_RETURN(Ref r, input(n, i));
-      HEXIR_ASSIGN_OR_RETURN(const HostTensor* h, host(r));
+      HEXIR_ASSIGN_OR_RETURN(HostPtr h, host(r));
       if (!h)
         return error_at(n.loc, "input " + std::to_string(i) + " ('" + n.node.input(i) +
                                    "') must be a constant: batch normalization is folded into a scale and a shift");
@@ -1879,7 +1896,7 @@ class Importer {
     }
     const std::string o = out_name(n, 0);
     if (x.is_const()) {
-      HEXIR_ASSIGN_OR_RETURN(const HostTensor* h, host(x));
+      HEXIR_ASSIGN_OR_RETURN(HostPtr h, host(x));
       if (h) {
         define_folded(n, 0, transpose_host(*h, perm));
         return ok_status();
@@ -1907,12 +1924,12 @@ class Importer {
     if (plain.empty()) return error_at(n.loc, "takes at least one input");
     const Info first = info(plain[0]);
     HEXIR_ASSIGN_OR_RETURN(axis, norm_axis(n, axis, first.dims.size()));
-    std::vector<const HostTensor*> hs;
+    std::vector<HostPtr> hs;
     HEXIR_ASSIGN_OR_RETURN(bool held, hosts(refs, hs));
     if (held) {
       std::vector<int64_t> dims = first.dims;
       dims[static_cast<size_t>(axis)] = 0;
-      for (const HostTensor* h : hs) {
+      for (const HostPtr& h : hs) {
         if (h->type != first.type || h->dims.size() != dims.size())
           return error_at(n.loc, "inputs differ in type or rank");
         for (size_t d = 0; d < dims.size(); ++d)
@@ -1928,7 +1945,7 @@ class Importer {
         const int64_t outer = product(dims, 0, static_cast<size_t>(axis));
         size_t at = 0;
         for (int64_t o = 0; o < outer; ++o)
-          for (const HostTensor* h : hs) {
+          for (const HostPtr& h : hs) {
             const size_t row = static_cast<size_t>(product(h->dims, static_cast<size_t>(axis), h->dims.size())) * es;
             std::memcpy(out.bytes.data() + at, h->bytes.data() + static_cast<size_t>(o) * row, row);
             at += row;
@@ -2007,7 +2024,7 @@ class Importer {
     if (total != dim)
       return error_at(n.loc, "split " + shape_text(sizes) + " adds up to " + std::to_string(total) +
                                  ", not the axis size " + std::to_string(dim));
-    HEXIR_ASSIGN_OR_RETURN(const HostTensor* h, host(x));
+    HEXIR_ASSIGN_OR_RETURN(HostPtr h, host(x));
     if (h) {
       int64_t start = 0;
       for (int64_t i = 0; i < parts; ++i) {
@@ -2066,7 +2083,7 @@ class Importer {
     if (steps.empty()) steps.assign(starts.size(), 1);
     if (ends.size() != starts.size() || axes.size() != starts.size() || steps.size() != starts.size())
       return error_at(n.loc, "starts, ends, axes and steps differ in length");
-    HEXIR_ASSIGN_OR_RETURN(const HostTensor* h, host(x));
+    HEXIR_ASSIGN_OR_RETURN(HostPtr h, host(x));
     if (h) {
       // The same normalization as @slice (ONNX semantics).
       std::vector<int64_t> st(xi.dims.size(), 0), sp(xi.dims.size(), 1), sz = xi.dims;
@@ -2110,7 +2127,7 @@ class Importer {
     const Info di = info(data);
     HEXIR_ASSIGN_OR_RETURN(int64_t axis, attr_int(n, "axis", 0));
     HEXIR_ASSIGN_OR_RETURN(axis, norm_axis(n, axis, di.dims.size()));
-    std::vector<const HostTensor*> hs;
+    std::vector<HostPtr> hs;
     HEXIR_ASSIGN_OR_RETURN(bool held, hosts({data, indices}, hs));
     if (held) {
       const HostTensor& d = *hs[0];
@@ -2160,7 +2177,7 @@ class Importer {
         if (onnx_type_name(t) == to_attr->s()) to = t;
     }
     if (onnx_element_size(to) == 0) return error_at(n.loc, "cast to " + onnx_type_name(to) + " is not supported");
-    HEXIR_ASSIGN_OR_RETURN(const HostTensor* h, host(x));
+    HEXIR_ASSIGN_OR_RETURN(HostPtr h, host(x));
     if (h) {
       HostTensor out = make_host(to, h->dims);
       for (int64_t i = 0; i < h->count(); ++i) {
@@ -2190,7 +2207,7 @@ class Importer {
     HEXIR_ASSIGN_OR_RETURN(Ref c, input(n, 0));
     HEXIR_ASSIGN_OR_RETURN(Ref x, input(n, 1));
     HEXIR_ASSIGN_OR_RETURN(Ref y, input(n, 2));
-    std::vector<const HostTensor*> hs;
+    std::vector<HostPtr> hs;
     HEXIR_ASSIGN_OR_RETURN(bool held, hosts({c, x, y}, hs));
     if (held) {
       const HostTensor &hc = *hs[0], &hx = *hs[1], &hy = *hs[2];
@@ -2305,7 +2322,7 @@ class Importer {
     HEXIR_ASSIGN_OR_RETURN(Ref x, input(n, 0));
     HEXIR_ASSIGN_OR_RETURN(std::optional<Ref> training, optional_input(n, 2));
     if (training) {
-      HEXIR_ASSIGN_OR_RETURN(const HostTensor* h, host(*training));
+      HEXIR_ASSIGN_OR_RETURN(HostPtr h, host(*training));
       if (!h || h->count() != 1 || h->i(0) != 0)
         return error_at(n.loc, "training_mode must be a constant false (inference only)");
     }
@@ -2463,7 +2480,7 @@ class Importer {
 
   Status op_range(const NodeCtx& n) {
     HEXIR_RETURN_IF_ERROR(check_attrs(n, {}));
-    std::vector<const HostTensor*> hs;
+    std::vector<HostPtr> hs;
     std::vector<std::optional<Ref>> refs;
     for (int i = 0; i < 3; ++i) {
       HEXIR_ASSIGN_OR_RETURN(Ref r, input(n, i));
@@ -2471,7 +2488,7 @@ class Importer {
     }
     HEXIR_ASSIGN_OR_RETURN(bool held, hosts(refs, hs));
     if (!held) return error_at(n.loc, "start, limit and delta must be constants (Range folds at import only)");
-    for (const HostTensor* h : hs)
+    for (const HostPtr& h : hs)
       if (h->count() != 1) return error_at(n.loc, "start, limit and delta must be scalars");
     const int32_t type = hs[0]->type;
     int64_t count = 0;
@@ -2507,7 +2524,7 @@ class Importer {
     const Info xi = info(x);
     auto dims = ops::broadcast_shapes(xi.dims, shape);
     if (!dims) return error_at(n.loc, "cannot expand " + shape_text(xi.dims) + " to " + shape_text(shape));
-    HEXIR_ASSIGN_OR_RETURN(const HostTensor* h, host(x));
+    HEXIR_ASSIGN_OR_RETURN(HostPtr h, host(x));
     if (h && fold_limit(xi.type, *dims).ok()) {
       HEXIR_ASSIGN_OR_RETURN(HostTensor out, expand_host(*h, *dims));
       define_folded(n, 0, std::move(out));
