@@ -1,0 +1,60 @@
+// One model in onnxruntime-node (CPU, 1 intra-op and 1 inter-op thread), in its own process so
+// that its peak RSS is the model's: node run_ort.mjs SPEC.json
+//   SPEC: { ortDir, model, inputs: [{name, npy}], binds: [{name, dtype, value}], outDir,
+//           iterations, repeats }
+// Writes outDir/0.npy, 1.npy, ... (session output order) and prints one JSON line: load_ms,
+// ms_median (best of `repeats` medians of `iterations` runs), medians, max_rss_kb (peak),
+// baseline_rss_kb (node before onnxruntime was loaded), output_names.
+import fs from 'node:fs';
+import path from 'node:path';
+import { createRequire } from 'node:module';
+import { readNpy, writeNpy } from './npy.mjs';
+
+const baselineRss = process.resourceUsage().maxRSS;
+const spec = JSON.parse(fs.readFileSync(process.argv[2], 'utf8'));
+const require = createRequire(path.join(spec.ortDir, 'package.json'));
+const ort = require('onnxruntime-node');
+
+const ORT_TYPES = { float32: 'float32', int64: 'int64', int32: 'int32', bool: 'bool', float64: 'float64', uint8: 'uint8', int8: 'int8' };
+const feeds = {};
+for (const i of spec.inputs) {
+  const t = readNpy(i.npy);
+  feeds[i.name] = new ort.Tensor(ORT_TYPES[t.dtype], t.data, t.shape);
+}
+for (const b of spec.binds ?? []) {
+  const data = b.dtype === 'int64' ? BigInt64Array.from([BigInt(b.value)])
+             : b.dtype === 'int32' ? Int32Array.from([b.value]) : Float32Array.from([b.value]);
+  feeds[b.name] = new ort.Tensor(b.dtype, data, []);
+}
+
+const t0 = performance.now();
+const session = await ort.InferenceSession.create(spec.model, {
+  executionProviders: ['cpu'], intraOpNumThreads: 1, interOpNumThreads: 1,
+  executionMode: 'sequential', graphOptimizationLevel: 'all', logSeverityLevel: 3,
+});
+const loadMs = performance.now() - t0;
+
+let results = await session.run(feeds);  // warm-up, and the outputs compared
+const medians = [];
+for (let r = 0; r < spec.repeats; ++r) {
+  const times = [];
+  for (let k = 0; k < spec.iterations; ++k) {
+    const s = performance.now();
+    await session.run(feeds);
+    times.push(performance.now() - s);
+  }
+  times.sort((a, b) => a - b);
+  const n = times.length;
+  medians.push(n % 2 ? times[(n - 1) / 2] : (times[n / 2 - 1] + times[n / 2]) / 2);
+}
+
+fs.mkdirSync(spec.outDir, { recursive: true });
+session.outputNames.forEach((name, j) => {
+  const t = results[name];
+  const type = t.type === 'bool' ? 'bool' : t.type;
+  writeNpy(path.join(spec.outDir, `${j}.npy`), type, t.dims.map(Number), t.data);
+});
+console.log(JSON.stringify({
+  load_ms: loadMs, ms_median: Math.min(...medians), medians, max_rss_kb: process.resourceUsage().maxRSS,
+  baseline_rss_kb: baselineRss, output_names: session.outputNames,
+}));
