@@ -86,6 +86,7 @@ KernelFn cast_kernel(DType from, DType to);
 // matmul.cc
 Status matmul(const KernelContext&, const Dispatch&);
 Status conv2d(const KernelContext&, const Dispatch&);
+Status pool2d(const KernelContext&, const Dispatch&);  // max_pool, average_pool
 // normalization.cc
 Status softmax(const KernelContext&, const Dispatch&);
 Status layernorm(const KernelContext&, const Dispatch&);

@@ -61,6 +61,9 @@ constexpr KernelEntry<KernelFn> kKernels[] = {
     {OpId::kGreater, kI64, kAnyDType, greater<int64_t>},
     // not: bool only (its rule); bytes in, bytes out.
     {OpId::kNot, kAnyDType, kAnyDType, logical_not},
+    {OpId::kReduceMax, kF32, kF32, reduce},
+    {OpId::kMaxPool, kF32, kF32, pool2d},
+    {OpId::kAveragePool, kF32, kF32, pool2d},
 };
 
 }  // namespace

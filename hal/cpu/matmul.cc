@@ -1,6 +1,8 @@
 // numpy.matmul for f32 (one blocked GEMM per batch element, batch geometry
-// from the MatmulPlan) and conv2d (im2col into the workspace, then the GEMM).
+// from the MatmulPlan), conv2d (im2col into the workspace, then the GEMM) and
+// the 2-D pools.
 #include <algorithm>
+#include <limits>
 
 #include "kernel_util.h"
 
@@ -158,6 +160,56 @@ Status conv2d(const KernelContext&, const Dispatch& d) {
           float* row = result + k * spatial;
           for (int64_t i = 0; i < spatial; ++i) row[i] += b;
         }
+    }
+  }
+  return ok_status();
+}
+
+// max_pool / average_pool: per output element, only the taps inside the
+// input (ops::pool_tap_range), so the work is bounded by the input, not by
+// the kernel size; the count_include_pad divisor is counted the same way.
+Status pool2d(const KernelContext&, const Dispatch& d) {
+  const ops::Pool2dPlan& p = plan_of<ops::Pool2dPlan>(d);
+  const float* x = input(d, 0);
+  float* out = output(d, 0);
+  for (int64_t plane = 0; plane < p.n * p.c; ++plane) {
+    const float* image = x + plane * p.h * p.w;
+    for (int64_t oy = 0; oy < p.oh; ++oy) {
+      const int64_t y0 = oy * p.stride_h - p.pad_top;
+      int64_t ky0, ky1;
+      ops::pool_tap_range(y0, p.dilation_h, p.kh, 0, p.h, &ky0, &ky1);
+      int64_t py0 = 0, py1 = 0;
+      if (!p.is_max && p.count_include_pad)
+        ops::pool_tap_range(y0, p.dilation_h, p.kh, -p.pad_top, p.h + p.pad_bottom, &py0, &py1);
+      for (int64_t ox = 0; ox < p.ow; ++ox, ++out) {
+        const int64_t x0 = ox * p.stride_w - p.pad_left;
+        int64_t kx0, kx1;
+        ops::pool_tap_range(x0, p.dilation_w, p.kw, 0, p.w, &kx0, &kx1);
+        if (p.is_max) {
+          float m = -std::numeric_limits<float>::infinity();
+          for (int64_t ky = ky0; ky < ky1; ++ky) {
+            const int64_t row = (y0 + ky * p.dilation_h) * p.w + x0;  // + kx * dilation_w is inside
+            for (int64_t kx = kx0; kx < kx1; ++kx) {
+              const float v = image[row + kx * p.dilation_w];
+              if (v > m || v != v) m = v;  // NaN sticks: nothing compares greater
+            }
+          }
+          *out = m;
+          continue;
+        }
+        double sum = 0.0;
+        for (int64_t ky = ky0; ky < ky1; ++ky) {
+          const int64_t row = (y0 + ky * p.dilation_h) * p.w + x0;
+          for (int64_t kx = kx0; kx < kx1; ++kx) sum += image[row + kx * p.dilation_w];
+        }
+        int64_t count = (ky1 - ky0) * (kx1 - kx0);
+        if (p.count_include_pad) {
+          int64_t px0, px1;
+          ops::pool_tap_range(x0, p.dilation_w, p.kw, -p.pad_left, p.w + p.pad_right, &px0, &px1);
+          count = (py1 - py0) * (px1 - px0);
+        }
+        *out = static_cast<float>(sum / static_cast<double>(count));  // no taps: 0/0, NaN
+      }
     }
   }
   return ok_status();

@@ -92,12 +92,50 @@ Status layernorm(const KernelContext&, const Dispatch& d) {
   return ok_status();
 }
 
-// Sums (in double) over the reduced dims, one output element at a time.
+namespace {
+
+// reduce_max: NaN if any element is NaN, -inf over nothing.
+void reduce_max(const ops::ReducePlan& p, const float* in, float* out) {
+  int64_t kept_index[kMaxRank] = {};
+  for (int64_t o = 0; o < p.out_count; ++o) {
+    int64_t base = 0;
+    for (int32_t i = 0; i < p.kept_rank; ++i) base += kept_index[i] * p.kept_stride[i];
+    float m = -std::numeric_limits<float>::infinity();
+    if (p.red_count > 0) {
+      if (p.red_rank == 0) {
+        m = in[base];
+      } else {
+        const int32_t outer = p.red_rank - 1;
+        const int64_t inner = p.red_dims[outer];
+        const int64_t inner_stride = p.red_stride[outer];
+        int64_t red_index[kMaxRank] = {};
+        do {
+          int64_t offset = base;
+          for (int32_t i = 0; i < outer; ++i) offset += red_index[i] * p.red_stride[i];
+          for (int64_t j = 0; j < inner; ++j) {
+            const float v = in[offset + j * inner_stride];
+            if (v > m || v != v) m = v;  // NaN sticks: nothing compares greater
+          }
+        } while (next_index(red_index, p.red_dims, outer));
+      }
+    }
+    out[o] = m;
+    next_index(kept_index, p.kept_dims, p.kept_rank);
+  }
+}
+
+}  // namespace
+
+// Sums (in double) over the reduced dims, one output element at a time (or the max).
 Status reduce(const KernelContext&, const Dispatch& d) {
   const ops::ReducePlan& p = plan_of<ops::ReducePlan>(d);
   if (p.out_count == 0) return ok_status();
   const float* in = input(d, 0);
   float* out = output(d, 0);
+  if (p.max) {
+    reduce_max(p, in, out);
+    return ok_status();
+  }
   int64_t kept_index[kMaxRank] = {};
   for (int64_t o = 0; o < p.out_count; ++o) {
     int64_t base = 0;

@@ -172,6 +172,16 @@ Status conv2d(const Dispatch& d, Launcher& launcher) {
   return launcher.launch(Kernel::kConv2d, linear_config(total), &p);
 }
 
+Status pool2d(const Dispatch& d, Launcher& launcher) {
+  Pool2dParams p;
+  p.x = in(d, 0);
+  p.out = out(d, 0);
+  p.plan = plan_of<ops::Pool2dPlan>(d);
+  const int64_t total = p.plan.n * p.plan.c * p.plan.oh * p.plan.ow;
+  if (total == 0) return ok_status();
+  return launcher.launch(Kernel::kPool2d, linear_config(total), &p);
+}
+
 // ---- normalization ------------------------------------------------------------
 
 Status softmax(const Dispatch& d, Launcher& launcher) {
@@ -356,6 +366,9 @@ constexpr KernelEntry<CudaKernelFn> kKernels[] = {
     {OpId::kGreater, kCastI64, kAnyDType, compare<Kernel::kGreater, kCastI64>},
     // not: bool only (its rule).
     {OpId::kNot, kAnyDType, kAnyDType, logical_not},
+    {OpId::kReduceMax, kF32, kF32, reduce},
+    {OpId::kMaxPool, kF32, kF32, pool2d},
+    {OpId::kAveragePool, kF32, kF32, pool2d},
     {OpId::kMatmul, kF32, kF32, matmul},
     {OpId::kConv2d, kF32, kF32, conv2d},
     {OpId::kSoftmax, kF32, kF32, softmax},

@@ -1,4 +1,4 @@
-// Contractions: matmul (numpy semantics) and conv2d (NCHW).
+// Contractions and windows: matmul (numpy semantics), conv2d and the 2-D pools (NCHW).
 #include <algorithm>
 
 #include "util.h"
@@ -201,10 +201,159 @@ uint64_t workspace_conv2d(const PlanInput& op) {
 
 void plan_conv2d(const PlanInput& op, OpPlan& out) { fill_conv2d(op, out.start<Conv2dPlan>()); }
 
+// ---- max_pool, average_pool ------------------------------------------------------
+
+enum PoolParam {
+  kKernelH,
+  kKernelW,
+  kPoolStrideH,
+  kPoolStrideW,
+  kPoolPadTop,
+  kPoolPadLeft,
+  kPoolPadBottom,
+  kPoolPadRight,
+  kPoolDilationH,
+  kPoolDilationW,
+  kCeilMode,
+  kCountIncludePad,
+  kPoolParamCount
+};
+
+constexpr int64_t kPoolLimit = int64_t{1} << 30;
+
+// One output dim of a pool: ONNX's floor((extent - window) / stride) + 1, or
+// with ceil_mode the ceiling, less the last window when it would start past
+// the input and its leading pad (as PyTorch and onnxruntime do). Operands
+// bounded by the rule (pads, kernel, stride, dilation <= 2^30; dim < 2^62).
+int64_t pool_out_dim(int64_t in, int64_t k, int64_t stride, int64_t pad_begin, int64_t pad_end, int64_t dilation,
+                     bool ceil_mode) {
+  const int64_t extent = in + pad_begin + pad_end;
+  const int64_t window = dilation * (k - 1) + 1;
+  int64_t out = (extent - window + (ceil_mode ? stride - 1 : 0)) / stride + 1;
+  if (ceil_mode && (out - 1) * stride >= in + pad_begin) --out;
+  return out;
+}
+
+template <OpId kId>
+Result<std::vector<int64_t>> lower_pool(std::span<const TensorType> in, const AttrMap& attrs,
+                                        std::span<const TensorType>) {
+  constexpr bool kMax = kId == kMaxPool;
+  if (kMax)
+    HEXIR_RETURN_IF_ERROR(check_attr_names(kId, attrs, {"kernel_shape", "strides", "pads", "dilations", "ceil_mode",
+                                                        "auto_pad"}));
+  else
+    HEXIR_RETURN_IF_ERROR(check_attr_names(
+        kId, attrs, {"kernel_shape", "strides", "pads", "dilations", "ceil_mode", "count_include_pad", "auto_pad"}));
+  auto pair = [&](const char* name, int64_t fallback) -> Result<std::vector<int64_t>> {
+    HEXIR_ASSIGN_OR_RETURN(std::vector<int64_t> v, int_list_attr(kId, attrs, name));
+    if (v.empty()) {
+      if (fallback < 0) return invalid_argument(prefix(kId) + "needs attribute '" + name + "'");
+      return std::vector<int64_t>{fallback, fallback};
+    }
+    if (v.size() == 1) v.push_back(v[0]);
+    if (v.size() != 2)
+      return invalid_argument(prefix(kId) + "attribute '" + name + "' takes 1 or 2 values, got " +
+                              std::to_string(v.size()));
+    return v;
+  };
+  HEXIR_ASSIGN_OR_RETURN(std::vector<int64_t> kernel, pair("kernel_shape", -1));
+  HEXIR_ASSIGN_OR_RETURN(std::vector<int64_t> strides, pair("strides", 1));
+  HEXIR_ASSIGN_OR_RETURN(std::vector<int64_t> dilations, pair("dilations", 1));
+  auto flag = [&](const char* name) -> Result<int64_t> {
+    HEXIR_ASSIGN_OR_RETURN(int64_t v, int_attr(kId, attrs, name, 0));
+    if (v != 0 && v != 1) return invalid_argument(prefix(kId) + "attribute '" + name + "' must be 0 or 1");
+    return v;
+  };
+  HEXIR_ASSIGN_OR_RETURN(int64_t ceil_mode, flag("ceil_mode"));
+  HEXIR_ASSIGN_OR_RETURN(int64_t count_include_pad, flag("count_include_pad"));
+  HEXIR_ASSIGN_OR_RETURN(std::vector<int64_t> pads, int_list_attr(kId, attrs, "pads"));
+  if (pads.empty())
+    pads = {0, 0, 0, 0};
+  else if (pads.size() == 1)
+    pads = {pads[0], pads[0], pads[0], pads[0]};
+  else if (pads.size() == 2)
+    pads = {pads[0], pads[1], pads[0], pads[1]};
+  else if (pads.size() != 4)
+    return invalid_argument(prefix(kId) + "attribute 'pads' takes 1, 2 or 4 values, got " +
+                            std::to_string(pads.size()));
+  // ONNX auto_pad: SAME_* pads so that the output is ceil(in / stride); VALID is no padding.
+  if (const AttrValue* v = find_attr(attrs, "auto_pad")) {
+    auto* mode = std::get_if<std::string>(&v->value);
+    if (!mode || (*mode != "NOTSET" && *mode != "VALID" && *mode != "SAME_UPPER" && *mode != "SAME_LOWER"))
+      return invalid_argument(prefix(kId) + "attribute 'auto_pad' must be NOTSET, VALID, SAME_UPPER or SAME_LOWER");
+    if (*mode != "NOTSET" && find_attr(attrs, "pads"))
+      return invalid_argument(prefix(kId) + "attribute 'pads' and auto_pad " + *mode + " exclude each other");
+    if (*mode == "SAME_UPPER" || *mode == "SAME_LOWER") {
+      if (in[0].rank() != 4) return invalid_argument(prefix(kId) + "input " + in[0].to_string() + " is not [N,C,H,W]");
+      for (int d = 0; d < 2; ++d) {
+        const int64_t size = in[0].dims[2 + d], s = strides[d], k = kernel[d], dil = dilations[d];
+        if (s < 1 || s > kPoolLimit || k < 1 || k > kPoolLimit || dil < 1 || dil > kPoolLimit)
+          return invalid_argument(prefix(kId) + "kernel_shape, strides and dilations must be in 1..2^30");
+        const int64_t out = (size + s - 1) / s;
+        const int64_t total = std::max<int64_t>(0, (out - 1) * s + dil * (k - 1) + 1 - size);
+        pads[d] = *mode == "SAME_UPPER" ? total / 2 : total - total / 2;
+        pads[2 + d] = total - pads[d];
+      }
+    }
+  }
+  return std::vector<int64_t>{kernel[0], kernel[1], strides[0], strides[1], pads[0], pads[1], pads[2], pads[3],
+                              dilations[0], dilations[1], ceil_mode, count_include_pad};
+}
+
+template <OpId kId>
+Result<std::vector<TensorType>> infer_pool(std::span<const TensorType> in, std::span<const int64_t> p) {
+  HEXIR_RETURN_IF_ERROR(check_param_count(kId, p, kPoolParamCount));
+  const TensorType& x = in[0];
+  if (x.rank() != 4) return invalid_argument(prefix(kId) + "input " + x.to_string() + " is not [N,C,H,W]");
+  for (int i : {kKernelH, kKernelW, kPoolStrideH, kPoolStrideW, kPoolDilationH, kPoolDilationW})
+    if (p[i] < 1 || p[i] > kPoolLimit)
+      return invalid_argument(prefix(kId) + "kernel_shape, strides and dilations must be in 1..2^30");
+  for (int d = 0; d < 2; ++d)
+    for (int i : {kPoolPadTop + d, kPoolPadBottom + d})
+      if (p[i] < 0 || p[i] >= p[kKernelH + d])
+        return invalid_argument(prefix(kId) + "pad " + std::to_string(p[i]) + " must be in 0..kernel size - 1 (" +
+                                std::to_string(p[kKernelH + d] - 1) + ")");
+  if ((p[kCeilMode] != 0 && p[kCeilMode] != 1) || (p[kCountIncludePad] != 0 && p[kCountIncludePad] != 1))
+    return invalid_argument(prefix(kId) + "ceil_mode and count_include_pad must be 0 or 1");
+  if (kId == kMaxPool && p[kCountIncludePad] != 0)
+    return invalid_argument(prefix(kId) + "count_include_pad is for average_pool only");
+  int64_t out_hw[2];
+  for (int d = 0; d < 2; ++d) {
+    const int64_t extent = x.dims[2 + d] + p[kPoolPadTop + d] + p[kPoolPadBottom + d];
+    const int64_t window = p[kPoolDilationH + d] * (p[kKernelH + d] - 1) + 1;  // <= 2^60
+    if (window > extent)
+      return invalid_argument(prefix(kId) + "the window of " + std::to_string(window) +
+                              " does not fit the padded input extent " + std::to_string(extent));
+    out_hw[d] = pool_out_dim(x.dims[2 + d], p[kKernelH + d], p[kPoolStrideH + d], p[kPoolPadTop + d],
+                             p[kPoolPadBottom + d], p[kPoolDilationH + d], p[kCeilMode] == 1);
+  }
+  return one({DType::kF32, {x.dims[0], x.dims[1], out_hw[0], out_hw[1]}});
+}
+
+template <OpId kId>
+void plan_pool(const PlanInput& op, OpPlan& out) {
+  Pool2dPlan& p = out.start<Pool2dPlan>();
+  const auto& x = op.inputs[0].dims;
+  const auto& o = op.outputs[0].dims;
+  p.n = x[0], p.c = x[1], p.h = x[2], p.w = x[3];
+  p.oh = o[2], p.ow = o[3];
+  p.kh = op.params[kKernelH], p.kw = op.params[kKernelW];
+  p.stride_h = op.params[kPoolStrideH], p.stride_w = op.params[kPoolStrideW];
+  p.pad_top = op.params[kPoolPadTop], p.pad_left = op.params[kPoolPadLeft];
+  p.pad_bottom = op.params[kPoolPadBottom], p.pad_right = op.params[kPoolPadRight];
+  p.dilation_h = op.params[kPoolDilationH], p.dilation_w = op.params[kPoolDilationW];
+  p.count_include_pad = op.params[kCountIncludePad];
+  p.is_max = kId == kMaxPool;
+}
+
 constexpr OpDef kDefs[] = {
     {kMatmul, "matmul", 2, 2, 1, 1, true, false, false, 0, lower_matmul, infer_matmul, nullptr, plan_matmul},
     {kConv2d, "conv2d", 2, 3, 1, 1, true, false, false, 0, lower_conv2d, infer_conv2d, workspace_conv2d,
      plan_conv2d},
+    {kMaxPool, "max_pool", 1, 1, 1, 1, true, false, false, 0, lower_pool<kMaxPool>, infer_pool<kMaxPool>, nullptr,
+     plan_pool<kMaxPool>},
+    {kAveragePool, "average_pool", 1, 1, 1, 1, true, false, false, 0, lower_pool<kAveragePool>,
+     infer_pool<kAveragePool>, nullptr, plan_pool<kAveragePool>},
 };
 
 }  // namespace

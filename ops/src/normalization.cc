@@ -1,4 +1,4 @@
-// Row-wise operators: softmax, layernorm, and the reductions.
+// Row-wise operators: softmax, layernorm, and the reductions (sum, mean, max).
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -166,6 +166,7 @@ void plan_reduce(const PlanInput& op, OpPlan& out) {
   p.red_count = dims_product(std::span<const int64_t>(p.red_dims, static_cast<size_t>(p.red_rank)), 0,
                              static_cast<size_t>(p.red_rank));
   p.mean = kId == kReduceMean;
+  p.max = kId == kReduceMax;
 }
 
 constexpr OpDef kDefs[] = {
@@ -177,6 +178,8 @@ constexpr OpDef kDefs[] = {
      infer_reduce<kReduceSum>, nullptr, plan_reduce<kReduceSum>},
     {kReduceMean, "reduce_mean", 1, 1, 1, 1, true, false, false, 0, lower_reduce<kReduceMean>,
      infer_reduce<kReduceMean>, nullptr, plan_reduce<kReduceMean>},
+    {kReduceMax, "reduce_max", 1, 1, 1, 1, true, false, false, 0, lower_reduce<kReduceMax>,
+     infer_reduce<kReduceMax>, nullptr, plan_reduce<kReduceMax>},
 };
 
 }  // namespace

@@ -3,6 +3,7 @@
 // loops over multi-indices, in double, with ONNX's (numpy's) NaN rules spelled
 // out.
 #include <algorithm>
+#include <cstring>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -303,6 +304,139 @@ TEST_CASE("not: any non-zero byte is true, results are 0 or 1, in place too") {
   std::vector<uint8_t> want = out.bytes;
   REQUIRE(run_op(OpId::kNot, {&x}, {&x}, {}, 0).ok());
   CHECK(x.bytes == want);
+}
+
+// ---- reduce_max, max_pool, average_pool --------------------------------------------
+
+TEST_CASE("reduce_max against a reference (NaN propagates, -inf over nothing)") {
+  struct Case {
+    Dims dims;
+    std::vector<int64_t> params;  // [keepdims, axes...]
+  };
+  const Case cases[] = {{{4, 8}, {0}},          {{4, 8}, {1, 1}},       {{3, 4, 5}, {0, 0, 2}},
+                        {{2, 3, 5, 7}, {1, 2, 3}}, {{0, 3}, {0, 0}},     {{3, 0}, {1, 1}},
+                        {{}, {0}},              {{2, 1, 3}, {0, 1}},     {{5, 6}, {0, 0, 1}}};
+  uint32_t seed = 400;
+  for (const Case& c : cases) {
+    INFO(dims_string(c.dims) << " params " << dims_string(c.params));
+    HostTensor x = random_f32(c.dims, seed++, -100.0f, 100.0f);
+    if (x.count() > 7) x.at(5) = kNaNF, x.at(6) = kInfF, x.at(7) = -kInfF;
+    std::vector<bool> reduced(c.dims.size(), c.params.size() == 1);
+    for (size_t i = 1; i < c.params.size(); ++i) reduced[static_cast<size_t>(c.params[i])] = true;
+    Dims out_dims, kept;
+    for (size_t d = 0; d < c.dims.size(); ++d) {
+      if (!reduced[d]) {
+        out_dims.push_back(c.dims[d]);
+        kept.push_back(static_cast<int64_t>(d));
+      } else if (c.params[0] == 1) {
+        out_dims.push_back(1);
+      }
+    }
+    HostTensor out(DType::kF32, out_dims);
+    REQUIRE(run_kernel(OpId::kReduceMax, {&x}, out, c.params).ok());
+    // Reference: every input element updates the output element its kept index names.
+    Dims kept_dims;
+    for (int64_t d : kept) kept_dims.push_back(c.dims[static_cast<size_t>(d)]);
+    std::vector<double> want(static_cast<size_t>(product(kept_dims)), -kInf);
+    std::vector<bool> nan(want.size(), false);
+    for (int64_t i = 0; i < x.count(); ++i) {
+      const Dims index = unravel(i, c.dims);
+      int64_t o = 0;
+      for (int64_t d : kept) o = o * c.dims[static_cast<size_t>(d)] + index[static_cast<size_t>(d)];
+      const double v = x.at(i);
+      if (std::isnan(v)) nan[static_cast<size_t>(o)] = true;
+      want[static_cast<size_t>(o)] = std::max(want[static_cast<size_t>(o)], v);
+    }
+    for (size_t o = 0; o < want.size(); ++o)
+      if (nan[o]) want[o] = kNaN;
+    check_close(out, want, 0.0, 0.0);
+  }
+}
+
+struct PoolCase {
+  Dims x;
+  std::vector<int64_t> params;  // [kh, kw, sh, sw, pt, pl, pb, pr, dh, dw, ceil_mode, count_include_pad]
+};
+
+// Direct definition: every tap of every window, in double.
+std::vector<double> pool_reference(bool is_max, const HostTensor& x, const PoolCase& c, const Dims& out_dims) {
+  const auto& p = c.params;
+  const int64_t n = x.dims[0], ch = x.dims[1], h = x.dims[2], w = x.dims[3];
+  const int64_t oh = out_dims[2], ow = out_dims[3];
+  std::vector<double> out;
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t k = 0; k < ch; ++k)
+      for (int64_t oy = 0; oy < oh; ++oy)
+        for (int64_t ox = 0; ox < ow; ++ox) {
+          double m = -kInf, sum = 0;
+          bool any_nan = false;
+          int64_t inside = 0, padded = 0;
+          for (int64_t ky = 0; ky < p[0]; ++ky)
+            for (int64_t kx = 0; kx < p[1]; ++kx) {
+              const int64_t iy = oy * p[2] - p[4] + ky * p[8];
+              const int64_t ix = ox * p[3] - p[5] + kx * p[9];
+              if (iy >= -p[4] && iy < h + p[6] && ix >= -p[5] && ix < w + p[7]) ++padded;
+              if (iy < 0 || iy >= h || ix < 0 || ix >= w) continue;
+              const double v = x.at(((b * ch + k) * h + iy) * w + ix);
+              ++inside;
+              any_nan = any_nan || std::isnan(v);
+              m = std::max(m, v);
+              sum += v;
+            }
+          if (is_max)
+            out.push_back(any_nan ? kNaN : m);
+          else
+            out.push_back(sum / static_cast<double>(p[11] ? padded : inside));
+        }
+  return out;
+}
+
+TEST_CASE("max_pool and average_pool against the direct definition") {
+  const PoolCase cases[] = {
+      {{1, 3, 8, 8}, {2, 2, 2, 2, 0, 0, 0, 0, 1, 1, 0, 0}},  {{2, 2, 7, 6}, {3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0}},
+      {{2, 2, 7, 6}, {3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1}},  {{1, 2, 8, 7}, {3, 3, 2, 2, 0, 0, 0, 0, 1, 1, 1, 0}},
+      {{1, 2, 8, 7}, {3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1}},  {{1, 2, 8, 7}, {3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1, 0}},
+      {{1, 1, 5, 5}, {2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1}},  {{2, 3, 10, 9}, {2, 3, 3, 2, 1, 2, 0, 1, 1, 1, 0, 1}},
+      {{1, 2, 9, 9}, {2, 3, 1, 2, 1, 0, 1, 2, 2, 2, 0, 0}},  {{1, 2, 9, 9}, {2, 3, 1, 2, 1, 0, 1, 2, 2, 2, 1, 1}},
+      {{1, 1, 2, 2}, {2, 2, 1, 1, 1, 1, 1, 1, 3, 3, 0, 0}},  {{1, 1, 2, 2}, {2, 2, 1, 1, 1, 1, 1, 1, 3, 3, 0, 1}},
+      {{1, 1, 1, 12}, {1, 5, 1, 3, 0, 2, 0, 4, 1, 1, 1, 1}}, {{0, 2, 4, 4}, {2, 2, 1, 1, 0, 0, 0, 0, 1, 1, 0, 0}},
+      {{2, 1, 6, 6}, {6, 6, 1, 1, 0, 0, 0, 0, 1, 1, 0, 0}},  {{1, 1, 7, 7}, {3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 0}},
+  };
+  uint32_t seed = 500;
+  for (const PoolCase& c : cases) {
+    for (OpId id : {OpId::kMaxPool, OpId::kAveragePool}) {
+      const bool is_max = id == OpId::kMaxPool;
+      if (is_max && c.params[11] == 1) continue;
+      INFO(ops::op_def(id).name << " x " << dims_string(c.x) << " params " << dims_string(c.params));
+      HostTensor x = random_f32(c.x, seed++);
+      if (x.count() > 9) x.at(9) = kNaNF;
+      auto types = ops::infer_result_types(id, std::vector<TensorType>{x.type()}, c.params);
+      REQUIRE_MESSAGE(types.ok(), types.status().to_string());
+      HostTensor out(DType::kF32, types->at(0).dims);
+      std::fill(out.bytes.begin(), out.bytes.end(), uint8_t{0xEE});
+      REQUIRE(run_kernel(id, {&x}, out, c.params).ok());
+      check_close(out, pool_reference(is_max, x, c, out.dims), 1e-6, 1e-6);
+    }
+  }
+}
+
+TEST_CASE("pools: windows reaching only pads, NaN, infinities") {
+  // in 2, kernel 2 dilated 3, pads 1: the only window's taps are -1 and 2.
+  HostTensor x = random_f32({1, 1, 2, 2}, 7);
+  HostTensor out(DType::kF32, {1, 1, 1, 1});
+  REQUIRE(run_kernel(OpId::kMaxPool, {&x}, out, {2, 2, 1, 1, 1, 1, 1, 1, 3, 3, 0, 0}).ok());
+  CHECK(out.at(0) == -kInfF);
+  REQUIRE(run_kernel(OpId::kAveragePool, {&x}, out, {2, 2, 1, 1, 1, 1, 1, 1, 3, 3, 0, 0}).ok());
+  CHECK(std::isnan(out.at(0)));  // 0 / 0
+  REQUIRE(run_kernel(OpId::kAveragePool, {&x}, out, {2, 2, 1, 1, 1, 1, 1, 1, 3, 3, 0, 1}).ok());
+  CHECK(out.at(0) == 0.0f);  // 0 / 4 pads
+  HostTensor y(DType::kF32, {1, 1, 1, 4});
+  const float yv[] = {1.0f, kNaNF, kInfF, -kInfF};
+  std::memcpy(y.bytes.data(), yv, sizeof yv);
+  HostTensor o2(DType::kF32, {1, 1, 1, 2});
+  REQUIRE(run_kernel(OpId::kMaxPool, {&y}, o2, {1, 2, 1, 2, 0, 0, 0, 0, 1, 1, 0, 0}).ok());
+  CHECK(std::isnan(o2.at(0)));
+  CHECK(o2.at(1) == kInfF);
 }
 
 }  // namespace

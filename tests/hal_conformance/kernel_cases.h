@@ -304,6 +304,14 @@ inline std::vector<KernelCase> kernel_cases() {
   reduce("reduce_mean all", OpId::kReduceMean, {}, {0}, 805);
   reduce("reduce_mean of nothing", OpId::kReduceMean, {0, 3}, {0, 0}, 806);
   reduce("reduce_sum of nothing", OpId::kReduceSum, {0, 3}, {0, 0}, 807);
+  reduce("reduce_max all", OpId::kReduceMax, {4, 8}, {0}, 808);
+  reduce("reduce_max axis 1 keepdims", OpId::kReduceMax, {4, 8}, {1, 1}, 809);
+  reduce("reduce_max axes 0,2", OpId::kReduceMax, {3, 4, 5}, {0, 0, 2}, 810);
+  reduce("reduce_max long", OpId::kReduceMax, {3, 1000}, {0, 1}, 811);
+  reduce("reduce_max global pool axes 2,3", OpId::kReduceMax, {2, 3, 5, 7}, {1, 2, 3}, 812);
+  reduce("reduce_max of nothing", OpId::kReduceMax, {0, 3}, {0, 0}, 813);
+  reduce("reduce_max scalar", OpId::kReduceMax, {}, {0}, 814);
+  cases.push_back({"reduce_max with NaN/inf", OpId::kReduceMax, {with_specials(random_f32({4, 6}, 815))}, {0, 1}});
 
   auto concat = [&](std::string n, std::vector<HostTensor> inputs, int64_t axis) {
     KernelCase c{"concat " + n, OpId::kConcat, std::move(inputs), {axis}};
@@ -410,6 +418,29 @@ inline std::vector<KernelCase> kernel_cases() {
   conv("dilated 2", {1, 2, 9, 9}, {2, 2, 3, 3}, true, {1, 1, 2, 2, 2, 2, 2, 2, 1}, 1609);
   conv("grouped 2", {1, 4, 6, 6}, {6, 2, 3, 3}, true, {1, 1, 1, 1, 1, 1, 1, 1, 2}, 1612);
   conv("depthwise", {2, 5, 7, 7}, {5, 1, 3, 3}, true, {1, 1, 1, 1, 1, 1, 1, 1, 5}, 1615);
+
+  // [kh, kw, stride_h, stride_w, pad_t, pad_l, pad_b, pad_r, dil_h, dil_w, ceil_mode, count_include_pad]
+  auto pool = [&](std::string n, OpId id, std::vector<int64_t> x, std::vector<int64_t> params, uint32_t s,
+                  bool specials = false) {
+    HostTensor input = random_f32(x, s);
+    if (specials) input = with_specials(input);
+    cases.push_back({(id == OpId::kMaxPool ? "max_pool " : "average_pool ") + n, id, {input}, std::move(params)});
+  };
+  pool("2x2 stride 2", OpId::kMaxPool, {1, 3, 8, 8}, {2, 2, 2, 2, 0, 0, 0, 0, 1, 1, 0, 0}, 1700);
+  pool("3x3 pad 1 with NaN/inf", OpId::kMaxPool, {2, 2, 7, 6}, {3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0}, 1701, true);
+  pool("ceil mode", OpId::kMaxPool, {1, 2, 8, 7}, {3, 3, 2, 2, 0, 0, 0, 0, 1, 1, 1, 0}, 1702);
+  pool("dilated, asymmetric pads", OpId::kMaxPool, {1, 2, 9, 9}, {2, 3, 1, 2, 1, 0, 1, 2, 2, 2, 0, 0}, 1703);
+  pool("windows of pads only", OpId::kMaxPool, {1, 1, 2, 2}, {2, 2, 1, 1, 1, 1, 1, 1, 3, 3, 0, 0}, 1704);
+  pool("2x2 stride 2", OpId::kAveragePool, {1, 3, 8, 8}, {2, 2, 2, 2, 0, 0, 0, 0, 1, 1, 0, 0}, 1710);
+  pool("3x3 pad 1 excluding pads", OpId::kAveragePool, {2, 2, 7, 6}, {3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0}, 1711);
+  pool("3x3 pad 1 counting pads", OpId::kAveragePool, {2, 2, 7, 6}, {3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1}, 1712);
+  pool("ceil mode counting pads", OpId::kAveragePool, {1, 2, 8, 7}, {3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1}, 1713);
+  pool("ceil mode excluding pads", OpId::kAveragePool, {1, 2, 8, 7}, {3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1, 0}, 1714);
+  pool("asymmetric 2x3", OpId::kAveragePool, {2, 3, 10, 9}, {2, 3, 3, 2, 1, 2, 0, 1, 1, 1, 0, 1}, 1715);
+  pool("dilated", OpId::kAveragePool, {1, 2, 9, 9}, {2, 3, 1, 2, 1, 0, 1, 2, 2, 2, 0, 0}, 1716);
+  pool("windows of pads only", OpId::kAveragePool, {1, 1, 2, 2}, {2, 2, 1, 1, 1, 1, 1, 1, 3, 3, 0, 0}, 1717);
+  pool("windows of pads only, counting pads", OpId::kAveragePool, {1, 1, 2, 2},
+       {2, 2, 1, 1, 1, 1, 1, 1, 3, 3, 0, 1}, 1718);
   return cases;
 }
 

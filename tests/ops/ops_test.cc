@@ -1168,3 +1168,145 @@ TEST_CASE("pow, equal, less, greater, not: rules, kernel keys and plans") {
                            "pow", "equal", "less", "greater", "not"})
     CHECK(find_op(name).has_value());
 }
+
+TEST_CASE("reduce_max: rules and plan like reduce_sum, with the max flag") {
+  CHECK(infer(OpId::kReduceMax, {f32({2, 3, 4})}, {{"axes", list({-1, 0})}})->dims == Dims{3});
+  CHECK(infer(OpId::kReduceMax, {f32({2, 3, 4})}, {{"axes", list({2, 3})}}).status().message().find("axis") !=
+        std::string::npos);
+  CHECK(infer(OpId::kReduceMax, {f32({1, 3, 5, 5})}, {{"axes", list({2, 3})}, {"keepdims", i(1)}})->dims ==
+        Dims{1, 3, 1, 1});
+  rejected(OpId::kReduceMax, {f32({2, 3})}, {});
+  rejected(OpId::kReduceMax, {f32({2, 3})}, {2});
+  rejected(OpId::kReduceMax, {f32({2, 3})}, {0, 1, 1});
+  rejected(OpId::kReduceMax, {tt(DType::kI64, {2, 3})}, {0});
+  const OpPlan plan = plan_of(OpId::kReduceMax, {f32({2, 3, 4})}, {0, 1});
+  const ReducePlan& p = plan.as<ReducePlan>();
+  CHECK(p.max == 1);
+  CHECK(p.mean == 0);
+  CHECK(p.out_count == 8);
+  CHECK(p.red_count == 3);
+  const OpPlan sum = plan_of(OpId::kReduceSum, {f32({2, 3, 4})}, {0, 1});
+  CHECK(sum.as<ReducePlan>().max == 0);
+}
+
+TEST_CASE("max_pool, average_pool: attribute lowering (ONNX attributes, auto_pad)") {
+  const std::vector<TensorType> x{f32({1, 3, 5, 5})};
+  auto p = lower(OpId::kMaxPool, x, {{"kernel_shape", list({3, 3})}});
+  REQUIRE(p.ok());
+  CHECK(*p == Params{3, 3, 1, 1, 0, 0, 0, 0, 1, 1, 0, 0});
+  CHECK(*lower(OpId::kAveragePool, x,
+               {{"kernel_shape", list({2, 3})},
+                {"strides", list({2, 1})},
+                {"pads", list({1, 0, 0, 2})},
+                {"ceil_mode", i(1)},
+                {"count_include_pad", i(1)}}) == Params{2, 3, 2, 1, 1, 0, 0, 2, 1, 1, 1, 1});
+  CHECK(*lower(OpId::kMaxPool, x, {{"kernel_shape", i(2)}, {"pads", i(1)}, {"dilations", list({2, 3})}}) ==
+        Params{2, 2, 1, 1, 1, 1, 1, 1, 2, 3, 0, 0});
+  CHECK(mentions(lower(OpId::kMaxPool, x, {}).status(), "kernel_shape"));
+  CHECK_FALSE(lower(OpId::kMaxPool, x, {{"kernel_shape", list({2, 2})}, {"count_include_pad", i(1)}}).ok());
+  CHECK_FALSE(lower(OpId::kMaxPool, x, {{"kernel_shape", list({2, 2, 2})}}).ok());
+  CHECK_FALSE(lower(OpId::kAveragePool, x, {{"kernel_shape", list({2, 2})}, {"ceil_mode", i(2)}}).ok());
+  CHECK_FALSE(lower(OpId::kAveragePool, x, {{"kernel_shape", list({2, 2})}, {"pads", list({1, 1, 1})}}).ok());
+  CHECK_FALSE(lower(OpId::kMaxPool, x, {{"kernel_shape", list({2, 2})}, {"storage_order", i(1)}}).ok());
+  // auto_pad: SAME_UPPER puts the odd pad at the end, SAME_LOWER at the beginning.
+  CHECK(*lower(OpId::kMaxPool, x, {{"kernel_shape", list({3, 2})}, {"auto_pad", str("SAME_UPPER")}}) ==
+        Params{3, 2, 1, 1, 1, 0, 1, 1, 1, 1, 0, 0});
+  CHECK(*lower(OpId::kMaxPool, x, {{"kernel_shape", list({3, 2})}, {"auto_pad", str("SAME_LOWER")}}) ==
+        Params{3, 2, 1, 1, 1, 1, 1, 0, 1, 1, 0, 0});
+  CHECK(*lower(OpId::kAveragePool, x,
+               {{"kernel_shape", list({3, 3})}, {"strides", i(2)}, {"auto_pad", str("SAME_UPPER")}}) ==
+        Params{3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0});
+  CHECK(*lower(OpId::kMaxPool, x, {{"kernel_shape", list({3, 3})}, {"auto_pad", str("VALID")}}) ==
+        Params{3, 3, 1, 1, 0, 0, 0, 0, 1, 1, 0, 0});
+  CHECK_FALSE(lower(OpId::kMaxPool, x, {{"kernel_shape", list({3, 3})}, {"auto_pad", str("SAME")}}).ok());
+  CHECK_FALSE(lower(OpId::kMaxPool, x,
+                    {{"kernel_shape", list({3, 3})}, {"auto_pad", str("VALID")}, {"pads", list({1, 1, 1, 1})}})
+                  .ok());
+  CHECK(infer(OpId::kMaxPool, x, {{"kernel_shape", list({3, 3})}, {"strides", i(2)}, {"auto_pad", str("SAME_UPPER")}})
+            ->dims == Dims{1, 3, 3, 3});
+}
+
+TEST_CASE("max_pool, average_pool: result shapes (floor, ceil_mode and its last-window rule)") {
+  auto out = [](Dims x, Params p) {
+    auto r = rule(OpId::kAveragePool, {f32(std::move(x))}, p);
+    REQUIRE_MESSAGE(r.ok(), r.status().to_string());
+    return r->at(0).dims;
+  };
+  CHECK(out({1, 3, 8, 8}, {2, 2, 2, 2, 0, 0, 0, 0, 1, 1, 0, 0}) == Dims{1, 3, 4, 4});
+  CHECK(out({2, 1, 7, 6}, {3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0}) == Dims{2, 1, 7, 6});
+  CHECK(out({1, 1, 8, 7}, {3, 3, 2, 2, 0, 0, 0, 0, 1, 1, 0, 0}) == Dims{1, 1, 3, 3});
+  CHECK(out({1, 1, 8, 7}, {3, 3, 2, 2, 0, 0, 0, 0, 1, 1, 1, 0}) == Dims{1, 1, 4, 3});
+  CHECK(out({1, 1, 4, 4}, {3, 3, 2, 2, 0, 0, 0, 0, 1, 1, 1, 0}) == Dims{1, 1, 2, 2});  // ONNX maxpool_2d_ceil
+  // ceil would give 4, but the 4th window would start at 6 >= 5 + 1: dropped (PyTorch, onnxruntime).
+  CHECK(out({1, 1, 5, 5}, {2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 0}) == Dims{1, 1, 3, 3});
+  CHECK(out({1, 1, 9, 9}, {2, 3, 1, 2, 1, 0, 1, 2, 2, 2, 0, 0}) == Dims{1, 1, 9, 4});  // dilated windows 3, 5
+  CHECK(out({1, 1, 2, 2}, {2, 2, 1, 1, 1, 1, 1, 1, 3, 3, 0, 0}) == Dims{1, 1, 1, 1});
+  CHECK(out({0, 4, 3, 3}, {3, 3, 1, 1, 0, 0, 0, 0, 1, 1, 0, 0}) == Dims{0, 4, 1, 1});
+}
+
+TEST_CASE("max_pool, average_pool: hostile words are rejected") {
+  const std::vector<TensorType> x{f32({1, 1, 5, 5})};
+  const Params good{3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0};
+  CHECK(rule(OpId::kMaxPool, x, good).ok());
+  for (size_t i = 0; i < good.size(); ++i) {
+    for (int64_t bad : {int64_t{-1}, kI64Min, kI64Max, int64_t{1} << 31}) {
+      Params p = good;
+      p[i] = bad;
+      CAPTURE(i);
+      CAPTURE(bad);
+      rejected(OpId::kMaxPool, x, p);
+      rejected(OpId::kAveragePool, x, p);
+    }
+  }
+  rejected(OpId::kMaxPool, x, {3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0});
+  rejected(OpId::kMaxPool, x, {3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0});
+  CHECK(mentions(rejected(OpId::kMaxPool, x, {3, 3, 1, 1, 3, 0, 0, 0, 1, 1, 0, 0}), "pad"));  // pad >= kernel
+  CHECK(mentions(rejected(OpId::kMaxPool, x, {3, 3, 1, 1, 0, 0, 0, 0, 1, 1, 0, 1}), "count_include_pad"));
+  CHECK(rule(OpId::kAveragePool, x, {3, 3, 1, 1, 0, 0, 0, 0, 1, 1, 0, 1}).ok());
+  CHECK(mentions(rejected(OpId::kMaxPool, x, {6, 3, 1, 1, 0, 0, 0, 0, 1, 1, 0, 0}), "does not fit"));
+  CHECK(mentions(rejected(OpId::kMaxPool, x, {3, 3, 1, 1, 0, 0, 0, 0, 3, 1, 0, 0}), "does not fit"));
+  // A huge dilated kernel on a tiny input: rejected, never looped over.
+  rejected(OpId::kMaxPool, x, {1 << 30, 1 << 30, 1, 1, 0, 0, 0, 0, 1 << 30, 1 << 30, 0, 0});
+  rejected(OpId::kMaxPool, {f32({1, 5, 5})}, good);
+  rejected(OpId::kMaxPool, {tt(DType::kI64, {1, 1, 5, 5})}, good);
+  // The largest legal window on a large extent stays within int64.
+  CHECK(rule(OpId::kMaxPool, {f32({1, 1, int64_t{1} << 31, 1})},
+             {2, 1, 1 << 30, 1, 1, 0, 1, 0, 1 << 30, 1, 1, 0})
+            .ok());
+}
+
+TEST_CASE("max_pool, average_pool: plan") {
+  const OpPlan plan = plan_of(OpId::kAveragePool, {f32({2, 3, 10, 9})}, {2, 3, 3, 2, 1, 2, 0, 1, 1, 1, 0, 1});
+  const Pool2dPlan& p = plan.as<Pool2dPlan>();
+  CHECK(p.n == 2);
+  CHECK(p.c == 3);
+  CHECK(p.h == 10);
+  CHECK(p.w == 9);
+  CHECK(p.oh == 4);
+  CHECK(p.ow == 5);
+  CHECK(p.kh == 2);
+  CHECK(p.kw == 3);
+  CHECK(p.stride_h == 3);
+  CHECK(p.stride_w == 2);
+  CHECK(p.pad_top == 1);
+  CHECK(p.pad_left == 2);
+  CHECK(p.pad_bottom == 0);
+  CHECK(p.pad_right == 1);
+  CHECK(p.dilation_h == 1);
+  CHECK(p.count_include_pad == 1);
+  CHECK(p.is_max == 0);
+  const OpPlan mp = plan_of(OpId::kMaxPool, {f32({1, 1, 4, 4})}, {2, 2, 2, 2, 0, 0, 0, 0, 1, 1, 0, 0});
+  CHECK(mp.as<Pool2dPlan>().is_max == 1);
+  // The shared tap range: taps start + k * d inside [lo, hi).
+  int64_t first = -1, last = -1;
+  pool_tap_range(-1, 3, 2, 0, 2, &first, &last);  // taps -1, 2: none inside [0, 2)
+  CHECK(first == last);
+  pool_tap_range(-2, 1, 3, 0, 5, &first, &last);  // taps -2, -1, 0
+  CHECK(first == 2);
+  CHECK(last == 3);
+  pool_tap_range(3, 2, 4, 0, 6, &first, &last);  // taps 3, 5, 7, 9
+  CHECK(first == 0);
+  CHECK(last == 2);
+  pool_tap_range(8, 1, 2, 0, 6, &first, &last);  // past the end
+  CHECK(first == last);
+}

@@ -14,6 +14,7 @@ using hexir::hal::cuda::GatherParams;
 using hexir::hal::cuda::LayernormParams;
 using hexir::hal::cuda::MatmulParams;
 using hexir::hal::cuda::NotParams;
+using hexir::hal::cuda::Pool2dParams;
 using hexir::hal::cuda::ReduceParams;
 using hexir::hal::cuda::SoftmaxParams;
 using hexir::hal::cuda::StridedCopyParams;
@@ -35,6 +36,10 @@ __device__ __forceinline__ int64_t global_stride() { return static_cast<int64_t>
 
 struct MaxOp {
   __device__ float operator()(float a, float b) const { return fmaxf(a, b); }  // ignores NaN, like std::fmax
+};
+// The larger, NaN if either is NaN (numpy.maximum, reduce_max).
+struct NanMaxOp {
+  __device__ double operator()(double a, double b) const { return (a != a) ? a : ((b != b || b > a) ? b : a); }
 };
 struct SumOp {
   __device__ double operator()(double a, double b) const { return a + b; }

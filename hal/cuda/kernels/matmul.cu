@@ -3,7 +3,7 @@
 // batches over grid z (each a grid-stride loop, so any size fits one launch).
 // Each element sums its products in k order, so with --fmad=false it matches
 // the cpu kernel bit for bit. conv2d: a direct kernel, bit-identical to the
-// cpu's im2col + GEMM for the same reason.
+// cpu's im2col + GEMM for the same reason. The 2-D pools: a direct kernel too.
 #include "common.cuh"
 
 extern "C" __global__ void hexir_matmul_tiled(MatmulParams p) {
@@ -78,5 +78,46 @@ extern "C" __global__ void hexir_conv2d(Conv2dParams p) {
     }
     if (q.has_bias) acc += p.bias[k];
     p.out[i] = acc;
+  }
+}
+
+// max_pool / average_pool: one thread per output element, the taps inside the
+// input only (ops::pool_tap_range), in the cpu kernel's order and arithmetic.
+extern "C" __global__ void hexir_pool2d(Pool2dParams p) {
+  const hexir::ops::Pool2dPlan& q = p.plan;
+  const int64_t total = q.n * q.c * q.oh * q.ow;
+  const int64_t stride = hexir_kernels::global_stride();
+  for (int64_t i = hexir_kernels::global_index(); i < total; i += stride) {
+    const int64_t ox = i % q.ow, oy = (i / q.ow) % q.oh, plane = i / (q.ow * q.oh);
+    const float* image = p.x + plane * q.h * q.w;
+    const int64_t y0 = oy * q.stride_h - q.pad_top, x0 = ox * q.stride_w - q.pad_left;
+    int64_t ky0, ky1, kx0, kx1;
+    hexir::ops::pool_tap_range(y0, q.dilation_h, q.kh, 0, q.h, &ky0, &ky1);
+    hexir::ops::pool_tap_range(x0, q.dilation_w, q.kw, 0, q.w, &kx0, &kx1);
+    if (q.is_max) {
+      float m = hexir_kernels::negative_infinity();
+      for (int64_t ky = ky0; ky < ky1; ++ky) {
+        const int64_t row = (y0 + ky * q.dilation_h) * q.w + x0;
+        for (int64_t kx = kx0; kx < kx1; ++kx) {
+          const float v = image[row + kx * q.dilation_w];
+          if (v > m || v != v) m = v;  // NaN sticks: nothing compares greater
+        }
+      }
+      p.out[i] = m;
+      continue;
+    }
+    double sum = 0.0;
+    for (int64_t ky = ky0; ky < ky1; ++ky) {
+      const int64_t row = (y0 + ky * q.dilation_h) * q.w + x0;
+      for (int64_t kx = kx0; kx < kx1; ++kx) sum += image[row + kx * q.dilation_w];
+    }
+    int64_t count = (ky1 - ky0) * (kx1 - kx0);
+    if (q.count_include_pad) {
+      int64_t py0, py1, px0, px1;
+      hexir::ops::pool_tap_range(y0, q.dilation_h, q.kh, -q.pad_top, q.h + q.pad_bottom, &py0, &py1);
+      hexir::ops::pool_tap_range(x0, q.dilation_w, q.kw, -q.pad_left, q.w + q.pad_right, &px0, &px1);
+      count = (py1 - py0) * (px1 - px0);
+    }
+    p.out[i] = static_cast<float>(sum / static_cast<double>(count));  // no taps: 0/0, NaN
   }
 }

@@ -64,14 +64,23 @@ extern "C" __global__ void hexir_reduce(ReduceParams p) {
       base += (rest % q.kept_dims[d]) * q.kept_stride[d];
       rest /= q.kept_dims[d];
     }
-    double sum = 0.0;
+    // max: in double (exact for floats), -inf over nothing, NaN if any is NaN.
+    double sum = q.max ? static_cast<double>(hexir_kernels::negative_infinity()) : 0.0;
     for (int64_t r = threadIdx.x; r < q.red_count; r += blockDim.x) {
       int64_t rrest = r, offset = base;
       for (int d = q.red_rank - 1; d >= 0; --d) {
         offset += (rrest % q.red_dims[d]) * q.red_stride[d];
         rrest /= q.red_dims[d];
       }
-      sum += p.in[offset];
+      if (q.max)
+        sum = hexir_kernels::NanMaxOp()(sum, p.in[offset]);
+      else
+        sum += p.in[offset];
+    }
+    if (q.max) {
+      sum = hexir_kernels::block_reduce(sum, scratch, hexir_kernels::NanMaxOp());
+      if (threadIdx.x == 0) p.out[o] = static_cast<float>(sum);
+      continue;
     }
     sum = hexir_kernels::block_reduce(sum, scratch, hexir_kernels::SumOp());
     // numpy: the mean over zero elements is NaN (0/0).

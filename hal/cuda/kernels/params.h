@@ -150,6 +150,13 @@ struct Conv2dParams {
   ops::Conv2dPlan plan;
 };
 
+// max_pool / average_pool, NCHW, one thread per output element.
+struct Pool2dParams {
+  const float* x;
+  float* out;
+  ops::Pool2dPlan plan;
+};
+
 // bytes written from dst on: byte i is pattern[i % pattern_size].
 struct FillParams {
   void* dst;
@@ -189,6 +196,7 @@ struct FillParams {
   X(kLess, hexir_less, CompareParams)                         \
   X(kGreater, hexir_greater, CompareParams)                   \
   X(kNot, hexir_not, NotParams)                               \
+  X(kPool2d, hexir_pool2d, Pool2dParams)                      \
   X(kWhere1, hexir_where_1, WhereParams)                      \
   X(kWhere2, hexir_where_2, WhereParams)                      \
   X(kWhere4, hexir_where_4, WhereParams)                      \

@@ -77,6 +77,16 @@ enum class OpId : uint16_t {
   kEqual, kLess, kGreater,
   // Logical not, bool to bool (any non-zero byte is true; the result is 0 or 1). No parameters.
   kNot,
+  // Like reduce_sum: [keepdims (0|1), axis...]. NaN propagates; the max of nothing is -inf.
+  kReduceMax,
+  // 2-D pooling, x f32[N,C,H,W] (ONNX MaxPool / AveragePool):
+  // [kernel_h, kernel_w, stride_h, stride_w, pad_top, pad_left, pad_bottom, pad_right,
+  //  dilation_h, dilation_w, ceil_mode (0|1), count_include_pad (0|1; 0 for max_pool)].
+  // Pads are below the kernel size; a ceil_mode window must start inside the
+  // input or its leading pad. max_pool propagates NaN (-inf for a window of pads
+  // only); average_pool divides by the taps inside the input, or inside the
+  // padded input with count_include_pad.
+  kMaxPool, kAveragePool,
   kCount,
 };
 // clang-format on

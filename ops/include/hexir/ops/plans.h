@@ -101,14 +101,15 @@ struct LayernormPlan {
   double epsilon;
 };
 
-// reduce_sum / reduce_mean: one output element per kept index; the kept dims
-// pick the base offset, the reduced dims (input order) are summed in double.
+// reduce_sum / reduce_mean / reduce_max: one output element per kept index;
+// the kept dims pick the base offset, the reduced dims (input order) are
+// summed in double (max: the largest, NaN if any is NaN, -inf of nothing).
 struct ReducePlan {
   int64_t out_count;
   int64_t red_count;
   int32_t kept_rank, red_rank;
   int32_t mean;
-  int32_t pad;
+  int32_t max;
   int64_t kept_dims[kMaxRank], kept_stride[kMaxRank];
   int64_t red_dims[kMaxRank], red_stride[kMaxRank];
 };
@@ -179,5 +180,43 @@ struct Conv2dPlan {
   int64_t has_bias;
   int64_t col_bytes;
 };
+
+// max_pool / average_pool, NCHW: x [n, c, h, w], output [n, c, oh, ow]. Output
+// (oy, ox) reads taps (oy * stride_h - pad_top + ky * dilation_h, ...) for ky <
+// kh, kx < kw; those inside the input count. average: the sum (in double, ky
+// then kx order) over the taps inside the input, divided by their number, or
+// with count_include_pad by the taps inside [-pad_top, h + pad_bottom) x
+// [-pad_left, w + pad_right). max (is_max 1): NaN if any tap is NaN, -inf
+// when no tap is inside.
+struct Pool2dPlan {
+  int64_t n, c, h, w;
+  int64_t oh, ow;
+  int64_t kh, kw;
+  int64_t stride_h, stride_w;
+  int64_t pad_top, pad_left, pad_bottom, pad_right;
+  int64_t dilation_h, dilation_w;
+  int64_t count_include_pad;
+  int64_t is_max;
+};
+
+// The taps of one window dim that land in [lo, hi): ky in [*first, *last) for
+// a window starting at `start` with `k` taps `d` apart (d >= 1). Plain integer
+// arithmetic, shared by the kernels of every backend.
+#if defined(__CUDACC__)
+#define HEXIR_PLAN_FN __host__ __device__ inline
+#else
+#define HEXIR_PLAN_FN inline
+#endif
+HEXIR_PLAN_FN void pool_tap_range(int64_t start, int64_t d, int64_t k, int64_t lo, int64_t hi, int64_t* first,
+                                  int64_t* last) {
+  // start + ky * d >= lo  <=>  ky >= ceil((lo - start) / d)
+  int64_t f = start >= lo ? 0 : (lo - start + d - 1) / d;
+  // start + ky * d < hi  <=>  ky < ceil((hi - start) / d)
+  int64_t l = start >= hi ? 0 : (hi - start + d - 1) / d;
+  if (l > k) l = k;
+  if (f > l) f = l;
+  *first = f;
+  *last = l;
+}
 
 }  // namespace hexir::ops
