@@ -220,7 +220,22 @@ ops::AttrMap attributes_of(const Function& fn, const Node& node) {
       // may be newer than this printer's switch.
       static const std::map<std::string_view, std::vector<const char*>> kFloatParams = {
           {"leaky_relu", {"alpha"}}, {"clip", {"min", "max"}}, {"hard_sigmoid", {"alpha", "beta"}}};
-      auto it = kFloatParams.find(ops::op_def(node.op).name);
+      const std::string_view name = ops::op_def(node.op).name;
+      if (name == "reduce_max") {
+        attrs["keepdims"] = ops::AttrValue{at(0)};
+        if (p.size() > 1) attrs["axes"] = ints(std::vector<int64_t>(p.begin() + 1, p.end()));
+        break;
+      }
+      if (name == "max_pool" || name == "average_pool") {
+        attrs["kernel_shape"] = ints({at(0), at(1)});
+        attrs["strides"] = ints({at(2), at(3)});
+        attrs["pads"] = ints({at(4), at(5), at(6), at(7)});
+        attrs["dilations"] = ints({at(8), at(9)});
+        attrs["ceil_mode"] = ops::AttrValue{at(10)};
+        if (name == "average_pool") attrs["count_include_pad"] = ops::AttrValue{at(11)};
+        break;
+      }
+      auto it = kFloatParams.find(name);
       if (it != kFloatParams.end())
         for (size_t i = 0; i < it->second.size(); ++i) {
           const double v = std::bit_cast<double>(at(i));

@@ -595,8 +595,13 @@ class Importer {
     for (const auto& v : graph.input()) reserved_.insert(v.name());
     for (const auto& v : graph.output()) reserved_.insert(v.name());
     for (const auto& t : graph.initializer()) reserved_.insert(t.name());
-    for (const auto& n : graph.node())
+    for (const auto& n : graph.node()) {
       for (const auto& o : n.output()) reserved_.insert(o);
+      for (const auto& a : n.attribute()) {  // subgraphs (If branches)
+        if (a.has_g()) reserve_names(a.g());
+        for (const auto& g : a.graphs()) reserve_names(g);
+      }
+    }
   }
 
   // A name no ONNX value has and nothing made here has taken.
@@ -620,7 +625,7 @@ class Importer {
   Status read_initializers(const onnx::GraphProto& graph) {
     if (graph.sparse_initializer_size() > 0)
       return error_at(graph_loc(graph.sparse_initializer(0).values().name()),
-                      "sparse initializers are not supported");
+                      "sparse initializers are not supported by the ONNX importer");
     for (int i = 0; i < graph.initializer_size(); ++i) {
       const onnx::TensorProto& t = graph.initializer(i);
       const Location loc = Location::imported(file_, t.name(), "initializer");
@@ -785,16 +790,41 @@ class Importer {
 
   // ---- which nodes matter -------------------------------------------------------
   void mark_needed(const onnx::GraphProto& graph) {
-    for (const auto& o : graph.output()) needed_names_.insert(o.name());
-    needed_node_.assign(static_cast<size_t>(graph.node_size()), false);
+    needed_node_ = needed_nodes(graph);
+  }
+
+  // Which nodes of `graph` its outputs need (walking backwards); adds every
+  // name they read to needed_names_. A node with subgraphs needs every name
+  // read inside them too (their implicit inputs).
+  std::vector<bool> needed_nodes(const onnx::GraphProto& graph) {
+    std::set<std::string, std::less<>> need;
+    for (const auto& o : graph.output()) need.insert(o.name());
+    std::vector<bool> needed(static_cast<size_t>(graph.node_size()), false);
     for (int i = graph.node_size(); i-- > 0;) {
       const auto& n = graph.node(i);
-      bool needed = false;
-      for (const auto& o : n.output()) needed |= !o.empty() && needed_names_.count(o) > 0;
-      if (!needed) continue;
-      needed_node_[static_cast<size_t>(i)] = true;
+      bool used = false;
+      for (const auto& o : n.output()) used |= !o.empty() && need.count(o) > 0;
+      if (!used) continue;
+      needed[static_cast<size_t>(i)] = true;
       for (const auto& in : n.input())
-        if (!in.empty()) needed_names_.insert(in);
+        if (!in.empty()) need.insert(in);
+      for (const auto& a : n.attribute()) {
+        if (a.has_g()) read_names(a.g(), need);
+        for (const auto& g : a.graphs()) read_names(g, need);
+      }
+    }
+    needed_names_.insert(need.begin(), need.end());
+    return needed;
+  }
+  static void read_names(const onnx::GraphProto& graph, std::set<std::string, std::less<>>& out) {
+    for (const auto& o : graph.output()) out.insert(o.name());
+    for (const auto& n : graph.node()) {
+      for (const auto& in : n.input())
+        if (!in.empty()) out.insert(in);
+      for (const auto& a : n.attribute()) {
+        if (a.has_g()) read_names(a.g(), out);
+        for (const auto& g : a.graphs()) read_names(g, out);
+      }
     }
   }
 
@@ -946,7 +976,8 @@ class Importer {
   Status check_attrs(const NodeCtx& n, std::initializer_list<std::string_view> allowed) {
     for (const auto& a : n.node.attribute())
       if (std::find(allowed.begin(), allowed.end(), a.name()) == allowed.end())
-        return error_at(n.loc, "attribute '" + a.name() + "' is not supported (opset " + std::to_string(opset_) + ")");
+        return error_at(n.loc, "attribute '" + a.name() + "' is not supported by the ONNX importer (opset " +
+                                   std::to_string(opset_) + ")");
     return ok_status();
   }
   Result<int64_t> attr_int(const NodeCtx& n, std::string_view name, int64_t fallback) {
@@ -1074,16 +1105,18 @@ class Importer {
   }
 
   // ---- the nodes ------------------------------------------------------------------------
-  Status import_node(const onnx::NodeProto& node, int index) {
-    const std::string label = node.name().empty() ? "#" + std::to_string(index) : node.name();
+  // `scope`: where an unnamed node is ("" at the top, "If_3/then_branch/" inside an inlined branch).
+  Status import_node(const onnx::NodeProto& node, int index, const std::string& scope = {}) {
+    const std::string label = node.name().empty() ? scope + "#" + std::to_string(index) : node.name();
     const NodeCtx n{node, Location::imported(file_, label, node.op_type()), node.op_type()};
     if (!node.domain().empty() && node.domain() != "ai.onnx")
       return error_at(n.loc, "operator domain '" + node.domain() + "' is not supported (only the default ONNX domain)");
     if (opset_ < 0) return error_at(n.loc, "the model imports no opset of the default ONNX domain");
+    const std::string& op = node.op_type();
+    if (op == "If") return op_if(n, label);
     for (const auto& a : node.attribute())
       if (a.type() == onnx::AttributeProto::GRAPH || a.type() == onnx::AttributeProto::GRAPHS)
-        return error_at(n.loc, "subgraphs (control flow) are not supported");
-    const std::string& op = node.op_type();
+        return error_at(n.loc, "subgraphs (control flow) are not supported (only an If whose condition folds)");
     using Handler = Status (Importer::*)(const NodeCtx&);
     static const std::map<std::string, Handler, std::less<>> kHandlers = {
         {"Add", &Importer::op_binary},       {"Sub", &Importer::op_binary},
@@ -1106,6 +1139,8 @@ class Importer {
         {"LayerNormalization", &Importer::op_layernorm},
         {"BatchNormalization", &Importer::op_batchnorm},
         {"ReduceMean", &Importer::op_reduce}, {"ReduceSum", &Importer::op_reduce},
+        {"ReduceMax", &Importer::op_reduce},  {"MaxPool", &Importer::op_pool},
+        {"AveragePool", &Importer::op_pool},
         {"GlobalAveragePool", &Importer::op_global_average_pool},
         {"Reshape", &Importer::op_reshape},  {"Flatten", &Importer::op_flatten},
         {"Squeeze", &Importer::op_squeeze},  {"Unsqueeze", &Importer::op_unsqueeze},
@@ -1123,6 +1158,42 @@ class Importer {
       return error_at(n.loc, "operator '" + op + "' is not supported by the ONNX importer (docs/onnx.md lists what is)");
     Status s = (this->*(it->second))(n);
     return s;
+  }
+
+  // If with a condition known at import (after input shapes and binds): the
+  // branch taken is imported in place of the node; the other is never read.
+  Status op_if(const NodeCtx& n, const std::string& label) {
+    HEXIR_RETURN_IF_ERROR(check_attrs(n, {"then_branch", "else_branch"}));
+    HEXIR_ASSIGN_OR_RETURN(Ref c, input(n, 0));
+    HEXIR_ASSIGN_OR_RETURN(HostPtr h, host(c));
+    if (!h || h->count() != 1)
+      return error_at(n.loc, "the condition ('" + n.node.input(0) +
+                                 "') is computed at run time; only an If whose condition folds at import is "
+                                 "supported (fix input shapes with --input-shape, scalars with --bind)");
+    const char* taken = h->f(0) != 0 ? "then_branch" : "else_branch";
+    const auto* branch = find_attribute(n.node, taken);
+    if (!branch || branch->type() != onnx::AttributeProto::GRAPH)
+      return error_at(n.loc, std::string("attribute '") + taken + "' is missing");
+    const onnx::GraphProto& g = branch->g();
+    if (g.output_size() != n.node.output_size())
+      return error_at(n.loc, std::string(taken) + " has " + std::to_string(g.output_size()) + " outputs, the node " +
+                                 std::to_string(n.node.output_size()));
+    if (g.sparse_initializer_size() > 0) return error_at(n.loc, "sparse initializers are not supported by the ONNX importer");
+    for (const auto& t : g.initializer()) {
+      HEXIR_ASSIGN_OR_RETURN(HostTensor contents, proto_contents(t, n.loc));
+      entries_[t.name()] = new_const(claim(t.name()), std::move(contents), n.loc);
+    }
+    const std::vector<bool> needed = needed_nodes(g);
+    const std::string scope = label + "/" + taken + "/";
+    for (int i = 0; i < g.node_size(); ++i)
+      if (needed[static_cast<size_t>(i)]) HEXIR_RETURN_IF_ERROR(import_node(g.node(i), i, scope));
+    for (int i = 0; i < g.output_size(); ++i) {
+      auto it = entries_.find(g.output(i).name());
+      if (it == entries_.end())
+        return error_at(n.loc, std::string(taken) + " output '" + g.output(i).name() + "' is not computed");
+      define(n, i, it->second);
+    }
+    return ok_status();
   }
 
   // -- elementwise -----------------------------------------------------------------------
@@ -1639,7 +1710,8 @@ class Importer {
     HEXIR_RETURN_IF_ERROR(check_attrs(n, {"axis", "epsilon", "stash_type"}));
     HEXIR_RETURN_IF_ERROR(only_first_outputs(n, 1));
     HEXIR_ASSIGN_OR_RETURN(int64_t stash, attr_int(n, "stash_type", 1));
-    if (stash != 1) return error_at(n.loc, "stash_type " + std::to_string(stash) + " is not supported (only 1, float)");
+    if (stash != 1)
+      return error_at(n.loc, "stash_type " + std::to_string(stash) + " is not supported by the ONNX importer (only 1, float)");
     HEXIR_ASSIGN_OR_RETURN(Ref x, input(n, 0));
     HEXIR_ASSIGN_OR_RETURN(Ref scale, input(n, 1));
     HEXIR_ASSIGN_OR_RETURN(std::optional<Ref> bias, optional_input(n, 2));
@@ -1669,8 +1741,8 @@ class Importer {
     HEXIR_RETURN_IF_ERROR(only_first_outputs(n, 1));
     HEXIR_ASSIGN_OR_RETURN(int64_t training, attr_int(n, "training_mode", 0));
     HEXIR_ASSIGN_OR_RETURN(int64_t spatial, attr_int(n, "spatial", 1));
-    if (training) return error_at(n.loc, "training_mode = 1 is not supported (inference only)");
-    if (!spatial) return error_at(n.loc, "spatial = 0 is not supported");
+    if (training) return error_at(n.loc, "training_mode must be 0: training is not supported by the ONNX importer");
+    if (!spatial) return error_at(n.loc, "spatial = 0 is not supported by the ONNX importer");
     HEXIR_ASSIGN_OR_RETURN(double epsilon, attr_float(n, "epsilon", 1e-5));
     HEXIR_ASSIGN_OR_RETURN(Ref x, input(n, 0));
     const Info xi = info(x);
@@ -1706,7 +1778,7 @@ class Importer {
 
   // -- reductions ---------------------------------------------------------------------------
   Status op_reduce(const NodeCtx& n) {
-    const bool axes_input = n.op == "ReduceSum" ? opset_ >= 13 : opset_ >= 18;
+    const bool axes_input = n.op == "ReduceSum" ? opset_ >= 13 : opset_ >= 18;  // ReduceMean, ReduceMax: 18
     if (axes_input) {
       HEXIR_RETURN_IF_ERROR(check_attrs(n, {"keepdims", "noop_with_empty_axes"}));
     } else {
@@ -1732,8 +1804,69 @@ class Importer {
     ops::AttrMap attrs;
     if (!axes.empty()) attrs["axes"] = int_list(axes);
     attrs["keepdims"] = ops::AttrValue{keepdims ? int64_t{1} : int64_t{0}};
-    HEXIR_ASSIGN_OR_RETURN(Ref r, emit1(n, n.op == "ReduceSum" ? ops::OpId::kReduceSum : ops::OpId::kReduceMean, {x},
+    ops::OpId id = n.op == "ReduceSum" ? ops::OpId::kReduceSum : ops::OpId::kReduceMean;
+    if (n.op == "ReduceMax") {
+      HEXIR_ASSIGN_OR_RETURN(id, hexir_op(n, "reduce_max"));
+    }
+    HEXIR_ASSIGN_OR_RETURN(Ref r, emit1(n, id, {x},
                                         attrs, result_name(n)));
+    define(n, 0, r);
+    return ok_status();
+  }
+
+  // MaxPool/AveragePool, 2-D (1-D as a 2-D view): @max_pool/@average_pool
+  // when this build has them; the attributes pass through (ONNX's own).
+  Status op_pool(const NodeCtx& n) {
+    const bool is_max = n.op == "MaxPool";
+    if (is_max) {
+      HEXIR_RETURN_IF_ERROR(
+          check_attrs(n, {"auto_pad", "ceil_mode", "dilations", "kernel_shape", "pads", "storage_order", "strides"}));
+    } else {
+      HEXIR_RETURN_IF_ERROR(check_attrs(
+          n, {"auto_pad", "ceil_mode", "count_include_pad", "dilations", "kernel_shape", "pads", "strides"}));
+    }
+    HEXIR_RETURN_IF_ERROR(only_first_outputs(n, 1));
+    HEXIR_ASSIGN_OR_RETURN(int64_t storage_order, attr_int(n, "storage_order", 0));
+    if (storage_order != 0) return error_at(n.loc, "storage_order 1 is not supported by the ONNX importer");
+    HEXIR_ASSIGN_OR_RETURN(ops::OpId id, hexir_op(n, is_max ? "max_pool" : "average_pool"));
+    HEXIR_ASSIGN_OR_RETURN(Ref x, input(n, 0));
+    const Info xi = info(x);
+    if (xi.dims.size() != 4 && xi.dims.size() != 3)
+      return error_at(n.loc, "a " + std::to_string(static_cast<int64_t>(xi.dims.size()) - 2) +
+                                 "-D pooling is not supported by the ONNX importer (only 1-D and 2-D); the input is " +
+                                 shape_text(xi.dims));
+    const bool one_d = xi.dims.size() == 3;
+    // 1-D: the spatial lists get a leading 1 (pads [b, e] -> [0, b, 0, e]).
+    auto widen = [&](const char* name, int64_t fill, bool pads) -> Result<std::optional<std::vector<int64_t>>> {
+      HEXIR_ASSIGN_OR_RETURN(auto v, attr_ints(n, name));
+      if (!v || !one_d) return v;
+      if (pads) {
+        if (v->size() != 2) return error_at(n.loc, "attribute 'pads' needs 2 values for a 1-D pool");
+        return std::optional<std::vector<int64_t>>(std::vector<int64_t>{0, (*v)[0], 0, (*v)[1]});
+      }
+      if (v->size() != 1) return error_at(n.loc, "attribute '" + std::string(name) + "' needs 1 value for a 1-D pool");
+      return std::optional<std::vector<int64_t>>(std::vector<int64_t>{fill, (*v)[0]});
+    };
+    ops::AttrMap attrs;
+    for (const char* name : {"kernel_shape", "strides", "dilations", "pads"}) {
+      HEXIR_ASSIGN_OR_RETURN(auto v, widen(name, 1, std::string_view(name) == "pads"));
+      if (v) attrs[name] = int_list(*v);
+    }
+    if (!attrs.count("kernel_shape")) return error_at(n.loc, "attribute 'kernel_shape' is missing");
+    for (const char* name : {"ceil_mode", "count_include_pad"}) {
+      HEXIR_ASSIGN_OR_RETURN(int64_t v, attr_int(n, name, 0));
+      if (v) attrs[name] = ops::AttrValue{v};
+    }
+    HEXIR_ASSIGN_OR_RETURN(std::string auto_pad, attr_string(n, "auto_pad", "NOTSET"));
+    if (auto_pad != "NOTSET") attrs["auto_pad"] = ops::AttrValue{auto_pad};
+    if (one_d) {
+      HEXIR_ASSIGN_OR_RETURN(x, reshape(n, x, {xi.dims[0], xi.dims[1], 1, xi.dims[2]}, helper_name(n, "x2d")));
+    }
+    HEXIR_ASSIGN_OR_RETURN(Ref r, emit1(n, id, {x}, attrs, one_d ? helper_name(n, "pool2d") : result_name(n)));
+    if (one_d) {
+      const std::vector<int64_t> dims = info(r).dims;
+      HEXIR_ASSIGN_OR_RETURN(r, reshape(n, r, {dims[0], dims[1], dims[3]}, result_name(n)));
+    }
     define(n, 0, r);
     return ok_status();
   }
@@ -1980,8 +2113,13 @@ class Importer {
   }
 
   Status op_split(const NodeCtx& n) {
-    HEXIR_RETURN_IF_ERROR(check_attrs(n, opset_ >= 18 ? std::initializer_list<std::string_view>{"axis", "num_outputs"}
-                                                      : std::initializer_list<std::string_view>{"axis", "split"}));
+    if (opset_ >= 18) {
+      HEXIR_RETURN_IF_ERROR(check_attrs(n, {"axis", "num_outputs"}));
+    } else if (opset_ >= 13) {
+      HEXIR_RETURN_IF_ERROR(check_attrs(n, {"axis"}));
+    } else {
+      HEXIR_RETURN_IF_ERROR(check_attrs(n, {"axis", "split"}));
+    }
     HEXIR_ASSIGN_OR_RETURN(Ref x, input(n, 0));
     const Info xi = info(x);
     HEXIR_ASSIGN_OR_RETURN(int64_t axis, attr_int(n, "axis", 0));
@@ -2241,7 +2379,9 @@ class Importer {
     HEXIR_ASSIGN_OR_RETURN(std::optional<Ref> bias, optional_input(n, 2));
     const Info xi = info(x), wi = info(w);
     if (xi.dims.size() != 4 && xi.dims.size() != 3)
-      return error_at(n.loc, "only 1-D and 2-D convolutions are supported; the input is " + shape_text(xi.dims));
+      return error_at(n.loc, "a " + std::to_string(static_cast<int64_t>(xi.dims.size()) - 2) +
+                                 "-D convolution is not supported by the ONNX importer (only 1-D and 2-D); the input is " +
+                                 shape_text(xi.dims));
     if (wi.dims.size() != xi.dims.size())
       return error_at(n.loc, "weights " + shape_text(wi.dims) + " do not match the input's rank");
     const size_t spatial = xi.dims.size() - 2;
@@ -2347,7 +2487,7 @@ class Importer {
     } else if (a.name() == "value_ints") {
       h = host_i64(std::vector<int64_t>(a.ints().begin(), a.ints().end()));
     } else {
-      return error_at(n.loc, "attribute '" + a.name() + "' is not supported (strings and sparse tensors are not)");
+      return error_at(n.loc, "attribute '" + a.name() + "' is not supported by the ONNX importer (strings and sparse tensors)");
     }
     define_folded(n, 0, std::move(h));
     return ok_status();
@@ -2566,7 +2706,7 @@ class Importer {
       }
       HEXIR_ASSIGN_OR_RETURN(int v, materialize(r, loc));
       const Value& value = builder_.value(v);
-      const bool renamed = value.kind == ValueKind::kResult && value.name != out.name();
+      const bool renamed = value.name != out.name();
       if (returned.count(v) || renamed) {
         // Another name for a value (an Identity, a second output of one value): a copy named for the output.
         NodeSpec spec;

@@ -7,6 +7,7 @@
 #include <onnx/onnx_pb.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstring>
@@ -502,6 +503,28 @@ TEST_CASE("names with ':' and '/' are kept, print quoted and round-trip") {
   if (exe.ok()) CHECK(exe->function(0).inputs[0].name == "input:0");
 }
 
+TEST_CASE("outputs that are inputs or constants under other names get copies named for them") {
+  TempDir dir;
+  Model m;
+  m.input("x", kF, {2})
+      .init_f("w", {2}, {5.f, 6.f})
+      .node("Identity", {"x"}, {"x_out"})
+      .node("Identity", {"w"}, {"w_out"})
+      .output("x_out")
+      .output("w_out")
+      .output("x");
+  auto module = import_ok(m.save(dir.path() / "passthrough.onnx"));
+  const auto& fn = module.functions[0];
+  CHECK(fn.values[static_cast<size_t>(fn.outputs[0])].name == "x_out");
+  CHECK(fn.values[static_cast<size_t>(fn.outputs[1])].name == "w_out");
+  CHECK(fn.values[static_cast<size_t>(fn.outputs[2])].name == "x");
+  auto out = run(module, {f32({2}, {1.f, 2.f})}, dir.path());
+  check_close(out[0].f32(), {1.f, 2.f});
+  check_close(out[1].f32(), {5.f, 6.f});
+  check_close(out[2].f32(), {1.f, 2.f});
+  check_round_trip(module, dir.path());
+}
+
 TEST_CASE("Softmax before opset 13 coerces to 2-D at axis; LayerNormalization; ReduceMean keepdims") {
   TempDir dir;
   Model m(11);
@@ -661,6 +684,57 @@ TEST_CASE("operators found by name when this build has them: LeakyRelu, Clip, Po
   check_close(out[0].f32(), want, 1e-5);
 }
 
+TEST_CASE("MaxPool, AveragePool (2-D and 1-D), ReduceMax when this build has them") {
+  TempDir dir;
+  Model m(17);
+  m.input("x", kF, {1, 1, 4, 4})
+      .input("s", kF, {1, 2, 5})
+      .node("MaxPool", {"x"}, {"mp"}, {ais("kernel_shape", {2, 2}), ais("strides", {2, 2})})
+      .node("AveragePool", {"x"}, {"ap"}, {ais("kernel_shape", {3, 3}), ais("pads", {1, 1, 1, 1})})
+      .node("MaxPool", {"s"}, {"mp1"}, {ais("kernel_shape", {2}), ais("pads", {0, 1})})
+      .node("ReduceMax", {"x"}, {"rm"}, {ais("axes", {3}), ai("keepdims", 0)})
+      .output("mp")
+      .output("ap")
+      .output("mp1")
+      .output("rm");
+  const fs::path path = m.save(dir.path() / "pool.onnx");
+  if (!hexir::ops::find_op("max_pool") || !hexir::ops::find_op("average_pool") || !hexir::ops::find_op("reduce_max")) {
+    CHECK(import_error(path).find("this build of Hexir has no") != std::string::npos);
+    return;
+  }
+  auto module = import_ok(path);
+  check_round_trip(module, dir.path());
+  std::vector<float> x(16), s(10);
+  for (int i = 0; i < 16; ++i) x[i] = static_cast<float>((i * 5) % 16) - 7.f;
+  for (int i = 0; i < 10; ++i) s[i] = static_cast<float>((i * 3) % 10) - 4.f;
+  auto out = run(module, {f32({1, 1, 4, 4}, x), f32({1, 2, 5}, s)}, dir.path());
+  std::vector<float> mp(4), ap(16), mp1(10), rm(4);
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 2; ++j) {
+      float v = -1e30f;
+      for (int a = 0; a < 2; ++a)
+        for (int b = 0; b < 2; ++b) v = std::max(v, x[(2 * i + a) * 4 + 2 * j + b]);
+      mp[i * 2 + j] = v;
+    }
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 4; ++j) {
+      double sum = 0;
+      int taps = 0;
+      for (int a = -1; a <= 1; ++a)
+        for (int b = -1; b <= 1; ++b)
+          if (i + a >= 0 && i + a < 4 && j + b >= 0 && j + b < 4) sum += x[(i + a) * 4 + j + b], ++taps;
+      ap[i * 4 + j] = static_cast<float>(sum / taps);  // count_include_pad = 0
+    }
+  for (int c = 0; c < 2; ++c)
+    for (int t = 0; t < 5; ++t) mp1[c * 5 + t] = t + 1 < 5 ? std::max(s[c * 5 + t], s[c * 5 + t + 1]) : s[c * 5 + t];
+  for (int i = 0; i < 4; ++i) rm[i] = *std::max_element(x.begin() + 4 * i, x.begin() + 4 * i + 4);
+  CHECK(out[2].type == TensorType{DType::kF32, {1, 2, 5}});
+  check_close(out[0].f32(), mp);
+  check_close(out[1].f32(), ap);
+  check_close(out[2].f32(), mp1);
+  check_close(out[3].f32(), rm);
+}
+
 TEST_CASE("folding of the same operators on constants needs no operator") {
   TempDir dir;
   Model m(13);
@@ -676,6 +750,67 @@ TEST_CASE("folding of the same operators on constants needs no operator") {
   CHECK(module.functions[0].nodes.size() == 1);
   auto out = run(module, {f32({3}, {1.f, 2.f, 3.f})}, dir.path());
   check_close(out[0].f32(), {1.f, 0.5f, 48.f});
+}
+
+TEST_CASE("If with a condition that folds: the branch taken is inlined, the other never read") {
+  for (int64_t rows : {2, 3}) {
+    CAPTURE(rows);
+    TempDir dir;
+    Model m(13);
+    m.input("x", kF, {rows, 3})
+        .init_i64("zero", {1}, {0})
+        .init_i64("two", {}, {2})
+        .node("Shape", {"x"}, {"s"})
+        .node("Gather", {"s", "zero"}, {"n"})
+        .node("Squeeze", {"n", "zero"}, {"n0"})
+        .node("Equal", {"n0", "two"}, {"cond"})
+        .node("If", {"cond"}, {"y"}, {}, "if0")
+        .output("y");
+    auto* node = m.proto().mutable_graph()->mutable_node(m.proto().graph().node_size() - 1);
+    auto branch = [&](const char* name, const char* op, bool with_initializer) {
+      auto* a = node->add_attribute();
+      a->set_name(name);
+      a->set_type(onnx::AttributeProto::GRAPH);
+      auto* g = a->mutable_g();
+      g->set_name(name);
+      auto* n1 = g->add_node();
+      n1->set_op_type(op);
+      n1->add_input("x");  // an outer value
+      n1->add_output(std::string(name) + "_t");
+      auto* n2 = g->add_node();
+      n2->set_op_type("Mul");
+      n2->add_input(std::string(name) + "_t");
+      n2->add_input(with_initializer ? "k" : std::string(name) + "_t");
+      n2->add_output(std::string(name) + "_out");
+      if (with_initializer) {
+        auto* t = g->add_initializer();
+        t->set_name("k");
+        t->set_data_type(kF);
+        t->add_float_data(10.f);
+      }
+      auto* dead = g->add_node();  // nothing needs it
+      dead->set_op_type("Hardmax");
+      dead->add_input("x");
+      dead->add_output(std::string(name) + "_dead");
+      g->add_output()->set_name(std::string(name) + "_out");
+    };
+    branch("then_branch", "Relu", true);
+    branch("else_branch", rows == 2 ? "Hardmax" : "Neg", false);  // never imported when rows == 2
+    auto module = import_ok(m.save(dir.path() / "if.onnx"));
+    const std::vector<float> x = ramp(static_cast<size_t>(rows * 3));
+    auto out = run(module, {f32({rows, 3}, x)}, dir.path());
+    std::vector<float> want;
+    for (float v : x) want.push_back(rows == 2 ? std::max(v, 0.f) * 10.f : v * v);
+    check_close(out[0].f32(), want);
+    check_round_trip(module, dir.path());
+  }
+  // A condition computed at run time is an error naming it.
+  TempDir dir;
+  Model r(13);
+  r.input("c", onnx::TensorProto::BOOL, {}).input("x", kF, {2}).node("If", {"c"}, {"y"}, {}, "if1").output("y");
+  const std::string e = import_error(r.save(dir.path() / "if_runtime.onnx"));
+  CHECK(e.find("node 'if1' (If)") != std::string::npos);
+  CHECK(e.find("'c'") != std::string::npos);
 }
 
 TEST_CASE("errors name the node, its op type and what is missing") {
