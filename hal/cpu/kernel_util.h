@@ -92,7 +92,8 @@ Status softmax(const KernelContext&, const Dispatch&);
 Status layernorm(const KernelContext&, const Dispatch&);
 Status reduce(const KernelContext&, const Dispatch&);
 // layout.cc
-Status strided_gather(const KernelContext&, const Dispatch&);  // transpose, slice
+Status strided_gather(const KernelContext&, const Dispatch&);  // transpose, slice, expand
+Status pad(const KernelContext&, const Dispatch&);
 Status concat(const KernelContext&, const Dispatch&);
 Status split(const KernelContext&, const Dispatch&);
 Status copy(const KernelContext&, const Dispatch&);

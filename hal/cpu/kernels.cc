@@ -64,6 +64,8 @@ constexpr KernelEntry<KernelFn> kKernels[] = {
     {OpId::kReduceMax, kF32, kF32, reduce},
     {OpId::kMaxPool, kF32, kF32, pool2d},
     {OpId::kAveragePool, kF32, kF32, pool2d},
+    {OpId::kPad, kAnyDType, kAnyDType, pad},
+    {OpId::kExpand, kAnyDType, kAnyDType, strided_gather},
 };
 
 }  // namespace

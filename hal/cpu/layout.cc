@@ -1,5 +1,5 @@
 // Byte-moving kernels of any dtype: the strided gather behind transpose and
-// slice, concat, split, copy and gather.
+// slice (and expand), concat, split, copy, gather and pad.
 #include <algorithm>
 #include <cstring>
 #include <string>
@@ -68,7 +68,46 @@ Status gather_typed(const ops::GatherPlan& p, const uint8_t* data, const Index* 
   return ok_status();
 }
 
+// Output in row-major order; each element from ops::pad_source_index per dim,
+// or the constant. Elements moved as unsigned integers of their width.
+template <typename Element>
+void pad_typed(const ops::PadPlan& p, const uint8_t* in, uint8_t* out) {
+  const Element* src = reinterpret_cast<const Element*>(in);
+  Element* dst = reinterpret_cast<Element*>(out);
+  const Element value = static_cast<Element>(static_cast<uint64_t>(p.value));
+  if (p.rank == 0) {
+    dst[0] = src[0];
+    return;
+  }
+  int64_t index[kMaxRank] = {};
+  for (int64_t k = 0; k < p.n; ++k) {
+    int64_t offset = 0;
+    bool constant = false;
+    for (int32_t d = 0; d < p.rank && !constant; ++d) {
+      const int64_t i = ops::pad_source_index(p, d, index[d]);
+      constant = i < 0;
+      offset += i * p.in_stride[d];
+    }
+    dst[k] = constant ? value : src[offset];
+    next_index(index, p.out_dims, p.rank);
+  }
+}
+
 }  // namespace
+
+Status pad(const KernelContext&, const Dispatch& d) {
+  const ops::PadPlan& p = plan_of<ops::PadPlan>(d);
+  if (p.n == 0) return ok_status();
+  const auto* in = input<uint8_t>(d, 0);
+  auto* out = output<uint8_t>(d, 0);
+  switch (p.element_size) {
+    case 1: pad_typed<uint8_t>(p, in, out); break;
+    case 2: pad_typed<uint16_t>(p, in, out); break;
+    case 4: pad_typed<uint32_t>(p, in, out); break;
+    default: pad_typed<uint64_t>(p, in, out); break;
+  }
+  return ok_status();
+}
 
 Status strided_gather(const KernelContext&, const Dispatch& d) {
   const ops::StridedPlan& p = plan_of<ops::StridedPlan>(d);

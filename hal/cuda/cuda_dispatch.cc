@@ -216,7 +216,7 @@ Status reduce(const Dispatch& d, Launcher& launcher) {
 
 // ---- layout -------------------------------------------------------------------
 
-// transpose and slice.
+// transpose, slice and expand.
 Status strided(const Dispatch& d, Launcher& launcher) {
   StridedParams p;
   p.in = d.operands[0];
@@ -242,6 +242,20 @@ Status strided(const Dispatch& d, Launcher& launcher) {
   }
   const int64_t threads = kernel == Kernel::kStridedBytes ? p.plan.n * p.plan.element_size : p.plan.n;
   return launcher.launch(kernel, linear_config(threads), &p);
+}
+
+// Every dtype is 1, 2, 4 or 8 bytes wide.
+Status pad(const Dispatch& d, Launcher& launcher) {
+  PadParams p;
+  p.in = d.operands[0];
+  p.out = d.operands[1];
+  p.plan = plan_of<ops::PadPlan>(d);
+  if (p.plan.n == 0) return ok_status();
+  const Kernel kernel = p.plan.element_size == 1   ? Kernel::kPad1
+                        : p.plan.element_size == 2 ? Kernel::kPad2
+                        : p.plan.element_size == 4 ? Kernel::kPad4
+                                                   : Kernel::kPad8;
+  return launcher.launch(kernel, linear_config(p.plan.n), &p);
 }
 
 // Widest unit (16, 4 or 1 bytes) dividing every one of `bits` (addresses, lengths, pitches or'ed).
@@ -369,6 +383,8 @@ constexpr KernelEntry<CudaKernelFn> kKernels[] = {
     {OpId::kReduceMax, kF32, kF32, reduce},
     {OpId::kMaxPool, kF32, kF32, pool2d},
     {OpId::kAveragePool, kF32, kF32, pool2d},
+    {OpId::kPad, kAnyDType, kAnyDType, pad},
+    {OpId::kExpand, kAnyDType, kAnyDType, strided},
     {OpId::kMatmul, kF32, kF32, matmul},
     {OpId::kConv2d, kF32, kF32, conv2d},
     {OpId::kSoftmax, kF32, kF32, softmax},

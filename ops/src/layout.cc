@@ -1,6 +1,11 @@
 // Operators that move bytes without arithmetic, for any dtype: transpose,
-// reshape (a view), concat, split, copy, gather, slice.
+// reshape (a view), concat, split, copy, gather, slice, pad, expand.
 #include <algorithm>
+#include <bit>
+#include <climits>
+#include <cmath>
+
+#include "hexir/base/half.h"
 
 #include "util.h"
 
@@ -337,6 +342,194 @@ void plan_slice(const PlanInput& op, OpPlan& out) {
   p.n = count_of(op.outputs[0]);
 }
 
+// ---- pad ------------------------------------------------------------------------
+
+enum PadMode { kPadConstant = 0, kPadReflect = 1, kPadEdge = 2, kPadWrap = 3 };
+constexpr int64_t kMaxPad = int64_t{1} << 48;
+
+// The constant as the element bytes of `dtype`, zero-extended into a word.
+Result<int64_t> pad_value_word(DType dtype, const AttrValue* v) {
+  if (!v) return int64_t{0};
+  const int64_t* i = std::get_if<int64_t>(&v->value);
+  const double* f = std::get_if<double>(&v->value);
+  if (!i && !f) return invalid_argument(prefix(kPad) + "attribute 'value' must be a number");
+  const double d = i ? static_cast<double>(*i) : *f;
+  switch (dtype) {
+    case DType::kF32: return int64_t{std::bit_cast<uint32_t>(static_cast<float>(d))};
+    case DType::kF16: return int64_t{float_to_half_bits(static_cast<float>(d))};
+    case DType::kBF16: return int64_t{float_to_bfloat16_bits(static_cast<float>(d))};
+    case DType::kBool:
+      if (std::isnan(d)) return invalid_argument(prefix(kPad) + "a bool constant cannot be NaN");
+      return int64_t{d != 0.0};
+    default: break;
+  }
+  // Integers: the value must be one of the dtype.
+  int64_t value = 0;
+  if (i) {
+    value = *i;
+  } else if (std::isfinite(d) && std::trunc(d) == d && std::fabs(d) < 9.2e18) {
+    value = static_cast<int64_t>(d);
+  } else {
+    return invalid_argument(prefix(kPad) + "value " + std::to_string(d) + " is not an integer");
+  }
+  int64_t min = 0, max = 0;
+  switch (dtype) {
+    case DType::kI8: min = -128, max = 127; break;
+    case DType::kU8: min = 0, max = 255; break;
+    case DType::kI32: min = INT32_MIN, max = INT32_MAX; break;
+    default: return value;  // i64
+  }
+  if (value < min || value > max)
+    return invalid_argument(prefix(kPad) + "value " + std::to_string(value) + " is out of range for " +
+                            dtype_name(dtype));
+  const int bits = static_cast<int>(dtype_size(dtype)) * 8;
+  return static_cast<int64_t>(static_cast<uint64_t>(value) & ((uint64_t{1} << bits) - 1));
+}
+
+Result<std::vector<int64_t>> lower_pad(std::span<const TensorType> in, const AttrMap& attrs,
+                                       std::span<const TensorType>) {
+  HEXIR_RETURN_IF_ERROR(check_attr_names(kPad, attrs, {"mode", "pads", "value", "axes"}));
+  const TensorType& x = in[0];
+  const size_t rank = x.rank();
+  int64_t mode = kPadConstant;
+  if (const AttrValue* v = find_attr(attrs, "mode")) {
+    auto* m = std::get_if<std::string>(&v->value);
+    if (!m || (*m != "constant" && *m != "reflect" && *m != "edge" && *m != "wrap"))
+      return invalid_argument(prefix(kPad) + "attribute 'mode' must be \"constant\", \"reflect\", \"edge\" or \"wrap\"");
+    mode = *m == "constant" ? kPadConstant : *m == "reflect" ? kPadReflect : *m == "edge" ? kPadEdge : kPadWrap;
+  }
+  HEXIR_ASSIGN_OR_RETURN(std::vector<int64_t> pads, int_list_attr(kPad, attrs, "pads"));
+  HEXIR_ASSIGN_OR_RETURN(std::vector<int64_t> axes, int_list_attr(kPad, attrs, "axes"));
+  if (!find_attr(attrs, "axes"))
+    for (size_t d = 0; d < rank; ++d) axes.push_back(static_cast<int64_t>(d));
+  if (!find_attr(attrs, "pads")) pads.assign(2 * axes.size(), 0);
+  if (pads.size() != 2 * axes.size())
+    return invalid_argument(prefix(kPad) + "attribute 'pads' has " + std::to_string(pads.size()) +
+                            " entries, expected " + std::to_string(2 * axes.size()) +
+                            " (begin for each axis, then end for each)");
+  std::vector<int64_t> begin(rank, 0), end(rank, 0);
+  std::vector<bool> seen(rank, false);
+  for (size_t k = 0; k < axes.size(); ++k) {
+    HEXIR_ASSIGN_OR_RETURN(int64_t axis, normalize_axis(kPad, axes[k], rank, "axis"));
+    if (seen[static_cast<size_t>(axis)]) return invalid_argument(prefix(kPad) + "'axes' lists an axis twice");
+    seen[static_cast<size_t>(axis)] = true;
+    begin[static_cast<size_t>(axis)] = pads[k];
+    end[static_cast<size_t>(axis)] = pads[axes.size() + k];
+  }
+  const AttrValue* value = find_attr(attrs, "value");
+  if (value && mode != kPadConstant) {
+    HEXIR_ASSIGN_OR_RETURN(int64_t word, pad_value_word(x.dtype, value));
+    if (word != 0) return invalid_argument(prefix(kPad) + "attribute 'value' is for mode \"constant\" only");
+  }
+  int64_t word = 0;
+  if (mode == kPadConstant) {
+    HEXIR_ASSIGN_OR_RETURN(word, pad_value_word(x.dtype, value));
+  }
+  std::vector<int64_t> params{mode, word};
+  params.insert(params.end(), begin.begin(), begin.end());
+  params.insert(params.end(), end.begin(), end.end());
+  return params;
+}
+
+Result<std::vector<TensorType>> infer_pad(std::span<const TensorType> in, std::span<const int64_t> params) {
+  const TensorType& x = in[0];
+  const size_t rank = x.rank();
+  HEXIR_RETURN_IF_ERROR(check_param_count(kPad, params, 2 + 2 * rank));
+  const int64_t mode = params[0], value = params[1];
+  if (mode < kPadConstant || mode > kPadWrap)
+    return invalid_argument(prefix(kPad) + "mode " + std::to_string(mode) + " is not 0..3");
+  const uint32_t size = dtype_size(x.dtype);
+  const bool fits = x.dtype == DType::kBool ? (value == 0 || value == 1)
+                    : size >= 8             ? true
+                                            : (static_cast<uint64_t>(value) >> (8 * size)) == 0;
+  if (!fits || (mode != kPadConstant && value != 0))
+    return invalid_argument(prefix(kPad) + "value word " + std::to_string(value) + " is not a " +
+                            dtype_name(x.dtype) + " element" + (mode != kPadConstant ? " (nor 0)" : ""));
+  TensorType out{x.dtype, {}};
+  for (size_t d = 0; d < rank; ++d) {
+    const int64_t b = params[2 + d], e = params[2 + rank + d], dim = x.dims[d];
+    if (b < -kMaxPad || b > kMaxPad || e < -kMaxPad || e > kMaxPad)
+      return invalid_argument(prefix(kPad) + "pads must be within +-2^48");
+    const int64_t kept = dim - std::max<int64_t>(0, -b) - std::max<int64_t>(0, -e);  // dim < 2^62
+    if (kept < 0)
+      return invalid_argument(prefix(kPad) + "dim " + std::to_string(d) + " of " + std::to_string(dim) +
+                              " cannot lose " + std::to_string(-std::min<int64_t>(b, 0)) + " + " +
+                              std::to_string(-std::min<int64_t>(e, 0)) + " elements");
+    const int64_t size_d = dim + b + e;
+    if (mode != kPadConstant && kept == 0 && size_d > 0)
+      return invalid_argument(prefix(kPad) + "dim " + std::to_string(d) +
+                              " has no elements to reflect, repeat or wrap");
+    out.dims.push_back(size_d);
+  }
+  return one(std::move(out));
+}
+
+void plan_pad(const PlanInput& op, OpPlan& out) {
+  PadPlan& p = out.start<PadPlan>();
+  const TensorType& x = op.inputs[0];
+  const size_t rank = x.rank();
+  p.n = count_of(op.outputs[0]);
+  p.rank = static_cast<int32_t>(rank);
+  p.element_size = static_cast<int32_t>(dtype_size(x.dtype));
+  p.mode = static_cast<int32_t>(op.params[0]);
+  p.value = op.params[1];
+  row_major_strides(x.dims, p.in_stride);
+  for (size_t d = 0; d < rank; ++d) {
+    const int64_t b = op.params[2 + d], e = op.params[2 + rank + d];
+    p.out_dims[d] = op.outputs[0].dims[d];
+    p.begin[d] = b;
+    p.lo[d] = std::max<int64_t>(0, -b);
+    p.hi[d] = x.dims[d] - std::max<int64_t>(0, -e);
+  }
+}
+
+// ---- expand -----------------------------------------------------------------------
+
+Result<std::vector<int64_t>> lower_expand(std::span<const TensorType> in, const AttrMap& attrs,
+                                          std::span<const TensorType> declared) {
+  HEXIR_RETURN_IF_ERROR(check_attr_names(kExpand, attrs, {"shape"}));
+  std::vector<int64_t> shape;
+  if (find_attr(attrs, "shape")) {
+    HEXIR_ASSIGN_OR_RETURN(shape, int_list_attr(kExpand, attrs, "shape"));
+  } else if (declared.size() == 1) {
+    shape = declared[0].dims;
+  } else {
+    return invalid_argument(prefix(kExpand) + "needs attribute 'shape' or a stated result type");
+  }
+  for (int64_t d : shape)
+    if (d < 0) return invalid_argument(prefix(kExpand) + "shape " + shape_str(shape) + " has a negative dim");
+  auto result = broadcast_shapes(in[0].dims, shape);
+  if (!result)
+    return invalid_argument(prefix(kExpand) + "shape " + shape_str(in[0].dims) + " does not broadcast with " +
+                            shape_str(shape));
+  return *result;
+}
+
+Result<std::vector<TensorType>> infer_expand(std::span<const TensorType> in, std::span<const int64_t> params) {
+  const TensorType& x = in[0];
+  if (params.size() > static_cast<size_t>(kMaxRank) || params.size() < x.rank())
+    return invalid_argument(prefix(kExpand) + "result rank " + std::to_string(params.size()) + " is not in " +
+                            std::to_string(x.rank()) + ".." + std::to_string(kMaxRank));
+  for (int64_t d : params)
+    if (d < 0) return invalid_argument(prefix(kExpand) + "result dims " + shape_str(params) + " are negative");
+  auto result = broadcast_shapes(x.dims, params);
+  if (!result || !std::equal(result->begin(), result->end(), params.begin(), params.end()))
+    return invalid_argument(prefix(kExpand) + "shape " + shape_str(x.dims) + " does not broadcast to " +
+                            shape_str(params));
+  return one({x.dtype, std::vector<int64_t>(params.begin(), params.end())});
+}
+
+// A strided gather with stride 0 along the broadcast dims.
+void plan_expand(const PlanInput& op, OpPlan& out) {
+  StridedPlan& p = out.start<StridedPlan>();
+  const TensorType& result = op.outputs[0];
+  p.rank = static_cast<int32_t>(result.rank());
+  p.element_size = static_cast<int32_t>(dtype_size(result.dtype));
+  broadcast_strides(op.inputs[0].dims, result.rank(), p.in_stride);
+  for (size_t d = 0; d < result.rank(); ++d) p.out_dims[d] = result.dims[d];
+  p.n = count_of(result);
+}
+
 constexpr OpDef kDefs[] = {
     {kTranspose, "transpose", 1, 1, 1, 1, false, false, false, 0, lower_transpose, infer_transpose, nullptr,
      plan_transpose},
@@ -347,6 +540,8 @@ constexpr OpDef kDefs[] = {
     {kSplit, "split", 1, 1, 1, -1, false, false, false, 0, lower_split, infer_split, nullptr, plan_split},
     {kGather, "gather", 2, 2, 1, 1, false, false, false, 0, lower_gather, infer_gather, nullptr, plan_gather},
     {kSlice, "slice", 1, 1, 1, 1, false, false, false, 0, lower_slice, infer_slice, nullptr, plan_slice},
+    {kPad, "pad", 1, 1, 1, 1, false, false, false, 0, lower_pad, infer_pad, nullptr, plan_pad},
+    {kExpand, "expand", 1, 1, 1, 1, false, false, false, 0, lower_expand, infer_expand, nullptr, plan_expand},
 };
 
 }  // namespace

@@ -439,5 +439,148 @@ TEST_CASE("pools: windows reaching only pads, NaN, infinities") {
   CHECK(o2.at(1) == kInfF);
 }
 
+// ---- pad, expand --------------------------------------------------------------------
+
+// numpy.pad's index rule for one dim, written out: i is the index into the kept
+// range [lo, hi) before folding. -1: the constant.
+int64_t numpy_pad_index(int mode, int64_t i, int64_t lo, int64_t hi) {
+  if (i >= lo && i < hi) return i;
+  const int64_t n = hi - lo;
+  if (mode == 0) return -1;
+  if (mode == 2) return i < lo ? lo : hi - 1;
+  if (mode == 3) return lo + (((i - lo) % n) + n) % n;
+  // reflect, folding one mirror at a time as numpy does (no period formula)
+  if (n == 1) return lo;
+  int64_t t = i - lo;
+  while (t < 0 || t >= n) t = t < 0 ? -t : 2 * (n - 1) - t;
+  return lo + t;
+}
+
+void check_pad(DType dtype, const Dims& dims, int mode, int64_t value_word, const Dims& begin, const Dims& end) {
+  INFO("pad " << dtype_name(dtype) << dims_string(dims) << " mode " << mode << " begin " << dims_string(begin)
+              << " end " << dims_string(end));
+  HostTensor x(dtype, dims);
+  for (size_t i = 0; i < x.bytes.size(); ++i) x.bytes[i] = static_cast<uint8_t>(i * 13 + 5);
+  std::vector<int64_t> params{mode, value_word};
+  params.insert(params.end(), begin.begin(), begin.end());
+  params.insert(params.end(), end.begin(), end.end());
+  Dims out_dims;
+  for (size_t d = 0; d < dims.size(); ++d) out_dims.push_back(dims[d] + begin[d] + end[d]);
+  HostTensor out(dtype, out_dims);
+  std::fill(out.bytes.begin(), out.bytes.end(), uint8_t{0xEE});
+  REQUIRE(run_kernel(OpId::kPad, {&x}, out, params).ok());
+  const size_t e = dtype_size(dtype);
+  const Dims in_strides = row_major_strides(dims);
+  for (int64_t k = 0; k < product(out_dims); ++k) {
+    const Dims index = unravel(k, out_dims);
+    int64_t offset = 0;
+    bool constant = false;
+    for (size_t d = 0; d < dims.size(); ++d) {
+      const int64_t lo = std::max<int64_t>(0, -begin[d]), hi = dims[d] - std::max<int64_t>(0, -end[d]);
+      const int64_t i = numpy_pad_index(mode, index[d] - begin[d], lo, hi);
+      if (i < 0) constant = true;
+      offset += i * in_strides[d];
+    }
+    std::vector<uint8_t> want(e);
+    for (size_t b = 0; b < e; ++b)
+      want[b] = constant ? static_cast<uint8_t>(static_cast<uint64_t>(value_word) >> (8 * b))
+                         : x.bytes[static_cast<size_t>(offset) * e + b];
+    const std::vector<uint8_t> got(out.bytes.begin() + static_cast<std::ptrdiff_t>(k * static_cast<int64_t>(e)),
+                                   out.bytes.begin() + static_cast<std::ptrdiff_t>((k + 1) * static_cast<int64_t>(e)));
+    if (got != want) {
+      INFO("output element " << k << " " << dims_string(index) << (constant ? " (constant)" : ""));
+      CHECK(false);
+      return;
+    }
+  }
+}
+
+TEST_CASE("pad: every mode and element size against numpy's rule") {
+  for (DType dtype : {DType::kU8, DType::kF16, DType::kF32, DType::kI64}) {
+    const int64_t value = dtype_size(dtype) == 8 ? -5 : 0x5A;
+    check_pad(dtype, {3, 4}, 0, value, {1, 2}, {2, 0});
+    check_pad(dtype, {4, 5}, 1, 0, {3, 4}, {3, 1});
+    check_pad(dtype, {3}, 1, 0, {7}, {9});  // beyond the dim: mirrored again and again
+    check_pad(dtype, {2, 3, 4}, 2, 0, {1, 0, 5}, {0, 3, 6});
+    check_pad(dtype, {3, 5}, 3, 0, {4, 11}, {5, 7});
+    check_pad(dtype, {5, 6}, 0, value, {-1, 2}, {-2, -3});  // crop and pad
+    check_pad(dtype, {5, 6}, 1, 0, {-1, 3}, {2, -2});       // reflect inside the cropped part
+    check_pad(dtype, {5, 6}, 2, 0, {-4, -1}, {3, 2});
+    check_pad(dtype, {1, 4}, 1, 0, {3, 0}, {2, 0});         // reflect of one row repeats it
+    check_pad(dtype, {0, 3}, 0, value, {2, 1}, {1, 1});     // constant around nothing
+    check_pad(dtype, {3, 2}, 0, value, {-2, 0}, {-1, 0});   // cropped to nothing
+    check_pad(dtype, {2, 2, 2, 2, 2}, 2, 0, {1, 0, 1, 0, 1}, {0, 1, 0, 1, 0});
+  }
+  check_pad(DType::kBool, {2, 3}, 0, 1, {1, 1}, {1, 1});
+}
+
+TEST_CASE("pad: ONNX attributes lowered (mode, pads begin-then-end, value in the dtype, axes)") {
+  auto lower = [](TensorType x, ops::AttrMap attrs) {
+    return ops::lower_attributes(OpId::kPad, std::vector{x}, attrs, {});
+  };
+  ops::AttrMap attrs;
+  attrs["pads"].value = std::vector<ops::AttrValue>{{int64_t{1}}, {int64_t{2}}, {int64_t{3}}, {int64_t{4}}};
+  attrs["value"].value = 2.5;
+  auto p = lower({DType::kF32, {2, 2}}, attrs);
+  REQUIRE(p.ok());
+  CHECK(*p == std::vector<int64_t>{0, int64_t{std::bit_cast<uint32_t>(2.5f)}, 1, 2, 3, 4});
+  p = lower({DType::kF16, {2, 2}}, attrs);
+  REQUIRE(p.ok());
+  CHECK((*p)[1] == 0x4100);  // 2.5 as f16
+  CHECK_FALSE(lower({DType::kI32, {2, 2}}, attrs).ok());  // 2.5 is not an i32
+  attrs["value"].value = int64_t{-1};
+  CHECK((*lower({DType::kI8, {2, 2}}, attrs))[1] == 0xFF);
+  CHECK((*lower({DType::kI32, {2, 2}}, attrs))[1] == 0xFFFFFFFF);
+  CHECK((*lower({DType::kI64, {2, 2}}, attrs))[1] == -1);
+  CHECK_FALSE(lower({DType::kU8, {2, 2}}, attrs).ok());
+  attrs["value"].value = int64_t{256};
+  CHECK_FALSE(lower({DType::kU8, {2, 2}}, attrs).ok());
+  attrs.erase("value");
+  attrs["mode"].value = std::string("reflect");
+  CHECK((*lower({DType::kF32, {4, 5}}, attrs))[0] == 1);
+  attrs["mode"].value = std::string("edge");
+  CHECK((*lower({DType::kF32, {4, 5}}, attrs))[0] == 2);
+  attrs["mode"].value = std::string("wrap");
+  CHECK((*lower({DType::kF32, {4, 5}}, attrs))[0] == 3);
+  attrs["value"].value = 1.0;
+  CHECK_FALSE(lower({DType::kF32, {4, 5}}, attrs).ok());  // a value for a non-constant mode
+  attrs["mode"].value = std::string("symmetric");
+  CHECK_FALSE(lower({DType::kF32, {4, 5}}, attrs).ok());
+  // axes: the pads list begin then end for the listed axes only
+  ops::AttrMap with_axes;
+  with_axes["axes"].value = std::vector<ops::AttrValue>{{int64_t{-1}}};
+  with_axes["pads"].value = std::vector<ops::AttrValue>{{int64_t{2}}, {int64_t{3}}};
+  CHECK(*lower({DType::kF32, {4, 5, 6}}, with_axes) == std::vector<int64_t>{0, 0, 0, 0, 2, 0, 0, 3});
+}
+
+TEST_CASE("expand: numpy broadcast of any dtype to the result dims") {
+  struct Case {
+    DType dtype;
+    Dims from, to;
+  };
+  const Case cases[] = {{DType::kF32, {3, 1}, {2, 3, 4}}, {DType::kI64, {}, {5}},
+                        {DType::kU8, {1, 4}, {3, 4}},     {DType::kF16, {2, 3}, {2, 3}},
+                        {DType::kBool, {2, 1, 3}, {2, 4, 3}}, {DType::kI32, {1, 3}, {0, 3}},
+                        {DType::kF32, {1}, {1, 1, 1}},    {DType::kI64, {4, 1, 1}, {2, 4, 3, 2}}};
+  for (const Case& c : cases) {
+    INFO(dtype_name(c.dtype) << dims_string(c.from) << " -> " << dims_string(c.to));
+    HostTensor x(c.dtype, c.from);
+    for (size_t i = 0; i < x.bytes.size(); ++i) x.bytes[i] = static_cast<uint8_t>(i * 29 + 3);
+    HostTensor out(c.dtype, c.to);
+    REQUIRE(run_kernel(OpId::kExpand, {&x}, out, c.to).ok());
+    const size_t e = dtype_size(c.dtype);
+    for (int64_t k = 0; k < out.count(); ++k) {
+      const int64_t src = broadcast_offset(unravel(k, c.to), c.from);
+      CHECK(std::equal(out.bytes.begin() + k * static_cast<int64_t>(e), out.bytes.begin() + (k + 1) * static_cast<int64_t>(e),
+                       x.bytes.begin() + src * static_cast<int64_t>(e)));
+    }
+  }
+  // ONNX Expand broadcasts both ways: a stated 1 keeps x's dim.
+  auto p = ops::lower_attributes(OpId::kExpand, std::vector{TensorType{DType::kF32, {3, 1}}},
+                                 {{"shape", ops::AttrValue{std::vector<ops::AttrValue>{{int64_t{2}}, {int64_t{1}}, {int64_t{6}}}}}}, {});
+  REQUIRE(p.ok());
+  CHECK(*p == std::vector<int64_t>{2, 3, 6});
+}
+
 }  // namespace
 }  // namespace hexir::hal::testing

@@ -436,7 +436,7 @@ TEST_CASE("cuda kernel table: a kernel for every dispatchable operator, none for
   for (int t = 0; t < hexir::kDTypeCount; ++t) {
     const DType dtype = static_cast<DType>(t);
     for (OpId op : {OpId::kTranspose, OpId::kSlice, OpId::kConcat, OpId::kSplit, OpId::kCopy, OpId::kGather,
-                    OpId::kWhere})
+                    OpId::kWhere, OpId::kPad, OpId::kExpand})
       CHECK(hexir::hal::cuda::resolve_cuda_kernel({op, dtype, dtype}).ok());
   }
 }

@@ -441,6 +441,35 @@ inline std::vector<KernelCase> kernel_cases() {
   pool("windows of pads only", OpId::kAveragePool, {1, 1, 2, 2}, {2, 2, 1, 1, 1, 1, 1, 1, 3, 3, 0, 0}, 1717);
   pool("windows of pads only, counting pads", OpId::kAveragePool, {1, 1, 2, 2},
        {2, 2, 1, 1, 1, 1, 1, 1, 3, 3, 0, 1}, 1718);
+
+  // pad params: [mode (0 constant, 1 reflect, 2 edge, 3 wrap), value word, begins..., ends...]
+  auto pad = [&](std::string n, HostTensor x, std::vector<int64_t> params) {
+    KernelCase c{"pad " + n, OpId::kPad, {std::move(x)}, std::move(params)};
+    c.exact = true;
+    cases.push_back(c);
+  };
+  pad("f32 constant 1.5", random_f32({3, 4}, 1800), {0, int64_t{std::bit_cast<uint32_t>(1.5f)}, 1, 2, 2, 0});
+  pad("i64 reflect", iota_bytes(DType::kI64, {4, 5}), {1, 0, 2, 3, 1, 4});
+  pad("u8 edge 3-D", iota_bytes(DType::kU8, {2, 3, 4}), {2, 0, 1, 0, 2, 0, 3, 1});
+  pad("f16 wrap", iota_bytes(DType::kF16, {3, 5}), {3, 0, 4, 2, 5, 7});
+  pad("bool constant true", iota_bytes(DType::kBool, {2, 3}), {0, 1, 1, 1, 1, 1});
+  pad("i32 negative pads crop", iota_bytes(DType::kI32, {5, 6}), {0, 7, -1, 2, -2, -3});
+  pad("f32 reflect beyond the dim", random_f32({1, 3}, 1801), {1, 0, 0, 5, 0, 4});
+  pad("f32 reflect of one element", random_f32({2, 1}, 1802), {1, 0, 1, 2, 0, 3});
+  pad("scalar", random_f32({}, 1803), {0, 0});
+  pad("to nothing", random_f32({3, 2}, 1804), {0, 0, -2, 0, -1, 0});
+
+  auto expand = [&](std::string n, HostTensor x, std::vector<int64_t> dims) {
+    KernelCase c{"expand " + n, OpId::kExpand, {std::move(x)}, std::move(dims)};
+    c.exact = true;
+    cases.push_back(c);
+  };
+  expand("f32 [3,1] to [2,3,4]", random_f32({3, 1}, 1900), {2, 3, 4});
+  expand("i64 scalar to [5]", iota_bytes(DType::kI64, {}), {5});
+  expand("u8 row to [3,4]", iota_bytes(DType::kU8, {1, 4}), {3, 4});
+  expand("f16 identity", iota_bytes(DType::kF16, {2, 3}), {2, 3});
+  expand("bool middle dim", iota_bytes(DType::kBool, {2, 1, 3}), {2, 4, 3});
+  expand("i32 to an empty dim", iota_bytes(DType::kI32, {1, 3}), {0, 3});
   return cases;
 }
 

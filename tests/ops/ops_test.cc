@@ -1310,3 +1310,87 @@ TEST_CASE("max_pool, average_pool: plan") {
   pool_tap_range(8, 1, 2, 0, 6, &first, &last);  // past the end
   CHECK(first == last);
 }
+
+TEST_CASE("pad: result types and hostile words") {
+  const std::vector<TensorType> x{tt(DType::kU8, {4, 5})};
+  CHECK(rule(OpId::kPad, x, {0, 7, 1, 2, 3, 4})->at(0) == tt(DType::kU8, {8, 11}));
+  CHECK(rule(OpId::kPad, x, {1, 0, 3, 4, 3, 4})->at(0) == tt(DType::kU8, {10, 13}));
+  CHECK(rule(OpId::kPad, x, {0, 0, -4, 0, 0, -5})->at(0) == tt(DType::kU8, {0, 0}));
+  CHECK(rule(OpId::kPad, x, {3, 0, -1, -1, 9, 9})->at(0) == tt(DType::kU8, {12, 13}));
+  CHECK(rule(OpId::kPad, {f32({})}, {0, 0})->at(0) == f32({}));
+  CHECK(rule(OpId::kPad, {tt(DType::kI64, {2})}, {0, -1, 1, 1}).ok());  // any i64 word
+  rejected(OpId::kPad, x, {0, 0, 1, 2, 3});            // count
+  rejected(OpId::kPad, x, {4, 0, 0, 0, 0, 0});         // mode
+  rejected(OpId::kPad, x, {-1, 0, 0, 0, 0, 0});
+  rejected(OpId::kPad, x, {0, 256, 0, 0, 0, 0});       // not a u8
+  rejected(OpId::kPad, x, {0, -1, 0, 0, 0, 0});
+  rejected(OpId::kPad, x, {1, 1, 0, 0, 0, 0});         // a value with reflect
+  rejected(OpId::kPad, {tt(DType::kBool, {2})}, {0, 2, 0, 0});
+  rejected(OpId::kPad, {f32({2})}, {0, int64_t{1} << 32, 0, 0});
+  CHECK(mentions(rejected(OpId::kPad, x, {0, 0, -3, 0, -2, 0}), "cannot lose"));
+  CHECK(mentions(rejected(OpId::kPad, x, {1, 0, -4, 0, 1, 0}), "no elements"));  // reflect of nothing
+  rejected(OpId::kPad, x, {2, 0, 0, -5, 0, 2});
+  CHECK(rule(OpId::kPad, x, {1, 0, -2, 0, -2, 1}).ok());  // cropped to nothing: nothing to reflect
+  rejected(OpId::kPad, {f32({0})}, {2, 0, 1, 0});
+  CHECK(rule(OpId::kPad, {f32({0})}, {0, 0, 1, 0}).ok());
+  CHECK(rule(OpId::kPad, {f32({0, 2})}, {1, 0, 0, 1, 0, 1}).ok());  // nothing to write
+  for (int64_t bad : {kI64Max, kI64Min, (int64_t{1} << 48) + 1, -(int64_t{1} << 48) - 1}) {
+    CAPTURE(bad);
+    rejected(OpId::kPad, x, {0, 0, bad, 0, 0, 0});
+    rejected(OpId::kPad, x, {0, 0, 0, 0, 0, bad});
+  }
+  // Large but legal pads: the result size check rejects them, without overflow.
+  rejected(OpId::kPad, x, {0, 0, int64_t{1} << 48, int64_t{1} << 48, 0, 0});
+
+  const OpPlan plan = plan_of(OpId::kPad, {tt(DType::kF16, {5, 6})}, {1, 0, -1, 3, 2, -2});
+  const PadPlan& p = plan.as<PadPlan>();
+  CHECK(p.n == 6 * 7);
+  CHECK(p.rank == 2);
+  CHECK(p.element_size == 2);
+  CHECK(p.mode == 1);
+  CHECK(p.out_dims[0] == 6);
+  CHECK(p.out_dims[1] == 7);
+  CHECK(p.in_stride[0] == 6);
+  CHECK(p.in_stride[1] == 1);
+  CHECK(p.begin[0] == -1);
+  CHECK(p.lo[0] == 1);
+  CHECK(p.hi[0] == 5);
+  CHECK(p.begin[1] == 3);
+  CHECK(p.lo[1] == 0);
+  CHECK(p.hi[1] == 4);
+  CHECK(pad_source_index(p, 0, 0) == 1);  // reflect inside the kept rows [1, 5)
+  CHECK(pad_source_index(p, 0, 3) == 4);
+  CHECK(pad_source_index(p, 0, 4) == 3);
+  CHECK(pad_source_index(p, 0, 5) == 2);
+  CHECK(pad_source_index(p, 1, 0) == 3);  // -3 reflects to 3
+  CHECK(pad_source_index(p, 1, 6) == 3);
+}
+
+TEST_CASE("expand: lowering, result types, plan") {
+  CHECK(*lower(OpId::kExpand, {f32({3, 1})}, {{"shape", list({2, 1, 6})}}) == Dims{2, 3, 6});
+  CHECK(*lower(OpId::kExpand, {f32({3, 1})}, {}, {f32({3, 4})}) == Dims{3, 4});
+  CHECK_FALSE(lower(OpId::kExpand, {f32({3, 1})}, {}).ok());
+  CHECK_FALSE(lower(OpId::kExpand, {f32({3, 1})}, {{"shape", list({2, 4})}}).ok());
+  CHECK_FALSE(lower(OpId::kExpand, {f32({3, 1})}, {{"shape", list({-1, 4})}}).ok());
+  CHECK(rule(OpId::kExpand, {tt(DType::kI64, {3, 1})}, {2, 3, 4})->at(0) == tt(DType::kI64, {2, 3, 4}));
+  CHECK(rule(OpId::kExpand, {f32({})}, {})->at(0) == f32({}));
+  CHECK(rule(OpId::kExpand, {f32({1, 3})}, {0, 3})->at(0) == f32({0, 3}));
+  rejected(OpId::kExpand, {f32({3, 1})}, {3});           // rank below x's
+  rejected(OpId::kExpand, {f32({3, 1})}, {1, 4});        // 3 does not become 1
+  rejected(OpId::kExpand, {f32({3, 1})}, {3, -4});
+  rejected(OpId::kExpand, {f32({0, 1})}, {1, 1});        // 0 does not become 1
+  rejected(OpId::kExpand, {f32({1})}, {1, 1, 1, 1, 1, 1, 1, 1, 1});
+  rejected(OpId::kExpand, {f32({1})}, {int64_t{1} << 40, int64_t{1} << 40});  // too many bytes
+  const OpPlan plan = plan_of(OpId::kExpand, {tt(DType::kU8, {3, 1})}, {2, 3, 4});
+  const StridedPlan& p = plan.as<StridedPlan>();
+  CHECK(p.n == 24);
+  CHECK(p.rank == 3);
+  CHECK(p.element_size == 1);
+  CHECK(p.offset == 0);
+  CHECK(p.out_dims[0] == 2);
+  CHECK(p.in_stride[0] == 0);
+  CHECK(p.in_stride[1] == 1);
+  CHECK(p.in_stride[2] == 0);
+  CHECK_FALSE(op_def(OpId::kExpand).may_run_in_place);
+  CHECK_FALSE(op_def(OpId::kPad).f32_only);
+}

@@ -14,6 +14,7 @@ using hexir::hal::cuda::GatherParams;
 using hexir::hal::cuda::LayernormParams;
 using hexir::hal::cuda::MatmulParams;
 using hexir::hal::cuda::NotParams;
+using hexir::hal::cuda::PadParams;
 using hexir::hal::cuda::Pool2dParams;
 using hexir::hal::cuda::ReduceParams;
 using hexir::hal::cuda::SoftmaxParams;

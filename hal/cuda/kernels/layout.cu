@@ -1,6 +1,6 @@
 // Byte-moving kernels of any dtype: the strided gather behind transpose and
 // slice (by element size), the strided copy concat and split are made of,
-// gather (numpy.take) and the pattern fill behind Device::fill.
+// gather (numpy.take), pad and the pattern fill behind Device::fill.
 #include "common.cuh"
 
 namespace hexir_kernels {
@@ -72,6 +72,27 @@ __device__ void gather_any_index(const GatherParams& p) {
   }
 }
 
+// pad: one thread per output element; ops::pad_source_index per dim, or the constant.
+template <typename Element>
+__device__ void pad(const PadParams& p) {
+  const hexir::ops::PadPlan& q = p.plan;
+  const Element* in = static_cast<const Element*>(p.in);
+  Element* out = static_cast<Element*>(p.out);
+  const Element value = static_cast<Element>(static_cast<uint64_t>(q.value));
+  const int64_t stride = global_stride();
+  for (int64_t i = global_index(); i < q.n; i += stride) {
+    int64_t rest = i, offset = 0;
+    bool constant = false;
+    for (int d = q.rank - 1; d >= 0; --d) {
+      const int64_t source = hexir::ops::pad_source_index(q, d, rest % q.out_dims[d]);
+      rest /= q.out_dims[d];
+      constant = constant || source < 0;
+      offset += source * q.in_stride[d];
+    }
+    out[i] = constant ? value : in[offset];
+  }
+}
+
 }  // namespace hexir_kernels
 
 extern "C" __global__ void hexir_strided_1(StridedParams p) { hexir_kernels::strided<uint8_t>(p); }
@@ -117,3 +138,8 @@ extern "C" __global__ void hexir_fill(FillParams p) {
   for (int64_t i = hexir_kernels::global_index(); i < p.bytes; i += stride)
     dst[i] = p.pattern[i % p.pattern_size];
 }
+
+extern "C" __global__ void hexir_pad_1(PadParams p) { hexir_kernels::pad<uint8_t>(p); }
+extern "C" __global__ void hexir_pad_2(PadParams p) { hexir_kernels::pad<uint16_t>(p); }
+extern "C" __global__ void hexir_pad_4(PadParams p) { hexir_kernels::pad<uint32_t>(p); }
+extern "C" __global__ void hexir_pad_8(PadParams p) { hexir_kernels::pad<uint64_t>(p); }

@@ -110,7 +110,7 @@ struct ReduceParams {
   ops::ReducePlan plan;
 };
 
-// transpose and slice: output element i (row-major) is input element
+// transpose, slice and expand: output element i (row-major) is input element
 // plan.offset + sum(index[d] * plan.in_stride[d]); strides may be negative.
 // The kernel variant is the element width (1, 2, 4, 8, or bytewise).
 struct StridedParams {
@@ -148,6 +148,13 @@ struct Conv2dParams {
   const float* bias;
   float* out;
   ops::Conv2dPlan plan;
+};
+
+// pad, moving elements of plan.element_size bytes (the kernel's width: 1, 2, 4 or 8).
+struct PadParams {
+  const void* in;
+  void* out;
+  ops::PadPlan plan;
 };
 
 // max_pool / average_pool, NCHW, one thread per output element.
@@ -197,6 +204,10 @@ struct FillParams {
   X(kGreater, hexir_greater, CompareParams)                   \
   X(kNot, hexir_not, NotParams)                               \
   X(kPool2d, hexir_pool2d, Pool2dParams)                      \
+  X(kPad1, hexir_pad_1, PadParams)                            \
+  X(kPad2, hexir_pad_2, PadParams)                            \
+  X(kPad4, hexir_pad_4, PadParams)                            \
+  X(kPad8, hexir_pad_8, PadParams)                            \
   X(kWhere1, hexir_where_1, WhereParams)                      \
   X(kWhere2, hexir_where_2, WhereParams)                      \
   X(kWhere4, hexir_where_4, WhereParams)                      \

@@ -87,6 +87,14 @@ enum class OpId : uint16_t {
   // only); average_pool divides by the taps inside the input, or inside the
   // padded input with count_include_pad.
   kMaxPool, kAveragePool,
+  // pad, any dtype: [mode, value, begin_0..begin_{r-1}, end_0..end_{r-1}] (ONNX Pad with
+  // its pads and constant_value as attributes). mode 0 constant, 1 reflect, 2 edge,
+  // 3 wrap (numpy's modes). value: the constant's element bytes, zero-extended
+  // (0 unless mode is constant). Negative pads crop; |pad| < 2^48.
+  kPad,
+  // expand: numpy broadcast of x to the result dims (ONNX Expand: x and the
+  // stated shape broadcast together); any dtype. Params: the result dims.
+  kExpand,
   kCount,
 };
 // clang-format on

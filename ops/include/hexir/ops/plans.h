@@ -14,6 +14,14 @@ namespace hexir::ops {
 
 inline constexpr int kMaxRank = 8;
 
+// Small index helpers next to the plans they serve, callable from host code
+// and from the CUDA kernels.
+#if defined(__CUDACC__)
+#define HEXIR_PLAN_FN __host__ __device__ inline
+#else
+#define HEXIR_PLAN_FN inline
+#endif
+
 // Words after a plan struct (per-operand arrays of variadic operators).
 template <typename Plan>
 inline const int64_t* plan_tail(const Plan* plan) {
@@ -127,6 +135,52 @@ struct StridedPlan {
   int64_t in_stride[kMaxRank];
 };
 
+// pad: output element (row-major over out_dims) at index o reads the input
+// element with index i[d] = o[d] - begin[d] in each dim, where [lo[d], hi[d])
+// is the part of the input kept (negative pads crop it). Outside it, by mode:
+// 0 constant (the element is `value`'s low element_size bytes), 1 reflect
+// (numpy: lo + t with t = (i - lo) mod 2(n - 1), folded to 2(n - 1) - t past n - 1;
+// n = hi - lo; lo when n is 1), 2 edge (clamped to [lo, hi - 1]), 3 wrap (lo + (i - lo) mod n).
+struct PadPlan {
+  int64_t n;
+  int32_t rank;
+  int32_t element_size;
+  int32_t mode;
+  int32_t pad;
+  int64_t value;
+  int64_t out_dims[kMaxRank];
+  int64_t in_stride[kMaxRank];
+  int64_t begin[kMaxRank];
+  int64_t lo[kMaxRank];
+  int64_t hi[kMaxRank];
+};
+
+// The input index pad reads in one dim for output index o, or -1 for the
+// constant; shared by the kernels of every backend.
+HEXIR_PLAN_FN int64_t pad_source_index(const PadPlan& p, int d, int64_t o) {
+  const int64_t i = o - p.begin[d], lo = p.lo[d], hi = p.hi[d];
+  if (i >= lo && i < hi) return i;
+  const int64_t n = hi - lo;
+  switch (p.mode) {
+    case 1: {
+      if (n == 1) return lo;
+      const int64_t period = 2 * (n - 1);
+      int64_t t = (i - lo) % period;
+      if (t < 0) t += period;
+      return lo + (t < n ? t : period - t);
+    }
+    case 2:
+      return i < lo ? lo : hi - 1;
+    case 3: {
+      int64_t t = (i - lo) % n;
+      if (t < 0) t += n;
+      return lo + t;
+    }
+    default:
+      return -1;
+  }
+}
+
 // concat along an axis: `outer` rows; each row of the output takes row_bytes[k]
 // bytes of input k in turn (plan_tail: input_count entries). out_row_bytes is
 // their sum.
@@ -202,11 +256,6 @@ struct Pool2dPlan {
 // The taps of one window dim that land in [lo, hi): ky in [*first, *last) for
 // a window starting at `start` with `k` taps `d` apart (d >= 1). Plain integer
 // arithmetic, shared by the kernels of every backend.
-#if defined(__CUDACC__)
-#define HEXIR_PLAN_FN __host__ __device__ inline
-#else
-#define HEXIR_PLAN_FN inline
-#endif
 HEXIR_PLAN_FN void pool_tap_range(int64_t start, int64_t d, int64_t k, int64_t lo, int64_t hi, int64_t* first,
                                   int64_t* last) {
   // start + ky * d >= lo  <=>  ky >= ceil((lo - start) / d)
