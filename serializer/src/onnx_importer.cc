@@ -1113,10 +1113,6 @@ class Importer {
       return error_at(n.loc, "operator domain '" + node.domain() + "' is not supported (only the default ONNX domain)");
     if (opset_ < 0) return error_at(n.loc, "the model imports no opset of the default ONNX domain");
     const std::string& op = node.op_type();
-    if (op == "If") return op_if(n, label);
-    for (const auto& a : node.attribute())
-      if (a.type() == onnx::AttributeProto::GRAPH || a.type() == onnx::AttributeProto::GRAPHS)
-        return error_at(n.loc, "subgraphs (control flow) are not supported (only an If whose condition folds)");
     using Handler = Status (Importer::*)(const NodeCtx&);
     static const std::map<std::string, Handler, std::less<>> kHandlers = {
         {"Add", &Importer::op_binary},       {"Sub", &Importer::op_binary},
@@ -1140,7 +1136,8 @@ class Importer {
         {"BatchNormalization", &Importer::op_batchnorm},
         {"ReduceMean", &Importer::op_reduce}, {"ReduceSum", &Importer::op_reduce},
         {"ReduceMax", &Importer::op_reduce},  {"MaxPool", &Importer::op_pool},
-        {"AveragePool", &Importer::op_pool},
+        {"AveragePool", &Importer::op_pool},  {"Pad", &Importer::op_pad},
+        {"LSTM", &Importer::op_lstm},        {"If", &Importer::op_if},
         {"GlobalAveragePool", &Importer::op_global_average_pool},
         {"Reshape", &Importer::op_reshape},  {"Flatten", &Importer::op_flatten},
         {"Squeeze", &Importer::op_squeeze},  {"Unsqueeze", &Importer::op_unsqueeze},
@@ -1154,6 +1151,10 @@ class Importer {
         {"Range", &Importer::op_range},      {"Expand", &Importer::op_expand},
     };
     auto it = kHandlers.find(op);
+    if (op != "If")
+      for (const auto& a : node.attribute())
+        if (a.type() == onnx::AttributeProto::GRAPH || a.type() == onnx::AttributeProto::GRAPHS)
+          return error_at(n.loc, "subgraphs (control flow) are not supported (only an If whose condition folds)");
     if (it == kHandlers.end())
       return error_at(n.loc, "operator '" + op + "' is not supported by the ONNX importer (docs/onnx.md lists what is)");
     Status s = (this->*(it->second))(n);
@@ -1162,7 +1163,8 @@ class Importer {
 
   // If with a condition known at import (after input shapes and binds): the
   // branch taken is imported in place of the node; the other is never read.
-  Status op_if(const NodeCtx& n, const std::string& label) {
+  Status op_if(const NodeCtx& n) {
+    const std::string& label = n.loc.node;
     HEXIR_RETURN_IF_ERROR(check_attrs(n, {"then_branch", "else_branch"}));
     HEXIR_ASSIGN_OR_RETURN(Ref c, input(n, 0));
     HEXIR_ASSIGN_OR_RETURN(HostPtr h, host(c));
@@ -2095,6 +2097,353 @@ class Importer {
     attrs["axis"] = ops::AttrValue{axis};
     HEXIR_ASSIGN_OR_RETURN(Ref r, emit1(n, ops::OpId::kConcat, plain, attrs, result_name(n)));
     define(n, 0, r);
+    return ok_status();
+  }
+
+  // Pad, as what Hexir has: per padded axis, a crop (negative pads) by
+  // slice, then `constant` as a concat with fills, `reflect`/`edge`/`wrap` as
+  // a gather of constant indices along the axis. Exact for every dtype.
+  Status op_pad(const NodeCtx& n) {
+    HEXIR_ASSIGN_OR_RETURN(Ref x, input(n, 0));
+    const Info xi = info(x);
+    const size_t rank = xi.dims.size();
+    std::vector<int64_t> pads;
+    std::string mode = "constant";
+    HostTensor value = make_host(xi.type, {});  // zero
+    std::vector<int64_t> axes;
+    if (opset_ < 11) {
+      HEXIR_RETURN_IF_ERROR(check_attrs(n, {"mode", "pads", "paddings", "value"}));
+      HEXIR_ASSIGN_OR_RETURN(auto p, attr_ints(n, opset_ < 2 ? "paddings" : "pads"));
+      if (!p) return error_at(n.loc, "attribute 'pads' is missing");
+      pads = *p;
+      HEXIR_ASSIGN_OR_RETURN(double v, attr_float(n, "value", 0.0));
+      value.set_f(0, v);
+    } else {
+      HEXIR_RETURN_IF_ERROR(check_attrs(n, {"mode"}));
+      HEXIR_ASSIGN_OR_RETURN(Ref p, input(n, 1));
+      HEXIR_ASSIGN_OR_RETURN(pads, const_ints(n, p, 1, "pads"));
+      HEXIR_ASSIGN_OR_RETURN(std::optional<Ref> v, optional_input(n, 2));
+      if (v) {
+        HEXIR_ASSIGN_OR_RETURN(HostPtr hv, host(*v));
+        if (!hv || hv->count() != 1) return error_at(n.loc, "constant_value (input 2) must be a constant scalar");
+        if (hv->is_float())
+          value.set_f(0, hv->f(0));
+        else
+          value.set_i(0, hv->i(0));
+      }
+      HEXIR_ASSIGN_OR_RETURN(std::optional<Ref> a, optional_input(n, 3));
+      if (a) {
+        HEXIR_ASSIGN_OR_RETURN(axes, const_ints(n, *a, 3, "axes"));
+      }
+    }
+    HEXIR_ASSIGN_OR_RETURN(mode, attr_string(n, "mode", "constant"));
+    if (mode != "constant" && mode != "reflect" && mode != "edge" && mode != "wrap")
+      return error_at(n.loc, "mode '" + mode + "' is not supported by the ONNX importer");
+    if (axes.empty())
+      for (size_t d = 0; d < rank; ++d) axes.push_back(static_cast<int64_t>(d));
+    if (pads.size() != 2 * axes.size())
+      return error_at(n.loc, "pads " + shape_text(pads) + " need 2 values per axis (" + std::to_string(axes.size()) + ")");
+    std::vector<int64_t> before(rank, 0), after(rank, 0);
+    for (size_t i = 0; i < axes.size(); ++i) {
+      HEXIR_ASSIGN_OR_RETURN(int64_t d, norm_axis(n, axes[i], rank));
+      before[static_cast<size_t>(d)] = pads[i];
+      after[static_cast<size_t>(d)] = pads[axes.size() + i];
+    }
+    std::vector<size_t> padded;
+    for (size_t d = 0; d < rank; ++d)
+      if (before[d] != 0 || after[d] != 0) padded.push_back(d);
+    if (padded.empty()) {
+      define(n, 0, x);
+      return ok_status();
+    }
+    const std::string out = out_name(n, 0);
+    for (size_t k = 0; k < padded.size(); ++k) {
+      const size_t d = padded[k];
+      const bool last = k + 1 == padded.size();
+      std::vector<int64_t> dims = info(x).dims;
+      const int64_t crop_b = std::max<int64_t>(0, -before[d]), crop_e = std::max<int64_t>(0, -after[d]);
+      const int64_t b = std::max<int64_t>(0, before[d]), e = std::max<int64_t>(0, after[d]);
+      if (crop_b + crop_e > dims[d]) return error_at(n.loc, "negative pads remove more than dim " + std::to_string(d));
+      if (crop_b || crop_e) {
+        ops::AttrMap attrs;
+        attrs["starts"] = int_list({crop_b});
+        attrs["ends"] = int_list({dims[d] - crop_e});
+        attrs["axes"] = int_list({static_cast<int64_t>(d)});
+        const bool done = last && b == 0 && e == 0;
+        HEXIR_ASSIGN_OR_RETURN(x, emit1(n, ops::OpId::kSlice, {x}, attrs, done ? result_name(n) : helper_name(n, "crop")));
+        dims[d] -= crop_b + crop_e;
+      }
+      if (b == 0 && e == 0) continue;
+      const std::string name = last ? result_name(n) : helper_name(n, "axis" + std::to_string(d));
+      if (mode == "constant") {
+        std::vector<Ref> parts;
+        for (int64_t width : {b, e}) {
+          if (width == 0) continue;
+          std::vector<int64_t> fill_dims = dims;
+          fill_dims[d] = width;
+          parts.push_back(fill_const(xi.type, fill_dims, value.bytes, helper_name(n, "fill"), n.loc));
+        }
+        parts.insert(parts.begin() + (b ? 1 : 0), x);
+        ops::AttrMap attrs;
+        attrs["axis"] = ops::AttrValue{static_cast<int64_t>(d)};
+        HEXIR_ASSIGN_OR_RETURN(x, emit1(n, ops::OpId::kConcat, parts, attrs, name));
+        continue;
+      }
+      const int64_t dim = dims[d];
+      if (dim == 0 || (mode == "reflect" && (dim < 2 || b >= dim || e >= dim)))
+        return error_at(n.loc, "mode '" + mode + "' pads of " + std::to_string(b) + ", " + std::to_string(e) +
+                                   " do not fit dim " + std::to_string(d) + " of size " + std::to_string(dim));
+      std::vector<int64_t> index;
+      for (int64_t i = -b; i < dim + e; ++i) {
+        int64_t j = i;
+        if (mode == "edge") j = std::clamp<int64_t>(i, 0, dim - 1);
+        else if (mode == "wrap") j = ((i % dim) + dim) % dim;
+        else j = i < 0 ? -i : i >= dim ? 2 * (dim - 1) - i : i;  // reflect
+        index.push_back(j);
+      }
+      Ref ix = new_const(helper_name(n, "index" + std::to_string(d)), host_i64(index), n.loc);
+      ops::AttrMap attrs;
+      attrs["axis"] = ops::AttrValue{static_cast<int64_t>(d)};
+      HEXIR_ASSIGN_OR_RETURN(x, emit1(n, ops::OpId::kGather, {x, ix}, attrs, name));
+    }
+    (void)out;
+    define(n, 0, x);
+    return ok_status();
+  }
+
+  // ---- helpers that fold when their operands are held constants ----
+  // x[index] along axis 0, that axis dropped.
+  Result<Ref> take0(const NodeCtx& n, Ref x, int64_t index, const std::string& name) {
+    const Info xi = info(x);
+    std::vector<int64_t> dims(xi.dims.begin() + 1, xi.dims.end());
+    HEXIR_ASSIGN_OR_RETURN(HostPtr h, host(x));
+    if (h) {
+      std::vector<int64_t> starts(xi.dims.size(), 0), steps(xi.dims.size(), 1), sizes = xi.dims;
+      starts[0] = index;
+      sizes[0] = 1;
+      HostTensor t = slice_host(*h, starts, steps, sizes);
+      t.dims = dims;
+      used_.insert(name);
+      return new_const(name, std::move(t), n.loc);
+    }
+    ops::AttrMap attrs;
+    attrs["starts"] = int_list({index});
+    attrs["ends"] = int_list({index + 1});
+    attrs["axes"] = int_list({0});
+    HEXIR_ASSIGN_OR_RETURN(Ref r, emit1(n, ops::OpId::kSlice, {x}, attrs, fresh(name + "_slice")));
+    return reshape(n, r, dims, name);
+  }
+  // Equal parts along `axis`.
+  Result<std::vector<Ref>> split_ref(const NodeCtx& n, Ref x, int64_t axis, int parts, const std::string& hint) {
+    const Info xi = info(x);
+    const int64_t size = xi.dims[static_cast<size_t>(axis)] / parts;
+    std::vector<Ref> out;
+    HEXIR_ASSIGN_OR_RETURN(HostPtr h, host(x));
+    if (h) {
+      for (int i = 0; i < parts; ++i) {
+        std::vector<int64_t> starts(xi.dims.size(), 0), steps(xi.dims.size(), 1), sizes = xi.dims;
+        starts[static_cast<size_t>(axis)] = i * size;
+        sizes[static_cast<size_t>(axis)] = size;
+        out.push_back(new_const(fresh(hint + std::to_string(i)), slice_host(*h, starts, steps, sizes), n.loc));
+      }
+      return out;
+    }
+    ops::AttrMap attrs;
+    attrs["axis"] = ops::AttrValue{axis};
+    attrs["sizes"] = int_list(std::vector<int64_t>(static_cast<size_t>(parts), size));
+    std::vector<std::string> names;
+    for (int i = 0; i < parts; ++i) names.push_back(fresh(hint + std::to_string(i)));
+    HEXIR_ASSIGN_OR_RETURN(std::vector<int> ids, emit(n, ops::OpId::kSplit, {x}, attrs, names));
+    for (int id : ids) out.push_back(Ref{id, -1});
+    return out;
+  }
+  // a OP b (Add, Sub, Mul, Div), folded when both are held.
+  Result<Ref> arith(const NodeCtx& n, const std::string& op, Ref a, Ref b, const std::string& name) {
+    std::vector<HostPtr> hs;
+    HEXIR_ASSIGN_OR_RETURN(bool held, hosts({a, b}, hs));
+    if (held) {
+      Result<HostTensor> out = fold_arith(n, op, *hs[0], *hs[1]);
+      if (out.ok()) {
+        used_.insert(name);
+        return new_const(name, std::move(*out), n.loc);
+      }
+      if (!too_large(out.status())) return out.status();
+    }
+    return emit1(n, binary_op(op), {a, b}, {}, name);
+  }
+
+  // LSTM unrolled over its static sequence length: per step a matmul with
+  // the recurrent weights, a split into the i, o, f, c gates, the
+  // activations and the state update, all in Hexir operators; the input
+  // projection of every step is one matmul up front. Forward, reverse and
+  // bidirectional; peepholes; initial states; layout 0 and 1.
+  Status op_lstm(const NodeCtx& n) {
+    HEXIR_RETURN_IF_ERROR(check_attrs(n, {"activation_alpha", "activation_beta", "activations", "clip", "direction",
+                                          "hidden_size", "input_forget", "layout"}));
+    HEXIR_ASSIGN_OR_RETURN(std::string direction, attr_string(n, "direction", "forward"));
+    HEXIR_ASSIGN_OR_RETURN(int64_t hidden, attr_int(n, "hidden_size", 0));
+    HEXIR_ASSIGN_OR_RETURN(int64_t layout, attr_int(n, "layout", 0));
+    HEXIR_ASSIGN_OR_RETURN(int64_t input_forget, attr_int(n, "input_forget", 0));
+    if (input_forget) return error_at(n.loc, "input_forget = 1 is not supported by the ONNX importer");
+    if (find_attribute(n.node, "clip")) return error_at(n.loc, "attribute 'clip' is not supported by the ONNX importer");
+    if (find_attribute(n.node, "activation_alpha") || find_attribute(n.node, "activation_beta"))
+      return error_at(n.loc, "activation_alpha/beta are not supported by the ONNX importer");
+    const int dirs = direction == "bidirectional" ? 2 : 1;
+    if (direction != "forward" && direction != "reverse" && direction != "bidirectional")
+      return error_at(n.loc, "direction '" + direction + "' is not forward, reverse or bidirectional");
+    std::vector<ops::OpId> act = {ops::OpId::kSigmoid, ops::OpId::kTanh, ops::OpId::kTanh};
+    if (const auto* a = find_attribute(n.node, "activations")) {
+      if (a->strings_size() != 3 * dirs) return error_at(n.loc, "activations needs 3 names per direction");
+      for (int i = 0; i < a->strings_size(); ++i) {
+        const std::string& f = a->strings(i);
+        const ops::OpId id = f == "Sigmoid" ? ops::OpId::kSigmoid : f == "Tanh" ? ops::OpId::kTanh
+                             : f == "Relu"  ? ops::OpId::kRelu : ops::OpId::kCount;
+        if (id == ops::OpId::kCount || (i >= 3 && id != act[static_cast<size_t>(i - 3)]))
+          return error_at(n.loc, "activation '" + f + "' is not supported by the ONNX importer (Sigmoid, Tanh, Relu)");
+        if (i < 3) act[static_cast<size_t>(i)] = id;
+      }
+    }
+    HEXIR_ASSIGN_OR_RETURN(Ref x, input(n, 0));
+    HEXIR_ASSIGN_OR_RETURN(Ref w, input(n, 1));
+    HEXIR_ASSIGN_OR_RETURN(Ref r, input(n, 2));
+    HEXIR_ASSIGN_OR_RETURN(std::optional<Ref> bias, optional_input(n, 3));
+    HEXIR_ASSIGN_OR_RETURN(std::optional<Ref> seq_lens, optional_input(n, 4));
+    HEXIR_ASSIGN_OR_RETURN(std::optional<Ref> h0, optional_input(n, 5));
+    HEXIR_ASSIGN_OR_RETURN(std::optional<Ref> c0, optional_input(n, 6));
+    HEXIR_ASSIGN_OR_RETURN(std::optional<Ref> peep, optional_input(n, 7));
+    if (layout == 1) {  // [batch, seq, input] -> [seq, batch, input]
+      HEXIR_ASSIGN_OR_RETURN(x, transpose(n, x, {1, 0, 2}, helper_name(n, "x_seq_major")));
+    }
+    const Info xi = info(x), wi = info(w);
+    if (xi.dims.size() != 3 || wi.dims.size() != 3)
+      return error_at(n.loc, "X and W must have rank 3, got " + shape_text(xi.dims) + " and " + shape_text(wi.dims));
+    const int64_t seq = xi.dims[0], batch = xi.dims[1], in = xi.dims[2];
+    if (hidden == 0) hidden = wi.dims[1] / 4;
+    if (wi.dims != std::vector<int64_t>{dirs, 4 * hidden, in} || info(r).dims != std::vector<int64_t>{dirs, 4 * hidden, hidden})
+      return error_at(n.loc, "W " + shape_text(wi.dims) + " and R " + shape_text(info(r).dims) +
+                                 " do not match hidden_size " + std::to_string(hidden) + " and the input " +
+                                 shape_text(xi.dims));
+    if (seq_lens) {
+      HEXIR_ASSIGN_OR_RETURN(std::vector<int64_t> lens, const_ints(n, *seq_lens, 4, "sequence_lens"));
+      for (int64_t l : lens)
+        if (l != seq)
+          return error_at(n.loc, "sequence_lens shorter than the sequence are not supported by the ONNX importer");
+    }
+    const std::vector<int64_t> state_dims{batch, hidden};
+    const std::vector<uint8_t> zero(4, 0);
+    std::vector<Ref> ys, hs, cs;  // per direction: Y [seq, 1, batch, H], Y_h [1, batch, H], Y_c
+    for (int d = 0; d < dirs; ++d) {
+      const bool reverse = direction == "reverse" || d == 1;
+      const std::string tag = helper_name(n, "d" + std::to_string(d));
+      HEXIR_ASSIGN_OR_RETURN(Ref wd, take0(n, w, d, fresh(tag + "/W")));
+      HEXIR_ASSIGN_OR_RETURN(Ref rd, take0(n, r, d, fresh(tag + "/R")));
+      HEXIR_ASSIGN_OR_RETURN(Ref wt, transpose(n, wd, {1, 0}, fresh(tag + "/W_T")));  // [I, 4H]
+      HEXIR_ASSIGN_OR_RETURN(Ref rt, transpose(n, rd, {1, 0}, fresh(tag + "/R_T")));  // [H, 4H]
+      std::optional<Ref> b;
+      if (bias) {
+        HEXIR_ASSIGN_OR_RETURN(Ref bd, take0(n, *bias, d, fresh(tag + "/B")));
+        HEXIR_ASSIGN_OR_RETURN(std::vector<Ref> wb_rb, split_ref(n, bd, 0, 2, tag + "/B"));
+        HEXIR_ASSIGN_OR_RETURN(b, arith(n, "Add", wb_rb[0], wb_rb[1], fresh(tag + "/bias")));
+      }
+      std::vector<Ref> p;  // peepholes i, o, f
+      if (peep) {
+        HEXIR_ASSIGN_OR_RETURN(Ref pd, take0(n, *peep, d, fresh(tag + "/P")));
+        HEXIR_ASSIGN_OR_RETURN(p, split_ref(n, pd, 0, 3, tag + "/P"));
+      }
+      // Every step's input projection at once: [seq * batch, I] x [I, 4H] (+ bias).
+      HEXIR_ASSIGN_OR_RETURN(Ref x2, reshape(n, x, {seq * batch, in}, fresh(tag + "/x2d")));
+      HEXIR_ASSIGN_OR_RETURN(Ref xw, emit1(n, ops::OpId::kMatmul, {x2, wt}, {}, fresh(tag + "/xw")));
+      if (b) {
+        HEXIR_ASSIGN_OR_RETURN(xw, emit1(n, ops::OpId::kAdd, {xw, *b}, {}, fresh(tag + "/xwb")));
+      }
+      HEXIR_ASSIGN_OR_RETURN(xw, reshape(n, xw, {seq, batch, 4 * hidden}, fresh(tag + "/xw3d")));
+      Ref h_state, c_state;
+      if (h0) {
+        HEXIR_ASSIGN_OR_RETURN(h_state, take0(n, *h0, d, fresh(tag + "/h0")));
+      } else {
+        h_state = fill_const(kFloat, state_dims, zero, fresh(tag + "/h0"), n.loc);
+      }
+      if (c0) {
+        HEXIR_ASSIGN_OR_RETURN(c_state, take0(n, *c0, d, fresh(tag + "/c0")));
+      } else {
+        c_state = fill_const(kFloat, state_dims, zero, fresh(tag + "/c0"), n.loc);
+      }
+      std::vector<Ref> steps(static_cast<size_t>(seq));
+      for (int64_t k = 0; k < seq; ++k) {
+        const int64_t t = reverse ? seq - 1 - k : k;
+        const std::string st = tag + "/t" + std::to_string(t);
+        HEXIR_ASSIGN_OR_RETURN(Ref xw_t, take0(n, xw, t, fresh(st + "/xw")));
+        HEXIR_ASSIGN_OR_RETURN(Ref hr, emit1(n, ops::OpId::kMatmul, {h_state, rt}, {}, fresh(st + "/hr")));
+        HEXIR_ASSIGN_OR_RETURN(Ref g, emit1(n, ops::OpId::kAdd, {xw_t, hr}, {}, fresh(st + "/gates")));
+        HEXIR_ASSIGN_OR_RETURN(std::vector<Ref> gate, split_ref(n, g, 1, 4, st + "/g"));  // i, o, f, c
+        Ref gi = gate[0], go = gate[1], gf = gate[2], gc = gate[3];
+        if (peep) {
+          HEXIR_ASSIGN_OR_RETURN(Ref pi, emit1(n, ops::OpId::kMul, {c_state, p[0]}, {}, fresh(st + "/pi")));
+          HEXIR_ASSIGN_OR_RETURN(gi, emit1(n, ops::OpId::kAdd, {gi, pi}, {}, fresh(st + "/i_p")));
+          HEXIR_ASSIGN_OR_RETURN(Ref pf, emit1(n, ops::OpId::kMul, {c_state, p[2]}, {}, fresh(st + "/pf")));
+          HEXIR_ASSIGN_OR_RETURN(gf, emit1(n, ops::OpId::kAdd, {gf, pf}, {}, fresh(st + "/f_p")));
+        }
+        HEXIR_ASSIGN_OR_RETURN(Ref i_t, emit1(n, act[0], {gi}, {}, fresh(st + "/i")));
+        HEXIR_ASSIGN_OR_RETURN(Ref f_t, emit1(n, act[0], {gf}, {}, fresh(st + "/f")));
+        HEXIR_ASSIGN_OR_RETURN(Ref c_t, emit1(n, act[1], {gc}, {}, fresh(st + "/c")));
+        HEXIR_ASSIGN_OR_RETURN(Ref fc, emit1(n, ops::OpId::kMul, {f_t, c_state}, {}, fresh(st + "/fc")));
+        HEXIR_ASSIGN_OR_RETURN(Ref ic, emit1(n, ops::OpId::kMul, {i_t, c_t}, {}, fresh(st + "/ic")));
+        HEXIR_ASSIGN_OR_RETURN(c_state, emit1(n, ops::OpId::kAdd, {fc, ic}, {}, fresh(st + "/C")));
+        if (peep) {
+          HEXIR_ASSIGN_OR_RETURN(Ref po, emit1(n, ops::OpId::kMul, {c_state, p[1]}, {}, fresh(st + "/po")));
+          HEXIR_ASSIGN_OR_RETURN(go, emit1(n, ops::OpId::kAdd, {go, po}, {}, fresh(st + "/o_p")));
+        }
+        HEXIR_ASSIGN_OR_RETURN(Ref o_t, emit1(n, act[0], {go}, {}, fresh(st + "/o")));
+        HEXIR_ASSIGN_OR_RETURN(Ref hc, emit1(n, act[2], {c_state}, {}, fresh(st + "/hc")));
+        HEXIR_ASSIGN_OR_RETURN(h_state, emit1(n, ops::OpId::kMul, {o_t, hc}, {}, fresh(st + "/H")));
+        steps[static_cast<size_t>(t)] = h_state;
+      }
+      if (!out_name(n, 0).empty()) {
+        std::vector<Ref> rows;
+        for (int64_t t = 0; t < seq; ++t) {
+          HEXIR_ASSIGN_OR_RETURN(Ref row, reshape(n, steps[static_cast<size_t>(t)], {1, 1, batch, hidden},
+                                                  fresh(tag + "/y" + std::to_string(t))));
+          rows.push_back(row);
+        }
+        ops::AttrMap attrs;
+        attrs["axis"] = ops::AttrValue{int64_t{0}};
+        Ref y = rows[0];
+        if (rows.size() > 1) {
+          HEXIR_ASSIGN_OR_RETURN(y, emit1(n, ops::OpId::kConcat, rows, attrs, fresh(tag + "/Y")));
+        }
+        ys.push_back(y);
+      }
+      HEXIR_ASSIGN_OR_RETURN(Ref hl, reshape(n, h_state, {1, batch, hidden}, fresh(tag + "/Y_h")));
+      HEXIR_ASSIGN_OR_RETURN(Ref cl, reshape(n, c_state, {1, batch, hidden}, fresh(tag + "/Y_c")));
+      hs.push_back(hl);
+      cs.push_back(cl);
+    }
+    // Outputs: directions joined (concat, or a view of the one), then layout 1's order.
+    auto join = [&](std::vector<Ref>& parts, int64_t axis, int index, const std::vector<int64_t>& perm) -> Status {
+      if (out_name(n, index).empty()) return ok_status();
+      const bool permute = layout == 1;
+      Ref v = parts[0];
+      if (parts.size() > 1) {
+        ops::AttrMap attrs;
+        attrs["axis"] = ops::AttrValue{axis};
+        HEXIR_ASSIGN_OR_RETURN(v, emit1(n, ops::OpId::kConcat, parts, attrs,
+                                        permute ? fresh(out_name(n, index) + "/joined") : result_name(n, index)));
+      } else if (!permute) {
+        const std::vector<int64_t> dims = info(v).dims;
+        HEXIR_ASSIGN_OR_RETURN(v, emit1(n, ops::OpId::kReshape, {v}, {}, result_name(n, index),
+                                        {TensorType{DType::kF32, dims}}));
+      }
+      if (permute) {
+        ops::AttrMap attrs;
+        attrs["perm"] = int_list(perm);
+        HEXIR_ASSIGN_OR_RETURN(v, emit1(n, ops::OpId::kTranspose, {v}, attrs, result_name(n, index)));
+      }
+      define(n, index, v);
+      return ok_status();
+    };
+    HEXIR_RETURN_IF_ERROR(join(ys, 1, 0, {2, 0, 1, 3}));
+    HEXIR_RETURN_IF_ERROR(join(hs, 0, 1, {1, 0, 2}));
+    HEXIR_RETURN_IF_ERROR(join(cs, 0, 2, {1, 0, 2}));
     return ok_status();
   }
 
