@@ -226,6 +226,37 @@ ops::AttrMap attributes_of(const Function& fn, const Node& node) {
         if (p.size() > 1) attrs["axes"] = ints(std::vector<int64_t>(p.begin() + 1, p.end()));
         break;
       }
+      if (name == "pad" && p.size() >= 2) {
+        static const char* const kModes[] = {"constant", "reflect", "edge", "wrap"};
+        if (at(0) >= 0 && at(0) < 4) attrs["mode"] = ops::AttrValue{std::string(kModes[at(0)])};
+        attrs["pads"] = ints(std::vector<int64_t>(p.begin() + 2, p.end()));
+        const DType dtype = fn.values[static_cast<size_t>(node.inputs[0])].type.dtype;
+        const uint64_t word = static_cast<uint64_t>(at(1));
+        if (at(0) == 0 && word != 0) {
+          switch (dtype) {
+            case DType::kF32:
+              attrs["value"] = ops::AttrValue{static_cast<double>(std::bit_cast<float>(static_cast<uint32_t>(word)))};
+              break;
+            case DType::kF16:
+              attrs["value"] = ops::AttrValue{static_cast<double>(half_bits_to_float(static_cast<uint16_t>(word)))};
+              break;
+            case DType::kBF16:
+              attrs["value"] = ops::AttrValue{
+                  static_cast<double>(std::bit_cast<float>(static_cast<uint32_t>(word) << 16))};
+              break;
+            case DType::kI8:
+              attrs["value"] = ops::AttrValue{int64_t{static_cast<int8_t>(word)}};
+              break;
+            case DType::kI32:
+              attrs["value"] = ops::AttrValue{int64_t{static_cast<int32_t>(word)}};
+              break;
+            default:  // u8, bool, i64
+              attrs["value"] = ops::AttrValue{static_cast<int64_t>(word)};
+              break;
+          }
+        }
+        break;
+      }
       if (name == "max_pool" || name == "average_pool") {
         attrs["kernel_shape"] = ints({at(0), at(1)});
         attrs["strides"] = ints({at(2), at(3)});

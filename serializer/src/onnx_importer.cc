@@ -2156,6 +2156,22 @@ class Importer {
       define(n, 0, x);
       return ok_status();
     }
+    if (std::optional<ops::OpId> pad = ops::find_op("pad")) {  // this build's @pad
+      ops::AttrMap attrs;
+      attrs["mode"] = ops::AttrValue{mode};
+      std::vector<int64_t> all(before);
+      all.insert(all.end(), after.begin(), after.end());
+      attrs["pads"] = int_list(all);
+      if (mode == "constant") {
+        if (value.is_float())
+          attrs["value"] = real(value.f(0));
+        else
+          attrs["value"] = ops::AttrValue{value.i(0)};
+      }
+      HEXIR_ASSIGN_OR_RETURN(Ref r, emit1(n, *pad, {x}, attrs, result_name(n)));
+      define(n, 0, r);
+      return ok_status();
+    }
     const std::string out = out_name(n, 0);
     for (size_t k = 0; k < padded.size(); ++k) {
       const size_t d = padded[k];
@@ -3021,6 +3037,13 @@ class Importer {
     }
     if (*dims == xi.dims) {
       define(n, 0, x);
+      return ok_status();
+    }
+    if (std::optional<ops::OpId> expand = ops::find_op("expand")) {  // this build's @expand
+      ops::AttrMap attrs;
+      attrs["shape"] = int_list(shape);
+      HEXIR_ASSIGN_OR_RETURN(Ref r, emit1(n, *expand, {x}, attrs, result_name(n)));
+      define(n, 0, r);
       return ok_status();
     }
     Ref cond = fill_const(kBool, *dims, {1}, helper_name(n, "true"), n.loc);
