@@ -66,6 +66,7 @@ constexpr KernelEntry<KernelFn> kKernels[] = {
     {OpId::kAveragePool, kF32, kF32, pool2d},
     {OpId::kPad, kAnyDType, kAnyDType, pad},
     {OpId::kExpand, kAnyDType, kAnyDType, strided_gather},
+    {OpId::kResize, kF32, kF32, resize},
 };
 
 }  // namespace

@@ -215,4 +215,39 @@ Status pool2d(const KernelContext&, const Dispatch& d) {
   return ok_status();
 }
 
+// resize: the source coordinate of each output row and column (ops::resize_source,
+// in double), then the nearest element or the blend of the two neighbours per
+// dim, in double.
+Status resize(const KernelContext&, const Dispatch& d) {
+  const ops::ResizePlan& p = plan_of<ops::ResizePlan>(d);
+  const float* x = input(d, 0);
+  float* out = output(d, 0);
+  for (int64_t plane = 0; plane < p.n * p.c; ++plane) {
+    const float* image = x + plane * p.h * p.w;
+    for (int64_t oy = 0; oy < p.oh; ++oy) {
+      const double sy = ops::resize_source(p.coordinate_mode, oy, p.scale_h, p.h, p.oh);
+      if (p.mode == 0) {
+        const float* row = image + ops::resize_nearest(p.nearest_mode, sy, p.h) * p.w;
+        for (int64_t ox = 0; ox < p.ow; ++ox) {
+          const double sx = ops::resize_source(p.coordinate_mode, ox, p.scale_w, p.w, p.ow);
+          *out++ = row[ops::resize_nearest(p.nearest_mode, sx, p.w)];
+        }
+        continue;
+      }
+      int64_t y0, y1;
+      double dy;
+      ops::resize_linear_taps(sy, p.h, &y0, &y1, &dy);
+      for (int64_t ox = 0; ox < p.ow; ++ox) {
+        const double sx = ops::resize_source(p.coordinate_mode, ox, p.scale_w, p.w, p.ow);
+        int64_t x0, x1;
+        double dx;
+        ops::resize_linear_taps(sx, p.w, &x0, &x1, &dx);
+        *out++ = static_cast<float>(ops::resize_blend(image[y0 * p.w + x0], image[y0 * p.w + x1],
+                                                      image[y1 * p.w + x0], image[y1 * p.w + x1], dy, dx));
+      }
+    }
+  }
+  return ok_status();
+}
+
 }  // namespace hexir::hal::cpu::internal

@@ -182,6 +182,16 @@ Status pool2d(const Dispatch& d, Launcher& launcher) {
   return launcher.launch(Kernel::kPool2d, linear_config(total), &p);
 }
 
+Status resize(const Dispatch& d, Launcher& launcher) {
+  ResizeParams p;
+  p.x = in(d, 0);
+  p.out = out(d, 0);
+  p.plan = plan_of<ops::ResizePlan>(d);
+  const int64_t total = p.plan.n * p.plan.c * p.plan.oh * p.plan.ow;
+  if (total == 0) return ok_status();
+  return launcher.launch(Kernel::kResize, linear_config(total), &p);
+}
+
 // ---- normalization ------------------------------------------------------------
 
 Status softmax(const Dispatch& d, Launcher& launcher) {
@@ -385,6 +395,7 @@ constexpr KernelEntry<CudaKernelFn> kKernels[] = {
     {OpId::kAveragePool, kF32, kF32, pool2d},
     {OpId::kPad, kAnyDType, kAnyDType, pad},
     {OpId::kExpand, kAnyDType, kAnyDType, strided},
+    {OpId::kResize, kF32, kF32, resize},
     {OpId::kMatmul, kF32, kF32, matmul},
     {OpId::kConv2d, kF32, kF32, conv2d},
     {OpId::kSoftmax, kF32, kF32, softmax},

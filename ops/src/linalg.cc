@@ -1,5 +1,7 @@
-// Contractions and windows: matmul (numpy semantics), conv2d and the 2-D pools (NCHW).
+// Contractions and windows: matmul (numpy semantics), conv2d, the 2-D pools and resize (NCHW).
 #include <algorithm>
+#include <initializer_list>
+#include <optional>
 
 #include "util.h"
 
@@ -346,6 +348,110 @@ void plan_pool(const PlanInput& op, OpPlan& out) {
   p.is_max = kId == kMaxPool;
 }
 
+// ---- resize -------------------------------------------------------------------------
+
+enum ResizeParam { kResizeMode, kCoordinateMode, kNearestMode, kOutH, kOutW, kResizeParamCount };
+constexpr int64_t kMaxResizeDim = int64_t{1} << 40;
+
+// The index of `s` in `names`, or an error naming them.
+Result<int64_t> enum_attr(const AttrMap& attrs, const char* name, std::initializer_list<const char*> names,
+                          int64_t fallback) {
+  const AttrValue* v = find_attr(attrs, name);
+  if (!v) return fallback;
+  auto* s = std::get_if<std::string>(&v->value);
+  std::string list;
+  int64_t index = 0;
+  for (const char* n : names) {
+    if (s && *s == n) return index;
+    list += (index++ ? ", " : "") + std::string(n);
+  }
+  return invalid_argument(prefix(kResize) + "attribute '" + name + "' must be one of: " + list);
+}
+
+Result<std::vector<int64_t>> lower_resize(std::span<const TensorType> in, const AttrMap& attrs,
+                                          std::span<const TensorType> declared) {
+  HEXIR_RETURN_IF_ERROR(check_attr_names(
+      kResize, attrs, {"mode", "coordinate_transformation_mode", "nearest_mode", "sizes", "scales"}));
+  const TensorType& x = in[0];
+  if (x.rank() != 4) return invalid_argument(prefix(kResize) + "input " + x.to_string() + " is not [N,C,H,W]");
+  HEXIR_ASSIGN_OR_RETURN(int64_t mode, enum_attr(attrs, "mode", {"nearest", "linear"}, 0));
+  HEXIR_ASSIGN_OR_RETURN(int64_t coordinate,
+                         enum_attr(attrs, "coordinate_transformation_mode",
+                                   {"half_pixel", "align_corners", "asymmetric", "pytorch_half_pixel",
+                                    "tf_half_pixel_for_nn"},
+                                   0));
+  HEXIR_ASSIGN_OR_RETURN(int64_t nearest,
+                         enum_attr(attrs, "nearest_mode", {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"}, 0));
+  if (mode == 1) nearest = 0;
+  std::vector<int64_t> out;
+  if (find_attr(attrs, "sizes")) {
+    HEXIR_ASSIGN_OR_RETURN(out, int_list_attr(kResize, attrs, "sizes"));
+    if (out.size() == 2) out.insert(out.begin(), {x.dims[0], x.dims[1]});
+  } else if (const AttrValue* v = find_attr(attrs, "scales")) {
+    // ONNX: each output dim is floor(in * scale); the kernels use out / in as the scale.
+    std::vector<double> scales;
+    auto number = [](const AttrValue& a) -> std::optional<double> {
+      if (auto* d = std::get_if<double>(&a.value)) return *d;
+      if (auto* i = std::get_if<int64_t>(&a.value)) return static_cast<double>(*i);
+      return std::nullopt;
+    };
+    if (auto* list = std::get_if<std::vector<AttrValue>>(&v->value)) {
+      for (const AttrValue& e : *list) {
+        auto d = number(e);
+        if (!d) return invalid_argument(prefix(kResize) + "attribute 'scales' must be a list of numbers");
+        scales.push_back(*d);
+      }
+    }
+    if (scales.size() == 2) scales.insert(scales.begin(), {1.0, 1.0});
+    if (scales.size() != 4)
+      return invalid_argument(prefix(kResize) + "attribute 'scales' takes 2 or 4 numbers");
+    for (size_t d = 0; d < 4; ++d) {
+      const double size = static_cast<double>(x.dims[d]) * scales[d];
+      if (!(scales[d] > 0) || !(size < static_cast<double>(kMaxResizeDim)))
+        return invalid_argument(prefix(kResize) + "scale " + std::to_string(scales[d]) + " is not usable");
+      out.push_back(static_cast<int64_t>(size));  // floor: size >= 0
+    }
+  } else if (declared.size() == 1) {
+    out = declared[0].dims;
+  } else {
+    return invalid_argument(prefix(kResize) + "needs attribute 'sizes' or 'scales', or a stated result type");
+  }
+  if (out.size() != 4 || out[0] != x.dims[0] || out[1] != x.dims[1])
+    return invalid_argument(prefix(kResize) + "the result " + shape_str(out) + " must be [" +
+                            std::to_string(x.dims[0]) + "," + std::to_string(x.dims[1]) +
+                            ",H,W]: only H and W are resized");
+  return std::vector<int64_t>{mode, coordinate, nearest, out[2], out[3]};
+}
+
+Result<std::vector<TensorType>> infer_resize(std::span<const TensorType> in, std::span<const int64_t> p) {
+  HEXIR_RETURN_IF_ERROR(check_param_count(kResize, p, kResizeParamCount));
+  const TensorType& x = in[0];
+  if (x.rank() != 4) return invalid_argument(prefix(kResize) + "input " + x.to_string() + " is not [N,C,H,W]");
+  if (p[kResizeMode] < 0 || p[kResizeMode] > 1 || p[kCoordinateMode] < 0 || p[kCoordinateMode] > 4 ||
+      p[kNearestMode] < 0 || p[kNearestMode] > 3 || (p[kResizeMode] == 1 && p[kNearestMode] != 0))
+    return invalid_argument(prefix(kResize) + "mode words " + shape_str(p.first(3)) + " are out of range");
+  for (int d = 0; d < 2; ++d) {
+    const int64_t size = p[kOutH + d];
+    if (size < 0 || size > kMaxResizeDim)
+      return invalid_argument(prefix(kResize) + "result dim " + std::to_string(size) + " is not in 0..2^40");
+    if (size > 0 && x.dims[2 + d] == 0)
+      return invalid_argument(prefix(kResize) + "an empty input dim cannot be resized to " + std::to_string(size));
+  }
+  return one({DType::kF32, {x.dims[0], x.dims[1], p[kOutH], p[kOutW]}});
+}
+
+void plan_resize(const PlanInput& op, OpPlan& out) {
+  ResizePlan& p = out.start<ResizePlan>();
+  const auto& x = op.inputs[0].dims;
+  p.n = x[0], p.c = x[1], p.h = x[2], p.w = x[3];
+  p.oh = op.params[kOutH], p.ow = op.params[kOutW];
+  p.mode = static_cast<int32_t>(op.params[kResizeMode]);
+  p.coordinate_mode = static_cast<int32_t>(op.params[kCoordinateMode]);
+  p.nearest_mode = static_cast<int32_t>(op.params[kNearestMode]);
+  p.scale_h = p.h > 0 ? static_cast<double>(p.oh) / static_cast<double>(p.h) : 1.0;
+  p.scale_w = p.w > 0 ? static_cast<double>(p.ow) / static_cast<double>(p.w) : 1.0;
+}
+
 constexpr OpDef kDefs[] = {
     {kMatmul, "matmul", 2, 2, 1, 1, true, false, false, 0, lower_matmul, infer_matmul, nullptr, plan_matmul},
     {kConv2d, "conv2d", 2, 3, 1, 1, true, false, false, 0, lower_conv2d, infer_conv2d, workspace_conv2d,
@@ -354,6 +460,7 @@ constexpr OpDef kDefs[] = {
      plan_pool<kMaxPool>},
     {kAveragePool, "average_pool", 1, 1, 1, 1, true, false, false, 0, lower_pool<kAveragePool>,
      infer_pool<kAveragePool>, nullptr, plan_pool<kAveragePool>},
+    {kResize, "resize", 1, 1, 1, 1, true, false, false, 0, lower_resize, infer_resize, nullptr, plan_resize},
 };
 
 }  // namespace

@@ -582,5 +582,138 @@ TEST_CASE("expand: numpy broadcast of any dtype to the result dims") {
   CHECK(*p == std::vector<int64_t>{2, 3, 6});
 }
 
+// ---- resize ---------------------------------------------------------------------------
+
+// ONNX Resize, written from the operator's documentation: the coordinate
+// transformation, then nearest rounding or linear interpolation with edge values.
+double resize_coordinate(int mode, double x, double in, double out) {
+  const double scale = out / in;
+  switch (mode) {
+    case 1: return out == 1 ? 0 : x * (in - 1) / (out - 1);
+    case 2: return x / scale;
+    case 3: return out > 1 ? (x + 0.5) / scale - 0.5 : 0;
+    case 4: return (x + 0.5) / scale;
+    default: return (x + 0.5) / scale - 0.5;
+  }
+}
+
+int64_t nearest_index(int mode, double v, int64_t in) {
+  double r;
+  const double f = std::floor(v);
+  switch (mode) {
+    case 1: r = v - f == 0.5 ? f + 1 : std::round(v); break;  // ties up
+    case 2: r = f; break;
+    case 3: r = std::ceil(v); break;
+    default: r = v - f == 0.5 ? f : std::round(v); break;  // ties down
+  }
+  return std::clamp<int64_t>(static_cast<int64_t>(r), 0, in - 1);
+}
+
+std::vector<double> resize_reference(const HostTensor& x, const std::vector<int64_t>& p) {
+  const int64_t n = x.dims[0], c = x.dims[1], h = x.dims[2], w = x.dims[3], oh = p[3], ow = p[4];
+  std::vector<double> out;
+  // Linear with edge values: element (i) of a dim outside [0, in) reads the nearest edge.
+  auto at = [&](int64_t plane, int64_t y, int64_t xx) {
+    y = std::clamp<int64_t>(y, 0, h - 1);
+    xx = std::clamp<int64_t>(xx, 0, w - 1);
+    return static_cast<double>(x.at((plane * h + y) * w + xx));
+  };
+  for (int64_t plane = 0; plane < n * c; ++plane)
+    for (int64_t oy = 0; oy < oh; ++oy)
+      for (int64_t ox = 0; ox < ow; ++ox) {
+        const double sy = resize_coordinate(static_cast<int>(p[1]), static_cast<double>(oy), static_cast<double>(h),
+                                            static_cast<double>(oh));
+        const double sx = resize_coordinate(static_cast<int>(p[1]), static_cast<double>(ox), static_cast<double>(w),
+                                            static_cast<double>(ow));
+        if (p[0] == 0) {
+          out.push_back(at(plane, nearest_index(static_cast<int>(p[2]), sy, h), nearest_index(static_cast<int>(p[2]), sx, w)));
+          continue;
+        }
+        const double fy = std::floor(sy), fx = std::floor(sx);
+        const double wy = sy - fy, wx = sx - fx;
+        const int64_t y0 = static_cast<int64_t>(fy), x0 = static_cast<int64_t>(fx);
+        // Beyond the last element, both taps are the edge; before the first, too.
+        double v = 0;
+        for (int dy = 0; dy < 2; ++dy)
+          for (int dx = 0; dx < 2; ++dx)
+            v += (dy ? wy : 1 - wy) * (dx ? wx : 1 - wx) * at(plane, y0 + dy, x0 + dx);
+        out.push_back(v);
+      }
+  return out;
+}
+
+TEST_CASE("resize: every coordinate mode and nearest mode against the ONNX definition") {
+  struct Case {
+    Dims x;
+    std::vector<int64_t> params;
+  };
+  std::vector<Case> cases;
+  for (int64_t coordinate = 0; coordinate <= 4; ++coordinate) {
+    for (int64_t nearest = 0; nearest <= 3; ++nearest) {
+      cases.push_back({{1, 2, 3, 4}, {0, coordinate, nearest, 6, 8}});
+      cases.push_back({{1, 1, 8, 9}, {0, coordinate, nearest, 3, 4}});
+      cases.push_back({{1, 1, 4, 6}, {0, coordinate, nearest, 9, 5}});
+      cases.push_back({{1, 1, 5, 7}, {0, coordinate, nearest, 1, 1}});
+    }
+    cases.push_back({{1, 2, 4, 5}, {1, coordinate, 0, 8, 10}});
+    cases.push_back({{2, 1, 9, 7}, {1, coordinate, 0, 4, 3}});
+    cases.push_back({{1, 1, 5, 4}, {1, coordinate, 0, 9, 7}});
+    cases.push_back({{1, 1, 6, 6}, {1, coordinate, 0, 1, 5}});
+    cases.push_back({{1, 1, 1, 3}, {1, coordinate, 0, 4, 7}});
+  }
+  uint32_t seed = 600;
+  for (const Case& c : cases) {
+    INFO("x " << dims_string(c.x) << " params " << dims_string(c.params));
+    HostTensor x = random_f32(c.x, seed++);
+    HostTensor out(DType::kF32, {c.x[0], c.x[1], c.params[3], c.params[4]});
+    REQUIRE(run_kernel(OpId::kResize, {&x}, out, c.params).ok());
+    check_close(out, resize_reference(x, c.params), 1e-6, 1e-6);
+  }
+}
+
+TEST_CASE("resize: the ONNX documentation's examples, from attributes") {
+  auto run = [](std::vector<float> values, Dims dims, ops::AttrMap attrs) {
+    HostTensor x(DType::kF32, dims);
+    std::memcpy(x.bytes.data(), values.data(), x.bytes.size());
+    auto params = ops::lower_attributes(OpId::kResize, std::vector{x.type()}, attrs, {});
+    REQUIRE_MESSAGE(params.ok(), params.status().to_string());
+    auto type = ops::infer_result_type(OpId::kResize, std::vector{x.type()}, *params);
+    REQUIRE(type.ok());
+    HostTensor out(DType::kF32, type->dims);
+    REQUIRE(run_kernel(OpId::kResize, {&x}, out, *params).ok());
+    return out;
+  };
+  auto list = [](std::vector<double> v) {
+    ops::AttrValue a;
+    std::vector<ops::AttrValue> items;
+    for (double d : v) items.push_back({d});
+    a.value = items;
+    return a;
+  };
+  auto str = [](const char* s) { return ops::AttrValue{std::string(s)}; };
+  // resize_upsample_scales_nearest
+  HostTensor o = run({1, 2, 3, 4}, {1, 1, 2, 2}, {{"scales", list({1, 1, 2, 3})}});
+  CHECK(o.dims == Dims{1, 1, 4, 6});
+  check_close(o, {1, 1, 1, 2, 2, 2, 1, 1, 1, 2, 2, 2, 3, 3, 3, 4, 4, 4, 3, 3, 3, 4, 4, 4});
+  // resize_upsample_scales_linear
+  o = run({1, 2, 3, 4}, {1, 1, 2, 2}, {{"scales", list({1, 1, 2, 2})}, {"mode", str("linear")}});
+  check_close(o, {1, 1.25, 1.75, 2, 1.5, 1.75, 2.25, 2.5, 2.5, 2.75, 3.25, 3.5, 3, 3.25, 3.75, 4});
+  // resize_upsample_scales_linear_align_corners
+  o = run({1, 2, 3, 4}, {1, 1, 2, 2},
+          {{"scales", list({1, 1, 2, 2})}, {"mode", str("linear")},
+           {"coordinate_transformation_mode", str("align_corners")}});
+  check_close(o, {1, 4.0 / 3, 5.0 / 3, 2, 5.0 / 3, 2, 7.0 / 3, 8.0 / 3, 7.0 / 3, 8.0 / 3, 3, 10.0 / 3, 3, 10.0 / 3,
+                  11.0 / 3, 4});
+  // resize_downsample_scales_nearest: sizes floor(2 * 0.6), floor(4 * 0.6)
+  o = run({1, 2, 3, 4, 5, 6, 7, 8}, {1, 1, 2, 4}, {{"scales", list({1, 1, 0.6, 0.6})}});
+  CHECK(o.dims == Dims{1, 1, 1, 2});
+  check_close(o, {1, 3});
+  // sizes, asymmetric floor (the upsampling many exporters write)
+  ops::AttrMap attrs{{"coordinate_transformation_mode", str("asymmetric")}, {"nearest_mode", str("floor")}};
+  attrs["sizes"].value = std::vector<ops::AttrValue>{{int64_t{1}}, {int64_t{1}}, {int64_t{4}}, {int64_t{4}}};
+  o = run({1, 2, 3, 4}, {1, 1, 2, 2}, attrs);
+  check_close(o, {1, 1, 2, 2, 1, 1, 2, 2, 3, 3, 4, 4, 3, 3, 4, 4});
+}
+
 }  // namespace
 }  // namespace hexir::hal::testing

@@ -470,6 +470,20 @@ inline std::vector<KernelCase> kernel_cases() {
   expand("f16 identity", iota_bytes(DType::kF16, {2, 3}), {2, 3});
   expand("bool middle dim", iota_bytes(DType::kBool, {2, 1, 3}), {2, 4, 3});
   expand("i32 to an empty dim", iota_bytes(DType::kI32, {1, 3}), {0, 3});
+
+  // resize params: [mode (0 nearest, 1 linear), coordinate mode, nearest mode, out_h, out_w]
+  auto resize = [&](std::string n, std::vector<int64_t> x, std::vector<int64_t> params, uint32_t s) {
+    cases.push_back({"resize " + n, OpId::kResize, {with_specials(random_f32(x, s))}, std::move(params)});
+  };
+  resize("nearest asymmetric floor x2", {1, 2, 3, 4}, {0, 2, 2, 6, 8}, 1950);
+  resize("nearest half_pixel round_prefer_floor down", {1, 2, 8, 9}, {0, 0, 0, 3, 4}, 1951);
+  resize("nearest align_corners round_prefer_ceil", {2, 1, 5, 5}, {0, 1, 1, 7, 3}, 1952);
+  resize("nearest tf_half_pixel_for_nn ceil", {1, 1, 4, 6}, {0, 4, 3, 9, 5}, 1953);
+  resize("linear half_pixel x2", {1, 2, 4, 5}, {1, 0, 0, 8, 10}, 1954);
+  resize("linear align_corners", {1, 3, 5, 4}, {1, 1, 0, 9, 7}, 1955);
+  resize("linear asymmetric down", {2, 2, 9, 7}, {1, 2, 0, 4, 3}, 1956);
+  resize("linear pytorch_half_pixel to one row", {1, 2, 6, 6}, {1, 3, 0, 1, 5}, 1957);
+  resize("to nothing", {1, 2, 3, 3}, {1, 0, 0, 0, 4}, 1958);
   return cases;
 }
 

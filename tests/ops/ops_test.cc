@@ -1394,3 +1394,85 @@ TEST_CASE("expand: lowering, result types, plan") {
   CHECK_FALSE(op_def(OpId::kExpand).may_run_in_place);
   CHECK_FALSE(op_def(OpId::kPad).f32_only);
 }
+
+TEST_CASE("resize: lowering, result types, hostile words, plan") {
+  const std::vector<TensorType> x{f32({2, 3, 4, 5})};
+  CHECK(*lower(OpId::kResize, x, {{"sizes", list({2, 3, 8, 10})}}) == Params{0, 0, 0, 8, 10});
+  CHECK(*lower(OpId::kResize, x, {{"sizes", list({7, 9})}}) == Params{0, 0, 0, 7, 9});
+  CHECK(*lower(OpId::kResize, x, {}, {f32({2, 3, 2, 2})}) == Params{0, 0, 0, 2, 2});
+  CHECK(*lower(OpId::kResize, x,
+               {{"sizes", list({2, 3, 8, 10})},
+                {"mode", str("linear")},
+                {"coordinate_transformation_mode", str("align_corners")},
+                {"nearest_mode", str("ceil")}}) == Params{1, 1, 0, 8, 10});  // nearest_mode unused
+  CHECK(*lower(OpId::kResize, x,
+               {{"sizes", list({2, 3, 8, 10})},
+                {"coordinate_transformation_mode", str("tf_half_pixel_for_nn")},
+                {"nearest_mode", str("round_prefer_ceil")}}) == Params{0, 4, 1, 8, 10});
+  AttrValue scales;
+  scales.value = std::vector<AttrValue>{num(1), num(1), num(2.5), num(0.5)};
+  CHECK(*lower(OpId::kResize, x, {{"scales", scales}}) == Params{0, 0, 0, 10, 2});
+  scales.value = std::vector<AttrValue>{num(2), num(1), num(2), num(2)};
+  CHECK_FALSE(lower(OpId::kResize, x, {{"scales", scales}}).ok());  // N is not resized
+  scales.value = std::vector<AttrValue>{num(1), num(1), num(-2), num(2)};
+  CHECK_FALSE(lower(OpId::kResize, x, {{"scales", scales}}).ok());
+  CHECK_FALSE(lower(OpId::kResize, x, {{"sizes", list({2, 4, 8, 10})}}).ok());
+  CHECK_FALSE(lower(OpId::kResize, x, {{"sizes", list({8})}}).ok());
+  CHECK_FALSE(lower(OpId::kResize, x, {}).ok());
+  CHECK_FALSE(lower(OpId::kResize, x, {{"sizes", list({4, 4})}, {"mode", str("cubic")}}).ok());
+  CHECK_FALSE(lower(OpId::kResize, x, {{"sizes", list({4, 4})}, {"antialias", i(1)}}).ok());
+  CHECK_FALSE(
+      lower(OpId::kResize, x, {{"sizes", list({4, 4})}, {"coordinate_transformation_mode", str("tf_crop_and_resize")}})
+          .ok());
+  CHECK_FALSE(lower(OpId::kResize, {f32({3, 4, 5})}, {{"sizes", list({4, 4})}}).ok());
+
+  CHECK(rule(OpId::kResize, x, {1, 3, 0, 1, 9})->at(0) == f32({2, 3, 1, 9}));
+  CHECK(rule(OpId::kResize, x, {0, 0, 0, 0, 0})->at(0) == f32({2, 3, 0, 0}));
+  CHECK(rule(OpId::kResize, {f32({1, 1, 0, 3})}, {0, 0, 0, 0, 6}).ok());
+  CHECK(mentions(rejected(OpId::kResize, {f32({1, 1, 0, 3})}, {0, 0, 0, 2, 6}), "empty"));
+  rejected(OpId::kResize, x, {2, 0, 0, 4, 4});
+  rejected(OpId::kResize, x, {0, 5, 0, 4, 4});
+  rejected(OpId::kResize, x, {0, 0, 4, 4, 4});
+  rejected(OpId::kResize, x, {1, 0, 1, 4, 4});  // a nearest mode with linear
+  rejected(OpId::kResize, x, {0, 0, 0, -1, 4});
+  rejected(OpId::kResize, x, {0, 0, 0, 4, (int64_t{1} << 40) + 1});
+  rejected(OpId::kResize, x, {0, 0, 0, int64_t{1} << 40, int64_t{1} << 40});  // too many bytes
+  rejected(OpId::kResize, x, {0, 0, 0, 4});
+  rejected(OpId::kResize, {f32({4, 5})}, {0, 0, 0, 4, 4});
+
+  const OpPlan plan = plan_of(OpId::kResize, x, {1, 2, 0, 8, 3});
+  const ResizePlan& p = plan.as<ResizePlan>();
+  CHECK(p.n == 2);
+  CHECK(p.c == 3);
+  CHECK(p.oh == 8);
+  CHECK(p.ow == 3);
+  CHECK(p.mode == 1);
+  CHECK(p.coordinate_mode == 2);
+  CHECK(p.scale_h == 2.0);
+  CHECK(p.scale_w == 0.6);
+  // The shared index helpers.
+  CHECK(resize_nearest(0, 1.5, 9) == 1);  // ties down
+  CHECK(resize_nearest(1, 1.5, 9) == 2);  // ties up
+  CHECK(resize_nearest(0, -0.5, 9) == 0);
+  CHECK(resize_nearest(0, 1.6, 9) == 2);
+  CHECK(resize_nearest(2, 1.9, 9) == 1);
+  CHECK(resize_nearest(3, 1.1, 9) == 2);
+  CHECK(resize_nearest(3, 8.5, 9) == 8);  // clamped
+  CHECK(resize_nearest(2, -0.25, 9) == 0);
+  CHECK(resize_source(0, 0, 2.0, 4, 8) == -0.25);
+  CHECK(resize_source(1, 7, 2.0, 4, 8) == 3.0);
+  CHECK(resize_source(3, 0, 2.0, 4, 1) == 0.0);
+  int64_t i0, i1;
+  double frac;
+  resize_linear_taps(-0.25, 4, &i0, &i1, &frac);
+  CHECK(i0 == 0);
+  CHECK(i1 == 1);
+  CHECK(frac == 0.0);
+  resize_linear_taps(3.25, 4, &i0, &i1, &frac);
+  CHECK(i0 == 3);
+  CHECK(i1 == 3);
+  resize_linear_taps(1.75, 4, &i0, &i1, &frac);
+  CHECK(i0 == 1);
+  CHECK(i1 == 2);
+  CHECK(frac == 0.75);
+}

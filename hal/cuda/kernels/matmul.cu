@@ -3,7 +3,7 @@
 // batches over grid z (each a grid-stride loop, so any size fits one launch).
 // Each element sums its products in k order, so with --fmad=false it matches
 // the cpu kernel bit for bit. conv2d: a direct kernel, bit-identical to the
-// cpu's im2col + GEMM for the same reason. The 2-D pools: a direct kernel too.
+// cpu's im2col + GEMM for the same reason. The 2-D pools and resize: direct kernels too.
 #include "common.cuh"
 
 extern "C" __global__ void hexir_matmul_tiled(MatmulParams p) {
@@ -119,5 +119,29 @@ extern "C" __global__ void hexir_pool2d(Pool2dParams p) {
       count = (py1 - py0) * (px1 - px0);
     }
     p.out[i] = static_cast<float>(sum / static_cast<double>(count));  // no taps: 0/0, NaN
+  }
+}
+
+// resize: one thread per output element, the cpu kernel's arithmetic (double).
+extern "C" __global__ void hexir_resize(ResizeParams p) {
+  const hexir::ops::ResizePlan& q = p.plan;
+  const int64_t total = q.n * q.c * q.oh * q.ow;
+  const int64_t stride = hexir_kernels::global_stride();
+  for (int64_t i = hexir_kernels::global_index(); i < total; i += stride) {
+    const int64_t ox = i % q.ow, oy = (i / q.ow) % q.oh, plane = i / (q.ow * q.oh);
+    const float* image = p.x + plane * q.h * q.w;
+    const double sy = hexir::ops::resize_source(q.coordinate_mode, oy, q.scale_h, q.h, q.oh);
+    const double sx = hexir::ops::resize_source(q.coordinate_mode, ox, q.scale_w, q.w, q.ow);
+    if (q.mode == 0) {
+      p.out[i] = image[hexir::ops::resize_nearest(q.nearest_mode, sy, q.h) * q.w +
+                       hexir::ops::resize_nearest(q.nearest_mode, sx, q.w)];
+      continue;
+    }
+    int64_t y0, y1, x0, x1;
+    double dy, dx;
+    hexir::ops::resize_linear_taps(sy, q.h, &y0, &y1, &dy);
+    hexir::ops::resize_linear_taps(sx, q.w, &x0, &x1, &dx);
+    p.out[i] = static_cast<float>(hexir::ops::resize_blend(image[y0 * q.w + x0], image[y0 * q.w + x1],
+                                                           image[y1 * q.w + x0], image[y1 * q.w + x1], dy, dx));
   }
 }

@@ -164,6 +164,13 @@ struct Pool2dParams {
   ops::Pool2dPlan plan;
 };
 
+// resize, NCHW, one thread per output element.
+struct ResizeParams {
+  const float* x;
+  float* out;
+  ops::ResizePlan plan;
+};
+
 // bytes written from dst on: byte i is pattern[i % pattern_size].
 struct FillParams {
   void* dst;
@@ -208,6 +215,7 @@ struct FillParams {
   X(kPad2, hexir_pad_2, PadParams)                            \
   X(kPad4, hexir_pad_4, PadParams)                            \
   X(kPad8, hexir_pad_8, PadParams)                            \
+  X(kResize, hexir_resize, ResizeParams)                      \
   X(kWhere1, hexir_where_1, WhereParams)                      \
   X(kWhere2, hexir_where_2, WhereParams)                      \
   X(kWhere4, hexir_where_4, WhereParams)                      \

@@ -95,6 +95,12 @@ enum class OpId : uint16_t {
   // expand: numpy broadcast of x to the result dims (ONNX Expand: x and the
   // stated shape broadcast together); any dtype. Params: the result dims.
   kExpand,
+  // resize, x f32[N,C,H,W] to [N,C,out_h,out_w] (ONNX Resize of H and W, the
+  // scales out / in): [mode (0 nearest, 1 linear), coordinate_transformation_mode
+  // (0 half_pixel, 1 align_corners, 2 asymmetric, 3 pytorch_half_pixel,
+  // 4 tf_half_pixel_for_nn), nearest_mode (0 round_prefer_floor,
+  // 1 round_prefer_ceil, 2 floor, 3 ceil; 0 for linear), out_h, out_w].
+  kResize,
   kCount,
 };
 // clang-format on

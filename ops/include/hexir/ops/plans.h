@@ -268,4 +268,71 @@ HEXIR_PLAN_FN void pool_tap_range(int64_t start, int64_t d, int64_t k, int64_t l
   *last = l;
 }
 
+// resize, NCHW: x [n, c, h, w] to [n, c, oh, ow]. Output (y, x) samples the
+// input at resize_source(coordinate_mode, ., scale, in, out) per dim (in
+// double, scale = out / in): nearest (mode 0) takes the element nearest_mode
+// rounds it to, clamped to the input; linear (mode 1) clamps the coordinate to
+// [0, in - 1] and blends the two neighbours of each dim (in double).
+struct ResizePlan {
+  int64_t n, c, h, w;
+  int64_t oh, ow;
+  int32_t mode;
+  int32_t coordinate_mode;
+  int32_t nearest_mode;
+  int32_t pad;
+  double scale_h, scale_w;
+};
+
+// floor of a double well inside the int64 range, without <cmath>.
+HEXIR_PLAN_FN int64_t plan_floor(double v) {
+  const int64_t t = static_cast<int64_t>(v);
+  return static_cast<double>(t) > v ? t - 1 : t;
+}
+
+// ONNX Resize's coordinate_transformation_mode: the input coordinate of output index x.
+HEXIR_PLAN_FN double resize_source(int32_t coordinate_mode, int64_t x, double scale, int64_t in, int64_t out) {
+  const double xd = static_cast<double>(x);
+  switch (coordinate_mode) {
+    case 1:  // align_corners
+      return out == 1 ? 0.0 : xd * static_cast<double>(in - 1) / static_cast<double>(out - 1);
+    case 2:  // asymmetric
+      return xd / scale;
+    case 3:  // pytorch_half_pixel
+      return out > 1 ? (xd + 0.5) / scale - 0.5 : 0.0;
+    case 4:  // tf_half_pixel_for_nn
+      return (xd + 0.5) / scale;
+    default:  // half_pixel
+      return (xd + 0.5) / scale - 0.5;
+  }
+}
+
+// nearest_mode: round_prefer_floor (ties down), round_prefer_ceil (ties up),
+// floor, ceil; clamped to [0, in - 1].
+HEXIR_PLAN_FN int64_t resize_nearest(int32_t nearest_mode, double v, int64_t in) {
+  int64_t i;
+  switch (nearest_mode) {
+    case 1: i = plan_floor(v + 0.5); break;
+    case 2: i = plan_floor(v); break;
+    case 3: i = -plan_floor(-v); break;
+    default: i = -plan_floor(0.5 - v); break;  // ceil(v - 0.5)
+  }
+  return i < 0 ? 0 : (i >= in ? in - 1 : i);
+}
+
+// linear: the coordinate clamped to [0, in - 1], its two neighbours and the
+// weight of the second.
+HEXIR_PLAN_FN void resize_linear_taps(double v, int64_t in, int64_t* i0, int64_t* i1, double* frac) {
+  const double top = static_cast<double>(in - 1);
+  v = v < 0.0 ? 0.0 : (v > top ? top : v);
+  const int64_t i = plan_floor(v);
+  *i0 = i;
+  *i1 = i + 1 < in ? i + 1 : in - 1;
+  *frac = v - static_cast<double>(i);
+}
+
+// The bilinear blend of a (y0, x0), b (y0, x1), c (y1, x0), d (y1, x1), in double.
+HEXIR_PLAN_FN double resize_blend(double a, double b, double c, double d, double dy, double dx) {
+  return (1.0 - dy) * ((1.0 - dx) * a + dx * b) + dy * ((1.0 - dx) * c + dx * d);
+}
+
 }  // namespace hexir::ops
