@@ -88,6 +88,7 @@ Status matmul(const KernelContext&, const Dispatch&);
 Status conv2d(const KernelContext&, const Dispatch&);
 Status pool2d(const KernelContext&, const Dispatch&);  // max_pool, average_pool
 Status resize(const KernelContext&, const Dispatch&);
+Status conv_transpose(const KernelContext&, const Dispatch&);
 // normalization.cc
 Status softmax(const KernelContext&, const Dispatch&);
 Status layernorm(const KernelContext&, const Dispatch&);

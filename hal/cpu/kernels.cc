@@ -67,6 +67,7 @@ constexpr KernelEntry<KernelFn> kKernels[] = {
     {OpId::kPad, kAnyDType, kAnyDType, pad},
     {OpId::kExpand, kAnyDType, kAnyDType, strided_gather},
     {OpId::kResize, kF32, kF32, resize},
+    {OpId::kConvTranspose, kF32, kF32, conv_transpose},
 };
 
 }  // namespace

@@ -250,4 +250,26 @@ Status resize(const KernelContext&, const Dispatch& d) {
   return ok_status();
 }
 
+// conv_transpose: each output element gathers its taps (ops::conv_transpose_element).
+Status conv_transpose(const KernelContext&, const Dispatch& d) {
+  const ops::ConvTransposePlan& p = plan_of<ops::ConvTransposePlan>(d);
+  const float* x = input(d, 0);
+  const float* w = input(d, 1);
+  const float* bias = p.has_bias ? input(d, 2) : nullptr;
+  float* out = output(d, 0);
+  for (int64_t n = 0; n < p.n; ++n) {
+    const float* image = x + n * p.c * p.h * p.w;
+    for (int64_t k = 0; k < p.k; ++k) {
+      const int64_t g = k / p.k_per_group, kk = k % p.k_per_group;
+      const float b = bias ? bias[k] : 0.0f;
+      for (int64_t oy = 0; oy < p.oh; ++oy)
+        for (int64_t ox = 0; ox < p.ow; ++ox) {
+          const float v = ops::conv_transpose_element(p, image, w, g, kk, oy, ox);
+          *out++ = bias ? v + b : v;
+        }
+    }
+  }
+  return ok_status();
+}
+
 }  // namespace hexir::hal::cpu::internal

@@ -192,6 +192,18 @@ Status resize(const Dispatch& d, Launcher& launcher) {
   return launcher.launch(Kernel::kResize, linear_config(total), &p);
 }
 
+Status conv_transpose(const Dispatch& d, Launcher& launcher) {
+  ConvTransposeParams p;
+  p.x = in(d, 0);
+  p.w = in(d, 1);
+  p.plan = plan_of<ops::ConvTransposePlan>(d);
+  p.bias = p.plan.has_bias ? in(d, 2) : nullptr;
+  p.out = out(d, 0);
+  const int64_t total = p.plan.n * p.plan.k * p.plan.oh * p.plan.ow;
+  if (total == 0) return ok_status();
+  return launcher.launch(Kernel::kConvTranspose, linear_config(total), &p);
+}
+
 // ---- normalization ------------------------------------------------------------
 
 Status softmax(const Dispatch& d, Launcher& launcher) {
@@ -396,6 +408,7 @@ constexpr KernelEntry<CudaKernelFn> kKernels[] = {
     {OpId::kPad, kAnyDType, kAnyDType, pad},
     {OpId::kExpand, kAnyDType, kAnyDType, strided},
     {OpId::kResize, kF32, kF32, resize},
+    {OpId::kConvTranspose, kF32, kF32, conv_transpose},
     {OpId::kMatmul, kF32, kF32, matmul},
     {OpId::kConv2d, kF32, kF32, conv2d},
     {OpId::kSoftmax, kF32, kF32, softmax},

@@ -1,4 +1,5 @@
-// Contractions and windows: matmul (numpy semantics), conv2d, the 2-D pools and resize (NCHW).
+// Contractions and windows: matmul (numpy semantics), conv2d, conv_transpose, the 2-D pools and
+// resize (NCHW).
 #include <algorithm>
 #include <initializer_list>
 #include <optional>
@@ -202,6 +203,152 @@ uint64_t workspace_conv2d(const PlanInput& op) {
 }
 
 void plan_conv2d(const PlanInput& op, OpPlan& out) { fill_conv2d(op, out.start<Conv2dPlan>()); }
+
+// ---- conv_transpose -------------------------------------------------------------------
+
+enum ConvTransposeParam {
+  kOutPadH = kConvParamCount,
+  kOutPadW,
+  kConvTransposeParamCount
+};
+
+Result<std::vector<int64_t>> lower_conv_transpose(std::span<const TensorType> in, const AttrMap& attrs,
+                                                  std::span<const TensorType>) {
+  HEXIR_RETURN_IF_ERROR(check_attr_names(kConvTranspose, attrs,
+                                         {"strides", "pads", "dilations", "groups", "output_padding",
+                                          "kernel_shape", "output_shape", "auto_pad"}));
+  auto pair = [&](const char* name, int64_t fallback) -> Result<std::vector<int64_t>> {
+    HEXIR_ASSIGN_OR_RETURN(std::vector<int64_t> v, int_list_attr(kConvTranspose, attrs, name));
+    if (v.empty()) return std::vector<int64_t>{fallback, fallback};
+    if (v.size() == 1) v.push_back(v[0]);
+    if (v.size() != 2)
+      return invalid_argument(prefix(kConvTranspose) + "attribute '" + name + "' takes 1 or 2 values, got " +
+                              std::to_string(v.size()));
+    return v;
+  };
+  HEXIR_ASSIGN_OR_RETURN(std::vector<int64_t> strides, pair("strides", 1));
+  HEXIR_ASSIGN_OR_RETURN(std::vector<int64_t> dilations, pair("dilations", 1));
+  HEXIR_ASSIGN_OR_RETURN(std::vector<int64_t> output_padding, pair("output_padding", 0));
+  HEXIR_ASSIGN_OR_RETURN(int64_t groups, int_attr(kConvTranspose, attrs, "groups", 1));
+  HEXIR_ASSIGN_OR_RETURN(std::vector<int64_t> pads, int_list_attr(kConvTranspose, attrs, "pads"));
+  if (pads.empty())
+    pads = {0, 0, 0, 0};
+  else if (pads.size() == 1)
+    pads = {pads[0], pads[0], pads[0], pads[0]};
+  else if (pads.size() == 2)
+    pads = {pads[0], pads[1], pads[0], pads[1]};
+  else if (pads.size() != 4)
+    return invalid_argument(prefix(kConvTranspose) + "attribute 'pads' takes 1, 2 or 4 values, got " +
+                            std::to_string(pads.size()));
+  const TensorType& x = in[0];
+  const TensorType& w = in[1];
+  if (x.rank() != 4 || w.rank() != 4)
+    return invalid_argument(prefix(kConvTranspose) + "input and weights must be [N,C,H,W] and [C,K/groups,KH,KW]");
+  HEXIR_ASSIGN_OR_RETURN(std::vector<int64_t> kernel_shape, int_list_attr(kConvTranspose, attrs, "kernel_shape"));
+  if (!kernel_shape.empty() && kernel_shape != std::vector<int64_t>{w.dims[2], w.dims[3]})
+    return invalid_argument(prefix(kConvTranspose) + "kernel_shape " + shape_str(kernel_shape) +
+                            " does not match the weights " + w.to_string());
+  std::string auto_pad = "NOTSET";
+  if (const AttrValue* v = find_attr(attrs, "auto_pad")) {
+    auto* s = std::get_if<std::string>(&v->value);
+    if (!s || (*s != "NOTSET" && *s != "VALID" && *s != "SAME_UPPER" && *s != "SAME_LOWER"))
+      return invalid_argument(prefix(kConvTranspose) +
+                              "attribute 'auto_pad' must be NOTSET, VALID, SAME_UPPER or SAME_LOWER");
+    auto_pad = *s;
+  }
+  HEXIR_ASSIGN_OR_RETURN(std::vector<int64_t> output_shape, int_list_attr(kConvTranspose, attrs, "output_shape"));
+  if (output_shape.size() == 4) output_shape.erase(output_shape.begin(), output_shape.begin() + 2);
+  const bool same = auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER";
+  if (auto_pad == "VALID") pads = {0, 0, 0, 0};
+  if (!output_shape.empty() || same) {
+    // ONNX: the pads that give the stated output shape (SAME: in * stride);
+    // SAME_UPPER puts the larger half at the end, otherwise at the beginning.
+    if (!output_shape.empty() && output_shape.size() != 2)
+      return invalid_argument(prefix(kConvTranspose) + "attribute 'output_shape' takes 2 or 4 values");
+    for (int d = 0; d < 2; ++d) {
+      const int64_t s = strides[d], k = w.dims[2 + d], dil = dilations[d], size = x.dims[2 + d];
+      if (s < 1 || s > (int64_t{1} << 30) || dil < 1 || dil > (int64_t{1} << 30) || size > (int64_t{1} << 31) ||
+          k > (int64_t{1} << 31) || output_padding[d] < 0 || output_padding[d] > (int64_t{1} << 30))
+        return invalid_argument(prefix(kConvTranspose) + "strides, dilations or sizes out of range");
+      if (output_shape.size() < 2) output_shape.push_back(size * s);
+      const int64_t total = s * (size - 1) + output_padding[d] + (k - 1) * dil + 1 - output_shape[d];
+      if (total < 0) {  // a larger output: more output padding (as onnxruntime does)
+        pads[d] = pads[2 + d] = 0;
+        output_padding[d] -= total;
+        continue;
+      }
+      pads[d] = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
+      pads[2 + d] = total - pads[d];
+    }
+  }
+  return std::vector<int64_t>{strides[0], strides[1],   pads[0], pads[1], pads[2],           pads[3],
+                              dilations[0], dilations[1], groups,  output_padding[0], output_padding[1]};
+}
+
+Result<std::vector<TensorType>> infer_conv_transpose(std::span<const TensorType> in, std::span<const int64_t> p) {
+  HEXIR_RETURN_IF_ERROR(check_param_count(kConvTranspose, p, kConvTransposeParamCount));
+  const TensorType& x = in[0];
+  const TensorType& w = in[1];
+  if (x.rank() != 4)
+    return invalid_argument(prefix(kConvTranspose) + "input " + x.to_string() + " is not [N,C,H,W]");
+  if (w.rank() != 4)
+    return invalid_argument(prefix(kConvTranspose) + "weights " + w.to_string() + " are not [C,K/groups,KH,KW]");
+  for (int i : {kStrideH, kStrideW, kDilationH, kDilationW})
+    if (p[i] < 1 || p[i] > (int64_t{1} << 30))
+      return invalid_argument(prefix(kConvTranspose) + "strides and dilations must be in 1..2^30");
+  for (int i : {kPadTop, kPadLeft, kPadBottom, kPadRight})
+    if (p[i] < 0 || p[i] > (int64_t{1} << 30))
+      return invalid_argument(prefix(kConvTranspose) + "pads must be in 0..2^30");
+  for (int d = 0; d < 2; ++d)
+    if (p[kOutPadH + d] < 0 || p[kOutPadH + d] >= std::max(p[kStrideH + d], p[kDilationH + d]))
+      return invalid_argument(prefix(kConvTranspose) + "output_padding " + std::to_string(p[kOutPadH + d]) +
+                              " must be below the stride or the dilation");
+  const int64_t groups = p[kGroups];
+  const int64_t c = x.dims[1];
+  if (groups < 1 || groups > std::max<int64_t>(c, 1) || c % groups != 0)
+    return invalid_argument(prefix(kConvTranspose) + "groups " + std::to_string(groups) + " must divide the " +
+                            std::to_string(c) + " input channels");
+  if (w.dims[0] != c)
+    return invalid_argument(prefix(kConvTranspose) + "weights " + w.to_string() + " must have " +
+                            std::to_string(c) + " input channels first");
+  __int128 k = static_cast<__int128>(w.dims[1]) * groups;
+  if (k > (int64_t{1} << 40))
+    return invalid_argument(prefix(kConvTranspose) + "too many output channels");
+  if (in.size() == 3 && (in[2].rank() != 1 || in[2].dims[0] != static_cast<int64_t>(k)))
+    return invalid_argument(prefix(kConvTranspose) + "bias " + in[2].to_string() + " is not [" +
+                            std::to_string(static_cast<int64_t>(k)) + "]");
+  int64_t out_hw[2];
+  for (int d = 0; d < 2; ++d) {
+    const int64_t size = x.dims[2 + d], kernel = w.dims[2 + d];
+    if (size < 1 || kernel < 1)
+      return invalid_argument(prefix(kConvTranspose) + "input and kernel spatial dims must be at least 1");
+    const __int128 out = static_cast<__int128>(p[kStrideH + d]) * (size - 1) + p[kOutPadH + d] +
+                         static_cast<__int128>(p[kDilationH + d]) * (kernel - 1) + 1 - p[kPadTop + d] -
+                         p[kPadBottom + d];
+    if (out < 1 || out > (int64_t{1} << 62))
+      return invalid_argument(prefix(kConvTranspose) + "the output dim " + std::to_string(static_cast<int64_t>(out)) +
+                              " is not in 1..2^62 (pads too large?)");
+    out_hw[d] = static_cast<int64_t>(out);
+  }
+  return one({DType::kF32, {x.dims[0], static_cast<int64_t>(k), out_hw[0], out_hw[1]}});
+}
+
+void plan_conv_transpose(const PlanInput& op, OpPlan& out) {
+  ConvTransposePlan& p = out.start<ConvTransposePlan>();
+  const auto& x = op.inputs[0].dims;
+  const auto& w = op.inputs[1].dims;
+  const auto& o = op.outputs[0].dims;
+  p.n = x[0], p.c = x[1], p.h = x[2], p.w = x[3];
+  p.k = o[1], p.oh = o[2], p.ow = o[3];
+  p.kh = w[2], p.kw = w[3];
+  p.stride_h = op.params[kStrideH], p.stride_w = op.params[kStrideW];
+  p.pad_top = op.params[kPadTop], p.pad_left = op.params[kPadLeft];
+  p.dilation_h = op.params[kDilationH], p.dilation_w = op.params[kDilationW];
+  p.groups = op.params[kGroups];
+  p.c_per_group = p.c / p.groups;
+  p.k_per_group = w[1];
+  p.has_bias = op.inputs.size() == 3;
+}
 
 // ---- max_pool, average_pool ------------------------------------------------------
 
@@ -461,6 +608,8 @@ constexpr OpDef kDefs[] = {
     {kAveragePool, "average_pool", 1, 1, 1, 1, true, false, false, 0, lower_pool<kAveragePool>,
      infer_pool<kAveragePool>, nullptr, plan_pool<kAveragePool>},
     {kResize, "resize", 1, 1, 1, 1, true, false, false, 0, lower_resize, infer_resize, nullptr, plan_resize},
+    {kConvTranspose, "conv_transpose", 2, 3, 1, 1, true, false, false, 0, lower_conv_transpose,
+     infer_conv_transpose, nullptr, plan_conv_transpose},
 };
 
 }  // namespace

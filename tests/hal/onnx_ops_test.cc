@@ -715,5 +715,93 @@ TEST_CASE("resize: the ONNX documentation's examples, from attributes") {
   check_close(o, {1, 1, 2, 2, 1, 1, 2, 2, 3, 3, 4, 4, 3, 3, 4, 4});
 }
 
+// ---- conv_transpose ------------------------------------------------------------------
+
+// The scatter definition (ONNX ConvTranspose): every input element adds x * w
+// to the outputs its taps reach, in double; then the bias.
+std::vector<double> conv_transpose_reference(const HostTensor& x, const HostTensor& w, const HostTensor* bias,
+                                             const std::vector<int64_t>& p, const Dims& out_dims) {
+  const int64_t n = x.dims[0], c = x.dims[1], h = x.dims[2], wd = x.dims[3];
+  const int64_t kg = w.dims[1], kh = w.dims[2], kw = w.dims[3], groups = p[8];
+  const int64_t k = out_dims[1], oh = out_dims[2], ow = out_dims[3], cg = c / groups;
+  std::vector<double> out(static_cast<size_t>(n * k * oh * ow), 0.0);
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t ci = 0; ci < c; ++ci)
+      for (int64_t iy = 0; iy < h; ++iy)
+        for (int64_t ix = 0; ix < wd; ++ix)
+          for (int64_t kk = 0; kk < kg; ++kk)
+            for (int64_t ky = 0; ky < kh; ++ky)
+              for (int64_t kx = 0; kx < kw; ++kx) {
+                const int64_t oy = iy * p[0] - p[2] + ky * p[6], ox = ix * p[1] - p[3] + kx * p[7];
+                if (oy < 0 || oy >= oh || ox < 0 || ox >= ow) continue;
+                const int64_t ko = (ci / cg) * kg + kk;
+                out[static_cast<size_t>(((b * k + ko) * oh + oy) * ow + ox)] +=
+                    static_cast<double>(x.at(((b * c + ci) * h + iy) * wd + ix)) *
+                    w.at(((ci * kg + kk) * kh + ky) * kw + kx);
+              }
+  if (bias)
+    for (size_t i = 0; i < out.size(); ++i) out[i] += bias->at(static_cast<int64_t>(i / static_cast<size_t>(oh * ow)) % k);
+  return out;
+}
+
+TEST_CASE("conv_transpose against the scatter definition") {
+  struct Case {
+    Dims x, w;
+    bool bias;
+    std::vector<int64_t> params;  // [sh, sw, pt, pl, pb, pr, dh, dw, groups, oph, opw]
+  };
+  const Case cases[] = {
+      {{1, 4, 5, 5}, {4, 3, 3, 3}, true, {2, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1}},
+      {{2, 3, 4, 4}, {3, 2, 3, 3}, false, {1, 1, 0, 0, 0, 0, 1, 1, 1, 0, 0}},
+      {{1, 4, 5, 4}, {4, 3, 2, 3}, true, {2, 1, 0, 1, 1, 0, 2, 2, 2, 1, 0}},
+      {{1, 3, 4, 3}, {3, 1, 4, 4}, true, {3, 2, 2, 0, 1, 3, 1, 1, 3, 2, 1}},
+      {{1, 2, 1, 1}, {2, 5, 1, 1}, true, {1, 1, 0, 0, 0, 0, 1, 1, 1, 0, 0}},   // a 1x1 image
+      {{1, 1, 3, 3}, {1, 1, 2, 2}, false, {4, 4, 0, 0, 0, 0, 1, 1, 1, 3, 2}},  // gaps between taps
+      {{0, 2, 3, 3}, {2, 2, 3, 3}, true, {1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0}},   // no images
+  };
+  uint32_t seed = 700;
+  for (const Case& c : cases) {
+    INFO("x " << dims_string(c.x) << " w " << dims_string(c.w) << " params " << dims_string(c.params));
+    HostTensor x = random_f32(c.x, seed++), w = random_f32(c.w, seed++);
+    HostTensor bias = random_f32({c.w[1] * c.params[8]}, seed++);
+    std::vector<HostTensor*> inputs{&x, &w};
+    if (c.bias) inputs.push_back(&bias);
+    std::vector<TensorType> types;
+    for (HostTensor* t : inputs) types.push_back(t->type());
+    auto result = ops::infer_result_type(OpId::kConvTranspose, types, c.params);
+    REQUIRE_MESSAGE(result.ok(), result.status().to_string());
+    HostTensor out(DType::kF32, result->dims);
+    REQUIRE(run_kernel(OpId::kConvTranspose, inputs, out, c.params).ok());
+    check_close(out, conv_transpose_reference(x, w, c.bias ? &bias : nullptr, c.params, out.dims), 1e-5, 1e-5);
+  }
+}
+
+TEST_CASE("conv_transpose: ONNX's example (ConvTranspose with strides and output_shape)") {
+  // onnx/docs/Operators.md, convtranspose_output_shape: x 1x1x3x3 of 0..8, w 1x2x3x3 of ones, strides [3, 2],
+  // output_shape [10, 8], one more than the natural 9 x 7 each way: output_padding [1, 1] (its twin example,
+  // convtranspose_pad).
+  HostTensor x(DType::kF32, {1, 1, 3, 3}), w(DType::kF32, {1, 2, 3, 3});
+  for (int64_t i = 0; i < 9; ++i) x.at(i) = static_cast<float>(i);
+  for (int64_t i = 0; i < 18; ++i) w.at(i) = 1.0f;
+  ops::AttrMap attrs;
+  attrs["strides"].value = std::vector<ops::AttrValue>{{int64_t{3}}, {int64_t{2}}};
+  attrs["output_shape"].value = std::vector<ops::AttrValue>{{int64_t{10}}, {int64_t{8}}};
+  auto params = ops::lower_attributes(OpId::kConvTranspose, std::vector{x.type(), w.type()}, attrs, {});
+  REQUIRE_MESSAGE(params.ok(), params.status().to_string());
+  CHECK(*params == std::vector<int64_t>{3, 2, 0, 0, 0, 0, 1, 1, 1, 1, 1});
+  auto type = ops::infer_result_type(OpId::kConvTranspose, std::vector{x.type(), w.type()}, *params);
+  REQUIRE(type.ok());
+  CHECK(type->dims == Dims{1, 2, 10, 8});
+  HostTensor out(DType::kF32, type->dims);
+  REQUIRE(run_kernel(OpId::kConvTranspose, {&x, &w}, out, *params).ok());
+  check_close(out, conv_transpose_reference(x, w, nullptr, *params, out.dims));
+  // The first rows of the documented output (channel 0).
+  const std::vector<double> row0{0, 0, 1, 1, 3, 2, 2, 0}, row9(8, 0.0);
+  for (int64_t j = 0; j < 8; ++j) {
+    CHECK(out.at(j) == row0[static_cast<size_t>(j)]);
+    CHECK(out.at(9 * 8 + j) == row9[static_cast<size_t>(j)]);
+  }
+}
+
 }  // namespace
 }  // namespace hexir::hal::testing

@@ -306,12 +306,12 @@ TEST_CASE("cuda kernels cover their work with any grid (grid-stride loops)") {
   }
 }
 
-TEST_CASE("cuda matmul and conv2d: the kernels are bit-identical to the cpu kernels") {
+TEST_CASE("cuda matmul, conv2d and conv_transpose: the kernels are bit-identical to the cpu kernels") {
   std::vector<KernelCase> cases = hexir::hal::conformance::kernel_cases();
   for (const KernelCase& c : cuda_cases()) cases.push_back(c);
   int checked = 0;
   for (const auto& c : cases) {
-    if (c.id != OpId::kMatmul && c.id != OpId::kConv2d) continue;
+    if (c.id != OpId::kMatmul && c.id != OpId::kConv2d && c.id != OpId::kConvTranspose) continue;
     CAPTURE(c.name);
     EmulatedLauncher launcher;
     std::vector<HostTensor> got = run_case(c, launcher);
@@ -320,7 +320,7 @@ TEST_CASE("cuda matmul and conv2d: the kernels are bit-identical to the cpu kern
     CHECK(got[0].bytes == want[0].bytes);
     ++checked;
   }
-  CHECK(checked >= 15);
+  CHECK(checked >= 19);
 }
 
 TEST_CASE("cuda matmul: library GEMM taken exactly when one stride per operand describes the batch") {

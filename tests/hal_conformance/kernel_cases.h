@@ -484,6 +484,23 @@ inline std::vector<KernelCase> kernel_cases() {
   resize("linear asymmetric down", {2, 2, 9, 7}, {1, 2, 0, 4, 3}, 1956);
   resize("linear pytorch_half_pixel to one row", {1, 2, 6, 6}, {1, 3, 0, 1, 5}, 1957);
   resize("to nothing", {1, 2, 3, 3}, {1, 0, 0, 0, 4}, 1958);
+
+  // [stride_h, stride_w, pad_t, pad_l, pad_b, pad_r, dil_h, dil_w, groups, output_padding_h, output_padding_w]
+  auto deconv = [&](std::string n, std::vector<int64_t> x, std::vector<int64_t> w, bool bias,
+                    std::vector<int64_t> params, uint32_t s) {
+    KernelCase c{"conv_transpose " + n, OpId::kConvTranspose, {random_f32(x, s), random_f32(w, s + 1)},
+                 std::move(params)};
+    if (bias) c.inputs.push_back(random_f32({w[1] * c.params[8]}, s + 2));
+    c.rtol = 1e-4;
+    c.atol = 1e-4;
+    cases.push_back(c);
+  };
+  deconv("stride 2, pad 1, output_padding 1, bias", {1, 4, 5, 5}, {4, 3, 3, 3}, true,
+         {2, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1}, 2050);
+  deconv("stride 1, batch 2", {2, 3, 4, 4}, {3, 2, 3, 3}, false, {1, 1, 0, 0, 0, 0, 1, 1, 1, 0, 0}, 2053);
+  deconv("grouped 2, dilated", {1, 4, 5, 4}, {4, 3, 2, 3}, true, {2, 1, 0, 1, 1, 0, 2, 2, 2, 1, 0}, 2056);
+  deconv("depthwise stride 3, asymmetric pads", {1, 3, 4, 3}, {3, 1, 4, 4}, true,
+         {3, 2, 2, 0, 1, 3, 1, 1, 3, 2, 1}, 2059);
   return cases;
 }
 

@@ -1476,3 +1476,75 @@ TEST_CASE("resize: lowering, result types, hostile words, plan") {
   CHECK(i1 == 2);
   CHECK(frac == 0.75);
 }
+
+TEST_CASE("conv_transpose: lowering, result types, hostile words, plan") {
+  const std::vector<TensorType> xw{f32({1, 4, 5, 5}), f32({4, 3, 3, 3})};
+  CHECK(*lower(OpId::kConvTranspose, xw, {}) == Params{1, 1, 0, 0, 0, 0, 1, 1, 1, 0, 0});
+  CHECK(*lower(OpId::kConvTranspose, xw,
+               {{"strides", i(2)}, {"pads", list({1, 1})}, {"output_padding", list({1, 0})}, {"dilations", i(2)}}) ==
+        Params{2, 2, 1, 1, 1, 1, 2, 2, 1, 1, 0});
+  CHECK(*lower(OpId::kConvTranspose, xw, {{"kernel_shape", list({3, 3})}}) == Params{1, 1, 0, 0, 0, 0, 1, 1, 1, 0, 0});
+  CHECK_FALSE(lower(OpId::kConvTranspose, xw, {{"kernel_shape", list({2, 3})}}).ok());
+  // output_shape: pads from the stated size (ONNX: the larger half first unless SAME_UPPER).
+  CHECK(*lower(OpId::kConvTranspose, xw, {{"strides", i(2)}, {"output_shape", list({10, 8})}}) ==
+        Params{2, 2, 1, 2, 0, 1, 1, 1, 1, 0, 0});
+  CHECK(*lower(OpId::kConvTranspose, xw,
+               {{"strides", i(2)}, {"output_shape", list({10, 8})}, {"auto_pad", str("SAME_UPPER")}}) ==
+        Params{2, 2, 0, 1, 1, 2, 1, 1, 1, 0, 0});
+  CHECK(*lower(OpId::kConvTranspose, xw, {{"strides", i(2)}, {"auto_pad", str("SAME_UPPER")}}) ==
+        Params{2, 2, 0, 0, 1, 1, 1, 1, 1, 0, 0});  // output 10 = 5 * 2: total 1
+  CHECK(*lower(OpId::kConvTranspose, xw, {{"strides", i(2)}, {"output_shape", list({1, 4, 12, 11})}}) ==
+        Params{2, 2, 0, 0, 0, 0, 1, 1, 1, 1, 0});  // one more than the natural 11: output padding
+  CHECK_FALSE(lower(OpId::kConvTranspose, xw, {{"output_shape", list({10, 8, 7})}}).ok());
+  CHECK_FALSE(lower(OpId::kConvTranspose, xw, {{"pads", list({1, 1, 1})}}).ok());
+
+  auto out = [](std::vector<TensorType> in, Params p) {
+    auto r = rule(OpId::kConvTranspose, in, p);
+    REQUIRE_MESSAGE(r.ok(), r.status().to_string());
+    return r->at(0);
+  };
+  CHECK(out(xw, {2, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1}) == f32({1, 3, 10, 10}));
+  CHECK(out({f32({2, 4, 5, 4}), f32({4, 3, 2, 3}), f32({6})}, {2, 1, 0, 1, 1, 0, 2, 2, 2, 1, 0}) ==
+        f32({2, 6, 11, 7}));
+  CHECK(out({f32({0, 3, 4, 3}), f32({3, 1, 4, 4})}, {3, 2, 2, 0, 1, 3, 1, 1, 3, 2, 1}) == f32({0, 3, 12, 6}));
+  const Params good{1, 1, 0, 0, 0, 0, 1, 1, 1, 0, 0};
+  for (size_t k = 0; k < good.size(); ++k) {
+    for (int64_t bad : {int64_t{-1}, kI64Min, kI64Max, (int64_t{1} << 30) + 1}) {
+      Params p = good;
+      p[k] = bad;
+      CAPTURE(k);
+      CAPTURE(bad);
+      rejected(OpId::kConvTranspose, xw, p);
+    }
+  }
+  CHECK(mentions(rejected(OpId::kConvTranspose, xw, {2, 2, 0, 0, 0, 0, 1, 1, 1, 2, 0}), "output_padding"));
+  CHECK(out(xw, {1, 1, 3, 0, 3, 0, 1, 1, 1, 0, 0}) == f32({1, 3, 1, 7}));
+  CHECK(mentions(rejected(OpId::kConvTranspose, xw, {1, 1, 4, 0, 3, 0, 1, 1, 1, 0, 0}), "output dim"));
+  CHECK(mentions(rejected(OpId::kConvTranspose, xw, {1, 1, 0, 0, 0, 0, 1, 1, 3, 0, 0}), "groups"));
+  CHECK(mentions(rejected(OpId::kConvTranspose, {f32({1, 4, 5, 5}), f32({3, 3, 3, 3})}, good), "input channels"));
+  CHECK(mentions(rejected(OpId::kConvTranspose, {f32({1, 4, 5, 5}), f32({4, 3, 3, 3}), f32({4})}, good), "bias"));
+  CHECK(mentions(rejected(OpId::kConvTranspose, {f32({1, 4, 0, 5}), f32({4, 3, 3, 3})}, good), "at least 1"));
+  rejected(OpId::kConvTranspose, {f32({1, 4, 5}), f32({4, 3, 3, 3})}, good);
+  // Big strides on a long input: no overflow, the size check answers.
+  rejected(OpId::kConvTranspose, {f32({1, 1, int64_t{1} << 40, 1}), f32({1, 1, 1, 1})},
+           {1 << 30, 1, 0, 0, 0, 0, 1, 1, 1, 0, 0});
+
+  const OpPlan plan =
+      plan_of(OpId::kConvTranspose, {f32({2, 4, 5, 4}), f32({4, 3, 2, 3}), f32({6})}, {2, 1, 0, 1, 1, 0, 2, 2, 2, 1, 0});
+  const ConvTransposePlan& p = plan.as<ConvTransposePlan>();
+  CHECK(p.n == 2);
+  CHECK(p.c == 4);
+  CHECK(p.k == 6);
+  CHECK(p.oh == 11);
+  CHECK(p.ow == 7);
+  CHECK(p.kh == 2);
+  CHECK(p.kw == 3);
+  CHECK(p.stride_h == 2);
+  CHECK(p.pad_top == 0);
+  CHECK(p.pad_left == 1);
+  CHECK(p.dilation_w == 2);
+  CHECK(p.groups == 2);
+  CHECK(p.c_per_group == 2);
+  CHECK(p.k_per_group == 3);
+  CHECK(p.has_bias == 1);
+}

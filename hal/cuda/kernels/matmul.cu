@@ -3,7 +3,8 @@
 // batches over grid z (each a grid-stride loop, so any size fits one launch).
 // Each element sums its products in k order, so with --fmad=false it matches
 // the cpu kernel bit for bit. conv2d: a direct kernel, bit-identical to the
-// cpu's im2col + GEMM for the same reason. The 2-D pools and resize: direct kernels too.
+// cpu's im2col + GEMM for the same reason. conv_transpose, the 2-D pools and
+// resize: direct kernels too.
 #include "common.cuh"
 
 extern "C" __global__ void hexir_matmul_tiled(MatmulParams p) {
@@ -143,5 +144,18 @@ extern "C" __global__ void hexir_resize(ResizeParams p) {
     hexir::ops::resize_linear_taps(sx, q.w, &x0, &x1, &dx);
     p.out[i] = static_cast<float>(hexir::ops::resize_blend(image[y0 * q.w + x0], image[y0 * q.w + x1],
                                                            image[y1 * q.w + x0], image[y1 * q.w + x1], dy, dx));
+  }
+}
+
+// conv_transpose: one thread per output element, the cpu kernel's loop (ops::conv_transpose_element).
+extern "C" __global__ void hexir_conv_transpose(ConvTransposeParams p) {
+  const hexir::ops::ConvTransposePlan& q = p.plan;
+  const int64_t total = q.n * q.k * q.oh * q.ow;
+  const int64_t stride = hexir_kernels::global_stride();
+  for (int64_t i = hexir_kernels::global_index(); i < total; i += stride) {
+    const int64_t ox = i % q.ow, oy = (i / q.ow) % q.oh, k = (i / (q.ow * q.oh)) % q.k, n = i / (q.ow * q.oh * q.k);
+    const float v = hexir::ops::conv_transpose_element(q, p.x + n * q.c * q.h * q.w, p.w, k / q.k_per_group,
+                                                       k % q.k_per_group, oy, ox);
+    p.out[i] = p.bias ? v + p.bias[k] : v;
   }
 }

@@ -171,6 +171,15 @@ struct ResizeParams {
   ops::ResizePlan plan;
 };
 
+// conv_transpose, NCHW, one thread per output element (bias null when plan.has_bias is 0).
+struct ConvTransposeParams {
+  const float* x;
+  const float* w;
+  const float* bias;
+  float* out;
+  ops::ConvTransposePlan plan;
+};
+
 // bytes written from dst on: byte i is pattern[i % pattern_size].
 struct FillParams {
   void* dst;
@@ -216,6 +225,7 @@ struct FillParams {
   X(kPad4, hexir_pad_4, PadParams)                            \
   X(kPad8, hexir_pad_8, PadParams)                            \
   X(kResize, hexir_resize, ResizeParams)                      \
+  X(kConvTranspose, hexir_conv_transpose, ConvTransposeParams) \
   X(kWhere1, hexir_where_1, WhereParams)                      \
   X(kWhere2, hexir_where_2, WhereParams)                      \
   X(kWhere4, hexir_where_4, WhereParams)                      \

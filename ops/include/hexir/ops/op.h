@@ -101,6 +101,11 @@ enum class OpId : uint16_t {
   // 4 tf_half_pixel_for_nn), nearest_mode (0 round_prefer_floor,
   // 1 round_prefer_ceil, 2 floor, 3 ceil; 0 for linear), out_h, out_w].
   kResize,
+  // conv_transpose (ONNX ConvTranspose), x f32[N,C,H,W], w f32[C,K/groups,KH,KW], bias f32[K] optional:
+  // [stride_h, stride_w, pad_top, pad_left, pad_bottom, pad_right, dilation_h, dilation_w, groups,
+  //  output_padding_h, output_padding_w]; output dim = stride * (in - 1) + output_padding +
+  // dilation * (kernel - 1) + 1 - pad_begin - pad_end.
+  kConvTranspose,
   kCount,
 };
 // clang-format on

@@ -235,6 +235,51 @@ struct Conv2dPlan {
   int64_t col_bytes;
 };
 
+// conv_transpose, NCHW: x [n, c, h, w], weights [c, k / groups, kh, kw],
+// optional bias [k], output [n, k, oh, ow]. Output (oy, ox) of channel k in
+// group g sums x[ci, iy, ix] * w[ci, k % k_per_group, ky, kx] over the group's
+// input channels ci and the taps with iy * stride_h = oy + pad_top - ky *
+// dilation_h (likewise x), in (ci, ky, kx) order, in float; then the bias.
+struct ConvTransposePlan {
+  int64_t n, c, h, w;
+  int64_t k, oh, ow;
+  int64_t kh, kw;
+  int64_t stride_h, stride_w;
+  int64_t pad_top, pad_left;
+  int64_t dilation_h, dilation_w;
+  int64_t groups;
+  int64_t c_per_group, k_per_group;
+  int64_t has_bias;
+};
+
+// The value of one conv_transpose output element (before the bias): the
+// loops of every backend, so they agree bit for bit. x_image points at image
+// n's channel 0, w at the weights, k_in_group the channel within its group g.
+HEXIR_PLAN_FN float conv_transpose_element(const ConvTransposePlan& p, const float* x_image, const float* w,
+                                           int64_t g, int64_t k_in_group, int64_t oy, int64_t ox) {
+  float acc = 0.0f;
+  for (int64_t ci = g * p.c_per_group; ci < (g + 1) * p.c_per_group; ++ci) {
+    const float* plane = x_image + ci * p.h * p.w;
+    const float* taps = w + (ci * p.k_per_group + k_in_group) * p.kh * p.kw;
+    for (int64_t ky = 0; ky < p.kh; ++ky) {
+      const int64_t ty = oy + p.pad_top - ky * p.dilation_h;
+      if (ty < 0) break;  // only smaller from here on
+      if (ty % p.stride_h != 0) continue;
+      const int64_t iy = ty / p.stride_h;
+      if (iy >= p.h) continue;
+      for (int64_t kx = 0; kx < p.kw; ++kx) {
+        const int64_t tx = ox + p.pad_left - kx * p.dilation_w;
+        if (tx < 0) break;
+        if (tx % p.stride_w != 0) continue;
+        const int64_t ix = tx / p.stride_w;
+        if (ix >= p.w) continue;
+        acc += plane[iy * p.w + ix] * taps[ky * p.kw + kx];
+      }
+    }
+  }
+  return acc;
+}
+
 // max_pool / average_pool, NCHW: x [n, c, h, w], output [n, c, oh, ow]. Output
 // (oy, ox) reads taps (oy * stride_h - pad_top + ky * dilation_h, ...) for ky <
 // kh, kx < kw; those inside the input count. average: the sum (in double, ky
