@@ -101,10 +101,18 @@ Status pad(const KernelContext&, const Dispatch& d) {
   const auto* in = input<uint8_t>(d, 0);
   auto* out = output<uint8_t>(d, 0);
   switch (p.element_size) {
-    case 1: pad_typed<uint8_t>(p, in, out); break;
-    case 2: pad_typed<uint16_t>(p, in, out); break;
-    case 4: pad_typed<uint32_t>(p, in, out); break;
-    default: pad_typed<uint64_t>(p, in, out); break;
+    case 1:
+      pad_typed<uint8_t>(p, in, out);
+      break;
+    case 2:
+      pad_typed<uint16_t>(p, in, out);
+      break;
+    case 4:
+      pad_typed<uint32_t>(p, in, out);
+      break;
+    default:
+      pad_typed<uint64_t>(p, in, out);
+      break;
   }
   return ok_status();
 }

@@ -6,7 +6,6 @@
 #include <cmath>
 
 #include "hexir/base/half.h"
-
 #include "util.h"
 
 namespace hexir::ops::internal {
@@ -355,13 +354,17 @@ Result<int64_t> pad_value_word(DType dtype, const AttrValue* v) {
   if (!i && !f) return invalid_argument(prefix(kPad) + "attribute 'value' must be a number");
   const double d = i ? static_cast<double>(*i) : *f;
   switch (dtype) {
-    case DType::kF32: return int64_t{std::bit_cast<uint32_t>(static_cast<float>(d))};
-    case DType::kF16: return int64_t{float_to_half_bits(static_cast<float>(d))};
-    case DType::kBF16: return int64_t{float_to_bfloat16_bits(static_cast<float>(d))};
+    case DType::kF32:
+      return int64_t{std::bit_cast<uint32_t>(static_cast<float>(d))};
+    case DType::kF16:
+      return int64_t{float_to_half_bits(static_cast<float>(d))};
+    case DType::kBF16:
+      return int64_t{float_to_bfloat16_bits(static_cast<float>(d))};
     case DType::kBool:
       if (std::isnan(d)) return invalid_argument(prefix(kPad) + "a bool constant cannot be NaN");
       return int64_t{d != 0.0};
-    default: break;
+    default:
+      break;
   }
   // Integers: the value must be one of the dtype.
   int64_t value = 0;
@@ -374,10 +377,17 @@ Result<int64_t> pad_value_word(DType dtype, const AttrValue* v) {
   }
   int64_t min = 0, max = 0;
   switch (dtype) {
-    case DType::kI8: min = -128, max = 127; break;
-    case DType::kU8: min = 0, max = 255; break;
-    case DType::kI32: min = INT32_MIN, max = INT32_MAX; break;
-    default: return value;  // i64
+    case DType::kI8:
+      min = -128, max = 127;
+      break;
+    case DType::kU8:
+      min = 0, max = 255;
+      break;
+    case DType::kI32:
+      min = INT32_MIN, max = INT32_MAX;
+      break;
+    default:
+      return value;  // i64
   }
   if (value < min || value > max)
     return invalid_argument(prefix(kPad) + "value " + std::to_string(value) + " is out of range for " +
@@ -395,8 +405,12 @@ Result<std::vector<int64_t>> lower_pad(std::span<const TensorType> in, const Att
   if (const AttrValue* v = find_attr(attrs, "mode")) {
     auto* m = std::get_if<std::string>(&v->value);
     if (!m || (*m != "constant" && *m != "reflect" && *m != "edge" && *m != "wrap"))
-      return invalid_argument(prefix(kPad) + "attribute 'mode' must be \"constant\", \"reflect\", \"edge\" or \"wrap\"");
-    mode = *m == "constant" ? kPadConstant : *m == "reflect" ? kPadReflect : *m == "edge" ? kPadEdge : kPadWrap;
+      return invalid_argument(prefix(kPad) +
+                              "attribute 'mode' must be \"constant\", \"reflect\", \"edge\" or \"wrap\"");
+    mode = *m == "constant"  ? kPadConstant
+           : *m == "reflect" ? kPadReflect
+           : *m == "edge"    ? kPadEdge
+                             : kPadWrap;
   }
   HEXIR_ASSIGN_OR_RETURN(std::vector<int64_t> pads, int_list_attr(kPad, attrs, "pads"));
   HEXIR_ASSIGN_OR_RETURN(std::vector<int64_t> axes, int_list_attr(kPad, attrs, "axes"));
@@ -505,13 +519,15 @@ Result<std::vector<int64_t>> lower_expand(std::span<const TensorType> in, const 
   return *result;
 }
 
-Result<std::vector<TensorType>> infer_expand(std::span<const TensorType> in, std::span<const int64_t> params) {
+Result<std::vector<TensorType>> infer_expand(std::span<const TensorType> in,
+                                             std::span<const int64_t> params) {
   const TensorType& x = in[0];
   if (params.size() > static_cast<size_t>(kMaxRank) || params.size() < x.rank())
     return invalid_argument(prefix(kExpand) + "result rank " + std::to_string(params.size()) + " is not in " +
                             std::to_string(x.rank()) + ".." + std::to_string(kMaxRank));
   for (int64_t d : params)
-    if (d < 0) return invalid_argument(prefix(kExpand) + "result dims " + shape_str(params) + " are negative");
+    if (d < 0)
+      return invalid_argument(prefix(kExpand) + "result dims " + shape_str(params) + " are negative");
   auto result = broadcast_shapes(x.dims, params);
   if (!result || !std::equal(result->begin(), result->end(), params.begin(), params.end()))
     return invalid_argument(prefix(kExpand) + "shape " + shape_str(x.dims) + " does not broadcast to " +

@@ -206,11 +206,7 @@ void plan_conv2d(const PlanInput& op, OpPlan& out) { fill_conv2d(op, out.start<C
 
 // ---- conv_transpose -------------------------------------------------------------------
 
-enum ConvTransposeParam {
-  kOutPadH = kConvParamCount,
-  kOutPadW,
-  kConvTransposeParamCount
-};
+enum ConvTransposeParam { kOutPadH = kConvParamCount, kOutPadW, kConvTransposeParamCount };
 
 Result<std::vector<int64_t>> lower_conv_transpose(std::span<const TensorType> in, const AttrMap& attrs,
                                                   std::span<const TensorType>) {
@@ -243,8 +239,10 @@ Result<std::vector<int64_t>> lower_conv_transpose(std::span<const TensorType> in
   const TensorType& x = in[0];
   const TensorType& w = in[1];
   if (x.rank() != 4 || w.rank() != 4)
-    return invalid_argument(prefix(kConvTranspose) + "input and weights must be [N,C,H,W] and [C,K/groups,KH,KW]");
-  HEXIR_ASSIGN_OR_RETURN(std::vector<int64_t> kernel_shape, int_list_attr(kConvTranspose, attrs, "kernel_shape"));
+    return invalid_argument(prefix(kConvTranspose) +
+                            "input and weights must be [N,C,H,W] and [C,K/groups,KH,KW]");
+  HEXIR_ASSIGN_OR_RETURN(std::vector<int64_t> kernel_shape,
+                         int_list_attr(kConvTranspose, attrs, "kernel_shape"));
   if (!kernel_shape.empty() && kernel_shape != std::vector<int64_t>{w.dims[2], w.dims[3]})
     return invalid_argument(prefix(kConvTranspose) + "kernel_shape " + shape_str(kernel_shape) +
                             " does not match the weights " + w.to_string());
@@ -256,7 +254,8 @@ Result<std::vector<int64_t>> lower_conv_transpose(std::span<const TensorType> in
                               "attribute 'auto_pad' must be NOTSET, VALID, SAME_UPPER or SAME_LOWER");
     auto_pad = *s;
   }
-  HEXIR_ASSIGN_OR_RETURN(std::vector<int64_t> output_shape, int_list_attr(kConvTranspose, attrs, "output_shape"));
+  HEXIR_ASSIGN_OR_RETURN(std::vector<int64_t> output_shape,
+                         int_list_attr(kConvTranspose, attrs, "output_shape"));
   if (output_shape.size() == 4) output_shape.erase(output_shape.begin(), output_shape.begin() + 2);
   const bool same = auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER";
   if (auto_pad == "VALID") pads = {0, 0, 0, 0};
@@ -267,8 +266,9 @@ Result<std::vector<int64_t>> lower_conv_transpose(std::span<const TensorType> in
       return invalid_argument(prefix(kConvTranspose) + "attribute 'output_shape' takes 2 or 4 values");
     for (int d = 0; d < 2; ++d) {
       const int64_t s = strides[d], k = w.dims[2 + d], dil = dilations[d], size = x.dims[2 + d];
-      if (s < 1 || s > (int64_t{1} << 30) || dil < 1 || dil > (int64_t{1} << 30) || size > (int64_t{1} << 31) ||
-          k > (int64_t{1} << 31) || output_padding[d] < 0 || output_padding[d] > (int64_t{1} << 30))
+      if (s < 1 || s > (int64_t{1} << 30) || dil < 1 || dil > (int64_t{1} << 30) ||
+          size > (int64_t{1} << 31) || k > (int64_t{1} << 31) || output_padding[d] < 0 ||
+          output_padding[d] > (int64_t{1} << 30))
         return invalid_argument(prefix(kConvTranspose) + "strides, dilations or sizes out of range");
       if (output_shape.size() < 2) output_shape.push_back(size * s);
       const int64_t total = s * (size - 1) + output_padding[d] + (k - 1) * dil + 1 - output_shape[d];
@@ -281,18 +281,21 @@ Result<std::vector<int64_t>> lower_conv_transpose(std::span<const TensorType> in
       pads[2 + d] = total - pads[d];
     }
   }
-  return std::vector<int64_t>{strides[0], strides[1],   pads[0], pads[1], pads[2],           pads[3],
-                              dilations[0], dilations[1], groups,  output_padding[0], output_padding[1]};
+  return std::vector<int64_t>{strides[0], strides[1],        pads[0],          pads[1],
+                              pads[2],    pads[3],           dilations[0],     dilations[1],
+                              groups,     output_padding[0], output_padding[1]};
 }
 
-Result<std::vector<TensorType>> infer_conv_transpose(std::span<const TensorType> in, std::span<const int64_t> p) {
+Result<std::vector<TensorType>> infer_conv_transpose(std::span<const TensorType> in,
+                                                     std::span<const int64_t> p) {
   HEXIR_RETURN_IF_ERROR(check_param_count(kConvTranspose, p, kConvTransposeParamCount));
   const TensorType& x = in[0];
   const TensorType& w = in[1];
   if (x.rank() != 4)
     return invalid_argument(prefix(kConvTranspose) + "input " + x.to_string() + " is not [N,C,H,W]");
   if (w.rank() != 4)
-    return invalid_argument(prefix(kConvTranspose) + "weights " + w.to_string() + " are not [C,K/groups,KH,KW]");
+    return invalid_argument(prefix(kConvTranspose) + "weights " + w.to_string() +
+                            " are not [C,K/groups,KH,KW]");
   for (int i : {kStrideH, kStrideW, kDilationH, kDilationW})
     if (p[i] < 1 || p[i] > (int64_t{1} << 30))
       return invalid_argument(prefix(kConvTranspose) + "strides and dilations must be in 1..2^30");
@@ -306,14 +309,13 @@ Result<std::vector<TensorType>> infer_conv_transpose(std::span<const TensorType>
   const int64_t groups = p[kGroups];
   const int64_t c = x.dims[1];
   if (groups < 1 || groups > std::max<int64_t>(c, 1) || c % groups != 0)
-    return invalid_argument(prefix(kConvTranspose) + "groups " + std::to_string(groups) + " must divide the " +
-                            std::to_string(c) + " input channels");
+    return invalid_argument(prefix(kConvTranspose) + "groups " + std::to_string(groups) +
+                            " must divide the " + std::to_string(c) + " input channels");
   if (w.dims[0] != c)
     return invalid_argument(prefix(kConvTranspose) + "weights " + w.to_string() + " must have " +
                             std::to_string(c) + " input channels first");
   __int128 k = static_cast<__int128>(w.dims[1]) * groups;
-  if (k > (int64_t{1} << 40))
-    return invalid_argument(prefix(kConvTranspose) + "too many output channels");
+  if (k > (int64_t{1} << 40)) return invalid_argument(prefix(kConvTranspose) + "too many output channels");
   if (in.size() == 3 && (in[2].rank() != 1 || in[2].dims[0] != static_cast<int64_t>(k)))
     return invalid_argument(prefix(kConvTranspose) + "bias " + in[2].to_string() + " is not [" +
                             std::to_string(static_cast<int64_t>(k)) + "]");
@@ -326,7 +328,8 @@ Result<std::vector<TensorType>> infer_conv_transpose(std::span<const TensorType>
                          static_cast<__int128>(p[kDilationH + d]) * (kernel - 1) + 1 - p[kPadTop + d] -
                          p[kPadBottom + d];
     if (out < 1 || out > (int64_t{1} << 62))
-      return invalid_argument(prefix(kConvTranspose) + "the output dim " + std::to_string(static_cast<int64_t>(out)) +
+      return invalid_argument(prefix(kConvTranspose) + "the output dim " +
+                              std::to_string(static_cast<int64_t>(out)) +
                               " is not in 1..2^62 (pads too large?)");
     out_hw[d] = static_cast<int64_t>(out);
   }
@@ -374,8 +377,8 @@ constexpr int64_t kPoolLimit = int64_t{1} << 30;
 // with ceil_mode the ceiling, less the last window when it would start past
 // the input and its leading pad (as PyTorch and onnxruntime do). Operands
 // bounded by the rule (pads, kernel, stride, dilation <= 2^30; dim < 2^62).
-int64_t pool_out_dim(int64_t in, int64_t k, int64_t stride, int64_t pad_begin, int64_t pad_end, int64_t dilation,
-                     bool ceil_mode) {
+int64_t pool_out_dim(int64_t in, int64_t k, int64_t stride, int64_t pad_begin, int64_t pad_end,
+                     int64_t dilation, bool ceil_mode) {
   const int64_t extent = in + pad_begin + pad_end;
   const int64_t window = dilation * (k - 1) + 1;
   int64_t out = (extent - window + (ceil_mode ? stride - 1 : 0)) / stride + 1;
@@ -388,11 +391,12 @@ Result<std::vector<int64_t>> lower_pool(std::span<const TensorType> in, const At
                                         std::span<const TensorType>) {
   constexpr bool kMax = kId == kMaxPool;
   if (kMax)
-    HEXIR_RETURN_IF_ERROR(check_attr_names(kId, attrs, {"kernel_shape", "strides", "pads", "dilations", "ceil_mode",
-                                                        "auto_pad"}));
+    HEXIR_RETURN_IF_ERROR(check_attr_names(
+        kId, attrs, {"kernel_shape", "strides", "pads", "dilations", "ceil_mode", "auto_pad"}));
   else
     HEXIR_RETURN_IF_ERROR(check_attr_names(
-        kId, attrs, {"kernel_shape", "strides", "pads", "dilations", "ceil_mode", "count_include_pad", "auto_pad"}));
+        kId, attrs,
+        {"kernel_shape", "strides", "pads", "dilations", "ceil_mode", "count_include_pad", "auto_pad"}));
   auto pair = [&](const char* name, int64_t fallback) -> Result<std::vector<int64_t>> {
     HEXIR_ASSIGN_OR_RETURN(std::vector<int64_t> v, int_list_attr(kId, attrs, name));
     if (v.empty()) {
@@ -429,11 +433,13 @@ Result<std::vector<int64_t>> lower_pool(std::span<const TensorType> in, const At
   if (const AttrValue* v = find_attr(attrs, "auto_pad")) {
     auto* mode = std::get_if<std::string>(&v->value);
     if (!mode || (*mode != "NOTSET" && *mode != "VALID" && *mode != "SAME_UPPER" && *mode != "SAME_LOWER"))
-      return invalid_argument(prefix(kId) + "attribute 'auto_pad' must be NOTSET, VALID, SAME_UPPER or SAME_LOWER");
+      return invalid_argument(prefix(kId) +
+                              "attribute 'auto_pad' must be NOTSET, VALID, SAME_UPPER or SAME_LOWER");
     if (*mode != "NOTSET" && find_attr(attrs, "pads"))
       return invalid_argument(prefix(kId) + "attribute 'pads' and auto_pad " + *mode + " exclude each other");
     if (*mode == "SAME_UPPER" || *mode == "SAME_LOWER") {
-      if (in[0].rank() != 4) return invalid_argument(prefix(kId) + "input " + in[0].to_string() + " is not [N,C,H,W]");
+      if (in[0].rank() != 4)
+        return invalid_argument(prefix(kId) + "input " + in[0].to_string() + " is not [N,C,H,W]");
       for (int d = 0; d < 2; ++d) {
         const int64_t size = in[0].dims[2 + d], s = strides[d], k = kernel[d], dil = dilations[d];
         if (s < 1 || s > kPoolLimit || k < 1 || k > kPoolLimit || dil < 1 || dil > kPoolLimit)
@@ -445,8 +451,8 @@ Result<std::vector<int64_t>> lower_pool(std::span<const TensorType> in, const At
       }
     }
   }
-  return std::vector<int64_t>{kernel[0], kernel[1], strides[0], strides[1], pads[0], pads[1], pads[2], pads[3],
-                              dilations[0], dilations[1], ceil_mode, count_include_pad};
+  return std::vector<int64_t>{kernel[0], kernel[1], strides[0],   strides[1],   pads[0],   pads[1],
+                              pads[2],   pads[3],   dilations[0], dilations[1], ceil_mode, count_include_pad};
 }
 
 template <OpId kId>
@@ -460,8 +466,9 @@ Result<std::vector<TensorType>> infer_pool(std::span<const TensorType> in, std::
   for (int d = 0; d < 2; ++d)
     for (int i : {kPoolPadTop + d, kPoolPadBottom + d})
       if (p[i] < 0 || p[i] >= p[kKernelH + d])
-        return invalid_argument(prefix(kId) + "pad " + std::to_string(p[i]) + " must be in 0..kernel size - 1 (" +
-                                std::to_string(p[kKernelH + d] - 1) + ")");
+        return invalid_argument(prefix(kId) + "pad " + std::to_string(p[i]) +
+                                " must be in 0..kernel size - 1 (" + std::to_string(p[kKernelH + d] - 1) +
+                                ")");
   if ((p[kCeilMode] != 0 && p[kCeilMode] != 1) || (p[kCountIncludePad] != 0 && p[kCountIncludePad] != 1))
     return invalid_argument(prefix(kId) + "ceil_mode and count_include_pad must be 0 or 1");
   if (kId == kMaxPool && p[kCountIncludePad] != 0)
@@ -520,15 +527,16 @@ Result<std::vector<int64_t>> lower_resize(std::span<const TensorType> in, const 
   HEXIR_RETURN_IF_ERROR(check_attr_names(
       kResize, attrs, {"mode", "coordinate_transformation_mode", "nearest_mode", "sizes", "scales"}));
   const TensorType& x = in[0];
-  if (x.rank() != 4) return invalid_argument(prefix(kResize) + "input " + x.to_string() + " is not [N,C,H,W]");
+  if (x.rank() != 4)
+    return invalid_argument(prefix(kResize) + "input " + x.to_string() + " is not [N,C,H,W]");
   HEXIR_ASSIGN_OR_RETURN(int64_t mode, enum_attr(attrs, "mode", {"nearest", "linear"}, 0));
-  HEXIR_ASSIGN_OR_RETURN(int64_t coordinate,
-                         enum_attr(attrs, "coordinate_transformation_mode",
-                                   {"half_pixel", "align_corners", "asymmetric", "pytorch_half_pixel",
-                                    "tf_half_pixel_for_nn"},
-                                   0));
-  HEXIR_ASSIGN_OR_RETURN(int64_t nearest,
-                         enum_attr(attrs, "nearest_mode", {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"}, 0));
+  HEXIR_ASSIGN_OR_RETURN(int64_t coordinate, enum_attr(attrs, "coordinate_transformation_mode",
+                                                       {"half_pixel", "align_corners", "asymmetric",
+                                                        "pytorch_half_pixel", "tf_half_pixel_for_nn"},
+                                                       0));
+  HEXIR_ASSIGN_OR_RETURN(
+      int64_t nearest,
+      enum_attr(attrs, "nearest_mode", {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"}, 0));
   if (mode == 1) nearest = 0;
   std::vector<int64_t> out;
   if (find_attr(attrs, "sizes")) {
@@ -573,7 +581,8 @@ Result<std::vector<int64_t>> lower_resize(std::span<const TensorType> in, const 
 Result<std::vector<TensorType>> infer_resize(std::span<const TensorType> in, std::span<const int64_t> p) {
   HEXIR_RETURN_IF_ERROR(check_param_count(kResize, p, kResizeParamCount));
   const TensorType& x = in[0];
-  if (x.rank() != 4) return invalid_argument(prefix(kResize) + "input " + x.to_string() + " is not [N,C,H,W]");
+  if (x.rank() != 4)
+    return invalid_argument(prefix(kResize) + "input " + x.to_string() + " is not [N,C,H,W]");
   if (p[kResizeMode] < 0 || p[kResizeMode] > 1 || p[kCoordinateMode] < 0 || p[kCoordinateMode] > 4 ||
       p[kNearestMode] < 0 || p[kNearestMode] > 3 || (p[kResizeMode] == 1 && p[kNearestMode] != 0))
     return invalid_argument(prefix(kResize) + "mode words " + shape_str(p.first(3)) + " are out of range");
@@ -582,7 +591,8 @@ Result<std::vector<TensorType>> infer_resize(std::span<const TensorType> in, std
     if (size < 0 || size > kMaxResizeDim)
       return invalid_argument(prefix(kResize) + "result dim " + std::to_string(size) + " is not in 0..2^40");
     if (size > 0 && x.dims[2 + d] == 0)
-      return invalid_argument(prefix(kResize) + "an empty input dim cannot be resized to " + std::to_string(size));
+      return invalid_argument(prefix(kResize) + "an empty input dim cannot be resized to " +
+                              std::to_string(size));
   }
   return one({DType::kF32, {x.dims[0], x.dims[1], p[kOutH], p[kOutW]}});
 }
@@ -603,8 +613,8 @@ constexpr OpDef kDefs[] = {
     {kMatmul, "matmul", 2, 2, 1, 1, true, false, false, 0, lower_matmul, infer_matmul, nullptr, plan_matmul},
     {kConv2d, "conv2d", 2, 3, 1, 1, true, false, false, 0, lower_conv2d, infer_conv2d, workspace_conv2d,
      plan_conv2d},
-    {kMaxPool, "max_pool", 1, 1, 1, 1, true, false, false, 0, lower_pool<kMaxPool>, infer_pool<kMaxPool>, nullptr,
-     plan_pool<kMaxPool>},
+    {kMaxPool, "max_pool", 1, 1, 1, 1, true, false, false, 0, lower_pool<kMaxPool>, infer_pool<kMaxPool>,
+     nullptr, plan_pool<kMaxPool>},
     {kAveragePool, "average_pool", 1, 1, 1, 1, true, false, false, 0, lower_pool<kAveragePool>,
      infer_pool<kAveragePool>, nullptr, plan_pool<kAveragePool>},
     {kResize, "resize", 1, 1, 1, 1, true, false, false, 0, lower_resize, infer_resize, nullptr, plan_resize},

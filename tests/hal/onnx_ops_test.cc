@@ -3,8 +3,8 @@
 // loops over multi-indices, in double, with ONNX's (numpy's) NaN rules spelled
 // out.
 #include <algorithm>
-#include <cstring>
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <random>
@@ -47,20 +47,35 @@ struct UnaryRef {
 
 std::vector<UnaryRef> unary_refs() {
   return {
-      {"leaky_relu 0.01", OpId::kLeakyRelu, {word(0.01)},
+      {"leaky_relu 0.01",
+       OpId::kLeakyRelu,
+       {word(0.01)},
        [](double x) { return std::isnan(x) ? x : (x < 0 ? 0.01 * x : x); }},
-      {"leaky_relu 0.2", OpId::kLeakyRelu, {word(0.2)},
+      {"leaky_relu 0.2",
+       OpId::kLeakyRelu,
+       {word(0.2)},
        [](double x) { return std::isnan(x) ? x : (x < 0 ? 0.2 * x : x); }},
-      {"clip [-1, 2]", OpId::kClip, {word(-1.0), word(2.0)}, [](double x) { return clamp_nan(x, -1.0, 2.0); }},
+      {"clip [-1, 2]",
+       OpId::kClip,
+       {word(-1.0), word(2.0)},
+       [](double x) { return clamp_nan(x, -1.0, 2.0); }},
       {"clip unbounded", OpId::kClip, {word(-kInf), word(kInf)}, [](double x) { return x; }},
-      {"clip min 0.5 only", OpId::kClip, {word(0.5), word(kInf)},
+      {"clip min 0.5 only",
+       OpId::kClip,
+       {word(0.5), word(kInf)},
        [](double x) { return clamp_nan(x, 0.5, kInf); }},
       // numpy.clip with min > max: every value becomes max.
-      {"clip min above max", OpId::kClip, {word(2.0), word(-1.0)},
+      {"clip min above max",
+       OpId::kClip,
+       {word(2.0), word(-1.0)},
        [](double x) { return std::isnan(x) ? x : -1.0; }},
-      {"hard_sigmoid", OpId::kHardSigmoid, {word(0.2), word(0.5)},
+      {"hard_sigmoid",
+       OpId::kHardSigmoid,
+       {word(0.2), word(0.5)},
        [](double x) { return clamp_nan(0.2 * x + 0.5, 0.0, 1.0); }},
-      {"hard_sigmoid alpha -0.5 beta 0.25", OpId::kHardSigmoid, {word(-0.5), word(0.25)},
+      {"hard_sigmoid alpha -0.5 beta 0.25",
+       OpId::kHardSigmoid,
+       {word(-0.5), word(0.25)},
        [](double x) { return clamp_nan(-0.5 * x + 0.25, 0.0, 1.0); }},
       // ONNX's definition x * hard_sigmoid(x; 1/6, 1/2): -inf * 0 is NaN.
       {"hard_swish", OpId::kHardSwish, {}, [](double x) { return x * clamp_nan(x / 6.0 + 0.5, 0.0, 1.0); }},
@@ -194,8 +209,8 @@ HostTensor ints(DType dtype, Dims dims, uint32_t seed, int64_t range) {
 }
 
 TEST_CASE("pow against a double reference with broadcasting") {
-  const std::pair<Dims, Dims> shapes[] = {
-      {{3, 5}, {3, 5}}, {{3, 5}, {}}, {{}, {4, 2}}, {{4, 1}, {1, 3, 1, 6}}, {{2, 1, 5}, {3, 1}}, {{0, 3}, {3}}};
+  const std::pair<Dims, Dims> shapes[] = {{{3, 5}, {3, 5}},       {{3, 5}, {}},        {{}, {4, 2}},
+                                          {{4, 1}, {1, 3, 1, 6}}, {{2, 1, 5}, {3, 1}}, {{0, 3}, {3}}};
   uint32_t seed = 200;
   for (const auto& [da, db] : shapes) {
     INFO(dims_string(da) << " ** " << dims_string(db));
@@ -233,7 +248,8 @@ TEST_CASE("pow: spelled-out values") {
 
 template <typename T>
 void check_compare(OpId id, const HostTensor& a, const HostTensor& b, const std::function<bool(T, T)>& ref) {
-  INFO(ops::op_def(id).name << " " << dtype_name(a.dtype) << dims_string(a.dims) << " vs " << dims_string(b.dims));
+  INFO(ops::op_def(id).name << " " << dtype_name(a.dtype) << dims_string(a.dims) << " vs "
+                            << dims_string(b.dims));
   const Dims dims = broadcast(a.dims, b.dims);
   HostTensor out(DType::kBool, dims);
   std::fill(out.bytes.begin(), out.bytes.end(), uint8_t{0xEE});
@@ -241,7 +257,8 @@ void check_compare(OpId id, const HostTensor& a, const HostTensor& b, const std:
   REQUIRE(run_kernel(id, {&ac, &bc}, out).ok());
   for (int64_t i = 0; i < product(dims); ++i) {
     const Dims index = unravel(i, dims);
-    const bool want = ref(element<T>(a, broadcast_offset(index, a.dims)), element<T>(b, broadcast_offset(index, b.dims)));
+    const bool want =
+        ref(element<T>(a, broadcast_offset(index, a.dims)), element<T>(b, broadcast_offset(index, b.dims)));
     if (out.bytes[static_cast<size_t>(i)] != static_cast<uint8_t>(want)) {
       INFO("element " << i << ": got byte " << int(out.bytes[static_cast<size_t>(i)]) << ", want " << want);
       CHECK(false);
@@ -256,7 +273,7 @@ TEST_CASE("equal, less, greater: f32 (NaN, infinities, -0 == 0), i32 and i64, br
   const float bv[] = {kNaNF, 1.0f, kNaNF, kInfF, kInfF, -0.0f, 1.0f, -1.0f};
   std::memcpy(a.bytes.data(), av, sizeof av);
   std::memcpy(b.bytes.data(), bv, sizeof bv);
-  const std::pair<Dims, Dims> shapes[] = {{{4, 6}, {4, 6}}, {{4, 6}, {6}}, {{}, {3, 2}},
+  const std::pair<Dims, Dims> shapes[] = {{{4, 6}, {4, 6}},       {{4, 6}, {6}},       {{}, {3, 2}},
                                           {{4, 1}, {1, 3, 1, 6}}, {{2, 1, 5}, {3, 1}}, {{0, 2}, {2}}};
   auto eq = [](auto x, auto y) { return x == y; };
   auto lt = [](auto x, auto y) { return x < y; };
@@ -273,7 +290,9 @@ TEST_CASE("equal, less, greater: f32 (NaN, infinities, -0 == 0), i32 and i64, br
     const HostTensor ia = ints(DType::kI64, da, seed++, 5), ib = ints(DType::kI64, db, seed++, 5);
     const HostTensor ja = ints(DType::kI32, da, seed++, 5), jb = ints(DType::kI32, db, seed++, 5);
     for (auto [id, ref] : {std::pair<OpId, int>{OpId::kEqual, 0}, {OpId::kLess, 1}, {OpId::kGreater, 2}}) {
-      auto pick = [ref, eq, lt, gt](auto x, auto y) { return ref == 0 ? eq(x, y) : ref == 1 ? lt(x, y) : gt(x, y); };
+      auto pick = [ref, eq, lt, gt](auto x, auto y) {
+        return ref == 0 ? eq(x, y) : ref == 1 ? lt(x, y) : gt(x, y);
+      };
       check_compare<float>(id, fa, fb, pick);
       check_compare<int64_t>(id, ia, ib, pick);
       check_compare<int32_t>(id, ja, jb, pick);
@@ -313,9 +332,9 @@ TEST_CASE("reduce_max against a reference (NaN propagates, -inf over nothing)") 
     Dims dims;
     std::vector<int64_t> params;  // [keepdims, axes...]
   };
-  const Case cases[] = {{{4, 8}, {0}},          {{4, 8}, {1, 1}},       {{3, 4, 5}, {0, 0, 2}},
-                        {{2, 3, 5, 7}, {1, 2, 3}}, {{0, 3}, {0, 0}},     {{3, 0}, {1, 1}},
-                        {{}, {0}},              {{2, 1, 3}, {0, 1}},     {{5, 6}, {0, 0, 1}}};
+  const Case cases[] = {
+      {{4, 8}, {0}},    {{4, 8}, {1, 1}}, {{3, 4, 5}, {0, 0, 2}}, {{2, 3, 5, 7}, {1, 2, 3}}, {{0, 3}, {0, 0}},
+      {{3, 0}, {1, 1}}, {{}, {0}},        {{2, 1, 3}, {0, 1}},    {{5, 6}, {0, 0, 1}}};
   uint32_t seed = 400;
   for (const Case& c : cases) {
     INFO(dims_string(c.dims) << " params " << dims_string(c.params));
@@ -359,7 +378,8 @@ struct PoolCase {
 };
 
 // Direct definition: every tap of every window, in double.
-std::vector<double> pool_reference(bool is_max, const HostTensor& x, const PoolCase& c, const Dims& out_dims) {
+std::vector<double> pool_reference(bool is_max, const HostTensor& x, const PoolCase& c,
+                                   const Dims& out_dims) {
   const auto& p = c.params;
   const int64_t n = x.dims[0], ch = x.dims[1], h = x.dims[2], w = x.dims[3];
   const int64_t oh = out_dims[2], ow = out_dims[3];
@@ -393,14 +413,22 @@ std::vector<double> pool_reference(bool is_max, const HostTensor& x, const PoolC
 
 TEST_CASE("max_pool and average_pool against the direct definition") {
   const PoolCase cases[] = {
-      {{1, 3, 8, 8}, {2, 2, 2, 2, 0, 0, 0, 0, 1, 1, 0, 0}},  {{2, 2, 7, 6}, {3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0}},
-      {{2, 2, 7, 6}, {3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1}},  {{1, 2, 8, 7}, {3, 3, 2, 2, 0, 0, 0, 0, 1, 1, 1, 0}},
-      {{1, 2, 8, 7}, {3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1}},  {{1, 2, 8, 7}, {3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1, 0}},
-      {{1, 1, 5, 5}, {2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1}},  {{2, 3, 10, 9}, {2, 3, 3, 2, 1, 2, 0, 1, 1, 1, 0, 1}},
-      {{1, 2, 9, 9}, {2, 3, 1, 2, 1, 0, 1, 2, 2, 2, 0, 0}},  {{1, 2, 9, 9}, {2, 3, 1, 2, 1, 0, 1, 2, 2, 2, 1, 1}},
-      {{1, 1, 2, 2}, {2, 2, 1, 1, 1, 1, 1, 1, 3, 3, 0, 0}},  {{1, 1, 2, 2}, {2, 2, 1, 1, 1, 1, 1, 1, 3, 3, 0, 1}},
-      {{1, 1, 1, 12}, {1, 5, 1, 3, 0, 2, 0, 4, 1, 1, 1, 1}}, {{0, 2, 4, 4}, {2, 2, 1, 1, 0, 0, 0, 0, 1, 1, 0, 0}},
-      {{2, 1, 6, 6}, {6, 6, 1, 1, 0, 0, 0, 0, 1, 1, 0, 0}},  {{1, 1, 7, 7}, {3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 0}},
+      {{1, 3, 8, 8}, {2, 2, 2, 2, 0, 0, 0, 0, 1, 1, 0, 0}},
+      {{2, 2, 7, 6}, {3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0}},
+      {{2, 2, 7, 6}, {3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1}},
+      {{1, 2, 8, 7}, {3, 3, 2, 2, 0, 0, 0, 0, 1, 1, 1, 0}},
+      {{1, 2, 8, 7}, {3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1}},
+      {{1, 2, 8, 7}, {3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1, 0}},
+      {{1, 1, 5, 5}, {2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1}},
+      {{2, 3, 10, 9}, {2, 3, 3, 2, 1, 2, 0, 1, 1, 1, 0, 1}},
+      {{1, 2, 9, 9}, {2, 3, 1, 2, 1, 0, 1, 2, 2, 2, 0, 0}},
+      {{1, 2, 9, 9}, {2, 3, 1, 2, 1, 0, 1, 2, 2, 2, 1, 1}},
+      {{1, 1, 2, 2}, {2, 2, 1, 1, 1, 1, 1, 1, 3, 3, 0, 0}},
+      {{1, 1, 2, 2}, {2, 2, 1, 1, 1, 1, 1, 1, 3, 3, 0, 1}},
+      {{1, 1, 1, 12}, {1, 5, 1, 3, 0, 2, 0, 4, 1, 1, 1, 1}},
+      {{0, 2, 4, 4}, {2, 2, 1, 1, 0, 0, 0, 0, 1, 1, 0, 0}},
+      {{2, 1, 6, 6}, {6, 6, 1, 1, 0, 0, 0, 0, 1, 1, 0, 0}},
+      {{1, 1, 7, 7}, {3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 0}},
   };
   uint32_t seed = 500;
   for (const PoolCase& c : cases) {
@@ -456,7 +484,8 @@ int64_t numpy_pad_index(int mode, int64_t i, int64_t lo, int64_t hi) {
   return lo + t;
 }
 
-void check_pad(DType dtype, const Dims& dims, int mode, int64_t value_word, const Dims& begin, const Dims& end) {
+void check_pad(DType dtype, const Dims& dims, int mode, int64_t value_word, const Dims& begin,
+               const Dims& end) {
   INFO("pad " << dtype_name(dtype) << dims_string(dims) << " mode " << mode << " begin " << dims_string(begin)
               << " end " << dims_string(end));
   HostTensor x(dtype, dims);
@@ -485,8 +514,9 @@ void check_pad(DType dtype, const Dims& dims, int mode, int64_t value_word, cons
     for (size_t b = 0; b < e; ++b)
       want[b] = constant ? static_cast<uint8_t>(static_cast<uint64_t>(value_word) >> (8 * b))
                          : x.bytes[static_cast<size_t>(offset) * e + b];
-    const std::vector<uint8_t> got(out.bytes.begin() + static_cast<std::ptrdiff_t>(k * static_cast<int64_t>(e)),
-                                   out.bytes.begin() + static_cast<std::ptrdiff_t>((k + 1) * static_cast<int64_t>(e)));
+    const std::vector<uint8_t> got(
+        out.bytes.begin() + static_cast<std::ptrdiff_t>(k * static_cast<int64_t>(e)),
+        out.bytes.begin() + static_cast<std::ptrdiff_t>((k + 1) * static_cast<int64_t>(e)));
     if (got != want) {
       INFO("output element " << k << " " << dims_string(index) << (constant ? " (constant)" : ""));
       CHECK(false);
@@ -506,9 +536,9 @@ TEST_CASE("pad: every mode and element size against numpy's rule") {
     check_pad(dtype, {5, 6}, 0, value, {-1, 2}, {-2, -3});  // crop and pad
     check_pad(dtype, {5, 6}, 1, 0, {-1, 3}, {2, -2});       // reflect inside the cropped part
     check_pad(dtype, {5, 6}, 2, 0, {-4, -1}, {3, 2});
-    check_pad(dtype, {1, 4}, 1, 0, {3, 0}, {2, 0});         // reflect of one row repeats it
-    check_pad(dtype, {0, 3}, 0, value, {2, 1}, {1, 1});     // constant around nothing
-    check_pad(dtype, {3, 2}, 0, value, {-2, 0}, {-1, 0});   // cropped to nothing
+    check_pad(dtype, {1, 4}, 1, 0, {3, 0}, {2, 0});        // reflect of one row repeats it
+    check_pad(dtype, {0, 3}, 0, value, {2, 1}, {1, 1});    // constant around nothing
+    check_pad(dtype, {3, 2}, 0, value, {-2, 0}, {-1, 0});  // cropped to nothing
     check_pad(dtype, {2, 2, 2, 2, 2}, 2, 0, {1, 0, 1, 0, 1}, {0, 1, 0, 1, 0});
   }
   check_pad(DType::kBool, {2, 3}, 0, 1, {1, 1}, {1, 1});
@@ -526,7 +556,7 @@ TEST_CASE("pad: ONNX attributes lowered (mode, pads begin-then-end, value in the
   CHECK(*p == std::vector<int64_t>{0, int64_t{std::bit_cast<uint32_t>(2.5f)}, 1, 2, 3, 4});
   p = lower({DType::kF16, {2, 2}}, attrs);
   REQUIRE(p.ok());
-  CHECK((*p)[1] == 0x4100);  // 2.5 as f16
+  CHECK((*p)[1] == 0x4100);                               // 2.5 as f16
   CHECK_FALSE(lower({DType::kI32, {2, 2}}, attrs).ok());  // 2.5 is not an i32
   attrs["value"].value = int64_t{-1};
   CHECK((*lower({DType::kI8, {2, 2}}, attrs))[1] == 0xFF);
@@ -558,10 +588,10 @@ TEST_CASE("expand: numpy broadcast of any dtype to the result dims") {
     DType dtype;
     Dims from, to;
   };
-  const Case cases[] = {{DType::kF32, {3, 1}, {2, 3, 4}}, {DType::kI64, {}, {5}},
-                        {DType::kU8, {1, 4}, {3, 4}},     {DType::kF16, {2, 3}, {2, 3}},
+  const Case cases[] = {{DType::kF32, {3, 1}, {2, 3, 4}},     {DType::kI64, {}, {5}},
+                        {DType::kU8, {1, 4}, {3, 4}},         {DType::kF16, {2, 3}, {2, 3}},
                         {DType::kBool, {2, 1, 3}, {2, 4, 3}}, {DType::kI32, {1, 3}, {0, 3}},
-                        {DType::kF32, {1}, {1, 1, 1}},    {DType::kI64, {4, 1, 1}, {2, 4, 3, 2}}};
+                        {DType::kF32, {1}, {1, 1, 1}},        {DType::kI64, {4, 1, 1}, {2, 4, 3, 2}}};
   for (const Case& c : cases) {
     INFO(dtype_name(c.dtype) << dims_string(c.from) << " -> " << dims_string(c.to));
     HostTensor x(c.dtype, c.from);
@@ -571,13 +601,15 @@ TEST_CASE("expand: numpy broadcast of any dtype to the result dims") {
     const size_t e = dtype_size(c.dtype);
     for (int64_t k = 0; k < out.count(); ++k) {
       const int64_t src = broadcast_offset(unravel(k, c.to), c.from);
-      CHECK(std::equal(out.bytes.begin() + k * static_cast<int64_t>(e), out.bytes.begin() + (k + 1) * static_cast<int64_t>(e),
+      CHECK(std::equal(out.bytes.begin() + k * static_cast<int64_t>(e),
+                       out.bytes.begin() + (k + 1) * static_cast<int64_t>(e),
                        x.bytes.begin() + src * static_cast<int64_t>(e)));
     }
   }
   // ONNX Expand broadcasts both ways: a stated 1 keeps x's dim.
-  auto p = ops::lower_attributes(OpId::kExpand, std::vector{TensorType{DType::kF32, {3, 1}}},
-                                 {{"shape", ops::AttrValue{std::vector<ops::AttrValue>{{int64_t{2}}, {int64_t{1}}, {int64_t{6}}}}}}, {});
+  auto p = ops::lower_attributes(
+      OpId::kExpand, std::vector{TensorType{DType::kF32, {3, 1}}},
+      {{"shape", ops::AttrValue{std::vector<ops::AttrValue>{{int64_t{2}}, {int64_t{1}}, {int64_t{6}}}}}}, {});
   REQUIRE(p.ok());
   CHECK(*p == std::vector<int64_t>{2, 3, 6});
 }
@@ -589,11 +621,16 @@ TEST_CASE("expand: numpy broadcast of any dtype to the result dims") {
 double resize_coordinate(int mode, double x, double in, double out) {
   const double scale = out / in;
   switch (mode) {
-    case 1: return out == 1 ? 0 : x * (in - 1) / (out - 1);
-    case 2: return x / scale;
-    case 3: return out > 1 ? (x + 0.5) / scale - 0.5 : 0;
-    case 4: return (x + 0.5) / scale;
-    default: return (x + 0.5) / scale - 0.5;
+    case 1:
+      return out == 1 ? 0 : x * (in - 1) / (out - 1);
+    case 2:
+      return x / scale;
+    case 3:
+      return out > 1 ? (x + 0.5) / scale - 0.5 : 0;
+    case 4:
+      return (x + 0.5) / scale;
+    default:
+      return (x + 0.5) / scale - 0.5;
   }
 }
 
@@ -601,10 +638,18 @@ int64_t nearest_index(int mode, double v, int64_t in) {
   double r;
   const double f = std::floor(v);
   switch (mode) {
-    case 1: r = v - f == 0.5 ? f + 1 : std::round(v); break;  // ties up
-    case 2: r = f; break;
-    case 3: r = std::ceil(v); break;
-    default: r = v - f == 0.5 ? f : std::round(v); break;  // ties down
+    case 1:
+      r = v - f == 0.5 ? f + 1 : std::round(v);
+      break;  // ties up
+    case 2:
+      r = f;
+      break;
+    case 3:
+      r = std::ceil(v);
+      break;
+    default:
+      r = v - f == 0.5 ? f : std::round(v);
+      break;  // ties down
   }
   return std::clamp<int64_t>(static_cast<int64_t>(r), 0, in - 1);
 }
@@ -621,12 +666,13 @@ std::vector<double> resize_reference(const HostTensor& x, const std::vector<int6
   for (int64_t plane = 0; plane < n * c; ++plane)
     for (int64_t oy = 0; oy < oh; ++oy)
       for (int64_t ox = 0; ox < ow; ++ox) {
-        const double sy = resize_coordinate(static_cast<int>(p[1]), static_cast<double>(oy), static_cast<double>(h),
-                                            static_cast<double>(oh));
-        const double sx = resize_coordinate(static_cast<int>(p[1]), static_cast<double>(ox), static_cast<double>(w),
-                                            static_cast<double>(ow));
+        const double sy = resize_coordinate(static_cast<int>(p[1]), static_cast<double>(oy),
+                                            static_cast<double>(h), static_cast<double>(oh));
+        const double sx = resize_coordinate(static_cast<int>(p[1]), static_cast<double>(ox),
+                                            static_cast<double>(w), static_cast<double>(ow));
         if (p[0] == 0) {
-          out.push_back(at(plane, nearest_index(static_cast<int>(p[2]), sy, h), nearest_index(static_cast<int>(p[2]), sx, w)));
+          out.push_back(at(plane, nearest_index(static_cast<int>(p[2]), sy, h),
+                           nearest_index(static_cast<int>(p[2]), sx, w)));
           continue;
         }
         const double fy = std::floor(sy), fx = std::floor(sx);
@@ -700,10 +746,11 @@ TEST_CASE("resize: the ONNX documentation's examples, from attributes") {
   check_close(o, {1, 1.25, 1.75, 2, 1.5, 1.75, 2.25, 2.5, 2.5, 2.75, 3.25, 3.5, 3, 3.25, 3.75, 4});
   // resize_upsample_scales_linear_align_corners
   o = run({1, 2, 3, 4}, {1, 1, 2, 2},
-          {{"scales", list({1, 1, 2, 2})}, {"mode", str("linear")},
+          {{"scales", list({1, 1, 2, 2})},
+           {"mode", str("linear")},
            {"coordinate_transformation_mode", str("align_corners")}});
-  check_close(o, {1, 4.0 / 3, 5.0 / 3, 2, 5.0 / 3, 2, 7.0 / 3, 8.0 / 3, 7.0 / 3, 8.0 / 3, 3, 10.0 / 3, 3, 10.0 / 3,
-                  11.0 / 3, 4});
+  check_close(o, {1, 4.0 / 3, 5.0 / 3, 2, 5.0 / 3, 2, 7.0 / 3, 8.0 / 3, 7.0 / 3, 8.0 / 3, 3, 10.0 / 3, 3,
+                  10.0 / 3, 11.0 / 3, 4});
   // resize_downsample_scales_nearest: sizes floor(2 * 0.6), floor(4 * 0.6)
   o = run({1, 2, 3, 4, 5, 6, 7, 8}, {1, 1, 2, 4}, {{"scales", list({1, 1, 0.6, 0.6})}});
   CHECK(o.dims == Dims{1, 1, 1, 2});
@@ -740,7 +787,8 @@ std::vector<double> conv_transpose_reference(const HostTensor& x, const HostTens
                     w.at(((ci * kg + kk) * kh + ky) * kw + kx);
               }
   if (bias)
-    for (size_t i = 0; i < out.size(); ++i) out[i] += bias->at(static_cast<int64_t>(i / static_cast<size_t>(oh * ow)) % k);
+    for (size_t i = 0; i < out.size(); ++i)
+      out[i] += bias->at(static_cast<int64_t>(i / static_cast<size_t>(oh * ow)) % k);
   return out;
 }
 
@@ -772,7 +820,8 @@ TEST_CASE("conv_transpose against the scatter definition") {
     REQUIRE_MESSAGE(result.ok(), result.status().to_string());
     HostTensor out(DType::kF32, result->dims);
     REQUIRE(run_kernel(OpId::kConvTranspose, inputs, out, c.params).ok());
-    check_close(out, conv_transpose_reference(x, w, c.bias ? &bias : nullptr, c.params, out.dims), 1e-5, 1e-5);
+    check_close(out, conv_transpose_reference(x, w, c.bias ? &bias : nullptr, c.params, out.dims), 1e-5,
+                1e-5);
   }
 }
 

@@ -172,15 +172,21 @@ inline std::vector<KernelCase> kernel_cases() {
   }
 
   // pow: numpy.power (NaN for a negative base and a fractional exponent).
-  cases.push_back({"pow same shape with NaN/inf",
+  cases.push_back(
+      {"pow same shape with NaN/inf",
+       OpId::kPow,
+       {with_specials(random_f32({37, 19}, 340, 0.1f, 3.0f)), random_f32({37, 19}, 341, -3.0f, 3.0f)},
+       {}});
+  cases.push_back({"pow negative bases",
                    OpId::kPow,
-                   {with_specials(random_f32({37, 19}, 340, 0.1f, 3.0f)), random_f32({37, 19}, 341, -3.0f, 3.0f)},
+                   {random_f32({5, 7}, 342), with_specials(random_f32({5, 7}, 343))},
                    {}});
   cases.push_back(
-      {"pow negative bases", OpId::kPow, {random_f32({5, 7}, 342), with_specials(random_f32({5, 7}, 343))}, {}});
-  cases.push_back({"pow scalar exponent", OpId::kPow, {random_f32({5, 7}, 344, 0.0f, 4.0f), random_f32({}, 345)}, {}});
-  cases.push_back(
-      {"pow general broadcast", OpId::kPow, {random_f32({4, 1}, 346, 0.5f, 2.0f), random_f32({1, 3, 1, 8}, 347)}, {}});
+      {"pow scalar exponent", OpId::kPow, {random_f32({5, 7}, 344, 0.0f, 4.0f), random_f32({}, 345)}, {}});
+  cases.push_back({"pow general broadcast",
+                   OpId::kPow,
+                   {random_f32({4, 1}, 346, 0.5f, 2.0f), random_f32({1, 3, 1, 8}, 347)},
+                   {}});
   cases.push_back(
       {"pow in place", OpId::kPow, {random_f32({4, 8}, 348, 0.5f, 2.0f), random_f32({8}, 349)}, {}, true});
 
@@ -225,7 +231,8 @@ inline std::vector<KernelCase> kernel_cases() {
       add("f32 general broadcast", {random_f32({4, 1}, seed++), random_f32({1, 3, 1, 8}, seed++)});
       add("i64 same shape", {small_ints(DType::kI64, {5, 9}, 1), small_ints(DType::kI64, {5, 9}, 3)});
       add("i64 beyond double precision", {big, big2});
-      add("i64 general broadcast", {small_ints(DType::kI64, {3, 1, 5}, 2), small_ints(DType::kI64, {4, 1}, 4)});
+      add("i64 general broadcast",
+          {small_ints(DType::kI64, {3, 1, 5}, 2), small_ints(DType::kI64, {4, 1}, 4)});
       add("i32 scalar b", {small_ints(DType::kI32, {6, 7}, 5), small_ints(DType::kI32, {}, 6)});
     }
   }
@@ -311,7 +318,8 @@ inline std::vector<KernelCase> kernel_cases() {
   reduce("reduce_max global pool axes 2,3", OpId::kReduceMax, {2, 3, 5, 7}, {1, 2, 3}, 812);
   reduce("reduce_max of nothing", OpId::kReduceMax, {0, 3}, {0, 0}, 813);
   reduce("reduce_max scalar", OpId::kReduceMax, {}, {0}, 814);
-  cases.push_back({"reduce_max with NaN/inf", OpId::kReduceMax, {with_specials(random_f32({4, 6}, 815))}, {0, 1}});
+  cases.push_back(
+      {"reduce_max with NaN/inf", OpId::kReduceMax, {with_specials(random_f32({4, 6}, 815))}, {0, 1}});
 
   auto concat = [&](std::string n, std::vector<HostTensor> inputs, int64_t axis) {
     KernelCase c{"concat " + n, OpId::kConcat, std::move(inputs), {axis}};
@@ -424,18 +432,24 @@ inline std::vector<KernelCase> kernel_cases() {
                   bool specials = false) {
     HostTensor input = random_f32(x, s);
     if (specials) input = with_specials(input);
-    cases.push_back({(id == OpId::kMaxPool ? "max_pool " : "average_pool ") + n, id, {input}, std::move(params)});
+    cases.push_back(
+        {(id == OpId::kMaxPool ? "max_pool " : "average_pool ") + n, id, {input}, std::move(params)});
   };
   pool("2x2 stride 2", OpId::kMaxPool, {1, 3, 8, 8}, {2, 2, 2, 2, 0, 0, 0, 0, 1, 1, 0, 0}, 1700);
-  pool("3x3 pad 1 with NaN/inf", OpId::kMaxPool, {2, 2, 7, 6}, {3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0}, 1701, true);
+  pool("3x3 pad 1 with NaN/inf", OpId::kMaxPool, {2, 2, 7, 6}, {3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0}, 1701,
+       true);
   pool("ceil mode", OpId::kMaxPool, {1, 2, 8, 7}, {3, 3, 2, 2, 0, 0, 0, 0, 1, 1, 1, 0}, 1702);
   pool("dilated, asymmetric pads", OpId::kMaxPool, {1, 2, 9, 9}, {2, 3, 1, 2, 1, 0, 1, 2, 2, 2, 0, 0}, 1703);
   pool("windows of pads only", OpId::kMaxPool, {1, 1, 2, 2}, {2, 2, 1, 1, 1, 1, 1, 1, 3, 3, 0, 0}, 1704);
   pool("2x2 stride 2", OpId::kAveragePool, {1, 3, 8, 8}, {2, 2, 2, 2, 0, 0, 0, 0, 1, 1, 0, 0}, 1710);
-  pool("3x3 pad 1 excluding pads", OpId::kAveragePool, {2, 2, 7, 6}, {3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0}, 1711);
-  pool("3x3 pad 1 counting pads", OpId::kAveragePool, {2, 2, 7, 6}, {3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1}, 1712);
-  pool("ceil mode counting pads", OpId::kAveragePool, {1, 2, 8, 7}, {3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1}, 1713);
-  pool("ceil mode excluding pads", OpId::kAveragePool, {1, 2, 8, 7}, {3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1, 0}, 1714);
+  pool("3x3 pad 1 excluding pads", OpId::kAveragePool, {2, 2, 7, 6}, {3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0},
+       1711);
+  pool("3x3 pad 1 counting pads", OpId::kAveragePool, {2, 2, 7, 6}, {3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1},
+       1712);
+  pool("ceil mode counting pads", OpId::kAveragePool, {1, 2, 8, 7}, {3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1},
+       1713);
+  pool("ceil mode excluding pads", OpId::kAveragePool, {1, 2, 8, 7}, {3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1, 0},
+       1714);
   pool("asymmetric 2x3", OpId::kAveragePool, {2, 3, 10, 9}, {2, 3, 3, 2, 1, 2, 0, 1, 1, 1, 0, 1}, 1715);
   pool("dilated", OpId::kAveragePool, {1, 2, 9, 9}, {2, 3, 1, 2, 1, 0, 1, 2, 2, 2, 0, 0}, 1716);
   pool("windows of pads only", OpId::kAveragePool, {1, 1, 2, 2}, {2, 2, 1, 1, 1, 1, 1, 1, 3, 3, 0, 0}, 1717);
@@ -485,10 +499,13 @@ inline std::vector<KernelCase> kernel_cases() {
   resize("linear pytorch_half_pixel to one row", {1, 2, 6, 6}, {1, 3, 0, 1, 5}, 1957);
   resize("to nothing", {1, 2, 3, 3}, {1, 0, 0, 0, 4}, 1958);
 
-  // [stride_h, stride_w, pad_t, pad_l, pad_b, pad_r, dil_h, dil_w, groups, output_padding_h, output_padding_w]
+  // [stride_h, stride_w, pad_t, pad_l, pad_b, pad_r, dil_h, dil_w, groups, output_padding_h,
+  // output_padding_w]
   auto deconv = [&](std::string n, std::vector<int64_t> x, std::vector<int64_t> w, bool bias,
                     std::vector<int64_t> params, uint32_t s) {
-    KernelCase c{"conv_transpose " + n, OpId::kConvTranspose, {random_f32(x, s), random_f32(w, s + 1)},
+    KernelCase c{"conv_transpose " + n,
+                 OpId::kConvTranspose,
+                 {random_f32(x, s), random_f32(w, s + 1)},
                  std::move(params)};
     if (bias) c.inputs.push_back(random_f32({w[1] * c.params[8]}, s + 2));
     c.rtol = 1e-4;

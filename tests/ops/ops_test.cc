@@ -1141,7 +1141,8 @@ TEST_CASE("pow, equal, less, greater, not: rules, kernel keys and plans") {
       auto r = rule(id, {tt(t, {2, 1, 4}), tt(t, {3, 1})}, {});
       REQUIRE(r.ok());
       CHECK(r->at(0) == tt(DType::kBool, {2, 3, 4}));
-      CHECK(kernel_key(id, std::vector{tt(t, {2}), tt(t, {2})}, std::vector{tt(DType::kBool, {2})}).input == t);
+      CHECK(kernel_key(id, std::vector{tt(t, {2}), tt(t, {2})}, std::vector{tt(DType::kBool, {2})}).input ==
+            t);
     }
     CHECK(mentions(rejected(id, {f32({2}), tt(DType::kI64, {2})}, {}), "one dtype"));
     rejected(id, {tt(DType::kBool, {2}), tt(DType::kBool, {2})}, {});
@@ -1164,8 +1165,8 @@ TEST_CASE("pow, equal, less, greater, not: rules, kernel keys and plans") {
   CHECK(op_def(OpId::kNot).may_run_in_place);
   const OpPlan not_plan = plan_of(OpId::kNot, {tt(DType::kBool, {3, 5})}, {});
   CHECK(not_plan.as<UnaryPlan>().n == 15);
-  for (const char* name : {"leaky_relu", "clip", "hard_sigmoid", "hard_swish", "erf", "log", "abs", "reciprocal",
-                           "pow", "equal", "less", "greater", "not"})
+  for (const char* name : {"leaky_relu", "clip", "hard_sigmoid", "hard_swish", "erf", "log", "abs",
+                           "reciprocal", "pow", "equal", "less", "greater", "not"})
     CHECK(find_op(name).has_value());
 }
 
@@ -1219,10 +1220,12 @@ TEST_CASE("max_pool, average_pool: attribute lowering (ONNX attributes, auto_pad
   CHECK(*lower(OpId::kMaxPool, x, {{"kernel_shape", list({3, 3})}, {"auto_pad", str("VALID")}}) ==
         Params{3, 3, 1, 1, 0, 0, 0, 0, 1, 1, 0, 0});
   CHECK_FALSE(lower(OpId::kMaxPool, x, {{"kernel_shape", list({3, 3})}, {"auto_pad", str("SAME")}}).ok());
-  CHECK_FALSE(lower(OpId::kMaxPool, x,
-                    {{"kernel_shape", list({3, 3})}, {"auto_pad", str("VALID")}, {"pads", list({1, 1, 1, 1})}})
-                  .ok());
-  CHECK(infer(OpId::kMaxPool, x, {{"kernel_shape", list({3, 3})}, {"strides", i(2)}, {"auto_pad", str("SAME_UPPER")}})
+  CHECK_FALSE(
+      lower(OpId::kMaxPool, x,
+            {{"kernel_shape", list({3, 3})}, {"auto_pad", str("VALID")}, {"pads", list({1, 1, 1, 1})}})
+          .ok());
+  CHECK(infer(OpId::kMaxPool, x,
+              {{"kernel_shape", list({3, 3})}, {"strides", i(2)}, {"auto_pad", str("SAME_UPPER")}})
             ->dims == Dims{1, 3, 3, 3});
 }
 
@@ -1319,12 +1322,12 @@ TEST_CASE("pad: result types and hostile words") {
   CHECK(rule(OpId::kPad, x, {3, 0, -1, -1, 9, 9})->at(0) == tt(DType::kU8, {12, 13}));
   CHECK(rule(OpId::kPad, {f32({})}, {0, 0})->at(0) == f32({}));
   CHECK(rule(OpId::kPad, {tt(DType::kI64, {2})}, {0, -1, 1, 1}).ok());  // any i64 word
-  rejected(OpId::kPad, x, {0, 0, 1, 2, 3});            // count
-  rejected(OpId::kPad, x, {4, 0, 0, 0, 0, 0});         // mode
+  rejected(OpId::kPad, x, {0, 0, 1, 2, 3});                             // count
+  rejected(OpId::kPad, x, {4, 0, 0, 0, 0, 0});                          // mode
   rejected(OpId::kPad, x, {-1, 0, 0, 0, 0, 0});
-  rejected(OpId::kPad, x, {0, 256, 0, 0, 0, 0});       // not a u8
+  rejected(OpId::kPad, x, {0, 256, 0, 0, 0, 0});  // not a u8
   rejected(OpId::kPad, x, {0, -1, 0, 0, 0, 0});
-  rejected(OpId::kPad, x, {1, 1, 0, 0, 0, 0});         // a value with reflect
+  rejected(OpId::kPad, x, {1, 1, 0, 0, 0, 0});  // a value with reflect
   rejected(OpId::kPad, {tt(DType::kBool, {2})}, {0, 2, 0, 0});
   rejected(OpId::kPad, {f32({2})}, {0, int64_t{1} << 32, 0, 0});
   CHECK(mentions(rejected(OpId::kPad, x, {0, 0, -3, 0, -2, 0}), "cannot lose"));
@@ -1375,10 +1378,10 @@ TEST_CASE("expand: lowering, result types, plan") {
   CHECK(rule(OpId::kExpand, {tt(DType::kI64, {3, 1})}, {2, 3, 4})->at(0) == tt(DType::kI64, {2, 3, 4}));
   CHECK(rule(OpId::kExpand, {f32({})}, {})->at(0) == f32({}));
   CHECK(rule(OpId::kExpand, {f32({1, 3})}, {0, 3})->at(0) == f32({0, 3}));
-  rejected(OpId::kExpand, {f32({3, 1})}, {3});           // rank below x's
-  rejected(OpId::kExpand, {f32({3, 1})}, {1, 4});        // 3 does not become 1
+  rejected(OpId::kExpand, {f32({3, 1})}, {3});     // rank below x's
+  rejected(OpId::kExpand, {f32({3, 1})}, {1, 4});  // 3 does not become 1
   rejected(OpId::kExpand, {f32({3, 1})}, {3, -4});
-  rejected(OpId::kExpand, {f32({0, 1})}, {1, 1});        // 0 does not become 1
+  rejected(OpId::kExpand, {f32({0, 1})}, {1, 1});  // 0 does not become 1
   rejected(OpId::kExpand, {f32({1})}, {1, 1, 1, 1, 1, 1, 1, 1, 1});
   rejected(OpId::kExpand, {f32({1})}, {int64_t{1} << 40, int64_t{1} << 40});  // too many bytes
   const OpPlan plan = plan_of(OpId::kExpand, {tt(DType::kU8, {3, 1})}, {2, 3, 4});
@@ -1421,9 +1424,9 @@ TEST_CASE("resize: lowering, result types, hostile words, plan") {
   CHECK_FALSE(lower(OpId::kResize, x, {}).ok());
   CHECK_FALSE(lower(OpId::kResize, x, {{"sizes", list({4, 4})}, {"mode", str("cubic")}}).ok());
   CHECK_FALSE(lower(OpId::kResize, x, {{"sizes", list({4, 4})}, {"antialias", i(1)}}).ok());
-  CHECK_FALSE(
-      lower(OpId::kResize, x, {{"sizes", list({4, 4})}, {"coordinate_transformation_mode", str("tf_crop_and_resize")}})
-          .ok());
+  CHECK_FALSE(lower(OpId::kResize, x,
+                    {{"sizes", list({4, 4})}, {"coordinate_transformation_mode", str("tf_crop_and_resize")}})
+                  .ok());
   CHECK_FALSE(lower(OpId::kResize, {f32({3, 4, 5})}, {{"sizes", list({4, 4})}}).ok());
 
   CHECK(rule(OpId::kResize, x, {1, 3, 0, 1, 9})->at(0) == f32({2, 3, 1, 9}));
@@ -1481,9 +1484,12 @@ TEST_CASE("conv_transpose: lowering, result types, hostile words, plan") {
   const std::vector<TensorType> xw{f32({1, 4, 5, 5}), f32({4, 3, 3, 3})};
   CHECK(*lower(OpId::kConvTranspose, xw, {}) == Params{1, 1, 0, 0, 0, 0, 1, 1, 1, 0, 0});
   CHECK(*lower(OpId::kConvTranspose, xw,
-               {{"strides", i(2)}, {"pads", list({1, 1})}, {"output_padding", list({1, 0})}, {"dilations", i(2)}}) ==
-        Params{2, 2, 1, 1, 1, 1, 2, 2, 1, 1, 0});
-  CHECK(*lower(OpId::kConvTranspose, xw, {{"kernel_shape", list({3, 3})}}) == Params{1, 1, 0, 0, 0, 0, 1, 1, 1, 0, 0});
+               {{"strides", i(2)},
+                {"pads", list({1, 1})},
+                {"output_padding", list({1, 0})},
+                {"dilations", i(2)}}) == Params{2, 2, 1, 1, 1, 1, 2, 2, 1, 1, 0});
+  CHECK(*lower(OpId::kConvTranspose, xw, {{"kernel_shape", list({3, 3})}}) ==
+        Params{1, 1, 0, 0, 0, 0, 1, 1, 1, 0, 0});
   CHECK_FALSE(lower(OpId::kConvTranspose, xw, {{"kernel_shape", list({2, 3})}}).ok());
   // output_shape: pads from the stated size (ONNX: the larger half first unless SAME_UPPER).
   CHECK(*lower(OpId::kConvTranspose, xw, {{"strides", i(2)}, {"output_shape", list({10, 8})}}) ==
@@ -1521,16 +1527,18 @@ TEST_CASE("conv_transpose: lowering, result types, hostile words, plan") {
   CHECK(out(xw, {1, 1, 3, 0, 3, 0, 1, 1, 1, 0, 0}) == f32({1, 3, 1, 7}));
   CHECK(mentions(rejected(OpId::kConvTranspose, xw, {1, 1, 4, 0, 3, 0, 1, 1, 1, 0, 0}), "output dim"));
   CHECK(mentions(rejected(OpId::kConvTranspose, xw, {1, 1, 0, 0, 0, 0, 1, 1, 3, 0, 0}), "groups"));
-  CHECK(mentions(rejected(OpId::kConvTranspose, {f32({1, 4, 5, 5}), f32({3, 3, 3, 3})}, good), "input channels"));
-  CHECK(mentions(rejected(OpId::kConvTranspose, {f32({1, 4, 5, 5}), f32({4, 3, 3, 3}), f32({4})}, good), "bias"));
+  CHECK(mentions(rejected(OpId::kConvTranspose, {f32({1, 4, 5, 5}), f32({3, 3, 3, 3})}, good),
+                 "input channels"));
+  CHECK(mentions(rejected(OpId::kConvTranspose, {f32({1, 4, 5, 5}), f32({4, 3, 3, 3}), f32({4})}, good),
+                 "bias"));
   CHECK(mentions(rejected(OpId::kConvTranspose, {f32({1, 4, 0, 5}), f32({4, 3, 3, 3})}, good), "at least 1"));
   rejected(OpId::kConvTranspose, {f32({1, 4, 5}), f32({4, 3, 3, 3})}, good);
   // Big strides on a long input: no overflow, the size check answers.
   rejected(OpId::kConvTranspose, {f32({1, 1, int64_t{1} << 40, 1}), f32({1, 1, 1, 1})},
            {1 << 30, 1, 0, 0, 0, 0, 1, 1, 1, 0, 0});
 
-  const OpPlan plan =
-      plan_of(OpId::kConvTranspose, {f32({2, 4, 5, 4}), f32({4, 3, 2, 3}), f32({6})}, {2, 1, 0, 1, 1, 0, 2, 2, 2, 1, 0});
+  const OpPlan plan = plan_of(OpId::kConvTranspose, {f32({2, 4, 5, 4}), f32({4, 3, 2, 3}), f32({6})},
+                              {2, 1, 0, 1, 1, 0, 2, 2, 2, 1, 0});
   const ConvTransposePlan& p = plan.as<ConvTransposePlan>();
   CHECK(p.n == 2);
   CHECK(p.c == 4);

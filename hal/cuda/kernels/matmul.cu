@@ -142,8 +142,8 @@ extern "C" __global__ void hexir_resize(ResizeParams p) {
     double dy, dx;
     hexir::ops::resize_linear_taps(sy, q.h, &y0, &y1, &dy);
     hexir::ops::resize_linear_taps(sx, q.w, &x0, &x1, &dx);
-    p.out[i] = static_cast<float>(hexir::ops::resize_blend(image[y0 * q.w + x0], image[y0 * q.w + x1],
-                                                           image[y1 * q.w + x0], image[y1 * q.w + x1], dy, dx));
+    p.out[i] = static_cast<float>(hexir::ops::resize_blend(
+        image[y0 * q.w + x0], image[y0 * q.w + x1], image[y1 * q.w + x0], image[y1 * q.w + x1], dy, dx));
   }
 }
 
@@ -153,7 +153,8 @@ extern "C" __global__ void hexir_conv_transpose(ConvTransposeParams p) {
   const int64_t total = q.n * q.k * q.oh * q.ow;
   const int64_t stride = hexir_kernels::global_stride();
   for (int64_t i = hexir_kernels::global_index(); i < total; i += stride) {
-    const int64_t ox = i % q.ow, oy = (i / q.ow) % q.oh, k = (i / (q.ow * q.oh)) % q.k, n = i / (q.ow * q.oh * q.k);
+    const int64_t ox = i % q.ow, oy = (i / q.ow) % q.oh, k = (i / (q.ow * q.oh)) % q.k,
+                  n = i / (q.ow * q.oh * q.k);
     const float v = hexir::ops::conv_transpose_element(q, p.x + n * q.c * q.h * q.w, p.w, k / q.k_per_group,
                                                        k % q.k_per_group, oy, ox);
     p.out[i] = p.bias ? v + p.bias[k] : v;

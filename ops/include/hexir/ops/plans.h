@@ -335,7 +335,8 @@ HEXIR_PLAN_FN int64_t plan_floor(double v) {
 }
 
 // ONNX Resize's coordinate_transformation_mode: the input coordinate of output index x.
-HEXIR_PLAN_FN double resize_source(int32_t coordinate_mode, int64_t x, double scale, int64_t in, int64_t out) {
+HEXIR_PLAN_FN double resize_source(int32_t coordinate_mode, int64_t x, double scale, int64_t in,
+                                   int64_t out) {
   const double xd = static_cast<double>(x);
   switch (coordinate_mode) {
     case 1:  // align_corners
@@ -356,10 +357,18 @@ HEXIR_PLAN_FN double resize_source(int32_t coordinate_mode, int64_t x, double sc
 HEXIR_PLAN_FN int64_t resize_nearest(int32_t nearest_mode, double v, int64_t in) {
   int64_t i;
   switch (nearest_mode) {
-    case 1: i = plan_floor(v + 0.5); break;
-    case 2: i = plan_floor(v); break;
-    case 3: i = -plan_floor(-v); break;
-    default: i = -plan_floor(0.5 - v); break;  // ceil(v - 0.5)
+    case 1:
+      i = plan_floor(v + 0.5);
+      break;
+    case 2:
+      i = plan_floor(v);
+      break;
+    case 3:
+      i = -plan_floor(-v);
+      break;
+    default:
+      i = -plan_floor(0.5 - v);
+      break;  // ceil(v - 0.5)
   }
   return i < 0 ? 0 : (i >= in ? in - 1 : i);
 }
