@@ -94,18 +94,25 @@ enum ConvParam {
   kConvParamCount
 };
 
+// A 2-D attribute (h, w): one value stands for both; absent gives
+// {fallback, fallback}, or an error naming it when fallback < 0 (required).
+Result<std::vector<int64_t>> pair_attr(OpId id, const AttrMap& attrs, const char* name, int64_t fallback) {
+  HEXIR_ASSIGN_OR_RETURN(std::vector<int64_t> v, int_list_attr(id, attrs, name));
+  if (v.empty()) {
+    if (fallback < 0) return invalid_argument(prefix(id) + "needs attribute '" + name + "'");
+    return std::vector<int64_t>{fallback, fallback};
+  }
+  if (v.size() == 1) v.push_back(v[0]);
+  if (v.size() != 2)
+    return invalid_argument(prefix(id) + "attribute '" + name + "' takes 1 or 2 values, got " +
+                            std::to_string(v.size()));
+  return v;
+}
+
 Result<std::vector<int64_t>> lower_conv2d(std::span<const TensorType>, const AttrMap& attrs,
                                           std::span<const TensorType>) {
   HEXIR_RETURN_IF_ERROR(check_attr_names(kConv2d, attrs, {"strides", "pads", "dilations", "groups"}));
-  auto pair = [&](const char* name, int64_t fallback) -> Result<std::vector<int64_t>> {
-    HEXIR_ASSIGN_OR_RETURN(std::vector<int64_t> v, int_list_attr(kConv2d, attrs, name));
-    if (v.empty()) return std::vector<int64_t>{fallback, fallback};
-    if (v.size() == 1) v.push_back(v[0]);
-    if (v.size() != 2)
-      return invalid_argument(prefix(kConv2d) + "attribute '" + name + "' takes 1 or 2 values, got " +
-                              std::to_string(v.size()));
-    return v;
-  };
+  auto pair = [&](const char* name, int64_t fallback) { return pair_attr(kConv2d, attrs, name, fallback); };
   HEXIR_ASSIGN_OR_RETURN(std::vector<int64_t> strides, pair("strides", 1));
   HEXIR_ASSIGN_OR_RETURN(std::vector<int64_t> dilations, pair("dilations", 1));
   // pads: ONNX order [top, left, bottom, right]; one value pads all sides, two are (h, w).
@@ -213,14 +220,8 @@ Result<std::vector<int64_t>> lower_conv_transpose(std::span<const TensorType> in
   HEXIR_RETURN_IF_ERROR(check_attr_names(kConvTranspose, attrs,
                                          {"strides", "pads", "dilations", "groups", "output_padding",
                                           "kernel_shape", "output_shape", "auto_pad"}));
-  auto pair = [&](const char* name, int64_t fallback) -> Result<std::vector<int64_t>> {
-    HEXIR_ASSIGN_OR_RETURN(std::vector<int64_t> v, int_list_attr(kConvTranspose, attrs, name));
-    if (v.empty()) return std::vector<int64_t>{fallback, fallback};
-    if (v.size() == 1) v.push_back(v[0]);
-    if (v.size() != 2)
-      return invalid_argument(prefix(kConvTranspose) + "attribute '" + name + "' takes 1 or 2 values, got " +
-                              std::to_string(v.size()));
-    return v;
+  auto pair = [&](const char* name, int64_t fallback) {
+    return pair_attr(kConvTranspose, attrs, name, fallback);
   };
   HEXIR_ASSIGN_OR_RETURN(std::vector<int64_t> strides, pair("strides", 1));
   HEXIR_ASSIGN_OR_RETURN(std::vector<int64_t> dilations, pair("dilations", 1));
@@ -397,18 +398,7 @@ Result<std::vector<int64_t>> lower_pool(std::span<const TensorType> in, const At
     HEXIR_RETURN_IF_ERROR(check_attr_names(
         kId, attrs,
         {"kernel_shape", "strides", "pads", "dilations", "ceil_mode", "count_include_pad", "auto_pad"}));
-  auto pair = [&](const char* name, int64_t fallback) -> Result<std::vector<int64_t>> {
-    HEXIR_ASSIGN_OR_RETURN(std::vector<int64_t> v, int_list_attr(kId, attrs, name));
-    if (v.empty()) {
-      if (fallback < 0) return invalid_argument(prefix(kId) + "needs attribute '" + name + "'");
-      return std::vector<int64_t>{fallback, fallback};
-    }
-    if (v.size() == 1) v.push_back(v[0]);
-    if (v.size() != 2)
-      return invalid_argument(prefix(kId) + "attribute '" + name + "' takes 1 or 2 values, got " +
-                              std::to_string(v.size()));
-    return v;
-  };
+  auto pair = [&](const char* name, int64_t fallback) { return pair_attr(kId, attrs, name, fallback); };
   HEXIR_ASSIGN_OR_RETURN(std::vector<int64_t> kernel, pair("kernel_shape", -1));
   HEXIR_ASSIGN_OR_RETURN(std::vector<int64_t> strides, pair("strides", 1));
   HEXIR_ASSIGN_OR_RETURN(std::vector<int64_t> dilations, pair("dilations", 1));
