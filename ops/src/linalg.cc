@@ -1,6 +1,7 @@
 // Contractions and windows: matmul (numpy semantics), conv2d, conv_transpose, the 2-D pools and
 // resize (NCHW).
 #include <algorithm>
+#include <bit>
 #include <initializer_list>
 #include <optional>
 
@@ -494,7 +495,10 @@ void plan_pool(const PlanInput& op, OpPlan& out) {
 
 // ---- resize -------------------------------------------------------------------------
 
-enum ResizeParam { kResizeMode, kCoordinateMode, kNearestMode, kOutH, kOutW, kResizeParamCount };
+// The scale words are optional: present when the scales were stated (ONNX maps
+// coordinates with the stated scale, not out / in, e.g. 0.6 over 4 rows gives 2 rows
+// sampled at 1/0.6 steps); the bits of a double each.
+enum ResizeParam { kResizeMode, kCoordinateMode, kNearestMode, kOutH, kOutW, kResizeParamCount, kScaleH = kResizeParamCount, kScaleW, kResizeParamCountWithScales };
 constexpr int64_t kMaxResizeDim = int64_t{1} << 40;
 
 // The index of `s` in `names`, or an error naming them.
@@ -529,6 +533,7 @@ Result<std::vector<int64_t>> lower_resize(std::span<const TensorType> in, const 
       enum_attr(attrs, "nearest_mode", {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"}, 0));
   if (mode == 1) nearest = 0;
   std::vector<int64_t> out;
+  std::optional<std::pair<double, double>> stated_scales;
   if (find_attr(attrs, "sizes")) {
     HEXIR_ASSIGN_OR_RETURN(out, int_list_attr(kResize, attrs, "sizes"));
     if (out.size() == 2) out.insert(out.begin(), {x.dims[0], x.dims[1]});
@@ -556,6 +561,7 @@ Result<std::vector<int64_t>> lower_resize(std::span<const TensorType> in, const 
         return invalid_argument(prefix(kResize) + "scale " + std::to_string(scales[d]) + " is not usable");
       out.push_back(static_cast<int64_t>(size));  // floor: size >= 0
     }
+    stated_scales = {scales[2], scales[3]};
   } else if (declared.size() == 1) {
     out = declared[0].dims;
   } else {
@@ -565,12 +571,25 @@ Result<std::vector<int64_t>> lower_resize(std::span<const TensorType> in, const 
     return invalid_argument(prefix(kResize) + "the result " + shape_str(out) + " must be [" +
                             std::to_string(x.dims[0]) + "," + std::to_string(x.dims[1]) +
                             ",H,W]: only H and W are resized");
-  return std::vector<int64_t>{mode, coordinate, nearest, out[2], out[3]};
+  std::vector<int64_t> params{mode, coordinate, nearest, out[2], out[3]};
+  if (stated_scales && (static_cast<double>(out[2]) != static_cast<double>(x.dims[2]) * stated_scales->first ||
+                        static_cast<double>(out[3]) != static_cast<double>(x.dims[3]) * stated_scales->second)) {
+    params.push_back(std::bit_cast<int64_t>(stated_scales->first));
+    params.push_back(std::bit_cast<int64_t>(stated_scales->second));
+  }
+  return params;
 }
 
 Result<std::vector<TensorType>> infer_resize(std::span<const TensorType> in, std::span<const int64_t> p) {
-  HEXIR_RETURN_IF_ERROR(check_param_count(kResize, p, kResizeParamCount));
+  if (p.size() != kResizeParamCountWithScales)
+    HEXIR_RETURN_IF_ERROR(check_param_count(kResize, p, kResizeParamCount));
   const TensorType& x = in[0];
+  if (p.size() == kResizeParamCountWithScales)
+    for (int d = 0; d < 2; ++d) {
+      const double scale = std::bit_cast<double>(p[kScaleH + d]);
+      if (!(scale > 0) || !(scale < static_cast<double>(kMaxResizeDim)))
+        return invalid_argument(prefix(kResize) + "scale word " + std::to_string(d) + " is not a positive number");
+    }
   if (x.rank() != 4)
     return invalid_argument(prefix(kResize) + "input " + x.to_string() + " is not [N,C,H,W]");
   if (p[kResizeMode] < 0 || p[kResizeMode] > 1 || p[kCoordinateMode] < 0 || p[kCoordinateMode] > 4 ||
@@ -597,6 +616,10 @@ void plan_resize(const PlanInput& op, OpPlan& out) {
   p.nearest_mode = static_cast<int32_t>(op.params[kNearestMode]);
   p.scale_h = p.h > 0 ? static_cast<double>(p.oh) / static_cast<double>(p.h) : 1.0;
   p.scale_w = p.w > 0 ? static_cast<double>(p.ow) / static_cast<double>(p.w) : 1.0;
+  if (op.params.size() == kResizeParamCountWithScales) {
+    p.scale_h = std::bit_cast<double>(op.params[kScaleH]);
+    p.scale_w = std::bit_cast<double>(op.params[kScaleW]);
+  }
 }
 
 constexpr OpDef kDefs[] = {

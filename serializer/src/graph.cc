@@ -1,5 +1,6 @@
 #include "graph.h"
 
+#include <set>
 #include <system_error>
 
 namespace hexir::serializer {
@@ -330,6 +331,16 @@ Status GraphBuilder::set_outputs(const std::vector<int>& values, const Location&
                                                           fn.result_types[i].to_string());
   }
   fn.outputs = values;
+  fn.output_names.clear();
+  std::set<std::string, std::less<>> taken;
+  for (size_t i = 0; i < values.size(); ++i) {
+    std::string name = fn.values[static_cast<size_t>(values[i])].name;
+    if (name.empty() || !taken.insert(name).second) {
+      name += "#" + std::to_string(i);
+      taken.insert(name);
+    }
+    fn.output_names.push_back(std::move(name));
+  }
   outputs_set_ = true;
   return ok_status();
 }

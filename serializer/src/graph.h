@@ -123,6 +123,9 @@ struct Function {
   std::vector<TensorType> result_types;
   std::vector<Node> nodes;   // in the order added: every input is defined before its reader
   std::vector<int> outputs;  // the value returned as each result
+  // Each result's name in the executable: the returned value's name (an ONNX
+  // graph's output names), made unique by position when one value is returned twice.
+  std::vector<std::string> output_names;
 };
 
 struct Module {

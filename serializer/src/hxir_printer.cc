@@ -266,6 +266,32 @@ ops::AttrMap attributes_of(const Function& fn, const Node& node) {
         if (name == "average_pool") attrs["count_include_pad"] = ops::AttrValue{at(11)};
         break;
       }
+      if (name == "resize" && p.size() >= 5) {
+        static const char* const kModes[] = {"nearest", "linear"};
+        static const char* const kCoordinates[] = {"half_pixel", "align_corners", "asymmetric",
+                                                   "pytorch_half_pixel", "tf_half_pixel_for_nn"};
+        static const char* const kNearest[] = {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"};
+        if (at(0) >= 0 && at(0) < 2) attrs["mode"] = ops::AttrValue{std::string(kModes[at(0)])};
+        if (at(1) >= 0 && at(1) < 5) attrs["coordinate_transformation_mode"] = ops::AttrValue{std::string(kCoordinates[at(1)])};
+        if (at(0) == 0 && at(2) >= 0 && at(2) < 4) attrs["nearest_mode"] = ops::AttrValue{std::string(kNearest[at(2)])};
+        if (p.size() >= 7) {  // stated scales: the sizes follow from them
+          std::vector<ops::AttrValue> scales{ops::AttrValue{1.0}, ops::AttrValue{1.0},
+                                             ops::AttrValue{std::bit_cast<double>(at(5))},
+                                             ops::AttrValue{std::bit_cast<double>(at(6))}};
+          attrs["scales"] = ops::AttrValue{std::move(scales)};
+        } else {
+          attrs["sizes"] = ints({at(3), at(4)});
+        }
+        break;
+      }
+      if (name == "conv_transpose") {
+        attrs["strides"] = ints({at(0), at(1)});
+        attrs["pads"] = ints({at(2), at(3), at(4), at(5)});
+        attrs["dilations"] = ints({at(6), at(7)});
+        attrs["groups"] = ops::AttrValue{at(8)};
+        attrs["output_padding"] = ints({at(9), at(10)});
+        break;
+      }
       auto it = kFloatParams.find(name);
       if (it != kFloatParams.end())
         for (size_t i = 0; i < it->second.size(); ++i) {

@@ -1149,6 +1149,8 @@ class Importer {
         {"Constant", &Importer::op_constant}, {"Shape", &Importer::op_shape},
         {"Size", &Importer::op_size},        {"ConstantOfShape", &Importer::op_constant_of_shape},
         {"Range", &Importer::op_range},      {"Expand", &Importer::op_expand},
+        {"Resize", &Importer::op_resize},    {"Upsample", &Importer::op_resize},
+        {"ConvTranspose", &Importer::op_conv_transpose},
     };
     auto it = kHandlers.find(op);
     if (op != "If")
@@ -1865,6 +1867,150 @@ class Importer {
       HEXIR_ASSIGN_OR_RETURN(x, reshape(n, x, {xi.dims[0], xi.dims[1], 1, xi.dims[2]}, helper_name(n, "x2d")));
     }
     HEXIR_ASSIGN_OR_RETURN(Ref r, emit1(n, id, {x}, attrs, one_d ? helper_name(n, "pool2d") : result_name(n)));
+    if (one_d) {
+      const std::vector<int64_t> dims = info(r).dims;
+      HEXIR_ASSIGN_OR_RETURN(r, reshape(n, r, {dims[0], dims[1], dims[3]}, result_name(n)));
+    }
+    define(n, 0, r);
+    return ok_status();
+  }
+
+  // Resize (opset 10+) and Upsample (7-9): the H and W of [N,C,H,W], scales or
+  // sizes known at import. Before opset 11 coordinates are asymmetric and
+  // nearest takes the floor going up (onnxruntime's legacy rule).
+  Status op_resize(const NodeCtx& n) {
+    const bool legacy = n.op == "Upsample" || opset_ < 11;
+    if (legacy) {
+      HEXIR_RETURN_IF_ERROR(check_attrs(n, {"mode", "scales"}));
+    } else {
+      HEXIR_RETURN_IF_ERROR(check_attrs(n, {"mode", "coordinate_transformation_mode", "nearest_mode",
+                                            "cubic_coeff_a", "exclude_outside", "extrapolation_value",
+                                            "antialias", "axes", "keep_aspect_ratio_policy"}));
+    }
+    HEXIR_ASSIGN_OR_RETURN(ops::OpId id, hexir_op(n, "resize"));
+    HEXIR_ASSIGN_OR_RETURN(Ref x, input(n, 0));
+    const Info xi = info(x);
+    if (xi.dims.size() != 4)
+      return error_at(n.loc, "resizing a rank-" + std::to_string(xi.dims.size()) +
+                                 " tensor is not supported by the ONNX importer (only [N,C,H,W]); the input is " +
+                                 shape_text(xi.dims));
+    HEXIR_ASSIGN_OR_RETURN(std::string mode, attr_string(n, "mode", "nearest"));
+    if (mode == "bilinear") mode = "linear";  // Upsample-7's spelling
+    if (mode != "nearest" && mode != "linear")
+      return error_at(n.loc, "mode '" + mode + "' is not supported by the ONNX importer (nearest and linear are)");
+    ops::AttrMap attrs;
+    attrs["mode"] = ops::AttrValue{mode};
+    if (!legacy) {
+      HEXIR_ASSIGN_OR_RETURN(int64_t antialias, attr_int(n, "antialias", 0));
+      if (antialias != 0) return error_at(n.loc, "antialias is not supported by the ONNX importer");
+      HEXIR_ASSIGN_OR_RETURN(auto axes, attr_ints(n, "axes"));
+      if (axes && *axes != std::vector<int64_t>{2, 3} && *axes != std::vector<int64_t>{-2, -1})
+        return error_at(n.loc, "axes " + shape_text(*axes) +
+                                   " is not supported by the ONNX importer (only the last two, H and W)");
+      HEXIR_ASSIGN_OR_RETURN(std::string policy, attr_string(n, "keep_aspect_ratio_policy", "stretch"));
+      if (policy != "stretch")
+        return error_at(n.loc, "keep_aspect_ratio_policy '" + policy + "' is not supported by the ONNX importer");
+      HEXIR_ASSIGN_OR_RETURN(std::string coordinate, attr_string(n, "coordinate_transformation_mode", "half_pixel"));
+      if (coordinate == "tf_crop_and_resize")
+        return error_at(n.loc, "coordinate_transformation_mode 'tf_crop_and_resize' is not supported by the ONNX importer");
+      attrs["coordinate_transformation_mode"] = ops::AttrValue{coordinate};
+      HEXIR_ASSIGN_OR_RETURN(std::string nearest, attr_string(n, "nearest_mode", "round_prefer_floor"));
+      if (mode == "nearest") attrs["nearest_mode"] = ops::AttrValue{nearest};
+    } else {
+      attrs["coordinate_transformation_mode"] = ops::AttrValue{std::string("asymmetric")};
+    }
+    // Scales: an attribute (Upsample-7), input 1 (Upsample-9, Resize-10) or
+    // input 2 (Resize-11+, may be empty when sizes, input 3, is given).
+    std::vector<double> scales;
+    std::vector<int64_t> sizes;
+    if (n.op == "Upsample" && opset_ < 9) {
+      const auto* a = find_attribute(n.node, "scales");
+      if (!a) return error_at(n.loc, "attribute 'scales' is missing");
+      for (float f : a->floats()) scales.push_back(f);
+    } else {
+      const int scales_at = legacy ? 1 : 2;
+      HEXIR_ASSIGN_OR_RETURN(std::optional<Ref> sr, optional_input(n, scales_at));
+      if (sr) {
+        HEXIR_ASSIGN_OR_RETURN(HostPtr h, host(*sr));
+        if (!h)
+          return error_at(n.loc, "scales (input " + std::to_string(scales_at) +
+                                     ") must be a constant (computable at import); it is computed at run time");
+        for (int64_t i = 0; i < h->count(); ++i) scales.push_back(h->f(i));
+      }
+      if (!legacy) {
+        HEXIR_ASSIGN_OR_RETURN(std::optional<Ref> zr, optional_input(n, 3));
+        if (zr) {
+          HEXIR_ASSIGN_OR_RETURN(sizes, const_ints(n, *zr, 3, "sizes"));
+        }
+      }
+    }
+    if (!sizes.empty()) {
+      if (sizes.size() != 4 && sizes.size() != 2)
+        return error_at(n.loc, "sizes " + shape_text(sizes) + " does not have one entry per resized axis");
+      attrs["sizes"] = int_list(sizes);
+    } else if (!scales.empty()) {
+      if (scales.size() != 4 && scales.size() != 2)
+        return error_at(n.loc, "scales has " + std::to_string(scales.size()) + " values, expected 4");
+      if (scales.size() == 4 && (scales[0] != 1.0 || scales[1] != 1.0))
+        return error_at(n.loc, "scaling N or C is not supported by the ONNX importer (only H and W)");
+      std::vector<ops::AttrValue> list;
+      for (double v : scales) list.push_back(ops::AttrValue{v});
+      attrs["scales"] = ops::AttrValue{std::move(list)};
+      if (legacy && mode == "nearest") {
+        // onnxruntime before opset 11: truncation going up, ceil going down.
+        const bool down_h = scales[scales.size() - 2] < 1.0, down_w = scales.back() < 1.0;
+        if (down_h != down_w)
+          return error_at(n.loc, "nearest resizing up on one axis and down on the other is not supported before opset 11");
+        attrs["nearest_mode"] = ops::AttrValue{std::string(down_h ? "ceil" : "floor")};
+      }
+    } else {
+      return error_at(n.loc, "needs scales or sizes (both are missing or empty)");
+    }
+    HEXIR_ASSIGN_OR_RETURN(Ref r, emit1(n, id, {x}, attrs, result_name(n)));
+    define(n, 0, r);
+    return ok_status();
+  }
+
+  // ConvTranspose (1-D as a view of 2-D); the operator lowers output_shape and auto_pad itself.
+  Status op_conv_transpose(const NodeCtx& n) {
+    HEXIR_RETURN_IF_ERROR(check_attrs(n, {"auto_pad", "dilations", "group", "kernel_shape", "output_padding",
+                                          "output_shape", "pads", "strides"}));
+    HEXIR_ASSIGN_OR_RETURN(ops::OpId id, hexir_op(n, "conv_transpose"));
+    HEXIR_ASSIGN_OR_RETURN(Ref x, input(n, 0));
+    HEXIR_ASSIGN_OR_RETURN(Ref w, input(n, 1));
+    HEXIR_ASSIGN_OR_RETURN(std::optional<Ref> bias, optional_input(n, 2));
+    const Info xi = info(x), wi = info(w);
+    if ((xi.dims.size() != 4 && xi.dims.size() != 3) || wi.dims.size() != xi.dims.size())
+      return error_at(n.loc, "a transposed convolution of input " + shape_text(xi.dims) + " and weights " +
+                                 shape_text(wi.dims) + " is not supported by the ONNX importer (only 1-D and 2-D)");
+    const bool one_d = xi.dims.size() == 3;
+    ops::AttrMap attrs;
+    for (const char* name : {"strides", "dilations", "pads", "output_padding", "kernel_shape", "output_shape"}) {
+      HEXIR_ASSIGN_OR_RETURN(auto v, attr_ints(n, name));
+      if (!v) continue;
+      const bool pads = std::string_view(name) == "pads";
+      if (one_d) {
+        const size_t want = pads ? 2 : std::string_view(name) == "output_shape" && v->size() == 3 ? 3 : 1;
+        if (v->size() != want)
+          return error_at(n.loc, "attribute '" + std::string(name) + "' has " + std::to_string(v->size()) +
+                                     " values, expected " + std::to_string(want) + " for a 1-D convolution");
+        if (pads) *v = {0, (*v)[0], 0, (*v)[1]};
+        else if (want == 3) *v = {(*v)[0], (*v)[1], 1, (*v)[2]};
+        else *v = {std::string_view(name) == "output_padding" ? 0 : 1, (*v)[0]};
+      }
+      attrs[name] = int_list(*v);
+    }
+    HEXIR_ASSIGN_OR_RETURN(int64_t group, attr_int(n, "group", 1));
+    attrs["groups"] = ops::AttrValue{group};
+    HEXIR_ASSIGN_OR_RETURN(std::string auto_pad, attr_string(n, "auto_pad", "NOTSET"));
+    if (auto_pad != "NOTSET") attrs["auto_pad"] = ops::AttrValue{auto_pad};
+    if (one_d) {
+      HEXIR_ASSIGN_OR_RETURN(x, reshape(n, x, {xi.dims[0], xi.dims[1], 1, xi.dims[2]}, helper_name(n, "x2d")));
+      HEXIR_ASSIGN_OR_RETURN(w, reshape(n, w, {wi.dims[0], wi.dims[1], 1, wi.dims[2]}, helper_name(n, "w2d")));
+    }
+    std::vector<Ref> operands{x, w};
+    if (bias) operands.push_back(*bias);
+    HEXIR_ASSIGN_OR_RETURN(Ref r, emit1(n, id, operands, attrs, one_d ? helper_name(n, "conv2d") : result_name(n)));
     if (one_d) {
       const std::vector<int64_t> dims = info(r).dims;
       HEXIR_ASSIGN_OR_RETURN(r, reshape(n, r, {dims[0], dims[1], dims[3]}, result_name(n)));

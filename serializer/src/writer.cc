@@ -290,7 +290,9 @@ Status build_metadata(const Module& module, const ModulePlan& plan, const WriteO
                                          slot_of[static_cast<size_t>(arg_value)], fn_plan.donated_to[a]));
     }
     for (size_t i = 0; i < fn_plan.outputs.size(); ++i)
-      outputs.push_back(fb::CreateBinding(fbb, fbb.CreateString(std::to_string(i)),
+      outputs.push_back(fb::CreateBinding(fbb,
+                                          fbb.CreateString(i < fn.output_names.size() ? fn.output_names[i]
+                                                                                      : std::to_string(i)),
                                           slot_of[static_cast<size_t>(fn_plan.outputs[i])], -1));
     functions.push_back(fb::CreateFunction(fbb, fbb.CreateString(fn.name), fbb.CreateVector(inputs),
                                            fbb.CreateVector(outputs), instruction_begin,

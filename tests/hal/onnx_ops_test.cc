@@ -755,6 +755,15 @@ TEST_CASE("resize: the ONNX documentation's examples, from attributes") {
   o = run({1, 2, 3, 4, 5, 6, 7, 8}, {1, 1, 2, 4}, {{"scales", list({1, 1, 0.6, 0.6})}});
   CHECK(o.dims == Dims{1, 1, 1, 2});
   check_close(o, {1, 3});
+  // resize_downsample_scales_linear and _align_corners: coordinates follow the
+  // stated scale 0.6 (and the unrounded length 4 * 0.6), not the rounded sizes.
+  o = run({1, 2, 3, 4, 5, 6, 7, 8}, {1, 1, 2, 4}, {{"scales", list({1, 1, 0.6, 0.6})}, {"mode", str("linear")}});
+  check_close(o, {2.6666665, 4.3333331});
+  o = run({1, 2, 3, 4, 5, 6, 7, 8}, {1, 1, 2, 4},
+          {{"scales", list({1, 1, 0.6, 0.6})},
+           {"mode", str("linear")},
+           {"coordinate_transformation_mode", str("align_corners")}});
+  check_close(o, {1, 3.142857});
   // sizes, asymmetric floor (the upsampling many exporters write)
   ops::AttrMap attrs{{"coordinate_transformation_mode", str("asymmetric")}, {"nearest_mode", str("floor")}};
   attrs["sizes"].value = std::vector<ops::AttrValue>{{int64_t{1}}, {int64_t{1}}, {int64_t{4}}, {int64_t{4}}};

@@ -503,8 +503,14 @@ TEST_CASE("names with ':' and '/' are kept, print quoted and round-trip") {
   check_close(out[0].f32(), want);
   check_close(out[1].f32(), want);
   // The VM sees the input under its ONNX name.
-  auto exe = hexir::vm::Module::load_buffer(compile_ok(module));
-  if (exe.ok()) CHECK(exe->function(0).inputs[0].name == "input:0");
+  const std::vector<uint8_t> bytes = compile_ok(module);
+  auto exe = hexir::vm::Module::load_buffer(bytes);
+  INFO(exe.status().to_string());
+  REQUIRE(exe.ok());
+  CHECK(exe->function(0).inputs[0].name == "input:0");
+  REQUIRE(exe->function(0).outputs.size() == 2);
+  CHECK(exe->function(0).outputs[0].name == "output:0");
+  CHECK(exe->function(0).outputs[1].name == "mul/out:0");
 }
 
 TEST_CASE("outputs that are inputs or constants under other names get copies named for them") {
@@ -737,6 +743,90 @@ TEST_CASE("MaxPool, AveragePool (2-D and 1-D), ReduceMax when this build has the
   check_close(out[1].f32(), ap);
   check_close(out[2].f32(), mp1);
   check_close(out[3].f32(), rm);
+}
+
+TEST_CASE("Resize (scales and sizes inputs, opset 10 and 13), Upsample-9, ConvTranspose 1-D and 2-D") {
+  TempDir dir;
+  const std::vector<float> x = {1, 2, 3, 4, 5, 6, 7, 8};
+  // Opset 13: scales 0.6 with align_corners (coordinates over the unrounded
+  // length), then sizes; ConvTranspose 2-D strided and 1-D.
+  Model m(13);
+  m.input("x", kF, {1, 1, 2, 4})
+      .input("s", kF, {1, 1, 3})
+      .init_f("scales", {4}, {1.f, 1.f, 0.6f, 0.6f})
+      .init_i64("sizes", {4}, {1, 1, 3, 5})
+      .init_f("w", {1, 1, 2, 2}, {1.f, 2.f, 3.f, 4.f})
+      .init_f("w1", {1, 2, 2}, {1.f, -1.f, 0.5f, 2.f})
+      .node("Resize", {"x", "", "scales"}, {"down"},
+            {as("mode", "linear"), as("coordinate_transformation_mode", "align_corners")})
+      .node("Resize", {"x", "", "", "sizes"}, {"up"},
+            {as("coordinate_transformation_mode", "asymmetric"), as("nearest_mode", "floor")})
+      .node("ConvTranspose", {"x", "w"}, {"ct"}, {ais("strides", {2, 2})})
+      .node("ConvTranspose", {"s", "w1"}, {"ct1"}, {ais("strides", {2}), ais("pads", {1, 0})})
+      .output("down")
+      .output("up")
+      .output("ct")
+      .output("ct1");
+  const fs::path path = m.save(dir.path() / "resize.onnx");
+  if (!hexir::ops::find_op("resize") || !hexir::ops::find_op("conv_transpose")) {
+    CHECK(import_error(path).find("this build of Hexir has no") != std::string::npos);
+    return;
+  }
+  auto module = import_ok(path);
+  check_round_trip(module, dir.path());
+  auto out = run(module, {f32({1, 1, 2, 4}, x), f32({1, 1, 3}, {1.f, 2.f, 3.f})}, dir.path());
+  CHECK(out[0].type == TensorType{DType::kF32, {1, 1, 1, 2}});
+  check_close(out[0].f32(), {1.f, 3.142857f});
+  CHECK(out[1].type == TensorType{DType::kF32, {1, 1, 3, 5}});
+  // asymmetric floor: row floor(y * 2 / 3), column floor(x * 4 / 5)
+  std::vector<float> up;
+  for (int y = 0; y < 3; ++y)
+    for (int c = 0; c < 5; ++c) up.push_back(x[static_cast<size_t>((y * 2 / 3) * 4 + c * 4 / 5)]);
+  check_close(out[1].f32(), up);
+  // Stride 2 with a 2x2 kernel: every input element writes its own 2x2 block.
+  CHECK(out[2].type == TensorType{DType::kF32, {1, 1, 4, 8}});
+  std::vector<float> ct(32);
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 4; ++j)
+      for (int a = 0; a < 2; ++a)
+        for (int b = 0; b < 2; ++b) ct[static_cast<size_t>((2 * i + a) * 8 + 2 * j + b)] = x[static_cast<size_t>(i * 4 + j)] * (1.f + static_cast<float>(a * 2 + b));
+  check_close(out[2].f32(), ct);
+  // 1-D, 1 input channel to 2, stride 2, pads [1, 0]: full length 6, the first dropped.
+  CHECK(out[3].type == TensorType{DType::kF32, {1, 2, 5}});
+  check_close(out[3].f32(), {-1.f, 2.f, -2.f, 3.f, -3.f, 2.f, 1.f, 4.f, 1.5f, 6.f});
+
+  // Opset 10: Resize(X, scales), asymmetric; nearest takes the floor going up.
+  Model m10(10);
+  m10.input("x", kF, {1, 1, 2, 4})
+      .init_f("scales", {4}, {1.f, 1.f, 1.5f, 1.5f})
+      .node("Resize", {"x", "scales"}, {"y"})
+      .output("y");
+  auto module10 = import_ok(m10.save(dir.path() / "resize10.onnx"));
+  check_round_trip(module10, dir.path());
+  auto out10 = run(module10, {f32({1, 1, 2, 4}, x)}, dir.path());
+  CHECK(out10[0].type == TensorType{DType::kF32, {1, 1, 3, 6}});
+  std::vector<float> want10;
+  for (int y = 0; y < 3; ++y)
+    for (int c = 0; c < 6; ++c)
+      want10.push_back(x[static_cast<size_t>(static_cast<int>(y / 1.5) * 4 + static_cast<int>(c / 1.5))]);
+  check_close(out10[0].f32(), want10);
+
+  // Upsample-9 is Resize-10 under another name.
+  Model m9(9);
+  m9.input("x", kF, {1, 1, 2, 4})
+      .init_f("scales", {4}, {1.f, 1.f, 1.5f, 1.5f})
+      .node("Upsample", {"x", "scales"}, {"y"})
+      .output("y");
+  auto out9 = run(import_ok(m9.save(dir.path() / "upsample9.onnx")), {f32({1, 1, 2, 4}, x)}, dir.path());
+  check_close(out9[0].f32(), want10);
+
+  // What the kernels do not do is refused, naming it.
+  Model cubic(13);
+  cubic.input("x", kF, {1, 1, 2, 4})
+      .init_f("scales", {4}, {1.f, 1.f, 2.f, 2.f})
+      .node("Resize", {"x", "", "scales"}, {"y"}, {as("mode", "cubic")})
+      .output("y");
+  CHECK(import_error(cubic.save(dir.path() / "cubic.onnx")).find("mode 'cubic' is not supported") != std::string::npos);
 }
 
 TEST_CASE("folding of the same operators on constants needs no operator") {

@@ -78,6 +78,23 @@ TEST_CASE("builder: a graph built without text compiles to the bytes of the same
   }
 }
 
+TEST_CASE("outputs are named for the returned values, one value returned twice by position") {
+  Module built = build_mlp();
+  CHECK(built.functions[0].output_names == std::vector<std::string>{"p", "c"});
+  std::vector<uint8_t> bytes = compile_ok(R"(module @m
+func @main(%x: f32[3]) -> (f32[3], f32[3], f32[3]) {
+  %y = call @relu(%x) : f32[3]
+  return %y, %x, %y
+}
+)");
+  Result<format::VerifiedModule> verified = format::verify_executable(bytes);
+  REQUIRE(verified.ok());
+  const fb::Function* fn = verified->module->functions()->Get(0);
+  std::vector<std::string> names;
+  for (const fb::Binding* b : *fn->outputs()) names.push_back(b->name()->str());
+  CHECK(names == std::vector<std::string>{"y", "x", "y#2"});
+}
+
 TEST_CASE("builder: made-up names and result types taken from the rule") {
   GraphBuilder b;
   require_ok(b.begin_function("f"));

@@ -339,8 +339,10 @@ HEXIR_PLAN_FN double resize_source(int32_t coordinate_mode, int64_t x, double sc
                                    int64_t out) {
   const double xd = static_cast<double>(x);
   switch (coordinate_mode) {
-    case 1:  // align_corners
-      return out == 1 ? 0.0 : xd * static_cast<double>(in - 1) / static_cast<double>(out - 1);
+    case 1: {  // align_corners, over the unrounded resized length in * scale (as ONNX defines it)
+      const double length = static_cast<double>(in) * scale;
+      return out == 1 || length == 1.0 ? 0.0 : xd * static_cast<double>(in - 1) / (length - 1.0);
+    }
     case 2:  // asymmetric
       return xd / scale;
     case 3:  // pytorch_half_pixel
