@@ -1712,7 +1712,6 @@ class Importer {
 
   Status op_layernorm(const NodeCtx& n) {
     HEXIR_RETURN_IF_ERROR(check_attrs(n, {"axis", "epsilon", "stash_type"}));
-    HEXIR_RETURN_IF_ERROR(only_first_outputs(n, 1));
     HEXIR_ASSIGN_OR_RETURN(int64_t stash, attr_int(n, "stash_type", 1));
     if (stash != 1)
       return error_at(n.loc, "stash_type " + std::to_string(stash) + " is not supported by the ONNX importer (only 1, float)");
@@ -1736,6 +1735,32 @@ class Importer {
     attrs["epsilon"] = ops::AttrValue{static_cast<double>(static_cast<float>(epsilon))};
     HEXIR_ASSIGN_OR_RETURN(Ref r, emit1(n, ops::OpId::kLayernorm, {x, scale, b}, attrs, result_name(n)));
     define(n, 0, r);
+    // Mean and InvStdDev (outputs 1 and 2, shaped [d0..d(axis-1), 1, ...]), when read:
+    // computed beside the fused kernel from the same definition, in f32 (stash_type 1).
+    auto wanted = [&](int i) { return !out_name(n, i).empty() && needed_names_.count(out_name(n, i)) > 0; };
+    if (!wanted(1) && !wanted(2)) return ok_status();
+    if (xi.type != kFloat)
+      return error_at(n.loc, "outputs Mean and InvStdDev of a " + onnx_type_name(xi.type) +
+                                 " input are not supported by the ONNX importer (only float)");
+    ops::AttrMap reduce;
+    std::vector<int64_t> axes;
+    for (int64_t d = axis; d < static_cast<int64_t>(xi.dims.size()); ++d) axes.push_back(d);
+    reduce["axes"] = int_list(axes);
+    reduce["keepdims"] = ops::AttrValue{int64_t{1}};
+    HEXIR_ASSIGN_OR_RETURN(Ref mean, emit1(n, ops::OpId::kReduceMean, {x}, reduce,
+                                           wanted(1) ? result_name(n, 1) : helper_name(n, "mean")));
+    define(n, 1, mean);
+    if (!wanted(2)) return ok_status();
+    HEXIR_ASSIGN_OR_RETURN(Ref centered, emit1(n, ops::OpId::kSub, {x, mean}, {}, helper_name(n, "centered")));
+    HEXIR_ASSIGN_OR_RETURN(Ref square, emit1(n, ops::OpId::kMul, {centered, centered}, {}, helper_name(n, "square")));
+    HEXIR_ASSIGN_OR_RETURN(Ref variance, emit1(n, ops::OpId::kReduceMean, {square}, reduce, helper_name(n, "variance")));
+    const float eps = static_cast<float>(epsilon);
+    std::vector<uint8_t> eps_bytes(4);
+    std::memcpy(eps_bytes.data(), &eps, 4);
+    const Ref eps_ref = fill_const(kFloat, {}, std::move(eps_bytes), helper_name(n, "epsilon"), n.loc);
+    HEXIR_ASSIGN_OR_RETURN(Ref shifted, emit1(n, ops::OpId::kAdd, {variance, eps_ref}, {}, helper_name(n, "shifted")));
+    HEXIR_ASSIGN_OR_RETURN(Ref inv, emit1(n, ops::OpId::kRsqrt, {shifted}, {}, result_name(n, 2)));
+    define(n, 2, inv);
     return ok_status();
   }
 
