@@ -453,31 +453,56 @@ void put_length_delimited(std::string& out, uint32_t number, const std::string& 
   out += payload;
 }
 
-// Copies the message [begin, end) to `out`, descending into the fields on
-// `path` (ModelProto.graph = 7, GraphProto.initializer = 5) and dropping
-// TensorProto.raw_data (9) of each initializer, whose place in the file is
-// appended to `spans` (nullopt for an initializer without raw_data).
-bool strip_message(const uint8_t* file_begin, const uint8_t* begin, const uint8_t* end, int level,
-                   std::string& out, std::vector<std::optional<FileSpan>>& spans) {
+// Where the raw_data of the model's tensors is in the file: one entry per
+// initializer (nullopt: no raw_data), and the `value` tensor of top-level
+// nodes (Constant) by (node index, attribute index).
+struct RawSpans {
+  std::vector<std::optional<FileSpan>> initializers;
+  std::map<std::pair<int, int>, FileSpan> node_tensors;
+};
+
+// The messages the scan descends into: ModelProto.graph (7) -> GraphProto.initializer (5)
+// and GraphProto.node (1) -> NodeProto.attribute (5) -> AttributeProto.t (5).
+enum class WireMessage { kModel, kGraph, kInitializer, kNode, kAttribute, kAttributeTensor };
+
+// Copies the message [begin, end) to `out`, dropping TensorProto.raw_data (9)
+// of initializers and of tensor attributes of top-level nodes and recording
+// its place in the file in `spans`: protobuf never copies the weights.
+// `node` / `attribute`: the indices of the node and attribute being copied.
+bool strip_message(const uint8_t* file_begin, const uint8_t* begin, const uint8_t* end, WireMessage kind,
+                   std::string& out, RawSpans& spans, int node = -1, int attribute = -1) {
   WireReader reader(begin, end);
   std::optional<FileSpan> raw;
+  int nodes = 0, attributes = 0;
   while (!reader.done()) {
     uint32_t number = 0, wire = 0;
     const uint8_t *payload = nullptr, *start = nullptr;
     uint64_t size = 0;
     if (!reader.field(&number, &wire, &payload, &size, &start)) return false;
-    const bool descend = wire == 2 && ((level == 0 && number == 7) || (level == 1 && number == 5));
-    if (descend) {
+    std::optional<WireMessage> inner_kind;
+    int inner_node = node, inner_attribute = attribute;
+    if (wire == 2) {
+      if (kind == WireMessage::kModel && number == 7) inner_kind = WireMessage::kGraph;
+      if (kind == WireMessage::kGraph && number == 5) inner_kind = WireMessage::kInitializer;
+      if (kind == WireMessage::kGraph && number == 1) inner_kind = WireMessage::kNode, inner_node = nodes++;
+      if (kind == WireMessage::kNode && number == 5) inner_kind = WireMessage::kAttribute, inner_attribute = attributes++;
+      if (kind == WireMessage::kAttribute && number == 5) inner_kind = WireMessage::kAttributeTensor;
+    }
+    const bool tensor = kind == WireMessage::kInitializer || kind == WireMessage::kAttributeTensor;
+    if (inner_kind) {
       std::string inner;
-      if (!strip_message(file_begin, payload, payload + size, level + 1, inner, spans)) return false;
+      if (!strip_message(file_begin, payload, payload + size, *inner_kind, inner, spans, inner_node,
+                         inner_attribute))
+        return false;
       put_length_delimited(out, number, inner);
-    } else if (level == 2 && number == 9 && wire == 2) {
+    } else if (tensor && number == 9 && wire == 2) {
       raw = FileSpan{static_cast<uint64_t>(payload - file_begin), size};
     } else {
       out.append(reinterpret_cast<const char*>(start), static_cast<size_t>(reader.pos() - start));
     }
   }
-  if (level == 2) spans.push_back(raw);
+  if (kind == WireMessage::kInitializer) spans.initializers.push_back(raw);
+  if (kind == WireMessage::kAttributeTensor && raw) spans.node_tensors[{node, attribute}] = *raw;
   return true;
 }
 
@@ -535,6 +560,7 @@ struct NodeCtx {
   const onnx::NodeProto& node;
   Location loc;
   const std::string& op;
+  int top_index = -1;  // its index in the model's graph; -1 inside an inlined branch
 };
 
 class Importer {
@@ -570,15 +596,15 @@ class Importer {
     HEXIR_ASSIGN_OR_RETURN(MappedFile mapped, MappedFile::open(path_.string()));
     const uint8_t* begin = mapped.data();
     std::string stripped;
-    if (!strip_message(begin, begin, begin + mapped.size(), 0, stripped, raw_spans_))
+    if (!strip_message(begin, begin, begin + mapped.size(), WireMessage::kModel, stripped, raw_spans_))
       return invalid_argument(path_.string() + ": not an ONNX model (malformed protobuf)");
     if (stripped.size() > static_cast<size_t>(INT32_MAX))
       return invalid_argument(path_.string() + ": the model's metadata exceeds 2 GiB");
     if (!model_.ParseFromString(stripped))
       return invalid_argument(path_.string() + ": not an ONNX model (protobuf parse failed)");
     if (!model_.has_graph()) return invalid_argument(path_.string() + ": the model has no graph");
-    if (static_cast<size_t>(model_.graph().initializer_size()) != raw_spans_.size())
-      return internal_error(path_.string() + ": initializer scan found " + std::to_string(raw_spans_.size()) +
+    if (static_cast<size_t>(model_.graph().initializer_size()) != raw_spans_.initializers.size())
+      return internal_error(path_.string() + ": initializer scan found " + std::to_string(raw_spans_.initializers.size()) +
                             " initializers, protobuf " + std::to_string(model_.graph().initializer_size()));
     return ok_status();
   }
@@ -638,7 +664,7 @@ class Importer {
         return error_at(loc, "initializer of type " + onnx_type_name(c.type) + " is not supported");
       for (int64_t d : c.dims)
         if (d < 0) return error_at(loc, "negative dim in " + shape_text(c.dims));
-      const std::optional<FileSpan>& raw = raw_spans_[static_cast<size_t>(i)];
+      const std::optional<FileSpan>& raw = raw_spans_.initializers[static_cast<size_t>(i)];
       if (t.data_location() == onnx::TensorProto::EXTERNAL) {
         HEXIR_ASSIGN_OR_RETURN(c.file, external_range(t, c.bytes(), loc));
       } else if (raw) {
@@ -1108,7 +1134,8 @@ class Importer {
   // `scope`: where an unnamed node is ("" at the top, "If_3/then_branch/" inside an inlined branch).
   Status import_node(const onnx::NodeProto& node, int index, const std::string& scope = {}) {
     const std::string label = node.name().empty() ? scope + "#" + std::to_string(index) : node.name();
-    const NodeCtx n{node, Location::imported(file_, label, node.op_type()), node.op_type()};
+    const NodeCtx n{node, Location::imported(file_, label, node.op_type()), node.op_type(),
+                    scope.empty() ? index : -1};
     if (!node.domain().empty() && node.domain() != "ai.onnx")
       return error_at(n.loc, "operator domain '" + node.domain() + "' is not supported (only the default ONNX domain)");
     if (opset_ < 0) return error_at(n.loc, "the model imports no opset of the default ONNX domain");
@@ -3010,6 +3037,29 @@ class Importer {
     if (n.node.attribute_size() != 1) return error_at(n.loc, "needs exactly one value attribute");
     const auto& a = n.node.attribute(0);
     HostTensor h;
+    if (a.name() == "value" && n.top_index >= 0 && raw_spans_.node_tensors.count({n.top_index, 0})) {
+      // Its raw_data stayed in the file (the scan at load): a constant that reads it there.
+      const FileSpan raw = raw_spans_.node_tensors.at({n.top_index, 0});
+      const onnx::TensorProto& t = a.t();
+      ConstRecord c;
+      c.type = t.data_type();
+      c.dims.assign(t.dims().begin(), t.dims().end());
+      c.loc = n.loc;
+      if (onnx_element_size(c.type) == 0)
+        return error_at(n.loc, "tensor of type " + onnx_type_name(c.type) + " is not supported");
+      for (int64_t d : c.dims)
+        if (d < 0) return error_at(n.loc, "negative dim in " + shape_text(c.dims));
+      if (raw.size != c.bytes())
+        return error_at(n.loc, "raw_data holds " + std::to_string(raw.size) + " bytes, " + onnx_type_name(c.type) +
+                                   shape_text(c.dims) + " needs " + std::to_string(c.bytes()));
+      const std::string o = out_name(n, 0);
+      if (o.empty()) return ok_status();
+      c.name = claim(o);
+      c.file = FileRange{path_, raw.offset};
+      consts_.push_back(std::move(c));
+      define(n, 0, Ref{-1, static_cast<int>(consts_.size()) - 1});
+      return ok_status();
+    }
     if (a.name() == "value") {
       HEXIR_ASSIGN_OR_RETURN(h, proto_contents(a.t(), n.loc));
     } else if (a.name() == "value_float") {
@@ -3027,6 +3077,33 @@ class Importer {
     }
     define_folded(n, 0, std::move(h));
     return ok_status();
+  }
+
+  // The contents of tensor attribute `a` of node `n`, its raw_data read from the file when the scan left it there.
+  Result<HostTensor> attribute_contents(const NodeCtx& n, const onnx::AttributeProto& a) {
+    int index = 0;
+    while (index < n.node.attribute_size() && &n.node.attribute(index) != &a) ++index;
+    auto it = n.top_index >= 0 ? raw_spans_.node_tensors.find({n.top_index, index}) : raw_spans_.node_tensors.end();
+    if (it == raw_spans_.node_tensors.end()) return proto_contents(a.t(), n.loc);
+    const uint32_t esize = onnx_element_size(a.t().data_type());
+    if (esize == 0) return error_at(n.loc, "tensor of type " + onnx_type_name(a.t().data_type()) + " is not supported");
+    // Sized against the bytes in the file before anything is allocated.
+    uint64_t count = 1;
+    for (int64_t d : a.t().dims())
+      if (d < 0 || (d > 0 && count > it->second.size / static_cast<uint64_t>(d)))
+        return error_at(n.loc, "attribute '" + a.name() + "': dims do not match its " +
+                                   std::to_string(it->second.size) + " bytes of raw_data");
+      else
+        count *= static_cast<uint64_t>(d);
+    if (count * esize != it->second.size)
+      return error_at(n.loc, "attribute '" + a.name() + "': raw_data holds " + std::to_string(it->second.size) +
+                                 " bytes, " + std::to_string(count * esize) + " are needed");
+    HostTensor h = make_host(a.t().data_type(), std::vector<int64_t>(a.t().dims().begin(), a.t().dims().end()));
+    std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(path_.c_str(), "rb"), std::fclose);
+    if (!f || fseeko(f.get(), static_cast<off_t>(it->second.offset), SEEK_SET) != 0 ||
+        std::fread(h.bytes.data(), 1, h.bytes.size(), f.get()) != h.bytes.size())
+      return error_at(n.loc, "cannot read the raw_data of attribute '" + a.name() + "' from '" + path_.string() + "'");
+    return h;
   }
 
   // The contents of a TensorProto inside the model (a Constant node's value).
@@ -3140,7 +3217,7 @@ class Importer {
       if (d < 0) return error_at(n.loc, "shape " + shape_text(dims) + " has a negative dim");
     HostTensor value = make_host(kFloat, {1});
     if (const auto* a = find_attribute(n.node, "value")) {
-      HEXIR_ASSIGN_OR_RETURN(value, proto_contents(a->t(), n.loc));
+      HEXIR_ASSIGN_OR_RETURN(value, attribute_contents(n, *a));
       if (value.count() != 1) return error_at(n.loc, "attribute 'value' must hold one element");
     }
     const std::string o = out_name(n, 0);
@@ -3271,7 +3348,7 @@ class Importer {
   std::shared_ptr<const std::string> file_;
   const OnnxImportOptions& options_;
   onnx::ModelProto model_;
-  std::vector<std::optional<FileSpan>> raw_spans_;
+  RawSpans raw_spans_;
   int64_t opset_ = 0;
   bool shapes_overridden_ = false;
   GraphBuilder builder_;

@@ -504,7 +504,10 @@ TEST_CASE("names with ':' and '/' are kept, print quoted and round-trip") {
   check_close(out[1].f32(), want);
   // The VM sees the input under its ONNX name.
   const std::vector<uint8_t> bytes = compile_ok(module);
-  auto exe = hexir::vm::Module::load_buffer(bytes);
+  const fs::path hxe = dir.path() / "names.hxe";
+  std::ofstream(hxe, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()),
+                                             static_cast<std::streamsize>(bytes.size()));
+  auto exe = hexir::vm::Module::load_file(hxe.string());
   INFO(exe.status().to_string());
   REQUIRE(exe.ok());
   CHECK(exe->function(0).inputs[0].name == "input:0");
@@ -606,6 +609,57 @@ TEST_CASE("Constant folding: Shape/Slice/Cast/Range/ConstantOfShape/Expand/Equal
   std::vector<float> want(6);
   for (int i = 0; i < 2; ++i)
     for (int j = 0; j < 3; ++j) want[i * 3 + j] = (j == 0 ? x[i * 3 + j] : static_cast<float>(j)) * static_cast<float>(j);
+  check_close(out[0].f32(), want);
+  check_round_trip(module, dir.path());
+}
+
+TEST_CASE("Constant nodes' raw_data stays in the file (weights kept in Constant nodes are streamed, not parsed)") {
+  TempDir dir;
+  Model m(13);
+  m.input("x", kF, {2, 3});
+  auto constant_node = [&](const std::string& out, const std::vector<int64_t>& dims, const std::vector<float>& v) {
+    auto* n = m.proto().mutable_graph()->add_node();
+    n->set_op_type("Constant");
+    n->set_name(out + "_node");
+    n->add_output(out);
+    auto* a = n->add_attribute();
+    a->set_name("value");
+    a->set_type(onnx::AttributeProto::TENSOR);
+    auto* t = a->mutable_t();
+    t->set_data_type(kF);
+    for (int64_t d : dims) t->add_dims(d);
+    t->set_raw_data(std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float)));
+  };
+  constant_node("w", {3}, {1.f, 2.f, 3.f});
+  constant_node("two", {}, {2.f});
+  m.node("Mul", {"w", "two"}, {"w2"})  // folds: read back from the file
+      .node("Mul", {"x", "w"}, {"y0"})
+      .node("Add", {"y0", "w2"}, {"y1"});
+  // ConstantOfShape's value tensor is stripped by the same scan.
+  m.init_i64("shape", {2}, {2, 3});
+  {
+    auto* n = m.proto().mutable_graph()->add_node();
+    n->set_op_type("ConstantOfShape");
+    n->add_input("shape");
+    n->add_output("half");
+    auto* a = n->add_attribute();
+    a->set_name("value");
+    a->set_type(onnx::AttributeProto::TENSOR);
+    a->mutable_t()->set_data_type(kF);
+    a->mutable_t()->add_dims(1);
+    const float half = 0.5f;
+    a->mutable_t()->set_raw_data(std::string(reinterpret_cast<const char*>(&half), 4));
+  }
+  m.node("Add", {"y1", "half"}, {"y"}).output("y");
+  auto module = import_ok(m.save(dir.path() / "constants.onnx"));
+  bool w_from_file = false;
+  for (const auto& c : module.constants)
+    if (c.name == "w") w_from_file = std::holds_alternative<hexir::serializer::FileRange>(c.source);
+  CHECK(w_from_file);
+  const std::vector<float> x = ramp(6);
+  auto out = run(module, {f32({2, 3}, x)}, dir.path());
+  std::vector<float> want(6);
+  for (int i = 0; i < 6; ++i) want[i] = x[i] * static_cast<float>(i % 3 + 1) + 2.f * static_cast<float>(i % 3 + 1) + 0.5f;
   check_close(out[0].f32(), want);
   check_round_trip(module, dir.path());
 }
