@@ -1,6 +1,6 @@
 // hexir-compile IN.hxir -o OUT.hxe [--plan=naive|arena|free-at-last-use] [--align N] [--data-checksum]
 //               [--schedule=source|memory] [--no-in-place]
-//               [--compress=none|zstd[:LEVEL]] [--plan-budget-ms N]
+//               [--compress=none|zstd[:LEVEL]] [--plan-budget-ms N] [--allow-external-files]
 // hexir-compile MODEL.onnx -o OUT.hxe [--input-shape NAME=AxBxC ...] [--bind NAME=VALUE ...]
 //               [--emit-hxir OUT.hxir|-]   (docs/onnx.md)
 #include <cstdio>
@@ -28,19 +28,24 @@ constexpr const char* kUsage =
     "usage: hexir-compile IN.hxir -o OUT.hxe [--plan=naive|arena|free-at-last-use] [--align N] "
     "[--data-checksum]\n"
     "       [--schedule=source|memory] [--no-in-place]\n"
-    "       [--compress=none|zstd[:LEVEL]] [--plan-budget-ms N]\n"
+    "       [--compress=none|zstd[:LEVEL]] [--plan-budget-ms N] [--allow-external-files]\n"
     "       hexir-compile MODEL.onnx -o OUT.hxe [--input-shape NAME=AxBxC ...] [--bind NAME=VALUE ...]\n"
-    "       (either input) [--emit-hxir OUT.hxir|-]: also print the graph as .hxir text\n";
+    "       (either input) [--emit-hxir OUT.hxir|-]: also print the graph as .hxir text\n"
+    "  --align N               arena offset alignment, a power of two from 1 to 4096 (default 64),\n"
+    "                          at least the element size of every value in the arena\n"
+    "  --allow-external-files  .hxir `file` constants may name files outside the source's folder\n";
 
 // The graph of an .onnx model (with its options) or of .hxir text.
 hexir::Result<hexir::serializer::Module> load_graph(const std::string& input, bool onnx,
-                                                    const hexir::serializer::OnnxImportOptions& import) {
+                                                    const hexir::serializer::OnnxImportOptions& import,
+                                                    bool allow_external_files) {
   if (onnx) return hexir::serializer::import_onnx(input, import);
   std::ifstream in(input, std::ios::binary);
   if (!in) return hexir::not_found("cannot open '" + input + "'");
   std::stringstream text;
   text << in.rdbuf();
-  return hexir::serializer::parse_module(text.str(), input, std::filesystem::path(input).parent_path());
+  return hexir::serializer::parse_module(text.str(), input, std::filesystem::path(input).parent_path(),
+                                         {allow_external_files});
 }
 
 }  // namespace
@@ -71,6 +76,8 @@ int main(int argc, char** argv) {
       options.in_place = false;
     else if (args.flag("--data-checksum"))
       options.data_checksum = true;
+    else if (args.flag("--allow-external-files"))
+      options.allow_external_files = true;
     else
       args.input(&input);
   }
@@ -108,7 +115,7 @@ int main(int argc, char** argv) {
   hexir::Result<serializer::CompiledFile> compiled = hexir::invalid_argument("nothing compiled");
   if (onnx || !emit_hxir.empty()) {
     // An imported graph's weights stay in the model file (or its external data) until they are written.
-    auto module = load_graph(input, onnx, import);
+    auto module = load_graph(input, onnx, import, options.allow_external_files);
     if (!module.ok()) return args.fail(module.status().message());
     if (!emit_hxir.empty()) {
       serializer::HxirPrintOptions print;

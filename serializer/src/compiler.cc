@@ -56,7 +56,11 @@ Result<ModulePlan> plan_module(const Module& module, const CompileOptions& optio
       std::string used;
       Status planned = plan_function_arena(module.functions[f], fn_plan, options.plan, options.alignment,
                                            &used, options.plan_budget_ms);
-      if (!planned.ok()) return display_name.empty() ? planned : planned.annotate(display_name);
+      // Errors with a source position already name the file.
+      if (!planned.ok())
+        return display_name.empty() || planned.message().starts_with(std::string(display_name) + ":")
+                   ? planned
+                   : planned.annotate(display_name);
       if (f == 0 || fn_plan.arena_size > arena) *heuristic = used;
       arena = std::max(arena, fn_plan.arena_size);
       if (!in_arena) workspace = std::max(workspace, fn_plan.workspace_size);
@@ -126,7 +130,8 @@ Result<std::vector<uint8_t>> compile_source(std::string_view source, std::string
                                             const std::filesystem::path& base_dir,
                                             const CompileOptions& options) {
   HEXIR_RETURN_IF_ERROR(check_compile_options(options));
-  HEXIR_ASSIGN_OR_RETURN(Module module, parse_module(source, display_name, base_dir));
+  HEXIR_ASSIGN_OR_RETURN(Module module,
+                         parse_module(source, display_name, base_dir, {options.allow_external_files}));
   return compile_module(module, options, display_name);
 }
 
@@ -139,7 +144,8 @@ Result<CompiledFile> compile_file_to(const std::filesystem::path& path, const st
                                      const CompileOptions& options) {
   HEXIR_RETURN_IF_ERROR(check_compile_options(options));
   HEXIR_ASSIGN_OR_RETURN(std::string text, read_text(path));
-  HEXIR_ASSIGN_OR_RETURN(Module module, parse_module(text, path.string(), path.parent_path()));
+  HEXIR_ASSIGN_OR_RETURN(Module module, parse_module(text, path.string(), path.parent_path(),
+                                                     {options.allow_external_files}));
   return compile_module_to(module, out, options, path.string());
 }
 

@@ -2,8 +2,9 @@
 
 #include <algorithm>
 #include <bit>
-#include <charconv>
 #include <cctype>
+#include <cerrno>
+#include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -64,11 +65,13 @@ constexpr int kMaxAttrDepth = 32;
 
 class Parser {
  public:
-  Parser(std::string_view source, std::string_view display_name, const std::filesystem::path& base_dir)
+  Parser(std::string_view source, std::string_view display_name, const std::filesystem::path& base_dir,
+         const ParseOptions& options)
       : src_(source),
         file_(display_name),
         file_name_(std::make_shared<const std::string>(display_name)),
         base_dir_(base_dir),
+        options_(options),
         builder_(std::filesystem::path(std::string(display_name)).stem().string()) {}
 
   Result<Module> parse() {
@@ -212,7 +215,12 @@ class Parser {
     std::string text(src_.substr(start, pos_ - start));
     if (is_float) {
       tok_.kind = Tok::kFloat;
+      errno = 0;
       tok_.float_value = std::strtod(text.c_str(), nullptr);
+      // Too small rounds to zero or a subnormal, as it does in any dtype;
+      // too large is an error, never a silent infinity.
+      if (errno == ERANGE && std::isinf(tok_.float_value))
+        return error(tok_.loc, "number " + text + " is out of range (beyond the largest double)");
     } else {
       tok_.kind = Tok::kInt;
       const char* begin = text.c_str() + (text[0] == '+' ? 1 : 0);
@@ -243,9 +251,13 @@ class Parser {
         else if (e == 't')
           tok_.str += '\t';
         else if (e == 'x' && std::isxdigit(static_cast<unsigned char>(ch(1))) &&
-                 std::isxdigit(static_cast<unsigned char>(ch(2)))) {  // \xNN: any byte
+                 std::isxdigit(static_cast<unsigned char>(ch(2)))) {  // \xNN: any byte but NUL
           const char hex[3] = {ch(1), ch(2), 0};
-          tok_.str += static_cast<char>(std::strtol(hex, nullptr, 16));
+          const char byte = static_cast<char>(std::strtol(hex, nullptr, 16));
+          // Names and paths end at a NUL wherever they reach C APIs: a
+          // string holding one would mean something shorter than written.
+          if (byte == '\0') return error({line_, col_ - 1}, "NUL byte (\\x00) in a quoted string");
+          tok_.str += byte;
           bump();
           bump();
         } else
@@ -253,6 +265,7 @@ class Parser {
         bump();
         continue;
       }
+      if (c == '\0') return error({line_, col_}, "NUL byte in a quoted string");
       tok_.str += c;
       bump();
     }
@@ -317,7 +330,7 @@ class Parser {
       // Only the header is read now: the type is checked here, the bytes
       // stay in the file until the writer streams them out.
       SourceLoc path_loc = tok_.loc;
-      std::filesystem::path path = base_dir_ / tok_.str;
+      HEXIR_ASSIGN_OR_RETURN(std::filesystem::path path, constant_file_path(name, path_loc));
       Result<NpyHeader> header = read_npy_header(path.string());
       if (!header.ok())
         return error(path_loc, "cannot load constant @" + name + ": " + header.status().message());
@@ -353,6 +366,36 @@ class Parser {
       return expected("'file', 'splat' or 'dense' after '='");
     }
     return builder_.add_constant(name, std::move(type), std::move(source), location(name_loc)).status();
+  }
+
+  // The file a `file "..."` constant names (the string token now), relative
+  // to the source's folder. Unless options_.allow_external_files, it must stay
+  // inside that folder: no absolute path, and the real path (`..` and every
+  // symlink resolved) under the folder's real path; that real path is what
+  // gets read.
+  Result<std::filesystem::path> constant_file_path(const std::string& name, SourceLoc loc) const {
+    const std::filesystem::path written(tok_.str);
+    if (options_.allow_external_files) return base_dir_ / written;
+    const std::string what = "constant @" + name + ": file '" + tok_.str + "'";
+    const std::string allow = " (hexir-compile --allow-external-files allows any path)";
+    if (written.is_absolute() || written.has_root_name() || written.has_root_directory())
+      return error(loc,
+                   what + " is an absolute path; `file` paths are relative to the source's folder" + allow);
+    std::error_code ec;
+    const std::filesystem::path folder = base_dir_.empty() ? std::filesystem::path(".") : base_dir_;
+    const std::filesystem::path root = std::filesystem::canonical(folder, ec);
+    if (ec)
+      return error(loc,
+                   what + ": cannot resolve the source's folder '" + folder.string() + "': " + ec.message());
+    const std::filesystem::path target = std::filesystem::canonical(folder / written, ec);
+    if (ec)
+      return error(loc, "cannot load constant @" + name + ": cannot open '" + (folder / written).string() +
+                            "': " + ec.message());
+    auto [root_end, target_at] = std::mismatch(root.begin(), root.end(), target.begin(), target.end());
+    if (root_end != root.end() || target_at == target.end())
+      return error(loc, what + " resolves to '" + target.string() + "', outside the source's folder '" +
+                            root.string() + "'" + allow);
+    return target;
   }
 
   // A dense list: either flat (any length; the caller checks the total) or
@@ -419,19 +462,40 @@ class Parser {
       auto* p = static_cast<const uint8_t*>(bytes);
       out->insert(out->end(), p, p + n);
     };
+    // Floats: the literal's double rounded once to the dtype; a finite
+    // literal that would round to infinity is an error.
+    auto out_of_range = [&](const char* largest) {
+      return error(loc, std::string(tok_.text) + " is out of range for " + dtype_name(dtype) +
+                            " (largest finite value " + largest + ")");
+    };
     switch (dtype) {
       case DType::kF32: {
-        float f = static_cast<float>(number);
+        // Doubles from 2^128 - 2^103 (half an ulp past FLT_MAX) up round to
+        // infinity; between FLT_MAX and that the nearest float is FLT_MAX
+        // (the conversion itself is defined only inside the float range).
+        constexpr double kOverflow = 0x1.ffffffp+127;
+        constexpr float kMax = std::numeric_limits<float>::max();
+        float f = 0;
+        if (!std::isfinite(number))
+          f = static_cast<float>(number);
+        else if (std::fabs(number) >= kOverflow)
+          return out_of_range("3.4028235e+38");
+        else if (std::fabs(number) > kMax)
+          f = std::copysign(kMax, static_cast<float>(number < 0 ? -1 : 1));
+        else
+          f = static_cast<float>(number);
         append(&f, 4);
         break;
       }
       case DType::kF16: {
-        uint16_t h = float_to_half_bits(static_cast<float>(number));
+        uint16_t h = double_to_half_bits(number);
+        if (std::isfinite(number) && (h & 0x7fff) == 0x7c00) return out_of_range("65504");
         append(&h, 2);
         break;
       }
       case DType::kBF16: {
-        uint16_t h = float_to_bfloat16_bits(static_cast<float>(number));
+        uint16_t h = double_to_bfloat16_bits(number);
+        if (std::isfinite(number) && (h & 0x7fff) == 0x7f80) return out_of_range("3.3895314e+38");
         append(&h, 2);
         break;
       }
@@ -698,6 +762,7 @@ class Parser {
   std::string_view file_;
   std::shared_ptr<const std::string> file_name_;  // shared by every Location of this file
   std::filesystem::path base_dir_;
+  ParseOptions options_;
   GraphBuilder builder_;
   size_t pos_ = 0;
   int line_ = 1;
@@ -708,8 +773,8 @@ class Parser {
 }  // namespace
 
 Result<Module> parse_module(std::string_view source, std::string_view display_name,
-                            const std::filesystem::path& base_dir) {
-  return Parser(source, display_name, base_dir).parse();
+                            const std::filesystem::path& base_dir, const ParseOptions& options) {
+  return Parser(source, display_name, base_dir, options).parse();
 }
 
 }  // namespace hexir::serializer

@@ -20,11 +20,21 @@
 
 namespace hexir::serializer {
 
+struct ParseOptions {
+  // `file "x.npy"` paths are confined to `base_dir` (the source's folder) by
+  // default: no absolute path, nothing outside it after `..` and symlinks are
+  // resolved (realpath). True: any path the process can read.
+  bool allow_external_files = false;
+};
+
 // `display_name` names the source in errors; `base_dir` resolves `file "x.npy"` paths.
 Result<Module> parse_module(std::string_view source, std::string_view display_name,
-                            const std::filesystem::path& base_dir);
+                            const std::filesystem::path& base_dir, const ParseOptions& options = {});
 
-// Element conversions of splat/dense values of f16 and bf16 constants.
+// Element conversions of splat/dense values of f16 and bf16 constants: the
+// literal's double rounded once (never through f32 first).
+using hexir::double_to_bfloat16_bits;
+using hexir::double_to_half_bits;
 using hexir::float_to_bfloat16_bits;
 using hexir::float_to_half_bits;
 

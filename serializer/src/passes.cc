@@ -141,11 +141,14 @@ int find_root(std::vector<int>& parent, int v) {
   return v;
 }
 
-// The index of the argument whose value is `value`, or -1.
-int argument_of(const Function& fn, int value) {
-  for (size_t a = 0; a < fn.arguments.size(); ++a)
-    if (fn.arguments[a].value == value) return static_cast<int>(a);
-  return -1;
+// Per value id: the index of the argument whose value it is, or -1.
+std::vector<int> arguments_by_value(const Function& fn, const FunctionPlan& plan) {
+  std::vector<int> argument(plan.values.size(), -1);
+  for (size_t a = 0; a < fn.arguments.size(); ++a) {
+    const size_t v = static_cast<size_t>(fn.arguments[a].value);
+    if (v < argument.size() && argument[v] < 0) argument[v] = static_cast<int>(a);
+  }
+  return argument;
 }
 
 }  // namespace
@@ -237,18 +240,22 @@ void assign_storage(const Function& fn, FunctionPlan& plan) {
     p.storage_index = root.storage_index;
   }
 
+  // Each donated input takes the first output of its type not taken yet:
+  // outputs queued per type, so N donations cost O(N log N), not O(N^2).
   plan.donated_to.assign(fn.arguments.size(), -1);
-  std::vector<bool> output_taken(fn.outputs.size(), false);
+  using TypeKey = std::pair<DType, std::vector<int64_t>>;
+  std::map<TypeKey, std::vector<int>> free_outputs;  // per type: output indices, last one first
+  const size_t result_count = std::min(fn.result_types.size(), fn.outputs.size());
+  for (size_t j = result_count; j-- > 0;)
+    free_outputs[{fn.result_types[j].dtype, fn.result_types[j].dims}].push_back(static_cast<int>(j));
   for (size_t a = 0; a < fn.arguments.size(); ++a) {
     const Argument& arg = fn.arguments[a];
     if (!arg.donate) continue;
-    for (size_t j = 0; j < fn.result_types.size() && j < output_taken.size(); ++j) {
-      if (!output_taken[j] && fn.result_types[j] == fn.values[static_cast<size_t>(arg.value)].type) {
-        output_taken[j] = true;
-        plan.donated_to[a] = static_cast<int>(j);
-        break;
-      }
-    }
+    const TensorType& type = fn.values[static_cast<size_t>(arg.value)].type;
+    auto it = free_outputs.find(TypeKey{type.dtype, type.dims});
+    if (it == free_outputs.end() || it->second.empty()) continue;
+    plan.donated_to[a] = it->second.back();
+    it->second.pop_back();
   }
 }
 
@@ -259,6 +266,33 @@ int buffer_head(const FunctionPlan& plan, int value) {
     v = plan.values[static_cast<size_t>(plan.values[static_cast<size_t>(v)].buffer_prev)].storage_root;
   return v;
 }
+
+BufferHeads::BufferHeads(const FunctionPlan& plan) : up_(plan.values.size()) {
+  for (size_t v = 0; v < plan.values.size(); ++v) {
+    const ValuePlan& value = plan.values[v];
+    const int root = value.storage_root;
+    if (root != static_cast<int>(v)) {
+      up_[v] = root;
+    } else if (value.buffer_prev >= 0) {
+      up_[v] = plan.values[static_cast<size_t>(value.buffer_prev)].storage_root;
+    } else {
+      up_[v] = root;
+    }
+  }
+}
+
+int BufferHeads::head(int value) {
+  size_t v = static_cast<size_t>(value);
+  // Path halving: every other value on the way skips to its grandparent.
+  // Links go to values written earlier, so the walk ends.
+  while (up_[v] != static_cast<int>(v)) {
+    up_[v] = up_[static_cast<size_t>(up_[v])];
+    v = static_cast<size_t>(up_[v]);
+  }
+  return static_cast<int>(v);
+}
+
+void BufferHeads::link(int value, int onto) { up_[static_cast<size_t>(head(value))] = head(onto); }
 
 Uses compute_uses(const FunctionPlan& plan) {
   Uses uses;
@@ -279,6 +313,8 @@ Uses compute_uses(const FunctionPlan& plan) {
 
 void assign_in_place(const Function& fn, FunctionPlan& plan, bool arena_values) {
   const Uses uses = compute_uses(plan);
+  BufferHeads heads(plan);
+  const std::vector<int> argument = arguments_by_value(fn, plan);
   for (size_t k = 0; k < plan.program.size(); ++k) {
     Instruction& inst = plan.program[k];
     inst.alias_mask = 0;
@@ -306,7 +342,7 @@ void assign_in_place(const Function& fn, FunctionPlan& plan, bool arena_values) 
       if (candidate_value.byte_size != result_value.byte_size ||
           candidate_value.type.dtype != result_value.type.dtype)
         continue;
-      const int head = buffer_head(plan, c);
+      const int head = heads.head(c);
       bool legal = false;
       if (target_output < 0) {
         // Transient buffers only: never a constant, an input or an output.
@@ -314,7 +350,7 @@ void assign_in_place(const Function& fn, FunctionPlan& plan, bool arena_values) 
                 plan.values[static_cast<size_t>(head)].storage == Storage::kArena &&
                 candidate.storage == Storage::kArena;
       } else if (candidate_value.kind == ValueKind::kInput && candidate.buffer_prev < 0) {
-        const int a = argument_of(fn, c);
+        const int a = argument[static_cast<size_t>(c)];
         legal = a >= 0 && fn.arguments[static_cast<size_t>(a)].donate &&
                 plan.donated_to[static_cast<size_t>(a)] == target_output;
       }
@@ -329,6 +365,7 @@ void assign_in_place(const Function& fn, FunctionPlan& plan, bool arena_values) 
     }
     if (best < 0) continue;
     result.buffer_prev = best;
+    heads.link(out, best);
     for (size_t i = 0; i < inst.inputs.size() && i < 32; ++i)
       if (plan.values[static_cast<size_t>(inst.inputs[i])].storage_root == best) inst.alias_mask |= 1u << i;
   }
@@ -336,26 +373,28 @@ void assign_in_place(const Function& fn, FunctionPlan& plan, bool arena_values) 
 
 void place_donations(const Function& fn, FunctionPlan& plan) {
   const Uses uses = compute_uses(plan);
+  BufferHeads heads(plan);
   for (size_t a = 0; a < fn.arguments.size(); ++a) {
     const Argument& arg = fn.arguments[a];
     if (!arg.donate || plan.donated_to[a] < 0) continue;
     const size_t j = static_cast<size_t>(plan.donated_to[a]);
     const int result = plan.values[static_cast<size_t>(plan.outputs[j])].storage_root;
     ValuePlan& r = plan.values[static_cast<size_t>(result)];
-    if (buffer_head(plan, result) == arg.value) continue;  // an in-place chain already ends there
+    if (heads.head(result) == arg.value) continue;  // an in-place chain already ends there
     // Written straight into the donated buffer: legal when the input (with
     // its views) is read by no instruction from the writer on.
     if (value_at(fn, plan, result).kind == ValueKind::kResult && r.storage == Storage::kOutput &&
         r.buffer_prev < 0 && uses.def[static_cast<size_t>(result)] >= 0 &&
         uses.last_read[static_cast<size_t>(arg.value)] < uses.def[static_cast<size_t>(result)]) {
       r.buffer_prev = arg.value;
+      heads.link(result, arg.value);
       continue;
     }
     plan.donated_to[a] = -1;  // no legal way: the input stays read-only
   }
   // Storage follows the buffer's head (views already share their root's).
   for (size_t v = 0; v < plan.values.size(); ++v) {
-    const ValuePlan& head = plan.values[static_cast<size_t>(buffer_head(plan, static_cast<int>(v)))];
+    const ValuePlan& head = plan.values[static_cast<size_t>(heads.head(static_cast<int>(v)))];
     plan.values[v].storage = head.storage;
     plan.values[v].storage_index = head.storage_index;
   }
@@ -374,10 +413,12 @@ void schedule_for_memory(const Function& fn, FunctionPlan& plan) {
   std::vector<std::vector<int>> successors(n);
   std::vector<int> waiting(n, 0);
   std::vector<int> readers_left(value_total, 0);
+  std::vector<int64_t> read_by(value_total, -1);  // the last instruction that listed the root
   for (size_t k = 0; k < n; ++k) {
     for (int input : plan.program[k].inputs) {
       const int root = root_of(input);
-      if (std::find(reads[k].begin(), reads[k].end(), root) != reads[k].end()) continue;
+      if (read_by[static_cast<size_t>(root)] == static_cast<int64_t>(k)) continue;
+      read_by[static_cast<size_t>(root)] = static_cast<int64_t>(k);
       reads[k].push_back(root);
       ++readers_left[static_cast<size_t>(root)];
       const int p = producer[static_cast<size_t>(root)];
@@ -392,30 +433,48 @@ void schedule_for_memory(const Function& fn, FunctionPlan& plan) {
                ? static_cast<int64_t>(value_at(fn, plan, root).byte_size)
                : 0;
   };
-  std::vector<int> ready;
+  // Per root, the sum of the indices of its readers not yet scheduled: when
+  // one reader is left, that sum names it.
+  std::vector<int64_t> reader_sum(value_total, 0);
   for (size_t k = 0; k < n; ++k)
-    if (waiting[k] == 0) ready.push_back(static_cast<int>(k));
+    for (int root : reads[k]) reader_sum[static_cast<size_t>(root)] += static_cast<int64_t>(k);
+  // The ready instructions by (arena bytes allocated - bytes freed, index):
+  // the first is the pick. A ready instruction's key changes only when it
+  // becomes the last reader of one of its inputs, so each pick costs
+  // O(log n) per input it reads instead of a scan of everything ready.
+  std::vector<int64_t> delta(n, 0);
+  std::vector<bool> is_ready(n, false);
+  std::set<std::pair<int64_t, int>> ready;
+  auto make_ready = [&](int k) {
+    int64_t d = 0;
+    for (int output : plan.program[static_cast<size_t>(k)].outputs) d += arena_bytes(root_of(output));
+    for (int root : reads[static_cast<size_t>(k)])
+      if (readers_left[static_cast<size_t>(root)] == 1) d -= arena_bytes(root);
+    delta[static_cast<size_t>(k)] = d;
+    is_ready[static_cast<size_t>(k)] = true;
+    ready.insert({d, k});
+  };
+  for (size_t k = 0; k < n; ++k)
+    if (waiting[k] == 0) make_ready(static_cast<int>(k));
   std::vector<Instruction> order;
   order.reserve(n);
   while (!ready.empty()) {
-    size_t pick = 0;
-    int64_t best = 0;
-    for (size_t r = 0; r < ready.size(); ++r) {
-      const int k = ready[r];
-      int64_t delta = 0;
-      for (int output : plan.program[static_cast<size_t>(k)].outputs) delta += arena_bytes(root_of(output));
-      for (int root : reads[static_cast<size_t>(k)])
-        if (readers_left[static_cast<size_t>(root)] == 1) delta -= arena_bytes(root);
-      if (r == 0 || delta < best || (delta == best && k < ready[pick])) {
-        pick = r;
-        best = delta;
-      }
+    const int k = ready.begin()->second;
+    ready.erase(ready.begin());
+    is_ready[static_cast<size_t>(k)] = false;
+    for (int root : reads[static_cast<size_t>(k)]) {
+      const size_t r = static_cast<size_t>(root);
+      reader_sum[r] -= k;
+      if (--readers_left[r] != 1) continue;
+      // The one reader left now frees this root: if it is ready, its key drops.
+      const size_t last = static_cast<size_t>(reader_sum[r]);
+      if (!is_ready[last]) continue;
+      ready.erase({delta[last], static_cast<int>(last)});
+      delta[last] -= arena_bytes(root);
+      ready.insert({delta[last], static_cast<int>(last)});
     }
-    const int k = ready[pick];
-    ready.erase(ready.begin() + static_cast<std::ptrdiff_t>(pick));
-    for (int root : reads[static_cast<size_t>(k)]) --readers_left[static_cast<size_t>(root)];
     for (int next : successors[static_cast<size_t>(k)])
-      if (--waiting[static_cast<size_t>(next)] == 0) ready.push_back(next);
+      if (--waiting[static_cast<size_t>(next)] == 0) make_ready(next);
     order.push_back(plan.program[static_cast<size_t>(k)]);
   }
   plan.program = std::move(order);  // a DAG: every instruction was scheduled
@@ -447,10 +506,11 @@ std::vector<LiveRange> compute_live_ranges(const Function& fn, const FunctionPla
   const Uses uses = compute_uses(plan);
   std::vector<LiveRange> ranges;
   std::vector<int> range_of(plan.values.size(), -1);  // per buffer head
+  BufferHeads heads(plan);
   for (size_t v = 0; v < plan.values.size(); ++v) {
     const ValuePlan& value = plan.values[v];
     if (value.storage_root != static_cast<int>(v) || value.storage != Storage::kArena) continue;
-    const int head = buffer_head(plan, static_cast<int>(v));
+    const int head = heads.head(static_cast<int>(v));
     const int64_t def = uses.def[v] < 0 ? 0 : uses.def[v];
     const int64_t end = std::max(def, uses.last_read[v]) + 1;
     if (range_of[static_cast<size_t>(head)] < 0) {
@@ -472,6 +532,24 @@ std::vector<LiveRange> compute_live_ranges(const Function& fn, const FunctionPla
 
 Status plan_function_arena(const Function& fn, FunctionPlan& plan, PlanStrategy strategy, uint32_t alignment,
                            std::string* heuristic, uint64_t plan_budget_ms) {
+  // Every arena offset is a multiple of the alignment; below an element's
+  // size a value could start at an address its loads cannot use (a fault on
+  // GPUs, misaligned vector loads on CPUs). Refused, naming the value.
+  for (size_t v = 0; v < plan.values.size(); ++v) {
+    if (plan.values[v].storage != Storage::kArena) continue;
+    const Value& value = value_at(fn, plan, static_cast<int>(v));
+    const uint32_t element = dtype_size(value.type.dtype);
+    if (alignment >= element || value.byte_size == 0) continue;
+    return error_at(value.loc,
+                    "arena alignment " + std::to_string(alignment) + " is below the " +
+                        std::to_string(element) + "-byte elements of %" + value.name + " (" +
+                        value.type.to_string() + ") in @" + fn.name +
+                        ": its offset could be misaligned for its type; use an alignment of at least " +
+                        std::to_string(element));
+  }
+  // Kernel scratch holds doubles: it goes into the arena only at offsets
+  // that keep them aligned (else the shared workspace, aligned past the arena).
+  if (alignment < kScratchAlignment) plan.workspace_in_arena = false;
   std::vector<LiveRange> ranges = compute_live_ranges(fn, plan);
   std::vector<PlanBuffer> buffers;
   buffers.reserve(ranges.size());
@@ -505,9 +583,10 @@ Status plan_function_arena(const Function& fn, FunctionPlan& plan, PlanStrategy 
     plan.values[static_cast<size_t>(ranges[i].root)].arena_offset = placed->offsets[i];
   for (size_t j = 0; j < scratch_of.size(); ++j)
     plan.program[scratch_of[j]].workspace_offset = placed->offsets[ranges.size() + j];
+  BufferHeads heads(plan);
   for (size_t v = 0; v < plan.values.size(); ++v)
     plan.values[v].arena_offset =
-        plan.values[static_cast<size_t>(buffer_head(plan, static_cast<int>(v)))].arena_offset;
+        plan.values[static_cast<size_t>(heads.head(static_cast<int>(v)))].arena_offset;
   plan.arena_size = placed->size;
   plan.lower_bound = live_lower_bound(buffers);
   if (heuristic) *heuristic = placed->heuristic;

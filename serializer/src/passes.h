@@ -57,7 +57,25 @@ void assign_storage(const Function& fn, FunctionPlan& plan);
 // The head of the buffer `value` lives in: its storage root, then the
 // buffer_prev links (in-place results and donated destinations) followed to
 // the value that owns the buffer (an arena value, an input, a constant).
+// Walks the chain: O(its length). Passes that need many heads use BufferHeads.
 int buffer_head(const FunctionPlan& plan, int value);
+
+// The buffer heads of every value of a plan, in amortized near-constant time
+// per query however long the chains (a chain of N in-place results would make
+// N calls of buffer_head cost O(N^2)). A union-find over the links: each
+// value points at a value further along its chain (its storage root, or its
+// root's buffer_prev's root), and queries shorten the paths they follow.
+// Stays right when a pass links a head onto another buffer with link().
+class BufferHeads {
+ public:
+  explicit BufferHeads(const FunctionPlan& plan);
+  int head(int value);
+  // `value`'s buffer, whose head was `value` itself, now continues `onto`'s.
+  void link(int value, int onto);
+
+ private:
+  std::vector<int> up_;
+};
 
 // Per storage root: program index of the last instruction reading it or any
 // view of it (-1: none), and of its writer (-1: not written by an instruction).
@@ -113,8 +131,14 @@ struct LiveRange {
 };
 std::vector<LiveRange> compute_live_ranges(const Function& fn, const FunctionPlan& plan);
 
+// Kernel scratch (workspaces) is only placed in the arena when the arena
+// alignment is at least this (it holds doubles).
+constexpr uint32_t kScratchAlignment = 8;
+
 // Assigns arena offsets to every arena value with the chosen strategy, and
-// sets plan.arena_size and plan.lower_bound. `heuristic` receives the name of
+// refuses an alignment below the element size of any arena value (naming it);
+// below kScratchAlignment, scratch stays in the shared workspace. Sets
+// plan.arena_size and plan.lower_bound. `heuristic` receives the name of
 // the placement used. `plan_budget_ms` bounds the planner's improvement
 // search (a deterministic work budget, see plan_arena).
 Status plan_function_arena(const Function& fn, FunctionPlan& plan, PlanStrategy strategy, uint32_t alignment,

@@ -49,6 +49,10 @@ struct CompileOptions {
   // milliseconds of counted work: deterministic (the same input and budget
   // give the same plan on any machine). 0: greedy heuristics only.
   uint64_t plan_budget_ms = 200;
+  // .hxir `file "x.npy"` constants may name any path (absolute, `..` or a
+  // symlink leading out of the source's folder). Off by default: a source
+  // reads only files under its own folder.
+  bool allow_external_files = false;
 };
 
 // `display_name` is used in error messages (file:line:col); `base_dir`
