@@ -119,7 +119,8 @@ Result<BufferPlan> plan_arena(std::span<const PlanBuffer> buffers, const PlanOpt
   if (greedy.empty()) return resource_exhausted("arena plan exceeds 2^62 bytes");
   size_t winner = 0;
   for (size_t i = 0; i < greedy.size(); ++i) {
-    r.greedy.push_back({greedy[i].name, greedy[i].peak * alignment});
+    r.greedy.push_back({greedy[i].name, greedy[i].peak * alignment, greedy[i].capped});
+    r.greedy_capped += greedy[i].capped ? 1 : 0;
     if (greedy[i].peak < greedy[winner].peak) winner = i;
   }
   std::vector<uint64_t> units = std::move(greedy[winner].offsets);

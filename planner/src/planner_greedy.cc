@@ -16,11 +16,12 @@ constexpr uint64_t kSkylineStepWork = 200;
 using Span = std::pair<uint64_t, uint64_t>;  // [begin, end) in memory
 using Spans = std::vector<Span>;             // sorted, disjoint, not touching
 
-// Adds [a, b) to a coalesced span list.
-void add_span(Spans& spans, uint64_t a, uint64_t b) {
+// Adds [a, b) to a coalesced span list; counts the spans it moves in `work`.
+void add_span(Spans& spans, uint64_t a, uint64_t b, uint64_t& work) {
   // First span that ends at or after a (touching spans merge).
   auto first = std::lower_bound(spans.begin(), spans.end(), a,
                                 [](const Span& s, uint64_t value) { return s.second < value; });
+  work += 1 + static_cast<uint64_t>(spans.end() - first);
   auto last = first;
   while (last != spans.end() && last->first <= b) {
     a = std::min(a, last->first);
@@ -42,7 +43,8 @@ void add_span(Spans& spans, uint64_t a, uint64_t b) {
 // spans recorded in its subtree (`below`). Spans are coalesced, so a densely
 // packed region costs one span however many buffers fill it. The memory in
 // use during [lo, hi) is the union of `below` of the nodes covering the window
-// and `own` of their ancestors: O(log T) lists.
+// and `own` of their ancestors: O(log T) lists. work() counts the spans merged
+// and moved, what queries and insertions cost beyond O(log T).
 class OccupancyIndex {
  public:
   explicit OccupancyIndex(int32_t slots) {
@@ -65,11 +67,13 @@ class OccupancyIndex {
     ++clock_;
     insert(1, 0, leaves_, lo, hi, begin, end);
   }
+  uint64_t work() const { return work_; }
 
   // The union of memory taken during [lo, hi), sorted and coalesced. Valid
   // until the next call.
   const Spans& query(int32_t lo, int32_t hi) {
     lists_.clear();
+    ++work_;
     const int32_t block = lo >> block_shift_;
     if (((hi - 1) >> block_shift_) != block) {
       collect(1, 0, leaves_, lo, hi);
@@ -120,6 +124,7 @@ class OccupancyIndex {
       size_t out = 0;
       for (size_t i = 0; i + 1 < lists_.size(); i += 2) {
         Spans& target = pool_[used++];
+        work_ += lists_[i]->size() + lists_[i + 1]->size();
         unite(*lists_[i], *lists_[i + 1], target);
         lists_[out++] = &target;
       }
@@ -128,14 +133,15 @@ class OccupancyIndex {
     }
     if (!last || last->empty()) return *lists_[0];
     Spans& target = pool_[used];
+    work_ += lists_[0]->size() + last->size();
     unite(*lists_[0], *last, target);
     return target;
   }
 
   void insert(size_t node, int32_t l, int32_t r, int32_t lo, int32_t hi, uint64_t begin, uint64_t end) {
-    add_span(below_[node], begin, end);
+    add_span(below_[node], begin, end, work_);
     if (lo <= l && r <= hi) {
-      add_span(own_[node], begin, end);
+      add_span(own_[node], begin, end, work_);
       if (node < modified_.size()) modified_[node] = clock_;  // above the blocks: caches below are stale
       return;
     }
@@ -180,6 +186,45 @@ class OccupancyIndex {
   std::vector<uint64_t> modified_;  // per node above the blocks: clock_ of its last own_ change
   std::vector<Spans> cache_;        // per block: see covering()
   std::vector<uint64_t> cached_at_;
+  uint64_t work_ = 0;
+};
+
+// Range "raise to at least" and range max over time slots: the top of
+// everything placed that a window meets, for placements on top.
+class TopTree {
+ public:
+  explicit TopTree(int32_t slots) {
+    leaves_ = 1;
+    while (leaves_ < slots) leaves_ *= 2;
+    max_.assign(2 * static_cast<size_t>(leaves_), 0);
+    raised_.assign(2 * static_cast<size_t>(leaves_), 0);
+  }
+  uint64_t max(int32_t lo, int32_t hi) const { return max(1, 0, leaves_, lo, hi); }
+  void raise(int32_t lo, int32_t hi, uint64_t value) { raise(1, 0, leaves_, lo, hi, value); }
+
+ private:
+  // max_: the largest value anywhere in the node's range; raised_: a value
+  // every slot of the range was raised to (not pushed down).
+  uint64_t max(size_t node, int32_t l, int32_t r, int32_t lo, int32_t hi) const {
+    if (lo <= l && r <= hi) return max_[node];
+    uint64_t result = raised_[node];
+    int32_t mid = l + (r - l) / 2;
+    if (lo < mid) result = std::max(result, max(2 * node, l, mid, lo, hi));
+    if (hi > mid) result = std::max(result, max(2 * node + 1, mid, r, lo, hi));
+    return result;
+  }
+  void raise(size_t node, int32_t l, int32_t r, int32_t lo, int32_t hi, uint64_t value) {
+    max_[node] = std::max(max_[node], value);
+    if (lo <= l && r <= hi) {
+      raised_[node] = std::max(raised_[node], value);
+      return;
+    }
+    int32_t mid = l + (r - l) / 2;
+    if (lo < mid) raise(2 * node, l, mid, lo, hi, value);
+    if (hi > mid) raise(2 * node + 1, mid, r, lo, hi, value);
+  }
+  int32_t leaves_ = 1;
+  std::vector<uint64_t> max_, raised_;
 };
 
 // Range max and range "raise to" over time slots (for the skyline).
@@ -328,11 +373,35 @@ std::vector<uint32_t> make_order(const Problem& p, Order order) {
   return idx;
 }
 
-std::vector<uint64_t> place_in_order(const Problem& problem, const std::vector<uint32_t>& order, Fit fit) {
+uint64_t greedy_work_allowance(size_t buffers) {
+  uint64_t log = 0;
+  while ((uint64_t{1} << log) < buffers + 1) ++log;
+  return kGreedyWorkFloor + kGreedyWorkPerBuffer * static_cast<uint64_t>(buffers) * log;
+}
+
+std::vector<uint64_t> place_in_order(const Problem& problem, const std::vector<uint32_t>& order, Fit fit,
+                                     bool* capped, uint64_t work_allowance) {
+  if (work_allowance == 0) work_allowance = greedy_work_allowance(problem.count());
+  if (capped) *capped = false;
   std::vector<uint64_t> offsets(problem.count(), 0);
   OccupancyIndex index(problem.slots);
+  TopTree tops(problem.slots);
+  bool on_top = false;
   for (uint32_t b : order) {
     uint64_t size = problem.size[b];
+    if (!on_top && index.work() >= work_allowance) {
+      // Out of allowance: the index is left behind; what remains goes on top.
+      on_top = true;
+      if (capped) *capped = true;
+      index = OccupancyIndex(1);
+    }
+    if (on_top) {
+      const uint64_t top = tops.max(problem.lo[b], problem.hi[b]);
+      if (top > problem.limit - size) return {};
+      offsets[b] = top;
+      tops.raise(problem.lo[b], problem.hi[b], top + size);
+      continue;
+    }
     const Spans& taken = index.query(problem.lo[b], problem.hi[b]);
     uint64_t best = 0, best_gap = 0, cursor = 0;
     bool found = false;
@@ -350,6 +419,7 @@ std::vector<uint64_t> place_in_order(const Problem& problem, const std::vector<u
     if (best > problem.limit - size) return {};  // past 2^62 bytes: no plan
     offsets[b] = best;
     index.insert(problem.lo[b], problem.hi[b], best, best + size);
+    tops.raise(problem.lo[b], problem.hi[b], best + size);
   }
   return offsets;
 }
@@ -397,7 +467,7 @@ std::vector<GreedyResult> run_greedy_heuristics(const Problem& problem) {
     auto [order, fit] = kHeuristics[k];
     GreedyResult& r = slots[k];
     r.name = std::string(order_name(order)) + (fit == Fit::kBest ? "-best-fit" : "-first-fit");
-    r.offsets = place_in_order(problem, make_order(problem, order), fit);
+    r.offsets = place_in_order(problem, make_order(problem, order), fit, &r.capped);
     r.peak = r.offsets.size() == problem.count() ? peak_of(problem, r.offsets) : UINT64_MAX;
   };
   std::vector<GreedyResult> results;
@@ -410,13 +480,17 @@ std::vector<GreedyResult> run_greedy_heuristics(const Problem& problem) {
       run(k);
       run(k + 1);
     }
-    bool at_bound = false;
+    bool at_bound = false, capped = false;
     for (size_t j = k; j < k + 2; ++j) {
+      capped = capped || slots[j].capped;
       if (slots[j].peak == UINT64_MAX) continue;  // did not fit under the limit
       at_bound = at_bound || slots[j].peak <= problem.lower_bound;
       results.push_back(std::move(slots[j]));
     }
-    if (at_bound) break;
+    // A heuristic that ran out of its allowance means a hostile problem:
+    // more rounds would each cost as much again, and the improvement phase
+    // (under its own budget) does better than their on-top tails.
+    if (at_bound || capped) break;
   }
   return results;
 }

@@ -19,13 +19,29 @@ struct GreedyResult {
   std::string name;
   std::vector<uint64_t> offsets;  // units, one per problem buffer
   uint64_t peak = 0;              // units
+  bool capped = false;            // ran out of its work allowance (see place_in_order)
 };
+
+// Work allowance of one greedy placement over n buffers: kGreedyWorkFloor +
+// kGreedyWorkPerBuffer * n * ceil(log2(n + 1)) units, one unit per span an
+// overlap query merges or an insertion moves. The gap lists a query merges
+// can hold O(n) spans each (long-lived buffers at scattered offsets), which
+// makes best and first fit O(n^2) on hostile inputs (random live ranges);
+// the allowance keeps every placement O(n log n). No instance of the public
+// planning benchmarks comes near it (docs/planning.md).
+constexpr uint64_t kGreedyWorkFloor = 150'000'000;
+constexpr uint64_t kGreedyWorkPerBuffer = 16;
+uint64_t greedy_work_allowance(size_t buffers);
 
 // Places the buffers one by one in `order` (indices into the problem), each
 // into a gap left by the already-placed buffers that are live at the same
-// time, chosen by `fit`, or on top of them when none fits. Returns no offsets
-// when a buffer would end above problem.limit.
-std::vector<uint64_t> place_in_order(const Problem& problem, const std::vector<uint32_t>& order, Fit fit);
+// time, chosen by `fit`, or on top of them when none fits. Once the work
+// allowance is spent (`work_allowance`; 0: greedy_work_allowance of the
+// problem's size), the buffers left each go on top of everything placed that
+// they meet (a range maximum, O(log T)) and `*capped` is set. Returns no
+// offsets when a buffer would end above problem.limit.
+std::vector<uint64_t> place_in_order(const Problem& problem, const std::vector<uint32_t>& order, Fit fit,
+                                     bool* capped = nullptr, uint64_t work_allowance = 0);
 
 // Bottom-up placement: repeatedly the unplaced buffer that can sit lowest
 // (on top of everything placed that it meets), ties by `rank` (lower first).
@@ -35,8 +51,10 @@ std::vector<uint64_t> place_in_order(const Problem& problem, const std::vector<u
 std::vector<uint64_t> place_skyline(const Problem& problem, const std::vector<uint32_t>& rank,
                                     WorkBudget* budget = nullptr);
 
-// Every greedy heuristic, in a fixed order. Each result is a valid plan;
-// heuristics that would pass problem.limit are left out.
+// Every greedy heuristic, in a fixed order, in rounds of two; the phase ends
+// after a round that reaches the lower bound or in which a heuristic ran out
+// of its work allowance. Each result is a valid plan; heuristics that would
+// pass problem.limit are left out.
 std::vector<GreedyResult> run_greedy_heuristics(const Problem& problem);
 
 // Orders used by the heuristics and by the search (buffer indices, first

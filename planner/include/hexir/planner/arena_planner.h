@@ -68,11 +68,13 @@ struct PlanReport {
   uint64_t aligned_lower_bound = 0;  // the same with sizes rounded up to the alignment
   struct Heuristic {
     std::string name;
-    uint64_t size = 0;  // arena bytes of its plan
+    uint64_t size = 0;    // arena bytes of its plan
+    bool capped = false;  // ran out of its work allowance: the rest went on top (planner_greedy.h)
   };
   std::vector<Heuristic> greedy;  // every greedy heuristic tried, in the order run
   std::string greedy_winner;      // the smallest of them (first in that order on ties)
   uint64_t greedy_size = 0;
+  size_t greedy_capped = 0;  // how many of them ran out of their work allowance (hostile sizes only)
   uint64_t work_limit = 0, work_used = 0;  // improvement phase, in work units
   bool reached_lower_bound = false;        // size == aligned_lower_bound: provably optimal
 };
