@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <cstring>
+#include <iterator>
+#include <map>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include "hexir/format/sections.h"
@@ -99,9 +102,30 @@ bool storage_overlaps(const fb::Slot& a, const fb::Slot& b) {
   return a.index() == b.index();
 }
 
+// The first duplicate of a list of names, in O(n log n): among the names
+// that occur more than once, the pair (first occurrence, second occurrence)
+// whose second occurrence comes earliest -- the pair a scan that compares each
+// name with every earlier one would report first. false when all differ.
+bool first_duplicate(std::vector<std::pair<std::string_view, uint64_t>>& names, uint64_t* first,
+                     uint64_t* second) {
+  std::sort(names.begin(), names.end());
+  bool found = false;
+  for (size_t i = 1; i < names.size(); ++i) {
+    if (names[i].first != names[i - 1].first) continue;
+    if (i >= 2 && names[i - 2].first == names[i].first) continue;  // only a group's first two
+    if (!found || names[i].second < *second) {
+      *first = names[i - 1].second;
+      *second = names[i].second;
+      found = true;
+    }
+  }
+  return found;
+}
+
 class ModuleVerifier {
  public:
-  ModuleVerifier(VerifiedModule& out, const fb::Module& m) : out_(out), m_(m) {}
+  ModuleVerifier(VerifiedModule& out, const fb::Module& m, const VerifyOptions& options)
+      : out_(out), m_(m), options_(options) {}
 
   Status run() {
     HEXIR_RETURN_IF_ERROR(check_vector_alignment());
@@ -342,14 +366,24 @@ class ModuleVerifier {
     const uint64_t count = vec_size(m_.functions());
     const uint64_t instruction_count = vec_size(m_.instructions());
     std::vector<std::pair<uint64_t, uint64_t>> ranges;  // (begin, function)
+    // Names are compared sorted (n log n), not pairwise: a file may hold
+    // hundreds of thousands of functions or inputs.
+    std::vector<std::pair<std::string_view, uint64_t>> names, input_names;
+    names.reserve(count);
+    for (uint64_t f = 0; f < count; ++f) {
+      const flatbuffers::String* name = m_.functions()->Get(static_cast<flatbuffers::uoffset_t>(f))->name();
+      if (!name || name->size() == 0) return corrupt("function ", f, ": empty name");
+      names.emplace_back(name->string_view(), f);
+    }
+    uint64_t first = 0, second = 0;
+    if (first_duplicate(names, &first, &second))
+      return corrupt("functions ", first, " and ", second, " are both named '",
+                     str_or_empty(m_.functions()->Get(static_cast<flatbuffers::uoffset_t>(second))->name()),
+                     "'");
     for (uint64_t f = 0; f < count; ++f) {
       const fb::Function& fn = *m_.functions()->Get(static_cast<flatbuffers::uoffset_t>(f));
       const std::string name = str_or_empty(fn.name());
-      if (name.empty()) return corrupt("function ", f, ": empty name");
       const std::string what = cat("function '", name, "'");
-      for (uint64_t g = 0; g < f; ++g)
-        if (name == str_or_empty(m_.functions()->Get(static_cast<flatbuffers::uoffset_t>(g))->name()))
-          return corrupt("functions ", g, " and ", f, " are both named '", name, "'");
       if (!range_inside(fn.instruction_begin(), fn.instruction_count(), instruction_count))
         return corrupt(what, ": instructions [", fn.instruction_begin(), ", +", fn.instruction_count(),
                        ") exceed the module's ", instruction_count, " instructions");
@@ -360,16 +394,20 @@ class ModuleVerifier {
 
       const uint64_t inputs = vec_size(fn.inputs());
       const uint64_t outputs = vec_size(fn.outputs());
+      input_names.clear();
+      for (uint64_t i = 0; i < inputs; ++i) {
+        const fb::Binding* b = fn.inputs()->Get(static_cast<flatbuffers::uoffset_t>(i));
+        if (b && b->name() && b->name()->size() > 0) input_names.emplace_back(b->name()->string_view(), i);
+      }
+      if (first_duplicate(input_names, &first, &second))
+        return corrupt(what, ": inputs ", first, " and ", second, " are both named '",
+                       str_or_empty(fn.inputs()->Get(static_cast<flatbuffers::uoffset_t>(second))->name()),
+                       "'");
       for (uint64_t i = 0; i < inputs; ++i) {
         const fb::Binding* b = fn.inputs()->Get(static_cast<flatbuffers::uoffset_t>(i));
         const std::string bwhat = cat(what, " input ", i);
         uint32_t slot_index = 0;
         HEXIR_RETURN_IF_ERROR(check_binding_slot(bwhat, b, &slot_index));
-        for (uint64_t j = 0; j < i; ++j)
-          if (std::strcmp(b->name()->c_str(),
-                          str_or_empty(fn.inputs()->Get(static_cast<flatbuffers::uoffset_t>(j))->name())) ==
-              0)
-            return corrupt(what, ": inputs ", j, " and ", i, " are both named '", b->name()->c_str(), "'");
         const fb::Slot& s = *m_.slots()->Get(slot_index);
         if (s.storage() != fb::StorageKind::Input || s.index() != i)
           return corrupt(bwhat, " ('", b->name()->c_str(), "'): ", slot_label(m_, slot_index),
@@ -436,6 +474,7 @@ class ModuleVerifier {
     const uint64_t params = vec_size(m_.param_pool());
     const uint64_t slots = vec_size(m_.slots());
     std::vector<TensorType> input_types;
+    if (dynamic_) workspace_need_.assign(count, 0);
     for (uint64_t k = 0; k < count; ++k) {
       const fb::Instruction& in = *m_.instructions()->Get(static_cast<flatbuffers::uoffset_t>(k));
       auto fail = [&](auto&&... args) { return corrupt(instruction_label(k), ": ", args...); };
@@ -557,6 +596,7 @@ class ModuleVerifier {
                          std::span<const int64_t> params, const Fail& fail) {
     const fb::ArenaPlan& plan = *m_.arena();
     const uint64_t need = ops::workspace_bytes(out_.kernel_ids[in.kernel()], input_types, params);
+    if (dynamic_) workspace_need_[k] = need;
     if (vec_size(m_.workspaces()) == 0) {
       if (!dynamic_ && need > plan.workspace_size())
         return fail("'", ops::op_def(out_.kernel_ids[in.kernel()]).name, "' needs ", need,
@@ -642,16 +682,19 @@ class ModuleVerifier {
   //    be overwritten);
   //  - a write into a caller's buffer (donated input, output) comes after the
   //    last read of the value it replaces there, unless it is that value's
-  //    in-place result;
+  //    in-place result; an output computed in a donated input has no buffer of
+  //    its own (the VM binds the input's there), so both are one buffer;
   //  - last_use, where recorded (always under free-at-last-use), is the last
   //    read (or the write of a value nothing reads); under free-at-last-use a
-  //    value is written once.
+  //    value is written once;
+  //  - then the overlap proof over the arena (prove_no_overlap).
   Status check_aliasing() {
     const uint64_t slot_count = vec_size(m_.slots());
-    std::vector<int64_t> last_read(slot_count, -1), def(slot_count, -1);
+    std::vector<int64_t> last_read(slot_count, -1), def(slot_count, -1), last_write(slot_count, -1);
     std::vector<int64_t> output_of(slot_count, -1);
     std::vector<uint32_t> touched;
-    std::vector<int64_t> occupant;  // per input binding, then per output: the value in that buffer
+    std::vector<int64_t> occupant;           // per input binding, then per output: the value in that buffer
+    std::vector<uint64_t> buffer_of_output;  // per output: its index in occupant
     for (uint64_t f = 0; f < vec_size(m_.functions()); ++f) {
       const fb::Function& fn = *m_.functions()->Get(static_cast<flatbuffers::uoffset_t>(f));
       const uint64_t begin = fn.instruction_begin(), count = fn.instruction_count();
@@ -676,6 +719,7 @@ class ModuleVerifier {
                            " is written a second time (instruction ", begin + def[r],
                            " wrote it) in a free-at-last-use plan");
           }
+          last_write[r] = static_cast<int64_t>(k);
         }
       }
       for (uint64_t j = 0; j < outputs; ++j)
@@ -684,6 +728,12 @@ class ModuleVerifier {
       occupant.assign(inputs + outputs, -1);
       for (uint64_t b = 0; b < inputs; ++b)
         occupant[b] = root_of(fn.inputs()->Get(static_cast<flatbuffers::uoffset_t>(b))->slot());
+      buffer_of_output.resize(outputs);
+      for (uint64_t j = 0; j < outputs; ++j) {
+        const fb::Slot& s =
+            *m_.slots()->Get(fn.outputs()->Get(static_cast<flatbuffers::uoffset_t>(j))->slot());
+        buffer_of_output[j] = s.storage() == fb::StorageKind::Input ? s.index() : inputs + j;
+      }
 
       for (uint64_t k = 0; k < count; ++k) {
         const fb::Instruction& in = *m_.instructions()->Get(static_cast<flatbuffers::uoffset_t>(begin + k));
@@ -716,7 +766,7 @@ class ModuleVerifier {
           if (out.storage() == fb::StorageKind::Input && out.index() < inputs)
             holder = &occupant[out.index()];
           if (out.storage() == fb::StorageKind::Output && out.index() < outputs)
-            holder = &occupant[inputs + out.index()];
+            holder = &occupant[buffer_of_output[out.index()]];
           if (!holder) continue;
           const int64_t previous = *holder;
           const int64_t aliased = o == in.input_count() ? aliased_root : -1;  // alias bits: output 0
@@ -737,8 +787,9 @@ class ModuleVerifier {
             return corrupt("function '", str_or_empty(fn.name()), "': ", slot_label(m_, r), " has last_use ",
                            s.last_use(), " but its last use is instruction ", expected);
         }
-        last_read[r] = def[r] = output_of[r] = -1;
       }
+      HEXIR_RETURN_IF_ERROR(check_arena_lifetimes(fn, touched, def, last_read, last_write));
+      for (uint32_t r : touched) last_read[r] = def[r] = last_write[r] = output_of[r] = -1;
       for (uint64_t j = 0; j < outputs; ++j)
         output_of[root_of(fn.outputs()->Get(static_cast<flatbuffers::uoffset_t>(j))->slot())] = -1;
       touched.clear();
@@ -746,10 +797,135 @@ class ModuleVerifier {
     return ok_status();
   }
 
+  // The overlap proof of one function's static arena plan: every arena value
+  // (views folded into it) is live from its first write to its last read or
+  // write; a sweep over the instructions keeps the live values' byte ranges in
+  // an ordered map, disjoint by construction, and checks each value entering
+  // it (and each instruction's workspace range) against its neighbours only:
+  // O(n log n) in the function's values and instructions. At an instruction,
+  // its inputs are still live while its outputs are written, so an output may
+  // share bytes with an input only through an alias bit (output 0 then takes
+  // over the input value's range, which must end there). Under
+  // free-at-last-use the VM gives each value a buffer of its own; the same
+  // sweep then only sums live bytes for dynamic_peak_bytes.
+  Status check_arena_lifetimes(const fb::Function& fn, const std::vector<uint32_t>& touched,
+                               const std::vector<int64_t>& def, const std::vector<int64_t>& last_read,
+                               const std::vector<int64_t>& last_write) {
+    if (!dynamic_ && !options_.prove_no_overlap) return ok_status();
+    const uint64_t begin = fn.instruction_begin(), count = fn.instruction_count();
+    auto end_of = [&](uint32_t r) { return std::max(last_read[r], last_write[r]); };
+    auto is_value = [&](uint32_t r) {
+      const fb::Slot& s = *m_.slots()->Get(r);
+      return s.storage() == fb::StorageKind::Arena && s.byte_size() > 0 && def[r] >= 0;
+    };
+    // Values by the instruction after which they die (counting sort).
+    ends_begin_.assign(count + 1, 0);
+    for (uint32_t r : touched)
+      if (is_value(r)) ++ends_begin_[static_cast<size_t>(end_of(r)) + 1];
+    for (uint64_t k = 0; k < count; ++k) ends_begin_[k + 1] += ends_begin_[k];
+    ends_.resize(ends_begin_[count]);
+    {
+      std::vector<uint32_t>& fill = ends_fill_;
+      fill.assign(ends_begin_.begin(), ends_begin_.end() - 1);
+      for (uint32_t r : touched)
+        if (is_value(r)) ends_[fill[static_cast<size_t>(end_of(r))]++] = r;
+    }
+    struct Live {
+      uint64_t end;
+      uint32_t value;
+    };
+    std::map<uint64_t, Live> live;  // arena offset -> [offset, end) of a live value
+    uint64_t live_bytes = 0;
+    auto label = [&](uint32_t r) {
+      const fb::Slot& s = *m_.slots()->Get(r);
+      return cat(slot_label(m_, r), " at [", s.arena_offset(), ", +", s.byte_size(),
+                 "), which is live from instruction ", begin + def[r], " to ", begin + end_of(r));
+    };
+    // The live value whose bytes meet [offset, offset + size), or null.
+    auto collision = [&](uint64_t offset, uint64_t size) -> const Live* {
+      auto next = live.lower_bound(offset);
+      if (next != live.end() && next->first < offset + size) return &next->second;
+      if (next != live.begin() && std::prev(next)->second.end > offset) return &std::prev(next)->second;
+      return nullptr;
+    };
+    const bool shared_workspace = vec_size(m_.workspaces()) == 0;
+    for (uint64_t k = 0; k < count; ++k) {
+      const fb::Instruction& in = *m_.instructions()->Get(static_cast<flatbuffers::uoffset_t>(begin + k));
+      auto fail = [&](auto&&... args) { return corrupt(instruction_label(begin + k), ": ", args...); };
+      auto operand = [&](uint32_t o) { return m_.operand_pool()->Get(in.operand_begin() + o); };
+      const uint32_t out0 = operand(in.input_count());
+      for (uint32_t i = 0; i < in.input_count() && i < 32; ++i) {
+        if (!((in.alias_mask() >> i) & 1u)) continue;
+        const uint32_t r = root_of(operand(i));
+        // Output 0 takes over r's bytes (the same range: checked per
+        // instruction), so r must not be written again after.
+        if (!is_value(r) || !is_value(out0) || def[out0] != static_cast<int64_t>(k) || r == out0) break;
+        if (last_write[r] > static_cast<int64_t>(k))
+          return fail("alias bit ", i, " hands the bytes of ", slot_label(m_, r), " to ",
+                      slot_label(m_, out0), ", but instruction ", begin + last_write[r], " writes ",
+                      slot_label(m_, r), " again");
+        if (dynamic_) {
+          live_bytes -= m_.slots()->Get(r)->byte_size();
+        } else {
+          auto it = live.find(m_.slots()->Get(r)->arena_offset());
+          if (it != live.end() && it->second.value == r) live.erase(it);
+        }
+        break;
+      }
+      for (uint32_t o = in.input_count(); o < in.operand_count(); ++o) {
+        const uint32_t r = operand(o);  // outputs are never views
+        if (!is_value(r) || def[r] != static_cast<int64_t>(k)) continue;
+        const fb::Slot& s = *m_.slots()->Get(r);
+        if (dynamic_) {
+          live_bytes += s.byte_size();
+          continue;
+        }
+        if (const Live* other = collision(s.arena_offset(), s.byte_size()))
+          return fail(slot_label(m_, r), " at arena [", s.arena_offset(), ", +", s.byte_size(), ") overlaps ",
+                      label(other->value));
+        live.emplace(s.arena_offset(), Live{s.arena_offset() + s.byte_size(), r});
+      }
+      if (dynamic_) {
+        out_.dynamic_peak_bytes = std::max(out_.dynamic_peak_bytes, live_bytes + workspace_need_[begin + k]);
+      } else if (!shared_workspace) {
+        const fb::WorkspaceRange& w = *m_.workspaces()->Get(static_cast<flatbuffers::uoffset_t>(begin + k));
+        if (w.size() > 0)
+          if (const Live* other = collision(w.offset(), w.size()))
+            return fail("workspace [", w.offset(), ", +", w.size(), ") overlaps ", label(other->value));
+      }
+      for (uint32_t e = ends_begin_[k]; e < ends_begin_[k + 1]; ++e) {
+        const uint32_t r = ends_[e];
+        const fb::Slot& s = *m_.slots()->Get(r);
+        if (dynamic_) {
+          // Handed over to an in-place result (already subtracted) or released.
+          if (!handed_over(begin + k, r)) live_bytes -= s.byte_size();
+          continue;
+        }
+        auto it = live.find(s.arena_offset());
+        if (it != live.end() && it->second.value == r) live.erase(it);
+      }
+    }
+    return ok_status();
+  }
+
+  // Whether instruction `k`'s output 0 takes over value r's buffer in place.
+  bool handed_over(uint64_t k, uint32_t r) const {
+    const fb::Instruction& in = *m_.instructions()->Get(static_cast<flatbuffers::uoffset_t>(k));
+    const uint32_t out0 = m_.operand_pool()->Get(in.operand_begin() + in.input_count());
+    if (m_.slots()->Get(out0)->storage() != fb::StorageKind::Arena || out0 == r) return false;
+    for (uint32_t i = 0; i < in.input_count() && i < 32; ++i)
+      if (((in.alias_mask() >> i) & 1u) && root_of(m_.operand_pool()->Get(in.operand_begin() + i)) == r)
+        return true;
+    return false;
+  }
+
   VerifiedModule& out_;
   const fb::Module& m_;
-  std::vector<int64_t> owner_;  // per instruction: owning function or -1
-  bool dynamic_ = false;        // free-at-last-use: no static arena offsets
+  const VerifyOptions& options_;
+  std::vector<int64_t> owner_;            // per instruction: owning function or -1
+  std::vector<uint64_t> workspace_need_;  // free-at-last-use: per instruction, its kernel's scratch
+  std::vector<uint32_t> ends_begin_, ends_, ends_fill_;  // check_arena_lifetimes: values by end (CSR)
+  bool dynamic_ = false;                                 // free-at-last-use: no static arena offsets
 };
 
 }  // namespace
@@ -829,7 +1005,18 @@ Result<VerifiedModule> verify_executable(std::span<const uint8_t> file, const Ve
   if (!range_inside(p.metadata_offset, p.metadata_size, file.size()))
     return corrupt("metadata [", p.metadata_offset, ", +", p.metadata_size, ") extends past the end of the ",
                    file.size(), "-byte file (truncated?)");
-  out.metadata = file.subspan(p.metadata_offset, p.metadata_size);
+  // Copied before anything looks at it: the file (a mapping of something
+  // another process may rewrite, or caller memory) can change after this
+  // point, the verified copy cannot. The metadata is small (no weights).
+  {
+    const uint64_t words = (p.metadata_size + 7) / 8;
+    std::shared_ptr<uint64_t[]> copy(new (std::nothrow) uint64_t[words]);
+    if (!copy) return resource_exhausted(cat("cannot allocate ", p.metadata_size, " bytes for the metadata"));
+    copy[words - 1] = 0;
+    std::memcpy(copy.get(), file.data() + p.metadata_offset, p.metadata_size);
+    out.metadata = {reinterpret_cast<const uint8_t*>(copy.get()), static_cast<size_t>(p.metadata_size)};
+    out.owned_metadata = std::move(copy);
+  }
   if (checksum64(out.metadata) != p.metadata_checksum) return corrupt("metadata checksum mismatch");
   if (p.data_offset % kPageSize != 0) return corrupt("data offset ", p.data_offset, " is not page aligned");
   if (p.data_offset < p.metadata_offset + p.metadata_size)
@@ -852,7 +1039,7 @@ Result<VerifiedModule> verify_executable(std::span<const uint8_t> file, const Ve
   if (!fb::VerifyModuleBuffer(verifier)) return corrupt("metadata is not a valid HXE1 flatbuffer");
   out.module = fb::GetModule(out.metadata.data());
 
-  ModuleVerifier semantic(out, *out.module);
+  ModuleVerifier semantic(out, *out.module, options);
   HEXIR_RETURN_IF_ERROR(semantic.run());
   return out;
 }

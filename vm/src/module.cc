@@ -1,4 +1,10 @@
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cassert>
+#include <cerrno>
+#include <cstring>
 
 #include "hexir/base/mapped_file.h"
 #include "vm_impl.h"
@@ -20,11 +26,50 @@ TensorSignature make_signature(const ModuleImpl& impl, const fb::Binding& bindin
   return sig;
 }
 
+// The limits of LoadOptions, checked on the verified metadata before any
+// allocation they bound (decompression here, fills at prepare, the arena at
+// Context::create).
+Status check_limits(const ModuleImpl& impl, const LoadOptions& options) {
+  const fb::Module& m = impl.fb();
+  uint64_t raw = 0;
+  if (m.sections())
+    for (const fb::Section* s : *m.sections())
+      if (s->compression() == fb::Compression::Zstd) raw = saturating_add(raw, s->raw_size());
+  if (raw > options.max_decompressed_bytes)
+    return resource_exhausted("zstd sections decompress to " + std::to_string(raw) +
+                              " bytes, more than the limit LoadOptions.max_decompressed_bytes = " +
+                              std::to_string(options.max_decompressed_bytes));
+  uint64_t fill = 0;
+  if (m.constants())
+    for (const fb::Constant* c : *m.constants())
+      if (c->storage() == fb::ConstantStorage::Fill) fill = saturating_add(fill, c->byte_size());
+  if (fill > options.max_fill_bytes)
+    return resource_exhausted(
+        "fill constants make " + std::to_string(fill) +
+        " bytes, more than the limit LoadOptions.max_fill_bytes = " + std::to_string(options.max_fill_bytes));
+  const fb::ArenaPlan& plan = *m.arena();
+  if (plan.strategy() == fb::PlanStrategy::FreeAtLastUse) {
+    if (impl.verified.dynamic_peak_bytes > options.max_arena_bytes)
+      return resource_exhausted(
+          "the free-at-last-use plan holds up to " + std::to_string(impl.verified.dynamic_peak_bytes) +
+          " bytes of values and scratch, more than the limit LoadOptions.max_arena_bytes = " +
+          std::to_string(options.max_arena_bytes));
+  } else {
+    if (saturating_add(plan.size(), plan.workspace_size()) > options.max_arena_bytes)
+      return resource_exhausted("the arena plan needs " + std::to_string(plan.size()) +
+                                " bytes of arena and " + std::to_string(plan.workspace_size()) +
+                                " of workspace, more than the limit LoadOptions.max_arena_bytes = " +
+                                std::to_string(options.max_arena_bytes));
+  }
+  return ok_status();
+}
+
 // Verifies `bytes` into `impl` and fills the summaries the accessors return.
 Status finish_load(ModuleImpl& impl, std::span<const uint8_t> bytes, const LoadOptions& options) {
   format::VerifyOptions verify_options;
   verify_options.verify_data_checksum = options.verify_data_checksum;
   HEXIR_ASSIGN_OR_RETURN(impl.verified, format::verify_executable(bytes, verify_options));
+  HEXIR_RETURN_IF_ERROR(check_limits(impl, options));
   // zstd sections are decompressed once, here; verified.sections then holds raw bytes.
   HEXIR_RETURN_IF_ERROR(format::decompress_sections(impl.verified, impl.owned_sections));
   const fb::Module& m = impl.fb();
@@ -48,6 +93,38 @@ Status finish_load(ModuleImpl& impl, std::span<const uint8_t> bytes, const LoadO
   return ok_status();
 }
 
+// copy_weights: the whole file read (not mapped) into owned, 64-byte aligned
+// memory. Opened without blocking and checked to be a regular file first;
+// exactly the size fstat reported is read, and a file that shrinks meanwhile
+// is an error, not a short module.
+Result<format::SectionBuffer> read_whole_file(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) {
+    const int err = errno;
+    std::string message = "cannot open '" + path + "': " + std::strerror(err);
+    return err == ENOENT ? not_found(std::move(message)) : invalid_argument(std::move(message));
+  }
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
+    return invalid_argument("'" + path + "' is not a regular file");
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  HEXIR_ASSIGN_OR_RETURN(format::SectionBuffer buffer, format::SectionBuffer::allocate(size));
+  uint64_t done = 0;
+  while (done < size) {
+    const size_t chunk = static_cast<size_t>(std::min<uint64_t>(size - done, uint64_t{1} << 30));
+    const ssize_t n = ::pread(fd, buffer.data() + done, chunk, static_cast<off_t>(done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return data_loss("cannot read '" + path + "': " + std::strerror(errno));
+    if (n == 0) return data_loss("'" + path + "' shrank while it was read");
+    done += static_cast<uint64_t>(n);
+  }
+  return buffer;
+}
+
 }  // namespace
 
 ModuleImpl::~ModuleImpl() = default;
@@ -58,21 +135,32 @@ Module& Module::operator=(Module&&) noexcept = default;
 Module::~Module() = default;
 
 Result<Module> Module::load_file(const std::string& path, const LoadOptions& options) {
-  // Private read-only mapping: weights are used in place and can never be written through.
-  HEXIR_ASSIGN_OR_RETURN(MappedFile file, MappedFile::open(path));
-  if (file.empty()) return data_loss(path + ": file is empty");
-
   auto impl = std::make_unique<ModuleImpl>();
-  impl->mapping = std::move(file);
-  Status status = finish_load(*impl, impl->mapping.bytes(), options);
+  std::span<const uint8_t> bytes;
+  if (options.copy_weights) {
+    // Nothing of the file is kept: it may change or go once load returns.
+    HEXIR_ASSIGN_OR_RETURN(impl->owned_file, read_whole_file(path));
+    bytes = impl->owned_file.span();
+  } else {
+    // Private read-only mapping: weights are used in place and can never be written through.
+    HEXIR_ASSIGN_OR_RETURN(impl->mapping, MappedFile::open(path));
+    bytes = impl->mapping.bytes();
+  }
+  if (bytes.empty()) return data_loss(path + ": file is empty");
+  Status status = finish_load(*impl, bytes, options);
   if (!status.ok()) return status.annotate(path);
   return Module(std::move(impl));
 }
 
 Result<Module> Module::load_buffer(std::span<const uint8_t> bytes, const LoadOptions& options) {
-  if (reinterpret_cast<uintptr_t>(bytes.data()) % format::kConstantAlignment != 0)
-    return invalid_argument("load_buffer: the executable bytes must be 64-byte aligned");
   auto impl = std::make_unique<ModuleImpl>();
+  if (options.copy_weights) {
+    HEXIR_ASSIGN_OR_RETURN(impl->owned_file, format::SectionBuffer::allocate(bytes.size()));
+    if (!bytes.empty()) std::memcpy(impl->owned_file.data(), bytes.data(), bytes.size());
+    bytes = impl->owned_file.span();
+  } else if (reinterpret_cast<uintptr_t>(bytes.data()) % format::kConstantAlignment != 0) {
+    return invalid_argument("load_buffer: the executable bytes must be 64-byte aligned");
+  }
   HEXIR_RETURN_IF_ERROR(finish_load(*impl, bytes, options));
   return Module(std::move(impl));
 }

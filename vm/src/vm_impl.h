@@ -30,6 +30,8 @@ class ModuleImpl {
   const fb::Module& fb() const { return *verified.module; }
 
   MappedFile mapping;  // load_file's mapping (empty for load_buffer), unmapped with the module
+  // LoadOptions::copy_weights: the whole file, owned (the mapping is then empty).
+  format::SectionBuffer owned_file;
   format::VerifiedModule verified;
   // Decompressed zstd sections (64-byte aligned); verified.sections points into them.
   std::vector<format::SectionBuffer> owned_sections;

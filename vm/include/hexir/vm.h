@@ -24,8 +24,31 @@
 
 namespace hexir::vm {
 
+// How a file is loaded. The metadata (instructions, operands, parameters,
+// bindings, slots, workspaces) is always copied into memory the Module owns
+// before it is verified, and everything after load reads only that copy, so
+// changing the file afterwards cannot change what was verified. The weights
+// (RODATA sections) are used in place from the mapping unless copy_weights.
+//
+// The limits bound what a small file can make the loader, prepare and
+// Context::create allocate; a file beyond one is refused at load with
+// kResourceExhausted naming the limit. Raise them for models that need more.
 struct LoadOptions {
   bool verify_data_checksum = false;  // O(weights) when on; off keeps mmap loads O(metadata)
+  // Read the whole file (weights included) into memory the Module owns
+  // instead of mapping it (load_buffer: copy the caller's bytes). O(file) at
+  // load; afterwards the file may be rewritten, truncated or removed, or the
+  // caller's buffer freed. Without it, truncating a mapped file under a
+  // running process makes the next read of a lost page raise SIGBUS
+  // (docs/hardening.md).
+  bool copy_weights = false;
+  // Raw (decompressed) bytes of all zstd sections together, decompressed at load.
+  uint64_t max_decompressed_bytes = uint64_t{256} << 20;
+  // Bytes of all fill constants together, materialized at prepare.
+  uint64_t max_fill_bytes = uint64_t{256} << 20;
+  // Arena plus shared workspace that Context::create allocates (static plans),
+  // or the most bytes of values and scratch live at once (free-at-last-use).
+  uint64_t max_arena_bytes = uint64_t{16} << 30;
 };
 
 // The static type and name of one function argument or result.
@@ -49,8 +72,9 @@ class Module {
  public:
   // mmaps the file; the mapping lives as long as the Module.
   static Result<Module> load_file(const std::string& path, const LoadOptions& options = {});
-  // Uses caller memory in place (no copy); it must stay alive and unchanged
-  // as long as the Module. Data sections need 64-byte alignment of `bytes`.
+  // Uses caller memory in place (no copy of the weights); it must stay alive
+  // and its data sections unchanged as long as the Module, unless
+  // options.copy_weights. Data sections need 64-byte alignment of `bytes`.
   static Result<Module> load_buffer(std::span<const uint8_t> bytes, const LoadOptions& options = {});
 
   Module(Module&&) noexcept;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -20,15 +21,25 @@ struct VerifyOptions {
   // Checksum the data sections too when the file carries a data checksum
   // (O(weights); off keeps mmap loads O(metadata)).
   bool verify_data_checksum = false;
+  // Prove that no two arena values live at the same time share a byte
+  // (workspaces included). Always on for loads; off only lets a benchmark
+  // measure what the proof costs (bench/verify_bench).
+  bool prove_no_overlap = true;
 };
 
-// A verified view of a file. Borrows the file bytes: every pointer and span
-// here points into them and is valid as long as they are.
+// A verified view of a file. The metadata (the flatbuffer: every slot,
+// instruction, operand, parameter, binding and workspace word) is copied into
+// memory this object owns before it is checksummed and verified, so what was
+// verified cannot change afterwards, whatever happens to the file; `module`
+// and `metadata` point into that copy (shared by copies of this object).
+// `file` and `sections` borrow the file bytes (the weights) and are valid as
+// long as they are.
 struct VerifiedModule {
   Prelude prelude{};  // a copy (the file may be any 8-aligned memory)
   std::span<const uint8_t> file;
-  std::span<const uint8_t> metadata;
-  const fb::Module* module = nullptr;  // verified flatbuffer root
+  std::shared_ptr<const uint64_t[]> owned_metadata;  // 8-byte aligned copy of the flatbuffer
+  std::span<const uint8_t> metadata;                 // inside owned_metadata
+  const fb::Module* module = nullptr;                // verified flatbuffer root, inside owned_metadata
   // Per Module.sections entry, its stored bytes in the file. For a zstd section
   // that is the compressed frame until decompress_sections (sections.h) points
   // it at the raw bytes.
@@ -36,6 +47,10 @@ struct VerifiedModule {
   std::vector<ops::OpId> kernel_ids;       // per Module.kernels entry, its catalog id
   std::vector<TensorType> slot_types;      // per Module.slots entry
   std::vector<TensorType> constant_types;  // per Module.constants entry
+  // Free-at-last-use plans: the most bytes of arena values and scratch live at
+  // once in any function (what the VM holds at its peak, before alignment).
+  // 0 for static plans, whose arena is ArenaPlan.size.
+  uint64_t dynamic_peak_bytes = 0;
 };
 
 // Verifies the prelude, metadata checksum, flatbuffer structure (identifier
