@@ -74,9 +74,18 @@ Result<SectionBuffer> decompress_section(std::span<const uint8_t> stored, uint64
   return buffer;
 }
 
-Status decompress_sections(VerifiedModule& module, std::vector<SectionBuffer>& owned) {
+Status decompress_sections(VerifiedModule& module, std::vector<SectionBuffer>& owned,
+                           uint64_t max_raw_bytes) {
   const auto* sections = module.module->sections();
   if (!sections) return ok_status();
+  uint64_t total = 0;
+  for (flatbuffers::uoffset_t i = 0; i < sections->size(); ++i) {
+    const fb::Section& s = *sections->Get(i);
+    if (s.compression() == fb::Compression::Zstd &&
+        (__builtin_add_overflow(total, s.raw_size(), &total) || total > max_raw_bytes))
+      return resource_exhausted("zstd sections decompress to more than the limit of " +
+                                std::to_string(max_raw_bytes) + " bytes");
+  }
   for (flatbuffers::uoffset_t i = 0; i < sections->size(); ++i) {
     const fb::Section& s = *sections->Get(i);
     if (s.compression() != fb::Compression::Zstd) continue;

@@ -241,6 +241,14 @@ TEST_CASE("limits: decompressed section bytes") {
   const AlignedBytes bomb = write_hxe(with_zstd_section(8192));
   CHECK(bomb.size() < 48 * 1024);
   expect_limit(Module::load_buffer(bomb.span()), "max_decompressed_bytes");
+  // The same bound for other users of decompress_sections (hexir-dump).
+  Result<format::VerifiedModule> verified = format::verify_executable(bomb.span());
+  REQUIRE(verified.ok());
+  std::vector<format::SectionBuffer> owned;
+  Status status = format::decompress_sections(*verified, owned, uint64_t{256} << 20);
+  CHECK(status.code() == StatusCode::kResourceExhausted);
+  CHECK(status.message().find("limit of 268435456 bytes") != std::string::npos);
+  CHECK(owned.empty());
 }
 
 TEST_CASE("limits: fill bytes") {

@@ -71,7 +71,8 @@ Status finish_load(ModuleImpl& impl, std::span<const uint8_t> bytes, const LoadO
   HEXIR_ASSIGN_OR_RETURN(impl.verified, format::verify_executable(bytes, verify_options));
   HEXIR_RETURN_IF_ERROR(check_limits(impl, options));
   // zstd sections are decompressed once, here; verified.sections then holds raw bytes.
-  HEXIR_RETURN_IF_ERROR(format::decompress_sections(impl.verified, impl.owned_sections));
+  HEXIR_RETURN_IF_ERROR(
+      format::decompress_sections(impl.verified, impl.owned_sections, options.max_decompressed_bytes));
   const fb::Module& m = impl.fb();
   impl.name = m.name() ? m.name()->str() : std::string();
   if (m.functions()) {

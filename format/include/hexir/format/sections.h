@@ -63,7 +63,11 @@ Result<SectionBuffer> decompress_section(std::span<const uint8_t> stored, uint64
 // Decompresses every zstd section of a verified module into `owned` (one
 // buffer per compressed section) and points module.sections[i] at the raw
 // bytes, so users of VerifiedModule::sections see raw bytes whatever the
-// compression. `owned` must outlive every use of those spans.
-Status decompress_sections(VerifiedModule& module, std::vector<SectionBuffer>& owned);
+// compression. `owned` must outlive every use of those spans. When the raw
+// sizes together exceed `max_raw_bytes`, nothing is allocated and the status
+// is kResourceExhausted naming the limit (a few KB of RLE blocks can declare
+// a GiB); the VM passes LoadOptions::max_decompressed_bytes.
+Status decompress_sections(VerifiedModule& module, std::vector<SectionBuffer>& owned,
+                           uint64_t max_raw_bytes = UINT64_MAX);
 
 }  // namespace hexir::format
