@@ -115,7 +115,7 @@ Result<BufferPlan> plan_arena(std::span<const PlanBuffer> buffers, const PlanOpt
   r.lower_bound = live_lower_bound(buffers);
   r.aligned_lower_bound = problem.lower_bound * alignment;
 
-  std::vector<internal::GreedyResult> greedy = internal::run_greedy_heuristics(problem);
+  std::vector<internal::GreedyResult> greedy = internal::run_greedy_heuristics(problem, &r.greedy_stopped_early);
   if (greedy.empty()) return resource_exhausted("arena plan exceeds 2^62 bytes");
   size_t winner = 0;
   for (size_t i = 0; i < greedy.size(); ++i) {

@@ -373,27 +373,40 @@ std::vector<uint32_t> make_order(const Problem& p, Order order) {
   return idx;
 }
 
-uint64_t greedy_work_allowance(size_t buffers) {
+namespace {
+uint64_t n_log_n_work(size_t buffers) {
   uint64_t log = 0;
   while ((uint64_t{1} << log) < buffers + 1) ++log;
-  return kGreedyWorkFloor + kGreedyWorkPerBuffer * static_cast<uint64_t>(buffers) * log;
+  return kGreedyWorkPerBuffer * static_cast<uint64_t>(buffers) * log;
 }
+}  // namespace
+
+uint64_t greedy_work_allowance(size_t buffers) { return kGreedyWorkFloor + n_log_n_work(buffers); }
+uint64_t greedy_phase_allowance(size_t buffers) { return kGreedyPhaseFloor + n_log_n_work(buffers); }
 
 std::vector<uint64_t> place_in_order(const Problem& problem, const std::vector<uint32_t>& order, Fit fit,
-                                     bool* capped, uint64_t work_allowance) {
+                                     PlacementStats* stats, uint64_t work_allowance) {
   if (work_allowance == 0) work_allowance = greedy_work_allowance(problem.count());
-  if (capped) *capped = false;
+  PlacementStats local;
+  PlacementStats& s = stats ? *stats : local;
+  s = PlacementStats{};
   std::vector<uint64_t> offsets(problem.count(), 0);
   OccupancyIndex index(problem.slots);
-  TopTree tops(problem.slots);
+  TopTree tops(1);
   bool on_top = false;
-  for (uint32_t b : order) {
+  for (size_t placed = 0; placed < order.size(); ++placed) {
+    const uint32_t b = order[placed];
     uint64_t size = problem.size[b];
     if (!on_top && index.work() >= work_allowance) {
-      // Out of allowance: the index is left behind; what remains goes on top.
+      // Out of allowance: the index is left behind; what remains goes on top
+      // of what is placed, kept as range maxima from here on.
       on_top = true;
-      if (capped) *capped = true;
+      s.capped = true;
+      s.work = index.work();
       index = OccupancyIndex(1);
+      tops = TopTree(problem.slots);
+      for (size_t p = 0; p < placed; ++p)
+        tops.raise(problem.lo[order[p]], problem.hi[order[p]], offsets[order[p]] + problem.size[order[p]]);
     }
     if (on_top) {
       const uint64_t top = tops.max(problem.lo[b], problem.hi[b]);
@@ -419,8 +432,8 @@ std::vector<uint64_t> place_in_order(const Problem& problem, const std::vector<u
     if (best > problem.limit - size) return {};  // past 2^62 bytes: no plan
     offsets[b] = best;
     index.insert(problem.lo[b], problem.hi[b], best, best + size);
-    tops.raise(problem.lo[b], problem.hi[b], best + size);
   }
+  if (!on_top) s.work = index.work();
   return offsets;
 }
 
@@ -450,7 +463,11 @@ std::vector<uint64_t> place_skyline(const Problem& problem, const std::vector<ui
   return offsets;
 }
 
-std::vector<GreedyResult> run_greedy_heuristics(const Problem& problem) {
+std::vector<GreedyResult> run_greedy_heuristics(const Problem& problem, bool* stopped_early,
+                                                uint64_t phase_allowance) {
+  if (stopped_early) *stopped_early = false;
+  if (phase_allowance == 0) phase_allowance = greedy_phase_allowance(problem.count());
+  uint64_t phase_work = 0;
   // Likely winners first. They run in rounds of two (two threads on large
   // problems); after a round, a plan at the lower bound ends the phase. The
   // rounds are fixed, so the outcome never depends on timing or core count.
@@ -467,7 +484,10 @@ std::vector<GreedyResult> run_greedy_heuristics(const Problem& problem) {
     auto [order, fit] = kHeuristics[k];
     GreedyResult& r = slots[k];
     r.name = std::string(order_name(order)) + (fit == Fit::kBest ? "-best-fit" : "-first-fit");
-    r.offsets = place_in_order(problem, make_order(problem, order), fit, &r.capped);
+    PlacementStats stats;
+    r.offsets = place_in_order(problem, make_order(problem, order), fit, &stats);
+    r.capped = stats.capped;
+    r.work = stats.work;
     r.peak = r.offsets.size() == problem.count() ? peak_of(problem, r.offsets) : UINT64_MAX;
   };
   std::vector<GreedyResult> results;
@@ -483,6 +503,7 @@ std::vector<GreedyResult> run_greedy_heuristics(const Problem& problem) {
     bool at_bound = false, capped = false;
     for (size_t j = k; j < k + 2; ++j) {
       capped = capped || slots[j].capped;
+      phase_work += slots[j].work;
       if (slots[j].peak == UINT64_MAX) continue;  // did not fit under the limit
       at_bound = at_bound || slots[j].peak <= problem.lower_bound;
       results.push_back(std::move(slots[j]));
@@ -491,6 +512,11 @@ std::vector<GreedyResult> run_greedy_heuristics(const Problem& problem) {
     // more rounds would each cost as much again, and the improvement phase
     // (under its own budget) does better than their on-top tails.
     if (at_bound || capped) break;
+    const uint64_t round_work = slots[k].work + slots[k + 1].work;
+    if (k + 2 < kCount && phase_work + round_work > phase_allowance) {
+      if (stopped_early) *stopped_early = true;
+      break;
+    }
   }
   return results;
 }

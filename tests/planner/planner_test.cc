@@ -256,8 +256,9 @@ TEST_CASE("every public benchmark instance gets a valid plan") {
     PlanReport report;
     // Greedy phase only: the search is exercised above; this is about validity at scale.
     plan_instance(path, 0, &report);
-    // No real instance comes near the greedy work allowance (planner_greedy.h).
+    // No real instance comes near the greedy work allowances (planner_greedy.h).
     CHECK(report.greedy_capped == 0);
+    CHECK(!report.greedy_stopped_early);
   }
 }
 

@@ -75,6 +75,7 @@ struct PlanReport {
   std::string greedy_winner;      // the smallest of them (first in that order on ties)
   uint64_t greedy_size = 0;
   size_t greedy_capped = 0;  // how many of them ran out of their work allowance (hostile sizes only)
+  bool greedy_stopped_early = false;  // the phase's work allowance ended it before every heuristic ran
   uint64_t work_limit = 0, work_used = 0;  // improvement phase, in work units
   bool reached_lower_bound = false;        // size == aligned_lower_bound: provably optimal
 };
