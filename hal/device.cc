@@ -1,5 +1,6 @@
 #include "hexir/hal/device.h"
 
+#include <algorithm>
 #include <cctype>
 
 #include "cpu/cpu_device.h"
@@ -69,8 +70,40 @@ bool matches_device_name(std::string_view name, std::string_view prefix) {
 
 }  // namespace
 
-Result<std::unique_ptr<Device>> create_device(std::string_view name) {
-  if (name == "cpu") return cpu::create_cpu_device();
+namespace {
+
+// "threads=N" (1..1024) after "cpu?".
+Result<int> cpu_threads_option(std::string_view options, int fallback) {
+  int threads = fallback;
+  while (!options.empty()) {
+    const std::string_view item = options.substr(0, options.find('&'));
+    options.remove_prefix(std::min(options.size(), item.size() + 1));
+    if (item.substr(0, 8) != "threads=")
+      return invalid_argument("unknown cpu option '" + std::string(item) + "' (cpu takes threads=N)");
+    const std::string_view digits = item.substr(8);
+    int value = 0;
+    bool ok = !digits.empty() && digits.size() <= 4;
+    for (char c : digits) {
+      ok = ok && std::isdigit(static_cast<unsigned char>(c));
+      value = value * 10 + (c - '0');
+    }
+    if (!ok || value < 1 || value > 1024)
+      return invalid_argument("cpu option threads='" + std::string(digits) + "' is not a number from 1 to 1024");
+    threads = value;
+  }
+  return threads;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Device>> create_device(std::string_view name, const DeviceOptions& options) {
+  if (options.threads < 0 || options.threads > 1024)
+    return invalid_argument("DeviceOptions::threads " + std::to_string(options.threads) + " is not in 0..1024");
+  if (name == "cpu") return cpu::create_cpu_device(options.threads);
+  if (name.substr(0, 4) == "cpu?") {
+    HEXIR_ASSIGN_OR_RETURN(int threads, cpu_threads_option(name.substr(4), options.threads));
+    return cpu::create_cpu_device(threads);
+  }
   // CUDA names may carry options after '?' ("cuda:0?graphs=off").
   const std::string_view base = name.substr(0, name.find('?'));
   if (matches_device_name(base, "cuda") || matches_device_name(base, "cuda-managed")) {

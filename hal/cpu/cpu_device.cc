@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "hexir/hal/cpu_kernels.h"
+#include "thread_pool.h"
 
 namespace hexir::hal::cpu {
 namespace {
@@ -14,11 +15,14 @@ uint8_t* bytes_at(const Buffer& buffer, uint64_t offset) {
   return static_cast<uint8_t*>(buffer.host_ptr) + offset;
 }
 
-// Runs every dispatch immediately on the calling thread. Owned by one context
-// (one thread); only the device counters it bumps are shared.
+// Runs every dispatch immediately on the calling thread, kernels splitting
+// their work over the queue's own thread pool. Owned by one context (one
+// thread); only the device counters it bumps are shared.
 class CpuQueue final : public Queue {
  public:
-  explicit CpuQueue(AtomicCounters& counters) : counters_(counters) {}
+  CpuQueue(AtomicCounters& counters, int threads) : counters_(counters), pool_(threads) {
+    context_.backend = &pool_;
+  }
 
   Status dispatch(const Dispatch& dispatch) override {
     if (dispatch.kernel == 0) return invalid_argument("dispatch: kernel handle is null (not resolved)");
@@ -74,6 +78,7 @@ class CpuQueue final : public Queue {
 
  private:
   AtomicCounters& counters_;
+  ThreadPool pool_;
   KernelContext context_;
   // Atomic only so another thread may read it while this one dispatches.
   std::atomic<uint64_t> dispatch_count_{0};
@@ -82,6 +87,8 @@ class CpuQueue final : public Queue {
 
 class CpuDevice final : public Device {
  public:
+  explicit CpuDevice(int threads) : threads_(threads > 0 ? threads : available_cores()) {}
+
   std::string_view name() const override { return "cpu"; }
 
   Result<Buffer> allocate(uint64_t size, MemoryType type, BufferUsage usage, uint64_t alignment) override {
@@ -181,17 +188,18 @@ class CpuDevice final : public Device {
   }
 
   Result<std::unique_ptr<Queue>> create_queue() override {
-    return std::unique_ptr<Queue>(std::make_unique<CpuQueue>(counters_));
+    return std::unique_ptr<Queue>(std::make_unique<CpuQueue>(counters_, threads_));
   }
 
   DeviceCounters counters() const override { return counters_.snapshot(); }
 
  private:
+  const int threads_;  // per queue, the calling thread included
   AtomicCounters counters_;
 };
 
 }  // namespace
 
-std::unique_ptr<Device> create_cpu_device() { return std::make_unique<CpuDevice>(); }
+std::unique_ptr<Device> create_cpu_device(int threads) { return std::make_unique<CpuDevice>(threads); }
 
 }  // namespace hexir::hal::cpu

@@ -1,5 +1,5 @@
 // The cpu backend: host memory from the C allocator and the builtin kernels,
-// run synchronously on the calling thread.
+// run synchronously on the calling thread with a thread pool per queue.
 #pragma once
 
 #include <memory>
@@ -9,7 +9,8 @@
 namespace hexir::hal::cpu {
 
 // Creates the cpu Device. It holds no mutable state besides atomic counters,
-// so one device may serve several threads, each with its own Queue.
-std::unique_ptr<Device> create_cpu_device();
+// so one device may serve several threads, each with its own Queue. Each
+// queue starts `threads` - 1 worker threads (0: one per available core).
+std::unique_ptr<Device> create_cpu_device(int threads = 0);
 
 }  // namespace hexir::hal::cpu

@@ -43,8 +43,21 @@ inline bool next_index(int64_t* index, const int64_t* dims, int32_t rank) {
   return false;
 }
 
-// C[M,N] = A[M,K] * B[K,N], row-major and contiguous (matmul.cc). Each c[j]
-// sums its products in k order, so results do not depend on the vector width.
+// C[m,n] = A[m,k] * B[k,n] (+ row_bias[i] on row i), row-major with leading
+// dimensions (gemm.cc). Split over the context's thread pool; every element
+// is summed in the same order whatever the thread count.
+struct GemmArgs {
+  int64_t m, n, k;
+  const float* a;
+  int64_t lda;
+  const float* b;
+  int64_t ldb;
+  float* c;
+  int64_t ldc;
+  const float* row_bias;  // optional
+};
+void gemm(const KernelContext& context, const GemmArgs& args);
+// Contiguous operands, no bias, on the calling thread.
 void gemm(int64_t M, int64_t N, int64_t K, const float* A, const float* B, float* C);
 
 // elementwise.cc

@@ -1,89 +1,15 @@
-// numpy.matmul for f32 (one blocked GEMM per batch element, batch geometry
-// from the MatmulPlan), conv2d (im2col into the workspace, then the GEMM) and
-// the 2-D pools.
+// numpy.matmul for f32 (one GEMM per batch element, batch geometry from the
+// MatmulPlan), conv2d (im2col into the workspace, then the GEMM with the bias
+// as its epilogue) and the 2-D pools.
 #include <algorithm>
 #include <limits>
 
 #include "kernel_util.h"
+#include "thread_pool.h"
 
 namespace hexir::hal::cpu::internal {
-namespace {
 
-// C[M,N] = A[M,K] * B[K,N], all row-major and contiguous. Four rows of C share
-// every load of a row of B (i-k-j order, inner loop unit-stride over N so it
-// vectorizes); K and N are blocked so the B panel stays in cache. Each c[j]
-// sums its products in k order whatever the vector width, so every build of
-// this body gives bit-identical results.
-[[gnu::always_inline]] inline void gemm_body(int64_t M, int64_t N, int64_t K, const float* __restrict A,
-                                             const float* __restrict B, float* __restrict C) {
-  constexpr int64_t kBlockK = 128;
-  constexpr int64_t kBlockN = 256;
-  std::fill(C, C + M * N, 0.0f);
-  for (int64_t k0 = 0; k0 < K; k0 += kBlockK) {
-    const int64_t k1 = std::min(K, k0 + kBlockK);
-    for (int64_t j0 = 0; j0 < N; j0 += kBlockN) {
-      const int64_t nj = std::min(N, j0 + kBlockN) - j0;
-      int64_t i = 0;
-      for (; i + 4 <= M; i += 4) {
-        float* __restrict c0 = C + (i + 0) * N + j0;
-        float* __restrict c1 = C + (i + 1) * N + j0;
-        float* __restrict c2 = C + (i + 2) * N + j0;
-        float* __restrict c3 = C + (i + 3) * N + j0;
-        for (int64_t k = k0; k < k1; ++k) {
-          const float a0 = A[(i + 0) * K + k];
-          const float a1 = A[(i + 1) * K + k];
-          const float a2 = A[(i + 2) * K + k];
-          const float a3 = A[(i + 3) * K + k];
-          const float* __restrict b = B + k * N + j0;
-          for (int64_t j = 0; j < nj; ++j) {
-            const float bv = b[j];
-            c0[j] += a0 * bv;
-            c1[j] += a1 * bv;
-            c2[j] += a2 * bv;
-            c3[j] += a3 * bv;
-          }
-        }
-      }
-      for (; i < M; ++i) {
-        float* __restrict c = C + i * N + j0;
-        for (int64_t k = k0; k < k1; ++k) {
-          const float a = A[i * K + k];
-          const float* __restrict b = B + k * N + j0;
-          for (int64_t j = 0; j < nj; ++j) c[j] += a * b[j];
-        }
-      }
-    }
-  }
-}
-
-#if defined(__x86_64__) && defined(__GNUC__)
-#define HEXIR_GEMM_AVX2 1
-// The same body compiled for AVX2, chosen per call from the running CPU. (A
-// plain runtime check rather than an ifunc/target_clones resolver, which runs
-// before sanitizer runtimes start and crashes under TSan.)
-[[gnu::target("avx2")]] void gemm_avx2(int64_t M, int64_t N, int64_t K, const float* A, const float* B,
-                                       float* C) {
-  gemm_body(M, N, K, A, B, C);
-}
-#endif
-
-void gemm_generic(int64_t M, int64_t N, int64_t K, const float* A, const float* B, float* C) {
-  gemm_body(M, N, K, A, B, C);
-}
-
-}  // namespace
-
-void gemm(int64_t M, int64_t N, int64_t K, const float* A, const float* B, float* C) {
-#ifdef HEXIR_GEMM_AVX2
-  if (__builtin_cpu_supports("avx2")) {
-    gemm_avx2(M, N, K, A, B, C);
-    return;
-  }
-#endif
-  gemm_generic(M, N, K, A, B, C);
-}
-
-Status matmul(const KernelContext&, const Dispatch& d) {
+Status matmul(const KernelContext& context, const Dispatch& d) {
   const ops::MatmulPlan& p = plan_of<ops::MatmulPlan>(d);
   if (p.batch_count == 0 || p.m == 0 || p.n == 0) return ok_status();
   const float* pa = input(d, 0);
@@ -96,7 +22,7 @@ Status matmul(const KernelContext&, const Dispatch& d) {
       a_offset += index[i] * p.a_stride[i];
       b_offset += index[i] * p.b_stride[i];
     }
-    gemm(p.m, p.n, p.k, pa + a_offset, pb + b_offset, pc + batch * p.m * p.n);
+    gemm(context, {p.m, p.n, p.k, pa + a_offset, p.k, pb + b_offset, p.n, pc + batch * p.m * p.n, p.n, nullptr});
     next_index(index, p.batch_dims, p.batch_rank);
   }
   return ok_status();
@@ -133,10 +59,65 @@ void im2col(const ops::Conv2dPlan& p, const float* x, float* col) {
 
 }  // namespace
 
+// Depthwise: one channel plane per task. Each output row adds its taps in
+// (ky, kx) order, one tap over the whole row at a time (unit stride: it
+// vectorizes), skipping taps that fall in the padding; then the bias.
+struct DepthwiseJob {
+  const ops::Conv2dPlan* p;
+  const float *x, *w, *bias;
+  float* out;
+};
+
+void depthwise_plane(void* context, int64_t plane) {
+  const DepthwiseJob& job = *static_cast<const DepthwiseJob*>(context);
+  const ops::Conv2dPlan& p = *job.p;
+  const int64_t channel = plane % p.c;
+  const float* image = job.x + plane * p.h * p.w;
+  const float* taps = job.w + channel * p.kh * p.kw;
+  float* result = job.out + plane * p.oh * p.ow;
+  for (int64_t oy = 0; oy < p.oh; ++oy) {
+    float* __restrict row = result + oy * p.ow;
+    for (int64_t ox = 0; ox < p.ow; ++ox) row[ox] = 0.0f;
+    for (int64_t ky = 0; ky < p.kh; ++ky) {
+      const int64_t iy = oy * p.stride_h - p.pad_top + ky * p.dilation_h;
+      if (iy < 0 || iy >= p.h) continue;
+      const float* __restrict in = image + iy * p.w;
+      for (int64_t kx = 0; kx < p.kw; ++kx) {
+        const float t = taps[ky * p.kw + kx];
+        const int64_t shift = kx * p.dilation_w - p.pad_left;  // ix = ox * stride + shift
+        // The outputs whose tap lands inside the row: ox in [lo, hi).
+        int64_t lo = shift >= 0 ? 0 : (-shift + p.stride_w - 1) / p.stride_w;
+        int64_t hi = p.w - 1 - shift < 0 ? 0 : (p.w - 1 - shift) / p.stride_w + 1;
+        hi = std::min(hi, p.ow);
+        if (p.stride_w == 1) {
+          const float* __restrict src = in + shift;
+          for (int64_t ox = lo; ox < hi; ++ox) row[ox] += t * src[ox];
+        } else {
+          for (int64_t ox = lo; ox < hi; ++ox) row[ox] += t * in[ox * p.stride_w + shift];
+        }
+      }
+    }
+    if (job.bias) {
+      const float b = job.bias[channel];
+      for (int64_t ox = 0; ox < p.ow; ++ox) row[ox] += b;
+    }
+  }
+}
+
 // Per image and group: out[k_g, oh*ow] = W[k_g, c_g*kh*kw] x col[c_g*kh*kw, oh*ow],
 // then the bias. Each output sums its products in (c, ky, kx) order.
-Status conv2d(const KernelContext&, const Dispatch& d) {
+Status conv2d(const KernelContext& context, const Dispatch& d) {
   const ops::Conv2dPlan& p = plan_of<ops::Conv2dPlan>(d);
+  if (ops::conv2d_is_depthwise(p)) {
+    DepthwiseJob job{&p, input(d, 0), input(d, 1), p.has_bias ? input(d, 2) : nullptr, output(d, 0)};
+    const double taps = static_cast<double>(p.n * p.c) * static_cast<double>(p.oh * p.ow * p.kh * p.kw);
+    if (taps < 2e5) {
+      for (int64_t plane = 0; plane < p.n * p.c; ++plane) depthwise_plane(&job, plane);
+    } else {
+      parallel_for(context, p.n * p.c, depthwise_plane, &job);
+    }
+    return ok_status();
+  }
   const float* x = input(d, 0);
   const float* w = input(d, 1);
   const float* bias = p.has_bias ? input(d, 2) : nullptr;
@@ -153,13 +134,8 @@ Status conv2d(const KernelContext&, const Dispatch& d) {
         im2col(p, image, col);
         b_matrix = col;
       }
-      gemm(p.k_per_group, spatial, patch, w + g * p.k_per_group * patch, b_matrix, result);
-      if (bias)
-        for (int64_t k = 0; k < p.k_per_group; ++k) {
-          const float b = bias[g * p.k_per_group + k];
-          float* row = result + k * spatial;
-          for (int64_t i = 0; i < spatial; ++i) row[i] += b;
-        }
+      gemm(context, {p.k_per_group, spatial, patch, w + g * p.k_per_group * patch, patch, b_matrix, spatial, result,
+                     spatial, bias ? bias + g * p.k_per_group : nullptr});
     }
   }
   return ok_status();

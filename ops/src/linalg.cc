@@ -200,7 +200,9 @@ void fill_conv2d(const PlanInput& op, Conv2dPlan& p) {
   p.c_per_group = p.c / p.groups;
   p.k_per_group = p.k / p.groups;
   p.has_bias = op.inputs.size() == 3;
-  p.col_bytes = plain_gemm(p) ? 0 : p.c_per_group * p.kh * p.kw * p.oh * p.ow * int64_t{sizeof(float)};
+  p.col_bytes = plain_gemm(p) || conv2d_is_depthwise(p)
+                    ? 0
+                    : p.c_per_group * p.kh * p.kw * p.oh * p.ow * int64_t{sizeof(float)};
 }
 
 // Scratch for the im2col matrix of one group of one image.

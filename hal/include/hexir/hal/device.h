@@ -173,8 +173,14 @@ Status no_kernel(std::string_view backend, const ops::KernelKey& key);
 
 // "cpu", "cuda", "cuda:1", "cuda-managed", ... Unknown or absent devices give
 // a clear kUnavailable / kInvalidArgument status. CUDA names take options
-// after '?': "cuda:0?graphs=off&cublas=off" (see docs/cuda.md).
-Result<std::unique_ptr<Device>> create_device(std::string_view name);
+// after '?': "cuda:0?graphs=off&cublas=off" (see docs/cuda.md); "cpu?threads=N"
+// sets DeviceOptions::threads.
+struct DeviceOptions {
+  // cpu: threads per context (the calling thread included), started when the
+  // context is created; 0: one per core this process may run on.
+  int threads = 0;
+};
+Result<std::unique_ptr<Device>> create_device(std::string_view name, const DeviceOptions& options = {});
 
 // What create_device can open on this machine, for `hexir-run --list-devices`.
 struct DeviceDescription {

@@ -221,7 +221,9 @@ struct GatherPlan {
 // [k], output [n, k, oh, ow]. pad_top/pad_left are the leading pads (the
 // trailing ones only shape oh/ow). col_bytes: the im2col scratch one group of
 // one image needs (c_per_group * kh * kw * oh * ow floats); 0 when the
-// convolution is a plain GEMM (1x1, stride 1, no padding).
+// convolution is a plain GEMM (1x1, stride 1, no padding) or depthwise (one
+// input and one output channel per group: each output row sums its taps
+// straight from the input).
 struct Conv2dPlan {
   int64_t n, c, h, w;
   int64_t k, oh, ow;
@@ -234,6 +236,8 @@ struct Conv2dPlan {
   int64_t has_bias;
   int64_t col_bytes;
 };
+
+HEXIR_PLAN_FN bool conv2d_is_depthwise(const Conv2dPlan& p) { return p.c_per_group == 1 && p.k_per_group == 1; }
 
 // conv_transpose, NCHW: x [n, c, h, w], weights [c, k / groups, kh, kw],
 // optional bias [k], output [n, k, oh, ow]. Output (oy, ox) of channel k in

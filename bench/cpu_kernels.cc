@@ -1,0 +1,143 @@
+// GFLOP/s of the CPU matmul and conv2d kernels on the shapes of the real
+// models and of a BERT-base layer, at 1 and at 2 threads, through the cpu
+// device's queue (its own thread pool), against the machine's peak.
+//
+//   build/bench/cpu_kernels [--runs N]
+//
+// Peak per core = clock x FMA units (2 assumed) x 2 flops x f32 lanes of the
+// widest vector path the GEMM uses; the clock is /proc/cpuinfo's "cpu MHz".
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "hexir/hal/cpu_kernels.h"
+#include "hexir/hal/device.h"
+#include "hexir/ops/op.h"
+
+namespace {
+
+using hexir::DType;
+using hexir::TensorType;
+using hexir::ops::OpId;
+
+struct Shape {
+  const char* name;
+  OpId op;
+  std::vector<TensorType> inputs;
+  std::vector<int64_t> params;  // conv2d: strides, pads (t, l, b, r), dilations, groups
+  double flops;
+};
+
+TensorType f32(std::vector<int64_t> dims) { return {DType::kF32, std::move(dims)}; }
+
+Shape matmul(const char* name, int64_t m, int64_t k, int64_t n) {
+  return {name, OpId::kMatmul, {f32({m, k}), f32({k, n})}, {}, 2.0 * m * k * n};
+}
+
+Shape conv(const char* name, int64_t c, int64_t h, int64_t w, int64_t k, int64_t ks, int64_t stride, int64_t groups) {
+  const int64_t pad = ks / 2;
+  const int64_t oh = (h + 2 * pad - ks) / stride + 1, ow = (w + 2 * pad - ks) / stride + 1;
+  return {name,
+          OpId::kConv2d,
+          {f32({1, c, h, w}), f32({k, c / groups, ks, ks})},
+          {stride, stride, pad, pad, pad, pad, 1, 1, groups},
+          2.0 * k * (c / groups) * ks * ks * oh * ow};
+}
+
+double clock_ghz() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("cpu MHz", 0) == 0) return std::atof(line.substr(line.find(':') + 1).c_str()) / 1000.0;
+  return 0.0;
+}
+
+int lanes() {
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (__builtin_cpu_supports("avx512f")) return 16;
+  if (__builtin_cpu_supports("avx2")) return 8;
+#endif
+  return 4;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int runs = 20;
+  for (int i = 1; i + 1 < argc; ++i)
+    if (std::strcmp(argv[i], "--runs") == 0) runs = std::max(1, std::atoi(argv[i + 1]));
+  const std::vector<Shape> shapes = {
+      matmul("BERT-base MLP up 256x768 * 768x3072", 256, 768, 3072),
+      matmul("BERT-base MLP down 256x3072 * 3072x768", 256, 3072, 768),
+      matmul("BERT-base QKV 256x768 * 768x768", 256, 768, 768),
+      matmul("encoder T=128 D=256 MLP 128x256 * 256x1024", 128, 256, 1024),
+      conv("PP-OCR 3x3 s1 64->64 @ 40x80", 64, 40, 80, 64, 3, 1, 1),
+      conv("PP-OCR 1x1 128->256 @ 20x40", 128, 20, 40, 256, 1, 1, 1),
+      conv("BlazeFace 5x5 depthwise 48 @ 64x64", 48, 64, 64, 48, 5, 1, 48),
+      conv("BlazeFace 1x1 48->96 @ 32x32", 48, 32, 32, 96, 1, 1, 1),
+      conv("stem 3x3 s2 3->32 @ 224x224", 3, 224, 224, 32, 3, 2, 1),
+  };
+  const double ghz = clock_ghz();
+  const double peak_core = ghz * 2 * 2 * lanes();
+  std::printf("clock %.2f GHz (/proc/cpuinfo), %d f32 lanes, 2 FMA units assumed: peak %.1f GFLOP/s per core\n\n",
+              ghz, lanes(), peak_core);
+  std::printf("| kernel | GFLOP | 1 thread ms | GFLOP/s | %% of 1-core peak | 2 threads ms | GFLOP/s | speedup |\n");
+  std::printf("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+  for (const Shape& s : shapes) {
+    auto result = hexir::ops::infer_result_type(s.op, s.inputs, s.params);
+    if (!result.ok()) {
+      std::fprintf(stderr, "%s: %s\n", s.name, result.status().to_string().c_str());
+      return 1;
+    }
+    const std::vector<TensorType> outs{*result};
+    auto plan = hexir::ops::plan_op(s.op, s.inputs, outs, s.params);
+    if (!plan.ok()) {
+      std::fprintf(stderr, "%s: %s\n", s.name, plan.status().to_string().c_str());
+      return 1;
+    }
+    std::vector<std::vector<float>> data;
+    std::vector<void*> operands;
+    for (const TensorType& t : s.inputs) {
+      data.emplace_back(static_cast<size_t>(*hexir::element_count(t.dims.data(), t.dims.size())));
+      for (size_t i = 0; i < data.back().size(); ++i) data.back()[i] = static_cast<float>((i * 7919) % 17) * 0.01f;
+    }
+    data.emplace_back(static_cast<size_t>(*hexir::element_count(outs[0].dims.data(), outs[0].dims.size())));
+    for (auto& d : data) operands.push_back(d.data());
+    std::vector<uint64_t> workspace((hexir::ops::workspace_bytes(s.op, s.inputs, s.params) + 7) / 8);
+    hexir::hal::Dispatch dispatch;
+    dispatch.kernel = reinterpret_cast<uintptr_t>(hexir::hal::cpu::find_cpu_kernel(hexir::ops::kernel_key(s.op, s.inputs, outs)));
+    dispatch.plan = plan->words().data();
+    dispatch.operands = operands.data();
+    dispatch.input_count = static_cast<uint32_t>(s.inputs.size());
+    dispatch.output_count = 1;
+    dispatch.workspace = workspace.empty() ? nullptr : workspace.data();
+    dispatch.workspace_size = workspace.size() * 8;
+    double ms[2];
+    for (int threads : {1, 2}) {
+      auto device = hexir::hal::create_device("cpu", {.threads = threads});
+      auto queue = (*device)->create_queue();
+      std::vector<double> times;
+      for (int r = 0; r < runs + 2; ++r) {
+        const auto t0 = std::chrono::steady_clock::now();
+        hexir::Status st = (*queue)->dispatch(dispatch);
+        const auto t1 = std::chrono::steady_clock::now();
+        if (!st.ok()) {
+          std::fprintf(stderr, "%s: %s\n", s.name, st.to_string().c_str());
+          return 1;
+        }
+        if (r >= 2) times.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+      }
+      std::sort(times.begin(), times.end());
+      ms[threads - 1] = times[times.size() / 2];
+    }
+    const double g1 = s.flops / ms[0] / 1e6, g2 = s.flops / ms[1] / 1e6;
+    std::printf("| %s | %.3f | %.3f | %.1f | %.0f %% | %.3f | %.1f | %.2fx |\n", s.name, s.flops / 1e9, ms[0], g1,
+                100.0 * g1 / peak_core, ms[1], g2, ms[0] / ms[1]);
+  }
+  return 0;
+}

@@ -1,0 +1,70 @@
+// The CPU backend's thread pool: one per queue (so per VM context), started
+// when the queue is created (at context creation, never on invoke) and
+// joined when it is destroyed. A kernel splits its work into tasks; the
+// calling thread runs tasks too. run() never allocates and never throws.
+//
+// Which thread runs which task varies; kernels make each task own its
+// outputs and sum in a fixed order, so results do not depend on the thread
+// count or on the schedule.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "hexir/hal/device.h"
+
+namespace hexir::hal::cpu {
+
+class ThreadPool {
+ public:
+  // `threads` participants in all, the caller included (1: no worker threads).
+  explicit ThreadPool(int threads);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int size() const { return static_cast<int>(workers_.size()) + 1; }
+
+  using TaskFn = void (*)(void* context, int64_t task);
+  // Runs fn(context, t) for every t in [0, tasks) and returns when all have
+  // finished. Not reentrant: one run at a time (a queue is used by one thread).
+  void run(int64_t tasks, TaskFn fn, void* context);
+
+ private:
+  void work();
+  void worker_loop();
+
+  std::vector<std::thread> workers_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<int64_t> next_task_{0};
+  std::atomic<int> busy_workers_{0};
+  TaskFn fn_ = nullptr;
+  void* context_ = nullptr;
+  int64_t tasks_ = 0;
+  bool stop_ = false;
+};
+
+// The pool a kernel may split its work over; null when the kernel runs
+// without one (a direct call with an empty KernelContext): run serially then.
+inline ThreadPool* pool_of(const KernelContext& context) { return static_cast<ThreadPool*>(context.backend); }
+
+// Runs fn over [0, tasks) on the context's pool, or serially without one.
+inline void parallel_for(const KernelContext& context, int64_t tasks, ThreadPool::TaskFn fn, void* arg) {
+  ThreadPool* pool = pool_of(context);
+  if (pool == nullptr || pool->size() == 1 || tasks <= 1) {
+    for (int64_t t = 0; t < tasks; ++t) fn(arg, t);
+    return;
+  }
+  pool->run(tasks, fn, arg);
+}
+
+// The cores this process may run on (its affinity mask), at least 1.
+int available_cores();
+
+}  // namespace hexir::hal::cpu
