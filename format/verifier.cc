@@ -834,8 +834,8 @@ class ModuleVerifier {
       uint64_t end;
       uint32_t value;
     };
-    std::map<uint64_t, Live> live;  // arena offset -> [offset, end) of a live value
-    uint64_t live_bytes = 0;
+    std::map<uint64_t, Live> live;     // arena offset -> [offset, end) of a live value
+    unsigned __int128 live_bytes = 0;  // free-at-last-use: sizes are verified, their sum may not fit
     auto label = [&](uint32_t r) {
       const fb::Slot& s = *m_.slots()->Get(r);
       return cat(slot_label(m_, r), " at [", s.arena_offset(), ", +", s.byte_size(),
@@ -886,7 +886,9 @@ class ModuleVerifier {
         live.emplace(s.arena_offset(), Live{s.arena_offset() + s.byte_size(), r});
       }
       if (dynamic_) {
-        out_.dynamic_peak_bytes = std::max(out_.dynamic_peak_bytes, live_bytes + workspace_need_[begin + k]);
+        const unsigned __int128 held = live_bytes + workspace_need_[begin + k];
+        out_.dynamic_peak_bytes =
+            std::max(out_.dynamic_peak_bytes, held > UINT64_MAX ? UINT64_MAX : static_cast<uint64_t>(held));
       } else if (!shared_workspace) {
         const fb::WorkspaceRange& w = *m_.workspaces()->Get(static_cast<flatbuffers::uoffset_t>(begin + k));
         if (w.size() > 0)
