@@ -193,7 +193,10 @@ void gemm_task(void* context, int64_t task) {
     const int64_t kc = std::min(kKc, g.k - k0);
     for (int64_t j0 = j_begin; j0 < j_end; j0 += NR) {
       const int64_t nr = std::min(NR, j_end - j0);
-      pack_strip(g.b, g.ldb, k0, kc, j0, nr, NR, strip);
+      if (g.pack_b)
+        g.pack_b(g.pack_context, k0, kc, j0, nr, NR, strip);
+      else
+        pack_strip(g.b, g.ldb, k0, kc, j0, nr, NR, strip);
       for (int64_t i = i0; i < i1; i += MR) {
         const int64_t mr = std::min(MR, i1 - i);
         job.path.kernel(mr, nr, kc, g.a + i * g.lda + k0, g.lda, strip, g.c + i * g.ldc + j0, g.ldc, k0 > 0);
@@ -238,7 +241,7 @@ void gemm(const KernelContext& context, const GemmArgs& args) {
 }
 
 void gemm(int64_t M, int64_t N, int64_t K, const float* A, const float* B, float* C) {
-  gemm(KernelContext{}, GemmArgs{M, N, K, A, K, B, N, C, N, nullptr});
+  gemm(KernelContext{}, GemmArgs{M, N, K, A, K, B, N, C, N});
 }
 
 }  // namespace hexir::hal::cpu::internal

@@ -46,15 +46,22 @@ inline bool next_index(int64_t* index, const int64_t* dims, int32_t rank) {
 // C[m,n] = A[m,k] * B[k,n] (+ row_bias[i] on row i), row-major with leading
 // dimensions (gemm.cc). Split over the context's thread pool; every element
 // is summed in the same order whatever the thread count.
+// B may be produced while packing instead of read: pack_b writes rows
+// [k0, k0 + kc) and columns [j0, j0 + nr) of B as kc rows of `width` floats,
+// zero past nr (conv2d packs its patches straight from the image).
+using PackB = void (*)(const void* context, int64_t k0, int64_t kc, int64_t j0, int64_t nr, int64_t width,
+                       float* out);
 struct GemmArgs {
   int64_t m, n, k;
   const float* a;
   int64_t lda;
-  const float* b;
+  const float* b;  // unused with pack_b
   int64_t ldb;
   float* c;
   int64_t ldc;
-  const float* row_bias;  // optional
+  const float* row_bias = nullptr;  // optional
+  PackB pack_b = nullptr;
+  const void* pack_context = nullptr;
 };
 void gemm(const KernelContext& context, const GemmArgs& args);
 // Contiguous operands, no bias, on the calling thread.

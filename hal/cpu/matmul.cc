@@ -1,6 +1,6 @@
 // numpy.matmul for f32 (one GEMM per batch element, batch geometry from the
-// MatmulPlan), conv2d (im2col into the workspace, then the GEMM with the bias
-// as its epilogue) and the 2-D pools.
+// MatmulPlan), conv2d (a GEMM packing its patches straight from the image, the
+// bias as its epilogue; depthwise summed directly) and the 2-D pools.
 #include <algorithm>
 #include <limits>
 
@@ -30,30 +30,43 @@ Status matmul(const KernelContext& context, const Dispatch& d) {
 
 namespace {
 
-// The patch matrix of one group of one image: row (c, ky, kx), column (oy, ox),
-// zero where the window reaches into the padding.
-void im2col(const ops::Conv2dPlan& p, const float* x, float* col) {
-  const int64_t spatial = p.oh * p.ow;
-  for (int64_t c = 0; c < p.c_per_group; ++c) {
-    const float* plane = x + c * p.h * p.w;
-    for (int64_t ky = 0; ky < p.kh; ++ky) {
-      for (int64_t kx = 0; kx < p.kw; ++kx) {
-        float* row = col + ((c * p.kh + ky) * p.kw + kx) * spatial;
-        for (int64_t oy = 0; oy < p.oh; ++oy) {
-          const int64_t iy = oy * p.stride_h - p.pad_top + ky * p.dilation_h;
-          float* out = row + oy * p.ow;
-          if (iy < 0 || iy >= p.h) {
-            for (int64_t ox = 0; ox < p.ow; ++ox) out[ox] = 0.0f;
-            continue;
-          }
-          const float* in = plane + iy * p.w;
-          for (int64_t ox = 0; ox < p.ow; ++ox) {
-            const int64_t ix = ox * p.stride_w - p.pad_left + kx * p.dilation_w;
-            out[ox] = (ix >= 0 && ix < p.w) ? in[ix] : 0.0f;
-          }
+// Implicit im2col: the patch matrix of one group of one image, row (c, ky, kx)
+// and column (oy, ox), zero where the window reaches into the padding, is
+// produced strip by strip as the GEMM packs it; it never exists whole.
+struct PatchSource {
+  const ops::Conv2dPlan* p;
+  const float* image;  // the group's first channel
+};
+
+void pack_patches(const void* context, int64_t k0, int64_t kc, int64_t j0, int64_t nr, int64_t width, float* out) {
+  const PatchSource& src = *static_cast<const PatchSource*>(context);
+  const ops::Conv2dPlan& p = *src.p;
+  const int64_t taps = p.kh * p.kw;
+  for (int64_t r = 0; r < kc; ++r) {
+    const int64_t row = k0 + r;
+    const int64_t c = row / taps, ky = (row % taps) / p.kw, kx = row % p.kw;
+    const float* plane = src.image + c * p.h * p.w;
+    float* dst = out + r * width;
+    int64_t oy = j0 / p.ow, ox = j0 % p.ow;
+    for (int64_t j = 0; j < nr;) {
+      // One run along an output row.
+      const int64_t run = std::min(nr - j, p.ow - ox);
+      const int64_t iy = oy * p.stride_h - p.pad_top + ky * p.dilation_h;
+      if (iy < 0 || iy >= p.h) {
+        for (int64_t t = 0; t < run; ++t) dst[j + t] = 0.0f;
+      } else {
+        const float* in = plane + iy * p.w;
+        const int64_t shift = kx * p.dilation_w - p.pad_left;
+        for (int64_t t = 0; t < run; ++t) {
+          const int64_t ix = (ox + t) * p.stride_w + shift;
+          dst[j + t] = (ix >= 0 && ix < p.w) ? in[ix] : 0.0f;
         }
       }
+      j += run;
+      ox = 0;
+      ++oy;
     }
+    for (int64_t j = nr; j < width; ++j) dst[j] = 0.0f;
   }
 }
 
@@ -122,20 +135,21 @@ Status conv2d(const KernelContext& context, const Dispatch& d) {
   const float* w = input(d, 1);
   const float* bias = p.has_bias ? input(d, 2) : nullptr;
   float* out = output(d, 0);
-  float* col = static_cast<float*>(d.workspace);
   const int64_t spatial = p.oh * p.ow;
   const int64_t patch = p.c_per_group * p.kh * p.kw;
   for (int64_t n = 0; n < p.n; ++n) {
     for (int64_t g = 0; g < p.groups; ++g) {
       const float* image = x + (n * p.c + g * p.c_per_group) * p.h * p.w;
       float* result = out + (n * p.k + g * p.k_per_group) * spatial;
-      const float* b_matrix = image;  // 1x1, stride 1, no padding: the image is the patch matrix
-      if (p.col_bytes > 0) {
-        im2col(p, image, col);
-        b_matrix = col;
+      GemmArgs args{p.k_per_group, spatial, patch, w + g * p.k_per_group * patch, patch,
+                    image,  // 1x1, stride 1, no padding: the image is the patch matrix
+                    spatial, result, spatial, bias ? bias + g * p.k_per_group : nullptr};
+      const PatchSource source{&p, image};
+      if (!ops::conv2d_is_plain_gemm(p)) {
+        args.pack_b = pack_patches;
+        args.pack_context = &source;
       }
-      gemm(context, {p.k_per_group, spatial, patch, w + g * p.k_per_group * patch, patch, b_matrix, spatial, result,
-                     spatial, bias ? bias + g * p.k_per_group : nullptr});
+      gemm(context, args);
     }
   }
   return ok_status();

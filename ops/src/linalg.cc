@@ -172,18 +172,13 @@ Result<std::vector<TensorType>> infer_conv2d(std::span<const TensorType> in, std
                               ") does not fit the padded input extent " + std::to_string(extent));
     out_hw[d] = (extent - window) / p[kStrideH + d] + 1;
   }
-  // The im2col scratch (C/groups * KH * KW * OH * OW floats) must be addressable.
+  // The patch matrix (C/groups * KH * KW rows, OH * OW columns) the GEMM walks must be addressable.
   uint64_t col = 0;
   if (__builtin_mul_overflow(static_cast<uint64_t>(w.dims[1] * w.dims[2] * w.dims[3]),
                              static_cast<uint64_t>(out_hw[0]) * static_cast<uint64_t>(out_hw[1]), &col) ||
       col > (uint64_t{1} << 60))
     return invalid_argument(prefix(kConv2d) + "the convolution's patch matrix is too large");
   return one({DType::kF32, {x.dims[0], k, out_hw[0], out_hw[1]}});
-}
-
-bool plain_gemm(const Conv2dPlan& p) {
-  return p.kh == 1 && p.kw == 1 && p.stride_h == 1 && p.stride_w == 1 && p.pad_top == 0 && p.pad_left == 0 &&
-         p.oh == p.h && p.ow == p.w;
 }
 
 void fill_conv2d(const PlanInput& op, Conv2dPlan& p) {
@@ -200,17 +195,8 @@ void fill_conv2d(const PlanInput& op, Conv2dPlan& p) {
   p.c_per_group = p.c / p.groups;
   p.k_per_group = p.k / p.groups;
   p.has_bias = op.inputs.size() == 3;
-  p.col_bytes = plain_gemm(p) || conv2d_is_depthwise(p)
-                    ? 0
-                    : p.c_per_group * p.kh * p.kw * p.oh * p.ow * int64_t{sizeof(float)};
 }
 
-// Scratch for the im2col matrix of one group of one image.
-uint64_t workspace_conv2d(const PlanInput& op) {
-  Conv2dPlan p{};
-  fill_conv2d(op, p);
-  return static_cast<uint64_t>(p.col_bytes);
-}
 
 void plan_conv2d(const PlanInput& op, OpPlan& out) { fill_conv2d(op, out.start<Conv2dPlan>()); }
 
@@ -626,7 +612,7 @@ void plan_resize(const PlanInput& op, OpPlan& out) {
 
 constexpr OpDef kDefs[] = {
     {kMatmul, "matmul", 2, 2, 1, 1, true, false, false, 0, lower_matmul, infer_matmul, nullptr, plan_matmul},
-    {kConv2d, "conv2d", 2, 3, 1, 1, true, false, false, 0, lower_conv2d, infer_conv2d, workspace_conv2d,
+    {kConv2d, "conv2d", 2, 3, 1, 1, true, false, false, 0, lower_conv2d, infer_conv2d, nullptr,
      plan_conv2d},
     {kMaxPool, "max_pool", 1, 1, 1, 1, true, false, false, 0, lower_pool<kMaxPool>, infer_pool<kMaxPool>,
      nullptr, plan_pool<kMaxPool>},

@@ -971,11 +971,11 @@ TEST_CASE("conv2d: result types, continued") {
            {1, 1, 1ll << 30, 1ll << 30, 1ll << 30, 1ll << 30, 1, 1, 1});
 }
 
-TEST_CASE("conv2d: plan and workspace") {
+TEST_CASE("conv2d: plan, no workspace; plain-GEMM and depthwise forms") {
   auto conv_plan = [](std::vector<TensorType> in, Params params) {
     OpPlan plan = plan_of(OpId::kConv2d, in, params);
     const Conv2dPlan p = plan.as<Conv2dPlan>();
-    CHECK(workspace_bytes(OpId::kConv2d, in, params) == static_cast<uint64_t>(p.col_bytes));
+    CHECK(workspace_bytes(OpId::kConv2d, in, params) == 0);  // patches are packed from the image
     return p;
   };
   // 3x3, stride 2x1, asymmetric pads, dilation, groups 2, bias
@@ -1000,41 +1000,35 @@ TEST_CASE("conv2d: plan and workspace") {
   CHECK(p.c_per_group == 2);
   CHECK(p.k_per_group == 3);
   CHECK(p.has_bias == 1);
-  CHECK(p.col_bytes == 2 * 3 * 3 * p.oh * p.ow * 4);
+  CHECK_FALSE(conv2d_is_plain_gemm(p));
+  CHECK_FALSE(conv2d_is_depthwise(p));
 
   // 1x1, stride 1, unpadded: a plain GEMM, no scratch (with or without groups, bias, dilation)
   const Conv2dPlan gemm = conv_plan({f32({3, 8, 5, 7}), f32({4, 8, 1, 1})}, {1, 1, 0, 0, 0, 0, 1, 1, 1});
-  CHECK(gemm.col_bytes == 0);
+  CHECK(conv2d_is_plain_gemm(gemm));
   CHECK(gemm.has_bias == 0);
   CHECK(gemm.oh == 5);
   CHECK(gemm.ow == 7);
-  CHECK(conv_plan({f32({1, 8, 5, 7}), f32({4, 4, 1, 1}), f32({4})}, {1, 1, 0, 0, 0, 0, 1, 1, 2}).col_bytes ==
-        0);
-  CHECK(conv_plan({f32({1, 8, 5, 7}), f32({4, 8, 1, 1})}, {1, 1, 0, 0, 0, 0, 3, 2, 1}).col_bytes == 0);
-  // 1x1 otherwise: scratch of C/g * OH * OW floats
+  CHECK(conv2d_is_plain_gemm(conv_plan({f32({1, 8, 5, 7}), f32({4, 4, 1, 1}), f32({4})}, {1, 1, 0, 0, 0, 0, 1, 1, 2})));
+  CHECK(conv2d_is_plain_gemm(conv_plan({f32({1, 8, 5, 7}), f32({4, 8, 1, 1})}, {1, 1, 0, 0, 0, 0, 3, 2, 1})));
+  // 1x1 otherwise: patches packed from the image
   const Conv2dPlan strided = conv_plan({f32({1, 8, 5, 7}), f32({4, 8, 1, 1})}, {2, 1, 0, 0, 0, 0, 1, 1, 1});
   CHECK(strided.oh == 3);
-  CHECK(strided.col_bytes == 8 * 3 * 7 * 4);
-  CHECK(conv_plan({f32({1, 8, 5, 7}), f32({4, 8, 1, 1})}, {1, 2, 0, 0, 0, 0, 1, 1, 1}).col_bytes ==
-        8 * 5 * 4 * 4);
-  CHECK(conv_plan({f32({1, 8, 5, 7}), f32({4, 8, 1, 1})}, {1, 1, 1, 0, 0, 0, 1, 1, 1}).col_bytes ==
-        8 * 6 * 7 * 4);
-  CHECK(conv_plan({f32({1, 8, 5, 7}), f32({4, 8, 1, 1})}, {1, 1, 0, 1, 0, 0, 1, 1, 1}).col_bytes ==
-        8 * 5 * 8 * 4);
+  CHECK_FALSE(conv2d_is_plain_gemm(strided));
+  CHECK_FALSE(conv2d_is_plain_gemm(conv_plan({f32({1, 8, 5, 7}), f32({4, 8, 1, 1})}, {1, 2, 0, 0, 0, 0, 1, 1, 1})));
+  CHECK_FALSE(conv2d_is_plain_gemm(conv_plan({f32({1, 8, 5, 7}), f32({4, 8, 1, 1})}, {1, 1, 1, 0, 0, 0, 1, 1, 1})));
+  CHECK_FALSE(conv2d_is_plain_gemm(conv_plan({f32({1, 8, 5, 7}), f32({4, 8, 1, 1})}, {1, 1, 0, 1, 0, 0, 1, 1, 1})));
   // only trailing pads: the output grows, so the image alone is not the patch matrix
-  CHECK(conv_plan({f32({1, 8, 5, 7}), f32({4, 8, 1, 1})}, {1, 1, 0, 0, 1, 0, 1, 1, 1}).col_bytes ==
-        8 * 6 * 7 * 4);
-  CHECK(conv_plan({f32({1, 8, 5, 7}), f32({4, 8, 1, 1})}, {1, 1, 0, 0, 0, 2, 1, 1, 1}).col_bytes ==
-        8 * 5 * 9 * 4);
+  CHECK_FALSE(conv2d_is_plain_gemm(conv_plan({f32({1, 8, 5, 7}), f32({4, 8, 1, 1})}, {1, 1, 0, 0, 1, 0, 1, 1, 1})));
+  CHECK_FALSE(conv2d_is_plain_gemm(conv_plan({f32({1, 8, 5, 7}), f32({4, 8, 1, 1})}, {1, 1, 0, 0, 0, 2, 1, 1, 1})));
   // 3x3 unpadded stride 1 still needs the patch matrix
-  CHECK(conv_plan({f32({1, 2, 5, 5}), f32({3, 2, 3, 3})}, {1, 1, 0, 0, 0, 0, 1, 1, 1}).col_bytes ==
-        2 * 9 * 9 * 4);
+  CHECK_FALSE(conv2d_is_plain_gemm(conv_plan({f32({1, 2, 5, 5}), f32({3, 2, 3, 3})}, {1, 1, 0, 0, 0, 0, 1, 1, 1})));
   // depthwise
   const Conv2dPlan dw =
       conv_plan({f32({1, 5, 7, 7}), f32({5, 1, 3, 3}), f32({5})}, {1, 1, 1, 1, 1, 1, 1, 1, 5});
   CHECK(dw.c_per_group == 1);
   CHECK(dw.k_per_group == 1);
-  CHECK(dw.col_bytes == 1 * 9 * 49 * 4);
+  CHECK(conv2d_is_depthwise(dw));
   // workspace_bytes of a malformed call is 0, not a crash
   CHECK(workspace_bytes(OpId::kConv2d, std::vector{f32({1, 8, 5, 7}), f32({4, 8, 9, 9})},
                         Params{1, 1, 0, 0, 0, 0, 1, 1, 1}) == 0);
@@ -1414,7 +1408,11 @@ TEST_CASE("resize: lowering, result types, hostile words, plan") {
                 {"nearest_mode", str("round_prefer_ceil")}}) == Params{0, 4, 1, 8, 10});
   AttrValue scales;
   scales.value = std::vector<AttrValue>{num(1), num(1), num(2.5), num(0.5)};
-  CHECK(*lower(OpId::kResize, x, {{"scales", scales}}) == Params{0, 0, 0, 10, 2});
+  // 5 * 0.5 = 2.5 rows become 2: the stated scales are kept (ONNX maps coordinates with them).
+  CHECK(*lower(OpId::kResize, x, {{"scales", scales}}) ==
+        Params{0, 0, 0, 10, 2, std::bit_cast<int64_t>(2.5), std::bit_cast<int64_t>(0.5)});
+  scales.value = std::vector<AttrValue>{num(1), num(1), num(2.5), num(2)};
+  CHECK(*lower(OpId::kResize, x, {{"scales", scales}}) == Params{0, 0, 0, 10, 10});  // exact: out / in is the scale
   scales.value = std::vector<AttrValue>{num(2), num(1), num(2), num(2)};
   CHECK_FALSE(lower(OpId::kResize, x, {{"scales", scales}}).ok());  // N is not resized
   scales.value = std::vector<AttrValue>{num(1), num(1), num(-2), num(2)};

@@ -219,11 +219,8 @@ struct GatherPlan {
 
 // conv2d, NCHW: x [n, c, h, w], weights [k, c / groups, kh, kw], optional bias
 // [k], output [n, k, oh, ow]. pad_top/pad_left are the leading pads (the
-// trailing ones only shape oh/ow). col_bytes: the im2col scratch one group of
-// one image needs (c_per_group * kh * kw * oh * ow floats); 0 when the
-// convolution is a plain GEMM (1x1, stride 1, no padding) or depthwise (one
-// input and one output channel per group: each output row sums its taps
-// straight from the input).
+// trailing ones only shape oh/ow). No scratch: the CPU packs its patches from
+// the image as its GEMM goes.
 struct Conv2dPlan {
   int64_t n, c, h, w;
   int64_t k, oh, ow;
@@ -234,10 +231,16 @@ struct Conv2dPlan {
   int64_t groups;
   int64_t c_per_group, k_per_group;
   int64_t has_bias;
-  int64_t col_bytes;
 };
 
+// One input and one output channel per group: each output row sums its taps
+// straight from the input.
 HEXIR_PLAN_FN bool conv2d_is_depthwise(const Conv2dPlan& p) { return p.c_per_group == 1 && p.k_per_group == 1; }
+// 1x1, stride 1, no padding: the image is the patch matrix.
+HEXIR_PLAN_FN bool conv2d_is_plain_gemm(const Conv2dPlan& p) {
+  return p.kh == 1 && p.kw == 1 && p.stride_h == 1 && p.stride_w == 1 && p.pad_top == 0 && p.pad_left == 0 &&
+         p.oh == p.h && p.ow == p.w;
+}
 
 // conv_transpose, NCHW: x [n, c, h, w], weights [c, k / groups, kh, kw],
 // optional bias [k], output [n, k, oh, ow]. Output (oy, ox) of channel k in
