@@ -123,9 +123,11 @@ std::optional<int> GraphBuilder::find_constant(std::string_view name) const {
 
 Status GraphBuilder::begin_function(std::string name, Location loc) {
   if (open_) return error_at(loc, "function @" + function().name + " is still open (end_function)");
-  for (const Function& other : module_.functions)
-    if (other.name == name)
-      return error_at(loc, "redefinition of function @" + name + first_defined(other.loc));
+  // A map, not a scan of the functions so far: N functions cost O(N log N).
+  auto [it, inserted] = function_index_.try_emplace(name, static_cast<int>(module_.functions.size()));
+  if (!inserted)
+    return error_at(loc, "redefinition of function @" + name +
+                             first_defined(module_.functions[static_cast<size_t>(it->second)].loc));
   Function fn;
   fn.name = std::move(name);
   fn.loc = std::move(loc);
@@ -227,13 +229,15 @@ Result<std::vector<int>> GraphBuilder::add_node(NodeSpec spec) {
   if (static_cast<int>(spec.op) >= ops::kOpCount)
     return error_at(op_loc, "unknown operator id " + std::to_string(static_cast<int>(spec.op)));
   for (int input : spec.inputs) HEXIR_RETURN_IF_ERROR(check_value_id(input, "operand", locs.node));
+  // The node's own names against each other through a map (split can have thousands).
+  std::map<std::string_view, size_t> own_names;
   for (size_t i = 0; i < spec.names.size(); ++i) {
     const Location& name_loc = at_index(locs.results, i, locs.node);
     HEXIR_RETURN_IF_ERROR(check_value_name(spec.names[i], name_loc));
-    for (size_t j = 0; j < i; ++j)
-      if (spec.names[j] == spec.names[i])
-        return error_at(name_loc, "redefinition of %" + spec.names[i] +
-                                      first_defined(at_index(locs.results, j, locs.node)));
+    auto [it, inserted] = own_names.try_emplace(spec.names[i], i);
+    if (!inserted)
+      return error_at(name_loc, "redefinition of %" + spec.names[i] +
+                                    first_defined(at_index(locs.results, it->second, locs.node)));
   }
   for (size_t i = 0; i < spec.declared.size(); ++i)
     HEXIR_RETURN_IF_ERROR(check_type(spec.declared[i], at_index(locs.types, i, locs.node)));

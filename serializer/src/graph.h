@@ -210,6 +210,7 @@ class GraphBuilder {
 
   Module module_;
   std::map<std::string, int, std::less<>> constant_index_;
+  std::map<std::string, int, std::less<>> function_index_;  // name -> index in module_.functions
   bool open_ = false;
   bool outputs_set_ = false;
   std::map<std::string, int, std::less<>> value_names_;  // open function: %name -> value id
