@@ -165,15 +165,21 @@ function measure(model, supported) {
 
   // onnxruntime
   const spec = path.join(work, 'ort-spec.json');
-  fs.writeFileSync(spec, JSON.stringify({
-    ortDir: ORT_DIR, model: file, inputs, binds: model.binds ?? [], outDir: path.join(work, 'ort'),
-    iterations: ITERATIONS, repeats: REPEATS,
-  }));
-  const o = run(process.execPath, [path.join(HERE, 'run_ort.mjs'), spec]);
-  if (o.status === 0) {
-    try { row.ort = JSON.parse(o.stdout.trim().split('\n').at(-1)); }
-    catch (e) { row.ortError = `unreadable output: ${e.message}`; }
-  } else row.ortError = why(o, 'node', file).slice(0, 200);
+  // at 1 thread (outputs, memory, latency), then at 2 (latency)
+  for (const threads of [1, 2]) {
+    fs.writeFileSync(spec, JSON.stringify({
+      ortDir: ORT_DIR, model: file, inputs, binds: model.binds ?? [],
+      outDir: path.join(work, threads === 1 ? 'ort' : `ort-${threads}t`),
+      iterations: ITERATIONS, repeats: REPEATS, threads,
+    }));
+    const o = run(process.execPath, [path.join(HERE, 'run_ort.mjs'), spec]);
+    if (o.status === 0) {
+      try {
+        const result = JSON.parse(o.stdout.trim().split('\n').at(-1));
+        if (threads === 1) row.ort = result; else row.ort2 = result;
+      } catch (e) { row.ortError = `unreadable output: ${e.message}`; }
+    } else row.ortError = why(o, 'node', file).slice(0, 200);
+  }
 
   // hexir-compile
   const hxe = path.join(work, 'model.hxe');
@@ -195,18 +201,21 @@ function measure(model, supported) {
   const stats = path.join(work, 'stats.json'), timeFile = path.join(work, 'time.txt');
   const runArgs = [];
   for (const i of inputs) runArgs.push('--input', `${i.name}=${i.npy}`);
-  const medians = [];
-  for (let r = 0; r < REPEATS; ++r) {
-    const h = run('/usr/bin/time', ['-v', '-o', timeFile, path.join(TOOLS, 'hexir-run'), hxe, ...runArgs,
-      '--output-dir', path.join(work, 'hexir'), '--iterations', String(ITERATIONS), '--stats-json', stats]);
-    if (h.status !== 0) { row.error = `run: ${why(h, 'hexir-run', hxe)}`; return row; }
-    const s = JSON.parse(fs.readFileSync(stats, 'utf8'));
-    medians.push(s.invoke.ms_median);
-    const rss = Number(/Maximum resident set size \(kbytes\): (\d+)/.exec(fs.readFileSync(timeFile, 'utf8'))?.[1]);
-    if (r === 0) row.hexir = { ...s, max_rss_kb: rss };
+  for (const threads of [1, 2]) {
+    const medians = [];
+    for (let r = 0; r < REPEATS; ++r) {
+      const h = run('/usr/bin/time', ['-v', '-o', timeFile, path.join(TOOLS, 'hexir-run'), hxe, ...runArgs,
+        '--output-dir', path.join(work, threads === 1 ? 'hexir' : `hexir-${threads}t`), '--iterations', String(ITERATIONS),
+        '--stats-json', stats, '--threads', String(threads)]);
+      if (h.status !== 0) { row.error = `run: ${why(h, 'hexir-run', hxe)}`; return row; }
+      const s = JSON.parse(fs.readFileSync(stats, 'utf8'));
+      medians.push(s.invoke.ms_median);
+      const rss = Number(/Maximum resident set size \(kbytes\): (\d+)/.exec(fs.readFileSync(timeFile, 'utf8'))?.[1]);
+      if (r === 0 && threads === 1) row.hexir = { ...s, max_rss_kb: rss };
+    }
+    if (threads === 1) { row.hexir.ms_best = Math.min(...medians); row.hexir.medians = medians; }
+    else row.hexir2 = { ms_best: Math.min(...medians), medians };
   }
-  row.hexir.ms_best = Math.min(...medians);
-  row.hexir.medians = medians;
 
   // compare
   if (row.ort) {
@@ -222,8 +231,10 @@ function measure(model, supported) {
 }
 
 // ---- table ----
+const ratio = (a, b) => (a && b ? `${(a / b).toFixed(2)}` : '—');
 function table(rows) {
-  const head = ['model', 'import ms', 'max abs err', 'max rel err', 'ort ms', 'hexir ms', 'ort peak RSS',
+  const head = ['model', 'import ms', 'max abs err', 'max rel err', 'ort ms 1t', 'hexir ms 1t', 'hexir/ort 1t',
+    'ort ms 2t', 'hexir ms 2t', 'hexir/ort 2t', 'ort peak RSS',
     'hexir peak RSS (arena + constants)', 'arena / lower bound', 'notes'];
   const lines = [`| ${head.join(' | ')} |`, `|${head.map((h, i) => (i === 0 || i === head.length - 1 ? ' --- ' : ' ---: ')).join('|')}|`];
   for (const r of rows) {
@@ -237,7 +248,8 @@ function table(rows) {
       r.name,
       r.imported ? ms(r.compile_ms) : 'fails',
       sci(r.maxAbs), sci(r.maxRel),
-      ms(r.ort?.ms_median), ms(h?.ms_best),
+      ms(r.ort?.ms_median), ms(h?.ms_best), ratio(h?.ms_best, r.ort?.ms_median),
+      ms(r.ort2?.ms_median), ms(r.hexir2?.ms_best), ratio(r.hexir2?.ms_best, r.ort2?.ms_median),
       mb(r.ort?.max_rss_kb),
       h ? `${mb(h.max_rss_kb)} (${bytes(h.arena_bytes)} + ${bytes(h.constant_bytes)})` : '—',
       h ? `${bytes(h.arena_bytes)} / ${bytes(h.lower_bound_bytes)}` + (h.lower_bound_bytes ? ` (${(h.arena_bytes / h.lower_bound_bytes).toFixed(2)}x)` : '') : '—',
@@ -254,7 +266,7 @@ function environment(rows) {
   try { ortVersion = JSON.parse(fs.readFileSync(path.join(ORT_DIR, 'node_modules/onnxruntime-node/package.json'), 'utf8')).version; } catch {}
   const base = rows.map((r) => r.ort?.baseline_rss_kb).filter((x) => x);
   return `Measured ${new Date().toISOString().slice(0, 10)} on ${cpu} (${os.cpus().length} cores), Linux ${os.release()}; ` +
-    `hexir ${git} (${path.basename(opts.build)}), onnxruntime-node ${ortVersion} (CPU, 1 thread), node ${process.version}. ` +
+    `hexir ${git} (${path.basename(opts.build)}), onnxruntime-node ${ortVersion} (CPU; 1t/2t: intra-op threads, hexir-run --threads), node ${process.version}. ` +
     `Times are medians of ${ITERATIONS} runs, best of ${REPEATS}; ort peak RSS includes node itself` +
     (base.length ? ` (about ${mb(median(base))} before onnxruntime loads)` : '') + '.';
 }

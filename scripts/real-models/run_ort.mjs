@@ -1,7 +1,7 @@
-// One model in onnxruntime-node (CPU, 1 intra-op and 1 inter-op thread), in its own process so
+// One model in onnxruntime-node (CPU, `threads` intra-op threads, 1 inter-op), in its own process so
 // that its peak RSS is the model's: node run_ort.mjs SPEC.json
 //   SPEC: { ortDir, model, inputs: [{name, npy}], binds: [{name, dtype, value}], outDir,
-//           iterations, repeats }
+//           iterations, repeats, threads }
 // Writes outDir/0.npy, 1.npy, ... (session output order) and prints one JSON line: load_ms,
 // ms_median (best of `repeats` medians of `iterations` runs), medians, max_rss_kb (peak),
 // baseline_rss_kb (node before onnxruntime was loaded), output_names.
@@ -29,7 +29,7 @@ for (const b of spec.binds ?? []) {
 
 const t0 = performance.now();
 const session = await ort.InferenceSession.create(spec.model, {
-  executionProviders: ['cpu'], intraOpNumThreads: 1, interOpNumThreads: 1,
+  executionProviders: ['cpu'], intraOpNumThreads: spec.threads ?? 1, interOpNumThreads: 1,
   executionMode: 'sequential', graphOptimizationLevel: 'all', logSeverityLevel: 3,
 });
 const loadMs = performance.now() - t0;
