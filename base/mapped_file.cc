@@ -1,13 +1,12 @@
 #include "hexir/base/mapped_file.h"
 
-#include <fcntl.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 #include <utility>
+
+#include "hexir/base/file_io.h"
 
 namespace hexir {
 namespace {
@@ -20,26 +19,15 @@ std::span<const uint8_t> empty_bytes() { return {kEmpty, 0}; }
 }  // namespace
 
 Result<MappedFile> MappedFile::open(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    const int err = errno;
-    std::string message = "cannot open '" + path + "': " + std::strerror(err);
-    return err == ENOENT ? not_found(std::move(message)) : invalid_argument(std::move(message));
-  }
-  struct stat st;
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return invalid_argument("'" + path + "' is not a regular file");
-  }
-  if (st.st_size == 0) {
-    ::close(fd);
-    return MappedFile(empty_bytes());
-  }
-  const size_t size = static_cast<size_t>(st.st_size);
-  void* mapping = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-  const int err = errno;
-  ::close(fd);
-  if (mapping == MAP_FAILED) return resource_exhausted("cannot map '" + path + "': " + std::strerror(err));
+  // Opened without blocking and accepted only when regular (file_io.h): a
+  // FIFO would hang here and a device has no size to map.
+  HEXIR_ASSIGN_OR_RETURN(InputFile file, open_input_file(path));
+  if (file.size == 0) return MappedFile(empty_bytes());
+  if (file.size > static_cast<uint64_t>(SIZE_MAX))
+    return resource_exhausted("cannot map '" + path + "': " + std::to_string(file.size) + " bytes");
+  const size_t size = static_cast<size_t>(file.size);
+  void* mapping = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, file.fd.get(), 0);
+  if (mapping == MAP_FAILED) return resource_exhausted("cannot map '" + path + "': " + std::strerror(errno));
   return MappedFile({static_cast<const uint8_t*>(mapping), size});
 }
 

@@ -1,14 +1,15 @@
 #include "hexir/base/npy.h"
 
-#include <sys/types.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <new>
 #include <optional>
 #include <string_view>
+
+#include "hexir/base/file_io.h"
 
 namespace hexir {
 namespace {
@@ -237,43 +238,57 @@ Result<NpyArray> parse_npy(std::span<const uint8_t> bytes, const std::string& na
   return array;
 }
 
-Result<NpyArray> read_npy(const std::string& path) {
-  std::FILE* file = std::fopen(path.c_str(), "rb");
-  if (!file) return not_found("cannot open '" + path + "': " + std::strerror(errno));
-  std::vector<uint8_t> bytes;
-  uint8_t chunk[1 << 16];
-  size_t got;
-  while ((got = std::fread(chunk, 1, sizeof(chunk), file)) > 0) bytes.insert(bytes.end(), chunk, chunk + got);
-  bool failed = std::ferror(file) != 0;
-  std::fclose(file);
-  if (failed) return data_loss("error reading '" + path + "'");
-  return parse_npy(bytes, path);
-}
+namespace {
 
-Result<NpyHeader> read_npy_header(const std::string& path) {
-  std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(std::fopen(path.c_str(), "rb"), &std::fclose);
-  if (!file) return not_found("cannot open '" + path + "': " + std::strerror(errno));
-  auto fail = [&] { return data_loss("error reading '" + path + "'"); };
-  if (::fseeko(file.get(), 0, SEEK_END) != 0) return fail();
-  const off_t end = ::ftello(file.get());
-  if (end < 0 || ::fseeko(file.get(), 0, SEEK_SET) != 0) return fail();
-  const uint64_t file_size = static_cast<uint64_t>(end);
-  // The preamble says how long the header is; read exactly that much more.
-  std::vector<uint8_t> bytes(std::min<uint64_t>(file_size, kNpyPreambleV2));
-  if (std::fread(bytes.data(), 1, bytes.size(), file.get()) != bytes.size()) return fail();
+// The preamble and header of an open .npy file: exactly the bytes the
+// preamble says the header has (at most kMaxNpyHeader), never the data.
+Result<std::vector<uint8_t>> read_header_bytes(const InputFile& file, const std::string& path) {
+  std::vector<uint8_t> bytes(static_cast<size_t>(std::min<uint64_t>(file.size, kNpyPreambleV2)));
+  HEXIR_RETURN_IF_ERROR(read_exact(file, 0, bytes, path));
   if (bytes.size() >= kNpyPreambleV1 && std::memcmp(bytes.data(), kNpyMagic, sizeof(kNpyMagic)) == 0) {
     const uint64_t header_len = bytes[6] == 1 ? (uint32_t{bytes[8]} | uint32_t{bytes[9]} << 8)
                                 : bytes.size() >= kNpyPreambleV2 ? read_le32(bytes.data() + 8)
                                                                  : 0;
     const uint64_t preamble = bytes[6] == 1 ? kNpyPreambleV1 : kNpyPreambleV2;
-    const uint64_t wanted = std::min(file_size, preamble + std::min<uint64_t>(header_len, kMaxNpyHeader));
+    const uint64_t wanted = std::min(file.size, preamble + std::min<uint64_t>(header_len, kMaxNpyHeader));
     if (wanted > bytes.size()) {
       const size_t have = bytes.size();
-      bytes.resize(wanted);
-      if (std::fread(bytes.data() + have, 1, wanted - have, file.get()) != wanted - have) return fail();
+      bytes.resize(static_cast<size_t>(wanted));
+      HEXIR_RETURN_IF_ERROR(read_exact(file, have, std::span<uint8_t>(bytes).subspan(have), path));
     }
   }
-  return parse_npy_header(bytes, file_size, path);
+  return bytes;
+}
+
+}  // namespace
+
+Result<NpyArray> read_npy(const std::string& path, uint64_t max_data_bytes) {
+  // A regular file only (a FIFO would block, /dev/zero never end), its
+  // header checked against its size before any data is read or allocated.
+  HEXIR_ASSIGN_OR_RETURN(InputFile file, open_input_file(path));
+  HEXIR_ASSIGN_OR_RETURN(std::vector<uint8_t> head, read_header_bytes(file, path));
+  HEXIR_ASSIGN_OR_RETURN(NpyHeader header, parse_npy_header(head, file.size, path));
+  const uint64_t data_size = file.size - header.data_offset;  // exactly the declared bytes (checked)
+  if (data_size > max_data_bytes)
+    return resource_exhausted(path + ": " + header.type.to_string() + " holds " + std::to_string(data_size) +
+                              " bytes, more than the .npy data limit of " + std::to_string(max_data_bytes) +
+                              " bytes");
+  NpyArray array;
+  array.type = std::move(header.type);
+  try {
+    array.data.resize(static_cast<size_t>(data_size));
+  } catch (const std::bad_alloc&) {
+    return resource_exhausted(path + ": cannot allocate " + std::to_string(data_size) + " bytes for " +
+                              array.type.to_string());
+  }
+  HEXIR_RETURN_IF_ERROR(read_exact(file, header.data_offset, array.data, path));
+  return array;
+}
+
+Result<NpyHeader> read_npy_header(const std::string& path) {
+  HEXIR_ASSIGN_OR_RETURN(InputFile file, open_input_file(path));
+  HEXIR_ASSIGN_OR_RETURN(std::vector<uint8_t> head, read_header_bytes(file, path));
+  return parse_npy_header(head, file.size, path);
 }
 
 std::vector<uint8_t> encode_npy(const TensorType& type, std::span<const uint8_t> data) {
@@ -314,13 +329,8 @@ Status write_npy(const std::string& path, const TensorType& type, std::span<cons
   if (*expected != data.size())
     return invalid_argument("writing '" + path + "': " + type.to_string() + " needs " +
                             std::to_string(*expected) + " bytes, got " + std::to_string(data.size()));
-  std::vector<uint8_t> bytes = encode_npy(type, data);
-  std::FILE* file = std::fopen(path.c_str(), "wb");
-  if (!file) return not_found("cannot create '" + path + "': " + std::strerror(errno));
-  bool ok = std::fwrite(bytes.data(), 1, bytes.size(), file) == bytes.size();
-  ok = (std::fclose(file) == 0) && ok;
-  if (!ok) return data_loss("error writing '" + path + "'");
-  return ok_status();
+  // Written beside the target and renamed over it (or through a device/FIFO): see file_io.h.
+  return write_output_file(path, encode_npy(type, data));
 }
 
 }  // namespace hexir

@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include "hexir/base/file_io.h"
+
 namespace hexir::cli {
 
 std::optional<uint64_t> parse_uint(std::string_view text, uint64_t max) {
@@ -127,47 +129,7 @@ int Args::fail(const std::string& message) const {
 }
 
 Status write_file(const std::string& path, std::string_view bytes) {
-  std::FILE* out = std::fopen(path.c_str(), "wb");
-  bool ok = out && std::fwrite(bytes.data(), 1, bytes.size(), out) == bytes.size();
-  int err = errno;
-  if (out && std::fclose(out) != 0 && ok) {
-    ok = false;
-    err = errno;
-  }
-  if (!ok) return invalid_argument("cannot write '" + path + "': " + std::strerror(err));
-  return ok_status();
-}
-
-std::string json_string(std::string_view text) {
-  std::string out = "\"";
-  for (unsigned char c : text) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          out += buf;
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
-  }
-  return out + "\"";
+  return write_output_file(path, {reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()});
 }
 
 }  // namespace hexir::cli

@@ -1,6 +1,6 @@
 // What every tool's main shares: one pass over the arguments (flags as
 // `--name value` or `--name=value`, integers with clear errors, one input
-// file), the exit codes, usage text, and writing files and JSON strings.
+// file), the exit codes, usage text, writing files, and JSON (json.h).
 //
 //   cli::Args args("hexir-plan", kUsage, argc, argv);
 //   while (args.next()) {
@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "hexir/base/status.h"
+#include "json.h"  // json_string, JsonWriter
 
 namespace hexir::cli {
 
@@ -88,12 +89,10 @@ class Args {
   State state_ = State::kGoing;
 };
 
-// Writes `bytes` to `path` (created or truncated). The error names the path
-// and the reason: "cannot write 'x.svg': No such file or directory".
+// Writes `bytes` to `path` the careful way of hexir/base/file_io.h: a new
+// temporary beside it (never a planted link) renamed over it, or the bytes
+// written through to a device or FIFO (never replaced). The error names the
+// path and the reason: "cannot write 'x.svg': No such file or directory".
 Status write_file(const std::string& path, std::string_view bytes);
-
-// `text` as a JSON string, quotes included: `"` and `\` escaped, control
-// characters as \n, \r, \t or \u00XX; other bytes (UTF-8) pass through.
-std::string json_string(std::string_view text);
 
 }  // namespace hexir::cli

@@ -4,9 +4,8 @@
 // hexir-compile MODEL.onnx -o OUT.hxe [--input-shape NAME=AxBxC ...] [--bind NAME=VALUE ...]
 //               [--emit-hxir OUT.hxir|-]   (docs/onnx.md)
 #include <cstdio>
-#include <fstream>
+#include <new>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -15,6 +14,7 @@
 #include "onnx_importer.h"
 #include "parser.h"
 #include "pipeline.h"
+#include "hexir/base/file_io.h"
 #include "hexir/format/prelude.h"
 #include "hexir/format/verifier.h"
 #include "hexir/serializer/compiler.h"
@@ -40,17 +40,17 @@ hexir::Result<hexir::serializer::Module> load_graph(const std::string& input, bo
                                                     const hexir::serializer::OnnxImportOptions& import,
                                                     bool allow_external_files) {
   if (onnx) return hexir::serializer::import_onnx(input, import);
-  std::ifstream in(input, std::ios::binary);
-  if (!in) return hexir::not_found("cannot open '" + input + "'");
-  std::stringstream text;
-  text << in.rdbuf();
-  return hexir::serializer::parse_module(text.str(), input, std::filesystem::path(input).parent_path(),
+  // A regular file only, read without blocking and no larger than the limit (hexir/base/file_io.h).
+  constexpr uint64_t kMaxSourceBytes = uint64_t{2} << 30;
+  HEXIR_ASSIGN_OR_RETURN(std::string text,
+                         hexir::read_file_limited(input, kMaxSourceBytes, ".hxir source limit"));
+  return hexir::serializer::parse_module(text, input, std::filesystem::path(input).parent_path(),
                                          {allow_external_files});
 }
 
 }  // namespace
 
-int main(int argc, char** argv) {
+static int run(int argc, char** argv) {
   namespace serializer = hexir::serializer;
   serializer::CompileOptions options;
   std::string input, output, compress, emit_hxir, option;
@@ -159,4 +159,14 @@ int main(int argc, char** argv) {
                     hexir::format::section_kind_name(s->kind()), static_cast<unsigned long long>(s->size()),
                     static_cast<unsigned long long>(s->raw_size()));
   return 0;
+}
+
+int main(int argc, char** argv) {
+  // Sizes are checked against limits where they are read; this is the last line of defence.
+  try {
+    return run(argc, argv);
+  } catch (const std::bad_alloc&) {
+    std::fputs("hexir-compile: out of memory\n", stderr);
+    return cli::kExitFailure;
+  }
 }

@@ -6,6 +6,7 @@
 // function's arena (time across, offset up) instead.
 #include <cinttypes>
 #include <cstdio>
+#include <new>
 #include <optional>
 #include <string>
 #include <vector>
@@ -196,67 +197,8 @@ void print_text(const std::string& path, const VerifiedModule& v) {
               inspect::percent_over(a.size(), a.lower_bound()), a.workspace_size());
 }
 
-// A minimal streaming JSON writer: tracks whether a comma is due.
-class Json {
- public:
-  void begin_object(const char* key = nullptr) { open(key, '{'); }
-  void end_object() { close('}'); }
-  void begin_array(const char* key = nullptr) { open(key, '['); }
-  void end_array() { close(']'); }
-  void field(const char* key, const std::string& value) {
-    prefix(key);
-    string(value);
-  }
-  void field(const char* key, const char* value) { field(key, std::string(value)); }
-  void field(const char* key, uint64_t value) {
-    prefix(key);
-    out_ += std::to_string(value);
-  }
-  void field(const char* key, int64_t value) {
-    prefix(key);
-    out_ += std::to_string(value);
-  }
-  void field(const char* key, uint32_t value) { field(key, uint64_t{value}); }
-  void field(const char* key, int32_t value) { field(key, int64_t{value}); }
-  void field(const char* key, double value) {
-    prefix(key);
-    char buf[64];
-    std::snprintf(buf, sizeof(buf), "%.3f", value);
-    out_ += buf;
-  }
-  void field(const char* key, bool value) {
-    prefix(key);
-    out_ += value ? "true" : "false";
-  }
-  template <typename T>
-  void value(T v) {
-    field(nullptr, v);
-  }
-  const std::string& text() const { return out_; }
-
- private:
-  void prefix(const char* key) {
-    if (need_comma_) out_ += ',';
-    need_comma_ = true;
-    if (key) {
-      string(key);
-      out_ += ':';
-    }
-  }
-  void open(const char* key, char c) {
-    prefix(key);
-    out_ += c;
-    need_comma_ = false;
-  }
-  void close(char c) {
-    out_ += c;
-    need_comma_ = true;
-  }
-  void string(const std::string& s) { out_ += cli::json_string(s); }
-
-  std::string out_;
-  bool need_comma_ = false;
-};
+// The tools' one JSON writer (tools/json.h): every string escaped, no fixed-size buffer.
+using Json = cli::JsonWriter;
 
 void json_type(Json& j, const TensorType& type) {
   j.field("dtype", dtype_name(type.dtype));
@@ -509,4 +451,12 @@ int run(int argc, char** argv) {
 }  // namespace
 }  // namespace hexir
 
-int main(int argc, char** argv) { return hexir::run(argc, argv); }
+int main(int argc, char** argv) {
+  // Sizes are checked where they are read; this is the last line of defence.
+  try {
+    return hexir::run(argc, argv);
+  } catch (const std::bad_alloc&) {
+    std::fputs("hexir-dump: out of memory\n", stderr);
+    return hexir::cli::kExitFailure;
+  }
+}

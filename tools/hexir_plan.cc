@@ -9,6 +9,7 @@
 #include <string>
 
 #include "cli.h"
+#include "hexir/base/file_io.h"
 #include "hexir/inspect/plan_svg.h"
 #include "hexir/planner/arena_planner.h"
 #include "hexir/planner/planner_csv.h"
@@ -45,6 +46,9 @@ int main(int argc, char** argv) {
   if (std::optional<int> rc = args.stop()) return *rc;
   if (input.empty()) return args.usage_error("no input file");
 
+  // A regular file only, opened without blocking (a FIFO would hang the reader): hexir/base/file_io.h.
+  if (hexir::Result<hexir::InputFile> file = hexir::open_input_file(input); !file.ok())
+    return args.fail(file.status().message());
   auto problem = hexir::planner::read_plan_csv(input);
   if (!problem.ok()) return args.fail(problem.status().message());
   hexir::planner::PlanReport report;
@@ -70,15 +74,21 @@ int main(int argc, char** argv) {
     hexir::Status written = cli::write_file(svg, hexir::inspect::render_plan_svg(picture));
     if (!written.ok()) return args.fail(written.message());
   }
-  std::printf(
-      "{\"buffers\": %zu, \"lower_bound\": %llu, \"peak\": %llu, \"ms\": %.1f, \"heuristic\": %s, "
-      "\"greedy_heuristic\": %s, \"greedy_peak\": %llu, \"optimal\": %s, \"align\": %llu, \"budget_ms\": "
-      "%llu, "
-      "\"work_used\": %llu}\n",
-      problem->buffers.size(), static_cast<unsigned long long>(report.lower_bound),
-      static_cast<unsigned long long>(plan->size), ms, cli::json_string(plan->heuristic).c_str(),
-      cli::json_string(report.greedy_winner).c_str(), static_cast<unsigned long long>(report.greedy_size),
-      report.reached_lower_bound ? "true" : "false", static_cast<unsigned long long>(options.alignment),
-      static_cast<unsigned long long>(options.budget_ms), static_cast<unsigned long long>(report.work_used));
+  // One line, through the tools' one JSON writer (tools/json.h).
+  cli::JsonWriter j(cli::JsonWriter::Style::kSpaced);
+  j.begin_object();
+  j.field("buffers", uint64_t{problem->buffers.size()});
+  j.field("lower_bound", report.lower_bound);
+  j.field("peak", plan->size);
+  j.field("ms", ms, 1);
+  j.field("heuristic", plan->heuristic);
+  j.field("greedy_heuristic", report.greedy_winner);
+  j.field("greedy_peak", report.greedy_size);
+  j.field("optimal", report.reached_lower_bound);
+  j.field("align", options.alignment);
+  j.field("budget_ms", options.budget_ms);
+  j.field("work_used", report.work_used);
+  j.end_object();
+  std::printf("%s\n", j.text().c_str());
   return 0;
 }

@@ -1,5 +1,6 @@
 // hexir-run FILE.hxe [--device cpu] [--function main] [--input NAME=FILE.npy ...]
 //           [--output-dir DIR] [--iterations N] [--stats-json FILE] [--seed S]
+//           [--max-tensor-bytes N]
 // hexir-run --list-devices
 // Loads, prepares and runs one function; inputs not given are deterministic
 // random values. Results go to DIR/0.npy, DIR/1.npy, ...
@@ -10,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <new>
 #include <optional>
 #include <random>
 #include <string>
@@ -31,6 +33,10 @@ struct Options {
   uint64_t iterations = 1;
   std::string stats_json;
   uint64_t seed = 0;
+  // The largest input or output the tool holds in host memory (generated,
+  // read from .npy or read back): sizes come from an untrusted file.
+  uint64_t max_tensor_bytes = kDefaultMaxNpyBytes;
+  uint32_t threads = 0;  // cpu: per context, 0: the cores available
 };
 
 using Clock = std::chrono::steady_clock;
@@ -55,9 +61,16 @@ uint16_t float_to_half(float f) {
 
 // Deterministic values per (seed, input index): floats uniform in [-1, 1],
 // integers in [-8, 8], u8 in [0, 255], bool 0/1.
-std::vector<uint8_t> random_tensor(const TensorType& type, uint64_t byte_size, uint64_t seed, size_t index) {
+Result<std::vector<uint8_t>> random_tensor(const TensorType& type, uint64_t byte_size, uint64_t seed,
+                                           size_t index) {
   std::mt19937_64 rng(seed * 1000003u + index);
-  std::vector<uint8_t> data(byte_size);
+  std::vector<uint8_t> data;
+  try {
+    data.resize(byte_size);
+  } catch (const std::bad_alloc&) {
+    return resource_exhausted("cannot allocate " + std::to_string(byte_size) + " bytes for a random " +
+                              type.to_string());
+  }
   const uint64_t count = byte_size / dtype_size(type.dtype);
   std::uniform_real_distribution<float> unit(-1.0f, 1.0f);
   std::uniform_int_distribution<int> small(-8, 8);
@@ -116,7 +129,11 @@ int list_devices() {
 constexpr const char* kUsage =
     "usage: hexir-run FILE.hxe [--device cpu] [--function main] [--input NAME=FILE.npy ...]\n"
     "                 [--output-dir DIR] [--iterations N] [--stats-json FILE] [--seed S]\n"
-    "       hexir-run --list-devices\n";
+    "                 [--max-tensor-bytes N] [--threads N]\n"
+    "       hexir-run --list-devices\n"
+    "  --max-tensor-bytes N  largest input or output held in host memory (default 4 GiB)\n"
+    "  --threads N           cpu: threads per context, the calling one included (default: the cores "
+    "available)\n";
 
 // Fills `o`; an exit code when the tool stops here (--help, --list-devices, a usage error).
 std::optional<int> parse_args(cli::Args& args, Options& o) {
@@ -124,7 +141,9 @@ std::optional<int> parse_args(cli::Args& args, Options& o) {
     if (args.flag("--list-devices")) return list_devices();
     if (args.value("--device", &o.device) || args.value("--function", &o.function) ||
         args.value("--output-dir", &o.output_dir) || args.value("--stats-json", &o.stats_json) ||
-        args.number("--iterations", &o.iterations, uint64_t{1}) || args.number("--seed", &o.seed))
+        args.number("--iterations", &o.iterations, uint64_t{1}) || args.number("--seed", &o.seed) ||
+        args.number("--max-tensor-bytes", &o.max_tensor_bytes) ||
+        args.number("--threads", &o.threads, uint32_t{1}, uint32_t{1024}))
       continue;
     std::string input;  // NAME=FILE.npy
     if (!args.value("--input", &input)) {
@@ -165,6 +184,18 @@ int run(int argc, char** argv) {
     return args.fail(o.path + ": the module has no functions");
   }
   const vm::FunctionSignature& sig = module->function(function);
+  // Every host copy is sized by the file: refuse what is over the limit
+  // before preparing anything.
+  auto over_limit = [&](const char* kind, const std::string& name, const vm::TensorSignature& t) {
+    return args.fail(std::string(kind) + " " + name + " of function '" + sig.name + "' is " +
+                     t.type.to_string() + " (" + std::to_string(t.byte_size) +
+                     " bytes), more than --max-tensor-bytes " + std::to_string(o.max_tensor_bytes));
+  };
+  for (const vm::TensorSignature& in : sig.inputs)
+    if (in.byte_size > o.max_tensor_bytes) return over_limit("input", "'" + in.name + "'", in);
+  for (size_t j = 0; j < sig.outputs.size(); ++j)
+    if (sig.outputs[j].byte_size > o.max_tensor_bytes)
+      return over_limit("output", std::to_string(j), sig.outputs[j]);
 
   for (const auto& [name, file] : o.inputs) {
     bool known = false;
@@ -177,7 +208,8 @@ int run(int argc, char** argv) {
     }
   }
 
-  Result<std::unique_ptr<hal::Device>> device = hal::create_device(o.device);
+  Result<std::unique_ptr<hal::Device>> device =
+      hal::create_device(o.device, {.threads = static_cast<int>(o.threads)});
   if (!device.ok()) return args.fail(device.status().message());
   hal::Device& dev = **device;
 
@@ -197,10 +229,12 @@ int run(int argc, char** argv) {
     const vm::TensorSignature& in = sig.inputs[i];
     auto given = o.inputs.find(in.name);
     if (given == o.inputs.end()) {
-      host_inputs[i] = random_tensor(in.type, in.byte_size, o.seed, i);
+      Result<std::vector<uint8_t>> random = random_tensor(in.type, in.byte_size, o.seed, i);
+      if (!random.ok()) return args.fail(random.status().message());
+      host_inputs[i] = std::move(random).value();
       continue;
     }
-    Result<NpyArray> array = read_npy(given->second);
+    Result<NpyArray> array = read_npy(given->second, o.max_tensor_bytes);
     if (!array.ok()) return args.fail(array.status().message());
     if (!(array->type == in.type))
       return args.fail("input '" + in.name + "' of function '" + sig.name + "': expected " +
@@ -269,7 +303,13 @@ int run(int argc, char** argv) {
   // Results: from the context's buffers, or from the donated input that holds one.
   std::vector<std::vector<uint8_t>> results(sig.outputs.size());
   for (size_t j = 0; j < sig.outputs.size(); ++j) {
-    results[j].resize(sig.outputs[j].byte_size);
+    try {
+      results[j].resize(sig.outputs[j].byte_size);
+    } catch (const std::bad_alloc&) {
+      release_inputs();
+      return args.fail("cannot allocate " + std::to_string(sig.outputs[j].byte_size) + " bytes for output " +
+                       std::to_string(j));
+    }
     Status s = context->read_output(function, j, results[j]);
     if (!s.ok() && s.code() == StatusCode::kFailedPrecondition) {
       for (size_t i = 0; i < sig.inputs.size(); ++i)
@@ -309,24 +349,33 @@ int run(int argc, char** argv) {
     const uint64_t prepare_uploads =
         std::max(prepare.uploads, after_prepare.uploads - before_prepare.uploads);
     const vm::PhaseStats& invoke = context->invoke_stats();
-    char buf[8192];
-    std::snprintf(buf, sizeof(buf),
-                  "{\"file\":%s,\"function\":%s,\"device\":%s,\"arena_bytes\":%" PRIu64
-                  ",\"constant_bytes\":%" PRIu64 ",\"lower_bound_bytes\":%" PRIu64
-                  ",\"load_ms\":%.3f,"
-                  "\"prepare\":{\"ms\":%.3f,\"device_allocations\":%" PRIu64 ",\"uploads\":%" PRIu64
-                  "},"
-                  "\"invoke\":{\"count\":%" PRIu64 ",\"device_allocations\":%" PRIu64 ",\"uploads\":%" PRIu64
-                  ",\"dispatches\":%" PRIu64 ",\"peak_live_bytes\":%" PRIu64 ",\"ms_median\":%.4f}}\n",
-                  cli::json_string(o.path).c_str(), cli::json_string(sig.name).c_str(),
-                  cli::json_string(std::string(dev.name())).c_str(), module->arena_bytes(),
-                  module->constant_bytes(), module->lower_bound_bytes(), load_ms, prepare_ms,
-                  prepare_allocations, prepare_uploads, context->invoke_count(),
-                  // The VM's own count and the device's (each catches what the other might miss).
-                  std::max(invoke.device_allocations, invoke_allocations),
-                  std::max(invoke.uploads, invoke_uploads), invoke.dispatches, invoke.peak_live_bytes,
-                  median);
-    if (Status s = cli::write_file(o.stats_json, buf); !s.ok()) return args.fail(s.message());
+    // One JSON writer for every tool (tools/json.h): names of any length and content stay valid JSON.
+    cli::JsonWriter j;
+    j.begin_object();
+    j.field("file", o.path);
+    j.field("function", sig.name);
+    j.field("device", std::string(dev.name()));
+    j.field("arena_bytes", module->arena_bytes());
+    j.field("constant_bytes", module->constant_bytes());
+    j.field("lower_bound_bytes", module->lower_bound_bytes());
+    j.field("load_ms", load_ms);
+    j.begin_object("prepare");
+    j.field("ms", prepare_ms);
+    j.field("device_allocations", prepare_allocations);
+    j.field("uploads", prepare_uploads);
+    j.end_object();
+    j.begin_object("invoke");
+    j.field("count", context->invoke_count());
+    // The VM's own count and the device's (each catches what the other might miss).
+    j.field("device_allocations", std::max(invoke.device_allocations, invoke_allocations));
+    j.field("uploads", std::max(invoke.uploads, invoke_uploads));
+    j.field("dispatches", invoke.dispatches);
+    j.field("peak_live_bytes", invoke.peak_live_bytes);
+    j.field("ms_median", median, 4);
+    j.end_object();
+    j.end_object();
+    const std::string text = j.text() + "\n";
+    if (Status s = cli::write_file(o.stats_json, text); !s.ok()) return args.fail(s.message());
   }
   return 0;
 }
@@ -334,4 +383,12 @@ int run(int argc, char** argv) {
 }  // namespace
 }  // namespace hexir
 
-int main(int argc, char** argv) { return hexir::run(argc, argv); }
+int main(int argc, char** argv) {
+  // Sizes are checked against limits first; this is the last line of defence.
+  try {
+    return hexir::run(argc, argv);
+  } catch (const std::bad_alloc&) {
+    std::fputs("hexir-run: out of memory\n", stderr);
+    return hexir::cli::kExitFailure;
+  }
+}

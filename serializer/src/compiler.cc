@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "hexir/base/file_io.h"
 #include "parser.h"
 #include "passes.h"
 #include "pipeline.h"
@@ -98,13 +99,13 @@ WriteOptions write_options_for(const CompileOptions& options, const ModulePlan& 
   return write_options;
 }
 
+// .hxir text: a regular file only (a FIFO would hang the read, /dev/zero
+// never end), and at most kMaxSourceBytes of it (large weights belong in
+// `file` constants, which are streamed, not in the text).
+constexpr uint64_t kMaxSourceBytes = uint64_t{2} << 30;
+
 Result<std::string> read_text(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return not_found("cannot open '" + path.string() + "': " + std::strerror(errno));
-  std::stringstream text;
-  text << in.rdbuf();
-  if (in.bad()) return data_loss("error reading '" + path.string() + "'");
-  return text.str();
+  return read_file_limited(path.string(), kMaxSourceBytes, ".hxir source limit");
 }
 
 }  // namespace

@@ -1,32 +1,11 @@
 #include "constant_data.h"
 
-#include <sys/types.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <string_view>
 
 namespace hexir::serializer {
-namespace {
-
-struct CloseFile {
-  void operator()(std::FILE* f) const { std::fclose(f); }
-};
-using FilePtr = std::unique_ptr<std::FILE, CloseFile>;
-
-// Reads exactly `size` bytes (fewer only at the end of the file).
-size_t read_up_to(std::FILE* file, uint8_t* out, size_t size) {
-  size_t got = 0;
-  while (got < size) {
-    size_t n = std::fread(out + got, 1, size - got, file);
-    if (n == 0) break;
-    got += n;
-  }
-  return got;
-}
-
-}  // namespace
 
 ConstantReader::ConstantReader(const Constant& constant) : constant_(&constant), size_(constant.byte_size) {}
 
@@ -47,15 +26,19 @@ Result<std::span<const uint8_t>> ConstantReader::next(size_t max_bytes) {
   }
   const FileRange& range = std::get<FileRange>(constant_->source);
   const std::string name = range.path.string();
-  if (!file_) {
-    file_.reset(std::fopen(name.c_str(), "rb"));
-    if (!file_) return not_found("cannot open '" + name + "': " + std::strerror(errno));
-    if (::fseeko(file_.get(), static_cast<off_t>(range.offset), SEEK_SET) != 0)
-      return data_loss("error reading '" + name + "' for constant @" + constant_->name);
+  if (!file_.fd.valid()) {
+    Result<InputFile> opened = open_input_file(name);
+    if (!opened.ok()) return opened.status().annotate("constant @" + constant_->name);
+    file_ = std::move(opened).value();
+    uint64_t end = 0;
+    if (__builtin_add_overflow(range.offset, size_, &end) || end > file_.size)
+      return data_loss("'" + name + "' ended before the " + std::to_string(size_) + " bytes of constant @" +
+                       constant_->name + " (it has " + std::to_string(file_.size) +
+                       " bytes, the data starts at " + std::to_string(range.offset) +
+                       "; was it changed while compiling?)");
   }
-  if (read_up_to(file_.get(), buffer_.data(), n) != n)
-    return data_loss("'" + name + "' ended before the " + std::to_string(size_) + " bytes of constant @" +
-                     constant_->name + " (was it changed while compiling?)");
+  Status read = read_exact(file_, range.offset + position_, buffer_, name);
+  if (!read.ok()) return read.annotate("constant @" + constant_->name);
   position_ += n;
   return std::span<const uint8_t>(buffer_);
 }

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "graph.h"
+#include "hexir/base/file_io.h"
 #include "hexir/base/status.h"
 #include "hexir/base/types.h"
 
@@ -28,18 +29,18 @@ class ConstantReader {
   ConstantReader& operator=(ConstantReader&&) = default;
 
   // The next min(max_bytes, remaining()) bytes (empty at the end). Valid
-  // until the next call. A file that no longer holds the range is kDataLoss.
+  // until the next call. A file constant's file is opened without blocking
+  // and must be a regular file (a FIFO or a device put in its place after
+  // parsing is refused) that still holds the whole range (else kDataLoss):
+  // exactly byte_size bytes are read, never "until the end".
   Result<std::span<const uint8_t>> next(size_t max_bytes = kConstantChunkSize);
   uint64_t remaining() const { return size_ - position_; }
 
  private:
-  struct CloseFile {
-    void operator()(std::FILE* f) const { std::fclose(f); }
-  };
   const Constant* constant_;
   uint64_t size_ = 0;
   uint64_t position_ = 0;
-  std::unique_ptr<std::FILE, CloseFile> file_;
+  InputFile file_;  // a file constant's file, opened on the first read (regular files only)
   std::vector<uint8_t> buffer_;
 };
 

@@ -40,53 +40,38 @@ Status VectorSink::overwrite(uint64_t offset, std::span<const uint8_t> bytes) {
 }
 
 Result<std::unique_ptr<FileSink>> FileSink::create(const std::filesystem::path& path) {
-  std::filesystem::path temp = path;
-  temp += ".tmp";
-  std::FILE* file = std::fopen(temp.string().c_str(), "wb");
-  if (!file) return not_found("cannot create '" + temp.string() + "': " + std::strerror(errno));
-  return std::unique_ptr<FileSink>(new FileSink(path, std::move(temp), file));
+  HEXIR_ASSIGN_OR_RETURN(OutputFile file, OutputFile::create(path.string()));
+  return std::unique_ptr<FileSink>(new FileSink(std::move(file)));
 }
 
-FileSink::~FileSink() {
-  if (!file_) return;
-  std::fclose(file_);
-  std::remove(temp_.string().c_str());
-}
+FileSink::~FileSink() = default;  // not committed: OutputFile removes the temporary
 
-Status FileSink::write_error() const { return data_loss("error writing '" + temp_.string() + "'"); }
+Status FileSink::write_error() const {
+  return data_loss("error writing '" + file_.temp_path() + "' (for '" + file_.path() + "')");
+}
 
 Status FileSink::append(std::span<const uint8_t> bytes) {
-  if (!file_) return failed_precondition("'" + temp_.string() + "' is closed");
-  if (std::fwrite(bytes.data(), 1, bytes.size(), file_) != bytes.size()) return write_error();
+  if (committed_ || !file_.stream()) return failed_precondition("'" + file_.path() + "' is closed");
+  if (std::fwrite(bytes.data(), 1, bytes.size(), file_.stream()) != bytes.size()) return write_error();
   size_ += bytes.size();
   return ok_status();
 }
 
 Status FileSink::overwrite(uint64_t offset, std::span<const uint8_t> bytes) {
-  if (!file_) return failed_precondition("'" + temp_.string() + "' is closed");
+  if (committed_ || !file_.stream()) return failed_precondition("'" + file_.path() + "' is closed");
   if (offset > size_ || bytes.size() > size_ - offset)
     return internal_error("overwrite past the end of the written bytes");
-  if (::fseeko(file_, static_cast<off_t>(offset), SEEK_SET) != 0 ||
-      std::fwrite(bytes.data(), 1, bytes.size(), file_) != bytes.size() || ::fseeko(file_, 0, SEEK_END) != 0)
+  std::FILE* f = file_.stream();  // the temporary: always a regular, seekable file
+  if (::fseeko(f, static_cast<off_t>(offset), SEEK_SET) != 0 ||
+      std::fwrite(bytes.data(), 1, bytes.size(), f) != bytes.size() || ::fseeko(f, 0, SEEK_END) != 0)
     return write_error();
   return ok_status();
 }
 
 Status FileSink::commit() {
-  if (!file_) return failed_precondition("'" + temp_.string() + "' is closed");
-  const bool closed = std::fclose(file_) == 0;
-  file_ = nullptr;
-  if (!closed) {
-    std::remove(temp_.string().c_str());
-    return write_error();
-  }
-  std::error_code ec;
-  std::filesystem::rename(temp_, path_, ec);
-  if (ec) {
-    std::remove(temp_.string().c_str());
-    return data_loss("cannot rename '" + temp_.string() + "' to '" + path_.string() + "': " + ec.message());
-  }
-  return ok_status();
+  if (committed_) return failed_precondition("'" + file_.path() + "' is closed");
+  committed_ = true;
+  return file_.commit();
 }
 
 // ---- the file -----------------------------------------------------------------

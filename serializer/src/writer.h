@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "graph.h"
+#include "hexir/base/file_io.h"
 #include "hexir/base/status.h"
 #include "hexir/serializer/compiler.h"
 #include "plan.h"
@@ -53,9 +54,12 @@ class VectorSink final : public ByteSink {
   std::vector<uint8_t> bytes_;
 };
 
-// Writes next to `path` (PATH.tmp) and renames on commit(), so a failed
-// compile never leaves a half file behind; without commit() the temporary
-// file is removed.
+// Writes a new temporary beside `path` (created O_CREAT|O_EXCL|O_NOFOLLOW
+// under a random name: a planted file or symlink is never written through)
+// and renames it over `path` on commit(), so a failed compile never leaves a
+// half file behind; without commit() the temporary is removed. A target that
+// is not a regular file (/dev/null, a FIFO) is written through, never
+// replaced; a directory is refused (hexir/base/file_io.h).
 class FileSink final : public ByteSink {
  public:
   static Result<std::unique_ptr<FileSink>> create(const std::filesystem::path& path);
@@ -66,11 +70,10 @@ class FileSink final : public ByteSink {
   Status commit();
 
  private:
-  FileSink(std::filesystem::path path, std::filesystem::path temp, std::FILE* file)
-      : path_(std::move(path)), temp_(std::move(temp)), file_(file) {}
+  explicit FileSink(OutputFile file) : file_(std::move(file)) {}
   Status write_error() const;
-  std::filesystem::path path_, temp_;
-  std::FILE* file_ = nullptr;
+  OutputFile file_;
+  bool committed_ = false;
   uint64_t size_ = 0;
 };
 

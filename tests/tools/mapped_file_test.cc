@@ -63,7 +63,7 @@ TEST_CASE("mapped file: errors name the path") {
   Result<MappedFile> dir = MappedFile::open(scratch.dir.string());
   REQUIRE_FALSE(dir.ok());
   CHECK(dir.status().code() == StatusCode::kInvalidArgument);
-  CHECK(dir.status().message() == "'" + scratch.dir.string() + "' is not a regular file");
+  CHECK(dir.status().message() == "'" + scratch.dir.string() + "' is not a regular file (a directory)");
 }
 
 }  // namespace

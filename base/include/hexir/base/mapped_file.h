@@ -16,7 +16,8 @@ class MappedFile {
  public:
   // Maps all of `path`. Errors name the path: kNotFound when it does not
   // exist, kInvalidArgument when it cannot be opened or is not a regular
-  // file, kResourceExhausted when the mapping fails. An empty file is not an
+  // file (a FIFO or a device is refused without blocking: file_io.h),
+  // kResourceExhausted when the mapping fails. An empty file is not an
   // error: it gives an empty span whose data pointer is still valid and
   // 64-byte aligned (nothing is mapped).
   static Result<MappedFile> open(const std::string& path);
