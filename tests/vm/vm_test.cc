@@ -150,7 +150,7 @@ TEST_CASE("prepare imports RODATA in place and materializes fills once") {
   CHECK(p.constant_data[0] == l->bytes.data() + 4096);
   const float* fill = static_cast<const float*>(p.constant_data[1]);
   for (int i = 0; i < 4; ++i) CHECK(fill[i] == 0.5f);
-  CHECK(&l->program->module() == &*l->module);
+  CHECK(&l->program->module().impl() == &l->module->impl());  // the Program holds its own handle
   CHECK(l->program->device().name() == "cpu");
 }
 

@@ -172,6 +172,38 @@ Status check_argument(const char* kind, size_t index, const TensorSignature& exp
                           expected.type.to_string());
 }
 
+// The refusal of two overlapping arguments, naming both (built only on error).
+Status overlap_error(const FunctionSignature& sig, const ContextImpl::ArgumentRange& x,
+                     const ContextImpl::ArgumentRange& y) {
+  using Range = ContextImpl::ArgumentRange;
+  // The one that is written first: an output, then a donated input.
+  const bool x_first = (x.kind != Range::kInput) > (y.kind != Range::kInput) ||
+                       ((x.kind != Range::kInput) == (y.kind != Range::kInput) &&
+                        (x.written > y.written || (x.written == y.written && x.index < y.index)));
+  const Range& a = x_first ? x : y;
+  const Range& b = x_first ? y : x;
+  const uint64_t shared = std::min(a.end, b.end) - std::max(a.begin, b.begin);
+  auto input = [&](const Range& r) { return "input '" + sig.inputs[r.index].name + "'"; };
+  const std::string function = " of function '" + sig.name + "'";
+  const std::string of_b = std::to_string(shared) + " of its " + std::to_string(b.end - b.begin) + " bytes";
+  if (a.kind == Range::kOutput && b.kind == Range::kOutput)
+    return invalid_argument("outputs " + std::to_string(a.index) + " and " + std::to_string(b.index) +
+                            function + " overlap (" + std::to_string(shared) + " bytes)");
+  if (a.kind == Range::kOutput)
+    return invalid_argument(
+        "output " + std::to_string(a.index) + function + " overlaps " + (b.written ? "donated " : "") +
+        input(b) + " (" + of_b + ")" +
+        (b.written ? ", which is written with another result" : ", which is not donated to it"));
+  if (a.kind == Range::kOwnOutput)
+    return invalid_argument(
+        input(b) + function + " is the context's own buffer of output " + std::to_string(a.index) + " (" +
+        std::to_string(shared) + " of its " + std::to_string(b.end - b.begin) +
+        " bytes), which this invoke overwrites; pass an output buffer or copy the input first");
+  return invalid_argument("donated " + input(a) + function + " overlaps " + input(b) + " (" + of_b +
+                          "); a donated input is overwritten with a result, so no other argument may share "
+                          "its memory");
+}
+
 }  // namespace
 
 ContextImpl::~ContextImpl() {
@@ -208,12 +240,8 @@ Status ContextImpl::invoke(size_t function, std::span<const TensorRef> inputs,
       return invalid_argument("output " + std::to_string(j) + " of function '" + sig.name +
                               "' is computed in place in donated input '" + sig.inputs[donor].name +
                               "': pass that input's buffer as the output");
-    for (size_t i = 0; i < input_count; ++i)
-      if (outputs[j].data != nullptr && outputs[j].data == inputs[i].data && donor != static_cast<int32_t>(i))
-        return invalid_argument("output " + std::to_string(j) + " of function '" + sig.name +
-                                "' is the buffer of input '" + sig.inputs[i].name +
-                                "', which is not donated to it");
   }
+  HEXIR_RETURN_IF_ERROR(check_overlaps(function, inputs, outputs, own_outputs));
 
   for (size_t i = 0; i < input_count; ++i) {
     t.bindings[i] = inputs[i].data;
@@ -250,6 +278,60 @@ Status ContextImpl::invoke(size_t function, std::span<const TensorRef> inputs,
   HEXIR_RETURN_IF_ERROR(status);
   HEXIR_RETURN_IF_ERROR(synced);
   t.has_own_results = own_outputs;
+  return ok_status();
+}
+
+// No byte written by this call may be shared with another argument: every
+// argument is a byte range (its signature's size: what the kernels touch),
+// marked written for outputs (the caller's, or the context's own buffers when
+// none are passed) and donated inputs. A donated output passed as its donated
+// input is that input's range, not a second one (the same pointer was
+// required above), so every remaining overlap involving a written range is an
+// error. The ranges are sorted by start in argument_ranges (sized at create:
+// no allocation) and swept once, keeping the range reaching furthest and the
+// written range reaching furthest: a range that starts before the end of one
+// of them overlaps it. O(n log n) in the argument count.
+Status ContextImpl::check_overlaps(size_t function, std::span<const TensorRef> inputs,
+                                   std::span<const TensorRef> outputs, bool own_outputs) {
+  const FunctionSignature& sig = module->functions[function];
+  const FunctionTable& t = functions[function];
+  ArgumentRange* ranges = argument_ranges.data();
+  size_t n = 0;
+  auto add = [&](const void* data, uint64_t size, uint32_t index, ArgumentRange::Kind kind, bool written) {
+    if (size == 0 || data == nullptr) return;
+    const uintptr_t begin = reinterpret_cast<uintptr_t>(data);
+    uintptr_t end;
+    if (__builtin_add_overflow(begin, size, &end)) end = UINTPTR_MAX;
+    ranges[n++] = {begin, end, index, kind, written};
+  };
+  for (size_t i = 0; i < inputs.size(); ++i)
+    add(inputs[i].data, sig.inputs[i].byte_size, static_cast<uint32_t>(i), ArgumentRange::kInput,
+        sig.inputs[i].donated_to >= 0);
+  for (size_t j = 0; j < sig.outputs.size(); ++j) {
+    if (t.output_in_input[j] >= 0) continue;  // it is its donated input's range
+    if (own_outputs) {
+      if (t.own_outputs[j].size > 0)
+        add(device_address(t.own_outputs[j]), sig.outputs[j].byte_size, static_cast<uint32_t>(j),
+            ArgumentRange::kOwnOutput, true);
+    } else {
+      add(outputs[j].data, sig.outputs[j].byte_size, static_cast<uint32_t>(j), ArgumentRange::kOutput, true);
+    }
+  }
+  if (n < 2) return ok_status();
+  std::sort(ranges, ranges + n, [](const ArgumentRange& a, const ArgumentRange& b) {
+    if (a.begin != b.begin) return a.begin < b.begin;
+    if (a.kind != b.kind) return a.kind < b.kind;
+    return a.index < b.index;
+  });
+  const ArgumentRange* furthest = nullptr;          // of all ranges so far, the one ending last
+  const ArgumentRange* furthest_written = nullptr;  // of the written ones
+  for (size_t k = 0; k < n; ++k) {
+    const ArgumentRange& r = ranges[k];
+    const ArgumentRange* other = r.written ? furthest : furthest_written;
+    if (other && other->end > r.begin) return overlap_error(sig, *other, r);
+    if (!furthest || r.end > furthest->end) furthest = &r;
+    if (r.written && (!furthest_written || r.end > furthest_written->end)) furthest_written = &r;
+  }
   return ok_status();
 }
 
@@ -343,8 +425,10 @@ Context& Context::operator=(Context&&) noexcept = default;
 Context::~Context() = default;
 
 Result<Context> Context::create(const Program& program) {
+  if (!program.impl_) return failed_precondition("Context::create: the Program is a moved-from handle");
   auto c = std::make_unique<ContextImpl>();
-  c->program = &program.impl();
+  c->program_owner = program.impl_;  // the Context keeps the Program (and its Module) alive
+  c->program = c->program_owner.get();
   c->module = c->program->module_impl;
   hal::Device& device = *c->program->device;
   HEXIR_ASSIGN_OR_RETURN(c->queue, device.create_queue());
@@ -366,18 +450,31 @@ Result<Context> Context::create(const Program& program) {
   }
 
   c->functions.resize(c->module->functions.size());
-  for (size_t f = 0; f < c->functions.size(); ++f)
+  size_t most_arguments = 0;
+  for (size_t f = 0; f < c->functions.size(); ++f) {
     HEXIR_RETURN_IF_ERROR(build_function_table(*c, f, c->functions[f]));
+    const FunctionSignature& sig = c->module->functions[f];
+    most_arguments = std::max(most_arguments, sig.inputs.size() + sig.outputs.size());
+  }
+  c->argument_ranges.resize(most_arguments);  // invoke's overlap check sorts in here
   return Context(std::move(c));
 }
 
+namespace {
+Status moved_from(const char* what) {
+  return failed_precondition(std::string(what) + ": this is a moved-from Context");
+}
+}  // namespace
+
 Status Context::invoke(size_t function, std::span<const TensorRef> inputs,
                        std::span<const TensorRef> outputs) {
+  if (!impl_) return moved_from("invoke");
   return impl_->invoke(function, inputs, outputs);
 }
 
 Status Context::invoke(std::string_view function, std::span<const TensorRef> inputs,
                        std::span<const TensorRef> outputs) {
+  if (!impl_) return moved_from("invoke");
   const std::vector<FunctionSignature>& functions = impl_->module->functions;
   for (size_t f = 0; f < functions.size(); ++f)
     if (functions[f].name == function) return impl_->invoke(f, inputs, outputs);
@@ -389,7 +486,10 @@ Status Context::invoke(std::string_view function, std::span<const TensorRef> inp
 }
 
 Result<TensorRef> Context::output(size_t function, size_t index) const {
-  if (function >= impl_->functions.size()) return invalid_argument("function index out of range");
+  if (!impl_) return moved_from("output");
+  if (function >= impl_->functions.size())
+    return invalid_argument("function index " + std::to_string(function) + " out of range (the module has " +
+                            std::to_string(impl_->functions.size()) + ")");
   const FunctionSignature& sig = impl_->module->functions[function];
   if (index >= sig.outputs.size())
     return invalid_argument("function '" + sig.name + "' has " + std::to_string(sig.outputs.size()) +
@@ -420,7 +520,7 @@ Status Context::read_output(size_t function, size_t index, std::span<uint8_t> ho
 }
 
 const PhaseStats& Context::invoke_stats() const { return impl_->invoke_stats; }
-uint64_t Context::invoke_count() const { return impl_->invoke_count; }
+uint64_t Context::invoke_count() const { return impl_ ? impl_->invoke_count : 0; }
 const PhaseStats& Context::create_stats() const { return impl_->create_stats; }
 
 }  // namespace hexir::vm

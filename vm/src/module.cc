@@ -2,7 +2,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <cassert>
 #include <cerrno>
 #include <cstring>
 
@@ -131,6 +130,7 @@ Result<format::SectionBuffer> read_whole_file(const std::string& path) {
 ModuleImpl::~ModuleImpl() = default;
 
 Module::Module(std::unique_ptr<ModuleImpl> impl) : impl_(std::move(impl)) {}
+Module::Module(std::shared_ptr<ModuleImpl> impl) : impl_(std::move(impl)) {}
 Module::Module(Module&&) noexcept = default;
 Module& Module::operator=(Module&&) noexcept = default;
 Module::~Module() = default;
@@ -168,9 +168,10 @@ Result<Module> Module::load_buffer(std::span<const uint8_t> bytes, const LoadOpt
 
 const std::string& Module::name() const { return impl_->name; }
 size_t Module::function_count() const { return impl_->functions.size(); }
+std::span<const FunctionSignature> Module::functions() const { return impl_->functions; }
 const FunctionSignature& Module::function(size_t index) const {
-  assert(index < impl_->functions.size());
-  return impl_->functions[index];
+  // Not an assert: a bad index gets a signature with nothing in it (vm.h).
+  return index < impl_->functions.size() ? impl_->functions[index] : impl_->no_function;
 }
 
 Result<size_t> Module::find_function(std::string_view name) const {

@@ -142,9 +142,12 @@ Program& Program::operator=(Program&&) noexcept = default;
 Program::~Program() = default;
 
 Result<Program> Program::prepare(const Module& module, hal::Device& device) {
+  if (!module.impl_) return failed_precondition("Program::prepare: the Module is a moved-from handle");
   auto impl = std::make_unique<ProgramImpl>();
-  impl->module = &module;
-  impl->module_impl = &module.impl();
+  // The Program shares the Module's state: the caller's handle may go first.
+  impl->module_handle.emplace(Module(module.impl_));
+  impl->module = &*impl->module_handle;
+  impl->module_impl = &impl->module->impl();
   impl->device = &device;
   std::vector<hal::Buffer> section_buffers;
   HEXIR_RETURN_IF_ERROR(prepare_sections(*impl, section_buffers));

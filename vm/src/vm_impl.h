@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,7 @@ class ModuleImpl {
   std::vector<format::SectionBuffer> owned_sections;
   std::string name;
   std::vector<FunctionSignature> functions;
+  FunctionSignature no_function;  // what Module::function returns for an index out of range
   uint64_t arena_bytes = 0;
   uint64_t lower_bound_bytes = 0;
   uint64_t constant_bytes = 0;
@@ -49,7 +51,10 @@ class ProgramImpl {
   ProgramImpl& operator=(const ProgramImpl&) = delete;
   ~ProgramImpl();
 
-  const Module* module = nullptr;
+  // A handle sharing the Module's state, so the caller's handle may go first;
+  // declared first, so it is released last.
+  std::optional<Module> module_handle;
+  const Module* module = nullptr;  // module_handle's
   const ModuleImpl* module_impl = nullptr;
   hal::Device* device = nullptr;
   std::vector<hal::Buffer> buffers;  // imported or allocated; released on destruction
@@ -103,6 +108,9 @@ class ContextImpl {
 
   Status invoke(size_t function, std::span<const TensorRef> inputs, std::span<const TensorRef> outputs);
 
+  // Keeps the Program (and through it the Module) alive; declared first, so
+  // it is released after the destructor has returned the buffers.
+  std::shared_ptr<const ProgramImpl> program_owner;
   const ProgramImpl* program = nullptr;
   const ModuleImpl* module = nullptr;
   std::unique_ptr<hal::Queue> queue;
@@ -115,7 +123,22 @@ class ContextImpl {
   bool dynamic = false;
   uint64_t live_bytes = 0;
 
+  // One caller buffer (or the context's own output buffer) as a byte range,
+  // for the overlap check of invoke. `written`: this call writes it.
+  struct ArgumentRange {
+    uintptr_t begin = 0;
+    uintptr_t end = 0;
+    uint32_t index = 0;  // input or output index
+    enum Kind : uint8_t { kInput, kOutput, kOwnOutput } kind = kInput;
+    bool written = false;
+  };
+  // Sized at create for the function with the most arguments: invoke sorts
+  // into it and never allocates.
+  std::vector<ArgumentRange> argument_ranges;
+
  private:
+  Status check_overlaps(size_t function, std::span<const TensorRef> inputs,
+                        std::span<const TensorRef> outputs, bool own_outputs);
   Status run_dynamic(FunctionTable& t, size_t* failed);
   void release_values(FunctionTable& t);
 };

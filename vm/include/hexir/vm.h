@@ -6,9 +6,26 @@
 //   auto context = hexir::vm::Context::create(program.value());    // one arena
 //   context->invoke("main", inputs, outputs);                      // no allocation
 //
-// Ownership: a Program borrows the Module and the Device (both must outlive
-// it); a Context borrows the Program. Inputs and outputs passed to invoke are
-// borrowed for the duration of the call only. Nothing here throws.
+// Ownership and lifetimes. Module, Program and Context are handles that
+// share what they depend on: a Program keeps its Module's state (verified
+// metadata, the file mapping or owned weights) alive, a Context keeps its
+// Program's (and so the Module's). Handles may be destroyed or moved in any
+// order; the last owner frees. What the caller must guarantee:
+//  - the hal::Device outlives every Program prepared on it and every Context
+//    created from those (it is borrowed, never owned);
+//  - load_buffer's bytes stay alive and unchanged while any handle of that
+//    Module lives, unless LoadOptions::copy_weights; a mapped file is not
+//    truncated while in use (LoadOptions::copy_weights otherwise);
+//  - invoke's inputs and outputs are borrowed for the duration of the call only;
+//  - a TensorRef from Context::output() points into the context's own buffer:
+//    valid until that function is invoked again on that context or the context
+//    goes; a FunctionSignature reference, while any handle of its Module lives;
+//  - a moved-from handle is only assigned to or destroyed: what returns a
+//    Status refuses it (kFailedPrecondition); accessors returning references
+//    must not be called on it.
+// Indices are checked: an out-of-range function or output index is refused
+// with a Status (Module::function returns an empty signature). Nothing here
+// throws.
 #pragma once
 
 #include <cstdint>
@@ -83,6 +100,10 @@ class Module {
 
   const std::string& name() const;
   size_t function_count() const;
+  // Every function's signature, by index (range-for needs no index at all).
+  std::span<const FunctionSignature> functions() const;
+  // An out-of-range index gives an empty signature (no name, no arguments):
+  // use find_function or functions() to get indices that exist.
   const FunctionSignature& function(size_t index) const;
   Result<size_t> find_function(std::string_view name) const;  // kNotFound lists the names there are
   uint64_t arena_bytes() const;
@@ -92,8 +113,10 @@ class Module {
   const ModuleImpl& impl() const { return *impl_; }
 
  private:
+  friend class Program;
   explicit Module(std::unique_ptr<ModuleImpl> impl);
-  std::unique_ptr<ModuleImpl> impl_;
+  explicit Module(std::shared_ptr<ModuleImpl> impl);
+  std::shared_ptr<ModuleImpl> impl_;  // shared with the Programs prepared from it
 };
 
 // Per-phase counters: what the device was asked to do.
@@ -110,21 +133,27 @@ class ProgramImpl;
 
 // A Module made ready on one device: constants uploaded or imported once,
 // fills materialized once, kernels resolved. Shared read-only by contexts.
+// It keeps the Module's state alive (the caller's Module handle may go); the
+// Device is borrowed and must outlive the Program and its contexts.
 class Program {
  public:
+  // A moved-from `module` is refused (kFailedPrecondition).
   static Result<Program> prepare(const Module& module, hal::Device& device);
   Program(Program&&) noexcept;
   Program& operator=(Program&&) noexcept;
   ~Program();
 
+  // A handle of the Module it was prepared from, owned by the Program: valid
+  // as long as the Program, whatever became of the caller's Module handle.
   const Module& module() const;
   hal::Device& device() const;
   const PhaseStats& prepare_stats() const;
   const ProgramImpl& impl() const { return *impl_; }
 
  private:
+  friend class Context;
   explicit Program(std::unique_ptr<ProgramImpl> impl);
-  std::unique_ptr<ProgramImpl> impl_;
+  std::shared_ptr<ProgramImpl> impl_;  // shared with the contexts created from it
 };
 
 // A caller's tensor: host or device memory holding `byte_size` bytes of
@@ -139,8 +168,11 @@ class ContextImpl;
 
 // Per-thread execution state: one arena (+ workspace), one queue, output
 // buffers for callers that pass none. Not thread-safe; use one per thread.
+// It keeps its Program (and so the Module) alive: the caller's Program
+// handle may go first. The Device must outlive it.
 class Context {
  public:
+  // A moved-from `program` is refused (kFailedPrecondition).
   static Result<Context> create(const Program& program);
   Context(Context&&) noexcept;
   Context& operator=(Context&&) noexcept;
@@ -148,7 +180,14 @@ class Context {
 
   // Runs `function`. `outputs` may be empty: results then land in the
   // context's own buffers, readable with output(). Checks count, dtype and
-  // shape of every argument. Allocates nothing.
+  // shape of every argument, and that the caller's buffers share no byte
+  // where the call writes: an output may not overlap any other argument, nor
+  // a donated input any other input (plain inputs, only read, may share
+  // memory), nor an input the context's own output buffer this call
+  // overwrites (y = f(y) with no outputs passed). The one legal overlap is a
+  // donated input passed as its own output (the same pointer). Each refusal
+  // names the two arguments. Allocates nothing. Refused on a moved-from
+  // Context (kFailedPrecondition).
   Status invoke(size_t function, std::span<const TensorRef> inputs, std::span<const TensorRef> outputs = {});
   Status invoke(std::string_view function, std::span<const TensorRef> inputs,
                 std::span<const TensorRef> outputs = {});
