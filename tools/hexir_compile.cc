@@ -1,6 +1,7 @@
 // hexir-compile IN.hxir -o OUT.hxe [--plan=naive|arena|free-at-last-use] [--align N] [--data-checksum]
 //               [--schedule=source|memory] [--no-in-place]
 //               [--compress=none|zstd[:LEVEL]] [--plan-budget-ms N] [--allow-external-files]
+//               [--max-constant-bytes N]
 // hexir-compile MODEL.onnx -o OUT.hxe [--input-shape NAME=AxBxC ...] [--bind NAME=VALUE ...]
 //               [--emit-hxir OUT.hxir|-]   (docs/onnx.md)
 #include <cstdio>
@@ -29,23 +30,25 @@ constexpr const char* kUsage =
     "[--data-checksum]\n"
     "       [--schedule=source|memory] [--no-in-place]\n"
     "       [--compress=none|zstd[:LEVEL]] [--plan-budget-ms N] [--allow-external-files]\n"
+    "       [--max-constant-bytes N]\n"
     "       hexir-compile MODEL.onnx -o OUT.hxe [--input-shape NAME=AxBxC ...] [--bind NAME=VALUE ...]\n"
     "       (either input) [--emit-hxir OUT.hxir|-]: also print the graph as .hxir text\n"
     "  --align N               arena offset alignment, a power of two from 1 to 4096 (default 64),\n"
     "                          at least the element size of every value in the arena\n"
-    "  --allow-external-files  .hxir `file` constants may name files outside the source's folder\n";
+    "  --allow-external-files  .hxir `file` constants may name files outside the source's folder\n"
+    "  --max-constant-bytes N  bytes of dense and file constants, each and together (default 16 GiB)\n";
 
 // The graph of an .onnx model (with its options) or of .hxir text.
 hexir::Result<hexir::serializer::Module> load_graph(const std::string& input, bool onnx,
                                                     const hexir::serializer::OnnxImportOptions& import,
-                                                    bool allow_external_files) {
+                                                    const hexir::serializer::CompileOptions& options) {
   if (onnx) return hexir::serializer::import_onnx(input, import);
   // A regular file only, read without blocking and no larger than the limit (hexir/base/file_io.h).
   constexpr uint64_t kMaxSourceBytes = uint64_t{2} << 30;
   HEXIR_ASSIGN_OR_RETURN(std::string text,
                          hexir::read_file_limited(input, kMaxSourceBytes, ".hxir source limit"));
   return hexir::serializer::parse_module(text, input, std::filesystem::path(input).parent_path(),
-                                         {allow_external_files});
+                                         {options.allow_external_files, options.max_constant_bytes});
 }
 
 }  // namespace
@@ -70,7 +73,8 @@ static int run(int argc, char** argv) {
     if (args.value("-o", &output) || args.choice("--plan", {"naive", "arena", "free-at-last-use"}, &plan) ||
         args.choice("--schedule", {"source", "memory"}, &schedule) ||
         args.number("--align", &options.alignment) ||
-        args.number("--plan-budget-ms", &options.plan_budget_ms) || args.value("--compress", &compress))
+        args.number("--plan-budget-ms", &options.plan_budget_ms) || args.value("--compress", &compress) ||
+        args.number("--max-constant-bytes", &options.max_constant_bytes))
       continue;
     if (args.flag("--no-in-place"))
       options.in_place = false;
@@ -115,7 +119,7 @@ static int run(int argc, char** argv) {
   hexir::Result<serializer::CompiledFile> compiled = hexir::invalid_argument("nothing compiled");
   if (onnx || !emit_hxir.empty()) {
     // An imported graph's weights stay in the model file (or its external data) until they are written.
-    auto module = load_graph(input, onnx, import, options.allow_external_files);
+    auto module = load_graph(input, onnx, import, options);
     if (!module.ok()) return args.fail(module.status().message());
     if (!emit_hxir.empty()) {
       serializer::HxirPrintOptions print;

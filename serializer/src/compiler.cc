@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "hexir/base/file_io.h"
+#include "constant_data.h"
 #include "parser.h"
 #include "passes.h"
 #include "pipeline.h"
@@ -26,6 +27,8 @@ Status check_compile_options(const CompileOptions& options) {
 Result<ModulePlan> plan_module(const Module& module, const CompileOptions& options,
                                std::string_view display_name) {
   HEXIR_RETURN_IF_ERROR(check_compile_options(options));
+  // Before any pass reads a constant's bytes (any front end's module).
+  HEXIR_RETURN_IF_ERROR(check_constant_bytes(module, options.max_constant_bytes));
   ModulePlan plan;
   HEXIR_RETURN_IF_ERROR(detect_splats(module, plan.constants));
   HEXIR_RETURN_IF_ERROR(dedupe_constants(module, plan.constants));
@@ -132,7 +135,7 @@ Result<std::vector<uint8_t>> compile_source(std::string_view source, std::string
                                             const CompileOptions& options) {
   HEXIR_RETURN_IF_ERROR(check_compile_options(options));
   HEXIR_ASSIGN_OR_RETURN(Module module,
-                         parse_module(source, display_name, base_dir, {options.allow_external_files}));
+                         parse_module(source, display_name, base_dir, {options.allow_external_files, options.max_constant_bytes}));
   return compile_module(module, options, display_name);
 }
 
@@ -146,7 +149,7 @@ Result<CompiledFile> compile_file_to(const std::filesystem::path& path, const st
   HEXIR_RETURN_IF_ERROR(check_compile_options(options));
   HEXIR_ASSIGN_OR_RETURN(std::string text, read_text(path));
   HEXIR_ASSIGN_OR_RETURN(Module module, parse_module(text, path.string(), path.parent_path(),
-                                                     {options.allow_external_files}));
+                                                     {options.allow_external_files, options.max_constant_bytes}));
   return compile_module_to(module, out, options, path.string());
 }
 

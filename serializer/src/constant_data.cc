@@ -43,6 +43,43 @@ Result<std::span<const uint8_t>> ConstantReader::next(size_t max_bytes) {
   return std::span<const uint8_t>(buffer_);
 }
 
+namespace {
+
+Status over_constant_limit(const std::string& what, uint64_t bytes, uint64_t max_bytes) {
+  return resource_exhausted(what + " (" + std::to_string(bytes) + " bytes), more than the limit of " +
+                            std::to_string(max_bytes) +
+                            " bytes of constants (hexir-compile --max-constant-bytes)");
+}
+
+}  // namespace
+
+Status check_constant_size(std::string_view name, const TensorType& type, uint64_t max_bytes) {
+  Result<uint64_t> bytes = byte_size(type);
+  if (!bytes.ok()) return bytes.status();
+  if (*bytes <= max_bytes) return ok_status();
+  return over_constant_limit("constant @" + std::string(name) + " is " + type.to_string(), *bytes, max_bytes);
+}
+
+Status check_constant_bytes(const Module& module, uint64_t max_bytes) {
+  std::vector<bool> used(module.constants.size(), false);
+  for (const Function& fn : module.functions)
+    for (const Value& v : fn.values)
+      if (v.kind == ValueKind::kConstant) used[static_cast<size_t>(v.constant)] = true;
+  uint64_t total = 0;
+  size_t count = 0;
+  for (size_t i = 0; i < module.constants.size(); ++i) {
+    const Constant& c = module.constants[i];
+    if (!used[i] || std::holds_alternative<FillPattern>(c.source)) continue;  // a fill stores one element
+    HEXIR_RETURN_IF_ERROR(check_constant_size(c.name, c.type, max_bytes));
+    ++count;
+    if (__builtin_add_overflow(total, c.byte_size, &total)) total = UINT64_MAX;
+    if (total > max_bytes)
+      return over_constant_limit(std::to_string(count) + " constants up to @" + c.name + " hold", total,
+                                 max_bytes);
+  }
+  return ok_status();
+}
+
 Status for_each_chunk(const Constant& constant,
                       const std::function<Status(std::span<const uint8_t>)>& chunk) {
   ConstantReader reader(constant);

@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "graph.h"
@@ -20,6 +21,23 @@
 namespace hexir::serializer {
 
 inline constexpr size_t kConstantChunkSize = size_t{1} << 20;
+
+// The most bytes of stored constants (every constant but a fill) one compile
+// reads, writes and, for a zstd section, holds in memory: the default of
+// CompileOptions::max_constant_bytes and ParseOptions::max_constant_bytes.
+// Sizes come from the source (a declared type, an .npy header of a sparse
+// file): without a bound a few bytes of text make the compiler read for hours
+// or allocate 400 GB.
+inline constexpr uint64_t kDefaultMaxConstantBytes = uint64_t{16} << 30;
+
+// kResourceExhausted when a constant @name of `type` is larger than
+// `max_bytes`: "constant @c is f32[100000000000] (400000000000 bytes), more
+// than the limit of 17179869184 bytes of constants (hexir-compile
+// --max-constant-bytes)".
+Status check_constant_size(std::string_view name, const TensorType& type, uint64_t max_bytes);
+// The same for every stored constant of `module` a function uses, one by one
+// and together, before any of their bytes is read.
+Status check_constant_bytes(const Module& module, uint64_t max_bytes);
 
 // Reads a constant's byte_size bytes front to back, in pieces.
 class ConstantReader {

@@ -321,6 +321,9 @@ class Parser {
     HEXIR_RETURN_IF_ERROR(expect_punct(':', "after the constant name"));
     HEXIR_ASSIGN_OR_RETURN(TensorType type, parse_type());
     HEXIR_RETURN_IF_ERROR(expect_punct('=', "after the constant type"));
+    if (!tok_.is_word("splat"))  // a fill stores one element; dense and file data count
+      if (Status s = check_constant_size(name, type, options_.max_constant_bytes); !s.ok())
+        return error(name_loc, s.message());
     const uint64_t count = *element_count(type.dims.data(), type.rank());
     const uint32_t element_size = dtype_size(type.dtype);
     ConstantSource source;

@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <string_view>
 
+#include "constant_data.h"
 #include "graph.h"
 #include "hexir/base/half.h"
 #include "hexir/base/status.h"
@@ -25,6 +26,9 @@ struct ParseOptions {
   // default: no absolute path, nothing outside it after `..` and symlinks are
   // resolved (realpath). True: any path the process can read.
   bool allow_external_files = false;
+  // A `dense` or `file` constant larger than this is refused at its
+  // declaration, naming the limit (constant_data.h).
+  uint64_t max_constant_bytes = kDefaultMaxConstantBytes;
 };
 
 // `display_name` names the source in errors; `base_dir` resolves `file "x.npy"` paths.

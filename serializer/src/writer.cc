@@ -5,6 +5,8 @@
 #include <cerrno>
 #include <cstring>
 #include <map>
+#include <new>
+#include <stdexcept>
 
 #include "constant_data.h"
 #include "hexir/format/prelude.h"
@@ -28,8 +30,21 @@ Status ByteSink::append_zeros(uint64_t count) {
 }
 
 Status VectorSink::append(std::span<const uint8_t> bytes) {
-  bytes_.insert(bytes_.end(), bytes.begin(), bytes.end());
+  try {
+    bytes_.insert(bytes_.end(), bytes.begin(), bytes.end());
+  } catch (const std::bad_alloc&) {  // bounded by CompileOptions::max_constant_bytes; memory may be less
+    return resource_exhausted("cannot hold " + std::to_string(bytes_.size() + bytes.size()) +
+                              " bytes of the executable in memory");
+  }
   return ok_status();
+}
+
+void VectorSink::reserve(uint64_t size) {
+  try {
+    bytes_.reserve(static_cast<size_t>(size));
+  } catch (const std::bad_alloc&) {  // a hint only: append reports what cannot be held
+  } catch (const std::length_error&) {
+  }
 }
 
 Status VectorSink::overwrite(uint64_t offset, std::span<const uint8_t> bytes) {
@@ -331,9 +346,14 @@ Status write_module(const Module& module, const ModulePlan& plan, const WriteOpt
   if (has_rodata && options.compression == SectionCompression::kZstd &&
       layout.stored_size >= kMinCompressedSectionSize) {
     std::vector<uint8_t> raw;
-    raw.reserve(static_cast<size_t>(layout.stored_size));
+    try {  // at most CompileOptions::max_constant_bytes (checked before planning), if memory allows
+      raw.reserve(static_cast<size_t>(layout.stored_size));
+    } catch (const std::bad_alloc&) {
+      return resource_exhausted("cannot hold the " + std::to_string(layout.stored_size) +
+                                "-byte RODATA section in memory to compress it with zstd");
+    }
     HEXIR_RETURN_IF_ERROR(stream_rodata(module, constants, [&](std::span<const uint8_t> piece) {
-      raw.insert(raw.end(), piece.begin(), piece.end());
+      raw.insert(raw.end(), piece.begin(), piece.end());  // within the reserved capacity
       return ok_status();
     }));
     HEXIR_ASSIGN_OR_RETURN(compressed, format::compress_section(raw, options.compression_level));

@@ -47,7 +47,7 @@ class VectorSink final : public ByteSink {
   Status append(std::span<const uint8_t> bytes) override;
   Status overwrite(uint64_t offset, std::span<const uint8_t> bytes) override;
   uint64_t size() const override { return bytes_.size(); }
-  void reserve(uint64_t size) override { bytes_.reserve(static_cast<size_t>(size)); }
+  void reserve(uint64_t size) override;  // a hint: failing to reserve is not an error
   std::vector<uint8_t> take() { return std::move(bytes_); }
 
  private:

@@ -413,3 +413,56 @@ TEST_CASE("tool safety: --stats-json and --json stay valid JSON whatever the nam
   CHECK_MESSAGE(valid_json(p.output), p.output);
   CHECK(contains(p.output, "\"buffers\": 2"));
 }
+
+TEST_CASE("tool safety: hexir-compile refuses constants over its limit, naming it") {
+  TempDir dir;
+  // A 400 GB dense literal of one element: refused at its declaration.
+  write_text(dir / "dense.hxir", R"(module @big
+const @c : f32[100000000000] = dense 1.0
+func @main(%x: f32[4]) -> (f32[4]) {
+  %y = call @add(%x, %x) : f32[4]
+  return %y
+}
+)");
+  auto dense = run(kCompile + " " + dir / "dense.hxir -o " + dir / "dense.hxe");
+  CHECK_MESSAGE(dense.exit_code == 1, dense.output);
+  CHECK_MESSAGE(contains(dense.output,
+                         "dense.hxir:2:7: constant @c is f32[100000000000] (400000000000 bytes), "
+                         "more than the limit of 17179869184 bytes of constants "
+                         "(hexir-compile --max-constant-bytes)"),
+                dense.output);
+  // A 400 GB .npy (sparse: nothing on disk): refused before a byte of it is read.
+  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (100000000000,), }";
+  header.append(64 - (10 + header.size() + 1) % 64, ' ');
+  header += '\n';
+  std::string npy = "\x93NUMPY\x01";
+  npy += '\0';
+  npy += static_cast<char>(header.size() & 0xff);
+  npy += static_cast<char>(header.size() >> 8);
+  npy += header + std::string("\x00\x00\x80\x3f", 4);  // 1.0, then zeros: not a splat
+  write_text(dir / "big.npy", npy);
+  fs::resize_file(dir / "big.npy", npy.size() - 4 + 400000000000ull);
+  write_text(dir / "file.hxir", R"(module @big
+const @w : f32[100000000000] = file "big.npy"
+func @main(%x: f32[100000000000]) -> (f32[100000000000]) {
+  %y = call @add(%x, @w) : f32[100000000000]
+  return %y
+}
+)");
+  for (const char* compress : {"", " --compress=zstd"}) {
+    auto file = run(kCompile + " " + dir / "file.hxir -o " + dir / "file.hxe" + compress);
+    CHECK_MESSAGE(file.exit_code == 1, file.output);
+    CHECK_MESSAGE(contains(file.output,
+                           "constant @w is f32[100000000000] (400000000000 bytes), more than the limit "
+                           "of 17179869184 bytes of constants"),
+                  file.output);
+    CHECK_FALSE(fs::exists(dir / "file.hxe"));
+  }
+  // The limit is a flag, for the total of stored constants.
+  auto small = run(kCompile + " " + kSamples + "/mlp.hxir -o " + dir / "mlp.hxe --max-constant-bytes 1000");
+  CHECK_MESSAGE(small.exit_code == 1, small.output);
+  CHECK_MESSAGE(contains(small.output, "more than the limit of 1000 bytes of constants"), small.output);
+  auto enough =
+      run(kCompile + " " + kSamples + "/mlp.hxir -o " + dir / "mlp.hxe --max-constant-bytes 1000000");
+  CHECK_MESSAGE(enough.exit_code == 0, enough.output);
+}

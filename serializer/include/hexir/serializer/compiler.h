@@ -53,6 +53,10 @@ struct CompileOptions {
   // symlink leading out of the source's folder). Off by default: a source
   // reads only files under its own folder.
   bool allow_external_files = false;
+  // Bytes of stored constants (all but fills: dense literals, `file` data),
+  // one by one and together: a source declaring more is refused before any
+  // of it is read (hexir-compile --max-constant-bytes). 16 GiB by default.
+  uint64_t max_constant_bytes = uint64_t{16} << 30;
 };
 
 // `display_name` is used in error messages (file:line:col); `base_dir`
