@@ -20,7 +20,20 @@ uint64_t thread_allocation_count() { return g_thread_allocations; }
 // The plain forms; libstdc++'s nothrow and sized forms forward to these.
 void* operator new(std::size_t size) { return counted_malloc(size); }
 void* operator new[](std::size_t size) { return counted_malloc(size); }
+// The nothrow forms too: libstdc++'s forward to the plain ones, but a
+// sanitizer runtime (ASan) defines its own, which would then hand out memory
+// that the delete above frees with the wrong allocator (alloc-dealloc-mismatch).
+void* operator new(std::size_t size, const std::nothrow_t&) noexcept {
+  ++g_thread_allocations;
+  return std::malloc(size == 0 ? 1 : size);
+}
+void* operator new[](std::size_t size, const std::nothrow_t&) noexcept {
+  ++g_thread_allocations;
+  return std::malloc(size == 0 ? 1 : size);
+}
 void operator delete(void* p) noexcept { std::free(p); }
 void operator delete[](void* p) noexcept { std::free(p); }
 void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); }

@@ -38,7 +38,8 @@ void check_same_bits(OpId id, std::vector<HostTensor*> inputs, const std::vector
 }
 
 TEST_CASE("threads: matmul is bit-identical at 1, 2 and 3 threads past every block edge") {
-  for (auto [m, k, n] : {std::tuple<int64_t, int64_t, int64_t>{301, 517, 203}, {8, 1000, 700}, {97, 33, 1}}) {
+  for (auto [m_, k_, n_] : {std::tuple<int64_t, int64_t, int64_t>{301, 517, 203}, {8, 1000, 700}, {97, 33, 1}}) {
+    const int64_t m = m_, k = k_, n = n_;  // clang 14 cannot capture structured bindings (INFO)
     INFO(m << "x" << k << " * " << k << "x" << n);
     HostTensor a = random_f32({m, k}, 1), b = random_f32({k, n}, 2);
     check_same_bits(OpId::kMatmul, {&a, &b}, {m, n}, {});

@@ -218,7 +218,8 @@ inline std::vector<KernelCase> kernel_cases() {
     const std::pair<OpId, const char*> comparisons[] = {
         {OpId::kEqual, "equal"}, {OpId::kLess, "less"}, {OpId::kGreater, "greater"}};
     uint32_t seed = 360;
-    for (auto [id, name] : comparisons) {
+    for (auto [op, name] : comparisons) {
+      const OpId id = op;  // clang 14 cannot capture a structured binding
       const std::string n = name;
       auto add = [&](std::string what, std::vector<HostTensor> inputs) {
         KernelCase c{n + " " + what, id, std::move(inputs), {}};

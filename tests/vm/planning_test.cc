@@ -134,7 +134,8 @@ TEST_CASE("workspace: softmax over a non-last axis gets its scratch under every 
     for (int j = 0; j < 3; ++j) reference[j * 4 + i] = static_cast<float>(std::exp(x[j * 4 + i] - m) / sum);
   }
   const TensorType type{DType::kF32, {3, 4}};
-  for (auto [in_arena, dynamic] : {std::pair{false, false}, std::pair{true, false}, std::pair{false, true}}) {
+  for (auto [in_arena_, dynamic_] : {std::pair{false, false}, std::pair{true, false}, std::pair{false, true}}) {
+    const bool in_arena = in_arena_, dynamic = dynamic_;  // clang 14 cannot capture structured bindings (CAPTURE)
     CAPTURE(in_arena);
     CAPTURE(dynamic);
     auto l = load(softmax_axis0(in_arena, dynamic));
