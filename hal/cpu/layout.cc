@@ -145,6 +145,7 @@ Status strided_gather(const KernelContext&, const Dispatch& d) {
 // Each output row takes one contiguous chunk of every input in turn.
 Status concat(const KernelContext&, const Dispatch& d) {
   const ops::ConcatPlan& p = plan_of<ops::ConcatPlan>(d);
+  if (p.outer == 0) return ok_status();  // no rows (the output may have no storage: no pointer arithmetic on it)
   const int64_t* row_bytes = ops::plan_tail(&p);
   auto* dst = output<uint8_t>(d, 0);
   for (int64_t k = 0; k < p.input_count; ++k) {
@@ -158,6 +159,7 @@ Status concat(const KernelContext&, const Dispatch& d) {
 // The inverse: each input row hands one contiguous chunk to every output.
 Status split(const KernelContext&, const Dispatch& d) {
   const ops::SplitPlan& p = plan_of<ops::SplitPlan>(d);
+  if (p.outer == 0) return ok_status();  // no rows (the input may have no storage: no pointer arithmetic on it)
   const int64_t* row_bytes = ops::plan_tail(&p);
   const auto* src = input<uint8_t>(d, 0);
   for (int64_t k = 0; k < p.output_count; ++k) {

@@ -924,7 +924,7 @@ class Importer {
                                      std::to_string(c.file->offset) + " of '" + c.file->path.string() + "'");
       } else if (c.module_index >= 0) {  // moved into the module when it was first used
         const auto& bytes = std::get<InlineBytes>(builder_.constant(c.module_index).source).bytes;
-        std::memcpy(t.bytes.data(), bytes.data(), t.bytes.size());
+        if (!t.bytes.empty()) std::memcpy(t.bytes.data(), bytes.data(), t.bytes.size());  // empty: may be null
       }
       if (t.bytes.size() <= kKeepBytes) c.host = loaded;
       h = std::move(loaded);
@@ -2280,8 +2280,8 @@ class Importer {
         for (int64_t o = 0; o < outer; ++o)
           for (const HostPtr& h : hs) {
             const size_t row = static_cast<size_t>(product(h->dims, static_cast<size_t>(axis), h->dims.size())) * es;
-            std::memcpy(out.bytes.data() + at, h->bytes.data() + static_cast<size_t>(o) * row, row);
-            at += row;
+            if (row) std::memcpy(out.bytes.data() + at, h->bytes.data() + static_cast<size_t>(o) * row, row);
+            at += row;  // an empty part: no copy (its data may be null)
           }
         define_folded(n, 0, std::move(out));
         return ok_status();
@@ -3142,7 +3142,7 @@ class Importer {
         return error_at(loc, "tensor '" + t.name() + "' has " + std::to_string(t.raw_data().size()) +
                                  " bytes of raw_data, " + onnx_type_name(type) + shape_text(dims) + " needs " +
                                  std::to_string(h.bytes.size()));
-      std::memcpy(h.bytes.data(), t.raw_data().data(), h.bytes.size());
+      if (!h.bytes.empty()) std::memcpy(h.bytes.data(), t.raw_data().data(), h.bytes.size());  // empty: may be null
       return h;
     }
     auto check = [&](int64_t got) -> Status {
