@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include <string>
 #include <vector>
 
 namespace hexir::fuzz {
@@ -36,10 +37,32 @@ void refresh_metadata_checksum(uint8_t* file, size_t size);
 // hole in the verifier shows up as an out-of-bounds kernel access.
 void load_and_run_executable(const uint8_t* data, size_t size);
 
-// Parses a .npy file.
+// Parses a .npy file, and its header alone against a few file sizes.
 void parse_npy_bytes(const uint8_t* data, size_t size);
 
-// Compiles .hxir text (file constants are not resolvable; everything else is).
+// The folder .hxir `file` constants resolve in for compile_hxir_text, made
+// once per process: small .npy files of several dtypes (w.npy, i.npy, h.npy,
+// b.npy, sub/x.npy, and the samples' weights under mlp/, transformer/,
+// convnet/), a truncated and an empty .npy, a FIFO (fifo.npy), and symlinks
+// leading out of the folder (out.npy -> /etc/passwd, zero.npy -> /dev/zero)
+// that the confinement must refuse. $HEXIR_FUZZ_SCRATCH names it (created if
+// missing); otherwise a new folder under $TMPDIR, removed at exit.
+const std::string& hxir_scratch_dir();
+
+// Compiles .hxir text with its file constants in hxir_scratch_dir(). When it
+// compiles, the executable must verify (a refusal aborts: the compiler and
+// the verifier disagree) and is then loaded and run as by
+// load_and_run_executable.
 void compile_hxir_text(const uint8_t* data, size_t size);
+
+// The differential target: bytes -> a random valid program (graph_gen.h),
+// compiled under every plan option (naive, arena, free-at-last-use, memory
+// schedule, in place off, --align 4 and 256, zstd) and run twice per context
+// on deterministic inputs. The naive plan on a one-thread cpu device is the
+// reference; every other variant runs on a two-thread device and must give
+// bit-identical outputs. Returns "" when all agree, else what differed (or
+// which variant failed to compile, load or run: the generator only writes
+// valid programs).
+std::string compare_plans(const uint8_t* data, size_t size);
 
 }  // namespace hexir::fuzz
