@@ -136,6 +136,13 @@ Status build_function_table(ContextImpl& c, size_t function_index, FunctionTable
   }
   t.patch_begin.push_back(static_cast<uint32_t>(t.patch_args.size()));
 
+  for (size_t i = 0; i < inputs; ++i) {
+    t.input_bytes.push_back(sig.inputs[i].byte_size);
+    if (sig.inputs[i].byte_size > 0)
+      (sig.inputs[i].donated_to >= 0 ? t.written_inputs : t.read_inputs).push_back(static_cast<uint32_t>(i));
+  }
+  for (size_t j = 0; j < outputs; ++j) t.output_bytes.push_back(sig.outputs[j].byte_size);
+
   t.own_outputs.resize(outputs);
   t.output_in_input.assign(outputs, -1);
   t.last_output_data.assign(outputs, nullptr);
@@ -147,6 +154,7 @@ Status build_function_table(ContextImpl& c, size_t function_index, FunctionTable
       continue;
     }
     if (sig.outputs[j].byte_size == 0) continue;
+    t.written_outputs.push_back(static_cast<uint32_t>(j));
     HEXIR_ASSIGN_OR_RETURN(t.own_outputs[j],
                            p.device->allocate(sig.outputs[j].byte_size, hal::MemoryType::kDeviceLocal,
                                               hal::BufferUsage::kExternal, format::kConstantAlignment));
@@ -241,7 +249,9 @@ Status ContextImpl::invoke(size_t function, std::span<const TensorRef> inputs,
                               "' is computed in place in donated input '" + sig.inputs[donor].name +
                               "': pass that input's buffer as the output");
   }
-  HEXIR_RETURN_IF_ERROR(check_overlaps(function, inputs, outputs, own_outputs));
+  ArgumentRange first, second;
+  if (find_overlap(function, inputs, outputs, own_outputs, &first, &second))
+    return overlap_error(sig, first, second);
 
   for (size_t i = 0; i < input_count; ++i) {
     t.bindings[i] = inputs[i].data;
@@ -281,58 +291,70 @@ Status ContextImpl::invoke(size_t function, std::span<const TensorRef> inputs,
   return ok_status();
 }
 
-// No byte written by this call may be shared with another argument: every
-// argument is a byte range (its signature's size: what the kernels touch),
-// marked written for outputs (the caller's, or the context's own buffers when
-// none are passed) and donated inputs. A donated output passed as its donated
-// input is that input's range, not a second one (the same pointer was
-// required above), so every remaining overlap involving a written range is an
-// error. The ranges are sorted by start in argument_ranges (sized at create:
-// no allocation) and swept once, keeping the range reaching furthest and the
-// written range reaching furthest: a range that starts before the end of one
-// of them overlaps it. O(n log n) in the argument count.
-Status ContextImpl::check_overlaps(size_t function, std::span<const TensorRef> inputs,
-                                   std::span<const TensorRef> outputs, bool own_outputs) {
-  const FunctionSignature& sig = module->functions[function];
+// No byte written by this call may be shared with another argument. Each
+// argument is a byte range (its signature's size: what the kernels touch).
+// Written ranges are the outputs (the caller's, or the context's own buffers
+// when none are passed) and the donated inputs; a donated output passed as
+// its donated input is that input's range, not a second one (the same pointer
+// was required above). Read-only inputs may share memory with each other.
+// The written ranges (few: outputs and donations) are sorted by start in
+// argument_ranges (sized at create: no allocation) and must be disjoint, so
+// their ends are sorted too; each read-only input is then checked against
+// the first written range ending after its start (a binary search).
+// O(k log k + n log k) for k written ranges and n inputs.
+bool ContextImpl::find_overlap(size_t function, std::span<const TensorRef> inputs,
+                               std::span<const TensorRef> outputs, bool own_outputs, ArgumentRange* first,
+                               ArgumentRange* second) {
   const FunctionTable& t = functions[function];
-  ArgumentRange* ranges = argument_ranges.data();
-  size_t n = 0;
-  auto add = [&](const void* data, uint64_t size, uint32_t index, ArgumentRange::Kind kind, bool written) {
-    if (size == 0 || data == nullptr) return;
+  ArgumentRange* written = argument_ranges.data();
+  size_t k = 0;
+  auto add = [&](const void* data, uint64_t size, uint32_t index, ArgumentRange::Kind kind) {
+    if (!data) return;
     const uintptr_t begin = reinterpret_cast<uintptr_t>(data);
     uintptr_t end;
     if (__builtin_add_overflow(begin, size, &end)) end = UINTPTR_MAX;
-    ranges[n++] = {begin, end, index, kind, written};
+    written[k++] = {begin, end, index, kind, true};
   };
-  for (size_t i = 0; i < inputs.size(); ++i)
-    add(inputs[i].data, sig.inputs[i].byte_size, static_cast<uint32_t>(i), ArgumentRange::kInput,
-        sig.inputs[i].donated_to >= 0);
-  for (size_t j = 0; j < sig.outputs.size(); ++j) {
-    if (t.output_in_input[j] >= 0) continue;  // it is its donated input's range
-    if (own_outputs) {
-      if (t.own_outputs[j].size > 0)
-        add(device_address(t.own_outputs[j]), sig.outputs[j].byte_size, static_cast<uint32_t>(j),
-            ArgumentRange::kOwnOutput, true);
+  for (uint32_t i : t.written_inputs) add(inputs[i].data, t.input_bytes[i], i, ArgumentRange::kInput);
+  for (uint32_t j : t.written_outputs)
+    add(own_outputs ? device_address(t.own_outputs[j]) : outputs[j].data, t.output_bytes[j], j,
+        own_outputs ? ArgumentRange::kOwnOutput : ArgumentRange::kOutput);
+  if (k == 0) return false;
+  if (k > 1) {
+    auto before = [](const ArgumentRange& a, const ArgumentRange& b) {
+      if (a.begin != b.begin) return a.begin < b.begin;
+      if (a.kind != b.kind) return a.kind < b.kind;
+      return a.index < b.index;
+    };
+    if (k == 2) {  // the common case of several written ranges: no sort call
+      if (before(written[1], written[0])) std::swap(written[0], written[1]);
     } else {
-      add(outputs[j].data, sig.outputs[j].byte_size, static_cast<uint32_t>(j), ArgumentRange::kOutput, true);
+      std::sort(written, written + k, before);
+    }
+    // Sorted by start and disjoint so far: the previous range ends last.
+    for (size_t m = 1; m < k; ++m)
+      if (written[m].begin < written[m - 1].end) {
+        *first = written[m - 1];
+        *second = written[m];
+        return true;
+      }
+  }
+  for (uint32_t i : t.read_inputs) {
+    const uintptr_t begin = reinterpret_cast<uintptr_t>(inputs[i].data);
+    if (begin == 0) continue;
+    uintptr_t end;
+    if (__builtin_add_overflow(begin, t.input_bytes[i], &end)) end = UINTPTR_MAX;
+    // The first written range ending after the input starts, the only one that can overlap it.
+    const ArgumentRange* w = written;
+    if (k > 1)
+      w = std::partition_point(written, written + k, [&](const ArgumentRange& r) { return r.end <= begin; });
+    if (w != written + k && w->end > begin && w->begin < end) {
+      *first = *w;
+      *second = ArgumentRange{begin, end, i, ArgumentRange::kInput, false};
+      return true;
     }
   }
-  if (n < 2) return ok_status();
-  std::sort(ranges, ranges + n, [](const ArgumentRange& a, const ArgumentRange& b) {
-    if (a.begin != b.begin) return a.begin < b.begin;
-    if (a.kind != b.kind) return a.kind < b.kind;
-    return a.index < b.index;
-  });
-  const ArgumentRange* furthest = nullptr;          // of all ranges so far, the one ending last
-  const ArgumentRange* furthest_written = nullptr;  // of the written ones
-  for (size_t k = 0; k < n; ++k) {
-    const ArgumentRange& r = ranges[k];
-    const ArgumentRange* other = r.written ? furthest : furthest_written;
-    if (other && other->end > r.begin) return overlap_error(sig, *other, r);
-    if (!furthest || r.end > furthest->end) furthest = &r;
-    if (r.written && (!furthest_written || r.end > furthest_written->end)) furthest_written = &r;
-  }
-  return ok_status();
+  return false;
 }
 
 void ContextImpl::release_values(FunctionTable& t) {

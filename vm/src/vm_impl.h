@@ -83,6 +83,15 @@ struct FunctionTable {
   std::vector<int32_t> output_in_input;  // per output: donated input holding it, or -1
   std::vector<void*> last_output_data;   // where each result of the last invoke landed
   bool has_own_results = false;          // last invoke used own_outputs
+  // For invoke's overlap check, decided at create (arguments of 0 bytes are
+  // left out): the inputs it writes (donated), the outputs with a buffer of
+  // their own (not computed in a donated input), the inputs it only reads,
+  // and every argument's byte size (the signature's).
+  std::vector<uint32_t> written_inputs;
+  std::vector<uint32_t> written_outputs;
+  std::vector<uint32_t> read_inputs;
+  std::vector<uint64_t> input_bytes;
+  std::vector<uint64_t> output_bytes;
 
   // Free-at-last-use only. Arena values are numbered locally; each has a size
   // and the operands entries (its slot's and its views') patched with its buffer.
@@ -137,8 +146,10 @@ class ContextImpl {
   std::vector<ArgumentRange> argument_ranges;
 
  private:
-  Status check_overlaps(size_t function, std::span<const TensorRef> inputs,
-                        std::span<const TensorRef> outputs, bool own_outputs);
+  // invoke's overlap check (context.cc): true, with the two ranges, when a
+  // byte this call writes is shared with another argument.
+  bool find_overlap(size_t function, std::span<const TensorRef> inputs, std::span<const TensorRef> outputs,
+                    bool own_outputs, ArgumentRange* first, ArgumentRange* second);
   Status run_dynamic(FunctionTable& t, size_t* failed);
   void release_values(FunctionTable& t);
 };
