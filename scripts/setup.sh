@@ -6,6 +6,11 @@ cd "$(dirname "$0")/.."
 
 packages=(meson ninja-build cmake g++ pkg-config libflatbuffers-dev flatbuffers-compiler doctest-dev libzstd-dev
           libonnx-dev libprotobuf-dev protobuf-compiler libonnx-testdata)
+# The sanitizer and fuzz legs of scripts/test.sh build with clang and link
+# libFuzzer and the sanitizer runtimes (HEXIR_SANITIZER_PACKAGES=1, set by it).
+if [ "${HEXIR_SANITIZER_PACKAGES:-0}" = 1 ]; then
+  packages+=(clang libclang-rt-14-dev)
+fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -1,39 +1,252 @@
 #!/usr/bin/env bash
-# Builds and runs the whole test suite. The last line is
-# "N passed, N failed[, N skipped]", counting doctest test cases summed over
-# every test executable (read from meson's testlog.json), and each ONNX node
-# test of the conformance runner. An executable that dies before doctest
-# prints its summary counts as one failed case.
+# Builds and runs the whole test suite, then the sanitizer and fuzz legs. The
+# last line is "N passed, N failed[, N skipped]", summed over every leg:
+#
+#  suite   build/ (the default compiler): doctest test cases summed over every
+#          test executable (read from meson's testlog.json), and each ONNX node
+#          test of the conformance runner. An executable that dies before
+#          doctest prints its summary counts as one failed case.
+#  asan    build-asan/ (clang, -Db_sanitize=address,undefined, CUDA off): the
+#          same suite, counted the same way. A sanitizer report aborts the
+#          executable, so it counts as a failed case.
+#  tsan    build-tsan/ (clang, -Db_sanitize=thread): what runs several threads
+#          at once: all of test_hal (every cpu kernel on the queue's thread
+#          pool; threads_test; two queues on two threads) and the cases of
+#          test_vm and test_e2e that run contexts on two threads (by name;
+#          the cases left out are not counted as skipped).
+#  fuzz    the libFuzzer targets of fuzz/ (built in build-asan, ASan+UBSan),
+#          each run for HEXIR_FUZZ_SECONDS from its seed corpus: one test each,
+#          failed on any finding. What it finds is copied into
+#          tests/fuzz/regressions/<target>/ (which the suite replays): commit
+#          it with its fix.
+#
+# Environment:
+#  HEXIR_SKIP_SANITIZERS=1  skip the asan, tsan and fuzz legs (a developer's
+#                           quick run; ignored when CI=true)
+#  HEXIR_FUZZ_SECONDS=N     seconds per fuzz target (default 60)
+#
+# The time of each leg is printed before the last line.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh || { echo "0 passed, 1 failed"; exit 1; }
 
-meson test -C build --print-errorlogs --num-processes 2
-meson_rc=$?
+sanitizers=1
+if [ "${HEXIR_SKIP_SANITIZERS:-0}" = 1 ]; then
+  if [ "${CI:-}" = true ]; then
+    echo "== HEXIR_SKIP_SANITIZERS=1 ignored: CI=true runs every leg"
+  else
+    sanitizers=0
+  fi
+fi
+fuzz_seconds=${HEXIR_FUZZ_SECONDS:-60}
 
-log=build/meson-logs/testlog.json
 passed=0; failed=0; skipped=0
-while IFS= read -r line; do
-  name=$(printf '%s' "$line" | grep -o '"name": *"[^"]*"' | head -1 | sed 's/.*: *"//; s/"$//')
-  summary=$(printf '%s' "$line" | grep -o '\[doctest\] test cases: *[0-9]* | *[0-9]* passed | *[0-9]* failed | *[0-9]* skipped' | tail -1)
-  if [ -z "$summary" ]; then
-    echo "test executable '$name' printed no doctest summary: counted as 1 failed"
-    failed=$((failed + 1))
-    continue
-  fi
-  read -r p f s < <(printf '%s' "$summary" | sed -E 's/.*test cases: *[0-9]+ \| *([0-9]+) passed \| *([0-9]+) failed \| *([0-9]+) skipped.*/\1 \2 \3/')
-  # A runner over external test data (the ONNX node tests) counts each of its
-  # tests: its own summary line replaces its one doctest case.
-  runner=$(printf '%s' "$line" | grep -o '\[onnx-node\] tests: *[0-9]* | *[0-9]* passed | *[0-9]* failed | *[0-9]* skipped' | tail -1)
-  if [ -n "$runner" ]; then
-    read -r p f s < <(printf '%s' "$runner" | sed -E 's/.*tests: *[0-9]+ \| *([0-9]+) passed \| *([0-9]+) failed \| *([0-9]+) skipped.*/\1 \2 \3/')
-  fi
-  # Cases that skip at run time (no GPU) print "HEXIR_SKIP:" and count as skipped, not passed.
-  runtime_skips=$(printf '%s' "$line" | grep -o 'HEXIR_SKIP:' | wc -l)
-  passed=$((passed + p - runtime_skips)); failed=$((failed + f)); skipped=$((skipped + s + runtime_skips))
-done < "$log"
+times=()
+now() { date +%s; }
+leg_time() { times+=("$1 $(( $(now) - $2 )) s"); }
 
-if [ "$meson_rc" -ne 0 ] && [ "$failed" -eq 0 ]; then failed=1; fi
+t=$(now)
+HEXIR_SANITIZER_PACKAGES=$sanitizers scripts/setup.sh || { echo "0 passed, 1 failed"; exit 1; }
+leg_time "build" "$t"
+
+# count_testlog DIR MESON_RC [filtered]: adds the doctest counts of DIR's
+# testlog.json. "filtered": the run selected test cases by name, so doctest's
+# skipped count (the cases left out) is not added.
+count_testlog() {
+  local log=$1/meson-logs/testlog.json meson_rc=$2 filtered=${3:-} failed_before=$failed line name summary runner runtime_skips p f s
+  if [ ! -f "$log" ]; then
+    echo "no $log: counted as 1 failed"
+    failed=$((failed + 1))
+    return
+  fi
+  while IFS= read -r line; do
+    name=$(printf '%s' "$line" | grep -o '"name": *"[^"]*"' | head -1 | sed 's/.*: *"//; s/"$//')
+    summary=$(printf '%s' "$line" | grep -o '\[doctest\] test cases: *[0-9]* | *[0-9]* passed | *[0-9]* failed | *[0-9]* skipped' | tail -1)
+    if [ -z "$summary" ]; then
+      echo "test executable '$name' ($1) printed no doctest summary: counted as 1 failed"
+      failed=$((failed + 1))
+      continue
+    fi
+    read -r p f s < <(printf '%s' "$summary" | sed -E 's/.*test cases: *[0-9]+ \| *([0-9]+) passed \| *([0-9]+) failed \| *([0-9]+) skipped.*/\1 \2 \3/')
+    # A runner over external test data (the ONNX node tests) counts each of its
+    # tests: its own summary line replaces its one doctest case.
+    runner=$(printf '%s' "$line" | grep -o '\[onnx-node\] tests: *[0-9]* | *[0-9]* passed | *[0-9]* failed | *[0-9]* skipped' | tail -1)
+    if [ -n "$runner" ]; then
+      read -r p f s < <(printf '%s' "$runner" | sed -E 's/.*tests: *[0-9]+ \| *([0-9]+) passed \| *([0-9]+) failed \| *([0-9]+) skipped.*/\1 \2 \3/')
+    fi
+    # Cases that skip at run time (no GPU) print "HEXIR_SKIP:" and count as skipped, not passed.
+    runtime_skips=$(printf '%s' "$line" | grep -o 'HEXIR_SKIP:' | wc -l)
+    [ "$filtered" = filtered ] && s=0
+    passed=$((passed + p - runtime_skips)); failed=$((failed + f)); skipped=$((skipped + s + runtime_skips))
+  done < "$log"
+  if [ "$meson_rc" -ne 0 ] && [ "$failed" -eq "$failed_before" ]; then failed=$((failed + 1)); fi
+}
+
+t=$(now)
+meson test -C build --print-errorlogs --num-processes 2
+count_testlog build $?
+leg_time "suite" "$t"
+
+# The executables meson's tests run (and the tools they depend on) in DIR,
+# as ninja targets: the sanitizer builds build nothing else.
+test_targets() {
+  python3 - "$1" <<'EOF'
+import json, os, sys
+b = os.path.abspath(sys.argv[1])
+tests = json.load(open(os.path.join(b, 'meson-info/intro-tests.json')))
+targets = {t['id']: t for t in json.load(open(os.path.join(b, 'meson-info/intro-targets.json')))}
+out = set()
+for t in tests:
+    out.add(os.path.relpath(t['cmd'][0], b))
+    for d in t.get('depends', []):
+        for f in targets.get(d, {}).get('filename', []):
+            out.add(os.path.relpath(f, b))
+print('\n'.join(sorted(out)))
+EOF
+}
+
+# Sanitizer builds: clang, CUDA off, asserts on, -O1 with line tables (fast
+# to compile, readable reports).
+sanitizer_flags="'-O1','-gline-tables-only','-fno-omit-frame-pointer'"
+fuzz_targets=(executable hxir npy plan_diff)
+
+asan_leg() {
+  local t rc
+  t=$(now)
+  if [ ! -f build-asan/build.ninja ]; then
+    # -fsanitize=fuzzer-no-link: the libraries carry libFuzzer's coverage, so
+    # this one build serves both the suite and the fuzz targets.
+    CXX=clang++ meson setup build-asan -Dcuda=disabled -Dfuzz=enabled -Db_sanitize=address,undefined \
+      -Db_lundef=false -Db_ndebug=false -Dbuildtype=plain \
+      "-Dcpp_args=[$sanitizer_flags,'-fno-sanitize-recover=all','-fsanitize=fuzzer-no-link']" >/dev/null ||
+      return 1
+  fi
+  local fuzzers=()
+  for f in "${fuzz_targets[@]}"; do fuzzers+=("fuzz/${f}_fuzzer"); done
+  # shellcheck disable=SC2046
+  ninja -C build-asan -j2 $(test_targets build-asan) "${fuzzers[@]}" || return 1
+  leg_time "asan build" "$t"
+  t=$(now)
+  ASAN_OPTIONS=halt_on_error=1:abort_on_error=1:detect_leaks=1:detect_stack_use_after_return=1:check_initialization_order=1:strict_init_order=1 \
+  UBSAN_OPTIONS=halt_on_error=1:abort_on_error=1:print_stacktrace=1 \
+    meson test -C build-asan --no-rebuild --print-errorlogs --num-processes 2 --timeout-multiplier 4
+  rc=$?
+  count_testlog build-asan $rc
+  leg_time "asan suite" "$t"
+}
+
+# Under TSan: all of test_hal (every cpu kernel runs on the queue's thread
+# pool, one thread per core; threads_test at 1, 2 and 3 threads; two queues of
+# one device on two threads), and the test cases of test_vm and test_e2e that
+# run contexts on two threads. ('?' for a space: meson splits --test-args.)
+tsan_cases='*two?contexts*,*two?threads*,*concurrent*'
+tsan_leg() {
+  local t rc
+  t=$(now)
+  if [ ! -f build-tsan/build.ninja ]; then
+    CXX=clang++ meson setup build-tsan -Dcuda=disabled -Donnx=disabled -Db_sanitize=thread -Db_lundef=false \
+      -Db_ndebug=false -Dbuildtype=plain "-Dcpp_args=[$sanitizer_flags]" >/dev/null || return 1
+  fi
+  ninja -C build-tsan -j2 tests/hal/test_hal tests/vm/test_vm tests/e2e/test_e2e || return 1
+  leg_time "tsan build" "$t"
+  t=$(now)
+  export TSAN_OPTIONS=halt_on_error=1:abort_on_error=1:second_deadlock_stack=1
+  meson test -C build-tsan --no-rebuild --print-errorlogs --num-processes 1 hal
+  rc=$?
+  count_testlog build-tsan $rc
+  meson test -C build-tsan --no-rebuild --print-errorlogs --num-processes 2 vm e2e "--test-args=--test-case=$tsan_cases"
+  rc=$?
+  count_testlog build-tsan $rc filtered
+  unset TSAN_OPTIONS
+  leg_time "tsan tests" "$t"
+}
+
+# Seed corpora, one folder per target, under build-asan/fuzz-run/seeds.
+make_seeds() {
+  local seeds=$1 compile=build-asan/tools/hexir-compile src opts i name
+  mkdir -p "$seeds"/{executable,hxir,npy,plan_diff}
+  # executable: small programs and the convnet sample, compiled under several plans.
+  i=0
+  for src in tests/fuzz/seeds/programs/*.hxir tests/fuzz/seeds/hxir/ops.hxir samples/convnet.hxir; do
+    for opts in "--plan=naive" "--plan=arena" "--plan=free-at-last-use" "--schedule=memory --no-in-place" \
+      "--compress=zstd --data-checksum"; do
+      name=$(basename "$src" .hxir)
+      # shellcheck disable=SC2086
+      "$compile" "$src" -o "$seeds/executable/$name-$i.hxe" --plan-budget-ms 2 $opts >/dev/null 2>&1 ||
+        echo "seed: $compile $src $opts failed"
+      i=$((i + 1))
+    done
+  done
+  cp samples/*.hxir tests/fuzz/seeds/hxir/*.hxir tests/fuzz/seeds/programs/*.hxir "$seeds/hxir/"
+  cp tests/fuzz/seeds/npy/*.npy "$seeds/npy/"
+  find samples -name '*.npy' -size -16k -exec cp {} "$seeds/npy/" \;
+  cp tests/fuzz/seeds/plan_diff/* "$seeds/plan_diff/"
+}
+
+# run_fuzzer TARGET: one libFuzzer run; prints its verdict and throughput.
+run_fuzzer() {
+  local target=$1 root=build-asan/fuzz-run rc
+  local dir=$root/$target
+  mkdir -p "$dir/corpus" "$dir/artifacts" tests/fuzz/regressions/"$target"
+  ASAN_OPTIONS=detect_leaks=1:detect_stack_use_after_return=1 \
+  UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+  HEXIR_FUZZ_SCRATCH=$PWD/$root/scratch \
+    build-asan/fuzz/"${target}"_fuzzer -max_total_time="$fuzz_seconds" -timeout=30 -rss_limit_mb=3072 \
+      -print_final_stats=1 -artifact_prefix="$dir/artifacts/" \
+      "$dir/corpus" "$root/seeds/$target" tests/fuzz/regressions/"$target" > "$dir/log" 2>&1
+  rc=$?
+  echo "$rc" > "$dir/rc"
+}
+
+fuzz_leg() {
+  local t target rc runs speed cov corpus found a
+  t=$(now)
+  rm -rf build-asan/fuzz-run
+  mkdir -p build-asan/fuzz-run
+  make_seeds build-asan/fuzz-run/seeds
+  # Two at a time (libFuzzer runs one thread; the machine has two cores).
+  run_fuzzer executable & run_fuzzer plan_diff & wait
+  run_fuzzer hxir & run_fuzzer npy & wait
+  for target in "${fuzz_targets[@]}"; do
+    local dir=build-asan/fuzz-run/$target
+    rc=$(cat "$dir/rc" 2>/dev/null || echo 1)
+    runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$dir/log" | grep -o '[0-9]*$')
+    speed=$(grep -o 'stat::average_exec_per_sec: *[0-9]*' "$dir/log" | grep -o '[0-9]*$')
+    cov=$(grep -o 'cov: [0-9]*' "$dir/log" | tail -1 | grep -o '[0-9]*$')
+    corpus=$(find "$dir/corpus" -type f | wc -l)
+    # Findings: crash-, leak-, timeout-, oom- (slow-unit- files are only reported).
+    found=$(find "$dir/artifacts" -type f ! -name 'slow-unit-*' | wc -l)
+    if [ "$rc" -eq 0 ] && [ "$found" -eq 0 ]; then
+      passed=$((passed + 1))
+      echo "fuzz $target: ok, ${runs:-?} runs in ${fuzz_seconds} s (${speed:-?} exec/s), coverage ${cov:-?}, ${corpus} new corpus inputs"
+    else
+      failed=$((failed + 1))
+      echo "fuzz $target: FAILED (libFuzzer exit $rc, ${runs:-?} runs, ${speed:-?} exec/s); log $dir/log:"
+      grep -E 'ERROR|SUMMARY|==[0-9]+==|runtime error|plan_diff:|verifier refuses|Test unit written|#[0-9]+ +in ' "$dir/log" | head -40
+      for a in "$dir"/artifacts/*; do
+        [ -f "$a" ] || continue
+        case $(basename "$a") in slow-unit-*) continue ;; esac
+        cp "$a" tests/fuzz/regressions/"$target"/
+        echo "  kept as tests/fuzz/regressions/$target/$(basename "$a") (commit it with its fix)"
+      done
+    fi
+  done
+  leg_time "fuzz (${#fuzz_targets[@]} targets x ${fuzz_seconds} s, 2 at a time)" "$t"
+}
+
+if [ "$sanitizers" -eq 1 ]; then
+  asan_leg || { echo "== the asan build failed: counted as 1 failed"; failed=$((failed + 1)); }
+  if [ -x build-asan/fuzz/plan_diff_fuzzer ]; then
+    fuzz_leg
+  else
+    echo "== no fuzz targets (asan build failed): ${#fuzz_targets[@]} failed"
+    failed=$((failed + ${#fuzz_targets[@]}))
+  fi
+  tsan_leg || { echo "== the tsan build failed: counted as 1 failed"; failed=$((failed + 1)); }
+else
+  echo "== HEXIR_SKIP_SANITIZERS=1: asan, tsan and fuzz legs skipped"
+fi
+
+echo "== times: ${times[*]/%/;}"
 if [ "$skipped" -gt 0 ]; then
   echo "$passed passed, $failed failed, $skipped skipped"
 else
