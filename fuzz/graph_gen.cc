@@ -454,7 +454,10 @@ class Generator {
     }
     header += ")";
     for (int attempts = 0; nodes_ < max_nodes && attempts < 4 * max_nodes && !r_.empty(); ++attempts) step();
-    if (nodes_ == 0) emit(push(pool_[0].dims), "relu", pool_[0].name, "");
+    if (nodes_ == 0) {
+      const Val first = pool_[0];  // a copy: push() may move the pool
+      emit(push(first.dims), "relu", first.name, "");
+    }
 
     // Outputs: the last value, and up to two more; never a function input.
     std::vector<const Val*> outs = {&pool_.back()};
