@@ -8,7 +8,7 @@ namespace {
 // How long an idle worker polls before it sleeps: long enough to cover the
 // gap between two kernels of one invoke, short enough not to burn a core
 // between invokes.
-constexpr int kSpinRounds = 20000;
+constexpr int kSpinRounds = 4000;
 
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -47,11 +47,12 @@ ThreadPool::~ThreadPool() {
   for (std::thread& t : workers_) t.join();
 }
 
-void ThreadPool::work() {
+void ThreadPool::work(TaskFn fn, void* context, int64_t tasks) {
   for (;;) {
     const int64_t t = next_task_.fetch_add(1, std::memory_order_relaxed);
-    if (t >= tasks_) return;
-    fn_(context_, t);
+    if (t >= tasks) return;
+    fn(context, t);
+    done_tasks_.fetch_add(1, std::memory_order_acq_rel);
   }
 }
 
@@ -63,18 +64,34 @@ void ThreadPool::worker_loop() {
       cpu_relax();
       now = generation_.load(std::memory_order_acquire);
     }
-    if (now == seen) {
-      std::unique_lock<std::mutex> lock(mutex_);
-      wake_.wait(lock, [&] { return generation_.load(std::memory_order_acquire) != seen; });
-      now = generation_.load(std::memory_order_acquire);
-    }
-    seen = now;
+    TaskFn fn;
+    void* context;
+    int64_t tasks;
     {
-      std::lock_guard<std::mutex> lock(mutex_);
+      std::unique_lock<std::mutex> lock(mutex_);
+      if (now == seen) wake_.wait(lock, [&] { return generation_.load(std::memory_order_acquire) != seen; });
+      seen = generation_.load(std::memory_order_acquire);
       if (stop_) return;
+      // A worker that wakes after the caller closed the job stays out of it:
+      // the caller never waits for a thread that was asleep or descheduled.
+      if (!open_) continue;
+      joined_workers_.fetch_add(1, std::memory_order_relaxed);
+      fn = fn_, context = context_, tasks = tasks_;
     }
-    work();
-    busy_workers_.fetch_sub(1, std::memory_order_acq_rel);
+    work(fn, context, tasks);
+    joined_workers_.fetch_sub(1, std::memory_order_acq_rel);
+  }
+}
+
+// Spins briefly, then yields: on a loaded machine the thread being waited
+// for may need this core.
+template <typename Done>
+void wait_until(Done done) {
+  for (int spin = 0; !done(); ++spin) {
+    if (spin < 2000)
+      cpu_relax();
+    else
+      std::this_thread::yield();
   }
 }
 
@@ -84,20 +101,24 @@ void ThreadPool::run(int64_t tasks, TaskFn fn, void* context) {
     return;
   }
   {
-    // Under the lock so a worker about to sleep cannot miss the new generation.
     std::lock_guard<std::mutex> lock(mutex_);
     fn_ = fn;
     context_ = context;
     tasks_ = tasks;
     next_task_.store(0, std::memory_order_relaxed);
-    busy_workers_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
+    done_tasks_.store(0, std::memory_order_relaxed);
+    open_ = true;
     generation_.fetch_add(1, std::memory_order_release);
   }
   wake_.notify_all();
-  work();
-  // Every worker finishes its last task (or finds none) before the job's
-  // state may change again.
-  while (busy_workers_.load(std::memory_order_acquire) != 0) cpu_relax();
+  work(fn, context, tasks);
+  wait_until([&] { return done_tasks_.load(std::memory_order_acquire) == tasks; });
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    open_ = false;
+  }
+  // Joined workers only have an out-of-range task index left to see.
+  wait_until([&] { return joined_workers_.load(std::memory_order_acquire) == 0; });
 }
 
 }  // namespace hexir::hal::cpu

@@ -35,18 +35,20 @@ class ThreadPool {
   void run(int64_t tasks, TaskFn fn, void* context);
 
  private:
-  void work();
+  void work(TaskFn fn, void* context, int64_t tasks);
   void worker_loop();
 
   std::vector<std::thread> workers_;
-  std::mutex mutex_;
+  std::mutex mutex_;  // guards the job fields and open_/stop_; workers join a job under it
   std::condition_variable wake_;
   std::atomic<uint64_t> generation_{0};
   std::atomic<int64_t> next_task_{0};
-  std::atomic<int> busy_workers_{0};
+  std::atomic<int64_t> done_tasks_{0};
+  std::atomic<int> joined_workers_{0};  // workers inside the open job
   TaskFn fn_ = nullptr;
   void* context_ = nullptr;
   int64_t tasks_ = 0;
+  bool open_ = false;  // a job may still be joined
   bool stop_ = false;
 };
 
