@@ -107,19 +107,33 @@ EOF
 # Sanitizer builds: clang, CUDA off, asserts on, -O1 with line tables (fast
 # to compile, readable reports).
 sanitizer_flags="'-O1','-gline-tables-only','-fno-omit-frame-pointer'"
+
+# sanitizer_setup DIR MESON_OPTIONS...: DIR configured with clang++ and the
+# options: set up when missing (or made with another compiler), otherwise
+# brought up to date with meson configure (nothing rebuilds when they match).
+sanitizer_setup() {
+  local dir=$1
+  shift
+  if [ -f "$dir/build.ninja" ] && ! grep -q '^ command = clang++ ' "$dir/build.ninja"; then
+    echo "== $dir was configured with another compiler: set up again with clang++"
+    rm -rf "$dir"
+  fi
+  if [ -f "$dir/build.ninja" ]; then
+    meson configure "$dir" "$@" >/dev/null
+  else
+    CXX=clang++ meson setup "$dir" "$@" >/dev/null
+  fi
+}
 fuzz_targets=(executable hxir npy plan_diff)
 
 asan_leg() {
   local t rc
   t=$(now)
-  if [ ! -f build-asan/build.ninja ]; then
-    # -fsanitize=fuzzer-no-link: the libraries carry libFuzzer's coverage, so
-    # this one build serves both the suite and the fuzz targets.
-    CXX=clang++ meson setup build-asan -Dcuda=disabled -Dfuzz=enabled -Db_sanitize=address,undefined \
-      -Db_lundef=false -Db_ndebug=false -Dbuildtype=plain \
-      "-Dcpp_args=[$sanitizer_flags,'-fno-sanitize-recover=all','-fsanitize=fuzzer-no-link']" >/dev/null ||
-      return 1
-  fi
+  # -fsanitize=fuzzer-no-link: the libraries carry libFuzzer's coverage, so
+  # this one build serves both the suite and the fuzz targets.
+  sanitizer_setup build-asan -Dcuda=disabled -Dfuzz=enabled -Db_sanitize=address,undefined \
+    -Db_lundef=false -Db_ndebug=false -Dbuildtype=plain \
+    "-Dcpp_args=[$sanitizer_flags,'-fno-sanitize-recover=all','-fsanitize=fuzzer-no-link']" || return 1
   local fuzzers=()
   for f in "${fuzz_targets[@]}"; do fuzzers+=("fuzz/${f}_fuzzer"); done
   # shellcheck disable=SC2046
@@ -142,10 +156,8 @@ tsan_cases='*two?contexts*,*two?threads*,*concurrent*'
 tsan_leg() {
   local t rc
   t=$(now)
-  if [ ! -f build-tsan/build.ninja ]; then
-    CXX=clang++ meson setup build-tsan -Dcuda=disabled -Donnx=disabled -Db_sanitize=thread -Db_lundef=false \
-      -Db_ndebug=false -Dbuildtype=plain "-Dcpp_args=[$sanitizer_flags]" >/dev/null || return 1
-  fi
+  sanitizer_setup build-tsan -Dcuda=disabled -Donnx=disabled -Db_sanitize=thread -Db_lundef=false \
+    -Db_ndebug=false -Dbuildtype=plain "-Dcpp_args=[$sanitizer_flags]" || return 1
   ninja -C build-tsan -j2 tests/hal/test_hal tests/vm/test_vm tests/e2e/test_e2e || return 1
   leg_time "tsan build" "$t"
   t=$(now)
