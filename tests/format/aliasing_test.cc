@@ -8,6 +8,7 @@
 
 #include "hexir/format/verifier.h"
 #include "hxe_test_builder.h"
+#include "verify_expect.h"
 
 namespace hexir::format {
 namespace {
@@ -16,27 +17,12 @@ using testing::AlignedBytes;
 using testing::ModuleSpec;
 using testing::tiny_module_spec;
 using testing::write_hxe;
+using testing::verify_spec;
+using testing::expect_ok;
+using testing::expect_rejected;
 
 // The tiny module (see hxe_test_builder.h): slots x(0) b(1) s(2) h(3) h2(4) y(5);
 // add(x, b) -> h; mul(h, s) -> h2 in place over h; relu(h2) -> y.
-
-Status verify_spec(const ModuleSpec& spec) {
-  AlignedBytes file = write_hxe(spec);
-  return verify_executable(file.span()).status();
-}
-
-void expect_ok(const ModuleSpec& spec) {
-  Status status = verify_spec(spec);
-  CHECK_MESSAGE(status.ok(), status.to_string());
-}
-
-void expect_rejected(const ModuleSpec& spec, const std::string& needle) {
-  Status status = verify_spec(spec);
-  REQUIRE_FALSE(status.ok());
-  INFO("message: " << status.message());
-  CHECK(status.code() == StatusCode::kDataLoss);
-  CHECK(status.message().find(needle) != std::string::npos);
-}
 
 void expect_rejected(const std::function<void(ModuleSpec&)>& mutate, const std::string& needle) {
   ModuleSpec spec = tiny_module_spec();

@@ -11,6 +11,7 @@
 
 #include "hexir/format/verifier.h"
 #include "hxe_test_builder.h"
+#include "verify_expect.h"
 
 namespace hexir::format {
 namespace {
@@ -19,24 +20,9 @@ using testing::AlignedBytes;
 using testing::ModuleSpec;
 using testing::SlotSpec;
 using testing::write_hxe;
-
-Status verify_spec(const ModuleSpec& spec) {
-  AlignedBytes file = write_hxe(spec);
-  return verify_executable(file.span()).status();
-}
-
-void expect_ok(const ModuleSpec& spec) {
-  Status status = verify_spec(spec);
-  CHECK_MESSAGE(status.ok(), status.to_string());
-}
-
-void expect_rejected(const ModuleSpec& spec, const std::string& needle) {
-  Status status = verify_spec(spec);
-  REQUIRE_FALSE(status.ok());
-  INFO("message: " << status.message());
-  CHECK(status.code() == StatusCode::kDataLoss);
-  CHECK(status.message().find(needle) != std::string::npos);
-}
+using testing::verify_spec;
+using testing::expect_ok;
+using testing::expect_rejected;
 
 SlotSpec arena_slot(const std::string& name, std::vector<int64_t> shape, uint64_t offset) {
   uint64_t bytes = 4;

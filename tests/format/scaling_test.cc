@@ -9,6 +9,7 @@
 
 #include "hexir/format/verifier.h"
 #include "hxe_test_builder.h"
+#include "verify_expect.h"
 
 namespace hexir::format {
 namespace {
@@ -17,6 +18,7 @@ using testing::AlignedBytes;
 using testing::ModuleSpec;
 using testing::SlotSpec;
 using testing::write_hxe;
+using testing::verify_spec;
 
 SlotSpec io_slot(fb::StorageKind storage, uint32_t index = 0) {
   return {"",
@@ -64,11 +66,6 @@ std::vector<std::string> numbered(const char* prefix, uint32_t n) {
   std::vector<std::string> names;
   for (uint32_t i = 0; i < n; ++i) names.push_back(prefix + std::to_string(i));
   return names;
-}
-
-Status verify_spec(const ModuleSpec& spec) {
-  AlignedBytes file = write_hxe(spec);
-  return verify_executable(file.span()).status();
 }
 
 double seconds_to_verify(const ModuleSpec& spec) {
