@@ -35,8 +35,7 @@ struct GemmPath {
   MicroKernel kernel;
 };
 
-// Writes an accumulated tile row: all NR lanes, or the first `nr` through a buffer.
-template <int64_t NR>
+// Writes the first `nr` lanes of an accumulated tile row.
 inline void store_row(const float* acc, int64_t nr, float* c, bool accumulate) {
   if (accumulate)
     for (int64_t j = 0; j < nr; ++j) c[j] += acc[j];
@@ -56,7 +55,7 @@ void micro_generic(int64_t mr, int64_t nr, int64_t kc, const float* A, int64_t l
       for (int64_t j = 0; j < NR; ++j) acc[i][j] += a * b[j];
     }
   }
-  for (int64_t i = 0; i < mr; ++i) store_row<NR>(acc[i], nr, C + i * ldc, accumulate);
+  for (int64_t i = 0; i < mr; ++i) store_row(acc[i], nr, C + i * ldc, accumulate);
 }
 
 #ifdef HEXIR_GEMM_X86
@@ -88,7 +87,7 @@ template <int64_t MR>
       alignas(32) float row[16];
       _mm256_store_ps(row, c0[i]);
       _mm256_store_ps(row + 8, c1[i]);
-      store_row<16>(row, nr, c, accumulate);
+      store_row(row, nr, c, accumulate);
     }
   }
 }
