@@ -107,6 +107,8 @@ KernelFn cast_kernel(DType from, DType to);
 Status matmul(const KernelContext&, const Dispatch&);
 Status conv2d(const KernelContext&, const Dispatch&);
 Status pool2d(const KernelContext&, const Dispatch&);  // max_pool, average_pool
+// spatial.cc
+Status depthwise_conv2d(const KernelContext&, const Dispatch&);  // conv2d when ops::conv2d_is_depthwise
 Status resize(const KernelContext&, const Dispatch&);
 Status conv_transpose(const KernelContext&, const Dispatch&);
 // normalization.cc
