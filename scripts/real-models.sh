@@ -87,12 +87,8 @@ for entry in "${PACKAGES[@]}"; do
   fi
 done
 
-if [[ ! -f "$ORT/node_modules/onnxruntime-node/package.json" ]] ||
-   [[ "$(node -p "require('$ORT/node_modules/onnxruntime-node/package.json').version")" != "$ORT_VERSION" ]]; then
-  echo "real-models: npm install onnxruntime-node@$ORT_VERSION (CPU binaries from the package; ONNXRUNTIME_NODE_INSTALL=skip)" >&2
-  [[ -f "$ORT/package.json" ]] || echo '{"name":"hexir-real-models","private":true}' > "$ORT/package.json"
-  (cd "$ORT" && ONNXRUNTIME_NODE_INSTALL=skip npm install --no-audit --no-fund --silent "onnxruntime-node@$ORT_VERSION")
-fi
+source "$ROOT/scripts/real-models/ort.sh"
+install_ort "$ORT" "$ORT_VERSION" real-models
 
 args=(--root "$ROOT" --build "$BUILD" --scratch "$SCRATCH")
 [[ $WRITE_DOCS == 1 ]] && args+=(--write-docs "$ROOT/docs/onnx-real-models.md")

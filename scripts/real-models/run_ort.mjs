@@ -4,7 +4,8 @@
 //           iterations, repeats, threads }
 // Writes outDir/0.npy, 1.npy, ... (session output order) and prints one JSON line: load_ms,
 // ms_median (best of `repeats` medians of `iterations` runs), medians, max_rss_kb (peak),
-// baseline_rss_kb (node before onnxruntime was loaded), output_names.
+// baseline_rss_kb (node before onnxruntime was loaded), loaded_rss_kb (peak after onnxruntime was
+// loaded, before the inputs and the model), output_names.
 import fs from 'node:fs';
 import path from 'node:path';
 import { createRequire } from 'node:module';
@@ -14,6 +15,7 @@ const baselineRss = process.resourceUsage().maxRSS;
 const spec = JSON.parse(fs.readFileSync(process.argv[2], 'utf8'));
 const require = createRequire(path.join(spec.ortDir, 'package.json'));
 const ort = require('onnxruntime-node');
+const loadedRss = process.resourceUsage().maxRSS;
 
 const ORT_TYPES = { float32: 'float32', int64: 'int64', int32: 'int32', bool: 'bool', float64: 'float64', uint8: 'uint8', int8: 'int8' };
 const feeds = {};
@@ -56,5 +58,5 @@ session.outputNames.forEach((name, j) => {
 });
 console.log(JSON.stringify({
   load_ms: loadMs, ms_median: Math.min(...medians), medians, max_rss_kb: process.resourceUsage().maxRSS,
-  baseline_rss_kb: baselineRss, output_names: session.outputNames,
+  baseline_rss_kb: baselineRss, loaded_rss_kb: loadedRss, output_names: session.outputNames,
 }));
