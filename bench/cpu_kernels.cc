@@ -1,11 +1,14 @@
-// GFLOP/s of the CPU matmul and conv2d kernels on the shapes of the real
-// models and of a BERT-base layer, at 1 and at 2 threads, through the cpu
-// device's queue (its own thread pool), against the machine's peak.
+// GFLOP/s of the CPU matmul, conv2d (dense and depthwise), conv_transpose and
+// resize kernels on the shapes of the real models and of a BERT-base layer, at
+// 1 and at 2 threads, through the cpu device's queue (its own thread pool),
+// against the machine's peak. resize counts one operation per output element.
 //
 //   build/bench/cpu_kernels [--runs N]
 //
 // Peak per core = clock x FMA units (2 assumed) x 2 flops x f32 lanes of the
 // widest vector path the GEMM uses; the clock is /proc/cpuinfo's "cpu MHz".
+#include "hexir/hal/cpu_kernels.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -15,7 +18,6 @@
 #include <string>
 #include <vector>
 
-#include "hexir/hal/cpu_kernels.h"
 #include "hexir/hal/device.h"
 #include "hexir/ops/op.h"
 
@@ -39,7 +41,8 @@ Shape matmul(const char* name, int64_t m, int64_t k, int64_t n) {
   return {name, OpId::kMatmul, {f32({m, k}), f32({k, n})}, {}, 2.0 * m * k * n};
 }
 
-Shape conv(const char* name, int64_t c, int64_t h, int64_t w, int64_t k, int64_t ks, int64_t stride, int64_t groups) {
+Shape conv(const char* name, int64_t c, int64_t h, int64_t w, int64_t k, int64_t ks, int64_t stride,
+           int64_t groups) {
   const int64_t pad = ks / 2;
   const int64_t oh = (h + 2 * pad - ks) / stride + 1, ow = (w + 2 * pad - ks) / stride + 1;
   return {name,
@@ -47,6 +50,25 @@ Shape conv(const char* name, int64_t c, int64_t h, int64_t w, int64_t k, int64_t
           {f32({1, c, h, w}), f32({k, c / groups, ks, ks})},
           {stride, stride, pad, pad, pad, pad, 1, 1, groups},
           2.0 * k * (c / groups) * ks * ks * oh * ow};
+}
+
+// ConvTranspose with pads 0: x [1, c, h, w], weights [c, k, ks, ks].
+Shape conv_transpose(const char* name, int64_t c, int64_t h, int64_t w, int64_t k, int64_t ks,
+                     int64_t stride) {
+  return {name,
+          OpId::kConvTranspose,
+          {f32({1, c, h, w}), f32({c, k, ks, ks})},
+          {stride, stride, 0, 0, 0, 0, 1, 1, 1, 0, 0},
+          2.0 * c * k * ks * ks * h * w};
+}
+
+// mode 0 nearest (round_prefer_floor), 1 linear; half_pixel coordinates.
+Shape resize(const char* name, int64_t c, int64_t h, int64_t w, int64_t factor, int64_t mode) {
+  return {name,
+          OpId::kResize,
+          {f32({1, c, h, w})},
+          {mode, 0, 0, h * factor, w * factor},
+          static_cast<double>(c * h * w * factor * factor)};
 }
 
 double clock_ghz() {
@@ -79,14 +101,25 @@ int main(int argc, char** argv) {
       conv("PP-OCR 3x3 s1 64->64 @ 40x80", 64, 40, 80, 64, 3, 1, 1),
       conv("PP-OCR 1x1 128->256 @ 20x40", 128, 20, 40, 256, 1, 1, 1),
       conv("BlazeFace 5x5 depthwise 48 @ 64x64", 48, 64, 64, 48, 5, 1, 48),
+      conv("BlazeFace 5x5 depthwise s2 48 @ 64x64", 48, 64, 64, 48, 5, 2, 48),
+      conv("PP-OCR 3x3 depthwise 96 @ 40x40", 96, 40, 40, 96, 3, 1, 96),
+      conv("MobileNet 3x3 depthwise 32 @ 112x112", 32, 112, 112, 32, 3, 1, 32),
+      conv("MobileNet 3x3 depthwise s2 96 @ 112x112", 96, 112, 112, 96, 3, 2, 96),
       conv("BlazeFace 1x1 48->96 @ 32x32", 48, 32, 32, 96, 1, 1, 1),
       conv("stem 3x3 s2 3->32 @ 224x224", 3, 224, 224, 32, 3, 2, 1),
+      conv_transpose("PP-OCRv4 det ConvTranspose 2x2 s2 24->24 @ 80x80", 24, 80, 80, 24, 2, 2),
+      conv_transpose("PP-OCRv4 det ConvTranspose 2x2 s2 24->1 @ 160x160", 24, 160, 160, 1, 2, 2),
+      conv_transpose("ConvTranspose 4x4 s2 pad 0 64->32 @ 32x32", 64, 32, 32, 32, 4, 2),
+      resize("Resize nearest 2x 96 @ 40x40", 96, 40, 40, 2, 0),
+      resize("Resize linear 2x 96 @ 40x40", 96, 40, 40, 2, 1),
   };
   const double ghz = clock_ghz();
   const double peak_core = ghz * 2 * 2 * lanes();
-  std::printf("clock %.2f GHz (/proc/cpuinfo), %d f32 lanes, 2 FMA units assumed: peak %.1f GFLOP/s per core\n\n",
-              ghz, lanes(), peak_core);
-  std::printf("| kernel | GFLOP | 1 thread ms | GFLOP/s | %% of 1-core peak | 2 threads ms | GFLOP/s | speedup |\n");
+  std::printf(
+      "clock %.2f GHz (/proc/cpuinfo), %d f32 lanes, 2 FMA units assumed: peak %.1f GFLOP/s per core\n\n",
+      ghz, lanes(), peak_core);
+  std::printf(
+      "| kernel | GFLOP | 1 thread ms | GFLOP/s | %% of 1-core peak | 2 threads ms | GFLOP/s | speedup |\n");
   std::printf("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
   for (const Shape& s : shapes) {
     auto result = hexir::ops::infer_result_type(s.op, s.inputs, s.params);
@@ -104,13 +137,15 @@ int main(int argc, char** argv) {
     std::vector<void*> operands;
     for (const TensorType& t : s.inputs) {
       data.emplace_back(static_cast<size_t>(*hexir::element_count(t.dims.data(), t.dims.size())));
-      for (size_t i = 0; i < data.back().size(); ++i) data.back()[i] = static_cast<float>((i * 7919) % 17) * 0.01f;
+      for (size_t i = 0; i < data.back().size(); ++i)
+        data.back()[i] = static_cast<float>((i * 7919) % 17) * 0.01f;
     }
     data.emplace_back(static_cast<size_t>(*hexir::element_count(outs[0].dims.data(), outs[0].dims.size())));
     for (auto& d : data) operands.push_back(d.data());
     std::vector<uint64_t> workspace((hexir::ops::workspace_bytes(s.op, s.inputs, s.params) + 7) / 8);
     hexir::hal::Dispatch dispatch;
-    dispatch.kernel = reinterpret_cast<uintptr_t>(hexir::hal::cpu::find_cpu_kernel(hexir::ops::kernel_key(s.op, s.inputs, outs)));
+    dispatch.kernel = reinterpret_cast<uintptr_t>(
+        hexir::hal::cpu::find_cpu_kernel(hexir::ops::kernel_key(s.op, s.inputs, outs)));
     dispatch.plan = plan->words().data();
     dispatch.operands = operands.data();
     dispatch.input_count = static_cast<uint32_t>(s.inputs.size());
@@ -136,8 +171,8 @@ int main(int argc, char** argv) {
       ms[threads - 1] = times[times.size() / 2];
     }
     const double g1 = s.flops / ms[0] / 1e6, g2 = s.flops / ms[1] / 1e6;
-    std::printf("| %s | %.3f | %.3f | %.1f | %.0f %% | %.3f | %.1f | %.2fx |\n", s.name, s.flops / 1e9, ms[0], g1,
-                100.0 * g1 / peak_core, ms[1], g2, ms[0] / ms[1]);
+    std::printf("| %s | %.3f | %.3f | %.1f | %.0f %% | %.3f | %.1f | %.2fx |\n", s.name, s.flops / 1e9, ms[0],
+                g1, 100.0 * g1 / peak_core, ms[1], g2, ms[0] / ms[1]);
   }
   return 0;
 }

@@ -1,24 +1,348 @@
-// The spatial kernels that are not a plain GEMM: depthwise conv2d (called by
+// The spatial kernels that are not one plain GEMM: depthwise conv2d (called by
 // conv2d), resize and conv_transpose.
+//
+// Depthwise: per task a band of output rows of one channel plane, in tiles of
+// output columns. For each block of up to kRows output rows the input rows the
+// block reads are copied into a stack buffer, zero where the window reaches
+// into the padding and split into stride_w phases (column q + stride_w * i of
+// the padded rows at phase q, index i), so every tap of every output column is
+// one unit-stride load: no bounds checks, no gathers, borders included. Each
+// output is fma(tap, x, acc) over its taps in (ky, kx) order from zero, then
+// the bias: the same chain in every path of one ISA (AVX-512, AVX2+FMA; the
+// portable loop multiplies and adds), whatever the tiling or the thread count.
+// 3x3 and 5x5 windows with unit vertical dilation and vertical stride 1 or 2
+// run unrolled kernels that load each buffer row once for the whole block of
+// rows; other windows a loop over the taps.
+//
+// resize: the source taps of each output column are computed once per chunk
+// of columns, those of each row once per row, and reused for every plane;
+// planes are split over the thread pool. The arithmetic per element is that
+// of ops::resize_* (in double), so results match the definition bit for bit.
+//
+// conv_transpose: per image and group, col[(kk, ky, kx), (iy, ix)] =
+// sum over ci of w[ci, kk, ky, kx] * x[ci, iy, ix] is one GEMM (internal::gemm,
+// threaded) over a band of input rows, then each output row gathers its taps
+// from col in (ky, kx) order and adds the bias. The scratch (the group's
+// weights transposed, col) is the dispatch's workspace (ops rule).
 #include <algorithm>
+#include <cmath>
+#include <cstring>
 
 #include "kernel_util.h"
 #include "thread_pool.h"
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define HEXIR_SPATIAL_X86 1
+#endif
+
 namespace hexir::hal::cpu::internal {
 namespace {
 
-// Depthwise: one channel plane per task. Each output row adds its taps in
-// (ky, kx) order, one tap over the whole row at a time (unit stride: it
-// vectorizes), skipping taps that fall in the padding; then the bias.
+// ---- depthwise conv2d ------------------------------------------------------------
+
+constexpr int64_t kRows = 4;                  // output rows per buffer block
+constexpr int64_t kLanes = 16;                // the widest vector (AVX-512): slack past each phase
+constexpr int64_t kBufferFloats = 12 * 1024;  // the stack buffer (48 KiB)
+constexpr int64_t kMaxTile = 512;             // output columns per tile at most
+constexpr int64_t kMaxTaps = 256;             // window columns at most (wider: the direct loop)
+
+// One block of output rows over one tile of columns, read from the buffer.
+struct DwBlock {
+  const float* buf;  // buffer row t at buf + t * buf_row
+  int64_t buf_row;
+  const int64_t* col_off;  // per kx: where output column 0's tap lies in a buffer row
+  const float* taps;       // [kh, kw]
+  int64_t kh, kw, sh, dh;
+  int64_t width;  // output columns in the tile
+  int64_t rows;   // output rows in the block (<= kRows)
+  float* out;     // the block's first output element
+  int64_t out_row;
+  float bias;
+};
+
+// Portable: one output row at a time, each tap over the whole row (the loop
+// GCC vectorizes for whatever the build targets).
+void dw_block_generic(const DwBlock& b) {
+  for (int64_t r = 0; r < b.rows; ++r) {
+    float* __restrict o = b.out + r * b.out_row;
+    for (int64_t j = 0; j < b.width; ++j) o[j] = 0.0f;
+    for (int64_t ky = 0; ky < b.kh; ++ky) {
+      const float* line = b.buf + (r * b.sh + ky * b.dh) * b.buf_row;
+      for (int64_t kx = 0; kx < b.kw; ++kx) {
+        const float t = b.taps[ky * b.kw + kx];
+        const float* __restrict src = line + b.col_off[kx];
+        for (int64_t j = 0; j < b.width; ++j) o[j] += t * src[j];
+      }
+    }
+    // Row r is final here (bias added): the place for a fused epilogue.
+    for (int64_t j = 0; j < b.width; ++j) o[j] += b.bias;
+  }
+}
+
+#ifdef HEXIR_SPATIAL_X86
+// AVX-512, KH x KW window, vertical stride SH, vertical dilation 1: per 16
+// columns, kRows accumulators; each buffer row is loaded once per kx and
+// feeds every row of the block whose window covers it.
+template <int KH, int KW, int SH>
+[[gnu::target("avx512f")]] void dw_block_avx512_fixed(const DwBlock& b) {
+  constexpr int R = kRows, T = (R - 1) * SH + KH;
+  int64_t off[KW];
+  for (int kx = 0; kx < KW; ++kx) off[kx] = b.col_off[kx];
+  const __m512 bias = _mm512_set1_ps(b.bias);
+  for (int64_t j = 0; j < b.width; j += 16) {
+    const int64_t left = b.width - j;
+    const __mmask16 m = left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1);
+    __m512 acc[R];
+    for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+#pragma GCC unroll 16
+    for (int t = 0; t < T; ++t) {
+      const float* line = b.buf + t * b.buf_row + j;
+#pragma GCC unroll 8
+      for (int kx = 0; kx < KW; ++kx) {
+        const __m512 v = _mm512_loadu_ps(line + off[kx]);
+#pragma GCC unroll 8
+        for (int r = 0; r < R; ++r) {
+          const int ky = t - r * SH;
+          if (ky >= 0 && ky < KH) acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(b.taps[ky * KW + kx]), v, acc[r]);
+        }
+      }
+    }
+    // Rows final here (bias added): the place for a fused epilogue.
+    for (int r = 0; r < R; ++r)
+      if (r < b.rows) _mm512_mask_storeu_ps(b.out + r * b.out_row + j, m, _mm512_add_ps(acc[r], bias));
+  }
+}
+
+// AVX-512, any window: one row at a time, one load per tap.
+[[gnu::target("avx512f")]] void dw_block_avx512_any(const DwBlock& b) {
+  const __m512 bias = _mm512_set1_ps(b.bias);
+  for (int64_t r = 0; r < b.rows; ++r) {
+    for (int64_t j = 0; j < b.width; j += 16) {
+      const int64_t left = b.width - j;
+      const __mmask16 m = left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1);
+      __m512 acc = _mm512_setzero_ps();
+      for (int64_t ky = 0; ky < b.kh; ++ky) {
+        const float* line = b.buf + (r * b.sh + ky * b.dh) * b.buf_row + j;
+        const float* taps = b.taps + ky * b.kw;
+        for (int64_t kx = 0; kx < b.kw; ++kx)
+          acc = _mm512_fmadd_ps(_mm512_set1_ps(taps[kx]), _mm512_loadu_ps(line + b.col_off[kx]), acc);
+      }
+      // Final here (bias added): the place for a fused epilogue.
+      _mm512_mask_storeu_ps(b.out + r * b.out_row + j, m, _mm512_add_ps(acc, bias));
+    }
+  }
+}
+
+// AVX2 + FMA: the same two kernels, 8 columns at a time; the last partial
+// vector through a masked store.
+[[gnu::target("avx2,fma")]] inline __m256i dw_mask8(int64_t left) {
+  const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(std::min<int64_t>(left, 8))), lanes);
+}
+
+template <int KH, int KW, int SH>
+[[gnu::target("avx2,fma")]] void dw_block_avx2_fixed(const DwBlock& b) {
+  constexpr int R = kRows, T = (R - 1) * SH + KH;
+  int64_t off[KW];
+  for (int kx = 0; kx < KW; ++kx) off[kx] = b.col_off[kx];
+  const __m256 bias = _mm256_set1_ps(b.bias);
+  for (int64_t j = 0; j < b.width; j += 8) {
+    __m256 acc[R];
+    for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
+#pragma GCC unroll 16
+    for (int t = 0; t < T; ++t) {
+      const float* line = b.buf + t * b.buf_row + j;
+#pragma GCC unroll 8
+      for (int kx = 0; kx < KW; ++kx) {
+        const __m256 v = _mm256_loadu_ps(line + off[kx]);
+#pragma GCC unroll 8
+        for (int r = 0; r < R; ++r) {
+          const int ky = t - r * SH;
+          if (ky >= 0 && ky < KH)
+            acc[r] = _mm256_fmadd_ps(_mm256_broadcast_ss(b.taps + ky * KW + kx), v, acc[r]);
+        }
+      }
+    }
+    // Rows final here (bias added): the place for a fused epilogue.
+    const __m256i m = dw_mask8(b.width - j);
+    for (int r = 0; r < R; ++r)
+      if (r < b.rows) _mm256_maskstore_ps(b.out + r * b.out_row + j, m, _mm256_add_ps(acc[r], bias));
+  }
+}
+
+[[gnu::target("avx2,fma")]] void dw_block_avx2_any(const DwBlock& b) {
+  const __m256 bias = _mm256_set1_ps(b.bias);
+  for (int64_t r = 0; r < b.rows; ++r) {
+    for (int64_t j = 0; j < b.width; j += 8) {
+      __m256 acc = _mm256_setzero_ps();
+      for (int64_t ky = 0; ky < b.kh; ++ky) {
+        const float* line = b.buf + (r * b.sh + ky * b.dh) * b.buf_row + j;
+        const float* taps = b.taps + ky * b.kw;
+        for (int64_t kx = 0; kx < b.kw; ++kx)
+          acc = _mm256_fmadd_ps(_mm256_broadcast_ss(taps + kx), _mm256_loadu_ps(line + b.col_off[kx]), acc);
+      }
+      // Final here (bias added): the place for a fused epilogue.
+      _mm256_maskstore_ps(b.out + r * b.out_row + j, dw_mask8(b.width - j), _mm256_add_ps(acc, bias));
+    }
+  }
+}
+#endif
+
+using DwKernel = void (*)(const DwBlock&);
+
+// The kernel for this window on the widest path this CPU runs (a plain check
+// per call, as in gemm.cc).
+DwKernel select_depthwise(const ops::Conv2dPlan& p) {
+#ifdef HEXIR_SPATIAL_X86
+  const bool fixed =
+      p.kh == p.kw && (p.kh == 3 || p.kh == 5) && p.dilation_h == 1 && (p.stride_h == 1 || p.stride_h == 2);
+  const int key = fixed ? static_cast<int>(p.kh * 10 + p.stride_h) : 0;
+  if (__builtin_cpu_supports("avx512f")) {
+    switch (key) {
+      case 31:
+        return dw_block_avx512_fixed<3, 3, 1>;
+      case 32:
+        return dw_block_avx512_fixed<3, 3, 2>;
+      case 51:
+        return dw_block_avx512_fixed<5, 5, 1>;
+      case 52:
+        return dw_block_avx512_fixed<5, 5, 2>;
+      default:
+        return dw_block_avx512_any;
+    }
+  }
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+    switch (key) {
+      case 31:
+        return dw_block_avx2_fixed<3, 3, 1>;
+      case 32:
+        return dw_block_avx2_fixed<3, 3, 2>;
+      case 51:
+        return dw_block_avx2_fixed<5, 5, 1>;
+      case 52:
+        return dw_block_avx2_fixed<5, 5, 2>;
+      default:
+        return dw_block_avx2_any;
+    }
+  }
+#else
+  (void)p;
+#endif
+  return dw_block_generic;
+}
+
+// The buffer of one tile: `rows` buffer rows (input rows iy0, iy0 + 1, ...)
+// of stride_w phases of `phase` floats; input column ix0 + q + stride_w * i
+// at phase q, index i; zero outside the input.
+struct DwGeometry {
+  int64_t tile;   // output columns per tile
+  int64_t phase;  // floats per phase
+  int64_t rows;   // buffer rows per block
+};
+
+// Buffer rows a block of `out_rows` output rows reads.
+int64_t dw_buffer_rows(const ops::Conv2dPlan& p, int64_t out_rows) {
+  return (out_rows - 1) * p.stride_h + (p.kh - 1) * p.dilation_h + 1;
+}
+int64_t dw_phase_floats(const ops::Conv2dPlan& p, int64_t tile) {
+  const int64_t span = (tile - 1) * p.stride_w + (p.kw - 1) * p.dilation_w + 1;  // input columns
+  return (span + p.stride_w - 1) / p.stride_w + kLanes;
+}
+
+// The widest tile whose buffer fits the stack buffer; tile 0 when not even
+// one vector of columns does (huge dilations): the direct loop then.
+DwGeometry dw_geometry(const ops::Conv2dPlan& p) {
+  DwGeometry g{0, 0, dw_buffer_rows(p, kRows)};
+  if (p.kh > kBufferFloats || p.kw > kMaxTaps || p.dilation_h > kBufferFloats ||
+      p.dilation_w > kBufferFloats || p.stride_h > kBufferFloats || p.stride_w > kLanes)
+    return g;
+  for (int64_t tile = std::min(p.ow, kMaxTile); tile >= 1; tile = tile > kLanes ? tile / 2 : 0) {
+    const int64_t phase = dw_phase_floats(p, tile);
+    if (g.rows * p.stride_w * phase <= kBufferFloats) return {tile, phase, g.rows};
+    if (tile <= kLanes) break;
+  }
+  return {0, 0, g.rows};
+}
+
+void dw_fill_row(const float* in, int64_t w, int64_t ix0, int64_t sw, int64_t phase, float* dst) {
+  for (int64_t q = 0; q < sw; ++q) {
+    float* out = dst + q * phase;
+    // Inside the input for i in [lo, hi): 0 <= ix0 + q + sw * i < w.
+    const int64_t first = ix0 + q;
+    int64_t lo = first >= 0 ? 0 : (-first + sw - 1) / sw;
+    int64_t hi = first >= w ? 0 : (w - 1 - first) / sw + 1;
+    lo = std::min(lo, phase);
+    hi = std::clamp(hi, lo, phase);
+    std::fill(out, out + lo, 0.0f);
+    const float* src = in + first;
+    if (sw == 1) {
+      std::memcpy(out + lo, src + lo, static_cast<size_t>(hi - lo) * sizeof(float));
+    } else if (sw == 2) {
+      for (int64_t i = lo; i < hi; ++i) out[i] = src[2 * i];
+    } else {
+      for (int64_t i = lo; i < hi; ++i) out[i] = src[sw * i];
+    }
+    std::fill(out + hi, out + phase, 0.0f);
+  }
+}
+
 struct DepthwiseJob {
+  const ops::Conv2dPlan* p;
+  const float *x, *w, *bias;
+  float* out;
+  DwKernel kernel;
+  DwGeometry g;
+  int64_t band;   // output rows per task (a multiple of kRows)
+  int64_t bands;  // tasks per plane
+};
+
+void depthwise_task(void* context, int64_t task) {
+  const DepthwiseJob& job = *static_cast<const DepthwiseJob*>(context);
+  const ops::Conv2dPlan& p = *job.p;
+  const int64_t plane = task / job.bands, band = task % job.bands;
+  const int64_t channel = plane % p.c;
+  const float* image = job.x + plane * p.h * p.w;
+  float* result = job.out + plane * p.oh * p.ow;
+  const int64_t oy_end = std::min(p.oh, (band + 1) * job.band);
+  alignas(64) float buf[kBufferFloats];
+  int64_t col_off[kMaxTaps];
+  const int64_t buf_row = p.stride_w * job.g.phase;
+  for (int64_t kx = 0; kx < p.kw; ++kx)
+    col_off[kx] = (kx * p.dilation_w % p.stride_w) * job.g.phase + kx * p.dilation_w / p.stride_w;
+  DwBlock b{
+      buf, buf_row, col_off, job.w + channel * p.kh * p.kw,      p.kh, p.kw, p.stride_h, p.dilation_h, 0,
+      0,   nullptr, p.ow,    job.bias ? job.bias[channel] : 0.0f};
+  for (int64_t ox0 = 0; ox0 < p.ow; ox0 += job.g.tile) {
+    b.width = std::min(job.g.tile, p.ow - ox0);
+    const int64_t ix0 = ox0 * p.stride_w - p.pad_left;
+    for (int64_t oy0 = band * job.band; oy0 < oy_end; oy0 += kRows) {
+      b.rows = std::min(kRows, oy_end - oy0);
+      const int64_t iy0 = oy0 * p.stride_h - p.pad_top;
+      for (int64_t t = 0; t < job.g.rows; ++t) {
+        float* dst = buf + t * buf_row;
+        const int64_t iy = iy0 + t;
+        if (iy < 0 || iy >= p.h)
+          std::fill(dst, dst + buf_row, 0.0f);
+        else
+          dw_fill_row(image + iy * p.w, p.w, ix0, p.stride_w, job.g.phase, dst);
+      }
+      b.out = result + oy0 * p.ow + ox0;
+      job.kernel(b);
+    }
+  }
+}
+
+// The direct loop, for windows too wide for the buffer: each output row adds
+// its taps in (ky, kx) order, skipping those in the padding; then the bias.
+struct DepthwiseDirect {
   const ops::Conv2dPlan* p;
   const float *x, *w, *bias;
   float* out;
 };
 
-void depthwise_plane(void* context, int64_t plane) {
-  const DepthwiseJob& job = *static_cast<const DepthwiseJob*>(context);
+void depthwise_direct_plane(void* context, int64_t plane) {
+  const DepthwiseDirect& job = *static_cast<const DepthwiseDirect*>(context);
   const ops::Conv2dPlan& p = *job.p;
   const int64_t channel = plane % p.c;
   const float* image = job.x + plane * p.h * p.w;
@@ -57,68 +381,273 @@ void depthwise_plane(void* context, int64_t plane) {
 
 Status depthwise_conv2d(const KernelContext& context, const Dispatch& d) {
   const ops::Conv2dPlan& p = plan_of<ops::Conv2dPlan>(d);
-  DepthwiseJob job{&p, input(d, 0), input(d, 1), p.has_bias ? input(d, 2) : nullptr, output(d, 0)};
-  const double taps = static_cast<double>(p.n * p.c) * static_cast<double>(p.oh * p.ow * p.kh * p.kw);
-  if (taps < 2e5) {
-    for (int64_t plane = 0; plane < p.n * p.c; ++plane) depthwise_plane(&job, plane);
+  const int64_t planes = p.n * p.c;
+  if (planes == 0 || p.oh == 0 || p.ow == 0) return ok_status();
+  const float* bias = p.has_bias ? input(d, 2) : nullptr;
+  const double taps = static_cast<double>(planes) * static_cast<double>(p.oh * p.ow * p.kh * p.kw);
+  ThreadPool* pool = pool_of(context);
+  const int threads = taps < 2e5 || pool == nullptr ? 1 : pool->size();
+  const DwGeometry g = dw_geometry(p);
+  if (g.tile == 0) {
+    DepthwiseDirect job{&p, input(d, 0), input(d, 1), bias, output(d, 0)};
+    if (threads == 1) {
+      for (int64_t plane = 0; plane < planes; ++plane) depthwise_direct_plane(&job, plane);
+    } else {
+      parallel_for(context, planes, depthwise_direct_plane, &job);
+    }
   } else {
-    parallel_for(context, p.n * p.c, depthwise_plane, &job);
+    // Bands of rows when there are too few planes to share (about 4 tasks per
+    // thread); the split never changes a result.
+    const int64_t blocks = (p.oh + kRows - 1) / kRows;
+    int64_t bands = 1;
+    if (threads > 1 && planes < 4 * threads) bands = std::min(blocks, (4 * threads + planes - 1) / planes);
+    const int64_t band_blocks = (blocks + bands - 1) / bands;
+    DepthwiseJob job{&p,   input(d, 0),         input(d, 1),
+                     bias, output(d, 0),        select_depthwise(p),
+                     g,    band_blocks * kRows, (blocks + band_blocks - 1) / band_blocks};
+    if (threads == 1) {
+      for (int64_t task = 0; task < planes * job.bands; ++task) depthwise_task(&job, task);
+    } else {
+      parallel_for(context, planes * job.bands, depthwise_task, &job);
+    }
   }
   return ok_status();
 }
 
-// resize: the source coordinate of each output row and column (ops::resize_source,
-// in double), then the nearest element or the blend of the two neighbours per
-// dim, in double.
-Status resize(const KernelContext&, const Dispatch& d) {
-  const ops::ResizePlan& p = plan_of<ops::ResizePlan>(d);
-  const float* x = input(d, 0);
-  float* out = output(d, 0);
-  for (int64_t plane = 0; plane < p.n * p.c; ++plane) {
-    const float* image = x + plane * p.h * p.w;
+namespace {
+
+// ---- resize -------------------------------------------------------------------
+
+constexpr int64_t kResizeChunk = 256;  // output columns whose taps are computed at once
+
+struct ResizeJob {
+  const ops::ResizePlan* p;
+  const float* x;
+  float* out;
+  int64_t planes_per_task;
+};
+
+// The nearest or the blend of the two neighbours per dim, as the definition
+// (ops::resize_*): the same doubles in the same order, so the same bits.
+void resize_task(void* context, int64_t task) {
+  const ResizeJob& job = *static_cast<const ResizeJob*>(context);
+  const ops::ResizePlan& p = *job.p;
+  const int64_t plane0 = task * job.planes_per_task;
+  const int64_t plane1 = std::min(p.n * p.c, plane0 + job.planes_per_task);
+  const int64_t plane_in = p.h * p.w, plane_out = p.oh * p.ow;
+  int64_t x0[kResizeChunk], x1[kResizeChunk];
+  double dx[kResizeChunk];
+  for (int64_t c0 = 0; c0 < p.ow; c0 += kResizeChunk) {
+    const int64_t cols = std::min(kResizeChunk, p.ow - c0);
+    for (int64_t j = 0; j < cols; ++j) {
+      const double sx = ops::resize_source(p.coordinate_mode, c0 + j, p.scale_w, p.w, p.ow);
+      if (p.mode == 0)
+        x0[j] = ops::resize_nearest(p.nearest_mode, sx, p.w);
+      else
+        ops::resize_linear_taps(sx, p.w, &x0[j], &x1[j], &dx[j]);
+    }
     for (int64_t oy = 0; oy < p.oh; ++oy) {
       const double sy = ops::resize_source(p.coordinate_mode, oy, p.scale_h, p.h, p.oh);
       if (p.mode == 0) {
-        const float* row = image + ops::resize_nearest(p.nearest_mode, sy, p.h) * p.w;
-        for (int64_t ox = 0; ox < p.ow; ++ox) {
-          const double sx = ops::resize_source(p.coordinate_mode, ox, p.scale_w, p.w, p.ow);
-          *out++ = row[ops::resize_nearest(p.nearest_mode, sx, p.w)];
+        const int64_t y = ops::resize_nearest(p.nearest_mode, sy, p.h);
+        for (int64_t plane = plane0; plane < plane1; ++plane) {
+          const float* __restrict row = job.x + plane * plane_in + y * p.w;
+          float* __restrict out = job.out + plane * plane_out + oy * p.ow + c0;
+          for (int64_t j = 0; j < cols; ++j) out[j] = row[x0[j]];
         }
         continue;
       }
       int64_t y0, y1;
       double dy;
       ops::resize_linear_taps(sy, p.h, &y0, &y1, &dy);
-      for (int64_t ox = 0; ox < p.ow; ++ox) {
-        const double sx = ops::resize_source(p.coordinate_mode, ox, p.scale_w, p.w, p.ow);
-        int64_t x0, x1;
-        double dx;
-        ops::resize_linear_taps(sx, p.w, &x0, &x1, &dx);
-        *out++ = static_cast<float>(ops::resize_blend(image[y0 * p.w + x0], image[y0 * p.w + x1],
-                                                      image[y1 * p.w + x0], image[y1 * p.w + x1], dy, dx));
+      for (int64_t plane = plane0; plane < plane1; ++plane) {
+        const float* __restrict r0 = job.x + plane * plane_in + y0 * p.w;
+        const float* __restrict r1 = job.x + plane * plane_in + y1 * p.w;
+        float* __restrict out = job.out + plane * plane_out + oy * p.ow + c0;
+        for (int64_t j = 0; j < cols; ++j)
+          out[j] =
+              static_cast<float>(ops::resize_blend(r0[x0[j]], r0[x1[j]], r1[x0[j]], r1[x1[j]], dy, dx[j]));
       }
     }
   }
+}
+
+// ---- conv_transpose -------------------------------------------------------------
+
+// The direct loop (no workspace, or one too small): each output element
+// gathers its taps (ops::conv_transpose_element).
+struct ConvTransposeDirect {
+  const ops::ConvTransposePlan* p;
+  const float *x, *w, *bias;
+  float* out;
+};
+
+void conv_transpose_direct_plane(void* context, int64_t plane) {
+  const ConvTransposeDirect& job = *static_cast<const ConvTransposeDirect*>(context);
+  const ops::ConvTransposePlan& p = *job.p;
+  const int64_t n = plane / p.k, k = plane % p.k;
+  const int64_t g = k / p.k_per_group, kk = k % p.k_per_group;
+  const float* image = job.x + n * p.c * p.h * p.w;
+  float* out = job.out + plane * p.oh * p.ow;
+  for (int64_t oy = 0; oy < p.oh; ++oy) {
+    for (int64_t ox = 0; ox < p.ow; ++ox)
+      out[ox] = ops::conv_transpose_element(p, image, job.w, g, kk, oy, ox);
+    // Row final here, after the bias: the place for a fused epilogue.
+    if (job.bias)
+      for (int64_t ox = 0; ox < p.ow; ++ox) out[ox] += job.bias[k];
+    out += p.ow;
+  }
+}
+
+// Input rows per band the workspace holds (ops' conv_transpose workspace
+// rule: the transposed weights of a group, then col for the band); 0 when it
+// holds less than the rows one output row reads: the direct loop then.
+int64_t conv_transpose_band_rows(const ops::ConvTransposePlan& p, uint64_t workspace_bytes) {
+  const double taps = static_cast<double>(p.k_per_group * p.kh * p.kw);
+  const double weights = taps * static_cast<double>(p.c_per_group) * sizeof(float);
+  const double row = taps * static_cast<double>(p.w) * sizeof(float);
+  const double bytes = static_cast<double>(workspace_bytes);
+  if (row <= 0.0 || bytes <= weights) return 0;
+  const int64_t rows =
+      static_cast<int64_t>(std::min(static_cast<double>(p.h), std::floor((bytes - weights) / row)));
+  const int64_t reach = std::min(p.h, (p.kh - 1) * p.dilation_h / p.stride_h + 1);
+  return rows >= reach ? rows : 0;
+}
+
+// One band of output rows [oy0, oy1) of one image and group, from col (the
+// GEMM over input rows [iy0, iy1)): task = output channel in the group x
+// chunk of rows.
+struct Col2im {
+  const ops::ConvTransposePlan* p;
+  const float* col;  // [k_per_group * kh * kw, (iy1 - iy0) * w]
+  int64_t iy0, iy1;
+  int64_t oy0, oy1;
+  int64_t chunk;      // output rows per task
+  int64_t chunks;     // tasks per channel
+  float* out;         // the group's first output channel
+  const float* bias;  // the group's first bias, or null
+};
+
+void col2im_task(void* context, int64_t task) {
+  const Col2im& job = *static_cast<const Col2im*>(context);
+  const ops::ConvTransposePlan& p = *job.p;
+  const int64_t kk = task / job.chunks;
+  const int64_t row_begin = job.oy0 + (task % job.chunks) * job.chunk;
+  const int64_t row_end = std::min(job.oy1, row_begin + job.chunk);
+  const int64_t ldc = (job.iy1 - job.iy0) * p.w;
+  for (int64_t oy = row_begin; oy < row_end; ++oy) {
+    float* __restrict row = job.out + (kk * p.oh + oy) * p.ow;
+    std::fill(row, row + p.ow, 0.0f);
+    for (int64_t ky = 0; ky < p.kh; ++ky) {
+      const int64_t ty = oy + p.pad_top - ky * p.dilation_h;
+      if (ty < 0) break;  // only smaller from here on
+      if (ty % p.stride_h != 0) continue;
+      const int64_t iy = ty / p.stride_h;
+      if (iy >= job.iy1) continue;
+      for (int64_t kx = 0; kx < p.kw; ++kx) {
+        const float* __restrict src = job.col + ((kk * p.kh + ky) * p.kw + kx) * ldc + (iy - job.iy0) * p.w;
+        // ox = ix * stride_w + shift for ix in [lo, hi) inside the output row.
+        const int64_t shift = kx * p.dilation_w - p.pad_left;
+        const int64_t lo = shift >= 0 ? 0 : (-shift + p.stride_w - 1) / p.stride_w;
+        const int64_t hi =
+            std::min(p.w, p.ow - shift <= 0 ? 0 : (p.ow - shift + p.stride_w - 1) / p.stride_w);
+        if (p.stride_w == 1) {
+          float* __restrict dst = row + shift;
+          for (int64_t ix = lo; ix < hi; ++ix) dst[ix] += src[ix];
+        } else if (p.stride_w == 2) {
+          for (int64_t ix = lo; ix < hi; ++ix) row[2 * ix + shift] += src[ix];
+        } else {
+          for (int64_t ix = lo; ix < hi; ++ix) row[ix * p.stride_w + shift] += src[ix];
+        }
+      }
+    }
+    // Row final here, after the bias: the place for a fused epilogue.
+    if (job.bias) {
+      const float b = job.bias[kk];
+      for (int64_t ox = 0; ox < p.ow; ++ox) row[ox] += b;
+    }
+  }
+}
+
+}  // namespace
+
+Status resize(const KernelContext& context, const Dispatch& d) {
+  const ops::ResizePlan& p = plan_of<ops::ResizePlan>(d);
+  const int64_t planes = p.n * p.c;
+  if (planes == 0 || p.oh == 0 || p.ow == 0) return ok_status();
+  // Tasks of at least 16K outputs (about 4 per thread at most).
+  ThreadPool* pool = pool_of(context);
+  const int64_t threads = pool ? pool->size() : 1;
+  const int64_t per_plane = p.oh * p.ow;
+  const int64_t by_work = std::max<int64_t>(
+      1, static_cast<int64_t>(static_cast<double>(planes) * static_cast<double>(per_plane) / 16384.0));
+  const int64_t tasks = std::min({planes, 4 * threads, by_work});
+  ResizeJob job{&p, input(d, 0), output(d, 0), (planes + tasks - 1) / tasks};
+  parallel_for(context, (planes + job.planes_per_task - 1) / job.planes_per_task, resize_task, &job);
   return ok_status();
 }
 
-// conv_transpose: each output element gathers its taps (ops::conv_transpose_element).
-Status conv_transpose(const KernelContext&, const Dispatch& d) {
+Status conv_transpose(const KernelContext& context, const Dispatch& d) {
   const ops::ConvTransposePlan& p = plan_of<ops::ConvTransposePlan>(d);
+  if (p.n == 0 || p.k == 0) return ok_status();
   const float* x = input(d, 0);
   const float* w = input(d, 1);
   const float* bias = p.has_bias ? input(d, 2) : nullptr;
   float* out = output(d, 0);
-  for (int64_t n = 0; n < p.n; ++n) {
-    const float* image = x + n * p.c * p.h * p.w;
-    for (int64_t k = 0; k < p.k; ++k) {
-      const int64_t g = k / p.k_per_group, kk = k % p.k_per_group;
-      const float b = bias ? bias[k] : 0.0f;
-      for (int64_t oy = 0; oy < p.oh; ++oy)
-        for (int64_t ox = 0; ox < p.ow; ++ox) {
-          const float v = ops::conv_transpose_element(p, image, w, g, kk, oy, ox);
-          *out++ = bias ? v + b : v;
+  ThreadPool* pool = pool_of(context);
+  const int64_t threads = pool ? pool->size() : 1;
+  const int64_t m = p.k_per_group * p.kh * p.kw;  // rows of col
+  const int64_t band_rows = d.workspace ? conv_transpose_band_rows(p, d.workspace_size) : 0;
+  if (band_rows == 0) {
+    ConvTransposeDirect job{&p, x, w, bias, out};
+    parallel_for(context, p.n * p.k, conv_transpose_direct_plane, &job);
+    return ok_status();
+  }
+  float* wt = static_cast<float*>(d.workspace);  // [m, c_per_group]: the group's weights transposed
+  float* col = wt + m * p.c_per_group;
+  for (int64_t g = 0; g < p.groups; ++g) {
+    const float* wg = w + g * p.c_per_group * m;  // [c_per_group, m]
+    for (int64_t ci = 0; ci < p.c_per_group; ++ci)
+      for (int64_t r = 0; r < m; ++r) wt[r * p.c_per_group + ci] = wg[ci * m + r];
+    for (int64_t n = 0; n < p.n; ++n) {
+      const float* image = x + (n * p.c + g * p.c_per_group) * p.h * p.w;
+      Col2im job{&p,
+                 col,
+                 0,
+                 0,
+                 0,
+                 0,
+                 1,
+                 1,
+                 out + (n * p.k + g * p.k_per_group) * p.oh * p.ow,
+                 bias ? bias + g * p.k_per_group : nullptr};
+      for (int64_t oy0 = 0; oy0 < p.oh;) {
+        // The input rows output rows [oy0, oy1) read: iy * stride_h in
+        // [oy0 + pad_top - (kh - 1) * dilation_h, oy1 - 1 + pad_top].
+        const int64_t reach = oy0 + p.pad_top - (p.kh - 1) * p.dilation_h;
+        const int64_t iy0 = reach <= 0 ? 0 : std::min(p.h, (reach + p.stride_h - 1) / p.stride_h);
+        const int64_t oy1 =
+            iy0 + band_rows >= p.h ? p.oh : std::min(p.oh, (iy0 + band_rows) * p.stride_h - p.pad_top);
+        const int64_t iy1 = std::min(p.h, (oy1 - 1 + p.pad_top) / p.stride_h + 1);
+        if (iy1 > iy0) {
+          GemmArgs args{
+              m,   (iy1 - iy0) * p.w, p.c_per_group, wt, p.c_per_group, image + iy0 * p.w, p.h * p.w,
+              col, (iy1 - iy0) * p.w};
+          gemm(context, args);
         }
+        job.iy0 = iy0;
+        job.iy1 = std::max(iy0, iy1);
+        job.oy0 = oy0;
+        job.oy1 = oy1;
+        // Tasks of at least 8K outputs, about 4 per thread.
+        const int64_t rows = oy1 - oy0;
+        const int64_t wanted = std::clamp<int64_t>(p.k_per_group * rows * p.ow / 8192, 1, 4 * threads);
+        const int64_t chunks = std::clamp<int64_t>((wanted + p.k_per_group - 1) / p.k_per_group, 1, rows);
+        job.chunk = (rows + chunks - 1) / chunks;
+        job.chunks = (rows + job.chunk - 1) / job.chunk;
+        parallel_for(context, p.k_per_group * job.chunks, col2im_task, &job);
+        oy0 = oy1;
+      }
     }
   }
   return ok_status();

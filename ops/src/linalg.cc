@@ -326,6 +326,25 @@ Result<std::vector<TensorType>> infer_conv_transpose(std::span<const TensorType>
   return one({DType::kF32, {x.dims[0], static_cast<int64_t>(k), out_hw[0], out_hw[1]}});
 }
 
+// The cpu kernel's scratch (hal/cpu/spatial.cc): the weights of one group
+// transposed, [k/groups * kh * kw, c/groups] floats, then its GEMM's result over
+// a band of input rows, [k/groups * kh * kw, rows * w]: all h rows when that
+// takes at most 1 MiB, else the rows that fit in 1 MiB but at least those one
+// output row reads. 0 (the kernel's direct loop) past 256 MiB.
+uint64_t workspace_conv_transpose(const PlanInput& op) {
+  const auto& x = op.inputs[0].dims;
+  const auto& w = op.inputs[1].dims;
+  const double taps = static_cast<double>(w[1]) * static_cast<double>(w[2]) * static_cast<double>(w[3]);
+  const double row = taps * static_cast<double>(x[3]) * sizeof(float);  // bytes per input row
+  const double h = static_cast<double>(x[2]);
+  if (row <= 0.0 || h <= 0.0) return 0;
+  const double reach = static_cast<double>((w[2] - 1) * op.params[kDilationH] / op.params[kStrideH] + 1);
+  const double fit = static_cast<double>(static_cast<int64_t>(1048576.0 / row));  // whole rows in 1 MiB
+  const double rows = std::max(std::min(h, reach), std::min(h, fit));
+  const double bytes = taps * static_cast<double>(x[1] / op.params[kGroups]) * sizeof(float) + row * rows;
+  return bytes > 268435456.0 ? 0 : static_cast<uint64_t>(bytes);
+}
+
 void plan_conv_transpose(const PlanInput& op, OpPlan& out) {
   ConvTransposePlan& p = out.start<ConvTransposePlan>();
   const auto& x = op.inputs[0].dims;
@@ -620,7 +639,7 @@ constexpr OpDef kDefs[] = {
      infer_pool<kAveragePool>, nullptr, plan_pool<kAveragePool>},
     {kResize, "resize", 1, 1, 1, 1, true, false, false, 0, lower_resize, infer_resize, nullptr, plan_resize},
     {kConvTranspose, "conv_transpose", 2, 3, 1, 1, true, false, false, 0, lower_conv_transpose,
-     infer_conv_transpose, nullptr, plan_conv_transpose},
+     infer_conv_transpose, workspace_conv_transpose, plan_conv_transpose},
 };
 
 }  // namespace

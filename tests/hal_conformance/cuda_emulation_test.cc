@@ -281,9 +281,13 @@ TEST_CASE("cuda kernels (host emulation) match the cpu kernels") {
 }
 
 // The cpu GEMM (matmul, conv2d) sums in K blocks with FMA where the machine
-// has it, the cuda kernels in one plain chain: those agree within rounding;
-// every other kernel bit for bit.
-bool sums_differently(OpId id) { return id == OpId::kMatmul || id == OpId::kConv2d; }
+// has it, the cuda kernels in one plain chain: those agree within rounding.
+// conv_transpose too: the cpu sums over input channels in its GEMM (FMA) and
+// then adds the taps, the cuda kernel sums (ci, ky, kx) in one chain
+// (ops::conv_transpose_element). Every other kernel agrees bit for bit.
+bool sums_differently(OpId id) {
+  return id == OpId::kMatmul || id == OpId::kConv2d || id == OpId::kConvTranspose;
+}
 
 TEST_CASE("cuda kernels (host emulation): the cuda-only cases match the cpu kernels bit for bit") {
   for (const auto& c : cuda_cases()) {
@@ -315,7 +319,7 @@ TEST_CASE("cuda kernels cover their work with any grid (grid-stride loops)") {
   }
 }
 
-TEST_CASE("cuda matmul, conv2d and conv_transpose agree with the cpu kernels (conv_transpose bit for bit)") {
+TEST_CASE("cuda matmul, conv2d and conv_transpose agree with the cpu kernels within rounding") {
   std::vector<KernelCase> cases = hexir::hal::conformance::kernel_cases();
   for (const KernelCase& c : cuda_cases()) cases.push_back(c);
   int checked = 0;
