@@ -30,6 +30,15 @@ if (only) for (const n of only)
 const help = run(path.join(TOOLS, 'hexir-run'), ['--help']);
 const canProfile = /--profile/.test(`${help.stdout}${help.stderr}`);
 
+// The commit the build was made from (its meson source folder), '+ uncommitted changes' when that
+// checkout has edits to tracked files.
+function buildCommit() {
+  let src = opts.root;
+  try { src = JSON.parse(fs.readFileSync(path.join(opts.build, 'meson-info', 'meson-info.json'), 'utf8')).directories.source; } catch {}
+  const dirty = run('git', ['-C', src, 'status', '--porcelain', '--untracked-files=no']).stdout?.trim();
+  return gitHead(src) + (dirty ? ' + uncommitted changes' : '');
+}
+
 const load = () => os.loadavg()[0].toFixed(2);
 const gflops = (flops, msv) => (flops && msv ? (flops / msv / 1e6).toFixed(1) : '—');
 const ortModelKb = (o) => (o?.max_rss_kb && o?.loaded_rss_kb ? o.max_rss_kb - o.loaded_rss_kb : null);
@@ -67,7 +76,7 @@ function environment(rows) {
   const base = rows.map((r) => r.ort?.baseline_rss_kb).filter((x) => x);
   const loaded = rows.map((r) => r.ort?.loaded_rss_kb).filter((x) => x);
   return `Measured ${new Date().toISOString().slice(0, 10)} on ${cpuName()} (${os.cpus().length} cores), Linux ${os.release()}; ` +
-    `hexir ${gitHead(opts.root)} (${path.basename(opts.build)}), onnxruntime-node ${ortVersion(ORT_DIR)} (CPU, all graph optimizations; ` +
+    `hexir ${buildCommit()} (${path.basename(opts.build)}), onnxruntime-node ${ortVersion(ORT_DIR)} (CPU, all graph optimizations; ` +
     `1t/2t: intraOpNumThreads, hexir-run --threads), node ${process.version}. Times are medians of ${ITERATIONS} runs, best of ${REPEATS}. ` +
     `ort's model peak RSS is the node process's peak minus its peak once onnxruntime was loaded` +
     (loaded.length ? ` (about ${mb(median(loaded))}; node alone ${mb(median(base))})` : '') +
