@@ -1,5 +1,5 @@
 // hexir-compile IN.hxir -o OUT.hxe [--plan=naive|arena|free-at-last-use] [--align N] [--data-checksum]
-//               [--schedule=source|memory] [--no-in-place]
+//               [--schedule=source|memory] [--no-in-place] [--no-fuse]
 //               [--compress=none|zstd[:LEVEL]] [--plan-budget-ms N] [--allow-external-files]
 //               [--max-constant-bytes N]
 // hexir-compile MODEL.onnx -o OUT.hxe [--input-shape NAME=AxBxC ...] [--bind NAME=VALUE ...]
@@ -28,7 +28,7 @@ namespace cli = hexir::cli;
 constexpr const char* kUsage =
     "usage: hexir-compile IN.hxir -o OUT.hxe [--plan=naive|arena|free-at-last-use] [--align N] "
     "[--data-checksum]\n"
-    "       [--schedule=source|memory] [--no-in-place]\n"
+    "       [--schedule=source|memory] [--no-in-place] [--no-fuse]\n"
     "       [--compress=none|zstd[:LEVEL]] [--plan-budget-ms N] [--allow-external-files]\n"
     "       [--max-constant-bytes N]\n"
     "       hexir-compile MODEL.onnx -o OUT.hxe [--input-shape NAME=AxBxC ...] [--bind NAME=VALUE ...]\n"
@@ -78,6 +78,8 @@ static int run(int argc, char** argv) {
       continue;
     if (args.flag("--no-in-place"))
       options.in_place = false;
+    else if (args.flag("--no-fuse"))
+      options.fuse_epilogues = false;
     else if (args.flag("--data-checksum"))
       options.data_checksum = true;
     else if (args.flag("--allow-external-files"))

@@ -1,6 +1,6 @@
 // hexir-run FILE.hxe [--device cpu] [--function main] [--input NAME=FILE.npy ...]
 //           [--output-dir DIR] [--iterations N] [--stats-json FILE] [--seed S]
-//           [--max-tensor-bytes N]
+//           [--max-tensor-bytes N] [--threads N] [--profile]
 // hexir-run --list-devices
 // Loads, prepares and runs one function; inputs not given are deterministic
 // random values. Results go to DIR/0.npy, DIR/1.npy, ...
@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "cli.h"
+#include "json.h"
 #include "hexir/base/npy.h"
 #include "hexir/vm.h"
 
@@ -37,6 +38,7 @@ struct Options {
   // read from .npy or read back): sizes come from an untrusted file.
   uint64_t max_tensor_bytes = kDefaultMaxNpyBytes;
   uint32_t threads = 0;  // cpu: per context, 0: the cores available
+  bool profile = false;
 };
 
 using Clock = std::chrono::steady_clock;
@@ -119,6 +121,80 @@ Result<std::vector<uint8_t>> random_tensor(const TensorType& type, uint64_t byte
   return data;
 }
 
+// --profile: per-instruction times (the VM's, summed over the profiled
+// invokes) as milliseconds per invoke, summed by operator.
+struct Profile {
+  struct Row {
+    std::string what;  // operator, or "#k op %result type" for one instruction
+    uint64_t count = 0;
+    double ms = 0;  // per invoke
+  };
+  std::vector<Row> operators;      // slowest first
+  std::vector<Row> instructions;   // slowest first, at most kSlowest
+  double total_ms = 0;             // per invoke, all instructions
+  static constexpr size_t kSlowest = 15;
+};
+
+Profile make_profile(const std::vector<vm::InstructionInfo>& info, std::span<const uint64_t> ns,
+                     uint64_t invokes) {
+  Profile p;
+  std::map<std::string, Profile::Row> by_op;
+  for (size_t k = 0; k < info.size() && k < ns.size(); ++k) {
+    const double ms = static_cast<double>(ns[k]) / 1e6 / static_cast<double>(invokes);
+    Profile::Row& op = by_op[info[k].op];
+    op.what = info[k].op;
+    ++op.count;
+    op.ms += ms;
+    p.total_ms += ms;
+    p.instructions.push_back({"#" + std::to_string(k) + " " + info[k].op + " %" + info[k].result + " " +
+                                  info[k].type.to_string(),
+                              1, ms});
+  }
+  for (auto& [name, row] : by_op) p.operators.push_back(row);
+  auto slowest = [](const Profile::Row& a, const Profile::Row& b) { return a.ms > b.ms; };
+  std::stable_sort(p.operators.begin(), p.operators.end(), slowest);
+  std::stable_sort(p.instructions.begin(), p.instructions.end(), slowest);
+  if (p.instructions.size() > Profile::kSlowest) p.instructions.resize(Profile::kSlowest);
+  return p;
+}
+
+void print_profile(const Profile& p, double median_ms) {
+  std::printf("profile: %.3f ms per invoke summed over instructions (each waited for; the unprofiled median "
+              "is %.3f ms)\n",
+              p.total_ms, median_ms);
+  std::printf("  %-24s %7s %12s %7s\n", "operator", "count", "ms/invoke", "share");
+  for (const Profile::Row& r : p.operators)
+    std::printf("  %-24s %7" PRIu64 " %12.4f %6.1f%%\n", r.what.c_str(), r.count, r.ms,
+                p.total_ms > 0 ? 100.0 * r.ms / p.total_ms : 0.0);
+  std::printf("  slowest instructions:\n");
+  for (const Profile::Row& r : p.instructions)
+    std::printf("  %12.4f ms %6.1f%%  %s\n", r.ms, p.total_ms > 0 ? 100.0 * r.ms / p.total_ms : 0.0,
+                r.what.c_str());
+}
+
+void write_profile(cli::JsonWriter& j, const Profile& p) {
+  j.begin_object("profile");
+  j.field("ms_per_invoke", p.total_ms, 4);
+  j.begin_array("operators");
+  for (const Profile::Row& r : p.operators) {
+    j.begin_object();
+    j.field("op", r.what);
+    j.field("count", r.count);
+    j.field("ms_per_invoke", r.ms, 4);
+    j.end_object();
+  }
+  j.end_array();
+  j.begin_array("slowest_instructions");
+  for (const Profile::Row& r : p.instructions) {
+    j.begin_object();
+    j.field("instruction", r.what);
+    j.field("ms_per_invoke", r.ms, 4);
+    j.end_object();
+  }
+  j.end_array();
+  j.end_object();
+}
+
 // Every device create_device could open here, or why CUDA is unavailable.
 int list_devices() {
   for (const hal::DeviceDescription& d : hal::list_devices())
@@ -129,16 +205,22 @@ int list_devices() {
 constexpr const char* kUsage =
     "usage: hexir-run FILE.hxe [--device cpu] [--function main] [--input NAME=FILE.npy ...]\n"
     "                 [--output-dir DIR] [--iterations N] [--stats-json FILE] [--seed S]\n"
-    "                 [--max-tensor-bytes N] [--threads N]\n"
+    "                 [--max-tensor-bytes N] [--threads N] [--profile]\n"
     "       hexir-run --list-devices\n"
     "  --max-tensor-bytes N  largest input or output held in host memory (default 4 GiB)\n"
     "  --threads N           cpu: threads per context, the calling one included (default: the cores "
-    "available)\n";
+    "available)\n"
+    "  --profile             after the timed iterations, as many again one instruction at a time:\n"
+    "                        time per operator and the slowest instructions (also in --stats-json)\n";
 
 // Fills `o`; an exit code when the tool stops here (--help, --list-devices, a usage error).
 std::optional<int> parse_args(cli::Args& args, Options& o) {
   while (args.next()) {
     if (args.flag("--list-devices")) return list_devices();
+    if (args.flag("--profile")) {
+      o.profile = true;
+      continue;
+    }
     if (args.value("--device", &o.device) || args.value("--function", &o.function) ||
         args.value("--output-dir", &o.output_dir) || args.value("--stats-json", &o.stats_json) ||
         args.number("--iterations", &o.iterations, uint64_t{1}) || args.number("--seed", &o.seed) ||
@@ -276,25 +358,35 @@ int run(int argc, char** argv) {
   // re-uploads of donated inputs between iterations are not counted.
   std::vector<double> times;
   uint64_t invoke_allocations = 0, invoke_uploads = 0;
-  for (uint64_t it = 0; it < o.iterations; ++it) {
-    if (it > 0) {
-      if (Status s = upload_inputs(true); !s.ok()) {
-        release_inputs();
-        return args.fail(s.message());
-      }
+  auto run_iterations = [&](bool first_uploaded) -> Status {
+    for (uint64_t it = 0; it < o.iterations; ++it) {
+      if (it > 0 || !first_uploaded) HEXIR_RETURN_IF_ERROR(upload_inputs(true));
+      const hal::DeviceCounters before = dev.counters();
+      const auto start = Clock::now();
+      Status status = context->invoke(function, input_refs);
+      times.push_back(ms_since(start));
+      const hal::DeviceCounters after = dev.counters();
+      invoke_allocations += after.allocations - before.allocations;
+      invoke_uploads += after.uploads - before.uploads;
+      HEXIR_RETURN_IF_ERROR(status);
     }
-    const hal::DeviceCounters before = dev.counters();
-    const auto start = Clock::now();
-    Status status = context->invoke(function, input_refs);
-    times.push_back(ms_since(start));
-    const hal::DeviceCounters after = dev.counters();
-    invoke_allocations += after.allocations - before.allocations;
-    invoke_uploads += after.uploads - before.uploads;
-    if (!status.ok()) {
+    return ok_status();
+  };
+  if (Status s = run_iterations(true); !s.ok()) {
+    release_inputs();
+    return args.fail(s.message());
+  }
+  const std::vector<double> unprofiled_times = times;
+  // --profile: the same number of invokes again, one instruction at a time.
+  if (o.profile) {
+    Status s = context->set_profiling(true);
+    if (s.ok()) s = run_iterations(false);
+    if (!s.ok()) {
       release_inputs();
-      return args.fail(status.message());
+      return args.fail(s.message());
     }
   }
+  times = unprofiled_times;
   std::vector<double> sorted = times;
   std::sort(sorted.begin(), sorted.end());
   const double median = sorted.size() % 2 ? sorted[sorted.size() / 2]
@@ -342,6 +434,11 @@ int run(int argc, char** argv) {
                     : (" -> " + (std::filesystem::path(o.output_dir) / (std::to_string(j) + ".npy")).string())
                           .c_str());
 
+  const Profile profile = o.profile ? make_profile(module->instructions(function),
+                                                  context->instruction_nanoseconds(function), o.iterations)
+                                    : Profile{};
+  if (o.profile) print_profile(profile, median);
+
   if (!o.stats_json.empty()) {
     const vm::PhaseStats& prepare = program->prepare_stats();
     const uint64_t prepare_allocations =
@@ -373,6 +470,7 @@ int run(int argc, char** argv) {
     j.field("peak_live_bytes", invoke.peak_live_bytes);
     j.field("ms_median", median, 4);
     j.end_object();
+    if (o.profile) write_profile(j, profile);
     j.end_object();
     const std::string text = j.text() + "\n";
     if (Status s = cli::write_file(o.stats_json, text); !s.ok()) return args.fail(s.message());

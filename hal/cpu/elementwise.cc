@@ -106,38 +106,24 @@ struct LessOp { template <typename T> static uint8_t apply(T a, T b) { return a 
 struct GreaterOp { template <typename T> static uint8_t apply(T a, T b) { return a > b; } };
 struct MinimumOp { static float apply(float a, float b) { return (a < b || std::isnan(a)) ? a : b; } };
 
-struct ReluOp { static float apply(float x) { return x > 0.0f ? x : (std::isnan(x) ? x : 0.0f); } };
-struct GeluErfOp {
-  static float apply(float x) { return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752f)); }
-};
-struct GeluTanhOp {
-  static float apply(float x) {
-    constexpr float kSqrt2OverPi = 0.79788456080286536f;
-    return 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * (x + 0.044715f * x * x * x)));
-  }
-};
-struct SigmoidOp { static float apply(float x) { return 1.0f / (1.0f + std::exp(-x)); } };
-struct SiluOp { static float apply(float x) { return x / (1.0f + std::exp(-x)); } };
-struct TanhOp { static float apply(float x) { return std::tanh(x); } };
+// The activations are defined once in ops/plans.h, shared with the fused
+// epilogues of conv2d and matmul (bit-identical results) and the CUDA kernels.
+struct ReluOp { static float apply(float x) { return ops::relu_of(x); } };
+struct GeluErfOp { static float apply(float x) { return ops::gelu_erf_of(x); } };
+struct GeluTanhOp { static float apply(float x) { return ops::gelu_tanh_of(x); } };
+struct SigmoidOp { static float apply(float x) { return ops::sigmoid_of(x); } };
+struct SiluOp { static float apply(float x) { return ops::silu_of(x); } };
+struct TanhOp { static float apply(float x) { return tanhf(x); } };
 struct ExpOp { static float apply(float x) { return std::exp(x); } };
 struct SqrtOp { static float apply(float x) { return std::sqrt(x); } };
 struct RsqrtOp { static float apply(float x) { return 1.0f / std::sqrt(x); } };
 struct NegOp { static float apply(float x) { return -x; } };
-// The comparisons are written so that a NaN operand falls through to NaN.
-struct LeakyReluOp { static float apply(float x, float alpha, float) { return x < 0.0f ? alpha * x : x; } };
-// numpy.clip: minimum(maximum(x, lo), hi); lo > hi gives hi.
-struct ClipOp {
-  static float apply(float x, float lo, float hi) {
-    const float v = x < lo ? lo : x;
-    return v > hi ? hi : v;
-  }
-};
-inline float clamp01(float v) { return v < 0.0f ? 0.0f : (v > 1.0f ? 1.0f : v); }
+struct LeakyReluOp { static float apply(float x, float alpha, float) { return ops::leaky_relu_of(x, alpha); } };
+struct ClipOp { static float apply(float x, float lo, float hi) { return ops::clip_of(x, lo, hi); } };
 struct HardSigmoidOp {
-  static float apply(float x, float alpha, float beta) { return clamp01(alpha * x + beta); }
+  static float apply(float x, float alpha, float beta) { return ops::hard_sigmoid_of(x, alpha, beta); }
 };
-// ONNX: x * hard_sigmoid(x, alpha = 1/6, beta = 1/2) (so -inf gives NaN, as there).
-struct HardSwishOp { static float apply(float x) { return x * clamp01(x * (1.0f / 6.0f) + 0.5f); } };
+struct HardSwishOp { static float apply(float x) { return ops::hard_swish_of(x); } };
 struct ErfOp { static float apply(float x) { return std::erf(x); } };
 struct LogOp { static float apply(float x) { return std::log(x); } };
 struct AbsOp { static float apply(float x) { return std::fabs(x); } };

@@ -208,9 +208,48 @@ void gemm_task(void* context, int64_t task) {
       float* row = g.c + i * g.ldc;
       for (int64_t j = j_begin; j < j_end; ++j) row[j] += b;
     }
+  if (g.col_bias)
+    for (int64_t i = i0; i < i1; ++i) {
+      float* row = g.c + i * g.ldc;
+      for (int64_t j = j_begin; j < j_end; ++j) row[j] += g.col_bias[j];
+    }
+  // The epilogue on the task's own tile, while it is still in cache.
+  if (g.epilogue) apply_epilogue(*g.epilogue, g.c + i0 * g.ldc + j_begin, g.ldc, i1 - i0, j_end - j_begin);
+}
+
+template <typename Map>
+void map_block(float* c, int64_t ld, int64_t rows, int64_t cols, Map map) {
+  for (int64_t i = 0; i < rows; ++i) {
+    float* row = c + i * ld;
+    for (int64_t j = 0; j < cols; ++j) row[j] = map(row[j]);
+  }
 }
 
 }  // namespace
+
+// One loop per activation (the switch stays outside the element loop).
+void apply_epilogue(const ops::Epilogue& e, float* c, int64_t ld, int64_t rows, int64_t cols) {
+  using ops::Activation;
+  const float a = e.a, b = e.b;
+  switch (static_cast<Activation>(e.activation)) {
+    case Activation::kNone: return;
+    case Activation::kRelu: return map_block(c, ld, rows, cols, [](float x) { return ops::relu_of(x); });
+    case Activation::kGeluErf: return map_block(c, ld, rows, cols, [](float x) { return ops::gelu_erf_of(x); });
+    case Activation::kGeluTanh:
+      return map_block(c, ld, rows, cols, [](float x) { return ops::gelu_tanh_of(x); });
+    case Activation::kSilu: return map_block(c, ld, rows, cols, [](float x) { return ops::silu_of(x); });
+    case Activation::kSigmoid: return map_block(c, ld, rows, cols, [](float x) { return ops::sigmoid_of(x); });
+    case Activation::kTanh: return map_block(c, ld, rows, cols, [](float x) { return tanhf(x); });
+    case Activation::kLeakyRelu:
+      return map_block(c, ld, rows, cols, [a](float x) { return ops::leaky_relu_of(x, a); });
+    case Activation::kClip: return map_block(c, ld, rows, cols, [a, b](float x) { return ops::clip_of(x, a, b); });
+    case Activation::kHardSigmoid:
+      return map_block(c, ld, rows, cols, [a, b](float x) { return ops::hard_sigmoid_of(x, a, b); });
+    case Activation::kHardSwish:
+      return map_block(c, ld, rows, cols, [](float x) { return ops::hard_swish_of(x); });
+    case Activation::kCount: return;
+  }
+}
 
 void gemm(const KernelContext& context, const GemmArgs& args) {
   if (args.m <= 0 || args.n <= 0) return;

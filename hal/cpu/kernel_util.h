@@ -62,8 +62,12 @@ struct GemmArgs {
   const float* row_bias = nullptr;  // optional
   PackB pack_b = nullptr;
   const void* pack_context = nullptr;
+  const float* col_bias = nullptr;             // optional: + col_bias[j] on column j
+  const ops::Epilogue* epilogue = nullptr;     // optional: the fused activation, after the biases
 };
 void gemm(const KernelContext& context, const GemmArgs& args);
+// A fused epilogue's activation over a rows x cols block with leading dimension ld (in place).
+void apply_epilogue(const ops::Epilogue& e, float* c, int64_t ld, int64_t rows, int64_t cols);
 // Contiguous operands, no bias, on the calling thread.
 void gemm(int64_t M, int64_t N, int64_t K, const float* A, const float* B, float* C);
 

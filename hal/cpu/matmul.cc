@@ -15,6 +15,8 @@ Status matmul(const KernelContext& context, const Dispatch& d) {
   const float* pa = input(d, 0);
   const float* pb = input(d, 1);
   float* pc = output(d, 0);
+  const float* bias = p.has_bias ? input(d, 2) : nullptr;
+  const ops::Epilogue* epilogue = p.epilogue.activation != 0 ? &p.epilogue : nullptr;
   int64_t index[kMaxRank] = {};
   for (int64_t batch = 0; batch < p.batch_count; ++batch) {
     int64_t a_offset = 0, b_offset = 0;
@@ -22,7 +24,10 @@ Status matmul(const KernelContext& context, const Dispatch& d) {
       a_offset += index[i] * p.a_stride[i];
       b_offset += index[i] * p.b_stride[i];
     }
-    gemm(context, {p.m, p.n, p.k, pa + a_offset, p.k, pb + b_offset, p.n, pc + batch * p.m * p.n, p.n, nullptr});
+    GemmArgs args{p.m, p.n, p.k, pa + a_offset, p.k, pb + b_offset, p.n, pc + batch * p.m * p.n, p.n};
+    args.col_bias = bias;
+    args.epilogue = epilogue;
+    gemm(context, args);
     next_index(index, p.batch_dims, p.batch_rank);
   }
   return ok_status();
@@ -73,10 +78,12 @@ void pack_patches(const void* context, int64_t k0, int64_t kc, int64_t j0, int64
 }  // namespace
 
 // Per image and group: out[k_g, oh*ow] = W[k_g, c_g*kh*kw] x col[c_g*kh*kw, oh*ow],
-// then the bias. Each output sums its products in (c, ky, kx) order.
+// then the bias and the fused activation. Each output sums its products in
+// (c, ky, kx) order.
 Status conv2d(const KernelContext& context, const Dispatch& d) {
   const ops::Conv2dPlan& p = plan_of<ops::Conv2dPlan>(d);
   if (ops::conv2d_is_depthwise(p)) return depthwise_conv2d(context, d);
+  const ops::Epilogue* epilogue = p.epilogue.activation != 0 ? &p.epilogue : nullptr;
   const float* x = input(d, 0);
   const float* w = input(d, 1);
   const float* bias = p.has_bias ? input(d, 2) : nullptr;
@@ -90,6 +97,7 @@ Status conv2d(const KernelContext& context, const Dispatch& d) {
       GemmArgs args{p.k_per_group, spatial, patch, w + g * p.k_per_group * patch, patch,
                     image,  // 1x1, stride 1, no padding: the image is the patch matrix
                     spatial, result, spatial, bias ? bias + g * p.k_per_group : nullptr};
+      args.epilogue = epilogue;
       const PatchSource source{&p, image};
       if (!ops::conv2d_is_plain_gemm(p)) {
         args.pack_b = pack_patches;

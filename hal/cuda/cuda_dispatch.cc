@@ -134,6 +134,7 @@ Status matmul(const Dispatch& d, Launcher& launcher) {
   p.c = out(d, 0);
   p.plan = plan_of<ops::MatmulPlan>(d);
   const ops::MatmulPlan& q = p.plan;
+  p.bias = q.has_bias ? in(d, 2) : nullptr;
   if (q.batch_count == 0 || q.m == 0 || q.n == 0) return ok_status();
   const bool fits_int = q.m <= INT_MAX && q.n <= INT_MAX && q.k <= INT_MAX && q.batch_count <= INT_MAX;
   if (launcher.has_gemm() && q.k > 0 && fits_int && q.a_uniform && q.b_uniform) {
@@ -148,7 +149,9 @@ Status matmul(const Dispatch& d, Launcher& launcher) {
     g.stride_a = q.a_batch_stride;
     g.stride_b = q.b_batch_stride;
     g.stride_c = q.m * q.n;
-    return launcher.gemm(g);
+    HEXIR_RETURN_IF_ERROR(launcher.gemm(g));
+    if (!q.has_bias && q.epilogue.activation == 0) return ok_status();
+    return launcher.launch(Kernel::kMatmulEpilogue, linear_config(q.batch_count * q.m * q.n), &p);
   }
   constexpr int64_t T = kMatmulTile;
   LaunchConfig c;  // the kernel loops over whatever the grid does not cover

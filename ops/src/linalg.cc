@@ -2,7 +2,9 @@
 // resize (NCHW).
 #include <algorithm>
 #include <bit>
+#include <cmath>
 #include <initializer_list>
+#include <limits>
 #include <optional>
 
 #include "util.h"
@@ -12,9 +14,115 @@ namespace {
 
 using enum OpId;
 
+
+// ---- fused epilogues (conv2d, matmul) ---------------------------------------------
+
+// One row per Activation (plans.h), in its order: the unary operator it
+// applies, its `variant` parameter (gelu's), its float parameter count, the
+// .hxir name, and whether its floats may be infinite (clip's bounds).
+struct ActivationInfo {
+  Activation activation;
+  OpId op;
+  int64_t variant;  // -1: the operator has no variant word
+  int floats;
+  const char* name;
+  bool infinite_ok;
+};
+constexpr ActivationInfo kActivations[] = {
+    {Activation::kRelu, kRelu, -1, 0, "relu", false},
+    {Activation::kGeluErf, kGelu, 0, 0, "gelu", false},
+    {Activation::kGeluTanh, kGelu, 1, 0, "gelu_tanh", false},
+    {Activation::kSilu, kSilu, -1, 0, "silu", false},
+    {Activation::kSigmoid, kSigmoid, -1, 0, "sigmoid", false},
+    {Activation::kTanh, kTanh, -1, 0, "tanh", false},
+    {Activation::kLeakyRelu, kLeakyRelu, -1, 1, "leaky_relu", false},
+    {Activation::kClip, kClip, -1, 2, "clip", true},
+    {Activation::kHardSigmoid, kHardSigmoid, -1, 2, "hard_sigmoid", false},
+    {Activation::kHardSwish, kHardSwish, -1, 0, "hard_swish", false},
+};
+constexpr size_t kEpilogueWords = 3;
+
+const ActivationInfo* activation_info(int64_t word) {
+  for (const ActivationInfo& a : kActivations)
+    if (static_cast<int64_t>(a.activation) == word) return &a;
+  return nullptr;
+}
+
+// activation = "name", activation_alpha, activation_beta: the three words, or none.
+Result<std::vector<int64_t>> lower_epilogue(OpId id, const AttrMap& attrs) {
+  const AttrValue* v = find_attr(attrs, "activation");
+  if (!v) {
+    if (find_attr(attrs, "activation_alpha") || find_attr(attrs, "activation_beta"))
+      return invalid_argument(prefix(id) + "activation_alpha and activation_beta need an 'activation'");
+    return std::vector<int64_t>{};
+  }
+  const auto* name = std::get_if<std::string>(&v->value);
+  const ActivationInfo* info = nullptr;
+  for (const ActivationInfo& a : kActivations)
+    if (name && *name == a.name) info = &a;
+  if (!info) {
+    std::string names;
+    for (const ActivationInfo& a : kActivations) names += std::string(names.empty() ? "" : ", ") + a.name;
+    return invalid_argument(prefix(id) + "attribute 'activation' must be one of " + names);
+  }
+  // The operator's own defaults (leaky_relu 0.01, clip unbounded, hard_sigmoid 0.2, 0.5).
+  const double inf = std::numeric_limits<double>::infinity();
+  double defaults[2] = {0.0, 0.0};
+  if (info->activation == Activation::kLeakyRelu) defaults[0] = 0.01;
+  if (info->activation == Activation::kClip) defaults[0] = -inf, defaults[1] = inf;
+  if (info->activation == Activation::kHardSigmoid) defaults[0] = 0.2, defaults[1] = 0.5;
+  std::vector<int64_t> words{static_cast<int64_t>(info->activation), 0, 0};
+  const char* names[2] = {"activation_alpha", "activation_beta"};
+  for (int i = 0; i < 2; ++i) {
+    if (i >= info->floats) {
+      if (find_attr(attrs, names[i]))
+        return invalid_argument(prefix(id) + "activation '" + info->name + "' takes no '" + names[i] + "'");
+      continue;
+    }
+    HEXIR_ASSIGN_OR_RETURN(double value, float_attr(id, attrs, names[i], defaults[i]));
+    if (std::isnan(value) || (!info->infinite_ok && std::isinf(value)))
+      return invalid_argument(prefix(id) + "attribute '" + names[i] + "' must be a " +
+                              (info->infinite_ok ? "number, not NaN" : "finite number"));
+    words[1 + static_cast<size_t>(i)] = float_word(value);
+  }
+  return words;
+}
+
+// Validates the epilogue words of a conv2d or matmul (untrusted files).
+Status check_epilogue(OpId id, std::span<const int64_t> words) {
+  const ActivationInfo* info = activation_info(words[0]);
+  if (!info)
+    return invalid_argument(prefix(id) + "epilogue activation " + std::to_string(words[0]) + " is unknown");
+  for (int i = 0; i < 2; ++i) {
+    const int64_t word = words[1 + static_cast<size_t>(i)];
+    if (i >= info->floats) {
+      if (word != 0)
+        return invalid_argument(prefix(id) + "epilogue activation '" + info->name + "' takes " +
+                                std::to_string(info->floats) + " parameters; parameter " +
+                                std::to_string(i) + " must be 0");
+      continue;
+    }
+    const double v = float_param(word);
+    if (std::isnan(v) || (!info->infinite_ok && std::isinf(v)))
+      return invalid_argument(prefix(id) + "epilogue parameter " + std::to_string(v) + " must be " +
+                              (info->infinite_ok ? "a number, not NaN" : "finite"));
+  }
+  return ok_status();
+}
+
+Epilogue plan_epilogue(std::span<const int64_t> params, size_t offset) {
+  Epilogue e{};
+  if (params.size() < offset + kEpilogueWords) return e;
+  e.activation = static_cast<int32_t>(params[offset]);
+  e.a = static_cast<float>(float_param(params[offset + 1]));
+  e.b = static_cast<float>(float_param(params[offset + 2]));
+  return e;
+}
+
 Result<std::vector<int64_t>> lower_matmul(std::span<const TensorType>, const AttrMap& attrs,
                                           std::span<const TensorType>) {
-  return no_attributes(kMatmul, attrs);
+  HEXIR_RETURN_IF_ERROR(check_attr_names(kMatmul, attrs, {"activation", "activation_alpha", "activation_beta"}));
+  return lower_epilogue(kMatmul, attrs);
 }
 
 // The operands as matrices: 1-D operands promoted ([K] on the left is [1,K],
@@ -28,9 +136,17 @@ void promoted(std::span<const TensorType> in, std::vector<int64_t>& a, std::vect
 
 Result<std::vector<TensorType>> infer_matmul(std::span<const TensorType> in,
                                              std::span<const int64_t> params) {
-  HEXIR_RETURN_IF_ERROR(check_param_count(kMatmul, params, 0));
+  if (!params.empty()) {
+    HEXIR_RETURN_IF_ERROR(check_param_count(kMatmul, params, kEpilogueWords));
+    HEXIR_RETURN_IF_ERROR(check_epilogue(kMatmul, params));
+  }
   if (in[0].dims.empty() || in[1].dims.empty())
     return invalid_argument(prefix(kMatmul) + "operands must have rank >= 1");
+  // The bias runs along the columns of b: b must have them.
+  if (in.size() == 3 && (in[1].rank() < 2 || in[2].rank() != 1 || in[2].dims[0] != in[1].dims.back()))
+    return invalid_argument(prefix(kMatmul) + "bias " + in[2].to_string() + " is not [" +
+                            std::to_string(in[1].dims.back()) + "] for b " + in[1].to_string() +
+                            " (b needs rank >= 2)");
   std::vector<int64_t> a, b;
   promoted(in, a, b);
   if (a.back() != b[b.size() - 2])
@@ -78,6 +194,8 @@ void plan_matmul(const PlanInput& op, OpPlan& out) {
   p.b_uniform = b_full || b_repeated;
   p.a_batch_stride = a_full ? p.m * p.k : 0;
   p.b_batch_stride = b_full ? p.k * p.n : 0;
+  p.has_bias = op.inputs.size() == 3;
+  p.epilogue = plan_epilogue(op.params, 0);
 }
 
 // ---- conv2d -----------------------------------------------------------------
@@ -112,7 +230,9 @@ Result<std::vector<int64_t>> pair_attr(OpId id, const AttrMap& attrs, const char
 
 Result<std::vector<int64_t>> lower_conv2d(std::span<const TensorType>, const AttrMap& attrs,
                                           std::span<const TensorType>) {
-  HEXIR_RETURN_IF_ERROR(check_attr_names(kConv2d, attrs, {"strides", "pads", "dilations", "groups"}));
+  HEXIR_RETURN_IF_ERROR(check_attr_names(
+      kConv2d, attrs,
+      {"strides", "pads", "dilations", "groups", "activation", "activation_alpha", "activation_beta"}));
   auto pair = [&](const char* name, int64_t fallback) { return pair_attr(kConv2d, attrs, name, fallback); };
   HEXIR_ASSIGN_OR_RETURN(std::vector<int64_t> strides, pair("strides", 1));
   HEXIR_ASSIGN_OR_RETURN(std::vector<int64_t> dilations, pair("dilations", 1));
@@ -128,12 +248,18 @@ Result<std::vector<int64_t>> lower_conv2d(std::span<const TensorType>, const Att
     return invalid_argument(prefix(kConv2d) + "attribute 'pads' takes 1, 2 or 4 values, got " +
                             std::to_string(pads.size()));
   HEXIR_ASSIGN_OR_RETURN(int64_t groups, int_attr(kConv2d, attrs, "groups", 1));
-  return std::vector<int64_t>{strides[0], strides[1],   pads[0],      pads[1], pads[2],
-                              pads[3],    dilations[0], dilations[1], groups};
+  HEXIR_ASSIGN_OR_RETURN(std::vector<int64_t> epilogue, lower_epilogue(kConv2d, attrs));
+  std::vector<int64_t> words{strides[0], strides[1],   pads[0],      pads[1], pads[2],
+                             pads[3],    dilations[0], dilations[1], groups};
+  words.insert(words.end(), epilogue.begin(), epilogue.end());
+  return words;
 }
 
 Result<std::vector<TensorType>> infer_conv2d(std::span<const TensorType> in, std::span<const int64_t> p) {
-  HEXIR_RETURN_IF_ERROR(check_param_count(kConv2d, p, kConvParamCount));
+  if (p.size() != kConvParamCount + kEpilogueWords)
+    HEXIR_RETURN_IF_ERROR(check_param_count(kConv2d, p, kConvParamCount));
+  else
+    HEXIR_RETURN_IF_ERROR(check_epilogue(kConv2d, p.subspan(kConvParamCount)));
   const TensorType& x = in[0];
   const TensorType& w = in[1];
   if (x.rank() != 4)
@@ -195,8 +321,8 @@ void fill_conv2d(const PlanInput& op, Conv2dPlan& p) {
   p.c_per_group = p.c / p.groups;
   p.k_per_group = p.k / p.groups;
   p.has_bias = op.inputs.size() == 3;
+  p.epilogue = plan_epilogue(op.params, kConvParamCount);
 }
-
 
 void plan_conv2d(const PlanInput& op, OpPlan& out) { fill_conv2d(op, out.start<Conv2dPlan>()); }
 
@@ -630,7 +756,7 @@ void plan_resize(const PlanInput& op, OpPlan& out) {
 }
 
 constexpr OpDef kDefs[] = {
-    {kMatmul, "matmul", 2, 2, 1, 1, true, false, false, 0, lower_matmul, infer_matmul, nullptr, plan_matmul},
+    {kMatmul, "matmul", 2, 3, 1, 1, true, false, false, 0, lower_matmul, infer_matmul, nullptr, plan_matmul},
     {kConv2d, "conv2d", 2, 3, 1, 1, true, false, false, 0, lower_conv2d, infer_conv2d, nullptr,
      plan_conv2d},
     {kMaxPool, "max_pool", 1, 1, 1, 1, true, false, false, 0, lower_pool<kMaxPool>, infer_pool<kMaxPool>,
@@ -647,3 +773,40 @@ constexpr OpDef kDefs[] = {
 std::span<const OpDef> linalg_ops() { return kDefs; }
 
 }  // namespace hexir::ops::internal
+
+namespace hexir::ops {
+
+std::optional<std::vector<int64_t>> epilogue_words(OpId op, std::span<const int64_t> params) {
+  using namespace internal;
+  for (const ActivationInfo& a : kActivations) {
+    if (a.op != op) continue;
+    if (a.variant >= 0 && (params.size() != 1 || params[0] != a.variant)) continue;
+    if (a.variant < 0 && params.size() != static_cast<size_t>(a.floats)) return std::nullopt;
+    std::vector<int64_t> words{static_cast<int64_t>(a.activation), 0, 0};
+    for (int i = 0; i < a.floats; ++i) words[1 + static_cast<size_t>(i)] = params[static_cast<size_t>(i)];
+    if (!check_epilogue(op, words).ok()) return std::nullopt;
+    return words;
+  }
+  return std::nullopt;
+}
+
+std::optional<std::pair<OpId, std::vector<int64_t>>> epilogue_op(std::span<const int64_t> words) {
+  using namespace internal;
+  if (words.size() != kEpilogueWords) return std::nullopt;
+  const ActivationInfo* a = activation_info(words[0]);
+  if (!a) return std::nullopt;
+  std::vector<int64_t> params;
+  if (a->variant >= 0) params.push_back(a->variant);
+  for (int i = 0; i < a->floats; ++i) params.push_back(words[1 + static_cast<size_t>(i)]);
+  return std::make_pair(a->op, std::move(params));
+}
+
+const char* activation_name(int64_t activation, int* floats) {
+  const internal::ActivationInfo* a = internal::activation_info(activation);
+  if (floats) *floats = a ? a->floats : 0;
+  return a ? a->name : nullptr;
+}
+
+size_t epilogue_offset(OpId op) { return op == OpId::kConv2d ? internal::kConvParamCount : 0; }
+
+}  // namespace hexir::ops

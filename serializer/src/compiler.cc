@@ -5,11 +5,13 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "hexir/base/file_io.h"
 #include "constant_data.h"
 #include "parser.h"
+#include "fusion.h"
 #include "passes.h"
 #include "pipeline.h"
 #include "writer.h"
@@ -113,14 +115,27 @@ Result<std::string> read_text(const std::filesystem::path& path) {
 
 }  // namespace
 
-Result<std::vector<uint8_t>> compile_module(const Module& module, const CompileOptions& options,
+// The graph the passes plan: the front end's, or a copy with the rewrites of
+// fusion.h applied (constants are cheap to copy: large ones are file ranges).
+static const Module& rewritten(const Module& module, const CompileOptions& options, std::optional<Module>& storage) {
+  if (!options.fuse_epilogues) return module;
+  storage = module;
+  fuse_epilogues(*storage);
+  return *storage;
+}
+
+Result<std::vector<uint8_t>> compile_module(const Module& source, const CompileOptions& options,
                                             std::string_view display_name) {
+  std::optional<Module> storage;
+  const Module& module = rewritten(source, options, storage);
   HEXIR_ASSIGN_OR_RETURN(ModulePlan plan, plan_module(module, options, display_name));
   return write_module(module, plan, write_options_for(options, plan));
 }
 
-Result<CompiledFile> compile_module_to(const Module& module, const std::filesystem::path& out,
+Result<CompiledFile> compile_module_to(const Module& source, const std::filesystem::path& out,
                                        const CompileOptions& options, std::string_view display_name) {
+  std::optional<Module> storage;
+  const Module& module = rewritten(source, options, storage);
   HEXIR_ASSIGN_OR_RETURN(ModulePlan plan, plan_module(module, options, display_name));
   HEXIR_ASSIGN_OR_RETURN(std::unique_ptr<FileSink> sink, FileSink::create(out));
   CompiledFile compiled;

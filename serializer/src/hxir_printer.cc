@@ -214,7 +214,19 @@ ops::AttrMap attributes_of(const Function& fn, const Node& node) {
       attrs["pads"] = ints({at(2), at(3), at(4), at(5)});
       attrs["dilations"] = ints({at(6), at(7)});
       attrs["groups"] = ops::AttrValue{at(8)};
+      [[fallthrough]];
+    case OpId::kMatmul: {
+      // A fused epilogue: [activation, alpha, beta] after the operator's own words.
+      const size_t e = ops::epilogue_offset(node.op);
+      int floats = 0;
+      if (p.size() < e + 3) break;
+      if (const char* name = ops::activation_name(p[e], &floats)) {
+        attrs["activation"] = ops::AttrValue{std::string(name)};
+        if (floats > 0) attrs["activation_alpha"] = ops::AttrValue{std::bit_cast<double>(p[e + 1])};
+        if (floats > 1) attrs["activation_beta"] = ops::AttrValue{std::bit_cast<double>(p[e + 2])};
+      }
       break;
+    }
     default: {
       // Operators with float parameters (the bits of doubles), by name: they
       // may be newer than this printer's switch.

@@ -137,7 +137,7 @@ TEST_CASE("plan svg: hexir-dump --plan-svg draws both samples") {
     auto verified = verify_executable(file.span());
     REQUIRE(verified.ok());
     const size_t values = expected_values(*verified, 0);
-    CHECK(values > 3);
+    CHECK(values >= 3);  // mlp: its three fused matmuls
     CHECK(xml.count_class("rect", "value") == values);
     CHECK(testing::contains(dump.output, std::to_string(values) + " values"));
     CHECK(xml.count_class("line", "lower-bound") == 1);

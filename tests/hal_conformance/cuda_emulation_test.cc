@@ -353,7 +353,9 @@ TEST_CASE("cuda matmul: library GEMM taken exactly when one stride per operand d
                              {"matmul mixed batch broadcast", false},
                              {"matmul repeated a", true},
                              {"matmul K = 0", false},
-                             {"matmul 64x96x80", true}};
+                             {"matmul 64x96x80", true},
+                             {"matmul + bias + gelu (fused)", true},
+                             {"batched matmul + relu6 (fused)", true}};
   for (const auto& c : hexir::hal::conformance::kernel_cases()) {
     if (c.id != OpId::kMatmul) continue;
     CAPTURE(c.name);

@@ -260,6 +260,22 @@ inline std::vector<KernelCase> kernel_cases() {
   mm("repeated a", {5, 7}, {6, 7, 4}, 414);
   mm("K = 0", {3, 0}, {0, 4}, 416);
   mm("64x96x80", {64, 96}, {96, 80}, 418);
+  {
+    // Fused epilogues: [activation, alpha, beta] (ops/plans.h Activation), the bias as a third input.
+    const int64_t gelu = static_cast<int64_t>(ops::Activation::kGeluErf);
+    const int64_t clip = static_cast<int64_t>(ops::Activation::kClip);
+    KernelCase c{"matmul + bias + gelu (fused)", OpId::kMatmul,
+                 {random_f32({33, 20}, 420), random_f32({20, 17}, 421), random_f32({17}, 422)}, {gelu, 0, 0}};
+    c.rtol = 1e-4;
+    c.atol = 1e-4;
+    cases.push_back(c);
+    KernelCase b{"batched matmul + relu6 (fused)", OpId::kMatmul,
+                 {random_f32({3, 4, 8}, 423), random_f32({8, 6}, 424)},
+                 {clip, std::bit_cast<int64_t>(0.0), std::bit_cast<int64_t>(6.0)}};
+    b.rtol = 1e-4;
+    b.atol = 1e-4;
+    cases.push_back(b);
+  }
 
   auto softmax = [&](std::string n, std::vector<int64_t> dims, int64_t axis, bool in_place, uint32_t s) {
     cases.push_back({"softmax " + n, OpId::kSoftmax, {random_f32(dims, s, -3.0f, 3.0f)}, {axis}, in_place});
@@ -427,6 +443,12 @@ inline std::vector<KernelCase> kernel_cases() {
   conv("dilated 2", {1, 2, 9, 9}, {2, 2, 3, 3}, true, {1, 1, 2, 2, 2, 2, 2, 2, 1}, 1609);
   conv("grouped 2", {1, 4, 6, 6}, {6, 2, 3, 3}, true, {1, 1, 1, 1, 1, 1, 1, 1, 2}, 1612);
   conv("depthwise", {2, 5, 7, 7}, {5, 1, 3, 3}, true, {1, 1, 1, 1, 1, 1, 1, 1, 5}, 1615);
+  const int64_t hard_swish = static_cast<int64_t>(ops::Activation::kHardSwish);
+  const int64_t leaky = static_cast<int64_t>(ops::Activation::kLeakyRelu);
+  conv("3x3 + hard_swish (fused)", {1, 3, 8, 8}, {4, 3, 3, 3}, true, {1, 1, 1, 1, 1, 1, 1, 1, 1, hard_swish, 0, 0},
+       1618);
+  conv("depthwise + leaky_relu (fused)", {2, 5, 7, 7}, {5, 1, 3, 3}, true,
+       {1, 1, 1, 1, 1, 1, 1, 1, 5, leaky, std::bit_cast<int64_t>(0.2), 0}, 1621);
 
   // [kh, kw, stride_h, stride_w, pad_t, pad_l, pad_b, pad_r, dil_h, dil_w, ceil_mode, count_include_pad]
   auto pool = [&](std::string n, OpId id, std::vector<int64_t> x, std::vector<int64_t> params, uint32_t s,

@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <chrono>
 #include <string>
 
 #include "vm_impl.h"
@@ -272,8 +273,9 @@ Status ContextImpl::invoke(size_t function, std::span<const TensorRef> inputs,
 
   const uint64_t dispatches_before = queue->dispatch_count();
   size_t failed = 0;
-  Status status =
-      dynamic ? run_dynamic(t, &failed) : queue->dispatch_sequence(t.dispatches, t.bindings, &failed);
+  Status status = dynamic     ? run_dynamic(t, &failed)
+                  : profiling ? run_profiled(t, &failed)
+                              : queue->dispatch_sequence(t.dispatches, t.bindings, &failed);
   if (!status.ok()) {
     const uint32_t index =
         module->fb().functions()->Get(static_cast<flatbuffers::uoffset_t>(function))->instruction_begin() +
@@ -366,6 +368,26 @@ void ContextImpl::release_values(FunctionTable& t) {
   }
 }
 
+namespace {
+uint64_t now_ns() {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+          .count());
+}
+}  // namespace
+
+// Profiling: one dispatch at a time, each waited for, its wall time added up.
+Status ContextImpl::run_profiled(FunctionTable& t, size_t* failed) {
+  for (size_t k = 0; k < t.dispatches.size(); ++k) {
+    *failed = k;
+    const uint64_t start = now_ns();
+    HEXIR_RETURN_IF_ERROR(queue->dispatch(t.dispatches[k]));
+    HEXIR_RETURN_IF_ERROR(queue->synchronize());
+    t.instruction_ns[k] += now_ns() - start;
+  }
+  return ok_status();
+}
+
 // Free-at-last-use: every arena value is allocated on the device before its
 // writer (or takes over its aliased input's buffer) and released after its
 // last use; scratch lives around its instruction. This is the dynamic
@@ -416,9 +438,11 @@ Status ContextImpl::run_dynamic(FunctionTable& t, size_t* failed) {
       t.dispatches[k].workspace = device_address(scratch);
       t.dispatches[k].workspace_size = scratch.size;
     }
+    const uint64_t start = profiling ? now_ns() : 0;
     Status status = queue->dispatch(t.dispatches[k]);
     const bool releases = scratch.size > 0 || t.step_free_begin[k] < t.step_free_begin[k + 1];
-    if (status.ok() && releases) status = queue->synchronize();  // the kernel must be done with them
+    if (status.ok() && (releases || profiling)) status = queue->synchronize();  // the kernel must be done with them
+    if (profiling) t.instruction_ns[k] += now_ns() - start;
     if (scratch.size > 0) {
       live_bytes -= scratch.size;
       device.release(scratch);
@@ -539,6 +563,19 @@ Status Context::read_output(size_t function, size_t index, std::span<uint8_t> ho
     return failed_precondition("output " + std::to_string(index) +
                                " lives in the caller's donated input buffer; read it there");
   return impl_->program->device->read(t.own_outputs[index], 0, host.data(), ref.byte_size);
+}
+
+Status Context::set_profiling(bool on) {
+  if (!impl_) return moved_from("set_profiling");
+  if (on)
+    for (FunctionTable& t : impl_->functions) t.instruction_ns.resize(t.dispatches.size(), 0);
+  impl_->profiling = on;
+  return ok_status();
+}
+
+std::span<const uint64_t> Context::instruction_nanoseconds(size_t function) const {
+  if (!impl_ || function >= impl_->functions.size()) return {};
+  return impl_->functions[function].instruction_ns;
 }
 
 const PhaseStats& Context::invoke_stats() const { return impl_->invoke_stats; }

@@ -183,6 +183,27 @@ Result<size_t> Module::find_function(std::string_view name) const {
                    (names.empty() ? std::string("none") : names) + ")");
 }
 
+std::vector<InstructionInfo> Module::instructions(size_t function) const {
+  std::vector<InstructionInfo> list;
+  if (function >= impl_->functions.size()) return list;
+  const fb::Module& m = impl_->fb();
+  const fb::Function& f = *m.functions()->Get(static_cast<flatbuffers::uoffset_t>(function));
+  list.reserve(f.instruction_count());
+  for (uint32_t k = 0; k < f.instruction_count(); ++k) {
+    const fb::Instruction& in = *m.instructions()->Get(f.instruction_begin() + k);
+    InstructionInfo info;
+    info.op = ops::op_def(impl_->verified.kernel_ids[in.kernel()]).name;
+    if (in.operand_count() > in.input_count()) {  // verified: operands in range
+      const uint32_t slot = m.operand_pool()->Get(in.operand_begin() + in.input_count());
+      const fb::Slot& s = *m.slots()->Get(slot);
+      info.result = s.name() ? s.name()->str() : std::string();
+      info.type = impl_->verified.slot_types[slot];
+    }
+    list.push_back(std::move(info));
+  }
+  return list;
+}
+
 uint64_t Module::arena_bytes() const { return impl_->arena_bytes; }
 uint64_t Module::lower_bound_bytes() const { return impl_->lower_bound_bytes; }
 uint64_t Module::constant_bytes() const { return impl_->constant_bytes; }

@@ -106,6 +106,9 @@ struct FunctionTable {
   std::vector<uint32_t> step_free_begin;  // CSR into step_free: values released after each instruction
   std::vector<uint32_t> step_free;
   std::vector<hal::Buffer> value_buffer;  // held during an invoke
+
+  // Context::set_profiling: nanoseconds per instruction, summed over invokes.
+  std::vector<uint64_t> instruction_ns;
 };
 
 class ContextImpl {
@@ -131,6 +134,7 @@ class ContextImpl {
   // Free-at-last-use: values are allocated and released per invoke.
   bool dynamic = false;
   uint64_t live_bytes = 0;
+  bool profiling = false;  // Context::set_profiling
 
   // One caller buffer (or the context's own output buffer) as a byte range,
   // for the overlap check of invoke. `written`: this call writes it.
@@ -151,6 +155,7 @@ class ContextImpl {
   bool find_overlap(size_t function, std::span<const TensorRef> inputs, std::span<const TensorRef> outputs,
                     bool own_outputs, ArgumentRange* first, ArgumentRange* second);
   Status run_dynamic(FunctionTable& t, size_t* failed);
+  Status run_profiled(FunctionTable& t, size_t* failed);
   void release_values(FunctionTable& t);
 };
 

@@ -21,42 +21,31 @@ struct EqualOp { template <typename T> __device__ static uint8_t apply(T a, T b)
 struct LessOp { template <typename T> __device__ static uint8_t apply(T a, T b) { return a < b; } };
 struct GreaterOp { template <typename T> __device__ static uint8_t apply(T a, T b) { return a > b; } };
 
-struct ReluOp { __device__ static float apply(float x) { return x > 0.0f ? x : (is_nan(x) ? x : 0.0f); } };
-struct GeluErfOp {
-  __device__ static float apply(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)); }
-};
-struct GeluTanhOp {
-  __device__ static float apply(float x) {
-    const float kSqrt2OverPi = 0.79788456080286536f;
-    return 0.5f * x * (1.0f + tanhf(kSqrt2OverPi * (x + 0.044715f * x * x * x)));
-  }
-};
-struct SigmoidOp { __device__ static float apply(float x) { return 1.0f / (1.0f + expf(-x)); } };
-struct SiluOp { __device__ static float apply(float x) { return x / (1.0f + expf(-x)); } };
+// The activations are defined once in ops/plans.h (shared with the cpu
+// kernels and the fused conv2d / matmul epilogues).
+struct ReluOp { __device__ static float apply(float x) { return hexir::ops::relu_of(x); } };
+struct GeluErfOp { __device__ static float apply(float x) { return hexir::ops::gelu_erf_of(x); } };
+struct GeluTanhOp { __device__ static float apply(float x) { return hexir::ops::gelu_tanh_of(x); } };
+struct SigmoidOp { __device__ static float apply(float x) { return hexir::ops::sigmoid_of(x); } };
+struct SiluOp { __device__ static float apply(float x) { return hexir::ops::silu_of(x); } };
 struct TanhOp { __device__ static float apply(float x) { return tanhf(x); } };
 struct ExpOp { __device__ static float apply(float x) { return expf(x); } };
 struct SqrtOp { __device__ static float apply(float x) { return sqrtf(x); } };
 // 1/sqrt rather than the approximate rsqrtf, to match the cpu kernel.
 struct RsqrtOp { __device__ static float apply(float x) { return 1.0f / sqrtf(x); } };
 struct NegOp { __device__ static float apply(float x) { return -x; } };
-// The comparisons are written so that a NaN operand falls through to NaN.
 struct LeakyReluOp {
-  __device__ static float apply(float x, float alpha, float) { return x < 0.0f ? alpha * x : x; }
+  __device__ static float apply(float x, float alpha, float) { return hexir::ops::leaky_relu_of(x, alpha); }
 };
-// numpy.clip: minimum(maximum(x, lo), hi); lo > hi gives hi.
 struct ClipOp {
-  __device__ static float apply(float x, float lo, float hi) {
-    const float v = x < lo ? lo : x;
-    return v > hi ? hi : v;
+  __device__ static float apply(float x, float lo, float hi) { return hexir::ops::clip_of(x, lo, hi); }
+};
+struct HardSigmoidOp {
+  __device__ static float apply(float x, float alpha, float beta) {
+    return hexir::ops::hard_sigmoid_of(x, alpha, beta);
   }
 };
-__device__ __forceinline__ float clamp01(float v) { return v < 0.0f ? 0.0f : (v > 1.0f ? 1.0f : v); }
-struct HardSigmoidOp {
-  __device__ static float apply(float x, float alpha, float beta) { return clamp01(alpha * x + beta); }
-};
-struct HardSwishOp {
-  __device__ static float apply(float x) { return x * clamp01(x * (1.0f / 6.0f) + 0.5f); }
-};
+struct HardSwishOp { __device__ static float apply(float x) { return hexir::ops::hard_swish_of(x); } };
 struct ErfOp { __device__ static float apply(float x) { return erff(x); } };
 struct LogOp { __device__ static float apply(float x) { return logf(x); } };
 struct AbsOp { __device__ static float apply(float x) { return fabsf(x); } };

@@ -40,9 +40,22 @@ extern "C" __global__ void hexir_matmul_tiled(MatmulParams p) {
           for (int k = 0; k < kmax; ++k) acc += a_tile[ty][k] * b_tile[k][tx];
           __syncthreads();
         }
-        if (row < q.m && col < q.n) c[row * q.n + col] = acc;
+        if (row < q.m && col < q.n)
+          c[row * q.n + col] = hexir::ops::apply_epilogue(q.epilogue, q.has_bias ? acc + p.bias[col] : acc);
       }
     }
+  }
+}
+
+// The fused bias and activation after a library GEMM: one pass over the
+// batch's results (the tiled kernel applies them as it stores).
+extern "C" __global__ void hexir_matmul_epilogue(MatmulParams p) {
+  const hexir::ops::MatmulPlan& q = p.plan;
+  const int64_t total = q.batch_count * q.m * q.n;
+  const int64_t stride = hexir_kernels::global_stride();
+  for (int64_t i = hexir_kernels::global_index(); i < total; i += stride) {
+    const float v = q.has_bias ? p.c[i] + p.bias[i % q.n] : p.c[i];
+    p.c[i] = hexir::ops::apply_epilogue(q.epilogue, v);
   }
 }
 
@@ -78,7 +91,7 @@ extern "C" __global__ void hexir_conv2d(Conv2dParams p) {
       }
     }
     if (q.has_bias) acc += p.bias[k];
-    p.out[i] = acc;
+    p.out[i] = hexir::ops::apply_epilogue(q.epilogue, acc);
   }
 }
 

@@ -87,6 +87,7 @@ struct MatmulParams {
   const float* a;
   const float* b;
   float* c;
+  const float* bias;  // plan.has_bias: f32[n], added to every row
   ops::MatmulPlan plan;
 };
 
@@ -232,6 +233,7 @@ struct FillParams {
   X(kWhere8, hexir_where_8, WhereParams)                       \
   X(kCast, hexir_cast, CastParams)                             \
   X(kMatmul, hexir_matmul_tiled, MatmulParams)                 \
+  X(kMatmulEpilogue, hexir_matmul_epilogue, MatmulParams)      \
   X(kConv2d, hexir_conv2d, Conv2dParams)                       \
   X(kSoftmax, hexir_softmax, SoftmaxParams)                    \
   X(kLayernorm, hexir_layernorm, LayernormParams)              \

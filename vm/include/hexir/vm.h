@@ -82,6 +82,14 @@ struct FunctionSignature {
   std::vector<TensorSignature> outputs;
 };
 
+// One instruction of a function, for profiles and listings: its operator and
+// its first result (name and type).
+struct InstructionInfo {
+  std::string op;
+  std::string result;
+  TensorType type;
+};
+
 class ModuleImpl;
 
 // A verified executable. Movable, not copyable.
@@ -106,6 +114,8 @@ class Module {
   // use find_function or functions() to get indices that exist.
   const FunctionSignature& function(size_t index) const;
   Result<size_t> find_function(std::string_view name) const;  // kNotFound lists the names there are
+  // The instructions of a function in execution order (empty for an index out of range).
+  std::vector<InstructionInfo> instructions(size_t function) const;
   uint64_t arena_bytes() const;
   uint64_t lower_bound_bytes() const;
   uint64_t constant_bytes() const;  // raw bytes of all constants (packed + filled)
@@ -196,6 +206,16 @@ class Context {
   Result<TensorRef> output(size_t function, size_t index) const;
   // Copies that result to host memory through the device (works on every backend).
   Status read_output(size_t function, size_t index, std::span<uint8_t> host) const;
+
+  // Profiling (hexir-run --profile). While on, invoke runs the instructions
+  // one at a time, waits for each to finish and adds its wall time to that
+  // instruction's total: a clock read and a queue synchronize per
+  // instruction (on CUDA, no graph replay), so leave it off otherwise.
+  // Turning it on sizes the totals (allocates); invoke still allocates nothing.
+  Status set_profiling(bool on);
+  // Nanoseconds per instruction of `function` (Module::instructions order),
+  // summed over the invokes profiled so far; empty before profiling was on.
+  std::span<const uint64_t> instruction_nanoseconds(size_t function) const;
 
   // Summed over every invoke so far.
   const PhaseStats& invoke_stats() const;

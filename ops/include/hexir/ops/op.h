@@ -15,6 +15,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -31,6 +32,8 @@ enum class OpId : uint16_t {
   // Elementwise unary, f32. gelu: [approximate] (0 = erf, 1 = tanh).
   kRelu, kGelu, kSilu, kSigmoid, kTanh, kExp, kSqrt, kRsqrt, kNeg,
   // numpy matmul: 1-D operands promoted and the added dim removed, batch dims broadcast.
+  // (a, b, bias f32[n] optional, added to every row; needs b of rank >= 2);
+  // no parameters, or a fused epilogue [activation, a, b] (below).
   kMatmul,
   // [axis] (normalized to 0..rank-1)
   kSoftmax,
@@ -57,7 +60,17 @@ enum class OpId : uint16_t {
   // Any dtype; per input dim [start, step, size] (normalized: in range, size = result dim).
   kSlice,
   // (x f32[N,C,H,W], w f32[K,C/groups,KH,KW], bias f32[K] optional);
-  // [stride_h, stride_w, pad_top, pad_left, pad_bottom, pad_right, dilation_h, dilation_w, groups].
+  // [stride_h, stride_w, pad_top, pad_left, pad_bottom, pad_right, dilation_h, dilation_w, groups],
+  // optionally followed by a fused epilogue [activation, a, b].
+  //
+  // A fused epilogue (conv2d, matmul): an ops::Activation (plans.h) applied to
+  // every result element after the bias, and its float parameters as the bits
+  // of doubles (0 when unused; never NaN; infinite only for clip). Written in
+  // .hxir as attributes: activation = "relu" | "gelu" | "gelu_tanh" | "silu" |
+  // "sigmoid" | "tanh" | "leaky_relu" | "clip" | "hard_sigmoid" | "hard_swish",
+  // activation_alpha, activation_beta (leaky_relu alpha; clip min, max;
+  // hard_sigmoid alpha, beta). The compiler fuses a following unary operator
+  // into it (serializer fuse_epilogues); the result is bit for bit the unfused one.
   kConv2d,
   // Elementwise unary, f32 (ONNX semantics; NaN in, NaN out). Float
   // parameters are the bits of a double (std::bit_cast<int64_t>(double)), finite.
@@ -204,6 +217,18 @@ uint64_t workspace_bytes(OpId id, std::span<const TensorType> inputs, std::span<
 Result<OpPlan> plan_op(OpId id, std::span<const TensorType> inputs, std::span<const TensorType> outputs,
                        std::span<const int64_t> params);
 KernelKey kernel_key(OpId id, std::span<const TensorType> inputs, std::span<const TensorType> outputs);
+
+// The epilogue words [activation, a, b] that apply unary operator `op` with
+// its parameter words `params` inside a conv2d or matmul; nullopt when `op`
+// is not one an epilogue can apply.
+std::optional<std::vector<int64_t>> epilogue_words(OpId op, std::span<const int64_t> params);
+// The inverse, for printers: the unary operator and its parameter words.
+std::optional<std::pair<OpId, std::vector<int64_t>>> epilogue_op(std::span<const int64_t> words);
+// Number of parameter words of an operator before its epilogue (conv2d 9, matmul 0).
+size_t epilogue_offset(OpId op);
+// The .hxir name of an epilogue's activation word ("relu", "gelu_tanh", ...),
+// its float parameter count in *floats; nullptr when unknown.
+const char* activation_name(int64_t activation, int* floats = nullptr);
 
 // numpy broadcast of two shapes; nullopt when incompatible.
 std::optional<std::vector<int64_t>> broadcast_shapes(std::span<const int64_t> a, std::span<const int64_t> b);

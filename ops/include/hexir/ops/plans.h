@@ -8,6 +8,7 @@
 // their struct with one int64_t per operand, read with plan_tail().
 #pragma once
 
+#include <math.h>
 #include <stdint.h>
 
 namespace hexir::ops {
@@ -26,6 +27,75 @@ inline constexpr int kMaxRank = 8;
 template <typename Plan>
 inline const int64_t* plan_tail(const Plan* plan) {
   return reinterpret_cast<const int64_t*>(plan + 1);
+}
+
+// ---- activations ---------------------------------------------------------------
+//
+// The scalar maps of the unary operators a conv2d or matmul can apply as its
+// epilogue (fused; ops/op.h), defined once for the standalone kernels and the
+// fused ones of every backend, so a fused result is bit for bit the unfused
+// one. C math functions (expf, erff, tanhf): the same on the host as
+// std::exp(float) and callable from CUDA device code. NaN propagates: the
+// comparisons are written so that NaN falls through.
+HEXIR_PLAN_FN float relu_of(float x) { return x > 0.0f ? x : (x != x ? x : 0.0f); }
+HEXIR_PLAN_FN float gelu_erf_of(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)); }
+HEXIR_PLAN_FN float gelu_tanh_of(float x) {
+  const float kSqrt2OverPi = 0.79788456080286536f;
+  return 0.5f * x * (1.0f + tanhf(kSqrt2OverPi * (x + 0.044715f * x * x * x)));
+}
+HEXIR_PLAN_FN float sigmoid_of(float x) { return 1.0f / (1.0f + expf(-x)); }
+HEXIR_PLAN_FN float silu_of(float x) { return x / (1.0f + expf(-x)); }
+HEXIR_PLAN_FN float leaky_relu_of(float x, float alpha) { return x < 0.0f ? alpha * x : x; }
+// numpy.clip: minimum(maximum(x, lo), hi); lo > hi gives hi.
+HEXIR_PLAN_FN float clip_of(float x, float lo, float hi) {
+  const float v = x < lo ? lo : x;
+  return v > hi ? hi : v;
+}
+HEXIR_PLAN_FN float clamp01(float v) { return v < 0.0f ? 0.0f : (v > 1.0f ? 1.0f : v); }
+HEXIR_PLAN_FN float hard_sigmoid_of(float x, float alpha, float beta) { return clamp01(alpha * x + beta); }
+// ONNX: x * hard_sigmoid(x, alpha = 1/6, beta = 1/2) (so -inf gives NaN, as there).
+HEXIR_PLAN_FN float hard_swish_of(float x) { return x * clamp01(x * (1.0f / 6.0f) + 0.5f); }
+
+// A fused epilogue's activation (the first epilogue parameter word of conv2d
+// and matmul; the numbers are part of the file format).
+enum class Activation : int32_t {
+  kNone = 0,
+  kRelu = 1,
+  kGeluErf = 2,
+  kGeluTanh = 3,
+  kSilu = 4,
+  kSigmoid = 5,
+  kTanh = 6,
+  kLeakyRelu = 7,    // a: alpha
+  kClip = 8,         // a, b: min, max (may be infinite)
+  kHardSigmoid = 9,  // a, b: alpha, beta
+  kHardSwish = 10,
+  kCount = 11,
+};
+
+// What a conv2d or matmul applies to each result element after the sum (and
+// the bias): an activation with its float parameters (as floats, like the
+// standalone kernels' UnaryPlan a and b).
+struct Epilogue {
+  int32_t activation;  // Activation
+  int32_t pad;
+  float a, b;
+};
+
+HEXIR_PLAN_FN float apply_epilogue(const Epilogue& e, float x) {
+  switch (static_cast<Activation>(e.activation)) {
+    case Activation::kRelu: return relu_of(x);
+    case Activation::kGeluErf: return gelu_erf_of(x);
+    case Activation::kGeluTanh: return gelu_tanh_of(x);
+    case Activation::kSilu: return silu_of(x);
+    case Activation::kSigmoid: return sigmoid_of(x);
+    case Activation::kTanh: return tanhf(x);
+    case Activation::kLeakyRelu: return leaky_relu_of(x, e.a);
+    case Activation::kClip: return clip_of(x, e.a, e.b);
+    case Activation::kHardSigmoid: return hard_sigmoid_of(x, e.a, e.b);
+    case Activation::kHardSwish: return hard_swish_of(x);
+    default: return x;
+  }
 }
 
 // Unary elementwise maps over n elements. variant: gelu 0 = erf, 1 = tanh.
@@ -94,6 +164,9 @@ struct MatmulPlan {
   int64_t batch_dims[kMaxRank];
   int64_t a_stride[kMaxRank];
   int64_t b_stride[kMaxRank];
+  // Fused: a bias input (f32[n], added to every row) and an activation.
+  int64_t has_bias;
+  Epilogue epilogue;
 };
 
 // softmax over rows of `length` elements `inner` apart: row r starts at
@@ -231,6 +304,7 @@ struct Conv2dPlan {
   int64_t groups;
   int64_t c_per_group, k_per_group;
   int64_t has_bias;
+  Epilogue epilogue;  // fused activation, after the bias
 };
 
 // One input and one output channel per group: each output row sums its taps
@@ -257,6 +331,7 @@ struct ConvTransposePlan {
   int64_t groups;
   int64_t c_per_group, k_per_group;
   int64_t has_bias;
+  Epilogue epilogue;  // fused activation, after the bias
 };
 
 // The value of one conv_transpose output element (before the bias): the

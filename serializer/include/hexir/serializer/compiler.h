@@ -39,6 +39,10 @@ struct CompileOptions {
   // measure what in-place saves. A result written in place into a donated
   // input (the caller asked for it) is kept either way, and under naive.
   bool in_place = true;
+  // A conv2d or matmul absorbs the bias add and the activation that follow it
+  // (fused epilogues; serializer/src/fusion.h): one kernel, one pass over the
+  // result. Off only to measure what it saves (hexir-compile --no-fuse).
+  bool fuse_epilogues = true;
   Schedule schedule = Schedule::kSource;
   // kZstd: store large data sections (RODATA) zstd-compressed, when that makes
   // them smaller; the VM decompresses them once at load. kNone (default) keeps

@@ -1,0 +1,26 @@
+// Graph rewrites the compiler runs before planning (the passes of passes.h
+// then read the rewritten graph and never change it).
+#pragma once
+
+#include <cstddef>
+
+#include "graph.h"
+
+namespace hexir::serializer {
+
+// Fused epilogues: a conv2d or matmul takes over what follows it when nothing
+// else reads its result (and it is not returned):
+//  - a matmul (b of rank >= 2, no bias yet) followed by an add of a constant
+//    f32[n], n its column count, that keeps the matmul's shape: the constant
+//    becomes its bias input;
+//  - then a unary activation ops::epilogue_words accepts (relu, gelu, silu,
+//    sigmoid, tanh, leaky_relu, clip, hard_sigmoid, hard_swish): its
+//    parameters become the epilogue words.
+// The fused node writes the last absorbed node's result value (its name and
+// every reader stay), the absorbed nodes and the intermediate values are
+// dropped. Results are bit for bit the unfused ones (the kernels apply the
+// same scalar functions, ops/plans.h). Returns the number of nodes removed.
+size_t fuse_epilogues(Function& fn);
+size_t fuse_epilogues(Module& module);
+
+}  // namespace hexir::serializer

@@ -1,0 +1,162 @@
+// Fused epilogues: a conv2d or matmul carrying an activation (and a matmul
+// its column bias) gives bit for bit what the unfused sequence gives — the
+// plain kernel, then the add, then the activation's own kernel — on every
+// kernel path (GEMM with packed patches, 1x1, grouped, depthwise, batched
+// matmul) and at 1 and 2 threads.
+#include <bit>
+#include <limits>
+
+#include "hal_test_util.h"
+
+namespace hexir::hal::testing {
+namespace {
+
+using ops::OpId;
+
+struct ActivationCase {
+  const char* name;
+  OpId op;
+  std::vector<int64_t> params;
+};
+
+std::vector<ActivationCase> activations() {
+  auto word = [](double v) { return std::bit_cast<int64_t>(v); };
+  const double inf = std::numeric_limits<double>::infinity();
+  return {
+      {"relu", OpId::kRelu, {}},
+      {"gelu", OpId::kGelu, {0}},
+      {"gelu tanh", OpId::kGelu, {1}},
+      {"silu", OpId::kSilu, {}},
+      {"sigmoid", OpId::kSigmoid, {}},
+      {"tanh", OpId::kTanh, {}},
+      {"leaky_relu", OpId::kLeakyRelu, {word(0.1)}},
+      {"clip relu6", OpId::kClip, {word(0.0), word(6.0)}},
+      {"clip unbounded above", OpId::kClip, {word(-0.5), word(inf)}},
+      {"hard_sigmoid", OpId::kHardSigmoid, {word(0.2), word(0.5)}},
+      {"hard_swish", OpId::kHardSwish, {}},
+  };
+}
+
+// Runs one call through a cpu queue with `threads` threads.
+void run(int threads, OpId id, std::vector<HostTensor*> inputs, HostTensor& out, const std::vector<int64_t>& params) {
+  auto device = create_device("cpu", {.threads = threads});
+  REQUIRE(device.ok());
+  auto queue = (*device)->create_queue();
+  REQUIRE(queue.ok());
+  auto call = prepare_call(id, inputs, {&out}, params);
+  REQUIRE_MESSAGE(call.ok(), call.status().to_string());
+  Status status = (*queue)->dispatch(call->dispatch);
+  REQUIRE_MESSAGE(status.ok(), status.to_string());
+}
+
+// Fused against unfused, for every activation and both thread counts.
+// `bias` (matmul only) is added by an add kernel when unfused.
+void check_fused(OpId id, std::vector<HostTensor*> inputs, HostTensor* bias, const std::vector<int64_t>& params,
+                 const std::vector<int64_t>& out_dims) {
+  for (const ActivationCase& a : activations()) {
+    INFO(a.name);
+    std::optional<std::vector<int64_t>> words = ops::epilogue_words(a.op, a.params);  // a.params: a vector
+    REQUIRE(words.has_value());
+    std::vector<int64_t> fused_params = params;
+    fused_params.insert(fused_params.end(), words->begin(), words->end());
+    std::vector<HostTensor*> fused_inputs = inputs;
+    if (bias) fused_inputs.push_back(bias);
+    for (int threads : {1, 2}) {
+      INFO("threads " << threads);
+      HostTensor plain(DType::kF32, out_dims), biased(DType::kF32, out_dims), want(DType::kF32, out_dims),
+          got(DType::kF32, out_dims);
+      run(threads, id, inputs, plain, params);
+      HostTensor* pre = &plain;
+      if (bias) {
+        run(threads, OpId::kAdd, {&plain, bias}, biased, {});
+        pre = &biased;
+      }
+      run(threads, a.op, {pre}, want, a.params);
+      run(threads, id, fused_inputs, got, fused_params);
+      CHECK(got.bytes == want.bytes);
+    }
+  }
+}
+
+HostTensor with_nan(HostTensor t) {
+  t.at(t.count() / 2) = std::numeric_limits<float>::quiet_NaN();
+  return t;
+}
+
+TEST_CASE("epilogue: conv2d with a fused activation is bit-identical to conv2d then the activation") {
+  HostTensor x = with_nan(random_f32({2, 8, 13, 11}, 1, -3.0f, 3.0f)), bias = random_f32({8}, 2);
+  HostTensor w3 = random_f32({8, 8, 3, 3}, 3), w1 = random_f32({8, 8, 1, 1}, 4);
+  HostTensor wg = random_f32({8, 4, 3, 3}, 5), wd = random_f32({8, 1, 5, 5}, 6);
+  SUBCASE("3x3, packed patches, bias") {
+    HostTensor* b = &bias;
+    check_fused(OpId::kConv2d, {&x, &w3, b}, nullptr, {1, 1, 1, 1, 1, 1, 1, 1, 1}, {2, 8, 13, 11});
+  }
+  SUBCASE("1x1 plain GEMM, no bias") {
+    check_fused(OpId::kConv2d, {&x, &w1}, nullptr, {1, 1, 0, 0, 0, 0, 1, 1, 1}, {2, 8, 13, 11});
+  }
+  SUBCASE("grouped, strided") {
+    check_fused(OpId::kConv2d, {&x, &wg, &bias}, nullptr, {2, 2, 1, 1, 1, 1, 1, 1, 2}, {2, 8, 7, 6});
+  }
+  SUBCASE("depthwise 5x5") {
+    check_fused(OpId::kConv2d, {&x, &wd, &bias}, nullptr, {1, 1, 2, 2, 2, 2, 1, 1, 8}, {2, 8, 13, 11});
+  }
+}
+
+TEST_CASE("epilogue: matmul with a fused bias and activation is bit-identical to matmul, add, activation") {
+  SUBCASE("large enough to split over threads, with bias") {
+    HostTensor a = with_nan(random_f32({97, 300}, 7)), b = random_f32({300, 70}, 8), bias = random_f32({70}, 9);
+    check_fused(OpId::kMatmul, {&a, &b}, &bias, {}, {97, 70});
+  }
+  SUBCASE("batched, no bias") {
+    HostTensor a = random_f32({3, 5, 8}, 10), b = random_f32({8, 6}, 11);
+    check_fused(OpId::kMatmul, {&a, &b}, nullptr, {}, {3, 5, 6});
+  }
+  SUBCASE("batched with bias") {
+    HostTensor a = random_f32({2, 4, 8}, 12), b = random_f32({2, 8, 6}, 13), bias = random_f32({6}, 14);
+    check_fused(OpId::kMatmul, {&a, &b}, &bias, {}, {2, 4, 6});
+  }
+}
+
+TEST_CASE("epilogue: the operator rules check the epilogue words and the bias") {
+  auto f32 = [](std::vector<int64_t> d) { return TensorType{DType::kF32, std::move(d)}; };
+  const std::vector<int64_t> conv{1, 1, 0, 0, 0, 0, 1, 1, 1};
+  auto conv_with = [&](std::vector<int64_t> words) {
+    std::vector<int64_t> p = conv;
+    p.insert(p.end(), words.begin(), words.end());
+    return ops::infer_result_types(OpId::kConv2d, std::vector<TensorType>{f32({1, 2, 3, 3}), f32({4, 2, 1, 1})}, p);
+  };
+  const int64_t relu = static_cast<int64_t>(ops::Activation::kRelu);
+  const int64_t clip = static_cast<int64_t>(ops::Activation::kClip);
+  const int64_t nan = std::bit_cast<int64_t>(std::numeric_limits<double>::quiet_NaN());
+  const int64_t inf = std::bit_cast<int64_t>(std::numeric_limits<double>::infinity());
+  CHECK(conv_with({relu, 0, 0}).ok());
+  CHECK(conv_with({clip, std::bit_cast<int64_t>(0.0), inf}).ok());
+  CHECK_FALSE(conv_with({relu}).ok());           // a partial epilogue
+  CHECK_FALSE(conv_with({99, 0, 0}).ok());       // unknown activation
+  CHECK_FALSE(conv_with({0, 0, 0}).ok());        // "none" is no epilogue: not written
+  CHECK_FALSE(conv_with({relu, 1, 0}).ok());     // relu takes no parameters
+  CHECK_FALSE(conv_with({clip, nan, inf}).ok());  // never NaN
+  const int64_t leaky = static_cast<int64_t>(ops::Activation::kLeakyRelu);
+  CHECK_FALSE(conv_with({leaky, inf, 0}).ok());  // finite unless clip
+  Result<std::vector<TensorType>> mm =
+      ops::infer_result_types(OpId::kMatmul, std::vector<TensorType>{f32({2, 3}), f32({3, 4}), f32({4})}, {});
+  CHECK(mm.ok());
+  CHECK_FALSE(
+      ops::infer_result_types(OpId::kMatmul, std::vector<TensorType>{f32({2, 3}), f32({3, 4}), f32({3})}, {}).ok());
+  CHECK_FALSE(
+      ops::infer_result_types(OpId::kMatmul, std::vector<TensorType>{f32({2, 3}), f32({3}), f32({1})}, {}).ok());
+  CHECK(ops::infer_result_types(OpId::kMatmul, std::vector<TensorType>{f32({2, 3}), f32({3, 4})}, std::vector<int64_t>{relu, 0, 0})
+            .ok());
+  CHECK_FALSE(ops::infer_result_types(OpId::kMatmul, std::vector<TensorType>{f32({2, 3}), f32({3, 4})}, std::vector<int64_t>{relu})
+                  .ok());
+  // The mapping both ways.
+  CHECK_FALSE(ops::epilogue_words(OpId::kExp, std::vector<int64_t>{}).has_value());
+  CHECK_FALSE(ops::epilogue_words(OpId::kGelu, std::vector<int64_t>{2}).has_value());
+  auto back = ops::epilogue_op(*ops::epilogue_words(OpId::kGelu, std::vector<int64_t>{1}));
+  REQUIRE(back.has_value());
+  CHECK(back->first == OpId::kGelu);
+  CHECK(back->second == std::vector<int64_t>{1});
+}
+
+}  // namespace
+}  // namespace hexir::hal::testing

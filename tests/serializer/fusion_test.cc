@@ -1,0 +1,149 @@
+// Fused epilogues (fusion.h): which nodes a conv2d or matmul absorbs, which it
+// must not, and that the rewritten graph stays consistent (values renumbered,
+// names and readers kept) and compiles to a file the verifier accepts.
+#include "fusion.h"
+#include "test_util.h"
+
+namespace hexir::serializer::testing {
+namespace {
+
+using ops::OpId;
+
+std::vector<OpId> ops_of(const Function& fn) {
+  std::vector<OpId> ops;
+  for (const Node& n : fn.nodes) ops.push_back(n.op);
+  return ops;
+}
+
+// Every id in range, every result's value pointing back at its node.
+void check_consistent(const Function& fn) {
+  const int values = static_cast<int>(fn.values.size());
+  for (size_t n = 0; n < fn.nodes.size(); ++n) {
+    for (int v : fn.nodes[n].inputs) CHECK((v >= 0 && v < values));
+    for (size_t r = 0; r < fn.nodes[n].results.size(); ++r) {
+      const Value& value = fn.values[static_cast<size_t>(fn.nodes[n].results[r])];
+      CHECK(value.node == static_cast<int>(n));
+      CHECK(value.result == static_cast<int>(r));
+    }
+  }
+  for (int v : fn.outputs) CHECK((v >= 0 && v < values));
+  for (const Argument& a : fn.arguments) CHECK(fn.values[static_cast<size_t>(a.value)].kind == ValueKind::kInput);
+}
+
+TEST_CASE("fusion: matmul absorbs its bias add and activation; the activation's name stays") {
+  Module m = parse_ok(R"(
+const @w : f32[4,3] = splat 0.5
+const @b : f32[3] = dense [1.0, 2.0, 3.0]
+func @main(%x: f32[2,4]) -> (f32[2,3]) {
+  %h = call @matmul(%x, @w) : f32[2,3]
+  %hb = call @add(@b, %h) : f32[2,3]
+  %a = call @gelu(%hb) {approximate = "tanh"} : f32[2,3]
+  %y = call @mul(%a, %a) : f32[2,3]
+  return %y
+})");
+  CHECK(fuse_epilogues(m) == 2);
+  const Function& fn = m.functions[0];
+  check_consistent(fn);
+  REQUIRE(ops_of(fn) == std::vector<OpId>{OpId::kMatmul, OpId::kMul});
+  const Node& mm = fn.nodes[0];
+  CHECK(mm.inputs.size() == 3);
+  CHECK(fn.values[static_cast<size_t>(mm.inputs[2])].name == "b");
+  CHECK(fn.values[static_cast<size_t>(mm.results[0])].name == "a");
+  CHECK(mm.params == std::vector<int64_t>{static_cast<int64_t>(ops::Activation::kGeluTanh), 0, 0});
+  CHECK(compile_module(m).ok());
+}
+
+TEST_CASE("fusion: conv2d absorbs clip (relu6) and keeps its own parameters first") {
+  Module m = parse_ok(R"(
+const @w : f32[2,1,3,3] = splat 0.1
+func @main(%x: f32[1,1,5,5]) -> (f32[1,2,5,5]) {
+  %c = call @conv2d(%x, @w) {pads = [1, 1, 1, 1]} : f32[1,2,5,5]
+  %r = call @clip(%c) {min = 0.0, max = 6.0} : f32[1,2,5,5]
+  return %r
+})");
+  CHECK(fuse_epilogues(m) == 1);
+  const Function& fn = m.functions[0];
+  check_consistent(fn);
+  REQUIRE(fn.nodes.size() == 1);
+  const std::vector<int64_t>& p = fn.nodes[0].params;
+  REQUIRE(p.size() == 12);
+  CHECK(p[2] == 1);  // pad_top
+  CHECK(p[9] == static_cast<int64_t>(ops::Activation::kClip));
+  CHECK(std::bit_cast<double>(p[11]) == 6.0);
+  CHECK(fn.outputs[0] == fn.nodes[0].results[0]);  // the returned value is the fused result
+}
+
+TEST_CASE("fusion: nothing is absorbed that another reader or the caller still needs") {
+  SUBCASE("the raw result is read twice") {
+    Module m = parse_ok(R"(
+const @w : f32[4,3] = splat 0.5
+func @main(%x: f32[2,4]) -> (f32[2,3]) {
+  %h = call @matmul(%x, @w) : f32[2,3]
+  %r = call @relu(%h) : f32[2,3]
+  %y = call @add(%r, %h) : f32[2,3]
+  return %y
+})");
+    CHECK(fuse_epilogues(m) == 0);
+  }
+  SUBCASE("the raw result is returned") {
+    Module m = parse_ok(R"(
+const @w : f32[4,3] = splat 0.5
+func @main(%x: f32[2,4]) -> (f32[2,3], f32[2,3]) {
+  %h = call @matmul(%x, @w) : f32[2,3]
+  %r = call @relu(%h) : f32[2,3]
+  return %h, %r
+})");
+    CHECK(fuse_epilogues(m) == 0);
+  }
+  SUBCASE("a bias that is not a constant f32[n], or that broadcasts the result") {
+    Module m = parse_ok(R"(
+const @w : f32[4,3] = splat 0.5
+const @row : f32[1,3] = splat 1.0
+const @col : f32[2,1] = splat 1.0
+func @main(%x: f32[2,4], %b: f32[3]) -> (f32[2,3], f32[2,3], f32[2,3]) {
+  %h1 = call @matmul(%x, @w) : f32[2,3]
+  %y1 = call @add(%h1, %b) : f32[2,3]
+  %h2 = call @matmul(%x, @w) : f32[2,3]
+  %y2 = call @add(%h2, @row) : f32[2,3]
+  %h3 = call @matmul(%x, @w) : f32[2,3]
+  %y3 = call @add(%h3, @col) : f32[2,3]
+  return %y1, %y2, %y3
+})");
+    CHECK(fuse_epilogues(m) == 0);
+  }
+  SUBCASE("a matrix-vector product has no columns to bias; exp is no epilogue") {
+    Module m = parse_ok(R"(
+const @v : f32[4] = splat 0.5
+const @b : f32[2] = splat 1.0
+func @main(%x: f32[2,4]) -> (f32[2]) {
+  %h = call @matmul(%x, @v) : f32[2]
+  %y = call @add(%h, @b) : f32[2]
+  %e = call @exp(%y) : f32[2]
+  return %e
+})");
+    CHECK(fuse_epilogues(m) == 0);
+  }
+}
+
+TEST_CASE("fusion: the compiler fuses by default, --no-fuse keeps every node, both verify") {
+  const char* source = R"(
+const @w : f32[4,3] = splat 0.5
+const @b : f32[3] = splat 0.25
+func @main(%x: f32[2,4]) -> (f32[2,3]) {
+  %h = call @matmul(%x, @w) : f32[2,3]
+  %hb = call @add(%h, @b) : f32[2,3]
+  %r = call @relu(%hb) : f32[2,3]
+  return %r
+})";
+  auto instructions = [](const std::vector<uint8_t>& bytes) {
+    const fb::Module* m = fb::GetModule(bytes.data() + sizeof(format::Prelude));
+    return m->instructions()->size();
+  };
+  CompileOptions unfused;
+  unfused.fuse_epilogues = false;
+  CHECK(instructions(compile_ok(source)) == 1);
+  CHECK(instructions(compile_ok(source, unfused)) == 3);
+}
+
+}  // namespace
+}  // namespace hexir::serializer::testing
