@@ -7,8 +7,6 @@
 //
 // Peak per core = clock x FMA units (2 assumed) x 2 flops x f32 lanes of the
 // widest vector path the GEMM uses; the clock is /proc/cpuinfo's "cpu MHz".
-#include "hexir/hal/cpu_kernels.h"
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -18,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "hexir/hal/cpu_kernels.h"
 #include "hexir/hal/device.h"
 #include "hexir/ops/op.h"
 

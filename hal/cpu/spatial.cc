@@ -2,11 +2,12 @@
 // conv2d), resize and conv_transpose.
 //
 // Depthwise: per task a band of output rows of one channel plane, in tiles of
-// output columns. For each block of up to kRows output rows the input rows the
-// block reads are copied into a stack buffer, zero where the window reaches
-// into the padding and split into stride_w phases (column q + stride_w * i of
-// the padded rows at phase q, index i), so every tap of every output column is
-// one unit-stride load: no bounds checks, no gathers, borders included. Each
+// output columns. The input rows a slab of output rows reads are copied into a
+// stack buffer, zero where the window reaches into the padding and split into
+// stride_w phases (column q + stride_w * i of the padded rows at phase q,
+// index i), so every tap of every output column is one unit-stride load: no
+// bounds checks, no gathers, borders included. Blocks of kRows output rows
+// are computed from it. Each
 // output is fma(tap, x, acc) over its taps in (ky, kx) order from zero, then
 // the bias: the same chain in every path of one ISA (AVX-512, AVX2+FMA; the
 // portable loop multiplies and adds), whatever the tiling or the thread count.
@@ -43,7 +44,7 @@ namespace {
 
 constexpr int64_t kRows = 4;                  // output rows per buffer block
 constexpr int64_t kLanes = 16;                // the widest vector (AVX-512): slack past each phase
-constexpr int64_t kBufferFloats = 12 * 1024;  // the stack buffer (48 KiB)
+constexpr int64_t kBufferFloats = 16 * 1024;  // the stack buffer (64 KiB)
 constexpr int64_t kMaxTile = 512;             // output columns per tile at most
 constexpr int64_t kMaxTaps = 256;             // window columns at most (wider: the direct loop)
 
@@ -189,11 +190,51 @@ template <int KH, int KW, int SH>
 }
 #endif
 
-using DwKernel = void (*)(const DwBlock&);
+// Deinterleaves n pairs: even[i] = src[2 i], odd[i] = src[2 i + 1] (the two
+// phases of a stride-2 buffer row).
+using Deinterleave = void (*)(const float* src, int64_t n, float* even, float* odd);
+
+void deinterleave_generic(const float* src, int64_t n, float* even, float* odd) {
+  for (int64_t i = 0; i < n; ++i) {
+    even[i] = src[2 * i];
+    odd[i] = src[2 * i + 1];
+  }
+}
+
+#ifdef HEXIR_SPATIAL_X86
+[[gnu::target("avx512f")]] void deinterleave_avx512(const float* src, int64_t n, float* even, float* odd) {
+  const __m512i ie = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i io = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512 lo = _mm512_loadu_ps(src + 2 * i), hi = _mm512_loadu_ps(src + 2 * i + 16);
+    _mm512_storeu_ps(even + i, _mm512_permutex2var_ps(lo, ie, hi));
+    _mm512_storeu_ps(odd + i, _mm512_permutex2var_ps(lo, io, hi));
+  }
+  deinterleave_generic(src + 2 * i, n - i, even + i, odd + i);
+}
+
+[[gnu::target("avx2")]] void deinterleave_avx2(const float* src, int64_t n, float* even, float* odd) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 lo = _mm256_loadu_ps(src + 2 * i), hi = _mm256_loadu_ps(src + 2 * i + 8);
+    // [l0 l2 h0 h2 | l4 l6 h4 h6] -> [l0 l2 l4 l6 h0 h2 h4 h6]
+    const __m256 e = _mm256_shuffle_ps(lo, hi, 0x88), o = _mm256_shuffle_ps(lo, hi, 0xDD);
+    _mm256_storeu_ps(even + i, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), 0xD8)));
+    _mm256_storeu_ps(odd + i, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(o), 0xD8)));
+  }
+  deinterleave_generic(src + 2 * i, n - i, even + i, odd + i);
+}
+#endif
+
+struct DwPath {
+  void (*kernel)(const DwBlock&);
+  Deinterleave deinterleave;
+};
 
 // The kernel for this window on the widest path this CPU runs (a plain check
 // per call, as in gemm.cc).
-DwKernel select_depthwise(const ops::Conv2dPlan& p) {
+DwPath select_depthwise(const ops::Conv2dPlan& p) {
 #ifdef HEXIR_SPATIAL_X86
   const bool fixed =
       p.kh == p.kw && (p.kh == 3 || p.kh == 5) && p.dilation_h == 1 && (p.stride_h == 1 || p.stride_h == 2);
@@ -201,47 +242,48 @@ DwKernel select_depthwise(const ops::Conv2dPlan& p) {
   if (__builtin_cpu_supports("avx512f")) {
     switch (key) {
       case 31:
-        return dw_block_avx512_fixed<3, 3, 1>;
+        return {dw_block_avx512_fixed<3, 3, 1>, deinterleave_avx512};
       case 32:
-        return dw_block_avx512_fixed<3, 3, 2>;
+        return {dw_block_avx512_fixed<3, 3, 2>, deinterleave_avx512};
       case 51:
-        return dw_block_avx512_fixed<5, 5, 1>;
+        return {dw_block_avx512_fixed<5, 5, 1>, deinterleave_avx512};
       case 52:
-        return dw_block_avx512_fixed<5, 5, 2>;
+        return {dw_block_avx512_fixed<5, 5, 2>, deinterleave_avx512};
       default:
-        return dw_block_avx512_any;
+        return {dw_block_avx512_any, deinterleave_avx512};
     }
   }
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
     switch (key) {
       case 31:
-        return dw_block_avx2_fixed<3, 3, 1>;
+        return {dw_block_avx2_fixed<3, 3, 1>, deinterleave_avx2};
       case 32:
-        return dw_block_avx2_fixed<3, 3, 2>;
+        return {dw_block_avx2_fixed<3, 3, 2>, deinterleave_avx2};
       case 51:
-        return dw_block_avx2_fixed<5, 5, 1>;
+        return {dw_block_avx2_fixed<5, 5, 1>, deinterleave_avx2};
       case 52:
-        return dw_block_avx2_fixed<5, 5, 2>;
+        return {dw_block_avx2_fixed<5, 5, 2>, deinterleave_avx2};
       default:
-        return dw_block_avx2_any;
+        return {dw_block_avx2_any, deinterleave_avx2};
     }
   }
 #else
   (void)p;
 #endif
-  return dw_block_generic;
+  return {dw_block_generic, deinterleave_generic};
 }
 
-// The buffer of one tile: `rows` buffer rows (input rows iy0, iy0 + 1, ...)
-// of stride_w phases of `phase` floats; input column ix0 + q + stride_w * i
-// at phase q, index i; zero outside the input.
+// The buffer of one tile: buffer rows (input rows iy0, iy0 + 1, ...) of
+// stride_w phases of `phase` floats; input column ix0 + q + stride_w * i at
+// phase q, index i; zero outside the input. It holds a slab of output rows
+// (whole blocks), so each input row is copied once per slab, not per block.
 struct DwGeometry {
   int64_t tile;   // output columns per tile
   int64_t phase;  // floats per phase
-  int64_t rows;   // buffer rows per block
+  int64_t slab;   // output rows per buffer fill (a multiple of kRows)
 };
 
-// Buffer rows a block of `out_rows` output rows reads.
+// Buffer rows a run of `out_rows` output rows reads.
 int64_t dw_buffer_rows(const ops::Conv2dPlan& p, int64_t out_rows) {
   return (out_rows - 1) * p.stride_h + (p.kh - 1) * p.dilation_h + 1;
 }
@@ -250,40 +292,57 @@ int64_t dw_phase_floats(const ops::Conv2dPlan& p, int64_t tile) {
   return (span + p.stride_w - 1) / p.stride_w + kLanes;
 }
 
-// The widest tile whose buffer fits the stack buffer; tile 0 when not even
-// one vector of columns does (huge dilations): the direct loop then.
+// The widest tile whose buffer holds one block of rows, and as many blocks as
+// fit (up to all rows of the plane); tile 0 when not even one vector of
+// columns fits (huge windows or dilations): the direct loop then.
 DwGeometry dw_geometry(const ops::Conv2dPlan& p) {
-  DwGeometry g{0, 0, dw_buffer_rows(p, kRows)};
+  const DwGeometry none{0, 0, 0};
   if (p.kh > kBufferFloats || p.kw > kMaxTaps || p.dilation_h > kBufferFloats ||
       p.dilation_w > kBufferFloats || p.stride_h > kBufferFloats || p.stride_w > kLanes)
-    return g;
-  for (int64_t tile = std::min(p.ow, kMaxTile); tile >= 1; tile = tile > kLanes ? tile / 2 : 0) {
+    return none;
+  const int64_t block_rows = dw_buffer_rows(p, kRows);
+  for (int64_t tile = std::min(p.ow, kMaxTile);; tile /= 2) {
     const int64_t phase = dw_phase_floats(p, tile);
-    if (g.rows * p.stride_w * phase <= kBufferFloats) return {tile, phase, g.rows};
-    if (tile <= kLanes) break;
+    const int64_t row = p.stride_w * phase;
+    if (block_rows * row <= kBufferFloats) {
+      const int64_t fit = (kBufferFloats / row - block_rows) / (kRows * p.stride_h);  // more blocks
+      const int64_t blocks = std::min((p.oh + kRows - 1) / kRows, 1 + fit);
+      return {tile, phase, blocks * kRows};
+    }
+    if (tile <= kLanes) return none;
   }
-  return {0, 0, g.rows};
 }
 
-void dw_fill_row(const float* in, int64_t w, int64_t ix0, int64_t sw, int64_t phase, float* dst) {
+void dw_fill_row(const float* in, int64_t w, int64_t ix0, int64_t sw, int64_t phase,
+                 Deinterleave deinterleave, float* dst) {
+  // Inside the input for i in [lo[q], hi[q]): 0 <= ix0 + q + sw * i < w.
+  int64_t lo[kLanes], hi[kLanes];
   for (int64_t q = 0; q < sw; ++q) {
-    float* out = dst + q * phase;
-    // Inside the input for i in [lo, hi): 0 <= ix0 + q + sw * i < w.
     const int64_t first = ix0 + q;
-    int64_t lo = first >= 0 ? 0 : (-first + sw - 1) / sw;
-    int64_t hi = first >= w ? 0 : (w - 1 - first) / sw + 1;
-    lo = std::min(lo, phase);
-    hi = std::clamp(hi, lo, phase);
-    std::fill(out, out + lo, 0.0f);
-    const float* src = in + first;
-    if (sw == 1) {
-      std::memcpy(out + lo, src + lo, static_cast<size_t>(hi - lo) * sizeof(float));
-    } else if (sw == 2) {
-      for (int64_t i = lo; i < hi; ++i) out[i] = src[2 * i];
-    } else {
-      for (int64_t i = lo; i < hi; ++i) out[i] = src[sw * i];
+    lo[q] = std::min(phase, first >= 0 ? 0 : (-first + sw - 1) / sw);
+    hi[q] = std::clamp(first >= w ? 0 : (w - 1 - first) / sw + 1, lo[q], phase);
+    float* out = dst + q * phase;
+    std::fill(out, out + lo[q], 0.0f);
+    std::fill(out + hi[q], out + phase, 0.0f);
+  }
+  if (sw == 1) {
+    std::memcpy(dst + lo[0], in + ix0 + lo[0], static_cast<size_t>(hi[0] - lo[0]) * sizeof(float));
+  } else if (sw == 2) {
+    // Both phases inside for i in [a, b): one vector pass; the ends apart.
+    const int64_t a = std::max(lo[0], lo[1]), b = std::max(a, std::min(hi[0], hi[1]));
+    deinterleave(in + ix0 + 2 * a, b - a, dst + a, dst + phase + a);
+    for (int64_t q = 0; q < 2; ++q) {
+      float* out = dst + q * phase;
+      const float* src = in + ix0 + q;
+      for (int64_t i = lo[q]; i < std::min(a, hi[q]); ++i) out[i] = src[2 * i];
+      for (int64_t i = std::max(b, lo[q]); i < hi[q]; ++i) out[i] = src[2 * i];
     }
-    std::fill(out + hi, out + phase, 0.0f);
+  } else {
+    for (int64_t q = 0; q < sw; ++q) {
+      float* out = dst + q * phase;
+      const float* src = in + ix0 + q;
+      for (int64_t i = lo[q]; i < hi[q]; ++i) out[i] = src[sw * i];
+    }
   }
 }
 
@@ -291,7 +350,7 @@ struct DepthwiseJob {
   const ops::Conv2dPlan* p;
   const float *x, *w, *bias;
   float* out;
-  DwKernel kernel;
+  DwPath path;
   DwGeometry g;
   int64_t band;   // output rows per task (a multiple of kRows)
   int64_t bands;  // tasks per plane
@@ -316,19 +375,24 @@ void depthwise_task(void* context, int64_t task) {
   for (int64_t ox0 = 0; ox0 < p.ow; ox0 += job.g.tile) {
     b.width = std::min(job.g.tile, p.ow - ox0);
     const int64_t ix0 = ox0 * p.stride_w - p.pad_left;
-    for (int64_t oy0 = band * job.band; oy0 < oy_end; oy0 += kRows) {
-      b.rows = std::min(kRows, oy_end - oy0);
-      const int64_t iy0 = oy0 * p.stride_h - p.pad_top;
-      for (int64_t t = 0; t < job.g.rows; ++t) {
+    for (int64_t s0 = band * job.band; s0 < oy_end; s0 += job.g.slab) {
+      const int64_t s1 = std::min(oy_end, s0 + job.g.slab);
+      const int64_t blocks = (s1 - s0 + kRows - 1) / kRows;
+      const int64_t iy0 = s0 * p.stride_h - p.pad_top;
+      for (int64_t t = 0; t < dw_buffer_rows(p, blocks * kRows); ++t) {
         float* dst = buf + t * buf_row;
         const int64_t iy = iy0 + t;
         if (iy < 0 || iy >= p.h)
           std::fill(dst, dst + buf_row, 0.0f);
         else
-          dw_fill_row(image + iy * p.w, p.w, ix0, p.stride_w, job.g.phase, dst);
+          dw_fill_row(image + iy * p.w, p.w, ix0, p.stride_w, job.g.phase, job.path.deinterleave, dst);
       }
-      b.out = result + oy0 * p.ow + ox0;
-      job.kernel(b);
+      for (int64_t oy0 = s0; oy0 < s1; oy0 += kRows) {
+        b.rows = std::min(kRows, s1 - oy0);
+        b.buf = buf + (oy0 - s0) * p.stride_h * buf_row;
+        b.out = result + oy0 * p.ow + ox0;
+        job.path.kernel(b);
+      }
     }
   }
 }

@@ -872,6 +872,39 @@ TEST_CASE("conv2d: against the direct 7-loop definition") {
   for (const Conv& c : cases) check_conv(c, seed += 10);
 }
 
+// The depthwise kernels (hal/cpu/spatial.cc) copy the input of each block of
+// 4 output rows into a zero-padded buffer split by stride_w phases; 3x3 and 5x5 at
+// vertical stride 1 and 2 run unrolled kernels, other windows a tap loop,
+// windows too wide for the buffer the direct loop. Their edges: partial
+// vectors (widths past 8 and 16), row counts not a multiple of 4, padding
+// larger than the window, column tiles (rows wider than 512), strides 1-3,
+// dilations, non-square kernels, planes of one element.
+TEST_CASE("conv2d depthwise: the fast paths' edges against the direct definition") {
+  const Conv cases[] = {
+      {"3x3 s1 pad 1, odd sizes", {1, 16, 33, 37}, {16, 1, 3, 3}, true, {}, {1}, {}, 16},
+      {"3x3 s2 pad 1, batch 2", {2, 8, 35, 41}, {8, 1, 3, 3}, true, {2}, {1}, {}, 8},
+      {"5x5 s1 pad 2 (BlazeFace)", {1, 4, 64, 64}, {4, 1, 5, 5}, true, {}, {2}, {}, 4},
+      {"5x5 s2, asymmetric pads", {1, 3, 21, 19}, {3, 1, 5, 5}, false, {2}, {1, 2, 2, 1}, {}, 3},
+      {"5x5 unpadded", {1, 2, 9, 30}, {2, 1, 5, 5}, true, {}, {}, {}, 2},
+      {"3x3 s1 on 1x1 planes", {1, 6, 1, 1}, {6, 1, 3, 3}, true, {}, {1}, {}, 6},
+      {"5x5 larger than the 2x3 image", {1, 3, 2, 3}, {3, 1, 5, 5}, true, {}, {2}, {}, 3},
+      {"pads past the window (bias-only outputs)", {1, 2, 4, 5}, {2, 1, 3, 3}, true, {}, {3}, {}, 2},
+      {"3x3 dilated 2 (tap loop)", {1, 5, 17, 23}, {5, 1, 3, 3}, true, {}, {2}, {2}, 5},
+      {"7x7 s1 pad 3 (tap loop)", {1, 4, 20, 21}, {4, 1, 7, 7}, false, {}, {3}, {}, 4},
+      {"3x5 kernel, strides 1x2", {1, 3, 13, 29}, {3, 1, 3, 5}, true, {1, 2}, {1, 2, 1, 2}, {}, 3},
+      {"3x3 stride 3 (three phases)", {1, 4, 19, 26}, {4, 1, 3, 3}, true, {3}, {1}, {}, 4},
+      {"5x5 strides 2x1", {1, 3, 22, 17}, {3, 1, 5, 5}, true, {2, 1}, {2}, {}, 3},
+      {"3x3 strides 1x2", {2, 2, 11, 40}, {2, 1, 3, 3}, false, {1, 2}, {1}, {}, 2},
+      {"3x3 dilated 1x3, strides 2x1", {1, 2, 15, 33}, {2, 1, 3, 3}, true, {2, 1}, {1, 3, 2, 1}, {1, 3}, 2},
+      {"rows wider than one tile", {1, 2, 5, 1100}, {2, 1, 3, 3}, true, {}, {1}, {}, 2},
+      {"5x5 s2 rows wider than one tile", {1, 1, 6, 1500}, {1, 1, 5, 5}, true, {2}, {2}, {}, 1},
+      {"1x300 window (direct loop)", {1, 2, 3, 310}, {2, 1, 1, 300}, true, {}, {}, {}, 2},
+      {"dilation 5000 (direct loop)", {1, 2, 5003, 3}, {2, 1, 2, 1}, true, {}, {}, {5000, 1}, 2},
+  };
+  uint32_t seed = 900;
+  for (const Conv& c : cases) check_conv(c, seed += 10);
+}
+
 TEST_CASE("conv2d: every output element is written, batches and groups do not mix") {
   // One-hot inputs: each output is exactly one weight (or zero), so a wrong
   // image, group or channel offset shows as a wrong value, not a tolerance miss.

@@ -774,6 +774,56 @@ TEST_CASE("resize: the ONNX documentation's examples, from attributes") {
   check_close(o, {1, 1, 2, 2, 1, 1, 2, 2, 3, 3, 4, 4, 3, 3, 4, 4});
 }
 
+TEST_CASE("resize: bit for bit the definition's double arithmetic (ops::resize_*), past chunk edges") {
+  // The kernel computes column taps once per chunk of 256 columns and row taps
+  // once per row; every element must still be exactly the per-element formula.
+  struct Case {
+    Dims x;
+    std::vector<int64_t> params;
+  };
+  std::vector<Case> cases;
+  for (int64_t coordinate = 0; coordinate <= 4; ++coordinate) {
+    cases.push_back({{1, 3, 7, 300}, {0, coordinate, coordinate % 4, 13, 601}});
+    cases.push_back({{2, 2, 9, 130}, {1, coordinate, 0, 17, 257}});
+    cases.push_back({{1, 5, 40, 40}, {1, coordinate, 0, 80, 80}});
+    cases.push_back({{1, 2, 11, 13}, {0, coordinate, 1, 5, 4}});
+    cases.push_back({{1, 1, 1, 1}, {1, coordinate, 0, 3, 2}});
+  }
+  uint32_t seed = 640;
+  for (const Case& c : cases) {
+    INFO("x " << dims_string(c.x) << " params " << dims_string(c.params));
+    HostTensor x = random_f32(c.x, seed++);
+    HostTensor out(DType::kF32, {c.x[0], c.x[1], c.params[3], c.params[4]});
+    REQUIRE(run_kernel(OpId::kResize, {&x}, out, c.params).ok());
+    const int64_t h = c.x[2], w = c.x[3], oh = c.params[3], ow = c.params[4];
+    const double scale_h = static_cast<double>(oh) / static_cast<double>(h);
+    const double scale_w = static_cast<double>(ow) / static_cast<double>(w);
+    const int32_t mode = static_cast<int32_t>(c.params[1]), nearest = static_cast<int32_t>(c.params[2]);
+    int64_t mismatches = 0;
+    for (int64_t plane = 0; plane < c.x[0] * c.x[1]; ++plane)
+      for (int64_t oy = 0; oy < oh; ++oy)
+        for (int64_t ox = 0; ox < ow; ++ox) {
+          const float* image = x.f32() + plane * h * w;
+          const double sy = ops::resize_source(mode, oy, scale_h, h, oh);
+          const double sx = ops::resize_source(mode, ox, scale_w, w, ow);
+          float want;
+          if (c.params[0] == 0) {
+            want = image[ops::resize_nearest(nearest, sy, h) * w + ops::resize_nearest(nearest, sx, w)];
+          } else {
+            int64_t y0, y1, x0, x1;
+            double dy, dx;
+            ops::resize_linear_taps(sy, h, &y0, &y1, &dy);
+            ops::resize_linear_taps(sx, w, &x0, &x1, &dx);
+            want = static_cast<float>(ops::resize_blend(image[y0 * w + x0], image[y0 * w + x1],
+                                                        image[y1 * w + x0], image[y1 * w + x1], dy, dx));
+          }
+          const float got = out.at((plane * oh + oy) * ow + ox);
+          if (std::memcmp(&got, &want, sizeof got) != 0) ++mismatches;
+        }
+    CHECK(mismatches == 0);
+  }
+}
+
 // ---- conv_transpose ------------------------------------------------------------------
 
 // The scatter definition (ONNX ConvTranspose): every input element adds x * w
@@ -818,6 +868,16 @@ TEST_CASE("conv_transpose against the scatter definition") {
       {{1, 2, 1, 1}, {2, 5, 1, 1}, true, {1, 1, 0, 0, 0, 0, 1, 1, 1, 0, 0}},   // a 1x1 image
       {{1, 1, 3, 3}, {1, 1, 2, 2}, false, {4, 4, 0, 0, 0, 0, 1, 1, 1, 3, 2}},  // gaps between taps
       {{0, 2, 3, 3}, {2, 2, 3, 3}, true, {1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0}},   // no images
+      // The cpu kernel's GEMM + gather (hal/cpu/spatial.cc): PP-OCR's 2x2 stride 2 (one tap per output),
+      {{1, 8, 10, 12}, {8, 4, 2, 2}, true, {2, 2, 0, 0, 0, 0, 1, 1, 1, 0, 0}},
+      {{1, 24, 9, 7}, {24, 1, 2, 2}, true, {2, 2, 0, 0, 0, 0, 1, 1, 1, 0, 0}},
+      // bands of input rows (col past 1 MiB) whose windows overlap (4x4 taps, stride 2),
+      {{1, 4, 80, 64}, {4, 8, 4, 4}, true, {2, 2, 1, 1, 1, 1, 1, 1, 1, 0, 0}},
+      // bands with groups, dilation, output padding and asymmetric pads,
+      {{1, 4, 300, 70}, {4, 6, 3, 3}, true, {2, 3, 1, 2, 2, 0, 2, 1, 2, 1, 2}},
+      // pads cropping all but one output row, output padding past the last tap.
+      {{1, 2, 5, 5}, {2, 3, 3, 3}, true, {1, 1, 3, 3, 3, 3, 1, 1, 1, 0, 0}},
+      {{2, 3, 3, 4}, {3, 2, 3, 2}, true, {3, 3, 0, 1, 0, 0, 1, 2, 1, 2, 1}},
   };
   uint32_t seed = 700;
   for (const Case& c : cases) {
@@ -834,6 +894,28 @@ TEST_CASE("conv_transpose against the scatter definition") {
     REQUIRE(run_kernel(OpId::kConvTranspose, inputs, out, c.params).ok());
     check_close(out, conv_transpose_reference(x, w, c.bias ? &bias : nullptr, c.params, out.dims), 1e-5,
                 1e-5);
+  }
+}
+
+TEST_CASE("conv_transpose without its workspace runs the direct loop, with the same results") {
+  // A dispatch whose workspace is missing (or smaller than the rule asked)
+  // takes the per-element gather; both agree with the definition.
+  HostTensor x = random_f32({1, 4, 9, 11}, 750), w = random_f32({4, 3, 3, 3}, 751), b = random_f32({6}, 752);
+  const std::vector<int64_t> params{2, 2, 1, 1, 1, 1, 1, 1, 2, 1, 1};
+  const std::vector<TensorType> types{x.type(), w.type(), b.type()};
+  auto type = ops::infer_result_type(OpId::kConvTranspose, types, params);
+  REQUIRE(type.ok());
+  CHECK(ops::workspace_bytes(OpId::kConvTranspose, types, params) > 0);
+  const std::vector<double> want = conv_transpose_reference(x, w, &b, params, type->dims);
+  for (uint64_t size : {uint64_t{0}, uint64_t{64}}) {
+    INFO("workspace " << size);
+    HostTensor out(DType::kF32, type->dims);
+    auto call = prepare_call(OpId::kConvTranspose, {&x, &w, &b}, {&out}, params);
+    REQUIRE(call.ok());
+    if (size == 0) call->dispatch.workspace = nullptr;
+    call->dispatch.workspace_size = size;
+    REQUIRE(reinterpret_cast<cpu::KernelFn>(call->dispatch.kernel)(KernelContext{}, call->dispatch).ok());
+    check_close(out, want, 1e-5, 1e-5);
   }
 }
 

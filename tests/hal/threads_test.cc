@@ -1,6 +1,7 @@
-// The cpu device's thread pool: the GEMM, conv2d and depthwise kernels give
-// the same bits at 1, 2 and 3 threads (each task owns its outputs and sums in
-// a fixed order), dispatching allocates nothing, and the option is checked.
+// The cpu device's thread pool: the GEMM, conv2d, depthwise, conv_transpose
+// and resize kernels give the same bits at 1, 2 and 3 threads (each task owns
+// its outputs and sums in a fixed order), dispatching allocates nothing, and
+// the option is checked.
 #include <cstring>
 
 #include "alloc_counter.h"
@@ -55,6 +56,29 @@ TEST_CASE("threads: conv2d (im2col, 1x1, grouped, depthwise strided) is bit-iden
   check_same_bits(OpId::kConv2d, {&x, &w1}, {2, 16, 37, 41}, {1, 1, 0, 0, 0, 0, 1, 1, 1});
   check_same_bits(OpId::kConv2d, {&x, &wg, &bias}, {2, 16, 19, 21}, {2, 2, 1, 1, 1, 1, 1, 1, 4});
   check_same_bits(OpId::kConv2d, {&x, &wd, &bias}, {2, 16, 19, 20}, {2, 2, 2, 1, 2, 1, 1, 1, 16});
+}
+
+TEST_CASE("threads: depthwise 3x3 and 5x5 at strides 1 and 2, few planes (bands of rows), bit-identical") {
+  HostTensor x = random_f32({1, 3, 70, 45}, 20), bias = random_f32({3}, 21);
+  HostTensor w3 = random_f32({3, 1, 3, 3}, 22), w5 = random_f32({3, 1, 5, 5}, 23);
+  check_same_bits(OpId::kConv2d, {&x, &w3, &bias}, {1, 3, 70, 45}, {1, 1, 1, 1, 1, 1, 1, 1, 3});
+  check_same_bits(OpId::kConv2d, {&x, &w3, &bias}, {1, 3, 35, 23}, {2, 2, 1, 1, 1, 1, 1, 1, 3});
+  check_same_bits(OpId::kConv2d, {&x, &w5, &bias}, {1, 3, 70, 45}, {1, 1, 2, 2, 2, 2, 1, 1, 3});
+  check_same_bits(OpId::kConv2d, {&x, &w3}, {1, 3, 66, 41}, {1, 1, 0, 0, 0, 0, 2, 2, 3});  // tap loop
+}
+
+TEST_CASE("threads: conv_transpose (GEMM + gather, bands of rows) and resize are bit-identical") {
+  // params: strides, pads (t, l, b, r), dilations, groups, output padding
+  HostTensor x = random_f32({1, 8, 150, 60}, 30), w = random_f32({8, 6, 4, 4}, 31),
+             bias = random_f32({12}, 32);
+  check_same_bits(OpId::kConvTranspose, {&x, &w, &bias}, {1, 12, 300, 120},
+                  {2, 2, 1, 1, 1, 1, 1, 1, 2, 0, 0});
+  HostTensor w2 = random_f32({8, 8, 2, 2}, 33);
+  check_same_bits(OpId::kConvTranspose, {&x, &w2}, {1, 8, 300, 120}, {2, 2, 0, 0, 0, 0, 1, 1, 1, 0, 0});
+  // resize params: mode, coordinate mode, nearest mode, out_h, out_w
+  HostTensor r = random_f32({2, 5, 30, 41}, 34);
+  check_same_bits(OpId::kResize, {&r}, {2, 5, 60, 82}, {0, 0, 0, 60, 82});
+  check_same_bits(OpId::kResize, {&r}, {2, 5, 61, 300}, {1, 0, 0, 61, 300});
 }
 
 TEST_CASE("threads: the cpu option is checked") {
