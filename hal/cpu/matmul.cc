@@ -2,6 +2,7 @@
 // MatmulPlan), conv2d (a GEMM packing its patches straight from the image, the
 // bias as its epilogue; depthwise in spatial.cc) and the 2-D pools.
 #include <algorithm>
+#include <cstring>
 #include <limits>
 
 #include "kernel_util.h"
@@ -61,11 +62,20 @@ void pack_patches(const void* context, int64_t k0, int64_t kc, int64_t j0, int64
         for (int64_t t = 0; t < run; ++t) dst[j + t] = 0.0f;
       } else {
         const float* in = plane + iy * p.w;
-        const int64_t shift = kx * p.dilation_w - p.pad_left;
-        for (int64_t t = 0; t < run; ++t) {
-          const int64_t ix = (ox + t) * p.stride_w + shift;
-          dst[j + t] = (ix >= 0 && ix < p.w) ? in[ix] : 0.0f;
+        const int64_t shift = kx * p.dilation_w - p.pad_left;  // ix = (ox + t) * stride_w + shift
+        // The part of the run whose taps land inside the row: t in [lo, hi).
+        const int64_t first = ox * p.stride_w + shift;
+        const int64_t lo = std::clamp<int64_t>(first >= 0 ? 0 : (-first + p.stride_w - 1) / p.stride_w, 0, run);
+        const int64_t hi = std::clamp<int64_t>(first > p.w - 1 ? 0 : (p.w - 1 - first) / p.stride_w + 1, lo, run);
+        float* out_run = dst + j;
+        for (int64_t t = 0; t < lo; ++t) out_run[t] = 0.0f;
+        if (p.stride_w == 1) {
+          std::memcpy(out_run + lo, in + first + lo, static_cast<size_t>(hi - lo) * sizeof(float));
+        } else {
+          const float* src = in + first;
+          for (int64_t t = lo; t < hi; ++t) out_run[t] = src[t * p.stride_w];
         }
+        for (int64_t t = hi; t < run; ++t) out_run[t] = 0.0f;
       }
       j += run;
       ox = 0;
