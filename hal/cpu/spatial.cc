@@ -350,6 +350,7 @@ struct DepthwiseJob {
   const ops::Conv2dPlan* p;
   const float *x, *w, *bias;
   float* out;
+  const ops::Epilogue* epilogue;  // the fused activation, or null
   DwPath path;
   DwGeometry g;
   int64_t band;   // output rows per task (a multiple of kRows)
@@ -392,6 +393,8 @@ void depthwise_task(void* context, int64_t task) {
         b.buf = buf + (oy0 - s0) * p.stride_h * buf_row;
         b.out = result + oy0 * p.ow + ox0;
         job.path.kernel(b);
+        // The block is final (bias added): the fused activation while it is in cache.
+        if (job.epilogue) apply_epilogue(*job.epilogue, b.out, p.ow, b.rows, b.width);
       }
     }
   }
@@ -403,6 +406,7 @@ struct DepthwiseDirect {
   const ops::Conv2dPlan* p;
   const float *x, *w, *bias;
   float* out;
+  const ops::Epilogue* epilogue;  // the fused activation, or null
 };
 
 void depthwise_direct_plane(void* context, int64_t plane) {
@@ -438,6 +442,7 @@ void depthwise_direct_plane(void* context, int64_t plane) {
       const float b = job.bias[channel];
       for (int64_t ox = 0; ox < p.ow; ++ox) row[ox] += b;
     }
+    if (job.epilogue) apply_epilogue(*job.epilogue, row, p.ow, 1, p.ow);
   }
 }
 
@@ -448,12 +453,13 @@ Status depthwise_conv2d(const KernelContext& context, const Dispatch& d) {
   const int64_t planes = p.n * p.c;
   if (planes == 0 || p.oh == 0 || p.ow == 0) return ok_status();
   const float* bias = p.has_bias ? input(d, 2) : nullptr;
+  const ops::Epilogue* epilogue = p.epilogue.activation != 0 ? &p.epilogue : nullptr;
   const double taps = static_cast<double>(planes) * static_cast<double>(p.oh * p.ow * p.kh * p.kw);
   ThreadPool* pool = pool_of(context);
   const int threads = taps < 2e5 || pool == nullptr ? 1 : pool->size();
   const DwGeometry g = dw_geometry(p);
   if (g.tile == 0) {
-    DepthwiseDirect job{&p, input(d, 0), input(d, 1), bias, output(d, 0)};
+    DepthwiseDirect job{&p, input(d, 0), input(d, 1), bias, output(d, 0), epilogue};
     if (threads == 1) {
       for (int64_t plane = 0; plane < planes; ++plane) depthwise_direct_plane(&job, plane);
     } else {
@@ -466,9 +472,16 @@ Status depthwise_conv2d(const KernelContext& context, const Dispatch& d) {
     int64_t bands = 1;
     if (threads > 1 && planes < 4 * threads) bands = std::min(blocks, (4 * threads + planes - 1) / planes);
     const int64_t band_blocks = (blocks + bands - 1) / bands;
-    DepthwiseJob job{&p,   input(d, 0),         input(d, 1),
-                     bias, output(d, 0),        select_depthwise(p),
-                     g,    band_blocks * kRows, (blocks + band_blocks - 1) / band_blocks};
+    DepthwiseJob job{&p,
+                     input(d, 0),
+                     input(d, 1),
+                     bias,
+                     output(d, 0),
+                     epilogue,
+                     select_depthwise(p),
+                     g,
+                     band_blocks * kRows,
+                     (blocks + band_blocks - 1) / band_blocks};
     if (threads == 1) {
       for (int64_t task = 0; task < planes * job.bands; ++task) depthwise_task(&job, task);
     } else {
