@@ -44,44 +44,70 @@ struct PatchSource {
   const float* image;  // the group's first channel
 };
 
+// Called once per (K block, NR strip): the strip's output columns are cut
+// into runs along output rows once, then every patch row (c, ky, kx), walked
+// with counters instead of divisions, copies the in-row part of each run and
+// zeros the rest. For convolutions with few output channels (a short M) this
+// packing, not the micro-kernel, is most of the work.
 void pack_patches(const void* context, int64_t k0, int64_t kc, int64_t j0, int64_t nr, int64_t width, float* out) {
   const PatchSource& src = *static_cast<const PatchSource*>(context);
   const ops::Conv2dPlan& p = *src.p;
+  struct Run {
+    int64_t j, length, oy, first_ix;  // first_ix: the input column of the run's first output at kx = 0
+  };
+  Run runs[64];  // nr <= 32 columns: at most 32 runs
+  int64_t run_count = 0;
+  {
+    int64_t oy = j0 / p.ow, ox = j0 % p.ow;
+    for (int64_t j = 0; j < nr; ++oy, ox = 0) {
+      const int64_t length = std::min(nr - j, p.ow - ox);
+      runs[run_count++] = {j, length, oy, ox * p.stride_w - p.pad_left};
+      j += length;
+    }
+  }
   const int64_t taps = p.kh * p.kw;
+  int64_t c = k0 / taps, ky = (k0 % taps) / p.kw, kx = k0 % p.kw;
   for (int64_t r = 0; r < kc; ++r) {
-    const int64_t row = k0 + r;
-    const int64_t c = row / taps, ky = (row % taps) / p.kw, kx = row % p.kw;
     const float* plane = src.image + c * p.h * p.w;
     float* dst = out + r * width;
-    int64_t oy = j0 / p.ow, ox = j0 % p.ow;
-    for (int64_t j = 0; j < nr;) {
-      // One run along an output row.
-      const int64_t run = std::min(nr - j, p.ow - ox);
-      const int64_t iy = oy * p.stride_h - p.pad_top + ky * p.dilation_h;
+    const int64_t shift = kx * p.dilation_w;
+    for (int64_t q = 0; q < run_count; ++q) {
+      const Run& run = runs[q];
+      float* out_run = dst + run.j;
+      const int64_t iy = run.oy * p.stride_h - p.pad_top + ky * p.dilation_h;
       if (iy < 0 || iy >= p.h) {
-        for (int64_t t = 0; t < run; ++t) dst[j + t] = 0.0f;
-      } else {
-        const float* in = plane + iy * p.w;
-        const int64_t shift = kx * p.dilation_w - p.pad_left;  // ix = (ox + t) * stride_w + shift
-        // The part of the run whose taps land inside the row: t in [lo, hi).
-        const int64_t first = ox * p.stride_w + shift;
-        const int64_t lo = std::clamp<int64_t>(first >= 0 ? 0 : (-first + p.stride_w - 1) / p.stride_w, 0, run);
-        const int64_t hi = std::clamp<int64_t>(first > p.w - 1 ? 0 : (p.w - 1 - first) / p.stride_w + 1, lo, run);
-        float* out_run = dst + j;
-        for (int64_t t = 0; t < lo; ++t) out_run[t] = 0.0f;
-        if (p.stride_w == 1) {
-          std::memcpy(out_run + lo, in + first + lo, static_cast<size_t>(hi - lo) * sizeof(float));
-        } else {
-          const float* src = in + first;
-          for (int64_t t = lo; t < hi; ++t) out_run[t] = src[t * p.stride_w];
-        }
-        for (int64_t t = hi; t < run; ++t) out_run[t] = 0.0f;
+        for (int64_t t = 0; t < run.length; ++t) out_run[t] = 0.0f;
+        continue;
       }
-      j += run;
-      ox = 0;
-      ++oy;
+      // The part of the run whose taps land inside the row: t in [lo, hi).
+      const float* in = plane + iy * p.w;
+      const int64_t first = run.first_ix + shift;
+      int64_t lo, hi;
+      if (p.stride_w == 1) {
+        lo = std::clamp<int64_t>(-first, 0, run.length);
+        hi = std::clamp<int64_t>(p.w - first, lo, run.length);
+      } else {
+        lo = std::clamp<int64_t>(first >= 0 ? 0 : (-first + p.stride_w - 1) / p.stride_w, 0, run.length);
+        hi = std::clamp<int64_t>(first > p.w - 1 ? 0 : (p.w - 1 - first) / p.stride_w + 1, lo, run.length);
+      }
+      for (int64_t t = 0; t < lo; ++t) out_run[t] = 0.0f;
+      if (p.stride_w == 1) {
+        const float* row = in + (first + lo);  // in the row: first + lo >= 0
+        for (int64_t t = 0; t < hi - lo; ++t) out_run[lo + t] = row[t];
+      } else {
+        const float* row = in + (first + lo * p.stride_w);
+        for (int64_t t = 0; t < hi - lo; ++t) out_run[lo + t] = row[t * p.stride_w];
+      }
+      for (int64_t t = hi; t < run.length; ++t) out_run[t] = 0.0f;
     }
     for (int64_t j = nr; j < width; ++j) dst[j] = 0.0f;
+    if (++kx == p.kw) {
+      kx = 0;
+      if (++ky == p.kh) {
+        ky = 0;
+        ++c;
+      }
+    }
   }
 }
 
@@ -122,49 +148,114 @@ Status conv2d(const KernelContext& context, const Dispatch& d) {
 // max_pool / average_pool: per output element, only the taps inside the
 // input (ops::pool_tap_range), so the work is bounded by the input, not by
 // the kernel size; the count_include_pad divisor is counted the same way.
-Status pool2d(const KernelContext&, const Dispatch& d) {
-  const ops::Pool2dPlan& p = plan_of<ops::Pool2dPlan>(d);
-  const float* x = input(d, 0);
-  float* out = output(d, 0);
-  for (int64_t plane = 0; plane < p.n * p.c; ++plane) {
-    const float* image = x + plane * p.h * p.w;
-    for (int64_t oy = 0; oy < p.oh; ++oy) {
-      const int64_t y0 = oy * p.stride_h - p.pad_top;
-      int64_t ky0, ky1;
-      ops::pool_tap_range(y0, p.dilation_h, p.kh, 0, p.h, &ky0, &ky1);
-      int64_t py0 = 0, py1 = 0;
-      if (!p.is_max && p.count_include_pad)
-        ops::pool_tap_range(y0, p.dilation_h, p.kh, -p.pad_top, p.h + p.pad_bottom, &py0, &py1);
-      for (int64_t ox = 0; ox < p.ow; ++ox, ++out) {
-        const int64_t x0 = ox * p.stride_w - p.pad_left;
-        int64_t kx0, kx1;
+// Columns whose window lies wholly inside the input (all but the borders)
+// skip the range arithmetic; planes are split over the pool. Each output
+// takes its taps in (ky, kx) order on every path.
+namespace {
+
+struct PoolJob {
+  const ops::Pool2dPlan* p;
+  const float* x;
+  float* out;
+  int64_t ox_begin, ox_end;  // columns whose window is inside the input
+};
+
+// NaN sticks: nothing compares greater than it, and a later NaN replaces it.
+inline float max_step(float m, float v) { return (v > m || v != v) ? v : m; }
+
+// Max over a KH x KW window with unit dilation, for the interior columns
+// [begin, end) of one output row whose rows are all inside: the taps in (ky, kx)
+// order as the general loop takes them, unrolled.
+template <int KH, int KW>
+void max_pool_interior(const float* top, int64_t w, int64_t stride, int64_t x_offset, int64_t begin, int64_t end,
+                       float* out) {
+  for (int64_t ox = begin; ox < end; ++ox) {
+    const float* window = top + ox * stride + x_offset;
+    float m = -std::numeric_limits<float>::infinity();
+    for (int ky = 0; ky < KH; ++ky)
+      for (int kx = 0; kx < KW; ++kx) m = max_step(m, window[ky * w + kx]);
+    out[ox] = m;
+  }
+}
+
+template <bool kMax>
+void pool_plane(void* context, int64_t plane) {
+  const PoolJob& job = *static_cast<const PoolJob*>(context);
+  const ops::Pool2dPlan& p = *job.p;
+  const float* image = job.x + plane * p.h * p.w;
+  float* out = job.out + plane * p.oh * p.ow;
+  for (int64_t oy = 0; oy < p.oh; ++oy) {
+    const int64_t y0 = oy * p.stride_h - p.pad_top;
+    int64_t ky0, ky1;
+    ops::pool_tap_range(y0, p.dilation_h, p.kh, 0, p.h, &ky0, &ky1);
+    int64_t py0 = 0, py1 = 0;
+    if (!kMax && p.count_include_pad)
+      ops::pool_tap_range(y0, p.dilation_h, p.kh, -p.pad_top, p.h + p.pad_bottom, &py0, &py1);
+    // The common max pools (2x2, 3x3, no dilation) on rows wholly inside:
+    // the interior columns unrolled, the borders below.
+    const bool rows_inside = ky0 == 0 && ky1 == p.kh && p.dilation_h == 1 && p.dilation_w == 1;
+    int64_t skip_begin = 0, skip_end = 0;  // columns done here
+    if (kMax && rows_inside && job.ox_begin < job.ox_end) {
+      const float* top = image + y0 * p.w;
+      if (p.kh == 2 && p.kw == 2) {
+        max_pool_interior<2, 2>(top, p.w, p.stride_w, -p.pad_left, job.ox_begin, job.ox_end, out);
+        skip_begin = job.ox_begin, skip_end = job.ox_end;
+      } else if (p.kh == 3 && p.kw == 3) {
+        max_pool_interior<3, 3>(top, p.w, p.stride_w, -p.pad_left, job.ox_begin, job.ox_end, out);
+        skip_begin = job.ox_begin, skip_end = job.ox_end;
+      }
+    }
+    for (int64_t ox = 0; ox < p.ow; ++ox, ++out) {
+      if (ox == skip_begin && skip_end > skip_begin) {
+        out += skip_end - 1 - ox;
+        ox = skip_end - 1;
+        continue;
+      }
+      const int64_t x0 = ox * p.stride_w - p.pad_left;
+      int64_t kx0 = 0, kx1 = p.kw, px0 = 0, px1 = p.kw;
+      if (ox < job.ox_begin || ox >= job.ox_end) {
         ops::pool_tap_range(x0, p.dilation_w, p.kw, 0, p.w, &kx0, &kx1);
-        if (p.is_max) {
-          float m = -std::numeric_limits<float>::infinity();
-          for (int64_t ky = ky0; ky < ky1; ++ky) {
-            const int64_t row = (y0 + ky * p.dilation_h) * p.w + x0;  // + kx * dilation_w is inside
-            for (int64_t kx = kx0; kx < kx1; ++kx) {
-              const float v = image[row + kx * p.dilation_w];
-              if (v > m || v != v) m = v;  // NaN sticks: nothing compares greater
-            }
+        if (!kMax && p.count_include_pad)
+          ops::pool_tap_range(x0, p.dilation_w, p.kw, -p.pad_left, p.w + p.pad_right, &px0, &px1);
+      }
+      if constexpr (kMax) {
+        float m = -std::numeric_limits<float>::infinity();
+        for (int64_t ky = ky0; ky < ky1; ++ky) {
+          const float* row = image + (y0 + ky * p.dilation_h) * p.w + x0;  // + kx * dilation_w is inside
+          for (int64_t kx = kx0; kx < kx1; ++kx) {
+            m = max_step(m, row[kx * p.dilation_w]);
           }
-          *out = m;
-          continue;
         }
+        *out = m;
+      } else {
         double sum = 0.0;
         for (int64_t ky = ky0; ky < ky1; ++ky) {
-          const int64_t row = (y0 + ky * p.dilation_h) * p.w + x0;
-          for (int64_t kx = kx0; kx < kx1; ++kx) sum += image[row + kx * p.dilation_w];
+          const float* row = image + (y0 + ky * p.dilation_h) * p.w + x0;
+          for (int64_t kx = kx0; kx < kx1; ++kx) sum += row[kx * p.dilation_w];
         }
-        int64_t count = (ky1 - ky0) * (kx1 - kx0);
-        if (p.count_include_pad) {
-          int64_t px0, px1;
-          ops::pool_tap_range(x0, p.dilation_w, p.kw, -p.pad_left, p.w + p.pad_right, &px0, &px1);
-          count = (py1 - py0) * (px1 - px0);
-        }
+        const int64_t count = p.count_include_pad ? (py1 - py0) * (px1 - px0) : (ky1 - ky0) * (kx1 - kx0);
         *out = static_cast<float>(sum / static_cast<double>(count));  // no taps: 0/0, NaN
       }
     }
+  }
+}
+
+}  // namespace
+
+Status pool2d(const KernelContext& context, const Dispatch& d) {
+  const ops::Pool2dPlan& p = plan_of<ops::Pool2dPlan>(d);
+  PoolJob job{&p, input(d, 0), output(d, 0), 0, 0};
+  // ox * stride_w - pad_left >= 0 and its last tap <= w - 1.
+  job.ox_begin = std::min((p.pad_left + p.stride_w - 1) / p.stride_w, p.ow);
+  const int64_t last = p.w - 1 - (p.kw - 1) * p.dilation_w + p.pad_left;  // x0 + pad_left at most this
+  job.ox_end = last < 0 ? job.ox_begin : std::clamp(last / p.stride_w + 1, job.ox_begin, p.ow);
+  ThreadPool::TaskFn fn = p.is_max ? pool_plane<true> : pool_plane<false>;
+  const int64_t planes = p.n * p.c;
+  const double work = static_cast<double>(planes) * static_cast<double>(p.oh * p.ow * p.kh * p.kw);
+  if (work < 1e5) {
+    for (int64_t plane = 0; plane < planes; ++plane) fn(&job, plane);
+  } else {
+    parallel_for(context, planes, fn, &job);
   }
   return ok_status();
 }
