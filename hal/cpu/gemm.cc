@@ -23,7 +23,10 @@ namespace {
 
 constexpr int64_t kKc = 256;       // K block: a packed strip is kKc x NR floats
 constexpr int64_t kMaxNr = 32;     // the widest strip (AVX-512: two zmm)
-constexpr int64_t kRowBlock = 96;  // rows per task (a multiple of every MR)
+// Rows per task at most (a multiple of every MR): each packed strip of B is
+// used by that many rows, read from A in place (192 x 256 floats of A: 192 KiB,
+// in L2), so B is packed ceil(M / 192) times per call.
+constexpr int64_t kRowBlock = 192;
 
 // One micro-kernel: C[0:mr, 0:nr] (=, or += when `accumulate`) A[0:mr, 0:kc] * Bp
 // where Bp is kc rows of NR packed floats. mr <= MR, nr <= NR.
@@ -173,6 +176,7 @@ struct GemmJob {
   const GemmArgs* args;
   GemmPath path;
   int64_t row_blocks;     // tasks are row_blocks x column_groups
+  int64_t row_block;      // rows per block (a multiple of 24, at most kRowBlock)
   int64_t group_strips;   // strips of NR columns per column group
 };
 
@@ -181,7 +185,7 @@ void gemm_task(void* context, int64_t task) {
   const GemmArgs& g = *job.args;
   const int64_t MR = job.path.mr, NR = job.path.nr;
   const int64_t rb = task % job.row_blocks, cg = task / job.row_blocks;
-  const int64_t i0 = rb * kRowBlock, i1 = std::min(g.m, i0 + kRowBlock);
+  const int64_t i0 = rb * job.row_block, i1 = std::min(g.m, i0 + job.row_block);
   const int64_t j_begin = cg * job.group_strips * NR;
   const int64_t j_end = std::min(g.n, j_begin + job.group_strips * NR);
   alignas(64) float strip[kKc * kMaxNr];
@@ -253,11 +257,14 @@ void apply_epilogue(const ops::Epilogue& e, float* c, int64_t ld, int64_t rows, 
 
 void gemm(const KernelContext& context, const GemmArgs& args) {
   if (args.m <= 0 || args.n <= 0) return;
-  static_assert(kRowBlock % 8 == 0 && kRowBlock % 6 == 0 && kRowBlock % 4 == 0);
-  GemmJob job{&args, select_path(), 0, 0};
+  static_assert(kRowBlock % 24 == 0);  // 24: a multiple of every MR (8, 6, 4)
+  GemmJob job{&args, select_path(), 0, 0, 0};
   const int64_t NR = job.path.nr;
   const int64_t strips = (args.n + NR - 1) / NR;
+  // Balanced blocks: 256 rows are two of 144 and 112, not 192 and 64.
   job.row_blocks = (args.m + kRowBlock - 1) / kRowBlock;
+  job.row_block = ((args.m + job.row_blocks - 1) / job.row_blocks + 23) / 24 * 24;
+  job.row_blocks = (args.m + job.row_block - 1) / job.row_block;
   // Enough tasks to balance the pool (about 4 per thread) when there is
   // work to share; one task otherwise. The split never changes a result.
   ThreadPool* pool = pool_of(context);
