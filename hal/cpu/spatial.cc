@@ -504,8 +504,17 @@ struct ResizeJob {
   int64_t planes_per_task;
 };
 
+// Linear: the horizontal blend of input row y over a chunk of columns,
+// (1 - dx) * a + dx * b in double: the inner terms of ops::resize_blend.
+void resize_blend_row(const float* row, const int64_t* x0, const int64_t* x1, const double* dx, int64_t cols,
+                      double* out) {
+  for (int64_t j = 0; j < cols; ++j) out[j] = (1.0 - dx[j]) * row[x0[j]] + dx[j] * row[x1[j]];
+}
+
 // The nearest or the blend of the two neighbours per dim, as the definition
 // (ops::resize_*): the same doubles in the same order, so the same bits.
+// Linear keeps the horizontal blends of the last two input rows it used, so
+// an input row shared by neighbouring output rows is blended once per plane.
 void resize_task(void* context, int64_t task) {
   const ResizeJob& job = *static_cast<const ResizeJob*>(context);
   const ops::ResizePlan& p = *job.p;
@@ -514,6 +523,9 @@ void resize_task(void* context, int64_t task) {
   const int64_t plane_in = p.h * p.w, plane_out = p.oh * p.ow;
   int64_t x0[kResizeChunk], x1[kResizeChunk];
   double dx[kResizeChunk];
+  int64_t y0[kResizeChunk], y1[kResizeChunk];
+  double dy[kResizeChunk];
+  double blended[2][kResizeChunk];
   for (int64_t c0 = 0; c0 < p.ow; c0 += kResizeChunk) {
     const int64_t cols = std::min(kResizeChunk, p.ow - c0);
     for (int64_t j = 0; j < cols; ++j) {
@@ -523,27 +535,46 @@ void resize_task(void* context, int64_t task) {
       else
         ops::resize_linear_taps(sx, p.w, &x0[j], &x1[j], &dx[j]);
     }
-    for (int64_t oy = 0; oy < p.oh; ++oy) {
-      const double sy = ops::resize_source(p.coordinate_mode, oy, p.scale_h, p.h, p.oh);
-      if (p.mode == 0) {
-        const int64_t y = ops::resize_nearest(p.nearest_mode, sy, p.h);
-        for (int64_t plane = plane0; plane < plane1; ++plane) {
-          const float* __restrict row = job.x + plane * plane_in + y * p.w;
-          float* __restrict out = job.out + plane * plane_out + oy * p.ow + c0;
-          for (int64_t j = 0; j < cols; ++j) out[j] = row[x0[j]];
-        }
-        continue;
+    for (int64_t r0 = 0; r0 < p.oh; r0 += kResizeChunk) {
+      const int64_t rows = std::min(kResizeChunk, p.oh - r0);
+      for (int64_t i = 0; i < rows; ++i) {
+        const double sy = ops::resize_source(p.coordinate_mode, r0 + i, p.scale_h, p.h, p.oh);
+        if (p.mode == 0)
+          y0[i] = ops::resize_nearest(p.nearest_mode, sy, p.h);
+        else
+          ops::resize_linear_taps(sy, p.h, &y0[i], &y1[i], &dy[i]);
       }
-      int64_t y0, y1;
-      double dy;
-      ops::resize_linear_taps(sy, p.h, &y0, &y1, &dy);
       for (int64_t plane = plane0; plane < plane1; ++plane) {
-        const float* __restrict r0 = job.x + plane * plane_in + y0 * p.w;
-        const float* __restrict r1 = job.x + plane * plane_in + y1 * p.w;
-        float* __restrict out = job.out + plane * plane_out + oy * p.ow + c0;
-        for (int64_t j = 0; j < cols; ++j)
-          out[j] =
-              static_cast<float>(ops::resize_blend(r0[x0[j]], r0[x1[j]], r1[x0[j]], r1[x1[j]], dy, dx[j]));
+        const float* image = job.x + plane * plane_in;
+        float* result = job.out + plane * plane_out + r0 * p.ow + c0;
+        if (p.mode == 0) {
+          for (int64_t i = 0; i < rows; ++i) {
+            const float* __restrict row = image + y0[i] * p.w;
+            float* __restrict out = result + i * p.ow;
+            for (int64_t j = 0; j < cols; ++j) out[j] = row[x0[j]];
+          }
+          continue;
+        }
+        int64_t held[2] = {-1, -1};  // the input rows whose blends `blended` holds
+        for (int64_t i = 0; i < rows; ++i) {
+          const double* h[2];
+          for (int k = 0; k < 2; ++k) {
+            const int64_t y = k == 0 ? y0[i] : y1[i];
+            int slot = held[0] == y ? 0 : (held[1] == y ? 1 : -1);
+            if (slot < 0) {
+              // Replace the row the other tap does not need.
+              const int64_t other = k == 0 ? y1[i] : y0[i];
+              slot = held[0] == other ? 1 : 0;
+              if (k == 1 && h[0] == blended[slot]) slot = 1 - slot;
+              resize_blend_row(image + y * p.w, x0, x1, dx, cols, blended[slot]);
+              held[slot] = y;
+            }
+            h[k] = blended[slot];
+          }
+          const double wy = dy[i];
+          float* __restrict out = result + i * p.ow;
+          for (int64_t j = 0; j < cols; ++j) out[j] = static_cast<float>((1.0 - wy) * h[0][j] + wy * h[1][j]);
+        }
       }
     }
   }
