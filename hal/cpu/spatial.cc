@@ -7,24 +7,26 @@
 // stride_w phases (column q + stride_w * i of the padded rows at phase q,
 // index i), so every tap of every output column is one unit-stride load: no
 // bounds checks, no gathers, borders included. Blocks of kRows output rows
-// are computed from it. Each
-// output is fma(tap, x, acc) over its taps in (ky, kx) order from zero, then
-// the bias: the same chain in every path of one ISA (AVX-512, AVX2+FMA; the
-// portable loop multiplies and adds), whatever the tiling or the thread count.
-// 3x3 and 5x5 windows with unit vertical dilation and vertical stride 1 or 2
-// run unrolled kernels that load each buffer row once for the whole block of
+// are computed from it. Each output is fma(tap, x, acc) over its taps in
+// (ky, kx) order from zero, then the bias, then the fused activation: the
+// same chain in every path of one ISA (AVX-512, AVX2+FMA; the portable loop
+// multiplies and adds), whatever the tiling or the thread count. 3x3 and 5x5
+// windows with unit vertical dilation and vertical stride 1 or 2 run
+// unrolled kernels that load each buffer row once for the whole block of
 // rows; other windows a loop over the taps.
 //
-// resize: the source taps of each output column are computed once per chunk
-// of columns, those of each row once per row, and reused for every plane;
-// planes are split over the thread pool. The arithmetic per element is that
-// of ops::resize_* (in double), so results match the definition bit for bit.
+// resize: the source taps of output columns and rows are computed once per
+// chunk of 256 and reused for every plane; linear keeps the horizontal blends
+// of the last two input rows it read. Planes are split over the thread pool.
+// The arithmetic per element is that of ops::resize_* (in double), so results
+// match the definition bit for bit.
 //
 // conv_transpose: per image and group, col[(kk, ky, kx), (iy, ix)] =
 // sum over ci of w[ci, kk, ky, kx] * x[ci, iy, ix] is one GEMM (internal::gemm,
 // threaded) over a band of input rows, then each output row gathers its taps
 // from col in (ky, kx) order and adds the bias. The scratch (the group's
-// weights transposed, col) is the dispatch's workspace (ops rule).
+// weights transposed, col) is the dispatch's workspace (ops rule); without
+// it, each output element gathers its taps (ops::conv_transpose_element).
 #include <algorithm>
 #include <cmath>
 #include <cstring>

@@ -320,7 +320,10 @@ HEXIR_PLAN_FN bool conv2d_is_plain_gemm(const Conv2dPlan& p) {
 // optional bias [k], output [n, k, oh, ow]. Output (oy, ox) of channel k in
 // group g sums x[ci, iy, ix] * w[ci, k % k_per_group, ky, kx] over the group's
 // input channels ci and the taps with iy * stride_h = oy + pad_top - ky *
-// dilation_h (likewise x), in (ci, ky, kx) order, in float; then the bias.
+// dilation_h (likewise x), in float; then the bias. The order of the sum is
+// the backend's: (ci, ky, kx) in one chain (conv_transpose_element), or on the
+// cpu a GEMM over ci per tap, then the taps in (ky, kx) order; the two agree
+// within rounding.
 struct ConvTransposePlan {
   int64_t n, c, h, w;
   int64_t k, oh, ow;
@@ -334,9 +337,10 @@ struct ConvTransposePlan {
   Epilogue epilogue;  // fused activation, after the bias
 };
 
-// The value of one conv_transpose output element (before the bias): the
-// loops of every backend, so they agree bit for bit. x_image points at image
-// n's channel 0, w at the weights, k_in_group the channel within its group g.
+// The value of one conv_transpose output element (before the bias), summed in
+// (ci, ky, kx) order: the cuda kernel's loop and the cpu's fallback when it
+// has no workspace. x_image points at image n's channel 0, w at the weights,
+// k_in_group the channel within its group g.
 HEXIR_PLAN_FN float conv_transpose_element(const ConvTransposePlan& p, const float* x_image, const float* w,
                                            int64_t g, int64_t k_in_group, int64_t oy, int64_t ox) {
   float acc = 0.0f;
