@@ -10,6 +10,7 @@
 
 #include "hexir/base/half.h"
 #include "kernel_util.h"
+#include "thread_pool.h"
 
 namespace hexir::hal::cpu::internal {
 namespace {
@@ -33,13 +34,27 @@ inline void binary_run(const T* a, int64_t sa, const T* b, int64_t sb, R* out, i
   }
 }
 
-// Operands of T, results of R (bool results as bytes 0 or 1).
+// Elementwise work is split over the pool in ranges of at least this many
+// output elements (below it a thread's start costs more than it saves).
+constexpr int64_t kMinRange = 1 << 15;
+
+// Operands of T, results of R (bool results as bytes 0 or 1). Split over the
+// pool by output elements (flat modes) or by inner runs (general mode).
 template <typename Op, typename T, typename R>
-void binary_typed(const BinaryPlan& p, const T* pa, const T* pb, R* po) {
+void binary_typed(const KernelContext& context, const BinaryPlan& p, const T* pa, const T* pb, R* po) {
   switch (p.mode) {
-    case 0: binary_run<Op>(pa, 1, pb, 1, po, p.n); return;
-    case 1: binary_run<Op>(pa, 1, pb, 0, po, p.n); return;
-    case 2: binary_run<Op>(pa, 0, pb, 1, po, p.n); return;
+    case 0:
+      return parallel_ranges(context, p.n, kMinRange, [&](int64_t b, int64_t e) {
+        binary_run<Op>(pa + b, 1, pb + b, 1, po + b, e - b);
+      });
+    case 1:
+      return parallel_ranges(context, p.n, kMinRange, [&](int64_t b, int64_t e) {
+        binary_run<Op>(pa + b, 1, pb, 0, po + b, e - b);
+      });
+    case 2:
+      return parallel_ranges(context, p.n, kMinRange, [&](int64_t b, int64_t e) {
+        binary_run<Op>(pa, 0, pb + b, 1, po + b, e - b);
+      });
     case 4: po[0] = Op::apply(pa[0], pb[0]); return;
     default: break;
   }
@@ -47,48 +62,61 @@ void binary_typed(const BinaryPlan& p, const T* pa, const T* pb, R* po) {
   // General case: merged dims, the innermost one a contiguous run.
   const int32_t outer_rank = p.rank - 1;
   const int64_t inner = p.dims[outer_rank];
-  int64_t index[kMaxRank] = {};
-  do {
-    int64_t offset_a = 0, offset_b = 0;
-    for (int32_t i = 0; i < outer_rank; ++i) {
-      offset_a += index[i] * p.stride_a[i];
-      offset_b += index[i] * p.stride_b[i];
+  const int64_t runs = p.n / inner;
+  parallel_ranges(context, runs, std::max<int64_t>(1, kMinRange / inner), [&](int64_t begin, int64_t end) {
+    int64_t index[kMaxRank] = {};
+    for (int64_t rest = begin, i = outer_rank; i-- > 0;) {  // the multi-index of run `begin`
+      index[i] = rest % p.dims[i];
+      rest /= p.dims[i];
     }
-    binary_run<Op>(pa + offset_a, p.stride_a[outer_rank], pb + offset_b, p.stride_b[outer_rank], po, inner);
-    po += inner;
-  } while (next_index(index, p.dims, outer_rank));
+    R* out = po + begin * inner;
+    for (int64_t run = begin; run < end; ++run) {
+      int64_t offset_a = 0, offset_b = 0;
+      for (int32_t i = 0; i < outer_rank; ++i) {
+        offset_a += index[i] * p.stride_a[i];
+        offset_b += index[i] * p.stride_b[i];
+      }
+      binary_run<Op>(pa + offset_a, p.stride_a[outer_rank], pb + offset_b, p.stride_b[outer_rank], out, inner);
+      out += inner;
+      next_index(index, p.dims, outer_rank);
+    }
+  });
 }
 
 template <typename Op>
-Status binary(const KernelContext&, const Dispatch& d) {
-  binary_typed<Op>(plan_of<BinaryPlan>(d), input(d, 0), input(d, 1), output(d, 0));
+Status binary(const KernelContext& context, const Dispatch& d) {
+  binary_typed<Op>(context, plan_of<BinaryPlan>(d), input(d, 0), input(d, 1), output(d, 0));
   return ok_status();
 }
 
 // equal / less / greater on operands of T: bool results.
 template <typename Op, typename T>
-Status compare(const KernelContext&, const Dispatch& d) {
-  binary_typed<Op>(plan_of<BinaryPlan>(d), input<T>(d, 0), input<T>(d, 1), output<uint8_t>(d, 0));
+Status compare(const KernelContext& context, const Dispatch& d) {
+  binary_typed<Op>(context, plan_of<BinaryPlan>(d), input<T>(d, 0), input<T>(d, 1), output<uint8_t>(d, 0));
   return ok_status();
 }
 
 template <typename Op>
-Status unary(const KernelContext&, const Dispatch& d) {
+Status unary(const KernelContext& context, const Dispatch& d) {
   const int64_t n = plan_of<ops::UnaryPlan>(d).n;
   const float* in = input(d, 0);
   float* out = output(d, 0);
-  for (int64_t i = 0; i < n; ++i) out[i] = Op::apply(in[i]);
+  parallel_ranges(context, n, kMinRange, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) out[i] = Op::apply(in[i]);
+  });
   return ok_status();
 }
 
 // Unary maps with the plan's float parameters a, b (as floats).
 template <typename Op>
-Status unary_floats(const KernelContext&, const Dispatch& d) {
+Status unary_floats(const KernelContext& context, const Dispatch& d) {
   const ops::UnaryPlan& p = plan_of<ops::UnaryPlan>(d);
   const float a = static_cast<float>(p.a), b = static_cast<float>(p.b);
   const float* in = input(d, 0);
   float* out = output(d, 0);
-  for (int64_t i = 0; i < p.n; ++i) out[i] = Op::apply(in[i], a, b);
+  parallel_ranges(context, p.n, kMinRange, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) out[i] = Op::apply(in[i], a, b);
+  });
   return ok_status();
 }
 

@@ -8,7 +8,9 @@
 // count or on the schedule.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
+#include <type_traits>
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
@@ -64,6 +66,33 @@ inline void parallel_for(const KernelContext& context, int64_t tasks, ThreadPool
     return;
   }
   pool->run(tasks, fn, arg);
+}
+
+// Runs f(begin, end) over [0, n) cut into ranges of at least `min_range`
+// (about 4 per thread), on the context's pool; serially when the work is
+// small or there is no pool. For kernels whose elements are independent, so
+// the split never changes a result. No allocation: f stays on the caller's stack.
+template <typename F>
+inline void parallel_ranges(const KernelContext& context, int64_t n, int64_t min_range, F&& f) {
+  ThreadPool* pool = pool_of(context);
+  const int threads = pool ? pool->size() : 1;
+  const int64_t ranges = std::min<int64_t>(4 * threads, min_range > 0 ? n / min_range : n);
+  if (threads == 1 || ranges <= 1) {
+    if (n > 0) f(int64_t{0}, n);
+    return;
+  }
+  struct Job {
+    std::remove_reference_t<F>* f;
+    int64_t n, size;
+  } job{&f, n, (n + ranges - 1) / ranges};
+  pool->run(
+      (n + job.size - 1) / job.size,
+      [](void* context, int64_t t) {
+        const Job& j = *static_cast<const Job*>(context);
+        const int64_t begin = t * j.size;
+        (*j.f)(begin, std::min(j.n, begin + j.size));
+      },
+      &job);
 }
 
 // The cores this process may run on (its affinity mask), at least 1.
