@@ -460,6 +460,9 @@ int run(int argc, char** argv) {
     j.field("ms", prepare_ms);
     j.field("device_allocations", prepare_allocations);
     j.field("uploads", prepare_uploads);
+    // Device memory prepare took: fills, uploaded or copied constants (none
+    // on the cpu, which uses RODATA from the mapping), anything prepared for kernels.
+    j.field("bytes", after_prepare.bytes_allocated - before_prepare.bytes_allocated);
     j.end_object();
     j.begin_object("invoke");
     j.field("count", context->invoke_count());

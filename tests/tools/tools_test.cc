@@ -94,9 +94,25 @@ TEST_CASE("tools: compile, dump and run the mlp sample against its reference") {
   const std::string stats = read_all(dir / "stats.json");
   for (const char* key :
        {"\"arena_bytes\"", "\"constant_bytes\"", "\"lower_bound_bytes\"", "\"load_ms\"", "\"prepare\"",
-        "\"invoke\"", "\"ms_median\"", "\"device_allocations\"", "\"uploads\""})
+        "\"invoke\"", "\"ms_median\"", "\"device_allocations\"", "\"uploads\"", "\"bytes\""})
     CHECK_MESSAGE(contains(stats, key), key);
   CHECK(contains(stats, "\"count\":3"));
+  CHECK_FALSE(contains(stats, "\"profile\""));  // only with --profile
+}
+
+TEST_CASE("tools: hexir-run --profile sums time per operator and lists the slowest instructions") {
+  TempDir dir;
+  REQUIRE(run(kCompile + " " + kSamples + "/convnet.hxir -o " + dir / "c.hxe").exit_code == 0);
+  auto r = run(kRun + " " + dir / "c.hxe --threads 1 --iterations 2 --profile --stats-json " + dir / "s.json");
+  REQUIRE_MESSAGE(r.exit_code == 0, r.output);
+  CHECK(contains(r.output, "profile: "));
+  CHECK(contains(r.output, "operator"));
+  CHECK(contains(r.output, "conv2d"));  // with its fused relu
+  CHECK(contains(r.output, "slowest instructions:"));
+  CHECK(contains(r.output, "conv2d %r1 f32[1,8,16,16]"));  // the fused conv2d writes the relu's value
+  const std::string stats = read_all(dir / "s.json");
+  for (const char* key : {"\"profile\"", "\"operators\"", "\"slowest_instructions\"", "\"ms_per_invoke\""})
+    CHECK_MESSAGE(contains(stats, key), key);
 }
 
 TEST_CASE("tools: hexir-dump --json has the documented keys") {
