@@ -315,35 +315,45 @@ DwGeometry dw_geometry(const ops::Conv2dPlan& p) {
   }
 }
 
-void dw_fill_row(const float* in, int64_t w, int64_t ix0, int64_t sw, int64_t phase,
-                 Deinterleave deinterleave, float* dst) {
-  // Inside the input for i in [lo[q], hi[q]): 0 <= ix0 + q + sw * i < w.
+// The columns of a buffer row that come from the input, the same for every
+// row of a tile: phase q holds input columns for i in [lo[q], hi[q]); both
+// phases of a stride-2 row for i in [a, b). The rest stays zero.
+struct DwColumns {
   int64_t lo[kLanes], hi[kLanes];
-  for (int64_t q = 0; q < sw; ++q) {
+  int64_t a, b;
+};
+
+DwColumns dw_columns(int64_t w, int64_t ix0, int64_t sw, int64_t phase) {
+  DwColumns c{};
+  for (int64_t q = 0; q < sw; ++q) {  // 0 <= ix0 + q + sw * i < w
     const int64_t first = ix0 + q;
-    lo[q] = std::min(phase, first >= 0 ? 0 : (-first + sw - 1) / sw);
-    hi[q] = std::clamp(first >= w ? 0 : (w - 1 - first) / sw + 1, lo[q], phase);
-    float* out = dst + q * phase;
-    std::fill(out, out + lo[q], 0.0f);
-    std::fill(out + hi[q], out + phase, 0.0f);
+    c.lo[q] = std::min(phase, first >= 0 ? 0 : (-first + sw - 1) / sw);
+    c.hi[q] = std::clamp(first >= w ? 0 : (w - 1 - first) / sw + 1, c.lo[q], phase);
   }
+  c.a = std::max(c.lo[0], c.lo[sw > 1 ? 1 : 0]);
+  c.b = std::max(c.a, std::min(c.hi[0], c.hi[sw > 1 ? 1 : 0]));
+  return c;
+}
+
+// Copies input row `in` into a buffer row whose padding is already zero.
+void dw_fill_row(const float* in, const DwColumns& c, int64_t ix0, int64_t sw, int64_t phase,
+                 Deinterleave deinterleave, float* dst) {
   if (sw == 1) {
-    std::memcpy(dst + lo[0], in + ix0 + lo[0], static_cast<size_t>(hi[0] - lo[0]) * sizeof(float));
+    std::memcpy(dst + c.lo[0], in + ix0 + c.lo[0], static_cast<size_t>(c.hi[0] - c.lo[0]) * sizeof(float));
   } else if (sw == 2) {
-    // Both phases inside for i in [a, b): one vector pass; the ends apart.
-    const int64_t a = std::max(lo[0], lo[1]), b = std::max(a, std::min(hi[0], hi[1]));
-    deinterleave(in + ix0 + 2 * a, b - a, dst + a, dst + phase + a);
+    // One vector pass where both phases are inside; the ends apart.
+    deinterleave(in + ix0 + 2 * c.a, c.b - c.a, dst + c.a, dst + phase + c.a);
     for (int64_t q = 0; q < 2; ++q) {
       float* out = dst + q * phase;
       const float* src = in + ix0 + q;
-      for (int64_t i = lo[q]; i < std::min(a, hi[q]); ++i) out[i] = src[2 * i];
-      for (int64_t i = std::max(b, lo[q]); i < hi[q]; ++i) out[i] = src[2 * i];
+      for (int64_t i = c.lo[q]; i < std::min(c.a, c.hi[q]); ++i) out[i] = src[2 * i];
+      for (int64_t i = std::max(c.b, c.lo[q]); i < c.hi[q]; ++i) out[i] = src[2 * i];
     }
   } else {
     for (int64_t q = 0; q < sw; ++q) {
       float* out = dst + q * phase;
       const float* src = in + ix0 + q;
-      for (int64_t i = lo[q]; i < hi[q]; ++i) out[i] = src[sw * i];
+      for (int64_t i = c.lo[q]; i < c.hi[q]; ++i) out[i] = src[sw * i];
     }
   }
 }
@@ -378,6 +388,10 @@ void depthwise_task(void* context, int64_t task) {
   for (int64_t ox0 = 0; ox0 < p.ow; ox0 += job.g.tile) {
     b.width = std::min(job.g.tile, p.ow - ox0);
     const int64_t ix0 = ox0 * p.stride_w - p.pad_left;
+    const DwColumns columns = dw_columns(p.w, ix0, p.stride_w, job.g.phase);
+    // Zero once per tile: rows from the input only write their input columns.
+    const int64_t task_rows = (oy_end - band * job.band + kRows - 1) / kRows * kRows;
+    std::fill(buf, buf + dw_buffer_rows(p, std::min(job.g.slab, task_rows)) * buf_row, 0.0f);
     for (int64_t s0 = band * job.band; s0 < oy_end; s0 += job.g.slab) {
       const int64_t s1 = std::min(oy_end, s0 + job.g.slab);
       const int64_t blocks = (s1 - s0 + kRows - 1) / kRows;
@@ -388,7 +402,7 @@ void depthwise_task(void* context, int64_t task) {
         if (iy < 0 || iy >= p.h)
           std::fill(dst, dst + buf_row, 0.0f);
         else
-          dw_fill_row(image + iy * p.w, p.w, ix0, p.stride_w, job.g.phase, job.path.deinterleave, dst);
+          dw_fill_row(image + iy * p.w, columns, ix0, p.stride_w, job.g.phase, job.path.deinterleave, dst);
       }
       for (int64_t oy0 = s0; oy0 < s1; oy0 += kRows) {
         b.rows = std::min(kRows, s1 - oy0);
