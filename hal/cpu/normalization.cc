@@ -1,14 +1,16 @@
 // softmax and layernorm (both read every input element of a row before
 // writing that element, so they are safe when the output is the input), and
 // the reductions.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
 #include "kernel_util.h"
+#include "thread_pool.h"
 
 namespace hexir::hal::cpu::internal {
 
-Status softmax(const KernelContext&, const Dispatch& d) {
+Status softmax(const KernelContext& context, const Dispatch& d) {
   const ops::SoftmaxPlan& p = plan_of<ops::SoftmaxPlan>(d);
   const int64_t outer = p.outer, length = p.length, inner = p.inner;
   if (outer == 0 || length == 0 || inner == 0) return ok_status();
@@ -43,8 +45,11 @@ Status softmax(const KernelContext&, const Dispatch& d) {
     return ok_status();
   }
   // One strided row per (outer, inner) pair; max-subtracted for stability.
-  for (int64_t o = 0; o < outer; ++o) {
-    for (int64_t i = 0; i < inner; ++i) {
+  // Rows are independent: split over the pool.
+  const int64_t rows = outer * inner;
+  parallel_ranges(context, rows, std::max<int64_t>(1, (int64_t{1} << 15) / length), [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) {
+      const int64_t o = r / inner, i = r % inner;
       const int64_t base = o * length * inner + i;
       const float* row_in = in + base;
       float* row_out = out + base;
@@ -59,11 +64,11 @@ Status softmax(const KernelContext&, const Dispatch& d) {
       const float scale = static_cast<float>(1.0 / sum);
       for (int64_t j = 0; j < length; ++j) row_out[j * inner] *= scale;
     }
-  }
+  });
   return ok_status();
 }
 
-Status layernorm(const KernelContext&, const Dispatch& d) {
+Status layernorm(const KernelContext& context, const Dispatch& d) {
   const ops::LayernormPlan& p = plan_of<ops::LayernormPlan>(d);
   const int64_t rows = p.rows, width = p.width;
   const double epsilon = p.epsilon;
@@ -72,23 +77,26 @@ Status layernorm(const KernelContext&, const Dispatch& d) {
   const float* gamma = input(d, 1);
   const float* beta = input(d, 2);
   float* out = output(d, 0);
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* row_in = in + r * width;
-    float* row_out = out + r * width;
-    // Two passes in double: mean, then variance around it (no cancellation).
-    double sum = 0.0;
-    for (int64_t j = 0; j < width; ++j) sum += row_in[j];
-    const double mean = sum / static_cast<double>(width);
-    double square_sum = 0.0;
-    for (int64_t j = 0; j < width; ++j) {
-      const double d = row_in[j] - mean;
-      square_sum += d * d;
+  // Rows are independent: split over the pool.
+  parallel_ranges(context, rows, std::max<int64_t>(1, (int64_t{1} << 15) / width), [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) {
+      const float* row_in = in + r * width;
+      float* row_out = out + r * width;
+      // Two passes in double: mean, then variance around it (no cancellation).
+      double sum = 0.0;
+      for (int64_t j = 0; j < width; ++j) sum += row_in[j];
+      const double mean = sum / static_cast<double>(width);
+      double square_sum = 0.0;
+      for (int64_t j = 0; j < width; ++j) {
+        const double d = row_in[j] - mean;
+        square_sum += d * d;
+      }
+      const double variance = square_sum / static_cast<double>(width);
+      const float inv_std = static_cast<float>(1.0 / std::sqrt(variance + epsilon));
+      const float mean_f = static_cast<float>(mean);
+      for (int64_t j = 0; j < width; ++j) row_out[j] = (row_in[j] - mean_f) * inv_std * gamma[j] + beta[j];
     }
-    const double variance = square_sum / static_cast<double>(width);
-    const float inv_std = static_cast<float>(1.0 / std::sqrt(variance + epsilon));
-    const float mean_f = static_cast<float>(mean);
-    for (int64_t j = 0; j < width; ++j) row_out[j] = (row_in[j] - mean_f) * inv_std * gamma[j] + beta[j];
-  }
+  });
   return ok_status();
 }
 
