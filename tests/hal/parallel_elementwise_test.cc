@@ -1,4 +1,4 @@
-// Elementwise kernels split their elements over the cpu device's pool when
+// Elementwise kernels (and softmax / layernorm rows) split their elements over the cpu device's pool when
 // there are enough of them: the same bits at 1, 2 and 3 threads in every
 // broadcasting mode (flat, scalar either side, general) and for unary maps,
 // in place included, and dispatching allocates nothing.
@@ -52,6 +52,14 @@ TEST_CASE("elementwise: split over threads, the same bits in every mode") {
   check_same_bits(OpId::kGelu, {&a}, dims, {0});
   check_same_bits(OpId::kClip, {&a}, dims, {std::bit_cast<int64_t>(-0.5), std::bit_cast<int64_t>(0.5)});
   check_same_bits(OpId::kSigmoid, {&a}, dims, {}, 0);
+}
+
+TEST_CASE("softmax and layernorm: rows split over threads, the same bits") {
+  HostTensor x = random_f32({4, 60, 1031}, 6), gamma = random_f32({1031}, 7), beta = random_f32({1031}, 8);
+  const std::vector<int64_t> dims{4, 60, 1031};
+  check_same_bits(OpId::kSoftmax, {&x}, dims, {2});
+  check_same_bits(OpId::kSoftmax, {&x}, dims, {2}, 0);  // in place
+  check_same_bits(OpId::kLayernorm, {&x, &gamma, &beta}, dims, {2, std::bit_cast<int64_t>(1e-5)});
 }
 
 }  // namespace
