@@ -119,6 +119,7 @@ Status conv_transpose(const KernelContext&, const Dispatch&);
 Status softmax(const KernelContext&, const Dispatch&);
 Status layernorm(const KernelContext&, const Dispatch&);
 Status reduce(const KernelContext&, const Dispatch&);
+Status argmax(const KernelContext&, const Dispatch&);
 // layout.cc
 Status strided_gather(const KernelContext&, const Dispatch&);  // transpose, slice, expand
 Status pad(const KernelContext&, const Dispatch&);
@@ -126,5 +127,7 @@ Status concat(const KernelContext&, const Dispatch&);
 Status split(const KernelContext&, const Dispatch&);
 Status copy(const KernelContext&, const Dispatch&);
 Status gather(const KernelContext&, const Dispatch&);
+Status dynamic_slice(const KernelContext&, const Dispatch&);
+Status update_slice(const KernelContext&, const Dispatch&);
 
 }  // namespace hexir::hal::cpu::internal

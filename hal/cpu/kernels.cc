@@ -68,6 +68,10 @@ constexpr KernelEntry<KernelFn> kKernels[] = {
     {OpId::kExpand, kAnyDType, kAnyDType, strided_gather},
     {OpId::kResize, kF32, kF32, resize},
     {OpId::kConvTranspose, kF32, kF32, conv_transpose},
+    // argmax: keyed by its f32 operand; the result is always i64 (its rule).
+    {OpId::kArgMax, kF32, kAnyDType, argmax},
+    {OpId::kDynamicSlice, kAnyDType, kAnyDType, dynamic_slice},
+    {OpId::kUpdateSlice, kAnyDType, kAnyDType, update_slice},
 };
 
 }  // namespace

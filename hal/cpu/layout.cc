@@ -1,5 +1,6 @@
 // Byte-moving kernels of any dtype: the strided gather behind transpose and
-// slice (and expand), concat, split, copy, gather and pad.
+// slice (and expand), concat, split, copy, gather, pad, dynamic_slice and
+// update_slice.
 #include <algorithm>
 #include <cstring>
 #include <string>
@@ -93,6 +94,38 @@ void pad_typed(const ops::PadPlan& p, const uint8_t* in, uint8_t* out) {
   }
 }
 
+// The offset of a window's first element in x, its start indices read from
+// operands first .. first + rank - 1 and clamped (ops::window_start).
+int64_t window_origin(const ops::WindowPlan& p, const Dispatch& d, uint32_t first) {
+  int64_t origin = 0;
+  for (int32_t k = 0; k < p.rank; ++k) {
+    const int64_t start = *input<int64_t>(d, first + static_cast<uint32_t>(k));
+    origin += ops::window_start(start, p.dims[k], p.window[k]) * p.stride[k];
+  }
+  return origin;
+}
+
+// Calls row(x_byte, window_byte, bytes) for each run of the window along the
+// last dim: x's bytes from `origin` on, the window's contiguous.
+template <typename Row>
+void for_each_window_row(const ops::WindowPlan& p, int64_t origin, Row row) {
+  const int64_t element = p.element_size;
+  if (p.rank == 0) {
+    row(0, 0, element);
+    return;
+  }
+  const int32_t outer_rank = p.rank - 1;
+  const int64_t run = p.window[outer_rank] * element;
+  int64_t index[kMaxRank] = {};
+  int64_t window_byte = 0;
+  do {
+    int64_t offset = origin;
+    for (int32_t k = 0; k < outer_rank; ++k) offset += index[k] * p.stride[k];
+    row(offset * element, window_byte, run);
+    window_byte += run;
+  } while (next_index(index, p.window, outer_rank));
+}
+
 }  // namespace
 
 Status pad(const KernelContext&, const Dispatch& d) {
@@ -184,6 +217,35 @@ Status gather(const KernelContext&, const Dispatch& d) {
   auto* out = output<uint8_t>(d, 0);
   return p.index_i64 ? gather_typed(p, data, input<int64_t>(d, 1), out)
                      : gather_typed(p, data, input<int32_t>(d, 1), out);
+}
+
+Status dynamic_slice(const KernelContext&, const Dispatch& d) {
+  const ops::WindowPlan& p = plan_of<ops::WindowPlan>(d);
+  if (p.n == 0) return ok_status();
+  const auto* x = input<uint8_t>(d, 0);
+  auto* out = output<uint8_t>(d, 0);
+  for_each_window_row(p, window_origin(p, d, 1), [&](int64_t x_byte, int64_t window_byte, int64_t bytes) {
+    std::memcpy(out + window_byte, x + x_byte, static_cast<size_t>(bytes));
+  });
+  return ok_status();
+}
+
+// A copy of x (none when the result is x's storage: in place), then the
+// window from update. The start indices are read before anything is written.
+// A result in update's storage means update is as large as x: it is the result.
+Status update_slice(const KernelContext&, const Dispatch& d) {
+  const ops::WindowPlan& p = plan_of<ops::WindowPlan>(d);
+  const auto* x = input<uint8_t>(d, 0);
+  const auto* update = input<uint8_t>(d, 1);
+  auto* out = output<uint8_t>(d, 0);
+  const int64_t origin = window_origin(p, d, 2);
+  if (out == update) return ok_status();
+  if (out != x && p.x_bytes > 0) std::memcpy(out, x, static_cast<size_t>(p.x_bytes));
+  if (p.n == 0) return ok_status();
+  for_each_window_row(p, origin, [&](int64_t x_byte, int64_t window_byte, int64_t bytes) {
+    std::memcpy(out + x_byte, update + window_byte, static_cast<size_t>(bytes));
+  });
+  return ok_status();
 }
 
 }  // namespace hexir::hal::cpu::internal

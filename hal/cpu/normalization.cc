@@ -171,4 +171,15 @@ Status reduce(const KernelContext&, const Dispatch& d) {
   return ok_status();
 }
 
+// argmax: one index per (outer, inner) position, ops::argmax_of along the axis.
+Status argmax(const KernelContext&, const Dispatch& d) {
+  const ops::ArgmaxPlan& p = plan_of<ops::ArgmaxPlan>(d);
+  const float* x = input(d, 0);
+  int64_t* out = output<int64_t>(d, 0);
+  for (int64_t o = 0; o < p.outer; ++o)
+    for (int64_t i = 0; i < p.inner; ++i)
+      out[o * p.inner + i] = ops::argmax_of(x + o * p.length * p.inner + i, p.length, p.inner, p.select_last);
+  return ok_status();
+}
+
 }  // namespace hexir::hal::cpu::internal

@@ -356,6 +356,60 @@ Status gather(const Dispatch& d, Launcher& launcher) {
   return launcher.launch(kernel, linear_config(q.outer * q.index_count * (q.inner_bytes / unit)), &p);
 }
 
+Status argmax(const Dispatch& d, Launcher& launcher) {
+  ArgmaxParams p;
+  p.x = in(d, 0);
+  p.out = out<int64_t>(d, 0);
+  p.plan = plan_of<ops::ArgmaxPlan>(d);
+  const int64_t n = p.plan.outer * p.plan.inner;
+  if (n == 0) return ok_status();
+  return launcher.launch(Kernel::kArgmax, linear_config(n), &p);
+}
+
+// The window kernel of one element width (every dtype is 1, 2, 4 or 8 bytes).
+Kernel window_kernel(int32_t element_size, bool update) {
+  switch (element_size) {
+    case 1:
+      return update ? Kernel::kUpdateSlice1 : Kernel::kDynamicSlice1;
+    case 2:
+      return update ? Kernel::kUpdateSlice2 : Kernel::kDynamicSlice2;
+    case 4:
+      return update ? Kernel::kUpdateSlice4 : Kernel::kDynamicSlice4;
+    default:
+      return update ? Kernel::kUpdateSlice8 : Kernel::kDynamicSlice8;
+  }
+}
+
+// The start indices stay in device memory: the kernel reads them.
+WindowParams window_params(const Dispatch& d, uint32_t first_start) {
+  WindowParams p{};
+  p.plan = plan_of<ops::WindowPlan>(d);
+  p.out = d.operands[d.input_count];
+  for (int32_t k = 0; k < p.plan.rank; ++k)
+    p.starts[k] = in<int64_t>(d, first_start + static_cast<uint32_t>(k));
+  return p;
+}
+
+Status dynamic_slice(const Dispatch& d, Launcher& launcher) {
+  WindowParams p = window_params(d, 1);
+  p.x = d.operands[0];
+  if (p.plan.n == 0) return ok_status();
+  return launcher.launch(window_kernel(p.plan.element_size, false), linear_config(p.plan.n), &p);
+}
+
+// A copy of x unless the result is in x's storage (in place), then the
+// window. A result in update's storage means update is as large as x: it is
+// the result already.
+Status update_slice(const Dispatch& d, Launcher& launcher) {
+  WindowParams p = window_params(d, 2);
+  p.update = d.operands[1];
+  if (p.out == p.update) return ok_status();
+  if (p.out != d.operands[0] && p.plan.x_bytes > 0)
+    HEXIR_RETURN_IF_ERROR(launcher.copy(p.out, d.operands[0], static_cast<uint64_t>(p.plan.x_bytes)));
+  if (p.plan.n == 0) return ok_status();
+  return launcher.launch(window_kernel(p.plan.element_size, true), linear_config(p.plan.n), &p);
+}
+
 // ---- the table ------------------------------------------------------------------
 
 constexpr int kF32 = static_cast<int>(DType::kF32);
@@ -425,6 +479,10 @@ constexpr KernelEntry<CudaKernelFn> kKernels[] = {
     {OpId::kCopy, kAnyDType, kAnyDType, copy},
     {OpId::kGather, kAnyDType, kAnyDType, gather},
     {OpId::kWhere, kAnyDType, kAnyDType, where},
+    // argmax: keyed by its f32 operand; the result is always i64 (its rule).
+    {OpId::kArgMax, kF32, kAnyDType, argmax},
+    {OpId::kDynamicSlice, kAnyDType, kAnyDType, dynamic_slice},
+    {OpId::kUpdateSlice, kAnyDType, kAnyDType, update_slice},
     HEXIR_CAST_FROM(kCastF32),
     HEXIR_CAST_FROM(kCastF16),
     HEXIR_CAST_FROM(kCastI32),

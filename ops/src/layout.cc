@@ -1,5 +1,6 @@
 // Operators that move bytes without arithmetic, for any dtype: transpose,
-// reshape (a view), concat, split, copy, gather, slice, pad, expand.
+// reshape (a view), concat, split, copy, gather, slice, pad, expand, and the
+// run-time windows dynamic_slice and update_slice.
 #include <algorithm>
 #include <bit>
 #include <climits>
@@ -546,6 +547,82 @@ void plan_expand(const PlanInput& op, OpPlan& out) {
   p.n = count_of(result);
 }
 
+// ---- dynamic_slice, update_slice ------------------------------------------------
+
+// Operands from `first` on are the start indices, one i64[] per dim of x.
+Status check_start_indices(OpId id, std::span<const TensorType> in, size_t first) {
+  const size_t rank = in[0].rank();
+  if (in.size() != first + rank)
+    return invalid_argument(prefix(id) + "expects " + std::to_string(first) + " tensor operand(s) and " +
+                            std::to_string(rank) + " start indices (one i64[] per dim of " +
+                            in[0].to_string() + "), got " + std::to_string(in.size()) + " operands");
+  for (size_t d = 0; d < rank; ++d) {
+    const TensorType& s = in[first + d];
+    if (s.dtype != DType::kI64 || s.rank() != 0)
+      return invalid_argument(prefix(id) + "start index " + std::to_string(d) + " is " + s.to_string() +
+                              ", expected i64[]");
+  }
+  return ok_status();
+}
+
+void plan_window(const TensorType& x, std::span<const int64_t> window, OpPlan& out) {
+  WindowPlan& p = out.start<WindowPlan>();
+  p.rank = static_cast<int32_t>(x.rank());
+  p.element_size = static_cast<int32_t>(dtype_size(x.dtype));
+  p.x_bytes = static_cast<int64_t>(*byte_size(x));
+  row_major_strides(x.dims, p.stride);
+  for (size_t d = 0; d < x.rank(); ++d) {
+    p.dims[d] = x.dims[d];
+    p.window[d] = window[d];
+  }
+  p.n = dims_product(window, 0, window.size());
+}
+
+Result<std::vector<int64_t>> lower_dynamic_slice(std::span<const TensorType> in, const AttrMap& attrs,
+                                                 std::span<const TensorType> declared) {
+  HEXIR_RETURN_IF_ERROR(check_attr_names(kDynamicSlice, attrs, {"sizes"}));
+  if (find_attr(attrs, "sizes")) return int_list_attr(kDynamicSlice, attrs, "sizes");
+  if (declared.size() == 1 && declared[0].rank() == in[0].rank()) return declared[0].dims;
+  return invalid_argument(prefix(kDynamicSlice) + "needs attribute 'sizes' or a stated result type");
+}
+
+Result<std::vector<TensorType>> infer_dynamic_slice(std::span<const TensorType> in,
+                                                    std::span<const int64_t> params) {
+  const TensorType& x = in[0];
+  HEXIR_RETURN_IF_ERROR(check_start_indices(kDynamicSlice, in, 1));
+  HEXIR_RETURN_IF_ERROR(check_param_count(kDynamicSlice, params, x.rank()));
+  for (size_t d = 0; d < x.rank(); ++d)
+    if (params[d] < 0 || params[d] > x.dims[d])
+      return invalid_argument(prefix(kDynamicSlice) + "sizes " + shape_str(params) + " do not fit in " +
+                              x.to_string());
+  return one({x.dtype, std::vector<int64_t>(params.begin(), params.end())});
+}
+
+void plan_dynamic_slice(const PlanInput& op, OpPlan& out) { plan_window(op.inputs[0], op.params, out); }
+
+Result<std::vector<int64_t>> lower_update_slice(std::span<const TensorType>, const AttrMap& attrs,
+                                                std::span<const TensorType>) {
+  return no_attributes(kUpdateSlice, attrs);
+}
+
+Result<std::vector<TensorType>> infer_update_slice(std::span<const TensorType> in,
+                                                   std::span<const int64_t> params) {
+  const TensorType& x = in[0];
+  HEXIR_RETURN_IF_ERROR(check_param_count(kUpdateSlice, params, 0));
+  HEXIR_RETURN_IF_ERROR(check_start_indices(kUpdateSlice, in, 2));
+  const TensorType& update = in[1];
+  bool fits = update.dtype == x.dtype && update.rank() == x.rank();
+  for (size_t d = 0; fits && d < x.rank(); ++d) fits = update.dims[d] <= x.dims[d];
+  if (!fits)
+    return invalid_argument(prefix(kUpdateSlice) + "update " + update.to_string() + " does not fit in " +
+                            x.to_string() + " (same dtype and rank, no dim larger)");
+  return one(x);
+}
+
+void plan_update_slice(const PlanInput& op, OpPlan& out) {
+  plan_window(op.inputs[0], op.inputs[1].dims, out);
+}
+
 constexpr OpDef kDefs[] = {
     {kTranspose, "transpose", 1, 1, 1, 1, false, false, false, 0, lower_transpose, infer_transpose, nullptr,
      plan_transpose},
@@ -558,6 +635,11 @@ constexpr OpDef kDefs[] = {
     {kSlice, "slice", 1, 1, 1, 1, false, false, false, 0, lower_slice, infer_slice, nullptr, plan_slice},
     {kPad, "pad", 1, 1, 1, 1, false, false, false, 0, lower_pad, infer_pad, nullptr, plan_pad},
     {kExpand, "expand", 1, 1, 1, 1, false, false, false, 0, lower_expand, infer_expand, nullptr, plan_expand},
+    {kDynamicSlice, "dynamic_slice", 1, -1, 1, 1, false, false, false, 0, lower_dynamic_slice,
+     infer_dynamic_slice, nullptr, plan_dynamic_slice},
+    // In place on x only: update and the start indices are read while the result is written.
+    {kUpdateSlice, "update_slice", 2, -1, 1, 1, false, true, false, 0, lower_update_slice, infer_update_slice,
+     nullptr, plan_update_slice, /*in_place_inputs=*/1u},
 };
 
 }  // namespace

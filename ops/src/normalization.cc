@@ -1,4 +1,4 @@
-// Row-wise operators: softmax, layernorm, and the reductions (sum, mean, max).
+// Row-wise operators: softmax, layernorm, the reductions (sum, mean, max) and argmax.
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -169,6 +169,57 @@ void plan_reduce(const PlanInput& op, OpPlan& out) {
   p.max = kId == kReduceMax;
 }
 
+// ---- argmax -----------------------------------------------------------------
+
+Result<int64_t> flag_attr(OpId id, const AttrMap& attrs, std::string_view name, int64_t fallback) {
+  HEXIR_ASSIGN_OR_RETURN(int64_t v, int_attr(id, attrs, name, fallback));
+  if (v != 0 && v != 1)
+    return invalid_argument(prefix(id) + "attribute '" + std::string(name) + "' must be 0 or 1");
+  return v;
+}
+
+Result<std::vector<int64_t>> lower_argmax(std::span<const TensorType> in, const AttrMap& attrs,
+                                          std::span<const TensorType>) {
+  HEXIR_RETURN_IF_ERROR(check_attr_names(kArgMax, attrs, {"axis", "keepdims", "select_last_index"}));
+  HEXIR_ASSIGN_OR_RETURN(int64_t axis, int_attr(kArgMax, attrs, "axis", 0));
+  HEXIR_ASSIGN_OR_RETURN(axis, normalize_axis(kArgMax, axis, in[0].rank(), "axis"));
+  HEXIR_ASSIGN_OR_RETURN(int64_t keepdims, flag_attr(kArgMax, attrs, "keepdims", 1));
+  HEXIR_ASSIGN_OR_RETURN(int64_t last, flag_attr(kArgMax, attrs, "select_last_index", 0));
+  return std::vector<int64_t>{axis, keepdims, last};
+}
+
+Result<std::vector<TensorType>> infer_argmax(std::span<const TensorType> in,
+                                             std::span<const int64_t> params) {
+  const TensorType& x = in[0];
+  HEXIR_RETURN_IF_ERROR(check_param_count(kArgMax, params, 3));
+  HEXIR_RETURN_IF_ERROR(check_axis_param(kArgMax, params[0], x.rank()));
+  if ((params[1] != 0 && params[1] != 1) || (params[2] != 0 && params[2] != 1))
+    return invalid_argument(prefix(kArgMax) + "keepdims and select_last_index must be 0 or 1, got " +
+                            shape_str(params.subspan(1)));
+  const size_t axis = static_cast<size_t>(params[0]);
+  TensorType out{DType::kI64, {}};
+  for (size_t d = 0; d < x.rank(); ++d) {
+    if (d != axis)
+      out.dims.push_back(x.dims[d]);
+    else if (params[1] == 1)
+      out.dims.push_back(1);
+  }
+  if (x.dims[axis] == 0 && count_of(out) > 0)
+    return invalid_argument(prefix(kArgMax) + "axis " + std::to_string(axis) + " of " + x.to_string() +
+                            " is empty: no element to pick");
+  return one(std::move(out));
+}
+
+void plan_argmax(const PlanInput& op, OpPlan& out) {
+  ArgmaxPlan& p = out.start<ArgmaxPlan>();
+  const auto& dims = op.inputs[0].dims;
+  const size_t axis = static_cast<size_t>(op.params[0]);
+  p.outer = dims_product(dims, 0, axis);
+  p.length = dims[axis];
+  p.inner = dims_product(dims, axis + 1, dims.size());
+  p.select_last = static_cast<int32_t>(op.params[2]);
+}
+
 constexpr OpDef kDefs[] = {
     {kSoftmax, "softmax", 1, 1, 1, 1, true, true, false, 0, lower_axis<kSoftmax>, infer_softmax,
      workspace_softmax, plan_softmax},
@@ -180,6 +231,7 @@ constexpr OpDef kDefs[] = {
      infer_reduce<kReduceMean>, nullptr, plan_reduce<kReduceMean>},
     {kReduceMax, "reduce_max", 1, 1, 1, 1, true, false, false, 0, lower_reduce<kReduceMax>,
      infer_reduce<kReduceMax>, nullptr, plan_reduce<kReduceMax>},
+    {kArgMax, "argmax", 1, 1, 1, 1, true, false, false, 0, lower_argmax, infer_argmax, nullptr, plan_argmax},
 };
 
 }  // namespace

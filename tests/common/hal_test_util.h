@@ -84,6 +84,13 @@ inline HostTensor iota_bytes(DType dtype, std::vector<int64_t> dims) {
   return t;
 }
 
+// An i64[] holding `value` (the start indices of dynamic_slice and update_slice).
+inline HostTensor i64_scalar(int64_t value) {
+  HostTensor t(DType::kI64, {});
+  std::memcpy(t.bytes.data(), &value, 8);
+  return t;
+}
+
 // An operator call prepared as the VM prepares one: its plan (which also
 // checks the operand types against the operator's rules), its kernel on the
 // cpu and its operand pointers. `aliased_output` >= 0 makes output 0 write
@@ -196,6 +203,11 @@ inline std::vector<KernelCall> one_call_per_kernel() {
   calls.push_back({OpId::kReduceMean, {x}, HostTensor(DType::kF32, {}), {0}});
   calls.push_back({OpId::kConcat, {x, x, x}, HostTensor(DType::kF32, {4, 24}), {1}});
   calls.push_back({OpId::kCopy, {x}, HostTensor(DType::kF32, {4, 8}), {}});
+  calls.push_back({OpId::kArgMax, {x}, HostTensor(DType::kI64, {4}), {1, 0, 0}});
+  const HostTensor one = i64_scalar(1), two = i64_scalar(2);
+  calls.push_back({OpId::kDynamicSlice, {x, one, two}, HostTensor(DType::kF32, {2, 3}), {2, 3}});
+  calls.push_back(
+      {OpId::kUpdateSlice, {x, random_f32({2, 3}, 8), two, one}, HostTensor(DType::kF32, {4, 8}), {}});
   return calls;
 }
 

@@ -1,4 +1,5 @@
-// split, cast, where, gather, slice and conv2d on the cpu against references
+// split, cast, where, gather, slice, conv2d, argmax, dynamic_slice and
+// update_slice on the cpu against references
 // written here, independently of hal/cpu and of the plans: plain loops over
 // multi-indices, doubles where there is arithmetic, bit patterns for f16.
 #include <algorithm>
@@ -945,6 +946,217 @@ TEST_CASE("empty outputs of the new kernels write nothing") {
   fill_sentinel(g_out, 0xEE);
   REQUIRE(run_kernel(OpId::kGather, {&data, &idx}, g_out, {0}).ok());
   check_untouched(g_out, 0xEE);
+}
+
+// ---- argmax ---------------------------------------------------------------------
+
+// numpy.argmax along `axis` (NaN: the first one wins; select_last: the
+// reversed row's argmax, counted from the end), with keepdims dropped.
+std::vector<int64_t> argmax_reference(const HostTensor& x, int64_t axis, bool select_last) {
+  const Dims& dims = x.dims;
+  const size_t a = static_cast<size_t>(axis);
+  const Dims strides = row_major_strides(dims);
+  Dims out_dims;
+  for (size_t d = 0; d < dims.size(); ++d)
+    if (d != a) out_dims.push_back(dims[d]);
+  std::vector<int64_t> out(static_cast<size_t>(product(out_dims)));
+  for (size_t i = 0; i < out.size(); ++i) {
+    const Dims o = unravel(static_cast<int64_t>(i), out_dims);
+    int64_t base = 0;
+    for (size_t d = 0, k = 0; d < dims.size(); ++d)
+      if (d != a) base += o[k++] * strides[d];
+    std::vector<double> row;
+    for (int64_t j = 0; j < dims[a]; ++j) row.push_back(x.at(base + j * strides[a]));
+    if (select_last) std::reverse(row.begin(), row.end());
+    size_t best = 0;
+    for (size_t j = 0; j < row.size(); ++j) {
+      if (std::isnan(row[j])) {
+        best = j;
+        break;
+      }
+      if (row[j] > row[best]) best = j;
+    }
+    out[i] = select_last ? dims[a] - 1 - static_cast<int64_t>(best) : static_cast<int64_t>(best);
+  }
+  return out;
+}
+
+void check_argmax(HostTensor x, int64_t axis, bool keepdims, bool select_last) {
+  INFO("argmax " << dims_string(x.dims) << " axis " << axis << " keepdims " << keepdims << " last "
+                 << select_last);
+  Dims out_dims = x.dims;
+  out_dims[static_cast<size_t>(axis)] = 1;
+  if (!keepdims) out_dims.erase(out_dims.begin() + axis);
+  HostTensor out(DType::kI64, out_dims);
+  fill_sentinel(out, 0xEE);
+  Status status = run_kernel(OpId::kArgMax, {&x}, out, {axis, keepdims, select_last});
+  REQUIRE_MESSAGE(status.ok(), status.to_string());
+  check_untouched(out, 0xEE);
+  const std::vector<int64_t> want = argmax_reference(x, axis, select_last);
+  REQUIRE(out.count() == static_cast<int64_t>(want.size()));
+  for (size_t i = 0; i < want.size(); ++i) {
+    int64_t got;
+    std::memcpy(&got, &out.bytes[8 * i], 8);
+    INFO("element " << i);
+    CHECK(got == want[i]);
+  }
+}
+
+TEST_CASE("argmax: every axis, keepdims, select_last_index, ties") {
+  HostTensor x = random_f32({3, 4, 5}, 4100);
+  for (int i = 0; i < x.count(); i += 3) x.at(i) = std::round(x.at(i));  // ties
+  for (int64_t axis = 0; axis < 3; ++axis)
+    for (bool keepdims : {false, true})
+      for (bool last : {false, true}) check_argmax(x, axis, keepdims, last);
+  HostTensor tied(DType::kF32, {2, 4});  // all equal: 0, or the last with select_last
+  check_argmax(tied, 1, false, false);
+  check_argmax(tied, 1, false, true);
+  check_argmax(random_f32({1000}, 4101), 0, false, false);  // a vocabulary row
+}
+
+TEST_CASE("argmax: NaN is the largest (numpy: first NaN), infinities, one element, empty results") {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  HostTensor x(DType::kF32, {3, 5});
+  const float values[] = {1, nan, inf, nan, 2, -inf, -inf, -inf, -inf, -inf, 0, 7, inf, 3, inf};
+  std::memcpy(x.bytes.data(), values, sizeof values);
+  for (bool last : {false, true}) {
+    check_argmax(x, 1, false, last);
+    check_argmax(x, 0, true, last);
+  }
+  HostTensor out(DType::kI64, {3});
+  REQUIRE(run_kernel(OpId::kArgMax, {&x}, out, {1, 0, 0}).ok());
+  const int64_t* got = reinterpret_cast<const int64_t*>(out.bytes.data());
+  CHECK(got[0] == 1);  // the first NaN
+  CHECK(got[1] == 0);
+  CHECK(got[2] == 2);
+  REQUIRE(run_kernel(OpId::kArgMax, {&x}, out, {1, 0, 1}).ok());
+  CHECK(got[0] == 3);  // the last NaN
+  CHECK(got[1] == 4);
+  CHECK(got[2] == 4);
+  check_argmax(random_f32({4, 1}, 4102), 1, false, false);         // one element per row
+  check_argmax(random_f32({1}, 4103), 0, false, false);            // a single element
+  check_argmax(HostTensor(DType::kF32, {0, 3}), 1, false, false);  // no rows: nothing written
+}
+
+// ---- dynamic_slice, update_slice --------------------------------------------------
+
+const DType kEveryDType[] = {DType::kF32, DType::kF16, DType::kBF16, DType::kI8,
+                             DType::kU8,  DType::kI32, DType::kI64,  DType::kBool};
+
+// The start a window of `size` in a dim of `dim` really takes (XLA: clamped into the dim).
+int64_t clamped(int64_t start, int64_t dim, int64_t size) {
+  return std::min(std::max<int64_t>(start, 0), dim - size);
+}
+
+std::vector<HostTensor> start_tensors(const std::vector<int64_t>& starts) {
+  std::vector<HostTensor> out;
+  for (int64_t s : starts) out.push_back(i64_scalar(s));
+  return out;
+}
+
+void check_dynamic_slice(DType dtype, const Dims& dims, const std::vector<int64_t>& starts,
+                         const Dims& sizes) {
+  INFO("dynamic_slice " << std::string(dtype_name(dtype)) << dims_string(dims) << " starts "
+                        << dims_string(starts) << " sizes " << dims_string(sizes));
+  HostTensor x = iota_bytes(dtype, dims);
+  if (x.count() == 0) fill_sentinel(x, 0x33);
+  std::vector<HostTensor> s = start_tensors(starts);
+  std::vector<HostTensor*> inputs{&x};
+  for (HostTensor& t : s) inputs.push_back(&t);
+  HostTensor out(dtype, sizes);
+  fill_sentinel(out, 0xEE);
+  Status status = run_kernel(OpId::kDynamicSlice, inputs, out, sizes);
+  REQUIRE_MESSAGE(status.ok(), status.to_string());
+  check_untouched(out, 0xEE);
+  const Dims strides = row_major_strides(dims);
+  for (int64_t i = 0; i < out.count(); ++i) {
+    const Dims w = unravel(i, sizes);
+    int64_t src = 0;
+    for (size_t d = 0; d < dims.size(); ++d)
+      src += (clamped(starts[d], dims[d], sizes[d]) + w[d]) * strides[d];
+    INFO("element " << i);
+    REQUIRE(element_bytes(out, i) == element_bytes(x, src));
+  }
+}
+
+TEST_CASE("dynamic_slice: every dtype, starts inside, clamped from both sides, whole and empty windows") {
+  for (DType dtype : kEveryDType) {
+    check_dynamic_slice(dtype, {5, 6}, {1, 2}, {2, 3});
+    check_dynamic_slice(dtype, {5, 6}, {-3, 9}, {2, 3});             // clamped to 0 and 3
+    check_dynamic_slice(dtype, {5, 6}, {kI64Max, kI64Min}, {5, 1});  // whole dim; extremes
+    check_dynamic_slice(dtype, {4, 3, 7}, {2, 1, 3}, {1, 2, 4});
+  }
+  check_dynamic_slice(DType::kF32, {6, 4}, {4, 0}, {1, 4});  // one row (a KV-cache read)
+  check_dynamic_slice(DType::kF32, {6, 4}, {2, 7}, {0, 4});  // empty window
+  check_dynamic_slice(DType::kI64, {0, 4}, {3, 1}, {0, 2});  // empty tensor
+  check_dynamic_slice(DType::kF16, {}, {}, {});              // a scalar: itself
+  check_dynamic_slice(DType::kU8, {2, 1, 2, 1, 2, 1, 2, 3}, {1, 0, 1, 0, 1, 0, 1, 1},
+                      {1, 1, 1, 1, 1, 1, 2, 2});
+}
+
+// update_slice out of place (aliased false) and in place on x (aliased true).
+void check_update_slice(DType dtype, const Dims& dims, const Dims& update_dims,
+                        const std::vector<int64_t>& starts, bool in_place) {
+  INFO("update_slice " << std::string(dtype_name(dtype)) << dims_string(dims) << " update "
+                       << dims_string(update_dims) << " starts " << dims_string(starts) << " in place "
+                       << in_place);
+  HostTensor x = iota_bytes(dtype, dims);
+  HostTensor update(dtype, update_dims);
+  for (size_t i = 0; i < update.bytes.size(); ++i) update.bytes[i] = static_cast<uint8_t>(0xA0 + i * 3);
+  if (dtype == DType::kBool)
+    for (uint8_t& b : update.bytes) b &= 1;
+  const HostTensor original = x;
+  std::vector<HostTensor> s = start_tensors(starts);
+  std::vector<HostTensor*> inputs{&x, &update};
+  for (HostTensor& t : s) inputs.push_back(&t);
+  HostTensor out(dtype, dims);
+  fill_sentinel(out, 0xEE);
+  Status status = run_op(OpId::kUpdateSlice, inputs, {&out}, {}, in_place ? 0 : -1);
+  REQUIRE_MESSAGE(status.ok(), status.to_string());
+  const HostTensor& got = in_place ? x : out;
+  if (!in_place) CHECK(x.bytes == original.bytes);  // x is only read
+  const Dims strides = row_major_strides(dims);
+  HostTensor want = original;
+  for (int64_t i = 0; i < update.count(); ++i) {
+    const Dims w = unravel(i, update_dims);
+    int64_t dst = 0;
+    for (size_t d = 0; d < dims.size(); ++d)
+      dst += (clamped(starts[d], dims[d], update_dims[d]) + w[d]) * strides[d];
+    const std::vector<uint8_t> e = element_bytes(update, i);
+    std::copy(e.begin(), e.end(), want.bytes.begin() + static_cast<std::ptrdiff_t>(dst * esize(want)));
+  }
+  if (got.count() == 0) {
+    if (!in_place) check_untouched(out, 0xEE);
+    return;
+  }
+  CHECK(got.bytes == want.bytes);
+}
+
+TEST_CASE("update_slice: every dtype, in place and not, clamped starts, empty updates, the whole tensor") {
+  for (DType dtype : kEveryDType)
+    for (bool in_place : {false, true}) {
+      check_update_slice(dtype, {8, 4}, {1, 4}, {3, 0}, in_place);   // one KV-cache row
+      check_update_slice(dtype, {8, 4}, {2, 3}, {7, -2}, in_place);  // clamped to 6 and 0
+      check_update_slice(dtype, {3, 5, 4}, {2, 2, 3}, {1, 2, 1}, in_place);
+      check_update_slice(dtype, {8, 4}, {8, 4}, {5, 5}, in_place);  // the whole tensor
+      check_update_slice(dtype, {8, 4}, {0, 4}, {5, 0}, in_place);  // nothing written
+      check_update_slice(dtype, {}, {}, {}, in_place);              // a scalar: the update
+    }
+  check_update_slice(DType::kF32, {0, 4}, {0, 2}, {1, 1}, false);
+  check_update_slice(DType::kI64, {6}, {2}, {kI64Min}, true);
+  check_update_slice(DType::kI64, {6}, {2}, {kI64Max}, false);
+}
+
+TEST_CASE("update_slice: a result in update's storage (update as large as x) is update") {
+  HostTensor x = iota_bytes(DType::kI32, {3, 2});
+  HostTensor update = random_f32({3, 2}, 4200);
+  update.dtype = DType::kI32;
+  const HostTensor want = update;
+  HostTensor zero = i64_scalar(0), big = i64_scalar(9);
+  HostTensor out(DType::kI32, {3, 2});
+  REQUIRE(run_op(OpId::kUpdateSlice, {&x, &update, &zero, &big}, {&out}, {}, 1).ok());
+  CHECK(update.bytes == want.bytes);
 }
 
 }  // namespace

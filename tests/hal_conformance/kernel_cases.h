@@ -428,6 +428,53 @@ inline std::vector<KernelCase> kernel_cases() {
         {0, 1, 3, 1, 1, 2, 2, 1, 3});
   exact("slice f16 to nothing", OpId::kSlice, {iota_bytes(DType::kF16, {3, 4})}, {0, 1, 3, 0, 1, 0});
 
+  // dynamic_slice params: the window sizes; start indices are i64[] operands (clamped).
+  auto start = [&](int64_t v) { return testing::i64_scalar(v); };
+  exact("dynamic_slice f32 one row (KV-cache read)", OpId::kDynamicSlice,
+        {random_f32({6, 8}, 1550), start(2), start(0)}, {1, 8});
+  exact("dynamic_slice f16 3-D, starts clamped both ways", OpId::kDynamicSlice,
+        {iota_bytes(DType::kF16, {4, 5, 6}), start(-4), start(9), start(2)}, {2, 3, 3});
+  exact("dynamic_slice u8 whole dim", OpId::kDynamicSlice,
+        {iota_bytes(DType::kU8, {3, 7}), start(1), start(100)}, {3, 2});
+  exact("dynamic_slice i64 empty window", OpId::kDynamicSlice,
+        {iota_bytes(DType::kI64, {3, 4}), start(1), start(1)}, {0, 2});
+  exact("dynamic_slice i32 scalar", OpId::kDynamicSlice, {iota_bytes(DType::kI32, {})}, {});
+  // update_slice: (x, update, starts...), no params; in place on x or copied.
+  auto update_slice = [&](std::string n, std::vector<HostTensor> inputs, bool in_place) {
+    KernelCase c{"update_slice " + n, OpId::kUpdateSlice, std::move(inputs), {}};
+    c.exact = true;
+    c.in_place = in_place;
+    cases.push_back(c);
+  };
+  update_slice("f32 one row into a cache, in place",
+               {random_f32({8, 4}, 1560), random_f32({1, 4}, 1561), start(5), start(0)}, true);
+  update_slice("f32 one row into a cache, copied",
+               {random_f32({8, 4}, 1562), random_f32({1, 4}, 1563), start(5), start(0)}, false);
+  update_slice("bf16 3-D, clamped",
+               {iota_bytes(DType::kBF16, {3, 4, 5}), iota_bytes(DType::kBF16, {2, 2, 5}), start(7), start(-1),
+                start(3)},
+               false);
+  update_slice("u8 clamped, in place",
+               {iota_bytes(DType::kU8, {5, 9}), iota_bytes(DType::kU8, {3, 4}), start(4), start(6)}, true);
+  update_slice("i64 empty update",
+               {iota_bytes(DType::kI64, {4, 2}), iota_bytes(DType::kI64, {0, 2}), start(1), start(0)}, false);
+  update_slice("bool whole tensor",
+               {iota_bytes(DType::kBool, {2, 3}), iota_bytes(DType::kBool, {2, 3}), start(1), start(1)},
+               false);
+
+  // argmax params: [axis, keepdims, select_last_index]
+  cases.push_back(
+      {"argmax last axis (a vocabulary row)", OpId::kArgMax, {random_f32({2, 300}, 1570)}, {1, 0, 0}});
+  cases.push_back({"argmax middle axis, keepdims, NaN/inf",
+                   OpId::kArgMax,
+                   {with_specials(random_f32({3, 4, 5}, 1571))},
+                   {1, 1, 0}});
+  cases.push_back({"argmax first axis, select_last, NaN/inf",
+                   OpId::kArgMax,
+                   {with_specials(random_f32({4, 6}, 1572))},
+                   {0, 0, 1}});
+  cases.push_back({"argmax of no rows", OpId::kArgMax, {random_f32({0, 3}, 1573)}, {1, 0, 0}});
+
   auto conv = [&](std::string n, std::vector<int64_t> x, std::vector<int64_t> w, bool bias,
                   std::vector<int64_t> params, uint32_t s) {
     KernelCase c{"conv2d " + n, OpId::kConv2d, {random_f32(x, s), random_f32(w, s + 1)}, std::move(params)};

@@ -1554,3 +1554,147 @@ TEST_CASE("conv_transpose: lowering, result types, hostile words, plan") {
   CHECK(p.k_per_group == 3);
   CHECK(p.has_bias == 1);
 }
+
+TEST_CASE("argmax: lowering (ONNX defaults), result types, hostile words, plan") {
+  const std::vector<TensorType> x{f32({2, 3, 4})};
+  CHECK(*lower(OpId::kArgMax, x, {}) == Params{0, 1, 0});
+  CHECK(*lower(OpId::kArgMax, x, {{"axis", i(-1)}, {"keepdims", i(0)}, {"select_last_index", i(1)}}) ==
+        Params{2, 0, 1});
+  CHECK(mentions(lower(OpId::kArgMax, x, {{"axis", i(3)}}).status(), "out of range"));
+  CHECK(mentions(lower(OpId::kArgMax, x, {{"keepdims", i(2)}}).status(), "'keepdims' must be 0 or 1"));
+  CHECK(
+      mentions(lower(OpId::kArgMax, x, {{"select_last_index", str("yes")}}).status(), "must be an integer"));
+  CHECK(mentions(lower(OpId::kArgMax, x, {{"axes", i(0)}}).status(), "unknown attribute"));
+  CHECK(mentions(lower(OpId::kArgMax, {f32({})}, {}).status(), "out of range for rank 0"));
+
+  CHECK(*rule(OpId::kArgMax, x, {1, 1, 0}) == std::vector<TensorType>{tt(DType::kI64, {2, 1, 4})});
+  CHECK(*rule(OpId::kArgMax, x, {1, 0, 1}) == std::vector<TensorType>{tt(DType::kI64, {2, 4})});
+  CHECK(*rule(OpId::kArgMax, {f32({5})}, {0, 0, 0}) == std::vector<TensorType>{tt(DType::kI64, {})});
+  // An empty axis has no argmax, unless the result is empty too (numpy).
+  CHECK(mentions(rejected(OpId::kArgMax, {f32({3, 0})}, {1, 0, 0}), "is empty"));
+  CHECK(*rule(OpId::kArgMax, {f32({0, 0})}, {1, 0, 0}) == std::vector<TensorType>{tt(DType::kI64, {0})});
+  rejected(OpId::kArgMax, x, {});
+  rejected(OpId::kArgMax, x, {0, 1});
+  rejected(OpId::kArgMax, x, {0, 1, 0, 0});
+  rejected(OpId::kArgMax, x, {3, 1, 0});
+  rejected(OpId::kArgMax, x, {-1, 1, 0});
+  rejected(OpId::kArgMax, x, {0, 2, 0});
+  rejected(OpId::kArgMax, x, {0, 1, -1});
+  rejected(OpId::kArgMax, {tt(DType::kI64, {3})}, {0, 1, 0});  // f32 only
+  rejected(OpId::kArgMax, {f32({})}, {0, 1, 0});
+
+  const OpPlan plan = plan_of(OpId::kArgMax, x, {1, 0, 1});
+  const ArgmaxPlan& p = plan.as<ArgmaxPlan>();
+  CHECK(p.outer == 2);
+  CHECK(p.length == 3);
+  CHECK(p.inner == 4);
+  CHECK(p.select_last == 1);
+  const std::vector<TensorType> result{tt(DType::kI64, {2, 4})};
+  CHECK(kernel_key(OpId::kArgMax, x, result).output == DType::kI64);
+  CHECK_FALSE(op_def(OpId::kArgMax).may_run_in_place);
+}
+
+TEST_CASE("argmax_of: ties, NaN (numpy: the first NaN wins), select_last_index") {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  const float a[] = {1, 3, 2, 3, -inf};
+  CHECK(argmax_of(a, 5, 1, 0) == 1);
+  CHECK(argmax_of(a, 5, 1, 1) == 3);
+  const float b[] = {1, nan, inf, nan, 0};
+  CHECK(argmax_of(b, 5, 1, 0) == 1);
+  CHECK(argmax_of(b, 5, 1, 1) == 3);
+  const float c[] = {-inf, -inf};
+  CHECK(argmax_of(c, 2, 1, 0) == 0);
+  CHECK(argmax_of(c, 2, 1, 1) == 1);
+  const float strided[] = {0, 9, 5, 9, 7, 9};  // every other element: 0, 5, 7
+  CHECK(argmax_of(strided, 3, 2, 0) == 2);
+}
+
+namespace {
+TensorType i64s() { return tt(DType::kI64, {}); }
+}  // namespace
+
+TEST_CASE("dynamic_slice: lowering, result types, hostile words, plan") {
+  const TensorType x = tt(DType::kF16, {5, 6});
+  CHECK(*lower(OpId::kDynamicSlice, {x, i64s(), i64s()}, {{"sizes", list({2, 3})}}) == Params{2, 3});
+  CHECK(*lower(OpId::kDynamicSlice, {x, i64s(), i64s()}, {}, {tt(DType::kF16, {1, 6})}) == Params{1, 6});
+  CHECK(mentions(lower(OpId::kDynamicSlice, {x, i64s(), i64s()}, {}).status(), "needs attribute 'sizes'"));
+  CHECK(mentions(lower(OpId::kDynamicSlice, {x, i64s(), i64s()}, {{"size", i(1)}}).status(), "unknown"));
+
+  CHECK(*rule(OpId::kDynamicSlice, {x, i64s(), i64s()}, {2, 3}) ==
+        std::vector<TensorType>{tt(DType::kF16, {2, 3})});
+  CHECK(*rule(OpId::kDynamicSlice, {x, i64s(), i64s()}, {0, 6}) ==
+        std::vector<TensorType>{tt(DType::kF16, {0, 6})});
+  CHECK(*rule(OpId::kDynamicSlice, {tt(DType::kBool, {})}, {}) ==
+        std::vector<TensorType>{tt(DType::kBool, {})});
+  CHECK(mentions(rejected(OpId::kDynamicSlice, {x, i64s()}, {2, 3}), "one i64[] per dim"));
+  CHECK(mentions(rejected(OpId::kDynamicSlice, {x, i64s(), i64s(), i64s()}, {2, 3}), "one i64[] per dim"));
+  CHECK(mentions(rejected(OpId::kDynamicSlice, {x, i64s(), tt(DType::kI32, {})}, {2, 3}),
+                 "start index 1 is i32[], expected i64[]"));
+  CHECK(mentions(rejected(OpId::kDynamicSlice, {x, tt(DType::kI64, {1}), i64s()}, {2, 3}),
+                 "start index 0 is i64[1]"));
+  CHECK(mentions(rejected(OpId::kDynamicSlice, {x, i64s(), i64s()}, {6, 3}), "do not fit"));
+  rejected(OpId::kDynamicSlice, {x, i64s(), i64s()}, {-1, 3});
+  rejected(OpId::kDynamicSlice, {x, i64s(), i64s()}, {2});
+  rejected(OpId::kDynamicSlice, {x, i64s(), i64s()}, {2, 3, 1});
+  rejected(OpId::kDynamicSlice, {x, i64s(), i64s()}, {INT64_MIN, INT64_MAX});
+
+  const OpPlan plan = plan_of(OpId::kDynamicSlice, {x, i64s(), i64s()}, {2, 3});
+  const WindowPlan& p = plan.as<WindowPlan>();
+  CHECK(p.n == 6);
+  CHECK(p.rank == 2);
+  CHECK(p.element_size == 2);
+  CHECK(p.x_bytes == 60);
+  CHECK(p.dims[0] == 5);
+  CHECK(p.window[1] == 3);
+  CHECK(p.stride[0] == 6);
+  CHECK(p.stride[1] == 1);
+  CHECK_FALSE(op_def(OpId::kDynamicSlice).may_run_in_place);
+  CHECK_FALSE(op_def(OpId::kDynamicSlice).f32_only);
+}
+
+TEST_CASE("update_slice: result types, hostile operands, plan, in place on x only") {
+  const TensorType cache = f32({8, 4});
+  const TensorType row = f32({1, 4});
+  CHECK(*lower(OpId::kUpdateSlice, {cache, row, i64s(), i64s()}, {}) == Params{});
+  CHECK(mentions(lower(OpId::kUpdateSlice, {cache, row, i64s(), i64s()}, {{"axis", i(0)}}).status(),
+                 "unknown attribute"));
+  CHECK(*rule(OpId::kUpdateSlice, {cache, row, i64s(), i64s()}, {}) == std::vector<TensorType>{cache});
+  CHECK(*rule(OpId::kUpdateSlice, {cache, f32({0, 4}), i64s(), i64s()}, {}) ==
+        std::vector<TensorType>{cache});
+  CHECK(*rule(OpId::kUpdateSlice, {tt(DType::kU8, {}), tt(DType::kU8, {})}, {}) ==
+        std::vector<TensorType>{tt(DType::kU8, {})});
+  CHECK(mentions(rejected(OpId::kUpdateSlice, {cache, f32({9, 4}), i64s(), i64s()}, {}), "does not fit"));
+  CHECK(mentions(rejected(OpId::kUpdateSlice, {cache, f32({4}), i64s(), i64s()}, {}), "does not fit"));
+  CHECK(mentions(rejected(OpId::kUpdateSlice, {cache, tt(DType::kF16, {1, 4}), i64s(), i64s()}, {}),
+                 "does not fit"));
+  CHECK(mentions(rejected(OpId::kUpdateSlice, {cache, row, i64s()}, {}), "one i64[] per dim"));
+  CHECK(mentions(rejected(OpId::kUpdateSlice, {cache, row, i64s(), tt(DType::kI32, {})}, {}),
+                 "start index 1 is i32[]"));
+  CHECK(mentions(rejected(OpId::kUpdateSlice, {cache, row, i64s(), f32({})}, {}), "start index 1 is f32[]"));
+  rejected(OpId::kUpdateSlice, {cache, row, i64s(), i64s()}, {0});
+  CHECK_FALSE(rule(OpId::kUpdateSlice, {cache}, {}).ok());  // fewer than 2 operands
+
+  const OpPlan plan = plan_of(OpId::kUpdateSlice, {cache, row, i64s(), i64s()}, {});
+  const WindowPlan& p = plan.as<WindowPlan>();
+  CHECK(p.n == 4);
+  CHECK(p.x_bytes == 128);
+  CHECK(p.window[0] == 1);
+  CHECK(p.window[1] == 4);
+  CHECK(p.element_size == 4);
+
+  const OpDef& def = op_def(OpId::kUpdateSlice);
+  CHECK(def.may_run_in_place);
+  CHECK(def.in_place_inputs == 1u);  // x only: update and the starts are read while writing
+  CHECK(op_def(OpId::kAdd).in_place_inputs == ~0u);
+}
+
+TEST_CASE("window_start clamps like XLA's dynamic slices") {
+  CHECK(window_start(-5, 8, 3) == 0);
+  CHECK(window_start(2, 8, 3) == 2);
+  CHECK(window_start(6, 8, 3) == 5);
+  CHECK(window_start(INT64_MAX, 8, 3) == 5);
+  CHECK(window_start(INT64_MIN, 8, 8) == 0);
+  CHECK(window_start(7, 8, 0) == 7);
+  CHECK(window_start(9, 8, 0) == 8);
+}

@@ -5,6 +5,7 @@
 
 #include "params.h"
 
+using hexir::hal::cuda::ArgmaxParams;
 using hexir::hal::cuda::BinaryParams;
 using hexir::hal::cuda::CastParams;
 using hexir::hal::cuda::CompareParams;
@@ -24,6 +25,7 @@ using hexir::hal::cuda::StridedCopyParams;
 using hexir::hal::cuda::StridedParams;
 using hexir::hal::cuda::UnaryParams;
 using hexir::hal::cuda::WhereParams;
+using hexir::hal::cuda::WindowParams;
 
 namespace hexir_kernels {
 

@@ -1,6 +1,7 @@
 // Byte-moving kernels of any dtype: the strided gather behind transpose and
 // slice (by element size), the strided copy concat and split are made of,
-// gather (numpy.take), pad and the pattern fill behind Device::fill.
+// gather (numpy.take), pad, the run-time windows of dynamic_slice and
+// update_slice, and the pattern fill behind Device::fill.
 #include "common.cuh"
 
 namespace hexir_kernels {
@@ -93,6 +94,38 @@ __device__ void pad(const PadParams& p) {
   }
 }
 
+// The offset of the window's first element in x: the start indices read from
+// device memory by every thread (a few cached loads), clamped.
+__device__ inline int64_t window_origin(const WindowParams& p) {
+  const hexir::ops::WindowPlan& q = p.plan;
+  int64_t origin = 0;
+  for (int d = 0; d < q.rank; ++d)
+    origin += hexir::ops::window_start(*p.starts[d], q.dims[d], q.window[d]) * q.stride[d];
+  return origin;
+}
+
+// dynamic_slice: window element i from x.
+template <typename Element>
+__device__ void dynamic_slice(const WindowParams& p) {
+  const int64_t origin = window_origin(p);
+  const Element* x = static_cast<const Element*>(p.x);
+  Element* out = static_cast<Element*>(p.out);
+  const int64_t stride = global_stride();
+  for (int64_t i = global_index(); i < p.plan.n; i += stride)
+    out[i] = x[hexir::ops::window_offset(p.plan, origin, i)];
+}
+
+// update_slice: update element i into the window of out (which holds x).
+template <typename Element>
+__device__ void update_slice(const WindowParams& p) {
+  const int64_t origin = window_origin(p);
+  const Element* update = static_cast<const Element*>(p.update);
+  Element* out = static_cast<Element*>(p.out);
+  const int64_t stride = global_stride();
+  for (int64_t i = global_index(); i < p.plan.n; i += stride)
+    out[hexir::ops::window_offset(p.plan, origin, i)] = update[i];
+}
+
 }  // namespace hexir_kernels
 
 extern "C" __global__ void hexir_strided_1(StridedParams p) { hexir_kernels::strided<uint8_t>(p); }
@@ -143,3 +176,18 @@ extern "C" __global__ void hexir_pad_1(PadParams p) { hexir_kernels::pad<uint8_t
 extern "C" __global__ void hexir_pad_2(PadParams p) { hexir_kernels::pad<uint16_t>(p); }
 extern "C" __global__ void hexir_pad_4(PadParams p) { hexir_kernels::pad<uint32_t>(p); }
 extern "C" __global__ void hexir_pad_8(PadParams p) { hexir_kernels::pad<uint64_t>(p); }
+
+extern "C" __global__ void hexir_dynamic_slice_1(WindowParams p) { hexir_kernels::dynamic_slice<uint8_t>(p); }
+extern "C" __global__ void hexir_dynamic_slice_2(WindowParams p) {
+  hexir_kernels::dynamic_slice<uint16_t>(p);
+}
+extern "C" __global__ void hexir_dynamic_slice_4(WindowParams p) {
+  hexir_kernels::dynamic_slice<uint32_t>(p);
+}
+extern "C" __global__ void hexir_dynamic_slice_8(WindowParams p) {
+  hexir_kernels::dynamic_slice<uint64_t>(p);
+}
+extern "C" __global__ void hexir_update_slice_1(WindowParams p) { hexir_kernels::update_slice<uint8_t>(p); }
+extern "C" __global__ void hexir_update_slice_2(WindowParams p) { hexir_kernels::update_slice<uint16_t>(p); }
+extern "C" __global__ void hexir_update_slice_4(WindowParams p) { hexir_kernels::update_slice<uint32_t>(p); }
+extern "C" __global__ void hexir_update_slice_8(WindowParams p) { hexir_kernels::update_slice<uint64_t>(p); }

@@ -1,4 +1,4 @@
-// softmax, layernorm and the reductions, with the semantics of
+// softmax, layernorm, the reductions and argmax, with the semantics of
 // hal/cpu/normalization.cc and layout.cc: one block per row (or output
 // element), sums in double. Every element of a row is read before the
 // barrier that precedes any write of it, so an output aliasing the input is safe.
@@ -86,5 +86,16 @@ extern "C" __global__ void hexir_reduce(ReduceParams p) {
     // numpy: the mean over zero elements is NaN (0/0).
     if (threadIdx.x == 0)
       p.out[o] = static_cast<float>(q.mean ? sum / static_cast<double>(q.red_count) : sum);
+  }
+}
+
+// argmax: one thread per output element, its column of the axis in order.
+extern "C" __global__ void hexir_argmax(ArgmaxParams p) {
+  const hexir::ops::ArgmaxPlan& q = p.plan;
+  const int64_t n = q.outer * q.inner;
+  const int64_t stride = hexir_kernels::global_stride();
+  for (int64_t i = hexir_kernels::global_index(); i < n; i += stride) {
+    const int64_t o = i / q.inner, c = i % q.inner;
+    p.out[i] = hexir::ops::argmax_of(p.x + o * q.length * q.inner + c, q.length, q.inner, q.select_last);
   }
 }

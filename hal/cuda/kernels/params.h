@@ -181,6 +181,25 @@ struct ConvTransposeParams {
   ops::ConvTransposePlan plan;
 };
 
+// argmax: one thread per output element (ops::argmax_of along the axis).
+struct ArgmaxParams {
+  const float* x;
+  int64_t* out;
+  ops::ArgmaxPlan plan;
+};
+
+// dynamic_slice (x to out) and update_slice (update into out, which already
+// holds x), moving elements of plan.element_size bytes (the kernel's width:
+// 1, 2, 4 or 8). starts: the i64 start index of each dim, in device memory
+// (written by earlier kernels): read by the kernel, clamped with ops::window_start.
+struct WindowParams {
+  const void* x;       // dynamic_slice
+  const void* update;  // update_slice
+  void* out;
+  const int64_t* starts[kMaxRank];
+  ops::WindowPlan plan;
+};
+
 // bytes written from dst on: byte i is pattern[i % pattern_size].
 struct FillParams {
   void* dst;
@@ -249,7 +268,16 @@ struct FillParams {
   X(kGather1, hexir_gather_1, GatherParams)                    \
   X(kGather4, hexir_gather_4, GatherParams)                    \
   X(kGather16, hexir_gather_16, GatherParams)                  \
-  X(kFill, hexir_fill, FillParams)
+  X(kFill, hexir_fill, FillParams)                             \
+  X(kArgmax, hexir_argmax, ArgmaxParams)                       \
+  X(kDynamicSlice1, hexir_dynamic_slice_1, WindowParams)       \
+  X(kDynamicSlice2, hexir_dynamic_slice_2, WindowParams)       \
+  X(kDynamicSlice4, hexir_dynamic_slice_4, WindowParams)       \
+  X(kDynamicSlice8, hexir_dynamic_slice_8, WindowParams)       \
+  X(kUpdateSlice1, hexir_update_slice_1, WindowParams)         \
+  X(kUpdateSlice2, hexir_update_slice_2, WindowParams)         \
+  X(kUpdateSlice4, hexir_update_slice_4, WindowParams)         \
+  X(kUpdateSlice8, hexir_update_slice_8, WindowParams)
 
 enum class Kernel : uint16_t {
 #define HEXIR_CUDA_KERNEL_ENUM(name, symbol, params) name,

@@ -119,6 +119,22 @@ enum class OpId : uint16_t {
   //  output_padding_h, output_padding_w]; output dim = stride * (in - 1) + output_padding +
   // dilation * (kernel - 1) + 1 - pad_begin - pad_end.
   kConvTranspose,
+  // argmax (ONNX ArgMax), x f32: [axis (normalized), keepdims (0|1), select_last_index (0|1)];
+  // an i64 result, the index along axis of the largest element (ties: the first,
+  // or the last with select_last_index). NaN is larger than every number
+  // (numpy.argmax: the first NaN wins; the last one with select_last_index). An
+  // empty axis is refused unless the result is empty too.
+  kArgMax,
+  // dynamic_slice, (x any dtype, start_0 .. start_{r-1} i64[]): the window of
+  // x of the sizes [size_0, .., size_{r-1}] (<= the dims) at the run-time start
+  // indices, each clamped to [0, dim - size] (XLA DynamicSlice). Params: the sizes.
+  kDynamicSlice,
+  // update_slice, (x any dtype, update of x's dtype and rank with dims <= x's,
+  // start_0 .. start_{r-1} i64[]): a copy of x with update written at the
+  // run-time start indices, clamped to [0, dim - update dim] (XLA
+  // DynamicUpdateSlice). No parameters. Runs in place on x (input 0 only:
+  // then only the window is written).
+  kUpdateSlice,
   kCount,
 };
 // clang-format on
@@ -197,6 +213,11 @@ struct OpDef {
   uint64_t (*workspace)(const PlanInput& operands);
   // The plan (null for views). Operands passed `infer`.
   void (*plan)(const PlanInput& operands, OpPlan& out);
+  // With may_run_in_place: the inputs (bit i: input i) whose storage output 0
+  // may take; other inputs naming the same value share it. Every input by
+  // default; update_slice only x (its update and start indices are read while
+  // the result is written).
+  uint32_t in_place_inputs = ~0u;
 };
 
 const OpDef& op_def(OpId id);

@@ -290,6 +290,70 @@ struct GatherPlan {
   int32_t pad;
 };
 
+// argmax along one axis: x viewed as [outer, length, inner]; output element
+// (o, i) (row-major, o * inner + i) is the index in [0, length) of the largest
+// of x[o, ., i] (argmax_of).
+struct ArgmaxPlan {
+  int64_t outer, length, inner;
+  int32_t select_last;
+  int32_t pad;
+};
+
+// The argmax of `length` floats `stride` apart: ties go to the first (the
+// last with select_last); NaN is larger than every number, so the first NaN
+// wins (numpy.argmax), or the last one with select_last. length >= 1.
+HEXIR_PLAN_FN int64_t argmax_of(const float* x, int64_t length, int64_t stride, int32_t select_last) {
+  float best = x[0];
+  int64_t index = 0;
+  for (int64_t k = 1; k < length; ++k) {
+    const float v = x[k * stride];
+    bool take;
+    if (best != best)
+      take = select_last && v != v;  // only another NaN, and only for the last
+    else if (v != v)
+      take = true;
+    else
+      take = select_last ? v >= best : v > best;
+    if (take) {
+      best = v;
+      index = k;
+    }
+  }
+  return index;
+}
+
+// dynamic_slice and update_slice: a window of `window` elements per dim in a
+// tensor x of `dims` (row-major strides `stride`), at start indices read at run
+// time from i64 scalars (in device memory on a GPU: the kernels read them).
+// n: the window's element count; x_bytes: x's (update_slice copies x first
+// when not in place).
+struct WindowPlan {
+  int64_t n;
+  int64_t x_bytes;
+  int32_t rank;
+  int32_t element_size;
+  int64_t dims[kMaxRank];
+  int64_t window[kMaxRank];
+  int64_t stride[kMaxRank];
+};
+
+// A run-time start index clamped so the window stays inside its dim (XLA).
+HEXIR_PLAN_FN int64_t window_start(int64_t start, int64_t dim, int64_t window) {
+  const int64_t last = dim - window;
+  return start < 0 ? 0 : (start > last ? last : start);
+}
+
+// The element offset in x of window element i (row-major over the window),
+// with `origin` the offset of the window's first element.
+HEXIR_PLAN_FN int64_t window_offset(const WindowPlan& p, int64_t origin, int64_t i) {
+  int64_t offset = origin;
+  for (int32_t d = p.rank - 1; d >= 0; --d) {
+    offset += (i % p.window[d]) * p.stride[d];
+    i /= p.window[d];
+  }
+  return offset;
+}
+
 // conv2d, NCHW: x [n, c, h, w], weights [k, c / groups, kh, kw], optional bias
 // [k], output [n, k, oh, ow]. pad_top/pad_left are the leading pads (the
 // trailing ones only shape oh/ow). No scratch: the CPU packs its patches from
