@@ -108,7 +108,12 @@ for (const b of BLOCKS) {
         if (!(hms && oms && hms > oms)) continue;
         const p = run(path.join(TOOLS, 'hexir-run'), [path.join(work, 'model.hxe'), '--input', `x=${path.join(work, 'in-x.npy')}`,
           '--iterations', String(ITERATIONS), '--threads', String(t), '--profile']);
-        fs.writeFileSync(path.join(work, `profile-${t}t.txt`), `${p.stdout ?? ''}${p.stderr ?? ''}`);
+        const out = `${p.stdout ?? ''}${p.stderr ?? ''}`;
+        fs.writeFileSync(path.join(work, `profile-${t}t.txt`), out);
+        // the operator table: "  matmul   8   27.3486   73.4%"
+        const ops = [...out.matchAll(/^\s+([a-z_0-9]+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)%$/gm)]
+          .map((m) => `${m[1]} ${m[2]}x ${Number(m[3]).toFixed(2)} ms (${m[4]} %)`);
+        if (ops.length) (row.profiles ??= []).push(`${b.name} at ${t} thread${t > 1 ? 's' : ''}: ${ops.join(', ')}`);
       }
     }
   } catch (e) { row = { name: b.name, notes: [], error: `script error: ${e.message}` }; }
@@ -117,7 +122,9 @@ for (const b of BLOCKS) {
 }
 
 const text = `${environment(rows)}\n\n${table(rows)}\n\nOp types per block: ` +
-  rows.filter((r) => r.ops).map((r) => `${r.name} (${r.nodes} nodes): ` + Object.entries(r.ops).map(([op, n]) => `${op} ${n}`).join(', ')).join('; ') + '.\n';
+  rows.filter((r) => r.ops).map((r) => `${r.name} (${r.nodes} nodes): ` + Object.entries(r.ops).map(([op, n]) => `${op} ${n}`).join(', ')).join('; ') + '.\n' +
+  (rows.some((r) => r.profiles) ? '\nWhere hexir spends the time where it is slower than onnxruntime (`hexir-run --profile`, ' +
+    'per invoke, each instruction waited for):\n\n' + rows.flatMap((r) => r.profiles ?? []).map((l) => `* ${l}`).join('\n') + '\n' : '');
 process.stdout.write(text);
 fs.writeFileSync(path.join(opts.scratch, 'results.json'), JSON.stringify(rows, null, 1));
 fs.writeFileSync(path.join(opts.scratch, 'results.md'), text);
