@@ -582,6 +582,9 @@ class ModuleVerifier {
       }
       if (aliased_roots[1] != UINT32_MAX)
         return fail("alias bits name two different values; a result takes over one buffer");
+      if (in.alias_mask() != 0 && (in.alias_mask() & info.in_place_inputs) == 0)
+        return fail("alias mask 0x", std::hex, in.alias_mask(), " names no input '", info.name,
+                    "' may run in place on (0x", info.in_place_inputs, std::dec, ")");
       HEXIR_RETURN_IF_ERROR(check_workspace(k, in, input_types, param_span, fail));
     }
     return ok_status();

@@ -176,6 +176,14 @@ ops::AttrMap attributes_of(const Function& fn, const Node& node) {
     case OpId::kTranspose:
       attrs["perm"] = ints(p);
       break;
+    case OpId::kArgMax:
+      attrs["axis"] = ops::AttrValue{at(0)};
+      attrs["keepdims"] = ops::AttrValue{at(1)};
+      attrs["select_last_index"] = ops::AttrValue{at(2)};
+      break;
+    case OpId::kDynamicSlice:
+      attrs["sizes"] = ints(p);
+      break;
     case OpId::kReduceSum:
     case OpId::kReduceMean:
       attrs["keepdims"] = ops::AttrValue{at(0)};

@@ -1178,6 +1178,7 @@ class Importer {
         {"Range", &Importer::op_range},      {"Expand", &Importer::op_expand},
         {"Resize", &Importer::op_resize},    {"Upsample", &Importer::op_resize},
         {"ConvTranspose", &Importer::op_conv_transpose},
+        {"ArgMax", &Importer::op_argmax},
     };
     auto it = kHandlers.find(op);
     if (op != "If")
@@ -1684,6 +1685,23 @@ class Importer {
     int64_t p = 1;
     for (size_t i = begin; i < end; ++i) p *= dims[i];
     return p;
+  }
+
+  // ArgMax: the operator's own attributes and defaults (axis 0, keepdims 1,
+  // select_last_index 0); an f32 input, an i64 result.
+  Status op_argmax(const NodeCtx& n) {
+    HEXIR_RETURN_IF_ERROR(check_attrs(n, {"axis", "keepdims", "select_last_index"}));
+    HEXIR_ASSIGN_OR_RETURN(Ref x, input(n, 0));
+    ops::AttrMap attrs;
+    HEXIR_ASSIGN_OR_RETURN(int64_t axis, attr_int(n, "axis", 0));
+    HEXIR_ASSIGN_OR_RETURN(int64_t keepdims, attr_int(n, "keepdims", 1));
+    HEXIR_ASSIGN_OR_RETURN(int64_t last, attr_int(n, "select_last_index", 0));
+    attrs["axis"] = ops::AttrValue{axis};
+    attrs["keepdims"] = ops::AttrValue{keepdims};
+    attrs["select_last_index"] = ops::AttrValue{last};
+    HEXIR_ASSIGN_OR_RETURN(Ref r, emit1(n, ops::OpId::kArgMax, {x}, attrs, result_name(n)));
+    define(n, 0, r);
+    return ok_status();
   }
 
   Status op_softmax(const NodeCtx& n) {

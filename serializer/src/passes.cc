@@ -334,8 +334,10 @@ void assign_in_place(const Function& fn, FunctionPlan& plan, bool arena_values) 
     }
     int best = -1;
     uint64_t best_freed = 0;
-    for (int input : inst.inputs) {
-      const int c = plan.values[static_cast<size_t>(input)].storage_root;
+    const uint32_t allowed = ops::op_def(inst.op).in_place_inputs;
+    for (size_t operand = 0; operand < inst.inputs.size(); ++operand) {
+      if (operand >= 32 || !((allowed >> operand) & 1u)) continue;  // the operator reads it while writing
+      const int c = plan.values[static_cast<size_t>(inst.inputs[operand])].storage_root;
       const ValuePlan& candidate = plan.values[static_cast<size_t>(c)];
       const Value& candidate_value = value_at(fn, plan, c);
       if (uses.last_read[static_cast<size_t>(c)] != static_cast<int64_t>(k)) continue;  // still read later

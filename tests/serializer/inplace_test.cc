@@ -2,6 +2,7 @@
 // what the serializer emits, and that every file it writes verifies.
 #include <algorithm>
 
+#include "hxir_printer.h"
 #include "test_util.h"
 
 namespace hexir::serializer::testing {
@@ -338,6 +339,81 @@ func @f(%x: f32[8,32]) -> (f32[8,32]) {
       CHECK(m->arena()->workspace_size() == need);
     }
   }
+}
+
+// The KV-cache write of a decoder step: update_slice on a donated cache runs in
+// place (output 0 in the caller's buffer), then reads a row back and picks tokens.
+constexpr const char* kKvStep = R"(
+const @zero : i64[] = dense [0]
+
+func @step(%cache: f32[8,4] donate, %row: f32[1,4], %i: i64[], %logits: f32[2,5]) -> (f32[8,4], f32[1,4], i64[2]) {
+  %y = call @update_slice(%cache, %row, %i, @zero) : f32[8,4]
+  %r = call @dynamic_slice(%y, %i, @zero) {sizes = [1, 4]} : f32[1,4]
+  %t = call @argmax(%logits) {axis = -1, keepdims = 0} : i64[2]
+  return %y, %r, %t
+})";
+
+TEST_CASE("update_slice: the KV-cache write runs in place on the donated cache; .hxir prints back") {
+  Planned p = planned(kKvStep);
+  CHECK(p.plan.donated_to[0] == 0);
+  CHECK(mask_of(p, "y") == 1);  // x (the cache) only
+  CHECK(p.at("y").storage == Storage::kInput);
+  CHECK(p.at("y").storage_index == 0);
+  const Function& fn = p.fn();
+  REQUIRE(fn.nodes.size() == 3);
+  CHECK(fn.nodes[1].params == std::vector<int64_t>{1, 4});
+  CHECK(fn.nodes[2].params == std::vector<int64_t>{1, 0, 0});
+  check_compiles_and_verifies(kKvStep);
+
+  auto text = print_hxir(p.module);
+  REQUIRE_MESSAGE(text.ok(), text.status().to_string());
+  CHECK(text->find("call @update_slice(%cache, %row, %i, @zero) : f32[8,4]") != std::string::npos);
+  CHECK(text->find("call @dynamic_slice(%y, %i, @zero) {sizes = [1, 4]} : f32[1,4]") != std::string::npos);
+  CHECK(text->find("call @argmax(%logits) {axis = 1, keepdims = 0, select_last_index = 0} : i64[2]") !=
+        std::string::npos);
+  Module again = parse_ok(*text);
+  REQUIRE(again.functions[0].nodes.size() == 3);
+  for (size_t k = 0; k < 3; ++k) CHECK(again.functions[0].nodes[k].params == fn.nodes[k].params);
+}
+
+TEST_CASE("update_slice: never in place on its update or start indices, even when they are free") {
+  // %x is read again later, so only %u (update, same type) could give its buffer: refused.
+  constexpr const char* kSource = R"(
+func @f(%a: f32[4], %b: f32[4], %i: i64[]) -> (f32[4]) {
+  %x = call @neg(%a) : f32[4]
+  %u = call @exp(%b) : f32[4]
+  %y = call @update_slice(%x, %u, %i) : f32[4]
+  %z = call @add(%y, %x) : f32[4]
+  return %z
+})";
+  Planned p = planned(kSource);
+  CHECK(mask_of(p, "y") == 0);
+  check_compiles_and_verifies(kSource);
+  // x free after it: in place on x.
+  constexpr const char* kFree = R"(
+func @f(%a: f32[4], %b: f32[4], %i: i64[]) -> (f32[4]) {
+  %x = call @neg(%a) : f32[4]
+  %u = call @exp(%b) : f32[4]
+  %y = call @update_slice(%x, %u, %i) : f32[4]
+  %z = call @relu(%y) : f32[4]
+  return %z
+})";
+  Planned q = planned(kFree);
+  CHECK(mask_of(q, "y") == 1);
+  check_compiles_and_verifies(kFree);
+}
+
+TEST_CASE("update_slice: x and update one value carry both alias bits, and verify") {
+  constexpr const char* kSame = R"(
+func @f(%a: i64[1], %i: i64[]) -> (i64[1]) {
+  %x = call @copy(%a) : i64[1]
+  %y = call @update_slice(%x, %x, %i) : i64[1]
+  %z = call @copy(%y) : i64[1]
+  return %z
+})";
+  Planned p = planned(kSame);
+  CHECK(mask_of(p, "y") == 3);
+  check_compiles_and_verifies(kSame);
 }
 
 }  // namespace
