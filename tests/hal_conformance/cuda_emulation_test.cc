@@ -430,7 +430,8 @@ TEST_CASE("cuda kernel table: a kernel for every dispatchable operator, none for
   using hexir::ops::KernelKey;
   for (int id = 0; id < hexir::ops::kOpCount; ++id) {
     const hexir::ops::OpDef& def = hexir::ops::op_def(static_cast<OpId>(id));
-    CAPTURE(def.name);
+    const std::string name = def.name;
+    CAPTURE(name);
     KernelKey key{static_cast<OpId>(id), DType::kF32, DType::kF32};
     hexir::Result<uintptr_t> handle = hexir::hal::cuda::resolve_cuda_kernel(key);
     if (def.is_view) {
