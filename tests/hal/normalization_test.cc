@@ -1,6 +1,8 @@
 // softmax and layernorm against double references.
 #include <bit>
 
+#include <limits>
+
 #include "hal_test_util.h"
 
 namespace hexir::hal::testing {
@@ -68,6 +70,27 @@ TEST_CASE("softmax: in place and zero-size") {
   HostTensor x2 = random_f32({2, 3}, 35), out2(DType::kF32, {2, 3});
   CHECK(run_kernel(OpId::kSoftmax, {&x2}, out2, {2}).code() == StatusCode::kInvalidArgument);
   CHECK(run_kernel(OpId::kSoftmax, {&x2}, out2, {}).code() == StatusCode::kInvalidArgument);
+}
+
+TEST_CASE("softmax: last-axis rows (the vectorized exp) against the double reference at every tail length") {
+  for (int64_t length : {1, 2, 15, 16, 17, 31, 33, 64, 257, 1000}) {
+    INFO("length " << length);
+    HostTensor x = random_f32({3, length}, 36, -30.0f, 30.0f), out(DType::kF32, {3, length});
+    x.at(0) = -1e30f;  // far below the maximum: exp underflows to 0
+    REQUIRE(run_kernel(OpId::kSoftmax, {&x}, out, {1}).ok());
+    // x - max is rounded to float first (as in the scalar path): a relative
+    // error of up to |x - max| * 2^-24 in the exponent, 4e-6 at 60.
+    check_close(out, softmax_reference(x, 1), 5e-6, 1e-30);
+  }
+  // Rows with NaN or an infinity take the scalar path: NaN everywhere, as numpy.
+  const float inf = std::numeric_limits<float>::infinity();
+  HostTensor x(DType::kF32, {3, 20}), out(DType::kF32, {3, 20});
+  for (int64_t i = 0; i < x.count(); ++i) x.at(i) = static_cast<float>(i % 7);
+  x.at(3) = std::numeric_limits<float>::quiet_NaN();
+  x.at(20 + 5) = inf;
+  for (int64_t j = 0; j < 20; ++j) x.at(40 + j) = -inf;
+  REQUIRE(run_kernel(OpId::kSoftmax, {&x}, out, {1}).ok());
+  check_close(out, softmax_reference(x, 1), 2e-6, 1e-30);
 }
 
 std::vector<double> layernorm_reference(const HostTensor& x, const HostTensor& gamma, const HostTensor& beta,
