@@ -23,4 +23,13 @@ namespace hexir::serializer {
 size_t fuse_epilogues(Function& fn);
 size_t fuse_epilogues(Module& module);
 
+// The exact GELU as exporters write it, x * 0.5 * (1 + erf(x / sqrt(2))) (a
+// Div or a Mul by 1/sqrt(2), Erf, Add 1, and the two Muls in either order,
+// every intermediate read only there, constants one-element f32), becomes
+// one gelu node (erf form) writing the last Mul's value. Run by the ONNX
+// front end only: unlike fuse_epilogues it changes rounding (gelu multiplies
+// by 0.70710678f where the graph divides by sqrt 2: within a few ulps).
+// Returns the number of GELUs found.
+size_t recognize_exported_gelu(Module& module);
+
 }  // namespace hexir::serializer

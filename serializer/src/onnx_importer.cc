@@ -18,6 +18,7 @@
 #if HEXIR_HAVE_ONNX
 #include <onnx/onnx_pb.h>
 
+#include "fusion.h"
 #include "hexir/base/mapped_file.h"
 #endif
 
@@ -587,7 +588,9 @@ class Importer {
     }
     HEXIR_RETURN_IF_ERROR(set_outputs(graph));
     HEXIR_RETURN_IF_ERROR(builder_.end_function());
-    return builder_.finish();
+    HEXIR_ASSIGN_OR_RETURN(Module module, builder_.finish());
+    recognize_exported_gelu(module);  // exporters spell GELU out in five nodes
+    return module;
   }
 
  private:

@@ -125,6 +125,49 @@ func @main(%x: f32[2,4]) -> (f32[2]) {
   }
 }
 
+TEST_CASE("fusion: the exported GELU (Div, Erf, Add, Mul, Mul) becomes one gelu, then the matmul's epilogue") {
+  for (const char* tail : {
+           // (x * a) * 0.5, divided by sqrt 2
+           "%t = call @div(%h, @sqrt2) : f32[2,3]\n  %e = call @erf(%t) : f32[2,3]\n"
+           "  %a = call @add(%e, @one) : f32[2,3]\n  %m = call @mul(%h, %a) : f32[2,3]\n"
+           "  %y = call @mul(%m, @half) : f32[2,3]\n",
+           // (x * 0.5) * a, multiplied by 1/sqrt 2, constants on the left
+           "%q = call @mul(%h, @half) : f32[2,3]\n  %t = call @mul(@rsqrt2, %h) : f32[2,3]\n"
+           "  %e = call @erf(%t) : f32[2,3]\n  %a = call @add(@one, %e) : f32[2,3]\n"
+           "  %y = call @mul(%q, %a) : f32[2,3]\n"}) {
+    INFO(tail);
+    Module m = parse_ok(std::string(R"(
+const @w : f32[4,3] = splat 0.5
+const @sqrt2 : f32[] = dense [1.4142135623730951]
+const @rsqrt2 : f32[] = dense [0.7071067811865476]
+const @one : f32[] = splat 1.0
+const @half : f32[1] = splat 0.5
+func @main(%x: f32[2,4]) -> (f32[2,3]) {
+  %h = call @matmul(%x, @w) : f32[2,3]
+  )") + tail + "  return %y\n}\n");
+    CHECK(recognize_exported_gelu(m) == 1);
+    check_consistent(m.functions[0]);
+    REQUIRE(ops_of(m.functions[0]) == std::vector<OpId>{OpId::kMatmul, OpId::kGelu});
+    CHECK(m.functions[0].values[static_cast<size_t>(m.functions[0].nodes[1].results[0])].name == "y");
+    CHECK(fuse_epilogues(m) == 1);
+    CHECK(ops_of(m.functions[0]) == std::vector<OpId>{OpId::kMatmul});
+  }
+  // Not a GELU: another constant, or an intermediate read elsewhere.
+  Module other = parse_ok(R"(
+const @two : f32[] = splat 2.0
+const @one : f32[] = splat 1.0
+const @half : f32[] = splat 0.5
+func @main(%x: f32[3]) -> (f32[3], f32[3]) {
+  %t = call @div(%x, @two) : f32[3]
+  %e = call @erf(%t) : f32[3]
+  %a = call @add(%e, @one) : f32[3]
+  %m = call @mul(%x, %a) : f32[3]
+  %y = call @mul(%m, @half) : f32[3]
+  return %y, %e
+})");
+  CHECK(recognize_exported_gelu(other) == 0);
+}
+
 TEST_CASE("fusion: the compiler fuses by default, --no-fuse keeps every node, both verify") {
   const char* source = R"(
 const @w : f32[4,3] = splat 0.5
