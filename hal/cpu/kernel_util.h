@@ -72,6 +72,10 @@ void apply_epilogue(const ops::Epilogue& e, float* c, int64_t ld, int64_t rows, 
 void gemm(int64_t M, int64_t N, int64_t K, const float* A, const float* B, float* C);
 
 // elementwise.cc
+// ops::erf_of / ops::gelu_erf_of over n elements (in may be out), 16 lanes at
+// a time where the machine has AVX-512: the same bits as the scalar functions.
+void erf_block(const float* in, float* out, int64_t n);
+void gelu_erf_block(const float* in, float* out, int64_t n);
 Status add(const KernelContext&, const Dispatch&);
 Status sub(const KernelContext&, const Dispatch&);
 Status mul(const KernelContext&, const Dispatch&);

@@ -4,6 +4,8 @@
 // kernel path (GEMM with packed patches, 1x1, grouped, depthwise, batched
 // matmul) and at 1 and 2 threads.
 #include <bit>
+#include <cmath>
+#include <iterator>
 #include <limits>
 
 #include "hal_test_util.h"
@@ -115,6 +117,34 @@ TEST_CASE("epilogue: matmul with a fused bias and activation is bit-identical to
     HostTensor a = random_f32({2, 4, 8}, 12), b = random_f32({2, 8, 6}, 13), bias = random_f32({6}, 14);
     check_fused(OpId::kMatmul, {&a, &b}, &bias, {}, {2, 4, 6});
   }
+}
+
+TEST_CASE("erf and gelu: the vector path gives the scalar functions' bits, within 7 ulps of libm's erf") {
+  // Every tail length past a 16-lane block, edges, infinities and NaN.
+  HostTensor x(DType::kF32, {40037});
+  for (int64_t i = 0; i < x.count(); ++i) x.at(i) = -5.0f + 10.0f * static_cast<float>(i) / 40037.0f;
+  const float specials[] = {0.0f, -0.0f, 4.0f, -4.0f, 3.9999f, 1e-30f, -1e-20f,
+                            std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                            std::numeric_limits<float>::quiet_NaN()};
+  for (size_t i = 0; i < std::size(specials); ++i) x.at(static_cast<int64_t>(i) * 17) = specials[i];
+  HostTensor erf_out(DType::kF32, {40037}), gelu_out(DType::kF32, {40037});
+  REQUIRE(run_kernel(OpId::kErf, {&x}, erf_out).ok());
+  REQUIRE(run_kernel(OpId::kGelu, {&x}, gelu_out, {0}).ok());
+  int mismatches = 0;
+  double worst = 0;
+  for (int64_t i = 0; i < x.count(); ++i) {
+    const float e = ops::erf_of(x.at(i)), g = ops::gelu_erf_of(x.at(i));
+    mismatches += std::bit_cast<uint32_t>(e) != std::bit_cast<uint32_t>(erf_out.at(i));
+    mismatches += std::bit_cast<uint32_t>(g) != std::bit_cast<uint32_t>(gelu_out.at(i));
+    const double want = std::erf(static_cast<double>(x.at(i)));
+    if (std::isnan(want)) {
+      CHECK(std::isnan(erf_out.at(i)));
+      continue;
+    }
+    worst = std::max(worst, std::fabs(erf_out.at(i) - want) / std::max(std::fabs(want), 1e-30));
+  }
+  CHECK(mismatches == 0);
+  CHECK(worst < 5e-7);
 }
 
 TEST_CASE("epilogue: the operator rules check the epilogue words and the bias") {

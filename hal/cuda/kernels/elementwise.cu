@@ -46,7 +46,7 @@ struct HardSigmoidOp {
   }
 };
 struct HardSwishOp { __device__ static float apply(float x) { return hexir::ops::hard_swish_of(x); } };
-struct ErfOp { __device__ static float apply(float x) { return erff(x); } };
+struct ErfOp { __device__ static float apply(float x) { return hexir::ops::erf_of(x); } };
 struct LogOp { __device__ static float apply(float x) { return logf(x); } };
 struct AbsOp { __device__ static float apply(float x) { return fabsf(x); } };
 struct ReciprocalOp { __device__ static float apply(float x) { return 1.0f / x; } };

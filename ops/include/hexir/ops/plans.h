@@ -34,11 +34,33 @@ inline const int64_t* plan_tail(const Plan* plan) {
 // The scalar maps of the unary operators a conv2d or matmul can apply as its
 // epilogue (fused; ops/op.h), defined once for the standalone kernels and the
 // fused ones of every backend, so a fused result is bit for bit the unfused
-// one. C math functions (expf, erff, tanhf): the same on the host as
-// std::exp(float) and callable from CUDA device code. NaN propagates: the
+// one. C math functions (expf, tanhf): the same on the host as
+// std::exp(float) and callable from CUDA device code; erf is our own. NaN propagates: the
 // comparisons are written so that NaN falls through.
 HEXIR_PLAN_FN float relu_of(float x) { return x > 0.0f ? x : (x != x ? x : 0.0f); }
-HEXIR_PLAN_FN float gelu_erf_of(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)); }
+// erf as a rational function (Eigen's and TensorFlow's float erf): x clamped
+// to [-4, 4], an odd degree-13 numerator over an even degree-8 denominator in
+// x^2; within 7 ulps (4.2e-7 relative) of the correctly rounded erf, NaN stays
+// NaN. Written as separate multiplies and adds (never contracted: the cpu
+// builds its baseline without FMA, nvcc runs with --fmad=false) so that the
+// cpu's vector path (hal/cpu/gemm.cc, erf_block) gives the same bits.
+HEXIR_PLAN_FN float erf_of(float v) {
+  const float x = v < -4.0f ? -4.0f : (v > 4.0f ? 4.0f : v);
+  const float x2 = x * x;
+  float p = x2 * -2.72614225801306e-10f + 2.77068142495902e-08f;
+  p = x2 * p + -2.10102402082508e-06f;
+  p = x2 * p + -5.69250639462346e-05f;
+  p = x2 * p + -7.34990630326855e-04f;
+  p = x2 * p + -2.95459980854025e-03f;
+  p = x2 * p + -1.60960333262415e-02f;
+  p = x * p;
+  float q = x2 * -1.45660718464996e-05f + -2.13374055278905e-04f;
+  q = x2 * q + -1.68282697438203e-03f;
+  q = x2 * q + -7.37332916720468e-03f;
+  q = x2 * q + -1.42647390514189e-02f;
+  return p / q;
+}
+HEXIR_PLAN_FN float gelu_erf_of(float x) { return 0.5f * x * (1.0f + erf_of(x * 0.70710678118654752f)); }
 HEXIR_PLAN_FN float gelu_tanh_of(float x) {
   const float kSqrt2OverPi = 0.79788456080286536f;
   return 0.5f * x * (1.0f + tanhf(kSqrt2OverPi * (x + 0.044715f * x * x * x)));
