@@ -46,20 +46,32 @@ constexpr int64_t kMinRange = 1 << 15;
 // pool by output elements (flat modes) or by inner runs (general mode).
 template <typename Op, typename T, typename R>
 void binary_typed(const KernelContext& context, const BinaryPlan& p, const T* pa, const T* pb, R* po) {
+  // add's fused activation, over each range just written (still in cache).
+  const bool epilogue = std::is_same_v<R, float> && p.epilogue.activation != 0;
+  auto finish = [&](int64_t b, int64_t e) {
+    if constexpr (std::is_same_v<R, float>)
+      if (epilogue) apply_epilogue(p.epilogue, po + b, 0, 1, e - b);
+  };
   switch (p.mode) {
     case 0:
       return parallel_ranges(context, p.n, kMinRange, [&](int64_t b, int64_t e) {
         binary_run<Op>(pa + b, 1, pb + b, 1, po + b, e - b);
+        finish(b, e);
       });
     case 1:
       return parallel_ranges(context, p.n, kMinRange, [&](int64_t b, int64_t e) {
         binary_run<Op>(pa + b, 1, pb, 0, po + b, e - b);
+        finish(b, e);
       });
     case 2:
       return parallel_ranges(context, p.n, kMinRange, [&](int64_t b, int64_t e) {
         binary_run<Op>(pa, 0, pb + b, 1, po + b, e - b);
+        finish(b, e);
       });
-    case 4: po[0] = Op::apply(pa[0], pb[0]); return;
+    case 4:
+      po[0] = Op::apply(pa[0], pb[0]);
+      finish(0, 1);
+      return;
     default: break;
   }
   if (p.n == 0) return;
@@ -84,6 +96,7 @@ void binary_typed(const KernelContext& context, const BinaryPlan& p, const T* pa
       out += inner;
       next_index(index, p.dims, outer_rank);
     }
+    finish(begin * inner, end * inner);
   });
 }
 

@@ -21,7 +21,11 @@ Result<std::vector<int64_t>> lower_none(std::span<const TensorType>, const AttrM
 template <OpId kId>
 Result<std::vector<TensorType>> infer_binary(std::span<const TensorType> in,
                                              std::span<const int64_t> params) {
-  HEXIR_RETURN_IF_ERROR(check_param_count(kId, params, 0));
+  // add may carry a fused epilogue (the residual add + relu of a convnet).
+  if (kId == kAdd && params.size() == kEpilogueWords)
+    HEXIR_RETURN_IF_ERROR(check_epilogue(kId, params));
+  else
+    HEXIR_RETURN_IF_ERROR(check_param_count(kId, params, 0));
   auto dims = broadcast_shapes(in[0].dims, in[1].dims);
   if (!dims)
     return invalid_argument(prefix(kId) + "shapes " + shape_str(in[0].dims) + " and " +
@@ -70,8 +74,15 @@ int32_t merge_broadcast(std::span<const int64_t> out_dims, std::span<const int64
   return merged;
 }
 
+Result<std::vector<int64_t>> lower_add(std::span<const TensorType>, const AttrMap& attrs,
+                                       std::span<const TensorType>) {
+  HEXIR_RETURN_IF_ERROR(check_attr_names(kAdd, attrs, {"activation", "activation_alpha", "activation_beta"}));
+  return lower_epilogue(kAdd, attrs);
+}
+
 void plan_binary(const PlanInput& op, OpPlan& out) {
   BinaryPlan& p = out.start<BinaryPlan>();
+  p.epilogue = plan_epilogue(op.params, 0);
   const TensorType& result = op.outputs[0];
   p.n = count_of(result);
   const int64_t na = count_of(op.inputs[0]), nb = count_of(op.inputs[1]);
@@ -279,7 +290,7 @@ void plan_cast(const PlanInput& op, OpPlan& out) {
   { id, name, 2, 2, 1, 1, false, false, false, 0, lower_none<id>, infer_compare<id>, nullptr, plan_binary }
 
 constexpr OpDef kDefs[] = {
-    HEXIR_BINARY_OP(kAdd, "add"),
+    {kAdd, "add", 2, 2, 1, 1, true, true, false, 0, lower_add, infer_binary<kAdd>, nullptr, plan_binary},
     HEXIR_BINARY_OP(kSub, "sub"),
     HEXIR_BINARY_OP(kMul, "mul"),
     HEXIR_BINARY_OP(kDiv, "div"),

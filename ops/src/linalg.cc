@@ -10,24 +10,14 @@
 #include "util.h"
 
 namespace hexir::ops::internal {
-namespace {
 
 using enum OpId;
 
-
-// ---- fused epilogues (conv2d, matmul) ---------------------------------------------
+// ---- fused epilogues (conv2d, matmul, add; declared in util.h) ----------------------
 
 // One row per Activation (plans.h), in its order: the unary operator it
 // applies, its `variant` parameter (gelu's), its float parameter count, the
 // .hxir name, and whether its floats may be infinite (clip's bounds).
-struct ActivationInfo {
-  Activation activation;
-  OpId op;
-  int64_t variant;  // -1: the operator has no variant word
-  int floats;
-  const char* name;
-  bool infinite_ok;
-};
 constexpr ActivationInfo kActivations[] = {
     {Activation::kRelu, kRelu, -1, 0, "relu", false},
     {Activation::kGeluErf, kGelu, 0, 0, "gelu", false},
@@ -40,8 +30,6 @@ constexpr ActivationInfo kActivations[] = {
     {Activation::kHardSigmoid, kHardSigmoid, -1, 2, "hard_sigmoid", false},
     {Activation::kHardSwish, kHardSwish, -1, 0, "hard_swish", false},
 };
-constexpr size_t kEpilogueWords = 3;
-
 const ActivationInfo* activation_info(int64_t word) {
   for (const ActivationInfo& a : kActivations)
     if (static_cast<int64_t>(a.activation) == word) return &a;
@@ -118,6 +106,8 @@ Epilogue plan_epilogue(std::span<const int64_t> params, size_t offset) {
   e.b = static_cast<float>(float_param(params[offset + 2]));
   return e;
 }
+
+namespace {
 
 Result<std::vector<int64_t>> lower_matmul(std::span<const TensorType>, const AttrMap& attrs,
                                           std::span<const TensorType>) {
@@ -807,6 +797,6 @@ const char* activation_name(int64_t activation, int* floats) {
   return a ? a->name : nullptr;
 }
 
-size_t epilogue_offset(OpId op) { return op == OpId::kConv2d ? internal::kConvParamCount : 0; }
+size_t epilogue_offset(OpId op) { return op == OpId::kConv2d ? internal::kConvParamCount : 0; }  // matmul, add: 0
 
 }  // namespace hexir::ops

@@ -12,6 +12,25 @@
 
 namespace hexir::ops::internal {
 
+// Fused epilogues (linalg.cc; op.h "A fused epilogue"): three words
+// [activation, alpha, beta] after an operator's own parameters.
+inline constexpr size_t kEpilogueWords = 3;
+struct ActivationInfo {
+  Activation activation;
+  OpId op;
+  int64_t variant;  // -1: the operator has no variant word
+  int floats;
+  const char* name;
+  bool infinite_ok;
+};
+const ActivationInfo* activation_info(int64_t word);
+// activation = "name", activation_alpha, activation_beta: the three words, or none.
+Result<std::vector<int64_t>> lower_epilogue(OpId id, const AttrMap& attrs);
+// Validates the three words (untrusted files).
+Status check_epilogue(OpId id, std::span<const int64_t> words);
+// The plan's Epilogue from params[offset, offset + 3), or none when absent.
+Epilogue plan_epilogue(std::span<const int64_t> params, size_t offset);
+
 std::string shape_str(std::span<const int64_t> dims);
 std::string prefix(OpId id);  // "@name: "
 

@@ -82,8 +82,8 @@ size_t fuse_epilogues(Function& fn) {
   };
   for (size_t n = 0; n < fn.nodes.size(); ++n) {
     Node& node = fn.nodes[n];
-    if (node_dropped[n] || (node.op != OpId::kConv2d && node.op != OpId::kMatmul) || has_epilogue(node) ||
-        node.results.size() != 1)
+    if (node_dropped[n] || (node.op != OpId::kConv2d && node.op != OpId::kMatmul && node.op != OpId::kAdd) ||
+        has_epilogue(node) || node.results.size() != 1 || fn.values[static_cast<size_t>(node.results[0])].type.dtype != DType::kF32)
       continue;
     // matmul + add(constant f32[n]): the bias (b needs its columns: rank >= 2).
     if (node.op == OpId::kMatmul && node.inputs.size() == 2 &&
@@ -110,7 +110,7 @@ size_t fuse_epilogues(Function& fn) {
     const Node& act = fn.nodes[static_cast<size_t>(j)];
     if (act.inputs.size() != 1 || act.results.size() != 1) continue;
     if (std::optional<std::vector<int64_t>> words = ops::epilogue_words(act.op, act.params)) {
-      // A matmul without a bias has no words yet; a conv2d has its nine.
+      // A matmul without a bias or an add has no words yet; a conv2d has its nine.
       node.params.insert(node.params.end(), words->begin(), words->end());
       absorb(n, j);
     }

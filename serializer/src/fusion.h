@@ -8,12 +8,12 @@
 
 namespace hexir::serializer {
 
-// Fused epilogues: a conv2d or matmul takes over what follows it when nothing
-// else reads its result (and it is not returned):
+// Fused epilogues: a conv2d, matmul or add takes over what follows it when
+// nothing else reads its result (and it is not returned):
 //  - a matmul (b of rank >= 2, no bias yet) followed by an add of a constant
 //    f32[n], n its column count, that keeps the matmul's shape: the constant
 //    becomes its bias input;
-//  - then a unary activation ops::epilogue_words accepts (relu, gelu, silu,
+//  - then (all three) a unary activation ops::epilogue_words accepts (relu, gelu, silu,
 //    sigmoid, tanh, leaky_relu, clip, hard_sigmoid, hard_swish): its
 //    parameters become the epilogue words.
 // The fused node writes the last absorbed node's result value (its name and

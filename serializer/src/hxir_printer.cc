@@ -223,7 +223,8 @@ ops::AttrMap attributes_of(const Function& fn, const Node& node) {
       attrs["dilations"] = ints({at(6), at(7)});
       attrs["groups"] = ops::AttrValue{at(8)};
       [[fallthrough]];
-    case OpId::kMatmul: {
+    case OpId::kMatmul:
+    case OpId::kAdd: {
       // A fused epilogue: [activation, alpha, beta] after the operator's own words.
       const size_t e = ops::epilogue_offset(node.op);
       int floats = 0;

@@ -119,6 +119,20 @@ TEST_CASE("epilogue: matmul with a fused bias and activation is bit-identical to
   }
 }
 
+TEST_CASE("epilogue: add with a fused activation is bit-identical to add then the activation") {
+  HostTensor a = with_nan(random_f32({3, 61, 1031}, 15)), b = random_f32({3, 61, 1031}, 16);
+  HostTensor row = random_f32({1031}, 17), column = random_f32({3, 61, 1}, 18), scalar = random_f32({1}, 19);
+  const std::vector<int64_t> dims{3, 61, 1031};
+  SUBCASE("flat") { check_fused(OpId::kAdd, {&a, &b}, nullptr, {}, dims); }
+  SUBCASE("scalar") { check_fused(OpId::kAdd, {&scalar, &a}, nullptr, {}, dims); }
+  SUBCASE("general: rows") { check_fused(OpId::kAdd, {&a, &row}, nullptr, {}, dims); }
+  SUBCASE("general: a column") { check_fused(OpId::kAdd, {&column, &a}, nullptr, {}, dims); }
+  SUBCASE("one element") {
+    HostTensor x = random_f32({1}, 20), y = random_f32({1, 1}, 21);
+    check_fused(OpId::kAdd, {&x, &y}, nullptr, {}, {1, 1});
+  }
+}
+
 TEST_CASE("erf and gelu: the vector path gives the scalar functions' bits, within 7 ulps of libm's erf") {
   // Every tail length past a 16-lane block, edges, infinities and NaN.
   HostTensor x(DType::kF32, {40037});

@@ -260,6 +260,9 @@ inline std::vector<KernelCase> kernel_cases() {
   mm("repeated a", {5, 7}, {6, 7, 4}, 414);
   mm("K = 0", {3, 0}, {0, 4}, 416);
   mm("64x96x80", {64, 96}, {96, 80}, 418);
+  cases.push_back({"add + relu (fused), broadcast rows", OpId::kAdd,
+                   {with_specials(random_f32({5, 33}, 426)), random_f32({33}, 427)},
+                   {static_cast<int64_t>(ops::Activation::kRelu), 0, 0}});
   {
     // Fused epilogues: [activation, alpha, beta] (ops/plans.h Activation), the bias as a third input.
     const int64_t gelu = static_cast<int64_t>(ops::Activation::kGeluErf);

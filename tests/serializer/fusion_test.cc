@@ -73,6 +73,22 @@ func @main(%x: f32[1,1,5,5]) -> (f32[1,2,5,5]) {
   CHECK(fn.outputs[0] == fn.nodes[0].results[0]);  // the returned value is the fused result
 }
 
+TEST_CASE("fusion: a residual add absorbs the relu after it") {
+  Module m = parse_ok(R"(
+func @main(%x: f32[2,3], %y: f32[2,3]) -> (f32[2,3]) {
+  %s = call @add(%x, %y) : f32[2,3]
+  %r = call @relu(%s) : f32[2,3]
+  %z = call @sub(%r, %x) : f32[2,3]
+  %q = call @relu(%z) : f32[2,3]
+  return %q
+})");
+  CHECK(fuse_epilogues(m) == 1);  // sub takes no epilogue
+  check_consistent(m.functions[0]);
+  REQUIRE(ops_of(m.functions[0]) == std::vector<OpId>{OpId::kAdd, OpId::kSub, OpId::kRelu});
+  CHECK(m.functions[0].nodes[0].params == std::vector<int64_t>{static_cast<int64_t>(ops::Activation::kRelu), 0, 0});
+  CHECK(compile_module(m).ok());
+}
+
 TEST_CASE("fusion: nothing is absorbed that another reader or the caller still needs") {
   SUBCASE("the raw result is read twice") {
     Module m = parse_ok(R"(

@@ -54,21 +54,21 @@ struct ReciprocalOp { __device__ static float apply(float x) { return 1.0f / x; 
 // BinaryPlan modes 0-2 are flat loops; 3 (general) and 4 (one element, rank 0)
 // walk the merged dims.
 template <typename Op>
-__device__ void binary(const BinaryParams& p) {
+__device__ void binary(const BinaryParams& p) {  // add's fused activation: none for the others
   const hexir::ops::BinaryPlan& q = p.plan;
   const int64_t stride = global_stride();
   switch (q.mode) {
     case 0:
-      for (int64_t i = global_index(); i < q.n; i += stride) p.out[i] = Op::apply(p.a[i], p.b[i]);
+      for (int64_t i = global_index(); i < q.n; i += stride) p.out[i] = hexir::ops::apply_epilogue(q.epilogue, Op::apply(p.a[i], p.b[i]));
       break;
     case 1: {
       const float b = p.b[0];
-      for (int64_t i = global_index(); i < q.n; i += stride) p.out[i] = Op::apply(p.a[i], b);
+      for (int64_t i = global_index(); i < q.n; i += stride) p.out[i] = hexir::ops::apply_epilogue(q.epilogue, Op::apply(p.a[i], b));
       break;
     }
     case 2: {
       const float a = p.a[0];
-      for (int64_t i = global_index(); i < q.n; i += stride) p.out[i] = Op::apply(a, p.b[i]);
+      for (int64_t i = global_index(); i < q.n; i += stride) p.out[i] = hexir::ops::apply_epilogue(q.epilogue, Op::apply(a, p.b[i]));
       break;
     }
     default:
@@ -80,7 +80,7 @@ __device__ void binary(const BinaryParams& p) {
           offset_a += index * q.stride_a[d];
           offset_b += index * q.stride_b[d];
         }
-        p.out[i] = Op::apply(p.a[offset_a], p.b[offset_b]);
+        p.out[i] = hexir::ops::apply_epilogue(q.epilogue, Op::apply(p.a[offset_a], p.b[offset_b]));
       }
       break;
   }

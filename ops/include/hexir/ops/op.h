@@ -27,7 +27,8 @@ namespace hexir::ops {
 
 // clang-format off
 enum class OpId : uint16_t {
-  // Elementwise binary, numpy broadcasting, f32. No parameters.
+  // Elementwise binary, numpy broadcasting, f32. No parameters (add: optionally
+  // a fused epilogue [activation, a, b], see conv2d).
   kAdd, kSub, kMul, kDiv, kMaximum, kMinimum,
   // Elementwise unary, f32. gelu: [approximate] (0 = erf, 1 = tanh).
   kRelu, kGelu, kSilu, kSigmoid, kTanh, kExp, kSqrt, kRsqrt, kNeg,

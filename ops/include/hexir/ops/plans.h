@@ -143,6 +143,7 @@ struct BinaryPlan {
   int64_t dims[kMaxRank];
   int64_t stride_a[kMaxRank];
   int64_t stride_b[kMaxRank];
+  Epilogue epilogue;  // add only: a fused activation (none for the others)
 };
 
 // where(cond, x, y): out = cond ? x : y with numpy broadcasting of all three.
