@@ -252,7 +252,7 @@ void reduce_max(const ops::ReducePlan& p, const float* in, float* out) {
 }  // namespace
 
 // Sums (in double) over the reduced dims, one output element at a time (or the max).
-Status reduce(const KernelContext&, const Dispatch& d) {
+Status reduce(const KernelContext& context, const Dispatch& d) {
   const ops::ReducePlan& p = plan_of<ops::ReducePlan>(d);
   if (p.out_count == 0) return ok_status();
   const float* in = input(d, 0);
@@ -261,30 +261,39 @@ Status reduce(const KernelContext&, const Dispatch& d) {
     reduce_max(p, in, out);
     return ok_status();
   }
-  int64_t kept_index[kMaxRank] = {};
-  for (int64_t o = 0; o < p.out_count; ++o) {
-    int64_t base = 0;
-    for (int32_t i = 0; i < p.kept_rank; ++i) base += kept_index[i] * p.kept_stride[i];
-    double sum = 0.0;
-    if (p.red_count > 0) {
-      if (p.red_rank == 0) {
-        sum = in[base];
-      } else {
-        const int32_t outer = p.red_rank - 1;
-        const int64_t inner = p.red_dims[outer];
-        const int64_t inner_stride = p.red_stride[outer];
-        int64_t red_index[kMaxRank] = {};
-        do {
-          int64_t offset = base;
-          for (int32_t i = 0; i < outer; ++i) offset += red_index[i] * p.red_stride[i];
-          for (int64_t j = 0; j < inner; ++j) sum += in[offset + j * inner_stride];
-        } while (next_index(red_index, p.red_dims, outer));
-      }
+  // Outputs are independent: ranges of them over the pool, each summed in
+  // the same order as on one thread.
+  parallel_ranges(context, p.out_count, std::max<int64_t>(1, (int64_t{1} << 15) / std::max<int64_t>(p.red_count, 1)),
+                  [&](int64_t begin, int64_t end) {
+    int64_t kept_index[kMaxRank] = {};
+    for (int64_t rest = begin, i = p.kept_rank; i-- > 0;) {  // the multi-index of output `begin`
+      kept_index[i] = rest % p.kept_dims[i];
+      rest /= p.kept_dims[i];
     }
-    // numpy: the mean over zero elements is NaN (0/0).
-    out[o] = static_cast<float>(p.mean ? sum / static_cast<double>(p.red_count) : sum);
-    next_index(kept_index, p.kept_dims, p.kept_rank);
-  }
+    for (int64_t o = begin; o < end; ++o) {
+      int64_t base = 0;
+      for (int32_t i = 0; i < p.kept_rank; ++i) base += kept_index[i] * p.kept_stride[i];
+      double sum = 0.0;
+      if (p.red_count > 0) {
+        if (p.red_rank == 0) {
+          sum = in[base];
+        } else {
+          const int32_t outer = p.red_rank - 1;
+          const int64_t inner = p.red_dims[outer];
+          const int64_t inner_stride = p.red_stride[outer];
+          int64_t red_index[kMaxRank] = {};
+          do {
+            int64_t offset = base;
+            for (int32_t i = 0; i < outer; ++i) offset += red_index[i] * p.red_stride[i];
+            for (int64_t j = 0; j < inner; ++j) sum += in[offset + j * inner_stride];
+          } while (next_index(red_index, p.red_dims, outer));
+        }
+      }
+      // numpy: the mean over zero elements is NaN (0/0).
+      out[o] = static_cast<float>(p.mean ? sum / static_cast<double>(p.red_count) : sum);
+      next_index(kept_index, p.kept_dims, p.kept_rank);
+    }
+  });
   return ok_status();
 }
 

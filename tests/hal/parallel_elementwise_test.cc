@@ -54,12 +54,16 @@ TEST_CASE("elementwise: split over threads, the same bits in every mode") {
   check_same_bits(OpId::kSigmoid, {&a}, dims, {}, 0);
 }
 
-TEST_CASE("softmax and layernorm: rows split over threads, the same bits") {
+TEST_CASE("softmax, layernorm and reductions: rows split over threads, the same bits") {
   HostTensor x = random_f32({4, 60, 1031}, 6), gamma = random_f32({1031}, 7), beta = random_f32({1031}, 8);
   const std::vector<int64_t> dims{4, 60, 1031};
   check_same_bits(OpId::kSoftmax, {&x}, dims, {2});
   check_same_bits(OpId::kSoftmax, {&x}, dims, {2}, 0);  // in place
   check_same_bits(OpId::kLayernorm, {&x, &gamma, &beta}, dims, {2, std::bit_cast<int64_t>(1e-5)});
+  // reduce_mean / reduce_sum: outputs split over threads (global average pool, and a middle axis).
+  HostTensor image = random_f32({2, 96, 40, 40}, 9);
+  check_same_bits(OpId::kReduceMean, {&image}, {2, 96, 1, 1}, {1, 2, 3});
+  check_same_bits(OpId::kReduceSum, {&x}, {4, 1031}, {0, 1});
 }
 
 }  // namespace
