@@ -2,6 +2,7 @@
 // must not, and that the rewritten graph stays consistent (values renumbered,
 // names and readers kept) and compiles to a file the verifier accepts.
 #include "fusion.h"
+#include "hxir_printer.h"
 #include "test_util.h"
 
 namespace hexir::serializer::testing {
@@ -182,6 +183,43 @@ func @main(%x: f32[3]) -> (f32[3], f32[3]) {
   return %y, %e
 })");
   CHECK(recognize_exported_gelu(other) == 0);
+}
+
+TEST_CASE("fusion: fused nodes print as attributes and parse back to the same words") {
+  Module m = parse_ok(R"(
+const @w : f32[2,1,3,3] = splat 0.1
+const @v : f32[50,3] = splat 0.5
+const @b : f32[3] = splat 0.25
+func @main(%x: f32[1,1,5,5], %y: f32[1,2,5,5]) -> (f32[1,2,5,5], f32[1,2,5,5], f32[2,3]) {
+  %c = call @conv2d(%x, @w) {pads = [1, 1, 1, 1], activation = "clip", activation_alpha = 0.0, activation_beta = 6.0} : f32[1,2,5,5]
+  %s = call @add(%c, %y) {activation = "leaky_relu", activation_alpha = 0.2} : f32[1,2,5,5]
+  %f = call @reshape(%s) : f32[2,25]
+  %g = call @concat(%f, %f) {axis = 1} : f32[2,50]
+  %h = call @matmul(%g, @v, @b) {activation = "gelu_tanh"} : f32[2,3]
+  %u = call @conv2d(%x, @w) {activation = "hard_sigmoid"} : f32[1,2,3,3]
+  %z = call @add(%y, %y) : f32[1,2,5,5]
+  return %s, %z, %h
+})");
+  // hard_sigmoid's defaults are written out; an unused result is still printed.
+  auto text = print_hxir(m);
+  REQUIRE_MESSAGE(text.ok(), text.status().to_string());
+  CHECK(text->find("activation = \"clip\"") != std::string::npos);
+  CHECK(text->find("activation = \"gelu_tanh\"") != std::string::npos);
+  Module again = parse_ok(*text);
+  REQUIRE(again.functions[0].nodes.size() == m.functions[0].nodes.size());
+  for (size_t k = 0; k < m.functions[0].nodes.size(); ++k)
+    CHECK(again.functions[0].nodes[k].params == m.functions[0].nodes[k].params);
+  // Unknown activations and misplaced parameters are errors naming the attribute.
+  CHECK(parse_error(R"(
+func @main(%x: f32[2,3], %y: f32[2,3]) -> (f32[2,3]) {
+  %s = call @add(%x, %y) {activation = "softmax"} : f32[2,3]
+  return %s
+})").find("activation") != std::string::npos);
+  CHECK(parse_error(R"(
+func @main(%x: f32[2,3], %y: f32[2,3]) -> (f32[2,3]) {
+  %s = call @add(%x, %y) {activation = "relu", activation_alpha = 1.0} : f32[2,3]
+  return %s
+})").find("activation_alpha") != std::string::npos);
 }
 
 TEST_CASE("fusion: the compiler fuses by default, --no-fuse keeps every node, both verify") {
