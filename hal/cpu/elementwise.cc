@@ -176,7 +176,39 @@ template <bool kGelu>
   }
   for (; i < n; ++i) out[i] = kGelu ? ops::gelu_erf_of(in[i]) : ops::erf_of(in[i]);
 }
+
+// ops::hard_sigmoid_of / hard_swish_of on 16 lanes with the scalar bits:
+// clamp01(v) is min(1, v) then max(0, .) (x86 min/max return the second
+// operand on NaN, as the scalar comparisons do). A plain loop left these
+// comparisons as branches, which mispredict on real activations.
+[[gnu::target("avx512f")]] inline __m512 clamp01_16(__m512 v) {
+  return _mm512_max_ps(_mm512_setzero_ps(), _mm512_min_ps(_mm512_set1_ps(1.0f), v));
+}
+
+template <bool kSwish>
+[[gnu::target("avx512f")]] void hard_block_avx512(const float* in, float* out, int64_t n, float alpha, float beta) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512 x = _mm512_loadu_ps(in + i);
+    if constexpr (kSwish) {
+      const __m512 t = _mm512_add_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.0f / 6.0f)), _mm512_set1_ps(0.5f));
+      _mm512_storeu_ps(out + i, _mm512_mul_ps(x, clamp01_16(t)));
+    } else {
+      const __m512 t = _mm512_add_ps(_mm512_mul_ps(_mm512_set1_ps(alpha), x), _mm512_set1_ps(beta));
+      _mm512_storeu_ps(out + i, clamp01_16(t));
+    }
+  }
+  for (; i < n; ++i) out[i] = kSwish ? ops::hard_swish_of(in[i]) : ops::hard_sigmoid_of(in[i], alpha, beta);
+}
 #endif
+
+template <bool kSwish>
+void hard_block_any(const float* in, float* out, int64_t n, float alpha, float beta) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (__builtin_cpu_supports("avx512f")) return hard_block_avx512<kSwish>(in, out, n, alpha, beta);
+#endif
+  for (int64_t i = 0; i < n; ++i) out[i] = kSwish ? ops::hard_swish_of(in[i]) : ops::hard_sigmoid_of(in[i], alpha, beta);
+}
 
 template <bool kGelu>
 void erf_block_any(const float* in, float* out, int64_t n) {
@@ -375,8 +407,20 @@ Status rsqrt(const KernelContext& c, const Dispatch& d) { return unary<RsqrtOp>(
 Status neg(const KernelContext& c, const Dispatch& d) { return unary<NegOp>(c, d); }
 Status leaky_relu(const KernelContext& c, const Dispatch& d) { return unary_floats<LeakyReluOp>(c, d); }
 Status clip(const KernelContext& c, const Dispatch& d) { return unary_floats<ClipOp>(c, d); }
-Status hard_sigmoid(const KernelContext& c, const Dispatch& d) { return unary_floats<HardSigmoidOp>(c, d); }
-Status hard_swish(const KernelContext& c, const Dispatch& d) { return unary<HardSwishOp>(c, d); }
+// hard_sigmoid and hard_swish: in vector blocks (the same bits as the scalar functions).
+template <bool kSwish>
+Status hard_map(const KernelContext& context, const Dispatch& d) {
+  const ops::UnaryPlan& p = plan_of<ops::UnaryPlan>(d);
+  const float a = static_cast<float>(p.a), b = static_cast<float>(p.b);
+  const float* in = input(d, 0);
+  float* out = output(d, 0);
+  parallel_ranges(context, p.n, kMinRange,
+                  [&](int64_t begin, int64_t end) { hard_block_any<kSwish>(in + begin, out + begin, end - begin, a, b); });
+  return ok_status();
+}
+
+Status hard_sigmoid(const KernelContext& c, const Dispatch& d) { return hard_map<false>(c, d); }
+Status hard_swish(const KernelContext& c, const Dispatch& d) { return hard_map<true>(c, d); }
 Status erf(const KernelContext& c, const Dispatch& d) { return erf_map<false>(c, d); }
 Status log(const KernelContext& c, const Dispatch& d) { return unary<LogOp>(c, d); }
 Status abs(const KernelContext& c, const Dispatch& d) { return unary<AbsOp>(c, d); }
@@ -408,5 +452,9 @@ KernelFn cast_kernel(DType from, DType to) {
 
 void erf_block(const float* in, float* out, int64_t n) { erf_block_any<false>(in, out, n); }
 void gelu_erf_block(const float* in, float* out, int64_t n) { erf_block_any<true>(in, out, n); }
+void hard_sigmoid_block(const float* in, float* out, int64_t n, float alpha, float beta) {
+  hard_block_any<false>(in, out, n, alpha, beta);
+}
+void hard_swish_block(const float* in, float* out, int64_t n) { hard_block_any<true>(in, out, n, 0.0f, 0.0f); }
 
 }  // namespace hexir::hal::cpu::internal

@@ -248,9 +248,11 @@ void apply_epilogue(const ops::Epilogue& e, float* c, int64_t ld, int64_t rows, 
       return map_block(c, ld, rows, cols, [a](float x) { return ops::leaky_relu_of(x, a); });
     case Activation::kClip: return map_block(c, ld, rows, cols, [a, b](float x) { return ops::clip_of(x, a, b); });
     case Activation::kHardSigmoid:
-      return map_block(c, ld, rows, cols, [a, b](float x) { return ops::hard_sigmoid_of(x, a, b); });
+      for (int64_t i = 0; i < rows; ++i) hard_sigmoid_block(c + i * ld, c + i * ld, cols, a, b);
+      return;
     case Activation::kHardSwish:
-      return map_block(c, ld, rows, cols, [](float x) { return ops::hard_swish_of(x); });
+      for (int64_t i = 0; i < rows; ++i) hard_swish_block(c + i * ld, c + i * ld, cols);
+      return;
     case Activation::kCount: return;
   }
 }

@@ -76,6 +76,9 @@ void gemm(int64_t M, int64_t N, int64_t K, const float* A, const float* B, float
 // a time where the machine has AVX-512: the same bits as the scalar functions.
 void erf_block(const float* in, float* out, int64_t n);
 void gelu_erf_block(const float* in, float* out, int64_t n);
+// ops::hard_sigmoid_of / hard_swish_of likewise (branch-free: they mispredicted as branches).
+void hard_sigmoid_block(const float* in, float* out, int64_t n, float alpha, float beta);
+void hard_swish_block(const float* in, float* out, int64_t n);
 Status add(const KernelContext&, const Dispatch&);
 Status sub(const KernelContext&, const Dispatch&);
 Status mul(const KernelContext&, const Dispatch&);

@@ -133,7 +133,7 @@ TEST_CASE("epilogue: add with a fused activation is bit-identical to add then th
   }
 }
 
-TEST_CASE("erf and gelu: the vector path gives the scalar functions' bits, within 7 ulps of libm's erf") {
+TEST_CASE("erf, gelu, hard_sigmoid, hard_swish: the vector paths give the scalar functions' bits; erf within 7 ulps of libm") {
   // Every tail length past a 16-lane block, edges, infinities and NaN.
   HostTensor x(DType::kF32, {40037});
   for (int64_t i = 0; i < x.count(); ++i) x.at(i) = -5.0f + 10.0f * static_cast<float>(i) / 40037.0f;
@@ -159,6 +159,26 @@ TEST_CASE("erf and gelu: the vector path gives the scalar functions' bits, withi
   }
   CHECK(mismatches == 0);
   CHECK(worst < 5e-7);
+
+  // hard_sigmoid and hard_swish: vector blocks (branch-free clamps) with the scalar functions' bits,
+  // on wide data (both sides of the clamps), -0, infinities and NaN.
+  HostTensor wide(DType::kF32, {40037});
+  for (int64_t i = 0; i < wide.count(); ++i) wide.at(i) = 8.0f * x.at(i);
+  for (size_t i = 0; i < std::size(specials); ++i) wide.at(static_cast<int64_t>(i) * 19) = specials[i];
+  wide.at(7) = -3.0f;
+  wide.at(8) = 3.0f;
+  HostTensor sigmoid_out(DType::kF32, {40037}), swish_out(DType::kF32, {40037});
+  const int64_t alpha = std::bit_cast<int64_t>(0.2), beta = std::bit_cast<int64_t>(0.5);
+  REQUIRE(run_kernel(OpId::kHardSigmoid, {&wide}, sigmoid_out, {alpha, beta}).ok());
+  REQUIRE(run_kernel(OpId::kHardSwish, {&wide}, swish_out).ok());
+  int hard_mismatches = 0;
+  for (int64_t i = 0; i < wide.count(); ++i) {
+    const float v = wide.at(i);
+    hard_mismatches += std::bit_cast<uint32_t>(ops::hard_sigmoid_of(v, 0.2f, 0.5f)) !=
+                       std::bit_cast<uint32_t>(sigmoid_out.at(i));
+    hard_mismatches += std::bit_cast<uint32_t>(ops::hard_swish_of(v)) != std::bit_cast<uint32_t>(swish_out.at(i));
+  }
+  CHECK(hard_mismatches == 0);
 }
 
 TEST_CASE("epilogue: the operator rules check the epilogue words and the bias") {
