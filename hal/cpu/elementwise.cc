@@ -235,7 +235,6 @@ struct MinimumOp { static float apply(float a, float b) { return (a < b || std::
 // The activations are defined once in ops/plans.h, shared with the fused
 // epilogues of conv2d and matmul (bit-identical results) and the CUDA kernels.
 struct ReluOp { static float apply(float x) { return ops::relu_of(x); } };
-struct GeluErfOp { static float apply(float x) { return ops::gelu_erf_of(x); } };
 struct GeluTanhOp { static float apply(float x) { return ops::gelu_tanh_of(x); } };
 struct SigmoidOp { static float apply(float x) { return ops::sigmoid_of(x); } };
 struct SiluOp { static float apply(float x) { return ops::silu_of(x); } };
@@ -246,11 +245,6 @@ struct RsqrtOp { static float apply(float x) { return 1.0f / std::sqrt(x); } };
 struct NegOp { static float apply(float x) { return -x; } };
 struct LeakyReluOp { static float apply(float x, float alpha, float) { return ops::leaky_relu_of(x, alpha); } };
 struct ClipOp { static float apply(float x, float lo, float hi) { return ops::clip_of(x, lo, hi); } };
-struct HardSigmoidOp {
-  static float apply(float x, float alpha, float beta) { return ops::hard_sigmoid_of(x, alpha, beta); }
-};
-struct HardSwishOp { static float apply(float x) { return ops::hard_swish_of(x); } };
-struct ErfOp { static float apply(float x) { return ops::erf_of(x); } };
 struct LogOp { static float apply(float x) { return std::log(x); } };
 struct AbsOp { static float apply(float x) { return std::fabs(x); } };
 struct ReciprocalOp { static float apply(float x) { return 1.0f / x; } };
@@ -385,18 +379,24 @@ Status logical_not(const KernelContext&, const Dispatch& d) {
 }
 
 Status relu(const KernelContext& c, const Dispatch& d) { return unary<ReluOp>(c, d); }
-// erf and the erf form of gelu: in vector blocks (the same bits as the scalar functions).
-template <bool kGelu>
-Status erf_map(const KernelContext& context, const Dispatch& d) {
+// erf, gelu (erf form), hard_sigmoid, hard_swish: in vector blocks with
+// the scalar functions' bits. `Block` maps n elements with the plan's a, b.
+using BlockFn = void (*)(const float* in, float* out, int64_t n, float a, float b);
+template <BlockFn Block>
+Status block_map(const KernelContext& context, const Dispatch& d) {
+  const ops::UnaryPlan& p = plan_of<ops::UnaryPlan>(d);
+  const float a = static_cast<float>(p.a), b = static_cast<float>(p.b);
   const float* in = input(d, 0);
   float* out = output(d, 0);
-  parallel_ranges(context, plan_of<ops::UnaryPlan>(d).n, kMinRange,
-                  [&](int64_t b, int64_t e) { erf_block_any<kGelu>(in + b, out + b, e - b); });
+  parallel_ranges(context, p.n, kMinRange,
+                  [&](int64_t begin, int64_t end) { Block(in + begin, out + begin, end - begin, a, b); });
   return ok_status();
 }
+void erf_any(const float* in, float* out, int64_t n, float, float) { erf_block_any<false>(in, out, n); }
+void gelu_erf_any(const float* in, float* out, int64_t n, float, float) { erf_block_any<true>(in, out, n); }
 
 Status gelu(const KernelContext& c, const Dispatch& d) {
-  return plan_of<ops::UnaryPlan>(d).variant == 1 ? unary<GeluTanhOp>(c, d) : erf_map<true>(c, d);
+  return plan_of<ops::UnaryPlan>(d).variant == 1 ? unary<GeluTanhOp>(c, d) : block_map<gelu_erf_any>(c, d);
 }
 Status silu(const KernelContext& c, const Dispatch& d) { return unary<SiluOp>(c, d); }
 Status sigmoid(const KernelContext& c, const Dispatch& d) { return unary<SigmoidOp>(c, d); }
@@ -407,21 +407,9 @@ Status rsqrt(const KernelContext& c, const Dispatch& d) { return unary<RsqrtOp>(
 Status neg(const KernelContext& c, const Dispatch& d) { return unary<NegOp>(c, d); }
 Status leaky_relu(const KernelContext& c, const Dispatch& d) { return unary_floats<LeakyReluOp>(c, d); }
 Status clip(const KernelContext& c, const Dispatch& d) { return unary_floats<ClipOp>(c, d); }
-// hard_sigmoid and hard_swish: in vector blocks (the same bits as the scalar functions).
-template <bool kSwish>
-Status hard_map(const KernelContext& context, const Dispatch& d) {
-  const ops::UnaryPlan& p = plan_of<ops::UnaryPlan>(d);
-  const float a = static_cast<float>(p.a), b = static_cast<float>(p.b);
-  const float* in = input(d, 0);
-  float* out = output(d, 0);
-  parallel_ranges(context, p.n, kMinRange,
-                  [&](int64_t begin, int64_t end) { hard_block_any<kSwish>(in + begin, out + begin, end - begin, a, b); });
-  return ok_status();
-}
-
-Status hard_sigmoid(const KernelContext& c, const Dispatch& d) { return hard_map<false>(c, d); }
-Status hard_swish(const KernelContext& c, const Dispatch& d) { return hard_map<true>(c, d); }
-Status erf(const KernelContext& c, const Dispatch& d) { return erf_map<false>(c, d); }
+Status hard_sigmoid(const KernelContext& c, const Dispatch& d) { return block_map<hard_block_any<false>>(c, d); }
+Status hard_swish(const KernelContext& c, const Dispatch& d) { return block_map<hard_block_any<true>>(c, d); }
+Status erf(const KernelContext& c, const Dispatch& d) { return block_map<erf_any>(c, d); }
 Status log(const KernelContext& c, const Dispatch& d) { return unary<LogOp>(c, d); }
 Status abs(const KernelContext& c, const Dispatch& d) { return unary<AbsOp>(c, d); }
 Status reciprocal(const KernelContext& c, const Dispatch& d) { return unary<ReciprocalOp>(c, d); }
