@@ -63,7 +63,9 @@ def layernorm(x, gamma, beta):
 
 
 def save(name, array, dtype=np.float32):
-    array = np.ascontiguousarray(np.asarray(array, dtype=dtype))
+    array = np.asarray(array, dtype=dtype)
+    if array.ndim:  # ascontiguousarray would make a scalar 1-D
+        array = np.ascontiguousarray(array)
     np.save(os.path.join(HERE, name + ".npy"), array)
     return array.astype(np.float64) if dtype == np.float32 else array
 
