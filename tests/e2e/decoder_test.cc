@@ -47,6 +47,10 @@ std::vector<T> values_of(const NpyArray& a) {
   return out;
 }
 
+struct FreeBytes {
+  void operator()(uint8_t* p) const { std::free(p); }
+};
+
 TensorRef ref_of(NpyArray& a) { return TensorRef{a.data.data(), a.data.size(), a.type}; }
 
 NpyArray scalar_i64(const hexir::TensorType& type, int64_t value) {
@@ -90,8 +94,8 @@ TEST_CASE("decoder sample: step.hxir, one invoke per token, matches numpy (token
     INFO("compile step.hxir: ", hxe.status().to_string());
     REQUIRE(hxe.ok());
     // load_buffer wants 64-byte aligned data.
-    std::unique_ptr<uint8_t, decltype(&std::free)> bytes(
-        static_cast<uint8_t*>(std::aligned_alloc(64, (hxe->size() + 63) / 64 * 64)), &std::free);
+    std::unique_ptr<uint8_t, FreeBytes> bytes(
+        static_cast<uint8_t*>(std::aligned_alloc(64, (hxe->size() + 63) / 64 * 64)));
     std::memcpy(bytes.get(), hxe->data(), hxe->size());
     auto module = Module::load_buffer({bytes.get(), hxe->size()});
     INFO("load: ", module.status().to_string());
