@@ -14,6 +14,8 @@
 namespace hexir::format {
 namespace {
 
+constexpr size_t kMaxLoopDepth = 64;  // bounds the VM's and the verifier's loop stacks
+
 template <typename... Args>
 std::string cat(const Args&... args) {
   std::ostringstream out;
@@ -150,6 +152,7 @@ class ModuleVerifier {
     HEXIR_RETURN_IF_ERROR(check_slots());
     HEXIR_RETURN_IF_ERROR(check_functions());
     HEXIR_RETURN_IF_ERROR(check_instructions());
+    HEXIR_RETURN_IF_ERROR(check_loops());
     HEXIR_RETURN_IF_ERROR(check_function_bodies());
     HEXIR_RETURN_IF_ERROR(check_aliasing());
     return ok_status();
@@ -478,7 +481,10 @@ class ModuleVerifier {
     for (uint64_t k = 0; k < count; ++k) {
       const fb::Instruction& in = *m_.instructions()->Get(static_cast<flatbuffers::uoffset_t>(k));
       auto fail = [&](auto&&... args) { return corrupt(instruction_label(k), ": ", args...); };
-      if (in.opcode() != fb::Opcode::Dispatch) return fail("unknown opcode ", static_cast<int>(in.opcode()));
+      if (in.opcode() != fb::Opcode::Dispatch) {
+        HEXIR_RETURN_IF_ERROR(check_control(k, in, fail));
+        continue;
+      }
       if (in.kernel() >= out_.kernel_ids.size())
         return fail("kernel index ", in.kernel(), " out of range (the module has ", out_.kernel_ids.size(),
                     " kernels)");
@@ -590,6 +596,93 @@ class ModuleVerifier {
     return ok_status();
   }
 
+  // A control instruction (LoopBegin, LoopNext) on its own: its operands
+  // are i64[] scalars [start or trip, trip or counter] -> [counter], the
+  // counter an arena slot the VM writes; targets are checked per function
+  // (check_loops).
+  template <typename Fail>
+  Status check_control(uint64_t k, const fb::Instruction& in, const Fail& fail) {
+    const bool begin = in.opcode() == fb::Opcode::LoopBegin;
+    if (!begin && in.opcode() != fb::Opcode::LoopNext)
+      return fail("unknown opcode ", static_cast<int>(in.opcode()));
+    const char* name = begin ? "LoopBegin" : "LoopNext";
+    const uint64_t slots = vec_size(m_.slots());
+    if (in.operand_count() != 3 || in.input_count() != 2)
+      return fail(name, " has ", in.operand_count(), " operands with ", in.input_count(),
+                  " inputs; it takes 2 inputs and 1 output");
+    if (!range_inside(in.operand_begin(), in.operand_count(), vec_size(m_.operand_pool())))
+      return fail("operands [", in.operand_begin(), ", +", in.operand_count(), ") exceed the operand pool");
+    const uint32_t want_params = begin ? 1 : 2;
+    if (in.param_count() != want_params || !range_inside(in.param_begin(), in.param_count(), vec_size(m_.param_pool())))
+      return fail(name, " takes ", want_params, " parameters, got ", in.param_count(), " at ", in.param_begin());
+    if (in.alias_mask() != 0) return fail(name, " has alias bits");
+    if (!begin && m_.param_pool()->Get(in.param_begin() + 1) <= 0)
+      return fail("LoopNext step ", m_.param_pool()->Get(in.param_begin() + 1), " is not positive");
+    const TensorType counter{DType::kI64, {}};
+    for (uint32_t o = 0; o < 3; ++o) {
+      const uint32_t slot = m_.operand_pool()->Get(in.operand_begin() + o);
+      if (slot >= slots) return fail("operand ", o, " refers to slot ", slot, ", but the module has ", slots, " slots");
+      if (!(out_.slot_types[slot] == counter))
+        return fail(name, " operand ", o, " ", slot_label(m_, slot), " is ", out_.slot_types[slot].to_string(),
+                    "; loop bounds and counters are i64[]");
+    }
+    const uint32_t out = m_.operand_pool()->Get(in.operand_begin() + 2);
+    const fb::Slot& s = *m_.slots()->Get(out);
+    if (s.storage() != fb::StorageKind::Arena || s.view_of() != -1)
+      return fail(name, " counter ", slot_label(m_, out), " must be an arena value (the VM writes it)");
+    if (!begin && m_.operand_pool()->Get(in.operand_begin() + 1) != out)
+      return fail("LoopNext reads counter ", slot_label(m_, m_.operand_pool()->Get(in.operand_begin() + 1)),
+                  " but writes ", slot_label(m_, out));
+    if (vec_size(m_.workspaces()) != 0 && m_.workspaces()->Get(static_cast<flatbuffers::uoffset_t>(k))->size() != 0)
+      return fail(name, " has a workspace range");
+    return ok_status();
+  }
+
+  // Per function, the loops: every LoopBegin is closed by a LoopNext of the
+  // same counter and trip slots, loops nest properly, LoopBegin's exit is
+  // one past its LoopNext and LoopNext's body one past its LoopBegin. So the
+  // VM's program counter never leaves the function or enters a loop except
+  // at its top.
+  Status check_loops() {
+    const uint64_t functions = vec_size(m_.functions());
+    out_.loops.assign(functions, {});
+    std::vector<uint32_t> open;
+    for (uint64_t f = 0; f < functions; ++f) {
+      const fb::Function& fn = *m_.functions()->Get(static_cast<flatbuffers::uoffset_t>(f));
+      open.clear();
+      auto operand = [&](const fb::Instruction& in, uint32_t o) { return m_.operand_pool()->Get(in.operand_begin() + o); };
+      auto param = [&](const fb::Instruction& in, uint32_t i) { return m_.param_pool()->Get(in.param_begin() + i); };
+      for (uint32_t k = 0; k < fn.instruction_count(); ++k) {
+        const uint64_t index = uint64_t{fn.instruction_begin()} + k;
+        const fb::Instruction& in = *m_.instructions()->Get(static_cast<flatbuffers::uoffset_t>(index));
+        if (in.opcode() == fb::Opcode::LoopBegin) {
+          if (open.size() >= kMaxLoopDepth) return corrupt(instruction_label(index), ": loops nested more than ", kMaxLoopDepth, " deep");
+          open.push_back(k);
+          continue;
+        }
+        if (in.opcode() != fb::Opcode::LoopNext) continue;
+        if (open.empty()) return corrupt(instruction_label(index), ": LoopNext without a LoopBegin");
+        const uint32_t b = open.back();
+        open.pop_back();
+        const fb::Instruction& head =
+            *m_.instructions()->Get(static_cast<flatbuffers::uoffset_t>(uint64_t{fn.instruction_begin()} + b));
+        if (param(in, 0) != int64_t{b} + 1)
+          return corrupt(instruction_label(index), ": LoopNext continues at ", param(in, 0), ", not at ", b + 1,
+                         " (one past its LoopBegin, instruction ", fn.instruction_begin() + b, ")");
+        if (param(head, 0) != int64_t{k} + 1)
+          return corrupt(instruction_label(uint64_t{fn.instruction_begin()} + b), ": LoopBegin exits to ", param(head, 0),
+                         ", not to ", k + 1, " (one past its LoopNext, instruction ", index, ")");
+        if (operand(head, 2) != operand(in, 2) || operand(head, 1) != operand(in, 0))
+          return corrupt(instruction_label(index), ": LoopNext's counter and trip slots differ from its LoopBegin's");
+        out_.loops[f].emplace_back(b, k);
+      }
+      if (!open.empty())
+        return corrupt(instruction_label(uint64_t{fn.instruction_begin()} + open.back()),
+                       ": LoopBegin without a LoopNext in its function");
+    }
+    return ok_status();
+  }
+
   // Scratch: the kernel's need (kernel_workspace_bytes) is covered by the
   // shared workspace, or by the instruction's own arena range, which lies in
   // the arena, aligned, and overlaps none of its operands. Under
@@ -693,6 +786,7 @@ class ModuleVerifier {
   //  - then the overlap proof over the arena (prove_no_overlap).
   Status check_aliasing() {
     const uint64_t slot_count = vec_size(m_.slots());
+    defined_depth_.assign(slot_count, SIZE_MAX);
     std::vector<int64_t> last_read(slot_count, -1), def(slot_count, -1), last_write(slot_count, -1);
     std::vector<int64_t> output_of(slot_count, -1);
     std::vector<uint32_t> touched;
@@ -717,7 +811,7 @@ class ModuleVerifier {
           if (last_read[r] < 0 && def[r] < 0) touched.push_back(r);
           if (def[r] < 0) {
             def[r] = static_cast<int64_t>(k);
-          } else if (dynamic_) {
+          } else if (dynamic_ && out_.loops[f].empty()) {
             return corrupt(instruction_label(begin + k), ": ", slot_label(m_, r),
                            " is written a second time (instruction ", begin + def[r],
                            " wrote it) in a free-at-last-use plan");
@@ -725,10 +819,24 @@ class ModuleVerifier {
           last_write[r] = static_cast<int64_t>(k);
         }
       }
+      // Loops: a value written before a loop and read or written inside it
+      // lives around the back edge, to the loop's LoopNext (the compiler's
+      // rule, passes.cc compute_uses; inner loops first).
+      for (const auto& [loop_begin, loop_next] : out_.loops[f])
+        for (uint32_t r : touched) {
+          if (def[r] < 0 || def[r] >= loop_begin || std::max(last_read[r], last_write[r]) < loop_begin) continue;
+          last_read[r] = std::max<int64_t>(last_read[r], loop_next);
+        }
       for (uint64_t j = 0; j < outputs; ++j)
         output_of[root_of(fn.outputs()->Get(static_cast<flatbuffers::uoffset_t>(j))->slot())] =
             static_cast<int64_t>(j);
       occupant.assign(inputs + outputs, -1);
+      // Which values are written on every path to the instruction at hand:
+      // one written inside a loop is defined only until the loop ends (the
+      // loop may run zero times), unless it was written before the loop.
+      size_t depth = 0;
+      for (std::vector<uint32_t>& list : defined_at_depth_) list.clear();
+      if (defined_at_depth_.size() < kMaxLoopDepth + 1) defined_at_depth_.resize(kMaxLoopDepth + 1);
       for (uint64_t b = 0; b < inputs; ++b)
         occupant[b] = root_of(fn.inputs()->Get(static_cast<flatbuffers::uoffset_t>(b))->slot());
       buffer_of_output.resize(outputs);
@@ -747,11 +855,17 @@ class ModuleVerifier {
           const fb::Slot& s = *m_.slots()->Get(r);
           const bool bound_input = s.storage() == fb::StorageKind::Input && s.index() < inputs &&
                                    root_of(fn.inputs()->Get(s.index())->slot()) == r;
-          if (s.storage() != fb::StorageKind::Constant && !bound_input &&
-              (def[r] < 0 || def[r] >= static_cast<int64_t>(k)))
-            return fail("input ", i, " ", slot_label(m_, slot), " is read before any instruction writes it");
+          if (s.storage() != fb::StorageKind::Constant && !bound_input && defined_depth_[r] > depth)
+            return fail("input ", i, " ", slot_label(m_, slot),
+                        def[r] >= 0 && def[r] < static_cast<int64_t>(k)
+                            ? " is read where it may not have been written (it is written only inside a loop that "
+                              "ends before this instruction)"
+                            : " is read before any instruction writes it");
           if (i >= 32 || !((in.alias_mask() >> i) & 1u)) continue;
           aliased_root = r;
+          // Output 0 is this very value, updated in place (a loop-carried
+          // value): later reads read the update.
+          if (r == operand(in, in.input_count())) continue;
           if (s.storage() == fb::StorageKind::Input && fn.inputs()->Get(s.index())->donated_to() < 0)
             return fail("alias bit ", i, " writes input ", s.index(), " ('",
                         str_or_empty(fn.inputs()->Get(s.index())->name()), "'), which is not donated");
@@ -781,6 +895,23 @@ class ModuleVerifier {
                         begin + last_read[static_cast<size_t>(previous)]);
           *holder = out_slot;
         }
+        for (uint32_t o = in.input_count(); o < in.operand_count(); ++o) {
+          const uint32_t r = operand(in, o);
+          if (defined_depth_[r] <= depth) continue;
+          defined_depth_[r] = depth;
+          defined_at_depth_[depth].push_back(r);
+        }
+        if (in.opcode() == fb::Opcode::LoopBegin) {
+          ++depth;
+        } else if (in.opcode() == fb::Opcode::LoopNext) {
+          for (uint32_t r : defined_at_depth_[depth]) defined_depth_[r] = SIZE_MAX;
+          defined_at_depth_[depth].clear();
+          --depth;
+        }
+      }
+      for (std::vector<uint32_t>& list : defined_at_depth_) {
+        for (uint32_t r : list) defined_depth_[r] = SIZE_MAX;
+        list.clear();
       }
       for (uint32_t r : touched) {
         const fb::Slot& s = *m_.slots()->Get(r);
@@ -930,10 +1061,26 @@ class ModuleVerifier {
   std::vector<int64_t> owner_;            // per instruction: owning function or -1
   std::vector<uint64_t> workspace_need_;  // free-at-last-use: per instruction, its kernel's scratch
   std::vector<uint32_t> ends_begin_, ends_, ends_fill_;  // check_arena_lifetimes: values by end (CSR)
+  // check_aliasing: per slot, the loop depth its first write on every path
+  // happened at (SIZE_MAX: not written yet); per depth, the slots defined there.
+  std::vector<size_t> defined_depth_;
+  std::vector<std::vector<uint32_t>> defined_at_depth_;
   bool dynamic_ = false;                                 // free-at-last-use: no static arena offsets
 };
 
 }  // namespace
+
+const char* instruction_name(const VerifiedModule& module, const fb::Instruction& instruction) {
+  switch (instruction.opcode()) {
+    case fb::Opcode::Dispatch:
+      return ops::op_def(module.kernel_ids[instruction.kernel()]).name;
+    case fb::Opcode::LoopBegin:
+      return "loop_begin";
+    case fb::Opcode::LoopNext:
+      return "loop_next";
+  }
+  return "unknown";
+}
 
 const char* section_kind_name(fb::SectionKind kind) {
   switch (kind) {

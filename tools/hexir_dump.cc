@@ -71,7 +71,7 @@ std::string instruction_text(const VerifiedModule& v, const fb::Instruction& in)
     results += sep + inspect::slot_name(m, slot);
     types += sep + v.slot_types[slot].to_string();
   }
-  std::string text = results + " = " + ops::op_def(v.kernel_ids[in.kernel()]).name;
+  std::string text = results + " = " + format::instruction_name(v, in);
   for (uint32_t i = 0; i < in.input_count(); ++i)
     text += (i ? ", " : " ") + inspect::slot_name(m, m.operand_pool()->Get(in.operand_begin() + i));
   text += params_text(m, in);
@@ -363,7 +363,7 @@ void print_json(const VerifiedModule& v) {
     j.field("index", k);
     j.field("function",
             owner[k] >= 0 ? str(m.functions()->Get(static_cast<uint32_t>(owner[k]))->name()) : "");
-    j.field("kernel", ops::op_def(v.kernel_ids[in.kernel()]).name);
+    j.field("kernel", format::instruction_name(v, in));
     j.field("kernel_index", in.kernel());
     j.begin_array("inputs");
     for (uint32_t i = 0; i < in.input_count(); ++i) j.value(m.operand_pool()->Get(in.operand_begin() + i));

@@ -1,5 +1,6 @@
 #include "graph.h"
 
+#include <algorithm>
 #include <set>
 #include <system_error>
 
@@ -136,6 +137,8 @@ Status GraphBuilder::begin_function(std::string name, Location loc) {
   outputs_set_ = false;
   value_names_.clear();
   constant_values_.clear();
+  value_loop_.clear();
+  open_loop_nodes_.clear();
   return ok_status();
 }
 
@@ -155,13 +158,128 @@ Status GraphBuilder::check_value_id(int id, const char* what, const Location& lo
   if (id < 0 || static_cast<size_t>(id) >= function().values.size())
     return error_at(loc,
                     std::string(what) + " " + std::to_string(id) + " is not a value of @" + function().name);
+  if (!visible(id)) {
+    const Value& v = value(id);
+    const Node& loop = function().nodes[static_cast<size_t>(value_loop_[static_cast<size_t>(id)])];
+    return error_at(loc, std::string(what) + " " + sigil_name(v) +
+                             " is used outside the loop that defines it (the loop at " + loop.loc.position() +
+                             ")");
+  }
   return ok_status();
+}
+
+bool GraphBuilder::visible(int id) const {
+  const int loop = value_loop_[static_cast<size_t>(id)];
+  return loop < 0 || std::find(open_loop_nodes_.begin(), open_loop_nodes_.end(), loop) != open_loop_nodes_.end();
 }
 
 int GraphBuilder::push_value(Value value) {
   const int id = static_cast<int>(function().values.size());
+  value_loop_.push_back(value.kind == ValueKind::kConstant || open_loop_nodes_.empty() ? -1
+                                                                                      : open_loop_nodes_.back());
   function().values.push_back(std::move(value));
   return id;
+}
+
+Result<std::vector<int>> GraphBuilder::begin_loop(LoopSpec spec) {
+  if (!open_) return error_at(spec.loc, "begin_loop outside a function");
+  Function& fn = function();
+  HEXIR_RETURN_IF_ERROR(check_value_id(spec.start, "loop start", spec.loc));
+  HEXIR_RETURN_IF_ERROR(check_value_id(spec.trip, "trip count", spec.loc));
+  for (int v : spec.inits) HEXIR_RETURN_IF_ERROR(check_value_id(v, "initial value", spec.loc));
+  const TensorType counter{DType::kI64, {}};
+  for (const auto& [id, what] : {std::pair{spec.start, "loop start"}, std::pair{spec.trip, "trip count"}})
+    if (value(id).type != counter)
+      return error_at(spec.loc, std::string(what) + " " + sigil_name(value(id)) + " is " +
+                                    value(id).type.to_string() + ", a loop bound must be i64[]");
+  if (spec.step <= 0) return error_at(spec.loc, "loop step " + std::to_string(spec.step) + " must be positive");
+  if (!spec.carried_names.empty() && spec.carried_names.size() != spec.inits.size())
+    return error_at(spec.loc, std::to_string(spec.carried_names.size()) + " carried names for " +
+                                  std::to_string(spec.inits.size()) + " initial values");
+  const int node_index = static_cast<int>(fn.nodes.size());
+  std::vector<std::string> names;
+  names.push_back(spec.induction_name.empty() ? "loop" + std::to_string(node_index) + ".i" : spec.induction_name);
+  for (size_t j = 0; j < spec.inits.size(); ++j)
+    names.push_back(spec.carried_names.empty() ? "loop" + std::to_string(node_index) + ".carried" + std::to_string(j)
+                                               : spec.carried_names[j]);
+  for (size_t j = 0; j < names.size(); ++j)
+    HEXIR_RETURN_IF_ERROR(check_value_name(names[j], j == 0 ? spec.loc : at_index(spec.carried_locs, j - 1, spec.loc)));
+  Node node;
+  node.kind = NodeKind::kLoopBegin;
+  node.inputs = {spec.start, spec.trip};
+  node.inputs.insert(node.inputs.end(), spec.inits.begin(), spec.inits.end());
+  node.params = {spec.step, -1};
+  node.loc = spec.loc;
+  open_loop_nodes_.push_back(node_index);  // the results are the body's
+  for (size_t j = 0; j < names.size(); ++j) {
+    Value v;
+    v.name = names[j];
+    v.type = j == 0 ? counter : value(spec.inits[j - 1]).type;
+    v.byte_size = j == 0 ? 8 : value(spec.inits[j - 1]).byte_size;
+    v.kind = ValueKind::kResult;
+    v.node = node_index;
+    v.result = static_cast<int>(j);
+    v.loc = j == 0 ? spec.loc : at_index(spec.carried_locs, j - 1, spec.loc);
+    const int id = push_value(std::move(v));
+    value_names_[names[j]] = id;
+    node.results.push_back(id);
+  }
+  std::vector<int> ids = node.results;
+  function().nodes.push_back(std::move(node));
+  return ids;
+}
+
+Result<std::vector<int>> GraphBuilder::end_loop(const std::vector<int>& yielded, std::vector<std::string> result_names,
+                                                const Location& loc, const std::vector<Location>& yield_locs) {
+  if (!open_) return error_at(loc, "end_loop outside a function");
+  if (open_loop_nodes_.empty()) return error_at(loc, "'yield' outside a loop");
+  Function& fn = function();
+  const int begin = open_loop_nodes_.back();
+  const Node& head = fn.nodes[static_cast<size_t>(begin)];
+  const size_t carried = head.results.size() - 1;
+  if (yielded.size() != carried)
+    return error_at(loc, "'yield' gives " + std::to_string(yielded.size()) + " value(s), the loop at " +
+                             head.loc.position() + " carries " + std::to_string(carried));
+  for (size_t j = 0; j < carried; ++j) {
+    const Location& at = at_index(yield_locs, j, loc);
+    HEXIR_RETURN_IF_ERROR(check_value_id(yielded[j], "yielded value", at));
+    const Value& carried_value = value(head.results[j + 1]);
+    if (value(yielded[j]).type != carried_value.type)
+      return error_at(at, "yielded value " + std::to_string(j) + " (" + sigil_name(value(yielded[j])) + ") is " +
+                              value(yielded[j]).type.to_string() + ", the carried value " +
+                              sigil_name(carried_value) + " is " + carried_value.type.to_string());
+  }
+  if (!result_names.empty() && result_names.size() != carried)
+    return error_at(loc, std::to_string(result_names.size()) + " result name(s) for a loop carrying " +
+                             std::to_string(carried) + " value(s)");
+  const int node_index = static_cast<int>(fn.nodes.size());
+  for (size_t j = 0; j < carried; ++j) {
+    if (result_names.size() <= j) result_names.push_back("loop" + std::to_string(begin) + ".result" + std::to_string(j));
+    HEXIR_RETURN_IF_ERROR(check_value_name(result_names[j], loc));
+  }
+  open_loop_nodes_.pop_back();  // the results are visible after the loop
+  Node node;
+  node.kind = NodeKind::kLoopEnd;
+  node.inputs = yielded;
+  node.params = {begin};
+  node.loc = loc;
+  for (size_t j = 0; j < carried; ++j) {
+    Value v;
+    v.name = result_names[j];
+    v.type = value(head.results[j + 1]).type;
+    v.byte_size = value(head.results[j + 1]).byte_size;
+    v.kind = ValueKind::kResult;
+    v.node = node_index;
+    v.result = static_cast<int>(j);
+    v.loc = loc;
+    const int id = push_value(std::move(v));
+    value_names_[result_names[j]] = id;
+    node.results.push_back(id);
+  }
+  fn.nodes[static_cast<size_t>(begin)].params[1] = node_index;
+  std::vector<int> ids = node.results;
+  fn.nodes.push_back(std::move(node));
+  return ids;
 }
 
 Result<int> GraphBuilder::add_input(std::string name, TensorType type, bool donate, Location loc) {
@@ -316,6 +434,7 @@ Result<std::vector<int>> GraphBuilder::add_node(NodeSpec spec) {
 Status GraphBuilder::set_outputs(const std::vector<int>& values, const Location& loc,
                                  const std::vector<Location>& value_locs) {
   if (!open_) return error_at(loc, "set_outputs outside a function");
+  if (!open_loop_nodes_.empty()) return error_at(loc, "'return' inside a loop body (close it with 'yield')");
   Function& fn = function();
   const Location& where = or_else(loc, fn.loc);
   for (int v : values) HEXIR_RETURN_IF_ERROR(check_value_id(v, "returned value", where));
@@ -351,6 +470,9 @@ Status GraphBuilder::set_outputs(const std::vector<int>& values, const Location&
 
 Status GraphBuilder::end_function() {
   if (!open_) return invalid_argument("end_function without begin_function");
+  if (!open_loop_nodes_.empty())
+    return error_at(function().nodes[static_cast<size_t>(open_loop_nodes_.back())].loc,
+                    "loop is not closed with 'yield' before the end of @" + function().name);
   if (!outputs_set_)
     return error_at(function().loc, "function @" + function().name + " returns nothing (set_outputs)");
   open_ = false;

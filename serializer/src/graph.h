@@ -102,8 +102,21 @@ struct Value {
   Location loc;
 };
 
+// What a node is: an operator, or one end of a structured region. Regions
+// are kept flat, in program order, between their two marker nodes
+// (docs/control-flow.md):
+//  - kLoopBegin: inputs [start, trip, initial carried values...] (start and
+//    trip i64[]), results [induction variable (i64[]), carried values...],
+//    params [step (> 0), index of its kLoopEnd];
+//  - kLoopEnd: inputs [the yielded values, one per carried value], results
+//    [the loop's results, one per carried value], params [index of its kLoopBegin].
+// Every node between them is the body. A body value is visible only inside
+// the body; the results are visible after kLoopEnd.
+enum class NodeKind : uint8_t { kOp, kLoopBegin, kLoopEnd };
+
 struct Node {
-  ops::OpId op = ops::OpId::kCopy;
+  NodeKind kind = NodeKind::kOp;
+  ops::OpId op = ops::OpId::kCopy;  // kOp only
   std::vector<int> inputs;   // value ids
   std::vector<int> results;  // value ids, one per result of the operator
   std::vector<int64_t> params;
@@ -172,6 +185,29 @@ class GraphBuilder {
   // Fails (naming the first definition) when `name` is a constant already.
   Status check_constant_name(std::string_view name, const Location& loc) const;
 
+  // ---- structured loops (inside a function; they nest).
+  // `for %i = start to trip step S iter(%a = init, ...)`: `start` and `trip`
+  // are i64[] values, step > 0. Returns [induction variable, carried values...]
+  // (each carried value takes its initial value's type).
+  struct LoopSpec {
+    int start = -1;
+    int trip = -1;
+    int64_t step = 1;
+    std::vector<int> inits;
+    std::string induction_name;              // empty: made up
+    std::vector<std::string> carried_names;  // one per init, or empty: made up
+    Location loc;                            // the `for`
+    std::vector<Location> carried_locs;      // per carried value (optional)
+  };
+  Result<std::vector<int>> begin_loop(LoopSpec spec);
+  // Closes the innermost open loop: `yielded` gives each carried value's next
+  // value (same count and types); returns the loop's results, named
+  // `result_names` (one per carried value, or empty: made up).
+  Result<std::vector<int>> end_loop(const std::vector<int>& yielded, std::vector<std::string> result_names = {},
+                                    const Location& loc = {}, const std::vector<Location>& yield_locs = {});
+  // Open loops (0: the function's top level).
+  size_t open_loops() const { return open_loop_nodes_.size(); }
+
   // ---- functions: one is open at a time, from begin_function to end_function.
   Status begin_function(std::string name, Location loc = {});
   Result<int> add_input(std::string name, TensorType type, bool donate = false, Location loc = {});
@@ -207,6 +243,13 @@ class GraphBuilder {
   const Function& function() const { return module_.functions.back(); }
   Status check_value_id(int id, const char* what, const Location& loc) const;
   int push_value(Value value);
+  bool visible(int id) const;
+
+  // Regions: per value of the open function, the loop whose body defines it
+  // (-1: the top level); the loops still open, innermost last (their begin
+  // nodes), and whether each loop (by begin node) is open.
+  std::vector<int> value_loop_;
+  std::vector<int> open_loop_nodes_;
 
   Module module_;
   std::map<std::string, int, std::less<>> constant_index_;

@@ -62,6 +62,8 @@ bool is_digit(char c) { return c >= '0' && c <= '9'; }
 // Bounds on recursion and rank, so hostile text cannot exhaust the stack.
 constexpr size_t kMaxTypeRank = 64;
 constexpr int kMaxAttrDepth = 32;
+constexpr int kMaxLoopDepth = 32;
+constexpr int64_t kMaxLoopResults = 4096;
 
 class Parser {
  public:
@@ -154,6 +156,13 @@ class Parser {
         while (pos_ < src_.size() && is_name_char(ch())) bump();
         if (pos_ == name_start) return error(tok_.loc, std::string("expected a name after '") + c + "'");
         tok_.str = std::string(src_.substr(name_start, pos_ - name_start));
+      }
+      // A result of a loop with several: %r#0, %r#1.
+      if (c == '%' && ch() == '#' && is_digit(ch(1))) {
+        const size_t hash = pos_;
+        bump();
+        while (pos_ < src_.size() && is_digit(ch())) bump();
+        tok_.str += std::string(src_.substr(hash, pos_ - hash));
       }
       tok_.kind = c == '@' ? Tok::kGlobal : Tok::kLocal;
     } else if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_') {
@@ -600,22 +609,153 @@ class Parser {
     HEXIR_RETURN_IF_ERROR(builder_.set_result_types(std::move(result_types)));
     HEXIR_RETURN_IF_ERROR(expect_punct('{', "to open the function body"));
 
-    bool returned = false;
-    while (!tok_.is('}')) {
-      if (returned) return expected("'}' after 'return'");
-      if (tok_.kind == Tok::kLocal) {
-        HEXIR_RETURN_IF_ERROR(parse_call());
-      } else if (tok_.is_word("return")) {
-        HEXIR_RETURN_IF_ERROR(parse_return());
-        returned = true;
-      } else {
-        return expected(tok_.kind == Tok::kEof ? "'}' to close function @" + fn_name
-                                               : "'%name = call ...' or 'return'");
-      }
-    }
-    if (!returned) return error(tok_.loc, "function @" + fn_name + " ends without 'return'");
+    HEXIR_RETURN_IF_ERROR(parse_statements(fn_name, 0));
+    if (!tok_.is_word("return"))
+      return error(tok_.loc, "function @" + fn_name + " ends without 'return'");
+    HEXIR_RETURN_IF_ERROR(parse_return());
+    if (!tok_.is('}')) return expected("'}' after 'return'");
     HEXIR_RETURN_IF_ERROR(advance());  // '}'
     return builder_.end_function();
+  }
+
+  // Statements of a function body (depth 0) or a loop body, up to the
+  // 'return' or 'yield' that ends it (or '}' without one: the caller's error).
+  Status parse_statements(const std::string& fn_name, int depth) {
+    while (!tok_.is('}') && !tok_.is_word("return") && !tok_.is_word("yield")) {
+      if (tok_.kind == Tok::kLocal) {
+        HEXIR_RETURN_IF_ERROR(parse_assignment(fn_name, depth));
+      } else if (tok_.is_word("for")) {
+        HEXIR_RETURN_IF_ERROR(parse_for({}, {}, fn_name, depth));
+      } else {
+        return expected(tok_.kind == Tok::kEof ? "'}' to close function @" + fn_name
+                        : depth == 0           ? "'%name = call ...', 'for' or 'return'"
+                                               : "'%name = call ...', 'for' or 'yield'");
+      }
+    }
+    if (depth == 0 && tok_.is_word("yield")) return error(tok_.loc, "'yield' outside a loop");
+    if (depth > 0 && tok_.is_word("return")) return error(tok_.loc, "'return' inside a loop body (close it with 'yield')");
+    return ok_status();
+  }
+
+  // %a = call ..., %a, %b = call ..., %r = for ..., %r:2 = for ... (then %r#0, %r#1).
+  Status parse_assignment(const std::string& fn_name, int depth) {
+    std::vector<std::string> names;
+    std::vector<Location> locs;
+    const SourceLoc first = tok_.loc;
+    const std::string first_name = tok_.str;
+    HEXIR_RETURN_IF_ERROR(advance());
+    if (tok_.is(':')) {  // %r:N
+      HEXIR_RETURN_IF_ERROR(advance());
+      if (tok_.kind != Tok::kInt || tok_.int_value < 1 || tok_.int_value > kMaxLoopResults)
+        return expected("a result count 1.." + std::to_string(kMaxLoopResults) + " after ':'");
+      const int64_t count = tok_.int_value;
+      HEXIR_RETURN_IF_ERROR(advance());
+      HEXIR_RETURN_IF_ERROR(expect_punct('=', "after the result count"));
+      if (!tok_.is_word("for")) return expected("'for' (a result count names the results of a loop)");
+      for (int64_t j = 0; j < count; ++j) {
+        names.push_back(first_name + "#" + std::to_string(j));
+        locs.push_back(location(first));
+      }
+      return parse_for(std::move(names), std::move(locs), fn_name, depth);
+    }
+    names.push_back(first_name);
+    locs.push_back(location(first));
+    while (tok_.is(',')) {
+      HEXIR_RETURN_IF_ERROR(advance());
+      if (tok_.kind != Tok::kLocal) return expected("another result name like %b after ','");
+      names.push_back(tok_.str);
+      locs.push_back(location(tok_.loc));
+      HEXIR_RETURN_IF_ERROR(advance());
+    }
+    HEXIR_RETURN_IF_ERROR(expect_punct('=', "after %" + names.back()));
+    if (tok_.is_word("for")) return parse_for(std::move(names), std::move(locs), fn_name, depth);
+    return parse_call(std::move(names), std::move(locs));
+  }
+
+  // A loop bound: an i64[] value, or an integer literal (an i64[] constant).
+  Result<int> parse_bound(const char* what) {
+    if (tok_.kind == Tok::kLocal || tok_.kind == Tok::kGlobal) return parse_operand();
+    if (tok_.kind != Tok::kInt) return expected(std::string(what) + " (an integer or an i64[] value)");
+    const int64_t v = tok_.int_value;
+    const SourceLoc loc = tok_.loc;
+    HEXIR_RETURN_IF_ERROR(advance());
+    std::string name = "i64." + std::to_string(v);
+    if (std::optional<int> known = builder_.find_constant(name)) return builder_.use_constant(*known, location(loc));
+    InlineBytes bytes;
+    bytes.bytes.resize(8);
+    std::memcpy(bytes.bytes.data(), &v, 8);
+    HEXIR_ASSIGN_OR_RETURN(int constant, builder_.add_constant(name, TensorType{DType::kI64, {}}, std::move(bytes),
+                                                               location(loc)));
+    return builder_.use_constant(constant, location(loc));
+  }
+
+  // for %i = START to TRIP [step S] [iter(%a = %x, ...)] { ... yield ... }
+  Status parse_for(std::vector<std::string> names, std::vector<Location> name_locs, const std::string& fn_name,
+                   int depth) {
+    if (depth >= kMaxLoopDepth)
+      return error(tok_.loc, "loops nested more than " + std::to_string(kMaxLoopDepth) + " deep");
+    GraphBuilder::LoopSpec spec;
+    spec.loc = location(tok_.loc);
+    const SourceLoc for_loc = tok_.loc;
+    HEXIR_RETURN_IF_ERROR(advance());  // 'for'
+    if (tok_.kind != Tok::kLocal) return expected("the induction variable like %i after 'for'");
+    spec.induction_name = tok_.str;
+    HEXIR_RETURN_IF_ERROR(builder_.check_value_name(tok_.str, location(tok_.loc)));
+    HEXIR_RETURN_IF_ERROR(advance());
+    HEXIR_RETURN_IF_ERROR(expect_punct('=', "after the induction variable"));
+    HEXIR_ASSIGN_OR_RETURN(spec.start, parse_bound("the loop start"));
+    if (!tok_.is_word("to")) return expected("'to' and the trip count");
+    HEXIR_RETURN_IF_ERROR(advance());
+    HEXIR_ASSIGN_OR_RETURN(spec.trip, parse_bound("the trip count"));
+    if (tok_.is_word("step")) {
+      HEXIR_RETURN_IF_ERROR(advance());
+      if (tok_.kind != Tok::kInt || tok_.int_value <= 0) return expected("a positive integer step");
+      spec.step = tok_.int_value;
+      HEXIR_RETURN_IF_ERROR(advance());
+    }
+    if (tok_.is_word("iter")) {
+      HEXIR_RETURN_IF_ERROR(advance());
+      HEXIR_RETURN_IF_ERROR(expect_punct('(', "after 'iter'"));
+      while (!tok_.is(')')) {
+        if (tok_.kind != Tok::kLocal) return expected("a carried value like %a = %x");
+        spec.carried_names.push_back(tok_.str);
+        spec.carried_locs.push_back(location(tok_.loc));
+        HEXIR_RETURN_IF_ERROR(advance());
+        HEXIR_RETURN_IF_ERROR(expect_punct('=', "after the carried value's name"));
+        HEXIR_ASSIGN_OR_RETURN(int init, parse_operand());
+        spec.inits.push_back(init);
+        if (tok_.is(',')) {
+          HEXIR_RETURN_IF_ERROR(advance());
+          continue;
+        }
+        if (!tok_.is(')')) return expected("',' or ')' in 'iter(...)'");
+      }
+      HEXIR_RETURN_IF_ERROR(advance());
+    }
+    if (names.size() != spec.inits.size())
+      return error(for_loc, "the loop carries " + std::to_string(spec.inits.size()) + " value(s) but " +
+                                std::to_string(names.size()) + " result name(s) are given" +
+                                (spec.inits.size() > 1 ? " (write %r:" + std::to_string(spec.inits.size()) +
+                                                             " = for ... for %r#0, %r#1, ...)"
+                                                       : ""));
+    HEXIR_RETURN_IF_ERROR(expect_punct('{', "to open the loop body"));
+    HEXIR_RETURN_IF_ERROR(builder_.begin_loop(std::move(spec)).status());
+    HEXIR_RETURN_IF_ERROR(parse_statements(fn_name, depth + 1));
+    if (!tok_.is_word("yield")) return error(tok_.loc, "loop body ends without 'yield'");
+    const SourceLoc yield_loc = tok_.loc;
+    HEXIR_RETURN_IF_ERROR(advance());
+    std::vector<int> yielded;
+    std::vector<Location> yield_locs;
+    while (tok_.kind == Tok::kLocal || tok_.kind == Tok::kGlobal) {
+      yield_locs.push_back(location(tok_.loc));
+      HEXIR_ASSIGN_OR_RETURN(int value, parse_operand());
+      yielded.push_back(value);
+      if (!tok_.is(',')) break;
+      HEXIR_RETURN_IF_ERROR(advance());
+    }
+    if (!tok_.is('}')) return expected("'}' after 'yield'");
+    HEXIR_RETURN_IF_ERROR(builder_.end_loop(yielded, std::move(names), location(yield_loc), yield_locs).status());
+    return advance();  // '}'
   }
 
   // %name or @const; returns the value id.
@@ -672,20 +812,14 @@ class Parser {
 
   // %a = call @op(operands) {attrs} : type
   // %a, %b = call @op(operands) {attrs} : type_a, type_b     (one name and type per result)
-  Status parse_call() {
+  Status parse_call(std::vector<std::string> names, std::vector<Location> locs) {
     NodeSpec node;
-    while (true) {
-      node.names.push_back(tok_.str);
-      node.locs.results.push_back(location(tok_.loc));
-      HEXIR_RETURN_IF_ERROR(builder_.check_value_name(tok_.str, node.locs.results.back()));
-      HEXIR_RETURN_IF_ERROR(advance());
-      if (!tok_.is(',')) break;
-      HEXIR_RETURN_IF_ERROR(advance());
-      if (tok_.kind != Tok::kLocal) return expected("another result name like %b after ','");
-    }
+    node.names = std::move(names);
+    node.locs.results = std::move(locs);
+    for (size_t i = 0; i < node.names.size(); ++i)
+      HEXIR_RETURN_IF_ERROR(builder_.check_value_name(node.names[i], node.locs.results[i]));
     node.locs.node = node.locs.results.front();
-    HEXIR_RETURN_IF_ERROR(expect_punct('=', "after %" + node.names.back()));
-    if (!tok_.is_word("call")) return expected("'call'");
+    if (!tok_.is_word("call")) return expected("'call' or 'for'");
     HEXIR_RETURN_IF_ERROR(advance());
     if (tok_.kind != Tok::kGlobal) return expected("a kernel name like @matmul after 'call'");
     node.locs.op = location(tok_.loc);

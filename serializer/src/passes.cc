@@ -151,35 +151,178 @@ std::vector<int> arguments_by_value(const Function& fn, const FunctionPlan& plan
   return argument;
 }
 
+// Loop-carried values written in place: per graph value, the carried value
+// it is (substituted for it in the program), or -1. A yielded value y takes
+// the carried value a's place when y has a's dtype and size, the op writing y
+// runs directly in the loop's body (not in a nested loop), nothing after it
+// in the body reads a (or a view of a) and, if it reads a itself, it may run
+// in place on every operand that is a; y is yielded only there and a nowhere
+// else. The yield's copy is then the write itself: an update in place.
+std::vector<int> carried_updates(const Function& fn) {
+  std::vector<int> merged(fn.values.size(), -1);
+  std::vector<int> innermost(fn.nodes.size(), -1);  // per node: the loop (begin node) directly around it
+  std::vector<int> stack;
+  for (size_t n = 0; n < fn.nodes.size(); ++n) {
+    if (fn.nodes[n].kind == NodeKind::kLoopEnd && !stack.empty()) stack.pop_back();
+    innermost[n] = stack.empty() ? -1 : stack.back();
+    if (fn.nodes[n].kind == NodeKind::kLoopBegin) stack.push_back(static_cast<int>(n));
+  }
+  // Per value: the last node reading it or a view of it (views: the root's reads).
+  std::vector<int> view_root(fn.values.size());
+  for (size_t v = 0; v < fn.values.size(); ++v) view_root[v] = static_cast<int>(v);
+  std::vector<int> last_reader(fn.values.size(), -1);
+  for (size_t n = 0; n < fn.nodes.size(); ++n) {
+    const Node& node = fn.nodes[n];
+    if (node.kind == NodeKind::kOp && ops::op_def(node.op).is_view)
+      view_root[static_cast<size_t>(node.results[0])] = view_root[static_cast<size_t>(node.inputs[0])];
+    for (int in : node.inputs) last_reader[static_cast<size_t>(view_root[static_cast<size_t>(in)])] = static_cast<int>(n);
+  }
+  for (size_t e = 0; e < fn.nodes.size(); ++e) {
+    const Node& end = fn.nodes[e];
+    if (end.kind != NodeKind::kLoopEnd) continue;
+    const int b = static_cast<int>(end.params[0]);
+    const Node& begin = fn.nodes[static_cast<size_t>(b)];
+    for (size_t j = 0; j < end.inputs.size(); ++j) {
+      const int y = end.inputs[j], a = begin.results[j + 1];
+      const Value& yv = fn.values[static_cast<size_t>(y)];
+      if (yv.kind != ValueKind::kResult || yv.node <= b || static_cast<size_t>(yv.node) >= e) continue;
+      const Node& writer = fn.nodes[static_cast<size_t>(yv.node)];
+      if (writer.kind != NodeKind::kOp || innermost[static_cast<size_t>(yv.node)] != b) continue;
+      const ops::OpDef& def = ops::op_def(writer.op);
+      if (def.is_view) continue;
+      bool reads_a = false, legal = true;
+      for (size_t i = 0; i < writer.inputs.size(); ++i) {
+        if (writer.inputs[i] != a) continue;
+        reads_a = true;
+        if (i >= 32 || !((def.in_place_inputs >> i) & 1u)) legal = false;
+      }
+      if (reads_a && (!def.may_run_in_place || !legal || yv.result != 0)) continue;
+      const Value& av = fn.values[static_cast<size_t>(a)];
+      if (av.type != yv.type || av.byte_size != yv.byte_size) continue;
+      // Nothing after the writer reads a: the yield (node e) reads it only if yielded elsewhere.
+      if (last_reader[static_cast<size_t>(a)] > yv.node) continue;
+      bool elsewhere = false;
+      for (size_t k = 0; k < end.inputs.size(); ++k)
+        if (k != j && (end.inputs[k] == y || end.inputs[k] == a)) elsewhere = true;
+      if (elsewhere || merged[static_cast<size_t>(y)] >= 0) continue;
+      merged[static_cast<size_t>(y)] = a;
+    }
+  }
+  return merged;
+}
+
 }  // namespace
 
 void assign_storage(const Function& fn, FunctionPlan& plan) {
   plan = FunctionPlan();
   const int graph_values = static_cast<int>(fn.values.size());
-  // Union-find over storage: a view joins its input's set. The representative
-  // chosen is always the set's non-view value (the producer, input or constant).
+  const std::vector<int> merged = carried_updates(fn);
+  auto subst = [&](int v) { return v < graph_values && merged[static_cast<size_t>(v)] >= 0 ? merged[static_cast<size_t>(v)] : v; };
+  // Union-find over storage: a view joins its input's set, a loop's result
+  // its carried value's, an in-place update its carried value's. The
+  // representative chosen is always the set's written value (the producer,
+  // input, constant or carried value).
   std::vector<int> parent(static_cast<size_t>(graph_values));
   for (int v = 0; v < graph_values; ++v) parent[static_cast<size_t>(v)] = v;
+  for (int v = 0; v < graph_values; ++v)
+    if (merged[static_cast<size_t>(v)] >= 0) parent[static_cast<size_t>(v)] = merged[static_cast<size_t>(v)];
+  // Values the plan adds: ids after the graph's (plan.added).
+  auto add_value = [&](std::string name, TensorType type, uint64_t bytes) {
+    Value value;
+    value.name = std::move(name);
+    value.type = std::move(type);
+    value.byte_size = bytes;
+    value.kind = ValueKind::kResult;
+    const int id = graph_values + static_cast<int>(plan.added.size());
+    plan.added.push_back(std::move(value));
+    parent.push_back(id);
+    return id;
+  };
+  auto copy = [&](int from, int to) {
+    Instruction inst;
+    inst.op = ops::OpId::kCopy;
+    inst.inputs = {from};
+    inst.outputs = {to};
+    plan.program.push_back(std::move(inst));
+  };
+  std::vector<int64_t> loop_begin_at;  // open loops: program index of their kLoopBegin
   for (size_t n = 0; n < fn.nodes.size(); ++n) {
     const Node& node = fn.nodes[n];
+    if (node.kind == NodeKind::kLoopBegin) {
+      // The carried values take their initial values (copies); the counter
+      // is the induction variable's value.
+      for (size_t j = 2; j < node.inputs.size(); ++j) copy(node.inputs[j], node.results[j - 1]);
+      Instruction inst;
+      inst.control = Control::kLoopBegin;
+      inst.node = static_cast<int>(n);
+      inst.inputs = {node.inputs[0], node.inputs[1]};
+      inst.outputs = {node.results[0]};
+      loop_begin_at.push_back(static_cast<int64_t>(plan.program.size()));
+      plan.program.push_back(std::move(inst));
+      continue;
+    }
+    if (node.kind == NodeKind::kLoopEnd) {
+      const Node& begin = fn.nodes[static_cast<size_t>(node.params[0])];
+      // The yield: each carried value takes its next value. A yielded value
+      // that is another carried value of this loop (a swap) is first copied
+      // aside, so no copy reads a value an earlier one overwrote.
+      std::vector<int> sources(node.inputs.size());
+      for (size_t j = 0; j < node.inputs.size(); ++j) {
+        const int y = subst(node.inputs[j]);
+        int y_root = find_root(parent, y);
+        sources[j] = y;
+        for (size_t k = 0; k < node.inputs.size(); ++k) {
+          if (k == j || find_root(parent, begin.results[k + 1]) != y_root) continue;
+          const Value& yv = fn.values[static_cast<size_t>(node.inputs[j])];
+          const int aside = add_value(yv.name + ".yield" + std::to_string(j), yv.type, yv.byte_size);
+          copy(y, aside);
+          sources[j] = aside;
+          break;
+        }
+      }
+      for (size_t j = 0; j < node.inputs.size(); ++j) {
+        const int a = begin.results[j + 1];
+        if (find_root(parent, sources[j]) != find_root(parent, a)) copy(sources[j], a);
+        parent[static_cast<size_t>(node.results[j])] = find_root(parent, a);  // the result is the carried value
+      }
+      const int64_t head = loop_begin_at.back();
+      loop_begin_at.pop_back();
+      Instruction next;
+      next.control = Control::kLoopNext;
+      next.node = static_cast<int>(n);
+      next.inputs = {begin.inputs[1], begin.results[0]};
+      next.outputs = {begin.results[0]};
+      next.target = head + 1;
+      next.step = begin.params[0];
+      plan.program[static_cast<size_t>(head)].target = static_cast<int64_t>(plan.program.size()) + 1;
+      plan.loops.emplace_back(head, static_cast<int64_t>(plan.program.size()));
+      plan.program.push_back(std::move(next));
+      continue;
+    }
     if (ops::op_def(node.op).is_view) {
-      parent[static_cast<size_t>(node.results[0])] = find_root(parent, node.inputs[0]);
+      parent[static_cast<size_t>(node.results[0])] = find_root(parent, subst(node.inputs[0]));
       continue;
     }
     Instruction inst;
     inst.op = node.op;
     inst.node = static_cast<int>(n);
-    inst.inputs = node.inputs;
-    inst.outputs = node.results;
+    for (int in : node.inputs) inst.inputs.push_back(subst(in));
+    for (int out : node.results) inst.outputs.push_back(subst(out));
+    if (inst.outputs != node.results) {  // writes a carried value in place
+      inst.writes_carried = true;
+      for (size_t i = 0; i < inst.inputs.size() && i < 32; ++i)
+        if (inst.inputs[i] == inst.outputs[0]) inst.alias_mask |= 1u << i;
+    }
     plan.program.push_back(std::move(inst));
   }
-  plan.values.resize(static_cast<size_t>(graph_values));
-  for (int v = 0; v < graph_values; ++v)
+  const int all_values = graph_values + static_cast<int>(plan.added.size());
+  plan.values.resize(static_cast<size_t>(all_values));
+  for (int v = 0; v < all_values; ++v)
     plan.values[static_cast<size_t>(v)].storage_root = find_root(parent, v);
-  for (int v = 0; v < graph_values; ++v) {
+  for (int v = 0; v < all_values; ++v) {
     ValuePlan& p = plan.values[static_cast<size_t>(v)];
     if (p.storage_root != v) continue;
-    const Value& value = fn.values[static_cast<size_t>(v)];
+    const Value& value = value_at(fn, plan, v);
     switch (value.kind) {
       case ValueKind::kInput:
         p.storage = Storage::kInput;
@@ -202,8 +345,7 @@ void assign_storage(const Function& fn, FunctionPlan& plan) {
   for (size_t i = 0; i < fn.outputs.size(); ++i) {
     const int returned = fn.outputs[i];
     const int root = plan.values[static_cast<size_t>(returned)].storage_root;
-    const bool needs_copy =
-        fn.values[static_cast<size_t>(root)].kind != ValueKind::kResult || bound_roots.count(root) > 0;
+    const bool needs_copy = value_at(fn, plan, root).kind != ValueKind::kResult || bound_roots.count(root) > 0;
     if (!needs_copy) {
       bound_roots.insert(root);
       plan.values[static_cast<size_t>(root)].storage = Storage::kOutput;
@@ -308,6 +450,25 @@ Uses compute_uses(const FunctionPlan& plan) {
       if (uses.def[root] < 0) uses.def[root] = static_cast<int64_t>(i);
     }
   }
+  if (plan.loops.empty()) return uses;
+  // Loops: a value written before a loop and read or written again inside it
+  // is live around the back edge, so to the loop's kLoopNext (inner loops
+  // first: an outer loop then sees the extended use).
+  std::vector<int64_t> last_access(plan.values.size(), -1);
+  for (size_t i = 0; i < plan.program.size(); ++i) {
+    for (int v : plan.program[i].inputs)
+      last_access[static_cast<size_t>(plan.values[static_cast<size_t>(v)].storage_root)] = static_cast<int64_t>(i);
+    for (int v : plan.program[i].outputs)
+      last_access[static_cast<size_t>(plan.values[static_cast<size_t>(v)].storage_root)] = static_cast<int64_t>(i);
+  }
+  for (const auto& [begin, next] : plan.loops)
+    for (size_t v = 0; v < plan.values.size(); ++v) {
+      const int64_t def = uses.def[v];
+      if (def < 0 || def >= begin) continue;
+      if (std::max(uses.last_read[v], last_access[v]) < begin) continue;
+      if (uses.last_read[v] < next) uses.last_read[v] = next;
+      last_access[v] = std::max(last_access[v], next);
+    }
   return uses;
 }
 
@@ -317,6 +478,7 @@ void assign_in_place(const Function& fn, FunctionPlan& plan, bool arena_values) 
   const std::vector<int> argument = arguments_by_value(fn, plan);
   for (size_t k = 0; k < plan.program.size(); ++k) {
     Instruction& inst = plan.program[k];
+    if (inst.control != Control::kNone || inst.writes_carried) continue;  // alias bits fixed by assign_storage
     inst.alias_mask = 0;
     if (!ops::op_def(inst.op).may_run_in_place || inst.outputs.empty()) continue;
     // Only output 0 ever runs in place.
@@ -403,6 +565,7 @@ void place_donations(const Function& fn, FunctionPlan& plan) {
 }
 
 void schedule_for_memory(const Function& fn, FunctionPlan& plan) {
+  if (!plan.loops.empty()) return;  // blocks are not reordered across control instructions (yet)
   const size_t n = plan.program.size();
   const size_t value_total = plan.values.size();
   auto root_of = [&](int v) { return plan.values[static_cast<size_t>(v)].storage_root; };
@@ -486,6 +649,7 @@ void record_workspaces(const Function& fn, FunctionPlan& plan) {
   plan.workspace_size = 0;
   std::vector<TensorType> types;
   for (Instruction& inst : plan.program) {
+    if (inst.control != Control::kNone) continue;
     types.clear();
     for (int input : inst.inputs) types.push_back(value_at(fn, plan, input).type);
     inst.workspace_size = ops::workspace_bytes(inst.op, types, params_of(fn, inst));

@@ -64,8 +64,24 @@ struct ValuePlan {
   int64_t last_use = -1;
 };
 
-// One dispatched instruction: a graph node, or a copy the plan added.
+// Control instructions the VM runs itself (docs/control-flow.md). A loop is
+// [kLoopBegin, body..., kLoopNext]:
+//  - kLoopBegin: inputs {start, trip}, outputs {counter}: counter = start;
+//    when !(counter < trip), continue at `target` (one past the kLoopNext);
+//  - kLoopNext: inputs {trip, counter}, outputs {counter}: counter += step;
+//    while counter < trip, continue at `target` (one past the kLoopBegin).
+enum class Control : uint8_t { kNone, kLoopBegin, kLoopNext };
+
+// One dispatched instruction: a graph node, a copy the plan added, or a
+// control instruction.
 struct Instruction {
+  Control control = Control::kNone;
+  int64_t target = -1;  // control: program index to continue at
+  int64_t step = 0;     // kLoopNext
+  // Writes a loop-carried value in place of a copy at the yield (an output
+  // is the carried value; output 0 may also be an input, updated in place).
+  // Its alias bits are fixed by assign_storage, not assign_in_place.
+  bool writes_carried = false;
   ops::OpId op = ops::OpId::kCopy;
   int node = -1;             // graph node it runs; -1: a copy added by assign_storage (no parameters)
   std::vector<int> inputs;   // value ids
@@ -87,6 +103,9 @@ struct FunctionPlan {
   // Liveness and planning count in this list.
   std::vector<Instruction> program;
   std::vector<int> outputs;  // value id bound to each output binding
+  // Each loop of the program as [its kLoopBegin, its kLoopNext] indices,
+  // inner loops first. A value live into a loop lives to its kLoopNext.
+  std::vector<std::pair<int64_t, int64_t>> loops;
   uint64_t arena_size = 0;
   uint64_t lower_bound = 0;
   uint64_t workspace_size = 0;      // largest scratch of one instruction

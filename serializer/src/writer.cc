@@ -189,7 +189,7 @@ Status build_metadata(const Module& module, const ModulePlan& plan, const WriteO
   std::vector<flatbuffers::Offset<fb::Kernel>> kernels;
   for (const FunctionPlan& fn_plan : plan.functions) {
     for (const Instruction& inst : fn_plan.program) {
-      if (kernel_index.count(inst.op)) continue;
+      if (inst.control != Control::kNone || kernel_index.count(inst.op)) continue;
       kernel_index[inst.op] = static_cast<uint32_t>(kernels.size());
       auto code = fb::CreateKernelCode(fbb, fbb.CreateString("builtin"), -1, 0, 0, fbb.CreateString(""));
       std::vector<flatbuffers::Offset<fb::KernelCode>> codes{code};
@@ -271,13 +271,28 @@ Status build_metadata(const Module& module, const ModulePlan& plan, const WriteO
       // Inputs, then one operand per output.
       for (int input : inst.inputs) operand_pool.push_back(slot_of[static_cast<size_t>(input)]);
       for (int output : inst.outputs) operand_pool.push_back(slot_of[static_cast<size_t>(output)]);
-      const std::span<const int64_t> params = params_of(fn, inst);
+      std::span<const int64_t> params = params_of(fn, inst);
+      int64_t control_params[2] = {inst.target, inst.step};
+      fb::Opcode opcode = fb::Opcode::Dispatch;
+      uint32_t kernel = 0;
+      switch (inst.control) {
+        case Control::kNone:
+          kernel = kernel_index.at(inst.op);
+          break;
+        case Control::kLoopBegin:
+          opcode = fb::Opcode::LoopBegin;
+          params = {control_params, 1};
+          break;
+        case Control::kLoopNext:
+          opcode = fb::Opcode::LoopNext;
+          params = {control_params, 2};
+          break;
+      }
       param_pool.insert(param_pool.end(), params.begin(), params.end());
-      instructions.emplace_back(kernel_index.at(inst.op), operand_begin,
-                                static_cast<uint32_t>(inst.inputs.size() + inst.outputs.size()),
+      instructions.emplace_back(kernel, operand_begin, static_cast<uint32_t>(inst.inputs.size() + inst.outputs.size()),
                                 static_cast<uint32_t>(inst.inputs.size()), param_begin,
-                                static_cast<uint32_t>(params.size()), inst.alias_mask, fb::Opcode::Dispatch,
-                                uint8_t{0}, uint16_t{0});
+                                static_cast<uint32_t>(params.size()), inst.alias_mask, opcode, uint8_t{0},
+                                uint16_t{0});
       if (fn_plan.workspace_in_arena) workspaces.emplace_back(inst.workspace_offset, inst.workspace_size);
     }
     HEXIR_RETURN_IF_ERROR(checked_u32(instructions.size(), "instructions").status());

@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <string>
 
 #include "vm_impl.h"
@@ -74,6 +75,10 @@ Status build_function_table(ContextImpl& c, size_t function_index, FunctionTable
       }
       t.operands.push_back(data);
     }
+    if (in.opcode() != fb::Opcode::Dispatch) {
+      if (t.opcode.empty()) t.opcode.assign(fn.instruction_count(), 0);
+      t.opcode[k] = static_cast<uint8_t>(in.opcode());
+    }
     hal::Dispatch d;
     d.kernel = p.instruction_kernel[index];
     d.plan = p.plan(index);
@@ -124,6 +129,21 @@ Status build_function_table(ContextImpl& c, size_t function_index, FunctionTable
     }
     t.value_patch_begin.push_back(static_cast<uint32_t>(t.value_patch_args.size()));
     t.value_buffer.assign(t.value_size.size(), hal::Buffer{});
+  }
+  if (!t.opcode.empty()) {
+    const uint32_t count = fn.instruction_count();
+    t.target.assign(count, 0);
+    t.step.assign(count, 0);
+    t.run_end.assign(count, count);
+    for (uint32_t k = count; k-- > 0;) {
+      const fb::Instruction& in = *fbm.instructions()->Get(fn.instruction_begin() + k);
+      if (t.opcode[k] == 0) {
+        t.run_end[k] = k + 1 < count && t.opcode[k + 1] == 0 ? t.run_end[k + 1] : k + 1;
+        continue;
+      }
+      t.target[k] = fbm.param_pool()->Get(in.param_begin());  // verified: inside the function
+      if (in.param_count() > 1) t.step[k] = fbm.param_pool()->Get(in.param_begin() + 1);
+    }
   }
   // operands no longer grows: pointers into it are stable from here on.
   for (size_t k = 0; k < t.dispatches.size(); ++k)
@@ -273,16 +293,17 @@ Status ContextImpl::invoke(size_t function, std::span<const TensorRef> inputs,
 
   const uint64_t dispatches_before = queue->dispatch_count();
   size_t failed = 0;
-  Status status = dynamic     ? run_dynamic(t, &failed)
-                  : profiling ? run_profiled(t, &failed)
-                              : queue->dispatch_sequence(t.dispatches, t.bindings, &failed);
+  Status status = dynamic              ? run_dynamic(t, &failed)
+                  : !t.opcode.empty()  ? run_program(t, &failed)
+                  : profiling          ? run_profiled(t, 0, t.dispatches.size(), &failed)
+                                       : queue->dispatch_sequence(t.dispatches, t.bindings, &failed);
   if (!status.ok()) {
     const uint32_t index =
         module->fb().functions()->Get(static_cast<flatbuffers::uoffset_t>(function))->instruction_begin() +
         static_cast<uint32_t>(failed);
-    const ops::OpId op = module->verified.kernel_ids[module->fb().instructions()->Get(index)->kernel()];
     status = status.annotate("function '" + sig.name + "' instruction " + std::to_string(index) + " ('" +
-                             ops::op_def(op).name + "')");
+                             format::instruction_name(module->verified, *module->fb().instructions()->Get(index)) +
+                             "')");
   }
   Status synced = queue->synchronize();
   invoke_stats.dispatches += queue->dispatch_count() - dispatches_before;
@@ -377,13 +398,84 @@ uint64_t now_ns() {
 }  // namespace
 
 // Profiling: one dispatch at a time, each waited for, its wall time added up.
-Status ContextImpl::run_profiled(FunctionTable& t, size_t* failed) {
-  for (size_t k = 0; k < t.dispatches.size(); ++k) {
+Status ContextImpl::run_profiled(FunctionTable& t, size_t begin, size_t end, size_t* failed) {
+  for (size_t k = begin; k < end; ++k) {
     *failed = k;
     const uint64_t start = now_ns();
     HEXIR_RETURN_IF_ERROR(queue->dispatch(t.dispatches[k]));
     HEXIR_RETURN_IF_ERROR(queue->synchronize());
     t.instruction_ns[k] += now_ns() - start;
+  }
+  return ok_status();
+}
+
+Result<int64_t> ContextImpl::read_scalar(const void* data) {
+  int64_t value = 0;
+  if (host_addressable) {
+    std::memcpy(&value, data, sizeof value);
+    return value;
+  }
+  hal::Buffer buffer;
+  buffer.device_ptr = reinterpret_cast<uintptr_t>(data);
+  buffer.size = sizeof value;
+  HEXIR_RETURN_IF_ERROR(program->device->read(buffer, 0, &value, sizeof value));
+  return value;
+}
+
+Status ContextImpl::write_scalar(void* data, int64_t value) {
+  if (host_addressable) {
+    std::memcpy(data, &value, sizeof value);
+    return ok_status();
+  }
+  hal::Buffer buffer;
+  buffer.device_ptr = reinterpret_cast<uintptr_t>(data);
+  buffer.size = sizeof value;
+  return program->device->write(buffer, 0, &value, sizeof value);
+}
+
+// LoopBegin: counter = start, enter the body when counter < trip.
+// LoopNext: counter += step, back to the body while counter < trip (an
+// overflowing counter ends the loop). Scalars are read on the host, after
+// the work queued before them has finished.
+Result<size_t> ContextImpl::run_control(FunctionTable& t, size_t k) {
+  void* const* operands = t.dispatches[k].operands;
+  HEXIR_RETURN_IF_ERROR(queue->synchronize());
+  if (t.opcode[k] == static_cast<uint8_t>(fb::Opcode::LoopBegin)) {
+    HEXIR_ASSIGN_OR_RETURN(int64_t start, read_scalar(operands[0]));
+    HEXIR_ASSIGN_OR_RETURN(int64_t trip, read_scalar(operands[1]));
+    HEXIR_RETURN_IF_ERROR(write_scalar(operands[2], start));
+    return start < trip ? k + 1 : static_cast<size_t>(t.target[k]);
+  }
+  HEXIR_ASSIGN_OR_RETURN(int64_t trip, read_scalar(operands[0]));
+  HEXIR_ASSIGN_OR_RETURN(int64_t counter, read_scalar(operands[1]));
+  int64_t next = 0;
+  const bool overflow = __builtin_add_overflow(counter, t.step[k], &next);
+  HEXIR_RETURN_IF_ERROR(write_scalar(operands[2], next));
+  return !overflow && next < trip ? static_cast<size_t>(t.target[k]) : k + 1;
+}
+
+// The program counter: each straight-line run goes to the queue as one
+// sequence (the same storage each time it runs: a CUDA queue replays its
+// captured graph), control instructions run here.
+Status ContextImpl::run_program(FunctionTable& t, size_t* failed) {
+  const size_t count = t.dispatches.size();
+  size_t pc = 0;
+  while (pc < count) {
+    if (t.opcode[pc] == 0) {
+      const size_t end = t.run_end[pc];
+      size_t failed_in_run = 0;
+      Status status = profiling ? run_profiled(t, pc, end, &failed_in_run)
+                                : queue->dispatch_sequence({t.dispatches.data() + pc, end - pc}, t.bindings,
+                                                           &failed_in_run);
+      if (!status.ok()) {
+        *failed = profiling ? failed_in_run : pc + failed_in_run;
+        return status;
+      }
+      pc = end;
+      continue;
+    }
+    *failed = pc;
+    HEXIR_ASSIGN_OR_RETURN(pc, run_control(t, pc));
   }
   return ok_status();
 }
@@ -400,13 +492,30 @@ Status ContextImpl::run_dynamic(FunctionTable& t, size_t* failed) {
     live_bytes += size;
     invoke_stats.peak_live_bytes = std::max(invoke_stats.peak_live_bytes, live_bytes);
   };
-  for (size_t k = 0; k < t.dispatches.size(); ++k) {
+  auto release_after = [&](size_t k) {
+    for (uint32_t f = t.step_free_begin[k]; f < t.step_free_begin[k + 1]; ++f) {
+      hal::Buffer& buffer = t.value_buffer[t.step_free[f]];
+      if (buffer.size == 0) continue;
+      live_bytes -= buffer.size;
+      device.release(buffer);
+      buffer = hal::Buffer{};
+    }
+  };
+  // With loops, a value written again (a carried value) keeps its buffer;
+  // a LoopNext releases what lives through its loop only when the loop
+  // ends, and a jump forward releases what the skipped instructions would have.
+  const size_t count = t.dispatches.size();
+  size_t next_pc = 0;
+  for (size_t k = 0; k < count; k = next_pc) {
     *failed = k;
+    next_pc = k + 1;
     for (uint32_t w = t.step_write_begin[k]; w < t.step_write_begin[k + 1]; ++w) {
       const uint32_t write = t.step_write[w];
       hal::Buffer& buffer = t.value_buffer[write];
       const int32_t inherit = w == t.step_write_begin[k] ? t.step_inherit[k] : -1;  // output 0 only
-      if (inherit >= 0) {
+      if (buffer.size > 0) {
+        // Already holds its buffer: written again inside a loop.
+      } else if (inherit >= 0) {
         buffer = t.value_buffer[static_cast<size_t>(inherit)];
         t.value_buffer[static_cast<size_t>(inherit)] = hal::Buffer{};
       } else if (t.value_size[write] > 0) {
@@ -423,6 +532,17 @@ Status ContextImpl::run_dynamic(FunctionTable& t, size_t* failed) {
       void* data = buffer.size > 0 ? device_address(buffer) : nullptr;
       for (uint32_t a = t.value_patch_begin[write]; a < t.value_patch_begin[write + 1]; ++a)
         t.operands[t.value_patch_args[a]] = data;
+    }
+    if (!t.opcode.empty() && t.opcode[k] != 0) {
+      Result<size_t> next = run_control(t, k);
+      if (!next.ok()) {
+        release_values(t);
+        return next.status();
+      }
+      next_pc = *next;
+      if (next_pc <= k) continue;  // back to the loop's body: its live values stay
+      for (size_t skipped = k; skipped < next_pc; ++skipped) release_after(skipped);
+      continue;
     }
     hal::Buffer scratch;
     if (t.step_workspace[k] > 0) {
@@ -453,13 +573,7 @@ Status ContextImpl::run_dynamic(FunctionTable& t, size_t* failed) {
       release_values(t);
       return status;
     }
-    for (uint32_t f = t.step_free_begin[k]; f < t.step_free_begin[k + 1]; ++f) {
-      hal::Buffer& buffer = t.value_buffer[t.step_free[f]];
-      if (buffer.size == 0) continue;
-      live_bytes -= buffer.size;
-      device.release(buffer);
-      buffer = hal::Buffer{};
-    }
+    release_after(k);
   }
   release_values(t);  // nothing is left unless a value was never released (not in a verified file)
   return ok_status();
@@ -494,6 +608,7 @@ Result<Context> Context::create(const Program& program) {
         c->arena, device.allocate(total, hal::MemoryType::kDeviceLocal, hal::BufferUsage::kTransient, align));
     ++c->create_stats.device_allocations;
   }
+  c->host_addressable = device.name() == "cpu";
 
   c->functions.resize(c->module->functions.size());
   size_t most_arguments = 0;

@@ -192,7 +192,7 @@ std::vector<InstructionInfo> Module::instructions(size_t function) const {
   for (uint32_t k = 0; k < f.instruction_count(); ++k) {
     const fb::Instruction& in = *m.instructions()->Get(f.instruction_begin() + k);
     InstructionInfo info;
-    info.op = ops::op_def(impl_->verified.kernel_ids[in.kernel()]).name;
+    info.op = format::instruction_name(impl_->verified, in);
     if (in.operand_count() > in.input_count()) {  // verified: operands in range
       const uint32_t slot = m.operand_pool()->Get(in.operand_begin() + in.input_count());
       const fb::Slot& s = *m.slots()->Get(slot);

@@ -98,6 +98,8 @@ Status prepare_instructions(ProgramImpl& p) {
   std::vector<TensorType> inputs, outputs;
   for (size_t k = 0; k < count; ++k) {
     const fb::Instruction& in = *fbm.instructions()->Get(static_cast<flatbuffers::uoffset_t>(k));
+    p.plan_begin[k] = p.plan_words.size();
+    if (in.opcode() != fb::Opcode::Dispatch) continue;  // run by the VM itself: no kernel, no plan
     const ops::OpId op = m.verified.kernel_ids[in.kernel()];
     inputs.clear();
     outputs.clear();

@@ -109,6 +109,16 @@ struct FunctionTable {
 
   // Context::set_profiling: nanoseconds per instruction, summed over invokes.
   std::vector<uint64_t> instruction_ns;
+
+  // Control flow (docs/control-flow.md). Per instruction: its opcode
+  // (fb::Opcode: 0 a dispatch), its target and step (control only) and, for
+  // a dispatch, the end of the straight-line run it starts (the next control
+  // instruction), which goes to the queue as one sequence. Empty `opcode`:
+  // the function is one straight line.
+  std::vector<uint8_t> opcode;
+  std::vector<int64_t> target;
+  std::vector<int64_t> step;
+  std::vector<uint32_t> run_end;
 };
 
 class ContextImpl {
@@ -135,6 +145,9 @@ class ContextImpl {
   bool dynamic = false;
   uint64_t live_bytes = 0;
   bool profiling = false;  // Context::set_profiling
+  // The device's addresses are host addresses (cpu; managed memory): the
+  // control instructions read and write their scalars directly.
+  bool host_addressable = false;
 
   // One caller buffer (or the context's own output buffer) as a byte range,
   // for the overlap check of invoke. `written`: this call writes it.
@@ -155,7 +168,13 @@ class ContextImpl {
   bool find_overlap(size_t function, std::span<const TensorRef> inputs, std::span<const TensorRef> outputs,
                     bool own_outputs, ArgumentRange* first, ArgumentRange* second);
   Status run_dynamic(FunctionTable& t, size_t* failed);
-  Status run_profiled(FunctionTable& t, size_t* failed);
+  Status run_profiled(FunctionTable& t, size_t begin, size_t end, size_t* failed);
+  // A function with control instructions: the program counter over its runs.
+  Status run_program(FunctionTable& t, size_t* failed);
+  // Runs control instruction k and returns the next program counter.
+  Result<size_t> run_control(FunctionTable& t, size_t k);
+  Result<int64_t> read_scalar(const void* data);
+  Status write_scalar(void* data, int64_t value);
   void release_values(FunctionTable& t);
 };
 

@@ -51,12 +51,20 @@ struct VerifiedModule {
   // once in any function (what the VM holds at its peak, before alignment).
   // 0 for static plans, whose arena is ArenaPlan.size.
   uint64_t dynamic_peak_bytes = 0;
+  // Per function: its loops as [LoopBegin, LoopNext] instruction indices
+  // relative to the function's first instruction, in the order of their
+  // LoopNext (inner loops first). Verified: properly nested, targets matching.
+  std::vector<std::vector<std::pair<uint32_t, uint32_t>>> loops;
 };
 
 // Verifies the prelude, metadata checksum, flatbuffer structure (identifier
 // "HXE1") and every semantic rule of the schema. `file` must start at an
 // 8-byte aligned address (flatbuffers reads scalars in place).
 Result<VerifiedModule> verify_executable(std::span<const uint8_t> file, const VerifyOptions& options = {});
+
+// What an instruction runs, for messages and listings: its operator's name,
+// or "loop_begin" / "loop_next" for the control instructions the VM runs.
+const char* instruction_name(const VerifiedModule& module, const fb::Instruction& instruction);
 
 // Helpers shared with hexir-dump.
 const char* section_kind_name(fb::SectionKind kind);
