@@ -187,6 +187,20 @@ class CpuDevice final : public Device {
     return reinterpret_cast<uintptr_t>(fn);
   }
 
+  // The kernel's registered prepare step (its weights packed for the GEMM),
+  // into memory allocated and counted like any other.
+  Result<Buffer> prepare_dispatch(const Dispatch& dispatch) override {
+    if (dispatch.kernel == 0 || dispatch.plan == nullptr) return Buffer{};
+    const KernelPrepare* prepare = find_cpu_prepare(reinterpret_cast<KernelFn>(dispatch.kernel));
+    if (prepare == nullptr) return Buffer{};
+    const uint64_t bytes = prepare->bytes(dispatch);
+    if (bytes == 0) return Buffer{};
+    HEXIR_ASSIGN_OR_RETURN(Buffer buffer,
+                           allocate(bytes, MemoryType::kDeviceLocal, BufferUsage::kConstant, kMinAlignment));
+    prepare->fill(dispatch, buffer.host_ptr);
+    return buffer;
+  }
+
   Result<std::unique_ptr<Queue>> create_queue() override {
     return std::unique_ptr<Queue>(std::make_unique<CpuQueue>(counters_, threads_));
   }

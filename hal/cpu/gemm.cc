@@ -1,12 +1,20 @@
-// The f32 GEMM behind matmul and conv2d: C = A * B (+ a bias per row of C).
+// The f32 GEMM behind matmul and conv2d: C = A * B (+ a bias per row or
+// column of C, + a fused activation).
 //
-// Goto-style, without packing A: per task, a strip of NR columns of B (KC
-// deep) is packed contiguously on the stack, then an MR x NR register tile
-// sweeps the task's rows, reading A in place (MR broadcasts per k). K is cut
-// in KC blocks; the first writes C, the others add to it. Tasks own disjoint
-// (row block, column group) tiles of C, so every element is summed in the
-// same order whatever the thread count: results depend only on the ISA path
-// chosen for the machine (AVX-512, AVX2+FMA or the portable loop).
+// Goto-style. K is cut in KC blocks; the first writes C, the others add to
+// it. Two loop orders, by what was prepared (GemmArgs::packed_b / packed_a,
+// packed once at Program::prepare for constant weights):
+//  * B prepared: per K block, an A panel of MR rows (packed here from A in
+//    place, unless prepared too) stays in L1 while the register tile sweeps a
+//    chunk of B's prepared strips that stays in L2; nothing of B is packed.
+//  * otherwise: a strip of NR columns of B (KC deep) is packed on the stack
+//    (or produced by pack_b: conv2d's patches; or read in place when M is
+//    short), then the tile sweeps the task's rows, reading A in place or from
+//    prepared panels.
+// Tasks own disjoint (row block, column group) tiles of C and every element
+// is summed in the same order whatever the thread count, the loop order or
+// what was prepared: results depend only on the ISA path chosen for the
+// machine (AVX-512, AVX2+FMA or the portable loop).
 #include <algorithm>
 #include <cstring>
 
@@ -17,24 +25,36 @@
 #include <immintrin.h>
 #define HEXIR_GEMM_X86 1
 #endif
+#ifndef HEXIR_AVX512_MR
+#define HEXIR_AVX512_MR 12
+#endif
 
 namespace hexir::hal::cpu::internal {
 namespace {
 
-constexpr int64_t kKc = 256;       // K block: a packed strip is kKc x NR floats
-constexpr int64_t kMaxNr = 32;     // the widest strip (AVX-512: two zmm)
-// Rows per task at most (a multiple of every MR): each packed strip of B is
-// used by that many rows, read from A in place (192 x 256 floats of A: 192 KiB,
-// in L2), so B is packed ceil(M / 192) times per call.
+constexpr int64_t kKc = 256;    // K block: a packed strip is kKc x NR floats
+constexpr int64_t kMaxNr = 32;  // the widest strip (AVX-512: two zmm)
+constexpr int64_t kMaxMr = 16;  // the tallest register tile
+// Rows per task at most (rounded to a multiple of the path's MR): on the
+// per-call path each packed strip of B is used by that many rows, read from A
+// in place (192 x 256 floats of A: 192 KiB, in L2).
 constexpr int64_t kRowBlock = 192;
+// Prepared B: the strips one packed A panel sweeps before the next panel is
+// packed, about this many bytes of B, so the chunk stays in L2 while the
+// panel stays in L1.
+constexpr int64_t kChunkBytes = 384 * 1024;
 
-// One micro-kernel: C[0:mr, 0:nr] (=, or += when `accumulate`) A[0:mr, 0:kc] * Bp
-// where Bp is kc rows of NR packed floats. mr <= MR, nr <= NR.
-using MicroKernel = void (*)(int64_t mr, int64_t nr, int64_t kc, const float* A, int64_t lda, const float* Bp,
-                             float* C, int64_t ldc, bool accumulate);
+// One micro-kernel: C[0:mr, 0:nr] (=, or += when `accumulate`) A[0:mr, 0:kc] * B
+// where row k of B is the NR floats at B + k * ldb (a packed strip: ldb = NR).
+// A is read in place (row i at A + i * lda) or, when `a_packed`, from a packed
+// panel (k at A + k * MR, MR the path's, zero past mr). mr <= MR, nr <= NR.
+// Both ways of reading A do the same multiply-adds in the same order.
+using MicroKernel = void (*)(int64_t mr, int64_t nr, int64_t kc, const float* A, int64_t lda, bool a_packed,
+                             const float* B, int64_t ldb, float* C, int64_t ldc, bool accumulate);
 
 struct GemmPath {
-  int64_t mr, nr;
+  int64_t mr, nr;       // the register tile with A packed (MR-interleaved panels)
+  int64_t mr_in_place;  // its height when A is read in place (MR row pointers cost registers)
   MicroKernel kernel;
 };
 
@@ -46,38 +66,59 @@ inline void store_row(const float* acc, int64_t nr, float* c, bool accumulate) {
     std::memcpy(c, acc, static_cast<size_t>(nr) * sizeof(float));
 }
 
+// The A element of row i at depth k: in place (AS = 0) or from a panel AS wide.
+template <int64_t AS>
+inline float a_at(const float* A, int64_t lda, int64_t i, int64_t k) {
+  if constexpr (AS == 0)
+    return A[i * lda + k];
+  else
+    return A[k * AS + i];
+}
+
 // Portable: 4 x 16, a loop GCC vectorizes for whatever the build targets.
-void micro_generic(int64_t mr, int64_t nr, int64_t kc, const float* A, int64_t lda, const float* Bp, float* C,
-                   int64_t ldc, bool accumulate) {
-  constexpr int64_t MR = 4, NR = 16;
+constexpr int64_t kGenericMr = 4;
+template <int64_t AS>
+void generic_tile(int64_t mr, int64_t nr, int64_t kc, const float* A, int64_t lda, const float* B, int64_t ldb,
+                  float* C, int64_t ldc, bool accumulate) {
+  constexpr int64_t MR = kGenericMr, NR = 16;
   float acc[MR][NR] = {};
   for (int64_t k = 0; k < kc; ++k) {
-    const float* b = Bp + k * NR;
+    const float* b = B + k * ldb;
     for (int64_t i = 0; i < MR; ++i) {
-      const float a = i < mr ? A[i * lda + k] : 0.0f;
+      const float a = i < mr ? a_at<AS>(A, lda, i, k) : 0.0f;
       for (int64_t j = 0; j < NR; ++j) acc[i][j] += a * b[j];
     }
   }
   for (int64_t i = 0; i < mr; ++i) store_row(acc[i], nr, C + i * ldc, accumulate);
 }
 
+void micro_generic(int64_t mr, int64_t nr, int64_t kc, const float* A, int64_t lda, bool a_packed, const float* B,
+                   int64_t ldb, float* C, int64_t ldc, bool accumulate) {
+  if (a_packed) return generic_tile<kGenericMr>(mr, nr, kc, A, lda, B, ldb, C, ldc, accumulate);
+  generic_tile<0>(mr, nr, kc, A, lda, B, ldb, C, ldc, accumulate);
+}
+
 #ifdef HEXIR_GEMM_X86
 // AVX2 + FMA: 6 x 16 (12 ymm accumulators, 2 for B, 1 broadcast).
-template <int64_t MR>
-[[gnu::target("avx2,fma")]] void micro_avx2_rows(int64_t nr, int64_t kc, const float* A, int64_t lda,
-                                                 const float* Bp, float* C, int64_t ldc, bool accumulate) {
+constexpr int64_t kAvx2Mr = 6;
+template <int64_t MR, int64_t AS>
+[[gnu::target("avx2,fma")]] void avx2_tile(int64_t mr, int64_t nr, int64_t kc, const float* A, int64_t lda,
+                                           const float* B, int64_t ldb, float* C, int64_t ldc, bool accumulate) {
   __m256 c0[MR], c1[MR];
+#pragma GCC unroll 16
   for (int64_t i = 0; i < MR; ++i) c0[i] = c1[i] = _mm256_setzero_ps();
   for (int64_t k = 0; k < kc; ++k) {
-    const __m256 b0 = _mm256_load_ps(Bp + k * 16);
-    const __m256 b1 = _mm256_load_ps(Bp + k * 16 + 8);
+    const __m256 b0 = _mm256_loadu_ps(B + k * ldb);
+    const __m256 b1 = _mm256_loadu_ps(B + k * ldb + 8);
+#pragma GCC unroll 16
     for (int64_t i = 0; i < MR; ++i) {
-      const __m256 a = _mm256_broadcast_ss(A + i * lda + k);
+      const __m256 a = _mm256_set1_ps(a_at<AS>(A, lda, i, k));
       c0[i] = _mm256_fmadd_ps(a, b0, c0[i]);
       c1[i] = _mm256_fmadd_ps(a, b1, c1[i]);
     }
   }
-  for (int64_t i = 0; i < MR; ++i) {
+#pragma GCC unroll 16
+  for (int64_t i = 0; i < MR && i < mr; ++i) {
     float* c = C + i * ldc;
     if (nr == 16) {
       if (accumulate) {
@@ -96,36 +137,45 @@ template <int64_t MR>
 }
 
 [[gnu::target("avx2,fma")]] void micro_avx2(int64_t mr, int64_t nr, int64_t kc, const float* A, int64_t lda,
-                                            const float* Bp, float* C, int64_t ldc, bool accumulate) {
+                                            bool a_packed, const float* B, int64_t ldb, float* C, int64_t ldc,
+                                            bool accumulate) {
+  if (a_packed) return avx2_tile<kAvx2Mr, kAvx2Mr>(mr, nr, kc, A, lda, B, ldb, C, ldc, accumulate);
   switch (mr) {
-    case 6: return micro_avx2_rows<6>(nr, kc, A, lda, Bp, C, ldc, accumulate);
-    case 5: return micro_avx2_rows<5>(nr, kc, A, lda, Bp, C, ldc, accumulate);
-    case 4: return micro_avx2_rows<4>(nr, kc, A, lda, Bp, C, ldc, accumulate);
-    case 3: return micro_avx2_rows<3>(nr, kc, A, lda, Bp, C, ldc, accumulate);
-    case 2: return micro_avx2_rows<2>(nr, kc, A, lda, Bp, C, ldc, accumulate);
-    default: return micro_avx2_rows<1>(nr, kc, A, lda, Bp, C, ldc, accumulate);
+    case 6: return avx2_tile<6, 0>(mr, nr, kc, A, lda, B, ldb, C, ldc, accumulate);
+    case 5: return avx2_tile<5, 0>(mr, nr, kc, A, lda, B, ldb, C, ldc, accumulate);
+    case 4: return avx2_tile<4, 0>(mr, nr, kc, A, lda, B, ldb, C, ldc, accumulate);
+    case 3: return avx2_tile<3, 0>(mr, nr, kc, A, lda, B, ldb, C, ldc, accumulate);
+    case 2: return avx2_tile<2, 0>(mr, nr, kc, A, lda, B, ldb, C, ldc, accumulate);
+    default: return avx2_tile<1, 0>(mr, nr, kc, A, lda, B, ldb, C, ldc, accumulate);
   }
 }
 
-// AVX-512: 8 x 32 (16 zmm accumulators, 2 for B, 1 broadcast); partial
-// columns through masked loads and stores.
-template <int64_t MR>
-[[gnu::target("avx512f")]] void micro_avx512_rows(int64_t nr, int64_t kc, const float* A, int64_t lda,
-                                                  const float* Bp, float* C, int64_t ldc, bool accumulate) {
+// AVX-512: 12 x 32 from packed A (24 zmm accumulators, 2 for B, 1 broadcast),
+// 8 x 32 reading A in place; partial columns through masked stores. The
+// loops over rows are unrolled by pragma: GCC otherwise keeps a 12-row
+// tile's accumulators on the stack (half the speed).
+constexpr int64_t kAvx512Mr = HEXIR_AVX512_MR;
+constexpr int64_t kAvx512MrInPlace = 8;
+template <int64_t MR, int64_t AS>
+[[gnu::target("avx512f")]] void avx512_tile(int64_t mr, int64_t nr, int64_t kc, const float* A, int64_t lda,
+                                            const float* B, int64_t ldb, float* C, int64_t ldc, bool accumulate) {
   __m512 c0[MR], c1[MR];
+#pragma GCC unroll 16
   for (int64_t i = 0; i < MR; ++i) c0[i] = c1[i] = _mm512_setzero_ps();
   for (int64_t k = 0; k < kc; ++k) {
-    const __m512 b0 = _mm512_load_ps(Bp + k * 32);
-    const __m512 b1 = _mm512_load_ps(Bp + k * 32 + 16);
+    const __m512 b0 = _mm512_loadu_ps(B + k * ldb);
+    const __m512 b1 = _mm512_loadu_ps(B + k * ldb + 16);
+#pragma GCC unroll 16
     for (int64_t i = 0; i < MR; ++i) {
-      const __m512 a = _mm512_set1_ps(A[i * lda + k]);
+      const __m512 a = _mm512_set1_ps(a_at<AS>(A, lda, i, k));
       c0[i] = _mm512_fmadd_ps(a, b0, c0[i]);
       c1[i] = _mm512_fmadd_ps(a, b1, c1[i]);
     }
   }
   const __mmask16 m0 = nr >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << nr) - 1);
   const __mmask16 m1 = nr >= 32 ? __mmask16(0xFFFF) : nr <= 16 ? __mmask16(0) : __mmask16((1u << (nr - 16)) - 1);
-  for (int64_t i = 0; i < MR; ++i) {
+#pragma GCC unroll 16
+  for (int64_t i = 0; i < MR && i < mr; ++i) {
     float* c = C + i * ldc;
     if (accumulate) {
       c0[i] = _mm512_add_ps(_mm512_maskz_loadu_ps(m0, c), c0[i]);
@@ -136,18 +186,20 @@ template <int64_t MR>
   }
 }
 
-[[gnu::target("avx512f")]] void micro_avx512(int64_t mr, int64_t nr, int64_t kc, const float* A, int64_t lda,
-                                             const float* Bp, float* C, int64_t ldc, bool accumulate) {
-  switch (mr) {
-    case 8: return micro_avx512_rows<8>(nr, kc, A, lda, Bp, C, ldc, accumulate);
-    case 7: return micro_avx512_rows<7>(nr, kc, A, lda, Bp, C, ldc, accumulate);
-    case 6: return micro_avx512_rows<6>(nr, kc, A, lda, Bp, C, ldc, accumulate);
-    case 5: return micro_avx512_rows<5>(nr, kc, A, lda, Bp, C, ldc, accumulate);
-    case 4: return micro_avx512_rows<4>(nr, kc, A, lda, Bp, C, ldc, accumulate);
-    case 3: return micro_avx512_rows<3>(nr, kc, A, lda, Bp, C, ldc, accumulate);
-    case 2: return micro_avx512_rows<2>(nr, kc, A, lda, Bp, C, ldc, accumulate);
-    default: return micro_avx512_rows<1>(nr, kc, A, lda, Bp, C, ldc, accumulate);
+template <int64_t MR>
+[[gnu::target("avx512f")]] void avx512_rows(int64_t mr, int64_t nr, int64_t kc, const float* A, int64_t lda,
+                                            const float* B, int64_t ldb, float* C, int64_t ldc, bool accumulate) {
+  if constexpr (MR > 1) {
+    if (mr < MR) return avx512_rows<MR - 1>(mr, nr, kc, A, lda, B, ldb, C, ldc, accumulate);
   }
+  avx512_tile<MR, 0>(mr, nr, kc, A, lda, B, ldb, C, ldc, accumulate);
+}
+
+[[gnu::target("avx512f")]] void micro_avx512(int64_t mr, int64_t nr, int64_t kc, const float* A, int64_t lda,
+                                             bool a_packed, const float* B, int64_t ldb, float* C, int64_t ldc,
+                                             bool accumulate) {
+  if (a_packed) return avx512_tile<kAvx512Mr, kAvx512Mr>(mr, nr, kc, A, lda, B, ldb, C, ldc, accumulate);
+  avx512_rows<kAvx512MrInPlace>(mr, nr, kc, A, lda, B, ldb, C, ldc, accumulate);
 }
 #endif
 
@@ -155,10 +207,11 @@ template <int64_t MR>
 // runs before sanitizer runtimes start and crashes under TSan).
 GemmPath select_path() {
 #ifdef HEXIR_GEMM_X86
-  if (__builtin_cpu_supports("avx512f")) return {8, 32, micro_avx512};
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return {6, 16, micro_avx2};
+  if (__builtin_cpu_supports("avx512f")) return {kAvx512Mr, 32, kAvx512MrInPlace, micro_avx512};
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+    return {kAvx2Mr, 16, kAvx2Mr, micro_avx2};
 #endif
-  return {4, 16, micro_generic};
+  return {kGenericMr, 16, kGenericMr, micro_generic};
 }
 
 // Packs B[k0:k0+kc, j0:j0+nr] as kc rows of NR floats, zero beyond nr.
@@ -172,12 +225,29 @@ void pack_strip(const float* B, int64_t ldb, int64_t k0, int64_t kc, int64_t j0,
   }
 }
 
+// Packs A[i0:i0+mr, k0:k0+kc] as kc groups of MR floats (row i of depth k at
+// k * MR + i), zero beyond mr.
+void pack_panel(const float* A, int64_t lda, int64_t i0, int64_t mr, int64_t k0, int64_t kc, int64_t MR,
+                float* out) {
+  for (int64_t i = 0; i < mr; ++i) {
+    const float* src = A + (i0 + i) * lda + k0;
+    for (int64_t k = 0; k < kc; ++k) out[k * MR + i] = src[k];
+  }
+  for (int64_t i = mr; i < MR; ++i)
+    for (int64_t k = 0; k < kc; ++k) out[k * MR + i] = 0.0f;
+}
+
+// Prepared layouts. B: per K block (k0, kc), strip s at k0 * strips * NR +
+// s * kc * NR. A: per K block, panel p at k0 * panels * MR + p * kc * MR.
+int64_t strips_of(int64_t n, int64_t nr) { return (n + nr - 1) / nr; }
+
 struct GemmJob {
   const GemmArgs* args;
   GemmPath path;
   int64_t row_blocks;     // tasks are row_blocks x column_groups
-  int64_t row_block;      // rows per block (a multiple of 24, at most kRowBlock)
+  int64_t row_block;      // rows per block (a multiple of MR)
   int64_t group_strips;   // strips of NR columns per column group
+  bool b_in_place;        // full strips of B read where they are (a short M: packing would not pay)
 };
 
 void gemm_task(void* context, int64_t task) {
@@ -186,23 +256,63 @@ void gemm_task(void* context, int64_t task) {
   const int64_t MR = job.path.mr, NR = job.path.nr;
   const int64_t rb = task % job.row_blocks, cg = task / job.row_blocks;
   const int64_t i0 = rb * job.row_block, i1 = std::min(g.m, i0 + job.row_block);
-  const int64_t j_begin = cg * job.group_strips * NR;
-  const int64_t j_end = std::min(g.n, j_begin + job.group_strips * NR);
-  alignas(64) float strip[kKc * kMaxNr];
+  const int64_t s_begin = cg * job.group_strips;
+  const int64_t s_end = std::min(strips_of(g.n, NR), s_begin + job.group_strips);
+  const int64_t j_begin = s_begin * NR;
+  const int64_t j_end = std::min(g.n, s_end * NR);
+  const int64_t strips = strips_of(g.n, NR), panels = (g.m + MR - 1) / MR;
   if (g.k == 0) {
     for (int64_t i = i0; i < i1; ++i) std::fill(g.c + i * g.ldc + j_begin, g.c + i * g.ldc + j_end, 0.0f);
   }
   for (int64_t k0 = 0; k0 < g.k; k0 += kKc) {
     const int64_t kc = std::min(kKc, g.k - k0);
-    for (int64_t j0 = j_begin; j0 < j_end; j0 += NR) {
-      const int64_t nr = std::min(NR, j_end - j0);
-      if (g.pack_b)
+    const bool accumulate = k0 > 0;
+    if (g.packed_b) {
+      // B prepared: an A panel (packed here unless prepared too) stays in L1
+      // while it sweeps a chunk of strips that stays in L2.
+      alignas(64) float panel[kKc * kMaxMr];
+      const float* bk = g.packed_b + k0 * strips * NR;
+      const int64_t chunk = std::max<int64_t>(1, kChunkBytes / (kc * NR * static_cast<int64_t>(sizeof(float))));
+      for (int64_t s0 = s_begin; s0 < s_end; s0 += chunk) {
+        const int64_t s1 = std::min(s_end, s0 + chunk);
+        for (int64_t i = i0; i < i1; i += MR) {
+          const int64_t mr = std::min(MR, i1 - i);
+          const float* ap = panel;
+          if (g.packed_a)
+            ap = g.packed_a + k0 * panels * MR + (i / MR) * kc * MR;
+          else
+            pack_panel(g.a, g.lda, i, mr, k0, kc, MR, panel);
+          for (int64_t s = s0; s < s1; ++s) {
+            const int64_t j0 = s * NR, nr = std::min(NR, g.n - j0);
+            job.path.kernel(mr, nr, kc, ap, MR, true, bk + s * kc * NR, NR, g.c + i * g.ldc + j0, g.ldc,
+                            accumulate);
+          }
+        }
+      }
+      continue;
+    }
+    alignas(64) float strip[kKc * kMaxNr];
+    for (int64_t s = s_begin; s < s_end; ++s) {
+      const int64_t j0 = s * NR, nr = std::min(NR, g.n - j0);
+      const float* bp = strip;
+      int64_t ldbp = NR;
+      if (g.pack_b) {
         g.pack_b(g.pack_context, k0, kc, j0, nr, NR, strip);
-      else
+      } else if (job.b_in_place && nr == NR) {
+        bp = g.b + k0 * g.ldb + j0;
+        ldbp = g.ldb;
+      } else {
         pack_strip(g.b, g.ldb, k0, kc, j0, nr, NR, strip);
-      for (int64_t i = i0; i < i1; i += MR) {
-        const int64_t mr = std::min(MR, i1 - i);
-        job.path.kernel(mr, nr, kc, g.a + i * g.lda + k0, g.lda, strip, g.c + i * g.ldc + j0, g.ldc, k0 > 0);
+      }
+      if (g.packed_a) {
+        for (int64_t i = i0; i < i1; i += MR)
+          job.path.kernel(std::min(MR, i1 - i), nr, kc, g.packed_a + k0 * panels * MR + (i / MR) * kc * MR, MR,
+                          true, bp, ldbp, g.c + i * g.ldc + j0, g.ldc, accumulate);
+      } else {
+        const int64_t step = job.path.mr_in_place;
+        for (int64_t i = i0; i < i1; i += step)
+          job.path.kernel(std::min(step, i1 - i), nr, kc, g.a + i * g.lda + k0, g.lda, false, bp, ldbp,
+                          g.c + i * g.ldc + j0, g.ldc, accumulate);
       }
     }
   }
@@ -230,6 +340,34 @@ void map_block(float* c, int64_t ld, int64_t rows, int64_t cols, Map map) {
 }
 
 }  // namespace
+
+int64_t gemm_packed_a_floats(int64_t m, int64_t k) {
+  const int64_t MR = select_path().mr;
+  return (m + MR - 1) / MR * MR * k;
+}
+
+void gemm_pack_a(const float* a, int64_t lda, int64_t m, int64_t k, float* out) {
+  const int64_t MR = select_path().mr, panels = (m + MR - 1) / MR;
+  for (int64_t k0 = 0; k0 < k; k0 += kKc) {
+    const int64_t kc = std::min(kKc, k - k0);
+    for (int64_t p = 0; p < panels; ++p)
+      pack_panel(a, lda, p * MR, std::min(MR, m - p * MR), k0, kc, MR, out + k0 * panels * MR + p * kc * MR);
+  }
+}
+
+int64_t gemm_packed_b_floats(int64_t k, int64_t n) {
+  const int64_t NR = select_path().nr;
+  return strips_of(n, NR) * NR * k;
+}
+
+void gemm_pack_b(const float* b, int64_t ldb, int64_t k, int64_t n, float* out) {
+  const int64_t NR = select_path().nr, strips = strips_of(n, NR);
+  for (int64_t k0 = 0; k0 < k; k0 += kKc) {
+    const int64_t kc = std::min(kKc, k - k0);
+    for (int64_t s = 0; s < strips; ++s)
+      pack_strip(b, ldb, k0, kc, s * NR, std::min(NR, n - s * NR), NR, out + k0 * strips * NR + s * kc * NR);
+  }
+}
 
 // One loop per activation (the switch stays outside the element loop).
 void apply_epilogue(const ops::Epilogue& e, float* c, int64_t ld, int64_t rows, int64_t cols) {
@@ -259,14 +397,18 @@ void apply_epilogue(const ops::Epilogue& e, float* c, int64_t ld, int64_t rows, 
 
 void gemm(const KernelContext& context, const GemmArgs& args) {
   if (args.m <= 0 || args.n <= 0) return;
-  static_assert(kRowBlock % 24 == 0);  // 24: a multiple of every MR (8, 6, 4)
-  GemmJob job{&args, select_path(), 0, 0, 0};
-  const int64_t NR = job.path.nr;
-  const int64_t strips = (args.n + NR - 1) / NR;
-  // Balanced blocks: 256 rows are two of 144 and 112, not 192 and 64.
+  GemmJob job{&args, select_path(), 0, 0, 0, false};
+  const int64_t MR = job.path.mr, NR = job.path.nr;
+  static_assert(kAvx512Mr <= kMaxMr && kRowBlock % 24 == 0);
+  const int64_t strips = strips_of(args.n, NR);
+  // Balanced blocks of whole panels either way (24: a multiple of every MR,
+  // packed or in place): 256 rows are two of 144 and 112, not 192 and 64.
   job.row_blocks = (args.m + kRowBlock - 1) / kRowBlock;
   job.row_block = ((args.m + job.row_blocks - 1) / job.row_blocks + 23) / 24 * 24;
   job.row_blocks = (args.m + job.row_block - 1) / job.row_block;
+  // A short M (a few panels): each strip of B would be packed for a few
+  // micro-kernel calls only, so full strips are read where they lie.
+  job.b_in_place = !args.pack_b && !args.packed_b && args.m <= 2 * MR;
   // Enough tasks to balance the pool (about 4 per thread) when there is
   // work to share; one task otherwise. The split never changes a result.
   ThreadPool* pool = pool_of(context);

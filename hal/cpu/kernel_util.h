@@ -64,10 +64,22 @@ struct GemmArgs {
   const void* pack_context = nullptr;
   const float* col_bias = nullptr;             // optional: + col_bias[j] on column j
   const ops::Epilogue* epilogue = nullptr;     // optional: the fused activation, after the biases
+  // Optional, prepared once (gemm_pack_a / gemm_pack_b, e.g. at Program::prepare
+  // for constant weights): A or B already in the register tile's order, so the
+  // call packs nothing for that operand. Same sums, same bits as unpacked.
+  const float* packed_a = nullptr;
+  const float* packed_b = nullptr;  // replaces b / pack_b
 };
 void gemm(const KernelContext& context, const GemmArgs& args);
 // A fused epilogue's activation over a rows x cols block with leading dimension ld (in place).
 void apply_epilogue(const ops::Epilogue& e, float* c, int64_t ld, int64_t rows, int64_t cols);
+// The prepared layouts of the running CPU's path (the same process runs the
+// GEMM that reads them): floats needed, and the packing of an m x k A or a
+// k x n B with its leading dimension into `out`.
+int64_t gemm_packed_a_floats(int64_t m, int64_t k);
+void gemm_pack_a(const float* a, int64_t lda, int64_t m, int64_t k, float* out);
+int64_t gemm_packed_b_floats(int64_t k, int64_t n);
+void gemm_pack_b(const float* b, int64_t ldb, int64_t k, int64_t n, float* out);
 // Contiguous operands, no bias, on the calling thread.
 void gemm(int64_t M, int64_t N, int64_t K, const float* A, const float* B, float* C);
 
@@ -117,6 +129,13 @@ KernelFn cast_kernel(DType from, DType to);
 // matmul.cc
 Status matmul(const KernelContext&, const Dispatch&);
 Status conv2d(const KernelContext&, const Dispatch&);
+// Their prepare steps (KernelPrepare): a constant B of matmul (the same for
+// every batch element) and the weights of a dense or grouped conv2d (its A),
+// packed for the GEMM.
+uint64_t matmul_prepared_bytes(const Dispatch& constants);
+void matmul_prepare(const Dispatch& constants, void* out);
+uint64_t conv2d_prepared_bytes(const Dispatch& constants);
+void conv2d_prepare(const Dispatch& constants, void* out);
 Status pool2d(const KernelContext&, const Dispatch&);  // max_pool, average_pool
 // spatial.cc
 Status depthwise_conv2d(const KernelContext&, const Dispatch&);  // conv2d when ops::conv2d_is_depthwise

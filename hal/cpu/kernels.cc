@@ -74,7 +74,23 @@ constexpr KernelEntry<KernelFn> kKernels[] = {
     {OpId::kUpdateSlice, kAnyDType, kAnyDType, update_slice},
 };
 
+// Kernels that prepare something from constant operands (their weights).
+struct PrepareEntry {
+  KernelFn kernel;
+  KernelPrepare prepare;
+};
+constexpr PrepareEntry kPrepares[] = {
+    {matmul, {matmul_prepared_bytes, matmul_prepare}},
+    {conv2d, {conv2d_prepared_bytes, conv2d_prepare}},
+};
+
 }  // namespace
+
+const KernelPrepare* find_cpu_prepare(KernelFn kernel) {
+  for (const PrepareEntry& e : kPrepares)
+    if (e.kernel == kernel) return &e.prepare;
+  return nullptr;
+}
 
 KernelFn find_cpu_kernel(const ops::KernelKey& key) {
   // cast: one instantiation per (from, to) pair, picked by the pair.

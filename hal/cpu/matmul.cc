@@ -28,10 +28,52 @@ Status matmul(const KernelContext& context, const Dispatch& d) {
     GemmArgs args{p.m, p.n, p.k, pa + a_offset, p.k, pb + b_offset, p.n, pc + batch * p.m * p.n, p.n};
     args.col_bias = bias;
     args.epilogue = epilogue;
+    args.packed_b = static_cast<const float*>(d.prepared);  // one B for every batch element
     gemm(context, args);
     next_index(index, p.batch_dims, p.batch_rank);
   }
   return ok_status();
+}
+
+namespace {
+
+// One B for every batch element (every batch stride of B is 0).
+bool matmul_b_shared(const ops::MatmulPlan& p) {
+  for (int32_t i = 0; i < p.batch_rank; ++i)
+    if (p.b_stride[i] != 0 && p.batch_dims[i] > 1) return false;
+  return true;
+}
+
+}  // namespace
+
+uint64_t matmul_prepared_bytes(const Dispatch& d) {
+  const ops::MatmulPlan& p = plan_of<ops::MatmulPlan>(d);
+  if (d.operands[1] == nullptr || p.batch_count == 0 || p.m == 0 || p.n == 0 || p.k == 0 || !matmul_b_shared(p))
+    return 0;
+  return static_cast<uint64_t>(gemm_packed_b_floats(p.k, p.n)) * sizeof(float);
+}
+
+void matmul_prepare(const Dispatch& d, void* out) {
+  const ops::MatmulPlan& p = plan_of<ops::MatmulPlan>(d);
+  gemm_pack_b(input(d, 1), p.n, p.k, p.n, static_cast<float*>(out));
+}
+
+uint64_t conv2d_prepared_bytes(const Dispatch& d) {
+  const ops::Conv2dPlan& p = plan_of<ops::Conv2dPlan>(d);
+  if (d.operands[1] == nullptr || ops::conv2d_is_depthwise(p) || p.k_per_group == 0) return 0;
+  const int64_t patch = p.c_per_group * p.kh * p.kw;
+  if (patch == 0) return 0;
+  return static_cast<uint64_t>(p.groups * gemm_packed_a_floats(p.k_per_group, patch)) * sizeof(float);
+}
+
+// Each group's weights [k_per_group, patch] as the GEMM's A, group after group.
+void conv2d_prepare(const Dispatch& d, void* out) {
+  const ops::Conv2dPlan& p = plan_of<ops::Conv2dPlan>(d);
+  const int64_t patch = p.c_per_group * p.kh * p.kw;
+  const int64_t group_floats = gemm_packed_a_floats(p.k_per_group, patch);
+  for (int64_t g = 0; g < p.groups; ++g)
+    gemm_pack_a(input(d, 1) + g * p.k_per_group * patch, patch, p.k_per_group, patch,
+                static_cast<float*>(out) + g * group_floats);
 }
 
 namespace {
@@ -126,6 +168,8 @@ Status conv2d(const KernelContext& context, const Dispatch& d) {
   float* out = output(d, 0);
   const int64_t spatial = p.oh * p.ow;
   const int64_t patch = p.c_per_group * p.kh * p.kw;
+  const auto* packed = static_cast<const float*>(d.prepared);
+  const int64_t group_floats = packed ? gemm_packed_a_floats(p.k_per_group, patch) : 0;
   for (int64_t n = 0; n < p.n; ++n) {
     for (int64_t g = 0; g < p.groups; ++g) {
       const float* image = x + (n * p.c + g * p.c_per_group) * p.h * p.w;
@@ -134,6 +178,7 @@ Status conv2d(const KernelContext& context, const Dispatch& d) {
                     image,  // 1x1, stride 1, no padding: the image is the patch matrix
                     spatial, result, spatial, bias ? bias + g * p.k_per_group : nullptr};
       args.epilogue = epilogue;
+      if (packed) args.packed_a = packed + g * group_floats;
       const PatchSource source{&p, image};
       if (!ops::conv2d_is_plain_gemm(p)) {
         args.pack_b = pack_patches;

@@ -132,6 +132,44 @@ Status prepare_instructions(ProgramImpl& p) {
   return ok_status();
 }
 
+// Once per instruction, after the plans and constants: what its kernel
+// derives from its constant operands (the CPU packs GEMM weights), kept for
+// the program's lifetime; the invoke loop only hands the pointer over.
+Status prepare_dispatches(ProgramImpl& p) {
+  const ModuleImpl& m = *p.module_impl;
+  const fb::Module& fbm = m.fb();
+  const size_t count = p.instruction_kernel.size();
+  p.instruction_prepared.assign(count, nullptr);
+  std::vector<void*> constants;
+  for (size_t k = 0; k < count; ++k) {
+    const fb::Instruction& in = *fbm.instructions()->Get(static_cast<flatbuffers::uoffset_t>(k));
+    if (in.opcode() != fb::Opcode::Dispatch) continue;  // control: run by the VM, no kernel
+    constants.clear();
+    bool any_constant = false;
+    for (uint32_t o = 0; o < in.operand_count(); ++o) {
+      const fb::Slot& slot = *fbm.slots()->Get(fbm.operand_pool()->Get(in.operand_begin() + o));
+      void* data = nullptr;
+      if (o < in.input_count() && slot.storage() == fb::StorageKind::Constant) data = p.constant_data[slot.index()];
+      any_constant = any_constant || data != nullptr;
+      constants.push_back(data);
+    }
+    if (!any_constant) continue;
+    hal::Dispatch d;
+    d.kernel = p.instruction_kernel[k];
+    d.plan = p.plan(k);
+    d.operands = constants.data();
+    d.input_count = in.input_count();
+    d.output_count = in.operand_count() - in.input_count();
+    Result<hal::Buffer> prepared = p.device->prepare_dispatch(d);
+    if (!prepared.ok()) return prepared.status().annotate("preparing instruction " + std::to_string(k));
+    if (prepared->size == 0 && prepared->host_ptr == nullptr && prepared->device_ptr == 0) continue;
+    p.buffers.push_back(*prepared);
+    ++p.prepare_stats.device_allocations;
+    p.instruction_prepared[k] = device_address(*prepared);
+  }
+  return ok_status();
+}
+
 }  // namespace
 
 ProgramImpl::~ProgramImpl() {
@@ -155,6 +193,7 @@ Result<Program> Program::prepare(const Module& module, hal::Device& device) {
   HEXIR_RETURN_IF_ERROR(prepare_sections(*impl, section_buffers));
   HEXIR_RETURN_IF_ERROR(prepare_constants(*impl, section_buffers));
   HEXIR_RETURN_IF_ERROR(prepare_instructions(*impl));
+  HEXIR_RETURN_IF_ERROR(prepare_dispatches(*impl));
   return Program(std::move(impl));
 }
 

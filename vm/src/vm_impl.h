@@ -66,6 +66,9 @@ class ProgramImpl {
   std::vector<size_t> plan_begin;
   std::vector<uint64_t> plan_words;
   std::vector<uint64_t> workspace_need;
+  // Per instruction: what the device prepared from its constant operands
+  // (Device::prepare_dispatch; a buffer in `buffers`), or null.
+  std::vector<const void*> instruction_prepared;
   PhaseStats prepare_stats;
 
   const void* plan(size_t instruction) const { return plan_words.data() + plan_begin[instruction]; }

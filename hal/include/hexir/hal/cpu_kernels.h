@@ -13,4 +13,15 @@ using KernelFn = Status (*)(const KernelContext& context, const Dispatch& dispat
 // The kernel registered for `key`; null when there is none (views never have one).
 KernelFn find_cpu_kernel(const ops::KernelKey& key);
 
+// A kernel's optional prepare step (Device::prepare_dispatch): `bytes` says
+// how much it derives from the dispatch's constant operands (null operands
+// are not constants; 0: nothing), `fill` writes it, 64-byte aligned. The
+// kernel finds it as Dispatch::prepared and gives the same results without it.
+struct KernelPrepare {
+  uint64_t (*bytes)(const Dispatch& constants);
+  void (*fill)(const Dispatch& constants, void* out);
+};
+// The prepare step registered for `kernel`; null when it has none.
+const KernelPrepare* find_cpu_prepare(KernelFn kernel);
+
 }  // namespace hexir::hal::cpu

@@ -55,6 +55,10 @@ struct Dispatch {
   uint32_t output_count = 0;
   void* workspace = nullptr;  // scratch the plan asked for (ops::workspace_bytes)
   uint64_t workspace_size = 0;
+  // What Device::prepare_dispatch derived from the constant operands (cpu: the
+  // weights packed in the GEMM's order), owned by the program; null when
+  // nothing was prepared, and a kernel then does all its work per call.
+  const void* prepared = nullptr;
 };
 
 // What a kernel gets besides its dispatch: per-queue resources. cpu: the
@@ -132,6 +136,20 @@ class Device {
   // Done once at prepare: the kernel for an operator on these dtypes, as the
   // handle dispatches pass back. kUnimplemented when the backend has none.
   virtual Result<uintptr_t> resolve_kernel(const ops::KernelKey& key) = 0;
+
+  // Optional, once per instruction at prepare: data the kernel derives from
+  // its constant operands so that invoking only hands over a pointer (cpu: a
+  // GEMM's weights packed into its register tile's order). `dispatch` carries
+  // the kernel handle and the plan; its operands are the constants' device
+  // addresses and null for every operand that is not a constant. The buffer
+  // is allocated through this device (so DeviceCounters count it); the caller
+  // owns it, releases it after the last dispatch using it, and passes its
+  // device address as Dispatch::prepared. An empty Buffer (size 0): nothing
+  // to prepare. Backends without such kernels keep this default.
+  virtual Result<Buffer> prepare_dispatch(const Dispatch& dispatch) {
+    (void)dispatch;
+    return Buffer{};
+  }
 
   virtual Result<std::unique_ptr<Queue>> create_queue() = 0;
 
