@@ -82,6 +82,7 @@ Status build_function_table(ContextImpl& c, size_t function_index, FunctionTable
     hal::Dispatch d;
     d.kernel = p.instruction_kernel[index];
     d.plan = p.plan(index);
+    d.prepared = p.instruction_prepared[index];
     d.input_count = in.input_count();
     d.output_count = in.operand_count() - in.input_count();
     d.workspace = workspace;
