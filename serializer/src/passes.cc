@@ -211,13 +211,57 @@ std::vector<int> carried_updates(const Function& fn) {
   return merged;
 }
 
+// Carried values that live in a donated input's buffer (a KV cache updated
+// in place by the loop): per graph value, the argument value it is, or -1.
+// Legal when the loop is not inside another loop, the carried value's initial
+// value is a donated argument that nothing else reads (nor a view of it, nor
+// a return), and the loop's result for it is returned (the donation's output,
+// of the argument's type). The initial copy then disappears and the caller's
+// buffer is the carried value throughout.
+std::vector<int> carried_in_donated_inputs(const Function& fn) {
+  std::vector<int> merged(fn.values.size(), -1);
+  std::vector<int> readers(fn.values.size(), 0), root(fn.values.size());
+  for (size_t v = 0; v < fn.values.size(); ++v) root[v] = static_cast<int>(v);
+  for (const Node& node : fn.nodes) {
+    if (node.kind == NodeKind::kOp && ops::op_def(node.op).is_view)
+      root[static_cast<size_t>(node.results[0])] = root[static_cast<size_t>(node.inputs[0])];
+    for (int in : node.inputs) ++readers[static_cast<size_t>(root[static_cast<size_t>(in)])];
+  }
+  std::vector<int> returned(fn.values.size(), 0);
+  for (int out : fn.outputs) ++returned[static_cast<size_t>(out)];
+  int depth = 0;
+  for (const Node& node : fn.nodes) {
+    if (node.kind == NodeKind::kLoopEnd) --depth;
+    if (node.kind != NodeKind::kLoopBegin) continue;
+    if (depth++ > 0) continue;
+    const Node& end = fn.nodes[static_cast<size_t>(node.params[1])];
+    for (size_t j = 2; j < node.inputs.size(); ++j) {
+      const int x = node.inputs[j], a = node.results[j - 1], r = end.results[j - 2];
+      const Value& xv = fn.values[static_cast<size_t>(x)];
+      if (xv.kind != ValueKind::kInput || !fn.arguments[static_cast<size_t>(xv.input_index)].donate) continue;
+      if (readers[static_cast<size_t>(x)] != 1 || returned[static_cast<size_t>(x)] != 0) continue;
+      if (returned[static_cast<size_t>(r)] == 0 || end.inputs[j - 2] == a) continue;
+      merged[static_cast<size_t>(a)] = x;
+    }
+  }
+  return merged;
+}
+
 }  // namespace
 
 void assign_storage(const Function& fn, FunctionPlan& plan) {
   plan = FunctionPlan();
   const int graph_values = static_cast<int>(fn.values.size());
-  const std::vector<int> merged = carried_updates(fn);
-  auto subst = [&](int v) { return v < graph_values && merged[static_cast<size_t>(v)] >= 0 ? merged[static_cast<size_t>(v)] : v; };
+  std::vector<int> merged = carried_updates(fn);
+  const std::vector<int> in_input = carried_in_donated_inputs(fn);
+  for (int v = 0; v < graph_values; ++v)
+    if (in_input[static_cast<size_t>(v)] >= 0) merged[static_cast<size_t>(v)] = in_input[static_cast<size_t>(v)];
+  // The value whose slot `v` uses: a yielded value its carried value's, a
+  // carried value its donated input's (chains of at most two).
+  auto subst = [&](int v) {
+    while (v < graph_values && merged[static_cast<size_t>(v)] >= 0) v = merged[static_cast<size_t>(v)];
+    return v;
+  };
   // Union-find over storage: a view joins its input's set, a loop's result
   // its carried value's, an in-place update its carried value's. The
   // representative chosen is always the set's written value (the producer,
@@ -225,7 +269,7 @@ void assign_storage(const Function& fn, FunctionPlan& plan) {
   std::vector<int> parent(static_cast<size_t>(graph_values));
   for (int v = 0; v < graph_values; ++v) parent[static_cast<size_t>(v)] = v;
   for (int v = 0; v < graph_values; ++v)
-    if (merged[static_cast<size_t>(v)] >= 0) parent[static_cast<size_t>(v)] = merged[static_cast<size_t>(v)];
+    if (merged[static_cast<size_t>(v)] >= 0) parent[static_cast<size_t>(v)] = subst(v);
   // Values the plan adds: ids after the graph's (plan.added).
   auto add_value = [&](std::string name, TensorType type, uint64_t bytes) {
     Value value;
@@ -251,7 +295,8 @@ void assign_storage(const Function& fn, FunctionPlan& plan) {
     if (node.kind == NodeKind::kLoopBegin) {
       // The carried values take their initial values (copies); the counter
       // is the induction variable's value.
-      for (size_t j = 2; j < node.inputs.size(); ++j) copy(node.inputs[j], node.results[j - 1]);
+      for (size_t j = 2; j < node.inputs.size(); ++j)
+        if (subst(node.results[j - 1]) != node.inputs[j]) copy(node.inputs[j], node.results[j - 1]);
       Instruction inst;
       inst.control = Control::kLoopBegin;
       inst.node = static_cast<int>(n);
@@ -341,10 +386,22 @@ void assign_storage(const Function& fn, FunctionPlan& plan) {
   // Outputs: bind the root when it can be written straight into the caller's
   // buffer, else copy.
   plan.outputs.assign(fn.outputs.size(), -1);
+  plan.donated_to.assign(fn.arguments.size(), -1);
   std::set<int> bound_roots;
   for (size_t i = 0; i < fn.outputs.size(); ++i) {
     const int returned = fn.outputs[i];
     const int root = plan.values[static_cast<size_t>(returned)].storage_root;
+    // A loop's result carried in its donated input's buffer: that buffer is
+    // the output (the donation is decided here, not below).
+    if (const Value& r = value_at(fn, plan, root);
+        r.kind == ValueKind::kInput && returned != root && bound_roots.count(root) == 0 &&
+        value_at(fn, plan, returned).kind == ValueKind::kResult &&
+        std::find(in_input.begin(), in_input.end(), root) != in_input.end() && r.type == fn.result_types[i]) {
+      bound_roots.insert(root);
+      plan.donated_to[static_cast<size_t>(r.input_index)] = static_cast<int>(i);
+      plan.outputs[i] = returned;
+      continue;
+    }
     const bool needs_copy = value_at(fn, plan, root).kind != ValueKind::kResult || bound_roots.count(root) > 0;
     if (!needs_copy) {
       bound_roots.insert(root);
@@ -384,15 +441,17 @@ void assign_storage(const Function& fn, FunctionPlan& plan) {
 
   // Each donated input takes the first output of its type not taken yet:
   // outputs queued per type, so N donations cost O(N log N), not O(N^2).
-  plan.donated_to.assign(fn.arguments.size(), -1);
   using TypeKey = std::pair<DType, std::vector<int64_t>>;
   std::map<TypeKey, std::vector<int>> free_outputs;  // per type: output indices, last one first
   const size_t result_count = std::min(fn.result_types.size(), fn.outputs.size());
+  std::vector<bool> taken(result_count, false);
+  for (int j : plan.donated_to)
+    if (j >= 0 && static_cast<size_t>(j) < result_count) taken[static_cast<size_t>(j)] = true;
   for (size_t j = result_count; j-- > 0;)
-    free_outputs[{fn.result_types[j].dtype, fn.result_types[j].dims}].push_back(static_cast<int>(j));
+    if (!taken[j]) free_outputs[{fn.result_types[j].dtype, fn.result_types[j].dims}].push_back(static_cast<int>(j));
   for (size_t a = 0; a < fn.arguments.size(); ++a) {
     const Argument& arg = fn.arguments[a];
-    if (!arg.donate) continue;
+    if (!arg.donate || plan.donated_to[a] >= 0) continue;
     const TensorType& type = fn.values[static_cast<size_t>(arg.value)].type;
     auto it = free_outputs.find(TypeKey{type.dtype, type.dims});
     if (it == free_outputs.end() || it->second.empty()) continue;
