@@ -1,8 +1,9 @@
 // The decoder sample (samples/decoder/, issue 11): step.hxir driven token by
-// token, the KV cache donated and passed back as its own output, against the
-// numpy reference that samples/decoder/generate.py wrote; and the sample's own
-// driver, run_steps.py, which does the same through hexir-run (skipped when
-// no python3 with numpy is found).
+// token, the KV cache donated and passed back as its own output, and
+// generate.hxir (the whole generation, one invoke, a counted loop), against
+// the numpy reference that samples/decoder/generate.py wrote; and the
+// sample's own driver, run_steps.py, which runs step.hxir through hexir-run
+// (skipped when no python3 with numpy is found).
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -173,6 +174,63 @@ TEST_CASE("decoder sample: run_steps.py drives step.hxir through hexir-run and m
   CHECK(output.find("\nmatch\n") != std::string::npos);
 }
 
+TEST_CASE("decoder sample: generate.hxir, the whole generation in one invoke, matches numpy") {
+  const std::vector<int64_t> expected_tokens = values_of<int64_t>(read("expected_tokens.npy"));
+  const NpyArray expected_cache = read("expected_cache.npy");
+  for (PlanStrategy plan : {PlanStrategy::kNaive, PlanStrategy::kArena, PlanStrategy::kFreeAtLastUse}) {
+    const std::string plan_text = plan_name(plan);
+    CAPTURE(plan_text);
+    hexir::serializer::CompileOptions options;
+    options.plan = plan;
+    auto hxe = hexir::serializer::compile_file(kDecoder / "generate.hxir", options);
+    INFO("compile generate.hxir: ", hxe.status().to_string());
+    REQUIRE(hxe.ok());
+    std::unique_ptr<uint8_t, FreeBytes> bytes(
+        static_cast<uint8_t*>(std::aligned_alloc(64, (hxe->size() + 63) / 64 * 64)));
+    std::memcpy(bytes.get(), hxe->data(), hxe->size());
+    auto module = Module::load_buffer({bytes.get(), hxe->size()});
+    INFO("load: ", module.status().to_string());
+    REQUIRE(module.ok());
+    auto device = hexir::hal::create_device("cpu");
+    REQUIRE(device.ok());
+    auto program = Program::prepare(*module, **device);
+    INFO("prepare: ", program.status().to_string());
+    REQUIRE(program.ok());
+    auto context = Context::create(*program);
+    REQUIRE(context.ok());
+    auto generate = module->find_function("generate");
+    REQUIRE(generate.ok());
+    const auto& sig = module->function(*generate);
+    REQUIRE(sig.inputs.size() == 3);
+    REQUIRE(sig.outputs.size() == 2);
+
+    NpyArray prompt = read("prompt.npy");
+    NpyArray cache = read("cache0.npy");
+    NpyArray steps = read("steps.npy");
+    NpyArray tokens;
+    tokens.type = sig.outputs[0].type;
+    tokens.data.assign(sig.outputs[0].byte_size, 0xCD);
+    NpyArray cache_out;
+    cache_out.type = sig.outputs[1].type;
+    cache_out.data.assign(sig.outputs[1].byte_size, 0xCD);
+    const bool donated = sig.inputs[1].donated_to == 1;
+    TensorRef inputs[] = {ref_of(prompt), ref_of(cache), ref_of(steps)};
+    TensorRef outputs[] = {ref_of(tokens), donated ? ref_of(cache) : ref_of(cache_out)};
+    auto status = context->invoke(*generate, inputs, outputs);
+    INFO("invoke: ", status.to_string());
+    REQUIRE(status.ok());
+    CHECK(values_of<int64_t>(tokens) == expected_tokens);
+    double err = max_abs_error(donated ? cache : cache_out, expected_cache);
+    MESSAGE("decoder generate (", plan_text, "): one invoke, the cache ",
+            std::string(donated ? "donated" : "not donated (copied, not written in place)"),
+            ", final cache max abs error ", err, ", arena ", module->arena_bytes(), " B, lower bound ",
+            module->lower_bound_bytes(), " B");
+    CHECK(err <= kCacheTolerance);
+    CHECK(context->invoke_stats().uploads == 0);
+    if (plan != PlanStrategy::kFreeAtLastUse) CHECK(context->invoke_stats().device_allocations == 0);
+  }
+}
+
 namespace {
 
 std::vector<std::string> lines_of(const fs::path& path) {
@@ -202,9 +260,8 @@ std::string code_of(std::string line) {
 
 }  // namespace
 
-// generate.hxir cannot be compiled until the .hxir front end has `for` and
-// `if` (issue 11); until then this keeps its loop body the same program as
-// step.hxir, which the cases above check against numpy.
+// The loop body of generate.hxir stays step.hxir's body, line for line, so
+// the two programs cannot drift apart.
 TEST_CASE("decoder sample: generate.hxir's loop body is step.hxir's body, with the same constants") {
   const std::vector<std::string> step = lines_of(kDecoder / "step.hxir");
   const std::vector<std::string> generate = lines_of(kDecoder / "generate.hxir");
