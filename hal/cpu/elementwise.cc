@@ -4,6 +4,7 @@
 // Every loop reads element i of each input before writing element i of the
 // output and never revisits it, so an output that shares storage with an
 // input of the same shape (the in-place pass) is safe.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <type_traits>
@@ -41,33 +42,42 @@ inline void binary_run(const T* a, int64_t sa, const T* b, int64_t sb, R* out, i
 // Elementwise work is split over the pool in ranges of at least this many
 // output elements (below it a thread's start costs more than it saves).
 constexpr int64_t kMinRange = 1 << 15;
+// Elements a fused activation follows the operator by (16 KiB of floats).
+constexpr int64_t kEpilogueChunk = 1 << 12;
 
 // Operands of T, results of R (bool results as bytes 0 or 1). Split over the
 // pool by output elements (flat modes) or by inner runs (general mode).
 template <typename Op, typename T, typename R>
 void binary_typed(const KernelContext& context, const BinaryPlan& p, const T* pa, const T* pb, R* po) {
-  // add's fused activation, over each range just written (still in cache).
+  // add's and mul's fused activation (or affine map), over each range just written (still in cache).
   const bool epilogue = std::is_same_v<R, float> && p.epilogue.activation != 0;
   auto finish = [&](int64_t b, int64_t e) {
-    if constexpr (std::is_same_v<R, float>)
-      if (epilogue) apply_epilogue(p.epilogue, po + b, 0, 1, e - b);
+    if constexpr (std::is_same_v<R, float>) {
+      if (!epilogue) return;
+      if (p.epilogue.activation == static_cast<int32_t>(ops::Activation::kAffine)) {
+        const float scale = p.epilogue.a, shift = p.epilogue.b;
+        for (int64_t i = b; i < e; ++i) po[i] = ops::affine_of(po[i], scale, shift);
+      } else {
+        apply_epilogue(p.epilogue, po + b, 0, 1, e - b);
+      }
+    }
+  };
+  // A flat range in pieces of kEpilogueChunk when there is an epilogue, so
+  // that it reads what was just written from L1, not from L2 or memory.
+  auto flat = [&](int64_t sa, int64_t sb) {
+    parallel_ranges(context, p.n, kMinRange, [&](int64_t b, int64_t e) {
+      const int64_t step = epilogue ? kEpilogueChunk : e - b;
+      for (int64_t i = b; i < e; i += step) {
+        const int64_t end = std::min(e, i + step);
+        binary_run<Op>(pa + i * sa, sa, pb + i * sb, sb, po + i, end - i);
+        finish(i, end);
+      }
+    });
   };
   switch (p.mode) {
-    case 0:
-      return parallel_ranges(context, p.n, kMinRange, [&](int64_t b, int64_t e) {
-        binary_run<Op>(pa + b, 1, pb + b, 1, po + b, e - b);
-        finish(b, e);
-      });
-    case 1:
-      return parallel_ranges(context, p.n, kMinRange, [&](int64_t b, int64_t e) {
-        binary_run<Op>(pa + b, 1, pb, 0, po + b, e - b);
-        finish(b, e);
-      });
-    case 2:
-      return parallel_ranges(context, p.n, kMinRange, [&](int64_t b, int64_t e) {
-        binary_run<Op>(pa, 0, pb + b, 1, po + b, e - b);
-        finish(b, e);
-      });
+    case 0: return flat(1, 1);
+    case 1: return flat(1, 0);
+    case 2: return flat(0, 1);
     case 4:
       po[0] = Op::apply(pa[0], pb[0]);
       finish(0, 1);
@@ -86,6 +96,7 @@ void binary_typed(const KernelContext& context, const BinaryPlan& p, const T* pa
       rest /= p.dims[i];
     }
     R* out = po + begin * inner;
+    int64_t unfinished = begin * inner;  // the epilogue follows in pieces of about kEpilogueChunk
     for (int64_t run = begin; run < end; ++run) {
       int64_t offset_a = 0, offset_b = 0;
       for (int32_t i = 0; i < outer_rank; ++i) {
@@ -94,9 +105,13 @@ void binary_typed(const KernelContext& context, const BinaryPlan& p, const T* pa
       }
       binary_run<Op>(pa + offset_a, p.stride_a[outer_rank], pb + offset_b, p.stride_b[outer_rank], out, inner);
       out += inner;
+      if ((run + 1) * inner - unfinished >= kEpilogueChunk) {
+        finish(unfinished, (run + 1) * inner);
+        unfinished = (run + 1) * inner;
+      }
       next_index(index, p.dims, outer_rank);
     }
-    finish(begin * inner, end * inner);
+    finish(unfinished, end * inner);
   });
 }
 

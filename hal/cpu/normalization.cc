@@ -249,9 +249,59 @@ void reduce_max(const ops::ReducePlan& p, const float* in, float* out) {
   }
 }
 
+// The sum, in double, of n contiguous floats: element i goes to lane i % 32,
+// the 32 lanes are then folded in halves (16, 8, 4, 2, 1). Both paths add the
+// same doubles in the same order: the same bits with or without AVX-512.
+constexpr int kSumLanes = 32;
+
+double fold_lanes(double* acc) {
+  for (int width = kSumLanes / 2; width > 0; width /= 2)
+    for (int j = 0; j < width; ++j) acc[j] += acc[j + width];
+  return acc[0];
+}
+
+double sum_contiguous_scalar(const float* x, int64_t n) {
+  double acc[kSumLanes] = {};
+  int64_t i = 0;
+  for (; i + kSumLanes <= n; i += kSumLanes)
+    for (int j = 0; j < kSumLanes; ++j) acc[j] += x[i + j];
+  for (int j = 0; i + j < n; ++j) acc[j] += x[i + j];
+  return fold_lanes(acc);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+[[gnu::target("avx512f")]] double sum_contiguous_avx512(const float* x, int64_t n) {
+  __m512d a0 = _mm512_setzero_pd(), a1 = a0, a2 = a0, a3 = a0;
+  int64_t i = 0;
+  for (; i + kSumLanes <= n; i += kSumLanes) {
+    a0 = _mm512_add_pd(a0, _mm512_cvtps_pd(_mm256_loadu_ps(x + i)));
+    a1 = _mm512_add_pd(a1, _mm512_cvtps_pd(_mm256_loadu_ps(x + i + 8)));
+    a2 = _mm512_add_pd(a2, _mm512_cvtps_pd(_mm256_loadu_ps(x + i + 16)));
+    a3 = _mm512_add_pd(a3, _mm512_cvtps_pd(_mm256_loadu_ps(x + i + 24)));
+  }
+  alignas(64) double acc[kSumLanes];
+  _mm512_store_pd(acc, a0);
+  _mm512_store_pd(acc + 8, a1);
+  _mm512_store_pd(acc + 16, a2);
+  _mm512_store_pd(acc + 24, a3);
+  for (int j = 0; i + j < n; ++j) acc[j] += x[i + j];
+  return fold_lanes(acc);
+}
+#endif
+
+double sum_contiguous(const float* x, int64_t n) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  static const bool avx512 = __builtin_cpu_supports("avx512f");
+  if (avx512) return sum_contiguous_avx512(x, n);
+#endif
+  return sum_contiguous_scalar(x, n);
+}
+
 }  // namespace
 
-// Sums (in double) over the reduced dims, one output element at a time (or the max).
+// Sums (in double) over the reduced dims, one output element at a time (or the
+// max). Reduced dims that form one contiguous block (the last axes: a global
+// pool) are summed by sum_contiguous; others in index order.
 Status reduce(const KernelContext& context, const Dispatch& d) {
   const ops::ReducePlan& p = plan_of<ops::ReducePlan>(d);
   if (p.out_count == 0) return ok_status();
@@ -260,6 +310,13 @@ Status reduce(const KernelContext& context, const Dispatch& d) {
   if (p.max) {
     reduce_max(p, in, out);
     return ok_status();
+  }
+  // Whether the reduced elements of one output are one contiguous block.
+  bool contiguous = p.red_rank > 0;
+  int64_t stride = 1;
+  for (int32_t i = p.red_rank - 1; contiguous && i >= 0; --i) {
+    contiguous = p.red_dims[i] == 1 || p.red_stride[i] == stride;
+    stride *= p.red_dims[i];
   }
   // Outputs are independent: ranges of them over the pool, each summed in
   // the same order as on one thread.
@@ -277,6 +334,8 @@ Status reduce(const KernelContext& context, const Dispatch& d) {
       if (p.red_count > 0) {
         if (p.red_rank == 0) {
           sum = in[base];
+        } else if (contiguous) {
+          sum = sum_contiguous(in + base, p.red_count);
         } else {
           const int32_t outer = p.red_rank - 1;
           const int64_t inner = p.red_dims[outer];

@@ -85,11 +85,17 @@ void dw_block_generic(const DwBlock& b) {
 
 #ifdef HEXIR_SPATIAL_X86
 // AVX-512, KH x KW window, vertical stride SH, vertical dilation 1: per 16
-// columns, kRows accumulators; each buffer row is loaded once per kx and
-// feeds every row of the block whose window covers it.
-template <int KH, int KW, int SH>
+// columns, R accumulators (kRows; a block of one or two rows, the whole of a
+// short plane or the last block of one, runs the R = 1 or 2 instance: the
+// same taps in the same order per output, half the work); each buffer row is
+// loaded once per kx and feeds every row of the block whose window covers it.
+template <int KH, int KW, int SH, int R = kRows>
 [[gnu::target("avx512f")]] void dw_block_avx512_fixed(const DwBlock& b) {
-  constexpr int R = kRows, T = (R - 1) * SH + KH;
+  if constexpr (R == kRows) {
+    if (b.rows == 1) return dw_block_avx512_fixed<KH, KW, SH, 1>(b);
+    if (b.rows == 2) return dw_block_avx512_fixed<KH, KW, SH, 2>(b);
+  }
+  constexpr int T = (R - 1) * SH + KH;
   int64_t off[KW];
   for (int kx = 0; kx < KW; ++kx) off[kx] = b.col_off[kx];
   const __m512 bias = _mm512_set1_ps(b.bias);
@@ -144,9 +150,13 @@ template <int KH, int KW, int SH>
   return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(std::min<int64_t>(left, 8))), lanes);
 }
 
-template <int KH, int KW, int SH>
+template <int KH, int KW, int SH, int R = kRows>
 [[gnu::target("avx2,fma")]] void dw_block_avx2_fixed(const DwBlock& b) {
-  constexpr int R = kRows, T = (R - 1) * SH + KH;
+  if constexpr (R == kRows) {
+    if (b.rows == 1) return dw_block_avx2_fixed<KH, KW, SH, 1>(b);
+    if (b.rows == 2) return dw_block_avx2_fixed<KH, KW, SH, 2>(b);
+  }
+  constexpr int T = (R - 1) * SH + KH;
   int64_t off[KW];
   for (int kx = 0; kx < KW; ++kx) off[kx] = b.col_off[kx];
   const __m256 bias = _mm256_set1_ps(b.bias);

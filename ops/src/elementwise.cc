@@ -21,8 +21,9 @@ Result<std::vector<int64_t>> lower_none(std::span<const TensorType>, const AttrM
 template <OpId kId>
 Result<std::vector<TensorType>> infer_binary(std::span<const TensorType> in,
                                              std::span<const int64_t> params) {
-  // add may carry a fused epilogue (the residual add + relu of a convnet).
-  if (kId == kAdd && params.size() == kEpilogueWords)
+  // add and mul may carry a fused epilogue (the residual add + relu of a
+  // convnet; a scalar mul and add after them as an affine map).
+  if ((kId == kAdd || kId == kMul) && params.size() == kEpilogueWords)
     HEXIR_RETURN_IF_ERROR(check_epilogue(kId, params));
   else
     HEXIR_RETURN_IF_ERROR(check_param_count(kId, params, 0));
@@ -74,10 +75,11 @@ int32_t merge_broadcast(std::span<const int64_t> out_dims, std::span<const int64
   return merged;
 }
 
-Result<std::vector<int64_t>> lower_add(std::span<const TensorType>, const AttrMap& attrs,
-                                       std::span<const TensorType>) {
-  HEXIR_RETURN_IF_ERROR(check_attr_names(kAdd, attrs, {"activation", "activation_alpha", "activation_beta"}));
-  return lower_epilogue(kAdd, attrs);
+template <OpId kId>
+Result<std::vector<int64_t>> lower_with_epilogue(std::span<const TensorType>, const AttrMap& attrs,
+                                                 std::span<const TensorType>) {
+  HEXIR_RETURN_IF_ERROR(check_attr_names(kId, attrs, {"activation", "activation_alpha", "activation_beta"}));
+  return lower_epilogue(kId, attrs);
 }
 
 void plan_binary(const PlanInput& op, OpPlan& out) {
@@ -290,9 +292,9 @@ void plan_cast(const PlanInput& op, OpPlan& out) {
   { id, name, 2, 2, 1, 1, false, false, false, 0, lower_none<id>, infer_compare<id>, nullptr, plan_binary }
 
 constexpr OpDef kDefs[] = {
-    {kAdd, "add", 2, 2, 1, 1, true, true, false, 0, lower_add, infer_binary<kAdd>, nullptr, plan_binary},
+    {kAdd, "add", 2, 2, 1, 1, true, true, false, 0, lower_with_epilogue<kAdd>, infer_binary<kAdd>, nullptr, plan_binary},
     HEXIR_BINARY_OP(kSub, "sub"),
-    HEXIR_BINARY_OP(kMul, "mul"),
+    {kMul, "mul", 2, 2, 1, 1, true, true, false, 0, lower_with_epilogue<kMul>, infer_binary<kMul>, nullptr, plan_binary},
     HEXIR_BINARY_OP(kDiv, "div"),
     HEXIR_BINARY_OP(kMaximum, "maximum"),
     HEXIR_BINARY_OP(kMinimum, "minimum"),

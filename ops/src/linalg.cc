@@ -29,6 +29,8 @@ constexpr ActivationInfo kActivations[] = {
     {Activation::kClip, kClip, -1, 2, "clip", true},
     {Activation::kHardSigmoid, kHardSigmoid, -1, 2, "hard_sigmoid", false},
     {Activation::kHardSwish, kHardSwish, -1, 0, "hard_swish", false},
+    // No unary operator: a mul by a one-element constant and an add of one (fusion.h).
+    {Activation::kAffine, kCount, -1, 2, "affine", false},
 };
 const ActivationInfo* activation_info(int64_t word) {
   for (const ActivationInfo& a : kActivations)
@@ -59,6 +61,7 @@ Result<std::vector<int64_t>> lower_epilogue(OpId id, const AttrMap& attrs) {
   if (info->activation == Activation::kLeakyRelu) defaults[0] = 0.01;
   if (info->activation == Activation::kClip) defaults[0] = -inf, defaults[1] = inf;
   if (info->activation == Activation::kHardSigmoid) defaults[0] = 0.2, defaults[1] = 0.5;
+  if (info->activation == Activation::kAffine) defaults[0] = 1.0;
   std::vector<int64_t> words{static_cast<int64_t>(info->activation), 0, 0};
   const char* names[2] = {"activation_alpha", "activation_beta"};
   for (int i = 0; i < 2; ++i) {
@@ -81,6 +84,9 @@ Status check_epilogue(OpId id, std::span<const int64_t> words) {
   const ActivationInfo* info = activation_info(words[0]);
   if (!info)
     return invalid_argument(prefix(id) + "epilogue activation " + std::to_string(words[0]) + " is unknown");
+  // The affine epilogue belongs to the elementwise kernels (hal/cpu/elementwise.cc).
+  if (info->activation == Activation::kAffine && id != kAdd && id != kMul)
+    return invalid_argument(prefix(id) + "epilogue activation 'affine' is for add and mul only");
   for (int i = 0; i < 2; ++i) {
     const int64_t word = words[1 + static_cast<size_t>(i)];
     if (i >= info->floats) {

@@ -224,6 +224,7 @@ ops::AttrMap attributes_of(const Function& fn, const Node& node) {
       attrs["groups"] = ops::AttrValue{at(8)};
       [[fallthrough]];
     case OpId::kMatmul:
+    case OpId::kMul:
     case OpId::kAdd: {
       // A fused epilogue: [activation, alpha, beta] after the operator's own words.
       const size_t e = ops::epilogue_offset(node.op);

@@ -133,6 +133,40 @@ TEST_CASE("epilogue: add with a fused activation is bit-identical to add then th
   }
 }
 
+TEST_CASE("epilogue: mul with a fused activation, and add / mul with the affine map, bit-identical to the passes") {
+  HostTensor a = with_nan(random_f32({3, 61, 1031}, 22)), b = random_f32({3, 61, 1031}, 23);
+  HostTensor column = random_f32({3, 61, 1}, 24), scalar = random_f32({1}, 25);
+  const std::vector<int64_t> dims{3, 61, 1031};
+  SUBCASE("mul + activation, flat") { check_fused(OpId::kMul, {&a, &b}, nullptr, {}, dims); }
+  SUBCASE("mul + activation, a broadcast column (the squeeze-excitation gate)") {
+    check_fused(OpId::kMul, {&column, &a}, nullptr, {}, dims);
+  }
+  // affine: x * s then + t, against the mul and add kernels; s = 1 or t = -0 where one step is missing.
+  auto word = [](float v) { return std::bit_cast<int64_t>(static_cast<double>(v)); };
+  const int64_t affine = static_cast<int64_t>(ops::Activation::kAffine);
+  HostTensor zero(DType::kF32, {1});
+  for (OpId id : {OpId::kMul, OpId::kAdd}) {
+    for (HostTensor* other : {&b, &scalar, &column}) {
+      for (auto [s, t] : {std::pair{0.75f, -0.125f}, std::pair{1.0f, 3.5f}, std::pair{-2.0f, -0.0f}}) {
+        INFO(ops::op_def(id).name << " scale " << s << " shift " << t);
+        for (int threads : {1, 2}) {
+          HostTensor plain(DType::kF32, dims), scaled(DType::kF32, dims), want(DType::kF32, dims),
+              got(DType::kF32, dims), sv(DType::kF32, {1}), tv(DType::kF32, {1});
+          sv.at(0) = s;
+          tv.at(0) = t;
+          run(threads, id, {&a, other}, plain, {});
+          run(threads, OpId::kMul, {&plain, &sv}, scaled, {});
+          run(threads, OpId::kAdd, {&scaled, &tv}, want, {});
+          if (s == 1.0f) run(threads, OpId::kAdd, {&plain, &tv}, want, {});
+          if (t == -0.0f && std::signbit(t)) want = scaled;
+          run(threads, id, {&a, other}, got, {affine, word(s), word(t)});
+          CHECK(got.bytes == want.bytes);
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("erf, gelu, hard_sigmoid, hard_swish: the vector paths give the scalar functions' bits; erf within 7 ulps of libm") {
   // Every tail length past a 16-lane block, edges, infinities and NaN.
   HostTensor x(DType::kF32, {40037});
@@ -202,6 +236,18 @@ TEST_CASE("epilogue: the operator rules check the epilogue words and the bias") 
   CHECK_FALSE(conv_with({clip, nan, inf}).ok());  // never NaN
   const int64_t leaky = static_cast<int64_t>(ops::Activation::kLeakyRelu);
   CHECK_FALSE(conv_with({leaky, inf, 0}).ok());  // finite unless clip
+  // The affine map is for add and mul only.
+  const int64_t affine = static_cast<int64_t>(ops::Activation::kAffine);
+  const int64_t one = std::bit_cast<int64_t>(1.0);
+  CHECK_FALSE(conv_with({affine, one, 0}).ok());
+  CHECK(ops::infer_result_types(OpId::kMul, std::vector<TensorType>{f32({2, 3}), f32({1})}, std::vector<int64_t>{affine, one, 0})
+            .ok());
+  CHECK_FALSE(ops::infer_result_types(OpId::kSub, std::vector<TensorType>{f32({2, 3}), f32({1})},
+                                      std::vector<int64_t>{affine, one, 0})
+                  .ok());
+  CHECK_FALSE(ops::infer_result_types(OpId::kMatmul, std::vector<TensorType>{f32({2, 3}), f32({3, 4})},
+                                      std::vector<int64_t>{affine, one, 0})
+                  .ok());
   Result<std::vector<TensorType>> mm =
       ops::infer_result_types(OpId::kMatmul, std::vector<TensorType>{f32({2, 3}), f32({3, 4}), f32({4})}, {});
   CHECK(mm.ok());

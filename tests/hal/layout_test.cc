@@ -131,6 +131,33 @@ TEST_CASE("reduce: multiple axes") {
   check_reduce({2, 3, 4, 5}, true, {0, 1, 3});
 }
 
+// The sum of a contiguous block as the cpu kernel adds it: element i into
+// lane i % 32, in double, then the lanes folded in halves.
+double lane_sum(const float* x, int64_t n) {
+  double lanes[32] = {};
+  for (int64_t i = 0; i < n; ++i) lanes[i % 32] += x[i];
+  for (int width = 16; width > 0; width /= 2)
+    for (int j = 0; j < width; ++j) lanes[j] += lanes[j + width];
+  return lanes[0];
+}
+
+TEST_CASE("reduce: the last axes (a global pool) sum in 32 lanes, the same bits on every vector path") {
+  for (int64_t length : {1, 7, 31, 32, 33, 100, 1031}) {
+    INFO("block of " << length);
+    HostTensor x = random_f32({3, 5, length}, 52, -100.0f, 100.0f);
+    for (bool mean : {false, true}) {
+      HostTensor out(DType::kF32, {3, 1, 1});
+      REQUIRE(run_kernel(mean ? OpId::kReduceMean : OpId::kReduceSum, {&x}, out, {1, 1, 2}).ok());
+      for (int64_t o = 0; o < 3; ++o) {
+        const double sum = lane_sum(x.f32() + o * 5 * length, 5 * length);
+        CHECK(out.at(o) == static_cast<float>(mean ? sum / static_cast<double>(5 * length) : sum));
+      }
+    }
+  }
+  check_reduce({2, 3, 40, 40}, true, {2, 3});
+  check_reduce({2, 3, 1, 40}, false, {1, 2, 3});
+}
+
 TEST_CASE("reduce: no axes listed reduces everything") {
   check_reduce({3, 4, 5}, false, {});
   check_reduce({3, 4, 5}, true, {});

@@ -263,6 +263,13 @@ inline std::vector<KernelCase> kernel_cases() {
   cases.push_back({"add + relu (fused), broadcast rows", OpId::kAdd,
                    {with_specials(random_f32({5, 33}, 426)), random_f32({33}, 427)},
                    {static_cast<int64_t>(ops::Activation::kRelu), 0, 0}});
+  cases.push_back({"mul + hard_swish (fused), a broadcast gate", OpId::kMul,
+                   {with_specials(random_f32({4, 6, 9}, 428)), random_f32({4, 6, 1}, 429)},
+                   {static_cast<int64_t>(ops::Activation::kHardSwish), 0, 0}});
+  cases.push_back({"mul + affine (fused scalar mul and add)", OpId::kMul,
+                   {with_specials(random_f32({5, 33}, 430)), random_f32({1}, 431)},
+                   {static_cast<int64_t>(ops::Activation::kAffine), std::bit_cast<int64_t>(0.75),
+                    std::bit_cast<int64_t>(-0.5)}});
   {
     // Fused epilogues: [activation, alpha, beta] (ops/plans.h Activation), the bias as a third input.
     const int64_t gelu = static_cast<int64_t>(ops::Activation::kGeluErf);

@@ -27,8 +27,9 @@ namespace hexir::ops {
 
 // clang-format off
 enum class OpId : uint16_t {
-  // Elementwise binary, numpy broadcasting, f32. No parameters (add: optionally
-  // a fused epilogue [activation, a, b], see conv2d).
+  // Elementwise binary, numpy broadcasting, f32. No parameters (add and mul:
+  // optionally a fused epilogue [activation, a, b], see conv2d; also
+  // "affine", x * a + b, which conv2d and matmul do not take).
   kAdd, kSub, kMul, kDiv, kMaximum, kMinimum,
   // Elementwise unary, f32. gelu: [approximate] (0 = erf, 1 = tanh).
   kRelu, kGelu, kSilu, kSigmoid, kTanh, kExp, kSqrt, kRsqrt, kNeg,

@@ -78,6 +78,13 @@ HEXIR_PLAN_FN float hard_sigmoid_of(float x, float alpha, float beta) { return c
 // ONNX: x * hard_sigmoid(x, alpha = 1/6, beta = 1/2) (so -inf gives NaN, as there).
 HEXIR_PLAN_FN float hard_swish_of(float x) { return x * clamp01(x * (1.0f / 6.0f) + 0.5f); }
 
+// x * a then + b, two roundings (never contracted): what a mul by a then an
+// add of b give. The affine epilogue of add and mul (mul by 1 is exact).
+HEXIR_PLAN_FN float affine_of(float x, float a, float b) {
+  const float scaled = x * a;
+  return scaled + b;
+}
+
 // A fused epilogue's activation (the first epilogue parameter word of conv2d
 // and matmul; the numbers are part of the file format).
 enum class Activation : int32_t {
@@ -92,7 +99,8 @@ enum class Activation : int32_t {
   kClip = 8,         // a, b: min, max (may be infinite)
   kHardSigmoid = 9,  // a, b: alpha, beta
   kHardSwish = 10,
-  kCount = 11,
+  kAffine = 11,  // a, b: x * a + b (a multiply, then an add); add and mul only (a scalar mul / add after them)
+  kCount = 12,
 };
 
 // What a conv2d or matmul applies to each result element after the sum (and
@@ -116,6 +124,7 @@ HEXIR_PLAN_FN float apply_epilogue(const Epilogue& e, float x) {
     case Activation::kClip: return clip_of(x, e.a, e.b);
     case Activation::kHardSigmoid: return hard_sigmoid_of(x, e.a, e.b);
     case Activation::kHardSwish: return hard_swish_of(x);
+    case Activation::kAffine: return affine_of(x, e.a, e.b);
     default: return x;
   }
 }
@@ -143,7 +152,7 @@ struct BinaryPlan {
   int64_t dims[kMaxRank];
   int64_t stride_a[kMaxRank];
   int64_t stride_b[kMaxRank];
-  Epilogue epilogue;  // add only: a fused activation (none for the others)
+  Epilogue epilogue;  // add and mul only: a fused activation (none for the others)
 };
 
 // where(cond, x, y): out = cond ? x : y with numpy broadcasting of all three.
