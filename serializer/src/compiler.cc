@@ -120,7 +120,7 @@ Result<std::string> read_text(const std::filesystem::path& path) {
 static const Module& rewritten(const Module& module, const CompileOptions& options, std::optional<Module>& storage) {
   if (!options.fuse_epilogues) return module;
   storage = module;
-  fuse_epilogues(*storage);
+  fuse(*storage);
   return *storage;
 }
 

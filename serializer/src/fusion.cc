@@ -1,7 +1,10 @@
 #include "fusion.h"
 
+#include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
+#include <string>
 
 #include "constant_data.h"
 
@@ -16,10 +19,18 @@ using ops::OpId;
 // Whether the node already carries an epilogue (or a bias, for matmul).
 bool has_epilogue(const Node& node) { return node.params.size() > ops::epilogue_offset(node.op); }
 
-// Removes the dropped nodes and values and renumbers what is left, in the
-// same order (ids in nodes, arguments, outputs; each result's node and index).
-void drop(Function& fn, const std::vector<bool>& node_dropped, const std::vector<bool>& value_dropped) {
+// Removes the dropped nodes and values, and the constant uses no node left
+// reads, and renumbers what is left, in the same order (ids in nodes,
+// arguments, outputs; each result's node and index).
+void drop(Function& fn, const std::vector<bool>& node_dropped, std::vector<bool> value_dropped) {
   const size_t value_count = fn.values.size();
+  std::vector<bool> read(value_count, false);
+  for (size_t n = 0; n < fn.nodes.size(); ++n)
+    if (!node_dropped[n])
+      for (int v : fn.nodes[n].inputs) read[static_cast<size_t>(v)] = true;
+  for (int v : fn.outputs) read[static_cast<size_t>(v)] = true;
+  for (size_t v = 0; v < value_count; ++v)
+    if (fn.values[v].kind == ValueKind::kConstant && !read[v]) value_dropped[v] = true;
   std::vector<int> value_id(value_count, -1);
   std::vector<Value> values;
   values.reserve(value_count);
@@ -33,9 +44,17 @@ void drop(Function& fn, const std::vector<bool>& node_dropped, const std::vector
   for (size_t n = 0; n < fn.nodes.size(); ++n)
     if (!node_dropped[n]) nodes.push_back(std::move(fn.nodes[n]));
   auto remap = [&](int& v) { v = value_id[static_cast<size_t>(v)]; };
+  // Loop markers name each other by node index (graph.h NodeKind).
+  std::vector<int64_t> node_id(fn.nodes.size(), -1);
+  for (size_t n = 0, kept = 0; n < fn.nodes.size(); ++n)
+    if (!node_dropped[n]) node_id[n] = static_cast<int64_t>(kept++);
   for (Node& node : nodes) {
     for (int& v : node.inputs) remap(v);
     for (int& v : node.results) remap(v);
+    const size_t other = node.kind == NodeKind::kLoopBegin ? 1 : 0;
+    if (node.kind != NodeKind::kOp && node.params.size() > other && node.params[other] >= 0 &&
+        static_cast<size_t>(node.params[other]) < node_id.size())
+      node.params[other] = node_id[static_cast<size_t>(node.params[other])];
   }
   for (Argument& arg : fn.arguments) remap(arg.value);
   for (int& v : fn.outputs) remap(v);
@@ -51,12 +70,28 @@ void drop(Function& fn, const std::vector<bool>& node_dropped, const std::vector
 
 // Per value: how often it is read (a return counts twice: never fused away)
 // and by which node, for "exactly one node reads it once".
+// A read by a loop marker or by a node in another loop body (or outside it)
+// counts twice too: a rewrite never moves work into or out of a loop.
 struct Readers {
   std::vector<int> reads, reader;
-  explicit Readers(const Function& fn) : reads(fn.values.size(), 0), reader(fn.values.size(), -1) {
+  std::vector<int> region;  // per node: the kLoopBegin whose body holds it, -1 at the top level
+  explicit Readers(const Function& fn)
+      : reads(fn.values.size(), 0), reader(fn.values.size(), -1), region(fn.nodes.size(), -1) {
+    std::vector<int> open;
+    for (size_t n = 0; n < fn.nodes.size(); ++n) {
+      const Node& node = fn.nodes[n];
+      if (node.kind == NodeKind::kLoopEnd && !open.empty()) open.pop_back();
+      region[n] = open.empty() ? -1 : open.back();
+      if (node.kind == NodeKind::kLoopBegin) open.push_back(static_cast<int>(n));
+    }
     for (size_t n = 0; n < fn.nodes.size(); ++n)
       for (int in : fn.nodes[n].inputs) {
-        ++reads[static_cast<size_t>(in)];
+        const Value& value = fn.values[static_cast<size_t>(in)];
+        const bool apart = fn.nodes[n].kind != NodeKind::kOp ||
+                           (value.kind == ValueKind::kResult && value.node >= 0 &&
+                            (fn.nodes[static_cast<size_t>(value.node)].kind != NodeKind::kOp ||
+                             region[static_cast<size_t>(value.node)] != region[n]));
+        reads[static_cast<size_t>(in)] += apart ? 2 : 1;
         reader[static_cast<size_t>(in)] = static_cast<int>(n);
       }
     for (int out : fn.outputs) reads[static_cast<size_t>(out)] += 2;
@@ -66,7 +101,14 @@ struct Readers {
 
 }  // namespace
 
-size_t fuse_epilogues(Function& fn) {
+namespace {
+
+// The value of a one-element f32 constant (any rank), or nullopt.
+std::optional<float> scalar_constant(const Module& module, const Function& fn, int v);
+
+// fuse_epilogues of one function; with the module, add and mul also take a
+// following mul by and add of one-element constants as an affine epilogue.
+size_t fuse_function(const Module* module, Function& fn) {
   const size_t value_count = fn.values.size();
   const Readers readers(fn);
   auto sole_reader = [&](int v) { return readers.sole(v); };
@@ -82,7 +124,8 @@ size_t fuse_epilogues(Function& fn) {
   };
   for (size_t n = 0; n < fn.nodes.size(); ++n) {
     Node& node = fn.nodes[n];
-    if (node_dropped[n] || (node.op != OpId::kConv2d && node.op != OpId::kMatmul && node.op != OpId::kAdd) ||
+    const bool elementwise = node.op == OpId::kAdd || node.op == OpId::kMul;
+    if (node_dropped[n] || (node.op != OpId::kConv2d && node.op != OpId::kMatmul && !elementwise) ||
         has_epilogue(node) || node.results.size() != 1 || fn.values[static_cast<size_t>(node.results[0])].type.dtype != DType::kF32)
       continue;
     // matmul + add(constant f32[n]): the bias (b needs its columns: rank >= 2).
@@ -108,20 +151,52 @@ size_t fuse_epilogues(Function& fn) {
     const int j = sole_reader(v);
     if (j < 0) continue;
     const Node& act = fn.nodes[static_cast<size_t>(j)];
-    if (act.inputs.size() != 1 || act.results.size() != 1) continue;
-    if (std::optional<std::vector<int64_t>> words = ops::epilogue_words(act.op, act.params)) {
-      // A matmul without a bias or an add has no words yet; a conv2d has its nine.
-      node.params.insert(node.params.end(), words->begin(), words->end());
-      absorb(n, j);
+    if (act.inputs.size() == 1 && act.results.size() == 1) {
+      if (std::optional<std::vector<int64_t>> words = ops::epilogue_words(act.op, act.params)) {
+        // A matmul without a bias, an add or a mul has no words yet; a conv2d has its nine.
+        node.params.insert(node.params.end(), words->begin(), words->end());
+        absorb(n, j);
+      }
+      continue;
+    }
+    // add, mul: then x * a (a mul by a one-element constant), then + b (an
+    // add of one): the affine epilogue. The missing step is exact: * 1, + -0.
+    if (!elementwise || module == nullptr) continue;
+    float scale = 1.0f, shift = -0.0f;
+    int steps = 0;
+    for (OpId want : {OpId::kMul, OpId::kAdd}) {
+      const int cur = node.results[0];
+      const int k = sole_reader(cur);
+      if (k < 0) break;
+      const Node& next = fn.nodes[static_cast<size_t>(k)];
+      if (next.op != want || next.inputs.size() != 2 || next.results.size() != 1 || !next.params.empty() ||
+          !(fn.values[static_cast<size_t>(next.results[0])].type == fn.values[static_cast<size_t>(cur)].type))
+        continue;
+      const int other = next.inputs[0] == cur ? next.inputs[1] : next.inputs[0];
+      if (other == cur) continue;
+      const std::optional<float> c = scalar_constant(*module, fn, other);
+      if (!c || !std::isfinite(*c)) continue;
+      (want == OpId::kMul ? scale : shift) = *c;
+      absorb(n, k);
+      ++steps;
+    }
+    if (steps > 0) {
+      const std::vector<int64_t> words{static_cast<int64_t>(ops::Activation::kAffine),
+                                       std::bit_cast<int64_t>(static_cast<double>(scale)),
+                                       std::bit_cast<int64_t>(static_cast<double>(shift))};
+      node.params.insert(node.params.end(), words.begin(), words.end());
     }
   }
   if (removed > 0) drop(fn, node_dropped, value_dropped);
   return removed;
 }
 
+}  // namespace
+
+size_t fuse_epilogues(Function& fn) { return fuse_function(nullptr, fn); }
+
 namespace {
 
-// The value of a one-element f32 constant (any rank), or nullopt.
 std::optional<float> scalar_constant(const Module& module, const Function& fn, int v) {
   const Value& value = fn.values[static_cast<size_t>(v)];
   if (value.kind != ValueKind::kConstant || value.type.dtype != DType::kF32 || value.byte_size != 4)
@@ -225,9 +300,420 @@ size_t recognize_exported_gelu(Module& module) {
   return found;
 }
 
+size_t recognize_exported_hard_swish(Module& module) {
+  size_t found = 0;
+  for (Function& fn : module.functions) {
+    size_t found_here = 0;
+    const Readers readers(fn);
+    std::vector<bool> node_dropped(fn.nodes.size(), false), value_dropped(fn.values.size(), false);
+    auto node_of = [&](int v) -> int {
+      const Value& value = fn.values[static_cast<size_t>(v)];
+      return value.kind == ValueKind::kResult ? value.node : -1;
+    };
+    // For a binary node with a scalar constant on one side (the right one for div): the other operand.
+    auto other_than_scalar = [&](const Node& node, double want) -> int {
+      if (node.inputs.size() != 2) return -1;
+      if (near(scalar_constant(module, fn, node.inputs[1]), want)) return node.inputs[0];
+      if (node.op != OpId::kDiv && near(scalar_constant(module, fn, node.inputs[0]), want)) return node.inputs[1];
+      return -1;
+    };
+    // v / 6 or v * (1/6), read only where it is: the result, or -1.
+    auto sixth_of = [&](int v) -> int {
+      const int r = readers.sole(v);
+      if (r < 0) return -1;
+      const Node& node = fn.nodes[static_cast<size_t>(r)];
+      const int other = node.op == OpId::kDiv   ? other_than_scalar(node, 6.0)
+                        : node.op == OpId::kMul ? other_than_scalar(node, 1.0 / 6.0)
+                                                : -1;
+      return other == v ? node.results[0] : -1;
+    };
+    for (size_t n = 0; n < fn.nodes.size(); ++n) {
+      const Node& clip = fn.nodes[n];
+      if (clip.op != OpId::kClip || node_dropped[n] || clip.params.size() != 2 ||
+          std::bit_cast<double>(clip.params[0]) != 0.0 || std::bit_cast<double>(clip.params[1]) != 6.0)
+        continue;
+      // a = x + 3, read only by the clip.
+      const int a = clip.inputs[0];
+      const int add_node = node_of(a);
+      if (add_node < 0 || readers.sole(a) != static_cast<int>(n) ||
+          fn.nodes[static_cast<size_t>(add_node)].op != OpId::kAdd)
+        continue;
+      const int x = other_than_scalar(fn.nodes[static_cast<size_t>(add_node)], 3.0);
+      if (x < 0 || fn.values[static_cast<size_t>(x)].type.dtype != DType::kF32) continue;
+      const TensorType& type = fn.values[static_cast<size_t>(x)].type;
+      const int c = clip.results[0];
+      const int c_reader = readers.sole(c);
+      if (c_reader < 0) continue;
+      std::vector<int> nodes{add_node, static_cast<int>(n), c_reader};
+      OpId op = OpId::kHardSwish;
+      int result = -1;
+      const Node& next = fn.nodes[static_cast<size_t>(c_reader)];
+      if (next.op == OpId::kMul && next.inputs.size() == 2 &&
+          ((next.inputs[0] == x && next.inputs[1] == c) || (next.inputs[0] == c && next.inputs[1] == x))) {
+        // (x * c) / 6
+        result = sixth_of(next.results[0]);
+        if (result < 0) continue;
+        nodes.push_back(fn.values[static_cast<size_t>(result)].node);
+      } else {
+        // h = c / 6: the hard sigmoid; x * h is the hard swish.
+        const int h = sixth_of(c);
+        if (h < 0) continue;
+        result = h;
+        const int m = readers.sole(h);
+        const Node* mul = m >= 0 ? &fn.nodes[static_cast<size_t>(m)] : nullptr;
+        if (mul && mul->op == OpId::kMul && mul->inputs.size() == 2 &&
+            ((mul->inputs[0] == x && mul->inputs[1] == h) || (mul->inputs[0] == h && mul->inputs[1] == x))) {
+          result = mul->results[0];
+          nodes.push_back(m);
+        } else {
+          op = OpId::kHardSigmoid;
+        }
+      }
+      if (!(fn.values[static_cast<size_t>(result)].type == type)) continue;
+      bool taken = false;
+      for (int k : nodes) taken |= node_dropped[static_cast<size_t>(k)];
+      if (taken) continue;
+      // The add becomes the operator writing the result; the others go.
+      for (size_t k = 1; k < nodes.size(); ++k) node_dropped[static_cast<size_t>(nodes[k])] = true;
+      for (int k : nodes)
+        for (int r : fn.nodes[static_cast<size_t>(k)].results)
+          if (r != result) value_dropped[static_cast<size_t>(r)] = true;
+      Node& node = fn.nodes[static_cast<size_t>(add_node)];
+      node.op = op;
+      node.inputs = {x};
+      node.params.clear();
+      if (op == OpId::kHardSigmoid)
+        node.params = {std::bit_cast<int64_t>(static_cast<double>(1.0f / 6.0f)), std::bit_cast<int64_t>(0.5)};
+      node.results = {result};
+      ++found_here;
+    }
+    if (found_here > 0) drop(fn, node_dropped, value_dropped);
+    found += found_here;
+  }
+  return found;
+}
+
+namespace {
+
+// Weights bigger than this are never rewritten (a fold holds one copy).
+constexpr uint64_t kMaxFoldedBytes = uint64_t{64} << 20;
+
+// All of a constant's elements as floats (f32, at most kMaxFoldedBytes), or nullopt.
+std::optional<std::vector<float>> constant_floats(const Module& module, const Value& value) {
+  if (value.kind != ValueKind::kConstant || value.type.dtype != DType::kF32) return std::nullopt;
+  const Constant& constant = module.constants[static_cast<size_t>(value.constant)];
+  Result<uint64_t> bytes = byte_size(constant.type);
+  if (!bytes.ok() || *bytes != constant.byte_size || *bytes > kMaxFoldedBytes || !(constant.type == value.type))
+    return std::nullopt;
+  std::vector<float> out(*bytes / 4);
+  uint64_t at = 0;
+  const Status read = for_each_chunk(constant, [&](std::span<const uint8_t> chunk) {
+    if (at + chunk.size() > *bytes) return invalid_argument("constant longer than its type");
+    std::memcpy(reinterpret_cast<uint8_t*>(out.data()) + at, chunk.data(), chunk.size());
+    at += chunk.size();
+    return ok_status();
+  });
+  if (!read.ok() || at != *bytes) return std::nullopt;
+  return out;
+}
+
+void set_floats(Constant& constant, const std::vector<float>& values) {
+  std::vector<uint8_t> bytes(values.size() * 4);
+  std::memcpy(bytes.data(), values.data(), bytes.size());
+  constant.byte_size = bytes.size();
+  constant.source = InlineBytes{std::move(bytes)};
+}
+
+// The `channels` factors of a constant that broadcasts along axis 1 of a
+// rank-4 result only ([], [1], [K,1,1], [1,K,1,1], ...), every one finite; nullopt otherwise.
+std::optional<std::vector<float>> channel_factors(const Module& module, const Value& value, int64_t channels) {
+  const std::vector<int64_t>& d = value.type.dims;
+  if (d.size() > 4) return std::nullopt;
+  std::vector<int64_t> dims(4 - d.size(), 1);
+  dims.insert(dims.end(), d.begin(), d.end());
+  if (dims[0] != 1 || dims[2] != 1 || dims[3] != 1 || (dims[1] != 1 && dims[1] != channels)) return std::nullopt;
+  std::optional<std::vector<float>> f = constant_floats(module, value);
+  if (!f || f->empty()) return std::nullopt;
+  for (float v : *f)
+    if (!std::isfinite(v)) return std::nullopt;
+  if (f->size() == 1) f->assign(static_cast<size_t>(channels), (*f)[0]);
+  return f;
+}
+
+// How many values of the whole module use each constant.
+std::vector<int> constant_uses(const Module& module) {
+  std::vector<int> uses(module.constants.size(), 0);
+  for (const Function& fn : module.functions)
+    for (const Value& v : fn.values)
+      if (v.kind == ValueKind::kConstant) ++uses[static_cast<size_t>(v.constant)];
+  return uses;
+}
+
+// A name for a new constant: `base`, or `base.N` when taken.
+std::string unique_constant_name(const Module& module, const std::string& base) {
+  auto taken = [&](const std::string& name) {
+    for (const Constant& c : module.constants)
+      if (c.name == name) return true;
+    return false;
+  };
+  std::string name = base;
+  for (int i = 1; taken(name); ++i) name = base + "." + std::to_string(i);
+  return name;
+}
+
+// The rewrites of one function that change a convolution's constants:
+// fold_channel_affine's (after) and fold_input_affine's (before).
+class ConvFolder {
+ public:
+  ConvFolder(Module& module, Function& fn)
+      : module_(module),
+        fn_(fn),
+        readers_(fn),
+        uses_(constant_uses(module)),
+        node_dropped_(fn.nodes.size(), false),
+        value_dropped_(fn.values.size(), false) {}
+
+  size_t after() {
+    for (size_t n = 0; n < fn_.nodes.size(); ++n) {
+      if (!foldable_conv(n)) continue;
+      while (fold_after(n)) {
+      }
+    }
+    return finish();
+  }
+
+  size_t before() {
+    for (size_t n = 0; n < fn_.nodes.size(); ++n)
+      if (foldable_conv(n)) fold_before(n);
+    return finish();
+  }
+
+ private:
+  Value& value(int v) { return fn_.values[static_cast<size_t>(v)]; }
+  int reads(int v) const { return readers_.reads[static_cast<size_t>(v)]; }
+  int sole(int v) const { return readers_.sole(v); }
+
+  // A value of a constant that this one read is all the module reads of it.
+  bool owned_constant(int v) const {
+    const Value& val = fn_.values[static_cast<size_t>(v)];
+    return val.kind == ValueKind::kConstant && reads(v) == 1 && uses_[static_cast<size_t>(val.constant)] == 1;
+  }
+
+  // A conv2d without an epilogue, f32, whose weights (and bias) are constants it alone reads.
+  bool foldable_conv(size_t n) {
+    const Node& node = fn_.nodes[n];
+    if (node_dropped_[n] || node.op != OpId::kConv2d || has_epilogue(node) || node.results.size() != 1) return false;
+    const Value& out = fn_.values[static_cast<size_t>(node.results[0])];
+    if (out.type.dtype != DType::kF32 || out.type.rank() != 4) return false;
+    for (size_t i = 1; i < node.inputs.size(); ++i)
+      if (!owned_constant(node.inputs[i])) return false;
+    return true;
+  }
+
+  // The other operand of binary `node` when one of them is `v`.
+  static int other_operand(const Node& node, int v) {
+    if (node.inputs.size() != 2) return -1;
+    if (node.inputs[0] == v) return node.inputs[1];
+    if (node.inputs[1] == v) return node.inputs[0];
+    return -1;
+  }
+
+  // One read of value `v` is gone (drop removes a constant use nobody reads).
+  void release(int v) { --readers_.reads[static_cast<size_t>(v)]; }
+
+  // conv2d `n` followed by a mul or an add of per-output-channel constants.
+  bool fold_after(size_t n) {
+    Node& conv = fn_.nodes[n];
+    const int v = conv.results[0];
+    const int j = sole(v);
+    if (j < 0) return false;
+    const Node& next = fn_.nodes[static_cast<size_t>(j)];
+    if ((next.op != OpId::kMul && next.op != OpId::kAdd) || next.results.size() != 1) return false;
+    const int c = other_operand(next, v);
+    if (c < 0 || c == v || !(value(next.results[0]).type == value(v).type)) return false;
+    const int64_t channels = value(v).type.dims[1];
+    std::optional<std::vector<float>> f = channel_factors(module_, value(c), channels);
+    if (!f) return false;
+    const Value& w_value = value(conv.inputs[1]);
+    std::optional<std::vector<float>> w = constant_floats(module_, w_value);
+    if (!w) return false;
+    const bool has_bias = conv.inputs.size() == 3;
+    std::optional<std::vector<float>> bias;
+    if (has_bias) {
+      bias = constant_floats(module_, value(conv.inputs[2]));
+      if (!bias || bias->size() != static_cast<size_t>(channels)) return false;
+    }
+    if (next.op == OpId::kMul) {
+      const size_t per_channel = w->size() / static_cast<size_t>(channels);
+      for (size_t k = 0; k < static_cast<size_t>(channels); ++k)
+        for (size_t i = 0; i < per_channel; ++i) (*w)[k * per_channel + i] *= (*f)[k];
+      set_floats(module_.constants[static_cast<size_t>(w_value.constant)], *w);
+      if (has_bias) {
+        for (size_t k = 0; k < bias->size(); ++k) (*bias)[k] *= (*f)[k];
+        set_floats(module_.constants[static_cast<size_t>(value(conv.inputs[2]).constant)], *bias);
+      }
+    } else if (has_bias) {
+      for (size_t k = 0; k < bias->size(); ++k) (*bias)[k] += (*f)[k];
+      set_floats(module_.constants[static_cast<size_t>(value(conv.inputs[2]).constant)], *bias);
+    } else {
+      add_bias(n, value(c).name, *f);
+    }
+    release(c);
+    absorb(n, j);
+    return true;
+  }
+
+  // A new bias constant for conv2d `n` and its value in this function.
+  void add_bias(size_t n, std::string base, const std::vector<float>& values) {
+    Constant constant;
+    constant.name = unique_constant_name(module_, base + ".bias");
+    constant.type = TensorType{DType::kF32, {static_cast<int64_t>(values.size())}};
+    constant.loc = fn_.nodes[n].loc;
+    set_floats(constant, values);
+    Value v;
+    v.name = constant.name;
+    v.type = constant.type;
+    v.byte_size = constant.byte_size;
+    v.kind = ValueKind::kConstant;
+    v.constant = static_cast<int>(module_.constants.size());
+    v.loc = constant.loc;
+    module_.constants.push_back(std::move(constant));
+    uses_.push_back(1);
+    const int id = static_cast<int>(fn_.values.size());
+    fn_.values.push_back(std::move(v));
+    readers_.reads.push_back(1);
+    readers_.reader.push_back(static_cast<int>(n));
+    value_dropped_.push_back(false);
+    fn_.nodes[n].inputs.push_back(id);
+  }
+
+  // conv2d `n` without padding whose input is x * s + t (a mul, an add, or
+  // the mul then the add), s and t per input channel.
+  void fold_before(size_t n) {
+    const std::vector<int64_t>& p = fn_.nodes[n].params;
+    if (p[2] != 0 || p[3] != 0 || p[4] != 0 || p[5] != 0) return;
+    const int in = fn_.nodes[n].inputs[0];
+    if (sole(in) != static_cast<int>(n)) return;
+    const TensorType& in_type = value(in).type;
+    if (in_type.dtype != DType::kF32 || in_type.rank() != 4) return;
+    const int64_t channels = in_type.dims[1];
+    // The chain, last node first: up to an add, then a mul.
+    std::vector<int> chain;  // node ids
+    std::vector<int> factors;  // their constant operands
+    int cur = in;
+    for (OpId want : {OpId::kAdd, OpId::kMul}) {
+      const Value& cv = value(cur);
+      if (cv.kind != ValueKind::kResult || cv.node < 0) break;
+      const Node& node = fn_.nodes[static_cast<size_t>(cv.node)];
+      if (node.op != want || node.inputs.size() != 2 || node.results.size() != 1) continue;
+      if (!chain.empty() && sole(cur) != chain.back()) break;
+      int c = -1, x = -1;
+      for (int side : {0, 1}) {
+        const Value& operand = value(node.inputs[static_cast<size_t>(side)]);
+        if (operand.kind == ValueKind::kConstant && channel_factors(module_, operand, channels)) {
+          c = node.inputs[static_cast<size_t>(side)];
+          x = node.inputs[static_cast<size_t>(1 - side)];
+          break;
+        }
+      }
+      if (c < 0 || !(value(x).type == in_type)) break;
+      chain.push_back(cv.node);
+      factors.push_back(c);
+      cur = x;
+    }
+    if (chain.empty()) return;
+    const Node& conv_node = fn_.nodes[n];
+    const Value& w_value = value(conv_node.inputs[1]);
+    std::optional<std::vector<float>> w = constant_floats(module_, w_value);
+    if (!w) return;
+    const int64_t K = w_value.type.dims[0], Cg = w_value.type.dims[1];
+    const int64_t taps = w_value.type.dims[2] * w_value.type.dims[3];
+    const int64_t groups = p[8];
+    const int64_t k_per_group = K / groups;
+    std::vector<float> scale(static_cast<size_t>(channels), 1.0f), shift(static_cast<size_t>(channels), 0.0f);
+    for (size_t i = 0; i < chain.size(); ++i) {
+      const std::vector<float> f = *channel_factors(module_, value(factors[i]), channels);
+      (fn_.nodes[static_cast<size_t>(chain[i])].op == OpId::kMul ? scale : shift) = f;
+    }
+    const bool shifts = std::any_of(shift.begin(), shift.end(), [](float t) { return t != 0.0f; });
+    std::vector<float> bias(static_cast<size_t>(K), 0.0f);
+    if (conv_node.inputs.size() == 3) {
+      std::optional<std::vector<float>> b = constant_floats(module_, value(conv_node.inputs[2]));
+      if (!b || b->size() != static_cast<size_t>(K)) return;
+      bias = *b;
+    }
+    for (int64_t k = 0; k < K; ++k) {
+      const int64_t c0 = (k / k_per_group) * Cg;
+      double sum = 0;
+      for (int64_t c = 0; c < Cg; ++c)
+        for (int64_t t = 0; t < taps; ++t) {
+          float& wt = (*w)[static_cast<size_t>((k * Cg + c) * taps + t)];
+          sum += static_cast<double>(wt) * shift[static_cast<size_t>(c0 + c)];
+          wt *= scale[static_cast<size_t>(c0 + c)];
+        }
+      bias[static_cast<size_t>(k)] = static_cast<float>(bias[static_cast<size_t>(k)] + sum);
+    }
+    set_floats(module_.constants[static_cast<size_t>(w_value.constant)], *w);
+    if (conv_node.inputs.size() == 3)
+      set_floats(module_.constants[static_cast<size_t>(value(conv_node.inputs[2]).constant)], bias);
+    else if (shifts)
+      add_bias(n, value(factors[0]).name, bias);
+    // The conv reads x; the chain's nodes and results go.
+    for (size_t i = 0; i < chain.size(); ++i) {
+      node_dropped_[static_cast<size_t>(chain[i])] = true;
+      value_dropped_[static_cast<size_t>(fn_.nodes[static_cast<size_t>(chain[i])].results[0])] = true;
+      release(factors[i]);
+      ++removed_;
+    }
+    fn_.nodes[n].inputs[0] = cur;
+    readers_.reader[static_cast<size_t>(cur)] = static_cast<int>(n);
+  }
+
+  // Node `n` takes over node `j`'s result; `j` and `n`'s old result go.
+  void absorb(size_t n, int j) {
+    Node& node = fn_.nodes[n];
+    value_dropped_[static_cast<size_t>(node.results[0])] = true;
+    node.results = fn_.nodes[static_cast<size_t>(j)].results;
+    node_dropped_[static_cast<size_t>(j)] = true;
+    ++removed_;
+  }
+
+  size_t finish() {
+    if (removed_ > 0) drop(fn_, node_dropped_, value_dropped_);
+    return removed_;
+  }
+
+  Module& module_;
+  Function& fn_;
+  Readers readers_;
+  std::vector<int> uses_;
+  std::vector<bool> node_dropped_, value_dropped_;
+  size_t removed_ = 0;
+};
+
+}  // namespace
+
+size_t fold_channel_affine(Module& module) {
+  size_t removed = 0;
+  for (Function& fn : module.functions) removed += ConvFolder(module, fn).after();
+  return removed;
+}
+
+size_t fold_input_affine(Module& module) {
+  size_t removed = 0;
+  for (Function& fn : module.functions) removed += ConvFolder(module, fn).before();
+  return removed;
+}
+
+size_t fuse(Module& module) {
+  size_t removed = fold_channel_affine(module);
+  removed += fold_input_affine(module);
+  return removed + fuse_epilogues(module);
+}
+
 size_t fuse_epilogues(Module& module) {
   size_t removed = 0;
-  for (Function& fn : module.functions) removed += fuse_epilogues(fn);
+  for (Function& fn : module.functions) removed += fuse_function(&module, fn);
   return removed;
 }
 

@@ -8,19 +8,24 @@
 
 namespace hexir::serializer {
 
-// Fused epilogues: a conv2d, matmul or add takes over what follows it when
-// nothing else reads its result (and it is not returned):
+// Fused epilogues: a conv2d, matmul, add or mul takes over what follows it
+// when nothing else reads its result (and it is not returned):
 //  - a matmul (b of rank >= 2, no bias yet) followed by an add of a constant
 //    f32[n], n its column count, that keeps the matmul's shape: the constant
 //    becomes its bias input;
-//  - then (all three) a unary activation ops::epilogue_words accepts (relu, gelu, silu,
+//  - then (all four) a unary activation ops::epilogue_words accepts (relu, gelu, silu,
 //    sigmoid, tanh, leaky_relu, clip, hard_sigmoid, hard_swish): its
-//    parameters become the epilogue words.
+//    parameters become the epilogue words;
+//  - or (add and mul, with the module: its constants are read) a mul by a
+//    one-element finite f32 constant a, an add of one b, or the mul then the
+//    add, keeping the shape: the "affine" epilogue x * a + b (the missing step
+//    is the exact * 1 or + -0), one pass where there were up to three (the
+//    scalar affine PP-OCRv4 puts after each hard swish).
 // The fused node writes the last absorbed node's result value (its name and
 // every reader stay), the absorbed nodes and the intermediate values are
 // dropped. Results are bit for bit the unfused ones (the kernels apply the
 // same scalar functions, ops/plans.h). Returns the number of nodes removed.
-size_t fuse_epilogues(Function& fn);
+size_t fuse_epilogues(Function& fn);  // no affine epilogue (no constants to read)
 size_t fuse_epilogues(Module& module);
 
 // The exact GELU as exporters write it, x * 0.5 * (1 + erf(x / sqrt(2))) (a
@@ -31,5 +36,43 @@ size_t fuse_epilogues(Module& module);
 // by 0.70710678f where the graph divides by sqrt 2: within a few ulps).
 // Returns the number of GELUs found.
 size_t recognize_exported_gelu(Module& module);
+
+// The hard swish and hard sigmoid as exporters write them (PaddlePaddle,
+// older PyTorch): a = x + 3, c = clip(a, 0, 6), then (x * c) / 6 (a Div by 6
+// or a Mul by 1/6, the Muls in either order) becomes hard_swish(x), and c / 6
+// alone hard_sigmoid(x, 1/6, 1/2); also x * (c / 6). Every intermediate is read
+// only there; constants one-element f32. Run by the ONNX front end only: like
+// recognize_exported_gelu it changes rounding (x * clamp01(x / 6 + 1/2) is
+// computed as x * (1/6) + 0.5: within an ulp or two). The new node takes the
+// Add's place and writes the last node's value. Returns the number found.
+size_t recognize_exported_hard_swish(Module& module);
+
+// Per-channel scale and shift folded into a convolution's constants (what an
+// imported BatchNormalization becomes: a mul then an add; also a scalar
+// affine). A conv2d without an epilogue whose weights and bias are constants
+// nothing else uses (one use in the whole module, read once), followed by a
+// mul, an add, or several, of constants broadcasting along its output
+// channels only ([], [1], [K,1,1], [1,K,1,1]; finite), each result read only
+// by the next: the weights of output channel k are multiplied by s_k, the
+// bias becomes b_k * s_k + t_k (a new constant when it had none). The conv2d
+// writes the last absorbed node's value. Changes rounding (float products
+// folded into the weights, as onnxruntime's Conv+BatchNormalization fusion
+// does), so the compiler runs it with the fusions and --no-fuse turns it
+// off. Returns the number of nodes removed.
+size_t fold_channel_affine(Module& module);
+
+// The same before a convolution: a conv2d with no padding (every tap reads
+// the input) whose input, read only by it, is x * s, x + t or x * s + t with
+// constants per input channel: conv(x * s + t) = conv'(x) with the weights of
+// input channel c multiplied by s_c and the bias of output channel k grown by
+// the sum of its weights times t (summed in double). The weights (and the
+// bias) must be constants nothing else uses. Returns the number of nodes removed.
+size_t fold_input_affine(Module& module);
+
+// What the compiler runs before planning unless told not to
+// (CompileOptions::fuse_epilogues, hexir-compile --no-fuse):
+// fold_channel_affine, fold_input_affine, then fuse_epilogues. Returns the
+// number of nodes removed.
+size_t fuse(Module& module);
 
 }  // namespace hexir::serializer

@@ -590,6 +590,7 @@ class Importer {
     HEXIR_RETURN_IF_ERROR(builder_.end_function());
     HEXIR_ASSIGN_OR_RETURN(Module module, builder_.finish());
     recognize_exported_gelu(module);  // exporters spell GELU out in five nodes
+    recognize_exported_hard_swish(module);  // and the hard swish in four
     return module;
   }
 

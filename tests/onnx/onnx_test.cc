@@ -205,10 +205,12 @@ std::vector<uint8_t> compile_ok(const hexir::serializer::Module& module) {
 }
 
 // Compiles, loads and runs `module` on the cpu device; returns every output.
+// `instructions`: the number of instructions of the function run.
 std::vector<Tensor> run(const hexir::serializer::Module& module, const std::vector<Tensor>& inputs,
-                        const fs::path& dir) {
+                        const fs::path& dir, const hexir::serializer::CompileOptions& options = {},
+                        size_t* instructions = nullptr) {
   const fs::path exe = dir / "model.hxe";
-  auto compiled = hexir::serializer::compile_module_to(module, exe);
+  auto compiled = hexir::serializer::compile_module_to(module, exe, options);
   INFO(compiled.status().to_string());
   REQUIRE(compiled.ok());
   auto loaded = hexir::vm::Module::load_file(exe.string());
@@ -228,6 +230,7 @@ std::vector<Tensor> run(const hexir::serializer::Module& module, const std::vect
   INFO(invoked.to_string());
   REQUIRE(invoked.ok());
   std::vector<Tensor> out;
+  if (instructions) *instructions = loaded->instructions(0).size();
   const auto& sig = loaded->function(0);
   for (size_t i = 0; i < sig.outputs.size(); ++i) {
     Tensor t{sig.outputs[i].type, std::vector<uint8_t>(sig.outputs[i].byte_size)};
@@ -707,6 +710,49 @@ TEST_CASE("Expand of a run-time value, Split by sizes, Slice with steps, Gather,
   CHECK(bout[0].type == TensorType{DType::kF32, {1, 2}});
   // channel 0: (x - 1) / 2 averaged over 1..4 -> 0.75; channel 1: 2 (x + 1) + 1 averaged over 5..8 -> 16
   check_close(bout[0].f32(), {0.75f, 16.f});
+}
+
+TEST_CASE("PP-OCR's block: Conv, BatchNorm, the exported hard swish, a scalar affine, a 1x1 Conv: folded and fused") {
+  TempDir dir;
+  const int C = 3, K = 4, H = 5, W = 6;
+  std::vector<float> w1 = ramp(static_cast<size_t>(K * C * 9), 0.05f, -0.3f), w2 = ramp(static_cast<size_t>(K * K), 0.2f, -0.9f);
+  Model m(13);
+  m.input("x", kF, {1, C, H, W})
+      .init_f("w1", {K, C, 3, 3}, w1)
+      .init_f("gamma", {K}, {1.5f, 0.5f, -0.75f, 2.0f})
+      .init_f("beta", {K}, {0.1f, -0.2f, 0.3f, 0.0f})
+      .init_f("mean", {K}, {0.05f, -0.1f, 0.2f, 0.4f})
+      .init_f("var", {K}, {1.0f, 0.25f, 4.0f, 0.5f})
+      .init_f("three", {}, {3.f})
+      .init_f("zero", {}, {0.f})
+      .init_f("six", {}, {6.f})
+      .init_f("s", {1}, {0.8f})
+      .init_f("t", {1}, {-0.05f})
+      .init_f("w2", {K, K, 1, 1}, w2)
+      .init_f("b2", {K}, {0.5f, -0.5f, 0.25f, 1.0f})
+      .node("Conv", {"x", "w1"}, {"c"}, {ais("pads", {1, 1, 1, 1})})
+      .node("BatchNormalization", {"c", "gamma", "beta", "mean", "var"}, {"bn"}, {af("epsilon", 1e-5f)})
+      .node("Add", {"bn", "three"}, {"a"})
+      .node("Clip", {"a", "zero", "six"}, {"cl"})
+      .node("Mul", {"bn", "cl"}, {"mu"})
+      .node("Div", {"mu", "six"}, {"hs"})
+      .node("Mul", {"s", "hs"}, {"sc"})
+      .node("Add", {"sc", "t"}, {"af"})
+      .node("Conv", {"af", "w2", "b2"}, {"y"})
+      .output("y");
+  auto module = import_ok(m.save(dir.path() / "block.onnx"));
+  CHECK(count_nodes(module, hexir::ops::OpId::kHardSwish) == 1);
+  CHECK(count_nodes(module, hexir::ops::OpId::kClip) == 0);
+  const std::vector<float> x = ramp(static_cast<size_t>(C * H * W), 0.3f, -1.5f);
+  hexir::serializer::CompileOptions plain;
+  plain.fuse_epilogues = false;
+  size_t fused_count = 0, plain_count = 0;
+  auto fused = run(module, {f32({1, C, H, W}, x)}, dir.path(), {}, &fused_count);
+  auto unfused = run(module, {f32({1, C, H, W}, x)}, dir.path(), plain, &plain_count);
+  // conv2d (BatchNorm folded, hard_swish its epilogue) then conv2d (the affine folded in).
+  CHECK(fused_count == 2);
+  CHECK(plain_count == 7);  // conv, mul, add, hard_swish, mul, add, conv
+  check_close(fused[0].f32(), unfused[0].f32(), 2e-6);
 }
 
 TEST_CASE("operators found by name when this build has them: LeakyRelu, Clip, Pow, Less, Abs, Erf, HardSigmoid") {

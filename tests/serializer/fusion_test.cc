@@ -185,6 +185,343 @@ func @main(%x: f32[3]) -> (f32[3], f32[3]) {
   CHECK(recognize_exported_gelu(other) == 0);
 }
 
+TEST_CASE("fusion: a mul or add takes a following scalar mul and add as its affine epilogue") {
+  Module m = parse_ok(R"(
+const @s : f32[1] = dense [0.5]
+const @t : f32[] = dense [2.0]
+const @v : f32[3] = dense [1.0, 2.0, 3.0]
+func @main(%x: f32[2,3], %g: f32[2,1]) -> (f32[2,3], f32[2,3], f32[2,3]) {
+  %h = call @hard_swish(%x) : f32[2,3]
+  %m = call @mul(@s, %h) : f32[2,3]
+  %y = call @add(%m, @t) : f32[2,3]
+  %e = call @mul(%x, %g) : f32[2,3]
+  %r = call @relu(%e) : f32[2,3]
+  %a = call @add(%x, %x) : f32[2,3]
+  %b = call @add(@t, %a) : f32[2,3]
+  %c = call @mul(%b, @v) : f32[2,3]
+  return %y, %r, %c
+})");
+  CHECK(fuse_epilogues(m) == 3);
+  const Function& fn = m.functions[0];
+  check_consistent(fn);
+  REQUIRE(ops_of(fn) == std::vector<OpId>{OpId::kHardSwish, OpId::kMul, OpId::kMul, OpId::kAdd, OpId::kMul});
+  const int64_t affine = static_cast<int64_t>(ops::Activation::kAffine);
+  // mul(s, h) then add t: x * 1 + 2 after the mul's own product.
+  CHECK(fn.nodes[1].params == std::vector<int64_t>{affine, std::bit_cast<int64_t>(1.0), std::bit_cast<int64_t>(2.0)});
+  CHECK(fn.values[static_cast<size_t>(fn.nodes[1].results[0])].name == "y");
+  // mul + relu (the gate times the map, then an activation).
+  CHECK(fn.nodes[2].params == std::vector<int64_t>{static_cast<int64_t>(ops::Activation::kRelu), 0, 0});
+  // add then add t: the missing multiply is * 1; a mul by a constant of three elements is no affine map.
+  CHECK(fn.nodes[3].params == std::vector<int64_t>{affine, std::bit_cast<int64_t>(1.0), std::bit_cast<int64_t>(2.0)});
+  CHECK(fn.nodes[4].params.empty());
+  auto text = print_hxir(m);
+  REQUIRE(text.ok());
+  CHECK(text->find("activation = \"affine\"") != std::string::npos);
+  Module again = parse_ok(*text);
+  for (size_t k = 0; k < fn.nodes.size(); ++k) CHECK(again.functions[0].nodes[k].params == fn.nodes[k].params);
+  CHECK(compile_module(m).ok());
+  // A mul alone: + -0 is the exact missing add.
+  Module alone = parse_ok(R"(
+const @s : f32[] = dense [3.0]
+func @main(%x: f32[4], %y: f32[4]) -> (f32[4]) {
+  %a = call @add(%x, %y) : f32[4]
+  %m = call @mul(%a, @s) : f32[4]
+  return %m
+})");
+  CHECK(fuse_epilogues(alone) == 1);
+  CHECK(alone.functions[0].nodes[0].params ==
+        std::vector<int64_t>{affine, std::bit_cast<int64_t>(3.0), std::bit_cast<int64_t>(-0.0)});
+  // Not through a value read twice, nor an infinite constant, nor a conv2d.
+  Module other = parse_ok(R"(
+const @inf : f32[] = dense [inf]
+const @s : f32[] = dense [3.0]
+const @w : f32[1,1,1,1] = dense [2.0]
+func @main(%x: f32[4], %y: f32[4], %z: f32[1,1,2,2]) -> (f32[4], f32[4], f32[4], f32[1,1,2,2]) {
+  %a = call @add(%x, %y) : f32[4]
+  %m = call @mul(%a, @s) : f32[4]
+  %b = call @add(%x, %y) : f32[4]
+  %n = call @mul(%b, @inf) : f32[4]
+  %c = call @conv2d(%z, @w) : f32[1,1,2,2]
+  %d = call @mul(%c, @s) : f32[1,1,2,2]
+  return %m, %a, %n, %d
+})");
+  CHECK(fuse_epilogues(other) == 0);
+}
+
+TEST_CASE("fusion: inside a loop body it fuses there, never across the body's edge; the markers stay paired") {
+  Module m = parse_ok(R"(
+const @w : f32[2,1,1,1] = dense [1.0, 2.0]
+const @s : f32[2,1,1] = dense [2.0, 3.0]
+const @t : f32[] = dense [0.5]
+func @main(%x: f32[1,1,2,2], %n: i64[]) -> (f32[1,2,2,2]) {
+  %c0 = call @conv2d(%x, @w) : f32[1,2,2,2]
+  %r = for %i = 0 to %n step 1 iter(%a = %c0) {
+    %m = call @mul(%c0, @s) : f32[1,2,2,2]
+    %b = call @add(%a, %m) : f32[1,2,2,2]
+    %q = call @relu(%b) : f32[1,2,2,2]
+    %k = call @add(%q, @t) : f32[1,2,2,2]
+    yield %k
+  }
+  %y = call @relu(%r) : f32[1,2,2,2]
+  return %y
+})");
+  // conv2d's result is read inside the loop (and carried in): not folded,
+  // nothing moves out of the body; inside, add + relu fuse.
+  CHECK(fold_channel_affine(m) == 0);
+  CHECK(fuse(m) == 1);
+  const Function& fn = m.functions[0];
+  check_consistent(fn);
+  size_t begin = fn.nodes.size(), end = fn.nodes.size();
+  for (size_t n = 0; n < fn.nodes.size(); ++n) {
+    if (fn.nodes[n].kind == NodeKind::kLoopBegin) begin = n;
+    if (fn.nodes[n].kind == NodeKind::kLoopEnd) end = n;
+  }
+  REQUIRE(end < fn.nodes.size());
+  CHECK(fn.nodes[begin].params[1] == static_cast<int64_t>(end));
+  CHECK(fn.nodes[end].params[0] == static_cast<int64_t>(begin));
+  CHECK(end - begin == 4);  // mul, add (+ relu), add in the body
+  CHECK(compile_module(m).ok());
+}
+
+// The floats of a constant of the module.
+std::vector<float> floats_of(const Module& m, const std::string& name) {
+  for (const Constant& c : m.constants)
+    if (c.name == name) {
+      const std::vector<uint8_t> bytes = bytes_of(c);
+      std::vector<float> out(bytes.size() / 4);
+      std::memcpy(out.data(), bytes.data(), bytes.size());
+      return out;
+    }
+  FAIL("no constant @" << name);
+  return {};
+}
+
+TEST_CASE("fold_channel_affine: a batch norm's mul and add go into the convolution's weights and a new bias") {
+  Module m = parse_ok(R"(
+const @w : f32[2,1,1,2] = dense [1.0, 2.0, 3.0, 4.0]
+const @s : f32[2,1,1] = dense [0.5, -2.0]
+const @t : f32[1,2,1,1] = dense [0.25, 1.0]
+func @main(%x: f32[1,1,3,3]) -> (f32[1,2,3,2]) {
+  %c = call @conv2d(%x, @w) : f32[1,2,3,2]
+  %m = call @mul(@s, %c) : f32[1,2,3,2]
+  %y = call @add(%m, @t) : f32[1,2,3,2]
+  %r = call @relu(%y) : f32[1,2,3,2]
+  return %r
+})");
+  CHECK(fold_channel_affine(m) == 2);
+  const Function& fn = m.functions[0];
+  check_consistent(fn);
+  REQUIRE(ops_of(fn) == std::vector<OpId>{OpId::kConv2d, OpId::kRelu});
+  const Node& conv = fn.nodes[0];
+  REQUIRE(conv.inputs.size() == 3);
+  CHECK(fn.values[static_cast<size_t>(conv.results[0])].name == "y");
+  CHECK(floats_of(m, "w") == std::vector<float>{0.5f, 1.0f, -6.0f, -8.0f});
+  CHECK(fn.values[static_cast<size_t>(conv.inputs[2])].type == TensorType{DType::kF32, {2}});
+  CHECK(floats_of(m, fn.values[static_cast<size_t>(conv.inputs[2])].name) == std::vector<float>{0.25f, 1.0f});
+  // The scale and shift are read by nobody now: no slot, no bytes.
+  for (const Value& v : fn.values) CHECK((v.name != "s" && v.name != "t"));
+  CHECK(fuse_epilogues(m) == 1);  // then the relu
+  CHECK(compile_module(m).ok());
+}
+
+TEST_CASE("fold_channel_affine: an existing bias is scaled and shifted; a scalar affine folds too") {
+  Module m = parse_ok(R"(
+const @w : f32[2,1,1,1] = dense [1.0, 2.0]
+const @b : f32[2] = dense [1.0, -1.0]
+const @s : f32[1] = dense [3.0]
+const @t : f32[] = dense [0.5]
+func @main(%x: f32[1,1,2,2]) -> (f32[1,2,2,2]) {
+  %c = call @conv2d(%x, @w, @b) : f32[1,2,2,2]
+  %m = call @mul(%c, @s) : f32[1,2,2,2]
+  %y = call @add(@t, %m) : f32[1,2,2,2]
+  return %y
+})");
+  CHECK(fold_channel_affine(m) == 2);
+  REQUIRE(ops_of(m.functions[0]) == std::vector<OpId>{OpId::kConv2d});
+  CHECK(floats_of(m, "w") == std::vector<float>{3.0f, 6.0f});
+  CHECK(floats_of(m, "b") == std::vector<float>{3.5f, -2.5f});
+  CHECK(m.functions[0].outputs[0] == m.functions[0].nodes[0].results[0]);
+}
+
+TEST_CASE("fold_channel_affine: what must not fold") {
+  SUBCASE("weights another convolution uses") {
+    Module m = parse_ok(R"(
+const @w : f32[2,1,1,1] = dense [1.0, 2.0]
+const @s : f32[2,1,1] = dense [2.0, 3.0]
+func @main(%x: f32[1,1,2,2]) -> (f32[1,2,2,2], f32[1,2,2,2]) {
+  %c = call @conv2d(%x, @w) : f32[1,2,2,2]
+  %m = call @mul(%c, @s) : f32[1,2,2,2]
+  %d = call @conv2d(%x, @w) : f32[1,2,2,2]
+  return %m, %d
+})");
+    CHECK(fold_channel_affine(m) == 0);
+  }
+  SUBCASE("weights used by two functions") {
+    Module m = parse_ok(R"(
+const @w : f32[2,1,1,1] = dense [1.0, 2.0]
+const @s : f32[2,1,1] = dense [2.0, 3.0]
+func @main(%x: f32[1,1,2,2]) -> (f32[1,2,2,2]) {
+  %c = call @conv2d(%x, @w) : f32[1,2,2,2]
+  %m = call @mul(%c, @s) : f32[1,2,2,2]
+  return %m
+}
+func @other(%x: f32[1,1,2,2]) -> (f32[1,2,2,2]) {
+  %c = call @conv2d(%x, @w) : f32[1,2,2,2]
+  return %c
+})");
+    CHECK(fold_channel_affine(m) == 0);
+  }
+  SUBCASE("a scale that is not a constant, or broadcasts along other dims, or is not finite") {
+    Module m = parse_ok(R"(
+const @w1 : f32[2,1,1,1] = dense [1.0, 2.0]
+const @w2 : f32[2,1,1,1] = dense [1.0, 2.0]
+const @w3 : f32[2,1,1,1] = dense [1.0, 2.0]
+const @w4 : f32[2,1,1,1] = dense [1.0, 2.0]
+const @rows : f32[2,1] = dense [2.0, 3.0]
+const @wide : f32[2,2,1] = splat 2.0
+const @inf : f32[1] = dense [inf]
+func @main(%x: f32[1,1,2,2], %s: f32[2,1,1]) -> (f32[1,2,2,2], f32[1,2,2,2], f32[1,2,2,2], f32[1,2,2,2]) {
+  %c1 = call @conv2d(%x, @w1) : f32[1,2,2,2]
+  %m1 = call @mul(%c1, %s) : f32[1,2,2,2]
+  %c2 = call @conv2d(%x, @w2) : f32[1,2,2,2]
+  %m2 = call @mul(%c2, @rows) : f32[1,2,2,2]
+  %c3 = call @conv2d(%x, @w3) : f32[1,2,2,2]
+  %m3 = call @mul(%c3, @wide) : f32[1,2,2,2]
+  %c4 = call @conv2d(%x, @w4) : f32[1,2,2,2]
+  %m4 = call @mul(%c4, @inf) : f32[1,2,2,2]
+  return %m1, %m2, %m3, %m4
+})");
+    CHECK(fold_channel_affine(m) == 0);
+  }
+  SUBCASE("a result read twice, returned, or after an epilogue") {
+    Module m = parse_ok(R"(
+const @w1 : f32[2,1,1,1] = dense [1.0, 2.0]
+const @w2 : f32[2,1,1,1] = dense [1.0, 2.0]
+const @w3 : f32[2,1,1,1] = dense [1.0, 2.0]
+const @s : f32[2,1,1] = dense [2.0, 3.0]
+func @main(%x: f32[1,1,2,2]) -> (f32[1,2,2,2], f32[1,2,2,2], f32[1,2,2,2], f32[1,2,2,2]) {
+  %c1 = call @conv2d(%x, @w1) : f32[1,2,2,2]
+  %m1 = call @mul(%c1, @s) : f32[1,2,2,2]
+  %a1 = call @add(%m1, %c1) : f32[1,2,2,2]
+  %c2 = call @conv2d(%x, @w2) : f32[1,2,2,2]
+  %m2 = call @mul(%c2, @s) : f32[1,2,2,2]
+  %c3 = call @conv2d(%x, @w3) {activation = "relu"} : f32[1,2,2,2]
+  %m3 = call @mul(%c3, @s) : f32[1,2,2,2]
+  return %a1, %m2, %c2, %m3
+})");
+    CHECK(fold_channel_affine(m) == 0);
+  }
+  SUBCASE("a mul that broadcasts the result to a larger shape") {
+    Module m = parse_ok(R"(
+const @w : f32[2,1,1,1] = dense [1.0, 2.0]
+const @s : f32[3,2,1,1] = splat 2.0
+func @main(%x: f32[1,1,2,2]) -> (f32[3,2,2,2]) {
+  %c = call @conv2d(%x, @w) : f32[1,2,2,2]
+  %m = call @mul(%c, @s) : f32[3,2,2,2]
+  return %m
+})");
+    CHECK(fold_channel_affine(m) == 0);
+  }
+}
+
+TEST_CASE("fold_input_affine: x * s + t before an unpadded convolution (grouped) goes into its weights and bias") {
+  Module m = parse_ok(R"(
+const @w : f32[4,1,1,2] = dense [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0]
+const @s : f32[1] = dense [2.0]
+const @t : f32[2,1,1] = dense [0.5, -1.0]
+func @main(%x: f32[1,2,3,3]) -> (f32[1,4,3,2]) {
+  %m = call @mul(%x, @s) : f32[1,2,3,3]
+  %a = call @add(%m, @t) : f32[1,2,3,3]
+  %c = call @conv2d(%a, @w) {groups = 2} : f32[1,4,3,2]
+  return %c
+})");
+  CHECK(fold_input_affine(m) == 2);
+  const Function& fn = m.functions[0];
+  check_consistent(fn);
+  REQUIRE(ops_of(fn) == std::vector<OpId>{OpId::kConv2d});
+  const Node& conv = fn.nodes[0];
+  CHECK(fn.values[static_cast<size_t>(conv.inputs[0])].name == "x");
+  CHECK(floats_of(m, "w") == std::vector<float>{2, 4, 6, 8, 10, 12, 14, 16});
+  REQUIRE(conv.inputs.size() == 3);
+  // Output channels 0, 1 read input channel 0 (t = 0.5), 2, 3 channel 1 (t = -1).
+  CHECK(floats_of(m, fn.values[static_cast<size_t>(conv.inputs[2])].name) ==
+        std::vector<float>{1.5f, 3.5f, -11.0f, -15.0f});
+  CHECK(compile_module(m).ok());
+}
+
+TEST_CASE("fold_input_affine: not before a padded convolution, nor when x * s is read elsewhere") {
+  Module m = parse_ok(R"(
+const @w1 : f32[2,2,3,3] = splat 1.0
+const @w2 : f32[2,2,1,1] = splat 1.0
+const @s : f32[2,1,1] = dense [2.0, 3.0]
+func @main(%x: f32[1,2,3,3]) -> (f32[1,2,3,3], f32[1,2,3,3], f32[1,2,3,3]) {
+  %m1 = call @mul(%x, @s) : f32[1,2,3,3]
+  %c1 = call @conv2d(%m1, @w1) {pads = [1, 1, 1, 1]} : f32[1,2,3,3]
+  %m2 = call @mul(%x, @s) : f32[1,2,3,3]
+  %c2 = call @conv2d(%m2, @w2) : f32[1,2,3,3]
+  return %c1, %c2, %m2
+})");
+  CHECK(fold_input_affine(m) == 0);
+}
+
+TEST_CASE("recognize_exported_hard_swish: x * clip(x + 3, 0, 6) / 6 and clip(x + 3, 0, 6) / 6") {
+  for (const char* body : {
+           "%a = call @add(%x, @three) : f32[2,3]\n  %c = call @clip(%a) {min = 0.0, max = 6.0} : f32[2,3]\n"
+           "  %m = call @mul(%x, %c) : f32[2,3]\n  %y = call @div(%m, @six) : f32[2,3]\n",
+           "%a = call @add(@three, %x) : f32[2,3]\n  %c = call @clip(%a) {min = 0.0, max = 6.0} : f32[2,3]\n"
+           "  %m = call @mul(%c, %x) : f32[2,3]\n  %y = call @mul(%m, @sixth) : f32[2,3]\n",
+           "%a = call @add(%x, @three) : f32[2,3]\n  %c = call @clip(%a) {min = 0.0, max = 6.0} : f32[2,3]\n"
+           "  %h = call @div(%c, @six) : f32[2,3]\n  %y = call @mul(%x, %h) : f32[2,3]\n"}) {
+    INFO(body);
+    Module m = parse_ok(std::string(R"(
+const @three : f32[] = dense [3.0]
+const @six : f32[1] = dense [6.0]
+const @sixth : f32[] = dense [0.16666666666666666]
+func @main(%x: f32[2,3]) -> (f32[2,3]) {
+  )") + body + "  return %y\n}\n");
+    CHECK(recognize_exported_hard_swish(m) == 1);
+    check_consistent(m.functions[0]);
+    REQUIRE(ops_of(m.functions[0]) == std::vector<OpId>{OpId::kHardSwish});
+    CHECK(m.functions[0].values[static_cast<size_t>(m.functions[0].nodes[0].results[0])].name == "y");
+    CHECK(m.functions[0].values.size() == 2);  // x and y: the constants are read by nobody
+  }
+  Module sigmoid = parse_ok(R"(
+const @three : f32[] = dense [3.0]
+const @six : f32[] = dense [6.0]
+func @main(%x: f32[2,3]) -> (f32[2,3]) {
+  %a = call @add(%x, @three) : f32[2,3]
+  %c = call @clip(%a) {min = 0.0, max = 6.0} : f32[2,3]
+  %h = call @div(%c, @six) : f32[2,3]
+  %y = call @mul(%h, %h) : f32[2,3]
+  return %y
+})");
+  CHECK(recognize_exported_hard_swish(sigmoid) == 1);
+  REQUIRE(ops_of(sigmoid.functions[0]) == std::vector<OpId>{OpId::kHardSigmoid, OpId::kMul});
+  CHECK(std::bit_cast<double>(sigmoid.functions[0].nodes[0].params[0]) == static_cast<double>(1.0f / 6.0f));
+  // Not these: another clip, another constant, an intermediate read elsewhere.
+  Module other = parse_ok(R"(
+const @three : f32[] = dense [3.0]
+const @two : f32[] = dense [2.0]
+const @six : f32[] = dense [6.0]
+func @main(%x: f32[2,3]) -> (f32[2,3], f32[2,3], f32[2,3]) {
+  %a1 = call @add(%x, @three) : f32[2,3]
+  %c1 = call @clip(%a1) {min = 0.0, max = 5.0} : f32[2,3]
+  %m1 = call @mul(%x, %c1) : f32[2,3]
+  %y1 = call @div(%m1, @six) : f32[2,3]
+  %a2 = call @add(%x, @two) : f32[2,3]
+  %c2 = call @clip(%a2) {min = 0.0, max = 6.0} : f32[2,3]
+  %m2 = call @mul(%x, %c2) : f32[2,3]
+  %y2 = call @div(%m2, @six) : f32[2,3]
+  %a3 = call @add(%x, @three) : f32[2,3]
+  %c3 = call @clip(%a3) {min = 0.0, max = 6.0} : f32[2,3]
+  %m3 = call @mul(%x, %c3) : f32[2,3]
+  %y3 = call @div(%m3, @six) : f32[2,3]
+  %z3 = call @add(%y3, %c3) : f32[2,3]
+  return %y1, %y2, %z3
+})");
+  CHECK(recognize_exported_hard_swish(other) == 0);
+}
+
 TEST_CASE("fusion: fused nodes print as attributes and parse back to the same words") {
   Module m = parse_ok(R"(
 const @w : f32[2,1,3,3] = splat 0.1

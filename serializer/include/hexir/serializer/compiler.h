@@ -41,7 +41,10 @@ struct CompileOptions {
   bool in_place = true;
   // A conv2d or matmul absorbs the bias add and the activation that follow it
   // (fused epilogues; serializer/src/fusion.h): one kernel, one pass over the
-  // result. Off only to measure what it saves (hexir-compile --no-fuse).
+  // result; an add or mul an activation or a scalar affine map; per-channel
+  // scales and shifts (an imported BatchNormalization) are folded into a
+  // convolution's weights and bias (a different rounding, within float
+  // precision). Off only to measure what it saves (hexir-compile --no-fuse).
   bool fuse_epilogues = true;
   Schedule schedule = Schedule::kSource;
   // kZstd: store large data sections (RODATA) zstd-compressed, when that makes
