@@ -8,6 +8,11 @@
 #include "kernel_util.h"
 #include "thread_pool.h"
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define HEXIR_CONV_X86 1
+#endif
+
 namespace hexir::hal::cpu::internal {
 
 Status matmul(const KernelContext& context, const Dispatch& d) {
@@ -37,6 +42,9 @@ Status matmul(const KernelContext& context, const Dispatch& d) {
 
 namespace {
 
+// Few-channel stems computed directly (below), not through the GEMM.
+bool stem_direct(const ops::Conv2dPlan& p);
+
 // One B for every batch element (every batch stride of B is 0).
 bool matmul_b_shared(const ops::MatmulPlan& p) {
   for (int32_t i = 0; i < p.batch_rank; ++i)
@@ -60,7 +68,7 @@ void matmul_prepare(const Dispatch& d, void* out) {
 
 uint64_t conv2d_prepared_bytes(const Dispatch& d) {
   const ops::Conv2dPlan& p = plan_of<ops::Conv2dPlan>(d);
-  if (d.operands[1] == nullptr || ops::conv2d_is_depthwise(p) || p.k_per_group == 0) return 0;
+  if (d.operands[1] == nullptr || ops::conv2d_is_depthwise(p) || stem_direct(p) || p.k_per_group == 0) return 0;
   const int64_t patch = p.c_per_group * p.kh * p.kw;
   if (patch == 0) return 0;
   return static_cast<uint64_t>(p.groups * gemm_packed_a_floats(p.k_per_group, patch)) * sizeof(float);
@@ -155,12 +163,155 @@ void pack_patches(const void* context, int64_t k0, int64_t kc, int64_t j0, int64
 
 }  // namespace
 
+namespace {
+
+// A stem: few input channels (an image's 3), so K = c * kh * kw is short and
+// the GEMM's patch packing costs more than its multiply. Computed directly
+// instead, 16 output columns of up to 24 output channels at a time: per tap,
+// one (stride 1) or two masked loads and a permute (stride 2) give the 16
+// inputs, zero outside the image, and 24 FMAs with the broadcast weights
+// (tap-major, so adjacent). Output channels a multiple of 8. The taps are
+// summed in (c, ky, kx) order from zero, each by one FMA, then the bias and
+// the epilogue: the GEMM's order and rounding for K <= its K block (256), so
+// the same bits as the GEMM path.
+constexpr int64_t kStemMaxPatch = 256;
+constexpr int64_t kStemMaxKw = 11;
+constexpr int64_t kStemMaxWeights = 8192;  // k x patch, tap-major on the stack (32 KiB)
+
+bool stem_direct(const ops::Conv2dPlan& p) {
+#ifdef HEXIR_CONV_X86
+  return p.groups == 1 && p.c <= 4 && p.c * p.kh * p.kw <= kStemMaxPatch && p.kw <= kStemMaxKw && p.k >= 1 &&
+         p.k % 8 == 0 && p.k * p.c * p.kh * p.kw <= kStemMaxWeights &&
+         (p.stride_w == 1 || p.stride_w == 2) && p.dilation_w == 1 && p.ow >= 16 &&
+         __builtin_cpu_supports("avx512f");
+#else
+  (void)p;
+  return false;
+#endif
+}
+
+struct StemJob {
+  const ops::Conv2dPlan* p;
+  const float* x;
+  const float* w;
+  const float* bias;
+  float* out;
+  const ops::Epilogue* epilogue;
+};
+
+#ifdef HEXIR_CONV_X86
+// Lanes [0, 16) whose input column start + lane * step... lies in [0, w): bit l set.
+inline uint32_t lanes_inside(int64_t start, int64_t w, int64_t lanes) {
+  const int64_t lo = std::clamp<int64_t>(-start, 0, lanes), hi = std::clamp<int64_t>(w - start, lo, lanes);
+  const uint64_t upto_hi = hi >= 64 ? ~0ull : (1ull << hi) - 1, below_lo = (1ull << lo) - 1;
+  return static_cast<uint32_t>(upto_hi & ~below_lo);
+}
+
+// KB output channels (k0 .. k0 + KB) x 16 output columns (ox0 ..) of output row oy.
+template <int KB>
+[[gnu::target("avx512f")]] void stem_tile(const StemJob& job, const float* image, int64_t k0, int64_t oy,
+                                          int64_t ox0) {
+  const ops::Conv2dPlan& p = *job.p;
+  const int64_t plane = p.oh * p.ow;
+  // Per kx: the input columns' offset from the row start and which lanes are inside.
+  const int64_t ix0 = ox0 * p.stride_w - p.pad_left;
+  int64_t offset[kStemMaxKw];
+  uint32_t mask[kStemMaxKw];
+  for (int64_t kx = 0; kx < p.kw; ++kx) {
+    offset[kx] = ix0 + kx;
+    mask[kx] = lanes_inside(ix0 + kx, p.w, p.stride_w == 1 ? 16 : 32);
+  }
+  const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+  __m512 acc[KB];
+#pragma GCC unroll 24
+  for (int kb = 0; kb < KB; ++kb) acc[kb] = _mm512_setzero_ps();
+  const float* tap_w = job.w + k0;  // tap t's weights: KB floats at t * k
+  for (int64_t c = 0; c < p.c; ++c) {
+    for (int64_t ky = 0; ky < p.kh; ++ky) {
+      const int64_t iy = oy * p.stride_h - p.pad_top + ky * p.dilation_h;
+      const bool inside = iy >= 0 && iy < p.h;
+      const float* row = image + (c * p.h + (inside ? iy : 0)) * p.w;
+      for (int64_t kx = 0; kx < p.kw; ++kx, tap_w += p.k) {
+        const uint32_t m = inside ? mask[kx] : 0u;
+        const float* at = row + offset[kx];
+        __m512 xv;
+        if (p.stride_w == 1) {
+          xv = _mm512_maskz_loadu_ps(static_cast<__mmask16>(m), at);
+        } else {
+          const __m512 lo = _mm512_maskz_loadu_ps(static_cast<__mmask16>(m), at);
+          const __m512 hi = _mm512_maskz_loadu_ps(static_cast<__mmask16>(m >> 16), at + 16);
+          xv = _mm512_permutex2var_ps(lo, even, hi);
+        }
+#pragma GCC unroll 24
+        for (int kb = 0; kb < KB; ++kb) acc[kb] = _mm512_fmadd_ps(_mm512_set1_ps(tap_w[kb]), xv, acc[kb]);
+      }
+    }
+  }
+  const int64_t n = std::min<int64_t>(16, p.ow - ox0);
+  const __mmask16 store = static_cast<__mmask16>((1u << n) - 1);
+  float* out = job.out + k0 * plane + oy * p.ow + ox0;
+#pragma GCC unroll 24
+  for (int kb = 0; kb < KB; ++kb) {
+    __m512 v = acc[kb];
+    if (job.bias) v = _mm512_add_ps(v, _mm512_set1_ps(job.bias[k0 + kb]));
+    _mm512_mask_storeu_ps(out + kb * plane, store, v);
+  }
+}
+
+
+// One output row (task: image * oh + oy) of every channel, then its epilogue.
+void stem_row(void* context, int64_t task) {
+  const StemJob& job = *static_cast<const StemJob*>(context);
+  const ops::Conv2dPlan& p = *job.p;
+  const int64_t n = task / p.oh, oy = task % p.oh;
+  const float* image = job.x + n * p.c * p.h * p.w;
+  StemJob image_job = job;
+  image_job.out = job.out + n * p.k * p.oh * p.ow;
+  // Channels in tiles of 24 (24 accumulators), the rest in one of 16 or 8.
+  for (int64_t k0 = 0; k0 < p.k;) {
+    const int64_t left = p.k - k0;
+    for (int64_t ox0 = 0; ox0 < p.ow; ox0 += 16) {
+      if (left >= 24)
+        stem_tile<24>(image_job, image, k0, oy, ox0);
+      else if (left >= 16)
+        stem_tile<16>(image_job, image, k0, oy, ox0);
+      else
+        stem_tile<8>(image_job, image, k0, oy, ox0);
+    }
+    k0 += left >= 24 ? 24 : left >= 16 ? 16 : 8;
+  }
+  // Channels as rows p.oh * p.ow apart: the epilogue on this output row.
+  if (job.epilogue) apply_epilogue(*job.epilogue, image_job.out + oy * p.ow, p.oh * p.ow, p.k, p.ow);
+}
+#endif
+
+Status conv2d_stem(const KernelContext& context, const Dispatch& d) {
+#ifdef HEXIR_CONV_X86
+  const ops::Conv2dPlan& p = plan_of<ops::Conv2dPlan>(d);
+  // The weights tap-major ([c, ky, kx][k]): a tap's channels are adjacent.
+  alignas(64) float transposed[kStemMaxWeights];
+  const float* w = input(d, 1);
+  const int64_t patch = p.c * p.kh * p.kw;
+  for (int64_t k = 0; k < p.k; ++k)
+    for (int64_t t = 0; t < patch; ++t) transposed[t * p.k + k] = w[k * patch + t];
+  StemJob job{&p, input(d, 0), transposed, p.has_bias ? input(d, 2) : nullptr, output(d, 0),
+              p.epilogue.activation != 0 ? &p.epilogue : nullptr};
+  parallel_for(context, p.n * p.oh, stem_row, &job);
+#else
+  (void)context, (void)d;
+#endif
+  return ok_status();
+}
+
+}  // namespace
+
 // Per image and group: out[k_g, oh*ow] = W[k_g, c_g*kh*kw] x col[c_g*kh*kw, oh*ow],
 // then the bias and the fused activation. Each output sums its products in
 // (c, ky, kx) order.
 Status conv2d(const KernelContext& context, const Dispatch& d) {
   const ops::Conv2dPlan& p = plan_of<ops::Conv2dPlan>(d);
   if (ops::conv2d_is_depthwise(p)) return depthwise_conv2d(context, d);
+  if (stem_direct(p)) return conv2d_stem(context, d);
   const ops::Epilogue* epilogue = p.epilogue.activation != 0 ? &p.epilogue : nullptr;
   const float* x = input(d, 0);
   const float* w = input(d, 1);

@@ -59,11 +59,13 @@ Runs run_both(int threads, OpId id, std::vector<HostTensor*> inputs, HostTensor 
 }
 
 // Prepared and not, at 1 and 2 threads: all four the same bits.
+// expect_prepared: 1 yes, 0 no, -1 either (a few-channel stem is computed
+// directly, with nothing prepared, where the machine has AVX-512).
 void check_prepared(OpId id, std::vector<HostTensor*> inputs, const std::vector<int64_t>& out_dims,
-                    const std::vector<int64_t>& params, bool expect_prepared = true) {
+                    const std::vector<int64_t>& params, int expect_prepared = 1) {
   const HostTensor out(DType::kF32, out_dims);
   const Runs one = run_both(1, id, inputs, out, params);
-  CHECK((one.prepared_bytes > 0) == expect_prepared);
+  if (expect_prepared >= 0) CHECK((one.prepared_bytes > 0) == (expect_prepared == 1));
   CHECK(one.prepared == one.plain);
   const Runs two = run_both(2, id, inputs, out, params);
   CHECK(two.plain == one.plain);
@@ -90,7 +92,7 @@ TEST_CASE("prepared: matmul with bias and activation, batched A over one B; per-
   // params: the epilogue (activation 1: relu; two float words)
   check_prepared(OpId::kMatmul, {&a, &b, &bias}, {3, 37, 45}, {1, 0, 0});
   HostTensor b3 = random_f32({3, 70, 45}, 6);
-  check_prepared(OpId::kMatmul, {&a, &b3}, {3, 37, 45}, {}, /*expect_prepared=*/false);
+  check_prepared(OpId::kMatmul, {&a, &b3}, {3, 37, 45}, {}, /*expect_prepared=*/0);
   HostTensor b1 = random_f32({1, 70, 45}, 7);
   check_prepared(OpId::kMatmul, {&a, &b1}, {3, 37, 45}, {});
 }
@@ -104,14 +106,58 @@ TEST_CASE("prepared: conv2d with its weights packed once is bit-identical (3x3, 
   check_prepared(OpId::kConv2d, {&x, &w1}, {2, 16, 37, 41}, {1, 1, 0, 0, 0, 0, 1, 1, 1});
   check_prepared(OpId::kConv2d, {&x, &wg, &bias}, {2, 16, 19, 21}, {2, 2, 1, 1, 1, 1, 1, 1, 4});
   // Depthwise has no GEMM: nothing prepared.
-  check_prepared(OpId::kConv2d, {&x, &wd, &bias}, {2, 16, 19, 20}, {2, 2, 2, 1, 2, 1, 1, 1, 16}, false);
+  check_prepared(OpId::kConv2d, {&x, &wd, &bias}, {2, 16, 19, 20}, {2, 2, 2, 1, 2, 1, 1, 1, 16}, 0);
   // Few input channels (a stem) and a short M with many output columns.
   HostTensor xs = random_f32({1, 3, 67, 66}, 14), ws = random_f32({24, 3, 5, 5}, 15), bs = random_f32({24}, 16);
-  check_prepared(OpId::kConv2d, {&xs, &ws, &bs}, {1, 24, 33, 33}, {2, 2, 1, 1, 2, 2, 1, 1, 1});
+  check_prepared(OpId::kConv2d, {&xs, &ws, &bs}, {1, 24, 33, 33}, {2, 2, 1, 1, 2, 2, 1, 1, 1}, -1);
   HostTensor xm = random_f32({1, 40, 30, 29}, 17), wm = random_f32({24, 40, 3, 3}, 18);
   check_prepared(OpId::kConv2d, {&xm, &wm}, {1, 24, 30, 29}, {1, 1, 1, 1, 1, 1, 1, 1, 1});
   HostTensor w1m = random_f32({25, 40, 1, 1}, 19);
   check_prepared(OpId::kConv2d, {&xm, &w1m}, {1, 25, 30, 29}, {1, 1, 0, 0, 0, 0, 1, 1, 1});
+}
+
+// conv2d against a double reference (NCHW, groups 1).
+std::vector<double> conv_reference(const HostTensor& x, const HostTensor& w, const HostTensor* bias,
+                                   const std::vector<int64_t>& pr, int64_t oh, int64_t ow) {
+  const int64_t n = x.dims[0], c = x.dims[1], h = x.dims[2], wd = x.dims[3];
+  const int64_t k = w.dims[0], kh = w.dims[2], kw = w.dims[3];
+  std::vector<double> out;
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t o = 0; o < k; ++o)
+      for (int64_t y = 0; y < oh; ++y)
+        for (int64_t xo = 0; xo < ow; ++xo) {
+          double sum = bias ? bias->at(o) : 0.0;
+          for (int64_t ci = 0; ci < c; ++ci)
+            for (int64_t ky = 0; ky < kh; ++ky)
+              for (int64_t kx = 0; kx < kw; ++kx) {
+                const int64_t iy = y * pr[0] - pr[2] + ky * pr[6], ix = xo * pr[1] - pr[3] + kx * pr[7];
+                if (iy < 0 || iy >= h || ix < 0 || ix >= wd) continue;
+                sum += static_cast<double>(x.at(((b * c + ci) * h + iy) * wd + ix)) *
+                       w.at(((o * c + ci) * kh + ky) * kw + kx);
+              }
+          out.push_back(sum);
+        }
+  return out;
+}
+
+TEST_CASE("prepared: few-channel stems (the direct path on AVX-512) against the reference, every edge") {
+  // params: strides, pads (t, l, b, r), dilations, groups
+  struct Case {
+    std::vector<int64_t> x, w, params, out;
+  };
+  for (const Case& c : {Case{{1, 3, 67, 66}, {24, 3, 5, 5}, {2, 2, 1, 1, 2, 2, 1, 1, 1}, {1, 24, 33, 33}},
+                        Case{{2, 3, 40, 37}, {11, 3, 3, 3}, {1, 1, 1, 1, 1, 1, 1, 1, 1}, {2, 11, 40, 37}},
+                        Case{{1, 4, 20, 50}, {9, 4, 3, 3}, {2, 2, 0, 3, 1, 2, 1, 1, 1}, {1, 9, 10, 27}},
+                        Case{{1, 1, 17, 16}, {3, 1, 7, 7}, {1, 1, 3, 3, 3, 3, 1, 1, 1}, {1, 3, 17, 16}}}) {
+    INFO(dims_string(c.x) << " * " << dims_string(c.w));
+    HostTensor x = random_f32(c.x, 30), w = random_f32(c.w, 31), bias = random_f32({c.w[0]}, 32);
+    HostTensor out(DType::kF32, c.out);
+    for (int64_t i = 0; i < out.count(); ++i) out.at(i) = 12345.0f;
+    REQUIRE(run_kernel(OpId::kConv2d, {&x, &w, &bias}, out, c.params).ok());
+    const int64_t patch = c.w[1] * c.w[2] * c.w[3];
+    check_close(out, conv_reference(x, w, &bias, c.params, c.out[2], c.out[3]), 1e-5, 1e-5 * (patch + 1));
+    check_prepared(OpId::kConv2d, {&x, &w, &bias}, c.out, c.params, -1);
+  }
 }
 
 TEST_CASE("prepared: matmul against the double reference with the prepared B") {
