@@ -185,9 +185,14 @@ void print_text(const std::string& path, const VerifiedModule& v) {
   for (uint32_t f = 0; f < count(m.functions()); ++f) {
     const fb::Function& fn = *m.functions()->Get(f);
     std::printf("  func @%s:\n", str(fn.name()));
-    for (uint32_t k = 0; k < fn.instruction_count(); ++k)
-      std::printf("    %4u: %s\n", fn.instruction_begin() + k,
-                  instruction_text(v, *m.instructions()->Get(fn.instruction_begin() + k)).c_str());
+    // Loop bodies indented: a body runs once per iteration, at the same offsets.
+    std::string indent;
+    for (uint32_t k = 0; k < fn.instruction_count(); ++k) {
+      const fb::Instruction& in = *m.instructions()->Get(fn.instruction_begin() + k);
+      if (in.opcode() == fb::Opcode::LoopNext && indent.size() >= 2) indent.resize(indent.size() - 2);
+      std::printf("    %4u: %s%s\n", fn.instruction_begin() + k, indent.c_str(), instruction_text(v, in).c_str());
+      if (in.opcode() == fb::Opcode::LoopBegin) indent += "  ";
+    }
   }
 
   const fb::ArenaPlan& a = *m.arena();

@@ -16,7 +16,8 @@ struct Scan {
   const fb::Function* fn = nullptr;
   std::vector<int64_t> written;              // per slot: first writer (function-relative), -1
   std::vector<int64_t> first_read;           // per slot: first reader, -1
-  std::vector<int64_t> last_read;            // per slot: last reader, -1
+  std::vector<int64_t> last_read;            // per slot: last reader (through loops: their end), -1
+  std::vector<int64_t> last_written;         // per slot: last writer, -1
   std::vector<bool> referenced;              // operand or binding of the function
   std::vector<bool> in_place;                // written by an instruction with an alias bit
   std::vector<bool> input_binding;           // the slot of one of the function's input bindings
@@ -33,6 +34,7 @@ Scan scan_function(const VerifiedModule& v, size_t function) {
   sc.written.assign(slots, -1);
   sc.first_read.assign(slots, -1);
   sc.last_read.assign(slots, -1);
+  sc.last_written.assign(slots, -1);
   sc.referenced.assign(slots, false);
   sc.in_place.assign(slots, false);
   sc.input_binding.assign(slots, false);
@@ -59,11 +61,20 @@ Scan scan_function(const VerifiedModule& v, size_t function) {
     const uint32_t out = m.operand_pool()->Get(in.operand_begin() + in.input_count());
     sc.referenced[out] = true;
     if (sc.written[out] < 0) sc.written[out] = t;
+    sc.last_written[out] = t;
     if (in.alias_mask() != 0) {
       sc.in_place[out] = true;
       ++sc.in_place_instructions;
     }
   }
+  // A slot written before a loop and used inside it lives to the loop's end
+  // (the verifier's rule; inner loops first).
+  if (function < v.loops.size())
+    for (const auto& [begin, next] : v.loops[function])
+      for (size_t s = 0; s < slots; ++s)
+        if (sc.written[s] >= 0 && sc.written[s] < begin &&
+            std::max(sc.last_read[s], sc.last_written[s]) >= static_cast<int64_t>(begin))
+          sc.last_read[s] = std::max<int64_t>(sc.last_read[s], next);
   return sc;
 }
 
@@ -211,6 +222,10 @@ PlanSvgInput function_plan_picture(const VerifiedModule& v, size_t function) {
                   ", lower bound " + bytes(fn.lower_bound()) + " (" + over + " over)";
   if (m.arena() && m.arena()->strategy() == fb::PlanStrategy::FreeAtLastUse)
     picture.title += "; free-at-last-use: no static offsets";
+  if (function < v.loops.size())
+    for (const auto& [begin, next] : v.loops[function])
+      picture.spans.push_back({"loop [" + std::to_string(begin) + ", " + std::to_string(next) + "]",
+                               static_cast<int64_t>(begin), static_cast<int64_t>(next) + 1});
 
   // Donated-buffer values are caller memory: drawn in rows above the arena.
   uint64_t top = fn.arena_size();

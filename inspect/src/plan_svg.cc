@@ -220,6 +220,21 @@ std::string render_plan_svg(const PlanSvgInput& input) {
        "font-size=\"12\" transform=\"rotate(-90 16 " +
        num(kTop + plot_h / 2) + ")\">" + xml_escape(input.y_label) + "</text>\n";
 
+  // Loop bodies: bands behind the values, labelled at the top.
+  if (!input.spans.empty()) {
+    s += "<g class=\"loops\" clip-path=\"url(#plot)\">\n";
+    for (const PlanSvgSpan& span : input.spans) {
+      const double x0 = x_of(span.lower), x1 = x_of(span.upper);
+      s += "<g><title>" + xml_escape(span.label) + ": [" + std::to_string(span.lower) + ", " +
+           std::to_string(span.upper) + ")</title><rect class=\"loop\" x=\"" + num(x0) + "\" y=\"" + num(kTop) +
+           "\" width=\"" + num(std::max(x1 - x0, 0.5)) + "\" height=\"" + num(plot_h) +
+           "\" fill=\"#fff3c4\" fill-opacity=\"0.6\" stroke=\"#c9a227\" stroke-dasharray=\"4,3\"/>";
+      s += "<text x=\"" + num(x0 + 3) + "\" y=\"" + num(kTop + 12) + "\" fill=\"#7a6000\">" +
+           xml_escape(span.label) + "</text></g>\n";
+    }
+    s += "</g>\n";
+  }
+
   // Values: plain ones first, so hatched (in place, donated) ones are on top.
   const double stroke = input.rects.size() > 500 ? 0.2 : 0.6;
   uint32_t present = 0;
@@ -296,6 +311,8 @@ std::string render_plan_svg(const PlanSvgInput& input) {
     entry(box("white", "stroke=\"#1f4e9e\" stroke-dasharray=\"3,2\" stroke-width=\"1.5\""),
           "has views (reshape)");
   if (present & kPlanSvgExternal) entry(box("#d9d9d9", plain_stroke), "external (bound at invoke)");
+  if (!input.spans.empty())
+    entry(box("#fff3c4", "stroke=\"#c9a227\" stroke-dasharray=\"4,3\""), "loop body (once per iteration)");
   if (input.lower_bound > 0)
     entry("<line x1=\"" + num(lx) + "\" y1=\"" + num(ly + 6) + "\" x2=\"" + num(lx + 20) + "\" y2=\"" +
               num(ly + 6) + "\" stroke=\"#d62728\" stroke-width=\"1.5\" stroke-dasharray=\"6,4\"/>",

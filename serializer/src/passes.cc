@@ -296,7 +296,7 @@ void assign_storage(const Function& fn, FunctionPlan& plan) {
       // The carried values take their initial values (copies); the counter
       // is the induction variable's value.
       for (size_t j = 2; j < node.inputs.size(); ++j)
-        if (subst(node.results[j - 1]) != node.inputs[j]) copy(node.inputs[j], node.results[j - 1]);
+        if (subst(node.results[j - 1]) != node.inputs[j]) copy(node.inputs[j], subst(node.results[j - 1]));
       Instruction inst;
       inst.control = Control::kLoopBegin;
       inst.node = static_cast<int>(n);
@@ -326,7 +326,7 @@ void assign_storage(const Function& fn, FunctionPlan& plan) {
         }
       }
       for (size_t j = 0; j < node.inputs.size(); ++j) {
-        const int a = begin.results[j + 1];
+        const int a = subst(begin.results[j + 1]);
         if (find_root(parent, sources[j]) != find_root(parent, a)) copy(sources[j], a);
         parent[static_cast<size_t>(node.results[j])] = find_root(parent, a);  // the result is the carried value
       }

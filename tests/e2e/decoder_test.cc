@@ -182,11 +182,6 @@ TEST_CASE("decoder sample: generate.hxir, the whole generation in one invoke, ma
     CAPTURE(plan_text);
     hexir::serializer::CompileOptions options;
     options.plan = plan;
-    // Unfused until fusion renumbers the loop markers: fusing the body's
-    // matmul + bias pairs drops nodes, and the kLoopBegin's index of its
-    // kLoopEnd (params[1]) then points past the node list, which
-    // carried_in_donated_inputs (serializer/src/passes.cc) reads: SIGSEGV.
-    options.fuse_epilogues = false;
     auto hxe = hexir::serializer::compile_file(kDecoder / "generate.hxir", options);
     INFO("compile generate.hxir: ", hxe.status().to_string());
     REQUIRE(hxe.ok());

@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "hexir/format/verifier.h"
+#include "hexir/inspect/function_plan.h"
+#include "hexir/inspect/plan_svg.h"
 #include "sample_util.h"
 
 namespace hexir::testing {
@@ -80,6 +82,28 @@ TEST_CASE("the unpatched loop verifies and lists its control instructions") {
   const auto [begin, next] = verified->loops[0][0];
   CHECK(format::instruction_name(*verified, *p.m().instructions()->Get(begin)) == std::string("loop_begin"));
   CHECK(format::instruction_name(*verified, *p.m().instructions()->Get(next)) == std::string("loop_next"));
+}
+
+TEST_CASE("the plan picture draws the loop body and live ranges through it") {
+  Patched p;
+  auto verified = format::verify_executable(p.file.span());
+  REQUIRE(verified.ok());
+  const auto [begin, next] = verified->loops[0][0];
+  const inspect::PlanSvgInput picture = inspect::function_plan_picture(*verified, 0);
+  REQUIRE(picture.spans.size() == 1);
+  CHECK(picture.spans[0].lower == begin);
+  CHECK(picture.spans[0].upper == next + 1);
+  // The carried value %a lives through the whole loop; the body's %t only inside it.
+  for (const inspect::StorageValue& value : inspect::function_storage_values(*verified, 0)) {
+    if (value.name == "%a") CHECK(value.last >= static_cast<int64_t>(next));
+    if (value.name == "%t") {
+      CHECK(value.first > static_cast<int64_t>(begin));
+      CHECK(value.last < static_cast<int64_t>(next));
+    }
+  }
+  const std::string svg = inspect::render_plan_svg(picture);
+  CHECK(has(svg, "class=\"loop\""));
+  CHECK(has(svg, "loop body (once per iteration)"));
 }
 
 TEST_CASE("verifier: LoopNext that does not go back to one past its LoopBegin") {

@@ -246,6 +246,37 @@ func @main(%cache: f32[8,4] donate, %row: f32[1,4], %n: i64[]) -> (f32[8,4], f32
   for (size_t k = 0; k < 4; ++k) CHECK(sum[k] == 5 * row[k] * row[k] - 3);
 }
 
+TEST_CASE("a donated carried value whose next value cannot be written in place is copied into it") {
+  // The matmul reads %a while writing (no in-place run), so the yield copies
+  // its (fused) result into the donated buffer that holds %a.
+  Loaded l(R"(module @copyback
+const @w : f32[4,4] = splat 0.5
+const @b : f32[4] = splat 1.0
+func @f(%x: f32[1,4] donate, %n: i64[]) -> (f32[1,4]) {
+  %r = for %i = 0 to %n step 1 iter(%a = %x) {
+    %m = call @matmul(%a, @w) : f32[1,4]
+    %a2 = call @add(%m, @b) : f32[1,4]
+    yield %a2
+  }
+  return %r
+}
+)");
+  CHECK(l.module->function(0).inputs[0].donated_to == 0);
+  std::vector<float> x = {1, 2, 3, 4};
+  int64_t n = 3;
+  std::vector<float> expected = x;
+  for (int i = 0; i < n; ++i) {
+    float sum = 0;
+    for (float v : expected) sum += v * 0.5f;
+    for (float& v : expected) v = sum + 1.0f;
+  }
+  const TensorRef inputs[] = {f32(x, {1, 4}), i64(n)};
+  const TensorRef outputs[] = {f32(x, {1, 4})};
+  Status st = l.context->invoke(0, inputs, outputs);
+  REQUIRE_MESSAGE(st.ok(), st.to_string());
+  CHECK(x == expected);
+}
+
 TEST_CASE("the README's loop example compiles and runs") {
   Loaded l(R"(module @readme
 func @main(%x: f32[4], %n: i64[]) -> (f32[4], f32[4], f32[]) {

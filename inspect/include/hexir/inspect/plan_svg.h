@@ -28,8 +28,17 @@ struct PlanSvgRect {
   std::string note;  // extra tooltip line (optional)
 };
 
+// A span of time drawn as a band behind the values: a loop's body, which
+// runs once per iteration at the same offsets (time inside it is relative to
+// the iteration).
+struct PlanSvgSpan {
+  std::string label;
+  int64_t lower = 0, upper = 0;  // [lower, upper) in time units
+};
+
 struct PlanSvgInput {
   std::string title;
+  std::vector<PlanSvgSpan> spans;  // loops, drawn first
   std::string x_label = "instruction";
   std::string y_label = "offset (bytes)";
   std::vector<PlanSvgRect> rects;
