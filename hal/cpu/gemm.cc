@@ -160,6 +160,17 @@ template <int64_t MR, int64_t AS>
 [[gnu::target("avx512f")]] void avx512_tile(int64_t mr, int64_t nr, int64_t kc, const float* A, int64_t lda,
                                             const float* B, int64_t ldb, float* C, int64_t ldc, bool accumulate) {
   __m512 c0[MR], c1[MR];
+  // The C tile is read back after the K loop: ask for it now, so it arrives
+  // from L2/L3 while the FMAs run (C is re-read once per K block).
+  if (accumulate) {
+#pragma GCC unroll 16
+    for (int64_t i = 0; i < MR; ++i) {
+      if (i < mr) {
+        _mm_prefetch(reinterpret_cast<const char*>(C + i * ldc), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(C + i * ldc + 16), _MM_HINT_T0);
+      }
+    }
+  }
 #pragma GCC unroll 16
   for (int64_t i = 0; i < MR; ++i) c0[i] = c1[i] = _mm512_setzero_ps();
   for (int64_t k = 0; k < kc; ++k) {
