@@ -154,10 +154,13 @@ std::vector<int> arguments_by_value(const Function& fn, const FunctionPlan& plan
 // Loop-carried values written in place: per graph value, the carried value
 // it is (substituted for it in the program), or -1. A yielded value y takes
 // the carried value a's place when y has a's dtype and size, the op writing y
-// runs directly in the loop's body (not in a nested loop), nothing after it
-// in the body reads a (or a view of a) and, if it reads a itself, it may run
-// in place on every operand that is a; y is yielded only there and a nowhere
-// else. The yield's copy is then the write itself: an update in place.
+// runs directly in the loop's body (not in a nested loop) and y is yielded
+// only there and a nowhere else; so does each value before y in an in-place
+// chain (y = f(c1) in place on c1, c1 = g(c2) in place on c2, ...: nothing
+// reads c_k after its successor's writer), back to a link that runs in place
+// on a itself or to a fresh write, with nothing reading a after that link.
+// The yield's copy is then the writes themselves: the decoder's chain of
+// update_slice on its KV cache runs in the cache's own buffer.
 std::vector<int> carried_updates(const Function& fn) {
   std::vector<int> merged(fn.values.size(), -1);
   std::vector<int> innermost(fn.nodes.size(), -1);  // per node: the loop (begin node) directly around it
@@ -182,30 +185,70 @@ std::vector<int> carried_updates(const Function& fn) {
     if (end.kind != NodeKind::kLoopEnd) continue;
     const int b = static_cast<int>(end.params[0]);
     const Node& begin = fn.nodes[static_cast<size_t>(b)];
+    std::vector<bool> yielded(fn.values.size(), false);
+    for (int y : end.inputs) yielded[static_cast<size_t>(y)] = true;
     for (size_t j = 0; j < end.inputs.size(); ++j) {
       const int y = end.inputs[j], a = begin.results[j + 1];
-      const Value& yv = fn.values[static_cast<size_t>(y)];
-      if (yv.kind != ValueKind::kResult || yv.node <= b || static_cast<size_t>(yv.node) >= e) continue;
-      const Node& writer = fn.nodes[static_cast<size_t>(yv.node)];
-      if (writer.kind != NodeKind::kOp || innermost[static_cast<size_t>(yv.node)] != b) continue;
-      const ops::OpDef& def = ops::op_def(writer.op);
-      if (def.is_view) continue;
-      bool reads_a = false, legal = true;
-      for (size_t i = 0; i < writer.inputs.size(); ++i) {
-        if (writer.inputs[i] != a) continue;
-        reads_a = true;
-        if (i >= 32 || !((def.in_place_inputs >> i) & 1u)) legal = false;
-      }
-      if (reads_a && (!def.may_run_in_place || !legal || yv.result != 0)) continue;
       const Value& av = fn.values[static_cast<size_t>(a)];
-      if (av.type != yv.type || av.byte_size != yv.byte_size) continue;
-      // Nothing after the writer reads a: the yield (node e) reads it only if yielded elsewhere.
-      if (last_reader[static_cast<size_t>(a)] > yv.node) continue;
       bool elsewhere = false;
       for (size_t k = 0; k < end.inputs.size(); ++k)
         if (k != j && (end.inputs[k] == y || end.inputs[k] == a)) elsewhere = true;
       if (elsewhere || merged[static_cast<size_t>(y)] >= 0) continue;
-      merged[static_cast<size_t>(y)] = a;
+      // A value of this loop's own body, of a's type, written by an op.
+      auto in_body = [&](int v) {
+        const Value& value = fn.values[static_cast<size_t>(v)];
+        if (value.kind != ValueKind::kResult || value.node <= b || static_cast<size_t>(value.node) >= e) return false;
+        const Node& writer = fn.nodes[static_cast<size_t>(value.node)];
+        return writer.kind == NodeKind::kOp && innermost[static_cast<size_t>(value.node)] == b &&
+               !ops::op_def(writer.op).is_view && value.type == av.type && value.byte_size == av.byte_size &&
+               merged[static_cast<size_t>(v)] < 0;
+      };
+      // Whether the writer of `v` reads `c` only at operands it may run in place on.
+      auto runs_in_place_on = [&](int v, int c, bool* reads) {
+        const Value& value = fn.values[static_cast<size_t>(v)];
+        const Node& writer = fn.nodes[static_cast<size_t>(value.node)];
+        const ops::OpDef& def = ops::op_def(writer.op);
+        bool legal = true;
+        *reads = false;
+        for (size_t i = 0; i < writer.inputs.size(); ++i) {
+          if (writer.inputs[i] != c) continue;
+          *reads = true;
+          if (i >= 32 || !((def.in_place_inputs >> i) & 1u)) legal = false;
+        }
+        return !*reads || (legal && def.may_run_in_place && value.result == 0);
+      };
+      if (!in_body(y)) continue;
+      // The chain y <- c1 <- c2 ... back to a write of a (in place) or a
+      // fresh write: each link's writer runs in place on the previous value,
+      // which nothing reads after it. All of it then lives in a's slot.
+      std::vector<int> chain = {y};
+      bool ok = false;
+      for (int cur = y;;) {
+        const int w = fn.values[static_cast<size_t>(cur)].node;
+        bool reads_a = false;
+        if (!runs_in_place_on(cur, a, &reads_a)) break;
+        if (reads_a) {
+          ok = last_reader[static_cast<size_t>(a)] <= w;
+          break;
+        }
+        int next = -1;
+        for (int c : fn.nodes[static_cast<size_t>(w)].inputs) {
+          bool reads_c = false;
+          if (c == cur || !in_body(c) || yielded[static_cast<size_t>(c)] || last_reader[static_cast<size_t>(c)] != w ||
+              !runs_in_place_on(cur, c, &reads_c))
+            continue;
+          next = c;
+          break;
+        }
+        if (next < 0) {  // a fresh write: a must be dead by then
+          ok = last_reader[static_cast<size_t>(a)] <= w;
+          break;
+        }
+        chain.push_back(next);
+        cur = next;
+      }
+      if (!ok) continue;
+      for (int v : chain) merged[static_cast<size_t>(v)] = a;
     }
   }
   return merged;

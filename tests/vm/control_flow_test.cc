@@ -220,10 +220,13 @@ TEST_CASE("a donated input carried through a loop is updated in the caller's buf
   // row %i in place, the final cache is returned.
   Loaded l(R"(module @cache
 const @zero : i64[] = splat 0
+const @five : f32[1,1] = splat 5.0
 func @main(%cache: f32[8,4] donate, %row: f32[1,4], %n: i64[]) -> (f32[8,4], f32[4]) {
   %r = for %i = 0 to %n iter(%c = %cache) {
     %scaled = call @mul(%row, %row) : f32[1,4]
-    %c2 = call @update_slice(%c, %scaled, %i, @zero) : f32[8,4]
+    %c1 = call @update_slice(%c, %scaled, %i, @zero) : f32[8,4]
+    %mark = call @neg(@five) : f32[1,1]
+    %c2 = call @update_slice(%c1, %mark, %i, @zero) : f32[8,4]   // a chain: both in the caller's buffer
     yield %c2
   }
   %s = call @reduce_sum(%r) {axes = [0]} : f32[4]
@@ -242,8 +245,11 @@ func @main(%cache: f32[8,4] donate, %row: f32[1,4], %n: i64[]) -> (f32[8,4], f32
   REQUIRE_MESSAGE(st.ok(), st.to_string());
   CHECK(l.device->counters().allocations == before.allocations);
   for (size_t r = 0; r < 8; ++r)
-    for (size_t k = 0; k < 4; ++k) CHECK(cache[r * 4 + k] == (r < 5 ? row[k] * row[k] : -1.0f));
-  for (size_t k = 0; k < 4; ++k) CHECK(sum[k] == 5 * row[k] * row[k] - 3);
+    for (size_t k = 0; k < 4; ++k)
+      CHECK(cache[r * 4 + k] == (r >= 5 ? -1.0f : k == 0 ? -5.0f : row[k] * row[k]));
+  for (size_t k = 0; k < 4; ++k) CHECK(sum[k] == (k == 0 ? -25.0f - 3 : 5 * row[k] * row[k] - 3));
+  for (const InstructionInfo& info : l.module->instructions(0))
+    if (info.op == "update_slice") CHECK(info.result == "cache");  // writes the caller's buffer itself
 }
 
 TEST_CASE("a donated carried value whose next value cannot be written in place is copied into it") {
