@@ -373,10 +373,20 @@ int64_t gemm_packed_b_floats(int64_t k, int64_t n) {
 
 void gemm_pack_b(const float* b, int64_t ldb, int64_t k, int64_t n, float* out) {
   const int64_t NR = select_path().nr, strips = strips_of(n, NR);
+  // Row by row of B, so B is read in order (a strip at a time reads a few
+  // cache lines per page of B).
   for (int64_t k0 = 0; k0 < k; k0 += kKc) {
     const int64_t kc = std::min(kKc, k - k0);
-    for (int64_t s = 0; s < strips; ++s)
-      pack_strip(b, ldb, k0, kc, s * NR, std::min(NR, n - s * NR), NR, out + k0 * strips * NR + s * kc * NR);
+    float* block = out + k0 * strips * NR;
+    for (int64_t r = 0; r < kc; ++r) {
+      const float* src = b + (k0 + r) * ldb;
+      for (int64_t s = 0; s < strips; ++s) {
+        const int64_t nr = std::min(NR, n - s * NR);
+        float* dst = block + s * kc * NR + r * NR;
+        std::memcpy(dst, src + s * NR, static_cast<size_t>(nr) * sizeof(float));
+        for (int64_t j = nr; j < NR; ++j) dst[j] = 0.0f;
+      }
+    }
   }
 }
 
