@@ -44,6 +44,7 @@ void load_and_run_executable(const uint8_t* data, size_t size) {
   if (!program.ok()) return;
   auto context = vm::Context::create(*program);
   if (!context.ok()) return;
+  (void)context->set_max_loop_iterations(kFuzzLoopIterations);  // trip counts are data here
   for (size_t f = 0; f < module->function_count(); ++f) {
     const vm::FunctionSignature& sig = module->function(f);
     // Refuse absurd inputs: the verifier bounds sizes but a fuzzer should not allocate gigabytes.

@@ -12,6 +12,10 @@
 
 namespace hexir::fuzz {
 
+// Loop iterations one invoke of a fuzzed program may run: trip counts are
+// data (a mutated constant), and a fuzz input must finish quickly.
+inline constexpr uint64_t kFuzzLoopIterations = 10000;
+
 // A copy of bytes at 64-byte alignment, as an mmap (or a careful caller) gives the loader.
 class AlignedCopy {
  public:

@@ -320,6 +320,25 @@ func @main(%x: f32[4], %n: i64[]) -> (f32[4], f32[4], f32[]) {
   CHECK(z[0] == zsum);
 }
 
+TEST_CASE("a context's loop iteration limit ends a runaway invoke cleanly") {
+  Loaded l(kAccumulate);
+  REQUIRE(l.context->set_max_loop_iterations(100).ok());
+  std::vector<float> x = {1, 2, 3, 4}, out(4);
+  int64_t n = int64_t{1} << 40;
+  const TensorRef inputs[] = {f32(x, {4}), i64(n)};
+  const TensorRef outputs[] = {f32(out, {4})};
+  Status st = l.context->invoke("main", inputs, outputs);
+  REQUIRE(!st.ok());
+  CHECK(st.code() == StatusCode::kResourceExhausted);
+  CHECK_MESSAGE(has(st.message(), "loop iterations, the context's limit"), st.message());
+  n = 99;  // within the limit: runs, and the count starts again each invoke
+  for (int round = 0; round < 2; ++round) {
+    st = l.context->invoke("main", inputs, outputs);
+    REQUIRE_MESSAGE(st.ok(), st.to_string());
+    CHECK(out[3] == 4 * 100.0f);
+  }
+}
+
 TEST_CASE("loop errors name file:line:col") {
   auto loop = [](const std::string& body, const std::string& iter = "iter(%a = %x)",
                  const std::string& head = "%r = for") {

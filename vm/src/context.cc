@@ -291,6 +291,7 @@ Status ContextImpl::invoke(size_t function, std::span<const TensorRef> inputs,
       t.operands[t.patch_args[a]] = data;
   }
   t.has_own_results = false;
+  loop_iterations = 0;
 
   const uint64_t dispatches_before = queue->dispatch_count();
   size_t failed = 0;
@@ -452,7 +453,11 @@ Result<size_t> ContextImpl::run_control(FunctionTable& t, size_t k) {
   int64_t next = 0;
   const bool overflow = __builtin_add_overflow(counter, t.step[k], &next);
   HEXIR_RETURN_IF_ERROR(write_scalar(operands[2], next));
-  return !overflow && next < trip ? static_cast<size_t>(t.target[k]) : k + 1;
+  if (overflow || next >= trip) return k + 1;
+  if (max_loop_iterations > 0 && ++loop_iterations >= max_loop_iterations)
+    return resource_exhausted("the invoke ran " + std::to_string(loop_iterations) +
+                              " loop iterations, the context's limit (set_max_loop_iterations)");
+  return static_cast<size_t>(t.target[k]);
 }
 
 // The program counter: each straight-line run goes to the queue as one
@@ -679,6 +684,12 @@ Status Context::read_output(size_t function, size_t index, std::span<uint8_t> ho
     return failed_precondition("output " + std::to_string(index) +
                                " lives in the caller's donated input buffer; read it there");
   return impl_->program->device->read(t.own_outputs[index], 0, host.data(), ref.byte_size);
+}
+
+Status Context::set_max_loop_iterations(uint64_t limit) {
+  if (!impl_) return moved_from("set_max_loop_iterations");
+  impl_->max_loop_iterations = limit;
+  return ok_status();
 }
 
 Status Context::set_profiling(bool on) {

@@ -151,6 +151,8 @@ class ContextImpl {
   // The device's addresses are host addresses (cpu; managed memory): the
   // control instructions read and write their scalars directly.
   bool host_addressable = false;
+  uint64_t max_loop_iterations = 0;  // Context::set_max_loop_iterations (0: none)
+  uint64_t loop_iterations = 0;      // run by the current invoke
 
   // One caller buffer (or the context's own output buffer) as a byte range,
   // for the overlap check of invoke. `written`: this call writes it.

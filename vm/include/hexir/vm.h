@@ -217,6 +217,12 @@ class Context {
   // summed over the invokes profiled so far; empty before profiling was on.
   std::span<const uint64_t> instruction_nanoseconds(size_t function) const;
 
+  // Loops: the most loop iterations one invoke may run, all loops together
+  // (0, the default: no limit). An invoke that would run more fails with
+  // kResourceExhausted naming the limit; for callers that run untrusted
+  // files, whose trip counts are data (the fuzzers set it).
+  Status set_max_loop_iterations(uint64_t limit);
+
   // Summed over every invoke so far.
   const PhaseStats& invoke_stats() const;
   uint64_t invoke_count() const;
