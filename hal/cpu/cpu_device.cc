@@ -189,7 +189,8 @@ class CpuDevice final : public Device {
 
   // The kernel's registered prepare step (its weights packed for the GEMM),
   // into memory allocated and counted like any other.
-  Result<Buffer> prepare_dispatch(const Dispatch& dispatch) override {
+  Result<Buffer> prepare_dispatch(const Dispatch& dispatch, uint32_t* replaced_inputs) override {
+    if (replaced_inputs) *replaced_inputs = 0;
     if (dispatch.kernel == 0 || dispatch.plan == nullptr) return Buffer{};
     const KernelPrepare* prepare = find_cpu_prepare(reinterpret_cast<KernelFn>(dispatch.kernel));
     if (prepare == nullptr) return Buffer{};
@@ -198,6 +199,7 @@ class CpuDevice final : public Device {
     HEXIR_ASSIGN_OR_RETURN(Buffer buffer,
                            allocate(bytes, MemoryType::kDeviceLocal, BufferUsage::kConstant, kMinAlignment));
     prepare->fill(dispatch, buffer.host_ptr);
+    if (replaced_inputs) *replaced_inputs = prepare->replaces;
     return buffer;
   }
 

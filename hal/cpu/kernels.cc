@@ -80,8 +80,8 @@ struct PrepareEntry {
   KernelPrepare prepare;
 };
 constexpr PrepareEntry kPrepares[] = {
-    {matmul, {matmul_prepared_bytes, matmul_prepare}},
-    {conv2d, {conv2d_prepared_bytes, conv2d_prepare}},
+    {matmul, {matmul_prepared_bytes, matmul_prepare, 1u << 1}},  // B
+    {conv2d, {conv2d_prepared_bytes, conv2d_prepare, 1u << 1}},  // the weights
 };
 
 }  // namespace

@@ -1,5 +1,8 @@
 #include <string>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include "vm_impl.h"
 
 namespace hexir::vm {
@@ -132,6 +135,30 @@ Status prepare_instructions(ProgramImpl& p) {
   return ok_status();
 }
 
+// A constant every reader of which got a prepared copy in its place is not
+// read again by this program (released as soon as its last reader is
+// prepared, so the original and the copy are not both resident): when it lies in the file's read-only mapping,
+// its whole pages are handed back (MADV_DONTNEED on clean private file pages
+// only drops them from this process; a later reader, e.g. another Program
+// of the same Module, faults them in again from the file), so the weights
+// are not resident twice. Copies (load_buffer, copy_weights, decompressed
+// sections) are kept: dropping anonymous pages would zero them.
+void release_constant(const ProgramImpl& p, size_t i) {
+  const ModuleImpl& m = *p.module_impl;
+  if (m.mapping.empty() || p.constant_data[i] == nullptr) return;
+  const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  if (page == 0 || (page & (page - 1)) != 0) return;
+  const auto map_begin = reinterpret_cast<uintptr_t>(m.mapping.data());
+  const uintptr_t map_end = map_begin + m.mapping.size();
+  const fb::Constant& c = *m.fb().constants()->Get(static_cast<flatbuffers::uoffset_t>(i));
+  const auto begin = reinterpret_cast<uintptr_t>(p.constant_data[i]);
+  if (c.storage() != fb::ConstantStorage::Rodata || begin < map_begin || begin >= map_end ||
+      c.byte_size() > map_end - begin)
+    return;
+  const uintptr_t first = (begin + page - 1) & ~(page - 1), last = (begin + c.byte_size()) & ~(page - 1);
+  if (last > first) madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+}
+
 // Once per instruction, after the plans and constants: what its kernel
 // derives from its constant operands (the CPU packs GEMM weights), kept for
 // the program's lifetime; the invoke loop only hands the pointer over.
@@ -141,6 +168,17 @@ Status prepare_dispatches(ProgramImpl& p) {
   const size_t count = p.instruction_kernel.size();
   p.instruction_prepared.assign(count, nullptr);
   std::vector<void*> constants;
+  // Per constant: instructions reading it, and those whose prepared copy
+  // replaced it (their kernels no longer read the original).
+  const size_t constant_count = p.constant_data.size();
+  std::vector<uint32_t> readers(constant_count, 0), replaced(constant_count, 0);
+  for (size_t k = 0; k < count; ++k) {
+    const fb::Instruction& in = *fbm.instructions()->Get(static_cast<flatbuffers::uoffset_t>(k));
+    for (uint32_t o = 0; o < in.input_count(); ++o) {
+      const fb::Slot& slot = *fbm.slots()->Get(fbm.operand_pool()->Get(in.operand_begin() + o));
+      if (slot.storage() == fb::StorageKind::Constant && slot.index() < constant_count) ++readers[slot.index()];
+    }
+  }
   for (size_t k = 0; k < count; ++k) {
     const fb::Instruction& in = *fbm.instructions()->Get(static_cast<flatbuffers::uoffset_t>(k));
     if (in.opcode() != fb::Opcode::Dispatch) continue;  // control: run by the VM, no kernel
@@ -160,12 +198,19 @@ Status prepare_dispatches(ProgramImpl& p) {
     d.operands = constants.data();
     d.input_count = in.input_count();
     d.output_count = in.operand_count() - in.input_count();
-    Result<hal::Buffer> prepared = p.device->prepare_dispatch(d);
+    uint32_t replaces = 0;
+    Result<hal::Buffer> prepared = p.device->prepare_dispatch(d, &replaces);
     if (!prepared.ok()) return prepared.status().annotate("preparing instruction " + std::to_string(k));
     if (prepared->size == 0 && prepared->host_ptr == nullptr && prepared->device_ptr == 0) continue;
     p.buffers.push_back(*prepared);
     ++p.prepare_stats.device_allocations;
     p.instruction_prepared[k] = device_address(*prepared);
+    for (uint32_t o = 0; o < in.input_count() && o < 32; ++o) {
+      const fb::Slot& slot = *fbm.slots()->Get(fbm.operand_pool()->Get(in.operand_begin() + o));
+      if (((replaces >> o) & 1u) && slot.storage() == fb::StorageKind::Constant && slot.index() < constant_count &&
+          ++replaced[slot.index()] == readers[slot.index()])
+        release_constant(p, slot.index());
+    }
   }
   return ok_status();
 }

@@ -20,6 +20,7 @@ KernelFn find_cpu_kernel(const ops::KernelKey& key);
 struct KernelPrepare {
   uint64_t (*bytes)(const Dispatch& constants);
   void (*fill)(const Dispatch& constants, void* out);
+  uint32_t replaces;  // a bit per input the kernel no longer reads once prepared
 };
 // The prepare step registered for `kernel`; null when it has none.
 const KernelPrepare* find_cpu_prepare(KernelFn kernel);

@@ -146,8 +146,11 @@ class Device {
   // owns it, releases it after the last dispatch using it, and passes its
   // device address as Dispatch::prepared. An empty Buffer (size 0): nothing
   // to prepare. Backends without such kernels keep this default.
-  virtual Result<Buffer> prepare_dispatch(const Dispatch& dispatch) {
+  // `replaced_inputs` (optional) gets a bit per input the kernel no longer
+  // reads when given the prepared data (the caller may then let go of it).
+  virtual Result<Buffer> prepare_dispatch(const Dispatch& dispatch, uint32_t* replaced_inputs = nullptr) {
     (void)dispatch;
+    if (replaced_inputs) *replaced_inputs = 0;
     return Buffer{};
   }
 

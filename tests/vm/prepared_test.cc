@@ -1,0 +1,102 @@
+// Weights packed once at Program::prepare (Device::prepare_dispatch): the
+// results are the unpacked kernels' bits, the packed bytes are counted as
+// prepare allocations, invoking allocates nothing, and the mapped original
+// a packed copy replaced (its pages handed back) is still there for a second
+// Program of the same Module, whether loaded from a file or from a buffer.
+#include <doctest/doctest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "alloc_counter.h"
+#include "hexir/serializer/compiler.h"
+#include "hexir/vm.h"
+
+namespace hexir::vm {
+namespace {
+
+constexpr int64_t kRows = 5, kK = 96, kN = 200;  // W: 96 x 200 floats, 75 KiB: whole pages of the file
+
+float weight(int64_t i) { return std::sin(static_cast<float>(i) * 0.37f); }
+
+// y = relu(x @ W), W a RODATA constant (dense in the text, so in the file).
+std::string source() {
+  std::string w;
+  for (int64_t i = 0; i < kK * kN; ++i) w += (i ? ", " : "") + std::to_string(weight(i));
+  return "module @packed\nconst @w : f32[" + std::to_string(kK) + "," + std::to_string(kN) + "] = dense [" + w +
+         "]\nfunc @main(%x: f32[" + std::to_string(kRows) + "," + std::to_string(kK) + "]) -> (f32[" +
+         std::to_string(kRows) + "," + std::to_string(kN) + "]) {\n  %y = call @matmul(%x, @w) : f32[" +
+         std::to_string(kRows) + "," + std::to_string(kN) + "]\n  %r = call @relu(%y) : f32[" +
+         std::to_string(kRows) + "," + std::to_string(kN) + "]\n  return %r\n}\n";
+}
+
+std::vector<float> run(const Program& program, const std::vector<float>& x) {
+  auto context = Context::create(program);
+  REQUIRE_MESSAGE(context.ok(), context.status().to_string());
+  std::vector<float> y(kRows * kN, -1.0f);
+  const TensorRef in{const_cast<float*>(x.data()), x.size() * 4, TensorType{DType::kF32, {kRows, kK}}};
+  const TensorRef out{y.data(), y.size() * 4, TensorType{DType::kF32, {kRows, kN}}};
+  REQUIRE(context->invoke("main", {&in, 1}, {&out, 1}).ok());  // first invoke: warm
+  const uint64_t before = hexir::testing::thread_allocation_count();
+  REQUIRE(context->invoke("main", {&in, 1}, {&out, 1}).ok());
+  CHECK(hexir::testing::thread_allocation_count() == before);
+  return y;
+}
+
+TEST_CASE("prepared weights: counted at prepare, the reference's values, and the file's pages still readable") {
+  Result<std::vector<uint8_t>> bytes = serializer::compile_source(source(), "packed.hxir", ".");
+  REQUIRE_MESSAGE(bytes.ok(), bytes.status().to_string());
+  char path[] = "/tmp/hexir_prepared_test_XXXXXX";
+  const int fd = mkstemp(path);
+  REQUIRE(fd >= 0);
+  REQUIRE(::write(fd, bytes->data(), bytes->size()) == static_cast<ssize_t>(bytes->size()));
+  ::close(fd);
+
+  std::vector<float> x(kRows * kK);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = std::cos(static_cast<float>(i) * 0.11f);
+  std::vector<double> want(kRows * kN);
+  for (int64_t i = 0; i < kRows; ++i)
+    for (int64_t j = 0; j < kN; ++j) {
+      double s = 0;
+      for (int64_t k = 0; k < kK; ++k) s += static_cast<double>(x[i * kK + k]) * weight(k * kN + j);
+      want[i * kN + j] = s > 0 ? s : 0;
+    }
+
+  auto device = hal::create_device("cpu", {.threads = 2});
+  REQUIRE(device.ok());
+  auto module = Module::load_file(path);
+  REQUIRE_MESSAGE(module.ok(), module.status().to_string());
+  const uint64_t allocated = (*device)->counters().bytes_allocated;
+  auto first = Program::prepare(*module, **device);
+  REQUIRE_MESSAGE(first.ok(), first.status().to_string());
+  // The packed B: at least the weights' bytes, allocated through the device.
+  CHECK((*device)->counters().bytes_allocated - allocated >= static_cast<uint64_t>(kK * kN * 4));
+  const std::vector<float> y = run(*first, x);
+  for (size_t i = 0; i < want.size(); ++i)
+    REQUIRE_MESSAGE(std::abs(y[i] - want[i]) <= 1e-4 * (1 + std::abs(want[i])), "element " << i);
+
+  // A second Program of the same Module reads the weights again (from the
+  // file: the first one handed their pages back) and packs the same values.
+  auto second = Program::prepare(*module, **device);
+  REQUIRE(second.ok());
+  CHECK(run(*second, x) == y);
+  // Loaded from a buffer (nothing is handed back there): the same bits.
+  std::unique_ptr<uint8_t, decltype(&std::free)> copy(
+      static_cast<uint8_t*>(std::aligned_alloc(64, (bytes->size() + 63) / 64 * 64)), &std::free);
+  std::memcpy(copy.get(), bytes->data(), bytes->size());
+  auto from_buffer = Module::load_buffer({copy.get(), bytes->size()});
+  REQUIRE_MESSAGE(from_buffer.ok(), from_buffer.status().to_string());
+  auto third = Program::prepare(*from_buffer, **device);
+  REQUIRE(third.ok());
+  CHECK(run(*third, x) == y);
+  std::remove(path);
+}
+
+}  // namespace
+}  // namespace hexir::vm
