@@ -412,6 +412,7 @@ void apply_epilogue(const ops::Epilogue& e, float* c, int64_t ld, int64_t rows, 
     case Activation::kHardSwish:
       for (int64_t i = 0; i < rows; ++i) hard_swish_block(c + i * ld, c + i * ld, cols);
       return;
+    case Activation::kAffine:  // add and mul only (their rule): never a GEMM's epilogue
     case Activation::kCount: return;
   }
 }
