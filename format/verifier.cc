@@ -602,6 +602,7 @@ class ModuleVerifier {
   // (check_loops).
   template <typename Fail>
   Status check_control(uint64_t k, const fb::Instruction& in, const Fail& fail) {
+    if (in.opcode() == fb::Opcode::BranchIfZero || in.opcode() == fb::Opcode::Jump) return check_branch(k, in, fail);
     const bool begin = in.opcode() == fb::Opcode::LoopBegin;
     if (!begin && in.opcode() != fb::Opcode::LoopNext)
       return fail("unknown opcode ", static_cast<int>(in.opcode()));
@@ -638,6 +639,34 @@ class ModuleVerifier {
     return ok_status();
   }
 
+  // BranchIfZero: one bool[] input, no output, one parameter (its else
+  // target); Jump: no operands, one parameter. No alias bits, no scratch.
+  template <typename Fail>
+  Status check_branch(uint64_t k, const fb::Instruction& in, const Fail& fail) {
+    const bool branch = in.opcode() == fb::Opcode::BranchIfZero;
+    const char* name = branch ? "BranchIfZero" : "Jump";
+    const uint32_t operands = branch ? 1 : 0;
+    if (in.operand_count() != operands || in.input_count() != operands)
+      return fail(name, " has ", in.operand_count(), " operands with ", in.input_count(), " inputs; it takes ",
+                  operands, " input(s) and no output");
+    if (!range_inside(in.operand_begin(), in.operand_count(), vec_size(m_.operand_pool())))
+      return fail("operands [", in.operand_begin(), ", +", in.operand_count(), ") exceed the operand pool");
+    if (in.param_count() != 1 || !range_inside(in.param_begin(), 1, vec_size(m_.param_pool())))
+      return fail(name, " takes 1 parameter (its target), got ", in.param_count());
+    if (in.alias_mask() != 0) return fail(name, " has alias bits");
+    if (branch) {
+      const uint32_t slot = m_.operand_pool()->Get(in.operand_begin());
+      if (slot >= vec_size(m_.slots()))
+        return fail("operand 0 refers to slot ", slot, ", but the module has ", vec_size(m_.slots()), " slots");
+      if (!(out_.slot_types[slot] == TensorType{DType::kBool, {}}))
+        return fail("BranchIfZero condition ", slot_label(m_, slot), " is ", out_.slot_types[slot].to_string(),
+                    "; a condition is bool[]");
+    }
+    if (vec_size(m_.workspaces()) != 0 && m_.workspaces()->Get(static_cast<flatbuffers::uoffset_t>(k))->size() != 0)
+      return fail(name, " has a workspace range");
+    return ok_status();
+  }
+
   // Per function, the loops: every LoopBegin is closed by a LoopNext of the
   // same counter and trip slots, loops nest properly, LoopBegin's exit is
   // one past its LoopNext and LoopNext's body one past its LoopBegin. So the
@@ -646,22 +675,84 @@ class ModuleVerifier {
   Status check_loops() {
     const uint64_t functions = vec_size(m_.functions());
     out_.loops.assign(functions, {});
-    std::vector<uint32_t> open;
+    std::vector<uint32_t> open;  // open loops (their LoopBegin)
+    out_.branches.assign(functions, {});
     for (uint64_t f = 0; f < functions; ++f) {
       const fb::Function& fn = *m_.functions()->Get(static_cast<flatbuffers::uoffset_t>(f));
       open.clear();
       auto operand = [&](const fb::Instruction& in, uint32_t o) { return m_.operand_pool()->Get(in.operand_begin() + o); };
       auto param = [&](const fb::Instruction& in, uint32_t i) { return m_.param_pool()->Get(in.param_begin() + i); };
-      for (uint32_t k = 0; k < fn.instruction_count(); ++k) {
+      auto at = [&](uint64_t k) -> const fb::Instruction& {
+        return *m_.instructions()->Get(static_cast<flatbuffers::uoffset_t>(uint64_t{fn.instruction_begin()} + k));
+      };
+      // Open regions, innermost last: where each must close (a loop's
+      // LoopNext; an if's Jump while in its then-branch, its end after).
+      struct Frame {
+        bool is_if;
+        uint64_t close;     // loop: its LoopNext; if: its Jump (then), its end (else)
+        uint64_t else_at;   // if: first instruction of the else-branch
+        uint64_t end;       // if: one past the else-branch
+      };
+      std::vector<Frame> frames;
+      const uint64_t count = fn.instruction_count();
+      for (uint64_t k = 0; k <= count; ++k) {
+        // Branch boundaries reached: then -> else, else -> closed.
+        while (!frames.empty() && frames.back().is_if) {
+          Frame& top = frames.back();
+          if (k == top.else_at && top.close != top.end) {
+            top.close = top.end;
+          } else if (k == top.end && top.close == top.end) {
+            frames.pop_back();
+          } else {
+            break;
+          }
+        }
+        if (!frames.empty() && !frames.back().is_if && k > frames.back().close)
+          return corrupt(instruction_label(uint64_t{fn.instruction_begin()} + open.back()),
+                         ": LoopBegin without a LoopNext at its exit");
+        if (k == count) break;
         const uint64_t index = uint64_t{fn.instruction_begin()} + k;
-        const fb::Instruction& in = *m_.instructions()->Get(static_cast<flatbuffers::uoffset_t>(index));
+        const fb::Instruction& in = at(k);
+        // The innermost region's limit: nothing opened here may reach past it.
+        const uint64_t limit = frames.empty() ? count : frames.back().close;
+        if (in.opcode() == fb::Opcode::BranchIfZero) {
+          const int64_t else_at = param(in, 0);
+          if (else_at < static_cast<int64_t>(k) + 2 || static_cast<uint64_t>(else_at) > limit ||
+              at(static_cast<uint64_t>(else_at) - 1).opcode() != fb::Opcode::Jump)
+            return corrupt(instruction_label(index), ": BranchIfZero to ", else_at,
+                           " is not an else-branch after its then-branch's Jump inside the enclosing region (limit ", limit, ")");
+          const int64_t end = param(at(static_cast<uint64_t>(else_at) - 1), 0);
+          if (end < else_at || static_cast<uint64_t>(end) > (frames.empty() ? count : frames.back().close))
+            return corrupt(instruction_label(uint64_t{fn.instruction_begin()} + static_cast<uint64_t>(else_at) - 1),
+                           ": Jump to ", end, " does not end its if inside the enclosing region (from ", else_at,
+                           " to ", limit, ")");
+          if (frames.size() >= kMaxLoopDepth)
+            return corrupt(instruction_label(index), ": regions nested more than ", kMaxLoopDepth, " deep");
+          frames.push_back({true, static_cast<uint64_t>(else_at) - 1, static_cast<uint64_t>(else_at),
+                            static_cast<uint64_t>(end)});
+          out_.branches[f].push_back({static_cast<uint32_t>(k), static_cast<uint32_t>(else_at),
+                                      static_cast<uint32_t>(end)});
+          continue;
+        }
+        if (in.opcode() == fb::Opcode::Jump) {
+          if (frames.empty() || !frames.back().is_if || frames.back().close != k || frames.back().else_at != k + 1)
+            return corrupt(instruction_label(index), ": a Jump that does not end a then-branch");
+          continue;
+        }
         if (in.opcode() == fb::Opcode::LoopBegin) {
-          if (open.size() >= kMaxLoopDepth) return corrupt(instruction_label(index), ": loops nested more than ", kMaxLoopDepth, " deep");
-          open.push_back(k);
+          if (frames.size() >= kMaxLoopDepth) return corrupt(instruction_label(index), ": loops nested more than ", kMaxLoopDepth, " deep");
+          const int64_t exit = param(in, 0);
+          if (exit < static_cast<int64_t>(k) + 2 || static_cast<uint64_t>(exit) - 1 > limit)
+            return corrupt(instruction_label(index), ": LoopBegin exits to ", exit, ", outside its enclosing region");
+          open.push_back(static_cast<uint32_t>(k));
+          frames.push_back({false, static_cast<uint64_t>(exit) - 1, 0, 0});
           continue;
         }
         if (in.opcode() != fb::Opcode::LoopNext) continue;
         if (open.empty()) return corrupt(instruction_label(index), ": LoopNext without a LoopBegin");
+        if (frames.back().is_if)
+          return corrupt(instruction_label(index), ": LoopNext inside a branch that is still open");
+        frames.pop_back();
         const uint32_t b = open.back();
         open.pop_back();
         const fb::Instruction& head =
@@ -787,6 +878,7 @@ class ModuleVerifier {
   Status check_aliasing() {
     const uint64_t slot_count = vec_size(m_.slots());
     defined_depth_.assign(slot_count, SIZE_MAX);
+    then_written_.assign(slot_count, 0);
     std::vector<int64_t> last_read(slot_count, -1), def(slot_count, -1), last_write(slot_count, -1);
     std::vector<int64_t> output_of(slot_count, -1);
     std::vector<uint32_t> touched;
@@ -846,9 +938,36 @@ class ModuleVerifier {
         buffer_of_output[j] = s.storage() == fb::StorageKind::Input ? s.index() : inputs + j;
       }
 
+      if_frames_.clear();
       for (uint64_t k = 0; k < count; ++k) {
         const fb::Instruction& in = *m_.instructions()->Get(static_cast<flatbuffers::uoffset_t>(begin + k));
         auto fail = [&](auto&&... args) { return corrupt(instruction_label(begin + k), ": ", args...); };
+        // Branch boundaries (innermost first): a value written in a branch is
+        // defined after the if only when the other branch writes it too.
+        while (!if_frames_.empty()) {
+          IfFrame& top = if_frames_.back();
+          if (!top.in_else && k == top.else_begin) {
+            for (uint32_t r : defined_at_depth_[depth]) {
+              defined_depth_[r] = SIZE_MAX;
+              then_written_[r] = top.id;
+            }
+            defined_at_depth_[depth].clear();
+            top.in_else = true;
+          } else if (top.in_else && k == top.end) {
+            for (uint32_t r : defined_at_depth_[depth]) {
+              defined_depth_[r] = SIZE_MAX;
+              if (then_written_[r] == top.id && defined_depth_[r] > depth - 1) {
+                defined_depth_[r] = depth - 1;
+                defined_at_depth_[depth - 1].push_back(r);
+              }
+            }
+            defined_at_depth_[depth].clear();
+            --depth;
+            if_frames_.pop_back();
+          } else {
+            break;
+          }
+        }
         int64_t aliased_root = -1;
         for (uint32_t i = 0; i < in.input_count(); ++i) {
           const uint32_t slot = operand(in, i), r = root_of(slot);
@@ -901,7 +1020,15 @@ class ModuleVerifier {
           defined_depth_[r] = depth;
           defined_at_depth_[depth].push_back(r);
         }
-        if (in.opcode() == fb::Opcode::LoopBegin) {
+        if (in.opcode() == fb::Opcode::BranchIfZero) {
+          // Verified by check_loops: the Jump before the else-branch names the end.
+          const uint64_t else_begin = static_cast<uint64_t>(m_.param_pool()->Get(in.param_begin()));
+          const fb::Instruction& jump =
+              *m_.instructions()->Get(static_cast<flatbuffers::uoffset_t>(begin + else_begin - 1));
+          if_frames_.push_back({else_begin, static_cast<uint64_t>(m_.param_pool()->Get(jump.param_begin())),
+                                ++if_count_, false});
+          ++depth;
+        } else if (in.opcode() == fb::Opcode::LoopBegin) {
           ++depth;
         } else if (in.opcode() == fb::Opcode::LoopNext) {
           for (uint32_t r : defined_at_depth_[depth]) defined_depth_[r] = SIZE_MAX;
@@ -1065,6 +1192,15 @@ class ModuleVerifier {
   // happened at (SIZE_MAX: not written yet); per depth, the slots defined there.
   std::vector<size_t> defined_depth_;
   std::vector<std::vector<uint32_t>> defined_at_depth_;
+  // The ifs open at the instruction at hand; per slot, the last if whose
+  // then-branch wrote it (ids count up over the whole module: never reset).
+  struct IfFrame {
+    uint64_t else_begin, end, id;
+    bool in_else;
+  };
+  std::vector<IfFrame> if_frames_;
+  std::vector<uint64_t> then_written_;
+  uint64_t if_count_ = 0;
   bool dynamic_ = false;                                 // free-at-last-use: no static arena offsets
 };
 
@@ -1078,6 +1214,10 @@ const char* instruction_name(const VerifiedModule& module, const fb::Instruction
       return "loop_begin";
     case fb::Opcode::LoopNext:
       return "loop_next";
+    case fb::Opcode::BranchIfZero:
+      return "branch_if_zero";
+    case fb::Opcode::Jump:
+      return "jump";
   }
   return "unknown";
 }

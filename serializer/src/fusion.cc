@@ -51,10 +51,11 @@ void drop(Function& fn, const std::vector<bool>& node_dropped, std::vector<bool>
   for (Node& node : nodes) {
     for (int& v : node.inputs) remap(v);
     for (int& v : node.results) remap(v);
-    const size_t other = node.kind == NodeKind::kLoopBegin ? 1 : 0;
-    if (node.kind != NodeKind::kOp && node.params.size() > other && node.params[other] >= 0 &&
-        static_cast<size_t>(node.params[other]) < node_id.size())
-      node.params[other] = node_id[static_cast<size_t>(node.params[other])];
+    // Every parameter of a region marker is a node index, but a loop's step (params[0]).
+    if (node.kind == NodeKind::kOp) continue;
+    for (size_t p = node.kind == NodeKind::kLoopBegin ? 1 : 0; p < node.params.size(); ++p)
+      if (node.params[p] >= 0 && static_cast<size_t>(node.params[p]) < node_id.size())
+        node.params[p] = node_id[static_cast<size_t>(node.params[p])];
   }
   for (Argument& arg : fn.arguments) remap(arg.value);
   for (int& v : fn.outputs) remap(v);
@@ -70,20 +71,14 @@ void drop(Function& fn, const std::vector<bool>& node_dropped, std::vector<bool>
 
 // Per value: how often it is read (a return counts twice: never fused away)
 // and by which node, for "exactly one node reads it once".
-// A read by a loop marker or by a node in another loop body (or outside it)
-// counts twice too: a rewrite never moves work into or out of a loop.
+// A read by a region marker or by a node in another loop body or branch (or
+// outside it) counts twice too: a rewrite never moves work into or out of a
+// loop or a branch.
 struct Readers {
   std::vector<int> reads, reader;
-  std::vector<int> region;  // per node: the kLoopBegin whose body holds it, -1 at the top level
+  std::vector<int> region;  // per node: the loop body or branch holding it (its opening node), -1 at the top
   explicit Readers(const Function& fn)
-      : reads(fn.values.size(), 0), reader(fn.values.size(), -1), region(fn.nodes.size(), -1) {
-    std::vector<int> open;
-    for (size_t n = 0; n < fn.nodes.size(); ++n) {
-      const Node& node = fn.nodes[n];
-      if (node.kind == NodeKind::kLoopEnd && !open.empty()) open.pop_back();
-      region[n] = open.empty() ? -1 : open.back();
-      if (node.kind == NodeKind::kLoopBegin) open.push_back(static_cast<int>(n));
-    }
+      : reads(fn.values.size(), 0), reader(fn.values.size(), -1), region(innermost_regions(fn)) {
     for (size_t n = 0; n < fn.nodes.size(); ++n)
       for (int in : fn.nodes[n].inputs) {
         const Value& value = fn.values[static_cast<size_t>(in)];

@@ -137,8 +137,9 @@ Status GraphBuilder::begin_function(std::string name, Location loc) {
   outputs_set_ = false;
   value_names_.clear();
   constant_values_.clear();
-  value_loop_.clear();
-  open_loop_nodes_.clear();
+  value_region_.clear();
+  open_regions_.clear();
+  open_if_types_.clear();
   return ok_status();
 }
 
@@ -160,23 +161,23 @@ Status GraphBuilder::check_value_id(int id, const char* what, const Location& lo
                     std::string(what) + " " + std::to_string(id) + " is not a value of @" + function().name);
   if (!visible(id)) {
     const Value& v = value(id);
-    const Node& loop = function().nodes[static_cast<size_t>(value_loop_[static_cast<size_t>(id)])];
-    return error_at(loc, std::string(what) + " " + sigil_name(v) +
-                             " is used outside the loop that defines it (the loop at " + loop.loc.position() +
-                             ")");
+    const Node& region = function().nodes[static_cast<size_t>(value_region_[static_cast<size_t>(id)])];
+    const char* kind = region.kind == NodeKind::kLoopBegin ? "loop" : region.kind == NodeKind::kIfBegin ? "then-branch" : "else-branch";
+    return error_at(loc, std::string(what) + " " + sigil_name(v) + " is used outside the " + kind +
+                             " that defines it (the " + kind + " at " + region.loc.position() + ")");
   }
   return ok_status();
 }
 
 bool GraphBuilder::visible(int id) const {
-  const int loop = value_loop_[static_cast<size_t>(id)];
-  return loop < 0 || std::find(open_loop_nodes_.begin(), open_loop_nodes_.end(), loop) != open_loop_nodes_.end();
+  const int loop = value_region_[static_cast<size_t>(id)];
+  return loop < 0 || std::find(open_regions_.begin(), open_regions_.end(), loop) != open_regions_.end();
 }
 
 int GraphBuilder::push_value(Value value) {
   const int id = static_cast<int>(function().values.size());
-  value_loop_.push_back(value.kind == ValueKind::kConstant || open_loop_nodes_.empty() ? -1
-                                                                                      : open_loop_nodes_.back());
+  value_region_.push_back(value.kind == ValueKind::kConstant || open_regions_.empty() ? -1
+                                                                                      : open_regions_.back());
   function().values.push_back(std::move(value));
   return id;
 }
@@ -210,7 +211,7 @@ Result<std::vector<int>> GraphBuilder::begin_loop(LoopSpec spec) {
   node.inputs.insert(node.inputs.end(), spec.inits.begin(), spec.inits.end());
   node.params = {spec.step, -1};
   node.loc = spec.loc;
-  open_loop_nodes_.push_back(node_index);  // the results are the body's
+  open_regions_.push_back(node_index);  // the results are the body's
   for (size_t j = 0; j < names.size(); ++j) {
     Value v;
     v.name = names[j];
@@ -232,9 +233,10 @@ Result<std::vector<int>> GraphBuilder::begin_loop(LoopSpec spec) {
 Result<std::vector<int>> GraphBuilder::end_loop(const std::vector<int>& yielded, std::vector<std::string> result_names,
                                                 const Location& loc, const std::vector<Location>& yield_locs) {
   if (!open_) return error_at(loc, "end_loop outside a function");
-  if (open_loop_nodes_.empty()) return error_at(loc, "'yield' outside a loop");
+  if (open_regions_.empty() || function().nodes[static_cast<size_t>(open_regions_.back())].kind != NodeKind::kLoopBegin)
+    return error_at(loc, "end_loop: the innermost open region is not a loop");
   Function& fn = function();
-  const int begin = open_loop_nodes_.back();
+  const int begin = open_regions_.back();
   const Node& head = fn.nodes[static_cast<size_t>(begin)];
   const size_t carried = head.results.size() - 1;
   if (yielded.size() != carried)
@@ -257,7 +259,7 @@ Result<std::vector<int>> GraphBuilder::end_loop(const std::vector<int>& yielded,
     if (result_names.size() <= j) result_names.push_back("loop" + std::to_string(begin) + ".result" + std::to_string(j));
     HEXIR_RETURN_IF_ERROR(check_value_name(result_names[j], loc));
   }
-  open_loop_nodes_.pop_back();  // the results are visible after the loop
+  open_regions_.pop_back();  // the results are visible after the loop
   Node node;
   node.kind = NodeKind::kLoopEnd;
   node.inputs = yielded;
@@ -434,7 +436,7 @@ Result<std::vector<int>> GraphBuilder::add_node(NodeSpec spec) {
 Status GraphBuilder::set_outputs(const std::vector<int>& values, const Location& loc,
                                  const std::vector<Location>& value_locs) {
   if (!open_) return error_at(loc, "set_outputs outside a function");
-  if (!open_loop_nodes_.empty()) return error_at(loc, "'return' inside a loop body (close it with 'yield')");
+  if (!open_regions_.empty()) return error_at(loc, "'return' inside a loop body or branch (close it with 'yield')");
   Function& fn = function();
   const Location& where = or_else(loc, fn.loc);
   for (int v : values) HEXIR_RETURN_IF_ERROR(check_value_id(v, "returned value", where));
@@ -468,11 +470,111 @@ Status GraphBuilder::set_outputs(const std::vector<int>& values, const Location&
   return ok_status();
 }
 
+Status GraphBuilder::begin_if(int cond, std::vector<TensorType> result_types, Location loc) {
+  if (!open_) return error_at(loc, "begin_if outside a function");
+  HEXIR_RETURN_IF_ERROR(check_value_id(cond, "condition", loc));
+  if (value(cond).type != TensorType{DType::kBool, {}})
+    return error_at(loc, "condition " + sigil_name(value(cond)) + " is " + value(cond).type.to_string() +
+                             ", an if takes a bool[]");
+  for (const TensorType& type : result_types) HEXIR_RETURN_IF_ERROR(check_type(type, loc));
+  Function& fn = function();
+  Node node;
+  node.kind = NodeKind::kIfBegin;
+  node.inputs = {cond};
+  node.params = {-1, -1};
+  node.loc = std::move(loc);
+  open_regions_.push_back(static_cast<int>(fn.nodes.size()));
+  open_if_types_.push_back(std::move(result_types));
+  fn.nodes.push_back(std::move(node));
+  return ok_status();
+}
+
+Status GraphBuilder::check_yields(const std::vector<int>& yielded, const std::vector<TensorType>& types,
+                                  const char* branch, const Location& loc,
+                                  const std::vector<Location>& yield_locs) const {
+  if (yielded.size() != types.size())
+    return error_at(loc, std::string("the ") + branch + " yields " + std::to_string(yielded.size()) +
+                             " value(s), the if declares " + std::to_string(types.size()) + " result(s)");
+  for (size_t j = 0; j < types.size(); ++j) {
+    const Location& at = at_index(yield_locs, j, loc);
+    HEXIR_RETURN_IF_ERROR(check_value_id(yielded[j], "yielded value", at));
+    if (value(yielded[j]).type != types[j])
+      return error_at(at, "the " + std::string(branch) + " yields " + sigil_name(value(yielded[j])) + " (" +
+                              value(yielded[j]).type.to_string() + ") as result " + std::to_string(j) +
+                              ", the if declares " + types[j].to_string());
+  }
+  return ok_status();
+}
+
+Status GraphBuilder::else_branch(const std::vector<int>& yielded, const Location& loc,
+                                 const std::vector<Location>& yield_locs) {
+  if (!open_) return error_at(loc, "else_branch outside a function");
+  if (open_regions_.empty() || function().nodes[static_cast<size_t>(open_regions_.back())].kind != NodeKind::kIfBegin)
+    return error_at(loc, "'else' without an open then-branch");
+  HEXIR_RETURN_IF_ERROR(check_yields(yielded, open_if_types_.back(), "then-branch", loc, yield_locs));
+  Function& fn = function();
+  const int begin = open_regions_.back();
+  const int node_index = static_cast<int>(fn.nodes.size());
+  Node node;
+  node.kind = NodeKind::kIfElse;
+  node.inputs = yielded;
+  node.params = {begin};
+  node.loc = loc;
+  fn.nodes[static_cast<size_t>(begin)].params[0] = node_index;
+  open_regions_.back() = node_index;  // the else-branch's values are its own
+  fn.nodes.push_back(std::move(node));
+  return ok_status();
+}
+
+Result<std::vector<int>> GraphBuilder::end_if(const std::vector<int>& yielded, std::vector<std::string> result_names,
+                                              const Location& loc, const std::vector<Location>& yield_locs) {
+  if (!open_) return error_at(loc, "end_if outside a function");
+  if (open_regions_.empty() || function().nodes[static_cast<size_t>(open_regions_.back())].kind != NodeKind::kIfElse)
+    return error_at(loc, "an if needs an else-branch");
+  const std::vector<TensorType> types = open_if_types_.back();
+  HEXIR_RETURN_IF_ERROR(check_yields(yielded, types, "else-branch", loc, yield_locs));
+  if (!result_names.empty() && result_names.size() != types.size())
+    return error_at(loc, std::to_string(result_names.size()) + " result name(s) for an if with " +
+                             std::to_string(types.size()) + " result(s)");
+  Function& fn = function();
+  const int else_node = open_regions_.back();
+  const int begin = static_cast<int>(fn.nodes[static_cast<size_t>(else_node)].params[0]);
+  const int node_index = static_cast<int>(fn.nodes.size());
+  for (size_t j = 0; j < types.size(); ++j) {
+    if (result_names.size() <= j) result_names.push_back("if" + std::to_string(begin) + ".result" + std::to_string(j));
+    HEXIR_RETURN_IF_ERROR(check_value_name(result_names[j], loc));
+  }
+  open_regions_.pop_back();
+  open_if_types_.pop_back();
+  Node node;
+  node.kind = NodeKind::kIfEnd;
+  node.inputs = yielded;
+  node.params = {begin};
+  node.loc = loc;
+  for (size_t j = 0; j < types.size(); ++j) {
+    Value v;
+    v.name = result_names[j];
+    v.type = types[j];
+    v.byte_size = *byte_size(types[j]);
+    v.kind = ValueKind::kResult;
+    v.node = node_index;
+    v.result = static_cast<int>(j);
+    v.loc = loc;
+    const int id = push_value(std::move(v));
+    value_names_[result_names[j]] = id;
+    node.results.push_back(id);
+  }
+  fn.nodes[static_cast<size_t>(begin)].params[1] = node_index;
+  std::vector<int> ids = node.results;
+  fn.nodes.push_back(std::move(node));
+  return ids;
+}
+
 Status GraphBuilder::end_function() {
   if (!open_) return invalid_argument("end_function without begin_function");
-  if (!open_loop_nodes_.empty())
-    return error_at(function().nodes[static_cast<size_t>(open_loop_nodes_.back())].loc,
-                    "loop is not closed with 'yield' before the end of @" + function().name);
+  if (!open_regions_.empty())
+    return error_at(function().nodes[static_cast<size_t>(open_regions_.back())].loc,
+                    "region is not closed with 'yield' before the end of @" + function().name);
   if (!outputs_set_)
     return error_at(function().loc, "function @" + function().name + " returns nothing (set_outputs)");
   open_ = false;
@@ -485,6 +587,23 @@ Result<Module> GraphBuilder::finish() {
   if (open_)
     return error_at(function().loc, "function @" + function().name + " was not ended (end_function)");
   return std::move(module_);
+}
+
+// Per node: the node opening the region directly around it (a kLoopBegin,
+// kIfBegin or kIfElse), -1 at the top level. A region's own markers belong
+// to the region around it.
+std::vector<int> innermost_regions(const Function& fn) {
+  std::vector<int> innermost(fn.nodes.size(), -1);
+  std::vector<int> stack;
+  for (size_t n = 0; n < fn.nodes.size(); ++n) {
+    const NodeKind kind = fn.nodes[n].kind;
+    if ((kind == NodeKind::kLoopEnd || kind == NodeKind::kIfElse || kind == NodeKind::kIfEnd) && !stack.empty())
+      stack.pop_back();
+    innermost[n] = stack.empty() ? -1 : stack.back();
+    if (kind == NodeKind::kLoopBegin || kind == NodeKind::kIfBegin || kind == NodeKind::kIfElse)
+      stack.push_back(static_cast<int>(n));
+  }
+  return innermost;
 }
 
 }  // namespace hexir::serializer

@@ -112,7 +112,14 @@ struct Value {
 //    [the loop's results, one per carried value], params [index of its kLoopBegin].
 // Every node between them is the body. A body value is visible only inside
 // the body; the results are visible after kLoopEnd.
-enum class NodeKind : uint8_t { kOp, kLoopBegin, kLoopEnd };
+//  - kIfBegin: inputs [condition (bool[])], params [index of its kIfElse,
+//    index of its kIfEnd]; the then-branch follows;
+//  - kIfElse: inputs [the then-branch's yielded values], params [its kIfBegin];
+//    the else-branch follows;
+//  - kIfEnd: inputs [the else-branch's yielded values], results [the if's
+//    results], params [its kIfBegin].
+// A value of a branch is visible only inside that branch.
+enum class NodeKind : uint8_t { kOp, kLoopBegin, kLoopEnd, kIfBegin, kIfElse, kIfEnd };
 
 struct Node {
   NodeKind kind = NodeKind::kOp;
@@ -146,6 +153,11 @@ struct Module {
   std::vector<Constant> constants;
   std::vector<Function> functions;
 };
+
+// Per node of `fn`: the node opening the region directly around it (a
+// kLoopBegin, kIfBegin or kIfElse), -1 at the top level. A region's own
+// markers belong to the region around it.
+std::vector<int> innermost_regions(const Function& fn);
 
 // ---- the builder --------------------------------------------------------------
 
@@ -205,8 +217,18 @@ class GraphBuilder {
   // `result_names` (one per carried value, or empty: made up).
   Result<std::vector<int>> end_loop(const std::vector<int>& yielded, std::vector<std::string> result_names = {},
                                     const Location& loc = {}, const std::vector<Location>& yield_locs = {});
-  // Open loops (0: the function's top level).
-  size_t open_loops() const { return open_loop_nodes_.size(); }
+  // `if %cond -> (types) { ... yield } else { ... yield }`: `cond` is a
+  // bool[] value; each branch yields one value per result type.
+  Status begin_if(int cond, std::vector<TensorType> result_types, Location loc = {});
+  // Ends the then-branch with its yielded values and opens the else-branch.
+  Status else_branch(const std::vector<int>& yielded, const Location& loc = {},
+                     const std::vector<Location>& yield_locs = {});
+  // Ends the else-branch; returns the if's results, named `result_names`
+  // (one per result type, or empty: made up).
+  Result<std::vector<int>> end_if(const std::vector<int>& yielded, std::vector<std::string> result_names = {},
+                                  const Location& loc = {}, const std::vector<Location>& yield_locs = {});
+  // Open regions: loop bodies and branches (0: the function's top level).
+  size_t open_regions() const { return open_regions_.size(); }
 
   // ---- functions: one is open at a time, from begin_function to end_function.
   Status begin_function(std::string name, Location loc = {});
@@ -245,11 +267,16 @@ class GraphBuilder {
   int push_value(Value value);
   bool visible(int id) const;
 
-  // Regions: per value of the open function, the loop whose body defines it
-  // (-1: the top level); the loops still open, innermost last (their begin
-  // nodes), and whether each loop (by begin node) is open.
-  std::vector<int> value_loop_;
-  std::vector<int> open_loop_nodes_;
+  // Checks a branch's yielded values against the if's result types.
+  Status check_yields(const std::vector<int>& yielded, const std::vector<TensorType>& types, const char* branch,
+                      const Location& loc, const std::vector<Location>& yield_locs) const;
+
+  // Regions: per value of the open function, the region that defines it
+  // (the node opening it: a kLoopBegin, kIfBegin or kIfElse; -1: the top
+  // level); the regions still open, innermost last; per open if, its result types.
+  std::vector<int> value_region_;
+  std::vector<int> open_regions_;
+  std::vector<std::vector<TensorType>> open_if_types_;
 
   Module module_;
   std::map<std::string, int, std::less<>> constant_index_;

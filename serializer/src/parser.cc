@@ -626,14 +626,17 @@ class Parser {
         HEXIR_RETURN_IF_ERROR(parse_assignment(fn_name, depth));
       } else if (tok_.is_word("for")) {
         HEXIR_RETURN_IF_ERROR(parse_for({}, {}, fn_name, depth));
+      } else if (tok_.is_word("if")) {
+        HEXIR_RETURN_IF_ERROR(parse_if({}, {}, fn_name, depth));
       } else {
         return expected(tok_.kind == Tok::kEof ? "'}' to close function @" + fn_name
-                        : depth == 0           ? "'%name = call ...', 'for' or 'return'"
-                                               : "'%name = call ...', 'for' or 'yield'");
+                        : depth == 0           ? "'%name = call ...', 'for', 'if' or 'return'"
+                                               : "'%name = call ...', 'for', 'if' or 'yield'");
       }
     }
     if (depth == 0 && tok_.is_word("yield")) return error(tok_.loc, "'yield' outside a loop");
-    if (depth > 0 && tok_.is_word("return")) return error(tok_.loc, "'return' inside a loop body (close it with 'yield')");
+    if (depth > 0 && tok_.is_word("return"))
+      return error(tok_.loc, "'return' inside a loop body or branch (close it with 'yield')");
     return ok_status();
   }
 
@@ -651,11 +654,13 @@ class Parser {
       const int64_t count = tok_.int_value;
       HEXIR_RETURN_IF_ERROR(advance());
       HEXIR_RETURN_IF_ERROR(expect_punct('=', "after the result count"));
-      if (!tok_.is_word("for")) return expected("'for' (a result count names the results of a loop)");
+      if (!tok_.is_word("for") && !tok_.is_word("if"))
+        return expected("'for' or 'if' (a result count names the results of a loop or an if)");
       for (int64_t j = 0; j < count; ++j) {
         names.push_back(first_name + "#" + std::to_string(j));
         locs.push_back(location(first));
       }
+      if (tok_.is_word("if")) return parse_if(std::move(names), std::move(locs), fn_name, depth);
       return parse_for(std::move(names), std::move(locs), fn_name, depth);
     }
     names.push_back(first_name);
@@ -669,6 +674,7 @@ class Parser {
     }
     HEXIR_RETURN_IF_ERROR(expect_punct('=', "after %" + names.back()));
     if (tok_.is_word("for")) return parse_for(std::move(names), std::move(locs), fn_name, depth);
+    if (tok_.is_word("if")) return parse_if(std::move(names), std::move(locs), fn_name, depth);
     return parse_call(std::move(names), std::move(locs));
   }
 
@@ -687,6 +693,71 @@ class Parser {
     HEXIR_ASSIGN_OR_RETURN(int constant, builder_.add_constant(name, TensorType{DType::kI64, {}}, std::move(bytes),
                                                                location(loc)));
     return builder_.use_constant(constant, location(loc));
+  }
+
+  // The `yield %a, %b` ending a region, then its '}'.
+  Status parse_yield(std::vector<int>* values, std::vector<Location>* locs, SourceLoc* at, const char* what) {
+    if (!tok_.is_word("yield")) return error(tok_.loc, std::string(what) + " ends without 'yield'");
+    *at = tok_.loc;
+    HEXIR_RETURN_IF_ERROR(advance());
+    while (tok_.kind == Tok::kLocal || tok_.kind == Tok::kGlobal) {
+      locs->push_back(location(tok_.loc));
+      HEXIR_ASSIGN_OR_RETURN(int value, parse_operand());
+      values->push_back(value);
+      if (!tok_.is(',')) break;
+      HEXIR_RETURN_IF_ERROR(advance());
+    }
+    if (!tok_.is('}')) return expected("'}' after 'yield'");
+    return advance();
+  }
+
+  // if %cond -> (TYPES) { ... yield ... } else { ... yield ... }
+  Status parse_if(std::vector<std::string> names, std::vector<Location> name_locs, const std::string& fn_name,
+                  int depth) {
+    (void)name_locs;
+    if (depth >= kMaxLoopDepth)
+      return error(tok_.loc, "regions nested more than " + std::to_string(kMaxLoopDepth) + " deep");
+    const SourceLoc if_loc = tok_.loc;
+    HEXIR_RETURN_IF_ERROR(advance());  // 'if'
+    HEXIR_ASSIGN_OR_RETURN(int cond, parse_operand());
+    if (tok_.kind != Tok::kArrow) return expected("'->' and the if's result types");
+    HEXIR_RETURN_IF_ERROR(advance());
+    std::vector<TensorType> types;
+    if (tok_.is('(')) {
+      HEXIR_RETURN_IF_ERROR(advance());
+      while (!tok_.is(')')) {
+        HEXIR_ASSIGN_OR_RETURN(TensorType type, parse_type());
+        types.push_back(std::move(type));
+        if (tok_.is(',')) {
+          HEXIR_RETURN_IF_ERROR(advance());
+          continue;
+        }
+        if (!tok_.is(')')) return expected("',' or ')' after a result type");
+      }
+      HEXIR_RETURN_IF_ERROR(advance());
+    } else {
+      HEXIR_ASSIGN_OR_RETURN(TensorType type, parse_type());
+      types.push_back(std::move(type));
+    }
+    if (names.size() != types.size())
+      return error(if_loc, "the if has " + std::to_string(types.size()) + " result(s) but " +
+                               std::to_string(names.size()) + " result name(s) are given");
+    HEXIR_RETURN_IF_ERROR(expect_punct('{', "to open the then-branch"));
+    HEXIR_RETURN_IF_ERROR(builder_.begin_if(cond, std::move(types), location(if_loc)));
+    HEXIR_RETURN_IF_ERROR(parse_statements(fn_name, depth + 1));
+    std::vector<int> yielded;
+    std::vector<Location> yield_locs;
+    SourceLoc yield_loc;
+    HEXIR_RETURN_IF_ERROR(parse_yield(&yielded, &yield_locs, &yield_loc, "the then-branch"));
+    HEXIR_RETURN_IF_ERROR(builder_.else_branch(yielded, location(yield_loc), yield_locs));
+    if (!tok_.is_word("else")) return expected("'else' (an if has both branches)");
+    HEXIR_RETURN_IF_ERROR(advance());
+    HEXIR_RETURN_IF_ERROR(expect_punct('{', "to open the else-branch"));
+    HEXIR_RETURN_IF_ERROR(parse_statements(fn_name, depth + 1));
+    yielded.clear();
+    yield_locs.clear();
+    HEXIR_RETURN_IF_ERROR(parse_yield(&yielded, &yield_locs, &yield_loc, "the else-branch"));
+    return builder_.end_if(yielded, std::move(names), location(yield_loc), yield_locs).status();
   }
 
   // for %i = START to TRIP [step S] [iter(%a = %x, ...)] { ... yield ... }
@@ -819,7 +890,7 @@ class Parser {
     for (size_t i = 0; i < node.names.size(); ++i)
       HEXIR_RETURN_IF_ERROR(builder_.check_value_name(node.names[i], node.locs.results[i]));
     node.locs.node = node.locs.results.front();
-    if (!tok_.is_word("call")) return expected("'call' or 'for'");
+    if (!tok_.is_word("call")) return expected("'call', 'for' or 'if'");
     HEXIR_RETURN_IF_ERROR(advance());
     if (tok_.kind != Tok::kGlobal) return expected("a kernel name like @matmul after 'call'");
     node.locs.op = location(tok_.loc);

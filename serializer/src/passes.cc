@@ -151,6 +151,31 @@ std::vector<int> arguments_by_value(const Function& fn, const FunctionPlan& plan
   return argument;
 }
 
+// An if's yielded values written straight into its results: per graph value,
+// the result it is, or -1. Legal when the value is written by an op directly
+// in that branch (not a nested region) and yielded once there.
+std::vector<int> branch_yields(const Function& fn, const std::vector<int>& innermost) {
+  std::vector<int> merged(fn.values.size(), -1);
+  for (size_t n = 0; n < fn.nodes.size(); ++n) {
+    const Node& node = fn.nodes[n];
+    if (node.kind != NodeKind::kIfElse && node.kind != NodeKind::kIfEnd) continue;
+    const Node& begin = fn.nodes[static_cast<size_t>(node.params[0])];
+    const Node& end = fn.nodes[static_cast<size_t>(begin.params[1])];
+    // The branch this node closes is opened by the kIfBegin (then) or the kIfElse (else).
+    const int opener = node.kind == NodeKind::kIfElse ? static_cast<int>(node.params[0]) : static_cast<int>(begin.params[0]);
+    for (size_t j = 0; j < node.inputs.size(); ++j) {
+      const int y = node.inputs[j];
+      const Value& yv = fn.values[static_cast<size_t>(y)];
+      if (yv.kind != ValueKind::kResult || yv.node < 0 || innermost[static_cast<size_t>(yv.node)] != opener) continue;
+      const Node& writer = fn.nodes[static_cast<size_t>(yv.node)];
+      if (writer.kind != NodeKind::kOp || ops::op_def(writer.op).is_view) continue;
+      if (std::count(node.inputs.begin(), node.inputs.end(), y) != 1) continue;
+      merged[static_cast<size_t>(y)] = end.results[j];
+    }
+  }
+  return merged;
+}
+
 // Loop-carried values written in place: per graph value, the carried value
 // it is (substituted for it in the program), or -1. A yielded value y takes
 // the carried value a's place when y has a's dtype and size, the op writing y
@@ -163,13 +188,7 @@ std::vector<int> arguments_by_value(const Function& fn, const FunctionPlan& plan
 // update_slice on its KV cache runs in the cache's own buffer.
 std::vector<int> carried_updates(const Function& fn) {
   std::vector<int> merged(fn.values.size(), -1);
-  std::vector<int> innermost(fn.nodes.size(), -1);  // per node: the loop (begin node) directly around it
-  std::vector<int> stack;
-  for (size_t n = 0; n < fn.nodes.size(); ++n) {
-    if (fn.nodes[n].kind == NodeKind::kLoopEnd && !stack.empty()) stack.pop_back();
-    innermost[n] = stack.empty() ? -1 : stack.back();
-    if (fn.nodes[n].kind == NodeKind::kLoopBegin) stack.push_back(static_cast<int>(n));
-  }
+  const std::vector<int> innermost = innermost_regions(fn);
   // Per value: the last node reading it or a view of it (views: the root's reads).
   std::vector<int> view_root(fn.values.size());
   for (size_t v = 0; v < fn.values.size(); ++v) view_root[v] = static_cast<int>(v);
@@ -297,8 +316,11 @@ void assign_storage(const Function& fn, FunctionPlan& plan) {
   const int graph_values = static_cast<int>(fn.values.size());
   std::vector<int> merged = carried_updates(fn);
   const std::vector<int> in_input = carried_in_donated_inputs(fn);
-  for (int v = 0; v < graph_values; ++v)
+  const std::vector<int> in_result = branch_yields(fn, innermost_regions(fn));
+  for (int v = 0; v < graph_values; ++v) {
     if (in_input[static_cast<size_t>(v)] >= 0) merged[static_cast<size_t>(v)] = in_input[static_cast<size_t>(v)];
+    if (in_result[static_cast<size_t>(v)] >= 0) merged[static_cast<size_t>(v)] = in_result[static_cast<size_t>(v)];
+  }
   // The value whose slot `v` uses: a yielded value its carried value's, a
   // carried value its donated input's (chains of at most two).
   auto subst = [&](int v) {
@@ -333,8 +355,41 @@ void assign_storage(const Function& fn, FunctionPlan& plan) {
     plan.program.push_back(std::move(inst));
   };
   std::vector<int64_t> loop_begin_at;  // open loops: program index of their kLoopBegin
+  std::vector<int64_t> branch_at;      // open ifs: program index of their kBranchIfZero, then of their kJump
   for (size_t n = 0; n < fn.nodes.size(); ++n) {
     const Node& node = fn.nodes[n];
+    if (node.kind == NodeKind::kIfBegin) {
+      Instruction inst;
+      inst.control = Control::kBranchIfZero;
+      inst.node = static_cast<int>(n);
+      inst.inputs = {subst(node.inputs[0])};
+      branch_at.push_back(static_cast<int64_t>(plan.program.size()));
+      plan.program.push_back(std::move(inst));
+      continue;
+    }
+    if (node.kind == NodeKind::kIfElse || node.kind == NodeKind::kIfEnd) {
+      // The branch's yields: copies into the if's results (none for values
+      // written there already).
+      const Node& begin = fn.nodes[static_cast<size_t>(node.params[0])];
+      const Node& end = fn.nodes[static_cast<size_t>(begin.params[1])];
+      for (size_t j = 0; j < node.inputs.size(); ++j) {
+        const int to = subst(end.results[j]);
+        if (find_root(parent, subst(node.inputs[j])) != find_root(parent, to)) copy(subst(node.inputs[j]), to);
+      }
+      const int64_t at = branch_at.back();
+      if (node.kind == NodeKind::kIfElse) {
+        Instruction jump;
+        jump.control = Control::kJump;
+        jump.node = static_cast<int>(n);
+        branch_at.back() = static_cast<int64_t>(plan.program.size());
+        plan.program.push_back(std::move(jump));
+        plan.program[static_cast<size_t>(at)].target = static_cast<int64_t>(plan.program.size());
+      } else {
+        plan.program[static_cast<size_t>(at)].target = static_cast<int64_t>(plan.program.size());
+        branch_at.pop_back();
+      }
+      continue;
+    }
     if (node.kind == NodeKind::kLoopBegin) {
       // The carried values take their initial values (copies); the counter
       // is the induction variable's value.
@@ -667,7 +722,9 @@ void place_donations(const Function& fn, FunctionPlan& plan) {
 }
 
 void schedule_for_memory(const Function& fn, FunctionPlan& plan) {
-  if (!plan.loops.empty()) return;  // blocks are not reordered across control instructions (yet)
+  // Blocks are not reordered across control instructions (yet).
+  for (const Instruction& inst : plan.program)
+    if (inst.control != Control::kNone) return;
   const size_t n = plan.program.size();
   const size_t value_total = plan.values.size();
   auto root_of = [&](int v) { return plan.values[static_cast<size_t>(v)].storage_root; };

@@ -70,7 +70,11 @@ struct ValuePlan {
 //    when !(counter < trip), continue at `target` (one past the kLoopNext);
 //  - kLoopNext: inputs {trip, counter}, outputs {counter}: counter += step;
 //    while counter < trip, continue at `target` (one past the kLoopBegin).
-enum class Control : uint8_t { kNone, kLoopBegin, kLoopNext };
+// An if is [kBranchIfZero, then..., kJump, else...]:
+//  - kBranchIfZero: inputs {condition (bool[])}: when it is false, continue
+//    at `target` (the else-branch's first instruction);
+//  - kJump: continue at `target` (one past the else-branch).
+enum class Control : uint8_t { kNone, kLoopBegin, kLoopNext, kBranchIfZero, kJump };
 
 // One dispatched instruction: a graph node, a copy the plan added, or a
 // control instruction.

@@ -216,7 +216,15 @@ Status build_metadata(const Module& module, const ModulePlan& plan, const WriteO
     for (size_t a = 0; a < fn.arguments.size(); ++a)
       donated_input[static_cast<size_t>(fn.values[static_cast<size_t>(fn.arguments[a].value)].input_index)] =
           fn_plan.donated_to[a] >= 0;
-    for (int v = 0; v < values; ++v) {
+    // Slots in value order, except that a view whose root comes later (an
+    // if's branch value written straight into the if's result) follows it.
+    std::vector<int> order;
+    order.reserve(static_cast<size_t>(values));
+    std::vector<int> deferred;
+    for (int v = 0; v < values; ++v)
+      (fn_plan.values[static_cast<size_t>(v)].storage_root > v ? deferred : order).push_back(v);
+    order.insert(order.end(), deferred.begin(), deferred.end());
+    for (int v : order) {
       const Value& value = value_at(fn, fn_plan, v);
       const ValuePlan& where = fn_plan.values[static_cast<size_t>(v)];
       int stored_constant = -1;
@@ -252,8 +260,10 @@ Status build_metadata(const Module& module, const ModulePlan& plan, const WriteO
       // A view names the slot of the value it views (written before it: its root has a lower id).
       int32_t view_of = -1;
       if (where.storage_root != v) {
-        if (where.storage_root > v) return internal_error("a view precedes its root");
-        view_of = static_cast<int32_t>(slot_of[static_cast<size_t>(where.storage_root)]);
+        const int root = where.storage_root;
+        if (fn_plan.values[static_cast<size_t>(root)].storage_root != root)
+          return internal_error("a view of a view");
+        view_of = static_cast<int32_t>(slot_of[static_cast<size_t>(root)]);
       }
       const int32_t last_use =
           where.last_use >= 0 && where.last_use <= INT32_MAX ? static_cast<int32_t>(where.last_use) : -1;
@@ -286,6 +296,14 @@ Status build_metadata(const Module& module, const ModulePlan& plan, const WriteO
         case Control::kLoopNext:
           opcode = fb::Opcode::LoopNext;
           params = {control_params, 2};
+          break;
+        case Control::kBranchIfZero:
+          opcode = fb::Opcode::BranchIfZero;
+          params = {control_params, 1};
+          break;
+        case Control::kJump:
+          opcode = fb::Opcode::Jump;
+          params = {control_params, 1};
           break;
       }
       param_pool.insert(param_pool.end(), params.begin(), params.end());

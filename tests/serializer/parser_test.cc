@@ -429,7 +429,7 @@ TEST_CASE("parser error: declarations") {
   check_error("func @f(%x: f32[2]) (f32[2]) {\n}", 1, 21, "expected '->'");
   check_error("func @f(%x: f32[2]) -> () {\n}", 1, 6, "must return at least one value");
   check_error("func @f(%x: f32[2]) -> f32[2] {\n  %y = relu(%x) : f32[2]\n}", 2, 8,
-              "expected 'call' or 'for', got 'relu'");
+              "expected 'call', 'for' or 'if', got 'relu'");
   check_error("func @f(%x: f32[2]) -> f32[2] {\n  %y = call @relu(%x)\n  return %y\n}", 3, 3,
               "expected ':' and the result type after the call, got 'return'");
   check_error("func @f(%x) -> f32[2] {}", 1, 11, "expected ':' after the argument name, got ')'");

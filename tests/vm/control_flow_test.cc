@@ -320,6 +320,76 @@ func @main(%x: f32[4], %n: i64[]) -> (f32[4], f32[4], f32[]) {
   CHECK(z[0] == zsum);
 }
 
+TEST_CASE("if: each branch computes and yields the results; ifs inside a loop") {
+  Loaded l(R"(module @branch
+const @zero : f32[] = splat 0.0
+func @main(%x: f32[4], %flag: bool[], %n: i64[]) -> (f32[4], f32[]) {
+  %y = if %flag -> (f32[4]) {
+    %a = call @mul(%x, %x) : f32[4]
+    yield %a
+  } else {
+    %b = call @neg(%x) : f32[4]
+    yield %b
+  }
+  // Sum the positive elements seen over n rounds, choosing per round.
+  %s = for %i = 0 to %n iter(%acc = @zero) {
+    %fi = call @cast(%i) {to = "f32"} : f32[]
+    %first = call @less(%fi, @zero) : bool[]
+    %odd:2 = if %first -> (f32[], f32[]) {
+      yield %acc, %acc
+    } else {
+      %sum = call @reduce_sum(%y) {axes = [0]} : f32[]
+      %two = call @add(%sum, %acc) : f32[]
+      yield %two, %sum
+    }
+    yield %odd#0
+  }
+  return %y, %s
+}
+)");
+  for (bool flag : {true, false}) {
+    std::vector<float> x = {1, -2, 3, 0.5f}, y(4), s(1);
+    uint8_t f = flag ? 1 : 0;
+    int64_t n = 3;
+    const TensorRef inputs[] = {f32(x, {4}), {&f, 1, TensorType{DType::kBool, {}}}, i64(n)};
+    const TensorRef outputs[] = {f32(y, {4}), f32(s, {})};
+    const hal::DeviceCounters before = l.device->counters();
+    Status st = l.context->invoke("main", inputs, outputs);
+    REQUIRE_MESSAGE(st.ok(), st.to_string());
+    CHECK(l.device->counters().allocations == before.allocations);
+    float sum = 0;
+    for (size_t k = 0; k < 4; ++k) {
+      const float expected = flag ? x[k] * x[k] : -x[k];
+      CHECK(y[k] == expected);
+      sum += expected;
+    }
+    CHECK(s[0] == 3 * sum);
+  }
+}
+
+TEST_CASE("if errors name file:line:col") {
+  auto branch = [](const std::string& then_body, const std::string& else_body,
+                   const std::string& head = "%y = if %c -> (f32[4])") {
+    return "module @e\nfunc @main(%x: f32[4], %c: bool[], %k: f32[]) -> f32[4] {\n  " + head + " {\n" + then_body +
+           "  } else {\n" + else_body + "  }\n  return %y\n}\n";
+  };
+  std::string e = compile_error(branch("    yield %x\n", "    yield %k\n"));
+  CHECK_MESSAGE(has(e, "loop.hxir:6:11: the else-branch yields %k (f32[]) as result 0, the if declares f32[4]"), e);
+  e = compile_error(branch("    yield %x, %x\n", "    yield %x\n"));
+  CHECK_MESSAGE(has(e, "loop.hxir:4:5: the then-branch yields 2 value(s), the if declares 1 result(s)"), e);
+  e = compile_error(branch("    %t = call @neg(%x) : f32[4]\n    yield %t\n", "    yield %t\n"));
+  CHECK_MESSAGE(has(e, "is used outside the then-branch that defines it"), e);
+  e = compile_error(branch("    yield %x\n", "    yield %x\n", "%y = if %k -> (f32[4])"));
+  CHECK_MESSAGE(has(e, "loop.hxir:3:8: condition %k is f32[], an if takes a bool[]"), e);
+  e = compile_error(branch("    yield %x\n", "    yield %x\n", "%y, %z = if %c -> (f32[4])"));
+  CHECK_MESSAGE(has(e, "the if has 1 result(s) but 2 result name(s) are given"), e);
+  e = compile_error("module @e\nfunc @main(%x: f32[4], %c: bool[]) -> f32[4] {\n"
+                    "  %y = if %c -> (f32[4]) {\n    yield %x\n  }\n  return %y\n}\n");
+  CHECK_MESSAGE(has(e, "'else' (an if has both branches)"), e);
+  e = compile_error(branch("    %t = call @neg(%x) : f32[4]\n", "    yield %x\n"));
+  CHECK_MESSAGE(has(e, "the then-branch ends without 'yield'"), e);
+}
+
 TEST_CASE("a context's loop iteration limit ends a runaway invoke cleanly") {
   Loaded l(kAccumulate);
   REQUIRE(l.context->set_max_loop_iterations(100).ok());

@@ -435,13 +435,28 @@ Status ContextImpl::write_scalar(void* data, int64_t value) {
   return program->device->write(buffer, 0, &value, sizeof value);
 }
 
+// Jump: continue at its target. BranchIfZero: into the then-branch when the
+// condition (bool[]) is true, else to the else-branch.
 // LoopBegin: counter = start, enter the body when counter < trip.
 // LoopNext: counter += step, back to the body while counter < trip (an
 // overflowing counter ends the loop). Scalars are read on the host, after
 // the work queued before them has finished.
 Result<size_t> ContextImpl::run_control(FunctionTable& t, size_t k) {
   void* const* operands = t.dispatches[k].operands;
+  if (t.opcode[k] == static_cast<uint8_t>(fb::Opcode::Jump)) return static_cast<size_t>(t.target[k]);
   HEXIR_RETURN_IF_ERROR(queue->synchronize());
+  if (t.opcode[k] == static_cast<uint8_t>(fb::Opcode::BranchIfZero)) {
+    uint8_t condition = 0;
+    if (host_addressable) {
+      std::memcpy(&condition, operands[0], 1);
+    } else {
+      hal::Buffer buffer;
+      buffer.device_ptr = reinterpret_cast<uintptr_t>(operands[0]);
+      buffer.size = 1;
+      HEXIR_RETURN_IF_ERROR(program->device->read(buffer, 0, &condition, 1));
+    }
+    return condition != 0 ? k + 1 : static_cast<size_t>(t.target[k]);
+  }
   if (t.opcode[k] == static_cast<uint8_t>(fb::Opcode::LoopBegin)) {
     HEXIR_ASSIGN_OR_RETURN(int64_t start, read_scalar(operands[0]));
     HEXIR_ASSIGN_OR_RETURN(int64_t trip, read_scalar(operands[1]));

@@ -55,6 +55,13 @@ struct VerifiedModule {
   // relative to the function's first instruction, in the order of their
   // LoopNext (inner loops first). Verified: properly nested, targets matching.
   std::vector<std::vector<std::pair<uint32_t, uint32_t>>> loops;
+  // Per function: its ifs, in order of their BranchIfZero (outer first):
+  // [branch, else_begin) is the then-branch (its Jump last), [else_begin,
+  // end) the else-branch; function-relative, verified properly nested.
+  struct Branch {
+    uint32_t branch = 0, else_begin = 0, end = 0;
+  };
+  std::vector<std::vector<Branch>> branches;
 };
 
 // Verifies the prelude, metadata checksum, flatbuffer structure (identifier
