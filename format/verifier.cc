@@ -760,12 +760,12 @@ class ModuleVerifier {
         if (param(in, 0) != int64_t{b} + 1)
           return corrupt(instruction_label(index), ": LoopNext continues at ", param(in, 0), ", not at ", b + 1,
                          " (one past its LoopBegin, instruction ", fn.instruction_begin() + b, ")");
-        if (param(head, 0) != int64_t{k} + 1)
+        if (param(head, 0) != static_cast<int64_t>(k) + 1)
           return corrupt(instruction_label(uint64_t{fn.instruction_begin()} + b), ": LoopBegin exits to ", param(head, 0),
                          ", not to ", k + 1, " (one past its LoopNext, instruction ", index, ")");
         if (operand(head, 2) != operand(in, 2) || operand(head, 1) != operand(in, 0))
           return corrupt(instruction_label(index), ": LoopNext's counter and trip slots differ from its LoopBegin's");
-        out_.loops[f].emplace_back(b, k);
+        out_.loops[f].emplace_back(b, static_cast<uint32_t>(k));
       }
       if (!open.empty())
         return corrupt(instruction_label(uint64_t{fn.instruction_begin()} + open.back()),

@@ -266,22 +266,28 @@ Result<std::vector<int>> GraphBuilder::end_loop(const std::vector<int>& yielded,
   node.params = {begin};
   node.loc = loc;
   for (size_t j = 0; j < carried; ++j) {
-    Value v;
-    v.name = result_names[j];
-    v.type = value(head.results[j + 1]).type;
-    v.byte_size = value(head.results[j + 1]).byte_size;
-    v.kind = ValueKind::kResult;
-    v.node = node_index;
-    v.result = static_cast<int>(j);
-    v.loc = loc;
-    const int id = push_value(std::move(v));
-    value_names_[result_names[j]] = id;
-    node.results.push_back(id);
+    const TensorType type = value(head.results[j + 1]).type;
+    node.results.push_back(push_named_result(result_names[j], type, node_index, j, loc));
   }
   fn.nodes[static_cast<size_t>(begin)].params[1] = node_index;
   std::vector<int> ids = node.results;
   fn.nodes.push_back(std::move(node));
   return ids;
+}
+
+int GraphBuilder::push_named_result(const std::string& name, const TensorType& type, int node, size_t result,
+                                    const Location& loc) {
+  Value v;
+  v.name = name;
+  v.type = type;
+  v.byte_size = *byte_size(type);
+  v.kind = ValueKind::kResult;
+  v.node = node;
+  v.result = static_cast<int>(result);
+  v.loc = loc;
+  const int id = push_value(std::move(v));
+  value_names_[name] = id;
+  return id;
 }
 
 Result<int> GraphBuilder::add_input(std::string name, TensorType type, bool donate, Location loc) {
@@ -552,17 +558,7 @@ Result<std::vector<int>> GraphBuilder::end_if(const std::vector<int>& yielded, s
   node.params = {begin};
   node.loc = loc;
   for (size_t j = 0; j < types.size(); ++j) {
-    Value v;
-    v.name = result_names[j];
-    v.type = types[j];
-    v.byte_size = *byte_size(types[j]);
-    v.kind = ValueKind::kResult;
-    v.node = node_index;
-    v.result = static_cast<int>(j);
-    v.loc = loc;
-    const int id = push_value(std::move(v));
-    value_names_[result_names[j]] = id;
-    node.results.push_back(id);
+    node.results.push_back(push_named_result(result_names[j], types[j], node_index, j, loc));
   }
   fn.nodes[static_cast<size_t>(begin)].params[1] = node_index;
   std::vector<int> ids = node.results;

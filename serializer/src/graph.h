@@ -265,6 +265,9 @@ class GraphBuilder {
   const Function& function() const { return module_.functions.back(); }
   Status check_value_id(int id, const char* what, const Location& loc) const;
   int push_value(Value value);
+  // A region's result `result` of node `node`, named (checked unique by the caller).
+  int push_named_result(const std::string& name, const TensorType& type, int node, size_t result,
+                        const Location& loc);
   bool visible(int id) const;
 
   // Checks a branch's yielded values against the if's result types.

@@ -714,7 +714,7 @@ class Parser {
   // if %cond -> (TYPES) { ... yield ... } else { ... yield ... }
   Status parse_if(std::vector<std::string> names, std::vector<Location> name_locs, const std::string& fn_name,
                   int depth) {
-    (void)name_locs;
+    (void)name_locs;  // the results are located at their 'yield'
     if (depth >= kMaxLoopDepth)
       return error(tok_.loc, "regions nested more than " + std::to_string(kMaxLoopDepth) + " deep");
     const SourceLoc if_loc = tok_.loc;
@@ -763,6 +763,7 @@ class Parser {
   // for %i = START to TRIP [step S] [iter(%a = %x, ...)] { ... yield ... }
   Status parse_for(std::vector<std::string> names, std::vector<Location> name_locs, const std::string& fn_name,
                    int depth) {
+    (void)name_locs;  // the results are located at their 'yield'
     if (depth >= kMaxLoopDepth)
       return error(tok_.loc, "loops nested more than " + std::to_string(kMaxLoopDepth) + " deep");
     GraphBuilder::LoopSpec spec;
