@@ -566,6 +566,101 @@ Result<std::vector<int>> GraphBuilder::end_if(const std::vector<int>& yielded, s
   return ids;
 }
 
+Result<std::vector<int>> GraphBuilder::inline_call(std::string_view callee, const std::vector<int>& args,
+                                                   std::vector<std::string> names,
+                                                   const std::vector<TensorType>& declared, const Location& loc) {
+  if (!open_) return error_at(loc, "inline_call outside a function");
+  auto it = function_index_.find(callee);
+  if (it == function_index_.end()) return error_at(loc, "unknown function @" + std::string(callee));
+  const size_t index = static_cast<size_t>(it->second);
+  if (index + 1 == module_.functions.size())
+    return error_at(loc, "@" + std::string(callee) + " calls itself (recursion is not supported)");
+  // A copy: inlining appends to module_.functions' last entry, which may move it.
+  const Function f = module_.functions[index];
+  const std::string sig = "@" + f.name;
+  if (args.size() != f.arguments.size())
+    return error_at(loc, sig + " takes " + std::to_string(f.arguments.size()) + " argument(s), got " +
+                             std::to_string(args.size()));
+  for (size_t i = 0; i < args.size(); ++i) {
+    HEXIR_RETURN_IF_ERROR(check_value_id(args[i], "argument", loc));
+    const TensorType& want = f.values[static_cast<size_t>(f.arguments[i].value)].type;
+    if (value(args[i]).type != want)
+      return error_at(loc, "argument " + std::to_string(i) + " of " + sig + " (" + sigil_name(value(args[i])) +
+                               ") is " + value(args[i]).type.to_string() + ", " + sig + " takes " +
+                               want.to_string());
+  }
+  if (declared.size() != f.result_types.size() || names.size() != f.result_types.size())
+    return error_at(loc, sig + " returns " + std::to_string(f.result_types.size()) + " value(s); " +
+                             std::to_string(names.size()) + " name(s) and " + std::to_string(declared.size()) +
+                             " type(s) are given");
+  for (size_t j = 0; j < declared.size(); ++j)
+    if (declared[j] != f.result_types[j])
+      return error_at(loc, "declared result type " + declared[j].to_string() + " (result " + std::to_string(j) +
+                               ") does not match " + sig + "'s " + f.result_types[j].to_string());
+  for (const std::string& name : names) HEXIR_RETURN_IF_ERROR(check_value_name(name, loc));
+
+  Function& fn = function();
+  const int64_t offset = static_cast<int64_t>(fn.nodes.size());
+  const std::string prefix = f.name + ".";
+  std::vector<int> map(f.values.size(), -1);
+  for (size_t i = 0; i < args.size(); ++i) map[static_cast<size_t>(f.arguments[i].value)] = args[i];
+  for (size_t v = 0; v < f.values.size(); ++v)
+    if (f.values[v].kind == ValueKind::kConstant) {
+      HEXIR_ASSIGN_OR_RETURN(map[v], use_constant(f.values[v].constant, loc));
+    }
+  const size_t regions = open_regions_.size();
+  std::vector<bool> fresh(f.values.size(), false);  // a value this call made (not an argument or constant)
+  for (const Node& source : f.nodes) {
+    Node node = source;
+    node.loc = loc;
+    for (int& in : node.inputs) in = map[static_cast<size_t>(in)];
+    if (node.kind != NodeKind::kOp)  // region markers name each other by node index; a loop's step stays
+      for (size_t p = node.kind == NodeKind::kLoopBegin ? 1 : 0; p < node.params.size(); ++p) node.params[p] += offset;
+    const int node_index = static_cast<int>(function().nodes.size());
+    // The results' region: a loop's induction and carried values are its body's.
+    if (node.kind == NodeKind::kLoopEnd || node.kind == NodeKind::kIfEnd) open_regions_.pop_back();
+    if (node.kind == NodeKind::kLoopBegin) open_regions_.push_back(node_index);
+    node.results.clear();
+    for (size_t r = 0; r < source.results.size(); ++r) {
+      const Value& sv = f.values[static_cast<size_t>(source.results[r])];
+      std::string name = prefix + sv.name;
+      for (int k = 1; value_names_.count(name); ++k) name = prefix + sv.name + "_" + std::to_string(k);
+      const int id = push_named_result(name, sv.type, node_index, r, loc);
+      map[static_cast<size_t>(source.results[r])] = id;
+      fresh[static_cast<size_t>(source.results[r])] = true;
+      node.results.push_back(id);
+    }
+    if (node.kind == NodeKind::kIfBegin) open_regions_.push_back(node_index);
+    if (node.kind == NodeKind::kIfElse) open_regions_.back() = node_index;
+    function().nodes.push_back(std::move(node));
+  }
+  open_regions_.resize(regions);
+  // The results: a value the call made takes the caller's name; an argument,
+  // a constant or a value returned twice gets a copy of that name.
+  std::vector<int> results;
+  std::vector<bool> renamed(f.values.size(), false);
+  for (size_t j = 0; j < f.outputs.size(); ++j) {
+    const size_t out = static_cast<size_t>(f.outputs[j]);
+    if (fresh[out] && !renamed[out]) {
+      renamed[out] = true;
+      Value& v = function().values[static_cast<size_t>(map[out])];
+      value_names_.erase(v.name);
+      v.name = names[j];
+      value_names_[names[j]] = map[out];
+      results.push_back(map[out]);
+      continue;
+    }
+    NodeSpec copy;
+    copy.op = ops::OpId::kCopy;
+    copy.inputs = {map[out]};
+    copy.names = {names[j]};
+    copy.locs.node = loc;
+    HEXIR_ASSIGN_OR_RETURN(std::vector<int> ids, add_node(std::move(copy)));
+    results.push_back(ids[0]);
+  }
+  return results;
+}
+
 Status GraphBuilder::end_function() {
   if (!open_) return invalid_argument("end_function without begin_function");
   if (!open_regions_.empty())

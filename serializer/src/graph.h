@@ -227,6 +227,14 @@ class GraphBuilder {
   // (one per result type, or empty: made up).
   Result<std::vector<int>> end_if(const std::vector<int>& yielded, std::vector<std::string> result_names = {},
                                   const Location& loc = {}, const std::vector<Location>& yield_locs = {});
+  // `%r = call @f(args) : types`: the module's function `f` (ended before
+  // the open one) inlined into the open function, its results named `names`.
+  // Checks the arguments' and declared result types against f's signature;
+  // a function cannot call itself (it is not ended yet).
+  bool has_function(std::string_view name) const { return function_index_.count(name) > 0; }
+  Result<std::vector<int>> inline_call(std::string_view callee, const std::vector<int>& args,
+                                       std::vector<std::string> names, const std::vector<TensorType>& declared,
+                                       const Location& loc);
   // Open regions: loop bodies and branches (0: the function's top level).
   size_t open_regions() const { return open_regions_.size(); }
 

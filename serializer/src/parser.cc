@@ -896,7 +896,8 @@ class Parser {
     if (tok_.kind != Tok::kGlobal) return expected("a kernel name like @matmul after 'call'");
     node.locs.op = location(tok_.loc);
     std::optional<ops::OpId> op = ops::find_op(tok_.str);
-    if (!op) return error(tok_.loc, "unknown kernel @" + tok_.str);
+    if (!op && builder_.has_function(tok_.str)) return parse_function_call(std::move(node));
+    if (!op) return error(tok_.loc, "unknown kernel or function @" + tok_.str);
     node.op = *op;
     HEXIR_RETURN_IF_ERROR(advance());
     HEXIR_RETURN_IF_ERROR(expect_punct('(', "after the kernel name"));
@@ -947,6 +948,35 @@ class Parser {
                                  " result types (one per name), got " + std::to_string(node.declared.size()));
     // The builder checks operand counts, attributes and the result types.
     return builder_.add_node(std::move(node)).status();
+  }
+
+  // %a = call @f(operands) : types -- another function of the module,
+  // defined above; the compiler inlines it (docs/control-flow.md).
+  Status parse_function_call(NodeSpec node) {
+    const std::string callee = tok_.str;
+    HEXIR_RETURN_IF_ERROR(advance());
+    HEXIR_RETURN_IF_ERROR(expect_punct('(', "after the function name"));
+    std::vector<int> args;
+    while (!tok_.is(')')) {
+      HEXIR_ASSIGN_OR_RETURN(int operand, parse_operand());
+      args.push_back(operand);
+      if (tok_.is(',')) {
+        HEXIR_RETURN_IF_ERROR(advance());
+        continue;
+      }
+      if (!tok_.is(')')) return expected("',' or ')' after an argument");
+    }
+    HEXIR_RETURN_IF_ERROR(advance());
+    if (tok_.is('{')) return error(tok_.loc, "a call of function @" + callee + " takes no attributes");
+    HEXIR_RETURN_IF_ERROR(expect_punct(':', "and the result types after the call"));
+    std::vector<TensorType> declared;
+    while (true) {
+      HEXIR_ASSIGN_OR_RETURN(TensorType type, parse_type());
+      declared.push_back(std::move(type));
+      if (!tok_.is(',')) break;
+      HEXIR_RETURN_IF_ERROR(advance());
+    }
+    return builder_.inline_call(callee, args, std::move(node.names), declared, node.locs.op).status();
   }
 
   Status parse_return() {

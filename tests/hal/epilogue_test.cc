@@ -147,7 +147,9 @@ TEST_CASE("epilogue: mul with a fused activation, and add / mul with the affine 
   HostTensor zero(DType::kF32, {1});
   for (OpId id : {OpId::kMul, OpId::kAdd}) {
     for (HostTensor* other : {&b, &scalar, &column}) {
-      for (auto [s, t] : {std::pair{0.75f, -0.125f}, std::pair{1.0f, 3.5f}, std::pair{-2.0f, -0.0f}}) {
+      for (const std::pair<float, float>& st :
+           {std::pair{0.75f, -0.125f}, std::pair{1.0f, 3.5f}, std::pair{-2.0f, -0.0f}}) {
+        const float s = st.first, t = st.second;  // not a structured binding: INFO's lambda captures them (clang 14)
         INFO(ops::op_def(id).name << " scale " << s << " shift " << t);
         for (int threads : {1, 2}) {
           HostTensor plain(DType::kF32, dims), scaled(DType::kF32, dims), want(DType::kF32, dims),

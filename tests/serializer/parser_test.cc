@@ -306,7 +306,7 @@ TEST_CASE("parser error: expected ')' after operands") {
 
 TEST_CASE("parser error: unknown kernel") {
   check_error("func @f(%x: f32[2]) -> (f32[2]) {\n  %y = call @frobnicate(%x) : f32[2]\n  return %y\n}", 2,
-              13, "unknown kernel @frobnicate");
+              13, "unknown kernel or function @frobnicate");
 }
 
 TEST_CASE("parser error: unknown value and unknown constant") {

@@ -390,6 +390,57 @@ TEST_CASE("if errors name file:line:col") {
   CHECK_MESSAGE(has(e, "the then-branch ends without 'yield'"), e);
 }
 
+TEST_CASE("call @f: another function of the module, inlined (loops and ifs inside it too)") {
+  Loaded l(R"(module @calls
+const @one : f32[4] = splat 1.0
+func @poly(%v: f32[4]) -> f32[4] {
+  %sq = call @mul(%v, %v) : f32[4]
+  %p = call @add(%sq, @one) : f32[4]
+  return %p
+}
+func @repeat(%v: f32[4], %n: i64[]) -> (f32[4], f32[4]) {
+  %r = for %i = 0 to %n iter(%a = %v) {
+    %b = call @poly(%a) : f32[4]
+    %half = call @mul(%b, %v) : f32[4]
+    yield %half
+  }
+  return %r, %v
+}
+func @main(%x: f32[4], %n: i64[]) -> (f32[4], f32[4]) {
+  %y, %same = call @repeat(%x, %n) : f32[4], f32[4]
+  %z = call @poly(%y) : f32[4]
+  return %z, %same
+}
+)");
+  const size_t main = l.module->find_function("main").value();
+  std::vector<float> x = {0.5f, -0.25f, 0.125f, 1.0f}, z(4), same(4);
+  int64_t n = 3;
+  const TensorRef inputs[] = {f32(x, {4}), i64(n)};
+  const TensorRef outputs[] = {f32(z, {4}), f32(same, {4})};
+  Status st = l.context->invoke(main, inputs, outputs);
+  REQUIRE_MESSAGE(st.ok(), st.to_string());
+  for (size_t k = 0; k < 4; ++k) {
+    float a = x[k];
+    for (int i = 0; i < n; ++i) a = (a * a + 1.0f) * x[k];
+    CHECK(z[k] == a * a + 1.0f);
+    CHECK(same[k] == x[k]);
+  }
+  std::string e = compile_error(R"(module @e
+func @f(%v: f32[4]) -> f32[4] {
+  return %v
+}
+func @main(%x: f32[2]) -> f32[4] {
+  %y = call @f(%x) : f32[4]
+  return %y
+}
+)");
+  CHECK_MESSAGE(has(e, "loop.hxir:6:13: argument 0 of @f (%x) is f32[2], @f takes f32[4]"), e);
+  e = compile_error("module @e\nfunc @main(%x: f32[4]) -> f32[4] {\n  %y = call @main(%x) : f32[4]\n  return %y\n}\n");
+  CHECK_MESSAGE(has(e, "@main calls itself (recursion is not supported)"), e);
+  e = compile_error("module @e\nfunc @main(%x: f32[4]) -> f32[4] {\n  %y = call @later(%x) : f32[4]\n  return %y\n}\n");
+  CHECK_MESSAGE(has(e, "unknown kernel or function @later"), e);
+}
+
 TEST_CASE("a context's loop iteration limit ends a runaway invoke cleanly") {
   Loaded l(kAccumulate);
   REQUIRE(l.context->set_max_loop_iterations(100).ok());
