@@ -418,8 +418,47 @@ class Printer {
     out_ += ") -> (";
     for (size_t i = 0; i < fn.result_types.size(); ++i) out_ += (i ? ", " : "") + type_text(fn.result_types[i]);
     out_ += ") {\n";
+    std::string indent = "  ";
+    auto list = [&](const std::vector<int>& ids, size_t from = 0) {
+      std::string text;
+      for (size_t i = from; i < ids.size(); ++i) text += (i > from ? ", " : "") + operand(fn, ids[i]);
+      return text;
+    };
     for (size_t k = 0; k < fn.nodes.size(); ++k) {
       const Node& node = fn.nodes[k];
+      // Regions (graph.h NodeKind): the markers print as for/if/else/yield.
+      if (node.kind == NodeKind::kLoopBegin) {
+        const Node& end = fn.nodes[static_cast<size_t>(node.params[1])];
+        out_ += indent + (end.results.empty() ? "" : list(end.results) + " = ") + "for " +
+                operand(fn, node.results[0]) + " = " + operand(fn, node.inputs[0]) + " to " +
+                operand(fn, node.inputs[1]) + " step " + std::to_string(node.params[0]);
+        if (node.inputs.size() > 2) {
+          out_ += " iter(";
+          for (size_t j = 2; j < node.inputs.size(); ++j)
+            out_ += (j > 2 ? ", " : "") + operand(fn, node.results[j - 1]) + " = " + operand(fn, node.inputs[j]);
+          out_ += ")";
+        }
+        out_ += " {\n";
+        indent += "  ";
+        continue;
+      }
+      if (node.kind == NodeKind::kIfBegin) {
+        const Node& end = fn.nodes[static_cast<size_t>(node.params[1])];
+        out_ += indent + (end.results.empty() ? "" : list(end.results) + " = ") + "if " + operand(fn, node.inputs[0]) +
+                " -> (";
+        for (size_t r = 0; r < end.results.size(); ++r)
+          out_ += (r ? ", " : "") + type_text(fn.values[static_cast<size_t>(end.results[r])].type);
+        out_ += ") {\n";
+        indent += "  ";
+        continue;
+      }
+      if (node.kind == NodeKind::kLoopEnd || node.kind == NodeKind::kIfElse || node.kind == NodeKind::kIfEnd) {
+        out_ += indent + "yield" + (node.inputs.empty() ? "" : " " + list(node.inputs)) + "\n";
+        indent.resize(indent.size() - 2);
+        out_ += indent + (node.kind == NodeKind::kIfElse ? "} else {\n" : "}\n");
+        if (node.kind == NodeKind::kIfElse) indent += "  ";
+        continue;
+      }
       const ops::OpDef& def = ops::op_def(node.op);
       std::vector<TensorType> inputs, declared;
       for (int v : node.inputs) inputs.push_back(fn.values[static_cast<size_t>(v)].type);
@@ -430,7 +469,7 @@ class Printer {
         return error_at(node.loc, "cannot print node " + std::to_string(k) + " (@" + def.name +
                                       ") of @" + fn.name + " as text: its parameters have no attribute form" +
                                       (lowered.ok() ? std::string() : " (" + lowered.status().message() + ")"));
-      out_ += "  ";
+      out_ += indent;
       for (size_t r = 0; r < node.results.size(); ++r) out_ += (r ? ", " : "") + operand(fn, node.results[r]);
       out_ += " = call @" + std::string(def.name) + "(";
       for (size_t i = 0; i < node.inputs.size(); ++i) out_ += (i ? ", " : "") + operand(fn, node.inputs[i]);

@@ -416,5 +416,38 @@ func @f(%a: i64[1], %i: i64[]) -> (i64[1]) {
   check_compiles_and_verifies(kSame);
 }
 
+TEST_CASE("loops and ifs print back as .hxir that parses to the same regions") {
+  const char* source = R"(module @regions
+func @main(%x: f32[4], %c: bool[], %n: i64[]) -> (f32[4], f32[4]) {
+  %r:2 = for %i = 0 to %n step 2 iter(%a = %x, %b = %x) {
+    %s = call @add(%a, %b) : f32[4]
+    %y = if %c -> (f32[4]) {
+      %m = call @mul(%s, %s) : f32[4]
+      yield %m
+    } else {
+      yield %s
+    }
+    yield %b, %y
+  }
+  return %r#0, %r#1
+}
+)";
+  Module m = parse_ok(source);
+  auto text = print_hxir(m);
+  REQUIRE_MESSAGE(text.ok(), text.status().to_string());
+  CHECK(text->find("= for %i = @i64.0 to %n step 2 iter(%a = %x, %b = %x) {") != std::string::npos);
+  CHECK(text->find("%y = if %c -> (f32[4]) {") != std::string::npos);
+  CHECK(text->find("} else {") != std::string::npos);
+  Module again = parse_ok(*text);
+  const Function& f = m.functions[0];
+  const Function& g = again.functions[0];
+  REQUIRE(g.nodes.size() == f.nodes.size());
+  for (size_t k = 0; k < f.nodes.size(); ++k) {
+    CHECK(g.nodes[k].kind == f.nodes[k].kind);
+    CHECK(g.nodes[k].params == f.nodes[k].params);
+    CHECK(g.nodes[k].inputs.size() == f.nodes[k].inputs.size());
+  }
+}
+
 }  // namespace
 }  // namespace hexir::serializer::testing
