@@ -723,5 +723,12 @@ std::span<const uint64_t> Context::instruction_nanoseconds(size_t function) cons
 const PhaseStats& Context::invoke_stats() const { return impl_->invoke_stats; }
 uint64_t Context::invoke_count() const { return impl_ ? impl_->invoke_count : 0; }
 const PhaseStats& Context::create_stats() const { return impl_->create_stats; }
+uint64_t Context::device_bytes() const {
+  if (!impl_) return 0;
+  uint64_t bytes = impl_->arena.size;
+  for (const FunctionTable& t : impl_->functions)
+    for (const hal::Buffer& b : t.own_outputs) bytes += b.size;
+  return bytes;
+}
 
 }  // namespace hexir::vm

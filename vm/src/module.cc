@@ -86,6 +86,26 @@ Status finish_load(ModuleImpl& impl, std::span<const uint8_t> bytes, const LoadO
     }
   }
   impl.arena_bytes = m.arena()->size();
+  const bool dynamic = m.arena()->strategy() == fb::PlanStrategy::FreeAtLastUse;
+  impl.workspace_bytes = dynamic ? 0 : m.arena()->workspace_size();
+  // What Context::create allocates (context.cc): the arena, the workspace at
+  // the next multiple of the alignment in the same allocation, and a buffer
+  // per result not computed in a donated input.
+  if (impl.workspace_bytes == 0) {
+    impl.context_bytes = impl.arena_bytes;
+  } else {
+    const uint64_t align = std::max<uint64_t>(m.arena()->alignment(), format::kConstantAlignment);
+    impl.context_bytes =
+        saturating_add(saturating_add(impl.arena_bytes, align - 1) & ~(align - 1), impl.workspace_bytes);
+  }
+  if (m.functions())
+    for (const fb::Function* fn : *m.functions())
+      if (fn->outputs())
+        for (const fb::Binding* b : *fn->outputs()) {
+          const fb::Slot& slot = *m.slots()->Get(b->slot());
+          if (slot.storage() != fb::StorageKind::Input)
+            impl.context_bytes = saturating_add(impl.context_bytes, slot.byte_size());
+        }
   impl.lower_bound_bytes = m.arena()->lower_bound();
   if (m.constants())
     for (const fb::Constant* c : *m.constants())
@@ -94,23 +114,14 @@ Status finish_load(ModuleImpl& impl, std::span<const uint8_t> bytes, const LoadO
 }
 
 // copy_weights: the whole file read (not mapped) into owned, 64-byte aligned
-// memory. Opened without blocking and checked to be a regular file first;
-// exactly the size fstat reported is read, and a file that shrinks meanwhile
-// is an error, not a short module.
-Result<format::SectionBuffer> read_whole_file(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) {
-    const int err = errno;
-    std::string message = "cannot open '" + path + "': " + std::strerror(err);
-    return err == ENOENT ? not_found(std::move(message)) : invalid_argument(std::move(message));
-  }
-  struct Closer {
-    int fd;
-    ~Closer() { ::close(fd); }
-  } closer{fd};
+// memory, from the regular file open as `fd` (from offset 0, with pread: the
+// descriptor's position is left alone). Exactly the size fstat reported is
+// read, and a file that shrinks meanwhile is an error, not a short module.
+Result<format::SectionBuffer> read_whole_fd(int fd, const std::string& path) {
   struct stat st;
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
-    return invalid_argument("'" + path + "' is not a regular file");
+  if (::fstat(fd, &st) != 0)
+    return invalid_argument("cannot stat '" + path + "': " + std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) return invalid_argument("'" + path + "' is not a regular file");
   const uint64_t size = static_cast<uint64_t>(st.st_size);
   HEXIR_ASSIGN_OR_RETURN(format::SectionBuffer buffer, format::SectionBuffer::allocate(size));
   uint64_t done = 0;
@@ -123,6 +134,21 @@ Result<format::SectionBuffer> read_whole_file(const std::string& path) {
     done += static_cast<uint64_t>(n);
   }
   return buffer;
+}
+
+// Opened without blocking (a FIFO would hang), then read_whole_fd.
+Result<format::SectionBuffer> read_whole_file(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) {
+    const int err = errno;
+    std::string message = "cannot open '" + path + "': " + std::strerror(err);
+    return err == ENOENT ? not_found(std::move(message)) : invalid_argument(std::move(message));
+  }
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  return read_whole_fd(fd, path);
 }
 
 }  // namespace
@@ -150,6 +176,22 @@ Result<Module> Module::load_file(const std::string& path, const LoadOptions& opt
   if (bytes.empty()) return data_loss(path + ": file is empty");
   Status status = finish_load(*impl, bytes, options);
   if (!status.ok()) return status.annotate(path);
+  return Module(std::move(impl));
+}
+
+Result<Module> Module::load_fd(int fd, const std::string& what, const LoadOptions& options) {
+  auto impl = std::make_unique<ModuleImpl>();
+  std::span<const uint8_t> bytes;
+  if (options.copy_weights) {
+    HEXIR_ASSIGN_OR_RETURN(impl->owned_file, read_whole_fd(fd, what));
+    bytes = impl->owned_file.span();
+  } else {
+    HEXIR_ASSIGN_OR_RETURN(impl->mapping, MappedFile::map_fd(fd, what));
+    bytes = impl->mapping.bytes();
+  }
+  if (bytes.empty()) return data_loss(what + ": file is empty");
+  Status status = finish_load(*impl, bytes, options);
+  if (!status.ok()) return status.annotate(what);
   return Module(std::move(impl));
 }
 
@@ -207,5 +249,7 @@ std::vector<InstructionInfo> Module::instructions(size_t function) const {
 uint64_t Module::arena_bytes() const { return impl_->arena_bytes; }
 uint64_t Module::lower_bound_bytes() const { return impl_->lower_bound_bytes; }
 uint64_t Module::constant_bytes() const { return impl_->constant_bytes; }
+uint64_t Module::workspace_bytes() const { return impl_->workspace_bytes; }
+uint64_t Module::context_bytes() const { return impl_->context_bytes; }
 
 }  // namespace hexir::vm

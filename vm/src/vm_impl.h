@@ -42,6 +42,8 @@ class ModuleImpl {
   uint64_t arena_bytes = 0;
   uint64_t lower_bound_bytes = 0;
   uint64_t constant_bytes = 0;
+  uint64_t workspace_bytes = 0;
+  uint64_t context_bytes = 0;  // Module::context_bytes
 };
 
 class ProgramImpl {

@@ -101,6 +101,10 @@ class Module {
   // and its data sections unchanged as long as the Module, unless
   // options.copy_weights. Data sections need 64-byte alignment of `bytes`.
   static Result<Module> load_buffer(std::span<const uint8_t> bytes, const LoadOptions& options = {});
+  // Maps the regular file open as `fd` (read from offset 0 whatever the fd's
+  // position); the caller keeps the descriptor, which may be closed once this
+  // returns (the mapping stays). `what` names the file in errors.
+  static Result<Module> load_fd(int fd, const std::string& what, const LoadOptions& options = {});
 
   Module(Module&&) noexcept;
   Module& operator=(Module&&) noexcept;
@@ -119,6 +123,12 @@ class Module {
   uint64_t arena_bytes() const;
   uint64_t lower_bound_bytes() const;
   uint64_t constant_bytes() const;  // raw bytes of all constants (packed + filled)
+  uint64_t workspace_bytes() const;  // the shared scratch of a static plan (0 for free-at-last-use)
+  // Device bytes Context::create allocates for this module: the arena and
+  // workspace (one allocation) and the context's own output buffers (every
+  // result not computed in a donated input). Free-at-last-use plans allocate
+  // their values per invoke on top (PhaseStats::peak_live_bytes).
+  uint64_t context_bytes() const;
 
   const ModuleImpl& impl() const { return *impl_; }
 
@@ -227,6 +237,9 @@ class Context {
   const PhaseStats& invoke_stats() const;
   uint64_t invoke_count() const;
   const PhaseStats& create_stats() const;
+  // Device bytes this context holds between invokes (arena, workspace, own
+  // output buffers): Module::context_bytes() of its module.
+  uint64_t device_bytes() const;
   const ContextImpl& impl() const { return *impl_; }
 
  private:

@@ -21,6 +21,10 @@ class MappedFile {
   // error: it gives an empty span whose data pointer is still valid and
   // 64-byte aligned (nothing is mapped).
   static Result<MappedFile> open(const std::string& path);
+  // Maps all of the file open as `fd`, which must be a regular file (the
+  // caller keeps the descriptor; the mapping outlives its closing). `what`
+  // names the file in errors.
+  static Result<MappedFile> map_fd(int fd, const std::string& what);
 
   MappedFile() = default;
   MappedFile(MappedFile&& other) noexcept;
@@ -36,6 +40,7 @@ class MappedFile {
 
  private:
   static void unmap(std::span<const uint8_t> bytes);
+  static Result<MappedFile> map(int fd, uint64_t size, const std::string& what);
 
   explicit MappedFile(std::span<const uint8_t> bytes) : bytes_(bytes) {}
 

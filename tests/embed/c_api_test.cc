@@ -1,0 +1,441 @@
+// The C API (hexir/hexir.h, issue 13): loading from a path, a buffer and a
+// file descriptor; devices by name with options; reflection before running;
+// invoke with the caller's buffers and with the context's own; statuses that
+// name what is wrong; handles released in any order; no allocation on
+// invoke. c99_check.c runs the same API compiled as C99.
+#include <doctest/doctest.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "alloc_counter.h"
+#include "hexir/base/npy.h"
+#include "hexir/hexir.h"
+#include "hexir/serializer/compiler.h"
+#include "hexir/vm.h"
+
+extern "C" int hexir_c99_check(const char* model_path, const float* input, const float* expected);
+
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::string kSamples = HEXIR_SAMPLES_DIR;
+
+// The status's message (freed), or "OK".
+std::string take(hexir_status_t* status) {
+  if (!status) return "OK";
+  std::string message = hexir_status_message(status);
+  hexir_status_free(status);
+  return message;
+}
+
+bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+// The mlp sample compiled once into a temporary directory, with its input and reference.
+struct Sample {
+  fs::path dir;
+  fs::path hxe;
+  std::vector<uint8_t> bytes;
+  std::vector<float> input;
+  std::vector<float> expected;
+  Sample() {
+    dir = fs::temp_directory_path() / ("hexir_c_api_" + std::to_string(::getpid()));
+    fs::create_directories(dir);
+    hxe = dir / "mlp.hxe";
+    hexir::Result<std::vector<uint8_t>> compiled = hexir::serializer::compile_file(kSamples + "/mlp.hxir");
+    REQUIRE_MESSAGE(compiled.ok(), compiled.status().to_string());
+    bytes = std::move(compiled).value();
+    std::ofstream(hxe, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+    input = floats(kSamples + "/mlp/input_x.npy");
+    expected = floats(kSamples + "/mlp/expected_0.npy");
+    REQUIRE(input.size() == 8 * 128);
+    REQUIRE(expected.size() == 8 * 10);
+  }
+  ~Sample() {
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+  }
+  static std::vector<float> floats(const std::string& path) {
+    hexir::Result<hexir::NpyArray> a = hexir::read_npy(path);
+    REQUIRE_MESSAGE(a.ok(), a.status().to_string());
+    std::vector<float> v(a->data.size() / sizeof(float));
+    std::memcpy(v.data(), a->data.data(), a->data.size());
+    return v;
+  }
+};
+
+const Sample& sample() {
+  static Sample s;
+  return s;
+}
+
+void check_close(const float* got, const std::vector<float>& want) {
+  size_t bad = 0;
+  for (size_t i = 0; i < want.size(); ++i)
+    if (!(std::fabs(got[i] - want[i]) <= 1e-5f + 1e-4f * std::fabs(want[i]))) ++bad;
+  CHECK(bad == 0);
+}
+
+hexir_device_t* cpu() {
+  hexir_device_t* device = nullptr;
+  REQUIRE(take(hexir_device_create("cpu", nullptr, &device)) == "OK");
+  return device;
+}
+
+hexir_tensor_t tensor(const void* data, uint64_t bytes) {
+  return hexir_tensor_t{const_cast<void*>(data), bytes, HEXIR_DTYPE_F32, 0, nullptr};
+}
+
+// module -> program -> context on the cpu, the caller's module and device handles released at once.
+hexir_context_t* context_for(hexir_module_t* module, hexir_program_t** out_program = nullptr) {
+  hexir_device_t* device = cpu();
+  hexir_program_t* program = nullptr;
+  REQUIRE(take(hexir_program_prepare(module, device, &program)) == "OK");
+  hexir_device_release(device);
+  hexir_module_release(module);
+  hexir_context_t* context = nullptr;
+  REQUIRE(take(hexir_context_create(program, &context)) == "OK");
+  if (out_program)
+    *out_program = program;
+  else
+    hexir_program_release(program);
+  return context;
+}
+
+// y = f(x) for the mlp sample, results in `out` (or the context's own buffer when out is null).
+void run_mlp(hexir_context_t* context, float* out) {
+  const Sample& s = sample();
+  hexir_tensor_t in = tensor(s.input.data(), s.input.size() * 4);
+  if (out) {
+    hexir_tensor_t o = tensor(out, 80 * 4);
+    REQUIRE(take(hexir_context_invoke(context, 0, &in, 1, &o, 1)) == "OK");
+    check_close(out, s.expected);
+  } else {
+    REQUIRE(take(hexir_context_invoke(context, 0, &in, 1, nullptr, 0)) == "OK");
+    hexir_tensor_t result{};
+    REQUIRE(take(hexir_context_output(context, 0, 0, &result)) == "OK");
+    CHECK(result.dtype == HEXIR_DTYPE_F32);
+    REQUIRE(result.rank == 2);
+    CHECK(result.dims[0] == 8);
+    CHECK(result.dims[1] == 10);
+    CHECK(result.byte_size == 320);
+    check_close(static_cast<const float*>(result.data), s.expected);
+    std::vector<float> host(80);
+    REQUIRE(take(hexir_context_read_output(context, 0, 0, host.data(), 320)) == "OK");
+    check_close(host.data(), s.expected);
+  }
+}
+
+std::vector<uint8_t> compile(const char* source) {
+  hexir::Result<std::vector<uint8_t>> bytes = hexir::serializer::compile_source(source, "c_api.hxir", ".");
+  REQUIRE_MESSAGE(bytes.ok(), bytes.status().to_string());
+  return std::move(bytes).value();
+}
+
+// A 64-byte aligned copy (load_buffer uses the bytes in place).
+struct Aligned {
+  std::unique_ptr<uint8_t, decltype(&std::free)> data{nullptr, &std::free};
+  size_t size = 0;
+  explicit Aligned(const std::vector<uint8_t>& bytes) : size(bytes.size()) {
+    data.reset(static_cast<uint8_t*>(std::aligned_alloc(64, (size + 63) / 64 * 64)));
+    std::memcpy(data.get(), bytes.data(), size);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("c api: the ABI version and names") {
+  CHECK(hexir_abi_version() == HEXIR_ABI_VERSION);
+  CHECK(std::string(hexir_version_string()) == HEXIR_PROJECT_VERSION);
+  CHECK(std::string(hexir_dtype_name(HEXIR_DTYPE_BF16)) == "bf16");
+  CHECK(hexir_dtype_size(HEXIR_DTYPE_I64) == 8);
+  CHECK(hexir_dtype_size(static_cast<hexir_dtype_t>(42)) == 0);
+  CHECK(std::string(hexir_dtype_name(static_cast<hexir_dtype_t>(-1))) == "?");
+  CHECK(std::string(hexir_status_code_name(HEXIR_STATUS_DATA_LOSS)) == hexir::status_code_name(hexir::StatusCode::kDataLoss));
+  CHECK(hexir_status_code(nullptr) == HEXIR_STATUS_OK);
+  CHECK(std::string(hexir_status_message(nullptr)).empty());
+  hexir_status_free(nullptr);
+}
+
+TEST_CASE("c api: the sample from a path, a buffer and a file descriptor gives the reference output") {
+  const Sample& s = sample();
+  SUBCASE("path") {
+    hexir_module_t* module = nullptr;
+    REQUIRE(take(hexir_module_load_file(s.hxe.c_str(), nullptr, &module)) == "OK");
+    hexir_context_t* context = context_for(module);
+    std::vector<float> out(80);
+    run_mlp(context, out.data());
+    run_mlp(context, nullptr);
+    hexir_context_release(context);
+  }
+  SUBCASE("buffer, in place and copied") {
+    Aligned bytes(s.bytes);
+    for (int copy : {0, 1}) {
+      hexir_load_options_t options;
+      hexir_load_options_init(&options);
+      options.copy_weights = copy;
+      hexir_module_t* module = nullptr;
+      REQUIRE(take(hexir_module_load_buffer(bytes.data.get(), bytes.size, &options, &module)) == "OK");
+      hexir_context_t* context = context_for(module);
+      run_mlp(context, nullptr);
+      hexir_context_release(context);
+    }
+    // In place needs 64-byte alignment: refused with the reason.
+    hexir_module_t* module = nullptr;
+    std::vector<uint8_t> shifted(s.bytes.size() + 64 + 1);
+    uint8_t* base = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(shifted.data()) + 63) / 64 * 64) + 1;
+    std::memcpy(base, s.bytes.data(), s.bytes.size());
+    CHECK(has(take(hexir_module_load_buffer(base, s.bytes.size(), nullptr, &module)), "64-byte aligned"));
+    CHECK(module == nullptr);
+  }
+  SUBCASE("file descriptor, closed right after the load, at any position") {
+    for (int copy : {0, 1}) {
+      const int fd = ::open(s.hxe.c_str(), O_RDONLY | O_CLOEXEC);
+      REQUIRE(fd >= 0);
+      REQUIRE(::lseek(fd, 100, SEEK_SET) == 100);  // mapped from offset 0 whatever the position
+      hexir_load_options_t options;
+      hexir_load_options_init(&options);
+      options.copy_weights = copy;
+      hexir_module_t* module = nullptr;
+      REQUIRE(take(hexir_module_load_fd(fd, &options, &module)) == "OK");
+      ::close(fd);
+      hexir_context_t* context = context_for(module);
+      run_mlp(context, nullptr);
+      hexir_context_release(context);
+    }
+    hexir_module_t* module = nullptr;
+    CHECK(take(hexir_module_load_fd(-1, nullptr, &module)) == "cannot map 'file descriptor -1': file descriptor -1 is not open");
+    int pipe_fds[2];
+    REQUIRE(::pipe(pipe_fds) == 0);
+    CHECK(has(take(hexir_module_load_fd(pipe_fds[0], nullptr, &module)), "is not a regular file"));
+    ::close(pipe_fds[0]);
+    ::close(pipe_fds[1]);
+    CHECK(module == nullptr);
+  }
+}
+
+TEST_CASE("c api: the C99 program runs the sample") {
+  const Sample& s = sample();
+  CHECK(hexir_c99_check(s.hxe.c_str(), s.input.data(), s.expected.data()) == 0);
+}
+
+TEST_CASE("c api: reflection before running sizes every buffer") {
+  const Sample& s = sample();
+  hexir_module_t* module = nullptr;
+  REQUIRE(take(hexir_module_load_file(s.hxe.c_str(), nullptr, &module)) == "OK");
+  CHECK(std::string(hexir_module_name(module)) == "mlp");
+  REQUIRE(hexir_module_function_count(module) == 1);
+  CHECK(std::string(hexir_module_function_name(module, 0)) == "main");
+  CHECK(hexir_module_function_name(module, 1) == nullptr);
+  CHECK(hexir_module_input_count(module, 0) == 1);
+  CHECK(hexir_module_output_count(module, 0) == 1);
+  CHECK(hexir_module_input_count(module, 7) == 0);
+  hexir_tensor_info_t info{};
+  REQUIRE(take(hexir_module_input_info(module, 0, 0, &info)) == "OK");
+  CHECK(std::string(info.name) == "x");
+  CHECK(info.dtype == HEXIR_DTYPE_F32);
+  REQUIRE(info.rank == 2);
+  CHECK(info.dims[0] == 8);
+  CHECK(info.dims[1] == 128);
+  CHECK(info.byte_size == 4096);
+  CHECK(info.donated_to == -1);
+  REQUIRE(take(hexir_module_output_info(module, 0, 0, &info)) == "OK");
+  CHECK(info.byte_size == 320);
+  CHECK(take(hexir_module_input_info(module, 0, 1, &info)) ==
+        "hexir_module_input_info: input index 1 out of range ('main' has 1)");
+  CHECK(take(hexir_module_output_info(module, 3, 0, &info)) ==
+        "hexir_module_output_info: function index 3 out of range (the module has 1)");
+  size_t index = 99;
+  CHECK(take(hexir_module_find_function(module, "nope", &index)) == "no function 'nope' (the module has 'main')");
+  CHECK(index == 99);
+
+  // The same figures as the C++ API, and what a context really takes.
+  hexir_module_memory_t memory{};
+  hexir_module_memory(module, &memory);
+  hexir::Result<hexir::vm::Module> cpp = hexir::vm::Module::load_file(s.hxe.string());
+  REQUIRE(cpp.ok());
+  CHECK(memory.arena_bytes == cpp->arena_bytes());
+  CHECK(memory.arena_bytes > 0);
+  CHECK(memory.lower_bound_bytes == cpp->lower_bound_bytes());
+  CHECK(memory.lower_bound_bytes <= memory.arena_bytes);
+  CHECK(memory.workspace_bytes == cpp->workspace_bytes());
+  // w1 128x256, b1 256, w2 256x128, b2 128 (fill), w3 128x10, b3 10; f32.
+  CHECK(memory.constant_bytes == (128 * 256 + 256 + 256 * 128 + 128 + 128 * 10 + 10) * 4);
+  CHECK(memory.context_bytes >= memory.arena_bytes + memory.workspace_bytes + 320);
+  hexir_context_t* context = context_for(module);
+  CHECK(hexir_context_device_bytes(context) == memory.context_bytes);
+  hexir_context_release(context);
+}
+
+TEST_CASE("c api: invoke allocates nothing and counts no device allocation") {
+  const Sample& s = sample();
+  hexir_module_t* module = nullptr;
+  REQUIRE(take(hexir_module_load_file(s.hxe.c_str(), nullptr, &module)) == "OK");
+  hexir_context_t* context = context_for(module);
+  std::vector<float> out(80);
+  run_mlp(context, out.data());  // the first invoke may fault pages in; count the next ones
+  hexir_tensor_t in = tensor(s.input.data(), 4096);
+  hexir_tensor_t o = tensor(out.data(), 320);
+  const int64_t dims[2] = {8, 128};
+  hexir_tensor_t in_with_dims{in.data, 4096, HEXIR_DTYPE_F32, 2, dims};
+  const uint64_t before = hexir::testing::thread_allocation_count();
+  hexir_status_t* a = hexir_context_invoke(context, 0, &in, 1, &o, 1);
+  hexir_status_t* b = hexir_context_invoke(context, 0, &in_with_dims, 1, nullptr, 0);
+  const uint64_t after = hexir::testing::thread_allocation_count();
+  CHECK(a == nullptr);
+  CHECK(b == nullptr);
+  CHECK(after == before);
+  hexir_context_stats_t stats{};
+  hexir_context_stats(context, &stats);
+  CHECK(stats.invoke_count == 3);
+  CHECK(stats.create_device_allocations >= 1);
+  CHECK(stats.invoke_device_allocations == 0);
+  CHECK(stats.invoke_uploads == 0);
+  CHECK(stats.invoke_dispatches > 0);
+  hexir_context_release(context);
+}
+
+TEST_CASE("c api: bad calls get a status naming what and where") {
+  const Sample& s = sample();
+  hexir_module_t* module = nullptr;
+  CHECK(take(hexir_module_load_file("/nonexistent/m.hxe", nullptr, &module)) == "cannot open '/nonexistent/m.hxe': No such file or directory");
+  hexir_status_t* status = hexir_module_load_file("/nonexistent/m.hxe", nullptr, &module);
+  CHECK(hexir_status_code(status) == HEXIR_STATUS_NOT_FOUND);
+  hexir_status_free(status);
+  CHECK(module == nullptr);
+  CHECK(take(hexir_module_load_file(nullptr, nullptr, &module)) == "hexir_module_load_file: path is NULL");
+  CHECK(take(hexir_module_load_file(s.hxe.c_str(), nullptr, nullptr)) == "hexir_module_load_file: out_module is NULL");
+
+  // A corrupt file: DATA_LOSS, never a crash.
+  std::vector<uint8_t> corrupt = s.bytes;
+  corrupt.resize(corrupt.size() / 2);
+  Aligned half(corrupt);
+  status = hexir_module_load_buffer(half.data.get(), half.size, nullptr, &module);
+  CHECK(hexir_status_code(status) == HEXIR_STATUS_DATA_LOSS);
+  CHECK(std::string(hexir_status_message(status)).size() > 10);
+  hexir_status_free(status);
+
+  // Options built against another header.
+  hexir_load_options_t options;
+  hexir_load_options_init(&options);
+  options.struct_size = 8;
+  CHECK(has(take(hexir_module_load_file(s.hxe.c_str(), &options, &module)), "hexir_load_options.struct_size is 8"));
+  hexir_load_options_init(&options);
+  options.max_arena_bytes = 16;
+  status = hexir_module_load_file(s.hxe.c_str(), &options, &module);
+  CHECK(hexir_status_code(status) == HEXIR_STATUS_RESOURCE_EXHAUSTED);
+  CHECK(has(hexir_status_message(status), "LoadOptions.max_arena_bytes = 16"));
+  hexir_status_free(status);
+
+  // Devices.
+  hexir_device_t* device = nullptr;
+  hexir_device_options_t device_options;
+  hexir_device_options_init(&device_options);
+  device_options.ordinal = 1;
+  CHECK(take(hexir_device_create("cpu", &device_options, &device)) ==
+        "hexir_device_create: ordinal 1 given for 'cpu' (an ordinal is for 'cuda' and 'cuda-managed' without one in the name)");
+  device_options.ordinal = -1;
+  device_options.threads = -3;
+  CHECK(has(take(hexir_device_create("cpu", &device_options, &device)), "threads is -3"));
+  status = hexir_device_create("tpu", nullptr, &device);
+  CHECK(hexir_status_code(status) != HEXIR_STATUS_OK);
+  CHECK(has(hexir_status_message(status), "tpu"));
+  hexir_status_free(status);
+  CHECK(device == nullptr);
+  device_options.threads = 2;
+  REQUIRE(take(hexir_device_create("cpu", &device_options, &device)) == "OK");
+  CHECK(std::string(hexir_device_name(device)) == "cpu");
+  hexir_device_release(device);
+
+  // Invoke.
+  REQUIRE(take(hexir_module_load_file(s.hxe.c_str(), nullptr, &module)) == "OK");
+  hexir_context_t* context = context_for(module);
+  std::vector<float> out(80);
+  hexir_tensor_t in = tensor(s.input.data(), 4096);
+  hexir_tensor_t o = tensor(out.data(), 320);
+  const int64_t wrong_dims[2] = {4, 128};
+  hexir_tensor_t wrong_shape{in.data, 4096, HEXIR_DTYPE_F32, 2, wrong_dims};
+  std::string message = take(hexir_context_invoke(context, 0, &wrong_shape, 1, &o, 1));
+  CHECK(has(message, "f32[4,128]"));
+  CHECK(has(message, "'x'"));
+  hexir_tensor_t wrong_dtype = in;
+  wrong_dtype.dtype = HEXIR_DTYPE_I32;
+  CHECK(has(take(hexir_context_invoke(context, 0, &wrong_dtype, 1, nullptr, 0)), "i32[8,128]"));
+  wrong_dtype.dtype = static_cast<hexir_dtype_t>(77);
+  CHECK(take(hexir_context_invoke(context, 0, &wrong_dtype, 1, nullptr, 0)) ==
+        "hexir_context_invoke: input 0 has dtype 77, not a hexir_dtype_t");
+  CHECK(take(hexir_context_invoke(context, 0, nullptr, 0, nullptr, 0)) == "function 'main' takes 1 inputs, got 0");
+  CHECK(take(hexir_context_invoke(context, 0, nullptr, 1, nullptr, 0)) ==
+        "hexir_context_invoke: a NULL argument list with a nonzero count");
+  status = hexir_context_invoke(context, 5, &in, 1, nullptr, 0);
+  CHECK(hexir_status_code(status) != HEXIR_STATUS_OK);
+  CHECK(has(hexir_status_message(status), "5"));
+  hexir_status_free(status);
+  hexir_tensor_t short_output = tensor(out.data(), 100);
+  CHECK(has(take(hexir_context_invoke(context, 0, &in, 1, &short_output, 1)), "output 0"));
+  // The context's own result before any invoke that used it.
+  hexir_tensor_t result{};
+  CHECK(hexir_status_code(hexir_context_output(context, 0, 0, &result)) != HEXIR_STATUS_OK);
+  CHECK(has(take(hexir_context_output(context, 0, 3, &result)), "3"));
+  REQUIRE(take(hexir_context_invoke(context, 0, &in, 1, nullptr, 0)) == "OK");
+  CHECK(has(take(hexir_context_read_output(context, 0, 0, out.data(), 100)), "100"));
+  CHECK(take(hexir_context_invoke(nullptr, 0, &in, 1, nullptr, 0)) == "hexir_context_invoke: context is NULL");
+  hexir_context_release(context);
+  hexir_context_release(nullptr);
+  hexir_program_release(nullptr);
+  hexir_module_release(nullptr);
+  hexir_device_release(nullptr);
+}
+
+TEST_CASE("c api: donation, and handles released in any order") {
+  // g: the cache is donated and comes back as the result.
+  const std::vector<uint8_t> bytes = compile(R"(module @donate
+func @g(%cache: f32[4] donate, %x: f32[4]) -> (f32[4]) {
+  %y = call @add(%cache, %x) : f32[4]
+  return %y
+}
+)");
+  Aligned aligned(bytes);
+  hexir_module_t* module = nullptr;
+  REQUIRE(take(hexir_module_load_buffer(aligned.data.get(), aligned.size, nullptr, &module)) == "OK");
+  hexir_tensor_info_t info{};
+  REQUIRE(take(hexir_module_input_info(module, 0, 0, &info)) == "OK");
+  CHECK(std::string(info.name) == "cache");
+  CHECK(info.donated_to == 0);
+  REQUIRE(take(hexir_module_input_info(module, 0, 1, &info)) == "OK");
+  CHECK(info.donated_to == -1);
+  hexir_module_memory_t memory{};
+  hexir_module_memory(module, &memory);
+  hexir_program_t* program = nullptr;
+  hexir_context_t* context = context_for(module, &program);
+  // The result computed in the donated input: the context keeps no buffer for it.
+  CHECK(hexir_context_device_bytes(context) == memory.context_bytes);
+  hexir_context_t* second = nullptr;
+  REQUIRE(take(hexir_context_create(program, &second)) == "OK");
+  hexir_program_release(program);  // the contexts keep it (and module, device) alive
+
+  float cache[4] = {1, 2, 3, 4}, x[4] = {10, 20, 30, 40};
+  hexir_tensor_t args[2] = {tensor(cache, 16), tensor(x, 16)};
+  hexir_tensor_t out = tensor(cache, 16);  // the donated input as its own output
+  REQUIRE(take(hexir_context_invoke(context, 0, args, 2, &out, 1)) == "OK");
+  CHECK(cache[0] == 11);
+  CHECK(cache[3] == 44);
+  hexir_context_release(context);
+  REQUIRE(take(hexir_context_invoke(second, 0, args, 2, &out, 1)) == "OK");
+  CHECK(cache[0] == 21);
+  // The result lives in the donated input: another output buffer is refused, saying so.
+  hexir_tensor_t bad = tensor(x, 16);
+  CHECK(take(hexir_context_invoke(second, 0, args, 2, &bad, 1)) ==
+        "output 0 of function 'g' is computed in place in donated input 'cache': pass that input's buffer as the output");
+  hexir_context_release(second);
+}

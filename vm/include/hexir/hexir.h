@@ -1,0 +1,275 @@
+/* Hexir's C API: load a .hxe executable, prepare it on a device, run it.
+ * C99 and C++; a thin layer over the C++ API of hexir/vm.h (one
+ * implementation), in the same library (libhexir_vm).
+ *
+ *   hexir_device_t* device; hexir_module_t* module;
+ *   hexir_program_t* program; hexir_context_t* context;
+ *   hexir_status_t* s = hexir_device_create("cpu", NULL, &device);
+ *   if (!s) s = hexir_module_load_file("mlp.hxe", NULL, &module);   // mmap + verify
+ *   if (!s) s = hexir_program_prepare(module, device, &program);     // constants once
+ *   if (!s) s = hexir_context_create(program, &context);             // one arena
+ *   if (!s) s = hexir_context_invoke(context, 0, inputs, 1, NULL, 0); // allocates nothing
+ *   if (s) { fprintf(stderr, "%s\n", hexir_status_message(s)); hexir_status_free(s); }
+ *
+ * Errors. Every fallible function returns a hexir_status_t*: NULL on success
+ * (nothing is allocated), otherwise a status the CALLER OWNS and frees with
+ * hexir_status_free, carrying a code and a message that names what is wrong
+ * and where. Nothing here throws, aborts on bad input or keeps global state.
+ *
+ * Handles. Device, module, program and context are opaque and reference
+ * what they depend on: a program keeps its module and device alive, a
+ * context its program. Each *_release may therefore be called in any order;
+ * the last owner frees. A handle is not thread-safe; different contexts of
+ * one program may run on different threads at once.
+ *
+ * Pointers returned by accessors (names, dims) are BORROWED: they stay valid
+ * as long as the handle they came from (or a program or context made from
+ * it) lives, unless the function says otherwise.
+ */
+#ifndef HEXIR_HEXIR_H_
+#define HEXIR_HEXIR_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The ABI this header describes. hexir_abi_version() returns the library's;
+ * a caller built against this header should check they are equal. Bumped on
+ * any change that breaks a binary built against an older header. */
+#define HEXIR_ABI_VERSION 1
+
+uint32_t hexir_abi_version(void);
+/* "0.1.0": the library's version. Static storage; never freed. */
+const char* hexir_version_string(void);
+
+/* ---- status ------------------------------------------------------------ */
+
+typedef enum hexir_status_code_e {
+  HEXIR_STATUS_OK = 0,
+  HEXIR_STATUS_INVALID_ARGUMENT = 1,    /* caller passed something wrong */
+  HEXIR_STATUS_DATA_LOSS = 2,           /* a file is corrupt, truncated or hostile */
+  HEXIR_STATUS_NOT_FOUND = 3,           /* a named thing does not exist */
+  HEXIR_STATUS_UNAVAILABLE = 4,         /* a device or driver is not present */
+  HEXIR_STATUS_UNIMPLEMENTED = 5,       /* not in this build or backend */
+  HEXIR_STATUS_RESOURCE_EXHAUSTED = 6,  /* out of memory, or over a load limit */
+  HEXIR_STATUS_FAILED_PRECONDITION = 7,
+  HEXIR_STATUS_INTERNAL = 8
+} hexir_status_code_t;
+
+typedef struct hexir_status_s hexir_status_t;
+
+/* The code of `status`; HEXIR_STATUS_OK for NULL. */
+hexir_status_code_t hexir_status_code(const hexir_status_t* status);
+/* The message, NUL-terminated; "" for NULL. Owned by `status`: valid until it is freed. */
+const char* hexir_status_message(const hexir_status_t* status);
+/* "INVALID_ARGUMENT" etc. Static storage. */
+const char* hexir_status_code_name(hexir_status_code_t code);
+/* Frees a status returned by this library. NULL is a no-op. */
+void hexir_status_free(hexir_status_t* status);
+
+/* ---- element types ------------------------------------------------------ */
+
+/* Values match the file format's and the C++ hexir::DType's. */
+typedef enum hexir_dtype_e {
+  HEXIR_DTYPE_F32 = 0,
+  HEXIR_DTYPE_F16 = 1,
+  HEXIR_DTYPE_BF16 = 2,
+  HEXIR_DTYPE_I32 = 3,
+  HEXIR_DTYPE_I64 = 4,
+  HEXIR_DTYPE_I8 = 5,
+  HEXIR_DTYPE_U8 = 6,
+  HEXIR_DTYPE_BOOL = 7
+} hexir_dtype_t;
+
+/* "f32", ...; "?" for a value outside the enum. Static storage. */
+const char* hexir_dtype_name(hexir_dtype_t dtype);
+/* Bytes per element; 0 for a value outside the enum. */
+uint32_t hexir_dtype_size(hexir_dtype_t dtype);
+
+/* ---- device --------------------------------------------------------------- */
+
+typedef struct hexir_device_s hexir_device_t;
+
+typedef struct hexir_device_options_s {
+  /* sizeof(hexir_device_options_t) as the caller compiled it (set by _init). */
+  uint32_t struct_size;
+  /* cpu: threads per context, the calling thread included; 0: one per core. */
+  int32_t threads;
+  /* cuda, cuda-managed: the device ordinal; -1: the one the name gives
+   * ("cuda:1"), or 0. A name with an ordinal and an ordinal here is refused. */
+  int32_t ordinal;
+} hexir_device_options_t;
+
+/* Fills the defaults: threads 0, ordinal -1. */
+void hexir_device_options_init(hexir_device_options_t* options);
+
+/* Opens a device by name: "cpu", "cuda", "cuda:1", "cuda-managed", and the
+ * options after '?' the C++ API takes ("cuda:0?graphs=off"). `options` may be
+ * NULL (the defaults). On success *out_device is a new handle the caller owns
+ * (hexir_device_release); programs prepared on it keep it alive. An absent
+ * device or driver gives HEXIR_STATUS_UNAVAILABLE with the reason. */
+hexir_status_t* hexir_device_create(const char* name, const hexir_device_options_t* options,
+                                    hexir_device_t** out_device);
+/* "cpu", "cuda:0", ... Borrowed from `device`. */
+const char* hexir_device_name(const hexir_device_t* device);
+/* Releases the caller's reference. NULL is a no-op. */
+void hexir_device_release(hexir_device_t* device);
+
+/* ---- module --------------------------------------------------------------- */
+
+typedef struct hexir_module_s hexir_module_t;
+
+typedef struct hexir_load_options_s {
+  uint32_t struct_size; /* set by _init */
+  /* Nonzero: check the data sections' checksum (O(weights) at load). */
+  int32_t verify_data_checksum;
+  /* Nonzero: copy the whole file (or buffer) into memory the module owns
+   * instead of mapping it (using it in place); the file or buffer may then
+   * change or go as soon as the load returns. */
+  int32_t copy_weights;
+  /* Limits (hexir/vm.h LoadOptions); a file beyond one is refused at load
+   * with HEXIR_STATUS_RESOURCE_EXHAUSTED naming it. */
+  uint64_t max_decompressed_bytes;
+  uint64_t max_fill_bytes;
+  uint64_t max_arena_bytes;
+} hexir_load_options_t;
+
+/* Fills the defaults of hexir::vm::LoadOptions. */
+void hexir_load_options_init(hexir_load_options_t* options);
+
+/* Maps the file at `path` read-only and verifies it; nothing is copied. The
+ * file must not be truncated while the module lives (copy_weights
+ * otherwise). `options` may be NULL. *out_module: owned by the caller. */
+hexir_status_t* hexir_module_load_file(const char* path, const hexir_load_options_t* options,
+                                       hexir_module_t** out_module);
+/* Uses `size` bytes at `data` in place: BORROWED, they must stay alive and
+ * unchanged while the module, or anything made from it, lives, and be
+ * 64-byte aligned (copy_weights: copied, then free to go). */
+hexir_status_t* hexir_module_load_buffer(const void* data, size_t size, const hexir_load_options_t* options,
+                                         hexir_module_t** out_module);
+/* Maps the regular file open as `fd` (from offset 0). The caller keeps the
+ * descriptor and may close it as soon as this returns. */
+hexir_status_t* hexir_module_load_fd(int fd, const hexir_load_options_t* options, hexir_module_t** out_module);
+void hexir_module_release(hexir_module_t* module);
+
+/* Reflection: readable before anything is prepared, so a caller can size
+ * its own buffers. Borrowed strings, valid while the module lives. */
+const char* hexir_module_name(const hexir_module_t* module);
+size_t hexir_module_function_count(const hexir_module_t* module);
+/* NULL for an index out of range. */
+const char* hexir_module_function_name(const hexir_module_t* module, size_t function);
+/* HEXIR_STATUS_NOT_FOUND lists the names there are. */
+hexir_status_t* hexir_module_find_function(const hexir_module_t* module, const char* name,
+                                           size_t* out_function);
+/* 0 for a function index out of range. */
+size_t hexir_module_input_count(const hexir_module_t* module, size_t function);
+size_t hexir_module_output_count(const hexir_module_t* module, size_t function);
+
+/* One argument or result of a function. */
+typedef struct hexir_tensor_info_s {
+  const char* name;    /* borrowed; "" when the file gives none */
+  hexir_dtype_t dtype;
+  uint32_t rank;
+  const int64_t* dims; /* `rank` values, borrowed */
+  uint64_t byte_size;
+  /* Inputs: the output index this input may be written as (donated), or -1.
+   * A donated input's buffer may be overwritten by the call. Outputs: -1. */
+  int32_t donated_to;
+} hexir_tensor_info_t;
+
+/* Input or output `index` of `function`; an index out of range is
+ * HEXIR_STATUS_INVALID_ARGUMENT naming it. */
+hexir_status_t* hexir_module_input_info(const hexir_module_t* module, size_t function, size_t index,
+                                        hexir_tensor_info_t* out_info);
+hexir_status_t* hexir_module_output_info(const hexir_module_t* module, size_t function, size_t index,
+                                         hexir_tensor_info_t* out_info);
+
+typedef struct hexir_module_memory_s {
+  uint64_t arena_bytes;       /* the static plan's arena */
+  uint64_t lower_bound_bytes; /* the most bytes live at one instant (the ideal arena) */
+  uint64_t workspace_bytes;   /* the shared scratch */
+  uint64_t constant_bytes;    /* all constants, raw (packed + filled) */
+  /* Device bytes each context takes (arena, workspace, its own output
+   * buffers); free-at-last-use plans allocate their values per invoke on top. */
+  uint64_t context_bytes;
+} hexir_module_memory_t;
+
+void hexir_module_memory(const hexir_module_t* module, hexir_module_memory_t* out_memory);
+
+/* ---- program ----------------------------------------------------------------- */
+
+typedef struct hexir_program_s hexir_program_t;
+
+/* Makes `module` ready on `device`: constants uploaded (or used in place on
+ * the cpu) once, kernels resolved. The program keeps both alive; the caller
+ * may release its module and device handles at once. *out_program: owned by
+ * the caller. */
+hexir_status_t* hexir_program_prepare(hexir_module_t* module, hexir_device_t* device,
+                                      hexir_program_t** out_program);
+/* The module it was prepared from: borrowed, valid while the program lives. */
+const hexir_module_t* hexir_program_module(const hexir_program_t* program);
+void hexir_program_release(hexir_program_t* program);
+
+/* ---- context ------------------------------------------------------------------ */
+
+typedef struct hexir_context_s hexir_context_t;
+
+/* One arena (and workspace, and output buffers) per context, allocated here
+ * and never on invoke. It keeps its program alive. Use one per thread. */
+hexir_status_t* hexir_context_create(hexir_program_t* program, hexir_context_t** out_context);
+void hexir_context_release(hexir_context_t* context);
+/* Device bytes the context holds: hexir_module_memory's context_bytes. */
+uint64_t hexir_context_device_bytes(const hexir_context_t* context);
+
+/* A caller's tensor. `data` is host memory for the cpu device and a device
+ * address for cuda. `dims` may be NULL: the shape the function declares
+ * (then `rank` is ignored); otherwise `rank` values, checked. */
+typedef struct hexir_tensor_s {
+  void* data;
+  uint64_t byte_size;
+  hexir_dtype_t dtype;
+  uint32_t rank;
+  const int64_t* dims;
+} hexir_tensor_t;
+
+/* Runs `function`. inputs[input_count] and outputs[output_count] are
+ * BORROWED for the duration of the call only. output_count 0 (outputs may be
+ * NULL): the results land in the context's own buffers (hexir_context_output).
+ * The count, dtype and shape of every argument are checked, and that the
+ * caller's buffers overlap nowhere the call writes (a donated input passed as
+ * its own output is the one legal overlap). An input is written only when it
+ * is donated. Allocates nothing on success. */
+hexir_status_t* hexir_context_invoke(hexir_context_t* context, size_t function, const hexir_tensor_t* inputs,
+                                     size_t input_count, const hexir_tensor_t* outputs, size_t output_count);
+
+/* Result `index` of the last invoke of `function` that passed no outputs.
+ * out_tensor->data points into the CONTEXT'S buffer (a device address on
+ * cuda): valid until `function` is invoked again on this context or the
+ * context is released. dims: borrowed, valid while the context lives. */
+hexir_status_t* hexir_context_output(const hexir_context_t* context, size_t function, size_t index,
+                                     hexir_tensor_t* out_tensor);
+/* Copies that result into `size` bytes of host memory at `host` (every
+ * backend); `size` must be at least its byte size. */
+hexir_status_t* hexir_context_read_output(const hexir_context_t* context, size_t function, size_t index,
+                                          void* host, uint64_t size);
+
+/* Counters: device allocations the context made at create, and summed over
+ * every invoke so far (0 for static plans: invoke never allocates). */
+typedef struct hexir_context_stats_s {
+  uint64_t invoke_count;
+  uint64_t create_device_allocations;
+  uint64_t invoke_device_allocations;
+  uint64_t invoke_uploads;
+  uint64_t invoke_dispatches;
+} hexir_context_stats_t;
+
+void hexir_context_stats(const hexir_context_t* context, hexir_context_stats_t* out_stats);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* HEXIR_HEXIR_H_ */

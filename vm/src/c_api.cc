@@ -1,0 +1,489 @@
+// hexir/hexir.h over the C++ API of hexir/vm.h: every call forwards to it, so
+// checks and messages are the C++ API's own. What lives here: the
+// reference-counted handles, status objects, and the prebuilt argument
+// lists that keep hexir_context_invoke free of allocation.
+#include "hexir/hexir.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "hexir/vm.h"
+
+struct hexir_status_s {
+  hexir_status_code_t code;
+  char message[1];  // NUL-terminated, allocated to its length
+};
+
+namespace {
+
+using hexir::Status;
+using hexir::StatusCode;
+
+// What a status becomes when its message cannot be allocated: static, never freed.
+hexir_status_s kOutOfMemory = {HEXIR_STATUS_RESOURCE_EXHAUSTED, {0}};
+
+hexir_status_t* make_status(hexir_status_code_t code, const std::string& message) {
+  void* memory = std::malloc(offsetof(hexir_status_s, message) + message.size() + 1);
+  if (!memory) return &kOutOfMemory;
+  auto* status = static_cast<hexir_status_s*>(memory);
+  status->code = code;
+  std::memcpy(status->message, message.c_str(), message.size() + 1);
+  return status;
+}
+
+hexir_status_t* to_c(const Status& status) {
+  if (status.ok()) return nullptr;
+  return make_status(static_cast<hexir_status_code_t>(status.code()), status.message());
+}
+
+hexir_status_t* invalid(const std::string& message) { return make_status(HEXIR_STATUS_INVALID_ARGUMENT, message); }
+
+// std::bad_alloc from the C++ API's own bookkeeping (vectors, strings) must
+// not cross a C boundary.
+template <typename F>
+hexir_status_t* guarded(F&& f) {
+  try {
+    return f();
+  } catch (const std::bad_alloc&) {
+    return make_status(HEXIR_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+  } catch (...) {
+    return make_status(HEXIR_STATUS_INTERNAL, "unexpected C++ exception");
+  }
+}
+
+// Intrusive reference count shared by every handle.
+struct RefCounted {
+  std::atomic<int> refs{1};
+};
+
+template <typename T>
+T* retain(T* handle) {
+  handle->refs.fetch_add(1, std::memory_order_relaxed);
+  return handle;
+}
+
+template <typename T>
+void release(T* handle) {
+  if (handle && handle->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) delete handle;
+}
+
+hexir::vm::LoadOptions to_cpp(const hexir_load_options_t* options) {
+  hexir::vm::LoadOptions o;
+  if (!options) return o;
+  o.verify_data_checksum = options->verify_data_checksum != 0;
+  o.copy_weights = options->copy_weights != 0;
+  o.max_decompressed_bytes = options->max_decompressed_bytes;
+  o.max_fill_bytes = options->max_fill_bytes;
+  o.max_arena_bytes = options->max_arena_bytes;
+  return o;
+}
+
+hexir_status_t* check_options_size(uint32_t struct_size, size_t expected, const char* what) {
+  if (struct_size != expected)
+    return invalid(std::string(what) + ".struct_size is " + std::to_string(struct_size) + ", this library's is " +
+                   std::to_string(expected) + " (call " + what + "_init, or rebuild against this header)");
+  return nullptr;
+}
+
+}  // namespace
+
+struct hexir_device_s : RefCounted {
+  std::unique_ptr<hexir::hal::Device> device;
+  std::string name;
+};
+
+struct hexir_module_s : RefCounted {
+  explicit hexir_module_s(hexir::vm::Module m) : module(std::move(m)) {}
+  hexir::vm::Module module;
+};
+
+struct hexir_program_s : RefCounted {
+  hexir_program_s(hexir::vm::Program p, hexir_module_s* m, hexir_device_s* d)
+      : module(m), device(d), program(std::move(p)) {}
+  ~hexir_program_s() {
+    // The C++ Program first: it borrows the device.
+    program.reset();
+    release(module);
+    release(device);
+  }
+  hexir_module_s* module;
+  hexir_device_s* device;
+  std::optional<hexir::vm::Program> program;
+};
+
+struct hexir_context_s : RefCounted {
+  hexir_context_s(hexir::vm::Context c, hexir_program_s* p) : program(p), context(std::move(c)) {}
+  ~hexir_context_s() {
+    context.reset();
+    release(program);
+  }
+  hexir_program_s* program;
+  std::optional<hexir::vm::Context> context;
+  // Per function, built at create: the C++ argument lists with the declared
+  // types, into which invoke writes only data and byte_size.
+  std::vector<std::vector<hexir::vm::TensorRef>> inputs;
+  std::vector<std::vector<hexir::vm::TensorRef>> outputs;
+};
+
+// The definitions take C linkage from their declarations in hexir.h.
+
+uint32_t hexir_abi_version(void) { return HEXIR_ABI_VERSION; }
+const char* hexir_version_string(void) { return HEXIR_VERSION_STRING; }
+
+hexir_status_code_t hexir_status_code(const hexir_status_t* status) {
+  return status ? status->code : HEXIR_STATUS_OK;
+}
+const char* hexir_status_message(const hexir_status_t* status) { return status ? status->message : ""; }
+const char* hexir_status_code_name(hexir_status_code_t code) {
+  if (code < HEXIR_STATUS_OK || code > HEXIR_STATUS_INTERNAL) return "UNKNOWN";
+  return hexir::status_code_name(static_cast<StatusCode>(code));
+}
+void hexir_status_free(hexir_status_t* status) {
+  if (status && status != &kOutOfMemory) std::free(status);
+}
+
+const char* hexir_dtype_name(hexir_dtype_t dtype) {
+  if (!hexir::dtype_is_valid(static_cast<uint8_t>(dtype)) || dtype < 0) return "?";
+  return hexir::dtype_name(static_cast<hexir::DType>(dtype));
+}
+uint32_t hexir_dtype_size(hexir_dtype_t dtype) {
+  if (!hexir::dtype_is_valid(static_cast<uint8_t>(dtype)) || dtype < 0) return 0;
+  return hexir::dtype_size(static_cast<hexir::DType>(dtype));
+}
+
+void hexir_device_options_init(hexir_device_options_t* options) {
+  if (!options) return;
+  options->struct_size = sizeof(hexir_device_options_t);
+  options->threads = 0;
+  options->ordinal = -1;
+}
+
+hexir_status_t* hexir_device_create(const char* name, const hexir_device_options_t* options,
+                                    hexir_device_t** out_device) {
+  if (!out_device) return invalid("hexir_device_create: out_device is NULL");
+  *out_device = nullptr;
+  if (!name) return invalid("hexir_device_create: name is NULL");
+  return guarded([&]() -> hexir_status_t* {
+    std::string full(name);
+    hexir::hal::DeviceOptions cpp_options;
+    if (options) {
+      if (hexir_status_t* s =
+              check_options_size(options->struct_size, sizeof(hexir_device_options_t), "hexir_device_options"))
+        return s;
+      if (options->threads < 0)
+        return invalid("hexir_device_create: threads is " + std::to_string(options->threads) +
+                       " (0: one per core, or a positive count)");
+      cpp_options.threads = options->threads;
+      if (options->ordinal >= 0) {
+        const std::string base = full.substr(0, full.find('?'));
+        const std::string query = full.substr(base.size());
+        if (base != "cuda" && base != "cuda-managed")
+          return invalid("hexir_device_create: ordinal " + std::to_string(options->ordinal) + " given for '" + full +
+                         "' (an ordinal is for 'cuda' and 'cuda-managed' without one in the name)");
+        full = base + ":" + std::to_string(options->ordinal) + query;
+      } else if (options->ordinal != -1) {
+        return invalid("hexir_device_create: ordinal is " + std::to_string(options->ordinal) +
+                       " (-1: the name's, or a device index)");
+      }
+    }
+    auto device = hexir::hal::create_device(full, cpp_options);
+    if (!device.ok()) return to_c(device.status());
+    auto* handle = new hexir_device_s();
+    handle->device = std::move(device).value();
+    handle->name = std::string(handle->device->name());
+    *out_device = handle;
+    return nullptr;
+  });
+}
+
+const char* hexir_device_name(const hexir_device_t* device) { return device ? device->name.c_str() : ""; }
+void hexir_device_release(hexir_device_t* device) { release(device); }
+
+void hexir_load_options_init(hexir_load_options_t* options) {
+  if (!options) return;
+  const hexir::vm::LoadOptions defaults;
+  options->struct_size = sizeof(hexir_load_options_t);
+  options->verify_data_checksum = defaults.verify_data_checksum ? 1 : 0;
+  options->copy_weights = defaults.copy_weights ? 1 : 0;
+  options->max_decompressed_bytes = defaults.max_decompressed_bytes;
+  options->max_fill_bytes = defaults.max_fill_bytes;
+  options->max_arena_bytes = defaults.max_arena_bytes;
+}
+
+namespace {
+
+template <typename Load>
+hexir_status_t* load_module(const char* what, const hexir_load_options_t* options, hexir_module_t** out_module,
+                            Load&& load) {
+  if (!out_module) return invalid(std::string(what) + ": out_module is NULL");
+  *out_module = nullptr;
+  if (options)
+    if (hexir_status_t* s = check_options_size(options->struct_size, sizeof(hexir_load_options_t), "hexir_load_options"))
+      return s;
+  return guarded([&]() -> hexir_status_t* {
+    hexir::Result<hexir::vm::Module> module = load(to_cpp(options));
+    if (!module.ok()) return to_c(module.status());
+    *out_module = new hexir_module_s(std::move(module).value());
+    return nullptr;
+  });
+}
+
+}  // namespace
+
+hexir_status_t* hexir_module_load_file(const char* path, const hexir_load_options_t* options,
+                                       hexir_module_t** out_module) {
+  if (!path) return invalid("hexir_module_load_file: path is NULL");
+  return load_module("hexir_module_load_file", options, out_module,
+                     [&](const hexir::vm::LoadOptions& o) { return hexir::vm::Module::load_file(path, o); });
+}
+
+hexir_status_t* hexir_module_load_buffer(const void* data, size_t size, const hexir_load_options_t* options,
+                                         hexir_module_t** out_module) {
+  if (!data && size > 0) return invalid("hexir_module_load_buffer: data is NULL");
+  return load_module("hexir_module_load_buffer", options, out_module, [&](const hexir::vm::LoadOptions& o) {
+    return hexir::vm::Module::load_buffer({static_cast<const uint8_t*>(data), size}, o);
+  });
+}
+
+hexir_status_t* hexir_module_load_fd(int fd, const hexir_load_options_t* options, hexir_module_t** out_module) {
+  return load_module("hexir_module_load_fd", options, out_module, [&](const hexir::vm::LoadOptions& o) {
+    return hexir::vm::Module::load_fd(fd, "file descriptor " + std::to_string(fd), o);
+  });
+}
+
+void hexir_module_release(hexir_module_t* module) { release(module); }
+
+const char* hexir_module_name(const hexir_module_t* module) { return module ? module->module.name().c_str() : ""; }
+size_t hexir_module_function_count(const hexir_module_t* module) {
+  return module ? module->module.function_count() : 0;
+}
+const char* hexir_module_function_name(const hexir_module_t* module, size_t function) {
+  if (!module || function >= module->module.function_count()) return nullptr;
+  return module->module.function(function).name.c_str();
+}
+
+hexir_status_t* hexir_module_find_function(const hexir_module_t* module, const char* name, size_t* out_function) {
+  if (!module || !name || !out_function) return invalid("hexir_module_find_function: a NULL argument");
+  return guarded([&]() -> hexir_status_t* {
+    hexir::Result<size_t> index = module->module.find_function(name);
+    if (!index.ok()) return to_c(index.status());
+    *out_function = *index;
+    return nullptr;
+  });
+}
+
+size_t hexir_module_input_count(const hexir_module_t* module, size_t function) {
+  return module ? module->module.function(function).inputs.size() : 0;
+}
+size_t hexir_module_output_count(const hexir_module_t* module, size_t function) {
+  return module ? module->module.function(function).outputs.size() : 0;
+}
+
+namespace {
+
+void fill_info(const hexir::vm::TensorSignature& sig, hexir_tensor_info_t* out) {
+  out->name = sig.name.c_str();
+  out->dtype = static_cast<hexir_dtype_t>(sig.type.dtype);
+  out->rank = static_cast<uint32_t>(sig.type.dims.size());
+  out->dims = sig.type.dims.data();
+  out->byte_size = sig.byte_size;
+  out->donated_to = sig.donated_to;
+}
+
+hexir_status_t* tensor_info(const hexir_module_t* module, size_t function, size_t index, bool input,
+                            hexir_tensor_info_t* out_info) {
+  const char* what = input ? "hexir_module_input_info" : "hexir_module_output_info";
+  if (!module || !out_info) return invalid(std::string(what) + ": a NULL argument");
+  return guarded([&]() -> hexir_status_t* {
+    if (function >= module->module.function_count())
+      return invalid(std::string(what) + ": function index " + std::to_string(function) + " out of range (the module has " +
+                     std::to_string(module->module.function_count()) + ")");
+    const hexir::vm::FunctionSignature& sig = module->module.function(function);
+    const auto& list = input ? sig.inputs : sig.outputs;
+    if (index >= list.size())
+      return invalid(std::string(what) + ": " + (input ? "input" : "output") + " index " + std::to_string(index) +
+                     " out of range ('" + sig.name + "' has " + std::to_string(list.size()) + ")");
+    fill_info(list[index], out_info);
+    return nullptr;
+  });
+}
+
+}  // namespace
+
+hexir_status_t* hexir_module_input_info(const hexir_module_t* module, size_t function, size_t index,
+                                        hexir_tensor_info_t* out_info) {
+  return tensor_info(module, function, index, true, out_info);
+}
+hexir_status_t* hexir_module_output_info(const hexir_module_t* module, size_t function, size_t index,
+                                         hexir_tensor_info_t* out_info) {
+  return tensor_info(module, function, index, false, out_info);
+}
+
+void hexir_module_memory(const hexir_module_t* module, hexir_module_memory_t* out) {
+  if (!out) return;
+  *out = hexir_module_memory_t{};
+  if (!module) return;
+  out->arena_bytes = module->module.arena_bytes();
+  out->lower_bound_bytes = module->module.lower_bound_bytes();
+  out->workspace_bytes = module->module.workspace_bytes();
+  out->constant_bytes = module->module.constant_bytes();
+  out->context_bytes = module->module.context_bytes();
+}
+
+hexir_status_t* hexir_program_prepare(hexir_module_t* module, hexir_device_t* device, hexir_program_t** out_program) {
+  if (!out_program) return invalid("hexir_program_prepare: out_program is NULL");
+  *out_program = nullptr;
+  if (!module) return invalid("hexir_program_prepare: module is NULL");
+  if (!device) return invalid("hexir_program_prepare: device is NULL");
+  return guarded([&]() -> hexir_status_t* {
+    hexir::Result<hexir::vm::Program> program = hexir::vm::Program::prepare(module->module, *device->device);
+    if (!program.ok()) return to_c(program.status());
+    *out_program = new hexir_program_s(std::move(program).value(), retain(module), retain(device));
+    return nullptr;
+  });
+}
+
+const hexir_module_t* hexir_program_module(const hexir_program_t* program) {
+  return program ? program->module : nullptr;
+}
+void hexir_program_release(hexir_program_t* program) { release(program); }
+
+hexir_status_t* hexir_context_create(hexir_program_t* program, hexir_context_t** out_context) {
+  if (!out_context) return invalid("hexir_context_create: out_context is NULL");
+  *out_context = nullptr;
+  if (!program) return invalid("hexir_context_create: program is NULL");
+  return guarded([&]() -> hexir_status_t* {
+    hexir::Result<hexir::vm::Context> context = hexir::vm::Context::create(*program->program);
+    if (!context.ok()) return to_c(context.status());
+    auto* handle = new hexir_context_s(std::move(context).value(), retain(program));
+    const hexir::vm::Module& module = program->module->module;
+    handle->inputs.resize(module.function_count());
+    handle->outputs.resize(module.function_count());
+    for (size_t f = 0; f < module.function_count(); ++f) {
+      for (const hexir::vm::TensorSignature& s : module.function(f).inputs)
+        handle->inputs[f].push_back({nullptr, 0, s.type});
+      for (const hexir::vm::TensorSignature& s : module.function(f).outputs)
+        handle->outputs[f].push_back({nullptr, 0, s.type});
+    }
+    *out_context = handle;
+    return nullptr;
+  });
+}
+
+void hexir_context_release(hexir_context_t* context) { release(context); }
+
+uint64_t hexir_context_device_bytes(const hexir_context_t* context) {
+  return context ? context->context->device_bytes() : 0;
+}
+
+namespace {
+
+// The caller's tensor has the declared dtype and shape (dims NULL: declared).
+bool matches(const hexir_tensor_t& t, const hexir::TensorType& type) {
+  if (static_cast<int>(t.dtype) != static_cast<int>(type.dtype)) return false;
+  if (!t.dims) return true;
+  if (t.rank != type.dims.size()) return false;
+  for (uint32_t d = 0; d < t.rank; ++d)
+    if (t.dims[d] != type.dims[d]) return false;
+  return true;
+}
+
+// Fast path: the prebuilt lists take the caller's pointers, nothing allocated.
+bool bind(const hexir_tensor_t* tensors, size_t count, std::vector<hexir::vm::TensorRef>& refs) {
+  if (count != refs.size()) return false;
+  for (size_t i = 0; i < count; ++i)
+    if (!matches(tensors[i], refs[i].type)) return false;
+  for (size_t i = 0; i < count; ++i) {
+    refs[i].data = tensors[i].data;
+    refs[i].byte_size = tensors[i].byte_size;
+  }
+  return true;
+}
+
+// Slow path, for a call the C++ API will refuse: the caller's own types, so
+// its message names what was passed.
+hexir_status_t* as_given(const char* kind, const hexir_tensor_t* tensors, size_t count,
+                         const std::vector<hexir::vm::TensorRef>& declared, std::vector<hexir::vm::TensorRef>& refs) {
+  for (size_t i = 0; i < count; ++i) {
+    const hexir_tensor_t& t = tensors[i];
+    if (t.dtype < 0 || !hexir::dtype_is_valid(static_cast<uint8_t>(t.dtype)))
+      return invalid(std::string("hexir_context_invoke: ") + kind + " " + std::to_string(i) + " has dtype " +
+                     std::to_string(static_cast<int>(t.dtype)) + ", not a hexir_dtype_t");
+    hexir::vm::TensorRef ref{t.data, t.byte_size, {static_cast<hexir::DType>(t.dtype), {}}};
+    if (t.dims)
+      ref.type.dims.assign(t.dims, t.dims + t.rank);
+    else if (i < declared.size())
+      ref.type.dims = declared[i].type.dims;
+    refs.push_back(std::move(ref));
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+hexir_status_t* hexir_context_invoke(hexir_context_t* context, size_t function, const hexir_tensor_t* inputs,
+                                     size_t input_count, const hexir_tensor_t* outputs, size_t output_count) {
+  if (!context) return invalid("hexir_context_invoke: context is NULL");
+  if ((input_count > 0 && !inputs) || (output_count > 0 && !outputs))
+    return invalid("hexir_context_invoke: a NULL argument list with a nonzero count");
+  return guarded([&]() -> hexir_status_t* {
+    if (function < context->inputs.size()) {
+      auto& in = context->inputs[function];
+      auto& out = context->outputs[function];
+      if (bind(inputs, input_count, in) && (output_count == 0 || bind(outputs, output_count, out)))
+        return to_c(context->context->invoke(
+            function, in,
+            output_count == 0 ? std::span<const hexir::vm::TensorRef>() : std::span<const hexir::vm::TensorRef>(out)));
+    }
+    static const std::vector<hexir::vm::TensorRef> kNone;
+    const bool known = function < context->inputs.size();
+    std::vector<hexir::vm::TensorRef> in, out;
+    if (hexir_status_t* s = as_given("input", inputs, input_count, known ? context->inputs[function] : kNone, in))
+      return s;
+    if (hexir_status_t* s = as_given("output", outputs, output_count, known ? context->outputs[function] : kNone, out))
+      return s;
+    return to_c(context->context->invoke(function, in, out));
+  });
+}
+
+hexir_status_t* hexir_context_output(const hexir_context_t* context, size_t function, size_t index,
+                                     hexir_tensor_t* out_tensor) {
+  if (!context || !out_tensor) return invalid("hexir_context_output: a NULL argument");
+  return guarded([&]() -> hexir_status_t* {
+    hexir::Result<hexir::vm::TensorRef> ref = context->context->output(function, index);
+    if (!ref.ok()) return to_c(ref.status());
+    // Dims from the signature: they live as long as the module, not this temporary.
+    const hexir::TensorType& type = context->outputs[function][index].type;
+    out_tensor->data = ref->data;
+    out_tensor->byte_size = ref->byte_size;
+    out_tensor->dtype = static_cast<hexir_dtype_t>(type.dtype);
+    out_tensor->rank = static_cast<uint32_t>(type.dims.size());
+    out_tensor->dims = type.dims.data();
+    return nullptr;
+  });
+}
+
+hexir_status_t* hexir_context_read_output(const hexir_context_t* context, size_t function, size_t index, void* host,
+                                          uint64_t size) {
+  if (!context || (!host && size > 0)) return invalid("hexir_context_read_output: a NULL argument");
+  return guarded([&]() -> hexir_status_t* {
+    return to_c(context->context->read_output(function, index, {static_cast<uint8_t*>(host), static_cast<size_t>(size)}));
+  });
+}
+
+void hexir_context_stats(const hexir_context_t* context, hexir_context_stats_t* out) {
+  if (!out) return;
+  *out = hexir_context_stats_t{};
+  if (!context) return;
+  out->invoke_count = context->context->invoke_count();
+  out->create_device_allocations = context->context->create_stats().device_allocations;
+  out->invoke_device_allocations = context->context->invoke_stats().device_allocations;
+  out->invoke_uploads = context->context->invoke_stats().uploads;
+  out->invoke_dispatches = context->context->invoke_stats().dispatches;
+}
+
