@@ -1,9 +1,13 @@
 // A minimal application embedding libhexir_vm: loads a compiled model, runs
-// it once on the CPU and prints its outputs.
+// it once on the CPU and prints its outputs; given a reference .npy, checks
+// output 0 against it (exit 1 when it differs). main.c does the same through
+// the C API. Built against an installed hexir.pc:
 //
 //   hexir-compile samples/mlp.hxir -o mlp.hxe
-//   hexir-embed mlp.hxe samples/mlp/input_x.npy
+//   c++ -std=c++20 main.cc $(pkg-config --cflags --libs hexir) -o hexir-embed
+//   hexir-embed mlp.hxe samples/mlp/input_x.npy [samples/mlp/expected_0.npy]
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <vector>
 
@@ -20,8 +24,8 @@ int fail(const char* what, const hexir::Status& status) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 3) {
-    std::fprintf(stderr, "usage: %s MODEL.hxe INPUT.npy\n", argv[0]);
+  if (argc != 3 && argc != 4) {
+    std::fprintf(stderr, "usage: %s MODEL.hxe INPUT.npy [EXPECTED.npy]\n", argv[0]);
     return 2;
   }
   // 1. Load: mmap the file and verify it. Nothing is copied.
@@ -57,6 +61,29 @@ int main(int argc, char** argv) {
     for (size_t j = 0; j < std::min<size_t>(n, 10); ++j) std::printf(" %.6f", values[j]);
     if (n > 10) std::printf(" ... (%zu values)", n);
     std::printf("\n");
+  }
+
+  if (argc == 4) {
+    auto want = hexir::read_npy(argv[3]);
+    if (!want.ok()) return fail("expected", want.status());
+    auto out = context->output(*main_fn, 0);
+    if (!out.ok()) return fail("output", out.status());
+    if (want->type != out->type || want->type.dtype != hexir::DType::kF32) {
+      std::fprintf(stderr, "hexir-embed: %s is %s, output 0 is %s\n", argv[3], want->type.to_string().c_str(),
+                   out->type.to_string().c_str());
+      return 1;
+    }
+    const float* got = static_cast<const float*>(out->data);
+    const float* ref = reinterpret_cast<const float*>(want->data.data());
+    double worst = 0;
+    bool same = true;
+    for (size_t i = 0; i < want->data.size() / sizeof(float); ++i) {
+      const double diff = std::fabs(double(got[i]) - ref[i]);
+      if (!(diff <= 1e-5 + 1e-4 * std::fabs(double(ref[i])))) same = false;
+      worst = std::max(worst, diff);
+    }
+    std::printf("%s %s (max abs diff %g)\n", same ? "matches" : "differs from", argv[3], worst);
+    if (!same) return 1;
   }
   return 0;
 }

@@ -1,0 +1,301 @@
+"""Hexir from Python: the C API (hexir/hexir.h) through ctypes, numpy only.
+
+    import hexir
+    program = hexir.load("mlp.hxe")            # mmap + verify, prepared on the cpu
+    print(program.functions)                   # {'main': Function(inputs=[...], outputs=[...])}
+    ctx = program.context()                    # one arena; use one per thread
+    out = ctx(x=numpy.load("input_x.npy"))     # {'p': array(...)}, runs 'main'
+    out = ctx("other_function", a=..., b=...)  # any function by name
+
+No build step: the package loads libhexir_vm.so at import, from
+$HEXIR_LIBRARY when set, otherwise by name (the installed
+libhexir_vm.so.0, found like any shared library). Errors of the C API are
+raised as hexir.Error, whose message is the library's and whose .code names
+the status ('INVALID_ARGUMENT', 'DATA_LOSS', ...).
+
+Inputs are made C-contiguous and converted to the declared numpy type
+within the same kind only (float64 -> float32, int64 -> int32; a copy only
+when needed); any other dtype or a wrong shape is refused by the library,
+naming the input. A donated input is copied first, so the caller's array is never
+written. Results come back as new numpy arrays the caller owns.
+"""
+
+import ctypes
+import ctypes.util
+import os
+from collections import namedtuple
+
+import numpy as np
+
+__all__ = ["Error", "Program", "Context", "Function", "Tensor", "load", "abi_version", "version"]
+
+ABI_VERSION = 1
+
+_DTYPES = {0: "float32", 1: "float16", 3: "int32", 4: "int64", 5: "int8", 6: "uint8", 7: "bool"}
+_DTYPE_NAMES = {0: "f32", 1: "f16", 2: "bf16", 3: "i32", 4: "i64", 5: "i8", 6: "u8", 7: "bool"}
+
+
+class Error(Exception):
+    """A failed C API call: str(e) is the library's message, e.code its status name."""
+
+    def __init__(self, code, message):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+class _TensorInfo(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char_p), ("dtype", ctypes.c_int), ("rank", ctypes.c_uint32),
+                ("dims", ctypes.POINTER(ctypes.c_int64)), ("byte_size", ctypes.c_uint64),
+                ("donated_to", ctypes.c_int32)]
+
+
+class _Tensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("byte_size", ctypes.c_uint64), ("dtype", ctypes.c_int),
+                ("rank", ctypes.c_uint32), ("dims", ctypes.POINTER(ctypes.c_int64))]
+
+
+class _DeviceOptions(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_uint32), ("threads", ctypes.c_int32), ("ordinal", ctypes.c_int32)]
+
+
+class _ModuleMemory(ctypes.Structure):
+    _fields_ = [("arena_bytes", ctypes.c_uint64), ("lower_bound_bytes", ctypes.c_uint64),
+                ("workspace_bytes", ctypes.c_uint64), ("constant_bytes", ctypes.c_uint64),
+                ("context_bytes", ctypes.c_uint64)]
+
+
+def _open_library():
+    path = os.environ.get("HEXIR_LIBRARY")
+    candidates = [path] if path else ["libhexir_vm.so.0", ctypes.util.find_library("hexir_vm")]
+    errors = []
+    for candidate in candidates:
+        if not candidate:
+            continue
+        try:
+            return ctypes.CDLL(candidate)
+        except OSError as e:
+            errors.append(str(e))
+    raise ImportError("hexir: cannot load libhexir_vm (set HEXIR_LIBRARY to its path): " + "; ".join(errors))
+
+
+_lib = _open_library()
+_status = ctypes.c_void_p
+_P = ctypes.POINTER
+
+
+def _declare(name, restype, *argtypes):
+    f = getattr(_lib, name)
+    f.restype = restype
+    f.argtypes = list(argtypes)
+    return f
+
+
+_abi_version = _declare("hexir_abi_version", ctypes.c_uint32)
+_version_string = _declare("hexir_version_string", ctypes.c_char_p)
+_status_code = _declare("hexir_status_code", ctypes.c_int, _status)
+_status_message = _declare("hexir_status_message", ctypes.c_char_p, _status)
+_status_code_name = _declare("hexir_status_code_name", ctypes.c_char_p, ctypes.c_int)
+_status_free = _declare("hexir_status_free", None, _status)
+_device_options_init = _declare("hexir_device_options_init", None, _P(_DeviceOptions))
+_device_create = _declare("hexir_device_create", _status, ctypes.c_char_p, _P(_DeviceOptions),
+                          _P(ctypes.c_void_p))
+_device_name = _declare("hexir_device_name", ctypes.c_char_p, ctypes.c_void_p)
+_device_release = _declare("hexir_device_release", None, ctypes.c_void_p)
+_module_load_file = _declare("hexir_module_load_file", _status, ctypes.c_char_p, ctypes.c_void_p,
+                             _P(ctypes.c_void_p))
+_module_release = _declare("hexir_module_release", None, ctypes.c_void_p)
+_module_name = _declare("hexir_module_name", ctypes.c_char_p, ctypes.c_void_p)
+_function_count = _declare("hexir_module_function_count", ctypes.c_size_t, ctypes.c_void_p)
+_function_name = _declare("hexir_module_function_name", ctypes.c_char_p, ctypes.c_void_p, ctypes.c_size_t)
+_input_count = _declare("hexir_module_input_count", ctypes.c_size_t, ctypes.c_void_p, ctypes.c_size_t)
+_output_count = _declare("hexir_module_output_count", ctypes.c_size_t, ctypes.c_void_p, ctypes.c_size_t)
+_input_info = _declare("hexir_module_input_info", _status, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t,
+                       _P(_TensorInfo))
+_output_info = _declare("hexir_module_output_info", _status, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t,
+                        _P(_TensorInfo))
+_module_memory = _declare("hexir_module_memory", None, ctypes.c_void_p, _P(_ModuleMemory))
+_program_prepare = _declare("hexir_program_prepare", _status, ctypes.c_void_p, ctypes.c_void_p,
+                            _P(ctypes.c_void_p))
+_program_release = _declare("hexir_program_release", None, ctypes.c_void_p)
+_context_create = _declare("hexir_context_create", _status, ctypes.c_void_p, _P(ctypes.c_void_p))
+_context_release = _declare("hexir_context_release", None, ctypes.c_void_p)
+_context_invoke = _declare("hexir_context_invoke", _status, ctypes.c_void_p, ctypes.c_size_t, _P(_Tensor),
+                           ctypes.c_size_t, _P(_Tensor), ctypes.c_size_t)
+
+if _abi_version() != ABI_VERSION:
+    raise ImportError("hexir: libhexir_vm has ABI %d, this package speaks %d" % (_abi_version(), ABI_VERSION))
+
+
+def _check(status):
+    """Raises the C API's error (and frees its status); nothing for success (NULL)."""
+    if status:
+        code = _status_code_name(_status_code(status)).decode()
+        message = _status_message(status).decode("utf-8", "replace")
+        _status_free(status)
+        raise Error(code, message)
+
+
+def abi_version():
+    return _abi_version()
+
+
+def version():
+    return _version_string().decode()
+
+
+# One argument or result: its name, dtype name ('f32'), shape, bytes, and
+# (inputs) the output index it is donated to, or -1.
+Tensor = namedtuple("Tensor", ["name", "dtype", "shape", "byte_size", "donated_to"])
+Function = namedtuple("Function", ["index", "name", "inputs", "outputs"])
+
+
+def _tensor(info):
+    return Tensor(info.name.decode(), _DTYPE_NAMES.get(info.dtype, "?"),
+                  tuple(info.dims[i] for i in range(info.rank)), info.byte_size, info.donated_to)
+
+
+def _numpy_dtype(name, code):
+    if code not in _DTYPES:
+        raise Error("UNIMPLEMENTED", "hexir: %s is %s, which numpy has no type for" % (name, _DTYPE_NAMES[code]))
+    return np.dtype(_DTYPES[code])
+
+
+class Program:
+    """A loaded, verified module prepared on a device. Made by hexir.load."""
+
+    def __init__(self, path, device="cpu", threads=0):
+        self._program = None
+        options = _DeviceOptions()
+        _device_options_init(ctypes.byref(options))
+        options.threads = threads
+        dev = ctypes.c_void_p()
+        _check(_device_create(device.encode(), ctypes.byref(options), ctypes.byref(dev)))
+        module = ctypes.c_void_p()
+        try:
+            _check(_module_load_file(os.fsencode(path), None, ctypes.byref(module)))
+            try:
+                self.name = _module_name(module).decode()
+                self.functions, self._codes = self._reflect(module)
+                memory = _ModuleMemory()
+                _module_memory(module, ctypes.byref(memory))
+                self.memory = {f: getattr(memory, f) for f, _ in _ModuleMemory._fields_}
+                program = ctypes.c_void_p()
+                _check(_program_prepare(module, dev, ctypes.byref(program)))
+                self._program = program
+                self.device = _device_name(dev).decode()
+            finally:
+                _module_release(module)  # the program keeps what it needs
+        finally:
+            _device_release(dev)
+
+    @staticmethod
+    def _reflect(module):
+        functions, codes = {}, {}
+        for f in range(_function_count(module)):
+            info = _TensorInfo()
+            inputs, outputs = [], []
+            for i in range(_input_count(module, f)):
+                _check(_input_info(module, f, i, ctypes.byref(info)))
+                inputs.append((_tensor(info), info.dtype))
+            for i in range(_output_count(module, f)):
+                _check(_output_info(module, f, i, ctypes.byref(info)))
+                outputs.append((_tensor(info), info.dtype))
+            name = _function_name(module, f).decode()
+            functions[name] = Function(f, name, [t for t, _ in inputs], [t for t, _ in outputs])
+            codes[name] = ([c for _, c in inputs], [c for _, c in outputs])
+        return functions, codes
+
+    def context(self):
+        """A new context (its own arena): not thread-safe, make one per thread."""
+        return Context(self)
+
+    def __del__(self):
+        if getattr(self, "_program", None):
+            _program_release(self._program)
+            self._program = None
+
+    def __repr__(self):
+        return "hexir.Program(%r on %s, functions %s)" % (self.name, self.device, list(self.functions))
+
+
+class Context:
+    """ctx(**inputs) runs the module's only function (or 'main');
+    ctx("name", **inputs) any function. Returns {output name: numpy array}."""
+
+    def __init__(self, program):
+        self._context = None
+        self.program = program
+        context = ctypes.c_void_p()
+        _check(_context_create(program._program, ctypes.byref(context)))
+        self._context = context
+
+    def _function(self, name):
+        functions = self.program.functions
+        if name is None:
+            if len(functions) == 1:
+                return next(iter(functions.values()))
+            name = "main"
+        if name not in functions:
+            raise Error("NOT_FOUND", "no function '%s' (the module has %s)" %
+                        (name, ", ".join("'%s'" % f for f in functions) or "none"))
+        return functions[name]
+
+    def __call__(self, function=None, **inputs):
+        fn = self._function(function)
+        in_codes, out_codes = self.program._codes[fn.name]
+        names = [t.name for t in fn.inputs]
+        unknown = [k for k in inputs if k not in names]
+        missing = [n for n in names if n not in inputs]
+        if unknown or missing:
+            raise Error("INVALID_ARGUMENT", "function '%s' takes %s; %s" % (
+                fn.name, ", ".join(names) or "no inputs",
+                "; ".join(x for x in ["no input named " + ", ".join(unknown) if unknown else "",
+                                      "missing " + ", ".join(missing) if missing else ""] if x)))
+        keep = []  # dims alive until the call returns
+        arrays = []
+        args = (_Tensor * max(len(names), 1))()
+        for i, (sig, code) in enumerate(zip(fn.inputs, in_codes)):
+            array = np.asarray(inputs[sig.name])
+            dtype = _numpy_dtype("input '%s'" % sig.name, code)
+            if array.dtype != dtype and array.dtype.kind == dtype.kind:  # f64 -> f32, i64 -> i32
+                array = array.astype(dtype)
+            array = np.ascontiguousarray(array)
+            if sig.donated_to >= 0:
+                array = array.copy()  # the call may write a donated input
+            if array.dtype != dtype:
+                got_code = next((c for c, n in _DTYPES.items() if np.dtype(n) == array.dtype), -1)
+            else:
+                got_code = code
+            if got_code < 0:
+                raise Error("INVALID_ARGUMENT", "input '%s' of function '%s' expects %s%s, got numpy %s" % (
+                    sig.name, fn.name, sig.dtype, list(sig.shape), array.dtype))
+            dims = (ctypes.c_int64 * max(array.ndim, 1))(*array.shape)
+            keep.append(dims)
+            arrays.append(array)
+            args[i] = _Tensor(array.ctypes.data, array.nbytes, got_code, array.ndim, dims)
+        results = []
+        outs = (_Tensor * max(len(fn.outputs), 1))()
+        for j, (sig, code) in enumerate(zip(fn.outputs, out_codes)):
+            donated = [i for i, s in enumerate(fn.inputs) if s.donated_to == j]
+            if donated:  # the result is computed in the donated input's buffer (the copy above)
+                result = arrays[donated[0]]
+            else:
+                result = np.empty(sig.shape, dtype=_numpy_dtype("output '%s'" % sig.name, code))
+            dims = (ctypes.c_int64 * max(len(sig.shape), 1))(*sig.shape)
+            keep.append(dims)
+            results.append(result)
+            outs[j] = _Tensor(result.ctypes.data, result.nbytes, code, len(sig.shape), dims)
+        _check(_context_invoke(self._context, fn.index, args, len(names), outs, len(fn.outputs)))
+        return {sig.name or str(j): r for j, (sig, r) in enumerate(zip(fn.outputs, results))}
+
+    def __del__(self):
+        if getattr(self, "_context", None):
+            _context_release(self._context)
+            self._context = None
+
+
+def load(path, device="cpu", threads=0):
+    """Maps and verifies the .hxe at `path` and prepares it on `device`
+    ('cpu', 'cuda', 'cuda:1', ...); `threads` for the cpu (0: one per core)."""
+    return Program(path, device, threads)

@@ -1,0 +1,96 @@
+// The installed library and the Python package (issue 13), each run as a
+// child process and checked here: install_check.sh (meson install into a
+// temporary prefix; the C and C++ samples built against its hexir.pc, shared
+// and static, each checked against the mlp reference) and python_test.py
+// (python/hexir over the C API, every sample against its .npy references).
+// Either skips ("HEXIR_SKIP: reason", counted as skipped) when what it needs
+// is missing: pkg-config, Debian's python3 with numpy, or a build without
+// sanitizers (an instrumented library needs its sanitizer runtime first in
+// the process, which neither the samples nor python have).
+#include <doctest/doctest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+
+namespace {
+
+struct Run {
+  int exit_code = -1;
+  std::string output;
+};
+
+Run run(const std::string& command) {
+  Run r;
+  FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  std::array<char, 4096> buffer;
+  size_t n;
+  while ((n = std::fread(buffer.data(), 1, buffer.size(), pipe)) > 0) r.output.append(buffer.data(), n);
+  const int status = ::pclose(pipe);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return r;
+}
+
+bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+std::string quote(const std::string& s) { return "'" + s + "'"; }
+
+// True when the test should not run; prints the reason as a counted skip.
+bool skipped(const Run& r) {
+  if (r.exit_code != 77) return false;
+  const size_t at = r.output.find("HEXIR_SKIP:");
+  std::printf("%s\n", at == std::string::npos ? "HEXIR_SKIP: (no reason given)" : r.output.substr(at).c_str());
+  return true;
+}
+
+bool sanitized() {
+  if (std::string(HEXIR_SANITIZE) == "none") return false;
+  std::printf("HEXIR_SKIP: built with -fsanitize=%s: the samples and python would need its runtime first\n",
+              HEXIR_SANITIZE);
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("install: C and C++ samples built against the installed hexir.pc run the mlp sample") {
+  if (sanitized()) return;
+  const Run r = run("CC=" + quote(HEXIR_CC) + " CXX=" + quote(HEXIR_CXX) + " " +
+                    quote(std::string(HEXIR_SOURCE_ROOT) + "/tests/embed/install_check.sh") + " " +
+                    quote(HEXIR_BUILD_ROOT) + " " + quote(HEXIR_SOURCE_ROOT));
+  if (skipped(r)) return;
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK(has(r.output, "ok: headers and tools installed"));
+  CHECK(has(r.output, "ok: libhexir_vm.so needs"));
+  for (const char* sample : {"ok: C sample, shared: matches", "ok: C++ sample, shared: matches",
+                             "ok: C++ sample, static: matches"})
+    CHECK_MESSAGE(has(r.output, sample), sample);
+  CHECK(has(r.output, "install: all checks passed"));
+}
+
+TEST_CASE("python: the hexir package runs every sample against its references") {
+  if (sanitized()) return;
+  if (!std::filesystem::exists(HEXIR_PYTHON)) {
+    std::printf("HEXIR_SKIP: no %s\n", HEXIR_PYTHON);
+    return;
+  }
+  const std::string scratch =
+      (std::filesystem::temp_directory_path() / ("hexir_python_" + std::to_string(::getpid()))).string();
+  std::filesystem::create_directories(scratch);
+  const Run r = run("PYTHONDONTWRITEBYTECODE=1 HEXIR_LIBRARY=" + quote(HEXIR_VM_SHARED) + " " + quote(HEXIR_PYTHON) + " " +
+                    quote(std::string(HEXIR_SOURCE_ROOT) + "/tests/embed/python_test.py") + " " +
+                    quote(HEXIR_COMPILE) + " " + quote(std::string(HEXIR_SOURCE_ROOT) + "/samples") + " " +
+                    quote(scratch));
+  std::filesystem::remove_all(scratch);
+  if (skipped(r)) return;
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK(has(r.output, "ok: transformer run 1: output 1 'pool' float32[64] matches expected_1.npy"));
+  CHECK(has(r.output, "ok: wrong shape: INVALID_ARGUMENT input 'x' of function 'main': expected f32[8,128]"));
+  CHECK(has(r.output, " 0 failed"));
+  CHECK_FALSE(has(r.output, "FAILED"));
+}
