@@ -603,6 +603,7 @@ class ModuleVerifier {
   template <typename Fail>
   Status check_control(uint64_t k, const fb::Instruction& in, const Fail& fail) {
     if (in.opcode() == fb::Opcode::BranchIfZero || in.opcode() == fb::Opcode::Jump) return check_branch(k, in, fail);
+    if (in.opcode() == fb::Opcode::Fail) return check_fail(k, in, fail);
     const bool begin = in.opcode() == fb::Opcode::LoopBegin;
     if (!begin && in.opcode() != fb::Opcode::LoopNext)
       return fail("unknown opcode ", static_cast<int>(in.opcode()));
@@ -664,6 +665,26 @@ class ModuleVerifier {
     }
     if (vec_size(m_.workspaces()) != 0 && m_.workspaces()->Get(static_cast<flatbuffers::uoffset_t>(k))->size() != 0)
       return fail(name, " has a workspace range");
+    return ok_status();
+  }
+
+  // Fail: no operands, one parameter (its message: an index into
+  // Module.messages, each at most kMaxFailMessageBytes). No alias bits, no scratch.
+  template <typename Fail>
+  Status check_fail(uint64_t k, const fb::Instruction& in, const Fail& fail) {
+    if (in.operand_count() != 0 || in.input_count() != 0)
+      return fail("Fail has ", in.operand_count(), " operands; it takes none");
+    if (in.param_count() != 1 || !range_inside(in.param_begin(), 1, vec_size(m_.param_pool())))
+      return fail("Fail takes 1 parameter (its message), got ", in.param_count());
+    const int64_t message = m_.param_pool()->Get(in.param_begin());
+    if (message < 0 || static_cast<uint64_t>(message) >= vec_size(m_.messages()))
+      return fail("Fail message ", message, " out of range (the module has ", vec_size(m_.messages()), " messages)");
+    if (m_.messages()->Get(static_cast<flatbuffers::uoffset_t>(message))->size() > kMaxFailMessageBytes)
+      return fail("Fail message ", message, " holds ", m_.messages()->Get(static_cast<flatbuffers::uoffset_t>(message))->size(),
+                  " bytes, more than ", kMaxFailMessageBytes);
+    if (in.alias_mask() != 0) return fail("Fail has alias bits");
+    if (vec_size(m_.workspaces()) != 0 && m_.workspaces()->Get(static_cast<flatbuffers::uoffset_t>(k))->size() != 0)
+      return fail("Fail has a workspace range");
     return ok_status();
   }
 
@@ -939,6 +960,7 @@ class ModuleVerifier {
       }
 
       if_frames_.clear();
+      path_ended_.assign(kMaxLoopDepth + 2, false);
       for (uint64_t k = 0; k < count; ++k) {
         const fb::Instruction& in = *m_.instructions()->Get(static_cast<flatbuffers::uoffset_t>(begin + k));
         auto fail = [&](auto&&... args) { return corrupt(instruction_label(begin + k), ": ", args...); };
@@ -946,22 +968,35 @@ class ModuleVerifier {
         // defined after the if only when the other branch writes it too.
         while (!if_frames_.empty()) {
           IfFrame& top = if_frames_.back();
+          // A branch that ended in a Fail reaches neither the end of the if
+          // nor anything after it: only the other branch's writes count.
           if (!top.in_else && k == top.else_begin) {
+            top.then_ended = path_ended_[depth];
+            path_ended_[depth] = false;
             for (uint32_t r : defined_at_depth_[depth]) {
               defined_depth_[r] = SIZE_MAX;
+              if (top.then_ended) continue;
               then_written_[r] = top.id;
+              top.then_defs.push_back(r);
             }
             defined_at_depth_[depth].clear();
             top.in_else = true;
           } else if (top.in_else && k == top.end) {
+            const bool else_ended = path_ended_[depth];
+            path_ended_[depth] = false;
+            auto promote = [&](uint32_t r) {
+              if (defined_depth_[r] <= depth - 1) return;
+              defined_depth_[r] = depth - 1;
+              defined_at_depth_[depth - 1].push_back(r);
+            };
             for (uint32_t r : defined_at_depth_[depth]) {
               defined_depth_[r] = SIZE_MAX;
-              if (then_written_[r] == top.id && defined_depth_[r] > depth - 1) {
-                defined_depth_[r] = depth - 1;
-                defined_at_depth_[depth - 1].push_back(r);
-              }
+              if (!else_ended && (top.then_ended || then_written_[r] == top.id)) promote(r);
             }
             defined_at_depth_[depth].clear();
+            if (else_ended && !top.then_ended)
+              for (uint32_t r : top.then_defs) promote(r);
+            if (else_ended && top.then_ended) path_ended_[depth - 1] = true;
             --depth;
             if_frames_.pop_back();
           } else {
@@ -1026,14 +1061,18 @@ class ModuleVerifier {
           const fb::Instruction& jump =
               *m_.instructions()->Get(static_cast<flatbuffers::uoffset_t>(begin + else_begin - 1));
           if_frames_.push_back({else_begin, static_cast<uint64_t>(m_.param_pool()->Get(jump.param_begin())),
-                                ++if_count_, false});
-          ++depth;
+                                ++if_count_, false, false, {}});
+          path_ended_[++depth] = false;
         } else if (in.opcode() == fb::Opcode::LoopBegin) {
-          ++depth;
+          path_ended_[++depth] = false;
         } else if (in.opcode() == fb::Opcode::LoopNext) {
+          // The loop may run no iteration: a body ending in a Fail does not end the path.
           for (uint32_t r : defined_at_depth_[depth]) defined_depth_[r] = SIZE_MAX;
           defined_at_depth_[depth].clear();
+          path_ended_[depth] = false;
           --depth;
+        } else if (in.opcode() == fb::Opcode::Fail) {
+          path_ended_[depth] = true;
         }
       }
       for (std::vector<uint32_t>& list : defined_at_depth_) {
@@ -1197,7 +1236,10 @@ class ModuleVerifier {
   struct IfFrame {
     uint64_t else_begin, end, id;
     bool in_else;
+    bool then_ended;                  // the then-branch ended in a Fail
+    std::vector<uint32_t> then_defs;  // what the then-branch wrote (when it did not)
   };
+  std::vector<bool> path_ended_;      // per depth: the path through the region at hand ended in a Fail
   std::vector<IfFrame> if_frames_;
   std::vector<uint64_t> then_written_;
   uint64_t if_count_ = 0;
@@ -1218,6 +1260,8 @@ const char* instruction_name(const VerifiedModule& module, const fb::Instruction
       return "branch_if_zero";
     case fb::Opcode::Jump:
       return "jump";
+    case fb::Opcode::Fail:
+      return "fail";
   }
   return "unknown";
 }

@@ -64,6 +64,9 @@ std::string params_text(const fb::Module& m, const fb::Instruction& in) {
 
 std::string instruction_text(const VerifiedModule& v, const fb::Instruction& in) {
   const fb::Module& m = *v.module;
+  if (in.opcode() == fb::Opcode::Fail)  // its parameter: the message (verified)
+    return std::string("fail \"") +
+           m.messages()->Get(static_cast<flatbuffers::uoffset_t>(m.param_pool()->Get(in.param_begin())))->str() + "\"";
   std::string results, types;
   for (uint32_t o = in.input_count(); o < in.operand_count(); ++o) {
     const uint32_t slot = m.operand_pool()->Get(in.operand_begin() + o);

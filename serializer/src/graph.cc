@@ -4,6 +4,8 @@
 #include <set>
 #include <system_error>
 
+#include "hexir/format/prelude.h"
+
 namespace hexir::serializer {
 
 Location Location::text(std::shared_ptr<const std::string> file, int line, int col) {
@@ -477,12 +479,18 @@ Status GraphBuilder::set_outputs(const std::vector<int>& values, const Location&
 }
 
 Status GraphBuilder::begin_if(int cond, std::vector<TensorType> result_types, Location loc) {
+  for (const TensorType& type : result_types) HEXIR_RETURN_IF_ERROR(check_type(type, loc));
+  HEXIR_RETURN_IF_ERROR(begin_if_untyped(cond, std::move(loc)));
+  open_if_types_.back() = std::move(result_types);
+  return ok_status();
+}
+
+Status GraphBuilder::begin_if_untyped(int cond, Location loc) {
   if (!open_) return error_at(loc, "begin_if outside a function");
   HEXIR_RETURN_IF_ERROR(check_value_id(cond, "condition", loc));
   if (value(cond).type != TensorType{DType::kBool, {}})
     return error_at(loc, "condition " + sigil_name(value(cond)) + " is " + value(cond).type.to_string() +
                              ", an if takes a bool[]");
-  for (const TensorType& type : result_types) HEXIR_RETURN_IF_ERROR(check_type(type, loc));
   Function& fn = function();
   Node node;
   node.kind = NodeKind::kIfBegin;
@@ -490,9 +498,51 @@ Status GraphBuilder::begin_if(int cond, std::vector<TensorType> result_types, Lo
   node.params = {-1, -1};
   node.loc = std::move(loc);
   open_regions_.push_back(static_cast<int>(fn.nodes.size()));
-  open_if_types_.push_back(std::move(result_types));
+  open_if_types_.emplace_back();
   fn.nodes.push_back(std::move(node));
   return ok_status();
+}
+
+Status GraphBuilder::fail(std::string message, Location loc) {
+  if (!open_) return error_at(loc, "fail outside a function");
+  if (message.size() > format::kMaxFailMessageBytes)
+    return error_at(loc, "a fail message holds at most " + std::to_string(format::kMaxFailMessageBytes) + " bytes, got " +
+                             std::to_string(message.size()));
+  Node node;
+  node.kind = NodeKind::kFail;
+  node.message = std::move(message);
+  node.loc = std::move(loc);
+  function().nodes.push_back(std::move(node));
+  return ok_status();
+}
+
+GraphBuilder::Checkpoint GraphBuilder::checkpoint() const {
+  Checkpoint c;
+  c.nodes = function().nodes.size();
+  c.values = function().values.size();
+  c.constants = module_.constants.size();
+  c.open_regions = open_regions_;
+  c.open_if_types = open_if_types_;
+  for (int opener : open_regions_) c.opener_params.push_back(function().nodes[static_cast<size_t>(opener)].params);
+  return c;
+}
+
+void GraphBuilder::rollback(const Checkpoint& c) {
+  Function& fn = function();
+  fn.nodes.resize(c.nodes);
+  fn.values.resize(c.values);
+  value_region_.resize(c.values);
+  std::erase_if(value_names_, [&](const auto& entry) { return entry.second >= static_cast<int>(c.values); });
+  std::erase_if(constant_values_, [&](const auto& entry) {
+    return entry.first >= static_cast<int>(c.constants) || entry.second >= static_cast<int>(c.values);
+  });
+  module_.constants.resize(c.constants);
+  std::erase_if(constant_index_, [&](const auto& entry) { return entry.second >= static_cast<int>(c.constants); });
+  open_regions_ = c.open_regions;
+  open_if_types_ = c.open_if_types;
+  // Markers of regions open then are only ever changed when they close: undo that.
+  for (size_t r = 0; r < open_regions_.size(); ++r)
+    fn.nodes[static_cast<size_t>(open_regions_[r])].params = c.opener_params[r];
 }
 
 Status GraphBuilder::check_yields(const std::vector<int>& yielded, const std::vector<TensorType>& types,
@@ -512,12 +562,28 @@ Status GraphBuilder::check_yields(const std::vector<int>& yielded, const std::ve
   return ok_status();
 }
 
+Status GraphBuilder::close_branch(const std::vector<int>& yielded, const char* branch, const Location& loc,
+                                  const std::vector<Location>& yield_locs) {
+  const Function& fn = function();
+  const bool failed = fn.nodes.size() > static_cast<size_t>(open_regions_.back()) + 1 &&
+                      fn.nodes.back().kind == NodeKind::kFail;
+  if (failed && yielded.empty()) return ok_status();  // nothing runs past the fail
+  std::optional<std::vector<TensorType>>& types = open_if_types_.back();
+  if (!types) {
+    for (size_t j = 0; j < yielded.size(); ++j)
+      HEXIR_RETURN_IF_ERROR(check_value_id(yielded[j], "yielded value", at_index(yield_locs, j, loc)));
+    types.emplace();
+    for (int y : yielded) types->push_back(value(y).type);
+  }
+  return check_yields(yielded, *types, branch, loc, yield_locs);
+}
+
 Status GraphBuilder::else_branch(const std::vector<int>& yielded, const Location& loc,
                                  const std::vector<Location>& yield_locs) {
   if (!open_) return error_at(loc, "else_branch outside a function");
   if (open_regions_.empty() || function().nodes[static_cast<size_t>(open_regions_.back())].kind != NodeKind::kIfBegin)
     return error_at(loc, "'else' without an open then-branch");
-  HEXIR_RETURN_IF_ERROR(check_yields(yielded, open_if_types_.back(), "then-branch", loc, yield_locs));
+  HEXIR_RETURN_IF_ERROR(close_branch(yielded, "then-branch", loc, yield_locs));
   Function& fn = function();
   const int begin = open_regions_.back();
   const int node_index = static_cast<int>(fn.nodes.size());
@@ -537,8 +603,10 @@ Result<std::vector<int>> GraphBuilder::end_if(const std::vector<int>& yielded, s
   if (!open_) return error_at(loc, "end_if outside a function");
   if (open_regions_.empty() || function().nodes[static_cast<size_t>(open_regions_.back())].kind != NodeKind::kIfElse)
     return error_at(loc, "an if needs an else-branch");
-  const std::vector<TensorType> types = open_if_types_.back();
-  HEXIR_RETURN_IF_ERROR(check_yields(yielded, types, "else-branch", loc, yield_locs));
+  HEXIR_RETURN_IF_ERROR(close_branch(yielded, "else-branch", loc, yield_locs));
+  if (!open_if_types_.back())
+    return error_at(loc, "both branches of the if end in a fail: its result types are unknown");
+  const std::vector<TensorType> types = *open_if_types_.back();
   if (!result_names.empty() && result_names.size() != types.size())
     return error_at(loc, std::to_string(result_names.size()) + " result name(s) for an if with " +
                              std::to_string(types.size()) + " result(s)");

@@ -119,7 +119,12 @@ struct Value {
 //  - kIfEnd: inputs [the else-branch's yielded values], results [the if's
 //    results], params [its kIfBegin].
 // A value of a branch is visible only inside that branch.
-enum class NodeKind : uint8_t { kOp, kLoopBegin, kLoopEnd, kIfBegin, kIfElse, kIfEnd };
+//  - kFail: no inputs or results; `message` is the error the invoke stops
+//    with when it runs. A branch whose last node is a kFail yields nothing
+//    (its kIfElse/kIfEnd has no inputs): the if's results come from the
+//    other branch (the ONNX importer's If branch that cannot be built at the
+//    compiled shapes).
+enum class NodeKind : uint8_t { kOp, kLoopBegin, kLoopEnd, kIfBegin, kIfElse, kIfEnd, kFail };
 
 struct Node {
   NodeKind kind = NodeKind::kOp;
@@ -127,6 +132,7 @@ struct Node {
   std::vector<int> inputs;   // value ids
   std::vector<int> results;  // value ids, one per result of the operator
   std::vector<int64_t> params;
+  std::string message;  // kFail
   Location loc;
 };
 
@@ -220,6 +226,9 @@ class GraphBuilder {
   // `if %cond -> (types) { ... yield } else { ... yield }`: `cond` is a
   // bool[] value; each branch yields one value per result type.
   Status begin_if(int cond, std::vector<TensorType> result_types, Location loc = {});
+  // The same with the result types taken from the first branch that yields
+  // (an importer learns them by building the branch).
+  Status begin_if_untyped(int cond, Location loc = {});
   // Ends the then-branch with its yielded values and opens the else-branch.
   Status else_branch(const std::vector<int>& yielded, const Location& loc = {},
                      const std::vector<Location>& yield_locs = {});
@@ -237,6 +246,24 @@ class GraphBuilder {
                                        const Location& loc);
   // Open regions: loop bodies and branches (0: the function's top level).
   size_t open_regions() const { return open_regions_.size(); }
+  // `fail "message"`: running this node stops the invoke with `message`. As
+  // the last node of a branch, the branch yields nothing (else_branch and
+  // end_if take an empty list).
+  // A message holds at most format::kMaxFailMessageBytes (the verifier's limit).
+  Status fail(std::string message, Location loc = {});
+
+  // A point to return to: rollback(checkpoint()) removes every node, value
+  // and constant added since and reopens exactly the regions open then (an
+  // importer tries to build an If branch and, when it cannot, puts a fail
+  // in its place). Only within the open function.
+  struct Checkpoint {
+    size_t nodes = 0, values = 0, constants = 0;
+    std::vector<int> open_regions;
+    std::vector<std::optional<std::vector<TensorType>>> open_if_types;
+    std::vector<std::vector<int64_t>> opener_params;  // per open region: its opening marker's params
+  };
+  Checkpoint checkpoint() const;
+  void rollback(const Checkpoint& checkpoint);
 
   // ---- functions: one is open at a time, from begin_function to end_function.
   Status begin_function(std::string name, Location loc = {});
@@ -281,13 +308,17 @@ class GraphBuilder {
   // Checks a branch's yielded values against the if's result types.
   Status check_yields(const std::vector<int>& yielded, const std::vector<TensorType>& types, const char* branch,
                       const Location& loc, const std::vector<Location>& yield_locs) const;
+  // Checks a branch's yields, taking the if's types from them when it has
+  // none yet; a branch ending in a fail may yield nothing.
+  Status close_branch(const std::vector<int>& yielded, const char* branch, const Location& loc,
+                      const std::vector<Location>& yield_locs);
 
   // Regions: per value of the open function, the region that defines it
   // (the node opening it: a kLoopBegin, kIfBegin or kIfElse; -1: the top
   // level); the regions still open, innermost last; per open if, its result types.
   std::vector<int> value_region_;
   std::vector<int> open_regions_;
-  std::vector<std::vector<TensorType>> open_if_types_;
+  std::vector<std::optional<std::vector<TensorType>>> open_if_types_;  // nullopt: not known yet
 
   Module module_;
   std::map<std::string, int, std::less<>> constant_index_;

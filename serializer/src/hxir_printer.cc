@@ -452,8 +452,14 @@ class Printer {
         indent += "  ";
         continue;
       }
+      if (node.kind == NodeKind::kFail) {
+        out_ += indent + "fail " + quote_text(node.message) + "\n";
+        continue;
+      }
       if (node.kind == NodeKind::kLoopEnd || node.kind == NodeKind::kIfElse || node.kind == NodeKind::kIfEnd) {
-        out_ += indent + "yield" + (node.inputs.empty() ? "" : " " + list(node.inputs)) + "\n";
+        const bool failed = node.kind != NodeKind::kLoopEnd && node.inputs.empty() && k > 0 &&
+                            fn.nodes[k - 1].kind == NodeKind::kFail;  // a branch ending in a fail yields nothing
+        if (!failed) out_ += indent + "yield" + (node.inputs.empty() ? "" : " " + list(node.inputs)) + "\n";
         indent.resize(indent.size() - 2);
         out_ += indent + (node.kind == NodeKind::kIfElse ? "} else {\n" : "}\n");
         if (node.kind == NodeKind::kIfElse) indent += "  ";

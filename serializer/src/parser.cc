@@ -621,6 +621,7 @@ class Parser {
   // Statements of a function body (depth 0) or a loop body, up to the
   // 'return' or 'yield' that ends it (or '}' without one: the caller's error).
   Status parse_statements(const std::string& fn_name, int depth) {
+    ended_by_fail_ = false;
     while (!tok_.is('}') && !tok_.is_word("return") && !tok_.is_word("yield")) {
       if (tok_.kind == Tok::kLocal) {
         HEXIR_RETURN_IF_ERROR(parse_assignment(fn_name, depth));
@@ -628,11 +629,21 @@ class Parser {
         HEXIR_RETURN_IF_ERROR(parse_for({}, {}, fn_name, depth));
       } else if (tok_.is_word("if")) {
         HEXIR_RETURN_IF_ERROR(parse_if({}, {}, fn_name, depth));
+      } else if (tok_.is_word("fail")) {  // fail "message"
+        const SourceLoc at = tok_.loc;
+        HEXIR_RETURN_IF_ERROR(advance());
+        if (tok_.kind != Tok::kString) return expected("a quoted message after 'fail'");
+        std::string message = tok_.str;
+        HEXIR_RETURN_IF_ERROR(advance());
+        HEXIR_RETURN_IF_ERROR(builder_.fail(std::move(message), location(at)));
+        ended_by_fail_ = true;
+        continue;
       } else {
         return expected(tok_.kind == Tok::kEof ? "'}' to close function @" + fn_name
-                        : depth == 0           ? "'%name = call ...', 'for', 'if' or 'return'"
-                                               : "'%name = call ...', 'for', 'if' or 'yield'");
+                        : depth == 0           ? "'%name = call ...', 'for', 'if', 'fail' or 'return'"
+                                               : "'%name = call ...', 'for', 'if', 'fail' or 'yield'");
       }
+      ended_by_fail_ = false;
     }
     if (depth == 0 && tok_.is_word("yield")) return error(tok_.loc, "'yield' outside a loop");
     if (depth > 0 && tok_.is_word("return"))
@@ -697,7 +708,13 @@ class Parser {
 
   // The `yield %a, %b` ending a region, then its '}'.
   Status parse_yield(std::vector<int>* values, std::vector<Location>* locs, SourceLoc* at, const char* what) {
-    if (!tok_.is_word("yield")) return error(tok_.loc, std::string(what) + " ends without 'yield'");
+    if (!tok_.is_word("yield")) {
+      if (ended_by_fail_ && tok_.is('}')) {  // a branch ending in a fail yields nothing
+        *at = tok_.loc;
+        return advance();
+      }
+      return error(tok_.loc, std::string(what) + " ends without 'yield'");
+    }
     *at = tok_.loc;
     HEXIR_RETURN_IF_ERROR(advance());
     while (tok_.kind == Tok::kLocal || tok_.kind == Tok::kGlobal) {
@@ -1007,6 +1024,7 @@ class Parser {
   int line_ = 1;
   int col_ = 1;
   Token tok_;
+  bool ended_by_fail_ = false;  // the statements just parsed end with a `fail` (no yield needed)
 };
 
 }  // namespace

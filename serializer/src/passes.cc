@@ -442,6 +442,14 @@ void assign_storage(const Function& fn, FunctionPlan& plan) {
       plan.program.push_back(std::move(next));
       continue;
     }
+    if (node.kind == NodeKind::kFail) {
+      Instruction inst;
+      inst.control = Control::kFail;
+      inst.node = static_cast<int>(n);
+      inst.message = node.message;
+      plan.program.push_back(std::move(inst));
+      continue;
+    }
     if (ops::op_def(node.op).is_view) {
       parent[static_cast<size_t>(node.results[0])] = find_root(parent, subst(node.inputs[0]));
       continue;

@@ -74,7 +74,7 @@ struct ValuePlan {
 //  - kBranchIfZero: inputs {condition (bool[])}: when it is false, continue
 //    at `target` (the else-branch's first instruction);
 //  - kJump: continue at `target` (one past the else-branch).
-enum class Control : uint8_t { kNone, kLoopBegin, kLoopNext, kBranchIfZero, kJump };
+enum class Control : uint8_t { kNone, kLoopBegin, kLoopNext, kBranchIfZero, kJump, kFail };
 
 // One dispatched instruction: a graph node, a copy the plan added, or a
 // control instruction.
@@ -82,6 +82,7 @@ struct Instruction {
   Control control = Control::kNone;
   int64_t target = -1;  // control: program index to continue at
   int64_t step = 0;     // kLoopNext
+  std::string message;  // kFail: the error the invoke stops with
   // Writes a loop-carried value in place of a copy at the yield (an output
   // is the carried value; output 0 may also be an input, updated in place).
   // Its alias bits are fixed by assign_storage, not assign_in_place.

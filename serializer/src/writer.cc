@@ -207,6 +207,7 @@ Status build_metadata(const Module& module, const ModulePlan& plan, const WriteO
   std::vector<int64_t> param_pool;
   std::vector<flatbuffers::Offset<fb::Function>> functions;
   std::vector<fb::WorkspaceRange> workspaces;  // per instruction, when scratch is in the arena
+  std::vector<flatbuffers::Offset<flatbuffers::String>> messages;  // the Fail instructions' errors
   for (size_t f = 0; f < module.functions.size(); ++f) {
     const Function& fn = module.functions[f];
     const FunctionPlan& fn_plan = plan.functions[f];
@@ -305,6 +306,12 @@ Status build_metadata(const Module& module, const ModulePlan& plan, const WriteO
           opcode = fb::Opcode::Jump;
           params = {control_params, 1};
           break;
+        case Control::kFail:
+          opcode = fb::Opcode::Fail;
+          control_params[0] = static_cast<int64_t>(messages.size());
+          messages.push_back(fbb.CreateString(inst.message));
+          params = {control_params, 1};
+          break;
       }
       param_pool.insert(param_pool.end(), params.begin(), params.end());
       instructions.emplace_back(kernel, operand_begin, static_cast<uint32_t>(inst.inputs.size() + inst.outputs.size()),
@@ -359,7 +366,9 @@ Status build_metadata(const Module& module, const ModulePlan& plan, const WriteO
       fbb.CreateVectorOfStructs(instructions), fbb.CreateVector(operand_pool), fbb.CreateVector(param_pool),
       fbb.CreateVector(functions), arena,
       workspaces.empty() ? flatbuffers::Offset<flatbuffers::Vector<const fb::WorkspaceRange*>>()
-                         : fbb.CreateVectorOfStructs(workspaces));
+                         : fbb.CreateVectorOfStructs(workspaces),
+      messages.empty() ? flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<flatbuffers::String>>>()
+                       : fbb.CreateVector(messages));
   fbb.Finish(module_offset, fb::ModuleIdentifier());
   return ok_status();
 }

@@ -251,5 +251,72 @@ TEST_CASE("verifier: malformed ifs") {
   }
 }
 
+// An if whose else-branch fails: %t and %y are written on every path that
+// reaches the end of the if (the then-branch's).
+constexpr const char* kFailBranch = R"(module @fail
+func @main(%x: f32[4], %c: bool[]) -> f32[] {
+  %y = if %c -> (f32[4]) {
+    %t = call @mul(%x, %x) : f32[4]
+    %t2 = call @add(%t, %x) : f32[4]
+    yield %t2
+  } else {
+    fail "no else"
+  }
+  %z = call @reduce_sum(%y) {axes = [0]} : f32[]
+  return %z
+}
+)";
+
+TEST_CASE("verifier: a branch ending in Fail, and malformed Fails") {
+  auto patched = [](const char* source) {
+    Patched p;
+    p.file = aligned(compile_text(source));
+    return p;
+  };
+  {  // %y, written only by the then-branch, is read after the if
+    Patched p = patched(kFailBranch);
+    auto verified = format::verify_executable(p.file.span(), {.prove_no_overlap = true});
+    REQUIRE_MESSAGE(verified.ok(), verified.status().to_string());
+    REQUIRE(p.m().messages() != nullptr);
+    CHECK(p.m().messages()->Get(0)->str() == "no else");
+  }
+  {  // a Fail inside a loop does not end the path (the loop may run no iteration)
+    Patched p = patched(R"(module @fail
+func @main(%x: f32[4], %c: bool[], %n: i64[]) -> f32[] {
+  %y = if %c -> (f32[4]) {
+    %t = call @mul(%x, %x) : f32[4]
+    %t2 = call @add(%t, %x) : f32[4]
+    yield %t2
+  } else {
+    %r = for %i = 0 to %n iter(%a = %x) {
+      fail "in the loop"
+      yield %a
+    }
+    yield %r
+  }
+  %z = call @reduce_sum(%y) {axes = [0]} : f32[]
+  return %z
+}
+)");
+    p.set_operand(p.find("reduce_sum"), 0, p.slot_named("t"));
+    const std::string e = p.refusal();
+    CHECK_MESSAGE(has(e, "is read where it may not have been written"), e);
+  }
+  {  // a message index out of range
+    Patched p = patched(kFailBranch);
+    p.set_param(p.find("fail"), 0, 7);
+    const std::string e = p.refusal();
+    CHECK_MESSAGE(has(e, "Fail message 7 out of range (the module has 1 messages)"), e);
+  }
+  {  // operands on a Fail
+    Patched p = patched(kFailBranch);
+    const uint32_t one = 1, fail = p.find("fail");
+    std::memcpy(p.instruction(fail) + 8, &one, 4);   // operand_count
+    std::memcpy(p.instruction(fail) + 12, &one, 4);  // input_count
+    const std::string e = p.refusal();
+    CHECK_MESSAGE(has(e, "Fail has 1 operands; it takes none"), e);
+  }
+}
+
 }  // namespace
 }  // namespace hexir::testing

@@ -449,5 +449,29 @@ func @main(%x: f32[4], %c: bool[], %n: i64[]) -> (f32[4], f32[4]) {
   }
 }
 
+TEST_CASE("printer: a branch ending in fail prints without a yield and parses back") {
+  const char* source = R"(module @f
+func @main(%x: f32[4], %c: bool[]) -> f32[4] {
+  %y = if %c -> (f32[4]) {
+    fail "then: \"quoted\" text"
+  } else {
+    %n = call @neg(%x) : f32[4]
+    yield %n
+  }
+  return %y
+}
+)";
+  Module m = parse_ok(source);
+  auto text = print_hxir(m);
+  REQUIRE_MESSAGE(text.ok(), text.status().to_string());
+  CHECK_MESSAGE(text->find("    fail \"then: \\\"quoted\\\" text\"\n  } else {") != std::string::npos, *text);
+  Module again = parse_ok(*text);
+  const Function& g = again.functions[0];
+  REQUIRE(g.nodes.size() == m.functions[0].nodes.size());
+  CHECK(g.nodes[1].kind == NodeKind::kFail);
+  CHECK(g.nodes[1].message == "then: \"quoted\" text");
+  CHECK(g.nodes[2].inputs.empty());  // the then-branch yields nothing
+}
+
 }  // namespace
 }  // namespace hexir::serializer::testing

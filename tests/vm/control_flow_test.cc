@@ -367,6 +367,57 @@ func @main(%x: f32[4], %flag: bool[], %n: i64[]) -> (f32[4], f32[]) {
   }
 }
 
+// A branch that cannot be built (the ONNX importer's If branch at shapes it
+// does not support) ends in `fail`: the other branch gives the results.
+constexpr const char* kFailBranch = R"(module @fail
+func @main(%x: f32[4], %c: bool[]) -> f32[4] {
+  %y = if %c -> (f32[4]) {
+    %t = call @mul(%x, %x) : f32[4]
+    %t2 = call @add(%t, %x) : f32[4]
+    yield %t2
+  } else {
+    fail "the else-branch needs 8 kHz input"
+  }
+  %z = call @neg(%y) : f32[4]
+  return %z
+}
+)";
+
+TEST_CASE("fail: the invoke stops with its message on the path through it, and only there") {
+  for (PlanStrategy plan : {PlanStrategy::kArena, PlanStrategy::kFreeAtLastUse}) {
+    Loaded l(kFailBranch, plan);
+    std::vector<float> x = {1, -2, 3, 0.5f}, z(4);
+    uint8_t c = 1;
+    const TensorRef inputs[] = {f32(x, {4}), {&c, 1, TensorType{DType::kBool, {}}}};
+    const TensorRef outputs[] = {f32(z, {4})};
+    Status st = l.context->invoke("main", inputs, outputs);
+    REQUIRE_MESSAGE(st.ok(), st.to_string());
+    for (size_t k = 0; k < 4; ++k) CHECK(z[k] == -(x[k] * x[k] + x[k]));
+    c = 0;
+    st = l.context->invoke("main", inputs, outputs);
+    REQUIRE(!st.ok());
+    CHECK_MESSAGE(has(st.message(), "function 'main' instruction 4 ('fail'): the else-branch needs 8 kHz input"),
+                  st.to_string());
+    c = 1;  // the context is still usable
+    st = l.context->invoke("main", inputs, outputs);
+    REQUIRE_MESSAGE(st.ok(), st.to_string());
+  }
+}
+
+TEST_CASE("fail errors name file:line:col") {
+  std::string e = compile_error("module @e\nfunc @main(%x: f32[4], %c: bool[]) -> f32[4] {\n"
+                                "  %y = if %c -> (f32[4]) {\n    fail oops\n  } else {\n    yield %x\n  }\n"
+                                "  return %y\n}\n");
+  CHECK_MESSAGE(has(e, "loop.hxir:4:10: expected a quoted message after 'fail'"), e);
+  // A loop body still yields after a fail.
+  e = compile_error("module @e\nfunc @main(%x: f32[4], %n: i64[]) -> f32[4] {\n"
+                    "  %r = for %i = 0 to %n iter(%a = %x) {\n    fail \"no\"\n  }\n  return %r\n}\n");
+  CHECK_MESSAGE(has(e, "loop body ends without 'yield'"), e);
+  e = compile_error("module @e\nfunc @main(%x: f32[4]) -> f32[4] {\n  fail \"" + std::string(5000, 'x') +
+                    "\"\n  return %x\n}\n");
+  CHECK_MESSAGE(has(e, "loop.hxir:3:3: a fail message holds at most 4096 bytes, got 5000"), e);
+}
+
 TEST_CASE("if errors name file:line:col") {
   auto branch = [](const std::string& then_body, const std::string& else_body,
                    const std::string& head = "%y = if %c -> (f32[4])") {

@@ -94,8 +94,10 @@ Status build_function_table(ContextImpl& c, size_t function_index, FunctionTable
     }
     t.dispatches.push_back(d);
     if (c.dynamic) {
-      const uint32_t out_index = fbm.operand_pool()->Get(in.operand_begin() + in.input_count());
-      const bool arena_out = fbm.slots()->Get(out_index)->storage() == fb::StorageKind::Arena;
+      // Control instructions may have no output (BranchIfZero, Jump, Fail).
+      const bool arena_out = in.operand_count() > in.input_count() &&
+                             fbm.slots()->Get(fbm.operand_pool()->Get(in.operand_begin() + in.input_count()))
+                                     ->storage() == fb::StorageKind::Arena;
       int32_t inherit = -1;
       for (uint32_t i = 0; i < in.input_count() && i < 32; ++i)
         if (arena_out && ((in.alias_mask() >> i) & 1u))
@@ -435,7 +437,7 @@ Status ContextImpl::write_scalar(void* data, int64_t value) {
   return program->device->write(buffer, 0, &value, sizeof value);
 }
 
-// Jump: continue at its target. BranchIfZero: into the then-branch when the
+// Jump: continue at its target. Fail: stop with its message. BranchIfZero: into the then-branch when the
 // condition (bool[]) is true, else to the else-branch.
 // LoopBegin: counter = start, enter the body when counter < trip.
 // LoopNext: counter += step, back to the body while counter < trip (an
@@ -445,6 +447,9 @@ Result<size_t> ContextImpl::run_control(FunctionTable& t, size_t k) {
   void* const* operands = t.dispatches[k].operands;
   if (t.opcode[k] == static_cast<uint8_t>(fb::Opcode::Jump)) return static_cast<size_t>(t.target[k]);
   HEXIR_RETURN_IF_ERROR(queue->synchronize());
+  if (t.opcode[k] == static_cast<uint8_t>(fb::Opcode::Fail))  // target: its message (verified)
+    return failed_precondition(
+        module->fb().messages()->Get(static_cast<flatbuffers::uoffset_t>(t.target[k]))->str());
   if (t.opcode[k] == static_cast<uint8_t>(fb::Opcode::BranchIfZero)) {
     uint8_t condition = 0;
     if (host_addressable) {

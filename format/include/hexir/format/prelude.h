@@ -12,6 +12,7 @@ inline constexpr char kMagic[8] = {'H', 'E', 'X', 'I', 'R', 'X', 'E', '\0'};
 inline constexpr uint32_t kFormatVersion = 1;
 inline constexpr uint64_t kPageSize = 4096;      // data sections start on this boundary
 inline constexpr uint64_t kConstantAlignment = 64;
+inline constexpr uint64_t kMaxFailMessageBytes = 4096;  // each of Module.messages (a Fail's error)
 
 enum PreludeFlags : uint32_t {
   kFlagDataChecksum = 1u << 0,  // data_checksum covers [data_offset, data_offset + data_size)
