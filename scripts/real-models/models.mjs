@@ -51,9 +51,9 @@ export const MODELS = [
       { name: 'input', dtype: 'float32', shape: [1, 512], lo: -0.5, hi: 0.5 },
       { name: 'h', dtype: 'float32', shape: [2, 1, 64], lo: -0.1, hi: 0.1 },
       { name: 'c', dtype: 'float32', shape: [2, 1, 64], lo: -0.1, hi: 0.1 },
+      { name: 'sr', dtype: 'int64', shape: [], lo: 16000, hi: 16000 },
     ],
-    binds: [{ name: 'sr', dtype: 'int64', value: 16000 }],
-    dims: 'batch 1, 512 samples (32 ms at 16 kHz); h, c 2x1x64; sr bound to 16000',
+    dims: 'batch 1, 512 samples (32 ms at 16 kHz); h, c 2x1x64; sr a run-time input (16000): its Ifs run in the VM',
   },
   {
     name: 'silero-vad-v5',
@@ -61,8 +61,8 @@ export const MODELS = [
     inputs: [
       { name: 'input', dtype: 'float32', shape: [1, 512], lo: -0.5, hi: 0.5 },
       { name: 'state', dtype: 'float32', shape: [2, 1, 128], lo: -0.1, hi: 0.1 },
+      { name: 'sr', dtype: 'int64', shape: [], lo: 16000, hi: 16000 },
     ],
-    binds: [{ name: 'sr', dtype: 'int64', value: 16000 }],
-    dims: 'batch 1, 512 samples (32 ms at 16 kHz); state 2x1x128; sr bound to 16000',
+    dims: 'batch 1, 512 samples (32 ms at 16 kHz); state 2x1x128; sr a run-time input (16000): the If on it runs in the VM (its 8 kHz branch, which needs 256 samples, becomes a fail)',
   },
 ];

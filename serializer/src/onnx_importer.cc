@@ -20,6 +20,7 @@
 
 #include "fusion.h"
 #include "hexir/base/mapped_file.h"
+#include "hexir/format/prelude.h"
 #endif
 
 namespace hexir::serializer {
@@ -958,9 +959,10 @@ class Importer {
         source = FillPattern{*c.fill};
       } else if (c.file) {
         source = *c.file;
-      } else if (c.host.use_count() == 1 && c.host->bytes.size() > kKeepBytes) {
+      } else if (c.host.use_count() == 1 && c.host->bytes.size() > kKeepBytes && tentative_ == 0) {
         // A large folded result (transposed weights): its bytes move into the
         // module; host() reads them back from there if a later fold needs them.
+        // (Not in a branch being tried: a rollback would lose them.)
         source = InlineBytes{std::move(c.host->bytes)};
         c.host.reset();
       } else {
@@ -1182,31 +1184,274 @@ class Importer {
         {"Range", &Importer::op_range},      {"Expand", &Importer::op_expand},
         {"Resize", &Importer::op_resize},    {"Upsample", &Importer::op_resize},
         {"ConvTranspose", &Importer::op_conv_transpose},
-        {"ArgMax", &Importer::op_argmax},
+        {"ArgMax", &Importer::op_argmax},    {"Loop", &Importer::op_loop},
     };
     auto it = kHandlers.find(op);
-    if (op != "If")
+    if (op != "If" && op != "Loop")
       for (const auto& a : node.attribute())
         if (a.type() == onnx::AttributeProto::GRAPH || a.type() == onnx::AttributeProto::GRAPHS)
-          return error_at(n.loc, "subgraphs (control flow) are not supported (only an If whose condition folds)");
+          return error_at(n.loc, "subgraphs are supported in If and Loop only");
     if (it == kHandlers.end())
       return error_at(n.loc, "operator '" + op + "' is not supported by the ONNX importer (docs/onnx.md lists what is)");
     Status s = (this->*(it->second))(n);
     return s;
   }
 
-  // If with a condition known at import (after input shapes and binds): the
+  // If. A condition known at import (after input shapes and binds): the
   // branch taken is imported in place of the node; the other is never read.
+  // A run-time condition: an if of the graph, each branch built in its
+  // region. A branch that cannot be built at the compiled shapes (silero
+  // VAD v5's 8 kHz branch when the input holds 512 samples) becomes a fail
+  // holding the importer's error: the model imports, and running it down
+  // that branch stops with that error instead of computing something else.
   Status op_if(const NodeCtx& n) {
-    const std::string& label = n.loc.node;
     HEXIR_RETURN_IF_ERROR(check_attrs(n, {"then_branch", "else_branch"}));
     HEXIR_ASSIGN_OR_RETURN(Ref c, input(n, 0));
     HEXIR_ASSIGN_OR_RETURN(HostPtr h, host(c));
-    if (!h || h->count() != 1)
-      return error_at(n.loc, "the condition ('" + n.node.input(0) +
-                                 "') is computed at run time; only an If whose condition folds at import is "
-                                 "supported (fix input shapes with --input-shape, scalars with --bind)");
-    const char* taken = h->f(0) != 0 ? "then_branch" : "else_branch";
+    if (h && h->count() == 1) {
+      HEXIR_ASSIGN_OR_RETURN(std::vector<Ref> outs, import_branch(n, h->f(0) != 0 ? "then_branch" : "else_branch"));
+      for (size_t i = 0; i < outs.size(); ++i) define(n, static_cast<int>(i), outs[i]);
+      return ok_status();
+    }
+    const Info ci = info(c);
+    if (ci.type != kBool || ci.count() != 1)
+      return error_at(n.loc, "the condition ('" + n.node.input(0) + "') is " + onnx_type_name(ci.type) +
+                                 shape_text(ci.dims) + "; an If takes one BOOL");
+    Ref cond = c;
+    if (!ci.dims.empty()) {
+      HEXIR_ASSIGN_OR_RETURN(cond, reshape(n, c, {}, helper_name(n, "condition")));
+    }
+    HEXIR_ASSIGN_OR_RETURN(int cond_id, materialize(cond, n.loc));
+    HEXIR_RETURN_IF_ERROR(builder_.begin_if_untyped(cond_id, n.loc));
+    std::vector<std::string> names;
+    for (int i = 0; i < n.node.output_size(); ++i) names.push_back(result_name(n, i));
+    std::string failed[2];
+    std::vector<int> results;
+    for (int b = 0; b < 2; ++b) {
+      const char* branch = b == 0 ? "then_branch" : "else_branch";
+      // What building the branch changes, restored when it cannot be built.
+      const GraphBuilder::Checkpoint checkpoint = builder_.checkpoint();
+      const std::map<std::string, Ref, std::less<>> entries = entries_;
+      const size_t const_count = consts_.size();
+      std::vector<int> module_index(const_count);
+      for (size_t k = 0; k < const_count; ++k) module_index[k] = consts_[k].module_index;
+      ++tentative_;
+      Status status = ok_status();
+      {
+        Result<std::vector<Ref>> outs = import_branch(n, branch);
+        std::vector<int> yielded;
+        if (outs.ok())
+          for (Ref r : *outs) {
+            Result<int> v = materialize(r, n.loc);
+            if (!v.ok()) {
+              status = v.status();
+              break;
+            }
+            yielded.push_back(*v);
+          }
+        else
+          status = outs.status();
+        if (status.ok() && b == 0) status = builder_.else_branch(yielded, n.loc);
+        if (status.ok() && b == 1) {
+          Result<std::vector<int>> ids = builder_.end_if(yielded, names, n.loc);
+          if (ids.ok()) results = *ids;
+          status = ids.status();
+        }
+      }
+      --tentative_;
+      if (status.ok()) continue;
+      builder_.rollback(checkpoint);
+      entries_ = entries;
+      consts_.resize(const_count);
+      for (size_t k = 0; k < const_count; ++k) consts_[k].module_index = module_index[k];
+      failed[b] = std::string(branch) + " of If node '" + n.loc.node + "' cannot be built at the compiled shapes: " +
+                  status.message();
+      if (failed[b].size() > format::kMaxFailMessageBytes) failed[b].resize(format::kMaxFailMessageBytes);
+      HEXIR_RETURN_IF_ERROR(builder_.fail(failed[b], n.loc));
+      if (b == 0) {
+        HEXIR_RETURN_IF_ERROR(builder_.else_branch({}, n.loc));
+      } else {
+        if (!failed[0].empty())
+          return error_at(n.loc, "neither branch can be built: " + failed[0] + "; " + failed[1]);
+        HEXIR_ASSIGN_OR_RETURN(results, builder_.end_if({}, names, n.loc));
+      }
+    }
+    for (size_t i = 0; i < results.size(); ++i) define(n, static_cast<int>(i), Ref{results[i], -1});
+    return ok_status();
+  }
+
+  // Loop as a counted `for` (docs/onnx.md): the trip count M an i64 of one
+  // element (known at import or a run-time value); `cond` absent or true at
+  // import, and the body's condition output true or its input passed on (a
+  // while loop, which stops on a computed condition, is not supported).
+  // Carried values keep their types. Scan outputs (one tensor per iteration,
+  // stacked) need M at import: each is a carried [M, ...] buffer of zeros,
+  // row i written by update_slice in iteration i (in place, no copy: the
+  // carried-update pass writes the buffer itself).
+  Status op_loop(const NodeCtx& n) {
+    HEXIR_RETURN_IF_ERROR(check_attrs(n, {"body"}));
+    const auto* attr = find_attribute(n.node, "body");
+    if (!attr || attr->type() != onnx::AttributeProto::GRAPH) return error_at(n.loc, "attribute 'body' is missing");
+    const onnx::GraphProto& body = attr->g();
+    const int carried = n.node.input_size() - 2;
+    if (carried < 0) return error_at(n.loc, "a Loop has inputs M, cond and the carried values");
+    if (body.input_size() != carried + 2)
+      return error_at(n.loc, "the body takes " + std::to_string(body.input_size()) + " inputs, expected " +
+                                 std::to_string(carried + 2) + " (iteration number, condition, " +
+                                 std::to_string(carried) + " carried values)");
+    const int scans = body.output_size() - 1 - carried;
+    if (scans < 0)
+      return error_at(n.loc, "the body gives " + std::to_string(body.output_size()) + " outputs, fewer than 1 + " +
+                                 std::to_string(carried) + " carried values");
+    if (body.sparse_initializer_size() > 0)
+      return error_at(n.loc, "sparse initializers are not supported by the ONNX importer");
+    if (n.node.input(0).empty())
+      return error_at(n.loc, "a Loop without a trip count M (a while loop) is not supported");
+    HEXIR_ASSIGN_OR_RETURN(Ref m, input(n, 0));
+    const Info mi = info(m);
+    if (mi.type != kInt64 || mi.count() != 1)
+      return error_at(n.loc, "the trip count ('" + n.node.input(0) + "') is " + onnx_type_name(mi.type) +
+                                 shape_text(mi.dims) + "; a Loop takes one INT64");
+    HEXIR_ASSIGN_OR_RETURN(HostPtr mh, host(m));
+    std::optional<int64_t> trips;
+    if (mh) trips = std::max<int64_t>(0, static_cast<int64_t>(mh->f(0)));
+    if (n.node.input_size() > 1 && !n.node.input(1).empty()) {
+      HEXIR_ASSIGN_OR_RETURN(Ref c, input(n, 1));
+      HEXIR_ASSIGN_OR_RETURN(HostPtr ch, host(c));
+      if (!ch || ch->count() != 1)
+        return error_at(n.loc, "the condition ('" + n.node.input(1) +
+                                   "') is computed at run time: a while loop is not supported, only a counted one");
+      if (ch->f(0) == 0) trips = 0;  // runs no iteration
+    }
+    if (scans > 0 && !trips)
+      return error_at(n.loc, "scan outputs need the trip count M known at import (fix it with --bind or "
+                             "--input-shape)");
+    Ref trip = trips ? scalar_const(static_cast<double>(*trips), kInt64, helper_name(n, "trip"), n.loc) : m;
+    if (!trips && !mi.dims.empty()) {
+      HEXIR_ASSIGN_OR_RETURN(trip, reshape(n, m, {}, helper_name(n, "trip")));
+    }
+    const Ref start = scalar_const(0, kInt64, helper_name(n, "start"), n.loc);
+    std::vector<Ref> inits;
+    for (int k = 0; k < carried; ++k) {
+      HEXIR_ASSIGN_OR_RETURN(Ref v, input(n, 2 + k));
+      inits.push_back(v);
+    }
+    // With scan outputs, the body is built once to learn their types, then
+    // rolled back and built again with a buffer for each.
+    std::vector<Info> scan_types;
+    if (scans > 0) {
+      const GraphBuilder::Checkpoint checkpoint = builder_.checkpoint();
+      const std::map<std::string, Ref, std::less<>> entries = entries_;
+      const size_t const_count = consts_.size();
+      std::vector<int> module_index(const_count);
+      for (size_t k = 0; k < const_count; ++k) module_index[k] = consts_[k].module_index;
+      ++tentative_;
+      std::vector<int> values;
+      Result<std::vector<Ref>> outs = build_loop_body(n, body, start, trip, inits, values);
+      --tentative_;
+      HEXIR_RETURN_IF_ERROR(outs.status());
+      for (int s = 0; s < scans; ++s) scan_types.push_back(info((*outs)[static_cast<size_t>(carried + s)]));
+      builder_.rollback(checkpoint);
+      entries_ = entries;
+      consts_.resize(const_count);
+      for (size_t k = 0; k < const_count; ++k) consts_[k].module_index = module_index[k];
+      for (const Info& t : scan_types) {
+        std::vector<int64_t> dims = {*trips};
+        dims.insert(dims.end(), t.dims.begin(), t.dims.end());
+        inits.push_back(fill_const(t.type, dims, std::vector<uint8_t>(onnx_element_size(t.type), 0),
+                                   helper_name(n, "scan"), n.loc));
+      }
+    }
+    std::vector<int> values;  // [induction, carried...]
+    HEXIR_ASSIGN_OR_RETURN(std::vector<Ref> outs, build_loop_body(n, body, start, trip, inits, values));
+    std::vector<int> yielded;
+    for (int k = 0; k < carried; ++k) {
+      HEXIR_ASSIGN_OR_RETURN(int v, materialize(outs[static_cast<size_t>(k)], n.loc));
+      yielded.push_back(v);
+    }
+    if (scans > 0) {
+      const Ref zero = scalar_const(0, kInt64, helper_name(n, "zero"), n.loc);
+      for (int s = 0; s < scans; ++s) {
+        const Info t = scan_types[static_cast<size_t>(s)];
+        Ref row = outs[static_cast<size_t>(carried + s)];
+        if (info(row).dims != t.dims)
+          return error_at(n.loc, "scan output " + std::to_string(s) + " changes shape between builds of the body");
+        std::vector<int64_t> dims = {1};
+        dims.insert(dims.end(), t.dims.begin(), t.dims.end());
+        HEXIR_ASSIGN_OR_RETURN(row, reshape(n, row, dims, helper_name(n, "scan_row")));
+        std::vector<Ref> operands = {Ref{values[static_cast<size_t>(1 + carried + s)], -1}, row,
+                                     Ref{values[0], -1}};
+        for (size_t d = 0; d < t.dims.size(); ++d) operands.push_back(zero);
+        HEXIR_ASSIGN_OR_RETURN(Ref written, emit1(n, ops::OpId::kUpdateSlice, operands, {},
+                                                  helper_name(n, "scan_write")));
+        yielded.push_back(written.value);
+      }
+    }
+    std::vector<std::string> names;
+    for (int k = 0; k < carried + scans; ++k) names.push_back(result_name(n, k));
+    HEXIR_ASSIGN_OR_RETURN(std::vector<int> results, builder_.end_loop(yielded, names, n.loc));
+    for (size_t k = 0; k < results.size(); ++k) define(n, static_cast<int>(k), Ref{results[k], -1});
+    return ok_status();
+  }
+
+  // Opens the loop (begin_loop) and imports its body: the iteration number
+  // is the induction variable, the condition a constant true, the carried
+  // values the loop's. Returns the body's outputs after the condition
+  // (carried, then scan); `loop_values` gets [induction, carried...].
+  Result<std::vector<Ref>> build_loop_body(const NodeCtx& n, const onnx::GraphProto& body, Ref start, Ref trip,
+                                           const std::vector<Ref>& inits, std::vector<int>& loop_values) {
+    GraphBuilder::LoopSpec spec;
+    HEXIR_ASSIGN_OR_RETURN(spec.start, materialize(start, n.loc));
+    HEXIR_ASSIGN_OR_RETURN(spec.trip, materialize(trip, n.loc));
+    for (Ref r : inits) {
+      HEXIR_ASSIGN_OR_RETURN(int v, materialize(r, n.loc));
+      spec.inits.push_back(v);
+    }
+    spec.induction_name = fresh(body.input(0).name());
+    for (size_t k = 0; k < inits.size(); ++k)
+      spec.carried_names.push_back(fresh(k + 2 < static_cast<size_t>(body.input_size()) ? body.input(static_cast<int>(k) + 2).name()
+                                                                                   : n.loc.node + "/scan"));
+    spec.loc = n.loc;
+    HEXIR_ASSIGN_OR_RETURN(loop_values, builder_.begin_loop(std::move(spec)));
+    Ref induction{loop_values[0], -1};
+    const auto& iteration = body.input(0);
+    if (iteration.type().tensor_type().shape().dim_size() == 1) {  // declared [1]
+      HEXIR_ASSIGN_OR_RETURN(induction, reshape(n, induction, {1}, helper_name(n, "iteration")));
+    }
+    entries_[iteration.name()] = induction;
+    HostTensor truth = make_host(kBool, {});
+    truth.set_f(0, 1);
+    const Ref cond_in = new_const(fresh(body.input(1).name()), std::move(truth), n.loc);
+    entries_[body.input(1).name()] = cond_in;
+    for (int k = 2; k < body.input_size(); ++k)
+      entries_[body.input(k).name()] = Ref{loop_values[static_cast<size_t>(k) - 1], -1};
+    for (const auto& t : body.initializer()) {
+      HEXIR_ASSIGN_OR_RETURN(HostTensor contents, proto_contents(t, n.loc));
+      entries_[t.name()] = new_const(claim(t.name()), std::move(contents), n.loc);
+    }
+    const std::vector<bool> needed = needed_nodes(body);
+    const std::string scope = n.loc.node + "/body/";
+    for (int i = 0; i < body.node_size(); ++i)
+      if (needed[static_cast<size_t>(i)]) HEXIR_RETURN_IF_ERROR(import_node(body.node(i), i, scope));
+    std::vector<Ref> outs;
+    for (int i = 0; i < body.output_size(); ++i) {
+      auto it = entries_.find(body.output(i).name());
+      if (it == entries_.end())
+        return error_at(n.loc, "body output '" + body.output(i).name() + "' is not computed");
+      outs.push_back(it->second);
+    }
+    HEXIR_ASSIGN_OR_RETURN(HostPtr cond_out, host(outs[0]));
+    if (!cond_out || cond_out->count() != 1 || cond_out->f(0) == 0)
+      return error_at(n.loc, "the body's condition output ('" + body.output(0).name() +
+                                 "') is not true at import: a while loop is not supported, only a counted one");
+    outs.erase(outs.begin());
+    return outs;
+  }
+
+  // The values a branch (then_branch or else_branch) of an If gives, its
+  // nodes imported into the open region.
+  Result<std::vector<Ref>> import_branch(const NodeCtx& n, const char* taken) {
+    const std::string& label = n.loc.node;
     const auto* branch = find_attribute(n.node, taken);
     if (!branch || branch->type() != onnx::AttributeProto::GRAPH)
       return error_at(n.loc, std::string("attribute '") + taken + "' is missing");
@@ -1223,13 +1468,14 @@ class Importer {
     const std::string scope = label + "/" + taken + "/";
     for (int i = 0; i < g.node_size(); ++i)
       if (needed[static_cast<size_t>(i)]) HEXIR_RETURN_IF_ERROR(import_node(g.node(i), i, scope));
+    std::vector<Ref> outs;
     for (int i = 0; i < g.output_size(); ++i) {
       auto it = entries_.find(g.output(i).name());
       if (it == entries_.end())
         return error_at(n.loc, std::string(taken) + " output '" + g.output(i).name() + "' is not computed");
-      define(n, i, it->second);
+      outs.push_back(it->second);
     }
-    return ok_status();
+    return outs;
   }
 
   // -- elementwise -----------------------------------------------------------------------
@@ -3378,6 +3624,7 @@ class Importer {
   std::map<std::string, Ref, std::less<>> entries_;
   std::set<std::string, std::less<>> reserved_, used_, needed_names_, initializer_names_;
   std::vector<bool> needed_node_;
+  int tentative_ = 0;  // If branches being built that may be rolled back (op_if)
 };
 
 }  // namespace

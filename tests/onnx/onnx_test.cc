@@ -15,6 +15,7 @@
 #include <fstream>
 #include <functional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "graph.h"
@@ -998,13 +999,187 @@ TEST_CASE("If with a condition that folds: the branch taken is inlined, the othe
     check_close(out[0].f32(), want);
     check_round_trip(module, dir.path());
   }
-  // A condition computed at run time is an error naming it.
-  TempDir dir;
-  Model r(13);
-  r.input("c", onnx::TensorProto::BOOL, {}).input("x", kF, {2}).node("If", {"c"}, {"y"}, {}, "if1").output("y");
-  const std::string e = import_error(r.save(dir.path() / "if_runtime.onnx"));
-  CHECK(e.find("node 'if1' (If)") != std::string::npos);
-  CHECK(e.find("'c'") != std::string::npos);
+}
+
+// Adds `name` (then_branch / else_branch) to an If node: one node per
+// {op, inputs, output}, the last output the branch's result.
+void add_branch(onnx::NodeProto* node, const char* name,
+                const std::vector<std::tuple<const char*, std::vector<std::string>, std::string>>& nodes) {
+  auto* a = node->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::GRAPH);
+  auto* g = a->mutable_g();
+  g->set_name(name);
+  for (const auto& [op, inputs, output] : nodes) {
+    auto* n = g->add_node();
+    n->set_op_type(op);
+    for (const std::string& in : inputs) n->add_input(in);
+    n->add_output(output);
+  }
+  g->add_output()->set_name(std::get<2>(nodes.back()));
+}
+
+TEST_CASE("If with a run-time condition: both branches in the VM; one that cannot be built fails when taken") {
+  for (bool buildable : {true, false}) {
+    CAPTURE(buildable);
+    TempDir dir;
+    Model m(13);
+    m.input("c", onnx::TensorProto::BOOL, {1}).input("x", kF, {2, 3}).init_i64("four", {1}, {4});
+    m.node("If", {"c"}, {"y"}, {}, "if1").node("Neg", {"y"}, {"z"}).output("z");
+    auto* node = m.proto().mutable_graph()->mutable_node(0);
+    add_branch(node, "then_branch", {{"Relu", {"x"}, "t"}, {"Mul", {"t", "t"}, "t2"}});
+    if (buildable)
+      add_branch(node, "else_branch", {{"Neg", {"x"}, "e"}});
+    else  // 6 elements into 4: no graph at these shapes
+      add_branch(node, "else_branch", {{"Reshape", {"x", "four"}, "e"}, {"Reshape", {"e", "four"}, "e2"}});
+    auto module = import_ok(m.save(dir.path() / "if.onnx"));
+    check_round_trip(module, dir.path());
+    const std::vector<float> x = {-1.5f, 2.f, 0.5f, -3.f, 4.f, 0.f};
+    const fs::path exe = dir.path() / "if.hxe";
+    auto compiled = hexir::serializer::compile_module_to(module, exe, {});
+    REQUIRE_MESSAGE(compiled.ok(), compiled.status().to_string());
+    auto loaded = hexir::vm::Module::load_file(exe.string());
+    REQUIRE_MESSAGE(loaded.ok(), loaded.status().to_string());
+    auto device = hexir::hal::create_device("cpu");
+    REQUIRE(device.ok());
+    auto program = hexir::vm::Program::prepare(*loaded, **device);
+    REQUIRE(program.ok());
+    auto context = hexir::vm::Context::create(*program);
+    REQUIRE(context.ok());
+    for (uint8_t c : {uint8_t{1}, uint8_t{0}}) {
+      CAPTURE(int{c});
+      Tensor xt = f32({2, 3}, x);
+      std::vector<hexir::vm::TensorRef> refs = {{&c, 1, TensorType{DType::kBool, {1}}},
+                                                {xt.bytes.data(), xt.bytes.size(), xt.type}};
+      std::vector<float> z(6);
+      const hexir::vm::TensorRef outs[] = {{z.data(), 24, TensorType{DType::kF32, {2, 3}}}};
+      hexir::Status st = context->invoke(0, refs, outs);
+      if (!c && !buildable) {
+        REQUIRE(!st.ok());
+        CHECK_MESSAGE(st.message().find("else_branch of If node 'if1' cannot be built at the compiled shapes") !=
+                          std::string::npos,
+                      st.to_string());
+        CHECK_MESSAGE(st.message().find("(Reshape)") != std::string::npos, st.to_string());
+        continue;
+      }
+      REQUIRE_MESSAGE(st.ok(), st.to_string());
+      std::vector<float> want;
+      for (float v : x) want.push_back(c ? -(std::max(v, 0.f) * std::max(v, 0.f)) : v);
+      check_close(z, want);
+    }
+  }
+  {  // neither branch: an import error naming both
+    TempDir dir;
+    Model m(13);
+    m.input("c", onnx::TensorProto::BOOL, {}).input("x", kF, {2, 3}).init_i64("four", {1}, {4});
+    m.node("If", {"c"}, {"y"}, {}, "if2").output("y");
+    auto* node = m.proto().mutable_graph()->mutable_node(0);
+    add_branch(node, "then_branch", {{"Reshape", {"x", "four"}, "t"}});
+    add_branch(node, "else_branch", {{"Reshape", {"x", "four"}, "e"}});
+    const std::string e = import_error(m.save(dir.path() / "if2.onnx"));
+    CHECK_MESSAGE(e.find("node 'if2' (If): neither branch can be built: then_branch") != std::string::npos, e);
+    CHECK_MESSAGE(e.find("; else_branch") != std::string::npos, e);
+  }
+  {  // a condition that is not one bool
+    TempDir dir;
+    Model m(13);
+    m.input("c", kF, {}).input("x", kF, {2}).node("If", {"c"}, {"y"}, {}, "if3").output("y");
+    const std::string e = import_error(m.save(dir.path() / "if3.onnx"));
+    CHECK_MESSAGE(e.find("node 'if3' (If): the condition ('c') is FLOAT[]; an If takes one BOOL") != std::string::npos, e);
+  }
+}
+
+// Adds a Loop body: inputs named `inputs` (iteration number, condition,
+// carried values), one node per {op, inputs, output}, outputs `outputs`.
+void add_body(onnx::NodeProto* node, const std::vector<std::string>& inputs,
+              const std::vector<std::tuple<const char*, std::vector<std::string>, std::string>>& nodes,
+              const std::vector<std::string>& outputs) {
+  auto* a = node->add_attribute();
+  a->set_name("body");
+  a->set_type(onnx::AttributeProto::GRAPH);
+  auto* g = a->mutable_g();
+  g->set_name("body");
+  for (const std::string& in : inputs) g->add_input()->set_name(in);
+  for (const auto& [op, ins, output] : nodes) {
+    auto* n = g->add_node();
+    n->set_op_type(op);
+    for (const std::string& in : ins) n->add_input(in);
+    n->add_output(output);
+  }
+  for (const std::string& out : outputs) g->add_output()->set_name(out);
+}
+
+Tensor i64_scalar(int64_t v) {
+  Tensor t{{DType::kI64, {}}, std::vector<uint8_t>(8)};
+  std::memcpy(t.bytes.data(), &v, 8);
+  return t;
+}
+
+TEST_CASE("Loop: a counted loop with a run-time trip count, carried values, scan outputs") {
+  {  // acc <- acc * 0.5 + x, M times (M a run-time input)
+    TempDir dir;
+    Model m(13);
+    m.input("M", onnx::TensorProto::INT64, {}).input("x", kF, {3}).init_f("half", {}, {0.5f});
+    m.node("Loop", {"M", "", "x"}, {"acc"}, {}, "loop0").output("acc");
+    add_body(m.proto().mutable_graph()->mutable_node(0), {"i", "cond", "a"},
+             {{"Mul", {"a", "half"}, "h"}, {"Add", {"h", "x"}, "a2"}, {"Identity", {"cond"}, "cond2"}},
+             {"cond2", "a2"});
+    auto module = import_ok(m.save(dir.path() / "loop.onnx"));
+    check_round_trip(module, dir.path());
+    const std::vector<float> x = {1.f, -2.f, 4.f};
+    for (int64_t trips : {0, 1, 5}) {
+      CAPTURE(trips);
+      auto out = run(module, {i64_scalar(trips), f32({3}, x)}, dir.path());
+      std::vector<float> want = x;
+      for (int64_t k = 0; k < trips; ++k)
+        for (size_t j = 0; j < 3; ++j) want[j] = want[j] * 0.5f + x[j];
+      check_close(out[0].f32(), want);
+    }
+  }
+  {  // M = 4 at import: the scan output stacks x * i, the carried sum adds them up
+    TempDir dir;
+    Model m(13);
+    m.input("x", kF, {2}).init_i64("four", {}, {4}).init_f("zero2", {2}, {0.f, 0.f});
+    m.node("Loop", {"four", "", "zero2"}, {"sum", "rows"}, {}, "loop1").output("sum").output("rows");
+    auto* node = m.proto().mutable_graph()->mutable_node(0);
+    add_body(node, {"i", "cond", "s"},
+             {{"Cast", {"i"}, "fi"}, {"Mul", {"x", "fi"}, "row"}, {"Add", {"s", "row"}, "s2"},
+              {"Identity", {"cond"}, "c2"}},
+             {"c2", "s2", "row"});
+    auto* cast = node->mutable_attribute(0)->mutable_g()->mutable_node(0)->add_attribute();
+    cast->set_name("to");
+    cast->set_type(onnx::AttributeProto::INT);
+    cast->set_i(kF);
+    auto module = import_ok(m.save(dir.path() / "scan.onnx"));
+    const std::vector<float> x = {1.5f, -1.f};
+    auto out = run(module, {f32({2}, x)}, dir.path());
+    REQUIRE(out.size() == 2);
+    CHECK(out[1].type == TensorType{DType::kF32, {4, 2}});
+    check_close(out[0].f32(), {1.5f * 6, -1.f * 6});
+    check_close(out[1].f32(), {0.f, 0.f, 1.5f, -1.f, 3.f, -2.f, 4.5f, -3.f});
+  }
+  {  // a while loop: the body's condition is computed
+    TempDir dir;
+    Model m(13);
+    m.input("M", onnx::TensorProto::INT64, {}).input("x", kF, {});
+    m.node("Loop", {"M", "", "x"}, {"acc"}, {}, "loop2").output("acc");
+    add_body(m.proto().mutable_graph()->mutable_node(0), {"i", "cond", "a"},
+             {{"Add", {"a", "x"}, "a2"}, {"Less", {"a2", "x"}, "c2"}}, {"c2", "a2"});
+    const std::string e = import_error(m.save(dir.path() / "while.onnx"));
+    CHECK_MESSAGE(e.find("node 'loop2' (Loop): the body's condition output ('c2') is not true at import: a while "
+                         "loop is not supported") != std::string::npos,
+                  e);
+  }
+  {  // no trip count
+    TempDir dir;
+    Model m(13);
+    m.input("c", onnx::TensorProto::BOOL, {}).input("x", kF, {});
+    m.node("Loop", {"", "c", "x"}, {"acc"}, {}, "loop3").output("acc");
+    add_body(m.proto().mutable_graph()->mutable_node(0), {"i", "cond", "a"}, {{"Identity", {"a"}, "a2"}},
+             {"cond", "a2"});
+    const std::string e = import_error(m.save(dir.path() / "nom.onnx"));
+    CHECK_MESSAGE(e.find("a Loop without a trip count M (a while loop) is not supported") != std::string::npos, e);
+  }
 }
 
 TEST_CASE("Pad: constant (with a value), edge, reflect, wrap and negative pads, as concat/gather/slice") {

@@ -131,7 +131,7 @@ bool unsupported(const std::string& message, std::string* reason) {
   static const std::pair<const char*, const char*> kKnown[] = {
       {"is not supported by the ONNX importer", "operator not supported"},
       {"operator domain", "operator domain not supported (training / preview ops)"},
-      {"subgraphs (control flow)", "control flow not supported"},
+      {"subgraphs are supported in If and Loop only", "control flow other than If and Loop (Scan) not supported"},
       {"is supported only on constants", "no kernel for the operator (folded on constants only)"},
       {"is used, but only the first", "extra outputs not supported (training statistics, masks)"},
       {"training_mode must be", "training mode not supported"},
