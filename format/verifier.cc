@@ -1153,8 +1153,10 @@ class ModuleVerifier {
       const fb::Instruction& in = *m_.instructions()->Get(static_cast<flatbuffers::uoffset_t>(begin + k));
       auto fail = [&](auto&&... args) { return corrupt(instruction_label(begin + k), ": ", args...); };
       auto operand = [&](uint32_t o) { return m_.operand_pool()->Get(in.operand_begin() + o); };
-      const uint32_t out0 = operand(in.input_count());
-      for (uint32_t i = 0; i < in.input_count() && i < 32; ++i) {
+      // Control instructions have no output (and no alias bits): nothing to hand over.
+      const bool has_output = in.operand_count() > in.input_count();
+      const uint32_t out0 = has_output ? operand(in.input_count()) : 0;
+      for (uint32_t i = 0; has_output && i < in.input_count() && i < 32; ++i) {
         if (!((in.alias_mask() >> i) & 1u)) continue;
         const uint32_t r = root_of(operand(i));
         // Output 0 takes over r's bytes (the same range: checked per
@@ -1213,6 +1215,7 @@ class ModuleVerifier {
   // Whether instruction `k`'s output 0 takes over value r's buffer in place.
   bool handed_over(uint64_t k, uint32_t r) const {
     const fb::Instruction& in = *m_.instructions()->Get(static_cast<flatbuffers::uoffset_t>(k));
+    if (in.operand_count() <= in.input_count()) return false;  // a control instruction: no output
     const uint32_t out0 = m_.operand_pool()->Get(in.operand_begin() + in.input_count());
     if (m_.slots()->Get(out0)->storage() != fb::StorageKind::Arena || out0 == r) return false;
     for (uint32_t i = 0; i < in.input_count() && i < 32; ++i)

@@ -376,7 +376,8 @@ void print_json(const VerifiedModule& v) {
     j.begin_array("inputs");
     for (uint32_t i = 0; i < in.input_count(); ++i) j.value(m.operand_pool()->Get(in.operand_begin() + i));
     j.end_array();
-    j.field("output", m.operand_pool()->Get(in.operand_begin() + in.input_count()));  // the first
+    if (in.operand_count() > in.input_count())  // control instructions have none
+      j.field("output", m.operand_pool()->Get(in.operand_begin() + in.input_count()));  // the first
     j.begin_array("outputs");
     for (uint32_t o = in.input_count(); o < in.operand_count(); ++o)
       j.value(m.operand_pool()->Get(in.operand_begin() + o));

@@ -38,6 +38,7 @@ struct Options {
   // read from .npy or read back): sizes come from an untrusted file.
   uint64_t max_tensor_bytes = kDefaultMaxNpyBytes;
   uint32_t threads = 0;  // cpu: per context, 0: the cores available
+  uint64_t max_loop_iterations = 0;  // per invoke, 0: no limit
   bool profile = false;
 };
 
@@ -205,9 +206,11 @@ int list_devices() {
 constexpr const char* kUsage =
     "usage: hexir-run FILE.hxe [--device cpu] [--function main] [--input NAME=FILE.npy ...]\n"
     "                 [--output-dir DIR] [--iterations N] [--stats-json FILE] [--seed S]\n"
-    "                 [--max-tensor-bytes N] [--threads N] [--profile]\n"
+    "                 [--max-tensor-bytes N] [--threads N] [--max-loop-iterations N] [--profile]\n"
     "       hexir-run --list-devices\n"
     "  --max-tensor-bytes N  largest input or output held in host memory (default 4 GiB)\n"
+    "  --max-loop-iterations N  loop iterations one invoke may run, summed over its loops (default:\n"
+    "                        no limit); an invoke past it stops with an error\n"
     "  --threads N           cpu: threads per context, the calling one included (default: the cores "
     "available)\n"
     "  --profile             after the timed iterations, as many again one instruction at a time:\n"
@@ -225,7 +228,8 @@ std::optional<int> parse_args(cli::Args& args, Options& o) {
         args.value("--output-dir", &o.output_dir) || args.value("--stats-json", &o.stats_json) ||
         args.number("--iterations", &o.iterations, uint64_t{1}) || args.number("--seed", &o.seed) ||
         args.number("--max-tensor-bytes", &o.max_tensor_bytes) ||
-        args.number("--threads", &o.threads, uint32_t{1}, uint32_t{1024}))
+        args.number("--threads", &o.threads, uint32_t{1}, uint32_t{1024}) ||
+        args.number("--max-loop-iterations", &o.max_loop_iterations, uint64_t{1}))
       continue;
     std::string input;  // NAME=FILE.npy
     if (!args.value("--input", &input)) {
@@ -304,6 +308,10 @@ int run(int argc, char** argv) {
 
   Result<vm::Context> context = vm::Context::create(*program);
   if (!context.ok()) return args.fail(context.status().message());
+  if (o.max_loop_iterations > 0) {
+    Status limited = context->set_max_loop_iterations(o.max_loop_iterations);
+    if (!limited.ok()) return args.fail(limited.message());
+  }
 
   // Host copies of every input, then device buffers the kernels can address.
   std::vector<std::vector<uint8_t>> host_inputs(sig.inputs.size());

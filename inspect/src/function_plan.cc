@@ -58,6 +58,7 @@ Scan scan_function(const VerifiedModule& v, size_t function) {
       if (sc.first_read[s] < 0) sc.first_read[s] = t;
       sc.last_read[s] = t;
     }
+    if (in.operand_count() <= in.input_count()) continue;  // a control instruction: no output
     const uint32_t out = m.operand_pool()->Get(in.operand_begin() + in.input_count());
     sc.referenced[out] = true;
     if (sc.written[out] < 0) sc.written[out] = t;

@@ -167,6 +167,33 @@ TEST_CASE("tools: a malformed .hxir names file, line and column and exits non-ze
   CHECK_MESSAGE(contains(c.output, "syntax.hxir:2:"), c.output);
 }
 
+TEST_CASE("tools: hexir-run --max-loop-iterations stops a long loop; a fail stops the run with its message") {
+  TempDir dir;
+  write_text(dir / "loop.hxir",
+             "module @m\nfunc @main(%x: f32[4], %c: bool[]) -> f32[4] {\n"
+             "  %r = for %i = 0 to 1000 iter(%a = %x) {\n    %a2 = call @add(%a, %x) : f32[4]\n    yield %a2\n  }\n"
+             "  %y = if %c -> (f32[4]) {\n    yield %r\n  } else {\n    fail \"c was false\"\n  }\n"
+             "  return %y\n}\n");
+  REQUIRE(run(kCompile + " " + dir / "loop.hxir -o " + dir / "loop.hxe").exit_code == 0);
+  // bool[] .npy files: a 10-byte preamble, the header padded to 128 bytes, one byte of data.
+  auto write_bool = [&](const std::string& name, bool value) {
+    std::string header = "{'descr': '|b1', 'fortran_order': False, 'shape': (), }";
+    header.resize(117, ' ');
+    header += '\n';
+    write_text(dir / name, std::string("\x93NUMPY\x01\x00\x76\x00", 10) + header + (value ? '\x01' : '\x00'));
+  };
+  write_bool("true.npy", true);
+  write_bool("false.npy", false);
+  auto ok = run(kRun + " " + dir / "loop.hxe --input c=" + dir / "true.npy");
+  CHECK_MESSAGE(ok.exit_code == 0, ok.output);
+  auto limited = run(kRun + " " + dir / "loop.hxe --input c=" + dir / "true.npy --max-loop-iterations 10");
+  CHECK(limited.exit_code == 1);
+  CHECK_MESSAGE(contains(limited.output, "loop iterations, the context's limit"), limited.output);
+  auto failed = run(kRun + " " + dir / "loop.hxe --input c=" + dir / "false.npy");
+  CHECK(failed.exit_code == 1);
+  CHECK_MESSAGE(contains(failed.output, "('fail'): c was false"), failed.output);
+}
+
 TEST_CASE("tools: usage errors exit 2") {
   CHECK(run(kCompile).exit_code == 2);
   CHECK(run(kCompile + " a.hxir --plan=bogus -o x.hxe").exit_code == 2);
