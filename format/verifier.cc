@@ -155,6 +155,7 @@ class ModuleVerifier {
     HEXIR_RETURN_IF_ERROR(check_loops());
     HEXIR_RETURN_IF_ERROR(check_function_bodies());
     HEXIR_RETURN_IF_ERROR(check_aliasing());
+    HEXIR_RETURN_IF_ERROR(check_recomputations());
     return ok_status();
   }
 
@@ -876,6 +877,89 @@ class ModuleVerifier {
         const bool done = s.storage() == fb::StorageKind::Output ? written[inputs + j] : written[s.index()];
         if (!done)
           return corrupt("function '", str_or_empty(fn.name()), "': output ", j, " is never written");
+      }
+    }
+    return ok_status();
+  }
+
+  // Recomputations (Slot.recomputes, rematerialization): a recomputed slot
+  // and the slot it computes again are arena values, not views, of one type;
+  // the original is no recomputation itself. In its function the recomputed
+  // slot is written by a Dispatch with one output that runs the kernel and
+  // parameters of the original's (earlier) writer on the same values: each
+  // input is the same slot, a view of it of the same type, or a
+  // recomputation of it. So the VM computes the same bits again, and a file
+  // cannot pass off a different value as a recomputation.
+  Status check_recomputations() {
+    const uint64_t count = vec_size(m_.slots());
+    bool any = false;
+    for (uint64_t i = 0; i < count; ++i) {
+      const fb::Slot& s = *m_.slots()->Get(static_cast<flatbuffers::uoffset_t>(i));
+      const int32_t r = s.recomputes();
+      if (r == -1) continue;
+      any = true;
+      const std::string what = slot_label(m_, i);
+      if (r < 0 || static_cast<uint64_t>(r) >= count || static_cast<uint64_t>(r) == i)
+        return corrupt(what, ": recomputes ", r, ", which is not another slot");
+      const fb::Slot& t = *m_.slots()->Get(static_cast<flatbuffers::uoffset_t>(r));
+      const std::string original = slot_label(m_, static_cast<uint64_t>(r));
+      if (s.view_of() != -1) return corrupt(what, ": a view cannot be a recomputation");
+      if (t.view_of() != -1) return corrupt(what, ": recomputes ", original, ", a view");
+      if (t.recomputes() != -1) return corrupt(what, ": recomputes ", original, ", itself a recomputation");
+      if (s.storage() != fb::StorageKind::Arena || t.storage() != fb::StorageKind::Arena)
+        return corrupt(what, ": recomputes ", original, " but both must be arena values");
+      if (!(out_.slot_types[i] == out_.slot_types[static_cast<size_t>(r)]) || s.byte_size() != t.byte_size())
+        return corrupt(what, ": recomputes ", original, " but has another type or size");
+    }
+    if (!any) return ok_status();
+    // The value a slot holds: a view's viewed slot, a recomputation's original.
+    auto value_of = [&](uint32_t slot) {
+      const uint32_t root = root_of(slot);
+      const int32_t r = m_.slots()->Get(root)->recomputes();
+      return r >= 0 ? static_cast<uint32_t>(r) : root;
+    };
+    std::vector<int64_t> writer(count, -1);  // per slot: the first instruction of the function at hand writing it
+    std::vector<uint32_t> written;
+    for (uint64_t f = 0; f < vec_size(m_.functions()); ++f) {
+      const fb::Function& fn = *m_.functions()->Get(static_cast<flatbuffers::uoffset_t>(f));
+      const uint64_t begin = fn.instruction_begin(), end = begin + uint64_t{fn.instruction_count()};
+      for (uint32_t slot : written) writer[slot] = -1;
+      written.clear();
+      for (uint64_t k = begin; k < end; ++k) {
+        const fb::Instruction& in = *m_.instructions()->Get(static_cast<flatbuffers::uoffset_t>(k));
+        auto operand = [&](const fb::Instruction& i, uint32_t o) { return m_.operand_pool()->Get(i.operand_begin() + o); };
+        for (uint32_t o = in.input_count(); o < in.operand_count(); ++o) {
+          const uint32_t slot = operand(in, o);
+          if (writer[slot] < 0) {
+            writer[slot] = static_cast<int64_t>(k);
+            written.push_back(slot);
+          }
+          const int32_t r = m_.slots()->Get(slot)->recomputes();
+          if (r < 0) continue;
+          auto fail = [&](auto&&... args) {
+            return corrupt(instruction_label(k), ": writes ", slot_label(m_, slot), ", a recomputation of ",
+                           slot_label(m_, static_cast<uint64_t>(r)), ", but ", args...);
+          };
+          if (in.opcode() != fb::Opcode::Dispatch || in.operand_count() - in.input_count() != 1)
+            return fail("it is not a dispatch with one output");
+          const int64_t w = writer[static_cast<size_t>(r)];
+          if (w < 0 || w >= static_cast<int64_t>(k)) return fail("no earlier instruction of its function writes that");
+          const fb::Instruction& first = *m_.instructions()->Get(static_cast<flatbuffers::uoffset_t>(w));
+          if (first.opcode() != fb::Opcode::Dispatch || first.kernel() != in.kernel() ||
+              first.input_count() != in.input_count() || first.operand_count() != in.operand_count())
+            return fail("instruction ", w, " wrote it with another kernel or operand count");
+          if (first.param_count() != in.param_count())
+            return fail("instruction ", w, " wrote it with other parameters");
+          for (uint32_t p = 0; p < in.param_count(); ++p)
+            if (m_.param_pool()->Get(first.param_begin() + p) != m_.param_pool()->Get(in.param_begin() + p))
+              return fail("instruction ", w, " wrote it with other parameters");
+          for (uint32_t i = 0; i < in.input_count(); ++i) {
+            const uint32_t a = operand(in, i), b = operand(first, i);
+            if (value_of(a) != value_of(b) || !(out_.slot_types[a] == out_.slot_types[b]))
+              return fail("its input ", i, " ", slot_label(m_, a), " does not hold the value instruction ", w,
+                          " read there (", slot_label(m_, b), ")");
+          }
+        }
       }
     }
     return ok_status();

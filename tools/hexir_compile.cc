@@ -1,7 +1,7 @@
 // hexir-compile IN.hxir -o OUT.hxe [--plan=naive|arena|free-at-last-use] [--align N] [--data-checksum]
 //               [--schedule=source|memory] [--no-in-place] [--no-fuse]
 //               [--compress=none|zstd[:LEVEL]] [--plan-budget-ms N] [--allow-external-files]
-//               [--max-constant-bytes N]
+//               [--max-constant-bytes N] [--memory-budget device=BYTES]
 // hexir-compile MODEL.onnx -o OUT.hxe [--input-shape NAME=AxBxC ...] [--bind NAME=VALUE ...]
 //               [--emit-hxir OUT.hxir|-]   (docs/onnx.md)
 #include <cstdio>
@@ -30,13 +30,15 @@ constexpr const char* kUsage =
     "[--data-checksum]\n"
     "       [--schedule=source|memory] [--no-in-place] [--no-fuse]\n"
     "       [--compress=none|zstd[:LEVEL]] [--plan-budget-ms N] [--allow-external-files]\n"
-    "       [--max-constant-bytes N]\n"
+    "       [--max-constant-bytes N] [--memory-budget device=BYTES]\n"
     "       hexir-compile MODEL.onnx -o OUT.hxe [--input-shape NAME=AxBxC ...] [--bind NAME=VALUE ...]\n"
     "       (either input) [--emit-hxir OUT.hxir|-]: also print the graph as .hxir text\n"
     "  --align N               arena offset alignment, a power of two from 1 to 4096 (default 64),\n"
     "                          at least the element size of every value in the arena\n"
     "  --allow-external-files  .hxir `file` constants may name files outside the source's folder\n"
-    "  --max-constant-bytes N  bytes of dense and file constants, each and together (default 16 GiB)\n";
+    "  --max-constant-bytes N  bytes of dense and file constants, each and together (default 16 GiB)\n"
+    "  --memory-budget device=BYTES  fit a context's device memory (arena and scratch) in BYTES\n"
+    "                          (KiB/MiB/GiB suffixes) by recomputing values, or fail saying how close it got\n";
 
 // The graph of an .onnx model (with its options) or of .hxir text.
 hexir::Result<hexir::serializer::Module> load_graph(const std::string& input, bool onnx,
@@ -57,7 +59,7 @@ static int run(int argc, char** argv) {
   namespace serializer = hexir::serializer;
   serializer::CompileOptions options;
   std::string input, output, compress, emit_hxir, option;
-  std::vector<std::string> input_shapes, binds;
+  std::vector<std::string> input_shapes, binds, budgets;
   size_t plan = 1, schedule = 0;
   cli::Args args("hexir-compile", kUsage, argc, argv);
   while (args.next()) {
@@ -70,6 +72,10 @@ static int run(int argc, char** argv) {
       continue;
     }
     if (args.value("--emit-hxir", &emit_hxir)) continue;
+    if (args.value("--memory-budget", &option)) {
+      budgets.push_back(option);
+      continue;
+    }
     if (args.value("-o", &output) || args.choice("--plan", {"naive", "arena", "free-at-last-use"}, &plan) ||
         args.choice("--schedule", {"source", "memory"}, &schedule) ||
         args.number("--align", &options.alignment) ||
@@ -99,6 +105,8 @@ static int run(int argc, char** argv) {
       return args.usage_error(s.message());
   for (const std::string& text : binds)
     if (hexir::Status s = serializer::parse_bind_option(text, import); !s.ok()) return args.usage_error(s.message());
+  for (const std::string& text : budgets)
+    if (hexir::Status s = serializer::parse_memory_budget(text, options); !s.ok()) return args.usage_error(s.message());
   constexpr serializer::PlanStrategy kPlans[] = {serializer::PlanStrategy::kNaive,
                                                  serializer::PlanStrategy::kArena,
                                                  serializer::PlanStrategy::kFreeAtLastUse};
@@ -158,6 +166,13 @@ static int run(int argc, char** argv) {
               arena && arena->heuristic() ? arena->heuristic()->c_str() : "?",
               static_cast<unsigned long long>(arena ? arena->lower_bound() : 0), constant_count,
               static_cast<unsigned long long>(constant_bytes));
+  if (options.device_budget) {
+    uint64_t recomputed = 0;
+    if (module->slots())
+      for (const auto* s : *module->slots()) recomputed += s->recomputes() >= 0 ? 1 : 0;
+    std::printf("  memory budget device=%llu bytes: met, %llu instructions recomputed\n",
+                static_cast<unsigned long long>(*options.device_budget), static_cast<unsigned long long>(recomputed));
+  }
   if (module->sections())
     for (const auto* s : *module->sections())
       if (s->compression() == hexir::fb::Compression::Zstd)

@@ -80,6 +80,10 @@ std::string instruction_text(const VerifiedModule& v, const fb::Instruction& in)
   text += params_text(m, in);
   text += " : " + types;
   text += "  ; alias=" + binary(in.alias_mask(), in.input_count());
+  if (in.opcode() == fb::Opcode::Dispatch && in.operand_count() > in.input_count()) {
+    const int32_t original = m.slots()->Get(m.operand_pool()->Get(in.operand_begin() + in.input_count()))->recomputes();
+    if (original >= 0) text += " recomputed " + inspect::slot_name(m, static_cast<uint32_t>(original));
+  }
   return text;
 }
 
@@ -168,6 +172,9 @@ void print_text(const std::string& path, const VerifiedModule& v) {
                 " in place, %" PRIu64 " views; constants: %" PRIu64 " B stored, %" PRIu64 " B filled\n",
                 st.arena_size, st.lower_bound, st.percent_over, st.in_place_aliases, st.view_aliases,
                 st.constant_bytes_stored, st.constant_bytes_filled);
+    if (st.recomputed_instructions > 0)
+      std::printf("    recomputed: %" PRIu64 " instructions, %" PRIu64 " FLOPs per invoke\n", st.recomputed_instructions,
+                  st.recomputed_flops);
     for (uint32_t i = 0; i < count(fn.inputs()); ++i)
       std::printf("    input %u '%s' -> slot %u\n", i, str(fn.inputs()->Get(i)->name()),
                   fn.inputs()->Get(i)->slot());
@@ -336,6 +343,8 @@ void print_json(const VerifiedModule& v) {
     j.field("view_aliases", st.view_aliases);
     j.field("constant_bytes_stored", st.constant_bytes_stored);
     j.field("constant_bytes_filled", st.constant_bytes_filled);
+    j.field("recomputed_instructions", st.recomputed_instructions);
+    j.field("recomputed_flops", st.recomputed_flops);
     j.end_object();
     j.end_object();
   }

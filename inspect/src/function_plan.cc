@@ -1,5 +1,7 @@
 #include "hexir/inspect/function_plan.h"
 
+#include "hexir/ops/cost.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <map>
@@ -129,6 +131,20 @@ FunctionStats function_stats(const VerifiedModule& v, size_t function) {
     if (is_view(sc, s)) ++stats.view_aliases;
     const fb::Slot& slot = *v.module->slots()->Get(s);
     if (slot.storage() == fb::StorageKind::Constant) constants.insert(slot.index());
+  }
+  const fb::Module& m = *v.module;
+  for (uint32_t k = 0; k < sc.fn->instruction_count(); ++k) {
+    const fb::Instruction& in = *m.instructions()->Get(sc.fn->instruction_begin() + k);
+    if (in.opcode() != fb::Opcode::Dispatch || in.operand_count() <= in.input_count()) continue;
+    if (m.slots()->Get(m.operand_pool()->Get(in.operand_begin() + in.input_count()))->recomputes() < 0) continue;
+    std::vector<TensorType> inputs, outputs;
+    for (uint32_t o = 0; o < in.operand_count(); ++o)
+      (o < in.input_count() ? inputs : outputs).push_back(v.slot_types[m.operand_pool()->Get(in.operand_begin() + o)]);
+    std::vector<int64_t> params;
+    for (uint32_t p = 0; p < in.param_count(); ++p) params.push_back(m.param_pool()->Get(in.param_begin() + p));
+    ++stats.recomputed_instructions;
+    const uint64_t flops = ops::flop_estimate(v.kernel_ids[in.kernel()], inputs, outputs, params);
+    stats.recomputed_flops = flops > UINT64_MAX - stats.recomputed_flops ? UINT64_MAX : stats.recomputed_flops + flops;
   }
   for (uint32_t c : constants) {
     const fb::Constant& constant = *v.module->constants()->Get(c);

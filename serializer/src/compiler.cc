@@ -14,6 +14,7 @@
 #include "fusion.h"
 #include "passes.h"
 #include "pipeline.h"
+#include "remat.h"
 #include "writer.h"
 
 namespace hexir::serializer {
@@ -23,6 +24,44 @@ Status check_compile_options(const CompileOptions& options) {
       options.alignment > 4096)
     return invalid_argument("arena alignment " + std::to_string(options.alignment) +
                             " must be a power of two between 1 and 4096");
+  if (options.device_budget && options.plan != PlanStrategy::kArena)
+    return invalid_argument("a device memory budget needs the arena plan (--plan=arena), not --plan=" +
+                            std::string(options.plan == PlanStrategy::kNaive ? "naive" : "free-at-last-use"));
+  return ok_status();
+}
+
+Status parse_memory_budget(std::string_view text, CompileOptions& options) {
+  const size_t eq = text.find('=');
+  if (eq == std::string_view::npos)
+    return invalid_argument("--memory-budget expects SPACE=BYTES (e.g. device=512MiB), got '" + std::string(text) + "'");
+  const std::string_view space = text.substr(0, eq);
+  std::string_view size = text.substr(eq + 1);
+  if (space != "device")
+    return invalid_argument("--memory-budget: unknown memory space '" + std::string(space) +
+                            "' (the budgeted space is 'device')");
+  if (options.device_budget) return invalid_argument("--memory-budget: device is given twice");
+  uint64_t unit = 1;
+  for (const auto& [suffix, factor] : {std::pair<std::string_view, uint64_t>{"KiB", uint64_t{1} << 10},
+                                       {"MiB", uint64_t{1} << 20}, {"GiB", uint64_t{1} << 30}, {"B", 1}}) {
+    if (size.size() > suffix.size() && size.ends_with(suffix)) {
+      unit = factor;
+      size.remove_suffix(suffix.size());
+      break;
+    }
+  }
+  uint64_t value = 0;
+  if (size.empty()) return invalid_argument("--memory-budget: no byte count in '" + std::string(text) + "'");
+  for (char c : size) {
+    if (c < '0' || c > '9')
+      return invalid_argument("--memory-budget: '" + std::string(text.substr(eq + 1)) +
+                              "' is not a byte count (digits with an optional KiB, MiB or GiB suffix)");
+    if (value > (UINT64_MAX - static_cast<uint64_t>(c - '0')) / 10)
+      return invalid_argument("--memory-budget: '" + std::string(text.substr(eq + 1)) + "' is too large");
+    value = value * 10 + static_cast<uint64_t>(c - '0');
+  }
+  if (value > UINT64_MAX / unit)
+    return invalid_argument("--memory-budget: '" + std::string(text.substr(eq + 1)) + "' is too large");
+  options.device_budget = value * unit;
   return ok_status();
 }
 
@@ -38,17 +77,20 @@ Result<ModulePlan> plan_module(const Module& module, const CompileOptions& optio
 
   plan.heuristic = options.plan == PlanStrategy::kNaive ? "naive" : "greedy-by-size";
   plan.functions.resize(module.functions.size());
+  const bool in_place = options.in_place && options.plan != PlanStrategy::kNaive;
+  // Per function, the plan before the in-place passes: rematerialization
+  // adds to it, and every attempt at a budget finishes a copy.
+  std::vector<FunctionPlan> stored(module.functions.size());
   for (size_t f = 0; f < module.functions.size(); ++f) {
-    const Function& fn = module.functions[f];
-    FunctionPlan& fn_plan = plan.functions[f];
-    assign_storage(fn, fn_plan);
-    if (options.schedule == Schedule::kMemory) schedule_for_memory(fn, fn_plan);
-    // Naive gives every value its own range: only donations run in place there.
-    assign_in_place(fn, fn_plan, options.in_place && options.plan != PlanStrategy::kNaive);
-    place_donations(fn, fn_plan);
-    record_last_uses(fn, fn_plan);
-    record_workspaces(fn, fn_plan);
+    assign_storage(module.functions[f], stored[f]);
+    if (options.schedule == Schedule::kMemory) schedule_for_memory(module.functions[f], stored[f]);
   }
+  auto finish_all = [&] {
+    for (size_t f = 0; f < module.functions.size(); ++f)
+      // Naive gives every value its own range: only donations run in place there.
+      plan.functions[f] = finish_storage(module.functions[f], stored[f], in_place);
+  };
+  finish_all();
   // Scratch: one shared workspace past the arena, or short-lived arena ranges,
   // whichever makes the context's one allocation smaller (the arena is shared
   // by every function: its size is the largest function's). The file names the
@@ -74,20 +116,71 @@ Result<ModulePlan> plan_module(const Module& module, const CompileOptions& optio
     *total = workspace == 0 ? arena : (arena + 63) / 64 * 64 + workspace;
     return ok_status();
   };
-  uint64_t shared_total = 0;
-  HEXIR_RETURN_IF_ERROR(plan_all(plan.functions, false, &shared_total, &plan.heuristic));
-  const bool has_scratch = std::any_of(plan.functions.begin(), plan.functions.end(),
-                                       [](const FunctionPlan& p) { return p.workspace_size > 0; });
-  if (has_scratch && options.plan != PlanStrategy::kFreeAtLastUse) {
-    std::vector<FunctionPlan> in_arena = plan.functions;
-    uint64_t in_arena_total = 0;
-    std::string in_arena_heuristic;
-    HEXIR_RETURN_IF_ERROR(plan_all(in_arena, true, &in_arena_total, &in_arena_heuristic));
-    if (in_arena_total < shared_total) {
-      plan.functions = std::move(in_arena);
-      plan.heuristic = std::move(in_arena_heuristic);
+  // The context's device bytes: the arena (shared by every function) and,
+  // when scratch is not planned in it, the shared workspace past it.
+  auto plan_scratch = [&](uint64_t* total) -> Status {
+    uint64_t shared_total = 0;
+    HEXIR_RETURN_IF_ERROR(plan_all(plan.functions, false, &shared_total, &plan.heuristic));
+    *total = shared_total;
+    const bool has_scratch = std::any_of(plan.functions.begin(), plan.functions.end(),
+                                         [](const FunctionPlan& p) { return p.workspace_size > 0; });
+    if (has_scratch && options.plan != PlanStrategy::kFreeAtLastUse) {
+      std::vector<FunctionPlan> in_arena = plan.functions;
+      uint64_t in_arena_total = 0;
+      std::string in_arena_heuristic;
+      HEXIR_RETURN_IF_ERROR(plan_all(in_arena, true, &in_arena_total, &in_arena_heuristic));
+      if (in_arena_total < shared_total) {
+        plan.functions = std::move(in_arena);
+        plan.heuristic = std::move(in_arena_heuristic);
+        *total = in_arena_total;
+      }
     }
+    return ok_status();
+  };
+  uint64_t total = 0;
+  HEXIR_RETURN_IF_ERROR(plan_scratch(&total));
+  if (!options.device_budget || total <= *options.device_budget) return plan;
+
+  // A budget: recompute values in the functions over it until the placed
+  // plan fits. The live peak is what recomputation lowers; the placed size
+  // can sit above it (fragmentation, scratch past the arena), so a function
+  // still over the budget is asked for a lower peak by that difference.
+  const uint64_t budget = *options.device_budget;
+  std::vector<uint64_t> target(module.functions.size(), budget);
+  const uint64_t unconstrained = total;
+  for (int attempt = 0; attempt < 16 && total > budget; ++attempt) {
+    bool progress = false;
+    for (size_t f = 0; f < module.functions.size(); ++f) {
+      const FunctionPlan& placed = plan.functions[f];
+      const uint64_t used = placed.workspace_in_arena || placed.workspace_size == 0
+                                ? placed.arena_size
+                                : (placed.arena_size + 63) / 64 * 64 + placed.workspace_size;
+      if (used <= budget) continue;
+      if (attempt > 0) {
+        const uint64_t peak = live_peak(module.functions[f], placed).bytes;
+        const uint64_t over = used - budget;
+        target[f] = std::min(target[f], peak > over ? peak - over : 0);
+      }
+      RematOptions remat;
+      remat.in_place = in_place;
+      if (rematerialize(module.functions[f], stored[f], target[f], remat).instructions > 0) progress = true;
+    }
+    if (!progress) break;
+    finish_all();
+    HEXIR_RETURN_IF_ERROR(plan_scratch(&total));
   }
+  if (total <= budget) return plan;
+  // The function that needs the most says why.
+  size_t worst = 0;
+  for (size_t f = 1; f < module.functions.size(); ++f)
+    if (plan.functions[f].arena_size > plan.functions[worst].arena_size) worst = f;
+  std::string message = "memory budget device=" + std::to_string(budget) + " bytes cannot be met: the smallest "
+                        "device arena reached is " + std::to_string(total) + " bytes (" +
+                        std::to_string(unconstrained) + " without a budget, lower bound " +
+                        std::to_string(plan.functions[worst].lower_bound) + "); " +
+                        explain_peak(module.functions[worst], stored[worst], in_place);
+  Status failed = invalid_argument(message);
+  return display_name.empty() ? failed : failed.annotate(display_name);
   return plan;
 }
 

@@ -62,6 +62,10 @@ struct ValuePlan {
   // that reads the value or a view of it (its writer when nothing does). The
   // VM frees the value there under free-at-last-use.
   int64_t last_use = -1;
+  // A value the rematerialization pass (remat.h) added: the value it
+  // recomputes (the first computation, never itself a recomputation). -1:
+  // none. Only on storage roots.
+  int recomputes = -1;
 };
 
 // Control instructions the VM runs itself (docs/control-flow.md). A loop is
@@ -87,6 +91,9 @@ struct Instruction {
   // is the carried value; output 0 may also be an input, updated in place).
   // Its alias bits are fixed by assign_storage, not assign_in_place.
   bool writes_carried = false;
+  // Recomputes a value an earlier instruction wrote (remat.h): its one
+  // output's ValuePlan::recomputes names that value.
+  bool recomputed = false;
   ops::OpId op = ops::OpId::kCopy;
   int node = -1;             // graph node it runs; -1: a copy added by assign_storage (no parameters)
   std::vector<int> inputs;   // value ids

@@ -266,13 +266,16 @@ Status build_metadata(const Module& module, const ModulePlan& plan, const WriteO
           return internal_error("a view of a view");
         view_of = static_cast<int32_t>(slot_of[static_cast<size_t>(root)]);
       }
+      // A recomputation names the slot of the value it computes again (written before it: a lower id).
+      int32_t recomputes = -1;
+      if (where.recomputes >= 0) recomputes = static_cast<int32_t>(slot_of[static_cast<size_t>(where.recomputes)]);
       const int32_t last_use =
           where.last_use >= 0 && where.last_use <= INT32_MAX ? static_cast<int32_t>(where.last_use) : -1;
       slots.push_back(fb::CreateSlot(fbb, fbb.CreateString(value.name), to_fb(value.type.dtype),
                                      fbb.CreateVector(value.type.dims), value.byte_size, to_fb(where.storage),
                                      usage, where.storage == Storage::kArena ? where.arena_offset : 0,
                                      where.storage == Storage::kArena ? 0 : storage_index, view_of,
-                                     last_use));
+                                     last_use, recomputes));
     }
 
     HEXIR_ASSIGN_OR_RETURN(uint32_t instruction_begin, checked_u32(instructions.size(), "instructions"));

@@ -21,6 +21,10 @@ struct FunctionStats {
   uint64_t view_aliases = 0;           // slots sharing another slot's storage without an instruction (views)
   uint64_t constant_bytes_stored = 0;  // RODATA bytes (raw) of the constants the function reads
   uint64_t constant_bytes_filled = 0;  // bytes of the fill constants the function reads
+  // Instructions writing a recomputed slot (Slot.recomputes, rematerialization)
+  // and their FLOPs per invoke (ops::flop_estimate).
+  uint64_t recomputed_instructions = 0;
+  uint64_t recomputed_flops = 0;
 };
 
 // A value that occupies storage the function writes: an arena value, or a

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -64,7 +65,20 @@ struct CompileOptions {
   // one by one and together: a source declaring more is refused before any
   // of it is read (hexir-compile --max-constant-bytes). 16 GiB by default.
   uint64_t max_constant_bytes = uint64_t{16} << 30;
+  // Bytes of device memory a context may take (arena and scratch together;
+  // hexir-compile --memory-budget device=BYTES): values are recomputed
+  // instead of kept where that lowers the peak (rematerialization,
+  // docs/memory-budget.md) until the plan fits, or compiling fails naming the
+  // smallest size reached and what holds it up. Needs the arena plan. None:
+  // no budget, nothing recomputed.
+  std::optional<uint64_t> device_budget;
 };
+
+// One `--memory-budget SPACE=BYTES` option: "device=512MiB" sets
+// options.device_budget. BYTES is a count with an optional KiB, MiB or GiB
+// suffix (powers of 1024). Fails naming what is wrong: an unknown memory
+// space, a malformed or overflowing size, a space given twice.
+Status parse_memory_budget(std::string_view text, CompileOptions& options);
 
 // `display_name` is used in error messages (file:line:col); `base_dir`
 // resolves `file "x.npy"` paths.

@@ -1,0 +1,230 @@
+// End to end under a device memory budget (rematerialization): every budget
+// either fits (the arena at or under it, no allocation per invoke) with
+// outputs bit-identical to the unconstrained compile, or fails stating the
+// smallest arena reached, which is above the budget. On a hand-written graph,
+// the transformer sample and random graphs.
+#include <doctest/doctest.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "hexir/base/npy.h"
+#include "hexir/format/prelude.h"
+#include "hexir/hal/device.h"
+#include "hexir/serializer/compiler.h"
+#include "hexir/vm.h"
+#include "hexir_generated.h"
+
+namespace fs = std::filesystem;
+using hexir::serializer::CompileOptions;
+using hexir::vm::Context;
+using hexir::vm::Module;
+using hexir::vm::Program;
+using hexir::vm::TensorRef;
+
+namespace {
+
+const fs::path kSamplesDir = HEXIR_SAMPLES_DIR;
+
+struct Loaded {
+  std::unique_ptr<uint8_t, decltype(&std::free)> bytes{nullptr, &std::free};
+  size_t size = 0;
+  std::unique_ptr<hexir::hal::Device> device;
+  std::unique_ptr<Module> module;
+  std::unique_ptr<Program> program;
+  const hexir::fb::Module& fb() const {
+    return *hexir::fb::GetModule(bytes.get() + sizeof(hexir::format::Prelude));
+  }
+};
+
+std::unique_ptr<Loaded> load(const std::vector<uint8_t>& compiled) {
+  auto l = std::make_unique<Loaded>();
+  l->size = compiled.size();
+  l->bytes.reset(static_cast<uint8_t*>(std::aligned_alloc(64, (compiled.size() + 63) / 64 * 64)));
+  std::memcpy(l->bytes.get(), compiled.data(), compiled.size());
+  auto device = hexir::hal::create_device("cpu");
+  REQUIRE(device.ok());
+  l->device = std::move(device).value();
+  auto module = Module::load_buffer({l->bytes.get(), l->size});
+  REQUIRE_MESSAGE(module.ok(), module.status().to_string());
+  l->module = std::make_unique<Module>(std::move(module).value());
+  auto program = Program::prepare(*l->module, *l->device);
+  REQUIRE_MESSAGE(program.ok(), program.status().to_string());
+  l->program = std::make_unique<Program>(std::move(program).value());
+  return l;
+}
+
+// Runs function 0 on `inputs` twice and returns the outputs of the second run.
+std::vector<std::vector<uint8_t>> run(Loaded& l, const std::vector<TensorRef>& inputs) {
+  auto context = Context::create(*l.program);
+  REQUIRE(context.ok());
+  for (int round = 0; round < 2; ++round) {
+    hexir::Status status = context->invoke(size_t{0}, inputs);
+    REQUIRE_MESSAGE(status.ok(), status.to_string());
+  }
+  CHECK(context->invoke_stats().device_allocations == 0);
+  std::vector<std::vector<uint8_t>> outputs;
+  for (size_t j = 0; j < l.module->function(0).outputs.size(); ++j) {
+    std::vector<uint8_t> out(l.module->function(0).outputs[j].byte_size);
+    REQUIRE(context->read_output(0, j, out).ok());
+    outputs.push_back(std::move(out));
+  }
+  return outputs;
+}
+
+int recomputed_slots(const Loaded& l) {
+  int n = 0;
+  for (const hexir::fb::Slot* s : *l.fb().slots()) n += s->recomputes() >= 0 ? 1 : 0;
+  return n;
+}
+
+// The arena the failure says it reached ("... reached is N bytes").
+uint64_t reached_in(const std::string& message) {
+  const std::string key = "the smallest device arena reached is ";
+  const size_t at = message.find(key);
+  REQUIRE_MESSAGE(at != std::string::npos, message);
+  return std::stoull(message.substr(at + key.size()));
+}
+
+struct Sweep {
+  int met = 0, refused = 0, recomputed = 0;
+};
+
+// Compiles `compile(options)` unconstrained and at each budget fraction of
+// its arena; checks each outcome against the unconstrained run.
+template <typename CompileFn>
+Sweep sweep(CompileFn compile, const std::vector<TensorRef>& inputs, std::initializer_list<double> fractions) {
+  Sweep s;
+  auto free = compile(CompileOptions{});
+  REQUIRE_MESSAGE(free.ok(), free.status().to_string());
+  auto base = load(*free);
+  const uint64_t arena = base->module->arena_bytes();
+  const std::vector<std::vector<uint8_t>> expected = run(*base, inputs);
+  for (double fraction : fractions) {
+    CompileOptions options;
+    options.device_budget = static_cast<uint64_t>(static_cast<double>(arena) * fraction);
+    CAPTURE(*options.device_budget);
+    auto budgeted = compile(options);
+    if (!budgeted.ok()) {
+      const std::string message = budgeted.status().message();
+      CAPTURE(message);
+      CHECK(message.find("cannot be met") != std::string::npos);
+      CHECK(reached_in(message) > *options.device_budget);
+      ++s.refused;
+      continue;
+    }
+    auto l = load(*budgeted);
+    // The context's device memory: the arena and, past it, any shared scratch.
+    const uint64_t workspace = l->module->workspace_bytes();
+    CHECK((workspace == 0 ? l->module->arena_bytes() : (l->module->arena_bytes() + 63) / 64 * 64 + workspace) <=
+          *options.device_budget);
+    s.recomputed += recomputed_slots(*l);
+    ++s.met;
+    const std::vector<std::vector<uint8_t>> got = run(*l, inputs);
+    REQUIRE(got.size() == expected.size());
+    for (size_t j = 0; j < got.size(); ++j) CHECK(got[j] == expected[j]);
+  }
+  return s;
+}
+
+std::vector<float> random_floats(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = u(rng);
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("budget: recomputed values give the unconstrained outputs bit for bit") {
+  constexpr const char* kHeld = R"(module @held
+const @c : f32[64,64] = splat 2.0
+func @main(%x: f32[64,64]) -> (f32[64,64]) {
+  %a = call @gelu(%x) {approximate = "tanh"} : f32[64,64]
+  %b = call @mul(%x, @c) : f32[64,64]
+  %e = call @add(%a, %b) : f32[64,64]
+  %p = call @matmul(%e, %x) : f32[64,64]
+  %q = call @tanh(%p) : f32[64,64]
+  %r = call @matmul(%q, %q) : f32[64,64]
+  %s = call @add(%r, %a) : f32[64,64]
+  %y = call @add(%s, %b) : f32[64,64]
+  return %y
+}
+)";
+  std::vector<float> x = random_floats(64 * 64, 1);
+  const std::vector<TensorRef> inputs = {{x.data(), x.size() * 4, {hexir::DType::kF32, {64, 64}}}};
+  auto compile = [&](const CompileOptions& o) { return hexir::serializer::compile_source(kHeld, "held.hxir", kSamplesDir, o); };
+  // 64 KiB unconstrained; 48 KiB with one value recomputed, 32 KiB with
+  // two; 16 KiB is out of reach.
+  const Sweep s = sweep(compile, inputs, {1.0, 0.75, 0.5, 0.25});
+  CHECK(s.met == 3);
+  CHECK(s.refused == 1);
+  CHECK(s.recomputed == 3);
+}
+
+TEST_CASE("budget: the transformer sample at budgets down to where it cannot go") {
+  auto input = hexir::read_npy((kSamplesDir / "transformer" / "input_x.npy").string());
+  REQUIRE(input.ok());
+  const std::vector<TensorRef> inputs = {{input->data.data(), input->data.size(), input->type}};
+  auto compile = [&](const CompileOptions& o) {
+    return hexir::serializer::compile_file(kSamplesDir / "transformer.hxir", o);
+  };
+  // Its peak is the feed-forward matmul, with the residual stream held
+  // across it: that value needs the whole attention to compute again, so
+  // nothing lowers the peak and every budget below the arena is refused.
+  const Sweep s = sweep(compile, inputs, {1.0, 0.95, 0.8, 0.5});
+  MESSAGE("transformer: ", s.met, " budgets met (", s.recomputed, " recomputations), ", s.refused, " refused");
+  CHECK(s.met == 1);
+  CHECK(s.refused == 3);
+}
+
+TEST_CASE("budget: random graphs give the same bits at every budget they meet") {
+  // Random DAGs over f32[32,32] values: elementwise operators and matmuls
+  // reading any earlier value (so values live long), two outputs.
+  Sweep total;
+  for (uint32_t seed = 1; seed <= 12; ++seed) {
+    CAPTURE(seed);
+    std::mt19937 rng(seed);
+    std::string text = "module @random\nfunc @main(%x: f32[32,32]) -> (f32[32,32], f32[32,32]) {\n";
+    const char* unary[] = {"tanh", "sigmoid", "neg", "relu"};
+    const char* binary[] = {"add", "mul", "sub", "maximum"};
+    int values = 1;
+    auto name = [](int v) { return v == 0 ? std::string("%x") : "%v" + std::to_string(v); };
+    const int nodes = 10 + static_cast<int>(rng() % 15);
+    for (int n = 0; n < nodes; ++n) {
+      const int a = static_cast<int>(rng() % static_cast<uint32_t>(values));
+      const int b = static_cast<int>(rng() % static_cast<uint32_t>(values));
+      const uint32_t kind = rng() % 6;
+      std::string call;
+      if (kind < 2)
+        call = std::string("@") + unary[rng() % 4] + "(" + name(a) + ")";
+      else if (kind < 5)
+        call = std::string("@") + binary[rng() % 4] + "(" + name(a) + ", " + name(b) + ")";
+      else
+        call = "@matmul(" + name(a) + ", " + name(b) + ")";
+      text += "  " + name(values) + " = call " + call + " : f32[32,32]\n";
+      ++values;
+    }
+    text += "  return " + name(values - 1) + ", " + name(values / 2) + "\n}\n";
+    CAPTURE(text);
+    std::vector<float> x = random_floats(32 * 32, seed);
+    const std::vector<TensorRef> inputs = {{x.data(), x.size() * 4, {hexir::DType::kF32, {32, 32}}}};
+    auto compile = [&](const CompileOptions& o) {
+      return hexir::serializer::compile_source(text, "random.hxir", kSamplesDir, o);
+    };
+    const Sweep s = sweep(compile, inputs, {0.9, 0.75, 0.6, 0.45, 0.3});
+    total.met += s.met;
+    total.refused += s.refused;
+    total.recomputed += s.recomputed;
+  }
+  MESSAGE("random graphs: ", total.met, " budgets met (", total.recomputed, " recomputations), ", total.refused,
+          " refused");
+  CHECK(total.recomputed > 0);
+  CHECK(total.refused > 0);
+}

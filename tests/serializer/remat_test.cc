@@ -1,0 +1,250 @@
+// Rematerialization under a device memory budget (remat.h): the budget option,
+// the plan meeting a budget by recomputing values, the error when it cannot,
+// and what the file says about each recomputation.
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "remat.h"
+#include "test_util.h"
+
+namespace hexir::serializer::testing {
+namespace {
+
+// %a and %b are read by %e and again at the end: both live across the two
+// matmuls, where the peak is (four 16 KiB values). Each is cheap to compute
+// again from %x, an input (live throughout). Recomputing one lowers the peak
+// to three values, both to two (%e then runs in place on one of them).
+constexpr const char* kHeld = R"(module @held
+const @c : f32[64,64] = splat 2.0
+func @main(%x: f32[64,64]) -> (f32[64,64]) {
+  %a = call @gelu(%x) {approximate = "tanh"} : f32[64,64]
+  %b = call @mul(%x, @c) : f32[64,64]
+  %e = call @add(%a, %b) : f32[64,64]
+  %p = call @matmul(%e, %x) : f32[64,64]
+  %q = call @tanh(%p) : f32[64,64]
+  %r = call @matmul(%q, %q) : f32[64,64]
+  %s = call @add(%r, %a) : f32[64,64]
+  %y = call @add(%s, %b) : f32[64,64]
+  return %y
+}
+)";
+constexpr uint64_t kValue = 64 * 64 * 4;
+
+Result<ModulePlan> plan_with(std::string_view source, std::optional<uint64_t> budget) {
+  CompileOptions options;
+  options.device_budget = budget;
+  return plan_module(parse_ok(source), options, "t.hxir");
+}
+
+}  // namespace
+
+TEST_CASE("--memory-budget: device=BYTES with KiB, MiB and GiB suffixes") {
+  CompileOptions o;
+  REQUIRE(parse_memory_budget("device=4096", o).ok());
+  CHECK(o.device_budget == 4096u);
+  for (const std::pair<const char*, uint64_t>& c : {std::pair<const char*, uint64_t>{"device=3KiB", 3u << 10},
+                                    {"device=12MiB", uint64_t{12} << 20},
+                                    {"device=2GiB", uint64_t{2} << 30},
+                                    {"device=7B", 7},
+                                    {"device=0", 0}}) {
+    const std::string text = c.first;  // CAPTURE takes no structured binding (clang 14)
+    CompileOptions each;
+    CAPTURE(text);
+    REQUIRE(parse_memory_budget(text, each).ok());
+    CHECK(each.device_budget == c.second);
+  }
+  auto refusal = [](const char* text) {
+    CompileOptions each;
+    Status s = parse_memory_budget(text, each);
+    REQUIRE_FALSE(s.ok());
+    CHECK_FALSE(each.device_budget.has_value());
+    return s.message();
+  };
+  CHECK(refusal("4096").find("expects SPACE=BYTES") != std::string::npos);
+  CHECK(refusal("gpu=1MiB").find("unknown memory space 'gpu'") != std::string::npos);
+  CHECK(refusal("device=").find("no byte count") != std::string::npos);
+  CHECK(refusal("device=MiB").find("not a byte count") != std::string::npos);
+  CHECK(refusal("device=1.5MiB").find("not a byte count") != std::string::npos);
+  CHECK(refusal("device=-1").find("not a byte count") != std::string::npos);
+  CHECK(refusal("device=1TB").find("not a byte count") != std::string::npos);
+  CHECK(refusal("device=99999999999999999999").find("too large") != std::string::npos);
+  CHECK(refusal("device=17179869184GiB").find("too large") != std::string::npos);
+  CompileOptions twice;
+  REQUIRE(parse_memory_budget("device=1KiB", twice).ok());
+  CHECK(parse_memory_budget("device=2KiB", twice).message().find("given twice") != std::string::npos);
+}
+
+TEST_CASE("a budget needs the arena plan") {
+  CompileOptions o;
+  o.device_budget = 1024;
+  o.plan = PlanStrategy::kNaive;
+  CHECK(check_compile_options(o).message().find("needs the arena plan") != std::string::npos);
+  o.plan = PlanStrategy::kFreeAtLastUse;
+  CHECK(check_compile_options(o).message().find("free-at-last-use") != std::string::npos);
+}
+
+TEST_CASE("no budget, or one the plan meets already: nothing is recomputed") {
+  auto free = plan_with(kHeld, std::nullopt);
+  REQUIRE_MESSAGE(free.ok(), free.status().to_string());
+  const FunctionPlan& p = free->functions[0];
+  CHECK(p.arena_size == 4 * kValue);
+  CHECK(count_recomputations(parse_ok(kHeld).functions[0], p).instructions == 0);
+  auto roomy = plan_with(kHeld, 4 * kValue);
+  REQUIRE(roomy.ok());
+  CHECK(roomy->functions[0].program.size() == p.program.size());
+}
+
+TEST_CASE("a budget below the unconstrained arena is met by recomputing") {
+  const Module m = parse_ok(kHeld);
+  for (const std::pair<uint64_t, int>& c : {std::pair<uint64_t, int>{3 * kValue, 1}, {2 * kValue, 2}}) {
+    const uint64_t budget = c.first;
+    const int recomputed = c.second;
+    CAPTURE(budget);
+    CompileOptions options;
+    options.device_budget = budget;
+    auto plan = plan_module(m, options, "t.hxir");
+    REQUIRE_MESSAGE(plan.ok(), plan.status().to_string());
+    const FunctionPlan& p = plan->functions[0];
+    CHECK(p.arena_size <= budget);
+    CHECK(p.lower_bound <= budget);
+    const RecomputeCount count = count_recomputations(m.functions[0], p);
+    CHECK(count.instructions == recomputed);
+    // gelu and mul each cost one FLOP per element (ops/cost.h).
+    CHECK(count.flops == static_cast<uint64_t>(recomputed) * 64 * 64);
+  }
+  CompileOptions options;
+  options.device_budget = 3 * kValue;
+  auto plan = plan_module(m, options, "t.hxir");
+  REQUIRE(plan.ok());
+  const FunctionPlan& p = plan->functions[0];
+  // The recomputation copies its original's instruction: the same node
+  // (operator and parameters), the same inputs, a new arena value naming
+  // its original, placed after the peak just before the add reading it.
+  int seen = 0;
+  for (size_t k = 1; k + 1 < p.program.size(); ++k) {
+    const Instruction& inst = p.program[k];
+    if (!inst.recomputed) continue;
+    ++seen;
+    REQUIRE(inst.outputs.size() == 1);
+    const ValuePlan& out = p.values[static_cast<size_t>(inst.outputs[0])];
+    REQUIRE(out.recomputes >= 0);
+    const Value& original = m.functions[0].values[static_cast<size_t>(out.recomputes)];
+    CHECK((original.name == "a" || original.name == "b"));
+    CHECK(original.node == inst.node);
+    CHECK(value_at(m.functions[0], p, inst.outputs[0]).type == original.type);
+    CHECK(out.storage == Storage::kArena);
+    CHECK(inst.inputs == m.functions[0].nodes[static_cast<size_t>(inst.node)].inputs);
+    CHECK(p.program[k + 1].op == ops::OpId::kAdd);
+    CHECK(p.program[k - 1].op == ops::OpId::kMatmul);
+  }
+  CHECK(seen == 1);
+}
+
+TEST_CASE("a value read only after the peak is moved there, not recomputed") {
+  // %a is computed first but read only at the end: the pass moves its
+  // instruction after the peak (no FLOPs added, nothing marked).
+  constexpr const char* kLate = R"(module @late
+func @main(%x: f32[64,64]) -> (f32[64,64]) {
+  %a = call @neg(%x) : f32[64,64]
+  %p = call @matmul(%x, %x) : f32[64,64]
+  %r = call @matmul(%p, %p) : f32[64,64]
+  %y = call @add(%r, %a) : f32[64,64]
+  return %y
+}
+)";
+  const Module m = parse_ok(kLate);
+  auto free = plan_with(kLate, std::nullopt);
+  REQUIRE(free.ok());
+  CHECK(free->functions[0].arena_size == 3 * kValue);
+  auto plan = plan_with(kLate, 2 * kValue);
+  REQUIRE_MESSAGE(plan.ok(), plan.status().to_string());
+  const FunctionPlan& p = plan->functions[0];
+  CHECK(p.arena_size == 2 * kValue);
+  CHECK(count_recomputations(m.functions[0], p).instructions == 0);
+  REQUIRE(p.program.size() == 4);
+  CHECK(p.program[2].op == ops::OpId::kNeg);
+  CHECK(value_at(m.functions[0], p, p.program[2].outputs[0]).name == "a");
+  CHECK(p.added.size() == free->functions[0].added.size());
+}
+
+TEST_CASE("a budget below what any recomputation reaches fails naming the smallest arena and why") {
+  auto plan = plan_with(kHeld, kValue);
+  REQUIRE_FALSE(plan.ok());
+  const std::string message = plan.status().message();
+  CAPTURE(message);
+  CHECK(message.starts_with("t.hxir: memory budget device=16384 bytes cannot be met"));
+  CHECK(message.find("the smallest device arena reached is 32768 bytes (65536 without a budget, lower bound 32768)") !=
+        std::string::npos);
+  // Where the peak is and what is live there, each with its reason.
+  CHECK(message.find("@main peaks at 32768 live bytes at instruction 1 (mul writing %b)") != std::string::npos);
+  CHECK(message.find("%b (16384 bytes, written here)") != std::string::npos);
+  CHECK(message.find("%a (16384 bytes, recomputing it does not lower the peak)") != std::string::npos);
+}
+
+TEST_CASE("a chain is recomputed when its inputs are dead at the later use") {
+  // %v = tanh(layernorm(%x)) is read by %w and after the peak. %h is dead
+  // after %w (which runs in place on it), so recomputing %v alone would keep
+  // %h alive across the peak; recomputing %h too needs only %x, an input.
+  constexpr const char* kChain = R"(module @chain
+const @g : f32[64] = splat 1.0
+const @z : f32[64] = splat 0.0
+func @main(%x: f32[64,64]) -> (f32[64,64]) {
+  %h = call @layernorm(%x, @g, @z) {axis = -1, epsilon = 1e-5} : f32[64,64]
+  %v = call @tanh(%h) : f32[64,64]
+  %w = call @mul(%h, %v) : f32[64,64]
+  %p = call @matmul(%w, %w) : f32[64,64]
+  %r = call @matmul(%p, %p) : f32[64,64]
+  %y = call @add(%r, %v) : f32[64,64]
+  return %y
+}
+)";
+  const Module m = parse_ok(kChain);
+  auto free = plan_with(kChain, std::nullopt);
+  REQUIRE(free.ok());
+  auto plan = plan_with(kChain, free->functions[0].arena_size - kValue);
+  REQUIRE_MESSAGE(plan.ok(), plan.status().to_string());
+  const RecomputeCount count = count_recomputations(m.functions[0], plan->functions[0]);
+  CHECK(count.instructions == 2);
+  CHECK(plan->functions[0].arena_size <= free->functions[0].arena_size - kValue);
+}
+
+TEST_CASE("functions with loops are left as they are, and the error says so") {
+  constexpr const char* kLoop = R"(module @loop
+func @main(%x: f32[64,64], %n: i64[]) -> (f32[64,64]) {
+  %a = call @neg(%x) : f32[64,64]
+  %r = for %i = 0 to %n iter(%c = %x) {
+    %t = call @matmul(%c, %c) : f32[64,64]
+    yield %t
+  }
+  %y = call @add(%r, %a) : f32[64,64]
+  return %y
+}
+)";
+  auto plan = plan_with(kLoop, 1024);
+  REQUIRE_FALSE(plan.ok());
+  CHECK(plan.status().message().find("does not reach into functions with loops or ifs") != std::string::npos);
+}
+
+TEST_CASE("the written file marks every recomputation and the verifier accepts it") {
+  CompileOptions options;
+  options.device_budget = 3 * kValue;
+  auto bytes = compile_source(kHeld, "t.hxir", data_dir(), options);
+  REQUIRE_MESSAGE(bytes.ok(), bytes.status().to_string());
+  auto verified = format::verify_executable(*bytes);
+  REQUIRE_MESSAGE(verified.ok(), verified.status().to_string());
+  const fb::Module& fm = *verified->module;
+  CHECK(fm.arena()->size() <= 3 * kValue);
+  int recomputed = 0;
+  for (uint32_t s = 0; s < fm.slots()->size(); ++s) {
+    const fb::Slot& slot = *fm.slots()->Get(s);
+    if (slot.recomputes() < 0) continue;
+    ++recomputed;
+    const fb::Slot& original = *fm.slots()->Get(static_cast<uint32_t>(slot.recomputes()));
+    CHECK(slot.name()->str() == original.name()->str() + ".remat1");
+    CHECK(static_cast<uint32_t>(slot.recomputes()) < s);
+  }
+  CHECK(recomputed == 1);
+}
+
+}  // namespace hexir::serializer::testing
