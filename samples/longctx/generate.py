@@ -1,0 +1,118 @@
+#!/usr/bin/python3
+"""Writes a long-context transformer sample for the memory-budget benchmark.
+
+    /usr/bin/python3 samples/longctx/generate.py OUTDIR [--seq 4096] [--layers 2]
+
+OUTDIR gets longctx.hxir, its weights (longctx/*.npy), an input x.npy and the
+numpy reference expected.npy (float64 from the float32 weights, cast at the
+end). Nothing is written into the source tree: at sequence 4096 the input and
+the reference are 4 MiB each.
+
+The model: LAYERS pre-norm encoder layers, d_model 256, 4 heads of 64,
+feed-forward 1024. The attention is written head by head, the way an
+exporter that unrolls heads writes it: first every head's projections
+(h @ wq_i + bq_i, per-head weights), then per head the scores
+q_i @ transpose(k_i) * 1/8, softmax, @ v_i; the heads are concatenated and
+projected by wo. A head's scores are [seq, seq] (64 MiB at 4096): that is the
+peak, with every value held across it (the later heads' projections, the
+residual stream, earlier heads' outputs) on top.
+"""
+
+import argparse
+import math
+import os
+
+import numpy as np
+
+D, HEADS, DH, FF = 256, 4, 64, 1024
+
+
+def layernorm(x, g, b, eps=1e-5):
+    m = x.mean(-1, keepdims=True)
+    v = ((x - m) ** 2).mean(-1, keepdims=True)
+    return (x - m) / np.sqrt(v + eps) * g + b
+
+
+def softmax(x):
+    e = np.exp(x - x.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+def gelu_tanh(x):
+    return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("outdir")
+    ap.add_argument("--seq", type=int, default=4096)
+    ap.add_argument("--layers", type=int, default=2)
+    args = ap.parse_args()
+    S, L = args.seq, args.layers
+    wdir = os.path.join(args.outdir, "longctx")
+    os.makedirs(wdir, exist_ok=True)
+    rng = np.random.default_rng(12)
+    consts, body = [], []
+
+    def weight(name, shape, fan_in):
+        bound = 1.0 / math.sqrt(fan_in)
+        a = rng.uniform(-bound, bound, size=shape).astype(np.float32)
+        np.save(os.path.join(wdir, name + ".npy"), a)
+        dims = ",".join(str(d) for d in shape)
+        consts.append(f'const @{name} : f32[{dims}] = file "longctx/{name}.npy"')
+        return a.astype(np.float64)
+
+    consts.append("const @scale : f32[] = splat 0.125")
+    consts.append(f"const @ones : f32[{D}] = splat 1.0")
+    consts.append(f"const @zeros : f32[{D}] = splat 0.0")
+    x = rng.standard_normal((S, D)).astype(np.float32)
+    np.save(os.path.join(args.outdir, "x.npy"), x)
+    ref = x.astype(np.float64)
+    cur = "%x"
+    T = f"f32[{S},{D}]"
+    for l in range(L):
+        p = f"l{l}_"
+        body.append(f"  %{p}h = call @layernorm({cur}, @ones, @zeros) {{axis = -1, epsilon = 1e-5}} : {T}")
+        h = layernorm(ref, 1.0, 0.0)
+        heads = []
+        w = {}
+        for i in range(HEADS):
+            for t in "qkv":
+                w[t, i] = (weight(f"{p}w{t}{i}", (D, DH), D), weight(f"{p}b{t}{i}", (DH,), D))
+                body.append(f"  %{p}{t}{i} = call @matmul(%{p}h, @{p}w{t}{i}, @{p}b{t}{i}) : f32[{S},{DH}]")
+        for i in range(HEADS):
+            body.append(f"  %{p}kt{i} = call @transpose(%{p}k{i}) {{perm = [1, 0]}} : f32[{DH},{S}]")
+            body.append(f"  %{p}s{i} = call @matmul(%{p}q{i}, %{p}kt{i}) : f32[{S},{S}]")
+            body.append(f"  %{p}c{i} = call @mul(%{p}s{i}, @scale) : f32[{S},{S}]")
+            body.append(f"  %{p}p{i} = call @softmax(%{p}c{i}) {{axis = -1}} : f32[{S},{S}]")
+            body.append(f"  %{p}o{i} = call @matmul(%{p}p{i}, %{p}v{i}) : f32[{S},{DH}]")
+            q = h @ w["q", i][0] + w["q", i][1]
+            k = h @ w["k", i][0] + w["k", i][1]
+            v = h @ w["v", i][0] + w["v", i][1]
+            heads.append(softmax((q @ k.T) * 0.125) @ v)
+        outs = ", ".join(f"%{p}o{i}" for i in range(HEADS))
+        body.append(f"  %{p}cat = call @concat({outs}) {{axis = 1}} : {T}")
+        wo, bo = weight(f"{p}wo", (D, D), D), weight(f"{p}bo", (D,), D)
+        body.append(f"  %{p}a = call @matmul(%{p}cat, @{p}wo, @{p}bo) : {T}")
+        body.append(f"  %{p}x1 = call @add({cur}, %{p}a) : {T}")
+        x1 = ref + (np.concatenate(heads, axis=1) @ wo + bo)
+        body.append(f"  %{p}g = call @layernorm(%{p}x1, @ones, @zeros) {{axis = -1, epsilon = 1e-5}} : {T}")
+        wu, bu = weight(f"{p}w_up", (D, FF), D), weight(f"{p}b_up", (FF,), D)
+        wd, bd = weight(f"{p}w_down", (FF, D), FF), weight(f"{p}b_down", (D,), FF)
+        body.append(f"  %{p}u = call @matmul(%{p}g, @{p}w_up, @{p}b_up) : f32[{S},{FF}]")
+        body.append(f"  %{p}ug = call @gelu(%{p}u) {{approximate = \"tanh\"}} : f32[{S},{FF}]")
+        body.append(f"  %{p}d = call @matmul(%{p}ug, @{p}w_down, @{p}b_down) : {T}")
+        body.append(f"  %{p}y = call @add(%{p}x1, %{p}d) : {T}")
+        ref = x1 + (gelu_tanh(layernorm(x1, 1.0, 0.0) @ wu + bu) @ wd + bd)
+        cur = f"%{p}y"
+    text = [f"// Generated by samples/longctx/generate.py: {L} layers, sequence {S}, d_model {D},",
+            f"// {HEADS} heads of {DH} written head by head, feed-forward {FF}.",
+            "module @longctx", ""] + consts + ["", f"func @main(%x: {T}) -> ({T}) {{"] + body + [
+            f"  return {cur}", "}", ""]
+    with open(os.path.join(args.outdir, "longctx.hxir"), "w") as f:
+        f.write("\n".join(text))
+    np.save(os.path.join(args.outdir, "expected.npy"), ref.astype(np.float32))
+
+
+if __name__ == "__main__":
+    main()
