@@ -120,6 +120,14 @@ _program_prepare = _declare("hexir_program_prepare", _status, ctypes.c_void_p, c
 _program_release = _declare("hexir_program_release", None, ctypes.c_void_p)
 _context_create = _declare("hexir_context_create", _status, ctypes.c_void_p, _P(ctypes.c_void_p))
 _context_release = _declare("hexir_context_release", None, ctypes.c_void_p)
+_buffer_allocate = _declare("hexir_buffer_allocate", _status, ctypes.c_void_p, ctypes.c_uint64,
+                            _P(ctypes.c_void_p))
+_buffer_release = _declare("hexir_buffer_release", None, ctypes.c_void_p)
+_buffer_data = _declare("hexir_buffer_data", ctypes.c_void_p, ctypes.c_void_p)
+_buffer_write = _declare("hexir_buffer_write", _status, ctypes.c_void_p, ctypes.c_uint64, ctypes.c_void_p,
+                         ctypes.c_uint64)
+_buffer_read = _declare("hexir_buffer_read", _status, ctypes.c_void_p, ctypes.c_uint64, ctypes.c_void_p,
+                        ctypes.c_uint64)
 _context_invoke = _declare("hexir_context_invoke", _status, ctypes.c_void_p, ctypes.c_size_t, _P(_Tensor),
                            ctypes.c_size_t, _P(_Tensor), ctypes.c_size_t)
 
@@ -166,28 +174,27 @@ class Program:
 
     def __init__(self, path, device="cpu", threads=0):
         self._program = None
+        self._device = None
         options = _DeviceOptions()
         _device_options_init(ctypes.byref(options))
         options.threads = threads
         dev = ctypes.c_void_p()
         _check(_device_create(device.encode(), ctypes.byref(options), ctypes.byref(dev)))
+        self._device = dev  # kept for the device buffers of contexts that stage arguments
         module = ctypes.c_void_p()
+        _check(_module_load_file(os.fsencode(path), None, ctypes.byref(module)))
         try:
-            _check(_module_load_file(os.fsencode(path), None, ctypes.byref(module)))
-            try:
-                self.name = _module_name(module).decode()
-                self.functions, self._codes = self._reflect(module)
-                memory = _ModuleMemory()
-                _module_memory(module, ctypes.byref(memory))
-                self.memory = {f: getattr(memory, f) for f, _ in _ModuleMemory._fields_}
-                program = ctypes.c_void_p()
-                _check(_program_prepare(module, dev, ctypes.byref(program)))
-                self._program = program
-                self.device = _device_name(dev).decode()
-            finally:
-                _module_release(module)  # the program keeps what it needs
+            self.name = _module_name(module).decode()
+            self.functions, self._codes = self._reflect(module)
+            memory = _ModuleMemory()
+            _module_memory(module, ctypes.byref(memory))
+            self.memory = {f: getattr(memory, f) for f, _ in _ModuleMemory._fields_}
+            program = ctypes.c_void_p()
+            _check(_program_prepare(module, dev, ctypes.byref(program)))
+            self._program = program
+            self.device = _device_name(dev).decode()
         finally:
-            _device_release(dev)
+            _module_release(module)  # the program keeps what it needs
 
     @staticmethod
     def _reflect(module):
@@ -206,14 +213,20 @@ class Program:
             codes[name] = ([c for _, c in inputs], [c for _, c in outputs])
         return functions, codes
 
-    def context(self):
-        """A new context (its own arena): not thread-safe, make one per thread."""
-        return Context(self)
+    def context(self, staged=None):
+        """A new context (its own arena): not thread-safe, make one per thread.
+        staged (default: on for every device but the cpu): arguments go
+        through device buffers of the context (hexir_buffer_*), allocated at
+        the first call of each function and reused."""
+        return Context(self, staged)
 
     def __del__(self):
         if getattr(self, "_program", None):
             _program_release(self._program)
             self._program = None
+        if getattr(self, "_device", None):
+            _device_release(self._device)
+            self._device = None
 
     def __repr__(self):
         return "hexir.Program(%r on %s, functions %s)" % (self.name, self.device, list(self.functions))
@@ -223,9 +236,11 @@ class Context:
     """ctx(**inputs) runs the module's only function (or 'main');
     ctx("name", **inputs) any function. Returns {output name: numpy array}."""
 
-    def __init__(self, program):
+    def __init__(self, program, staged=None):
         self._context = None
+        self._buffers = {}
         self.program = program
+        self.staged = program.device != "cpu" if staged is None else bool(staged)
         context = ctypes.c_void_p()
         _check(_context_create(program._program, ctypes.byref(context)))
         self._context = context
@@ -286,13 +301,51 @@ class Context:
             keep.append(dims)
             results.append(result)
             outs[j] = _Tensor(result.ctypes.data, result.nbytes, code, len(sig.shape), dims)
+        if self.staged:
+            self._stage(fn, arrays, args, outs)
         _check(_context_invoke(self._context, fn.index, args, len(names), outs, len(fn.outputs)))
+        if self.staged:
+            for j, result in enumerate(results):
+                if outs[j].data in self._staged_at:
+                    _check(_buffer_read(self._staged_at[outs[j].data], 0, result.ctypes.data, result.nbytes))
         return {sig.name or str(j): r for j, (sig, r) in enumerate(zip(fn.outputs, results))}
+
+    def _buffer(self, key, size):
+        buffer = self._buffers.get(key)
+        if buffer is None:
+            buffer = ctypes.c_void_p()
+            _check(_buffer_allocate(self.program._device, size, ctypes.byref(buffer)))
+            self._buffers[key] = buffer
+        return buffer
+
+    def _stage(self, fn, arrays, args, outs):
+        """Points the arguments at device buffers holding the inputs. An
+        argument of the wrong size or dtype stays on the host: the library
+        refuses it by its type before reading any byte."""
+        self._staged_at = {}
+        for i, (sig, array) in enumerate(zip(fn.inputs, arrays)):
+            if array.nbytes != sig.byte_size or args[i].dtype != self.program._codes[fn.name][0][i]:
+                continue
+            buffer = self._buffer((fn.index, "in", i), sig.byte_size)
+            _check(_buffer_write(buffer, 0, array.ctypes.data, array.nbytes))
+            args[i].data = _buffer_data(buffer)
+            self._staged_at[args[i].data] = buffer
+        for j, sig in enumerate(fn.outputs):
+            donated = [i for i, s in enumerate(fn.inputs) if s.donated_to == j]
+            if donated:
+                outs[j].data = args[donated[0]].data
+            else:
+                buffer = self._buffer((fn.index, "out", j), sig.byte_size)
+                outs[j].data = _buffer_data(buffer)
+                self._staged_at[outs[j].data] = buffer
 
     def __del__(self):
         if getattr(self, "_context", None):
             _context_release(self._context)
             self._context = None
+        for buffer in getattr(self, "_buffers", {}).values():
+            _buffer_release(buffer)
+        self._buffers = {}
 
 
 def load(path, device="cpu", threads=0):

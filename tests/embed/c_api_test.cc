@@ -160,6 +160,8 @@ TEST_CASE("c api: the ABI version and names") {
   CHECK(std::string(hexir_dtype_name(HEXIR_DTYPE_BF16)) == "bf16");
   CHECK(hexir_dtype_size(HEXIR_DTYPE_I64) == 8);
   CHECK(hexir_dtype_size(static_cast<hexir_dtype_t>(42)) == 0);
+  CHECK(hexir_dtype_size(static_cast<hexir_dtype_t>(256)) == 0);  // not taken modulo 256
+  CHECK(std::string(hexir_dtype_name(static_cast<hexir_dtype_t>(259))) == "?");
   CHECK(std::string(hexir_dtype_name(static_cast<hexir_dtype_t>(-1))) == "?");
   CHECK(std::string(hexir_status_code_name(HEXIR_STATUS_DATA_LOSS)) == hexir::status_code_name(hexir::StatusCode::kDataLoss));
   CHECK(hexir_status_code(nullptr) == HEXIR_STATUS_OK);
@@ -374,6 +376,9 @@ TEST_CASE("c api: bad calls get a status naming what and where") {
   wrong_dtype.dtype = static_cast<hexir_dtype_t>(77);
   CHECK(take(hexir_context_invoke(context, 0, &wrong_dtype, 1, nullptr, 0)) ==
         "hexir_context_invoke: input 0 has dtype 77, not a hexir_dtype_t");
+  wrong_dtype.dtype = static_cast<hexir_dtype_t>(256);  // f32 modulo 256
+  CHECK(take(hexir_context_invoke(context, 0, &wrong_dtype, 1, nullptr, 0)) ==
+        "hexir_context_invoke: input 0 has dtype 256, not a hexir_dtype_t");
   CHECK(take(hexir_context_invoke(context, 0, nullptr, 0, nullptr, 0)) == "function 'main' takes 1 inputs, got 0");
   CHECK(take(hexir_context_invoke(context, 0, nullptr, 1, nullptr, 0)) ==
         "hexir_context_invoke: a NULL argument list with a nonzero count");
@@ -438,4 +443,61 @@ func @g(%cache: f32[4] donate, %x: f32[4]) -> (f32[4]) {
   CHECK(take(hexir_context_invoke(second, 0, args, 2, &bad, 1)) ==
         "output 0 of function 'g' is computed in place in donated input 'cache': pass that input's buffer as the output");
   hexir_context_release(second);
+}
+
+TEST_CASE("c api: device buffers carry the arguments (cpu; cuda when present)") {
+  const Sample& s = sample();
+  for (const char* name : {"cpu", "cuda"}) {
+    CAPTURE(name);
+    hexir_device_t* device = nullptr;
+    hexir_status_t* status = hexir_device_create(name, nullptr, &device);
+    if (std::string(name) != "cpu" && hexir_status_code(status) == HEXIR_STATUS_UNAVAILABLE) {
+      std::printf("HEXIR_SKIP: c api on %s: %s\n", name, hexir_status_message(status));
+      hexir_status_free(status);
+      continue;
+    }
+    REQUIRE(take(status) == "OK");
+    hexir_module_t* module = nullptr;
+    REQUIRE(take(hexir_module_load_file(s.hxe.c_str(), nullptr, &module)) == "OK");
+    hexir_program_t* program = nullptr;
+    REQUIRE(take(hexir_program_prepare(module, device, &program)) == "OK");
+    hexir_module_release(module);
+    hexir_context_t* context = nullptr;
+    REQUIRE(take(hexir_context_create(program, &context)) == "OK");
+    hexir_program_release(program);
+
+    hexir_buffer_t *in = nullptr, *out = nullptr;
+    REQUIRE(take(hexir_buffer_allocate(device, 4096, &in)) == "OK");
+    REQUIRE(take(hexir_buffer_allocate(device, 320, &out)) == "OK");
+    hexir_device_release(device);  // the buffers and the program keep it
+    CHECK(hexir_buffer_size(in) == 4096);
+    CHECK(hexir_buffer_data(in) != nullptr);
+    CHECK(reinterpret_cast<uintptr_t>(hexir_buffer_data(in)) % 64 == 0);
+    // Written in two pieces, to exercise the offset.
+    REQUIRE(take(hexir_buffer_write(in, 0, s.input.data(), 2048)) == "OK");
+    REQUIRE(take(hexir_buffer_write(in, 2048, s.input.data() + 512, 2048)) == "OK");
+    hexir_tensor_t x = tensor(hexir_buffer_data(in), 4096), y = tensor(hexir_buffer_data(out), 320);
+    REQUIRE(take(hexir_context_invoke(context, 0, &x, 1, &y, 1)) == "OK");
+    std::vector<float> host(80);
+    REQUIRE(take(hexir_buffer_read(out, 0, host.data(), 320)) == "OK");
+    check_close(host.data(), s.expected);
+    float last = 0;
+    REQUIRE(take(hexir_buffer_read(out, 316, &last, 4)) == "OK");
+    CHECK(last == host[79]);
+
+    CHECK(take(hexir_buffer_write(in, 4000, s.input.data(), 100)) ==
+          "hexir_buffer_write: bytes [4000, +100) are outside the 4096-byte buffer");
+    CHECK(take(hexir_buffer_read(out, ~uint64_t{0}, host.data(), 2)) ==
+          "hexir_buffer_read: bytes [18446744073709551615, +2) are outside the 320-byte buffer");
+    CHECK(take(hexir_buffer_read(out, 0, nullptr, 4)) == "hexir_buffer_read: host is NULL");
+    CHECK(take(hexir_buffer_write(nullptr, 0, host.data(), 4)) == "hexir_buffer_write: buffer is NULL");
+    hexir_buffer_release(in);
+    hexir_buffer_release(out);
+    hexir_buffer_t* none = nullptr;
+    CHECK(take(hexir_buffer_allocate(nullptr, 4, &none)) == "hexir_buffer_allocate: device is NULL");
+    CHECK(none == nullptr);
+    hexir_buffer_release(nullptr);
+    CHECK(hexir_buffer_data(nullptr) == nullptr);
+    hexir_context_release(context);
+  }
 }

@@ -58,17 +58,19 @@ for sample in ("mlp", "convnet", "transformer"):
     program = hexir.load(compile_hxir(os.path.join(samples, sample + ".hxir"), sample))
     fn = program.functions["main"]
     inputs = {t.name: np.load(os.path.join(samples, sample, "input_%s.npy" % t.name)) for t in fn.inputs}
-    ctx = program.context()
-    for run in range(2):  # a context runs again with the same results
-        out = ctx(**inputs)
-        check(list(out) == [t.name or str(j) for j, t in enumerate(fn.outputs)], "%s: output names" % sample)
-        for j, (name, got) in enumerate(out.items()):
-            want = np.load(os.path.join(samples, sample, "expected_%d.npy" % j))
-            same = got.shape == want.shape and got.dtype == want.dtype and (
-                np.array_equal(got, want) if got.dtype.kind in "iub" else
-                np.allclose(got, want, rtol=1e-4, atol=1e-5))
-            check(same, "%s run %d: output %d '%s' %s%s matches expected_%d.npy" % (
-                sample, run, j, name, got.dtype, list(got.shape), j))
+    # Staged: the arguments through device buffers (hexir_buffer_*), as on cuda.
+    for ctx, how in ((program.context(), ""), (program.context(staged=True), "staged ")):
+        for run in range(2):  # a context runs again with the same results
+            out = ctx(**inputs)
+            check(list(out) == [t.name or str(j) for j, t in enumerate(fn.outputs)],
+                  "%s%s: output names" % (how, sample))
+            for j, (name, got) in enumerate(out.items()):
+                want = np.load(os.path.join(samples, sample, "expected_%d.npy" % j))
+                same = got.shape == want.shape and got.dtype == want.dtype and (
+                    np.array_equal(got, want) if got.dtype.kind in "iub" else
+                    np.allclose(got, want, rtol=1e-4, atol=1e-5))
+                check(same, "%s%s run %d: output %d '%s' %s%s matches expected_%d.npy" % (
+                    how, sample, run, j, name, got.dtype, list(got.shape), j))
 
 # Reflection.
 program = hexir.load(compile_hxir(os.path.join(samples, "mlp.hxir"), "mlp"), threads=1)
@@ -86,15 +88,19 @@ with open(donate, "w") as f:
 program = hexir.load(compile_hxir(donate, "donate"))
 check(program.functions["step"].inputs[0].donated_to == 0, "donate: cache donated to output 0")
 cache = np.arange(4, dtype=np.float32)
-out = program.context()(cache=cache, x=np.full(4, 10, np.float32))
-check(np.array_equal(list(out.values())[0], [10, 11, 12, 13]) and np.array_equal(cache, [0, 1, 2, 3]),
-      "donate: result %s, caller's cache unchanged" % list(out.values())[0])
+for staged in (False, True):
+    out = program.context(staged=staged)(cache=cache, x=np.full(4, 10, np.float32))
+    check(np.array_equal(list(out.values())[0], [10, 11, 12, 13]) and np.array_equal(cache, [0, 1, 2, 3]),
+          "donate%s: result %s, caller's cache unchanged" % (" staged" if staged else "", list(out.values())[0]))
 
 # Errors of the C API, raised with its message.
 ctx = hexir.load(compile_hxir(os.path.join(samples, "mlp.hxir"), "mlp")).context()
 expect_error("INVALID_ARGUMENT", "expected f32[8,128], got f32[4,128]",
              lambda: ctx(x=np.zeros((4, 128), np.float32)), "wrong shape")
 expect_error("INVALID_ARGUMENT", "got i32[8,128]", lambda: ctx(x=np.zeros((8, 128), np.int32)), "wrong dtype")
+staged = hexir.load(os.path.join(scratch, "mlp.hxe")).context(staged=True)
+expect_error("INVALID_ARGUMENT", "expected f32[8,128], got f32[8,64]",
+             lambda: staged(x=np.zeros((8, 64), np.float32)), "staged, wrong shape")
 expect_error("INVALID_ARGUMENT", "missing x", lambda: ctx(), "missing input")
 expect_error("NOT_FOUND", "no function 'nope'", lambda: ctx("nope", x=1), "unknown function")
 expect_error("NOT_FOUND", "cannot open", lambda: hexir.load(os.path.join(scratch, "absent.hxe")), "absent file")

@@ -97,6 +97,16 @@ struct hexir_device_s : RefCounted {
   std::string name;
 };
 
+struct hexir_buffer_s : RefCounted {
+  hexir_buffer_s(hexir_device_s* d, hexir::hal::Buffer b) : device(d), buffer(b) {}
+  ~hexir_buffer_s() {
+    device->device->release(buffer);
+    release(device);
+  }
+  hexir_device_s* device;
+  hexir::hal::Buffer buffer;
+};
+
 struct hexir_module_s : RefCounted {
   explicit hexir_module_s(hexir::vm::Module m) : module(std::move(m)) {}
   hexir::vm::Module module;
@@ -147,12 +157,18 @@ void hexir_status_free(hexir_status_t* status) {
   if (status && status != &kOutOfMemory) std::free(status);
 }
 
+namespace {
+bool valid_dtype(hexir_dtype_t dtype) {
+  return static_cast<int>(dtype) >= 0 && static_cast<int>(dtype) < hexir::kDTypeCount;
+}
+}  // namespace
+
 const char* hexir_dtype_name(hexir_dtype_t dtype) {
-  if (!hexir::dtype_is_valid(static_cast<uint8_t>(dtype)) || dtype < 0) return "?";
+  if (!valid_dtype(dtype)) return "?";
   return hexir::dtype_name(static_cast<hexir::DType>(dtype));
 }
 uint32_t hexir_dtype_size(hexir_dtype_t dtype) {
-  if (!hexir::dtype_is_valid(static_cast<uint8_t>(dtype)) || dtype < 0) return 0;
+  if (!valid_dtype(dtype)) return 0;
   return hexir::dtype_size(static_cast<hexir::DType>(dtype));
 }
 
@@ -203,6 +219,59 @@ hexir_status_t* hexir_device_create(const char* name, const hexir_device_options
 
 const char* hexir_device_name(const hexir_device_t* device) { return device ? device->name.c_str() : ""; }
 void hexir_device_release(hexir_device_t* device) { release(device); }
+
+hexir_status_t* hexir_buffer_allocate(hexir_device_t* device, uint64_t size, hexir_buffer_t** out_buffer) {
+  if (!out_buffer) return invalid("hexir_buffer_allocate: out_buffer is NULL");
+  *out_buffer = nullptr;
+  if (!device) return invalid("hexir_buffer_allocate: device is NULL");
+  return guarded([&]() -> hexir_status_t* {
+    hexir::Result<hexir::hal::Buffer> buffer = device->device->allocate(
+        size, hexir::hal::MemoryType::kDeviceLocal, hexir::hal::BufferUsage::kExternal, 64);
+    if (!buffer.ok()) return to_c(buffer.status().annotate("hexir_buffer_allocate"));
+    *out_buffer = new hexir_buffer_s(retain(device), *buffer);
+    return nullptr;
+  });
+}
+
+void hexir_buffer_release(hexir_buffer_t* buffer) { release(buffer); }
+
+void* hexir_buffer_data(const hexir_buffer_t* buffer) {
+  if (!buffer || buffer->buffer.size == 0) return nullptr;
+  return reinterpret_cast<void*>(static_cast<uintptr_t>(buffer->buffer.device_ptr));
+}
+
+uint64_t hexir_buffer_size(const hexir_buffer_t* buffer) { return buffer ? buffer->buffer.size : 0; }
+
+namespace {
+
+hexir_status_t* check_copy(const char* what, const hexir_buffer_t* buffer, uint64_t offset, const void* host,
+                           uint64_t size) {
+  if (!buffer) return invalid(std::string(what) + ": buffer is NULL");
+  if (!host && size > 0) return invalid(std::string(what) + ": host is NULL");
+  uint64_t end = 0;
+  if (__builtin_add_overflow(offset, size, &end) || end > buffer->buffer.size)
+    return invalid(std::string(what) + ": bytes [" + std::to_string(offset) + ", +" + std::to_string(size) +
+                   ") are outside the " + std::to_string(buffer->buffer.size) + "-byte buffer");
+  return nullptr;
+}
+
+}  // namespace
+
+hexir_status_t* hexir_buffer_write(hexir_buffer_t* buffer, uint64_t offset, const void* host, uint64_t size) {
+  if (hexir_status_t* s = check_copy("hexir_buffer_write", buffer, offset, host, size)) return s;
+  if (size == 0) return nullptr;
+  return guarded([&]() -> hexir_status_t* {
+    return to_c(buffer->device->device->write(buffer->buffer, offset, host, size));
+  });
+}
+
+hexir_status_t* hexir_buffer_read(const hexir_buffer_t* buffer, uint64_t offset, void* host, uint64_t size) {
+  if (hexir_status_t* s = check_copy("hexir_buffer_read", buffer, offset, host, size)) return s;
+  if (size == 0) return nullptr;
+  return guarded([&]() -> hexir_status_t* {
+    return to_c(buffer->device->device->read(buffer->buffer, offset, host, size));
+  });
+}
 
 void hexir_load_options_init(hexir_load_options_t* options) {
   if (!options) return;
@@ -411,7 +480,7 @@ hexir_status_t* as_given(const char* kind, const hexir_tensor_t* tensors, size_t
                          const std::vector<hexir::vm::TensorRef>& declared, std::vector<hexir::vm::TensorRef>& refs) {
   for (size_t i = 0; i < count; ++i) {
     const hexir_tensor_t& t = tensors[i];
-    if (t.dtype < 0 || !hexir::dtype_is_valid(static_cast<uint8_t>(t.dtype)))
+    if (!valid_dtype(t.dtype))
       return invalid(std::string("hexir_context_invoke: ") + kind + " " + std::to_string(i) + " has dtype " +
                      std::to_string(static_cast<int>(t.dtype)) + ", not a hexir_dtype_t");
     hexir::vm::TensorRef ref{t.data, t.byte_size, {static_cast<hexir::DType>(t.dtype), {}}};

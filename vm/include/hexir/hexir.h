@@ -118,6 +118,28 @@ const char* hexir_device_name(const hexir_device_t* device);
 /* Releases the caller's reference. NULL is a no-op. */
 void hexir_device_release(hexir_device_t* device);
 
+/* ---- device buffers ------------------------------------------------------- */
+
+/* Memory of a device for invoke's arguments. On the cpu it is host memory
+ * (hexir_buffer_data can be read and written directly); on cuda it is device
+ * memory, which hexir_context_invoke needs for every argument a caller passes,
+ * filled and read with hexir_buffer_write / hexir_buffer_read. */
+typedef struct hexir_buffer_s hexir_buffer_t;
+
+/* `size` bytes (64-byte aligned, contents undefined) on `device`. The buffer
+ * keeps the device alive. *out_buffer: owned by the caller
+ * (hexir_buffer_release). */
+hexir_status_t* hexir_buffer_allocate(hexir_device_t* device, uint64_t size, hexir_buffer_t** out_buffer);
+void hexir_buffer_release(hexir_buffer_t* buffer);
+/* The address to put in hexir_tensor_t.data (a device address on cuda):
+ * valid until the buffer is released. NULL for NULL or a 0-byte buffer. */
+void* hexir_buffer_data(const hexir_buffer_t* buffer);
+uint64_t hexir_buffer_size(const hexir_buffer_t* buffer);
+/* Synchronous copies between `size` bytes of host memory and the buffer's
+ * bytes [offset, offset + size), which must lie inside it. */
+hexir_status_t* hexir_buffer_write(hexir_buffer_t* buffer, uint64_t offset, const void* host, uint64_t size);
+hexir_status_t* hexir_buffer_read(const hexir_buffer_t* buffer, uint64_t offset, void* host, uint64_t size);
+
 /* ---- module --------------------------------------------------------------- */
 
 typedef struct hexir_module_s hexir_module_t;
