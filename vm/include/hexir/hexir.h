@@ -103,7 +103,7 @@ typedef struct hexir_device_options_s {
   int32_t ordinal;
 } hexir_device_options_t;
 
-/* Fills the defaults: threads 0, ordinal -1. */
+/* Fills the caller's struct with the defaults: threads 0, ordinal -1. */
 void hexir_device_options_init(hexir_device_options_t* options);
 
 /* Opens a device by name: "cpu", "cuda", "cuda:1", "cuda-managed", and the
@@ -130,6 +130,8 @@ typedef struct hexir_buffer_s hexir_buffer_t;
  * keeps the device alive. *out_buffer: owned by the caller
  * (hexir_buffer_release). */
 hexir_status_t* hexir_buffer_allocate(hexir_device_t* device, uint64_t size, hexir_buffer_t** out_buffer);
+/* Frees the memory (addresses from hexir_buffer_data die here) and the
+ * buffer's reference to its device. NULL is a no-op. */
 void hexir_buffer_release(hexir_buffer_t* buffer);
 /* The address to put in hexir_tensor_t.data (a device address on cuda):
  * valid until the buffer is released. NULL for NULL or a 0-byte buffer. */
@@ -159,7 +161,7 @@ typedef struct hexir_load_options_s {
   uint64_t max_arena_bytes;
 } hexir_load_options_t;
 
-/* Fills the defaults of hexir::vm::LoadOptions. */
+/* Fills the caller's struct with the defaults of hexir::vm::LoadOptions. */
 void hexir_load_options_init(hexir_load_options_t* options);
 
 /* Maps the file at `path` read-only and verifies it; nothing is copied. The
@@ -175,6 +177,8 @@ hexir_status_t* hexir_module_load_buffer(const void* data, size_t size, const he
 /* Maps the regular file open as `fd` (from offset 0). The caller keeps the
  * descriptor and may close it as soon as this returns. */
 hexir_status_t* hexir_module_load_fd(int fd, const hexir_load_options_t* options, hexir_module_t** out_module);
+/* Releases the caller's reference; programs prepared from the module keep it
+ * alive (and the bytes or mapping it uses). NULL is a no-op. */
 void hexir_module_release(hexir_module_t* module);
 
 /* Reflection: readable before anything is prepared, so a caller can size
@@ -190,7 +194,8 @@ hexir_status_t* hexir_module_find_function(const hexir_module_t* module, const c
 size_t hexir_module_input_count(const hexir_module_t* module, size_t function);
 size_t hexir_module_output_count(const hexir_module_t* module, size_t function);
 
-/* One argument or result of a function. */
+/* One argument or result of a function, filled into the caller's struct; its
+ * pointers are borrowed from the module. */
 typedef struct hexir_tensor_info_s {
   const char* name;    /* borrowed; "" when the file gives none */
   hexir_dtype_t dtype;
@@ -219,6 +224,7 @@ typedef struct hexir_module_memory_s {
   uint64_t context_bytes;
 } hexir_module_memory_t;
 
+/* Fills the caller's *out_memory (all zero for a NULL module). */
 void hexir_module_memory(const hexir_module_t* module, hexir_module_memory_t* out_memory);
 
 /* ---- program ----------------------------------------------------------------- */
@@ -233,6 +239,7 @@ hexir_status_t* hexir_program_prepare(hexir_module_t* module, hexir_device_t* de
                                       hexir_program_t** out_program);
 /* The module it was prepared from: borrowed, valid while the program lives. */
 const hexir_module_t* hexir_program_module(const hexir_program_t* program);
+/* Releases the caller's reference; contexts created from it keep it alive. NULL is a no-op. */
 void hexir_program_release(hexir_program_t* program);
 
 /* ---- context ------------------------------------------------------------------ */
@@ -242,6 +249,9 @@ typedef struct hexir_context_s hexir_context_t;
 /* One arena (and workspace, and output buffers) per context, allocated here
  * and never on invoke. It keeps its program alive. Use one per thread. */
 hexir_status_t* hexir_context_create(hexir_program_t* program, hexir_context_t** out_context);
+/* Frees the context: its arena, its own output buffers (pointers from
+ * hexir_context_output die here) and its reference to the program. NULL is a
+ * no-op. */
 void hexir_context_release(hexir_context_t* context);
 /* Device bytes the context holds: hexir_module_memory's context_bytes. */
 uint64_t hexir_context_device_bytes(const hexir_context_t* context);
@@ -288,6 +298,7 @@ typedef struct hexir_context_stats_s {
   uint64_t invoke_dispatches;
 } hexir_context_stats_t;
 
+/* Fills the caller's *out_stats (all zero for a NULL context). */
 void hexir_context_stats(const hexir_context_t* context, hexir_context_stats_t* out_stats);
 
 #ifdef __cplusplus
