@@ -6,7 +6,9 @@
 // from /proc/PID/smaps_rollup is compared with N x the weights.
 //
 // Two models over the same weight file W [rows, 4096], after a baseline
-// ("none": processes of this program that load nothing):
+// ("none": processes of this program that load nothing), and the first
+// loaded without mapping ("copy-a": LoadOptions::copy_weights, the file read
+// into memory of each process, as a loader that reads instead of mmaps would):
 //   gemv-a   y = W x     W is the matmul's A: read in place from the mapping
 //   gemm-b   y = x W     W is the matmul's B: packed at prepare into memory of
 //                        the process (the GEMM's tile order), and the mapped
@@ -56,6 +58,7 @@ struct Model {
   fs::path hxe;
   std::vector<float> x;
   std::vector<float> reference;
+  bool copy_weights = false;  // read the file into memory of the process instead of mapping it
 };
 
 struct Memory {
@@ -103,7 +106,10 @@ bool read_rollup(pid_t pid, Memory& m) {
   hexir_program_t* program = nullptr;
   hexir_context_t* context = nullptr;
   if (hexir_status_t* s = hexir_device_create("cpu", &options, &device)) fail("device", s);
-  if (hexir_status_t* s = hexir_module_load_file(model.hxe.c_str(), nullptr, &module)) fail("load", s);
+  hexir_load_options_t load_options;
+  hexir_load_options_init(&load_options);
+  load_options.copy_weights = model.copy_weights ? 1 : 0;
+  if (hexir_status_t* s = hexir_module_load_file(model.hxe.c_str(), &load_options, &module)) fail("load", s);
   if (hexir_status_t* s = hexir_program_prepare(module, device, &program)) fail("prepare", s);
   if (hexir_status_t* s = hexir_context_create(program, &context)) fail("context", s);
   std::vector<float> y(model.reference.size());
@@ -250,7 +256,10 @@ int main(int argc, char** argv) {
   std::printf("|---|---|---|---|---|---|---|---|---|\n");
   bool ok = true;
   const Model none{"none", {}, {}, {}};
-  for (const Model* model : std::initializer_list<const Model*>{&none, &a, &b})
+  Model copied = a;
+  copied.name = "copy-a";
+  copied.copy_weights = true;
+  for (const Model* model : std::initializer_list<const Model*>{&none, &a, &copied, &b})
     for (int n : counts) ok = measure(*model, n, weight_mib) && ok;
   if (own_dir) fs::remove_all(dir);
   return ok ? 0 : 1;
