@@ -15,6 +15,7 @@
 #include <fstream>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "alloc_counter.h"
@@ -500,4 +501,33 @@ TEST_CASE("c api: device buffers carry the arguments (cpu; cuda when present)") 
     CHECK(hexir_buffer_data(nullptr) == nullptr);
     hexir_context_release(context);
   }
+}
+
+TEST_CASE("c api: two contexts of one program on two threads, released there") {
+  const Sample& s = sample();
+  hexir_module_t* module = nullptr;
+  REQUIRE(take(hexir_module_load_file(s.hxe.c_str(), nullptr, &module)) == "OK");
+  hexir_program_t* program = nullptr;
+  hexir_context_t* first = context_for(module, &program);
+  hexir_context_t* second = nullptr;
+  REQUIRE(take(hexir_context_create(program, &second)) == "OK");
+  hexir_program_release(program);  // the two contexts share it from here
+  int wrong[2] = {0, 0};
+  auto work = [&s](hexir_context_t* context, int* bad) {
+    std::vector<float> out(80);
+    hexir_tensor_t in = tensor(s.input.data(), 4096), o = tensor(out.data(), 320);
+    for (int i = 0; i < 50; ++i) {
+      hexir_status_t* status = hexir_context_invoke(context, 0, &in, 1, &o, 1);
+      if (status) ++*bad;
+      hexir_status_free(status);
+      for (size_t j = 0; j < 80; ++j)
+        if (!(std::fabs(out[j] - s.expected[j]) <= 1e-5f + 1e-4f * std::fabs(s.expected[j]))) ++*bad;
+    }
+    hexir_context_release(context);  // the last of the two frees program, module and device
+  };
+  std::thread a(work, first, &wrong[0]), b(work, second, &wrong[1]);
+  a.join();
+  b.join();
+  CHECK(wrong[0] == 0);
+  CHECK(wrong[1] == 0);
 }
