@@ -28,11 +28,8 @@ meson install -C "$build" --no-rebuild --destdir "$root" >"$tmp/install.log" 2>&
   { cat "$tmp/install.log"; die "meson install --destdir failed"; }
 pc=$(find "$root" -name hexir.pc -print -quit)
 [ -n "$pc" ] || die "no hexir.pc installed under the prefix"
+# Ours alone: hexir.pc must resolve without any other .pc (libzstd's included).
 export PKG_CONFIG_LIBDIR=${pc%/*} PKG_CONFIG_PATH= PKG_CONFIG_SYSROOT_DIR=$root
-# The system's libzstd.pc for Requires.private (--static), after ours.
-for d in /usr/lib/x86_64-linux-gnu/pkgconfig /usr/lib/pkgconfig /usr/share/pkgconfig; do
-  [ -d "$d" ] && PKG_CONFIG_LIBDIR=$PKG_CONFIG_LIBDIR:$d
-done
 cflags=$(pkg-config --cflags hexir)
 libs=$(pkg-config --libs hexir)
 # A variable inside the staged prefix (pkgconf puts the sysroot in front of some).
