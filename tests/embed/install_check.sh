@@ -8,7 +8,8 @@
 #   C++  main.cc  against libhexir_vm.so
 #   C++  main.cc  against libhexir_vm.a    (pkg-config --static --libs hexir)
 # and that the installed runtime links nothing of the compiler (serializer,
-# planner, ONNX, protobuf). Prints "ok: ..." per check; exits 77 with
+# planner, ONNX, protobuf); then python/hexir over the installed library when
+# $PYTHON (default /usr/bin/python3) has numpy. Prints "ok: ..." per check; exits 77 with
 # "HEXIR_SKIP: reason" when pkg-config or a compiler is missing.
 #
 # usage: install_check.sh BUILD_DIR SOURCE_DIR    (CC, CXX: the compilers)
@@ -81,4 +82,18 @@ static_libs=${static_libs/-lhexir_vm/$libdir/libhexir_vm.a}
   die "C++ sample does not link the static library with pkg-config --static"
 if ldd "$tmp/embed-static" | grep -q hexir_vm; then die "the static sample loads libhexir_vm.so"; fi
 run "C++ sample, static" "$tmp/embed-static"
+# Python over the installed library (the package from the source tree).
+py=${PYTHON:-/usr/bin/python3}
+if [ -x "$py" ] && "$py" -c 'import numpy' 2>/dev/null; then
+  out=$(PYTHONDONTWRITEBYTECODE=1 PYTHONPATH="$src/python" HEXIR_LIBRARY="$so" "$py" -c '
+import sys, numpy as np, hexir
+ctx = hexir.load(sys.argv[1]).context()
+y = ctx(x=np.load(sys.argv[2]))["p"]
+want = np.load(sys.argv[3])
+print("matches" if np.allclose(y, want, rtol=1e-4, atol=1e-5) else "differs", np.abs(y - want).max())
+' "$tmp/mlp.hxe" "$input" "$expected" 2>&1) || { echo "$out"; die "python over the installed library failed"; }
+  case "$out" in matches*) echo "ok: Python over the installed library: $out" ;; *) echo "$out"; die "python: wrong result" ;; esac
+else
+  echo "python over the installed library: skipped ($py has no numpy)"
+fi
 echo "install: all checks passed"
