@@ -80,6 +80,10 @@ std::string instruction_text(const VerifiedModule& v, const fb::Instruction& in)
   text += params_text(m, in);
   text += " : " + types;
   text += "  ; alias=" + binary(in.alias_mask(), in.input_count());
+  // A matmul whose b is read as stored [n, k]: the transpose it stands for was never copied.
+  if (in.opcode() == fb::Opcode::Dispatch && v.kernel_ids[in.kernel()] == ops::OpId::kMatmul &&
+      in.param_count() > 0 && m.param_pool()->Get(in.param_begin()) == 1)
+    text += " b transposed (read in place)";
   if (in.opcode() == fb::Opcode::Dispatch && in.operand_count() > in.input_count()) {
     const int32_t original = m.slots()->Get(m.operand_pool()->Get(in.operand_begin() + in.input_count()))->recomputes();
     if (original >= 0) text += " recomputed " + inspect::slot_name(m, static_cast<uint32_t>(original));

@@ -15,6 +15,29 @@
 
 namespace hexir::hal::cpu::internal {
 
+namespace {
+
+// B stored as its transpose, [n, k] with rows `ld` apart.
+struct TransposedB {
+  const float* b;
+  int64_t ld;
+};
+
+// PackB (kernel_util.h) for a transposed B: B[k0:k0+kc, j0:j0+nr] read from
+// the rows j0.. of the [n, k] storage, kc rows of `width` floats, zero beyond nr.
+void pack_transposed_b(const void* context, int64_t k0, int64_t kc, int64_t j0, int64_t nr, int64_t width,
+                       float* out) {
+  const TransposedB& t = *static_cast<const TransposedB*>(context);
+  for (int64_t j = 0; j < nr; ++j) {
+    const float* row = t.b + (j0 + j) * t.ld + k0;
+    for (int64_t k = 0; k < kc; ++k) out[k * width + j] = row[k];
+  }
+  for (int64_t k = 0; k < kc; ++k)
+    for (int64_t j = nr; j < width; ++j) out[k * width + j] = 0.0f;
+}
+
+}  // namespace
+
 Status matmul(const KernelContext& context, const Dispatch& d) {
   const ops::MatmulPlan& p = plan_of<ops::MatmulPlan>(d);
   if (p.batch_count == 0 || p.m == 0 || p.n == 0) return ok_status();
@@ -34,6 +57,11 @@ Status matmul(const KernelContext& context, const Dispatch& d) {
     args.col_bias = bias;
     args.epilogue = epilogue;
     args.packed_b = static_cast<const float*>(d.prepared);  // one B for every batch element
+    TransposedB transposed{pb + b_offset, p.k};
+    if (p.b_transposed) {  // B stored [n, k]: its strips are packed from columns
+      args.pack_b = pack_transposed_b;
+      args.pack_context = &transposed;
+    }
     gemm(context, args);
     next_index(index, p.batch_dims, p.batch_rank);
   }
@@ -56,7 +84,9 @@ bool matmul_b_shared(const ops::MatmulPlan& p) {
 
 uint64_t matmul_prepared_bytes(const Dispatch& d) {
   const ops::MatmulPlan& p = plan_of<ops::MatmulPlan>(d);
-  if (d.operands[1] == nullptr || p.batch_count == 0 || p.m == 0 || p.n == 0 || p.k == 0 || !matmul_b_shared(p))
+  // A transposed B is a run-time value (a constant's transpose folds at compile time): packed per call.
+  if (d.operands[1] == nullptr || p.batch_count == 0 || p.m == 0 || p.n == 0 || p.k == 0 || !matmul_b_shared(p) ||
+      p.b_transposed)
     return 0;
   return static_cast<uint64_t>(gemm_packed_b_floats(p.k, p.n)) * sizeof(float);
 }

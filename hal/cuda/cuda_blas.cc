@@ -13,6 +13,7 @@ namespace hexir::hal::cuda {
 namespace {
 
 constexpr int kOpN = 0;          // CUBLAS_OP_N
+constexpr int kOpT = 1;          // CUBLAS_OP_T
 constexpr int kDefaultMath = 0;  // CUBLAS_DEFAULT_MATH: full f32, no TF32
 constexpr size_t kWorkspaceBytes = size_t{4} << 20;
 
@@ -98,12 +99,15 @@ BlasHandle::~BlasHandle() {
 Status BlasHandle::gemm(const GemmBatch& g) {
   // cuBLAS is column-major: row-major C[m,n] = A[m,k] B[k,n] is, read
   // column-major, C^T[n,m] = B^T[n,k] A^T[k,m] with B^T stored as B (ld n).
+  // A B stored transposed ([n, k], ld k) reads column-major as B itself: op T.
   const float alpha = 1.0f, beta = 0.0f;
+  const int op_b = g.b_transposed ? kOpT : kOpN;
+  const int ldb = g.b_transposed ? g.k : g.n;
   int rc;
   if (g.batch == 1) {
-    rc = blas_.sgemm(handle_, kOpN, kOpN, g.n, g.m, g.k, &alpha, g.b, g.n, g.a, g.k, &beta, g.c, g.n);
+    rc = blas_.sgemm(handle_, op_b, kOpN, g.n, g.m, g.k, &alpha, g.b, ldb, g.a, g.k, &beta, g.c, g.n);
   } else {
-    rc = blas_.sgemm_strided_batched(handle_, kOpN, kOpN, g.n, g.m, g.k, &alpha, g.b, g.n, g.stride_b, g.a,
+    rc = blas_.sgemm_strided_batched(handle_, op_b, kOpN, g.n, g.m, g.k, &alpha, g.b, ldb, g.stride_b, g.a,
                                      g.k, g.stride_a, &beta, g.c, g.n, g.stride_c, g.batch);
   }
   if (rc != 0) return internal_error("cuBLAS sgemm failed with status " + std::to_string(rc));

@@ -149,6 +149,7 @@ Status matmul(const Dispatch& d, Launcher& launcher) {
     g.stride_a = q.a_batch_stride;
     g.stride_b = q.b_batch_stride;
     g.stride_c = q.m * q.n;
+    g.b_transposed = q.b_transposed != 0;
     HEXIR_RETURN_IF_ERROR(launcher.gemm(g));
     if (!q.has_bias && q.epilogue.activation == 0) return ok_status();
     return launcher.launch(Kernel::kMatmulEpilogue, linear_config(q.batch_count * q.m * q.n), &p);

@@ -28,6 +28,7 @@ struct GemmBatch {
   int32_t m = 0, n = 0, k = 0;
   int32_t batch = 1;
   int64_t stride_a = 0, stride_b = 0, stride_c = 0;
+  bool b_transposed = false;  // b stored [n, k] per batch element
 };
 
 class Launcher {

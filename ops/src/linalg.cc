@@ -115,36 +115,56 @@ Epilogue plan_epilogue(std::span<const int64_t> params, size_t offset) {
 
 namespace {
 
+// Parameters: none, or [transpose_b] then the epilogue's words:
+// [transpose_b, activation, alpha, beta].
 Result<std::vector<int64_t>> lower_matmul(std::span<const TensorType>, const AttrMap& attrs,
                                           std::span<const TensorType>) {
-  HEXIR_RETURN_IF_ERROR(check_attr_names(kMatmul, attrs, {"activation", "activation_alpha", "activation_beta"}));
-  return lower_epilogue(kMatmul, attrs);
+  HEXIR_RETURN_IF_ERROR(
+      check_attr_names(kMatmul, attrs, {"transpose_b", "activation", "activation_alpha", "activation_beta"}));
+  HEXIR_ASSIGN_OR_RETURN(int64_t transpose_b, int_attr(kMatmul, attrs, "transpose_b", 0));
+  if (transpose_b != 0 && transpose_b != 1)
+    return invalid_argument(prefix(kMatmul) + "attribute 'transpose_b' must be 0 or 1");
+  HEXIR_ASSIGN_OR_RETURN(std::vector<int64_t> words, lower_epilogue(kMatmul, attrs));
+  if (words.empty() && transpose_b == 0) return words;
+  words.insert(words.begin(), transpose_b);
+  return words;
 }
 
+bool transposes_b(std::span<const int64_t> params) { return !params.empty() && params[0] == 1; }
+
 // The operands as matrices: 1-D operands promoted ([K] on the left is [1,K],
-// on the right [K,1]).
-void promoted(std::span<const TensorType> in, std::vector<int64_t>& a, std::vector<int64_t>& b) {
+// on the right [K,1]); b as the [.., k, n] it stands for (its last two dims
+// swapped when it is stored transposed).
+void promoted(std::span<const TensorType> in, std::span<const int64_t> params, std::vector<int64_t>& a,
+              std::vector<int64_t>& b) {
   a = in[0].dims;
   b = in[1].dims;
   if (a.size() == 1) a.insert(a.begin(), 1);
   if (b.size() == 1) b.push_back(1);
+  if (transposes_b(params)) std::swap(b[b.size() - 1], b[b.size() - 2]);
 }
 
 Result<std::vector<TensorType>> infer_matmul(std::span<const TensorType> in,
                                              std::span<const int64_t> params) {
   if (!params.empty()) {
-    HEXIR_RETURN_IF_ERROR(check_param_count(kMatmul, params, kEpilogueWords));
-    HEXIR_RETURN_IF_ERROR(check_epilogue(kMatmul, params));
+    if (params.size() != 1 && params.size() != 1 + kEpilogueWords)
+      return invalid_argument(prefix(kMatmul) + "takes 0, 1 or " + std::to_string(1 + kEpilogueWords) +
+                              " parameters (transpose_b, then an epilogue), got " + std::to_string(params.size()));
+    if (params[0] != 0 && params[0] != 1)
+      return invalid_argument(prefix(kMatmul) + "transpose_b is " + std::to_string(params[0]) + ", not 0 or 1");
+    if (params.size() > 1) HEXIR_RETURN_IF_ERROR(check_epilogue(kMatmul, params.subspan(1)));
   }
   if (in[0].dims.empty() || in[1].dims.empty())
     return invalid_argument(prefix(kMatmul) + "operands must have rank >= 1");
+  if (transposes_b(params) && in[1].rank() < 2)
+    return invalid_argument(prefix(kMatmul) + "transpose_b needs b of rank >= 2, got " + in[1].to_string());
   // The bias runs along the columns of b: b must have them.
-  if (in.size() == 3 && (in[1].rank() < 2 || in[2].rank() != 1 || in[2].dims[0] != in[1].dims.back()))
-    return invalid_argument(prefix(kMatmul) + "bias " + in[2].to_string() + " is not [" +
-                            std::to_string(in[1].dims.back()) + "] for b " + in[1].to_string() +
-                            " (b needs rank >= 2)");
+  const int64_t columns = transposes_b(params) ? in[1].dims[in[1].rank() - 2] : in[1].dims.back();
+  if (in.size() == 3 && (in[1].rank() < 2 || in[2].rank() != 1 || in[2].dims[0] != columns))
+    return invalid_argument(prefix(kMatmul) + "bias " + in[2].to_string() + " is not [" + std::to_string(columns) +
+                            "] for b " + in[1].to_string() + " (b needs rank >= 2)");
   std::vector<int64_t> a, b;
-  promoted(in, a, b);
+  promoted(in, params, a, b);
   if (a.back() != b[b.size() - 2])
     return invalid_argument(prefix(kMatmul) + "contraction dims differ: " + shape_str(in[0].dims) + " x " +
                             shape_str(in[1].dims));
@@ -161,7 +181,8 @@ Result<std::vector<TensorType>> infer_matmul(std::span<const TensorType> in,
 void plan_matmul(const PlanInput& op, OpPlan& out) {
   MatmulPlan& p = out.start<MatmulPlan>();
   std::vector<int64_t> a, b;
-  promoted(op.inputs, a, b);
+  promoted(op.inputs, op.params, a, b);
+  p.b_transposed = transposes_b(op.params) ? 1 : 0;
   p.m = a[a.size() - 2];
   p.k = a.back();
   p.n = b.back();
@@ -191,7 +212,7 @@ void plan_matmul(const PlanInput& op, OpPlan& out) {
   p.a_batch_stride = a_full ? p.m * p.k : 0;
   p.b_batch_stride = b_full ? p.k * p.n : 0;
   p.has_bias = op.inputs.size() == 3;
-  p.epilogue = plan_epilogue(op.params, 0);
+  p.epilogue = plan_epilogue(op.params, 1);
 }
 
 // ---- conv2d -----------------------------------------------------------------
@@ -803,6 +824,8 @@ const char* activation_name(int64_t activation, int* floats) {
   return a ? a->name : nullptr;
 }
 
-size_t epilogue_offset(OpId op) { return op == OpId::kConv2d ? internal::kConvParamCount : 0; }  // matmul, add: 0
+size_t epilogue_offset(OpId op) {
+  return op == OpId::kConv2d ? internal::kConvParamCount : op == OpId::kMatmul ? 1 : 0;  // matmul: transpose_b; add, mul: 0
+}
 
 }  // namespace hexir::ops

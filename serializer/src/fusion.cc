@@ -117,6 +117,34 @@ size_t fuse_function(const Module* module, Function& fn) {
     node_dropped[static_cast<size_t>(j)] = true;
     ++removed;
   };
+  // A transpose of the last two dims that only a matmul reads, as its b:
+  // the matmul reads the transpose's input as b stored [n, k] (transpose_b)
+  // and the copy goes (attention's K^T). Not for a constant b: its
+  // transpose folds at compile time and B is packed once at prepare.
+  for (size_t n = 0; n < fn.nodes.size(); ++n) {
+    Node& node = fn.nodes[n];
+    if (node.kind != NodeKind::kOp || node.op != OpId::kMatmul || node.inputs.size() < 2 || node.inputs[0] == node.inputs[1] ||
+        !(node.params.empty() || node.params[0] == 0))
+      continue;
+    const int b = node.inputs[1];
+    const Value& bv = fn.values[static_cast<size_t>(b)];
+    if (bv.kind != ValueKind::kResult || bv.node < 0 || sole_reader(b) != static_cast<int>(n)) continue;
+    const Node& t = fn.nodes[static_cast<size_t>(bv.node)];
+    const size_t rank = bv.type.rank();
+    if (t.kind != NodeKind::kOp || t.op != OpId::kTranspose || rank < 2 || t.params.size() != rank ||
+        fn.values[static_cast<size_t>(t.inputs[0])].kind == ValueKind::kConstant)
+      continue;
+    bool swaps_last_two = t.params[rank - 1] == static_cast<int64_t>(rank - 2) &&
+                          t.params[rank - 2] == static_cast<int64_t>(rank - 1);
+    for (size_t d = 0; swaps_last_two && d + 2 < rank; ++d) swaps_last_two = t.params[d] == static_cast<int64_t>(d);
+    if (!swaps_last_two) continue;
+    node.inputs[1] = t.inputs[0];
+    if (node.params.empty()) node.params.push_back(1);
+    node.params[0] = 1;
+    node_dropped[static_cast<size_t>(bv.node)] = true;
+    value_dropped[static_cast<size_t>(b)] = true;
+    ++removed;
+  }
   for (size_t n = 0; n < fn.nodes.size(); ++n) {
     Node& node = fn.nodes[n];
     const bool elementwise = node.op == OpId::kAdd || node.op == OpId::kMul;
@@ -148,7 +176,9 @@ size_t fuse_function(const Module* module, Function& fn) {
     const Node& act = fn.nodes[static_cast<size_t>(j)];
     if (act.inputs.size() == 1 && act.results.size() == 1) {
       if (std::optional<std::vector<int64_t>> words = ops::epilogue_words(act.op, act.params)) {
-        // A matmul without a bias, an add or a mul has no words yet; a conv2d has its nine.
+        // An add or a mul has no words yet; a conv2d has its nine, a matmul its
+        // transpose_b (0 when it had none).
+        node.params.resize(std::max(node.params.size(), ops::epilogue_offset(node.op)), 0);
         node.params.insert(node.params.end(), words->begin(), words->end());
         absorb(n, j);
       }

@@ -226,6 +226,7 @@ ops::AttrMap attributes_of(const Function& fn, const Node& node) {
     case OpId::kMatmul:
     case OpId::kMul:
     case OpId::kAdd: {
+      if (node.op == OpId::kMatmul && !p.empty() && p[0] != 0) attrs["transpose_b"] = ops::AttrValue{p[0]};
       // A fused epilogue: [activation, alpha, beta] after the operator's own words.
       const size_t e = ops::epilogue_offset(node.op);
       int floats = 0;

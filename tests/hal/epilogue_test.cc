@@ -60,6 +60,7 @@ void check_fused(OpId id, std::vector<HostTensor*> inputs, HostTensor* bias, con
     std::optional<std::vector<int64_t>> words = ops::epilogue_words(a.op, a.params);  // a.params: a vector
     REQUIRE(words.has_value());
     std::vector<int64_t> fused_params = params;
+    if (id == OpId::kMatmul && fused_params.empty()) fused_params.push_back(0);  // its transpose_b word
     fused_params.insert(fused_params.end(), words->begin(), words->end());
     std::vector<HostTensor*> fused_inputs = inputs;
     if (bias) fused_inputs.push_back(bias);
@@ -257,8 +258,17 @@ TEST_CASE("epilogue: the operator rules check the epilogue words and the bias") 
       ops::infer_result_types(OpId::kMatmul, std::vector<TensorType>{f32({2, 3}), f32({3, 4}), f32({3})}, {}).ok());
   CHECK_FALSE(
       ops::infer_result_types(OpId::kMatmul, std::vector<TensorType>{f32({2, 3}), f32({3}), f32({1})}, {}).ok());
-  CHECK(ops::infer_result_types(OpId::kMatmul, std::vector<TensorType>{f32({2, 3}), f32({3, 4})}, std::vector<int64_t>{relu, 0, 0})
+  CHECK(ops::infer_result_types(OpId::kMatmul, std::vector<TensorType>{f32({2, 3}), f32({3, 4})}, std::vector<int64_t>{0, relu, 0, 0})
             .ok());
+  // Before the epilogue, matmul's transpose_b word (0 or 1): [2, 3] x [4, 3]^T.
+  CHECK(ops::infer_result_types(OpId::kMatmul, std::vector<TensorType>{f32({2, 3}), f32({4, 3})}, std::vector<int64_t>{1})
+            .ok());
+  CHECK_FALSE(ops::infer_result_types(OpId::kMatmul, std::vector<TensorType>{f32({2, 3}), f32({3, 4})},
+                                      std::vector<int64_t>{relu, 0, 0})
+                  .ok());
+  CHECK_FALSE(ops::infer_result_types(OpId::kMatmul, std::vector<TensorType>{f32({2, 3}), f32({4, 3})},
+                                      std::vector<int64_t>{2})
+                  .ok());
   CHECK_FALSE(ops::infer_result_types(OpId::kMatmul, std::vector<TensorType>{f32({2, 3}), f32({3, 4})}, std::vector<int64_t>{relu})
                   .ok());
   // The mapping both ways.

@@ -68,6 +68,30 @@ TEST_CASE("matmul: 2-D") {
   check_matmul({7, 13}, {13, 9}, {7, 9});
 }
 
+TEST_CASE("matmul: b stored transposed (transpose_b) gives a @ b^T, batched and broadcast") {
+  struct Case {
+    std::vector<int64_t> a, bt;
+  };
+  for (const Case& c : {Case{{3, 4}, {5, 4}}, Case{{37, 300}, {261, 300}}, Case{{2, 4, 5, 19}, {2, 4, 7, 19}},
+                        Case{{3, 5, 40}, {1, 33, 40}}}) {
+    INFO(dims_string(c.a) << " @ " << dims_string(c.bt) << "^T");
+    HostTensor a = random_f32(c.a, 31), bt = random_f32(c.bt, 32);
+    // The reference: b = bt with its last two dims swapped, an ordinary matmul.
+    std::vector<int64_t> b_dims = c.bt;
+    std::swap(b_dims[b_dims.size() - 1], b_dims[b_dims.size() - 2]);
+    HostTensor b(DType::kF32, b_dims);
+    const int64_t rows = c.bt[c.bt.size() - 2], cols = c.bt.back(), mats = bt.count() / (rows * cols);
+    for (int64_t m = 0; m < mats; ++m)
+      for (int64_t i = 0; i < rows; ++i)
+        for (int64_t j = 0; j < cols; ++j) b.at(m * rows * cols + j * rows + i) = bt.at(m * rows * cols + i * cols + j);
+    auto [dims, want] = matmul_reference(a, b);
+    HostTensor out(DType::kF32, dims);
+    for (int64_t i = 0; i < out.count(); ++i) out.at(i) = 12345.0f;
+    REQUIRE(run_kernel(OpId::kMatmul, {&a, &bt}, out, std::vector<int64_t>{1}).ok());
+    check_close(out, want, 1e-5, 1e-5 * static_cast<double>(c.a.back() + 1));
+  }
+}
+
 TEST_CASE("matmul: sizes past the block edges and row remainders") {
   check_matmul({37, 300}, {300, 261}, {37, 261});
   check_matmul({5, 129}, {129, 513}, {5, 513});

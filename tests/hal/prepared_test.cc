@@ -89,8 +89,8 @@ TEST_CASE("prepared: matmul with its B packed once is bit-identical to packing p
 
 TEST_CASE("prepared: matmul with bias and activation, batched A over one B; per-batch B is not prepared") {
   HostTensor a = random_f32({3, 37, 70}, 3), b = random_f32({70, 45}, 4), bias = random_f32({45}, 5);
-  // params: the epilogue (activation 1: relu; two float words)
-  check_prepared(OpId::kMatmul, {&a, &b, &bias}, {3, 37, 45}, {1, 0, 0});
+  // params: transpose_b 0, then the epilogue (activation 1: relu; two float words)
+  check_prepared(OpId::kMatmul, {&a, &b, &bias}, {3, 37, 45}, {0, 1, 0, 0});
   HostTensor b3 = random_f32({3, 70, 45}, 6);
   check_prepared(OpId::kMatmul, {&a, &b3}, {3, 37, 45}, {}, /*expect_prepared=*/0);
   HostTensor b1 = random_f32({1, 70, 45}, 7);

@@ -275,16 +275,27 @@ inline std::vector<KernelCase> kernel_cases() {
     const int64_t gelu = static_cast<int64_t>(ops::Activation::kGeluErf);
     const int64_t clip = static_cast<int64_t>(ops::Activation::kClip);
     KernelCase c{"matmul + bias + gelu (fused)", OpId::kMatmul,
-                 {random_f32({33, 20}, 420), random_f32({20, 17}, 421), random_f32({17}, 422)}, {gelu, 0, 0}};
+                 {random_f32({33, 20}, 420), random_f32({20, 17}, 421), random_f32({17}, 422)}, {0, gelu, 0, 0}};
     c.rtol = 1e-4;
     c.atol = 1e-4;
     cases.push_back(c);
     KernelCase b{"batched matmul + relu6 (fused)", OpId::kMatmul,
                  {random_f32({3, 4, 8}, 423), random_f32({8, 6}, 424)},
-                 {clip, std::bit_cast<int64_t>(0.0), std::bit_cast<int64_t>(6.0)}};
+                 {0, clip, std::bit_cast<int64_t>(0.0), std::bit_cast<int64_t>(6.0)}};
     b.rtol = 1e-4;
     b.atol = 1e-4;
     cases.push_back(b);
+    // b stored transposed ([n, k] per batch element): attention's Q K^T.
+    KernelCase t{"batched matmul, b transposed", OpId::kMatmul,
+                 {random_f32({3, 5, 19}, 425), random_f32({3, 7, 19}, 426)}, {1}};
+    t.rtol = 1e-4;
+    t.atol = 1e-4;
+    cases.push_back(t);
+    KernelCase tb{"matmul, b transposed, + bias + relu (fused)", OpId::kMatmul,
+                  {random_f32({33, 20}, 427), random_f32({17, 20}, 428), random_f32({17}, 429)}, {1, 1, 0, 0}};
+    tb.rtol = 1e-4;
+    tb.atol = 1e-4;
+    cases.push_back(tb);
   }
 
   auto softmax = [&](std::string n, std::vector<int64_t> dims, int64_t axis, bool in_place, uint32_t s) {

@@ -50,7 +50,37 @@ func @main(%x: f32[2,4]) -> (f32[2,3]) {
   CHECK(mm.inputs.size() == 3);
   CHECK(fn.values[static_cast<size_t>(mm.inputs[2])].name == "b");
   CHECK(fn.values[static_cast<size_t>(mm.results[0])].name == "a");
-  CHECK(mm.params == std::vector<int64_t>{static_cast<int64_t>(ops::Activation::kGeluTanh), 0, 0});
+  CHECK(mm.params == std::vector<int64_t>{0, static_cast<int64_t>(ops::Activation::kGeluTanh), 0, 0});
+  CHECK(compile_module(m).ok());
+}
+
+TEST_CASE("fusion: a transpose of the last two dims read only as a matmul's b becomes its transpose_b") {
+  Module m = parse_ok(R"(
+const @w : f32[4,3] = splat 0.5
+func @main(%q: f32[2,5,4], %k: f32[2,6,4], %x: f32[3,4]) -> (f32[2,5,6], f32[2,5,3], f32[4,3]) {
+  %kt = call @transpose(%k) {perm = [0, 2, 1]} : f32[2,4,6]
+  %s = call @matmul(%q, %kt) : f32[2,5,6]
+  %r = call @relu(%s) : f32[2,5,6]
+  %wt = call @transpose(@w) {perm = [1, 0]} : f32[3,4]
+  %xt = call @transpose(%x) {perm = [1, 0]} : f32[4,3]
+  %u = call @matmul(%q, %xt) : f32[2,5,3]
+  return %r, %u, %xt
+})");
+  CHECK(fuse_epilogues(m) == 2);  // the transpose of %k, then the relu
+  const Function& fn = m.functions[0];
+  check_consistent(fn);
+  // %k's transpose went into the matmul (relu fused after it); @w's (a
+  // constant: folds at compile time) and %x's (also returned) stay.
+  REQUIRE(ops_of(fn) == std::vector<OpId>{OpId::kMatmul, OpId::kTranspose, OpId::kTranspose, OpId::kMatmul});
+  const Node& mm = fn.nodes[0];
+  CHECK(fn.values[static_cast<size_t>(mm.inputs[1])].name == "k");
+  CHECK(mm.params == std::vector<int64_t>{1, static_cast<int64_t>(ops::Activation::kRelu), 0, 0});
+  CHECK(fn.nodes[3].params.empty());
+  auto text = print_hxir(m);
+  REQUIRE_MESSAGE(text.ok(), text.status().to_string());
+  CHECK_MESSAGE(text->find("call @matmul(%q, %k) {activation = \"relu\", transpose_b = 1} : f32[2,5,6]") !=
+                    std::string::npos,
+                *text);
   CHECK(compile_module(m).ok());
 }
 

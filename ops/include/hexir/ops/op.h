@@ -247,7 +247,8 @@ KernelKey kernel_key(OpId id, std::span<const TensorType> inputs, std::span<cons
 std::optional<std::vector<int64_t>> epilogue_words(OpId op, std::span<const int64_t> params);
 // The inverse, for printers: the unary operator and its parameter words.
 std::optional<std::pair<OpId, std::vector<int64_t>>> epilogue_op(std::span<const int64_t> words);
-// Number of parameter words of an operator before its epilogue (conv2d 9, matmul 0).
+// Number of parameter words of an operator before its epilogue (conv2d 9, matmul 1: transpose_b;
+// add, mul 0). A matmul with an epilogue always has its transpose_b word.
 size_t epilogue_offset(OpId op);
 // The .hxir name of an epilogue's activation word ("relu", "gelu_tanh", ...),
 // its float parameter count in *floats; nullptr when unknown.

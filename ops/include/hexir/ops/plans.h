@@ -191,7 +191,10 @@ struct MatmulPlan {
   int32_t batch_rank;
   int32_t a_uniform;
   int32_t b_uniform;
-  int32_t pad;
+  // b holds each batch element's [n, k] (the transpose of the [k, n] it
+  // stands for): the compiler folds a transpose of b's last two dims into
+  // the matmul instead of copying it (fusion.cc).
+  int32_t b_transposed;
   int64_t a_batch_stride, b_batch_stride;
   int64_t batch_dims[kMaxRank];
   int64_t a_stride[kMaxRank];
