@@ -53,12 +53,18 @@ function table(rows) {
   return lines.join('\n');
 }
 
+// The machine's 1-minute load average when the runs began: the 2-thread
+// columns only mean something on an otherwise idle machine (another busy
+// process preempts a worker in the middle of a task, and the caller waits).
+const LOAD_AT_START = os.loadavg()[0];
+
 function environment(rows) {
   const base = rows.map((r) => r.ort?.baseline_rss_kb).filter((x) => x);
   return `Measured ${new Date().toISOString().slice(0, 10)} on ${cpuName()} (${os.cpus().length} cores), Linux ${os.release()}; ` +
     `hexir ${gitHead(opts.root)} (${path.basename(opts.build)}), onnxruntime-node ${ortVersion(ORT_DIR)} (CPU; 1t/2t: intra-op threads, hexir-run --threads), node ${process.version}. ` +
     `Times are medians of ${ITERATIONS} runs, best of ${REPEATS}; ort peak RSS includes node itself` +
-    (base.length ? ` (about ${mb(median(base))} before onnxruntime loads)` : '') + '.';
+    (base.length ? ` (about ${mb(median(base))} before onnxruntime loads)` : '') + '. ' +
+    `Load average (1 min) ${LOAD_AT_START.toFixed(2)} when the runs began, ${os.loadavg()[0].toFixed(2)} when they ended.`;
 }
 
 const supported = importerOps(opts.root);

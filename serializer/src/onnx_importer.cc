@@ -1197,6 +1197,28 @@ class Importer {
     return s;
   }
 
+  // What importing a branch or a trial loop body changes (the builder, the
+  // names, constants made or moved into the module), to undo it. Between
+  // begin_attempt and the matching --tentative_, large folded constants are
+  // copied into the module rather than moved (an undo would lose them).
+  struct Attempt {
+    GraphBuilder::Checkpoint builder;
+    std::map<std::string, Ref, std::less<>> entries;
+    std::vector<int> module_index;  // per constant record then
+  };
+  Attempt begin_attempt() {
+    Attempt a{builder_.checkpoint(), entries_, {}};
+    for (const ConstRecord& c : consts_) a.module_index.push_back(c.module_index);
+    ++tentative_;
+    return a;
+  }
+  void undo(const Attempt& a) {
+    builder_.rollback(a.builder);
+    entries_ = a.entries;
+    consts_.resize(a.module_index.size());
+    for (size_t k = 0; k < consts_.size(); ++k) consts_[k].module_index = a.module_index[k];
+  }
+
   // If. A condition known at import (after input shapes and binds): the
   // branch taken is imported in place of the node; the other is never read.
   // A run-time condition: an if of the graph, each branch built in its
@@ -1229,13 +1251,7 @@ class Importer {
     std::vector<int> results;
     for (int b = 0; b < 2; ++b) {
       const char* branch = b == 0 ? "then_branch" : "else_branch";
-      // What building the branch changes, restored when it cannot be built.
-      const GraphBuilder::Checkpoint checkpoint = builder_.checkpoint();
-      const std::map<std::string, Ref, std::less<>> entries = entries_;
-      const size_t const_count = consts_.size();
-      std::vector<int> module_index(const_count);
-      for (size_t k = 0; k < const_count; ++k) module_index[k] = consts_[k].module_index;
-      ++tentative_;
+      const Attempt attempt = begin_attempt();  // undone when the branch cannot be built
       Status status = ok_status();
       {
         Result<std::vector<Ref>> outs = import_branch(n, branch);
@@ -1260,10 +1276,7 @@ class Importer {
       }
       --tentative_;
       if (status.ok()) continue;
-      builder_.rollback(checkpoint);
-      entries_ = entries;
-      consts_.resize(const_count);
-      for (size_t k = 0; k < const_count; ++k) consts_[k].module_index = module_index[k];
+      undo(attempt);
       failed[b] = std::string(branch) + " of If node '" + n.loc.node + "' cannot be built at the compiled shapes: " +
                   status.message();
       if (failed[b].size() > format::kMaxFailMessageBytes) failed[b].resize(format::kMaxFailMessageBytes);
@@ -1340,21 +1353,13 @@ class Importer {
     // rolled back and built again with a buffer for each.
     std::vector<Info> scan_types;
     if (scans > 0) {
-      const GraphBuilder::Checkpoint checkpoint = builder_.checkpoint();
-      const std::map<std::string, Ref, std::less<>> entries = entries_;
-      const size_t const_count = consts_.size();
-      std::vector<int> module_index(const_count);
-      for (size_t k = 0; k < const_count; ++k) module_index[k] = consts_[k].module_index;
-      ++tentative_;
+      const Attempt attempt = begin_attempt();
       std::vector<int> values;
       Result<std::vector<Ref>> outs = build_loop_body(n, body, start, trip, inits, values);
       --tentative_;
       HEXIR_RETURN_IF_ERROR(outs.status());
       for (int s = 0; s < scans; ++s) scan_types.push_back(info((*outs)[static_cast<size_t>(carried + s)]));
-      builder_.rollback(checkpoint);
-      entries_ = entries;
-      consts_.resize(const_count);
-      for (size_t k = 0; k < const_count; ++k) consts_[k].module_index = module_index[k];
+      undo(attempt);
       for (const Info& t : scan_types) {
         std::vector<int64_t> dims = {*trips};
         dims.insert(dims.end(), t.dims.begin(), t.dims.end());
@@ -3624,7 +3629,7 @@ class Importer {
   std::map<std::string, Ref, std::less<>> entries_;
   std::set<std::string, std::less<>> reserved_, used_, needed_names_, initializer_names_;
   std::vector<bool> needed_node_;
-  int tentative_ = 0;  // If branches being built that may be rolled back (op_if)
+  int tentative_ = 0;  // attempts open (begin_attempt): what they build may be undone
 };
 
 }  // namespace
