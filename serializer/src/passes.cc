@@ -700,9 +700,67 @@ void assign_in_place(const Function& fn, FunctionPlan& plan, bool arena_values) 
   }
 }
 
-void place_donations(const Function& fn, FunctionPlan& plan) {
+namespace {
+
+// The donated input `input`'s buffer for the in-place chain ending at
+// `result` (straight-line programs): from the chain's first value back, each
+// writer runs in place on an input it reads last (an arena result, which
+// then joins the chain, or at last `input` itself). A KV cache updated layer
+// after layer by update_slice: the copy into the arena before the first
+// update and out of it after the last go. Links nothing unless the walk
+// reaches `input`.
+bool chain_to_donated_input(const Function& fn, FunctionPlan& plan, const Uses& uses, BufferHeads& heads,
+                            int result, int input) {
+  struct Link {
+    int value, onto;
+    size_t instruction;
+  };
+  std::vector<Link> links;
+  const Value& want = value_at(fn, plan, result);
+  for (int cur = heads.head(result);;) {
+    const int64_t w = uses.def[static_cast<size_t>(cur)];
+    if (w < 0 || plan.values[static_cast<size_t>(cur)].buffer_prev >= 0) return false;
+    const Instruction& inst = plan.program[static_cast<size_t>(w)];
+    if (inst.control != Control::kNone || inst.writes_carried || inst.outputs.empty() ||
+        plan.values[static_cast<size_t>(inst.outputs[0])].storage_root != cur || !ops::op_def(inst.op).may_run_in_place)
+      return false;
+    const uint32_t allowed = ops::op_def(inst.op).in_place_inputs;
+    int next = -1;
+    for (size_t operand = 0; operand < inst.inputs.size() && operand < 32; ++operand) {
+      if (!((allowed >> operand) & 1u)) continue;
+      const int c = plan.values[static_cast<size_t>(inst.inputs[operand])].storage_root;
+      const Value& cv = value_at(fn, plan, c);
+      if (uses.last_read[static_cast<size_t>(c)] != w || cv.byte_size != want.byte_size ||
+          cv.type.dtype != want.type.dtype)
+        continue;
+      if (c == input || (cv.kind == ValueKind::kResult && plan.values[static_cast<size_t>(c)].storage == Storage::kArena)) {
+        next = c;
+        if (c == input) break;
+      }
+    }
+    if (next < 0) return false;
+    links.push_back({cur, next, static_cast<size_t>(w)});
+    if (next == input) break;
+    cur = heads.head(next);
+    if (links.size() > plan.program.size()) return false;
+  }
+  for (const Link& l : links) {
+    plan.values[static_cast<size_t>(l.value)].buffer_prev = l.onto;
+    heads.link(l.value, l.onto);
+    Instruction& inst = plan.program[l.instruction];
+    for (size_t i = 0; i < inst.inputs.size() && i < 32; ++i)
+      if (plan.values[static_cast<size_t>(inst.inputs[i])].storage_root == l.onto) inst.alias_mask |= 1u << i;
+  }
+  return true;
+}
+
+}  // namespace
+
+void place_donations(const Function& fn, FunctionPlan& plan, bool in_place_chains) {
   const Uses uses = compute_uses(plan);
   BufferHeads heads(plan);
+  bool straight_line = true;
+  for (const Instruction& inst : plan.program) straight_line = straight_line && inst.control == Control::kNone;
   for (size_t a = 0; a < fn.arguments.size(); ++a) {
     const Argument& arg = fn.arguments[a];
     if (!arg.donate || plan.donated_to[a] < 0) continue;
@@ -710,6 +768,7 @@ void place_donations(const Function& fn, FunctionPlan& plan) {
     const int result = plan.values[static_cast<size_t>(plan.outputs[j])].storage_root;
     ValuePlan& r = plan.values[static_cast<size_t>(result)];
     if (heads.head(result) == arg.value) continue;  // an in-place chain already ends there
+    if (in_place_chains && straight_line && chain_to_donated_input(fn, plan, uses, heads, result, arg.value)) continue;
     // Written straight into the donated buffer: legal when the input (with
     // its views) is read by no instruction from the writer on.
     if (value_at(fn, plan, result).kind == ValueKind::kResult && r.storage == Storage::kOutput &&

@@ -98,12 +98,15 @@ Uses compute_uses(const FunctionPlan& plan);
 void assign_in_place(const Function& fn, FunctionPlan& plan, bool arena_values = true);
 
 // Donation: output j of a donated input a (donated_to = j) is computed in a's
-// buffer: either an in-place chain already leads there, or its writer writes
-// straight into a's buffer when a is read by no instruction at or after it.
-// Otherwise the donation is dropped (donated_to = -1, the input stays
-// read-only and the output gets its own buffer). Then every value takes the
-// storage of its buffer's head.
-void place_donations(const Function& fn, FunctionPlan& plan);
+// buffer: either an in-place chain already leads there; or (in_place_chains,
+// a straight-line program) the chain ending at output j can be extended back
+// to a — each earlier value written in place on the one before it, the first
+// on a itself (a KV cache updated layer after layer: no copy in or out); or
+// its writer writes straight into a's buffer when a is read by no
+// instruction at or after it. Otherwise the donation is dropped
+// (donated_to = -1, the input stays read-only and the output gets its own
+// buffer). Then every value takes the storage of its buffer's head.
+void place_donations(const Function& fn, FunctionPlan& plan, bool in_place_chains = false);
 
 // Sets ValuePlan::last_use on every arena storage root.
 void record_last_uses(const Function& fn, FunctionPlan& plan);

@@ -292,7 +292,7 @@ std::vector<int> values_across(const Function& fn, const FunctionPlan& plan, con
 
 FunctionPlan finish_storage(const Function& fn, FunctionPlan plan, bool in_place) {
   assign_in_place(fn, plan, in_place);
-  place_donations(fn, plan);
+  place_donations(fn, plan, in_place);
   record_last_uses(fn, plan);
   record_workspaces(fn, plan);
   return plan;

@@ -19,7 +19,7 @@ Planned planned(std::string_view source, bool in_place = true, PlanStrategy plan
   assign_storage(fn, p.plan);
   if (schedule == Schedule::kMemory) schedule_for_memory(fn, p.plan);
   if (in_place) assign_in_place(fn, p.plan);
-  place_donations(fn, p.plan);
+  place_donations(fn, p.plan, in_place);
   record_last_uses(fn, p.plan);
   std::string heuristic;
   Status s = plan_function_arena(fn, p.plan, plan, 64, &heuristic);
@@ -41,6 +41,48 @@ void check_compiles_and_verifies(std::string_view source, const CompileOptions& 
   std::vector<uint8_t> bytes = compile_ok(source, options);
   Result<format::VerifiedModule> v = format::verify_executable(bytes);
   CHECK_MESSAGE(v.ok(), v.status().to_string());
+}
+
+TEST_CASE("donation: an update chain on a donated cache runs in its buffer, first link to last") {
+  // The decode step's KV cache: two updates with reads of the cache between
+  // them. Every update runs in the caller's buffer: no copy in, none out.
+  constexpr const char* kSource = R"(
+const @zero : i64[] = splat 0
+const @one : i64[] = splat 1
+func @f(%cache: f32[2,8] donate, %row: f32[1,8], %pos: i64[]) -> (f32[8], f32[2,8]) {
+  %c1 = call @update_slice(%cache, %row, @zero, @zero) : f32[2,8]
+  %s1 = call @reduce_sum(%c1) {axes = [0]} : f32[8]
+  %r2 = call @mul(%row, %row) : f32[1,8]
+  %c2 = call @update_slice(%c1, %r2, @one, @zero) : f32[2,8]
+  %s2 = call @reduce_sum(%c2) {axes = [0]} : f32[8]
+  %s = call @add(%s1, %s2) : f32[8]
+  return %s, %c2
+})";
+  Planned p = planned(kSource);
+  CHECK(mask_of(p, "c1") == 1);
+  CHECK(mask_of(p, "c2") == 1);
+  CHECK(buffer_head(p.plan, p.id("c2")) == p.id("cache"));
+  CHECK(p.plan.values[static_cast<size_t>(p.id("c1"))].storage == Storage::kInput);
+  CHECK(p.plan.donated_to[0] == 1);
+  check_compiles_and_verifies(kSource);
+  // Without in-place results the donation is the last update writing into
+  // the caller's buffer only; the first stays an arena copy.
+  Planned q = planned(kSource, /*in_place=*/false);
+  CHECK(mask_of(q, "c1") == 0);
+  CHECK(q.plan.values[static_cast<size_t>(q.id("c1"))].storage == Storage::kArena);
+  // The original cache read after the first update: no chain from it.
+  constexpr const char* kReadLater = R"(
+const @zero : i64[] = splat 0
+func @f(%cache: f32[2,8] donate, %row: f32[1,8]) -> (f32[2,8], f32[2,8]) {
+  %c1 = call @update_slice(%cache, %row, @zero, @zero) : f32[2,8]
+  %c2 = call @update_slice(%c1, %row, @zero, @zero) : f32[2,8]
+  %old = call @neg(%cache) : f32[2,8]
+  return %old, %c2
+})";
+  Planned r = planned(kReadLater);
+  CHECK(mask_of(r, "c1") == 0);
+  CHECK(buffer_head(r.plan, r.id("c2")) != r.id("cache"));
+  check_compiles_and_verifies(kReadLater);
 }
 
 TEST_CASE("in place: a chain of elementwise results shares one buffer") {
@@ -247,10 +289,23 @@ func @f(%cache: f32[8] donate, %x: f32[8]) -> (f32[8]) {
   %b = call @exp(%a) : f32[8]
   return %b
 })");
-  CHECK(mask_of(p, "a") == 0);
-  CHECK(p.at("a").storage == Storage::kArena);
-  CHECK(p.at("b").storage == Storage::kInput);  // written after the cache's last read
-  CHECK(mask_of(p, "b") == 0);
+  // assign_in_place alone keeps %a in the arena (the cache is not %a's output's
+  // buffer); the donation then extends %b's chain back to the cache: %a and
+  // %b both run in the caller's buffer, the arena holds nothing.
+  CHECK(mask_of(p, "a") == 1);
+  CHECK(mask_of(p, "b") == 1);
+  CHECK(p.at("a").storage == Storage::kInput);
+  CHECK(p.at("b").storage == Storage::kInput);
+  Planned q = planned(R"(
+func @f(%cache: f32[8] donate, %x: f32[8]) -> (f32[8]) {
+  %a = call @mul(%cache, %x) : f32[8]
+  %b = call @exp(%a) : f32[8]
+  return %b
+})", /*in_place=*/false);
+  CHECK(mask_of(q, "a") == 0);
+  CHECK(q.at("a").storage == Storage::kArena);
+  CHECK(q.at("b").storage == Storage::kInput);  // written after the cache's last read
+  CHECK(mask_of(q, "b") == 0);
 }
 
 TEST_CASE("free-at-last-use: no offsets, last uses recorded, lower bound kept") {
