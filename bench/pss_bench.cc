@@ -13,6 +13,8 @@
 //   gemm-b   y = x W     W is the matmul's B: packed at prepare into memory of
 //                        the process (the GEMM's tile order), and the mapped
 //                        pages handed back (MADV_DONTNEED)
+//   gemm-b-unpacked      the same on "cpu?pack_weights=0": B read from the
+//                        mapping by every call, so its pages are shared
 //
 // usage: pss_bench [--rows R] [--processes 1,2,4,8] [--dir DIR]
 //   --rows 16384 (default) makes W 256 MiB. DIR (default: a new temporary
@@ -59,6 +61,7 @@ struct Model {
   std::vector<float> x;
   std::vector<float> reference;
   bool copy_weights = false;  // read the file into memory of the process instead of mapping it
+  const char* device = "cpu";  // "cpu?pack_weights=0": B read from the mapping, not packed at prepare
 };
 
 struct Memory {
@@ -105,7 +108,7 @@ bool read_rollup(pid_t pid, Memory& m) {
   hexir_module_t* module = nullptr;
   hexir_program_t* program = nullptr;
   hexir_context_t* context = nullptr;
-  if (hexir_status_t* s = hexir_device_create("cpu", &options, &device)) fail("device", s);
+  if (hexir_status_t* s = hexir_device_create(model.device, &options, &device)) fail("device", s);
   hexir_load_options_t load_options;
   hexir_load_options_init(&load_options);
   load_options.copy_weights = model.copy_weights ? 1 : 0;
@@ -259,7 +262,10 @@ int main(int argc, char** argv) {
   Model copied = a;
   copied.name = "copy-a";
   copied.copy_weights = true;
-  for (const Model* model : std::initializer_list<const Model*>{&none, &a, &copied, &b})
+  Model unpacked = b;
+  unpacked.name = "gemm-b-unpacked";
+  unpacked.device = "cpu?pack_weights=0";
+  for (const Model* model : std::initializer_list<const Model*>{&none, &a, &copied, &b, &unpacked})
     for (int n : counts) ok = measure(*model, n, weight_mib) && ok;
   if (own_dir) fs::remove_all(dir);
   return ok ? 0 : 1;

@@ -72,14 +72,19 @@ bool matches_device_name(std::string_view name, std::string_view prefix) {
 
 namespace {
 
-// "threads=N" (1..1024) after "cpu?".
-Result<int> cpu_threads_option(std::string_view options, int fallback) {
+// "threads=N" (1..1024) and "pack_weights=0|1" after "cpu?", '&' between them.
+Result<int> cpu_threads_option(std::string_view options, int fallback, bool* pack_weights) {
   int threads = fallback;
   while (!options.empty()) {
     const std::string_view item = options.substr(0, options.find('&'));
     options.remove_prefix(std::min(options.size(), item.size() + 1));
+    if (item == "pack_weights=0" || item == "pack_weights=1") {
+      *pack_weights = item.back() == '1';
+      continue;
+    }
     if (item.substr(0, 8) != "threads=")
-      return invalid_argument("unknown cpu option '" + std::string(item) + "' (cpu takes threads=N)");
+      return invalid_argument("unknown cpu option '" + std::string(item) +
+                              "' (cpu takes threads=N and pack_weights=0|1)");
     const std::string_view digits = item.substr(8);
     int value = 0;
     bool ok = !digits.empty() && digits.size() <= 4;
@@ -99,10 +104,11 @@ Result<int> cpu_threads_option(std::string_view options, int fallback) {
 Result<std::unique_ptr<Device>> create_device(std::string_view name, const DeviceOptions& options) {
   if (options.threads < 0 || options.threads > 1024)
     return invalid_argument("DeviceOptions::threads " + std::to_string(options.threads) + " is not in 0..1024");
-  if (name == "cpu") return cpu::create_cpu_device(options.threads);
+  if (name == "cpu") return cpu::create_cpu_device(options.threads, options.pack_weights);
   if (name.substr(0, 4) == "cpu?") {
-    HEXIR_ASSIGN_OR_RETURN(int threads, cpu_threads_option(name.substr(4), options.threads));
-    return cpu::create_cpu_device(threads);
+    bool pack_weights = options.pack_weights;
+    HEXIR_ASSIGN_OR_RETURN(int threads, cpu_threads_option(name.substr(4), options.threads, &pack_weights));
+    return cpu::create_cpu_device(threads, pack_weights);
   }
   // CUDA names may carry options after '?' ("cuda:0?graphs=off").
   const std::string_view base = name.substr(0, name.find('?'));

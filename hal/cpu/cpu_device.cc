@@ -87,7 +87,8 @@ class CpuQueue final : public Queue {
 
 class CpuDevice final : public Device {
  public:
-  explicit CpuDevice(int threads) : threads_(threads > 0 ? threads : available_cores()) {}
+  CpuDevice(int threads, bool pack_weights)
+      : threads_(threads > 0 ? threads : available_cores()), pack_weights_(pack_weights) {}
 
   std::string_view name() const override { return "cpu"; }
 
@@ -191,7 +192,7 @@ class CpuDevice final : public Device {
   // into memory allocated and counted like any other.
   Result<Buffer> prepare_dispatch(const Dispatch& dispatch, uint32_t* replaced_inputs) override {
     if (replaced_inputs) *replaced_inputs = 0;
-    if (dispatch.kernel == 0 || dispatch.plan == nullptr) return Buffer{};
+    if (dispatch.kernel == 0 || dispatch.plan == nullptr || !pack_weights_) return Buffer{};
     const KernelPrepare* prepare = find_cpu_prepare(reinterpret_cast<KernelFn>(dispatch.kernel));
     if (prepare == nullptr) return Buffer{};
     const uint64_t bytes = prepare->bytes(dispatch);
@@ -211,11 +212,14 @@ class CpuDevice final : public Device {
 
  private:
   const int threads_;  // per queue, the calling thread included
+  const bool pack_weights_;  // prepare_dispatch packs constant weights (DeviceOptions::pack_weights)
   AtomicCounters counters_;
 };
 
 }  // namespace
 
-std::unique_ptr<Device> create_cpu_device(int threads) { return std::make_unique<CpuDevice>(threads); }
+std::unique_ptr<Device> create_cpu_device(int threads, bool pack_weights) {
+  return std::make_unique<CpuDevice>(threads, pack_weights);
+}
 
 }  // namespace hexir::hal::cpu

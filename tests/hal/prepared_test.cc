@@ -87,6 +87,29 @@ TEST_CASE("prepared: matmul with its B packed once is bit-identical to packing p
   }
 }
 
+TEST_CASE("prepared: a cpu device with pack_weights off prepares nothing (the mapped weights stay shared)") {
+  HostTensor a = random_f32({37, 70}, 11), b = random_f32({70, 45}, 12);
+  for (const char* name : {"cpu?pack_weights=0", "cpu?threads=2&pack_weights=0"}) {
+    INFO(name);
+    auto device = create_device(name);
+    REQUIRE_MESSAGE(device.ok(), device.status().to_string());
+    HostTensor out(DType::kF32, {37, 45});
+    auto call = prepare_call(OpId::kMatmul, {&a, &b}, {&out}, {});
+    REQUIRE(call.ok());
+    std::vector<void*> constants(call->operands.size(), nullptr);
+    constants[1] = call->operands[1];
+    Dispatch request = call->dispatch;
+    request.operands = constants.data();
+    auto prepared = (*device)->prepare_dispatch(request);
+    REQUIRE(prepared.ok());
+    CHECK(prepared->size == 0);
+    CHECK((*device)->counters().allocations == 0);
+  }
+  auto with = create_device("cpu", {.threads = 1, .pack_weights = false});
+  REQUIRE(with.ok());
+  CHECK(create_device("cpu?pack_weights=2").status().message().find("pack_weights=0|1") != std::string::npos);
+}
+
 TEST_CASE("prepared: matmul with bias and activation, batched A over one B; per-batch B is not prepared") {
   HostTensor a = random_f32({3, 37, 70}, 3), b = random_f32({70, 45}, 4), bias = random_f32({45}, 5);
   // params: transpose_b 0, then the epilogue (activation 1: relu; two float words)

@@ -200,6 +200,10 @@ struct DeviceOptions {
   // cpu: threads per context (the calling thread included), started when the
   // context is created; 0: one per core this process may run on.
   int threads = 0;
+  // cpu: constant weights packed for the GEMM at Program::prepare (faster,
+  // but private memory in every process). false ("cpu?pack_weights=0"):
+  // kernels read them from the mapped file, whose pages N processes share.
+  bool pack_weights = true;
 };
 Result<std::unique_ptr<Device>> create_device(std::string_view name, const DeviceOptions& options = {});
 
