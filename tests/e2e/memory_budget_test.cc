@@ -98,15 +98,16 @@ struct Sweep {
 // Compiles `compile(options)` unconstrained and at each budget fraction of
 // its arena; checks each outcome against the unconstrained run.
 template <typename CompileFn>
-Sweep sweep(CompileFn compile, const std::vector<TensorRef>& inputs, std::initializer_list<double> fractions) {
+Sweep sweep(CompileFn compile, const std::vector<TensorRef>& inputs, std::initializer_list<double> fractions,
+            const CompileOptions& base_options = {}) {
   Sweep s;
-  auto free = compile(CompileOptions{});
+  auto free = compile(base_options);
   REQUIRE_MESSAGE(free.ok(), free.status().to_string());
   auto base = load(*free);
   const uint64_t arena = base->module->arena_bytes();
   const std::vector<std::vector<uint8_t>> expected = run(*base, inputs);
   for (double fraction : fractions) {
-    CompileOptions options;
+    CompileOptions options = base_options;
     options.device_budget = static_cast<uint64_t>(static_cast<double>(arena) * fraction);
     CAPTURE(*options.device_budget);
     auto budgeted = compile(options);
@@ -227,4 +228,48 @@ TEST_CASE("budget: random graphs give the same bits at every budget they meet") 
           " refused");
   CHECK(total.recomputed > 0);
   CHECK(total.refused > 0);
+}
+
+TEST_CASE("budget: with the memory schedule, a wider alignment or in place off, results stay the same bits") {
+  // The budget composes with the other plan options: the random graphs again,
+  // each option against its own unconstrained compile.
+  Sweep total;
+  for (int variant = 0; variant < 3; ++variant) {
+    CompileOptions base;
+    if (variant == 0) base.schedule = hexir::serializer::Schedule::kMemory;
+    if (variant == 1) base.alignment = 256;
+    if (variant == 2) base.in_place = false;
+    CAPTURE(variant);
+    for (uint32_t seed = 101; seed <= 106; ++seed) {
+      CAPTURE(seed);
+      std::mt19937 rng(seed);
+      std::string text = "module @random\nfunc @main(%x: f32[32,32]) -> (f32[32,32]) {\n";
+      int values = 1;
+      auto name = [](int v) { return v == 0 ? std::string("%x") : "%v" + std::to_string(v); };
+      const int nodes = 12 + static_cast<int>(rng() % 10);
+      for (int n = 0; n < nodes; ++n) {
+        const int a = static_cast<int>(rng() % static_cast<uint32_t>(values));
+        const int b = static_cast<int>(rng() % static_cast<uint32_t>(values));
+        const uint32_t kind = rng() % 4;
+        const std::string call = kind == 0   ? "@tanh(" + name(a) + ")"
+                                 : kind == 3 ? "@matmul(" + name(a) + ", " + name(b) + ")"
+                                             : "@add(" + name(a) + ", " + name(b) + ")";
+        text += "  " + name(values) + " = call " + call + " : f32[32,32]\n";
+        ++values;
+      }
+      text += "  return " + name(values - 1) + "\n}\n";
+      CAPTURE(text);
+      std::vector<float> x = random_floats(32 * 32, seed);
+      const std::vector<TensorRef> inputs = {{x.data(), x.size() * 4, {hexir::DType::kF32, {32, 32}}}};
+      auto compile = [&](const CompileOptions& o) {
+        return hexir::serializer::compile_source(text, "random.hxir", kSamplesDir, o);
+      };
+      const Sweep s = sweep(compile, inputs, {0.8, 0.6, 0.4}, base);
+      total.met += s.met;
+      total.refused += s.refused;
+      total.recomputed += s.recomputed;
+    }
+  }
+  MESSAGE("options: ", total.met, " budgets met (", total.recomputed, " recomputations), ", total.refused, " refused");
+  CHECK(total.recomputed > 0);
 }
