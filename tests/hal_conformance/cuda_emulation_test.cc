@@ -109,7 +109,7 @@ class EmulatedLauncher final : public hexir::hal::cuda::Launcher {
       for (int32_t i = 0; i < g.m; ++i)
         for (int32_t j = 0; j < g.n; ++j) {
           float acc = 0.0f;
-          for (int32_t k = 0; k < g.k; ++k) acc += a[i * g.k + k] * b[k * g.n + j];
+          for (int32_t k = 0; k < g.k; ++k) acc += a[i * g.k + k] * (g.b_transposed ? b[j * g.k + k] : b[k * g.n + j]);
           c[i * g.n + j] = acc;
         }
     }
@@ -355,7 +355,9 @@ TEST_CASE("cuda matmul: library GEMM taken exactly when one stride per operand d
                              {"matmul K = 0", false},
                              {"matmul 64x96x80", true},
                              {"matmul + bias + gelu (fused)", true},
-                             {"batched matmul + relu6 (fused)", true}};
+                             {"batched matmul + relu6 (fused)", true},
+                             {"batched matmul, b transposed", true},
+                             {"matmul, b transposed, + bias + relu (fused)", true}};
   for (const auto& c : hexir::hal::conformance::kernel_cases()) {
     if (c.id != OpId::kMatmul) continue;
     CAPTURE(c.name);
