@@ -158,8 +158,17 @@ void hexir_status_free(hexir_status_t* status) {
 }
 
 namespace {
-bool valid_dtype(hexir_dtype_t dtype) {
-  return static_cast<int>(dtype) >= 0 && static_cast<int>(dtype) < hexir::kDTypeCount;
+// A C caller may pass any int as a hexir_dtype_t; in C++ reading an enum
+// outside its values is undefined, so its bytes are read as an int.
+int raw_dtype(const hexir_dtype_t& dtype) {
+  int raw = 0;
+  static_assert(sizeof raw == sizeof dtype);
+  std::memcpy(&raw, &dtype, sizeof raw);
+  return raw;
+}
+bool valid_dtype(const hexir_dtype_t& dtype) {
+  const int raw = raw_dtype(dtype);
+  return raw >= 0 && raw < hexir::kDTypeCount;
 }
 }  // namespace
 
@@ -454,7 +463,7 @@ namespace {
 
 // The caller's tensor has the declared dtype and shape (dims NULL: declared).
 bool matches(const hexir_tensor_t& t, const hexir::TensorType& type) {
-  if (static_cast<int>(t.dtype) != static_cast<int>(type.dtype)) return false;
+  if (raw_dtype(t.dtype) != static_cast<int>(type.dtype)) return false;
   if (!t.dims) return true;
   if (t.rank != type.dims.size()) return false;
   for (uint32_t d = 0; d < t.rank; ++d)
@@ -482,7 +491,7 @@ hexir_status_t* as_given(const char* kind, const hexir_tensor_t* tensors, size_t
     const hexir_tensor_t& t = tensors[i];
     if (!valid_dtype(t.dtype))
       return invalid(std::string("hexir_context_invoke: ") + kind + " " + std::to_string(i) + " has dtype " +
-                     std::to_string(static_cast<int>(t.dtype)) + ", not a hexir_dtype_t");
+                     std::to_string(raw_dtype(t.dtype)) + ", not a hexir_dtype_t");
     hexir::vm::TensorRef ref{t.data, t.byte_size, {static_cast<hexir::DType>(t.dtype), {}}};
     if (t.dims)
       ref.type.dims.assign(t.dims, t.dims + t.rank);
