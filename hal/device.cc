@@ -73,13 +73,12 @@ bool matches_device_name(std::string_view name, std::string_view prefix) {
 namespace {
 
 // "threads=N" (1..1024) and "pack_weights=0|1" after "cpu?", '&' between them.
-Result<int> cpu_threads_option(std::string_view options, int fallback, bool* pack_weights) {
-  int threads = fallback;
+Status parse_cpu_options(std::string_view options, DeviceOptions& out) {
   while (!options.empty()) {
     const std::string_view item = options.substr(0, options.find('&'));
     options.remove_prefix(std::min(options.size(), item.size() + 1));
     if (item == "pack_weights=0" || item == "pack_weights=1") {
-      *pack_weights = item.back() == '1';
+      out.pack_weights = item.back() == '1';
       continue;
     }
     if (item.substr(0, 8) != "threads=")
@@ -94,9 +93,9 @@ Result<int> cpu_threads_option(std::string_view options, int fallback, bool* pac
     }
     if (!ok || value < 1 || value > 1024)
       return invalid_argument("cpu option threads='" + std::string(digits) + "' is not a number from 1 to 1024");
-    threads = value;
+    out.threads = value;
   }
-  return threads;
+  return ok_status();
 }
 
 }  // namespace
@@ -106,9 +105,9 @@ Result<std::unique_ptr<Device>> create_device(std::string_view name, const Devic
     return invalid_argument("DeviceOptions::threads " + std::to_string(options.threads) + " is not in 0..1024");
   if (name == "cpu") return cpu::create_cpu_device(options.threads, options.pack_weights);
   if (name.substr(0, 4) == "cpu?") {
-    bool pack_weights = options.pack_weights;
-    HEXIR_ASSIGN_OR_RETURN(int threads, cpu_threads_option(name.substr(4), options.threads, &pack_weights));
-    return cpu::create_cpu_device(threads, pack_weights);
+    DeviceOptions parsed = options;
+    HEXIR_RETURN_IF_ERROR(parse_cpu_options(name.substr(4), parsed));
+    return cpu::create_cpu_device(parsed.threads, parsed.pack_weights);
   }
   // CUDA names may carry options after '?' ("cuda:0?graphs=off").
   const std::string_view base = name.substr(0, name.find('?'));

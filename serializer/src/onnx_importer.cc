@@ -1199,7 +1199,7 @@ class Importer {
 
   // What importing a branch or a trial loop body changes (the builder, the
   // names, constants made or moved into the module), to undo it. Between
-  // begin_attempt and the matching --tentative_, large folded constants are
+  // begin_attempt and end_attempt, large folded constants are
   // copied into the module rather than moved (an undo would lose them).
   struct Attempt {
     GraphBuilder::Checkpoint builder;
@@ -1212,6 +1212,7 @@ class Importer {
     ++tentative_;
     return a;
   }
+  void end_attempt() { --tentative_; }
   void undo(const Attempt& a) {
     builder_.rollback(a.builder);
     entries_ = a.entries;
@@ -1274,7 +1275,7 @@ class Importer {
           status = ids.status();
         }
       }
-      --tentative_;
+      end_attempt();
       if (status.ok()) continue;
       undo(attempt);
       failed[b] = std::string(branch) + " of If node '" + n.loc.node + "' cannot be built at the compiled shapes: " +
@@ -1356,7 +1357,7 @@ class Importer {
       const Attempt attempt = begin_attempt();
       std::vector<int> values;
       Result<std::vector<Ref>> outs = build_loop_body(n, body, start, trip, inits, values);
-      --tentative_;
+      end_attempt();
       HEXIR_RETURN_IF_ERROR(outs.status());
       for (int s = 0; s < scans; ++s) scan_types.push_back(info((*outs)[static_cast<size_t>(carried + s)]));
       undo(attempt);

@@ -741,8 +741,7 @@ bool chain_to_donated_input(const Function& fn, FunctionPlan& plan, const Uses& 
     if (next < 0) return false;
     links.push_back({cur, next, static_cast<size_t>(w)});
     if (next == input) break;
-    cur = heads.head(next);
-    if (links.size() > plan.program.size()) return false;
+    cur = heads.head(next);  // written before `w`: the walk ends
   }
   for (const Link& l : links) {
     plan.values[static_cast<size_t>(l.value)].buffer_prev = l.onto;

@@ -18,6 +18,7 @@
 #include "hexir/hal/device.h"
 #include "hexir/serializer/compiler.h"
 #include "hexir/vm.h"
+#include "loaded.h"
 #include "hexir_generated.h"
 
 namespace fs = std::filesystem;
@@ -31,33 +32,8 @@ namespace {
 
 const fs::path kSamplesDir = HEXIR_SAMPLES_DIR;
 
-struct Loaded {
-  std::unique_ptr<uint8_t, decltype(&std::free)> bytes{nullptr, &std::free};
-  size_t size = 0;
-  std::unique_ptr<hexir::hal::Device> device;
-  std::unique_ptr<Module> module;
-  std::unique_ptr<Program> program;
-  const hexir::fb::Module& fb() const {
-    return *hexir::fb::GetModule(bytes.get() + sizeof(hexir::format::Prelude));
-  }
-};
-
-std::unique_ptr<Loaded> load(const std::vector<uint8_t>& compiled) {
-  auto l = std::make_unique<Loaded>();
-  l->size = compiled.size();
-  l->bytes.reset(static_cast<uint8_t*>(std::aligned_alloc(64, (compiled.size() + 63) / 64 * 64)));
-  std::memcpy(l->bytes.get(), compiled.data(), compiled.size());
-  auto device = hexir::hal::create_device("cpu");
-  REQUIRE(device.ok());
-  l->device = std::move(device).value();
-  auto module = Module::load_buffer({l->bytes.get(), l->size});
-  REQUIRE_MESSAGE(module.ok(), module.status().to_string());
-  l->module = std::make_unique<Module>(std::move(module).value());
-  auto program = Program::prepare(*l->module, *l->device);
-  REQUIRE_MESSAGE(program.ok(), program.status().to_string());
-  l->program = std::make_unique<Program>(std::move(program).value());
-  return l;
-}
+using hexir::testing::Loaded;
+using hexir::testing::load_compiled;
 
 // Runs function 0 on `inputs` twice and returns the outputs of the second run.
 std::vector<std::vector<uint8_t>> run(Loaded& l, const std::vector<TensorRef>& inputs) {
@@ -103,7 +79,7 @@ Sweep sweep(CompileFn compile, const std::vector<TensorRef>& inputs, std::initia
   Sweep s;
   auto free = compile(base_options);
   REQUIRE_MESSAGE(free.ok(), free.status().to_string());
-  auto base = load(*free);
+  auto base = load_compiled(*free);
   const uint64_t arena = base->module->arena_bytes();
   const std::vector<std::vector<uint8_t>> expected = run(*base, inputs);
   for (double fraction : fractions) {
@@ -119,7 +95,7 @@ Sweep sweep(CompileFn compile, const std::vector<TensorRef>& inputs, std::initia
       ++s.refused;
       continue;
     }
-    auto l = load(*budgeted);
+    auto l = load_compiled(*budgeted);
     // The context's device memory: the arena and, past it, any shared scratch.
     const uint64_t workspace = l->module->workspace_bytes();
     CHECK((workspace == 0 ? l->module->arena_bytes() : (l->module->arena_bytes() + 63) / 64 * 64 + workspace) <=

@@ -16,6 +16,7 @@
 #include "hexir/hal/device.h"
 #include "hexir/serializer/compiler.h"
 #include "hexir/vm.h"
+#include "loaded.h"
 #include "hexir_generated.h"
 #include "vm_impl.h"
 
@@ -59,40 +60,13 @@ std::vector<Variant> variants() {
   return out;
 }
 
-// A compiled, loaded and prepared executable with the bytes it borrows.
-struct Loaded {
-  std::unique_ptr<uint8_t, decltype(&std::free)> bytes{nullptr, &std::free};
-  size_t size = 0;
-  std::unique_ptr<hexir::hal::Device> device;
-  std::unique_ptr<Module> module;
-  std::unique_ptr<Program> program;
-
-  const hexir::fb::Module& fb() const {
-    return *hexir::fb::GetModule(bytes.get() + sizeof(hexir::format::Prelude));
-  }
-};
-
-std::unique_ptr<Loaded> compile_and_load(const std::vector<uint8_t>& compiled) {
-  auto l = std::make_unique<Loaded>();
-  l->size = compiled.size();
-  l->bytes.reset(static_cast<uint8_t*>(std::aligned_alloc(64, (compiled.size() + 63) / 64 * 64)));
-  std::memcpy(l->bytes.get(), compiled.data(), compiled.size());
-  auto device = hexir::hal::create_device("cpu");
-  REQUIRE(device.ok());
-  l->device = std::move(device).value();
-  auto module = Module::load_buffer({l->bytes.get(), l->size});
-  REQUIRE_MESSAGE(module.ok(), module.status().to_string());
-  l->module = std::make_unique<Module>(std::move(module).value());
-  auto program = Program::prepare(*l->module, *l->device);
-  REQUIRE_MESSAGE(program.ok(), program.status().to_string());
-  l->program = std::make_unique<Program>(std::move(program).value());
-  return l;
-}
+using hexir::testing::Loaded;
+using hexir::testing::load_compiled;
 
 std::unique_ptr<Loaded> compile_sample(const std::string& name, const CompileOptions& options) {
   auto bytes = hexir::serializer::compile_file(kSamplesDir / (name + ".hxir"), options);
   REQUIRE_MESSAGE(bytes.ok(), bytes.status().to_string());
-  return compile_and_load(*bytes);
+  return load_compiled(*bytes);
 }
 
 hexir::NpyArray load_npy(const fs::path& path) {
@@ -211,7 +185,7 @@ func @step(%cache: f32[64,128] donate, %row: f32[1,128]) -> (f32[64,128]) {
     options.plan = plan;
     auto bytes = hexir::serializer::compile_source(kStep, "step.hxir", kSamplesDir, options);
     REQUIRE_MESSAGE(bytes.ok(), bytes.status().to_string());
-    auto l = compile_and_load(*bytes);
+    auto l = load_compiled(*bytes);
     const hexir::fb::Module& m = l->fb();
     const hexir::fb::Function& fn = *m.functions()->Get(0);
     CHECK(fn.inputs()->Get(0)->donated_to() == 0);
@@ -254,7 +228,7 @@ func @f(%cache: f32[4,4] donate, %x: f32[4,4]) -> (f32[4,4]) {
 )";
   auto bytes = hexir::serializer::compile_source(kSource, "m.hxir", kSamplesDir);
   REQUIRE(bytes.ok());
-  auto l = compile_and_load(*bytes);
+  auto l = load_compiled(*bytes);
   CHECK(l->module->function(0).inputs[0].donated_to == -1);
   auto context = Context::create(*l->program);
   REQUIRE(context.ok());

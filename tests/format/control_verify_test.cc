@@ -35,10 +35,8 @@ func @main(%x: f32[4], %n: i64[]) -> f32[] {
 constexpr size_t kParamCountField = 20;
 constexpr size_t kOpcodeField = 28;
 
-struct Patched {
-  AlignedBytes file = aligned(compile_text(kLoop));
-  const fb::Module& m() { return module_of(file); }
-  uint8_t* writable(const void* p) { return file.data() + (static_cast<const uint8_t*>(p) - file.data()); }
+struct Patched : PatchedExecutable {
+  explicit Patched(const char* source = kLoop) : PatchedExecutable(source) {}
   // Function-relative index of the first instruction running `name`.
   uint32_t find(const std::string& name) {
     auto verified = format::verify_executable(file.span());
@@ -48,30 +46,9 @@ struct Patched {
     FAIL("no ", name);
     return 0;
   }
-  uint32_t slot_named(const std::string& name) {
-    for (uint32_t s = 0; s < m().slots()->size(); ++s)
-      if (m().slots()->Get(s)->name()->str() == name) return s;
-    FAIL("no slot ", name);
-    return 0;
-  }
   uint8_t* instruction(uint32_t k) { return writable(m().instructions()->Get(k)); }
-  void set_operand(uint32_t k, uint32_t o, uint32_t slot) {
-    const fb::Instruction* in = m().instructions()->Get(k);
-    std::memcpy(writable(m().operand_pool()->Data() + 4 * (in->operand_begin() + o)), &slot, 4);
-  }
-  void set_param(uint32_t k, uint32_t p, int64_t value) {
-    const fb::Instruction* in = m().instructions()->Get(k);
-    std::memcpy(writable(m().param_pool()->Data() + 8 * (in->param_begin() + p)), &value, 8);
-  }
-  std::string refusal() {
-    reseal_metadata(file);
-    auto verified = format::verify_executable(file.span(), {.prove_no_overlap = true});
-    REQUIRE_MESSAGE(!verified.ok(), "the patched file was accepted");
-    return verified.status().message();
-  }
 };
 
-bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 TEST_CASE("the unpatched loop verifies and lists its control instructions") {
   Patched p;
@@ -214,11 +191,7 @@ func @main(%x: f32[4], %c: bool[], %k: f32[]) -> f32[] {
 )";
 
 TEST_CASE("verifier: malformed ifs") {
-  auto patched = [] {
-    Patched p;
-    p.file = aligned(compile_text(kBranch));
-    return p;
-  };
+  auto patched = [] { return Patched(kBranch); };
   {
     Patched p = patched();
     auto verified = format::verify_executable(p.file.span());
@@ -268,11 +241,7 @@ func @main(%x: f32[4], %c: bool[]) -> f32[] {
 )";
 
 TEST_CASE("verifier: a branch ending in Fail, and malformed Fails") {
-  auto patched = [](const char* source) {
-    Patched p;
-    p.file = aligned(compile_text(source));
-    return p;
-  };
+  auto patched = [](const char* source) { return Patched(source); };
   {  // %y, written only by the then-branch, is read after the if
     Patched p = patched(kFailBranch);
     auto verified = format::verify_executable(p.file.span(), {.prove_no_overlap = true});

@@ -39,10 +39,8 @@ serializer::CompileOptions budget_options() {
   return o;
 }
 
-struct Patched {
-  AlignedBytes file = aligned(compile_text(kHeld, budget_options()));
-  const fb::Module& m() { return module_of(file); }
-  uint8_t* writable(const void* p) { return file.data() + (static_cast<const uint8_t*>(p) - file.data()); }
+struct Patched : PatchedExecutable {
+  Patched() : PatchedExecutable(kHeld, budget_options()) {}
   // The n-th recomputed slot (in slot order, which is program order here).
   uint32_t copy(int n = 0) {
     for (uint32_t s = 0; s < m().slots()->size(); ++s)
@@ -59,12 +57,6 @@ struct Patched {
     FAIL("nobody writes slot ", slot);
     return 0;
   }
-  uint32_t slot_named(const std::string& name) {
-    for (uint32_t s = 0; s < m().slots()->size(); ++s)
-      if (m().slots()->Get(s)->name()->str() == name) return s;
-    FAIL("no slot ", name);
-    return 0;
-  }
   // The recomputes field of `slot` (stored: it is not the default -1).
   void set_recomputes(uint32_t slot, int32_t value) {
     // A generated table derives privately from flatbuffers::Table, at the same address.
@@ -73,23 +65,7 @@ struct Patched {
     REQUIRE(field != nullptr);
     std::memcpy(writable(field), &value, 4);
   }
-  void set_operand(uint32_t k, uint32_t o, uint32_t slot) {
-    const fb::Instruction* in = m().instructions()->Get(k);
-    std::memcpy(writable(m().operand_pool()->Data() + 4 * (in->operand_begin() + o)), &slot, 4);
-  }
-  void set_param(uint32_t k, uint32_t p, int64_t value) {
-    const fb::Instruction* in = m().instructions()->Get(k);
-    std::memcpy(writable(m().param_pool()->Data() + 8 * (in->param_begin() + p)), &value, 8);
-  }
-  std::string refusal() {
-    reseal_metadata(file);
-    auto verified = format::verify_executable(file.span(), {.prove_no_overlap = true});
-    REQUIRE_MESSAGE(!verified.ok(), "the patched file was accepted");
-    return verified.status().message();
-  }
 };
-
-bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 }  // namespace
 

@@ -17,6 +17,7 @@
 
 #include "hexir/base/npy.h"
 #include "hexir/format/prelude.h"
+#include "hexir/format/verifier.h"
 #include "hexir/hal/device.h"
 #include "hexir/serializer/compiler.h"
 #include "hexir/vm.h"
@@ -151,5 +152,37 @@ inline CommandResult run_command(const std::string& command) {
 inline bool contains(const std::string& haystack, const std::string& needle) {
   return haystack.find(needle) != std::string::npos;
 }
+
+// A compiled file the verifier tests patch in place, one defect each, and
+// reseal: refusal() then names what the verifier said.
+struct PatchedExecutable {
+  AlignedBytes file;
+  explicit PatchedExecutable(const std::string& source, const serializer::CompileOptions& options = {})
+      : file(aligned(compile_text(source, options))) {}
+  const fb::Module& m() { return module_of(file); }
+  uint8_t* writable(const void* p) { return file.data() + (static_cast<const uint8_t*>(p) - file.data()); }
+  uint32_t slot_named(const std::string& name) {
+    for (uint32_t s = 0; s < m().slots()->size(); ++s)
+      if (m().slots()->Get(s)->name()->str() == name) return s;
+    FAIL("no slot ", name);
+    return 0;
+  }
+  void set_operand(uint32_t k, uint32_t o, uint32_t slot) {
+    const fb::Instruction* in = m().instructions()->Get(k);
+    std::memcpy(writable(m().operand_pool()->Data() + 4 * (in->operand_begin() + o)), &slot, 4);
+  }
+  void set_param(uint32_t k, uint32_t p, int64_t value) {
+    const fb::Instruction* in = m().instructions()->Get(k);
+    std::memcpy(writable(m().param_pool()->Data() + 8 * (in->param_begin() + p)), &value, 8);
+  }
+  std::string refusal() {
+    reseal_metadata(file);
+    auto verified = format::verify_executable(file.span(), {.prove_no_overlap = true});
+    REQUIRE_MESSAGE(!verified.ok(), "the patched file was accepted");
+    return verified.status().message();
+  }
+};
+
+inline bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 }  // namespace hexir::testing

@@ -139,6 +139,16 @@ TEST_CASE("tools: hexir-dump shows every result of a several-output instruction"
   CHECK(contains(j.output, "\"outputs\":["));
 }
 
+TEST_CASE("tools: hexir-dump marks a matmul that reads its b transposed in place") {
+  TempDir dir;
+  REQUIRE(run(kCompile + " " + kSamples + "/transformer.hxir -o " + dir / "t.hxe").exit_code == 0);
+  auto d = run(kDump + " " + dir / "t.hxe");
+  CHECK_MESSAGE(contains(d.output, "%s0 = matmul %q, %k {1} : f32[4,16,16]  ; alias=0b00 b transposed (read in place)"),
+                d.output);
+  REQUIRE(run(kCompile + " " + kSamples + "/transformer.hxir -o " + dir / "u.hxe --no-fuse").exit_code == 0);
+  CHECK_FALSE(contains(run(kDump + " " + dir / "u.hxe").output, "b transposed"));
+}
+
 TEST_CASE("tools: --plan=naive is larger than the arena plan and both run") {
   TempDir dir;
   REQUIRE(run(kCompile + " " + kSamples + "/transformer.hxir -o " + dir / "n.hxe --plan=naive").exit_code ==
