@@ -20,7 +20,10 @@ uint8_t* bytes_at(const Buffer& buffer, uint64_t offset) {
 // thread); only the device counters it bumps are shared.
 class CpuQueue final : public Queue {
  public:
-  CpuQueue(AtomicCounters& counters, int threads) : counters_(counters), pool_(threads) {
+  // `scratch`: the pool's per-participant scratch, allocated through `device`
+  // (so its counters show it) and released through it with the queue.
+  CpuQueue(Device& device, AtomicCounters& counters, int threads, Buffer scratch)
+      : counters_(counters), scratch_{&device, scratch}, pool_(threads, static_cast<float*>(scratch.host_ptr)) {
     context_.backend = &pool_;
   }
 
@@ -77,7 +80,20 @@ class CpuQueue final : public Queue {
   uint64_t dispatch_count() const override { return dispatch_count_.load(std::memory_order_relaxed); }
 
  private:
+  // Released after the pool has joined its workers (declared before it).
+  struct OwnedBuffer {
+    OwnedBuffer(Device* owner, Buffer owned) : device(owner), buffer(owned) {}
+    OwnedBuffer(const OwnedBuffer&) = delete;
+    OwnedBuffer& operator=(const OwnedBuffer&) = delete;
+    ~OwnedBuffer() {
+      if (buffer.size > 0) device->release(buffer);
+    }
+    Device* device;
+    Buffer buffer;
+  };
+
   AtomicCounters& counters_;
+  OwnedBuffer scratch_;
   ThreadPool pool_;
   KernelContext context_;
   // Atomic only so another thread may read it while this one dispatches.
@@ -204,8 +220,14 @@ class CpuDevice final : public Device {
     return buffer;
   }
 
+  // The queue's pool gets its scratch here, at context creation (never on
+  // invoke). Untouched pages cost no memory: a context whose kernels never
+  // ask for scratch keeps them unmapped.
   Result<std::unique_ptr<Queue>> create_queue() override {
-    return std::unique_ptr<Queue>(std::make_unique<CpuQueue>(counters_, threads_));
+    const uint64_t bytes = static_cast<uint64_t>(threads_) * kScratchFloatsPerParticipant * sizeof(float);
+    HEXIR_ASSIGN_OR_RETURN(Buffer scratch,
+                           allocate(bytes, MemoryType::kHostVisible, BufferUsage::kTransient, kMinAlignment));
+    return std::unique_ptr<Queue>(std::make_unique<CpuQueue>(*this, counters_, threads_, scratch));
   }
 
   DeviceCounters counters() const override { return counters_.snapshot(); }

@@ -255,13 +255,14 @@ int64_t strips_of(int64_t n, int64_t nr) { return (n + nr - 1) / nr; }
 struct GemmJob {
   const GemmArgs* args;
   GemmPath path;
+  ThreadPool* pool;       // its participants' scratch holds a task's packed A block; null: none
   int64_t row_blocks;     // tasks are row_blocks x column_groups
   int64_t row_block;      // rows per block (a multiple of MR)
   int64_t group_strips;   // strips of NR columns per column group
   bool b_in_place;        // full strips of B read where they are (a short M: packing would not pay)
 };
 
-void gemm_task(void* context, int64_t task) {
+void gemm_task(void* context, int64_t task, int participant) {
   const GemmJob& job = *static_cast<const GemmJob*>(context);
   const GemmArgs& g = *job.args;
   const int64_t MR = job.path.mr, NR = job.path.nr;
@@ -275,12 +276,23 @@ void gemm_task(void* context, int64_t task) {
   if (g.k == 0) {
     for (int64_t i = i0; i < i1; ++i) std::fill(g.c + i * g.ldc + j_begin, g.c + i * g.ldc + j_end, 0.0f);
   }
+  // B prepared: the task's rows of A packed once per K block into the
+  // participant's scratch (panel p of the block at p * MR * kc), when A is
+  // not prepared and the block fits; otherwise each panel is packed again for
+  // every chunk of strips (8 times per K block on BERT's 3072-wide GEMM). The
+  // per-call path reads A in place: packing it there measured slower.
+  float* const a_block = !g.packed_b || g.packed_a || job.pool == nullptr ||
+                                 (i1 - i0 + MR - 1) / MR * MR * kKc > kScratchFloatsPerParticipant
+                             ? nullptr
+                             : job.pool->scratch(participant);
   for (int64_t k0 = 0; k0 < g.k; k0 += kKc) {
     const int64_t kc = std::min(kKc, g.k - k0);
     const bool accumulate = k0 > 0;
+    if (a_block)
+      for (int64_t i = i0; i < i1; i += MR) pack_panel(g.a, g.lda, i, std::min(MR, i1 - i), k0, kc, MR, a_block + (i - i0) * kc);
     if (g.packed_b) {
-      // B prepared: an A panel (packed here unless prepared too) stays in L1
-      // while it sweeps a chunk of strips that stays in L2.
+      // B prepared: an A panel (packed once above, or prepared, or packed
+      // here) stays in L1 while it sweeps a chunk of strips that stays in L2.
       alignas(64) float panel[kKc * kMaxMr];
       const float* bk = g.packed_b + k0 * strips * NR;
       const int64_t chunk = std::max<int64_t>(1, kChunkBytes / (kc * NR * static_cast<int64_t>(sizeof(float))));
@@ -291,6 +303,8 @@ void gemm_task(void* context, int64_t task) {
           const float* ap = panel;
           if (g.packed_a)
             ap = g.packed_a + k0 * panels * MR + (i / MR) * kc * MR;
+          else if (a_block)
+            ap = a_block + (i - i0) * kc;
           else
             pack_panel(g.a, g.lda, i, mr, k0, kc, MR, panel);
           for (int64_t s = s0; s < s1; ++s) {
@@ -419,7 +433,7 @@ void apply_epilogue(const ops::Epilogue& e, float* c, int64_t ld, int64_t rows, 
 
 void gemm(const KernelContext& context, const GemmArgs& args) {
   if (args.m <= 0 || args.n <= 0) return;
-  GemmJob job{&args, select_path(), 0, 0, 0, false};
+  GemmJob job{&args, select_path(), pool_of(context), 0, 0, 0, false};
   const int64_t MR = job.path.mr, NR = job.path.nr;
   static_assert(kAvx512Mr <= kMaxMr && kRowBlock % 24 == 0);
   const int64_t strips = strips_of(args.n, NR);
@@ -445,10 +459,10 @@ void gemm(const KernelContext& context, const GemmArgs& args) {
   groups = (strips + job.group_strips - 1) / job.group_strips;
   const int64_t tasks = job.row_blocks * groups;
   if (flops < 1e6) {
-    for (int64_t t = 0; t < tasks; ++t) gemm_task(&job, t);
+    for (int64_t t = 0; t < tasks; ++t) gemm_task(&job, t, 0);  // the caller is participant 0
     return;
   }
-  parallel_for(context, tasks, gemm_task, &job);
+  parallel_for_participants(context, tasks, gemm_task, &job);
 }
 
 void gemm(int64_t M, int64_t N, int64_t K, const float* A, const float* B, float* C) {

@@ -31,10 +31,10 @@ int available_cores() {
   return n > 0 ? static_cast<int>(n) : 1;
 }
 
-ThreadPool::ThreadPool(int threads) {
+ThreadPool::ThreadPool(int threads, float* scratch) : scratch_(scratch) {
   if (threads < 1) threads = 1;
   workers_.reserve(static_cast<size_t>(threads - 1));
-  for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { worker_loop(); });
+  for (int i = 1; i < threads; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
 }
 
 ThreadPool::~ThreadPool() {
@@ -47,16 +47,16 @@ ThreadPool::~ThreadPool() {
   for (std::thread& t : workers_) t.join();
 }
 
-void ThreadPool::work(TaskFn fn, void* context, int64_t tasks) {
+void ThreadPool::work(ParticipantTaskFn fn, void* context, int64_t tasks, int participant) {
   for (;;) {
     const int64_t t = next_task_.fetch_add(1, std::memory_order_relaxed);
     if (t >= tasks) return;
-    fn(context, t);
+    fn(context, t, participant);
     done_tasks_.fetch_add(1, std::memory_order_acq_rel);
   }
 }
 
-void ThreadPool::worker_loop() {
+void ThreadPool::worker_loop(int participant) {
   uint64_t seen = 0;
   for (;;) {
     uint64_t now = generation_.load(std::memory_order_acquire);
@@ -64,7 +64,7 @@ void ThreadPool::worker_loop() {
       cpu_relax();
       now = generation_.load(std::memory_order_acquire);
     }
-    TaskFn fn;
+    ParticipantTaskFn fn;
     void* context;
     int64_t tasks;
     {
@@ -78,7 +78,7 @@ void ThreadPool::worker_loop() {
       joined_workers_.fetch_add(1, std::memory_order_relaxed);
       fn = fn_, context = context_, tasks = tasks_;
     }
-    work(fn, context, tasks);
+    work(fn, context, tasks, participant);
     joined_workers_.fetch_sub(1, std::memory_order_acq_rel);
   }
 }
@@ -95,9 +95,9 @@ void wait_until(Done done) {
   }
 }
 
-void ThreadPool::run(int64_t tasks, TaskFn fn, void* context) {
+void ThreadPool::run(int64_t tasks, ParticipantTaskFn fn, void* context) {
   if (workers_.empty() || tasks <= 1) {
-    for (int64_t t = 0; t < tasks; ++t) fn(context, t);
+    for (int64_t t = 0; t < tasks; ++t) fn(context, t, 0);
     return;
   }
   {
@@ -111,7 +111,7 @@ void ThreadPool::run(int64_t tasks, TaskFn fn, void* context) {
     generation_.fetch_add(1, std::memory_order_release);
   }
   wake_.notify_all();
-  work(fn, context, tasks);
+  work(fn, context, tasks, 0);
   wait_until([&] { return done_tasks_.load(std::memory_order_acquire) == tasks; });
   {
     std::lock_guard<std::mutex> lock(mutex_);

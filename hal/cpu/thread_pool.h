@@ -21,24 +21,40 @@
 
 namespace hexir::hal::cpu {
 
+// Floats of scratch each participant of a pool may have (192 KiB): the
+// GEMM's A block packed once per K block (up to 192 rows x 256 deep), which
+// would otherwise be packed again for every chunk of B's strips.
+inline constexpr int64_t kScratchFloatsPerParticipant = 192 * 256;
+
 class ThreadPool {
  public:
   // `threads` participants in all, the caller included (1: no worker threads).
-  explicit ThreadPool(int threads);
+  // `scratch`: kScratchFloatsPerParticipant floats per participant, 64-byte
+  // aligned, owned by the caller and outliving the pool; null: no scratch.
+  explicit ThreadPool(int threads, float* scratch = nullptr);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
 
   int size() const { return static_cast<int>(workers_.size()) + 1; }
 
+  // Participant p's scratch (p in [0, size()), 0 is the caller): no other
+  // participant touches it while a task of p runs. Null when the pool has none.
+  float* scratch(int participant) const {
+    return scratch_ ? scratch_ + participant * kScratchFloatsPerParticipant : nullptr;
+  }
+
   using TaskFn = void (*)(void* context, int64_t task);
-  // Runs fn(context, t) for every t in [0, tasks) and returns when all have
-  // finished. Not reentrant: one run at a time (a queue is used by one thread).
-  void run(int64_t tasks, TaskFn fn, void* context);
+  // A task told which participant runs it (to use that one's scratch).
+  using ParticipantTaskFn = void (*)(void* context, int64_t task, int participant);
+  // Runs fn(context, t, participant) for every t in [0, tasks) and returns
+  // when all have finished. Not reentrant: one run at a time (a queue is
+  // used by one thread).
+  void run(int64_t tasks, ParticipantTaskFn fn, void* context);
 
  private:
-  void work(TaskFn fn, void* context, int64_t tasks);
-  void worker_loop();
+  void work(ParticipantTaskFn fn, void* context, int64_t tasks, int participant);
+  void worker_loop(int participant);
 
   std::vector<std::thread> workers_;
   std::mutex mutex_;  // guards the job fields and open_/stop_; workers join a job under it
@@ -47,7 +63,8 @@ class ThreadPool {
   std::atomic<int64_t> next_task_{0};
   std::atomic<int64_t> done_tasks_{0};
   std::atomic<int> joined_workers_{0};  // workers inside the open job
-  TaskFn fn_ = nullptr;
+  float* scratch_ = nullptr;
+  ParticipantTaskFn fn_ = nullptr;
   void* context_ = nullptr;
   int64_t tasks_ = 0;
   bool open_ = false;  // a job may still be joined
@@ -58,14 +75,27 @@ class ThreadPool {
 // without one (a direct call with an empty KernelContext): run serially then.
 inline ThreadPool* pool_of(const KernelContext& context) { return static_cast<ThreadPool*>(context.backend); }
 
-// Runs fn over [0, tasks) on the context's pool, or serially without one.
-inline void parallel_for(const KernelContext& context, int64_t tasks, ThreadPool::TaskFn fn, void* arg) {
+// Runs fn over [0, tasks) on the context's pool, or serially (as participant
+// 0, the caller) without one.
+inline void parallel_for_participants(const KernelContext& context, int64_t tasks,
+                                      ThreadPool::ParticipantTaskFn fn, void* arg) {
   ThreadPool* pool = pool_of(context);
   if (pool == nullptr || pool->size() == 1 || tasks <= 1) {
-    for (int64_t t = 0; t < tasks; ++t) fn(arg, t);
+    for (int64_t t = 0; t < tasks; ++t) fn(arg, t, 0);
     return;
   }
   pool->run(tasks, fn, arg);
+}
+
+// The same for tasks that need not know who runs them.
+inline void parallel_for(const KernelContext& context, int64_t tasks, ThreadPool::TaskFn fn, void* arg) {
+  struct Job {
+    ThreadPool::TaskFn fn;
+    void* arg;
+  } job{fn, arg};
+  parallel_for_participants(
+      context, tasks, [](void* j, int64_t t, int) { static_cast<Job*>(j)->fn(static_cast<Job*>(j)->arg, t); },
+      &job);
 }
 
 // Runs f(begin, end) over [0, n) cut into ranges of at least `min_range`
@@ -87,7 +117,7 @@ inline void parallel_ranges(const KernelContext& context, int64_t n, int64_t min
   } job{&f, n, (n + ranges - 1) / ranges};
   pool->run(
       (n + job.size - 1) / job.size,
-      [](void* context, int64_t t) {
+      [](void* context, int64_t t, int) {
         const Job& j = *static_cast<const Job*>(context);
         const int64_t begin = t * j.size;
         (*j.f)(begin, std::min(j.n, begin + j.size));

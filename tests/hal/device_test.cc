@@ -174,6 +174,23 @@ TEST_CASE("fill: f32 splat, uniform bytes, and bad patterns") {
   device->release(b);
 }
 
+TEST_CASE("cpu queue: its pool's scratch is allocated with the queue, counted, and released with it") {
+  // 192 KiB per participant (hal/cpu/thread_pool.h: the GEMM's packed A
+  // block); never allocated on dispatch.
+  auto device = create_device("cpu", {.threads = 2});
+  REQUIRE(device.ok());
+  const DeviceCounters before = (*device)->counters();
+  {
+    auto queue = (*device)->create_queue();
+    REQUIRE(queue.ok());
+    const DeviceCounters created = (*device)->counters();
+    CHECK(created.allocations - before.allocations == 1);
+    CHECK(created.bytes_allocated - before.bytes_allocated == 2 * 192 * 1024);
+    CHECK(created.releases == before.releases);
+  }
+  CHECK((*device)->counters().releases - before.releases == 1);
+}
+
 TEST_CASE("queue copy: between buffers, overlapping within one, bounds") {
   auto device = make_cpu();
   auto queue = device->create_queue();
@@ -404,8 +421,10 @@ TEST_CASE("two threads, two queues, one device: concurrent dispatches stay separ
   CHECK(count_b == kDispatches);
   const DeviceCounters c = device->counters();
   CHECK(c.dispatches == 2 * kDispatches);
-  CHECK(c.allocations == 4);
-  CHECK(c.releases == 4);
+  // Two buffers per worker, and each queue's pool scratch (allocated with
+  // the queue, released with it).
+  CHECK(c.allocations == 4 + 2);
+  CHECK(c.releases == 4 + 2);
   CHECK(c.fills == 4);
 }
 

@@ -87,6 +87,41 @@ TEST_CASE("prepared: matmul with its B packed once is bit-identical to packing p
   }
 }
 
+TEST_CASE("prepared: the A block packed once into the pool's scratch gives the bits of packing each panel") {
+  // Through a queue (its pool has scratch: A's rows packed once per K block)
+  // against the kernel called without a pool (A packed again per chunk of
+  // B's strips); N past one chunk (12 strips of 32), M past one row block.
+  for (auto [m_, k_, n_] : {std::tuple<int64_t, int64_t, int64_t>{301, 517, 1000},
+                            {256, 768, 800},
+                            {13, 257, 450},
+                            {200, 300, 65}}) {
+    const int64_t m = m_, k = k_, n = n_;
+    INFO(m << "x" << k << " * " << k << "x" << n);
+    HostTensor a = random_f32({m, k}, 3), b = random_f32({k, n}, 4), out(DType::kF32, {m, n});
+    auto device = create_device("cpu", {.threads = 1});
+    REQUIRE(device.ok());
+    auto queue = (*device)->create_queue();
+    REQUIRE(queue.ok());
+    auto call = prepare_call(OpId::kMatmul, {&a, &b}, {&out}, {});
+    REQUIRE(call.ok());
+    std::vector<void*> constants(call->operands.size(), nullptr);
+    constants[1] = call->operands[1];
+    Dispatch request = call->dispatch;
+    request.operands = constants.data();
+    auto prepared = (*device)->prepare_dispatch(request);
+    REQUIRE(prepared.ok());
+    REQUIRE(prepared->size > 0);
+    Dispatch with = call->dispatch;
+    with.prepared = prepared->host_ptr;
+    REQUIRE((*queue)->dispatch(with).ok());
+    const std::vector<uint8_t> pooled = out.bytes;
+    for (int64_t i = 0; i < out.count(); ++i) out.at(i) = 12345.0f;
+    REQUIRE(reinterpret_cast<cpu::KernelFn>(with.kernel)(KernelContext{}, with).ok());
+    CHECK(out.bytes == pooled);
+    (*device)->release(*prepared);
+  }
+}
+
 TEST_CASE("prepared: a cpu device with pack_weights off prepares nothing (the mapped weights stay shared)") {
   HostTensor a = random_f32({37, 70}, 11), b = random_f32({70, 45}, 12);
   for (const char* name : {"cpu?pack_weights=0", "cpu?threads=2&pack_weights=0"}) {
