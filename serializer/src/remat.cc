@@ -64,6 +64,11 @@ struct Candidate {
   int value = -1;
   int64_t at = -1;
   bool chain = false;
+  // With chain: an input dead at `at` of which an earlier copy (the original
+  // or a recomputation) is written before `at` is read from that copy, whose
+  // life grows to `at`, instead of being computed once more. Two moved
+  // projections reading one recomputed layer norm then share it.
+  bool reuse = false;
 };
 
 uint64_t flops_recomputed(const Function& fn, const FunctionPlan& plan) {
@@ -174,11 +179,12 @@ struct Applied {
   FunctionPlan plan;
   uint64_t flops = 0;
   int instructions = 0;
+  int reused = 0;  // inputs read from an earlier copy (Candidate::reuse)
 };
 
 Applied apply(const Function& fn, const FunctionPlan& base, const Reads& reads, const Candidate& c,
               int max_chain) {
-  Applied out{base, 0, 0};
+  Applied out{base, 0, 0, 0};
   FunctionPlan& p = out.plan;
   std::vector<Instruction> inserted;
   std::map<int, int> remade;  // value id (a root or a view of one) -> its recomputed counterpart
@@ -214,11 +220,33 @@ Applied apply(const Function& fn, const FunctionPlan& base, const Reads& reads, 
     const std::vector<int64_t>& at = reads.at[static_cast<size_t>(root)];
     return !at.empty() && at.back() >= c.at;
   };
+  // The latest copy of the same value as `root` written before `c.at`; -1: none.
+  auto earlier_copy = [&](int root) {
+    const int original = p.values[static_cast<size_t>(root)].recomputes >= 0
+                             ? p.values[static_cast<size_t>(root)].recomputes
+                             : root;
+    int found = -1;
+    for (size_t w = 0; w < reads.def.size(); ++w) {
+      const ValuePlan& wp = base.values[w];
+      if (static_cast<int>(w) == root || wp.storage_root != static_cast<int>(w) || wp.storage != Storage::kArena)
+        continue;
+      if (static_cast<int>(w) != original && wp.recomputes != original) continue;
+      const int64_t def = reads.def[w];
+      if (def >= 0 && def < c.at && (found < 0 || def > reads.def[static_cast<size_t>(found)]))
+        found = static_cast<int>(w);
+    }
+    return found;
+  };
   int budget = max_chain;
   auto remake = [&](auto&& self, int v, bool force) -> int {
     if (auto it = remade.find(v); it != remade.end()) return it->second;
     const int root = root_of(v);
     if (!force && (live_there(v) || !c.chain || budget <= 0)) return v;
+    if (!force && c.reuse && v == root)
+      if (const int copy = earlier_copy(root); copy >= 0) {
+        ++out.reused;
+        return copy;
+      }
     const int64_t def = reads.def[static_cast<size_t>(root)];
     if (def < 0) return v;
     const Instruction& writer = base.program[static_cast<size_t>(def)];
@@ -368,16 +396,16 @@ RematResult rematerialize(const Function& fn, FunctionPlan& plan, uint64_t targe
       int64_t valley = next;
       for (int64_t k = next; k > at; --k)
         if (profile[static_cast<size_t>(k)] < profile[static_cast<size_t>(valley)]) valley = k;
-      std::vector<std::pair<bool, int64_t>> ways = {{false, next}, {true, next}};
-      if (valley != next) {
-        ways.emplace_back(false, valley);
-        ways.emplace_back(true, valley);
-      }
-      for (const std::pair<bool, int64_t>& way : ways) {
-        const bool chain = way.first;
-        const int64_t place = way.second;
-        Applied applied = apply(fn, plan, reads, {v, place, chain}, options.max_chain);
-        if (chain && applied.instructions <= 1) continue;  // the same as without
+      // Each place, with the value's inputs kept alive, recomputed, or read
+      // from an earlier copy where one exists.
+      std::vector<Candidate> ways;
+      for (const int64_t place : valley != next ? std::vector<int64_t>{next, valley} : std::vector<int64_t>{next})
+        for (const auto& [chain, reuse] : {std::pair{false, false}, {true, false}, {true, true}})
+          ways.push_back({v, place, chain, reuse});
+      for (const Candidate& way : ways) {
+        Applied applied = apply(fn, plan, reads, way, options.max_chain);
+        if (way.chain && !way.reuse && applied.instructions <= 1) continue;  // the same as without
+        if (way.reuse && applied.reused == 0) continue;                        // the same as recomputing
         const LivePeak peak = measure(fn, applied.plan, options.in_place).peak;
         if (!lower(peak, current.peak)) continue;
         const bool reduces = peak.bytes < current.peak.bytes;

@@ -209,6 +209,57 @@ func @main(%x: f32[64,64]) -> (f32[64,64]) {
   CHECK(plan->functions[0].arena_size <= free->functions[0].arena_size - kValue);
 }
 
+TEST_CASE("two moved projections share one recomputed input") {
+  // Head 1's projections %k1 and %q1 are computed with head 0's but read
+  // after head 0's large scores: both move after them. %h, read by head 0,
+  // is dead there: the first move recomputes it and the second reads that
+  // copy instead of computing %h a third time (the long-context sample's
+  // pattern, docs/memory-budget.md).
+  constexpr const char* kHeads = R"(module @shared
+const @g : f32[64] = splat 1.0
+const @z : f32[64] = splat 0.0
+const @wk : f32[64,64] = splat 0.5
+const @wq : f32[64,64] = splat 0.25
+func @main(%x: f32[256,64]) -> (f32[256,64]) {
+  %h = call @layernorm(%x, @g, @z) {axis = -1, epsilon = 1e-5} : f32[256,64]
+  %k0 = call @matmul(%h, @wk) : f32[256,64]
+  %q0 = call @matmul(%h, @wq) : f32[256,64]
+  %k1 = call @matmul(%h, @wk) : f32[256,64]
+  %q1 = call @matmul(%h, @wq) : f32[256,64]
+  %kt0 = call @transpose(%k0) {perm = [1, 0]} : f32[64,256]
+  %s0 = call @matmul(%q0, %kt0) : f32[256,256]
+  %t0 = call @tanh(%s0) : f32[256,256]
+  %a0 = call @add(%t0, %s0) : f32[256,256]
+  %o0 = call @matmul(%a0, %x) : f32[256,64]
+  %kt1 = call @transpose(%k1) {perm = [1, 0]} : f32[64,256]
+  %s1 = call @matmul(%q1, %kt1) : f32[256,256]
+  %a1 = call @softmax(%s1) {axis = -1} : f32[256,256]
+  %o1 = call @matmul(%a1, %x) : f32[256,64]
+  %y = call @add(%o0, %o1) : f32[256,64]
+  return %y
+}
+)";
+  const Module m = parse_ok(kHeads);
+  auto free = plan_with(kHeads, std::nullopt);
+  REQUIRE(free.ok());
+  CHECK(free->functions[0].arena_size == 640 * 1024);
+  auto plan = plan_with(kHeads, 512 * 1024);
+  REQUIRE_MESSAGE(plan.ok(), plan.status().to_string());
+  const FunctionPlan& p = plan->functions[0];
+  CHECK(p.arena_size == 512 * 1024);
+  CHECK(count_recomputations(m.functions[0], p).instructions == 1);
+  // Both projections read the one recomputation.
+  int remat = -1, readers = 0;
+  for (const Instruction& inst : p.program)
+    if (inst.recomputed) remat = inst.outputs[0];
+  REQUIRE(remat >= 0);
+  CHECK(value_at(m.functions[0], p, remat).name == "h.remat1");
+  for (const Instruction& inst : p.program)
+    for (int in : inst.inputs)
+      if (in == remat) ++readers;
+  CHECK(readers == 2);
+}
+
 TEST_CASE("functions with loops are left as they are, and the error says so") {
   constexpr const char* kLoop = R"(module @loop
 func @main(%x: f32[64,64], %n: i64[]) -> (f32[64,64]) {
