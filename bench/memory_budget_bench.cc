@@ -1,10 +1,12 @@
 // memory_budget_bench: sweeps hexir-compile --memory-budget device=B over a
 // model, from the unconstrained arena down to the smallest budget the compiler
-// reaches (rematerialization, docs/memory-budget.md), and prints one row per
-// budget: the arena in the file, the device bytes a context allocates
-// (measured by the device's allocation counters), the instructions and FLOPs
-// recomputed per invoke, the invoke time (median), and whether the outputs
-// are bit-identical to the unconstrained run.
+// reaches (rematerialization, then host offload: docs/memory-budget.md), and
+// prints one row per budget: the arena in the file, the device bytes and the
+// host bytes a context allocates (measured by the device's allocation
+// counters, host-visible memory counted apart), the bytes copied between the
+// spaces and the instructions and FLOPs recomputed per invoke, the invoke
+// time (median), and whether the outputs are bit-identical to the
+// unconstrained run.
 //
 //   samples/longctx/generate.py DIR --seq 4096        (writes DIR/longctx.hxir, x.npy, expected.npy)
 //   build/bench/memory_budget_bench DIR/longctx.hxir DIR/x.npy [--expected DIR/expected.npy]
@@ -43,6 +45,7 @@ struct Row {
   bool met = false;
   std::string refusal;
   uint64_t arena = 0, lower_bound = 0, context_bytes = 0, workspace = 0;
+  uint64_t host_arena = 0, context_host_bytes = 0, bytes_moved = 0, prefetches = 0;
   uint64_t recomputed = 0, recomputed_flops = 0, instructions = 0;
   double compile_ms = 0, invoke_ms = 0;
   std::vector<uint8_t> output;
@@ -71,20 +74,25 @@ bool run_row(const fs::path& model, const hexir::NpyArray& input, int runs, Row&
   const hexir::inspect::FunctionStats stats = hexir::inspect::function_stats(*verified, 0);
   row.recomputed = stats.recomputed_instructions;
   row.recomputed_flops = stats.recomputed_flops;
+  row.bytes_moved = stats.bytes_evicted + stats.bytes_prefetched;
+  row.prefetches = stats.prefetches;
   row.instructions = verified->module->functions()->Get(0)->instruction_count();
   auto module = hexir::vm::Module::load_buffer({aligned.get(), bytes->size()});
   if (!module.ok()) return std::fprintf(stderr, "load: %s\n", module.status().to_string().c_str()), false;
   row.arena = module->arena_bytes();
   row.lower_bound = module->lower_bound_bytes();
   row.workspace = module->workspace_bytes();
+  row.host_arena = module->host_arena_bytes();
   auto device = hexir::hal::create_device("cpu");
   if (!device.ok()) return false;
   auto program = hexir::vm::Program::prepare(*module, **device);
   if (!program.ok()) return std::fprintf(stderr, "prepare: %s\n", program.status().to_string().c_str()), false;
-  const uint64_t before = (*device)->counters().bytes_allocated;
+  const hexir::hal::DeviceCounters before = (*device)->counters();
   auto context = hexir::vm::Context::create(*program);
   if (!context.ok()) return false;
-  row.context_bytes = (*device)->counters().bytes_allocated - before;
+  const hexir::hal::DeviceCounters after = (*device)->counters();
+  row.context_host_bytes = after.host_visible_bytes_allocated - before.host_visible_bytes_allocated;
+  row.context_bytes = after.bytes_allocated - before.bytes_allocated - row.context_host_bytes;
   hexir::vm::TensorRef in{const_cast<uint8_t*>(input.data.data()), input.data.size(), input.type};
   std::vector<double> times;
   for (int r = 0; r <= runs; ++r) {
@@ -163,24 +171,27 @@ int main(int argc, char** argv) {
   std::printf("model %s: %llu instructions unconstrained; unconstrained output vs numpy reference: max |error| %g\n",
               model.filename().c_str(), static_cast<unsigned long long>(base.instructions), max_error);
   std::printf("| budget (MiB) | arena (MiB) | lower bound (MiB) | context device bytes (MiB, measured) | "
+              "context host bytes (MiB, measured) | prefetches | moved MiB/invoke | "
               "recomputed instructions | recomputed GFLOP/invoke | invoke ms (median of %d) | compile ms | "
               "output vs unconstrained |\n",
               runs);
-  std::printf("|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
+  std::printf("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
   bool identical = true;
   for (const Row& r : rows) {
     const std::string budget = r.unconstrained ? std::string("none") : std::to_string(mib(r.budget)).substr(0, 7);
     if (!r.met) {
       const std::string key = "the smallest device arena reached is ";
       const size_t at = r.refusal.find(key);
-      std::printf("| %s | refused | | | | | | %.0f | (smallest reached %s bytes) |\n", budget.c_str(), r.compile_ms,
+      std::printf("| %s | refused | | | | | | | | | %.0f | (smallest reached %s bytes) |\n", budget.c_str(), r.compile_ms,
                   at == std::string::npos ? "?" : r.refusal.substr(at + key.size(), r.refusal.find(' ', at + key.size()) - at - key.size()).c_str());
       continue;
     }
     const bool same = r.output == base.output;
     identical = identical && same;
-    std::printf("| %s | %.2f | %.2f | %.2f | %llu | %.4f | %.1f | %.0f | %s |\n", budget.c_str(), mib(r.arena),
-                mib(r.lower_bound), mib(r.context_bytes), static_cast<unsigned long long>(r.recomputed),
+    std::printf("| %s | %.2f | %.2f | %.2f | %.2f | %llu | %.2f | %llu | %.4f | %.1f | %.0f | %s |\n", budget.c_str(),
+                mib(r.arena), mib(r.lower_bound), mib(r.context_bytes), mib(r.context_host_bytes),
+                static_cast<unsigned long long>(r.prefetches), mib(r.bytes_moved),
+                static_cast<unsigned long long>(r.recomputed),
                 static_cast<double>(r.recomputed_flops) / 1e9, r.invoke_ms, r.compile_ms,
                 same ? "bit-identical" : "DIFFERENT");
   }

@@ -88,16 +88,20 @@ bool usage_fits_storage(fb::StorageKind storage, fb::SlotUsage usage) {
   return false;
 }
 
+bool is_host(const fb::Slot& s) { return s.memory_space() == fb::MemorySpace::Host; }
+
 // Same storage location: what an alias bit claims.
 bool same_storage(const fb::Slot& a, const fb::Slot& b) {
-  if (a.storage() != b.storage()) return false;
+  if (a.storage() != b.storage() || a.memory_space() != b.memory_space()) return false;
   if (a.storage() == fb::StorageKind::Arena) return a.arena_offset() == b.arena_offset();
   return a.index() == b.index();
 }
 
 // Any byte in common (both verified to lie inside their storage).
 bool storage_overlaps(const fb::Slot& a, const fb::Slot& b) {
-  if (a.storage() != b.storage() || a.byte_size() == 0 || b.byte_size() == 0) return false;
+  if (a.storage() != b.storage() || a.memory_space() != b.memory_space() || a.byte_size() == 0 ||
+      b.byte_size() == 0)
+    return false;
   if (a.storage() == fb::StorageKind::Arena)
     return a.arena_offset() < b.arena_offset() + b.byte_size() &&
            b.arena_offset() < a.arena_offset() + a.byte_size();
@@ -146,6 +150,8 @@ class ModuleVerifier {
                        vec_size(m_.instructions()), " instructions");
       if (dynamic_) return corrupt("workspace ranges in the arena of a free-at-last-use plan");
     }
+    if (dynamic_ && plan.host_size() != 0)
+      return corrupt("arena plan is free-at-last-use but has a host arena of ", plan.host_size(), " bytes");
     HEXIR_RETURN_IF_ERROR(check_sections());
     HEXIR_RETURN_IF_ERROR(check_constants());
     HEXIR_RETURN_IF_ERROR(check_kernels());
@@ -300,6 +306,19 @@ class ModuleVerifier {
       if (!usage_fits_storage(s.storage(), s.usage()))
         return corrupt(what, ": usage ", slot_usage_name(s.usage()), " is not allowed for ",
                        storage_kind_name(s.storage()), " storage");
+      if (static_cast<uint8_t>(s.memory_space()) > static_cast<uint8_t>(fb::MemorySpace::MAX))
+        return corrupt(what, ": unknown memory space ", static_cast<int>(s.memory_space()));
+      if (is_host(s) && (s.storage() != fb::StorageKind::Arena || dynamic_))
+        return corrupt(what, ": only arena slots of a static plan live in the host memory space");
+      if (is_host(s)) {
+        if (s.arena_offset() % plan.alignment() != 0)
+          return corrupt(what, ": host arena offset ", s.arena_offset(),
+                         " is not a multiple of the arena alignment ", plan.alignment());
+        if (!range_inside(s.arena_offset(), s.byte_size(), plan.host_size()))
+          return corrupt(what, ": host arena bytes [", s.arena_offset(), ", +", s.byte_size(),
+                         ") exceed the host arena size ", plan.host_size());
+        continue;
+      }
       switch (s.storage()) {
         case fb::StorageKind::Arena:
           if (dynamic_) {  // no static plan: the VM gives each value its own buffer
@@ -348,6 +367,27 @@ class ModuleVerifier {
                        " but does not have its storage, size and usage");
       if (s.last_use() != -1) return corrupt(what, ": a view has no last_use of its own");
     }
+    // Copies (host offload): a copy is an arena slot naming the value it
+    // holds: a device arena value of its type, not a view and not itself a
+    // copy (a recomputation may be copied: it holds its own value).
+    for (uint64_t i = 0; i < count; ++i) {
+      const fb::Slot& s = *m_.slots()->Get(static_cast<flatbuffers::uoffset_t>(i));
+      const int32_t c = s.copy_of();
+      if (c == -1) continue;
+      const std::string what = slot_label(m_, i);
+      if (c < 0 || static_cast<uint64_t>(c) >= count || static_cast<uint64_t>(c) == i)
+        return corrupt(what, ": copy_of ", c, ", which is not another slot");
+      const fb::Slot& t = *m_.slots()->Get(static_cast<flatbuffers::uoffset_t>(c));
+      const std::string original = slot_label(m_, static_cast<uint64_t>(c));
+      if (s.view_of() != -1) return corrupt(what, ": a view cannot be a copy");
+      if (s.recomputes() != -1) return corrupt(what, ": a copy cannot be a recomputation too");
+      if (t.view_of() != -1 || t.copy_of() != -1 || is_host(t) || t.storage() != fb::StorageKind::Arena)
+        return corrupt(what, ": copy_of ", original, ", which is not a device arena value (a copy names the original)");
+      if (s.storage() != fb::StorageKind::Arena)
+        return corrupt(what, ": copy_of ", original, " but a copy must be an arena slot");
+      if (!(out_.slot_types[i] == out_.slot_types[static_cast<size_t>(c)]) || s.byte_size() != t.byte_size())
+        return corrupt(what, ": copy_of ", original, " but has another type or size");
+    }
     return ok_status();
   }
 
@@ -395,6 +435,9 @@ class ModuleVerifier {
       if (fn.arena_size() > m_.arena()->size())
         return corrupt(what, ": arena_size ", fn.arena_size(), " exceeds the arena plan size ",
                        m_.arena()->size());
+      if (fn.host_arena_size() > m_.arena()->host_size())
+        return corrupt(what, ": host_arena_size ", fn.host_arena_size(), " exceeds the host arena size ",
+                       m_.arena()->host_size());
 
       const uint64_t inputs = vec_size(fn.inputs());
       const uint64_t outputs = vec_size(fn.outputs());
@@ -504,6 +547,10 @@ class ModuleVerifier {
         const uint32_t slot = m_.operand_pool()->Get(in.operand_begin() + o);
         if (slot >= slots)
           return fail("operand ", o, " refers to slot ", slot, ", but the module has ", slots, " slots");
+        // Kernels run on the device: host memory is for the copies alone.
+        if (is_host(*m_.slots()->Get(slot)))
+          return fail("'", info.name, "' ", o < in.input_count() ? "reads" : "writes", " ",
+                      slot_label(m_, slot), ", a host-space slot; only Evict and Prefetch touch host memory");
       }
       if (!range_inside(in.param_begin(), in.param_count(), params))
         return fail("parameters [", in.param_begin(), ", +", in.param_count(),
@@ -534,6 +581,8 @@ class ModuleVerifier {
                       slot_label(m_, slot), " is ", out_.slot_types[slot].to_string());
         if (s.view_of() != -1)
           return fail("output ", slot_label(m_, slot), " is a view; views are never written");
+        if (s.copy_of() != -1)
+          return fail("output ", slot_label(m_, slot), " is a copy; only Evict and Prefetch write copies");
         // Outputs of one instruction are distinct values in distinct storage.
         for (uint32_t j2 = 0; j2 < j; ++j2) {
           const uint32_t other = m_.operand_pool()->Get(in.operand_begin() + in.input_count() + j2);
@@ -603,6 +652,61 @@ class ModuleVerifier {
   // (check_loops).
   template <typename Fail>
   Status check_control(uint64_t k, const fb::Instruction& in, const Fail& fail) {
+    if (in.opcode() == fb::Opcode::Evict || in.opcode() == fb::Opcode::Prefetch) return check_transfer(k, in, fail);
+    Status checked = check_branching(k, in, fail);
+    if (!checked.ok()) return checked;
+    for (uint32_t o = 0; o < in.operand_count(); ++o) {  // operands verified by now
+      const uint32_t slot = m_.operand_pool()->Get(in.operand_begin() + o);
+      if (is_host(*m_.slots()->Get(slot)))
+        return fail("operand ", o, " ", slot_label(m_, slot), " is a host-space slot; the VM reads and writes "
+                    "control scalars on the device");
+    }
+    return ok_status();
+  }
+
+  // Evict (device -> host) and Prefetch (host -> device): one input, one
+  // output of the same type in the other memory space, an arena value (not
+  // a view) whose copy_of names the value the input holds (the input itself
+  // or a copy of it). No parameters, alias bits or scratch.
+  template <typename Fail>
+  Status check_transfer(uint64_t k, const fb::Instruction& in, const Fail& fail) {
+    const bool evict = in.opcode() == fb::Opcode::Evict;
+    const char* name = evict ? "Evict" : "Prefetch";
+    if (in.operand_count() != 2 || in.input_count() != 1)
+      return fail(name, " has ", in.operand_count(), " operands with ", in.input_count(),
+                  " inputs; it takes 1 input and 1 output");
+    if (!range_inside(in.operand_begin(), in.operand_count(), vec_size(m_.operand_pool())))
+      return fail("operands [", in.operand_begin(), ", +", in.operand_count(), ") exceed the operand pool");
+    if (in.param_count() != 0) return fail(name, " takes no parameters, got ", in.param_count());
+    if (in.alias_mask() != 0) return fail(name, " has alias bits");
+    if (vec_size(m_.workspaces()) != 0 && m_.workspaces()->Get(static_cast<flatbuffers::uoffset_t>(k))->size() != 0)
+      return fail(name, " has a workspace range");
+    const uint64_t slots = vec_size(m_.slots());
+    const uint32_t from = m_.operand_pool()->Get(in.operand_begin());
+    const uint32_t to = m_.operand_pool()->Get(in.operand_begin() + 1);
+    if (from >= slots || to >= slots)
+      return fail(name, " refers to slot ", std::max(from, to), ", but the module has ", slots, " slots");
+    const fb::Slot& src = *m_.slots()->Get(from);
+    const fb::Slot& dst = *m_.slots()->Get(to);
+    const char* src_space = evict ? "device" : "host";
+    const char* dst_space = evict ? "host" : "device";
+    if (src.storage() != fb::StorageKind::Arena || src.view_of() != -1 || is_host(src) != !evict)
+      return fail(name, " reads ", slot_label(m_, from), ", which is not a ", src_space, " arena value");
+    if (dst.storage() != fb::StorageKind::Arena || dst.view_of() != -1 || is_host(dst) != evict ||
+        dst.usage() != fb::SlotUsage::Transient)
+      return fail(name, " writes ", slot_label(m_, to), ", which is not a ", dst_space, " arena value");
+    if (!(out_.slot_types[from] == out_.slot_types[to]) || src.byte_size() != dst.byte_size())
+      return fail(name, " copies ", slot_label(m_, from), " (", out_.slot_types[from].to_string(), ") into ",
+                  slot_label(m_, to), " (", out_.slot_types[to].to_string(), "): the types differ");
+    const int64_t held = src.copy_of() >= 0 ? src.copy_of() : static_cast<int64_t>(from);
+    if (dst.copy_of() != held)
+      return fail(name, " writes ", slot_label(m_, to), " whose copy_of is ", dst.copy_of(), ", but ",
+                  slot_label(m_, from), " holds the value of slot ", held);
+    return ok_status();
+  }
+
+  template <typename Fail>
+  Status check_branching(uint64_t k, const fb::Instruction& in, const Fail& fail) {
     if (in.opcode() == fb::Opcode::BranchIfZero || in.opcode() == fb::Opcode::Jump) return check_branch(k, in, fail);
     if (in.opcode() == fb::Opcode::Fail) return check_fail(k, in, fail);
     const bool begin = in.opcode() == fb::Opcode::LoopBegin;
@@ -914,7 +1018,9 @@ class ModuleVerifier {
     if (!any) return ok_status();
     // The value a slot holds: a view's viewed slot, a recomputation's original.
     auto value_of = [&](uint32_t slot) {
-      const uint32_t root = root_of(slot);
+      uint32_t root = root_of(slot);
+      const int32_t c = m_.slots()->Get(root)->copy_of();
+      if (c >= 0) root = static_cast<uint32_t>(c);  // verified: not a copy or a view
       const int32_t r = m_.slots()->Get(root)->recomputes();
       return r >= 0 ? static_cast<uint32_t>(r) : root;
     };
@@ -1218,7 +1324,9 @@ class ModuleVerifier {
       uint64_t end;
       uint32_t value;
     };
-    std::map<uint64_t, Live> live;     // arena offset -> [offset, end) of a live value
+    // Per memory space (device, host): arena offset -> [offset, end) of a live value.
+    std::map<uint64_t, Live> live_in[2];
+    auto live_of = [&](uint32_t r) -> std::map<uint64_t, Live>& { return live_in[is_host(*m_.slots()->Get(r)) ? 1 : 0]; };
     unsigned __int128 live_bytes = 0;  // free-at-last-use: sizes are verified, their sum may not fit
     auto label = [&](uint32_t r) {
       const fb::Slot& s = *m_.slots()->Get(r);
@@ -1226,7 +1334,7 @@ class ModuleVerifier {
                  "), which is live from instruction ", begin + def[r], " to ", begin + end_of(r));
     };
     // The live value whose bytes meet [offset, offset + size), or null.
-    auto collision = [&](uint64_t offset, uint64_t size) -> const Live* {
+    auto collision = [&](std::map<uint64_t, Live>& live, uint64_t offset, uint64_t size) -> const Live* {
       auto next = live.lower_bound(offset);
       if (next != live.end() && next->first < offset + size) return &next->second;
       if (next != live.begin() && std::prev(next)->second.end > offset) return &std::prev(next)->second;
@@ -1253,6 +1361,7 @@ class ModuleVerifier {
         if (dynamic_) {
           live_bytes -= m_.slots()->Get(r)->byte_size();
         } else {
+          std::map<uint64_t, Live>& live = live_of(r);
           auto it = live.find(m_.slots()->Get(r)->arena_offset());
           if (it != live.end() && it->second.value == r) live.erase(it);
         }
@@ -1266,9 +1375,10 @@ class ModuleVerifier {
           live_bytes += s.byte_size();
           continue;
         }
-        if (const Live* other = collision(s.arena_offset(), s.byte_size()))
-          return fail(slot_label(m_, r), " at arena [", s.arena_offset(), ", +", s.byte_size(), ") overlaps ",
-                      label(other->value));
+        std::map<uint64_t, Live>& live = live_of(r);
+        if (const Live* other = collision(live, s.arena_offset(), s.byte_size()))
+          return fail(slot_label(m_, r), " at ", is_host(s) ? "host arena [" : "arena [", s.arena_offset(), ", +",
+                      s.byte_size(), ") overlaps ", label(other->value));
         live.emplace(s.arena_offset(), Live{s.arena_offset() + s.byte_size(), r});
       }
       if (dynamic_) {
@@ -1278,7 +1388,7 @@ class ModuleVerifier {
       } else if (!shared_workspace) {
         const fb::WorkspaceRange& w = *m_.workspaces()->Get(static_cast<flatbuffers::uoffset_t>(begin + k));
         if (w.size() > 0)
-          if (const Live* other = collision(w.offset(), w.size()))
+          if (const Live* other = collision(live_in[0], w.offset(), w.size()))
             return fail("workspace [", w.offset(), ", +", w.size(), ") overlaps ", label(other->value));
       }
       for (uint32_t e = ends_begin_[k]; e < ends_begin_[k + 1]; ++e) {
@@ -1289,6 +1399,7 @@ class ModuleVerifier {
           if (!handed_over(begin + k, r)) live_bytes -= s.byte_size();
           continue;
         }
+        std::map<uint64_t, Live>& live = live_of(r);
         auto it = live.find(s.arena_offset());
         if (it != live.end() && it->second.value == r) live.erase(it);
       }
@@ -1349,6 +1460,10 @@ const char* instruction_name(const VerifiedModule& module, const fb::Instruction
       return "jump";
     case fb::Opcode::Fail:
       return "fail";
+    case fb::Opcode::Evict:
+      return "evict";
+    case fb::Opcode::Prefetch:
+      return "prefetch";
   }
   return "unknown";
 }

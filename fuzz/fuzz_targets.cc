@@ -37,9 +37,11 @@ void load_and_run_executable(const uint8_t* data, size_t size) {
   refresh_metadata_checksum(aligned.data(), size);
   auto module = vm::Module::load_buffer({aligned.data(), size});
   if (!module.ok()) return;
-  // What a context would allocate (arena, shared scratch, own outputs) and
+  // What a context would allocate (arena, shared scratch, own outputs, host arena) and
   // the constants: a file may ask for gigabytes, which is not a finding.
-  if (module->context_bytes() > (256u << 20) || module->constant_bytes() > (256u << 20)) return;
+  if (module->context_bytes() > (256u << 20) || module->host_arena_bytes() > (256u << 20) ||
+      module->constant_bytes() > (256u << 20))
+    return;
   auto device = hal::create_device("cpu");
   if (!device.ok()) return;
   auto program = vm::Program::prepare(*module, **device);

@@ -14,6 +14,7 @@ DeviceCounters AtomicCounters::snapshot() const {
   c.allocations = allocations.load(kOrder);
   c.releases = releases.load(kOrder);
   c.bytes_allocated = bytes_allocated.load(kOrder);
+  c.host_visible_bytes_allocated = host_visible_bytes_allocated.load(kOrder);
   c.uploads = uploads.load(kOrder);
   c.bytes_uploaded = bytes_uploaded.load(kOrder);
   c.downloads = downloads.load(kOrder);

@@ -188,6 +188,9 @@ make_seeds() {
       i=$((i + 1))
     done
   done
+  # Host-space slots (Evict, Prefetch): the offload program under a device budget.
+  "$compile" tests/fuzz/seeds/programs/offload.hxir -o "$seeds/executable/offload-budget.hxe" --plan-budget-ms 2 \
+    --memory-budget device=32KiB >/dev/null 2>&1 || echo "seed: offload.hxir under a device budget failed"
   cp samples/*.hxir tests/fuzz/seeds/hxir/*.hxir tests/fuzz/seeds/programs/*.hxir "$seeds/hxir/"
   cp tests/fuzz/seeds/npy/*.npy "$seeds/npy/"
   find samples -name '*.npy' -size -16k -exec cp {} "$seeds/npy/" \;

@@ -1,7 +1,7 @@
 // hexir-compile IN.hxir -o OUT.hxe [--plan=naive|arena|free-at-last-use] [--align N] [--data-checksum]
 //               [--schedule=source|memory] [--no-in-place] [--no-fuse]
 //               [--compress=none|zstd[:LEVEL]] [--plan-budget-ms N] [--allow-external-files]
-//               [--max-constant-bytes N] [--memory-budget device=BYTES]
+//               [--max-constant-bytes N] [--memory-budget device=BYTES] [--memory-budget host=BYTES]
 // hexir-compile MODEL.onnx -o OUT.hxe [--input-shape NAME=AxBxC ...] [--bind NAME=VALUE ...]
 //               [--emit-hxir OUT.hxir|-]   (docs/onnx.md)
 #include <cstdio>
@@ -30,7 +30,7 @@ constexpr const char* kUsage =
     "[--data-checksum]\n"
     "       [--schedule=source|memory] [--no-in-place] [--no-fuse]\n"
     "       [--compress=none|zstd[:LEVEL]] [--plan-budget-ms N] [--allow-external-files]\n"
-    "       [--max-constant-bytes N] [--memory-budget device=BYTES]\n"
+    "       [--max-constant-bytes N] [--memory-budget device=BYTES] [--memory-budget host=BYTES]\n"
     "       hexir-compile MODEL.onnx -o OUT.hxe [--input-shape NAME=AxBxC ...] [--bind NAME=VALUE ...]\n"
     "       (either input) [--emit-hxir OUT.hxir|-]: also print the graph as .hxir text\n"
     "  --align N               arena offset alignment, a power of two from 1 to 4096 (default 64),\n"
@@ -38,7 +38,9 @@ constexpr const char* kUsage =
     "  --allow-external-files  .hxir `file` constants may name files outside the source's folder\n"
     "  --max-constant-bytes N  bytes of dense and file constants, each and together (default 16 GiB)\n"
     "  --memory-budget device=BYTES  fit a context's device memory (arena and scratch) in BYTES\n"
-    "                          (KiB/MiB/GiB suffixes) by recomputing values, or fail saying how close it got\n";
+    "                          (KiB/MiB/GiB suffixes) by recomputing values and offloading them to host\n"
+    "                          memory, or fail saying how close it got\n"
+    "  --memory-budget host=BYTES  cap the host arena that offloaded values take\n";
 
 // The graph of an .onnx model (with its options) or of .hxir text.
 hexir::Result<hexir::serializer::Module> load_graph(const std::string& input, bool onnx,
@@ -167,11 +169,17 @@ static int run(int argc, char** argv) {
               static_cast<unsigned long long>(arena ? arena->lower_bound() : 0), constant_count,
               static_cast<unsigned long long>(constant_bytes));
   if (options.device_budget) {
-    uint64_t recomputed = 0;
+    uint64_t recomputed = 0, prefetched = 0;
     if (module->slots())
-      for (const auto* s : *module->slots()) recomputed += s->recomputes() >= 0 ? 1 : 0;
-    std::printf("  memory budget device=%llu bytes: met, %llu instructions recomputed\n",
-                static_cast<unsigned long long>(*options.device_budget), static_cast<unsigned long long>(recomputed));
+      for (const auto* s : *module->slots()) {
+        recomputed += s->recomputes() >= 0 ? 1 : 0;
+        prefetched += s->copy_of() >= 0 && s->memory_space() == hexir::fb::MemorySpace::Device ? 1 : 0;
+      }
+    std::printf("  memory budget device=%llu bytes: met, %llu instructions recomputed, %llu prefetches; "
+                "host arena %llu bytes\n",
+                static_cast<unsigned long long>(*options.device_budget), static_cast<unsigned long long>(recomputed),
+                static_cast<unsigned long long>(prefetched),
+                static_cast<unsigned long long>(arena ? arena->host_size() : 0));
   }
   if (module->sections())
     for (const auto* s : *module->sections())

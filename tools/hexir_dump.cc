@@ -84,6 +84,8 @@ std::string instruction_text(const VerifiedModule& v, const fb::Instruction& in)
   if (in.opcode() == fb::Opcode::Dispatch && v.kernel_ids[in.kernel()] == ops::OpId::kMatmul &&
       in.param_count() > 0 && m.param_pool()->Get(in.param_begin()) == 1)
     text += " b transposed (read in place)";
+  if (in.opcode() == fb::Opcode::Evict || in.opcode() == fb::Opcode::Prefetch)
+    text += in.opcode() == fb::Opcode::Evict ? " device -> host" : " host -> device";
   if (in.opcode() == fb::Opcode::Dispatch && in.operand_count() > in.input_count()) {
     const int32_t original = m.slots()->Get(m.operand_pool()->Get(in.operand_begin() + in.input_count()))->recomputes();
     if (original >= 0) text += " recomputed " + inspect::slot_name(m, static_cast<uint32_t>(original));
@@ -94,6 +96,7 @@ std::string instruction_text(const VerifiedModule& v, const fb::Instruction& in)
 std::string storage_text(const fb::Slot& s) {
   switch (s.storage()) {
     case fb::StorageKind::Arena:
+      if (s.memory_space() == fb::MemorySpace::Host) return "host arena @" + std::to_string(s.arena_offset());
       return "arena @" + std::to_string(s.arena_offset());
     case fb::StorageKind::Constant:
       return "constant " + std::to_string(s.index());
@@ -179,6 +182,11 @@ void print_text(const std::string& path, const VerifiedModule& v) {
     if (st.recomputed_instructions > 0)
       std::printf("    recomputed: %" PRIu64 " instructions, %" PRIu64 " FLOPs per invoke\n", st.recomputed_instructions,
                   st.recomputed_flops);
+    if (st.host_arena_size > 0 || st.evictions + st.prefetches > 0)
+      std::printf("    host arena %" PRIu64 " bytes, lower bound %" PRIu64 "; per invoke %" PRIu64 " evictions (%" PRIu64
+                  " B), %" PRIu64 " prefetches (%" PRIu64 " B)\n",
+                  st.host_arena_size, st.host_lower_bound, st.evictions, st.bytes_evicted, st.prefetches,
+                  st.bytes_prefetched);
     for (uint32_t i = 0; i < count(fn.inputs()); ++i)
       std::printf("    input %u '%s' -> slot %u\n", i, str(fn.inputs()->Get(i)->name()),
                   fn.inputs()->Get(i)->slot());
@@ -190,9 +198,11 @@ void print_text(const std::string& path, const VerifiedModule& v) {
   std::printf("\nslots (%u):\n", count(m.slots()));
   for (uint32_t i = 0; i < count(m.slots()); ++i) {
     const fb::Slot& s = *m.slots()->Get(i);
-    std::printf("  #%-4u %-16s %-20s %10" PRIu64 " B  %-18s (%s)\n", i, inspect::slot_name(m, i).c_str(),
+    std::string copy;
+    if (s.copy_of() >= 0) copy = " copy of " + inspect::slot_name(m, static_cast<uint32_t>(s.copy_of()));
+    std::printf("  #%-4u %-16s %-20s %10" PRIu64 " B  %-18s (%s)%s\n", i, inspect::slot_name(m, i).c_str(),
                 v.slot_types[i].to_string().c_str(), s.byte_size(), storage_text(s).c_str(),
-                format::slot_usage_name(s.usage()));
+                format::slot_usage_name(s.usage()), copy.c_str());
   }
 
   std::printf("\ndisassembly:\n");
@@ -214,6 +224,9 @@ void print_text(const std::string& path, const VerifiedModule& v) {
               a.size(), a.alignment(), format::plan_strategy_name(a.strategy()), str(a.heuristic()));
   std::printf("  lower bound %" PRIu64 " bytes (%.1f%% over), workspace %" PRIu64 " bytes\n", a.lower_bound(),
               inspect::percent_over(a.size(), a.lower_bound()), a.workspace_size());
+  if (a.host_size() > 0)
+    std::printf("  host arena %" PRIu64 " bytes, lower bound %" PRIu64 " bytes (%.1f%% over)\n", a.host_size(),
+                a.host_lower_bound(), inspect::percent_over(a.host_size(), a.host_lower_bound()));
 }
 
 // The tools' one JSON writer (tools/json.h): every string escaped, no fixed-size buffer.
@@ -312,6 +325,8 @@ void print_json(const VerifiedModule& v) {
   j.field("heuristic", str(a.heuristic()));
   j.field("workspace_size", a.workspace_size());
   j.field("percent_over_lower_bound", inspect::percent_over(a.size(), a.lower_bound()));
+  j.field("host_size", a.host_size());
+  j.field("host_lower_bound", a.host_lower_bound());
   j.end_object();
 
   auto bindings = [&](const char* key, const flatbuffers::Vector<flatbuffers::Offset<fb::Binding>>* list) {
@@ -350,6 +365,26 @@ void print_json(const VerifiedModule& v) {
     j.field("recomputed_instructions", st.recomputed_instructions);
     j.field("recomputed_flops", st.recomputed_flops);
     j.end_object();
+    // Per memory space: size, lower bound, bytes moved into it per invoke,
+    // and the recomputations (device work) of the budget.
+    j.begin_array("memory_spaces");
+    j.begin_object();
+    j.field("space", "device");
+    j.field("size", st.arena_size);
+    j.field("lower_bound", st.lower_bound);
+    j.field("bytes_prefetched_per_invoke", st.bytes_prefetched);
+    j.field("prefetches_per_invoke", st.prefetches);
+    j.field("recomputed_instructions", st.recomputed_instructions);
+    j.field("recomputed_flops", st.recomputed_flops);
+    j.end_object();
+    j.begin_object();
+    j.field("space", "host");
+    j.field("size", st.host_arena_size);
+    j.field("lower_bound", st.host_lower_bound);
+    j.field("bytes_evicted_per_invoke", st.bytes_evicted);
+    j.field("evictions_per_invoke", st.evictions);
+    j.end_object();
+    j.end_array();
     j.end_object();
   }
   j.end_array();
@@ -364,6 +399,8 @@ void print_json(const VerifiedModule& v) {
     j.field("byte_size", s.byte_size());
     j.field("storage", format::storage_kind_name(s.storage()));
     j.field("usage", format::slot_usage_name(s.usage()));
+    j.field("memory_space", s.memory_space() == fb::MemorySpace::Host ? "host" : "device");
+    if (s.copy_of() >= 0) j.field("copy_of", s.copy_of());
     if (s.storage() == fb::StorageKind::Arena)
       j.field("arena_offset", s.arena_offset());
     else

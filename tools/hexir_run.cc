@@ -463,6 +463,10 @@ int run(int argc, char** argv) {
     j.field("arena_bytes", module->arena_bytes());
     j.field("constant_bytes", module->constant_bytes());
     j.field("lower_bound_bytes", module->lower_bound_bytes());
+    // The host memory space (offloaded values): allocated by the context apart from its device memory.
+    j.field("host_arena_bytes", module->host_arena_bytes());
+    j.field("context_device_bytes", context->device_bytes());
+    j.field("context_host_bytes", context->host_bytes());
     j.field("load_ms", load_ms);
     j.begin_object("prepare");
     j.field("ms", prepare_ms);

@@ -127,6 +127,7 @@ class CpuDevice final : public Device {
     }
     counters_.allocations.fetch_add(1, std::memory_order_relaxed);
     counters_.bytes_allocated.fetch_add(size, std::memory_order_relaxed);
+    if (type == MemoryType::kHostVisible) counters_.host_visible_bytes_allocated.fetch_add(size, std::memory_order_relaxed);
     Buffer buffer;
     buffer.host_ptr = memory;
     buffer.device_ptr = reinterpret_cast<uintptr_t>(memory);

@@ -165,6 +165,13 @@ class CudaQueue final : public Queue {
                            size_t* failed_index) override;
   Status copy(const Buffer& dst, uint64_t dst_offset, const Buffer& src, uint64_t src_offset,
               uint64_t size) override;
+  // Host offload's copies on copy_stream_, ordered with stream_ by events:
+  // copy_ready_[f] recorded on stream_ before copy f starts, copy_done_[f]
+  // on copy_stream_ after it; copy_wait makes stream_ wait for copy_done_[f].
+  Status reserve_copy_fences(uint32_t count) override;
+  Status copy_begin(const Buffer& dst, uint64_t dst_offset, const Buffer& src, uint64_t src_offset, uint64_t size,
+                    uint32_t fence) override;
+  Status copy_wait(uint32_t fence) override;
   Status synchronize() override;
   uint64_t dispatch_count() const override { return dispatch_count_.load(std::memory_order_relaxed); }
 
@@ -195,6 +202,8 @@ class CudaQueue final : public Queue {
   std::vector<GraphEntry> graphs_;
   uint64_t use_clock_ = 0;
   uint64_t captures_ = 0;
+  CUstream copy_stream_ = nullptr;  // created by reserve_copy_fences
+  std::vector<CUevent> copy_ready_, copy_done_;
 };
 
 class CudaDevice final : public Device {
@@ -344,6 +353,8 @@ class CudaDevice final : public Device {
     }
     counters_.allocations.fetch_add(1, std::memory_order_relaxed);
     counters_.bytes_allocated.fetch_add(size, std::memory_order_relaxed);
+    if (buffer.memory_type == MemoryType::kHostVisible)
+      counters_.host_visible_bytes_allocated.fetch_add(size, std::memory_order_relaxed);
     return buffer;
   }
 
@@ -532,6 +543,12 @@ CudaQueue::~CudaQueue() {
   for (GraphEntry& entry : graphs_)
     if (entry.exec) driver_.cuGraphExecDestroy(entry.exec);
   blas_.reset();
+  if (copy_stream_) {
+    driver_.cuStreamSynchronize(copy_stream_);
+    driver_.cuStreamDestroy_v2(copy_stream_);
+  }
+  for (CUevent e : copy_ready_) driver_.cuEventDestroy_v2(e);
+  for (CUevent e : copy_done_) driver_.cuEventDestroy_v2(e);
   driver_.cuStreamDestroy_v2(stream_);
 }
 
@@ -641,6 +658,46 @@ Status CudaQueue::copy(const Buffer& dst, uint64_t dst_offset, const Buffer& src
   }
   HEXIR_RETURN_IF_ERROR(device_.bind());
   return driver_.check(driver_.cuMemcpyAsync(d, s, size, stream_), "cuMemcpyAsync");
+}
+
+Status CudaQueue::reserve_copy_fences(uint32_t count) {
+  if (count <= copy_done_.size()) return ok_status();
+  HEXIR_RETURN_IF_ERROR(device_.bind());
+  if (!copy_stream_)
+    HEXIR_RETURN_IF_ERROR(
+        driver_.check(driver_.cuStreamCreate(&copy_stream_, CU_STREAM_NON_BLOCKING), "cuStreamCreate"));
+  while (copy_done_.size() < count) {
+    CUevent ready = nullptr, done = nullptr;
+    HEXIR_RETURN_IF_ERROR(driver_.check(driver_.cuEventCreate(&ready, CU_EVENT_DISABLE_TIMING), "cuEventCreate"));
+    copy_ready_.push_back(ready);
+    HEXIR_RETURN_IF_ERROR(driver_.check(driver_.cuEventCreate(&done, CU_EVENT_DISABLE_TIMING), "cuEventCreate"));
+    copy_done_.push_back(done);
+  }
+  return ok_status();
+}
+
+Status CudaQueue::copy_begin(const Buffer& dst, uint64_t dst_offset, const Buffer& src, uint64_t src_offset,
+                             uint64_t size, uint32_t fence) {
+  if (fence >= copy_done_.size() || !copy_stream_) return copy(dst, dst_offset, src, src_offset, size);
+  HEXIR_RETURN_IF_ERROR(check_buffer_range(dst, dst_offset, size, "copy destination", /*host_memory=*/false));
+  HEXIR_RETURN_IF_ERROR(check_buffer_range(src, src_offset, size, "copy source", /*host_memory=*/false));
+  HEXIR_RETURN_IF_ERROR(device_.bind());
+  // After the work before it (its source is written, its destination free)...
+  HEXIR_RETURN_IF_ERROR(driver_.check(driver_.cuEventRecord(copy_ready_[fence], stream_), "cuEventRecord"));
+  HEXIR_RETURN_IF_ERROR(
+      driver_.check(driver_.cuStreamWaitEvent(copy_stream_, copy_ready_[fence], 0), "cuStreamWaitEvent"));
+  if (size > 0)
+    HEXIR_RETURN_IF_ERROR(driver_.check(
+        driver_.cuMemcpyAsync(dst.device_ptr + dst_offset, src.device_ptr + src_offset, size, copy_stream_),
+        "cuMemcpyAsync"));
+  // ...and before whatever copy_wait(fence) precedes.
+  return driver_.check(driver_.cuEventRecord(copy_done_[fence], copy_stream_), "cuEventRecord");
+}
+
+Status CudaQueue::copy_wait(uint32_t fence) {
+  if (fence >= copy_done_.size() || !copy_stream_) return ok_status();
+  HEXIR_RETURN_IF_ERROR(device_.bind());
+  return driver_.check(driver_.cuStreamWaitEvent(stream_, copy_done_[fence], 0), "cuStreamWaitEvent");
 }
 
 Status CudaQueue::synchronize() {

@@ -72,7 +72,8 @@ namespace hexir::hal::cuda {
   X(cuEventRecord)                   \
   X(cuEventSynchronize)              \
   X(cuEventElapsedTime)              \
-  X(cuEventDestroy_v2)
+  X(cuEventDestroy_v2)               \
+  X(cuStreamWaitEvent)
 
 // The loaded table. Members are named exactly like the exported symbols and
 // typed from the prototypes in cuda.h, so a signature mismatch cannot compile.

@@ -133,8 +133,18 @@ FunctionStats function_stats(const VerifiedModule& v, size_t function) {
     if (slot.storage() == fb::StorageKind::Constant) constants.insert(slot.index());
   }
   const fb::Module& m = *v.module;
+  stats.host_arena_size = sc.fn->host_arena_size();
+  stats.host_lower_bound = sc.fn->host_lower_bound();
   for (uint32_t k = 0; k < sc.fn->instruction_count(); ++k) {
     const fb::Instruction& in = *m.instructions()->Get(sc.fn->instruction_begin() + k);
+    if (in.opcode() == fb::Opcode::Evict || in.opcode() == fb::Opcode::Prefetch) {  // verified: 1 in, 1 out
+      const uint64_t size = m.slots()->Get(m.operand_pool()->Get(in.operand_begin()))->byte_size();
+      const bool evict = in.opcode() == fb::Opcode::Evict;
+      ++(evict ? stats.evictions : stats.prefetches);
+      uint64_t& total = evict ? stats.bytes_evicted : stats.bytes_prefetched;
+      total = size > UINT64_MAX - total ? UINT64_MAX : total + size;
+      continue;
+    }
     if (in.opcode() != fb::Opcode::Dispatch || in.operand_count() <= in.input_count()) continue;
     if (m.slots()->Get(m.operand_pool()->Get(in.operand_begin() + in.input_count()))->recomputes() < 0) continue;
     std::vector<TensorType> inputs, outputs;
@@ -162,18 +172,21 @@ std::vector<StorageValue> function_storage_values(const VerifiedModule& v, size_
   std::vector<StorageValue> values;
   // Written slots by storage location: arena offset, or donated input index
   // (kept apart by the flag); (writer, value index) in order of the writer.
-  std::map<std::pair<bool, uint64_t>, std::vector<std::pair<int64_t, size_t>>> by_place;
+  // Places: 0 the arena, 1 a donated input, 2 the host arena.
+  std::map<std::pair<int, uint64_t>, std::vector<std::pair<int64_t, size_t>>> by_place;
   std::vector<uint32_t> order;
   for (uint32_t s = 0; s < sc.written.size(); ++s)
     if (sc.written[s] >= 0) order.push_back(s);
   std::stable_sort(order.begin(), order.end(),
                    [&](uint32_t a, uint32_t b) { return sc.written[a] < sc.written[b]; });
-  for (bool donated : {false, true}) {
+  for (int place_kind : {0, 1, 2}) {
+    const bool donated = place_kind == 1;
     for (uint32_t s : order) {
       const fb::Slot& slot = *m.slots()->Get(s);
+      const bool host = slot.memory_space() == fb::MemorySpace::Host;
       const bool arena = slot.storage() == fb::StorageKind::Arena;
       const bool in_input = slot.storage() == fb::StorageKind::Input;
-      if (donated ? !in_input : !arena) continue;
+      if (place_kind == 0 ? !arena || host : place_kind == 1 ? !in_input : !host) continue;
       StorageValue value;
       value.slot = s;
       value.name = slot_name(m, s);
@@ -183,9 +196,11 @@ std::vector<StorageValue> function_storage_values(const VerifiedModule& v, size_
       value.size = slot.byte_size();
       value.in_place = sc.in_place[s];
       value.donated = donated;
+      value.host = host;
+      value.prefetched = !host && slot.copy_of() >= 0;
       value.input = in_input ? slot.index() : 0;
-      by_place[{donated, arena ? slot.arena_offset() : slot.index()}].emplace_back(value.first,
-                                                                                   values.size());
+      by_place[{place_kind, arena ? slot.arena_offset() : slot.index()}].emplace_back(value.first,
+                                                                                      values.size());
       values.push_back(std::move(value));
     }
   }
@@ -203,11 +218,11 @@ std::vector<StorageValue> function_storage_values(const VerifiedModule& v, size_
       ++r.views;
       continue;
     }
-    std::pair<bool, uint64_t> place;
+    std::pair<int, uint64_t> place;
     if (slot.storage() == fb::StorageKind::Arena)
-      place = {false, slot.arena_offset()};
+      place = {slot.memory_space() == fb::MemorySpace::Host ? 2 : 0, slot.arena_offset()};
     else if (slot.storage() == fb::StorageKind::Input)
-      place = {true, slot.index()};
+      place = {1, slot.index()};
     else
       continue;
     auto it = by_place.find(place);
@@ -247,7 +262,7 @@ PlanSvgInput function_plan_picture(const VerifiedModule& v, size_t function) {
   // Donated-buffer values are caller memory: drawn in rows above the arena.
   uint64_t top = fn.arena_size();
   for (const StorageValue& value : values)
-    if (!value.donated) top = std::max(top, value.offset + value.size);
+    if (!value.donated && !value.host) top = std::max(top, value.offset + value.size);
   std::map<uint32_t, uint64_t> row_size;  // donated input -> its largest value
   for (const StorageValue& value : values)
     if (value.donated) row_size[value.input] = std::max(row_size[value.input], value.size);
@@ -257,6 +272,13 @@ PlanSvgInput function_plan_picture(const VerifiedModule& v, size_t function) {
     row_offset[input] = next;
     next += size + std::max<uint64_t>(64, top / 32);
   }
+  // The host arena (offloaded values) above everything, from its own base.
+  const uint64_t host_base = next + (row_size.empty() ? 0 : std::max<uint64_t>(64, top / 16));
+  if (fn.host_arena_size() > 0) {
+    picture.title += "; host arena " + bytes(fn.host_arena_size()) + " (drawn from " + bytes(host_base) + " up)";
+    picture.host_base = host_base;
+    picture.host_size = fn.host_arena_size();
+  }
 
   for (const StorageValue& value : values) {
     PlanSvgRect rect;
@@ -264,10 +286,13 @@ PlanSvgInput function_plan_picture(const VerifiedModule& v, size_t function) {
     rect.lower = value.first;
     rect.upper = value.last + 1;
     rect.size = value.size;
-    rect.offset = value.donated ? row_offset[value.input] : value.offset;
+    rect.offset = value.donated ? row_offset[value.input] : value.host ? host_base + value.offset : value.offset;
     if (value.in_place) rect.flags |= kPlanSvgAliased;
     if (value.donated) rect.flags |= kPlanSvgDonated;
     if (value.views > 0) rect.flags |= kPlanSvgView;
+    if (value.host) rect.flags |= kPlanSvgHost;
+    if (value.prefetched) rect.flags |= kPlanSvgCopy;
+    if (value.host) rect.note = "host arena @" + std::to_string(value.offset);
     if (value.donated)
       rect.note = "donated input " + std::to_string(value.input) + "'s buffer (caller memory, not arena)";
     if (value.views > 0)

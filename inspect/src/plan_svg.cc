@@ -90,6 +90,8 @@ Style style_of(uint32_t flags) {
   if (flags & kPlanSvgDonated) return {"value donated", "url(#hatch-donated)"};
   if (flags & kPlanSvgAliased) return {"value aliased", "url(#hatch-aliased)"};
   if (flags & kPlanSvgExternal) return {"value external", "#d9d9d9"};
+  if (flags & kPlanSvgHost) return {"value host", "#f4c27a"};
+  if (flags & kPlanSvgCopy) return {"value prefetched", "#9fd89f"};
   return {"value", nullptr};
 }
 
@@ -102,6 +104,8 @@ std::string flags_text(uint32_t flags) {
   add(kPlanSvgDonated, "donated buffer");
   add(kPlanSvgView, "has views");
   add(kPlanSvgExternal, "external");
+  add(kPlanSvgHost, "host memory");
+  add(kPlanSvgCopy, "prefetched");
   return out;
 }
 
@@ -151,7 +155,8 @@ std::string render_plan_svg(const PlanSvgInput& input) {
   const double plot_w = width - kLeft - kRight, plot_h = height - kTop - kBottom;
 
   int64_t t_min = 0, t_max = 1;
-  uint64_t y_max = std::max(input.arena_size, input.lower_bound);
+  uint64_t y_max = std::max({input.arena_size, input.lower_bound,
+                              input.host_size > 0 ? input.host_base + input.host_size : 0});
   if (!input.rects.empty()) {
     t_min = input.rects[0].lower;
     t_max = input.rects[0].upper;
@@ -280,6 +285,15 @@ std::string render_plan_svg(const PlanSvgInput& input) {
     s += "<text x=\"" + num(x_end + 6) + "\" y=\"" + num(y + 3.5) + "\">arena " +
          bytes_text(input.arena_size) + "</text>\n";
   }
+  if (input.host_size > 0) {  // the host arena: its base and its end
+    for (const uint64_t at : {input.host_base, input.host_base + input.host_size}) {
+      const double y = y_of(static_cast<double>(at));
+      s += "<line class=\"host-arena\" x1=\"" + num(kLeft) + "\" y1=\"" + num(y) + "\" x2=\"" + num(x_end) +
+           "\" y2=\"" + num(y) + "\" stroke=\"#b36b00\" stroke-width=\"1.5\"/>";
+    }
+    s += "<text x=\"" + num(x_end + 6) + "\" y=\"" + num(y_of(static_cast<double>(input.host_base + input.host_size)) + 3.5) +
+         "\" fill=\"#b36b00\">host arena " + bytes_text(input.host_size) + "</text>\n";
+  }
   if (input.lower_bound > 0) {
     const double y = y_of(static_cast<double>(input.lower_bound));
     s += "<line class=\"lower-bound\" x1=\"" + num(kLeft) + "\" y1=\"" + num(y) + "\" x2=\"" + num(x_end) +
@@ -311,6 +325,8 @@ std::string render_plan_svg(const PlanSvgInput& input) {
     entry(box("white", "stroke=\"#1f4e9e\" stroke-dasharray=\"3,2\" stroke-width=\"1.5\""),
           "has views (reshape)");
   if (present & kPlanSvgExternal) entry(box("#d9d9d9", plain_stroke), "external (bound at invoke)");
+  if (present & kPlanSvgHost) entry(box("#f4c27a", plain_stroke), "host arena (offloaded)");
+  if (present & kPlanSvgCopy) entry(box("#9fd89f", plain_stroke), "prefetched from host");
   if (!input.spans.empty())
     entry(box("#fff3c4", "stroke=\"#c9a227\" stroke-dasharray=\"4,3\""), "loop body (once per iteration)");
   if (input.lower_bound > 0)

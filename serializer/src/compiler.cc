@@ -14,6 +14,7 @@
 #include "fusion.h"
 #include "passes.h"
 #include "pipeline.h"
+#include "offload.h"
 #include "remat.h"
 #include "writer.h"
 
@@ -24,8 +25,8 @@ Status check_compile_options(const CompileOptions& options) {
       options.alignment > 4096)
     return invalid_argument("arena alignment " + std::to_string(options.alignment) +
                             " must be a power of two between 1 and 4096");
-  if (options.device_budget && options.plan != PlanStrategy::kArena)
-    return invalid_argument("a device memory budget needs the arena plan (--plan=arena), not --plan=" +
+  if ((options.device_budget || options.host_budget) && options.plan != PlanStrategy::kArena)
+    return invalid_argument("a memory budget needs the arena plan (--plan=arena), not --plan=" +
                             std::string(options.plan == PlanStrategy::kNaive ? "naive" : "free-at-last-use"));
   return ok_status();
 }
@@ -36,10 +37,11 @@ Status parse_memory_budget(std::string_view text, CompileOptions& options) {
     return invalid_argument("--memory-budget expects SPACE=BYTES (e.g. device=512MiB), got '" + std::string(text) + "'");
   const std::string_view space = text.substr(0, eq);
   std::string_view size = text.substr(eq + 1);
-  if (space != "device")
+  if (space != "device" && space != "host")
     return invalid_argument("--memory-budget: unknown memory space '" + std::string(space) +
-                            "' (the budgeted space is 'device')");
-  if (options.device_budget) return invalid_argument("--memory-budget: device is given twice");
+                            "' (the memory spaces are 'device' and 'host')");
+  std::optional<uint64_t>& budget = space == "device" ? options.device_budget : options.host_budget;
+  if (budget) return invalid_argument("--memory-budget: " + std::string(space) + " is given twice");
   uint64_t unit = 1;
   for (const auto& [suffix, factor] : {std::pair<std::string_view, uint64_t>{"KiB", uint64_t{1} << 10},
                                        {"MiB", uint64_t{1} << 20}, {"GiB", uint64_t{1} << 30}, {"B", 1}}) {
@@ -61,7 +63,7 @@ Status parse_memory_budget(std::string_view text, CompileOptions& options) {
   }
   if (value > UINT64_MAX / unit)
     return invalid_argument("--memory-budget: '" + std::string(text.substr(eq + 1)) + "' is too large");
-  options.device_budget = value * unit;
+  budget = value * unit;
   return ok_status();
 }
 
@@ -139,7 +141,17 @@ Result<ModulePlan> plan_module(const Module& module, const CompileOptions& optio
   };
   uint64_t total = 0;
   HEXIR_RETURN_IF_ERROR(plan_scratch(&total));
-  if (!options.device_budget || total <= *options.device_budget) return plan;
+  // The host arena (offloaded values) under its budget.
+  auto host_checked = [&]() -> Result<ModulePlan> {
+    uint64_t host = 0;
+    for (const FunctionPlan& p : plan.functions) host = std::max(host, p.host_arena_size);
+    if (!options.host_budget || host <= *options.host_budget) return std::move(plan);
+    Status failed = invalid_argument("memory budget host=" + std::to_string(*options.host_budget) +
+                                     " bytes cannot be met: the device budget needs a host arena of " +
+                                     std::to_string(host) + " bytes for the values offloaded there");
+    return display_name.empty() ? failed : failed.annotate(display_name);
+  };
+  if (!options.device_budget || total <= *options.device_budget) return host_checked();
 
   // A budget: recompute values in the functions over it until the placed
   // plan fits. The live peak is what recomputation lowers; the placed size
@@ -169,7 +181,35 @@ Result<ModulePlan> plan_module(const Module& module, const CompileOptions& optio
     finish_all();
     HEXIR_RETURN_IF_ERROR(plan_scratch(&total));
   }
-  if (total <= budget) return plan;
+  if (total <= budget) return host_checked();
+  // Then host offload: values live across the peak wait in the host arena.
+  int offloaded = 0;
+  for (size_t f = 0; f < module.functions.size(); ++f) target[f] = budget;
+  for (int attempt = 0; attempt < 16 && total > budget; ++attempt) {
+    bool progress = false;
+    for (size_t f = 0; f < module.functions.size(); ++f) {
+      const FunctionPlan& placed = plan.functions[f];
+      const uint64_t used = placed.workspace_in_arena || placed.workspace_size == 0
+                                ? placed.arena_size
+                                : (placed.arena_size + 63) / 64 * 64 + placed.workspace_size;
+      if (used <= budget) continue;
+      if (attempt > 0) {
+        const uint64_t peak = live_peak(module.functions[f], placed).bytes;
+        const uint64_t over = used - budget;
+        target[f] = std::min(target[f], peak > over ? peak - over : 0);
+      }
+      OffloadOptions offload_options;
+      offload_options.in_place = in_place;
+      offload_options.host_budget = options.host_budget;
+      const int values = offload(module.functions[f], stored[f], target[f], offload_options).values;
+      offloaded += values;
+      if (values > 0) progress = true;
+    }
+    if (!progress) break;
+    finish_all();
+    HEXIR_RETURN_IF_ERROR(plan_scratch(&total));
+  }
+  if (total <= budget) return host_checked();
   // The function that needs the most says why.
   size_t worst = 0;
   for (size_t f = 1; f < module.functions.size(); ++f)
@@ -177,11 +217,12 @@ Result<ModulePlan> plan_module(const Module& module, const CompileOptions& optio
   std::string message = "memory budget device=" + std::to_string(budget) + " bytes cannot be met: the smallest "
                         "device arena reached is " + std::to_string(total) + " bytes (" +
                         std::to_string(unconstrained) + " without a budget, lower bound " +
-                        std::to_string(plan.functions[worst].lower_bound) + "); " +
-                        explain_peak(module.functions[worst], stored[worst], in_place);
+                        std::to_string(plan.functions[worst].lower_bound) + ", " +
+                        std::to_string(offloaded) + " values offloaded to host memory" +
+                        (options.host_budget ? " under host=" + std::to_string(*options.host_budget) : "") +
+                        "); " + explain_peak(module.functions[worst], stored[worst], in_place);
   Status failed = invalid_argument(message);
   return display_name.empty() ? failed : failed.annotate(display_name);
-  return plan;
 }
 
 namespace {

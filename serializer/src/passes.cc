@@ -759,7 +759,7 @@ void place_donations(const Function& fn, FunctionPlan& plan, bool in_place_chain
   const Uses uses = compute_uses(plan);
   BufferHeads heads(plan);
   bool straight_line = true;
-  for (const Instruction& inst : plan.program) straight_line = straight_line && inst.control == Control::kNone;
+  for (const Instruction& inst : plan.program) straight_line = straight_line && !is_branching(inst.control);
   for (size_t a = 0; a < fn.arguments.size(); ++a) {
     const Argument& arg = fn.arguments[a];
     if (!arg.donate || plan.donated_to[a] < 0) continue;
@@ -893,14 +893,14 @@ void record_last_uses(const Function&, FunctionPlan& plan) {
   }
 }
 
-std::vector<LiveRange> compute_live_ranges(const Function& fn, const FunctionPlan& plan) {
+std::vector<LiveRange> compute_live_ranges(const Function& fn, const FunctionPlan& plan, Storage space) {
   const Uses uses = compute_uses(plan);
   std::vector<LiveRange> ranges;
   std::vector<int> range_of(plan.values.size(), -1);  // per buffer head
   BufferHeads heads(plan);
   for (size_t v = 0; v < plan.values.size(); ++v) {
     const ValuePlan& value = plan.values[v];
-    if (value.storage_root != static_cast<int>(v) || value.storage != Storage::kArena) continue;
+    if (value.storage_root != static_cast<int>(v) || value.storage != space) continue;
     const int head = heads.head(static_cast<int>(v));
     const int64_t def = uses.def[v] < 0 ? 0 : uses.def[v];
     const int64_t end = std::max(def, uses.last_read[v]) + 1;
@@ -927,7 +927,7 @@ Status plan_function_arena(const Function& fn, FunctionPlan& plan, PlanStrategy 
   // size a value could start at an address its loads cannot use (a fault on
   // GPUs, misaligned vector loads on CPUs). Refused, naming the value.
   for (size_t v = 0; v < plan.values.size(); ++v) {
-    if (plan.values[v].storage != Storage::kArena) continue;
+    if (plan.values[v].storage != Storage::kArena && plan.values[v].storage != Storage::kHost) continue;
     const Value& value = value_at(fn, plan, static_cast<int>(v));
     const uint32_t element = dtype_size(value.type.dtype);
     if (alignment >= element || value.byte_size == 0) continue;
@@ -981,6 +981,22 @@ Status plan_function_arena(const Function& fn, FunctionPlan& plan, PlanStrategy 
   plan.arena_size = placed->size;
   plan.lower_bound = live_lower_bound(buffers);
   if (heuristic) *heuristic = placed->heuristic;
+  // The host arena (offloaded values): the same planner over its values alone.
+  plan.host_arena_size = plan.host_lower_bound = 0;
+  const std::vector<LiveRange> host = compute_live_ranges(fn, plan, Storage::kHost);
+  if (host.empty()) return ok_status();
+  std::vector<PlanBuffer> host_buffers;
+  for (const LiveRange& r : host) host_buffers.push_back(r.buffer);
+  Result<BufferPlan> host_placed = strategy == PlanStrategy::kNaive
+                                       ? plan_naive(host_buffers, alignment)
+                                       : plan_arena(host_buffers, {alignment, plan_budget_ms});
+  if (!host_placed.ok()) return host_placed.status().annotate("planning the host arena of @" + fn.name);
+  HEXIR_RETURN_IF_ERROR(
+      check_buffer_plan(host_buffers, *host_placed, alignment).annotate("host arena plan of @" + fn.name));
+  for (size_t i = 0; i < host.size(); ++i)
+    plan.values[static_cast<size_t>(host[i].root)].arena_offset = host_placed->offsets[i];
+  plan.host_arena_size = host_placed->size;
+  plan.host_lower_bound = live_lower_bound(host_buffers);
   return ok_status();
 }
 

@@ -132,7 +132,9 @@ struct LiveRange {
   int root = -1;  // value id
   PlanBuffer buffer;
 };
-std::vector<LiveRange> compute_live_ranges(const Function& fn, const FunctionPlan& plan);
+// `space`: the device arena (kArena) or the host arena (kHost).
+std::vector<LiveRange> compute_live_ranges(const Function& fn, const FunctionPlan& plan,
+                                           Storage space = Storage::kArena);
 
 // Kernel scratch (workspaces) is only placed in the arena when the arena
 // alignment is at least this (it holds doubles).

@@ -43,7 +43,10 @@ struct ConstantPlan {
 
 // ---- functions ----------------------------------------------------------------
 
-enum class Storage : uint8_t { kArena, kConstant, kInput, kOutput };
+// kArena: the device arena. kHost: the host arena (host offload, offload.h),
+// which only kEvict and kPrefetch copies touch; every pass that works on the
+// device arena (in place, live ranges, the peak) leaves host values alone.
+enum class Storage : uint8_t { kArena, kConstant, kInput, kOutput, kHost };
 
 // Where one value lives.
 struct ValuePlan {
@@ -66,6 +69,10 @@ struct ValuePlan {
   // recomputes (the first computation, never itself a recomputation). -1:
   // none. Only on storage roots.
   int recomputes = -1;
+  // A copy the offload pass (offload.h) added: the value it holds (never
+  // itself a copy). Set on the host copy an eviction writes and on the device
+  // copy a prefetch writes. -1: none.
+  int copy_of = -1;
 };
 
 // Control instructions the VM runs itself (docs/control-flow.md). A loop is
@@ -78,7 +85,15 @@ struct ValuePlan {
 //  - kBranchIfZero: inputs {condition (bool[])}: when it is false, continue
 //    at `target` (the else-branch's first instruction);
 //  - kJump: continue at `target` (one past the else-branch).
-enum class Control : uint8_t { kNone, kLoopBegin, kLoopNext, kBranchIfZero, kJump, kFail };
+// Host offload (offload.h) adds copies that do not branch:
+//  - kEvict: inputs {a device arena value}, outputs {its host copy};
+//  - kPrefetch: inputs {a host copy}, outputs {a device copy}.
+enum class Control : uint8_t { kNone, kLoopBegin, kLoopNext, kBranchIfZero, kJump, kFail, kEvict, kPrefetch };
+
+// A copy between memory spaces: straight-line code, not control flow.
+inline bool is_transfer(Control c) { return c == Control::kEvict || c == Control::kPrefetch; }
+// Changes where the program continues, or may (loops, ifs, Fail).
+inline bool is_branching(Control c) { return c != Control::kNone && !is_transfer(c); }
 
 // One dispatched instruction: a graph node, a copy the plan added, or a
 // control instruction.
@@ -120,6 +135,8 @@ struct FunctionPlan {
   std::vector<std::pair<int64_t, int64_t>> loops;
   uint64_t arena_size = 0;
   uint64_t lower_bound = 0;
+  uint64_t host_arena_size = 0;     // the host arena (Storage::kHost values), planned apart
+  uint64_t host_lower_bound = 0;
   uint64_t workspace_size = 0;      // largest scratch of one instruction
   bool workspace_in_arena = false;  // scratch planned as arena ranges (else shared, past the arena)
 };

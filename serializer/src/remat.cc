@@ -13,7 +13,7 @@ namespace {
 
 bool has_control_flow(const FunctionPlan& plan) {
   return std::any_of(plan.program.begin(), plan.program.end(),
-                     [](const Instruction& inst) { return inst.control != Control::kNone; });
+                     [](const Instruction& inst) { return is_branching(inst.control); });
 }
 
 uint64_t instruction_flops(const Function& fn, const FunctionPlan& plan, const Instruction& inst) {
@@ -25,6 +25,7 @@ uint64_t instruction_flops(const Function& fn, const FunctionPlan& plan, const I
 
 // Why the instruction writing a value cannot be copied to recompute it (empty: it can).
 const char* not_recomputable(const Instruction& inst) {
+  if (is_transfer(inst.control)) return "a copy prefetched from host memory";
   if (inst.control != Control::kNone) return "written by a control instruction";
   if (inst.writes_carried) return "written in place of a loop-carried value";
   if (inst.node < 0) return "written by a copy the compiler added";
@@ -93,6 +94,7 @@ void drop_unused_added(const Function& fn, FunctionPlan& p) {
     if (!used[v]) continue;
     used[static_cast<size_t>(p.values[v].storage_root)] = true;
     if (p.values[v].recomputes >= 0) used[static_cast<size_t>(p.values[v].recomputes)] = true;
+    if (p.values[v].copy_of >= 0) used[static_cast<size_t>(p.values[v].copy_of)] = true;
   }
   std::vector<int> renumber(total, -1);
   int next = static_cast<int>(graph_values);
@@ -115,6 +117,7 @@ void drop_unused_added(const Function& fn, FunctionPlan& p) {
     ValuePlan vp = p.values[v];
     map(vp.storage_root);
     map(vp.recomputes);
+    map(vp.copy_of);
     map(vp.buffer_prev);
     values.push_back(vp);
     if (v >= graph_values) added.push_back(std::move(p.added[v - graph_values]));
@@ -326,9 +329,6 @@ FunctionPlan finish_storage(const Function& fn, FunctionPlan plan, bool in_place
   return plan;
 }
 
-namespace {
-
-// Live bytes at each program index (values and scratch), one past the end too.
 std::vector<uint64_t> live_profile(const Function& fn, const FunctionPlan& finished) {
   const size_t n = finished.program.size();
   std::vector<int64_t> delta(n + 2, 0);
@@ -350,8 +350,6 @@ std::vector<uint64_t> live_profile(const Function& fn, const FunctionPlan& finis
   }
   return profile;
 }
-
-}  // namespace
 
 LivePeak live_peak(const Function& fn, const FunctionPlan& finished) {
   LivePeak peak;
@@ -472,7 +470,7 @@ std::string explain_peak(const Function& fn, const FunctionPlan& plan, bool in_p
     } else if (def >= 0 && not_recomputable(plan.program[static_cast<size_t>(def)])) {
       why = not_recomputable(plan.program[static_cast<size_t>(def)]);
     } else {
-      why = "recomputing it does not lower the peak";
+      why = "neither recomputing nor offloading it lowers the peak";
     }
     out += std::string(why) + ")";
   }

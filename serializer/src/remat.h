@@ -22,6 +22,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "graph.h"
 #include "plan.h"
@@ -55,6 +56,9 @@ struct RematResult {
 // The peak of a plan after the in-place and donation passes (`finished`,
 // with record_workspaces run): its live ranges plus each instruction's scratch.
 LivePeak live_peak(const Function& fn, const FunctionPlan& finished);
+// Live device arena bytes at each program index of a finished plan (values
+// and scratch), one past the end too.
+std::vector<uint64_t> live_profile(const Function& fn, const FunctionPlan& finished);
 
 // Runs assign_in_place, place_donations, record_last_uses and
 // record_workspaces on a copy of `plan` (after assign_storage).

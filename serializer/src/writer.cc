@@ -107,6 +107,7 @@ fb::DType to_fb(DType dtype) { return static_cast<fb::DType>(static_cast<uint8_t
 fb::StorageKind to_fb(Storage storage) {
   switch (storage) {
     case Storage::kArena:
+    case Storage::kHost:  // an arena slot in the Host memory space
       return fb::StorageKind::Arena;
     case Storage::kConstant:
       return fb::StorageKind::Constant;
@@ -244,6 +245,7 @@ Status build_metadata(const Module& module, const ModulePlan& plan, const WriteO
       uint32_t storage_index = where.storage_index;
       switch (where.storage) {
         case Storage::kArena:
+        case Storage::kHost:
           usage = fb::SlotUsage::Transient;
           break;
         case Storage::kConstant:
@@ -269,13 +271,18 @@ Status build_metadata(const Module& module, const ModulePlan& plan, const WriteO
       // A recomputation names the slot of the value it computes again (written before it: a lower id).
       int32_t recomputes = -1;
       if (where.recomputes >= 0) recomputes = static_cast<int32_t>(slot_of[static_cast<size_t>(where.recomputes)]);
+      // A copy (host offload) names the value it holds (written before it: a lower id).
+      int32_t copy_of = -1;
+      if (where.copy_of >= 0) copy_of = static_cast<int32_t>(slot_of[static_cast<size_t>(where.copy_of)]);
       const int32_t last_use =
           where.last_use >= 0 && where.last_use <= INT32_MAX ? static_cast<int32_t>(where.last_use) : -1;
+      const bool arena = where.storage == Storage::kArena || where.storage == Storage::kHost;
       slots.push_back(fb::CreateSlot(fbb, fbb.CreateString(value.name), to_fb(value.type.dtype),
                                      fbb.CreateVector(value.type.dims), value.byte_size, to_fb(where.storage),
-                                     usage, where.storage == Storage::kArena ? where.arena_offset : 0,
-                                     where.storage == Storage::kArena ? 0 : storage_index, view_of,
-                                     last_use, recomputes));
+                                     usage, arena ? where.arena_offset : 0, arena ? 0 : storage_index, view_of,
+                                     last_use, recomputes,
+                                     where.storage == Storage::kHost ? fb::MemorySpace::Host : fb::MemorySpace::Device,
+                                     copy_of));
     }
 
     HEXIR_ASSIGN_OR_RETURN(uint32_t instruction_begin, checked_u32(instructions.size(), "instructions"));
@@ -315,6 +322,14 @@ Status build_metadata(const Module& module, const ModulePlan& plan, const WriteO
           messages.push_back(fbb.CreateString(inst.message));
           params = {control_params, 1};
           break;
+        case Control::kEvict:
+          opcode = fb::Opcode::Evict;
+          params = {};
+          break;
+        case Control::kPrefetch:
+          opcode = fb::Opcode::Prefetch;
+          params = {};
+          break;
       }
       param_pool.insert(param_pool.end(), params.begin(), params.end());
       instructions.emplace_back(kernel, operand_begin, static_cast<uint32_t>(inst.inputs.size() + inst.outputs.size()),
@@ -340,12 +355,14 @@ Status build_metadata(const Module& module, const ModulePlan& plan, const WriteO
     functions.push_back(fb::CreateFunction(fbb, fbb.CreateString(fn.name), fbb.CreateVector(inputs),
                                            fbb.CreateVector(outputs), instruction_begin,
                                            static_cast<uint32_t>(fn_plan.program.size()), fn_plan.arena_size,
-                                           fn_plan.lower_bound));
+                                           fn_plan.lower_bound, fn_plan.host_arena_size, fn_plan.host_lower_bound));
   }
 
-  uint64_t arena_size = 0, lower_bound = 0, workspace_size = 0;
+  uint64_t arena_size = 0, lower_bound = 0, workspace_size = 0, host_size = 0, host_lower_bound = 0;
   for (const FunctionPlan& fn_plan : plan.functions) {
     arena_size = std::max(arena_size, fn_plan.arena_size);
+    host_size = std::max(host_size, fn_plan.host_arena_size);
+    host_lower_bound = std::max(host_lower_bound, fn_plan.host_lower_bound);
     lower_bound = std::max(lower_bound, fn_plan.lower_bound);
     if (!fn_plan.workspace_in_arena) workspace_size = std::max(workspace_size, fn_plan.workspace_size);
   }
@@ -356,7 +373,8 @@ Status build_metadata(const Module& module, const ModulePlan& plan, const WriteO
                                         ? fb::PlanStrategy::FreeAtLastUse
                                         : fb::PlanStrategy::Arena;
   auto arena = fb::CreateArenaPlan(fbb, arena_size, options.alignment, lower_bound, strategy,
-                                   fbb.CreateString(options.heuristic), workspace_size);
+                                   fbb.CreateString(options.heuristic), workspace_size, host_size,
+                                   host_lower_bound);
 
   std::vector<fb::Section> sections;
   if (has_rodata)

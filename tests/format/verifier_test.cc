@@ -234,7 +234,7 @@ TEST_CASE("instructions") {
       },
       "exceed the parameter pool");
   expect_error([](ModuleSpec& m) { m.instructions[0].input_count = 3; }, "need an output");
-  expect_error([](ModuleSpec& m) { m.instructions[0].opcode = 7; }, "unknown opcode");
+  expect_error([](ModuleSpec& m) { m.instructions[0].opcode = 8; }, "unknown opcode");
   expect_error([](ModuleSpec& m) { m.instructions[1].alias_mask = 0b100; }, "alias mask");
   expect_error([](ModuleSpec& m) { m.instructions[1].alias_mask = 0b11; },
                "alias bit 1 set but the output slot 4 ('h2') does not share the storage");

@@ -105,6 +105,20 @@ TEST_CASE("fuzz: mutated convnet executables (conv2d, split, cast, where, gather
   CHECK(accepted > 0);
 }
 
+TEST_CASE("fuzz: mutated executables with host-space slots (Evict, Prefetch) never crash") {
+  serializer::CompileOptions options;
+  options.device_budget = 32u << 10;  // %a goes to the host arena
+  auto bytes = serializer::compile_file(std::string(HEXIR_FUZZ_SEEDS_DIR) + "/programs/offload.hxir", options);
+  REQUIRE_MESSAGE(bytes.ok(), bytes.status().to_string());
+  fuzz::AlignedCopy aligned(bytes->data(), bytes->size());
+  auto module = vm::Module::load_buffer({aligned.data(), aligned.size()});
+  REQUIRE_MESSAGE(module.ok(), module.status().to_string());
+  REQUIRE(module->host_arena_bytes() > 0);
+  int accepted = mutate_and_run(*bytes, 20000, 4);
+  MESSAGE("accepted after mutation: " << accepted << " of 20000");
+  CHECK(accepted > 0);
+}
+
 TEST_CASE("fuzz: mutated zstd payloads never crash the loader or the VM") {
   serializer::CompileOptions options;
   options.compression = serializer::SectionCompression::kZstd;

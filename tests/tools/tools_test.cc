@@ -149,6 +149,61 @@ TEST_CASE("tools: hexir-dump marks a matmul that reads its b transposed in place
   CHECK_FALSE(contains(run(kDump + " " + dir / "u.hxe").output, "b transposed"));
 }
 
+TEST_CASE("tools: host offload under --memory-budget, as hexir-compile, hexir-dump and hexir-run show it") {
+  TempDir dir;
+  // %a is too far from %x to recompute: under 32 KiB it waits in the host arena.
+  write_text(dir / "far.hxir", R"(module @far
+func @main(%x: f32[64,64]) -> (f32[64,64]) {
+  %a0 = call @neg(%x) : f32[64,64]
+  %a1 = call @tanh(%a0) : f32[64,64]
+  %a2 = call @neg(%a1) : f32[64,64]
+  %a3 = call @tanh(%a2) : f32[64,64]
+  %a4 = call @neg(%a3) : f32[64,64]
+  %a = call @tanh(%a4) : f32[64,64]
+  %p = call @matmul(%x, %x) : f32[64,64]
+  %q = call @matmul(%p, %p) : f32[64,64]
+  %r = call @matmul(%q, %q) : f32[64,64]
+  %y = call @add(%r, %a) : f32[64,64]
+  return %y
+}
+)");
+  auto c = run(kCompile + " " + dir / "far.hxir -o " + dir / "f.hxe --memory-budget device=32KiB");
+  REQUIRE_MESSAGE(c.exit_code == 0, c.output);
+  CHECK_MESSAGE(contains(c.output, "memory budget device=32768 bytes: met, 0 instructions recomputed, 1 prefetches; "
+                                   "host arena 16384 bytes"),
+                c.output);
+  auto d = run(kDump + " " + dir / "f.hxe");
+  REQUIRE(d.exit_code == 0);
+  CHECK_MESSAGE(contains(d.output, "%a.host1 = evict %a : f32[64,64]  ; alias=0b0 device -> host"), d.output);
+  CHECK(contains(d.output, "%a.prefetch1 = prefetch %a.host1 : f32[64,64]  ; alias=0b0 host -> device"));
+  CHECK(contains(d.output, "= add %r, %a.prefetch1"));
+  CHECK(contains(d.output, "host arena @0"));
+  CHECK(contains(d.output, "copy of %a"));
+  CHECK(contains(d.output, "host arena 16384 bytes, lower bound 16384; per invoke 1 evictions (16384 B), "
+                           "1 prefetches (16384 B)"));
+  auto j = run(kDump + " " + dir / "f.hxe --json");
+  REQUIRE(j.exit_code == 0);
+  CHECK_MESSAGE(contains(j.output, "\"memory_spaces\":[{\"space\":\"device\",\"size\":32768"), j.output);
+  CHECK(contains(j.output, "\"bytes_prefetched_per_invoke\":16384"));
+  CHECK(contains(j.output, "{\"space\":\"host\",\"size\":16384,\"lower_bound\":16384,"
+                           "\"bytes_evicted_per_invoke\":16384"));
+  CHECK(contains(j.output, "\"memory_space\":\"host\""));
+  CHECK(contains(j.output, "\"host_size\":16384"));
+  auto svg = run(kDump + " " + dir / "f.hxe --plan-svg " + dir / "f.svg");
+  REQUIRE(svg.exit_code == 0);
+  CHECK(contains(read_all(dir / "f.svg"), "host arena"));
+  auto r = run(kRun + " " + dir / "f.hxe --iterations 2 --stats-json " + dir / "s.json");
+  REQUIRE_MESSAGE(r.exit_code == 0, r.output);
+  const std::string stats = read_all(dir / "s.json");
+  CHECK_MESSAGE(contains(stats, "\"host_arena_bytes\":16384"), stats);
+  CHECK(contains(stats, "\"context_host_bytes\":16384"));
+  // A host budget below what the offload needs is refused by name.
+  auto refused = run(kCompile + " " + dir / "far.hxir -o " + dir / "g.hxe --memory-budget device=32KiB "
+                     "--memory-budget host=1KiB");
+  CHECK(refused.exit_code != 0);
+  CHECK_MESSAGE(contains(refused.output, "0 values offloaded to host memory under host=1024"), refused.output);
+}
+
 TEST_CASE("tools: --plan=naive is larger than the arena plan and both run") {
   TempDir dir;
   REQUIRE(run(kCompile + " " + kSamples + "/transformer.hxir -o " + dir / "n.hxe --plan=naive").exit_code ==

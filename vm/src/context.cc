@@ -8,6 +8,69 @@
 namespace hexir::vm {
 namespace {
 
+// Host offload's copies (Evict, Prefetch) of a function: each becomes a
+// Transfer (its target: its index, which is also its copy fence), and each
+// names the instruction before which the queue waits for it (copy_wait): a
+// prefetch, the first later instruction touching its device copy; an
+// eviction, the first later one writing over its device source (its output
+// or scratch). Without such an instruction, the end of the invoke waits. In
+// a function with loops or ifs the copies run in order on the queue (a
+// position is not a point in time there).
+Status build_transfers(const fb::Module& fbm, const fb::Function& fn, FunctionTable& t) {
+  const uint32_t count = fn.instruction_count();
+  std::vector<std::vector<uint32_t>> waits(count);
+  const bool per_instruction_workspace = fbm.workspaces() && fbm.workspaces()->size() > 0;
+  for (uint32_t k = 0; k < count; ++k) {
+    const uint8_t op = t.opcode[k];
+    if (op != static_cast<uint8_t>(fb::Opcode::Evict) && op != static_cast<uint8_t>(fb::Opcode::Prefetch)) {
+      if (op != 0) t.ordered_copies = true;  // control flow
+      continue;
+    }
+    const fb::Instruction& in = *fbm.instructions()->Get(fn.instruction_begin() + k);
+    // Verified: one arena value in each memory space, of one size.
+    const bool to_host = op == static_cast<uint8_t>(fb::Opcode::Evict);
+    const fb::Slot& from = *fbm.slots()->Get(fbm.operand_pool()->Get(in.operand_begin()));
+    const fb::Slot& to = *fbm.slots()->Get(fbm.operand_pool()->Get(in.operand_begin() + 1));
+    FunctionTable::Transfer transfer;
+    transfer.to_host = to_host;
+    transfer.device_offset = to_host ? from.arena_offset() : to.arena_offset();
+    transfer.host_offset = to_host ? to.arena_offset() : from.arena_offset();
+    transfer.size = from.byte_size();
+    const uint32_t fence = static_cast<uint32_t>(t.transfers.size());
+    t.target[k] = fence;
+    t.transfers.push_back(transfer);
+    auto overlaps = [&](uint64_t offset, uint64_t size) {
+      return size > 0 && transfer.size > 0 && offset < transfer.device_offset + transfer.size &&
+             transfer.device_offset < offset + size;
+    };
+    for (uint32_t j = k + 1; j < count; ++j) {
+      const fb::Instruction& later = *fbm.instructions()->Get(fn.instruction_begin() + j);
+      bool conflict = false;
+      for (uint32_t o = to_host ? later.input_count() : 0; o < later.operand_count() && !conflict; ++o) {
+        const fb::Slot& s = *fbm.slots()->Get(fbm.operand_pool()->Get(later.operand_begin() + o));
+        conflict = s.storage() == fb::StorageKind::Arena && s.memory_space() == fb::MemorySpace::Device &&
+                   overlaps(s.arena_offset(), s.byte_size());
+      }
+      if (!conflict && per_instruction_workspace) {
+        const fb::WorkspaceRange& w = *fbm.workspaces()->Get(fn.instruction_begin() + j);
+        conflict = overlaps(w.offset(), w.size());
+      }
+      if (conflict) {
+        waits[j].push_back(fence);
+        break;
+      }
+    }
+  }
+  if (t.transfers.empty()) return ok_status();
+  t.wait_begin.reserve(count + 1);
+  for (const std::vector<uint32_t>& list : waits) {
+    t.wait_begin.push_back(static_cast<uint32_t>(t.wait_fence.size()));
+    t.wait_fence.insert(t.wait_fence.end(), list.begin(), list.end());
+  }
+  t.wait_begin.push_back(static_cast<uint32_t>(t.wait_fence.size()));
+  return ok_status();
+}
+
 Status build_function_table(ContextImpl& c, size_t function_index, FunctionTable& t) {
   const ModuleImpl& m = *c.module;
   const ProgramImpl& p = *c.program;
@@ -55,6 +118,10 @@ Status build_function_table(ContextImpl& c, size_t function_index, FunctionTable
       void* data = nullptr;
       switch (slot.storage()) {
         case fb::StorageKind::Arena:
+          if (slot.memory_space() == fb::MemorySpace::Host) {  // verified: static plans only
+            data = device_address(c.host_arena, slot.arena_offset());
+            break;
+          }
           if (c.dynamic) {
             const int32_t value = local_of(slot_index);
             value_patches[static_cast<size_t>(value)].push_back(operand_index);
@@ -138,12 +205,18 @@ Status build_function_table(ContextImpl& c, size_t function_index, FunctionTable
     t.target.assign(count, 0);
     t.step.assign(count, 0);
     t.run_end.assign(count, count);
+    HEXIR_RETURN_IF_ERROR(build_transfers(fbm, fn, t));
+    auto waits_at = [&](uint32_t k) { return !t.wait_begin.empty() && t.wait_begin[k] < t.wait_begin[k + 1]; };
     for (uint32_t k = count; k-- > 0;) {
       const fb::Instruction& in = *fbm.instructions()->Get(fn.instruction_begin() + k);
       if (t.opcode[k] == 0) {
-        t.run_end[k] = k + 1 < count && t.opcode[k + 1] == 0 ? t.run_end[k + 1] : k + 1;
+        // A run ends before a control instruction and before one that waits for a copy.
+        t.run_end[k] = k + 1 < count && t.opcode[k + 1] == 0 && !waits_at(k + 1) ? t.run_end[k + 1] : k + 1;
         continue;
       }
+      if (t.opcode[k] == static_cast<uint8_t>(fb::Opcode::Evict) ||
+          t.opcode[k] == static_cast<uint8_t>(fb::Opcode::Prefetch))
+        continue;  // target set by build_transfers
       t.target[k] = fbm.param_pool()->Get(in.param_begin());  // verified: inside the function
       if (in.param_count() > 1) t.step[k] = fbm.param_pool()->Get(in.param_begin() + 1);
     }
@@ -244,6 +317,7 @@ ContextImpl::~ContextImpl() {
     for (hal::Buffer& buffer : t.own_outputs)
       if (buffer.size > 0) program->device->release(buffer);
   if (arena.size > 0) program->device->release(arena);
+  if (host_arena.size > 0) program->device->release(host_arena);
 }
 
 // The hot path: checks arguments, patches bound pointers, dispatches. It
@@ -446,6 +520,19 @@ Status ContextImpl::write_scalar(void* data, int64_t value) {
 Result<size_t> ContextImpl::run_control(FunctionTable& t, size_t k) {
   void* const* operands = t.dispatches[k].operands;
   if (t.opcode[k] == static_cast<uint8_t>(fb::Opcode::Jump)) return static_cast<size_t>(t.target[k]);
+  if (t.opcode[k] == static_cast<uint8_t>(fb::Opcode::Evict) ||
+      t.opcode[k] == static_cast<uint8_t>(fb::Opcode::Prefetch)) {
+    // Ordered on the queue after the work before it, before the work after it.
+    const uint32_t fence = static_cast<uint32_t>(t.target[k]);
+    const FunctionTable::Transfer& x = t.transfers[fence];
+    const hal::Buffer& dst = x.to_host ? host_arena : arena;
+    const hal::Buffer& src = x.to_host ? arena : host_arena;
+    const uint64_t dst_offset = x.to_host ? x.host_offset : x.device_offset;
+    const uint64_t src_offset = x.to_host ? x.device_offset : x.host_offset;
+    HEXIR_RETURN_IF_ERROR(t.ordered_copies ? queue->copy(dst, dst_offset, src, src_offset, x.size)
+                                           : queue->copy_begin(dst, dst_offset, src, src_offset, x.size, fence));
+    return k + 1;
+  }
   HEXIR_RETURN_IF_ERROR(queue->synchronize());
   if (t.opcode[k] == static_cast<uint8_t>(fb::Opcode::Fail))  // target: its message (verified)
     return failed_precondition(
@@ -487,6 +574,11 @@ Status ContextImpl::run_program(FunctionTable& t, size_t* failed) {
   const size_t count = t.dispatches.size();
   size_t pc = 0;
   while (pc < count) {
+    if (!t.wait_begin.empty() && !t.ordered_copies)  // copies (host offload) this instruction needs done
+      for (uint32_t w = t.wait_begin[pc]; w < t.wait_begin[pc + 1]; ++w) {
+        *failed = pc;
+        HEXIR_RETURN_IF_ERROR(queue->copy_wait(t.wait_fence[w]));
+      }
     if (t.opcode[pc] == 0) {
       const size_t end = t.run_end[pc];
       size_t failed_in_run = 0;
@@ -503,6 +595,9 @@ Status ContextImpl::run_program(FunctionTable& t, size_t* failed) {
     *failed = pc;
     HEXIR_ASSIGN_OR_RETURN(pc, run_control(t, pc));
   }
+  // Every copy done before the invoke ends (the copy stream runs them in order).
+  if (!t.transfers.empty() && !t.ordered_copies)
+    HEXIR_RETURN_IF_ERROR(queue->copy_wait(static_cast<uint32_t>(t.transfers.size() - 1)));
   return ok_status();
 }
 
@@ -634,6 +729,12 @@ Result<Context> Context::create(const Program& program) {
         c->arena, device.allocate(total, hal::MemoryType::kDeviceLocal, hal::BufferUsage::kTransient, align));
     ++c->create_stats.device_allocations;
   }
+  if (plan.host_size() > 0) {
+    // Counted apart from the device's memory: Context::host_bytes.
+    HEXIR_ASSIGN_OR_RETURN(c->host_arena, device.allocate(plan.host_size(), hal::MemoryType::kHostVisible,
+                                                          hal::BufferUsage::kTransfer, align));
+    ++c->create_stats.device_allocations;
+  }
   c->host_addressable = device.name() == "cpu";
 
   c->functions.resize(c->module->functions.size());
@@ -644,6 +745,10 @@ Result<Context> Context::create(const Program& program) {
     most_arguments = std::max(most_arguments, sig.inputs.size() + sig.outputs.size());
   }
   c->argument_ranges.resize(most_arguments);  // invoke's overlap check sorts in here
+  size_t most_transfers = 0;
+  for (const FunctionTable& t : c->functions) most_transfers = std::max(most_transfers, t.transfers.size());
+  if (most_transfers > 0)  // events for the copy stream, made here: invoke allocates nothing
+    HEXIR_RETURN_IF_ERROR(c->queue->reserve_copy_fences(static_cast<uint32_t>(most_transfers)));
   return Context(std::move(c));
 }
 
@@ -728,6 +833,8 @@ std::span<const uint64_t> Context::instruction_nanoseconds(size_t function) cons
 const PhaseStats& Context::invoke_stats() const { return impl_->invoke_stats; }
 uint64_t Context::invoke_count() const { return impl_ ? impl_->invoke_count : 0; }
 const PhaseStats& Context::create_stats() const { return impl_->create_stats; }
+uint64_t Context::host_bytes() const { return impl_ ? impl_->host_arena.size : 0; }
+
 uint64_t Context::device_bytes() const {
   if (!impl_) return 0;
   uint64_t bytes = impl_->arena.size;

@@ -54,10 +54,12 @@ Status check_limits(const ModuleImpl& impl, const LoadOptions& options) {
           " bytes of values and scratch, more than the limit LoadOptions.max_arena_bytes = " +
           std::to_string(options.max_arena_bytes));
   } else {
-    if (saturating_add(plan.size(), plan.workspace_size()) > options.max_arena_bytes)
+    if (saturating_add(saturating_add(plan.size(), plan.workspace_size()), plan.host_size()) >
+        options.max_arena_bytes)
       return resource_exhausted("the arena plan needs " + std::to_string(plan.size()) +
                                 " bytes of arena and " + std::to_string(plan.workspace_size()) +
-                                " of workspace, more than the limit LoadOptions.max_arena_bytes = " +
+                                " of workspace (and " + std::to_string(plan.host_size()) +
+                                " of host arena), more than the limit LoadOptions.max_arena_bytes = " +
                                 std::to_string(options.max_arena_bytes));
   }
   return ok_status();
@@ -107,6 +109,8 @@ Status finish_load(ModuleImpl& impl, std::span<const uint8_t> bytes, const LoadO
             impl.context_bytes = saturating_add(impl.context_bytes, slot.byte_size());
         }
   impl.lower_bound_bytes = m.arena()->lower_bound();
+  impl.host_arena_bytes = m.arena()->host_size();
+  impl.host_lower_bound_bytes = m.arena()->host_lower_bound();
   if (m.constants())
     for (const fb::Constant* c : *m.constants())
       impl.constant_bytes = saturating_add(impl.constant_bytes, c->byte_size());
@@ -251,5 +255,7 @@ uint64_t Module::lower_bound_bytes() const { return impl_->lower_bound_bytes; }
 uint64_t Module::constant_bytes() const { return impl_->constant_bytes; }
 uint64_t Module::workspace_bytes() const { return impl_->workspace_bytes; }
 uint64_t Module::context_bytes() const { return impl_->context_bytes; }
+uint64_t Module::host_arena_bytes() const { return impl_->host_arena_bytes; }
+uint64_t Module::host_lower_bound_bytes() const { return impl_->host_lower_bound_bytes; }
 
 }  // namespace hexir::vm

@@ -41,6 +41,8 @@ class ModuleImpl {
   FunctionSignature no_function;  // what Module::function returns for an index out of range
   uint64_t arena_bytes = 0;
   uint64_t lower_bound_bytes = 0;
+  uint64_t host_arena_bytes = 0;  // the host memory space's arena (host offload)
+  uint64_t host_lower_bound_bytes = 0;
   uint64_t constant_bytes = 0;
   uint64_t workspace_bytes = 0;
   uint64_t context_bytes = 0;  // Module::context_bytes
@@ -121,9 +123,25 @@ struct FunctionTable {
   // instruction), which goes to the queue as one sequence. Empty `opcode`:
   // the function is one straight line.
   std::vector<uint8_t> opcode;
-  std::vector<int64_t> target;
+  std::vector<int64_t> target;  // Evict and Prefetch: their index in `transfers`
   std::vector<int64_t> step;
   std::vector<uint32_t> run_end;
+
+  // Evict and Prefetch (host offload): bytes between the arena and the host
+  // arena, run by the queue in order with the dispatches (Queue::copy).
+  struct Transfer {
+    bool to_host = false;
+    uint64_t device_offset = 0;
+    uint64_t host_offset = 0;
+    uint64_t size = 0;
+  };
+  std::vector<Transfer> transfers;
+  // Per instruction (CSR, count + 1 entries; empty without transfers): the
+  // copy fences to wait for before it runs (build_transfers).
+  std::vector<uint32_t> wait_begin;
+  std::vector<uint32_t> wait_fence;
+  // Loops or ifs: copies run in order on the queue (Queue::copy), no waits.
+  bool ordered_copies = false;
 };
 
 class ContextImpl {
@@ -142,6 +160,9 @@ class ContextImpl {
   const ModuleImpl* module = nullptr;
   std::unique_ptr<hal::Queue> queue;
   hal::Buffer arena;  // arena, then workspace, in one allocation
+  // The host memory space's arena (host offload): host-visible memory
+  // (pinned on CUDA), which only the Evict and Prefetch copies touch.
+  hal::Buffer host_arena;
   std::vector<FunctionTable> functions;
   PhaseStats create_stats;
   PhaseStats invoke_stats;  // allocations and uploads stay 0 (static plans): invoke never asks for either

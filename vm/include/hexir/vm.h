@@ -63,7 +63,7 @@ struct LoadOptions {
   uint64_t max_decompressed_bytes = uint64_t{256} << 20;
   // Bytes of all fill constants together, materialized at prepare.
   uint64_t max_fill_bytes = uint64_t{256} << 20;
-  // Arena plus shared workspace that Context::create allocates (static plans),
+  // Arena plus shared workspace (and host arena) that Context::create allocates (static plans),
   // or the most bytes of values and scratch live at once (free-at-last-use).
   uint64_t max_arena_bytes = uint64_t{16} << 30;
 };
@@ -122,6 +122,11 @@ class Module {
   std::vector<InstructionInfo> instructions(size_t function) const;
   uint64_t arena_bytes() const;
   uint64_t lower_bound_bytes() const;
+  // The host memory space (host offload, docs/memory-budget.md): the host
+  // arena a context allocates besides its device memory, and the most bytes
+  // live in it at once. 0 when nothing is offloaded.
+  uint64_t host_arena_bytes() const;
+  uint64_t host_lower_bound_bytes() const;
   uint64_t constant_bytes() const;  // raw bytes of all constants (packed + filled)
   uint64_t workspace_bytes() const;  // the shared scratch of a static plan (0 for free-at-last-use)
   // Device bytes Context::create allocates for this module: the arena and
@@ -240,6 +245,9 @@ class Context {
   // Device bytes this context holds between invokes (arena, workspace, own
   // output buffers): Module::context_bytes() of its module.
   uint64_t device_bytes() const;
+  // Host memory this context holds for values offloaded from the device (the
+  // host arena; pinned on CUDA): Module::host_arena_bytes() of its module.
+  uint64_t host_bytes() const;
   const ContextImpl& impl() const { return *impl_; }
 
  private:

@@ -72,6 +72,9 @@ struct DeviceCounters {
   uint64_t allocations = 0;  // allocate() calls that succeeded
   uint64_t releases = 0;
   uint64_t bytes_allocated = 0;
+  // Of those, MemoryType::kHostVisible bytes (pinned on CUDA): the host
+  // memory space, counted apart (on the cpu both spaces are host memory).
+  uint64_t host_visible_bytes_allocated = 0;
   uint64_t uploads = 0;  // host -> device writes
   uint64_t bytes_uploaded = 0;
   uint64_t downloads = 0;
@@ -82,7 +85,8 @@ struct DeviceCounters {
 // Thread-safe counters a backend bumps; snapshot() gives a consistent-enough copy.
 class AtomicCounters {
  public:
-  std::atomic<uint64_t> allocations{0}, releases{0}, bytes_allocated{0}, uploads{0}, bytes_uploaded{0},
+  std::atomic<uint64_t> allocations{0}, releases{0}, bytes_allocated{0}, host_visible_bytes_allocated{0}, uploads{0},
+      bytes_uploaded{0},
       downloads{0}, fills{0}, dispatches{0};
   DeviceCounters snapshot() const;
 };
@@ -104,6 +108,28 @@ class Queue {
                                    size_t* failed_index) = 0;
   virtual Status copy(const Buffer& dst, uint64_t dst_offset, const Buffer& src, uint64_t src_offset,
                       uint64_t size) = 0;
+  // Copies between memory spaces that later work may overlap (host offload:
+  // a value evicted to, or prefetched from, host-visible memory). A backend
+  // with a copy engine runs them on a second stream: copy_begin starts the
+  // copy after the work enqueued so far and names it by `fence` (below the
+  // count reserve_copy_fences asked for, once, before invoking); work
+  // enqueued after copy_wait(fence) runs after the copy. The copy stream
+  // keeps its own order, so a later copy follows an earlier one. The
+  // defaults copy in order on the queue itself (nothing to wait for): the
+  // cpu, where both memory spaces are host memory. Must not allocate.
+  virtual Status reserve_copy_fences(uint32_t count) {
+    (void)count;
+    return ok_status();
+  }
+  virtual Status copy_begin(const Buffer& dst, uint64_t dst_offset, const Buffer& src, uint64_t src_offset,
+                            uint64_t size, uint32_t fence) {
+    (void)fence;
+    return copy(dst, dst_offset, src, src_offset, size);
+  }
+  virtual Status copy_wait(uint32_t fence) {
+    (void)fence;
+    return ok_status();
+  }
   // Blocks until everything enqueued has finished.
   virtual Status synchronize() = 0;
   // Per-queue dispatch count (a context's own work, unaffected by other threads).

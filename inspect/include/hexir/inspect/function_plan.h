@@ -25,6 +25,14 @@ struct FunctionStats {
   // and their FLOPs per invoke (ops::flop_estimate).
   uint64_t recomputed_instructions = 0;
   uint64_t recomputed_flops = 0;
+  // The host memory space (host offload): Function.host_arena_size and
+  // host_lower_bound, and the Evict / Prefetch copies per invoke.
+  uint64_t host_arena_size = 0;
+  uint64_t host_lower_bound = 0;
+  uint64_t evictions = 0;
+  uint64_t prefetches = 0;
+  uint64_t bytes_evicted = 0;
+  uint64_t bytes_prefetched = 0;
 };
 
 // A value that occupies storage the function writes: an arena value, or a
@@ -39,6 +47,8 @@ struct StorageValue {
   uint64_t size = 0;
   bool in_place = false;  // written with an alias bit over one of its inputs
   bool donated = false;   // storage is a donated input's buffer, not the arena
+  bool host = false;      // in the host arena (offset is a host arena offset)
+  bool prefetched = false;  // a device copy a Prefetch wrote
   uint32_t input = 0;     // donated: the input binding index
   uint32_t views = 0;     // view slots folded into this value
 };
@@ -53,11 +63,13 @@ double percent_over(uint64_t size, uint64_t lower_bound);
 // `function` must be < the module's function count.
 FunctionStats function_stats(const format::VerifiedModule& module, size_t function);
 
-// Arena values first (in order of their writer), then donated-buffer values.
+// Arena values first (in order of their writer), then donated-buffer
+// values, then host arena values.
 std::vector<StorageValue> function_storage_values(const format::VerifiedModule& module, size_t function);
 
 // The picture of one function's arena: one rectangle per storage value,
-// donated-buffer values stacked above the arena, the lower bound line.
+// donated-buffer values stacked above the arena, then the host arena above
+// those (its own offsets, from its base line), the lower bound line.
 PlanSvgInput function_plan_picture(const format::VerifiedModule& module, size_t function);
 
 }  // namespace hexir::inspect

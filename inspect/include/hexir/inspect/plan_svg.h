@@ -18,6 +18,8 @@ enum PlanSvgFlags : uint32_t {
   kPlanSvgDonated = 1u << 1,   // lives in a donated input's buffer (caller memory)
   kPlanSvgView = 1u << 2,      // views (reshape) share its storage; its range covers theirs
   kPlanSvgExternal = 1u << 3,  // bound at invoke (inputs, outputs), not arena
+  kPlanSvgHost = 1u << 4,      // in the host memory space (an offloaded value's host copy)
+  kPlanSvgCopy = 1u << 5,      // a device copy prefetched from the host
 };
 
 struct PlanSvgRect {
@@ -46,6 +48,10 @@ struct PlanSvgInput {
   uint64_t arena_size = 0;   // solid line (0: not drawn); the y axis covers it and every rectangle
   int width = 1200;          // pixels of the whole picture (clamped to 300..20000)
   int height = 700;
+  // A second memory space drawn above (the host arena): its base and size,
+  // a solid line at each end (0: none).
+  uint64_t host_base = 0;
+  uint64_t host_size = 0;
 };
 
 // A complete, standalone SVG document (valid XML: labels are escaped and

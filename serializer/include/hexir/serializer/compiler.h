@@ -70,12 +70,17 @@ struct CompileOptions {
   // instead of kept where that lowers the peak (rematerialization,
   // docs/memory-budget.md) until the plan fits, or compiling fails naming the
   // smallest size reached and what holds it up. Needs the arena plan. None:
-  // no budget, nothing recomputed.
+  // no budget, nothing recomputed. When recomputing is not enough, values
+  // are offloaded to the host arena and prefetched back (host offload).
   std::optional<uint64_t> device_budget;
+  // Bytes of host memory a context's host arena may take (--memory-budget
+  // host=BYTES): offload stops short of it, and a plan over it is refused.
+  // None: unlimited.
+  std::optional<uint64_t> host_budget;
 };
 
 // One `--memory-budget SPACE=BYTES` option: "device=512MiB" sets
-// options.device_budget. BYTES is a count with an optional KiB, MiB or GiB
+// options.device_budget, "host=1GiB" options.host_budget. BYTES is a count with an optional KiB, MiB or GiB
 // suffix (powers of 1024). Fails naming what is wrong: an unknown memory
 // space, a malformed or overflowing size, a space given twice.
 Status parse_memory_budget(std::string_view text, CompileOptions& options);
