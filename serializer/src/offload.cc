@@ -155,6 +155,7 @@ TransferCount count_transfers(const Function& fn, const FunctionPlan& plan) {
 
 OffloadResult offload(const Function& fn, FunctionPlan& plan, uint64_t target, const OffloadOptions& options) {
   OffloadResult result;
+  const FunctionPlan original = plan;
   Trial current = measure(fn, plan, options.in_place);
   result.before = result.after = current.peak;
   if (has_control_flow(plan)) {
@@ -166,6 +167,7 @@ OffloadResult offload(const Function& fn, FunctionPlan& plan, uint64_t target, c
     const int64_t at = current.peak.at;
     bool found = false, best_reduces = false;
     double best_score = 0;
+    uint64_t best_moved = 0;
     LivePeak best_peak;
     FunctionPlan best;
     for (size_t v = 0; v < plan.values.size(); ++v) {
@@ -201,13 +203,17 @@ OffloadResult offload(const Function& fn, FunctionPlan& plan, uint64_t target, c
         const bool reduces = peak.bytes < current.peak.bytes;
         const double score =
             reduces ? static_cast<double>(current.peak.bytes - peak.bytes) / static_cast<double>(moved) : 0.0;
-        const bool better = !found || (reduces != best_reduces ? reduces
-                                       : reduces             ? score > best_score
-                                                             : lower(peak, best_peak));
+        // One that only removes instants at the peak's height: the fewest
+        // bytes moved (a 64 MiB value is not worth copying twice for that).
+        const bool better =
+            !found || (reduces != best_reduces ? reduces
+                       : reduces             ? score > best_score
+                                             : moved < best_moved || (moved == best_moved && lower(peak, best_peak)));
         if (!better) continue;
         found = true;
         best_reduces = reduces;
         best_score = score;
+        best_moved = moved;
         best_peak = peak;
         best = std::move(applied);
       }
@@ -215,6 +221,13 @@ OffloadResult offload(const Function& fn, FunctionPlan& plan, uint64_t target, c
     if (!found) break;
     plan = std::move(best);
     ++result.values;
+    current = measure(fn, plan, options.in_place);
+  }
+  // Steps that only removed instants at the height and never lowered it
+  // moved bytes for nothing: the plan as it came in.
+  if (current.peak.bytes >= result.before.bytes && result.values > 0) {
+    plan = original;
+    result.values = 0;
     current = measure(fn, plan, options.in_place);
   }
   result.after = current.peak;
