@@ -411,7 +411,9 @@ void apply_epilogue(const ops::Epilogue& e, float* c, int64_t ld, int64_t rows, 
   switch (static_cast<Activation>(e.activation)) {
     case Activation::kNone: return;
     case Activation::kRelu: return map_block(c, ld, rows, cols, [](float x) { return ops::relu_of(x); });
-    case Activation::kGeluErf: return map_block(c, ld, rows, cols, [](float x) { return ops::gelu_erf_of(x); });
+    case Activation::kGeluErf:  // the vector erf of the gelu kernel (same bits as ops::gelu_erf_of)
+      for (int64_t i = 0; i < rows; ++i) gelu_erf_block(c + i * ld, c + i * ld, cols);
+      return;
     case Activation::kGeluTanh:
       return map_block(c, ld, rows, cols, [](float x) { return ops::gelu_tanh_of(x); });
     case Activation::kSilu: return map_block(c, ld, rows, cols, [](float x) { return ops::silu_of(x); });
