@@ -212,6 +212,30 @@ size_t fuse_function(const Module* module, Function& fn) {
       node.params.insert(node.params.end(), words.begin(), words.end());
     }
   }
+  // A copy of a result that nothing else reads (the ONNX front end names an
+  // output this way: an Identity, an output renamed): its producer writes the
+  // copy's value instead, and the copy goes. Not a view's copy (the view
+  // shares storage the copy must not) nor a multi-result producer's.
+  std::vector<int> producer(value_count, -1);  // after the rewrites above
+  for (size_t n = 0; n < fn.nodes.size(); ++n)
+    if (!node_dropped[n])
+      for (int r : fn.nodes[n].results) producer[static_cast<size_t>(r)] = static_cast<int>(n);
+  for (size_t j = 0; j < fn.nodes.size(); ++j) {
+    const Node& copy = fn.nodes[j];
+    if (node_dropped[j] || copy.kind != NodeKind::kOp || copy.op != OpId::kCopy || copy.inputs.size() != 1 ||
+        copy.results.size() != 1)
+      continue;
+    const int v = copy.inputs[0];
+    const int n = producer[static_cast<size_t>(v)];
+    if (n < 0 || fn.values[static_cast<size_t>(v)].kind != ValueKind::kResult || sole_reader(v) != static_cast<int>(j))
+      continue;
+    const Node& from = fn.nodes[static_cast<size_t>(n)];
+    if (from.kind != NodeKind::kOp || from.results.size() != 1 || ops::op_def(from.op).is_view ||
+        !(fn.values[static_cast<size_t>(copy.results[0])].type == fn.values[static_cast<size_t>(v)].type))
+      continue;
+    absorb(static_cast<size_t>(n), static_cast<int>(j));
+    producer[static_cast<size_t>(copy.results[0])] = n;
+  }
   if (removed > 0) drop(fn, node_dropped, value_dropped);
   return removed;
 }

@@ -21,6 +21,8 @@ namespace hexir::serializer {
 //    add, keeping the shape: the "affine" epilogue x * a + b (the missing step
 //    is the exact * 1 or + -0), one pass where there were up to three (the
 //    scalar affine PP-OCRv4 puts after each hard swish).
+// Last, a copy of a result nothing else reads (an ONNX Identity before an
+// output) is absorbed by that result's producer (not a view, one result).
 // The fused node writes the last absorbed node's result value (its name and
 // every reader stay), the absorbed nodes and the intermediate values are
 // dropped. Results are bit for bit the unfused ones (the kernels apply the

@@ -54,6 +54,35 @@ func @main(%x: f32[2,4]) -> (f32[2,3]) {
   CHECK(compile_module(m).ok());
 }
 
+TEST_CASE("fusion: a copy of a result nothing else reads goes; its producer writes the copy's value") {
+  // What the ONNX front end writes for an output behind an Identity.
+  Module m = parse_ok(R"(
+const @w : f32[4,3] = splat 0.5
+const @b : f32[3] = dense [1.0, 2.0, 3.0]
+func @main(%x: f32[2,4]) -> (f32[2,3], f32[2,4], f32[2,4], f32[2,4], f32[8]) {
+  %h = call @matmul(%x, @w) : f32[2,3]
+  %hb = call @add(%h, @b) : f32[2,3]
+  %y = call @copy(%hb) : f32[2,3]
+  %c = call @copy(%x) : f32[2,4]
+  %n = call @neg(%x) : f32[2,4]
+  %d = call @copy(%n) : f32[2,4]
+  %t = call @tanh(%x) : f32[2,4]
+  %r = call @reshape(%t) : f32[8]
+  %e = call @copy(%r) : f32[8]
+  return %y, %c, %n, %d, %e
+})");
+  // The bias add and the copy of its result; the copies of an input, of a
+  // value returned itself and of a view stay.
+  CHECK(fuse_epilogues(m) == 2);
+  const Function& fn = m.functions[0];
+  check_consistent(fn);
+  REQUIRE(ops_of(fn) == std::vector<OpId>{OpId::kMatmul, OpId::kCopy, OpId::kNeg, OpId::kCopy, OpId::kTanh,
+                                          OpId::kReshape, OpId::kCopy});
+  CHECK(fn.values[static_cast<size_t>(fn.nodes[0].results[0])].name == "y");
+  CHECK(fn.outputs[0] == fn.nodes[0].results[0]);
+  CHECK(compile_module(m).ok());
+}
+
 TEST_CASE("fusion: a transpose of the last two dims read only as a matmul's b becomes its transpose_b") {
   Module m = parse_ok(R"(
 const @w : f32[4,3] = splat 0.5
