@@ -4,6 +4,7 @@
 #include <cstring>
 #include <iterator>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -95,6 +96,15 @@ bool same_storage(const fb::Slot& a, const fb::Slot& b) {
   if (a.storage() != b.storage() || a.memory_space() != b.memory_space()) return false;
   if (a.storage() == fb::StorageKind::Arena) return a.arena_offset() == b.arena_offset();
   return a.index() == b.index();
+}
+
+// A view with an offset into its base or strides of its own (docs/views.md).
+bool is_layout_view(const fb::Slot& s) { return s.view_offset() != 0 || (s.strides() && s.strides()->size() > 0); }
+
+std::string list_str(const std::vector<int64_t>& values) {
+  std::string s = "[";
+  for (size_t i = 0; i < values.size(); ++i) s += (i ? "," : "") + std::to_string(values[i]);
+  return s + "]";
 }
 
 // Any byte in common (both verified to lie inside their storage).
@@ -330,7 +340,8 @@ class ModuleVerifier {
           if (s.arena_offset() % plan.alignment() != 0)
             return corrupt(what, ": arena offset ", s.arena_offset(),
                            " is not a multiple of the arena alignment ", plan.alignment());
-          if (!range_inside(s.arena_offset(), s.byte_size(), plan.size()))
+          // A view's bytes are its base's (checked with the views below).
+          if (s.view_of() == -1 && !range_inside(s.arena_offset(), s.byte_size(), plan.size()))
             return corrupt(what, ": arena bytes [", s.arena_offset(), ", +", s.byte_size(),
                            ") exceed the arena size ", plan.size());
           break;
@@ -339,7 +350,7 @@ class ModuleVerifier {
             return corrupt(what, ": constant index ", s.index(), " out of range (the module has ",
                            vec_size(m_.constants()), " constants)");
           const fb::Constant& c = *m_.constants()->Get(s.index());
-          if (s.byte_size() > c.byte_size())
+          if (s.view_of() == -1 && s.byte_size() > c.byte_size())
             return corrupt(what, ": ", s.byte_size(), " bytes exceed ", constant_label(s.index()), " (",
                            c.byte_size(), " bytes)");
           break;
@@ -353,7 +364,11 @@ class ModuleVerifier {
     for (uint64_t i = 0; i < count; ++i) {
       const fb::Slot& s = *m_.slots()->Get(static_cast<flatbuffers::uoffset_t>(i));
       if (s.last_use() < -1) return corrupt(slot_label(m_, i), ": invalid last_use ", s.last_use());
-      if (s.view_of() == -1) continue;
+      if (s.view_of() == -1) {
+        if (is_layout_view(s))
+          return corrupt(slot_label(m_, i), ": has a view offset or strides but views nothing");
+        continue;
+      }
       const std::string what = slot_label(m_, i);
       if (s.view_of() < 0 || static_cast<uint64_t>(s.view_of()) >= count ||
           static_cast<uint64_t>(s.view_of()) == i)
@@ -362,10 +377,14 @@ class ModuleVerifier {
       if (root.view_of() != -1)
         return corrupt(what, ": views ", slot_label(m_, static_cast<uint64_t>(s.view_of())),
                        ", itself a view");
-      if (!same_storage(s, root) || s.byte_size() != root.byte_size() || s.usage() != root.usage())
+      // A view with an offset, strides, or fewer bytes than its base (a slice's first rows).
+      const bool layout_view = is_layout_view(s) || s.byte_size() != root.byte_size();
+      if (!same_storage(s, root) || (!layout_view && s.byte_size() != root.byte_size()) ||
+          s.usage() != root.usage())
         return corrupt(what, ": is a view of ", slot_label(m_, static_cast<uint64_t>(s.view_of())),
                        " but does not have its storage, size and usage");
       if (s.last_use() != -1) return corrupt(what, ": a view has no last_use of its own");
+      if (layout_view) HEXIR_RETURN_IF_ERROR(check_view_layout(what, i, static_cast<uint32_t>(s.view_of())));
     }
     // Copies (host offload): a copy is an arena slot naming the value it
     // holds: a device arena value of its type, not a view and not itself a
@@ -388,6 +407,33 @@ class ModuleVerifier {
       if (!(out_.slot_types[i] == out_.slot_types[static_cast<size_t>(c)]) || s.byte_size() != t.byte_size())
         return corrupt(what, ": copy_of ", original, " but has another type or size");
     }
+    return ok_status();
+  }
+
+  // A view with an offset or strides (docs/views.md): of its base's dtype,
+  // one stride per dim, and inside its base over its whole index space: the
+  // last element it reaches, offset + sum (d_i - 1) * s_i, computed without
+  // overflow, is below the base's element count. An empty view reaches nothing.
+  Status check_view_layout(const std::string& what, uint64_t slot, uint32_t base) {
+    const fb::Slot& s = *m_.slots()->Get(static_cast<flatbuffers::uoffset_t>(slot));
+    const TensorType& type = out_.slot_types[slot];
+    const TensorType& base_type = out_.slot_types[base];
+    if (type.dtype != base_type.dtype)
+      return corrupt(what, ": a strided view of ", slot_label(m_, base), " must have its dtype (",
+                     dtype_name(base_type.dtype), "), not ", dtype_name(type.dtype));
+    std::vector<int64_t> strides;
+    if (s.strides()) strides.assign(s.strides()->begin(), s.strides()->end());
+    if (!strides.empty() && strides.size() != type.rank())
+      return corrupt(what, ": ", strides.size(), " strides for a view of rank ", type.rank());
+    const std::optional<int64_t> last = ops::view_last_element(type.dims, s.view_offset(), strides);
+    if (!last)
+      return corrupt(what, ": view offset ", s.view_offset(), " and strides ", list_str(strides),
+                     " are negative or overflow");
+    const Result<uint64_t> base_count = element_count(base_type.dims.data(), base_type.rank());
+    if (!base_count.ok()) return base_count.status();
+    if (*last >= 0 && static_cast<uint64_t>(*last) >= *base_count)
+      return corrupt(what, ": view reaches element ", *last, " of ", slot_label(m_, base), ", which has ",
+                     *base_count, " elements");
     return ok_status();
   }
 
@@ -596,7 +642,7 @@ class ModuleVerifier {
         if (j == 0) continue;
         for (uint32_t i = 0; i < in.input_count(); ++i) {
           const uint32_t in_index = m_.operand_pool()->Get(in.operand_begin() + i);
-          if (dynamic_ ? root_of(in_index) == slot : storage_overlaps(s, *m_.slots()->Get(in_index)))
+          if (dynamic_ ? root_of(in_index) == slot : storage_overlaps(s, *m_.slots()->Get(root_of(in_index))))
             return fail("output ", j, " ", slot_label(m_, slot), " overlaps input ", i, " ",
                         slot_label(m_, in_index));
         }
@@ -619,6 +665,15 @@ class ModuleVerifier {
         const uint32_t in_index = m_.operand_pool()->Get(in.operand_begin() + i);
         const fb::Slot& input = *m_.slots()->Get(in_index);
         const bool aliased = i < 32 && (in.alias_mask() >> i) & 1u;
+        if (is_layout_view(input)) {
+          if (aliased)
+            return fail("alias bit ", i, " set on ", slot_label(m_, in_index),
+                        ", a view with an offset or strides (never written in place)");
+          if (input.strides() && input.strides()->size() > 0 &&
+              !ops::accepts_strided_input(out_.kernel_ids[in.kernel()], i))
+            return fail("input ", i, " ", slot_label(m_, in_index), " is a strided view but '", info.name,
+                        "' reads it only row-major");
+        }
         if (aliased) {
           if (!info.may_run_in_place)
             return fail("alias bit ", i, " set but '", info.name, "' cannot run in place");
@@ -631,7 +686,7 @@ class ModuleVerifier {
         } else if (dynamic_ && out.storage() == fb::StorageKind::Arena
                        ? input.storage() == fb::StorageKind::Arena &&
                              (root_of(in_index) == aliased_roots[0] || root_of(in_index) == out_index)
-                       : storage_overlaps(out, input)) {
+                       : storage_overlaps(out, *m_.slots()->Get(root_of(in_index)))) {
           return fail("the output ", slot_label(m_, out_index), " overlaps input ", i, " ",
                       slot_label(m_, in_index), " without an alias bit");
         }
@@ -955,7 +1010,8 @@ class ModuleVerifier {
               return corrupt(instruction_label(k), ": operand ", o, " ", slot_label(m_, slot_index),
                              " is bound to input ", s.index(), " but the function has ", inputs, " inputs");
             const fb::Binding& b = *fn.inputs()->Get(s.index());
-            if (s.byte_size() > m_.slots()->Get(b.slot())->byte_size())
+            // A view reads inside its base (verified): the base must fit.
+            if (m_.slots()->Get(root_of(slot_index))->byte_size() > m_.slots()->Get(b.slot())->byte_size())
               return corrupt(instruction_label(k), ": operand ", o, " ", slot_label(m_, slot_index),
                              " is larger than input ", s.index());
             if (s.usage() == fb::SlotUsage::Donated && b.donated_to() < 0)
@@ -968,7 +1024,7 @@ class ModuleVerifier {
                              " is bound to output ", s.index(), " but the function has ", outputs,
                              " outputs");
             const fb::Binding& b = *fn.outputs()->Get(s.index());
-            if (s.byte_size() > m_.slots()->Get(b.slot())->byte_size())
+            if (m_.slots()->Get(root_of(slot_index))->byte_size() > m_.slots()->Get(b.slot())->byte_size())
               return corrupt(instruction_label(k), ": operand ", o, " ", slot_label(m_, slot_index),
                              " is larger than output ", s.index());
             if (is_output) written[inputs + s.index()] = true;

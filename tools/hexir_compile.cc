@@ -1,5 +1,5 @@
 // hexir-compile IN.hxir -o OUT.hxe [--plan=naive|arena|free-at-last-use] [--align N] [--data-checksum]
-//               [--schedule=source|memory] [--no-in-place] [--no-fuse]
+//               [--schedule=source|memory] [--no-in-place] [--no-fuse] [--no-views]
 //               [--compress=none|zstd[:LEVEL]] [--plan-budget-ms N] [--allow-external-files]
 //               [--max-constant-bytes N] [--memory-budget device=BYTES] [--memory-budget host=BYTES]
 // hexir-compile MODEL.onnx -o OUT.hxe [--input-shape NAME=AxBxC ...] [--bind NAME=VALUE ...]
@@ -28,7 +28,7 @@ namespace cli = hexir::cli;
 constexpr const char* kUsage =
     "usage: hexir-compile IN.hxir -o OUT.hxe [--plan=naive|arena|free-at-last-use] [--align N] "
     "[--data-checksum]\n"
-    "       [--schedule=source|memory] [--no-in-place] [--no-fuse]\n"
+    "       [--schedule=source|memory] [--no-in-place] [--no-fuse] [--no-views]\n"
     "       [--compress=none|zstd[:LEVEL]] [--plan-budget-ms N] [--allow-external-files]\n"
     "       [--max-constant-bytes N] [--memory-budget device=BYTES] [--memory-budget host=BYTES]\n"
     "       hexir-compile MODEL.onnx -o OUT.hxe [--input-shape NAME=AxBxC ...] [--bind NAME=VALUE ...]\n"
@@ -37,6 +37,7 @@ constexpr const char* kUsage =
     "                          at least the element size of every value in the arena\n"
     "  --allow-external-files  .hxir `file` constants may name files outside the source's folder\n"
     "  --max-constant-bytes N  bytes of dense and file constants, each and together (default 16 GiB)\n"
+    "  --no-views              transpose, slice and expand copy their results (no strided views)\n"
     "  --memory-budget device=BYTES  fit a context's device memory (arena and scratch) in BYTES\n"
     "                          (KiB/MiB/GiB suffixes) by recomputing values and offloading them to host\n"
     "                          memory, or fail saying how close it got\n"
@@ -88,6 +89,8 @@ static int run(int argc, char** argv) {
       options.in_place = false;
     else if (args.flag("--no-fuse"))
       options.fuse_epilogues = false;
+    else if (args.flag("--no-views"))
+      options.strided_views = false;
     else if (args.flag("--data-checksum"))
       options.data_checksum = true;
     else if (args.flag("--allow-external-files"))

@@ -94,6 +94,16 @@ std::string instruction_text(const VerifiedModule& v, const fb::Instruction& in)
 }
 
 std::string storage_text(const fb::Slot& s) {
+  // A strided view: where it lies in the slot it views (docs/views.md).
+  if (s.view_of() >= 0 && (s.view_offset() != 0 || (s.strides() && s.strides()->size() > 0))) {
+    std::string text = "view of #" + std::to_string(s.view_of()) + " +" + std::to_string(s.view_offset());
+    if (s.strides() && s.strides()->size() > 0) {
+      text += " strides [";
+      for (uint32_t d = 0; d < s.strides()->size(); ++d) text += (d ? "," : "") + std::to_string(s.strides()->Get(d));
+      text += "]";
+    }
+    return text;
+  }
   switch (s.storage()) {
     case fb::StorageKind::Arena:
       if (s.memory_space() == fb::MemorySpace::Host) return "host arena @" + std::to_string(s.arena_offset());
@@ -187,6 +197,9 @@ void print_text(const std::string& path, const VerifiedModule& v) {
                   " B), %" PRIu64 " prefetches (%" PRIu64 " B)\n",
                   st.host_arena_size, st.host_lower_bound, st.evictions, st.bytes_evicted, st.prefetches,
                   st.bytes_prefetched);
+    std::printf("    copies: %" PRIu64 " B per invoke (transpose, slice, expand, copy); %" PRIu64
+                " strided views read in place\n",
+                st.copied_bytes, st.strided_views);
     for (uint32_t i = 0; i < count(fn.inputs()); ++i)
       std::printf("    input %u '%s' -> slot %u\n", i, str(fn.inputs()->Get(i)->name()),
                   fn.inputs()->Get(i)->slot());
@@ -364,6 +377,8 @@ void print_json(const VerifiedModule& v) {
     j.field("constant_bytes_filled", st.constant_bytes_filled);
     j.field("recomputed_instructions", st.recomputed_instructions);
     j.field("recomputed_flops", st.recomputed_flops);
+    j.field("copied_bytes", st.copied_bytes);
+    j.field("strided_views", st.strided_views);
     j.end_object();
     // Per memory space: size, lower bound, bytes moved into it per invoke,
     // and the recomputations (device work) of the budget.

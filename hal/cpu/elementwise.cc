@@ -128,11 +128,42 @@ Status compare(const KernelContext& context, const Dispatch& d) {
   return ok_status();
 }
 
+// A strided input (UnaryPlan rank > 0: a view, docs/views.md): calls
+// row(input offset, output offset, length, input stride) for each innermost
+// row of the row-major output, rows split over the pool. The flat loops of
+// row-major inputs stay as they are.
+template <typename Row>
+void strided_rows(const KernelContext& context, const ops::UnaryPlan& p, const Row& row) {
+  if (p.n == 0) return;
+  const int32_t outer_rank = p.rank - 1;
+  const int64_t inner = p.dims[outer_rank], inner_stride = p.stride[outer_rank];
+  parallel_ranges(context, p.n / inner, std::max<int64_t>(1, kMinRange / inner), [&](int64_t begin, int64_t end) {
+    int64_t index[kMaxRank] = {};
+    for (int64_t rest = begin, i = outer_rank; i-- > 0;) {  // the multi-index of row `begin`
+      index[i] = rest % p.dims[i];
+      rest /= p.dims[i];
+    }
+    for (int64_t r = begin; r < end; ++r) {
+      int64_t offset = 0;
+      for (int32_t i = 0; i < outer_rank; ++i) offset += index[i] * p.stride[i];
+      row(offset, r * inner, inner, inner_stride);
+      next_index(index, p.dims, outer_rank);
+    }
+  });
+}
+
 template <typename Op>
 Status unary(const KernelContext& context, const Dispatch& d) {
-  const int64_t n = plan_of<ops::UnaryPlan>(d).n;
+  const ops::UnaryPlan& p = plan_of<ops::UnaryPlan>(d);
+  const int64_t n = p.n;
   const float* in = input(d, 0);
   float* out = output(d, 0);
+  if (p.rank > 0) {
+    strided_rows(context, p, [&](int64_t from, int64_t to, int64_t length, int64_t stride) {
+      for (int64_t j = 0; j < length; ++j) out[to + j] = Op::apply(in[from + j * stride]);
+    });
+    return ok_status();
+  }
   parallel_ranges(context, n, kMinRange, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) out[i] = Op::apply(in[i]);
   });
@@ -146,6 +177,12 @@ Status unary_floats(const KernelContext& context, const Dispatch& d) {
   const float a = static_cast<float>(p.a), b = static_cast<float>(p.b);
   const float* in = input(d, 0);
   float* out = output(d, 0);
+  if (p.rank > 0) {
+    strided_rows(context, p, [&](int64_t from, int64_t to, int64_t length, int64_t stride) {
+      for (int64_t j = 0; j < length; ++j) out[to + j] = Op::apply(in[from + j * stride], a, b);
+    });
+    return ok_status();
+  }
   parallel_ranges(context, p.n, kMinRange, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) out[i] = Op::apply(in[i], a, b);
   });
@@ -403,6 +440,18 @@ Status block_map(const KernelContext& context, const Dispatch& d) {
   const float a = static_cast<float>(p.a), b = static_cast<float>(p.b);
   const float* in = input(d, 0);
   float* out = output(d, 0);
+  if (p.rank > 0) {  // a strided view: each row gathered into a block on the stack first
+    strided_rows(context, p, [&](int64_t from, int64_t to, int64_t length, int64_t stride) {
+      constexpr int64_t kChunk = 256;
+      float gathered[kChunk];
+      for (int64_t j = 0; j < length; j += kChunk) {
+        const int64_t count = std::min(kChunk, length - j);
+        for (int64_t t = 0; t < count; ++t) gathered[t] = in[from + (j + t) * stride];
+        Block(gathered, out + to + j, count, a, b);
+      }
+    });
+    return ok_status();
+  }
   parallel_ranges(context, p.n, kMinRange,
                   [&](int64_t begin, int64_t end) { Block(in + begin, out + begin, end - begin, a, b); });
   return ok_status();

@@ -150,11 +150,9 @@ Status pad(const KernelContext&, const Dispatch& d) {
   return ok_status();
 }
 
-Status strided_gather(const KernelContext&, const Dispatch& d) {
-  const ops::StridedPlan& p = plan_of<ops::StridedPlan>(d);
-  if (p.n == 0) return ok_status();
-  const auto* in = input<uint8_t>(d, 0);
-  auto* out = output<uint8_t>(d, 0);
+namespace {
+
+void gather_elements(const ops::StridedPlan& p, const uint8_t* in, uint8_t* out) {
   switch (p.element_size) {
     case 1:
       strided_typed<uint8_t>(p, in, out);
@@ -172,6 +170,14 @@ Status strided_gather(const KernelContext&, const Dispatch& d) {
       strided_typed<Bytes16>(p, in, out);
       break;
   }
+}
+
+}  // namespace
+
+Status strided_gather(const KernelContext&, const Dispatch& d) {
+  const ops::StridedPlan& p = plan_of<ops::StridedPlan>(d);
+  if (p.n == 0) return ok_status();
+  gather_elements(p, input<uint8_t>(d, 0), output<uint8_t>(d, 0));
   return ok_status();
 }
 
@@ -204,7 +210,12 @@ Status split(const KernelContext&, const Dispatch& d) {
 }
 
 Status copy(const KernelContext&, const Dispatch& d) {
-  const int64_t bytes = plan_of<ops::CopyPlan>(d).bytes;
+  const ops::CopyPlan& p = plan_of<ops::CopyPlan>(d);
+  if (p.strided) {  // a strided view materialized (docs/views.md)
+    if (p.gather.n > 0) gather_elements(p.gather, input<uint8_t>(d, 0), output<uint8_t>(d, 0));
+    return ok_status();
+  }
+  const int64_t bytes = p.bytes;
   // memmove: a copy onto itself (or an overlapping alias) stays well defined.
   if (bytes > 0 && d.operands[0] != d.operands[1])
     std::memmove(d.operands[1], d.operands[0], static_cast<size_t>(bytes));

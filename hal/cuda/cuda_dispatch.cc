@@ -242,12 +242,12 @@ Status reduce(const Dispatch& d, Launcher& launcher) {
 
 // ---- layout -------------------------------------------------------------------
 
-// transpose, slice and expand.
-Status strided(const Dispatch& d, Launcher& launcher) {
+// transpose, slice and expand; copy of a strided view.
+Status launch_strided(const Dispatch& d, const ops::StridedPlan& plan, Launcher& launcher) {
   StridedParams p;
   p.in = d.operands[0];
   p.out = d.operands[1];
-  p.plan = plan_of<ops::StridedPlan>(d);
+  p.plan = plan;
   if (p.plan.n == 0) return ok_status();
   Kernel kernel = Kernel::kStridedBytes;
   switch (p.plan.element_size) {
@@ -268,6 +268,10 @@ Status strided(const Dispatch& d, Launcher& launcher) {
   }
   const int64_t threads = kernel == Kernel::kStridedBytes ? p.plan.n * p.plan.element_size : p.plan.n;
   return launcher.launch(kernel, linear_config(threads), &p);
+}
+
+Status strided(const Dispatch& d, Launcher& launcher) {
+  return launch_strided(d, plan_of<ops::StridedPlan>(d), launcher);
 }
 
 // Every dtype is 1, 2, 4 or 8 bytes wide.
@@ -337,7 +341,9 @@ Status split(const Dispatch& d, Launcher& launcher) {
 }
 
 Status copy(const Dispatch& d, Launcher& launcher) {
-  const int64_t bytes = plan_of<ops::CopyPlan>(d).bytes;
+  const ops::CopyPlan& plan = plan_of<ops::CopyPlan>(d);
+  if (plan.strided) return launch_strided(d, plan.gather, launcher);  // a strided view materialized
+  const int64_t bytes = plan.bytes;
   if (bytes == 0 || d.operands[0] == d.operands[1]) return ok_status();
   return launcher.copy(d.operands[1], d.operands[0], static_cast<uint64_t>(bytes));
 }

@@ -130,6 +130,8 @@ FunctionStats function_stats(const VerifiedModule& v, size_t function) {
     if (!sc.referenced[s]) continue;
     if (is_view(sc, s)) ++stats.view_aliases;
     const fb::Slot& slot = *v.module->slots()->Get(s);
+    if (slot.view_of() >= 0 && (slot.view_offset() != 0 || (slot.strides() && slot.strides()->size() > 0)))
+      ++stats.strided_views;
     if (slot.storage() == fb::StorageKind::Constant) constants.insert(slot.index());
   }
   const fb::Module& m = *v.module;
@@ -146,6 +148,10 @@ FunctionStats function_stats(const VerifiedModule& v, size_t function) {
       continue;
     }
     if (in.opcode() != fb::Opcode::Dispatch || in.operand_count() <= in.input_count()) continue;
+    const ops::OpId op = v.kernel_ids[in.kernel()];
+    if (op == ops::OpId::kTranspose || op == ops::OpId::kSlice || op == ops::OpId::kExpand || op == ops::OpId::kCopy)
+      for (uint32_t o = in.input_count(); o < in.operand_count(); ++o)
+        stats.copied_bytes += m.slots()->Get(m.operand_pool()->Get(in.operand_begin() + o))->byte_size();
     if (m.slots()->Get(m.operand_pool()->Get(in.operand_begin() + in.input_count()))->recomputes() < 0) continue;
     std::vector<TensorType> inputs, outputs;
     for (uint32_t o = 0; o < in.operand_count(); ++o)

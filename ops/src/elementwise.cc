@@ -82,13 +82,31 @@ Result<std::vector<int64_t>> lower_with_epilogue(std::span<const TensorType>, co
   return lower_epilogue(kId, attrs);
 }
 
+// broadcast_strides of an operand that may be a strided view (`view`
+// empty: row-major): its own strides right-aligned, 0 where broadcast.
+void view_broadcast_strides(std::span<const int64_t> dims, std::span<const int64_t> view, size_t out_rank,
+                            int64_t* strides) {
+  if (view.empty()) return broadcast_strides(dims, out_rank, strides);
+  const size_t lead = out_rank - dims.size();
+  for (size_t i = 0; i < out_rank; ++i)
+    strides[i] = i < lead || dims[i - lead] == 1 ? 0 : view[i - lead];
+}
+
 void plan_binary(const PlanInput& op, OpPlan& out) {
   BinaryPlan& p = out.start<BinaryPlan>();
   p.epilogue = plan_epilogue(op.params, 0);
   const TensorType& result = op.outputs[0];
   p.n = count_of(result);
   const int64_t na = count_of(op.inputs[0]), nb = count_of(op.inputs[1]);
-  if (na == p.n && nb == p.n) {
+  if (!op.input_strides.empty()) {  // a strided view: the general walk, by its strides
+    int64_t sa[kMaxRank], sb[kMaxRank];
+    view_broadcast_strides(op.inputs[0].dims, op.input_strides[0], result.rank(), sa);
+    view_broadcast_strides(op.inputs[1].dims, op.input_strides[1], result.rank(), sb);
+    const int64_t* strides[] = {sa, sb};
+    int64_t* merged[] = {p.stride_a, p.stride_b};
+    p.rank = merge_broadcast(result.dims, strides, p.dims, merged);
+    p.mode = p.rank == 0 ? 4 : 3;
+  } else if (na == p.n && nb == p.n) {
     p.mode = 0;
   } else if (na == p.n && nb == 1) {
     p.mode = 1;
@@ -113,10 +131,22 @@ Result<std::vector<TensorType>> infer_unary(std::span<const TensorType> in, std:
   return one(in[0]);
 }
 
+// A strided input (a view): the walk by its strides; else rank 0, the flat loop.
+void plan_unary_strides(const PlanInput& op, UnaryPlan& p) {
+  if (op.input_strides.empty() || op.input_strides[0].empty()) return;
+  const TensorType& x = op.inputs[0];
+  p.rank = static_cast<int32_t>(x.rank());
+  for (size_t d = 0; d < x.rank(); ++d) {
+    p.dims[d] = x.dims[d];
+    p.stride[d] = op.input_strides[0][d];
+  }
+}
+
 void plan_unary(const PlanInput& op, OpPlan& out) {
   UnaryPlan& p = out.start<UnaryPlan>();
   p.n = count_of(op.outputs[0]);
   p.variant = op.params.empty() ? 0 : static_cast<int32_t>(op.params[0]);
+  plan_unary_strides(op, p);
 }
 
 Result<std::vector<int64_t>> lower_gelu(std::span<const TensorType>, const AttrMap& attrs,
@@ -200,6 +230,7 @@ void plan_unary_floats(const PlanInput& op, OpPlan& out) {
   p.n = count_of(op.outputs[0]);
   if (op.params.size() > 0) p.a = float_param(op.params[0]);
   if (op.params.size() > 1) p.b = float_param(op.params[1]);
+  plan_unary_strides(op, p);
 }
 
 // ---- where ------------------------------------------------------------------

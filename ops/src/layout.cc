@@ -206,7 +206,19 @@ Result<std::vector<TensorType>> infer_copy(std::span<const TensorType> in, std::
 }
 
 void plan_copy(const PlanInput& op, OpPlan& out) {
-  out.start<CopyPlan>().bytes = static_cast<int64_t>(*byte_size(op.inputs[0]));
+  CopyPlan& p = out.start<CopyPlan>();
+  p.bytes = static_cast<int64_t>(*byte_size(op.inputs[0]));
+  if (op.input_strides.empty() || op.input_strides[0].empty()) return;
+  // A strided view materialized: the gather transpose and slice run.
+  const TensorType& x = op.inputs[0];
+  p.strided = 1;
+  p.gather.n = count_of(x);
+  p.gather.rank = static_cast<int32_t>(x.rank());
+  p.gather.element_size = static_cast<int32_t>(dtype_size(x.dtype));
+  for (size_t d = 0; d < x.rank(); ++d) {
+    p.gather.out_dims[d] = x.dims[d];
+    p.gather.in_stride[d] = op.input_strides[0][d];
+  }
 }
 
 // ---- gather -------------------------------------------------------------------

@@ -152,6 +152,8 @@ void plan_reduce(const PlanInput& op, OpPlan& out) {
   (void)reduced_dims<kId>(op.params, dims.size(), reduced);  // checked by infer
   int64_t strides[kMaxRank];
   row_major_strides(dims, strides);
+  if (!op.input_strides.empty() && !op.input_strides[0].empty())  // a strided view: its own strides
+    for (size_t i = 0; i < dims.size(); ++i) strides[i] = op.input_strides[0][i];
   for (size_t i = 0; i < dims.size(); ++i) {
     if (reduced[i]) {
       p.red_dims[p.red_rank] = dims[i];

@@ -208,8 +208,23 @@ uint64_t workspace_bytes(OpId id, std::span<const TensorType> inputs, std::span<
 }
 
 Result<OpPlan> plan_op(OpId id, std::span<const TensorType> inputs, std::span<const TensorType> outputs,
-                       std::span<const int64_t> params) {
+                       std::span<const int64_t> params, std::span<const std::vector<int64_t>> input_strides) {
   HEXIR_ASSIGN_OR_RETURN(std::vector<TensorType> expected, infer_result_types(id, inputs, params));
+  if (!input_strides.empty() && input_strides.size() != inputs.size())
+    return invalid_argument(prefix(id) + "strides given for " + std::to_string(input_strides.size()) + " of " +
+                            std::to_string(inputs.size()) + " inputs");
+  bool any_strided = false;
+  for (size_t i = 0; i < input_strides.size(); ++i) {
+    if (input_strides[i].empty()) continue;
+    if (!accepts_strided_input(id, i))
+      return invalid_argument(prefix(id) + "input " + std::to_string(i) + " must be row-major, not a strided view");
+    if (input_strides[i].size() != inputs[i].rank())
+      return invalid_argument(prefix(id) + "input " + std::to_string(i) + " has " +
+                              std::to_string(input_strides[i].size()) + " strides for rank " +
+                              std::to_string(inputs[i].rank()));
+    any_strided = true;
+  }
+  if (!any_strided) input_strides = {};
   const OpDef& def = op_def(id);
   if (expected.size() != outputs.size())
     return invalid_argument(prefix(id) + "gives " + std::to_string(expected.size()) + " results, " +
@@ -219,7 +234,7 @@ Result<OpPlan> plan_op(OpId id, std::span<const TensorType> inputs, std::span<co
       return invalid_argument(prefix(id) + "result " + std::to_string(i) + " is " + expected[i].to_string() +
                               ", output given as " + outputs[i].to_string());
   OpPlan plan;
-  if (def.plan) def.plan(PlanInput{inputs, outputs, params}, plan);
+  if (def.plan) def.plan(PlanInput{inputs, outputs, params, input_strides}, plan);
   return plan;
 }
 

@@ -84,7 +84,7 @@ Result<ModulePlan> plan_module(const Module& module, const CompileOptions& optio
   // adds to it, and every attempt at a budget finishes a copy.
   std::vector<FunctionPlan> stored(module.functions.size());
   for (size_t f = 0; f < module.functions.size(); ++f) {
-    assign_storage(module.functions[f], stored[f]);
+    assign_storage(module.functions[f], stored[f], options.strided_views);
     if (options.schedule == Schedule::kMemory) schedule_for_memory(module.functions[f], stored[f]);
   }
   auto finish_all = [&] {

@@ -309,9 +309,123 @@ std::vector<int> carried_in_donated_inputs(const Function& fn) {
   return merged;
 }
 
+// Strided views (docs/views.md): which view-able nodes become views and
+// which materialize their view with a copy, and where every view lies in the
+// value it views.
+struct StridedViews {
+  enum Kind : uint8_t { kAsBefore, kView, kMaterialize };
+  std::vector<uint8_t> node;            // per node
+  std::vector<int> root;                // per graph value: the value whose storage it views (itself if none)
+  std::vector<ops::ViewLayout> layout;  // per graph value: where it lies in root
+  // kMaterialize nodes: the layout in root[input] of the view their copy reads.
+  std::vector<ops::ViewLayout> source;
+};
+
+bool whole_root(const Function& fn, const StridedViews& views, int v) {
+  const size_t i = static_cast<size_t>(v);
+  const ops::ViewLayout& l = views.layout[i];
+  return l.offset == 0 && !l.strided() &&
+         fn.values[i].byte_size == fn.values[static_cast<size_t>(views.root[i])].byte_size;
+}
+
+StridedViews plan_strided_views(const Function& fn) {
+  const size_t value_count = fn.values.size();
+  StridedViews views;
+  const std::vector<int> innermost = innermost_regions(fn);
+  std::vector<std::vector<std::pair<int, size_t>>> readers(value_count);  // (node, operand)
+  for (size_t n = 0; n < fn.nodes.size(); ++n)
+    for (size_t i = 0; i < fn.nodes[n].inputs.size(); ++i)
+      readers[static_cast<size_t>(fn.nodes[n].inputs[i])].emplace_back(static_cast<int>(n), i);
+  std::vector<int> returned(value_count, 0);
+  for (int out : fn.outputs) ++returned[static_cast<size_t>(out)];
+  // Values that must be row-major values of their own; only grows, so the
+  // loop ends (each round materializes at least one more or stops).
+  std::vector<bool> materialize(value_count, false);
+  for (;;) {
+    views.node.assign(fn.nodes.size(), StridedViews::kAsBefore);
+    views.root.resize(value_count);
+    views.layout.assign(value_count, {});
+    views.source.assign(fn.nodes.size(), {});
+    for (size_t v = 0; v < value_count; ++v) views.root[v] = static_cast<int>(v);
+    bool grown = false;
+    for (size_t n = 0; n < fn.nodes.size(); ++n) {
+      const Node& node = fn.nodes[n];
+      if (node.kind != NodeKind::kOp || !ops::can_be_view(node.op)) continue;
+      const size_t x = static_cast<size_t>(node.inputs[0]), r = static_cast<size_t>(node.results[0]);
+      const TensorType& xt = fn.values[x].type;
+      const TensorType& rt = fn.values[r].type;
+      const bool top_level = innermost[n] < 0;
+      if (!top_level) {
+        // Computed (or reshaped) inside a loop or an if: of a row-major
+        // value that fills its root, materialized at the top level once
+        // rather than on every pass.
+        if (!whole_root(fn, views, static_cast<int>(x)) && !materialize[x]) materialize[x] = grown = true;
+        if (node.op == ops::OpId::kReshape) {
+          views.root[r] = views.root[x];
+          views.layout[r] = {views.layout[x].offset, {}};
+        }
+        continue;
+      }
+      std::optional<ops::ViewLayout> layout = ops::result_view_layout(node.op, xt, views.layout[x], node.params, rt);
+      if (node.op == ops::OpId::kReshape && !views.layout[x].strided()) {  // a view already
+        views.root[r] = views.root[x];
+        views.layout[r] = {views.layout[x].offset, {}};
+        if (materialize[r] && !whole_root(fn, views, static_cast<int>(r))) {
+          views.node[n] = StridedViews::kMaterialize;
+          views.source[n] = views.layout[r];
+          views.root[r] = static_cast<int>(r);
+          views.layout[r] = {};
+        }
+        continue;
+      }
+      if (!layout) {
+        // Computed by the operator's own kernel, which reads x row-major.
+        if (views.layout[x].strided() && !materialize[x]) materialize[x] = grown = true;
+        continue;
+      }
+      if (materialize[r]) {
+        views.node[n] = StridedViews::kMaterialize;
+        views.source[n] = *layout;
+        continue;
+      }
+      views.node[n] = StridedViews::kView;
+      views.root[r] = views.root[x];
+      views.layout[r] = std::move(*layout);
+    }
+    // A view some reader cannot read where it lies is materialized.
+    for (size_t v = 0; v < value_count; ++v) {
+      if (views.root[v] == static_cast<int>(v) || materialize[v] || whole_root(fn, views, static_cast<int>(v)))
+        continue;
+      bool needed = returned[v] > 0;
+      for (const auto& [n, operand] : readers[v]) {
+        const Node& reader = fn.nodes[static_cast<size_t>(n)];
+        if (reader.kind != NodeKind::kOp || innermost[static_cast<size_t>(n)] >= 0) {
+          needed = true;
+        } else if (views.layout[v].strided() && !ops::can_be_view(reader.op) &&
+                   !ops::accepts_strided_input(reader.op, operand)) {
+          needed = true;
+        }
+      }
+      if (needed) materialize[v] = grown = true;
+    }
+    if (!grown) return views;
+  }
+}
+
 }  // namespace
 
-void assign_storage(const Function& fn, FunctionPlan& plan) {
+uint64_t copied_bytes(const Function& fn, const FunctionPlan& plan) {
+  uint64_t bytes = 0;
+  for (const Instruction& inst : plan.program) {
+    if (inst.control != Control::kNone || inst.outputs.empty()) continue;
+    if (inst.op == ops::OpId::kTranspose || inst.op == ops::OpId::kSlice || inst.op == ops::OpId::kExpand ||
+        inst.op == ops::OpId::kCopy)
+      for (int out : inst.outputs) bytes += value_at(fn, plan, out).byte_size;
+  }
+  return bytes;
+}
+
+void assign_storage(const Function& fn, FunctionPlan& plan, bool strided_views) {
   plan = FunctionPlan();
   const int graph_values = static_cast<int>(fn.values.size());
   std::vector<int> merged = carried_updates(fn);
@@ -354,6 +468,8 @@ void assign_storage(const Function& fn, FunctionPlan& plan) {
     inst.outputs = {to};
     plan.program.push_back(std::move(inst));
   };
+  const StridedViews views = strided_views ? plan_strided_views(fn) : StridedViews{};
+  std::vector<std::pair<int, int>> materialized;  // (the view a copy reads, its node)
   std::vector<int64_t> loop_begin_at;  // open loops: program index of their kLoopBegin
   std::vector<int64_t> branch_at;      // open ifs: program index of their kBranchIfZero, then of their kJump
   for (size_t n = 0; n < fn.nodes.size(); ++n) {
@@ -450,6 +566,21 @@ void assign_storage(const Function& fn, FunctionPlan& plan) {
       plan.program.push_back(std::move(inst));
       continue;
     }
+    if (node.kind == NodeKind::kOp && strided_views && views.node[n] != StridedViews::kAsBefore) {
+      const int result = node.results[0];
+      const int base = find_root(parent, subst(node.inputs[0]));
+      if (views.node[n] == StridedViews::kView) {
+        parent[static_cast<size_t>(result)] = base;
+        continue;
+      }
+      // Materialized: one copy from a view of the base into the result.
+      const Value& rv = fn.values[static_cast<size_t>(result)];
+      const int view = add_value(rv.name + ".view", rv.type, rv.byte_size);
+      parent[static_cast<size_t>(view)] = base;
+      materialized.emplace_back(view, static_cast<int>(n));
+      copy(view, subst(result));
+      continue;
+    }
     if (ops::op_def(node.op).is_view) {
       parent[static_cast<size_t>(node.results[0])] = find_root(parent, subst(node.inputs[0]));
       continue;
@@ -544,6 +675,28 @@ void assign_storage(const Function& fn, FunctionPlan& plan) {
     p.storage = root.storage;
     p.storage_index = root.storage_index;
   }
+  // Where each view lies in its root (offsets and strides are relative to
+  // the graph value viewed, which shares its storage root's buffer from its start).
+  plan.copied_bytes = copied_bytes(fn, plan);
+  plan.copied_bytes_without_views = plan.copied_bytes;
+  if (strided_views) {
+    auto place = [&](int v, const ops::ViewLayout& layout) {
+      ValuePlan& p = plan.values[static_cast<size_t>(v)];
+      if (p.storage_root == v) return;
+      p.view_offset = layout.offset;
+      p.view_strides = layout.strides;
+      p.partial_view = layout.offset != 0 || layout.strided() ||
+                       value_at(fn, plan, v).byte_size != value_at(fn, plan, p.storage_root).byte_size;
+    };
+    for (int v = 0; v < graph_values; ++v) place(v, views.layout[static_cast<size_t>(v)]);
+    for (const auto& [view, node] : materialized) {
+      place(view, views.source[static_cast<size_t>(node)]);
+      plan.copied_bytes_without_views -= value_at(fn, plan, view).byte_size;
+    }
+    for (size_t n = 0; n < fn.nodes.size(); ++n)
+      if (views.node[n] != StridedViews::kAsBefore && fn.nodes[n].op != ops::OpId::kReshape)
+        plan.copied_bytes_without_views += fn.values[static_cast<size_t>(fn.nodes[n].results[0])].byte_size;
+  }
 
   // Each donated input takes the first output of its type not taken yet:
   // outputs queued per type, so N donations cost O(N log N), not O(N^2).
@@ -637,6 +790,21 @@ Uses compute_uses(const FunctionPlan& plan) {
   return uses;
 }
 
+namespace {
+
+// Whether `inst` reads root `c` through a view with an offset, strides or
+// fewer bytes (docs/views.md): writing its result into c's buffer would
+// overwrite elements the kernel has yet to read.
+bool reads_partial_view(const FunctionPlan& plan, const Instruction& inst, int c) {
+  for (int input : inst.inputs) {
+    const ValuePlan& p = plan.values[static_cast<size_t>(input)];
+    if (p.storage_root == c && p.partial_view) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 void assign_in_place(const Function& fn, FunctionPlan& plan, bool arena_values) {
   const Uses uses = compute_uses(plan);
   BufferHeads heads(plan);
@@ -668,6 +836,7 @@ void assign_in_place(const Function& fn, FunctionPlan& plan, bool arena_values) 
       const ValuePlan& candidate = plan.values[static_cast<size_t>(c)];
       const Value& candidate_value = value_at(fn, plan, c);
       if (uses.last_read[static_cast<size_t>(c)] != static_cast<int64_t>(k)) continue;  // still read later
+      if (reads_partial_view(plan, inst, c)) continue;  // its elements move while the result is written
       if (candidate_value.byte_size != result_value.byte_size ||
           candidate_value.type.dtype != result_value.type.dtype)
         continue;
@@ -731,7 +900,7 @@ bool chain_to_donated_input(const Function& fn, FunctionPlan& plan, const Uses& 
       const int c = plan.values[static_cast<size_t>(inst.inputs[operand])].storage_root;
       const Value& cv = value_at(fn, plan, c);
       if (uses.last_read[static_cast<size_t>(c)] != w || cv.byte_size != want.byte_size ||
-          cv.type.dtype != want.type.dtype)
+          cv.type.dtype != want.type.dtype || reads_partial_view(plan, inst, c))
         continue;
       if (c == input || (cv.kind == ValueKind::kResult && plan.values[static_cast<size_t>(c)].storage == Storage::kArena)) {
         next = c;

@@ -52,7 +52,19 @@ bool module_has_rodata(const ConstantPlan& plan);
 //  - a donated input gets donated_to = the first free output of its type.
 // A node with several results is one instruction with several outputs; each
 // result is a value with storage of its own.
-void assign_storage(const Function& fn, FunctionPlan& plan);
+// strided_views (docs/views.md): a transpose, slice (steps > 0), expand, or
+// reshape of such a view, at the top level of the function, emits nothing
+// either: its result is a view with an offset and strides into the value it
+// views, read in place by the kernels that take strides
+// (ops::accepts_strided_input). A view that some reader needs row-major (or
+// that is returned, or read inside a loop or an if) is materialized once
+// where its node was: one copy instruction from the strided view, shared by
+// every reader, never more bytes than the node itself moved.
+void assign_storage(const Function& fn, FunctionPlan& plan, bool strided_views = false);
+
+// Bytes the instructions of `plan` move without computing: the results of
+// transpose, slice, expand and copy (a loop's body counted once).
+uint64_t copied_bytes(const Function& fn, const FunctionPlan& plan);
 
 // The head of the buffer `value` lives in: its storage root, then the
 // buffer_prev links (in-place results and donated destinations) followed to

@@ -73,6 +73,14 @@ struct ValuePlan {
   // itself a copy). Set on the host copy an eviction writes and on the device
   // copy a prefetch writes. -1: none.
   int copy_of = -1;
+  // A view with a layout of its own (docs/views.md): its elements lie at
+  // view_offset + sum i_d * view_strides[d] in its storage root (row-major
+  // from view_offset when view_strides is empty). partial_view: it has an
+  // offset, strides or fewer bytes than its root, so it is never written and
+  // no result takes its root's buffer over through it (in place).
+  int64_t view_offset = 0;
+  std::vector<int64_t> view_strides;
+  bool partial_view = false;
 };
 
 // Control instructions the VM runs itself (docs/control-flow.md). A loop is
@@ -137,6 +145,12 @@ struct FunctionPlan {
   uint64_t lower_bound = 0;
   uint64_t host_arena_size = 0;     // the host arena (Storage::kHost values), planned apart
   uint64_t host_lower_bound = 0;
+  // Bytes the program moves per invoke without computing (transpose, slice,
+  // expand and copy instructions; a loop's body counted once), as
+  // assign_storage built it, and what the same function moved before
+  // transpose, slice and expand became views (docs/views.md).
+  uint64_t copied_bytes = 0;
+  uint64_t copied_bytes_without_views = 0;
   uint64_t workspace_size = 0;      // largest scratch of one instruction
   bool workspace_in_arena = false;  // scratch planned as arena ranges (else shared, past the arena)
 };

@@ -277,12 +277,17 @@ Status build_metadata(const Module& module, const ModulePlan& plan, const WriteO
       const int32_t last_use =
           where.last_use >= 0 && where.last_use <= INT32_MAX ? static_cast<int32_t>(where.last_use) : -1;
       const bool arena = where.storage == Storage::kArena || where.storage == Storage::kHost;
+      // A strided view's layout in the slot it views (docs/views.md); nothing for the others.
+      const bool layout_view = view_of >= 0 && (where.view_offset != 0 || !where.view_strides.empty());
       slots.push_back(fb::CreateSlot(fbb, fbb.CreateString(value.name), to_fb(value.type.dtype),
                                      fbb.CreateVector(value.type.dims), value.byte_size, to_fb(where.storage),
                                      usage, arena ? where.arena_offset : 0, arena ? 0 : storage_index, view_of,
                                      last_use, recomputes,
                                      where.storage == Storage::kHost ? fb::MemorySpace::Host : fb::MemorySpace::Device,
-                                     copy_of));
+                                     copy_of, layout_view ? where.view_offset : 0,
+                                     layout_view && !where.view_strides.empty()
+                                         ? fbb.CreateVector(where.view_strides)
+                                         : flatbuffers::Offset<flatbuffers::Vector<int64_t>>()));
     }
 
     HEXIR_ASSIGN_OR_RETURN(uint32_t instruction_begin, checked_u32(instructions.size(), "instructions"));

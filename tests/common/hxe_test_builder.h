@@ -78,6 +78,8 @@ struct SlotSpec {
   uint32_t index = 0;
   int32_t view_of = -1;   // a view: the slot of the value it views
   int32_t last_use = -1;  // arena values: last instruction (function-relative) that reads them
+  int64_t view_offset = 0;        // a strided view: its first element in the slot it views
+  std::vector<int64_t> strides;   // a strided view: its element strides (empty: row-major)
 };
 
 struct InstructionSpec {
@@ -153,8 +155,10 @@ inline std::vector<uint8_t> build_metadata(const ModuleSpec& spec,
   for (const SlotSpec& s : spec.slots) {
     auto name = b.CreateString(s.name);
     auto shape = b.CreateVector(s.shape);
+    auto strides = s.strides.empty() ? flatbuffers::Offset<flatbuffers::Vector<int64_t>>() : b.CreateVector(s.strides);
     slots.push_back(fb::CreateSlot(b, name, s.dtype, shape, s.byte_size, s.storage, s.usage, s.arena_offset,
-                                   s.index, s.view_of, s.last_use));
+                                   s.index, s.view_of, s.last_use, -1, fb::MemorySpace::Device, -1, s.view_offset,
+                                   strides));
   }
   std::vector<fb::Instruction> instructions;
   for (const InstructionSpec& i : spec.instructions)

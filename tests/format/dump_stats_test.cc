@@ -64,7 +64,8 @@ TEST_CASE("dump stats: the hand-built tiny model") {
   CHECK_MESSAGE(testing::contains(json.output,
                                   "\"stats\":{\"arena_size\":64,\"lower_bound\":16,\"percent_over\":300.000,"
                                   "\"in_place_aliases\":1,\"view_aliases\":0,\"constant_bytes_stored\":16,"
-                                  "\"constant_bytes_filled\":16,\"recomputed_instructions\":0,\"recomputed_flops\":0}"),
+                                  "\"constant_bytes_filled\":16,\"recomputed_instructions\":0,\"recomputed_flops\":0,"
+                                  "\"copied_bytes\":0,\"strided_views\":0}"),
                 json.output);
 }
 
@@ -126,10 +127,52 @@ TEST_CASE("dump stats: views and constants of a compiled program") {
   CHECK(json.exit_code == 0);
   CHECK_MESSAGE(testing::contains(json.output, "\"in_place_aliases\":" + std::to_string(aliased) +
                                                    ",\"view_aliases\":3,\"constant_bytes_stored\":80,"
-                                                   "\"constant_bytes_filled\":16,\"recomputed_instructions\":0,\"recomputed_flops\":0}"),
+                                                   "\"constant_bytes_filled\":16,\"recomputed_instructions\":0,\"recomputed_flops\":0,"
+                                  "\"copied_bytes\":0,\"strided_views\":0}"),
                 json.output);
   auto text = testing::run_command(testing::kDumpTool + " " + dir / "views.hxe");
   CHECK_MESSAGE(testing::contains(text.output, "3 views; constants: 80 B stored, 16 B filled"), text.output);
+}
+
+// Strided views (docs/views.md): the bytes copied per invoke with and
+// without views, and the views read in place, in text and JSON.
+constexpr const char* kStrided = R"(module @strided
+func @main(%x: f32[4,6]) -> (f32[6,4], f32[3,4]) {
+  %t = call @transpose(%x) {perm = [1, 0]} : f32[6,4]
+  %e = call @exp(%t) : f32[6,4]
+  %s = call @slice(%t) {starts = [1], ends = [6], axes = [0], steps = [2]} : f32[3,4]
+  %p = call @softmax(%s) {axis = -1} : f32[3,4]
+  return %e, %p
+}
+)";
+
+TEST_CASE("dump stats: bytes copied per invoke before and after strided views") {
+  hexir::serializer::CompileOptions no_views;
+  no_views.strided_views = false;
+  std::vector<uint8_t> before = testing::compile_text(kStrided, no_views);
+  std::vector<uint8_t> after = testing::compile_text(kStrided);
+  AlignedBytes before_file = testing::aligned(before), after_file = testing::aligned(after);
+  auto vb = verify_executable(before_file.span());
+  auto va = verify_executable(after_file.span());
+  REQUIRE_MESSAGE(vb.ok(), vb.status().to_string());
+  REQUIRE_MESSAGE(va.ok(), va.status().to_string());
+  const FunctionStats sb = function_stats(*vb, 0), sa = function_stats(*va, 0);
+  CHECK(sb.copied_bytes == 96 + 48);  // the transpose and the slice
+  CHECK(sb.strided_views == 0);
+  CHECK(sa.copied_bytes == 48);  // softmax's row-major copy of the sliced view
+  CHECK(sa.strided_views == 2);  // %t read by exp, the view the copy reads
+
+  testing::ScratchDir dir;
+  testing::write_file(dir / "after.hxe", after.data(), after.size());
+  auto text = testing::run_command(testing::kDumpTool + " " + dir / "after.hxe");
+  CHECK(text.exit_code == 0);
+  CHECK_MESSAGE(testing::contains(text.output, "copies: 48 B per invoke (transpose, slice, expand, copy); 2 strided "
+                                               "views read in place"),
+                text.output);
+  CHECK_MESSAGE(testing::contains(text.output, "view of #0 +0 strides [1,6]"), text.output);
+  CHECK_MESSAGE(testing::contains(text.output, "view of #0 +1 strides [2,6]"), text.output);
+  auto json = testing::run_command(testing::kDumpTool + " " + dir / "after.hxe --json");
+  CHECK_MESSAGE(testing::contains(json.output, "\"copied_bytes\":48,\"strided_views\":2}"), json.output);
 }
 
 }  // namespace

@@ -119,6 +119,15 @@ TEST_CASE("fuzz: mutated executables with host-space slots (Evict, Prefetch) nev
   CHECK(accepted > 0);
 }
 
+TEST_CASE("fuzz: mutated executables with strided views never crash (offsets, strides, views of inputs)") {
+  auto bytes = serializer::compile_file(std::string(HEXIR_FUZZ_SEEDS_DIR) + "/programs/views.hxir");
+  REQUIRE_MESSAGE(bytes.ok(), bytes.status().to_string());
+  fuzz::load_and_run_executable(bytes->data(), bytes->size());
+  int accepted = mutate_and_run(*bytes, 20000, 6);
+  MESSAGE("accepted after mutation: " << accepted << " of 20000");
+  CHECK(accepted > 0);
+}
+
 TEST_CASE("fuzz: mutated zstd payloads never crash the loader or the VM") {
   serializer::CompileOptions options;
   options.compression = serializer::SectionCompression::kZstd;

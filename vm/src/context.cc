@@ -101,6 +101,7 @@ Status build_function_table(ContextImpl& c, size_t function_index, FunctionTable
   for (uint32_t k = 0; k < fn.instruction_count(); ++k)
     operand_total += fbm.instructions()->Get(fn.instruction_begin() + k)->operand_count();
   t.operands.reserve(operand_total);
+  t.operand_view_bytes.reserve(operand_total);
   t.dispatches.reserve(fn.instruction_count());
 
   std::vector<std::vector<uint32_t>> patches(inputs + outputs);
@@ -115,6 +116,10 @@ Status build_function_table(ContextImpl& c, size_t function_index, FunctionTable
       const uint32_t slot_index = fbm.operand_pool()->Get(in.operand_begin() + o);
       const fb::Slot& slot = *fbm.slots()->Get(slot_index);
       const auto operand_index = static_cast<uint32_t>(t.operands.size());
+      // A view with an offset starts that many elements into its base (verified inside it).
+      const uint64_t view_bytes =
+          static_cast<uint64_t>(slot.view_offset()) * dtype_size(m.verified.slot_types[slot_index].dtype);
+      t.operand_view_bytes.push_back(view_bytes);
       void* data = nullptr;
       switch (slot.storage()) {
         case fb::StorageKind::Arena:
@@ -128,10 +133,10 @@ Status build_function_table(ContextImpl& c, size_t function_index, FunctionTable
             if (o >= in.input_count()) t.step_write.push_back(static_cast<uint32_t>(value));
             break;
           }
-          data = device_address(c.arena, slot.arena_offset());
+          data = device_address(c.arena, slot.arena_offset() + view_bytes);
           break;
         case fb::StorageKind::Constant:
-          data = p.constant_data[slot.index()];
+          data = at_view_offset(p.constant_data[slot.index()], view_bytes);
           break;
         case fb::StorageKind::Input:
           patches[slot.index()].push_back(operand_index);
@@ -354,7 +359,7 @@ Status ContextImpl::invoke(size_t function, std::span<const TensorRef> inputs,
   for (size_t i = 0; i < input_count; ++i) {
     t.bindings[i] = inputs[i].data;
     for (uint32_t a = t.patch_begin[i]; a < t.patch_begin[i + 1]; ++a)
-      t.operands[t.patch_args[a]] = inputs[i].data;
+      t.operands[t.patch_args[a]] = at_view_offset(inputs[i].data, t.operand_view_bytes[t.patch_args[a]]);
   }
   for (size_t j = 0; j < sig.outputs.size(); ++j) {
     const int32_t donor = t.output_in_input[j];
@@ -364,7 +369,7 @@ Status ContextImpl::invoke(size_t function, std::span<const TensorRef> inputs,
     t.last_output_data[j] = data;
     t.bindings[input_count + j] = data;
     for (uint32_t a = t.patch_begin[input_count + j]; a < t.patch_begin[input_count + j + 1]; ++a)
-      t.operands[t.patch_args[a]] = data;
+      t.operands[t.patch_args[a]] = at_view_offset(data, t.operand_view_bytes[t.patch_args[a]]);
   }
   t.has_own_results = false;
   loop_iterations = 0;
@@ -652,7 +657,7 @@ Status ContextImpl::run_dynamic(FunctionTable& t, size_t* failed) {
       }
       void* data = buffer.size > 0 ? device_address(buffer) : nullptr;
       for (uint32_t a = t.value_patch_begin[write]; a < t.value_patch_begin[write + 1]; ++a)
-        t.operands[t.value_patch_args[a]] = data;
+        t.operands[t.value_patch_args[a]] = at_view_offset(data, t.operand_view_bytes[t.value_patch_args[a]]);
     }
     if (!t.opcode.empty() && t.opcode[k] != 0) {
       Result<size_t> next = run_control(t, k);

@@ -99,6 +99,7 @@ Status prepare_instructions(ProgramImpl& p) {
   p.workspace_need.assign(count, 0);
   std::vector<std::pair<ops::KernelKey, uintptr_t>> resolved;
   std::vector<TensorType> inputs, outputs;
+  std::vector<std::vector<int64_t>> input_strides;  // per input: a strided view's strides (docs/views.md)
   for (size_t k = 0; k < count; ++k) {
     const fb::Instruction& in = *fbm.instructions()->Get(static_cast<flatbuffers::uoffset_t>(k));
     p.plan_begin[k] = p.plan_words.size();
@@ -106,15 +107,24 @@ Status prepare_instructions(ProgramImpl& p) {
     const ops::OpId op = m.verified.kernel_ids[in.kernel()];
     inputs.clear();
     outputs.clear();
+    input_strides.assign(in.input_count(), {});
+    bool any_strided = false;
     for (uint32_t o = 0; o < in.operand_count(); ++o) {
-      const TensorType& type = m.verified.slot_types[fbm.operand_pool()->Get(in.operand_begin() + o)];
+      const uint32_t slot = fbm.operand_pool()->Get(in.operand_begin() + o);
+      const TensorType& type = m.verified.slot_types[slot];
       (o < in.input_count() ? inputs : outputs).push_back(type);
+      const auto* strides = fbm.slots()->Get(slot)->strides();
+      if (o < in.input_count() && strides && strides->size() > 0) {
+        input_strides[o].assign(strides->begin(), strides->end());
+        any_strided = true;
+      }
     }
+    if (!any_strided) input_strides.clear();
     std::span<const int64_t> params;
     if (in.param_count() > 0) params = {fbm.param_pool()->data() + in.param_begin(), in.param_count()};
     const std::string where = "instruction " + std::to_string(k) + " ('" + ops::op_def(op).name + "')";
     // The verifier ran the same rule; a failure here is a bug, not a bad file.
-    Result<ops::OpPlan> plan = ops::plan_op(op, inputs, outputs, params);
+    Result<ops::OpPlan> plan = ops::plan_op(op, inputs, outputs, params, input_strides);
     if (!plan.ok()) return plan.status().annotate("planning " + where);
     p.plan_begin[k] = p.plan_words.size();
     p.plan_words.insert(p.plan_words.end(), plan->words().begin(), plan->words().end());

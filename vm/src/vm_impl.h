@@ -17,6 +17,11 @@
 namespace hexir::vm {
 
 // An address in the device's address space, as kernels receive it.
+// `bytes` past `data` (a host or device address; null stays null when bytes is 0).
+inline void* at_view_offset(void* data, uint64_t bytes) {
+  return bytes == 0 ? data : reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(data) + bytes);
+}
+
 inline void* device_address(const hal::Buffer& buffer, uint64_t offset = 0) {
   return reinterpret_cast<void*>(static_cast<uintptr_t>(buffer.device_ptr + offset));
 }
@@ -85,6 +90,10 @@ struct FunctionTable {
   // operands entries each binding patches at invoke: inputs first, then outputs (CSR).
   std::vector<uint32_t> patch_begin;
   std::vector<uint32_t> patch_args;
+  // Per operands entry: bytes past its buffer's start where a view with an
+  // offset (docs/views.md) begins; 0 for everything else. Added to the
+  // pointers patched at invoke (bindings, free-at-last-use buffers).
+  std::vector<uint64_t> operand_view_bytes;
   std::vector<void*> bindings;           // the pointers bound by the last invoke, inputs then outputs
   std::vector<hal::Buffer> own_outputs;  // context-owned result buffers
   std::vector<int32_t> output_in_input;  // per output: donated input holding it, or -1

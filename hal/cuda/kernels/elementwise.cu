@@ -133,6 +133,11 @@ __device__ void compare(const CompareParams& p) {
 template <typename Op>
 __device__ void unary(const UnaryParams& p) {
   const int64_t stride = global_stride();
+  if (p.plan.rank > 0) {  // a strided view (docs/views.md)
+    for (int64_t i = global_index(); i < p.plan.n; i += stride)
+      p.out[i] = Op::apply(p.in[hexir::ops::strided_element(p.plan.dims, p.plan.stride, p.plan.rank, i)]);
+    return;
+  }
   for (int64_t i = global_index(); i < p.plan.n; i += stride) p.out[i] = Op::apply(p.in[i]);
 }
 
@@ -141,6 +146,11 @@ template <typename Op>
 __device__ void unary_floats(const UnaryParams& p) {
   const float a = static_cast<float>(p.plan.a), b = static_cast<float>(p.plan.b);
   const int64_t stride = global_stride();
+  if (p.plan.rank > 0) {  // a strided view (docs/views.md)
+    for (int64_t i = global_index(); i < p.plan.n; i += stride)
+      p.out[i] = Op::apply(p.in[hexir::ops::strided_element(p.plan.dims, p.plan.stride, p.plan.rank, i)], a, b);
+    return;
+  }
   for (int64_t i = global_index(); i < p.plan.n; i += stride) p.out[i] = Op::apply(p.in[i], a, b);
 }
 

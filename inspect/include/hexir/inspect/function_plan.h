@@ -33,6 +33,13 @@ struct FunctionStats {
   uint64_t prefetches = 0;
   uint64_t bytes_evicted = 0;
   uint64_t bytes_prefetched = 0;
+  // Bytes the function moves per invoke without computing: the outputs of
+  // its transpose, slice, expand and copy instructions (a loop's body once).
+  // Compare a file compiled with and without --no-views (docs/views.md).
+  uint64_t copied_bytes = 0;
+  // Views with an offset or strides of their own (Slot.view_offset,
+  // Slot.strides) the function reads: values no instruction copied.
+  uint64_t strided_views = 0;
 };
 
 // A value that occupies storage the function writes: an arena value, or a

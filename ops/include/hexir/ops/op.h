@@ -154,6 +154,10 @@ struct PlanInput {
   std::span<const TensorType> inputs;
   std::span<const TensorType> outputs;
   std::span<const int64_t> params;
+  // Per input: its element strides when it is a strided view (ViewLayout;
+  // only inputs accepts_strided_input allows), empty when row-major. An empty
+  // span: every input row-major. The plan walks the input by these strides.
+  std::span<const std::vector<int64_t>> input_strides = {};
 };
 
 // A kernel plan: one struct of plans.h, possibly followed by per-operand
@@ -237,8 +241,11 @@ Result<TensorType> infer_result_type(OpId id, std::span<const TensorType> inputs
                                      std::span<const int64_t> params);
 uint64_t workspace_bytes(OpId id, std::span<const TensorType> inputs, std::span<const int64_t> params);
 // Runs the result-type rule again, checks `outputs` against it, then plans.
+// `input_strides` as PlanInput's; an input given strides its operator does
+// not accept (accepts_strided_input) is refused.
 Result<OpPlan> plan_op(OpId id, std::span<const TensorType> inputs, std::span<const TensorType> outputs,
-                       std::span<const int64_t> params);
+                       std::span<const int64_t> params,
+                       std::span<const std::vector<int64_t>> input_strides = {});
 KernelKey kernel_key(OpId id, std::span<const TensorType> inputs, std::span<const TensorType> outputs);
 
 // The epilogue words [activation, a, b] that apply unary operator `op` with
@@ -253,6 +260,43 @@ size_t epilogue_offset(OpId op);
 // The .hxir name of an epilogue's activation word ("relu", "gelu_tanh", ...),
 // its float parameter count in *floats; nullptr when unknown.
 const char* activation_name(int64_t activation, int* floats = nullptr);
+
+// ---- strided views (docs/views.md) ----------------------------------------------
+
+// Where a view's elements lie in the value it views (its base): element
+// (i_0, .., i_{r-1}) is base element offset + sum i_d * strides[d]. Empty
+// strides: row-major over the view's own dims from `offset` on (a reshape,
+// or a contiguous part of the base). Strides are never negative; 0 repeats
+// an element (a broadcast).
+struct ViewLayout {
+  int64_t offset = 0;
+  std::vector<int64_t> strides;
+  bool strided() const { return !strides.empty(); }
+};
+
+// Whether the kernels of `op` read input `input` through a strided view
+// (PlanInput::input_strides): the f32 elementwise maps (unary and binary,
+// comparisons), the reductions and copy. Every other operand must be
+// row-major (an offset into its base is fine: the VM moves the pointer).
+bool accepts_strided_input(OpId op, size_t input);
+// Whether `op`'s result can be a view of its input 0 instead of a copy:
+// transpose, slice, expand (and reshape, a view already).
+bool can_be_view(OpId op);
+// The layout of the result of `op` (can_be_view) as a view of the base of
+// x, which is laid out in that base as `x_layout`; canonical (row-major
+// strides dropped). nullopt where the result cannot be such a view: a slice
+// with a negative step, a reshape of a strided x that would have to merge
+// dims whose strides do not line up, an empty result.
+std::optional<ViewLayout> result_view_layout(OpId op, const TensorType& x, const ViewLayout& x_layout,
+                                             std::span<const int64_t> params, const TensorType& result);
+// Drops strides equal to the row-major ones of `dims` (size-1 dims may have any).
+void canonicalize_view(std::span<const int64_t> dims, ViewLayout& layout);
+// The last base element a view of `dims` reaches, offset + sum (d_i - 1) * s_i
+// (row-major strides when `strides` is empty), computed without overflow;
+// -1 for an empty view (some dim 0). nullopt when it overflows int64 or an
+// offset or stride is negative. A view fits a base of n elements iff this is < n.
+std::optional<int64_t> view_last_element(std::span<const int64_t> dims, int64_t offset,
+                                         std::span<const int64_t> strides);
 
 // numpy broadcast of two shapes; nullopt when incompatible.
 std::optional<std::vector<int64_t>> broadcast_shapes(std::span<const int64_t> a, std::span<const int64_t> b);

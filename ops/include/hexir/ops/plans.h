@@ -129,14 +129,30 @@ HEXIR_PLAN_FN float apply_epilogue(const Epilogue& e, float x) {
   }
 }
 
+// The element offset, in a strided operand, of element i (row-major over
+// `dims`) of the result: sum index[d] * stride[d].
+HEXIR_PLAN_FN int64_t strided_element(const int64_t* dims, const int64_t* stride, int32_t rank, int64_t i) {
+  int64_t offset = 0;
+  for (int32_t d = rank - 1; d >= 0; --d) {
+    offset += (i % dims[d]) * stride[d];
+    i /= dims[d];
+  }
+  return offset;
+}
+
 // Unary elementwise maps over n elements. variant: gelu 0 = erf, 1 = tanh.
 // a, b: the operator's float parameters (leaky_relu alpha; clip min, max;
 // hard_sigmoid alpha, beta), applied as floats; 0 when it has none.
+// rank 0: the input is row-major (the flat loop). Otherwise the input is a
+// strided view (docs/views.md): output element i reads input element
+// strided_element(dims, stride, rank, i).
 struct UnaryPlan {
   int64_t n;
   int32_t variant;
-  int32_t pad;
+  int32_t rank;
   double a, b;
+  int64_t dims[kMaxRank];
+  int64_t stride[kMaxRank];
 };
 
 // Binary elementwise with numpy broadcasting. mode 0: both inputs have the
@@ -307,9 +323,12 @@ struct SplitPlan {
   int64_t output_count;
 };
 
-// copy: bytes from input to output.
+// copy: bytes from input to output; or, when `strided` is 1 (the input is
+// a strided view, docs/views.md), the gather `gather` into a row-major output.
 struct CopyPlan {
   int64_t bytes;
+  int64_t strided;
+  StridedPlan gather;
 };
 
 // gather (numpy.take along axis): data viewed as [outer, axis_dim, inner]

@@ -47,6 +47,11 @@ struct CompileOptions {
   // convolution's weights and bias (a different rounding, within float
   // precision). Off only to measure what it saves (hexir-compile --no-fuse).
   bool fuse_epilogues = true;
+  // transpose, slice (steps > 0) and expand become views with an offset and
+  // strides, read in place by the kernels that take strides; copies are
+  // inserted only where a reader needs a row-major operand (docs/views.md).
+  // Off only to measure what views save (hexir-compile --no-views).
+  bool strided_views = true;
   Schedule schedule = Schedule::kSource;
   // kZstd: store large data sections (RODATA) zstd-compressed, when that makes
   // them smaller; the VM decompresses them once at load. kNone (default) keeps
