@@ -478,3 +478,90 @@ TEST_CASE("cuda pattern fill kernel repeats 1..16-byte patterns") {
     CHECK(ok);
   }
 }
+
+namespace {
+
+// One operator on strided views (docs/views.md) through the cpu kernel and
+// the cuda one (host emulation), with the plan the VM makes: each operand at
+// its view's offset in the base, the strides in the plan.
+struct StridedCase {
+  const char* name;
+  OpId id;
+  std::vector<HostTensor> bases;
+  std::vector<hexir::TensorType> types;  // of the views
+  std::vector<hexir::ops::ViewLayout> layouts;
+  std::vector<int64_t> params;
+};
+
+HostTensor run_strided(StridedCase& c, bool cuda) {
+  std::vector<std::vector<int64_t>> strides;
+  for (const auto& l : c.layouts) strides.push_back(l.strides);
+  auto results = hexir::ops::infer_result_types(c.id, c.types, c.params);
+  REQUIRE(results.ok());
+  HostTensor out((*results)[0].dtype, (*results)[0].dims);
+  std::vector<hexir::TensorType> out_types = {out.type()};
+  auto plan = hexir::ops::plan_op(c.id, c.types, out_types, c.params, strides);
+  INFO(c.name, ": ", plan.status().to_string());
+  REQUIRE(plan.ok());
+  std::vector<void*> operands;
+  for (size_t i = 0; i < c.bases.size(); ++i)
+    operands.push_back(c.bases[i].bytes.data() + c.layouts[i].offset * hexir::dtype_size(c.types[i].dtype));
+  operands.push_back(out.bytes.data());
+  hexir::hal::Dispatch d;
+  d.plan = plan->words().data();
+  d.operands = operands.data();
+  d.input_count = static_cast<uint32_t>(c.bases.size());
+  d.output_count = 1;
+  const hexir::ops::KernelKey key = hexir::ops::kernel_key(c.id, c.types, out_types);
+  if (cuda) {
+    hexir::Result<uintptr_t> handle = hexir::hal::cuda::resolve_cuda_kernel(key);
+    REQUIRE(handle.ok());
+    d.kernel = *handle;
+    EmulatedLauncher launcher;
+    REQUIRE(hexir::hal::cuda::enqueue_dispatch(d, launcher).ok());
+  } else {
+    hexir::hal::cpu::KernelFn fn = hexir::hal::cpu::find_cpu_kernel(key);
+    REQUIRE(static_cast<bool>(fn));
+    REQUIRE(fn(hexir::hal::KernelContext{}, d).ok());
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("cuda kernels (host emulation) read strided views like the cpu kernels") {
+  using hexir::ops::ViewLayout;
+  const hexir::TensorType t34{DType::kF32, {3, 4}};
+  // A [4,3] base read transposed as [3,4] (strides 1, 3), and sliced with
+  // steps from a [6,8] base (offset 9, strides 16, 2).
+  const ViewLayout transposed{0, {1, 3}}, sliced{9, {16, 2}};
+  std::vector<StridedCase> cases = {
+      {"relu of a transpose", OpId::kRelu, {hexir::hal::testing::random_f32({4, 3}, 1)}, {t34}, {transposed}, {}},
+      {"gelu (erf) of a slice", OpId::kGelu, {hexir::hal::testing::random_f32({6, 8}, 2)}, {t34}, {sliced}, {0}},
+      {"clip of a transpose", OpId::kClip, {hexir::hal::testing::random_f32({4, 3}, 3)}, {t34}, {transposed},
+       {std::bit_cast<int64_t>(-0.5), std::bit_cast<int64_t>(0.5)}},
+      {"add of a transpose and a broadcast row", OpId::kAdd,
+       {hexir::hal::testing::random_f32({4, 3}, 4), hexir::hal::testing::random_f32({6, 8}, 5)},
+       {t34, t34}, {transposed, ViewLayout{3, {0, 1}}}, {}},
+      {"less of two slices", OpId::kLess,
+       {hexir::hal::testing::random_f32({6, 8}, 6), hexir::hal::testing::random_f32({6, 8}, 7)},
+       {t34, t34}, {sliced, ViewLayout{1, {8, 2}}}, {}},
+      {"reduce_sum of a transpose", OpId::kReduceSum, {hexir::hal::testing::random_f32({4, 3}, 8)}, {t34},
+       {transposed}, {0, 1}},
+      {"reduce_max of a slice", OpId::kReduceMax, {hexir::hal::testing::random_f32({6, 8}, 9)}, {t34}, {sliced},
+       {1, 0}},
+      {"copy of a slice", OpId::kCopy, {hexir::hal::testing::random_f32({6, 8}, 10)}, {t34}, {sliced}, {}},
+      {"copy of i64 transposed", OpId::kCopy, {hexir::hal::testing::iota_bytes(DType::kI64, {4, 3})},
+       {hexir::TensorType{DType::kI64, {3, 4}}}, {transposed}, {}},
+  };
+  for (StridedCase& c : cases) {
+    CAPTURE(c.name);
+    const HostTensor want = run_strided(c, false);
+    const HostTensor got = run_strided(c, true);
+    if (want.dtype != DType::kF32) {
+      CHECK(got.bytes == want.bytes);
+      continue;
+    }
+    for (int64_t i = 0; i < want.count(); ++i) CHECK(got.at(i) == doctest::Approx(want.at(i)).epsilon(1e-5));
+  }
+}
