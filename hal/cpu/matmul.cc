@@ -53,11 +53,11 @@ Status matmul(const KernelContext& context, const Dispatch& d) {
       a_offset += index[i] * p.a_stride[i];
       b_offset += index[i] * p.b_stride[i];
     }
-    GemmArgs args{p.m, p.n, p.k, pa + a_offset, p.k, pb + b_offset, p.n, pc + batch * p.m * p.n, p.n};
+    GemmArgs args{p.m, p.n, p.k, pa + a_offset, p.lda, pb + b_offset, p.ldb, pc + batch * p.m * p.n, p.n};
     args.col_bias = bias;
     args.epilogue = epilogue;
     args.packed_b = static_cast<const float*>(d.prepared);  // one B for every batch element
-    TransposedB transposed{pb + b_offset, p.k};
+    TransposedB transposed{pb + b_offset, p.ldb};
     if (p.b_transposed) {  // B stored [n, k]: its strips are packed from columns
       args.pack_b = pack_transposed_b;
       args.pack_context = &transposed;
@@ -93,7 +93,7 @@ uint64_t matmul_prepared_bytes(const Dispatch& d) {
 
 void matmul_prepare(const Dispatch& d, void* out) {
   const ops::MatmulPlan& p = plan_of<ops::MatmulPlan>(d);
-  gemm_pack_b(input(d, 1), p.n, p.k, p.n, static_cast<float*>(out));
+  gemm_pack_b(input(d, 1), p.ldb, p.k, p.n, static_cast<float*>(out));
 }
 
 uint64_t conv2d_prepared_bytes(const Dispatch& d) {

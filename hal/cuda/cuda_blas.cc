@@ -102,13 +102,14 @@ Status BlasHandle::gemm(const GemmBatch& g) {
   // A B stored transposed ([n, k], ld k) reads column-major as B itself: op T.
   const float alpha = 1.0f, beta = 0.0f;
   const int op_b = g.b_transposed ? kOpT : kOpN;
-  const int ldb = g.b_transposed ? g.k : g.n;
+  const int ldb = static_cast<int>(g.ldb > 0 ? g.ldb : (g.b_transposed ? g.k : g.n));
+  const int lda = static_cast<int>(g.lda > 0 ? g.lda : g.k);
   int rc;
   if (g.batch == 1) {
-    rc = blas_.sgemm(handle_, op_b, kOpN, g.n, g.m, g.k, &alpha, g.b, ldb, g.a, g.k, &beta, g.c, g.n);
+    rc = blas_.sgemm(handle_, op_b, kOpN, g.n, g.m, g.k, &alpha, g.b, ldb, g.a, lda, &beta, g.c, g.n);
   } else {
     rc = blas_.sgemm_strided_batched(handle_, op_b, kOpN, g.n, g.m, g.k, &alpha, g.b, ldb, g.stride_b, g.a,
-                                     g.k, g.stride_a, &beta, g.c, g.n, g.stride_c, g.batch);
+                                     lda, g.stride_a, &beta, g.c, g.n, g.stride_c, g.batch);
   }
   if (rc != 0) return internal_error("cuBLAS sgemm failed with status " + std::to_string(rc));
   return ok_status();

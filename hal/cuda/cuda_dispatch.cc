@@ -136,7 +136,8 @@ Status matmul(const Dispatch& d, Launcher& launcher) {
   const ops::MatmulPlan& q = p.plan;
   p.bias = q.has_bias ? in(d, 2) : nullptr;
   if (q.batch_count == 0 || q.m == 0 || q.n == 0) return ok_status();
-  const bool fits_int = q.m <= INT_MAX && q.n <= INT_MAX && q.k <= INT_MAX && q.batch_count <= INT_MAX;
+  const bool fits_int = q.m <= INT_MAX && q.n <= INT_MAX && q.k <= INT_MAX && q.batch_count <= INT_MAX &&
+                        q.lda <= INT_MAX && q.ldb <= INT_MAX;
   if (launcher.has_gemm() && q.k > 0 && fits_int && q.a_uniform && q.b_uniform) {
     GemmBatch g;
     g.a = p.a;
@@ -150,6 +151,8 @@ Status matmul(const Dispatch& d, Launcher& launcher) {
     g.stride_b = q.b_batch_stride;
     g.stride_c = q.m * q.n;
     g.b_transposed = q.b_transposed != 0;
+    g.lda = q.lda;
+    g.ldb = q.ldb;
     HEXIR_RETURN_IF_ERROR(launcher.gemm(g));
     if (!q.has_bias && q.epilogue.activation == 0) return ok_status();
     return launcher.launch(Kernel::kMatmulEpilogue, linear_config(q.batch_count * q.m * q.n), &p);

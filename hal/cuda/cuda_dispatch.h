@@ -28,6 +28,7 @@ struct GemmBatch {
   int32_t m = 0, n = 0, k = 0;
   int32_t batch = 1;
   int64_t stride_a = 0, stride_b = 0, stride_c = 0;
+  int64_t lda = 0, ldb = 0;   // row strides of a and of b as stored (0: k, and n or k)
   bool b_transposed = false;  // b stored [n, k] per batch element
 };
 

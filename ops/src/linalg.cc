@@ -211,6 +211,36 @@ void plan_matmul(const PlanInput& op, OpPlan& out) {
   p.b_uniform = b_full || b_repeated;
   p.a_batch_stride = a_full ? p.m * p.k : 0;
   p.b_batch_stride = b_full ? p.k * p.n : 0;
+  p.lda = p.k;
+  p.ldb = p.b_transposed ? p.k : p.n;
+  // Strided views (docs/views.md; rank >= 2, last stride 1): their row
+  // stride and batch strides; one batch stride when the batch dims line up.
+  for (size_t operand = 0; operand < 2 && operand < op.input_strides.size(); ++operand) {
+    const std::vector<int64_t>& strides = op.input_strides[operand];
+    if (strides.empty()) continue;
+    const size_t rank = strides.size(), own_batch = rank - 2;
+    const auto& dims = op.inputs[operand].dims;
+    (operand == 0 ? p.lda : p.ldb) = strides[rank - 2];
+    int64_t* batch_stride = operand == 0 ? p.a_stride : p.b_stride;
+    int64_t uniform_stride = -1, step = -1;
+    bool uniform = true;
+    for (size_t i = batch_rank; i-- > 0;) {
+      const int64_t own = static_cast<int64_t>(i) - static_cast<int64_t>(batch_rank - own_batch);
+      const int64_t d = own >= 0 ? dims[static_cast<size_t>(own)] : 1;
+      batch_stride[i] = d == 1 ? 0 : strides[static_cast<size_t>(own)];
+      if (p.batch_dims[i] <= 1) continue;
+      if (step < 0) {
+        uniform_stride = batch_stride[i];
+        step = batch_stride[i] * p.batch_dims[i];
+      } else if (batch_stride[i] == step) {
+        step *= p.batch_dims[i];
+      } else {
+        uniform = false;
+      }
+    }
+    (operand == 0 ? p.a_uniform : p.b_uniform) = uniform;
+    (operand == 0 ? p.a_batch_stride : p.b_batch_stride) = uniform && uniform_stride > 0 ? uniform_stride : 0;
+  }
   p.has_bias = op.inputs.size() == 3;
   p.epilogue = plan_epilogue(op.params, 1);
 }

@@ -216,7 +216,7 @@ Result<OpPlan> plan_op(OpId id, std::span<const TensorType> inputs, std::span<co
   bool any_strided = false;
   for (size_t i = 0; i < input_strides.size(); ++i) {
     if (input_strides[i].empty()) continue;
-    if (!accepts_strided_input(id, i))
+    if (!accepts_strided_layout(id, i, inputs[i].dims, input_strides[i]))
       return invalid_argument(prefix(id) + "input " + std::to_string(i) + " must be row-major, not a strided view");
     if (input_strides[i].size() != inputs[i].rank())
       return invalid_argument(prefix(id) + "input " + std::to_string(i) + " has " +

@@ -402,7 +402,7 @@ StridedViews plan_strided_views(const Function& fn) {
         if (reader.kind != NodeKind::kOp || innermost[static_cast<size_t>(n)] >= 0) {
           needed = true;
         } else if (views.layout[v].strided() && !ops::can_be_view(reader.op) &&
-                   !ops::accepts_strided_input(reader.op, operand)) {
+                   !ops::accepts_strided_layout(reader.op, operand, fn.values[v].type.dims, views.layout[v].strides)) {
           needed = true;
         }
       }

@@ -208,6 +208,27 @@ TEST_CASE("views: reductions over transpose and slice views") {
   }
 }
 
+TEST_CASE("views: matmul reads a and b with a row stride and batch strides (the heads of an attention)") {
+  // [seq 5, heads 3, dh 4] split into heads: [3, 5, 4] with strides [4, 12, 1].
+  HostTensor q = random_f32({5, 3, 4}, 31), k = random_f32({5, 3, 4}, 32), v = random_f32({5, 3, 4}, 33);
+  const View qh = view_of(whole(q), OpId::kTranspose, {1, 0, 2});
+  const View kh = view_of(whole(k), OpId::kTranspose, {1, 0, 2});
+  const View vh = view_of(whole(v), OpId::kTranspose, {1, 0, 2});
+  CHECK(qh.layout.strides == std::vector<int64_t>{4, 12, 1});
+  CHECK(ops::accepts_strided_layout(OpId::kMatmul, 0, qh.type.dims, qh.layout.strides));
+  check_against_copies(OpId::kMatmul, {qh, kh}, {1}, false);  // q k^T through transpose_b
+  HostTensor p = random_f32({3, 5, 5}, 34);
+  check_against_copies(OpId::kMatmul, {whole(p), vh}, {0}, false);  // p v
+  // A slice of rows at a stride, one matrix broadcast over a batch.
+  HostTensor a = random_f32({7, 9}, 35), w = random_f32({2, 6, 3}, 36);
+  const View rows = view_of(whole(a), OpId::kSlice, {1, 2, 3, 2, 1, 6});  // [3, 6], strides [18, 1]
+  check_against_copies(OpId::kMatmul, {rows, whole(w)}, {0}, false);
+  // Not as it lies: a column stride other than 1.
+  const View at = view_of(whole(a), OpId::kTranspose, {1, 0});
+  CHECK(!ops::accepts_strided_layout(OpId::kMatmul, 0, at.type.dims, at.layout.strides));
+  CHECK(!ops::accepts_strided_layout(OpId::kMatmul, 2, qh.type.dims, qh.layout.strides));  // the bias
+}
+
 TEST_CASE("views: copy of strided views of every element size; plan_op refuses strides where they are not read") {
   for (DType dtype : {DType::kU8, DType::kF16, DType::kI32, DType::kI64, DType::kBool}) {
     HostTensor base = iota_bytes(dtype, {3, 4, 2});

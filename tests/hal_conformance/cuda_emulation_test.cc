@@ -109,7 +109,8 @@ class EmulatedLauncher final : public hexir::hal::cuda::Launcher {
       for (int32_t i = 0; i < g.m; ++i)
         for (int32_t j = 0; j < g.n; ++j) {
           float acc = 0.0f;
-          for (int32_t k = 0; k < g.k; ++k) acc += a[i * g.k + k] * (g.b_transposed ? b[j * g.k + k] : b[k * g.n + j]);
+          const int64_t lda = g.lda > 0 ? g.lda : g.k, ldb = g.ldb > 0 ? g.ldb : (g.b_transposed ? g.k : g.n);
+          for (int32_t k = 0; k < g.k; ++k) acc += a[i * lda + k] * (g.b_transposed ? b[j * ldb + k] : b[k * ldb + j]);
           c[i * g.n + j] = acc;
         }
     }
@@ -551,6 +552,13 @@ TEST_CASE("cuda kernels (host emulation) read strided views like the cpu kernels
       {"reduce_max of a slice", OpId::kReduceMax, {hexir::hal::testing::random_f32({6, 8}, 9)}, {t34}, {sliced},
        {1, 0}},
       {"copy of a slice", OpId::kCopy, {hexir::hal::testing::random_f32({6, 8}, 10)}, {t34}, {sliced}, {}},
+      {"matmul of two head splits (transpose_b)", OpId::kMatmul,
+       {hexir::hal::testing::random_f32({5, 3, 4}, 11), hexir::hal::testing::random_f32({5, 3, 4}, 12)},
+       {hexir::TensorType{DType::kF32, {3, 5, 4}}, hexir::TensorType{DType::kF32, {3, 5, 4}}},
+       {ViewLayout{0, {4, 12, 1}}, ViewLayout{0, {4, 12, 1}}}, {1}},
+      {"matmul of a row slice", OpId::kMatmul,
+       {hexir::hal::testing::random_f32({6, 8}, 13), hexir::hal::testing::random_f32({4, 5}, 14)},
+       {t34, hexir::TensorType{DType::kF32, {4, 5}}}, {ViewLayout{2, {16, 1}}, ViewLayout{}}, {0}},
       {"copy of i64 transposed", OpId::kCopy, {hexir::hal::testing::iota_bytes(DType::kI64, {4, 3})},
        {hexir::TensorType{DType::kI64, {3, 4}}}, {transposed}, {}},
   };

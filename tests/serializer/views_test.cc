@@ -171,6 +171,28 @@ func @f(%x: f32[2,3,4]) -> (f32[4,3], f32[24]) {
   check_verifies(kSource);
 }
 
+TEST_CASE("views: matmul reads the heads of an attention split by a transpose as they lie") {
+  constexpr const char* kSource = R"(
+func @f(%q: f32[16,64], %k: f32[16,64]) -> (f32[4,16,16]) {
+  %q2 = call @reshape(%q) : f32[16,4,16]
+  %qh = call @transpose(%q2) {perm = [1, 0, 2]} : f32[4,16,16]
+  %k2 = call @reshape(%k) : f32[16,4,16]
+  %kh = call @transpose(%k2) {perm = [1, 0, 2]} : f32[4,16,16]
+  %s = call @matmul(%qh, %kh) {transpose_b = 1} : f32[4,16,16]
+  %t = call @transpose(%s) {perm = [0, 2, 1]} : f32[4,16,16]
+  %u = call @matmul(%t, %qh) : f32[4,16,16]
+  return %u
+})";
+  const Planned p = planned_views(kSource);
+  // The heads are read through their strides (row stride 64, batch stride
+  // 16); t's column stride is not 1, so matmul gets a copy of it.
+  CHECK(p.ops() == std::vector<OpId>{OpId::kMatmul, OpId::kCopy, OpId::kMatmul});
+  CHECK(p.at("qh").view_strides == std::vector<int64_t>{16, 64, 1});
+  CHECK(p.plan.copied_bytes == 4096);
+  CHECK(p.plan.copied_bytes_without_views == 3 * 4096);
+  check_verifies(kSource);
+}
+
 TEST_CASE("views: files carry offsets and strides; --no-views keeps the copies") {
   constexpr const char* kSource = R"(
 func @f(%x: f32[4,6]) -> (f32[3,4]) {

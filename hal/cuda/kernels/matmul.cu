@@ -33,9 +33,9 @@ extern "C" __global__ void hexir_matmul_tiled(MatmulParams p) {
         const int64_t row = row0 + ty, col = col0 + tx;
         float acc = 0.0f;
         for (int64_t k0 = 0; k0 < q.k; k0 += T) {
-          a_tile[ty][tx] = (row < q.m && k0 + tx < q.k) ? a[row * q.k + k0 + tx] : 0.0f;
+          a_tile[ty][tx] = (row < q.m && k0 + tx < q.k) ? a[row * q.lda + k0 + tx] : 0.0f;
           b_tile[ty][tx] = (k0 + ty < q.k && col < q.n)
-                               ? (q.b_transposed ? b[col * q.k + k0 + ty] : b[(k0 + ty) * q.n + col])
+                               ? (q.b_transposed ? b[col * q.ldb + k0 + ty] : b[(k0 + ty) * q.ldb + col])
                                : 0.0f;
           __syncthreads();
           const int64_t kmax = q.k - k0 < T ? q.k - k0 : T;

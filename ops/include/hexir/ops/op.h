@@ -279,6 +279,13 @@ struct ViewLayout {
 // comparisons), the reductions and copy. Every other operand must be
 // row-major (an offset into its base is fine: the VM moves the pointer).
 bool accepts_strided_input(OpId op, size_t input);
+// accepts_strided_input, or a view with these strides that `op` reads as it
+// lies all the same: matmul's a and b (rank >= 2) whose last stride is 1 and
+// whose row stride is at least the row's length (a leading dimension, as
+// BLAS takes it; batch strides any), e.g. the heads of an attention split
+// by a transpose.
+bool accepts_strided_layout(OpId op, size_t input, std::span<const int64_t> dims,
+                            std::span<const int64_t> strides);
 // Whether `op`'s result can be a view of its input 0 instead of a copy:
 // transpose, slice, expand (and reshape, a view already).
 bool can_be_view(OpId op);

@@ -212,6 +212,10 @@ struct MatmulPlan {
   // the matmul instead of copying it (fusion.cc).
   int32_t b_transposed;
   int64_t a_batch_stride, b_batch_stride;
+  // Elements between consecutive rows of a ([m, k]) and of b as stored ([k,
+  // n], or [n, k] when b_transposed): k and n (k) when row-major; a strided
+  // view's row stride otherwise (docs/views.md: its last stride is 1).
+  int64_t lda, ldb;
   int64_t batch_dims[kMaxRank];
   int64_t a_stride[kMaxRank];
   int64_t b_stride[kMaxRank];
