@@ -190,9 +190,11 @@ class ModuleVerifier {
     for (uint64_t i = 0; i < vec_size(m_.constants()); ++i)
       if (!aligned8(m_.constants()->Get(static_cast<flatbuffers::uoffset_t>(i))->shape()))
         return corrupt("constant ", i, ": shape vector is misaligned");
-    for (uint64_t i = 0; i < vec_size(m_.slots()); ++i)
-      if (!aligned8(m_.slots()->Get(static_cast<flatbuffers::uoffset_t>(i))->shape()))
-        return corrupt("slot ", i, ": shape vector is misaligned");
+    for (uint64_t i = 0; i < vec_size(m_.slots()); ++i) {
+      const fb::Slot& slot = *m_.slots()->Get(static_cast<flatbuffers::uoffset_t>(i));
+      if (!aligned8(slot.shape())) return corrupt("slot ", i, ": shape vector is misaligned");
+      if (!aligned8(slot.strides())) return corrupt("slot ", i, ": strides vector is misaligned");
+    }
     return ok_status();
   }
 
