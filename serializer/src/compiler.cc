@@ -153,62 +153,53 @@ Result<ModulePlan> plan_module(const Module& module, const CompileOptions& optio
   };
   if (!options.device_budget || total <= *options.device_budget) return host_checked();
 
-  // A budget: recompute values in the functions over it until the placed
-  // plan fits. The live peak is what recomputation lowers; the placed size
-  // can sit above it (fragmentation, scratch past the arena), so a function
-  // still over the budget is asked for a lower peak by that difference.
+  // A budget: a pass (recomputation, then host offload) is asked to lower the
+  // functions over it until the placed plan fits. The live peak is what the
+  // passes lower; the placed size can sit above it (fragmentation, scratch
+  // past the arena), so a function still over the budget is asked for a
+  // lower peak by that difference, up to 16 rounds. `step(f, target)` runs
+  // the pass on function f and says whether it changed anything.
   const uint64_t budget = *options.device_budget;
-  std::vector<uint64_t> target(module.functions.size(), budget);
   const uint64_t unconstrained = total;
-  for (int attempt = 0; attempt < 16 && total > budget; ++attempt) {
-    bool progress = false;
-    for (size_t f = 0; f < module.functions.size(); ++f) {
-      const FunctionPlan& placed = plan.functions[f];
-      const uint64_t used = placed.workspace_in_arena || placed.workspace_size == 0
-                                ? placed.arena_size
-                                : (placed.arena_size + 63) / 64 * 64 + placed.workspace_size;
-      if (used <= budget) continue;
-      if (attempt > 0) {
-        const uint64_t peak = live_peak(module.functions[f], placed).bytes;
-        const uint64_t over = used - budget;
-        target[f] = std::min(target[f], peak > over ? peak - over : 0);
+  auto fit = [&](auto&& step) -> Status {
+    std::vector<uint64_t> target(module.functions.size(), budget);
+    for (int attempt = 0; attempt < 16 && total > budget; ++attempt) {
+      bool progress = false;
+      for (size_t f = 0; f < module.functions.size(); ++f) {
+        const FunctionPlan& placed = plan.functions[f];
+        const uint64_t used = placed.workspace_in_arena || placed.workspace_size == 0
+                                  ? placed.arena_size
+                                  : (placed.arena_size + 63) / 64 * 64 + placed.workspace_size;
+        if (used <= budget) continue;
+        if (attempt > 0) {
+          const uint64_t peak = live_peak(module.functions[f], placed).bytes;
+          const uint64_t over = used - budget;
+          target[f] = std::min(target[f], peak > over ? peak - over : 0);
+        }
+        if (step(f, target[f])) progress = true;
       }
-      RematOptions remat;
-      remat.in_place = in_place;
-      if (rematerialize(module.functions[f], stored[f], target[f], remat).instructions > 0) progress = true;
+      if (!progress) break;
+      finish_all();
+      HEXIR_RETURN_IF_ERROR(plan_scratch(&total));
     }
-    if (!progress) break;
-    finish_all();
-    HEXIR_RETURN_IF_ERROR(plan_scratch(&total));
-  }
+    return ok_status();
+  };
+  HEXIR_RETURN_IF_ERROR(fit([&](size_t f, uint64_t target) {
+    RematOptions remat;
+    remat.in_place = in_place;
+    return rematerialize(module.functions[f], stored[f], target, remat).instructions > 0;
+  }));
   if (total <= budget) return host_checked();
   // Then host offload: values live across the peak wait in the host arena.
   int offloaded = 0;
-  for (size_t f = 0; f < module.functions.size(); ++f) target[f] = budget;
-  for (int attempt = 0; attempt < 16 && total > budget; ++attempt) {
-    bool progress = false;
-    for (size_t f = 0; f < module.functions.size(); ++f) {
-      const FunctionPlan& placed = plan.functions[f];
-      const uint64_t used = placed.workspace_in_arena || placed.workspace_size == 0
-                                ? placed.arena_size
-                                : (placed.arena_size + 63) / 64 * 64 + placed.workspace_size;
-      if (used <= budget) continue;
-      if (attempt > 0) {
-        const uint64_t peak = live_peak(module.functions[f], placed).bytes;
-        const uint64_t over = used - budget;
-        target[f] = std::min(target[f], peak > over ? peak - over : 0);
-      }
-      OffloadOptions offload_options;
-      offload_options.in_place = in_place;
-      offload_options.host_budget = options.host_budget;
-      const int values = offload(module.functions[f], stored[f], target[f], offload_options).values;
-      offloaded += values;
-      if (values > 0) progress = true;
-    }
-    if (!progress) break;
-    finish_all();
-    HEXIR_RETURN_IF_ERROR(plan_scratch(&total));
-  }
+  HEXIR_RETURN_IF_ERROR(fit([&](size_t f, uint64_t target) {
+    OffloadOptions offload_options;
+    offload_options.in_place = in_place;
+    offload_options.host_budget = options.host_budget;
+    const int values = offload(module.functions[f], stored[f], target, offload_options).values;
+    offloaded += values;
+    return values > 0;
+  }));
   if (total <= budget) return host_checked();
   // The function that needs the most says why.
   size_t worst = 0;
