@@ -15,35 +15,6 @@ bool has_control_flow(const FunctionPlan& plan) {
                      [](const Instruction& inst) { return is_branching(inst.control); });
 }
 
-// Per storage root: the program indices reading it (or a view of it), in
-// order; whether a view of it is read; its writer.
-struct Reads {
-  std::vector<std::vector<int64_t>> at;
-  std::vector<bool> through_view;
-  std::vector<int64_t> def;
-};
-
-Reads reads_of(const FunctionPlan& plan) {
-  Reads r;
-  r.at.assign(plan.values.size(), {});
-  r.through_view.assign(plan.values.size(), false);
-  r.def.assign(plan.values.size(), -1);
-  for (size_t k = 0; k < plan.program.size(); ++k) {
-    const Instruction& inst = plan.program[k];
-    for (int v : inst.inputs) {
-      const size_t root = static_cast<size_t>(plan.values[static_cast<size_t>(v)].storage_root);
-      if (root != static_cast<size_t>(v)) r.through_view[root] = true;
-      std::vector<int64_t>& list = r.at[root];
-      if (list.empty() || list.back() != static_cast<int64_t>(k)) list.push_back(static_cast<int64_t>(k));
-    }
-    for (int v : inst.outputs) {
-      const size_t root = static_cast<size_t>(plan.values[static_cast<size_t>(v)].storage_root);
-      if (r.def[root] < 0) r.def[root] = static_cast<int64_t>(k);
-    }
-  }
-  return r;
-}
-
 struct Trial {
   LivePeak peak;
   std::vector<uint64_t> profile;

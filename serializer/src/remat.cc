@@ -34,31 +34,6 @@ const char* not_recomputable(const Instruction& inst) {
   return nullptr;
 }
 
-// The plan's reads, per storage root: the program indices reading it (or a
-// view of it), in order, and its writer.
-struct Reads {
-  std::vector<std::vector<int64_t>> at;
-  std::vector<int64_t> def;
-};
-
-Reads reads_of(const FunctionPlan& plan) {
-  Reads r;
-  r.at.assign(plan.values.size(), {});
-  r.def.assign(plan.values.size(), -1);
-  for (size_t k = 0; k < plan.program.size(); ++k) {
-    const Instruction& inst = plan.program[k];
-    for (int v : inst.inputs) {
-      std::vector<int64_t>& list = r.at[static_cast<size_t>(plan.values[static_cast<size_t>(v)].storage_root)];
-      if (list.empty() || list.back() != static_cast<int64_t>(k)) list.push_back(static_cast<int64_t>(k));
-    }
-    for (int v : inst.outputs) {
-      const size_t root = static_cast<size_t>(plan.values[static_cast<size_t>(v)].storage_root);
-      if (r.def[root] < 0) r.def[root] = static_cast<int64_t>(k);
-    }
-  }
-  return r;
-}
-
 // One way to lower the peak: recompute `value` before program index `at`,
 // its inputs that are dead there recomputed too (chain) or kept alive.
 struct Candidate {
@@ -320,6 +295,27 @@ std::vector<int> values_across(const Function& fn, const FunctionPlan& plan, con
 }
 
 }  // namespace
+
+Reads reads_of(const FunctionPlan& plan) {
+  Reads r;
+  r.at.assign(plan.values.size(), {});
+  r.through_view.assign(plan.values.size(), false);
+  r.def.assign(plan.values.size(), -1);
+  for (size_t k = 0; k < plan.program.size(); ++k) {
+    const Instruction& inst = plan.program[k];
+    for (int v : inst.inputs) {
+      const size_t root = static_cast<size_t>(plan.values[static_cast<size_t>(v)].storage_root);
+      if (root != static_cast<size_t>(v)) r.through_view[root] = true;
+      std::vector<int64_t>& list = r.at[root];
+      if (list.empty() || list.back() != static_cast<int64_t>(k)) list.push_back(static_cast<int64_t>(k));
+    }
+    for (int v : inst.outputs) {
+      const size_t root = static_cast<size_t>(plan.values[static_cast<size_t>(v)].storage_root);
+      if (r.def[root] < 0) r.def[root] = static_cast<int64_t>(k);
+    }
+  }
+  return r;
+}
 
 FunctionPlan finish_storage(const Function& fn, FunctionPlan plan, bool in_place) {
   assign_in_place(fn, plan, in_place);

@@ -53,6 +53,16 @@ struct RematResult {
   bool control_flow = false;  // the function has loops or ifs: left as it was
 };
 
+// The plan's reads, per storage root: the program indices reading it (or a
+// view of it), in order; whether a view of it is read; its writer (-1: none).
+// Shared by rematerialization and host offload.
+struct Reads {
+  std::vector<std::vector<int64_t>> at;
+  std::vector<bool> through_view;
+  std::vector<int64_t> def;
+};
+Reads reads_of(const FunctionPlan& plan);
+
 // The peak of a plan after the in-place and donation passes (`finished`,
 // with record_workspaces run): its live ranges plus each instruction's scratch.
 LivePeak live_peak(const Function& fn, const FunctionPlan& finished);
