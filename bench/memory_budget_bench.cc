@@ -1,21 +1,22 @@
 // memory_budget_bench: sweeps hexir-compile --memory-budget device=B over a
-// model, from the unconstrained arena down to the smallest budget the compiler
-// reaches (rematerialization, then host offload: docs/memory-budget.md), and
-// prints one row per budget: the arena in the file, the device bytes and the
-// host bytes a context allocates (measured by the device's allocation
-// counters, host-visible memory counted apart), the bytes copied between the
-// spaces and the instructions and FLOPs recomputed per invoke, the invoke
-// time (median), and whether the outputs are bit-identical to the
-// unconstrained run.
+// model, from the unconstrained device bytes (arena and constants) down to
+// the smallest budget the compiler reaches (rematerialization, host offload,
+// weights streaming: docs/memory-budget.md), and prints one row per budget:
+// the arena in the file, the constants left on the device and those
+// streamed from host memory, the device bytes and the host bytes a context
+// allocates (measured by the device's allocation counters, host-visible
+// memory counted apart), the bytes copied between the spaces and the
+// instructions and FLOPs recomputed per invoke, the invoke time (median), and
+// whether the outputs are bit-identical to the unconstrained run.
 //
 //   samples/longctx/generate.py DIR --seq 4096        (writes DIR/longctx.hxir, x.npy, expected.npy)
 //   build/bench/memory_budget_bench DIR/longctx.hxir DIR/x.npy [--expected DIR/expected.npy]
 //       [--runs N] [--steps N]
 //
-// Budgets: the unconstrained arena minus k/STEPS of the way to the lower
-// bound of a budget of 0 (the smallest arena the compiler reaches, read from
-// its refusal), k = 0..STEPS, then that smallest budget itself and one byte
-// below it (which must be refused).
+// Budgets: the unconstrained device bytes minus k/STEPS of the way to those
+// of a budget of 0 (the smallest arena the compiler reaches and the
+// constants it leaves on the device, read from its refusal), k = 0..STEPS,
+// then that smallest budget itself and one byte below it (which must be refused).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -46,6 +47,7 @@ struct Row {
   std::string refusal;
   uint64_t arena = 0, lower_bound = 0, context_bytes = 0, workspace = 0;
   uint64_t host_arena = 0, context_host_bytes = 0, bytes_moved = 0, prefetches = 0;
+  uint64_t device_constants = 0, streamed_constants = 0;
   uint64_t recomputed = 0, recomputed_flops = 0, instructions = 0;
   double compile_ms = 0, invoke_ms = 0;
   std::vector<uint8_t> output;
@@ -83,6 +85,8 @@ bool run_row(const fs::path& model, const hexir::NpyArray& input, int runs, Row&
   row.lower_bound = module->lower_bound_bytes();
   row.workspace = module->workspace_bytes();
   row.host_arena = module->host_arena_bytes();
+  row.streamed_constants = module->streamed_constant_bytes();
+  row.device_constants = module->constant_bytes() - row.streamed_constants;
   auto device = hexir::hal::create_device("cpu");
   if (!device.ok()) return false;
   auto program = hexir::vm::Program::prepare(*module, **device);
@@ -138,12 +142,15 @@ int main(int argc, char** argv) {
   if (!run_row(model, *input, runs, zero)) return 1;
   uint64_t smallest = 0;
   if (!zero.met) {
-    const std::string key = "the smallest device arena reached is ";
-    const size_t at = zero.refusal.find(key);
-    if (at == std::string::npos) return std::fprintf(stderr, "%s\n", zero.refusal.c_str()), 1;
-    smallest = std::strtoull(zero.refusal.c_str() + at + key.size(), nullptr, 10);
+    const std::string key = "the smallest device arena reached is ", beside = "beside ";
+    const size_t at = zero.refusal.find(key), constants = zero.refusal.find(beside);
+    if (at == std::string::npos || constants == std::string::npos)
+      return std::fprintf(stderr, "%s\n", zero.refusal.c_str()), 1;
+    smallest = std::strtoull(zero.refusal.c_str() + at + key.size(), nullptr, 10) +
+               std::strtoull(zero.refusal.c_str() + constants + beside.size(), nullptr, 10);
   }
-  const uint64_t total = base.workspace == 0 ? base.arena : (base.arena + 63) / 64 * 64 + base.workspace;
+  const uint64_t total = (base.workspace == 0 ? base.arena : (base.arena + 63) / 64 * 64 + base.workspace) +
+                         base.device_constants;
   std::vector<Row> rows = {base};
   for (int k = 1; k <= steps; ++k) {
     Row r;
@@ -170,26 +177,28 @@ int main(int argc, char** argv) {
   }
   std::printf("model %s: %llu instructions unconstrained; unconstrained output vs numpy reference: max |error| %g\n",
               model.filename().c_str(), static_cast<unsigned long long>(base.instructions), max_error);
-  std::printf("| budget (MiB) | arena (MiB) | lower bound (MiB) | context device bytes (MiB, measured) | "
+  std::printf("| budget (MiB) | arena (MiB) | lower bound (MiB) | constants on device (MiB) | weights streamed (MiB) | "
+              "context device bytes (MiB, measured) | "
               "context host bytes (MiB, measured) | prefetches | moved MiB/invoke | "
               "recomputed instructions | recomputed GFLOP/invoke | invoke ms (median of %d) | compile ms | "
               "output vs unconstrained |\n",
               runs);
-  std::printf("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
+  std::printf("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
   bool identical = true;
   for (const Row& r : rows) {
     const std::string budget = r.unconstrained ? std::string("none") : std::to_string(mib(r.budget)).substr(0, 7);
     if (!r.met) {
       const std::string key = "the smallest device arena reached is ";
       const size_t at = r.refusal.find(key);
-      std::printf("| %s | refused | | | | | | | | | %.0f | (smallest reached %s bytes) |\n", budget.c_str(), r.compile_ms,
+      std::printf("| %s | refused | | | | | | | | | | | %.0f | (smallest arena reached %s bytes) |\n", budget.c_str(), r.compile_ms,
                   at == std::string::npos ? "?" : r.refusal.substr(at + key.size(), r.refusal.find(' ', at + key.size()) - at - key.size()).c_str());
       continue;
     }
     const bool same = r.output == base.output;
     identical = identical && same;
-    std::printf("| %s | %.2f | %.2f | %.2f | %.2f | %llu | %.2f | %llu | %.4f | %.1f | %.0f | %s |\n", budget.c_str(),
-                mib(r.arena), mib(r.lower_bound), mib(r.context_bytes), mib(r.context_host_bytes),
+    std::printf("| %s | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %llu | %.2f | %llu | %.4f | %.1f | %.0f | %s |\n",
+                budget.c_str(), mib(r.arena), mib(r.lower_bound), mib(r.device_constants), mib(r.streamed_constants),
+                mib(r.context_bytes), mib(r.context_host_bytes),
                 static_cast<unsigned long long>(r.prefetches), mib(r.bytes_moved),
                 static_cast<unsigned long long>(r.recomputed),
                 static_cast<double>(r.recomputed_flops) / 1e9, r.invoke_ms, r.compile_ms,

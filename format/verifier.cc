@@ -223,6 +223,10 @@ class ModuleVerifier {
       } else if (s.raw_size() != s.size()) {
         return corrupt(what, ": uncompressed but raw_size ", s.raw_size(), " != size ", s.size());
       }
+      if (static_cast<uint8_t>(s.memory_space()) > static_cast<uint8_t>(fb::MemorySpace::MAX))
+        return corrupt(what, ": unknown memory space ", static_cast<int>(s.memory_space()));
+      if (s.memory_space() == fb::MemorySpace::Host && s.kind() != fb::SectionKind::Rodata)
+        return corrupt(what, ": only a RODATA section lives in the host memory space");
       if (!is_power_of_two(s.alignment()))
         return corrupt(what, ": alignment ", s.alignment(), " is not a power of two");
       if (s.offset() % s.alignment() != 0 || s.offset() % kPageSize != 0)
@@ -320,9 +324,20 @@ class ModuleVerifier {
                        storage_kind_name(s.storage()), " storage");
       if (static_cast<uint8_t>(s.memory_space()) > static_cast<uint8_t>(fb::MemorySpace::MAX))
         return corrupt(what, ": unknown memory space ", static_cast<int>(s.memory_space()));
-      if (is_host(s) && (s.storage() != fb::StorageKind::Arena || dynamic_))
-        return corrupt(what, ": only arena slots of a static plan live in the host memory space");
-      if (is_host(s)) {
+      if (s.storage() == fb::StorageKind::Constant && s.index() < vec_size(m_.constants())) {
+        // A constant slot is in its section's memory space (fills: Device).
+        const fb::Constant& c = *m_.constants()->Get(s.index());
+        const bool host_constant = c.storage() == fb::ConstantStorage::Rodata &&
+                                   c.section() < vec_size(m_.sections()) &&
+                                   m_.sections()->Get(c.section())->memory_space() == fb::MemorySpace::Host;
+        if (is_host(s) != host_constant)
+          return corrupt(what, ": in the ", is_host(s) ? "host" : "device", " memory space, but ",
+                         constant_label(s.index()), " is in a ", host_constant ? "host" : "device",
+                         " section (a streamed weight's slot is Host, every other constant's Device)");
+      } else if (is_host(s) && (s.storage() != fb::StorageKind::Arena || dynamic_)) {
+        return corrupt(what, ": only arena slots of a static plan and streamed constants live in the host memory space");
+      }
+      if (is_host(s) && s.storage() == fb::StorageKind::Arena) {
         if (s.arena_offset() % plan.alignment() != 0)
           return corrupt(what, ": host arena offset ", s.arena_offset(),
                          " is not a multiple of the arena alignment ", plan.alignment());
@@ -402,8 +417,13 @@ class ModuleVerifier {
       const std::string original = slot_label(m_, static_cast<uint64_t>(c));
       if (s.view_of() != -1) return corrupt(what, ": a view cannot be a copy");
       if (s.recomputes() != -1) return corrupt(what, ": a copy cannot be a recomputation too");
-      if (t.view_of() != -1 || t.copy_of() != -1 || is_host(t) || t.storage() != fb::StorageKind::Arena)
-        return corrupt(what, ": copy_of ", original, ", which is not a device arena value (a copy names the original)");
+      const bool streamed_weight = t.storage() == fb::StorageKind::Constant && is_host(t);
+      if (t.view_of() != -1 || t.copy_of() != -1 ||
+          !(streamed_weight || (!is_host(t) && t.storage() == fb::StorageKind::Arena)))
+        return corrupt(what, ": copy_of ", original,
+                       ", which is not a device arena value or a streamed constant (a copy names the original)");
+      if (streamed_weight && is_host(s))
+        return corrupt(what, ": a host copy of ", original, ", a streamed constant already in host memory");
       if (s.storage() != fb::StorageKind::Arena)
         return corrupt(what, ": copy_of ", original, " but a copy must be an arena slot");
       if (!(out_.slot_types[i] == out_.slot_types[static_cast<size_t>(c)]) || s.byte_size() != t.byte_size())
@@ -748,8 +768,11 @@ class ModuleVerifier {
     const fb::Slot& dst = *m_.slots()->Get(to);
     const char* src_space = evict ? "device" : "host";
     const char* dst_space = evict ? "host" : "device";
-    if (src.storage() != fb::StorageKind::Arena || src.view_of() != -1 || is_host(src) != !evict)
-      return fail(name, " reads ", slot_label(m_, from), ", which is not a ", src_space, " arena value");
+    // A Prefetch also reads a streamed constant (a Host constant slot).
+    const bool streamed = !evict && src.storage() == fb::StorageKind::Constant && is_host(src);
+    if ((src.storage() != fb::StorageKind::Arena && !streamed) || src.view_of() != -1 || is_host(src) != !evict)
+      return fail(name, " reads ", slot_label(m_, from), ", which is not a ", src_space, " arena value",
+                  evict ? "" : " or a streamed constant");
     if (dst.storage() != fb::StorageKind::Arena || dst.view_of() != -1 || is_host(dst) != evict ||
         dst.usage() != fb::SlotUsage::Transient)
       return fail(name, " writes ", slot_label(m_, to), ", which is not a ", dst_space, " arena value");

@@ -172,17 +172,25 @@ static int run(int argc, char** argv) {
               static_cast<unsigned long long>(arena ? arena->lower_bound() : 0), constant_count,
               static_cast<unsigned long long>(constant_bytes));
   if (options.device_budget) {
-    uint64_t recomputed = 0, prefetched = 0;
+    uint64_t recomputed = 0, prefetched = 0, streamed = 0, streamed_bytes = 0;
+    if (module->constants())
+      for (const auto* c : *module->constants())
+        if (c->storage() == hexir::fb::ConstantStorage::Rodata &&
+            module->sections()->Get(c->section())->memory_space() == hexir::fb::MemorySpace::Host) {
+          ++streamed;
+          streamed_bytes += c->byte_size();
+        }
     if (module->slots())
       for (const auto* s : *module->slots()) {
         recomputed += s->recomputes() >= 0 ? 1 : 0;
         prefetched += s->copy_of() >= 0 && s->memory_space() == hexir::fb::MemorySpace::Device ? 1 : 0;
       }
     std::printf("  memory budget device=%llu bytes: met, %llu instructions recomputed, %llu prefetches; "
-                "host arena %llu bytes\n",
+                "host arena %llu bytes; %llu weights streamed from host memory (%llu bytes)\n",
                 static_cast<unsigned long long>(*options.device_budget), static_cast<unsigned long long>(recomputed),
                 static_cast<unsigned long long>(prefetched),
-                static_cast<unsigned long long>(arena ? arena->host_size() : 0));
+                static_cast<unsigned long long>(arena ? arena->host_size() : 0),
+                static_cast<unsigned long long>(streamed), static_cast<unsigned long long>(streamed_bytes));
   }
   if (module->sections())
     for (const auto* s : *module->sections())

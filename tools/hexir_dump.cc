@@ -109,6 +109,7 @@ std::string storage_text(const fb::Slot& s) {
       if (s.memory_space() == fb::MemorySpace::Host) return "host arena @" + std::to_string(s.arena_offset());
       return "arena @" + std::to_string(s.arena_offset());
     case fb::StorageKind::Constant:
+      if (s.memory_space() == fb::MemorySpace::Host) return "streamed constant " + std::to_string(s.index());
       return "constant " + std::to_string(s.index());
     case fb::StorageKind::Input:
       return "input " + std::to_string(s.index());
@@ -138,6 +139,7 @@ void print_text(const std::string& path, const VerifiedModule& v) {
     if (s.compression() == fb::Compression::Zstd && s.raw_size() > 0)
       std::printf(" (stored %.1f%% of raw)",
                   100.0 * static_cast<double>(s.size()) / static_cast<double>(s.raw_size()));
+    if (s.memory_space() == fb::MemorySpace::Host) std::printf(" host (streamed weights, never uploaded)");
     std::printf("\n");
   }
 
@@ -197,6 +199,10 @@ void print_text(const std::string& path, const VerifiedModule& v) {
                   " B), %" PRIu64 " prefetches (%" PRIu64 " B)\n",
                   st.host_arena_size, st.host_lower_bound, st.evictions, st.bytes_evicted, st.prefetches,
                   st.bytes_prefetched);
+    if (st.weight_prefetches > 0)
+      std::printf("    weights streamed: %" PRIu64 " B of constants in host memory; per invoke %" PRIu64
+                  " of the prefetches (%" PRIu64 " B) copy them in\n",
+                  st.constant_bytes_streamed, st.weight_prefetches, st.bytes_weights_prefetched);
     std::printf("    copies: %" PRIu64 " B per invoke (transpose, slice, expand, copy); %" PRIu64
                 " strided views read in place\n",
                 st.copied_bytes, st.strided_views);
@@ -282,6 +288,7 @@ void print_json(const VerifiedModule& v) {
     j.field("raw_size", s.raw_size());
     j.field("alignment", s.alignment());
     j.field("compression", s.compression() == fb::Compression::None ? "none" : "zstd");
+    j.field("memory_space", s.memory_space() == fb::MemorySpace::Host ? "host" : "device");
     j.end_object();
   }
   j.end_array();
@@ -398,6 +405,10 @@ void print_json(const VerifiedModule& v) {
     j.field("lower_bound", st.host_lower_bound);
     j.field("bytes_evicted_per_invoke", st.bytes_evicted);
     j.field("evictions_per_invoke", st.evictions);
+    // Weights streaming: constants kept here, and their prefetches (of the device's above).
+    j.field("streamed_constant_bytes", st.constant_bytes_streamed);
+    j.field("weight_prefetches_per_invoke", st.weight_prefetches);
+    j.field("bytes_weights_prefetched_per_invoke", st.bytes_weights_prefetched);
     j.end_object();
     j.end_array();
     j.end_object();

@@ -462,6 +462,8 @@ int run(int argc, char** argv) {
     j.field("device", std::string(dev.name()));
     j.field("arena_bytes", module->arena_bytes());
     j.field("constant_bytes", module->constant_bytes());
+    // Of those, the streamed weights: host memory, prefetched into the arena before each read.
+    j.field("streamed_constant_bytes", module->streamed_constant_bytes());
     j.field("lower_bound_bytes", module->lower_bound_bytes());
     // The host memory space (offloaded values): allocated by the context apart from its device memory.
     j.field("host_arena_bytes", module->host_arena_bytes());

@@ -140,11 +140,17 @@ FunctionStats function_stats(const VerifiedModule& v, size_t function) {
   for (uint32_t k = 0; k < sc.fn->instruction_count(); ++k) {
     const fb::Instruction& in = *m.instructions()->Get(sc.fn->instruction_begin() + k);
     if (in.opcode() == fb::Opcode::Evict || in.opcode() == fb::Opcode::Prefetch) {  // verified: 1 in, 1 out
-      const uint64_t size = m.slots()->Get(m.operand_pool()->Get(in.operand_begin()))->byte_size();
+      const fb::Slot& from = *m.slots()->Get(m.operand_pool()->Get(in.operand_begin()));
+      const uint64_t size = from.byte_size();
       const bool evict = in.opcode() == fb::Opcode::Evict;
       ++(evict ? stats.evictions : stats.prefetches);
       uint64_t& total = evict ? stats.bytes_evicted : stats.bytes_prefetched;
       total = size > UINT64_MAX - total ? UINT64_MAX : total + size;
+      if (from.storage() == fb::StorageKind::Constant) {  // a streamed weight
+        ++stats.weight_prefetches;
+        stats.bytes_weights_prefetched =
+            size > UINT64_MAX - stats.bytes_weights_prefetched ? UINT64_MAX : stats.bytes_weights_prefetched + size;
+      }
       continue;
     }
     if (in.opcode() != fb::Opcode::Dispatch || in.operand_count() <= in.input_count()) continue;
@@ -164,10 +170,13 @@ FunctionStats function_stats(const VerifiedModule& v, size_t function) {
   }
   for (uint32_t c : constants) {
     const fb::Constant& constant = *v.module->constants()->Get(c);
-    if (constant.storage() == fb::ConstantStorage::Fill)
+    if (constant.storage() == fb::ConstantStorage::Fill) {
       stats.constant_bytes_filled += constant.byte_size();
-    else
+    } else {
       stats.constant_bytes_stored += constant.byte_size();
+      if (v.module->sections()->Get(constant.section())->memory_space() == fb::MemorySpace::Host)
+        stats.constant_bytes_streamed += constant.byte_size();
+    }
   }
   return stats;
 }

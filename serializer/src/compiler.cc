@@ -151,29 +151,34 @@ Result<ModulePlan> plan_module(const Module& module, const CompileOptions& optio
                                      std::to_string(host) + " bytes for the values offloaded there");
     return display_name.empty() ? failed : failed.annotate(display_name);
   };
-  if (!options.device_budget || total <= *options.device_budget) return host_checked();
+  if (!options.device_budget) return host_checked();
 
-  // A budget: a pass (recomputation, then host offload) is asked to lower the
-  // functions over it until the placed plan fits. The live peak is what the
+  // A budget for the device: the arena (with scratch) and the constants the
+  // program uploads. First the weights stay on the device and a pass
+  // (recomputation, then host offload) is asked to lower the functions over
+  // what they leave until the placed plan fits. The live peak is what the
   // passes lower; the placed size can sit above it (fragmentation, scratch
-  // past the arena), so a function still over the budget is asked for a
-  // lower peak by that difference, up to 16 rounds. `step(f, target)` runs
-  // the pass on function f and says whether it changed anything.
+  // past the arena), so a function still over is asked for a lower peak by
+  // that difference, up to 16 rounds. `step(f, target)` runs the pass on
+  // function f and says whether it changed anything.
   const uint64_t budget = *options.device_budget;
   const uint64_t unconstrained = total;
+  uint64_t resident = device_constant_bytes(module, plan.constants);
+  if (total <= budget && resident <= budget - total) return host_checked();
+  uint64_t arena_budget = budget > resident ? budget - resident : 0;
   auto fit = [&](auto&& step) -> Status {
-    std::vector<uint64_t> target(module.functions.size(), budget);
-    for (int attempt = 0; attempt < 16 && total > budget; ++attempt) {
+    std::vector<uint64_t> target(module.functions.size(), arena_budget);
+    for (int attempt = 0; attempt < 16 && total > arena_budget; ++attempt) {
       bool progress = false;
       for (size_t f = 0; f < module.functions.size(); ++f) {
         const FunctionPlan& placed = plan.functions[f];
         const uint64_t used = placed.workspace_in_arena || placed.workspace_size == 0
                                   ? placed.arena_size
                                   : (placed.arena_size + 63) / 64 * 64 + placed.workspace_size;
-        if (used <= budget) continue;
+        if (used <= arena_budget) continue;
         if (attempt > 0) {
           const uint64_t peak = live_peak(module.functions[f], placed).bytes;
-          const uint64_t over = used - budget;
+          const uint64_t over = used - arena_budget;
           target[f] = std::min(target[f], peak > over ? peak - over : 0);
         }
         if (step(f, target[f])) progress = true;
@@ -184,23 +189,96 @@ Result<ModulePlan> plan_module(const Module& module, const CompileOptions& optio
     }
     return ok_status();
   };
-  HEXIR_RETURN_IF_ERROR(fit([&](size_t f, uint64_t target) {
+  auto remat_step = [&](size_t f, uint64_t target) {
     RematOptions remat;
     remat.in_place = in_place;
     return rematerialize(module.functions[f], stored[f], target, remat).instructions > 0;
-  }));
-  if (total <= budget) return host_checked();
+  };
   // Then host offload: values live across the peak wait in the host arena.
   int offloaded = 0;
-  HEXIR_RETURN_IF_ERROR(fit([&](size_t f, uint64_t target) {
+  auto offload_step = [&](size_t f, uint64_t target) {
     OffloadOptions offload_options;
     offload_options.in_place = in_place;
     offload_options.host_budget = options.host_budget;
     const int values = offload(module.functions[f], stored[f], target, offload_options).values;
     offloaded += values;
     return values > 0;
-  }));
-  if (total <= budget) return host_checked();
+  };
+  auto fit_arena = [&]() -> Status {
+    HEXIR_RETURN_IF_ERROR(fit(remat_step));
+    if (total > arena_budget) HEXIR_RETURN_IF_ERROR(fit(offload_step));
+    return ok_status();
+  };
+  const std::vector<FunctionPlan> unstreamed = stored;
+  if (resident < budget) {
+    HEXIR_RETURN_IF_ERROR(fit_arena());
+    if (total <= arena_budget) return host_checked();
+  }
+
+  // Weights streaming: the largest streamable weights leave the device, as
+  // few as fit, and the arena gets their double-buffered copies; what is
+  // still over is fit as above, from the plans without recomputations.
+  std::vector<int> candidates;  // stored constants, largest first
+  for (size_t i = 0; i < plan.constants.stored.size(); ++i) {
+    const StoredConstant& c = plan.constants.stored[i];
+    if (c.fill) continue;
+    bool all = true;  // every graph constant stored as this entry streams
+    for (size_t g = 0; g < module.constants.size() && all; ++g)
+      if (plan.constants.stored_index[g] == static_cast<int>(i)) all = streamable(module, unstreamed, static_cast<int>(g));
+    if (all) candidates.push_back(static_cast<int>(i));
+  }
+  auto constant_bytes = [&](int i) {
+    return module.constants[static_cast<size_t>(plan.constants.stored[static_cast<size_t>(i)].constant)].byte_size;
+  };
+  std::stable_sort(candidates.begin(), candidates.end(), [&](int a, int b) { return constant_bytes(a) > constant_bytes(b); });
+  int streamed_count = 0;
+  // Streams the first n candidates (from the plans without any pass's work),
+  // each prefetched `ahead` streamed reads before its reader.
+  auto stream_first = [&](size_t n, int ahead) -> Status {
+    std::vector<bool> streamed(module.constants.size(), false);
+    for (size_t i = 0; i < candidates.size(); ++i)
+      plan.constants.stored[static_cast<size_t>(candidates[i])].streamed = i < n;
+    for (size_t g = 0; g < module.constants.size(); ++g)
+      if (plan.constants.stored_index[g] >= 0)
+        streamed[g] = plan.constants.stored[static_cast<size_t>(plan.constants.stored_index[g])].streamed;
+    stored = unstreamed;
+    offloaded = 0;
+    for (size_t f = 0; f < module.functions.size(); ++f)
+      stream_weights(module.functions[f], stored[f], streamed, ahead);
+    resident = device_constant_bytes(module, plan.constants);
+    arena_budget = budget > resident ? budget - resident : 0;
+    streamed_count = static_cast<int>(n);
+    finish_all();
+    return plan_scratch(&total);
+  };
+  auto fits = [&] { return resident <= budget && total <= budget - resident; };
+  // The fewest weights that fit, each prefetched `ahead` streamed reads
+  // early: bisect on how many (streaming more frees device bytes but adds
+  // copy slots to the arena; the last call leaves the plan it tried).
+  auto fewest = [&](int ahead) -> Result<bool> {
+    size_t lo = 1, hi = candidates.size();
+    HEXIR_RETURN_IF_ERROR(stream_first(hi, ahead));
+    if (!fits()) return false;
+    while (lo < hi) {
+      const size_t mid = lo + (hi - lo) / 2;
+      HEXIR_RETURN_IF_ERROR(stream_first(mid, ahead));
+      if (fits()) hi = mid; else lo = mid + 1;
+    }
+    HEXIR_RETURN_IF_ERROR(stream_first(hi, ahead));
+    return true;
+  };
+  if (!candidates.empty()) {
+    // A read ahead first: the copy for layer i+1 overlaps layer i (two
+    // copies live at once), worth streaming a weight more; where nothing
+    // fits that way, each copy right before its reader (one at a time).
+    HEXIR_ASSIGN_OR_RETURN(const bool ahead_fits, fewest(1));
+    if (!ahead_fits) HEXIR_RETURN_IF_ERROR(fewest(0).status());
+    if (!fits() && resident < budget) HEXIR_RETURN_IF_ERROR(fit_arena());
+    if (fits()) {
+      pack_constants(module, plan.constants);
+      return host_checked();
+    }
+  }
   // The function that needs the most says why.
   size_t worst = 0;
   for (size_t f = 1; f < module.functions.size(); ++f)
@@ -211,7 +289,10 @@ Result<ModulePlan> plan_module(const Module& module, const CompileOptions& optio
                         std::to_string(plan.functions[worst].lower_bound) + ", " +
                         std::to_string(offloaded) + " values offloaded to host memory" +
                         (options.host_budget ? " under host=" + std::to_string(*options.host_budget) : "") +
-                        "); " + explain_peak(module.functions[worst], stored[worst], in_place);
+                        "), beside " + std::to_string(resident) + " bytes of constants on the device (" +
+                        std::to_string(streamed_count) + " of " + std::to_string(candidates.size()) +
+                        " streamable weights streamed from host memory); " +
+                        explain_peak(module.functions[worst], stored[worst], in_place);
   Status failed = invalid_argument(message);
   return display_name.empty() ? failed : failed.annotate(display_name);
 }

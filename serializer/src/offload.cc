@@ -124,6 +124,72 @@ TransferCount count_transfers(const Function& fn, const FunctionPlan& plan) {
   return count;
 }
 
+bool streamable(const Module& module, const std::vector<FunctionPlan>& plans, int constant) {
+  for (size_t f = 0; f < module.functions.size(); ++f) {
+    const Function& fn = module.functions[f];
+    const FunctionPlan& plan = plans[f];
+    std::vector<int> values;  // this function's uses of the constant
+    for (size_t v = 0; v < fn.values.size(); ++v)
+      if (fn.values[v].kind == ValueKind::kConstant && fn.values[v].constant == constant)
+        values.push_back(static_cast<int>(v));
+    if (values.empty()) continue;
+    auto is_use = [&](int v) { return std::find(values.begin(), values.end(), v) != values.end(); };
+    for (size_t v = 0; v < plan.values.size(); ++v)  // a view of it (its root is a use, it is not)
+      if (is_use(plan.values[v].storage_root) && !is_use(static_cast<int>(v))) return false;
+    for (const Instruction& inst : plan.program)
+      for (int in : inst.inputs)
+        if (is_use(in) && (inst.control != Control::kNone || has_control_flow(plan))) return false;
+    for (int out : plan.outputs)
+      if (is_use(out)) return false;
+  }
+  return true;
+}
+
+int stream_weights(const Function& fn, FunctionPlan& plan, const std::vector<bool>& streamed, int ahead) {
+  auto is_streamed = [&](int v) {
+    const ValuePlan& vp = plan.values[static_cast<size_t>(v)];
+    return vp.storage == Storage::kConstant && vp.storage_root == v && vp.storage_index < streamed.size() &&
+           streamed[vp.storage_index];
+  };
+  // The instructions reading a streamed weight, in order.
+  std::vector<size_t> readers;
+  for (size_t k = 0; k < plan.program.size(); ++k) {
+    const Instruction& inst = plan.program[k];
+    if (inst.control == Control::kNone && std::any_of(inst.inputs.begin(), inst.inputs.end(), is_streamed))
+      readers.push_back(k);
+  }
+  if (readers.empty()) return 0;
+  // Per reader, its copies; they are prefetched before reader i - ahead.
+  std::vector<std::vector<Instruction>> before(plan.program.size());
+  int added = 0;
+  for (size_t i = 0; i < readers.size(); ++i) {
+    Instruction& reader = plan.program[readers[i]];
+    const size_t place = readers[i >= static_cast<size_t>(ahead) ? i - static_cast<size_t>(ahead) : 0];
+    std::vector<std::pair<int, int>> copies;  // weight -> its copy for this reader
+    for (int& in : reader.inputs) {
+      if (!is_streamed(in)) continue;
+      auto it = std::find_if(copies.begin(), copies.end(), [&](const auto& c) { return c.first == in; });
+      if (it == copies.end()) {
+        const int copy = add_copy(fn, plan, in, Storage::kArena);
+        before[place].push_back(transfer(Control::kPrefetch, in, copy));
+        copies.emplace_back(in, copy);
+        ++added;
+        in = copy;
+      } else {
+        in = it->second;
+      }
+    }
+  }
+  std::vector<Instruction> program;
+  program.reserve(plan.program.size() + static_cast<size_t>(added));
+  for (size_t k = 0; k < plan.program.size(); ++k) {
+    for (Instruction& copy : before[k]) program.push_back(std::move(copy));
+    program.push_back(std::move(plan.program[k]));
+  }
+  plan.program = std::move(program);
+  return added;
+}
+
 OffloadResult offload(const Function& fn, FunctionPlan& plan, uint64_t target, const OffloadOptions& options) {
   OffloadResult result;
   const FunctionPlan original = plan;

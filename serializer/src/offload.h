@@ -58,4 +58,25 @@ OffloadResult offload(const Function& fn, FunctionPlan& plan, uint64_t target, c
 // Largest sum of live host arena bytes at one instruction.
 uint64_t host_live_peak(const Function& fn, const FunctionPlan& plan);
 
+// ---- weights streaming ---------------------------------------------------------
+// A weight that does not fit beside the arena stays in host memory (a RODATA
+// section in the Host space: the mapped file on the CPU, a pinned copy on
+// CUDA) and is copied into a device arena slot before each instruction that
+// reads it, by a Prefetch placed before the instruction reading the previous
+// streamed weight: the copy for layer i+1 runs while layer i computes, and
+// the arena planner's reuse of those slots is the double buffer.
+
+// Whether graph constant `constant` can be streamed in every function of
+// `module` under `plans` (after assign_storage): each read is a kernel's
+// (not a control instruction's) of the constant's value itself (not of a
+// view of it), in a function without loops or ifs.
+bool streamable(const Module& module, const std::vector<FunctionPlan>& plans, int constant);
+
+// Adds the prefetches of the graph constants marked in `streamed` (indexed
+// by graph constant) to `plan` (after assign_storage, before
+// assign_in_place): one device copy per reading instruction, prefetched
+// `ahead` streamed reads before it (0: right before it). Returns the number
+// of prefetches added.
+int stream_weights(const Function& fn, FunctionPlan& plan, const std::vector<bool>& streamed, int ahead = 1);
+
 }  // namespace hexir::serializer

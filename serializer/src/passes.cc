@@ -117,16 +117,26 @@ bool module_has_rodata(const ConstantPlan& plan) {
 }
 
 uint64_t pack_constants(const Module& module, ConstantPlan& plan) {
-  uint64_t end = 0;
+  // Device constants in one section, streamed ones in another.
+  uint64_t end[2] = {0, 0};
   for (StoredConstant& c : plan.stored) {
     if (c.fill) continue;
-    uint64_t offset =
-        (end + format::kConstantAlignment - 1) / format::kConstantAlignment * format::kConstantAlignment;
+    uint64_t& section_end = end[c.streamed ? 1 : 0];
+    const uint64_t offset =
+        (section_end + format::kConstantAlignment - 1) / format::kConstantAlignment * format::kConstantAlignment;
     c.rodata_offset = offset;
-    end = offset + module.constants[static_cast<size_t>(c.constant)].byte_size;
+    section_end = offset + module.constants[static_cast<size_t>(c.constant)].byte_size;
   }
-  plan.rodata_size = end;
-  return end;
+  plan.rodata_size = end[0];
+  plan.streamed_rodata_size = end[1];
+  return end[0];
+}
+
+uint64_t device_constant_bytes(const Module& module, const ConstantPlan& plan) {
+  uint64_t bytes = 0;
+  for (const StoredConstant& c : plan.stored)
+    if (!c.streamed) bytes += module.constants[static_cast<size_t>(c.constant)].byte_size;
+  return bytes;
 }
 
 // ---- storage ------------------------------------------------------------------

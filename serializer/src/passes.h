@@ -36,10 +36,15 @@ Status detect_splats(const Module& module, ConstantPlan& plan);
 // a time and compared in full on a hash match. Needs plan.fills.
 Status dedupe_constants(const Module& module, ConstantPlan& plan);
 
-// Lays the non-fill entries out in one RODATA section, each at a multiple of
-// format::kConstantAlignment. Returns the section size (0 when none).
+// Lays the non-fill entries out in RODATA sections, each at a multiple of
+// format::kConstantAlignment: the streamed ones (StoredConstant::streamed)
+// in a section of their own. Returns the device section's size (0 when none).
 uint64_t pack_constants(const Module& module, ConstantPlan& plan);
 bool module_has_rodata(const ConstantPlan& plan);
+
+// Bytes a program puts on the device for its constants: every stored
+// constant but the streamed ones (fills are materialized there too).
+uint64_t device_constant_bytes(const Module& module, const ConstantPlan& plan);
 
 // ---- functions ----------------------------------------------------------------
 

@@ -28,7 +28,11 @@ struct Fill {
 struct StoredConstant {
   int constant = -1;           // the graph constant it is (the first of equal ones): name, type, bytes
   std::optional<Fill> fill;    // stored as a fill descriptor; else packed into RODATA
-  uint64_t rodata_offset = 0;  // set by pack_constants, for non-fills
+  uint64_t rodata_offset = 0;  // set by pack_constants, for non-fills: inside its section
+  // A streamed weight (weights streaming, stream_weights in remat.h): kept in
+  // a RODATA section of its own in the Host memory space, never uploaded;
+  // every read is a Prefetch into a device arena slot. Never a fill.
+  bool streamed = false;
 };
 
 struct ConstantPlan {
@@ -39,6 +43,7 @@ struct ConstantPlan {
   std::vector<int> stored_index;
   std::vector<StoredConstant> stored;  // the file's constant table, in order
   uint64_t rodata_size = 0;            // end of the last packed constant (pack_constants)
+  uint64_t streamed_rodata_size = 0;   // the same for the streamed constants' section
 };
 
 // ---- functions ----------------------------------------------------------------

@@ -128,21 +128,52 @@ const Constant& graph_constant(const Module& module, const StoredConstant& store
   return module.constants[static_cast<size_t>(stored.constant)];
 }
 
-uint64_t rodata_size_of(const Module& module, const ConstantPlan& constants) {
-  uint64_t size = 0;
-  for (const StoredConstant& c : constants.stored)
-    if (!c.fill) size = std::max(size, c.rodata_offset + graph_constant(module, c).byte_size);
-  return size;
+// The file's RODATA sections: the device constants' (uploaded by a program)
+// and the streamed ones' (Host), in that order, each only when it has bytes.
+struct RodataSection {
+  bool streamed = false;
+  uint64_t raw_size = 0;
+  // How it is stored: its absolute file offset (a fixed-size struct field,
+  // so its value does not change the size of the metadata), the stored size
+  // and the compression; `compressed` holds the bytes when compressed.
+  uint64_t offset = 0;
+  uint64_t stored_size = 0;
+  fb::Compression compression = fb::Compression::None;
+  std::vector<uint8_t> compressed;
+};
+
+std::vector<RodataSection> rodata_sections(const Module& module, const ConstantPlan& constants) {
+  std::vector<RodataSection> sections;
+  for (bool streamed : {false, true}) {
+    RodataSection section;
+    section.streamed = streamed;
+    bool any = false;
+    for (const StoredConstant& c : constants.stored) {
+      if (c.fill || c.streamed != streamed) continue;
+      any = true;
+      section.raw_size = std::max(section.raw_size, c.rodata_offset + graph_constant(module, c).byte_size);
+    }
+    section.stored_size = section.raw_size;
+    if (any) sections.push_back(std::move(section));
+  }
+  return sections;
 }
 
-// Streams the RODATA section: every packed constant at its offset, zeros between.
-Status stream_rodata(const Module& module, const ConstantPlan& constants,
+// The section index of a stored RODATA constant.
+uint32_t section_of(const std::vector<RodataSection>& sections, const StoredConstant& c) {
+  for (size_t i = 0; i < sections.size(); ++i)
+    if (sections[i].streamed == c.streamed) return static_cast<uint32_t>(i);
+  return 0;
+}
+
+// Streams one RODATA section: each of its constants at its offset, zeros between.
+Status stream_rodata(const Module& module, const ConstantPlan& constants, bool streamed,
                      const std::function<Status(std::span<const uint8_t>)>& out) {
   static const uint8_t kZeros[format::kConstantAlignment] = {};
   // Packing lays entries out in table order, so offsets only grow.
   uint64_t written = 0;
   for (const StoredConstant& c : constants.stored) {
-    if (c.fill) continue;
+    if (c.fill || c.streamed != streamed) continue;
     if (c.rodata_offset < written) return internal_error("RODATA entries out of order");
     while (written < c.rodata_offset) {
       const size_t n = static_cast<size_t>(std::min<uint64_t>(c.rodata_offset - written, sizeof(kZeros)));
@@ -155,21 +186,10 @@ Status stream_rodata(const Module& module, const ConstantPlan& constants,
   return ok_status();
 }
 
-// How the RODATA section is stored: its absolute file offset (a fixed-size
-// struct field, so its value does not change the size of the metadata), the
-// stored size and the compression.
-struct RodataLayout {
-  uint64_t offset = 0;
-  uint64_t stored_size = 0;
-  fb::Compression compression = fb::Compression::None;
-};
-
 // Builds the flatbuffer metadata.
 Status build_metadata(const Module& module, const ModulePlan& plan, const WriteOptions& options,
-                      const RodataLayout& layout, flatbuffers::FlatBufferBuilder& fbb) {
+                      const std::vector<RodataSection>& rodata, flatbuffers::FlatBufferBuilder& fbb) {
   const ConstantPlan& constant_plan = plan.constants;
-  const bool has_rodata = module_has_rodata(constant_plan);
-  const uint64_t rodata_size = rodata_size_of(module, constant_plan);
   if (plan.functions.size() != module.functions.size()) return internal_error("a function has no plan");
 
   std::vector<flatbuffers::Offset<fb::Constant>> constants;
@@ -181,7 +201,7 @@ Status build_metadata(const Module& module, const ModulePlan& plan, const WriteO
     constants.push_back(
         fb::CreateConstant(fbb, name, to_fb(c.type.dtype), shape, c.byte_size,
                            stored.fill ? fb::ConstantStorage::Fill : fb::ConstantStorage::Rodata,
-                           /*section=*/0, stored.fill ? 0 : stored.rodata_offset, pattern,
+                           stored.fill ? 0 : section_of(rodata, stored), stored.fill ? 0 : stored.rodata_offset, pattern,
                            stored.fill ? stored.fill->count : 0));
   }
 
@@ -277,13 +297,17 @@ Status build_metadata(const Module& module, const ModulePlan& plan, const WriteO
       const int32_t last_use =
           where.last_use >= 0 && where.last_use <= INT32_MAX ? static_cast<int32_t>(where.last_use) : -1;
       const bool arena = where.storage == Storage::kArena || where.storage == Storage::kHost;
+      // Host: the host arena's values and the streamed weights (and views of them).
+      const bool host = where.storage == Storage::kHost ||
+                        (where.storage == Storage::kConstant &&
+                         constant_plan.stored[constant_plan.stored_index[where.storage_index]].streamed);
       // A strided view's layout in the slot it views (docs/views.md); nothing for the others.
       const bool layout_view = view_of >= 0 && (where.view_offset != 0 || !where.view_strides.empty());
       slots.push_back(fb::CreateSlot(fbb, fbb.CreateString(value.name), to_fb(value.type.dtype),
                                      fbb.CreateVector(value.type.dims), value.byte_size, to_fb(where.storage),
                                      usage, arena ? where.arena_offset : 0, arena ? 0 : storage_index, view_of,
                                      last_use, recomputes,
-                                     where.storage == Storage::kHost ? fb::MemorySpace::Host : fb::MemorySpace::Device,
+                                     host ? fb::MemorySpace::Host : fb::MemorySpace::Device,
                                      copy_of, layout_view ? where.view_offset : 0,
                                      layout_view && !where.view_strides.empty()
                                          ? fbb.CreateVector(where.view_strides)
@@ -382,10 +406,10 @@ Status build_metadata(const Module& module, const ModulePlan& plan, const WriteO
                                    host_lower_bound);
 
   std::vector<fb::Section> sections;
-  if (has_rodata)
-    sections.emplace_back(layout.offset, layout.stored_size, rodata_size,
-                          static_cast<uint32_t>(format::kPageSize), fb::SectionKind::Rodata,
-                          layout.compression, uint8_t{0});
+  for (const RodataSection& r : rodata)
+    sections.emplace_back(r.offset, r.stored_size, r.raw_size, static_cast<uint32_t>(format::kPageSize),
+                          fb::SectionKind::Rodata, r.compression,
+                          r.streamed ? fb::MemorySpace::Host : fb::MemorySpace::Device);
   auto module_offset = fb::CreateModule(
       fbb, fbb.CreateString(module.name), fbb.CreateString(kProducer), fbb.CreateVectorOfStructs(sections),
       fbb.CreateVector(constants), fbb.CreateVector(kernels), fbb.CreateVector(slots),
@@ -404,50 +428,49 @@ Status build_metadata(const Module& module, const ModulePlan& plan, const WriteO
 Status write_module(const Module& module, const ModulePlan& plan, const WriteOptions& options, ByteSink& sink,
                     std::vector<uint8_t>* head) {
   const ConstantPlan& constants = plan.constants;
-  const bool has_rodata = module_has_rodata(constants);
-  RodataLayout layout;
-  layout.stored_size = has_rodata ? rodata_size_of(module, constants) : 0;
+  std::vector<RodataSection> rodata = rodata_sections(module, constants);
   // Compressed only when asked, when the section is large enough to matter
   // and when zstd actually makes it smaller (random weights may not shrink).
   // zstd needs the raw section in one piece: it is assembled once, here.
-  std::vector<uint8_t> compressed;
-  if (has_rodata && options.compression == SectionCompression::kZstd &&
-      layout.stored_size >= kMinCompressedSectionSize) {
+  for (RodataSection& r : rodata) {
+    if (options.compression != SectionCompression::kZstd || r.raw_size < kMinCompressedSectionSize) continue;
     std::vector<uint8_t> raw;
     try {  // at most CompileOptions::max_constant_bytes (checked before planning), if memory allows
-      raw.reserve(static_cast<size_t>(layout.stored_size));
+      raw.reserve(static_cast<size_t>(r.raw_size));
     } catch (const std::bad_alloc&) {
-      return resource_exhausted("cannot hold the " + std::to_string(layout.stored_size) +
+      return resource_exhausted("cannot hold the " + std::to_string(r.raw_size) +
                                 "-byte RODATA section in memory to compress it with zstd");
     }
-    HEXIR_RETURN_IF_ERROR(stream_rodata(module, constants, [&](std::span<const uint8_t> piece) {
+    HEXIR_RETURN_IF_ERROR(stream_rodata(module, constants, r.streamed, [&](std::span<const uint8_t> piece) {
       raw.insert(raw.end(), piece.begin(), piece.end());  // within the reserved capacity
       return ok_status();
     }));
-    HEXIR_ASSIGN_OR_RETURN(compressed, format::compress_section(raw, options.compression_level));
+    HEXIR_ASSIGN_OR_RETURN(std::vector<uint8_t> compressed, format::compress_section(raw, options.compression_level));
     if (compressed.size() < raw.size()) {
-      layout.stored_size = compressed.size();
-      layout.compression = fb::Compression::Zstd;
-    } else {
-      compressed.clear();
-      compressed.shrink_to_fit();
+      r.stored_size = compressed.size();
+      r.compression = fb::Compression::Zstd;
+      r.compressed = std::move(compressed);
     }
   }
-  // The data section's offset is absolute and follows the metadata on a page
-  // boundary: measure the metadata once, then build it with the real offset.
+  // The data sections' offsets are absolute and follow the metadata, each on
+  // a page boundary: measure the metadata once, then build it with the real offsets.
   flatbuffers::FlatBufferBuilder sizing(1 << 16);
-  HEXIR_RETURN_IF_ERROR(build_metadata(module, plan, options, layout, sizing));
+  HEXIR_RETURN_IF_ERROR(build_metadata(module, plan, options, rodata, sizing));
   const uint64_t data_offset = round_up(kPreludeSize + sizing.GetSize(), format::kPageSize);
-  if (has_rodata) layout.offset = data_offset;
+  uint64_t data_end = data_offset;
+  for (RodataSection& r : rodata) {
+    r.offset = round_up(data_end, format::kPageSize);
+    data_end = r.offset + r.stored_size;
+  }
   flatbuffers::FlatBufferBuilder fbb(sizing.GetSize() + 1024);
-  HEXIR_RETURN_IF_ERROR(build_metadata(module, plan, options, layout, fbb));
+  HEXIR_RETURN_IF_ERROR(build_metadata(module, plan, options, rodata, fbb));
   const uint64_t metadata_size = fbb.GetSize();
   if (metadata_size != sizing.GetSize()) return internal_error("metadata size changed between writer passes");
   const std::span<const uint8_t> metadata(fbb.GetBufferPointer(), static_cast<size_t>(metadata_size));
 
   // The prelude goes last, over zeros, once the data checksum is known.
   if (sink.size() != 0) return internal_error("the writer needs an empty sink");
-  sink.reserve(data_offset + layout.stored_size);
+  sink.reserve(data_end);
   HEXIR_RETURN_IF_ERROR(sink.append_zeros(kPreludeSize));
   HEXIR_RETURN_IF_ERROR(sink.append(metadata));
   HEXIR_RETURN_IF_ERROR(sink.append_zeros(data_offset - kPreludeSize - metadata_size));
@@ -456,14 +479,19 @@ Status write_module(const Module& module, const ModulePlan& plan, const WriteOpt
     data_checksum.update(piece);
     return sink.append(piece);
   };
-  if (layout.compression == fb::Compression::Zstd) {
-    HEXIR_RETURN_IF_ERROR(append_data(compressed));
-  } else if (has_rodata) {
-    HEXIR_RETURN_IF_ERROR(stream_rodata(module, constants, append_data));
+  for (const RodataSection& r : rodata) {
+    if (sink.size() < r.offset) {  // the page padding between sections is data too (checksummed)
+      static const uint8_t kZeros[format::kPageSize] = {};
+      HEXIR_RETURN_IF_ERROR(append_data(std::span<const uint8_t>(kZeros, static_cast<size_t>(r.offset - sink.size()))));
+    }
+    if (r.compression == fb::Compression::Zstd) {
+      HEXIR_RETURN_IF_ERROR(append_data(r.compressed));
+    } else {
+      HEXIR_RETURN_IF_ERROR(stream_rodata(module, constants, r.streamed, append_data));
+    }
+    if (sink.size() != r.offset + r.stored_size) return internal_error("data section size changed while writing");
   }
-  const uint64_t data_size = layout.stored_size;
-  if (sink.size() != data_offset + data_size)
-    return internal_error("data section size changed while writing");
+  const uint64_t data_size = data_end - data_offset;
 
   format::Prelude prelude{};
   std::memcpy(prelude.magic, format::kMagic, sizeof(prelude.magic));

@@ -53,6 +53,7 @@ struct SectionSpec {
   std::optional<uint64_t> offset;    // override the laid-out file offset
   std::optional<uint64_t> size;      // override the stored size
   std::optional<uint64_t> raw_size;  // override raw_size
+  fb::MemorySpace memory_space = fb::MemorySpace::Device;
 };
 
 struct ConstantSpec {
@@ -139,7 +140,7 @@ inline std::vector<uint8_t> build_metadata(const ModuleSpec& spec,
     const SectionSpec& s = spec.sections[i];
     const uint64_t size = s.size.value_or(s.bytes.size());
     sections.emplace_back(s.offset.value_or(section_offsets[i]), size, s.raw_size.value_or(size), s.alignment,
-                          s.kind, s.compression, 0);
+                          s.kind, s.compression, s.memory_space);
   }
   std::vector<flatbuffers::Offset<fb::Constant>> constants;
   for (const ConstantSpec& c : spec.constants) {

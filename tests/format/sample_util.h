@@ -175,6 +175,14 @@ struct PatchedExecutable {
     const fb::Instruction* in = m().instructions()->Get(k);
     std::memcpy(writable(m().param_pool()->Data() + 8 * (in->param_begin() + p)), &value, 8);
   }
+  // A scalar field a table stores (it is not the default).
+  template <typename T>
+  void set_field(const void* table, uint16_t field_offset, T value) {
+    // A generated table derives privately from flatbuffers::Table, at the same address.
+    const uint8_t* field = reinterpret_cast<const flatbuffers::Table*>(table)->GetAddressOf(field_offset);
+    REQUIRE(field != nullptr);
+    std::memcpy(writable(field), &value, sizeof value);
+  }
   std::string refusal() {
     reseal_metadata(file);
     auto verified = format::verify_executable(file.span(), {.prove_no_overlap = true});

@@ -35,6 +35,11 @@ Status build_transfers(const fb::Module& fbm, const fb::Function& fn, FunctionTa
     transfer.to_host = to_host;
     transfer.device_offset = to_host ? from.arena_offset() : to.arena_offset();
     transfer.host_offset = to_host ? to.arena_offset() : from.arena_offset();
+    if (from.storage() == fb::StorageKind::Constant) {  // a streamed weight (verified: Rodata, a Host section)
+      const fb::Constant& c = *fbm.constants()->Get(from.index());
+      transfer.section = static_cast<int32_t>(c.section());
+      transfer.host_offset = c.offset();
+    }
     transfer.size = from.byte_size();
     const uint32_t fence = static_cast<uint32_t>(t.transfers.size());
     t.target[k] = fence;
@@ -530,8 +535,9 @@ Result<size_t> ContextImpl::run_control(FunctionTable& t, size_t k) {
     // Ordered on the queue after the work before it, before the work after it.
     const uint32_t fence = static_cast<uint32_t>(t.target[k]);
     const FunctionTable::Transfer& x = t.transfers[fence];
-    const hal::Buffer& dst = x.to_host ? host_arena : arena;
-    const hal::Buffer& src = x.to_host ? arena : host_arena;
+    const hal::Buffer& host = x.section >= 0 ? program->section_buffers[static_cast<size_t>(x.section)] : host_arena;
+    const hal::Buffer& dst = x.to_host ? host : arena;
+    const hal::Buffer& src = x.to_host ? arena : host;
     const uint64_t dst_offset = x.to_host ? x.host_offset : x.device_offset;
     const uint64_t src_offset = x.to_host ? x.device_offset : x.host_offset;
     HEXIR_RETURN_IF_ERROR(t.ordered_copies ? queue->copy(dst, dst_offset, src, src_offset, x.size)

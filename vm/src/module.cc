@@ -112,8 +112,13 @@ Status finish_load(ModuleImpl& impl, std::span<const uint8_t> bytes, const LoadO
   impl.host_arena_bytes = m.arena()->host_size();
   impl.host_lower_bound_bytes = m.arena()->host_lower_bound();
   if (m.constants())
-    for (const fb::Constant* c : *m.constants())
+    for (const fb::Constant* c : *m.constants()) {
       impl.constant_bytes = saturating_add(impl.constant_bytes, c->byte_size());
+      // Verified: a Rodata constant's section exists.
+      if (c->storage() == fb::ConstantStorage::Rodata &&
+          m.sections()->Get(c->section())->memory_space() == fb::MemorySpace::Host)
+        impl.streamed_constant_bytes = saturating_add(impl.streamed_constant_bytes, c->byte_size());
+    }
   return ok_status();
 }
 
@@ -253,6 +258,7 @@ std::vector<InstructionInfo> Module::instructions(size_t function) const {
 uint64_t Module::arena_bytes() const { return impl_->arena_bytes; }
 uint64_t Module::lower_bound_bytes() const { return impl_->lower_bound_bytes; }
 uint64_t Module::constant_bytes() const { return impl_->constant_bytes; }
+uint64_t Module::streamed_constant_bytes() const { return impl_->streamed_constant_bytes; }
 uint64_t Module::workspace_bytes() const { return impl_->workspace_bytes; }
 uint64_t Module::context_bytes() const { return impl_->context_bytes; }
 uint64_t Module::host_arena_bytes() const { return impl_->host_arena_bytes; }

@@ -18,7 +18,9 @@ bool align_up(uint64_t value, uint64_t* out) {
 }
 
 // RODATA sections: imported in place when the device can address host
-// memory (cpu), otherwise one allocation and one upload each.
+// memory (cpu), otherwise one allocation and one upload each: into device
+// memory, or for a Host section (streamed weights, read only by Prefetch)
+// into host-visible memory (pinned on CUDA), the source of those copies.
 Status prepare_sections(ProgramImpl& p, std::vector<hal::Buffer>& section_buffers) {
   const ModuleImpl& m = *p.module_impl;
   hal::Device& device = *p.device;
@@ -37,8 +39,9 @@ Status prepare_sections(ProgramImpl& p, std::vector<hal::Buffer>& section_buffer
     }
     if (imported.status().code() != StatusCode::kUnimplemented)
       return imported.status().annotate("importing section " + std::to_string(i));
+    const bool host = section.memory_space() == fb::MemorySpace::Host;
     HEXIR_ASSIGN_OR_RETURN(hal::Buffer buffer,
-                           device.allocate(bytes.size(), hal::MemoryType::kDeviceLocal,
+                           device.allocate(bytes.size(), host ? hal::MemoryType::kHostVisible : hal::MemoryType::kDeviceLocal,
                                            hal::BufferUsage::kConstant, format::kConstantAlignment));
     p.buffers.push_back(buffer);
     ++p.prepare_stats.device_allocations;
@@ -244,9 +247,8 @@ Result<Program> Program::prepare(const Module& module, hal::Device& device) {
   impl->module = &*impl->module_handle;
   impl->module_impl = &impl->module->impl();
   impl->device = &device;
-  std::vector<hal::Buffer> section_buffers;
-  HEXIR_RETURN_IF_ERROR(prepare_sections(*impl, section_buffers));
-  HEXIR_RETURN_IF_ERROR(prepare_constants(*impl, section_buffers));
+  HEXIR_RETURN_IF_ERROR(prepare_sections(*impl, impl->section_buffers));
+  HEXIR_RETURN_IF_ERROR(prepare_constants(*impl, impl->section_buffers));
   HEXIR_RETURN_IF_ERROR(prepare_instructions(*impl));
   HEXIR_RETURN_IF_ERROR(prepare_dispatches(*impl));
   return Program(std::move(impl));

@@ -49,6 +49,7 @@ class ModuleImpl {
   uint64_t host_arena_bytes = 0;  // the host memory space's arena (host offload)
   uint64_t host_lower_bound_bytes = 0;
   uint64_t constant_bytes = 0;
+  uint64_t streamed_constant_bytes = 0;  // of constant_bytes: in Host sections (weights streaming)
   uint64_t workspace_bytes = 0;
   uint64_t context_bytes = 0;  // Module::context_bytes
 };
@@ -68,6 +69,9 @@ class ProgramImpl {
   hal::Device* device = nullptr;
   std::vector<hal::Buffer> buffers;  // imported or allocated; released on destruction
   std::vector<void*> constant_data;  // per constant: its device address
+  // Per section: its buffer (RODATA; imported, uploaded, or for a Host
+  // section of streamed weights a host-visible copy), empty for the others.
+  std::vector<hal::Buffer> section_buffers;
   // Per module instruction, decided once: the kernel resolved for its
   // operator and dtypes, its plan (words at plan_begin[k] in plan_words, which
   // never reallocates after prepare) and the scratch it needs.
@@ -141,8 +145,9 @@ struct FunctionTable {
   struct Transfer {
     bool to_host = false;
     uint64_t device_offset = 0;
-    uint64_t host_offset = 0;
+    uint64_t host_offset = 0;  // in the host arena, or in `section`
     uint64_t size = 0;
+    int32_t section = -1;      // a streamed weight's Host section (a Prefetch's source); -1: the host arena
   };
   std::vector<Transfer> transfers;
   // Per instruction (CSR, count + 1 entries; empty without transfers): the

@@ -128,6 +128,9 @@ class Module {
   uint64_t host_arena_bytes() const;
   uint64_t host_lower_bound_bytes() const;
   uint64_t constant_bytes() const;  // raw bytes of all constants (packed + filled)
+  // Of constant_bytes: the streamed weights (weights streaming), kept in host
+  // memory and prefetched into the arena before each read, never uploaded.
+  uint64_t streamed_constant_bytes() const;
   uint64_t workspace_bytes() const;  // the shared scratch of a static plan (0 for free-at-last-use)
   // Device bytes Context::create allocates for this module: the arena and
   // workspace (one allocation) and the context's own output buffers (every

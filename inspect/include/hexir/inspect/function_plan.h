@@ -33,6 +33,11 @@ struct FunctionStats {
   uint64_t prefetches = 0;
   uint64_t bytes_evicted = 0;
   uint64_t bytes_prefetched = 0;
+  // Of the prefetches: those of streamed weights (from a Host constant, not
+  // the host arena), and the streamed constants' bytes the function reads.
+  uint64_t weight_prefetches = 0;
+  uint64_t bytes_weights_prefetched = 0;
+  uint64_t constant_bytes_streamed = 0;
   // Bytes the function moves per invoke without computing: the outputs of
   // its transpose, slice, expand and copy instructions (a loop's body once).
   // Compare a file compiled with and without --no-views (docs/views.md).
