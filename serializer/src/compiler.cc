@@ -273,7 +273,9 @@ Result<ModulePlan> plan_module(const Module& module, const CompileOptions& optio
     // fits that way, each copy right before its reader (one at a time).
     HEXIR_ASSIGN_OR_RETURN(const bool ahead_fits, fewest(1));
     if (!ahead_fits) HEXIR_RETURN_IF_ERROR(fewest(0).status());
-    if (!fits() && resident < budget) HEXIR_RETURN_IF_ERROR(fit_arena());
+    // Still over (or over with the weights alone): the arena as low as the
+    // passes take it, so that a refusal states the least reached.
+    if (!fits()) HEXIR_RETURN_IF_ERROR(fit_arena());
     if (fits()) {
       pack_constants(module, plan.constants);
       return host_checked();
