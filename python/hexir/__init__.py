@@ -65,6 +65,11 @@ class _ModuleMemory(ctypes.Structure):
                 ("context_bytes", ctypes.c_uint64)]
 
 
+class _ModuleHostMemory(ctypes.Structure):
+    _fields_ = [("host_arena_bytes", ctypes.c_uint64), ("host_lower_bound_bytes", ctypes.c_uint64),
+                ("streamed_constant_bytes", ctypes.c_uint64)]
+
+
 def _open_library():
     path = os.environ.get("HEXIR_LIBRARY")
     candidates = [path] if path else ["libhexir_vm.so.0", ctypes.util.find_library("hexir_vm")]
@@ -115,6 +120,7 @@ _input_info = _declare("hexir_module_input_info", _status, ctypes.c_void_p, ctyp
 _output_info = _declare("hexir_module_output_info", _status, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t,
                         _P(_TensorInfo))
 _module_memory = _declare("hexir_module_memory", None, ctypes.c_void_p, _P(_ModuleMemory))
+_module_host_memory = _declare("hexir_module_host_memory", None, ctypes.c_void_p, _P(_ModuleHostMemory))
 _program_prepare = _declare("hexir_program_prepare", _status, ctypes.c_void_p, ctypes.c_void_p,
                             _P(ctypes.c_void_p))
 _program_release = _declare("hexir_program_release", None, ctypes.c_void_p)
@@ -189,6 +195,9 @@ class Program:
             memory = _ModuleMemory()
             _module_memory(module, ctypes.byref(memory))
             self.memory = {f: getattr(memory, f) for f, _ in _ModuleMemory._fields_}
+            host = _ModuleHostMemory()
+            _module_host_memory(module, ctypes.byref(host))
+            self.memory.update({f: getattr(host, f) for f, _ in _ModuleHostMemory._fields_})
             program = ctypes.c_void_p()
             _check(_program_prepare(module, dev, ctypes.byref(program)))
             self._program = program

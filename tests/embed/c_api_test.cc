@@ -275,8 +275,41 @@ TEST_CASE("c api: reflection before running sizes every buffer") {
   // w1 128x256, b1 256, w2 256x128, b2 128 (fill), w3 128x10, b3 10; f32.
   CHECK(memory.constant_bytes == (128 * 256 + 256 + 256 * 128 + 128 + 128 * 10 + 10) * 4);
   CHECK(memory.context_bytes >= memory.arena_bytes + memory.workspace_bytes + 320);
-  hexir_context_t* context = context_for(module);
+  // No budget: no host memory space.
+  hexir_module_host_memory_t host{1, 1, 1};
+  hexir_module_host_memory(module, &host);
+  CHECK(host.host_arena_bytes == 0);
+  CHECK(host.host_lower_bound_bytes == 0);
+  CHECK(host.streamed_constant_bytes == 0);
+  host.streamed_constant_bytes = 1;
+  hexir_module_host_memory(nullptr, &host);
+  CHECK(host.streamed_constant_bytes == 0);
+  hexir_module_host_memory(module, nullptr);  // no-op
+  hexir_context_t* context = context_for(module);  // releases the caller's module handle
   CHECK(hexir_context_device_bytes(context) == memory.context_bytes);
+  hexir_context_release(context);
+}
+
+TEST_CASE("c api: the sample with its weights streamed reports them and gives the reference output") {
+  // Under a device budget of 200 KiB the two 128 KiB weights stay in host
+  // memory and are prefetched before their matmuls (docs/memory-budget.md).
+  hexir::serializer::CompileOptions options;
+  options.device_budget = 200 * 1024;
+  hexir::Result<std::vector<uint8_t>> compiled = hexir::serializer::compile_file(kSamples + "/mlp.hxir", options);
+  REQUIRE_MESSAGE(compiled.ok(), compiled.status().to_string());
+  Aligned bytes(*compiled);
+  hexir_module_t* module = nullptr;
+  REQUIRE(take(hexir_module_load_buffer(bytes.data.get(), bytes.size, nullptr, &module)) == "OK");
+  hexir_module_host_memory_t host{};
+  hexir_module_host_memory(module, &host);
+  CHECK(host.streamed_constant_bytes == 2 * 128 * 256 * 4);
+  CHECK(host.host_arena_bytes == 0);
+  hexir_module_memory_t memory{};
+  hexir_module_memory(module, &memory);
+  CHECK(memory.arena_bytes + memory.constant_bytes - host.streamed_constant_bytes <= options.device_budget);
+  hexir_context_t* context = context_for(module);
+  std::vector<float> out(80);
+  run_mlp(context, out.data());
   hexir_context_release(context);
 }
 

@@ -79,6 +79,8 @@ check(main.inputs[0].shape == (8, 128) and main.inputs[0].dtype == "f32" and mai
       "mlp: input x f32[8,128], 4096 bytes")
 check(program.memory["arena_bytes"] > 0 and program.memory["context_bytes"] >= program.memory["arena_bytes"],
       "mlp: memory %s" % program.memory)
+check(program.memory["streamed_constant_bytes"] == 0 and program.memory["host_arena_bytes"] == 0,
+      "mlp: no host memory space without a budget: %s" % program.memory)
 
 # A donated input: the caller's array is left alone, the result comes back.
 donate = os.path.join(scratch, "donate.hxir")

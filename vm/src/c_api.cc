@@ -413,6 +413,15 @@ void hexir_module_memory(const hexir_module_t* module, hexir_module_memory_t* ou
   out->context_bytes = module->module.context_bytes();
 }
 
+void hexir_module_host_memory(const hexir_module_t* module, hexir_module_host_memory_t* out) {
+  if (!out) return;
+  *out = hexir_module_host_memory_t{};
+  if (!module) return;
+  out->host_arena_bytes = module->module.host_arena_bytes();
+  out->host_lower_bound_bytes = module->module.host_lower_bound_bytes();
+  out->streamed_constant_bytes = module->module.streamed_constant_bytes();
+}
+
 hexir_status_t* hexir_program_prepare(hexir_module_t* module, hexir_device_t* device, hexir_program_t** out_program) {
   if (!out_program) return invalid("hexir_program_prepare: out_program is NULL");
   *out_program = nullptr;

@@ -227,6 +227,21 @@ typedef struct hexir_module_memory_s {
 /* Fills the caller's *out_memory (all zero for a NULL module). */
 void hexir_module_memory(const hexir_module_t* module, hexir_module_memory_t* out_memory);
 
+/* The host memory space of a file compiled under a device memory budget
+ * (docs/memory-budget.md); all zero without one. A struct of its own so that
+ * hexir_module_memory_t keeps its layout. */
+typedef struct hexir_module_host_memory_s {
+  uint64_t host_arena_bytes;        /* each context's host arena (offloaded values; pinned on cuda) */
+  uint64_t host_lower_bound_bytes;  /* the most bytes live in it at one instant */
+  /* Of constant_bytes: the streamed weights, kept in host memory (the
+   * mapping on the cpu, a pinned copy on cuda) and prefetched into the
+   * arena before each read, never on the device for good. */
+  uint64_t streamed_constant_bytes;
+} hexir_module_host_memory_t;
+
+/* Fills the caller's *out_memory (all zero for a NULL module). */
+void hexir_module_host_memory(const hexir_module_t* module, hexir_module_host_memory_t* out_memory);
+
 /* ---- program ----------------------------------------------------------------- */
 
 typedef struct hexir_program_s hexir_program_t;
