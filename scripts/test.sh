@@ -191,6 +191,9 @@ make_seeds() {
   # Host-space slots (Evict, Prefetch): the offload program under a device budget.
   "$compile" tests/fuzz/seeds/programs/offload.hxir -o "$seeds/executable/offload-budget.hxe" --plan-budget-ms 2 \
     --memory-budget device=32KiB >/dev/null 2>&1 || echo "seed: offload.hxir under a device budget failed"
+  # Streamed weights (a Host RODATA section, Prefetch from constants): the mlp under a device budget.
+  "$compile" samples/mlp.hxir -o "$seeds/executable/mlp-streamed.hxe" --plan-budget-ms 2 \
+    --memory-budget device=200KiB >/dev/null 2>&1 || echo "seed: mlp.hxir with streamed weights failed"
   cp samples/*.hxir tests/fuzz/seeds/hxir/*.hxir tests/fuzz/seeds/programs/*.hxir "$seeds/hxir/"
   cp tests/fuzz/seeds/npy/*.npy "$seeds/npy/"
   find samples -name '*.npy' -size -16k -exec cp {} "$seeds/npy/" \;

@@ -119,6 +119,20 @@ TEST_CASE("fuzz: mutated executables with host-space slots (Evict, Prefetch) nev
   CHECK(accepted > 0);
 }
 
+TEST_CASE("fuzz: mutated executables with streamed weights (a Host RODATA section) never crash") {
+  serializer::CompileOptions options;
+  options.device_budget = 200u << 10;  // the mlp's two 128 KiB weights stay in host memory
+  auto bytes = serializer::compile_file(std::string(HEXIR_SAMPLES_DIR) + "/mlp.hxir", options);
+  REQUIRE_MESSAGE(bytes.ok(), bytes.status().to_string());
+  fuzz::AlignedCopy aligned(bytes->data(), bytes->size());
+  auto module = vm::Module::load_buffer({aligned.data(), aligned.size()});
+  REQUIRE_MESSAGE(module.ok(), module.status().to_string());
+  REQUIRE(module->streamed_constant_bytes() > 0);
+  int accepted = mutate_and_run(*bytes, 10000, 7);
+  MESSAGE("accepted after mutation: " << accepted << " of 10000");
+  CHECK(accepted > 0);
+}
+
 TEST_CASE("fuzz: mutated executables with strided views never crash (offsets, strides, views of inputs)") {
   auto bytes = serializer::compile_file(std::string(HEXIR_FUZZ_SEEDS_DIR) + "/programs/views.hxir");
   REQUIRE_MESSAGE(bytes.ok(), bytes.status().to_string());
