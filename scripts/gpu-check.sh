@@ -146,6 +146,36 @@ for hxir in "$ROOT"/samples/*.hxir; do
   done
 done
 
+# ---------------------------------------------------------------- memory budget
+# The host memory space on the copy stream (docs/memory-budget.md): the mlp
+# with its two 128 KiB weights streamed from a Host RODATA section (pinned),
+# and the offload program with a value evicted to the host arena and
+# prefetched back; each on cuda and cuda-managed against the cpu.
+log "== memory budget: streamed weights and host offload on cuda"
+mkdir -p "$OUT/budget"
+budget_run() {  # NAME HXIR BUDGET INPUT-ARGS...
+  local name=$1 hxir=$2 budget=$3
+  shift 3
+  if ! "$COMPILE" "$hxir" -o "$OUT/budget/$name.hxe" --memory-budget "device=$budget" >>"$LOG" 2>&1; then
+    fail "hexir-compile $name under device=$budget"
+    return
+  fi
+  for dev in cpu cuda cuda-managed; do
+    if ! timeout 60 "$RUN" "$OUT/budget/$name.hxe" --device "$dev" --seed 1 "$@" --iterations 20 \
+        --output-dir "$OUT/budget/$name/$dev" --stats-json "$OUT/stats/budget-$name-$dev.json" >>"$LOG" 2>&1; then
+      fail "hexir-run $name (budget) on $dev"
+      continue
+    fi
+    [ "$dev" = cpu ] && continue
+    for want in "$OUT/budget/$name/cpu"/*.npy; do
+      "$COMPARE" "$OUT/budget/$name/$dev/$(basename "$want")" "$want" --rtol 1e-4 --atol 1e-5 2>&1 | tee -a "$LOG" ||
+        fail "$name (budget) on $dev differs from cpu"
+    done
+  done
+}
+budget_run mlp-streamed "$ROOT/samples/mlp.hxir" 200KiB --input "x=$ROOT/samples/mlp/input_x.npy"
+budget_run offload "$ROOT/tests/fuzz/seeds/programs/offload.hxir" 32KiB
+
 # ---------------------------------------------------------------- figures
 log "== bandwidth (256 MiB, median of 5)"
 timeout 120 "$BUILD/bench/cuda_bandwidth" 256 5 >"$OUT/bandwidth.txt" 2>&1 || fail "cuda_bandwidth"
