@@ -338,6 +338,75 @@ bool whole_root(const Function& fn, const StridedViews& views, int v) {
          fn.values[i].byte_size == fn.values[static_cast<size_t>(views.root[i])].byte_size;
 }
 
+// The stride of a layout's innermost dim that is not 1 (1 when row-major or
+// all dims are 1): a view whose inner stride is neither 1 nor 0 is permuted,
+// its kernels walk its base across rows.
+int64_t inner_stride(const std::vector<int64_t>& dims, const ops::ViewLayout& layout) {
+  if (!layout.strided()) return 1;
+  for (size_t d = dims.size(); d-- > 0;)
+    if (dims[d] != 1) return layout.strides[d];
+  return 1;
+}
+
+bool permuted_view(const Function& fn, const StridedViews& views, size_t v) {
+  const int64_t s = inner_stride(fn.values[v].type.dims, views.layout[v]);
+  return views.root[v] != static_cast<int>(v) && s != 0 && s != 1;
+}
+
+// The cost rule (docs/views.md): each kernel reading a permuted view walks
+// its base across rows (x^T: down the columns, a row's length apart), a
+// cache miss per element once the base does not fit in cache. One such
+// kernel costs no more than the copy would (which walks it the same way
+// once); two or more cost a column walk each where the copy costs one and
+// lets them read row-major. So a permuted view (inner stride not 0 or 1)
+// whose base is larger than kPermutedViewCacheBytes and that is read by
+// more than one kernel (directly, or through views of it that are permuted
+// too; a copy materializing a view of it counts as one) is materialized.
+// Slices with inner stride 1 and expands (stride 0) never are: their
+// kernels read whole cache lines in order. Where a permuted view's readers
+// all lie behind one permuted view of it that qualifies itself, that view
+// is copied instead (it is never larger, and chains copy the last step).
+// Marks the views in `materialize`; returns whether it marked any.
+bool materialize_costly_permuted_views(const Function& fn, const StridedViews& views,
+                                       const std::vector<std::vector<std::pair<int, size_t>>>& readers,
+                                       std::vector<bool>& materialize) {
+  const size_t value_count = fn.values.size();
+  // Kernels (nodes) reading each permuted view, its permuted views' included.
+  // A view's node comes after the node of what it views, so one pass over
+  // the nodes from the back sees every child before its parent.
+  std::vector<std::set<int>> kernels(value_count);
+  std::vector<bool> candidate(value_count, false);
+  std::vector<int> behind(value_count, -1);  // the one permuted view all of v's kernels read through
+  for (size_t n = fn.nodes.size(); n-- > 0;) {
+    if (views.node[n] != StridedViews::kView) continue;
+    const size_t v = static_cast<size_t>(fn.nodes[n].results[0]);
+    if (!permuted_view(fn, views, v) || materialize[v]) continue;
+    int children = 0, direct = 0, child = -1;
+    for (const auto& [n, operand] : readers[v]) {
+      const Node& reader = fn.nodes[static_cast<size_t>(n)];
+      if (views.node[static_cast<size_t>(n)] == StridedViews::kView) {
+        const size_t r = static_cast<size_t>(reader.results[0]);
+        if (!permuted_view(fn, views, r) || kernels[r].empty()) continue;
+        kernels[v].insert(kernels[r].begin(), kernels[r].end());
+        ++children;
+        child = static_cast<int>(r);
+      } else if (kernels[v].insert(n).second) {
+        ++direct;
+      }
+    }
+    const size_t base = static_cast<size_t>(views.root[v]);
+    candidate[v] = kernels[v].size() > 1 && fn.values[base].byte_size > kPermutedViewCacheBytes;
+    if (children == 1 && direct == 0) behind[v] = child;
+  }
+  bool marked = false;
+  for (size_t v = 0; v < value_count; ++v) {
+    if (!candidate[v]) continue;
+    if (behind[v] >= 0 && candidate[static_cast<size_t>(behind[v])]) continue;
+    materialize[v] = marked = true;
+  }
+  return marked;
+}
+
 StridedViews plan_strided_views(const Function& fn) {
   const size_t value_count = fn.values.size();
   StridedViews views;
@@ -418,6 +487,9 @@ StridedViews plan_strided_views(const Function& fn) {
       }
       if (needed) materialize[v] = grown = true;
     }
+    // The cost rule, on layouts that no longer change: a permuted view of a
+    // base too large for cache, read by several kernels, is copied once.
+    if (!grown) grown = materialize_costly_permuted_views(fn, views, readers, materialize);
     if (!grown) return views;
   }
 }

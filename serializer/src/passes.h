@@ -65,7 +65,18 @@ uint64_t device_constant_bytes(const Module& module, const ConstantPlan& plan);
 // that is returned, or read inside a loop or an if) is materialized once
 // where its node was: one copy instruction from the strided view, shared by
 // every reader, never more bytes than the node itself moved.
+// Cost rule: a permuted view (inner stride neither 1 nor 0: a transpose
+// of the last dim, a step along it) read by more than one kernel is
+// materialized too, unless its base is at most kPermutedViewCacheBytes.
 void assign_storage(const Function& fn, FunctionPlan& plan, bool strided_views = false);
+
+// A base of at most this many bytes is read through a permuted view by any
+// number of kernels. 256 KiB is the low end of a core's L2 (256 KiB to
+// 2 MiB per core on current x86 and Arm server and desktop parts), so the
+// second and later column walks over such a base hit cache, where a copy
+// would write all its bytes once more; over a larger base every walk misses
+// about once per element (each element of a column in a line of its own).
+constexpr uint64_t kPermutedViewCacheBytes = 256 * 1024;
 
 // Bytes the instructions of `plan` move without computing: the results of
 // transpose, slice, expand and copy (a loop's body counted once).

@@ -222,5 +222,108 @@ func @f(%x: f32[4,6]) -> (f32[3,4]) {
   check_verifies(kSource);
 }
 
+// The cost rule: a permuted view of a base larger than cache read by two
+// kernels is copied once (each kernel would walk the base down its columns);
+// read by one, or of a small base, it stays a view; slices with inner stride
+// 1 and expands stay views however many read them.
+TEST_CASE("views: a large permuted view read by two kernels is copied once, by one it stays a view") {
+  // x: 512x256 f32, 512 KiB, over kPermutedViewCacheBytes.
+  static_assert(512 * 256 * 4 > kPermutedViewCacheBytes);
+  constexpr const char* kTwo = R"(
+func @f(%x: f32[512,256]) -> (f32[256,512], f32[256]) {
+  %t = call @transpose(%x) {perm = [1, 0]} : f32[256,512]
+  %a = call @relu(%t) : f32[256,512]
+  %s = call @reduce_sum(%t) {axes = [1], keepdims = 0} : f32[256]
+  return %a, %s
+})";
+  const Planned two = planned_views(kTwo);
+  CHECK(two.ops() == std::vector<OpId>{OpId::kCopy, OpId::kRelu, OpId::kReduceSum});
+  const Instruction& copy = two.plan.program[0];
+  CHECK(copy.outputs[0] == two.id("t"));
+  CHECK(two.plan.values[static_cast<size_t>(copy.inputs[0])].view_strides == std::vector<int64_t>{1, 256});
+  CHECK(two.at("t").storage_root == two.id("t"));
+  CHECK(two.at("t").view_strides.empty());
+  CHECK(two.plan.copied_bytes == 512 * 1024);
+  CHECK(two.plan.copied_bytes_without_views == 512 * 1024);
+  check_verifies(kTwo);
+
+  constexpr const char* kOne = R"(
+func @f(%x: f32[512,256]) -> (f32[256,512]) {
+  %t = call @transpose(%x) {perm = [1, 0]} : f32[256,512]
+  %a = call @relu(%t) : f32[256,512]
+  return %a
+})";
+  const Planned one = planned_views(kOne);
+  CHECK(one.ops() == std::vector<OpId>{OpId::kRelu});
+  CHECK(one.at("t").view_strides == std::vector<int64_t>{1, 256});
+  CHECK(one.plan.copied_bytes == 0);
+
+  // The same two readers of a 64 KiB base: it stays in cache, no copy.
+  constexpr const char* kSmall = R"(
+func @f(%x: f32[128,128]) -> (f32[128,128], f32[128]) {
+  %t = call @transpose(%x) {perm = [1, 0]} : f32[128,128]
+  %a = call @relu(%t) : f32[128,128]
+  %s = call @reduce_sum(%t) {axes = [1], keepdims = 0} : f32[128]
+  return %a, %s
+})";
+  const Planned small = planned_views(kSmall);
+  CHECK(small.ops() == std::vector<OpId>{OpId::kRelu, OpId::kReduceSum});
+  CHECK(small.plan.copied_bytes == 0);
+
+  // A row slice (inner stride 1) and an expand (stride 0) read by two
+  // kernels each stay views.
+  constexpr const char* kRows = R"(
+func @f(%x: f32[512,256], %r: f32[512,1]) -> (f32[256,256], f32[256], f32[512,256], f32[512,256]) {
+  %h = call @slice(%x) {starts = [0], ends = [512], axes = [0], steps = [2]} : f32[256,256]
+  %a = call @exp(%h) : f32[256,256]
+  %b = call @reduce_sum(%h) {axes = [1], keepdims = 0} : f32[256]
+  %e = call @expand(%r) {shape = [512, 256]} : f32[512,256]
+  %c = call @add(%e, %x) : f32[512,256]
+  %d = call @mul(%e, %x) : f32[512,256]
+  return %a, %b, %c, %d
+})";
+  const Planned rows = planned_views(kRows);
+  CHECK(rows.ops() == std::vector<OpId>{OpId::kExp, OpId::kReduceSum, OpId::kAdd, OpId::kMul});
+  CHECK(rows.plan.copied_bytes == 0);
+}
+
+TEST_CASE("views: the cost rule copies a permuted chain once, at the view every kernel reads through") {
+  // All kernels read t through its row slice s (permuted too): s is copied
+  // (half of t), not t.
+  constexpr const char* kBehind = R"(
+func @f(%x: f32[512,256]) -> (f32[128,512], f32[128]) {
+  %t = call @transpose(%x) {perm = [1, 0]} : f32[256,512]
+  %s = call @slice(%t) {starts = [0], ends = [128], axes = [0]} : f32[128,512]
+  %a = call @relu(%s) : f32[128,512]
+  %b = call @reduce_max(%s) {axes = [1], keepdims = 0} : f32[128]
+  return %a, %b
+})";
+  const Planned behind = planned_views(kBehind);
+  CHECK(behind.ops() == std::vector<OpId>{OpId::kCopy, OpId::kRelu, OpId::kReduceMax});
+  CHECK(behind.plan.program[0].outputs[0] == behind.id("s"));
+  CHECK(behind.at("t").view_strides == std::vector<int64_t>{1, 256});
+  CHECK(behind.plan.copied_bytes == 128 * 512 * 4);
+  check_verifies(kBehind);
+
+  // t read by relu and, through s, by exp: t is copied once and s becomes a
+  // row-major slice of the copy, read in place.
+  constexpr const char* kBoth = R"(
+func @f(%x: f32[512,256]) -> (f32[256,512], f32[128,512]) {
+  %t = call @transpose(%x) {perm = [1, 0]} : f32[256,512]
+  %a = call @relu(%t) : f32[256,512]
+  %s = call @slice(%t) {starts = [0], ends = [128], axes = [0]} : f32[128,512]
+  %e = call @exp(%s) : f32[128,512]
+  return %a, %e
+})";
+  const Planned both = planned_views(kBoth);
+  CHECK(both.ops() == std::vector<OpId>{OpId::kCopy, OpId::kRelu, OpId::kExp});
+  CHECK(both.plan.program[0].outputs[0] == both.id("t"));
+  CHECK(both.at("s").storage_root == both.id("t"));
+  CHECK(both.at("s").view_strides.empty());
+  CHECK(both.plan.copied_bytes == 256 * 512 * 4);
+  CHECK(both.plan.copied_bytes_without_views == 256 * 512 * 4 + 128 * 512 * 4);
+  check_verifies(kBoth);
+}
+
 }  // namespace
 }  // namespace hexir::serializer::testing
