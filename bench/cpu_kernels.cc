@@ -2,6 +2,9 @@
 // resize kernels on the shapes of the real models and of a BERT-base layer, at
 // 1 and at 2 threads, through the cpu device's queue (its own thread pool),
 // against the machine's peak. resize counts one operation per output element.
+// Then the activations (sigmoid, silu, tanh, gelu in both forms) over 1M
+// floats, and a matmul with and without a fused sigmoid / tanh epilogue, at
+// 1 thread: ns per element (median wall, least CPU time).
 //
 //   build/bench/cpu_kernels [--runs N] [--filter TEXT]
 //
@@ -22,6 +25,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -74,6 +78,19 @@ Shape conv_transpose(const char* name, int64_t c, int64_t h, int64_t w, int64_t 
           {f32({1, c, h, w}), f32({c, k, ks, ks})},
           {stride, stride, 0, 0, 0, 0, 1, 1, 1, 0, 0},
           2.0 * c * k * ks * ks * h * w};
+}
+
+// A unary activation over n floats (params: the operator's).
+Shape activation(const char* name, OpId op, int64_t n, std::vector<int64_t> params = {}) {
+  return {name, op, {f32({n})}, std::move(params), static_cast<double>(n)};
+}
+
+// matmul m x k * k x n with a fused epilogue (ops::epilogue_words of `act`).
+Shape matmul_with(const char* name, int64_t m, int64_t k, int64_t n, OpId act) {
+  std::vector<int64_t> params = {0};  // transpose_b
+  const std::optional<std::vector<int64_t>> words = hexir::ops::epilogue_words(act, {});
+  params.insert(params.end(), words->begin(), words->end());
+  return {name, OpId::kMatmul, {f32({m, k}), f32({k, n})}, std::move(params), 2.0 * m * k * n};
 }
 
 // mode 0 nearest (round_prefer_floor), 1 linear; half_pixel coordinates.
@@ -204,18 +221,20 @@ int main(int argc, char** argv) {
       "| kernel | GFLOP | 1 thread ms per call | 1 thread ms | GFLOP/s | %% of 1-core peak | 1 thread CPU ms per "
       "call / prepared | %% of peak on CPU time (prepared) | 2 threads ms | GFLOP/s | speedup |\n");
   std::printf("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
-  for (const Shape& s : shapes) {
-    if (filter && std::strstr(s.name, filter) == nullptr) continue;
+  // Runs `s` (runs + 2 calls, the first two not timed) in modes 0: 1 thread
+  // without prepared weights, 1: 1 thread prepared, 2: 2 threads prepared
+  // (`modes` of them): median wall ms and least CPU ms of the calling thread.
+  auto time_shape = [&](const Shape& s, int modes, double* ms, double* cpu_ms) -> bool {
     auto result = hexir::ops::infer_result_type(s.op, s.inputs, s.params);
     if (!result.ok()) {
       std::fprintf(stderr, "%s: %s\n", s.name, result.status().to_string().c_str());
-      return 1;
+      return false;
     }
     const std::vector<TensorType> outs{*result};
     auto plan = hexir::ops::plan_op(s.op, s.inputs, outs, s.params);
     if (!plan.ok()) {
       std::fprintf(stderr, "%s: %s\n", s.name, plan.status().to_string().c_str());
-      return 1;
+      return false;
     }
     std::vector<std::vector<float>> data;
     std::vector<void*> operands;
@@ -224,6 +243,8 @@ int main(int argc, char** argv) {
       for (size_t i = 0; i < data.back().size(); ++i)
         data.back()[i] = static_cast<float>((i * 7919) % 17) * 0.01f;
     }
+    if (s.inputs.size() == 1)  // an activation: values across [-8, 8]
+      for (size_t i = 0; i < data[0].size(); ++i) data[0][i] = static_cast<float>((i * 7919) % 1601) * 0.01f - 8.0f;
     data.emplace_back(static_cast<size_t>(*hexir::element_count(outs[0].dims.data(), outs[0].dims.size())));
     for (auto& d : data) operands.push_back(d.data());
     std::vector<uint64_t> workspace((hexir::ops::workspace_bytes(s.op, s.inputs, s.params) + 7) / 8);
@@ -253,13 +274,13 @@ int main(int argc, char** argv) {
       }
     }
     const void* with_prepared = dispatch.prepared;
-    double ms[3], cpu_ms[3] = {1e30, 1e30, 1e30};
-    for (int mode : {0, 1, 2}) {
+    for (int mode = 0; mode < modes; ++mode) {
       const int threads = mode == 2 ? 2 : 1;
       dispatch.prepared = mode == 0 ? nullptr : with_prepared;
       auto device = hexir::hal::create_device("cpu", {.threads = threads});
       auto queue = (*device)->create_queue();
       std::vector<double> times;
+      cpu_ms[mode] = 1e30;
       for (int r = 0; r < runs + 2; ++r) {
         const double c0 = thread_cpu_ms();
         const auto t0 = std::chrono::steady_clock::now();
@@ -268,13 +289,19 @@ int main(int argc, char** argv) {
         cpu_ms[mode] = std::min(cpu_ms[mode], thread_cpu_ms() - c0);
         if (!st.ok()) {
           std::fprintf(stderr, "%s: %s\n", s.name, st.to_string().c_str());
-          return 1;
+          return false;
         }
         if (r >= 2) times.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
       }
       std::sort(times.begin(), times.end());
       ms[mode] = times[times.size() / 2];
     }
+    return true;
+  };
+  for (const Shape& s : shapes) {
+    if (filter && std::strstr(s.name, filter) == nullptr) continue;
+    double ms[3], cpu_ms[3];
+    if (!time_shape(s, 3, ms, cpu_ms)) return 1;
     const double g1 = s.flops / ms[1] / 1e6, g2 = s.flops / ms[2] / 1e6;
     // The least CPU time of the calling thread: what a loaded machine's wall
     // clock hides (the pool's work at 1 thread runs on the caller).
@@ -282,6 +309,28 @@ int main(int argc, char** argv) {
     std::printf("| %s | %.3f | %.3f | %.3f | %.1f | %.0f %% | %.3f / %.3f | %.0f %% | %.3f | %.1f | %.2fx |\n",
                 s.name, s.flops / 1e9, ms[0], ms[1], g1, 100.0 * g1 / peak_core, cpu_ms[0], cpu_ms[1],
                 100.0 * g_cpu / peak_core, ms[2], g2, ms[1] / ms[2]);
+  }
+
+  // Activations at 1 thread: ns per element (the matmuls: per output element).
+  constexpr int64_t kElements = 1 << 20;
+  const std::vector<Shape> activations = {
+      activation("sigmoid 1M", OpId::kSigmoid, kElements),
+      activation("silu 1M", OpId::kSilu, kElements),
+      activation("tanh 1M", OpId::kTanh, kElements),
+      activation("gelu tanh 1M", OpId::kGelu, kElements, {1}),
+      activation("gelu erf 1M", OpId::kGelu, kElements, {0}),
+      activation("relu 1M", OpId::kRelu, kElements),
+      matmul("matmul 256x256 * 256x1024", 256, 256, 1024),
+      matmul_with("matmul 256x256 * 256x1024 + sigmoid", 256, 256, 1024, OpId::kSigmoid),
+      matmul_with("matmul 256x256 * 256x1024 + tanh", 256, 256, 1024, OpId::kTanh),
+  };
+  std::printf("\n| activation, 1 thread | ms | CPU ms | ns per element (CPU) |\n| --- | ---: | ---: | ---: |\n");
+  for (const Shape& s : activations) {
+    if (filter && std::strstr(s.name, filter) == nullptr) continue;
+    double ms[2], cpu_ms[2];
+    if (!time_shape(s, 2, ms, cpu_ms)) return 1;
+    const double elements = s.op == OpId::kMatmul ? 256.0 * 1024.0 : static_cast<double>(kElements);
+    std::printf("| %s | %.3f | %.3f | %.2f |\n", s.name, ms[1], cpu_ms[1], cpu_ms[1] * 1e6 / elements);
   }
   return 0;
 }

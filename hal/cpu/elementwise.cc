@@ -252,7 +252,101 @@ template <bool kSwish>
   }
   for (; i < n; ++i) out[i] = kSwish ? ops::hard_swish_of(in[i]) : ops::hard_sigmoid_of(in[i], alpha, beta);
 }
+
+// ops::exp_of, sigmoid_of, silu_of, tanh_of and gelu_tanh_of on 16 lanes:
+// the same multiplies, adds, divisions and bit steps in the same order, so
+// the same bits (the clamp as max(-104, v) then min(89, .): NaN passes; the
+// scale's integer steps unsigned, as there). tanh computes both of its
+// ranges and keeps one per lane.
+[[gnu::target("avx512f")]] inline __m512 exp16(__m512 v) {
+  const __m512 x = _mm512_min_ps(_mm512_set1_ps(89.0f), _mm512_max_ps(_mm512_set1_ps(-104.0f), v));
+  const __m512 shifted =
+      _mm512_add_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)), _mm512_set1_ps(12582912.0f));
+  const __m512 n = _mm512_sub_ps(shifted, _mm512_set1_ps(12582912.0f));
+  __m512 r = _mm512_sub_ps(x, _mm512_mul_ps(n, _mm512_set1_ps(0.693359375f)));
+  r = _mm512_sub_ps(r, _mm512_mul_ps(n, _mm512_set1_ps(-2.12194440e-4f)));
+  __m512 y = _mm512_set1_ps(1.9875691500e-4f);
+  y = _mm512_add_ps(_mm512_mul_ps(y, r), _mm512_set1_ps(1.3981999507e-3f));
+  y = _mm512_add_ps(_mm512_mul_ps(y, r), _mm512_set1_ps(8.3334519073e-3f));
+  y = _mm512_add_ps(_mm512_mul_ps(y, r), _mm512_set1_ps(4.1665795894e-2f));
+  y = _mm512_add_ps(_mm512_mul_ps(y, r), _mm512_set1_ps(1.6666665459e-1f));
+  y = _mm512_add_ps(_mm512_mul_ps(y, r), _mm512_set1_ps(5.0000001201e-1f));
+  y = _mm512_add_ps(_mm512_add_ps(_mm512_mul_ps(_mm512_mul_ps(y, r), r), r), _mm512_set1_ps(1.0f));
+  const __m512i m = _mm512_sub_epi32(_mm512_castps_si512(shifted), _mm512_set1_epi32(0x4B400000 - 150));
+  const __m512i half = _mm512_srli_epi32(m, 1);
+  const __m512i bias = _mm512_set1_epi32(52);
+  const __m512 s1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(half, bias), 23));
+  const __m512 s2 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(_mm512_sub_epi32(m, half), bias), 23));
+  return _mm512_mul_ps(_mm512_mul_ps(y, s1), s2);
+}
+
+[[gnu::target("avx512f")]] inline __m512 neg16(__m512 x) {
+  return _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(x), _mm512_set1_epi32(INT32_MIN)));
+}
+
+[[gnu::target("avx512f")]] inline __m512 tanh16(__m512 x) {
+  const __m512i sign = _mm512_set1_epi32(INT32_MIN);
+  const __m512 a = _mm512_castsi512_ps(_mm512_andnot_si512(sign, _mm512_castps_si512(x)));
+  const __m512 z = _mm512_mul_ps(a, a);
+  __m512 p = _mm512_set1_ps(-5.70498872745e-3f);
+  p = _mm512_add_ps(_mm512_mul_ps(p, z), _mm512_set1_ps(2.06390887954e-2f));
+  p = _mm512_add_ps(_mm512_mul_ps(p, z), _mm512_set1_ps(-5.37397155531e-2f));
+  p = _mm512_add_ps(_mm512_mul_ps(p, z), _mm512_set1_ps(1.33314422036e-1f));
+  p = _mm512_add_ps(_mm512_mul_ps(p, z), _mm512_set1_ps(-3.33332819422e-1f));
+  const __m512 small = _mm512_add_ps(_mm512_mul_ps(_mm512_mul_ps(p, z), a), a);
+  const __m512 one = _mm512_set1_ps(1.0f);
+  const __m512 large =
+      _mm512_sub_ps(one, _mm512_div_ps(_mm512_set1_ps(2.0f), _mm512_add_ps(exp16(_mm512_add_ps(a, a)), one)));
+  const __mmask16 below = _mm512_cmp_ps_mask(a, _mm512_set1_ps(0.625f), _CMP_LT_OQ);
+  const __m512i t = _mm512_castps_si512(_mm512_mask_blend_ps(below, large, small));
+  // copysignf(t, x): t's magnitude bits, x's sign.
+  return _mm512_castsi512_ps(
+      _mm512_or_si512(_mm512_andnot_si512(sign, t), _mm512_and_si512(sign, _mm512_castps_si512(x))));
+}
 #endif
+
+enum class Act { kSigmoid, kSilu, kTanh, kGeluTanh };
+
+template <Act kAct>
+inline float act_of(float x) {
+  if constexpr (kAct == Act::kSigmoid) return ops::sigmoid_of(x);
+  else if constexpr (kAct == Act::kSilu) return ops::silu_of(x);
+  else if constexpr (kAct == Act::kTanh) return ops::tanh_of(x);
+  else return ops::gelu_tanh_of(x);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+template <Act kAct>
+[[gnu::target("avx512f")]] void act_block_avx512(const float* in, float* out, int64_t n) {
+  const __m512 one = _mm512_set1_ps(1.0f);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512 x = _mm512_loadu_ps(in + i);
+    __m512 y;
+    if constexpr (kAct == Act::kSigmoid) {
+      y = _mm512_div_ps(one, _mm512_add_ps(one, exp16(neg16(x))));
+    } else if constexpr (kAct == Act::kSilu) {
+      y = _mm512_div_ps(x, _mm512_add_ps(one, exp16(neg16(x))));
+    } else if constexpr (kAct == Act::kTanh) {
+      y = tanh16(x);
+    } else {
+      const __m512 cube = _mm512_mul_ps(_mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(0.044715f), x), x), x);
+      const __m512 t = tanh16(_mm512_mul_ps(_mm512_set1_ps(0.79788456080286536f), _mm512_add_ps(x, cube)));
+      y = _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(0.5f), x), _mm512_add_ps(one, t));
+    }
+    _mm512_storeu_ps(out + i, y);
+  }
+  for (; i < n; ++i) out[i] = act_of<kAct>(in[i]);
+}
+#endif
+
+template <Act kAct>
+void act_block_any(const float* in, float* out, int64_t n) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (__builtin_cpu_supports("avx512f")) return act_block_avx512<kAct>(in, out, n);
+#endif
+  for (int64_t i = 0; i < n; ++i) out[i] = act_of<kAct>(in[i]);
+}
 
 template <bool kSwish>
 void hard_block_any(const float* in, float* out, int64_t n, float alpha, float beta) {
@@ -285,12 +379,9 @@ struct GreaterOp { template <typename T> static uint8_t apply(T a, T b) { return
 struct MinimumOp { static float apply(float a, float b) { return (a < b || std::isnan(a)) ? a : b; } };
 
 // The activations are defined once in ops/plans.h, shared with the fused
-// epilogues of conv2d and matmul (bit-identical results) and the CUDA kernels.
+// epilogues of conv2d and matmul (bit-identical results) and the CUDA kernels
+// (gelu, silu, sigmoid, tanh, erf, hard_sigmoid, hard_swish: vector blocks below).
 struct ReluOp { static float apply(float x) { return ops::relu_of(x); } };
-struct GeluTanhOp { static float apply(float x) { return ops::gelu_tanh_of(x); } };
-struct SigmoidOp { static float apply(float x) { return ops::sigmoid_of(x); } };
-struct SiluOp { static float apply(float x) { return ops::silu_of(x); } };
-struct TanhOp { static float apply(float x) { return tanhf(x); } };
 struct ExpOp { static float apply(float x) { return std::exp(x); } };
 struct SqrtOp { static float apply(float x) { return std::sqrt(x); } };
 struct RsqrtOp { static float apply(float x) { return 1.0f / std::sqrt(x); } };
@@ -431,8 +522,9 @@ Status logical_not(const KernelContext&, const Dispatch& d) {
 }
 
 Status relu(const KernelContext& c, const Dispatch& d) { return unary<ReluOp>(c, d); }
-// erf, gelu (erf form), hard_sigmoid, hard_swish: in vector blocks with
-// the scalar functions' bits. `Block` maps n elements with the plan's a, b.
+// erf, gelu (both forms), silu, sigmoid, tanh, hard_sigmoid, hard_swish: in
+// vector blocks with the scalar functions' bits. `Block` maps n elements
+// with the plan's a, b.
 using BlockFn = void (*)(const float* in, float* out, int64_t n, float a, float b);
 template <BlockFn Block>
 Status block_map(const KernelContext& context, const Dispatch& d) {
@@ -458,13 +550,18 @@ Status block_map(const KernelContext& context, const Dispatch& d) {
 }
 void erf_any(const float* in, float* out, int64_t n, float, float) { erf_block_any<false>(in, out, n); }
 void gelu_erf_any(const float* in, float* out, int64_t n, float, float) { erf_block_any<true>(in, out, n); }
+template <Act kAct>
+void act_any(const float* in, float* out, int64_t n, float, float) {
+  act_block_any<kAct>(in, out, n);
+}
 
 Status gelu(const KernelContext& c, const Dispatch& d) {
-  return plan_of<ops::UnaryPlan>(d).variant == 1 ? unary<GeluTanhOp>(c, d) : block_map<gelu_erf_any>(c, d);
+  return plan_of<ops::UnaryPlan>(d).variant == 1 ? block_map<act_any<Act::kGeluTanh>>(c, d)
+                                                 : block_map<gelu_erf_any>(c, d);
 }
-Status silu(const KernelContext& c, const Dispatch& d) { return unary<SiluOp>(c, d); }
-Status sigmoid(const KernelContext& c, const Dispatch& d) { return unary<SigmoidOp>(c, d); }
-Status tanh(const KernelContext& c, const Dispatch& d) { return unary<TanhOp>(c, d); }
+Status silu(const KernelContext& c, const Dispatch& d) { return block_map<act_any<Act::kSilu>>(c, d); }
+Status sigmoid(const KernelContext& c, const Dispatch& d) { return block_map<act_any<Act::kSigmoid>>(c, d); }
+Status tanh(const KernelContext& c, const Dispatch& d) { return block_map<act_any<Act::kTanh>>(c, d); }
 Status exp(const KernelContext& c, const Dispatch& d) { return unary<ExpOp>(c, d); }
 Status sqrt(const KernelContext& c, const Dispatch& d) { return unary<SqrtOp>(c, d); }
 Status rsqrt(const KernelContext& c, const Dispatch& d) { return unary<RsqrtOp>(c, d); }
@@ -508,5 +605,9 @@ void hard_sigmoid_block(const float* in, float* out, int64_t n, float alpha, flo
   hard_block_any<false>(in, out, n, alpha, beta);
 }
 void hard_swish_block(const float* in, float* out, int64_t n) { hard_block_any<true>(in, out, n, 0.0f, 0.0f); }
+void sigmoid_block(const float* in, float* out, int64_t n) { act_block_any<Act::kSigmoid>(in, out, n); }
+void silu_block(const float* in, float* out, int64_t n) { act_block_any<Act::kSilu>(in, out, n); }
+void tanh_block(const float* in, float* out, int64_t n) { act_block_any<Act::kTanh>(in, out, n); }
+void gelu_tanh_block(const float* in, float* out, int64_t n) { act_block_any<Act::kGeluTanh>(in, out, n); }
 
 }  // namespace hexir::hal::cpu::internal

@@ -414,11 +414,18 @@ void apply_epilogue(const ops::Epilogue& e, float* c, int64_t ld, int64_t rows, 
     case Activation::kGeluErf:  // the vector erf of the gelu kernel (same bits as ops::gelu_erf_of)
       for (int64_t i = 0; i < rows; ++i) gelu_erf_block(c + i * ld, c + i * ld, cols);
       return;
-    case Activation::kGeluTanh:
-      return map_block(c, ld, rows, cols, [](float x) { return ops::gelu_tanh_of(x); });
-    case Activation::kSilu: return map_block(c, ld, rows, cols, [](float x) { return ops::silu_of(x); });
-    case Activation::kSigmoid: return map_block(c, ld, rows, cols, [](float x) { return ops::sigmoid_of(x); });
-    case Activation::kTanh: return map_block(c, ld, rows, cols, [](float x) { return tanhf(x); });
+    case Activation::kGeluTanh:  // the vector blocks of the unary kernels (same bits as ops::*_of)
+      for (int64_t i = 0; i < rows; ++i) gelu_tanh_block(c + i * ld, c + i * ld, cols);
+      return;
+    case Activation::kSilu:
+      for (int64_t i = 0; i < rows; ++i) silu_block(c + i * ld, c + i * ld, cols);
+      return;
+    case Activation::kSigmoid:
+      for (int64_t i = 0; i < rows; ++i) sigmoid_block(c + i * ld, c + i * ld, cols);
+      return;
+    case Activation::kTanh:
+      for (int64_t i = 0; i < rows; ++i) tanh_block(c + i * ld, c + i * ld, cols);
+      return;
     case Activation::kLeakyRelu:
       return map_block(c, ld, rows, cols, [a](float x) { return ops::leaky_relu_of(x, a); });
     case Activation::kClip: return map_block(c, ld, rows, cols, [a, b](float x) { return ops::clip_of(x, a, b); });

@@ -91,6 +91,12 @@ void gelu_erf_block(const float* in, float* out, int64_t n);
 // ops::hard_sigmoid_of / hard_swish_of likewise (branch-free: they mispredicted as branches).
 void hard_sigmoid_block(const float* in, float* out, int64_t n, float alpha, float beta);
 void hard_swish_block(const float* in, float* out, int64_t n);
+// ops::sigmoid_of / silu_of / tanh_of / gelu_tanh_of (their exp and tanh are
+// ours, ops/plans.h) likewise: 16 lanes at a time with AVX-512, the same bits.
+void sigmoid_block(const float* in, float* out, int64_t n);
+void silu_block(const float* in, float* out, int64_t n);
+void tanh_block(const float* in, float* out, int64_t n);
+void gelu_tanh_block(const float* in, float* out, int64_t n);
 Status add(const KernelContext&, const Dispatch&);
 Status sub(const KernelContext&, const Dispatch&);
 Status mul(const KernelContext&, const Dispatch&);

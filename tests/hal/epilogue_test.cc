@@ -3,6 +3,7 @@
 // plain kernel, then the add, then the activation's own kernel — on every
 // kernel path (GEMM with packed patches, 1x1, grouped, depthwise, batched
 // matmul) and at 1 and 2 threads.
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <iterator>
@@ -216,6 +217,123 @@ TEST_CASE("erf, gelu, hard_sigmoid, hard_swish: the vector paths give the scalar
     hard_mismatches += std::bit_cast<uint32_t>(ops::hard_swish_of(v)) != std::bit_cast<uint32_t>(swish_out.at(i));
   }
   CHECK(hard_mismatches == 0);
+}
+
+// Distance from the exact value `want` in units of the float ulp at want.
+double ulps(float got, double want) {
+  int exponent = 0;
+  std::frexp(std::fabs(want), &exponent);
+  return std::fabs(static_cast<double>(got) - want) / std::ldexp(1.0, std::max(exponent - 24, -149));
+}
+
+TEST_CASE("sigmoid, silu, tanh, gelu tanh: the vector paths give the scalar functions' bits; within 3 ulps of exact") {
+  // A dense sweep of [-20, 20], every 4099th float (subnormals, tiny, huge,
+  // infinities, NaNs), and the edges of the ranges: 1,247,830 values, so
+  // every tail length past a 16-lane block comes up in the threads' ranges.
+  std::vector<float> values;
+  for (int i = 0; i < 200003; ++i) values.push_back(-20.0f + 40.0f * static_cast<float>(i) / 200003.0f);
+  for (uint64_t u = 0; u < (uint64_t{1} << 32); u += 4099)
+    values.push_back(std::bit_cast<float>(static_cast<uint32_t>(u)));
+  const float inf = std::numeric_limits<float>::infinity();
+  for (float v : {0.0f, 1e-30f, 1e-40f, 0.625f, 0.62499994f, 9.0f, 9.5f, 88.72f, 88.73f, 89.0f, 103.9f, 104.0f, 1e30f,
+                  inf, std::numeric_limits<float>::quiet_NaN()}) {
+    values.push_back(v);
+    values.push_back(-v);
+  }
+  HostTensor x(DType::kF32, {static_cast<int64_t>(values.size())});
+  for (size_t i = 0; i < values.size(); ++i) x.at(static_cast<int64_t>(i)) = values[i];
+  const double kMinNormal = std::numeric_limits<float>::min();
+
+  struct Case {
+    const char* name;
+    OpId op;
+    std::vector<int64_t> params;
+    float (*scalar)(float);
+    double (*exact)(double);
+    double max_ulps;  // where the exact result is a normal float (see `counted`)
+  };
+  const Case cases[] = {
+      {"sigmoid", OpId::kSigmoid, {}, ops::sigmoid_of, [](double v) { return 1.0 / (1.0 + std::exp(-v)); }, 3},
+      {"silu", OpId::kSilu, {}, ops::silu_of, [](double v) { return v / (1.0 + std::exp(-v)); }, 3},
+      {"tanh", OpId::kTanh, {}, ops::tanh_of, [](double v) { return std::tanh(v); }, 2},
+      {"gelu tanh", OpId::kGelu, {1}, ops::gelu_tanh_of,
+       [](double v) { return 0.5 * v * (1.0 + std::tanh(0.79788456080286536 * (v + 0.044715 * v * v * v))); }, 0},
+  };
+  for (const Case& c : cases) {
+    INFO(c.name);
+    for (int threads : {1, 2}) {
+      HostTensor out(DType::kF32, x.dims);
+      run(threads, c.op, {&x}, out, c.params);
+      int64_t mismatches = 0, counted = 0;
+      double worst = 0;
+      float worst_at = 0;
+      for (int64_t i = 0; i < x.count(); ++i) {
+        const float v = x.at(i), got = out.at(i), want = c.scalar(v);
+        // The same bits (a NaN is a NaN: its sign and payload are not compared).
+        mismatches += std::isnan(want) ? !std::isnan(got)
+                                       : std::bit_cast<uint32_t>(want) != std::bit_cast<uint32_t>(got);
+        const double exact = c.exact(v);
+        if (!std::isfinite(exact) || std::fabs(exact) < kMinNormal || std::fabs(exact) > 3.4e38) continue;
+        // silu: x / (1 + exp(-x)) is 0 once exp(-x) overflows (x < -88.72), as with expf.
+        if (c.op == OpId::kSilu && v < -88.72f) continue;
+        double error;
+        if (c.op == OpId::kGelu) {
+          // 1 + tanh(u) cancels for x below about -3 (the relative error of
+          // the result grows as it vanishes), so: |error| against |x|,
+          // 2^-22 |x| at most (the tanh form with libm's tanhf: 2.2 * 2^-24 |x|).
+          if (std::fabs(v) < 1e-30f || std::fabs(v) > 1e18f) continue;
+          error = std::fabs(got - exact) / (std::fabs(static_cast<double>(v)) * 0x1p-22);
+        } else {
+          error = ulps(got, exact);
+        }
+        ++counted;
+        if (error > worst) {
+          worst = error;
+          worst_at = v;
+        }
+      }
+      CHECK(mismatches == 0);
+      const std::string unit = c.op == OpId::kGelu ? " x 2^-22 |x|" : " ulps";
+      INFO("worst at x = " << worst_at << ": " << worst << unit);
+      CHECK(counted > 400000);
+      CHECK(worst <= (c.op == OpId::kGelu ? 1.0 : c.max_ulps));
+    }
+  }
+  // The edges, exactly.
+  CHECK(ops::sigmoid_of(inf) == 1.0f);
+  CHECK(ops::sigmoid_of(-inf) == 0.0f);
+  CHECK(ops::sigmoid_of(-89.0f) == 0.0f);  // exp(89) overflows
+  CHECK(ops::sigmoid_of(0.0f) == 0.5f);
+  CHECK(ops::silu_of(inf) == inf);
+  CHECK(std::isnan(ops::silu_of(-inf)));  // -inf / inf, as x / (1 + expf(-x)) gives
+  CHECK(ops::tanh_of(inf) == 1.0f);
+  CHECK(ops::tanh_of(-inf) == -1.0f);
+  CHECK(ops::tanh_of(9.5f) == 1.0f);
+  CHECK(ops::tanh_of(-9.5f) == -1.0f);
+  CHECK(std::signbit(ops::tanh_of(-0.0f)));
+  CHECK(ops::tanh_of(1e-30f) == 1e-30f);
+  CHECK(std::isnan(ops::tanh_of(std::numeric_limits<float>::quiet_NaN())));
+  CHECK(std::isnan(ops::sigmoid_of(std::numeric_limits<float>::quiet_NaN())));
+  CHECK(ops::gelu_tanh_of(inf) == inf);
+  CHECK(ops::gelu_tanh_of(-30.0f) == 0.0f);
+
+  // exp_of itself: within 1 ulp of exp wherever exp is a normal float;
+  // inf from 88.73 on, 0 below -103.98 and for -inf, subnormal in between.
+  double worst_exp = 0;
+  for (float v : values) {
+    const double exact = std::exp(static_cast<double>(v));
+    if (std::isnan(exact) || exact < kMinNormal || exact > 3.4e38) continue;
+    worst_exp = std::max(worst_exp, ulps(ops::exp_of(v), exact));
+  }
+  CHECK(worst_exp <= 1.0);
+  CHECK(ops::exp_of(0.0f) == 1.0f);
+  CHECK(ops::exp_of(88.72f) == doctest::Approx(std::exp(static_cast<double>(88.72f))).epsilon(1e-6));
+  CHECK(ops::exp_of(88.73f) == inf);
+  CHECK(ops::exp_of(inf) == inf);
+  CHECK(ops::exp_of(-inf) == 0.0f);
+  CHECK(ops::exp_of(-104.0f) == 0.0f);
+  CHECK(ops::exp_of(-100.0f) == doctest::Approx(std::exp(-100.0)).epsilon(0.05));  // subnormal: 26 units of 2^-149
+  CHECK(std::isnan(ops::exp_of(std::numeric_limits<float>::quiet_NaN())));
 }
 
 TEST_CASE("epilogue: the operator rules check the epilogue words and the bias") {

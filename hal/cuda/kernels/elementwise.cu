@@ -28,7 +28,7 @@ struct GeluErfOp { __device__ static float apply(float x) { return hexir::ops::g
 struct GeluTanhOp { __device__ static float apply(float x) { return hexir::ops::gelu_tanh_of(x); } };
 struct SigmoidOp { __device__ static float apply(float x) { return hexir::ops::sigmoid_of(x); } };
 struct SiluOp { __device__ static float apply(float x) { return hexir::ops::silu_of(x); } };
-struct TanhOp { __device__ static float apply(float x) { return tanhf(x); } };
+struct TanhOp { __device__ static float apply(float x) { return hexir::ops::tanh_of(x); } };
 struct ExpOp { __device__ static float apply(float x) { return expf(x); } };
 struct SqrtOp { __device__ static float apply(float x) { return sqrtf(x); } };
 // 1/sqrt rather than the approximate rsqrtf, to match the cpu kernel.

@@ -10,6 +10,7 @@
 
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 namespace hexir::ops {
 
@@ -34,9 +35,12 @@ inline const int64_t* plan_tail(const Plan* plan) {
 // The scalar maps of the unary operators a conv2d or matmul can apply as its
 // epilogue (fused; ops/op.h), defined once for the standalone kernels and the
 // fused ones of every backend, so a fused result is bit for bit the unfused
-// one. C math functions (expf, tanhf): the same on the host as
-// std::exp(float) and callable from CUDA device code; erf is our own. NaN propagates: the
-// comparisons are written so that NaN falls through.
+// one. erf, exp (of sigmoid and silu) and tanh are our own, plain float
+// multiplies, adds and divisions (never contracted: the cpu builds its
+// baseline without FMA and compiles hal with -ffp-contract=off, nvcc runs
+// with --fmad=false), so that the cpu's vector blocks (hal/cpu/elementwise.cc)
+// and the CUDA kernels give the same bits as these functions on the host.
+// NaN propagates: the comparisons are written so that NaN falls through.
 HEXIR_PLAN_FN float relu_of(float x) { return x > 0.0f ? x : (x != x ? x : 0.0f); }
 // erf as a rational function (Eigen's and TensorFlow's float erf): x clamped
 // to [-4, 4], an odd degree-13 numerator over an even degree-8 denominator in
@@ -61,12 +65,80 @@ HEXIR_PLAN_FN float erf_of(float v) {
   return p / q;
 }
 HEXIR_PLAN_FN float gelu_erf_of(float x) { return 0.5f * x * (1.0f + erf_of(x * 0.70710678118654752f)); }
+
+HEXIR_PLAN_FN uint32_t float_bits(float f) {
+#if defined(__CUDA_ARCH__)
+  return __float_as_uint(f);
+#else
+  uint32_t u;
+  memcpy(&u, &f, sizeof u);
+  return u;
+#endif
+}
+HEXIR_PLAN_FN float bits_float(uint32_t u) {
+#if defined(__CUDA_ARCH__)
+  return __uint_as_float(u);
+#else
+  float f;
+  memcpy(&f, &u, sizeof f);
+  return f;
+#endif
+}
+
+// exp (Cephes' expf polynomial): x clamped to [-104, 89] (NaN passes),
+// n = x / ln2 rounded to nearest (adding and subtracting 1.5 * 2^23),
+// r = x - n ln2 in two parts, a degree-6 polynomial in r, times 2^n as two
+// powers of two (2^floor(n/2) then 2^(n - floor(n/2))) so that results near
+// the overflow and in the subnormal range are right. Within 1 ulp of exp
+// over the floats, inf past 88.73, 0 below -103.98, exp(NaN) NaN. The
+// integer steps are unsigned (a NaN's bits give some scale, still NaN).
+HEXIR_PLAN_FN float exp_of(float v) {
+  const float x = v < -104.0f ? -104.0f : (v > 89.0f ? 89.0f : v);
+  const float shifted = x * 1.44269504088896341f + 12582912.0f;
+  const float n = shifted - 12582912.0f;
+  float r = x - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  float y = 1.9875691500e-4f;
+  y = y * r + 1.3981999507e-3f;
+  y = y * r + 8.3334519073e-3f;
+  y = y * r + 4.1665795894e-2f;
+  y = y * r + 1.6666665459e-1f;
+  y = y * r + 5.0000001201e-1f;
+  y = y * r * r + r + 1.0f;
+  // m = n + 150 in [0, 278]: 2^(m/2 - 75) * 2^(m - m/2 - 75), exponents 52 + ...
+  const uint32_t m = float_bits(shifted) - (0x4B400000u - 150u);
+  const uint32_t half = m >> 1;
+  return y * bits_float((half + 52u) << 23) * bits_float((m - half + 52u) << 23);
+}
+// 1 / (1 + exp(-x)) and x / (1 + exp(-x)) with exp_of: within 3 ulps of the
+// exact functions where the result is a normal float (0 below x = -88.7,
+// where exp(-x) overflows; silu(-inf) is NaN, -inf / inf).
+HEXIR_PLAN_FN float sigmoid_of(float x) { return 1.0f / (1.0f + exp_of(-x)); }
+HEXIR_PLAN_FN float silu_of(float x) { return x / (1.0f + exp_of(-x)); }
+// tanh (Cephes' tanhf) on a = |x|, then x's sign: below 0.625 an odd
+// polynomial (a + a^3 P(a^2)), above it 1 - 2 / (exp(2a) + 1), which is 1
+// from a = 9.01 on (and for inf); tanh(-0) is -0, NaN stays NaN. Within
+// 2 ulps of tanh.
+HEXIR_PLAN_FN float tanh_of(float x) {
+  const float a = fabsf(x);
+  float t;
+  if (a < 0.625f) {
+    const float z = a * a;
+    float p = -5.70498872745e-3f;
+    p = p * z + 2.06390887954e-2f;
+    p = p * z + -5.37397155531e-2f;
+    p = p * z + 1.33314422036e-1f;
+    p = p * z + -3.33332819422e-1f;
+    t = p * z * a + a;
+  } else {
+    t = 1.0f - 2.0f / (exp_of(a + a) + 1.0f);
+  }
+  return copysignf(t, x);
+}
 HEXIR_PLAN_FN float gelu_tanh_of(float x) {
   const float kSqrt2OverPi = 0.79788456080286536f;
-  return 0.5f * x * (1.0f + tanhf(kSqrt2OverPi * (x + 0.044715f * x * x * x)));
+  return 0.5f * x * (1.0f + tanh_of(kSqrt2OverPi * (x + 0.044715f * x * x * x)));
 }
-HEXIR_PLAN_FN float sigmoid_of(float x) { return 1.0f / (1.0f + expf(-x)); }
-HEXIR_PLAN_FN float silu_of(float x) { return x / (1.0f + expf(-x)); }
 HEXIR_PLAN_FN float leaky_relu_of(float x, float alpha) { return x < 0.0f ? alpha * x : x; }
 // numpy.clip: minimum(maximum(x, lo), hi); lo > hi gives hi.
 HEXIR_PLAN_FN float clip_of(float x, float lo, float hi) {
@@ -119,7 +191,7 @@ HEXIR_PLAN_FN float apply_epilogue(const Epilogue& e, float x) {
     case Activation::kGeluTanh: return gelu_tanh_of(x);
     case Activation::kSilu: return silu_of(x);
     case Activation::kSigmoid: return sigmoid_of(x);
-    case Activation::kTanh: return tanhf(x);
+    case Activation::kTanh: return tanh_of(x);
     case Activation::kLeakyRelu: return leaky_relu_of(x, e.a);
     case Activation::kClip: return clip_of(x, e.a, e.b);
     case Activation::kHardSigmoid: return hard_sigmoid_of(x, e.a, e.b);
