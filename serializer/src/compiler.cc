@@ -221,7 +221,7 @@ Result<ModulePlan> plan_module(const Module& module, const CompileOptions& optio
   std::vector<int> candidates;  // stored constants, largest first
   for (size_t i = 0; i < plan.constants.stored.size(); ++i) {
     const StoredConstant& c = plan.constants.stored[i];
-    if (c.fill) continue;
+    if (c.fill || module.constants[static_cast<size_t>(c.constant)].byte_size == 0) continue;
     bool all = true;  // every graph constant stored as this entry streams
     for (size_t g = 0; g < module.constants.size() && all; ++g)
       if (plan.constants.stored_index[g] == static_cast<int>(i)) all = streamable(module, unstreamed, static_cast<int>(g));
