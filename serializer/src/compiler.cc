@@ -218,14 +218,17 @@ Result<ModulePlan> plan_module(const Module& module, const CompileOptions& optio
   // Weights streaming: the largest streamable weights leave the device, as
   // few as fit, and the arena gets their double-buffered copies; what is
   // still over is fit as above, from the plans without recomputations.
+  // A stored constant streams when every graph constant stored as it does.
+  const std::vector<bool> streamable = streamable_constants(module, unstreamed);
+  std::vector<bool> stored_streamable(plan.constants.stored.size(), true);
+  for (size_t g = 0; g < module.constants.size(); ++g)
+    if (plan.constants.stored_index[g] >= 0 && !streamable[g])
+      stored_streamable[static_cast<size_t>(plan.constants.stored_index[g])] = false;
   std::vector<int> candidates;  // stored constants, largest first
   for (size_t i = 0; i < plan.constants.stored.size(); ++i) {
     const StoredConstant& c = plan.constants.stored[i];
-    if (c.fill || module.constants[static_cast<size_t>(c.constant)].byte_size == 0) continue;
-    bool all = true;  // every graph constant stored as this entry streams
-    for (size_t g = 0; g < module.constants.size() && all; ++g)
-      if (plan.constants.stored_index[g] == static_cast<int>(i)) all = streamable(module, unstreamed, static_cast<int>(g));
-    if (all) candidates.push_back(static_cast<int>(i));
+    if (c.fill || module.constants[static_cast<size_t>(c.constant)].byte_size == 0 || !stored_streamable[i]) continue;
+    candidates.push_back(static_cast<int>(i));
   }
   auto constant_bytes = [&](int i) {
     return module.constants[static_cast<size_t>(plan.constants.stored[static_cast<size_t>(i)].constant)].byte_size;

@@ -124,25 +124,30 @@ TransferCount count_transfers(const Function& fn, const FunctionPlan& plan) {
   return count;
 }
 
-bool streamable(const Module& module, const std::vector<FunctionPlan>& plans, int constant) {
+std::vector<bool> streamable_constants(const Module& module, const std::vector<FunctionPlan>& plans) {
+  std::vector<bool> ok(module.constants.size(), true);
   for (size_t f = 0; f < module.functions.size(); ++f) {
     const Function& fn = module.functions[f];
     const FunctionPlan& plan = plans[f];
-    std::vector<int> values;  // this function's uses of the constant
-    for (size_t v = 0; v < fn.values.size(); ++v)
-      if (fn.values[v].kind == ValueKind::kConstant && fn.values[v].constant == constant)
-        values.push_back(static_cast<int>(v));
-    if (values.empty()) continue;
-    auto is_use = [&](int v) { return std::find(values.begin(), values.end(), v) != values.end(); };
-    for (size_t v = 0; v < plan.values.size(); ++v)  // a view of it (its root is a use, it is not)
-      if (is_use(plan.values[v].storage_root) && !is_use(static_cast<int>(v))) return false;
+    // The graph constant a value is a use of, -1 for the others.
+    auto constant_of = [&](int v) {
+      const size_t i = static_cast<size_t>(v);
+      return i < fn.values.size() && fn.values[i].kind == ValueKind::kConstant ? fn.values[i].constant : -1;
+    };
+    for (size_t v = 0; v < plan.values.size(); ++v) {  // a view of a use (its root is one, it is not)
+      const int root = plan.values[v].storage_root;
+      if (root >= 0 && root != static_cast<int>(v) && constant_of(root) >= 0 && constant_of(static_cast<int>(v)) < 0)
+        ok[static_cast<size_t>(constant_of(root))] = false;
+    }
+    const bool control_flow = has_control_flow(plan);
     for (const Instruction& inst : plan.program)
       for (int in : inst.inputs)
-        if (is_use(in) && (inst.control != Control::kNone || has_control_flow(plan))) return false;
+        if (constant_of(in) >= 0 && (inst.control != Control::kNone || control_flow))
+          ok[static_cast<size_t>(constant_of(in))] = false;
     for (int out : plan.outputs)
-      if (is_use(out)) return false;
+      if (constant_of(out) >= 0) ok[static_cast<size_t>(constant_of(out))] = false;
   }
-  return true;
+  return ok;
 }
 
 int stream_weights(const Function& fn, FunctionPlan& plan, const std::vector<bool>& streamed, int ahead) {

@@ -66,11 +66,12 @@ uint64_t host_live_peak(const Function& fn, const FunctionPlan& plan);
 // streamed weight: the copy for layer i+1 runs while layer i computes, and
 // the arena planner's reuse of those slots is the double buffer.
 
-// Whether graph constant `constant` can be streamed in every function of
+// Per graph constant: whether it can be streamed in every function of
 // `module` under `plans` (after assign_storage): each read is a kernel's
 // (not a control instruction's) of the constant's value itself (not of a
-// view of it), in a function without loops or ifs.
-bool streamable(const Module& module, const std::vector<FunctionPlan>& plans, int constant);
+// view of it), in a function without loops or ifs, and no function returns
+// it. One pass over every function's values and program.
+std::vector<bool> streamable_constants(const Module& module, const std::vector<FunctionPlan>& plans);
 
 // Adds the prefetches of the graph constants marked in `streamed` (indexed
 // by graph constant) to `plan` (after assign_storage, before
