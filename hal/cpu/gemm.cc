@@ -408,24 +408,18 @@ void gemm_pack_b(const float* b, int64_t ldb, int64_t k, int64_t n, float* out) 
 void apply_epilogue(const ops::Epilogue& e, float* c, int64_t ld, int64_t rows, int64_t cols) {
   using ops::Activation;
   const float a = e.a, b = e.b;
+  auto each_row = [&](void (*block)(const float*, float*, int64_t)) {
+    for (int64_t i = 0; i < rows; ++i) block(c + i * ld, c + i * ld, cols);
+  };
   switch (static_cast<Activation>(e.activation)) {
     case Activation::kNone: return;
     case Activation::kRelu: return map_block(c, ld, rows, cols, [](float x) { return ops::relu_of(x); });
-    case Activation::kGeluErf:  // the vector erf of the gelu kernel (same bits as ops::gelu_erf_of)
-      for (int64_t i = 0; i < rows; ++i) gelu_erf_block(c + i * ld, c + i * ld, cols);
-      return;
-    case Activation::kGeluTanh:  // the vector blocks of the unary kernels (same bits as ops::*_of)
-      for (int64_t i = 0; i < rows; ++i) gelu_tanh_block(c + i * ld, c + i * ld, cols);
-      return;
-    case Activation::kSilu:
-      for (int64_t i = 0; i < rows; ++i) silu_block(c + i * ld, c + i * ld, cols);
-      return;
-    case Activation::kSigmoid:
-      for (int64_t i = 0; i < rows; ++i) sigmoid_block(c + i * ld, c + i * ld, cols);
-      return;
-    case Activation::kTanh:
-      for (int64_t i = 0; i < rows; ++i) tanh_block(c + i * ld, c + i * ld, cols);
-      return;
+    // The vector blocks of the unary kernels, row by row (same bits as ops::*_of).
+    case Activation::kGeluErf: return each_row(gelu_erf_block);
+    case Activation::kGeluTanh: return each_row(gelu_tanh_block);
+    case Activation::kSilu: return each_row(silu_block);
+    case Activation::kSigmoid: return each_row(sigmoid_block);
+    case Activation::kTanh: return each_row(tanh_block);
     case Activation::kLeakyRelu:
       return map_block(c, ld, rows, cols, [a](float x) { return ops::leaky_relu_of(x, a); });
     case Activation::kClip: return map_block(c, ld, rows, cols, [a, b](float x) { return ops::clip_of(x, a, b); });
