@@ -29,6 +29,7 @@ constexpr const char* kUsage =
     "usage: hexir-compile IN.hxir -o OUT.hxe [--plan=naive|arena|free-at-last-use] [--align N] "
     "[--data-checksum]\n"
     "       [--schedule=source|memory] [--no-in-place] [--no-fuse] [--no-views]\n"
+    "       [--channels-last|--no-channels-last]\n"
     "       [--compress=none|zstd[:LEVEL]] [--plan-budget-ms N] [--allow-external-files]\n"
     "       [--max-constant-bytes N] [--memory-budget device=BYTES] [--memory-budget host=BYTES]\n"
     "       hexir-compile MODEL.onnx -o OUT.hxe [--input-shape NAME=AxBxC ...] [--bind NAME=VALUE ...]\n"
@@ -38,6 +39,8 @@ constexpr const char* kUsage =
     "  --allow-external-files  .hxir `file` constants may name files outside the source's folder\n"
     "  --max-constant-bytes N  bytes of dense and file constants, each and together (default 16 GiB)\n"
     "  --no-views              transpose, slice and expand copy their results (no strided views)\n"
+    "  --channels-last         dense convolutions larger than 1x1, and what lies between them, in NHWC;\n"
+    "                          conversions at the region edges (docs/layout.md); --no-channels-last: NCHW\n"
     "  --memory-budget device=BYTES  fit a context's device memory (arena and scratch) in BYTES\n"
     "                          (KiB/MiB/GiB suffixes) by recomputing values and offloading them to host\n"
     "                          memory, or fail saying how close it got\n"
@@ -91,6 +94,10 @@ static int run(int argc, char** argv) {
       options.fuse_epilogues = false;
     else if (args.flag("--no-views"))
       options.strided_views = false;
+    else if (args.flag("--channels-last"))
+      options.channels_last = true;
+    else if (args.flag("--no-channels-last"))
+      options.channels_last = false;
     else if (args.flag("--data-checksum"))
       options.data_checksum = true;
     else if (args.flag("--allow-external-files"))

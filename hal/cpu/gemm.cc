@@ -225,6 +225,15 @@ GemmPath select_path() {
   return {kGenericMr, 16, kGenericMr, micro_generic};
 }
 
+}  // namespace
+
+GemmTile gemm_tile() {
+  const GemmPath path = select_path();
+  return {path.mr_in_place, path.nr, path.kernel};
+}
+
+namespace {
+
 // Packs B[k0:k0+kc, j0:j0+nr] as kc rows of NR floats, zero beyond nr.
 void pack_strip(const float* B, int64_t ldb, int64_t k0, int64_t kc, int64_t j0, int64_t nr, int64_t NR,
                 float* out) {

@@ -82,6 +82,17 @@ int64_t gemm_packed_b_floats(int64_t k, int64_t n);
 void gemm_pack_b(const float* b, int64_t ldb, int64_t k, int64_t n, float* out);
 // Contiguous operands, no bias, on the calling thread.
 void gemm(int64_t M, int64_t N, int64_t K, const float* A, const float* B, float* C);
+// The GEMM's register tile of the running CPU's path, for kernels that drive
+// it themselves (conv2d channels-last): C[0:mr, 0:nr] (+)= A[0:mr, 0:kc] * B,
+// A read in place (row i at A + i * lda; a_packed false), B kc rows of
+// nr_max floats ldb apart; mr <= mr_max, nr <= nr_max. Each element is an
+// FMA chain over k from 0 (AVX-512, AVX2), added to C when accumulating.
+struct GemmTile {
+  int64_t mr_max, nr_max;
+  void (*run)(int64_t mr, int64_t nr, int64_t kc, const float* A, int64_t lda, bool a_packed, const float* B,
+              int64_t ldb, float* C, int64_t ldc, bool accumulate);
+};
+GemmTile gemm_tile();
 
 // elementwise.cc
 // ops::erf_of / ops::gelu_erf_of over n elements (in may be out), 16 lanes at
@@ -143,6 +154,11 @@ void matmul_prepare(const Dispatch& constants, void* out);
 uint64_t conv2d_prepared_bytes(const Dispatch& constants);
 void conv2d_prepare(const Dispatch& constants, void* out);
 Status pool2d(const KernelContext&, const Dispatch&);  // max_pool, average_pool
+// channels_last.cc: conv2d when Conv2dPlan::channels_last, and its prepared
+// weights (per tap, strips of the GEMM tile's width; none for depthwise).
+Status conv2d_channels_last(const KernelContext&, const Dispatch&);
+uint64_t conv2d_channels_last_prepared_bytes(const Dispatch& constants);
+void conv2d_channels_last_prepare(const Dispatch& constants, void* out);
 // spatial.cc
 Status depthwise_conv2d(const KernelContext&, const Dispatch&);  // conv2d when ops::conv2d_is_depthwise
 Status resize(const KernelContext&, const Dispatch&);

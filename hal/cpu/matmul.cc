@@ -98,6 +98,7 @@ void matmul_prepare(const Dispatch& d, void* out) {
 
 uint64_t conv2d_prepared_bytes(const Dispatch& d) {
   const ops::Conv2dPlan& p = plan_of<ops::Conv2dPlan>(d);
+  if (p.channels_last) return conv2d_channels_last_prepared_bytes(d);
   if (d.operands[1] == nullptr || ops::conv2d_is_depthwise(p) || stem_direct(p) || p.k_per_group == 0) return 0;
   const int64_t patch = p.c_per_group * p.kh * p.kw;
   if (patch == 0) return 0;
@@ -107,6 +108,7 @@ uint64_t conv2d_prepared_bytes(const Dispatch& d) {
 // Each group's weights [k_per_group, patch] as the GEMM's A, group after group.
 void conv2d_prepare(const Dispatch& d, void* out) {
   const ops::Conv2dPlan& p = plan_of<ops::Conv2dPlan>(d);
+  if (p.channels_last) return conv2d_channels_last_prepare(d, out);
   const int64_t patch = p.c_per_group * p.kh * p.kw;
   const int64_t group_floats = gemm_packed_a_floats(p.k_per_group, patch);
   for (int64_t g = 0; g < p.groups; ++g)
@@ -340,6 +342,7 @@ Status conv2d_stem(const KernelContext& context, const Dispatch& d) {
 // (c, ky, kx) order.
 Status conv2d(const KernelContext& context, const Dispatch& d) {
   const ops::Conv2dPlan& p = plan_of<ops::Conv2dPlan>(d);
+  if (p.channels_last) return conv2d_channels_last(context, d);
   if (ops::conv2d_is_depthwise(p)) return depthwise_conv2d(context, d);
   if (stem_direct(p)) return conv2d_stem(context, d);
   const ops::Epilogue* epilogue = p.epilogue.activation != 0 ? &p.epilogue : nullptr;

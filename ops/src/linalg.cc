@@ -279,7 +279,8 @@ Result<std::vector<int64_t>> lower_conv2d(std::span<const TensorType>, const Att
                                           std::span<const TensorType>) {
   HEXIR_RETURN_IF_ERROR(check_attr_names(
       kConv2d, attrs,
-      {"strides", "pads", "dilations", "groups", "activation", "activation_alpha", "activation_beta"}));
+      {"strides", "pads", "dilations", "groups", "activation", "activation_alpha", "activation_beta",
+       "channels_last"}));
   auto pair = [&](const char* name, int64_t fallback) { return pair_attr(kConv2d, attrs, name, fallback); };
   HEXIR_ASSIGN_OR_RETURN(std::vector<int64_t> strides, pair("strides", 1));
   HEXIR_ASSIGN_OR_RETURN(std::vector<int64_t> dilations, pair("dilations", 1));
@@ -296,21 +297,35 @@ Result<std::vector<int64_t>> lower_conv2d(std::span<const TensorType>, const Att
                             std::to_string(pads.size()));
   HEXIR_ASSIGN_OR_RETURN(int64_t groups, int_attr(kConv2d, attrs, "groups", 1));
   HEXIR_ASSIGN_OR_RETURN(std::vector<int64_t> epilogue, lower_epilogue(kConv2d, attrs));
+  HEXIR_ASSIGN_OR_RETURN(int64_t channels_last, int_attr(kConv2d, attrs, "channels_last", 0));
+  if (channels_last != 0 && channels_last != 1)
+    return invalid_argument(prefix(kConv2d) + "attribute 'channels_last' must be 0 or 1");
   std::vector<int64_t> words{strides[0], strides[1],   pads[0],      pads[1], pads[2],
                              pads[3],    dilations[0], dilations[1], groups};
   words.insert(words.end(), epilogue.begin(), epilogue.end());
+  if (channels_last) words.push_back(1);
   return words;
 }
 
+
 Result<std::vector<TensorType>> infer_conv2d(std::span<const TensorType> in, std::span<const int64_t> p) {
-  if (p.size() != kConvParamCount + kEpilogueWords)
-    HEXIR_RETURN_IF_ERROR(check_param_count(kConv2d, p, kConvParamCount));
+  const bool channels_last = conv2d_channels_last(p);
+  const size_t words = p.size() - (channels_last ? 1 : 0);
+  if (p.size() == kConvParamCount + 1 || p.size() == kConvParamCount + kEpilogueWords + 1) {
+    if (!channels_last)
+      return invalid_argument(prefix(kConv2d) + "layout word " + std::to_string(p.back()) + " must be 1");
+  }
+  if (words != kConvParamCount + kEpilogueWords)
+    HEXIR_RETURN_IF_ERROR(check_param_count(kConv2d, p.first(words), kConvParamCount));
   else
-    HEXIR_RETURN_IF_ERROR(check_epilogue(kConv2d, p.subspan(kConvParamCount)));
-  const TensorType& x = in[0];
+    HEXIR_RETURN_IF_ERROR(check_epilogue(kConv2d, p.subspan(kConvParamCount, kEpilogueWords)));
+  // Channels-last: the same checks on [N, H, W, C] read as [N, C, H, W].
+  TensorType x = in[0];
   const TensorType& w = in[1];
   if (x.rank() != 4)
-    return invalid_argument(prefix(kConv2d) + "input " + x.to_string() + " is not [N,C,H,W]");
+    return invalid_argument(prefix(kConv2d) + "input " + x.to_string() + " is not " +
+                            (channels_last ? "[N,H,W,C]" : "[N,C,H,W]"));
+  if (channels_last) x.dims = {x.dims[0], x.dims[3], x.dims[1], x.dims[2]};
   if (w.rank() != 4)
     return invalid_argument(prefix(kConv2d) + "weights " + w.to_string() + " are not [K,C/groups,KH,KW]");
   for (int i : {kStrideH, kStrideW, kDilationH, kDilationW})
@@ -351,6 +366,7 @@ Result<std::vector<TensorType>> infer_conv2d(std::span<const TensorType> in, std
                              static_cast<uint64_t>(out_hw[0]) * static_cast<uint64_t>(out_hw[1]), &col) ||
       col > (uint64_t{1} << 60))
     return invalid_argument(prefix(kConv2d) + "the convolution's patch matrix is too large");
+  if (channels_last) return one({DType::kF32, {x.dims[0], out_hw[0], out_hw[1], k}});
   return one({DType::kF32, {x.dims[0], k, out_hw[0], out_hw[1]}});
 }
 
@@ -358,9 +374,15 @@ void fill_conv2d(const PlanInput& op, Conv2dPlan& p) {
   const auto& x = op.inputs[0].dims;
   const auto& w = op.inputs[1].dims;
   const auto& o = op.outputs[0].dims;
-  p.n = x[0], p.c = x[1], p.h = x[2], p.w = x[3];
+  p.channels_last = conv2d_channels_last(op.params) ? 1 : 0;
+  if (p.channels_last) {
+    p.n = x[0], p.h = x[1], p.w = x[2], p.c = x[3];
+    p.oh = o[1], p.ow = o[2];
+  } else {
+    p.n = x[0], p.c = x[1], p.h = x[2], p.w = x[3];
+    p.oh = o[2], p.ow = o[3];
+  }
   p.k = w[0], p.kh = w[2], p.kw = w[3];
-  p.oh = o[2], p.ow = o[3];
   p.stride_h = op.params[kStrideH], p.stride_w = op.params[kStrideW];
   p.pad_top = op.params[kPadTop], p.pad_left = op.params[kPadLeft];
   p.dilation_h = op.params[kDilationH], p.dilation_w = op.params[kDilationW];
@@ -852,6 +874,15 @@ const char* activation_name(int64_t activation, int* floats) {
   const internal::ActivationInfo* a = internal::activation_info(activation);
   if (floats) *floats = a ? a->floats : 0;
   return a ? a->name : nullptr;
+}
+
+// conv2d's words: the 9 of kConvParamCount, then the epilogue's 3 (when
+// fused), then 1 when channels-last: 9, 12, 10 or 13 words. Files written
+// before channels-last have 9 or 12: unchanged.
+bool conv2d_channels_last(std::span<const int64_t> params) {
+  using internal::kConvParamCount, internal::kEpilogueWords;
+  return (params.size() == kConvParamCount + 1 || params.size() == kConvParamCount + kEpilogueWords + 1) &&
+         params.back() == 1;
 }
 
 size_t epilogue_offset(OpId op) {

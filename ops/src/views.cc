@@ -6,9 +6,8 @@
 
 namespace hexir::ops {
 
-bool accepts_strided_input(OpId op, size_t input) {
+int elementwise_map_arity(OpId op) {
   switch (op) {
-    // f32 unary maps (UnaryPlan rank > 0: the strided walk).
     case OpId::kRelu:
     case OpId::kGelu:
     case OpId::kSilu:
@@ -26,13 +25,7 @@ bool accepts_strided_input(OpId op, size_t input) {
     case OpId::kLog:
     case OpId::kAbs:
     case OpId::kReciprocal:
-    // The reductions walk any strides (ReducePlan), copy gathers (CopyPlan).
-    case OpId::kReduceSum:
-    case OpId::kReduceMean:
-    case OpId::kReduceMax:
-    case OpId::kCopy:
-      return input == 0;
-    // Binary maps: the general broadcast walk (BinaryPlan mode 3) takes any strides.
+      return 1;
     case OpId::kAdd:
     case OpId::kSub:
     case OpId::kMul:
@@ -43,9 +36,24 @@ bool accepts_strided_input(OpId op, size_t input) {
     case OpId::kEqual:
     case OpId::kLess:
     case OpId::kGreater:
-      return input < 2;
+      return 2;
     default:
-      return false;
+      return 0;
+  }
+}
+
+bool accepts_strided_input(OpId op, size_t input) {
+  switch (op) {
+    // The reductions walk any strides (ReducePlan), copy gathers (CopyPlan).
+    case OpId::kReduceSum:
+    case OpId::kReduceMean:
+    case OpId::kReduceMax:
+    case OpId::kCopy:
+      return input == 0;
+    default:
+      // Unary maps: UnaryPlan rank > 0, the strided walk; binary maps: the
+      // general broadcast walk (BinaryPlan mode 3) takes any strides.
+      return input < static_cast<size_t>(elementwise_map_arity(op));
   }
 }
 

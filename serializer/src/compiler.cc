@@ -12,6 +12,7 @@
 #include "constant_data.h"
 #include "parser.h"
 #include "fusion.h"
+#include "layout.h"
 #include "passes.h"
 #include "pipeline.h"
 #include "offload.h"
@@ -329,9 +330,11 @@ Result<std::string> read_text(const std::filesystem::path& path) {
 // The graph the passes plan: the front end's, or a copy with the rewrites of
 // fusion.h applied (constants are cheap to copy: large ones are file ranges).
 static const Module& rewritten(const Module& module, const CompileOptions& options, std::optional<Module>& storage) {
-  if (!options.fuse_epilogues) return module;
+  if (!options.fuse_epilogues && !options.channels_last) return module;
   storage = module;
-  fuse(*storage);
+  if (options.fuse_epilogues) fuse(*storage);
+  // After the folds and fusions: they read channels at dim 1 (NCHW).
+  if (options.channels_last) choose_channels_last(*storage);
   return *storage;
 }
 

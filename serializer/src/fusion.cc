@@ -17,11 +17,14 @@ namespace {
 using ops::OpId;
 
 // Whether the node already carries an epilogue (or a bias, for matmul).
-bool has_epilogue(const Node& node) { return node.params.size() > ops::epilogue_offset(node.op); }
+bool has_epilogue(const Node& node) {
+  // conv2d's channels-last word may follow its own words without an epilogue.
+  const size_t own = ops::epilogue_offset(node.op) + (node.op == ops::OpId::kConv2d && ops::conv2d_channels_last(node.params) ? 1 : 0);
+  return node.params.size() > own;
+}
 
-// Removes the dropped nodes and values, and the constant uses no node left
-// reads, and renumbers what is left, in the same order (ids in nodes,
-// arguments, outputs; each result's node and index).
+}  // namespace
+
 void drop(Function& fn, const std::vector<bool>& node_dropped, std::vector<bool> value_dropped) {
   const size_t value_count = fn.values.size();
   std::vector<bool> read(value_count, false);
@@ -68,6 +71,8 @@ void drop(Function& fn, const std::vector<bool>& node_dropped, std::vector<bool>
   fn.values = std::move(values);
   fn.nodes = std::move(nodes);
 }
+
+namespace {
 
 // Per value: how often it is read (a return counts twice: never fused away)
 // and by which node, for "exactly one node reads it once".
@@ -178,8 +183,10 @@ size_t fuse_function(const Module* module, Function& fn) {
       if (std::optional<std::vector<int64_t>> words = ops::epilogue_words(act.op, act.params)) {
         // An add or a mul has no words yet; a conv2d has its nine, a matmul its
         // transpose_b (0 when it had none).
-        node.params.resize(std::max(node.params.size(), ops::epilogue_offset(node.op)), 0);
-        node.params.insert(node.params.end(), words->begin(), words->end());
+        // The words go before a channels-last conv2d's layout word.
+        const size_t at = ops::epilogue_offset(node.op);
+        node.params.resize(std::max(node.params.size(), at), 0);
+        node.params.insert(node.params.begin() + static_cast<std::ptrdiff_t>(at), words->begin(), words->end());
         absorb(n, j);
       }
       continue;
@@ -551,7 +558,9 @@ class ConvFolder {
   // A conv2d without an epilogue, f32, whose weights (and bias) are constants it alone reads.
   bool foldable_conv(size_t n) {
     const Node& node = fn_.nodes[n];
-    if (node_dropped_[n] || node.op != OpId::kConv2d || has_epilogue(node) || node.results.size() != 1) return false;
+    if (node_dropped_[n] || node.op != OpId::kConv2d || has_epilogue(node) || node.results.size() != 1 ||
+        ops::conv2d_channels_last(node.params))  // the folds read channels at dim 1
+      return false;
     const Value& out = fn_.values[static_cast<size_t>(node.results[0])];
     if (out.type.dtype != DType::kF32 || out.type.rank() != 4) return false;
     for (size_t i = 1; i < node.inputs.size(); ++i)

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <vector>
 
 #include "graph.h"
 
@@ -70,6 +71,12 @@ size_t fold_channel_affine(Module& module);
 // the sum of its weights times t (summed in double). The weights (and the
 // bias) must be constants nothing else uses. Returns the number of nodes removed.
 size_t fold_input_affine(Module& module);
+
+// Removes the dropped nodes and values, and the constant uses no node left
+// reads, and renumbers what is left, in the same order (ids in nodes,
+// arguments, outputs; each result's node and index; region markers' node
+// indices). For the rewrites here and in layout.h.
+void drop(Function& fn, const std::vector<bool>& node_dropped, std::vector<bool> value_dropped);
 
 // What the compiler runs before planning unless told not to
 // (CompileOptions::fuse_epilogues, hexir-compile --no-fuse):

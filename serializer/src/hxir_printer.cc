@@ -222,6 +222,7 @@ ops::AttrMap attributes_of(const Function& fn, const Node& node) {
       attrs["pads"] = ints({at(2), at(3), at(4), at(5)});
       attrs["dilations"] = ints({at(6), at(7)});
       attrs["groups"] = ops::AttrValue{at(8)};
+      if (ops::conv2d_channels_last(p)) attrs["channels_last"] = ops::AttrValue{int64_t{1}};
       [[fallthrough]];
     case OpId::kMatmul:
     case OpId::kMul:

@@ -71,6 +71,15 @@ extern "C" __global__ void hexir_conv2d(Conv2dParams p) {
   const int64_t total = q.n * q.k * spatial;
   const int64_t window = q.c_per_group * q.kh * q.kw;
   const int64_t stride = hexir_kernels::global_stride();
+  if (q.channels_last) {  // out [n, oy, ox, k]: the cpu kernel's order (ops::conv2d_channels_last_element)
+    for (int64_t i = hexir_kernels::global_index(); i < total; i += stride) {
+      const int64_t k = i % q.k, ox = (i / q.k) % q.ow, oy = (i / (q.k * q.ow)) % q.oh, image = i / (q.k * spatial);
+      float acc = hexir::ops::conv2d_channels_last_element(q, p.x + image * q.h * q.w * q.c, p.w, k, oy, ox);
+      if (q.has_bias) acc += p.bias[k];
+      p.out[i] = hexir::ops::apply_epilogue(q.epilogue, acc);
+    }
+    return;
+  }
   for (int64_t i = hexir_kernels::global_index(); i < total; i += stride) {
     const int64_t ox = i % q.ow;
     const int64_t oy = (i / q.ow) % q.oh;

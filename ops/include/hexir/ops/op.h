@@ -257,6 +257,9 @@ std::optional<std::pair<OpId, std::vector<int64_t>>> epilogue_op(std::span<const
 // Number of parameter words of an operator before its epilogue (conv2d 9, matmul 1: transpose_b;
 // add, mul 0). A matmul with an epilogue always has its transpose_b word.
 size_t epilogue_offset(OpId op);
+// Whether conv2d's parameter words say channels-last ([N, H, W, C] in and out;
+// the layout word after the epilogue, plans.h Conv2dPlan::channels_last).
+bool conv2d_channels_last(std::span<const int64_t> params);
 // The .hxir name of an epilogue's activation word ("relu", "gelu_tanh", ...),
 // its float parameter count in *floats; nullptr when unknown.
 const char* activation_name(int64_t activation, int* floats = nullptr);
@@ -274,6 +277,11 @@ struct ViewLayout {
   bool strided() const { return !strides.empty(); }
 };
 
+// The elementwise maps: 1 for a unary map (relu, gelu, ..., reciprocal), 2
+// for a binary one with numpy broadcasting (add .. pow, the comparisons), 0
+// for any other operator. Their result does not depend on how the dims are
+// stored, only on the operands' shapes (layout.h moves conversions past them).
+int elementwise_map_arity(OpId op);
 // Whether the kernels of `op` read input `input` through a strided view
 // (PlanInput::input_strides): the f32 elementwise maps (unary and binary,
 // comparisons), the reductions and copy. Every other operand must be

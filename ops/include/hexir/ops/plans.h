@@ -499,7 +499,43 @@ struct Conv2dPlan {
   int64_t c_per_group, k_per_group;
   int64_t has_bias;
   Epilogue epilogue;  // fused activation, after the bias
+  // Channels-last (x [n, h, w, c], output [n, oh, ow, k]; weights stay
+  // [k, c / groups, kh, kw]): chosen by the compiler where it pays
+  // (docs/layout.md). Its sum order differs: conv2d_channels_last_element.
+  int64_t channels_last;
 };
+
+// A channels-last conv2d sums per tap (ky, kx), and within a tap per block of
+// this many of the group's input channels, a partial sum from 0 in channel
+// order, added to the running sum (taps outside the input add nothing); then
+// the bias. The cpu kernel's register tile runs one (tap, block) at a time.
+inline constexpr int64_t kConvChannelBlock = 256;
+
+// The value of one channels-last conv2d output element before the bias, in
+// that order: the cuda kernel's loop and the tests' reference. x_image points
+// at image n, w at the weights.
+HEXIR_PLAN_FN float conv2d_channels_last_element(const Conv2dPlan& p, const float* x_image, const float* w, int64_t k,
+                                                 int64_t oy, int64_t ox) {
+  const int64_t g = k / p.k_per_group;
+  float acc = 0.0f;
+  for (int64_t ky = 0; ky < p.kh; ++ky) {
+    const int64_t iy = oy * p.stride_h - p.pad_top + ky * p.dilation_h;
+    if (iy < 0 || iy >= p.h) continue;
+    for (int64_t kx = 0; kx < p.kw; ++kx) {
+      const int64_t ix = ox * p.stride_w - p.pad_left + kx * p.dilation_w;
+      if (ix < 0 || ix >= p.w) continue;
+      const float* pixel = x_image + (iy * p.w + ix) * p.c + g * p.c_per_group;
+      const float* taps = w + k * p.c_per_group * p.kh * p.kw + ky * p.kw + kx;
+      for (int64_t c0 = 0; c0 < p.c_per_group; c0 += kConvChannelBlock) {
+        const int64_t c1 = c0 + kConvChannelBlock < p.c_per_group ? c0 + kConvChannelBlock : p.c_per_group;
+        float partial = 0.0f;
+        for (int64_t c = c0; c < c1; ++c) partial = fmaf(pixel[c], taps[c * p.kh * p.kw], partial);
+        acc += partial;
+      }
+    }
+  }
+  return acc;
+}
 
 // One input and one output channel per group: each output row sums its taps
 // straight from the input.

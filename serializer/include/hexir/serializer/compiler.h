@@ -52,6 +52,10 @@ struct CompileOptions {
   // inserted only where a reader needs a row-major operand (docs/views.md).
   // Off only to measure what views save (hexir-compile --no-views).
   bool strided_views = true;
+  // Dense convolutions larger than 1x1 run channels-last (NHWC), with the
+  // layout-free operators between them; conversions only at the edges of
+  // such regions (docs/layout.md). hexir-compile --no-channels-last keeps NCHW.
+  bool channels_last = false;
   Schedule schedule = Schedule::kSource;
   // kZstd: store large data sections (RODATA) zstd-compressed, when that makes
   // them smaller; the VM decompresses them once at load. kNone (default) keeps

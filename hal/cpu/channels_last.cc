@@ -1,0 +1,260 @@
+// conv2d in channels-last order: x [n, h, w, c], out [n, oh, ow, k], weights
+// [k, c / groups, kh, kw] as in NCHW (docs/layout.md: the compiler chooses it).
+//
+// Dense and grouped: per output row and strip of NR output channels, the
+// GEMM's register tile runs once per (tap, block of input channels) over the
+// row's pixels whose tap lies inside the input, reading the input in place (a
+// tap's pixels are stride_w * c floats apart: no patch matrix, no packing of
+// activations) against that tap's weights as a strip, prepared once at
+// Program::prepare (or packed per row when not prepared). Depthwise: 16
+// channels per vector, per pixel, taps in (ky, kx) order. Both keep
+// ops::conv2d_channels_last_element's order of sums.
+#include <algorithm>
+#include <cstring>
+
+#include "kernel_util.h"
+#include "thread_pool.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define HEXIR_NHWC_X86 1
+#endif
+
+namespace hexir::hal::cpu::internal {
+namespace {
+
+using ops::Conv2dPlan;
+using ops::kConvChannelBlock;
+
+constexpr int64_t kMaxStrip = 32;  // the widest strip of any GEMM path (AVX-512: two zmm)
+// Below this many multiply-adds a conv2d runs on the calling thread.
+constexpr int64_t kSerialMacs = 1 << 17;
+
+int64_t floor_div(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+
+// The output columns [*lo, *hi) whose tap column kx reads inside the input.
+void tap_columns(const Conv2dPlan& p, int64_t kx, int64_t* lo, int64_t* hi) {
+  const int64_t offset = kx * p.dilation_w - p.pad_left;  // ix = ox * stride_w + offset
+  *lo = std::max<int64_t>(0, -floor_div(offset, p.stride_w));
+  *hi = std::min(p.ow, floor_div(p.w - 1 - offset, p.stride_w) + 1);
+  *hi = std::max(*hi, *lo);
+}
+
+int64_t strips_of(const Conv2dPlan& p, int64_t nr) { return (p.k_per_group + nr - 1) / nr; }
+
+// Strip s of tap t of group g: c / groups rows of `nr` floats, output
+// channel g * k_per_group + s * nr + j in column j, zero past the group.
+void pack_tap_strip(const Conv2dPlan& p, const float* w, int64_t g, int64_t t, int64_t s, int64_t nr, float* out) {
+  const int64_t taps = p.kh * p.kw, cg = p.c_per_group;
+  const int64_t k0 = g * p.k_per_group + s * nr, width = std::min(nr, p.k_per_group - s * nr);
+  for (int64_t ci = 0; ci < cg; ++ci) {
+    float* row = out + ci * nr;
+    for (int64_t j = 0; j < width; ++j) row[j] = w[((k0 + j) * cg + ci) * taps + t];
+    for (int64_t j = width; j < nr; ++j) row[j] = 0.0f;
+  }
+}
+
+struct DenseJob {
+  const Conv2dPlan* p;
+  const float *x, *w, *bias;
+  const float* prepared;  // [g][t][s][c / groups][nr], or null: packed per task
+  float* out;
+  GemmTile tile;
+  int64_t strips;
+};
+
+// One task: output row oy of image n, strip s of group g.
+void dense_task(void* context, int64_t task) {
+  const DenseJob& job = *static_cast<const DenseJob*>(context);
+  const Conv2dPlan& p = *job.p;
+  const int64_t nr = job.tile.nr_max, taps = p.kh * p.kw, cg = p.c_per_group;
+  const int64_t s = task % job.strips, g = (task / job.strips) % p.groups, oy = task / job.strips / p.groups % p.oh;
+  const int64_t n = task / job.strips / p.groups / p.oh;
+  const int64_t col0 = g * p.k_per_group + s * nr, width = std::min(nr, p.k_per_group - s * nr);
+  float* const c = job.out + (n * p.oh + oy) * p.ow * p.k + col0;
+  const int64_t ldc = p.k;
+  for (int64_t ox = 0; ox < p.ow; ++ox) std::memset(c + ox * ldc, 0, static_cast<size_t>(width) * sizeof(float));
+  alignas(64) float strip[kConvChannelBlock * kMaxStrip];
+  const int64_t lda = p.stride_w * p.c;
+  for (int64_t ky = 0; ky < p.kh; ++ky) {
+    const int64_t iy = oy * p.stride_h - p.pad_top + ky * p.dilation_h;
+    if (iy < 0 || iy >= p.h) continue;
+    const float* row = job.x + (n * p.h + iy) * p.w * p.c + g * cg;
+    for (int64_t kx = 0; kx < p.kw; ++kx) {
+      int64_t lo, hi;
+      tap_columns(p, kx, &lo, &hi);
+      if (lo == hi) continue;
+      const int64_t t = ky * p.kw + kx;
+      const float* a0 = row + (lo * p.stride_w + kx * p.dilation_w - p.pad_left) * p.c;
+      const float* b_tap = job.prepared ? job.prepared + ((g * taps + t) * job.strips + s) * cg * nr : nullptr;
+      for (int64_t c0 = 0; c0 < cg; c0 += kConvChannelBlock) {
+        const int64_t kc = std::min(kConvChannelBlock, cg - c0);
+        const float* b = b_tap ? b_tap + c0 * nr : strip;
+        if (!b_tap) {  // this block's rows of the tap's strip
+          for (int64_t ci = 0; ci < kc; ++ci) {
+            float* dst = strip + ci * nr;
+            for (int64_t j = 0; j < width; ++j) dst[j] = job.w[((col0 + j) * cg + c0 + ci) * taps + t];
+            for (int64_t j = width; j < nr; ++j) dst[j] = 0.0f;
+          }
+        }
+        for (int64_t ox = lo; ox < hi; ox += job.tile.mr_max) {
+          const int64_t mr = std::min(job.tile.mr_max, hi - ox);
+          job.tile.run(mr, width, kc, a0 + (ox - lo) * lda + c0, lda, false, b, nr, c + ox * ldc, ldc, true);
+        }
+      }
+    }
+  }
+  if (job.bias)
+    for (int64_t ox = 0; ox < p.ow; ++ox)
+      for (int64_t j = 0; j < width; ++j) c[ox * ldc + j] += job.bias[col0 + j];
+  if (p.epilogue.activation != 0) apply_epilogue(p.epilogue, c, ldc, p.ow, width);
+}
+
+// ---- depthwise ----------------------------------------------------------------
+
+constexpr int64_t kDwLanes = 16;
+constexpr int64_t kDwMaxTaps = 1024;  // taps of a kernel whose weights go on the stack, per 16 channels
+
+struct DepthwiseJob {
+  const Conv2dPlan* p;
+  const float *x, *w, *bias;
+  float* out;
+};
+
+// Output pixel (oy, ox) of image n over channels [c0, c0 + lanes): the taps
+// inside the input in (ky, kx) order, each product rounded then added (the
+// element function's one-channel partial sums).
+void depthwise_pixel_scalar(const DepthwiseJob& job, int64_t n, int64_t oy, int64_t ox, int64_t c0, int64_t lanes,
+                            const float* taps_w) {
+  const Conv2dPlan& p = *job.p;
+  float acc[kDwLanes] = {};
+  for (int64_t ky = 0; ky < p.kh; ++ky) {
+    const int64_t iy = oy * p.stride_h - p.pad_top + ky * p.dilation_h;
+    if (iy < 0 || iy >= p.h) continue;
+    for (int64_t kx = 0; kx < p.kw; ++kx) {
+      const int64_t ix = ox * p.stride_w - p.pad_left + kx * p.dilation_w;
+      if (ix < 0 || ix >= p.w) continue;
+      const float* in = job.x + ((n * p.h + iy) * p.w + ix) * p.c + c0;
+      const float* wt = taps_w + (ky * p.kw + kx) * kDwLanes;
+      for (int64_t j = 0; j < lanes; ++j) acc[j] += in[j] * wt[j];
+    }
+  }
+  float* o = job.out + ((n * p.oh + oy) * p.ow + ox) * p.k + c0;
+  for (int64_t j = 0; j < lanes; ++j) o[j] = acc[j];
+}
+
+#ifdef HEXIR_NHWC_X86
+[[gnu::target("avx512f")]] void depthwise_row_avx512(const DepthwiseJob& job, int64_t n, int64_t oy, int64_t c0,
+                                                     int64_t lanes, const float* taps_w) {
+  const Conv2dPlan& p = *job.p;
+  const __mmask16 m = lanes >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << lanes) - 1);
+  float* o = job.out + (n * p.oh + oy) * p.ow * p.k + c0;
+  const float* image = job.x + n * p.h * p.w * p.c + c0;
+  for (int64_t ox = 0; ox < p.ow; ++ox) {
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t ky = 0; ky < p.kh; ++ky) {
+      const int64_t iy = oy * p.stride_h - p.pad_top + ky * p.dilation_h;
+      if (iy < 0 || iy >= p.h) continue;
+      const float* in_row = image + iy * p.w * p.c;
+      for (int64_t kx = 0; kx < p.kw; ++kx) {
+        const int64_t ix = ox * p.stride_w - p.pad_left + kx * p.dilation_w;
+        if (ix < 0 || ix >= p.w) continue;
+        const __m512 v = _mm512_maskz_loadu_ps(m, in_row + ix * p.c);
+        const __m512 wv = _mm512_load_ps(taps_w + (ky * p.kw + kx) * kDwLanes);
+        acc = _mm512_add_ps(acc, _mm512_mul_ps(v, wv));
+      }
+    }
+    _mm512_mask_storeu_ps(o + ox * p.k, m, acc);
+  }
+}
+#endif
+
+// One task: output row oy of image n, all channels.
+void depthwise_task(void* context, int64_t task) {
+  const DepthwiseJob& job = *static_cast<const DepthwiseJob*>(context);
+  const Conv2dPlan& p = *job.p;
+  const int64_t oy = task % p.oh, n = task / p.oh, taps = p.kh * p.kw;
+#ifdef HEXIR_NHWC_X86
+  const bool avx512 = __builtin_cpu_supports("avx512f");
+#endif
+  alignas(64) float taps_w[kDwMaxTaps * kDwLanes];
+  for (int64_t c0 = 0; c0 < p.c; c0 += kDwLanes) {
+    const int64_t lanes = std::min(kDwLanes, p.c - c0);
+    for (int64_t t = 0; t < taps; ++t)  // this block's weights, tap-major
+      for (int64_t j = 0; j < kDwLanes; ++j) taps_w[t * kDwLanes + j] = j < lanes ? job.w[(c0 + j) * taps + t] : 0.0f;
+#ifdef HEXIR_NHWC_X86
+    if (avx512) {
+      depthwise_row_avx512(job, n, oy, c0, lanes, taps_w);
+      continue;
+    }
+#endif
+    for (int64_t ox = 0; ox < p.ow; ++ox) depthwise_pixel_scalar(job, n, oy, ox, c0, lanes, taps_w);
+  }
+  float* row = job.out + (n * p.oh + oy) * p.ow * p.k;
+  if (job.bias)
+    for (int64_t ox = 0; ox < p.ow; ++ox)
+      for (int64_t ch = 0; ch < p.k; ++ch) row[ox * p.k + ch] += job.bias[ch];
+  if (p.epilogue.activation != 0) apply_epilogue(p.epilogue, row, 0, 1, p.ow * p.k);
+}
+
+// Depthwise kernels too large for the stack's weight block: each element
+// from the plan's own order.
+void depthwise_element_task(void* context, int64_t task) {
+  const DepthwiseJob& job = *static_cast<const DepthwiseJob*>(context);
+  const Conv2dPlan& p = *job.p;
+  const int64_t oy = task % p.oh, n = task / p.oh;
+  float* row = job.out + (n * p.oh + oy) * p.ow * p.k;
+  for (int64_t ox = 0; ox < p.ow; ++ox)
+    for (int64_t ch = 0; ch < p.k; ++ch) {
+      float v = ops::conv2d_channels_last_element(p, job.x + n * p.h * p.w * p.c, job.w, ch, oy, ox);
+      if (job.bias) v += job.bias[ch];
+      row[ox * p.k + ch] = v;
+    }
+  if (p.epilogue.activation != 0) apply_epilogue(p.epilogue, row, 0, 1, p.ow * p.k);
+}
+
+// The pool for work of `macs` multiply-adds: none (the caller alone) when small.
+KernelContext split_for(const KernelContext& context, int64_t macs) {
+  return macs < kSerialMacs ? KernelContext{} : context;
+}
+
+}  // namespace
+
+uint64_t conv2d_channels_last_prepared_bytes(const Dispatch& d) {
+  const Conv2dPlan& p = plan_of<Conv2dPlan>(d);
+  if (d.operands[1] == nullptr || ops::conv2d_is_depthwise(p) || p.k_per_group == 0) return 0;
+  const int64_t nr = gemm_tile().nr_max;
+  return static_cast<uint64_t>(p.groups * p.kh * p.kw * strips_of(p, nr) * p.c_per_group * nr) * sizeof(float);
+}
+
+void conv2d_channels_last_prepare(const Dispatch& d, void* out) {
+  const Conv2dPlan& p = plan_of<Conv2dPlan>(d);
+  const int64_t nr = gemm_tile().nr_max, strips = strips_of(p, nr), taps = p.kh * p.kw;
+  float* dst = static_cast<float*>(out);
+  for (int64_t g = 0; g < p.groups; ++g)
+    for (int64_t t = 0; t < taps; ++t)
+      for (int64_t s = 0; s < strips; ++s) {
+        pack_tap_strip(p, input(d, 1), g, t, s, nr, dst);
+        dst += p.c_per_group * nr;
+      }
+}
+
+Status conv2d_channels_last(const KernelContext& context, const Dispatch& d) {
+  const Conv2dPlan& p = plan_of<Conv2dPlan>(d);
+  if (p.n == 0 || p.oh == 0 || p.ow == 0 || p.k == 0) return ok_status();
+  const float* bias = p.has_bias ? input(d, 2) : nullptr;
+  const int64_t macs = p.n * p.oh * p.ow * p.k * p.c_per_group * p.kh * p.kw;
+  if (ops::conv2d_is_depthwise(p)) {
+    DepthwiseJob job{&p, input(d, 0), input(d, 1), bias, output(d, 0)};
+    parallel_for(split_for(context, macs), p.n * p.oh,
+                 p.kh * p.kw <= kDwMaxTaps ? depthwise_task : depthwise_element_task, &job);
+    return ok_status();
+  }
+  const GemmTile tile = gemm_tile();
+  DenseJob job{&p, input(d, 0), input(d, 1), bias, static_cast<const float*>(d.prepared), output(d, 0), tile,
+               strips_of(p, tile.nr_max)};
+  parallel_for(split_for(context, macs), p.n * p.oh * p.groups * job.strips, dense_task, &job);
+  return ok_status();
+}
+
+}  // namespace hexir::hal::cpu::internal

@@ -1,0 +1,254 @@
+#include "layout.h"
+
+#include <algorithm>
+
+#include "fusion.h"
+
+namespace hexir::serializer {
+namespace {
+
+using ops::OpId;
+
+// NCHW -> NHWC and back, as transpose perms; kToNhwc[d] is the NCHW dim at NHWC position d.
+constexpr int64_t kToNhwc[4] = {0, 2, 3, 1};
+constexpr int64_t kToNchw[4] = {0, 3, 1, 2};
+// Below this many input channels per group a convolution (a stem) stays NCHW:
+// its taps would each give the register tile a few multiply-adds.
+constexpr int64_t kMinChannelsPerGroup = 8;
+
+std::vector<int64_t> to_nhwc(const std::vector<int64_t>& d) { return {d[0], d[2], d[3], d[1]}; }
+
+bool is_f32_rank4(const TensorType& t) { return t.dtype == DType::kF32 && t.rank() == 4; }
+
+class ChannelsLast {
+ public:
+  explicit ChannelsLast(Function& fn) : fn_(fn), region_(innermost_regions(fn)), readers_(fn.values.size()) {
+    for (size_t n = 0; n < fn.nodes.size(); ++n)
+      for (int v : fn.nodes[n].inputs) readers_[static_cast<size_t>(v)].push_back(static_cast<int>(n));
+    returned_.assign(fn.values.size(), false);
+    for (int v : fn.outputs) returned_[static_cast<size_t>(v)] = true;
+    nhwc_.assign(fn.values.size(), -1);
+  }
+
+  size_t run() {
+    const size_t original = fn_.nodes.size();
+    std::vector<Node> nodes = std::move(fn_.nodes);
+    fn_.nodes.clear();
+    std::vector<int64_t> new_index(original, -1);
+    for (size_t n = 0; n < original; ++n) {
+      Node& node = nodes[n];
+      const bool top = region_[n] < 0 && node.kind == NodeKind::kOp;
+      bool done = false;
+      if (top && node.op == OpId::kConv2d) done = rewrite_conv(node, &new_index[n]);
+      else if (top && ops::elementwise_map_arity(node.op) > 0) done = rewrite_map(node, &new_index[n]);
+      if (!done) {
+        new_index[n] = static_cast<int64_t>(fn_.nodes.size());
+        fn_.nodes.push_back(std::move(node));
+      }
+    }
+    if (converted_ == 0) return 0;  // every node went back unchanged
+    // Region markers name each other by node index (graph.h NodeKind).
+    for (Node& node : fn_.nodes) {
+      if (node.kind == NodeKind::kOp) continue;
+      for (size_t p = node.kind == NodeKind::kLoopBegin ? 1 : 0; p < node.params.size(); ++p)
+        if (node.params[p] >= 0 && static_cast<size_t>(node.params[p]) < original)
+          node.params[p] = new_index[static_cast<size_t>(node.params[p])];
+    }
+    for (size_t n = 0; n < fn_.nodes.size(); ++n)
+      for (size_t r = 0; r < fn_.nodes[n].results.size(); ++r) {
+        Value& value = fn_.values[static_cast<size_t>(fn_.nodes[n].results[r])];
+        value.node = static_cast<int>(n);
+        value.result = static_cast<int>(r);
+      }
+    drop_unread_conversions();
+    return converted_;
+  }
+
+ private:
+  // A new result value (its node is set once the nodes are final).
+  int add_value(const Value& like, std::vector<int64_t> dims, const std::string& suffix) {
+    Value v;
+    v.name = like.name + suffix;
+    v.type = TensorType{like.type.dtype, std::move(dims)};
+    v.byte_size = like.byte_size;  // the same elements in another order or shape
+    v.kind = ValueKind::kResult;
+    v.loc = like.loc;
+    fn_.values.push_back(std::move(v));
+    nhwc_.push_back(-1);
+    returned_.push_back(false);
+    return static_cast<int>(fn_.values.size()) - 1;
+  }
+
+  int emit(OpId op, std::vector<int> inputs, std::vector<int> results, std::vector<int64_t> params,
+           const Location& loc) {
+    Node node;
+    node.op = op;
+    node.inputs = std::move(inputs);
+    node.results = std::move(results);
+    node.params = std::move(params);
+    node.loc = loc;
+    fn_.nodes.push_back(std::move(node));
+    return static_cast<int>(fn_.nodes.size()) - 1;
+  }
+
+  // The channels-last form of NCHW value v: the value a moved exit transpose
+  // came from, or a new entry transpose of v.
+  int nhwc_of(int v, const Location& loc) {
+    if (nhwc_[static_cast<size_t>(v)] >= 0) return nhwc_[static_cast<size_t>(v)];
+    const Value& value = fn_.values[static_cast<size_t>(v)];
+    const int t = add_value(value, to_nhwc(value.type.dims), ".nhwc");
+    emit(OpId::kTranspose, {v}, {t}, std::vector<int64_t>(kToNhwc, kToNhwc + 4), loc);
+    created_.push_back(fn_.nodes.size() - 1);
+    return t;
+  }
+
+  // The exit transpose: channels-last value t back into `result`, the NCHW value readers keep reading.
+  void exit_to(int t, int result, const Location& loc) {
+    emit(OpId::kTranspose, {t}, {result}, std::vector<int64_t>(kToNchw, kToNchw + 4), loc);
+    created_.push_back(fn_.nodes.size() - 1);
+    nhwc_[static_cast<size_t>(result)] = t;
+  }
+
+  // Every reader of v can take it channels-last (a conv2d or an elementwise map at the top level) and it is not returned.
+  bool readers_take_nhwc(int v) const {
+    if (returned_[static_cast<size_t>(v)]) return false;
+    for (int n : readers_[static_cast<size_t>(v)]) {
+      const Node& reader = original_node(n);
+      if (region_[static_cast<size_t>(n)] >= 0 || reader.kind != NodeKind::kOp) return false;
+      if (reader.op != OpId::kConv2d && ops::elementwise_map_arity(reader.op) == 0) return false;
+      if (reader.op == OpId::kConv2d && reader.inputs[0] != v) return false;  // weights or bias
+    }
+    return true;
+  }
+
+  // readers_ and region_ index the original node list (a copy: run() moves the nodes).
+  const Node& original_node(int n) const { return (*original_)[static_cast<size_t>(n)]; }
+
+  bool rewrite_conv(Node& node, int64_t* index) {
+    const Value& x = fn_.values[static_cast<size_t>(node.inputs[0])];
+    const Value& w = fn_.values[static_cast<size_t>(node.inputs[1])];
+    if (node.results.size() != 1 || ops::conv2d_channels_last(node.params) || !is_f32_rank4(x.type) ||
+        w.type.rank() != 4)
+      return false;
+    const int64_t groups = node.params.size() > 8 ? node.params[8] : 1;
+    const int64_t c = x.type.dims[1], k = w.type.dims[0];
+    const bool depthwise = groups == c && groups == k;
+    const bool dense_window = !depthwise && w.type.dims[2] * w.type.dims[3] > 1 && w.type.dims[1] >= kMinChannelsPerGroup;
+    const int y = node.results[0];
+    const bool extends = nhwc_[static_cast<size_t>(node.inputs[0])] >= 0 && readers_take_nhwc(y);
+    if (!dense_window && !extends) return false;
+    const Value& result = fn_.values[static_cast<size_t>(y)];
+    const int xt = nhwc_of(node.inputs[0], node.loc);
+    const int yt = add_value(result, to_nhwc(result.type.dims), ".nhwc");
+    std::vector<int64_t> params = node.params;
+    params.push_back(1);
+    std::vector<int> inputs = node.inputs;
+    inputs[0] = xt;
+    *index = emit(OpId::kConv2d, std::move(inputs), {yt}, std::move(params), node.loc);
+    exit_to(yt, y, node.loc);
+    ++converted_;
+    return true;
+  }
+
+  // An operand of a map moved below its exit transpose: channels-last through
+  // a moved transpose, as it is when all its dims are 1, or a reshape when its
+  // non-unit dims keep their order (a per-channel [1,C,1,1] or [C,1,1]).
+  int map_operand(int v, const Location& loc) {
+    if (nhwc_[static_cast<size_t>(v)] >= 0) return nhwc_[static_cast<size_t>(v)];
+    const Value& value = fn_.values[static_cast<size_t>(v)];
+    if (value.type.rank() > 4) return -1;
+    std::vector<int64_t> dims(4 - value.type.rank(), 1);
+    dims.insert(dims.end(), value.type.dims.begin(), value.type.dims.end());
+    int64_t last = -1;
+    bool all_ones = true;
+    for (int d = 0; d < 4; ++d) {  // in NHWC order: the NCHW dim kToNhwc[d]
+      if (dims[static_cast<size_t>(kToNhwc[d])] == 1) continue;
+      all_ones = false;
+      if (kToNhwc[d] < last) return -1;
+      last = kToNhwc[d];
+    }
+    if (all_ones) return v;
+    const int r = add_value(value, to_nhwc(dims), ".nhwc");
+    emit(OpId::kReshape, {v}, {r}, to_nhwc(dims), loc);
+    return r;
+  }
+
+  bool rewrite_map(Node& node, int64_t* index) {
+    if (node.results.size() != 1) return false;
+    const int r = node.results[0];
+    const Value& result = fn_.values[static_cast<size_t>(r)];
+    if (!is_f32_rank4(result.type) || !readers_take_nhwc(r)) return false;
+    bool any = false;
+    for (int v : node.inputs) {
+      any |= nhwc_[static_cast<size_t>(v)] >= 0;
+      if (fn_.values[static_cast<size_t>(v)].type.dtype != DType::kF32) return false;
+    }
+    if (!any) return false;
+    // Check every operand before emitting any reshape.
+    for (int v : node.inputs)
+      if (nhwc_[static_cast<size_t>(v)] < 0 && !order_free(fn_.values[static_cast<size_t>(v)].type)) return false;
+    std::vector<int> inputs;
+    for (int v : node.inputs) inputs.push_back(map_operand(v, node.loc));
+    const int rt = add_value(result, to_nhwc(result.type.dims), ".nhwc");
+    *index = emit(node.op, std::move(inputs), {rt}, node.params, node.loc);
+    exit_to(rt, r, node.loc);
+    return true;
+  }
+
+  static bool order_free(const TensorType& t) {
+    if (t.rank() > 4) return false;
+    std::vector<int64_t> dims(4 - t.rank(), 1);
+    dims.insert(dims.end(), t.dims.begin(), t.dims.end());
+    int64_t last = -1;
+    for (int d = 0; d < 4; ++d) {
+      if (dims[static_cast<size_t>(kToNhwc[d])] == 1) continue;
+      if (kToNhwc[d] < last) return false;
+      last = kToNhwc[d];
+    }
+    return true;
+  }
+
+  // The transposes this pass added that nothing reads: an exit transpose
+  // every reader of which moved below it.
+  void drop_unread_conversions() {
+    std::vector<int> reads(fn_.values.size(), 0);
+    for (const Node& node : fn_.nodes)
+      for (int v : node.inputs) ++reads[static_cast<size_t>(v)];
+    for (int v : fn_.outputs) ++reads[static_cast<size_t>(v)];
+    std::vector<bool> node_dropped(fn_.nodes.size(), false), value_dropped(fn_.values.size(), false);
+    bool any = false;
+    for (size_t n : created_) {
+      const int v = fn_.nodes[n].results[0];
+      if (reads[static_cast<size_t>(v)] != 0) continue;
+      node_dropped[n] = value_dropped[static_cast<size_t>(v)] = any = true;
+    }
+    if (any) drop(fn_, node_dropped, std::move(value_dropped));
+  }
+
+  Function& fn_;
+  std::vector<int> region_;
+  std::vector<std::vector<int>> readers_;  // per original value: the original nodes reading it
+  std::vector<bool> returned_;
+  std::vector<int> nhwc_;  // per value: the channels-last value it is the exit transpose of, or -1
+  std::vector<size_t> created_;  // the transposes added (indices into fn_.nodes)
+  const std::vector<Node>* original_ = nullptr;
+  size_t converted_ = 0;
+
+ public:
+  void set_original(const std::vector<Node>* nodes) { original_ = nodes; }
+};
+
+}  // namespace
+
+size_t choose_channels_last(Module& module) {
+  size_t converted = 0;
+  for (Function& fn : module.functions) {
+    const std::vector<Node> original = fn.nodes;
+    ChannelsLast pass(fn);
+    pass.set_original(&original);
+    converted += pass.run();
+  }
+  return converted;
+}
+
+}  // namespace hexir::serializer

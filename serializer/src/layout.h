@@ -1,0 +1,30 @@
+// The in-memory order of convolution activations (docs/layout.md): a graph
+// rewrite the compiler runs after fusion.h's, before planning.
+#pragma once
+
+#include <cstddef>
+
+#include "graph.h"
+
+namespace hexir::serializer {
+
+// Convolutions in channels-last order. At the top level of each function
+// (never inside a loop or a branch), a conv2d on f32 becomes
+//   transpose(x, [0,2,3,1]) -> conv2d channels_last -> transpose(y, [0,3,1,2])
+// when its kernel is dense and larger than 1x1 with 8 or more input channels
+// per group (the shapes whose NCHW patch packing costs most), or when its
+// input is already channels-last and every reader of its result can take
+// channels-last too (a conv2d, or an elementwise map). The exit transpose
+// then moves below the elementwise maps that read it (ops::elementwise_map_arity:
+// a unary map; a binary map whose other operand is channels-last too, or a
+// value whose non-unit dims keep their order, read through a reshape), when
+// every reader of the map's result can take channels-last; an entry
+// transpose of a moved exit transpose is its source, so where convolutions
+// meet through such maps nothing is converted between them. The transposes
+// left are views or copies (passes.h assign_storage), counted by hexir-dump.
+// Results are the NCHW graph's within rounding (the channels-last sum order,
+// ops::conv2d_channels_last_element). Returns the number of conv2d nodes made
+// channels-last.
+size_t choose_channels_last(Module& module);
+
+}  // namespace hexir::serializer

@@ -1,0 +1,258 @@
+// Channels-last convolutions (docs/layout.md) end to end: a conv2d written
+// with channels_last = 1 gives ops::conv2d_channels_last_element's sums on
+// the cpu (dense, grouped, depthwise, strided, dilated, padded, more input
+// channels than one block, with bias and epilogue); a graph compiled with
+// CompileOptions::channels_last runs to the NCHW graph's results within
+// rounding, at 1 and 2 threads and under every plan, with its conversions
+// only at the region's edges.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "hexir/hal/device.h"
+#include "hexir/ops/plans.h"
+#include "hexir/serializer/compiler.h"
+#include "hexir/vm.h"
+#include "loaded.h"
+
+namespace hexir::testing {
+namespace {
+
+std::vector<float> random_floats(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> out(n);
+  for (float& v : out) v = dist(rng);
+  return out;
+}
+
+std::string dims_text(const std::vector<int64_t>& dims) {
+  std::string s;
+  for (size_t i = 0; i < dims.size(); ++i) s += (i ? "," : "") + std::to_string(dims[i]);
+  return s;
+}
+
+// A `const @name : f32[dims] = dense [...]` line of random values.
+std::string dense_constant(const std::string& name, const std::vector<int64_t>& dims, uint32_t seed,
+                           std::vector<float>* values = nullptr) {
+  size_t n = 1;
+  for (int64_t d : dims) n *= static_cast<size_t>(d);
+  const std::vector<float> v = random_floats(n, seed);
+  if (values) *values = v;
+  std::ostringstream s;
+  s.precision(9);
+  s << "const @" << name << " : f32[" << dims_text(dims) << "] = dense [";
+  for (size_t i = 0; i < n; ++i) s << (i ? ", " : "") << v[i];
+  s << "]\n";
+  return s.str();
+}
+
+struct Outputs {
+  std::vector<std::vector<float>> values;
+  std::vector<std::string> ops;  // the instructions' operators, in order
+  std::vector<std::string> params_of_conv;
+};
+
+Outputs run(const std::vector<uint8_t>& compiled, const std::vector<std::vector<float>>& inputs, int threads) {
+  auto loaded = std::make_unique<Loaded>();
+  loaded->size = compiled.size();
+  loaded->bytes.reset(static_cast<uint8_t*>(std::aligned_alloc(64, (compiled.size() + 63) / 64 * 64)));
+  std::memcpy(loaded->bytes.get(), compiled.data(), compiled.size());
+  auto device = hal::create_device("cpu", {.threads = threads});
+  REQUIRE(device.ok());
+  auto module = vm::Module::load_buffer({loaded->bytes.get(), loaded->size});
+  REQUIRE_MESSAGE(module.ok(), module.status().to_string());
+  auto program = vm::Program::prepare(*module, **device);
+  REQUIRE_MESSAGE(program.ok(), program.status().to_string());
+  auto context = vm::Context::create(*program);
+  REQUIRE(context.ok());
+  const vm::FunctionSignature& sig = module->function(0);
+  REQUIRE(sig.inputs.size() == inputs.size());
+  std::vector<vm::TensorRef> refs;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    refs.push_back({const_cast<float*>(inputs[i].data()), inputs[i].size() * 4, sig.inputs[i].type});
+  Status status = context->invoke(sig.name, refs);
+  REQUIRE_MESSAGE(status.ok(), status.to_string());
+  Outputs out;
+  for (size_t j = 0; j < sig.outputs.size(); ++j) {
+    std::vector<float> v(sig.outputs[j].byte_size / 4);
+    REQUIRE(context->read_output(0, j, std::span(reinterpret_cast<uint8_t*>(v.data()), v.size() * 4)).ok());
+    out.values.push_back(std::move(v));
+  }
+  for (const vm::InstructionInfo& info : module->instructions(0)) out.ops.push_back(info.op);
+  return out;
+}
+
+std::vector<uint8_t> compile(const std::string& source, serializer::CompileOptions options = {}) {
+  auto bytes = serializer::compile_source(source, "channels_last.hxir", "/nonexistent", options);
+  REQUIRE_MESSAGE(bytes.ok(), bytes.status().to_string());
+  return std::move(bytes).value();
+}
+
+struct ConvCase {
+  const char* name;
+  int64_t n, c, h, w, k, kh, kw;
+  int64_t stride, pad, dilation, groups;
+  bool bias;
+  const char* activation;  // "" for none
+};
+
+TEST_CASE("channels-last conv2d: the cpu kernel gives the element function's sums") {
+  // The register tile sums each (tap, channel block) as an FMA chain (AVX-512, AVX2): bit-identical
+  // there; the portable tile rounds each product, so elsewhere within rounding.
+  const bool exact = __builtin_cpu_supports("fma");
+  const ConvCase cases[] = {
+      {"3x3 pad 1", 1, 8, 9, 11, 16, 3, 3, 1, 1, 1, 1, true, "relu"},
+      {"3x3 stride 2, 35 out channels", 2, 12, 10, 9, 35, 3, 3, 2, 1, 1, 1, true, ""},
+      {"dilated 3x3", 1, 8, 12, 12, 8, 3, 3, 1, 2, 2, 1, false, "hard_swish"},
+      {"5x5 no pad, wide", 1, 16, 8, 40, 24, 5, 5, 1, 0, 1, 1, true, "sigmoid"},
+      {"1x1", 1, 24, 7, 7, 40, 1, 1, 1, 0, 1, 1, true, ""},
+      {"grouped 3x3", 1, 16, 8, 8, 24, 3, 3, 1, 1, 1, 2, true, "relu"},
+      {"300 input channels (two blocks)", 1, 300, 4, 5, 17, 3, 3, 1, 1, 1, 1, true, ""},
+      {"depthwise 3x3", 1, 24, 10, 10, 24, 3, 3, 1, 1, 1, 24, true, "relu"},
+      {"depthwise 5x5 stride 2", 1, 40, 13, 11, 40, 5, 5, 2, 2, 1, 40, false, ""},
+      {"depthwise dilated", 2, 20, 9, 9, 20, 3, 3, 1, 2, 2, 20, true, "clip"},
+  };
+  for (const ConvCase& c : cases) {
+    INFO(c.name);
+    const int64_t cg = c.c / c.groups;
+    std::vector<float> w, bias;
+    std::string source = "module @conv\n" + dense_constant("w", {c.k, cg, c.kh, c.kw}, 7, &w);
+    if (c.bias) source += dense_constant("b", {c.k}, 11, &bias);
+    const int64_t oh = (c.h + 2 * c.pad - c.dilation * (c.kh - 1) - 1) / c.stride + 1;
+    const int64_t ow = (c.w + 2 * c.pad - c.dilation * (c.kw - 1) - 1) / c.stride + 1;
+    std::string attrs = "strides = [" + std::to_string(c.stride) + ", " + std::to_string(c.stride) + "], pads = [" +
+                        std::to_string(c.pad) + ", " + std::to_string(c.pad) + ", " + std::to_string(c.pad) + ", " +
+                        std::to_string(c.pad) + "], dilations = [" + std::to_string(c.dilation) + ", " +
+                        std::to_string(c.dilation) + "], groups = " + std::to_string(c.groups) +
+                        ", channels_last = 1";
+    if (*c.activation) attrs += ", activation = \"" + std::string(c.activation) + "\"";
+    source += "func @main(%x: f32[" + dims_text({c.n, c.h, c.w, c.c}) + "]) -> (f32[" +
+              dims_text({c.n, oh, ow, c.k}) + "]) {\n  %y = call @conv2d(%x, @w" + (c.bias ? ", @b" : "") +
+              ") {" + attrs + "} : f32[" + dims_text({c.n, oh, ow, c.k}) + "]\n  return %y\n}\n";
+    const std::vector<float> x = random_floats(static_cast<size_t>(c.n * c.h * c.w * c.c), 3);
+    ops::Conv2dPlan p{};
+    p.n = c.n, p.c = c.c, p.h = c.h, p.w = c.w, p.k = c.k, p.oh = oh, p.ow = ow, p.kh = c.kh, p.kw = c.kw;
+    p.stride_h = p.stride_w = c.stride, p.pad_top = p.pad_left = c.pad, p.dilation_h = p.dilation_w = c.dilation;
+    p.groups = c.groups, p.c_per_group = cg, p.k_per_group = c.k / c.groups, p.channels_last = 1;
+    const std::vector<uint8_t> compiled = compile(source);
+    for (int threads : {1, 2}) {
+      INFO(threads << " threads");
+      const Outputs got = run(compiled, {x}, threads);
+      REQUIRE(got.values.size() == 1);
+      size_t mismatches = 0;
+      double worst = 0;
+      for (int64_t n = 0; n < c.n; ++n)
+        for (int64_t oy = 0; oy < oh; ++oy)
+          for (int64_t ox = 0; ox < ow; ++ox)
+            for (int64_t k = 0; k < c.k; ++k) {
+              float want = ops::conv2d_channels_last_element(p, x.data() + n * c.h * c.w * c.c, w.data(), k, oy, ox);
+              if (c.bias) want += bias[static_cast<size_t>(k)];
+              if (*c.activation) {
+                ops::Epilogue e{};
+                const std::string a = c.activation;
+                e.activation = static_cast<int32_t>(a == "relu"         ? ops::Activation::kRelu
+                                                    : a == "hard_swish" ? ops::Activation::kHardSwish
+                                                    : a == "sigmoid"    ? ops::Activation::kSigmoid
+                                                                        : ops::Activation::kClip);
+                e.a = -INFINITY, e.b = INFINITY;
+                want = ops::apply_epilogue(e, want);
+              }
+              const float have = got.values[0][static_cast<size_t>(((n * oh + oy) * ow + ox) * c.k + k)];
+              if (exact ? std::memcmp(&have, &want, 4) != 0 : std::fabs(have - want) > 1e-5f * (1 + std::fabs(want)))
+                ++mismatches;
+              worst = std::max(worst, static_cast<double>(std::fabs(have - want)));
+            }
+      INFO("largest difference " << worst);
+      CHECK(mismatches == 0);
+    }
+  }
+}
+
+// Two dense 3x3 convolutions with a depthwise block, a residual add and a
+// per-channel scale between them, a max pool (NCHW only) after the second,
+// and results returned from inside the region and after it.
+std::string region_graph() {
+  std::string s = "module @region\n";
+  s += dense_constant("w1", {16, 8, 3, 3}, 1) + dense_constant("b1", {16}, 2);
+  s += dense_constant("wd", {16, 1, 3, 3}, 3) + dense_constant("wp", {16, 16, 1, 1}, 4);
+  s += dense_constant("bp", {16}, 5) + dense_constant("scale", {1, 16, 1, 1}, 6);
+  s += dense_constant("w3", {8, 16, 3, 3}, 7) + dense_constant("wg", {16, 8, 3, 3}, 8);
+  s += R"(func @main(%x: f32[1,8,12,12]) -> (f32[1,16,12,12], f32[1,8,6,6], f32[1,16,12,12]) {
+  %c1 = call @conv2d(%x, @w1, @b1) {pads = [1, 1, 1, 1]} : f32[1,16,12,12]
+  %r1 = call @relu(%c1) : f32[1,16,12,12]
+  %d = call @conv2d(%r1, @wd) {pads = [1, 1, 1, 1], groups = 16} : f32[1,16,12,12]
+  %p = call @conv2d(%d, @wp, @bp) : f32[1,16,12,12]
+  %s = call @add(%p, %r1) : f32[1,16,12,12]
+  %m = call @mul(%s, @scale) : f32[1,16,12,12]
+  %g = call @conv2d(%m, @wg) {pads = [1, 1, 1, 1], groups = 2} : f32[1,16,12,12]
+  %c3 = call @conv2d(%g, @w3) {pads = [2, 2, 2, 2], dilations = [2, 2]} : f32[1,8,12,12]
+  %pool = call @max_pool(%c3) {kernel_shape = [2, 2], strides = [2, 2]} : f32[1,8,6,6]
+  return %s, %pool, %g
+}
+)";
+  return s;
+}
+
+TEST_CASE("channels-last: a graph compiled channels-last gives the NCHW graph's results, converting at its edges") {
+  const std::string source = region_graph();
+  const std::vector<float> x = random_floats(8 * 12 * 12, 9);
+  constexpr serializer::PlanStrategy kPlans[] = {serializer::PlanStrategy::kArena, serializer::PlanStrategy::kNaive,
+                                                 serializer::PlanStrategy::kFreeAtLastUse};
+  for (serializer::PlanStrategy plan : kPlans) {
+    serializer::CompileOptions nchw_options, nhwc_options;
+    nchw_options.plan = nhwc_options.plan = plan;
+    nhwc_options.channels_last = true;
+    const std::vector<uint8_t> nchw = compile(source, nchw_options), nhwc = compile(source, nhwc_options);
+    for (int threads : {1, 2}) {
+      INFO("plan " << static_cast<int>(plan) << " at " << threads << " threads");
+      const Outputs want = run(nchw, {x}, threads), got = run(nhwc, {x}, threads);
+      REQUIRE(got.values.size() == want.values.size());
+      for (size_t j = 0; j < want.values.size(); ++j) {
+        INFO("output " << j);
+        REQUIRE(got.values[j].size() == want.values[j].size());
+        // Other sum orders, four convolutions deep: within float rounding of the output's scale.
+        double worst = 0, scale = 1;
+        for (size_t i = 0; i < want.values[j].size(); ++i) {
+          worst = std::max(worst, std::fabs(static_cast<double>(got.values[j][i]) - want.values[j][i]));
+          scale = std::max(scale, std::fabs(static_cast<double>(want.values[j][i])));
+        }
+        INFO("largest difference " << worst << " at scale " << scale);
+        CHECK(worst < 1e-6 * scale);
+      }
+      // One conversion into the region (x), and out of it: the returned %s and
+      // %g and the pool's input; nothing between the convolutions.
+      size_t transposes = 0;
+      for (const std::string& op : got.ops) transposes += op == "transpose" || op == "copy";
+      CHECK(transposes == 4);
+      size_t nchw_transposes = 0;
+      for (const std::string& op : want.ops) nchw_transposes += op == "transpose" || op == "copy";
+      CHECK(nchw_transposes == 0);
+    }
+  }
+}
+
+TEST_CASE("channels-last: 1x1 and depthwise convolutions alone, stems and convolutions in loops stay NCHW") {
+  std::string s = "module @plain\n";
+  s += dense_constant("wp", {16, 8, 1, 1}, 1) + dense_constant("wd", {16, 1, 3, 3}, 2);
+  s += dense_constant("stem", {8, 3, 3, 3}, 3);
+  s += R"(func @main(%x: f32[1,8,10,10], %img: f32[1,3,10,10]) -> (f32[1,16,10,10], f32[1,8,10,10]) {
+  %p = call @conv2d(%x, @wp) : f32[1,16,10,10]
+  %d = call @conv2d(%p, @wd) {pads = [1, 1, 1, 1], groups = 16} : f32[1,16,10,10]
+  %s = call @conv2d(%img, @stem) {pads = [1, 1, 1, 1]} : f32[1,8,10,10]
+  return %d, %s
+}
+)";
+  serializer::CompileOptions options;
+  options.channels_last = true;
+  const Outputs got = run(compile(s, options), {random_floats(800, 1), random_floats(300, 2)}, 1);
+  for (const std::string& op : got.ops) CHECK(op != "transpose");
+}
+
+}  // namespace
+}  // namespace hexir::testing
