@@ -6,6 +6,7 @@
 #include <string>
 
 #include "kernel_util.h"
+#include "thread_pool.h"
 
 namespace hexir::hal::cpu::internal {
 namespace {
@@ -152,7 +153,75 @@ Status pad(const KernelContext&, const Dispatch& d) {
 
 namespace {
 
-void gather_elements(const ops::StridedPlan& p, const uint8_t* in, uint8_t* out) {
+// A transpose that moves the input's contiguous dim away from the last: out
+// dim t reads the input contiguously (stride 1), the last out dim reads it
+// `inner_stride` apart. Walked in square tiles of (t, last) so that both the
+// reads and the writes of a tile stay within a few cache lines each, where
+// the row-by-row walk reads one element per cache line per row (docs/layout.md:
+// the conversions at channels-last regions' edges). The other dims are split
+// over the pool; each output element is written once, as by strided_typed.
+constexpr int64_t kTransposeTile = 16;
+
+template <typename Element>
+void transpose_tiled(const KernelContext& context, const ops::StridedPlan& p, int32_t t, const uint8_t* in,
+                     uint8_t* out) {
+  const int32_t last = p.rank - 1;
+  int64_t out_stride[kMaxRank];
+  out_stride[last] = 1;
+  for (int32_t d = last; d-- > 0;) out_stride[d] = out_stride[d + 1] * p.out_dims[d + 1];
+  // The other dims (neither t nor the last), as one flat range.
+  int64_t rest_dims[kMaxRank], rest_in[kMaxRank], rest_out[kMaxRank];
+  int32_t rest_rank = 0;
+  int64_t rest = 1;
+  for (int32_t d = 0; d < last; ++d) {
+    if (d == t) continue;
+    rest_dims[rest_rank] = p.out_dims[d], rest_in[rest_rank] = p.in_stride[d], rest_out[rest_rank] = out_stride[d];
+    rest *= p.out_dims[d];
+    ++rest_rank;
+  }
+  const Element* src = reinterpret_cast<const Element*>(in) + p.offset;
+  Element* dst = reinterpret_cast<Element*>(out);
+  const int64_t rows = p.out_dims[t], cols = p.out_dims[last], col_stride = p.in_stride[last];
+  const int64_t row_out = out_stride[t];
+  parallel_ranges(context, rest, std::max<int64_t>(1, (int64_t{1} << 15) / std::max<int64_t>(1, rows * cols)),
+                  [&](int64_t begin, int64_t end) {
+                    for (int64_t r = begin; r < end; ++r) {
+                      int64_t in_offset = 0, out_offset = 0;
+                      int64_t flat = r;
+                      for (int32_t i = rest_rank; i-- > 0;) {
+                        const int64_t index = flat % rest_dims[i];
+                        flat /= rest_dims[i];
+                        in_offset += index * rest_in[i];
+                        out_offset += index * rest_out[i];
+                      }
+                      const Element* s = src + in_offset;
+                      Element* o = dst + out_offset;
+                      for (int64_t i0 = 0; i0 < rows; i0 += kTransposeTile) {
+                        const int64_t i1 = std::min(rows, i0 + kTransposeTile);
+                        for (int64_t j0 = 0; j0 < cols; j0 += kTransposeTile) {
+                          const int64_t j1 = std::min(cols, j0 + kTransposeTile);
+                          for (int64_t i = i0; i < i1; ++i)
+                            for (int64_t j = j0; j < j1; ++j) o[i * row_out + j] = s[i + j * col_stride];
+                        }
+                      }
+                    }
+                  });
+}
+
+// The outer dim that reads the input contiguously when the last does not
+// (a transpose worth tiling), or -1.
+int32_t contiguous_outer_dim(const ops::StridedPlan& p) {
+  if (p.rank < 2 || p.in_stride[p.rank - 1] <= 1 || p.out_dims[p.rank - 1] < kTransposeTile) return -1;
+  for (int32_t d = p.rank - 1; d-- > 0;)
+    if (p.in_stride[d] == 1 && p.out_dims[d] >= kTransposeTile) return d;
+  return -1;
+}
+
+void gather_elements(const KernelContext& context, const ops::StridedPlan& p, const uint8_t* in, uint8_t* out) {
+  if (const int32_t t = contiguous_outer_dim(p); t >= 0) {
+    if (p.element_size == 4) return transpose_tiled<uint32_t>(context, p, t, in, out);
+    if (p.element_size == 8) return transpose_tiled<uint64_t>(context, p, t, in, out);
+  }
   switch (p.element_size) {
     case 1:
       strided_typed<uint8_t>(p, in, out);
@@ -174,10 +243,10 @@ void gather_elements(const ops::StridedPlan& p, const uint8_t* in, uint8_t* out)
 
 }  // namespace
 
-Status strided_gather(const KernelContext&, const Dispatch& d) {
+Status strided_gather(const KernelContext& context, const Dispatch& d) {
   const ops::StridedPlan& p = plan_of<ops::StridedPlan>(d);
   if (p.n == 0) return ok_status();
-  gather_elements(p, input<uint8_t>(d, 0), output<uint8_t>(d, 0));
+  gather_elements(context, p, input<uint8_t>(d, 0), output<uint8_t>(d, 0));
   return ok_status();
 }
 
@@ -209,10 +278,10 @@ Status split(const KernelContext&, const Dispatch& d) {
   return ok_status();
 }
 
-Status copy(const KernelContext&, const Dispatch& d) {
+Status copy(const KernelContext& context, const Dispatch& d) {
   const ops::CopyPlan& p = plan_of<ops::CopyPlan>(d);
   if (p.strided) {  // a strided view materialized (docs/views.md)
-    if (p.gather.n > 0) gather_elements(p.gather, input<uint8_t>(d, 0), output<uint8_t>(d, 0));
+    if (p.gather.n > 0) gather_elements(context, p.gather, input<uint8_t>(d, 0), output<uint8_t>(d, 0));
     return ok_status();
   }
   const int64_t bytes = p.bytes;

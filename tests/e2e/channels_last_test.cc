@@ -207,6 +207,7 @@ TEST_CASE("channels-last: a graph compiled channels-last gives the NCHW graph's 
   for (serializer::PlanStrategy plan : kPlans) {
     serializer::CompileOptions nchw_options, nhwc_options;
     nchw_options.plan = nhwc_options.plan = plan;
+    nchw_options.channels_last = false;
     nhwc_options.channels_last = true;
     const std::vector<uint8_t> nchw = compile(source, nchw_options), nhwc = compile(source, nhwc_options);
     for (int threads : {1, 2}) {

@@ -49,6 +49,15 @@ TEST_CASE("transpose: every perm of rank 2, 3 and 4 (f32)") {
   check_all_perms(DType::kF32, {2, 3, 1, 5});
 }
 
+TEST_CASE("transpose: the tiled path (16 or more along the contiguous and the last dim), partial tiles") {
+  // NCHW <-> NHWC as the channels-last regions convert (docs/layout.md), and every perm of a rank 3.
+  check_transpose(DType::kF32, {2, 35, 17, 19}, {0, 2, 3, 1});
+  check_transpose(DType::kF32, {2, 17, 19, 35}, {0, 3, 1, 2});
+  check_transpose(DType::kI64, {1, 16, 33, 20}, {0, 2, 3, 1});
+  check_transpose(DType::kI32, {40, 16}, {1, 0});
+  check_all_perms(DType::kF32, {16, 18, 33});
+}
+
 TEST_CASE("transpose: i32, u8, i64 and f16 move whole elements") {
   check_all_perms(DType::kI32, {2, 3, 4});
   check_all_perms(DType::kU8, {3, 2, 5});

@@ -55,7 +55,7 @@ struct CompileOptions {
   // Dense convolutions larger than 1x1 run channels-last (NHWC), with the
   // layout-free operators between them; conversions only at the edges of
   // such regions (docs/layout.md). hexir-compile --no-channels-last keeps NCHW.
-  bool channels_last = false;
+  bool channels_last = true;
   Schedule schedule = Schedule::kSource;
   // kZstd: store large data sections (RODATA) zstd-compressed, when that makes
   // them smaller; the VM decompresses them once at load. kNone (default) keeps
