@@ -70,6 +70,15 @@ Shape conv(const char* name, int64_t c, int64_t h, int64_t w, int64_t k, int64_t
           2.0 * k * (c / groups) * ks * ks * oh * ow};
 }
 
+// The same convolution channels-last (x [1, h, w, c]; docs/layout.md).
+Shape conv_nhwc(const char* name, int64_t c, int64_t h, int64_t w, int64_t k, int64_t ks, int64_t stride,
+                int64_t groups) {
+  Shape s = conv(name, c, h, w, k, ks, stride, groups);
+  s.inputs[0] = f32({1, h, w, c});
+  s.params.push_back(1);
+  return s;
+}
+
 // ConvTranspose with pads 0: x [1, c, h, w], weights [c, k, ks, ks].
 Shape conv_transpose(const char* name, int64_t c, int64_t h, int64_t w, int64_t k, int64_t ks,
                      int64_t stride) {
@@ -203,6 +212,11 @@ int main(int argc, char** argv) {
       conv("BlazeFace-256 stem 5x5 s2 3->24 @ 256x256", 3, 256, 256, 24, 5, 2, 1),
       conv("BlazeFace-256 1x1 24->24 @ 128x128", 24, 128, 128, 24, 1, 1, 1),
       conv("PP-OCRv4 det 3x3 96->24 @ 80x80", 96, 80, 80, 24, 3, 1, 1),
+      conv_nhwc("channels-last PP-OCR 3x3 s1 64->64 @ 40x80", 64, 40, 80, 64, 3, 1, 1),
+      conv_nhwc("channels-last PP-OCRv4 det 3x3 96->24 @ 80x80", 96, 80, 80, 24, 3, 1, 1),
+      conv_nhwc("channels-last PP-OCR 1x1 128->256 @ 20x40", 128, 20, 40, 256, 1, 1, 1),
+      conv_nhwc("channels-last BlazeFace 5x5 depthwise 48 @ 64x64", 48, 64, 64, 48, 5, 1, 48),
+      conv_nhwc("channels-last PP-OCR 3x3 depthwise 96 @ 40x40", 96, 40, 40, 96, 3, 1, 96),
       conv_transpose("PP-OCRv4 det ConvTranspose 2x2 s2 24->24 @ 80x80", 24, 80, 80, 24, 2, 2),
       conv_transpose("PP-OCRv4 det ConvTranspose 2x2 s2 24->1 @ 160x160", 24, 160, 160, 1, 2, 2),
       conv_transpose("ConvTranspose 4x4 s2 pad 0 64->32 @ 32x32", 64, 32, 32, 32, 4, 2),

@@ -63,17 +63,17 @@ struct DenseJob {
   int64_t strips;
 };
 
-// One task: output row oy of image n, strip s of group g.
+// One task: output row oy of image n, group g, every strip of the group
+// (a task owns whole pixels of the output: no cache line is written by two).
 void dense_task(void* context, int64_t task) {
   const DenseJob& job = *static_cast<const DenseJob*>(context);
   const Conv2dPlan& p = *job.p;
   const int64_t nr = job.tile.nr_max, taps = p.kh * p.kw, cg = p.c_per_group;
-  const int64_t s = task % job.strips, g = (task / job.strips) % p.groups, oy = task / job.strips / p.groups % p.oh;
-  const int64_t n = task / job.strips / p.groups / p.oh;
-  const int64_t col0 = g * p.k_per_group + s * nr, width = std::min(nr, p.k_per_group - s * nr);
-  float* const c = job.out + (n * p.oh + oy) * p.ow * p.k + col0;
+  const int64_t g = task % p.groups, oy = task / p.groups % p.oh, n = task / p.groups / p.oh;
+  float* const row_out = job.out + (n * p.oh + oy) * p.ow * p.k + g * p.k_per_group;
   const int64_t ldc = p.k;
-  for (int64_t ox = 0; ox < p.ow; ++ox) std::memset(c + ox * ldc, 0, static_cast<size_t>(width) * sizeof(float));
+  for (int64_t ox = 0; ox < p.ow; ++ox)
+    std::memset(row_out + ox * ldc, 0, static_cast<size_t>(p.k_per_group) * sizeof(float));
   alignas(64) float strip[kConvChannelBlock * kMaxStrip];
   const int64_t lda = p.stride_w * p.c;
   for (int64_t ky = 0; ky < p.kh; ++ky) {
@@ -86,28 +86,34 @@ void dense_task(void* context, int64_t task) {
       if (lo == hi) continue;
       const int64_t t = ky * p.kw + kx;
       const float* a0 = row + (lo * p.stride_w + kx * p.dilation_w - p.pad_left) * p.c;
-      const float* b_tap = job.prepared ? job.prepared + ((g * taps + t) * job.strips + s) * cg * nr : nullptr;
-      for (int64_t c0 = 0; c0 < cg; c0 += kConvChannelBlock) {
-        const int64_t kc = std::min(kConvChannelBlock, cg - c0);
-        const float* b = b_tap ? b_tap + c0 * nr : strip;
-        if (!b_tap) {  // this block's rows of the tap's strip
-          for (int64_t ci = 0; ci < kc; ++ci) {
-            float* dst = strip + ci * nr;
-            for (int64_t j = 0; j < width; ++j) dst[j] = job.w[((col0 + j) * cg + c0 + ci) * taps + t];
-            for (int64_t j = width; j < nr; ++j) dst[j] = 0.0f;
+      for (int64_t s = 0; s < job.strips; ++s) {
+        const int64_t col0 = s * nr, width = std::min(nr, p.k_per_group - col0);
+        float* const c = row_out + col0;
+        const float* b_tap = job.prepared ? job.prepared + ((g * taps + t) * job.strips + s) * cg * nr : nullptr;
+        for (int64_t c0 = 0; c0 < cg; c0 += kConvChannelBlock) {
+          const int64_t kc = std::min(kConvChannelBlock, cg - c0);
+          const float* b = b_tap ? b_tap + c0 * nr : strip;
+          if (!b_tap) {  // this block's rows of the tap's strip
+            const int64_t k0 = g * p.k_per_group + col0;
+            for (int64_t ci = 0; ci < kc; ++ci) {
+              float* dst = strip + ci * nr;
+              for (int64_t j = 0; j < width; ++j) dst[j] = job.w[((k0 + j) * cg + c0 + ci) * taps + t];
+              for (int64_t j = width; j < nr; ++j) dst[j] = 0.0f;
+            }
           }
-        }
-        for (int64_t ox = lo; ox < hi; ox += job.tile.mr_max) {
-          const int64_t mr = std::min(job.tile.mr_max, hi - ox);
-          job.tile.run(mr, width, kc, a0 + (ox - lo) * lda + c0, lda, false, b, nr, c + ox * ldc, ldc, true);
+          for (int64_t ox = lo; ox < hi; ox += job.tile.mr_max) {
+            const int64_t mr = std::min(job.tile.mr_max, hi - ox);
+            job.tile.run(mr, width, kc, a0 + (ox - lo) * lda + c0, lda, false, b, nr, c + ox * ldc, ldc, true);
+          }
         }
       }
     }
   }
-  if (job.bias)
+  const float* bias = job.bias ? job.bias + g * p.k_per_group : nullptr;
+  if (bias)
     for (int64_t ox = 0; ox < p.ow; ++ox)
-      for (int64_t j = 0; j < width; ++j) c[ox * ldc + j] += job.bias[col0 + j];
-  if (p.epilogue.activation != 0) apply_epilogue(p.epilogue, c, ldc, p.ow, width);
+      for (int64_t j = 0; j < p.k_per_group; ++j) row_out[ox * ldc + j] += bias[j];
+  if (p.epilogue.activation != 0) apply_epilogue(p.epilogue, row_out, ldc, p.ow, p.k_per_group);
 }
 
 // ---- depthwise ----------------------------------------------------------------
@@ -144,13 +150,46 @@ void depthwise_pixel_scalar(const DepthwiseJob& job, int64_t n, int64_t oy, int6
 }
 
 #ifdef HEXIR_NHWC_X86
+// Pixels per block of independent sums (each sum is a chain of adds: one
+// pixel at a time waits on the add's latency).
+constexpr int64_t kDwPixels = 8;
+
 [[gnu::target("avx512f")]] void depthwise_row_avx512(const DepthwiseJob& job, int64_t n, int64_t oy, int64_t c0,
                                                      int64_t lanes, const float* taps_w) {
   const Conv2dPlan& p = *job.p;
   const __mmask16 m = lanes >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << lanes) - 1);
   float* o = job.out + (n * p.oh + oy) * p.ow * p.k + c0;
   const float* image = job.x + n * p.h * p.w * p.c + c0;
-  for (int64_t ox = 0; ox < p.ow; ++ox) {
+  // Output columns whose every tap lies inside the input: [inner_lo, inner_hi).
+  int64_t inner_lo = 0, inner_hi = p.ow, lo, hi;
+  for (int64_t kx = 0; kx < p.kw; ++kx) {
+    tap_columns(p, kx, &lo, &hi);
+    inner_lo = std::max(inner_lo, lo);
+    inner_hi = std::min(inner_hi, hi);
+  }
+  const int64_t pixel = p.stride_w * p.c;
+  for (int64_t ox = 0; ox < p.ow;) {
+    if (ox >= inner_lo && ox + kDwPixels <= inner_hi) {
+      __m512 acc[kDwPixels];
+#pragma GCC unroll 8
+      for (int64_t i = 0; i < kDwPixels; ++i) acc[i] = _mm512_setzero_ps();
+      for (int64_t ky = 0; ky < p.kh; ++ky) {
+        const int64_t iy = oy * p.stride_h - p.pad_top + ky * p.dilation_h;
+        if (iy < 0 || iy >= p.h) continue;
+        const float* in = image + (iy * p.w + ox * p.stride_w - p.pad_left) * p.c;
+        for (int64_t kx = 0; kx < p.kw; ++kx) {
+          const __m512 wv = _mm512_load_ps(taps_w + (ky * p.kw + kx) * kDwLanes);
+          const float* tap = in + kx * p.dilation_w * p.c;
+#pragma GCC unroll 8
+          for (int64_t i = 0; i < kDwPixels; ++i)
+            acc[i] = _mm512_add_ps(acc[i], _mm512_mul_ps(_mm512_maskz_loadu_ps(m, tap + i * pixel), wv));
+        }
+      }
+#pragma GCC unroll 8
+      for (int64_t i = 0; i < kDwPixels; ++i) _mm512_mask_storeu_ps(o + (ox + i) * p.k, m, acc[i]);
+      ox += kDwPixels;
+      continue;
+    }
     __m512 acc = _mm512_setzero_ps();
     for (int64_t ky = 0; ky < p.kh; ++ky) {
       const int64_t iy = oy * p.stride_h - p.pad_top + ky * p.dilation_h;
@@ -165,6 +204,7 @@ void depthwise_pixel_scalar(const DepthwiseJob& job, int64_t n, int64_t oy, int6
       }
     }
     _mm512_mask_storeu_ps(o + ox * p.k, m, acc);
+    ++ox;
   }
 }
 #endif
@@ -253,7 +293,7 @@ Status conv2d_channels_last(const KernelContext& context, const Dispatch& d) {
   const GemmTile tile = gemm_tile();
   DenseJob job{&p, input(d, 0), input(d, 1), bias, static_cast<const float*>(d.prepared), output(d, 0), tile,
                strips_of(p, tile.nr_max)};
-  parallel_for(split_for(context, macs), p.n * p.oh * p.groups * job.strips, dense_task, &job);
+  parallel_for(split_for(context, macs), p.n * p.oh * p.groups, dense_task, &job);
   return ok_status();
 }
 
