@@ -65,7 +65,7 @@ TEST_CASE("dump stats: the hand-built tiny model") {
                                   "\"stats\":{\"arena_size\":64,\"lower_bound\":16,\"percent_over\":300.000,"
                                   "\"in_place_aliases\":1,\"view_aliases\":0,\"constant_bytes_stored\":16,"
                                   "\"constant_bytes_filled\":16,\"recomputed_instructions\":0,\"recomputed_flops\":0,"
-                                  "\"copied_bytes\":0,\"strided_views\":0}"),
+                                  "\"copied_bytes\":0,\"strided_views\":0,\"channels_last_convolutions\":0}"),
                 json.output);
 }
 
@@ -128,7 +128,7 @@ TEST_CASE("dump stats: views and constants of a compiled program") {
   CHECK_MESSAGE(testing::contains(json.output, "\"in_place_aliases\":" + std::to_string(aliased) +
                                                    ",\"view_aliases\":3,\"constant_bytes_stored\":80,"
                                                    "\"constant_bytes_filled\":16,\"recomputed_instructions\":0,\"recomputed_flops\":0,"
-                                  "\"copied_bytes\":0,\"strided_views\":0}"),
+                                  "\"copied_bytes\":0,\"strided_views\":0,\"channels_last_convolutions\":0}"),
                 json.output);
   auto text = testing::run_command(testing::kDumpTool + " " + dir / "views.hxe");
   CHECK_MESSAGE(testing::contains(text.output, "3 views; constants: 80 B stored, 16 B filled"), text.output);
@@ -172,7 +172,45 @@ TEST_CASE("dump stats: bytes copied per invoke before and after strided views") 
   CHECK_MESSAGE(testing::contains(text.output, "view of #0 +0 strides [1,6]"), text.output);
   CHECK_MESSAGE(testing::contains(text.output, "view of #0 +1 strides [2,6]"), text.output);
   auto json = testing::run_command(testing::kDumpTool + " " + dir / "after.hxe --json");
-  CHECK_MESSAGE(testing::contains(json.output, "\"copied_bytes\":48,\"strided_views\":2}"), json.output);
+  CHECK_MESSAGE(testing::contains(json.output, "\"copied_bytes\":48,\"strided_views\":2,\"channels_last_convolutions\":0}"),
+                json.output);
+}
+
+// Two 3x3 convolutions with a relu between them: channels-last, one
+// conversion in (x) and one out (the returned result), none between.
+constexpr const char* kTwoConvs = R"(
+module @two
+const @w1 : f32[8,8,3,3] = splat 0.01
+const @w2 : f32[8,8,3,3] = splat -0.02
+func @main(%x: f32[1,8,6,6]) -> (f32[1,8,6,6]) {
+  %a = call @conv2d(%x, @w1) {pads = [1, 1, 1, 1]} : f32[1,8,6,6]
+  %r = call @relu(%a) : f32[1,8,6,6]
+  %b = call @conv2d(%r, @w2) {pads = [1, 1, 1, 1]} : f32[1,8,6,6]
+  return %b
+}
+)";
+
+TEST_CASE("dump stats: channels-last convolutions and the bytes their conversions copy") {
+  hexir::serializer::CompileOptions nchw;
+  nchw.channels_last = false;
+  std::vector<uint8_t> before = testing::compile_text(kTwoConvs, nchw);
+  std::vector<uint8_t> after = testing::compile_text(kTwoConvs);
+  AlignedBytes before_file = testing::aligned(before), after_file = testing::aligned(after);
+  auto vb = verify_executable(before_file.span());
+  auto va = verify_executable(after_file.span());
+  REQUIRE_MESSAGE(vb.ok(), vb.status().to_string());
+  REQUIRE_MESSAGE(va.ok(), va.status().to_string());
+  const FunctionStats sb = function_stats(*vb, 0), sa = function_stats(*va, 0);
+  CHECK(sb.channels_last_convolutions == 0);
+  CHECK(sb.copied_bytes == 0);
+  CHECK(sa.channels_last_convolutions == 2);
+  CHECK(sa.copied_bytes == 2 * 8 * 36 * 4);  // x in, %b out
+
+  testing::ScratchDir dir;
+  testing::write_file(dir / "after.hxe", after.data(), after.size());
+  auto text = testing::run_command(testing::kDumpTool + " " + dir / "after.hxe");
+  CHECK(text.exit_code == 0);
+  CHECK_MESSAGE(testing::contains(text.output, "channels-last: 2 conv2d instructions"), text.output);
 }
 
 }  // namespace

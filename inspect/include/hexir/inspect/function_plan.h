@@ -45,6 +45,9 @@ struct FunctionStats {
   // Views with an offset or strides of their own (Slot.view_offset,
   // Slot.strides) the function reads: values no instruction copied.
   uint64_t strided_views = 0;
+  // conv2d instructions that run channels-last (docs/layout.md); the
+  // conversions at their regions' edges are among the copies above.
+  uint64_t channels_last_convolutions = 0;
 };
 
 // A value that occupies storage the function writes: an arena value, or a

@@ -63,7 +63,8 @@ enum class OpId : uint16_t {
   kSlice,
   // (x f32[N,C,H,W], w f32[K,C/groups,KH,KW], bias f32[K] optional);
   // [stride_h, stride_w, pad_top, pad_left, pad_bottom, pad_right, dilation_h, dilation_w, groups],
-  // optionally followed by a fused epilogue [activation, a, b].
+  // optionally followed by a fused epilogue [activation, a, b], then optionally 1: channels-last
+  // (x [N,H,W,C], result [N,OH,OW,K], weights as above; conv2d_channels_last, docs/layout.md).
   //
   // A fused epilogue (conv2d, matmul): an ops::Activation (plans.h) applied to
   // every result element after the bias, and its float parameters as the bits
