@@ -361,6 +361,9 @@ void gemm_task(void* context, int64_t task, int participant) {
       float* row = g.c + i * g.ldc;
       for (int64_t j = j_begin; j < j_end; ++j) row[j] += g.col_bias[j];
     }
+  if (g.residual)
+    add_residual(g.c + i0 * g.ldc + j_begin, g.ldc, g.residual + i0 * g.ldr + j_begin, g.ldr, i1 - i0,
+                 j_end - j_begin);
   // The epilogue on the task's own tile, while it is still in cache.
   if (g.epilogue) apply_epilogue(*g.epilogue, g.c + i0 * g.ldc + j_begin, g.ldc, i1 - i0, j_end - j_begin);
 }
@@ -414,6 +417,14 @@ void gemm_pack_b(const float* b, int64_t ldb, int64_t k, int64_t n, float* out) 
 }
 
 // One loop per activation (the switch stays outside the element loop).
+void add_residual(float* c, int64_t ld, const float* r, int64_t ldr, int64_t rows, int64_t cols) {
+  for (int64_t i = 0; i < rows; ++i) {
+    float* __restrict row = c + i * ld;
+    const float* __restrict add = r + i * ldr;
+    for (int64_t j = 0; j < cols; ++j) row[j] += add[j];
+  }
+}
+
 void apply_epilogue(const ops::Epilogue& e, float* c, int64_t ld, int64_t rows, int64_t cols) {
   using ops::Activation;
   const float a = e.a, b = e.b;

@@ -116,7 +116,9 @@ class ChannelsLast {
       const Node& reader = original_node(n);
       if (region_[static_cast<size_t>(n)] >= 0 || reader.kind != NodeKind::kOp) return false;
       if (reader.op != OpId::kConv2d && ops::elementwise_map_arity(reader.op) == 0) return false;
-      if (reader.op == OpId::kConv2d && reader.inputs[0] != v) return false;  // weights or bias
+      // A conv2d takes x and its residual channels-last, not its weights or bias.
+      if (reader.op == OpId::kConv2d && reader.inputs[0] != v && (reader.inputs.size() < 4 || reader.inputs[3] != v))
+        return false;
     }
     return true;
   }
@@ -135,15 +137,21 @@ class ChannelsLast {
     const bool depthwise = groups == c && groups == k;
     const bool dense_window = !depthwise && w.type.dims[2] * w.type.dims[3] > 1 && w.type.dims[1] >= kMinChannelsPerGroup;
     const int y = node.results[0];
-    const bool extends = nhwc_[static_cast<size_t>(node.inputs[0])] >= 0 && readers_take_nhwc(y);
+    // A dense or 1x1 conv2d on a channels-last input stays channels-last (as
+    // fast either way; converting its input would cost a copy); a depthwise
+    // one only when its readers take channels-last too (its NCHW kernel is
+    // faster, docs/layout.md).
+    const bool extends =
+        nhwc_[static_cast<size_t>(node.inputs[0])] >= 0 && (!depthwise || readers_take_nhwc(y));
     if (!dense_window && !extends) return false;
-    const Value& result = fn_.values[static_cast<size_t>(y)];
+    const Value result = fn_.values[static_cast<size_t>(y)];  // a copy: adding values moves them
     const int xt = nhwc_of(node.inputs[0], node.loc);
     const int yt = add_value(result, to_nhwc(result.type.dims), ".nhwc");
     std::vector<int64_t> params = node.params;
     params.push_back(1);
     std::vector<int> inputs = node.inputs;
     inputs[0] = xt;
+    if (inputs.size() == 4) inputs[3] = nhwc_of(node.inputs[3], node.loc);  // the residual
     *index = emit(OpId::kConv2d, std::move(inputs), {yt}, std::move(params), node.loc);
     exit_to(yt, y, node.loc);
     ++converted_;
@@ -176,7 +184,7 @@ class ChannelsLast {
   bool rewrite_map(Node& node, int64_t* index) {
     if (node.results.size() != 1) return false;
     const int r = node.results[0];
-    const Value& result = fn_.values[static_cast<size_t>(r)];
+    const Value result = fn_.values[static_cast<size_t>(r)];  // a copy: adding values moves them
     if (!is_f32_rank4(result.type) || !readers_take_nhwc(r)) return false;
     bool any = false;
     for (int v : node.inputs) {

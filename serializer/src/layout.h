@@ -13,8 +13,9 @@ namespace hexir::serializer {
 //   transpose(x, [0,2,3,1]) -> conv2d channels_last -> transpose(y, [0,3,1,2])
 // when its kernel is dense and larger than 1x1 with 8 or more input channels
 // per group (the shapes whose NCHW patch packing costs most), or when its
-// input is already channels-last and every reader of its result can take
-// channels-last too (a conv2d, or an elementwise map). The exit transpose
+// input is already channels-last (a depthwise one only when every reader of
+// its result can take channels-last too: a conv2d, or an elementwise map).
+// A residual input is converted with x. The exit transpose
 // then moves below the elementwise maps that read it (ops::elementwise_map_arity:
 // a unary map; a binary map whose other operand is channels-last too, or a
 // value whose non-unit dims keep their order, read through a reshape), when
