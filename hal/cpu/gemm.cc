@@ -282,8 +282,21 @@ void gemm_task(void* context, int64_t task, int participant) {
   const int64_t j_begin = s_begin * NR;
   const int64_t j_end = std::min(g.n, s_end * NR);
   const int64_t strips = strips_of(g.n, NR), panels = (g.m + MR - 1) / MR;
+  // The biases and the activation of a finished register tile, while it is
+  // in L1 (after its last K block): in this order on every element.
+  auto finish = [&g](int64_t i, int64_t rows, int64_t j, int64_t cols) {
+    float* c = g.c + i * g.ldc + j;
+    if (g.row_bias)
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t q = 0; q < cols; ++q) c[r * g.ldc + q] += g.row_bias[i + r];
+    if (g.col_bias)
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t q = 0; q < cols; ++q) c[r * g.ldc + q] += g.col_bias[j + q];
+    if (g.epilogue) apply_epilogue(*g.epilogue, c, g.ldc, rows, cols);
+  };
   if (g.k == 0) {
     for (int64_t i = i0; i < i1; ++i) std::fill(g.c + i * g.ldc + j_begin, g.c + i * g.ldc + j_end, 0.0f);
+    finish(i0, i1 - i0, j_begin, j_end - j_begin);
   }
   // B prepared: the task's rows of A packed once per K block into the
   // participant's scratch (panel p of the block at p * MR * kc), when A is
@@ -296,7 +309,7 @@ void gemm_task(void* context, int64_t task, int participant) {
                              : job.pool->scratch(participant);
   for (int64_t k0 = 0; k0 < g.k; k0 += kKc) {
     const int64_t kc = std::min(kKc, g.k - k0);
-    const bool accumulate = k0 > 0;
+    const bool accumulate = k0 > 0, last = k0 + kc >= g.k;
     if (a_block)
       for (int64_t i = i0; i < i1; i += MR) pack_panel(g.a, g.lda, i, std::min(MR, i1 - i), k0, kc, MR, a_block + (i - i0) * kc);
     if (g.packed_b) {
@@ -320,6 +333,7 @@ void gemm_task(void* context, int64_t task, int participant) {
             const int64_t j0 = s * NR, nr = std::min(NR, g.n - j0);
             job.path.kernel(mr, nr, kc, ap, MR, true, bk + s * kc * NR, NR, g.c + i * g.ldc + j0, g.ldc,
                             accumulate);
+            if (last) finish(i, mr, j0, nr);
           }
         }
       }
@@ -339,33 +353,21 @@ void gemm_task(void* context, int64_t task, int participant) {
         pack_strip(g.b, g.ldb, k0, kc, j0, nr, NR, strip);
       }
       if (g.packed_a) {
-        for (int64_t i = i0; i < i1; i += MR)
+        for (int64_t i = i0; i < i1; i += MR) {
           job.path.kernel(std::min(MR, i1 - i), nr, kc, g.packed_a + k0 * panels * MR + (i / MR) * kc * MR, MR,
                           true, bp, ldbp, g.c + i * g.ldc + j0, g.ldc, accumulate);
+          if (last) finish(i, std::min(MR, i1 - i), j0, nr);
+        }
       } else {
         const int64_t step = job.path.mr_in_place;
-        for (int64_t i = i0; i < i1; i += step)
+        for (int64_t i = i0; i < i1; i += step) {
           job.path.kernel(std::min(step, i1 - i), nr, kc, g.a + i * g.lda + k0, g.lda, false, bp, ldbp,
                           g.c + i * g.ldc + j0, g.ldc, accumulate);
+          if (last) finish(i, std::min(step, i1 - i), j0, nr);
+        }
       }
     }
   }
-  if (g.row_bias)
-    for (int64_t i = i0; i < i1; ++i) {
-      const float b = g.row_bias[i];
-      float* row = g.c + i * g.ldc;
-      for (int64_t j = j_begin; j < j_end; ++j) row[j] += b;
-    }
-  if (g.col_bias)
-    for (int64_t i = i0; i < i1; ++i) {
-      float* row = g.c + i * g.ldc;
-      for (int64_t j = j_begin; j < j_end; ++j) row[j] += g.col_bias[j];
-    }
-  if (g.residual)
-    add_residual(g.c + i0 * g.ldc + j_begin, g.ldc, g.residual + i0 * g.ldr + j_begin, g.ldr, i1 - i0,
-                 j_end - j_begin);
-  // The epilogue on the task's own tile, while it is still in cache.
-  if (g.epilogue) apply_epilogue(*g.epilogue, g.c + i0 * g.ldc + j_begin, g.ldc, i1 - i0, j_end - j_begin);
 }
 
 template <typename Map>
@@ -417,14 +419,6 @@ void gemm_pack_b(const float* b, int64_t ldb, int64_t k, int64_t n, float* out) 
 }
 
 // One loop per activation (the switch stays outside the element loop).
-void add_residual(float* c, int64_t ld, const float* r, int64_t ldr, int64_t rows, int64_t cols) {
-  for (int64_t i = 0; i < rows; ++i) {
-    float* __restrict row = c + i * ld;
-    const float* __restrict add = r + i * ldr;
-    for (int64_t j = 0; j < cols; ++j) row[j] += add[j];
-  }
-}
-
 void apply_epilogue(const ops::Epilogue& e, float* c, int64_t ld, int64_t rows, int64_t cols) {
   using ops::Activation;
   const float a = e.a, b = e.b;

@@ -69,17 +69,10 @@ struct GemmArgs {
   // call packs nothing for that operand. Same sums, same bits as unpacked.
   const float* packed_a = nullptr;
   const float* packed_b = nullptr;  // replaces b / pack_b
-  // Optional: + residual[i * ldr + j] on C[i][j], after the biases and before
-  // the epilogue's activation (conv2d's fused residual add).
-  const float* residual = nullptr;
-  int64_t ldr = 0;
 };
 void gemm(const KernelContext& context, const GemmArgs& args);
 // A fused epilogue's activation over a rows x cols block with leading dimension ld (in place).
 void apply_epilogue(const ops::Epilogue& e, float* c, int64_t ld, int64_t rows, int64_t cols);
-// c[i * ld + j] += r[i * ldr + j] over a rows x cols block: conv2d's residual,
-// added after the bias and before the activation on every path.
-void add_residual(float* c, int64_t ld, const float* r, int64_t ldr, int64_t rows, int64_t cols);
 // The prepared layouts of the running CPU's path (the same process runs the
 // GEMM that reads them): floats needed, and the packing of an m x k A or a
 // k x n B with its leading dimension into `out`.
