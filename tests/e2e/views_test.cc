@@ -30,17 +30,9 @@ struct Run {
 
 Run run_compiled(const std::vector<uint8_t>& compiled, const std::vector<std::vector<uint8_t>>& inputs,
                  int threads) {
-  auto loaded = std::make_unique<Loaded>();
-  loaded->size = compiled.size();
-  loaded->bytes.reset(static_cast<uint8_t*>(std::aligned_alloc(64, (compiled.size() + 63) / 64 * 64)));
-  std::memcpy(loaded->bytes.get(), compiled.data(), compiled.size());
-  auto device = hal::create_device("cpu", {.threads = threads});
-  REQUIRE(device.ok());
-  auto module = vm::Module::load_buffer({loaded->bytes.get(), loaded->size});
-  REQUIRE_MESSAGE(module.ok(), module.status().to_string());
-  auto program = vm::Program::prepare(*module, **device);
-  REQUIRE_MESSAGE(program.ok(), program.status().to_string());
-  auto context = vm::Context::create(*program);
+  auto loaded = load_compiled(compiled, threads);
+  const vm::Module* module = loaded->module.get();
+  auto context = vm::Context::create(*loaded->program);
   REQUIRE(context.ok());
   const vm::FunctionSignature& sig = module->function(0);
   REQUIRE(sig.inputs.size() == inputs.size());
