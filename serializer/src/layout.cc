@@ -18,11 +18,32 @@ constexpr int64_t kMinChannelsPerGroup = 8;
 
 std::vector<int64_t> to_nhwc(const std::vector<int64_t>& d) { return {d[0], d[2], d[3], d[1]}; }
 
+// A type of rank 4 or less as rank 4, leading 1s added (numpy broadcasting's alignment).
+std::vector<int64_t> rank4_dims(const TensorType& t) {
+  std::vector<int64_t> dims(4 - t.rank(), 1);
+  dims.insert(dims.end(), t.dims.begin(), t.dims.end());
+  return dims;
+}
+
+// Its non-unit dims in the same order in NCHW and NHWC (the same bytes either way).
+bool order_free(const TensorType& t) {
+  if (t.rank() > 4) return false;
+  const std::vector<int64_t> dims = rank4_dims(t);
+  int64_t last = -1;
+  for (int d = 0; d < 4; ++d) {  // in NHWC order: the NCHW dim kToNhwc[d]
+    if (dims[static_cast<size_t>(kToNhwc[d])] == 1) continue;
+    if (kToNhwc[d] < last) return false;
+    last = kToNhwc[d];
+  }
+  return true;
+}
+
 bool is_f32_rank4(const TensorType& t) { return t.dtype == DType::kF32 && t.rank() == 4; }
 
 class ChannelsLast {
  public:
-  explicit ChannelsLast(Function& fn) : fn_(fn), region_(innermost_regions(fn)), readers_(fn.values.size()) {
+  explicit ChannelsLast(Function& fn)
+      : fn_(fn), original_(fn.nodes), region_(innermost_regions(fn)), readers_(fn.values.size()) {
     for (size_t n = 0; n < fn.nodes.size(); ++n)
       for (int v : fn.nodes[n].inputs) readers_[static_cast<size_t>(v)].push_back(static_cast<int>(n));
     returned_.assign(fn.values.size(), false);
@@ -31,12 +52,11 @@ class ChannelsLast {
   }
 
   size_t run() {
-    const size_t original = fn_.nodes.size();
-    std::vector<Node> nodes = std::move(fn_.nodes);
+    const size_t original = original_.size();
     fn_.nodes.clear();
     std::vector<int64_t> new_index(original, -1);
     for (size_t n = 0; n < original; ++n) {
-      Node& node = nodes[n];
+      Node node = original_[n];
       const bool top = region_[n] < 0 && node.kind == NodeKind::kOp;
       bool done = false;
       if (top && node.op == OpId::kConv2d) done = rewrite_conv(node, &new_index[n]);
@@ -121,8 +141,7 @@ class ChannelsLast {
     return true;
   }
 
-  // readers_ and region_ index the original node list (a copy: run() moves the nodes).
-  const Node& original_node(int n) const { return (*original_)[static_cast<size_t>(n)]; }
+  const Node& original_node(int n) const { return original_[static_cast<size_t>(n)]; }
 
   bool rewrite_conv(Node& node, int64_t* index) {
     const Value& x = fn_.values[static_cast<size_t>(node.inputs[0])];
@@ -156,23 +175,13 @@ class ChannelsLast {
   }
 
   // An operand of a map moved below its exit transpose: channels-last through
-  // a moved transpose, as it is when all its dims are 1, or a reshape when its
-  // non-unit dims keep their order (a per-channel [1,C,1,1] or [C,1,1]).
+  // a moved transpose, as it is when all its dims are 1, or else (order_free)
+  // a reshape, a view (a per-channel [1,C,1,1] or [C,1,1]).
   int map_operand(int v, const Location& loc) {
     if (nhwc_[static_cast<size_t>(v)] >= 0) return nhwc_[static_cast<size_t>(v)];
     const Value& value = fn_.values[static_cast<size_t>(v)];
-    if (value.type.rank() > 4) return -1;
-    std::vector<int64_t> dims(4 - value.type.rank(), 1);
-    dims.insert(dims.end(), value.type.dims.begin(), value.type.dims.end());
-    int64_t last = -1;
-    bool all_ones = true;
-    for (int d = 0; d < 4; ++d) {  // in NHWC order: the NCHW dim kToNhwc[d]
-      if (dims[static_cast<size_t>(kToNhwc[d])] == 1) continue;
-      all_ones = false;
-      if (kToNhwc[d] < last) return -1;
-      last = kToNhwc[d];
-    }
-    if (all_ones) return v;
+    const std::vector<int64_t> dims = rank4_dims(value.type);
+    if (std::all_of(dims.begin(), dims.end(), [](int64_t d) { return d == 1; })) return v;
     const int r = add_value(value, to_nhwc(dims), ".nhwc");
     emit(OpId::kReshape, {v}, {r}, to_nhwc(dims), loc);
     return r;
@@ -200,19 +209,6 @@ class ChannelsLast {
     return true;
   }
 
-  static bool order_free(const TensorType& t) {
-    if (t.rank() > 4) return false;
-    std::vector<int64_t> dims(4 - t.rank(), 1);
-    dims.insert(dims.end(), t.dims.begin(), t.dims.end());
-    int64_t last = -1;
-    for (int d = 0; d < 4; ++d) {
-      if (dims[static_cast<size_t>(kToNhwc[d])] == 1) continue;
-      if (kToNhwc[d] < last) return false;
-      last = kToNhwc[d];
-    }
-    return true;
-  }
-
   // The transposes this pass added that nothing reads: an exit transpose
   // every reader of which moved below it.
   void drop_unread_conversions() {
@@ -231,28 +227,20 @@ class ChannelsLast {
   }
 
   Function& fn_;
+  const std::vector<Node> original_;  // the nodes before the rewrite: region_ and readers_ index them
   std::vector<int> region_;
   std::vector<std::vector<int>> readers_;  // per original value: the original nodes reading it
   std::vector<bool> returned_;
   std::vector<int> nhwc_;  // per value: the channels-last value it is the exit transpose of, or -1
   std::vector<size_t> created_;  // the transposes added (indices into fn_.nodes)
-  const std::vector<Node>* original_ = nullptr;
   size_t converted_ = 0;
-
- public:
-  void set_original(const std::vector<Node>* nodes) { original_ = nodes; }
 };
 
 }  // namespace
 
 size_t choose_channels_last(Module& module) {
   size_t converted = 0;
-  for (Function& fn : module.functions) {
-    const std::vector<Node> original = fn.nodes;
-    ChannelsLast pass(fn);
-    pass.set_original(&original);
-    converted += pass.run();
-  }
+  for (Function& fn : module.functions) converted += ChannelsLast(fn).run();
   return converted;
 }
 
