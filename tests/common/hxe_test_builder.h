@@ -80,7 +80,7 @@ struct SlotSpec {
   int32_t view_of = -1;   // a view: the slot of the value it views
   int32_t last_use = -1;  // arena values: last instruction (function-relative) that reads them
   int64_t view_offset = 0;        // a strided view: its first element in the slot it views
-  std::vector<int64_t> strides;   // a strided view: its element strides (empty: row-major)
+  std::vector<int64_t> strides = {};  // a strided view: its element strides (empty: row-major)
 };
 
 struct InstructionSpec {
