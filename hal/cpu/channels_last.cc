@@ -1,14 +1,14 @@
 // conv2d in channels-last order: x [n, h, w, c], out [n, oh, ow, k], weights
 // [k, c / groups, kh, kw] as in NCHW (docs/layout.md: the compiler chooses it).
 //
-// Dense and grouped: per output row and strip of NR output channels, the
-// GEMM's register tile runs once per (tap, block of input channels) over the
-// row's pixels whose tap lies inside the input, reading the input in place (a
-// tap's pixels are stride_w * c floats apart: no patch matrix, no packing of
-// activations) against that tap's weights as a strip, prepared once at
-// Program::prepare (or packed per row when not prepared). Depthwise: 16
-// channels per vector, per pixel, taps in (ky, kx) order. Both keep
-// ops::conv2d_channels_last_element's order of sums.
+// Dense and grouped: per output row (a task) and strip of NR output channels,
+// the GEMM's register tile runs once per (tap, block of input channels) over
+// the row's pixels whose tap lies inside the input, reading the input in
+// place (a tap's pixels are stride_w * c floats apart: no patch matrix, no
+// packing of activations) against that tap's weights as a strip, prepared
+// once at Program::prepare (or packed per row when not prepared). Depthwise:
+// 16 channels per vector, 8 interior pixels at a time, taps in (ky, kx)
+// order. Both keep ops::conv2d_channels_last_element's order of sums.
 #include <algorithm>
 #include <cstring>
 
@@ -42,14 +42,15 @@ void tap_columns(const Conv2dPlan& p, int64_t kx, int64_t* lo, int64_t* hi) {
 
 int64_t strips_of(const Conv2dPlan& p, int64_t nr) { return (p.k_per_group + nr - 1) / nr; }
 
-// Strip s of tap t of group g: c / groups rows of `nr` floats, output
-// channel g * k_per_group + s * nr + j in column j, zero past the group.
-void pack_tap_strip(const Conv2dPlan& p, const float* w, int64_t g, int64_t t, int64_t s, int64_t nr, float* out) {
+// Rows [c0, c0 + kc) of strip s of tap t of group g: kc rows of `nr` floats,
+// output channel g * k_per_group + s * nr + j in column j, zero past the group.
+void pack_tap_strip(const Conv2dPlan& p, const float* w, int64_t g, int64_t t, int64_t s, int64_t nr, int64_t c0,
+                    int64_t kc, float* out) {
   const int64_t taps = p.kh * p.kw, cg = p.c_per_group;
   const int64_t k0 = g * p.k_per_group + s * nr, width = std::min(nr, p.k_per_group - s * nr);
-  for (int64_t ci = 0; ci < cg; ++ci) {
+  for (int64_t ci = 0; ci < kc; ++ci) {
     float* row = out + ci * nr;
-    for (int64_t j = 0; j < width; ++j) row[j] = w[((k0 + j) * cg + ci) * taps + t];
+    for (int64_t j = 0; j < width; ++j) row[j] = w[((k0 + j) * cg + c0 + ci) * taps + t];
     for (int64_t j = width; j < nr; ++j) row[j] = 0.0f;
   }
 }
@@ -93,14 +94,7 @@ void dense_task(void* context, int64_t task) {
         for (int64_t c0 = 0; c0 < cg; c0 += kConvChannelBlock) {
           const int64_t kc = std::min(kConvChannelBlock, cg - c0);
           const float* b = b_tap ? b_tap + c0 * nr : strip;
-          if (!b_tap) {  // this block's rows of the tap's strip
-            const int64_t k0 = g * p.k_per_group + col0;
-            for (int64_t ci = 0; ci < kc; ++ci) {
-              float* dst = strip + ci * nr;
-              for (int64_t j = 0; j < width; ++j) dst[j] = job.w[((k0 + j) * cg + c0 + ci) * taps + t];
-              for (int64_t j = width; j < nr; ++j) dst[j] = 0.0f;
-            }
-          }
+          if (!b_tap) pack_tap_strip(p, job.w, g, t, s, nr, c0, kc, strip);
           for (int64_t ox = lo; ox < hi; ox += job.tile.mr_max) {
             const int64_t mr = std::min(job.tile.mr_max, hi - ox);
             job.tile.run(mr, width, kc, a0 + (ox - lo) * lda + c0, lda, false, b, nr, c + ox * ldc, ldc, true);
@@ -274,7 +268,7 @@ void conv2d_channels_last_prepare(const Dispatch& d, void* out) {
   for (int64_t g = 0; g < p.groups; ++g)
     for (int64_t t = 0; t < taps; ++t)
       for (int64_t s = 0; s < strips; ++s) {
-        pack_tap_strip(p, input(d, 1), g, t, s, nr, dst);
+        pack_tap_strip(p, input(d, 1), g, t, s, nr, 0, p.c_per_group, dst);
         dst += p.c_per_group * nr;
       }
 }

@@ -57,8 +57,9 @@ struct Outputs {
   std::vector<std::string> ops;  // the instructions' operators, in order
 };
 
-Outputs run(const std::vector<uint8_t>& compiled, const std::vector<std::vector<float>>& inputs, int threads) {
-  auto loaded = load_compiled(compiled, threads);
+Outputs run(const std::vector<uint8_t>& compiled, const std::vector<std::vector<float>>& inputs, int threads,
+            bool pack_weights = true) {
+  auto loaded = load_compiled(compiled, threads, pack_weights);
   const vm::Module* module = loaded->module.get();
   auto context = vm::Context::create(*loaded->program);
   REQUIRE(context.ok());
@@ -132,36 +133,37 @@ TEST_CASE("channels-last conv2d: the cpu kernel gives the element function's sum
     p.stride_h = p.stride_w = c.stride, p.pad_top = p.pad_left = c.pad, p.dilation_h = p.dilation_w = c.dilation;
     p.groups = c.groups, p.c_per_group = cg, p.k_per_group = c.k / c.groups, p.channels_last = 1;
     const std::vector<uint8_t> compiled = compile(source);
-    for (int threads : {1, 2}) {
-      INFO(threads << " threads");
-      const Outputs got = run(compiled, {x}, threads);
-      REQUIRE(got.values.size() == 1);
-      size_t mismatches = 0;
-      double worst = 0;
-      for (int64_t n = 0; n < c.n; ++n)
-        for (int64_t oy = 0; oy < oh; ++oy)
-          for (int64_t ox = 0; ox < ow; ++ox)
-            for (int64_t k = 0; k < c.k; ++k) {
-              float want = ops::conv2d_channels_last_element(p, x.data() + n * c.h * c.w * c.c, w.data(), k, oy, ox);
-              if (c.bias) want += bias[static_cast<size_t>(k)];
-              if (*c.activation) {
-                ops::Epilogue e{};
-                const std::string a = c.activation;
-                e.activation = static_cast<int32_t>(a == "relu"         ? ops::Activation::kRelu
-                                                    : a == "hard_swish" ? ops::Activation::kHardSwish
-                                                    : a == "sigmoid"    ? ops::Activation::kSigmoid
-                                                                        : ops::Activation::kClip);
-                e.a = -INFINITY, e.b = INFINITY;
-                want = ops::apply_epilogue(e, want);
+    for (int threads : {1, 2})
+      for (bool packed : {true, false}) {  // weights prepared, or packed per row
+        INFO(threads << " threads, weights " << (packed ? "prepared" : "packed per row"));
+        const Outputs got = run(compiled, {x}, threads, packed);
+        REQUIRE(got.values.size() == 1);
+        size_t mismatches = 0;
+        double worst = 0;
+        for (int64_t n = 0; n < c.n; ++n)
+          for (int64_t oy = 0; oy < oh; ++oy)
+            for (int64_t ox = 0; ox < ow; ++ox)
+              for (int64_t k = 0; k < c.k; ++k) {
+                float want = ops::conv2d_channels_last_element(p, x.data() + n * c.h * c.w * c.c, w.data(), k, oy, ox);
+                if (c.bias) want += bias[static_cast<size_t>(k)];
+                if (*c.activation) {
+                  ops::Epilogue e{};
+                  const std::string a = c.activation;
+                  e.activation = static_cast<int32_t>(a == "relu"         ? ops::Activation::kRelu
+                                                      : a == "hard_swish" ? ops::Activation::kHardSwish
+                                                      : a == "sigmoid"    ? ops::Activation::kSigmoid
+                                                                          : ops::Activation::kClip);
+                  e.a = -INFINITY, e.b = INFINITY;
+                  want = ops::apply_epilogue(e, want);
+                }
+                const float have = got.values[0][static_cast<size_t>(((n * oh + oy) * ow + ox) * c.k + k)];
+                if (exact ? std::memcmp(&have, &want, 4) != 0 : std::fabs(have - want) > 1e-5f * (1 + std::fabs(want)))
+                  ++mismatches;
+                worst = std::max(worst, static_cast<double>(std::fabs(have - want)));
               }
-              const float have = got.values[0][static_cast<size_t>(((n * oh + oy) * ow + ox) * c.k + k)];
-              if (exact ? std::memcmp(&have, &want, 4) != 0 : std::fabs(have - want) > 1e-5f * (1 + std::fabs(want)))
-                ++mismatches;
-              worst = std::max(worst, static_cast<double>(std::fabs(have - want)));
-            }
-      INFO("largest difference " << worst);
-      CHECK(mismatches == 0);
-    }
+        INFO("largest difference " << worst);
+        CHECK(mismatches == 0);
+      }
   }
 }
 

@@ -26,13 +26,15 @@ struct Loaded {
   const fb::Module& fb() const { return *fb::GetModule(bytes.get() + sizeof(format::Prelude)); }
 };
 
-// On a cpu device with `threads` per context (0: the cores available).
-inline std::unique_ptr<Loaded> load_compiled(const std::vector<uint8_t>& compiled, int threads = 0) {
+// On a cpu device with `threads` per context (0: the cores available),
+// weights packed at prepare or not.
+inline std::unique_ptr<Loaded> load_compiled(const std::vector<uint8_t>& compiled, int threads = 0,
+                                             bool pack_weights = true) {
   auto l = std::make_unique<Loaded>();
   l->size = compiled.size();
   l->bytes.reset(static_cast<uint8_t*>(std::aligned_alloc(64, (compiled.size() + 63) / 64 * 64)));
   std::memcpy(l->bytes.get(), compiled.data(), compiled.size());
-  auto device = hal::create_device("cpu", {.threads = threads});
+  auto device = hal::create_device("cpu", {.threads = threads, .pack_weights = pack_weights});
   REQUIRE(device.ok());
   l->device = std::move(device).value();
   auto module = vm::Module::load_buffer({l->bytes.get(), l->size});
