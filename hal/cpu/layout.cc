@@ -213,7 +213,7 @@ template <typename Element>
 void transpose_tiled(const KernelContext& context, const ops::StridedPlan& p, int32_t t, const uint8_t* in,
                      uint8_t* out) {
 #if defined(__x86_64__) && defined(__GNUC__)
-  const bool vector_tiles = sizeof(Element) == 4 && __builtin_cpu_supports("avx512f");
+  const bool vector_tiles = __builtin_cpu_supports("avx512f");  // for 4-byte elements (below)
 #else
   constexpr bool vector_tiles = false;
 #endif

@@ -155,11 +155,9 @@ FunctionStats function_stats(const VerifiedModule& v, size_t function) {
     }
     if (in.opcode() != fb::Opcode::Dispatch || in.operand_count() <= in.input_count()) continue;
     const ops::OpId op = v.kernel_ids[in.kernel()];
-    if (op == ops::OpId::kConv2d) {
-      std::vector<int64_t> params;
-      for (uint32_t p = 0; p < in.param_count(); ++p) params.push_back(m.param_pool()->Get(in.param_begin() + p));
-      stats.channels_last_convolutions += ops::conv2d_channels_last(params) ? 1 : 0;
-    }
+    std::vector<int64_t> params;
+    for (uint32_t p = 0; p < in.param_count(); ++p) params.push_back(m.param_pool()->Get(in.param_begin() + p));
+    if (op == ops::OpId::kConv2d && ops::conv2d_channels_last(params)) ++stats.channels_last_convolutions;
     if (op == ops::OpId::kTranspose || op == ops::OpId::kSlice || op == ops::OpId::kExpand || op == ops::OpId::kCopy)
       for (uint32_t o = in.input_count(); o < in.operand_count(); ++o)
         stats.copied_bytes += m.slots()->Get(m.operand_pool()->Get(in.operand_begin() + o))->byte_size();
@@ -167,10 +165,8 @@ FunctionStats function_stats(const VerifiedModule& v, size_t function) {
     std::vector<TensorType> inputs, outputs;
     for (uint32_t o = 0; o < in.operand_count(); ++o)
       (o < in.input_count() ? inputs : outputs).push_back(v.slot_types[m.operand_pool()->Get(in.operand_begin() + o)]);
-    std::vector<int64_t> params;
-    for (uint32_t p = 0; p < in.param_count(); ++p) params.push_back(m.param_pool()->Get(in.param_begin() + p));
     ++stats.recomputed_instructions;
-    const uint64_t flops = ops::flop_estimate(v.kernel_ids[in.kernel()], inputs, outputs, params);
+    const uint64_t flops = ops::flop_estimate(op, inputs, outputs, params);
     stats.recomputed_flops = flops > UINT64_MAX - stats.recomputed_flops ? UINT64_MAX : stats.recomputed_flops + flops;
   }
   for (uint32_t c : constants) {

@@ -149,6 +149,21 @@ func @main(%x: f32[2,3], %y: f32[2,3]) -> (f32[2,3]) {
   CHECK(compile_module(m).ok());
 }
 
+TEST_CASE("fusion: a channels-last conv2d takes its activation before its layout word") {
+  Module m = parse_ok(R"(
+const @w : f32[4,4,3,3] = splat 0.5
+func @main(%x: f32[1,5,5,4]) -> (f32[1,5,5,4]) {
+  %c = call @conv2d(%x, @w) {pads = [1, 1, 1, 1], channels_last = 1} : f32[1,5,5,4]
+  %r = call @relu(%c) : f32[1,5,5,4]
+  return %r
+})");
+  CHECK(fuse_epilogues(m) == 1);
+  const Node& conv = m.functions[0].nodes[0];
+  CHECK(conv.params == std::vector<int64_t>{1, 1, 1, 1, 1, 1, 1, 1, 1, static_cast<int64_t>(ops::Activation::kRelu), 0, 0, 1});
+  CHECK(ops::conv2d_channels_last(conv.params));
+  CHECK(compile_module(m).ok());
+}
+
 TEST_CASE("fusion: nothing is absorbed that another reader or the caller still needs") {
   SUBCASE("the raw result is read twice") {
     Module m = parse_ok(R"(
