@@ -57,7 +57,7 @@ void pack_tap_strip(const Conv2dPlan& p, const float* w, int64_t g, int64_t t, i
 
 struct DenseJob {
   const Conv2dPlan* p;
-  const float *x, *w, *bias;
+  const float *x, *w, *bias, *residual;
   const float* prepared;  // [g][t][s][c / groups][nr], or null: packed per task
   float* out;
   GemmTile tile;
@@ -97,7 +97,7 @@ void dense_task(void* context, int64_t task) {
           if (!b_tap) pack_tap_strip(p, job.w, g, t, s, nr, c0, kc, strip);
           for (int64_t ox = lo; ox < hi; ox += job.tile.mr_max) {
             const int64_t mr = std::min(job.tile.mr_max, hi - ox);
-            job.tile.run(mr, width, kc, a0 + (ox - lo) * lda + c0, lda, false, b, nr, c + ox * ldc, ldc, true);
+            job.tile.run(mr, width, kc, a0 + (ox - lo) * lda + c0, lda, false, b, nr, c + ox * ldc, ldc, true, nullptr);
           }
         }
       }
@@ -107,6 +107,8 @@ void dense_task(void* context, int64_t task) {
   if (bias)
     for (int64_t ox = 0; ox < p.ow; ++ox)
       for (int64_t j = 0; j < p.k_per_group; ++j) row_out[ox * ldc + j] += bias[j];
+  if (job.residual)
+    add_residual(row_out, ldc, job.residual + (row_out - job.out), ldc, p.ow, p.k_per_group);
   if (p.epilogue.activation != 0) apply_epilogue(p.epilogue, row_out, ldc, p.ow, p.k_per_group);
 }
 
@@ -117,7 +119,7 @@ constexpr int64_t kDwMaxTaps = 1024;  // taps of a kernel whose weights go on th
 
 struct DepthwiseJob {
   const Conv2dPlan* p;
-  const float *x, *w, *bias;
+  const float *x, *w, *bias, *residual;
   float* out;
 };
 
@@ -228,6 +230,7 @@ void depthwise_task(void* context, int64_t task) {
   if (job.bias)
     for (int64_t ox = 0; ox < p.ow; ++ox)
       for (int64_t ch = 0; ch < p.k; ++ch) row[ox * p.k + ch] += job.bias[ch];
+  if (job.residual) add_residual(row, 0, job.residual + (row - job.out), 0, 1, p.ow * p.k);
   if (p.epilogue.activation != 0) apply_epilogue(p.epilogue, row, 0, 1, p.ow * p.k);
 }
 
@@ -244,6 +247,7 @@ void depthwise_element_task(void* context, int64_t task) {
       if (job.bias) v += job.bias[ch];
       row[ox * p.k + ch] = v;
     }
+  if (job.residual) add_residual(row, 0, job.residual + (row - job.out), 0, 1, p.ow * p.k);
   if (p.epilogue.activation != 0) apply_epilogue(p.epilogue, row, 0, 1, p.ow * p.k);
 }
 
@@ -277,15 +281,16 @@ Status conv2d_channels_last(const KernelContext& context, const Dispatch& d) {
   const Conv2dPlan& p = plan_of<Conv2dPlan>(d);
   if (p.n == 0 || p.oh == 0 || p.ow == 0 || p.k == 0) return ok_status();
   const float* bias = p.has_bias ? input(d, 2) : nullptr;
+  const float* residual = p.has_residual ? input(d, 3) : nullptr;
   const int64_t macs = p.n * p.oh * p.ow * p.k * p.c_per_group * p.kh * p.kw;
   if (ops::conv2d_is_depthwise(p)) {
-    DepthwiseJob job{&p, input(d, 0), input(d, 1), bias, output(d, 0)};
+    DepthwiseJob job{&p, input(d, 0), input(d, 1), bias, residual, output(d, 0)};
     parallel_for(split_for(context, macs), p.n * p.oh,
                  p.kh * p.kw <= kDwMaxTaps ? depthwise_task : depthwise_element_task, &job);
     return ok_status();
   }
   const GemmTile tile = gemm_tile();
-  DenseJob job{&p, input(d, 0), input(d, 1), bias, static_cast<const float*>(d.prepared), output(d, 0), tile,
+  DenseJob job{&p, input(d, 0), input(d, 1), bias, residual, static_cast<const float*>(d.prepared), output(d, 0), tile,
                strips_of(p, tile.nr_max)};
   parallel_for(split_for(context, macs), p.n * p.oh * p.groups, dense_task, &job);
   return ok_status();

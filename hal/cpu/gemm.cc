@@ -48,9 +48,11 @@ constexpr int64_t kChunkBytes = 384 * 1024;
 // where row k of B is the NR floats at B + k * ldb (a packed strip: ldb = NR).
 // A is read in place (row i at A + i * lda) or, when `a_packed`, from a packed
 // panel (k at A + k * MR, MR the path's, zero past mr). mr <= MR, nr <= NR.
-// Both ways of reading A do the same multiply-adds in the same order.
+// Both ways of reading A do the same multiply-adds in the same order. Then
+// `finish`, when not null (the tile's last K block).
 using MicroKernel = void (*)(int64_t mr, int64_t nr, int64_t kc, const float* A, int64_t lda, bool a_packed,
-                             const float* B, int64_t ldb, float* C, int64_t ldc, bool accumulate);
+                             const float* B, int64_t ldb, float* C, int64_t ldc, bool accumulate,
+                             const TileFinish* finish);
 
 struct GemmPath {
   int64_t mr, nr;       // the register tile with A packed (MR-interleaved panels)
@@ -66,6 +68,23 @@ inline void store_row(const float* acc, int64_t nr, float* c, bool accumulate) {
     std::memcpy(c, acc, static_cast<size_t>(nr) * sizeof(float));
 }
 
+// A TileFinish over a stored mr x nr tile (the paths without a register one).
+void finish_stored(const TileFinish& f, float* C, int64_t ldc, int64_t mr, int64_t nr) {
+  for (int64_t i = 0; i < mr; ++i) {
+    float* c = C + i * ldc;
+    if (f.row_bias)
+      for (int64_t j = 0; j < nr; ++j) c[j] += f.row_bias[i];
+    if (f.col_bias)
+      for (int64_t j = 0; j < nr; ++j) c[j] += f.col_bias[j];
+    if (f.residual)
+      for (int64_t j = 0; j < nr; ++j) c[j] += f.residual[i * f.ldr + j];
+    if (f.activation == ops::Activation::kRelu)
+      for (int64_t j = 0; j < nr; ++j) c[j] = ops::relu_of(c[j]);
+    else if (f.activation == ops::Activation::kClip)
+      for (int64_t j = 0; j < nr; ++j) c[j] = ops::clip_of(c[j], f.lo, f.hi);
+  }
+}
+
 // The A element of row i at depth k: in place (AS = 0) or from a panel AS wide.
 template <int64_t AS>
 inline float a_at(const float* A, int64_t lda, int64_t i, int64_t k) {
@@ -79,7 +98,7 @@ inline float a_at(const float* A, int64_t lda, int64_t i, int64_t k) {
 constexpr int64_t kGenericMr = 4;
 template <int64_t AS>
 void generic_tile(int64_t mr, int64_t nr, int64_t kc, const float* A, int64_t lda, const float* B, int64_t ldb,
-                  float* C, int64_t ldc, bool accumulate) {
+                  float* C, int64_t ldc, bool accumulate, const TileFinish* finish) {
   constexpr int64_t MR = kGenericMr, NR = 16;
   float acc[MR][NR] = {};
   for (int64_t k = 0; k < kc; ++k) {
@@ -90,12 +109,13 @@ void generic_tile(int64_t mr, int64_t nr, int64_t kc, const float* A, int64_t ld
     }
   }
   for (int64_t i = 0; i < mr; ++i) store_row(acc[i], nr, C + i * ldc, accumulate);
+  if (finish) finish_stored(*finish, C, ldc, mr, nr);
 }
 
 void micro_generic(int64_t mr, int64_t nr, int64_t kc, const float* A, int64_t lda, bool a_packed, const float* B,
-                   int64_t ldb, float* C, int64_t ldc, bool accumulate) {
-  if (a_packed) return generic_tile<kGenericMr>(mr, nr, kc, A, lda, B, ldb, C, ldc, accumulate);
-  generic_tile<0>(mr, nr, kc, A, lda, B, ldb, C, ldc, accumulate);
+                   int64_t ldb, float* C, int64_t ldc, bool accumulate, const TileFinish* finish) {
+  if (a_packed) return generic_tile<kGenericMr>(mr, nr, kc, A, lda, B, ldb, C, ldc, accumulate, finish);
+  generic_tile<0>(mr, nr, kc, A, lda, B, ldb, C, ldc, accumulate, finish);
 }
 
 #ifdef HEXIR_GEMM_X86
@@ -138,7 +158,11 @@ template <int64_t MR, int64_t AS>
 
 [[gnu::target("avx2,fma")]] void micro_avx2(int64_t mr, int64_t nr, int64_t kc, const float* A, int64_t lda,
                                             bool a_packed, const float* B, int64_t ldb, float* C, int64_t ldc,
-                                            bool accumulate) {
+                                            bool accumulate, const TileFinish* finish) {
+  if (finish) {
+    micro_avx2(mr, nr, kc, A, lda, a_packed, B, ldb, C, ldc, accumulate, nullptr);
+    return finish_stored(*finish, C, ldc, mr, nr);
+  }
   if (a_packed) return avx2_tile<kAvx2Mr, kAvx2Mr>(mr, nr, kc, A, lda, B, ldb, C, ldc, accumulate);
   switch (mr) {
     case 6: return avx2_tile<6, 0>(mr, nr, kc, A, lda, B, ldb, C, ldc, accumulate);
@@ -156,9 +180,21 @@ template <int64_t MR, int64_t AS>
 // tile's accumulators on the stack (half the speed).
 constexpr int64_t kAvx512Mr = HEXIR_AVX512_MR;
 constexpr int64_t kAvx512MrInPlace = 8;
+// A TileFinish's activation on 16 lanes, the bits of ops::relu_of / clip_of.
+[[gnu::target("avx512f")]] inline __m512 tile_activation(ops::Activation a, __m512 v, __m512 lo, __m512 hi) {
+  // relu_of: x > 0 or NaN keeps x, else +0 (not(x <= 0) holds for both).
+  if (a == ops::Activation::kRelu)
+    return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_NLE_UQ), v);
+  // clip_of: (x < lo ? lo : x), then (v > hi ? hi : v); max(lo, x) and
+  // min(hi, v) return their second operand when either is NaN.
+  if (a == ops::Activation::kClip) return _mm512_min_ps(hi, _mm512_max_ps(lo, v));
+  return v;
+}
+
 template <int64_t MR, int64_t AS>
 [[gnu::target("avx512f")]] void avx512_tile(int64_t mr, int64_t nr, int64_t kc, const float* A, int64_t lda,
-                                            const float* B, int64_t ldb, float* C, int64_t ldc, bool accumulate) {
+                                            const float* B, int64_t ldb, float* C, int64_t ldc, bool accumulate,
+                                            const TileFinish* finish) {
   __m512 c0[MR], c1[MR];
   // The C tile is read back after the K loop: ask for it now, so it arrives
   // from L2/L3 while the FMAs run (C is re-read once per K block).
@@ -168,6 +204,16 @@ template <int64_t MR, int64_t AS>
       if (i < mr) {
         _mm_prefetch(reinterpret_cast<const char*>(C + i * ldc), _MM_HINT_T0);
         _mm_prefetch(reinterpret_cast<const char*>(C + i * ldc + 16), _MM_HINT_T0);
+      }
+    }
+  }
+  // Likewise the residual this tile adds at its end.
+  if (finish && finish->residual) {
+#pragma GCC unroll 16
+    for (int64_t i = 0; i < MR; ++i) {
+      if (i < mr) {
+        _mm_prefetch(reinterpret_cast<const char*>(finish->residual + i * finish->ldr), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(finish->residual + i * finish->ldr + 16), _MM_HINT_T0);
       }
     }
   }
@@ -185,12 +231,35 @@ template <int64_t MR, int64_t AS>
   }
   const __mmask16 m0 = nr >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << nr) - 1);
   const __mmask16 m1 = nr >= 32 ? __mmask16(0xFFFF) : nr <= 16 ? __mmask16(0) : __mmask16((1u << (nr - 16)) - 1);
+  // The finish in registers: no pass over the stored tile (a masked store
+  // does not forward to the narrower loads such a pass makes).
+  const TileFinish f = finish ? *finish : TileFinish{};
+  const __m512 col0 = f.col_bias ? _mm512_maskz_loadu_ps(m0, f.col_bias) : _mm512_setzero_ps();
+  const __m512 col1 = f.col_bias ? _mm512_maskz_loadu_ps(m1, f.col_bias + 16) : _mm512_setzero_ps();
+  const __m512 lo = _mm512_set1_ps(f.lo), hi = _mm512_set1_ps(f.hi);
 #pragma GCC unroll 16
   for (int64_t i = 0; i < MR && i < mr; ++i) {
     float* c = C + i * ldc;
     if (accumulate) {
       c0[i] = _mm512_add_ps(_mm512_maskz_loadu_ps(m0, c), c0[i]);
       c1[i] = _mm512_add_ps(_mm512_maskz_loadu_ps(m1, c + 16), c1[i]);
+    }
+    if (finish) {
+      if (f.row_bias) {
+        const __m512 b = _mm512_set1_ps(f.row_bias[i]);
+        c0[i] = _mm512_add_ps(c0[i], b);
+        c1[i] = _mm512_add_ps(c1[i], b);
+      }
+      if (f.col_bias) {
+        c0[i] = _mm512_add_ps(c0[i], col0);
+        c1[i] = _mm512_add_ps(c1[i], col1);
+      }
+      if (f.residual) {
+        c0[i] = _mm512_add_ps(c0[i], _mm512_maskz_loadu_ps(m0, f.residual + i * f.ldr));
+        c1[i] = _mm512_add_ps(c1[i], _mm512_maskz_loadu_ps(m1, f.residual + i * f.ldr + 16));
+      }
+      c0[i] = tile_activation(f.activation, c0[i], lo, hi);
+      c1[i] = tile_activation(f.activation, c1[i], lo, hi);
     }
     _mm512_mask_storeu_ps(c, m0, c0[i]);
     _mm512_mask_storeu_ps(c + 16, m1, c1[i]);
@@ -199,18 +268,19 @@ template <int64_t MR, int64_t AS>
 
 template <int64_t MR>
 [[gnu::target("avx512f")]] void avx512_rows(int64_t mr, int64_t nr, int64_t kc, const float* A, int64_t lda,
-                                            const float* B, int64_t ldb, float* C, int64_t ldc, bool accumulate) {
+                                            const float* B, int64_t ldb, float* C, int64_t ldc, bool accumulate,
+                                            const TileFinish* finish) {
   if constexpr (MR > 1) {
-    if (mr < MR) return avx512_rows<MR - 1>(mr, nr, kc, A, lda, B, ldb, C, ldc, accumulate);
+    if (mr < MR) return avx512_rows<MR - 1>(mr, nr, kc, A, lda, B, ldb, C, ldc, accumulate, finish);
   }
-  avx512_tile<MR, 0>(mr, nr, kc, A, lda, B, ldb, C, ldc, accumulate);
+  avx512_tile<MR, 0>(mr, nr, kc, A, lda, B, ldb, C, ldc, accumulate, finish);
 }
 
 [[gnu::target("avx512f")]] void micro_avx512(int64_t mr, int64_t nr, int64_t kc, const float* A, int64_t lda,
                                              bool a_packed, const float* B, int64_t ldb, float* C, int64_t ldc,
-                                             bool accumulate) {
-  if (a_packed) return avx512_tile<kAvx512Mr, kAvx512Mr>(mr, nr, kc, A, lda, B, ldb, C, ldc, accumulate);
-  avx512_rows<kAvx512MrInPlace>(mr, nr, kc, A, lda, B, ldb, C, ldc, accumulate);
+                                             bool accumulate, const TileFinish* finish) {
+  if (a_packed) return avx512_tile<kAvx512Mr, kAvx512Mr>(mr, nr, kc, A, lda, B, ldb, C, ldc, accumulate, finish);
+  avx512_rows<kAvx512MrInPlace>(mr, nr, kc, A, lda, B, ldb, C, ldc, accumulate, finish);
 }
 #endif
 
@@ -282,21 +352,41 @@ void gemm_task(void* context, int64_t task, int participant) {
   const int64_t j_begin = s_begin * NR;
   const int64_t j_end = std::min(g.n, s_end * NR);
   const int64_t strips = strips_of(g.n, NR), panels = (g.m + MR - 1) / MR;
-  // The biases and the activation of a finished register tile, while it is
-  // in L1 (after its last K block): in this order on every element.
-  auto finish = [&g](int64_t i, int64_t rows, int64_t j, int64_t cols) {
+  // A finished register tile (after its last K block): its biases, residual
+  // and relu or clip in the micro-kernel (TileFinish), any other activation
+  // over the stored tile right after, while it is in L1.
+  const bool activation_in_tile = g.epilogue && tile_finish_applies(static_cast<ops::Activation>(g.epilogue->activation));
+  const ops::Epilogue* stored_epilogue = g.epilogue && !activation_in_tile ? g.epilogue : nullptr;
+  const bool finishes = g.row_bias || g.col_bias || g.residual || activation_in_tile;
+  auto tile_finish = [&](int64_t i, int64_t j) {
+    TileFinish f;
+    f.row_bias = g.row_bias ? g.row_bias + i : nullptr;
+    f.col_bias = g.col_bias ? g.col_bias + j : nullptr;
+    f.residual = g.residual ? g.residual + i * g.ldr + j : nullptr;
+    f.ldr = g.ldr;
+    if (activation_in_tile) {
+      f.activation = static_cast<ops::Activation>(g.epilogue->activation);
+      f.lo = g.epilogue->a;
+      f.hi = g.epilogue->b;
+    }
+    return f;
+  };
+  // Runs the micro-kernel on the tile at (i, j), finishing it after the last K block.
+  auto run_tile = [&](int64_t mr, int64_t nr, int64_t kc, const float* a, int64_t lda, bool a_packed,
+                      const float* b, int64_t ldb, int64_t i, int64_t j, bool accumulate, bool last) {
     float* c = g.c + i * g.ldc + j;
-    if (g.row_bias)
-      for (int64_t r = 0; r < rows; ++r)
-        for (int64_t q = 0; q < cols; ++q) c[r * g.ldc + q] += g.row_bias[i + r];
-    if (g.col_bias)
-      for (int64_t r = 0; r < rows; ++r)
-        for (int64_t q = 0; q < cols; ++q) c[r * g.ldc + q] += g.col_bias[j + q];
-    if (g.epilogue) apply_epilogue(*g.epilogue, c, g.ldc, rows, cols);
+    if (!last || !finishes) {
+      job.path.kernel(mr, nr, kc, a, lda, a_packed, b, ldb, c, g.ldc, accumulate, nullptr);
+    } else {
+      const TileFinish f = tile_finish(i, j);
+      job.path.kernel(mr, nr, kc, a, lda, a_packed, b, ldb, c, g.ldc, accumulate, &f);
+    }
+    if (last && stored_epilogue) apply_epilogue(*stored_epilogue, c, g.ldc, mr, nr);
   };
   if (g.k == 0) {
     for (int64_t i = i0; i < i1; ++i) std::fill(g.c + i * g.ldc + j_begin, g.c + i * g.ldc + j_end, 0.0f);
-    finish(i0, i1 - i0, j_begin, j_end - j_begin);
+    if (finishes) finish_stored(tile_finish(i0, j_begin), g.c + i0 * g.ldc + j_begin, g.ldc, i1 - i0, j_end - j_begin);
+    if (stored_epilogue) apply_epilogue(*stored_epilogue, g.c + i0 * g.ldc + j_begin, g.ldc, i1 - i0, j_end - j_begin);
   }
   // B prepared: the task's rows of A packed once per K block into the
   // participant's scratch (panel p of the block at p * MR * kc), when A is
@@ -331,9 +421,7 @@ void gemm_task(void* context, int64_t task, int participant) {
             pack_panel(g.a, g.lda, i, mr, k0, kc, MR, panel);
           for (int64_t s = s0; s < s1; ++s) {
             const int64_t j0 = s * NR, nr = std::min(NR, g.n - j0);
-            job.path.kernel(mr, nr, kc, ap, MR, true, bk + s * kc * NR, NR, g.c + i * g.ldc + j0, g.ldc,
-                            accumulate);
-            if (last) finish(i, mr, j0, nr);
+            run_tile(mr, nr, kc, ap, MR, true, bk + s * kc * NR, NR, i, j0, accumulate, last);
           }
         }
       }
@@ -353,18 +441,14 @@ void gemm_task(void* context, int64_t task, int participant) {
         pack_strip(g.b, g.ldb, k0, kc, j0, nr, NR, strip);
       }
       if (g.packed_a) {
-        for (int64_t i = i0; i < i1; i += MR) {
-          job.path.kernel(std::min(MR, i1 - i), nr, kc, g.packed_a + k0 * panels * MR + (i / MR) * kc * MR, MR,
-                          true, bp, ldbp, g.c + i * g.ldc + j0, g.ldc, accumulate);
-          if (last) finish(i, std::min(MR, i1 - i), j0, nr);
-        }
+        for (int64_t i = i0; i < i1; i += MR)
+          run_tile(std::min(MR, i1 - i), nr, kc, g.packed_a + k0 * panels * MR + (i / MR) * kc * MR, MR, true, bp,
+                   ldbp, i, j0, accumulate, last);
       } else {
         const int64_t step = job.path.mr_in_place;
-        for (int64_t i = i0; i < i1; i += step) {
-          job.path.kernel(std::min(step, i1 - i), nr, kc, g.a + i * g.lda + k0, g.lda, false, bp, ldbp,
-                          g.c + i * g.ldc + j0, g.ldc, accumulate);
-          if (last) finish(i, std::min(step, i1 - i), j0, nr);
-        }
+        for (int64_t i = i0; i < i1; i += step)
+          run_tile(std::min(step, i1 - i), nr, kc, g.a + i * g.lda + k0, g.lda, false, bp, ldbp, i, j0, accumulate,
+                   last);
       }
     }
   }
@@ -415,6 +499,14 @@ void gemm_pack_b(const float* b, int64_t ldb, int64_t k, int64_t n, float* out) 
         for (int64_t j = nr; j < NR; ++j) dst[j] = 0.0f;
       }
     }
+  }
+}
+
+void add_residual(float* c, int64_t ld, const float* r, int64_t ldr, int64_t rows, int64_t cols) {
+  for (int64_t i = 0; i < rows; ++i) {
+    float* __restrict row = c + i * ld;
+    const float* __restrict add = r + i * ldr;
+    for (int64_t j = 0; j < cols; ++j) row[j] += add[j];
   }
 }
 

@@ -69,10 +69,17 @@ struct GemmArgs {
   // call packs nothing for that operand. Same sums, same bits as unpacked.
   const float* packed_a = nullptr;
   const float* packed_b = nullptr;  // replaces b / pack_b
+  // Optional: + residual[i * ldr + j] on C[i][j], after the biases and before
+  // the epilogue's activation (conv2d's fused residual add).
+  const float* residual = nullptr;
+  int64_t ldr = 0;
 };
 void gemm(const KernelContext& context, const GemmArgs& args);
 // A fused epilogue's activation over a rows x cols block with leading dimension ld (in place).
 void apply_epilogue(const ops::Epilogue& e, float* c, int64_t ld, int64_t rows, int64_t cols);
+// c[i * ld + j] += r[i * ldr + j] over a rows x cols block: conv2d's residual,
+// added after the bias and before the activation on every path.
+void add_residual(float* c, int64_t ld, const float* r, int64_t ldr, int64_t rows, int64_t cols);
 // The prepared layouts of the running CPU's path (the same process runs the
 // GEMM that reads them): floats needed, and the packing of an m x k A or a
 // k x n B with its leading dimension into `out`.
@@ -82,15 +89,35 @@ int64_t gemm_packed_b_floats(int64_t k, int64_t n);
 void gemm_pack_b(const float* b, int64_t ldb, int64_t k, int64_t n, float* out);
 // Contiguous operands, no bias, on the calling thread.
 void gemm(int64_t M, int64_t N, int64_t K, const float* A, const float* B, float* C);
+// What a register tile adds and applies once its sums are final (after its
+// last K block), in this order on every element: the row's bias, the column's
+// bias, the residual, then relu or clip (the other activations run over the
+// stored tile: apply_epilogue). Pointers at the tile's first row / column /
+// corner, or null. The same float operations wherever they run (in registers
+// on AVX-512, over the stored tile otherwise), so the same bits.
+struct TileFinish {
+  const float* row_bias = nullptr;
+  const float* col_bias = nullptr;
+  const float* residual = nullptr;
+  int64_t ldr = 0;
+  ops::Activation activation = ops::Activation::kNone;  // kNone, kRelu or kClip
+  float lo = 0, hi = 0;                                 // kClip's bounds
+};
+// The activations a TileFinish applies itself.
+inline bool tile_finish_applies(ops::Activation a) {
+  return a == ops::Activation::kRelu || a == ops::Activation::kClip;
+}
+
 // The GEMM's register tile of the running CPU's path, for kernels that drive
 // it themselves (conv2d channels-last): C[0:mr, 0:nr] (+)= A[0:mr, 0:kc] * B,
 // A read in place (row i at A + i * lda; a_packed false), B kc rows of
 // nr_max floats ldb apart; mr <= mr_max, nr <= nr_max. Each element is an
-// FMA chain over k from 0 (AVX-512, AVX2), added to C when accumulating.
+// FMA chain over k from 0 (AVX-512, AVX2), added to C when accumulating;
+// then `finish` when not null.
 struct GemmTile {
   int64_t mr_max, nr_max;
   void (*run)(int64_t mr, int64_t nr, int64_t kc, const float* A, int64_t lda, bool a_packed, const float* B,
-              int64_t ldb, float* C, int64_t ldc, bool accumulate);
+              int64_t ldb, float* C, int64_t ldc, bool accumulate, const TileFinish* finish);
 };
 GemmTile gemm_tile();
 

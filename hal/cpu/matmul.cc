@@ -229,6 +229,7 @@ struct StemJob {
   const float* bias;
   float* out;
   const ops::Epilogue* epilogue;
+  const float* residual;  // or null
 };
 
 #ifdef HEXIR_CONV_X86
@@ -312,7 +313,10 @@ void stem_row(void* context, int64_t task) {
     }
     k0 += left >= 24 ? 24 : left >= 16 ? 16 : 8;
   }
-  // Channels as rows p.oh * p.ow apart: the epilogue on this output row.
+  // Channels as rows p.oh * p.ow apart: the residual and the epilogue on this output row.
+  if (job.residual)
+    add_residual(image_job.out + oy * p.ow, p.oh * p.ow, job.residual + n * p.k * p.oh * p.ow + oy * p.ow,
+                 p.oh * p.ow, p.k, p.ow);
   if (job.epilogue) apply_epilogue(*job.epilogue, image_job.out + oy * p.ow, p.oh * p.ow, p.k, p.ow);
 }
 #endif
@@ -327,7 +331,7 @@ Status conv2d_stem(const KernelContext& context, const Dispatch& d) {
   for (int64_t k = 0; k < p.k; ++k)
     for (int64_t t = 0; t < patch; ++t) transposed[t * p.k + k] = w[k * patch + t];
   StemJob job{&p, input(d, 0), transposed, p.has_bias ? input(d, 2) : nullptr, output(d, 0),
-              p.epilogue.activation != 0 ? &p.epilogue : nullptr};
+              p.epilogue.activation != 0 ? &p.epilogue : nullptr, p.has_residual ? input(d, 3) : nullptr};
   parallel_for(context, p.n * p.oh, stem_row, &job);
 #else
   (void)context, (void)d;
@@ -362,6 +366,10 @@ Status conv2d(const KernelContext& context, const Dispatch& d) {
                     image,  // 1x1, stride 1, no padding: the image is the patch matrix
                     spatial, result, spatial, bias ? bias + g * p.k_per_group : nullptr};
       args.epilogue = epilogue;
+      if (p.has_residual) {
+        args.residual = input(d, 3) + (n * p.k + g * p.k_per_group) * spatial;
+        args.ldr = spatial;
+      }
       if (packed) args.packed_a = packed + g * group_floats;
       const PatchSource source{&p, image};
       if (!ops::conv2d_is_plain_gemm(p)) {

@@ -373,6 +373,7 @@ struct DepthwiseJob {
   const float *x, *w, *bias;
   float* out;
   const ops::Epilogue* epilogue;  // the fused activation, or null
+  const float* residual;          // added before it, or null
   DwPath path;
   DwGeometry g;
   int64_t band;   // output rows per task (a multiple of kRows)
@@ -419,7 +420,9 @@ void depthwise_task(void* context, int64_t task) {
         b.buf = buf + (oy0 - s0) * p.stride_h * buf_row;
         b.out = result + oy0 * p.ow + ox0;
         job.path.kernel(b);
-        // The block is final (bias added): the fused activation while it is in cache.
+        // The block is final (bias added): the residual and the fused activation while it is in cache.
+        if (job.residual)
+          add_residual(b.out, p.ow, job.residual + plane * p.oh * p.ow + oy0 * p.ow + ox0, p.ow, b.rows, b.width);
         if (job.epilogue) apply_epilogue(*job.epilogue, b.out, p.ow, b.rows, b.width);
       }
     }
@@ -433,6 +436,7 @@ struct DepthwiseDirect {
   const float *x, *w, *bias;
   float* out;
   const ops::Epilogue* epilogue;  // the fused activation, or null
+  const float* residual;          // added before it, or null
 };
 
 void depthwise_direct_plane(void* context, int64_t plane) {
@@ -468,6 +472,7 @@ void depthwise_direct_plane(void* context, int64_t plane) {
       const float b = job.bias[channel];
       for (int64_t ox = 0; ox < p.ow; ++ox) row[ox] += b;
     }
+    if (job.residual) add_residual(row, p.ow, job.residual + plane * p.oh * p.ow + oy * p.ow, p.ow, 1, p.ow);
     if (job.epilogue) apply_epilogue(*job.epilogue, row, p.ow, 1, p.ow);
   }
 }
@@ -480,12 +485,13 @@ Status depthwise_conv2d(const KernelContext& context, const Dispatch& d) {
   if (planes == 0 || p.oh == 0 || p.ow == 0) return ok_status();
   const float* bias = p.has_bias ? input(d, 2) : nullptr;
   const ops::Epilogue* epilogue = p.epilogue.activation != 0 ? &p.epilogue : nullptr;
+  const float* residual = p.has_residual ? input(d, 3) : nullptr;
   const double taps = static_cast<double>(planes) * static_cast<double>(p.oh * p.ow * p.kh * p.kw);
   ThreadPool* pool = pool_of(context);
   const int threads = taps < 2e5 || pool == nullptr ? 1 : pool->size();
   const DwGeometry g = dw_geometry(p);
   if (g.tile == 0) {
-    DepthwiseDirect job{&p, input(d, 0), input(d, 1), bias, output(d, 0), epilogue};
+    DepthwiseDirect job{&p, input(d, 0), input(d, 1), bias, output(d, 0), epilogue, residual};
     if (threads == 1) {
       for (int64_t plane = 0; plane < planes; ++plane) depthwise_direct_plane(&job, plane);
     } else {
@@ -504,6 +510,7 @@ Status depthwise_conv2d(const KernelContext& context, const Dispatch& d) {
                      bias,
                      output(d, 0),
                      epilogue,
+                     residual,
                      select_depthwise(p),
                      g,
                      band_blocks * kRows,

@@ -173,6 +173,7 @@ Status conv2d(const Dispatch& d, Launcher& launcher) {
   p.w = in(d, 1);
   p.plan = plan_of<ops::Conv2dPlan>(d);
   p.bias = p.plan.has_bias ? in(d, 2) : nullptr;
+  p.residual = p.plan.has_residual ? in(d, 3) : nullptr;
   p.out = out(d, 0);
   const int64_t total = p.plan.n * p.plan.k * p.plan.oh * p.plan.ow;
   if (total == 0) return ok_status();

@@ -345,7 +345,7 @@ Result<std::vector<TensorType>> infer_conv2d(std::span<const TensorType> in, std
     return invalid_argument(prefix(kConv2d) + "weights " + w.to_string() + " take " +
                             std::to_string(w.dims[1]) + " channels per group, the input gives " +
                             std::to_string(c / groups));
-  if (in.size() == 3 && (in[2].rank() != 1 || in[2].dims[0] != k))
+  if (in.size() >= 3 && (in[2].rank() != 1 || in[2].dims[0] != k))
     return invalid_argument(prefix(kConv2d) + "bias " + in[2].to_string() + " is not [" + std::to_string(k) +
                             "]");
   int64_t out_hw[2];
@@ -366,8 +366,12 @@ Result<std::vector<TensorType>> infer_conv2d(std::span<const TensorType> in, std
                              static_cast<uint64_t>(out_hw[0]) * static_cast<uint64_t>(out_hw[1]), &col) ||
       col > (uint64_t{1} << 60))
     return invalid_argument(prefix(kConv2d) + "the convolution's patch matrix is too large");
-  if (channels_last) return one({DType::kF32, {x.dims[0], out_hw[0], out_hw[1], k}});
-  return one({DType::kF32, {x.dims[0], k, out_hw[0], out_hw[1]}});
+  const TensorType result{DType::kF32, channels_last ? std::vector<int64_t>{x.dims[0], out_hw[0], out_hw[1], k}
+                                                    : std::vector<int64_t>{x.dims[0], k, out_hw[0], out_hw[1]}};
+  if (in.size() == 4 && !(in[3] == result))
+    return invalid_argument(prefix(kConv2d) + "residual " + in[3].to_string() + " is not the result's type " +
+                            result.to_string());
+  return one(result);
 }
 
 void fill_conv2d(const PlanInput& op, Conv2dPlan& p) {
@@ -389,7 +393,8 @@ void fill_conv2d(const PlanInput& op, Conv2dPlan& p) {
   p.groups = op.params[kGroups];
   p.c_per_group = p.c / p.groups;
   p.k_per_group = p.k / p.groups;
-  p.has_bias = op.inputs.size() == 3;
+  p.has_bias = op.inputs.size() >= 3;
+  p.has_residual = op.inputs.size() == 4;
   p.epilogue = plan_epilogue(op.params, kConvParamCount);
 }
 
@@ -826,7 +831,7 @@ void plan_resize(const PlanInput& op, OpPlan& out) {
 
 constexpr OpDef kDefs[] = {
     {kMatmul, "matmul", 2, 3, 1, 1, true, false, false, 0, lower_matmul, infer_matmul, nullptr, plan_matmul},
-    {kConv2d, "conv2d", 2, 3, 1, 1, true, false, false, 0, lower_conv2d, infer_conv2d, nullptr,
+    {kConv2d, "conv2d", 2, 4, 1, 1, true, false, false, 0, lower_conv2d, infer_conv2d, nullptr,
      plan_conv2d},
     {kMaxPool, "max_pool", 1, 1, 1, 1, true, false, false, 0, lower_pool<kMaxPool>, infer_pool<kMaxPool>,
      nullptr, plan_pool<kMaxPool>},

@@ -174,6 +174,26 @@ size_t fuse_function(const Module* module, Function& fn) {
         }
       }
     }
+    // conv2d (with its bias) + add(result, r) of the result's type: r becomes
+    // its residual, added after the bias (same bits: one add either way). r
+    // must be there before the conv2d runs, where the fused node stays.
+    if (node.op == OpId::kConv2d && node.inputs.size() == 3) {
+      const int v = node.results[0];
+      const int j = sole_reader(v);
+      if (j >= 0 && fn.nodes[static_cast<size_t>(j)].op == OpId::kAdd &&
+          fn.nodes[static_cast<size_t>(j)].params.empty()) {
+        const Node& add = fn.nodes[static_cast<size_t>(j)];
+        const int other = add.inputs[0] == v ? add.inputs[1] : add.inputs[0];
+        const Value& r = fn.values[static_cast<size_t>(other)];
+        const TensorType& result = fn.values[static_cast<size_t>(v)].type;
+        const bool before = r.kind != ValueKind::kResult || (r.node >= 0 && r.node < static_cast<int>(n));
+        if (other != v && before && r.type == result && fn.values[static_cast<size_t>(add.results[0])].type == result &&
+            readers.region[static_cast<size_t>(j)] == readers.region[n]) {
+          node.inputs.push_back(other);
+          absorb(n, j);
+        }
+      }
+    }
     // Then an activation.
     const int v = node.results[0];
     const int j = sole_reader(v);

@@ -14,6 +14,9 @@ namespace hexir::serializer {
 //  - a matmul (b of rank >= 2, no bias yet) followed by an add of a constant
 //    f32[n], n its column count, that keeps the matmul's shape: the constant
 //    becomes its bias input;
+//  - a conv2d with a bias followed by an add of another value r of its result's
+//    type (a residual connection), r computed before the conv2d: r becomes its
+//    residual input, added after the bias;
 //  - then (all four) a unary activation ops::epilogue_words accepts (relu, gelu, silu,
 //    sigmoid, tanh, leaky_relu, clip, hard_sigmoid, hard_swish): its
 //    parameters become the epilogue words;

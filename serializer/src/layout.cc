@@ -136,7 +136,9 @@ class ChannelsLast {
       const Node& reader = original_node(n);
       if (region_[static_cast<size_t>(n)] >= 0 || reader.kind != NodeKind::kOp) return false;
       if (reader.op != OpId::kConv2d && ops::elementwise_map_arity(reader.op) == 0) return false;
-      if (reader.op == OpId::kConv2d && reader.inputs[0] != v) return false;  // weights or bias
+      // A conv2d takes x and its residual channels-last, not its weights or bias.
+      if (reader.op == OpId::kConv2d && reader.inputs[0] != v && (reader.inputs.size() < 4 || reader.inputs[3] != v))
+        return false;
     }
     return true;
   }
@@ -168,6 +170,7 @@ class ChannelsLast {
     params.push_back(1);
     std::vector<int> inputs = node.inputs;
     inputs[0] = xt;
+    if (inputs.size() == 4) inputs[3] = nhwc_of(node.inputs[3], node.loc);  // the residual
     *index = emit(OpId::kConv2d, std::move(inputs), {yt}, std::move(params), node.loc);
     exit_to(yt, y, node.loc);
     ++converted_;

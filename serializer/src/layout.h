@@ -15,7 +15,7 @@ namespace hexir::serializer {
 // per group (the shapes whose NCHW patch packing costs most), or when its
 // input is already channels-last (a depthwise one only when every reader of
 // its result can take channels-last too: a conv2d, or an elementwise map).
-// The exit transpose
+// A residual input is converted with x. The exit transpose
 // then moves below the elementwise maps that read it (ops::elementwise_map_arity:
 // a unary map; a binary map whose other operand is channels-last too, or a
 // value whose non-unit dims keep their order, read through a reshape), when

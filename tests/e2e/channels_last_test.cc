@@ -248,5 +248,65 @@ TEST_CASE("channels-last: 1x1 and depthwise convolutions alone, stems and convol
   for (const std::string& op : got.ops) CHECK(op != "transpose");
 }
 
+// Residual adds after every kind of convolution kernel: the few-channel stem,
+// depthwise and 1x1 (NCHW), a dense 3x3 and a depthwise one channels-last.
+std::string residual_graph() {
+  std::string s = "module @residual\n";
+  s += dense_constant("stem", {16, 3, 3, 3}, 1) + dense_constant("bs", {16}, 2);
+  s += dense_constant("wd", {16, 1, 3, 3}, 3) + dense_constant("bd", {16}, 4);
+  s += dense_constant("wp", {16, 16, 1, 1}, 5) + dense_constant("bp", {16}, 6);
+  s += dense_constant("w3", {16, 16, 3, 3}, 7) + dense_constant("b3", {16}, 8);
+  s += dense_constant("wd2", {16, 1, 3, 3}, 9) + dense_constant("bd2", {16}, 10);
+  s += dense_constant("w4", {8, 16, 3, 3}, 11);
+  s += R"(func @main(%x: f32[1,3,20,20], %r0: f32[1,16,20,20]) -> (f32[1,8,20,20]) {
+  %s = call @conv2d(%x, @stem, @bs) {pads = [1, 1, 1, 1]} : f32[1,16,20,20]
+  %sa = call @add(%s, %r0) : f32[1,16,20,20]
+  %a = call @relu(%sa) : f32[1,16,20,20]
+  %d = call @conv2d(%a, @wd, @bd) {pads = [1, 1, 1, 1], groups = 16} : f32[1,16,20,20]
+  %e = call @add(%a, %d) : f32[1,16,20,20]
+  %p = call @conv2d(%e, @wp, @bp) : f32[1,16,20,20]
+  %pe = call @add(%p, %e) : f32[1,16,20,20]
+  %q = call @conv2d(%pe, @w3, @b3) {pads = [1, 1, 1, 1]} : f32[1,16,20,20]
+  %qe = call @add(%q, %pe) : f32[1,16,20,20]
+  %dq = call @conv2d(%qe, @wd2, @bd2) {pads = [1, 1, 1, 1], groups = 16} : f32[1,16,20,20]
+  %dqe = call @add(%dq, %qe) : f32[1,16,20,20]
+  %dd = call @relu(%dqe) : f32[1,16,20,20]
+  %out = call @conv2d(%dd, @w4) {pads = [1, 1, 1, 1]} : f32[1,8,20,20]
+  return %out
+}
+)";
+  return s;
+}
+
+TEST_CASE("residual: a conv2d's fused residual add gives the unfused bits on every kernel path, both layouts") {
+  const std::string source = residual_graph();
+  const std::vector<std::vector<float>> inputs = {random_floats(3 * 400, 1), random_floats(16 * 400, 2)};
+  serializer::CompileOptions fused, plain, fused_nhwc;
+  fused.channels_last = plain.channels_last = false;
+  plain.fuse_epilogues = false;
+  const std::vector<uint8_t> fused_file = compile(source, fused), plain_file = compile(source, plain);
+  // Channels-last fused: the dense 3x3 and the depthwise after it take their residuals channels-last.
+  const std::vector<uint8_t> nhwc_file = compile(source, fused_nhwc);
+  for (int threads : {1, 2}) {
+    INFO(threads << " threads");
+    const Outputs want = run(plain_file, inputs, threads), got = run(fused_file, inputs, threads);
+    CHECK(got.values == want.values);
+    const Outputs nhwc = run(nhwc_file, inputs, threads);
+    for (const Outputs* o : {&got, &nhwc}) {
+      size_t adds = 0;
+      for (const std::string& op : o->ops) adds += op == "add";
+      CHECK(adds == 0);  // all five taken by their convolutions
+    }
+    REQUIRE(nhwc.values.size() == 1);
+    double worst = 0, scale = 1;
+    for (size_t i = 0; i < want.values[0].size(); ++i) {
+      worst = std::max(worst, std::fabs(static_cast<double>(nhwc.values[0][i]) - want.values[0][i]));
+      scale = std::max(scale, std::fabs(static_cast<double>(want.values[0][i])));
+    }
+    INFO("channels-last: largest difference " << worst << " at scale " << scale);
+    CHECK(worst < 1e-6 * scale);
+  }
+}
+
 }  // namespace
 }  // namespace hexir::testing

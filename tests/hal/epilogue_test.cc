@@ -53,7 +53,8 @@ void run(int threads, OpId id, std::vector<HostTensor*> inputs, HostTensor& out,
 }
 
 // Fused against unfused, for every activation and both thread counts.
-// `bias` (matmul only) is added by an add kernel when unfused.
+// `bias` (a matmul's bias, a conv2d's residual: the last input) is added by
+// an add kernel when unfused.
 void check_fused(OpId id, std::vector<HostTensor*> inputs, HostTensor* bias, const std::vector<int64_t>& params,
                  const std::vector<int64_t>& out_dims) {
   for (const ActivationCase& a : activations()) {
@@ -103,6 +104,35 @@ TEST_CASE("epilogue: conv2d with a fused activation is bit-identical to conv2d t
   }
   SUBCASE("depthwise 5x5") {
     check_fused(OpId::kConv2d, {&x, &wd, &bias}, nullptr, {1, 1, 2, 2, 2, 2, 1, 1, 8}, {2, 8, 13, 11});
+  }
+}
+
+TEST_CASE("epilogue: conv2d with a residual and an activation is bit-identical to conv2d, add, activation") {
+  // The residual (with a NaN) goes in as the conv2d's fourth input fused, through an add kernel unfused;
+  // odd widths leave partial register tiles (columns and rows).
+  HostTensor x = random_f32({2, 8, 13, 11}, 21, -3.0f, 3.0f), bias = random_f32({8}, 22);
+  HostTensor w3 = random_f32({8, 8, 3, 3}, 23), w1 = random_f32({8, 8, 1, 1}, 24);
+  HostTensor wg = random_f32({8, 4, 3, 3}, 25), wd = random_f32({8, 1, 5, 5}, 26);
+  HostTensor residual = with_nan(random_f32({2, 8, 13, 11}, 27, -3.0f, 3.0f));
+  SUBCASE("3x3, packed patches") {
+    check_fused(OpId::kConv2d, {&x, &w3, &bias}, &residual, {1, 1, 1, 1, 1, 1, 1, 1, 1}, {2, 8, 13, 11});
+  }
+  SUBCASE("1x1 plain GEMM, wide enough to split over threads") {
+    HostTensor xs = random_f32({1, 24, 40, 37}, 28), ws = random_f32({24, 24, 1, 1}, 29), bs = random_f32({24}, 30);
+    HostTensor rs = with_nan(random_f32({1, 24, 40, 37}, 31));
+    check_fused(OpId::kConv2d, {&xs, &ws, &bs}, &rs, {1, 1, 0, 0, 0, 0, 1, 1, 1}, {1, 24, 40, 37});
+  }
+  SUBCASE("grouped, strided") {
+    HostTensor r = with_nan(random_f32({2, 8, 7, 6}, 32));
+    check_fused(OpId::kConv2d, {&x, &wg, &bias}, &r, {2, 2, 1, 1, 1, 1, 1, 1, 2}, {2, 8, 7, 6});
+  }
+  SUBCASE("depthwise 5x5") {
+    check_fused(OpId::kConv2d, {&x, &wd, &bias}, &residual, {1, 1, 2, 2, 2, 2, 1, 1, 8}, {2, 8, 13, 11});
+  }
+  SUBCASE("a few-channel stem, strided") {
+    HostTensor xs = random_f32({1, 3, 20, 37}, 33), ws = random_f32({16, 3, 5, 5}, 34), bs = random_f32({16}, 35);
+    HostTensor r = with_nan(random_f32({1, 16, 10, 19}, 36));
+    check_fused(OpId::kConv2d, {&xs, &ws, &bs}, &r, {2, 2, 2, 2, 2, 2, 1, 1, 1}, {1, 16, 10, 19});
   }
 }
 

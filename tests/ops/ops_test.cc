@@ -242,7 +242,7 @@ TEST_CASE("catalog: every OpId has one definition whose name round-trips through
   CHECK_FALSE(find_op("conv2d ").has_value());
   CHECK(op_def(OpId::kSplit).max_outputs == -1);
   CHECK(op_def(OpId::kConv2d).min_inputs == 2);
-  CHECK(op_def(OpId::kConv2d).max_inputs == 3);
+  CHECK(op_def(OpId::kConv2d).max_inputs == 4);  // x, w, bias, residual
   CHECK(op_def(OpId::kConv2d).f32_only);
   CHECK_FALSE(op_def(OpId::kWhere).may_run_in_place);
   CHECK(op_def(OpId::kWhere).key_input == 1);
@@ -929,7 +929,7 @@ TEST_CASE("conv2d: hostile groups on an input without channels are rejected") {
   CHECK(rule(OpId::kConv2d, {f32({1, 4, 4, 4}), f32({4, 1, 1, 1})}, {1, 1, 0, 0, 0, 0, 1, 1, 4}).ok());
 }
 
-TEST_CASE("conv2d: channels-last (the layout word)") {
+TEST_CASE("conv2d: channels-last (the layout word) and a residual input") {
   auto shape = [](std::vector<TensorType> in, Params p) -> Dims {
     auto r = infer_result_type(OpId::kConv2d, in, p);
     REQUIRE_MESSAGE(r.ok(), r.status().to_string());
@@ -946,6 +946,19 @@ TEST_CASE("conv2d: channels-last (the layout word)") {
   CHECK_FALSE(rule(OpId::kConv2d, {f32({1, 8, 8, 3}), f32({4, 3, 3, 3})}, {1, 1, 1, 1, 1, 1, 1, 1, 1, 2}).ok());
   CHECK_FALSE(rule(OpId::kConv2d, {f32({1, 3, 8, 8}), f32({4, 3, 3, 3})}, {1, 1, 1, 1, 1, 1, 1, 1, 1, 1}).ok());
   CHECK_FALSE(rule(OpId::kConv2d, {f32({1, 8, 8, 3}), f32({4, 3, 3, 3})}, {1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1}).ok());
+  // The residual has the result's type, in either layout.
+  CHECK(rule(OpId::kConv2d, {f32({1, 3, 8, 8}), f32({4, 3, 3, 3}), f32({4}), f32({1, 4, 8, 8})},
+             {1, 1, 1, 1, 1, 1, 1, 1, 1})
+            .ok());
+  CHECK(rule(OpId::kConv2d, {f32({1, 8, 8, 3}), f32({4, 3, 3, 3}), f32({4}), f32({1, 8, 8, 4})},
+             {1, 1, 1, 1, 1, 1, 1, 1, 1, 1})
+            .ok());
+  CHECK_FALSE(rule(OpId::kConv2d, {f32({1, 3, 8, 8}), f32({4, 3, 3, 3}), f32({4}), f32({1, 4, 8, 7})},
+                   {1, 1, 1, 1, 1, 1, 1, 1, 1})
+                  .ok());
+  CHECK_FALSE(rule(OpId::kConv2d, {f32({1, 3, 8, 8}), f32({4, 3, 3, 3}), f32({4}), f32({1, 8, 8, 4})},
+                   {1, 1, 1, 1, 1, 1, 1, 1, 1})
+                  .ok());
 }
 
 TEST_CASE("conv2d: a dilated window that wraps int64 does not fit a small input") {

@@ -164,6 +164,46 @@ func @main(%x: f32[1,5,5,4]) -> (f32[1,5,5,4]) {
   CHECK(compile_module(m).ok());
 }
 
+TEST_CASE("fusion: a conv2d with a bias takes a residual add of an earlier value, then the relu after it") {
+  Module m = parse_ok(R"(
+const @w : f32[4,4,1,1] = splat 0.5
+const @b : f32[4] = splat 0.25
+func @main(%x: f32[1,4,3,3]) -> (f32[1,4,3,3]) {
+  %c = call @conv2d(%x, @w, @b) : f32[1,4,3,3]
+  %s = call @add(%x, %c) : f32[1,4,3,3]
+  %r = call @relu(%s) : f32[1,4,3,3]
+  return %r
+})");
+  CHECK(fuse_epilogues(m) == 2);
+  const Function& fn = m.functions[0];
+  check_consistent(fn);
+  REQUIRE(ops_of(fn) == std::vector<OpId>{OpId::kConv2d});
+  const Node& conv = fn.nodes[0];
+  REQUIRE(conv.inputs.size() == 4);
+  CHECK(fn.values[static_cast<size_t>(conv.inputs[3])].name == "x");
+  CHECK(fn.values[static_cast<size_t>(conv.results[0])].name == "r");
+  CHECK(conv.params.size() == 12);
+  CHECK(conv.params[9] == static_cast<int64_t>(ops::Activation::kRelu));
+  CHECK(compile_module(m).ok());
+}
+
+TEST_CASE("fusion: no residual from a value computed after the conv2d, nor into a conv2d without a bias") {
+  Module m = parse_ok(R"(
+const @w : f32[4,4,1,1] = splat 0.5
+const @b : f32[4] = splat 0.25
+func @main(%x: f32[1,4,3,3]) -> (f32[1,4,3,3], f32[1,4,3,3]) {
+  %c = call @conv2d(%x, @w, @b) : f32[1,4,3,3]
+  %later = call @neg(%x) : f32[1,4,3,3]
+  %s = call @add(%c, %later) : f32[1,4,3,3]
+  %d = call @conv2d(%x, @w) : f32[1,4,3,3]
+  %t = call @add(%d, %x) : f32[1,4,3,3]
+  return %s, %t
+})");
+  CHECK(fuse_epilogues(m) == 0);
+  CHECK(ops_of(m.functions[0]) ==
+        std::vector<OpId>{OpId::kConv2d, OpId::kNeg, OpId::kAdd, OpId::kConv2d, OpId::kAdd});
+}
+
 TEST_CASE("fusion: nothing is absorbed that another reader or the caller still needs") {
   SUBCASE("the raw result is read twice") {
     Module m = parse_ok(R"(

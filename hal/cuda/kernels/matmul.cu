@@ -76,6 +76,7 @@ extern "C" __global__ void hexir_conv2d(Conv2dParams p) {
       const int64_t k = i % q.k, ox = (i / q.k) % q.ow, oy = (i / (q.k * q.ow)) % q.oh, image = i / (q.k * spatial);
       float acc = hexir::ops::conv2d_channels_last_element(q, p.x + image * q.h * q.w * q.c, p.w, k, oy, ox);
       if (q.has_bias) acc += p.bias[k];
+      if (q.has_residual) acc += p.residual[i];
       p.out[i] = hexir::ops::apply_epilogue(q.epilogue, acc);
     }
     return;
@@ -102,6 +103,7 @@ extern "C" __global__ void hexir_conv2d(Conv2dParams p) {
       }
     }
     if (q.has_bias) acc += p.bias[k];
+    if (q.has_residual) acc += p.residual[i];
     p.out[i] = hexir::ops::apply_epilogue(q.epilogue, acc);
   }
 }

@@ -147,6 +147,7 @@ struct Conv2dParams {
   const float* x;
   const float* w;
   const float* bias;
+  const float* residual;  // plan.has_residual
   float* out;
   ops::Conv2dPlan plan;
 };

@@ -61,7 +61,8 @@ enum class OpId : uint16_t {
   kGather,
   // Any dtype; per input dim [start, step, size] (normalized: in range, size = result dim).
   kSlice,
-  // (x f32[N,C,H,W], w f32[K,C/groups,KH,KW], bias f32[K] optional);
+  // (x f32[N,C,H,W], w f32[K,C/groups,KH,KW], bias f32[K] optional, residual optional after the
+  // bias: the result's type, added after the bias and before the epilogue's activation);
   // [stride_h, stride_w, pad_top, pad_left, pad_bottom, pad_right, dilation_h, dilation_w, groups],
   // optionally followed by a fused epilogue [activation, a, b], then optionally 1: channels-last
   // (x [N,H,W,C], result [N,OH,OW,K], weights as above; conv2d_channels_last, docs/layout.md).

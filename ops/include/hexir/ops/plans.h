@@ -503,6 +503,9 @@ struct Conv2dPlan {
   // [k, c / groups, kh, kw]): chosen by the compiler where it pays
   // (docs/layout.md). Its sum order differs: conv2d_channels_last_element.
   int64_t channels_last;
+  // A residual (input 3, the result's type): added after the bias, before
+  // the activation (a conv2d followed by an add of another value, fused).
+  int64_t has_residual;
 };
 
 // A channels-last conv2d sums per tap (ky, kx), and within a tap per block of
