@@ -79,6 +79,31 @@ void softmax_row_generic(const float* in, float* out, int64_t length, float max_
   return _mm512_mul_ps(y, _mm512_castsi512_ps(bits));
 }
 
+// The row's maximum and whether it holds a NaN, 16 lanes at a time (the
+// scalar loop in softmax() otherwise: a compare chain per element).
+[[gnu::target("avx512f")]] float row_max_avx512(const float* in, int64_t length, bool* nan) {
+  __m512 m = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  __mmask16 unordered = 0;
+  int64_t j = 0;
+  for (; j + 16 <= length; j += 16) {
+    const __m512 v = _mm512_loadu_ps(in + j);
+    unordered |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+    m = _mm512_max_ps(m, v);
+  }
+  if (j < length) {
+    const __mmask16 k = static_cast<__mmask16>((1u << (length - j)) - 1);
+    const __m512 v = _mm512_mask_loadu_ps(m, k, in + j);  // lanes past the row keep m
+    unordered |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+    m = _mm512_max_ps(m, v);
+  }
+  *nan = unordered != 0;
+  alignas(64) float lanes[16];  // the maximum does not depend on the order it is taken in
+  _mm512_store_ps(lanes, m);
+  float max_value = lanes[0];
+  for (float v : lanes) max_value = v > max_value ? v : max_value;
+  return max_value;
+}
+
 [[gnu::target("avx512f")]] void softmax_row_avx512(const float* in, float* out, int64_t length, float max_value) {
   const __m512 m = _mm512_set1_ps(max_value);
   __m512 lanes = _mm512_setzero_ps();
@@ -107,6 +132,26 @@ SoftmaxRow select_softmax_row() {
   if (__builtin_cpu_supports("avx512f")) return softmax_row_avx512;
 #endif
   return softmax_row_generic;
+}
+
+// The row's maximum (NaN-free rows only use it) and whether it holds a NaN.
+float row_max_generic(const float* in, int64_t length, bool* nan) {
+  float max_value = -std::numeric_limits<float>::infinity();
+  bool any = false;
+  for (int64_t j = 0; j < length; ++j) {
+    const float v = in[j];
+    max_value = v > max_value ? v : max_value;
+    any |= v != v;
+  }
+  *nan = any;
+  return max_value;
+}
+using RowMax = float (*)(const float*, int64_t, bool*);
+RowMax select_row_max() {
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (__builtin_cpu_supports("avx512f")) return row_max_avx512;
+#endif
+  return row_max_generic;
 }
 
 }  // namespace
@@ -151,6 +196,7 @@ Status softmax(const KernelContext& context, const Dispatch& d) {
   // others (NaN and infinities propagate as numpy's) the scalar loop below.
   const int64_t rows = outer * inner;
   const SoftmaxRow fast_row = inner == 1 ? select_softmax_row() : nullptr;
+  const RowMax row_max = select_row_max();
   parallel_ranges(context, rows, std::max<int64_t>(1, (int64_t{1} << 15) / length), [&](int64_t b, int64_t e) {
     for (int64_t r = b; r < e; ++r) {
       const int64_t o = r / inner, i = r % inner;
@@ -160,11 +206,7 @@ Status softmax(const KernelContext& context, const Dispatch& d) {
       float max_value = -std::numeric_limits<float>::infinity();
       if (fast_row) {
         bool nan = false;
-        for (int64_t j = 0; j < length; ++j) {
-          const float v = row_in[j];
-          max_value = v > max_value ? v : max_value;
-          nan |= v != v;
-        }
+        max_value = row_max(row_in, length, &nan);
         if (!nan && std::isfinite(max_value)) {
           fast_row(row_in, row_out, length, max_value);
           continue;
@@ -185,6 +227,11 @@ Status softmax(const KernelContext& context, const Dispatch& d) {
   return ok_status();
 }
 
+namespace {
+double sum_contiguous(const float* x, int64_t n);
+double squared_deviation_sum(const float* x, int64_t n, double mean);
+}  // namespace
+
 Status layernorm(const KernelContext& context, const Dispatch& d) {
   const ops::LayernormPlan& p = plan_of<ops::LayernormPlan>(d);
   const int64_t rows = p.rows, width = p.width;
@@ -199,16 +246,10 @@ Status layernorm(const KernelContext& context, const Dispatch& d) {
     for (int64_t r = b; r < e; ++r) {
       const float* row_in = in + r * width;
       float* row_out = out + r * width;
-      // Two passes in double: mean, then variance around it (no cancellation).
-      double sum = 0.0;
-      for (int64_t j = 0; j < width; ++j) sum += row_in[j];
-      const double mean = sum / static_cast<double>(width);
-      double square_sum = 0.0;
-      for (int64_t j = 0; j < width; ++j) {
-        const double d = row_in[j] - mean;
-        square_sum += d * d;
-      }
-      const double variance = square_sum / static_cast<double>(width);
+      // Two passes in double: mean, then variance around it (no cancellation),
+      // each summed in 32 lanes (one chain of adds was the kernel's latency).
+      const double mean = sum_contiguous(row_in, width) / static_cast<double>(width);
+      const double variance = squared_deviation_sum(row_in, width, mean) / static_cast<double>(width);
       const float inv_std = static_cast<float>(1.0 / std::sqrt(variance + epsilon));
       const float mean_f = static_cast<float>(mean);
       for (int64_t j = 0; j < width; ++j) row_out[j] = (row_in[j] - mean_f) * inv_std * gamma[j] + beta[j];
@@ -295,6 +336,53 @@ double sum_contiguous(const float* x, int64_t n) {
   if (avx512) return sum_contiguous_avx512(x, n);
 #endif
   return sum_contiguous_scalar(x, n);
+}
+
+// The sum of (x[i] - mean)^2 in double, element i in lane i % 32 as above:
+// the same doubles in the same order on both paths.
+double squared_deviation_sum_scalar(const float* x, int64_t n, double mean) {
+  double acc[kSumLanes] = {};
+  int64_t i = 0;
+  for (; i + kSumLanes <= n; i += kSumLanes)
+    for (int j = 0; j < kSumLanes; ++j) {
+      const double d = static_cast<double>(x[i + j]) - mean;
+      acc[j] += d * d;
+    }
+  for (int j = 0; i + j < n; ++j) {
+    const double d = static_cast<double>(x[i + j]) - mean;
+    acc[j] += d * d;
+  }
+  return fold_lanes(acc);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+[[gnu::target("avx512f")]] double squared_deviation_sum_avx512(const float* x, int64_t n, double mean) {
+  const __m512d m = _mm512_set1_pd(mean);
+  __m512d a[4] = {_mm512_setzero_pd(), _mm512_setzero_pd(), _mm512_setzero_pd(), _mm512_setzero_pd()};
+  int64_t i = 0;
+  for (; i + kSumLanes <= n; i += kSumLanes) {
+#pragma GCC unroll 4
+    for (int q = 0; q < 4; ++q) {
+      const __m512d d = _mm512_sub_pd(_mm512_cvtps_pd(_mm256_loadu_ps(x + i + 8 * q)), m);
+      a[q] = _mm512_add_pd(a[q], _mm512_mul_pd(d, d));  // not fused: the scalar path's rounding
+    }
+  }
+  alignas(64) double acc[kSumLanes];
+  for (int q = 0; q < 4; ++q) _mm512_store_pd(acc + 8 * q, a[q]);
+  for (int j = 0; i + j < n; ++j) {
+    const double d = static_cast<double>(x[i + j]) - mean;
+    acc[j] += d * d;
+  }
+  return fold_lanes(acc);
+}
+#endif
+
+double squared_deviation_sum(const float* x, int64_t n, double mean) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  static const bool avx512 = __builtin_cpu_supports("avx512f");
+  if (avx512) return squared_deviation_sum_avx512(x, n, mean);
+#endif
+  return squared_deviation_sum_scalar(x, n, mean);
 }
 
 }  // namespace
