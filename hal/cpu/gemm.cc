@@ -180,17 +180,6 @@ template <int64_t MR, int64_t AS>
 // tile's accumulators on the stack (half the speed).
 constexpr int64_t kAvx512Mr = HEXIR_AVX512_MR;
 constexpr int64_t kAvx512MrInPlace = 8;
-// A TileFinish's activation on 16 lanes, the bits of ops::relu_of / clip_of.
-[[gnu::target("avx512f")]] inline __m512 tile_activation(ops::Activation a, __m512 v, __m512 lo, __m512 hi) {
-  // relu_of: x > 0 or NaN keeps x, else +0 (not(x <= 0) holds for both).
-  if (a == ops::Activation::kRelu)
-    return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_NLE_UQ), v);
-  // clip_of: (x < lo ? lo : x), then (v > hi ? hi : v); max(lo, x) and
-  // min(hi, v) return their second operand when either is NaN.
-  if (a == ops::Activation::kClip) return _mm512_min_ps(hi, _mm512_max_ps(lo, v));
-  return v;
-}
-
 template <int64_t MR, int64_t AS>
 [[gnu::target("avx512f")]] void avx512_tile(int64_t mr, int64_t nr, int64_t kc, const float* A, int64_t lda,
                                             const float* B, int64_t ldb, float* C, int64_t ldc, bool accumulate,

@@ -16,6 +16,10 @@
 #include "hexir/ops/op.h"
 #include "hexir/ops/plans.h"
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
+
 namespace hexir::hal::cpu::internal {
 
 using ops::kMaxRank;
@@ -107,6 +111,19 @@ struct TileFinish {
 inline bool tile_finish_applies(ops::Activation a) {
   return a == ops::Activation::kRelu || a == ops::Activation::kClip;
 }
+
+#if defined(__x86_64__) && defined(__GNUC__)
+// A TileFinish's activation on 16 lanes, the bits of ops::relu_of / clip_of.
+[[gnu::target("avx512f")]] inline __m512 tile_activation(ops::Activation a, __m512 v, __m512 lo, __m512 hi) {
+  // relu_of: x > 0 or NaN keeps x, else +0 (not(x <= 0) holds for both).
+  if (a == ops::Activation::kRelu)
+    return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_NLE_UQ), v);
+  // clip_of: (x < lo ? lo : x), then (v > hi ? hi : v); max(lo, x) and
+  // min(hi, v) return their second operand when either is NaN.
+  if (a == ops::Activation::kClip) return _mm512_min_ps(hi, _mm512_max_ps(lo, v));
+  return v;
+}
+#endif
 
 // The GEMM's register tile of the running CPU's path, for kernels that drive
 // it themselves (conv2d channels-last): C[0:mr, 0:nr] (+)= A[0:mr, 0:kc] * B,

@@ -230,6 +230,7 @@ struct StemJob {
   float* out;
   const ops::Epilogue* epilogue;
   const float* residual;  // or null
+  ops::Activation activation;  // the epilogue's when relu or clip (applied in registers), else kNone
 };
 
 #ifdef HEXIR_CONV_X86
@@ -282,11 +283,17 @@ template <int KB>
   }
   const int64_t n = std::min<int64_t>(16, p.ow - ox0);
   const __mmask16 store = static_cast<__mmask16>((1u << n) - 1);
-  float* out = job.out + k0 * plane + oy * p.ow + ox0;
+  const int64_t at = k0 * plane + oy * p.ow + ox0;
+  float* out = job.out + at;
+  // The bias, the residual and relu or clip before the one store (a pass over
+  // the stored row would wait for the masked stores to reach L1).
+  const __m512 lo = _mm512_set1_ps(job.p->epilogue.a), hi = _mm512_set1_ps(job.p->epilogue.b);
 #pragma GCC unroll 24
   for (int kb = 0; kb < KB; ++kb) {
     __m512 v = acc[kb];
     if (job.bias) v = _mm512_add_ps(v, _mm512_set1_ps(job.bias[k0 + kb]));
+    if (job.residual) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(store, job.residual + at + kb * plane));
+    v = tile_activation(job.activation, v, lo, hi);
     _mm512_mask_storeu_ps(out + kb * plane, store, v);
   }
 }
@@ -300,6 +307,7 @@ void stem_row(void* context, int64_t task) {
   const float* image = job.x + n * p.c * p.h * p.w;
   StemJob image_job = job;
   image_job.out = job.out + n * p.k * p.oh * p.ow;
+  if (job.residual) image_job.residual = job.residual + n * p.k * p.oh * p.ow;
   // Channels in tiles of 24 (24 accumulators), the rest in one of 16 or 8.
   for (int64_t k0 = 0; k0 < p.k;) {
     const int64_t left = p.k - k0;
@@ -313,10 +321,7 @@ void stem_row(void* context, int64_t task) {
     }
     k0 += left >= 24 ? 24 : left >= 16 ? 16 : 8;
   }
-  // Channels as rows p.oh * p.ow apart: the residual and the epilogue on this output row.
-  if (job.residual)
-    add_residual(image_job.out + oy * p.ow, p.oh * p.ow, job.residual + n * p.k * p.oh * p.ow + oy * p.ow,
-                 p.oh * p.ow, p.k, p.ow);
+  // Channels as rows p.oh * p.ow apart: an activation other than relu or clip on this output row.
   if (job.epilogue) apply_epilogue(*job.epilogue, image_job.out + oy * p.ow, p.oh * p.ow, p.k, p.ow);
 }
 #endif
@@ -330,8 +335,16 @@ Status conv2d_stem(const KernelContext& context, const Dispatch& d) {
   const int64_t patch = p.c * p.kh * p.kw;
   for (int64_t k = 0; k < p.k; ++k)
     for (int64_t t = 0; t < patch; ++t) transposed[t * p.k + k] = w[k * patch + t];
-  StemJob job{&p, input(d, 0), transposed, p.has_bias ? input(d, 2) : nullptr, output(d, 0),
-              p.epilogue.activation != 0 ? &p.epilogue : nullptr, p.has_residual ? input(d, 3) : nullptr};
+  const auto activation = static_cast<ops::Activation>(p.epilogue.activation);
+  const bool in_registers = tile_finish_applies(activation);
+  StemJob job{&p,
+              input(d, 0),
+              transposed,
+              p.has_bias ? input(d, 2) : nullptr,
+              output(d, 0),
+              p.epilogue.activation != 0 && !in_registers ? &p.epilogue : nullptr,
+              p.has_residual ? input(d, 3) : nullptr,
+              in_registers ? activation : ops::Activation::kNone};
   parallel_for(context, p.n * p.oh, stem_row, &job);
 #else
   (void)context, (void)d;
