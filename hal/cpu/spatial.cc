@@ -46,7 +46,7 @@ namespace {
 
 constexpr int64_t kRows = 4;                  // output rows per buffer block
 constexpr int64_t kLanes = 16;                // the widest vector (AVX-512): slack past each phase
-constexpr int64_t kBufferFloats = 16 * 1024;  // the stack buffer (64 KiB)
+constexpr int64_t kBufferFloats = 4 * 1024;   // the stack buffer (16 KiB: its slab stays in L1)
 constexpr int64_t kMaxTile = 512;             // output columns per tile at most
 constexpr int64_t kMaxTaps = 256;             // window columns at most (wider: the direct loop)
 
