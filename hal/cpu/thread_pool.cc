@@ -48,12 +48,14 @@ ThreadPool::~ThreadPool() {
 }
 
 void ThreadPool::work(ParticipantTaskFn fn, void* context, int64_t tasks, int participant) {
+  int64_t done = 0;  // published once, when this participant finds no task left
   for (;;) {
     const int64_t t = next_task_.fetch_add(1, std::memory_order_relaxed);
-    if (t >= tasks) return;
+    if (t >= tasks) break;
     fn(context, t, participant);
-    done_tasks_.fetch_add(1, std::memory_order_acq_rel);
+    ++done;
   }
+  if (done > 0) done_tasks_.fetch_add(done, std::memory_order_acq_rel);
 }
 
 void ThreadPool::worker_loop(int participant) {

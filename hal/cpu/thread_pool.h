@@ -59,11 +59,14 @@ class ThreadPool {
   std::vector<std::thread> workers_;
   std::mutex mutex_;  // guards the job fields and open_/stop_; workers join a job under it
   std::condition_variable wake_;
-  std::atomic<uint64_t> generation_{0};
-  std::atomic<int64_t> next_task_{0};
-  std::atomic<int64_t> done_tasks_{0};
-  std::atomic<int> joined_workers_{0};  // workers inside the open job
-  float* scratch_ = nullptr;
+  // Each counter on a cache line of its own: the line an idle worker polls
+  // (generation_) and the one every task takes (next_task_) do not move
+  // between the cores when the other counters change.
+  alignas(64) std::atomic<uint64_t> generation_{0};
+  alignas(64) std::atomic<int64_t> next_task_{0};
+  alignas(64) std::atomic<int64_t> done_tasks_{0};  // added to once per participant and job
+  alignas(64) std::atomic<int> joined_workers_{0};  // workers inside the open job
+  alignas(64) float* scratch_ = nullptr;
   ParticipantTaskFn fn_ = nullptr;
   void* context_ = nullptr;
   int64_t tasks_ = 0;
