@@ -39,6 +39,10 @@ constexpr int64_t kMaxMr = 16;  // the tallest register tile
 // per-call path each packed strip of B is used by that many rows, read from A
 // in place (192 x 256 floats of A: 192 KiB, in L2).
 constexpr int64_t kRowBlock = 192;
+// Prepared B: the fewest strips a task takes (it packs its rows of A once per
+// K block). 4 measured best on the 128-row GEMMs of a T=128 encoder at 2
+// threads (1, 4, 8: 1.23-1.33, 0.83-1.06, 1.29-1.43 ms per invoke).
+constexpr int64_t kMinStripsPerTask = 4;
 // Prepared B: the strips one packed A panel sweeps before the next panel is
 // packed, about this many bytes of B, so the chunk stays in L2 while the
 // panel stays in L1.
@@ -551,7 +555,11 @@ void gemm(const KernelContext& context, const GemmArgs& args) {
   int64_t groups = 1;
   if (threads > 1 && flops >= 1e6) {
     const int64_t wanted = 4 * threads;
-    groups = std::clamp<int64_t>((wanted + job.row_blocks - 1) / job.row_blocks, 1, strips);
+    // With B prepared, each task packs its rows of A once per K block: a
+    // task needs enough columns to pay for that (one strip per task made a
+    // 128-row GEMM pack all of A eight times, no faster at 2 threads).
+    const int64_t most = args.packed_b && !args.packed_a ? std::max<int64_t>(1, strips / kMinStripsPerTask) : strips;
+    groups = std::clamp<int64_t>((wanted + job.row_blocks - 1) / job.row_blocks, 1, most);
   }
   job.group_strips = (strips + groups - 1) / groups;
   groups = (strips + job.group_strips - 1) / job.group_strips;
