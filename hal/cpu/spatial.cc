@@ -383,7 +383,8 @@ struct DepthwiseJob {
 void depthwise_task(void* context, int64_t task) {
   const DepthwiseJob& job = *static_cast<const DepthwiseJob*>(context);
   const ops::Conv2dPlan& p = *job.p;
-  const int64_t plane = task / job.bands, band = task % job.bands;
+  const int64_t planes = job.p->n * job.p->c;
+  const int64_t band = task / planes, plane = task % planes;  // band-major: a pool share is a run of rows
   const int64_t channel = plane % p.c;
   const float* image = job.x + plane * p.h * p.w;
   float* result = job.out + plane * p.oh * p.ow;
@@ -498,11 +499,14 @@ Status depthwise_conv2d(const KernelContext& context, const Dispatch& d) {
       parallel_for(context, planes, depthwise_direct_plane, &job);
     }
   } else {
-    // Bands of rows when there are too few planes to share (about 4 tasks per
-    // thread); the split never changes a result.
+    // At least a band of rows per thread (the pool gives each thread its
+    // share of the tasks, numbered band by band: the same rows the kernels
+    // before and after it give that thread), more when there are too few
+    // planes to share (about 4 tasks per thread); the split never changes a
+    // result.
     const int64_t blocks = (p.oh + kRows - 1) / kRows;
     int64_t bands = 1;
-    if (threads > 1 && planes < 4 * threads) bands = std::min(blocks, (4 * threads + planes - 1) / planes);
+    if (threads > 1) bands = std::min(blocks, std::max<int64_t>(threads, (4 * threads + planes - 1) / planes));
     const int64_t band_blocks = (blocks + bands - 1) / bands;
     DepthwiseJob job{&p,
                      input(d, 0),

@@ -33,6 +33,7 @@ int available_cores() {
 
 ThreadPool::ThreadPool(int threads, float* scratch) : scratch_(scratch) {
   if (threads < 1) threads = 1;
+  shares_ = std::make_unique<Share[]>(static_cast<size_t>(threads));
   workers_.reserve(static_cast<size_t>(threads - 1));
   for (int i = 1; i < threads; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
 }
@@ -47,13 +48,17 @@ ThreadPool::~ThreadPool() {
   for (std::thread& t : workers_) t.join();
 }
 
-void ThreadPool::work(ParticipantTaskFn fn, void* context, int64_t tasks, int participant) {
+void ThreadPool::work(ParticipantTaskFn fn, void* context, int participant) {
   int64_t done = 0;  // published once, when this participant finds no task left
-  for (;;) {
-    const int64_t t = next_task_.fetch_add(1, std::memory_order_relaxed);
-    if (t >= tasks) break;
-    fn(context, t, participant);
-    ++done;
+  const int participants = size();
+  for (int q = 0; q < participants; ++q) {  // its own share, then the others' in turn
+    Share& share = shares_[static_cast<size_t>((participant + q) % participants)];
+    for (;;) {
+      const int64_t t = share.next.fetch_add(1, std::memory_order_relaxed);
+      if (t >= share.end) break;
+      fn(context, t, participant);
+      ++done;
+    }
   }
   if (done > 0) done_tasks_.fetch_add(done, std::memory_order_acq_rel);
 }
@@ -68,7 +73,6 @@ void ThreadPool::worker_loop(int participant) {
     }
     ParticipantTaskFn fn;
     void* context;
-    int64_t tasks;
     {
       std::unique_lock<std::mutex> lock(mutex_);
       if (now == seen) wake_.wait(lock, [&] { return generation_.load(std::memory_order_acquire) != seen; });
@@ -78,9 +82,9 @@ void ThreadPool::worker_loop(int participant) {
       // the caller never waits for a thread that was asleep or descheduled.
       if (!open_) continue;
       joined_workers_.fetch_add(1, std::memory_order_relaxed);
-      fn = fn_, context = context_, tasks = tasks_;
+      fn = fn_, context = context_;
     }
-    work(fn, context, tasks, participant);
+    work(fn, context, participant);
     joined_workers_.fetch_sub(1, std::memory_order_acq_rel);
   }
 }
@@ -106,14 +110,17 @@ void ThreadPool::run(int64_t tasks, ParticipantTaskFn fn, void* context) {
     std::lock_guard<std::mutex> lock(mutex_);
     fn_ = fn;
     context_ = context;
-    tasks_ = tasks;
-    next_task_.store(0, std::memory_order_relaxed);
+    const int participants = size();
+    for (int p = 0; p < participants; ++p) {
+      shares_[static_cast<size_t>(p)].next.store(tasks * p / participants, std::memory_order_relaxed);
+      shares_[static_cast<size_t>(p)].end = tasks * (p + 1) / participants;
+    }
     done_tasks_.store(0, std::memory_order_relaxed);
     open_ = true;
     generation_.fetch_add(1, std::memory_order_release);
   }
   wake_.notify_all();
-  work(fn, context, tasks, 0);
+  work(fn, context, 0);
   wait_until([&] { return done_tasks_.load(std::memory_order_acquire) == tasks; });
   {
     std::lock_guard<std::mutex> lock(mutex_);

@@ -13,6 +13,7 @@
 #include <type_traits>
 #include <condition_variable>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -48,28 +49,36 @@ class ThreadPool {
   // A task told which participant runs it (to use that one's scratch).
   using ParticipantTaskFn = void (*)(void* context, int64_t task, int participant);
   // Runs fn(context, t, participant) for every t in [0, tasks) and returns
-  // when all have finished. Not reentrant: one run at a time (a queue is
-  // used by one thread).
+  // when all have finished. Participant p first takes the tasks of its own
+  // share, [p * tasks / size(), (p + 1) * tasks / size()), in order, then
+  // helps with the others' shares: kernels that number their tasks by rows
+  // (every one of them, the same way) keep a thread on the rows it wrote in
+  // the kernel before. Not reentrant: one run at a time (a queue is used by
+  // one thread).
   void run(int64_t tasks, ParticipantTaskFn fn, void* context);
 
  private:
-  void work(ParticipantTaskFn fn, void* context, int64_t tasks, int participant);
+  void work(ParticipantTaskFn fn, void* context, int participant);
   void worker_loop(int participant);
 
   std::vector<std::thread> workers_;
   std::mutex mutex_;  // guards the job fields and open_/stop_; workers join a job under it
   std::condition_variable wake_;
+  // A participant's share of the open job: its next task and its end.
+  struct alignas(64) Share {
+    std::atomic<int64_t> next{0};
+    int64_t end = 0;
+  };
   // Each counter on a cache line of its own: the line an idle worker polls
-  // (generation_) and the one every task takes (next_task_) do not move
+  // (generation_) and the ones tasks are taken from (shares_) do not move
   // between the cores when the other counters change.
+  std::unique_ptr<Share[]> shares_;  // size() of them
   alignas(64) std::atomic<uint64_t> generation_{0};
-  alignas(64) std::atomic<int64_t> next_task_{0};
   alignas(64) std::atomic<int64_t> done_tasks_{0};  // added to once per participant and job
   alignas(64) std::atomic<int> joined_workers_{0};  // workers inside the open job
   alignas(64) float* scratch_ = nullptr;
   ParticipantTaskFn fn_ = nullptr;
   void* context_ = nullptr;
-  int64_t tasks_ = 0;
   bool open_ = false;  // a job may still be joined
   bool stop_ = false;
 };
