@@ -383,7 +383,7 @@ struct DepthwiseJob {
 void depthwise_task(void* context, int64_t task) {
   const DepthwiseJob& job = *static_cast<const DepthwiseJob*>(context);
   const ops::Conv2dPlan& p = *job.p;
-  const int64_t planes = job.p->n * job.p->c;
+  const int64_t planes = p.n * p.c;
   const int64_t band = task / planes, plane = task % planes;  // band-major: a pool share is a run of rows
   const int64_t channel = plane % p.c;
   const float* image = job.x + plane * p.h * p.w;
