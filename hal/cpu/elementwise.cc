@@ -9,12 +9,9 @@
 #include <limits>
 #include <type_traits>
 
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
-#endif
-
 #include "hexir/base/half.h"
 #include "kernel_util.h"
+#include "lanes.h"
 #include "thread_pool.h"
 
 namespace hexir::hal::cpu::internal {
@@ -189,179 +186,47 @@ Status unary_floats(const KernelContext& context, const Dispatch& d) {
   return ok_status();
 }
 
-#if defined(__x86_64__) && defined(__GNUC__)
-// ops::erf_of on 16 lanes: the same multiplies, adds and division in the same
-// order, so the same bits (the clamp as max(-4, v) then min(4, .): NaN passes).
-[[gnu::target("avx512f")]] inline __m512 horner_step(__m512 x2, __m512 acc, float c) {
-  return _mm512_add_ps(_mm512_mul_ps(x2, acc), _mm512_set1_ps(c));
-}
+enum class Act { kSigmoid, kSilu, kTanh, kGeluTanh, kErf, kGeluErf, kHardSigmoid, kHardSwish };
 
-[[gnu::target("avx512f")]] inline __m512 erf16(__m512 v) {
-  const __m512 x = _mm512_min_ps(_mm512_set1_ps(4.0f), _mm512_max_ps(_mm512_set1_ps(-4.0f), v));
-  const __m512 x2 = _mm512_mul_ps(x, x);
-  __m512 p = _mm512_add_ps(_mm512_mul_ps(x2, _mm512_set1_ps(-2.72614225801306e-10f)), _mm512_set1_ps(2.77068142495902e-08f));
-  p = horner_step(x2, p, -2.10102402082508e-06f);
-  p = horner_step(x2, p, -5.69250639462346e-05f);
-  p = horner_step(x2, p, -7.34990630326855e-04f);
-  p = horner_step(x2, p, -2.95459980854025e-03f);
-  p = horner_step(x2, p, -1.60960333262415e-02f);
-  p = _mm512_mul_ps(x, p);
-  __m512 q = _mm512_add_ps(_mm512_mul_ps(x2, _mm512_set1_ps(-1.45660718464996e-05f)), _mm512_set1_ps(-2.13374055278905e-04f));
-  q = horner_step(x2, q, -1.68282697438203e-03f);
-  q = horner_step(x2, q, -7.37332916720468e-03f);
-  q = horner_step(x2, q, -1.42647390514189e-02f);
-  return _mm512_div_ps(p, q);
-}
-
-template <bool kGelu>
-[[gnu::target("avx512f")]] void erf_block_avx512(const float* in, float* out, int64_t n) {
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    const __m512 x = _mm512_loadu_ps(in + i);
-    if constexpr (kGelu) {
-      const __m512 e = erf16(_mm512_mul_ps(x, _mm512_set1_ps(0.70710678118654752f)));
-      _mm512_storeu_ps(out + i, _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(0.5f), x),
-                                              _mm512_add_ps(_mm512_set1_ps(1.0f), e)));
+// One activation over n elements (in may be out): lane blocks of the widest
+// ISA (lanes.h: the bits of the scalar map), the tail through ops::*_of.
+// Branch-free: hard_sigmoid's clamp mispredicted as branches on real data.
+template <Act kAct>
+struct ActBlock {
+  template <int N>
+  static HEXIR_LANES void run(const float* in, float* out, int64_t n, float alpha, float beta) {
+    int64_t i = 0;
+    for (; i + N <= n; i += N) lanes::store<N>(out + i, of<N>(lanes::load<N>(in + i), alpha, beta));
+    for (; i < n; ++i) out[i] = of<1>(in[i], alpha, beta);
+  }
+  // N = 1: the scalar map itself.
+  template <int N, typename V>
+  static HEXIR_LANES V of(V x, float alpha, float beta) {
+    if constexpr (N == 1) {
+      if constexpr (kAct == Act::kSigmoid) return ops::sigmoid_of(x);
+      else if constexpr (kAct == Act::kSilu) return ops::silu_of(x);
+      else if constexpr (kAct == Act::kTanh) return ops::tanh_of(x);
+      else if constexpr (kAct == Act::kGeluTanh) return ops::gelu_tanh_of(x);
+      else if constexpr (kAct == Act::kErf) return ops::erf_of(x);
+      else if constexpr (kAct == Act::kGeluErf) return ops::gelu_erf_of(x);
+      else if constexpr (kAct == Act::kHardSigmoid) return ops::hard_sigmoid_of(x, alpha, beta);
+      else return ops::hard_swish_of(x);
     } else {
-      _mm512_storeu_ps(out + i, erf16(x));
+      if constexpr (kAct == Act::kSigmoid) return lanes::sigmoid<N>(x);
+      else if constexpr (kAct == Act::kSilu) return lanes::silu<N>(x);
+      else if constexpr (kAct == Act::kTanh) return lanes::tanh<N>(x);
+      else if constexpr (kAct == Act::kGeluTanh) return lanes::gelu_tanh<N>(x);
+      else if constexpr (kAct == Act::kErf) return lanes::erf<N>(x);
+      else if constexpr (kAct == Act::kGeluErf) return lanes::gelu_erf<N>(x);
+      else if constexpr (kAct == Act::kHardSigmoid) return lanes::hard_sigmoid<N>(x, alpha, beta);
+      else return lanes::hard_swish<N>(x);
     }
   }
-  for (; i < n; ++i) out[i] = kGelu ? ops::gelu_erf_of(in[i]) : ops::erf_of(in[i]);
-}
-
-// ops::hard_sigmoid_of / hard_swish_of on 16 lanes with the scalar bits:
-// clamp01(v) is min(1, v) then max(0, .) (x86 min/max return the second
-// operand on NaN, as the scalar comparisons do). A plain loop left these
-// comparisons as branches, which mispredict on real activations.
-[[gnu::target("avx512f")]] inline __m512 clamp01_16(__m512 v) {
-  return _mm512_max_ps(_mm512_setzero_ps(), _mm512_min_ps(_mm512_set1_ps(1.0f), v));
-}
-
-template <bool kSwish>
-[[gnu::target("avx512f")]] void hard_block_avx512(const float* in, float* out, int64_t n, float alpha, float beta) {
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    const __m512 x = _mm512_loadu_ps(in + i);
-    if constexpr (kSwish) {
-      const __m512 t = _mm512_add_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.0f / 6.0f)), _mm512_set1_ps(0.5f));
-      _mm512_storeu_ps(out + i, _mm512_mul_ps(x, clamp01_16(t)));
-    } else {
-      const __m512 t = _mm512_add_ps(_mm512_mul_ps(_mm512_set1_ps(alpha), x), _mm512_set1_ps(beta));
-      _mm512_storeu_ps(out + i, clamp01_16(t));
-    }
-  }
-  for (; i < n; ++i) out[i] = kSwish ? ops::hard_swish_of(in[i]) : ops::hard_sigmoid_of(in[i], alpha, beta);
-}
-
-// ops::exp_of, sigmoid_of, silu_of, tanh_of and gelu_tanh_of on 16 lanes:
-// the same multiplies, adds, divisions and bit steps in the same order, so
-// the same bits (the clamp as max(-104, v) then min(89, .): NaN passes; the
-// scale's integer steps unsigned, as there). tanh computes both of its
-// ranges and keeps one per lane.
-[[gnu::target("avx512f")]] inline __m512 exp16(__m512 v) {
-  const __m512 x = _mm512_min_ps(_mm512_set1_ps(89.0f), _mm512_max_ps(_mm512_set1_ps(-104.0f), v));
-  const __m512 shifted =
-      _mm512_add_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)), _mm512_set1_ps(12582912.0f));
-  const __m512 n = _mm512_sub_ps(shifted, _mm512_set1_ps(12582912.0f));
-  __m512 r = _mm512_sub_ps(x, _mm512_mul_ps(n, _mm512_set1_ps(0.693359375f)));
-  r = _mm512_sub_ps(r, _mm512_mul_ps(n, _mm512_set1_ps(-2.12194440e-4f)));
-  __m512 y = _mm512_set1_ps(1.9875691500e-4f);
-  y = _mm512_add_ps(_mm512_mul_ps(y, r), _mm512_set1_ps(1.3981999507e-3f));
-  y = _mm512_add_ps(_mm512_mul_ps(y, r), _mm512_set1_ps(8.3334519073e-3f));
-  y = _mm512_add_ps(_mm512_mul_ps(y, r), _mm512_set1_ps(4.1665795894e-2f));
-  y = _mm512_add_ps(_mm512_mul_ps(y, r), _mm512_set1_ps(1.6666665459e-1f));
-  y = _mm512_add_ps(_mm512_mul_ps(y, r), _mm512_set1_ps(5.0000001201e-1f));
-  y = _mm512_add_ps(_mm512_add_ps(_mm512_mul_ps(_mm512_mul_ps(y, r), r), r), _mm512_set1_ps(1.0f));
-  const __m512i m = _mm512_sub_epi32(_mm512_castps_si512(shifted), _mm512_set1_epi32(0x4B400000 - 150));
-  const __m512i half = _mm512_srli_epi32(m, 1);
-  const __m512i bias = _mm512_set1_epi32(52);
-  const __m512 s1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(half, bias), 23));
-  const __m512 s2 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(_mm512_sub_epi32(m, half), bias), 23));
-  return _mm512_mul_ps(_mm512_mul_ps(y, s1), s2);
-}
-
-[[gnu::target("avx512f")]] inline __m512 neg16(__m512 x) {
-  return _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(x), _mm512_set1_epi32(INT32_MIN)));
-}
-
-[[gnu::target("avx512f")]] inline __m512 tanh16(__m512 x) {
-  const __m512i sign = _mm512_set1_epi32(INT32_MIN);
-  const __m512 a = _mm512_castsi512_ps(_mm512_andnot_si512(sign, _mm512_castps_si512(x)));
-  const __m512 z = _mm512_mul_ps(a, a);
-  __m512 p = _mm512_set1_ps(-5.70498872745e-3f);
-  p = _mm512_add_ps(_mm512_mul_ps(p, z), _mm512_set1_ps(2.06390887954e-2f));
-  p = _mm512_add_ps(_mm512_mul_ps(p, z), _mm512_set1_ps(-5.37397155531e-2f));
-  p = _mm512_add_ps(_mm512_mul_ps(p, z), _mm512_set1_ps(1.33314422036e-1f));
-  p = _mm512_add_ps(_mm512_mul_ps(p, z), _mm512_set1_ps(-3.33332819422e-1f));
-  const __m512 small = _mm512_add_ps(_mm512_mul_ps(_mm512_mul_ps(p, z), a), a);
-  const __m512 one = _mm512_set1_ps(1.0f);
-  const __m512 large =
-      _mm512_sub_ps(one, _mm512_div_ps(_mm512_set1_ps(2.0f), _mm512_add_ps(exp16(_mm512_add_ps(a, a)), one)));
-  const __mmask16 below = _mm512_cmp_ps_mask(a, _mm512_set1_ps(0.625f), _CMP_LT_OQ);
-  const __m512i t = _mm512_castps_si512(_mm512_mask_blend_ps(below, large, small));
-  // copysignf(t, x): t's magnitude bits, x's sign.
-  return _mm512_castsi512_ps(
-      _mm512_or_si512(_mm512_andnot_si512(sign, t), _mm512_and_si512(sign, _mm512_castps_si512(x))));
-}
-#endif
-
-enum class Act { kSigmoid, kSilu, kTanh, kGeluTanh };
+};
 
 template <Act kAct>
-inline float act_of(float x) {
-  if constexpr (kAct == Act::kSigmoid) return ops::sigmoid_of(x);
-  else if constexpr (kAct == Act::kSilu) return ops::silu_of(x);
-  else if constexpr (kAct == Act::kTanh) return ops::tanh_of(x);
-  else return ops::gelu_tanh_of(x);
-}
-
-#if defined(__x86_64__) && defined(__GNUC__)
-template <Act kAct>
-[[gnu::target("avx512f")]] void act_block_avx512(const float* in, float* out, int64_t n) {
-  const __m512 one = _mm512_set1_ps(1.0f);
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    const __m512 x = _mm512_loadu_ps(in + i);
-    __m512 y;
-    if constexpr (kAct == Act::kSigmoid) {
-      y = _mm512_div_ps(one, _mm512_add_ps(one, exp16(neg16(x))));
-    } else if constexpr (kAct == Act::kSilu) {
-      y = _mm512_div_ps(x, _mm512_add_ps(one, exp16(neg16(x))));
-    } else if constexpr (kAct == Act::kTanh) {
-      y = tanh16(x);
-    } else {
-      const __m512 cube = _mm512_mul_ps(_mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(0.044715f), x), x), x);
-      const __m512 t = tanh16(_mm512_mul_ps(_mm512_set1_ps(0.79788456080286536f), _mm512_add_ps(x, cube)));
-      y = _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(0.5f), x), _mm512_add_ps(one, t));
-    }
-    _mm512_storeu_ps(out + i, y);
-  }
-  for (; i < n; ++i) out[i] = act_of<kAct>(in[i]);
-}
-#endif
-
-template <Act kAct>
-void act_block_any(const float* in, float* out, int64_t n) {
-#if defined(__x86_64__) && defined(__GNUC__)
-  if (__builtin_cpu_supports("avx512f")) return act_block_avx512<kAct>(in, out, n);
-#endif
-  for (int64_t i = 0; i < n; ++i) out[i] = act_of<kAct>(in[i]);
-}
-
-template <bool kSwish>
-void hard_block_any(const float* in, float* out, int64_t n, float alpha, float beta) {
-#if defined(__x86_64__) && defined(__GNUC__)
-  if (__builtin_cpu_supports("avx512f")) return hard_block_avx512<kSwish>(in, out, n, alpha, beta);
-#endif
-  for (int64_t i = 0; i < n; ++i) out[i] = kSwish ? ops::hard_swish_of(in[i]) : ops::hard_sigmoid_of(in[i], alpha, beta);
-}
-
-template <bool kGelu>
-void erf_block_any(const float* in, float* out, int64_t n) {
-#if defined(__x86_64__) && defined(__GNUC__)
-  if (__builtin_cpu_supports("avx512f")) return erf_block_avx512<kGelu>(in, out, n);
-#endif
-  for (int64_t i = 0; i < n; ++i) out[i] = kGelu ? ops::gelu_erf_of(in[i]) : ops::erf_of(in[i]);
+void act_block(const float* in, float* out, int64_t n, float alpha = 0.0f, float beta = 0.0f) {
+  widest<ActBlock<kAct>>(in, out, n, alpha, beta);
 }
 
 struct AddOp { static float apply(float a, float b) { return a + b; } };
@@ -548,29 +413,22 @@ Status block_map(const KernelContext& context, const Dispatch& d) {
                   [&](int64_t begin, int64_t end) { Block(in + begin, out + begin, end - begin, a, b); });
   return ok_status();
 }
-void erf_any(const float* in, float* out, int64_t n, float, float) { erf_block_any<false>(in, out, n); }
-void gelu_erf_any(const float* in, float* out, int64_t n, float, float) { erf_block_any<true>(in, out, n); }
-template <Act kAct>
-void act_any(const float* in, float* out, int64_t n, float, float) {
-  act_block_any<kAct>(in, out, n);
-}
-
 Status gelu(const KernelContext& c, const Dispatch& d) {
-  return plan_of<ops::UnaryPlan>(d).variant == 1 ? block_map<act_any<Act::kGeluTanh>>(c, d)
-                                                 : block_map<gelu_erf_any>(c, d);
+  return plan_of<ops::UnaryPlan>(d).variant == 1 ? block_map<act_block<Act::kGeluTanh>>(c, d)
+                                                 : block_map<act_block<Act::kGeluErf>>(c, d);
 }
-Status silu(const KernelContext& c, const Dispatch& d) { return block_map<act_any<Act::kSilu>>(c, d); }
-Status sigmoid(const KernelContext& c, const Dispatch& d) { return block_map<act_any<Act::kSigmoid>>(c, d); }
-Status tanh(const KernelContext& c, const Dispatch& d) { return block_map<act_any<Act::kTanh>>(c, d); }
+Status silu(const KernelContext& c, const Dispatch& d) { return block_map<act_block<Act::kSilu>>(c, d); }
+Status sigmoid(const KernelContext& c, const Dispatch& d) { return block_map<act_block<Act::kSigmoid>>(c, d); }
+Status tanh(const KernelContext& c, const Dispatch& d) { return block_map<act_block<Act::kTanh>>(c, d); }
 Status exp(const KernelContext& c, const Dispatch& d) { return unary<ExpOp>(c, d); }
 Status sqrt(const KernelContext& c, const Dispatch& d) { return unary<SqrtOp>(c, d); }
 Status rsqrt(const KernelContext& c, const Dispatch& d) { return unary<RsqrtOp>(c, d); }
 Status neg(const KernelContext& c, const Dispatch& d) { return unary<NegOp>(c, d); }
 Status leaky_relu(const KernelContext& c, const Dispatch& d) { return unary_floats<LeakyReluOp>(c, d); }
 Status clip(const KernelContext& c, const Dispatch& d) { return unary_floats<ClipOp>(c, d); }
-Status hard_sigmoid(const KernelContext& c, const Dispatch& d) { return block_map<hard_block_any<false>>(c, d); }
-Status hard_swish(const KernelContext& c, const Dispatch& d) { return block_map<hard_block_any<true>>(c, d); }
-Status erf(const KernelContext& c, const Dispatch& d) { return block_map<erf_any>(c, d); }
+Status hard_sigmoid(const KernelContext& c, const Dispatch& d) { return block_map<act_block<Act::kHardSigmoid>>(c, d); }
+Status hard_swish(const KernelContext& c, const Dispatch& d) { return block_map<act_block<Act::kHardSwish>>(c, d); }
+Status erf(const KernelContext& c, const Dispatch& d) { return block_map<act_block<Act::kErf>>(c, d); }
 Status log(const KernelContext& c, const Dispatch& d) { return unary<LogOp>(c, d); }
 Status abs(const KernelContext& c, const Dispatch& d) { return unary<AbsOp>(c, d); }
 Status reciprocal(const KernelContext& c, const Dispatch& d) { return unary<ReciprocalOp>(c, d); }
@@ -599,15 +457,15 @@ KernelFn cast_kernel(DType from, DType to) {
   }
 }
 
-void erf_block(const float* in, float* out, int64_t n) { erf_block_any<false>(in, out, n); }
-void gelu_erf_block(const float* in, float* out, int64_t n) { erf_block_any<true>(in, out, n); }
+void erf_block(const float* in, float* out, int64_t n) { act_block<Act::kErf>(in, out, n); }
+void gelu_erf_block(const float* in, float* out, int64_t n) { act_block<Act::kGeluErf>(in, out, n); }
 void hard_sigmoid_block(const float* in, float* out, int64_t n, float alpha, float beta) {
-  hard_block_any<false>(in, out, n, alpha, beta);
+  act_block<Act::kHardSigmoid>(in, out, n, alpha, beta);
 }
-void hard_swish_block(const float* in, float* out, int64_t n) { hard_block_any<true>(in, out, n, 0.0f, 0.0f); }
-void sigmoid_block(const float* in, float* out, int64_t n) { act_block_any<Act::kSigmoid>(in, out, n); }
-void silu_block(const float* in, float* out, int64_t n) { act_block_any<Act::kSilu>(in, out, n); }
-void tanh_block(const float* in, float* out, int64_t n) { act_block_any<Act::kTanh>(in, out, n); }
-void gelu_tanh_block(const float* in, float* out, int64_t n) { act_block_any<Act::kGeluTanh>(in, out, n); }
+void hard_swish_block(const float* in, float* out, int64_t n) { act_block<Act::kHardSwish>(in, out, n); }
+void sigmoid_block(const float* in, float* out, int64_t n) { act_block<Act::kSigmoid>(in, out, n); }
+void silu_block(const float* in, float* out, int64_t n) { act_block<Act::kSilu>(in, out, n); }
+void tanh_block(const float* in, float* out, int64_t n) { act_block<Act::kTanh>(in, out, n); }
+void gelu_tanh_block(const float* in, float* out, int64_t n) { act_block<Act::kGeluTanh>(in, out, n); }
 
 }  // namespace hexir::hal::cpu::internal

@@ -1,0 +1,221 @@
+// Vector lanes written once for every ISA. A kernel's loop is a template over
+// the lane count N, written with GCC/Clang vector types (F32<N>: N floats)
+// and the always-inline helpers below; `widest<Kernel>(args...)` runs it
+// inside a function compiled for the running CPU's widest ISA (N = 16 under
+// AVX-512, 8 under AVX2 + FMA, 4 elsewhere: SSE2 on x86-64, NEON on ARM), so
+// one source gives every path.
+//
+// The helpers are IEEE adds, multiplies, divisions, compares and bit steps
+// (hal compiles with -ffp-contract=off, so a * b + c stays two roundings), in
+// the order of the scalar maps in ops/plans.h: every lane count gives the bits
+// of ops::*_of, and a scalar tail loop calling them finishes a row.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#include "hexir/ops/plans.h"
+
+// Always inlined into the ISA's function (never called: hal builds with
+// -Wno-psabi, GCC's note that a vector argument's ABI differs without AVX).
+#define HEXIR_LANES inline __attribute__((always_inline))
+
+namespace hexir::hal::cpu::internal::lanes {
+
+template <int N>
+struct Types {
+  typedef float F __attribute__((vector_size(4 * N)));
+  typedef int32_t I __attribute__((vector_size(4 * N)));
+  typedef uint32_t U __attribute__((vector_size(4 * N)));
+};
+template <int N>
+using F32 = typename Types<N>::F;
+template <int N>
+using I32 = typename Types<N>::I;  // a compare's result: all ones where true
+template <int N>
+using U32 = typename Types<N>::U;
+
+template <int N>
+HEXIR_LANES F32<N> load(const float* p) {
+  F32<N> v;
+  std::memcpy(&v, p, sizeof v);  // unaligned
+  return v;
+}
+template <int N>
+HEXIR_LANES void store(float* p, F32<N> v) {
+  std::memcpy(p, &v, sizeof v);
+}
+template <int N>
+HEXIR_LANES F32<N> splat(float x) {
+  return F32<N>{} + x;
+}
+template <int N>
+HEXIR_LANES F32<N> zero() {
+  return F32<N>{};
+}
+// `mask ? a : b` per lane (mask from a compare).
+template <int N>
+HEXIR_LANES F32<N> select(I32<N> mask, F32<N> a, F32<N> b) {
+  return mask ? a : b;
+}
+// x86's minps / maxps: the second operand where either is NaN.
+template <int N>
+HEXIR_LANES F32<N> min(F32<N> a, F32<N> b) {
+  return a < b ? a : b;
+}
+template <int N>
+HEXIR_LANES F32<N> max(F32<N> a, F32<N> b) {
+  return a > b ? a : b;
+}
+template <int N>
+HEXIR_LANES U32<N> bits(F32<N> v) {
+  return (U32<N>)v;  // a vector cast keeps the bits
+}
+template <int N>
+HEXIR_LANES F32<N> from_bits(U32<N> u) {
+  return (F32<N>)u;
+}
+// The lanes' sum, in lane order (for results that only need one order).
+template <int N>
+HEXIR_LANES float sum_in_order(F32<N> v) {
+  float s = v[0];
+  for (int i = 1; i < N; ++i) s += v[i];
+  return s;
+}
+template <int N>
+HEXIR_LANES float max_of(F32<N> v) {
+  float m = v[0];
+  for (int i = 1; i < N; ++i) m = v[i] > m ? v[i] : m;
+  return m;
+}
+
+// ---- the scalar maps of ops/plans.h, per lane, the same bits ------------------
+
+template <int N>
+HEXIR_LANES F32<N> relu(F32<N> x) {  // relu_of: x unless x <= 0 (NaN stays)
+  return select<N>(x <= zero<N>(), zero<N>(), x);
+}
+template <int N>
+HEXIR_LANES F32<N> clip(F32<N> x, F32<N> lo, F32<N> hi) {  // clip_of
+  const F32<N> v = select<N>(x < lo, lo, x);
+  return select<N>(v > hi, hi, v);
+}
+template <int N>
+HEXIR_LANES F32<N> clamp01(F32<N> v) {  // ops::clamp01
+  return select<N>(v < zero<N>(), zero<N>(), select<N>(v > splat<N>(1.0f), splat<N>(1.0f), v));
+}
+template <int N>
+HEXIR_LANES F32<N> hard_sigmoid(F32<N> x, float alpha, float beta) {
+  return clamp01<N>(splat<N>(alpha) * x + beta);
+}
+template <int N>
+HEXIR_LANES F32<N> hard_swish(F32<N> x) {
+  return x * clamp01<N>(x * (1.0f / 6.0f) + 0.5f);
+}
+template <int N>
+HEXIR_LANES F32<N> leaky_relu(F32<N> x, float alpha) {
+  return select<N>(x < zero<N>(), x * alpha, x);
+}
+
+template <int N>
+HEXIR_LANES F32<N> erf(F32<N> v) {  // erf_of
+  const F32<N> x = select<N>(v < splat<N>(-4.0f), splat<N>(-4.0f), select<N>(v > splat<N>(4.0f), splat<N>(4.0f), v));
+  const F32<N> x2 = x * x;
+  F32<N> p = x2 * -2.72614225801306e-10f + 2.77068142495902e-08f;
+  p = x2 * p + -2.10102402082508e-06f;
+  p = x2 * p + -5.69250639462346e-05f;
+  p = x2 * p + -7.34990630326855e-04f;
+  p = x2 * p + -2.95459980854025e-03f;
+  p = x2 * p + -1.60960333262415e-02f;
+  p = x * p;
+  F32<N> q = x2 * -1.45660718464996e-05f + -2.13374055278905e-04f;
+  q = x2 * q + -1.68282697438203e-03f;
+  q = x2 * q + -7.37332916720468e-03f;
+  q = x2 * q + -1.42647390514189e-02f;
+  return p / q;
+}
+template <int N>
+HEXIR_LANES F32<N> gelu_erf(F32<N> x) {
+  return 0.5f * x * (1.0f + erf<N>(x * 0.70710678118654752f));
+}
+
+template <int N>
+HEXIR_LANES F32<N> exp(F32<N> v) {  // exp_of
+  const F32<N> x =
+      select<N>(v < splat<N>(-104.0f), splat<N>(-104.0f), select<N>(v > splat<N>(89.0f), splat<N>(89.0f), v));
+  const F32<N> shifted = x * 1.44269504088896341f + 12582912.0f;
+  const F32<N> n = shifted - 12582912.0f;
+  F32<N> r = x - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  F32<N> y = splat<N>(1.9875691500e-4f);
+  y = y * r + 1.3981999507e-3f;
+  y = y * r + 8.3334519073e-3f;
+  y = y * r + 4.1665795894e-2f;
+  y = y * r + 1.6666665459e-1f;
+  y = y * r + 5.0000001201e-1f;
+  y = y * r * r + r + 1.0f;
+  const U32<N> m = bits<N>(shifted) - (0x4B400000u - 150u);
+  const U32<N> half = m >> 1;
+  return y * from_bits<N>((half + 52u) << 23) * from_bits<N>((m - half + 52u) << 23);
+}
+template <int N>
+HEXIR_LANES F32<N> sigmoid(F32<N> x) {
+  return 1.0f / (1.0f + exp<N>(-x));
+}
+template <int N>
+HEXIR_LANES F32<N> silu(F32<N> x) {
+  return x / (1.0f + exp<N>(-x));
+}
+// tanh_of: both ranges computed, one kept per lane; then x's sign.
+template <int N>
+HEXIR_LANES F32<N> tanh(F32<N> x) {
+  const U32<N> sign = U32<N>{} + 0x80000000u;
+  const F32<N> a = from_bits<N>(bits<N>(x) & ~sign);
+  const F32<N> z = a * a;
+  F32<N> p = splat<N>(-5.70498872745e-3f);
+  p = p * z + 2.06390887954e-2f;
+  p = p * z + -5.37397155531e-2f;
+  p = p * z + 1.33314422036e-1f;
+  p = p * z + -3.33332819422e-1f;
+  const F32<N> small = p * z * a + a;
+  const F32<N> large = 1.0f - 2.0f / (exp<N>(a + a) + 1.0f);
+  const F32<N> t = select<N>(a < splat<N>(0.625f), small, large);
+  return from_bits<N>((bits<N>(t) & ~sign) | (bits<N>(x) & sign));
+}
+template <int N>
+HEXIR_LANES F32<N> gelu_tanh(F32<N> x) {
+  return 0.5f * x * (1.0f + tanh<N>(0.79788456080286536f * (x + 0.044715f * x * x * x)));
+}
+
+}  // namespace hexir::hal::cpu::internal::lanes
+
+namespace hexir::hal::cpu::internal {
+
+// Runs Kernel::run<N>(args...) compiled for the running CPU's widest ISA.
+// Kernel: a struct with `template <int N> static HEXIR_LANES R run(...)`.
+#if defined(__x86_64__) && defined(__GNUC__)
+template <typename Kernel, typename... Args>
+[[gnu::target("avx512f")]] auto run_lanes16(Args... args) {
+  return Kernel::template run<16>(args...);
+}
+template <typename Kernel, typename... Args>
+[[gnu::target("avx2,fma")]] auto run_lanes8(Args... args) {
+  return Kernel::template run<8>(args...);
+}
+#endif
+template <typename Kernel, typename... Args>
+auto run_lanes4(Args... args) {
+  return Kernel::template run<4>(args...);
+}
+template <typename Kernel, typename... Args>
+inline auto widest(Args... args) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  // A plain check per call (an ifunc resolver runs before sanitizer runtimes
+  // start); callers run whole rows or blocks per call.
+  if (__builtin_cpu_supports("avx512f")) return run_lanes16<Kernel>(args...);
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return run_lanes8<Kernel>(args...);
+#endif
+  return run_lanes4<Kernel>(args...);
+}
+
+}  // namespace hexir::hal::cpu::internal
