@@ -7,152 +7,75 @@
 #include <cstdint>
 #include <limits>
 
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
-#endif
-
 #include "kernel_util.h"
+#include "lanes.h"
 #include "thread_pool.h"
 
 namespace hexir::hal::cpu::internal {
 namespace {
 
-// exp(x) for x <= 0 (an input minus its row's maximum), Cephes' expf:
-// x = n ln2 + r, a degree-6 polynomial in r, then 2^n from the exponent
-// bits; about 1 ulp, 0 below -87 (where expf is subnormal). Plain float
-// arithmetic, so the row loops below vectorize.
-inline float exp_nonpositive(float x) {
-  x = x < -87.0f ? -87.0f : x;
-  const float n = std::floor(x * 1.44269504088896341f + 0.5f);
-  float r = x - n * 0.693359375f;
-  r = r - n * -2.12194440e-4f;
-  float y = 1.9875691500e-4f;
-  y = y * r + 1.3981999507e-3f;
-  y = y * r + 8.3334519073e-3f;
-  y = y * r + 4.1665795894e-2f;
-  y = y * r + 1.6666665459e-1f;
-  y = y * r + 5.0000001201e-1f;
-  y = y * r * r + r + 1.0f;
-  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
-  return y * std::bit_cast<float>(bits);
-}
-
-// One contiguous row whose maximum is finite and which holds no NaN (the
-// caller checks): exp of each element minus the maximum (exp_nonpositive, in
-// vector lanes where the machine has them), summed per lane and then in
-// double, scaled by 1 / sum. Within a few ulps of the scalar path; the same
-// bits whatever the thread count (each row is one call).
-using SoftmaxRow = void (*)(const float*, float*, int64_t, float);
-
-void finish_row(float* out, int64_t length, double sum) {
-  const float scale = static_cast<float>(1.0 / sum);
-  for (int64_t i = 0; i < length; ++i) out[i] *= scale;
-}
-
-void softmax_row_generic(const float* in, float* out, int64_t length, float max_value) {
-  double sum = 0.0;
-  for (int64_t j = 0; j < length; ++j) {
-    const float e = exp_nonpositive(in[j] - max_value);
-    out[j] = e;
-    sum += e;
+// A contiguous softmax row whose maximum is finite and which holds no NaN
+// (the caller checks): exp(x - max) with ops::exp_of's steps (lanes::exp in
+// the vector blocks), summed in 16 float lanes (element j in lane j % 16),
+// the lanes then in double in lane order, every element scaled by 1 / sum.
+// The same bits on every ISA (the sum's lanes do not follow the vector
+// width) and at every thread count (a row is one call).
+constexpr int kSoftmaxLanes = 16;
+struct SoftmaxRow {
+  template <int N>
+  static HEXIR_LANES void run(const float* in, float* out, int64_t length, float max_value) {
+    constexpr int kVectors = kSoftmaxLanes / N;
+    lanes::F32<N> acc[kVectors] = {};
+    const lanes::F32<N> m = lanes::splat<N>(max_value);
+    int64_t j = 0;
+    for (; j + kSoftmaxLanes <= length; j += kSoftmaxLanes) {
+      for (int q = 0; q < kVectors; ++q) {
+        const lanes::F32<N> e = lanes::exp<N>(lanes::load<N>(in + j + q * N) - m);
+        lanes::store<N>(out + j + q * N, e);
+        acc[q] += e;
+      }
+    }
+    float partial[kSoftmaxLanes];
+    for (int q = 0; q < kVectors; ++q) lanes::store<N>(partial + q * N, acc[q]);
+    for (int t = 0; j + t < length; ++t) {
+      const float e = ops::exp_of(in[j + t] - max_value);
+      out[j + t] = e;
+      partial[t] += e;
+    }
+    double sum = 0.0;
+    for (float v : partial) sum += v;
+    const float scale = static_cast<float>(1.0 / sum);
+    int64_t i = 0;
+    for (; i + N <= length; i += N) lanes::store<N>(out + i, lanes::load<N>(out + i) * scale);
+    for (; i < length; ++i) out[i] *= scale;
   }
-  finish_row(out, length, sum);
-}
+};
 
-#if defined(__x86_64__) && defined(__GNUC__)
-// The same steps as exp_nonpositive, 16 lanes at a time.
-[[gnu::target("avx512f")]] inline __m512 exp_nonpositive16(__m512 x) {
-  x = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));
-  const __m512 n = _mm512_roundscale_ps(_mm512_fmadd_ps(x, _mm512_set1_ps(1.44269504088896341f),
-                                                        _mm512_set1_ps(0.5f)),
-                                        _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-  __m512 y = _mm512_set1_ps(1.9875691500e-4f);
-  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(1.3981999507e-3f));
-  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(8.3334519073e-3f));
-  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(4.1665795894e-2f));
-  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(1.6666665459e-1f));
-  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(5.0000001201e-1f));
-  y = _mm512_fmadd_ps(_mm512_mul_ps(y, r), r, _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-  const __m512i bits = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvttps_epi32(n), _mm512_set1_epi32(127)), 23);
-  return _mm512_mul_ps(y, _mm512_castsi512_ps(bits));
-}
-
-// The row's maximum and whether it holds a NaN, 16 lanes at a time (the
-// scalar loop in softmax() otherwise: a compare chain per element).
-[[gnu::target("avx512f")]] float row_max_avx512(const float* in, int64_t length, bool* nan) {
-  __m512 m = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
-  __mmask16 unordered = 0;
-  int64_t j = 0;
-  for (; j + 16 <= length; j += 16) {
-    const __m512 v = _mm512_loadu_ps(in + j);
-    unordered |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
-    m = _mm512_max_ps(m, v);
+// The row's maximum (NaN-free rows only use it) and whether it holds a NaN
+// (a compare chain per element when scalar).
+struct RowMax {
+  template <int N>
+  static HEXIR_LANES float run(const float* in, int64_t length, bool* nan) {
+    lanes::F32<N> m = lanes::splat<N>(-std::numeric_limits<float>::infinity());
+    lanes::I32<N> unordered = {};
+    int64_t j = 0;
+    for (; j + N <= length; j += N) {
+      const lanes::F32<N> v = lanes::load<N>(in + j);
+      unordered |= v != v;
+      m = lanes::max<N>(m, v);
+    }
+    float max_value = lanes::max_of<N>(m);  // the maximum does not depend on the order it is taken in
+    bool any = false;
+    for (int i = 0; i < N; ++i) any |= unordered[i] != 0;
+    for (; j < length; ++j) {
+      const float v = in[j];
+      max_value = v > max_value ? v : max_value;
+      any |= v != v;
+    }
+    *nan = any;
+    return max_value;
   }
-  if (j < length) {
-    const __mmask16 k = static_cast<__mmask16>((1u << (length - j)) - 1);
-    const __m512 v = _mm512_mask_loadu_ps(m, k, in + j);  // lanes past the row keep m
-    unordered |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
-    m = _mm512_max_ps(m, v);
-  }
-  *nan = unordered != 0;
-  alignas(64) float lanes[16];  // the maximum does not depend on the order it is taken in
-  _mm512_store_ps(lanes, m);
-  float max_value = lanes[0];
-  for (float v : lanes) max_value = v > max_value ? v : max_value;
-  return max_value;
-}
-
-[[gnu::target("avx512f")]] void softmax_row_avx512(const float* in, float* out, int64_t length, float max_value) {
-  const __m512 m = _mm512_set1_ps(max_value);
-  __m512 lanes = _mm512_setzero_ps();
-  int64_t j = 0;
-  for (; j + 16 <= length; j += 16) {
-    const __m512 e = exp_nonpositive16(_mm512_sub_ps(_mm512_loadu_ps(in + j), m));
-    _mm512_storeu_ps(out + j, e);
-    lanes = _mm512_add_ps(lanes, e);
-  }
-  if (j < length) {  // the tail, masked
-    const __mmask16 k = static_cast<__mmask16>((1u << (length - j)) - 1);
-    const __m512 e = exp_nonpositive16(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, in + j), m));
-    _mm512_mask_storeu_ps(out + j, k, e);
-    lanes = _mm512_add_ps(lanes, _mm512_maskz_mov_ps(k, e));
-  }
-  alignas(64) float partial[16];
-  _mm512_store_ps(partial, lanes);
-  double sum = 0.0;
-  for (float v : partial) sum += v;
-  finish_row(out, length, sum);
-}
-#endif
-
-SoftmaxRow select_softmax_row() {
-#if defined(__x86_64__) && defined(__GNUC__)
-  if (__builtin_cpu_supports("avx512f")) return softmax_row_avx512;
-#endif
-  return softmax_row_generic;
-}
-
-// The row's maximum (NaN-free rows only use it) and whether it holds a NaN.
-float row_max_generic(const float* in, int64_t length, bool* nan) {
-  float max_value = -std::numeric_limits<float>::infinity();
-  bool any = false;
-  for (int64_t j = 0; j < length; ++j) {
-    const float v = in[j];
-    max_value = v > max_value ? v : max_value;
-    any |= v != v;
-  }
-  *nan = any;
-  return max_value;
-}
-using RowMax = float (*)(const float*, int64_t, bool*);
-RowMax select_row_max() {
-#if defined(__x86_64__) && defined(__GNUC__)
-  if (__builtin_cpu_supports("avx512f")) return row_max_avx512;
-#endif
-  return row_max_generic;
-}
+};
 
 }  // namespace
 
@@ -195,8 +118,7 @@ Status softmax(const KernelContext& context, const Dispatch& d) {
   // axis) with a finite maximum and no NaN take the vectorized row; the
   // others (NaN and infinities propagate as numpy's) the scalar loop below.
   const int64_t rows = outer * inner;
-  const SoftmaxRow fast_row = inner == 1 ? select_softmax_row() : nullptr;
-  const RowMax row_max = select_row_max();
+  const bool contiguous = inner == 1;
   parallel_ranges(context, rows, std::max<int64_t>(1, (int64_t{1} << 15) / length), [&](int64_t b, int64_t e) {
     for (int64_t r = b; r < e; ++r) {
       const int64_t o = r / inner, i = r % inner;
@@ -204,11 +126,11 @@ Status softmax(const KernelContext& context, const Dispatch& d) {
       const float* row_in = in + base;
       float* row_out = out + base;
       float max_value = -std::numeric_limits<float>::infinity();
-      if (fast_row) {
+      if (contiguous) {
         bool nan = false;
-        max_value = row_max(row_in, length, &nan);
+        max_value = widest<RowMax>(row_in, length, &nan);
         if (!nan && std::isfinite(max_value)) {
-          fast_row(row_in, row_out, length, max_value);
+          widest<SoftmaxRow>(row_in, row_out, length, max_value);
           continue;
         }
         max_value = -std::numeric_limits<float>::infinity();
@@ -230,6 +152,19 @@ Status softmax(const KernelContext& context, const Dispatch& d) {
 namespace {
 double sum_contiguous(const float* x, int64_t n);
 double squared_deviation_sum(const float* x, int64_t n, double mean);
+
+// (x - mean) * inv_std * gamma + beta per element, in the widest lanes.
+struct NormalizeRow {
+  template <int N>
+  static HEXIR_LANES void run(const float* in, const float* gamma, const float* beta, float* out, int64_t width,
+                              float mean, float inv_std) {
+    int64_t j = 0;
+    for (; j + N <= width; j += N)
+      lanes::store<N>(out + j, (lanes::load<N>(in + j) - mean) * inv_std * lanes::load<N>(gamma + j) +
+                                   lanes::load<N>(beta + j));
+    for (; j < width; ++j) out[j] = (in[j] - mean) * inv_std * gamma[j] + beta[j];
+  }
+};
 }  // namespace
 
 Status layernorm(const KernelContext& context, const Dispatch& d) {
@@ -252,7 +187,7 @@ Status layernorm(const KernelContext& context, const Dispatch& d) {
       const double variance = squared_deviation_sum(row_in, width, mean) / static_cast<double>(width);
       const float inv_std = static_cast<float>(1.0 / std::sqrt(variance + epsilon));
       const float mean_f = static_cast<float>(mean);
-      for (int64_t j = 0; j < width; ++j) row_out[j] = (row_in[j] - mean_f) * inv_std * gamma[j] + beta[j];
+      widest<NormalizeRow>(row_in, gamma, beta, row_out, width, mean_f, inv_std);
     }
   });
   return ok_status();
@@ -291,8 +226,7 @@ void reduce_max(const ops::ReducePlan& p, const float* in, float* out) {
 }
 
 // The sum, in double, of n contiguous floats: element i goes to lane i % 32,
-// the 32 lanes are then folded in halves (16, 8, 4, 2, 1). Both paths add the
-// same doubles in the same order: the same bits with or without AVX-512.
+// the 32 lanes are then folded in halves (16, 8, 4, 2, 1).
 constexpr int kSumLanes = 32;
 
 double fold_lanes(double* acc) {
@@ -301,88 +235,35 @@ double fold_lanes(double* acc) {
   return acc[0];
 }
 
-double sum_contiguous_scalar(const float* x, int64_t n) {
-  double acc[kSumLanes] = {};
-  int64_t i = 0;
-  for (; i + kSumLanes <= n; i += kSumLanes)
-    for (int j = 0; j < kSumLanes; ++j) acc[j] += x[i + j];
-  for (int j = 0; i + j < n; ++j) acc[j] += x[i + j];
-  return fold_lanes(acc);
-}
-
-#if defined(__x86_64__) && defined(__GNUC__)
-[[gnu::target("avx512f")]] double sum_contiguous_avx512(const float* x, int64_t n) {
-  __m512d a0 = _mm512_setzero_pd(), a1 = a0, a2 = a0, a3 = a0;
-  int64_t i = 0;
-  for (; i + kSumLanes <= n; i += kSumLanes) {
-    a0 = _mm512_add_pd(a0, _mm512_cvtps_pd(_mm256_loadu_ps(x + i)));
-    a1 = _mm512_add_pd(a1, _mm512_cvtps_pd(_mm256_loadu_ps(x + i + 8)));
-    a2 = _mm512_add_pd(a2, _mm512_cvtps_pd(_mm256_loadu_ps(x + i + 16)));
-    a3 = _mm512_add_pd(a3, _mm512_cvtps_pd(_mm256_loadu_ps(x + i + 24)));
+// Element i's double (or its squared deviation from `mean`) into lane i % 32.
+// A plain loop over the 32 lanes, which GCC vectorizes for the ISA `widest`
+// compiles it for (written with lanes::F64 it split the conversions through
+// the stack). The same doubles in the same order on every ISA.
+template <bool kDeviation>
+struct LaneSums {
+  template <int N>
+  static HEXIR_LANES double run(const float* x, int64_t n, double mean) {
+    double acc[kSumLanes] = {};
+    auto add = [&](int j, float v) {
+      double d = static_cast<double>(v);
+      if constexpr (kDeviation) {
+        d -= mean;
+        d *= d;  // then added: two roundings (-ffp-contract=off)
+      }
+      acc[j] += d;
+    };
+    int64_t i = 0;
+    for (; i + kSumLanes <= n; i += kSumLanes)
+      for (int j = 0; j < kSumLanes; ++j) add(j, x[i + j]);
+    for (int j = 0; i + j < n; ++j) add(j, x[i + j]);
+    return fold_lanes(acc);
   }
-  alignas(64) double acc[kSumLanes];
-  _mm512_store_pd(acc, a0);
-  _mm512_store_pd(acc + 8, a1);
-  _mm512_store_pd(acc + 16, a2);
-  _mm512_store_pd(acc + 24, a3);
-  for (int j = 0; i + j < n; ++j) acc[j] += x[i + j];
-  return fold_lanes(acc);
-}
-#endif
+};
 
-double sum_contiguous(const float* x, int64_t n) {
-#if defined(__x86_64__) && defined(__GNUC__)
-  static const bool avx512 = __builtin_cpu_supports("avx512f");
-  if (avx512) return sum_contiguous_avx512(x, n);
-#endif
-  return sum_contiguous_scalar(x, n);
-}
-
-// The sum of (x[i] - mean)^2 in double, element i in lane i % 32 as above:
-// the same doubles in the same order on both paths.
-double squared_deviation_sum_scalar(const float* x, int64_t n, double mean) {
-  double acc[kSumLanes] = {};
-  int64_t i = 0;
-  for (; i + kSumLanes <= n; i += kSumLanes)
-    for (int j = 0; j < kSumLanes; ++j) {
-      const double d = static_cast<double>(x[i + j]) - mean;
-      acc[j] += d * d;
-    }
-  for (int j = 0; i + j < n; ++j) {
-    const double d = static_cast<double>(x[i + j]) - mean;
-    acc[j] += d * d;
-  }
-  return fold_lanes(acc);
-}
-
-#if defined(__x86_64__) && defined(__GNUC__)
-[[gnu::target("avx512f")]] double squared_deviation_sum_avx512(const float* x, int64_t n, double mean) {
-  const __m512d m = _mm512_set1_pd(mean);
-  __m512d a[4] = {_mm512_setzero_pd(), _mm512_setzero_pd(), _mm512_setzero_pd(), _mm512_setzero_pd()};
-  int64_t i = 0;
-  for (; i + kSumLanes <= n; i += kSumLanes) {
-#pragma GCC unroll 4
-    for (int q = 0; q < 4; ++q) {
-      const __m512d d = _mm512_sub_pd(_mm512_cvtps_pd(_mm256_loadu_ps(x + i + 8 * q)), m);
-      a[q] = _mm512_add_pd(a[q], _mm512_mul_pd(d, d));  // not fused: the scalar path's rounding
-    }
-  }
-  alignas(64) double acc[kSumLanes];
-  for (int q = 0; q < 4; ++q) _mm512_store_pd(acc + 8 * q, a[q]);
-  for (int j = 0; i + j < n; ++j) {
-    const double d = static_cast<double>(x[i + j]) - mean;
-    acc[j] += d * d;
-  }
-  return fold_lanes(acc);
-}
-#endif
-
+double sum_contiguous(const float* x, int64_t n) { return widest<LaneSums<false>>(x, n, 0.0); }
+// The sum of (x[i] - mean)^2 in double, element i in lane i % 32 as above.
 double squared_deviation_sum(const float* x, int64_t n, double mean) {
-#if defined(__x86_64__) && defined(__GNUC__)
-  static const bool avx512 = __builtin_cpu_supports("avx512f");
-  if (avx512) return squared_deviation_sum_avx512(x, n, mean);
-#endif
-  return squared_deviation_sum_scalar(x, n, mean);
+  return widest<LaneSums<true>>(x, n, mean);
 }
 
 }  // namespace
