@@ -98,7 +98,8 @@ void gemm(int64_t M, int64_t N, int64_t K, const float* A, const float* B, float
 // bias, the residual, then relu or clip (the other activations run over the
 // stored tile: apply_epilogue). Pointers at the tile's first row / column /
 // corner, or null. The same float operations wherever they run (in registers
-// on AVX-512, over the stored tile otherwise), so the same bits.
+// on AVX-512 and on AVX2's full tiles, over the stored tile otherwise), so
+// the same bits.
 struct TileFinish {
   const float* row_bias = nullptr;
   const float* col_bias = nullptr;
