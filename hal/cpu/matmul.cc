@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "kernel_util.h"
+#include "lanes.h"
 #include "thread_pool.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -215,7 +216,7 @@ bool stem_direct(const ops::Conv2dPlan& p) {
   return p.groups == 1 && p.c <= 4 && p.c * p.kh * p.kw <= kStemMaxPatch && p.kw <= kStemMaxKw && p.k >= 1 &&
          p.k % 8 == 0 && p.k * p.c * p.kh * p.kw <= kStemMaxWeights &&
          (p.stride_w == 1 || p.stride_w == 2) && p.dilation_w == 1 && p.ow >= 16 &&
-         __builtin_cpu_supports("avx512f");
+         (__builtin_cpu_supports("avx512f") || (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")));
 #else
   (void)p;
   return false;
@@ -299,6 +300,75 @@ template <int KB>
 }
 
 
+// The AVX2 tile: 8 output channels x 8 output columns, the same sums in the
+// same order (8 accumulators; a masked load per tap, two and a shuffle of the
+// even lanes at stride 2).
+[[gnu::target("avx2,fma")]] inline __m256i lane_mask8(uint32_t bits) {
+  const __m256i lane = _mm256_set_epi32(128, 64, 32, 16, 8, 4, 2, 1);
+  return _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_set1_epi32(static_cast<int>(bits)), lane), lane);
+}
+
+[[gnu::target("avx2,fma")]] void stem_tile_avx2(const StemJob& job, const float* image, int64_t k0, int64_t oy,
+                                                int64_t ox0) {
+  constexpr int KB = 8;
+  const ops::Conv2dPlan& p = *job.p;
+  const int64_t plane = p.oh * p.ow;
+  const int64_t ix0 = ox0 * p.stride_w - p.pad_left;
+  __m256i mask_lo[kStemMaxKw], mask_hi[kStemMaxKw];
+  for (int64_t kx = 0; kx < p.kw; ++kx) {
+    const uint32_t m = lanes_inside(ix0 + kx, p.w, p.stride_w == 1 ? 8 : 16);
+    mask_lo[kx] = lane_mask8(m & 0xFF);
+    mask_hi[kx] = lane_mask8(m >> 8);
+  }
+  __m256 acc[KB];
+#pragma GCC unroll 8
+  for (int kb = 0; kb < KB; ++kb) acc[kb] = _mm256_setzero_ps();
+  const float* tap_w = job.w + k0;
+  for (int64_t c = 0; c < p.c; ++c) {
+    for (int64_t ky = 0; ky < p.kh; ++ky) {
+      const int64_t iy = oy * p.stride_h - p.pad_top + ky * p.dilation_h;
+      if (iy < 0 || iy >= p.h) {  // a row above or below the image: zeros, as in the GEMM's patches
+        for (int64_t kx = 0; kx < p.kw; ++kx, tap_w += p.k)
+#pragma GCC unroll 8
+          for (int kb = 0; kb < KB; ++kb)
+            acc[kb] = _mm256_fmadd_ps(_mm256_set1_ps(tap_w[kb]), _mm256_setzero_ps(), acc[kb]);
+        continue;
+      }
+      const float* at_row = image + (c * p.h + iy) * p.w + ix0;
+      for (int64_t kx = 0; kx < p.kw; ++kx, tap_w += p.k) {
+        const float* at = at_row + kx;
+        __m256 xv;
+        if (p.stride_w == 1) {
+          xv = _mm256_maskload_ps(at, mask_lo[kx]);
+        } else {
+          const __m256 lo = _mm256_maskload_ps(at, mask_lo[kx]);
+          const __m256 hi = _mm256_maskload_ps(at + 8, mask_hi[kx]);
+          // [lo0 lo2 hi0 hi2 | lo4 lo6 hi4 hi6] -> [lo0 lo2 lo4 lo6 hi0 hi2 hi4 hi6]
+          const __m256 evens = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0));
+          xv = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(evens), _MM_SHUFFLE(3, 1, 2, 0)));
+        }
+#pragma GCC unroll 8
+        for (int kb = 0; kb < KB; ++kb) acc[kb] = _mm256_fmadd_ps(_mm256_set1_ps(tap_w[kb]), xv, acc[kb]);
+      }
+    }
+  }
+  const int64_t n = std::min<int64_t>(8, p.ow - ox0);
+  const __m256i store = lane_mask8((1u << n) - 1);
+  const int64_t at = k0 * plane + oy * p.ow + ox0;
+  float* out = job.out + at;
+  using V = lanes::F32<8>;
+  const V lo = lanes::splat<8>(job.p->epilogue.a), hi = lanes::splat<8>(job.p->epilogue.b);
+#pragma GCC unroll 8
+  for (int kb = 0; kb < KB; ++kb) {
+    __m256 v = acc[kb];
+    if (job.bias) v = _mm256_add_ps(v, _mm256_set1_ps(job.bias[k0 + kb]));
+    if (job.residual) v = _mm256_add_ps(v, _mm256_maskload_ps(job.residual + at + kb * plane, store));
+    if (job.activation == ops::Activation::kRelu) v = (__m256)lanes::relu<8>((V)v);
+    else if (job.activation == ops::Activation::kClip) v = (__m256)lanes::clip<8>((V)v, lo, hi);
+    _mm256_maskstore_ps(out + kb * plane, store, v);
+  }
+}
+
 // One output row (task: image * oh + oy) of every channel, then its epilogue.
 void stem_row(void* context, int64_t task) {
   const StemJob& job = *static_cast<const StemJob*>(context);
@@ -308,6 +378,10 @@ void stem_row(void* context, int64_t task) {
   StemJob image_job = job;
   image_job.out = job.out + n * p.k * p.oh * p.ow;
   if (job.residual) image_job.residual = job.residual + n * p.k * p.oh * p.ow;
+  if (!__builtin_cpu_supports("avx512f")) {  // AVX2: tiles of 8 x 8
+    for (int64_t k0 = 0; k0 < p.k; k0 += 8)
+      for (int64_t ox0 = 0; ox0 < p.ow; ox0 += 8) stem_tile_avx2(image_job, image, k0, oy, ox0);
+  } else {
   // Channels in tiles of 24 (24 accumulators), the rest in one of 16 or 8.
   for (int64_t k0 = 0; k0 < p.k;) {
     const int64_t left = p.k - k0;
@@ -320,6 +394,7 @@ void stem_row(void* context, int64_t task) {
         stem_tile<8>(image_job, image, k0, oy, ox0);
     }
     k0 += left >= 24 ? 24 : left >= 16 ? 16 : 8;
+  }
   }
   // Channels as rows p.oh * p.ow apart: an activation other than relu or clip on this output row.
   if (job.epilogue) apply_epilogue(*job.epilogue, image_job.out + oy * p.ow, p.oh * p.ow, p.k, p.ow);

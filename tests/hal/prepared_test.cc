@@ -198,7 +198,7 @@ std::vector<double> conv_reference(const HostTensor& x, const HostTensor& w, con
   return out;
 }
 
-TEST_CASE("prepared: few-channel stems (the direct path on AVX-512) against the reference, every edge") {
+TEST_CASE("prepared: few-channel stems (the direct path on AVX-512 and AVX2) against the reference, every edge") {
   // params: strides, pads (t, l, b, r), dilations, groups
   struct Case {
     std::vector<int64_t> x, w, params, out;
@@ -206,7 +206,9 @@ TEST_CASE("prepared: few-channel stems (the direct path on AVX-512) against the 
   for (const Case& c : {Case{{1, 3, 67, 66}, {24, 3, 5, 5}, {2, 2, 1, 1, 2, 2, 1, 1, 1}, {1, 24, 33, 33}},
                         Case{{2, 3, 40, 37}, {11, 3, 3, 3}, {1, 1, 1, 1, 1, 1, 1, 1, 1}, {2, 11, 40, 37}},
                         Case{{1, 4, 20, 50}, {9, 4, 3, 3}, {2, 2, 0, 3, 1, 2, 1, 1, 1}, {1, 9, 10, 27}},
-                        Case{{1, 1, 17, 16}, {3, 1, 7, 7}, {1, 1, 3, 3, 3, 3, 1, 1, 1}, {1, 3, 17, 16}}}) {
+                        Case{{1, 1, 17, 16}, {3, 1, 7, 7}, {1, 1, 3, 3, 3, 3, 1, 1, 1}, {1, 3, 17, 16}},
+                        // stride 1 direct: 16 channels, a partial last tile of columns
+                        Case{{1, 3, 19, 45}, {16, 3, 3, 3}, {1, 1, 1, 1, 1, 1, 1, 1, 1}, {1, 16, 19, 45}}}) {
     INFO(dims_string(c.x) << " * " << dims_string(c.w));
     HostTensor x = random_f32(c.x, 30), w = random_f32(c.w, 31), bias = random_f32({c.w[0]}, 32);
     HostTensor out(DType::kF32, c.out);
