@@ -124,37 +124,42 @@ void micro_generic(int64_t mr, int64_t nr, int64_t kc, const float* A, int64_t l
 }
 
 #ifdef HEXIR_GEMM_X86
-// AVX2 + FMA: 6 x 16 (12 ymm accumulators, 2 for B, 1 broadcast).
+// AVX2 + FMA: 6 x 16 (12 ymm accumulators, 2 for B, 1 broadcast); 6 x 8
+// (NV = 1) for a strip of 8 columns or fewer, which the 16-wide tile would
+// compute half in vain (channels-last convolutions with 24 output channels).
 constexpr int64_t kAvx2Mr = 6;
 // LDB: B's row stride when known here (a packed strip, 16), else 0 (ldb).
-template <int64_t MR, int64_t AS, int64_t LDB = 0>
+template <int64_t MR, int64_t AS, int64_t LDB = 0, int NV = 2>
 [[gnu::target("avx2,fma")]] void avx2_tile(int64_t mr, int64_t nr, int64_t kc, const float* A, int64_t lda,
                                            const float* B, int64_t ldb, float* C, int64_t ldc, bool accumulate,
                                            const TileFinish* finish) {
   if constexpr (LDB != 0) ldb = LDB;
-  __m256 c0[MR], c1[MR];
+  __m256 acc[MR][NV];
 #pragma GCC unroll 16
-  for (int64_t i = 0; i < MR; ++i) c0[i] = c1[i] = _mm256_setzero_ps();
+  for (int64_t i = 0; i < MR; ++i)
+#pragma GCC unroll 2
+    for (int v = 0; v < NV; ++v) acc[i][v] = _mm256_setzero_ps();
   for (int64_t k = 0; k < kc; ++k) {
     // B's rows come from L2 (a prepared strip) or a just-packed strip: ask
     // for the one 8 rows on (BERT-base MLP GEMMs, prepared, 5 alternated
     // runs on a noisy host: median 72 -> 82 % and 77 -> 81 % of peak).
     _mm_prefetch(reinterpret_cast<const char*>(B + (k + 8) * ldb), _MM_HINT_T0);
-    const __m256 b0 = _mm256_loadu_ps(B + k * ldb);
-    const __m256 b1 = _mm256_loadu_ps(B + k * ldb + 8);
+    __m256 b[NV];
+#pragma GCC unroll 2
+    for (int v = 0; v < NV; ++v) b[v] = _mm256_loadu_ps(B + k * ldb + 8 * v);
 #pragma GCC unroll 16
     for (int64_t i = 0; i < MR; ++i) {
       const __m256 a = _mm256_set1_ps(a_at<AS>(A, lda, i, k));
-      c0[i] = _mm256_fmadd_ps(a, b0, c0[i]);
-      c1[i] = _mm256_fmadd_ps(a, b1, c1[i]);
+#pragma GCC unroll 2
+      for (int v = 0; v < NV; ++v) acc[i][v] = _mm256_fmadd_ps(a, b[v], acc[i][v]);
     }
   }
-  if (nr < 16) {  // a partial tile: stored through a row on the stack, then finished there
+  if (nr < 8 * NV) {  // a partial tile: stored through a row on the stack, then finished there
 #pragma GCC unroll 16
     for (int64_t i = 0; i < MR && i < mr; ++i) {
-      alignas(32) float row[16];
-      _mm256_store_ps(row, c0[i]);
-      _mm256_store_ps(row + 8, c1[i]);
+      alignas(32) float row[8 * NV];
+#pragma GCC unroll 2
+      for (int v = 0; v < NV; ++v) _mm256_store_ps(row + 8 * v, acc[i][v]);
       store_row(row, nr, C + i * ldc, accumulate);
     }
     if (finish) finish_stored(*finish, C, ldc, mr, nr);
@@ -162,40 +167,42 @@ template <int64_t MR, int64_t AS, int64_t LDB = 0>
   }
   // The finish in registers, the float steps of finish_stored.
   const TileFinish f = finish ? *finish : TileFinish{};
-  const __m256 col0 = f.col_bias ? _mm256_loadu_ps(f.col_bias) : _mm256_setzero_ps();
-  const __m256 col1 = f.col_bias ? _mm256_loadu_ps(f.col_bias + 8) : _mm256_setzero_ps();
+  __m256 col[NV];
+#pragma GCC unroll 2
+  for (int v = 0; v < NV; ++v) col[v] = f.col_bias ? _mm256_loadu_ps(f.col_bias + 8 * v) : _mm256_setzero_ps();
   using V = lanes::F32<8>;
 #pragma GCC unroll 16
   for (int64_t i = 0; i < MR && i < mr; ++i) {
     float* c = C + i * ldc;
-    if (accumulate) {
-      c0[i] = _mm256_add_ps(_mm256_loadu_ps(c), c0[i]);
-      c1[i] = _mm256_add_ps(_mm256_loadu_ps(c + 8), c1[i]);
+#pragma GCC unroll 2
+    for (int v = 0; v < NV; ++v) {
+      __m256 x = acc[i][v];
+      if (accumulate) x = _mm256_add_ps(_mm256_loadu_ps(c + 8 * v), x);
+      if (finish) {
+        if (f.row_bias) x = _mm256_add_ps(x, _mm256_set1_ps(f.row_bias[i]));
+        if (f.col_bias) x = _mm256_add_ps(x, col[v]);
+        if (f.residual) x = _mm256_add_ps(x, _mm256_loadu_ps(f.residual + i * f.ldr + 8 * v));
+        if (f.activation == ops::Activation::kRelu)
+          x = (__m256)lanes::relu<8>((V)x);
+        else if (f.activation == ops::Activation::kClip)
+          x = (__m256)lanes::clip<8>((V)x, lanes::splat<8>(f.lo), lanes::splat<8>(f.hi));
+      }
+      _mm256_storeu_ps(c + 8 * v, x);
     }
-    if (finish) {
-      if (f.row_bias) {
-        const __m256 b = _mm256_set1_ps(f.row_bias[i]);
-        c0[i] = _mm256_add_ps(c0[i], b);
-        c1[i] = _mm256_add_ps(c1[i], b);
-      }
-      if (f.col_bias) {
-        c0[i] = _mm256_add_ps(c0[i], col0);
-        c1[i] = _mm256_add_ps(c1[i], col1);
-      }
-      if (f.residual) {
-        c0[i] = _mm256_add_ps(c0[i], _mm256_loadu_ps(f.residual + i * f.ldr));
-        c1[i] = _mm256_add_ps(c1[i], _mm256_loadu_ps(f.residual + i * f.ldr + 8));
-      }
-      if (f.activation == ops::Activation::kRelu) {
-        c0[i] = (__m256)lanes::relu<8>((V)c0[i]);
-        c1[i] = (__m256)lanes::relu<8>((V)c1[i]);
-      } else if (f.activation == ops::Activation::kClip) {
-        c0[i] = (__m256)lanes::clip<8>((V)c0[i], lanes::splat<8>(f.lo), lanes::splat<8>(f.hi));
-        c1[i] = (__m256)lanes::clip<8>((V)c1[i], lanes::splat<8>(f.lo), lanes::splat<8>(f.hi));
-      }
-    }
-    _mm256_storeu_ps(c, c0[i]);
-    _mm256_storeu_ps(c + 8, c1[i]);
+  }
+}
+
+template <int NV>
+[[gnu::target("avx2,fma")]] void avx2_rows(int64_t mr, int64_t nr, int64_t kc, const float* A, int64_t lda,
+                                           const float* B, int64_t ldb, float* C, int64_t ldc, bool accumulate,
+                                           const TileFinish* finish) {
+  switch (mr) {
+    case 6: return avx2_tile<6, 0, 0, NV>(mr, nr, kc, A, lda, B, ldb, C, ldc, accumulate, finish);
+    case 5: return avx2_tile<5, 0, 0, NV>(mr, nr, kc, A, lda, B, ldb, C, ldc, accumulate, finish);
+    case 4: return avx2_tile<4, 0, 0, NV>(mr, nr, kc, A, lda, B, ldb, C, ldc, accumulate, finish);
+    case 3: return avx2_tile<3, 0, 0, NV>(mr, nr, kc, A, lda, B, ldb, C, ldc, accumulate, finish);
+    case 2: return avx2_tile<2, 0, 0, NV>(mr, nr, kc, A, lda, B, ldb, C, ldc, accumulate, finish);
+    default: return avx2_tile<1, 0, 0, NV>(mr, nr, kc, A, lda, B, ldb, C, ldc, accumulate, finish);
   }
 }
 
@@ -205,14 +212,8 @@ template <int64_t MR, int64_t AS, int64_t LDB = 0>
   if (a_packed && ldb == 16)
     return avx2_tile<kAvx2Mr, kAvx2Mr, 16>(mr, nr, kc, A, lda, B, ldb, C, ldc, accumulate, finish);
   if (a_packed) return avx2_tile<kAvx2Mr, kAvx2Mr>(mr, nr, kc, A, lda, B, ldb, C, ldc, accumulate, finish);
-  switch (mr) {
-    case 6: return avx2_tile<6, 0>(mr, nr, kc, A, lda, B, ldb, C, ldc, accumulate, finish);
-    case 5: return avx2_tile<5, 0>(mr, nr, kc, A, lda, B, ldb, C, ldc, accumulate, finish);
-    case 4: return avx2_tile<4, 0>(mr, nr, kc, A, lda, B, ldb, C, ldc, accumulate, finish);
-    case 3: return avx2_tile<3, 0>(mr, nr, kc, A, lda, B, ldb, C, ldc, accumulate, finish);
-    case 2: return avx2_tile<2, 0>(mr, nr, kc, A, lda, B, ldb, C, ldc, accumulate, finish);
-    default: return avx2_tile<1, 0>(mr, nr, kc, A, lda, B, ldb, C, ldc, accumulate, finish);
-  }
+  if (nr <= 8) return avx2_rows<1>(mr, nr, kc, A, lda, B, ldb, C, ldc, accumulate, finish);
+  avx2_rows<2>(mr, nr, kc, A, lda, B, ldb, C, ldc, accumulate, finish);
 }
 
 // AVX-512: 12 x 32 from packed A (24 zmm accumulators, 2 for B, 1 broadcast),
