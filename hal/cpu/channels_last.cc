@@ -7,18 +7,14 @@
 // place (a tap's pixels are stride_w * c floats apart: no patch matrix, no
 // packing of activations) against that tap's weights as a strip, prepared
 // once at Program::prepare (or packed per row when not prepared). Depthwise:
-// 16 channels per vector, 8 interior pixels at a time, taps in (ky, kx)
-// order. Both keep ops::conv2d_channels_last_element's order of sums.
+// blocks of 16 channels in vectors of the widest ISA (lanes.h), 8 interior
+// pixels at a time, taps in (ky, kx) order. Both keep ops::conv2d_channels_last_element's order of sums.
 #include <algorithm>
 #include <cstring>
 
 #include "kernel_util.h"
+#include "lanes.h"
 #include "thread_pool.h"
-
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
-#define HEXIR_NHWC_X86 1
-#endif
 
 namespace hexir::hal::cpu::internal {
 namespace {
@@ -145,86 +141,86 @@ void depthwise_pixel_scalar(const DepthwiseJob& job, int64_t n, int64_t oy, int6
   for (int64_t j = 0; j < lanes; ++j) o[j] = acc[j];
 }
 
-#ifdef HEXIR_NHWC_X86
-// Pixels per block of independent sums (each sum is a chain of adds: one
-// pixel at a time waits on the add's latency).
+// A row of output pixels over channels [c0, c0 + lanes) (lanes a multiple
+// of N), vectors of N channels; interior pixels kDwPixels at a time (each sum
+// is a chain of adds: one pixel at a time waits on the add's latency), taps in
+// (ky, kx) order, each product rounded then added: depthwise_pixel_scalar's
+// steps, the same bits on every ISA.
 constexpr int64_t kDwPixels = 8;
-
-[[gnu::target("avx512f")]] void depthwise_row_avx512(const DepthwiseJob& job, int64_t n, int64_t oy, int64_t c0,
-                                                     int64_t lanes, const float* taps_w) {
-  const Conv2dPlan& p = *job.p;
-  const __mmask16 m = lanes >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << lanes) - 1);
-  float* o = job.out + (n * p.oh + oy) * p.ow * p.k + c0;
-  const float* image = job.x + n * p.h * p.w * p.c + c0;
-  // Output columns whose every tap lies inside the input: [inner_lo, inner_hi).
-  int64_t inner_lo = 0, inner_hi = p.ow, lo, hi;
-  for (int64_t kx = 0; kx < p.kw; ++kx) {
-    tap_columns(p, kx, &lo, &hi);
-    inner_lo = std::max(inner_lo, lo);
-    inner_hi = std::min(inner_hi, hi);
-  }
-  const int64_t pixel = p.stride_w * p.c;
-  for (int64_t ox = 0; ox < p.ow;) {
-    if (ox >= inner_lo && ox + kDwPixels <= inner_hi) {
-      __m512 acc[kDwPixels];
+struct DepthwiseRow {
+  template <int N>
+  static HEXIR_LANES void run(const DepthwiseJob* job_ptr, int64_t n, int64_t oy, int64_t c0, int64_t lanes,
+                              const float* taps_w) {
+    using V = lanes::F32<N>;
+    const DepthwiseJob& job = *job_ptr;
+    const Conv2dPlan& p = *job.p;
+    // Output columns whose every tap lies inside the input: [inner_lo, inner_hi).
+    int64_t inner_lo = 0, inner_hi = p.ow, lo, hi;
+    for (int64_t kx = 0; kx < p.kw; ++kx) {
+      tap_columns(p, kx, &lo, &hi);
+      inner_lo = std::max(inner_lo, lo);
+      inner_hi = std::min(inner_hi, hi);
+    }
+    const int64_t pixel = p.stride_w * p.c;
+    for (int64_t v0 = 0; v0 < lanes; v0 += N) {
+      float* o = job.out + (n * p.oh + oy) * p.ow * p.k + c0 + v0;
+      const float* image = job.x + n * p.h * p.w * p.c + c0 + v0;
+      const float* w = taps_w + v0;
+      for (int64_t ox = 0; ox < p.ow;) {
+        if (ox >= inner_lo && ox + kDwPixels <= inner_hi) {
+          V acc[kDwPixels] = {};
+          for (int64_t ky = 0; ky < p.kh; ++ky) {
+            const int64_t iy = oy * p.stride_h - p.pad_top + ky * p.dilation_h;
+            if (iy < 0 || iy >= p.h) continue;
+            const float* in = image + (iy * p.w + ox * p.stride_w - p.pad_left) * p.c;
+            for (int64_t kx = 0; kx < p.kw; ++kx) {
+              const V wv = lanes::load<N>(w + (ky * p.kw + kx) * kDwLanes);
+              const float* tap = in + kx * p.dilation_w * p.c;
 #pragma GCC unroll 8
-      for (int64_t i = 0; i < kDwPixels; ++i) acc[i] = _mm512_setzero_ps();
-      for (int64_t ky = 0; ky < p.kh; ++ky) {
-        const int64_t iy = oy * p.stride_h - p.pad_top + ky * p.dilation_h;
-        if (iy < 0 || iy >= p.h) continue;
-        const float* in = image + (iy * p.w + ox * p.stride_w - p.pad_left) * p.c;
-        for (int64_t kx = 0; kx < p.kw; ++kx) {
-          const __m512 wv = _mm512_load_ps(taps_w + (ky * p.kw + kx) * kDwLanes);
-          const float* tap = in + kx * p.dilation_w * p.c;
+              for (int64_t i = 0; i < kDwPixels; ++i) acc[i] += lanes::load<N>(tap + i * pixel) * wv;
+            }
+          }
 #pragma GCC unroll 8
-          for (int64_t i = 0; i < kDwPixels; ++i)
-            acc[i] = _mm512_add_ps(acc[i], _mm512_mul_ps(_mm512_maskz_loadu_ps(m, tap + i * pixel), wv));
+          for (int64_t i = 0; i < kDwPixels; ++i) lanes::store<N>(o + (ox + i) * p.k, acc[i]);
+          ox += kDwPixels;
+          continue;
         }
-      }
-#pragma GCC unroll 8
-      for (int64_t i = 0; i < kDwPixels; ++i) _mm512_mask_storeu_ps(o + (ox + i) * p.k, m, acc[i]);
-      ox += kDwPixels;
-      continue;
-    }
-    __m512 acc = _mm512_setzero_ps();
-    for (int64_t ky = 0; ky < p.kh; ++ky) {
-      const int64_t iy = oy * p.stride_h - p.pad_top + ky * p.dilation_h;
-      if (iy < 0 || iy >= p.h) continue;
-      const float* in_row = image + iy * p.w * p.c;
-      for (int64_t kx = 0; kx < p.kw; ++kx) {
-        const int64_t ix = ox * p.stride_w - p.pad_left + kx * p.dilation_w;
-        if (ix < 0 || ix >= p.w) continue;
-        const __m512 v = _mm512_maskz_loadu_ps(m, in_row + ix * p.c);
-        const __m512 wv = _mm512_load_ps(taps_w + (ky * p.kw + kx) * kDwLanes);
-        acc = _mm512_add_ps(acc, _mm512_mul_ps(v, wv));
+        V acc = {};
+        for (int64_t ky = 0; ky < p.kh; ++ky) {
+          const int64_t iy = oy * p.stride_h - p.pad_top + ky * p.dilation_h;
+          if (iy < 0 || iy >= p.h) continue;
+          const float* in_row = image + iy * p.w * p.c;
+          for (int64_t kx = 0; kx < p.kw; ++kx) {
+            const int64_t ix = ox * p.stride_w - p.pad_left + kx * p.dilation_w;
+            if (ix < 0 || ix >= p.w) continue;
+            acc += lanes::load<N>(in_row + ix * p.c) * lanes::load<N>(w + (ky * p.kw + kx) * kDwLanes);
+          }
+        }
+        lanes::store<N>(o + ox * p.k, acc);
+        ++ox;
       }
     }
-    _mm512_mask_storeu_ps(o + ox * p.k, m, acc);
-    ++ox;
   }
-}
-#endif
+};
 
 // One task: output row oy of image n, all channels.
 void depthwise_task(void* context, int64_t task) {
   const DepthwiseJob& job = *static_cast<const DepthwiseJob*>(context);
   const Conv2dPlan& p = *job.p;
   const int64_t oy = task % p.oh, n = task / p.oh, taps = p.kh * p.kw;
-#ifdef HEXIR_NHWC_X86
-  const bool avx512 = __builtin_cpu_supports("avx512f");
-#endif
   alignas(64) float taps_w[kDwMaxTaps * kDwLanes];
+  const int64_t lanes_per_vector = widest<LaneCount>();
   for (int64_t c0 = 0; c0 < p.c; c0 += kDwLanes) {
     const int64_t lanes = std::min(kDwLanes, p.c - c0);
     for (int64_t t = 0; t < taps; ++t)  // this block's weights, tap-major
       for (int64_t j = 0; j < kDwLanes; ++j) taps_w[t * kDwLanes + j] = j < lanes ? job.w[(c0 + j) * taps + t] : 0.0f;
-#ifdef HEXIR_NHWC_X86
-    if (avx512) {
-      depthwise_row_avx512(job, n, oy, c0, lanes, taps_w);
-      continue;
-    }
-#endif
-    for (int64_t ox = 0; ox < p.ow; ++ox) depthwise_pixel_scalar(job, n, oy, ox, c0, lanes, taps_w);
+    // Whole vectors of the widest ISA's lanes in vector registers, a block's
+    // last channels (fewer than a vector) one pixel at a time.
+    const int64_t vector_lanes = lanes / lanes_per_vector * lanes_per_vector;
+    if (vector_lanes > 0) widest<DepthwiseRow>(&job, n, oy, c0, vector_lanes, taps_w);
+    if (vector_lanes < lanes)
+      for (int64_t ox = 0; ox < p.ow; ++ox)
+        depthwise_pixel_scalar(job, n, oy, ox, c0 + vector_lanes, lanes - vector_lanes, taps_w + vector_lanes);
   }
   float* row = job.out + (n * p.oh + oy) * p.ow * p.k;
   if (job.bias)

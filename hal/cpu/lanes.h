@@ -218,4 +218,12 @@ inline auto widest(Args... args) {
   return run_lanes4<Kernel>(args...);
 }
 
+// widest<LaneCount>(): the lane count N that widest() runs kernels with.
+struct LaneCount {
+  template <int N>
+  static HEXIR_LANES int64_t run() {
+    return N;
+  }
+};
+
 }  // namespace hexir::hal::cpu::internal
