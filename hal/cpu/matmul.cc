@@ -315,10 +315,12 @@ template <int KB>
   const int64_t plane = p.oh * p.ow;
   const int64_t ix0 = ox0 * p.stride_w - p.pad_left;
   __m256i mask_lo[kStemMaxKw], mask_hi[kStemMaxKw];
+  bool inside[kStemMaxKw];  // every lane inside the row: plain loads (masked ones are slow on AMD's cores)
   for (int64_t kx = 0; kx < p.kw; ++kx) {
     const uint32_t m = lanes_inside(ix0 + kx, p.w, p.stride_w == 1 ? 8 : 16);
     mask_lo[kx] = lane_mask8(m & 0xFF);
     mask_hi[kx] = lane_mask8(m >> 8);
+    inside[kx] = m == (p.stride_w == 1 ? 0xFFu : 0xFFFFu);
   }
   __m256 acc[KB];
 #pragma GCC unroll 8
@@ -339,10 +341,10 @@ template <int KB>
         const float* at = at_row + kx;
         __m256 xv;
         if (p.stride_w == 1) {
-          xv = _mm256_maskload_ps(at, mask_lo[kx]);
+          xv = inside[kx] ? _mm256_loadu_ps(at) : _mm256_maskload_ps(at, mask_lo[kx]);
         } else {
-          const __m256 lo = _mm256_maskload_ps(at, mask_lo[kx]);
-          const __m256 hi = _mm256_maskload_ps(at + 8, mask_hi[kx]);
+          const __m256 lo = inside[kx] ? _mm256_loadu_ps(at) : _mm256_maskload_ps(at, mask_lo[kx]);
+          const __m256 hi = inside[kx] ? _mm256_loadu_ps(at + 8) : _mm256_maskload_ps(at + 8, mask_hi[kx]);
           // [lo0 lo2 hi0 hi2 | lo4 lo6 hi4 hi6] -> [lo0 lo2 lo4 lo6 hi0 hi2 hi4 hi6]
           const __m256 evens = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0));
           xv = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(evens), _MM_SHUFFLE(3, 1, 2, 0)));
@@ -358,14 +360,23 @@ template <int KB>
   float* out = job.out + at;
   using V = lanes::F32<8>;
   const V lo = lanes::splat<8>(job.p->epilogue.a), hi = lanes::splat<8>(job.p->epilogue.b);
+  // Plain loads and stores for whole tiles (masked ones are many times
+  // slower on AMD's cores), masked for the last columns of a row.
+  const bool whole = n == 8;
 #pragma GCC unroll 8
   for (int kb = 0; kb < KB; ++kb) {
     __m256 v = acc[kb];
     if (job.bias) v = _mm256_add_ps(v, _mm256_set1_ps(job.bias[k0 + kb]));
-    if (job.residual) v = _mm256_add_ps(v, _mm256_maskload_ps(job.residual + at + kb * plane, store));
+    if (job.residual) {
+      const float* r = job.residual + at + kb * plane;
+      v = _mm256_add_ps(v, whole ? _mm256_loadu_ps(r) : _mm256_maskload_ps(r, store));
+    }
     if (job.activation == ops::Activation::kRelu) v = (__m256)lanes::relu<8>((V)v);
     else if (job.activation == ops::Activation::kClip) v = (__m256)lanes::clip<8>((V)v, lo, hi);
-    _mm256_maskstore_ps(out + kb * plane, store, v);
+    if (whole)
+      _mm256_storeu_ps(out + kb * plane, v);
+    else
+      _mm256_maskstore_ps(out + kb * plane, store, v);
   }
 }
 
