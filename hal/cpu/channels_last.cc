@@ -285,6 +285,27 @@ Status conv2d_channels_last(const KernelContext& context, const Dispatch& d) {
                  p.kh * p.kw <= kDwMaxTaps ? depthwise_task : depthwise_element_task, &job);
     return ok_status();
   }
+  // A 1x1 window at stride 1 without padding is one GEMM per image: its
+  // pixels (rows of c floats) times the prepared weights, which for c up to
+  // the GEMM's K block are its prepared B (strips of NR columns, c rows each);
+  // the bias, residual and relu/clip finish in the register tile.
+  if (p.kh == 1 && p.kw == 1 && p.stride_h == 1 && p.stride_w == 1 && p.pad_top == 0 && p.pad_left == 0 &&
+      p.oh == p.h && p.ow == p.w && p.groups == 1 && d.prepared != nullptr && p.c <= gemm_k_block()) {
+    const int64_t pixels = p.oh * p.ow;
+    for (int64_t n = 0; n < p.n; ++n) {
+      GemmArgs g{pixels, p.k, p.c, input(d, 0) + n * pixels * p.c, p.c, nullptr, 0,
+                 output(d, 0) + n * pixels * p.k, p.k};
+      g.col_bias = bias;
+      g.epilogue = p.epilogue.activation != 0 ? &p.epilogue : nullptr;
+      g.packed_b = static_cast<const float*>(d.prepared);
+      if (residual) {
+        g.residual = residual + n * pixels * p.k;
+        g.ldr = p.k;
+      }
+      gemm(context, g);
+    }
+    return ok_status();
+  }
   const GemmTile tile = gemm_tile();
   DenseJob job{&p, input(d, 0), input(d, 1), bias, residual, static_cast<const float*>(d.prepared), output(d, 0), tile,
                strips_of(p, tile.nr_max)};

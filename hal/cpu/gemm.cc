@@ -209,6 +209,8 @@ template <int NV>
 [[gnu::target("avx2,fma")]] void micro_avx2(int64_t mr, int64_t nr, int64_t kc, const float* A, int64_t lda,
                                             bool a_packed, const float* B, int64_t ldb, float* C, int64_t ldc,
                                             bool accumulate, const TileFinish* finish) {
+  if (a_packed && ldb == 16 && nr <= 8)
+    return avx2_tile<kAvx2Mr, kAvx2Mr, 16, 1>(mr, nr, kc, A, lda, B, ldb, C, ldc, accumulate, finish);
   if (a_packed && ldb == 16)
     return avx2_tile<kAvx2Mr, kAvx2Mr, 16>(mr, nr, kc, A, lda, B, ldb, C, ldc, accumulate, finish);
   if (a_packed) return avx2_tile<kAvx2Mr, kAvx2Mr>(mr, nr, kc, A, lda, B, ldb, C, ldc, accumulate, finish);
@@ -424,7 +426,11 @@ void gemm_task(void* context, int64_t task, int participant) {
   // not prepared and the block fits; otherwise each panel is packed again for
   // every chunk of strips (8 times per K block on BERT's 3072-wide GEMM). The
   // per-call path reads A in place: packing it there measured slower.
-  float* const a_block = !g.packed_b || g.packed_a || job.pool == nullptr ||
+  // Where the tile reading A in place is as tall as the packed one (AVX2,
+  // portable), A is read in place: packing it was a pass as long as the
+  // multiply for short K (a 1x1 convolution's 24 channels).
+  const bool a_in_place = g.packed_b && !g.packed_a && job.path.mr == job.path.mr_in_place;
+  float* const a_block = !g.packed_b || g.packed_a || a_in_place || job.pool == nullptr ||
                                  (i1 - i0 + MR - 1) / MR * MR * kKc > kScratchFloatsPerParticipant
                              ? nullptr
                              : job.pool->scratch(participant);
@@ -443,6 +449,13 @@ void gemm_task(void* context, int64_t task, int participant) {
         const int64_t s1 = std::min(s_end, s0 + chunk);
         for (int64_t i = i0; i < i1; i += MR) {
           const int64_t mr = std::min(MR, i1 - i);
+          if (a_in_place) {
+            for (int64_t s = s0; s < s1; ++s) {
+              const int64_t j0 = s * NR, nr = std::min(NR, g.n - j0);
+              run_tile(mr, nr, kc, g.a + i * g.lda + k0, g.lda, false, bk + s * kc * NR, NR, i, j0, accumulate, last);
+            }
+            continue;
+          }
           const float* ap = panel;
           if (g.packed_a)
             ap = g.packed_a + k0 * panels * MR + (i / MR) * kc * MR;
@@ -494,6 +507,8 @@ void map_block(float* c, int64_t ld, int64_t rows, int64_t cols, Map map) {
 }
 
 }  // namespace
+
+int64_t gemm_k_block() { return kKc; }
 
 int64_t gemm_packed_a_floats(int64_t m, int64_t k) {
   const int64_t MR = select_path().mr;

@@ -91,6 +91,8 @@ int64_t gemm_packed_a_floats(int64_t m, int64_t k);
 void gemm_pack_a(const float* a, int64_t lda, int64_t m, int64_t k, float* out);
 int64_t gemm_packed_b_floats(int64_t k, int64_t n);
 void gemm_pack_b(const float* b, int64_t ldb, int64_t k, int64_t n, float* out);
+// The GEMM's K block: a prepared B holds strips of kc rows per block of K.
+int64_t gemm_k_block();
 // Contiguous operands, no bias, on the calling thread.
 void gemm(int64_t M, int64_t N, int64_t K, const float* A, const float* B, float* C);
 // What a register tile adds and applies once its sums are final (after its

@@ -104,6 +104,10 @@ TEST_CASE("channels-last conv2d: the cpu kernel gives the element function's sum
       {"dilated 3x3", 1, 8, 12, 12, 8, 3, 3, 1, 2, 2, 1, false, "hard_swish"},
       {"5x5 no pad, wide", 1, 16, 8, 40, 24, 5, 5, 1, 0, 1, 1, true, "sigmoid"},
       {"1x1", 1, 24, 7, 7, 40, 1, 1, 1, 0, 1, 1, true, ""},
+      // 1x1 at stride 1 without padding: one GEMM per image (prepared), finish in its tile
+      {"1x1 relu, two images, 24 out channels", 2, 16, 9, 13, 24, 1, 1, 1, 0, 1, 1, true, "relu"},
+      {"1x1 sigmoid, no bias", 1, 32, 5, 6, 8, 1, 1, 1, 0, 1, 1, false, "sigmoid"},
+      {"1x1 stride 2 (the per-row path)", 1, 8, 9, 9, 16, 1, 1, 2, 0, 1, 1, true, "clip"},
       {"grouped 3x3", 1, 16, 8, 8, 24, 3, 3, 1, 1, 1, 2, true, "relu"},
       {"300 input channels (two blocks)", 1, 300, 4, 5, 17, 3, 3, 1, 1, 1, 1, true, ""},
       {"depthwise 3x3", 1, 24, 10, 10, 24, 3, 3, 1, 1, 1, 24, true, "relu"},
