@@ -4,13 +4,14 @@
 // Goto-style. K is cut in KC blocks; the first writes C, the others add to
 // it. Two loop orders, by what was prepared (GemmArgs::packed_b / packed_a,
 // packed once at Program::prepare for constant weights):
-//  * B prepared: per K block, an A panel of MR rows (packed here from A in
-//    place, unless prepared too) stays in L1 while the register tile sweeps a
-//    chunk of B's prepared strips that stays in L2; nothing of B is packed.
-//  * otherwise: a strip of NR columns of B (KC deep) is packed on the stack
-//    (or produced by pack_b: conv2d's patches; or read in place when M is
-//    short), then the tile sweeps the task's rows, reading A in place or from
-//    prepared panels.
+//  * B prepared: per K block, an A panel of MR rows (read in place where
+//    that tile is as tall, else packed here, unless prepared too) stays in L1
+//    while the register tile sweeps a chunk of B's prepared strips that stays
+//    in L2; nothing of B is packed.
+//  * otherwise: a group of strips of NR columns of B (KC deep, 32 KiB in
+//    all) is packed on the stack (or produced by pack_b: conv2d's patches;
+//    or read in place when M is short), then the tile sweeps the task's rows
+//    over the group, reading A in place or from prepared panels.
 // Tasks own disjoint (row block, column group) tiles of C and every element
 // is summed in the same order whatever the thread count, the loop order or
 // what was prepared: results depend only on the ISA path chosen for the
@@ -19,7 +20,6 @@
 #include <cstring>
 
 #include "kernel_util.h"
-#include "lanes.h"
 #include "thread_pool.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -170,7 +170,7 @@ template <int64_t MR, int64_t AS, int64_t LDB = 0, int NV = 2>
   __m256 col[NV];
 #pragma GCC unroll 2
   for (int v = 0; v < NV; ++v) col[v] = f.col_bias ? _mm256_loadu_ps(f.col_bias + 8 * v) : _mm256_setzero_ps();
-  using V = lanes::F32<8>;
+  const __m256 lo = _mm256_set1_ps(f.lo), hi = _mm256_set1_ps(f.hi);
 #pragma GCC unroll 16
   for (int64_t i = 0; i < MR && i < mr; ++i) {
     float* c = C + i * ldc;
@@ -182,10 +182,7 @@ template <int64_t MR, int64_t AS, int64_t LDB = 0, int NV = 2>
         if (f.row_bias) x = _mm256_add_ps(x, _mm256_set1_ps(f.row_bias[i]));
         if (f.col_bias) x = _mm256_add_ps(x, col[v]);
         if (f.residual) x = _mm256_add_ps(x, _mm256_loadu_ps(f.residual + i * f.ldr + 8 * v));
-        if (f.activation == ops::Activation::kRelu)
-          x = (__m256)lanes::relu<8>((V)x);
-        else if (f.activation == ops::Activation::kClip)
-          x = (__m256)lanes::clip<8>((V)x, lanes::splat<8>(f.lo), lanes::splat<8>(f.hi));
+        x = tile_activation(f.activation, x, lo, hi);
       }
       _mm256_storeu_ps(c + 8 * v, x);
     }
@@ -471,28 +468,38 @@ void gemm_task(void* context, int64_t task, int participant) {
       }
       continue;
     }
+    // Strips are packed a group at a time (as many as fill the buffer: 21 for
+    // a 1x1 convolution over 24 channels), then each row tile sweeps the
+    // group, so a tile writes (and reads its residual from) runs of the
+    // group's columns: one 64-byte line per plane per strip, 72 planes 64 KiB
+    // apart on BlazeFace's 128 x 128 maps, was more streams than the
+    // hardware prefetcher follows.
     alignas(64) float strip[kKc * kMaxNr];
-    for (int64_t s = s_begin; s < s_end; ++s) {
-      const int64_t j0 = s * NR, nr = std::min(NR, g.n - j0);
-      const float* bp = strip;
-      int64_t ldbp = NR;
-      if (g.pack_b) {
-        g.pack_b(g.pack_context, k0, kc, j0, nr, NR, strip);
-      } else if (job.b_in_place && nr == NR) {
-        bp = g.b + k0 * g.ldb + j0;
-        ldbp = g.ldb;
-      } else {
-        pack_strip(g.b, g.ldb, k0, kc, j0, nr, NR, strip);
+    const int64_t group = std::max<int64_t>(1, (kKc * kMaxNr) / (kc * NR));
+    for (int64_t sg = s_begin; sg < s_end; sg += group) {
+      const int64_t sg_end = std::min(s_end, sg + group);
+      for (int64_t s = sg; s < sg_end; ++s) {
+        const int64_t j0 = s * NR, nr = std::min(NR, g.n - j0);
+        float* packed = strip + (s - sg) * kc * NR;
+        if (g.pack_b)
+          g.pack_b(g.pack_context, k0, kc, j0, nr, NR, packed);
+        else if (!job.b_in_place || nr != NR)
+          pack_strip(g.b, g.ldb, k0, kc, j0, nr, NR, packed);
       }
-      if (g.packed_a) {
-        for (int64_t i = i0; i < i1; i += MR)
-          run_tile(std::min(MR, i1 - i), nr, kc, g.packed_a + k0 * panels * MR + (i / MR) * kc * MR, MR, true, bp,
-                   ldbp, i, j0, accumulate, last);
-      } else {
-        const int64_t step = job.path.mr_in_place;
-        for (int64_t i = i0; i < i1; i += step)
-          run_tile(std::min(step, i1 - i), nr, kc, g.a + i * g.lda + k0, g.lda, false, bp, ldbp, i, j0, accumulate,
-                   last);
+      const int64_t step = g.packed_a ? MR : job.path.mr_in_place;
+      for (int64_t i = i0; i < i1; i += step) {
+        const int64_t mr = std::min(step, i1 - i);
+        for (int64_t s = sg; s < sg_end; ++s) {
+          const int64_t j0 = s * NR, nr = std::min(NR, g.n - j0);
+          const bool in_place = !g.pack_b && job.b_in_place && nr == NR;
+          const float* bp = in_place ? g.b + k0 * g.ldb + j0 : strip + (s - sg) * kc * NR;
+          const int64_t ldbp = in_place ? g.ldb : NR;
+          if (g.packed_a)
+            run_tile(mr, nr, kc, g.packed_a + k0 * panels * MR + (i / MR) * kc * MR, MR, true, bp, ldbp, i, j0,
+                     accumulate, last);
+          else
+            run_tile(mr, nr, kc, g.a + i * g.lda + k0, g.lda, false, bp, ldbp, i, j0, accumulate, last);
+        }
       }
     }
   }

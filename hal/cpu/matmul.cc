@@ -6,7 +6,6 @@
 #include <limits>
 
 #include "kernel_util.h"
-#include "lanes.h"
 #include "thread_pool.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -358,8 +357,7 @@ template <int KB>
   const __m256i store = lane_mask8((1u << n) - 1);
   const int64_t at = k0 * plane + oy * p.ow + ox0;
   float* out = job.out + at;
-  using V = lanes::F32<8>;
-  const V lo = lanes::splat<8>(job.p->epilogue.a), hi = lanes::splat<8>(job.p->epilogue.b);
+  const __m256 lo = _mm256_set1_ps(job.p->epilogue.a), hi = _mm256_set1_ps(job.p->epilogue.b);
   // Plain loads and stores for whole tiles (masked ones are many times
   // slower on AMD's cores), masked for the last columns of a row.
   const bool whole = n == 8;
@@ -371,8 +369,7 @@ template <int KB>
       const float* r = job.residual + at + kb * plane;
       v = _mm256_add_ps(v, whole ? _mm256_loadu_ps(r) : _mm256_maskload_ps(r, store));
     }
-    if (job.activation == ops::Activation::kRelu) v = (__m256)lanes::relu<8>((V)v);
-    else if (job.activation == ops::Activation::kClip) v = (__m256)lanes::clip<8>((V)v, lo, hi);
+    v = tile_activation(job.activation, v, lo, hi);
     if (whole)
       _mm256_storeu_ps(out + kb * plane, v);
     else

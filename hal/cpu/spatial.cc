@@ -99,6 +99,11 @@ template <int KH, int KW, int SH, int R = kRows>
   int64_t off[KW];
   for (int kx = 0; kx < KW; ++kx) off[kx] = b.col_off[kx];
   const __m512 bias = _mm512_set1_ps(b.bias);
+  // The taps broadcast once per block, not once per FMA (the stores to out
+  // could alias taps as far as the compiler knows).
+  __m512 w[KH * KW];
+#pragma GCC unroll 25
+  for (int t = 0; t < KH * KW; ++t) w[t] = _mm512_set1_ps(b.taps[t]);
   for (int64_t j = 0; j < b.width; j += 16) {
     const int64_t left = b.width - j;
     const __mmask16 m = left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1);
@@ -113,7 +118,7 @@ template <int KH, int KW, int SH, int R = kRows>
 #pragma GCC unroll 8
         for (int r = 0; r < R; ++r) {
           const int ky = t - r * SH;
-          if (ky >= 0 && ky < KH) acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(b.taps[ky * KW + kx]), v, acc[r]);
+          if (ky >= 0 && ky < KH) acc[r] = _mm512_fmadd_ps(w[ky * KW + kx], v, acc[r]);
         }
       }
     }
@@ -169,6 +174,11 @@ template <int KH, int KW, int SH, int R = kRows>
   int64_t off[KW];
   for (int kx = 0; kx < KW; ++kx) off[kx] = b.col_off[kx];
   const __m256 bias = _mm256_set1_ps(b.bias);
+  // The taps broadcast once per block (in registers for 3x3; 5x5's spill to
+  // the stack, still plain loads), not once per FMA.
+  __m256 w[KH * KW];
+#pragma GCC unroll 25
+  for (int t = 0; t < KH * KW; ++t) w[t] = _mm256_broadcast_ss(b.taps + t);
   for (int64_t j = 0; j < b.width; j += 8) {
     __m256 acc[R];
     for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
@@ -182,7 +192,7 @@ template <int KH, int KW, int SH, int R = kRows>
         for (int r = 0; r < R; ++r) {
           const int ky = t - r * SH;
           if (ky >= 0 && ky < KH)
-            acc[r] = _mm256_fmadd_ps(_mm256_broadcast_ss(b.taps + ky * KW + kx), v, acc[r]);
+            acc[r] = _mm256_fmadd_ps(w[ky * KW + kx], v, acc[r]);
         }
       }
     }
