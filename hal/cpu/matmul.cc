@@ -205,17 +205,32 @@ namespace {
 // (tap-major, so adjacent). Output channels a multiple of 8. The taps are
 // summed in (c, ky, kx) order from zero, each by one FMA, then the bias and
 // the epilogue: the GEMM's order and rounding for K <= its K block (256), so
-// the same bits as the GEMM path.
+// the same bits as the GEMM path. On AVX2 the rows read are first copied
+// into phases (stem_fill) and tiles are 4 channels x 24 columns (below).
 constexpr int64_t kStemMaxPatch = 256;
 constexpr int64_t kStemMaxKw = 11;
 constexpr int64_t kStemMaxWeights = 8192;  // k x patch, tap-major on the stack (32 KiB)
+
+constexpr int64_t kStemAvx2Columns = 24;       // AVX2 tile width (3 vectors)
+constexpr int64_t kStemBufferFloats = 8192;  // AVX2's rows in phases, on the stack (32 KiB)
+
+// Floats per phase of a buffer row: the columns of every tile (the last one
+// rounded up) plus the window's reach.
+int64_t stem_phase(const ops::Conv2dPlan& p) {
+  const int64_t columns = (p.ow + kStemAvx2Columns - 1) / kStemAvx2Columns * kStemAvx2Columns;
+  return columns + (p.kw - 1) / p.stride_w + 1;
+}
+bool stem_buffer_fits(const ops::Conv2dPlan& p) {
+  return p.c * p.kh * p.stride_w * stem_phase(p) <= kStemBufferFloats;
+}
 
 bool stem_direct(const ops::Conv2dPlan& p) {
 #ifdef HEXIR_CONV_X86
   return p.groups == 1 && p.c <= 4 && p.c * p.kh * p.kw <= kStemMaxPatch && p.kw <= kStemMaxKw && p.k >= 1 &&
          p.k % 8 == 0 && p.k * p.c * p.kh * p.kw <= kStemMaxWeights &&
          (p.stride_w == 1 || p.stride_w == 2) && p.dilation_w == 1 && p.ow >= 16 &&
-         (__builtin_cpu_supports("avx512f") || (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")));
+         (__builtin_cpu_supports("avx512f") ||
+          (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && stem_buffer_fits(p)));
 #else
   (void)p;
   return false;
@@ -299,81 +314,91 @@ template <int KB>
 }
 
 
-// The AVX2 tile: 8 output channels x 8 output columns, the same sums in the
-// same order (8 accumulators; a masked load per tap, two and a shuffle of the
-// even lanes at stride 2).
+// AVX2: the input rows an output row reads are first copied into a stack
+// buffer split into stride_w phases, zero where the window reaches into the
+// padding (as the depthwise kernel's), so each tap of 8 output columns is one
+// plain load: no masks, no shuffles. Tiles of 4 output channels x 24 columns
+// (12 accumulators: per tap 3 loads, 4 broadcasts, 12 FMAs), the same sums in
+// the same order (zeros included) as the GEMM.
+// Buffer row (c, ky) for output row oy: phase q, index i holds input column
+// q + stride_w * i - pad_left of input row oy * stride_h - pad_top + ky * dilation_h.
+void stem_fill(const ops::Conv2dPlan& p, const float* image, int64_t oy, float* buf) {
+  const int64_t phase = stem_phase(p);
+  for (int64_t c = 0; c < p.c; ++c)
+    for (int64_t ky = 0; ky < p.kh; ++ky) {
+      float* row = buf + (c * p.kh + ky) * p.stride_w * phase;
+      const int64_t iy = oy * p.stride_h - p.pad_top + ky * p.dilation_h;
+      if (iy < 0 || iy >= p.h) {
+        std::fill(row, row + p.stride_w * phase, 0.0f);
+        continue;
+      }
+      const float* in = image + (c * p.h + iy) * p.w;
+      for (int64_t q = 0; q < p.stride_w; ++q)
+        for (int64_t i = 0; i < phase; ++i) {
+          const int64_t ix = q + p.stride_w * i - p.pad_left;
+          row[q * phase + i] = ix >= 0 && ix < p.w ? in[ix] : 0.0f;
+        }
+    }
+}
+
 [[gnu::target("avx2,fma")]] inline __m256i lane_mask8(uint32_t bits) {
   const __m256i lane = _mm256_set_epi32(128, 64, 32, 16, 8, 4, 2, 1);
   return _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_set1_epi32(static_cast<int>(bits)), lane), lane);
 }
 
-[[gnu::target("avx2,fma")]] void stem_tile_avx2(const StemJob& job, const float* image, int64_t k0, int64_t oy,
+// Output channels k0 .. k0 + 4, columns ox0 .. ox0 + 24 of output row oy.
+[[gnu::target("avx2,fma")]] void stem_tile_avx2(const StemJob& job, const float* buf, int64_t k0, int64_t oy,
                                                 int64_t ox0) {
-  constexpr int KB = 8;
+  constexpr int KB = 4, NV = kStemAvx2Columns / 8;
   const ops::Conv2dPlan& p = *job.p;
-  const int64_t plane = p.oh * p.ow;
-  const int64_t ix0 = ox0 * p.stride_w - p.pad_left;
-  __m256i mask_lo[kStemMaxKw], mask_hi[kStemMaxKw];
-  bool inside[kStemMaxKw];  // every lane inside the row: plain loads (masked ones are slow on AMD's cores)
-  for (int64_t kx = 0; kx < p.kw; ++kx) {
-    const uint32_t m = lanes_inside(ix0 + kx, p.w, p.stride_w == 1 ? 8 : 16);
-    mask_lo[kx] = lane_mask8(m & 0xFF);
-    mask_hi[kx] = lane_mask8(m >> 8);
-    inside[kx] = m == (p.stride_w == 1 ? 0xFFu : 0xFFFFu);
-  }
-  __m256 acc[KB];
-#pragma GCC unroll 8
-  for (int kb = 0; kb < KB; ++kb) acc[kb] = _mm256_setzero_ps();
-  const float* tap_w = job.w + k0;
-  for (int64_t c = 0; c < p.c; ++c) {
-    for (int64_t ky = 0; ky < p.kh; ++ky) {
-      const int64_t iy = oy * p.stride_h - p.pad_top + ky * p.dilation_h;
-      if (iy < 0 || iy >= p.h) {  // a row above or below the image: zeros, as in the GEMM's patches
-        for (int64_t kx = 0; kx < p.kw; ++kx, tap_w += p.k)
-#pragma GCC unroll 8
-          for (int kb = 0; kb < KB; ++kb)
-            acc[kb] = _mm256_fmadd_ps(_mm256_set1_ps(tap_w[kb]), _mm256_setzero_ps(), acc[kb]);
-        continue;
-      }
-      const float* at_row = image + (c * p.h + iy) * p.w + ix0;
-      for (int64_t kx = 0; kx < p.kw; ++kx, tap_w += p.k) {
-        const float* at = at_row + kx;
-        __m256 xv;
-        if (p.stride_w == 1) {
-          xv = inside[kx] ? _mm256_loadu_ps(at) : _mm256_maskload_ps(at, mask_lo[kx]);
-        } else {
-          const __m256 lo = inside[kx] ? _mm256_loadu_ps(at) : _mm256_maskload_ps(at, mask_lo[kx]);
-          const __m256 hi = inside[kx] ? _mm256_loadu_ps(at + 8) : _mm256_maskload_ps(at + 8, mask_hi[kx]);
-          // [lo0 lo2 hi0 hi2 | lo4 lo6 hi4 hi6] -> [lo0 lo2 lo4 lo6 hi0 hi2 hi4 hi6]
-          const __m256 evens = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0));
-          xv = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(evens), _MM_SHUFFLE(3, 1, 2, 0)));
-        }
-#pragma GCC unroll 8
-        for (int kb = 0; kb < KB; ++kb) acc[kb] = _mm256_fmadd_ps(_mm256_set1_ps(tap_w[kb]), xv, acc[kb]);
+  const int64_t plane = p.oh * p.ow, phase = stem_phase(p);
+  __m256 acc[KB][NV];
+#pragma GCC unroll 4
+  for (int kb = 0; kb < KB; ++kb)
+#pragma GCC unroll 3
+    for (int v = 0; v < NV; ++v) acc[kb][v] = _mm256_setzero_ps();
+  const float* tap_w = job.w + k0;  // tap t's weights: KB floats at t * k
+  for (int64_t r = 0; r < p.c * p.kh; ++r) {
+    const float* row = buf + r * p.stride_w * phase + ox0;
+    for (int64_t kx = 0; kx < p.kw; ++kx, tap_w += p.k) {
+      const float* at = row + (kx % p.stride_w) * phase + kx / p.stride_w;
+      __m256 x[NV];
+#pragma GCC unroll 3
+      for (int v = 0; v < NV; ++v) x[v] = _mm256_loadu_ps(at + 8 * v);
+#pragma GCC unroll 4
+      for (int kb = 0; kb < KB; ++kb) {
+        const __m256 w = _mm256_broadcast_ss(tap_w + kb);
+#pragma GCC unroll 3
+        for (int v = 0; v < NV; ++v) acc[kb][v] = _mm256_fmadd_ps(w, x[v], acc[kb][v]);
       }
     }
   }
-  const int64_t n = std::min<int64_t>(8, p.ow - ox0);
-  const __m256i store = lane_mask8((1u << n) - 1);
+  // The bias, the residual and relu or clip before the one store; plain
+  // loads and stores for whole vectors (masked ones are many times slower on
+  // AMD's cores), masked for a row's last columns.
   const int64_t at = k0 * plane + oy * p.ow + ox0;
-  float* out = job.out + at;
   const __m256 lo = _mm256_set1_ps(job.p->epilogue.a), hi = _mm256_set1_ps(job.p->epilogue.b);
-  // Plain loads and stores for whole tiles (masked ones are many times
-  // slower on AMD's cores), masked for the last columns of a row.
-  const bool whole = n == 8;
-#pragma GCC unroll 8
-  for (int kb = 0; kb < KB; ++kb) {
-    __m256 v = acc[kb];
-    if (job.bias) v = _mm256_add_ps(v, _mm256_set1_ps(job.bias[k0 + kb]));
-    if (job.residual) {
-      const float* r = job.residual + at + kb * plane;
-      v = _mm256_add_ps(v, whole ? _mm256_loadu_ps(r) : _mm256_maskload_ps(r, store));
+#pragma GCC unroll 3
+  for (int v = 0; v < NV; ++v) {
+    const int64_t n = std::min<int64_t>(8, p.ow - ox0 - 8 * v);
+    if (n <= 0) break;
+    const bool whole = n == 8;
+    const __m256i store = lane_mask8((1u << n) - 1);
+#pragma GCC unroll 4
+    for (int kb = 0; kb < KB; ++kb) {
+      __m256 y = acc[kb][v];
+      if (job.bias) y = _mm256_add_ps(y, _mm256_set1_ps(job.bias[k0 + kb]));
+      float* out = job.out + at + kb * plane + 8 * v;
+      if (job.residual) {
+        const float* res = job.residual + at + kb * plane + 8 * v;
+        y = _mm256_add_ps(y, whole ? _mm256_loadu_ps(res) : _mm256_maskload_ps(res, store));
+      }
+      y = tile_activation(job.activation, y, lo, hi);
+      if (whole)
+        _mm256_storeu_ps(out, y);
+      else
+        _mm256_maskstore_ps(out, store, y);
     }
-    v = tile_activation(job.activation, v, lo, hi);
-    if (whole)
-      _mm256_storeu_ps(out + kb * plane, v);
-    else
-      _mm256_maskstore_ps(out + kb * plane, store, v);
   }
 }
 
@@ -386,9 +411,11 @@ void stem_row(void* context, int64_t task) {
   StemJob image_job = job;
   image_job.out = job.out + n * p.k * p.oh * p.ow;
   if (job.residual) image_job.residual = job.residual + n * p.k * p.oh * p.ow;
-  if (!__builtin_cpu_supports("avx512f")) {  // AVX2: tiles of 8 x 8
-    for (int64_t k0 = 0; k0 < p.k; k0 += 8)
-      for (int64_t ox0 = 0; ox0 < p.ow; ox0 += 8) stem_tile_avx2(image_job, image, k0, oy, ox0);
+  if (!__builtin_cpu_supports("avx512f")) {  // AVX2: the phases of the rows read, then tiles of 4 x 24
+    alignas(64) float buf[kStemBufferFloats];
+    stem_fill(p, image, oy, buf);
+    for (int64_t k0 = 0; k0 < p.k; k0 += 4)
+      for (int64_t ox0 = 0; ox0 < p.ow; ox0 += kStemAvx2Columns) stem_tile_avx2(image_job, buf, k0, oy, ox0);
   } else {
   // Channels in tiles of 24 (24 accumulators), the rest in one of 16 or 8.
   for (int64_t k0 = 0; k0 < p.k;) {
