@@ -333,11 +333,20 @@ void stem_fill(const ops::Conv2dPlan& p, const float* image, int64_t oy, float* 
         continue;
       }
       const float* in = image + (c * p.h + iy) * p.w;
-      for (int64_t q = 0; q < p.stride_w; ++q)
-        for (int64_t i = 0; i < phase; ++i) {
-          const int64_t ix = q + p.stride_w * i - p.pad_left;
-          row[q * phase + i] = ix >= 0 && ix < p.w ? in[ix] : 0.0f;
-        }
+      for (int64_t q = 0; q < p.stride_w; ++q) {
+        // Indices whose column lies in the row: [lo, hi); zeros around them.
+        const int64_t first = q - p.pad_left;  // column of index 0
+        const int64_t lo = std::clamp<int64_t>((-first + p.stride_w - 1) / p.stride_w, 0, phase);
+        const int64_t hi = std::clamp<int64_t>((p.w - first + p.stride_w - 1) / p.stride_w, lo, phase);
+        float* dst = row + q * phase;
+        std::fill(dst, dst + lo, 0.0f);
+        const float* src = in + first;
+        if (p.stride_w == 1)
+          std::copy(src + lo, src + hi, dst + lo);
+        else
+          for (int64_t i = lo; i < hi; ++i) dst[i] = src[2 * i];
+        std::fill(dst + hi, dst + phase, 0.0f);
+      }
     }
 }
 
