@@ -149,15 +149,15 @@ struct GemmTile {
 GemmTile gemm_tile();
 
 // elementwise.cc
-// ops::erf_of / ops::gelu_erf_of over n elements (in may be out), 16 lanes at
-// a time where the machine has AVX-512: the same bits as the scalar functions.
+// ops::erf_of / ops::gelu_erf_of over n elements (in may be out), in the
+// widest lanes the machine has (lanes.h): the same bits as the scalar functions.
 void erf_block(const float* in, float* out, int64_t n);
 void gelu_erf_block(const float* in, float* out, int64_t n);
 // ops::hard_sigmoid_of / hard_swish_of likewise (branch-free: they mispredicted as branches).
 void hard_sigmoid_block(const float* in, float* out, int64_t n, float alpha, float beta);
 void hard_swish_block(const float* in, float* out, int64_t n);
 // ops::sigmoid_of / silu_of / tanh_of / gelu_tanh_of (their exp and tanh are
-// ours, ops/plans.h) likewise: 16 lanes at a time with AVX-512, the same bits.
+// ours, ops/plans.h) likewise: the widest lanes, the same bits.
 void sigmoid_block(const float* in, float* out, int64_t n);
 void silu_block(const float* in, float* out, int64_t n);
 void tanh_block(const float* in, float* out, int64_t n);

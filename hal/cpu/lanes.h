@@ -58,11 +58,7 @@ template <int N>
 HEXIR_LANES F32<N> select(I32<N> mask, F32<N> a, F32<N> b) {
   return mask ? a : b;
 }
-// x86's minps / maxps: the second operand where either is NaN.
-template <int N>
-HEXIR_LANES F32<N> min(F32<N> a, F32<N> b) {
-  return a < b ? a : b;
-}
+// x86's maxps: the second operand where either is NaN.
 template <int N>
 HEXIR_LANES F32<N> max(F32<N> a, F32<N> b) {
   return a > b ? a : b;
@@ -75,13 +71,6 @@ template <int N>
 HEXIR_LANES F32<N> from_bits(U32<N> u) {
   return (F32<N>)u;
 }
-// The lanes' sum, in lane order (for results that only need one order).
-template <int N>
-HEXIR_LANES float sum_in_order(F32<N> v) {
-  float s = v[0];
-  for (int i = 1; i < N; ++i) s += v[i];
-  return s;
-}
 template <int N>
 HEXIR_LANES float max_of(F32<N> v) {
   float m = v[0];
@@ -91,15 +80,6 @@ HEXIR_LANES float max_of(F32<N> v) {
 
 // ---- the scalar maps of ops/plans.h, per lane, the same bits ------------------
 
-template <int N>
-HEXIR_LANES F32<N> relu(F32<N> x) {  // relu_of: x unless x <= 0 (NaN stays)
-  return select<N>(x <= zero<N>(), zero<N>(), x);
-}
-template <int N>
-HEXIR_LANES F32<N> clip(F32<N> x, F32<N> lo, F32<N> hi) {  // clip_of
-  const F32<N> v = select<N>(x < lo, lo, x);
-  return select<N>(v > hi, hi, v);
-}
 template <int N>
 HEXIR_LANES F32<N> clamp01(F32<N> v) {  // ops::clamp01
   return select<N>(v < zero<N>(), zero<N>(), select<N>(v > splat<N>(1.0f), splat<N>(1.0f), v));
@@ -111,10 +91,6 @@ HEXIR_LANES F32<N> hard_sigmoid(F32<N> x, float alpha, float beta) {
 template <int N>
 HEXIR_LANES F32<N> hard_swish(F32<N> x) {
   return x * clamp01<N>(x * (1.0f / 6.0f) + 0.5f);
-}
-template <int N>
-HEXIR_LANES F32<N> leaky_relu(F32<N> x, float alpha) {
-  return select<N>(x < zero<N>(), x * alpha, x);
 }
 
 template <int N>
