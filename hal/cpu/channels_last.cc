@@ -288,7 +288,7 @@ Status conv2d_channels_last(const KernelContext& context, const Dispatch& d) {
   // A 1x1 window at stride 1 without padding is one GEMM per image: its
   // pixels (rows of c floats) times the prepared weights, which for c up to
   // the GEMM's K block are its prepared B (strips of NR columns, c rows each);
-  // the bias, residual and relu/clip finish in the register tile.
+  // the bias, residual and activation (tile_finish_applies) finish in the register tile.
   if (p.kh == 1 && p.kw == 1 && p.stride_h == 1 && p.stride_w == 1 && p.pad_top == 0 && p.pad_left == 0 &&
       p.oh == p.h && p.ow == p.w && p.groups == 1 && d.prepared != nullptr && p.c <= gemm_k_block()) {
     const int64_t pixels = p.oh * p.ow;

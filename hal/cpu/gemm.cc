@@ -87,6 +87,10 @@ void finish_stored(const TileFinish& f, float* C, int64_t ldc, int64_t mr, int64
       for (int64_t j = 0; j < nr; ++j) c[j] = ops::relu_of(c[j]);
     else if (f.activation == ops::Activation::kClip)
       for (int64_t j = 0; j < nr; ++j) c[j] = ops::clip_of(c[j], f.lo, f.hi);
+    else if (f.activation == ops::Activation::kHardSigmoid)
+      for (int64_t j = 0; j < nr; ++j) c[j] = ops::hard_sigmoid_of(c[j], f.lo, f.hi);
+    else if (f.activation == ops::Activation::kHardSwish)
+      for (int64_t j = 0; j < nr; ++j) c[j] = ops::hard_swish_of(c[j]);
   }
 }
 
@@ -394,7 +398,7 @@ void gemm_task(void* context, int64_t task, int participant) {
   const int64_t j_end = std::min(g.n, s_end * NR);
   const int64_t strips = strips_of(g.n, NR), panels = (g.m + MR - 1) / MR;
   // A finished register tile (after its last K block): its biases, residual
-  // and relu or clip in the micro-kernel (TileFinish), any other activation
+  // and relu, clip or hard_sigmoid/hard_swish in the micro-kernel (TileFinish), any other activation
   // over the stored tile right after, while it is in L1.
   const bool activation_in_tile = g.epilogue && tile_finish_applies(static_cast<ops::Activation>(g.epilogue->activation));
   const ops::Epilogue* stored_epilogue = g.epilogue && !activation_in_tile ? g.epilogue : nullptr;

@@ -97,7 +97,7 @@ int64_t gemm_k_block();
 void gemm(int64_t M, int64_t N, int64_t K, const float* A, const float* B, float* C);
 // What a register tile adds and applies once its sums are final (after its
 // last K block), in this order on every element: the row's bias, the column's
-// bias, the residual, then relu or clip (the other activations run over the
+// bias, the residual, then relu, clip, hard_sigmoid or hard_swish (the others run over the
 // stored tile: apply_epilogue). Pointers at the tile's first row / column /
 // corner, or null. The same float operations wherever they run (in registers
 // on AVX-512 and on AVX2's full tiles, over the stored tile otherwise), so
@@ -107,12 +107,13 @@ struct TileFinish {
   const float* col_bias = nullptr;
   const float* residual = nullptr;
   int64_t ldr = 0;
-  ops::Activation activation = ops::Activation::kNone;  // kNone, kRelu or kClip
-  float lo = 0, hi = 0;                                 // kClip's bounds
+  ops::Activation activation = ops::Activation::kNone;  // kNone or one tile_finish_applies to
+  float lo = 0, hi = 0;  // kClip: its bounds; kHardSigmoid: alpha, beta
 };
 // The activations a TileFinish applies itself.
 inline bool tile_finish_applies(ops::Activation a) {
-  return a == ops::Activation::kRelu || a == ops::Activation::kClip;
+  return a == ops::Activation::kRelu || a == ops::Activation::kClip || a == ops::Activation::kHardSigmoid ||
+         a == ops::Activation::kHardSwish;
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -124,6 +125,15 @@ inline bool tile_finish_applies(ops::Activation a) {
   // clip_of: (x < lo ? lo : x), then (v > hi ? hi : v); max(lo, x) and
   // min(hi, v) return their second operand when either is NaN.
   if (a == ops::Activation::kClip) return _mm512_min_ps(hi, _mm512_max_ps(lo, v));
+  // hard_sigmoid_of (lo, hi: alpha, beta) and hard_swish_of: clamp01 as
+  // min(1, t) then max(0, .), the product and the sum rounded apart.
+  if (a == ops::Activation::kHardSigmoid)
+    return _mm512_max_ps(_mm512_setzero_ps(),
+                         _mm512_min_ps(_mm512_set1_ps(1.0f), _mm512_add_ps(_mm512_mul_ps(lo, v), hi)));
+  if (a == ops::Activation::kHardSwish) {
+    const __m512 t = _mm512_add_ps(_mm512_mul_ps(v, _mm512_set1_ps(1.0f / 6.0f)), _mm512_set1_ps(0.5f));
+    return _mm512_mul_ps(v, _mm512_max_ps(_mm512_setzero_ps(), _mm512_min_ps(_mm512_set1_ps(1.0f), t)));
+  }
   return v;
 }
 // The same on 8 lanes (AVX2). Intrinsics, not lanes.h: Clang rejects passing
@@ -131,6 +141,13 @@ inline bool tile_finish_applies(ops::Activation a) {
 [[gnu::target("avx2,fma")]] inline __m256 tile_activation(ops::Activation a, __m256 v, __m256 lo, __m256 hi) {
   if (a == ops::Activation::kRelu) return _mm256_and_ps(v, _mm256_cmp_ps(v, _mm256_setzero_ps(), _CMP_NLE_UQ));
   if (a == ops::Activation::kClip) return _mm256_min_ps(hi, _mm256_max_ps(lo, v));
+  if (a == ops::Activation::kHardSigmoid)
+    return _mm256_max_ps(_mm256_setzero_ps(),
+                         _mm256_min_ps(_mm256_set1_ps(1.0f), _mm256_add_ps(_mm256_mul_ps(lo, v), hi)));
+  if (a == ops::Activation::kHardSwish) {
+    const __m256 t = _mm256_add_ps(_mm256_mul_ps(v, _mm256_set1_ps(1.0f / 6.0f)), _mm256_set1_ps(0.5f));
+    return _mm256_mul_ps(v, _mm256_max_ps(_mm256_setzero_ps(), _mm256_min_ps(_mm256_set1_ps(1.0f), t)));
+  }
   return v;
 }
 #endif

@@ -245,7 +245,7 @@ struct StemJob {
   float* out;
   const ops::Epilogue* epilogue;
   const float* residual;  // or null
-  ops::Activation activation;  // the epilogue's when relu or clip (applied in registers), else kNone
+  ops::Activation activation;  // the epilogue's when tile_finish_applies (in registers), else kNone
 };
 
 #ifdef HEXIR_CONV_X86
@@ -300,7 +300,7 @@ template <int KB>
   const __mmask16 store = static_cast<__mmask16>((1u << n) - 1);
   const int64_t at = k0 * plane + oy * p.ow + ox0;
   float* out = job.out + at;
-  // The bias, the residual and relu or clip before the one store (a pass over
+  // The bias, the residual and the activation before the one store (a pass over
   // the stored row would wait for the masked stores to reach L1).
   const __m512 lo = _mm512_set1_ps(job.p->epilogue.a), hi = _mm512_set1_ps(job.p->epilogue.b);
 #pragma GCC unroll 24
@@ -382,7 +382,7 @@ void stem_fill(const ops::Conv2dPlan& p, const float* image, int64_t oy, float* 
       }
     }
   }
-  // The bias, the residual and relu or clip before the one store; plain
+  // The bias, the residual and the activation before the one store; plain
   // loads and stores for whole vectors (masked ones are many times slower on
   // AMD's cores), masked for a row's last columns.
   const int64_t at = k0 * plane + oy * p.ow + ox0;
@@ -440,7 +440,7 @@ void stem_row(void* context, int64_t task) {
     k0 += left >= 24 ? 24 : left >= 16 ? 16 : 8;
   }
   }
-  // Channels as rows p.oh * p.ow apart: an activation other than relu or clip on this output row.
+  // Channels as rows p.oh * p.ow apart: an activation tile_finish_applies does not cover, on this output row.
   if (job.epilogue) apply_epilogue(*job.epilogue, image_job.out + oy * p.ow, p.oh * p.ow, p.k, p.ow);
 }
 #endif

@@ -419,9 +419,6 @@ void depthwise_task(void* context, int64_t task) {
     b.width = std::min(job.g.tile, p.ow - ox0);
     const int64_t ix0 = ox0 * p.stride_w - p.pad_left;
     const DwColumns columns = dw_columns(p.w, ix0, p.stride_w, job.g.phase);
-    // Zero once per tile: rows from the input only write their input columns.
-    const int64_t task_rows = (oy_end - band * job.band + kRows - 1) / kRows * kRows;
-    std::fill(buf, buf + dw_buffer_rows(p, std::min(job.g.slab, task_rows)) * buf_row, 0.0f);
     for (int64_t s0 = band * job.band; s0 < oy_end; s0 += job.g.slab) {
       const int64_t s1 = std::min(oy_end, s0 + job.g.slab);
       const int64_t blocks = (s1 - s0 + kRows - 1) / kRows;
@@ -429,10 +426,20 @@ void depthwise_task(void* context, int64_t task) {
       for (int64_t t = 0; t < dw_buffer_rows(p, blocks * kRows); ++t) {
         float* dst = buf + t * buf_row;
         const int64_t iy = iy0 + t;
-        if (iy < 0 || iy >= p.h)
+        if (iy < 0 || iy >= p.h) {
           std::fill(dst, dst + buf_row, 0.0f);
-        else
-          dw_fill_row(image + iy * p.w, columns, ix0, p.stride_w, job.g.phase, job.path.deinterleave, dst);
+          continue;
+        }
+        // Zeros where the window reaches past the row (and the slack the
+        // last vector reads), the input's columns between: each buffer float
+        // written once (zeroing the whole buffer first was 5.5 % of PP-OCR
+        // v2 cls's samples: its planes are 2 rows high).
+        for (int64_t q = 0; q < p.stride_w; ++q) {
+          float* phase_row = dst + q * job.g.phase;
+          std::fill(phase_row, phase_row + columns.lo[q], 0.0f);
+          std::fill(phase_row + columns.hi[q], phase_row + job.g.phase, 0.0f);
+        }
+        dw_fill_row(image + iy * p.w, columns, ix0, p.stride_w, job.g.phase, job.path.deinterleave, dst);
       }
       for (int64_t oy0 = s0; oy0 < s1; oy0 += kRows) {
         b.rows = std::min(kRows, s1 - oy0);
