@@ -70,6 +70,17 @@ Shape conv(const char* name, int64_t c, int64_t h, int64_t w, int64_t k, int64_t
           2.0 * k * (c / groups) * ks * ks * oh * ow};
 }
 
+// The same convolution with a bias, a residual and relu fused (BlazeFace's
+// blocks: conv, add, relu).
+Shape conv_residual_relu(const char* name, int64_t c, int64_t h, int64_t w, int64_t k, int64_t ks, int64_t stride) {
+  Shape s = conv(name, c, h, w, k, ks, stride, 1);
+  const int64_t pad = ks / 2;
+  s.inputs.push_back(f32({k}));
+  s.inputs.push_back(f32({1, k, (h + 2 * pad - ks) / stride + 1, (w + 2 * pad - ks) / stride + 1}));
+  s.params.insert(s.params.end(), {static_cast<int64_t>(hexir::ops::Activation::kRelu), 0, 0});
+  return s;
+}
+
 // The same convolution channels-last (x [1, h, w, c]; docs/layout.md).
 Shape conv_nhwc(const char* name, int64_t c, int64_t h, int64_t w, int64_t k, int64_t ks, int64_t stride,
                 int64_t groups) {
@@ -211,6 +222,8 @@ int main(int argc, char** argv) {
       conv("stem 3x3 s2 3->32 @ 224x224", 3, 224, 224, 32, 3, 2, 1),
       conv("BlazeFace-256 stem 5x5 s2 3->24 @ 256x256", 3, 256, 256, 24, 5, 2, 1),
       conv("BlazeFace-256 1x1 24->24 @ 128x128", 24, 128, 128, 24, 1, 1, 1),
+      conv_residual_relu("BlazeFace-256 1x1 24->24 + residual, relu @ 128x128", 24, 128, 128, 24, 1, 1),
+      conv_residual_relu("BlazeFace-256 1x1 24->24 + residual, relu @ 128x126", 24, 128, 126, 24, 1, 1),
       conv("PP-OCRv4 det 3x3 96->24 @ 80x80", 96, 80, 80, 24, 3, 1, 1),
       conv_nhwc("channels-last PP-OCR 3x3 s1 64->64 @ 40x80", 64, 40, 80, 64, 3, 1, 1),
       conv_nhwc("channels-last PP-OCRv4 det 3x3 96->24 @ 80x80", 96, 80, 80, 24, 3, 1, 1),

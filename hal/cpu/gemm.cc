@@ -360,6 +360,26 @@ void pack_strip(const float* B, int64_t ldb, int64_t k0, int64_t kc, int64_t j0,
   }
 }
 
+// Packs `strips` whole strips of B from column j0 on (strip s at out + s *
+// kc * NR), a row of B at a time: each row's run of the group is read in
+// order. Strip by strip, the reads went down kc rows at once, kc streams of
+// one line each; on a 1x1 convolution those rows are planes 64 KiB apart
+// (128 x 128 maps), whose lines share L1 and L2 sets, and the 1x1 over 24
+// channels ran 45 % slower than on 128 x 126 maps.
+void pack_strips(const float* B, int64_t ldb, int64_t k0, int64_t kc, int64_t j0, int64_t strips, int64_t NR,
+                 float* out) {
+  auto copy = [&]<int64_t W>() {
+    for (int64_t k = 0; k < kc; ++k) {
+      const float* src = B + (k0 + k) * ldb + j0;
+      float* dst = out + k * W;
+      for (int64_t s = 0; s < strips; ++s) std::memcpy(dst + s * kc * W, src + s * W, W * sizeof(float));
+    }
+  };
+  if (NR == 16) return copy.template operator()<16>();
+  if (NR == 32) return copy.template operator()<32>();
+  for (int64_t s = 0; s < strips; ++s) pack_strip(B, ldb, k0, kc, j0 + s * NR, NR, NR, out + s * kc * NR);
+}
+
 // Packs A[i0:i0+mr, k0:k0+kc] as kc groups of MR floats (row i of depth k at
 // k * MR + i), zero beyond mr.
 void pack_panel(const float* A, int64_t lda, int64_t i0, int64_t mr, int64_t k0, int64_t kc, int64_t MR,
@@ -493,13 +513,16 @@ void gemm_task(void* context, int64_t task, int participant) {
     const int64_t group = std::max<int64_t>(1, (kKc * kMaxNr) / (kc * NR));
     for (int64_t sg = s_begin; sg < s_end; sg += group) {
       const int64_t sg_end = std::min(s_end, sg + group);
-      for (int64_t s = sg; s < sg_end; ++s) {
-        const int64_t j0 = s * NR, nr = std::min(NR, g.n - j0);
-        float* packed = strip + (s - sg) * kc * NR;
-        if (g.pack_b)
-          g.pack_b(g.pack_context, k0, kc, j0, nr, NR, packed);
-        else if (!job.b_in_place || nr != NR)
-          pack_strip(g.b, g.ldb, k0, kc, j0, nr, NR, packed);
+      if (g.pack_b) {
+        for (int64_t s = sg; s < sg_end; ++s) {
+          const int64_t j0 = s * NR, nr = std::min(NR, g.n - j0);
+          g.pack_b(g.pack_context, k0, kc, j0, nr, NR, strip + (s - sg) * kc * NR);
+        }
+      } else {
+        const int64_t whole = std::min(sg_end, g.n / NR);  // strips of NR columns end here
+        if (!job.b_in_place && whole > sg) pack_strips(g.b, g.ldb, k0, kc, sg * NR, whole - sg, NR, strip);
+        for (int64_t s = std::max(sg, whole); s < sg_end; ++s)
+          pack_strip(g.b, g.ldb, k0, kc, s * NR, g.n - s * NR, NR, strip + (s - sg) * kc * NR);
       }
       const int64_t step = g.packed_a ? MR : job.path.mr_in_place;
       for (int64_t i = i0; i < i1; i += step) {
