@@ -355,10 +355,13 @@ void stem_fill(const ops::Conv2dPlan& p, const float* image, int64_t oy, float* 
   return _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_set1_epi32(static_cast<int>(bits)), lane), lane);
 }
 
-// Output channels k0 .. k0 + 4, columns ox0 .. ox0 + 24 of output row oy.
+// Output channels k0 .. k0 + 4, columns ox0 .. ox0 + 8 * NV of output row oy
+// (NV = 3 but for a row's last columns: BlazeFace's rows of 64 and 128 end
+// in 16 and 8, which a 24-wide tile computed a third and two thirds in vain).
+template <int NV>
 [[gnu::target("avx2,fma")]] void stem_tile_avx2(const StemJob& job, const float* buf, int64_t k0, int64_t oy,
                                                 int64_t ox0) {
-  constexpr int KB = 4, NV = kStemAvx2Columns / 8;
+  constexpr int KB = 4;
   const ops::Conv2dPlan& p = *job.p;
   const int64_t plane = p.oh * p.ow, phase = stem_phase(p);
   __m256 acc[KB][NV];
@@ -367,10 +370,14 @@ void stem_fill(const ops::Conv2dPlan& p, const float* image, int64_t oy, float* 
 #pragma GCC unroll 3
     for (int v = 0; v < NV; ++v) acc[kb][v] = _mm256_setzero_ps();
   const float* tap_w = job.w + k0;  // tap t's weights: KB floats at t * k
+  // Where tap kx reads in a buffer row (computed once: a division by the
+  // run-time stride per tap cost as much as the tap's FMAs).
+  int64_t col[kStemMaxKw];
+  for (int64_t kx = 0; kx < p.kw; ++kx) col[kx] = (kx % p.stride_w) * phase + kx / p.stride_w;
   for (int64_t r = 0; r < p.c * p.kh; ++r) {
     const float* row = buf + r * p.stride_w * phase + ox0;
     for (int64_t kx = 0; kx < p.kw; ++kx, tap_w += p.k) {
-      const float* at = row + (kx % p.stride_w) * phase + kx / p.stride_w;
+      const float* at = row + col[kx];
       __m256 x[NV];
 #pragma GCC unroll 3
       for (int v = 0; v < NV; ++v) x[v] = _mm256_loadu_ps(at + 8 * v);
@@ -424,7 +431,15 @@ void stem_row(void* context, int64_t task) {
     alignas(64) float buf[kStemBufferFloats];
     stem_fill(p, image, oy, buf);
     for (int64_t k0 = 0; k0 < p.k; k0 += 4)
-      for (int64_t ox0 = 0; ox0 < p.ow; ox0 += kStemAvx2Columns) stem_tile_avx2(image_job, buf, k0, oy, ox0);
+      for (int64_t ox0 = 0; ox0 < p.ow; ox0 += kStemAvx2Columns) {
+        const int64_t left = p.ow - ox0;
+        if (left > 16)
+          stem_tile_avx2<3>(image_job, buf, k0, oy, ox0);
+        else if (left > 8)
+          stem_tile_avx2<2>(image_job, buf, k0, oy, ox0);
+        else
+          stem_tile_avx2<1>(image_job, buf, k0, oy, ox0);
+      }
   } else {
   // Channels in tiles of 24 (24 accumulators), the rest in one of 16 or 8.
   for (int64_t k0 = 0; k0 < p.k;) {
