@@ -232,6 +232,9 @@ uint64_t conv2d_channels_last_prepared_bytes(const Dispatch& constants);
 void conv2d_channels_last_prepare(const Dispatch& constants, void* out);
 // spatial.cc
 Status depthwise_conv2d(const KernelContext&, const Dispatch&);  // conv2d when ops::conv2d_is_depthwise
+Status separable_conv2d(const KernelContext&, const Dispatch&);
+uint64_t separable_conv2d_prepared_bytes(const Dispatch& constants);  // the 1x1's weights, packed
+void separable_conv2d_prepare(const Dispatch& constants, void* out);
 Status resize(const KernelContext&, const Dispatch&);
 Status conv_transpose(const KernelContext&, const Dispatch&);
 // normalization.cc

@@ -40,6 +40,7 @@ constexpr KernelEntry<KernelFn> kKernels[] = {
     {OpId::kGather, kAnyDType, kAnyDType, gather},
     {OpId::kSlice, kAnyDType, kAnyDType, strided_gather},
     {OpId::kConv2d, kF32, kF32, conv2d},
+    {OpId::kSeparableConv2d, kF32, kF32, separable_conv2d},
     {OpId::kLeakyRelu, kF32, kF32, leaky_relu},
     {OpId::kClip, kF32, kF32, clip},
     {OpId::kHardSigmoid, kF32, kF32, hard_sigmoid},
@@ -82,6 +83,7 @@ struct PrepareEntry {
 constexpr PrepareEntry kPrepares[] = {
     {matmul, {matmul_prepared_bytes, matmul_prepare, 1u << 1}},  // B
     {conv2d, {conv2d_prepared_bytes, conv2d_prepare, 1u << 1}},  // the weights
+    {separable_conv2d, {separable_conv2d_prepared_bytes, separable_conv2d_prepare, 1u << 2}},  // the 1x1's
 };
 
 }  // namespace

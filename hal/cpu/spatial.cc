@@ -398,15 +398,13 @@ struct DepthwiseJob {
   int64_t bands;  // tasks per plane
 };
 
-void depthwise_task(void* context, int64_t task) {
-  const DepthwiseJob& job = *static_cast<const DepthwiseJob*>(context);
+// Output rows [oy_begin, oy_end) of plane `plane` (image * c + channel), row
+// oy at rows + (oy - oy_begin) * ow: the plane's rows in the output
+// (depthwise_task) or in separable_conv2d's scratch.
+void depthwise_rows(const DepthwiseJob& job, int64_t plane, int64_t oy_begin, int64_t oy_end, float* rows) {
   const ops::Conv2dPlan& p = *job.p;
-  const int64_t planes = p.n * p.c;
-  const int64_t band = task / planes, plane = task % planes;  // band-major: a pool share is a run of rows
   const int64_t channel = plane % p.c;
   const float* image = job.x + plane * p.h * p.w;
-  float* result = job.out + plane * p.oh * p.ow;
-  const int64_t oy_end = std::min(p.oh, (band + 1) * job.band);
   alignas(64) float buf[kBufferFloats];
   int64_t col_off[kMaxTaps];
   const int64_t buf_row = p.stride_w * job.g.phase;
@@ -424,14 +422,14 @@ void depthwise_task(void* context, int64_t task) {
     // below write only the input's columns. (Zeroing the whole buffer was
     // 5.5 % of PP-OCR v2 cls's samples, its planes 2 rows high; these
     // columns zeroed per row filled, 12 % of BlazeFace-128's, its rows short.)
-    const int64_t slab_rows = std::min(job.g.slab, (oy_end - band * job.band + kRows - 1) / kRows * kRows);
+    const int64_t slab_rows = std::min(job.g.slab, (oy_end - oy_begin + kRows - 1) / kRows * kRows);
     for (int64_t t = 0; t < dw_buffer_rows(p, slab_rows); ++t)
       for (int64_t q = 0; q < p.stride_w; ++q) {
         float* phase_row = buf + t * buf_row + q * job.g.phase;
         std::fill(phase_row, phase_row + columns.lo[q], 0.0f);
         std::fill(phase_row + columns.hi[q], phase_row + job.g.phase, 0.0f);
       }
-    for (int64_t s0 = band * job.band; s0 < oy_end; s0 += job.g.slab) {
+    for (int64_t s0 = oy_begin; s0 < oy_end; s0 += job.g.slab) {
       const int64_t s1 = std::min(oy_end, s0 + job.g.slab);
       const int64_t blocks = (s1 - s0 + kRows - 1) / kRows;
       const int64_t iy0 = s0 * p.stride_h - p.pad_top;
@@ -448,7 +446,7 @@ void depthwise_task(void* context, int64_t task) {
       for (int64_t oy0 = s0; oy0 < s1; oy0 += kRows) {
         b.rows = std::min(kRows, s1 - oy0);
         b.buf = buf + (oy0 - s0) * p.stride_h * buf_row;
-        b.out = result + oy0 * p.ow + ox0;
+        b.out = rows + (oy0 - oy_begin) * p.ow + ox0;
         job.path.kernel(b);
         // The block is final (bias added): the residual and the fused activation while it is in cache.
         if (job.residual)
@@ -457,6 +455,15 @@ void depthwise_task(void* context, int64_t task) {
       }
     }
   }
+}
+
+void depthwise_task(void* context, int64_t task) {
+  const DepthwiseJob& job = *static_cast<const DepthwiseJob*>(context);
+  const ops::Conv2dPlan& p = *job.p;
+  const int64_t planes = p.n * p.c;
+  const int64_t band = task / planes, plane = task % planes;  // band-major: a pool share is a run of rows
+  const int64_t oy_begin = band * job.band;
+  depthwise_rows(job, plane, oy_begin, std::min(p.oh, oy_begin + job.band), job.out + plane * p.oh * p.ow + oy_begin * p.ow);
 }
 
 // The direct loop, for windows too wide for the buffer: each output row adds
@@ -469,15 +476,14 @@ struct DepthwiseDirect {
   const float* residual;          // added before it, or null
 };
 
-void depthwise_direct_plane(void* context, int64_t plane) {
-  const DepthwiseDirect& job = *static_cast<const DepthwiseDirect*>(context);
+// Rows [oy_begin, oy_end) of a plane, as depthwise_rows.
+void depthwise_direct_rows(const DepthwiseDirect& job, int64_t plane, int64_t oy_begin, int64_t oy_end, float* rows) {
   const ops::Conv2dPlan& p = *job.p;
   const int64_t channel = plane % p.c;
   const float* image = job.x + plane * p.h * p.w;
   const float* taps = job.w + channel * p.kh * p.kw;
-  float* result = job.out + plane * p.oh * p.ow;
-  for (int64_t oy = 0; oy < p.oh; ++oy) {
-    float* __restrict row = result + oy * p.ow;
+  for (int64_t oy = oy_begin; oy < oy_end; ++oy) {
+    float* __restrict row = rows + (oy - oy_begin) * p.ow;
     for (int64_t ox = 0; ox < p.ow; ++ox) row[ox] = 0.0f;
     for (int64_t ky = 0; ky < p.kh; ++ky) {
       const int64_t iy = oy * p.stride_h - p.pad_top + ky * p.dilation_h;
@@ -505,6 +511,12 @@ void depthwise_direct_plane(void* context, int64_t plane) {
     if (job.residual) add_residual(row, p.ow, job.residual + plane * p.oh * p.ow + oy * p.ow, p.ow, 1, p.ow);
     if (job.epilogue) apply_epilogue(*job.epilogue, row, p.ow, 1, p.ow);
   }
+}
+
+void depthwise_direct_plane(void* context, int64_t plane) {
+  const DepthwiseDirect& job = *static_cast<const DepthwiseDirect*>(context);
+  const ops::Conv2dPlan& p = *job.p;
+  depthwise_direct_rows(job, plane, 0, p.oh, job.out + plane * p.oh * p.ow);
 }
 
 }  // namespace
@@ -555,6 +567,109 @@ Status depthwise_conv2d(const KernelContext& context, const Dispatch& d) {
     }
   }
   return ok_status();
+}
+
+// ---- separable_conv2d ---------------------------------------------------------------
+//
+// Per task a run of output rows of one image: the depthwise's rows of every
+// channel into the participant's scratch (depthwise_rows: the same kernels,
+// the same bits as the depthwise conv2d), then the 1x1 as one GEMM over them
+// (C = the 1x1's weights x those rows, with its bias, the residual and the
+// activation in the tile: the 1x1 conv2d's GEMM, the same bits). The
+// depthwise's result never goes through memory: written and read in L2, no
+// pack pass over a 64 KiB-strided NCHW map for the 1x1.
+
+namespace {
+
+// Floats of a task's depthwise rows without a pool's scratch (a direct call).
+constexpr int64_t kSeparableStackFloats = ops::kSeparableMaxRowFloats + 16;
+
+struct SeparableJob {
+  const ops::SeparableConv2dPlan* p;
+  const float *x, *dw_w, *dw_bias, *pw_w, *pw_bias, *residual;
+  float* out;
+  ThreadPool* pool;
+  DepthwiseJob depthwise;      // g.tile > 0: the buffered kernels
+  DepthwiseDirect direct;      // else the direct loop
+  int64_t rows;                // output rows per task
+  int64_t tasks_per_image;
+  int64_t pad;                 // floats between one channel's rows and the next's
+  const float* packed_pw_w;    // the 1x1's weights packed at prepare, or null
+};
+
+void separable_task(void* context, int64_t task, int participant) {
+  const SeparableJob& job = *static_cast<const SeparableJob*>(context);
+  const ops::Conv2dPlan& dw = job.p->depthwise;
+  const ops::Conv2dPlan& pw = job.p->pointwise;
+  const int64_t image = task / job.tasks_per_image;
+  const int64_t oy0 = task % job.tasks_per_image * job.rows, oy1 = std::min(dw.oh, oy0 + job.rows);
+  alignas(64) float stack[kSeparableStackFloats];
+  float* scratch = job.pool && job.pool->scratch(participant) ? job.pool->scratch(participant) : stack;
+  // Channel c's rows at scratch + c * ld: a few floats more than the rows
+  // where they fit, so the channels do not start 4 KiB apart (the same L1 sets).
+  const int64_t span = (oy1 - oy0) * dw.ow, ld = span + job.pad;
+  for (int64_t c = 0; c < dw.c; ++c) {
+    const int64_t plane = image * dw.c + c;
+    if (job.depthwise.g.tile > 0)
+      depthwise_rows(job.depthwise, plane, oy0, oy1, scratch + c * ld);
+    else
+      depthwise_direct_rows(job.direct, plane, oy0, oy1, scratch + c * ld);
+  }
+  const int64_t plane = pw.oh * pw.ow, at = image * pw.k * plane + oy0 * pw.ow;
+  GemmArgs g{pw.k, span, pw.c, job.pw_w, pw.c, scratch, ld, job.out + at, plane};
+  g.row_bias = job.pw_bias;
+  g.epilogue = pw.epilogue.activation != 0 ? &pw.epilogue : nullptr;
+  if (job.residual) {
+    g.residual = job.residual + at;
+    g.ldr = plane;
+  }
+  g.packed_a = job.packed_pw_w;
+  gemm(KernelContext{}, g);  // on this thread: the task is the unit of parallel work
+}
+
+}  // namespace
+
+Status separable_conv2d(const KernelContext& context, const Dispatch& d) {
+  const ops::SeparableConv2dPlan& p = plan_of<ops::SeparableConv2dPlan>(d);
+  const ops::Conv2dPlan& dw = p.depthwise;
+  if (dw.n == 0 || dw.oh == 0 || dw.ow == 0 || p.pointwise.k == 0) return ok_status();
+  ThreadPool* pool = pool_of(context);
+  // Operands (op.h): x, dw_w, pw_w, then the biases the plan has, then the residual.
+  const float* x = input(d, 0);
+  const float* dw_bias = dw.has_bias ? input(d, 3) : nullptr;
+  const float* pw_bias = p.pointwise.has_bias ? input(d, 3 + dw.has_bias) : nullptr;
+  const float* residual = p.pointwise.has_residual ? input(d, 3 + dw.has_bias + p.pointwise.has_bias) : nullptr;
+  const ops::Epilogue* dw_epilogue = dw.epilogue.activation != 0 ? &dw.epilogue : nullptr;
+  SeparableJob job{&p, x, input(d, 1), dw_bias, input(d, 2), pw_bias, residual, output(d, 0), pool,
+                   DepthwiseJob{&dw, x, input(d, 1), dw_bias, nullptr, dw_epilogue, nullptr,
+                                select_depthwise(dw), dw_geometry(dw), 0, 0},
+                   DepthwiseDirect{&dw, x, input(d, 1), dw_bias, nullptr, dw_epilogue, nullptr}, 0, 0, 0,
+                   static_cast<const float*>(d.prepared)};
+  // As many rows as the scratch holds with the padding (at least one without
+  // it: c * ow <= kSeparableMaxRowFloats, the operator's rule), at most 16 (a
+  // longer GEMM gains little, more tasks share better), then about 4 tasks
+  // per thread where there are enough rows.
+  const int64_t scratch = pool && pool->scratch(0) ? kScratchFloatsPerParticipant : kSeparableStackFloats;
+  int64_t rows = std::clamp<int64_t>((scratch / dw.c - 16) / dw.ow, 1, 16);
+  const int threads = pool ? pool->size() : 1;
+  if (threads > 1) rows = std::clamp<int64_t>(dw.n * dw.oh / (4 * threads), 1, rows);
+  job.rows = std::min(rows, dw.oh);
+  job.pad = dw.c * (job.rows * dw.ow + 16) <= scratch ? 16 : 0;
+  job.tasks_per_image = (dw.oh + job.rows - 1) / job.rows;
+  parallel_for_participants(context, dw.n * job.tasks_per_image, separable_task, &job);
+  return ok_status();
+}
+
+// The 1x1's weights [K, C] packed as the GEMM's A (a constant pw_w).
+uint64_t separable_conv2d_prepared_bytes(const Dispatch& d) {
+  const ops::Conv2dPlan& pw = plan_of<ops::SeparableConv2dPlan>(d).pointwise;
+  if (d.operands[2] == nullptr || pw.k == 0 || pw.c == 0) return 0;
+  return static_cast<uint64_t>(gemm_packed_a_floats(pw.k, pw.c)) * sizeof(float);
+}
+
+void separable_conv2d_prepare(const Dispatch& d, void* out) {
+  const ops::Conv2dPlan& pw = plan_of<ops::SeparableConv2dPlan>(d).pointwise;
+  gemm_pack_a(input(d, 2), pw.c, pw.k, pw.c, static_cast<float*>(out));
 }
 
 namespace {

@@ -180,6 +180,23 @@ Status conv2d(const Dispatch& d, Launcher& launcher) {
   return launcher.launch(Kernel::kConv2d, linear_config(total), &p);
 }
 
+Status separable_conv2d(const Dispatch& d, Launcher& launcher) {
+  SeparableConv2dParams p;
+  // Operands (op.h): x, dw_w, pw_w, then the biases the plan has, then the residual.
+  p.plan = plan_of<ops::SeparableConv2dPlan>(d);
+  const int64_t dw_bias = p.plan.depthwise.has_bias, pw_bias = p.plan.pointwise.has_bias;
+  p.x = in(d, 0);
+  p.dw_w = in(d, 1);
+  p.pw_w = in(d, 2);
+  p.dw_bias = dw_bias ? in(d, 3) : nullptr;
+  p.pw_bias = pw_bias ? in(d, 3 + dw_bias) : nullptr;
+  p.residual = p.plan.pointwise.has_residual ? in(d, 3 + dw_bias + pw_bias) : nullptr;
+  p.out = out(d, 0);
+  const int64_t total = p.plan.pointwise.n * p.plan.pointwise.k * p.plan.pointwise.oh * p.plan.pointwise.ow;
+  if (total == 0) return ok_status();
+  return launcher.launch(Kernel::kSeparableConv2d, linear_config(total), &p);
+}
+
 Status pool2d(const Dispatch& d, Launcher& launcher) {
   Pool2dParams p;
   p.x = in(d, 0);
@@ -479,6 +496,7 @@ constexpr KernelEntry<CudaKernelFn> kKernels[] = {
     {OpId::kConvTranspose, kF32, kF32, conv_transpose},
     {OpId::kMatmul, kF32, kF32, matmul},
     {OpId::kConv2d, kF32, kF32, conv2d},
+    {OpId::kSeparableConv2d, kF32, kF32, separable_conv2d},
     {OpId::kSoftmax, kF32, kF32, softmax},
     {OpId::kLayernorm, kF32, kF32, layernorm},
     {OpId::kReduceSum, kF32, kF32, reduce},

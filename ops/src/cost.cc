@@ -53,6 +53,16 @@ uint64_t flop_estimate(OpId id, std::span<const TensorType> inputs, std::span<co
       const uint64_t points = id == OpId::kConv2d ? out : elements(inputs[0]);
       return add_sat(mul_sat(mul_sat(points, 2), taps), out);
     }
+    case OpId::kSeparableConv2d: {
+      // The depthwise's KH * KW taps per element of its result [N, C, OH, OW]
+      // (out / K * C elements), then the 1x1's C per output element.
+      if (inputs.size() < 3 || inputs[0].dims.size() != 4 || inputs[1].dims.size() != 4 ||
+          inputs[2].dims.size() != 4 || inputs[2].dims[0] <= 0 || inputs[0].dims[1] < 0)
+        return out;
+      const uint64_t c = static_cast<uint64_t>(inputs[0].dims[1]);
+      const uint64_t mid = mul_sat(out / static_cast<uint64_t>(inputs[2].dims[0]), c);
+      return add_sat(mul_sat(mul_sat(mid, 2), tail_product(inputs[1], 2)), mul_sat(mul_sat(out, 2), c));
+    }
     case OpId::kMaxPool:
     case OpId::kAveragePool: {
       const uint64_t taps = params.size() >= 2 && params[0] > 0 && params[1] > 0

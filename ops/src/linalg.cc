@@ -400,6 +400,133 @@ void fill_conv2d(const PlanInput& op, Conv2dPlan& p) {
 
 void plan_conv2d(const PlanInput& op, OpPlan& out) { fill_conv2d(op, out.start<Conv2dPlan>()); }
 
+// ---- separable_conv2d -----------------------------------------------------------------
+
+// Its words (op.h): the depthwise conv2d's nine, its epilogue, the 1x1's epilogue.
+constexpr size_t kSeparableDepthwiseEpilogue = kConvParamCount;
+constexpr size_t kSeparablePointwiseEpilogue = kConvParamCount + kEpilogueWords;
+constexpr size_t kSeparableBiases = kConvParamCount + 2 * kEpilogueWords;
+constexpr size_t kSeparableParamCount = kSeparableBiases + 1;
+
+// The conv2d words of each stage (an epilogue whose activation is 0 left out).
+std::vector<int64_t> separable_depthwise_words(std::span<const int64_t> p) {
+  std::vector<int64_t> words(p.begin(), p.begin() + kConvParamCount);
+  if (p[kSeparableDepthwiseEpilogue] != 0)
+    words.insert(words.end(), p.begin() + kSeparableDepthwiseEpilogue, p.begin() + kSeparablePointwiseEpilogue);
+  return words;
+}
+std::vector<int64_t> separable_pointwise_words(std::span<const int64_t> p) {
+  std::vector<int64_t> words{1, 1, 0, 0, 0, 0, 1, 1, 1};
+  if (p[kSeparablePointwiseEpilogue] != 0)
+    words.insert(words.end(), p.begin() + kSeparablePointwiseEpilogue, p.begin() + kSeparableBiases);
+  return words;
+}
+
+// Each stage's operands as its conv2d takes them: (x, w[, bias][, residual]).
+struct SeparableOperands {
+  std::vector<TensorType> depthwise, pointwise;  // the pointwise's input 0 left out
+};
+SeparableOperands separable_operands(std::span<const TensorType> in, int64_t biases) {
+  SeparableOperands o;
+  size_t next = 3;
+  o.depthwise = {in[0], in[1]};
+  if (biases & 1) o.depthwise.push_back(in[next++]);
+  o.pointwise = {in[2]};
+  if (biases & 2) o.pointwise.push_back(in[next++]);
+  if (next < in.size()) o.pointwise.push_back(in[next]);
+  return o;
+}
+
+// A stage's conv2d error, said of separable_conv2d.
+Status separable_error(const Status& s, const char* stage) {
+  std::string message = s.message();
+  const std::string conv = prefix(kConv2d);
+  if (message.rfind(conv, 0) == 0) message.erase(0, conv.size());
+  return invalid_argument(prefix(kSeparableConv2d) + stage + message);
+}
+
+// strides, pads, dilations (the depthwise's, as conv2d's), depthwise_activation
+// (+ _alpha, _beta) and activation (+ _alpha, _beta): the 1x1's.
+Result<std::vector<int64_t>> lower_separable_conv2d(std::span<const TensorType> in, const AttrMap& attrs,
+                                                    std::span<const TensorType>) {
+  HEXIR_RETURN_IF_ERROR(check_attr_names(
+      kSeparableConv2d, attrs,
+      {"strides", "pads", "dilations", "activation", "activation_alpha", "activation_beta", "depthwise_activation",
+       "depthwise_activation_alpha", "depthwise_activation_beta", "biases"}));
+  // biases = [depthwise, pointwise] (0 or 1 each; default both).
+  HEXIR_ASSIGN_OR_RETURN(std::vector<int64_t> biases, int_list_attr(kSeparableConv2d, attrs, "biases"));
+  if (biases.empty()) biases = {1, 1};
+  if (biases.size() != 2 || (biases[0] != 0 && biases[0] != 1) || (biases[1] != 0 && biases[1] != 1))
+    return invalid_argument(prefix(kSeparableConv2d) + "attribute 'biases' takes two values, 0 or 1");
+  if (in.empty() || in[0].rank() != 4)
+    return invalid_argument(prefix(kSeparableConv2d) + "input " + (in.empty() ? std::string("(none)") : in[0].to_string()) +
+                            " is not [N,C,H,W]");
+  AttrMap depthwise, pointwise;
+  for (const char* name : {"strides", "pads", "dilations"})
+    if (const AttrValue* v = find_attr(attrs, name)) depthwise[name] = *v;
+  for (const char* name : {"activation", "activation_alpha", "activation_beta"}) {
+    if (const AttrValue* v = find_attr(attrs, std::string("depthwise_") + name)) depthwise[name] = *v;
+    if (const AttrValue* v = find_attr(attrs, name)) pointwise[name] = *v;
+  }
+  depthwise["groups"] = AttrValue{in[0].dims[1]};
+  Result<std::vector<int64_t>> words = lower_conv2d(in.first(1), depthwise, {});
+  if (!words.ok()) return separable_error(words.status(), "depthwise: ");
+  words->resize(kSeparablePointwiseEpilogue, 0);  // no depthwise activation: three zero words
+  HEXIR_ASSIGN_OR_RETURN(std::vector<int64_t> epilogue, lower_epilogue(kSeparableConv2d, pointwise));
+  epilogue.resize(kEpilogueWords, 0);
+  words->insert(words->end(), epilogue.begin(), epilogue.end());
+  words->push_back(biases[0] | biases[1] << 1);
+  return std::move(*words);
+}
+
+Result<std::vector<TensorType>> infer_separable_conv2d(std::span<const TensorType> in, std::span<const int64_t> p) {
+  HEXIR_RETURN_IF_ERROR(check_param_count(kSeparableConv2d, p, kSeparableParamCount));
+  for (size_t e : {kSeparableDepthwiseEpilogue, kSeparablePointwiseEpilogue})
+    if (p[e] == 0 && (p[e + 1] != 0 || p[e + 2] != 0))
+      return invalid_argument(prefix(kSeparableConv2d) + "an epilogue without an activation must have parameters 0");
+  const TensorType& x = in[0];
+  if (x.rank() != 4) return invalid_argument(prefix(kSeparableConv2d) + "input " + x.to_string() + " is not [N,C,H,W]");
+  const int64_t c = x.dims[1];
+  if (p[kGroups] != c || in[1].rank() != 4 || in[1].dims[0] != c || in[1].dims[1] != 1)
+    return invalid_argument(prefix(kSeparableConv2d) + "depthwise weights " + in[1].to_string() + " with groups " +
+                            std::to_string(p[kGroups]) + " are not [C,1,KH,KW] with groups C = " + std::to_string(c));
+  const int64_t biases = p[kSeparableBiases];
+  const size_t bias_count = static_cast<size_t>((biases & 1) + (biases >> 1 & 1));
+  if (biases < 0 || biases > 3 || in.size() < 3 + bias_count || in.size() > 4 + bias_count ||
+      (in.size() == 4 + bias_count && !(biases & 2)))
+    return invalid_argument(prefix(kSeparableConv2d) + "bias word " + std::to_string(biases) + " and " +
+                            std::to_string(in.size()) +
+                            " operands: (x, dw_w, pw_w) then the biases it names (bit 0 dw_bias, bit 1 pw_bias), "
+                            "then a residual (with pw_bias only)");
+  SeparableOperands o = separable_operands(in, biases);
+  Result<std::vector<TensorType>> mid = infer_conv2d(o.depthwise, separable_depthwise_words(p));
+  if (!mid.ok()) return separable_error(mid.status(), "depthwise: ");
+  const TensorType& y = (*mid)[0];
+  if (in[2].rank() != 4 || in[2].dims[1] != c || in[2].dims[2] != 1 || in[2].dims[3] != 1)
+    return invalid_argument(prefix(kSeparableConv2d) + "pointwise weights " + in[2].to_string() + " are not [K," +
+                            std::to_string(c) + ",1,1]");
+  o.pointwise.insert(o.pointwise.begin(), y);
+  Result<std::vector<TensorType>> out = infer_conv2d(o.pointwise, separable_pointwise_words(p));
+  if (!out.ok()) return separable_error(out.status(), "pointwise: ");
+  if (c > kSeparableMaxRowFloats / std::max<int64_t>(y.dims[3], 1))
+    return invalid_argument(prefix(kSeparableConv2d) + "a row of the depthwise result (" + std::to_string(c) +
+                            " channels x " + std::to_string(y.dims[3]) + " columns) is more than " +
+                            std::to_string(kSeparableMaxRowFloats) + " floats");
+  return out;
+}
+
+void plan_separable_conv2d(const PlanInput& op, OpPlan& out) {
+  SeparableConv2dPlan& plan = out.start<SeparableConv2dPlan>();
+  const std::vector<int64_t> depthwise_words = separable_depthwise_words(op.params);
+  const std::vector<int64_t> pointwise_words = separable_pointwise_words(op.params);
+  const std::vector<int64_t>& out_dims = op.outputs[0].dims;
+  const TensorType mid{DType::kF32, {out_dims[0], op.inputs[0].dims[1], out_dims[2], out_dims[3]}};
+  SeparableOperands o = separable_operands(op.inputs, op.params[kSeparableBiases]);
+  fill_conv2d(PlanInput{o.depthwise, std::span(&mid, 1), depthwise_words}, plan.depthwise);
+  o.pointwise.insert(o.pointwise.begin(), mid);
+  fill_conv2d(PlanInput{o.pointwise, op.outputs, pointwise_words}, plan.pointwise);
+}
+
 // ---- conv_transpose -------------------------------------------------------------------
 
 enum ConvTransposeParam { kOutPadH = kConvParamCount, kOutPadW, kConvTransposeParamCount };
@@ -840,6 +967,8 @@ constexpr OpDef kDefs[] = {
     {kResize, "resize", 1, 1, 1, 1, true, false, false, 0, lower_resize, infer_resize, nullptr, plan_resize},
     {kConvTranspose, "conv_transpose", 2, 3, 1, 1, true, false, false, 0, lower_conv_transpose,
      infer_conv_transpose, workspace_conv_transpose, plan_conv_transpose},
+    {kSeparableConv2d, "separable_conv2d", 3, 6, 1, 1, true, false, false, 0, lower_separable_conv2d,
+     infer_separable_conv2d, nullptr, plan_separable_conv2d},
 };
 
 }  // namespace

@@ -335,6 +335,8 @@ static const Module& rewritten(const Module& module, const CompileOptions& optio
   if (options.fuse_epilogues) fuse(*storage);
   // After the folds and fusions: they read channels at dim 1 (NCHW).
   if (options.channels_last) choose_channels_last(*storage);
+  // The depthwise -> 1x1 pairs left NCHW.
+  if (options.fuse_epilogues) fuse_separable(*storage);
   return *storage;
 }
 

@@ -795,4 +795,76 @@ size_t fuse_epilogues(Module& module) {
   return removed;
 }
 
+namespace {
+
+size_t fuse_separable_function(Function& fn) {
+  const Readers readers(fn);
+  std::vector<bool> node_dropped(fn.nodes.size(), false), value_dropped(fn.values.size(), false);
+  size_t removed = 0;
+  auto type = [&](int v) -> const TensorType& { return fn.values[static_cast<size_t>(v)].type; };
+  // A conv2d's epilogue words, zeros when it has none.
+  auto epilogue = [](const Node& node) {
+    const size_t at = ops::epilogue_offset(OpId::kConv2d);
+    std::vector<int64_t> words(3, 0);
+    if (node.params.size() >= at + 3) std::copy(node.params.begin() + at, node.params.begin() + at + 3, words.begin());
+    return words;
+  };
+  for (size_t n = 0; n < fn.nodes.size(); ++n) {
+    const Node& dw = fn.nodes[n];
+    if (dw.kind != NodeKind::kOp || dw.op != OpId::kConv2d || dw.inputs.size() > 3 || dw.results.size() != 1 ||
+        dw.params.size() < 9 || ops::conv2d_channels_last(dw.params))
+      continue;
+    const TensorType& x = type(dw.inputs[0]);
+    const TensorType& dw_w = type(dw.inputs[1]);
+    if (x.rank() != 4 || x.dtype != DType::kF32 || dw_w.rank() != 4) continue;
+    const int64_t c = x.dims[1];
+    if (dw.params[8] != c || dw_w.dims[0] != c || dw_w.dims[1] != 1) continue;  // depthwise
+    const int v = dw.results[0];
+    const int j = readers.sole(v);
+    if (j < 0 || readers.region[static_cast<size_t>(j)] != readers.region[n]) continue;
+    const Node& pw = fn.nodes[static_cast<size_t>(j)];
+    if (pw.kind != NodeKind::kOp || pw.op != OpId::kConv2d || pw.inputs[0] != v ||
+        pw.results.size() != 1 || pw.params.size() < 9 || ops::conv2d_channels_last(pw.params))
+      continue;
+    static constexpr int64_t kOneByOne[] = {1, 1, 0, 0, 0, 0, 1, 1, 1};
+    const TensorType& pw_w = type(pw.inputs[1]);
+    if (!std::equal(std::begin(kOneByOne), std::end(kOneByOne), pw.params.begin()) || pw_w.rank() != 4 ||
+        pw_w.dims[2] != 1 || pw_w.dims[3] != 1)
+      continue;
+    std::vector<int64_t> params(dw.params.begin(), dw.params.begin() + 9);
+    for (const Node* stage : {&dw, &pw}) {
+      const std::vector<int64_t> words = epilogue(*stage);
+      params.insert(params.end(), words.begin(), words.end());
+    }
+    // (x, dw_w, pw_w, the biases there are, the residual), the biases word last.
+    std::vector<int> inputs{dw.inputs[0], dw.inputs[1], pw.inputs[1]};
+    inputs.insert(inputs.end(), dw.inputs.begin() + 2, dw.inputs.end());
+    inputs.insert(inputs.end(), pw.inputs.begin() + 2, pw.inputs.end());
+    params.push_back((dw.inputs.size() == 3 ? 1 : 0) | (pw.inputs.size() >= 3 ? 2 : 0));
+    // The operator's rule decides the rest (a depthwise row of at most
+    // kSeparableMaxRowFloats, the types).
+    std::vector<TensorType> types;
+    for (int in : inputs) types.push_back(type(in));
+    const Result<TensorType> result = ops::infer_result_type(OpId::kSeparableConv2d, types, params);
+    if (!result.ok() || !(*result == type(pw.results[0]))) continue;
+    Node& fused = fn.nodes[static_cast<size_t>(j)];  // at the 1x1's place: the residual is there by then
+    fused.op = OpId::kSeparableConv2d;
+    fused.inputs = std::move(inputs);
+    fused.params = std::move(params);
+    node_dropped[n] = true;
+    value_dropped[static_cast<size_t>(v)] = true;
+    ++removed;
+  }
+  if (removed > 0) drop(fn, node_dropped, std::move(value_dropped));
+  return removed;
+}
+
+}  // namespace
+
+size_t fuse_separable(Module& module) {
+  size_t removed = 0;
+  for (Function& fn : module.functions) removed += fuse_separable_function(fn);
+  return removed;
+}
+
 }  // namespace hexir::serializer

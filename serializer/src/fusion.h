@@ -75,6 +75,17 @@ size_t fold_channel_affine(Module& module);
 // bias) must be constants nothing else uses. Returns the number of nodes removed.
 size_t fold_input_affine(Module& module);
 
+// A depthwise conv2d (NCHW, no residual; a bias, an epilogue or not) whose
+// result only a 1x1 conv2d (stride 1, no padding, NCHW; a bias, a residual,
+// an epilogue or not) reads, in the same loop body or branch:
+// one separable_conv2d at the 1x1's place, writing its value, where the
+// operator's rule takes it (a depthwise row of C * OW <= 8192 floats). The
+// depthwise's result never goes to memory. Bit for bit the two conv2ds (the
+// cpu kernel runs their kernels on rows held in a thread's scratch). Runs
+// after choose_channels_last: channels-last convolutions stay as they are.
+// Returns the number of nodes removed.
+size_t fuse_separable(Module& module);
+
 // Removes the dropped nodes and values, and the constant uses no node left
 // reads, and renumbers what is left, in the same order (ids in nodes,
 // arguments, outputs; each result's node and index; region markers' node

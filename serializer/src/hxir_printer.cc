@@ -217,6 +217,24 @@ ops::AttrMap attributes_of(const Function& fn, const Node& node) {
       attrs["steps"] = ints(steps);
       break;
     }
+    case OpId::kSeparableConv2d: {
+      attrs["strides"] = ints({at(0), at(1)});
+      attrs["pads"] = ints({at(2), at(3), at(4), at(5)});
+      attrs["dilations"] = ints({at(6), at(7)});
+      // The two epilogues (words 9 and 12), as conv2d's attributes: the
+      // depthwise's with the prefix; groups is x's channel count.
+      if (p.size() == 16) attrs["biases"] = ints({at(15) & 1, at(15) >> 1 & 1});
+      for (const auto& [e, name] : {std::pair<size_t, std::string>{9, "depthwise_activation"}, {12, "activation"}}) {
+        int floats = 0;
+        if (p.size() < e + 3 || p[e] == 0) continue;
+        if (const char* act = ops::activation_name(p[e], &floats)) {
+          attrs[name] = ops::AttrValue{std::string(act)};
+          if (floats > 0) attrs[name + "_alpha"] = ops::AttrValue{std::bit_cast<double>(p[e + 1])};
+          if (floats > 1) attrs[name + "_beta"] = ops::AttrValue{std::bit_cast<double>(p[e + 2])};
+        }
+      }
+      break;
+    }
     case OpId::kConv2d:
       attrs["strides"] = ints({at(0), at(1)});
       attrs["pads"] = ints({at(2), at(3), at(4), at(5)});

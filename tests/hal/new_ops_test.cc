@@ -3,6 +3,8 @@
 // written here, independently of hal/cpu and of the plans: plain loops over
 // multi-indices, doubles where there is arithmetic, bit patterns for f16.
 #include <algorithm>
+#include <bit>
+#include <cstring>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -1161,6 +1163,114 @@ TEST_CASE("update_slice: a result in update's storage (update as large as x) is 
   HostTensor out(DType::kI32, {3, 2});
   REQUIRE(run_op(OpId::kUpdateSlice, {&x, &update, &zero, &big}, {&out}, {}, 1).ok());
   CHECK(update.bytes == want.bytes);
+}
+
+}  // namespace
+}  // namespace hexir::hal::testing
+
+namespace hexir::hal::testing {
+namespace {
+
+// separable_conv2d against the two conv2ds it replaces, run apart: the same
+// bits (its cpu kernel runs the depthwise kernels into a thread's scratch,
+// then the 1x1's GEMM over those rows).
+struct Separable {
+  const char* name;
+  std::vector<int64_t> x;  // [N, C, H, W]
+  int64_t k, kh, kw;
+  std::vector<int64_t> conv;  // the depthwise's strides, pads (t, l, b, r), dilations
+  bool dw_bias, pw_bias, residual;
+  int64_t dw_activation, pw_activation;  // ops::Activation, 0: none
+};
+
+void check_separable(const Separable& s, uint32_t seed) {
+  INFO(s.name);
+  const int64_t c = s.x[1];
+  HostTensor x = random_f32(s.x, seed), dw_w = random_f32({c, 1, s.kh, s.kw}, seed + 1);
+  HostTensor pw_w = random_f32({s.k, c, 1, 1}, seed + 2), dw_b = random_f32({c}, seed + 3);
+  HostTensor pw_b = random_f32({s.k}, seed + 4);
+  auto epilogue = [](int64_t a) {
+    // hard_sigmoid's alpha and beta; the others take none.
+    if (a == static_cast<int64_t>(ops::Activation::kHardSigmoid))
+      return std::vector<int64_t>{a, std::bit_cast<int64_t>(0.2), std::bit_cast<int64_t>(0.5)};
+    return std::vector<int64_t>{a, 0, 0};
+  };
+  // The unfused pair.
+  std::vector<int64_t> dw_params = s.conv;
+  dw_params.push_back(c);
+  if (s.dw_activation != 0) for (int64_t w : epilogue(s.dw_activation)) dw_params.push_back(w);
+  std::vector<HostTensor*> dw_in{&x, &dw_w};
+  if (s.dw_bias) dw_in.push_back(&dw_b);
+  std::vector<TensorType> dw_types;
+  for (HostTensor* t : dw_in) dw_types.push_back(t->type());
+  auto mid_type = ops::infer_result_type(OpId::kConv2d, dw_types, dw_params);
+  REQUIRE(mid_type.ok());
+  HostTensor mid(DType::kF32, mid_type->dims);
+  REQUIRE(run_kernel(OpId::kConv2d, dw_in, mid, dw_params).ok());
+  const std::vector<int64_t> out_dims{s.x[0], s.k, mid.dims[2], mid.dims[3]};
+  HostTensor residual = random_f32(out_dims, seed + 5);
+  std::vector<int64_t> pw_params{1, 1, 0, 0, 0, 0, 1, 1, 1};
+  if (s.pw_activation != 0) for (int64_t w : epilogue(s.pw_activation)) pw_params.push_back(w);
+  std::vector<HostTensor*> pw_in{&mid, &pw_w};
+  if (s.pw_bias) pw_in.push_back(&pw_b);
+  if (s.residual) pw_in.push_back(&residual);
+  HostTensor want(DType::kF32, out_dims);
+  REQUIRE(run_kernel(OpId::kConv2d, pw_in, want, pw_params).ok());
+  // The fused operator: (x, dw_w, pw_w, biases, residual); its 16 words.
+  std::vector<int64_t> params = s.conv;
+  params.push_back(c);
+  for (int64_t w : epilogue(s.dw_activation)) params.push_back(s.dw_activation != 0 ? w : 0);
+  for (int64_t w : epilogue(s.pw_activation)) params.push_back(s.pw_activation != 0 ? w : 0);
+  params.push_back((s.dw_bias ? 1 : 0) | (s.pw_bias ? 2 : 0));
+  std::vector<HostTensor*> in{&x, &dw_w, &pw_w};
+  if (s.dw_bias) in.push_back(&dw_b);
+  if (s.pw_bias) in.push_back(&pw_b);
+  if (s.residual) in.push_back(&residual);
+  HostTensor got(DType::kF32, out_dims);
+  std::fill(got.f32(), got.f32() + got.count(), std::numeric_limits<float>::quiet_NaN());
+  const Status status = run_kernel(OpId::kSeparableConv2d, in, got, params);
+  REQUIRE_MESSAGE(status.ok(), status.to_string());
+  CHECK(std::memcmp(got.f32(), want.f32(), static_cast<size_t>(want.count()) * sizeof(float)) == 0);
+}
+
+TEST_CASE("separable_conv2d: bit for bit the depthwise conv2d then the 1x1 conv2d") {
+  const int64_t relu = static_cast<int64_t>(ops::Activation::kRelu);
+  const int64_t hard_swish = static_cast<int64_t>(ops::Activation::kHardSwish);
+  const int64_t hard_sigmoid = static_cast<int64_t>(ops::Activation::kHardSigmoid);
+  const Separable cases[] = {
+      {"BlazeFace's block: 3x3 without a bias, 1x1 + bias + residual + relu", {1, 24, 40, 40}, 24, 3, 3,
+       {1, 1, 1, 1, 1, 1, 1, 1}, false, true, true, 0, relu},
+      {"5x5 s2, both biases, hard_swish between, hard_sigmoid after, batch 2", {2, 8, 21, 19}, 12, 5, 5,
+       {2, 2, 2, 2, 2, 2, 1, 1}, true, true, false, hard_swish, hard_sigmoid},
+      {"no biases, 3x3 dilated 2 (the tap loop), odd sizes", {1, 5, 17, 23}, 7, 3, 3, {1, 1, 2, 2, 2, 2, 2, 2},
+       false, false, false, 0, 0},
+      {"a row of C * OW = 8192 floats (one row per task)", {1, 16, 6, 512}, 9, 3, 3, {1, 1, 1, 1, 1, 1, 1, 1},
+       true, true, true, relu, relu},
+      {"1x300 window (the direct loop)", {1, 3, 4, 310}, 5, 1, 300, {1, 1, 0, 0, 0, 0, 1, 1}, true, true, false,
+       0, relu},
+      {"K past a GEMM tile, C past its K block (300 channels)", {1, 300, 5, 6}, 70, 3, 3, {1, 1, 1, 1, 1, 1, 1, 1},
+       true, true, true, 0, hard_swish},
+  };
+  uint32_t seed = 2000;
+  for (const Separable& s : cases) check_separable(s, seed += 10);
+}
+
+TEST_CASE("separable_conv2d: the rule refuses a depthwise row past 8192 floats, a wrong bias word, a 3x3 second stage") {
+  auto infer = [](std::vector<TensorType> in, std::vector<int64_t> p) {
+    return ops::infer_result_type(OpId::kSeparableConv2d, in, p);
+  };
+  const TensorType x{DType::kF32, {1, 16, 4, 513}}, dw{DType::kF32, {16, 1, 3, 3}}, pw{DType::kF32, {8, 16, 1, 1}};
+  const std::vector<int64_t> words{1, 1, 1, 1, 1, 1, 1, 1, 16, 0, 0, 0, 0, 0, 0, 0};
+  auto too_wide = infer({x, dw, pw}, words);
+  REQUIRE_FALSE(too_wide.ok());
+  CHECK(too_wide.status().message().find("8192") != std::string::npos);
+  const TensorType narrow{DType::kF32, {1, 16, 4, 500}};
+  CHECK(infer({narrow, dw, pw}, words).ok());
+  std::vector<int64_t> one_bias = words;
+  one_bias.back() = 1;  // says dw_bias, none given
+  CHECK(infer({narrow, dw, pw}, one_bias).status().message().find("bias word") != std::string::npos);
+  const TensorType pw3{DType::kF32, {8, 16, 3, 3}};
+  CHECK(infer({narrow, dw, pw3}, words).status().message().find("pointwise weights") != std::string::npos);
 }
 
 }  // namespace

@@ -58,6 +58,15 @@ TEST_CASE("threads: conv2d (im2col, 1x1, grouped, depthwise strided) is bit-iden
   check_same_bits(OpId::kConv2d, {&x, &wd, &bias}, {2, 16, 19, 20}, {2, 2, 2, 1, 2, 1, 1, 1, 16});
 }
 
+TEST_CASE("threads: separable_conv2d (rows of a thread's scratch, then its GEMM) is bit-identical") {
+  HostTensor x = random_f32({2, 24, 37, 64}, 30), dw = random_f32({24, 1, 3, 3}, 31);
+  HostTensor pw = random_f32({20, 24, 1, 1}, 32), bias = random_f32({20}, 33), residual = random_f32({2, 20, 37, 64}, 34);
+  const int64_t relu = static_cast<int64_t>(ops::Activation::kRelu);
+  // (x, dw_w, pw_w, pw_bias, residual): no depthwise bias (BlazeFace's blocks).
+  check_same_bits(OpId::kSeparableConv2d, {&x, &dw, &pw, &bias, &residual}, {2, 20, 37, 64},
+                  {1, 1, 1, 1, 1, 1, 1, 1, 24, 0, 0, 0, relu, 0, 0, 2});
+}
+
 TEST_CASE("threads: depthwise 3x3 and 5x5 at strides 1 and 2, few planes (bands of rows), bit-identical") {
   HostTensor x = random_f32({1, 3, 70, 45}, 20), bias = random_f32({3}, 21);
   HostTensor w3 = random_f32({3, 1, 3, 3}, 22), w5 = random_f32({3, 1, 5, 5}, 23);

@@ -518,6 +518,34 @@ inline std::vector<KernelCase> kernel_cases() {
   conv("depthwise + leaky_relu (fused)", {2, 5, 7, 7}, {5, 1, 3, 3}, true,
        {1, 1, 1, 1, 1, 1, 1, 1, 5, leaky, std::bit_cast<int64_t>(0.2), 0}, 1621);
 
+  // separable_conv2d: (x, dw_w, pw_w, [dw_bias], [pw_bias], [residual]); the
+  // depthwise's nine words, its epilogue, the 1x1's epilogue, the biases word.
+  auto separable = [&](std::string n, std::vector<int64_t> x, int64_t k, int64_t ks, std::vector<int64_t> params,
+                       bool residual, uint32_t s) {
+    const int64_t c = x[1], biases = params.back();
+    KernelCase kc{"separable_conv2d " + n,
+                  OpId::kSeparableConv2d,
+                  {random_f32(x, s), random_f32({c, 1, ks, ks}, s + 1), random_f32({k, c, 1, 1}, s + 2)},
+                  std::move(params)};
+    if (biases & 1) kc.inputs.push_back(random_f32({c}, s + 3));
+    if (biases & 2) kc.inputs.push_back(random_f32({k}, s + 4));
+    if (residual) {
+      std::vector<TensorType> types;
+      for (const HostTensor& t : kc.inputs) types.push_back(t.type());
+      kc.inputs.push_back(random_f32(ops::infer_result_type(kc.id, types, kc.params)->dims, s + 5));
+    }
+    kc.rtol = 1e-4;
+    kc.atol = 1e-4;
+    cases.push_back(kc);
+  };
+  const int64_t relu = static_cast<int64_t>(ops::Activation::kRelu);
+  separable("3x3 + residual + relu, no depthwise bias (BlazeFace's block)", {1, 6, 9, 11}, 6, 3,
+            {1, 1, 1, 1, 1, 1, 1, 1, 6, 0, 0, 0, relu, 0, 0, 2}, true, 1630);
+  separable("5x5 s2, hard_swish between, both biases, batch 2", {2, 4, 9, 8}, 7, 5,
+            {2, 2, 2, 2, 2, 2, 1, 1, 4, hard_swish, 0, 0, 0, 0, 0, 3}, false, 1636);
+  separable("3x3 dilated 2, no biases", {1, 3, 10, 7}, 5, 3, {1, 1, 2, 2, 2, 2, 2, 2, 3, 0, 0, 0, 0, 0, 0, 0},
+            false, 1642);
+
   // [kh, kw, stride_h, stride_w, pad_t, pad_l, pad_b, pad_r, dil_h, dil_w, ceil_mode, count_include_pad]
   auto pool = [&](std::string n, OpId id, std::vector<int64_t> x, std::vector<int64_t> params, uint32_t s,
                   bool specials = false) {

@@ -673,6 +673,72 @@ func @main(%x: f32[2,3], %y: f32[2,3]) -> (f32[2,3]) {
 })").find("activation_alpha") != std::string::npos);
 }
 
+TEST_CASE("fuse_separable: a depthwise conv2d read only by a 1x1 becomes one separable_conv2d at the 1x1's place") {
+  // BlazeFace's block: a depthwise without a bias, a 1x1 with one, the
+  // residual add and relu (fused into the 1x1 first).
+  Module m = parse_ok(R"(
+const @dw : f32[4,1,3,3] = splat 0.1
+const @pw : f32[6,4,1,1] = splat 0.5
+const @b : f32[6] = splat 0.25
+func @main(%x: f32[1,4,5,7], %r: f32[1,6,5,7]) -> (f32[1,6,5,7]) {
+  %d = call @conv2d(%x, @dw) {pads = [1, 1, 1, 1], groups = 4} : f32[1,4,5,7]
+  %c = call @conv2d(%d, @pw, @b) : f32[1,6,5,7]
+  %s = call @add(%c, %r) : f32[1,6,5,7]
+  %y = call @relu(%s) : f32[1,6,5,7]
+  return %y
+})");
+  CHECK(fuse_epilogues(m) == 2);
+  CHECK(fuse_separable(m) == 1);
+  const Function& fn = m.functions[0];
+  check_consistent(fn);
+  REQUIRE(ops_of(fn) == std::vector<OpId>{OpId::kSeparableConv2d});
+  const Node& node = fn.nodes[0];
+  std::vector<std::string> inputs;
+  for (int v : node.inputs) inputs.push_back(fn.values[static_cast<size_t>(v)].name);
+  CHECK(inputs == std::vector<std::string>{"x", "dw", "pw", "b", "r"});  // pw's bias only: biases word 2
+  CHECK(fn.values[static_cast<size_t>(node.results[0])].name == "y");
+  const int64_t relu = static_cast<int64_t>(ops::Activation::kRelu);
+  CHECK(node.params == std::vector<int64_t>{1, 1, 1, 1, 1, 1, 1, 1, 4, 0, 0, 0, relu, 0, 0, 2});
+  // It prints as attributes and parses back to the same words.
+  auto text = print_hxir(m);
+  REQUIRE_MESSAGE(text.ok(), text.status().to_string());
+  CHECK(text->find("@separable_conv2d") != std::string::npos);
+  CHECK(text->find("biases = [0, 1]") != std::string::npos);
+  Module again = parse_ok(*text);
+  CHECK(again.functions[0].nodes[0].params == node.params);
+  CHECK(compile_module(m).ok());
+}
+
+TEST_CASE("fuse_separable: not when the depthwise result is read twice, nor before a 3x3, a strided 1x1 or a channels-last one") {
+  Module m = parse_ok(R"(
+const @dw : f32[4,1,3,3] = splat 0.1
+const @pw : f32[6,4,1,1] = splat 0.5
+const @w3 : f32[6,4,3,3] = splat 0.5
+func @main(%x: f32[1,4,5,7]) -> (f32[1,6,5,7], f32[1,4,5,7], f32[1,6,5,7], f32[1,6,3,4], f32[1,5,7,6]) {
+  %d = call @conv2d(%x, @dw) {pads = [1, 1, 1, 1], groups = 4} : f32[1,4,5,7]
+  %c = call @conv2d(%d, @pw) : f32[1,6,5,7]
+  %e = call @conv2d(%x, @dw) {pads = [1, 1, 1, 1], groups = 4} : f32[1,4,5,7]
+  %f = call @conv2d(%e, @w3) {pads = [1, 1, 1, 1]} : f32[1,6,5,7]
+  %g = call @conv2d(%x, @dw) {pads = [1, 1, 1, 1], groups = 4} : f32[1,4,5,7]
+  %h = call @conv2d(%g, @pw) {strides = [2, 2]} : f32[1,6,3,4]
+  %k = call @conv2d(%x, @dw) {pads = [1, 1, 1, 1], groups = 4} : f32[1,4,5,7]
+  %kt = call @transpose(%k) {perm = [0, 2, 3, 1]} : f32[1,5,7,4]
+  %l = call @conv2d(%kt, @pw) {channels_last = 1} : f32[1,5,7,6]
+  return %c, %d, %f, %h, %l
+})");
+  CHECK(fuse_separable(m) == 0);
+  // A depthwise row past 8192 floats (the operator's rule) stays apart too.
+  Module wide = parse_ok(R"(
+const @dw : f32[16,1,3,3] = splat 0.1
+const @pw : f32[6,16,1,1] = splat 0.5
+func @main(%x: f32[1,16,2,520]) -> (f32[1,6,2,520]) {
+  %d = call @conv2d(%x, @dw) {pads = [1, 1, 1, 1], groups = 16} : f32[1,16,2,520]
+  %c = call @conv2d(%d, @pw) : f32[1,6,2,520]
+  return %c
+})");
+  CHECK(fuse_separable(wide) == 0);
+}
+
 TEST_CASE("fusion: the compiler fuses by default, --no-fuse keeps every node, both verify") {
   const char* source = R"(
 const @w : f32[4,3] = splat 0.5

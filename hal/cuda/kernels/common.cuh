@@ -10,6 +10,7 @@ using hexir::hal::cuda::BinaryParams;
 using hexir::hal::cuda::CastParams;
 using hexir::hal::cuda::CompareParams;
 using hexir::hal::cuda::Conv2dParams;
+using hexir::hal::cuda::SeparableConv2dParams;
 using hexir::hal::cuda::ConvTransposeParams;
 using hexir::hal::cuda::FillParams;
 using hexir::hal::cuda::GatherParams;

@@ -108,6 +108,46 @@ extern "C" __global__ void hexir_conv2d(Conv2dParams p) {
   }
 }
 
+// separable_conv2d: one thread per output element (n, k, oy, ox); each
+// depthwise value it reads is computed as hexir_conv2d computes it (taps in
+// (ky, kx) order from 0, padding as 0, then the bias and its activation),
+// then summed over the channels in order as the 1x1's GEMM does, then the
+// bias, the residual and the activation.
+extern "C" __global__ void hexir_separable_conv2d(SeparableConv2dParams p) {
+  const hexir::ops::Conv2dPlan& dw = p.plan.depthwise;
+  const hexir::ops::Conv2dPlan& pw = p.plan.pointwise;
+  const int64_t spatial = pw.oh * pw.ow;
+  const int64_t total = pw.n * pw.k * spatial;
+  const int64_t stride = hexir_kernels::global_stride();
+  for (int64_t i = hexir_kernels::global_index(); i < total; i += stride) {
+    const int64_t ox = i % pw.ow;
+    const int64_t oy = (i / pw.ow) % pw.oh;
+    const int64_t k = (i / spatial) % pw.k;
+    const int64_t image = i / (spatial * pw.k);
+    float acc = 0.0f;
+    for (int64_t c = 0; c < dw.c; ++c) {
+      const float* plane = p.x + (image * dw.c + c) * dw.h * dw.w;
+      const float* taps = p.dw_w + c * dw.kh * dw.kw;
+      float v = 0.0f;
+      for (int64_t ky = 0; ky < dw.kh; ++ky) {
+        const int64_t iy = oy * dw.stride_h - dw.pad_top + ky * dw.dilation_h;
+        const bool row_inside = iy >= 0 && iy < dw.h;
+        for (int64_t kx = 0; kx < dw.kw; ++kx) {
+          const int64_t ix = ox * dw.stride_w - dw.pad_left + kx * dw.dilation_w;
+          const float in = (row_inside && ix >= 0 && ix < dw.w) ? plane[iy * dw.w + ix] : 0.0f;
+          v += taps[ky * dw.kw + kx] * in;
+        }
+      }
+      if (dw.has_bias) v += p.dw_bias[c];
+      v = hexir::ops::apply_epilogue(dw.epilogue, v);
+      acc += p.pw_w[k * dw.c + c] * v;
+    }
+    if (pw.has_bias) acc += p.pw_bias[k];
+    if (pw.has_residual) acc += p.residual[i];
+    p.out[i] = hexir::ops::apply_epilogue(pw.epilogue, acc);
+  }
+}
+
 // max_pool / average_pool: one thread per output element, the taps inside the
 // input only (ops::pool_tap_range), in the cpu kernel's order and arithmetic.
 extern "C" __global__ void hexir_pool2d(Pool2dParams p) {

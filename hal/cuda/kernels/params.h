@@ -152,6 +152,19 @@ struct Conv2dParams {
   ops::Conv2dPlan plan;
 };
 
+// separable_conv2d, NCHW, one thread per output element (a bias null when
+// its stage has none, the residual when plan.pointwise.has_residual is 0).
+struct SeparableConv2dParams {
+  const float* x;
+  const float* dw_w;
+  const float* dw_bias;
+  const float* pw_w;
+  const float* pw_bias;
+  const float* residual;
+  float* out;
+  ops::SeparableConv2dPlan plan;
+};
+
 // pad, moving elements of plan.element_size bytes (the kernel's width: 1, 2, 4 or 8).
 struct PadParams {
   const void* in;
@@ -255,6 +268,7 @@ struct FillParams {
   X(kMatmul, hexir_matmul_tiled, MatmulParams)                 \
   X(kMatmulEpilogue, hexir_matmul_epilogue, MatmulParams)      \
   X(kConv2d, hexir_conv2d, Conv2dParams)                       \
+  X(kSeparableConv2d, hexir_separable_conv2d, SeparableConv2dParams) \
   X(kSoftmax, hexir_softmax, SoftmaxParams)                    \
   X(kLayernorm, hexir_layernorm, LayernormParams)              \
   X(kReduce, hexir_reduce, ReduceParams)                       \

@@ -139,6 +139,18 @@ enum class OpId : uint16_t {
   // DynamicUpdateSlice). No parameters. Runs in place on x (input 0 only:
   // then only the window is written).
   kUpdateSlice,
+  // separable_conv2d, a depthwise conv2d then a 1x1 conv2d over its result,
+  // in one pass (the compiler fuses the pair: serializer fuse_separable),
+  // NCHW: (x f32[N,C,H,W], dw_w [C,1,KH,KW], pw_w [K,C,1,1], dw_bias [C] and
+  // pw_bias [K] where the last word says, residual optional: the result's
+  // type, as conv2d's, after pw_bias); [the depthwise's nine conv2d words
+  // (groups = C), its epilogue [activation, a, b] (activation 0: none), the
+  // 1x1's epilogue, the biases present (bit 0: dw_bias, bit 1: pw_bias)]:
+  // 16 words.
+  // The depthwise rows the 1x1 reads are held apart, so C * OW is at most
+  // kSeparableMaxRowFloats (plans.h). Each element is the two conv2ds' (the
+  // same sums in the same order as unfused, so the same bits).
+  kSeparableConv2d,
   kCount,
 };
 // clang-format on

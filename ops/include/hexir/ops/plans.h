@@ -549,6 +549,17 @@ HEXIR_PLAN_FN bool conv2d_is_plain_gemm(const Conv2dPlan& p) {
          p.oh == p.h && p.ow == p.w;
 }
 
+// separable_conv2d: the depthwise conv2d (c -> c) and the 1x1 (c -> k) over
+// its result, each planned as the conv2d it replaces (the 1x1 with the
+// residual, when there is one).
+struct SeparableConv2dPlan {
+  Conv2dPlan depthwise;
+  Conv2dPlan pointwise;
+};
+// The most floats of one output row of the depthwise's result (c * ow) a
+// separable_conv2d holds: a cpu thread keeps rows of it in its scratch.
+inline constexpr int64_t kSeparableMaxRowFloats = 8192;
+
 // conv_transpose, NCHW: x [n, c, h, w], weights [c, k / groups, kh, kw],
 // optional bias [k], output [n, k, oh, ow]. Output (oy, ox) of channel k in
 // group g sums x[ci, iy, ix] * w[ci, k % k_per_group, ky, kx] over the group's
