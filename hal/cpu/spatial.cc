@@ -597,26 +597,26 @@ struct SeparableJob {
   const float* packed_pw_w;    // the 1x1's weights packed at prepare, or null
 };
 
-void separable_task(void* context, int64_t task, int participant) {
-  const SeparableJob& job = *static_cast<const SeparableJob*>(context);
+// The depthwise's rows [oy0, oy1) of channels [c0, c1) of one image, channel
+// c at scratch + c * ld.
+void separable_depthwise(const SeparableJob& job, int64_t image, int64_t oy0, int64_t oy1, int64_t c0, int64_t c1,
+                         float* scratch, int64_t ld) {
   const ops::Conv2dPlan& dw = job.p->depthwise;
-  const ops::Conv2dPlan& pw = job.p->pointwise;
-  const int64_t image = task / job.tasks_per_image;
-  const int64_t oy0 = task % job.tasks_per_image * job.rows, oy1 = std::min(dw.oh, oy0 + job.rows);
-  alignas(64) float stack[kSeparableStackFloats];
-  float* scratch = job.pool && job.pool->scratch(participant) ? job.pool->scratch(participant) : stack;
-  // Channel c's rows at scratch + c * ld: a few floats more than the rows
-  // where they fit, so the channels do not start 4 KiB apart (the same L1 sets).
-  const int64_t span = (oy1 - oy0) * dw.ow, ld = span + job.pad;
-  for (int64_t c = 0; c < dw.c; ++c) {
+  for (int64_t c = c0; c < c1; ++c) {
     const int64_t plane = image * dw.c + c;
     if (job.depthwise.g.tile > 0)
       depthwise_rows(job.depthwise, plane, oy0, oy1, scratch + c * ld);
     else
       depthwise_direct_rows(job.direct, plane, oy0, oy1, scratch + c * ld);
   }
+}
+
+// The 1x1 over those rows: one GEMM (on `context`'s threads, or this one).
+void separable_pointwise(const SeparableJob& job, const KernelContext& context, int64_t image, int64_t oy0,
+                         int64_t oy1, const float* scratch, int64_t ld) {
+  const ops::Conv2dPlan& pw = job.p->pointwise;
   const int64_t plane = pw.oh * pw.ow, at = image * pw.k * plane + oy0 * pw.ow;
-  GemmArgs g{pw.k, span, pw.c, job.pw_w, pw.c, scratch, ld, job.out + at, plane};
+  GemmArgs g{pw.k, (oy1 - oy0) * pw.ow, pw.c, job.pw_w, pw.c, scratch, ld, job.out + at, plane};
   g.row_bias = job.pw_bias;
   g.epilogue = pw.epilogue.activation != 0 ? &pw.epilogue : nullptr;
   if (job.residual) {
@@ -624,7 +624,35 @@ void separable_task(void* context, int64_t task, int participant) {
     g.ldr = plane;
   }
   g.packed_a = job.packed_pw_w;
-  gemm(KernelContext{}, g);  // on this thread: the task is the unit of parallel work
+  gemm(context, g);
+}
+
+void separable_task(void* context, int64_t task, int participant) {
+  const SeparableJob& job = *static_cast<const SeparableJob*>(context);
+  const ops::Conv2dPlan& dw = job.p->depthwise;
+  const int64_t image = task / job.tasks_per_image;
+  const int64_t oy0 = task % job.tasks_per_image * job.rows, oy1 = std::min(dw.oh, oy0 + job.rows);
+  alignas(64) float stack[kSeparableStackFloats];
+  float* scratch = job.pool && job.pool->scratch(participant) ? job.pool->scratch(participant) : stack;
+  // Channel c's rows at scratch + c * ld: a few floats more than the rows
+  // where they fit, so the channels do not start 4 KiB apart (the same L1 sets).
+  const int64_t ld = (oy1 - oy0) * dw.ow + job.pad;
+  separable_depthwise(job, image, oy0, oy1, 0, dw.c, scratch, ld);
+  separable_pointwise(job, KernelContext{}, image, oy0, oy1, scratch, ld);  // the task is the unit of parallel work
+}
+
+// Whole images for few tasks: the channels split over the pool.
+struct SeparableImage {
+  const SeparableJob* job;
+  int64_t image, groups, ld;
+  float* scratch;
+};
+
+void separable_channels(void* context, int64_t group) {
+  const SeparableImage& s = *static_cast<const SeparableImage*>(context);
+  const int64_t c = s.job->p->depthwise.c;
+  separable_depthwise(*s.job, s.image, 0, s.job->p->depthwise.oh, group * c / s.groups, (group + 1) * c / s.groups,
+                      s.scratch, s.ld);
 }
 
 }  // namespace
@@ -648,14 +676,32 @@ Status separable_conv2d(const KernelContext& context, const Dispatch& d) {
   // As many rows as the scratch holds with the padding (at least one without
   // it: c * ow <= kSeparableMaxRowFloats, the operator's rule), at most 16 (a
   // longer GEMM gains little, more tasks share better), then about 4 tasks
-  // per thread where there are enough rows.
+  // per thread where there are enough rows, but never a GEMM narrower than
+  // 256 columns where the scratch holds them (PP-OCRv4 det's 10 x 10 maps,
+  // a row per task: a 384 x 10 GEMM per row, slower than unfused at 2 threads).
   const int64_t scratch = pool && pool->scratch(0) ? kScratchFloatsPerParticipant : kSeparableStackFloats;
-  int64_t rows = std::clamp<int64_t>((scratch / dw.c - 16) / dw.ow, 1, 16);
+  const int64_t fit = std::clamp<int64_t>((scratch / dw.c - 16) / dw.ow, 1, 16);
+  int64_t rows = fit;
   const int threads = pool ? pool->size() : 1;
-  if (threads > 1) rows = std::clamp<int64_t>(dw.n * dw.oh / (4 * threads), 1, rows);
+  if (threads > 1)
+    rows = std::clamp<int64_t>(std::max<int64_t>(dw.n * dw.oh / (4 * threads), (256 + dw.ow - 1) / dw.ow), 1, fit);
   job.rows = std::min(rows, dw.oh);
   job.pad = dw.c * (job.rows * dw.ow + 16) <= scratch ? 16 : 0;
   job.tasks_per_image = (dw.oh + job.rows - 1) / job.rows;
+  // Fewer tasks than the threads could share well (small maps of many
+  // channels: PP-OCRv4 det's 10 x 10 and 20 x 20 ran on one of two threads):
+  // per image, its depthwise rows with the channels split over the pool into
+  // participant 0's scratch (this kernel holds the pool between its two
+  // runs), then the 1x1's GEMM on the pool.
+  if (threads > 1 && dw.n * job.tasks_per_image < 2 * threads && pool->scratch(0) &&
+      dw.c * (dw.oh * dw.ow + 16) <= kScratchFloatsPerParticipant) {
+    SeparableImage s{&job, 0, std::min<int64_t>(dw.c, 4 * threads), dw.oh * dw.ow + 16, pool->scratch(0)};
+    for (s.image = 0; s.image < dw.n; ++s.image) {
+      parallel_for(context, s.groups, separable_channels, &s);
+      separable_pointwise(job, context, s.image, 0, dw.oh, s.scratch, s.ld);
+    }
+    return ok_status();
+  }
   parallel_for_participants(context, dw.n * job.tasks_per_image, separable_task, &job);
   return ok_status();
 }

@@ -65,6 +65,13 @@ TEST_CASE("threads: separable_conv2d (rows of a thread's scratch, then its GEMM)
   // (x, dw_w, pw_w, pw_bias, residual): no depthwise bias (BlazeFace's blocks).
   check_same_bits(OpId::kSeparableConv2d, {&x, &dw, &pw, &bias, &residual}, {2, 20, 37, 64},
                   {1, 1, 1, 1, 1, 1, 1, 1, 24, 0, 0, 0, relu, 0, 0, 2});
+  // A small map of many channels: too few row tasks for the threads, so the
+  // channels are split over them, then the GEMM runs on the pool.
+  HostTensor small = random_f32({2, 64, 10, 10}, 35), dw_small = random_f32({64, 1, 3, 3}, 36);
+  HostTensor pw_small = random_f32({96, 64, 1, 1}, 37), dw_bias = random_f32({64}, 38), pw_bias = random_f32({96}, 39);
+  const int64_t hard_swish = static_cast<int64_t>(ops::Activation::kHardSwish);
+  check_same_bits(OpId::kSeparableConv2d, {&small, &dw_small, &pw_small, &dw_bias, &pw_bias}, {2, 96, 10, 10},
+                  {1, 1, 1, 1, 1, 1, 1, 1, 64, hard_swish, 0, 0, hard_swish, 0, 0, 3});
 }
 
 TEST_CASE("threads: depthwise 3x3 and 5x5 at strides 1 and 2, few planes (bands of rows), bit-identical") {
