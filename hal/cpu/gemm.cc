@@ -338,20 +338,10 @@ GemmTile gemm_tile() {
 
 namespace {
 
-// Packs B[k0:k0+kc, j0:j0+nr] as kc rows of NR floats, zero beyond nr.
+// Packs B[k0:k0+kc, j0:j0+nr] as kc rows of NR floats, zero beyond nr (a
+// row's last strip; whole strips go through pack_strips).
 void pack_strip(const float* B, int64_t ldb, int64_t k0, int64_t kc, int64_t j0, int64_t nr, int64_t NR,
                 float* out) {
-  // A whole strip row by a fixed-size copy the compiler inlines (memcpy's
-  // call was 13 % of BlazeFace-256's time: 64 bytes a call).
-  auto copy_rows = [&]<int64_t W>() {
-    for (int64_t k = 0; k < kc; ++k) {
-      const float* src = B + (k0 + k) * ldb + j0;
-      float* dst = out + k * W;
-      for (int64_t j = 0; j < W; ++j) dst[j] = src[j];
-    }
-  };
-  if (nr == NR && NR == 16) return copy_rows.template operator()<16>();
-  if (nr == NR && NR == 32) return copy_rows.template operator()<32>();
   for (int64_t k = 0; k < kc; ++k) {
     const float* src = B + (k0 + k) * ldb + j0;
     float* dst = out + k * NR;
@@ -365,7 +355,9 @@ void pack_strip(const float* B, int64_t ldb, int64_t k0, int64_t kc, int64_t j0,
 // order. Strip by strip, the reads went down kc rows at once, kc streams of
 // one line each; on a 1x1 convolution those rows are planes 64 KiB apart
 // (128 x 128 maps), whose lines share L1 and L2 sets, and the 1x1 over 24
-// channels ran 45 % slower than on 128 x 126 maps.
+// channels ran 45 % slower than on 128 x 126 maps. A strip row is a
+// fixed-size copy the compiler inlines (a memcpy call per 64 bytes was 13 %
+// of BlazeFace-256's time).
 void pack_strips(const float* B, int64_t ldb, int64_t k0, int64_t kc, int64_t j0, int64_t strips, int64_t NR,
                  float* out) {
   auto copy = [&]<int64_t W>() {

@@ -61,6 +61,22 @@ extern "C" __global__ void hexir_matmul_epilogue(MatmulParams p) {
   }
 }
 
+// acc plus weight x input over one channel's window at (oy, ox), ky then kx
+// (a position in the padding contributes weight x 0).
+__device__ inline float conv2d_window(const hexir::ops::Conv2dPlan& q, const float* plane, const float* taps,
+                                      int64_t oy, int64_t ox, float acc) {
+  for (int64_t ky = 0; ky < q.kh; ++ky) {
+    const int64_t iy = oy * q.stride_h - q.pad_top + ky * q.dilation_h;
+    const bool row_inside = iy >= 0 && iy < q.h;
+    for (int64_t kx = 0; kx < q.kw; ++kx) {
+      const int64_t ix = ox * q.stride_w - q.pad_left + kx * q.dilation_w;
+      const float v = (row_inside && ix >= 0 && ix < q.w) ? plane[iy * q.w + ix] : 0.0f;
+      acc += taps[ky * q.kw + kx] * v;
+    }
+  }
+  return acc;
+}
+
 // One thread per output element (n, k, oy, ox): sums weight x input over the
 // group's channels, then ky, then kx, from 0 (a position in the padding
 // contributes weight x 0, as the cpu's zero-filled patch matrix does), and
@@ -90,18 +106,8 @@ extern "C" __global__ void hexir_conv2d(Conv2dParams p) {
     const float* x = p.x + (image * q.c + group * q.c_per_group) * q.h * q.w;
     const float* w = p.w + k * window;
     float acc = 0.0f;
-    for (int64_t c = 0; c < q.c_per_group; ++c) {
-      const float* plane = x + c * q.h * q.w;
-      for (int64_t ky = 0; ky < q.kh; ++ky) {
-        const int64_t iy = oy * q.stride_h - q.pad_top + ky * q.dilation_h;
-        const bool row_inside = iy >= 0 && iy < q.h;
-        for (int64_t kx = 0; kx < q.kw; ++kx) {
-          const int64_t ix = ox * q.stride_w - q.pad_left + kx * q.dilation_w;
-          const float v = (row_inside && ix >= 0 && ix < q.w) ? plane[iy * q.w + ix] : 0.0f;
-          acc += w[(c * q.kh + ky) * q.kw + kx] * v;
-        }
-      }
-    }
+    for (int64_t c = 0; c < q.c_per_group; ++c)
+      acc = conv2d_window(q, x + c * q.h * q.w, w + c * q.kh * q.kw, oy, ox, acc);
     if (q.has_bias) acc += p.bias[k];
     if (q.has_residual) acc += p.residual[i];
     p.out[i] = hexir::ops::apply_epilogue(q.epilogue, acc);
@@ -126,18 +132,7 @@ extern "C" __global__ void hexir_separable_conv2d(SeparableConv2dParams p) {
     const int64_t image = i / (spatial * pw.k);
     float acc = 0.0f;
     for (int64_t c = 0; c < dw.c; ++c) {
-      const float* plane = p.x + (image * dw.c + c) * dw.h * dw.w;
-      const float* taps = p.dw_w + c * dw.kh * dw.kw;
-      float v = 0.0f;
-      for (int64_t ky = 0; ky < dw.kh; ++ky) {
-        const int64_t iy = oy * dw.stride_h - dw.pad_top + ky * dw.dilation_h;
-        const bool row_inside = iy >= 0 && iy < dw.h;
-        for (int64_t kx = 0; kx < dw.kw; ++kx) {
-          const int64_t ix = ox * dw.stride_w - dw.pad_left + kx * dw.dilation_w;
-          const float in = (row_inside && ix >= 0 && ix < dw.w) ? plane[iy * dw.w + ix] : 0.0f;
-          v += taps[ky * dw.kw + kx] * in;
-        }
-      }
+      float v = conv2d_window(dw, p.x + (image * dw.c + c) * dw.h * dw.w, p.dw_w + c * dw.kh * dw.kw, oy, ox, 0.0f);
       if (dw.has_bias) v += p.dw_bias[c];
       v = hexir::ops::apply_epilogue(dw.epilogue, v);
       acc += p.pw_w[k * dw.c + c] * v;
