@@ -2,7 +2,8 @@
 //   node bench.mjs --root REPO --build BUILD --scratch SCRATCH [--write-docs FILE] [--only a,b]
 // Reads SCRATCH/models/blocks.jsonl (gen_blocks.py's lines), measures each block with
 // scripts/real-models/harness.mjs (the same steps as scripts/real-models.sh: onnxruntime at 1 and
-// 2 intra-op threads, hexir-compile, hexir-run --threads 1 and 2, medians of 50 best of 3, peak
+// 2 intra-op threads, hexir-compile, hexir-run --threads 1 and 2, medians of 50 best of 5 with the
+// two alternated run by run, peak
 // RSS, output comparison) and prints a markdown table with hexir/ort ratios. With --profile
 // support in hexir-run, each block slower than onnxruntime also gets a profile
 // (SCRATCH/work/NAME/profile-Nt.txt).
@@ -77,7 +78,7 @@ function environment(rows) {
   const loaded = rows.map((r) => r.ort?.loaded_rss_kb).filter((x) => x);
   return `Measured ${new Date().toISOString().slice(0, 10)} on ${cpuName()} (${os.cpus().length} cores), Linux ${os.release()}; ` +
     `hexir ${buildCommit()} (${path.basename(opts.build)}), onnxruntime-node ${ortVersion(ORT_DIR)} (CPU, all graph optimizations; ` +
-    `1t/2t: intraOpNumThreads, hexir-run --threads), node ${process.version}. Times are medians of ${ITERATIONS} runs, best of ${REPEATS}. ` +
+    `1t/2t: intraOpNumThreads, hexir-run --threads), node ${process.version}. Times are medians of ${ITERATIONS} runs, best of ${REPEATS}, onnxruntime and hexir alternated run by run. ` +
     `ort's model peak RSS is the node process's peak minus its peak once onnxruntime was loaded` +
     (loaded.length ? ` (about ${mb(median(loaded))}; node alone ${mb(median(base))})` : '') +
     `; hexir's is the whole hexir-run process. GFLOP counts the matmuls only. Load avg: 1-minute load average ` +

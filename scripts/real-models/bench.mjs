@@ -1,7 +1,8 @@
 // Driver of scripts/real-models.sh (which fetches and verifies the packages first):
 //   node bench.mjs --root REPO --build BUILD --scratch SCRATCH [--write-docs FILE] [--only a,b]
 // For each model: deterministic random inputs (.npy), onnxruntime (run_ort.mjs, its own process),
-// hexir-compile (wall time = import time), hexir-run --iterations 50 --stats-json (best of 3;
+// hexir-compile (wall time = import time), hexir-run --iterations 50 --stats-json (best of 5, each run
+// alternated with one of onnxruntime;
 // peak RSS from /usr/bin/time -v), output comparison, and one table row (harness.mjs, shared with
 // scripts/blocks.sh). A model that fails at any step is a row that says why; the driver itself
 // only fails on bad arguments.
@@ -62,7 +63,7 @@ function environment(rows) {
   const base = rows.map((r) => r.ort?.baseline_rss_kb).filter((x) => x);
   return `Measured ${new Date().toISOString().slice(0, 10)} on ${cpuName()} (${os.cpus().length} cores), Linux ${os.release()}; ` +
     `hexir ${gitHead(opts.root)} (${path.basename(opts.build)}), onnxruntime-node ${ortVersion(ORT_DIR)} (CPU; 1t/2t: intra-op threads, hexir-run --threads), node ${process.version}. ` +
-    `Times are medians of ${ITERATIONS} runs, best of ${REPEATS}; ort peak RSS includes node itself` +
+    `Times are medians of ${ITERATIONS} runs, best of ${REPEATS}, onnxruntime and hexir alternated run by run; ort peak RSS includes node itself` +
     (base.length ? ` (about ${mb(median(base))} before onnxruntime loads)` : '') + '. ' +
     `Load average (1 min) ${LOAD_AT_START.toFixed(2)} when the runs began, ${os.loadavg()[0].toFixed(2)} when they ended.`;
 }
