@@ -805,33 +805,34 @@ size_t fuse_separable_function(Function& fn) {
   // A conv2d's epilogue words, zeros when it has none.
   auto epilogue = [](const Node& node) {
     const size_t at = ops::epilogue_offset(OpId::kConv2d);
-    std::vector<int64_t> words(3, 0);
+    std::vector<int64_t> words(3, 0);  // [activation, a, b]
     if (node.params.size() >= at + 3) std::copy(node.params.begin() + at, node.params.begin() + at + 3, words.begin());
     return words;
   };
+  const size_t conv_words = ops::epilogue_offset(OpId::kConv2d);  // strides .. groups
   for (size_t n = 0; n < fn.nodes.size(); ++n) {
     const Node& dw = fn.nodes[n];
     if (dw.kind != NodeKind::kOp || dw.op != OpId::kConv2d || dw.inputs.size() > 3 || dw.results.size() != 1 ||
-        dw.params.size() < 9 || ops::conv2d_channels_last(dw.params))
+        dw.params.size() < conv_words || ops::conv2d_channels_last(dw.params))
       continue;
     const TensorType& x = type(dw.inputs[0]);
     const TensorType& dw_w = type(dw.inputs[1]);
     if (x.rank() != 4 || x.dtype != DType::kF32 || dw_w.rank() != 4) continue;
     const int64_t c = x.dims[1];
-    if (dw.params[8] != c || dw_w.dims[0] != c || dw_w.dims[1] != 1) continue;  // depthwise
+    if (dw.params[conv_words - 1] != c || dw_w.dims[0] != c || dw_w.dims[1] != 1) continue;  // depthwise
     const int v = dw.results[0];
     const int j = readers.sole(v);
     if (j < 0 || readers.region[static_cast<size_t>(j)] != readers.region[n]) continue;
     const Node& pw = fn.nodes[static_cast<size_t>(j)];
     if (pw.kind != NodeKind::kOp || pw.op != OpId::kConv2d || pw.inputs[0] != v ||
-        pw.results.size() != 1 || pw.params.size() < 9 || ops::conv2d_channels_last(pw.params))
+        pw.results.size() != 1 || pw.params.size() < conv_words || ops::conv2d_channels_last(pw.params))
       continue;
     static constexpr int64_t kOneByOne[] = {1, 1, 0, 0, 0, 0, 1, 1, 1};
     const TensorType& pw_w = type(pw.inputs[1]);
     if (!std::equal(std::begin(kOneByOne), std::end(kOneByOne), pw.params.begin()) || pw_w.rank() != 4 ||
         pw_w.dims[2] != 1 || pw_w.dims[3] != 1)
       continue;
-    std::vector<int64_t> params(dw.params.begin(), dw.params.begin() + 9);
+    std::vector<int64_t> params(dw.params.begin(), dw.params.begin() + static_cast<std::ptrdiff_t>(conv_words));
     for (const Node* stage : {&dw, &pw}) {
       const std::vector<int64_t> words = epilogue(*stage);
       params.insert(params.end(), words.begin(), words.end());
