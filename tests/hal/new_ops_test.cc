@@ -1250,6 +1250,13 @@ TEST_CASE("separable_conv2d: bit for bit the depthwise conv2d then the 1x1 conv2
        0, relu},
       {"K past a GEMM tile, C past its K block (300 channels)", {1, 300, 5, 6}, 70, 3, 3, {1, 1, 1, 1, 1, 1, 1, 1},
        true, true, true, 0, hard_swish},
+      // The depthwise buffer is kept from channel to channel (its padding
+      // zeros written once per tile): rows of several tiles, the last one
+      // narrower, whose padding columns differ.
+      {"rows of two tiles (512 + 188 columns)", {1, 4, 9, 700}, 6, 3, 3, {1, 1, 1, 1, 1, 1, 1, 1}, true, true, true,
+       0, relu},
+      {"stride 2 rows of six tiles, asymmetric pads", {1, 3, 8, 1500}, 5, 3, 3, {2, 2, 0, 0, 1, 1, 1, 1}, false, true,
+       false, relu, 0},
   };
   uint32_t seed = 2000;
   for (const Separable& s : cases) check_separable(s, seed += 10);
