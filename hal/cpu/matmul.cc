@@ -562,6 +562,42 @@ void max_pool_interior(const float* top, int64_t w, int64_t stride, int64_t x_of
   }
 }
 
+#ifdef HEXIR_CONV_X86
+// The 2x2 stride-2 max pool (BlazeFace's), 8 outputs per step: each row's
+// 16 columns split into the window's left and right taps, then the four
+// taps in (ky, kx) order through max_step's rule (greater, or NaN: the
+// same bits). The rest of [begin, end) by the loop above.
+// Left and right taps of 8 windows from 16 columns:
+// [l0 l2 h0 h2 | l4 l6 h4 h6] -> [l0 l2 l4 l6 h0 h2 h4 h6].
+[[gnu::target("avx2")]] inline void split_pairs(const float* at, __m256& left, __m256& right) {
+  const __m256 lo = _mm256_loadu_ps(at), hi = _mm256_loadu_ps(at + 8);
+  left = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(lo, hi, 0x88)), 0xD8));
+  right = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(lo, hi, 0xDD)), 0xD8));
+}
+
+// max_step on 8 lanes.
+[[gnu::target("avx2")]] inline __m256 max_step8(__m256 m, __m256 v) {
+  const __m256 take = _mm256_or_ps(_mm256_cmp_ps(v, m, _CMP_GT_OQ), _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+  return _mm256_blendv_ps(m, v, take);
+}
+
+[[gnu::target("avx2")]] void max_pool_2x2_s2_avx2(const float* top, int64_t w, int64_t x_offset, int64_t begin,
+                                                  int64_t end, float* out) {
+  const float* row0 = top + x_offset;
+  const float* row1 = row0 + w;
+  int64_t ox = begin;
+  for (; ox + 8 <= end; ox += 8) {
+    __m256 a, b, c, d;
+    split_pairs(row0 + 2 * ox, a, b);
+    split_pairs(row1 + 2 * ox, c, d);
+    __m256 m = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+    m = max_step8(max_step8(max_step8(max_step8(m, a), b), c), d);
+    _mm256_storeu_ps(out + ox, m);
+  }
+  max_pool_interior<2, 2>(top, w, 2, x_offset, ox, end, out);
+}
+#endif
+
 template <bool kMax>
 void pool_plane(void* context, int64_t plane) {
   const PoolJob& job = *static_cast<const PoolJob*>(context);
@@ -582,7 +618,12 @@ void pool_plane(void* context, int64_t plane) {
     if (kMax && rows_inside && job.ox_begin < job.ox_end) {
       const float* top = image + y0 * p.w;
       if (p.kh == 2 && p.kw == 2) {
-        max_pool_interior<2, 2>(top, p.w, p.stride_w, -p.pad_left, job.ox_begin, job.ox_end, out);
+#ifdef HEXIR_CONV_X86
+        if (p.stride_w == 2 && __builtin_cpu_supports("avx2"))
+          max_pool_2x2_s2_avx2(top, p.w, -p.pad_left, job.ox_begin, job.ox_end, out);
+        else
+#endif
+          max_pool_interior<2, 2>(top, p.w, p.stride_w, -p.pad_left, job.ox_begin, job.ox_end, out);
         skip_begin = job.ox_begin, skip_end = job.ox_end;
       } else if (p.kh == 3 && p.kw == 3) {
         max_pool_interior<3, 3>(top, p.w, p.stride_w, -p.pad_left, job.ox_begin, job.ox_end, out);

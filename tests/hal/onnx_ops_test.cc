@@ -432,6 +432,10 @@ TEST_CASE("max_pool and average_pool against the direct definition") {
       {{0, 2, 4, 4}, {2, 2, 1, 1, 0, 0, 0, 0, 1, 1, 0, 0}},
       {{2, 1, 6, 6}, {6, 6, 1, 1, 0, 0, 0, 0, 1, 1, 0, 0}},
       {{1, 1, 7, 7}, {3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 0}},
+      // 2x2 stride 2 over rows of 21 and 19 outputs (the AVX2 kernel's 8 at a
+      // time, a tail, a padded border).
+      {{1, 2, 6, 42}, {2, 2, 2, 2, 0, 0, 0, 0, 1, 1, 0, 0}},
+      {{1, 1, 5, 37}, {2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0}},
   };
   uint32_t seed = 500;
   for (const PoolCase& c : cases) {
@@ -448,6 +452,37 @@ TEST_CASE("max_pool and average_pool against the direct definition") {
       REQUIRE(run_kernel(id, {&x}, out, c.params).ok());
       check_close(out, pool_reference(is_max, x, c, out.dims), 1e-6, 1e-6);
     }
+  }
+}
+
+// The max pool takes a tap that is greater or NaN, in (ky, kx) order: of
+// equal values the first (-0 before +0 keeps -0), of NaNs the last. The 2x2
+// stride-2 windows of 16 outputs, each tap position holding NaN, -0, +0, inf.
+TEST_CASE("max_pool 2x2 stride 2: the bits of the tap rule, NaN, signed zeros") {
+  const float kinds[] = {kNaNF, -0.0f, 0.0f, kInfF, -kInfF, 1.5f};
+  HostTensor x(DType::kF32, {1, 1, 2, 64});
+  uint32_t* bits = reinterpret_cast<uint32_t*>(x.bytes.data());
+  for (int64_t ox = 0; ox < 32; ++ox) {
+    // The first two taps take every pair of kinds over outputs 0..35 (-0
+    // then +0 at 13, +0 then -0 at 8, two NaNs at 0).
+    const int64_t pick[4] = {ox % 6, ox / 6 % 6, ox / 2 % 6, ox / 3 % 6};
+    const int64_t at[4] = {2 * ox, 2 * ox + 1, 64 + 2 * ox, 64 + 2 * ox + 1};
+    for (int t = 0; t < 4; ++t) {
+      x.at(at[t]) = kinds[pick[t]];
+      if (pick[t] == 0) bits[at[t]] = 0x7fc00000u + static_cast<uint32_t>(at[t]);  // NaNs told apart by payload
+    }
+  }
+  HostTensor out(DType::kF32, {1, 1, 1, 32});
+  REQUIRE(run_kernel(OpId::kMaxPool, {&x}, out, {2, 2, 2, 2, 0, 0, 0, 0, 1, 1, 0, 0}).ok());
+  for (int64_t ox = 0; ox < 32; ++ox) {
+    float m = -kInfF;
+    for (int64_t at : {2 * ox, 2 * ox + 1, 64 + 2 * ox, 64 + 2 * ox + 1}) {
+      const float v = x.at(at);
+      if (v > m || v != v) m = v;
+    }
+    const float got = out.at(ox);
+    INFO("output " << ox);
+    CHECK(std::memcmp(&got, &m, sizeof m) == 0);
   }
 }
 
