@@ -408,6 +408,24 @@ void pack_strip(const float* B, int64_t ldb, int64_t k0, int64_t kc, int64_t j0,
   }
 }
 
+#ifdef HEXIR_GEMM_X86
+// pack_strips' 16-wide strip rows as two 32-byte moves (the baseline build's
+// copy is four 16-byte ones; in place of it BlazeFace-256's separable blocks
+// ran 1-2 % faster, alternated in one process).
+[[gnu::target("avx2")]] void pack_strips16_avx2(const float* B, int64_t ldb, int64_t k0, int64_t kc, int64_t j0,
+                                                int64_t strips, float* out) {
+  for (int64_t k = 0; k < kc; ++k) {
+    const float* src = B + (k0 + k) * ldb + j0;
+    float* dst = out + k * 16;
+    for (int64_t s = 0; s < strips; ++s) {
+      const __m256 a = _mm256_loadu_ps(src + s * 16), b = _mm256_loadu_ps(src + s * 16 + 8);
+      _mm256_storeu_ps(dst + s * kc * 16, a);
+      _mm256_storeu_ps(dst + s * kc * 16 + 8, b);
+    }
+  }
+}
+#endif
+
 // Packs `strips` whole strips of B from column j0 on (strip s at out + s *
 // kc * NR), a row of B at a time: each row's run of the group is read in
 // order. Strip by strip, the reads went down kc rows at once, kc streams of
@@ -425,6 +443,9 @@ void pack_strips(const float* B, int64_t ldb, int64_t k0, int64_t kc, int64_t j0
       for (int64_t s = 0; s < strips; ++s) std::memcpy(dst + s * kc * W, src + s * W, W * sizeof(float));
     }
   };
+#ifdef HEXIR_GEMM_X86
+  if (NR == 16 && __builtin_cpu_supports("avx2")) return pack_strips16_avx2(B, ldb, k0, kc, j0, strips, out);
+#endif
   if (NR == 16) return copy.template operator()<16>();
   if (NR == 32) return copy.template operator()<32>();
   for (int64_t s = 0; s < strips; ++s) pack_strip(B, ldb, k0, kc, j0 + s * NR, NR, NR, out + s * kc * NR);

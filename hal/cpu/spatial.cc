@@ -395,6 +395,7 @@ struct DwBuffer {
   alignas(64) float floats[kBufferFloats];
   int64_t zeroed_tile = -1;  // the tile (its first column) whose padding columns are zero
   int64_t zeroed_rows = 0;   // in buffer rows [0, zeroed_rows)
+  DwColumns columns;         // that tile's input columns
 };
 
 struct DepthwiseJob {
@@ -430,15 +431,19 @@ void depthwise_rows(const DepthwiseJob& job, int64_t plane, int64_t oy_begin, in
   for (int64_t ox0 = 0; ox0 < p.ow; ox0 += job.g.tile) {
     b.width = std::min(job.g.tile, p.ow - ox0);
     const int64_t ix0 = ox0 * p.stride_w - p.pad_left;
-    const DwColumns columns = dw_columns(p.w, ix0, p.stride_w, job.g.phase);
+    if (buffer.zeroed_tile != ox0) {
+      buffer.columns = dw_columns(p.w, ix0, p.stride_w, job.g.phase);
+      buffer.zeroed_rows = 0;
+    }
+    const DwColumns& columns = buffer.columns;
     // Zeros where the window reaches past the rows (and the slack the last
-    // vector reads), once per tile for every buffer row it uses: the fills
+    // vector reads), once per tile (and buffer) for every buffer row it uses: the fills
     // below write only the input's columns. (Zeroing the whole buffer was
     // 5.5 % of PP-OCR v2 cls's samples, its planes 2 rows high; these
     // columns zeroed per row filled, 12 % of BlazeFace-128's, its rows short.)
     const int64_t slab_rows = std::min(job.g.slab, (oy_end - oy_begin + kRows - 1) / kRows * kRows);
     const int64_t buffer_rows = dw_buffer_rows(p, slab_rows);
-    if (buffer.zeroed_tile != ox0 || buffer.zeroed_rows < buffer_rows) {
+    if (buffer.zeroed_rows < buffer_rows) {
       for (int64_t t = 0; t < buffer_rows; ++t)
         for (int64_t q = 0; q < p.stride_w; ++q) {
           float* phase_row = buf + t * buf_row + q * job.g.phase;
