@@ -394,6 +394,38 @@ template <int NV>
   // AMD's cores), masked for a row's last columns.
   const int64_t at = k0 * plane + oy * p.ow + ox0;
   const __m256 lo = _mm256_set1_ps(job.p->epilogue.a), hi = _mm256_set1_ps(job.p->epilogue.b);
+  if (ox0 + 8 * NV <= p.ow) {
+    // A whole tile, stage by stage with the job's fields in registers (the
+    // stores could alias the job as far as the compiler knows; the stem ran
+    // 2-6 % faster, alternated in one process). The same steps per element.
+    const float* const bias = job.bias;
+    const float* const residual = job.residual;
+    float* const out = job.out + at;
+    const ops::Activation activation = job.activation;
+    if (bias)
+#pragma GCC unroll 4
+      for (int kb = 0; kb < KB; ++kb) {
+        const __m256 b = _mm256_broadcast_ss(bias + k0 + kb);
+#pragma GCC unroll 3
+        for (int v = 0; v < NV; ++v) acc[kb][v] = _mm256_add_ps(acc[kb][v], b);
+      }
+    if (residual)
+#pragma GCC unroll 4
+      for (int kb = 0; kb < KB; ++kb)
+#pragma GCC unroll 3
+        for (int v = 0; v < NV; ++v)
+          acc[kb][v] = _mm256_add_ps(acc[kb][v], _mm256_loadu_ps(residual + at + kb * plane + 8 * v));
+    if (activation != ops::Activation::kNone)
+#pragma GCC unroll 4
+      for (int kb = 0; kb < KB; ++kb)
+#pragma GCC unroll 3
+        for (int v = 0; v < NV; ++v) acc[kb][v] = tile_activation(activation, acc[kb][v], lo, hi);
+#pragma GCC unroll 4
+    for (int kb = 0; kb < KB; ++kb)
+#pragma GCC unroll 3
+      for (int v = 0; v < NV; ++v) _mm256_storeu_ps(out + kb * plane + 8 * v, acc[kb][v]);
+    return;
+  }
 #pragma GCC unroll 3
   for (int v = 0; v < NV; ++v) {
     const int64_t n = std::min<int64_t>(8, p.ow - ox0 - 8 * v);
