@@ -1,0 +1,70 @@
+// onnxruntime's own per-node times for one model, to set beside `hexir-run --profile`:
+//   node scripts/real-models/ort_profile.mjs SPEC.json [RUNS] [THREADS]
+// SPEC is the ort-spec.json scripts/real-models.sh and scripts/blocks.sh leave in each model's work
+// folder (build/real-models/work/<model>/). Runs the session RUNS times (default 100) with
+// onnxruntime's profiler on and prints, per operator type and for the slowest nodes, the median
+// kernel time in microseconds (onnxruntime's node names: after its graph optimizations, so fused
+// and NCHWc-converted nodes appear as onnxruntime runs them).
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { createRequire } from 'node:module';
+import { readNpy } from './npy.mjs';
+
+const spec = JSON.parse(fs.readFileSync(process.argv[2], 'utf8'));
+const runs = Number(process.argv[3] ?? 100);
+const threads = Number(process.argv[4] ?? spec.threads ?? 1);
+const require = createRequire(path.join(spec.ortDir, 'package.json'));
+const ort = require('onnxruntime-node');
+
+const feeds = {};
+for (const i of spec.inputs) {
+  const t = readNpy(i.npy);
+  feeds[i.name] = new ort.Tensor(t.dtype, t.data, t.shape);
+}
+for (const b of spec.binds ?? []) {
+  const data = b.dtype === 'int64' ? BigInt64Array.from([BigInt(b.value)])
+             : b.dtype === 'int32' ? Int32Array.from([b.value]) : Float32Array.from([b.value]);
+  feeds[b.name] = new ort.Tensor(b.dtype, data, []);
+}
+const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ort-profile-'));
+const session = await ort.InferenceSession.create(spec.model, {
+  executionProviders: ['cpu'], intraOpNumThreads: threads, interOpNumThreads: 1, executionMode: 'sequential',
+  graphOptimizationLevel: 'all', logSeverityLevel: 3, enableProfiling: true, profileFilePrefix: path.join(dir, 'p'),
+});
+for (let k = 0; k < runs; ++k) await session.run(feeds);
+session.endProfiling();
+const file = fs.readdirSync(dir).find((f) => f.endsWith('.json'));
+const events = JSON.parse(fs.readFileSync(path.join(dir, file), 'utf8'));
+fs.rmSync(dir, { recursive: true, force: true });
+
+const median = (v) => {
+  const s = [...v].sort((a, b) => a - b), n = s.length;
+  return n % 2 ? s[(n - 1) / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
+};
+const nodes = new Map();  // node name -> {op, times}
+const runsUs = [];
+for (const e of events) {
+  if (e.cat === 'Node' && e.name.endsWith('_kernel_time')) {
+    const name = e.name.slice(0, -'_kernel_time'.length);
+    if (!nodes.has(name)) nodes.set(name, { op: e.args.op_name, times: [] });
+    nodes.get(name).times.push(e.dur);
+  } else if (e.cat === 'Session' && e.name === 'model_run') {
+    runsUs.push(e.dur);
+  }
+}
+const byOp = new Map();
+for (const { op, times } of nodes.values()) {
+  const o = byOp.get(op) ?? { count: 0, us: 0 };
+  o.count += 1;
+  o.us += median(times);
+  byOp.set(op, o);
+}
+console.log(`${path.basename(spec.model)}: ${runs} runs at ${threads} thread(s), model_run median ` +
+            `${(median(runsUs) / 1000).toFixed(3)} ms (profiled)`);
+console.log('operator                  count   us/run (sum of node medians)');
+for (const [op, o] of [...byOp].sort((a, b) => b[1].us - a[1].us))
+  console.log(`  ${op.padEnd(24)}${String(o.count).padStart(5)}  ${o.us.toFixed(1).padStart(9)}`);
+console.log('slowest nodes (median us):');
+for (const [name, { op, times }] of [...nodes].sort((a, b) => median(b[1].times) - median(a[1].times)).slice(0, 15))
+  console.log(`  ${median(times).toFixed(1).padStart(9)}  ${op.padEnd(12)} ${name}`);
