@@ -206,18 +206,25 @@ namespace {
 // summed in (c, ky, kx) order from zero, each by one FMA, then the bias and
 // the epilogue: the GEMM's order and rounding for K <= its K block (256), so
 // the same bits as the GEMM path. On AVX2 the rows read are first copied
-// into phases (stem_fill) and tiles are 4 channels x 24 columns (below).
+// into phases (stem_fill) and tiles are 4 channels x 24 or 16 columns (below).
 constexpr int64_t kStemMaxPatch = 256;
 constexpr int64_t kStemMaxKw = 11;
 constexpr int64_t kStemMaxWeights = 8192;  // k x patch, tap-major on the stack (32 KiB)
 
-constexpr int64_t kStemAvx2Columns = 24;       // AVX2 tile width (3 vectors)
 constexpr int64_t kStemBufferFloats = 8192;  // AVX2's rows in phases, on the stack (32 KiB)
+
+// The AVX2 tile's columns: 24 (3 vectors) where the rows are whole tiles of
+// them, else 16. In one process, alternating invokes: 24 was 4-7 % faster
+// on PP-OCR v2 cls's rows of 96; 16 was 6-8 % faster on BlazeFace-256's
+// 128 (24 ends them in an 8-wide tile at a third of the rate) and 10 % on
+// PP-OCRv4 det's 160.
+int64_t stem_avx2_columns(const ops::Conv2dPlan& p) { return p.ow % 24 == 0 ? 24 : 16; }
 
 // Floats per phase of a buffer row: the columns of every tile (the last one
 // rounded up) plus the window's reach.
 int64_t stem_phase(const ops::Conv2dPlan& p) {
-  const int64_t columns = (p.ow + kStemAvx2Columns - 1) / kStemAvx2Columns * kStemAvx2Columns;
+  const int64_t tile = stem_avx2_columns(p);
+  const int64_t columns = (p.ow + tile - 1) / tile * tile;
   return columns + (p.kw - 1) / p.stride_w + 1;
 }
 bool stem_buffer_fits(const ops::Conv2dPlan& p) {
@@ -317,9 +324,10 @@ template <int KB>
 // AVX2: the input rows an output row reads are first copied into a stack
 // buffer split into stride_w phases, zero where the window reaches into the
 // padding (as the depthwise kernel's), so each tap of 8 output columns is one
-// plain load: no masks, no shuffles. Tiles of 4 output channels x 24 columns
-// (12 accumulators: per tap 3 loads, 4 broadcasts, 12 FMAs), the same sums in
-// the same order (zeros included) as the GEMM.
+// plain load: no masks, no shuffles. Tiles of 4 output channels x 24 or 16
+// columns (stem_avx2_columns; 12 or 8 accumulators: per tap 3 or 2 loads, 4
+// broadcasts, 12 or 8 FMAs), the same sums in the same order (zeros
+// included) as the GEMM.
 // Buffer row (c, ky) for output row oy: phase q, index i holds input column
 // q + stride_w * i - pad_left of input row oy * stride_h - pad_top + ky * dilation_h.
 void stem_fill(const ops::Conv2dPlan& p, const float* image, int64_t oy, float* buf) {
@@ -459,13 +467,14 @@ void stem_row(void* context, int64_t task) {
   StemJob image_job = job;
   image_job.out = job.out + n * p.k * p.oh * p.ow;
   if (job.residual) image_job.residual = job.residual + n * p.k * p.oh * p.ow;
-  if (!__builtin_cpu_supports("avx512f")) {  // AVX2: the phases of the rows read, then tiles of 4 x 24
+  if (!__builtin_cpu_supports("avx512f")) {  // AVX2: the phases of the rows read, then tiles of 4 x 24 or 4 x 16
     alignas(64) float buf[kStemBufferFloats];
     stem_fill(p, image, oy, buf);
+    const int64_t tile = stem_avx2_columns(p);
     for (int64_t k0 = 0; k0 < p.k; k0 += 4)
-      for (int64_t ox0 = 0; ox0 < p.ow; ox0 += kStemAvx2Columns) {
+      for (int64_t ox0 = 0; ox0 < p.ow; ox0 += tile) {
         const int64_t left = p.ow - ox0;
-        if (left > 16)
+        if (left > 16 && tile == 24)
           stem_tile_avx2<3>(image_job, buf, k0, oy, ox0);
         else if (left > 8)
           stem_tile_avx2<2>(image_job, buf, k0, oy, ox0);
