@@ -598,14 +598,15 @@ void gemm_task(void* context, int64_t task, int participant) {
       const int64_t step = g.packed_a ? MR : job.path.mr_in_place;
       for (int64_t i = i0; i < i1; i += step) {
         const int64_t mr = std::min(step, i1 - i);
+        // The prepared A panel of rows i.. (a division once per panel, not per tile).
+        const float* panel_a = g.packed_a ? g.packed_a + k0 * panels * MR + (i / MR) * kc * MR : nullptr;
         for (int64_t s = sg; s < sg_end; ++s) {
           const int64_t j0 = s * NR, nr = std::min(NR, g.n - j0);
           const bool in_place = !g.pack_b && job.b_in_place && nr == NR;
           const float* bp = in_place ? g.b + k0 * g.ldb + j0 : strip + (s - sg) * kc * NR;
           const int64_t ldbp = in_place ? g.ldb : NR;
-          if (g.packed_a)
-            run_tile(mr, nr, kc, g.packed_a + k0 * panels * MR + (i / MR) * kc * MR, MR, true, bp, ldbp, i, j0,
-                     accumulate, last);
+          if (panel_a)
+            run_tile(mr, nr, kc, panel_a, MR, true, bp, ldbp, i, j0, accumulate, last);
           else
             run_tile(mr, nr, kc, g.a + i * g.lda + k0, g.lda, false, bp, ldbp, i, j0, accumulate, last);
         }
