@@ -65,12 +65,16 @@ using MicroKernel = void (*)(int64_t mr, int64_t nr, int64_t kc, const float* A,
 // prologue, a TileFinish each) were a tenth of BlazeFace-256's separable time.
 using StripsKernel = void (*)(int64_t kc, const float* A, const float* B, int64_t strips, float* C, int64_t ldc,
                               bool accumulate, const TileFinish* finish);
+// The same with A read in place (rows lda apart, mr = the in-place MR).
+using StripsInPlaceKernel = void (*)(int64_t kc, const float* A, int64_t lda, const float* B, int64_t strips,
+                                     float* C, int64_t ldc, bool accumulate, const TileFinish* finish);
 
 struct GemmPath {
   int64_t mr, nr;       // the register tile with A packed (MR-interleaved panels)
   int64_t mr_in_place;  // its height when A is read in place (MR row pointers cost registers)
   MicroKernel kernel;
   StripsKernel strips = nullptr;
+  StripsInPlaceKernel strips_in_place = nullptr;
 };
 
 // Writes the first `nr` lanes of an accumulated tile row.
@@ -285,6 +289,18 @@ template <int NV>
   avx2_rows<2>(mr, nr, kc, A, lda, B, ldb, C, ldc, accumulate, finish);
 }
 
+[[gnu::target("avx2,fma")]] void strips_in_place_avx2(int64_t kc, const float* A, int64_t lda, const float* B,
+                                                      int64_t strips, float* C, int64_t ldc, bool accumulate,
+                                                      const TileFinish* finish) {
+  TileFinish f = finish ? *finish : TileFinish{};
+  for (int64_t s = 0; s < strips; ++s) {
+    avx2_tile<kAvx2Mr, 0, 16>(kAvx2Mr, 16, kc, A, lda, B + s * kc * 16, 16, C + s * 16, ldc, accumulate,
+                              finish ? &f : nullptr);
+    if (f.col_bias) f.col_bias += 16;
+    if (f.residual) f.residual += 16;
+  }
+}
+
 [[gnu::target("avx2,fma")]] void strips_avx2(int64_t kc, const float* A, const float* B, int64_t strips, float* C,
                                              int64_t ldc, bool accumulate, const TileFinish* finish) {
   TileFinish f = finish ? *finish : TileFinish{};
@@ -401,7 +417,7 @@ GemmPath select_path() {
 #ifdef HEXIR_GEMM_X86
   if (__builtin_cpu_supports("avx512f")) return {kAvx512Mr, 32, kAvx512MrInPlace, micro_avx512};
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-    return {kAvx2Mr, 16, kAvx2Mr, micro_avx2, strips_avx2};
+    return {kAvx2Mr, 16, kAvx2Mr, micro_avx2, strips_avx2, strips_in_place_avx2};
 #endif
   return {kGenericMr, 16, kGenericMr, micro_generic};
 }
@@ -572,7 +588,24 @@ void gemm_task(void* context, int64_t task, int participant) {
         for (int64_t i = i0; i < i1; i += MR) {
           const int64_t mr = std::min(MR, i1 - i);
           if (a_in_place) {
-            for (int64_t s = s0; s < s1; ++s) {
+            int64_t s = s0;
+            // Whole strips in one call where the path has one (BERT-base's
+            // matmuls 0.96-0.98 of their time, alternated in one process).
+            if (job.path.strips_in_place && mr == job.path.mr_in_place && !stored_epilogue) {
+              const int64_t whole = std::min(s1, g.n / NR) - s0;
+              if (whole > 0) {
+                float* c = g.c + i * g.ldc + s0 * NR;
+                const float* a = g.a + i * g.lda + k0;
+                if (last && finishes) {
+                  const TileFinish f = tile_finish(i, s0 * NR);
+                  job.path.strips_in_place(kc, a, g.lda, bk + s0 * kc * NR, whole, c, g.ldc, accumulate, &f);
+                } else {
+                  job.path.strips_in_place(kc, a, g.lda, bk + s0 * kc * NR, whole, c, g.ldc, accumulate, nullptr);
+                }
+                s += whole;
+              }
+            }
+            for (; s < s1; ++s) {
               const int64_t j0 = s * NR, nr = std::min(NR, g.n - j0);
               run_tile(mr, nr, kc, g.a + i * g.lda + k0, g.lda, false, bk + s * kc * NR, NR, i, j0, accumulate, last);
             }
