@@ -59,22 +59,20 @@ using MicroKernel = void (*)(int64_t mr, int64_t nr, int64_t kc, const float* A,
                              const float* B, int64_t ldb, float* C, int64_t ldc, bool accumulate,
                              const TileFinish* finish);
 
-// Optional: `strips` whole tiles of a full packed panel of A (mr = MR) side by
-// side, B's strips kc x NR floats apart, C's and the finish's columns NR on
-// per tile: one call where the tiles' own calls (through MicroKernel, its
-// prologue, a TileFinish each) were a tenth of BlazeFace-256's separable time.
-using StripsKernel = void (*)(int64_t kc, const float* A, const float* B, int64_t strips, float* C, int64_t ldc,
-                              bool accumulate, const TileFinish* finish);
-// The same with A read in place (rows lda apart, mr = the in-place MR).
-using StripsInPlaceKernel = void (*)(int64_t kc, const float* A, int64_t lda, const float* B, int64_t strips,
-                                     float* C, int64_t ldc, bool accumulate, const TileFinish* finish);
+// Optional: `strips` whole tiles of a full panel of A (mr = MR: packed, lda
+// unused; or in place, rows lda apart) side by side, B's strips kc x NR
+// floats apart, C's and the finish's columns NR on per tile: one call where
+// the tiles' own calls (through MicroKernel, its prologue, a TileFinish
+// each) were a tenth of BlazeFace-256's separable time.
+using StripsKernel = void (*)(int64_t kc, const float* A, int64_t lda, const float* B, int64_t strips, float* C,
+                              int64_t ldc, bool accumulate, const TileFinish* finish);
 
 struct GemmPath {
   int64_t mr, nr;       // the register tile with A packed (MR-interleaved panels)
   int64_t mr_in_place;  // its height when A is read in place (MR row pointers cost registers)
   MicroKernel kernel;
-  StripsKernel strips = nullptr;
-  StripsInPlaceKernel strips_in_place = nullptr;
+  StripsKernel strips = nullptr;           // A packed
+  StripsKernel strips_in_place = nullptr;  // A read in place
 };
 
 // Writes the first `nr` lanes of an accumulated tile row.
@@ -289,24 +287,14 @@ template <int NV>
   avx2_rows<2>(mr, nr, kc, A, lda, B, ldb, C, ldc, accumulate, finish);
 }
 
-[[gnu::target("avx2,fma")]] void strips_in_place_avx2(int64_t kc, const float* A, int64_t lda, const float* B,
-                                                      int64_t strips, float* C, int64_t ldc, bool accumulate,
-                                                      const TileFinish* finish) {
+// AS: A's layout, as avx2_tile's (kAvx2Mr packed, 0 in place).
+template <int64_t AS>
+[[gnu::target("avx2,fma")]] void strips_avx2(int64_t kc, const float* A, int64_t lda, const float* B, int64_t strips,
+                                             float* C, int64_t ldc, bool accumulate, const TileFinish* finish) {
   TileFinish f = finish ? *finish : TileFinish{};
   for (int64_t s = 0; s < strips; ++s) {
-    avx2_tile<kAvx2Mr, 0, 16>(kAvx2Mr, 16, kc, A, lda, B + s * kc * 16, 16, C + s * 16, ldc, accumulate,
-                              finish ? &f : nullptr);
-    if (f.col_bias) f.col_bias += 16;
-    if (f.residual) f.residual += 16;
-  }
-}
-
-[[gnu::target("avx2,fma")]] void strips_avx2(int64_t kc, const float* A, const float* B, int64_t strips, float* C,
-                                             int64_t ldc, bool accumulate, const TileFinish* finish) {
-  TileFinish f = finish ? *finish : TileFinish{};
-  for (int64_t s = 0; s < strips; ++s) {
-    avx2_tile<kAvx2Mr, kAvx2Mr, 16>(kAvx2Mr, 16, kc, A, kAvx2Mr, B + s * kc * 16, 16, C + s * 16, ldc, accumulate,
-                                    finish ? &f : nullptr);
+    avx2_tile<kAvx2Mr, AS, 16>(kAvx2Mr, 16, kc, A, AS != 0 ? AS : lda, B + s * kc * 16, 16, C + s * 16, ldc,
+                               accumulate, finish ? &f : nullptr);
     if (f.col_bias) f.col_bias += 16;
     if (f.residual) f.residual += 16;
   }
@@ -417,7 +405,7 @@ GemmPath select_path() {
 #ifdef HEXIR_GEMM_X86
   if (__builtin_cpu_supports("avx512f")) return {kAvx512Mr, 32, kAvx512MrInPlace, micro_avx512};
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-    return {kAvx2Mr, 16, kAvx2Mr, micro_avx2, strips_avx2, strips_in_place_avx2};
+    return {kAvx2Mr, 16, kAvx2Mr, micro_avx2, strips_avx2<kAvx2Mr>, strips_avx2<0>};
 #endif
   return {kGenericMr, 16, kGenericMr, micro_generic};
 }
@@ -662,9 +650,9 @@ void gemm_task(void* context, int64_t task, int participant) {
             float* c = g.c + i * g.ldc + sg * NR;
             if (last && finishes) {
               const TileFinish f = tile_finish(i, sg * NR);
-              job.path.strips(kc, panel_a, strip, whole, c, g.ldc, accumulate, &f);
+              job.path.strips(kc, panel_a, MR, strip, whole, c, g.ldc, accumulate, &f);
             } else {
-              job.path.strips(kc, panel_a, strip, whole, c, g.ldc, accumulate, nullptr);
+              job.path.strips(kc, panel_a, MR, strip, whole, c, g.ldc, accumulate, nullptr);
             }
             s += whole;
           }
