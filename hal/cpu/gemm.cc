@@ -542,6 +542,15 @@ void gemm_task(void* context, int64_t task, int participant) {
     }
     if (last && stored_epilogue) apply_epilogue(*stored_epilogue, c, g.ldc, mr, nr);
   };
+  // `count` whole tiles of a full panel from (i, j) on, through the path's
+  // strips kernel (no stored epilogue: the callers check).
+  auto run_strips = [&](StripsKernel kernel, int64_t kc, const float* a, int64_t lda, const float* b, int64_t count,
+                        int64_t i, int64_t j, bool accumulate, bool last) {
+    float* c = g.c + i * g.ldc + j;
+    if (!last || !finishes) return kernel(kc, a, lda, b, count, c, g.ldc, accumulate, nullptr);
+    const TileFinish f = tile_finish(i, j);
+    kernel(kc, a, lda, b, count, c, g.ldc, accumulate, &f);
+  };
   if (g.k == 0) {
     for (int64_t i = i0; i < i1; ++i) std::fill(g.c + i * g.ldc + j_begin, g.c + i * g.ldc + j_end, 0.0f);
     if (finishes) finish_stored(tile_finish(i0, j_begin), g.c + i0 * g.ldc + j_begin, g.ldc, i1 - i0, j_end - j_begin);
@@ -582,14 +591,8 @@ void gemm_task(void* context, int64_t task, int participant) {
             if (job.path.strips_in_place && mr == job.path.mr_in_place && !stored_epilogue) {
               const int64_t whole = std::min(s1, g.n / NR) - s0;
               if (whole > 0) {
-                float* c = g.c + i * g.ldc + s0 * NR;
-                const float* a = g.a + i * g.lda + k0;
-                if (last && finishes) {
-                  const TileFinish f = tile_finish(i, s0 * NR);
-                  job.path.strips_in_place(kc, a, g.lda, bk + s0 * kc * NR, whole, c, g.ldc, accumulate, &f);
-                } else {
-                  job.path.strips_in_place(kc, a, g.lda, bk + s0 * kc * NR, whole, c, g.ldc, accumulate, nullptr);
-                }
+                run_strips(job.path.strips_in_place, kc, g.a + i * g.lda + k0, g.lda, bk + s0 * kc * NR, whole, i,
+                           s0 * NR, accumulate, last);
                 s += whole;
               }
             }
@@ -647,13 +650,7 @@ void gemm_task(void* context, int64_t task, int participant) {
         if (job.path.strips && panel_a && mr == MR && !job.b_in_place && !stored_epilogue) {
           const int64_t whole = std::min(sg_end, g.n / NR) - sg;
           if (whole > 0) {
-            float* c = g.c + i * g.ldc + sg * NR;
-            if (last && finishes) {
-              const TileFinish f = tile_finish(i, sg * NR);
-              job.path.strips(kc, panel_a, MR, strip, whole, c, g.ldc, accumulate, &f);
-            } else {
-              job.path.strips(kc, panel_a, MR, strip, whole, c, g.ldc, accumulate, nullptr);
-            }
+            run_strips(job.path.strips, kc, panel_a, MR, strip, whole, i, sg * NR, accumulate, last);
             s += whole;
           }
         }
