@@ -150,6 +150,13 @@ inline bool tile_finish_applies(ops::Activation a) {
   }
   return v;
 }
+// The even and the odd floats of 16 (lo, hi): a stride-2 window's left and
+// right taps (the depthwise buffer's phases, the 2x2 stride-2 max pool).
+// [l0 l2 h0 h2 | l4 l6 h4 h6] -> [l0 l2 l4 l6 h0 h2 h4 h6].
+[[gnu::target("avx2")]] inline void deinterleave8(__m256 lo, __m256 hi, __m256& even, __m256& odd) {
+  even = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(lo, hi, 0x88)), 0xD8));
+  odd = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(lo, hi, 0xDD)), 0xD8));
+}
 #endif
 
 // The GEMM's register tile of the running CPU's path, for kernels that drive

@@ -604,24 +604,16 @@ void max_pool_interior(const float* top, int64_t w, int64_t stride, int64_t x_of
 }
 
 #ifdef HEXIR_CONV_X86
-// The 2x2 stride-2 max pool (BlazeFace's), 8 outputs per step: each row's
-// 16 columns split into the window's left and right taps, then the four
-// taps in (ky, kx) order through max_step's rule (greater, or NaN: the
-// same bits). The rest of [begin, end) by the loop above.
-// Left and right taps of 8 windows from 16 columns:
-// [l0 l2 h0 h2 | l4 l6 h4 h6] -> [l0 l2 l4 l6 h0 h2 h4 h6].
-[[gnu::target("avx2")]] inline void split_pairs(const float* at, __m256& left, __m256& right) {
-  const __m256 lo = _mm256_loadu_ps(at), hi = _mm256_loadu_ps(at + 8);
-  left = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(lo, hi, 0x88)), 0xD8));
-  right = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(lo, hi, 0xDD)), 0xD8));
-}
-
 // max_step on 8 lanes.
 [[gnu::target("avx2")]] inline __m256 max_step8(__m256 m, __m256 v) {
   const __m256 take = _mm256_or_ps(_mm256_cmp_ps(v, m, _CMP_GT_OQ), _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
   return _mm256_blendv_ps(m, v, take);
 }
 
+// The 2x2 stride-2 max pool (BlazeFace's), 8 outputs per step: each row's
+// 16 columns split into the windows' left and right taps, then the four
+// taps in (ky, kx) order through max_step's rule (greater, or NaN: the
+// same bits). The rest of [begin, end) by the loop above.
 [[gnu::target("avx2")]] void max_pool_2x2_s2_avx2(const float* top, int64_t w, int64_t x_offset, int64_t begin,
                                                   int64_t end, float* out) {
   const float* row0 = top + x_offset;
@@ -629,8 +621,8 @@ void max_pool_interior(const float* top, int64_t w, int64_t stride, int64_t x_of
   int64_t ox = begin;
   for (; ox + 8 <= end; ox += 8) {
     __m256 a, b, c, d;
-    split_pairs(row0 + 2 * ox, a, b);
-    split_pairs(row1 + 2 * ox, c, d);
+    deinterleave8(_mm256_loadu_ps(row0 + 2 * ox), _mm256_loadu_ps(row0 + 2 * ox + 8), a, b);
+    deinterleave8(_mm256_loadu_ps(row1 + 2 * ox), _mm256_loadu_ps(row1 + 2 * ox + 8), c, d);
     __m256 m = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
     m = max_step8(max_step8(max_step8(max_step8(m, a), b), c), d);
     _mm256_storeu_ps(out + ox, m);

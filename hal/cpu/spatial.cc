@@ -260,11 +260,10 @@ void deinterleave_generic(const float* src, int64_t n, float* even, float* odd) 
 [[gnu::target("avx2")]] void deinterleave_avx2(const float* src, int64_t n, float* even, float* odd) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    const __m256 lo = _mm256_loadu_ps(src + 2 * i), hi = _mm256_loadu_ps(src + 2 * i + 8);
-    // [l0 l2 h0 h2 | l4 l6 h4 h6] -> [l0 l2 l4 l6 h0 h2 h4 h6]
-    const __m256 e = _mm256_shuffle_ps(lo, hi, 0x88), o = _mm256_shuffle_ps(lo, hi, 0xDD);
-    _mm256_storeu_ps(even + i, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), 0xD8)));
-    _mm256_storeu_ps(odd + i, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(o), 0xD8)));
+    __m256 e, o;
+    deinterleave8(_mm256_loadu_ps(src + 2 * i), _mm256_loadu_ps(src + 2 * i + 8), e, o);
+    _mm256_storeu_ps(even + i, e);
+    _mm256_storeu_ps(odd + i, o);
   }
   deinterleave_generic(src + 2 * i, n - i, even + i, odd + i);
 }
