@@ -542,14 +542,21 @@ void gemm_task(void* context, int64_t task, int participant) {
     }
     if (last && stored_epilogue) apply_epilogue(*stored_epilogue, c, g.ldc, mr, nr);
   };
-  // `count` whole tiles of a full panel from (i, j) on, through the path's
-  // strips kernel (no stored epilogue: the callers check).
-  auto run_strips = [&](StripsKernel kernel, int64_t kc, const float* a, int64_t lda, const float* b, int64_t count,
-                        int64_t i, int64_t j, bool accumulate, bool last) {
-    float* c = g.c + i * g.ldc + j;
-    if (!last || !finishes) return kernel(kc, a, lda, b, count, c, g.ldc, accumulate, nullptr);
-    const TileFinish f = tile_finish(i, j);
-    kernel(kc, a, lda, b, count, c, g.ldc, accumulate, &f);
+  // The whole strips among [s_begin, s_end) of a full panel at row i, B's
+  // first at b, through the path's strips kernel (no stored epilogue: the
+  // callers check); returns the first strip left for run_tile.
+  auto run_strips = [&](StripsKernel kernel, int64_t kc, const float* a, int64_t lda, const float* b, int64_t s_begin,
+                        int64_t s_end, int64_t i, bool accumulate, bool last) {
+    const int64_t count = std::min(s_end, g.n / NR) - s_begin;
+    if (count <= 0) return s_begin;
+    float* c = g.c + i * g.ldc + s_begin * NR;
+    if (!last || !finishes) {
+      kernel(kc, a, lda, b, count, c, g.ldc, accumulate, nullptr);
+    } else {
+      const TileFinish f = tile_finish(i, s_begin * NR);
+      kernel(kc, a, lda, b, count, c, g.ldc, accumulate, &f);
+    }
+    return s_begin + count;
   };
   if (g.k == 0) {
     for (int64_t i = i0; i < i1; ++i) std::fill(g.c + i * g.ldc + j_begin, g.c + i * g.ldc + j_end, 0.0f);
@@ -588,14 +595,9 @@ void gemm_task(void* context, int64_t task, int participant) {
             int64_t s = s0;
             // Whole strips in one call where the path has one (BERT-base's
             // matmuls 0.96-0.98 of their time, alternated in one process).
-            if (job.path.strips_in_place && mr == job.path.mr_in_place && !stored_epilogue) {
-              const int64_t whole = std::min(s1, g.n / NR) - s0;
-              if (whole > 0) {
-                run_strips(job.path.strips_in_place, kc, g.a + i * g.lda + k0, g.lda, bk + s0 * kc * NR, whole, i,
-                           s0 * NR, accumulate, last);
-                s += whole;
-              }
-            }
+            if (job.path.strips_in_place && mr == job.path.mr_in_place && !stored_epilogue)
+              s = run_strips(job.path.strips_in_place, kc, g.a + i * g.lda + k0, g.lda, bk + s0 * kc * NR, s0, s1, i,
+                             accumulate, last);
             for (; s < s1; ++s) {
               const int64_t j0 = s * NR, nr = std::min(NR, g.n - j0);
               run_tile(mr, nr, kc, g.a + i * g.lda + k0, g.lda, false, bk + s * kc * NR, NR, i, j0, accumulate, last);
@@ -647,13 +649,8 @@ void gemm_task(void* context, int64_t task, int participant) {
         // The group's whole packed strips in one call where the path has one
         // (in one process, alternating invokes: BlazeFace-256's separable
         // blocks 0.905-0.915 of their time through run_tile).
-        if (job.path.strips && panel_a && mr == MR && !job.b_in_place && !stored_epilogue) {
-          const int64_t whole = std::min(sg_end, g.n / NR) - sg;
-          if (whole > 0) {
-            run_strips(job.path.strips, kc, panel_a, MR, strip, whole, i, sg * NR, accumulate, last);
-            s += whole;
-          }
-        }
+        if (job.path.strips && panel_a && mr == MR && !job.b_in_place && !stored_epilogue)
+          s = run_strips(job.path.strips, kc, panel_a, MR, strip, sg, sg_end, i, accumulate, last);
         for (; s < sg_end; ++s) {
           const int64_t j0 = s * NR, nr = std::min(NR, g.n - j0);
           const bool in_place = !g.pack_b && job.b_in_place && nr == NR;
