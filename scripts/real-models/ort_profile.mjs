@@ -9,7 +9,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { createRequire } from 'node:module';
-import { readNpy } from './npy.mjs';
+import { ortFeeds } from './feeds.mjs';
 
 const spec = JSON.parse(fs.readFileSync(process.argv[2], 'utf8'));
 const runs = Number(process.argv[3] ?? 100);
@@ -17,16 +17,7 @@ const threads = Number(process.argv[4] ?? spec.threads ?? 1);
 const require = createRequire(path.join(spec.ortDir, 'package.json'));
 const ort = require('onnxruntime-node');
 
-const feeds = {};
-for (const i of spec.inputs) {
-  const t = readNpy(i.npy);
-  feeds[i.name] = new ort.Tensor(t.dtype, t.data, t.shape);
-}
-for (const b of spec.binds ?? []) {
-  const data = b.dtype === 'int64' ? BigInt64Array.from([BigInt(b.value)])
-             : b.dtype === 'int32' ? Int32Array.from([b.value]) : Float32Array.from([b.value]);
-  feeds[b.name] = new ort.Tensor(b.dtype, data, []);
-}
+const feeds = ortFeeds(ort, spec);
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ort-profile-'));
 const session = await ort.InferenceSession.create(spec.model, {
   executionProviders: ['cpu'], intraOpNumThreads: threads, interOpNumThreads: 1, executionMode: 'sequential',

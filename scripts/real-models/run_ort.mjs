@@ -9,7 +9,8 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { createRequire } from 'node:module';
-import { readNpy, writeNpy } from './npy.mjs';
+import { writeNpy } from './npy.mjs';
+import { ortFeeds } from './feeds.mjs';
 
 const baselineRss = process.resourceUsage().maxRSS;
 const spec = JSON.parse(fs.readFileSync(process.argv[2], 'utf8'));
@@ -17,17 +18,7 @@ const require = createRequire(path.join(spec.ortDir, 'package.json'));
 const ort = require('onnxruntime-node');
 const loadedRss = process.resourceUsage().maxRSS;
 
-const ORT_TYPES = { float32: 'float32', int64: 'int64', int32: 'int32', bool: 'bool', float64: 'float64', uint8: 'uint8', int8: 'int8' };
-const feeds = {};
-for (const i of spec.inputs) {
-  const t = readNpy(i.npy);
-  feeds[i.name] = new ort.Tensor(ORT_TYPES[t.dtype], t.data, t.shape);
-}
-for (const b of spec.binds ?? []) {
-  const data = b.dtype === 'int64' ? BigInt64Array.from([BigInt(b.value)])
-             : b.dtype === 'int32' ? Int32Array.from([b.value]) : Float32Array.from([b.value]);
-  feeds[b.name] = new ort.Tensor(b.dtype, data, []);
-}
+const feeds = ortFeeds(ort, spec);
 
 const t0 = performance.now();
 const session = await ort.InferenceSession.create(spec.model, {
