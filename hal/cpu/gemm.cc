@@ -67,10 +67,18 @@ using MicroKernel = void (*)(int64_t mr, int64_t nr, int64_t kc, const float* A,
 using StripsKernel = void (*)(int64_t kc, const float* A, int64_t lda, const float* B, int64_t strips, float* C,
                               int64_t ldc, bool accumulate, const TileFinish* finish);
 
+// gemm_few_rows's block: sums[i * ld + s * NR + j] (=, or += when
+// `accumulate`) sum over k < kc of A(i, k) * strip s's B[k][j], for i < rows
+// (<= kFewRows) and s < strips, strip s at B + s * kc * NR; A(i, k) at
+// a[i * a_row + k * a_k].
+using FewRowsKernel = void (*)(int64_t rows, int64_t strips, int64_t kc, const float* a, int64_t a_row, int64_t a_k,
+                               const float* B, float* sums, int64_t ld, bool accumulate);
+
 struct GemmPath {
   int64_t mr, nr;       // the register tile with A packed (MR-interleaved panels)
   int64_t mr_in_place;  // its height when A is read in place (MR row pointers cost registers)
   MicroKernel kernel;
+  FewRowsKernel few_rows;
   StripsKernel strips = nullptr;           // A packed
   StripsKernel strips_in_place = nullptr;  // A read in place
 };
@@ -135,6 +143,22 @@ void micro_generic(int64_t mr, int64_t nr, int64_t kc, const float* A, int64_t l
                    int64_t ldb, float* C, int64_t ldc, bool accumulate, const TileFinish* finish) {
   if (a_packed) return generic_tile<kGenericMr>(mr, nr, kc, A, lda, B, ldb, C, ldc, accumulate, finish);
   generic_tile<0>(mr, nr, kc, A, lda, B, ldb, C, ldc, accumulate, finish);
+}
+
+// The few-rows block, portable: generic_tile's sums, a strip at a time.
+void few_rows_generic(int64_t rows, int64_t strips, int64_t kc, const float* a, int64_t a_row, int64_t a_k,
+                      const float* B, float* sums, int64_t ld, bool accumulate) {
+  constexpr int64_t NR = 16;
+  for (int64_t s = 0; s < strips; ++s) {
+    float acc[kFewRows][NR] = {};
+    const float* b = B + s * kc * NR;
+    for (int64_t k = 0; k < kc; ++k)
+      for (int64_t i = 0; i < rows; ++i) {
+        const float x = a[i * a_row + k * a_k];
+        for (int64_t j = 0; j < NR; ++j) acc[i][j] += x * b[k * NR + j];
+      }
+    for (int64_t i = 0; i < rows; ++i) store_row(acc[i], NR, sums + i * ld + s * NR, accumulate);
+  }
 }
 
 #ifdef HEXIR_GEMM_X86
@@ -397,17 +421,139 @@ template <int64_t MR>
   if (a_packed) return avx512_tile<kAvx512Mr, kAvx512Mr>(mr, nr, kc, A, lda, B, ldb, C, ldc, accumulate, finish);
   avx512_rows<kAvx512MrInPlace>(mr, nr, kc, A, lda, B, ldb, C, ldc, accumulate, finish);
 }
+
+// The few-rows blocks: R rows x G strips of accumulators (2 vectors per
+// strip), G as many as the registers hold beside B's vectors; the strips
+// past a multiple of G one at a time.
+template <int64_t R, int64_t G>
+[[gnu::target("avx2,fma")]] inline void few_rows_avx2_block(int64_t kc, const float* a, int64_t a_row, int64_t a_k,
+                                                            const float* B, float* sums, int64_t ld,
+                                                            bool accumulate) {
+  __m256 acc[R][G][2];
+#pragma GCC unroll 16
+  for (int64_t i = 0; i < R; ++i)
+#pragma GCC unroll 16
+    for (int64_t s = 0; s < G; ++s) acc[i][s][0] = acc[i][s][1] = _mm256_setzero_ps();
+  for (int64_t k = 0; k < kc; ++k) {
+    __m256 b[G][2];
+#pragma GCC unroll 16
+    for (int64_t s = 0; s < G; ++s) {
+      b[s][0] = _mm256_loadu_ps(B + s * kc * 16 + k * 16);
+      b[s][1] = _mm256_loadu_ps(B + s * kc * 16 + k * 16 + 8);
+    }
+#pragma GCC unroll 16
+    for (int64_t i = 0; i < R; ++i) {
+      const __m256 x = _mm256_broadcast_ss(a + i * a_row + k * a_k);
+#pragma GCC unroll 16
+      for (int64_t s = 0; s < G; ++s) {
+        acc[i][s][0] = _mm256_fmadd_ps(x, b[s][0], acc[i][s][0]);
+        acc[i][s][1] = _mm256_fmadd_ps(x, b[s][1], acc[i][s][1]);
+      }
+    }
+  }
+#pragma GCC unroll 16
+  for (int64_t i = 0; i < R; ++i)
+#pragma GCC unroll 16
+    for (int64_t s = 0; s < G; ++s)
+#pragma GCC unroll 2
+      for (int64_t v = 0; v < 2; ++v) {
+        float* out = sums + i * ld + s * 16 + v * 8;
+        _mm256_storeu_ps(out, accumulate ? _mm256_add_ps(_mm256_loadu_ps(out), acc[i][s][v]) : acc[i][s][v]);
+      }
+}
+
+template <int64_t R>
+[[gnu::target("avx2,fma")]] void few_rows_avx2_rows(int64_t strips, int64_t kc, const float* a, int64_t a_row,
+                                                    int64_t a_k, const float* B, float* sums, int64_t ld,
+                                                    bool accumulate) {
+  constexpr int64_t G = R == 1 ? 4 : R == 2 ? 2 : 1;  // 8, 8, 6, 8 accumulators of 16 ymm
+  int64_t s = 0;
+  for (; s + G <= strips; s += G)
+    few_rows_avx2_block<R, G>(kc, a, a_row, a_k, B + s * kc * 16, sums + s * 16, ld, accumulate);
+  for (; s < strips; ++s) few_rows_avx2_block<R, 1>(kc, a, a_row, a_k, B + s * kc * 16, sums + s * 16, ld, accumulate);
+}
+
+[[gnu::target("avx2,fma")]] void few_rows_avx2(int64_t rows, int64_t strips, int64_t kc, const float* a, int64_t a_row,
+                                               int64_t a_k, const float* B, float* sums, int64_t ld, bool accumulate) {
+  static_assert(kFewRows == 4);
+  switch (rows) {
+    case 1: return few_rows_avx2_rows<1>(strips, kc, a, a_row, a_k, B, sums, ld, accumulate);
+    case 2: return few_rows_avx2_rows<2>(strips, kc, a, a_row, a_k, B, sums, ld, accumulate);
+    case 3: return few_rows_avx2_rows<3>(strips, kc, a, a_row, a_k, B, sums, ld, accumulate);
+    default: return few_rows_avx2_rows<4>(strips, kc, a, a_row, a_k, B, sums, ld, accumulate);
+  }
+}
+
+template <int64_t R, int64_t G>
+[[gnu::target("avx512f")]] inline void few_rows_avx512_block(int64_t kc, const float* a, int64_t a_row, int64_t a_k,
+                                                            const float* B, float* sums, int64_t ld,
+                                                            bool accumulate) {
+  __m512 acc[R][G][2];
+#pragma GCC unroll 16
+  for (int64_t i = 0; i < R; ++i)
+#pragma GCC unroll 16
+    for (int64_t s = 0; s < G; ++s) acc[i][s][0] = acc[i][s][1] = _mm512_setzero_ps();
+  for (int64_t k = 0; k < kc; ++k) {
+    __m512 b[G][2];
+#pragma GCC unroll 16
+    for (int64_t s = 0; s < G; ++s) {
+      b[s][0] = _mm512_loadu_ps(B + s * kc * 32 + k * 32);
+      b[s][1] = _mm512_loadu_ps(B + s * kc * 32 + k * 32 + 16);
+    }
+#pragma GCC unroll 16
+    for (int64_t i = 0; i < R; ++i) {
+      const __m512 x = _mm512_set1_ps(a[i * a_row + k * a_k]);
+#pragma GCC unroll 16
+      for (int64_t s = 0; s < G; ++s) {
+        acc[i][s][0] = _mm512_fmadd_ps(x, b[s][0], acc[i][s][0]);
+        acc[i][s][1] = _mm512_fmadd_ps(x, b[s][1], acc[i][s][1]);
+      }
+    }
+  }
+#pragma GCC unroll 16
+  for (int64_t i = 0; i < R; ++i)
+#pragma GCC unroll 16
+    for (int64_t s = 0; s < G; ++s)
+#pragma GCC unroll 2
+      for (int64_t v = 0; v < 2; ++v) {
+        float* out = sums + i * ld + s * 32 + v * 16;
+        _mm512_storeu_ps(out, accumulate ? _mm512_add_ps(_mm512_loadu_ps(out), acc[i][s][v]) : acc[i][s][v]);
+      }
+}
+
+template <int64_t R>
+[[gnu::target("avx512f")]] void few_rows_avx512_rows(int64_t strips, int64_t kc, const float* a, int64_t a_row,
+                                                      int64_t a_k, const float* B, float* sums, int64_t ld,
+                                                      bool accumulate) {
+  constexpr int64_t G = R <= 2 ? 4 : R == 3 ? 3 : 2;  // 8, 16, 18, 16 accumulators of 32 zmm
+  int64_t s = 0;
+  for (; s + G <= strips; s += G)
+    few_rows_avx512_block<R, G>(kc, a, a_row, a_k, B + s * kc * 32, sums + s * 32, ld, accumulate);
+  for (; s < strips; ++s)
+    few_rows_avx512_block<R, 1>(kc, a, a_row, a_k, B + s * kc * 32, sums + s * 32, ld, accumulate);
+}
+
+[[gnu::target("avx512f")]] void few_rows_avx512(int64_t rows, int64_t strips, int64_t kc, const float* a,
+                                                int64_t a_row, int64_t a_k, const float* B, float* sums, int64_t ld,
+                                                bool accumulate) {
+  switch (rows) {
+    case 1: return few_rows_avx512_rows<1>(strips, kc, a, a_row, a_k, B, sums, ld, accumulate);
+    case 2: return few_rows_avx512_rows<2>(strips, kc, a, a_row, a_k, B, sums, ld, accumulate);
+    case 3: return few_rows_avx512_rows<3>(strips, kc, a, a_row, a_k, B, sums, ld, accumulate);
+    default: return few_rows_avx512_rows<4>(strips, kc, a, a_row, a_k, B, sums, ld, accumulate);
+  }
+}
 #endif
 
 // The widest path this CPU runs (a plain check per call: an ifunc resolver
 // runs before sanitizer runtimes start and crashes under TSan).
 GemmPath select_path() {
 #ifdef HEXIR_GEMM_X86
-  if (__builtin_cpu_supports("avx512f")) return {kAvx512Mr, 32, kAvx512MrInPlace, micro_avx512};
+  if (__builtin_cpu_supports("avx512f")) return {kAvx512Mr, 32, kAvx512MrInPlace, micro_avx512, few_rows_avx512};
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-    return {kAvx2Mr, 16, kAvx2Mr, micro_avx2, strips_avx2<kAvx2Mr>, strips_avx2<0>};
+    return {kAvx2Mr, 16, kAvx2Mr, micro_avx2, few_rows_avx2, strips_avx2<kAvx2Mr>, strips_avx2<0>};
 #endif
-  return {kGenericMr, 16, kGenericMr, micro_generic};
+  return {kGenericMr, 16, kGenericMr, micro_generic, few_rows_generic};
 }
 
 }  // namespace
@@ -754,8 +900,70 @@ void apply_epilogue(const ops::Epilogue& e, float* c, int64_t ld, int64_t rows, 
   }
 }
 
+namespace {
+
+// Strips of B per gemm_few_rows task (its sums on the stack: kFewRows x 8 x
+// kMaxNr floats, 4 KiB).
+constexpr int64_t kFewRowsTaskStrips = 8;
+
+struct FewRowsJob {
+  const FewRowsGemm* args;
+  GemmPath path;
+  int64_t strips;
+};
+
+void few_rows_task(void* context, int64_t task) {
+  const FewRowsJob& job = *static_cast<const FewRowsJob*>(context);
+  const FewRowsGemm& g = *job.args;
+  const int64_t NR = job.path.nr;
+  const int64_t s0 = task * kFewRowsTaskStrips, s1 = std::min(job.strips, s0 + kFewRowsTaskStrips);
+  const int64_t j0 = s0 * NR, j1 = std::min(g.n, s1 * NR), ld = (s1 - s0) * NR;
+  alignas(64) float sums[kFewRows * kFewRowsTaskStrips * kMaxNr];
+  if (g.k == 0) std::fill(sums, sums + g.m * ld, 0.0f);
+  for (int64_t k0 = 0; k0 < g.k; k0 += kKc) {
+    const int64_t kc = std::min(kKc, g.k - k0);
+    job.path.few_rows(g.m, s1 - s0, kc, g.a + k0 * g.a_k, g.a_row, g.a_k, g.packed_b + k0 * job.strips * NR + s0 * kc * NR,
+                      sums, ld, k0 > 0);
+  }
+  // The finish in TileFinish's order, then the activation (ops' scalar maps:
+  // the bits of the tile's and of apply_epilogue's vector blocks).
+  for (int64_t i = 0; i < g.m; ++i)
+    for (int64_t j = j0; j < j1; ++j) {
+      float v = sums[i * ld + j - j0];
+      if (g.row_bias) v += g.row_bias[i];
+      if (g.col_bias) v += g.col_bias[j];
+      if (g.residual) v += g.residual[i * g.r_row + j * g.r_col];
+      if (g.epilogue) v = ops::apply_epilogue(*g.epilogue, v);
+      g.c[i * g.c_row + j * g.c_col] = v;
+    }
+}
+
+}  // namespace
+
+void gemm_few_rows(const KernelContext& context, const FewRowsGemm& args) {
+  if (args.m <= 0 || args.n <= 0) return;
+  FewRowsJob job{&args, select_path(), 0};
+  job.strips = strips_of(args.n, job.path.nr);
+  const int64_t tasks = (job.strips + kFewRowsTaskStrips - 1) / kFewRowsTaskStrips;
+  ThreadPool* pool = pool_of(context);
+  const double flops = 2.0 * static_cast<double>(args.m) * static_cast<double>(args.n) * static_cast<double>(args.k);
+  if (pool == nullptr || pool->size() == 1 || tasks == 1 || flops < 1e6) {
+    for (int64_t t = 0; t < tasks; ++t) few_rows_task(&job, t);
+    return;
+  }
+  parallel_for(context, tasks, few_rows_task, &job);
+}
+
 void gemm(const KernelContext& context, const GemmArgs& args) {
   if (args.m <= 0 || args.n <= 0) return;
+  // A few rows against a prepared B: the few-rows kernel (its bits).
+  if (args.packed_b && !args.packed_a && args.m <= kFewRows) {
+    const FewRowsGemm few{args.m,     args.n,         args.k,        args.a,        args.lda,
+                          1,          args.packed_b,  args.c,        args.ldc,      1,
+                          args.row_bias, args.col_bias, args.residual, args.ldr,   1,
+                          args.epilogue};
+    return gemm_few_rows(context, few);
+  }
   GemmJob job{&args, select_path(), pool_of(context), 0, 0, 0, false};
   const int64_t MR = job.path.mr, NR = job.path.nr;
   static_assert(kAvx512Mr <= kMaxMr && kRowBlock % 24 == 0);

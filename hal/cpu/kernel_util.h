@@ -95,6 +95,34 @@ void gemm_pack_b(const float* b, int64_t ldb, int64_t k, int64_t n, float* out);
 int64_t gemm_k_block();
 // Contiguous operands, no bias, on the calling thread.
 void gemm(int64_t M, int64_t N, int64_t K, const float* A, const float* B, float* C);
+
+// C = A x B for a few rows of A (m <= kFewRows) against a prepared B
+// (gemm_pack_b): a matmul of one to four tokens (an LSTM step, a decoder's
+// GEMV) or, transposed, a convolution with a few output pixels and many
+// channels (silero-vad's 1-D convolutions, 1 to 3 pixels wide). The
+// register tile would hold one or two rows of accumulators there, their
+// FMA chains' latency, not the FMA units, its bound (and a convolution's
+// tile held 3 of its 16 or 32 columns); this kernel keeps several of B's
+// strips in registers at once. The same sums in the same order as gemm's
+// tiles (K blocks of gemm_k_block() summed from zero, each added to the
+// ones before), then the same finish: the same bits. Element (i, j) of C
+// at c[i * c_row + j * c_col], of the residual at residual[i * r_row + j *
+// r_col], of A at a[i * a_row + k * a_k].
+inline constexpr int64_t kFewRows = 4;
+struct FewRowsGemm {
+  int64_t m, n, k;
+  const float* a;
+  int64_t a_row, a_k;
+  const float* packed_b;
+  float* c;
+  int64_t c_row, c_col;
+  const float* row_bias = nullptr;  // optional: + row_bias[i]
+  const float* col_bias = nullptr;  // optional: + col_bias[j]
+  const float* residual = nullptr;  // optional: after the biases
+  int64_t r_row = 0, r_col = 0;
+  const ops::Epilogue* epilogue = nullptr;  // optional: the activation, last
+};
+void gemm_few_rows(const KernelContext& context, const FewRowsGemm& args);
 // What a register tile adds and applies once its sums are final (after its
 // last K block), in this order on every element: the row's bias, the column's
 // bias, the residual, then relu, clip, hard_sigmoid or hard_swish (the others run over the

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <vector>
 
 #include "kernel_util.h"
 #include "thread_pool.h"
@@ -73,6 +74,12 @@ namespace {
 // Few-channel stems computed directly (below), not through the GEMM.
 bool stem_direct(const ops::Conv2dPlan& p);
 
+// A few output pixels (silero-vad's 1-D convolutions: 1 to 3): the
+// few-rows GEMM, transposed (its rows the pixels, its columns the output
+// channels), the weights prepared as its B. Through the tiles, a pixel was
+// a column of C: 3 of a tile's 32, 3 to 5 times the time.
+bool conv2d_few_pixels(const ops::Conv2dPlan& p) { return p.oh * p.ow > 0 && p.oh * p.ow <= kFewRows; }
+
 // One B for every batch element (every batch stride of B is 0).
 bool matmul_b_shared(const ops::MatmulPlan& p) {
   for (int32_t i = 0; i < p.batch_rank; ++i)
@@ -102,18 +109,32 @@ uint64_t conv2d_prepared_bytes(const Dispatch& d) {
   if (d.operands[1] == nullptr || ops::conv2d_is_depthwise(p) || stem_direct(p) || p.k_per_group == 0) return 0;
   const int64_t patch = p.c_per_group * p.kh * p.kw;
   if (patch == 0) return 0;
-  return static_cast<uint64_t>(p.groups * gemm_packed_a_floats(p.k_per_group, patch)) * sizeof(float);
+  const int64_t group_floats = conv2d_few_pixels(p) ? gemm_packed_b_floats(patch, p.k_per_group)
+                                                    : gemm_packed_a_floats(p.k_per_group, patch);
+  return static_cast<uint64_t>(p.groups * group_floats) * sizeof(float);
 }
 
-// Each group's weights [k_per_group, patch] as the GEMM's A, group after group.
+// Each group's weights [k_per_group, patch] as the GEMM's A, group after
+// group; with few pixels, transposed as the few-rows GEMM's B.
 void conv2d_prepare(const Dispatch& d, void* out) {
   const ops::Conv2dPlan& p = plan_of<ops::Conv2dPlan>(d);
   if (p.channels_last) return conv2d_channels_last_prepare(d, out);
   const int64_t patch = p.c_per_group * p.kh * p.kw;
+  const float* w = input(d, 1);
+  if (conv2d_few_pixels(p)) {
+    const int64_t group_floats = gemm_packed_b_floats(patch, p.k_per_group);
+    std::vector<float> transposed(static_cast<size_t>(patch * p.k_per_group));  // prepare may allocate
+    for (int64_t g = 0; g < p.groups; ++g) {
+      for (int64_t o = 0; o < p.k_per_group; ++o)
+        for (int64_t r = 0; r < patch; ++r)
+          transposed[r * p.k_per_group + o] = w[(g * p.k_per_group + o) * patch + r];
+      gemm_pack_b(transposed.data(), p.k_per_group, patch, p.k_per_group, static_cast<float*>(out) + g * group_floats);
+    }
+    return;
+  }
   const int64_t group_floats = gemm_packed_a_floats(p.k_per_group, patch);
   for (int64_t g = 0; g < p.groups; ++g)
-    gemm_pack_a(input(d, 1) + g * p.k_per_group * patch, patch, p.k_per_group, patch,
-                static_cast<float*>(out) + g * group_floats);
+    gemm_pack_a(w + g * p.k_per_group * patch, patch, p.k_per_group, patch, static_cast<float*>(out) + g * group_floats);
 }
 
 namespace {
@@ -544,7 +565,41 @@ Status conv2d(const KernelContext& context, const Dispatch& d) {
   float* out = output(d, 0);
   const int64_t spatial = p.oh * p.ow;
   const int64_t patch = p.c_per_group * p.kh * p.kw;
-  const auto* packed = static_cast<const float*>(d.prepared);
+  if (d.prepared && conv2d_few_pixels(p)) {
+    // The patches [patch, spatial] in place (a plain 1x1) or gathered into
+    // the pool's scratch; without room the tiles below, from the weights in
+    // place (the same sums, the same bits).
+    ThreadPool* pool = pool_of(context);
+    float* scratch = pool ? pool->scratch(0) : nullptr;
+    const bool in_place = ops::conv2d_is_plain_gemm(p);
+    if (in_place || (scratch && patch * spatial <= kScratchFloatsPerParticipant)) {
+      const int64_t group_floats = gemm_packed_b_floats(patch, p.k_per_group);
+      for (int64_t n = 0; n < p.n; ++n) {
+        for (int64_t g = 0; g < p.groups; ++g) {
+          const float* image = x + (n * p.c + g * p.c_per_group) * p.h * p.w;
+          const int64_t first = (n * p.k + g * p.k_per_group) * spatial;  // the group's first output plane
+          const float* patches = image;
+          if (!in_place) {
+            const PatchSource source{&p, image};
+            pack_patches(&source, 0, patch, 0, spatial, spatial, scratch);
+            patches = scratch;
+          }
+          FewRowsGemm few{spatial, p.k_per_group, patch, patches, 1, spatial,
+                          static_cast<const float*>(d.prepared) + g * group_floats, out + first, 1, spatial};
+          few.col_bias = bias ? bias + g * p.k_per_group : nullptr;
+          if (p.has_residual) {
+            few.residual = input(d, 3) + first;
+            few.r_row = 1;
+            few.r_col = spatial;
+          }
+          few.epilogue = epilogue;
+          gemm_few_rows(context, few);
+        }
+      }
+      return ok_status();
+    }
+  }
+  const auto* packed = conv2d_few_pixels(p) ? nullptr : static_cast<const float*>(d.prepared);
   const int64_t group_floats = packed ? gemm_packed_a_floats(p.k_per_group, patch) : 0;
   for (int64_t n = 0; n < p.n; ++n) {
     for (int64_t g = 0; g < p.groups; ++g) {

@@ -3,7 +3,9 @@
 // same bits with and without them, at 1 and 2 threads, on shapes past every
 // tile and block edge; the prepared bytes are allocated (and counted) by the
 // device at prepare, and dispatching with them allocates nothing.
+#include <bit>
 #include <cstring>
+#include <limits>
 
 #include "alloc_counter.h"
 #include "hal_test_util.h"
@@ -196,6 +198,94 @@ std::vector<double> conv_reference(const HostTensor& x, const HostTensor& w, con
           out.push_back(sum);
         }
   return out;
+}
+
+// A fused epilogue's parameter words (after a conv2d's or matmul's own).
+std::vector<int64_t> with_epilogue(std::vector<int64_t> params, OpId activation,
+                                   const std::vector<int64_t>& activation_params = {}) {
+  std::optional<std::vector<int64_t>> words = ops::epilogue_words(activation, activation_params);
+  REQUIRE(words.has_value());
+  params.insert(params.end(), words->begin(), words->end());
+  return params;
+}
+
+TEST_CASE("prepared: matmul of one to four rows (the few-rows GEMM) gives the tiles' bits, with bias and activation") {
+  // K past one block (256) and not; N past one task (8 strips) and split over threads; N under a strip.
+  for (auto [k_, n_] : {std::pair<int64_t, int64_t>{300, 65}, {600, 1000}, {5, 7}, {256, 33}}) {
+    for (int64_t m = 1; m <= 4; ++m) {
+      const int64_t k = k_, n = n_;
+      INFO(m << "x" << k << " * " << k << "x" << n);
+      HostTensor a = random_f32({m, k}, 40), b = random_f32({k, n}, 41), bias = random_f32({n}, 42);
+      check_prepared(OpId::kMatmul, {&a, &b}, {m, n}, {});
+      check_prepared(OpId::kMatmul, {&a, &b, &bias}, {m, n}, with_epilogue({0}, OpId::kGelu, {0}));
+      check_prepared(OpId::kMatmul, {&a, &b, &bias}, {m, n}, with_epilogue({0}, OpId::kHardSwish));
+    }
+  }
+  // Batched A over one B: 3 x 2 rows, each batch element its own few-rows call.
+  HostTensor a = random_f32({3, 2, 70}, 43), b = random_f32({70, 45}, 44);
+  check_prepared(OpId::kMatmul, {&a, &b}, {3, 2, 45}, {});
+}
+
+TEST_CASE("prepared: conv2d with one to four output pixels (the few-rows GEMM, transposed) gives the tiles' bits") {
+  // params: strides, pads (t, l, b, r), dilations, groups, then the epilogue.
+  struct Case {
+    const char* name;
+    std::vector<int64_t> x, w, params, out;
+  };
+  const Case cases[] = {
+      {"1-D, 3 pixels (silero-vad's encoder)", {1, 129, 1, 5}, {128, 129, 1, 3}, {1, 1, 0, 0, 0, 0, 1, 1, 1}, {1, 128, 1, 3}},
+      {"an STFT: 1 channel, 256 taps, stride 128", {1, 1, 1, 640}, {258, 1, 1, 256}, {1, 128, 0, 0, 0, 0, 1, 1, 1},
+       {1, 258, 1, 4}},
+      {"1x1 over 2x2, read in place, K past a block", {2, 300, 2, 2}, {40, 300, 1, 1}, {1, 1, 0, 0, 0, 0, 1, 1, 1},
+       {2, 40, 2, 2}},
+      {"3x3 padded, strided", {1, 16, 3, 4}, {24, 16, 3, 3}, {2, 2, 1, 1, 1, 1, 1, 1, 1}, {1, 24, 2, 2}},
+      {"grouped, dilated, 1 pixel", {1, 16, 5, 5}, {20, 4, 3, 3}, {1, 1, 0, 0, 0, 0, 2, 2, 4}, {1, 20, 1, 1}},
+      {"wide: 700 channels over threads", {1, 64, 1, 3}, {700, 64, 1, 3}, {1, 1, 0, 1, 0, 1, 1, 1, 1}, {1, 700, 1, 3}},
+  };
+  for (const Case& c : cases) {
+    INFO(c.name);
+    HostTensor x = random_f32(c.x, 50), w = random_f32(c.w, 51), bias = random_f32({c.w[0]}, 52);
+    HostTensor residual = random_f32(c.out, 53);
+    residual.at(residual.count() / 2) = std::numeric_limits<float>::quiet_NaN();
+    check_prepared(OpId::kConv2d, {&x, &w}, c.out, c.params);
+    check_prepared(OpId::kConv2d, {&x, &w, &bias}, c.out, with_epilogue(c.params, OpId::kRelu));
+    check_prepared(OpId::kConv2d, {&x, &w, &bias, &residual}, c.out, with_epilogue(c.params, OpId::kSigmoid));
+    check_prepared(OpId::kConv2d, {&x, &w, &bias, &residual}, c.out,
+                   with_epilogue(c.params, OpId::kHardSigmoid, {std::bit_cast<int64_t>(0.2), std::bit_cast<int64_t>(0.5)}));
+    // Against the double reference (groups 1).
+    if (c.params[8] == 1) {
+      HostTensor out(DType::kF32, c.out);
+      const Runs runs = run_both(1, OpId::kConv2d, {&x, &w, &bias}, out, c.params);
+      out.bytes = runs.prepared;
+      const int64_t patch = c.w[1] * c.w[2] * c.w[3];
+      check_close(out, conv_reference(x, w, &bias, c.params, c.out[2], c.out[3]), 1e-5, 1e-5 * (patch + 1));
+    }
+  }
+}
+
+TEST_CASE("prepared: a few-pixel conv2d called without a pool (no scratch for its patches) gives the same bits") {
+  HostTensor x = random_f32({1, 16, 3, 4}, 60), w = random_f32({24, 16, 3, 3}, 61), out(DType::kF32, {1, 24, 2, 2});
+  auto device = create_device("cpu", {.threads = 1});
+  REQUIRE(device.ok());
+  auto queue = (*device)->create_queue();
+  REQUIRE(queue.ok());
+  auto call = prepare_call(OpId::kConv2d, {&x, &w}, {&out}, {2, 2, 1, 1, 1, 1, 1, 1, 1});
+  REQUIRE(call.ok());
+  std::vector<void*> constants(call->operands.size(), nullptr);
+  constants[1] = call->operands[1];
+  Dispatch request = call->dispatch;
+  request.operands = constants.data();
+  auto prepared = (*device)->prepare_dispatch(request);
+  REQUIRE(prepared.ok());
+  REQUIRE(prepared->size > 0);
+  Dispatch with = call->dispatch;
+  with.prepared = prepared->host_ptr;
+  REQUIRE((*queue)->dispatch(with).ok());
+  const std::vector<uint8_t> pooled = out.bytes;
+  for (int64_t i = 0; i < out.count(); ++i) out.at(i) = 12345.0f;
+  REQUIRE(reinterpret_cast<cpu::KernelFn>(with.kernel)(KernelContext{}, with).ok());
+  CHECK(out.bytes == pooled);
+  (*device)->release(*prepared);
 }
 
 TEST_CASE("prepared: few-channel stems (the direct path on AVX-512 and AVX2) against the reference, every edge") {
