@@ -976,14 +976,20 @@ void gemm(const KernelContext& context, const GemmArgs& args) {
   // A short M (a few panels): each strip of B would be packed for a few
   // micro-kernel calls only, so full strips are read where they lie.
   job.b_in_place = !args.pack_b && !args.packed_b && args.m <= 2 * MR;
-  // Enough tasks to balance the pool (about 4 per thread) when there is
+  // Enough tasks to balance the pool (about 2 per thread) when there is
   // work to share; one task otherwise. The split never changes a result.
+  // Each task packs its rows of A (or its strips of B) again: 4 per thread
+  // packed the BERT-base GEMMs' A twice as often, and at 2 threads they ran
+  // 1.05-1.4x slower than with 2 per thread (bench/cpu_kernels, 4 rounds
+  // alternated: MLP up 2.81-3.37 -> 2.66-2.84 ms, down 3.27-4.09 ->
+  // 2.90-3.41, QKV 0.79-1.00 -> 0.71-0.74, T=128 MLP 0.19-0.24 -> 0.16).
+  // The tasks are near equal, and a thread first takes its own share.
   ThreadPool* pool = pool_of(context);
   const int threads = pool ? pool->size() : 1;
   const double flops = 2.0 * static_cast<double>(args.m) * static_cast<double>(args.n) * static_cast<double>(args.k);
   int64_t groups = 1;
   if (threads > 1 && flops >= 1e6) {
-    const int64_t wanted = 4 * threads;
+    const int64_t wanted = 2 * threads;
     // With B prepared, each task packs its rows of A once per K block: a
     // task needs enough columns to pay for that (one strip per task made a
     // 128-row GEMM pack all of A eight times, no faster at 2 threads).
