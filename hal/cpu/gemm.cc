@@ -624,6 +624,23 @@ void pack_strips(const float* B, int64_t ldb, int64_t k0, int64_t kc, int64_t j0
 // k * MR + i), zero beyond mr.
 void pack_panel(const float* A, int64_t lda, int64_t i0, int64_t mr, int64_t k0, int64_t kc, int64_t MR,
                 float* out) {
+#ifdef HEXIR_GEMM_X86
+  // A full panel of 8 to 16 rows, 8 columns of k at a time: two 8 x 8
+  // transposes, rows [0, 8) and [MR - 8, MR) (the rows both hold are
+  // written twice, the same floats). One float per store was 4 % of the
+  // BERT-base MLP block's samples.
+  if (mr == MR && MR >= 8 && MR <= 16 && kc >= 8 && __builtin_cpu_supports("avx2")) {
+    const float* src = A + i0 * lda + k0;
+    int64_t k = 0;
+    for (; k + 8 <= kc; k += 8) {
+      transpose8x8(src + k, lda, out + k * MR, MR);
+      transpose8x8(src + (MR - 8) * lda + k, lda, out + k * MR + MR - 8, MR);
+    }
+    for (int64_t i = 0; i < MR; ++i)
+      for (int64_t r = k; r < kc; ++r) out[r * MR + i] = src[i * lda + r];
+    return;
+  }
+#endif
   for (int64_t i = 0; i < mr; ++i) {
     const float* src = A + (i0 + i) * lda + k0;
     for (int64_t k = 0; k < kc; ++k) out[k * MR + i] = src[k];

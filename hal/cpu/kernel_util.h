@@ -185,6 +185,34 @@ inline bool tile_finish_applies(ops::Activation a) {
   even = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(lo, hi, 0x88)), 0xD8));
   odd = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(lo, hi, 0xDD)), 0xD8));
 }
+// dst[j * dst_stride + i] = src[i * src_stride + j] for i, j < 8 (8 loads,
+// 24 shuffles, 8 stores): the layout copies' 4-byte transposes, the GEMM's
+// A panels.
+[[gnu::target("avx2")]] inline void transpose8x8(const float* src, int64_t src_stride, float* dst,
+                                                 int64_t dst_stride) {
+  __m256 r[8], t[8];
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(src + i * src_stride);
+#pragma GCC unroll 4
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+  }
+#pragma GCC unroll 2
+  for (int i = 0; i < 8; i += 4) {
+    r[i] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+    r[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+    r[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+    r[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+  }
+#pragma GCC unroll 4
+  for (int k = 0; k < 4; ++k) {
+    t[k] = _mm256_permute2f128_ps(r[k], r[k + 4], 0x20);
+    t[k + 4] = _mm256_permute2f128_ps(r[k], r[k + 4], 0x31);
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i) _mm256_storeu_ps(dst + i * dst_stride, t[i]);
+}
 #endif
 
 // The GEMM's register tile of the running CPU's path, for kernels that drive

@@ -207,38 +207,13 @@ constexpr int64_t kTransposeTile = 16;
   for (int i = 0; i < 16; ++i) _mm512_storeu_ps(dst + i * dst_stride, r[i]);
 }
 
-// The same on AVX2: four 8 x 8 transposes (8 loads, 24 shuffles, 8 stores each).
-[[gnu::target("avx2")]] void transpose8x8(const uint32_t* src, int64_t src_stride, uint32_t* dst,
-                                          int64_t dst_stride) {
-  __m256 r[8], t[8];
-#pragma GCC unroll 8
-  for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(reinterpret_cast<const float*>(src + i * src_stride));
-#pragma GCC unroll 4
-  for (int i = 0; i < 8; i += 2) {
-    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
-    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
-  }
-#pragma GCC unroll 2
-  for (int i = 0; i < 8; i += 4) {
-    r[i] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
-    r[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
-    r[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
-    r[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
-  }
-#pragma GCC unroll 4
-  for (int k = 0; k < 4; ++k) {
-    t[k] = _mm256_permute2f128_ps(r[k], r[k + 4], 0x20);
-    t[k + 4] = _mm256_permute2f128_ps(r[k], r[k + 4], 0x31);
-  }
-#pragma GCC unroll 8
-  for (int i = 0; i < 8; ++i) _mm256_storeu_ps(reinterpret_cast<float*>(dst + i * dst_stride), t[i]);
-}
 
 [[gnu::target("avx2")]] void transpose16x16_avx2(const uint32_t* src, int64_t src_stride, uint32_t* dst,
                                                  int64_t dst_stride) {
   for (int bi = 0; bi < 16; bi += 8)
     for (int bj = 0; bj < 16; bj += 8)
-      transpose8x8(src + bj * src_stride + bi, src_stride, dst + bi * dst_stride + bj, dst_stride);
+      transpose8x8(reinterpret_cast<const float*>(src + bj * src_stride + bi), src_stride,
+                   reinterpret_cast<float*>(dst + bi * dst_stride + bj), dst_stride);
 }
 #pragma GCC diagnostic pop
 #endif
