@@ -211,6 +211,12 @@ int main(int argc, char** argv) {
       matmul("BERT-base MLP down 256x3072 * 3072x768", 256, 3072, 768),
       matmul("BERT-base QKV 256x768 * 768x768", 256, 768, 768),
       matmul("encoder T=128 D=256 MLP 128x256 * 256x1024", 128, 256, 1024),
+      // Few rows (gemm_few_rows): a decoder's token, an LSTM step, a
+      // convolution with a few output pixels (silero-vad's are 1-D, 1 to 3).
+      matmul("decoder GEMV 1x768 * 768x3072", 1, 768, 3072),
+      matmul("LSTM step 1x256 * 256x512", 1, 256, 512),
+      matmul("4 tokens 4x768 * 768x768", 4, 768, 768),
+      conv("3x3 256->256 @ 2x2 (4 output pixels)", 256, 2, 2, 256, 3, 1, 1),
       conv("PP-OCR 3x3 s1 64->64 @ 40x80", 64, 40, 80, 64, 3, 1, 1),
       conv("PP-OCR 1x1 128->256 @ 20x40", 128, 20, 40, 256, 1, 1, 1),
       conv("BlazeFace 5x5 depthwise 48 @ 64x64", 48, 64, 64, 48, 5, 1, 48),

@@ -919,21 +919,22 @@ void apply_epilogue(const ops::Epilogue& e, float* c, int64_t ld, int64_t rows, 
 
 namespace {
 
-// Strips of B per gemm_few_rows task (its sums on the stack: kFewRows x 8 x
-// kMaxNr floats, 4 KiB).
+// Strips of B per gemm_few_rows task at most (its sums on the stack:
+// kFewRows x 8 x kMaxNr floats, 4 KiB).
 constexpr int64_t kFewRowsTaskStrips = 8;
 
 struct FewRowsJob {
   const FewRowsGemm* args;
   GemmPath path;
   int64_t strips;
+  int64_t task_strips;  // <= kFewRowsTaskStrips
 };
 
 void few_rows_task(void* context, int64_t task) {
   const FewRowsJob& job = *static_cast<const FewRowsJob*>(context);
   const FewRowsGemm& g = *job.args;
   const int64_t NR = job.path.nr;
-  const int64_t s0 = task * kFewRowsTaskStrips, s1 = std::min(job.strips, s0 + kFewRowsTaskStrips);
+  const int64_t s0 = task * job.task_strips, s1 = std::min(job.strips, s0 + job.task_strips);
   const int64_t j0 = s0 * NR, j1 = std::min(g.n, s1 * NR), ld = (s1 - s0) * NR;
   alignas(64) float sums[kFewRows * kFewRowsTaskStrips * kMaxNr];
   if (g.k == 0) std::fill(sums, sums + g.m * ld, 0.0f);
@@ -959,12 +960,17 @@ void few_rows_task(void* context, int64_t task) {
 
 void gemm_few_rows(const KernelContext& context, const FewRowsGemm& args) {
   if (args.m <= 0 || args.n <= 0) return;
-  FewRowsJob job{&args, select_path(), 0};
+  FewRowsJob job{&args, select_path(), 0, kFewRowsTaskStrips};
   job.strips = strips_of(args.n, job.path.nr);
-  const int64_t tasks = (job.strips + kFewRowsTaskStrips - 1) / kFewRowsTaskStrips;
   ThreadPool* pool = pool_of(context);
+  const int threads = pool ? pool->size() : 1;
   const double flops = 2.0 * static_cast<double>(args.m) * static_cast<double>(args.n) * static_cast<double>(args.k);
-  if (pool == nullptr || pool->size() == 1 || tasks == 1 || flops < 1e6) {
+  const bool parallel = threads > 1 && flops >= 1e6;
+  // About 2 tasks per thread where there is work to share (a 256-channel
+  // convolution's 8 strips are 4 tasks at 2 threads, not one).
+  if (parallel) job.task_strips = std::clamp<int64_t>((job.strips + 2 * threads - 1) / (2 * threads), 1, kFewRowsTaskStrips);
+  const int64_t tasks = (job.strips + job.task_strips - 1) / job.task_strips;
+  if (!parallel || tasks == 1) {
     for (int64_t t = 0; t < tasks; ++t) few_rows_task(&job, t);
     return;
   }
