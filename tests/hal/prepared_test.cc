@@ -240,7 +240,7 @@ TEST_CASE("prepared: conv2d with one to four output pixels (the few-rows GEMM, t
        {2, 40, 2, 2}},
       {"3x3 padded, strided", {1, 16, 3, 4}, {24, 16, 3, 3}, {2, 2, 1, 1, 1, 1, 1, 1, 1}, {1, 24, 2, 2}},
       {"grouped, dilated, 1 pixel", {1, 16, 5, 5}, {20, 4, 3, 3}, {1, 1, 0, 0, 0, 0, 2, 2, 4}, {1, 20, 1, 1}},
-      {"wide: 700 channels over threads", {1, 64, 1, 3}, {700, 64, 1, 3}, {1, 1, 0, 1, 0, 1, 1, 1, 1}, {1, 700, 1, 3}},
+      {"wide: 700 channels over threads", {1, 128, 1, 3}, {700, 128, 1, 3}, {1, 1, 0, 1, 0, 1, 1, 1, 1}, {1, 700, 1, 3}},
   };
   for (const Case& c : cases) {
     INFO(c.name);
