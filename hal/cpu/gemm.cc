@@ -545,12 +545,12 @@ template <int64_t R>
 }
 #endif
 
-// The widest path this CPU runs (a plain check per call: an ifunc resolver
-// runs before sanitizer runtimes start and crashes under TSan).
+// The widest path this process runs (cpu_isa(): the CPU's, or a narrower
+// one HEXIR_MAX_CPU_ISA asks for).
 GemmPath select_path() {
 #ifdef HEXIR_GEMM_X86
-  if (__builtin_cpu_supports("avx512f")) return {kAvx512Mr, 32, kAvx512MrInPlace, micro_avx512, few_rows_avx512};
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+  if (isa_avx512()) return {kAvx512Mr, 32, kAvx512MrInPlace, micro_avx512, few_rows_avx512};
+  if (isa_avx2())
     return {kAvx2Mr, 16, kAvx2Mr, micro_avx2, few_rows_avx2, strips_avx2<kAvx2Mr>, strips_avx2<0>};
 #endif
   return {kGenericMr, 16, kGenericMr, micro_generic, few_rows_generic};
@@ -613,7 +613,7 @@ void pack_strips(const float* B, int64_t ldb, int64_t k0, int64_t kc, int64_t j0
     }
   };
 #ifdef HEXIR_GEMM_X86
-  if (NR == 16 && __builtin_cpu_supports("avx2")) return pack_strips16_avx2(B, ldb, k0, kc, j0, strips, out);
+  if (NR == 16 && isa_avx2()) return pack_strips16_avx2(B, ldb, k0, kc, j0, strips, out);
 #endif
   if (NR == 16) return copy.template operator()<16>();
   if (NR == 32) return copy.template operator()<32>();
@@ -629,7 +629,7 @@ void pack_panel(const float* A, int64_t lda, int64_t i0, int64_t mr, int64_t k0,
   // transposes, rows [0, 8) and [MR - 8, MR) (the rows both hold are
   // written twice, the same floats). One float per store was 4 % of the
   // BERT-base MLP block's samples.
-  if (mr == MR && MR >= 8 && MR <= 16 && kc >= 8 && __builtin_cpu_supports("avx2")) {
+  if (mr == MR && MR >= 8 && MR <= 16 && kc >= 8 && isa_avx2()) {
     const float* src = A + i0 * lda + k0;
     int64_t k = 0;
     for (; k + 8 <= kc; k += 8) {

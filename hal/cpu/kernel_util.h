@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "cpu_isa.h"
 #include "hexir/base/status.h"
 #include "hexir/base/types.h"
 #include "hexir/hal/cpu_kernels.h"

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "cpu_isa.h"
 #include "hexir/ops/plans.h"
 
 // Always inlined into the ISA's function (never called: hal builds with
@@ -186,10 +187,9 @@ auto run_lanes4(Args... args) {
 template <typename Kernel, typename... Args>
 inline auto widest(Args... args) {
 #if defined(__x86_64__) && defined(__GNUC__)
-  // A plain check per call (an ifunc resolver runs before sanitizer runtimes
-  // start); callers run whole rows or blocks per call.
-  if (__builtin_cpu_supports("avx512f")) return run_lanes16<Kernel>(args...);
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return run_lanes8<Kernel>(args...);
+  // cpu_isa() per call (a cached value); callers run whole rows or blocks per call.
+  if (isa_avx512()) return run_lanes16<Kernel>(args...);
+  if (isa_avx2()) return run_lanes8<Kernel>(args...);
 #endif
   return run_lanes4<Kernel>(args...);
 }

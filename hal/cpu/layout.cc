@@ -223,8 +223,8 @@ void transpose_tiled(const KernelContext& context, const ops::StridedPlan& p, in
                      uint8_t* out) {
 #if defined(__x86_64__) && defined(__GNUC__)
   // For 4-byte elements (below).
-  const auto vector_tile = __builtin_cpu_supports("avx512f") ? transpose16x16
-                           : __builtin_cpu_supports("avx2") ? transpose16x16_avx2
+  const auto vector_tile = isa_avx512() ? transpose16x16
+                           : isa_avx2() ? transpose16x16_avx2
                                                             : nullptr;
 #endif
   const int32_t last = p.rank - 1;

@@ -257,8 +257,8 @@ bool stem_direct(const ops::Conv2dPlan& p) {
   return p.groups == 1 && p.c <= 4 && p.c * p.kh * p.kw <= kStemMaxPatch && p.kw <= kStemMaxKw && p.k >= 1 &&
          p.k % 8 == 0 && p.k * p.c * p.kh * p.kw <= kStemMaxWeights &&
          (p.stride_w == 1 || p.stride_w == 2) && p.dilation_w == 1 && p.ow >= 16 &&
-         (__builtin_cpu_supports("avx512f") ||
-          (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && stem_buffer_fits(p)));
+         (isa_avx512() ||
+          (isa_avx2() && stem_buffer_fits(p)));
 #else
   (void)p;
   return false;
@@ -488,7 +488,7 @@ void stem_row(void* context, int64_t task) {
   StemJob image_job = job;
   image_job.out = job.out + n * p.k * p.oh * p.ow;
   if (job.residual) image_job.residual = job.residual + n * p.k * p.oh * p.ow;
-  if (!__builtin_cpu_supports("avx512f")) {  // AVX2: the phases of the rows read, then tiles of 4 x 24 or 4 x 16
+  if (!isa_avx512()) {  // AVX2: the phases of the rows read, then tiles of 4 x 24 or 4 x 16
     alignas(64) float buf[kStemBufferFloats];
     stem_fill(p, image, oy, buf);
     const int64_t tile = stem_avx2_columns(p);
@@ -707,7 +707,7 @@ void pool_plane(void* context, int64_t plane) {
       const float* top = image + y0 * p.w;
       if (p.kh == 2 && p.kw == 2) {
 #ifdef HEXIR_CONV_X86
-        if (p.stride_w == 2 && __builtin_cpu_supports("avx2"))
+        if (p.stride_w == 2 && isa_avx2())
           max_pool_2x2_s2_avx2(top, p.w, -p.pad_left, job.ox_begin, job.ox_end, out);
         else
 #endif

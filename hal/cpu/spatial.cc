@@ -274,14 +274,13 @@ struct DwPath {
   Deinterleave deinterleave;
 };
 
-// The kernel for this window on the widest path this CPU runs (a plain check
-// per call, as in gemm.cc).
+// The kernel for this window on the widest path this process runs (cpu_isa()).
 DwPath select_depthwise(const ops::Conv2dPlan& p) {
 #ifdef HEXIR_SPATIAL_X86
   const bool fixed =
       p.kh == p.kw && (p.kh == 3 || p.kh == 5) && p.dilation_h == 1 && (p.stride_h == 1 || p.stride_h == 2);
   const int key = fixed ? static_cast<int>(p.kh * 10 + p.stride_h) : 0;
-  if (__builtin_cpu_supports("avx512f")) {
+  if (isa_avx512()) {
     switch (key) {
       case 31:
         return {dw_block_avx512_fixed<3, 3, 1>, deinterleave_avx512};
@@ -295,7 +294,7 @@ DwPath select_depthwise(const ops::Conv2dPlan& p) {
         return {dw_block_avx512_any, deinterleave_avx512};
     }
   }
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+  if (isa_avx2()) {
     switch (key) {
       case 31:
         return {dw_block_avx2_fixed<3, 3, 1>, deinterleave_avx2};

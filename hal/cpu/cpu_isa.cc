@@ -1,0 +1,34 @@
+#include "cpu_isa.h"
+
+#include <cstdlib>
+#include <cstring>
+
+namespace hexir::hal::cpu::internal {
+namespace {
+
+CpuIsa detect() {
+  CpuIsa isa = CpuIsa::kPortable;
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (__builtin_cpu_supports("avx512f"))
+    isa = CpuIsa::kAvx512;
+  else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+    isa = CpuIsa::kAvx2;
+#endif
+  // A cap, never more than the CPU has; any other value is no cap.
+  if (const char* cap = std::getenv("HEXIR_MAX_CPU_ISA")) {
+    CpuIsa most = isa;
+    if (std::strcmp(cap, "avx2") == 0) most = CpuIsa::kAvx2;
+    if (std::strcmp(cap, "portable") == 0) most = CpuIsa::kPortable;
+    if (most < isa) isa = most;
+  }
+  return isa;
+}
+
+}  // namespace
+
+CpuIsa cpu_isa() {
+  static const CpuIsa isa = detect();
+  return isa;
+}
+
+}  // namespace hexir::hal::cpu::internal
