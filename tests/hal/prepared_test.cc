@@ -89,6 +89,33 @@ TEST_CASE("prepared: matmul with its B packed once is bit-identical to packing p
   }
 }
 
+// `id` with its input 1 prepared, through a 1-thread queue (its pool has
+// scratch) and then called directly without a pool: the same bits.
+void check_pooled_and_direct(OpId id, std::vector<HostTensor*> inputs, HostTensor& out,
+                             const std::vector<int64_t>& params) {
+  auto device = create_device("cpu", {.threads = 1});
+  REQUIRE(device.ok());
+  auto queue = (*device)->create_queue();
+  REQUIRE(queue.ok());
+  auto call = prepare_call(id, inputs, {&out}, params);
+  REQUIRE(call.ok());
+  std::vector<void*> constants(call->operands.size(), nullptr);
+  constants[1] = call->operands[1];
+  Dispatch request = call->dispatch;
+  request.operands = constants.data();
+  auto prepared = (*device)->prepare_dispatch(request);
+  REQUIRE(prepared.ok());
+  REQUIRE(prepared->size > 0);
+  Dispatch with = call->dispatch;
+  with.prepared = prepared->host_ptr;
+  REQUIRE((*queue)->dispatch(with).ok());
+  const std::vector<uint8_t> pooled = out.bytes;
+  for (int64_t i = 0; i < out.count(); ++i) out.at(i) = 12345.0f;
+  REQUIRE(reinterpret_cast<cpu::KernelFn>(with.kernel)(KernelContext{}, with).ok());
+  CHECK(out.bytes == pooled);
+  (*device)->release(*prepared);
+}
+
 TEST_CASE("prepared: the A block packed once into the pool's scratch gives the bits of packing each panel") {
   // Through a queue (its pool has scratch: A's rows packed once per K block)
   // against the kernel called without a pool (A packed again per chunk of
@@ -100,27 +127,7 @@ TEST_CASE("prepared: the A block packed once into the pool's scratch gives the b
     const int64_t m = m_, k = k_, n = n_;
     INFO(m << "x" << k << " * " << k << "x" << n);
     HostTensor a = random_f32({m, k}, 3), b = random_f32({k, n}, 4), out(DType::kF32, {m, n});
-    auto device = create_device("cpu", {.threads = 1});
-    REQUIRE(device.ok());
-    auto queue = (*device)->create_queue();
-    REQUIRE(queue.ok());
-    auto call = prepare_call(OpId::kMatmul, {&a, &b}, {&out}, {});
-    REQUIRE(call.ok());
-    std::vector<void*> constants(call->operands.size(), nullptr);
-    constants[1] = call->operands[1];
-    Dispatch request = call->dispatch;
-    request.operands = constants.data();
-    auto prepared = (*device)->prepare_dispatch(request);
-    REQUIRE(prepared.ok());
-    REQUIRE(prepared->size > 0);
-    Dispatch with = call->dispatch;
-    with.prepared = prepared->host_ptr;
-    REQUIRE((*queue)->dispatch(with).ok());
-    const std::vector<uint8_t> pooled = out.bytes;
-    for (int64_t i = 0; i < out.count(); ++i) out.at(i) = 12345.0f;
-    REQUIRE(reinterpret_cast<cpu::KernelFn>(with.kernel)(KernelContext{}, with).ok());
-    CHECK(out.bytes == pooled);
-    (*device)->release(*prepared);
+    check_pooled_and_direct(OpId::kMatmul, {&a, &b}, out, {});
   }
 }
 
@@ -265,27 +272,7 @@ TEST_CASE("prepared: conv2d with one to four output pixels (the few-rows GEMM, t
 
 TEST_CASE("prepared: a few-pixel conv2d called without a pool (no scratch for its patches) gives the same bits") {
   HostTensor x = random_f32({1, 16, 3, 4}, 60), w = random_f32({24, 16, 3, 3}, 61), out(DType::kF32, {1, 24, 2, 2});
-  auto device = create_device("cpu", {.threads = 1});
-  REQUIRE(device.ok());
-  auto queue = (*device)->create_queue();
-  REQUIRE(queue.ok());
-  auto call = prepare_call(OpId::kConv2d, {&x, &w}, {&out}, {2, 2, 1, 1, 1, 1, 1, 1, 1});
-  REQUIRE(call.ok());
-  std::vector<void*> constants(call->operands.size(), nullptr);
-  constants[1] = call->operands[1];
-  Dispatch request = call->dispatch;
-  request.operands = constants.data();
-  auto prepared = (*device)->prepare_dispatch(request);
-  REQUIRE(prepared.ok());
-  REQUIRE(prepared->size > 0);
-  Dispatch with = call->dispatch;
-  with.prepared = prepared->host_ptr;
-  REQUIRE((*queue)->dispatch(with).ok());
-  const std::vector<uint8_t> pooled = out.bytes;
-  for (int64_t i = 0; i < out.count(); ++i) out.at(i) = 12345.0f;
-  REQUIRE(reinterpret_cast<cpu::KernelFn>(with.kernel)(KernelContext{}, with).ok());
-  CHECK(out.bytes == pooled);
-  (*device)->release(*prepared);
+  check_pooled_and_direct(OpId::kConv2d, {&x, &w}, out, {2, 2, 1, 1, 1, 1, 1, 1, 1});
 }
 
 TEST_CASE("prepared: few-channel stems (the direct path on AVX-512 and AVX2) against the reference, every edge") {
