@@ -330,6 +330,15 @@ template <int64_t AS>
 // tile's accumulators on the stack (half the speed).
 constexpr int64_t kAvx512Mr = HEXIR_AVX512_MR;
 constexpr int64_t kAvx512MrInPlace = 8;
+// A TileFinish's activation over a whole AVX-512 tile.
+template <ops::Activation A, int64_t MR>
+[[gnu::target("avx512f")]] inline void activate_tile512(__m512 (&c0)[MR], __m512 (&c1)[MR], __m512 lo, __m512 hi) {
+#pragma GCC unroll 16
+  for (int64_t i = 0; i < MR; ++i) {
+    c0[i] = tile_activation(A, c0[i], lo, hi);
+    c1[i] = tile_activation(A, c1[i], lo, hi);
+  }
+}
 template <int64_t MR, int64_t AS>
 [[gnu::target("avx512f")]] void avx512_tile(int64_t mr, int64_t nr, int64_t kc, const float* A, int64_t lda,
                                             const float* B, int64_t ldb, float* C, int64_t ldc, bool accumulate,
@@ -367,6 +376,59 @@ template <int64_t MR, int64_t AS>
       c0[i] = _mm512_fmadd_ps(a, b0, c0[i]);
       c1[i] = _mm512_fmadd_ps(a, b1, c1[i]);
     }
+  }
+  // A whole tile: the finish stage by stage over all its registers, each
+  // test once per tile (AVX2's avx2_tile does the same), the same steps in
+  // the same order per element as below.
+  if (mr == MR && nr == 32) {
+    if (accumulate)
+#pragma GCC unroll 16
+      for (int64_t i = 0; i < MR; ++i) {
+        c0[i] = _mm512_add_ps(_mm512_loadu_ps(C + i * ldc), c0[i]);
+        c1[i] = _mm512_add_ps(_mm512_loadu_ps(C + i * ldc + 16), c1[i]);
+      }
+    if (finish) {
+      const TileFinish& f = *finish;
+      if (f.row_bias)
+#pragma GCC unroll 16
+        for (int64_t i = 0; i < MR; ++i) {
+          const __m512 b = _mm512_set1_ps(f.row_bias[i]);
+          c0[i] = _mm512_add_ps(c0[i], b);
+          c1[i] = _mm512_add_ps(c1[i], b);
+        }
+      if (f.col_bias) {
+        const __m512 b0 = _mm512_loadu_ps(f.col_bias), b1 = _mm512_loadu_ps(f.col_bias + 16);
+#pragma GCC unroll 16
+        for (int64_t i = 0; i < MR; ++i) {
+          c0[i] = _mm512_add_ps(c0[i], b0);
+          c1[i] = _mm512_add_ps(c1[i], b1);
+        }
+      }
+      if (f.residual)
+#pragma GCC unroll 16
+        for (int64_t i = 0; i < MR; ++i) {
+          c0[i] = _mm512_add_ps(c0[i], _mm512_loadu_ps(f.residual + i * f.ldr));
+          c1[i] = _mm512_add_ps(c1[i], _mm512_loadu_ps(f.residual + i * f.ldr + 16));
+        }
+      if (f.activation != ops::Activation::kNone) {
+        const __m512 lo = _mm512_set1_ps(f.lo), hi = _mm512_set1_ps(f.hi);
+        switch (f.activation) {  // a constant activation per loop: no test per vector
+          case ops::Activation::kRelu: activate_tile512<ops::Activation::kRelu, MR>(c0, c1, lo, hi); break;
+          case ops::Activation::kClip: activate_tile512<ops::Activation::kClip, MR>(c0, c1, lo, hi); break;
+          case ops::Activation::kHardSigmoid:
+            activate_tile512<ops::Activation::kHardSigmoid, MR>(c0, c1, lo, hi);
+            break;
+          case ops::Activation::kHardSwish: activate_tile512<ops::Activation::kHardSwish, MR>(c0, c1, lo, hi); break;
+          default: break;  // tile_finish_applies: no other
+        }
+      }
+    }
+#pragma GCC unroll 16
+    for (int64_t i = 0; i < MR; ++i) {
+      _mm512_storeu_ps(C + i * ldc, c0[i]);
+      _mm512_storeu_ps(C + i * ldc + 16, c1[i]);
+    }
+    return;
   }
   const __mmask16 m0 = nr >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << nr) - 1);
   const __mmask16 m1 = nr >= 32 ? __mmask16(0xFFFF) : nr <= 16 ? __mmask16(0) : __mmask16((1u << (nr - 16)) - 1);
