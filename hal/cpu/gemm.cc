@@ -60,12 +60,13 @@ using MicroKernel = void (*)(int64_t mr, int64_t nr, int64_t kc, const float* A,
                              const TileFinish* finish);
 
 // Optional: `strips` whole tiles of a full panel of A (mr = MR: packed, lda
-// unused; or in place, rows lda apart) side by side, B's strips kc x NR
-// floats apart, C's and the finish's columns NR on per tile: one call where
-// the tiles' own calls (through MicroKernel, its prologue, a TileFinish
-// each) were a tenth of BlazeFace-256's separable time.
-using StripsKernel = void (*)(int64_t kc, const float* A, int64_t lda, const float* B, int64_t strips, float* C,
-                              int64_t ldc, bool accumulate, const TileFinish* finish);
+// unused; or in place, rows lda apart) side by side, strip s of B at B + s *
+// step with rows ldb apart (packed: kc x NR floats apart, ldb NR; read in
+// place: NR apart, B's own ldb), C's and the finish's columns NR on per
+// tile: one call where the tiles' own calls (through MicroKernel, its
+// prologue, a TileFinish each) were a tenth of BlazeFace-256's separable time.
+using StripsKernel = void (*)(int64_t kc, const float* A, int64_t lda, const float* B, int64_t ldb, int64_t step,
+                              int64_t strips, float* C, int64_t ldc, bool accumulate, const TileFinish* finish);
 
 // gemm_few_rows's block: sums[i * ld + s * NR + j] (=, or += when
 // `accumulate`) sum over k < kc of A(i, k) * strip s's B[k][j], for i < rows
@@ -313,12 +314,17 @@ template <int NV>
 
 // AS: A's layout, as avx2_tile's (kAvx2Mr packed, 0 in place).
 template <int64_t AS>
-[[gnu::target("avx2,fma")]] void strips_avx2(int64_t kc, const float* A, int64_t lda, const float* B, int64_t strips,
-                                             float* C, int64_t ldc, bool accumulate, const TileFinish* finish) {
+[[gnu::target("avx2,fma")]] void strips_avx2(int64_t kc, const float* A, int64_t lda, const float* B, int64_t ldb,
+                                             int64_t step, int64_t strips, float* C, int64_t ldc, bool accumulate,
+                                             const TileFinish* finish) {
   TileFinish f = finish ? *finish : TileFinish{};
   for (int64_t s = 0; s < strips; ++s) {
-    avx2_tile<kAvx2Mr, AS, 16>(kAvx2Mr, 16, kc, A, AS != 0 ? AS : lda, B + s * kc * 16, 16, C + s * 16, ldc,
-                               accumulate, finish ? &f : nullptr);
+    if (ldb == 16)  // packed: the row stride a constant
+      avx2_tile<kAvx2Mr, AS, 16>(kAvx2Mr, 16, kc, A, AS != 0 ? AS : lda, B + s * step, 16, C + s * 16, ldc,
+                                 accumulate, finish ? &f : nullptr);
+    else
+      avx2_tile<kAvx2Mr, AS>(kAvx2Mr, 16, kc, A, AS != 0 ? AS : lda, B + s * step, ldb, C + s * 16, ldc, accumulate,
+                             finish ? &f : nullptr);
     if (f.col_bias) f.col_bias += 16;
     if (f.residual) f.residual += 16;
   }
@@ -477,6 +483,19 @@ template <int64_t MR>
   avx512_tile<MR, 0>(mr, nr, kc, A, lda, B, ldb, C, ldc, accumulate, finish);
 }
 
+// A packed panel's whole tiles side by side (StripsKernel).
+[[gnu::target("avx512f")]] void strips_avx512(int64_t kc, const float* A, int64_t, const float* B, int64_t ldb,
+                                              int64_t step, int64_t strips, float* C, int64_t ldc, bool accumulate,
+                                              const TileFinish* finish) {
+  TileFinish f = finish ? *finish : TileFinish{};
+  for (int64_t s = 0; s < strips; ++s) {
+    avx512_tile<kAvx512Mr, kAvx512Mr>(kAvx512Mr, 32, kc, A, kAvx512Mr, B + s * step, ldb, C + s * 32, ldc, accumulate,
+                                      finish ? &f : nullptr);
+    if (f.col_bias) f.col_bias += 32;
+    if (f.residual) f.residual += 32;
+  }
+}
+
 [[gnu::target("avx512f")]] void micro_avx512(int64_t mr, int64_t nr, int64_t kc, const float* A, int64_t lda,
                                              bool a_packed, const float* B, int64_t ldb, float* C, int64_t ldc,
                                              bool accumulate, const TileFinish* finish) {
@@ -611,7 +630,7 @@ template <int64_t R>
 // one HEXIR_MAX_CPU_ISA asks for).
 GemmPath select_path() {
 #ifdef HEXIR_GEMM_X86
-  if (isa_avx512()) return {kAvx512Mr, 32, kAvx512MrInPlace, micro_avx512, few_rows_avx512};
+  if (isa_avx512()) return {kAvx512Mr, 32, kAvx512MrInPlace, micro_avx512, few_rows_avx512, strips_avx512};
   if (isa_avx2())
     return {kAvx2Mr, 16, kAvx2Mr, micro_avx2, few_rows_avx2, strips_avx2<kAvx2Mr>, strips_avx2<0>};
 #endif
@@ -768,18 +787,19 @@ void gemm_task(void* context, int64_t task, int participant) {
     if (last && stored_epilogue) apply_epilogue(*stored_epilogue, c, g.ldc, mr, nr);
   };
   // The whole strips among [s_begin, s_end) of a full panel at row i, B's
-  // first at b, through the path's strips kernel (no stored epilogue: the
-  // callers check); returns the first strip left for run_tile.
-  auto run_strips = [&](StripsKernel kernel, int64_t kc, const float* a, int64_t lda, const float* b, int64_t s_begin,
-                        int64_t s_end, int64_t i, bool accumulate, bool last) {
+  // first at b (StripsKernel's ldb and step), through the path's strips
+  // kernel (no stored epilogue: the callers check); returns the first strip
+  // left for run_tile.
+  auto run_strips = [&](StripsKernel kernel, int64_t kc, const float* a, int64_t lda, const float* b, int64_t ldb,
+                        int64_t step, int64_t s_begin, int64_t s_end, int64_t i, bool accumulate, bool last) {
     const int64_t count = std::min(s_end, g.n / NR) - s_begin;
     if (count <= 0) return s_begin;
     float* c = g.c + i * g.ldc + s_begin * NR;
     if (!last || !finishes) {
-      kernel(kc, a, lda, b, count, c, g.ldc, accumulate, nullptr);
+      kernel(kc, a, lda, b, ldb, step, count, c, g.ldc, accumulate, nullptr);
     } else {
       const TileFinish f = tile_finish(i, s_begin * NR);
-      kernel(kc, a, lda, b, count, c, g.ldc, accumulate, &f);
+      kernel(kc, a, lda, b, ldb, step, count, c, g.ldc, accumulate, &f);
     }
     return s_begin + count;
   };
@@ -821,8 +841,8 @@ void gemm_task(void* context, int64_t task, int participant) {
             // Whole strips in one call where the path has one (BERT-base's
             // matmuls 0.96-0.98 of their time, alternated in one process).
             if (job.path.strips_in_place && mr == job.path.mr_in_place && !stored_epilogue)
-              s = run_strips(job.path.strips_in_place, kc, g.a + i * g.lda + k0, g.lda, bk + s0 * kc * NR, s0, s1, i,
-                             accumulate, last);
+              s = run_strips(job.path.strips_in_place, kc, g.a + i * g.lda + k0, g.lda, bk + s0 * kc * NR, NR, kc * NR,
+                             s0, s1, i, accumulate, last);
             for (; s < s1; ++s) {
               const int64_t j0 = s * NR, nr = std::min(NR, g.n - j0);
               run_tile(mr, nr, kc, g.a + i * g.lda + k0, g.lda, false, bk + s * kc * NR, NR, i, j0, accumulate, last);
@@ -871,11 +891,17 @@ void gemm_task(void* context, int64_t task, int participant) {
         // The prepared A panel of rows i.. (a division once per panel, not per tile).
         const float* panel_a = g.packed_a ? g.packed_a + k0 * panels * MR + (i / MR) * kc * MR : nullptr;
         int64_t s = sg;
-        // The group's whole packed strips in one call where the path has one
-        // (in one process, alternating invokes: BlazeFace-256's separable
-        // blocks 0.905-0.915 of their time through run_tile).
-        if (job.path.strips && panel_a && mr == MR && !job.b_in_place && !stored_epilogue)
-          s = run_strips(job.path.strips, kc, panel_a, MR, strip, sg, sg_end, i, accumulate, last);
+        // The group's whole strips, packed or read in place, in one call
+        // where the path has one (in one process, alternating invokes:
+        // BlazeFace-256's separable blocks 0.905-0.915 of their time through
+        // run_tile on AVX2).
+        if (job.path.strips && panel_a && mr == MR && !stored_epilogue) {
+          if (job.b_in_place)
+            s = run_strips(job.path.strips, kc, panel_a, MR, g.b + k0 * g.ldb + sg * NR, g.ldb, NR, sg, sg_end, i,
+                           accumulate, last);
+          else
+            s = run_strips(job.path.strips, kc, panel_a, MR, strip, NR, kc * NR, sg, sg_end, i, accumulate, last);
+        }
         for (; s < sg_end; ++s) {
           const int64_t j0 = s * NR, nr = std::min(NR, g.n - j0);
           const bool in_place = !g.pack_b && job.b_in_place && nr == NR;

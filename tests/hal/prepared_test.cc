@@ -181,6 +181,12 @@ TEST_CASE("prepared: conv2d with its weights packed once is bit-identical (3x3, 
   check_prepared(OpId::kConv2d, {&xm, &wm}, {1, 24, 30, 29}, {1, 1, 1, 1, 1, 1, 1, 1, 1});
   HostTensor w1m = random_f32({25, 40, 1, 1}, 19);
   check_prepared(OpId::kConv2d, {&xm, &w1m}, {1, 25, 30, 29}, {1, 1, 0, 0, 0, 0, 1, 1, 1});
+  // As short an M as reads B's strips in place (at most two panels: 12 rows on AVX2, 24 on AVX-512),
+  // the prepared panels through the strips kernel.
+  for (int64_t k : {12, 24}) {
+    HostTensor ws = random_f32({k, 40, 1, 1}, 20 + k);
+    check_prepared(OpId::kConv2d, {&xm, &ws}, {1, k, 30, 29}, {1, 1, 0, 0, 0, 0, 1, 1, 1});
+  }
 }
 
 // conv2d against a double reference (NCHW, groups 1).
