@@ -220,31 +220,36 @@ namespace {
 
 // A stem: few input channels (an image's 3), so K = c * kh * kw is short and
 // the GEMM's patch packing costs more than its multiply. Computed directly
-// instead, 16 output columns of up to 24 output channels at a time: per tap,
-// one (stride 1) or two masked loads and a permute (stride 2) give the 16
-// inputs, zero outside the image, and 24 FMAs with the broadcast weights
-// (tap-major, so adjacent). Output channels a multiple of 8. The taps are
-// summed in (c, ky, kx) order from zero, each by one FMA, then the bias and
-// the epilogue: the GEMM's order and rounding for K <= its K block (256), so
-// the same bits as the GEMM path. On AVX2 the rows read are first copied
-// into phases (stem_fill) and tiles are 4 channels x 24 or 16 columns (below).
+// instead: the input rows an output row reads are first copied into a stack
+// buffer split into stride_w phases, zero where the window reaches into the
+// padding (stem_fill), so each tap of a vector of output columns is one plain
+// load; then tiles of output channels x columns, per tap a load per vector
+// and a broadcast weight per channel (tap-major, so adjacent) for each FMA.
+// Output channels a multiple of 8. The taps are summed in (c, ky, kx) order
+// from zero, each by one FMA, then the bias and the epilogue: the GEMM's
+// order and rounding for K <= its K block (256), so the same bits as the
+// GEMM path. AVX-512: 8 channels x 48 or 32 columns (24 or 16
+// accumulators); AVX2: 4 channels x 24 or 16 columns (below).
 constexpr int64_t kStemMaxPatch = 256;
 constexpr int64_t kStemMaxKw = 11;
 constexpr int64_t kStemMaxWeights = 8192;  // k x patch, tap-major on the stack (32 KiB)
 
-constexpr int64_t kStemBufferFloats = 8192;  // AVX2's rows in phases, on the stack (32 KiB)
+constexpr int64_t kStemBufferFloats = 8192;  // the rows in phases, on the stack (32 KiB)
 
-// The AVX2 tile's columns: 24 (3 vectors) where the rows are whole tiles of
-// them, else 16. In one process, alternating invokes: 24 was 4-7 % faster
-// on PP-OCR v2 cls's rows of 96; 16 was 6-8 % faster on BlazeFace-256's
-// 128 (24 ends them in an 8-wide tile at a third of the rate) and 10 % on
-// PP-OCRv4 det's 160.
-int64_t stem_avx2_columns(const ops::Conv2dPlan& p) { return p.ow % 24 == 0 ? 24 : 16; }
+// The tile's columns: three vectors (AVX-512 48, AVX2 24) where the rows are
+// whole tiles of them, else two. On AVX2, in one process, alternating
+// invokes: 24 was 4-7 % faster on PP-OCR v2 cls's rows of 96; 16 was 6-8 %
+// faster on BlazeFace-256's 128 (24 ends them in an 8-wide tile at a third
+// of the rate) and 10 % on PP-OCRv4 det's 160.
+int64_t stem_columns(const ops::Conv2dPlan& p) {
+  const int64_t lanes = isa_avx512() ? 16 : 8;
+  return p.ow % (3 * lanes) == 0 ? 3 * lanes : 2 * lanes;
+}
 
 // Floats per phase of a buffer row: the columns of every tile (the last one
 // rounded up) plus the window's reach.
 int64_t stem_phase(const ops::Conv2dPlan& p) {
-  const int64_t tile = stem_avx2_columns(p);
+  const int64_t tile = stem_columns(p);
   const int64_t columns = (p.ow + tile - 1) / tile * tile;
   return columns + (p.kw - 1) / p.stride_w + 1;
 }
@@ -257,8 +262,7 @@ bool stem_direct(const ops::Conv2dPlan& p) {
   return p.groups == 1 && p.c <= 4 && p.c * p.kh * p.kw <= kStemMaxPatch && p.kw <= kStemMaxKw && p.k >= 1 &&
          p.k % 8 == 0 && p.k * p.c * p.kh * p.kw <= kStemMaxWeights &&
          (p.stride_w == 1 || p.stride_w == 2) && p.dilation_w == 1 && p.ow >= 16 &&
-         (isa_avx512() ||
-          (isa_avx2() && stem_buffer_fits(p)));
+         isa_avx2() && stem_buffer_fits(p);
 #else
   (void)p;
   return false;
@@ -277,76 +281,92 @@ struct StemJob {
 };
 
 #ifdef HEXIR_CONV_X86
-// Lanes [0, 16) whose input column start + lane * step... lies in [0, w): bit l set.
-inline uint32_t lanes_inside(int64_t start, int64_t w, int64_t lanes) {
-  const int64_t lo = std::clamp<int64_t>(-start, 0, lanes), hi = std::clamp<int64_t>(w - start, lo, lanes);
-  const uint64_t upto_hi = hi >= 64 ? ~0ull : (1ull << hi) - 1, below_lo = (1ull << lo) - 1;
-  return static_cast<uint32_t>(upto_hi & ~below_lo);
-}
-
-// KB output channels (k0 .. k0 + KB) x 16 output columns (ox0 ..) of output row oy.
-template <int KB>
-[[gnu::target("avx512f")]] void stem_tile(const StemJob& job, const float* image, int64_t k0, int64_t oy,
-                                          int64_t ox0) {
+// KB = 8 output channels (k0 ..) x 16 * NV output columns (ox0 ..) of output
+// row oy, from the buffer of its rows in phases (stem_fill).
+template <int NV>
+[[gnu::target("avx512f")]] void stem_tile_avx512(const StemJob& job, const float* buf, int64_t k0, int64_t oy,
+                                                 int64_t ox0) {
+  constexpr int KB = 8;
   const ops::Conv2dPlan& p = *job.p;
-  const int64_t plane = p.oh * p.ow;
-  // Per kx: the input columns' offset from the row start and which lanes are inside.
-  const int64_t ix0 = ox0 * p.stride_w - p.pad_left;
-  int64_t offset[kStemMaxKw];
-  uint32_t mask[kStemMaxKw];
-  for (int64_t kx = 0; kx < p.kw; ++kx) {
-    offset[kx] = ix0 + kx;
-    mask[kx] = lanes_inside(ix0 + kx, p.w, p.stride_w == 1 ? 16 : 32);
-  }
-  const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
-  __m512 acc[KB];
-#pragma GCC unroll 24
-  for (int kb = 0; kb < KB; ++kb) acc[kb] = _mm512_setzero_ps();
+  const int64_t plane = p.oh * p.ow, phase = stem_phase(p);
+  __m512 acc[KB][NV];
+#pragma GCC unroll 8
+  for (int kb = 0; kb < KB; ++kb)
+#pragma GCC unroll 3
+    for (int v = 0; v < NV; ++v) acc[kb][v] = _mm512_setzero_ps();
   const float* tap_w = job.w + k0;  // tap t's weights: KB floats at t * k
-  for (int64_t c = 0; c < p.c; ++c) {
-    for (int64_t ky = 0; ky < p.kh; ++ky) {
-      const int64_t iy = oy * p.stride_h - p.pad_top + ky * p.dilation_h;
-      const bool inside = iy >= 0 && iy < p.h;
-      const float* row = image + (c * p.h + (inside ? iy : 0)) * p.w;
-      for (int64_t kx = 0; kx < p.kw; ++kx, tap_w += p.k) {
-        const uint32_t m = inside ? mask[kx] : 0u;
-        const float* at = row + offset[kx];
-        __m512 xv;
-        if (p.stride_w == 1) {
-          xv = _mm512_maskz_loadu_ps(static_cast<__mmask16>(m), at);
-        } else {
-          const __m512 lo = _mm512_maskz_loadu_ps(static_cast<__mmask16>(m), at);
-          const __m512 hi = _mm512_maskz_loadu_ps(static_cast<__mmask16>(m >> 16), at + 16);
-          xv = _mm512_permutex2var_ps(lo, even, hi);
-        }
-#pragma GCC unroll 24
-        for (int kb = 0; kb < KB; ++kb) acc[kb] = _mm512_fmadd_ps(_mm512_set1_ps(tap_w[kb]), xv, acc[kb]);
+  int64_t col[kStemMaxKw];          // where tap kx reads in a buffer row
+  for (int64_t kx = 0; kx < p.kw; ++kx) col[kx] = (kx % p.stride_w) * phase + kx / p.stride_w;
+  for (int64_t r = 0; r < p.c * p.kh; ++r) {
+    const float* row = buf + r * p.stride_w * phase + ox0;
+    for (int64_t kx = 0; kx < p.kw; ++kx, tap_w += p.k) {
+      const float* at = row + col[kx];
+      __m512 x[NV];
+#pragma GCC unroll 3
+      for (int v = 0; v < NV; ++v) x[v] = _mm512_loadu_ps(at + 16 * v);
+#pragma GCC unroll 8
+      for (int kb = 0; kb < KB; ++kb) {
+        const __m512 w = _mm512_set1_ps(tap_w[kb]);
+#pragma GCC unroll 3
+        for (int v = 0; v < NV; ++v) acc[kb][v] = _mm512_fmadd_ps(w, x[v], acc[kb][v]);
       }
     }
   }
-  const int64_t n = std::min<int64_t>(16, p.ow - ox0);
-  const __mmask16 store = static_cast<__mmask16>((1u << n) - 1);
+  // The bias, the residual and the activation before the one store.
   const int64_t at = k0 * plane + oy * p.ow + ox0;
-  float* out = job.out + at;
-  // The bias, the residual and the activation before the one store (a pass over
-  // the stored row would wait for the masked stores to reach L1).
   const __m512 lo = _mm512_set1_ps(job.p->epilogue.a), hi = _mm512_set1_ps(job.p->epilogue.b);
-#pragma GCC unroll 24
-  for (int kb = 0; kb < KB; ++kb) {
-    __m512 v = acc[kb];
-    if (job.bias) v = _mm512_add_ps(v, _mm512_set1_ps(job.bias[k0 + kb]));
-    if (job.residual) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(store, job.residual + at + kb * plane));
-    v = tile_activation(job.activation, v, lo, hi);
-    _mm512_mask_storeu_ps(out + kb * plane, store, v);
+  const float* const bias = job.bias;
+  const float* const residual = job.residual;
+  float* const out = job.out + at;
+  const ops::Activation activation = job.activation;
+  if (ox0 + 16 * NV <= p.ow) {
+    // A whole tile, stage by stage with the job's fields in registers (as
+    // AVX2's). The same steps per element.
+    if (bias)
+#pragma GCC unroll 8
+      for (int kb = 0; kb < KB; ++kb) {
+        const __m512 b = _mm512_set1_ps(bias[k0 + kb]);
+#pragma GCC unroll 3
+        for (int v = 0; v < NV; ++v) acc[kb][v] = _mm512_add_ps(acc[kb][v], b);
+      }
+    if (residual)
+#pragma GCC unroll 8
+      for (int kb = 0; kb < KB; ++kb)
+#pragma GCC unroll 3
+        for (int v = 0; v < NV; ++v)
+          acc[kb][v] = _mm512_add_ps(acc[kb][v], _mm512_loadu_ps(residual + at + kb * plane + 16 * v));
+    if (activation != ops::Activation::kNone)
+#pragma GCC unroll 8
+      for (int kb = 0; kb < KB; ++kb)
+#pragma GCC unroll 3
+        for (int v = 0; v < NV; ++v) acc[kb][v] = tile_activation(activation, acc[kb][v], lo, hi);
+#pragma GCC unroll 8
+    for (int kb = 0; kb < KB; ++kb)
+#pragma GCC unroll 3
+      for (int v = 0; v < NV; ++v) _mm512_storeu_ps(out + kb * plane + 16 * v, acc[kb][v]);
+    return;
+  }
+#pragma GCC unroll 3
+  for (int v = 0; v < NV; ++v) {
+    const int64_t n = std::min<int64_t>(16, p.ow - ox0 - 16 * v);
+    if (n <= 0) break;
+    const __mmask16 m = static_cast<__mmask16>((1u << n) - 1);
+#pragma GCC unroll 8
+    for (int kb = 0; kb < KB; ++kb) {
+      __m512 y = acc[kb][v];
+      if (bias) y = _mm512_add_ps(y, _mm512_set1_ps(bias[k0 + kb]));
+      if (residual) y = _mm512_add_ps(y, _mm512_maskz_loadu_ps(m, residual + at + kb * plane + 16 * v));
+      y = tile_activation(activation, y, lo, hi);
+      _mm512_mask_storeu_ps(out + kb * plane + 16 * v, m, y);
+    }
   }
 }
-
 
 // AVX2: the input rows an output row reads are first copied into a stack
 // buffer split into stride_w phases, zero where the window reaches into the
 // padding (as the depthwise kernel's), so each tap of 8 output columns is one
 // plain load: no masks, no shuffles. Tiles of 4 output channels x 24 or 16
-// columns (stem_avx2_columns; 12 or 8 accumulators: per tap 3 or 2 loads, 4
+// columns (stem_columns; 12 or 8 accumulators: per tap 3 or 2 loads, 4
 // broadcasts, 12 or 8 FMAs), the same sums in the same order (zeros
 // included) as the GEMM.
 // Buffer row (c, ky) for output row oy: phase q, index i holds input column
@@ -488,10 +508,21 @@ void stem_row(void* context, int64_t task) {
   StemJob image_job = job;
   image_job.out = job.out + n * p.k * p.oh * p.ow;
   if (job.residual) image_job.residual = job.residual + n * p.k * p.oh * p.ow;
-  if (!isa_avx512()) {  // AVX2: the phases of the rows read, then tiles of 4 x 24 or 4 x 16
-    alignas(64) float buf[kStemBufferFloats];
-    stem_fill(p, image, oy, buf);
-    const int64_t tile = stem_avx2_columns(p);
+  alignas(64) float buf[kStemBufferFloats];
+  stem_fill(p, image, oy, buf);
+  const int64_t tile = stem_columns(p);
+  if (isa_avx512()) {  // tiles of 8 x 48 or 8 x 32
+    for (int64_t k0 = 0; k0 < p.k; k0 += 8)
+      for (int64_t ox0 = 0; ox0 < p.ow; ox0 += tile) {
+        const int64_t left = p.ow - ox0;
+        if (left > 32 && tile == 48)
+          stem_tile_avx512<3>(image_job, buf, k0, oy, ox0);
+        else if (left > 16)
+          stem_tile_avx512<2>(image_job, buf, k0, oy, ox0);
+        else
+          stem_tile_avx512<1>(image_job, buf, k0, oy, ox0);
+      }
+  } else {  // AVX2: tiles of 4 x 24 or 4 x 16
     for (int64_t k0 = 0; k0 < p.k; k0 += 4)
       for (int64_t ox0 = 0; ox0 < p.ow; ox0 += tile) {
         const int64_t left = p.ow - ox0;
@@ -502,20 +533,6 @@ void stem_row(void* context, int64_t task) {
         else
           stem_tile_avx2<1>(image_job, buf, k0, oy, ox0);
       }
-  } else {
-  // Channels in tiles of 24 (24 accumulators), the rest in one of 16 or 8.
-  for (int64_t k0 = 0; k0 < p.k;) {
-    const int64_t left = p.k - k0;
-    for (int64_t ox0 = 0; ox0 < p.ow; ox0 += 16) {
-      if (left >= 24)
-        stem_tile<24>(image_job, image, k0, oy, ox0);
-      else if (left >= 16)
-        stem_tile<16>(image_job, image, k0, oy, ox0);
-      else
-        stem_tile<8>(image_job, image, k0, oy, ox0);
-    }
-    k0 += left >= 24 ? 24 : left >= 16 ? 16 : 8;
-  }
   }
   // Channels as rows p.oh * p.ow apart: an activation tile_finish_applies does not cover, on this output row.
   if (job.epilogue) apply_epilogue(*job.epilogue, image_job.out + oy * p.ow, p.oh * p.ow, p.k, p.ow);
