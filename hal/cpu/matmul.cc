@@ -103,10 +103,23 @@ void matmul_prepare(const Dispatch& d, void* out) {
   gemm_pack_b(input(d, 1), p.ldb, p.k, p.n, static_cast<float*>(out));
 }
 
+namespace {
+
+// A stem's weights tap-major ([c, ky, kx][k]: a tap's channels adjacent, as
+// the stem kernels broadcast them).
+void stem_weights_tap_major(const ops::Conv2dPlan& p, const float* w, float* out) {
+  const int64_t patch = p.c * p.kh * p.kw;
+  for (int64_t k = 0; k < p.k; ++k)
+    for (int64_t t = 0; t < patch; ++t) out[t * p.k + k] = w[k * patch + t];
+}
+
+}  // namespace
+
 uint64_t conv2d_prepared_bytes(const Dispatch& d) {
   const ops::Conv2dPlan& p = plan_of<ops::Conv2dPlan>(d);
   if (p.channels_last) return conv2d_channels_last_prepared_bytes(d);
-  if (d.operands[1] == nullptr || ops::conv2d_is_depthwise(p) || stem_direct(p) || p.k_per_group == 0) return 0;
+  if (d.operands[1] == nullptr || ops::conv2d_is_depthwise(p) || p.k_per_group == 0) return 0;
+  if (stem_direct(p)) return static_cast<uint64_t>(p.k * p.c * p.kh * p.kw) * sizeof(float);
   const int64_t patch = p.c_per_group * p.kh * p.kw;
   if (patch == 0) return 0;
   const int64_t group_floats = conv2d_few_pixels(p) ? gemm_packed_b_floats(patch, p.k_per_group)
@@ -115,12 +128,14 @@ uint64_t conv2d_prepared_bytes(const Dispatch& d) {
 }
 
 // Each group's weights [k_per_group, patch] as the GEMM's A, group after
-// group; with few pixels, transposed as the few-rows GEMM's B.
+// group; with few pixels, transposed as the few-rows GEMM's B; a stem's
+// tap-major.
 void conv2d_prepare(const Dispatch& d, void* out) {
   const ops::Conv2dPlan& p = plan_of<ops::Conv2dPlan>(d);
   if (p.channels_last) return conv2d_channels_last_prepare(d, out);
   const int64_t patch = p.c_per_group * p.kh * p.kw;
   const float* w = input(d, 1);
+  if (stem_direct(p)) return stem_weights_tap_major(p, w, static_cast<float*>(out));
   if (conv2d_few_pixels(p)) {
     const int64_t group_floats = gemm_packed_b_floats(patch, p.k_per_group);
     std::vector<float> transposed(static_cast<size_t>(patch * p.k_per_group));  // prepare may allocate
@@ -542,17 +557,18 @@ void stem_row(void* context, int64_t task) {
 Status conv2d_stem(const KernelContext& context, const Dispatch& d) {
 #ifdef HEXIR_CONV_X86
   const ops::Conv2dPlan& p = plan_of<ops::Conv2dPlan>(d);
-  // The weights tap-major ([c, ky, kx][k]): a tap's channels are adjacent.
+  // The weights tap-major: prepared, or here on the stack (a direct call).
   alignas(64) float transposed[kStemMaxWeights];
-  const float* w = input(d, 1);
-  const int64_t patch = p.c * p.kh * p.kw;
-  for (int64_t k = 0; k < p.k; ++k)
-    for (int64_t t = 0; t < patch; ++t) transposed[t * p.k + k] = w[k * patch + t];
+  const float* taps = static_cast<const float*>(d.prepared);
+  if (taps == nullptr) {
+    stem_weights_tap_major(p, input(d, 1), transposed);
+    taps = transposed;
+  }
   const auto activation = static_cast<ops::Activation>(p.epilogue.activation);
   const bool in_registers = tile_finish_applies(activation);
   StemJob job{&p,
               input(d, 0),
-              transposed,
+              taps,
               p.has_bias ? input(d, 2) : nullptr,
               output(d, 0),
               p.epilogue.activation != 0 && !in_registers ? &p.epilogue : nullptr,
