@@ -20,6 +20,19 @@ struct Runs {
   uint64_t prepared_bytes = 0;
 };
 
+// Device::prepare_dispatch's request for `call`: every operand null but
+// input `constant` (what Program::prepare hands over: the constants only).
+struct PrepareRequest {
+  std::vector<void*> operands;
+  Dispatch dispatch;
+};
+PrepareRequest prepare_request(const PreparedCall& call, uint32_t constant) {
+  PrepareRequest request{std::vector<void*>(call.operands.size(), nullptr), call.dispatch};
+  request.operands[constant] = call.operands[constant];
+  request.dispatch.operands = request.operands.data();
+  return request;
+}
+
 // Runs `id` on a cpu device with `threads` threads, without and then with
 // what the device prepares from input `constant` (the others are not constants).
 Runs run_both(int threads, OpId id, std::vector<HostTensor*> inputs, HostTensor out,
@@ -36,12 +49,9 @@ Runs run_both(int threads, OpId id, std::vector<HostTensor*> inputs, HostTensor 
   REQUIRE((*queue)->dispatch(call->dispatch).ok());
   runs.plain = out.bytes;
 
-  std::vector<void*> constants(call->operands.size(), nullptr);
-  constants[constant] = call->operands[constant];
-  Dispatch request = call->dispatch;
-  request.operands = constants.data();
+  const PrepareRequest request = prepare_request(*call, constant);
   const DeviceCounters before = (*device)->counters();
-  auto prepared = (*device)->prepare_dispatch(request);
+  auto prepared = (*device)->prepare_dispatch(request.dispatch);
   REQUIRE_MESSAGE(prepared.ok(), prepared.status().to_string());
   const DeviceCounters after = (*device)->counters();
   runs.prepared_bytes = prepared->size;
@@ -98,11 +108,7 @@ void check_pooled_and_direct(OpId id, std::vector<HostTensor*> inputs, HostTenso
   REQUIRE(queue.ok());
   auto call = prepare_call(id, inputs, {&out}, params);
   REQUIRE(call.ok());
-  std::vector<void*> constants(call->operands.size(), nullptr);
-  constants[1] = call->operands[1];
-  Dispatch request = call->dispatch;
-  request.operands = constants.data();
-  auto prepared = (*device)->prepare_dispatch(request);
+  auto prepared = (*device)->prepare_dispatch(prepare_request(*call, 1).dispatch);
   REQUIRE(prepared.ok());
   REQUIRE(prepared->size > 0);
   Dispatch with = call->dispatch;
@@ -139,11 +145,7 @@ TEST_CASE("prepared: a cpu device with pack_weights off prepares nothing (the ma
     HostTensor out(DType::kF32, {37, 45});
     auto call = prepare_call(OpId::kMatmul, {&a, &b}, {&out}, {});
     REQUIRE(call.ok());
-    std::vector<void*> constants(call->operands.size(), nullptr);
-    constants[1] = call->operands[1];
-    Dispatch request = call->dispatch;
-    request.operands = constants.data();
-    auto prepared = (*device)->prepare_dispatch(request);
+    auto prepared = (*device)->prepare_dispatch(prepare_request(*call, 1).dispatch);
     REQUIRE(prepared.ok());
     CHECK(prepared->size == 0);
     CHECK((*device)->counters().allocations == 0);
