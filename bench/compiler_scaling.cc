@@ -25,14 +25,14 @@
 #include <string>
 #include <vector>
 
+#include "hexir/compiler/compiler.h"
+#include "hexir/compiler/hxir.h"
 #include "hexir/planner/arena_planner.h"
-#include "hexir/serializer/compiler.h"
-#include "parser.h"
-#include "passes.h"
+#include "passes/passes.h"
 
 namespace {
 
-namespace sz = hexir::serializer;
+namespace sz = hexir::compiler;
 using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t0) {
@@ -83,7 +83,7 @@ std::string constants_text(size_t n) {
 }
 
 sz::Module parse(const std::string& text) {
-  hexir::Result<sz::Module> m = sz::parse_module(text, "bench.hxir", ".");
+  hexir::Result<sz::Module> m = sz::parse_hxir(text, "bench.hxir", ".");
   must(m.status(), "parse");
   return std::move(m).value();
 }

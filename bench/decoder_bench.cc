@@ -21,8 +21,8 @@
 #include <vector>
 
 #include "hexir/base/npy.h"
+#include "hexir/compiler/compiler.h"
 #include "hexir/hal/device.h"
-#include "hexir/serializer/compiler.h"
 #include "hexir/vm.h"
 
 namespace {
@@ -31,7 +31,7 @@ namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 using hexir::NpyArray;
 using hexir::vm::TensorRef;
-using hexir::serializer::PlanStrategy;
+using hexir::compiler::PlanStrategy;
 
 const fs::path kDecoder = fs::path(HEXIR_SAMPLES_DIR) / "decoder";
 
@@ -65,9 +65,9 @@ struct Loaded {
 
 void load(Loaded& l, const fs::path& source, PlanStrategy plan, hexir::hal::Device& device,
           const char* function) {
-  hexir::serializer::CompileOptions options;
+  hexir::compiler::CompileOptions options;
   options.plan = plan;
-  auto hxe = hexir::serializer::compile_file(source, options);
+  auto hxe = hexir::compiler::compile_file(source, options);
   if (!hxe.ok()) die("compiling " + source.string() + ": " + hxe.status().to_string());
   l.bytes.reset(static_cast<uint8_t*>(std::aligned_alloc(64, (hxe->size() + 63) / 64 * 64)));
   std::memcpy(l.bytes.get(), hxe->data(), hxe->size());

@@ -24,8 +24,8 @@
 #include <vector>
 
 #include "hexir/base/npy.h"
+#include "hexir/compiler/compiler.h"
 #include "hexir/hal/device.h"
-#include "hexir/serializer/compiler.h"
 #include "hexir/vm.h"
 
 namespace fs = std::filesystem;
@@ -156,11 +156,11 @@ int bench_size(int size_mb, int reps, Figures* fig) {
   fs::path hxe_path = dir.path / "big.hxe";
   t0 = Clock::now();
   {
-    hexir::serializer::CompileOptions options;
+    hexir::compiler::CompileOptions options;
     options.data_checksum = true;  // lets the O(weights) verification be timed too
-    auto hxe = hexir::serializer::compile_file(*hxir, options);
+    auto hxe = hexir::compiler::compile_file(*hxir, options);
     if (!hxe.ok()) return fail("compile", hxe.status());
-    hexir::Status s = hexir::serializer::write_binary_file(hxe_path, *hxe);
+    hexir::Status s = hexir::compiler::write_binary_file(hxe_path, *hxe);
     if (!s.ok()) return fail("write", s);
   }
   double compile_ms = ms_since(t0);

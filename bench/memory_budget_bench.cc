@@ -29,14 +29,14 @@
 #include <vector>
 
 #include "hexir/base/npy.h"
+#include "hexir/compiler/compiler.h"
 #include "hexir/format/verifier.h"
 #include "hexir/hal/device.h"
 #include "hexir/inspect/function_plan.h"
-#include "hexir/serializer/compiler.h"
 #include "hexir/vm.h"
 
 namespace fs = std::filesystem;
-using hexir::serializer::CompileOptions;
+using hexir::compiler::CompileOptions;
 
 namespace {
 
@@ -61,7 +61,7 @@ bool run_row(const fs::path& model, const hexir::NpyArray& input, int runs, Row&
   CompileOptions options;
   if (!row.unconstrained) options.device_budget = row.budget;
   const auto t0 = std::chrono::steady_clock::now();
-  auto bytes = hexir::serializer::compile_file(model, options);
+  auto bytes = hexir::compiler::compile_file(model, options);
   row.compile_ms = ms_since(t0);
   if (!bytes.ok()) {
     row.refusal = bytes.status().message();

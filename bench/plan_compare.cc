@@ -15,13 +15,13 @@
 #include <vector>
 
 #include "hexir/base/npy.h"
-#include "hexir/serializer/compiler.h"
+#include "hexir/compiler/compiler.h"
 #include "hexir/vm.h"
 
 namespace fs = std::filesystem;
-using hexir::serializer::CompileOptions;
-using hexir::serializer::PlanStrategy;
-using hexir::serializer::Schedule;
+using hexir::compiler::CompileOptions;
+using hexir::compiler::PlanStrategy;
+using hexir::compiler::Schedule;
 
 namespace {
 
@@ -39,7 +39,7 @@ bool fail(const std::string& what, const hexir::Status& status) {
 }
 
 bool measure(const fs::path& sample, const CompileOptions& options, Measured* out) {
-  auto bytes = hexir::serializer::compile_file(sample, options);
+  auto bytes = hexir::compiler::compile_file(sample, options);
   if (!bytes.ok()) return fail(sample.string(), bytes.status());
   // load_buffer wants 64-byte aligned memory.
   std::unique_ptr<uint8_t, decltype(&std::free)> aligned(

@@ -36,8 +36,8 @@
 #include <vector>
 
 #include "hexir/base/npy.h"
+#include "hexir/compiler/compiler.h"
 #include "hexir/hexir.h"
-#include "hexir/serializer/compiler.h"
 
 namespace {
 
@@ -244,7 +244,7 @@ int main(int argc, char** argv) {
   for (auto [model, as_a] : {std::pair<Model*, bool>{&a, true}, {&b, false}}) {
     const fs::path src = dir / (model->name + ".hxir");
     std::ofstream(src) << source(model->name == "gemv-a" ? "gemv_a" : "gemm_b", rows, as_a);
-    auto compiled = hexir::serializer::compile_file_to(src, model->hxe);
+    auto compiled = hexir::compiler::compile_file_to(src, model->hxe);
     if (!compiled.ok()) {
       std::fprintf(stderr, "pss_bench: %s\n", compiled.status().to_string().c_str());
       return 1;

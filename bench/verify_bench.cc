@@ -24,8 +24,8 @@
 #include <string>
 #include <vector>
 
+#include "hexir/compiler/compiler.h"
 #include "hexir/format/verifier.h"
-#include "hexir/serializer/compiler.h"
 #include "hexir/vm.h"
 #include "hxe_test_builder.h"
 
@@ -204,7 +204,7 @@ int main(int argc, char** argv) {
   std::printf("  %-44s %15s %14s  %13s  %13s  %s\n", "executable", "", "metadata", "no proof", "proof",
               "cost");
   {
-    auto hxe = hexir::serializer::compile_file(HEXIR_SAMPLES_DIR "/transformer.hxir");
+    auto hxe = hexir::compiler::compile_file(HEXIR_SAMPLES_DIR "/transformer.hxir");
     if (!hxe.ok()) {
       std::fprintf(stderr, "verify_bench: %s\n", hxe.status().to_string().c_str());
       return 1;
@@ -217,7 +217,7 @@ int main(int argc, char** argv) {
   }
   {
     const uint32_t n = std::max<uint32_t>(2, base / 2);
-    auto hxe = hexir::serializer::compile_source(window_chain_source(n, window), "chain.hxir", ".");
+    auto hxe = hexir::compiler::compile_source(window_chain_source(n, window), "chain.hxir", ".");
     if (!hxe.ok()) {
       std::fprintf(stderr, "verify_bench: %s\n", hxe.status().to_string().c_str());
       return 1;

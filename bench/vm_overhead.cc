@@ -17,9 +17,9 @@
 #include <string>
 #include <vector>
 
+#include "hexir/compiler/compiler.h"
 #include "hexir/hal/cpu_kernels.h"
 #include "hexir/hal/device.h"
-#include "hexir/serializer/compiler.h"
 #include "hexir/vm.h"
 
 namespace {
@@ -161,7 +161,7 @@ int main(int argc, char** argv) {
   }
 
   // Compile and load the chain.
-  auto hxe = hexir::serializer::compile_source(make_source(dispatches), "chain.hxir",
+  auto hxe = hexir::compiler::compile_source(make_source(dispatches), "chain.hxir",
                                                std::filesystem::current_path());
   if (!hxe.ok()) return fail("compile", hxe.status());
   // load_buffer wants 64-byte aligned bytes.

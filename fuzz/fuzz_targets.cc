@@ -13,8 +13,8 @@
 
 #include "graph_gen.h"
 #include "hexir/base/npy.h"
+#include "hexir/compiler/compiler.h"
 #include "hexir/format/prelude.h"
-#include "hexir/serializer/compiler.h"
 #include "hexir/vm.h"
 
 namespace hexir::fuzz {
@@ -159,9 +159,9 @@ const std::string& hxir_scratch_dir() {
 
 void compile_hxir_text(const uint8_t* data, size_t size) {
   std::string_view text(reinterpret_cast<const char*>(data), size);
-  serializer::CompileOptions options;
+  compiler::CompileOptions options;
   options.plan_budget_ms = 2;  // the search is deterministic counted work: keep executions short
-  auto bytes = serializer::compile_source(text, "fuzz.hxir", hxir_scratch_dir(), options);
+  auto bytes = compiler::compile_source(text, "fuzz.hxir", hxir_scratch_dir(), options);
   if (!bytes.ok()) return;
   // What the compiler writes, the verifier accepts (no limits: only the rules).
   vm::LoadOptions unlimited;
@@ -180,21 +180,21 @@ namespace {
 
 struct PlanVariant {
   const char* name;
-  serializer::CompileOptions options;
+  compiler::CompileOptions options;
 };
 
 std::vector<PlanVariant> plan_variants() {
-  using serializer::PlanStrategy;
-  using serializer::Schedule;
+  using compiler::PlanStrategy;
+  using compiler::Schedule;
   auto make = [](const char* name, PlanStrategy plan, Schedule schedule = Schedule::kSource, uint32_t align = 64,
                  bool in_place = true, bool zstd = false) {
-    serializer::CompileOptions o;
+    compiler::CompileOptions o;
     o.plan = plan;
     o.schedule = schedule;
     o.alignment = align;
     o.in_place = in_place;
     o.plan_budget_ms = 2;
-    if (zstd) o.compression = serializer::SectionCompression::kZstd;
+    if (zstd) o.compression = compiler::SectionCompression::kZstd;
     return PlanVariant{name, o};
   };
   return {
@@ -225,7 +225,7 @@ float input_value(size_t function, size_t input, size_t element) {
 // function's outputs (of the first invoke). Returns "" or what failed.
 std::string run_variant(std::string_view source, const PlanVariant& variant, hal::Device& device,
                         std::vector<std::vector<uint8_t>>& outputs) {
-  auto bytes = serializer::compile_source(source, "diff.hxir", "/nonexistent", variant.options);
+  auto bytes = compiler::compile_source(source, "diff.hxir", "/nonexistent", variant.options);
   if (!bytes.ok()) return "compile: " + bytes.status().to_string();
   AlignedCopy aligned(bytes->data(), bytes->size());
   auto module = vm::Module::load_buffer({aligned.data(), aligned.size()});

@@ -11,14 +11,12 @@
 #include <vector>
 
 #include "cli.h"
-#include "hxir_printer.h"
-#include "onnx_importer.h"
-#include "parser.h"
-#include "pipeline.h"
 #include "hexir/base/file_io.h"
+#include "hexir/compiler/compiler.h"
+#include "hexir/compiler/hxir.h"
+#include "hexir/compiler/onnx.h"
 #include "hexir/format/prelude.h"
 #include "hexir/format/verifier.h"
-#include "hexir/serializer/compiler.h"
 #include "hexir_generated.h"
 
 namespace {
@@ -47,23 +45,23 @@ constexpr const char* kUsage =
     "  --memory-budget host=BYTES  cap the host arena that offloaded values take\n";
 
 // The graph of an .onnx model (with its options) or of .hxir text.
-hexir::Result<hexir::serializer::Module> load_graph(const std::string& input, bool onnx,
-                                                    const hexir::serializer::OnnxImportOptions& import,
-                                                    const hexir::serializer::CompileOptions& options) {
-  if (onnx) return hexir::serializer::import_onnx(input, import);
+hexir::Result<hexir::compiler::Module> load_graph(const std::string& input, bool onnx,
+                                                    const hexir::compiler::OnnxImportOptions& import,
+                                                    const hexir::compiler::CompileOptions& options) {
+  if (onnx) return hexir::compiler::import_onnx(input, import);
   // A regular file only, read without blocking and no larger than the limit (hexir/base/file_io.h).
   constexpr uint64_t kMaxSourceBytes = uint64_t{2} << 30;
   HEXIR_ASSIGN_OR_RETURN(std::string text,
                          hexir::read_file_limited(input, kMaxSourceBytes, ".hxir source limit"));
-  return hexir::serializer::parse_module(text, input, std::filesystem::path(input).parent_path(),
+  return hexir::compiler::parse_hxir(text, input, std::filesystem::path(input).parent_path(),
                                          {options.allow_external_files, options.max_constant_bytes});
 }
 
 }  // namespace
 
 static int run(int argc, char** argv) {
-  namespace serializer = hexir::serializer;
-  serializer::CompileOptions options;
+  namespace compiler = hexir::compiler;
+  compiler::CompileOptions options;
   std::string input, output, compress, emit_hxir, option;
   std::vector<std::string> input_shapes, binds, budgets;
   size_t plan = 1, schedule = 0;
@@ -109,23 +107,23 @@ static int run(int argc, char** argv) {
   if (input.empty()) return args.usage_error("no input file");
   if (output.empty() && emit_hxir.empty()) return args.usage_error("no output file (-o OUT.hxe)");
   const bool onnx = std::filesystem::path(input).extension() == ".onnx";
-  serializer::OnnxImportOptions import;
+  compiler::OnnxImportOptions import;
   if (!onnx && !(input_shapes.empty() && binds.empty()))
     return args.usage_error("--input-shape and --bind apply to .onnx models");
   for (const std::string& text : input_shapes)
-    if (hexir::Status s = serializer::parse_input_shape_option(text, import); !s.ok())
+    if (hexir::Status s = compiler::parse_input_shape_option(text, import); !s.ok())
       return args.usage_error(s.message());
   for (const std::string& text : binds)
-    if (hexir::Status s = serializer::parse_bind_option(text, import); !s.ok()) return args.usage_error(s.message());
+    if (hexir::Status s = compiler::parse_bind_option(text, import); !s.ok()) return args.usage_error(s.message());
   for (const std::string& text : budgets)
-    if (hexir::Status s = serializer::parse_memory_budget(text, options); !s.ok()) return args.usage_error(s.message());
-  constexpr serializer::PlanStrategy kPlans[] = {serializer::PlanStrategy::kNaive,
-                                                 serializer::PlanStrategy::kArena,
-                                                 serializer::PlanStrategy::kFreeAtLastUse};
+    if (hexir::Status s = compiler::parse_memory_budget(text, options); !s.ok()) return args.usage_error(s.message());
+  constexpr compiler::PlanStrategy kPlans[] = {compiler::PlanStrategy::kNaive,
+                                                 compiler::PlanStrategy::kArena,
+                                                 compiler::PlanStrategy::kFreeAtLastUse};
   options.plan = kPlans[plan];
-  options.schedule = schedule == 0 ? serializer::Schedule::kSource : serializer::Schedule::kMemory;
+  options.schedule = schedule == 0 ? compiler::Schedule::kSource : compiler::Schedule::kMemory;
   if (compress == "zstd" || compress.starts_with("zstd:")) {
-    options.compression = serializer::SectionCompression::kZstd;
+    options.compression = compiler::SectionCompression::kZstd;
     if (compress != "zstd") {
       const std::optional<uint64_t> level = cli::parse_uint(compress.substr(5), 22);
       if (!level || *level < 1)
@@ -137,20 +135,20 @@ static int run(int argc, char** argv) {
     return args.usage_error("--compress expects none, zstd or zstd:LEVEL, got '" + compress + "'");
   }
 
-  if (hexir::Status s = serializer::check_compile_options(options); !s.ok()) return args.fail(s.message());
-  hexir::Result<serializer::CompiledFile> compiled = hexir::invalid_argument("nothing compiled");
+  if (hexir::Status s = compiler::check_compile_options(options); !s.ok()) return args.fail(s.message());
+  hexir::Result<compiler::CompiledFile> compiled = hexir::invalid_argument("nothing compiled");
   if (onnx || !emit_hxir.empty()) {
     // An imported graph's weights stay in the model file (or its external data) until they are written.
     auto module = load_graph(input, onnx, import, options);
     if (!module.ok()) return args.fail(module.status().message());
     if (!emit_hxir.empty()) {
-      serializer::HxirPrintOptions print;
+      compiler::HxirPrintOptions print;
       if (emit_hxir != "-") {  // large constants as .npy files in OUT.data/ next to OUT.hxir
         const std::filesystem::path text_path(emit_hxir);
         print.data_ref = text_path.stem().string() + ".data";
         print.data_dir = text_path.parent_path() / print.data_ref;
       }
-      auto text = serializer::print_hxir(*module, print);
+      auto text = compiler::print_hxir(*module, print);
       if (!text.ok()) return args.fail(text.status().message());
       if (emit_hxir == "-")
         std::fwrite(text->data(), 1, text->size(), stdout);
@@ -158,10 +156,10 @@ static int run(int argc, char** argv) {
         return args.fail(s.message());
     }
     if (output.empty()) return 0;
-    compiled = serializer::compile_module_to(*module, output, options, input);
+    compiled = compiler::compile_module_to(*module, output, options, input);
   } else {
     // Weights stream from their .npy files into the output; never all in memory.
-    compiled = serializer::compile_file_to(input, output, options);
+    compiled = compiler::compile_file_to(input, output, options);
   }
   if (!compiled.ok()) return args.fail(compiled.status().message());
 

@@ -18,9 +18,9 @@
 #include <vector>
 
 #include "cli.h"
-#include "json.h"
 #include "hexir/base/npy.h"
 #include "hexir/vm.h"
+#include "json.h"
 
 namespace hexir {
 namespace {

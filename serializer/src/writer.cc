@@ -1,4 +1,4 @@
-#include "writer.h"
+#include "hexir/serializer/writer.h"
 
 #include <algorithm>
 #include <bit>
@@ -8,14 +8,16 @@
 #include <new>
 #include <stdexcept>
 
-#include "constant_data.h"
 #include "hexir/format/prelude.h"
 #include "hexir/format/sections.h"
 #include "hexir/ops/op.h"
 #include "hexir_generated.h"
-#include "passes.h"
+#include "ir/constant_data.h"
+#include "passes/passes.h"
 
 namespace hexir::serializer {
+
+using namespace compiler;  // the graph and plan types the writer reads
 
 // ---- sinks --------------------------------------------------------------------
 

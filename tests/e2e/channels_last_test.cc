@@ -16,9 +16,9 @@
 #include <string_view>
 #include <vector>
 
+#include "hexir/compiler/compiler.h"
 #include "hexir/hal/device.h"
 #include "hexir/ops/plans.h"
-#include "hexir/serializer/compiler.h"
 #include "hexir/vm.h"
 #include "loaded.h"
 
@@ -82,8 +82,8 @@ Outputs run(const std::vector<uint8_t>& compiled, const std::vector<std::vector<
   return out;
 }
 
-std::vector<uint8_t> compile(const std::string& source, serializer::CompileOptions options = {}) {
-  auto bytes = serializer::compile_source(source, "channels_last.hxir", "/nonexistent", options);
+std::vector<uint8_t> compile(const std::string& source, compiler::CompileOptions options = {}) {
+  auto bytes = compiler::compile_source(source, "channels_last.hxir", "/nonexistent", options);
   REQUIRE_MESSAGE(bytes.ok(), bytes.status().to_string());
   return std::move(bytes).value();
 }
@@ -203,10 +203,10 @@ std::string region_graph() {
 TEST_CASE("channels-last: a graph compiled channels-last gives the NCHW graph's results, converting at its edges") {
   const std::string source = region_graph();
   const std::vector<float> x = random_floats(8 * 12 * 12, 9);
-  constexpr serializer::PlanStrategy kPlans[] = {serializer::PlanStrategy::kArena, serializer::PlanStrategy::kNaive,
-                                                 serializer::PlanStrategy::kFreeAtLastUse};
-  for (serializer::PlanStrategy plan : kPlans) {
-    serializer::CompileOptions nchw_options, nhwc_options;
+  constexpr compiler::PlanStrategy kPlans[] = {compiler::PlanStrategy::kArena, compiler::PlanStrategy::kNaive,
+                                                 compiler::PlanStrategy::kFreeAtLastUse};
+  for (compiler::PlanStrategy plan : kPlans) {
+    compiler::CompileOptions nchw_options, nhwc_options;
     nchw_options.plan = nhwc_options.plan = plan;
     nchw_options.channels_last = false;
     nhwc_options.channels_last = true;
@@ -250,7 +250,7 @@ TEST_CASE("channels-last: 1x1 and depthwise convolutions alone, stems and convol
   return %d, %s
 }
 )";
-  serializer::CompileOptions options;
+  compiler::CompileOptions options;
   options.channels_last = true;
   const Outputs got = run(compile(s, options), {random_floats(800, 1), random_floats(300, 2)}, 1);
   for (const std::string& op : got.ops) CHECK(op != "transpose");
@@ -289,7 +289,7 @@ std::string residual_graph() {
 TEST_CASE("residual: a conv2d's fused residual add gives the unfused bits on every kernel path, both layouts") {
   const std::string source = residual_graph();
   const std::vector<std::vector<float>> inputs = {random_floats(3 * 400, 1), random_floats(16 * 400, 2)};
-  serializer::CompileOptions fused, plain, fused_nhwc;
+  compiler::CompileOptions fused, plain, fused_nhwc;
   fused.channels_last = plain.channels_last = false;
   plain.fuse_epilogues = false;
   const std::vector<uint8_t> fused_file = compile(source, fused), plain_file = compile(source, plain);

@@ -17,13 +17,13 @@
 #include <vector>
 
 #include "hexir/base/npy.h"
+#include "hexir/compiler/compiler.h"
 #include "hexir/hal/device.h"
-#include "hexir/serializer/compiler.h"
 #include "hexir/vm.h"
 
 namespace fs = std::filesystem;
 using hexir::NpyArray;
-using hexir::serializer::PlanStrategy;
+using hexir::compiler::PlanStrategy;
 using hexir::vm::Context;
 using hexir::vm::Module;
 using hexir::vm::Program;
@@ -89,9 +89,9 @@ TEST_CASE("decoder sample: step.hxir, one invoke per token, matches numpy (token
   for (PlanStrategy plan : {PlanStrategy::kNaive, PlanStrategy::kArena, PlanStrategy::kFreeAtLastUse}) {
     const std::string plan_text = plan_name(plan);
     CAPTURE(plan_text);
-    hexir::serializer::CompileOptions options;
+    hexir::compiler::CompileOptions options;
     options.plan = plan;
-    auto hxe = hexir::serializer::compile_file(kDecoder / "step.hxir", options);
+    auto hxe = hexir::compiler::compile_file(kDecoder / "step.hxir", options);
     INFO("compile step.hxir: ", hxe.status().to_string());
     REQUIRE(hxe.ok());
     // load_buffer wants 64-byte aligned data.
@@ -180,9 +180,9 @@ TEST_CASE("decoder sample: generate.hxir, the whole generation in one invoke, ma
   for (PlanStrategy plan : {PlanStrategy::kNaive, PlanStrategy::kArena, PlanStrategy::kFreeAtLastUse}) {
     const std::string plan_text = plan_name(plan);
     CAPTURE(plan_text);
-    hexir::serializer::CompileOptions options;
+    hexir::compiler::CompileOptions options;
     options.plan = plan;
-    auto hxe = hexir::serializer::compile_file(kDecoder / "generate.hxir", options);
+    auto hxe = hexir::compiler::compile_file(kDecoder / "generate.hxir", options);
     INFO("compile generate.hxir: ", hxe.status().to_string());
     REQUIRE(hxe.ok());
     std::unique_ptr<uint8_t, FreeBytes> bytes(

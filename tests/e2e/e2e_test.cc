@@ -17,15 +17,15 @@
 #include <vector>
 
 #include "hexir/base/npy.h"
+#include "hexir/compiler/compiler.h"
 #include "hexir/hal/device.h"
-#include "hexir/serializer/compiler.h"
 #include "hexir/vm.h"
 
 namespace fs = std::filesystem;
 using hexir::NpyArray;
 using hexir::Status;
 using hexir::TensorType;
-using hexir::serializer::PlanStrategy;
+using hexir::compiler::PlanStrategy;
 using hexir::vm::Context;
 using hexir::vm::Module;
 using hexir::vm::Program;
@@ -80,9 +80,9 @@ class TempDir {
 const char* plan_name(PlanStrategy plan) { return plan == PlanStrategy::kNaive ? "naive" : "arena"; }
 
 std::vector<uint8_t> compile_sample(const std::string& name, PlanStrategy plan) {
-  hexir::serializer::CompileOptions options;
+  hexir::compiler::CompileOptions options;
   options.plan = plan;
-  auto bytes = hexir::serializer::compile_file(kSamples / (name + ".hxir"), options);
+  auto bytes = hexir::compiler::compile_file(kSamples / (name + ".hxir"), options);
   INFO("compiling ", name, ".hxir (", plan_name(plan), "): ", bytes.status().to_string());
   REQUIRE(bytes.ok());
   REQUIRE(!bytes->empty());
@@ -178,7 +178,7 @@ Loaded load_model(const std::vector<uint8_t>& hxe, LoadMode mode, const TempDir*
   } else {
     REQUIRE(dir != nullptr);
     fs::path path = dir->path() / "model.hxe";
-    Status written = hexir::serializer::write_binary_file(path, hxe);
+    Status written = hexir::compiler::write_binary_file(path, hxe);
     INFO("write_binary_file: ", written.to_string());
     REQUIRE(written.ok());
     auto module = Module::load_file(path.string());
@@ -501,9 +501,9 @@ TEST_CASE("a wrong input shape is an error naming the input") {
 }
 
 TEST_CASE("checksummed data sections verify and run") {
-  hexir::serializer::CompileOptions options;
+  hexir::compiler::CompileOptions options;
   options.data_checksum = true;
-  auto hxe = hexir::serializer::compile_file(kSamples / "mlp.hxir", options);
+  auto hxe = hexir::compiler::compile_file(kSamples / "mlp.hxir", options);
   INFO(hxe.status().to_string());
   REQUIRE(hxe.ok());
   AlignedBytes bytes(*hxe);

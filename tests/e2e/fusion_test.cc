@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "hexir/base/npy.h"
+#include "hexir/compiler/compiler.h"
 #include "hexir/hal/device.h"
-#include "hexir/serializer/compiler.h"
 #include "hexir/vm.h"
 
 namespace fs = std::filesystem;
@@ -30,9 +30,9 @@ struct Run {
 Run compile_and_run(const std::string& sample, bool fuse, int threads) {
   const fs::path out = fs::temp_directory_path() / ("hexir_fusion_" + std::to_string(::getpid()) + "_" + sample +
                                                     (fuse ? "_fused" : "_plain") + ".hxe");
-  hexir::serializer::CompileOptions options;
+  hexir::compiler::CompileOptions options;
   options.fuse_epilogues = fuse;
-  auto compiled = hexir::serializer::compile_file_to(kSamples / (sample + ".hxir"), out, options);
+  auto compiled = hexir::compiler::compile_file_to(kSamples / (sample + ".hxir"), out, options);
   REQUIRE_MESSAGE(compiled.ok(), compiled.status().to_string());
   auto module = hexir::vm::Module::load_file(out.string());
   REQUIRE_MESSAGE(module.ok(), module.status().to_string());
@@ -75,7 +75,7 @@ TEST_CASE("fusion: every sample gives the same bits fused and unfused, with fewe
 
 TEST_CASE("profile: per-instruction times for every instruction, summed over profiled invokes") {
   const fs::path out = fs::temp_directory_path() / ("hexir_profile_" + std::to_string(::getpid()) + ".hxe");
-  auto compiled = hexir::serializer::compile_file_to(kSamples / "mlp.hxir", out, {});
+  auto compiled = hexir::compiler::compile_file_to(kSamples / "mlp.hxir", out, {});
   REQUIRE(compiled.ok());
   auto module = hexir::vm::Module::load_file(out.string());
   REQUIRE(module.ok());

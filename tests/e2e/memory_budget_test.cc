@@ -14,15 +14,15 @@
 #include <vector>
 
 #include "hexir/base/npy.h"
+#include "hexir/compiler/compiler.h"
 #include "hexir/format/prelude.h"
 #include "hexir/hal/device.h"
-#include "hexir/serializer/compiler.h"
 #include "hexir/vm.h"
-#include "loaded.h"
 #include "hexir_generated.h"
+#include "loaded.h"
 
 namespace fs = std::filesystem;
-using hexir::serializer::CompileOptions;
+using hexir::compiler::CompileOptions;
 using hexir::vm::Context;
 using hexir::vm::Module;
 using hexir::vm::Program;
@@ -166,7 +166,7 @@ func @main(%x: f32[64,64]) -> (f32[64,64]) {
 )";
   std::vector<float> x = random_floats(64 * 64, 1);
   const std::vector<TensorRef> inputs = {{x.data(), x.size() * 4, {hexir::DType::kF32, {64, 64}}}};
-  auto compile = [&](const CompileOptions& o) { return hexir::serializer::compile_source(kHeld, "held.hxir", kSamplesDir, o); };
+  auto compile = [&](const CompileOptions& o) { return hexir::compiler::compile_source(kHeld, "held.hxir", kSamplesDir, o); };
   // 64 KiB unconstrained; 48 KiB with one value recomputed, 32 KiB with
   // two; 16 KiB is out of reach.
   const Sweep s = sweep(compile, inputs, {1.0, 0.75, 0.5, 0.25});
@@ -196,7 +196,7 @@ func @main(%x: f32[64,64]) -> (f32[64,64]) {
 )";
   std::vector<float> x = random_floats(64 * 64, 3);
   const std::vector<TensorRef> inputs = {{x.data(), x.size() * 4, {hexir::DType::kF32, {64, 64}}}};
-  auto compile = [&](const CompileOptions& o) { return hexir::serializer::compile_source(kFar, "far.hxir", kSamplesDir, o); };
+  auto compile = [&](const CompileOptions& o) { return hexir::compiler::compile_source(kFar, "far.hxir", kSamplesDir, o); };
   const Sweep s = sweep(compile, inputs, {1.0, 2.0 / 3.0, 1.0 / 3.0});
   CHECK(s.met == 2);
   CHECK(s.refused == 1);
@@ -209,7 +209,7 @@ TEST_CASE("budget: the transformer sample from host offload down to weights stre
   REQUIRE(input.ok());
   const std::vector<TensorRef> inputs = {{input->data.data(), input->data.size(), input->type}};
   auto compile = [&](const CompileOptions& o) {
-    return hexir::serializer::compile_file(kSamplesDir / "transformer.hxir", o);
+    return hexir::compiler::compile_file(kSamplesDir / "transformer.hxir", o);
   };
   // Its peak is the feed-forward matmul, with the residual stream held
   // across it: that value needs the whole attention to compute again, so
@@ -260,7 +260,7 @@ TEST_CASE("budget: random graphs give the same bits at every budget they meet") 
     std::vector<float> x = random_floats(32 * 32, seed);
     const std::vector<TensorRef> inputs = {{x.data(), x.size() * 4, {hexir::DType::kF32, {32, 32}}}};
     auto compile = [&](const CompileOptions& o) {
-      return hexir::serializer::compile_source(text, "random.hxir", kSamplesDir, o);
+      return hexir::compiler::compile_source(text, "random.hxir", kSamplesDir, o);
     };
     const Sweep s = sweep(compile, inputs, {0.9, 0.75, 0.6, 0.45, 0.3});
     total.met += s.met;
@@ -281,7 +281,7 @@ TEST_CASE("budget: with the memory schedule, a wider alignment or in place off, 
   Sweep total;
   for (int variant = 0; variant < 3; ++variant) {
     CompileOptions base;
-    if (variant == 0) base.schedule = hexir::serializer::Schedule::kMemory;
+    if (variant == 0) base.schedule = hexir::compiler::Schedule::kMemory;
     if (variant == 1) base.alignment = 256;
     if (variant == 2) base.in_place = false;
     CAPTURE(variant);
@@ -307,7 +307,7 @@ TEST_CASE("budget: with the memory schedule, a wider alignment or in place off, 
       std::vector<float> x = random_floats(32 * 32, seed);
       const std::vector<TensorRef> inputs = {{x.data(), x.size() * 4, {hexir::DType::kF32, {32, 32}}}};
       auto compile = [&](const CompileOptions& o) {
-        return hexir::serializer::compile_source(text, "random.hxir", kSamplesDir, o);
+        return hexir::compiler::compile_source(text, "random.hxir", kSamplesDir, o);
       };
       const Sweep s = sweep(compile, inputs, {0.8, 0.6, 0.4}, base);
       total.met += s.met;
@@ -373,7 +373,7 @@ WeightPrefetches weight_prefetches(const Loaded& l) {
 
 TEST_CASE("budget: weights that do not fit beside the arena are streamed from host memory, same bits") {
   const std::string text = four_layers();
-  auto compile = [&](const CompileOptions& o) { return hexir::serializer::compile_source(text, "layers.hxir", kSamplesDir, o); };
+  auto compile = [&](const CompileOptions& o) { return hexir::compiler::compile_source(text, "layers.hxir", kSamplesDir, o); };
   std::vector<float> x = random_floats(4 * 32, 9);
   const std::vector<TensorRef> inputs = {{x.data(), x.size() * 4, {hexir::DType::kF32, {4, 32}}}};
   auto free = compile({});
@@ -428,7 +428,7 @@ TEST_CASE("budget: the mlp sample with its weights streamed gives the same bits"
   auto input = hexir::read_npy((kSamplesDir / "mlp" / "input_x.npy").string());
   REQUIRE(input.ok());
   const std::vector<TensorRef> inputs = {{input->data.data(), input->data.size(), input->type}};
-  auto compile = [&](const CompileOptions& o) { return hexir::serializer::compile_file(kSamplesDir / "mlp.hxir", o); };
+  auto compile = [&](const CompileOptions& o) { return hexir::compiler::compile_file(kSamplesDir / "mlp.hxir", o); };
   auto free = compile({});
   REQUIRE(free.ok());
   auto base = load_compiled(*free);

@@ -12,18 +12,18 @@
 #include <vector>
 
 #include "hexir/base/npy.h"
+#include "hexir/compiler/compiler.h"
 #include "hexir/format/prelude.h"
 #include "hexir/hal/device.h"
-#include "hexir/serializer/compiler.h"
 #include "hexir/vm.h"
-#include "loaded.h"
 #include "hexir_generated.h"
+#include "loaded.h"
 #include "vm_impl.h"
 
 namespace fs = std::filesystem;
-using hexir::serializer::CompileOptions;
-using hexir::serializer::PlanStrategy;
-using hexir::serializer::Schedule;
+using hexir::compiler::CompileOptions;
+using hexir::compiler::PlanStrategy;
+using hexir::compiler::Schedule;
 using hexir::vm::Context;
 using hexir::vm::Module;
 using hexir::vm::Program;
@@ -64,7 +64,7 @@ using hexir::testing::Loaded;
 using hexir::testing::load_compiled;
 
 std::unique_ptr<Loaded> compile_sample(const std::string& name, const CompileOptions& options) {
-  auto bytes = hexir::serializer::compile_file(kSamplesDir / (name + ".hxir"), options);
+  auto bytes = hexir::compiler::compile_file(kSamplesDir / (name + ".hxir"), options);
   REQUIRE_MESSAGE(bytes.ok(), bytes.status().to_string());
   return load_compiled(*bytes);
 }
@@ -183,7 +183,7 @@ func @step(%cache: f32[64,128] donate, %row: f32[1,128]) -> (f32[64,128]) {
   for (PlanStrategy plan : {PlanStrategy::kArena, PlanStrategy::kNaive, PlanStrategy::kFreeAtLastUse}) {
     CompileOptions options;
     options.plan = plan;
-    auto bytes = hexir::serializer::compile_source(kStep, "step.hxir", kSamplesDir, options);
+    auto bytes = hexir::compiler::compile_source(kStep, "step.hxir", kSamplesDir, options);
     REQUIRE_MESSAGE(bytes.ok(), bytes.status().to_string());
     auto l = load_compiled(*bytes);
     const hexir::fb::Module& m = l->fb();
@@ -226,7 +226,7 @@ func @f(%cache: f32[4,4] donate, %x: f32[4,4]) -> (f32[4,4]) {
   return %a
 }
 )";
-  auto bytes = hexir::serializer::compile_source(kSource, "m.hxir", kSamplesDir);
+  auto bytes = hexir::compiler::compile_source(kSource, "m.hxir", kSamplesDir);
   REQUIRE(bytes.ok());
   auto l = load_compiled(*bytes);
   CHECK(l->module->function(0).inputs[0].donated_to == -1);

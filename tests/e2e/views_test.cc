@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "hexir/base/npy.h"
+#include "hexir/compiler/compiler.h"
 #include "hexir/hal/device.h"
-#include "hexir/serializer/compiler.h"
 #include "hexir/vm.h"
 #include "loaded.h"
 
@@ -55,13 +55,13 @@ Run run_compiled(const std::vector<uint8_t>& compiled, const std::vector<std::ve
   return run;
 }
 
-std::vector<uint8_t> compile(const std::string& source_or_sample, bool views, serializer::PlanStrategy plan,
+std::vector<uint8_t> compile(const std::string& source_or_sample, bool views, compiler::PlanStrategy plan,
                              bool is_sample) {
-  serializer::CompileOptions options;
+  compiler::CompileOptions options;
   options.strided_views = views;
   options.plan = plan;
-  auto bytes = is_sample ? serializer::compile_file((kSamples / (source_or_sample + ".hxir")).string(), options)
-                         : serializer::compile_source(source_or_sample, "views.hxir", "/nonexistent", options);
+  auto bytes = is_sample ? compiler::compile_file((kSamples / (source_or_sample + ".hxir")).string(), options)
+                         : compiler::compile_source(source_or_sample, "views.hxir", "/nonexistent", options);
   REQUIRE_MESSAGE(bytes.ok(), bytes.status().to_string());
   return std::move(bytes).value();
 }
@@ -77,22 +77,22 @@ std::vector<uint8_t> random_bytes(size_t floats, uint32_t seed) {
   return out;
 }
 
-constexpr serializer::PlanStrategy kPlans[] = {serializer::PlanStrategy::kArena, serializer::PlanStrategy::kNaive,
-                                               serializer::PlanStrategy::kFreeAtLastUse};
+constexpr compiler::PlanStrategy kPlans[] = {compiler::PlanStrategy::kArena, compiler::PlanStrategy::kNaive,
+                                               compiler::PlanStrategy::kFreeAtLastUse};
 
 TEST_CASE("views: every sample gives the same bits with and without views, never more bytes copied") {
   for (const char* sample : {"mlp", "convnet", "transformer"}) {
     auto input = read_npy((kSamples / sample / "input_x.npy").string());
     REQUIRE(input.ok());
     const std::vector<std::vector<uint8_t>> inputs = {input->data};
-    for (serializer::PlanStrategy plan : kPlans) {
+    for (compiler::PlanStrategy plan : kPlans) {
       for (int threads : {1, 2}) {
         INFO(sample << " plan " << static_cast<int>(plan) << " at " << threads << " threads");
         const Run before = run_compiled(compile(sample, false, plan, true), inputs, threads);
         const Run after = run_compiled(compile(sample, true, plan, true), inputs, threads);
         CHECK(after.outputs == before.outputs);
         CHECK(after.copied_bytes <= before.copied_bytes);
-        if (std::string(sample) == "transformer" && plan == serializer::PlanStrategy::kArena && threads == 1)
+        if (std::string(sample) == "transformer" && plan == compiler::PlanStrategy::kArena && threads == 1)
           MESSAGE("transformer: bytes copied per invoke " << before.copied_bytes << " without views, "
                                                           << after.copied_bytes << " with");
       }
@@ -134,7 +134,7 @@ func @main(%x: f32[8,6], %y: f32[6,8]) -> (f32[6,8], f32[3,5], f32[8,3], f32[4,3
 
 TEST_CASE("views: views of inputs, constants and results give the bits of the copies, under every plan") {
   const std::vector<std::vector<uint8_t>> inputs = {random_bytes(48, 1), random_bytes(48, 2)};
-  for (serializer::PlanStrategy plan : kPlans) {
+  for (compiler::PlanStrategy plan : kPlans) {
     for (int threads : {1, 2}) {
       INFO("plan " << static_cast<int>(plan) << " at " << threads << " threads");
       const Run before = run_compiled(compile(kViewsGraph, false, plan, false), inputs, threads);
@@ -181,7 +181,7 @@ func @main(%x: f32[512,512], %r: f32[1,512]) -> (f32[512,512], f32[256,512], f32
 
 TEST_CASE("views: a permuted view read by two kernels is copied once and gives the bits of --no-views") {
   const std::vector<std::vector<uint8_t>> inputs = {random_bytes(512 * 512, 3), random_bytes(512, 4)};
-  for (serializer::PlanStrategy plan : kPlans) {
+  for (compiler::PlanStrategy plan : kPlans) {
     for (int threads : {1, 2}) {
       INFO("plan " << static_cast<int>(plan) << " at " << threads << " threads");
       const Run before = run_compiled(compile(kCostGraph, false, plan, false), inputs, threads);

@@ -20,8 +20,8 @@
 
 #include "alloc_counter.h"
 #include "hexir/base/npy.h"
+#include "hexir/compiler/compiler.h"
 #include "hexir/hexir.h"
-#include "hexir/serializer/compiler.h"
 #include "hexir/vm.h"
 
 extern "C" int hexir_c99_check(const char* model_path, const float* input, const float* expected);
@@ -53,7 +53,7 @@ struct Sample {
     dir = fs::temp_directory_path() / ("hexir_c_api_" + std::to_string(::getpid()));
     fs::create_directories(dir);
     hxe = dir / "mlp.hxe";
-    hexir::Result<std::vector<uint8_t>> compiled = hexir::serializer::compile_file(kSamples + "/mlp.hxir");
+    hexir::Result<std::vector<uint8_t>> compiled = hexir::compiler::compile_file(kSamples + "/mlp.hxir");
     REQUIRE_MESSAGE(compiled.ok(), compiled.status().to_string());
     bytes = std::move(compiled).value();
     std::ofstream(hxe, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), bytes.size());
@@ -138,7 +138,7 @@ void run_mlp(hexir_context_t* context, float* out) {
 }
 
 std::vector<uint8_t> compile(const char* source) {
-  hexir::Result<std::vector<uint8_t>> bytes = hexir::serializer::compile_source(source, "c_api.hxir", ".");
+  hexir::Result<std::vector<uint8_t>> bytes = hexir::compiler::compile_source(source, "c_api.hxir", ".");
   REQUIRE_MESSAGE(bytes.ok(), bytes.status().to_string());
   return std::move(bytes).value();
 }
@@ -293,9 +293,9 @@ TEST_CASE("c api: reflection before running sizes every buffer") {
 TEST_CASE("c api: the sample with its weights streamed reports them and gives the reference output") {
   // Under a device budget of 200 KiB the two 128 KiB weights stay in host
   // memory and are prefetched before their matmuls (docs/memory-budget.md).
-  hexir::serializer::CompileOptions options;
+  hexir::compiler::CompileOptions options;
   options.device_budget = 200 * 1024;
-  hexir::Result<std::vector<uint8_t>> compiled = hexir::serializer::compile_file(kSamples + "/mlp.hxir", options);
+  hexir::Result<std::vector<uint8_t>> compiled = hexir::compiler::compile_file(kSamples + "/mlp.hxir", options);
   REQUIRE_MESSAGE(compiled.ok(), compiled.status().to_string());
   Aligned bytes(*compiled);
   hexir_module_t* module = nullptr;

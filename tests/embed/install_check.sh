@@ -7,7 +7,7 @@
 #   C    main.c   against libhexir_vm.so   (pkg-config --cflags --libs hexir)
 #   C++  main.cc  against libhexir_vm.so
 #   C++  main.cc  against libhexir_vm.a    (pkg-config --static --libs hexir)
-# and that the installed runtime links nothing of the compiler (serializer,
+# and that the installed runtime links nothing of the compiler (compiler, serializer,
 # planner, ONNX, protobuf); then python/hexir over the installed library when
 # $PYTHON (default /usr/bin/python3) has numpy. Prints "ok: ..." per check; exits 77 with
 # "HEXIR_SKIP: reason" when pkg-config or a compiler is missing.
@@ -54,7 +54,7 @@ echo "ok: headers and tools installed"
 so=$libdir/libhexir_vm.so.0
 [ -f "$so" ] && [ -f "$libdir/libhexir_vm.a" ] || die "libhexir_vm.so.0 and libhexir_vm.a not both installed"
 if ldd "$so" | grep -Ei 'protobuf|onnx|flatbuffers'; then die "libhexir_vm.so links the above"; fi
-if nm -DC --defined-only "$so" | grep -E 'hexir::(serializer|planner)::' | head -3 | grep .; then
+if nm -DC --defined-only "$so" | grep -E 'hexir::(compiler|serializer|planner)::' | head -3 | grep .; then
   die "libhexir_vm.so holds compiler code (above)"
 fi
 echo "ok: libhexir_vm.so needs $(ldd "$so" | awk '{print $1}' | grep -v -e vdso -e ld-linux | tr '\n' ' ')"

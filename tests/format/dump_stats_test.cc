@@ -147,7 +147,7 @@ func @main(%x: f32[4,6]) -> (f32[6,4], f32[3,4]) {
 )";
 
 TEST_CASE("dump stats: bytes copied per invoke before and after strided views") {
-  hexir::serializer::CompileOptions no_views;
+  hexir::compiler::CompileOptions no_views;
   no_views.strided_views = false;
   std::vector<uint8_t> before = testing::compile_text(kStrided, no_views);
   std::vector<uint8_t> after = testing::compile_text(kStrided);
@@ -191,7 +191,7 @@ func @main(%x: f32[1,8,6,6]) -> (f32[1,8,6,6]) {
 )";
 
 TEST_CASE("dump stats: channels-last convolutions and the bytes their conversions copy") {
-  hexir::serializer::CompileOptions nchw;
+  hexir::compiler::CompileOptions nchw;
   nchw.channels_last = false;
   std::vector<uint8_t> before = testing::compile_text(kTwoConvs, nchw);
   std::vector<uint8_t> after = testing::compile_text(kTwoConvs);

@@ -39,8 +39,8 @@ func @main(%x: f32[64,64], %w: f32[64,32]) -> (f32[64,64], f32[64,32]) {
 )";
 constexpr uint64_t kValue = 64 * 64 * 4;
 
-serializer::CompileOptions budget_options() {
-  serializer::CompileOptions o;
+compiler::CompileOptions budget_options() {
+  compiler::CompileOptions o;
   o.device_budget = 2 * kValue;
   return o;
 }

@@ -33,8 +33,8 @@ func @main(%x: f32[64,64]) -> (f32[64,64]) {
 }
 )";
 
-serializer::CompileOptions budget_options() {
-  serializer::CompileOptions o;
+compiler::CompileOptions budget_options() {
+  compiler::CompileOptions o;
   o.device_budget = 2 * 64 * 64 * 4;
   return o;
 }

@@ -16,10 +16,10 @@
 #include <vector>
 
 #include "hexir/base/npy.h"
+#include "hexir/compiler/compiler.h"
 #include "hexir/format/prelude.h"
 #include "hexir/format/verifier.h"
 #include "hexir/hal/device.h"
-#include "hexir/serializer/compiler.h"
 #include "hexir/vm.h"
 #include "hexir_generated.h"
 #include "hxe_test_builder.h"
@@ -30,15 +30,15 @@ inline const std::string kSamplesDir = HEXIR_SAMPLES_DIR;
 inline const std::string kDumpTool = HEXIR_DUMP;
 
 inline std::vector<uint8_t> compile_sample(const std::string& name,
-                                           const serializer::CompileOptions& options = {}) {
-  auto bytes = serializer::compile_file(kSamplesDir + "/" + name, options);
+                                           const compiler::CompileOptions& options = {}) {
+  auto bytes = compiler::compile_file(kSamplesDir + "/" + name, options);
   REQUIRE_MESSAGE(bytes.ok(), bytes.status().to_string());
   return std::move(bytes).value();
 }
 
 inline std::vector<uint8_t> compile_text(const std::string& source,
-                                         const serializer::CompileOptions& options = {}) {
-  auto bytes = serializer::compile_source(source, "test.hxir", "/nonexistent", options);
+                                         const compiler::CompileOptions& options = {}) {
+  auto bytes = compiler::compile_source(source, "test.hxir", "/nonexistent", options);
   REQUIRE_MESSAGE(bytes.ok(), bytes.status().to_string());
   return std::move(bytes).value();
 }
@@ -157,7 +157,7 @@ inline bool contains(const std::string& haystack, const std::string& needle) {
 // reseal: refusal() then names what the verifier said.
 struct PatchedExecutable {
   AlignedBytes file;
-  explicit PatchedExecutable(const std::string& source, const serializer::CompileOptions& options = {})
+  explicit PatchedExecutable(const std::string& source, const compiler::CompileOptions& options = {})
       : file(aligned(compile_text(source, options))) {}
   const fb::Module& m() { return module_of(file); }
   uint8_t* writable(const void* p) { return file.data() + (static_cast<const uint8_t*>(p) - file.data()); }

@@ -85,9 +85,9 @@ TEST_CASE("zstd: corrupt, short, lying and foreign frames are kDataLoss naming t
   expect_data_loss(decompress_section(out, raw.size(), 3), "does not record its content size");
 }
 
-serializer::CompileOptions zstd_options(bool data_checksum = false) {
-  serializer::CompileOptions options;
-  options.compression = serializer::SectionCompression::kZstd;
+compiler::CompileOptions zstd_options(bool data_checksum = false) {
+  compiler::CompileOptions options;
+  options.compression = compiler::SectionCompression::kZstd;
   options.data_checksum = data_checksum;
   return options;
 }

@@ -46,8 +46,8 @@ func @main(%x: f32[4,32]) -> (f32[4,32]) {
 
 // Two copies of a weight beside a 512-byte activation and the bias: only
 // one copy at a time fits, so both weights stream, each right before its matmul.
-serializer::CompileOptions budget_options() {
-  serializer::CompileOptions o;
+compiler::CompileOptions budget_options() {
+  compiler::CompileOptions o;
   o.device_budget = 512 + kWeight + 128 + 256;
   return o;
 }

@@ -11,8 +11,8 @@
 
 #include "fuzz_targets.h"
 #include "hexir/base/npy.h"
+#include "hexir/compiler/compiler.h"
 #include "hexir/format/prelude.h"
-#include "hexir/serializer/compiler.h"
 #include "hexir/vm.h"
 
 using namespace hexir;
@@ -20,7 +20,7 @@ using namespace hexir;
 namespace {
 
 std::vector<uint8_t> compile_sample(const char* name) {
-  auto bytes = serializer::compile_file(std::string(HEXIR_SAMPLES_DIR) + "/" + name);
+  auto bytes = compiler::compile_file(std::string(HEXIR_SAMPLES_DIR) + "/" + name);
   REQUIRE_MESSAGE(bytes.ok(), bytes.status().to_string());
   return std::move(bytes).value();
 }
@@ -106,9 +106,9 @@ TEST_CASE("fuzz: mutated convnet executables (conv2d, split, cast, where, gather
 }
 
 TEST_CASE("fuzz: mutated executables with host-space slots (Evict, Prefetch) never crash") {
-  serializer::CompileOptions options;
+  compiler::CompileOptions options;
   options.device_budget = 32u << 10;  // %a goes to the host arena
-  auto bytes = serializer::compile_file(std::string(HEXIR_FUZZ_SEEDS_DIR) + "/programs/offload.hxir", options);
+  auto bytes = compiler::compile_file(std::string(HEXIR_FUZZ_SEEDS_DIR) + "/programs/offload.hxir", options);
   REQUIRE_MESSAGE(bytes.ok(), bytes.status().to_string());
   fuzz::AlignedCopy aligned(bytes->data(), bytes->size());
   auto module = vm::Module::load_buffer({aligned.data(), aligned.size()});
@@ -120,9 +120,9 @@ TEST_CASE("fuzz: mutated executables with host-space slots (Evict, Prefetch) nev
 }
 
 TEST_CASE("fuzz: mutated executables with streamed weights (a Host RODATA section) never crash") {
-  serializer::CompileOptions options;
+  compiler::CompileOptions options;
   options.device_budget = 200u << 10;  // the mlp's two 128 KiB weights stay in host memory
-  auto bytes = serializer::compile_file(std::string(HEXIR_SAMPLES_DIR) + "/mlp.hxir", options);
+  auto bytes = compiler::compile_file(std::string(HEXIR_SAMPLES_DIR) + "/mlp.hxir", options);
   REQUIRE_MESSAGE(bytes.ok(), bytes.status().to_string());
   fuzz::AlignedCopy aligned(bytes->data(), bytes->size());
   auto module = vm::Module::load_buffer({aligned.data(), aligned.size()});
@@ -134,7 +134,7 @@ TEST_CASE("fuzz: mutated executables with streamed weights (a Host RODATA sectio
 }
 
 TEST_CASE("fuzz: mutated executables with strided views never crash (offsets, strides, views of inputs)") {
-  auto bytes = serializer::compile_file(std::string(HEXIR_FUZZ_SEEDS_DIR) + "/programs/views.hxir");
+  auto bytes = compiler::compile_file(std::string(HEXIR_FUZZ_SEEDS_DIR) + "/programs/views.hxir");
   REQUIRE_MESSAGE(bytes.ok(), bytes.status().to_string());
   fuzz::load_and_run_executable(bytes->data(), bytes->size());
   int accepted = mutate_and_run(*bytes, 20000, 6);
@@ -143,10 +143,10 @@ TEST_CASE("fuzz: mutated executables with strided views never crash (offsets, st
 }
 
 TEST_CASE("fuzz: mutated zstd payloads never crash the loader or the VM") {
-  serializer::CompileOptions options;
-  options.compression = serializer::SectionCompression::kZstd;
+  compiler::CompileOptions options;
+  options.compression = compiler::SectionCompression::kZstd;
   for (const char* name : {"mlp.hxir", "transformer.hxir"}) {
-    auto original = serializer::compile_file(std::string(HEXIR_SAMPLES_DIR) + "/" + name, options);
+    auto original = compiler::compile_file(std::string(HEXIR_SAMPLES_DIR) + "/" + name, options);
     REQUIRE_MESSAGE(original.ok(), original.status().to_string());
     format::Prelude prelude;
     std::memcpy(&prelude, original->data(), sizeof prelude);
@@ -230,5 +230,5 @@ func @main(%x: f32[2,4], %c: f32[2,4] donate) -> (f32[2,4], f32[2,4]) {
     fuzz::compile_hxir_text(reinterpret_cast<const uint8_t*>(text.data()), text.size());
   }
   // The unmutated program compiles: the mutations start from valid input.
-  CHECK(serializer::compile_source(source, "m.hxir", "/nonexistent").ok());
+  CHECK(compiler::compile_source(source, "m.hxir", "/nonexistent").ok());
 }

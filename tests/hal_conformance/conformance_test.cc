@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "hexir/base/npy.h"
+#include "hexir/compiler/compiler.h"
 #include "hexir/hal/device.h"
-#include "hexir/serializer/compiler.h"
 #include "hexir/vm.h"
 #include "kernel_cases.h"
 
@@ -517,7 +517,7 @@ fs::path samples_dir() {
 
 SampleRun run_sample(Device& device, const std::string& name, int invokes) {
   SampleRun r;
-  auto hxe = hexir::serializer::compile_file(samples_dir() / (name + ".hxir"));
+  auto hxe = hexir::compiler::compile_file(samples_dir() / (name + ".hxir"));
   INFO(hxe.status().to_string());
   REQUIRE(hxe.ok());
   // load_buffer wants 64-byte aligned data sections.

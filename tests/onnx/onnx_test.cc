@@ -18,19 +18,17 @@
 #include <tuple>
 #include <vector>
 
-#include "graph.h"
+#include "hexir/compiler/compiler.h"
+#include "hexir/compiler/graph.h"
+#include "hexir/compiler/hxir.h"
+#include "hexir/compiler/onnx.h"
 #include "hexir/hal/device.h"
-#include "hexir/serializer/compiler.h"
 #include "hexir/vm.h"
-#include "hxir_printer.h"
-#include "onnx_importer.h"
-#include "parser.h"
-#include "pipeline.h"
 
 namespace fs = std::filesystem;
 using hexir::DType;
 using hexir::TensorType;
-using hexir::serializer::OnnxImportOptions;
+using hexir::compiler::OnnxImportOptions;
 
 namespace {
 
@@ -186,20 +184,20 @@ Tensor f32(std::vector<int64_t> dims, const std::vector<float>& v) {
   return t;
 }
 
-hexir::serializer::Module import_ok(const fs::path& model, const OnnxImportOptions& options = {}) {
-  auto m = hexir::serializer::import_onnx(model, options);
+hexir::compiler::Module import_ok(const fs::path& model, const OnnxImportOptions& options = {}) {
+  auto m = hexir::compiler::import_onnx(model, options);
   INFO(m.status().to_string());
   REQUIRE(m.ok());
   return std::move(m).value();
 }
 
 std::string import_error(const fs::path& model, const OnnxImportOptions& options = {}) {
-  auto m = hexir::serializer::import_onnx(model, options);
+  auto m = hexir::compiler::import_onnx(model, options);
   return m.ok() ? std::string() : m.status().message();
 }
 
-std::vector<uint8_t> compile_ok(const hexir::serializer::Module& module) {
-  auto bytes = hexir::serializer::compile_module(module, {}, "model");
+std::vector<uint8_t> compile_ok(const hexir::compiler::Module& module) {
+  auto bytes = hexir::compiler::compile_module(module, {}, "model");
   INFO(bytes.status().to_string());
   REQUIRE(bytes.ok());
   return std::move(bytes).value();
@@ -207,11 +205,11 @@ std::vector<uint8_t> compile_ok(const hexir::serializer::Module& module) {
 
 // Compiles, loads and runs `module` on the cpu device; returns every output.
 // `instructions`: the number of instructions of the function run.
-std::vector<Tensor> run(const hexir::serializer::Module& module, const std::vector<Tensor>& inputs,
-                        const fs::path& dir, const hexir::serializer::CompileOptions& options = {},
+std::vector<Tensor> run(const hexir::compiler::Module& module, const std::vector<Tensor>& inputs,
+                        const fs::path& dir, const hexir::compiler::CompileOptions& options = {},
                         size_t* instructions = nullptr) {
   const fs::path exe = dir / "model.hxe";
-  auto compiled = hexir::serializer::compile_module_to(module, exe, options);
+  auto compiled = hexir::compiler::compile_module_to(module, exe, options);
   INFO(compiled.status().to_string());
   REQUIRE(compiled.ok());
   auto loaded = hexir::vm::Module::load_file(exe.string());
@@ -253,23 +251,23 @@ void check_close(const std::vector<float>& got, const std::vector<float>& want, 
   }
 }
 
-int count_nodes(const hexir::serializer::Module& m, hexir::ops::OpId op) {
+int count_nodes(const hexir::compiler::Module& m, hexir::ops::OpId op) {
   int n = 0;
   for (const auto& node : m.functions[0].nodes) n += node.op == op;
   return n;
 }
 
 // Prints the graph as .hxir, parses it back and checks both compile to the same bytes.
-void check_round_trip(const hexir::serializer::Module& module, const fs::path& dir, uint64_t dense_max = 256) {
-  hexir::serializer::HxirPrintOptions print;
+void check_round_trip(const hexir::compiler::Module& module, const fs::path& dir, uint64_t dense_max = 256) {
+  hexir::compiler::HxirPrintOptions print;
   print.data_dir = dir / "model.data";
   print.data_ref = "model.data";
   print.dense_max_bytes = dense_max;
-  auto text = hexir::serializer::print_hxir(module, print);
+  auto text = hexir::compiler::print_hxir(module, print);
   INFO(text.status().to_string());
   REQUIRE(text.ok());
   INFO(*text);
-  auto parsed = hexir::serializer::parse_module(*text, "printed.hxir", dir);
+  auto parsed = hexir::compiler::parse_hxir(*text, "printed.hxir", dir);
   INFO(parsed.status().to_string());
   REQUIRE(parsed.ok());
   CHECK(compile_ok(*parsed) == compile_ok(module));
@@ -329,7 +327,7 @@ TEST_CASE("Gemm/Relu MLP: transB, alpha, beta, a typed-field bias") {
   check_close(out[0].f32(), y);
   // The raw_data initializers are read from the model file, not copied.
   int from_file = 0;
-  for (const auto& c : module.constants) from_file += std::holds_alternative<hexir::serializer::FileRange>(c.source);
+  for (const auto& c : module.constants) from_file += std::holds_alternative<hexir::compiler::FileRange>(c.source);
   CHECK(from_file >= 2);
   check_round_trip(module, dir.path());
   check_round_trip(module, dir.path(), /*dense_max=*/0);  // every constant as an .npy file
@@ -495,7 +493,7 @@ TEST_CASE("names with ':' and '/' are kept, print quoted and round-trip") {
   CHECK(fn.values[static_cast<size_t>(fn.arguments[0].value)].name == "input:0");
   CHECK(fn.values[static_cast<size_t>(fn.outputs[0])].name == "output:0");
   CHECK(fn.values[static_cast<size_t>(fn.outputs[1])].name == "mul/out:0");
-  auto text = hexir::serializer::print_hxir(module);
+  auto text = hexir::compiler::print_hxir(module);
   REQUIRE(text.ok());
   CHECK(text->find("%\"input:0\"") != std::string::npos);
   CHECK(text->find("@\"w.1:0\"") != std::string::npos);
@@ -658,7 +656,7 @@ TEST_CASE("Constant nodes' raw_data stays in the file (weights kept in Constant 
   auto module = import_ok(m.save(dir.path() / "constants.onnx"));
   bool w_from_file = false;
   for (const auto& c : module.constants)
-    if (c.name == "w") w_from_file = std::holds_alternative<hexir::serializer::FileRange>(c.source);
+    if (c.name == "w") w_from_file = std::holds_alternative<hexir::compiler::FileRange>(c.source);
   CHECK(w_from_file);
   const std::vector<float> x = ramp(6);
   auto out = run(module, {f32({2, 3}, x)}, dir.path());
@@ -745,7 +743,7 @@ TEST_CASE("PP-OCR's block: Conv, BatchNorm, the exported hard swish, a scalar af
   CHECK(count_nodes(module, hexir::ops::OpId::kHardSwish) == 1);
   CHECK(count_nodes(module, hexir::ops::OpId::kClip) == 0);
   const std::vector<float> x = ramp(static_cast<size_t>(C * H * W), 0.3f, -1.5f);
-  hexir::serializer::CompileOptions plain;
+  hexir::compiler::CompileOptions plain;
   plain.fuse_epilogues = false;
   size_t fused_count = 0, plain_count = 0;
   auto fused = run(module, {f32({1, C, H, W}, x)}, dir.path(), {}, &fused_count);
@@ -1036,7 +1034,7 @@ TEST_CASE("If with a run-time condition: both branches in the VM; one that canno
     check_round_trip(module, dir.path());
     const std::vector<float> x = {-1.5f, 2.f, 0.5f, -3.f, 4.f, 0.f};
     const fs::path exe = dir.path() / "if.hxe";
-    auto compiled = hexir::serializer::compile_module_to(module, exe, {});
+    auto compiled = hexir::compiler::compile_module_to(module, exe, {});
     REQUIRE_MESSAGE(compiled.ok(), compiled.status().to_string());
     auto loaded = hexir::vm::Module::load_file(exe.string());
     REQUIRE_MESSAGE(loaded.ok(), loaded.status().to_string());
@@ -1264,8 +1262,8 @@ TEST_CASE("dynamic dims must be fixed: the error names the input and the dim; --
   CHECK(e.find("--input-shape") != std::string::npos);
 
   OnnxImportOptions options;
-  REQUIRE(hexir::serializer::parse_input_shape_option("tokens=3x4", options).ok());
-  REQUIRE(hexir::serializer::parse_bind_option("scale=2.5", options).ok());
+  REQUIRE(hexir::compiler::parse_input_shape_option("tokens=3x4", options).ok());
+  REQUIRE(hexir::compiler::parse_bind_option("scale=2.5", options).ok());
   auto module = import_ok(path, options);
   CHECK(module.functions[0].arguments.size() == 1);  // scale became a constant
   auto out = run(module, {f32({3, 4}, ramp(12))}, dir.path());
@@ -1274,13 +1272,13 @@ TEST_CASE("dynamic dims must be fixed: the error names the input and the dim; --
   check_close(out[0].f32(), want);
 
   OnnxImportOptions wrong;
-  REQUIRE(hexir::serializer::parse_input_shape_option("tokens=3x5", wrong).ok());
+  REQUIRE(hexir::compiler::parse_input_shape_option("tokens=3x5", wrong).ok());
   CHECK(import_error(path, wrong).find("fixes it to 4") != std::string::npos);
   OnnxImportOptions unknown;
-  REQUIRE(hexir::serializer::parse_input_shape_option("token=3x4", unknown).ok());
+  REQUIRE(hexir::compiler::parse_input_shape_option("token=3x4", unknown).ok());
   CHECK(import_error(path, unknown).find("no model input named 'token'") != std::string::npos);
-  CHECK(!hexir::serializer::parse_input_shape_option("x=3xx4", unknown).ok());
-  CHECK(!hexir::serializer::parse_bind_option("x=abc", unknown).ok());
+  CHECK(!hexir::compiler::parse_input_shape_option("x=3xx4", unknown).ok());
+  CHECK(!hexir::compiler::parse_bind_option("x=abc", unknown).ok());
 }
 
 TEST_CASE("an initializer with external data reads its own file; tensor_from_proto") {
@@ -1309,13 +1307,13 @@ TEST_CASE("an initializer with external data reads its own file; tensor_from_pro
   add_kv("length", "16");
   auto module = import_ok(m.save(dir.path() / "external.onnx"));
   REQUIRE(module.constants.size() == 1);
-  const auto* range = std::get_if<hexir::serializer::FileRange>(&module.constants[0].source);
+  const auto* range = std::get_if<hexir::compiler::FileRange>(&module.constants[0].source);
   REQUIRE(range);
   CHECK(range->offset == 8);
   auto out = run(module, {f32({4}, {1, 1, 1, 1})}, dir.path());
   check_close(out[0].f32(), {2, -1, 4, -3});
 
-  auto converted = hexir::serializer::tensor_from_proto(*t, dir.path());
+  auto converted = hexir::compiler::tensor_from_proto(*t, dir.path());
   REQUIRE(converted.ok());
   CHECK(converted->type == TensorType{DType::kF32, {4}});
   CHECK(converted->bytes.size() == 16);
@@ -1324,12 +1322,12 @@ TEST_CASE("an initializer with external data reads its own file; tensor_from_pro
   ints.add_dims(2);
   ints.add_int32_data(7);
   ints.add_int32_data(-3);
-  auto ci = hexir::serializer::tensor_from_proto(ints);
+  auto ci = hexir::compiler::tensor_from_proto(ints);
   REQUIRE(ci.ok());
   CHECK(ci->type == TensorType{DType::kI32, {2}});
   onnx::TensorProto dbl;
   dbl.set_data_type(onnx::TensorProto::DOUBLE);
-  CHECK(!hexir::serializer::tensor_from_proto(dbl).ok());
+  CHECK(!hexir::compiler::tensor_from_proto(dbl).ok());
 }
 
 // ---- libonnx-testdata node tests ----------------------------------------------------
@@ -1349,14 +1347,14 @@ void run_node_test(const std::string& name) {
   for (int i = 0;; ++i) {
     const fs::path p = dir / "test_data_set_0" / ("input_" + std::to_string(i) + ".pb");
     if (!fs::exists(p)) break;
-    auto t = hexir::serializer::read_onnx_tensor_file(p);
+    auto t = hexir::compiler::read_onnx_tensor_file(p);
     INFO(t.status().to_string());
     REQUIRE(t.ok());
     inputs.push_back({t->type, t->bytes});
   }
   // Integer inputs an operator needs at import (sequence lengths, pads) are given as values.
   OnnxImportOptions options;
-  if (!hexir::serializer::import_onnx(dir / "model.onnx").ok()) {
+  if (!hexir::compiler::import_onnx(dir / "model.onnx").ok()) {
     onnx::ModelProto proto;
     std::ifstream in(dir / "model.onnx", std::ios::binary);
     REQUIRE(proto.ParseFromIstream(&in));
@@ -1374,7 +1372,7 @@ void run_node_test(const std::string& name) {
   TempDir tmp;
   auto out = run(module, inputs, tmp.path());
   for (size_t i = 0; i < out.size(); ++i) {
-    auto want = hexir::serializer::read_onnx_tensor_file(dir / "test_data_set_0" / ("output_" + std::to_string(i) + ".pb"));
+    auto want = hexir::compiler::read_onnx_tensor_file(dir / "test_data_set_0" / ("output_" + std::to_string(i) + ".pb"));
     REQUIRE(want.ok());
     CHECK(out[i].type == want->type);
     check_close(out[i].f32(), Tensor{want->type, want->bytes}.f32(), 1e-4);

@@ -24,15 +24,15 @@
 #include <vector>
 
 #include "hexir/base/half.h"
+#include "hexir/compiler/compiler.h"
+#include "hexir/compiler/onnx.h"
 #include "hexir/hal/device.h"
 #include "hexir/vm.h"
-#include "onnx_importer.h"
-#include "pipeline.h"
 
 namespace fs = std::filesystem;
 using hexir::DType;
 using hexir::Status;
-using hexir::serializer::OnnxTensor;
+using hexir::compiler::OnnxTensor;
 
 namespace {
 
@@ -60,7 +60,7 @@ hexir::Result<NamedTensor> read_tensor(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
   onnx::TensorProto proto;
   if (!in || !proto.ParseFromIstream(&in)) return hexir::data_loss("cannot parse " + path.string());
-  HEXIR_ASSIGN_OR_RETURN(OnnxTensor tensor, hexir::serializer::tensor_from_proto(proto, path.parent_path()));
+  HEXIR_ASSIGN_OR_RETURN(OnnxTensor tensor, hexir::compiler::tensor_from_proto(proto, path.parent_path()));
   return NamedTensor{proto.name(), std::move(tensor)};
 }
 
@@ -187,8 +187,8 @@ Verdict run_test(const fs::path& dir) {
   // Run-time inputs first; then, for an operator that needs some inputs at
   // import (shapes, axes, sizes, bounds), the integer inputs as constants,
   // then every input but the first, then all (the node then folds at import).
-  hexir::serializer::OnnxImportOptions options;
-  auto module = hexir::serializer::import_onnx(dir / "model.onnx", options);
+  hexir::compiler::OnnxImportOptions options;
+  auto module = hexir::compiler::import_onnx(dir / "model.onnx", options);
   for (int attempt = 1; !module.ok() && attempt <= 3; ++attempt) {
     std::string reason;
     if (unsupported(module.status().message(), &reason)) return skip(reason);
@@ -197,14 +197,14 @@ Verdict run_test(const fs::path& dir) {
       if (attempt == 1 ? !is_float(inputs[i].tensor.type.dtype) : attempt == 3 || i > 0)
         options.input_values[inputs[i].name] = inputs[i].tensor;
     if (options.input_values.size() > before)
-      module = hexir::serializer::import_onnx(dir / "model.onnx", options);
+      module = hexir::compiler::import_onnx(dir / "model.onnx", options);
   }
   if (!module.ok()) {
     std::string reason;
     if (unsupported(module.status().message(), &reason)) return skip(reason);
     return fail("import: " + module.status().message());
   }
-  auto bytes = hexir::serializer::compile_module(*module, {}, "model");
+  auto bytes = hexir::compiler::compile_module(*module, {}, "model");
   if (!bytes.ok()) return fail("compile: " + bytes.status().message());
   std::vector<uint8_t> storage(bytes->size() + 64);
   uint8_t* aligned = storage.data() + (64 - reinterpret_cast<uintptr_t>(storage.data()) % 64) % 64;

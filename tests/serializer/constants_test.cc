@@ -2,7 +2,7 @@
 #include "hexir/format/prelude.h"
 #include "test_util.h"
 
-namespace hexir::serializer::testing {
+namespace hexir::compiler::testing {
 namespace {
 
 // Every constant is used by @f so none is dropped as unused.
@@ -188,4 +188,4 @@ TEST_CASE("packing: only fills means no RODATA at all") {
 }
 
 }  // namespace
-}  // namespace hexir::serializer::testing
+}  // namespace hexir::compiler::testing

@@ -1,11 +1,11 @@
 // Fused epilogues (fusion.h): which nodes a conv2d or matmul absorbs, which it
 // must not, and that the rewritten graph stays consistent (values renumbered,
 // names and readers kept) and compiles to a file the verifier accepts.
-#include "fusion.h"
-#include "hxir_printer.h"
+#include "hexir/compiler/hxir.h"
+#include "passes/fusion.h"
 #include "test_util.h"
 
-namespace hexir::serializer::testing {
+namespace hexir::compiler::testing {
 namespace {
 
 using ops::OpId;
@@ -760,4 +760,4 @@ func @main(%x: f32[2,4]) -> (f32[2,3]) {
 }
 
 }  // namespace
-}  // namespace hexir::serializer::testing
+}  // namespace hexir::compiler::testing

@@ -4,7 +4,7 @@
 
 #include "test_util.h"
 
-namespace hexir::serializer::testing {
+namespace hexir::compiler::testing {
 namespace {
 
 using ops::OpId;
@@ -430,4 +430,4 @@ TEST_CASE("compile_file_to streams the file and matches compile_file") {
 }
 
 }  // namespace
-}  // namespace hexir::serializer::testing
+}  // namespace hexir::compiler::testing

@@ -13,13 +13,13 @@
 
 #include "test_util.h"
 
-namespace hexir::serializer::testing {
+namespace hexir::compiler::testing {
 namespace {
 
 // Checks that parsing fails with "t.hxir:LINE:COL: " and a message containing `what`.
 void check_error(std::string_view source, int line, int col, std::string_view what,
                  const std::filesystem::path& base = data_dir(), const ParseOptions& options = {}) {
-  Result<Module> m = parse_module(source, "t.hxir", base, options);
+  Result<Module> m = parse_hxir(source, "t.hxir", base, options);
   INFO("source:\n", source, "\nmessage: ", m.status().message());
   REQUIRE(!m.ok());
   const std::string where = "t.hxir:" + std::to_string(line) + ":" + std::to_string(col) + ": ";
@@ -181,7 +181,7 @@ TEST_CASE("file constants: absolute paths, .. and symlinks out of the folder are
   allow.allow_external_files = true;
   for (const std::string& path : {outside, std::string("../elsewhere/w.npy"), std::string("link.npy")}) {
     INFO(path);
-    Result<Module> m = parse_module(with_file(path), "t.hxir", f.source, allow);
+    Result<Module> m = parse_hxir(with_file(path), "t.hxir", f.source, allow);
     CHECK_MESSAGE(m.ok(), m.status().message());
   }
   CompileOptions options;
@@ -196,8 +196,8 @@ TEST_CASE("file constants: the folder of a source in the working directory is '.
   Folders f;
   const std::filesystem::path cwd = std::filesystem::current_path();
   std::filesystem::current_path(f.source);
-  Result<Module> inside = parse_module(with_file("w.npy"), "t.hxir", "");
-  Result<Module> outside = parse_module(with_file("../elsewhere/w.npy"), "t.hxir", "");
+  Result<Module> inside = parse_hxir(with_file("w.npy"), "t.hxir", "");
+  Result<Module> outside = parse_hxir(with_file("../elsewhere/w.npy"), "t.hxir", "");
   std::filesystem::current_path(cwd);
   CHECK_MESSAGE(inside.ok(), inside.status().message());
   REQUIRE(!outside.ok());
@@ -449,4 +449,4 @@ TEST_CASE("schedule_for_memory: the priority queue picks what the scan picked") 
 }
 
 }  // namespace
-}  // namespace hexir::serializer::testing
+}  // namespace hexir::compiler::testing

@@ -2,10 +2,10 @@
 // what the serializer emits, and that every file it writes verifies.
 #include <algorithm>
 
-#include "hxir_printer.h"
+#include "hexir/compiler/hxir.h"
 #include "test_util.h"
 
-namespace hexir::serializer::testing {
+namespace hexir::compiler::testing {
 namespace {
 
 using ops::OpId;
@@ -529,4 +529,4 @@ func @main(%x: f32[4], %c: bool[]) -> f32[4] {
 }
 
 }  // namespace
-}  // namespace hexir::serializer::testing
+}  // namespace hexir::compiler::testing

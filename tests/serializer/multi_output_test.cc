@@ -3,7 +3,7 @@
 // writer emits (one instruction: its inputs, then its outputs).
 #include "test_util.h"
 
-namespace hexir::serializer::testing {
+namespace hexir::compiler::testing {
 namespace {
 
 using ops::OpId;
@@ -259,4 +259,4 @@ TEST_CASE("split: built without text, names made up per result") {
 }
 
 }  // namespace
-}  // namespace hexir::serializer::testing
+}  // namespace hexir::compiler::testing

@@ -4,7 +4,7 @@
 
 #include "test_util.h"
 
-namespace hexir::serializer::testing {
+namespace hexir::compiler::testing {
 namespace {
 
 std::string fixture(const char* name) { return (data_dir() / name).string(); }
@@ -246,4 +246,4 @@ TEST_CASE("npy: hostile bytes never crash the parser") {
 }
 
 }  // namespace
-}  // namespace hexir::serializer::testing
+}  // namespace hexir::compiler::testing

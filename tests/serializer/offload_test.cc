@@ -6,10 +6,10 @@
 
 #include <string>
 
-#include "offload.h"
+#include "passes/offload.h"
 #include "test_util.h"
 
-namespace hexir::serializer::testing {
+namespace hexir::compiler::testing {
 namespace {
 
 // %a is six elementwise steps from %x (more than rematerialization chains,
@@ -163,4 +163,4 @@ TEST_CASE("offload: the written file marks every copy and the verifier accepts i
   CHECK(prefetches == 1);
 }
 
-}  // namespace hexir::serializer::testing
+}  // namespace hexir::compiler::testing

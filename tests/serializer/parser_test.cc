@@ -6,7 +6,7 @@
 
 #include "test_util.h"
 
-namespace hexir::serializer::testing {
+namespace hexir::compiler::testing {
 namespace {
 
 template <typename T>
@@ -489,4 +489,4 @@ func @main(%x: f32[1,2], %k: f32[2,2] donate) -> (f32[1,3], f32[4]) {
 }
 
 }  // namespace
-}  // namespace hexir::serializer::testing
+}  // namespace hexir::compiler::testing

@@ -6,7 +6,7 @@
 #include "plan_validator.h"
 #include "test_util.h"
 
-namespace hexir::serializer::testing {
+namespace hexir::compiler::testing {
 namespace {
 
 using namespace hexir::planner;
@@ -101,4 +101,4 @@ func @f(%x: f32[16]) -> (f32[16]) {
 }
 
 }  // namespace
-}  // namespace hexir::serializer::testing
+}  // namespace hexir::compiler::testing

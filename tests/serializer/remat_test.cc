@@ -5,10 +5,10 @@
 
 #include <string>
 
-#include "remat.h"
+#include "passes/remat.h"
 #include "test_util.h"
 
-namespace hexir::serializer::testing {
+namespace hexir::compiler::testing {
 namespace {
 
 // %a and %b are read by %e and again at the end: both live across the two
@@ -308,4 +308,4 @@ TEST_CASE("the written file marks every recomputation and the verifier accepts i
   CHECK(recomputed == 1);
 }
 
-}  // namespace hexir::serializer::testing
+}  // namespace hexir::compiler::testing

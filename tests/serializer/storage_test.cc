@@ -1,7 +1,7 @@
 // assign_storage (views, outputs, copies, donation) and compute_live_ranges.
 #include "test_util.h"
 
-namespace hexir::serializer::testing {
+namespace hexir::compiler::testing {
 namespace {
 
 Planned storage_of(std::string_view source) {
@@ -212,4 +212,4 @@ func @f(%x: f32[4]) -> (f32[4], f32[4]) {
 }
 
 }  // namespace
-}  // namespace hexir::serializer::testing
+}  // namespace hexir::compiler::testing

@@ -10,19 +10,18 @@
 #include <string>
 #include <vector>
 
-#include "constant_data.h"
-#include "graph.h"
 #include "hexir/base/npy.h"
+#include "hexir/compiler/compiler.h"
+#include "hexir/compiler/graph.h"
+#include "hexir/compiler/hxir.h"
 #include "hexir/format/prelude.h"
 #include "hexir/format/verifier.h"
-#include "hexir/serializer/compiler.h"
 #include "hexir_generated.h"
-#include "parser.h"
-#include "passes.h"
-#include "pipeline.h"
-#include "plan.h"
+#include "ir/constant_data.h"
+#include "ir/plan.h"
+#include "passes/passes.h"
 
-namespace hexir::serializer::testing {
+namespace hexir::compiler::testing {
 
 inline std::filesystem::path data_dir() { return HEXIR_SERIALIZER_TEST_DATA_DIR; }
 
@@ -53,7 +52,7 @@ inline std::vector<uint8_t> f32_bytes(std::initializer_list<float> values) {
 
 // Parses `source` (display name "t.hxir", files relative to `base`); fails the test on error.
 inline Module parse_ok(std::string_view source, const std::filesystem::path& base = data_dir()) {
-  Result<Module> m = parse_module(source, "t.hxir", base);
+  Result<Module> m = parse_hxir(source, "t.hxir", base);
   INFO(m.status().to_string());
   REQUIRE(m.ok());
   return std::move(m).value();
@@ -61,7 +60,7 @@ inline Module parse_ok(std::string_view source, const std::filesystem::path& bas
 
 // The error message of parsing `source`, "" when it parses.
 inline std::string parse_error(std::string_view source, const std::filesystem::path& base = data_dir()) {
-  Result<Module> m = parse_module(source, "t.hxir", base);
+  Result<Module> m = parse_hxir(source, "t.hxir", base);
   return m.ok() ? std::string() : m.status().message();
 }
 
@@ -181,4 +180,4 @@ inline std::vector<std::string> kernel_names(const fb::Module* m, const fb::Func
   return out;
 }
 
-}  // namespace hexir::serializer::testing
+}  // namespace hexir::compiler::testing

@@ -4,7 +4,7 @@
 // files say.
 #include "test_util.h"
 
-namespace hexir::serializer::testing {
+namespace hexir::compiler::testing {
 namespace {
 
 using ops::OpId;
@@ -326,4 +326,4 @@ func @f(%x: f32[512,256]) -> (f32[256,512], f32[128,512]) {
 }
 
 }  // namespace
-}  // namespace hexir::serializer::testing
+}  // namespace hexir::compiler::testing

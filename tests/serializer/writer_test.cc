@@ -5,7 +5,7 @@
 #include "hexir/format/verifier.h"
 #include "test_util.h"
 
-namespace hexir::serializer::testing {
+namespace hexir::compiler::testing {
 namespace {
 
 constexpr const char* kProgram = R"(
@@ -335,4 +335,4 @@ func @f(%x: f32[1024,1024]) -> f32[1024,1024] { %y = call @add(%x, @z) : f32[102
 }
 
 }  // namespace
-}  // namespace hexir::serializer::testing
+}  // namespace hexir::compiler::testing

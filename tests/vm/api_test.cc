@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "alloc_counter.h"
-#include "hexir/serializer/compiler.h"
+#include "hexir/compiler/compiler.h"
 #include "hexir/vm.h"
 
 namespace hexir::vm {
@@ -46,7 +46,7 @@ func @h(%x: f32[4]) -> (f32[4]) {
 )";
 
 std::vector<uint8_t> compile(const std::string& source) {
-  Result<std::vector<uint8_t>> bytes = serializer::compile_source(source, "api.hxir", ".");
+  Result<std::vector<uint8_t>> bytes = compiler::compile_source(source, "api.hxir", ".");
   REQUIRE_MESSAGE(bytes.ok(), bytes.status().to_string());
   return std::move(bytes).value();
 }

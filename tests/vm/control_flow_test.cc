@@ -13,13 +13,13 @@
 #include <string>
 #include <vector>
 
-#include "hexir/serializer/compiler.h"
+#include "hexir/compiler/compiler.h"
 #include "hexir/vm.h"
 
 namespace hexir::vm {
 namespace {
 
-using serializer::PlanStrategy;
+using compiler::PlanStrategy;
 
 struct Aligned {
   std::unique_ptr<uint8_t, decltype(&std::free)> data{nullptr, &std::free};
@@ -32,15 +32,15 @@ struct Aligned {
 };
 
 std::vector<uint8_t> compile(const std::string& source, PlanStrategy plan = PlanStrategy::kArena) {
-  serializer::CompileOptions options;
+  compiler::CompileOptions options;
   options.plan = plan;
-  Result<std::vector<uint8_t>> bytes = serializer::compile_source(source, "loop.hxir", ".", options);
+  Result<std::vector<uint8_t>> bytes = compiler::compile_source(source, "loop.hxir", ".", options);
   REQUIRE_MESSAGE(bytes.ok(), bytes.status().to_string());
   return std::move(bytes).value();
 }
 
 std::string compile_error(const std::string& source) {
-  Result<std::vector<uint8_t>> bytes = serializer::compile_source(source, "loop.hxir", ".");
+  Result<std::vector<uint8_t>> bytes = compiler::compile_source(source, "loop.hxir", ".");
   REQUIRE_MESSAGE(!bytes.ok(), "expected a compile error");
   return bytes.status().message();
 }

@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "alloc_counter.h"
+#include "hexir/compiler/compiler.h"
 #include "hexir/hal/device.h"
-#include "hexir/serializer/compiler.h"
 #include "hexir/vm.h"
 
 namespace hexir {
@@ -135,9 +135,9 @@ class RecordingDevice final : public hal::Device {
 }  // namespace
 
 TEST_CASE("offload: the VM begins each copy with a fence and waits for it right before it is needed") {
-  serializer::CompileOptions options;
+  compiler::CompileOptions options;
   options.device_budget = 2 * 64 * 64 * 4;
-  auto bytes = serializer::compile_source(kFar, "far.hxir", ".", options);
+  auto bytes = compiler::compile_source(kFar, "far.hxir", ".", options);
   REQUIRE_MESSAGE(bytes.ok(), bytes.status().to_string());
   const Aligned file(*bytes);
   auto module = vm::Module::load_buffer(file.span());
@@ -170,7 +170,7 @@ TEST_CASE("offload: the VM begins each copy with a fence and waits for it right 
                                              "wait 1", "run 1",  "wait 1"};
   CHECK(log == expected);
   // The same bits as without a budget.
-  auto free_bytes = serializer::compile_source(kFar, "far.hxir", ".", {});
+  auto free_bytes = compiler::compile_source(kFar, "far.hxir", ".", {});
   REQUIRE(free_bytes.ok());
   const Aligned free_file(*free_bytes);
   auto free_module = vm::Module::load_buffer(free_file.span());

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "alloc_counter.h"
-#include "hexir/serializer/compiler.h"
+#include "hexir/compiler/compiler.h"
 #include "hexir/vm.h"
 
 namespace hexir::vm {
@@ -50,7 +50,7 @@ std::vector<float> run(const Program& program, const std::vector<float>& x) {
 }
 
 TEST_CASE("prepared weights: counted at prepare, the reference's values, and the file's pages still readable") {
-  Result<std::vector<uint8_t>> bytes = serializer::compile_source(source(), "packed.hxir", ".");
+  Result<std::vector<uint8_t>> bytes = compiler::compile_source(source(), "packed.hxir", ".");
   REQUIRE_MESSAGE(bytes.ok(), bytes.status().to_string());
   char path[] = "/tmp/hexir_prepared_test_XXXXXX";
   const int fd = mkstemp(path);

@@ -1,10 +1,10 @@
-#include "layout.h"
+#include "passes/layout.h"
 
 #include <algorithm>
 
-#include "fusion.h"
+#include "passes/fusion.h"
 
-namespace hexir::serializer {
+namespace hexir::compiler {
 namespace {
 
 using ops::OpId;
@@ -247,4 +247,4 @@ size_t choose_channels_last(Module& module) {
   return converted;
 }
 
-}  // namespace hexir::serializer
+}  // namespace hexir::compiler

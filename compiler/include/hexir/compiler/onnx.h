@@ -27,15 +27,15 @@
 #include <string_view>
 #include <vector>
 
-#include "graph.h"
 #include "hexir/base/status.h"
 #include "hexir/base/types.h"
+#include "hexir/compiler/graph.h"
 
 namespace onnx {  // ONNX_NAMESPACE=onnx
 class TensorProto;
 }
 
-namespace hexir::serializer {
+namespace hexir::compiler {
 
 // Whether this build has the ONNX front end.
 bool onnx_supported();
@@ -89,4 +89,4 @@ Result<OnnxTensor> tensor_from_proto(const onnx::TensorProto& tensor,
 // A serialized TensorProto file (the node tests' test_data_set_N/input_N.pb).
 Result<OnnxTensor> read_onnx_tensor_file(const std::filesystem::path& path);
 
-}  // namespace hexir::serializer
+}  // namespace hexir::compiler

@@ -1,11 +1,11 @@
-#include "constant_data.h"
+#include "ir/constant_data.h"
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <string_view>
 
-namespace hexir::serializer {
+namespace hexir::compiler {
 
 ConstantReader::ConstantReader(const Constant& constant) : constant_(&constant), size_(constant.byte_size) {}
 
@@ -134,4 +134,4 @@ uint64_t StreamingChecksum64::finish() const {
   return hash ^ size_;
 }
 
-}  // namespace hexir::serializer
+}  // namespace hexir::compiler

@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "graph.h"
+#include "hexir/compiler/graph.h"
 
-namespace hexir::serializer {
+namespace hexir::compiler {
 
 // ---- constants ----------------------------------------------------------------
 
@@ -180,4 +180,4 @@ inline std::span<const int64_t> params_of(const Function& fn, const Instruction&
   return fn.nodes[static_cast<size_t>(inst.node)].params;
 }
 
-}  // namespace hexir::serializer
+}  // namespace hexir::compiler

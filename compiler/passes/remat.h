@@ -24,10 +24,10 @@
 #include <string>
 #include <vector>
 
-#include "graph.h"
-#include "plan.h"
+#include "hexir/compiler/graph.h"
+#include "ir/plan.h"
 
-namespace hexir::serializer {
+namespace hexir::compiler {
 
 struct RematOptions {
   // What the later passes will do (assign_in_place's arena_values).
@@ -91,4 +91,4 @@ struct RecomputeCount {
 };
 RecomputeCount count_recomputations(const Function& fn, const FunctionPlan& plan);
 
-}  // namespace hexir::serializer
+}  // namespace hexir::compiler

@@ -9,13 +9,13 @@
 #include <string>
 #include <vector>
 
-#include "graph.h"
 #include "hexir/base/status.h"
+#include "hexir/compiler/compiler.h"
+#include "hexir/compiler/graph.h"
 #include "hexir/planner/arena_planner.h"
-#include "hexir/serializer/compiler.h"
-#include "plan.h"
+#include "ir/plan.h"
 
-namespace hexir::serializer {
+namespace hexir::compiler {
 
 // The offset planner (planner/) works on plain live ranges.
 using planner::BufferPlan;
@@ -177,4 +177,4 @@ constexpr uint32_t kScratchAlignment = 8;
 Status plan_function_arena(const Function& fn, FunctionPlan& plan, PlanStrategy strategy, uint32_t alignment,
                            std::string* heuristic, uint64_t plan_budget_ms = kDefaultPlanBudgetMs);
 
-}  // namespace hexir::serializer
+}  // namespace hexir::compiler

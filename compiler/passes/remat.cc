@@ -1,13 +1,13 @@
-#include "remat.h"
+#include "passes/remat.h"
 
 #include <algorithm>
 #include <map>
 #include <vector>
 
 #include "hexir/ops/cost.h"
-#include "passes.h"
+#include "passes/passes.h"
 
-namespace hexir::serializer {
+namespace hexir::compiler {
 
 namespace {
 
@@ -484,4 +484,4 @@ RecomputeCount count_recomputations(const Function& fn, const FunctionPlan& plan
   return count;
 }
 
-}  // namespace hexir::serializer
+}  // namespace hexir::compiler

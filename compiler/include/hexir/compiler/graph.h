@@ -34,7 +34,7 @@
 #include "hexir/base/types.h"
 #include "hexir/ops/op.h"
 
-namespace hexir::serializer {
+namespace hexir::compiler {
 
 // Where something came from, for error messages: a position in a text file,
 // or a node of an imported model. Every part is optional.
@@ -329,4 +329,4 @@ class GraphBuilder {
   std::map<int, int> constant_values_;                   // open function: constant -> value id
 };
 
-}  // namespace hexir::serializer
+}  // namespace hexir::compiler

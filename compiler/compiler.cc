@@ -1,4 +1,4 @@
-#include "hexir/serializer/compiler.h"
+#include "hexir/compiler/compiler.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -9,17 +9,17 @@
 #include <sstream>
 
 #include "hexir/base/file_io.h"
-#include "constant_data.h"
-#include "parser.h"
-#include "fusion.h"
-#include "layout.h"
-#include "passes.h"
+#include "hexir/compiler/hxir.h"
+#include "hexir/serializer/writer.h"
+#include "ir/constant_data.h"
+#include "passes/fusion.h"
+#include "passes/layout.h"
+#include "passes/offload.h"
+#include "passes/passes.h"
+#include "passes/remat.h"
 #include "pipeline.h"
-#include "offload.h"
-#include "remat.h"
-#include "writer.h"
 
-namespace hexir::serializer {
+namespace hexir::compiler {
 
 Status check_compile_options(const CompileOptions& options) {
   if (options.alignment == 0 || (options.alignment & (options.alignment - 1)) != 0 ||
@@ -305,8 +305,8 @@ Result<ModulePlan> plan_module(const Module& module, const CompileOptions& optio
 
 namespace {
 
-WriteOptions write_options_for(const CompileOptions& options, const ModulePlan& plan) {
-  WriteOptions write_options;
+serializer::WriteOptions write_options_for(const CompileOptions& options, const ModulePlan& plan) {
+  serializer::WriteOptions write_options;
   write_options.strategy = options.plan;
   write_options.alignment = options.alignment;
   write_options.data_checksum = options.data_checksum;
@@ -345,7 +345,7 @@ Result<std::vector<uint8_t>> compile_module(const Module& source, const CompileO
   std::optional<Module> storage;
   const Module& module = rewritten(source, options, storage);
   HEXIR_ASSIGN_OR_RETURN(ModulePlan plan, plan_module(module, options, display_name));
-  return write_module(module, plan, write_options_for(options, plan));
+  return serializer::write_module(module, plan, write_options_for(options, plan));
 }
 
 Result<CompiledFile> compile_module_to(const Module& source, const std::filesystem::path& out,
@@ -353,9 +353,9 @@ Result<CompiledFile> compile_module_to(const Module& source, const std::filesyst
   std::optional<Module> storage;
   const Module& module = rewritten(source, options, storage);
   HEXIR_ASSIGN_OR_RETURN(ModulePlan plan, plan_module(module, options, display_name));
-  HEXIR_ASSIGN_OR_RETURN(std::unique_ptr<FileSink> sink, FileSink::create(out));
+  HEXIR_ASSIGN_OR_RETURN(std::unique_ptr<serializer::FileSink> sink, serializer::FileSink::create(out));
   CompiledFile compiled;
-  HEXIR_RETURN_IF_ERROR(write_module(module, plan, write_options_for(options, plan), *sink, &compiled.head));
+  HEXIR_RETURN_IF_ERROR(serializer::write_module(module, plan, write_options_for(options, plan), *sink, &compiled.head));
   compiled.size = sink->size();
   HEXIR_RETURN_IF_ERROR(sink->commit());
   return compiled;
@@ -366,7 +366,7 @@ Result<std::vector<uint8_t>> compile_source(std::string_view source, std::string
                                             const CompileOptions& options) {
   HEXIR_RETURN_IF_ERROR(check_compile_options(options));
   HEXIR_ASSIGN_OR_RETURN(Module module,
-                         parse_module(source, display_name, base_dir, {options.allow_external_files, options.max_constant_bytes}));
+                         parse_hxir(source, display_name, base_dir, {options.allow_external_files, options.max_constant_bytes}));
   return compile_module(module, options, display_name);
 }
 
@@ -379,15 +379,15 @@ Result<CompiledFile> compile_file_to(const std::filesystem::path& path, const st
                                      const CompileOptions& options) {
   HEXIR_RETURN_IF_ERROR(check_compile_options(options));
   HEXIR_ASSIGN_OR_RETURN(std::string text, read_text(path));
-  HEXIR_ASSIGN_OR_RETURN(Module module, parse_module(text, path.string(), path.parent_path(),
+  HEXIR_ASSIGN_OR_RETURN(Module module, parse_hxir(text, path.string(), path.parent_path(),
                                                      {options.allow_external_files, options.max_constant_bytes}));
   return compile_module_to(module, out, options, path.string());
 }
 
 Status write_binary_file(const std::filesystem::path& path, std::span<const uint8_t> bytes) {
-  HEXIR_ASSIGN_OR_RETURN(std::unique_ptr<FileSink> sink, FileSink::create(path));
+  HEXIR_ASSIGN_OR_RETURN(std::unique_ptr<serializer::FileSink> sink, serializer::FileSink::create(path));
   HEXIR_RETURN_IF_ERROR(sink->append(bytes));
   return sink->commit();
 }
 
-}  // namespace hexir::serializer
+}  // namespace hexir::compiler

@@ -1,12 +1,12 @@
-#include "offload.h"
+#include "passes/offload.h"
 
 #include <algorithm>
 #include <string>
 #include <vector>
 
-#include "passes.h"
+#include "passes/passes.h"
 
-namespace hexir::serializer {
+namespace hexir::compiler {
 
 namespace {
 
@@ -276,4 +276,4 @@ OffloadResult offload(const Function& fn, FunctionPlan& plan, uint64_t target, c
   return result;
 }
 
-}  // namespace hexir::serializer
+}  // namespace hexir::compiler

@@ -1,4 +1,4 @@
-#include "passes.h"
+#include "passes/passes.h"
 
 #include <algorithm>
 #include <cstring>
@@ -6,10 +6,10 @@
 #include <set>
 #include <tuple>
 
-#include "constant_data.h"
 #include "hexir/format/prelude.h"
+#include "ir/constant_data.h"
 
-namespace hexir::serializer {
+namespace hexir::compiler {
 
 // ---- constants ----------------------------------------------------------------
 
@@ -1251,4 +1251,4 @@ Status plan_function_arena(const Function& fn, FunctionPlan& plan, PlanStrategy 
   return ok_status();
 }
 
-}  // namespace hexir::serializer
+}  // namespace hexir::compiler

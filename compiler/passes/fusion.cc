@@ -1,4 +1,4 @@
-#include "fusion.h"
+#include "passes/fusion.h"
 
 #include <algorithm>
 #include <bit>
@@ -6,12 +6,12 @@
 #include <cstring>
 #include <string>
 
-#include "constant_data.h"
+#include "ir/constant_data.h"
 
 #include <optional>
 #include <vector>
 
-namespace hexir::serializer {
+namespace hexir::compiler {
 namespace {
 
 using ops::OpId;
@@ -868,4 +868,4 @@ size_t fuse_separable(Module& module) {
   return removed;
 }
 
-}  // namespace hexir::serializer
+}  // namespace hexir::compiler

@@ -21,11 +21,11 @@
 #include <cstdint>
 #include <optional>
 
-#include "graph.h"
-#include "plan.h"
-#include "remat.h"
+#include "hexir/compiler/graph.h"
+#include "ir/plan.h"
+#include "passes/remat.h"
 
-namespace hexir::serializer {
+namespace hexir::compiler {
 
 struct OffloadOptions {
   bool in_place = true;  // what the later passes will do (assign_in_place's arena_values)
@@ -80,4 +80,4 @@ std::vector<bool> streamable_constants(const Module& module, const std::vector<F
 // of prefetches added.
 int stream_weights(const Function& fn, FunctionPlan& plan, const std::vector<bool>& streamed, int ahead = 1);
 
-}  // namespace hexir::serializer
+}  // namespace hexir::compiler

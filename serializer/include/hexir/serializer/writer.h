@@ -12,13 +12,19 @@
 #include <string>
 #include <vector>
 
-#include "graph.h"
 #include "hexir/base/file_io.h"
 #include "hexir/base/status.h"
-#include "hexir/serializer/compiler.h"
-#include "plan.h"
+#include "hexir/compiler/compiler.h"
+#include "hexir/compiler/graph.h"
+#include "ir/plan.h"
 
 namespace hexir::serializer {
+
+// The writer reads the compiler's graph and plan; it adds nothing to them.
+using compiler::Module;
+using compiler::ModulePlan;
+using compiler::PlanStrategy;
+using compiler::SectionCompression;
 
 struct WriteOptions {
   PlanStrategy strategy = PlanStrategy::kArena;

@@ -4,9 +4,9 @@
 
 #include <cstddef>
 
-#include "graph.h"
+#include "hexir/compiler/graph.h"
 
-namespace hexir::serializer {
+namespace hexir::compiler {
 
 // Convolutions in channels-last order. At the top level of each function
 // (never inside a loop or a branch), a conv2d on f32 becomes
@@ -28,4 +28,4 @@ namespace hexir::serializer {
 // channels-last.
 size_t choose_channels_last(Module& module);
 
-}  // namespace hexir::serializer
+}  // namespace hexir::compiler

@@ -13,22 +13,14 @@
 #include <string_view>
 #include <vector>
 
-#include "graph.h"
 #include "hexir/base/file_io.h"
 #include "hexir/base/status.h"
 #include "hexir/base/types.h"
+#include "hexir/compiler/graph.h"
 
-namespace hexir::serializer {
+namespace hexir::compiler {
 
 inline constexpr size_t kConstantChunkSize = size_t{1} << 20;
-
-// The most bytes of stored constants (every constant but a fill) one compile
-// reads, writes and, for a zstd section, holds in memory: the default of
-// CompileOptions::max_constant_bytes and ParseOptions::max_constant_bytes.
-// Sizes come from the source (a declared type, an .npy header of a sparse
-// file): without a bound a few bytes of text make the compiler read for hours
-// or allocate 400 GB.
-inline constexpr uint64_t kDefaultMaxConstantBytes = uint64_t{16} << 30;
 
 // kResourceExhausted when a constant @name of `type` is larger than
 // `max_bytes`: "constant @c is f32[100000000000] (400000000000 bytes), more
@@ -81,4 +73,4 @@ class StreamingChecksum64 {
   size_t pending_size_ = 0;
 };
 
-}  // namespace hexir::serializer
+}  // namespace hexir::compiler

@@ -5,9 +5,9 @@
 #include <cstddef>
 #include <vector>
 
-#include "graph.h"
+#include "hexir/compiler/graph.h"
 
-namespace hexir::serializer {
+namespace hexir::compiler {
 
 // Fused epilogues: a conv2d, matmul, add or mul takes over what follows it
 // when nothing else reads its result (and it is not returned):
@@ -98,4 +98,4 @@ void drop(Function& fn, const std::vector<bool>& node_dropped, std::vector<bool>
 // number of nodes removed.
 size_t fuse(Module& module);
 
-}  // namespace hexir::serializer
+}  // namespace hexir::compiler

@@ -1,4 +1,4 @@
-#include "hxir_printer.h"
+#include "hexir/compiler/hxir.h"
 
 #include <bit>
 #include <charconv>
@@ -8,11 +8,11 @@
 #include <map>
 #include <set>
 
-#include "constant_data.h"
 #include "hexir/base/half.h"
 #include "hexir/base/npy.h"
+#include "ir/constant_data.h"
 
-namespace hexir::serializer {
+namespace hexir::compiler {
 
 namespace {
 
@@ -537,4 +537,4 @@ Result<std::string> print_hxir(const Module& module, const HxirPrintOptions& opt
   return Printer(module, options).run();
 }
 
-}  // namespace hexir::serializer
+}  // namespace hexir::compiler

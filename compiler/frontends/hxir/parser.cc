@@ -1,4 +1,4 @@
-#include "parser.h"
+#include "hexir/compiler/hxir.h"
 
 #include <algorithm>
 #include <bit>
@@ -12,10 +12,11 @@
 #include <map>
 #include <optional>
 
-#include "constant_data.h"
+#include "hexir/base/half.h"
 #include "hexir/base/npy.h"
+#include "ir/constant_data.h"
 
-namespace hexir::serializer {
+namespace hexir::compiler {
 
 namespace {
 
@@ -1029,9 +1030,9 @@ class Parser {
 
 }  // namespace
 
-Result<Module> parse_module(std::string_view source, std::string_view display_name,
+Result<Module> parse_hxir(std::string_view source, std::string_view display_name,
                             const std::filesystem::path& base_dir, const ParseOptions& options) {
   return Parser(source, display_name, base_dir, options).parse();
 }
 
-}  // namespace hexir::serializer
+}  // namespace hexir::compiler

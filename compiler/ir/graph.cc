@@ -1,4 +1,4 @@
-#include "graph.h"
+#include "hexir/compiler/graph.h"
 
 #include <algorithm>
 #include <set>
@@ -6,7 +6,7 @@
 
 #include "hexir/format/prelude.h"
 
-namespace hexir::serializer {
+namespace hexir::compiler {
 
 Location Location::text(std::shared_ptr<const std::string> file, int line, int col) {
   Location loc;
@@ -765,4 +765,4 @@ std::vector<int> innermost_regions(const Function& fn) {
   return innermost;
 }
 
-}  // namespace hexir::serializer
+}  // namespace hexir::compiler

@@ -1,17 +1,23 @@
-// hexir-compile as a library: .hxir text in, an .hxe out (as bytes, or
-// written to a file with the weights streamed from their .npy files).
+// What the compiler is asked to do: the plan strategy, the passes that may be
+// turned off to measure them, the limits on what a source may declare, and
+// the memory budgets. Shared by the front ends, the passes and the writer.
 #pragma once
 
 #include <cstdint>
-#include <filesystem>
 #include <optional>
-#include <span>
 #include <string_view>
-#include <vector>
 
 #include "hexir/base/status.h"
 
-namespace hexir::serializer {
+namespace hexir::compiler {
+
+// The most bytes of stored constants (every constant but a fill) one compile
+// reads, writes and, for a zstd section, holds in memory: the default of
+// CompileOptions::max_constant_bytes and ParseOptions::max_constant_bytes.
+// Sizes come from the source (a declared type, an .npy header of a sparse
+// file): without a bound a few bytes of text make the compiler read for hours
+// or allocate 400 GB.
+inline constexpr uint64_t kDefaultMaxConstantBytes = uint64_t{16} << 30;
 
 enum class PlanStrategy {
   kNaive,  // every value its own arena range, nothing reused (the baseline)
@@ -41,7 +47,7 @@ struct CompileOptions {
   // input (the caller asked for it) is kept either way, and under naive.
   bool in_place = true;
   // A conv2d or matmul absorbs the bias add and the activation that follow it
-  // (fused epilogues; serializer/src/fusion.h): one kernel, one pass over the
+  // (fused epilogues; compiler/passes/fusion.h): one kernel, one pass over the
   // result; an add or mul an activation or a scalar affine map; per-channel
   // scales and shifts (an imported BatchNormalization) are folded into a
   // convolution's weights and bias (a different rounding, within float
@@ -73,7 +79,7 @@ struct CompileOptions {
   // Bytes of stored constants (all but fills: dense literals, `file` data),
   // one by one and together: a source declaring more is refused before any
   // of it is read (hexir-compile --max-constant-bytes). 16 GiB by default.
-  uint64_t max_constant_bytes = uint64_t{16} << 30;
+  uint64_t max_constant_bytes = kDefaultMaxConstantBytes;
   // Bytes of device memory a context may take (arena and scratch together;
   // hexir-compile --memory-budget device=BYTES): values are recomputed
   // instead of kept where that lowers the peak (rematerialization,
@@ -94,26 +100,4 @@ struct CompileOptions {
 // space, a malformed or overflowing size, a space given twice.
 Status parse_memory_budget(std::string_view text, CompileOptions& options);
 
-// `display_name` is used in error messages (file:line:col); `base_dir`
-// resolves `file "x.npy"` paths.
-Result<std::vector<uint8_t>> compile_source(std::string_view source, std::string_view display_name,
-                                            const std::filesystem::path& base_dir,
-                                            const CompileOptions& options = {});
-Result<std::vector<uint8_t>> compile_file(const std::filesystem::path& path,
-                                          const CompileOptions& options = {});
-
-// What compile_file_to wrote.
-struct CompiledFile {
-  uint64_t size = 0;          // bytes in the file
-  std::vector<uint8_t> head;  // its prelude and metadata (no data sections): enough for a summary
-};
-// Compiles `path` into `out`. Constant bytes go from their .npy files to the
-// output a chunk at a time, so a model's weights are never held in memory
-// (unless the data section is compressed: then once). Writes OUT.tmp and
-// renames it, so a failed compile leaves no half file.
-Result<CompiledFile> compile_file_to(const std::filesystem::path& path, const std::filesystem::path& out,
-                                     const CompileOptions& options = {});
-
-Status write_binary_file(const std::filesystem::path& path, std::span<const uint8_t> bytes);
-
-}  // namespace hexir::serializer
+}  // namespace hexir::compiler

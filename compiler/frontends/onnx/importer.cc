@@ -1,5 +1,5 @@
-// The ONNX front end; see onnx_importer.h and docs/onnx.md.
-#include "onnx_importer.h"
+// The ONNX front end; see hexir/compiler/onnx.h and docs/onnx.md.
+#include "hexir/compiler/onnx.h"
 
 #include <algorithm>
 #include <bit>
@@ -18,12 +18,12 @@
 #if HEXIR_HAVE_ONNX
 #include <onnx/onnx_pb.h>
 
-#include "fusion.h"
 #include "hexir/base/mapped_file.h"
 #include "hexir/format/prelude.h"
+#include "passes/fusion.h"
 #endif
 
-namespace hexir::serializer {
+namespace hexir::compiler {
 
 namespace {
 
@@ -3683,4 +3683,4 @@ Result<OnnxTensor> read_onnx_tensor_file(const std::filesystem::path& path) {
 
 #endif  // HEXIR_HAVE_ONNX
 
-}  // namespace hexir::serializer
+}  // namespace hexir::compiler
