@@ -19,11 +19,11 @@
 
 // The kernels, compiled for the host: the shim first.
 // clang-format off
+#include "cuda_emulation.h"
 #include "cuda/kernels/elementwise.cu"
 #include "cuda/kernels/layout.cu"
 #include "cuda/kernels/matmul.cu"
 #include "cuda/kernels/normalization.cu"
-#include "cuda_emulation.h"
 // clang-format on
 
 namespace {

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <random>
 
+#include "hexir/base/half.h"
 #include "test_util.h"
 
 namespace hexir::compiler::testing {

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <random>
 
+#include "hexir/base/half.h"
 #include "test_util.h"
 
 namespace hexir::compiler::testing {

@@ -20,6 +20,7 @@
 #include "ir/constant_data.h"
 #include "ir/plan.h"
 #include "passes/passes.h"
+#include "pipeline.h"
 
 namespace hexir::compiler::testing {
 
