@@ -301,6 +301,10 @@ uint64_t separable_conv2d_prepared_bytes(const Dispatch& constants);  // the 1x1
 void separable_conv2d_prepare(const Dispatch& constants, void* out);
 Status resize(const KernelContext&, const Dispatch&);
 Status conv_transpose(const KernelContext&, const Dispatch&);
+// Its prepare step: constant weights transposed per group (the GEMM's A; the
+// direct loop reads them too, so the weights are replaced).
+uint64_t conv_transpose_prepared_bytes(const Dispatch& constants);
+void conv_transpose_prepare(const Dispatch& constants, void* out);
 // normalization.cc
 Status softmax(const KernelContext&, const Dispatch&);
 Status layernorm(const KernelContext&, const Dispatch&);

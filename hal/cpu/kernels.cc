@@ -84,6 +84,7 @@ constexpr PrepareEntry kPrepares[] = {
     {matmul, {matmul_prepared_bytes, matmul_prepare, 1u << 1}},  // B
     {conv2d, {conv2d_prepared_bytes, conv2d_prepare, 1u << 1}},  // the weights
     {separable_conv2d, {separable_conv2d_prepared_bytes, separable_conv2d_prepare, 1u << 2}},  // the 1x1's
+    {conv_transpose, {conv_transpose_prepared_bytes, conv_transpose_prepare, 1u << 1}},  // the weights
 };
 
 }  // namespace

@@ -24,9 +24,13 @@
 // conv_transpose: per image and group, col[(kk, ky, kx), (iy, ix)] =
 // sum over ci of w[ci, kk, ky, kx] * x[ci, iy, ix] is one GEMM (internal::gemm,
 // threaded) over a band of input rows, then each output row gathers its taps
-// from col in (ky, kx) order and adds the bias. The scratch (the group's
-// weights transposed, col) is the dispatch's workspace (ops rule); without
-// it, each output element gathers its taps (ops::conv_transpose_element).
+// from col in (ky, kx) order and adds the bias. The GEMM's A is the group's
+// weights transposed, [k_per_group * kh * kw, c_per_group]: constant weights
+// are transposed once at prepare (every group, group after group), others on
+// every call into the workspace. The scratch (that A when not prepared, then
+// col) is the dispatch's workspace (ops rule); without it, each output
+// element gathers its taps (ops::conv_transpose_element, or the same sum
+// over the prepared layout).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -864,7 +868,49 @@ struct ConvTransposeDirect {
   const ops::ConvTransposePlan* p;
   const float *x, *w, *bias;
   float* out;
+  const float* prepared;  // the weights transposed per group (then w is not read), or null
 };
+
+// ops::conv_transpose_element over the prepared weights (group g's at
+// prepared + g * taps * c_per_group, tap t of input channel ci at t *
+// c_per_group + ci): the same products summed in the same (ci, ky, kx)
+// order, so the same bits.
+float conv_transpose_element_prepared(const ops::ConvTransposePlan& p, const float* x_image,
+                                      const float* prepared, int64_t g, int64_t k_in_group, int64_t oy,
+                                      int64_t ox) {
+  const int64_t taps = p.k_per_group * p.kh * p.kw;
+  const float* wt = prepared + (g * taps + k_in_group * p.kh * p.kw) * p.c_per_group;
+  float acc = 0.0f;
+  for (int64_t ci = 0; ci < p.c_per_group; ++ci) {
+    const float* plane = x_image + (g * p.c_per_group + ci) * p.h * p.w;
+    for (int64_t ky = 0; ky < p.kh; ++ky) {
+      const int64_t ty = oy + p.pad_top - ky * p.dilation_h;
+      if (ty < 0) break;  // only smaller from here on
+      if (ty % p.stride_h != 0) continue;
+      const int64_t iy = ty / p.stride_h;
+      if (iy >= p.h) continue;
+      for (int64_t kx = 0; kx < p.kw; ++kx) {
+        const int64_t tx = ox + p.pad_left - kx * p.dilation_w;
+        if (tx < 0) break;
+        if (tx % p.stride_w != 0) continue;
+        const int64_t ix = tx / p.stride_w;
+        if (ix >= p.w) continue;
+        acc += plane[iy * p.w + ix] * wt[(ky * p.kw + kx) * p.c_per_group + ci];
+      }
+    }
+  }
+  return acc;
+}
+
+// Group g's weights [c_per_group, taps] (taps = k_per_group * kh * kw)
+// transposed into out [taps, c_per_group]: the GEMM's A.
+void conv_transpose_weights_transposed(const ops::ConvTransposePlan& p, const float* w, int64_t g,
+                                       float* out) {
+  const int64_t taps = p.k_per_group * p.kh * p.kw;
+  const float* wg = w + g * p.c_per_group * taps;
+  for (int64_t ci = 0; ci < p.c_per_group; ++ci)
+    for (int64_t r = 0; r < taps; ++r) out[r * p.c_per_group + ci] = wg[ci * taps + r];
+}
 
 void conv_transpose_direct_plane(void* context, int64_t plane) {
   const ConvTransposeDirect& job = *static_cast<const ConvTransposeDirect*>(context);
@@ -874,8 +920,12 @@ void conv_transpose_direct_plane(void* context, int64_t plane) {
   const float* image = job.x + n * p.c * p.h * p.w;
   float* out = job.out + plane * p.oh * p.ow;
   for (int64_t oy = 0; oy < p.oh; ++oy) {
-    for (int64_t ox = 0; ox < p.ow; ++ox)
-      out[ox] = ops::conv_transpose_element(p, image, job.w, g, kk, oy, ox);
+    if (job.prepared)
+      for (int64_t ox = 0; ox < p.ow; ++ox)
+        out[ox] = conv_transpose_element_prepared(p, image, job.prepared, g, kk, oy, ox);
+    else
+      for (int64_t ox = 0; ox < p.ow; ++ox)
+        out[ox] = ops::conv_transpose_element(p, image, job.w, g, kk, oy, ox);
     // Row final here, after the bias: the place for a fused epilogue.
     if (job.bias)
       for (int64_t ox = 0; ox < p.ow; ++ox) out[ox] += job.bias[k];
@@ -884,8 +934,9 @@ void conv_transpose_direct_plane(void* context, int64_t plane) {
 }
 
 // Input rows per band the workspace holds (ops' conv_transpose workspace
-// rule: the transposed weights of a group, then col for the band); 0 when it
-// holds less than the rows one output row reads: the direct loop then.
+// rule: the transposed weights of a group, then col for the band; the first
+// part unused when they are prepared); 0 when it holds less than the rows one
+// output row reads: the direct loop then.
 int64_t conv_transpose_band_rows(const ops::ConvTransposePlan& p, uint64_t workspace_bytes) {
   const double taps = static_cast<double>(p.k_per_group * p.kh * p.kw);
   const double weights = taps * static_cast<double>(p.c_per_group) * sizeof(float);
@@ -975,7 +1026,8 @@ Status conv_transpose(const KernelContext& context, const Dispatch& d) {
   const ops::ConvTransposePlan& p = plan_of<ops::ConvTransposePlan>(d);
   if (p.n == 0 || p.k == 0) return ok_status();
   const float* x = input(d, 0);
-  const float* w = input(d, 1);
+  const float* w = input(d, 1);  // not read when prepared (the caller may have let it go)
+  const float* prepared = static_cast<const float*>(d.prepared);
   const float* bias = p.has_bias ? input(d, 2) : nullptr;
   float* out = output(d, 0);
   ThreadPool* pool = pool_of(context);
@@ -983,16 +1035,15 @@ Status conv_transpose(const KernelContext& context, const Dispatch& d) {
   const int64_t m = p.k_per_group * p.kh * p.kw;  // rows of col
   const int64_t band_rows = d.workspace ? conv_transpose_band_rows(p, d.workspace_size) : 0;
   if (band_rows == 0) {
-    ConvTransposeDirect job{&p, x, w, bias, out};
+    ConvTransposeDirect job{&p, x, w, bias, out, prepared};
     parallel_for(context, p.n * p.k, conv_transpose_direct_plane, &job);
     return ok_status();
   }
-  float* wt = static_cast<float*>(d.workspace);  // [m, c_per_group]: the group's weights transposed
-  float* col = wt + m * p.c_per_group;
+  float* scratch = static_cast<float*>(d.workspace);  // [m, c_per_group]: the group's A when not prepared
+  float* col = scratch + m * p.c_per_group;
   for (int64_t g = 0; g < p.groups; ++g) {
-    const float* wg = w + g * p.c_per_group * m;  // [c_per_group, m]
-    for (int64_t ci = 0; ci < p.c_per_group; ++ci)
-      for (int64_t r = 0; r < m; ++r) wt[r * p.c_per_group + ci] = wg[ci * m + r];
+    const float* wt = prepared ? prepared + g * m * p.c_per_group : scratch;
+    if (!prepared) conv_transpose_weights_transposed(p, w, g, scratch);
     for (int64_t n = 0; n < p.n; ++n) {
       const float* image = x + (n * p.c + g * p.c_per_group) * p.h * p.w;
       Col2im job{&p,
@@ -1035,6 +1086,20 @@ Status conv_transpose(const KernelContext& context, const Dispatch& d) {
     }
   }
   return ok_status();
+}
+
+// Constant weights transposed per group (the GEMM's A), group after group.
+uint64_t conv_transpose_prepared_bytes(const Dispatch& d) {
+  const ops::ConvTransposePlan& p = plan_of<ops::ConvTransposePlan>(d);
+  if (d.operands[1] == nullptr) return 0;
+  return static_cast<uint64_t>(p.groups * p.c_per_group * p.k_per_group * p.kh * p.kw) * sizeof(float);
+}
+
+void conv_transpose_prepare(const Dispatch& d, void* out) {
+  const ops::ConvTransposePlan& p = plan_of<ops::ConvTransposePlan>(d);
+  const int64_t group_floats = p.c_per_group * p.k_per_group * p.kh * p.kw;
+  for (int64_t g = 0; g < p.groups; ++g)
+    conv_transpose_weights_transposed(p, input(d, 1), g, static_cast<float*>(out) + g * group_floats);
 }
 
 }  // namespace hexir::hal::cpu::internal

@@ -1,8 +1,9 @@
 // Weights prepared once (Device::prepare_dispatch: the CPU packs a constant
-// matmul B or conv2d's weights in the GEMM's order): the kernels give the
-// same bits with and without them, at 1 and 2 threads, on shapes past every
-// tile and block edge; the prepared bytes are allocated (and counted) by the
-// device at prepare, and dispatching with them allocates nothing.
+// matmul B or conv2d's weights in the GEMM's order and transposes
+// conv_transpose's): the kernels give the same bits with and without them, at
+// 1 and 2 threads, on shapes past every tile and block edge; the prepared
+// bytes are allocated (and counted) by the device at prepare, and dispatching
+// with them allocates nothing.
 #include <bit>
 #include <cstring>
 #include <limits>
@@ -187,6 +188,77 @@ TEST_CASE("prepared: conv2d with its weights packed once is bit-identical (3x3, 
   for (int64_t k : {12, 24}) {
     HostTensor ws = random_f32({k, 40, 1, 1}, 20 + k);
     check_prepared(OpId::kConv2d, {&xm, &ws}, {1, k, 30, 29}, {1, 1, 0, 0, 0, 0, 1, 1, 1});
+  }
+}
+
+// conv_transpose prepared from its weights, which are then poisoned (NaN):
+// called directly with its workspace, without one and with one too small
+// (the direct loop), it gives the bits of the plain call each time, so it
+// reads nothing of the weights it says it replaces.
+void check_conv_transpose_weights_unread(std::vector<HostTensor*> inputs,
+                                         const std::vector<int64_t>& out_dims,
+                                         const std::vector<int64_t>& params) {
+  auto device = create_device("cpu", {.threads = 1});
+  REQUIRE(device.ok());
+  HostTensor out(DType::kF32, out_dims);
+  auto call = prepare_call(OpId::kConvTranspose, inputs, {&out}, params);
+  REQUIRE_MESSAGE(call.ok(), call.status().to_string());
+  uint32_t replaced = 0;
+  auto prepared = (*device)->prepare_dispatch(prepare_request(*call, 1).dispatch, &replaced);
+  REQUIRE(prepared.ok());
+  REQUIRE(prepared->size > 0);
+  CHECK(replaced == 1u << 1);
+  HostTensor poisoned = *inputs[1];
+  for (int64_t i = 0; i < poisoned.count(); ++i) poisoned.at(i) = std::numeric_limits<float>::quiet_NaN();
+  std::vector<void*> operands = call->operands;
+  operands[1] = poisoned.bytes.data();
+  const auto kernel = reinterpret_cast<cpu::KernelFn>(call->dispatch.kernel);
+  for (uint64_t size : {call->dispatch.workspace_size, uint64_t{0}, uint64_t{64}}) {
+    INFO("workspace " << size);
+    Dispatch plain = call->dispatch;
+    if (size == 0) plain.workspace = nullptr;
+    plain.workspace_size = size;
+    for (int64_t i = 0; i < out.count(); ++i) out.at(i) = 12345.0f;
+    REQUIRE(kernel(KernelContext{}, plain).ok());
+    const std::vector<uint8_t> want = out.bytes;
+    Dispatch with = plain;
+    with.operands = operands.data();
+    with.prepared = prepared->host_ptr;
+    for (int64_t i = 0; i < out.count(); ++i) out.at(i) = 12345.0f;
+    REQUIRE(kernel(KernelContext{}, with).ok());
+    CHECK(out.bytes == want);
+  }
+  (*device)->release(*prepared);
+}
+
+TEST_CASE("prepared: conv_transpose with its weights transposed once is bit-identical (grouped, banded)") {
+  struct Case {
+    std::vector<int64_t> x, w;
+    std::vector<int64_t> params;  // [sh, sw, pt, pl, pb, pr, dh, dw, groups, oph, opw]
+  };
+  const Case cases[] = {
+      {{1, 24, 9, 7}, {24, 24, 2, 2}, {2, 2, 0, 0, 0, 0, 1, 1, 1, 0, 0}},  // PP-OCR's 2x2 stride 2
+      {{2, 8, 10, 12}, {8, 4, 3, 3}, {2, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1}},   // two images, output padding
+      {{1, 6, 5, 5}, {6, 2, 3, 3}, {1, 1, 1, 1, 1, 1, 1, 1, 3, 0, 0}},     // three groups
+      // bands of input rows (col past 1 MiB), with groups and dilation too
+      {{1, 4, 80, 64}, {4, 8, 4, 4}, {2, 2, 1, 1, 1, 1, 1, 1, 1, 0, 0}},
+      {{1, 4, 300, 70}, {4, 6, 3, 3}, {2, 3, 1, 2, 2, 0, 2, 1, 2, 1, 2}},
+  };
+  uint32_t seed = 70;
+  for (const Case& c : cases) {
+    INFO("x " << dims_string(c.x) << " w " << dims_string(c.w) << " params " << dims_string(c.params));
+    HostTensor x = random_f32(c.x, seed++), w = random_f32(c.w, seed++);
+    HostTensor bias = random_f32({c.w[1] * c.params[8]}, seed++);
+    auto type = ops::infer_result_type(OpId::kConvTranspose, std::vector{x.type(), w.type()}, c.params);
+    REQUIRE_MESSAGE(type.ok(), type.status().to_string());
+    check_prepared(OpId::kConvTranspose, {&x, &w}, type->dims, c.params);
+    check_prepared(OpId::kConvTranspose, {&x, &w, &bias}, type->dims, c.params);
+    check_conv_transpose_weights_unread({&x, &w, &bias}, type->dims, c.params);
+    // Weights that are not a constant: nothing prepared, transposed per call.
+    const HostTensor out(DType::kF32, type->dims);
+    const Runs runs = run_both(1, OpId::kConvTranspose, {&x, &w, &bias}, out, c.params, /*constant=*/0);
+    CHECK(runs.prepared_bytes == 0);
+    CHECK(runs.prepared == runs.plain);
   }
 }
 

@@ -62,7 +62,8 @@ struct Dispatch {
 };
 
 // What a kernel gets besides its dispatch: per-queue resources. cpu: the
-// thread pool (none yet: kernels run on the calling thread); cuda: the launcher.
+// queue's thread pool (hal/cpu/thread_pool.h; null when a kernel is called
+// directly, which then runs on the calling thread); cuda: the launcher.
 struct KernelContext {
   void* backend = nullptr;
 };
