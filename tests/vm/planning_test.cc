@@ -68,7 +68,28 @@ TEST_CASE("free-at-last-use: values are allocated per invoke and released after 
   // h is allocated; h2 takes h's buffer over in place (alias bit): one allocation per invoke.
   CHECK(context->invoke_stats().device_allocations == 3);
   CHECK(context->invoke_stats().peak_live_bytes == 16);
-  CHECK(context->impl().live_bytes == 0);
+  CHECK(context->impl().dynamic->live_bytes() == 0);
+  CHECK(l->device->counters().allocations - l->device->counters().releases == before);  // nothing leaked
+}
+
+TEST_CASE("free-at-last-use: an unknown opcode is an error, and what was held is released") {
+  auto l = load(free_at_last_use_tiny());
+  Result<Context> context = Context::create(*l->program);
+  REQUIRE(context.ok());
+  // Written past the const view of impl(): what a corrupted table would hold.
+  FunctionTable& t = const_cast<ContextImpl&>(context->impl()).functions[0];
+  REQUIRE(t.dispatches.size() == 3);
+  t.opcode = {fb::Opcode::Dispatch, static_cast<fb::Opcode>(99), fb::Opcode::Dispatch};
+  t.target.assign(3, 0);
+  t.step.assign(3, 0);
+  const uint64_t before = l->device->counters().allocations - l->device->counters().releases;
+  const TensorType type{DType::kF32, {1, 4}};
+  std::array<float, 4> x{1, 2, 3, 4}, y{};
+  TensorRef in{x.data(), 16, type}, out{y.data(), 16, type};
+  Status status = context->invoke(0, {&in, 1}, {&out, 1});
+  CHECK(status.code() == StatusCode::kInternal);
+  CHECK(status.to_string().find("opcode 99") != std::string::npos);
+  CHECK(context->impl().dynamic->live_bytes() == 0);
   CHECK(l->device->counters().allocations - l->device->counters().releases == before);  // nothing leaked
 }
 

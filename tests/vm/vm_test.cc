@@ -168,6 +168,27 @@ TEST_CASE("the constant operand of a dispatch points into the caller's buffer") 
   CHECK(table.dispatches[1].operands[2] == add.operands[2]);
 }
 
+// The verifier refuses an unknown opcode at load; should one reach the VM
+// anyway (here written into the table), it stops the invoke.
+TEST_CASE("an opcode the VM does not know is an error, not a LoopNext") {
+  auto l = load_tiny();
+  Result<Context> context = Context::create(*l->program);
+  REQUIRE(context.ok());
+  // Written past the const view of impl(): what a corrupted table would hold.
+  FunctionTable& t = const_cast<ContextImpl&>(context->impl()).functions[0];
+  REQUIRE(t.dispatches.size() == 3);
+  t.opcode = {fb::Opcode::Dispatch, static_cast<fb::Opcode>(99), fb::Opcode::Dispatch};
+  t.target.assign(3, 0);
+  t.step.assign(3, 0);
+  t.run_end = {1, 2, 3};
+  std::array<float, 4> x{1, 2, 3, 4}, y{};
+  TensorRef in{x.data(), 16, kVec}, out{y.data(), 16, kVec};
+  Status status = context->invoke(0, {&in, 1}, {&out, 1});
+  CHECK(status.code() == StatusCode::kInternal);
+  CHECK(status.to_string().find("opcode 99") != std::string::npos);
+  CHECK(context->invoke_stats().dispatches == 1);  // the instruction before it
+}
+
 TEST_CASE("invoke computes the result, with caller and context-owned outputs") {
   auto l = load_tiny();
   Result<Context> context = Context::create(*l->program);

@@ -1,5 +1,4 @@
 #include <algorithm>
-#include <chrono>
 #include <cstring>
 #include <string>
 
@@ -21,14 +20,14 @@ Status build_transfers(const fb::Module& fbm, const fb::Function& fn, FunctionTa
   std::vector<std::vector<uint32_t>> waits(count);
   const bool per_instruction_workspace = fbm.workspaces() && fbm.workspaces()->size() > 0;
   for (uint32_t k = 0; k < count; ++k) {
-    const uint8_t op = t.opcode[k];
-    if (op != static_cast<uint8_t>(fb::Opcode::Evict) && op != static_cast<uint8_t>(fb::Opcode::Prefetch)) {
-      if (op != 0) t.ordered_copies = true;  // control flow
+    const fb::Opcode op = t.opcode[k];
+    if (op != fb::Opcode::Evict && op != fb::Opcode::Prefetch) {
+      if (op != fb::Opcode::Dispatch) t.ordered_copies = true;  // control flow
       continue;
     }
     const fb::Instruction& in = *fbm.instructions()->Get(fn.instruction_begin() + k);
     // Verified: one arena value in each memory space, of one size.
-    const bool to_host = op == static_cast<uint8_t>(fb::Opcode::Evict);
+    const bool to_host = op == fb::Opcode::Evict;
     const fb::Slot& from = *fbm.slots()->Get(fbm.operand_pool()->Get(in.operand_begin()));
     const fb::Slot& to = *fbm.slots()->Get(fbm.operand_pool()->Get(in.operand_begin() + 1));
     FunctionTable::Transfer transfer;
@@ -66,42 +65,58 @@ Status build_transfers(const fb::Module& fbm, const fb::Function& fn, FunctionTa
       }
     }
   }
-  if (t.transfers.empty()) return ok_status();
-  t.wait_begin.reserve(count + 1);
-  for (const std::vector<uint32_t>& list : waits) {
-    t.wait_begin.push_back(static_cast<uint32_t>(t.wait_fence.size()));
-    t.wait_fence.insert(t.wait_fence.end(), list.begin(), list.end());
-  }
-  t.wait_begin.push_back(static_cast<uint32_t>(t.wait_fence.size()));
+  if (!t.transfers.empty()) append_csr(waits, t.wait_begin, t.wait_fence);
   return ok_status();
 }
 
-Status build_function_table(ContextImpl& c, size_t function_index, FunctionTable& t) {
-  const ModuleImpl& m = *c.module;
-  const ProgramImpl& p = *c.program;
-  const fb::Module& fbm = m.fb();
-  const fb::Function& fn = *fbm.functions()->Get(static_cast<flatbuffers::uoffset_t>(function_index));
-  const FunctionSignature& sig = m.functions[function_index];
-  const size_t inputs = sig.inputs.size();
-  const size_t outputs = sig.outputs.size();
-  const uint64_t workspace_size = c.dynamic ? 0 : fbm.arena()->workspace_size();
-  void* workspace = workspace_size > 0 ? device_address(c.arena, c.arena.size - workspace_size) : nullptr;
-  const bool per_instruction_workspace = fbm.workspaces() && fbm.workspaces()->size() > 0;
-  // Free-at-last-use: local numbering of the arena values (slots that are not views).
-  std::vector<int32_t> local_value;
-  std::vector<std::vector<uint32_t>> value_patches;
-  if (c.dynamic) local_value.assign(fbm.slots()->size(), -1);
-  auto local_of = [&](uint32_t slot_index) {
-    const fb::Slot& slot = *fbm.slots()->Get(slot_index);
-    const uint32_t root = slot.view_of() >= 0 ? static_cast<uint32_t>(slot.view_of()) : slot_index;
-    if (local_value[root] < 0) {
-      local_value[root] = static_cast<int32_t>(t.value_size.size());
-      t.value_size.push_back(fbm.slots()->Get(root)->byte_size());
-      value_patches.emplace_back();
-    }
-    return local_value[root];
-  };
+// Where an operand's data lives for every invoke: arena (static plans) and
+// constant slots get their address here; inputs and outputs (and
+// free-at-last-use values) are patched in at invoke, null until then.
+void* fixed_operand_address(const ContextImpl& c, const fb::Slot& slot, uint64_t view_bytes) {
+  switch (slot.storage()) {
+    case fb::StorageKind::Arena:
+      if (slot.memory_space() == fb::MemorySpace::Host)  // verified: static plans only
+        return device_address(c.host_arena, slot.arena_offset());
+      if (c.dynamic) return nullptr;
+      return device_address(c.arena, slot.arena_offset() + view_bytes);
+    case fb::StorageKind::Constant:
+      return at_view_offset(c.program->constant_data[slot.index()], view_bytes);
+    case fb::StorageKind::Input:
+    case fb::StorageKind::Output:
+      return nullptr;
+  }
+  return nullptr;
+}
 
+// Instruction `index` as the queue runs it, its operands bound later.
+hal::Dispatch make_dispatch(const ContextImpl& c, uint32_t index, const fb::Instruction& in) {
+  const ProgramImpl& p = *c.program;
+  const fb::Module& fbm = c.module->fb();
+  hal::Dispatch d;
+  d.kernel = p.instruction_kernel[index];
+  d.plan = p.plan(index);
+  d.prepared = p.instruction_prepared[index];
+  d.input_count = in.input_count();
+  d.output_count = in.operand_count() - in.input_count();
+  // One workspace after the arena (free-at-last-use: allocated around each
+  // dispatch), or a range per instruction.
+  d.workspace_size = c.dynamic ? 0 : fbm.arena()->workspace_size();
+  d.workspace = d.workspace_size > 0 ? device_address(c.arena, c.arena.size - d.workspace_size) : nullptr;
+  if (fbm.workspaces() && fbm.workspaces()->size() > 0) {
+    const fb::WorkspaceRange& w = *fbm.workspaces()->Get(index);
+    d.workspace = w.size() > 0 ? device_address(c.arena, w.offset()) : nullptr;
+    d.workspace_size = w.size();
+  }
+  return d;
+}
+
+// Every instruction's operands (flattened into t.operands, with their view
+// offsets), its dispatch and its opcode. Returns, per argument (inputs, then
+// outputs), the operands entries invoke patches with it.
+std::vector<std::vector<uint32_t>> bind_instructions(const ContextImpl& c, const fb::Function& fn,
+                                                     const FunctionSignature& sig, FunctionTable& t) {
+  const fb::Module& fbm = c.module->fb();
+  const size_t inputs = sig.inputs.size();
   size_t operand_total = 0;
   for (uint32_t k = 0; k < fn.instruction_count(); ++k)
     operand_total += fbm.instructions()->Get(fn.instruction_begin() + k)->operand_count();
@@ -109,147 +124,83 @@ Status build_function_table(ContextImpl& c, size_t function_index, FunctionTable
   t.operand_view_bytes.reserve(operand_total);
   t.dispatches.reserve(fn.instruction_count());
 
-  std::vector<std::vector<uint32_t>> patches(inputs + outputs);
+  std::vector<std::vector<uint32_t>> patches(inputs + sig.outputs.size());
   std::vector<size_t> operand_base;
   operand_base.reserve(fn.instruction_count());
   for (uint32_t k = 0; k < fn.instruction_count(); ++k) {
     const uint32_t index = fn.instruction_begin() + k;
     const fb::Instruction& in = *fbm.instructions()->Get(index);
     operand_base.push_back(t.operands.size());
-    if (c.dynamic) t.step_write_begin.push_back(static_cast<uint32_t>(t.step_write.size()));
     for (uint32_t o = 0; o < in.operand_count(); ++o) {
       const uint32_t slot_index = fbm.operand_pool()->Get(in.operand_begin() + o);
       const fb::Slot& slot = *fbm.slots()->Get(slot_index);
       const auto operand_index = static_cast<uint32_t>(t.operands.size());
       // A view with an offset starts that many elements into its base (verified inside it).
-      const uint64_t view_bytes =
-          static_cast<uint64_t>(slot.view_offset()) * dtype_size(m.verified.slot_types[slot_index].dtype);
+      const uint64_t view_bytes = static_cast<uint64_t>(slot.view_offset()) *
+                                  dtype_size(c.module->verified.slot_types[slot_index].dtype);
       t.operand_view_bytes.push_back(view_bytes);
-      void* data = nullptr;
-      switch (slot.storage()) {
-        case fb::StorageKind::Arena:
-          if (slot.memory_space() == fb::MemorySpace::Host) {  // verified: static plans only
-            data = device_address(c.host_arena, slot.arena_offset());
-            break;
-          }
-          if (c.dynamic) {
-            const int32_t value = local_of(slot_index);
-            value_patches[static_cast<size_t>(value)].push_back(operand_index);
-            if (o >= in.input_count()) t.step_write.push_back(static_cast<uint32_t>(value));
-            break;
-          }
-          data = device_address(c.arena, slot.arena_offset() + view_bytes);
-          break;
-        case fb::StorageKind::Constant:
-          data = at_view_offset(p.constant_data[slot.index()], view_bytes);
-          break;
-        case fb::StorageKind::Input:
-          patches[slot.index()].push_back(operand_index);
-          break;
-        case fb::StorageKind::Output:
-          patches[inputs + slot.index()].push_back(operand_index);
-          break;
-      }
-      t.operands.push_back(data);
+      if (slot.storage() == fb::StorageKind::Input) patches[slot.index()].push_back(operand_index);
+      if (slot.storage() == fb::StorageKind::Output) patches[inputs + slot.index()].push_back(operand_index);
+      t.operands.push_back(fixed_operand_address(c, slot, view_bytes));
     }
     if (in.opcode() != fb::Opcode::Dispatch) {
-      if (t.opcode.empty()) t.opcode.assign(fn.instruction_count(), 0);
-      t.opcode[k] = static_cast<uint8_t>(in.opcode());
+      if (t.opcode.empty()) t.opcode.assign(fn.instruction_count(), fb::Opcode::Dispatch);
+      t.opcode[k] = in.opcode();
     }
-    hal::Dispatch d;
-    d.kernel = p.instruction_kernel[index];
-    d.plan = p.plan(index);
-    d.prepared = p.instruction_prepared[index];
-    d.input_count = in.input_count();
-    d.output_count = in.operand_count() - in.input_count();
-    d.workspace = workspace;
-    d.workspace_size = workspace_size;
-    if (per_instruction_workspace) {
-      const fb::WorkspaceRange& w = *fbm.workspaces()->Get(index);
-      d.workspace = w.size() > 0 ? device_address(c.arena, w.offset()) : nullptr;
-      d.workspace_size = w.size();
-    }
-    t.dispatches.push_back(d);
-    if (c.dynamic) {
-      // Control instructions may have no output (BranchIfZero, Jump, Fail).
-      const bool arena_out = in.operand_count() > in.input_count() &&
-                             fbm.slots()->Get(fbm.operand_pool()->Get(in.operand_begin() + in.input_count()))
-                                     ->storage() == fb::StorageKind::Arena;
-      int32_t inherit = -1;
-      for (uint32_t i = 0; i < in.input_count() && i < 32; ++i)
-        if (arena_out && ((in.alias_mask() >> i) & 1u))
-          inherit = local_of(fbm.operand_pool()->Get(in.operand_begin() + i));
-      t.step_inherit.push_back(inherit);
-      t.step_workspace.push_back(p.workspace_need[index]);
-    }
-  }
-  if (c.dynamic) {
-    t.step_write_begin.push_back(static_cast<uint32_t>(t.step_write.size()));
-    // Each value is released after its last use (verified against the
-    // instructions), unless an in-place result took its buffer over there.
-    std::vector<std::vector<uint32_t>> frees(fn.instruction_count());
-    for (size_t root = 0; root < local_value.size(); ++root) {
-      const int32_t local = local_value[root];
-      if (local < 0) continue;
-      const int32_t last = fbm.slots()->Get(static_cast<flatbuffers::uoffset_t>(root))->last_use();
-      if (last < 0 || static_cast<uint32_t>(last) >= fn.instruction_count())
-        return data_loss("free-at-last-use value " + std::to_string(root) + " has no last use in function '" +
-                         sig.name + "'");
-      if (t.step_inherit[static_cast<size_t>(last)] == local) continue;
-      frees[static_cast<size_t>(last)].push_back(static_cast<uint32_t>(local));
-    }
-    for (const std::vector<uint32_t>& list : frees) {
-      t.step_free_begin.push_back(static_cast<uint32_t>(t.step_free.size()));
-      t.step_free.insert(t.step_free.end(), list.begin(), list.end());
-    }
-    t.step_free_begin.push_back(static_cast<uint32_t>(t.step_free.size()));
-    for (const std::vector<uint32_t>& list : value_patches) {
-      t.value_patch_begin.push_back(static_cast<uint32_t>(t.value_patch_args.size()));
-      t.value_patch_args.insert(t.value_patch_args.end(), list.begin(), list.end());
-    }
-    t.value_patch_begin.push_back(static_cast<uint32_t>(t.value_patch_args.size()));
-    t.value_buffer.assign(t.value_size.size(), hal::Buffer{});
-  }
-  if (!t.opcode.empty()) {
-    const uint32_t count = fn.instruction_count();
-    t.target.assign(count, 0);
-    t.step.assign(count, 0);
-    t.run_end.assign(count, count);
-    HEXIR_RETURN_IF_ERROR(build_transfers(fbm, fn, t));
-    auto waits_at = [&](uint32_t k) { return !t.wait_begin.empty() && t.wait_begin[k] < t.wait_begin[k + 1]; };
-    for (uint32_t k = count; k-- > 0;) {
-      const fb::Instruction& in = *fbm.instructions()->Get(fn.instruction_begin() + k);
-      if (t.opcode[k] == 0) {
-        // A run ends before a control instruction and before one that waits for a copy.
-        t.run_end[k] = k + 1 < count && t.opcode[k + 1] == 0 && !waits_at(k + 1) ? t.run_end[k + 1] : k + 1;
-        continue;
-      }
-      if (t.opcode[k] == static_cast<uint8_t>(fb::Opcode::Evict) ||
-          t.opcode[k] == static_cast<uint8_t>(fb::Opcode::Prefetch))
-        continue;  // target set by build_transfers
-      t.target[k] = fbm.param_pool()->Get(in.param_begin());  // verified: inside the function
-      if (in.param_count() > 1) t.step[k] = fbm.param_pool()->Get(in.param_begin() + 1);
-    }
+    t.dispatches.push_back(make_dispatch(c, index, in));
   }
   // operands no longer grows: pointers into it are stable from here on.
   for (size_t k = 0; k < t.dispatches.size(); ++k)
     t.dispatches[k].operands = t.operands.data() + operand_base[k];
-  t.bindings.assign(inputs + outputs, nullptr);
+  return patches;
+}
 
-  t.patch_begin.reserve(patches.size() + 1);
-  for (const std::vector<uint32_t>& list : patches) {
-    t.patch_begin.push_back(static_cast<uint32_t>(t.patch_args.size()));
-    t.patch_args.insert(t.patch_args.end(), list.begin(), list.end());
+// A function with control instructions: each one's target and step, host
+// offload's copies (build_transfers), and where each straight-line run ends.
+Status build_control(const fb::Module& fbm, const fb::Function& fn, FunctionTable& t) {
+  const uint32_t count = fn.instruction_count();
+  t.target.assign(count, 0);
+  t.step.assign(count, 0);
+  t.run_end.assign(count, count);
+  HEXIR_RETURN_IF_ERROR(build_transfers(fbm, fn, t));
+  auto waits_at = [&](uint32_t k) { return !t.wait_begin.empty() && t.wait_begin[k] < t.wait_begin[k + 1]; };
+  for (uint32_t k = count; k-- > 0;) {
+    const fb::Instruction& in = *fbm.instructions()->Get(fn.instruction_begin() + k);
+    if (t.opcode[k] == fb::Opcode::Dispatch) {
+      // A run ends before a control instruction and before one that waits for a copy.
+      t.run_end[k] = k + 1 < count && t.opcode[k + 1] == fb::Opcode::Dispatch && !waits_at(k + 1)
+                         ? t.run_end[k + 1]
+                         : k + 1;
+      continue;
+    }
+    // Evict and Prefetch: their target set by build_transfers.
+    if (t.opcode[k] == fb::Opcode::Evict || t.opcode[k] == fb::Opcode::Prefetch) continue;
+    t.target[k] = fbm.param_pool()->Get(in.param_begin());  // verified: inside the function
+    if (in.param_count() > 1) t.step[k] = fbm.param_pool()->Get(in.param_begin() + 1);
   }
-  t.patch_begin.push_back(static_cast<uint32_t>(t.patch_args.size()));
+  return ok_status();
+}
 
-  for (size_t i = 0; i < inputs; ++i) {
+// What invoke binds and checks per argument: the operands entries each
+// patches (CSR), and the arguments its overlap check looks at.
+void bind_arguments(const FunctionSignature& sig, const std::vector<std::vector<uint32_t>>& patches,
+                    FunctionTable& t) {
+  t.bindings.assign(sig.inputs.size() + sig.outputs.size(), nullptr);
+  append_csr(patches, t.patch_begin, t.patch_args);
+  for (size_t i = 0; i < sig.inputs.size(); ++i) {
     t.input_bytes.push_back(sig.inputs[i].byte_size);
     if (sig.inputs[i].byte_size > 0)
       (sig.inputs[i].donated_to >= 0 ? t.written_inputs : t.read_inputs).push_back(static_cast<uint32_t>(i));
   }
-  for (size_t j = 0; j < outputs; ++j) t.output_bytes.push_back(sig.outputs[j].byte_size);
+  for (size_t j = 0; j < sig.outputs.size(); ++j) t.output_bytes.push_back(sig.outputs[j].byte_size);
+}
 
+// Where each result goes when invoke is passed no outputs: in place in its
+// donated input, or a buffer of the context's own (allocated here).
+Status allocate_own_outputs(ContextImpl& c, const fb::Function& fn, const FunctionSignature& sig,
+                            FunctionTable& t) {
+  const fb::Module& fbm = c.module->fb();
+  const size_t outputs = sig.outputs.size();
   t.own_outputs.resize(outputs);
   t.output_in_input.assign(outputs, -1);
   t.last_output_data.assign(outputs, nullptr);
@@ -262,12 +213,22 @@ Status build_function_table(ContextImpl& c, size_t function_index, FunctionTable
     }
     if (sig.outputs[j].byte_size == 0) continue;
     t.written_outputs.push_back(static_cast<uint32_t>(j));
-    HEXIR_ASSIGN_OR_RETURN(t.own_outputs[j],
-                           p.device->allocate(sig.outputs[j].byte_size, hal::MemoryType::kDeviceLocal,
-                                              hal::BufferUsage::kExternal, format::kConstantAlignment));
+    HEXIR_ASSIGN_OR_RETURN(t.own_outputs[j], c.program->device->allocate(
+                                                 sig.outputs[j].byte_size, hal::MemoryType::kDeviceLocal,
+                                                 hal::BufferUsage::kExternal, format::kConstantAlignment));
     ++c.create_stats.device_allocations;
   }
   return ok_status();
+}
+
+Status build_function_table(ContextImpl& c, size_t function_index, FunctionTable& t) {
+  const fb::Module& fbm = c.module->fb();
+  const fb::Function& fn = *fbm.functions()->Get(static_cast<flatbuffers::uoffset_t>(function_index));
+  const FunctionSignature& sig = c.module->functions[function_index];
+  const std::vector<std::vector<uint32_t>> patches = bind_instructions(c, fn, sig, t);
+  if (!t.opcode.empty()) HEXIR_RETURN_IF_ERROR(build_control(fbm, fn, t));
+  bind_arguments(sig, patches, t);
+  return allocate_own_outputs(c, fn, sig, t);
 }
 
 Status check_argument(const char* kind, size_t index, const TensorSignature& expected, const TensorRef& got,
@@ -381,10 +342,10 @@ Status ContextImpl::invoke(size_t function, std::span<const TensorRef> inputs,
 
   const uint64_t dispatches_before = queue->dispatch_count();
   size_t failed = 0;
-  Status status = dynamic              ? run_dynamic(t, &failed)
-                  : !t.opcode.empty()  ? run_program(t, &failed)
-                  : profiling          ? run_profiled(t, 0, t.dispatches.size(), &failed)
-                                       : queue->dispatch_sequence(t.dispatches, t.bindings, &failed);
+  Status status = dynamic             ? dynamic->run(*this, function, t, &failed)
+                  : !t.opcode.empty() ? run_program(t, &failed)
+                  : profiling         ? run_profiled(t, 0, t.dispatches.size(), &failed)
+                                      : queue->dispatch_sequence(t.dispatches, t.bindings, &failed);
   if (!status.ok()) {
     const uint32_t index =
         module->fb().functions()->Get(static_cast<flatbuffers::uoffset_t>(function))->instruction_begin() +
@@ -468,23 +429,6 @@ bool ContextImpl::find_overlap(size_t function, std::span<const TensorRef> input
   return false;
 }
 
-void ContextImpl::release_values(FunctionTable& t) {
-  for (hal::Buffer& buffer : t.value_buffer) {
-    if (buffer.size == 0) continue;
-    live_bytes -= buffer.size;
-    program->device->release(buffer);
-    buffer = hal::Buffer{};
-  }
-}
-
-namespace {
-uint64_t now_ns() {
-  return static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-          .count());
-}
-}  // namespace
-
 // Profiling: one dispatch at a time, each waited for, its wall time added up.
 Status ContextImpl::run_profiled(FunctionTable& t, size_t begin, size_t end, size_t* failed) {
   for (size_t k = begin; k < end; ++k) {
@@ -497,8 +441,9 @@ Status ContextImpl::run_profiled(FunctionTable& t, size_t begin, size_t end, siz
   return ok_status();
 }
 
-Result<int64_t> ContextImpl::read_scalar(const void* data) {
-  int64_t value = 0;
+template <typename T>
+Result<T> ContextImpl::read_scalar(const void* data) {
+  T value = 0;
   if (host_addressable) {
     std::memcpy(&value, data, sizeof value);
     return value;
@@ -521,61 +466,72 @@ Status ContextImpl::write_scalar(void* data, int64_t value) {
   return program->device->write(buffer, 0, &value, sizeof value);
 }
 
-// Jump: continue at its target. Fail: stop with its message. BranchIfZero: into the then-branch when the
-// condition (bool[]) is true, else to the else-branch.
+// Ordered on the queue after the work before it, before the work after it:
+// Evict copies from the arena to the host, Prefetch back (from the host
+// arena, or from a streamed weight's Host section).
+Status ContextImpl::run_transfer(const FunctionTable& t, uint32_t fence) {
+  const FunctionTable::Transfer& x = t.transfers[fence];
+  const hal::Buffer& host =
+      x.section >= 0 ? program->section_buffers[static_cast<size_t>(x.section)] : host_arena;
+  const hal::Buffer& dst = x.to_host ? host : arena;
+  const hal::Buffer& src = x.to_host ? arena : host;
+  const uint64_t dst_offset = x.to_host ? x.host_offset : x.device_offset;
+  const uint64_t src_offset = x.to_host ? x.device_offset : x.host_offset;
+  return t.ordered_copies ? queue->copy(dst, dst_offset, src, src_offset, x.size)
+                          : queue->copy_begin(dst, dst_offset, src, src_offset, x.size, fence);
+}
+
+// Jump: continue at its target. Evict, Prefetch: start its copy. Fail: stop
+// with its message. BranchIfZero: into the then-branch when the condition
+// (bool[]) is true, else to the else-branch.
 // LoopBegin: counter = start, enter the body when counter < trip.
 // LoopNext: counter += step, back to the body while counter < trip (an
 // overflowing counter ends the loop). Scalars are read on the host, after
 // the work queued before them has finished.
 Result<size_t> ContextImpl::run_control(FunctionTable& t, size_t k) {
   void* const* operands = t.dispatches[k].operands;
-  if (t.opcode[k] == static_cast<uint8_t>(fb::Opcode::Jump)) return static_cast<size_t>(t.target[k]);
-  if (t.opcode[k] == static_cast<uint8_t>(fb::Opcode::Evict) ||
-      t.opcode[k] == static_cast<uint8_t>(fb::Opcode::Prefetch)) {
-    // Ordered on the queue after the work before it, before the work after it.
-    const uint32_t fence = static_cast<uint32_t>(t.target[k]);
-    const FunctionTable::Transfer& x = t.transfers[fence];
-    const hal::Buffer& host = x.section >= 0 ? program->section_buffers[static_cast<size_t>(x.section)] : host_arena;
-    const hal::Buffer& dst = x.to_host ? host : arena;
-    const hal::Buffer& src = x.to_host ? arena : host;
-    const uint64_t dst_offset = x.to_host ? x.host_offset : x.device_offset;
-    const uint64_t src_offset = x.to_host ? x.device_offset : x.host_offset;
-    HEXIR_RETURN_IF_ERROR(t.ordered_copies ? queue->copy(dst, dst_offset, src, src_offset, x.size)
-                                           : queue->copy_begin(dst, dst_offset, src, src_offset, x.size, fence));
-    return k + 1;
-  }
-  HEXIR_RETURN_IF_ERROR(queue->synchronize());
-  if (t.opcode[k] == static_cast<uint8_t>(fb::Opcode::Fail))  // target: its message (verified)
-    return failed_precondition(
-        module->fb().messages()->Get(static_cast<flatbuffers::uoffset_t>(t.target[k]))->str());
-  if (t.opcode[k] == static_cast<uint8_t>(fb::Opcode::BranchIfZero)) {
-    uint8_t condition = 0;
-    if (host_addressable) {
-      std::memcpy(&condition, operands[0], 1);
-    } else {
-      hal::Buffer buffer;
-      buffer.device_ptr = reinterpret_cast<uintptr_t>(operands[0]);
-      buffer.size = 1;
-      HEXIR_RETURN_IF_ERROR(program->device->read(buffer, 0, &condition, 1));
+  const fb::Opcode opcode = t.opcode[k];
+  switch (opcode) {
+    case fb::Opcode::Jump:
+      return static_cast<size_t>(t.target[k]);
+    case fb::Opcode::Evict:
+    case fb::Opcode::Prefetch:
+      HEXIR_RETURN_IF_ERROR(run_transfer(t, static_cast<uint32_t>(t.target[k])));
+      return k + 1;
+    case fb::Opcode::Fail:  // target: its message (verified)
+      HEXIR_RETURN_IF_ERROR(queue->synchronize());
+      return failed_precondition(
+          module->fb().messages()->Get(static_cast<flatbuffers::uoffset_t>(t.target[k]))->str());
+    case fb::Opcode::BranchIfZero: {
+      HEXIR_RETURN_IF_ERROR(queue->synchronize());
+      HEXIR_ASSIGN_OR_RETURN(uint8_t condition, read_scalar<uint8_t>(operands[0]));
+      return condition != 0 ? k + 1 : static_cast<size_t>(t.target[k]);
     }
-    return condition != 0 ? k + 1 : static_cast<size_t>(t.target[k]);
+    case fb::Opcode::LoopBegin: {
+      HEXIR_RETURN_IF_ERROR(queue->synchronize());
+      HEXIR_ASSIGN_OR_RETURN(int64_t start, read_scalar<int64_t>(operands[0]));
+      HEXIR_ASSIGN_OR_RETURN(int64_t trip, read_scalar<int64_t>(operands[1]));
+      HEXIR_RETURN_IF_ERROR(write_scalar(operands[2], start));
+      return start < trip ? k + 1 : static_cast<size_t>(t.target[k]);
+    }
+    case fb::Opcode::LoopNext: {
+      HEXIR_RETURN_IF_ERROR(queue->synchronize());
+      HEXIR_ASSIGN_OR_RETURN(int64_t trip, read_scalar<int64_t>(operands[0]));
+      HEXIR_ASSIGN_OR_RETURN(int64_t counter, read_scalar<int64_t>(operands[1]));
+      int64_t next = 0;
+      const bool overflow = __builtin_add_overflow(counter, t.step[k], &next);
+      HEXIR_RETURN_IF_ERROR(write_scalar(operands[2], next));
+      if (overflow || next >= trip) return k + 1;
+      if (max_loop_iterations > 0 && ++loop_iterations >= max_loop_iterations)
+        return resource_exhausted("the invoke ran " + std::to_string(loop_iterations) +
+                                  " loop iterations, the context's limit (set_max_loop_iterations)");
+      return static_cast<size_t>(t.target[k]);
+    }
+    case fb::Opcode::Dispatch:
+      break;  // not a control instruction: the executors never send one here
   }
-  if (t.opcode[k] == static_cast<uint8_t>(fb::Opcode::LoopBegin)) {
-    HEXIR_ASSIGN_OR_RETURN(int64_t start, read_scalar(operands[0]));
-    HEXIR_ASSIGN_OR_RETURN(int64_t trip, read_scalar(operands[1]));
-    HEXIR_RETURN_IF_ERROR(write_scalar(operands[2], start));
-    return start < trip ? k + 1 : static_cast<size_t>(t.target[k]);
-  }
-  HEXIR_ASSIGN_OR_RETURN(int64_t trip, read_scalar(operands[0]));
-  HEXIR_ASSIGN_OR_RETURN(int64_t counter, read_scalar(operands[1]));
-  int64_t next = 0;
-  const bool overflow = __builtin_add_overflow(counter, t.step[k], &next);
-  HEXIR_RETURN_IF_ERROR(write_scalar(operands[2], next));
-  if (overflow || next >= trip) return k + 1;
-  if (max_loop_iterations > 0 && ++loop_iterations >= max_loop_iterations)
-    return resource_exhausted("the invoke ran " + std::to_string(loop_iterations) +
-                              " loop iterations, the context's limit (set_max_loop_iterations)");
-  return static_cast<size_t>(t.target[k]);
+  return internal_error("instruction " + std::to_string(k) + " has opcode " +
+                        std::to_string(static_cast<int>(opcode)) + ", not a control instruction");
 }
 
 // The program counter: each straight-line run goes to the queue as one
@@ -590,7 +546,7 @@ Status ContextImpl::run_program(FunctionTable& t, size_t* failed) {
         *failed = pc;
         HEXIR_RETURN_IF_ERROR(queue->copy_wait(t.wait_fence[w]));
       }
-    if (t.opcode[pc] == 0) {
+    if (t.opcode[pc] == fb::Opcode::Dispatch) {
       const size_t end = t.run_end[pc];
       size_t failed_in_run = 0;
       Status status = profiling ? run_profiled(t, pc, end, &failed_in_run)
@@ -612,105 +568,6 @@ Status ContextImpl::run_program(FunctionTable& t, size_t* failed) {
   return ok_status();
 }
 
-// Free-at-last-use: every arena value is allocated on the device before its
-// writer (or takes over its aliased input's buffer) and released after its
-// last use; scratch lives around its instruction. This is the dynamic
-// baseline: it allocates on every invoke, and counts it.
-Status ContextImpl::run_dynamic(FunctionTable& t, size_t* failed) {
-  hal::Device& device = *program->device;
-  const uint64_t alignment =
-      std::max<uint64_t>(module->fb().arena()->alignment(), format::kConstantAlignment);
-  auto hold = [&](uint64_t size) {
-    live_bytes += size;
-    invoke_stats.peak_live_bytes = std::max(invoke_stats.peak_live_bytes, live_bytes);
-  };
-  auto release_after = [&](size_t k) {
-    for (uint32_t f = t.step_free_begin[k]; f < t.step_free_begin[k + 1]; ++f) {
-      hal::Buffer& buffer = t.value_buffer[t.step_free[f]];
-      if (buffer.size == 0) continue;
-      live_bytes -= buffer.size;
-      device.release(buffer);
-      buffer = hal::Buffer{};
-    }
-  };
-  // With loops, a value written again (a carried value) keeps its buffer;
-  // a LoopNext releases what lives through its loop only when the loop
-  // ends, and a jump forward releases what the skipped instructions would have.
-  const size_t count = t.dispatches.size();
-  size_t next_pc = 0;
-  for (size_t k = 0; k < count; k = next_pc) {
-    *failed = k;
-    next_pc = k + 1;
-    for (uint32_t w = t.step_write_begin[k]; w < t.step_write_begin[k + 1]; ++w) {
-      const uint32_t write = t.step_write[w];
-      hal::Buffer& buffer = t.value_buffer[write];
-      const int32_t inherit = w == t.step_write_begin[k] ? t.step_inherit[k] : -1;  // output 0 only
-      if (buffer.size > 0) {
-        // Already holds its buffer: written again inside a loop.
-      } else if (inherit >= 0) {
-        buffer = t.value_buffer[static_cast<size_t>(inherit)];
-        t.value_buffer[static_cast<size_t>(inherit)] = hal::Buffer{};
-      } else if (t.value_size[write] > 0) {
-        Result<hal::Buffer> allocated = device.allocate(t.value_size[write], hal::MemoryType::kDeviceLocal,
-                                                        hal::BufferUsage::kTransient, alignment);
-        if (!allocated.ok()) {
-          release_values(t);
-          return allocated.status();
-        }
-        buffer = *allocated;
-        ++invoke_stats.device_allocations;
-        hold(buffer.size);
-      }
-      void* data = buffer.size > 0 ? device_address(buffer) : nullptr;
-      for (uint32_t a = t.value_patch_begin[write]; a < t.value_patch_begin[write + 1]; ++a)
-        t.operands[t.value_patch_args[a]] = at_view_offset(data, t.operand_view_bytes[t.value_patch_args[a]]);
-    }
-    if (!t.opcode.empty() && t.opcode[k] != 0) {
-      Result<size_t> next = run_control(t, k);
-      if (!next.ok()) {
-        release_values(t);
-        return next.status();
-      }
-      next_pc = *next;
-      if (next_pc <= k) continue;  // back to the loop's body: its live values stay
-      for (size_t skipped = k; skipped < next_pc; ++skipped) release_after(skipped);
-      continue;
-    }
-    hal::Buffer scratch;
-    if (t.step_workspace[k] > 0) {
-      Result<hal::Buffer> allocated = device.allocate(t.step_workspace[k], hal::MemoryType::kDeviceLocal,
-                                                      hal::BufferUsage::kTransient, alignment);
-      if (!allocated.ok()) {
-        release_values(t);
-        return allocated.status();
-      }
-      scratch = *allocated;
-      ++invoke_stats.device_allocations;
-      hold(scratch.size);
-      t.dispatches[k].workspace = device_address(scratch);
-      t.dispatches[k].workspace_size = scratch.size;
-    }
-    const uint64_t start = profiling ? now_ns() : 0;
-    Status status = queue->dispatch(t.dispatches[k]);
-    const bool releases = scratch.size > 0 || t.step_free_begin[k] < t.step_free_begin[k + 1];
-    if (status.ok() && (releases || profiling)) status = queue->synchronize();  // the kernel must be done with them
-    if (profiling) t.instruction_ns[k] += now_ns() - start;
-    if (scratch.size > 0) {
-      live_bytes -= scratch.size;
-      device.release(scratch);
-      t.dispatches[k].workspace = nullptr;
-      t.dispatches[k].workspace_size = 0;
-    }
-    if (!status.ok()) {
-      release_values(t);
-      return status;
-    }
-    release_after(k);
-  }
-  release_values(t);  // nothing is left unless a value was never released (not in a verified file)
-  return ok_status();
-}
-
 Context::Context(std::unique_ptr<ContextImpl> impl) : impl_(std::move(impl)) {}
 Context::Context(Context&&) noexcept = default;
 Context& Context::operator=(Context&&) noexcept = default;
@@ -727,8 +584,8 @@ Result<Context> Context::create(const Program& program) {
 
   // One allocation: the arena, then the workspace at the next 64-byte boundary.
   const fb::ArenaPlan& plan = *c->module->fb().arena();
-  c->dynamic = plan.strategy() == fb::PlanStrategy::FreeAtLastUse;
   const uint64_t align = std::max<uint64_t>(plan.alignment(), format::kConstantAlignment);
+  if (plan.strategy() == fb::PlanStrategy::FreeAtLastUse) c->dynamic.emplace(align);
   uint64_t total = 0;
   const uint64_t workspace = c->dynamic ? 0 : plan.workspace_size();  // dynamic: per instruction
   if (__builtin_add_overflow(plan.size(), align - 1, &total) ||
@@ -751,6 +608,7 @@ Result<Context> Context::create(const Program& program) {
   c->functions.resize(c->module->functions.size());
   size_t most_arguments = 0;
   for (size_t f = 0; f < c->functions.size(); ++f) {
+    if (c->dynamic) HEXIR_RETURN_IF_ERROR(c->dynamic->add_function(*c->module, *c->program, f));
     HEXIR_RETURN_IF_ERROR(build_function_table(*c, f, c->functions[f]));
     const FunctionSignature& sig = c->module->functions[f];
     most_arguments = std::max(most_arguments, sig.inputs.size() + sig.outputs.size());

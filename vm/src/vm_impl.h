@@ -2,12 +2,14 @@
 // at prepared tables (e.g. that RODATA is used in place); applications don't.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "dynamic_executor.h"
 #include "hexir/base/mapped_file.h"
 #include "hexir/format/sections.h"
 #include "hexir/format/verifier.h"
@@ -87,7 +89,11 @@ class ProgramImpl {
   const void* plan(size_t instruction) const { return plan_words.data() + plan_begin[instruction]; }
 };
 
-// One function's prebuilt dispatch table inside a context.
+// One function's prebuilt dispatch table inside a context: its instructions
+// with their operands bound, what invoke binds around them, and the static
+// path's schedule (runs, host offload's copies). The free-at-last-use
+// executor runs from the same table, its values in a table of its own
+// (dynamic_executor.h).
 struct FunctionTable {
   std::vector<void*> operands;            // data pointers of every instruction's operands, flattened
   std::vector<hal::Dispatch> dispatches;  // one per instruction, pointing into operands
@@ -113,29 +119,15 @@ struct FunctionTable {
   std::vector<uint64_t> input_bytes;
   std::vector<uint64_t> output_bytes;
 
-  // Free-at-last-use only. Arena values are numbered locally; each has a size
-  // and the operands entries (its slot's and its views') patched with its buffer.
-  std::vector<uint64_t> value_size;
-  std::vector<uint32_t> value_patch_begin;  // CSR into value_patch_args
-  std::vector<uint32_t> value_patch_args;
-  std::vector<uint32_t> step_write_begin;  // CSR into step_write: arena values each instruction writes
-  std::vector<uint32_t> step_write;
-  std::vector<int32_t>
-      step_inherit;  // per instruction: value whose buffer output 0 takes over in place, or -1
-  std::vector<uint64_t> step_workspace;   // per instruction: scratch bytes allocated around it
-  std::vector<uint32_t> step_free_begin;  // CSR into step_free: values released after each instruction
-  std::vector<uint32_t> step_free;
-  std::vector<hal::Buffer> value_buffer;  // held during an invoke
-
   // Context::set_profiling: nanoseconds per instruction, summed over invokes.
   std::vector<uint64_t> instruction_ns;
 
   // Control flow (docs/control-flow.md). Per instruction: its opcode
-  // (fb::Opcode: 0 a dispatch), its target and step (control only) and, for
+  // (Dispatch for a dispatch), its target and step (control only) and, for
   // a dispatch, the end of the straight-line run it starts (the next control
   // instruction), which goes to the queue as one sequence. Empty `opcode`:
   // the function is one straight line.
-  std::vector<uint8_t> opcode;
+  std::vector<fb::Opcode> opcode;
   std::vector<int64_t> target;  // Evict and Prefetch: their index in `transfers`
   std::vector<int64_t> step;
   std::vector<uint32_t> run_end;
@@ -158,6 +150,23 @@ struct FunctionTable {
   bool ordered_copies = false;
 };
 
+// Lists flattened into CSR form: list i is flat[begin[i] .. begin[i + 1]).
+inline void append_csr(const std::vector<std::vector<uint32_t>>& lists, std::vector<uint32_t>& begin,
+                       std::vector<uint32_t>& flat) {
+  begin.reserve(begin.size() + lists.size() + 1);
+  for (const std::vector<uint32_t>& list : lists) {
+    begin.push_back(static_cast<uint32_t>(flat.size()));
+    flat.insert(flat.end(), list.begin(), list.end());
+  }
+  begin.push_back(static_cast<uint32_t>(flat.size()));
+}
+
+inline uint64_t now_ns() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   std::chrono::steady_clock::now().time_since_epoch())
+                                   .count());
+}
+
 class ContextImpl {
  public:
   ContextImpl() = default;
@@ -166,6 +175,9 @@ class ContextImpl {
   ~ContextImpl();
 
   Status invoke(size_t function, std::span<const TensorRef> inputs, std::span<const TensorRef> outputs);
+  // Runs control instruction k of t and returns the next program counter.
+  // Both executors (run_program and the free-at-last-use one) run them here.
+  Result<size_t> run_control(FunctionTable& t, size_t k);
 
   // Keeps the Program (and through it the Module) alive; declared first, so
   // it is released after the destructor has returned the buffers.
@@ -181,9 +193,9 @@ class ContextImpl {
   PhaseStats create_stats;
   PhaseStats invoke_stats;  // allocations and uploads stay 0 (static plans): invoke never asks for either
   uint64_t invoke_count = 0;
-  // Free-at-last-use: values are allocated and released per invoke.
-  bool dynamic = false;
-  uint64_t live_bytes = 0;
+  // Free-at-last-use: values are allocated and released per invoke, by
+  // their own executor; empty for a static plan.
+  std::optional<DynamicExecutor> dynamic;
   bool profiling = false;  // Context::set_profiling
   // The device's addresses are host addresses (cpu; managed memory): the
   // control instructions read and write their scalars directly.
@@ -209,15 +221,15 @@ class ContextImpl {
   // byte this call writes is shared with another argument.
   bool find_overlap(size_t function, std::span<const TensorRef> inputs, std::span<const TensorRef> outputs,
                     bool own_outputs, ArgumentRange* first, ArgumentRange* second);
-  Status run_dynamic(FunctionTable& t, size_t* failed);
   Status run_profiled(FunctionTable& t, size_t begin, size_t end, size_t* failed);
   // A function with control instructions: the program counter over its runs.
   Status run_program(FunctionTable& t, size_t* failed);
-  // Runs control instruction k and returns the next program counter.
-  Result<size_t> run_control(FunctionTable& t, size_t k);
-  Result<int64_t> read_scalar(const void* data);
+  // Evict or Prefetch: the copy `fence` of t.transfers, started on the queue.
+  Status run_transfer(const FunctionTable& t, uint32_t fence);
+  // A control scalar (sizeof(T) bytes at a device address) read on the host.
+  template <typename T>
+  Result<T> read_scalar(const void* data);
   Status write_scalar(void* data, int64_t value);
-  void release_values(FunctionTable& t);
 };
 
 }  // namespace hexir::vm
