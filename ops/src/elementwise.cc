@@ -82,6 +82,12 @@ Result<std::vector<int64_t>> lower_with_epilogue(std::span<const TensorType>, co
   return lower_epilogue(kId, attrs);
 }
 
+AttrMap raise_with_epilogue(std::span<const TensorType>, std::span<const int64_t> params) {
+  AttrMap attrs;
+  raise_epilogue(params, 0, attrs);
+  return attrs;
+}
+
 // broadcast_strides of an operand that may be a strided view (`view`
 // empty: row-major): its own strides right-aligned, 0 where broadcast.
 void view_broadcast_strides(std::span<const int64_t> dims, std::span<const int64_t> view, size_t out_rank,
@@ -160,6 +166,12 @@ Result<std::vector<int64_t>> lower_gelu(std::span<const TensorType>, const AttrM
   return std::vector<int64_t>{*s == "tanh" ? 1 : 0};
 }
 
+AttrMap raise_gelu(std::span<const TensorType>, std::span<const int64_t> params) {
+  AttrMap attrs;
+  if (!params.empty() && params[0] == 1) attrs["approximate"] = AttrValue{std::string("tanh")};
+  return attrs;
+}
+
 Result<std::vector<TensorType>> infer_gelu(std::span<const TensorType> in, std::span<const int64_t> params) {
   HEXIR_RETURN_IF_ERROR(check_param_count(kGelu, params, 1));
   if (params[0] != 0 && params[0] != 1)
@@ -210,6 +222,21 @@ Result<std::vector<int64_t>> lower_hard_sigmoid(std::span<const TensorType>, con
   HEXIR_ASSIGN_OR_RETURN(int64_t beta, float_param_attr(kHardSigmoid, attrs, "beta", 0.5));
   return std::vector<int64_t>{alpha, beta};
 }
+
+// The inverse of the three above: the float words as the attributes `kNames`
+// (absent words read as 0); an infinite one is left out (clip: unbounded).
+template <const char* const* kNames, size_t kCount>
+AttrMap raise_floats(std::span<const TensorType>, std::span<const int64_t> params) {
+  AttrMap attrs;
+  for (size_t i = 0; i < kCount; ++i) {
+    const double v = float_param(i < params.size() ? params[i] : 0);
+    if (!std::isinf(v)) attrs[kNames[i]] = AttrValue{v};
+  }
+  return attrs;
+}
+constexpr const char* kLeakyReluNames[] = {"alpha"};
+constexpr const char* kClipNames[] = {"min", "max"};
+constexpr const char* kHardSigmoidNames[] = {"alpha", "beta"};
 
 // `count` words, each the bits of a double: never NaN, finite unless `infinite_ok`.
 template <OpId kId, size_t kCount, bool kInfiniteOk>
@@ -295,6 +322,14 @@ Result<std::vector<int64_t>> lower_cast(std::span<const TensorType>, const AttrM
   return std::vector<int64_t>{static_cast<int64_t>(*to)};
 }
 
+AttrMap raise_cast(std::span<const TensorType>, std::span<const int64_t> params) {
+  AttrMap attrs;
+  const int64_t to = params.empty() ? 0 : params[0];
+  if (dtype_is_valid(static_cast<uint8_t>(to)))
+    attrs["to"] = AttrValue{std::string(dtype_name(static_cast<DType>(to)))};
+  return attrs;
+}
+
 Result<std::vector<TensorType>> infer_cast(std::span<const TensorType> in, std::span<const int64_t> params) {
   HEXIR_RETURN_IF_ERROR(check_param_count(kCast, params, 1));
   if (params[0] < 0 || params[0] >= kDTypeCount || !castable(static_cast<DType>(params[0])))
@@ -313,24 +348,33 @@ void plan_cast(const PlanInput& op, OpPlan& out) {
   p.to = static_cast<int32_t>(op.outputs[0].dtype);
 }
 
-#define HEXIR_BINARY_OP(id, name) \
-  { id, name, 2, 2, 1, 1, true, true, false, 0, lower_none<id>, infer_binary<id>, nullptr, plan_binary }
-#define HEXIR_UNARY_OP(id, name) \
-  { id, name, 1, 1, 1, 1, true, true, false, 0, lower_none<id>, infer_unary<id>, nullptr, plan_unary }
+// Elementwise: one FLOP per element written.
+// clang-format off
+#define HEXIR_BINARY_OP(id, name)                                                                   \
+  { id, name, 2, 2, 1, 1, true, true, false, 0, lower_none<id>, raise_none, infer_binary<id>,       \
+    flops_per_element, nullptr, plan_binary }
+#define HEXIR_UNARY_OP(id, name)                                                                    \
+  { id, name, 1, 1, 1, 1, true, true, false, 0, lower_none<id>, raise_none, infer_unary<id>,        \
+    flops_per_element, nullptr, plan_unary }
 
 // Keyed by the operands' dtype; the bool result never takes an operand's storage.
-#define HEXIR_COMPARE_OP(id, name) \
-  { id, name, 2, 2, 1, 1, false, false, false, 0, lower_none<id>, infer_compare<id>, nullptr, plan_binary }
+#define HEXIR_COMPARE_OP(id, name)                                                                  \
+  { id, name, 2, 2, 1, 1, false, false, false, 0, lower_none<id>, raise_none, infer_compare<id>,    \
+    flops_per_element, nullptr, plan_binary }
+// clang-format on
 
 constexpr OpDef kDefs[] = {
-    {kAdd, "add", 2, 2, 1, 1, true, true, false, 0, lower_with_epilogue<kAdd>, infer_binary<kAdd>, nullptr, plan_binary},
+    {kAdd, "add", 2, 2, 1, 1, true, true, false, 0, lower_with_epilogue<kAdd>, raise_with_epilogue,
+     infer_binary<kAdd>, flops_per_element, nullptr, plan_binary},
     HEXIR_BINARY_OP(kSub, "sub"),
-    {kMul, "mul", 2, 2, 1, 1, true, true, false, 0, lower_with_epilogue<kMul>, infer_binary<kMul>, nullptr, plan_binary},
+    {kMul, "mul", 2, 2, 1, 1, true, true, false, 0, lower_with_epilogue<kMul>, raise_with_epilogue,
+     infer_binary<kMul>, flops_per_element, nullptr, plan_binary},
     HEXIR_BINARY_OP(kDiv, "div"),
     HEXIR_BINARY_OP(kMaximum, "maximum"),
     HEXIR_BINARY_OP(kMinimum, "minimum"),
     HEXIR_UNARY_OP(kRelu, "relu"),
-    {kGelu, "gelu", 1, 1, 1, 1, true, true, false, 0, lower_gelu, infer_gelu, nullptr, plan_unary},
+    {kGelu, "gelu", 1, 1, 1, 1, true, true, false, 0, lower_gelu, raise_gelu, infer_gelu, flops_per_element,
+     nullptr, plan_unary},
     HEXIR_UNARY_OP(kSilu, "silu"),
     HEXIR_UNARY_OP(kSigmoid, "sigmoid"),
     HEXIR_UNARY_OP(kTanh, "tanh"),
@@ -339,15 +383,18 @@ constexpr OpDef kDefs[] = {
     HEXIR_UNARY_OP(kRsqrt, "rsqrt"),
     HEXIR_UNARY_OP(kNeg, "neg"),
     // where: keyed by x's dtype; its result never takes the 1-byte condition's storage.
-    {kWhere, "where", 3, 3, 1, 1, false, false, false, 1, lower_none<kWhere>, infer_where, nullptr,
-     plan_where},
-    {kCast, "cast", 1, 1, 1, 1, false, false, false, 0, lower_cast, infer_cast, nullptr, plan_cast},
+    {kWhere, "where", 3, 3, 1, 1, false, false, false, 1, lower_none<kWhere>, raise_none, infer_where,
+     flops_per_element, nullptr, plan_where},
+    {kCast, "cast", 1, 1, 1, 1, false, false, false, 0, lower_cast, raise_cast, infer_cast, flops_per_element,
+     nullptr, plan_cast},
     {kLeakyRelu, "leaky_relu", 1, 1, 1, 1, true, true, false, 0, lower_leaky_relu,
-     infer_unary_floats<kLeakyRelu, 1, false>, nullptr, plan_unary_floats},
-    {kClip, "clip", 1, 1, 1, 1, true, true, false, 0, lower_clip, infer_unary_floats<kClip, 2, true>, nullptr,
+     raise_floats<kLeakyReluNames, 1>, infer_unary_floats<kLeakyRelu, 1, false>, flops_per_element, nullptr,
      plan_unary_floats},
+    {kClip, "clip", 1, 1, 1, 1, true, true, false, 0, lower_clip, raise_floats<kClipNames, 2>,
+     infer_unary_floats<kClip, 2, true>, flops_per_element, nullptr, plan_unary_floats},
     {kHardSigmoid, "hard_sigmoid", 1, 1, 1, 1, true, true, false, 0, lower_hard_sigmoid,
-     infer_unary_floats<kHardSigmoid, 2, false>, nullptr, plan_unary_floats},
+     raise_floats<kHardSigmoidNames, 2>, infer_unary_floats<kHardSigmoid, 2, false>, flops_per_element,
+     nullptr, plan_unary_floats},
     HEXIR_UNARY_OP(kHardSwish, "hard_swish"),
     HEXIR_UNARY_OP(kErf, "erf"),
     HEXIR_UNARY_OP(kLog, "log"),
@@ -357,7 +404,8 @@ constexpr OpDef kDefs[] = {
     HEXIR_COMPARE_OP(kEqual, "equal"),
     HEXIR_COMPARE_OP(kLess, "less"),
     HEXIR_COMPARE_OP(kGreater, "greater"),
-    {kNot, "not", 1, 1, 1, 1, false, true, false, 0, lower_none<kNot>, infer_not, nullptr, plan_unary},
+    {kNot, "not", 1, 1, 1, 1, false, true, false, 0, lower_none<kNot>, raise_none, infer_not,
+     flops_per_element, nullptr, plan_unary},
 };
 
 #undef HEXIR_BINARY_OP

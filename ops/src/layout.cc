@@ -32,6 +32,10 @@ Result<std::vector<int64_t>> lower_transpose(std::span<const TensorType> in, con
   return perm;
 }
 
+AttrMap raise_transpose(std::span<const TensorType>, std::span<const int64_t> params) {
+  return {{"perm", int_list_value(params)}};
+}
+
 Result<std::vector<TensorType>> infer_transpose(std::span<const TensorType> in,
                                                 std::span<const int64_t> params) {
   const TensorType& x = in[0];
@@ -97,6 +101,10 @@ Result<std::vector<int64_t>> lower_axis(std::span<const TensorType> in, const At
   return std::vector<int64_t>{norm};
 }
 
+AttrMap raise_axis(std::span<const TensorType>, std::span<const int64_t> params) {
+  return {{"axis", AttrValue{param_at(params, 0)}}};
+}
+
 Result<std::vector<int64_t>> lower_concat(std::span<const TensorType> in, const AttrMap& attrs,
                                           std::span<const TensorType>) {
   return lower_axis<kConcat>(in, attrs, -1);
@@ -156,6 +164,12 @@ Result<std::vector<int64_t>> lower_split(std::span<const TensorType> in, const A
   std::vector<int64_t> params{axis};
   params.insert(params.end(), sizes.begin(), sizes.end());
   return params;
+}
+
+AttrMap raise_split(std::span<const TensorType>, std::span<const int64_t> params) {
+  AttrMap attrs{{"axis", AttrValue{param_at(params, 0)}}};
+  if (params.size() > 1) attrs["sizes"] = int_list_value(params.subspan(1));
+  return attrs;
 }
 
 Result<std::vector<TensorType>> infer_split(std::span<const TensorType> in, std::span<const int64_t> params) {
@@ -313,6 +327,28 @@ Result<std::vector<int64_t>> lower_slice(std::span<const TensorType> in, const A
   return params;
 }
 
+// The dims a slice narrows, as ONNX starts, ends, axes and steps (every list
+// empty when it narrows none).
+AttrMap raise_slice(std::span<const TensorType> in, std::span<const int64_t> p) {
+  const TensorType& x = in[0];
+  std::vector<int64_t> starts, ends, axes, steps;
+  for (size_t d = 0; d < x.rank() && 3 * d + 2 < p.size(); ++d) {
+    const int64_t start = p[3 * d], step = p[3 * d + 1], size = p[3 * d + 2], dim = x.dims[d];
+    if (start == 0 && step == 1 && size == dim) continue;
+    int64_t end = size == 0 ? 0 : start + size * step;
+    const int64_t first = size == 0 ? 0 : start;
+    if (step < 0 && end < 0) end = -dim - 1;  // reads back as "before index 0"
+    starts.push_back(first);
+    ends.push_back(end);
+    axes.push_back(static_cast<int64_t>(d));
+    steps.push_back(size == 0 ? 1 : step);
+  }
+  return {{"starts", int_list_value(starts)},
+          {"ends", int_list_value(ends)},
+          {"axes", int_list_value(axes)},
+          {"steps", int_list_value(steps)}};
+}
+
 Result<std::vector<TensorType>> infer_slice(std::span<const TensorType> in, std::span<const int64_t> params) {
   const TensorType& x = in[0];
   HEXIR_RETURN_IF_ERROR(check_param_count(kSlice, params, 3 * x.rank()));
@@ -458,6 +494,40 @@ Result<std::vector<int64_t>> lower_pad(std::span<const TensorType> in, const Att
   return params;
 }
 
+// The value word as the number that lowers to it for x's dtype (absent when 0).
+AttrMap raise_pad(std::span<const TensorType> in, std::span<const int64_t> p) {
+  AttrMap attrs;
+  if (p.size() < 2) return attrs;
+  static const char* const kModes[] = {"constant", "reflect", "edge", "wrap"};
+  const int64_t mode = p[0];
+  if (mode >= kPadConstant && mode <= kPadWrap) attrs["mode"] = AttrValue{std::string(kModes[mode])};
+  attrs["pads"] = int_list_value(p.subspan(2));
+  const uint64_t word = static_cast<uint64_t>(p[1]);
+  if (mode != kPadConstant || word == 0) return attrs;
+  switch (in[0].dtype) {
+    case DType::kF32:
+      attrs["value"] = AttrValue{static_cast<double>(std::bit_cast<float>(static_cast<uint32_t>(word)))};
+      break;
+    case DType::kF16:
+      attrs["value"] = AttrValue{static_cast<double>(half_bits_to_float(static_cast<uint16_t>(word)))};
+      break;
+    case DType::kBF16:
+      attrs["value"] =
+          AttrValue{static_cast<double>(std::bit_cast<float>(static_cast<uint32_t>(word) << 16))};
+      break;
+    case DType::kI8:
+      attrs["value"] = AttrValue{int64_t{static_cast<int8_t>(word)}};
+      break;
+    case DType::kI32:
+      attrs["value"] = AttrValue{int64_t{static_cast<int32_t>(word)}};
+      break;
+    default:  // u8, bool, i64
+      attrs["value"] = AttrValue{static_cast<int64_t>(word)};
+      break;
+  }
+  return attrs;
+}
+
 Result<std::vector<TensorType>> infer_pad(std::span<const TensorType> in, std::span<const int64_t> params) {
   const TensorType& x = in[0];
   const size_t rank = x.rank();
@@ -598,6 +668,10 @@ Result<std::vector<int64_t>> lower_dynamic_slice(std::span<const TensorType> in,
   return invalid_argument(prefix(kDynamicSlice) + "needs attribute 'sizes' or a stated result type");
 }
 
+AttrMap raise_dynamic_slice(std::span<const TensorType>, std::span<const int64_t> params) {
+  return {{"sizes", int_list_value(params)}};
+}
+
 Result<std::vector<TensorType>> infer_dynamic_slice(std::span<const TensorType> in,
                                                     std::span<const int64_t> params) {
   const TensorType& x = in[0];
@@ -635,23 +709,32 @@ void plan_update_slice(const PlanInput& op, OpPlan& out) {
   plan_window(op.inputs[0], op.inputs[1].dims, out);
 }
 
+// Data movement: one FLOP per element written (a copy is work a
+// recomputation repeats); reshape, a view, none.
 constexpr OpDef kDefs[] = {
-    {kTranspose, "transpose", 1, 1, 1, 1, false, false, false, 0, lower_transpose, infer_transpose, nullptr,
-     plan_transpose},
-    {kReshape, "reshape", 1, 1, 1, 1, false, false, true, 0, lower_reshape, infer_reshape, nullptr, nullptr},
-    {kConcat, "concat", 1, -1, 1, 1, false, false, false, 0, lower_concat, infer_concat, nullptr,
-     plan_concat},
-    {kCopy, "copy", 1, 1, 1, 1, false, false, false, 0, lower_copy, infer_copy, nullptr, plan_copy},
-    {kSplit, "split", 1, 1, 1, -1, false, false, false, 0, lower_split, infer_split, nullptr, plan_split},
-    {kGather, "gather", 2, 2, 1, 1, false, false, false, 0, lower_gather, infer_gather, nullptr, plan_gather},
-    {kSlice, "slice", 1, 1, 1, 1, false, false, false, 0, lower_slice, infer_slice, nullptr, plan_slice},
-    {kPad, "pad", 1, 1, 1, 1, false, false, false, 0, lower_pad, infer_pad, nullptr, plan_pad},
-    {kExpand, "expand", 1, 1, 1, 1, false, false, false, 0, lower_expand, infer_expand, nullptr, plan_expand},
+    {kTranspose, "transpose", 1, 1, 1, 1, false, false, false, 0, lower_transpose, raise_transpose,
+     infer_transpose, flops_per_element, nullptr, plan_transpose},
+    {kReshape, "reshape", 1, 1, 1, 1, false, false, true, 0, lower_reshape, raise_none, infer_reshape,
+     flops_none, nullptr, nullptr},
+    {kConcat, "concat", 1, -1, 1, 1, false, false, false, 0, lower_concat, raise_axis, infer_concat,
+     flops_per_element, nullptr, plan_concat},
+    {kCopy, "copy", 1, 1, 1, 1, false, false, false, 0, lower_copy, raise_none, infer_copy, flops_per_element,
+     nullptr, plan_copy},
+    {kSplit, "split", 1, 1, 1, -1, false, false, false, 0, lower_split, raise_split, infer_split,
+     flops_per_element, nullptr, plan_split},
+    {kGather, "gather", 2, 2, 1, 1, false, false, false, 0, lower_gather, raise_axis, infer_gather,
+     flops_per_element, nullptr, plan_gather},
+    {kSlice, "slice", 1, 1, 1, 1, false, false, false, 0, lower_slice, raise_slice, infer_slice,
+     flops_per_element, nullptr, plan_slice},
+    {kPad, "pad", 1, 1, 1, 1, false, false, false, 0, lower_pad, raise_pad, infer_pad, flops_per_element,
+     nullptr, plan_pad},
+    {kExpand, "expand", 1, 1, 1, 1, false, false, false, 0, lower_expand, raise_none, infer_expand,
+     flops_per_element, nullptr, plan_expand},
     {kDynamicSlice, "dynamic_slice", 1, -1, 1, 1, false, false, false, 0, lower_dynamic_slice,
-     infer_dynamic_slice, nullptr, plan_dynamic_slice},
+     raise_dynamic_slice, infer_dynamic_slice, flops_per_element, nullptr, plan_dynamic_slice},
     // In place on x only: update and the start indices are read while the result is written.
-    {kUpdateSlice, "update_slice", 2, -1, 1, 1, false, true, false, 0, lower_update_slice, infer_update_slice,
-     nullptr, plan_update_slice, /*in_place_inputs=*/1u},
+    {kUpdateSlice, "update_slice", 2, -1, 1, 1, false, true, false, 0, lower_update_slice, raise_none,
+     infer_update_slice, flops_per_element, nullptr, plan_update_slice, /*in_place_inputs=*/1u},
 };
 
 }  // namespace

@@ -79,6 +79,15 @@ Result<std::vector<int64_t>> lower_epilogue(OpId id, const AttrMap& attrs) {
   return words;
 }
 
+void raise_epilogue(std::span<const int64_t> params, size_t offset, AttrMap& attrs, const std::string& name) {
+  if (params.size() < offset + kEpilogueWords) return;
+  const ActivationInfo* info = activation_info(params[offset]);
+  if (!info) return;
+  attrs[name] = AttrValue{std::string(info->name)};
+  if (info->floats > 0) attrs[name + "_alpha"] = AttrValue{float_param(params[offset + 1])};
+  if (info->floats > 1) attrs[name + "_beta"] = AttrValue{float_param(params[offset + 2])};
+}
+
 // Validates the epilogue words of a conv2d or matmul (untrusted files).
 Status check_epilogue(OpId id, std::span<const int64_t> words) {
   const ActivationInfo* info = activation_info(words[0]);
@@ -128,6 +137,23 @@ Result<std::vector<int64_t>> lower_matmul(std::span<const TensorType>, const Att
   if (words.empty() && transpose_b == 0) return words;
   words.insert(words.begin(), transpose_b);
   return words;
+}
+
+AttrMap raise_matmul(std::span<const TensorType>, std::span<const int64_t> params) {
+  AttrMap attrs;
+  if (!params.empty() && params[0] != 0) attrs["transpose_b"] = AttrValue{params[0]};
+  raise_epilogue(params, 1, attrs);
+  return attrs;
+}
+
+// 2 per multiply-add (2 * m * n * k), and one per output element for the bias.
+uint64_t flops_matmul(std::span<const TensorType> in, std::span<const TensorType> out,
+                      std::span<const int64_t>) {
+  const uint64_t n = output_elements_sat(out);
+  if (in.empty() || in[0].dims.empty()) return n;
+  // The contracted dim is a's last (a 1-D a is promoted to [1, k]).
+  const int64_t k = in[0].dims.back();
+  return add_sat(mul_sat(mul_sat(n, 2), k > 0 ? static_cast<uint64_t>(k) : 0), in.size() > 2 ? n : 0);
 }
 
 bool transposes_b(std::span<const int64_t> params) { return !params.empty() && params[0] == 1; }
@@ -307,6 +333,34 @@ Result<std::vector<int64_t>> lower_conv2d(std::span<const TensorType>, const Att
   return words;
 }
 
+// strides, pads, dilations of conv2d, separable_conv2d and conv_transpose (its first eight words).
+void raise_conv_window(std::span<const int64_t> p, AttrMap& attrs) {
+  attrs["strides"] = param_list_value(p, {kStrideH, kStrideW});
+  attrs["pads"] = param_list_value(p, {kPadTop, kPadLeft, kPadBottom, kPadRight});
+  attrs["dilations"] = param_list_value(p, {kDilationH, kDilationW});
+}
+
+AttrMap raise_conv2d(std::span<const TensorType>, std::span<const int64_t> params) {
+  AttrMap attrs;
+  raise_conv_window(params, attrs);
+  attrs["groups"] = AttrValue{param_at(params, kGroups)};
+  if (conv2d_channels_last(params)) attrs["channels_last"] = AttrValue{int64_t{1}};
+  raise_epilogue(params, kConvParamCount, attrs);
+  return attrs;
+}
+
+// conv2d: each output element sums C/groups * KH * KW taps (w [K, C/g, KH, KW]);
+// conv_transpose: each input element scatters into K/groups * KH * KW (w [C, K/g, KH, KW]).
+// 2 per tap, then one per output element for the bias and epilogue.
+template <OpId kId>
+uint64_t flops_conv(std::span<const TensorType> in, std::span<const TensorType> out,
+                    std::span<const int64_t>) {
+  const uint64_t n = output_elements_sat(out);
+  if (in.size() < 2 || in[1].dims.size() != 4) return n;
+  const uint64_t taps = tail_product_sat(in[1], 1);
+  const uint64_t points = kId == kConv2d ? n : elements_sat(in[0]);
+  return add_sat(mul_sat(mul_sat(points, 2), taps), n);
+}
 
 Result<std::vector<TensorType>> infer_conv2d(std::span<const TensorType> in, std::span<const int64_t> p) {
   const bool channels_last = conv2d_channels_last(p);
@@ -479,6 +533,33 @@ Result<std::vector<int64_t>> lower_separable_conv2d(std::span<const TensorType> 
   return std::move(*words);
 }
 
+AttrMap raise_separable_conv2d(std::span<const TensorType>, std::span<const int64_t> params) {
+  AttrMap attrs;
+  raise_conv_window(params, attrs);
+  // groups is x's channel count; the two epilogues as conv2d's, the depthwise's with a prefix.
+  if (params.size() == kSeparableParamCount) {
+    const int64_t biases = params[kSeparableBiases];
+    const int64_t present[] = {biases & 1, biases >> 1 & 1};
+    attrs["biases"] = int_list_value(present);
+  }
+  raise_epilogue(params, kSeparableDepthwiseEpilogue, attrs, "depthwise_activation");
+  raise_epilogue(params, kSeparablePointwiseEpilogue, attrs, "activation");
+  return attrs;
+}
+
+// The depthwise's KH * KW taps per element of its result [N, C, OH, OW]
+// (out / K * C elements), then the 1x1's C per output element; 2 per tap.
+uint64_t flops_separable_conv2d(std::span<const TensorType> in, std::span<const TensorType> out,
+                                std::span<const int64_t>) {
+  const uint64_t n = output_elements_sat(out);
+  if (in.size() < 3 || in[0].dims.size() != 4 || in[1].dims.size() != 4 || in[2].dims.size() != 4 ||
+      in[2].dims[0] <= 0 || in[0].dims[1] < 0)
+    return n;
+  const uint64_t c = static_cast<uint64_t>(in[0].dims[1]);
+  const uint64_t mid = mul_sat(n / static_cast<uint64_t>(in[2].dims[0]), c);
+  return add_sat(mul_sat(mul_sat(mid, 2), tail_product_sat(in[1], 2)), mul_sat(mul_sat(n, 2), c));
+}
+
 Result<std::vector<TensorType>> infer_separable_conv2d(std::span<const TensorType> in, std::span<const int64_t> p) {
   HEXIR_RETURN_IF_ERROR(check_param_count(kSeparableConv2d, p, kSeparableParamCount));
   for (size_t e : {kSeparableDepthwiseEpilogue, kSeparablePointwiseEpilogue})
@@ -601,6 +682,14 @@ Result<std::vector<int64_t>> lower_conv_transpose(std::span<const TensorType> in
   return std::vector<int64_t>{strides[0], strides[1],        pads[0],          pads[1],
                               pads[2],    pads[3],           dilations[0],     dilations[1],
                               groups,     output_padding[0], output_padding[1]};
+}
+
+AttrMap raise_conv_transpose(std::span<const TensorType>, std::span<const int64_t> params) {
+  AttrMap attrs;
+  raise_conv_window(params, attrs);
+  attrs["groups"] = AttrValue{param_at(params, kGroups)};
+  attrs["output_padding"] = param_list_value(params, {kOutPadH, kOutPadW});
+  return attrs;
 }
 
 Result<std::vector<TensorType>> infer_conv_transpose(std::span<const TensorType> in,
@@ -781,6 +870,27 @@ Result<std::vector<int64_t>> lower_pool(std::span<const TensorType> in, const At
 }
 
 template <OpId kId>
+AttrMap raise_pool(std::span<const TensorType>, std::span<const int64_t> p) {
+  AttrMap attrs;
+  attrs["kernel_shape"] = param_list_value(p, {kKernelH, kKernelW});
+  attrs["strides"] = param_list_value(p, {kPoolStrideH, kPoolStrideW});
+  attrs["pads"] = param_list_value(p, {kPoolPadTop, kPoolPadLeft, kPoolPadBottom, kPoolPadRight});
+  attrs["dilations"] = param_list_value(p, {kPoolDilationH, kPoolDilationW});
+  attrs["ceil_mode"] = AttrValue{param_at(p, kCeilMode)};
+  if (kId == kAveragePool) attrs["count_include_pad"] = AttrValue{param_at(p, kCountIncludePad)};
+  return attrs;
+}
+
+// KH * KW taps per output element.
+uint64_t flops_pool(std::span<const TensorType>, std::span<const TensorType> out,
+                    std::span<const int64_t> p) {
+  const uint64_t taps = p.size() >= 2 && p[kKernelH] > 0 && p[kKernelW] > 0
+                            ? mul_sat(static_cast<uint64_t>(p[kKernelH]), static_cast<uint64_t>(p[kKernelW]))
+                            : 1;
+  return mul_sat(output_elements_sat(out), taps);
+}
+
+template <OpId kId>
 Result<std::vector<TensorType>> infer_pool(std::span<const TensorType> in, std::span<const int64_t> p) {
   HEXIR_RETURN_IF_ERROR(check_param_count(kId, p, kPoolParamCount));
   const TensorType& x = in[0];
@@ -914,6 +1024,31 @@ Result<std::vector<int64_t>> lower_resize(std::span<const TensorType> in, const 
   return params;
 }
 
+// Stated scales (the scale words) print as scales, from which the sizes follow; else the sizes.
+AttrMap raise_resize(std::span<const TensorType>, std::span<const int64_t> p) {
+  AttrMap attrs;
+  if (p.size() < kResizeParamCount) return attrs;
+  static const char* const kModes[] = {"nearest", "linear"};
+  static const char* const kCoordinates[] = {"half_pixel", "align_corners", "asymmetric",
+                                             "pytorch_half_pixel", "tf_half_pixel_for_nn"};
+  static const char* const kNearest[] = {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"};
+  const int64_t mode = p[kResizeMode], coordinate = p[kCoordinateMode], nearest = p[kNearestMode];
+  if (mode >= 0 && mode < 2) attrs["mode"] = AttrValue{std::string(kModes[mode])};
+  if (coordinate >= 0 && coordinate < 5)
+    attrs["coordinate_transformation_mode"] = AttrValue{std::string(kCoordinates[coordinate])};
+  if (mode == 0 && nearest >= 0 && nearest < 4)
+    attrs["nearest_mode"] = AttrValue{std::string(kNearest[nearest])};
+  if (p.size() >= kResizeParamCountWithScales) {
+    std::vector<AttrValue> scales{AttrValue{1.0}, AttrValue{1.0},
+                                  AttrValue{std::bit_cast<double>(p[kScaleH])},
+                                  AttrValue{std::bit_cast<double>(p[kScaleW])}};
+    attrs["scales"] = AttrValue{std::move(scales)};
+  } else {
+    attrs["sizes"] = int_list_value(p.subspan(kOutH, 2));
+  }
+  return attrs;
+}
+
 Result<std::vector<TensorType>> infer_resize(std::span<const TensorType> in, std::span<const int64_t> p) {
   if (p.size() != kResizeParamCountWithScales)
     HEXIR_RETURN_IF_ERROR(check_param_count(kResize, p, kResizeParamCount));
@@ -957,18 +1092,22 @@ void plan_resize(const PlanInput& op, OpPlan& out) {
 }
 
 constexpr OpDef kDefs[] = {
-    {kMatmul, "matmul", 2, 3, 1, 1, true, false, false, 0, lower_matmul, infer_matmul, nullptr, plan_matmul},
-    {kConv2d, "conv2d", 2, 4, 1, 1, true, false, false, 0, lower_conv2d, infer_conv2d, nullptr,
-     plan_conv2d},
-    {kMaxPool, "max_pool", 1, 1, 1, 1, true, false, false, 0, lower_pool<kMaxPool>, infer_pool<kMaxPool>,
-     nullptr, plan_pool<kMaxPool>},
+    {kMatmul, "matmul", 2, 3, 1, 1, true, false, false, 0, lower_matmul, raise_matmul, infer_matmul,
+     flops_matmul, nullptr, plan_matmul},
+    {kConv2d, "conv2d", 2, 4, 1, 1, true, false, false, 0, lower_conv2d, raise_conv2d, infer_conv2d,
+     flops_conv<kConv2d>, nullptr, plan_conv2d},
+    {kMaxPool, "max_pool", 1, 1, 1, 1, true, false, false, 0, lower_pool<kMaxPool>, raise_pool<kMaxPool>,
+     infer_pool<kMaxPool>, flops_pool, nullptr, plan_pool<kMaxPool>},
     {kAveragePool, "average_pool", 1, 1, 1, 1, true, false, false, 0, lower_pool<kAveragePool>,
-     infer_pool<kAveragePool>, nullptr, plan_pool<kAveragePool>},
-    {kResize, "resize", 1, 1, 1, 1, true, false, false, 0, lower_resize, infer_resize, nullptr, plan_resize},
+     raise_pool<kAveragePool>, infer_pool<kAveragePool>, flops_pool, nullptr, plan_pool<kAveragePool>},
+    // resize: one per element written (the taps it blends are not counted).
+    {kResize, "resize", 1, 1, 1, 1, true, false, false, 0, lower_resize, raise_resize, infer_resize,
+     flops_per_element, nullptr, plan_resize},
     {kConvTranspose, "conv_transpose", 2, 3, 1, 1, true, false, false, 0, lower_conv_transpose,
-     infer_conv_transpose, workspace_conv_transpose, plan_conv_transpose},
+     raise_conv_transpose, infer_conv_transpose, flops_conv<kConvTranspose>, workspace_conv_transpose,
+     plan_conv_transpose},
     {kSeparableConv2d, "separable_conv2d", 3, 6, 1, 1, true, false, false, 0, lower_separable_conv2d,
-     infer_separable_conv2d, nullptr, plan_separable_conv2d},
+     raise_separable_conv2d, infer_separable_conv2d, flops_separable_conv2d, nullptr, plan_separable_conv2d},
 };
 
 }  // namespace

@@ -19,6 +19,16 @@ Result<std::vector<int64_t>> lower_axis(std::span<const TensorType> in, const At
   return std::vector<int64_t>{norm};
 }
 
+AttrMap raise_axis(std::span<const TensorType>, std::span<const int64_t> params) {
+  return {{"axis", AttrValue{param_at(params, 0)}}};
+}
+
+// max, subtract and exp, sum, divide: 4 per element.
+uint64_t flops_softmax(std::span<const TensorType>, std::span<const TensorType> out,
+                       std::span<const int64_t>) {
+  return mul_sat(output_elements_sat(out), 4);
+}
+
 Result<std::vector<TensorType>> infer_softmax(std::span<const TensorType> in,
                                               std::span<const int64_t> params) {
   HEXIR_RETURN_IF_ERROR(check_param_count(kSoftmax, params, 1));
@@ -63,6 +73,16 @@ Result<std::vector<int64_t>> lower_layernorm(std::span<const TensorType> in, con
   if (!(epsilon >= 0) || !std::isfinite(epsilon))
     return invalid_argument(prefix(kLayernorm) + "attribute 'epsilon' must be finite and >= 0");
   return std::vector<int64_t>{norm, std::bit_cast<int64_t>(epsilon)};
+}
+
+AttrMap raise_layernorm(std::span<const TensorType>, std::span<const int64_t> params) {
+  return {{"axis", AttrValue{param_at(params, 0)}}, {"epsilon", AttrValue{float_param(param_at(params, 1))}}};
+}
+
+// mean, variance, normalize, scale and shift: 6 per element.
+uint64_t flops_layernorm(std::span<const TensorType>, std::span<const TensorType> out,
+                         std::span<const int64_t>) {
+  return mul_sat(output_elements_sat(out), 6);
 }
 
 Result<std::vector<TensorType>> infer_layernorm(std::span<const TensorType> in,
@@ -111,6 +131,18 @@ Result<std::vector<int64_t>> lower_reduce(std::span<const TensorType> in, const 
   std::vector<int64_t> params{keepdims};
   params.insert(params.end(), axes.begin(), axes.end());
   return params;
+}
+
+AttrMap raise_reduce(std::span<const TensorType>, std::span<const int64_t> params) {
+  AttrMap attrs{{"keepdims", AttrValue{param_at(params, 0)}}};
+  if (params.size() > 1) attrs["axes"] = int_list_value(params.subspan(1));
+  return attrs;
+}
+
+// The reductions and argmax: one per input element.
+uint64_t flops_reduce(std::span<const TensorType> in, std::span<const TensorType> out,
+                      std::span<const int64_t>) {
+  return in.empty() ? output_elements_sat(out) : elements_sat(in[0]);
 }
 
 // Which dims a reduce parameter list reduces (all when it lists none).
@@ -190,6 +222,12 @@ Result<std::vector<int64_t>> lower_argmax(std::span<const TensorType> in, const 
   return std::vector<int64_t>{axis, keepdims, last};
 }
 
+AttrMap raise_argmax(std::span<const TensorType>, std::span<const int64_t> params) {
+  return {{"axis", AttrValue{param_at(params, 0)}},
+          {"keepdims", AttrValue{param_at(params, 1)}},
+          {"select_last_index", AttrValue{param_at(params, 2)}}};
+}
+
 Result<std::vector<TensorType>> infer_argmax(std::span<const TensorType> in,
                                              std::span<const int64_t> params) {
   const TensorType& x = in[0];
@@ -223,17 +261,18 @@ void plan_argmax(const PlanInput& op, OpPlan& out) {
 }
 
 constexpr OpDef kDefs[] = {
-    {kSoftmax, "softmax", 1, 1, 1, 1, true, true, false, 0, lower_axis<kSoftmax>, infer_softmax,
-     workspace_softmax, plan_softmax},
-    {kLayernorm, "layernorm", 3, 3, 1, 1, true, false, false, 0, lower_layernorm, infer_layernorm, nullptr,
-     plan_layernorm},
-    {kReduceSum, "reduce_sum", 1, 1, 1, 1, true, false, false, 0, lower_reduce<kReduceSum>,
-     infer_reduce<kReduceSum>, nullptr, plan_reduce<kReduceSum>},
-    {kReduceMean, "reduce_mean", 1, 1, 1, 1, true, false, false, 0, lower_reduce<kReduceMean>,
-     infer_reduce<kReduceMean>, nullptr, plan_reduce<kReduceMean>},
-    {kReduceMax, "reduce_max", 1, 1, 1, 1, true, false, false, 0, lower_reduce<kReduceMax>,
-     infer_reduce<kReduceMax>, nullptr, plan_reduce<kReduceMax>},
-    {kArgMax, "argmax", 1, 1, 1, 1, true, false, false, 0, lower_argmax, infer_argmax, nullptr, plan_argmax},
+    {kSoftmax, "softmax", 1, 1, 1, 1, true, true, false, 0, lower_axis<kSoftmax>, raise_axis, infer_softmax,
+     flops_softmax, workspace_softmax, plan_softmax},
+    {kLayernorm, "layernorm", 3, 3, 1, 1, true, false, false, 0, lower_layernorm, raise_layernorm,
+     infer_layernorm, flops_layernorm, nullptr, plan_layernorm},
+    {kReduceSum, "reduce_sum", 1, 1, 1, 1, true, false, false, 0, lower_reduce<kReduceSum>, raise_reduce,
+     infer_reduce<kReduceSum>, flops_reduce, nullptr, plan_reduce<kReduceSum>},
+    {kReduceMean, "reduce_mean", 1, 1, 1, 1, true, false, false, 0, lower_reduce<kReduceMean>, raise_reduce,
+     infer_reduce<kReduceMean>, flops_reduce, nullptr, plan_reduce<kReduceMean>},
+    {kReduceMax, "reduce_max", 1, 1, 1, 1, true, false, false, 0, lower_reduce<kReduceMax>, raise_reduce,
+     infer_reduce<kReduceMax>, flops_reduce, nullptr, plan_reduce<kReduceMax>},
+    {kArgMax, "argmax", 1, 1, 1, 1, true, false, false, 0, lower_argmax, raise_argmax, infer_argmax,
+     flops_reduce, nullptr, plan_argmax},
 };
 
 }  // namespace

@@ -113,6 +113,20 @@ Result<std::vector<int64_t>> no_attributes(OpId id, const AttrMap& attrs) {
   return std::vector<int64_t>{};
 }
 
+AttrMap raise_none(std::span<const TensorType>, std::span<const int64_t>) { return {}; }
+
+AttrValue int_list_value(std::span<const int64_t> values) {
+  std::vector<AttrValue> list(values.size());
+  for (size_t i = 0; i < values.size(); ++i) list[i].value = values[i];
+  return AttrValue{std::move(list)};
+}
+
+AttrValue param_list_value(std::span<const int64_t> params, std::initializer_list<int> indices) {
+  std::vector<int64_t> words;
+  for (int i : indices) words.push_back(param_at(params, static_cast<size_t>(i)));
+  return int_list_value(words);
+}
+
 }  // namespace internal
 
 namespace {
@@ -170,6 +184,14 @@ Result<std::vector<int64_t>> lower_attributes(OpId id, std::span<const TensorTyp
   if (static_cast<int>(id) >= kOpCount) return invalid_argument("unknown operator id");
   HEXIR_RETURN_IF_ERROR(check_operands(id, inputs));
   return op_def(id).lower(inputs, attrs, declared);
+}
+
+AttrMap raise_attributes(OpId id, std::span<const TensorType> inputs, std::span<const int64_t> params) {
+  if (static_cast<int>(id) >= kOpCount) return {};
+  const OpDef& def = op_def(id);
+  const int n = static_cast<int>(inputs.size());
+  if (n < def.min_inputs || (def.max_inputs >= 0 && n > def.max_inputs)) return {};
+  return def.raise(inputs, params);
 }
 
 Result<std::vector<TensorType>> infer_result_types(OpId id, std::span<const TensorType> inputs,

@@ -26,6 +26,11 @@ struct ActivationInfo {
 const ActivationInfo* activation_info(int64_t word);
 // activation = "name", activation_alpha, activation_beta: the three words, or none.
 Result<std::vector<int64_t>> lower_epilogue(OpId id, const AttrMap& attrs);
+// The inverse of lower_epilogue: the words params[offset, offset + 3) as
+// `name` ("relu", ...), `name`_alpha and `name`_beta as the activation takes
+// them; nothing when the words are absent or name no activation.
+void raise_epilogue(std::span<const int64_t> params, size_t offset, AttrMap& attrs,
+                    const std::string& name = "activation");
 // Validates the three words (untrusted files).
 Status check_epilogue(OpId id, std::span<const int64_t> words);
 // The plan's Epilogue from params[offset, offset + 3), or none when absent.
@@ -70,6 +75,32 @@ void broadcast_strides(std::span<const int64_t> dims, size_t out_rank, int64_t* 
 
 // Lowering for operators without attributes.
 Result<std::vector<int64_t>> no_attributes(OpId id, const AttrMap& attrs);
+// Its inverse (OpDef::raise): no attributes.
+AttrMap raise_none(std::span<const TensorType> inputs, std::span<const int64_t> params);
+// A parameter word, 0 past the end (raise reads words a rule would refuse too).
+inline int64_t param_at(std::span<const int64_t> params, size_t i) {
+  return i < params.size() ? params[i] : 0;
+}
+// An attribute holding a list of integers: `values`, or the words `indices` of `params` (param_at).
+AttrValue int_list_value(std::span<const int64_t> values);
+AttrValue param_list_value(std::span<const int64_t> params, std::initializer_list<int> indices);
+
+// ---- FLOPs (cost.cc): arithmetic that saturates at UINT64_MAX ----------------
+
+uint64_t mul_sat(uint64_t a, uint64_t b);
+uint64_t add_sat(uint64_t a, uint64_t b);
+// Elements of `t` (a negative dim counts as 0).
+uint64_t elements_sat(const TensorType& t);
+// The product of dims [from, rank) of `t` (1 when none).
+uint64_t tail_product_sat(const TensorType& t, size_t from);
+// The elements of every output together.
+uint64_t output_elements_sat(std::span<const TensorType> outputs);
+// OpDef::flops shared by many: one per output element (elementwise maps and
+// data movement), and none (views: nothing runs).
+uint64_t flops_per_element(std::span<const TensorType> inputs, std::span<const TensorType> outputs,
+                           std::span<const int64_t> params);
+uint64_t flops_none(std::span<const TensorType> inputs, std::span<const TensorType> outputs,
+                    std::span<const int64_t> params);
 
 // The families' definitions, each a span in OpId order of its own ids.
 std::span<const OpDef> elementwise_ops();

@@ -1,12 +1,13 @@
 // Operators, each defined once: name, operand and result counts, whether it
-// may run in place or is a view, how its attributes lower to parameter words,
-// its result-type rule, its scratch rule and its plan (the geometry its
-// kernels need, ops/plans.h). The compiler's graph builder, the verifier, the
-// VM (at prepare) and every backend read these definitions; nobody else
-// re-derives shapes.
+// may run in place or is a view, how its attributes lower to parameter words
+// and back, its result-type rule, its FLOPs, its scratch rule and its plan
+// (the geometry its kernels need, ops/plans.h). The compiler's graph builder,
+// the printer, the verifier, the VM (at prepare) and every backend read these
+// definitions; nobody else re-derives shapes.
 //
 // Adding an operator: an OpId below, an OpDef in the family file under
-// ops/src/, one kernel per backend, one conformance case (docs/operators.md).
+// ops/src/ (with its `raise`, the inverse of `lower`, and its FLOPs rule),
+// one kernel per backend, one conformance case (docs/operators.md).
 #pragma once
 
 #include <cstdint>
@@ -224,11 +225,23 @@ struct OpDef {
   // and split its part count.
   Result<std::vector<int64_t>> (*lower)(std::span<const TensorType> inputs, const AttrMap& attrs,
                                         std::span<const TensorType> declared);
+  // The inverse of `lower`, for printers: parameter words back to attributes
+  // that lower to the same words (with the result types as `declared`).
+  // Words that have no attribute form give attributes that lower to other
+  // words or fail; the caller checks. raise_none (ops/src/util.h): no
+  // parameters.
+  AttrMap (*raise)(std::span<const TensorType> inputs, std::span<const int64_t> params);
   // The result-type rule: validates dtypes, shapes and parameter words and
   // returns the result types. Runs on untrusted files, so it must reject any
   // malformed parameter list without crashing.
   Result<std::vector<TensorType>> (*infer)(std::span<const TensorType> inputs,
                                            std::span<const int64_t> params);
+  // The FLOPs of one dispatch (cost.h flop_estimate) on operands that passed
+  // `infer`. Every operator states one; where no rule of its own applies,
+  // flops_per_element (ops/src/util.h: one per element written, elementwise
+  // maps and data movement) or flops_none (a view: nothing runs).
+  uint64_t (*flops)(std::span<const TensorType> inputs, std::span<const TensorType> outputs,
+                    std::span<const int64_t> params);
   // Scratch bytes the kernel needs (null: none).
   uint64_t (*workspace)(const PlanInput& operands);
   // The plan (null for views). Operands passed `infer`.
@@ -248,6 +261,8 @@ std::optional<OpId> find_op(std::string_view name);
 // with "@name: ".
 Result<std::vector<int64_t>> lower_attributes(OpId id, std::span<const TensorType> inputs,
                                               const AttrMap& attrs, std::span<const TensorType> declared);
+// `raise` after the common operand count check (an empty map when it fails).
+AttrMap raise_attributes(OpId id, std::span<const TensorType> inputs, std::span<const int64_t> params);
 Result<std::vector<TensorType>> infer_result_types(OpId id, std::span<const TensorType> inputs,
                                                    std::span<const int64_t> params);
 // Single-result shorthand (fails for an operator that gives several).

@@ -1,0 +1,176 @@
+// Attribute sets for every operator, with operands they fit: what the tests
+// lower to representative parameter words (the ops round trip in
+// raise_test.cc, the .hxir printer's in tests/serializer/printer_test.cc).
+// A new operator needs at least one sample here; both tests say which is missing.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "hexir/ops/op.h"
+
+namespace hexir::ops::testing {
+
+struct OpSample {
+  OpId op;
+  std::vector<TensorType> inputs;
+  AttrMap attrs;
+  // Stated result types, where lowering takes something from them (reshape's
+  // shape, split's part count); empty otherwise.
+  std::vector<TensorType> declared;
+};
+
+inline std::vector<OpSample> op_samples() {
+  using enum OpId;
+  auto t = [](DType dtype, std::vector<int64_t> dims) { return TensorType{dtype, std::move(dims)}; };
+  auto f32 = [&](std::vector<int64_t> dims) { return t(DType::kF32, std::move(dims)); };
+  auto i64 = [](int64_t v) { return AttrValue{v}; };
+  auto f64 = [](double v) { return AttrValue{v}; };
+  auto str = [](const char* v) { return AttrValue{std::string(v)}; };
+  auto list = [](std::vector<int64_t> v) {
+    std::vector<AttrValue> out;
+    for (int64_t x : v) out.emplace_back().value = x;
+    return AttrValue{std::move(out)};
+  };
+  auto floats = [](std::vector<double> v) {
+    std::vector<AttrValue> out;
+    for (double x : v) out.emplace_back().value = x;
+    return AttrValue{std::move(out)};
+  };
+  const TensorType scalar_i64 = t(DType::kI64, {});
+  std::vector<OpSample> s;
+  // Elementwise: binary and unary without parameters.
+  for (OpId op : {kAdd, kSub, kMul, kDiv, kMaximum, kMinimum, kPow})
+    s.push_back({op, {f32({2, 3}), f32({3})}, {}, {}});
+  for (OpId op : {kRelu, kGelu, kSilu, kSigmoid, kTanh, kExp, kSqrt, kRsqrt, kNeg, kHardSwish, kErf, kLog,
+                  kAbs, kReciprocal})
+    s.push_back({op, {f32({2, 3})}, {}, {}});
+  // add and mul with a fused epilogue (fusion.h), the affine one included.
+  s.push_back({kAdd, {f32({2, 3}), f32({2, 3})}, {{"activation", str("relu")}}, {}});
+  s.push_back(
+      {kAdd,
+       {f32({2, 3}), f32({3})},
+       {{"activation", str("affine")}, {"activation_alpha", f64(0.5)}, {"activation_beta", f64(-1.25)}},
+       {}});
+  s.push_back({kMul,
+               {f32({2, 3}), f32({})},
+               {{"activation", str("leaky_relu")}, {"activation_alpha", f64(0.3)}},
+               {}});
+  s.push_back({kGelu, {f32({4})}, {{"approximate", str("tanh")}}, {}});
+  s.push_back({kLeakyRelu, {f32({4})}, {{"alpha", f64(0.125)}}, {}});
+  s.push_back({kClip, {f32({4})}, {{"min", f64(-1.5)}, {"max", f64(6.0)}}, {}});
+  s.push_back({kClip, {f32({4})}, {{"max", f64(6.0)}}, {}});  // min unbounded
+  s.push_back({kHardSigmoid, {f32({4})}, {{"alpha", f64(0.25)}, {"beta", f64(0.375)}}, {}});
+  for (OpId op : {kEqual, kLess, kGreater})
+    s.push_back({op, {t(DType::kI32, {2, 3}), t(DType::kI32, {2, 1})}, {}, {}});
+  s.push_back({kNot, {t(DType::kBool, {5})}, {}, {}});
+  s.push_back({kWhere, {t(DType::kBool, {2, 3}), f32({2, 3}), f32({3})}, {}, {}});
+  s.push_back({kCast, {f32({2, 3})}, {{"to", str("i32")}}, {}});
+  s.push_back({kCast, {t(DType::kI64, {2})}, {{"to", str("f16")}}, {}});
+  // Contractions and windows.
+  s.push_back({kMatmul, {f32({2, 4}), f32({4, 3})}, {}, {}});
+  s.push_back({kMatmul, {f32({2, 2, 4}), f32({3, 4}), f32({3})}, {{"transpose_b", i64(1)}}, {}});
+  s.push_back({kMatmul,
+               {f32({2, 4}), f32({4, 3})},
+               {{"activation", str("clip")}, {"activation_alpha", f64(0.0)}, {"activation_beta", f64(6.0)}},
+               {}});
+  s.push_back({kMatmul, {f32({4}), f32({4, 3})}, {{"activation", str("gelu_tanh")}}, {}});
+  s.push_back({kConv2d, {f32({1, 2, 5, 5}), f32({4, 2, 3, 3})}, {}, {}});
+  s.push_back({kConv2d,
+               {f32({1, 2, 7, 6}), f32({4, 1, 3, 2}), f32({4})},
+               {{"strides", list({2, 1})},
+                {"pads", list({1, 0, 2, 1})},
+                {"dilations", list({1, 2})},
+                {"groups", i64(2)},
+                {"activation", str("hard_sigmoid")},
+                {"activation_alpha", f64(0.5)},
+                {"activation_beta", f64(0.25)}},
+               {}});
+  s.push_back({kConv2d,
+               {f32({1, 6, 6, 3}), f32({8, 3, 3, 3}), f32({8})},
+               {{"channels_last", i64(1)}, {"pads", list({1})}, {"activation", str("silu")}},
+               {}});
+  s.push_back({kConv2d, {f32({1, 5, 5, 3}), f32({2, 3, 1, 1})}, {{"channels_last", i64(1)}}, {}});
+  s.push_back({kSeparableConv2d,
+               {f32({1, 3, 6, 6}), f32({3, 1, 3, 3}), f32({5, 3, 1, 1}), f32({3}), f32({5})},
+               {{"pads", list({1, 1, 1, 1})},
+                {"depthwise_activation", str("clip")},
+                {"depthwise_activation_alpha", f64(0.0)},
+                {"depthwise_activation_beta", f64(6.0)},
+                {"activation", str("relu")}},
+               {}});
+  s.push_back({kSeparableConv2d,
+               {f32({1, 3, 6, 6}), f32({3, 1, 3, 3}), f32({5, 3, 1, 1}), f32({5}), f32({1, 5, 2, 2})},
+               {{"strides", list({2, 2})}, {"biases", list({0, 1})}},
+               {}});
+  s.push_back({kConvTranspose,
+               {f32({1, 2, 3, 3}), f32({2, 3, 3, 3}), f32({3})},
+               {{"strides", list({2, 2})}, {"pads", list({1, 1, 0, 0})}, {"output_padding", list({1, 0})}},
+               {}});
+  s.push_back(
+      {kMaxPool, {f32({1, 2, 6, 6})}, {{"kernel_shape", list({2, 2})}, {"strides", list({2, 2})}}, {}});
+  s.push_back({kMaxPool,
+               {f32({1, 1, 7, 7})},
+               {{"kernel_shape", list({3, 2})}, {"dilations", list({2, 1})}, {"ceil_mode", i64(1)}},
+               {}});
+  s.push_back({kAveragePool,
+               {f32({1, 2, 5, 5})},
+               {{"kernel_shape", list({3, 3})},
+                {"pads", list({1, 1, 1, 1})},
+                {"strides", list({2, 2})},
+                {"count_include_pad", i64(1)}},
+               {}});
+  s.push_back({kResize,
+               {f32({1, 2, 4, 4})},
+               {{"mode", str("linear")},
+                {"coordinate_transformation_mode", str("align_corners")},
+                {"sizes", list({8, 6})}},
+               {}});
+  s.push_back({kResize,
+               {f32({1, 1, 4, 5})},
+               {{"nearest_mode", str("floor")}, {"scales", floats({1.0, 1.0, 0.6, 1.5})}},
+               {}});  // 4 * 0.6 is not whole: the scale words stay
+  // Row-wise.
+  s.push_back({kSoftmax, {f32({2, 5})}, {}, {}});
+  s.push_back({kSoftmax, {f32({2, 5, 3})}, {{"axis", i64(1)}}, {}});
+  s.push_back({kLayernorm,
+               {f32({2, 3, 4}), f32({3, 4}), f32({3, 4})},
+               {{"axis", i64(1)}, {"epsilon", f64(1e-3)}},
+               {}});
+  for (OpId op : {kReduceSum, kReduceMean, kReduceMax}) {
+    s.push_back({op, {f32({2, 3, 4})}, {{"axes", list({-1, 0})}, {"keepdims", i64(1)}}, {}});
+    s.push_back({op, {f32({2, 3})}, {}, {}});  // every axis
+  }
+  s.push_back({kArgMax,
+               {f32({2, 3, 4})},
+               {{"axis", i64(-2)}, {"keepdims", i64(0)}, {"select_last_index", i64(1)}},
+               {}});
+  // Data movement.
+  s.push_back({kTranspose, {f32({2, 3, 4})}, {{"perm", list({1, 2, 0})}}, {}});
+  s.push_back({kTranspose, {t(DType::kU8, {2, 3})}, {}, {}});
+  s.push_back({kReshape, {f32({2, 3})}, {}, {f32({3, 2})}});
+  s.push_back({kConcat, {f32({2, 3}), f32({2, 1}), f32({2, 2})}, {{"axis", i64(1)}}, {}});
+  s.push_back({kCopy, {t(DType::kI64, {3})}, {}, {}});
+  s.push_back({kSplit, {f32({2, 6})}, {{"axis", i64(1)}, {"sizes", list({1, 2, 3})}}, {}});
+  s.push_back({kSplit, {f32({4, 2})}, {}, {f32({2, 2}), f32({2, 2})}});  // equal parts
+  s.push_back({kGather, {f32({4, 3}), t(DType::kI64, {2})}, {{"axis", i64(0)}}, {}});
+  s.push_back({kGather, {t(DType::kI32, {4, 3}), t(DType::kI32, {2, 2})}, {{"axis", i64(-1)}}, {}});
+  s.push_back({kSlice,
+               {f32({4, 6, 3})},
+               {{"starts", list({1, -1})},
+                {"ends", list({3, -100})},
+                {"axes", list({0, 1})},
+                {"steps", list({1, -2})}},
+               {}});
+  s.push_back({kSlice, {f32({4, 6})}, {{"starts", list({2})}, {"ends", list({2})}}, {}});  // an empty dim
+  s.push_back({kPad, {f32({2, 3})}, {{"pads", list({1, 0, 0, 2})}, {"value", f64(1.5)}}, {}});
+  s.push_back({kPad, {t(DType::kI8, {3})}, {{"pads", list({2, -1})}, {"value", i64(-3)}}, {}});
+  s.push_back({kPad, {t(DType::kF16, {3})}, {{"pads", list({1, 1})}, {"value", f64(-0.5)}}, {}});
+  s.push_back({kPad, {f32({3, 4})}, {{"mode", str("reflect")}, {"pads", list({1, 2, 1, 2})}}, {}});
+  s.push_back({kExpand, {f32({3, 1})}, {{"shape", list({2, 3, 4})}}, {}});
+  s.push_back({kDynamicSlice, {f32({4, 5}), scalar_i64, scalar_i64}, {{"sizes", list({2, 3})}}, {}});
+  s.push_back({kUpdateSlice, {f32({4, 5}), f32({2, 3}), scalar_i64, scalar_i64}, {}, {}});
+  return s;
+}
+
+}  // namespace hexir::ops::testing
