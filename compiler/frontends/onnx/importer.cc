@@ -3060,27 +3060,16 @@ class Importer {
       return error_at(n.loc, "starts, ends, axes and steps differ in length");
     HEXIR_ASSIGN_OR_RETURN(HostPtr h, host(x));
     if (h) {
-      // The same normalization as @slice (ONNX semantics).
+      // The same bounds as @slice (ONNX semantics).
       std::vector<int64_t> st(xi.dims.size(), 0), sp(xi.dims.size(), 1), sz = xi.dims;
       for (size_t i = 0; i < starts.size(); ++i) {
         HEXIR_ASSIGN_OR_RETURN(int64_t axis, norm_axis(n, axes[i], xi.dims.size()));
         const int64_t dim = xi.dims[static_cast<size_t>(axis)], step = steps[i];
         if (step == 0) return error_at(n.loc, "a step is 0");
-        int64_t start = starts[i], end = ends[i], size = 0;
-        if (start < 0) start += dim;
-        if (end < 0) end += dim;
-        if (step > 0) {
-          start = std::clamp<int64_t>(start, 0, dim);
-          end = std::clamp<int64_t>(end, 0, dim);
-          if (end > start) size = (end - start + step - 1) / step;
-        } else {
-          start = std::clamp<int64_t>(start, 0, dim - 1);
-          end = std::clamp<int64_t>(end, -1, dim - 1);
-          if (start > end) size = (start - end + (-step) - 1) / (-step);
-        }
-        st[static_cast<size_t>(axis)] = size ? start : 0;
+        const ops::SliceBounds bounds = ops::slice_bounds(starts[i], ends[i], step, dim);
+        st[static_cast<size_t>(axis)] = bounds.start;
         sp[static_cast<size_t>(axis)] = step;
-        sz[static_cast<size_t>(axis)] = size;
+        sz[static_cast<size_t>(axis)] = bounds.size;
       }
       define_folded(n, 0, slice_host(*h, st, sp, sz));
       return ok_status();
