@@ -306,23 +306,10 @@ Result<std::vector<int64_t>> lower_slice(std::span<const TensorType> in, const A
     if (step == 0 || step > kMaxStep || step < -kMaxStep)
       return invalid_argument(prefix(kSlice) + "step " + std::to_string(step) +
                               " must be non-zero (and below 2^62)");
-    int64_t start = starts[i], end = ends[i];
-    if (start < 0) start += dim;
-    if (end < 0) end += dim;
-    int64_t size = 0;
-    if (step > 0) {
-      start = std::clamp<int64_t>(start, 0, dim);
-      end = std::clamp<int64_t>(end, 0, dim);
-      if (end > start) size = (end - start + step - 1) / step;
-    } else {
-      start = std::clamp<int64_t>(start, 0, dim - 1);
-      end = std::clamp<int64_t>(end, -1, dim - 1);
-      if (start > end) size = (start - end + (-step) - 1) / (-step);
-    }
-    if (size == 0) start = 0;
-    params[3 * static_cast<size_t>(axis)] = start;
+    const SliceBounds bounds = slice_bounds(starts[i], ends[i], step, dim);
+    params[3 * static_cast<size_t>(axis)] = bounds.start;
     params[3 * static_cast<size_t>(axis) + 1] = step;
-    params[3 * static_cast<size_t>(axis) + 2] = size;
+    params[3 * static_cast<size_t>(axis) + 2] = bounds.size;
   }
   return params;
 }
@@ -742,3 +729,23 @@ constexpr OpDef kDefs[] = {
 std::span<const OpDef> layout_ops() { return kDefs; }
 
 }  // namespace hexir::ops::internal
+
+namespace hexir::ops {
+
+SliceBounds slice_bounds(int64_t start, int64_t end, int64_t step, int64_t dim) {
+  if (start < 0) start += dim;
+  if (end < 0) end += dim;
+  int64_t size = 0;
+  if (step > 0) {
+    start = std::clamp<int64_t>(start, 0, dim);
+    end = std::clamp<int64_t>(end, 0, dim);
+    if (end > start) size = (end - start + step - 1) / step;
+  } else {
+    start = std::clamp<int64_t>(start, 0, dim - 1);
+    end = std::clamp<int64_t>(end, -1, dim - 1);
+    if (start > end) size = (start - end + (-step) - 1) / (-step);
+  }
+  return {size == 0 ? 0 : start, size};
+}
+
+}  // namespace hexir::ops

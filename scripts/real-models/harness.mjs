@@ -74,8 +74,8 @@ export function opTypes(file) {
 // still lacks, not only the first one the importer stops at.
 export function importerOps(root) {
   try {
-    const src = fs.readFileSync(path.join(root, 'compiler/frontends/onnx/importer.cc'), 'utf8');
-    const ops = new Set([...src.matchAll(/\{"(\w+)",\s*&Importer::op_\w+\}/g)].map((m) => m[1]));
+    const src = fs.readFileSync(path.join(root, 'compiler/frontends/onnx/registry.cc'), 'utf8');
+    const ops = new Set([...src.matchAll(/\{"(\w+)",\s*op_\w+\}/g)].map((m) => m[1]));
     return ops.size ? ops : null;
   } catch { return null; }
 }

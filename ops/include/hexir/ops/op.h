@@ -345,4 +345,15 @@ std::optional<int64_t> view_last_element(std::span<const int64_t> dims, int64_t 
 // numpy broadcast of two shapes; nullopt when incompatible.
 std::optional<std::vector<int64_t>> broadcast_shapes(std::span<const int64_t> a, std::span<const int64_t> b);
 
+// ONNX Slice bounds along an axis of `dim` elements: `start` and `end`
+// (negative ones count from the end) clamped for `step` (non-zero; negative
+// walks backwards), and how many elements start, start + step, ... are taken.
+// `start` is 0 when none is. @slice's lowering and the ONNX importer's
+// constant folding both use it.
+struct SliceBounds {
+  int64_t start = 0;
+  int64_t size = 0;
+};
+SliceBounds slice_bounds(int64_t start, int64_t end, int64_t step, int64_t dim);
+
 }  // namespace hexir::ops

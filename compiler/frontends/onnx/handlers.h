@@ -1,0 +1,75 @@
+// The node handlers, one free function per ONNX operator (or a few alike),
+// by family; registry.cc maps op types to them. A handler reads the node's
+// inputs and attributes through the Importer, folds what it can
+// (folding.h), adds Hexir nodes and defines the node's outputs.
+#pragma once
+
+#include <string_view>
+
+#include "frontends/onnx/importer.h"
+
+namespace hexir::compiler::onnx_import {
+
+using Handler = Status (*)(Importer&, const NodeCtx&);
+
+// The handler of ONNX op type `op_type`; nullptr when the importer has none (registry.cc).
+Handler find_handler(std::string_view op_type);
+
+// elementwise.cc
+Status op_binary(Importer& im, const NodeCtx& n);
+Status op_variadic(Importer& im, const NodeCtx& n);
+Status op_compare(Importer& im, const NodeCtx& n);
+Status op_unary(Importer& im, const NodeCtx& n);
+Status op_clip(Importer& im, const NodeCtx& n);
+Status op_pow(Importer& im, const NodeCtx& n);
+Status op_cast(Importer& im, const NodeCtx& n);
+Status op_where(Importer& im, const NodeCtx& n);
+Status op_identity(Importer& im, const NodeCtx& n);
+Status op_dropout(Importer& im, const NodeCtx& n);
+
+// nn.cc
+Status op_matmul(Importer& im, const NodeCtx& n);
+Status op_gemm(Importer& im, const NodeCtx& n);
+Status op_argmax(Importer& im, const NodeCtx& n);
+Status op_softmax(Importer& im, const NodeCtx& n);
+Status op_layernorm(Importer& im, const NodeCtx& n);
+Status op_batchnorm(Importer& im, const NodeCtx& n);
+Status op_reduce(Importer& im, const NodeCtx& n);
+Status op_pool(Importer& im, const NodeCtx& n);
+Status op_global_average_pool(Importer& im, const NodeCtx& n);
+Status op_resize(Importer& im, const NodeCtx& n);
+Status op_conv(Importer& im, const NodeCtx& n);
+Status op_conv_transpose(Importer& im, const NodeCtx& n);
+
+// shape.cc
+Status op_reshape(Importer& im, const NodeCtx& n);
+Status op_flatten(Importer& im, const NodeCtx& n);
+Status op_squeeze(Importer& im, const NodeCtx& n);
+Status op_unsqueeze(Importer& im, const NodeCtx& n);
+Status op_transpose(Importer& im, const NodeCtx& n);
+Status op_concat(Importer& im, const NodeCtx& n);
+Status op_pad(Importer& im, const NodeCtx& n);
+Status op_split(Importer& im, const NodeCtx& n);
+Status op_slice(Importer& im, const NodeCtx& n);
+Status op_gather(Importer& im, const NodeCtx& n);
+Status op_expand(Importer& im, const NodeCtx& n);
+Status op_shape(Importer& im, const NodeCtx& n);
+Status op_size(Importer& im, const NodeCtx& n);
+Status op_range(Importer& im, const NodeCtx& n);
+Status op_constant_of_shape(Importer& im, const NodeCtx& n);
+// Transposes `x` (folded when it is a held constant, e.g. Gemm's weights
+// with transB); Gemm and LSTM use it too.
+Result<Ref> transpose(Importer& im, const NodeCtx& n, Ref x, const std::vector<int64_t>& perm,
+                      const std::string& name);
+
+// recurrent.cc
+Status op_lstm(Importer& im, const NodeCtx& n);
+
+// control_flow.cc
+Status op_if(Importer& im, const NodeCtx& n);
+Status op_loop(Importer& im, const NodeCtx& n);
+
+// constants.cc
+Status op_constant(Importer& im, const NodeCtx& n);
+
+}  // namespace hexir::compiler::onnx_import

@@ -1,0 +1,581 @@
+// Neural-network operators: MatMul, Gemm, ArgMax, Softmax, the normalizations,
+// reductions, pooling, Resize/Upsample, Conv and ConvTranspose.
+#include "frontends/onnx/handlers.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+namespace hexir::compiler::onnx_import {
+
+// ---- contractions, ArgMax, Softmax, normalizations ----
+Status op_matmul(Importer& im, const NodeCtx& n) {
+  HEXIR_RETURN_IF_ERROR(im.check_attrs(n, {}));
+  HEXIR_ASSIGN_OR_RETURN(Ref a, im.input(n, 0));
+  HEXIR_ASSIGN_OR_RETURN(Ref b, im.input(n, 1));
+  HEXIR_ASSIGN_OR_RETURN(Ref r, im.emit1(n, ops::OpId::kMatmul, {a, b}, {}, im.result_name(n)));
+  im.define(n, 0, r);
+  return ok_status();
+}
+
+Status op_gemm(Importer& im, const NodeCtx& n) {
+  HEXIR_RETURN_IF_ERROR(im.check_attrs(n, {"alpha", "beta", "transA", "transB", "broadcast"}));
+  HEXIR_ASSIGN_OR_RETURN(double alpha, im.attr_float(n, "alpha", 1.0));
+  HEXIR_ASSIGN_OR_RETURN(double beta, im.attr_float(n, "beta", 1.0));
+  HEXIR_ASSIGN_OR_RETURN(int64_t trans_a, im.attr_int(n, "transA", 0));
+  HEXIR_ASSIGN_OR_RETURN(int64_t trans_b, im.attr_int(n, "transB", 0));
+  HEXIR_ASSIGN_OR_RETURN(Ref a, im.input(n, 0));
+  HEXIR_ASSIGN_OR_RETURN(Ref b, im.input(n, 1));
+  HEXIR_ASSIGN_OR_RETURN(std::optional<Ref> c, im.optional_input(n, 2));
+  if (im.info(a).dims.size() != 2 || im.info(b).dims.size() != 2)
+    return error_at(n.loc, "A and B must be matrices, got " + shape_text(im.info(a).dims) + " and " +
+                               shape_text(im.info(b).dims));
+  if (trans_a) {
+    HEXIR_ASSIGN_OR_RETURN(a, transpose(im, n, a, {1, 0}, im.helper_name(n, "A_T")));
+  }
+  if (trans_b) {
+    HEXIR_ASSIGN_OR_RETURN(b, transpose(im, n, b, {1, 0}, im.helper_name(n, "B_T")));
+  }
+  const bool scale = alpha != 1.0, add_c = c && beta != 0.0;
+  HEXIR_ASSIGN_OR_RETURN(Ref y, im.emit1(n, ops::OpId::kMatmul, {a, b}, {},
+                                      scale || add_c ? im.helper_name(n, "matmul") : im.result_name(n)));
+  if (scale) {
+    Ref s = im.scalar_const(alpha, kFloat, im.helper_name(n, "alpha"), n.loc);
+    HEXIR_ASSIGN_OR_RETURN(
+        y, im.emit1(n, ops::OpId::kMul, {y, s}, {}, add_c ? im.helper_name(n, "scaled") : im.result_name(n)));
+  }
+  if (add_c) {
+    Ref cc = *c;
+    if (beta != 1.0) {
+      HEXIR_ASSIGN_OR_RETURN(HostPtr ch, im.host(cc));
+      Ref s = im.scalar_const(beta, kFloat, im.helper_name(n, "beta"), n.loc);
+      if (ch) {
+        HEXIR_ASSIGN_OR_RETURN(HostTensor scaled,
+                               fold_arith(n.loc, "Mul", *ch, *im.host(s).value(), im.fold_max_bytes()));
+        cc = im.new_const(im.helper_name(n, "beta_C"), std::move(scaled), n.loc);
+      } else {
+        HEXIR_ASSIGN_OR_RETURN(cc, im.emit1(n, ops::OpId::kMul, {cc, s}, {}, im.helper_name(n, "beta_C")));
+      }
+    }
+    HEXIR_ASSIGN_OR_RETURN(y, im.emit1(n, ops::OpId::kAdd, {y, cc}, {}, im.result_name(n)));
+  }
+  im.define(n, 0, y);
+  return ok_status();
+}
+
+// ArgMax: the operator's own attributes and defaults (axis 0, keepdims 1,
+// select_last_index 0); an f32 input, an i64 result.
+Status op_argmax(Importer& im, const NodeCtx& n) {
+  HEXIR_RETURN_IF_ERROR(im.check_attrs(n, {"axis", "keepdims", "select_last_index"}));
+  HEXIR_ASSIGN_OR_RETURN(Ref x, im.input(n, 0));
+  ops::AttrMap attrs;
+  HEXIR_ASSIGN_OR_RETURN(int64_t axis, im.attr_int(n, "axis", 0));
+  HEXIR_ASSIGN_OR_RETURN(int64_t keepdims, im.attr_int(n, "keepdims", 1));
+  HEXIR_ASSIGN_OR_RETURN(int64_t last, im.attr_int(n, "select_last_index", 0));
+  attrs["axis"] = ops::AttrValue{axis};
+  attrs["keepdims"] = ops::AttrValue{keepdims};
+  attrs["select_last_index"] = ops::AttrValue{last};
+  HEXIR_ASSIGN_OR_RETURN(Ref r, im.emit1(n, ops::OpId::kArgMax, {x}, attrs, im.result_name(n)));
+  im.define(n, 0, r);
+  return ok_status();
+}
+
+Status op_softmax(Importer& im, const NodeCtx& n) {
+  HEXIR_RETURN_IF_ERROR(im.check_attrs(n, {"axis"}));
+  HEXIR_ASSIGN_OR_RETURN(Ref x, im.input(n, 0));
+  const Info xi = im.info(x);
+  HEXIR_ASSIGN_OR_RETURN(int64_t axis, im.attr_int(n, "axis", im.opset() < 13 ? 1 : -1));
+  HEXIR_ASSIGN_OR_RETURN(axis, norm_axis(n, axis, xi.dims.size()));
+  ops::AttrMap attrs;
+  if (im.opset() >= 13 || axis + 1 == static_cast<int64_t>(xi.dims.size())) {
+    attrs["axis"] = ops::AttrValue{axis};
+    HEXIR_ASSIGN_OR_RETURN(Ref r, im.emit1(n, ops::OpId::kSoftmax, {x}, attrs, im.result_name(n)));
+    im.define(n, 0, r);
+    return ok_status();
+  }
+  // Before opset 13: over the input coerced to 2-D at `axis`.
+  const std::vector<int64_t> flat{product(xi.dims, 0, static_cast<size_t>(axis)),
+                                  product(xi.dims, static_cast<size_t>(axis), xi.dims.size())};
+  HEXIR_ASSIGN_OR_RETURN(Ref x2, im.reshape(n, x, flat, im.helper_name(n, "2d")));
+  attrs["axis"] = ops::AttrValue{int64_t{1}};
+  HEXIR_ASSIGN_OR_RETURN(Ref s, im.emit1(n, ops::OpId::kSoftmax, {x2}, attrs, im.helper_name(n, "softmax")));
+  HEXIR_ASSIGN_OR_RETURN(Ref r, im.reshape(n, s, xi.dims, im.result_name(n)));
+  im.define(n, 0, r);
+  return ok_status();
+}
+
+namespace {
+
+// `r` as exactly `dims` (same element count: a reshape; a held constant
+// that broadcasts: expanded at import).
+Result<Ref> as_shape(Importer& im, const NodeCtx& n, Ref r, const std::vector<int64_t>& dims,
+                     const std::string& what) {
+  const Info ri = im.info(r);
+  if (ri.dims == dims) return r;
+  if (ri.count() == product(dims, 0, dims.size())) return im.reshape(n, r, dims, im.helper_name(n, what));
+  HEXIR_ASSIGN_OR_RETURN(HostPtr h, im.host(r));
+  auto b = ops::broadcast_shapes(ri.dims, dims);
+  if (h && b && *b == dims) {
+    HEXIR_ASSIGN_OR_RETURN(HostTensor e, expand_host(*h, dims, im.fold_max_bytes()));
+    return im.new_const(im.helper_name(n, what), std::move(e), n.loc);
+  }
+  return error_at(n.loc, what + " has shape " + shape_text(ri.dims) + ", expected " + shape_text(dims));
+}
+
+}  // namespace
+
+Status op_layernorm(Importer& im, const NodeCtx& n) {
+  HEXIR_RETURN_IF_ERROR(im.check_attrs(n, {"axis", "epsilon", "stash_type"}));
+  HEXIR_ASSIGN_OR_RETURN(int64_t stash, im.attr_int(n, "stash_type", 1));
+  if (stash != 1)
+    return error_at(n.loc, "stash_type " + std::to_string(stash) +
+                               " is not supported by the ONNX importer (only 1, float)");
+  HEXIR_ASSIGN_OR_RETURN(Ref x, im.input(n, 0));
+  HEXIR_ASSIGN_OR_RETURN(Ref scale, im.input(n, 1));
+  HEXIR_ASSIGN_OR_RETURN(std::optional<Ref> bias, im.optional_input(n, 2));
+  const Info xi = im.info(x);
+  HEXIR_ASSIGN_OR_RETURN(int64_t axis, im.attr_int(n, "axis", -1));
+  HEXIR_ASSIGN_OR_RETURN(axis, norm_axis(n, axis, xi.dims.size()));
+  HEXIR_ASSIGN_OR_RETURN(double epsilon, im.attr_float(n, "epsilon", 1e-5));
+  const std::vector<int64_t> norm(xi.dims.begin() + axis, xi.dims.end());
+  HEXIR_ASSIGN_OR_RETURN(scale, as_shape(im, n, scale, norm, "scale"));
+  Ref b;
+  if (bias) {
+    HEXIR_ASSIGN_OR_RETURN(b, as_shape(im, n, *bias, norm, "bias"));
+  } else {
+    b = im.fill_const(xi.type, norm, std::vector<uint8_t>(onnx_element_size(xi.type), 0),
+                      im.helper_name(n, "zero_bias"), n.loc);
+  }
+  ops::AttrMap attrs;
+  attrs["axis"] = ops::AttrValue{axis};
+  attrs["epsilon"] = ops::AttrValue{static_cast<double>(static_cast<float>(epsilon))};
+  HEXIR_ASSIGN_OR_RETURN(Ref r, im.emit1(n, ops::OpId::kLayernorm, {x, scale, b}, attrs, im.result_name(n)));
+  im.define(n, 0, r);
+  // Mean and InvStdDev (outputs 1 and 2, shaped [d0..d(axis-1), 1, ...]), when read:
+  // computed beside the fused kernel from the same definition, in f32 (stash_type 1).
+  auto wanted = [&](int i) { return !im.out_name(n, i).empty() && im.is_needed(im.out_name(n, i)); };
+  if (!wanted(1) && !wanted(2)) return ok_status();
+  if (xi.type != kFloat)
+    return error_at(n.loc, "outputs Mean and InvStdDev of a " + onnx_type_name(xi.type) +
+                               " input are not supported by the ONNX importer (only float)");
+  ops::AttrMap reduce;
+  std::vector<int64_t> axes;
+  for (int64_t d = axis; d < static_cast<int64_t>(xi.dims.size()); ++d) axes.push_back(d);
+  reduce["axes"] = int_list(axes);
+  reduce["keepdims"] = ops::AttrValue{int64_t{1}};
+  HEXIR_ASSIGN_OR_RETURN(Ref mean, im.emit1(n, ops::OpId::kReduceMean, {x}, reduce,
+                                         wanted(1) ? im.result_name(n, 1) : im.helper_name(n, "mean")));
+  im.define(n, 1, mean);
+  if (!wanted(2)) return ok_status();
+  HEXIR_ASSIGN_OR_RETURN(Ref centered,
+                         im.emit1(n, ops::OpId::kSub, {x, mean}, {}, im.helper_name(n, "centered")));
+  HEXIR_ASSIGN_OR_RETURN(Ref square,
+                         im.emit1(n, ops::OpId::kMul, {centered, centered}, {}, im.helper_name(n, "square")));
+  HEXIR_ASSIGN_OR_RETURN(
+      Ref variance, im.emit1(n, ops::OpId::kReduceMean, {square}, reduce, im.helper_name(n, "variance")));
+  const float eps = static_cast<float>(epsilon);
+  std::vector<uint8_t> eps_bytes(4);
+  std::memcpy(eps_bytes.data(), &eps, 4);
+  const Ref eps_ref = im.fill_const(kFloat, {}, std::move(eps_bytes), im.helper_name(n, "epsilon"), n.loc);
+  HEXIR_ASSIGN_OR_RETURN(Ref shifted,
+                         im.emit1(n, ops::OpId::kAdd, {variance, eps_ref}, {}, im.helper_name(n, "shifted")));
+  HEXIR_ASSIGN_OR_RETURN(Ref inv, im.emit1(n, ops::OpId::kRsqrt, {shifted}, {}, im.result_name(n, 2)));
+  im.define(n, 2, inv);
+  return ok_status();
+}
+
+// Inference-mode batch normalization: y = x * a + b with a = scale / sqrt(var + eps), b = B - mean * a.
+Status op_batchnorm(Importer& im, const NodeCtx& n) {
+  HEXIR_RETURN_IF_ERROR(im.check_attrs(n, {"epsilon", "momentum", "training_mode", "spatial"}));
+  HEXIR_RETURN_IF_ERROR(im.only_first_outputs(n, 1));
+  HEXIR_ASSIGN_OR_RETURN(int64_t training, im.attr_int(n, "training_mode", 0));
+  HEXIR_ASSIGN_OR_RETURN(int64_t spatial, im.attr_int(n, "spatial", 1));
+  if (training)
+    return error_at(n.loc, "training_mode must be 0: training is not supported by the ONNX importer");
+  if (!spatial) return error_at(n.loc, "spatial = 0 is not supported by the ONNX importer");
+  HEXIR_ASSIGN_OR_RETURN(double epsilon, im.attr_float(n, "epsilon", 1e-5));
+  HEXIR_ASSIGN_OR_RETURN(Ref x, im.input(n, 0));
+  const Info xi = im.info(x);
+  if (xi.dims.size() < 2) return error_at(n.loc, "input must have rank >= 2, got " + shape_text(xi.dims));
+  const int64_t channels = xi.dims[1];
+  std::vector<HostPtr> p;
+  for (int i = 1; i <= 4; ++i) {
+    HEXIR_ASSIGN_OR_RETURN(Ref r, im.input(n, i));
+    HEXIR_ASSIGN_OR_RETURN(HostPtr h, im.host(r));
+    if (!h)
+      return error_at(n.loc,
+                      "input " + std::to_string(i) + " ('" + n.node.input(i) +
+                          "') must be a constant: batch normalization is folded into a scale and a shift");
+    if (h->count() != channels)
+      return error_at(n.loc, "input " + std::to_string(i) + " has " + std::to_string(h->count()) +
+                                 " elements, the input has " + std::to_string(channels) + " channels");
+    p.push_back(h);
+  }
+  std::vector<int64_t> dims(xi.dims.size() - 1, 1);
+  dims[0] = channels;
+  HostTensor a = make_host(xi.type, dims), b = make_host(xi.type, dims);
+  for (int64_t c = 0; c < channels; ++c) {
+    const double s = p[0]->f(c) / std::sqrt(p[3]->f(c) + static_cast<double>(static_cast<float>(epsilon)));
+    a.set_f(c, s);
+    b.set_f(c, p[1]->f(c) - p[2]->f(c) * s);
+  }
+  Ref ar = im.new_const(im.helper_name(n, "scale"), std::move(a), n.loc);
+  Ref br = im.new_const(im.helper_name(n, "shift"), std::move(b), n.loc);
+  HEXIR_ASSIGN_OR_RETURN(Ref y, im.emit1(n, ops::OpId::kMul, {x, ar}, {}, im.helper_name(n, "scaled")));
+  HEXIR_ASSIGN_OR_RETURN(y, im.emit1(n, ops::OpId::kAdd, {y, br}, {}, im.result_name(n)));
+  im.define(n, 0, y);
+  return ok_status();
+}
+
+// ---- reductions, pooling, resizing, convolutions ----
+Status op_reduce(Importer& im, const NodeCtx& n) {
+  const bool axes_input =
+      n.op == "ReduceSum" ? im.opset() >= 13 : im.opset() >= 18;  // ReduceMean, ReduceMax: 18
+  if (axes_input) {
+    HEXIR_RETURN_IF_ERROR(im.check_attrs(n, {"keepdims", "noop_with_empty_axes"}));
+  } else {
+    HEXIR_RETURN_IF_ERROR(im.check_attrs(n, {"keepdims", "axes"}));
+  }
+  HEXIR_ASSIGN_OR_RETURN(Ref x, im.input(n, 0));
+  HEXIR_ASSIGN_OR_RETURN(int64_t keepdims, im.attr_int(n, "keepdims", 1));
+  HEXIR_ASSIGN_OR_RETURN(int64_t noop, im.attr_int(n, "noop_with_empty_axes", 0));
+  std::vector<int64_t> axes;
+  if (axes_input) {
+    HEXIR_ASSIGN_OR_RETURN(std::optional<Ref> a, im.optional_input(n, 1));
+    if (a) {
+      HEXIR_ASSIGN_OR_RETURN(axes, im.const_ints(n, *a, 1, "axes"));
+    }
+  } else {
+    HEXIR_ASSIGN_OR_RETURN(auto a, im.attr_ints(n, "axes"));
+    if (a) axes = *a;
+  }
+  if (axes.empty() && noop) {
+    im.define(n, 0, x);
+    return ok_status();
+  }
+  ops::AttrMap attrs;
+  if (!axes.empty()) attrs["axes"] = int_list(axes);
+  attrs["keepdims"] = ops::AttrValue{keepdims ? int64_t{1} : int64_t{0}};
+  ops::OpId id = n.op == "ReduceSum" ? ops::OpId::kReduceSum : ops::OpId::kReduceMean;
+  if (n.op == "ReduceMax") {
+    HEXIR_ASSIGN_OR_RETURN(id, hexir_op(n, "reduce_max"));
+  }
+  HEXIR_ASSIGN_OR_RETURN(Ref r, im.emit1(n, id, {x},
+                                      attrs, im.result_name(n)));
+  im.define(n, 0, r);
+  return ok_status();
+}
+
+// MaxPool/AveragePool, 2-D (1-D as a 2-D view): @max_pool/@average_pool
+// when this build has them; the attributes pass through (ONNX's own).
+Status op_pool(Importer& im, const NodeCtx& n) {
+  const bool is_max = n.op == "MaxPool";
+  if (is_max) {
+    HEXIR_RETURN_IF_ERROR(im.check_attrs(
+        n, {"auto_pad", "ceil_mode", "dilations", "kernel_shape", "pads", "storage_order", "strides"}));
+  } else {
+    HEXIR_RETURN_IF_ERROR(im.check_attrs(
+        n, {"auto_pad", "ceil_mode", "count_include_pad", "dilations", "kernel_shape", "pads", "strides"}));
+  }
+  HEXIR_RETURN_IF_ERROR(im.only_first_outputs(n, 1));
+  HEXIR_ASSIGN_OR_RETURN(int64_t storage_order, im.attr_int(n, "storage_order", 0));
+  if (storage_order != 0) return error_at(n.loc, "storage_order 1 is not supported by the ONNX importer");
+  HEXIR_ASSIGN_OR_RETURN(ops::OpId id, hexir_op(n, is_max ? "max_pool" : "average_pool"));
+  HEXIR_ASSIGN_OR_RETURN(Ref x, im.input(n, 0));
+  const Info xi = im.info(x);
+  if (xi.dims.size() != 4 && xi.dims.size() != 3)
+    return error_at(n.loc,
+                    "a " + std::to_string(static_cast<int64_t>(xi.dims.size()) - 2) +
+                        "-D pooling is not supported by the ONNX importer (only 1-D and 2-D); the input is " +
+                        shape_text(xi.dims));
+  const bool one_d = xi.dims.size() == 3;
+  // 1-D: the spatial lists get a leading 1 (pads [b, e] -> [0, b, 0, e]).
+  auto widen = [&](const char* name, int64_t fill, bool pads) -> Result<std::optional<std::vector<int64_t>>> {
+    HEXIR_ASSIGN_OR_RETURN(auto v, im.attr_ints(n, name));
+    if (!v || !one_d) return v;
+    if (pads) {
+      if (v->size() != 2) return error_at(n.loc, "attribute 'pads' needs 2 values for a 1-D pool");
+      return std::optional<std::vector<int64_t>>(std::vector<int64_t>{0, (*v)[0], 0, (*v)[1]});
+    }
+    if (v->size() != 1)
+      return error_at(n.loc, "attribute '" + std::string(name) + "' needs 1 value for a 1-D pool");
+    return std::optional<std::vector<int64_t>>(std::vector<int64_t>{fill, (*v)[0]});
+  };
+  ops::AttrMap attrs;
+  for (const char* name : {"kernel_shape", "strides", "dilations", "pads"}) {
+    HEXIR_ASSIGN_OR_RETURN(auto v, widen(name, 1, std::string_view(name) == "pads"));
+    if (v) attrs[name] = int_list(*v);
+  }
+  if (!attrs.count("kernel_shape")) return error_at(n.loc, "attribute 'kernel_shape' is missing");
+  for (const char* name : {"ceil_mode", "count_include_pad"}) {
+    HEXIR_ASSIGN_OR_RETURN(int64_t v, im.attr_int(n, name, 0));
+    if (v) attrs[name] = ops::AttrValue{v};
+  }
+  HEXIR_ASSIGN_OR_RETURN(std::string auto_pad, im.attr_string(n, "auto_pad", "NOTSET"));
+  if (auto_pad != "NOTSET") attrs["auto_pad"] = ops::AttrValue{auto_pad};
+  if (one_d) {
+    HEXIR_ASSIGN_OR_RETURN(
+        x, im.reshape(n, x, {xi.dims[0], xi.dims[1], 1, xi.dims[2]}, im.helper_name(n, "x2d")));
+  }
+  HEXIR_ASSIGN_OR_RETURN(
+      Ref r, im.emit1(n, id, {x}, attrs, one_d ? im.helper_name(n, "pool2d") : im.result_name(n)));
+  if (one_d) {
+    const std::vector<int64_t> dims = im.info(r).dims;
+    HEXIR_ASSIGN_OR_RETURN(r, im.reshape(n, r, {dims[0], dims[1], dims[3]}, im.result_name(n)));
+  }
+  im.define(n, 0, r);
+  return ok_status();
+}
+
+// Resize (opset 10+) and Upsample (7-9): the H and W of [N,C,H,W], scales or
+// sizes known at import. Before opset 11 coordinates are asymmetric and
+// nearest takes the floor going up (onnxruntime's legacy rule).
+Status op_resize(Importer& im, const NodeCtx& n) {
+  const bool legacy = n.op == "Upsample" || im.opset() < 11;
+  if (legacy) {
+    HEXIR_RETURN_IF_ERROR(im.check_attrs(n, {"mode", "scales"}));
+  } else {
+    HEXIR_RETURN_IF_ERROR(im.check_attrs(n, {"mode", "coordinate_transformation_mode", "nearest_mode",
+                                          "cubic_coeff_a", "exclude_outside", "extrapolation_value",
+                                          "antialias", "axes", "keep_aspect_ratio_policy"}));
+  }
+  HEXIR_ASSIGN_OR_RETURN(ops::OpId id, hexir_op(n, "resize"));
+  HEXIR_ASSIGN_OR_RETURN(Ref x, im.input(n, 0));
+  const Info xi = im.info(x);
+  if (xi.dims.size() != 4)
+    return error_at(n.loc,
+                    "resizing a rank-" + std::to_string(xi.dims.size()) +
+                        " tensor is not supported by the ONNX importer (only [N,C,H,W]); the input is " +
+                        shape_text(xi.dims));
+  HEXIR_ASSIGN_OR_RETURN(std::string mode, im.attr_string(n, "mode", "nearest"));
+  if (mode == "bilinear") mode = "linear";  // Upsample-7's spelling
+  if (mode != "nearest" && mode != "linear")
+    return error_at(n.loc,
+                    "mode '" + mode + "' is not supported by the ONNX importer (nearest and linear are)");
+  ops::AttrMap attrs;
+  attrs["mode"] = ops::AttrValue{mode};
+  if (!legacy) {
+    HEXIR_ASSIGN_OR_RETURN(int64_t antialias, im.attr_int(n, "antialias", 0));
+    if (antialias != 0) return error_at(n.loc, "antialias is not supported by the ONNX importer");
+    HEXIR_ASSIGN_OR_RETURN(auto axes, im.attr_ints(n, "axes"));
+    if (axes && *axes != std::vector<int64_t>{2, 3} && *axes != std::vector<int64_t>{-2, -1})
+      return error_at(n.loc, "axes " + shape_text(*axes) +
+                                 " is not supported by the ONNX importer (only the last two, H and W)");
+    HEXIR_ASSIGN_OR_RETURN(std::string policy, im.attr_string(n, "keep_aspect_ratio_policy", "stretch"));
+    if (policy != "stretch")
+      return error_at(n.loc,
+                      "keep_aspect_ratio_policy '" + policy + "' is not supported by the ONNX importer");
+    HEXIR_ASSIGN_OR_RETURN(std::string coordinate,
+                           im.attr_string(n, "coordinate_transformation_mode", "half_pixel"));
+    if (coordinate == "tf_crop_and_resize")
+      return error_at(
+          n.loc, "coordinate_transformation_mode 'tf_crop_and_resize' is not supported by the ONNX importer");
+    attrs["coordinate_transformation_mode"] = ops::AttrValue{coordinate};
+    HEXIR_ASSIGN_OR_RETURN(std::string nearest, im.attr_string(n, "nearest_mode", "round_prefer_floor"));
+    if (mode == "nearest") attrs["nearest_mode"] = ops::AttrValue{nearest};
+  } else {
+    attrs["coordinate_transformation_mode"] = ops::AttrValue{std::string("asymmetric")};
+  }
+  // Scales: an attribute (Upsample-7), input 1 (Upsample-9, Resize-10) or
+  // input 2 (Resize-11+, may be empty when sizes, input 3, is given).
+  std::vector<double> scales;
+  std::vector<int64_t> sizes;
+  if (n.op == "Upsample" && im.opset() < 9) {
+    const auto* a = find_attribute(n.node, "scales");
+    if (!a) return error_at(n.loc, "attribute 'scales' is missing");
+    for (float f : a->floats()) scales.push_back(f);
+  } else {
+    const int scales_at = legacy ? 1 : 2;
+    HEXIR_ASSIGN_OR_RETURN(std::optional<Ref> sr, im.optional_input(n, scales_at));
+    if (sr) {
+      HEXIR_ASSIGN_OR_RETURN(HostPtr h, im.host(*sr));
+      if (!h)
+        return error_at(n.loc, "scales (input " + std::to_string(scales_at) +
+                                   ") must be a constant (computable at import); it is computed at run time");
+      for (int64_t i = 0; i < h->count(); ++i) scales.push_back(h->f(i));
+    }
+    if (!legacy) {
+      HEXIR_ASSIGN_OR_RETURN(std::optional<Ref> zr, im.optional_input(n, 3));
+      if (zr) {
+        HEXIR_ASSIGN_OR_RETURN(sizes, im.const_ints(n, *zr, 3, "sizes"));
+      }
+    }
+  }
+  if (!sizes.empty()) {
+    if (sizes.size() != 4 && sizes.size() != 2)
+      return error_at(n.loc, "sizes " + shape_text(sizes) + " does not have one entry per resized axis");
+    attrs["sizes"] = int_list(sizes);
+  } else if (!scales.empty()) {
+    if (scales.size() != 4 && scales.size() != 2)
+      return error_at(n.loc, "scales has " + std::to_string(scales.size()) + " values, expected 4");
+    if (scales.size() == 4 && (scales[0] != 1.0 || scales[1] != 1.0))
+      return error_at(n.loc, "scaling N or C is not supported by the ONNX importer (only H and W)");
+    std::vector<ops::AttrValue> list;
+    for (double v : scales) list.push_back(ops::AttrValue{v});
+    attrs["scales"] = ops::AttrValue{std::move(list)};
+    if (legacy && mode == "nearest") {
+      // onnxruntime before opset 11: truncation going up, ceil going down.
+      const bool down_h = scales[scales.size() - 2] < 1.0, down_w = scales.back() < 1.0;
+      if (down_h != down_w)
+        return error_at(
+            n.loc, "nearest resizing up on one axis and down on the other is not supported before opset 11");
+      attrs["nearest_mode"] = ops::AttrValue{std::string(down_h ? "ceil" : "floor")};
+    }
+  } else {
+    return error_at(n.loc, "needs scales or sizes (both are missing or empty)");
+  }
+  HEXIR_ASSIGN_OR_RETURN(Ref r, im.emit1(n, id, {x}, attrs, im.result_name(n)));
+  im.define(n, 0, r);
+  return ok_status();
+}
+
+// ConvTranspose (1-D as a view of 2-D); the operator lowers output_shape and auto_pad itself.
+Status op_conv_transpose(Importer& im, const NodeCtx& n) {
+  HEXIR_RETURN_IF_ERROR(im.check_attrs(n, {"auto_pad", "dilations", "group", "kernel_shape", "output_padding",
+                                        "output_shape", "pads", "strides"}));
+  HEXIR_ASSIGN_OR_RETURN(ops::OpId id, hexir_op(n, "conv_transpose"));
+  HEXIR_ASSIGN_OR_RETURN(Ref x, im.input(n, 0));
+  HEXIR_ASSIGN_OR_RETURN(Ref w, im.input(n, 1));
+  HEXIR_ASSIGN_OR_RETURN(std::optional<Ref> bias, im.optional_input(n, 2));
+  const Info xi = im.info(x), wi = im.info(w);
+  if ((xi.dims.size() != 4 && xi.dims.size() != 3) || wi.dims.size() != xi.dims.size())
+    return error_at(n.loc, "a transposed convolution of input " + shape_text(xi.dims) + " and weights " +
+                               shape_text(wi.dims) +
+                               " is not supported by the ONNX importer (only 1-D and 2-D)");
+  const bool one_d = xi.dims.size() == 3;
+  ops::AttrMap attrs;
+  for (const char* name :
+       {"strides", "dilations", "pads", "output_padding", "kernel_shape", "output_shape"}) {
+    HEXIR_ASSIGN_OR_RETURN(auto v, im.attr_ints(n, name));
+    if (!v) continue;
+    const bool pads = std::string_view(name) == "pads";
+    if (one_d) {
+      const size_t want = pads ? 2 : std::string_view(name) == "output_shape" && v->size() == 3 ? 3 : 1;
+      if (v->size() != want)
+        return error_at(n.loc, "attribute '" + std::string(name) + "' has " + std::to_string(v->size()) +
+                                   " values, expected " + std::to_string(want) + " for a 1-D convolution");
+      if (pads) *v = {0, (*v)[0], 0, (*v)[1]};
+      else if (want == 3) *v = {(*v)[0], (*v)[1], 1, (*v)[2]};
+      else *v = {std::string_view(name) == "output_padding" ? 0 : 1, (*v)[0]};
+    }
+    attrs[name] = int_list(*v);
+  }
+  HEXIR_ASSIGN_OR_RETURN(int64_t group, im.attr_int(n, "group", 1));
+  attrs["groups"] = ops::AttrValue{group};
+  HEXIR_ASSIGN_OR_RETURN(std::string auto_pad, im.attr_string(n, "auto_pad", "NOTSET"));
+  if (auto_pad != "NOTSET") attrs["auto_pad"] = ops::AttrValue{auto_pad};
+  if (one_d) {
+    HEXIR_ASSIGN_OR_RETURN(
+        x, im.reshape(n, x, {xi.dims[0], xi.dims[1], 1, xi.dims[2]}, im.helper_name(n, "x2d")));
+    HEXIR_ASSIGN_OR_RETURN(
+        w, im.reshape(n, w, {wi.dims[0], wi.dims[1], 1, wi.dims[2]}, im.helper_name(n, "w2d")));
+  }
+  std::vector<Ref> operands{x, w};
+  if (bias) operands.push_back(*bias);
+  HEXIR_ASSIGN_OR_RETURN(
+      Ref r, im.emit1(n, id, operands, attrs, one_d ? im.helper_name(n, "conv2d") : im.result_name(n)));
+  if (one_d) {
+    const std::vector<int64_t> dims = im.info(r).dims;
+    HEXIR_ASSIGN_OR_RETURN(r, im.reshape(n, r, {dims[0], dims[1], dims[3]}, im.result_name(n)));
+  }
+  im.define(n, 0, r);
+  return ok_status();
+}
+
+Status op_global_average_pool(Importer& im, const NodeCtx& n) {
+  HEXIR_RETURN_IF_ERROR(im.check_attrs(n, {}));
+  HEXIR_ASSIGN_OR_RETURN(Ref x, im.input(n, 0));
+  const size_t rank = im.info(x).dims.size();
+  if (rank < 3) return error_at(n.loc, "input must be [N,C,...], got " + shape_text(im.info(x).dims));
+  std::vector<int64_t> axes;
+  for (size_t d = 2; d < rank; ++d) axes.push_back(static_cast<int64_t>(d));
+  ops::AttrMap attrs;
+  attrs["axes"] = int_list(axes);
+  attrs["keepdims"] = ops::AttrValue{int64_t{1}};
+  HEXIR_ASSIGN_OR_RETURN(Ref r, im.emit1(n, ops::OpId::kReduceMean, {x}, attrs, im.result_name(n)));
+  im.define(n, 0, r);
+  return ok_status();
+}
+
+Status op_conv(Importer& im, const NodeCtx& n) {
+  HEXIR_RETURN_IF_ERROR(
+      im.check_attrs(n, {"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"}));
+  HEXIR_ASSIGN_OR_RETURN(Ref x, im.input(n, 0));
+  HEXIR_ASSIGN_OR_RETURN(Ref w, im.input(n, 1));
+  HEXIR_ASSIGN_OR_RETURN(std::optional<Ref> bias, im.optional_input(n, 2));
+  const Info xi = im.info(x), wi = im.info(w);
+  if (xi.dims.size() != 4 && xi.dims.size() != 3)
+    return error_at(
+        n.loc, "a " + std::to_string(static_cast<int64_t>(xi.dims.size()) - 2) +
+                   "-D convolution is not supported by the ONNX importer (only 1-D and 2-D); the input is " +
+                   shape_text(xi.dims));
+  if (wi.dims.size() != xi.dims.size())
+    return error_at(n.loc, "weights " + shape_text(wi.dims) + " do not match the input's rank");
+  const size_t spatial = xi.dims.size() - 2;
+  auto list = [&](const char* name, int64_t fallback, size_t count) -> Result<std::vector<int64_t>> {
+    HEXIR_ASSIGN_OR_RETURN(auto v, im.attr_ints(n, name));
+    if (!v) return std::vector<int64_t>(count, fallback);
+    if (v->size() != count)
+      return error_at(n.loc, "attribute '" + std::string(name) + "' has " + std::to_string(v->size()) +
+                                 " values, expected " + std::to_string(count));
+    return *v;
+  };
+  HEXIR_ASSIGN_OR_RETURN(std::vector<int64_t> strides, list("strides", 1, spatial));
+  HEXIR_ASSIGN_OR_RETURN(std::vector<int64_t> dilations, list("dilations", 1, spatial));
+  HEXIR_ASSIGN_OR_RETURN(std::vector<int64_t> pads, list("pads", 0, 2 * spatial));
+  HEXIR_ASSIGN_OR_RETURN(int64_t group, im.attr_int(n, "group", 1));
+  HEXIR_ASSIGN_OR_RETURN(auto kernel, im.attr_ints(n, "kernel_shape"));
+  const std::vector<int64_t> kdims(wi.dims.begin() + 2, wi.dims.end());
+  if (kernel && *kernel != kdims)
+    return error_at(
+        n.loc, "kernel_shape " + shape_text(*kernel) + " does not match the weights " + shape_text(wi.dims));
+  HEXIR_ASSIGN_OR_RETURN(std::string auto_pad, im.attr_string(n, "auto_pad", "NOTSET"));
+  for (int64_t v : strides)
+    if (v < 1) return error_at(n.loc, "strides must be >= 1");
+  for (int64_t v : dilations)
+    if (v < 1) return error_at(n.loc, "dilations must be >= 1");
+  if (auto_pad == "VALID") {
+    std::fill(pads.begin(), pads.end(), 0);
+  } else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+    for (size_t d = 0; d < spatial; ++d) {
+      const int64_t in = xi.dims[2 + d], s = strides[d];
+      const int64_t out = (in + s - 1) / s;
+      const int64_t window = (kdims[d] - 1) * dilations[d] + 1;
+      const int64_t total = std::max<int64_t>(0, (out - 1) * s + window - in);
+      const int64_t small = total / 2, large = total - small;
+      pads[d] = auto_pad == "SAME_UPPER" ? small : large;
+      pads[spatial + d] = auto_pad == "SAME_UPPER" ? large : small;
+    }
+  } else if (auto_pad != "NOTSET") {
+    return error_at(n.loc, "auto_pad '" + auto_pad + "' is not NOTSET, SAME_UPPER, SAME_LOWER or VALID");
+  }
+  std::vector<int64_t> stride2 = strides, dil2 = dilations, pad2;
+  if (spatial == 1) {  // [N,C,L] as [N,C,1,L]
+    stride2 = {1, strides[0]};
+    dil2 = {1, dilations[0]};
+    pad2 = {0, pads[0], 0, pads[1]};
+    HEXIR_ASSIGN_OR_RETURN(
+        x, im.reshape(n, x, {xi.dims[0], xi.dims[1], 1, xi.dims[2]}, im.helper_name(n, "x2d")));
+    HEXIR_ASSIGN_OR_RETURN(
+        w, im.reshape(n, w, {wi.dims[0], wi.dims[1], 1, wi.dims[2]}, im.helper_name(n, "w2d")));
+  } else {
+    pad2 = pads;
+  }
+  ops::AttrMap attrs;
+  attrs["strides"] = int_list(stride2);
+  attrs["dilations"] = int_list(dil2);
+  attrs["pads"] = int_list(pad2);
+  attrs["groups"] = ops::AttrValue{group};
+  std::vector<Ref> operands{x, w};
+  if (bias) operands.push_back(*bias);
+  HEXIR_ASSIGN_OR_RETURN(Ref r, im.emit1(n, ops::OpId::kConv2d, operands, attrs,
+                                      spatial == 1 ? im.helper_name(n, "conv2d") : im.result_name(n)));
+  if (spatial == 1) {
+    const std::vector<int64_t> dims = im.info(r).dims;
+    HEXIR_ASSIGN_OR_RETURN(r, im.reshape(n, r, {dims[0], dims[1], dims[3]}, im.result_name(n)));
+  }
+  im.define(n, 0, r);
+  return ok_status();
+}
+
+}  // namespace hexir::compiler::onnx_import

@@ -1,0 +1,130 @@
+// The wire-format scan (wire.h).
+#include "frontends/onnx/wire.h"
+
+namespace hexir::compiler::onnx_import {
+
+namespace {
+
+class WireReader {
+ public:
+  WireReader(const uint8_t* begin, const uint8_t* end) : p_(begin), end_(end) {}
+  bool done() const { return p_ >= end_; }
+  const uint8_t* pos() const { return p_; }
+  bool varint(uint64_t* out) {
+    uint64_t v = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+      if (p_ >= end_) return false;
+      const uint8_t b = *p_++;
+      v |= static_cast<uint64_t>(b & 0x7f) << shift;
+      if (!(b & 0x80)) {
+        *out = v;
+        return true;
+      }
+    }
+    return false;
+  }
+  // One field: its number, wire type and (for length-delimited fields) payload.
+  bool field(uint32_t* number, uint32_t* wire, const uint8_t** payload, uint64_t* size,
+             const uint8_t** start) {
+    *start = p_;
+    uint64_t tag = 0;
+    if (!varint(&tag)) return false;
+    *number = static_cast<uint32_t>(tag >> 3);
+    *wire = static_cast<uint32_t>(tag & 7);
+    uint64_t skip = 0;
+    switch (*wire) {
+      case 0: {
+        uint64_t ignored;
+        return varint(&ignored);
+      }
+      case 1:
+        skip = 8;
+        break;
+      case 5:
+        skip = 4;
+        break;
+      case 2:
+        if (!varint(&skip)) return false;
+        *payload = p_;
+        *size = skip;
+        break;
+      default:
+        return false;  // groups (3, 4) are not used by ONNX
+    }
+    if (skip > static_cast<uint64_t>(end_ - p_)) return false;
+    p_ += skip;
+    return true;
+  }
+
+ private:
+  const uint8_t* p_;
+  const uint8_t* end_;
+};
+
+void put_varint(std::string& out, uint64_t v) {
+  while (v >= 0x80) {
+    out.push_back(static_cast<char>((v & 0x7f) | 0x80));
+    v >>= 7;
+  }
+  out.push_back(static_cast<char>(v));
+}
+
+void put_length_delimited(std::string& out, uint32_t number, const std::string& payload) {
+  put_varint(out, (static_cast<uint64_t>(number) << 3) | 2);
+  put_varint(out, payload.size());
+  out += payload;
+}
+
+// The messages the scan descends into: ModelProto.graph (7) -> GraphProto.initializer (5)
+// and GraphProto.node (1) -> NodeProto.attribute (5) -> AttributeProto.t (5).
+enum class WireMessage { kModel, kGraph, kInitializer, kNode, kAttribute, kAttributeTensor };
+
+// Copies the message [begin, end) to `out`, dropping TensorProto.raw_data (9)
+// of initializers and of tensor attributes of top-level nodes and recording
+// its place in the file in `spans`: protobuf never copies the weights.
+// `node` / `attribute`: the indices of the node and attribute being copied.
+bool strip_message(const uint8_t* file_begin, const uint8_t* begin, const uint8_t* end, WireMessage kind,
+                   std::string& out, RawSpans& spans, int node = -1, int attribute = -1) {
+  WireReader reader(begin, end);
+  std::optional<FileSpan> raw;
+  int nodes = 0, attributes = 0;
+  while (!reader.done()) {
+    uint32_t number = 0, wire = 0;
+    const uint8_t *payload = nullptr, *start = nullptr;
+    uint64_t size = 0;
+    if (!reader.field(&number, &wire, &payload, &size, &start)) return false;
+    std::optional<WireMessage> inner_kind;
+    int inner_node = node, inner_attribute = attribute;
+    if (wire == 2) {
+      if (kind == WireMessage::kModel && number == 7) inner_kind = WireMessage::kGraph;
+      if (kind == WireMessage::kGraph && number == 5) inner_kind = WireMessage::kInitializer;
+      if (kind == WireMessage::kGraph && number == 1) inner_kind = WireMessage::kNode, inner_node = nodes++;
+      if (kind == WireMessage::kNode && number == 5)
+        inner_kind = WireMessage::kAttribute, inner_attribute = attributes++;
+      if (kind == WireMessage::kAttribute && number == 5) inner_kind = WireMessage::kAttributeTensor;
+    }
+    const bool tensor = kind == WireMessage::kInitializer || kind == WireMessage::kAttributeTensor;
+    if (inner_kind) {
+      std::string inner;
+      if (!strip_message(file_begin, payload, payload + size, *inner_kind, inner, spans, inner_node,
+                         inner_attribute))
+        return false;
+      put_length_delimited(out, number, inner);
+    } else if (tensor && number == 9 && wire == 2) {
+      raw = FileSpan{static_cast<uint64_t>(payload - file_begin), size};
+    } else {
+      out.append(reinterpret_cast<const char*>(start), static_cast<size_t>(reader.pos() - start));
+    }
+  }
+  if (kind == WireMessage::kInitializer) spans.initializers.push_back(raw);
+  if (kind == WireMessage::kAttributeTensor && raw) spans.node_tensors[{node, attribute}] = *raw;
+  return true;
+}
+
+}  // namespace
+
+bool strip_model(const uint8_t* begin, const uint8_t* end, std::string& out, RawSpans& spans) {
+  return strip_message(begin, begin, end, WireMessage::kModel, out, spans);
+}
+
+}  // namespace hexir::compiler::onnx_import
