@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "hexir/base/half.h"
 #include "hexir/base/npy.h"
 #include "hexir/compiler/compiler.h"
 #include "hexir/compiler/graph.h"
@@ -20,6 +21,7 @@
 #include "ir/constant_data.h"
 #include "ir/plan.h"
 #include "passes/passes.h"
+#include "pipeline.h"
 
 namespace hexir::compiler::testing {
 
