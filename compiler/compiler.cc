@@ -12,11 +12,14 @@
 #include "hexir/compiler/hxir.h"
 #include "hexir/serializer/writer.h"
 #include "ir/constant_data.h"
+#include "passes/arena.h"
+#include "passes/constants.h"
 #include "passes/fusion.h"
 #include "passes/layout.h"
 #include "passes/offload.h"
-#include "passes/passes.h"
 #include "passes/remat.h"
+#include "passes/schedule.h"
+#include "passes/storage.h"
 #include "pipeline.h"
 
 namespace hexir::compiler {

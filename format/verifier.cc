@@ -1206,7 +1206,7 @@ class ModuleVerifier {
       }
       // Loops: a value written before a loop and read or written inside it
       // lives around the back edge, to the loop's LoopNext (the compiler's
-      // rule, passes.cc compute_uses; inner loops first).
+      // rule, liveness.cc compute_uses; inner loops first).
       for (const auto& [loop_begin, loop_next] : out_.loops[f])
         for (uint32_t r : touched) {
           if (def[r] < 0 || def[r] >= loop_begin || std::max(last_read[r], last_write[r]) < loop_begin) continue;

@@ -13,7 +13,7 @@
 #include "hexir/ops/op.h"
 #include "hexir_generated.h"
 #include "ir/constant_data.h"
-#include "passes/passes.h"
+#include "ir/plan.h"
 
 namespace hexir::serializer {
 

@@ -20,7 +20,13 @@
 #include "hexir_generated.h"
 #include "ir/constant_data.h"
 #include "ir/plan.h"
-#include "passes/passes.h"
+#include "passes/arena.h"
+#include "passes/constants.h"
+#include "passes/in_place.h"
+#include "passes/liveness.h"
+#include "passes/schedule.h"
+#include "passes/storage.h"
+#include "passes/views.h"
 #include "pipeline.h"
 
 namespace hexir::compiler::testing {
