@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "passes/views.h"
 
@@ -176,179 +179,235 @@ std::vector<int> carried_in_donated_inputs(const Function& fn) {
   return merged;
 }
 
-}  // namespace
-
-uint64_t copied_bytes(const Function& fn, const FunctionPlan& plan) {
-  uint64_t bytes = 0;
-  for (const Instruction& inst : plan.program) {
-    if (inst.control != Control::kNone || inst.outputs.empty()) continue;
-    if (inst.op == ops::OpId::kTranspose || inst.op == ops::OpId::kSlice || inst.op == ops::OpId::kExpand ||
-        inst.op == ops::OpId::kCopy)
-      for (int out : inst.outputs) bytes += value_at(fn, plan, out).byte_size;
-  }
-  return bytes;
-}
-
-void assign_storage(const Function& fn, FunctionPlan& plan, bool strided_views) {
-  plan = FunctionPlan();
+// Per graph value: the value whose slot it uses in the program (a loop's
+// yielded value its carried value's, a carried value its donated input's, a
+// branch's yielded value the if's result), or -1. Chains are at most two long.
+std::vector<int> slot_substitutions(const Function& fn, const std::vector<int>& in_input) {
   const int graph_values = static_cast<int>(fn.values.size());
   std::vector<int> merged = carried_updates(fn);
-  const std::vector<int> in_input = carried_in_donated_inputs(fn);
   const std::vector<int> in_result = branch_yields(fn, innermost_regions(fn));
   for (int v = 0; v < graph_values; ++v) {
     if (in_input[static_cast<size_t>(v)] >= 0) merged[static_cast<size_t>(v)] = in_input[static_cast<size_t>(v)];
     if (in_result[static_cast<size_t>(v)] >= 0) merged[static_cast<size_t>(v)] = in_result[static_cast<size_t>(v)];
   }
-  // The value whose slot `v` uses: a yielded value its carried value's, a
-  // carried value its donated input's (chains of at most two).
-  auto subst = [&](int v) {
-    while (v < graph_values && merged[static_cast<size_t>(v)] >= 0) v = merged[static_cast<size_t>(v)];
+  return merged;
+}
+
+// The program of a function, built node by node, and the storage its values
+// share: a union-find over storage where a view joins its input's set, a
+// loop's result its carried value's, an in-place update its carried value's.
+// The representative chosen is always the set's written value (the producer,
+// input, constant or carried value).
+class ProgramBuilder {
+ public:
+  // `in_input`: carried_in_donated_inputs(fn).
+  ProgramBuilder(const Function& fn, FunctionPlan& plan, const std::vector<int>& in_input, bool strided_views)
+      : fn_(fn),
+        plan_(plan),
+        graph_values_(static_cast<int>(fn.values.size())),
+        strided_views_(strided_views),
+        merged_(slot_substitutions(fn, in_input)),
+        parent_(static_cast<size_t>(graph_values_)) {
+    for (int v = 0; v < graph_values_; ++v) parent_[static_cast<size_t>(v)] = v;
+    for (int v = 0; v < graph_values_; ++v)
+      if (merged_[static_cast<size_t>(v)] >= 0) parent_[static_cast<size_t>(v)] = subst(v);
+    if (strided_views_) views_ = plan_strided_views(fn);
+  }
+
+  // Emits plan.program: control nodes as control instructions, views as
+  // nothing (they join their input's storage), every other op as one instruction.
+  void build() {
+    for (size_t n = 0; n < fn_.nodes.size(); ++n) {
+      const Node& node = fn_.nodes[n];
+      if (node.kind == NodeKind::kIfBegin) {
+        begin_branch(n, node);
+      } else if (node.kind == NodeKind::kIfElse || node.kind == NodeKind::kIfEnd) {
+        end_branch(n, node);
+      } else if (node.kind == NodeKind::kLoopBegin) {
+        begin_loop(n, node);
+      } else if (node.kind == NodeKind::kLoopEnd) {
+        end_loop(n, node);
+      } else if (node.kind == NodeKind::kFail) {
+        emit_fail(n, node);
+      } else if (node.kind == NodeKind::kOp && strided_views_ && views_.node[n] != StridedViews::kAsBefore) {
+        view_or_materialize(n, node);
+      } else if (ops::op_def(node.op).is_view) {
+        parent_[static_cast<size_t>(node.results[0])] = root(subst(node.inputs[0]));
+      } else {
+        emit_op(n, node);
+      }
+    }
+  }
+
+  // Sets every value's storage root and each root's storage, from its kind:
+  // inputs are Input bindings, constants Constant slots, results Arena.
+  void assign_roots() {
+    const int all_values = graph_values_ + static_cast<int>(plan_.added.size());
+    plan_.values.resize(static_cast<size_t>(all_values));
+    for (int v = 0; v < all_values; ++v) plan_.values[static_cast<size_t>(v)].storage_root = root(v);
+    for (int v = 0; v < all_values; ++v) {
+      ValuePlan& p = plan_.values[static_cast<size_t>(v)];
+      if (p.storage_root != v) continue;
+      const Value& value = value_at(fn_, plan_, v);
+      switch (value.kind) {
+        case ValueKind::kInput:
+          p.storage = Storage::kInput;
+          p.storage_index = static_cast<uint32_t>(value.input_index);
+          break;
+        case ValueKind::kConstant:
+          p.storage = Storage::kConstant;
+          p.storage_index = static_cast<uint32_t>(value.constant);
+          break;
+        case ValueKind::kResult:
+          p.storage = Storage::kArena;
+          break;
+      }
+    }
+  }
+
+  const StridedViews& views() const { return views_; }
+  // Per materialized view: (the view its copy reads, its node).
+  const std::vector<std::pair<int, int>>& materialized() const { return materialized_; }
+
+ private:
+  // The value whose slot `v` uses (slot_substitutions).
+  int subst(int v) const {
+    while (v < graph_values_ && merged_[static_cast<size_t>(v)] >= 0) v = merged_[static_cast<size_t>(v)];
     return v;
-  };
-  // Union-find over storage: a view joins its input's set, a loop's result
-  // its carried value's, an in-place update its carried value's. The
-  // representative chosen is always the set's written value (the producer,
-  // input, constant or carried value).
-  std::vector<int> parent(static_cast<size_t>(graph_values));
-  for (int v = 0; v < graph_values; ++v) parent[static_cast<size_t>(v)] = v;
-  for (int v = 0; v < graph_values; ++v)
-    if (merged[static_cast<size_t>(v)] >= 0) parent[static_cast<size_t>(v)] = subst(v);
-  // Values the plan adds: ids after the graph's (plan.added).
-  auto add_value = [&](std::string name, TensorType type, uint64_t bytes) {
+  }
+  int root(int v) { return find_root(parent_, v); }
+
+  // A value the plan adds: ids after the graph's (plan.added).
+  int add_value(std::string name, TensorType type, uint64_t bytes) {
     Value value;
     value.name = std::move(name);
     value.type = std::move(type);
     value.byte_size = bytes;
     value.kind = ValueKind::kResult;
-    const int id = graph_values + static_cast<int>(plan.added.size());
-    plan.added.push_back(std::move(value));
-    parent.push_back(id);
+    const int id = graph_values_ + static_cast<int>(plan_.added.size());
+    plan_.added.push_back(std::move(value));
+    parent_.push_back(id);
     return id;
-  };
-  auto copy = [&](int from, int to) {
+  }
+
+  void copy(int from, int to) {
     Instruction inst;
     inst.op = ops::OpId::kCopy;
     inst.inputs = {from};
     inst.outputs = {to};
-    plan.program.push_back(std::move(inst));
-  };
-  const StridedViews views = strided_views ? plan_strided_views(fn) : StridedViews{};
-  std::vector<std::pair<int, int>> materialized;  // (the view a copy reads, its node)
-  std::vector<int64_t> loop_begin_at;  // open loops: program index of their kLoopBegin
-  std::vector<int64_t> branch_at;      // open ifs: program index of their kBranchIfZero, then of their kJump
-  for (size_t n = 0; n < fn.nodes.size(); ++n) {
-    const Node& node = fn.nodes[n];
-    if (node.kind == NodeKind::kIfBegin) {
-      Instruction inst;
-      inst.control = Control::kBranchIfZero;
-      inst.node = static_cast<int>(n);
-      inst.inputs = {subst(node.inputs[0])};
-      branch_at.push_back(static_cast<int64_t>(plan.program.size()));
-      plan.program.push_back(std::move(inst));
-      continue;
+    plan_.program.push_back(std::move(inst));
+  }
+
+  void begin_branch(size_t n, const Node& node) {
+    Instruction inst;
+    inst.control = Control::kBranchIfZero;
+    inst.node = static_cast<int>(n);
+    inst.inputs = {subst(node.inputs[0])};
+    branch_at_.push_back(static_cast<int64_t>(plan_.program.size()));
+    plan_.program.push_back(std::move(inst));
+  }
+
+  // kIfElse or kIfEnd: the branch's yields are copies into the if's results
+  // (none for values written there already); then the jump over the else
+  // branch, or the end of the if.
+  void end_branch(size_t n, const Node& node) {
+    const Node& begin = fn_.nodes[static_cast<size_t>(node.params[0])];
+    const Node& end = fn_.nodes[static_cast<size_t>(begin.params[1])];
+    for (size_t j = 0; j < node.inputs.size(); ++j) {
+      const int to = subst(end.results[j]);
+      if (root(subst(node.inputs[j])) != root(to)) copy(subst(node.inputs[j]), to);
     }
-    if (node.kind == NodeKind::kIfElse || node.kind == NodeKind::kIfEnd) {
-      // The branch's yields: copies into the if's results (none for values
-      // written there already).
-      const Node& begin = fn.nodes[static_cast<size_t>(node.params[0])];
-      const Node& end = fn.nodes[static_cast<size_t>(begin.params[1])];
-      for (size_t j = 0; j < node.inputs.size(); ++j) {
-        const int to = subst(end.results[j]);
-        if (find_root(parent, subst(node.inputs[j])) != find_root(parent, to)) copy(subst(node.inputs[j]), to);
+    const int64_t at = branch_at_.back();
+    if (node.kind == NodeKind::kIfElse) {
+      Instruction jump;
+      jump.control = Control::kJump;
+      jump.node = static_cast<int>(n);
+      branch_at_.back() = static_cast<int64_t>(plan_.program.size());
+      plan_.program.push_back(std::move(jump));
+      plan_.program[static_cast<size_t>(at)].target = static_cast<int64_t>(plan_.program.size());
+    } else {
+      plan_.program[static_cast<size_t>(at)].target = static_cast<int64_t>(plan_.program.size());
+      branch_at_.pop_back();
+    }
+  }
+
+  // The carried values take their initial values (copies); the counter is
+  // the induction variable's value.
+  void begin_loop(size_t n, const Node& node) {
+    for (size_t j = 2; j < node.inputs.size(); ++j)
+      if (subst(node.results[j - 1]) != node.inputs[j]) copy(node.inputs[j], subst(node.results[j - 1]));
+    Instruction inst;
+    inst.control = Control::kLoopBegin;
+    inst.node = static_cast<int>(n);
+    inst.inputs = {node.inputs[0], node.inputs[1]};
+    inst.outputs = {node.results[0]};
+    loop_begin_at_.push_back(static_cast<int64_t>(plan_.program.size()));
+    plan_.program.push_back(std::move(inst));
+  }
+
+  // The yield: each carried value takes its next value. A yielded value that
+  // is another carried value of this loop (a swap) is first copied aside, so
+  // no copy reads a value an earlier one overwrote. Then the back edge.
+  void end_loop(size_t n, const Node& node) {
+    const Node& begin = fn_.nodes[static_cast<size_t>(node.params[0])];
+    std::vector<int> sources(node.inputs.size());
+    for (size_t j = 0; j < node.inputs.size(); ++j) {
+      const int y = subst(node.inputs[j]);
+      int y_root = root(y);
+      sources[j] = y;
+      for (size_t k = 0; k < node.inputs.size(); ++k) {
+        if (k == j || root(begin.results[k + 1]) != y_root) continue;
+        const Value& yv = fn_.values[static_cast<size_t>(node.inputs[j])];
+        const int aside = add_value(yv.name + ".yield" + std::to_string(j), yv.type, yv.byte_size);
+        copy(y, aside);
+        sources[j] = aside;
+        break;
       }
-      const int64_t at = branch_at.back();
-      if (node.kind == NodeKind::kIfElse) {
-        Instruction jump;
-        jump.control = Control::kJump;
-        jump.node = static_cast<int>(n);
-        branch_at.back() = static_cast<int64_t>(plan.program.size());
-        plan.program.push_back(std::move(jump));
-        plan.program[static_cast<size_t>(at)].target = static_cast<int64_t>(plan.program.size());
-      } else {
-        plan.program[static_cast<size_t>(at)].target = static_cast<int64_t>(plan.program.size());
-        branch_at.pop_back();
-      }
-      continue;
     }
-    if (node.kind == NodeKind::kLoopBegin) {
-      // The carried values take their initial values (copies); the counter
-      // is the induction variable's value.
-      for (size_t j = 2; j < node.inputs.size(); ++j)
-        if (subst(node.results[j - 1]) != node.inputs[j]) copy(node.inputs[j], subst(node.results[j - 1]));
-      Instruction inst;
-      inst.control = Control::kLoopBegin;
-      inst.node = static_cast<int>(n);
-      inst.inputs = {node.inputs[0], node.inputs[1]};
-      inst.outputs = {node.results[0]};
-      loop_begin_at.push_back(static_cast<int64_t>(plan.program.size()));
-      plan.program.push_back(std::move(inst));
-      continue;
+    for (size_t j = 0; j < node.inputs.size(); ++j) {
+      const int a = subst(begin.results[j + 1]);
+      if (root(sources[j]) != root(a)) copy(sources[j], a);
+      parent_[static_cast<size_t>(node.results[j])] = root(a);  // the result is the carried value
     }
-    if (node.kind == NodeKind::kLoopEnd) {
-      const Node& begin = fn.nodes[static_cast<size_t>(node.params[0])];
-      // The yield: each carried value takes its next value. A yielded value
-      // that is another carried value of this loop (a swap) is first copied
-      // aside, so no copy reads a value an earlier one overwrote.
-      std::vector<int> sources(node.inputs.size());
-      for (size_t j = 0; j < node.inputs.size(); ++j) {
-        const int y = subst(node.inputs[j]);
-        int y_root = find_root(parent, y);
-        sources[j] = y;
-        for (size_t k = 0; k < node.inputs.size(); ++k) {
-          if (k == j || find_root(parent, begin.results[k + 1]) != y_root) continue;
-          const Value& yv = fn.values[static_cast<size_t>(node.inputs[j])];
-          const int aside = add_value(yv.name + ".yield" + std::to_string(j), yv.type, yv.byte_size);
-          copy(y, aside);
-          sources[j] = aside;
-          break;
-        }
-      }
-      for (size_t j = 0; j < node.inputs.size(); ++j) {
-        const int a = subst(begin.results[j + 1]);
-        if (find_root(parent, sources[j]) != find_root(parent, a)) copy(sources[j], a);
-        parent[static_cast<size_t>(node.results[j])] = find_root(parent, a);  // the result is the carried value
-      }
-      const int64_t head = loop_begin_at.back();
-      loop_begin_at.pop_back();
-      Instruction next;
-      next.control = Control::kLoopNext;
-      next.node = static_cast<int>(n);
-      next.inputs = {begin.inputs[1], begin.results[0]};
-      next.outputs = {begin.results[0]};
-      next.target = head + 1;
-      next.step = begin.params[0];
-      plan.program[static_cast<size_t>(head)].target = static_cast<int64_t>(plan.program.size()) + 1;
-      plan.loops.emplace_back(head, static_cast<int64_t>(plan.program.size()));
-      plan.program.push_back(std::move(next));
-      continue;
+    const int64_t head = loop_begin_at_.back();
+    loop_begin_at_.pop_back();
+    Instruction next;
+    next.control = Control::kLoopNext;
+    next.node = static_cast<int>(n);
+    next.inputs = {begin.inputs[1], begin.results[0]};
+    next.outputs = {begin.results[0]};
+    next.target = head + 1;
+    next.step = begin.params[0];
+    plan_.program[static_cast<size_t>(head)].target = static_cast<int64_t>(plan_.program.size()) + 1;
+    plan_.loops.emplace_back(head, static_cast<int64_t>(plan_.program.size()));
+    plan_.program.push_back(std::move(next));
+  }
+
+  void emit_fail(size_t n, const Node& node) {
+    Instruction inst;
+    inst.control = Control::kFail;
+    inst.node = static_cast<int>(n);
+    inst.message = node.message;
+    plan_.program.push_back(std::move(inst));
+  }
+
+  // A strided view shares its base's storage; a materialized one is one copy
+  // from a view of the base into the result.
+  void view_or_materialize(size_t n, const Node& node) {
+    const int result = node.results[0];
+    const int base = root(subst(node.inputs[0]));
+    if (views_.node[n] == StridedViews::kView) {
+      parent_[static_cast<size_t>(result)] = base;
+      return;
     }
-    if (node.kind == NodeKind::kFail) {
-      Instruction inst;
-      inst.control = Control::kFail;
-      inst.node = static_cast<int>(n);
-      inst.message = node.message;
-      plan.program.push_back(std::move(inst));
-      continue;
-    }
-    if (node.kind == NodeKind::kOp && strided_views && views.node[n] != StridedViews::kAsBefore) {
-      const int result = node.results[0];
-      const int base = find_root(parent, subst(node.inputs[0]));
-      if (views.node[n] == StridedViews::kView) {
-        parent[static_cast<size_t>(result)] = base;
-        continue;
-      }
-      // Materialized: one copy from a view of the base into the result.
-      const Value& rv = fn.values[static_cast<size_t>(result)];
-      const int view = add_value(rv.name + ".view", rv.type, rv.byte_size);
-      parent[static_cast<size_t>(view)] = base;
-      materialized.emplace_back(view, static_cast<int>(n));
-      copy(view, subst(result));
-      continue;
-    }
-    if (ops::op_def(node.op).is_view) {
-      parent[static_cast<size_t>(node.results[0])] = find_root(parent, subst(node.inputs[0]));
-      continue;
-    }
+    const Value& rv = fn_.values[static_cast<size_t>(result)];
+    const int view = add_value(rv.name + ".view", rv.type, rv.byte_size);
+    parent_[static_cast<size_t>(view)] = base;
+    materialized_.emplace_back(view, static_cast<int>(n));
+    copy(view, subst(result));
+  }
+
+  void emit_op(size_t n, const Node& node) {
     Instruction inst;
     inst.op = node.op;
     inst.node = static_cast<int>(n);
@@ -359,41 +418,32 @@ void assign_storage(const Function& fn, FunctionPlan& plan, bool strided_views) 
       for (size_t i = 0; i < inst.inputs.size() && i < 32; ++i)
         if (inst.inputs[i] == inst.outputs[0]) inst.alias_mask |= 1u << i;
     }
-    plan.program.push_back(std::move(inst));
-  }
-  const int all_values = graph_values + static_cast<int>(plan.added.size());
-  plan.values.resize(static_cast<size_t>(all_values));
-  for (int v = 0; v < all_values; ++v)
-    plan.values[static_cast<size_t>(v)].storage_root = find_root(parent, v);
-  for (int v = 0; v < all_values; ++v) {
-    ValuePlan& p = plan.values[static_cast<size_t>(v)];
-    if (p.storage_root != v) continue;
-    const Value& value = value_at(fn, plan, v);
-    switch (value.kind) {
-      case ValueKind::kInput:
-        p.storage = Storage::kInput;
-        p.storage_index = static_cast<uint32_t>(value.input_index);
-        break;
-      case ValueKind::kConstant:
-        p.storage = Storage::kConstant;
-        p.storage_index = static_cast<uint32_t>(value.constant);
-        break;
-      case ValueKind::kResult:
-        p.storage = Storage::kArena;
-        break;
-    }
+    plan_.program.push_back(std::move(inst));
   }
 
-  // Outputs: bind the root when it can be written straight into the caller's
-  // buffer, else copy.
+  const Function& fn_;
+  FunctionPlan& plan_;
+  const int graph_values_;
+  const bool strided_views_;
+  const std::vector<int> merged_;  // slot_substitutions
+  std::vector<int> parent_;        // the union-find over storage, per value id
+  StridedViews views_;
+  std::vector<std::pair<int, int>> materialized_;
+  std::vector<int64_t> loop_begin_at_;  // open loops: program index of their kLoopBegin
+  std::vector<int64_t> branch_at_;      // open ifs: program index of their kBranchIfZero, then of their kJump
+};
+
+// Outputs: the root is bound to the output when it can be written straight
+// into the caller's buffer, else the output is a copy. A loop's result
+// carried in its donated input's buffer (`in_input`) is bound to that buffer,
+// which decides the donation.
+void bind_outputs(const Function& fn, FunctionPlan& plan, const std::vector<int>& in_input) {
   plan.outputs.assign(fn.outputs.size(), -1);
   plan.donated_to.assign(fn.arguments.size(), -1);
   std::set<int> bound_roots;
   for (size_t i = 0; i < fn.outputs.size(); ++i) {
     const int returned = fn.outputs[i];
     const int root = plan.values[static_cast<size_t>(returned)].storage_root;
-    // A loop's result carried in its donated input's buffer: that buffer is
-    // the output (the donation is decided here, not below).
     if (const Value& r = value_at(fn, plan, root);
         r.kind == ValueKind::kInput && returned != root && bound_roots.count(root) == 0 &&
         value_at(fn, plan, returned).kind == ValueKind::kResult &&
@@ -432,38 +482,35 @@ void assign_storage(const Function& fn, FunctionPlan& plan, bool strided_views) 
     plan.program.push_back(std::move(inst));
     plan.outputs[i] = copy_id;
   }
+}
 
-  // Views take their root's storage.
-  for (ValuePlan& p : plan.values) {
-    const ValuePlan& root = plan.values[static_cast<size_t>(p.storage_root)];
-    p.storage = root.storage;
-    p.storage_index = root.storage_index;
+// Where each strided view lies in its root (offsets and strides are relative
+// to the graph value viewed, which shares its storage root's buffer from its
+// start), and the bytes the program would copy without strided views.
+void place_strided_views(const Function& fn, FunctionPlan& plan, const StridedViews& views,
+                         const std::vector<std::pair<int, int>>& materialized) {
+  auto place = [&](int v, const ops::ViewLayout& layout) {
+    ValuePlan& p = plan.values[static_cast<size_t>(v)];
+    if (p.storage_root == v) return;
+    p.view_offset = layout.offset;
+    p.view_strides = layout.strides;
+    p.partial_view = layout.offset != 0 || layout.strided() ||
+                     value_at(fn, plan, v).byte_size != value_at(fn, plan, p.storage_root).byte_size;
+  };
+  const int graph_values = static_cast<int>(fn.values.size());
+  for (int v = 0; v < graph_values; ++v) place(v, views.layout[static_cast<size_t>(v)]);
+  for (const auto& [view, node] : materialized) {
+    place(view, views.source[static_cast<size_t>(node)]);
+    plan.copied_bytes_without_views -= value_at(fn, plan, view).byte_size;
   }
-  // Where each view lies in its root (offsets and strides are relative to
-  // the graph value viewed, which shares its storage root's buffer from its start).
-  plan.copied_bytes = copied_bytes(fn, plan);
-  plan.copied_bytes_without_views = plan.copied_bytes;
-  if (strided_views) {
-    auto place = [&](int v, const ops::ViewLayout& layout) {
-      ValuePlan& p = plan.values[static_cast<size_t>(v)];
-      if (p.storage_root == v) return;
-      p.view_offset = layout.offset;
-      p.view_strides = layout.strides;
-      p.partial_view = layout.offset != 0 || layout.strided() ||
-                       value_at(fn, plan, v).byte_size != value_at(fn, plan, p.storage_root).byte_size;
-    };
-    for (int v = 0; v < graph_values; ++v) place(v, views.layout[static_cast<size_t>(v)]);
-    for (const auto& [view, node] : materialized) {
-      place(view, views.source[static_cast<size_t>(node)]);
-      plan.copied_bytes_without_views -= value_at(fn, plan, view).byte_size;
-    }
-    for (size_t n = 0; n < fn.nodes.size(); ++n)
-      if (views.node[n] != StridedViews::kAsBefore && fn.nodes[n].op != ops::OpId::kReshape)
-        plan.copied_bytes_without_views += fn.values[static_cast<size_t>(fn.nodes[n].results[0])].byte_size;
-  }
+  for (size_t n = 0; n < fn.nodes.size(); ++n)
+    if (views.node[n] != StridedViews::kAsBefore && fn.nodes[n].op != ops::OpId::kReshape)
+      plan.copied_bytes_without_views += fn.values[static_cast<size_t>(fn.nodes[n].results[0])].byte_size;
+}
 
-  // Each donated input takes the first output of its type not taken yet:
-  // outputs queued per type, so N donations cost O(N log N), not O(N^2).
+// Each donated input takes the first output of its type not taken yet:
+// outputs queued per type, so N donations cost O(N log N), not O(N^2).
+void donate_inputs(const Function& fn, FunctionPlan& plan) {
   using TypeKey = std::pair<DType, std::vector<int64_t>>;
   std::map<TypeKey, std::vector<int>> free_outputs;  // per type: output indices, last one first
   const size_t result_count = std::min(fn.result_types.size(), fn.outputs.size());
@@ -481,6 +528,38 @@ void assign_storage(const Function& fn, FunctionPlan& plan, bool strided_views) 
     plan.donated_to[a] = it->second.back();
     it->second.pop_back();
   }
+}
+
+}  // namespace
+
+uint64_t copied_bytes(const Function& fn, const FunctionPlan& plan) {
+  uint64_t bytes = 0;
+  for (const Instruction& inst : plan.program) {
+    if (inst.control != Control::kNone || inst.outputs.empty()) continue;
+    if (inst.op == ops::OpId::kTranspose || inst.op == ops::OpId::kSlice || inst.op == ops::OpId::kExpand ||
+        inst.op == ops::OpId::kCopy)
+      for (int out : inst.outputs) bytes += value_at(fn, plan, out).byte_size;
+  }
+  return bytes;
+}
+
+void assign_storage(const Function& fn, FunctionPlan& plan, bool strided_views) {
+  plan = FunctionPlan();
+  const std::vector<int> in_input = carried_in_donated_inputs(fn);
+  ProgramBuilder program(fn, plan, in_input, strided_views);
+  program.build();
+  program.assign_roots();
+  bind_outputs(fn, plan, in_input);
+  // Views take their root's storage.
+  for (ValuePlan& p : plan.values) {
+    const ValuePlan& root = plan.values[static_cast<size_t>(p.storage_root)];
+    p.storage = root.storage;
+    p.storage_index = root.storage_index;
+  }
+  plan.copied_bytes = copied_bytes(fn, plan);
+  plan.copied_bytes_without_views = plan.copied_bytes;
+  if (strided_views) place_strided_views(fn, plan, program.views(), program.materialized());
+  donate_inputs(fn, plan);
 }
 
 int buffer_head(const FunctionPlan& plan, int value) {
