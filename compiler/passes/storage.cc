@@ -46,6 +46,33 @@ std::vector<int> branch_yields(const Function& fn, const std::vector<int>& inner
   return merged;
 }
 
+// Reads through views: per graph value that is not a view (a view's reads
+// count for the value it views), how many node operands read it or a view
+// of it, and the last node that does (-1: none).
+struct ViewReads {
+  std::vector<int> readers;
+  std::vector<int> last_reader;
+};
+
+ViewReads view_reads(const Function& fn) {
+  ViewReads reads;
+  reads.readers.assign(fn.values.size(), 0);
+  reads.last_reader.assign(fn.values.size(), -1);
+  std::vector<int> root(fn.values.size());
+  for (size_t v = 0; v < fn.values.size(); ++v) root[v] = static_cast<int>(v);
+  for (size_t n = 0; n < fn.nodes.size(); ++n) {
+    const Node& node = fn.nodes[n];
+    if (node.kind == NodeKind::kOp && ops::op_def(node.op).is_view)
+      root[static_cast<size_t>(node.results[0])] = root[static_cast<size_t>(node.inputs[0])];
+    for (int in : node.inputs) {
+      const size_t r = static_cast<size_t>(root[static_cast<size_t>(in)]);
+      ++reads.readers[r];
+      reads.last_reader[r] = static_cast<int>(n);
+    }
+  }
+  return reads;
+}
+
 // Loop-carried values written in place: per graph value, the carried value
 // it is (substituted for it in the program), or -1. A yielded value y takes
 // the carried value a's place when y has a's dtype and size, the op writing y
@@ -56,19 +83,11 @@ std::vector<int> branch_yields(const Function& fn, const std::vector<int>& inner
 // on a itself or to a fresh write, with nothing reading a after that link.
 // The yield's copy is then the writes themselves: the decoder's chain of
 // update_slice on its KV cache runs in the cache's own buffer.
-std::vector<int> carried_updates(const Function& fn) {
+// `innermost`: innermost_regions(fn).
+std::vector<int> carried_updates(const Function& fn, const std::vector<int>& innermost, const ViewReads& reads) {
   std::vector<int> merged(fn.values.size(), -1);
-  const std::vector<int> innermost = innermost_regions(fn);
-  // Per value: the last node reading it or a view of it (views: the root's reads).
-  std::vector<int> view_root(fn.values.size());
-  for (size_t v = 0; v < fn.values.size(); ++v) view_root[v] = static_cast<int>(v);
-  std::vector<int> last_reader(fn.values.size(), -1);
-  for (size_t n = 0; n < fn.nodes.size(); ++n) {
-    const Node& node = fn.nodes[n];
-    if (node.kind == NodeKind::kOp && ops::op_def(node.op).is_view)
-      view_root[static_cast<size_t>(node.results[0])] = view_root[static_cast<size_t>(node.inputs[0])];
-    for (int in : node.inputs) last_reader[static_cast<size_t>(view_root[static_cast<size_t>(in)])] = static_cast<int>(n);
-  }
+  // Per value: the last node reading it or a view of it.
+  const std::vector<int>& last_reader = reads.last_reader;
   for (size_t e = 0; e < fn.nodes.size(); ++e) {
     const Node& end = fn.nodes[e];
     if (end.kind != NodeKind::kLoopEnd) continue;
@@ -150,15 +169,9 @@ std::vector<int> carried_updates(const Function& fn) {
 // a return), and the loop's result for it is returned (the donation's output,
 // of the argument's type). The initial copy then disappears and the caller's
 // buffer is the carried value throughout.
-std::vector<int> carried_in_donated_inputs(const Function& fn) {
+std::vector<int> carried_in_donated_inputs(const Function& fn, const ViewReads& reads) {
   std::vector<int> merged(fn.values.size(), -1);
-  std::vector<int> readers(fn.values.size(), 0), root(fn.values.size());
-  for (size_t v = 0; v < fn.values.size(); ++v) root[v] = static_cast<int>(v);
-  for (const Node& node : fn.nodes) {
-    if (node.kind == NodeKind::kOp && ops::op_def(node.op).is_view)
-      root[static_cast<size_t>(node.results[0])] = root[static_cast<size_t>(node.inputs[0])];
-    for (int in : node.inputs) ++readers[static_cast<size_t>(root[static_cast<size_t>(in)])];
-  }
+  const std::vector<int>& readers = reads.readers;
   std::vector<int> returned(fn.values.size(), 0);
   for (int out : fn.outputs) ++returned[static_cast<size_t>(out)];
   int depth = 0;
@@ -182,10 +195,12 @@ std::vector<int> carried_in_donated_inputs(const Function& fn) {
 // Per graph value: the value whose slot it uses in the program (a loop's
 // yielded value its carried value's, a carried value its donated input's, a
 // branch's yielded value the if's result), or -1. Chains are at most two long.
-std::vector<int> slot_substitutions(const Function& fn, const std::vector<int>& in_input) {
+// `innermost`: innermost_regions(fn); `in_input`: carried_in_donated_inputs.
+std::vector<int> slot_substitutions(const Function& fn, const std::vector<int>& innermost, const ViewReads& reads,
+                                   const std::vector<int>& in_input) {
   const int graph_values = static_cast<int>(fn.values.size());
-  std::vector<int> merged = carried_updates(fn);
-  const std::vector<int> in_result = branch_yields(fn, innermost_regions(fn));
+  std::vector<int> merged = carried_updates(fn, innermost, reads);
+  const std::vector<int> in_result = branch_yields(fn, innermost);
   for (int v = 0; v < graph_values; ++v) {
     if (in_input[static_cast<size_t>(v)] >= 0) merged[static_cast<size_t>(v)] = in_input[static_cast<size_t>(v)];
     if (in_result[static_cast<size_t>(v)] >= 0) merged[static_cast<size_t>(v)] = in_result[static_cast<size_t>(v)];
@@ -200,18 +215,20 @@ std::vector<int> slot_substitutions(const Function& fn, const std::vector<int>& 
 // input, constant or carried value).
 class ProgramBuilder {
  public:
-  // `in_input`: carried_in_donated_inputs(fn).
-  ProgramBuilder(const Function& fn, FunctionPlan& plan, const std::vector<int>& in_input, bool strided_views)
+  // `merged`: slot_substitutions(fn); `views`: plan_strided_views(fn) when
+  // strided_views.
+  ProgramBuilder(const Function& fn, FunctionPlan& plan, std::vector<int> merged, StridedViews views,
+                 bool strided_views)
       : fn_(fn),
         plan_(plan),
         graph_values_(static_cast<int>(fn.values.size())),
         strided_views_(strided_views),
-        merged_(slot_substitutions(fn, in_input)),
-        parent_(static_cast<size_t>(graph_values_)) {
+        merged_(std::move(merged)),
+        parent_(static_cast<size_t>(graph_values_)),
+        views_(std::move(views)) {
     for (int v = 0; v < graph_values_; ++v) parent_[static_cast<size_t>(v)] = v;
     for (int v = 0; v < graph_values_; ++v)
       if (merged_[static_cast<size_t>(v)] >= 0) parent_[static_cast<size_t>(v)] = subst(v);
-    if (strided_views_) views_ = plan_strided_views(fn);
   }
 
   // Emits plan.program: control nodes as control instructions, views as
@@ -427,7 +444,7 @@ class ProgramBuilder {
   const bool strided_views_;
   const std::vector<int> merged_;  // slot_substitutions
   std::vector<int> parent_;        // the union-find over storage, per value id
-  StridedViews views_;
+  const StridedViews views_;
   std::vector<std::pair<int, int>> materialized_;
   std::vector<int64_t> loop_begin_at_;  // open loops: program index of their kLoopBegin
   std::vector<int64_t> branch_at_;      // open ifs: program index of their kBranchIfZero, then of their kJump
@@ -545,8 +562,11 @@ uint64_t copied_bytes(const Function& fn, const FunctionPlan& plan) {
 
 void assign_storage(const Function& fn, FunctionPlan& plan, bool strided_views) {
   plan = FunctionPlan();
-  const std::vector<int> in_input = carried_in_donated_inputs(fn);
-  ProgramBuilder program(fn, plan, in_input, strided_views);
+  const std::vector<int> innermost = innermost_regions(fn);
+  const ViewReads reads = view_reads(fn);
+  const std::vector<int> in_input = carried_in_donated_inputs(fn, reads);
+  ProgramBuilder program(fn, plan, slot_substitutions(fn, innermost, reads, in_input),
+                         strided_views ? plan_strided_views(fn, innermost) : StridedViews{}, strided_views);
   program.build();
   program.assign_roots();
   bind_outputs(fn, plan, in_input);

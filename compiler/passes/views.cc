@@ -84,10 +84,9 @@ bool materialize_costly_permuted_views(const Function& fn, const StridedViews& v
 
 }  // namespace
 
-StridedViews plan_strided_views(const Function& fn) {
+StridedViews plan_strided_views(const Function& fn, const std::vector<int>& innermost) {
   const size_t value_count = fn.values.size();
   StridedViews views;
-  const std::vector<int> innermost = innermost_regions(fn);
   std::vector<std::vector<std::pair<int, size_t>>> readers(value_count);  // (node, operand)
   for (size_t n = 0; n < fn.nodes.size(); ++n)
     for (size_t i = 0; i < fn.nodes[n].inputs.size(); ++i)

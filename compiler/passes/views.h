@@ -33,7 +33,8 @@ struct StridedViews {
 // The views of `fn` at its top level (a view computed inside a loop or an if
 // reads a row-major value materialized outside it), with the materializations
 // that the readers (a kernel that reads only row-major, a return, a region)
-// and the cost rule (kPermutedViewCacheBytes) ask for.
-StridedViews plan_strided_views(const Function& fn);
+// and the cost rule (kPermutedViewCacheBytes) ask for. `innermost`:
+// innermost_regions(fn).
+StridedViews plan_strided_views(const Function& fn, const std::vector<int>& innermost);
 
 }  // namespace hexir::compiler
