@@ -28,6 +28,13 @@ bool reads_partial_view(const FunctionPlan& plan, const Instruction& inst, int c
   return false;
 }
 
+// Sets the alias bit of every input operand of `inst` whose value lives in
+// root `root`'s storage (the buffer output 0 takes over).
+void set_alias_bits(const FunctionPlan& plan, Instruction& inst, int root) {
+  for (size_t i = 0; i < inst.inputs.size() && i < 32; ++i)
+    if (plan.values[static_cast<size_t>(inst.inputs[i])].storage_root == root) inst.alias_mask |= 1u << i;
+}
+
 }  // namespace
 
 void assign_in_place(const Function& fn, FunctionPlan& plan, bool arena_values) {
@@ -89,8 +96,7 @@ void assign_in_place(const Function& fn, FunctionPlan& plan, bool arena_values) 
     if (best < 0) continue;
     result.buffer_prev = best;
     heads.link(out, best);
-    for (size_t i = 0; i < inst.inputs.size() && i < 32; ++i)
-      if (plan.values[static_cast<size_t>(inst.inputs[i])].storage_root == best) inst.alias_mask |= 1u << i;
+    set_alias_bits(plan, inst, best);
   }
 }
 
@@ -140,9 +146,7 @@ bool chain_to_donated_input(const Function& fn, FunctionPlan& plan, const Uses& 
   for (const Link& l : links) {
     plan.values[static_cast<size_t>(l.value)].buffer_prev = l.onto;
     heads.link(l.value, l.onto);
-    Instruction& inst = plan.program[l.instruction];
-    for (size_t i = 0; i < inst.inputs.size() && i < 32; ++i)
-      if (plan.values[static_cast<size_t>(inst.inputs[i])].storage_root == l.onto) inst.alias_mask |= 1u << i;
+    set_alias_bits(plan, plan.program[l.instruction], l.onto);
   }
   return true;
 }
