@@ -111,7 +111,9 @@ class ModulePlanner {
 
  private:
   // `status` with the source's name in front (when there is one).
-  Status named(Status status) const { return display_name_.empty() ? status : status.annotate(display_name_); }
+  Status named(Status status) const {
+    return display_name_.empty() ? status : status.annotate(display_name_);
+  }
 
   // Each function's plan from its stored one (stored_: the plan before the
   // in-place passes, which rematerialization and offload add to, so every
@@ -217,8 +219,8 @@ class ModulePlanner {
       bool progress = false;
       for (size_t f = 0; f < module_.functions.size(); ++f) {
         const FunctionPlan& placed = plan_.functions[f];
-        const uint64_t used =
-            arena_and_workspace_bytes(placed.arena_size, placed.workspace_in_arena ? 0 : placed.workspace_size);
+        const uint64_t used = arena_and_workspace_bytes(
+            placed.arena_size, placed.workspace_in_arena ? 0 : placed.workspace_size);
         if (used <= arena_budget_) continue;
         if (attempt > 0) {
           const uint64_t peak = live_peak(module_.functions[f], placed).bytes;
@@ -263,7 +265,8 @@ class ModulePlanner {
         stored_streamable[static_cast<size_t>(plan_.constants.stored_index[g])] = false;
     for (size_t i = 0; i < plan_.constants.stored.size(); ++i) {
       const StoredConstant& c = plan_.constants.stored[i];
-      if (c.fill || module_.constants[static_cast<size_t>(c.constant)].byte_size == 0 || !stored_streamable[i])
+      if (c.fill || module_.constants[static_cast<size_t>(c.constant)].byte_size == 0 ||
+          !stored_streamable[i])
         continue;
       candidates_.push_back(static_cast<int>(i));
     }
@@ -331,16 +334,16 @@ class ModulePlanner {
     size_t worst = 0;
     for (size_t f = 1; f < module_.functions.size(); ++f)
       if (plan_.functions[f].arena_size > plan_.functions[worst].arena_size) worst = f;
-    std::string message = "memory budget device=" + std::to_string(budget_) + " bytes cannot be met: the smallest "
-                          "device arena reached is " + std::to_string(total_) + " bytes (" +
-                          std::to_string(unconstrained_) + " without a budget, lower bound " +
-                          std::to_string(plan_.functions[worst].lower_bound) + ", " +
-                          std::to_string(offloaded_) + " values offloaded to host memory" +
-                          (options_.host_budget ? " under host=" + std::to_string(*options_.host_budget) : "") +
-                          "), beside " + std::to_string(resident_) + " bytes of constants on the device (" +
-                          std::to_string(streamed_count_) + " of " + std::to_string(candidates_.size()) +
-                          " streamable weights streamed from host memory); " +
-                          explain_peak(module_.functions[worst], stored_[worst], in_place_);
+    std::string message =
+        "memory budget device=" + std::to_string(budget_) +
+        " bytes cannot be met: the smallest device arena reached is " + std::to_string(total_) + " bytes (" +
+        std::to_string(unconstrained_) + " without a budget, lower bound " +
+        std::to_string(plan_.functions[worst].lower_bound) + ", " + std::to_string(offloaded_) +
+        " values offloaded to host memory" +
+        (options_.host_budget ? " under host=" + std::to_string(*options_.host_budget) : "") + "), beside " +
+        std::to_string(resident_) + " bytes of constants on the device (" + std::to_string(streamed_count_) +
+        " of " + std::to_string(candidates_.size()) + " streamable weights streamed from host memory); " +
+        explain_peak(module_.functions[worst], stored_[worst], in_place_);
     return named(invalid_argument(message));
   }
 
@@ -353,9 +356,9 @@ class ModulePlanner {
   uint64_t total_ = 0;                // the context's device bytes (plan_scratch)
   // Under a device budget:
   uint64_t budget_ = 0, unconstrained_ = 0;
-  uint64_t resident_ = 0;      // constants on the device
-  uint64_t arena_budget_ = 0;  // what the constants leave of the budget
-  int offloaded_ = 0;          // values offloaded to host memory
+  uint64_t resident_ = 0;                 // constants on the device
+  uint64_t arena_budget_ = 0;             // what the constants leave of the budget
+  int offloaded_ = 0;                     // values offloaded to host memory
   std::vector<FunctionPlan> unstreamed_;  // stored_ before any pass lowered the arena
   std::vector<int> candidates_;           // streamable stored constants, largest first
   int streamed_count_ = 0;

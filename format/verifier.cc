@@ -341,7 +341,8 @@ class ModuleVerifier {
                        constant_label(s.index()), " is in a ", host_constant ? "host" : "device",
                        " section (a streamed weight's slot is Host, every other constant's Device)");
     } else if (is_host(s) && (s.storage() != fb::StorageKind::Arena || dynamic_)) {
-      return corrupt(what, ": only arena slots of a static plan and streamed constants live in the host memory space");
+      return corrupt(
+          what, ": only arena slots of a static plan and streamed constants live in the host memory space");
     }
     return check_slot_bytes(s, what);
   }
@@ -363,12 +364,13 @@ class ModuleVerifier {
       case fb::StorageKind::Arena:
         if (dynamic_) {  // no static plan: the VM gives each value its own buffer
           if (s.arena_offset() != 0)
-            return corrupt(what, ": arena offset ", s.arena_offset(), " in a free-at-last-use plan (must be 0)");
+            return corrupt(what, ": arena offset ", s.arena_offset(),
+                           " in a free-at-last-use plan (must be 0)");
           break;
         }
         if (s.arena_offset() % plan.alignment() != 0)
-          return corrupt(what, ": arena offset ", s.arena_offset(), " is not a multiple of the arena alignment ",
-                         plan.alignment());
+          return corrupt(what, ": arena offset ", s.arena_offset(),
+                         " is not a multiple of the arena alignment ", plan.alignment());
         // A view's bytes are its base's (check_views).
         if (s.view_of() == -1 && !range_inside(s.arena_offset(), s.byte_size(), plan.size()))
           return corrupt(what, ": arena bytes [", s.arena_offset(), ", +", s.byte_size(),
@@ -642,8 +644,8 @@ class ModuleVerifier {
     if (!results.ok()) return fail("'", info.name, "': ", results.status().message());
     const uint32_t output_count = in.operand_count() - in.input_count();
     if (results->size() != output_count)
-      return fail("'", info.name, "' gives ", results->size(), " results but the instruction has ", output_count,
-                  " outputs");
+      return fail("'", info.name, "' gives ", results->size(), " results but the instruction has ",
+                  output_count, " outputs");
     HEXIR_RETURN_IF_ERROR(check_outputs(in, info, *results, fail));
     HEXIR_RETURN_IF_ERROR(check_alias_bits(in, info, fail));
     return check_workspace(k, in, input_types, param_span, fail);
@@ -658,8 +660,8 @@ class ModuleVerifier {
     const uint64_t params = vec_size(m_.param_pool());
     const uint64_t slots = vec_size(m_.slots());
     if (!range_inside(in.operand_begin(), in.operand_count(), pool))
-      return fail("operands [", in.operand_begin(), ", +", in.operand_count(),
-                  ") exceed the operand pool (", pool, " entries)");
+      return fail("operands [", in.operand_begin(), ", +", in.operand_count(), ") exceed the operand pool (",
+                  pool, " entries)");
     if (in.input_count() > in.operand_count() || in.operand_count() == in.input_count())
       return fail(in.operand_count(), " operands with ", in.input_count(), " inputs: need an output");
     if (static_cast<int64_t>(in.input_count()) < info.min_inputs ||
@@ -676,11 +678,11 @@ class ModuleVerifier {
                     slot_label(m_, slot), ", a host-space slot; only Evict and Prefetch touch host memory");
     }
     if (!range_inside(in.param_begin(), in.param_count(), params))
-      return fail("parameters [", in.param_begin(), ", +", in.param_count(),
-                  ") exceed the parameter pool (", params, " entries)");
+      return fail("parameters [", in.param_begin(), ", +", in.param_count(), ") exceed the parameter pool (",
+                  params, " entries)");
     if (in.input_count() < 32 && (in.alias_mask() >> in.input_count()) != 0)
-      return fail("alias mask 0x", std::hex, in.alias_mask(), std::dec,
-                  " has bits at or above input count ", in.input_count());
+      return fail("alias mask 0x", std::hex, in.alias_mask(), std::dec, " has bits at or above input count ",
+                  in.input_count());
     return ok_status();
   }
 
@@ -688,8 +690,8 @@ class ModuleVerifier {
   // types the operator gives (`results`), in storage of their own: no two
   // share it, and none but output 0 (through alias bits) overlaps an input.
   template <typename Fail>
-  Status check_outputs(const fb::Instruction& in, const ops::OpDef& info, const std::vector<TensorType>& results,
-                       const Fail& fail) {
+  Status check_outputs(const fb::Instruction& in, const ops::OpDef& info,
+                       const std::vector<TensorType>& results, const Fail& fail) {
     const uint32_t output_count = in.operand_count() - in.input_count();
     for (uint32_t j = 0; j < output_count; ++j) {
       const uint32_t slot = m_.operand_pool()->Get(in.operand_begin() + in.input_count() + j);
@@ -753,8 +755,9 @@ class ModuleVerifier {
           return fail("alias bit ", i, " set on ", slot_label(m_, in_index),
                       ", a view with an offset or strides (never written in place)");
         if (input.strides() && input.strides()->size() > 0 &&
-            !ops::accepts_strided_layout(out_.kernel_ids[in.kernel()], i, out_.slot_types[in_index].dims,
-                                         std::vector<int64_t>(input.strides()->begin(), input.strides()->end())))
+            !ops::accepts_strided_layout(
+                out_.kernel_ids[in.kernel()], i, out_.slot_types[in_index].dims,
+                std::vector<int64_t>(input.strides()->begin(), input.strides()->end())))
           return fail("input ", i, " ", slot_label(m_, in_index), " is a strided view but '", info.name,
                       "' reads it only row-major");
       }
@@ -1404,11 +1407,12 @@ class ModuleVerifier {
       const bool bound_input = s.storage() == fb::StorageKind::Input && s.index() < inputs &&
                                root_of(fn.inputs()->Get(s.index())->slot()) == r;
       if (s.storage() != fb::StorageKind::Constant && !bound_input && defined_depth_[r] > depth)
-        return fail("input ", i, " ", slot_label(m_, slot),
-                    a.def[r] >= 0 && a.def[r] < static_cast<int64_t>(k)
-                        ? " is read where it may not have been written (it is written only inside a loop that "
-                          "ends before this instruction)"
-                        : " is read before any instruction writes it");
+        return fail(
+            "input ", i, " ", slot_label(m_, slot),
+            a.def[r] >= 0 && a.def[r] < static_cast<int64_t>(k)
+                ? " is read where it may not have been written (it is written only inside a loop that "
+                  "ends before this instruction)"
+                : " is read before any instruction writes it");
       if (i >= 32 || !((in.alias_mask() >> i) & 1u)) continue;
       *aliased_root = r;
       // Output 0 is this very value, updated in place (a loop-carried
@@ -1431,8 +1435,8 @@ class ModuleVerifier {
   // binding or an output): the value there before is read no more, unless
   // this is its in-place result (output 0 over `aliased_root`).
   template <typename Fail>
-  Status check_buffer_writes(const fb::Function& fn, const fb::Instruction& in, uint64_t k, int64_t aliased_root,
-                             const Fail& fail) {
+  Status check_buffer_writes(const fb::Function& fn, const fb::Instruction& in, uint64_t k,
+                             int64_t aliased_root, const Fail& fail) {
     Accesses& a = access_;
     const uint64_t begin = fn.instruction_begin();
     const uint64_t inputs = vec_size(fn.inputs()), outputs = vec_size(fn.outputs());
@@ -1465,8 +1469,12 @@ class ModuleVerifier {
       const uint64_t else_begin = static_cast<uint64_t>(m_.param_pool()->Get(in.param_begin()));
       const fb::Instruction& jump =
           *m_.instructions()->Get(static_cast<flatbuffers::uoffset_t>(begin + else_begin - 1));
-      if_frames_.push_back({else_begin, static_cast<uint64_t>(m_.param_pool()->Get(jump.param_begin())),
-                            ++if_count_, false, false, {}});
+      if_frames_.push_back({else_begin,
+                            static_cast<uint64_t>(m_.param_pool()->Get(jump.param_begin())),
+                            ++if_count_,
+                            false,
+                            false,
+                            {}});
       path_ended_[++depth] = false;
     } else if (in.opcode() == fb::Opcode::LoopBegin) {
       path_ended_[++depth] = false;

@@ -30,12 +30,15 @@ Status check_alignment_fits_elements(const Function& fn, const FunctionPlan& pla
 
 // Offsets for `buffers` with the chosen strategy, checked: a wrong plan
 // corrupts results silently. `arena` names the arena in errors.
-Result<BufferPlan> place_buffers(const Function& fn, const std::vector<PlanBuffer>& buffers, PlanStrategy strategy,
-                                 uint32_t alignment, uint64_t plan_budget_ms, const std::string& arena) {
-  Result<BufferPlan> placed = strategy == PlanStrategy::kNaive ? plan_naive(buffers, alignment)
-                                                              : plan_arena(buffers, {alignment, plan_budget_ms});
+Result<BufferPlan> place_buffers(const Function& fn, const std::vector<PlanBuffer>& buffers,
+                                 PlanStrategy strategy, uint32_t alignment, uint64_t plan_budget_ms,
+                                 const std::string& arena) {
+  Result<BufferPlan> placed = strategy == PlanStrategy::kNaive
+                                  ? plan_naive(buffers, alignment)
+                                  : plan_arena(buffers, {alignment, plan_budget_ms});
   if (!placed.ok()) return placed.status().annotate("planning the " + arena + " of @" + fn.name);
-  HEXIR_RETURN_IF_ERROR(check_buffer_plan(buffers, *placed, alignment).annotate(arena + " plan of @" + fn.name));
+  HEXIR_RETURN_IF_ERROR(
+      check_buffer_plan(buffers, *placed, alignment).annotate(arena + " plan of @" + fn.name));
   return placed;
 }
 
@@ -87,7 +90,8 @@ Status plan_function_arena(const Function& fn, FunctionPlan& plan, PlanStrategy 
     if (heuristic) *heuristic = "free-at-last-use";
     return ok_status();
   }
-  HEXIR_ASSIGN_OR_RETURN(BufferPlan placed, place_buffers(fn, buffers, strategy, alignment, plan_budget_ms, "arena"));
+  HEXIR_ASSIGN_OR_RETURN(BufferPlan placed,
+                         place_buffers(fn, buffers, strategy, alignment, plan_budget_ms, "arena"));
   for (size_t i = 0; i < ranges.size(); ++i)
     plan.values[static_cast<size_t>(ranges[i].root)].arena_offset = placed.offsets[i];
   for (size_t j = 0; j < scratch_of.size(); ++j)

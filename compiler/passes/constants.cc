@@ -118,8 +118,8 @@ uint64_t pack_constants(const Module& module, ConstantPlan& plan) {
   for (StoredConstant& c : plan.stored) {
     if (c.fill) continue;
     uint64_t& section_end = end[c.streamed ? 1 : 0];
-    const uint64_t offset =
-        (section_end + format::kConstantAlignment - 1) / format::kConstantAlignment * format::kConstantAlignment;
+    const uint64_t offset = (section_end + format::kConstantAlignment - 1) / format::kConstantAlignment *
+                            format::kConstantAlignment;
     c.rodata_offset = offset;
     section_end = offset + module.constants[static_cast<size_t>(c.constant)].byte_size;
   }

@@ -177,7 +177,8 @@ class EpilogueFusion {
         continue;
       bool swaps_last_two = t.params[rank - 1] == static_cast<int64_t>(rank - 2) &&
                             t.params[rank - 2] == static_cast<int64_t>(rank - 1);
-      for (size_t d = 0; swaps_last_two && d + 2 < rank; ++d) swaps_last_two = t.params[d] == static_cast<int64_t>(d);
+      for (size_t d = 0; swaps_last_two && d + 2 < rank; ++d)
+        swaps_last_two = t.params[d] == static_cast<int64_t>(d);
       if (!swaps_last_two) continue;
       node.inputs[1] = t.inputs[0];
       if (node.params.empty()) node.params.push_back(1);
@@ -217,14 +218,16 @@ class EpilogueFusion {
     if (node.op != OpId::kConv2d || node.inputs.size() != 3) return;
     const int v = node.results[0];
     const int j = sole_reader(v);
-    if (j < 0 || fn_.nodes[static_cast<size_t>(j)].op != OpId::kAdd || !fn_.nodes[static_cast<size_t>(j)].params.empty())
+    if (j < 0 || fn_.nodes[static_cast<size_t>(j)].op != OpId::kAdd ||
+        !fn_.nodes[static_cast<size_t>(j)].params.empty())
       return;
     const Node& add = fn_.nodes[static_cast<size_t>(j)];
     const int other = add.inputs[0] == v ? add.inputs[1] : add.inputs[0];
     const Value& r = fn_.values[static_cast<size_t>(other)];
     const TensorType& result = fn_.values[static_cast<size_t>(v)].type;
     const bool before = r.kind != ValueKind::kResult || (r.node >= 0 && r.node < static_cast<int>(n));
-    if (other != v && before && r.type == result && fn_.values[static_cast<size_t>(add.results[0])].type == result &&
+    if (other != v && before && r.type == result &&
+        fn_.values[static_cast<size_t>(add.results[0])].type == result &&
         readers_.region[static_cast<size_t>(j)] == readers_.region[n]) {
       node.inputs.push_back(other);
       absorb(n, j);
@@ -259,7 +262,8 @@ class EpilogueFusion {
       if (k < 0) break;
       const Node& next = fn_.nodes[static_cast<size_t>(k)];
       if (next.op != want || next.inputs.size() != 2 || next.results.size() != 1 || !next.params.empty() ||
-          !(fn_.values[static_cast<size_t>(next.results[0])].type == fn_.values[static_cast<size_t>(cur)].type))
+          !(fn_.values[static_cast<size_t>(next.results[0])].type ==
+            fn_.values[static_cast<size_t>(cur)].type))
         continue;
       const int other = next.inputs[0] == cur ? next.inputs[1] : next.inputs[0];
       if (other == cur) continue;
@@ -288,8 +292,8 @@ class EpilogueFusion {
         for (int r : fn_.nodes[n].results) producer[static_cast<size_t>(r)] = static_cast<int>(n);
     for (size_t j = 0; j < fn_.nodes.size(); ++j) {
       const Node& copy = fn_.nodes[j];
-      if (node_dropped_[j] || copy.kind != NodeKind::kOp || copy.op != OpId::kCopy || copy.inputs.size() != 1 ||
-          copy.results.size() != 1)
+      if (node_dropped_[j] || copy.kind != NodeKind::kOp || copy.op != OpId::kCopy ||
+          copy.inputs.size() != 1 || copy.results.size() != 1)
         continue;
       const int v = copy.inputs[0];
       const int n = producer[static_cast<size_t>(v)];

@@ -43,7 +43,8 @@ void assign_in_place(const Function& fn, FunctionPlan& plan, bool arena_values) 
   const std::vector<int> argument = arguments_by_value(fn, plan);
   for (size_t k = 0; k < plan.program.size(); ++k) {
     Instruction& inst = plan.program[k];
-    if (inst.control != Control::kNone || inst.writes_carried) continue;  // alias bits fixed by assign_storage
+    // A carried value's update has its alias bits from assign_storage.
+    if (inst.control != Control::kNone || inst.writes_carried) continue;
     inst.alias_mask = 0;
     if (!ops::op_def(inst.op).may_run_in_place || inst.outputs.empty()) continue;
     // Only output 0 ever runs in place.
@@ -122,7 +123,8 @@ bool chain_to_donated_input(const Function& fn, FunctionPlan& plan, const Uses& 
     if (w < 0 || plan.values[static_cast<size_t>(cur)].buffer_prev >= 0) return false;
     const Instruction& inst = plan.program[static_cast<size_t>(w)];
     if (inst.control != Control::kNone || inst.writes_carried || inst.outputs.empty() ||
-        plan.values[static_cast<size_t>(inst.outputs[0])].storage_root != cur || !ops::op_def(inst.op).may_run_in_place)
+        plan.values[static_cast<size_t>(inst.outputs[0])].storage_root != cur ||
+        !ops::op_def(inst.op).may_run_in_place)
       return false;
     const uint32_t allowed = ops::op_def(inst.op).in_place_inputs;
     int next = -1;
@@ -133,7 +135,8 @@ bool chain_to_donated_input(const Function& fn, FunctionPlan& plan, const Uses& 
       if (uses.last_read[static_cast<size_t>(c)] != w || cv.byte_size != want.byte_size ||
           cv.type.dtype != want.type.dtype || reads_partial_view(plan, inst, c))
         continue;
-      if (c == input || (cv.kind == ValueKind::kResult && plan.values[static_cast<size_t>(c)].storage == Storage::kArena)) {
+      if (c == input ||
+          (cv.kind == ValueKind::kResult && plan.values[static_cast<size_t>(c)].storage == Storage::kArena)) {
         next = c;
         if (c == input) break;
       }
@@ -165,7 +168,8 @@ void place_donations(const Function& fn, FunctionPlan& plan, bool in_place_chain
     const int result = plan.values[static_cast<size_t>(plan.outputs[j])].storage_root;
     ValuePlan& r = plan.values[static_cast<size_t>(result)];
     if (heads.head(result) == arg.value) continue;  // an in-place chain already ends there
-    if (in_place_chains && straight_line && chain_to_donated_input(fn, plan, uses, heads, result, arg.value)) continue;
+    if (in_place_chains && straight_line && chain_to_donated_input(fn, plan, uses, heads, result, arg.value))
+      continue;
     // Written straight into the donated buffer: legal when the input (with
     // its views) is read by no instruction from the writer on.
     if (value_at(fn, plan, result).kind == ValueKind::kResult && r.storage == Storage::kOutput &&

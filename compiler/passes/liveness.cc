@@ -27,9 +27,11 @@ Uses compute_uses(const FunctionPlan& plan) {
   std::vector<int64_t> last_access(plan.values.size(), -1);
   for (size_t i = 0; i < plan.program.size(); ++i) {
     for (int v : plan.program[i].inputs)
-      last_access[static_cast<size_t>(plan.values[static_cast<size_t>(v)].storage_root)] = static_cast<int64_t>(i);
+      last_access[static_cast<size_t>(plan.values[static_cast<size_t>(v)].storage_root)] =
+          static_cast<int64_t>(i);
     for (int v : plan.program[i].outputs)
-      last_access[static_cast<size_t>(plan.values[static_cast<size_t>(v)].storage_root)] = static_cast<int64_t>(i);
+      last_access[static_cast<size_t>(plan.values[static_cast<size_t>(v)].storage_root)] =
+          static_cast<int64_t>(i);
   }
   for (const auto& [begin, next] : plan.loops)
     for (size_t v = 0; v < plan.values.size(); ++v) {

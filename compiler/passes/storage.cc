@@ -32,11 +32,13 @@ std::vector<int> branch_yields(const Function& fn, const std::vector<int>& inner
     const Node& begin = fn.nodes[static_cast<size_t>(node.params[0])];
     const Node& end = fn.nodes[static_cast<size_t>(begin.params[1])];
     // The branch this node closes is opened by the kIfBegin (then) or the kIfElse (else).
-    const int opener = node.kind == NodeKind::kIfElse ? static_cast<int>(node.params[0]) : static_cast<int>(begin.params[0]);
+    const int opener =
+        node.kind == NodeKind::kIfElse ? static_cast<int>(node.params[0]) : static_cast<int>(begin.params[0]);
     for (size_t j = 0; j < node.inputs.size(); ++j) {
       const int y = node.inputs[j];
       const Value& yv = fn.values[static_cast<size_t>(y)];
-      if (yv.kind != ValueKind::kResult || yv.node < 0 || innermost[static_cast<size_t>(yv.node)] != opener) continue;
+      if (yv.kind != ValueKind::kResult || yv.node < 0 || innermost[static_cast<size_t>(yv.node)] != opener)
+        continue;
       const Node& writer = fn.nodes[static_cast<size_t>(yv.node)];
       if (writer.kind != NodeKind::kOp || ops::op_def(writer.op).is_view) continue;
       if (std::count(node.inputs.begin(), node.inputs.end(), y) != 1) continue;
@@ -84,7 +86,8 @@ ViewReads view_reads(const Function& fn) {
 // The yield's copy is then the writes themselves: the decoder's chain of
 // update_slice on its KV cache runs in the cache's own buffer.
 // `innermost`: innermost_regions(fn).
-std::vector<int> carried_updates(const Function& fn, const std::vector<int>& innermost, const ViewReads& reads) {
+std::vector<int> carried_updates(const Function& fn, const std::vector<int>& innermost,
+                                 const ViewReads& reads) {
   std::vector<int> merged(fn.values.size(), -1);
   // Per value: the last node reading it or a view of it.
   const std::vector<int>& last_reader = reads.last_reader;
@@ -105,7 +108,8 @@ std::vector<int> carried_updates(const Function& fn, const std::vector<int>& inn
       // A value of this loop's own body, of a's type, written by an op.
       auto in_body = [&](int v) {
         const Value& value = fn.values[static_cast<size_t>(v)];
-        if (value.kind != ValueKind::kResult || value.node <= b || static_cast<size_t>(value.node) >= e) return false;
+        if (value.kind != ValueKind::kResult || value.node <= b || static_cast<size_t>(value.node) >= e)
+          return false;
         const Node& writer = fn.nodes[static_cast<size_t>(value.node)];
         return writer.kind == NodeKind::kOp && innermost[static_cast<size_t>(value.node)] == b &&
                !ops::op_def(writer.op).is_view && value.type == av.type && value.byte_size == av.byte_size &&
@@ -142,8 +146,8 @@ std::vector<int> carried_updates(const Function& fn, const std::vector<int>& inn
         int next = -1;
         for (int c : fn.nodes[static_cast<size_t>(w)].inputs) {
           bool reads_c = false;
-          if (c == cur || !in_body(c) || yielded[static_cast<size_t>(c)] || last_reader[static_cast<size_t>(c)] != w ||
-              !runs_in_place_on(cur, c, &reads_c))
+          if (c == cur || !in_body(c) || yielded[static_cast<size_t>(c)] ||
+              last_reader[static_cast<size_t>(c)] != w || !runs_in_place_on(cur, c, &reads_c))
             continue;
           next = c;
           break;
@@ -196,14 +200,16 @@ std::vector<int> carried_in_donated_inputs(const Function& fn, const ViewReads& 
 // yielded value its carried value's, a carried value its donated input's, a
 // branch's yielded value the if's result), or -1. Chains are at most two long.
 // `innermost`: innermost_regions(fn); `in_input`: carried_in_donated_inputs.
-std::vector<int> slot_substitutions(const Function& fn, const std::vector<int>& innermost, const ViewReads& reads,
-                                   const std::vector<int>& in_input) {
+std::vector<int> slot_substitutions(const Function& fn, const std::vector<int>& innermost,
+                                    const ViewReads& reads, const std::vector<int>& in_input) {
   const int graph_values = static_cast<int>(fn.values.size());
   std::vector<int> merged = carried_updates(fn, innermost, reads);
   const std::vector<int> in_result = branch_yields(fn, innermost);
   for (int v = 0; v < graph_values; ++v) {
-    if (in_input[static_cast<size_t>(v)] >= 0) merged[static_cast<size_t>(v)] = in_input[static_cast<size_t>(v)];
-    if (in_result[static_cast<size_t>(v)] >= 0) merged[static_cast<size_t>(v)] = in_result[static_cast<size_t>(v)];
+    if (in_input[static_cast<size_t>(v)] >= 0)
+      merged[static_cast<size_t>(v)] = in_input[static_cast<size_t>(v)];
+    if (in_result[static_cast<size_t>(v)] >= 0)
+      merged[static_cast<size_t>(v)] = in_result[static_cast<size_t>(v)];
   }
   return merged;
 }
@@ -470,7 +476,8 @@ void bind_outputs(const Function& fn, FunctionPlan& plan, const std::vector<int>
       plan.outputs[i] = returned;
       continue;
     }
-    const bool needs_copy = value_at(fn, plan, root).kind != ValueKind::kResult || bound_roots.count(root) > 0;
+    const bool needs_copy =
+        value_at(fn, plan, root).kind != ValueKind::kResult || bound_roots.count(root) > 0;
     if (!needs_copy) {
       bound_roots.insert(root);
       plan.values[static_cast<size_t>(root)].storage = Storage::kOutput;
@@ -535,7 +542,8 @@ void donate_inputs(const Function& fn, FunctionPlan& plan) {
   for (int j : plan.donated_to)
     if (j >= 0 && static_cast<size_t>(j) < result_count) taken[static_cast<size_t>(j)] = true;
   for (size_t j = result_count; j-- > 0;)
-    if (!taken[j]) free_outputs[{fn.result_types[j].dtype, fn.result_types[j].dims}].push_back(static_cast<int>(j));
+    if (!taken[j])
+      free_outputs[{fn.result_types[j].dtype, fn.result_types[j].dims}].push_back(static_cast<int>(j));
   for (size_t a = 0; a < fn.arguments.size(); ++a) {
     const Argument& arg = fn.arguments[a];
     if (!arg.donate || plan.donated_to[a] >= 0) continue;

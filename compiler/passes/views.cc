@@ -121,7 +121,8 @@ StridedViews plan_strided_views(const Function& fn, const std::vector<int>& inne
         }
         continue;
       }
-      std::optional<ops::ViewLayout> layout = ops::result_view_layout(node.op, xt, views.layout[x], node.params, rt);
+      std::optional<ops::ViewLayout> layout =
+          ops::result_view_layout(node.op, xt, views.layout[x], node.params, rt);
       if (node.op == ops::OpId::kReshape && !views.layout[x].strided()) {  // a view already
         views.root[r] = views.root[x];
         views.layout[r] = {views.layout[x].offset, {}};
@@ -149,7 +150,8 @@ StridedViews plan_strided_views(const Function& fn, const std::vector<int>& inne
     }
     // A view some reader cannot read where it lies is materialized.
     for (size_t v = 0; v < value_count; ++v) {
-      if (views.root[v] == static_cast<int>(v) || materialize[v] || whole_root(fn, views, static_cast<int>(v)))
+      if (views.root[v] == static_cast<int>(v) || materialize[v] ||
+          whole_root(fn, views, static_cast<int>(v)))
         continue;
       bool needed = returned[v] > 0;
       for (const auto& [n, operand] : readers[v]) {
@@ -157,7 +159,8 @@ StridedViews plan_strided_views(const Function& fn, const std::vector<int>& inne
         if (reader.kind != NodeKind::kOp || innermost[static_cast<size_t>(n)] >= 0) {
           needed = true;
         } else if (views.layout[v].strided() && !ops::can_be_view(reader.op) &&
-                   !ops::accepts_strided_layout(reader.op, operand, fn.values[v].type.dims, views.layout[v].strides)) {
+                   !ops::accepts_strided_layout(reader.op, operand, fn.values[v].type.dims,
+                                                views.layout[v].strides)) {
           needed = true;
         }
       }

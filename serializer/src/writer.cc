@@ -195,7 +195,12 @@ class MetadataBuilder {
  public:
   MetadataBuilder(const Module& module, const ModulePlan& plan, const WriteOptions& options,
                   const std::vector<RodataSection>& rodata, flatbuffers::FlatBufferBuilder& fbb)
-      : module_(module), plan_(plan), constant_plan_(plan.constants), options_(options), rodata_(rodata), fbb_(fbb) {}
+      : module_(module),
+        plan_(plan),
+        constant_plan_(plan.constants),
+        options_(options),
+        rodata_(rodata),
+        fbb_(fbb) {}
 
   Status build() {
     if (plan_.functions.size() != module_.functions.size()) return internal_error("a function has no plan");
@@ -216,11 +221,11 @@ class MetadataBuilder {
       auto name = fbb_.CreateString(c.name);
       auto shape = fbb_.CreateVector(c.type.dims);
       auto pattern = fbb_.CreateVector(stored.fill ? stored.fill->pattern : std::vector<uint8_t>());
-      constants_.push_back(
-          fb::CreateConstant(fbb_, name, to_fb(c.type.dtype), shape, c.byte_size,
-                             stored.fill ? fb::ConstantStorage::Fill : fb::ConstantStorage::Rodata,
-                             stored.fill ? 0 : section_of(rodata_, stored), stored.fill ? 0 : stored.rodata_offset,
-                             pattern, stored.fill ? stored.fill->count : 0));
+      constants_.push_back(fb::CreateConstant(
+          fbb_, name, to_fb(c.type.dtype), shape, c.byte_size,
+          stored.fill ? fb::ConstantStorage::Fill : fb::ConstantStorage::Rodata,
+          stored.fill ? 0 : section_of(rodata_, stored), stored.fill ? 0 : stored.rodata_offset, pattern,
+          stored.fill ? stored.fill->count : 0));
     }
   }
 
@@ -259,7 +264,8 @@ class MetadataBuilder {
     for (int v : order) HEXIR_RETURN_IF_ERROR(add_slot(fn, fn_plan, v, donated_input, slot_of));
 
     HEXIR_ASSIGN_OR_RETURN(uint32_t instruction_begin, checked_u32(instructions_.size(), "instructions"));
-    for (const Instruction& inst : fn_plan.program) HEXIR_RETURN_IF_ERROR(add_instruction(fn, fn_plan, inst, slot_of));
+    for (const Instruction& inst : fn_plan.program)
+      HEXIR_RETURN_IF_ERROR(add_instruction(fn, fn_plan, inst, slot_of));
     HEXIR_RETURN_IF_ERROR(checked_u32(instructions_.size(), "instructions").status());
     add_bindings(fn, fn_plan, slot_of, instruction_begin);
     return ok_status();
@@ -267,8 +273,8 @@ class MetadataBuilder {
 
   // The slot of value `v` (a stored constant has one slot shared by every
   // function): its type, storage, usage, and the slots it refers to.
-  Status add_slot(const Function& fn, const FunctionPlan& fn_plan, int v, const std::vector<bool>& donated_input,
-                  std::vector<uint32_t>& slot_of) {
+  Status add_slot(const Function& fn, const FunctionPlan& fn_plan, int v,
+                  const std::vector<bool>& donated_input, std::vector<uint32_t>& slot_of) {
     const Value& value = value_at(fn, fn_plan, v);
     const ValuePlan& where = fn_plan.values[static_cast<size_t>(v)];
     int stored_constant = -1;
@@ -305,12 +311,14 @@ class MetadataBuilder {
     int32_t view_of = -1;
     if (where.storage_root != v) {
       const int root = where.storage_root;
-      if (fn_plan.values[static_cast<size_t>(root)].storage_root != root) return internal_error("a view of a view");
+      if (fn_plan.values[static_cast<size_t>(root)].storage_root != root)
+        return internal_error("a view of a view");
       view_of = static_cast<int32_t>(slot_of[static_cast<size_t>(root)]);
     }
     // A recomputation names the slot of the value it computes again (written before it: a lower id).
     int32_t recomputes = -1;
-    if (where.recomputes >= 0) recomputes = static_cast<int32_t>(slot_of[static_cast<size_t>(where.recomputes)]);
+    if (where.recomputes >= 0)
+      recomputes = static_cast<int32_t>(slot_of[static_cast<size_t>(where.recomputes)]);
     // A copy (host offload) names the value it holds (written before it: a lower id).
     int32_t copy_of = -1;
     if (where.copy_of >= 0) copy_of = static_cast<int32_t>(slot_of[static_cast<size_t>(where.copy_of)]);
@@ -323,15 +331,13 @@ class MetadataBuilder {
                        constant_plan_.stored[constant_plan_.stored_index[where.storage_index]].streamed);
     // A strided view's layout in the slot it views (docs/views.md); nothing for the others.
     const bool layout_view = view_of >= 0 && (where.view_offset != 0 || !where.view_strides.empty());
-    slots_.push_back(fb::CreateSlot(fbb_, fbb_.CreateString(value.name), to_fb(value.type.dtype),
-                                    fbb_.CreateVector(value.type.dims), value.byte_size, to_fb(where.storage),
-                                    usage, arena ? where.arena_offset : 0, arena ? 0 : storage_index, view_of,
-                                    last_use, recomputes,
-                                    host ? fb::MemorySpace::Host : fb::MemorySpace::Device,
-                                    copy_of, layout_view ? where.view_offset : 0,
-                                    layout_view && !where.view_strides.empty()
-                                        ? fbb_.CreateVector(where.view_strides)
-                                        : flatbuffers::Offset<flatbuffers::Vector<int64_t>>()));
+    slots_.push_back(fb::CreateSlot(
+        fbb_, fbb_.CreateString(value.name), to_fb(value.type.dtype), fbb_.CreateVector(value.type.dims),
+        value.byte_size, to_fb(where.storage), usage, arena ? where.arena_offset : 0,
+        arena ? 0 : storage_index, view_of, last_use, recomputes,
+        host ? fb::MemorySpace::Host : fb::MemorySpace::Device, copy_of, layout_view ? where.view_offset : 0,
+        layout_view && !where.view_strides.empty() ? fbb_.CreateVector(where.view_strides)
+                                                   : flatbuffers::Offset<flatbuffers::Vector<int64_t>>()));
     return ok_status();
   }
 
@@ -385,10 +391,10 @@ class MetadataBuilder {
         break;
     }
     param_pool_.insert(param_pool_.end(), params.begin(), params.end());
-    instructions_.emplace_back(kernel, operand_begin, static_cast<uint32_t>(inst.inputs.size() + inst.outputs.size()),
-                               static_cast<uint32_t>(inst.inputs.size()), param_begin,
-                               static_cast<uint32_t>(params.size()), inst.alias_mask, opcode, uint8_t{0},
-                               uint16_t{0});
+    instructions_.emplace_back(
+        kernel, operand_begin, static_cast<uint32_t>(inst.inputs.size() + inst.outputs.size()),
+        static_cast<uint32_t>(inst.inputs.size()), param_begin, static_cast<uint32_t>(params.size()),
+        inst.alias_mask, opcode, uint8_t{0}, uint16_t{0});
     if (fn_plan.workspace_in_arena) workspaces_.emplace_back(inst.workspace_offset, inst.workspace_size);
     return ok_status();
   }
@@ -405,14 +411,13 @@ class MetadataBuilder {
                                          slot_of[static_cast<size_t>(arg_value)], fn_plan.donated_to[a]));
     }
     for (size_t i = 0; i < fn_plan.outputs.size(); ++i)
-      outputs.push_back(fb::CreateBinding(fbb_,
-                                          fbb_.CreateString(i < fn.output_names.size() ? fn.output_names[i]
-                                                                                      : std::to_string(i)),
-                                          slot_of[static_cast<size_t>(fn_plan.outputs[i])], -1));
-    functions_.push_back(fb::CreateFunction(fbb_, fbb_.CreateString(fn.name), fbb_.CreateVector(inputs),
-                                            fbb_.CreateVector(outputs), instruction_begin,
-                                            static_cast<uint32_t>(fn_plan.program.size()), fn_plan.arena_size,
-                                            fn_plan.lower_bound, fn_plan.host_arena_size, fn_plan.host_lower_bound));
+      outputs.push_back(fb::CreateBinding(
+          fbb_, fbb_.CreateString(i < fn.output_names.size() ? fn.output_names[i] : std::to_string(i)),
+          slot_of[static_cast<size_t>(fn_plan.outputs[i])], -1));
+    functions_.push_back(fb::CreateFunction(
+        fbb_, fbb_.CreateString(fn.name), fbb_.CreateVector(inputs), fbb_.CreateVector(outputs),
+        instruction_begin, static_cast<uint32_t>(fn_plan.program.size()), fn_plan.arena_size,
+        fn_plan.lower_bound, fn_plan.host_arena_size, fn_plan.host_lower_bound));
   }
 
   // The module's arena: the largest function's, with the shared workspace
@@ -431,7 +436,8 @@ class MetadataBuilder {
                                           ? fb::PlanStrategy::FreeAtLastUse
                                           : fb::PlanStrategy::Arena;
     return fb::CreateArenaPlan(fbb_, arena_size, options_.alignment, lower_bound, strategy,
-                               fbb_.CreateString(options_.heuristic), workspace_size, host_size, host_lower_bound);
+                               fbb_.CreateString(options_.heuristic), workspace_size, host_size,
+                               host_lower_bound);
   }
 
   void finish_module(flatbuffers::Offset<fb::ArenaPlan> arena) {
@@ -441,14 +447,16 @@ class MetadataBuilder {
                             fb::SectionKind::Rodata, r.compression,
                             r.streamed ? fb::MemorySpace::Host : fb::MemorySpace::Device);
     auto module_offset = fb::CreateModule(
-        fbb_, fbb_.CreateString(module_.name), fbb_.CreateString(kProducer), fbb_.CreateVectorOfStructs(sections),
-        fbb_.CreateVector(constants_), fbb_.CreateVector(kernels_), fbb_.CreateVector(slots_),
-        fbb_.CreateVectorOfStructs(instructions_), fbb_.CreateVector(operand_pool_), fbb_.CreateVector(param_pool_),
-        fbb_.CreateVector(functions_), arena,
+        fbb_, fbb_.CreateString(module_.name), fbb_.CreateString(kProducer),
+        fbb_.CreateVectorOfStructs(sections), fbb_.CreateVector(constants_), fbb_.CreateVector(kernels_),
+        fbb_.CreateVector(slots_), fbb_.CreateVectorOfStructs(instructions_),
+        fbb_.CreateVector(operand_pool_), fbb_.CreateVector(param_pool_), fbb_.CreateVector(functions_),
+        arena,
         workspaces_.empty() ? flatbuffers::Offset<flatbuffers::Vector<const fb::WorkspaceRange*>>()
                             : fbb_.CreateVectorOfStructs(workspaces_),
-        messages_.empty() ? flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<flatbuffers::String>>>()
-                          : fbb_.CreateVector(messages_));
+        messages_.empty()
+            ? flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<flatbuffers::String>>>()
+            : fbb_.CreateVector(messages_));
     fbb_.Finish(module_offset, fb::ModuleIdentifier());
   }
 
