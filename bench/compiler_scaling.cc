@@ -28,7 +28,11 @@
 #include "hexir/compiler/compiler.h"
 #include "hexir/compiler/hxir.h"
 #include "hexir/planner/arena_planner.h"
-#include "passes/passes.h"
+#include "passes/arena.h"
+#include "passes/in_place.h"
+#include "passes/liveness.h"
+#include "passes/schedule.h"
+#include "passes/storage.h"
 
 namespace {
 

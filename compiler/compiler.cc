@@ -12,11 +12,14 @@
 #include "hexir/compiler/hxir.h"
 #include "hexir/serializer/writer.h"
 #include "ir/constant_data.h"
+#include "passes/arena.h"
+#include "passes/constants.h"
 #include "passes/fusion.h"
 #include "passes/layout.h"
 #include "passes/offload.h"
-#include "passes/passes.h"
 #include "passes/remat.h"
+#include "passes/schedule.h"
+#include "passes/storage.h"
 #include "pipeline.h"
 
 namespace hexir::compiler {
@@ -68,199 +71,233 @@ Status parse_memory_budget(std::string_view text, CompileOptions& options) {
   return ok_status();
 }
 
-Result<ModulePlan> plan_module(const Module& module, const CompileOptions& options,
-                               std::string_view display_name) {
-  HEXIR_RETURN_IF_ERROR(check_compile_options(options));
-  // Before any pass reads a constant's bytes (any front end's module).
-  HEXIR_RETURN_IF_ERROR(check_constant_bytes(module, options.max_constant_bytes));
-  ModulePlan plan;
-  HEXIR_RETURN_IF_ERROR(detect_splats(module, plan.constants));
-  HEXIR_RETURN_IF_ERROR(dedupe_constants(module, plan.constants));
-  pack_constants(module, plan.constants);
+namespace {
 
-  plan.heuristic = options.plan == PlanStrategy::kNaive ? "naive" : "greedy-by-size";
-  plan.functions.resize(module.functions.size());
-  const bool in_place = options.in_place && options.plan != PlanStrategy::kNaive;
-  // Per function, the plan before the in-place passes: rematerialization
-  // adds to it, and every attempt at a budget finishes a copy.
-  std::vector<FunctionPlan> stored(module.functions.size());
-  for (size_t f = 0; f < module.functions.size(); ++f) {
-    assign_storage(module.functions[f], stored[f], options.strided_views);
-    if (options.schedule == Schedule::kMemory) schedule_for_memory(module.functions[f], stored[f]);
+// The context's device bytes for an arena and a shared workspace placed past
+// it (64-byte aligned; none when the scratch is planned in the arena: 0).
+uint64_t arena_and_workspace_bytes(uint64_t arena, uint64_t workspace) {
+  return workspace == 0 ? arena : (arena + 63) / 64 * 64 + workspace;
+}
+
+// plan_module's steps and the state they share: the constants, each
+// function's storage, the arena plans with their scratch, and, under a
+// device budget, the passes that lower the arena and the weights streamed
+// from host memory until the plan fits.
+class ModulePlanner {
+ public:
+  ModulePlanner(const Module& module, const CompileOptions& options, std::string_view display_name)
+      : module_(module),
+        options_(options),
+        display_name_(display_name),
+        // Naive gives every value its own range: only donations run in place there.
+        in_place_(options.in_place && options.plan != PlanStrategy::kNaive),
+        stored_(module.functions.size()) {}
+
+  Result<ModulePlan> run() {
+    HEXIR_RETURN_IF_ERROR(detect_splats(module_, plan_.constants));
+    HEXIR_RETURN_IF_ERROR(dedupe_constants(module_, plan_.constants));
+    pack_constants(module_, plan_.constants);
+    plan_.heuristic = options_.plan == PlanStrategy::kNaive ? "naive" : "greedy-by-size";
+    plan_.functions.resize(module_.functions.size());
+    for (size_t f = 0; f < module_.functions.size(); ++f) {
+      assign_storage(module_.functions[f], stored_[f], options_.strided_views);
+      if (options_.schedule == Schedule::kMemory) schedule_for_memory(module_.functions[f], stored_[f]);
+    }
+    finish_all();
+    HEXIR_RETURN_IF_ERROR(plan_scratch());
+    if (!options_.device_budget) return host_checked();
+    return fit_device_budget();
   }
-  auto finish_all = [&] {
-    for (size_t f = 0; f < module.functions.size(); ++f)
-      // Naive gives every value its own range: only donations run in place there.
-      plan.functions[f] = finish_storage(module.functions[f], stored[f], in_place);
-  };
-  finish_all();
-  // Scratch: one shared workspace past the arena, or short-lived arena ranges,
-  // whichever makes the context's one allocation smaller (the arena is shared
-  // by every function: its size is the largest function's). The file names the
-  // placement that produced the largest function's plan in the trial kept.
-  auto plan_all = [&](std::vector<FunctionPlan>& plans, bool in_arena, uint64_t* total,
-                      std::string* heuristic) -> Status {
+
+ private:
+  // `status` with the source's name in front (when there is one).
+  Status named(Status status) const {
+    return display_name_.empty() ? status : status.annotate(display_name_);
+  }
+
+  // Each function's plan from its stored one (stored_: the plan before the
+  // in-place passes, which rematerialization and offload add to, so every
+  // attempt at a budget finishes a copy).
+  void finish_all() {
+    for (size_t f = 0; f < module_.functions.size(); ++f)
+      plan_.functions[f] = finish_storage(module_.functions[f], stored_[f], in_place_);
+  }
+
+  // Places every function's arena, the scratch shared past it or (in_arena)
+  // in it; `total` receives the context's device bytes (the arena is shared
+  // by every function: its size is the largest function's), `heuristic` the
+  // placement of the largest function's plan.
+  Status plan_all(std::vector<FunctionPlan>& plans, bool in_arena, uint64_t* total, std::string* heuristic) {
     uint64_t arena = 0, workspace = 0;
-    for (size_t f = 0; f < module.functions.size(); ++f) {
+    for (size_t f = 0; f < module_.functions.size(); ++f) {
       FunctionPlan& fn_plan = plans[f];
       fn_plan.workspace_in_arena = in_arena;
       std::string used;
-      Status planned = plan_function_arena(module.functions[f], fn_plan, options.plan, options.alignment,
-                                           &used, options.plan_budget_ms);
+      Status planned = plan_function_arena(module_.functions[f], fn_plan, options_.plan, options_.alignment,
+                                           &used, options_.plan_budget_ms);
       // Errors with a source position already name the file.
       if (!planned.ok())
-        return display_name.empty() || planned.message().starts_with(std::string(display_name) + ":")
-                   ? planned
-                   : planned.annotate(display_name);
+        return planned.message().starts_with(std::string(display_name_) + ":") ? planned : named(planned);
       if (f == 0 || fn_plan.arena_size > arena) *heuristic = used;
       arena = std::max(arena, fn_plan.arena_size);
       if (!in_arena) workspace = std::max(workspace, fn_plan.workspace_size);
     }
-    *total = workspace == 0 ? arena : (arena + 63) / 64 * 64 + workspace;
+    *total = arena_and_workspace_bytes(arena, workspace);
     return ok_status();
-  };
-  // The context's device bytes: the arena (shared by every function) and,
-  // when scratch is not planned in it, the shared workspace past it.
-  auto plan_scratch = [&](uint64_t* total) -> Status {
+  }
+
+  // Scratch: one shared workspace past the arena, or short-lived arena
+  // ranges, whichever makes the context's one allocation (total_) smaller.
+  // The file names the placement of the trial kept.
+  Status plan_scratch() {
     uint64_t shared_total = 0;
-    HEXIR_RETURN_IF_ERROR(plan_all(plan.functions, false, &shared_total, &plan.heuristic));
-    *total = shared_total;
-    const bool has_scratch = std::any_of(plan.functions.begin(), plan.functions.end(),
+    HEXIR_RETURN_IF_ERROR(plan_all(plan_.functions, false, &shared_total, &plan_.heuristic));
+    total_ = shared_total;
+    const bool has_scratch = std::any_of(plan_.functions.begin(), plan_.functions.end(),
                                          [](const FunctionPlan& p) { return p.workspace_size > 0; });
-    if (has_scratch && options.plan != PlanStrategy::kFreeAtLastUse) {
-      std::vector<FunctionPlan> in_arena = plan.functions;
+    if (has_scratch && options_.plan != PlanStrategy::kFreeAtLastUse) {
+      std::vector<FunctionPlan> in_arena = plan_.functions;
       uint64_t in_arena_total = 0;
       std::string in_arena_heuristic;
       HEXIR_RETURN_IF_ERROR(plan_all(in_arena, true, &in_arena_total, &in_arena_heuristic));
       if (in_arena_total < shared_total) {
-        plan.functions = std::move(in_arena);
-        plan.heuristic = std::move(in_arena_heuristic);
-        *total = in_arena_total;
+        plan_.functions = std::move(in_arena);
+        plan_.heuristic = std::move(in_arena_heuristic);
+        total_ = in_arena_total;
       }
     }
     return ok_status();
-  };
-  uint64_t total = 0;
-  HEXIR_RETURN_IF_ERROR(plan_scratch(&total));
-  // The host arena (offloaded values) under its budget.
-  auto host_checked = [&]() -> Result<ModulePlan> {
+  }
+
+  // The plan, when the host arena (offloaded values) is under its budget.
+  Result<ModulePlan> host_checked() {
     uint64_t host = 0;
-    for (const FunctionPlan& p : plan.functions) host = std::max(host, p.host_arena_size);
-    if (!options.host_budget || host <= *options.host_budget) return std::move(plan);
-    Status failed = invalid_argument("memory budget host=" + std::to_string(*options.host_budget) +
-                                     " bytes cannot be met: the device budget needs a host arena of " +
-                                     std::to_string(host) + " bytes for the values offloaded there");
-    return display_name.empty() ? failed : failed.annotate(display_name);
-  };
-  if (!options.device_budget) return host_checked();
+    for (const FunctionPlan& p : plan_.functions) host = std::max(host, p.host_arena_size);
+    if (!options_.host_budget || host <= *options_.host_budget) return std::move(plan_);
+    return named(invalid_argument("memory budget host=" + std::to_string(*options_.host_budget) +
+                                  " bytes cannot be met: the device budget needs a host arena of " +
+                                  std::to_string(host) + " bytes for the values offloaded there"));
+  }
 
   // A budget for the device: the arena (with scratch) and the constants the
-  // program uploads. First the weights stay on the device and a pass
-  // (recomputation, then host offload) is asked to lower the functions over
-  // what they leave until the placed plan fits. The live peak is what the
-  // passes lower; the placed size can sit above it (fragmentation, scratch
-  // past the arena), so a function still over is asked for a lower peak by
-  // that difference, up to 16 rounds. `step(f, target)` runs the pass on
-  // function f and says whether it changed anything.
-  const uint64_t budget = *options.device_budget;
-  const uint64_t unconstrained = total;
-  uint64_t resident = device_constant_bytes(module, plan.constants);
-  if (total <= budget && resident <= budget - total) return host_checked();
-  uint64_t arena_budget = budget > resident ? budget - resident : 0;
-  auto fit = [&](auto&& step) -> Status {
-    std::vector<uint64_t> target(module.functions.size(), arena_budget);
-    for (int attempt = 0; attempt < 16 && total > arena_budget; ++attempt) {
+  // program uploads. First the weights stay on the device and the arena is
+  // lowered (fit_arena); then the fewest weights that fit are streamed.
+  Result<ModulePlan> fit_device_budget() {
+    budget_ = *options_.device_budget;
+    unconstrained_ = total_;
+    resident_ = device_constant_bytes(module_, plan_.constants);
+    if (fits()) return host_checked();
+    arena_budget_ = budget_ > resident_ ? budget_ - resident_ : 0;
+    unstreamed_ = stored_;
+    if (resident_ < budget_) {
+      HEXIR_RETURN_IF_ERROR(fit_arena());
+      if (total_ <= arena_budget_) return host_checked();
+    }
+    choose_streaming_candidates();
+    if (!candidates_.empty()) {
+      HEXIR_RETURN_IF_ERROR(stream_fewest_weights());
+      if (fits()) {
+        pack_constants(module_, plan_.constants);
+        return host_checked();
+      }
+    }
+    return budget_refusal();
+  }
+
+  bool fits() const { return resident_ <= budget_ && total_ <= budget_ - resident_; }
+
+  // A pass (recomputation, then host offload) is asked to lower the functions
+  // over the arena budget until the placed plan fits. The live peak is what
+  // the passes lower; the placed size can sit above it (fragmentation,
+  // scratch past the arena), so a function still over is asked for a lower
+  // peak by that difference, up to 16 rounds. `step(f, target)` runs the
+  // pass on function f and says whether it changed anything.
+  template <typename Step>
+  Status fit(Step&& step) {
+    std::vector<uint64_t> target(module_.functions.size(), arena_budget_);
+    for (int attempt = 0; attempt < 16 && total_ > arena_budget_; ++attempt) {
       bool progress = false;
-      for (size_t f = 0; f < module.functions.size(); ++f) {
-        const FunctionPlan& placed = plan.functions[f];
-        const uint64_t used = placed.workspace_in_arena || placed.workspace_size == 0
-                                  ? placed.arena_size
-                                  : (placed.arena_size + 63) / 64 * 64 + placed.workspace_size;
-        if (used <= arena_budget) continue;
+      for (size_t f = 0; f < module_.functions.size(); ++f) {
+        const FunctionPlan& placed = plan_.functions[f];
+        const uint64_t used = arena_and_workspace_bytes(
+            placed.arena_size, placed.workspace_in_arena ? 0 : placed.workspace_size);
+        if (used <= arena_budget_) continue;
         if (attempt > 0) {
-          const uint64_t peak = live_peak(module.functions[f], placed).bytes;
-          const uint64_t over = used - arena_budget;
+          const uint64_t peak = live_peak(module_.functions[f], placed).bytes;
+          const uint64_t over = used - arena_budget_;
           target[f] = std::min(target[f], peak > over ? peak - over : 0);
         }
         if (step(f, target[f])) progress = true;
       }
       if (!progress) break;
       finish_all();
-      HEXIR_RETURN_IF_ERROR(plan_scratch(&total));
+      HEXIR_RETURN_IF_ERROR(plan_scratch());
     }
     return ok_status();
-  };
-  auto remat_step = [&](size_t f, uint64_t target) {
-    RematOptions remat;
-    remat.in_place = in_place;
-    return rematerialize(module.functions[f], stored[f], target, remat).instructions > 0;
-  };
-  // Then host offload: values live across the peak wait in the host arena.
-  int offloaded = 0;
-  auto offload_step = [&](size_t f, uint64_t target) {
-    OffloadOptions offload_options;
-    offload_options.in_place = in_place;
-    offload_options.host_budget = options.host_budget;
-    const int values = offload(module.functions[f], stored[f], target, offload_options).values;
-    offloaded += values;
-    return values > 0;
-  };
-  auto fit_arena = [&]() -> Status {
-    HEXIR_RETURN_IF_ERROR(fit(remat_step));
-    if (total > arena_budget) HEXIR_RETURN_IF_ERROR(fit(offload_step));
-    return ok_status();
-  };
-  const std::vector<FunctionPlan> unstreamed = stored;
-  if (resident < budget) {
-    HEXIR_RETURN_IF_ERROR(fit_arena());
-    if (total <= arena_budget) return host_checked();
+  }
+
+  // Recomputation first; then host offload: values live across the peak
+  // wait in the host arena.
+  Status fit_arena() {
+    HEXIR_RETURN_IF_ERROR(fit([&](size_t f, uint64_t target) {
+      RematOptions remat;
+      remat.in_place = in_place_;
+      return rematerialize(module_.functions[f], stored_[f], target, remat).instructions > 0;
+    }));
+    if (total_ <= arena_budget_) return ok_status();
+    return fit([&](size_t f, uint64_t target) {
+      OffloadOptions offload_options;
+      offload_options.in_place = in_place_;
+      offload_options.host_budget = options_.host_budget;
+      const int values = offload(module_.functions[f], stored_[f], target, offload_options).values;
+      offloaded_ += values;
+      return values > 0;
+    });
+  }
+
+  // The weights that may stream, largest first: a stored constant streams
+  // when every graph constant stored as it does.
+  void choose_streaming_candidates() {
+    const std::vector<bool> streamable = streamable_constants(module_, unstreamed_);
+    std::vector<bool> stored_streamable(plan_.constants.stored.size(), true);
+    for (size_t g = 0; g < module_.constants.size(); ++g)
+      if (plan_.constants.stored_index[g] >= 0 && !streamable[g])
+        stored_streamable[static_cast<size_t>(plan_.constants.stored_index[g])] = false;
+    for (size_t i = 0; i < plan_.constants.stored.size(); ++i) {
+      const StoredConstant& c = plan_.constants.stored[i];
+      if (c.fill || module_.constants[static_cast<size_t>(c.constant)].byte_size == 0 ||
+          !stored_streamable[i])
+        continue;
+      candidates_.push_back(static_cast<int>(i));
+    }
+    auto constant_bytes = [&](int i) {
+      return module_.constants[static_cast<size_t>(plan_.constants.stored[static_cast<size_t>(i)].constant)]
+          .byte_size;
+    };
+    std::stable_sort(candidates_.begin(), candidates_.end(),
+                     [&](int a, int b) { return constant_bytes(a) > constant_bytes(b); });
   }
 
   // Weights streaming: the largest streamable weights leave the device, as
-  // few as fit, and the arena gets their double-buffered copies; what is
-  // still over is fit as above, from the plans without recomputations.
-  // A stored constant streams when every graph constant stored as it does.
-  const std::vector<bool> streamable = streamable_constants(module, unstreamed);
-  std::vector<bool> stored_streamable(plan.constants.stored.size(), true);
-  for (size_t g = 0; g < module.constants.size(); ++g)
-    if (plan.constants.stored_index[g] >= 0 && !streamable[g])
-      stored_streamable[static_cast<size_t>(plan.constants.stored_index[g])] = false;
-  std::vector<int> candidates;  // stored constants, largest first
-  for (size_t i = 0; i < plan.constants.stored.size(); ++i) {
-    const StoredConstant& c = plan.constants.stored[i];
-    if (c.fill || module.constants[static_cast<size_t>(c.constant)].byte_size == 0 || !stored_streamable[i]) continue;
-    candidates.push_back(static_cast<int>(i));
+  // few as fit, and the arena gets their double-buffered copies. A read
+  // ahead first: the copy for layer i+1 overlaps layer i (two copies live
+  // at once), worth streaming a weight more; where nothing fits that way,
+  // each copy right before its reader (one at a time). Still over (or over
+  // with the weights alone): the arena as low as the passes take it (from
+  // the plans without recomputations), so that a refusal states the least
+  // reached.
+  Status stream_fewest_weights() {
+    HEXIR_ASSIGN_OR_RETURN(const bool ahead_fits, stream_fewest(1));
+    if (!ahead_fits) HEXIR_RETURN_IF_ERROR(stream_fewest(0).status());
+    if (!fits()) HEXIR_RETURN_IF_ERROR(fit_arena());
+    return ok_status();
   }
-  auto constant_bytes = [&](int i) {
-    return module.constants[static_cast<size_t>(plan.constants.stored[static_cast<size_t>(i)].constant)].byte_size;
-  };
-  std::stable_sort(candidates.begin(), candidates.end(), [&](int a, int b) { return constant_bytes(a) > constant_bytes(b); });
-  int streamed_count = 0;
-  // Streams the first n candidates (from the plans without any pass's work),
-  // each prefetched `ahead` streamed reads before its reader.
-  auto stream_first = [&](size_t n, int ahead) -> Status {
-    std::vector<bool> streamed(module.constants.size(), false);
-    for (size_t i = 0; i < candidates.size(); ++i)
-      plan.constants.stored[static_cast<size_t>(candidates[i])].streamed = i < n;
-    for (size_t g = 0; g < module.constants.size(); ++g)
-      if (plan.constants.stored_index[g] >= 0)
-        streamed[g] = plan.constants.stored[static_cast<size_t>(plan.constants.stored_index[g])].streamed;
-    stored = unstreamed;
-    offloaded = 0;
-    for (size_t f = 0; f < module.functions.size(); ++f)
-      stream_weights(module.functions[f], stored[f], streamed, ahead);
-    resident = device_constant_bytes(module, plan.constants);
-    arena_budget = budget > resident ? budget - resident : 0;
-    streamed_count = static_cast<int>(n);
-    finish_all();
-    return plan_scratch(&total);
-  };
-  auto fits = [&] { return resident <= budget && total <= budget - resident; };
-  // The fewest weights that fit, each prefetched `ahead` streamed reads
-  // early: bisect on how many (streaming more frees device bytes but adds
-  // copy slots to the arena; the last call leaves the plan it tried).
-  auto fewest = [&](int ahead) -> Result<bool> {
-    size_t lo = 1, hi = candidates.size();
+
+  // The fewest candidates that fit, each prefetched `ahead` streamed reads
+  // early: a bisection on how many (streaming more frees device bytes but
+  // adds copy slots to the arena; the last call leaves the plan it tried).
+  Result<bool> stream_fewest(int ahead) {
+    size_t lo = 1, hi = candidates_.size();
     HEXIR_RETURN_IF_ERROR(stream_first(hi, ahead));
     if (!fits()) return false;
     while (lo < hi) {
@@ -270,37 +307,71 @@ Result<ModulePlan> plan_module(const Module& module, const CompileOptions& optio
     }
     HEXIR_RETURN_IF_ERROR(stream_first(hi, ahead));
     return true;
-  };
-  if (!candidates.empty()) {
-    // A read ahead first: the copy for layer i+1 overlaps layer i (two
-    // copies live at once), worth streaming a weight more; where nothing
-    // fits that way, each copy right before its reader (one at a time).
-    HEXIR_ASSIGN_OR_RETURN(const bool ahead_fits, fewest(1));
-    if (!ahead_fits) HEXIR_RETURN_IF_ERROR(fewest(0).status());
-    // Still over (or over with the weights alone): the arena as low as the
-    // passes take it, so that a refusal states the least reached.
-    if (!fits()) HEXIR_RETURN_IF_ERROR(fit_arena());
-    if (fits()) {
-      pack_constants(module, plan.constants);
-      return host_checked();
-    }
   }
-  // The function that needs the most says why.
-  size_t worst = 0;
-  for (size_t f = 1; f < module.functions.size(); ++f)
-    if (plan.functions[f].arena_size > plan.functions[worst].arena_size) worst = f;
-  std::string message = "memory budget device=" + std::to_string(budget) + " bytes cannot be met: the smallest "
-                        "device arena reached is " + std::to_string(total) + " bytes (" +
-                        std::to_string(unconstrained) + " without a budget, lower bound " +
-                        std::to_string(plan.functions[worst].lower_bound) + ", " +
-                        std::to_string(offloaded) + " values offloaded to host memory" +
-                        (options.host_budget ? " under host=" + std::to_string(*options.host_budget) : "") +
-                        "), beside " + std::to_string(resident) + " bytes of constants on the device (" +
-                        std::to_string(streamed_count) + " of " + std::to_string(candidates.size()) +
-                        " streamable weights streamed from host memory); " +
-                        explain_peak(module.functions[worst], stored[worst], in_place);
-  Status failed = invalid_argument(message);
-  return display_name.empty() ? failed : failed.annotate(display_name);
+
+  // Streams the first n candidates (from the plans without any pass's work),
+  // each prefetched `ahead` streamed reads before its reader.
+  Status stream_first(size_t n, int ahead) {
+    std::vector<bool> streamed(module_.constants.size(), false);
+    for (size_t i = 0; i < candidates_.size(); ++i)
+      plan_.constants.stored[static_cast<size_t>(candidates_[i])].streamed = i < n;
+    for (size_t g = 0; g < module_.constants.size(); ++g)
+      if (plan_.constants.stored_index[g] >= 0)
+        streamed[g] = plan_.constants.stored[static_cast<size_t>(plan_.constants.stored_index[g])].streamed;
+    stored_ = unstreamed_;
+    offloaded_ = 0;
+    for (size_t f = 0; f < module_.functions.size(); ++f)
+      stream_weights(module_.functions[f], stored_[f], streamed, ahead);
+    resident_ = device_constant_bytes(module_, plan_.constants);
+    arena_budget_ = budget_ > resident_ ? budget_ - resident_ : 0;
+    streamed_count_ = static_cast<int>(n);
+    finish_all();
+    return plan_scratch();
+  }
+
+  // The device budget cannot be met: the function that needs the most says why.
+  Status budget_refusal() const {
+    size_t worst = 0;
+    for (size_t f = 1; f < module_.functions.size(); ++f)
+      if (plan_.functions[f].arena_size > plan_.functions[worst].arena_size) worst = f;
+    std::string message =
+        "memory budget device=" + std::to_string(budget_) +
+        " bytes cannot be met: the smallest device arena reached is " + std::to_string(total_) + " bytes (" +
+        std::to_string(unconstrained_) + " without a budget, lower bound " +
+        std::to_string(plan_.functions[worst].lower_bound) + ", " + std::to_string(offloaded_) +
+        " values offloaded to host memory" +
+        (options_.host_budget ? " under host=" + std::to_string(*options_.host_budget) : "") + "), beside " +
+        std::to_string(resident_) + " bytes of constants on the device (" + std::to_string(streamed_count_) +
+        " of " + std::to_string(candidates_.size()) + " streamable weights streamed from host memory); " +
+        explain_peak(module_.functions[worst], stored_[worst], in_place_);
+    return named(invalid_argument(message));
+  }
+
+  const Module& module_;
+  const CompileOptions& options_;
+  const std::string_view display_name_;
+  const bool in_place_;
+  ModulePlan plan_;
+  std::vector<FunctionPlan> stored_;  // per function, the plan before the in-place passes
+  uint64_t total_ = 0;                // the context's device bytes (plan_scratch)
+  // Under a device budget:
+  uint64_t budget_ = 0, unconstrained_ = 0;
+  uint64_t resident_ = 0;                 // constants on the device
+  uint64_t arena_budget_ = 0;             // what the constants leave of the budget
+  int offloaded_ = 0;                     // values offloaded to host memory
+  std::vector<FunctionPlan> unstreamed_;  // stored_ before any pass lowered the arena
+  std::vector<int> candidates_;           // streamable stored constants, largest first
+  int streamed_count_ = 0;
+};
+
+}  // namespace
+
+Result<ModulePlan> plan_module(const Module& module, const CompileOptions& options,
+                               std::string_view display_name) {
+  HEXIR_RETURN_IF_ERROR(check_compile_options(options));
+  // Before any pass reads a constant's bytes (any front end's module).
+  HEXIR_RETURN_IF_ERROR(check_constant_bytes(module, options.max_constant_bytes));
+  return ModulePlanner(module, options, display_name).run();
 }
 
 namespace {

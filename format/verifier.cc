@@ -308,76 +308,94 @@ class ModuleVerifier {
   }
 
   Status check_slots() {
-    const fb::ArenaPlan& plan = *m_.arena();
     const uint64_t count = vec_size(m_.slots());
     out_.slot_types.resize(count);
-    for (uint64_t i = 0; i < count; ++i) {
-      const fb::Slot& s = *m_.slots()->Get(static_cast<flatbuffers::uoffset_t>(i));
-      const std::string what = slot_label(m_, i);
-      HEXIR_RETURN_IF_ERROR(check_type(what, s.dtype(), s.shape(), s.byte_size(), &out_.slot_types[i]));
-      if (static_cast<uint8_t>(s.storage()) > static_cast<uint8_t>(fb::StorageKind::MAX))
-        return corrupt(what, ": unknown storage kind ", static_cast<int>(s.storage()));
-      if (static_cast<uint8_t>(s.usage()) > static_cast<uint8_t>(fb::SlotUsage::MAX))
-        return corrupt(what, ": unknown usage ", static_cast<int>(s.usage()));
-      if (!usage_fits_storage(s.storage(), s.usage()))
-        return corrupt(what, ": usage ", slot_usage_name(s.usage()), " is not allowed for ",
-                       storage_kind_name(s.storage()), " storage");
-      if (static_cast<uint8_t>(s.memory_space()) > static_cast<uint8_t>(fb::MemorySpace::MAX))
-        return corrupt(what, ": unknown memory space ", static_cast<int>(s.memory_space()));
-      if (s.storage() == fb::StorageKind::Constant && s.index() < vec_size(m_.constants())) {
-        // A constant slot is in its section's memory space (fills: Device).
-        const fb::Constant& c = *m_.constants()->Get(s.index());
-        const bool host_constant = c.storage() == fb::ConstantStorage::Rodata &&
-                                   c.section() < vec_size(m_.sections()) &&
-                                   m_.sections()->Get(c.section())->memory_space() == fb::MemorySpace::Host;
-        if (is_host(s) != host_constant)
-          return corrupt(what, ": in the ", is_host(s) ? "host" : "device", " memory space, but ",
-                         constant_label(s.index()), " is in a ", host_constant ? "host" : "device",
-                         " section (a streamed weight's slot is Host, every other constant's Device)");
-      } else if (is_host(s) && (s.storage() != fb::StorageKind::Arena || dynamic_)) {
-        return corrupt(what, ": only arena slots of a static plan and streamed constants live in the host memory space");
-      }
-      if (is_host(s) && s.storage() == fb::StorageKind::Arena) {
-        if (s.arena_offset() % plan.alignment() != 0)
-          return corrupt(what, ": host arena offset ", s.arena_offset(),
-                         " is not a multiple of the arena alignment ", plan.alignment());
-        if (!range_inside(s.arena_offset(), s.byte_size(), plan.host_size()))
-          return corrupt(what, ": host arena bytes [", s.arena_offset(), ", +", s.byte_size(),
-                         ") exceed the host arena size ", plan.host_size());
-        continue;
-      }
-      switch (s.storage()) {
-        case fb::StorageKind::Arena:
-          if (dynamic_) {  // no static plan: the VM gives each value its own buffer
-            if (s.arena_offset() != 0)
-              return corrupt(what, ": arena offset ", s.arena_offset(),
-                             " in a free-at-last-use plan (must be 0)");
-            break;
-          }
-          if (s.arena_offset() % plan.alignment() != 0)
+    for (uint64_t i = 0; i < count; ++i) HEXIR_RETURN_IF_ERROR(check_slot(i));
+    HEXIR_RETURN_IF_ERROR(check_views());
+    return check_copies();
+  }
+
+  // Slot i on its own: its type, storage kind, usage and memory space, and
+  // where its bytes lie.
+  Status check_slot(uint64_t i) {
+    const fb::Slot& s = *m_.slots()->Get(static_cast<flatbuffers::uoffset_t>(i));
+    const std::string what = slot_label(m_, i);
+    HEXIR_RETURN_IF_ERROR(check_type(what, s.dtype(), s.shape(), s.byte_size(), &out_.slot_types[i]));
+    if (static_cast<uint8_t>(s.storage()) > static_cast<uint8_t>(fb::StorageKind::MAX))
+      return corrupt(what, ": unknown storage kind ", static_cast<int>(s.storage()));
+    if (static_cast<uint8_t>(s.usage()) > static_cast<uint8_t>(fb::SlotUsage::MAX))
+      return corrupt(what, ": unknown usage ", static_cast<int>(s.usage()));
+    if (!usage_fits_storage(s.storage(), s.usage()))
+      return corrupt(what, ": usage ", slot_usage_name(s.usage()), " is not allowed for ",
+                     storage_kind_name(s.storage()), " storage");
+    if (static_cast<uint8_t>(s.memory_space()) > static_cast<uint8_t>(fb::MemorySpace::MAX))
+      return corrupt(what, ": unknown memory space ", static_cast<int>(s.memory_space()));
+    if (s.storage() == fb::StorageKind::Constant && s.index() < vec_size(m_.constants())) {
+      // A constant slot is in its section's memory space (fills: Device).
+      const fb::Constant& c = *m_.constants()->Get(s.index());
+      const bool host_constant = c.storage() == fb::ConstantStorage::Rodata &&
+                                 c.section() < vec_size(m_.sections()) &&
+                                 m_.sections()->Get(c.section())->memory_space() == fb::MemorySpace::Host;
+      if (is_host(s) != host_constant)
+        return corrupt(what, ": in the ", is_host(s) ? "host" : "device", " memory space, but ",
+                       constant_label(s.index()), " is in a ", host_constant ? "host" : "device",
+                       " section (a streamed weight's slot is Host, every other constant's Device)");
+    } else if (is_host(s) && (s.storage() != fb::StorageKind::Arena || dynamic_)) {
+      return corrupt(
+          what, ": only arena slots of a static plan and streamed constants live in the host memory space");
+    }
+    return check_slot_bytes(s, what);
+  }
+
+  // Where a slot's bytes lie: inside the (host) arena at an aligned offset,
+  // or inside its constant.
+  Status check_slot_bytes(const fb::Slot& s, const std::string& what) const {
+    const fb::ArenaPlan& plan = *m_.arena();
+    if (is_host(s) && s.storage() == fb::StorageKind::Arena) {
+      if (s.arena_offset() % plan.alignment() != 0)
+        return corrupt(what, ": host arena offset ", s.arena_offset(),
+                       " is not a multiple of the arena alignment ", plan.alignment());
+      if (!range_inside(s.arena_offset(), s.byte_size(), plan.host_size()))
+        return corrupt(what, ": host arena bytes [", s.arena_offset(), ", +", s.byte_size(),
+                       ") exceed the host arena size ", plan.host_size());
+      return ok_status();
+    }
+    switch (s.storage()) {
+      case fb::StorageKind::Arena:
+        if (dynamic_) {  // no static plan: the VM gives each value its own buffer
+          if (s.arena_offset() != 0)
             return corrupt(what, ": arena offset ", s.arena_offset(),
-                           " is not a multiple of the arena alignment ", plan.alignment());
-          // A view's bytes are its base's (checked with the views below).
-          if (s.view_of() == -1 && !range_inside(s.arena_offset(), s.byte_size(), plan.size()))
-            return corrupt(what, ": arena bytes [", s.arena_offset(), ", +", s.byte_size(),
-                           ") exceed the arena size ", plan.size());
-          break;
-        case fb::StorageKind::Constant: {
-          if (s.index() >= vec_size(m_.constants()))
-            return corrupt(what, ": constant index ", s.index(), " out of range (the module has ",
-                           vec_size(m_.constants()), " constants)");
-          const fb::Constant& c = *m_.constants()->Get(s.index());
-          if (s.view_of() == -1 && s.byte_size() > c.byte_size())
-            return corrupt(what, ": ", s.byte_size(), " bytes exceed ", constant_label(s.index()), " (",
-                           c.byte_size(), " bytes)");
+                           " in a free-at-last-use plan (must be 0)");
           break;
         }
-        case fb::StorageKind::Input:
-        case fb::StorageKind::Output:
-          break;  // binding index checked per function
+        if (s.arena_offset() % plan.alignment() != 0)
+          return corrupt(what, ": arena offset ", s.arena_offset(),
+                         " is not a multiple of the arena alignment ", plan.alignment());
+        // A view's bytes are its base's (check_views).
+        if (s.view_of() == -1 && !range_inside(s.arena_offset(), s.byte_size(), plan.size()))
+          return corrupt(what, ": arena bytes [", s.arena_offset(), ", +", s.byte_size(),
+                         ") exceed the arena size ", plan.size());
+        break;
+      case fb::StorageKind::Constant: {
+        if (s.index() >= vec_size(m_.constants()))
+          return corrupt(what, ": constant index ", s.index(), " out of range (the module has ",
+                         vec_size(m_.constants()), " constants)");
+        const fb::Constant& c = *m_.constants()->Get(s.index());
+        if (s.view_of() == -1 && s.byte_size() > c.byte_size())
+          return corrupt(what, ": ", s.byte_size(), " bytes exceed ", constant_label(s.index()), " (",
+                         c.byte_size(), " bytes)");
+        break;
       }
+      case fb::StorageKind::Input:
+      case fb::StorageKind::Output:
+        break;  // binding index checked per function
     }
-    // Views: the viewed slot is a value (not a view) with the same storage and bytes.
+    return ok_status();
+  }
+
+  // Views: the viewed slot is a value (not a view) with the same storage and bytes.
+  Status check_views() {
+    const uint64_t count = vec_size(m_.slots());
     for (uint64_t i = 0; i < count; ++i) {
       const fb::Slot& s = *m_.slots()->Get(static_cast<flatbuffers::uoffset_t>(i));
       if (s.last_use() < -1) return corrupt(slot_label(m_, i), ": invalid last_use ", s.last_use());
@@ -403,9 +421,14 @@ class ModuleVerifier {
       if (s.last_use() != -1) return corrupt(what, ": a view has no last_use of its own");
       if (layout_view) HEXIR_RETURN_IF_ERROR(check_view_layout(what, i, static_cast<uint32_t>(s.view_of())));
     }
-    // Copies (host offload): a copy is an arena slot naming the value it
-    // holds: a device arena value of its type, not a view and not itself a
-    // copy (a recomputation may be copied: it holds its own value).
+    return ok_status();
+  }
+
+  // Copies (host offload): a copy is an arena slot naming the value it
+  // holds: a device arena value of its type, not a view and not itself a
+  // copy (a recomputation may be copied: it holds its own value).
+  Status check_copies() {
+    const uint64_t count = vec_size(m_.slots());
     for (uint64_t i = 0; i < count; ++i) {
       const fb::Slot& s = *m_.slots()->Get(static_cast<flatbuffers::uoffset_t>(i));
       const int32_t c = s.copy_of();
@@ -585,9 +608,6 @@ class ModuleVerifier {
 
   Status check_instructions() {
     const uint64_t count = vec_size(m_.instructions());
-    const uint64_t pool = vec_size(m_.operand_pool());
-    const uint64_t params = vec_size(m_.param_pool());
-    const uint64_t slots = vec_size(m_.slots());
     std::vector<TensorType> input_types;
     if (dynamic_) workspace_need_.assign(count, 0);
     for (uint64_t k = 0; k < count; ++k) {
@@ -597,130 +617,172 @@ class ModuleVerifier {
         HEXIR_RETURN_IF_ERROR(check_control(k, in, fail));
         continue;
       }
-      if (in.kernel() >= out_.kernel_ids.size())
-        return fail("kernel index ", in.kernel(), " out of range (the module has ", out_.kernel_ids.size(),
-                    " kernels)");
-      const ops::OpDef& info = ops::op_def(out_.kernel_ids[in.kernel()]);
-      if (info.is_view) return fail("'", info.name, "' is a view and cannot be dispatched");
-      if (!range_inside(in.operand_begin(), in.operand_count(), pool))
-        return fail("operands [", in.operand_begin(), ", +", in.operand_count(),
-                    ") exceed the operand pool (", pool, " entries)");
-      if (in.input_count() > in.operand_count() || in.operand_count() == in.input_count())
-        return fail(in.operand_count(), " operands with ", in.input_count(), " inputs: need an output");
-      if (static_cast<int64_t>(in.input_count()) < info.min_inputs ||
-          (info.max_inputs >= 0 && static_cast<int64_t>(in.input_count()) > info.max_inputs))
-        return fail("'", info.name, "' takes ", info.min_inputs, "..", info.max_inputs, " inputs, got ",
-                    in.input_count());
-      for (uint32_t o = 0; o < in.operand_count(); ++o) {
-        const uint32_t slot = m_.operand_pool()->Get(in.operand_begin() + o);
-        if (slot >= slots)
-          return fail("operand ", o, " refers to slot ", slot, ", but the module has ", slots, " slots");
-        // Kernels run on the device: host memory is for the copies alone.
-        if (is_host(*m_.slots()->Get(slot)))
-          return fail("'", info.name, "' ", o < in.input_count() ? "reads" : "writes", " ",
-                      slot_label(m_, slot), ", a host-space slot; only Evict and Prefetch touch host memory");
-      }
-      if (!range_inside(in.param_begin(), in.param_count(), params))
-        return fail("parameters [", in.param_begin(), ", +", in.param_count(),
-                    ") exceed the parameter pool (", params, " entries)");
-      if (in.input_count() < 32 && (in.alias_mask() >> in.input_count()) != 0)
-        return fail("alias mask 0x", std::hex, in.alias_mask(), std::dec,
-                    " has bits at or above input count ", in.input_count());
+      HEXIR_RETURN_IF_ERROR(check_dispatch(k, in, input_types, fail));
+    }
+    return ok_status();
+  }
 
-      input_types.clear();
-      for (uint32_t i = 0; i < in.input_count(); ++i)
-        input_types.push_back(out_.slot_types[m_.operand_pool()->Get(in.operand_begin() + i)]);
-      std::span<const int64_t> param_span;
-      if (in.param_count() > 0) param_span = {m_.param_pool()->data() + in.param_begin(), in.param_count()};
-      Result<std::vector<TensorType>> results =
-          ops::infer_result_types(out_.kernel_ids[in.kernel()], input_types, param_span);
-      if (!results.ok()) return fail("'", info.name, "': ", results.status().message());
-      const uint32_t output_count = in.operand_count() - in.input_count();
-      if (results->size() != output_count)
-        return fail("'", info.name, "' gives ", results->size(), " results but the instruction has ",
-                    output_count, " outputs");
-      for (uint32_t j = 0; j < output_count; ++j) {
-        const uint32_t slot = m_.operand_pool()->Get(in.operand_begin() + in.input_count() + j);
-        const fb::Slot& s = *m_.slots()->Get(slot);
-        if (!slot_is_writable(s.usage()))
-          return fail("output ", slot_label(m_, slot), " is read-only (", slot_usage_name(s.usage()), ")");
-        if (!((*results)[j] == out_.slot_types[slot]))
-          return fail("'", info.name, "' gives ", (*results)[j].to_string(), " but the output ",
-                      slot_label(m_, slot), " is ", out_.slot_types[slot].to_string());
-        if (s.view_of() != -1)
-          return fail("output ", slot_label(m_, slot), " is a view; views are never written");
-        if (s.copy_of() != -1)
-          return fail("output ", slot_label(m_, slot), " is a copy; only Evict and Prefetch write copies");
-        // Outputs of one instruction are distinct values in distinct storage.
-        for (uint32_t j2 = 0; j2 < j; ++j2) {
-          const uint32_t other = m_.operand_pool()->Get(in.operand_begin() + in.input_count() + j2);
-          // Under free-at-last-use every arena value has a buffer of its own (offsets are all 0).
-          const fb::Slot& o = *m_.slots()->Get(other);
-          const bool own_buffers = dynamic_ && s.storage() == fb::StorageKind::Arena;
-          if (other == slot || (!own_buffers && storage_overlaps(s, o)))
-            return fail("outputs ", j2, " and ", j, " share storage");
-        }
-        // No later output may overlap an input (only output 0 has alias bits).
-        if (j == 0) continue;
-        for (uint32_t i = 0; i < in.input_count(); ++i) {
-          const uint32_t in_index = m_.operand_pool()->Get(in.operand_begin() + i);
-          if (dynamic_ ? root_of(in_index) == slot : storage_overlaps(s, *m_.slots()->Get(root_of(in_index))))
-            return fail("output ", j, " ", slot_label(m_, slot), " overlaps input ", i, " ",
-                        slot_label(m_, in_index));
-        }
+  // A Dispatch: a kernel of the catalog that is not a view, its operands and
+  // parameters, its outputs of the types the operator gives, its alias bits
+  // and its scratch. `input_types`: scratch space for the inputs' types.
+  template <typename Fail>
+  Status check_dispatch(uint64_t k, const fb::Instruction& in, std::vector<TensorType>& input_types,
+                        const Fail& fail) {
+    if (in.kernel() >= out_.kernel_ids.size())
+      return fail("kernel index ", in.kernel(), " out of range (the module has ", out_.kernel_ids.size(),
+                  " kernels)");
+    const ops::OpDef& info = ops::op_def(out_.kernel_ids[in.kernel()]);
+    if (info.is_view) return fail("'", info.name, "' is a view and cannot be dispatched");
+    HEXIR_RETURN_IF_ERROR(check_operands(in, info, fail));
+    input_types.clear();
+    for (uint32_t i = 0; i < in.input_count(); ++i)
+      input_types.push_back(out_.slot_types[m_.operand_pool()->Get(in.operand_begin() + i)]);
+    std::span<const int64_t> param_span;
+    if (in.param_count() > 0) param_span = {m_.param_pool()->data() + in.param_begin(), in.param_count()};
+    Result<std::vector<TensorType>> results =
+        ops::infer_result_types(out_.kernel_ids[in.kernel()], input_types, param_span);
+    if (!results.ok()) return fail("'", info.name, "': ", results.status().message());
+    const uint32_t output_count = in.operand_count() - in.input_count();
+    if (results->size() != output_count)
+      return fail("'", info.name, "' gives ", results->size(), " results but the instruction has ",
+                  output_count, " outputs");
+    HEXIR_RETURN_IF_ERROR(check_outputs(in, info, *results, fail));
+    HEXIR_RETURN_IF_ERROR(check_alias_bits(in, info, fail));
+    return check_workspace(k, in, input_types, param_span, fail);
+  }
+
+  // A Dispatch's operand and parameter ranges, its input count (the
+  // operator's, and an output after them), operands in range and on the
+  // device, and no alias bit past its inputs.
+  template <typename Fail>
+  Status check_operands(const fb::Instruction& in, const ops::OpDef& info, const Fail& fail) {
+    const uint64_t pool = vec_size(m_.operand_pool());
+    const uint64_t params = vec_size(m_.param_pool());
+    const uint64_t slots = vec_size(m_.slots());
+    if (!range_inside(in.operand_begin(), in.operand_count(), pool))
+      return fail("operands [", in.operand_begin(), ", +", in.operand_count(), ") exceed the operand pool (",
+                  pool, " entries)");
+    if (in.input_count() > in.operand_count() || in.operand_count() == in.input_count())
+      return fail(in.operand_count(), " operands with ", in.input_count(), " inputs: need an output");
+    if (static_cast<int64_t>(in.input_count()) < info.min_inputs ||
+        (info.max_inputs >= 0 && static_cast<int64_t>(in.input_count()) > info.max_inputs))
+      return fail("'", info.name, "' takes ", info.min_inputs, "..", info.max_inputs, " inputs, got ",
+                  in.input_count());
+    for (uint32_t o = 0; o < in.operand_count(); ++o) {
+      const uint32_t slot = m_.operand_pool()->Get(in.operand_begin() + o);
+      if (slot >= slots)
+        return fail("operand ", o, " refers to slot ", slot, ", but the module has ", slots, " slots");
+      // Kernels run on the device: host memory is for the copies alone.
+      if (is_host(*m_.slots()->Get(slot)))
+        return fail("'", info.name, "' ", o < in.input_count() ? "reads" : "writes", " ",
+                    slot_label(m_, slot), ", a host-space slot; only Evict and Prefetch touch host memory");
+    }
+    if (!range_inside(in.param_begin(), in.param_count(), params))
+      return fail("parameters [", in.param_begin(), ", +", in.param_count(), ") exceed the parameter pool (",
+                  params, " entries)");
+    if (in.input_count() < 32 && (in.alias_mask() >> in.input_count()) != 0)
+      return fail("alias mask 0x", std::hex, in.alias_mask(), std::dec, " has bits at or above input count ",
+                  in.input_count());
+    return ok_status();
+  }
+
+  // A Dispatch's outputs: writable values (not views, not copies) of the
+  // types the operator gives (`results`), in storage of their own: no two
+  // share it, and none but output 0 (through alias bits) overlaps an input.
+  template <typename Fail>
+  Status check_outputs(const fb::Instruction& in, const ops::OpDef& info,
+                       const std::vector<TensorType>& results, const Fail& fail) {
+    const uint32_t output_count = in.operand_count() - in.input_count();
+    for (uint32_t j = 0; j < output_count; ++j) {
+      const uint32_t slot = m_.operand_pool()->Get(in.operand_begin() + in.input_count() + j);
+      const fb::Slot& s = *m_.slots()->Get(slot);
+      if (!slot_is_writable(s.usage()))
+        return fail("output ", slot_label(m_, slot), " is read-only (", slot_usage_name(s.usage()), ")");
+      if (!(results[j] == out_.slot_types[slot]))
+        return fail("'", info.name, "' gives ", results[j].to_string(), " but the output ",
+                    slot_label(m_, slot), " is ", out_.slot_types[slot].to_string());
+      if (s.view_of() != -1)
+        return fail("output ", slot_label(m_, slot), " is a view; views are never written");
+      if (s.copy_of() != -1)
+        return fail("output ", slot_label(m_, slot), " is a copy; only Evict and Prefetch write copies");
+      // Outputs of one instruction are distinct values in distinct storage.
+      for (uint32_t j2 = 0; j2 < j; ++j2) {
+        const uint32_t other = m_.operand_pool()->Get(in.operand_begin() + in.input_count() + j2);
+        // Under free-at-last-use every arena value has a buffer of its own (offsets are all 0).
+        const fb::Slot& o = *m_.slots()->Get(other);
+        const bool own_buffers = dynamic_ && s.storage() == fb::StorageKind::Arena;
+        if (other == slot || (!own_buffers && storage_overlaps(s, o)))
+          return fail("outputs ", j2, " and ", j, " share storage");
       }
-      const uint32_t out_index = m_.operand_pool()->Get(in.operand_begin() + in.input_count());
-      const fb::Slot& out = *m_.slots()->Get(out_index);
-      // Under free-at-last-use every arena value has its own buffer, except
-      // that an in-place result takes over its aliased input's: overlap there
-      // means sharing an aliased input's value.
-      uint32_t aliased_roots[2] = {UINT32_MAX, UINT32_MAX};
-      for (uint32_t i = 0; i < in.input_count() && i < 32; ++i)
-        if ((in.alias_mask() >> i) & 1u) {
-          const uint32_t root = root_of(m_.operand_pool()->Get(in.operand_begin() + i));
-          if (aliased_roots[0] == UINT32_MAX || aliased_roots[0] == root)
-            aliased_roots[0] = root;
-          else
-            aliased_roots[1] = root;
-        }
+      // No later output may overlap an input (only output 0 has alias bits).
+      if (j == 0) continue;
       for (uint32_t i = 0; i < in.input_count(); ++i) {
         const uint32_t in_index = m_.operand_pool()->Get(in.operand_begin() + i);
-        const fb::Slot& input = *m_.slots()->Get(in_index);
-        const bool aliased = i < 32 && (in.alias_mask() >> i) & 1u;
-        if (is_layout_view(input)) {
-          if (aliased)
-            return fail("alias bit ", i, " set on ", slot_label(m_, in_index),
-                        ", a view with an offset or strides (never written in place)");
-          if (input.strides() && input.strides()->size() > 0 &&
-              !ops::accepts_strided_layout(out_.kernel_ids[in.kernel()], i, out_.slot_types[in_index].dims,
-                                           std::vector<int64_t>(input.strides()->begin(), input.strides()->end())))
-            return fail("input ", i, " ", slot_label(m_, in_index), " is a strided view but '", info.name,
-                        "' reads it only row-major");
-        }
-        if (aliased) {
-          if (!info.may_run_in_place)
-            return fail("alias bit ", i, " set but '", info.name, "' cannot run in place");
-          if (!same_storage(out, input) || out.byte_size() != input.byte_size())
-            return fail("alias bit ", i, " set but the output ", slot_label(m_, out_index),
-                        " does not share the storage of input ", slot_label(m_, in_index));
-          if (input.dtype() != out.dtype())
-            return fail("alias bit ", i, " set but input ", slot_label(m_, in_index), " and the output ",
-                        slot_label(m_, out_index), " differ in dtype");
-        } else if (dynamic_ && out.storage() == fb::StorageKind::Arena
-                       ? input.storage() == fb::StorageKind::Arena &&
-                             (root_of(in_index) == aliased_roots[0] || root_of(in_index) == out_index)
-                       : storage_overlaps(out, *m_.slots()->Get(root_of(in_index)))) {
-          return fail("the output ", slot_label(m_, out_index), " overlaps input ", i, " ",
-                      slot_label(m_, in_index), " without an alias bit");
-        }
+        if (dynamic_ ? root_of(in_index) == slot : storage_overlaps(s, *m_.slots()->Get(root_of(in_index))))
+          return fail("output ", j, " ", slot_label(m_, slot), " overlaps input ", i, " ",
+                      slot_label(m_, in_index));
       }
-      if (aliased_roots[1] != UINT32_MAX)
-        return fail("alias bits name two different values; a result takes over one buffer");
-      if (in.alias_mask() != 0 && (in.alias_mask() & info.in_place_inputs) == 0)
-        return fail("alias mask 0x", std::hex, in.alias_mask(), " names no input '", info.name,
-                    "' may run in place on (0x", info.in_place_inputs, std::dec, ")");
-      HEXIR_RETURN_IF_ERROR(check_workspace(k, in, input_types, param_span, fail));
     }
+    return ok_status();
+  }
+
+  // A Dispatch's alias bits: each names an input output 0 takes over in
+  // place (same storage, size and dtype; not a strided view; an operator
+  // that may run in place on it), all the same value; no other input
+  // overlaps output 0. A strided input is one the kernel reads with strides.
+  template <typename Fail>
+  Status check_alias_bits(const fb::Instruction& in, const ops::OpDef& info, const Fail& fail) {
+    const uint32_t out_index = m_.operand_pool()->Get(in.operand_begin() + in.input_count());
+    const fb::Slot& out = *m_.slots()->Get(out_index);
+    // Under free-at-last-use every arena value has its own buffer, except
+    // that an in-place result takes over its aliased input's: overlap there
+    // means sharing an aliased input's value.
+    uint32_t aliased_roots[2] = {UINT32_MAX, UINT32_MAX};
+    for (uint32_t i = 0; i < in.input_count() && i < 32; ++i)
+      if ((in.alias_mask() >> i) & 1u) {
+        const uint32_t root = root_of(m_.operand_pool()->Get(in.operand_begin() + i));
+        if (aliased_roots[0] == UINT32_MAX || aliased_roots[0] == root)
+          aliased_roots[0] = root;
+        else
+          aliased_roots[1] = root;
+      }
+    for (uint32_t i = 0; i < in.input_count(); ++i) {
+      const uint32_t in_index = m_.operand_pool()->Get(in.operand_begin() + i);
+      const fb::Slot& input = *m_.slots()->Get(in_index);
+      const bool aliased = i < 32 && (in.alias_mask() >> i) & 1u;
+      if (is_layout_view(input)) {
+        if (aliased)
+          return fail("alias bit ", i, " set on ", slot_label(m_, in_index),
+                      ", a view with an offset or strides (never written in place)");
+        if (input.strides() && input.strides()->size() > 0 &&
+            !ops::accepts_strided_layout(
+                out_.kernel_ids[in.kernel()], i, out_.slot_types[in_index].dims,
+                std::vector<int64_t>(input.strides()->begin(), input.strides()->end())))
+          return fail("input ", i, " ", slot_label(m_, in_index), " is a strided view but '", info.name,
+                      "' reads it only row-major");
+      }
+      if (aliased) {
+        if (!info.may_run_in_place)
+          return fail("alias bit ", i, " set but '", info.name, "' cannot run in place");
+        if (!same_storage(out, input) || out.byte_size() != input.byte_size())
+          return fail("alias bit ", i, " set but the output ", slot_label(m_, out_index),
+                      " does not share the storage of input ", slot_label(m_, in_index));
+        if (input.dtype() != out.dtype())
+          return fail("alias bit ", i, " set but input ", slot_label(m_, in_index), " and the output ",
+                      slot_label(m_, out_index), " differ in dtype");
+      } else if (dynamic_ && out.storage() == fb::StorageKind::Arena
+                     ? input.storage() == fb::StorageKind::Arena &&
+                           (root_of(in_index) == aliased_roots[0] || root_of(in_index) == out_index)
+                     : storage_overlaps(out, *m_.slots()->Get(root_of(in_index)))) {
+        return fail("the output ", slot_label(m_, out_index), " overlaps input ", i, " ",
+                    slot_label(m_, in_index), " without an alias bit");
+      }
+    }
+    if (aliased_roots[1] != UINT32_MAX)
+      return fail("alias bits name two different values; a result takes over one buffer");
+    if (in.alias_mask() != 0 && (in.alias_mask() & info.in_place_inputs) == 0)
+      return fail("alias mask 0x", std::hex, in.alias_mask(), " names no input '", info.name,
+                  "' may run in place on (0x", info.in_place_inputs, std::dec, ")");
     return ok_status();
   }
 
@@ -1172,199 +1234,273 @@ class ModuleVerifier {
     const uint64_t slot_count = vec_size(m_.slots());
     defined_depth_.assign(slot_count, SIZE_MAX);
     then_written_.assign(slot_count, 0);
-    std::vector<int64_t> last_read(slot_count, -1), def(slot_count, -1), last_write(slot_count, -1);
-    std::vector<int64_t> output_of(slot_count, -1);
-    std::vector<uint32_t> touched;
-    std::vector<int64_t> occupant;           // per input binding, then per output: the value in that buffer
-    std::vector<uint64_t> buffer_of_output;  // per output: its index in occupant
+    access_.last_read.assign(slot_count, -1);
+    access_.def.assign(slot_count, -1);
+    access_.last_write.assign(slot_count, -1);
+    access_.output_of.assign(slot_count, -1);
+    access_.touched.clear();
     for (uint64_t f = 0; f < vec_size(m_.functions()); ++f) {
       const fb::Function& fn = *m_.functions()->Get(static_cast<flatbuffers::uoffset_t>(f));
-      const uint64_t begin = fn.instruction_begin(), count = fn.instruction_count();
-      const uint64_t inputs = vec_size(fn.inputs()), outputs = vec_size(fn.outputs());
-      auto operand = [&](const fb::Instruction& in, uint32_t o) {
-        return m_.operand_pool()->Get(in.operand_begin() + o);
-      };
-      for (uint64_t k = 0; k < count; ++k) {
-        const fb::Instruction& in = *m_.instructions()->Get(static_cast<flatbuffers::uoffset_t>(begin + k));
-        for (uint32_t i = 0; i < in.input_count(); ++i) {
-          const uint32_t r = root_of(operand(in, i));
-          if (last_read[r] < 0 && def[r] < 0) touched.push_back(r);
-          last_read[r] = static_cast<int64_t>(k);
-        }
-        for (uint32_t o = in.input_count(); o < in.operand_count(); ++o) {
-          const uint32_t r = operand(in, o);
-          if (last_read[r] < 0 && def[r] < 0) touched.push_back(r);
-          if (def[r] < 0) {
-            def[r] = static_cast<int64_t>(k);
-          } else if (dynamic_ && out_.loops[f].empty()) {
-            return corrupt(instruction_label(begin + k), ": ", slot_label(m_, r),
-                           " is written a second time (instruction ", begin + def[r],
-                           " wrote it) in a free-at-last-use plan");
-          }
-          last_write[r] = static_cast<int64_t>(k);
-        }
-      }
-      // Loops: a value written before a loop and read or written inside it
-      // lives around the back edge, to the loop's LoopNext (the compiler's
-      // rule, passes.cc compute_uses; inner loops first).
-      for (const auto& [loop_begin, loop_next] : out_.loops[f])
-        for (uint32_t r : touched) {
-          if (def[r] < 0 || def[r] >= loop_begin || std::max(last_read[r], last_write[r]) < loop_begin) continue;
-          last_read[r] = std::max<int64_t>(last_read[r], loop_next);
-        }
-      for (uint64_t j = 0; j < outputs; ++j)
-        output_of[root_of(fn.outputs()->Get(static_cast<flatbuffers::uoffset_t>(j))->slot())] =
-            static_cast<int64_t>(j);
-      occupant.assign(inputs + outputs, -1);
-      // Which values are written on every path to the instruction at hand:
-      // one written inside a loop is defined only until the loop ends (the
-      // loop may run zero times), unless it was written before the loop.
-      size_t depth = 0;
-      for (std::vector<uint32_t>& list : defined_at_depth_) list.clear();
-      if (defined_at_depth_.size() < kMaxLoopDepth + 1) defined_at_depth_.resize(kMaxLoopDepth + 1);
-      for (uint64_t b = 0; b < inputs; ++b)
-        occupant[b] = root_of(fn.inputs()->Get(static_cast<flatbuffers::uoffset_t>(b))->slot());
-      buffer_of_output.resize(outputs);
-      for (uint64_t j = 0; j < outputs; ++j) {
-        const fb::Slot& s =
-            *m_.slots()->Get(fn.outputs()->Get(static_cast<flatbuffers::uoffset_t>(j))->slot());
-        buffer_of_output[j] = s.storage() == fb::StorageKind::Input ? s.index() : inputs + j;
-      }
+      HEXIR_RETURN_IF_ERROR(record_accesses(f, fn));
+      bind_buffers(fn);
+      HEXIR_RETURN_IF_ERROR(check_accesses_in_order(fn));
+      HEXIR_RETURN_IF_ERROR(check_last_uses(fn));
+      HEXIR_RETURN_IF_ERROR(
+          check_arena_lifetimes(fn, access_.touched, access_.def, access_.last_read, access_.last_write));
+      Accesses& a = access_;
+      for (uint32_t r : a.touched) a.last_read[r] = a.def[r] = a.last_write[r] = a.output_of[r] = -1;
+      for (uint64_t j = 0; j < vec_size(fn.outputs()); ++j)
+        a.output_of[root_of(fn.outputs()->Get(static_cast<flatbuffers::uoffset_t>(j))->slot())] = -1;
+      a.touched.clear();
+    }
+    return ok_status();
+  }
 
-      if_frames_.clear();
-      path_ended_.assign(kMaxLoopDepth + 2, false);
-      for (uint64_t k = 0; k < count; ++k) {
-        const fb::Instruction& in = *m_.instructions()->Get(static_cast<flatbuffers::uoffset_t>(begin + k));
-        auto fail = [&](auto&&... args) { return corrupt(instruction_label(begin + k), ": ", args...); };
-        // Branch boundaries (innermost first): a value written in a branch is
-        // defined after the if only when the other branch writes it too.
-        while (!if_frames_.empty()) {
-          IfFrame& top = if_frames_.back();
-          // A branch that ended in a Fail reaches neither the end of the if
-          // nor anything after it: only the other branch's writes count.
-          if (!top.in_else && k == top.else_begin) {
-            top.then_ended = path_ended_[depth];
-            path_ended_[depth] = false;
-            for (uint32_t r : defined_at_depth_[depth]) {
-              defined_depth_[r] = SIZE_MAX;
-              if (top.then_ended) continue;
-              then_written_[r] = top.id;
-              top.then_defs.push_back(r);
-            }
-            defined_at_depth_[depth].clear();
-            top.in_else = true;
-          } else if (top.in_else && k == top.end) {
-            const bool else_ended = path_ended_[depth];
-            path_ended_[depth] = false;
-            auto promote = [&](uint32_t r) {
-              if (defined_depth_[r] <= depth - 1) return;
-              defined_depth_[r] = depth - 1;
-              defined_at_depth_[depth - 1].push_back(r);
-            };
-            for (uint32_t r : defined_at_depth_[depth]) {
-              defined_depth_[r] = SIZE_MAX;
-              if (!else_ended && (top.then_ended || then_written_[r] == top.id)) promote(r);
-            }
-            defined_at_depth_[depth].clear();
-            if (else_ended && !top.then_ended)
-              for (uint32_t r : top.then_defs) promote(r);
-            if (else_ended && top.then_ended) path_ended_[depth - 1] = true;
-            --depth;
-            if_frames_.pop_back();
-          } else {
-            break;
-          }
-        }
-        int64_t aliased_root = -1;
-        for (uint32_t i = 0; i < in.input_count(); ++i) {
-          const uint32_t slot = operand(in, i), r = root_of(slot);
-          const fb::Slot& s = *m_.slots()->Get(r);
-          const bool bound_input = s.storage() == fb::StorageKind::Input && s.index() < inputs &&
-                                   root_of(fn.inputs()->Get(s.index())->slot()) == r;
-          if (s.storage() != fb::StorageKind::Constant && !bound_input && defined_depth_[r] > depth)
-            return fail("input ", i, " ", slot_label(m_, slot),
-                        def[r] >= 0 && def[r] < static_cast<int64_t>(k)
-                            ? " is read where it may not have been written (it is written only inside a loop that "
-                              "ends before this instruction)"
-                            : " is read before any instruction writes it");
-          if (i >= 32 || !((in.alias_mask() >> i) & 1u)) continue;
-          aliased_root = r;
-          // Output 0 is this very value, updated in place (a loop-carried
-          // value): later reads read the update.
-          if (r == operand(in, in.input_count())) continue;
-          if (s.storage() == fb::StorageKind::Input && fn.inputs()->Get(s.index())->donated_to() < 0)
-            return fail("alias bit ", i, " writes input ", s.index(), " ('",
-                        str_or_empty(fn.inputs()->Get(s.index())->name()), "'), which is not donated");
-          if (last_read[r] > static_cast<int64_t>(k))
-            return fail("alias bit ", i, " overwrites ", slot_label(m_, slot), ", which instruction ",
-                        begin + last_read[r], " still reads");
-          if (output_of[r] >= 0)
-            return fail("alias bit ", i, " overwrites ", slot_label(m_, slot), ", the value of output ",
-                        output_of[r]);
-        }
-        for (uint32_t o = in.input_count(); o < in.operand_count(); ++o) {
-          const uint32_t out_slot = operand(in, o);
-          const fb::Slot& out = *m_.slots()->Get(out_slot);
-          int64_t* holder = nullptr;
-          if (out.storage() == fb::StorageKind::Input && out.index() < inputs)
-            holder = &occupant[out.index()];
-          if (out.storage() == fb::StorageKind::Output && out.index() < outputs)
-            holder = &occupant[buffer_of_output[out.index()]];
-          if (!holder) continue;
-          const int64_t previous = *holder;
-          const int64_t aliased = o == in.input_count() ? aliased_root : -1;  // alias bits: output 0
-          if (previous >= 0 && previous != out_slot && previous != aliased &&
-              last_read[static_cast<size_t>(previous)] >= static_cast<int64_t>(k))
-            return fail("writes the ", storage_kind_name(out.storage()), " buffer ", out.index(), " while ",
-                        slot_label(m_, static_cast<uint64_t>(previous)),
-                        " in it is still read by instruction ",
-                        begin + last_read[static_cast<size_t>(previous)]);
-          *holder = out_slot;
-        }
-        for (uint32_t o = in.input_count(); o < in.operand_count(); ++o) {
-          const uint32_t r = operand(in, o);
-          if (defined_depth_[r] <= depth) continue;
-          defined_depth_[r] = depth;
-          defined_at_depth_[depth].push_back(r);
-        }
-        if (in.opcode() == fb::Opcode::BranchIfZero) {
-          // Verified by check_loops: the Jump before the else-branch names the end.
-          const uint64_t else_begin = static_cast<uint64_t>(m_.param_pool()->Get(in.param_begin()));
-          const fb::Instruction& jump =
-              *m_.instructions()->Get(static_cast<flatbuffers::uoffset_t>(begin + else_begin - 1));
-          if_frames_.push_back({else_begin, static_cast<uint64_t>(m_.param_pool()->Get(jump.param_begin())),
-                                ++if_count_, false, false, {}});
-          path_ended_[++depth] = false;
-        } else if (in.opcode() == fb::Opcode::LoopBegin) {
-          path_ended_[++depth] = false;
-        } else if (in.opcode() == fb::Opcode::LoopNext) {
-          // The loop may run no iteration: a body ending in a Fail does not end the path.
-          for (uint32_t r : defined_at_depth_[depth]) defined_depth_[r] = SIZE_MAX;
-          defined_at_depth_[depth].clear();
-          path_ended_[depth] = false;
-          --depth;
-        } else if (in.opcode() == fb::Opcode::Fail) {
-          path_ended_[depth] = true;
-        }
+  uint32_t operand_slot(const fb::Instruction& in, uint32_t o) const {
+    return m_.operand_pool()->Get(in.operand_begin() + o);
+  }
+
+  // The first pass over function f: each value's first write, last read and
+  // last write (a read of a view is a read of its root). A value written
+  // before a loop and read or written inside it lives around the back edge,
+  // to the loop's LoopNext (the compiler's rule, liveness.cc compute_uses;
+  // inner loops first).
+  Status record_accesses(uint64_t f, const fb::Function& fn) {
+    Accesses& a = access_;
+    const uint64_t begin = fn.instruction_begin(), count = fn.instruction_count();
+    for (uint64_t k = 0; k < count; ++k) {
+      const fb::Instruction& in = *m_.instructions()->Get(static_cast<flatbuffers::uoffset_t>(begin + k));
+      for (uint32_t i = 0; i < in.input_count(); ++i) {
+        const uint32_t r = root_of(operand_slot(in, i));
+        if (a.last_read[r] < 0 && a.def[r] < 0) a.touched.push_back(r);
+        a.last_read[r] = static_cast<int64_t>(k);
       }
-      for (std::vector<uint32_t>& list : defined_at_depth_) {
-        for (uint32_t r : list) defined_depth_[r] = SIZE_MAX;
-        list.clear();
-      }
-      for (uint32_t r : touched) {
-        const fb::Slot& s = *m_.slots()->Get(r);
-        if (s.storage() == fb::StorageKind::Arena && def[r] >= 0 && (dynamic_ || s.last_use() != -1)) {
-          const int64_t expected = last_read[r] >= 0 ? last_read[r] : def[r];
-          if (s.last_use() != expected)
-            return corrupt("function '", str_or_empty(fn.name()), "': ", slot_label(m_, r), " has last_use ",
-                           s.last_use(), " but its last use is instruction ", expected);
+      for (uint32_t o = in.input_count(); o < in.operand_count(); ++o) {
+        const uint32_t r = operand_slot(in, o);
+        if (a.last_read[r] < 0 && a.def[r] < 0) a.touched.push_back(r);
+        if (a.def[r] < 0) {
+          a.def[r] = static_cast<int64_t>(k);
+        } else if (dynamic_ && out_.loops[f].empty()) {
+          return corrupt(instruction_label(begin + k), ": ", slot_label(m_, r),
+                         " is written a second time (instruction ", begin + a.def[r],
+                         " wrote it) in a free-at-last-use plan");
         }
+        a.last_write[r] = static_cast<int64_t>(k);
       }
-      HEXIR_RETURN_IF_ERROR(check_arena_lifetimes(fn, touched, def, last_read, last_write));
-      for (uint32_t r : touched) last_read[r] = def[r] = last_write[r] = output_of[r] = -1;
-      for (uint64_t j = 0; j < outputs; ++j)
-        output_of[root_of(fn.outputs()->Get(static_cast<flatbuffers::uoffset_t>(j))->slot())] = -1;
-      touched.clear();
+    }
+    for (const auto& [loop_begin, loop_next] : out_.loops[f])
+      for (uint32_t r : a.touched) {
+        if (a.def[r] < 0 || a.def[r] >= loop_begin || std::max(a.last_read[r], a.last_write[r]) < loop_begin)
+          continue;
+        a.last_read[r] = std::max<int64_t>(a.last_read[r], loop_next);
+      }
+    return ok_status();
+  }
+
+  // The caller's buffers of a function: which value each input binding and
+  // each output holds at the start (an output computed in a donated input
+  // shares that input's buffer), and the output each returned value is.
+  void bind_buffers(const fb::Function& fn) {
+    Accesses& a = access_;
+    const uint64_t inputs = vec_size(fn.inputs()), outputs = vec_size(fn.outputs());
+    for (uint64_t j = 0; j < outputs; ++j)
+      a.output_of[root_of(fn.outputs()->Get(static_cast<flatbuffers::uoffset_t>(j))->slot())] =
+          static_cast<int64_t>(j);
+    a.occupant.assign(inputs + outputs, -1);
+    for (uint64_t b = 0; b < inputs; ++b)
+      a.occupant[b] = root_of(fn.inputs()->Get(static_cast<flatbuffers::uoffset_t>(b))->slot());
+    a.buffer_of_output.resize(outputs);
+    for (uint64_t j = 0; j < outputs; ++j) {
+      const fb::Slot& s = *m_.slots()->Get(fn.outputs()->Get(static_cast<flatbuffers::uoffset_t>(j))->slot());
+      a.buffer_of_output[j] = s.storage() == fb::StorageKind::Input ? s.index() : inputs + j;
+    }
+  }
+
+  // The second pass over a function, in instruction order: reads of values
+  // written on every path to them, alias bits, writes into the caller's
+  // buffers. Which values are written on every path to the instruction at
+  // hand: one written inside a loop is defined only until the loop ends (the
+  // loop may run zero times), unless it was written before the loop.
+  Status check_accesses_in_order(const fb::Function& fn) {
+    const uint64_t begin = fn.instruction_begin(), count = fn.instruction_count();
+    size_t depth = 0;
+    for (std::vector<uint32_t>& list : defined_at_depth_) list.clear();
+    if (defined_at_depth_.size() < kMaxLoopDepth + 1) defined_at_depth_.resize(kMaxLoopDepth + 1);
+    if_frames_.clear();
+    path_ended_.assign(kMaxLoopDepth + 2, false);
+    for (uint64_t k = 0; k < count; ++k) {
+      const fb::Instruction& in = *m_.instructions()->Get(static_cast<flatbuffers::uoffset_t>(begin + k));
+      auto fail = [&](auto&&... args) { return corrupt(instruction_label(begin + k), ": ", args...); };
+      close_branches(k, depth);
+      int64_t aliased_root = -1;
+      HEXIR_RETURN_IF_ERROR(check_reads(fn, in, k, depth, &aliased_root, fail));
+      HEXIR_RETURN_IF_ERROR(check_buffer_writes(fn, in, k, aliased_root, fail));
+      for (uint32_t o = in.input_count(); o < in.operand_count(); ++o) {
+        const uint32_t r = operand_slot(in, o);
+        if (defined_depth_[r] <= depth) continue;
+        defined_depth_[r] = depth;
+        defined_at_depth_[depth].push_back(r);
+      }
+      enter_or_leave_region(in, begin, depth);
+    }
+    for (std::vector<uint32_t>& list : defined_at_depth_) {
+      for (uint32_t r : list) defined_depth_[r] = SIZE_MAX;
+      list.clear();
+    }
+    return ok_status();
+  }
+
+  // Branch boundaries at instruction k (innermost first): a value written in
+  // a branch is defined after the if only when the other branch writes it
+  // too. A branch that ended in a Fail reaches neither the end of the if nor
+  // anything after it: only the other branch's writes count.
+  void close_branches(uint64_t k, size_t& depth) {
+    while (!if_frames_.empty()) {
+      IfFrame& top = if_frames_.back();
+      if (!top.in_else && k == top.else_begin) {
+        top.then_ended = path_ended_[depth];
+        path_ended_[depth] = false;
+        for (uint32_t r : defined_at_depth_[depth]) {
+          defined_depth_[r] = SIZE_MAX;
+          if (top.then_ended) continue;
+          then_written_[r] = top.id;
+          top.then_defs.push_back(r);
+        }
+        defined_at_depth_[depth].clear();
+        top.in_else = true;
+      } else if (top.in_else && k == top.end) {
+        const bool else_ended = path_ended_[depth];
+        path_ended_[depth] = false;
+        auto promote = [&](uint32_t r) {
+          if (defined_depth_[r] <= depth - 1) return;
+          defined_depth_[r] = depth - 1;
+          defined_at_depth_[depth - 1].push_back(r);
+        };
+        for (uint32_t r : defined_at_depth_[depth]) {
+          defined_depth_[r] = SIZE_MAX;
+          if (!else_ended && (top.then_ended || then_written_[r] == top.id)) promote(r);
+        }
+        defined_at_depth_[depth].clear();
+        if (else_ended && !top.then_ended)
+          for (uint32_t r : top.then_defs) promote(r);
+        if (else_ended && top.then_ended) path_ended_[depth - 1] = true;
+        --depth;
+        if_frames_.pop_back();
+      } else {
+        break;
+      }
+    }
+  }
+
+  // The inputs of instruction k: each read value is written on every path to
+  // it (or a constant, or a bound input); an alias bit overwrites a value no
+  // later instruction reads, not a non-donated input nor an output's value.
+  // `aliased_root` receives the value the alias bits name (-1: none).
+  template <typename Fail>
+  Status check_reads(const fb::Function& fn, const fb::Instruction& in, uint64_t k, size_t depth,
+                     int64_t* aliased_root, const Fail& fail) {
+    const Accesses& a = access_;
+    const uint64_t begin = fn.instruction_begin(), inputs = vec_size(fn.inputs());
+    for (uint32_t i = 0; i < in.input_count(); ++i) {
+      const uint32_t slot = operand_slot(in, i), r = root_of(slot);
+      const fb::Slot& s = *m_.slots()->Get(r);
+      const bool bound_input = s.storage() == fb::StorageKind::Input && s.index() < inputs &&
+                               root_of(fn.inputs()->Get(s.index())->slot()) == r;
+      if (s.storage() != fb::StorageKind::Constant && !bound_input && defined_depth_[r] > depth)
+        return fail(
+            "input ", i, " ", slot_label(m_, slot),
+            a.def[r] >= 0 && a.def[r] < static_cast<int64_t>(k)
+                ? " is read where it may not have been written (it is written only inside a loop that "
+                  "ends before this instruction)"
+                : " is read before any instruction writes it");
+      if (i >= 32 || !((in.alias_mask() >> i) & 1u)) continue;
+      *aliased_root = r;
+      // Output 0 is this very value, updated in place (a loop-carried
+      // value): later reads read the update.
+      if (r == operand_slot(in, in.input_count())) continue;
+      if (s.storage() == fb::StorageKind::Input && fn.inputs()->Get(s.index())->donated_to() < 0)
+        return fail("alias bit ", i, " writes input ", s.index(), " ('",
+                    str_or_empty(fn.inputs()->Get(s.index())->name()), "'), which is not donated");
+      if (a.last_read[r] > static_cast<int64_t>(k))
+        return fail("alias bit ", i, " overwrites ", slot_label(m_, slot), ", which instruction ",
+                    begin + a.last_read[r], " still reads");
+      if (a.output_of[r] >= 0)
+        return fail("alias bit ", i, " overwrites ", slot_label(m_, slot), ", the value of output ",
+                    a.output_of[r]);
+    }
+    return ok_status();
+  }
+
+  // The outputs of instruction k written into a caller's buffer (an input
+  // binding or an output): the value there before is read no more, unless
+  // this is its in-place result (output 0 over `aliased_root`).
+  template <typename Fail>
+  Status check_buffer_writes(const fb::Function& fn, const fb::Instruction& in, uint64_t k,
+                             int64_t aliased_root, const Fail& fail) {
+    Accesses& a = access_;
+    const uint64_t begin = fn.instruction_begin();
+    const uint64_t inputs = vec_size(fn.inputs()), outputs = vec_size(fn.outputs());
+    for (uint32_t o = in.input_count(); o < in.operand_count(); ++o) {
+      const uint32_t out_slot = operand_slot(in, o);
+      const fb::Slot& out = *m_.slots()->Get(out_slot);
+      int64_t* holder = nullptr;
+      if (out.storage() == fb::StorageKind::Input && out.index() < inputs) holder = &a.occupant[out.index()];
+      if (out.storage() == fb::StorageKind::Output && out.index() < outputs)
+        holder = &a.occupant[a.buffer_of_output[out.index()]];
+      if (!holder) continue;
+      const int64_t previous = *holder;
+      const int64_t aliased = o == in.input_count() ? aliased_root : -1;  // alias bits: output 0
+      if (previous >= 0 && previous != out_slot && previous != aliased &&
+          a.last_read[static_cast<size_t>(previous)] >= static_cast<int64_t>(k))
+        return fail("writes the ", storage_kind_name(out.storage()), " buffer ", out.index(), " while ",
+                    slot_label(m_, static_cast<uint64_t>(previous)), " in it is still read by instruction ",
+                    begin + a.last_read[static_cast<size_t>(previous)]);
+      *holder = out_slot;
+    }
+    return ok_status();
+  }
+
+  // Regions after instruction `in`: an if or a loop opens one (an if's frame
+  // names where its else branch begins and where it ends), a LoopNext closes
+  // its loop's, a Fail ends the path through the region at hand.
+  void enter_or_leave_region(const fb::Instruction& in, uint64_t begin, size_t& depth) {
+    if (in.opcode() == fb::Opcode::BranchIfZero) {
+      // Verified by check_loops: the Jump before the else-branch names the end.
+      const uint64_t else_begin = static_cast<uint64_t>(m_.param_pool()->Get(in.param_begin()));
+      const fb::Instruction& jump =
+          *m_.instructions()->Get(static_cast<flatbuffers::uoffset_t>(begin + else_begin - 1));
+      if_frames_.push_back({else_begin,
+                            static_cast<uint64_t>(m_.param_pool()->Get(jump.param_begin())),
+                            ++if_count_,
+                            false,
+                            false,
+                            {}});
+      path_ended_[++depth] = false;
+    } else if (in.opcode() == fb::Opcode::LoopBegin) {
+      path_ended_[++depth] = false;
+    } else if (in.opcode() == fb::Opcode::LoopNext) {
+      // The loop may run no iteration: a body ending in a Fail does not end the path.
+      for (uint32_t r : defined_at_depth_[depth]) defined_depth_[r] = SIZE_MAX;
+      defined_at_depth_[depth].clear();
+      path_ended_[depth] = false;
+      --depth;
+    } else if (in.opcode() == fb::Opcode::Fail) {
+      path_ended_[depth] = true;
+    }
+  }
+
+  // last_use, where recorded (always under free-at-last-use): the last read,
+  // or the write of a value nothing reads.
+  Status check_last_uses(const fb::Function& fn) {
+    const Accesses& a = access_;
+    for (uint32_t r : a.touched) {
+      const fb::Slot& s = *m_.slots()->Get(r);
+      if (s.storage() == fb::StorageKind::Arena && a.def[r] >= 0 && (dynamic_ || s.last_use() != -1)) {
+        const int64_t expected = a.last_read[r] >= 0 ? a.last_read[r] : a.def[r];
+        if (s.last_use() != expected)
+          return corrupt("function '", str_or_empty(fn.name()), "': ", slot_label(m_, r), " has last_use ",
+                         s.last_use(), " but its last use is instruction ", expected);
+      }
     }
     return ok_status();
   }
@@ -1511,6 +1647,18 @@ class ModuleVerifier {
   // happened at (SIZE_MAX: not written yet); per depth, the slots defined there.
   std::vector<size_t> defined_depth_;
   std::vector<std::vector<uint32_t>> defined_at_depth_;
+  // check_aliasing, per function: per slot (reset through `touched`, the
+  // slots with an entry) its first write, last read and last write
+  // (instruction indices in the function) and the output whose value it is;
+  // per input binding, then per output, the value in that buffer (occupant),
+  // and per output the index of its buffer there.
+  struct Accesses {
+    std::vector<int64_t> last_read, def, last_write, output_of;
+    std::vector<uint32_t> touched;
+    std::vector<int64_t> occupant;
+    std::vector<uint64_t> buffer_of_output;
+  };
+  Accesses access_;
   // The ifs open at the instruction at hand; per slot, the last if whose
   // then-branch wrote it (ids count up over the whole module: never reset).
   struct IfFrame {

@@ -2,8 +2,8 @@
 // the file's constant table each constant became and where its bytes go; per
 // function, where every value lives, the instructions actually dispatched
 // (views dropped, copies added, possibly reordered), buffer sharing, arena
-// offsets and scratch. The passes (passes.h) fill a plan from a const graph;
-// the writer reads the two together.
+// offsets and scratch. The passes (passes/, in order in pipeline.h) fill a
+// plan from a const graph; the writer reads the two together.
 #pragma once
 
 #include <cstdint>
@@ -64,7 +64,7 @@ struct ValuePlan {
   // Set on storage roots by assign_in_place / place_donations: the root whose
   // buffer this value takes over when it is written (-1: a buffer of its
   // own). Following it from any root ends at the buffer's head, whose storage
-  // every value of the chain shares (buffer_head in passes.h).
+  // every value of the chain shares (buffer_head in passes/storage.h).
   int buffer_prev = -1;
   // Storage roots in arena storage: program index of the last instruction
   // that reads the value or a view of it (its writer when nothing does). The

@@ -106,127 +106,168 @@ namespace {
 // The value of a one-element f32 constant (any rank), or nullopt.
 std::optional<float> scalar_constant(const Module& module, const Function& fn, int v);
 
-// fuse_epilogues of one function; with the module, add and mul also take a
-// following mul by and add of one-element constants as an affine epilogue.
-size_t fuse_function(const Module* module, Function& fn) {
-  const size_t value_count = fn.values.size();
-  const Readers readers(fn);
-  auto sole_reader = [&](int v) { return readers.sole(v); };
-  std::vector<bool> node_dropped(fn.nodes.size(), false), value_dropped(value_count, false);
-  size_t removed = 0;
+// fuse_epilogues of one function (fuse_function): the rewrites as steps
+// over the nodes, marking what goes; drop() then removes it.
+class EpilogueFusion {
+ public:
+  // `module`: null, or the module whose constants the affine epilogue reads.
+  EpilogueFusion(const Module* module, Function& fn)
+      : module_(module),
+        fn_(fn),
+        readers_(fn),
+        node_dropped_(fn.nodes.size(), false),
+        value_dropped_(fn.values.size(), false) {}
+
+  // Returns the number of nodes removed.
+  size_t run() {
+    fold_transposes_into_matmuls();
+    for (size_t n = 0; n < fn_.nodes.size(); ++n) {
+      Node& node = fn_.nodes[n];
+      const bool elementwise = node.op == OpId::kAdd || node.op == OpId::kMul;
+      if (node_dropped_[n] || (node.op != OpId::kConv2d && node.op != OpId::kMatmul && !elementwise) ||
+          has_epilogue(node) || node.results.size() != 1 ||
+          fn_.values[static_cast<size_t>(node.results[0])].type.dtype != DType::kF32)
+        continue;
+      fuse_matmul_bias(n);
+      fuse_conv_residual(n);
+      // Then an activation, or (add, mul) an affine epilogue.
+      const int j = sole_reader(node.results[0]);
+      if (j < 0) continue;
+      const Node& act = fn_.nodes[static_cast<size_t>(j)];
+      if (act.inputs.size() == 1 && act.results.size() == 1) {
+        fuse_activation(n, j);
+        continue;
+      }
+      if (elementwise && module_ != nullptr) fuse_affine(n);
+    }
+    fold_result_copies();
+    if (removed_ > 0) drop(fn_, node_dropped_, value_dropped_);
+    return removed_;
+  }
+
+ private:
+  int sole_reader(int v) const { return readers_.sole(v); }
+
   // Node `n` takes over node `j`'s result; `j` and `n`'s old result go.
-  auto absorb = [&](size_t n, int j) {
-    Node& node = fn.nodes[n];
-    value_dropped[static_cast<size_t>(node.results[0])] = true;
-    node.results = fn.nodes[static_cast<size_t>(j)].results;
-    node_dropped[static_cast<size_t>(j)] = true;
-    ++removed;
-  };
+  void absorb(size_t n, int j) {
+    Node& node = fn_.nodes[n];
+    value_dropped_[static_cast<size_t>(node.results[0])] = true;
+    node.results = fn_.nodes[static_cast<size_t>(j)].results;
+    node_dropped_[static_cast<size_t>(j)] = true;
+    ++removed_;
+  }
+
   // A transpose of the last two dims that only a matmul reads, as its b:
   // the matmul reads the transpose's input as b stored [n, k] (transpose_b)
   // and the copy goes (attention's K^T). Not for a constant b: its
   // transpose folds at compile time and B is packed once at prepare.
-  for (size_t n = 0; n < fn.nodes.size(); ++n) {
-    Node& node = fn.nodes[n];
-    if (node.kind != NodeKind::kOp || node.op != OpId::kMatmul || node.inputs.size() < 2 || node.inputs[0] == node.inputs[1] ||
-        !(node.params.empty() || node.params[0] == 0))
-      continue;
-    const int b = node.inputs[1];
-    const Value& bv = fn.values[static_cast<size_t>(b)];
-    if (bv.kind != ValueKind::kResult || bv.node < 0 || sole_reader(b) != static_cast<int>(n)) continue;
-    const Node& t = fn.nodes[static_cast<size_t>(bv.node)];
-    const size_t rank = bv.type.rank();
-    if (t.kind != NodeKind::kOp || t.op != OpId::kTranspose || rank < 2 || t.params.size() != rank ||
-        fn.values[static_cast<size_t>(t.inputs[0])].kind == ValueKind::kConstant)
-      continue;
-    bool swaps_last_two = t.params[rank - 1] == static_cast<int64_t>(rank - 2) &&
-                          t.params[rank - 2] == static_cast<int64_t>(rank - 1);
-    for (size_t d = 0; swaps_last_two && d + 2 < rank; ++d) swaps_last_two = t.params[d] == static_cast<int64_t>(d);
-    if (!swaps_last_two) continue;
-    node.inputs[1] = t.inputs[0];
-    if (node.params.empty()) node.params.push_back(1);
-    node.params[0] = 1;
-    node_dropped[static_cast<size_t>(bv.node)] = true;
-    value_dropped[static_cast<size_t>(b)] = true;
-    ++removed;
+  void fold_transposes_into_matmuls() {
+    for (size_t n = 0; n < fn_.nodes.size(); ++n) {
+      Node& node = fn_.nodes[n];
+      if (node.kind != NodeKind::kOp || node.op != OpId::kMatmul || node.inputs.size() < 2 ||
+          node.inputs[0] == node.inputs[1] || !(node.params.empty() || node.params[0] == 0))
+        continue;
+      const int b = node.inputs[1];
+      const Value& bv = fn_.values[static_cast<size_t>(b)];
+      if (bv.kind != ValueKind::kResult || bv.node < 0 || sole_reader(b) != static_cast<int>(n)) continue;
+      const Node& t = fn_.nodes[static_cast<size_t>(bv.node)];
+      const size_t rank = bv.type.rank();
+      if (t.kind != NodeKind::kOp || t.op != OpId::kTranspose || rank < 2 || t.params.size() != rank ||
+          fn_.values[static_cast<size_t>(t.inputs[0])].kind == ValueKind::kConstant)
+        continue;
+      bool swaps_last_two = t.params[rank - 1] == static_cast<int64_t>(rank - 2) &&
+                            t.params[rank - 2] == static_cast<int64_t>(rank - 1);
+      for (size_t d = 0; swaps_last_two && d + 2 < rank; ++d)
+        swaps_last_two = t.params[d] == static_cast<int64_t>(d);
+      if (!swaps_last_two) continue;
+      node.inputs[1] = t.inputs[0];
+      if (node.params.empty()) node.params.push_back(1);
+      node.params[0] = 1;
+      node_dropped_[static_cast<size_t>(bv.node)] = true;
+      value_dropped_[static_cast<size_t>(b)] = true;
+      ++removed_;
+    }
   }
-  for (size_t n = 0; n < fn.nodes.size(); ++n) {
-    Node& node = fn.nodes[n];
-    const bool elementwise = node.op == OpId::kAdd || node.op == OpId::kMul;
-    if (node_dropped[n] || (node.op != OpId::kConv2d && node.op != OpId::kMatmul && !elementwise) ||
-        has_epilogue(node) || node.results.size() != 1 || fn.values[static_cast<size_t>(node.results[0])].type.dtype != DType::kF32)
-      continue;
-    // matmul + add(constant f32[n]): the bias (b needs its columns: rank >= 2).
-    if (node.op == OpId::kMatmul && node.inputs.size() == 2 &&
-        fn.values[static_cast<size_t>(node.inputs[1])].type.rank() >= 2) {
-      const int v = node.results[0];
-      const int j = sole_reader(v);
-      if (j >= 0 && fn.nodes[static_cast<size_t>(j)].op == OpId::kAdd) {
-        const Node& add = fn.nodes[static_cast<size_t>(j)];
-        const int other = add.inputs[0] == v ? add.inputs[1] : add.inputs[0];
-        const Value& bias = fn.values[static_cast<size_t>(other)];
-        const TensorType& result = fn.values[static_cast<size_t>(v)].type;
-        const TensorType column_bias{DType::kF32, {result.dims.empty() ? 0 : result.dims.back()}};
-        if (other != v && bias.kind == ValueKind::kConstant && bias.type == column_bias &&
-            fn.values[static_cast<size_t>(add.results[0])].type == result) {
-          node.inputs.push_back(other);
-          absorb(n, j);
-        }
-      }
-    }
-    // conv2d (with its bias) + add(result, r) of the result's type: r becomes
-    // its residual, added after the bias (same bits: one add either way). r
-    // must be there before the conv2d runs, where the fused node stays.
-    if (node.op == OpId::kConv2d && node.inputs.size() == 3) {
-      const int v = node.results[0];
-      const int j = sole_reader(v);
-      if (j >= 0 && fn.nodes[static_cast<size_t>(j)].op == OpId::kAdd &&
-          fn.nodes[static_cast<size_t>(j)].params.empty()) {
-        const Node& add = fn.nodes[static_cast<size_t>(j)];
-        const int other = add.inputs[0] == v ? add.inputs[1] : add.inputs[0];
-        const Value& r = fn.values[static_cast<size_t>(other)];
-        const TensorType& result = fn.values[static_cast<size_t>(v)].type;
-        const bool before = r.kind != ValueKind::kResult || (r.node >= 0 && r.node < static_cast<int>(n));
-        if (other != v && before && r.type == result && fn.values[static_cast<size_t>(add.results[0])].type == result &&
-            readers.region[static_cast<size_t>(j)] == readers.region[n]) {
-          node.inputs.push_back(other);
-          absorb(n, j);
-        }
-      }
-    }
-    // Then an activation.
+
+  // matmul + add(constant f32[n]): the bias (b needs its columns: rank >= 2).
+  void fuse_matmul_bias(size_t n) {
+    Node& node = fn_.nodes[n];
+    if (node.op != OpId::kMatmul || node.inputs.size() != 2 ||
+        fn_.values[static_cast<size_t>(node.inputs[1])].type.rank() < 2)
+      return;
     const int v = node.results[0];
     const int j = sole_reader(v);
-    if (j < 0) continue;
-    const Node& act = fn.nodes[static_cast<size_t>(j)];
-    if (act.inputs.size() == 1 && act.results.size() == 1) {
-      if (std::optional<std::vector<int64_t>> words = ops::epilogue_words(act.op, act.params)) {
-        // An add or a mul has no words yet; a conv2d has its nine, a matmul its
-        // transpose_b (0 when it had none).
-        // The words go before a channels-last conv2d's layout word.
-        const size_t at = ops::epilogue_offset(node.op);
-        node.params.resize(std::max(node.params.size(), at), 0);
-        node.params.insert(node.params.begin() + static_cast<std::ptrdiff_t>(at), words->begin(), words->end());
-        absorb(n, j);
-      }
-      continue;
+    if (j < 0 || fn_.nodes[static_cast<size_t>(j)].op != OpId::kAdd) return;
+    const Node& add = fn_.nodes[static_cast<size_t>(j)];
+    const int other = add.inputs[0] == v ? add.inputs[1] : add.inputs[0];
+    const Value& bias = fn_.values[static_cast<size_t>(other)];
+    const TensorType& result = fn_.values[static_cast<size_t>(v)].type;
+    const TensorType column_bias{DType::kF32, {result.dims.empty() ? 0 : result.dims.back()}};
+    if (other != v && bias.kind == ValueKind::kConstant && bias.type == column_bias &&
+        fn_.values[static_cast<size_t>(add.results[0])].type == result) {
+      node.inputs.push_back(other);
+      absorb(n, j);
     }
-    // add, mul: then x * a (a mul by a one-element constant), then + b (an
-    // add of one): the affine epilogue. The missing step is exact: * 1, + -0.
-    if (!elementwise || module == nullptr) continue;
+  }
+
+  // conv2d (with its bias) + add(result, r) of the result's type: r becomes
+  // its residual, added after the bias (same bits: one add either way). r
+  // must be there before the conv2d runs, where the fused node stays.
+  void fuse_conv_residual(size_t n) {
+    Node& node = fn_.nodes[n];
+    if (node.op != OpId::kConv2d || node.inputs.size() != 3) return;
+    const int v = node.results[0];
+    const int j = sole_reader(v);
+    if (j < 0 || fn_.nodes[static_cast<size_t>(j)].op != OpId::kAdd ||
+        !fn_.nodes[static_cast<size_t>(j)].params.empty())
+      return;
+    const Node& add = fn_.nodes[static_cast<size_t>(j)];
+    const int other = add.inputs[0] == v ? add.inputs[1] : add.inputs[0];
+    const Value& r = fn_.values[static_cast<size_t>(other)];
+    const TensorType& result = fn_.values[static_cast<size_t>(v)].type;
+    const bool before = r.kind != ValueKind::kResult || (r.node >= 0 && r.node < static_cast<int>(n));
+    if (other != v && before && r.type == result &&
+        fn_.values[static_cast<size_t>(add.results[0])].type == result &&
+        readers_.region[static_cast<size_t>(j)] == readers_.region[n]) {
+      node.inputs.push_back(other);
+      absorb(n, j);
+    }
+  }
+
+  // Node n takes the unary node j that alone reads its result as its
+  // activation, when ops::epilogue_words accepts it.
+  void fuse_activation(size_t n, int j) {
+    Node& node = fn_.nodes[n];
+    const Node& act = fn_.nodes[static_cast<size_t>(j)];
+    if (std::optional<std::vector<int64_t>> words = ops::epilogue_words(act.op, act.params)) {
+      // An add or a mul has no words yet; a conv2d has its nine, a matmul its
+      // transpose_b (0 when it had none).
+      // The words go before a channels-last conv2d's layout word.
+      const size_t at = ops::epilogue_offset(node.op);
+      node.params.resize(std::max(node.params.size(), at), 0);
+      node.params.insert(node.params.begin() + static_cast<std::ptrdiff_t>(at), words->begin(), words->end());
+      absorb(n, j);
+    }
+  }
+
+  // add, mul: then x * a (a mul by a one-element constant), then + b (an
+  // add of one): the affine epilogue. The missing step is exact: * 1, + -0.
+  void fuse_affine(size_t n) {
+    Node& node = fn_.nodes[n];
     float scale = 1.0f, shift = -0.0f;
     int steps = 0;
     for (OpId want : {OpId::kMul, OpId::kAdd}) {
       const int cur = node.results[0];
       const int k = sole_reader(cur);
       if (k < 0) break;
-      const Node& next = fn.nodes[static_cast<size_t>(k)];
+      const Node& next = fn_.nodes[static_cast<size_t>(k)];
       if (next.op != want || next.inputs.size() != 2 || next.results.size() != 1 || !next.params.empty() ||
-          !(fn.values[static_cast<size_t>(next.results[0])].type == fn.values[static_cast<size_t>(cur)].type))
+          !(fn_.values[static_cast<size_t>(next.results[0])].type ==
+            fn_.values[static_cast<size_t>(cur)].type))
         continue;
       const int other = next.inputs[0] == cur ? next.inputs[1] : next.inputs[0];
       if (other == cur) continue;
-      const std::optional<float> c = scalar_constant(*module, fn, other);
+      const std::optional<float> c = scalar_constant(*module_, fn_, other);
       if (!c || !std::isfinite(*c)) continue;
       (want == OpId::kMul ? scale : shift) = *c;
       absorb(n, k);
@@ -239,33 +280,45 @@ size_t fuse_function(const Module* module, Function& fn) {
       node.params.insert(node.params.end(), words.begin(), words.end());
     }
   }
+
   // A copy of a result that nothing else reads (the ONNX front end names an
   // output this way: an Identity, an output renamed): its producer writes the
   // copy's value instead, and the copy goes. Not a view's copy (the view
   // shares storage the copy must not) nor a multi-result producer's.
-  std::vector<int> producer(value_count, -1);  // after the rewrites above
-  for (size_t n = 0; n < fn.nodes.size(); ++n)
-    if (!node_dropped[n])
-      for (int r : fn.nodes[n].results) producer[static_cast<size_t>(r)] = static_cast<int>(n);
-  for (size_t j = 0; j < fn.nodes.size(); ++j) {
-    const Node& copy = fn.nodes[j];
-    if (node_dropped[j] || copy.kind != NodeKind::kOp || copy.op != OpId::kCopy || copy.inputs.size() != 1 ||
-        copy.results.size() != 1)
-      continue;
-    const int v = copy.inputs[0];
-    const int n = producer[static_cast<size_t>(v)];
-    if (n < 0 || fn.values[static_cast<size_t>(v)].kind != ValueKind::kResult || sole_reader(v) != static_cast<int>(j))
-      continue;
-    const Node& from = fn.nodes[static_cast<size_t>(n)];
-    if (from.kind != NodeKind::kOp || from.results.size() != 1 || ops::op_def(from.op).is_view ||
-        !(fn.values[static_cast<size_t>(copy.results[0])].type == fn.values[static_cast<size_t>(v)].type))
-      continue;
-    absorb(static_cast<size_t>(n), static_cast<int>(j));
-    producer[static_cast<size_t>(copy.results[0])] = n;
+  void fold_result_copies() {
+    std::vector<int> producer(fn_.values.size(), -1);  // after the rewrites above
+    for (size_t n = 0; n < fn_.nodes.size(); ++n)
+      if (!node_dropped_[n])
+        for (int r : fn_.nodes[n].results) producer[static_cast<size_t>(r)] = static_cast<int>(n);
+    for (size_t j = 0; j < fn_.nodes.size(); ++j) {
+      const Node& copy = fn_.nodes[j];
+      if (node_dropped_[j] || copy.kind != NodeKind::kOp || copy.op != OpId::kCopy ||
+          copy.inputs.size() != 1 || copy.results.size() != 1)
+        continue;
+      const int v = copy.inputs[0];
+      const int n = producer[static_cast<size_t>(v)];
+      if (n < 0 || fn_.values[static_cast<size_t>(v)].kind != ValueKind::kResult ||
+          sole_reader(v) != static_cast<int>(j))
+        continue;
+      const Node& from = fn_.nodes[static_cast<size_t>(n)];
+      if (from.kind != NodeKind::kOp || from.results.size() != 1 || ops::op_def(from.op).is_view ||
+          !(fn_.values[static_cast<size_t>(copy.results[0])].type == fn_.values[static_cast<size_t>(v)].type))
+        continue;
+      absorb(static_cast<size_t>(n), static_cast<int>(j));
+      producer[static_cast<size_t>(copy.results[0])] = n;
+    }
   }
-  if (removed > 0) drop(fn, node_dropped, value_dropped);
-  return removed;
-}
+
+  const Module* module_;
+  Function& fn_;
+  const Readers readers_;
+  std::vector<bool> node_dropped_, value_dropped_;
+  size_t removed_ = 0;
+};
+
+// fuse_epilogues of one function; with the module, add and mul also take a
+// following mul by and add of one-element constants as an affine epilogue.
+size_t fuse_function(const Module* module, Function& fn) { return EpilogueFusion(module, fn).run(); }
 
 }  // namespace
 

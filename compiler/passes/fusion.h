@@ -1,5 +1,5 @@
-// Graph rewrites the compiler runs before planning (the passes of passes.h
-// then read the rewritten graph and never change it).
+// Graph rewrites the compiler runs before planning (the planning passes,
+// pipeline.h, then read the rewritten graph and never change it).
 #pragma once
 
 #include <cstddef>

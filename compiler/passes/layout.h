@@ -22,7 +22,7 @@ namespace hexir::compiler {
 // every reader of the map's result can take channels-last; an entry
 // transpose of a moved exit transpose is its source, so where convolutions
 // meet through such maps nothing is converted between them. The transposes
-// left are views or copies (passes.h assign_storage), counted by hexir-dump.
+// left are views or copies (passes/storage.h assign_storage), counted by hexir-dump.
 // Results are the NCHW graph's within rounding (the channels-last sum order,
 // ops::conv2d_channels_last_element). Returns the number of conv2d nodes made
 // channels-last.

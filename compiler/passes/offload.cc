@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "passes/passes.h"
+#include "passes/liveness.h"
 
 namespace hexir::compiler {
 

@@ -5,7 +5,9 @@
 #include <vector>
 
 #include "hexir/ops/cost.h"
-#include "passes/passes.h"
+#include "passes/in_place.h"
+#include "passes/liveness.h"
+#include "passes/storage.h"
 
 namespace hexir::compiler {
 

@@ -13,7 +13,7 @@
 #include "hexir/ops/op.h"
 #include "hexir_generated.h"
 #include "ir/constant_data.h"
-#include "passes/passes.h"
+#include "ir/plan.h"
 
 namespace hexir::serializer {
 
@@ -188,52 +188,65 @@ Status stream_rodata(const Module& module, const ConstantPlan& constants, bool s
   return ok_status();
 }
 
-// Builds the flatbuffer metadata.
-Status build_metadata(const Module& module, const ModulePlan& plan, const WriteOptions& options,
-                      const std::vector<RodataSection>& rodata, flatbuffers::FlatBufferBuilder& fbb) {
-  const ConstantPlan& constant_plan = plan.constants;
-  if (plan.functions.size() != module.functions.size()) return internal_error("a function has no plan");
+// The flatbuffer metadata, built table by table: constants, kernels, then per
+// function its slots, instructions and bindings, then the arena plan and the
+// module. The order of the builder's calls is the layout of the bytes.
+class MetadataBuilder {
+ public:
+  MetadataBuilder(const Module& module, const ModulePlan& plan, const WriteOptions& options,
+                  const std::vector<RodataSection>& rodata, flatbuffers::FlatBufferBuilder& fbb)
+      : module_(module),
+        plan_(plan),
+        constant_plan_(plan.constants),
+        options_(options),
+        rodata_(rodata),
+        fbb_(fbb) {}
 
-  std::vector<flatbuffers::Offset<fb::Constant>> constants;
-  for (const StoredConstant& stored : constant_plan.stored) {
-    const Constant& c = graph_constant(module, stored);
-    auto name = fbb.CreateString(c.name);
-    auto shape = fbb.CreateVector(c.type.dims);
-    auto pattern = fbb.CreateVector(stored.fill ? stored.fill->pattern : std::vector<uint8_t>());
-    constants.push_back(
-        fb::CreateConstant(fbb, name, to_fb(c.type.dtype), shape, c.byte_size,
-                           stored.fill ? fb::ConstantStorage::Fill : fb::ConstantStorage::Rodata,
-                           stored.fill ? 0 : section_of(rodata, stored), stored.fill ? 0 : stored.rodata_offset, pattern,
-                           stored.fill ? stored.fill->count : 0));
+  Status build() {
+    if (plan_.functions.size() != module_.functions.size()) return internal_error("a function has no plan");
+    add_constants();
+    add_kernels();
+    for (size_t f = 0; f < module_.functions.size(); ++f) HEXIR_RETURN_IF_ERROR(add_function(f));
+    if (!workspaces_.empty() && workspaces_.size() != instructions_.size())
+      return internal_error("scratch placed in the arena for some functions only");
+    finish_module(add_arena_plan());
+    return ok_status();
   }
 
-  // Kernels: one entry per distinct operator, in order of first use.
-  std::map<ops::OpId, uint32_t> kernel_index;
-  std::vector<flatbuffers::Offset<fb::Kernel>> kernels;
-  for (const FunctionPlan& fn_plan : plan.functions) {
-    for (const Instruction& inst : fn_plan.program) {
-      if (inst.control != Control::kNone || kernel_index.count(inst.op)) continue;
-      kernel_index[inst.op] = static_cast<uint32_t>(kernels.size());
-      auto code = fb::CreateKernelCode(fbb, fbb.CreateString("builtin"), -1, 0, 0, fbb.CreateString(""));
-      std::vector<flatbuffers::Offset<fb::KernelCode>> codes{code};
-      kernels.push_back(
-          fb::CreateKernel(fbb, fbb.CreateString(ops::op_def(inst.op).name), fbb.CreateVector(codes)));
+ private:
+  // One entry per stored constant.
+  void add_constants() {
+    for (const StoredConstant& stored : constant_plan_.stored) {
+      const Constant& c = graph_constant(module_, stored);
+      auto name = fbb_.CreateString(c.name);
+      auto shape = fbb_.CreateVector(c.type.dims);
+      auto pattern = fbb_.CreateVector(stored.fill ? stored.fill->pattern : std::vector<uint8_t>());
+      constants_.push_back(fb::CreateConstant(
+          fbb_, name, to_fb(c.type.dtype), shape, c.byte_size,
+          stored.fill ? fb::ConstantStorage::Fill : fb::ConstantStorage::Rodata,
+          stored.fill ? 0 : section_of(rodata_, stored), stored.fill ? 0 : stored.rodata_offset, pattern,
+          stored.fill ? stored.fill->count : 0));
     }
   }
 
-  // Slots: one per value of each function; a stored constant has one slot
-  // shared by every function.
-  std::vector<flatbuffers::Offset<fb::Slot>> slots;
-  std::map<int, uint32_t> constant_slot;  // stored constant index -> slot
-  std::vector<fb::Instruction> instructions;
-  std::vector<uint32_t> operand_pool;
-  std::vector<int64_t> param_pool;
-  std::vector<flatbuffers::Offset<fb::Function>> functions;
-  std::vector<fb::WorkspaceRange> workspaces;  // per instruction, when scratch is in the arena
-  std::vector<flatbuffers::Offset<flatbuffers::String>> messages;  // the Fail instructions' errors
-  for (size_t f = 0; f < module.functions.size(); ++f) {
-    const Function& fn = module.functions[f];
-    const FunctionPlan& fn_plan = plan.functions[f];
+  // Kernels: one entry per distinct operator, in order of first use.
+  void add_kernels() {
+    for (const FunctionPlan& fn_plan : plan_.functions) {
+      for (const Instruction& inst : fn_plan.program) {
+        if (inst.control != Control::kNone || kernel_index_.count(inst.op)) continue;
+        kernel_index_[inst.op] = static_cast<uint32_t>(kernels_.size());
+        auto code = fb::CreateKernelCode(fbb_, fbb_.CreateString("builtin"), -1, 0, 0, fbb_.CreateString(""));
+        std::vector<flatbuffers::Offset<fb::KernelCode>> codes{code};
+        kernels_.push_back(
+            fb::CreateKernel(fbb_, fbb_.CreateString(ops::op_def(inst.op).name), fbb_.CreateVector(codes)));
+      }
+    }
+  }
+
+  // A function's slots, instructions and bindings.
+  Status add_function(size_t f) {
+    const Function& fn = module_.functions[f];
+    const FunctionPlan& fn_plan = plan_.functions[f];
     const int values = value_count(fn, fn_plan);
     std::vector<uint32_t> slot_of(static_cast<size_t>(values));
     std::vector<bool> donated_input(fn.arguments.size(), false);
@@ -248,181 +261,228 @@ Status build_metadata(const Module& module, const ModulePlan& plan, const WriteO
     for (int v = 0; v < values; ++v)
       (fn_plan.values[static_cast<size_t>(v)].storage_root > v ? deferred : order).push_back(v);
     order.insert(order.end(), deferred.begin(), deferred.end());
-    for (int v : order) {
-      const Value& value = value_at(fn, fn_plan, v);
-      const ValuePlan& where = fn_plan.values[static_cast<size_t>(v)];
-      int stored_constant = -1;
-      if (value.kind == ValueKind::kConstant)
-        stored_constant = constant_plan.stored_index[static_cast<size_t>(value.constant)];
-      if (where.storage == Storage::kConstant && value.kind == ValueKind::kConstant) {
-        if (auto it = constant_slot.find(stored_constant); it != constant_slot.end()) {
-          slot_of[static_cast<size_t>(v)] = it->second;
-          continue;
-        }
-      }
-      HEXIR_ASSIGN_OR_RETURN(slot_of[static_cast<size_t>(v)], checked_u32(slots.size(), "slots"));
-      if (value.kind == ValueKind::kConstant)
-        constant_slot[stored_constant] = slot_of[static_cast<size_t>(v)];
-      fb::SlotUsage usage = fb::SlotUsage::Transient;
-      uint32_t storage_index = where.storage_index;
-      switch (where.storage) {
-        case Storage::kArena:
-        case Storage::kHost:
-          usage = fb::SlotUsage::Transient;
-          break;
-        case Storage::kConstant:
-          usage = fb::SlotUsage::Constant;
-          // The plan names the graph constant; the file, its table entry.
-          storage_index = static_cast<uint32_t>(constant_plan.stored_index[where.storage_index]);
-          break;
-        case Storage::kInput:
-          usage = donated_input[where.storage_index] ? fb::SlotUsage::Donated : fb::SlotUsage::ExternalInput;
-          break;
-        case Storage::kOutput:
-          usage = fb::SlotUsage::ExternalOutput;
-          break;
-      }
-      // A view names the slot of the value it views (written before it: its root has a lower id).
-      int32_t view_of = -1;
-      if (where.storage_root != v) {
-        const int root = where.storage_root;
-        if (fn_plan.values[static_cast<size_t>(root)].storage_root != root)
-          return internal_error("a view of a view");
-        view_of = static_cast<int32_t>(slot_of[static_cast<size_t>(root)]);
-      }
-      // A recomputation names the slot of the value it computes again (written before it: a lower id).
-      int32_t recomputes = -1;
-      if (where.recomputes >= 0) recomputes = static_cast<int32_t>(slot_of[static_cast<size_t>(where.recomputes)]);
-      // A copy (host offload) names the value it holds (written before it: a lower id).
-      int32_t copy_of = -1;
-      if (where.copy_of >= 0) copy_of = static_cast<int32_t>(slot_of[static_cast<size_t>(where.copy_of)]);
-      const int32_t last_use =
-          where.last_use >= 0 && where.last_use <= INT32_MAX ? static_cast<int32_t>(where.last_use) : -1;
-      const bool arena = where.storage == Storage::kArena || where.storage == Storage::kHost;
-      // Host: the host arena's values and the streamed weights (and views of them).
-      const bool host = where.storage == Storage::kHost ||
-                        (where.storage == Storage::kConstant &&
-                         constant_plan.stored[constant_plan.stored_index[where.storage_index]].streamed);
-      // A strided view's layout in the slot it views (docs/views.md); nothing for the others.
-      const bool layout_view = view_of >= 0 && (where.view_offset != 0 || !where.view_strides.empty());
-      slots.push_back(fb::CreateSlot(fbb, fbb.CreateString(value.name), to_fb(value.type.dtype),
-                                     fbb.CreateVector(value.type.dims), value.byte_size, to_fb(where.storage),
-                                     usage, arena ? where.arena_offset : 0, arena ? 0 : storage_index, view_of,
-                                     last_use, recomputes,
-                                     host ? fb::MemorySpace::Host : fb::MemorySpace::Device,
-                                     copy_of, layout_view ? where.view_offset : 0,
-                                     layout_view && !where.view_strides.empty()
-                                         ? fbb.CreateVector(where.view_strides)
-                                         : flatbuffers::Offset<flatbuffers::Vector<int64_t>>()));
-    }
+    for (int v : order) HEXIR_RETURN_IF_ERROR(add_slot(fn, fn_plan, v, donated_input, slot_of));
 
-    HEXIR_ASSIGN_OR_RETURN(uint32_t instruction_begin, checked_u32(instructions.size(), "instructions"));
-    for (const Instruction& inst : fn_plan.program) {
-      HEXIR_ASSIGN_OR_RETURN(uint32_t operand_begin, checked_u32(operand_pool.size(), "operands"));
-      HEXIR_ASSIGN_OR_RETURN(uint32_t param_begin, checked_u32(param_pool.size(), "parameters"));
-      // Inputs, then one operand per output.
-      for (int input : inst.inputs) operand_pool.push_back(slot_of[static_cast<size_t>(input)]);
-      for (int output : inst.outputs) operand_pool.push_back(slot_of[static_cast<size_t>(output)]);
-      std::span<const int64_t> params = params_of(fn, inst);
-      int64_t control_params[2] = {inst.target, inst.step};
-      fb::Opcode opcode = fb::Opcode::Dispatch;
-      uint32_t kernel = 0;
-      switch (inst.control) {
-        case Control::kNone:
-          kernel = kernel_index.at(inst.op);
-          break;
-        case Control::kLoopBegin:
-          opcode = fb::Opcode::LoopBegin;
-          params = {control_params, 1};
-          break;
-        case Control::kLoopNext:
-          opcode = fb::Opcode::LoopNext;
-          params = {control_params, 2};
-          break;
-        case Control::kBranchIfZero:
-          opcode = fb::Opcode::BranchIfZero;
-          params = {control_params, 1};
-          break;
-        case Control::kJump:
-          opcode = fb::Opcode::Jump;
-          params = {control_params, 1};
-          break;
-        case Control::kFail:
-          opcode = fb::Opcode::Fail;
-          control_params[0] = static_cast<int64_t>(messages.size());
-          messages.push_back(fbb.CreateString(inst.message));
-          params = {control_params, 1};
-          break;
-        case Control::kEvict:
-          opcode = fb::Opcode::Evict;
-          params = {};
-          break;
-        case Control::kPrefetch:
-          opcode = fb::Opcode::Prefetch;
-          params = {};
-          break;
-      }
-      param_pool.insert(param_pool.end(), params.begin(), params.end());
-      instructions.emplace_back(kernel, operand_begin, static_cast<uint32_t>(inst.inputs.size() + inst.outputs.size()),
-                                static_cast<uint32_t>(inst.inputs.size()), param_begin,
-                                static_cast<uint32_t>(params.size()), inst.alias_mask, opcode, uint8_t{0},
-                                uint16_t{0});
-      if (fn_plan.workspace_in_arena) workspaces.emplace_back(inst.workspace_offset, inst.workspace_size);
-    }
-    HEXIR_RETURN_IF_ERROR(checked_u32(instructions.size(), "instructions").status());
+    HEXIR_ASSIGN_OR_RETURN(uint32_t instruction_begin, checked_u32(instructions_.size(), "instructions"));
+    for (const Instruction& inst : fn_plan.program)
+      HEXIR_RETURN_IF_ERROR(add_instruction(fn, fn_plan, inst, slot_of));
+    HEXIR_RETURN_IF_ERROR(checked_u32(instructions_.size(), "instructions").status());
+    add_bindings(fn, fn_plan, slot_of, instruction_begin);
+    return ok_status();
+  }
 
+  // The slot of value `v` (a stored constant has one slot shared by every
+  // function): its type, storage, usage, and the slots it refers to.
+  Status add_slot(const Function& fn, const FunctionPlan& fn_plan, int v,
+                  const std::vector<bool>& donated_input, std::vector<uint32_t>& slot_of) {
+    const Value& value = value_at(fn, fn_plan, v);
+    const ValuePlan& where = fn_plan.values[static_cast<size_t>(v)];
+    int stored_constant = -1;
+    if (value.kind == ValueKind::kConstant)
+      stored_constant = constant_plan_.stored_index[static_cast<size_t>(value.constant)];
+    if (where.storage == Storage::kConstant && value.kind == ValueKind::kConstant) {
+      if (auto it = constant_slot_.find(stored_constant); it != constant_slot_.end()) {
+        slot_of[static_cast<size_t>(v)] = it->second;
+        return ok_status();
+      }
+    }
+    HEXIR_ASSIGN_OR_RETURN(slot_of[static_cast<size_t>(v)], checked_u32(slots_.size(), "slots"));
+    if (value.kind == ValueKind::kConstant) constant_slot_[stored_constant] = slot_of[static_cast<size_t>(v)];
+    fb::SlotUsage usage = fb::SlotUsage::Transient;
+    uint32_t storage_index = where.storage_index;
+    switch (where.storage) {
+      case Storage::kArena:
+      case Storage::kHost:
+        usage = fb::SlotUsage::Transient;
+        break;
+      case Storage::kConstant:
+        usage = fb::SlotUsage::Constant;
+        // The plan names the graph constant; the file, its table entry.
+        storage_index = static_cast<uint32_t>(constant_plan_.stored_index[where.storage_index]);
+        break;
+      case Storage::kInput:
+        usage = donated_input[where.storage_index] ? fb::SlotUsage::Donated : fb::SlotUsage::ExternalInput;
+        break;
+      case Storage::kOutput:
+        usage = fb::SlotUsage::ExternalOutput;
+        break;
+    }
+    // A view names the slot of the value it views (written before it: its root has a lower id).
+    int32_t view_of = -1;
+    if (where.storage_root != v) {
+      const int root = where.storage_root;
+      if (fn_plan.values[static_cast<size_t>(root)].storage_root != root)
+        return internal_error("a view of a view");
+      view_of = static_cast<int32_t>(slot_of[static_cast<size_t>(root)]);
+    }
+    // A recomputation names the slot of the value it computes again (written before it: a lower id).
+    int32_t recomputes = -1;
+    if (where.recomputes >= 0)
+      recomputes = static_cast<int32_t>(slot_of[static_cast<size_t>(where.recomputes)]);
+    // A copy (host offload) names the value it holds (written before it: a lower id).
+    int32_t copy_of = -1;
+    if (where.copy_of >= 0) copy_of = static_cast<int32_t>(slot_of[static_cast<size_t>(where.copy_of)]);
+    const int32_t last_use =
+        where.last_use >= 0 && where.last_use <= INT32_MAX ? static_cast<int32_t>(where.last_use) : -1;
+    const bool arena = where.storage == Storage::kArena || where.storage == Storage::kHost;
+    // Host: the host arena's values and the streamed weights (and views of them).
+    const bool host = where.storage == Storage::kHost ||
+                      (where.storage == Storage::kConstant &&
+                       constant_plan_.stored[constant_plan_.stored_index[where.storage_index]].streamed);
+    // A strided view's layout in the slot it views (docs/views.md); nothing for the others.
+    const bool layout_view = view_of >= 0 && (where.view_offset != 0 || !where.view_strides.empty());
+    slots_.push_back(fb::CreateSlot(
+        fbb_, fbb_.CreateString(value.name), to_fb(value.type.dtype), fbb_.CreateVector(value.type.dims),
+        value.byte_size, to_fb(where.storage), usage, arena ? where.arena_offset : 0,
+        arena ? 0 : storage_index, view_of, last_use, recomputes,
+        host ? fb::MemorySpace::Host : fb::MemorySpace::Device, copy_of, layout_view ? where.view_offset : 0,
+        layout_view && !where.view_strides.empty() ? fbb_.CreateVector(where.view_strides)
+                                                   : flatbuffers::Offset<flatbuffers::Vector<int64_t>>()));
+    return ok_status();
+  }
+
+  // One instruction: its operands (inputs, then one per output) and
+  // parameters in the pools; a control instruction's parameters are its
+  // target and step (a Fail's, its message's index). Its scratch range when
+  // the function's scratch is in the arena.
+  Status add_instruction(const Function& fn, const FunctionPlan& fn_plan, const Instruction& inst,
+                         const std::vector<uint32_t>& slot_of) {
+    HEXIR_ASSIGN_OR_RETURN(uint32_t operand_begin, checked_u32(operand_pool_.size(), "operands"));
+    HEXIR_ASSIGN_OR_RETURN(uint32_t param_begin, checked_u32(param_pool_.size(), "parameters"));
+    for (int input : inst.inputs) operand_pool_.push_back(slot_of[static_cast<size_t>(input)]);
+    for (int output : inst.outputs) operand_pool_.push_back(slot_of[static_cast<size_t>(output)]);
+    std::span<const int64_t> params = params_of(fn, inst);
+    int64_t control_params[2] = {inst.target, inst.step};
+    fb::Opcode opcode = fb::Opcode::Dispatch;
+    uint32_t kernel = 0;
+    switch (inst.control) {
+      case Control::kNone:
+        kernel = kernel_index_.at(inst.op);
+        break;
+      case Control::kLoopBegin:
+        opcode = fb::Opcode::LoopBegin;
+        params = {control_params, 1};
+        break;
+      case Control::kLoopNext:
+        opcode = fb::Opcode::LoopNext;
+        params = {control_params, 2};
+        break;
+      case Control::kBranchIfZero:
+        opcode = fb::Opcode::BranchIfZero;
+        params = {control_params, 1};
+        break;
+      case Control::kJump:
+        opcode = fb::Opcode::Jump;
+        params = {control_params, 1};
+        break;
+      case Control::kFail:
+        opcode = fb::Opcode::Fail;
+        control_params[0] = static_cast<int64_t>(messages_.size());
+        messages_.push_back(fbb_.CreateString(inst.message));
+        params = {control_params, 1};
+        break;
+      case Control::kEvict:
+        opcode = fb::Opcode::Evict;
+        params = {};
+        break;
+      case Control::kPrefetch:
+        opcode = fb::Opcode::Prefetch;
+        params = {};
+        break;
+    }
+    param_pool_.insert(param_pool_.end(), params.begin(), params.end());
+    instructions_.emplace_back(
+        kernel, operand_begin, static_cast<uint32_t>(inst.inputs.size() + inst.outputs.size()),
+        static_cast<uint32_t>(inst.inputs.size()), param_begin, static_cast<uint32_t>(params.size()),
+        inst.alias_mask, opcode, uint8_t{0}, uint16_t{0});
+    if (fn_plan.workspace_in_arena) workspaces_.emplace_back(inst.workspace_offset, inst.workspace_size);
+    return ok_status();
+  }
+
+  // The function's entry: its input and output bindings, its instruction
+  // range and its arena sizes.
+  void add_bindings(const Function& fn, const FunctionPlan& fn_plan, const std::vector<uint32_t>& slot_of,
+                    uint32_t instruction_begin) {
     std::vector<flatbuffers::Offset<fb::Binding>> inputs, outputs;
     for (size_t a = 0; a < fn.arguments.size(); ++a) {
       const int arg_value = fn.arguments[a].value;
-      inputs.push_back(fb::CreateBinding(fbb,
-                                         fbb.CreateString(fn.values[static_cast<size_t>(arg_value)].name),
+      inputs.push_back(fb::CreateBinding(fbb_,
+                                         fbb_.CreateString(fn.values[static_cast<size_t>(arg_value)].name),
                                          slot_of[static_cast<size_t>(arg_value)], fn_plan.donated_to[a]));
     }
     for (size_t i = 0; i < fn_plan.outputs.size(); ++i)
-      outputs.push_back(fb::CreateBinding(fbb,
-                                          fbb.CreateString(i < fn.output_names.size() ? fn.output_names[i]
-                                                                                      : std::to_string(i)),
-                                          slot_of[static_cast<size_t>(fn_plan.outputs[i])], -1));
-    functions.push_back(fb::CreateFunction(fbb, fbb.CreateString(fn.name), fbb.CreateVector(inputs),
-                                           fbb.CreateVector(outputs), instruction_begin,
-                                           static_cast<uint32_t>(fn_plan.program.size()), fn_plan.arena_size,
-                                           fn_plan.lower_bound, fn_plan.host_arena_size, fn_plan.host_lower_bound));
+      outputs.push_back(fb::CreateBinding(
+          fbb_, fbb_.CreateString(i < fn.output_names.size() ? fn.output_names[i] : std::to_string(i)),
+          slot_of[static_cast<size_t>(fn_plan.outputs[i])], -1));
+    functions_.push_back(fb::CreateFunction(
+        fbb_, fbb_.CreateString(fn.name), fbb_.CreateVector(inputs), fbb_.CreateVector(outputs),
+        instruction_begin, static_cast<uint32_t>(fn_plan.program.size()), fn_plan.arena_size,
+        fn_plan.lower_bound, fn_plan.host_arena_size, fn_plan.host_lower_bound));
   }
 
-  uint64_t arena_size = 0, lower_bound = 0, workspace_size = 0, host_size = 0, host_lower_bound = 0;
-  for (const FunctionPlan& fn_plan : plan.functions) {
-    arena_size = std::max(arena_size, fn_plan.arena_size);
-    host_size = std::max(host_size, fn_plan.host_arena_size);
-    host_lower_bound = std::max(host_lower_bound, fn_plan.host_lower_bound);
-    lower_bound = std::max(lower_bound, fn_plan.lower_bound);
-    if (!fn_plan.workspace_in_arena) workspace_size = std::max(workspace_size, fn_plan.workspace_size);
+  // The module's arena: the largest function's, with the shared workspace
+  // of the functions whose scratch is not in it.
+  flatbuffers::Offset<fb::ArenaPlan> add_arena_plan() {
+    uint64_t arena_size = 0, lower_bound = 0, workspace_size = 0, host_size = 0, host_lower_bound = 0;
+    for (const FunctionPlan& fn_plan : plan_.functions) {
+      arena_size = std::max(arena_size, fn_plan.arena_size);
+      host_size = std::max(host_size, fn_plan.host_arena_size);
+      host_lower_bound = std::max(host_lower_bound, fn_plan.host_lower_bound);
+      lower_bound = std::max(lower_bound, fn_plan.lower_bound);
+      if (!fn_plan.workspace_in_arena) workspace_size = std::max(workspace_size, fn_plan.workspace_size);
+    }
+    const fb::PlanStrategy strategy = options_.strategy == PlanStrategy::kNaive ? fb::PlanStrategy::Naive
+                                      : options_.strategy == PlanStrategy::kFreeAtLastUse
+                                          ? fb::PlanStrategy::FreeAtLastUse
+                                          : fb::PlanStrategy::Arena;
+    return fb::CreateArenaPlan(fbb_, arena_size, options_.alignment, lower_bound, strategy,
+                               fbb_.CreateString(options_.heuristic), workspace_size, host_size,
+                               host_lower_bound);
   }
-  if (!workspaces.empty() && workspaces.size() != instructions.size())
-    return internal_error("scratch placed in the arena for some functions only");
-  const fb::PlanStrategy strategy = options.strategy == PlanStrategy::kNaive ? fb::PlanStrategy::Naive
-                                    : options.strategy == PlanStrategy::kFreeAtLastUse
-                                        ? fb::PlanStrategy::FreeAtLastUse
-                                        : fb::PlanStrategy::Arena;
-  auto arena = fb::CreateArenaPlan(fbb, arena_size, options.alignment, lower_bound, strategy,
-                                   fbb.CreateString(options.heuristic), workspace_size, host_size,
-                                   host_lower_bound);
 
-  std::vector<fb::Section> sections;
-  for (const RodataSection& r : rodata)
-    sections.emplace_back(r.offset, r.stored_size, r.raw_size, static_cast<uint32_t>(format::kPageSize),
-                          fb::SectionKind::Rodata, r.compression,
-                          r.streamed ? fb::MemorySpace::Host : fb::MemorySpace::Device);
-  auto module_offset = fb::CreateModule(
-      fbb, fbb.CreateString(module.name), fbb.CreateString(kProducer), fbb.CreateVectorOfStructs(sections),
-      fbb.CreateVector(constants), fbb.CreateVector(kernels), fbb.CreateVector(slots),
-      fbb.CreateVectorOfStructs(instructions), fbb.CreateVector(operand_pool), fbb.CreateVector(param_pool),
-      fbb.CreateVector(functions), arena,
-      workspaces.empty() ? flatbuffers::Offset<flatbuffers::Vector<const fb::WorkspaceRange*>>()
-                         : fbb.CreateVectorOfStructs(workspaces),
-      messages.empty() ? flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<flatbuffers::String>>>()
-                       : fbb.CreateVector(messages));
-  fbb.Finish(module_offset, fb::ModuleIdentifier());
-  return ok_status();
+  void finish_module(flatbuffers::Offset<fb::ArenaPlan> arena) {
+    std::vector<fb::Section> sections;
+    for (const RodataSection& r : rodata_)
+      sections.emplace_back(r.offset, r.stored_size, r.raw_size, static_cast<uint32_t>(format::kPageSize),
+                            fb::SectionKind::Rodata, r.compression,
+                            r.streamed ? fb::MemorySpace::Host : fb::MemorySpace::Device);
+    auto module_offset = fb::CreateModule(
+        fbb_, fbb_.CreateString(module_.name), fbb_.CreateString(kProducer),
+        fbb_.CreateVectorOfStructs(sections), fbb_.CreateVector(constants_), fbb_.CreateVector(kernels_),
+        fbb_.CreateVector(slots_), fbb_.CreateVectorOfStructs(instructions_),
+        fbb_.CreateVector(operand_pool_), fbb_.CreateVector(param_pool_), fbb_.CreateVector(functions_),
+        arena,
+        workspaces_.empty() ? flatbuffers::Offset<flatbuffers::Vector<const fb::WorkspaceRange*>>()
+                            : fbb_.CreateVectorOfStructs(workspaces_),
+        messages_.empty()
+            ? flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<flatbuffers::String>>>()
+            : fbb_.CreateVector(messages_));
+    fbb_.Finish(module_offset, fb::ModuleIdentifier());
+  }
+
+  const Module& module_;
+  const ModulePlan& plan_;
+  const ConstantPlan& constant_plan_;
+  const WriteOptions& options_;
+  const std::vector<RodataSection>& rodata_;
+  flatbuffers::FlatBufferBuilder& fbb_;
+  std::vector<flatbuffers::Offset<fb::Constant>> constants_;
+  std::map<ops::OpId, uint32_t> kernel_index_;
+  std::vector<flatbuffers::Offset<fb::Kernel>> kernels_;
+  std::vector<flatbuffers::Offset<fb::Slot>> slots_;
+  std::map<int, uint32_t> constant_slot_;  // stored constant index -> slot
+  std::vector<fb::Instruction> instructions_;
+  std::vector<uint32_t> operand_pool_;
+  std::vector<int64_t> param_pool_;
+  std::vector<flatbuffers::Offset<fb::Function>> functions_;
+  std::vector<fb::WorkspaceRange> workspaces_;  // per instruction, when scratch is in the arena
+  std::vector<flatbuffers::Offset<flatbuffers::String>> messages_;  // the Fail instructions' errors
+};
+
+// Builds the flatbuffer metadata.
+Status build_metadata(const Module& module, const ModulePlan& plan, const WriteOptions& options,
+                      const std::vector<RodataSection>& rodata, flatbuffers::FlatBufferBuilder& fbb) {
+  return MetadataBuilder(module, plan, options, rodata, fbb).build();
 }
 
 }  // namespace

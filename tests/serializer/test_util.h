@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "hexir/base/half.h"
 #include "hexir/base/npy.h"
 #include "hexir/compiler/compiler.h"
 #include "hexir/compiler/graph.h"
@@ -19,7 +20,13 @@
 #include "hexir_generated.h"
 #include "ir/constant_data.h"
 #include "ir/plan.h"
-#include "passes/passes.h"
+#include "passes/arena.h"
+#include "passes/constants.h"
+#include "passes/in_place.h"
+#include "passes/liveness.h"
+#include "passes/schedule.h"
+#include "passes/storage.h"
+#include "passes/views.h"
 #include "pipeline.h"
 
 namespace hexir::compiler::testing {

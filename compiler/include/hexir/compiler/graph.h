@@ -5,7 +5,7 @@
 // gives one value per result (split gives several). The graph records only
 // what the program says: where values live, in which order instructions run
 // and where buffers sit in the arena are plan results (plan.h), kept beside
-// the graph by the passes (passes.h), never written into it.
+// the graph by the passes (compiler/passes/), never written into it.
 //
 // GraphBuilder checks every node as it is added (operand counts, attributes
 // lowered to parameter words, the operator's result-type rule, the result
