@@ -256,6 +256,7 @@ struct ClipOp { static float apply(float x, float lo, float hi) { return ops::cl
 struct LogOp { static float apply(float x) { return std::log(x); } };
 struct AbsOp { static float apply(float x) { return std::fabs(x); } };
 struct ReciprocalOp { static float apply(float x) { return 1.0f / x; } };
+struct SoftplusOp { static float apply(float x) { return ops::softplus_of(x); } };
 
 // ---- where ------------------------------------------------------------------
 
@@ -432,6 +433,7 @@ Status erf(const KernelContext& c, const Dispatch& d) { return block_map<act_blo
 Status log(const KernelContext& c, const Dispatch& d) { return unary<LogOp>(c, d); }
 Status abs(const KernelContext& c, const Dispatch& d) { return unary<AbsOp>(c, d); }
 Status reciprocal(const KernelContext& c, const Dispatch& d) { return unary<ReciprocalOp>(c, d); }
+Status softplus(const KernelContext& c, const Dispatch& d) { return unary<SoftplusOp>(c, d); }
 
 Status where(const KernelContext&, const Dispatch& d) {
   const ops::WherePlan& p = plan_of<ops::WherePlan>(d);

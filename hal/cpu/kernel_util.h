@@ -275,6 +275,7 @@ Status erf(const KernelContext&, const Dispatch&);
 Status log(const KernelContext&, const Dispatch&);
 Status abs(const KernelContext&, const Dispatch&);
 Status reciprocal(const KernelContext&, const Dispatch&);
+Status softplus(const KernelContext&, const Dispatch&);
 Status where(const KernelContext&, const Dispatch&);
 // cast<From, To> for every pair of castable dtypes: cast_kernel(from, to).
 KernelFn cast_kernel(DType from, DType to);

@@ -49,6 +49,7 @@ constexpr KernelEntry<KernelFn> kKernels[] = {
     {OpId::kLog, kF32, kF32, log},
     {OpId::kAbs, kF32, kF32, abs},
     {OpId::kReciprocal, kF32, kF32, reciprocal},
+    {OpId::kSoftplus, kF32, kF32, softplus},
     {OpId::kPow, kF32, kF32, pow},
     // Comparisons are keyed by the operands' dtype; the result is always bool.
     {OpId::kEqual, kF32, kAnyDType, equal<float>},

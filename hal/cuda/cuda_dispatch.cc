@@ -474,6 +474,7 @@ constexpr KernelEntry<CudaKernelFn> kKernels[] = {
     {OpId::kLog, kF32, kF32, unary<Kernel::kLog>},
     {OpId::kAbs, kF32, kF32, unary<Kernel::kAbs>},
     {OpId::kReciprocal, kF32, kF32, unary<Kernel::kReciprocal>},
+    {OpId::kSoftplus, kF32, kF32, unary<Kernel::kSoftplus>},
     {OpId::kPow, kF32, kF32, binary<Kernel::kPow>},
     // Comparisons are keyed by the operands' dtype; the result is always bool.
     {OpId::kEqual, kCastF32, kAnyDType, compare<Kernel::kEqual, kCastF32>},

@@ -398,6 +398,7 @@ constexpr OpDef kDefs[] = {
     HEXIR_UNARY_OP(kHardSwish, "hard_swish"),
     HEXIR_UNARY_OP(kErf, "erf"),
     HEXIR_UNARY_OP(kLog, "log"),
+    HEXIR_UNARY_OP(kSoftplus, "softplus"),
     HEXIR_UNARY_OP(kAbs, "abs"),
     HEXIR_UNARY_OP(kReciprocal, "reciprocal"),
     HEXIR_BINARY_OP(kPow, "pow"),

@@ -25,6 +25,7 @@ int elementwise_map_arity(OpId op) {
     case OpId::kLog:
     case OpId::kAbs:
     case OpId::kReciprocal:
+    case OpId::kSoftplus:
       return 1;
     case OpId::kAdd:
     case OpId::kSub:

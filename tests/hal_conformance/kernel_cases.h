@@ -160,6 +160,7 @@ inline std::vector<KernelCase> kernel_cases() {
         {"log", OpId::kLog, {}},
         {"abs", OpId::kAbs, {}},
         {"reciprocal", OpId::kReciprocal, {}},
+        {"softplus", OpId::kSoftplus, {}},
     };
     uint32_t s = 320;
     for (const Unary& u : onnx_unaries) {

@@ -43,7 +43,7 @@ inline std::vector<OpSample> op_samples() {
   for (OpId op : {kAdd, kSub, kMul, kDiv, kMaximum, kMinimum, kPow})
     s.push_back({op, {f32({2, 3}), f32({3})}, {}, {}});
   for (OpId op : {kRelu, kGelu, kSilu, kSigmoid, kTanh, kExp, kSqrt, kRsqrt, kNeg, kHardSwish, kErf, kLog,
-                  kAbs, kReciprocal})
+                  kAbs, kReciprocal, kSoftplus})
     s.push_back({op, {f32({2, 3})}, {}, {}});
   // add and mul with a fused epilogue (fusion.h), the affine one included.
   s.push_back({kAdd, {f32({2, 3}), f32({2, 3})}, {{"activation", str("relu")}}, {}});

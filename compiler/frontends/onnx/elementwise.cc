@@ -143,7 +143,7 @@ Status op_unary(Importer& im, const NodeCtx& n) {
   static const std::map<std::string, const char*, std::less<>> kUnary = {
       {"Relu", "relu"},        {"Sigmoid", "sigmoid"},     {"Tanh", "tanh"},
       {"Exp", "exp"},          {"Sqrt", "sqrt"},           {"Neg", "neg"},
-      {"Gelu", "gelu"},        {"Abs", "abs"},             {"Reciprocal", "reciprocal"},
+      {"Gelu", "gelu"},        {"Abs", "abs"},             {"Reciprocal", "reciprocal"}, {"Softplus", "softplus"},
       {"Erf", "erf"},          {"Log", "log"},             {"Not", "not"},
       {"LeakyRelu", "leaky_relu"}, {"HardSigmoid", "hard_sigmoid"}, {"HardSwish", "hard_swish"},
   };

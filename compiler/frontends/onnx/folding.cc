@@ -314,6 +314,8 @@ Result<HostTensor> fold_arith(const Location& loc, std::string_view op, const Ho
   return out;
 }
 
+// Every op type op_unary folds (all it maps but Gelu) needs its line below: an op
+// missing here would fold to its input unchanged.
 HostTensor fold_unary(std::string_view op, const HostTensor& x, double alpha, double beta) {
   HostTensor out = make_host(op == "Not" ? kBool : x.type, x.dims);
   for (int64_t i = 0; i < x.count(); ++i) {
@@ -346,6 +348,7 @@ HostTensor fold_unary(std::string_view op, const HostTensor& x, double alpha, do
     else if (op == "LeakyRelu") r = v < 0 ? alpha * v : v;
     else if (op == "HardSigmoid") r = std::max(0.0, std::min(1.0, alpha * v + beta));
     else if (op == "HardSwish") r = v * std::max(0.0, std::min(1.0, v / 6 + 0.5));
+    else if (op == "Softplus") r = v > 0 ? v + std::log1p(std::exp(-v)) : std::log1p(std::exp(v));
     out.set_f(i, r);
   }
   return out;

@@ -31,6 +31,7 @@ Handler find_handler(std::string_view op_type) {
       {"Sqrt", op_unary},
       {"Neg", op_unary},
       {"Reciprocal", op_unary},
+      {"Softplus", op_unary},
       {"Abs", op_unary},
       {"Floor", op_unary},
       {"Ceil", op_unary},

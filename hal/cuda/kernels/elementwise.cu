@@ -50,6 +50,7 @@ struct ErfOp { __device__ static float apply(float x) { return hexir::ops::erf_o
 struct LogOp { __device__ static float apply(float x) { return logf(x); } };
 struct AbsOp { __device__ static float apply(float x) { return fabsf(x); } };
 struct ReciprocalOp { __device__ static float apply(float x) { return 1.0f / x; } };
+struct SoftplusOp { __device__ static float apply(float x) { return hexir::ops::softplus_of(x); } };
 
 // BinaryPlan modes 0-2 are flat loops; 3 (general) and 4 (one element, rank 0)
 // walk the merged dims.
@@ -297,6 +298,7 @@ HEXIR_UNARY_KERNEL(hexir_erf, ErfOp)
 HEXIR_UNARY_KERNEL(hexir_log, LogOp)
 HEXIR_UNARY_KERNEL(hexir_abs, AbsOp)
 HEXIR_UNARY_KERNEL(hexir_reciprocal, ReciprocalOp)
+HEXIR_UNARY_KERNEL(hexir_softplus, SoftplusOp)
 
 #define HEXIR_UNARY_FLOATS_KERNEL(name, op) \
   extern "C" __global__ void name(UnaryParams p) { hexir_kernels::unary_floats<hexir_kernels::op>(p); }

@@ -248,6 +248,7 @@ struct FillParams {
   X(kLog, hexir_log, UnaryParams)                              \
   X(kAbs, hexir_abs, UnaryParams)                              \
   X(kReciprocal, hexir_reciprocal, UnaryParams)                \
+  X(kSoftplus, hexir_softplus, UnaryParams)                    \
   X(kPow, hexir_pow, BinaryParams)                             \
   X(kEqual, hexir_equal, CompareParams)                        \
   X(kLess, hexir_less, CompareParams)                          \

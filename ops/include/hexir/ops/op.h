@@ -141,7 +141,7 @@ enum class OpId : uint16_t {
   // then only the window is written).
   kUpdateSlice,
   // separable_conv2d, a depthwise conv2d then a 1x1 conv2d over its result,
-  // in one pass (the compiler fuses the pair: serializer fuse_separable),
+  // in one pass (the compiler fuses the pair: compiler/passes fuse_separable),
   // NCHW: (x f32[N,C,H,W], dw_w [C,1,KH,KW], pw_w [K,C,1,1], dw_bias [C] and
   // pw_bias [K] where the last word says, residual optional: the result's
   // type, as conv2d's, after pw_bias); [the depthwise's nine conv2d words
@@ -152,6 +152,9 @@ enum class OpId : uint16_t {
   // kSeparableMaxRowFloats (plans.h). Each element is the two conv2ds' (the
   // same sums in the same order as unfused, so the same bits).
   kSeparableConv2d,
+  // Elementwise unary, f32: ONNX Softplus, log(1 + exp(x)) (softplus_of,
+  // plans.h). No parameters.
+  kSoftplus,
   kCount,
 };
 // clang-format on

@@ -115,6 +115,9 @@ HEXIR_PLAN_FN float exp_of(float v) {
 // where exp(-x) overflows; silu(-inf) is NaN, -inf / inf).
 HEXIR_PLAN_FN float sigmoid_of(float x) { return 1.0f / (1.0f + exp_of(-x)); }
 HEXIR_PLAN_FN float silu_of(float x) { return x / (1.0f + exp_of(-x)); }
+// ONNX Softplus, log(1 + exp(x)), as x + log1p(exp(-x)) above 0 so that exp
+// never overflows: inf stays inf, -inf gives 0, NaN stays NaN.
+HEXIR_PLAN_FN float softplus_of(float x) { return x > 0.0f ? x + log1pf(exp_of(-x)) : log1pf(exp_of(x)); }
 // tanh (Cephes' tanhf) on a = |x|, then x's sign: below 0.625 an odd
 // polynomial (a + a^3 P(a^2)), above it 1 - 2 / (exp(2a) + 1), which is 1
 // from a = 9.01 on (and for inf); tanh(-0) is -0, NaN stays NaN. Within
