@@ -1,4 +1,4 @@
-// transpose, reduce_sum/reduce_mean, concat and copy against references.
+// transpose, concat and copy against references.
 #include <algorithm>
 #include <numeric>
 
@@ -75,112 +75,6 @@ TEST_CASE("transpose: rank 0, rank 1, rank 8 and zero-size") {
   HostTensor x = iota_bytes(DType::kF32, {2, 3}), out(DType::kF32, {3, 2});
   CHECK(run_kernel(OpId::kTranspose, {&x}, out, {0, 2}).code() == StatusCode::kInvalidArgument);
   CHECK(run_kernel(OpId::kTranspose, {&x}, out, {1}).code() == StatusCode::kInvalidArgument);
-}
-
-// Reference reduction: returns the result dims (keepdims honoured) and values.
-std::pair<std::vector<int64_t>, std::vector<double>> reduce_reference(const HostTensor& x, bool keepdims,
-                                                                      std::vector<int64_t> axes, bool mean) {
-  if (axes.empty()) {
-    axes.resize(x.dims.size());
-    std::iota(axes.begin(), axes.end(), 0);
-  }
-  auto reduced = [&](size_t d) {
-    return std::find(axes.begin(), axes.end(), static_cast<int64_t>(d)) != axes.end();
-  };
-  std::vector<int64_t> kept_dims, out_dims;
-  int64_t reduced_count = 1;
-  for (size_t d = 0; d < x.dims.size(); ++d) {
-    if (reduced(d)) {
-      reduced_count *= x.dims[d];
-      if (keepdims) out_dims.push_back(1);
-    } else {
-      kept_dims.push_back(x.dims[d]);
-      out_dims.push_back(x.dims[d]);
-    }
-  }
-  std::vector<double> sums(static_cast<size_t>(product(kept_dims)), 0.0);
-  for (int64_t i = 0; i < x.count(); ++i) {
-    const auto index = unravel(i, x.dims);
-    int64_t o = 0;
-    for (size_t d = 0; d < x.dims.size(); ++d) {
-      if (!reduced(d)) o = o * x.dims[d] + index[d];
-    }
-    sums[o] += x.at(i);
-  }
-  if (mean) {
-    for (double& s : sums) s /= static_cast<double>(reduced_count);
-  }
-  return {out_dims, sums};
-}
-
-void check_reduce(const std::vector<int64_t>& dims, bool keepdims, const std::vector<int64_t>& axes) {
-  for (bool mean : {false, true}) {
-    INFO(std::string(mean ? "reduce_mean " : "reduce_sum ")
-         << dims_string(dims) << " keepdims " << keepdims << " axes " << dims_string(axes));
-    HostTensor x = random_f32(dims, 51);
-    auto [out_dims, want] = reduce_reference(x, keepdims, axes, mean);
-    HostTensor out(DType::kF32, out_dims);
-    std::vector<int64_t> params = {keepdims ? 1 : 0};
-    params.insert(params.end(), axes.begin(), axes.end());
-    REQUIRE(run_kernel(mean ? OpId::kReduceMean : OpId::kReduceSum, {&x}, out, params).ok());
-    check_close(out, want, 1e-5, 1e-5);
-  }
-}
-
-TEST_CASE("reduce: one axis, each position, with and without keepdims") {
-  for (bool keepdims : {false, true}) {
-    for (int64_t axis = 0; axis < 3; ++axis) check_reduce({3, 4, 5}, keepdims, {axis});
-  }
-}
-
-TEST_CASE("reduce: multiple axes") {
-  check_reduce({3, 4, 5}, false, {0, 2});
-  check_reduce({3, 4, 5}, true, {0, 2});
-  check_reduce({2, 3, 4, 5}, false, {1, 2});
-  check_reduce({2, 3, 4, 5}, true, {0, 1, 3});
-}
-
-// The sum of a contiguous block as the cpu kernel adds it: element i into
-// lane i % 32, in double, then the lanes folded in halves.
-double lane_sum(const float* x, int64_t n) {
-  double lanes[32] = {};
-  for (int64_t i = 0; i < n; ++i) lanes[i % 32] += x[i];
-  for (int width = 16; width > 0; width /= 2)
-    for (int j = 0; j < width; ++j) lanes[j] += lanes[j + width];
-  return lanes[0];
-}
-
-TEST_CASE("reduce: the last axes (a global pool) sum in 32 lanes, the same bits on every vector path") {
-  for (int64_t length : {1, 7, 31, 32, 33, 100, 1031}) {
-    INFO("block of " << length);
-    HostTensor x = random_f32({3, 5, length}, 52, -100.0f, 100.0f);
-    for (bool mean : {false, true}) {
-      HostTensor out(DType::kF32, {3, 1, 1});
-      REQUIRE(run_kernel(mean ? OpId::kReduceMean : OpId::kReduceSum, {&x}, out, {1, 1, 2}).ok());
-      for (int64_t o = 0; o < 3; ++o) {
-        const double sum = lane_sum(x.f32() + o * 5 * length, 5 * length);
-        CHECK(out.at(o) == static_cast<float>(mean ? sum / static_cast<double>(5 * length) : sum));
-      }
-    }
-  }
-  check_reduce({2, 3, 40, 40}, true, {2, 3});
-  check_reduce({2, 3, 1, 40}, false, {1, 2, 3});
-}
-
-TEST_CASE("reduce: no axes listed reduces everything") {
-  check_reduce({3, 4, 5}, false, {});
-  check_reduce({3, 4, 5}, true, {});
-  check_reduce({7}, false, {});
-  check_reduce({}, false, {});
-}
-
-TEST_CASE("reduce: zero-size inputs (sum 0, mean NaN like numpy) and empty outputs") {
-  check_reduce({0, 4}, false, {0});
-  check_reduce({4, 0}, true, {1});
-  check_reduce({0, 4}, false, {1});
-  HostTensor x(DType::kF32, {3}), out(DType::kF32, {});
-  CHECK(run_kernel(OpId::kReduceSum, {&x}, out, {0, 1}).code() == StatusCode::kInvalidArgument);
-  CHECK(run_kernel(OpId::kReduceSum, {&x}, out, {}).code() == StatusCode::kInvalidArgument);
 }
 
 HostTensor concat_reference(const std::vector<HostTensor*>& inputs, int64_t axis) {
