@@ -5,6 +5,7 @@
 #include <fstream>
 #include <string>
 
+#include "budget_programs.h"
 #include "hexir/base/npy.h"
 #include "run_command.h"
 #include "scratch_dir.h"
@@ -115,21 +116,7 @@ TEST_CASE("tools: hexir-dump marks a matmul that reads its b transposed in place
 TEST_CASE("tools: host offload under --memory-budget, as hexir-compile, hexir-dump and hexir-run show it") {
   ScratchDir dir;
   // %a is too far from %x to recompute: under 32 KiB it waits in the host arena.
-  write_all(dir / "far.hxir", R"(module @far
-func @main(%x: f32[64,64]) -> (f32[64,64]) {
-  %a0 = call @neg(%x) : f32[64,64]
-  %a1 = call @tanh(%a0) : f32[64,64]
-  %a2 = call @neg(%a1) : f32[64,64]
-  %a3 = call @tanh(%a2) : f32[64,64]
-  %a4 = call @neg(%a3) : f32[64,64]
-  %a = call @tanh(%a4) : f32[64,64]
-  %p = call @matmul(%x, %x) : f32[64,64]
-  %q = call @matmul(%p, %p) : f32[64,64]
-  %r = call @matmul(%q, %q) : f32[64,64]
-  %y = call @add(%r, %a) : f32[64,64]
-  return %y
-}
-)");
+  write_all(dir / "far.hxir", hexir::testing::kFarProgram);
   auto c = run_command(kCompile + " " + dir / "far.hxir -o " + dir / "f.hxe --memory-budget device=32KiB");
   REQUIRE_MESSAGE(c.exit_code == 0, c.output);
   CHECK_MESSAGE(contains(c.output, "memory budget device=32768 bytes: met, 0 instructions recomputed, 1 prefetches; "
