@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -125,6 +126,26 @@ inline Result<PreparedCall> prepare_call(OpId id, const std::vector<HostTensor*>
   call.dispatch.workspace = call.workspace.empty() ? nullptr : call.workspace.data();
   call.dispatch.workspace_size = call.workspace.size() * 8;
   return call;
+}
+
+// A call prepared by prepare_call and a queue of a cpu device with `threads`
+// threads to dispatch it on (the device outlives its queue).
+struct CpuQueueCall {
+  std::unique_ptr<Device> device;
+  std::unique_ptr<Queue> queue;
+  PreparedCall call;
+};
+
+inline CpuQueueCall prepare_on_cpu_queue(int threads, OpId id, const std::vector<HostTensor*>& inputs,
+                                         const std::vector<HostTensor*>& outputs,
+                                         const std::vector<int64_t>& params, int aliased_output = -1) {
+  auto device = create_device("cpu", {.threads = threads});
+  REQUIRE(device.ok());
+  auto queue = (*device)->create_queue();
+  REQUIRE(queue.ok());
+  auto call = prepare_call(id, inputs, outputs, params, aliased_output);
+  REQUIRE_MESSAGE(call.ok(), call.status().to_string());
+  return {std::move(*device), std::move(*queue), std::move(*call)};
 }
 
 // Plans and runs the builtin cpu kernel for `id` on inputs, writing `outputs`.

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "budget_programs.h"
 #include "hexir/base/npy.h"
 #include "hexir/compiler/compiler.h"
 #include "hexir/format/prelude.h"
@@ -150,20 +151,7 @@ std::vector<float> random_floats(size_t n, uint32_t seed) {
 }  // namespace
 
 TEST_CASE("budget: recomputed values give the unconstrained outputs bit for bit") {
-  constexpr const char* kHeld = R"(module @held
-const @c : f32[64,64] = splat 2.0
-func @main(%x: f32[64,64]) -> (f32[64,64]) {
-  %a = call @gelu(%x) {approximate = "tanh"} : f32[64,64]
-  %b = call @mul(%x, @c) : f32[64,64]
-  %e = call @add(%a, %b) : f32[64,64]
-  %p = call @matmul(%e, %x) : f32[64,64]
-  %q = call @tanh(%p) : f32[64,64]
-  %r = call @matmul(%q, %q) : f32[64,64]
-  %s = call @add(%r, %a) : f32[64,64]
-  %y = call @add(%s, %b) : f32[64,64]
-  return %y
-}
-)";
+  const char* kHeld = hexir::testing::kHeldProgram;  // budget_programs.h
   std::vector<float> x = random_floats(64 * 64, 1);
   const std::vector<TensorRef> inputs = {{x.data(), x.size() * 4, {hexir::DType::kF32, {64, 64}}}};
   auto compile = [&](const CompileOptions& o) { return hexir::compiler::compile_source(kHeld, "held.hxir", kSamplesDir, o); };
@@ -179,21 +167,7 @@ TEST_CASE("budget: offloaded values give the unconstrained outputs bit for bit")
   // %a is six steps from %x (too far to recompute) and read only after the
   // matmuls: 48 KiB unconstrained, 32 KiB with %a in the host arena; 16 KiB
   // is out of reach (two values meet at every matmul).
-  constexpr const char* kFar = R"(module @far
-func @main(%x: f32[64,64]) -> (f32[64,64]) {
-  %a0 = call @neg(%x) : f32[64,64]
-  %a1 = call @tanh(%a0) : f32[64,64]
-  %a2 = call @neg(%a1) : f32[64,64]
-  %a3 = call @tanh(%a2) : f32[64,64]
-  %a4 = call @neg(%a3) : f32[64,64]
-  %a = call @tanh(%a4) : f32[64,64]
-  %p = call @matmul(%x, %x) : f32[64,64]
-  %q = call @matmul(%p, %p) : f32[64,64]
-  %r = call @matmul(%q, %q) : f32[64,64]
-  %y = call @add(%r, %a) : f32[64,64]
-  return %y
-}
-)";
+  const std::string& kFar = hexir::testing::kFarProgram;  // budget_programs.h
   std::vector<float> x = random_floats(64 * 64, 3);
   const std::vector<TensorRef> inputs = {{x.data(), x.size() * 4, {hexir::DType::kF32, {64, 64}}}};
   auto compile = [&](const CompileOptions& o) { return hexir::compiler::compile_source(kFar, "far.hxir", kSamplesDir, o); };

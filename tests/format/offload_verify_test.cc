@@ -10,6 +10,7 @@
 #include <cstring>
 #include <string>
 
+#include "budget_programs.h"
 #include "hexir/format/verifier.h"
 #include "hexir/inspect/function_plan.h"
 #include "sample_util.h"
@@ -17,26 +18,14 @@
 namespace hexir::testing {
 namespace {
 
-// %a is six steps from %x (too far to recompute) and read only at the end,
-// across the matmuls: under a budget of two 16 KiB values it is offloaded.
-// %z (f32[64,32]) is a value of another type.
-constexpr const char* kFar = R"(module @far
-func @main(%x: f32[64,64], %w: f32[64,32]) -> (f32[64,64], f32[64,32]) {
-  %z = call @neg(%w) : f32[64,32]
-  %z2 = call @tanh(%z) : f32[64,32]
-  %a0 = call @neg(%x) : f32[64,64]
-  %a1 = call @tanh(%a0) : f32[64,64]
-  %a2 = call @neg(%a1) : f32[64,64]
-  %a3 = call @tanh(%a2) : f32[64,64]
-  %a4 = call @neg(%a3) : f32[64,64]
-  %a = call @tanh(%a4) : f32[64,64]
-  %p = call @matmul(%x, %x) : f32[64,64]
-  %q = call @matmul(%p, %p) : f32[64,64]
-  %r = call @matmul(%q, %q) : f32[64,64]
-  %y = call @add(%r, %a) : f32[64,64]
-  return %y, %z2
-}
-)";
+// @far (budget_programs.h): under a budget of two 16 KiB values %a is
+// offloaded. %z (f32[64,32]), computed first and returned too, is a value of
+// another type.
+const std::string kFar =
+    "module @far\nfunc @main(%x: f32[64,64], %w: f32[64,32]) -> (f32[64,64], f32[64,32]) {\n"
+    "  %z = call @neg(%w) : f32[64,32]\n"
+    "  %z2 = call @tanh(%z) : f32[64,32]\n" +
+    std::string(kFarSteps) + "  return %y, %z2\n}\n";
 constexpr uint64_t kValue = 64 * 64 * 4;
 
 compiler::CompileOptions budget_options() {

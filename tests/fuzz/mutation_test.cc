@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "budget_programs.h"
 #include "fuzz_targets.h"
 #include "hexir/base/npy.h"
 #include "hexir/compiler/compiler.h"
@@ -108,7 +109,7 @@ TEST_CASE("fuzz: mutated convnet executables (conv2d, split, cast, where, gather
 TEST_CASE("fuzz: mutated executables with host-space slots (Evict, Prefetch) never crash") {
   compiler::CompileOptions options;
   options.device_budget = 32u << 10;  // %a goes to the host arena
-  auto bytes = compiler::compile_file(std::string(HEXIR_FUZZ_SEEDS_DIR) + "/programs/offload.hxir", options);
+  auto bytes = compiler::compile_source(testing::kFarProgram, "far.hxir", ".", options);  // budget_programs.h
   REQUIRE_MESSAGE(bytes.ok(), bytes.status().to_string());
   fuzz::AlignedCopy aligned(bytes->data(), bytes->size());
   auto module = vm::Module::load_buffer({aligned.data(), aligned.size()});

@@ -1,35 +1,39 @@
-// Elementwise kernels against double-precision references, including every
-// broadcasting shape class and outputs that alias an input.
+// Elementwise kernels (hal/cpu/elementwise.cc) against references written
+// here: binary operators over every broadcasting shape class, unary maps
+// (NaN, infinities, signed zeros), outputs that alias an input, pow and the
+// comparisons, not, where, and cast between every pair of dtypes (bit
+// patterns for f16).
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <numbers>
+#include <random>
 
-#include "hal_test_util.h"
+#include "reference_util.h"
 
 namespace hexir::hal::testing {
 namespace {
 
 using ops::OpId;
 
+// Dim i of `dims` right-aligned to `rank` dims (numpy: the missing leading dims are 1).
+int64_t aligned_dim(const Dims& dims, size_t i, size_t rank) {
+  return i + dims.size() >= rank ? dims[i + dims.size() - rank] : 1;
+}
+
 // numpy broadcast of two shapes, written out independently of the kernels.
-std::vector<int64_t> broadcast(const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
+Dims broadcast(const Dims& a, const Dims& b) {
   const size_t rank = std::max(a.size(), b.size());
-  std::vector<int64_t> out(rank);
+  Dims out(rank);
   for (size_t i = 0; i < rank; ++i) {
-    const int64_t da = i + a.size() >= rank ? a[i + a.size() - rank] : 1;
-    const int64_t db = i + b.size() >= rank ? b[i + b.size() - rank] : 1;
-    REQUIRE((da == db || da == 1 || db == 1));
+    const int64_t da = aligned_dim(a, i, rank), db = aligned_dim(b, i, rank);
     out[i] = da == 1 ? db : da;
   }
   return out;
-}
-
-// Flat position in `t` of the element that output multi-index `index` reads.
-int64_t broadcast_source(const std::vector<int64_t>& index, const std::vector<int64_t>& dims) {
-  const size_t shift = index.size() - dims.size();
-  int64_t flat = 0;
-  for (size_t i = 0; i < dims.size(); ++i) flat = flat * dims[i] + (dims[i] == 1 ? 0 : index[i + shift]);
-  return flat;
 }
 
 using BinaryRef = std::function<double(double, double)>;
@@ -39,7 +43,7 @@ std::vector<double> binary_reference(const HostTensor& a, const HostTensor& b,
   std::vector<double> out(static_cast<size_t>(product(out_dims)));
   for (int64_t i = 0; i < static_cast<int64_t>(out.size()); ++i) {
     const auto index = unravel(i, out_dims);
-    out[i] = op(a.at(broadcast_source(index, a.dims)), b.at(broadcast_source(index, b.dims)));
+    out[i] = op(a.at(broadcast_offset(index, a.dims)), b.at(broadcast_offset(index, b.dims)));
   }
   return out;
 }
@@ -68,6 +72,10 @@ const std::vector<BinaryCase>& binary_cases() {
 // Runs every binary kernel on a (dims_a) and b (dims_b) and checks against the reference.
 void check_binary_shapes(const std::vector<int64_t>& dims_a, const std::vector<int64_t>& dims_b) {
   const auto out_dims = broadcast(dims_a, dims_b);
+  for (size_t i = 0; i < out_dims.size(); ++i) {  // the case's shapes broadcast
+    const int64_t da = aligned_dim(dims_a, i, out_dims.size()), db = aligned_dim(dims_b, i, out_dims.size());
+    REQUIRE((da == db || da == 1 || db == 1));
+  }
   HostTensor a = random_f32(dims_a, 1);
   HostTensor b = random_f32(dims_b, 2, 0.5f, 3.0f);  // positive: div stays well conditioned
   for (const BinaryCase& c : binary_cases()) {
@@ -301,6 +309,754 @@ TEST_CASE("kernel table: every dispatchable operator has a cpu kernel for its f3
   CHECK((cpu::find_cpu_kernel({OpId::kAdd, DType::kI32, DType::kI32}) == nullptr));
   CHECK((cpu::find_cpu_kernel({OpId::kCast, DType::kBF16, DType::kF32}) == nullptr));
   CHECK((cpu::find_cpu_kernel({OpId::kCast, DType::kI64, DType::kF16}) != nullptr));
+}
+
+// ---- unary: leaky_relu, clip, hard_sigmoid, hard_swish, erf, log, abs, reciprocal ----
+
+int64_t word(double v) { return std::bit_cast<int64_t>(v); }
+
+// x in [lo, hi) with NaN, +-inf, +-0 and a few exact values at the front.
+HostTensor unary_input(uint32_t seed, float lo = -6.0f, float hi = 6.0f) {
+  HostTensor x = random_f32({5, 41}, seed, lo, hi);
+  const float specials[] = {kNaNF, kInfF, -kInfF, 0.0f, -0.0f, 1.0f, -1.0f, 3.0f, -3.0f, 0.5f, -2.5f};
+  for (size_t i = 0; i < std::size(specials); ++i) x.at(static_cast<int64_t>(i)) = specials[i];
+  return x;
+}
+
+// max(lo, min(hi, v)) with NaN in, NaN out.
+double clamp_nan(double v, double lo, double hi) {
+  if (std::isnan(v)) return v;
+  return v < lo ? lo : (v > hi ? hi : v);
+}
+
+struct UnaryRef {
+  const char* name;
+  OpId id;
+  std::vector<int64_t> params;
+  std::function<double(double)> ref;
+};
+
+std::vector<UnaryRef> unary_refs() {
+  return {
+      {"leaky_relu 0.01",
+       OpId::kLeakyRelu,
+       {word(0.01)},
+       [](double x) { return std::isnan(x) ? x : (x < 0 ? 0.01 * x : x); }},
+      {"leaky_relu 0.2",
+       OpId::kLeakyRelu,
+       {word(0.2)},
+       [](double x) { return std::isnan(x) ? x : (x < 0 ? 0.2 * x : x); }},
+      {"clip [-1, 2]",
+       OpId::kClip,
+       {word(-1.0), word(2.0)},
+       [](double x) { return clamp_nan(x, -1.0, 2.0); }},
+      {"clip unbounded", OpId::kClip, {word(-kInf), word(kInf)}, [](double x) { return x; }},
+      {"clip min 0.5 only",
+       OpId::kClip,
+       {word(0.5), word(kInf)},
+       [](double x) { return clamp_nan(x, 0.5, kInf); }},
+      // numpy.clip with min > max: every value becomes max.
+      {"clip min above max",
+       OpId::kClip,
+       {word(2.0), word(-1.0)},
+       [](double x) { return std::isnan(x) ? x : -1.0; }},
+      {"hard_sigmoid",
+       OpId::kHardSigmoid,
+       {word(0.2), word(0.5)},
+       [](double x) { return clamp_nan(0.2 * x + 0.5, 0.0, 1.0); }},
+      {"hard_sigmoid alpha -0.5 beta 0.25",
+       OpId::kHardSigmoid,
+       {word(-0.5), word(0.25)},
+       [](double x) { return clamp_nan(-0.5 * x + 0.25, 0.0, 1.0); }},
+      // ONNX's definition x * hard_sigmoid(x; 1/6, 1/2): -inf * 0 is NaN.
+      {"hard_swish", OpId::kHardSwish, {}, [](double x) { return x * clamp_nan(x / 6.0 + 0.5, 0.0, 1.0); }},
+      {"erf", OpId::kErf, {}, [](double x) { return std::erf(x); }},
+      {"log", OpId::kLog, {}, [](double x) { return std::log(x); }},
+      {"abs", OpId::kAbs, {}, [](double x) { return std::fabs(x); }},
+      {"reciprocal", OpId::kReciprocal, {}, [](double x) { return 1.0 / x; }},
+  };
+}
+
+TEST_CASE("onnx unary operators against double references (NaN, infinities, signed zeros)") {
+  uint32_t seed = 10;
+  for (const UnaryRef& u : unary_refs()) {
+    INFO(u.name);
+    HostTensor x = unary_input(seed++);
+    HostTensor out(DType::kF32, x.dims);
+    REQUIRE(run_kernel(u.id, {&x}, out, u.params).ok());
+    std::vector<double> want;
+    for (int64_t i = 0; i < x.count(); ++i) want.push_back(u.ref(x.at(i)));
+    check_close(out, want, 2e-6, 1e-6);
+  }
+}
+
+TEST_CASE("onnx unary operators: spelled-out values") {
+  auto run1 = [](OpId id, std::vector<float> xs, std::vector<int64_t> params) {
+    HostTensor x(DType::kF32, {static_cast<int64_t>(xs.size())});
+    for (size_t i = 0; i < xs.size(); ++i) x.at(static_cast<int64_t>(i)) = xs[i];
+    HostTensor out(DType::kF32, x.dims);
+    REQUIRE(run_kernel(id, {&x}, out, params).ok());
+    return std::vector<float>(out.f32(), out.f32() + out.count());
+  };
+  auto r = run1(OpId::kClip, {kNaNF, -5.0f, 5.0f, 0.5f}, {word(0.0), word(1.0)});
+  CHECK(std::isnan(r[0]));
+  CHECK(r[1] == 0.0f);
+  CHECK(r[2] == 1.0f);
+  CHECK(r[3] == 0.5f);
+  r = run1(OpId::kLeakyRelu, {kNaNF, -kInfF, -2.0f, 3.0f}, {word(0.5)});
+  CHECK(std::isnan(r[0]));
+  CHECK(r[1] == -kInfF);
+  CHECK(r[2] == -1.0f);
+  CHECK(r[3] == 3.0f);
+  r = run1(OpId::kHardSwish, {-kInfF, kInfF, -3.0f, 3.0f, 0.0f, kNaNF}, {});
+  CHECK(std::isnan(r[0]));
+  CHECK(r[1] == kInfF);
+  CHECK(r[2] == 0.0f);
+  CHECK(r[3] == 3.0f);
+  CHECK(r[4] == 0.0f);
+  CHECK(std::isnan(r[5]));
+  r = run1(OpId::kHardSigmoid, {kNaNF, -kInfF, kInfF, 0.0f}, {word(0.2), word(0.5)});
+  CHECK(std::isnan(r[0]));
+  CHECK(r[1] == 0.0f);
+  CHECK(r[2] == 1.0f);
+  CHECK(r[3] == 0.5f);
+  r = run1(OpId::kLog, {0.0f, -1.0f, 1.0f, kInfF}, {});
+  CHECK(r[0] == -kInfF);
+  CHECK(std::isnan(r[1]));
+  CHECK(r[2] == 0.0f);
+  CHECK(r[3] == kInfF);
+  r = run1(OpId::kReciprocal, {0.0f, -0.0f, 4.0f, kInfF}, {});
+  CHECK(r[0] == kInfF);
+  CHECK(r[1] == -kInfF);
+  CHECK(r[2] == 0.25f);
+  CHECK(r[3] == 0.0f);
+  r = run1(OpId::kAbs, {-0.0f, -kInfF, -2.5f}, {});
+  CHECK(!std::signbit(r[0]));
+  CHECK(r[1] == kInfF);
+  CHECK(r[2] == 2.5f);
+  r = run1(OpId::kErf, {0.0f, kInfF, -kInfF, kNaNF}, {});
+  CHECK(r[0] == 0.0f);
+  CHECK(r[1] == 1.0f);
+  CHECK(r[2] == -1.0f);
+  CHECK(std::isnan(r[3]));
+}
+
+TEST_CASE("onnx unary operators run in place") {
+  for (const UnaryRef& u : unary_refs()) {
+    INFO(u.name);
+    HostTensor x = unary_input(99);
+    std::vector<double> want;
+    for (int64_t i = 0; i < x.count(); ++i) want.push_back(u.ref(x.at(i)));
+    REQUIRE(run_op(u.id, {&x}, {&x}, u.params, 0).ok());
+    check_close(x, want, 2e-6, 1e-6);
+  }
+}
+
+// ---- binary: pow, comparisons, not ---------------------------------------------
+
+template <typename T>
+T element(const HostTensor& t, int64_t i) {
+  T v;
+  std::memcpy(&v, t.bytes.data() + static_cast<size_t>(i) * sizeof(T), sizeof(T));
+  return v;
+}
+
+HostTensor ints(DType dtype, Dims dims, uint32_t seed, int64_t range) {
+  HostTensor t(dtype, std::move(dims));
+  std::mt19937 rng(seed);
+  for (int64_t i = 0; i < t.count(); ++i) {
+    const int64_t v = static_cast<int64_t>(rng() % static_cast<uint32_t>(range)) - range / 2;
+    if (dtype == DType::kI64) {
+      std::memcpy(t.bytes.data() + 8 * i, &v, 8);
+    } else {
+      const int32_t w = static_cast<int32_t>(v);
+      std::memcpy(t.bytes.data() + 4 * i, &w, 4);
+    }
+  }
+  return t;
+}
+
+TEST_CASE("pow against a double reference with broadcasting") {
+  const std::pair<Dims, Dims> shapes[] = {{{3, 5}, {3, 5}},       {{3, 5}, {}},        {{}, {4, 2}},
+                                          {{4, 1}, {1, 3, 1, 6}}, {{2, 1, 5}, {3, 1}}, {{0, 3}, {3}}};
+  uint32_t seed = 200;
+  for (const auto& shape : shapes) {
+    const Dims& da = shape.first;  // not a structured binding: clang 14 cannot capture those (INFO)
+    const Dims& db = shape.second;
+    INFO(dims_string(da) << " ** " << dims_string(db));
+    HostTensor a = random_f32(da, seed++, -3.0f, 3.0f), b = random_f32(db, seed++, -3.0f, 3.0f);
+    if (a.count() > 2) a.at(0) = 0.0f, a.at(1) = 1.0f, a.at(2) = kNaNF;
+    if (b.count() > 2) b.at(0) = 0.0f, b.at(1) = kNaNF, b.at(2) = 2.0f;
+    const Dims dims = broadcast(da, db);
+    HostTensor out(DType::kF32, dims);
+    REQUIRE(run_kernel(OpId::kPow, {&a, &b}, out).ok());
+    std::vector<double> want;
+    for (int64_t i = 0; i < product(dims); ++i) {
+      const Dims index = unravel(i, dims);
+      const double x = a.at(broadcast_offset(index, da)), y = b.at(broadcast_offset(index, db));
+      want.push_back(std::pow(x, y));  // C pow: pow(x, 0) = 1 and pow(1, y) = 1 even for NaN, like numpy
+    }
+    check_close(out, want, 1e-5, 1e-6);
+  }
+}
+
+TEST_CASE("pow: spelled-out values") {
+  HostTensor a(DType::kF32, {6}), b(DType::kF32, {6});
+  const float av[] = {-8.0f, -2.0f, 0.0f, kNaNF, 1.0f, 4.0f};
+  const float bv[] = {1.0f / 3.0f, 3.0f, -1.0f, 0.0f, kNaNF, 0.5f};
+  std::memcpy(a.bytes.data(), av, sizeof av);
+  std::memcpy(b.bytes.data(), bv, sizeof bv);
+  HostTensor out(DType::kF32, {6});
+  REQUIRE(run_kernel(OpId::kPow, {&a, &b}, out).ok());
+  CHECK(std::isnan(out.at(0)));  // negative base, fractional exponent
+  CHECK(out.at(1) == -8.0f);
+  CHECK(out.at(2) == kInfF);
+  CHECK(out.at(3) == 1.0f);
+  CHECK(out.at(4) == 1.0f);
+  CHECK(out.at(5) == 2.0f);
+}
+
+template <typename T>
+void check_compare(OpId id, const HostTensor& a, const HostTensor& b, const std::function<bool(T, T)>& ref) {
+  INFO(ops::op_def(id).name << " " << dtype_name(a.dtype) << dims_string(a.dims) << " vs "
+                            << dims_string(b.dims));
+  const Dims dims = broadcast(a.dims, b.dims);
+  HostTensor out(DType::kBool, dims);
+  std::fill(out.bytes.begin(), out.bytes.end(), uint8_t{0xEE});
+  HostTensor ac = a, bc = b;
+  REQUIRE(run_kernel(id, {&ac, &bc}, out).ok());
+  for (int64_t i = 0; i < product(dims); ++i) {
+    const Dims index = unravel(i, dims);
+    const bool want =
+        ref(element<T>(a, broadcast_offset(index, a.dims)), element<T>(b, broadcast_offset(index, b.dims)));
+    if (out.bytes[static_cast<size_t>(i)] != static_cast<uint8_t>(want)) {
+      INFO("element " << i << ": got byte " << int(out.bytes[static_cast<size_t>(i)]) << ", want " << want);
+      CHECK(false);
+      return;
+    }
+  }
+}
+
+TEST_CASE("equal, less, greater: f32 (NaN, infinities, -0 == 0), i32 and i64, broadcasting") {
+  HostTensor a(DType::kF32, {8}), b(DType::kF32, {8});
+  const float av[] = {kNaNF, kNaNF, 1.0f, kInfF, -kInfF, 0.0f, 2.0f, -1.0f};
+  const float bv[] = {kNaNF, 1.0f, kNaNF, kInfF, kInfF, -0.0f, 1.0f, -1.0f};
+  std::memcpy(a.bytes.data(), av, sizeof av);
+  std::memcpy(b.bytes.data(), bv, sizeof bv);
+  const std::pair<Dims, Dims> shapes[] = {{{4, 6}, {4, 6}},       {{4, 6}, {6}},       {{}, {3, 2}},
+                                          {{4, 1}, {1, 3, 1, 6}}, {{2, 1, 5}, {3, 1}}, {{0, 2}, {2}}};
+  auto eq = [](auto x, auto y) { return x == y; };
+  auto lt = [](auto x, auto y) { return x < y; };
+  auto gt = [](auto x, auto y) { return x > y; };
+  check_compare<float>(OpId::kEqual, a, b, eq);
+  check_compare<float>(OpId::kLess, a, b, lt);
+  check_compare<float>(OpId::kGreater, a, b, gt);
+  uint32_t seed = 300;
+  for (const auto& [da, db] : shapes) {
+    // Few distinct values, so that equal is often true.
+    HostTensor fa = random_f32(da, seed++), fb = random_f32(db, seed++);
+    for (int64_t i = 0; i < fa.count(); ++i) fa.at(i) = std::round(fa.at(i));
+    for (int64_t i = 0; i < fb.count(); ++i) fb.at(i) = std::round(fb.at(i));
+    const HostTensor ia = ints(DType::kI64, da, seed++, 5), ib = ints(DType::kI64, db, seed++, 5);
+    const HostTensor ja = ints(DType::kI32, da, seed++, 5), jb = ints(DType::kI32, db, seed++, 5);
+    for (auto [id, which] : {std::pair<OpId, int>{OpId::kEqual, 0}, {OpId::kLess, 1}, {OpId::kGreater, 2}}) {
+      const int ref = which;  // clang 14 cannot capture a structured binding
+      auto pick = [ref, eq, lt, gt](auto x, auto y) {
+        return ref == 0 ? eq(x, y) : ref == 1 ? lt(x, y) : gt(x, y);
+      };
+      check_compare<float>(id, fa, fb, pick);
+      check_compare<int64_t>(id, ia, ib, pick);
+      check_compare<int32_t>(id, ja, jb, pick);
+    }
+  }
+  // i64 values a double cannot tell apart compare exactly.
+  HostTensor big(DType::kI64, {2}), big2(DType::kI64, {2});
+  const int64_t bv1[] = {std::numeric_limits<int64_t>::max(), (int64_t{1} << 53) + 1};
+  const int64_t bv2[] = {std::numeric_limits<int64_t>::max() - 1, int64_t{1} << 53};
+  std::memcpy(big.bytes.data(), bv1, sizeof bv1);
+  std::memcpy(big2.bytes.data(), bv2, sizeof bv2);
+  HostTensor out(DType::kBool, {2});
+  REQUIRE(run_kernel(OpId::kEqual, {&big, &big2}, out).ok());
+  CHECK(out.bytes == std::vector<uint8_t>{0, 0});
+  REQUIRE(run_kernel(OpId::kGreater, {&big, &big2}, out).ok());
+  CHECK(out.bytes == std::vector<uint8_t>{1, 1});
+}
+
+TEST_CASE("not: any non-zero byte is true, results are 0 or 1, in place too") {
+  HostTensor x(DType::kBool, {2, 128});
+  for (size_t i = 0; i < x.bytes.size(); ++i) x.bytes[i] = static_cast<uint8_t>(i);
+  HostTensor out(DType::kBool, x.dims);
+  REQUIRE(run_kernel(OpId::kNot, {&x}, out).ok());
+  for (size_t i = 0; i < x.bytes.size(); ++i) {
+    CAPTURE(i);
+    CHECK(out.bytes[i] == (x.bytes[i] == 0 ? 1 : 0));
+  }
+  std::vector<uint8_t> want = out.bytes;
+  REQUIRE(run_op(OpId::kNot, {&x}, {&x}, {}, 0).ok());
+  CHECK(x.bytes == want);
+}
+
+// ---- where ----------------------------------------------------------------------
+
+HostTensor mask(const Dims& dims, uint32_t seed) {
+  HostTensor m(DType::kBool, dims);
+  std::mt19937 rng(seed);
+  for (uint8_t& b : m.bytes) b = static_cast<uint8_t>(rng() & 1);
+  return m;
+}
+
+void check_where(DType dtype, const Dims& c_dims, const Dims& x_dims, const Dims& y_dims,
+                 const Dims& out_dims, uint32_t seed = 1) {
+  INFO("where " << std::string(dtype_name(dtype)) << " cond " << dims_string(c_dims) << " x "
+                << dims_string(x_dims) << " y " << dims_string(y_dims));
+  HostTensor cond = mask(c_dims, seed);
+  HostTensor x = iota_bytes(dtype, x_dims);
+  HostTensor y = iota_bytes(dtype, y_dims);
+  for (uint8_t& b : y.bytes) b ^= 0x5a;  // x and y differ everywhere
+  for (HostTensor* t : {&cond, &x, &y})  // empty operands get readable bytes behind them
+    if (t->count() == 0) fill_sentinel(*t, 0x33);
+  HostTensor out(dtype, out_dims);
+  fill_sentinel(out, 0xEE);
+  Status status = run_op(OpId::kWhere, {&cond, &x, &y}, {&out});
+  REQUIRE_MESSAGE(status.ok(), status.to_string());
+  check_untouched(out, 0xEE);
+  for (int64_t i = 0; i < out.count(); ++i) {
+    const Dims index = unravel(i, out_dims);
+    const bool c = cond.bytes[static_cast<size_t>(broadcast_offset(index, c_dims))] != 0;
+    const std::vector<uint8_t> want = c ? element_bytes(x, broadcast_offset(index, x_dims))
+                                        : element_bytes(y, broadcast_offset(index, y_dims));
+    INFO("element " << i);
+    REQUIRE(element_bytes(out, i) == want);
+  }
+}
+
+TEST_CASE("where: equal shapes, every element size") {
+  check_where(DType::kF32, {4, 6}, {4, 6}, {4, 6}, {4, 6});
+  check_where(DType::kU8, {37}, {37}, {37}, {37});
+  check_where(DType::kF16, {3, 5}, {3, 5}, {3, 5}, {3, 5});
+  check_where(DType::kI64, {2, 2, 3}, {2, 2, 3}, {2, 2, 3}, {2, 2, 3});
+  check_where(DType::kBool, {9}, {9}, {9}, {9});
+  check_where(DType::kI32, {}, {}, {}, {});
+  check_where(DType::kF32, {1, 6}, {6}, {1, 1, 6}, {1, 1, 6});  // equal counts, different ranks
+}
+
+TEST_CASE("where: broadcasting of all three operands") {
+  for (DType dtype : {DType::kF32, DType::kU8, DType::kF16, DType::kI64, DType::kBool, DType::kI32})
+    check_where(dtype, {2, 1, 4}, {3, 1}, {1, 3, 4}, {2, 3, 4}, 7);
+  check_where(DType::kF32, {}, {5}, {5}, {5}, 3);  // scalar condition (one seed gives true, one false)
+  check_where(DType::kF32, {}, {5}, {5}, {5}, 4);
+  check_where(DType::kF32, {5}, {}, {}, {5});  // scalar x and y
+  check_where(DType::kF32, {5}, {}, {5}, {5});
+  check_where(DType::kI64, {3, 1, 1, 2}, {1, 4, 1, 1}, {1, 1, 5, 1}, {3, 4, 5, 2});
+  check_where(DType::kF16, {6, 1}, {1, 7}, {6, 7}, {6, 7});
+  check_where(DType::kU8, {2, 1, 2, 1, 2, 1, 2, 1}, {1, 2, 1, 2, 1, 2, 1, 2}, {2}, {2, 2, 2, 2, 2, 2, 2, 2});
+  check_where(DType::kF32, {1, 1}, {1}, {}, {1, 1});
+  check_where(DType::kI32, {3, 0}, {3, 1}, {1, 0}, {3, 0});
+}
+
+TEST_CASE("where: an empty result reads and writes nothing") {
+  // cond [1,3] broadcast against empty x and y [0,3]: the output has no element.
+  HostTensor cond(DType::kBool, {1, 3});
+  cond.bytes = {1, 0, 1};
+  HostTensor x(DType::kF32, {0, 3}), y(DType::kF32, {0, 3}), out(DType::kF32, {0, 3});
+  fill_sentinel(x, 0x11);
+  fill_sentinel(y, 0x22);
+  fill_sentinel(out, 0xEE);
+  Status status = run_op(OpId::kWhere, {&cond, &x, &y}, {&out});
+  REQUIRE_MESSAGE(status.ok(), status.to_string());
+  check_untouched(out, 0xEE);
+  // the same with every dtype width and the condition empty too
+  check_where(DType::kI32, {0, 3}, {0, 1}, {3}, {0, 3});
+  check_where(DType::kU8, {0, 1}, {1, 4}, {0, 4}, {0, 4});
+}
+
+// ---- cast -----------------------------------------------------------------------
+
+// Bytes as hex digits.
+std::string hex(const std::vector<uint8_t>& bytes) {
+  std::string s;
+  char buf[4];
+  for (uint8_t b : bytes) {
+    std::snprintf(buf, sizeof buf, "%02x", b);
+    s += buf;
+  }
+  return s;
+}
+
+// f16 bits to their value, from the IEEE definition.
+double half_value(uint16_t h) {
+  const int exponent = (h >> 10) & 0x1f, mantissa = h & 0x3ff;
+  double v;
+  if (exponent == 0x1f)
+    v = mantissa ? std::numeric_limits<double>::quiet_NaN() : std::numeric_limits<double>::infinity();
+  else if (exponent == 0)
+    v = std::ldexp(mantissa, -24);
+  else
+    v = std::ldexp(1024 + mantissa, exponent - 25);
+  return (h & 0x8000) ? -v : v;
+}
+
+// A (non-NaN) value rounded to the nearest f16, ties to even, overflow to infinity.
+uint16_t half_bits(double v) {
+  const uint16_t sign = std::signbit(v) ? 0x8000 : 0;
+  const double a = std::fabs(v);
+  if (a >= 65520.0) return sign | 0x7c00;                // 65520 is the tie between 65504 and 2^16
+  if (a < std::ldexp(1.0, -14)) {                        // subnormal: multiples of 2^-24
+    const double m = std::nearbyint(std::ldexp(a, 24));  // 1024 is the smallest normal, 0x0400
+    return static_cast<uint16_t>(sign | static_cast<uint16_t>(m));
+  }
+  int e;
+  const double f = std::frexp(a, &e);  // a = f * 2^e, f in [0.5, 1)
+  int exponent = e - 1;
+  double m = std::nearbyint((2 * f - 1) * 1024);
+  if (m == 1024) {
+    m = 0;
+    ++exponent;
+  }
+  return static_cast<uint16_t>(sign | ((exponent + 15) << 10) | static_cast<uint16_t>(m));
+}
+
+TEST_CASE("cast: the f16 reference itself agrees with known bit patterns") {
+  CHECK(half_bits(1.0) == 0x3c00);
+  CHECK(half_bits(-2.0) == 0xc000);
+  CHECK(half_bits(65504.0) == 0x7bff);
+  CHECK(half_bits(65519.0) == 0x7bff);
+  CHECK(half_bits(65520.0) == 0x7c00);
+  CHECK(half_bits(std::ldexp(1.0, -24)) == 0x0001);
+  CHECK(half_bits(std::ldexp(1.0, -25)) == 0x0000);
+  CHECK(half_bits(std::ldexp(3.0, -25)) == 0x0002);
+  CHECK(half_bits(std::ldexp(1.0, -14) - std::ldexp(1.0, -24)) == 0x03ff);
+  CHECK(half_bits(1.0 + std::ldexp(1.0, -11)) == 0x3c00);
+  CHECK(half_bits(1.0 + std::ldexp(3.0, -11)) == 0x3c02);
+  CHECK(half_bits(0.1) == 0x2e66);
+  CHECK(half_bits(-0.0) == 0x8000);
+  CHECK(half_value(0x3c00) == 1.0);
+  CHECK(half_value(0x7bff) == 65504.0);
+  CHECK(half_value(0x0001) == std::ldexp(1.0, -24));
+  CHECK(half_value(0x5bf8) == 255.0);
+  CHECK(std::isnan(half_value(0x7e00)));
+}
+
+// One source element: its exact value (a double for f32/f16, an integer otherwise).
+struct Value {
+  bool is_float;
+  double f;
+  int64_t i;
+};
+
+struct Source {
+  HostTensor tensor;
+  std::vector<Value> values;
+};
+
+Source f32_source() {
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
+  const std::vector<double> list = {0.0,
+                                    -0.0,
+                                    1.0,
+                                    -1.0,
+                                    0.5,
+                                    -0.5,
+                                    1.5,
+                                    -1.5,
+                                    2.5,
+                                    -2.5,
+                                    2.7,
+                                    -2.7,
+                                    0.999,
+                                    -0.999,
+                                    0.1,
+                                    -1e-3,
+                                    127.9,
+                                    128.0,
+                                    200.5,
+                                    254.99,
+                                    255.0,
+                                    255.5,
+                                    256.0,
+                                    257.0,
+                                    300.0,
+                                    -300.0,
+                                    2049.0,
+                                    2051.0,
+                                    65504.0,
+                                    65519.0,
+                                    65520.0,
+                                    -65520.0,
+                                    65536.0,
+                                    1e5,
+                                    -1e5,
+                                    2147483520.0,
+                                    2147483648.0,
+                                    -2147483648.0,
+                                    -2147483904.0,
+                                    3e9,
+                                    -3e9,
+                                    4294967296.0,
+                                    9.2e18,
+                                    9.3e18,
+                                    -9.2e18,
+                                    -9.3e18,
+                                    1e19,
+                                    1e30,
+                                    -1e30,
+                                    inf,
+                                    -inf,
+                                    nan,
+                                    -nan,
+                                    std::ldexp(1.0, -24),
+                                    std::ldexp(1.0, -25),
+                                    std::ldexp(3.0, -25),
+                                    std::ldexp(1.0, -14),
+                                    std::ldexp(1.0, -14) - std::ldexp(1.0, -24),
+                                    1.0 + std::ldexp(1.0, -11),
+                                    1.0 + std::ldexp(3.0, -11),
+                                    1e-8,
+                                    1e-40,
+                                    1.0 / 3.0,
+                                    16777217.0};
+  Source s{HostTensor(DType::kF32, {static_cast<int64_t>(list.size())}), {}};
+  for (size_t k = 0; k < list.size(); ++k) {
+    s.tensor.at(static_cast<int64_t>(k)) = static_cast<float>(list[k]);
+    s.values.push_back({true, static_cast<double>(static_cast<float>(list[k])), 0});
+  }
+  return s;
+}
+
+Source f16_source() {
+  const std::vector<uint16_t> list = {0x0000, 0x8000, 0x3c00, 0xbc00, 0x3800, 0xb800, 0x3e00, 0xbe00, 0x4170,
+                                      0xc170, 0x3bff, 0x57ff, 0x5bf8, 0x5bfc, 0x5c00, 0x5c04, 0x5cb0, 0xdcb0,
+                                      0x6400, 0x7800, 0xf800, 0x7bff, 0xfbff, 0x7c00, 0xfc00, 0x7e00, 0xfe00,
+                                      0x7c01, 0x0001, 0x8001, 0x03ff, 0x0400, 0x3555, 0x2e66};
+  Source s{HostTensor(DType::kF16, {static_cast<int64_t>(list.size())}), {}};
+  for (size_t k = 0; k < list.size(); ++k) {
+    std::memcpy(&s.tensor.bytes[2 * k], &list[k], 2);
+    s.values.push_back({true, half_value(list[k]), 0});
+  }
+  return s;
+}
+
+Source int_source(DType dtype) {
+  std::vector<int64_t> list;
+  if (dtype == DType::kU8) {
+    list = {0, 1, 2, 127, 128, 200, 254, 255};
+  } else if (dtype == DType::kBool) {
+    list = {0, 1, 1, 0, 0, 1};
+  } else {
+    list = {0,    1,    -1,    2,     127,   128,    255,      256,       257,     300,     -129,       -256,
+            2049, 2051, 65504, 65519, 65520, -65520, 16777217, 123456789, kI32Max, kI32Min, kI32Min + 1};
+    if (dtype == DType::kI64) {
+      const std::vector<int64_t> wide = {int64_t{1} << 31,
+                                         -(int64_t{1} << 31) - 1,
+                                         int64_t{1} << 32,
+                                         (int64_t{1} << 32) + 5,
+                                         -(int64_t{1} << 32) - 1,
+                                         4294967295,
+                                         (int64_t{1} << 40) + 255,
+                                         (int64_t{1} << 53) + 1,
+                                         kI64Max,
+                                         kI64Min,
+                                         kI64Min + 1,
+                                         -(int64_t{1} << 62)};
+      list.insert(list.end(), wide.begin(), wide.end());
+    }
+  }
+  Source s{HostTensor(dtype, {static_cast<int64_t>(list.size())}), {}};
+  for (size_t k = 0; k < list.size(); ++k) {
+    const int64_t v = list[k];
+    switch (dtype) {
+      case DType::kI32: {
+        const int32_t x = static_cast<int32_t>(v);
+        std::memcpy(&s.tensor.bytes[4 * k], &x, 4);
+        break;
+      }
+      case DType::kI64:
+        std::memcpy(&s.tensor.bytes[8 * k], &v, 8);
+        break;
+      default:
+        s.tensor.bytes[k] = static_cast<uint8_t>(v);
+        break;  // u8, bool
+    }
+    s.values.push_back({false, 0.0, v});
+  }
+  return s;
+}
+
+Source source_of(DType dtype) {
+  if (dtype == DType::kF32) return f32_source();
+  if (dtype == DType::kF16) return f16_source();
+  return int_source(dtype);
+}
+
+// Floats to integers truncate toward zero and saturate, NaN to 0; integers wrap.
+template <typename T>
+T int_reference(const Value& v) {
+  if (!v.is_float) return static_cast<T>(static_cast<uint64_t>(v.i));
+  if (std::isnan(v.f)) return T{0};
+  const double t = std::trunc(v.f);
+  if (t <= static_cast<double>(std::numeric_limits<T>::min())) return std::numeric_limits<T>::min();
+  if (t >= static_cast<double>(std::numeric_limits<T>::max())) return std::numeric_limits<T>::max();
+  return static_cast<T>(t);
+}
+
+template <typename T>
+std::vector<uint8_t> as_bytes(T v) {
+  std::vector<uint8_t> b(sizeof(T));
+  std::memcpy(b.data(), &v, sizeof(T));
+  return b;
+}
+
+// The expected bytes of `v` cast to `to`; empty when the result must be a NaN.
+std::vector<uint8_t> cast_reference(const Value& v, DType to) {
+  const bool nan = v.is_float && std::isnan(v.f);
+  switch (to) {
+    case DType::kF32:
+      if (nan) return {};
+      return as_bytes(v.is_float ? static_cast<float>(v.f) : static_cast<float>(v.i));
+    case DType::kF16:
+      if (nan) return {};
+      return as_bytes(half_bits(v.is_float ? v.f : static_cast<double>(v.i)));
+    case DType::kI32:
+      return as_bytes(int_reference<int32_t>(v));
+    case DType::kI64:
+      return as_bytes(int_reference<int64_t>(v));
+    case DType::kU8:
+      return as_bytes(int_reference<uint8_t>(v));
+    case DType::kBool:
+      return {static_cast<uint8_t>(v.is_float ? v.f != 0.0 : v.i != 0)};  // NaN != 0
+    default:
+      FAIL("not castable");
+      return {};
+  }
+}
+
+bool is_nan_bytes(const std::vector<uint8_t>& b, DType dtype) {
+  if (dtype == DType::kF32) {
+    float f;
+    std::memcpy(&f, b.data(), 4);
+    return std::isnan(f);
+  }
+  uint16_t h;
+  std::memcpy(&h, b.data(), 2);
+  return (h & 0x7c00) == 0x7c00 && (h & 0x3ff) != 0;
+}
+
+constexpr DType kCastable[] = {DType::kF32, DType::kF16, DType::kI32, DType::kI64, DType::kBool, DType::kU8};
+
+TEST_CASE("cast: every pair of f32/f16/i32/i64/bool/u8 against the reference") {
+  for (DType from : kCastable) {
+    const Source src = source_of(from);
+    for (DType to : kCastable) {
+      INFO(std::string(dtype_name(from)) << " -> " << std::string(dtype_name(to)));
+      HostTensor in = src.tensor;
+      HostTensor out(to, src.tensor.dims);
+      fill_sentinel(out, 0xCD);
+      Status status = run_kernel(OpId::kCast, {&in}, out, {static_cast<int64_t>(to)});
+      REQUIRE_MESSAGE(status.ok(), status.to_string());
+      CHECK(in.bytes == src.tensor.bytes);
+      int failures = 0;
+      for (int64_t i = 0; i < out.count() && failures < 5; ++i) {
+        const Value& v = src.values[static_cast<size_t>(i)];
+        const std::vector<uint8_t> want = cast_reference(v, to);
+        const std::vector<uint8_t> got = element_bytes(out, i);
+        const bool ok = want.empty() ? is_nan_bytes(got, to) : got == want;
+        if (!ok) {
+          ++failures;
+          INFO("element " << i << " = " << (v.is_float ? std::to_string(v.f) : std::to_string(v.i))
+                          << " (source " << hex(element_bytes(src.tensor, i)) << "): got " << hex(got)
+                          << ", want " << (want.empty() ? std::string("NaN") : hex(want)));
+          CHECK(ok);
+        }
+      }
+    }
+  }
+}
+
+// Casts `in` to `to` and returns the result.
+HostTensor cast_to(HostTensor in, DType to) {
+  HostTensor out(to, in.dims);
+  Status status = run_kernel(OpId::kCast, {&in}, out, {static_cast<int64_t>(to)});
+  REQUIRE_MESSAGE(status.ok(), status.to_string());
+  return out;
+}
+
+HostTensor f32_tensor(const std::vector<float>& v) {
+  HostTensor t(DType::kF32, {static_cast<int64_t>(v.size())});
+  std::memcpy(t.bytes.data(), v.data(), v.size() * 4);
+  return t;
+}
+template <typename T>
+std::vector<T> values_of(const HostTensor& t) {
+  std::vector<T> v(static_cast<size_t>(t.count()));
+  std::memcpy(v.data(), t.bytes.data(), v.size() * sizeof(T));
+  return v;
+}
+
+TEST_CASE("cast: spelled-out cases (truncation, saturation, NaN, wrapping, f16 bits)") {
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  const HostTensor f =
+      f32_tensor({nan, inf, -inf, 3e9f, -3e9f, 2.9f, -2.9f, -0.5f, 255.9f, 256.0f, -1.0f, 1e-40f});
+  CHECK(values_of<int32_t>(cast_to(f, DType::kI32)) ==
+        std::vector<int32_t>{0, INT32_MAX, INT32_MIN, INT32_MAX, INT32_MIN, 2, -2, 0, 255, 256, -1, 0});
+  CHECK(values_of<int64_t>(cast_to(f, DType::kI64)) ==
+        std::vector<int64_t>{0, kI64Max, kI64Min, 3000000000, -3000000000, 2, -2, 0, 255, 256, -1, 0});
+  CHECK(values_of<uint8_t>(cast_to(f, DType::kU8)) ==
+        std::vector<uint8_t>{0, 255, 0, 255, 0, 2, 0, 0, 255, 255, 0, 0});
+  CHECK(values_of<uint8_t>(cast_to(f, DType::kBool)) ==
+        std::vector<uint8_t>{1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1});
+
+  const HostTensor h =
+      f32_tensor({1.0f, 65504.0f, 65520.0f, 0x1p-24f, -0.0f, 65519.0f, 0x1p-25f, 1e9f, -1e9f, 0.1f});
+  CHECK(values_of<uint16_t>(cast_to(h, DType::kF16)) == std::vector<uint16_t>{0x3c00, 0x7bff, 0x7c00, 0x0001,
+                                                                              0x8000, 0x7bff, 0x0000, 0x7c00,
+                                                                              0xfc00, 0x2e66});
+  const uint16_t h_nan = values_of<uint16_t>(cast_to(f32_tensor({nan}), DType::kF16))[0];
+  CHECK((h_nan & 0x7c00) == 0x7c00);
+  CHECK((h_nan & 0x3ff) != 0);
+
+  HostTensor ints(DType::kI64, {6});
+  const std::vector<int64_t> iv = {
+      (int64_t{1} << 32) + 5, int64_t{1} << 31, -(int64_t{1} << 31) - 1, -1, 300, 256};
+  std::memcpy(ints.bytes.data(), iv.data(), 48);
+  CHECK(values_of<int32_t>(cast_to(ints, DType::kI32)) ==
+        std::vector<int32_t>{5, INT32_MIN, INT32_MAX, -1, 300, 256});
+  CHECK(values_of<uint8_t>(cast_to(ints, DType::kU8)) == std::vector<uint8_t>{5, 0, 255, 255, 44, 0});
+  CHECK(values_of<uint8_t>(cast_to(ints, DType::kBool)) == std::vector<uint8_t>{1, 1, 1, 1, 1, 1});
+  CHECK(values_of<uint16_t>(cast_to(ints, DType::kF16)) ==
+        std::vector<uint16_t>{0x7c00, 0x7c00, 0xfc00, 0xbc00, 0x5cb0, 0x5c00});
+
+  HostTensor halves(DType::kF16, {6});
+  const std::vector<uint16_t> hv = {0x3e00, 0xbe00, 0x7c00, 0x7e00, 0x8000, 0x5bfc};
+  std::memcpy(halves.bytes.data(), hv.data(), 12);
+  CHECK(values_of<int32_t>(cast_to(halves, DType::kI32)) ==
+        std::vector<int32_t>{1, -1, INT32_MAX, 0, 0, 255});
+  CHECK(values_of<uint8_t>(cast_to(halves, DType::kBool)) == std::vector<uint8_t>{1, 1, 1, 1, 0, 1});
+  const std::vector<float> hf = values_of<float>(cast_to(halves, DType::kF32));
+  CHECK(hf[0] == 1.5f);
+  CHECK(hf[2] == inf);
+  CHECK(std::isnan(hf[3]));
+  CHECK(std::signbit(hf[4]));
+  CHECK(hf[5] == 255.5f);
+}
+
+TEST_CASE("cast: any non-zero bool byte reads as true; a shape of any rank") {
+  HostTensor b(DType::kBool, {2, 3});
+  b.bytes = {0, 1, 2, 0x80, 0xff, 0};
+  CHECK(values_of<float>(cast_to(b, DType::kF32)) == std::vector<float>{0, 1, 1, 1, 1, 0});
+  CHECK(values_of<int64_t>(cast_to(b, DType::kI64)) == std::vector<int64_t>{0, 1, 1, 1, 1, 0});
+  CHECK(values_of<uint8_t>(cast_to(b, DType::kU8)) == std::vector<uint8_t>{0, 1, 1, 1, 1, 0});
+  CHECK(values_of<uint8_t>(cast_to(b, DType::kBool)) == std::vector<uint8_t>{0, 1, 1, 1, 1, 0});
+  CHECK(values_of<uint16_t>(cast_to(b, DType::kF16)) ==
+        std::vector<uint16_t>{0, 0x3c00, 0x3c00, 0x3c00, 0x3c00, 0});
+  // a scalar and an empty tensor
+  HostTensor s(DType::kI32, {});
+  const int32_t seven = -7;
+  std::memcpy(s.bytes.data(), &seven, 4);
+  CHECK(values_of<float>(cast_to(s, DType::kF32)) == std::vector<float>{-7.0f});
+  HostTensor empty(DType::kF32, {0, 3}), empty_out(DType::kI64, {0, 3});
+  fill_sentinel(empty_out, 0xAB);
+  REQUIRE(run_kernel(OpId::kCast, {&empty}, empty_out, {static_cast<int64_t>(DType::kI64)}).ok());
+  check_untouched(empty_out, 0xAB);
 }
 
 }  // namespace

@@ -42,13 +42,8 @@ std::vector<ActivationCase> activations() {
 
 // Runs one call through a cpu queue with `threads` threads.
 void run(int threads, OpId id, std::vector<HostTensor*> inputs, HostTensor& out, const std::vector<int64_t>& params) {
-  auto device = create_device("cpu", {.threads = threads});
-  REQUIRE(device.ok());
-  auto queue = (*device)->create_queue();
-  REQUIRE(queue.ok());
-  auto call = prepare_call(id, inputs, {&out}, params);
-  REQUIRE_MESSAGE(call.ok(), call.status().to_string());
-  Status status = (*queue)->dispatch(call->dispatch);
+  CpuQueueCall q = prepare_on_cpu_queue(threads, id, inputs, {&out}, params);
+  Status status = q.queue->dispatch(q.call.dispatch);
   REQUIRE_MESSAGE(status.ok(), status.to_string());
 }
 

@@ -1,8 +1,13 @@
-// transpose, reduce_sum/reduce_mean, concat and copy against references.
+// The byte-moving kernels of any dtype (hal/cpu/layout.cc): transpose,
+// concat, copy, split, gather, slice, pad, expand, dynamic_slice and
+// update_slice against references written here: plain loops over
+// multi-indices, whole elements as bytes.
 #include <algorithm>
+#include <cstring>
 #include <numeric>
+#include <string>
 
-#include "hal_test_util.h"
+#include "reference_util.h"
 
 namespace hexir::hal::testing {
 namespace {
@@ -77,112 +82,6 @@ TEST_CASE("transpose: rank 0, rank 1, rank 8 and zero-size") {
   CHECK(run_kernel(OpId::kTranspose, {&x}, out, {1}).code() == StatusCode::kInvalidArgument);
 }
 
-// Reference reduction: returns the result dims (keepdims honoured) and values.
-std::pair<std::vector<int64_t>, std::vector<double>> reduce_reference(const HostTensor& x, bool keepdims,
-                                                                      std::vector<int64_t> axes, bool mean) {
-  if (axes.empty()) {
-    axes.resize(x.dims.size());
-    std::iota(axes.begin(), axes.end(), 0);
-  }
-  auto reduced = [&](size_t d) {
-    return std::find(axes.begin(), axes.end(), static_cast<int64_t>(d)) != axes.end();
-  };
-  std::vector<int64_t> kept_dims, out_dims;
-  int64_t reduced_count = 1;
-  for (size_t d = 0; d < x.dims.size(); ++d) {
-    if (reduced(d)) {
-      reduced_count *= x.dims[d];
-      if (keepdims) out_dims.push_back(1);
-    } else {
-      kept_dims.push_back(x.dims[d]);
-      out_dims.push_back(x.dims[d]);
-    }
-  }
-  std::vector<double> sums(static_cast<size_t>(product(kept_dims)), 0.0);
-  for (int64_t i = 0; i < x.count(); ++i) {
-    const auto index = unravel(i, x.dims);
-    int64_t o = 0;
-    for (size_t d = 0; d < x.dims.size(); ++d) {
-      if (!reduced(d)) o = o * x.dims[d] + index[d];
-    }
-    sums[o] += x.at(i);
-  }
-  if (mean) {
-    for (double& s : sums) s /= static_cast<double>(reduced_count);
-  }
-  return {out_dims, sums};
-}
-
-void check_reduce(const std::vector<int64_t>& dims, bool keepdims, const std::vector<int64_t>& axes) {
-  for (bool mean : {false, true}) {
-    INFO(std::string(mean ? "reduce_mean " : "reduce_sum ")
-         << dims_string(dims) << " keepdims " << keepdims << " axes " << dims_string(axes));
-    HostTensor x = random_f32(dims, 51);
-    auto [out_dims, want] = reduce_reference(x, keepdims, axes, mean);
-    HostTensor out(DType::kF32, out_dims);
-    std::vector<int64_t> params = {keepdims ? 1 : 0};
-    params.insert(params.end(), axes.begin(), axes.end());
-    REQUIRE(run_kernel(mean ? OpId::kReduceMean : OpId::kReduceSum, {&x}, out, params).ok());
-    check_close(out, want, 1e-5, 1e-5);
-  }
-}
-
-TEST_CASE("reduce: one axis, each position, with and without keepdims") {
-  for (bool keepdims : {false, true}) {
-    for (int64_t axis = 0; axis < 3; ++axis) check_reduce({3, 4, 5}, keepdims, {axis});
-  }
-}
-
-TEST_CASE("reduce: multiple axes") {
-  check_reduce({3, 4, 5}, false, {0, 2});
-  check_reduce({3, 4, 5}, true, {0, 2});
-  check_reduce({2, 3, 4, 5}, false, {1, 2});
-  check_reduce({2, 3, 4, 5}, true, {0, 1, 3});
-}
-
-// The sum of a contiguous block as the cpu kernel adds it: element i into
-// lane i % 32, in double, then the lanes folded in halves.
-double lane_sum(const float* x, int64_t n) {
-  double lanes[32] = {};
-  for (int64_t i = 0; i < n; ++i) lanes[i % 32] += x[i];
-  for (int width = 16; width > 0; width /= 2)
-    for (int j = 0; j < width; ++j) lanes[j] += lanes[j + width];
-  return lanes[0];
-}
-
-TEST_CASE("reduce: the last axes (a global pool) sum in 32 lanes, the same bits on every vector path") {
-  for (int64_t length : {1, 7, 31, 32, 33, 100, 1031}) {
-    INFO("block of " << length);
-    HostTensor x = random_f32({3, 5, length}, 52, -100.0f, 100.0f);
-    for (bool mean : {false, true}) {
-      HostTensor out(DType::kF32, {3, 1, 1});
-      REQUIRE(run_kernel(mean ? OpId::kReduceMean : OpId::kReduceSum, {&x}, out, {1, 1, 2}).ok());
-      for (int64_t o = 0; o < 3; ++o) {
-        const double sum = lane_sum(x.f32() + o * 5 * length, 5 * length);
-        CHECK(out.at(o) == static_cast<float>(mean ? sum / static_cast<double>(5 * length) : sum));
-      }
-    }
-  }
-  check_reduce({2, 3, 40, 40}, true, {2, 3});
-  check_reduce({2, 3, 1, 40}, false, {1, 2, 3});
-}
-
-TEST_CASE("reduce: no axes listed reduces everything") {
-  check_reduce({3, 4, 5}, false, {});
-  check_reduce({3, 4, 5}, true, {});
-  check_reduce({7}, false, {});
-  check_reduce({}, false, {});
-}
-
-TEST_CASE("reduce: zero-size inputs (sum 0, mean NaN like numpy) and empty outputs") {
-  check_reduce({0, 4}, false, {0});
-  check_reduce({4, 0}, true, {1});
-  check_reduce({0, 4}, false, {1});
-  HostTensor x(DType::kF32, {3}), out(DType::kF32, {});
-  CHECK(run_kernel(OpId::kReduceSum, {&x}, out, {0, 1}).code() == StatusCode::kInvalidArgument);
-  CHECK(run_kernel(OpId::kReduceSum, {&x}, out, {}).code() == StatusCode::kInvalidArgument);
-}
-
 HostTensor concat_reference(const std::vector<HostTensor*>& inputs, int64_t axis) {
   std::vector<int64_t> out_dims = inputs[0]->dims;
   out_dims[axis] = 0;
@@ -243,6 +142,516 @@ TEST_CASE("copy: any dtype, byte for byte; in place is a no-op") {
   CHECK(x.bytes == before);
   HostTensor empty(DType::kF32, {0}), empty_out(DType::kF32, {0});
   CHECK(run_kernel(OpId::kCopy, {&empty}, empty_out).ok());
+}
+
+// ---- split ----------------------------------------------------------------------
+
+void check_split(DType dtype, const Dims& dims, int64_t axis, const Dims& sizes) {
+  INFO("split " << std::string(dtype_name(dtype)) << dims_string(dims) << " axis " << axis << " sizes "
+                << dims_string(sizes));
+  const HostTensor x = iota_bytes(dtype, dims);
+  std::vector<HostTensor> outs;
+  for (int64_t s : sizes) {
+    Dims d = dims;
+    d[static_cast<size_t>(axis)] = s;
+    outs.emplace_back(dtype, d);
+    fill_sentinel(outs.back(), 0xEE);
+  }
+  std::vector<HostTensor*> out_ptrs;
+  for (HostTensor& o : outs) out_ptrs.push_back(&o);
+  Dims params{axis};
+  params.insert(params.end(), sizes.begin(), sizes.end());
+  HostTensor in = x;
+  Status status = run_op(OpId::kSplit, {&in}, out_ptrs, params);
+  REQUIRE_MESSAGE(status.ok(), status.to_string());
+  CHECK(in.bytes == x.bytes);  // the input is untouched
+  for (const HostTensor& o : outs) check_untouched(o, 0xEE);
+  const Dims x_strides = row_major_strides(dims);
+  int64_t start = 0;
+  for (size_t k = 0; k < outs.size(); ++k) {
+    for (int64_t i = 0; i < outs[k].count(); ++i) {
+      Dims index = unravel(i, outs[k].dims);
+      index[static_cast<size_t>(axis)] += start;
+      int64_t src = 0;
+      for (size_t d = 0; d < dims.size(); ++d) src += index[d] * x_strides[d];
+      INFO("output " << k << " element " << i);
+      REQUIRE(element_bytes(outs[k], i) == element_bytes(x, src));
+    }
+    start += sizes[k];
+  }
+}
+
+TEST_CASE("split: several outputs of every element size") {
+  check_split(DType::kF32, {4, 9}, 1, {2, 3, 4});
+  check_split(DType::kF32, {4, 9}, 0, {1, 3});
+  check_split(DType::kI64, {6, 5}, 0, {4, 2});
+  check_split(DType::kU8, {3, 2, 7}, 2, {7, 0});
+  check_split(DType::kU8, {3, 2, 7}, 2, {0, 3, 4});
+  check_split(DType::kF16, {2, 6, 3}, 1, {1, 1, 1, 3});
+  check_split(DType::kBool, {5}, 0, {2, 3});
+  check_split(DType::kI32, {2, 3, 4, 5}, 3, {1, 1, 1, 1, 1});
+  check_split(DType::kI32, {2, 3, 4, 5}, 2, {3, 1});
+  check_split(DType::kI64, {3, 1, 4}, 1, {1});                    // one part: a copy
+  check_split(DType::kF32, {0, 4}, 1, {1, 3});                    // empty input
+  check_split(DType::kF16, {2, 1, 2, 1, 2, 1, 2, 3}, 7, {2, 1});  // rank 8
+}
+
+// ---- gather ---------------------------------------------------------------------
+
+HostTensor index_tensor(DType dtype, const Dims& dims, const std::vector<int64_t>& values) {
+  HostTensor t(dtype, dims);
+  REQUIRE(t.count() == static_cast<int64_t>(values.size()));
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (dtype == DType::kI64) {
+      std::memcpy(&t.bytes[8 * i], &values[i], 8);
+    } else {
+      const int32_t v = static_cast<int32_t>(values[i]);
+      std::memcpy(&t.bytes[4 * i], &v, 4);
+    }
+  }
+  return t;
+}
+
+void check_gather(DType dtype, const Dims& data_dims, int64_t axis, DType index_dtype, const Dims& index_dims,
+                  const std::vector<int64_t>& indices, const Dims& out_dims) {
+  INFO("gather " << std::string(dtype_name(dtype)) << dims_string(data_dims) << " axis " << axis
+                 << " indices " << std::string(dtype_name(index_dtype)) << dims_string(index_dims) << " "
+                 << dims_string(indices));
+  HostTensor data = iota_bytes(dtype, data_dims);
+  HostTensor idx = index_tensor(index_dtype, index_dims, indices);
+  if (data.count() == 0) fill_sentinel(data, 0x33);
+  if (idx.count() == 0) fill_sentinel(idx, 0x33);
+  HostTensor out(dtype, out_dims);
+  fill_sentinel(out, 0xEE);
+  Status status = run_kernel(OpId::kGather, {&data, &idx}, out, {axis});
+  REQUIRE_MESSAGE(status.ok(), status.to_string());
+  check_untouched(out, 0xEE);
+  const size_t a = static_cast<size_t>(axis), r = index_dims.size();
+  const Dims data_strides = row_major_strides(data_dims);
+  const Dims index_strides = row_major_strides(index_dims);
+  for (int64_t i = 0; i < out.count(); ++i) {
+    const Dims o = unravel(i, out_dims);  // data[:axis] + indices + data[axis+1:]
+    int64_t flat_index = 0;
+    for (size_t k = 0; k < r; ++k) flat_index += o[a + k] * index_strides[k];
+    int64_t pick = indices[static_cast<size_t>(flat_index)];
+    if (pick < 0) pick += data_dims[a];
+    int64_t src = pick * data_strides[a];
+    for (size_t d = 0; d < a; ++d) src += o[d] * data_strides[d];
+    for (size_t d = a + 1; d < data_dims.size(); ++d) src += o[d - 1 + r] * data_strides[d];
+    INFO("element " << i);
+    REQUIRE(element_bytes(out, i) == element_bytes(data, src));
+  }
+}
+
+TEST_CASE("gather: rows (axis 0), inner axes, i32 and i64 indices, negative indices") {
+  check_gather(DType::kF32, {10, 8}, 0, DType::kI32, {4}, {3, 0, 9, 3}, {4, 8});
+  check_gather(DType::kF32, {10, 8}, 0, DType::kI64, {2, 3}, {-1, 0, 5, -10, 9, 2}, {2, 3, 8});
+  check_gather(DType::kI32, {5, 6, 3}, 1, DType::kI32, {2, 2}, {5, -6, 0, -1}, {5, 2, 2, 3});
+  check_gather(DType::kF16, {5, 6, 3}, 1, DType::kI64, {7}, {1, 1, 2, 3, 5, -6, -3}, {5, 7, 3});
+  check_gather(DType::kU8, {2, 3, 7}, 2, DType::kI32, {}, {-2}, {2, 3});  // scalar index drops the axis
+  check_gather(DType::kI64, {2, 3, 7}, 2, DType::kI64, {3}, {6, 0, -7}, {2, 3, 3});
+  check_gather(DType::kBool, {4}, 0, DType::kI32, {6}, {0, 1, 2, 3, -4, -1}, {6});
+  check_gather(DType::kF32, {3, 4}, 1, DType::kI32, {0}, {}, {3, 0});       // no indices
+  check_gather(DType::kF32, {0, 4}, 1, DType::kI64, {2}, {1, -1}, {0, 2});  // no rows
+}
+
+TEST_CASE("gather: an out-of-range index is kInvalidArgument naming it") {
+  struct Bad {
+    DType index_dtype;
+    int64_t axis;
+    std::vector<int64_t> indices;
+    std::string named;
+  };
+  const Bad cases[] = {
+      {DType::kI32, 0, {0, 4}, "index 4"},
+      {DType::kI32, 0, {1, -5}, "index -5"},
+      {DType::kI64, 0, {kI64Min}, "index -9223372036854775808"},
+      {DType::kI64, 0, {kI64Max}, "index 9223372036854775807"},
+      {DType::kI64, 0, {int64_t{1} << 32}, "index 4294967296"},
+      {DType::kI32, 0, {kI32Min}, "index -2147483648"},
+      {DType::kI32, 1, {2, 3}, "index 3"},
+      {DType::kI64, 1, {-4}, "index -4"},
+  };
+  for (const Bad& b : cases) {
+    INFO("axis " << b.axis << " indices " << dims_string(b.indices));
+    HostTensor data = iota_bytes(DType::kF32, {4, 3});
+    HostTensor idx = index_tensor(b.index_dtype, {static_cast<int64_t>(b.indices.size())}, b.indices);
+    Dims out_dims = {4, 3};
+    out_dims[static_cast<size_t>(b.axis)] = static_cast<int64_t>(b.indices.size());
+    HostTensor out(DType::kF32, out_dims);
+    Status status = run_kernel(OpId::kGather, {&data, &idx}, out, {b.axis});
+    CHECK(status.code() == StatusCode::kInvalidArgument);
+    INFO("message: " << status.message());
+    CHECK(status.message().find(b.named) != std::string::npos);
+  }
+}
+
+// ---- slice ----------------------------------------------------------------------
+
+// The indices ONNX Slice takes along one dim (clamping as the ONNX spec says).
+std::vector<int64_t> onnx_indices(int64_t dim, int64_t start, int64_t end, int64_t step) {
+  if (dim == 0) return {};
+  if (start < 0) start += dim;
+  if (end < 0) end += dim;
+  if (step > 0) {
+    start = std::clamp<int64_t>(start, 0, dim);
+    end = std::clamp<int64_t>(end, 0, dim);
+  } else {
+    start = std::clamp<int64_t>(start, 0, dim - 1);
+    end = std::clamp<int64_t>(end, -1, dim - 1);
+  }
+  std::vector<int64_t> out;
+  for (__int128 i = start; step > 0 ? i < end : i > end; i += step) out.push_back(static_cast<int64_t>(i));
+  return out;
+}
+
+struct SliceArgs {
+  std::vector<int64_t> starts, ends, axes, steps;  // axes / steps empty: left out
+};
+
+void check_slice(DType dtype, const Dims& dims, const SliceArgs& a, const Dims& want_dims) {
+  INFO("slice " << std::string(dtype_name(dtype)) << dims_string(dims) << " starts " << dims_string(a.starts)
+                << " ends " << dims_string(a.ends) << " axes " << dims_string(a.axes) << " steps "
+                << dims_string(a.steps));
+  ops::AttrMap attrs;
+  if (!a.starts.empty() || !a.ends.empty()) {
+    attrs["starts"] = int_list(a.starts);
+    attrs["ends"] = int_list(a.ends);
+  }
+  if (!a.axes.empty()) attrs["axes"] = int_list(a.axes);
+  if (!a.steps.empty()) attrs["steps"] = int_list(a.steps);
+  HostTensor x = iota_bytes(dtype, dims);
+  const std::vector<TensorType> types{x.type()};
+  auto params = ops::lower_attributes(OpId::kSlice, types, attrs, {});
+  REQUIRE_MESSAGE(params.ok(), params.status().to_string());
+  auto result = ops::infer_result_type(OpId::kSlice, types, *params);
+  REQUIRE_MESSAGE(result.ok(), result.status().to_string());
+  REQUIRE(result->dims == want_dims);
+  REQUIRE(result->dtype == dtype);
+
+  // the indices taken along every dim
+  std::vector<std::vector<int64_t>> taken(dims.size());
+  for (size_t d = 0; d < dims.size(); ++d)
+    for (int64_t i = 0; i < dims[d]; ++i) taken[d].push_back(i);
+  for (size_t k = 0; k < a.starts.size(); ++k) {
+    int64_t axis = a.axes.empty() ? static_cast<int64_t>(k) : a.axes[k];
+    if (axis < 0) axis += static_cast<int64_t>(dims.size());
+    const int64_t step = a.steps.empty() ? 1 : a.steps[k];
+    taken[static_cast<size_t>(axis)] =
+        onnx_indices(dims[static_cast<size_t>(axis)], a.starts[k], a.ends[k], step);
+  }
+  for (size_t d = 0; d < dims.size(); ++d) REQUIRE(static_cast<int64_t>(taken[d].size()) == want_dims[d]);
+
+  if (x.count() == 0) fill_sentinel(x, 0x33);
+  HostTensor out(dtype, want_dims);
+  fill_sentinel(out, 0xEE);
+  Status status = run_kernel(OpId::kSlice, {&x}, out, *params);
+  REQUIRE_MESSAGE(status.ok(), status.to_string());
+  check_untouched(out, 0xEE);
+  const Dims strides = row_major_strides(dims);
+  for (int64_t i = 0; i < out.count(); ++i) {
+    const Dims o = unravel(i, want_dims);
+    int64_t src = 0;
+    for (size_t d = 0; d < dims.size(); ++d) src += taken[d][static_cast<size_t>(o[d])] * strides[d];
+    INFO("element " << i);
+    REQUIRE(element_bytes(out, i) == element_bytes(x, src));
+  }
+}
+
+TEST_CASE("slice: ONNX attributes lowered, then run") {
+  const Dims d = {6, 7, 5};
+  check_slice(DType::kI32, d, {{1, -2}, {5, kI64Max}, {0, 2}, {}}, {4, 7, 2});
+  check_slice(DType::kI32, d, {{-1}, {kI64Min}, {1}, {-2}}, {6, 4, 5});           // 6, 4, 2, 0
+  check_slice(DType::kF32, d, {{4, 6}, {0, -100}, {0, 1}, {-1, -3}}, {4, 3, 5});  // 4..1; 6, 3, 0
+  check_slice(DType::kU8, d, {{5, -1, 0}, {-7, 0, 5}, {-3, -2, -1}, {-2, -1, 2}}, {3, 6, 3});
+  check_slice(DType::kF16, d, {{2}, {kI64Max}, {1}, {10}}, {6, 1, 5});                 // step past the end
+  check_slice(DType::kI64, d, {{kI64Min}, {kI64Max}, {2}, {}}, {6, 7, 5});             // everything
+  check_slice(DType::kI64, d, {{kI64Max}, {kI64Min}, {2}, {-1}}, {6, 7, 5});           // everything, reversed
+  check_slice(DType::kBool, d, {{3}, {kI64Max}, {0}, {int64_t{1} << 62}}, {1, 7, 5});  // a huge step
+  // ONNX clamps a negative-step start to [0, dim-1]: -100 is 0, and element 0 is taken
+  check_slice(DType::kI32, d, {{-100}, {-100}, {0}, {-1}}, {1, 7, 5});
+  check_slice(DType::kF32, {2, 3, 4, 5}, {{1, 3, -1}, {-100, 0, 0}, {1, 2, 3}, {-1, -2, -3}}, {2, 2, 2, 2});
+  check_slice(DType::kF32, {9}, {{1}, {8}, {}, {3}}, {3});
+  check_slice(DType::kF32, {}, {}, {});  // a scalar
+}
+
+TEST_CASE("slice: empty results") {
+  const Dims d = {6, 7, 5};
+  check_slice(DType::kI32, d, {{3}, {3}, {}, {}}, {0, 7, 5});
+  check_slice(DType::kI32, d, {{5}, {1}, {}, {}}, {0, 7, 5});
+  check_slice(DType::kI32, d, {{1}, {5}, {}, {-1}}, {0, 7, 5});
+  check_slice(DType::kF16, d, {{100}, {200}, {2}, {}}, {6, 7, 0});
+  check_slice(DType::kF16, d, {{-100}, {-50}, {1}, {}}, {6, 0, 5});
+  check_slice(DType::kU8, {0, 4}, {{0}, {kI64Max}, {}, {}}, {0, 4});
+  check_slice(DType::kU8, {0, 4}, {{-1}, {kI64Min}, {}, {-1}}, {0, 4});
+  check_slice(DType::kU8, {4, 0}, {{-1, 1}, {kI64Min, 2}, {}, {-1, 1}}, {4, 0});
+}
+
+// ---- pad, expand --------------------------------------------------------------------
+
+// numpy.pad's index rule for one dim, written out: i is the index into the kept
+// range [lo, hi) before folding. -1: the constant.
+int64_t numpy_pad_index(int mode, int64_t i, int64_t lo, int64_t hi) {
+  if (i >= lo && i < hi) return i;
+  const int64_t n = hi - lo;
+  if (mode == 0) return -1;
+  if (mode == 2) return i < lo ? lo : hi - 1;
+  if (mode == 3) return lo + (((i - lo) % n) + n) % n;
+  // reflect, folding one mirror at a time as numpy does (no period formula)
+  if (n == 1) return lo;
+  int64_t t = i - lo;
+  while (t < 0 || t >= n) t = t < 0 ? -t : 2 * (n - 1) - t;
+  return lo + t;
+}
+
+void check_pad(DType dtype, const Dims& dims, int mode, int64_t value_word, const Dims& begin,
+               const Dims& end) {
+  INFO("pad " << dtype_name(dtype) << dims_string(dims) << " mode " << mode << " begin " << dims_string(begin)
+              << " end " << dims_string(end));
+  HostTensor x(dtype, dims);
+  for (size_t i = 0; i < x.bytes.size(); ++i) x.bytes[i] = static_cast<uint8_t>(i * 13 + 5);
+  std::vector<int64_t> params{mode, value_word};
+  params.insert(params.end(), begin.begin(), begin.end());
+  params.insert(params.end(), end.begin(), end.end());
+  Dims out_dims;
+  for (size_t d = 0; d < dims.size(); ++d) out_dims.push_back(dims[d] + begin[d] + end[d]);
+  HostTensor out(dtype, out_dims);
+  std::fill(out.bytes.begin(), out.bytes.end(), uint8_t{0xEE});
+  REQUIRE(run_kernel(OpId::kPad, {&x}, out, params).ok());
+  const size_t e = dtype_size(dtype);
+  const Dims in_strides = row_major_strides(dims);
+  for (int64_t k = 0; k < product(out_dims); ++k) {
+    const Dims index = unravel(k, out_dims);
+    int64_t offset = 0;
+    bool constant = false;
+    for (size_t d = 0; d < dims.size(); ++d) {
+      const int64_t lo = std::max<int64_t>(0, -begin[d]), hi = dims[d] - std::max<int64_t>(0, -end[d]);
+      const int64_t i = numpy_pad_index(mode, index[d] - begin[d], lo, hi);
+      if (i < 0) constant = true;
+      offset += i * in_strides[d];
+    }
+    std::vector<uint8_t> want(e);
+    for (size_t b = 0; b < e; ++b)
+      want[b] = constant ? static_cast<uint8_t>(static_cast<uint64_t>(value_word) >> (8 * b))
+                         : x.bytes[static_cast<size_t>(offset) * e + b];
+    const std::vector<uint8_t> got(
+        out.bytes.begin() + static_cast<std::ptrdiff_t>(k * static_cast<int64_t>(e)),
+        out.bytes.begin() + static_cast<std::ptrdiff_t>((k + 1) * static_cast<int64_t>(e)));
+    if (got != want) {
+      INFO("output element " << k << " " << dims_string(index) << (constant ? " (constant)" : ""));
+      CHECK(false);
+      return;
+    }
+  }
+}
+
+TEST_CASE("pad: every mode and element size against numpy's rule") {
+  for (DType dtype : {DType::kU8, DType::kF16, DType::kF32, DType::kI64}) {
+    const int64_t value = dtype_size(dtype) == 8 ? -5 : 0x5A;
+    check_pad(dtype, {3, 4}, 0, value, {1, 2}, {2, 0});
+    check_pad(dtype, {4, 5}, 1, 0, {3, 4}, {3, 1});
+    check_pad(dtype, {3}, 1, 0, {7}, {9});  // beyond the dim: mirrored again and again
+    check_pad(dtype, {2, 3, 4}, 2, 0, {1, 0, 5}, {0, 3, 6});
+    check_pad(dtype, {3, 5}, 3, 0, {4, 11}, {5, 7});
+    check_pad(dtype, {5, 6}, 0, value, {-1, 2}, {-2, -3});  // crop and pad
+    check_pad(dtype, {5, 6}, 1, 0, {-1, 3}, {2, -2});       // reflect inside the cropped part
+    check_pad(dtype, {5, 6}, 2, 0, {-4, -1}, {3, 2});
+    check_pad(dtype, {1, 4}, 1, 0, {3, 0}, {2, 0});        // reflect of one row repeats it
+    check_pad(dtype, {0, 3}, 0, value, {2, 1}, {1, 1});    // constant around nothing
+    check_pad(dtype, {3, 2}, 0, value, {-2, 0}, {-1, 0});  // cropped to nothing
+    check_pad(dtype, {2, 2, 2, 2, 2}, 2, 0, {1, 0, 1, 0, 1}, {0, 1, 0, 1, 0});
+  }
+  check_pad(DType::kBool, {2, 3}, 0, 1, {1, 1}, {1, 1});
+}
+
+TEST_CASE("pad: ONNX attributes lowered (mode, pads begin-then-end, value in the dtype, axes)") {
+  auto lower = [](TensorType x, ops::AttrMap attrs) {
+    return ops::lower_attributes(OpId::kPad, std::vector{x}, attrs, {});
+  };
+  ops::AttrMap attrs;
+  attrs["pads"].value = std::vector<ops::AttrValue>{{int64_t{1}}, {int64_t{2}}, {int64_t{3}}, {int64_t{4}}};
+  attrs["value"].value = 2.5;
+  auto p = lower({DType::kF32, {2, 2}}, attrs);
+  REQUIRE(p.ok());
+  CHECK(*p == std::vector<int64_t>{0, int64_t{std::bit_cast<uint32_t>(2.5f)}, 1, 2, 3, 4});
+  p = lower({DType::kF16, {2, 2}}, attrs);
+  REQUIRE(p.ok());
+  CHECK((*p)[1] == 0x4100);                               // 2.5 as f16
+  CHECK_FALSE(lower({DType::kI32, {2, 2}}, attrs).ok());  // 2.5 is not an i32
+  attrs["value"].value = int64_t{-1};
+  CHECK((*lower({DType::kI8, {2, 2}}, attrs))[1] == 0xFF);
+  CHECK((*lower({DType::kI32, {2, 2}}, attrs))[1] == 0xFFFFFFFF);
+  CHECK((*lower({DType::kI64, {2, 2}}, attrs))[1] == -1);
+  CHECK_FALSE(lower({DType::kU8, {2, 2}}, attrs).ok());
+  attrs["value"].value = int64_t{256};
+  CHECK_FALSE(lower({DType::kU8, {2, 2}}, attrs).ok());
+  attrs.erase("value");
+  attrs["mode"].value = std::string("reflect");
+  CHECK((*lower({DType::kF32, {4, 5}}, attrs))[0] == 1);
+  attrs["mode"].value = std::string("edge");
+  CHECK((*lower({DType::kF32, {4, 5}}, attrs))[0] == 2);
+  attrs["mode"].value = std::string("wrap");
+  CHECK((*lower({DType::kF32, {4, 5}}, attrs))[0] == 3);
+  attrs["value"].value = 1.0;
+  CHECK_FALSE(lower({DType::kF32, {4, 5}}, attrs).ok());  // a value for a non-constant mode
+  attrs["mode"].value = std::string("symmetric");
+  CHECK_FALSE(lower({DType::kF32, {4, 5}}, attrs).ok());
+  // axes: the pads list begin then end for the listed axes only
+  ops::AttrMap with_axes;
+  with_axes["axes"].value = std::vector<ops::AttrValue>{{int64_t{-1}}};
+  with_axes["pads"].value = std::vector<ops::AttrValue>{{int64_t{2}}, {int64_t{3}}};
+  CHECK(*lower({DType::kF32, {4, 5, 6}}, with_axes) == std::vector<int64_t>{0, 0, 0, 0, 2, 0, 0, 3});
+}
+
+TEST_CASE("expand: numpy broadcast of any dtype to the result dims") {
+  struct Case {
+    DType dtype;
+    Dims from, to;
+  };
+  const Case cases[] = {{DType::kF32, {3, 1}, {2, 3, 4}},     {DType::kI64, {}, {5}},
+                        {DType::kU8, {1, 4}, {3, 4}},         {DType::kF16, {2, 3}, {2, 3}},
+                        {DType::kBool, {2, 1, 3}, {2, 4, 3}}, {DType::kI32, {1, 3}, {0, 3}},
+                        {DType::kF32, {1}, {1, 1, 1}},        {DType::kI64, {4, 1, 1}, {2, 4, 3, 2}}};
+  for (const Case& c : cases) {
+    INFO(dtype_name(c.dtype) << dims_string(c.from) << " -> " << dims_string(c.to));
+    HostTensor x(c.dtype, c.from);
+    for (size_t i = 0; i < x.bytes.size(); ++i) x.bytes[i] = static_cast<uint8_t>(i * 29 + 3);
+    HostTensor out(c.dtype, c.to);
+    REQUIRE(run_kernel(OpId::kExpand, {&x}, out, c.to).ok());
+    const size_t e = dtype_size(c.dtype);
+    for (int64_t k = 0; k < out.count(); ++k) {
+      const int64_t src = broadcast_offset(unravel(k, c.to), c.from);
+      CHECK(std::equal(out.bytes.begin() + k * static_cast<int64_t>(e),
+                       out.bytes.begin() + (k + 1) * static_cast<int64_t>(e),
+                       x.bytes.begin() + src * static_cast<int64_t>(e)));
+    }
+  }
+  // ONNX Expand broadcasts both ways: a stated 1 keeps x's dim.
+  auto p = ops::lower_attributes(
+      OpId::kExpand, std::vector{TensorType{DType::kF32, {3, 1}}},
+      {{"shape", ops::AttrValue{std::vector<ops::AttrValue>{{int64_t{2}}, {int64_t{1}}, {int64_t{6}}}}}}, {});
+  REQUIRE(p.ok());
+  CHECK(*p == std::vector<int64_t>{2, 3, 6});
+}
+
+// ---- dynamic_slice, update_slice --------------------------------------------------
+
+const DType kEveryDType[] = {DType::kF32, DType::kF16, DType::kBF16, DType::kI8,
+                             DType::kU8,  DType::kI32, DType::kI64,  DType::kBool};
+
+// The start a window of `size` in a dim of `dim` really takes (XLA: clamped into the dim).
+int64_t clamped(int64_t start, int64_t dim, int64_t size) {
+  return std::min(std::max<int64_t>(start, 0), dim - size);
+}
+
+std::vector<HostTensor> start_tensors(const std::vector<int64_t>& starts) {
+  std::vector<HostTensor> out;
+  for (int64_t s : starts) out.push_back(i64_scalar(s));
+  return out;
+}
+
+void check_dynamic_slice(DType dtype, const Dims& dims, const std::vector<int64_t>& starts,
+                         const Dims& sizes) {
+  INFO("dynamic_slice " << std::string(dtype_name(dtype)) << dims_string(dims) << " starts "
+                        << dims_string(starts) << " sizes " << dims_string(sizes));
+  HostTensor x = iota_bytes(dtype, dims);
+  if (x.count() == 0) fill_sentinel(x, 0x33);
+  std::vector<HostTensor> s = start_tensors(starts);
+  std::vector<HostTensor*> inputs{&x};
+  for (HostTensor& t : s) inputs.push_back(&t);
+  HostTensor out(dtype, sizes);
+  fill_sentinel(out, 0xEE);
+  Status status = run_kernel(OpId::kDynamicSlice, inputs, out, sizes);
+  REQUIRE_MESSAGE(status.ok(), status.to_string());
+  check_untouched(out, 0xEE);
+  const Dims strides = row_major_strides(dims);
+  for (int64_t i = 0; i < out.count(); ++i) {
+    const Dims w = unravel(i, sizes);
+    int64_t src = 0;
+    for (size_t d = 0; d < dims.size(); ++d)
+      src += (clamped(starts[d], dims[d], sizes[d]) + w[d]) * strides[d];
+    INFO("element " << i);
+    REQUIRE(element_bytes(out, i) == element_bytes(x, src));
+  }
+}
+
+TEST_CASE("dynamic_slice: every dtype, starts inside, clamped from both sides, whole and empty windows") {
+  for (DType dtype : kEveryDType) {
+    check_dynamic_slice(dtype, {5, 6}, {1, 2}, {2, 3});
+    check_dynamic_slice(dtype, {5, 6}, {-3, 9}, {2, 3});             // clamped to 0 and 3
+    check_dynamic_slice(dtype, {5, 6}, {kI64Max, kI64Min}, {5, 1});  // whole dim; extremes
+    check_dynamic_slice(dtype, {4, 3, 7}, {2, 1, 3}, {1, 2, 4});
+  }
+  check_dynamic_slice(DType::kF32, {6, 4}, {4, 0}, {1, 4});  // one row (a KV-cache read)
+  check_dynamic_slice(DType::kF32, {6, 4}, {2, 7}, {0, 4});  // empty window
+  check_dynamic_slice(DType::kI64, {0, 4}, {3, 1}, {0, 2});  // empty tensor
+  check_dynamic_slice(DType::kF16, {}, {}, {});              // a scalar: itself
+  check_dynamic_slice(DType::kU8, {2, 1, 2, 1, 2, 1, 2, 3}, {1, 0, 1, 0, 1, 0, 1, 1},
+                      {1, 1, 1, 1, 1, 1, 2, 2});
+}
+
+// update_slice out of place (aliased false) and in place on x (aliased true).
+void check_update_slice(DType dtype, const Dims& dims, const Dims& update_dims,
+                        const std::vector<int64_t>& starts, bool in_place) {
+  INFO("update_slice " << std::string(dtype_name(dtype)) << dims_string(dims) << " update "
+                       << dims_string(update_dims) << " starts " << dims_string(starts) << " in place "
+                       << in_place);
+  HostTensor x = iota_bytes(dtype, dims);
+  HostTensor update(dtype, update_dims);
+  for (size_t i = 0; i < update.bytes.size(); ++i) update.bytes[i] = static_cast<uint8_t>(0xA0 + i * 3);
+  if (dtype == DType::kBool)
+    for (uint8_t& b : update.bytes) b &= 1;
+  const HostTensor original = x;
+  std::vector<HostTensor> s = start_tensors(starts);
+  std::vector<HostTensor*> inputs{&x, &update};
+  for (HostTensor& t : s) inputs.push_back(&t);
+  HostTensor out(dtype, dims);
+  fill_sentinel(out, 0xEE);
+  Status status = run_op(OpId::kUpdateSlice, inputs, {&out}, {}, in_place ? 0 : -1);
+  REQUIRE_MESSAGE(status.ok(), status.to_string());
+  const HostTensor& got = in_place ? x : out;
+  if (!in_place) CHECK(x.bytes == original.bytes);  // x is only read
+  const Dims strides = row_major_strides(dims);
+  HostTensor want = original;
+  for (int64_t i = 0; i < update.count(); ++i) {
+    const Dims w = unravel(i, update_dims);
+    int64_t dst = 0;
+    for (size_t d = 0; d < dims.size(); ++d)
+      dst += (clamped(starts[d], dims[d], update_dims[d]) + w[d]) * strides[d];
+    const std::vector<uint8_t> e = element_bytes(update, i);
+    std::copy(e.begin(), e.end(), want.bytes.begin() + static_cast<std::ptrdiff_t>(dst * esize(want)));
+  }
+  if (got.count() == 0) {
+    if (!in_place) check_untouched(out, 0xEE);
+    return;
+  }
+  CHECK(got.bytes == want.bytes);
+}
+
+TEST_CASE("update_slice: every dtype, in place and not, clamped starts, empty updates, the whole tensor") {
+  for (DType dtype : kEveryDType)
+    for (bool in_place : {false, true}) {
+      check_update_slice(dtype, {8, 4}, {1, 4}, {3, 0}, in_place);   // one KV-cache row
+      check_update_slice(dtype, {8, 4}, {2, 3}, {7, -2}, in_place);  // clamped to 6 and 0
+      check_update_slice(dtype, {3, 5, 4}, {2, 2, 3}, {1, 2, 1}, in_place);
+      check_update_slice(dtype, {8, 4}, {8, 4}, {5, 5}, in_place);  // the whole tensor
+      check_update_slice(dtype, {8, 4}, {0, 4}, {5, 0}, in_place);  // nothing written
+      check_update_slice(dtype, {}, {}, {}, in_place);              // a scalar: the update
+    }
+  check_update_slice(DType::kF32, {0, 4}, {0, 2}, {1, 1}, false);
+  check_update_slice(DType::kI64, {6}, {2}, {kI64Min}, true);
+  check_update_slice(DType::kI64, {6}, {2}, {kI64Max}, false);
+}
+
+TEST_CASE("update_slice: a result in update's storage (update as large as x) is update") {
+  HostTensor x = iota_bytes(DType::kI32, {3, 2});
+  HostTensor update = random_f32({3, 2}, 4200);
+  update.dtype = DType::kI32;
+  const HostTensor want = update;
+  HostTensor zero = i64_scalar(0), big = i64_scalar(9);
+  HostTensor out(DType::kI32, {3, 2});
+  REQUIRE(run_op(OpId::kUpdateSlice, {&x, &update, &zero, &big}, {&out}, {}, 1).ok());
+  CHECK(update.bytes == want.bytes);
 }
 
 }  // namespace

@@ -1,9 +1,13 @@
-// softmax and layernorm against double references.
+// softmax, layernorm and the reductions (reduce_sum, reduce_mean, reduce_max,
+// argmax; hal/cpu/normalization.cc) against double references.
+#include <algorithm>
 #include <bit>
-
+#include <cmath>
+#include <cstring>
 #include <limits>
+#include <numeric>
 
-#include "hal_test_util.h"
+#include "reference_util.h"
 
 namespace hexir::hal::testing {
 namespace {
@@ -152,6 +156,252 @@ TEST_CASE("layernorm: in place and zero rows") {
   HostTensor empty(DType::kF32, {0, 4}), g(DType::kF32, {4}), b(DType::kF32, {4}),
       empty_out(DType::kF32, {0, 4});
   CHECK(run_kernel(OpId::kLayernorm, {&empty, &g, &b}, empty_out, {1, std::bit_cast<int64_t>(1e-5)}).ok());
+}
+
+// ---- reduce_sum, reduce_mean ------------------------------------------------------
+
+// Reference reduction: returns the result dims (keepdims honoured) and values.
+std::pair<std::vector<int64_t>, std::vector<double>> reduce_reference(const HostTensor& x, bool keepdims,
+                                                                      std::vector<int64_t> axes, bool mean) {
+  if (axes.empty()) {
+    axes.resize(x.dims.size());
+    std::iota(axes.begin(), axes.end(), 0);
+  }
+  auto reduced = [&](size_t d) {
+    return std::find(axes.begin(), axes.end(), static_cast<int64_t>(d)) != axes.end();
+  };
+  std::vector<int64_t> kept_dims, out_dims;
+  int64_t reduced_count = 1;
+  for (size_t d = 0; d < x.dims.size(); ++d) {
+    if (reduced(d)) {
+      reduced_count *= x.dims[d];
+      if (keepdims) out_dims.push_back(1);
+    } else {
+      kept_dims.push_back(x.dims[d]);
+      out_dims.push_back(x.dims[d]);
+    }
+  }
+  std::vector<double> sums(static_cast<size_t>(product(kept_dims)), 0.0);
+  for (int64_t i = 0; i < x.count(); ++i) {
+    const auto index = unravel(i, x.dims);
+    int64_t o = 0;
+    for (size_t d = 0; d < x.dims.size(); ++d) {
+      if (!reduced(d)) o = o * x.dims[d] + index[d];
+    }
+    sums[o] += x.at(i);
+  }
+  if (mean) {
+    for (double& s : sums) s /= static_cast<double>(reduced_count);
+  }
+  return {out_dims, sums};
+}
+
+void check_reduce(const std::vector<int64_t>& dims, bool keepdims, const std::vector<int64_t>& axes) {
+  for (bool mean : {false, true}) {
+    INFO(std::string(mean ? "reduce_mean " : "reduce_sum ")
+         << dims_string(dims) << " keepdims " << keepdims << " axes " << dims_string(axes));
+    HostTensor x = random_f32(dims, 51);
+    auto [out_dims, want] = reduce_reference(x, keepdims, axes, mean);
+    HostTensor out(DType::kF32, out_dims);
+    std::vector<int64_t> params = {keepdims ? 1 : 0};
+    params.insert(params.end(), axes.begin(), axes.end());
+    REQUIRE(run_kernel(mean ? OpId::kReduceMean : OpId::kReduceSum, {&x}, out, params).ok());
+    check_close(out, want, 1e-5, 1e-5);
+  }
+}
+
+TEST_CASE("reduce: one axis, each position, with and without keepdims") {
+  for (bool keepdims : {false, true}) {
+    for (int64_t axis = 0; axis < 3; ++axis) check_reduce({3, 4, 5}, keepdims, {axis});
+  }
+}
+
+TEST_CASE("reduce: multiple axes") {
+  check_reduce({3, 4, 5}, false, {0, 2});
+  check_reduce({3, 4, 5}, true, {0, 2});
+  check_reduce({2, 3, 4, 5}, false, {1, 2});
+  check_reduce({2, 3, 4, 5}, true, {0, 1, 3});
+}
+
+// The sum of a contiguous block as the cpu kernel adds it: element i into
+// lane i % 32, in double, then the lanes folded in halves.
+double lane_sum(const float* x, int64_t n) {
+  double lanes[32] = {};
+  for (int64_t i = 0; i < n; ++i) lanes[i % 32] += x[i];
+  for (int width = 16; width > 0; width /= 2)
+    for (int j = 0; j < width; ++j) lanes[j] += lanes[j + width];
+  return lanes[0];
+}
+
+TEST_CASE("reduce: the last axes (a global pool) sum in 32 lanes, the same bits on every vector path") {
+  for (int64_t length : {1, 7, 31, 32, 33, 100, 1031}) {
+    INFO("block of " << length);
+    HostTensor x = random_f32({3, 5, length}, 52, -100.0f, 100.0f);
+    for (bool mean : {false, true}) {
+      HostTensor out(DType::kF32, {3, 1, 1});
+      REQUIRE(run_kernel(mean ? OpId::kReduceMean : OpId::kReduceSum, {&x}, out, {1, 1, 2}).ok());
+      for (int64_t o = 0; o < 3; ++o) {
+        const double sum = lane_sum(x.f32() + o * 5 * length, 5 * length);
+        CHECK(out.at(o) == static_cast<float>(mean ? sum / static_cast<double>(5 * length) : sum));
+      }
+    }
+  }
+  check_reduce({2, 3, 40, 40}, true, {2, 3});
+  check_reduce({2, 3, 1, 40}, false, {1, 2, 3});
+}
+
+TEST_CASE("reduce: no axes listed reduces everything") {
+  check_reduce({3, 4, 5}, false, {});
+  check_reduce({3, 4, 5}, true, {});
+  check_reduce({7}, false, {});
+  check_reduce({}, false, {});
+}
+
+TEST_CASE("reduce: zero-size inputs (sum 0, mean NaN like numpy) and empty outputs") {
+  check_reduce({0, 4}, false, {0});
+  check_reduce({4, 0}, true, {1});
+  check_reduce({0, 4}, false, {1});
+  HostTensor x(DType::kF32, {3}), out(DType::kF32, {});
+  CHECK(run_kernel(OpId::kReduceSum, {&x}, out, {0, 1}).code() == StatusCode::kInvalidArgument);
+  CHECK(run_kernel(OpId::kReduceSum, {&x}, out, {}).code() == StatusCode::kInvalidArgument);
+}
+
+// ---- reduce_max -------------------------------------------------------------------
+
+TEST_CASE("reduce_max against a reference (NaN propagates, -inf over nothing)") {
+  struct Case {
+    Dims dims;
+    std::vector<int64_t> params;  // [keepdims, axes...]
+  };
+  const Case cases[] = {
+      {{4, 8}, {0}},    {{4, 8}, {1, 1}}, {{3, 4, 5}, {0, 0, 2}}, {{2, 3, 5, 7}, {1, 2, 3}}, {{0, 3}, {0, 0}},
+      {{3, 0}, {1, 1}}, {{}, {0}},        {{2, 1, 3}, {0, 1}},    {{5, 6}, {0, 0, 1}}};
+  uint32_t seed = 400;
+  for (const Case& c : cases) {
+    INFO(dims_string(c.dims) << " params " << dims_string(c.params));
+    HostTensor x = random_f32(c.dims, seed++, -100.0f, 100.0f);
+    if (x.count() > 7) x.at(5) = kNaNF, x.at(6) = kInfF, x.at(7) = -kInfF;
+    std::vector<bool> reduced(c.dims.size(), c.params.size() == 1);
+    for (size_t i = 1; i < c.params.size(); ++i) reduced[static_cast<size_t>(c.params[i])] = true;
+    Dims out_dims, kept;
+    for (size_t d = 0; d < c.dims.size(); ++d) {
+      if (!reduced[d]) {
+        out_dims.push_back(c.dims[d]);
+        kept.push_back(static_cast<int64_t>(d));
+      } else if (c.params[0] == 1) {
+        out_dims.push_back(1);
+      }
+    }
+    HostTensor out(DType::kF32, out_dims);
+    REQUIRE(run_kernel(OpId::kReduceMax, {&x}, out, c.params).ok());
+    // Reference: every input element updates the output element its kept index names.
+    Dims kept_dims;
+    for (int64_t d : kept) kept_dims.push_back(c.dims[static_cast<size_t>(d)]);
+    std::vector<double> want(static_cast<size_t>(product(kept_dims)), -kInf);
+    std::vector<bool> nan(want.size(), false);
+    for (int64_t i = 0; i < x.count(); ++i) {
+      const Dims index = unravel(i, c.dims);
+      int64_t o = 0;
+      for (int64_t d : kept) o = o * c.dims[static_cast<size_t>(d)] + index[static_cast<size_t>(d)];
+      const double v = x.at(i);
+      if (std::isnan(v)) nan[static_cast<size_t>(o)] = true;
+      want[static_cast<size_t>(o)] = std::max(want[static_cast<size_t>(o)], v);
+    }
+    for (size_t o = 0; o < want.size(); ++o)
+      if (nan[o]) want[o] = kNaN;
+    check_close(out, want, 0.0, 0.0);
+  }
+}
+
+// ---- argmax ---------------------------------------------------------------------
+
+// numpy.argmax along `axis` (NaN: the first one wins; select_last: the
+// reversed row's argmax, counted from the end), with keepdims dropped.
+std::vector<int64_t> argmax_reference(const HostTensor& x, int64_t axis, bool select_last) {
+  const Dims& dims = x.dims;
+  const size_t a = static_cast<size_t>(axis);
+  const Dims strides = row_major_strides(dims);
+  Dims out_dims;
+  for (size_t d = 0; d < dims.size(); ++d)
+    if (d != a) out_dims.push_back(dims[d]);
+  std::vector<int64_t> out(static_cast<size_t>(product(out_dims)));
+  for (size_t i = 0; i < out.size(); ++i) {
+    const Dims o = unravel(static_cast<int64_t>(i), out_dims);
+    int64_t base = 0;
+    for (size_t d = 0, k = 0; d < dims.size(); ++d)
+      if (d != a) base += o[k++] * strides[d];
+    std::vector<double> row;
+    for (int64_t j = 0; j < dims[a]; ++j) row.push_back(x.at(base + j * strides[a]));
+    if (select_last) std::reverse(row.begin(), row.end());
+    size_t best = 0;
+    for (size_t j = 0; j < row.size(); ++j) {
+      if (std::isnan(row[j])) {
+        best = j;
+        break;
+      }
+      if (row[j] > row[best]) best = j;
+    }
+    out[i] = select_last ? dims[a] - 1 - static_cast<int64_t>(best) : static_cast<int64_t>(best);
+  }
+  return out;
+}
+
+void check_argmax(HostTensor x, int64_t axis, bool keepdims, bool select_last) {
+  INFO("argmax " << dims_string(x.dims) << " axis " << axis << " keepdims " << keepdims << " last "
+                 << select_last);
+  Dims out_dims = x.dims;
+  out_dims[static_cast<size_t>(axis)] = 1;
+  if (!keepdims) out_dims.erase(out_dims.begin() + axis);
+  HostTensor out(DType::kI64, out_dims);
+  fill_sentinel(out, 0xEE);
+  Status status = run_kernel(OpId::kArgMax, {&x}, out, {axis, keepdims, select_last});
+  REQUIRE_MESSAGE(status.ok(), status.to_string());
+  check_untouched(out, 0xEE);
+  const std::vector<int64_t> want = argmax_reference(x, axis, select_last);
+  REQUIRE(out.count() == static_cast<int64_t>(want.size()));
+  for (size_t i = 0; i < want.size(); ++i) {
+    int64_t got;
+    std::memcpy(&got, &out.bytes[8 * i], 8);
+    INFO("element " << i);
+    CHECK(got == want[i]);
+  }
+}
+
+TEST_CASE("argmax: every axis, keepdims, select_last_index, ties") {
+  HostTensor x = random_f32({3, 4, 5}, 4100);
+  for (int i = 0; i < x.count(); i += 3) x.at(i) = std::round(x.at(i));  // ties
+  for (int64_t axis = 0; axis < 3; ++axis)
+    for (bool keepdims : {false, true})
+      for (bool last : {false, true}) check_argmax(x, axis, keepdims, last);
+  HostTensor tied(DType::kF32, {2, 4});  // all equal: 0, or the last with select_last
+  check_argmax(tied, 1, false, false);
+  check_argmax(tied, 1, false, true);
+  check_argmax(random_f32({1000}, 4101), 0, false, false);  // a vocabulary row
+}
+
+TEST_CASE("argmax: NaN is the largest (numpy: first NaN), infinities, one element, empty results") {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  HostTensor x(DType::kF32, {3, 5});
+  const float values[] = {1, nan, inf, nan, 2, -inf, -inf, -inf, -inf, -inf, 0, 7, inf, 3, inf};
+  std::memcpy(x.bytes.data(), values, sizeof values);
+  for (bool last : {false, true}) {
+    check_argmax(x, 1, false, last);
+    check_argmax(x, 0, true, last);
+  }
+  HostTensor out(DType::kI64, {3});
+  REQUIRE(run_kernel(OpId::kArgMax, {&x}, out, {1, 0, 0}).ok());
+  const int64_t* got = reinterpret_cast<const int64_t*>(out.bytes.data());
+  CHECK(got[0] == 1);  // the first NaN
+  CHECK(got[1] == 0);
+  CHECK(got[2] == 2);
+  REQUIRE(run_kernel(OpId::kArgMax, {&x}, out, {1, 0, 1}).ok());
+  CHECK(got[0] == 3);  // the last NaN
+  CHECK(got[1] == 4);
+  CHECK(got[2] == 4);
+  check_argmax(random_f32({4, 1}, 4102), 1, false, false);         // one element per row
+  check_argmax(random_f32({1}, 4103), 0, false, false);            // a single element
+  check_argmax(HostTensor(DType::kF32, {0, 3}), 1, false, false);  // no rows: nothing written
 }
 
 }  // namespace

@@ -12,19 +12,14 @@ using ops::OpId;
 
 std::vector<uint8_t> run_on(int threads, OpId id, std::vector<HostTensor*> inputs, const std::vector<int64_t>& dims,
                             const std::vector<int64_t>& params = {}, int aliased_output = -1) {
-  auto device = create_device("cpu", {.threads = threads});
-  REQUIRE(device.ok());
-  auto queue = (*device)->create_queue();
-  REQUIRE(queue.ok());
   std::vector<HostTensor> copies;  // in place writes into the input: give each run its own
   for (HostTensor* t : inputs) copies.push_back(*t);
   std::vector<HostTensor*> pointers;
   for (HostTensor& t : copies) pointers.push_back(&t);
   HostTensor out(DType::kF32, dims);
-  auto call = prepare_call(id, pointers, {&out}, params, aliased_output);
-  REQUIRE_MESSAGE(call.ok(), call.status().to_string());
+  CpuQueueCall q = prepare_on_cpu_queue(threads, id, pointers, {&out}, params, aliased_output);
   const uint64_t before = hexir::testing::thread_allocation_count();
-  Status status = (*queue)->dispatch(call->dispatch);
+  Status status = q.queue->dispatch(q.call.dispatch);
   CHECK(hexir::testing::thread_allocation_count() == before);
   REQUIRE_MESSAGE(status.ok(), status.to_string());
   return aliased_output >= 0 ? copies[static_cast<size_t>(aliased_output)].bytes : out.bytes;

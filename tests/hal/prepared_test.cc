@@ -38,36 +38,34 @@ PrepareRequest prepare_request(const PreparedCall& call, uint32_t constant) {
 // what the device prepares from input `constant` (the others are not constants).
 Runs run_both(int threads, OpId id, std::vector<HostTensor*> inputs, HostTensor out,
               const std::vector<int64_t>& params, uint32_t constant = 1) {
-  auto device = create_device("cpu", {.threads = threads});
-  REQUIRE(device.ok());
-  auto queue = (*device)->create_queue();
-  REQUIRE(queue.ok());
-  auto call = prepare_call(id, inputs, {&out}, params);
-  REQUIRE_MESSAGE(call.ok(), call.status().to_string());
+  CpuQueueCall q = prepare_on_cpu_queue(threads, id, inputs, {&out}, params);
+  Device& device = *q.device;
+  Queue& queue = *q.queue;
+  const PreparedCall& call = q.call;
   Runs runs;
   // Poisoned output: a path that skips writing shows up.
   for (int64_t i = 0; i < out.count(); ++i) out.at(i) = 12345.0f;
-  REQUIRE((*queue)->dispatch(call->dispatch).ok());
+  REQUIRE(queue.dispatch(call.dispatch).ok());
   runs.plain = out.bytes;
 
-  const PrepareRequest request = prepare_request(*call, constant);
-  const DeviceCounters before = (*device)->counters();
-  auto prepared = (*device)->prepare_dispatch(request.dispatch);
+  const PrepareRequest request = prepare_request(call, constant);
+  const DeviceCounters before = device.counters();
+  auto prepared = device.prepare_dispatch(request.dispatch);
   REQUIRE_MESSAGE(prepared.ok(), prepared.status().to_string());
-  const DeviceCounters after = (*device)->counters();
+  const DeviceCounters after = device.counters();
   runs.prepared_bytes = prepared->size;
   CHECK(after.bytes_allocated - before.bytes_allocated == prepared->size);
   CHECK(after.allocations - before.allocations == (prepared->size > 0 ? 1u : 0u));
 
-  Dispatch with = call->dispatch;
+  Dispatch with = call.dispatch;
   with.prepared = prepared->size > 0 ? prepared->host_ptr : nullptr;
   for (int64_t i = 0; i < out.count(); ++i) out.at(i) = 12345.0f;
   const uint64_t allocations = hexir::testing::thread_allocation_count();
-  Status status = (*queue)->dispatch(with);
+  Status status = queue.dispatch(with);
   CHECK(hexir::testing::thread_allocation_count() == allocations);
   REQUIRE_MESSAGE(status.ok(), status.to_string());
   runs.prepared = out.bytes;
-  (*device)->release(*prepared);
+  device.release(*prepared);
   return runs;
 }
 
@@ -103,23 +101,21 @@ TEST_CASE("prepared: matmul with its B packed once is bit-identical to packing p
 // scratch) and then called directly without a pool: the same bits.
 void check_pooled_and_direct(OpId id, std::vector<HostTensor*> inputs, HostTensor& out,
                              const std::vector<int64_t>& params) {
-  auto device = create_device("cpu", {.threads = 1});
-  REQUIRE(device.ok());
-  auto queue = (*device)->create_queue();
-  REQUIRE(queue.ok());
-  auto call = prepare_call(id, inputs, {&out}, params);
-  REQUIRE(call.ok());
-  auto prepared = (*device)->prepare_dispatch(prepare_request(*call, 1).dispatch);
+  CpuQueueCall q = prepare_on_cpu_queue(1, id, inputs, {&out}, params);
+  Device& device = *q.device;
+  Queue& queue = *q.queue;
+  const PreparedCall& call = q.call;
+  auto prepared = device.prepare_dispatch(prepare_request(call, 1).dispatch);
   REQUIRE(prepared.ok());
   REQUIRE(prepared->size > 0);
-  Dispatch with = call->dispatch;
+  Dispatch with = call.dispatch;
   with.prepared = prepared->host_ptr;
-  REQUIRE((*queue)->dispatch(with).ok());
+  REQUIRE(queue.dispatch(with).ok());
   const std::vector<uint8_t> pooled = out.bytes;
   for (int64_t i = 0; i < out.count(); ++i) out.at(i) = 12345.0f;
   REQUIRE(reinterpret_cast<cpu::KernelFn>(with.kernel)(KernelContext{}, with).ok());
   CHECK(out.bytes == pooled);
-  (*device)->release(*prepared);
+  device.release(*prepared);
 }
 
 TEST_CASE("prepared: the A block packed once into the pool's scratch gives the bits of packing each panel") {

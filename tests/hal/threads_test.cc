@@ -15,14 +15,9 @@ using ops::OpId;
 // Runs `id` through a queue of a cpu device with `threads` threads.
 std::vector<uint8_t> run_threads(int threads, OpId id, std::vector<HostTensor*> inputs, HostTensor out,
                                  const std::vector<int64_t>& params) {
-  auto device = create_device("cpu", {.threads = threads});
-  REQUIRE(device.ok());
-  auto queue = (*device)->create_queue();
-  REQUIRE(queue.ok());
-  auto call = prepare_call(id, inputs, {&out}, params);
-  REQUIRE_MESSAGE(call.ok(), call.status().to_string());
+  CpuQueueCall q = prepare_on_cpu_queue(threads, id, inputs, {&out}, params);
   const uint64_t before = hexir::testing::thread_allocation_count();
-  Status status = (*queue)->dispatch(call->dispatch);
+  Status status = q.queue->dispatch(q.call.dispatch);
   CHECK(hexir::testing::thread_allocation_count() == before);  // the pool was started with the queue
   REQUIRE_MESSAGE(status.ok(), status.to_string());
   return out.bytes;

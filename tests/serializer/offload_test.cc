@@ -6,32 +6,16 @@
 
 #include <string>
 
+#include "budget_programs.h"
 #include "passes/offload.h"
 #include "test_util.h"
 
 namespace hexir::compiler::testing {
 namespace {
 
-// %a is six elementwise steps from %x (more than rematerialization chains,
-// RematOptions::max_chain) and is read only at the end, across the two
-// matmuls: the peak (%a, %p, %q: three 16 KiB values) at %q. Offloading %a
-// lowers it to two; its prefetch goes before the add reading it (right after
-// the peak it would land on %r's matmul, a second peak of three).
-constexpr const char* kFar = R"(module @far
-func @main(%x: f32[64,64]) -> (f32[64,64]) {
-  %a0 = call @neg(%x) : f32[64,64]
-  %a1 = call @tanh(%a0) : f32[64,64]
-  %a2 = call @neg(%a1) : f32[64,64]
-  %a3 = call @tanh(%a2) : f32[64,64]
-  %a4 = call @neg(%a3) : f32[64,64]
-  %a = call @tanh(%a4) : f32[64,64]
-  %p = call @matmul(%x, %x) : f32[64,64]
-  %q = call @matmul(%p, %p) : f32[64,64]
-  %r = call @matmul(%q, %q) : f32[64,64]
-  %y = call @add(%r, %a) : f32[64,64]
-  return %y
-}
-)";
+// @far (budget_programs.h): offloading %a lowers its peak from three 16 KiB
+// values to two; its prefetch goes before the add reading it.
+const std::string& kFar = hexir::testing::kFarProgram;
 constexpr uint64_t kValue = 64 * 64 * 4;
 
 Result<ModulePlan> plan_with(std::string_view source, std::optional<uint64_t> device,

@@ -5,30 +5,16 @@
 
 #include <string>
 
+#include "budget_programs.h"
 #include "passes/remat.h"
 #include "test_util.h"
 
 namespace hexir::compiler::testing {
 namespace {
 
-// %a and %b are read by %e and again at the end: both live across the two
-// matmuls, where the peak is (four 16 KiB values). Each is cheap to compute
-// again from %x, an input (live throughout). Recomputing one lowers the peak
-// to three values, both to two (%e then runs in place on one of them).
-constexpr const char* kHeld = R"(module @held
-const @c : f32[64,64] = splat 2.0
-func @main(%x: f32[64,64]) -> (f32[64,64]) {
-  %a = call @gelu(%x) {approximate = "tanh"} : f32[64,64]
-  %b = call @mul(%x, @c) : f32[64,64]
-  %e = call @add(%a, %b) : f32[64,64]
-  %p = call @matmul(%e, %x) : f32[64,64]
-  %q = call @tanh(%p) : f32[64,64]
-  %r = call @matmul(%q, %q) : f32[64,64]
-  %s = call @add(%r, %a) : f32[64,64]
-  %y = call @add(%s, %b) : f32[64,64]
-  return %y
-}
-)";
+// @held (budget_programs.h): recomputing %a or %b lowers its peak of four
+// 16 KiB values to three, both to two.
+constexpr const char* kHeld = hexir::testing::kHeldProgram;
 constexpr uint64_t kValue = 64 * 64 * 4;
 
 // The device budget counts the constants a program uploads too: these

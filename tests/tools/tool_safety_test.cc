@@ -13,8 +13,6 @@
 #include <doctest/doctest.h>
 #include <fcntl.h>
 #include <poll.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -22,14 +20,22 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <thread>
+
+#include "run_command.h"
+#include "scratch_dir.h"
 
 namespace fs = std::filesystem;
 
 namespace {
+
+using hexir::testing::CommandResult;
+using hexir::testing::make_fifo;
+using hexir::testing::read_all;
+using hexir::testing::run_command;
+using hexir::testing::ScratchDir;
+using hexir::testing::write_all;
 
 std::string tool(const char* built, const char* name) {
   const char* dir = std::getenv("HEXIR_TOOLS_DIR");
@@ -41,11 +47,6 @@ const std::string kDump = tool(HEXIR_DUMP, "hexir-dump");
 const std::string kRun = tool(HEXIR_RUN, "hexir-run");
 const std::string kPlan = tool(HEXIR_PLAN, "hexir-plan");
 const std::string kSamples = HEXIR_SAMPLES_DIR;
-
-struct CommandResult {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr together
-};
 
 // `command` with at most `seconds` of time and 2 GiB of address space;
 // exit 124 means it hung, 128+N that it died of signal N (SIGABRT: 134).
@@ -62,51 +63,15 @@ constexpr bool kAddressSanitizer = false;
 #endif
 
 CommandResult run(const std::string& command, int seconds = 20) {
-  CommandResult result;
-  const std::string bounded = std::string(kAddressSanitizer ? "" : "ulimit -v 2097152; ") + "timeout -s KILL " +
-                              std::to_string(seconds) + " " + command + " 2>&1";
-  FILE* pipe = popen(bounded.c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  char buffer[4096];
-  size_t n;
-  while ((n = fread(buffer, 1, sizeof buffer, pipe)) > 0) result.output.append(buffer, n);
-  const int status = pclose(pipe);
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  const std::string bounded = std::string(kAddressSanitizer ? "" : "ulimit -v 2097152; ") +
+                              "timeout -s KILL " + std::to_string(seconds) + " " + command;
+  CommandResult result = run_command(bounded);
   if (result.exit_code == 137) result.exit_code = 124;  // killed by timeout -s KILL
   return result;
 }
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    static int counter = 0;
-    path = fs::temp_directory_path() /
-           ("hexir-tool-safety-" + std::to_string(getpid()) + "-" + std::to_string(counter++));
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string operator/(const std::string& name) const { return (path / name).string(); }
-};
-
-void write_text(const std::string& path, const std::string& text) {
-  std::ofstream(path, std::ios::binary) << text;
-}
-
-std::string read_all(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 bool contains(const std::string& haystack, const std::string& needle) {
   return haystack.find(needle) != std::string::npos;
-}
-
-std::string make_fifo(const TempDir& dir, const std::string& name) {
-  const std::string path = dir / name;
-  REQUIRE(::mkfifo(path.c_str(), 0600) == 0);
-  return path;
 }
 
 // A strict RFC 8259 checker: one value, nothing after it, strings with
@@ -281,7 +246,7 @@ TEST_CASE("tool safety: the JSON checker itself") {
 }
 
 TEST_CASE("tool safety: a FIFO given as the input file is refused, not waited on") {
-  TempDir dir;
+  ScratchDir dir;
   const std::string fifo = make_fifo(dir, "model.hxe");
   auto dump = run(kDump + " " + fifo);
   CHECK_MESSAGE(dump.exit_code == 1, dump.output);
@@ -301,7 +266,7 @@ TEST_CASE("tool safety: a FIFO given as the input file is refused, not waited on
 }
 
 TEST_CASE("tool safety: a FIFO or /dev/zero as an --input .npy is refused") {
-  TempDir dir;
+  ScratchDir dir;
   REQUIRE(run(kCompile + " " + kSamples + "/mlp.hxir -o " + dir / "mlp.hxe").exit_code == 0);
   auto zero = run(kRun + " " + dir / "mlp.hxe --input x=/dev/zero");
   CHECK_MESSAGE(zero.exit_code == 1, zero.output);
@@ -313,8 +278,8 @@ TEST_CASE("tool safety: a FIFO or /dev/zero as an --input .npy is refused") {
 }
 
 TEST_CASE("tool safety: hexir-run refuses a huge input or output instead of dying of bad_alloc") {
-  TempDir dir;
-  write_text(dir / "big.hxir", R"(module @big
+  ScratchDir dir;
+  write_all(dir / "big.hxir", R"(module @big
 func @main(%x: f32[100000000000]) -> (f32[4]) {
   %y = call @slice(%x) {starts = [0], ends = [4]} : f32[4]
   return %y
@@ -342,9 +307,9 @@ func @main(%x: f32[100000000000]) -> (f32[4]) {
 }
 
 TEST_CASE("tool safety: hexir-compile -o never writes through a planted symlink") {
-  TempDir dir;
+  ScratchDir dir;
   const std::string victim = dir / "victim.txt";
-  write_text(victim, "precious");
+  write_all(victim, "precious");
   const std::string out = dir / "out.hxe";
   fs::create_symlink(victim, out + ".tmp");
   auto c = run(kCompile + " " + kSamples + "/mlp.hxir -o " + out);
@@ -360,7 +325,7 @@ TEST_CASE("tool safety: hexir-compile -o never writes through a planted symlink"
 }
 
 TEST_CASE("tool safety: hexir-compile -o a FIFO writes through it; a directory is refused") {
-  TempDir dir;
+  ScratchDir dir;
   REQUIRE(run(kCompile + " " + kSamples + "/mlp.hxir -o " + dir / "reference.hxe").exit_code == 0);
   const std::string fifo = make_fifo(dir, "out.fifo");
   const std::string expected = read_all(dir / "reference.hxe");
@@ -391,15 +356,15 @@ TEST_CASE("tool safety: hexir-compile -o a FIFO writes through it; a directory i
 }
 
 TEST_CASE("tool safety: --stats-json and --json stay valid JSON whatever the names") {
-  TempDir dir;
+  ScratchDir dir;
   const std::string long_name(10 * 1024, 'n');
   const std::string nasty = "q\"uo\"te \\back\\slash \x01\x02\x1f\x7f tab\t nl\n \xc3\xa9 \xff\xfe end";
   const std::string function = "f" + long_name + nasty;
   const std::string input = "x" + nasty + long_name;
-  write_text(dir / "names.hxir", "module @" + quoted(nasty) + "\nfunc @" + quoted(function) + "(%" +
-                                     quoted(input) + ": f32[4]) -> (f32[4]) {\n  %" + quoted(nasty) +
-                                     " = call @relu(%" + quoted(input) + ") : f32[4]\n  return %" +
-                                     quoted(nasty) + "\n}\n");
+  write_all(dir / "names.hxir", "module @" + quoted(nasty) + "\nfunc @" + quoted(function) + "(%" +
+                                    quoted(input) + ": f32[4]) -> (f32[4]) {\n  %" + quoted(nasty) +
+                                    " = call @relu(%" + quoted(input) + ") : f32[4]\n  return %" +
+                                    quoted(nasty) + "\n}\n");
   auto c = run(kCompile + " " + dir / "names.hxir -o " + dir / "names.hxe");
   REQUIRE_MESSAGE(c.exit_code == 0, c.output);
   auto r = run(kRun + " " + dir / "names.hxe --stats-json " + dir / "stats.json");
@@ -419,7 +384,7 @@ TEST_CASE("tool safety: --stats-json and --json stay valid JSON whatever the nam
   CHECK_MESSAGE(valid_json(dump), dump.substr(0, 200));
   CHECK(contains(dump, long_name));
   // hexir-plan's summary line goes through the same writer.
-  write_text(dir / "p.csv", "id,lower,upper,size\na,0,2,8\nb,1,3,8\n");
+  write_all(dir / "p.csv", "id,lower,upper,size\na,0,2,8\nb,1,3,8\n");
   auto p = run(kPlan + " " + dir / "p.csv --budget-ms 10");
   REQUIRE_MESSAGE(p.exit_code == 0, p.output);
   CHECK_MESSAGE(valid_json(p.output), p.output);
@@ -427,9 +392,9 @@ TEST_CASE("tool safety: --stats-json and --json stay valid JSON whatever the nam
 }
 
 TEST_CASE("tool safety: hexir-compile refuses constants over its limit, naming it") {
-  TempDir dir;
+  ScratchDir dir;
   // A 400 GB dense literal of one element: refused at its declaration.
-  write_text(dir / "dense.hxir", R"(module @big
+  write_all(dir / "dense.hxir", R"(module @big
 const @c : f32[100000000000] = dense 1.0
 func @main(%x: f32[4]) -> (f32[4]) {
   %y = call @add(%x, %x) : f32[4]
@@ -452,9 +417,9 @@ func @main(%x: f32[4]) -> (f32[4]) {
   npy += static_cast<char>(header.size() & 0xff);
   npy += static_cast<char>(header.size() >> 8);
   npy += header + std::string("\x00\x00\x80\x3f", 4);  // 1.0, then zeros: not a splat
-  write_text(dir / "big.npy", npy);
+  write_all(dir / "big.npy", npy);
   fs::resize_file(dir / "big.npy", npy.size() - 4 + 400000000000ull);
-  write_text(dir / "file.hxir", R"(module @big
+  write_all(dir / "file.hxir", R"(module @big
 const @w : f32[100000000000] = file "big.npy"
 func @main(%x: f32[100000000000]) -> (f32[100000000000]) {
   %y = call @add(%x, @w) : f32[100000000000]

@@ -1,62 +1,23 @@
 // The command-line tools as a user runs them: exit codes, messages, files.
 #include <doctest/doctest.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <string>
-#include <vector>
 
+#include "budget_programs.h"
 #include "hexir/base/npy.h"
+#include "run_command.h"
+#include "scratch_dir.h"
 
 namespace fs = std::filesystem;
 
 namespace {
 
-struct CommandResult {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr together
-};
-
-CommandResult run(const std::string& command) {
-  CommandResult result;
-  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  char buffer[4096];
-  size_t n;
-  while ((n = fread(buffer, 1, sizeof buffer, pipe)) > 0) result.output.append(buffer, n);
-  int status = pclose(pipe);
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return result;
-}
-
-// A scratch directory per test case, removed afterwards.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    path = fs::temp_directory_path() /
-           ("hexir-tools-" + std::to_string(getpid()) + "-" + std::to_string(counter()++));
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  static int& counter() {
-    static int c = 0;
-    return c;
-  }
-  std::string operator/(const std::string& name) const { return (path / name).string(); }
-};
-
-void write_text(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
-
-std::string read_all(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using hexir::testing::read_all;
+using hexir::testing::run_command;
+using hexir::testing::ScratchDir;
+using hexir::testing::write_all;
 
 const std::string kSamples = HEXIR_SAMPLES_DIR;
 const std::string kCompile = HEXIR_COMPILE;
@@ -70,17 +31,17 @@ bool contains(const std::string& haystack, const std::string& needle) {
 }  // namespace
 
 TEST_CASE("tools: compile, dump and run the mlp sample against its reference") {
-  TempDir dir;
-  auto c = run(kCompile + " " + kSamples + "/mlp.hxir -o " + dir / "mlp.hxe");
+  ScratchDir dir;
+  auto c = run_command(kCompile + " " + kSamples + "/mlp.hxir -o " + dir / "mlp.hxe");
   REQUIRE_MESSAGE(c.exit_code == 0, c.output);
-  auto d = run(kDump + " " + dir / "mlp.hxe");
+  auto d = run_command(kDump + " " + dir / "mlp.hxe");
   CHECK(d.exit_code == 0);
   CHECK(contains(d.output, "arena"));
   CHECK(contains(d.output, "lower bound"));
   CHECK(contains(d.output, "fill"));
-  auto r =
-      run(kRun + " " + dir / "mlp.hxe --device cpu --input x=" + kSamples + "/mlp/input_x.npy --output-dir " +
-          dir / "out --iterations 3 --stats-json " + dir / "stats.json");
+  auto r = run_command(kRun + " " + dir / "mlp.hxe --device cpu --input x=" + kSamples +
+                       "/mlp/input_x.npy --output-dir " + dir / "out --iterations 3 --stats-json " +
+                       dir / "stats.json");
   REQUIRE_MESSAGE(r.exit_code == 0, r.output);
   auto got = hexir::read_npy(dir / "out/0.npy");
   auto want = hexir::read_npy(kSamples + "/mlp/expected_0.npy");
@@ -101,9 +62,10 @@ TEST_CASE("tools: compile, dump and run the mlp sample against its reference") {
 }
 
 TEST_CASE("tools: hexir-run --profile sums time per operator and lists the slowest instructions") {
-  TempDir dir;
-  REQUIRE(run(kCompile + " " + kSamples + "/convnet.hxir -o " + dir / "c.hxe").exit_code == 0);
-  auto r = run(kRun + " " + dir / "c.hxe --threads 1 --iterations 2 --profile --stats-json " + dir / "s.json");
+  ScratchDir dir;
+  REQUIRE(run_command(kCompile + " " + kSamples + "/convnet.hxir -o " + dir / "c.hxe").exit_code == 0);
+  auto r = run_command(kRun + " " + dir / "c.hxe --threads 1 --iterations 2 --profile --stats-json " +
+                       dir / "s.json");
   REQUIRE_MESSAGE(r.exit_code == 0, r.output);
   CHECK(contains(r.output, "profile: "));
   CHECK(contains(r.output, "operator"));
@@ -116,9 +78,9 @@ TEST_CASE("tools: hexir-run --profile sums time per operator and lists the slowe
 }
 
 TEST_CASE("tools: hexir-dump --json has the documented keys") {
-  TempDir dir;
-  REQUIRE(run(kCompile + " " + kSamples + "/transformer.hxir -o " + dir / "t.hxe").exit_code == 0);
-  auto d = run(kDump + " " + dir / "t.hxe --json");
+  ScratchDir dir;
+  REQUIRE(run_command(kCompile + " " + kSamples + "/transformer.hxir -o " + dir / "t.hxe").exit_code == 0);
+  auto d = run_command(kDump + " " + dir / "t.hxe --json");
   REQUIRE(d.exit_code == 0);
   for (const char* key :
        {"\"sections\"", "\"constants\"", "\"arena\"", "\"functions\"", "\"slots\"", "\"instructions\"",
@@ -128,51 +90,39 @@ TEST_CASE("tools: hexir-dump --json has the documented keys") {
 }
 
 TEST_CASE("tools: hexir-dump shows every result of a several-output instruction") {
-  TempDir dir;
-  REQUIRE(run(kCompile + " " + kSamples + "/convnet.hxir -o " + dir / "c.hxe").exit_code == 0);
-  auto d = run(kDump + " " + dir / "c.hxe");
+  ScratchDir dir;
+  REQUIRE(run_command(kCompile + " " + kSamples + "/convnet.hxir -o " + dir / "c.hxe").exit_code == 0);
+  auto d = run_command(kDump + " " + dir / "c.hxe");
   REQUIRE(d.exit_code == 0);
   CHECK(contains(d.output, "%a, %b = split %c2 {1, 8, 8} : f32[1,8,8,8], f32[1,8,8,8]"));
-  auto j = run(kDump + " " + dir / "c.hxe --json");
+  auto j = run_command(kDump + " " + dir / "c.hxe --json");
   REQUIRE(j.exit_code == 0);
   CHECK(contains(j.output, "\"kernel\":\"split\""));
   CHECK(contains(j.output, "\"outputs\":["));
 }
 
 TEST_CASE("tools: hexir-dump marks a matmul that reads its b transposed in place") {
-  TempDir dir;
-  REQUIRE(run(kCompile + " " + kSamples + "/transformer.hxir -o " + dir / "t.hxe").exit_code == 0);
-  auto d = run(kDump + " " + dir / "t.hxe");
+  ScratchDir dir;
+  REQUIRE(run_command(kCompile + " " + kSamples + "/transformer.hxir -o " + dir / "t.hxe").exit_code == 0);
+  auto d = run_command(kDump + " " + dir / "t.hxe");
   CHECK_MESSAGE(contains(d.output, "%s0 = matmul %q, %k {1} : f32[4,16,16]  ; alias=0b00 b transposed (read in place)"),
                 d.output);
-  REQUIRE(run(kCompile + " " + kSamples + "/transformer.hxir -o " + dir / "u.hxe --no-fuse").exit_code == 0);
-  CHECK_FALSE(contains(run(kDump + " " + dir / "u.hxe").output, "b transposed"));
+  REQUIRE(
+      run_command(kCompile + " " + kSamples + "/transformer.hxir -o " + dir / "u.hxe --no-fuse").exit_code ==
+      0);
+  CHECK_FALSE(contains(run_command(kDump + " " + dir / "u.hxe").output, "b transposed"));
 }
 
 TEST_CASE("tools: host offload under --memory-budget, as hexir-compile, hexir-dump and hexir-run show it") {
-  TempDir dir;
+  ScratchDir dir;
   // %a is too far from %x to recompute: under 32 KiB it waits in the host arena.
-  write_text(dir / "far.hxir", R"(module @far
-func @main(%x: f32[64,64]) -> (f32[64,64]) {
-  %a0 = call @neg(%x) : f32[64,64]
-  %a1 = call @tanh(%a0) : f32[64,64]
-  %a2 = call @neg(%a1) : f32[64,64]
-  %a3 = call @tanh(%a2) : f32[64,64]
-  %a4 = call @neg(%a3) : f32[64,64]
-  %a = call @tanh(%a4) : f32[64,64]
-  %p = call @matmul(%x, %x) : f32[64,64]
-  %q = call @matmul(%p, %p) : f32[64,64]
-  %r = call @matmul(%q, %q) : f32[64,64]
-  %y = call @add(%r, %a) : f32[64,64]
-  return %y
-}
-)");
-  auto c = run(kCompile + " " + dir / "far.hxir -o " + dir / "f.hxe --memory-budget device=32KiB");
+  write_all(dir / "far.hxir", hexir::testing::kFarProgram);
+  auto c = run_command(kCompile + " " + dir / "far.hxir -o " + dir / "f.hxe --memory-budget device=32KiB");
   REQUIRE_MESSAGE(c.exit_code == 0, c.output);
   CHECK_MESSAGE(contains(c.output, "memory budget device=32768 bytes: met, 0 instructions recomputed, 1 prefetches; "
                                    "host arena 16384 bytes"),
                 c.output);
-  auto d = run(kDump + " " + dir / "f.hxe");
+  auto d = run_command(kDump + " " + dir / "f.hxe");
   REQUIRE(d.exit_code == 0);
   CHECK_MESSAGE(contains(d.output, "%a.host1 = evict %a : f32[64,64]  ; alias=0b0 device -> host"), d.output);
   CHECK(contains(d.output, "%a.prefetch1 = prefetch %a.host1 : f32[64,64]  ; alias=0b0 host -> device"));
@@ -181,7 +131,7 @@ func @main(%x: f32[64,64]) -> (f32[64,64]) {
   CHECK(contains(d.output, "copy of %a"));
   CHECK(contains(d.output, "host arena 16384 bytes, lower bound 16384; per invoke 1 evictions (16384 B), "
                            "1 prefetches (16384 B)"));
-  auto j = run(kDump + " " + dir / "f.hxe --json");
+  auto j = run_command(kDump + " " + dir / "f.hxe --json");
   REQUIRE(j.exit_code == 0);
   CHECK_MESSAGE(contains(j.output, "\"memory_spaces\":[{\"space\":\"device\",\"size\":32768"), j.output);
   CHECK(contains(j.output, "\"bytes_prefetched_per_invoke\":16384"));
@@ -189,120 +139,123 @@ func @main(%x: f32[64,64]) -> (f32[64,64]) {
                            "\"bytes_evicted_per_invoke\":16384"));
   CHECK(contains(j.output, "\"memory_space\":\"host\""));
   CHECK(contains(j.output, "\"host_size\":16384"));
-  auto svg = run(kDump + " " + dir / "f.hxe --plan-svg " + dir / "f.svg");
+  auto svg = run_command(kDump + " " + dir / "f.hxe --plan-svg " + dir / "f.svg");
   REQUIRE(svg.exit_code == 0);
   CHECK(contains(read_all(dir / "f.svg"), "host arena"));
-  auto r = run(kRun + " " + dir / "f.hxe --iterations 2 --stats-json " + dir / "s.json");
+  auto r = run_command(kRun + " " + dir / "f.hxe --iterations 2 --stats-json " + dir / "s.json");
   REQUIRE_MESSAGE(r.exit_code == 0, r.output);
   const std::string stats = read_all(dir / "s.json");
   CHECK_MESSAGE(contains(stats, "\"host_arena_bytes\":16384"), stats);
   CHECK(contains(stats, "\"context_host_bytes\":16384"));
   // A host budget below what the offload needs is refused by name.
-  auto refused = run(kCompile + " " + dir / "far.hxir -o " + dir / "g.hxe --memory-budget device=32KiB "
-                     "--memory-budget host=1KiB");
+  auto refused = run_command(kCompile + " " + dir / "far.hxir -o " + dir / "g.hxe" +
+                             " --memory-budget device=32KiB --memory-budget host=1KiB");
   CHECK(refused.exit_code != 0);
   CHECK_MESSAGE(contains(refused.output, "0 values offloaded to host memory under host=1024"), refused.output);
 }
 
 TEST_CASE("tools: --plan=naive is larger than the arena plan and both run") {
-  TempDir dir;
-  REQUIRE(run(kCompile + " " + kSamples + "/transformer.hxir -o " + dir / "n.hxe --plan=naive").exit_code ==
-          0);
-  REQUIRE(run(kCompile + " " + kSamples + "/transformer.hxir -o " + dir / "a.hxe --plan=arena").exit_code ==
-          0);
-  CHECK(run(kRun + " " + dir / "n.hxe").exit_code == 0);  // random inputs
-  CHECK(run(kRun + " " + dir / "a.hxe").exit_code == 0);
-  auto n = run(kDump + " " + dir / "n.hxe --json"), a = run(kDump + " " + dir / "a.hxe --json");
+  ScratchDir dir;
+  REQUIRE(run_command(kCompile + " " + kSamples + "/transformer.hxir -o " + dir / "n.hxe --plan=naive")
+              .exit_code == 0);
+  REQUIRE(run_command(kCompile + " " + kSamples + "/transformer.hxir -o " + dir / "a.hxe --plan=arena")
+              .exit_code == 0);
+  CHECK(run_command(kRun + " " + dir / "n.hxe").exit_code == 0);  // random inputs
+  CHECK(run_command(kRun + " " + dir / "a.hxe").exit_code == 0);
+  auto n = run_command(kDump + " " + dir / "n.hxe --json"),
+       a = run_command(kDump + " " + dir / "a.hxe --json");
   CHECK(contains(n.output, "\"strategy\":\"naive\""));
   CHECK(contains(a.output, "\"strategy\":\"arena\""));
 }
 
 TEST_CASE("tools: a malformed .hxir names file, line and column and exits non-zero") {
-  TempDir dir;
-  write_text(
+  ScratchDir dir;
+  write_all(
       dir / "bad.hxir",
       "module @m\nfunc @main(%x: f32[2]) -> (f32[2]) {\n  %y = call @relu(%x) : f32[3]\n  return %y\n}\n");
-  auto c = run(kCompile + " " + dir / "bad.hxir -o " + dir / "bad.hxe");
+  auto c = run_command(kCompile + " " + dir / "bad.hxir -o " + dir / "bad.hxe");
   CHECK(c.exit_code == 1);
   CHECK_MESSAGE(contains(c.output, "bad.hxir:3:"), c.output);
   CHECK_FALSE(fs::exists(dir / "bad.hxe"));
-  write_text(dir / "syntax.hxir", "module @m\nfunc @main(%x: f32[2] -> (f32[2]) {\n");
-  c = run(kCompile + " " + dir / "syntax.hxir -o " + dir / "s.hxe");
+  write_all(dir / "syntax.hxir", "module @m\nfunc @main(%x: f32[2] -> (f32[2]) {\n");
+  c = run_command(kCompile + " " + dir / "syntax.hxir -o " + dir / "s.hxe");
   CHECK(c.exit_code == 1);
   CHECK_MESSAGE(contains(c.output, "syntax.hxir:2:"), c.output);
 }
 
 TEST_CASE("tools: hexir-run --max-loop-iterations stops a long loop; a fail stops the run with its message") {
-  TempDir dir;
-  write_text(dir / "loop.hxir",
-             "module @m\nfunc @main(%x: f32[4], %c: bool[]) -> f32[4] {\n"
-             "  %r = for %i = 0 to 1000 iter(%a = %x) {\n    %a2 = call @add(%a, %x) : f32[4]\n    yield %a2\n  }\n"
-             "  %y = if %c -> (f32[4]) {\n    yield %r\n  } else {\n    fail \"c was false\"\n  }\n"
-             "  return %y\n}\n");
-  REQUIRE(run(kCompile + " " + dir / "loop.hxir -o " + dir / "loop.hxe").exit_code == 0);
+  ScratchDir dir;
+  write_all(
+      dir / "loop.hxir",
+      "module @m\nfunc @main(%x: f32[4], %c: bool[]) -> f32[4] {\n"
+      "  %r = for %i = 0 to 1000 iter(%a = %x) {\n    %a2 = call @add(%a, %x) : f32[4]\n    yield %a2\n  }\n"
+      "  %y = if %c -> (f32[4]) {\n    yield %r\n  } else {\n    fail \"c was false\"\n  }\n"
+      "  return %y\n}\n");
+  REQUIRE(run_command(kCompile + " " + dir / "loop.hxir -o " + dir / "loop.hxe").exit_code == 0);
   // bool[] .npy files: a 10-byte preamble, the header padded to 128 bytes, one byte of data.
   auto write_bool = [&](const std::string& name, bool value) {
     std::string header = "{'descr': '|b1', 'fortran_order': False, 'shape': (), }";
     header.resize(117, ' ');
     header += '\n';
-    write_text(dir / name, std::string("\x93NUMPY\x01\x00\x76\x00", 10) + header + (value ? '\x01' : '\x00'));
+    write_all(dir / name, std::string("\x93NUMPY\x01\x00\x76\x00", 10) + header + (value ? '\x01' : '\x00'));
   };
   write_bool("true.npy", true);
   write_bool("false.npy", false);
-  auto ok = run(kRun + " " + dir / "loop.hxe --input c=" + dir / "true.npy");
+  auto ok = run_command(kRun + " " + dir / "loop.hxe --input c=" + dir / "true.npy");
   CHECK_MESSAGE(ok.exit_code == 0, ok.output);
-  auto limited = run(kRun + " " + dir / "loop.hxe --input c=" + dir / "true.npy --max-loop-iterations 10");
+  auto limited =
+      run_command(kRun + " " + dir / "loop.hxe --input c=" + dir / "true.npy --max-loop-iterations 10");
   CHECK(limited.exit_code == 1);
   CHECK_MESSAGE(contains(limited.output, "loop iterations, the context's limit"), limited.output);
-  auto failed = run(kRun + " " + dir / "loop.hxe --input c=" + dir / "false.npy");
+  auto failed = run_command(kRun + " " + dir / "loop.hxe --input c=" + dir / "false.npy");
   CHECK(failed.exit_code == 1);
   CHECK_MESSAGE(contains(failed.output, "('fail'): c was false"), failed.output);
 }
 
 TEST_CASE("tools: usage errors exit 2") {
-  CHECK(run(kCompile).exit_code == 2);
-  CHECK(run(kCompile + " a.hxir --plan=bogus -o x.hxe").exit_code == 2);
-  CHECK(run(kDump).exit_code != 0);
-  CHECK(run(kRun).exit_code != 0);
+  CHECK(run_command(kCompile).exit_code == 2);
+  CHECK(run_command(kCompile + " a.hxir --plan=bogus -o x.hxe").exit_code == 2);
+  CHECK(run_command(kDump).exit_code != 0);
+  CHECK(run_command(kRun).exit_code != 0);
 }
 
 TEST_CASE("tools: truncated and corrupt executables are rejected by dump and run") {
-  TempDir dir;
-  REQUIRE(run(kCompile + " " + kSamples + "/mlp.hxir -o " + dir / "m.hxe").exit_code == 0);
+  ScratchDir dir;
+  REQUIRE(run_command(kCompile + " " + kSamples + "/mlp.hxir -o " + dir / "m.hxe").exit_code == 0);
   std::string bytes = read_all(dir / "m.hxe");
   for (size_t len : {size_t{0}, size_t{10}, size_t{64}, size_t{500}, bytes.size() / 2, bytes.size() - 1}) {
     std::ofstream(dir / "t.hxe", std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(len));
-    auto d = run(kDump + " " + dir / "t.hxe");
+    auto d = run_command(kDump + " " + dir / "t.hxe");
     CHECK_MESSAGE(d.exit_code == 1, len, d.output);
     CHECK(contains(d.output, "t.hxe"));
-    CHECK(run(kRun + " " + dir / "t.hxe").exit_code == 1);
+    CHECK(run_command(kRun + " " + dir / "t.hxe").exit_code == 1);
   }
   std::string flipped = bytes;
   flipped[200] ^= 0x10;  // inside the metadata: the checksum catches it
   std::ofstream(dir / "f.hxe", std::ios::binary)
       .write(flipped.data(), static_cast<std::streamsize>(flipped.size()));
-  auto d = run(kDump + " " + dir / "f.hxe");
+  auto d = run_command(kDump + " " + dir / "f.hxe");
   CHECK(d.exit_code == 1);
   CHECK_MESSAGE(contains(d.output, "checksum"), d.output);
-  CHECK(run(kDump + " " + dir / "missing.hxe").exit_code == 1);
+  CHECK(run_command(kDump + " " + dir / "missing.hxe").exit_code == 1);
 }
 
 TEST_CASE("tools: hexir-run rejects wrong input names, shapes and devices") {
-  TempDir dir;
-  REQUIRE(run(kCompile + " " + kSamples + "/transformer.hxir -o " + dir / "t.hxe").exit_code == 0);
-  auto r = run(kRun + " " + dir / "t.hxe --input x=" + kSamples + "/mlp/input_x.npy");
+  ScratchDir dir;
+  REQUIRE(run_command(kCompile + " " + kSamples + "/transformer.hxir -o " + dir / "t.hxe").exit_code == 0);
+  auto r = run_command(kRun + " " + dir / "t.hxe --input x=" + kSamples + "/mlp/input_x.npy");
   CHECK(r.exit_code == 1);
   CHECK_MESSAGE(contains(r.output, "input 'x'"), r.output);
   CHECK(contains(r.output, "f32[16,64]"));
-  r = run(kRun + " " + dir / "t.hxe --input nope=" + kSamples + "/mlp/input_x.npy");
+  r = run_command(kRun + " " + dir / "t.hxe --input nope=" + kSamples + "/mlp/input_x.npy");
   CHECK(r.exit_code == 1);
   CHECK_MESSAGE(contains(r.output, "'nope'"), r.output);
-  r = run(kRun + " " + dir / "t.hxe --input x=" + dir / "missing.npy");
+  r = run_command(kRun + " " + dir / "t.hxe --input x=" + dir / "missing.npy");
   CHECK(r.exit_code == 1);
-  r = run(kRun + " " + dir / "t.hxe --device tpu");
+  r = run_command(kRun + " " + dir / "t.hxe --device tpu");
   CHECK(r.exit_code != 0);
   CHECK_MESSAGE(contains(r.output, "tpu"), r.output);
-  r = run(kRun + " " + dir / "t.hxe --function nope");
+  r = run_command(kRun + " " + dir / "t.hxe --function nope");
   CHECK(r.exit_code == 1);
   CHECK_MESSAGE(contains(r.output, "main"), r.output);
 }

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "alloc_counter.h"
+#include "budget_programs.h"
 #include "hexir/compiler/compiler.h"
 #include "hexir/hal/device.h"
 #include "hexir/vm.h"
@@ -21,23 +22,9 @@
 namespace hexir {
 namespace {
 
-// %a is too far from %x to recompute: under two 16 KiB values it is evicted
-// after its writer and prefetched before the add.
-constexpr const char* kFar = R"(module @far
-func @main(%x: f32[64,64]) -> (f32[64,64]) {
-  %a0 = call @neg(%x) : f32[64,64]
-  %a1 = call @tanh(%a0) : f32[64,64]
-  %a2 = call @neg(%a1) : f32[64,64]
-  %a3 = call @tanh(%a2) : f32[64,64]
-  %a4 = call @neg(%a3) : f32[64,64]
-  %a = call @tanh(%a4) : f32[64,64]
-  %p = call @matmul(%x, %x) : f32[64,64]
-  %q = call @matmul(%p, %p) : f32[64,64]
-  %r = call @matmul(%q, %q) : f32[64,64]
-  %y = call @add(%r, %a) : f32[64,64]
-  return %y
-}
-)";
+// @far (budget_programs.h): %a is too far from %x to recompute: under two
+// 16 KiB values it is evicted after its writer and prefetched before the add.
+const std::string& kFar = testing::kFarProgram;
 
 // 64-byte aligned owned copy (load_buffer needs it).
 struct Aligned {

@@ -16,47 +16,23 @@
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <functional>
-#include <sstream>
 #include <string>
 #include <thread>
 
 #include "hexir/base/mapped_file.h"
 #include "hexir/base/npy.h"
+#include "scratch_dir.h"
 
 namespace hexir {
 namespace {
 
 namespace fs = std::filesystem;
 
-struct Scratch {
-  fs::path dir;
-  Scratch() {
-    static int counter = 0;
-    dir = fs::temp_directory_path() /
-          ("hexir-file-io-" + std::to_string(getpid()) + "-" + std::to_string(counter++));
-    fs::create_directories(dir);
-  }
-  ~Scratch() { fs::remove_all(dir); }
-  std::string operator/(const std::string& name) const { return (dir / name).string(); }
-  std::string fifo(const std::string& name) const {
-    const std::string path = (dir / name).string();
-    REQUIRE(::mkfifo(path.c_str(), 0600) == 0);
-    return path;
-  }
-};
-
-std::string read_all(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-void write_all(const std::string& path, const std::string& bytes) {
-  std::ofstream(path, std::ios::binary) << bytes;
-}
+using testing::make_fifo;
+using testing::read_all;
+using testing::ScratchDir;
+using testing::write_all;
 
 // Runs `body` in a child process that is killed after `seconds` and may map
 // at most 1 GiB: a reader that blocks or grows without bound fails the test
@@ -87,8 +63,8 @@ int refused(const Status& status, StatusCode code, const std::string& needle) {
 }
 
 TEST_CASE("file io: a FIFO is refused at once by every reader") {
-  Scratch scratch;
-  const std::string fifo = scratch.fifo("in.fifo");
+  ScratchDir scratch;
+  const std::string fifo = make_fifo(scratch, "in.fifo");
   CHECK(bounded_child([&] {
           return refused(open_input_file(fifo).status(), StatusCode::kInvalidArgument,
                          "'" + fifo + "' is not a regular file (a FIFO)");
@@ -127,17 +103,17 @@ TEST_CASE("file io: devices and directories are refused without reading") {
           return refused(MappedFile::open("/dev/zero").status(), StatusCode::kInvalidArgument,
                          "(a character device)");
         }) == 0);
-  Scratch scratch;
-  Result<InputFile> dir = open_input_file(scratch.dir.string());
+  ScratchDir scratch;
+  Result<InputFile> dir = open_input_file(scratch.path.string());
   REQUIRE_FALSE(dir.ok());
-  CHECK(dir.status().message() == "'" + scratch.dir.string() + "' is not a regular file (a directory)");
+  CHECK(dir.status().message() == "'" + scratch.path.string() + "' is not a regular file (a directory)");
   Result<InputFile> missing = open_input_file(scratch / "missing");
   REQUIRE_FALSE(missing.ok());
   CHECK(missing.status().code() == StatusCode::kNotFound);
 }
 
 TEST_CASE("file io: a regular file opens blocking, with its size") {
-  Scratch scratch;
+  ScratchDir scratch;
   write_all(scratch / "a.bin", "hexir!");
   Result<InputFile> file = open_input_file(scratch / "a.bin");
   REQUIRE(file.ok());
@@ -161,7 +137,7 @@ TEST_CASE("file io: a regular file opens blocking, with its size") {
 
 // An .npy header declaring f32[dims], followed by `data_bytes` bytes (a
 // sparse file when large: nothing is written to disk).
-std::string npy_with_data(const Scratch& scratch, const std::string& name, const std::string& shape,
+std::string npy_with_data(const ScratchDir& scratch, const std::string& name, const std::string& shape,
                           uint64_t data_bytes) {
   std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (" + shape + "), }";
   header.append(64 - (10 + header.size() + 1) % 64, ' ');
@@ -179,7 +155,7 @@ std::string npy_with_data(const Scratch& scratch, const std::string& name, const
 }
 
 TEST_CASE("npy: data is read only after the header is checked, exactly as declared") {
-  Scratch scratch;
+  ScratchDir scratch;
   // 400 GB declared and present (sparse): refused by the limit, never allocated.
   const std::string huge = npy_with_data(scratch, "huge.npy", "100000000000,", 400000000000ull);
   CHECK(bounded_child([&] {
@@ -204,7 +180,7 @@ TEST_CASE("npy: data is read only after the header is checked, exactly as declar
 }
 
 TEST_CASE("output file: written beside the target and renamed over it") {
-  Scratch scratch;
+  ScratchDir scratch;
   const std::string target = scratch / "out.bin";
   const std::string data = "new bytes";
   REQUIRE(write_output_file(target, {reinterpret_cast<const uint8_t*>(data.data()), data.size()}).ok());
@@ -213,7 +189,7 @@ TEST_CASE("output file: written beside the target and renamed over it") {
   REQUIRE(write_output_file(target, {reinterpret_cast<const uint8_t*>("v2"), 2}).ok());
   CHECK(read_all(target) == "v2");
   size_t entries = 0;
-  for (const auto& entry : fs::directory_iterator(scratch.dir))
+  for (const auto& entry : fs::directory_iterator(scratch.path))
     entries += entry.path().filename() != "" ? 1 : 0;
   CHECK(entries == 1);
   // Not committed: the target is untouched and the temporary removed.
@@ -222,16 +198,16 @@ TEST_CASE("output file: written beside the target and renamed over it") {
     REQUIRE(out.ok());
     REQUIRE(out->write(std::string_view("abandoned")).ok());
     CHECK(fs::exists(out->temp_path()));
-    CHECK(fs::path(out->temp_path()).parent_path() == scratch.dir);
+    CHECK(fs::path(out->temp_path()).parent_path() == scratch.path);
   }
   CHECK(read_all(target) == "v2");
   entries = 0;
-  for ([[maybe_unused]] const auto& entry : fs::directory_iterator(scratch.dir)) ++entries;
+  for ([[maybe_unused]] const auto& entry : fs::directory_iterator(scratch.path)) ++entries;
   CHECK(entries == 1);
 }
 
 TEST_CASE("output file: a planted symlink is never followed") {
-  Scratch scratch;
+  ScratchDir scratch;
   const std::string victim = scratch / "victim.txt";
   write_all(victim, "precious");
   const std::string target = scratch / "out.hxe";
@@ -244,8 +220,8 @@ TEST_CASE("output file: a planted symlink is never followed") {
 }
 
 TEST_CASE("output file: a FIFO or a device is written through, never replaced") {
-  Scratch scratch;
-  const std::string fifo = scratch.fifo("out.fifo");
+  ScratchDir scratch;
+  const std::string fifo = make_fifo(scratch, "out.fifo");
   std::string received;
   std::thread reader([&] { received = read_all(fifo); });
   Status written = write_output_file(fifo, {reinterpret_cast<const uint8_t*>("streamed"), 8});
@@ -263,7 +239,7 @@ TEST_CASE("output file: a FIFO or a device is written through, never replaced") 
   CHECK(S_ISCHR(st.st_mode));
   CHECK(st.st_rdev == rdev);
   // A directory is refused; a missing directory is named.
-  Status dir = write_output_file(scratch.dir.string(), {reinterpret_cast<const uint8_t*>("x"), 1});
+  Status dir = write_output_file(scratch.path.string(), {reinterpret_cast<const uint8_t*>("x"), 1});
   CHECK(dir.code() == StatusCode::kInvalidArgument);
   CHECK(dir.message().find("is a directory") != std::string::npos);
   Status missing = write_output_file(scratch / "no/such/dir/out", {reinterpret_cast<const uint8_t*>("x"), 1});
@@ -272,7 +248,7 @@ TEST_CASE("output file: a FIFO or a device is written through, never replaced") 
 }
 
 TEST_CASE("write_npy goes through the output file") {
-  Scratch scratch;
+  ScratchDir scratch;
   const std::string victim = scratch / "victim.txt";
   write_all(victim, "precious");
   const std::string target = scratch / "a.npy";

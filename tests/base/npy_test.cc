@@ -1,13 +1,30 @@
 // base/npy.cc: numpy .npy reading, writing and every rejection.
+#include "hexir/base/npy.h"
+
+#include <doctest/doctest.h>
+
 #include <cstring>
+#include <initializer_list>
 #include <random>
+#include <string>
+#include <vector>
 
-#include "test_util.h"
+#include "scratch_dir.h"
 
-namespace hexir::compiler::testing {
+namespace hexir {
 namespace {
 
-std::string fixture(const char* name) { return (data_dir() / name).string(); }
+using testing::ScratchDir;
+
+// The .npy files numpy wrote, in tests/data/serializer (the serializer tests
+// read them too: constants, and read_npy_header over every one of them).
+std::string fixture(const char* name) { return std::string(HEXIR_NPY_TEST_DATA_DIR) + "/" + name; }
+
+std::vector<uint8_t> f32_bytes(std::initializer_list<float> values) {
+  std::vector<uint8_t> out(values.size() * 4);
+  std::memcpy(out.data(), values.begin(), out.size());
+  return out;
+}
 
 template <typename T>
 std::vector<T> as(const NpyArray& a) {
@@ -112,8 +129,8 @@ TEST_CASE("npy: encoded header is what numpy writes") {
 }
 
 TEST_CASE("npy: write_npy and read_npy round-trip through a file") {
-  TempDir dir;
-  std::string path = (dir.path() / "x.npy").string();
+  ScratchDir dir;
+  std::string path = dir / "x.npy";
   REQUIRE(write_npy(path, {DType::kF32, {2, 2}}, f32_bytes({1, 2, 3, 4})).ok());
   Result<NpyArray> a = read_npy(path);
   REQUIRE(a.ok());
@@ -122,8 +139,8 @@ TEST_CASE("npy: write_npy and read_npy round-trip through a file") {
 }
 
 TEST_CASE("npy: write_npy rejects data of the wrong size") {
-  TempDir dir;
-  Status s = write_npy((dir.path() / "x.npy").string(), {DType::kF32, {3}}, f32_bytes({1, 2}));
+  ScratchDir dir;
+  Status s = write_npy(dir / "x.npy", {DType::kF32, {3}}, f32_bytes({1, 2}));
   CHECK(s.code() == StatusCode::kInvalidArgument);
   CHECK(s.message().find("needs 12 bytes, got 8") != std::string::npos);
 }
@@ -246,4 +263,4 @@ TEST_CASE("npy: hostile bytes never crash the parser") {
 }
 
 }  // namespace
-}  // namespace hexir::compiler::testing
+}  // namespace hexir

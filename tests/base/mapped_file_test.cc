@@ -3,33 +3,23 @@
 #include "hexir/base/mapped_file.h"
 
 #include <doctest/doctest.h>
-#include <unistd.h>
 
 #include <cstdint>
-#include <filesystem>
-#include <fstream>
 #include <string>
 #include <utility>
+
+#include "scratch_dir.h"
 
 namespace hexir {
 namespace {
 
-namespace fs = std::filesystem;
-
-struct Scratch {
-  fs::path dir = fs::temp_directory_path() / ("hexir-mapped-" + std::to_string(getpid()));
-  Scratch() { fs::create_directories(dir); }
-  ~Scratch() { fs::remove_all(dir); }
-  std::string file(const std::string& name, const std::string& contents) const {
-    const std::string path = (dir / name).string();
-    std::ofstream(path, std::ios::binary) << contents;
-    return path;
-  }
-};
+using testing::ScratchDir;
+using testing::write_all;
 
 TEST_CASE("mapped file: contents and moves") {
-  Scratch scratch;
-  Result<MappedFile> file = MappedFile::open(scratch.file("a.bin", "hexir"));
+  ScratchDir scratch;
+  write_all(scratch / "a.bin", "hexir");
+  Result<MappedFile> file = MappedFile::open(scratch / "a.bin");
   REQUIRE(file.ok());
   CHECK(file->size() == 5);
   CHECK(std::string(reinterpret_cast<const char*>(file->data()), file->size()) == "hexir");
@@ -45,8 +35,9 @@ TEST_CASE("mapped file: contents and moves") {
 }
 
 TEST_CASE("mapped file: an empty file is an empty, aligned span") {
-  Scratch scratch;
-  Result<MappedFile> file = MappedFile::open(scratch.file("empty.bin", ""));
+  ScratchDir scratch;
+  write_all(scratch / "empty.bin", "");
+  Result<MappedFile> file = MappedFile::open(scratch / "empty.bin");
   REQUIRE(file.ok());
   CHECK(file->empty());
   REQUIRE(file->data() != nullptr);
@@ -54,16 +45,16 @@ TEST_CASE("mapped file: an empty file is an empty, aligned span") {
 }
 
 TEST_CASE("mapped file: errors name the path") {
-  Scratch scratch;
-  const std::string missing = (scratch.dir / "missing.bin").string();
+  ScratchDir scratch;
+  const std::string missing = scratch / "missing.bin";
   Result<MappedFile> file = MappedFile::open(missing);
   REQUIRE_FALSE(file.ok());
   CHECK(file.status().code() == StatusCode::kNotFound);
   CHECK(file.status().message() == "cannot open '" + missing + "': No such file or directory");
-  Result<MappedFile> dir = MappedFile::open(scratch.dir.string());
+  Result<MappedFile> dir = MappedFile::open(scratch.path.string());
   REQUIRE_FALSE(dir.ok());
   CHECK(dir.status().code() == StatusCode::kInvalidArgument);
-  CHECK(dir.status().message() == "'" + scratch.dir.string() + "' is not a regular file (a directory)");
+  CHECK(dir.status().message() == "'" + scratch.path.string() + "' is not a regular file (a directory)");
 }
 
 }  // namespace
