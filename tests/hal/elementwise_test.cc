@@ -311,7 +311,7 @@ TEST_CASE("kernel table: every dispatchable operator has a cpu kernel for its f3
   CHECK((cpu::find_cpu_kernel({OpId::kCast, DType::kI64, DType::kF16}) != nullptr));
 }
 
-// ---- unary: leaky_relu, clip, hard_sigmoid, hard_swish, erf, log, abs, reciprocal ----
+// ---- unary: leaky_relu, clip, hard_sigmoid, hard_swish, erf, log, abs, reciprocal, softplus ----
 
 int64_t word(double v) { return std::bit_cast<int64_t>(v); }
 
@@ -374,6 +374,8 @@ std::vector<UnaryRef> unary_refs() {
       {"log", OpId::kLog, {}, [](double x) { return std::log(x); }},
       {"abs", OpId::kAbs, {}, [](double x) { return std::fabs(x); }},
       {"reciprocal", OpId::kReciprocal, {}, [](double x) { return 1.0 / x; }},
+      // log(1 + exp(x)) in long double: no cancellation to hide behind.
+      {"softplus", OpId::kSoftplus, {}, [](double x) { return static_cast<double>(std::log1p(std::exp(static_cast<long double>(x)))); }},
   };
 }
 
@@ -430,6 +432,15 @@ TEST_CASE("onnx unary operators: spelled-out values") {
   CHECK(r[1] == -kInfF);
   CHECK(r[2] == 0.25f);
   CHECK(r[3] == 0.0f);
+  // softplus: inf stays inf, -inf gives 0, large x is x (exp(x) would overflow), NaN stays NaN.
+  r = run1(OpId::kSoftplus, {kInfF, -kInfF, 100.0f, -100.0f, 0.0f, kNaNF}, {});
+  CHECK(r[0] == kInfF);
+  CHECK(r[1] == 0.0f);
+  CHECK(r[2] == 100.0f);
+  CHECK(r[3] >= 0.0f);  // exp(-100) is below f32's normal range
+  CHECK(r[3] < 1e-37f);
+  CHECK(r[4] == doctest::Approx(std::log(2.0)).epsilon(1e-6));
+  CHECK(std::isnan(r[5]));
   r = run1(OpId::kAbs, {-0.0f, -kInfF, -2.5f}, {});
   CHECK(!std::signbit(r[0]));
   CHECK(r[1] == kInfF);
