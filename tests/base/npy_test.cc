@@ -16,9 +16,9 @@ namespace {
 
 using testing::ScratchDir;
 
-// The .npy files numpy wrote, in tests/data/serializer (the serializer tests
+// The .npy files numpy wrote, in tests/data/npy (the compiler tests
 // read them too: constants, and read_npy_header over every one of them).
-std::string fixture(const char* name) { return std::string(HEXIR_NPY_TEST_DATA_DIR) + "/" + name; }
+std::string fixture(const char* name) { return std::string(HEXIR_TEST_NPY_DIR) + "/" + name; }
 
 std::vector<uint8_t> f32_bytes(std::initializer_list<float> values) {
   std::vector<uint8_t> out(values.size() * 4);

@@ -1,6 +1,6 @@
 // Attribute sets for every operator, with operands they fit: what the tests
 // lower to representative parameter words (the ops round trip in
-// raise_test.cc, the .hxir printer's in tests/serializer/printer_test.cc).
+// raise_test.cc, the .hxir printer's in tests/compiler/frontends/hxir/printer_test.cc).
 // A new operator needs at least one sample here; both tests say which is missing.
 #pragma once
 

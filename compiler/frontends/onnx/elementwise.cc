@@ -110,9 +110,7 @@ Status op_compare(Importer& im, const NodeCtx& n) {
   HEXIR_ASSIGN_OR_RETURN(ops::OpId id, hexir_op(n, op == "Equal"  ? "equal"
                                                    : op == "Less" ? "less"
                                                                   : "greater"));
-  HEXIR_ASSIGN_OR_RETURN(Ref r, im.emit1(n, id, {a, b}, {}, im.result_name(n)));
-  im.define(n, 0, r);
-  return ok_status();
+  return im.emit_result(n, id, {a, b}, {});
 }
 
 // Unary maps: folded on held constants, else the Hexir operator.
@@ -172,9 +170,7 @@ Status op_unary(Importer& im, const NodeCtx& n) {
     attrs["alpha"] = real(alpha);
     attrs["beta"] = real(beta);
   }
-  HEXIR_ASSIGN_OR_RETURN(Ref r, im.emit1(n, *id, {x}, attrs, im.result_name(n)));
-  im.define(n, 0, r);
-  return ok_status();
+  return im.emit_result(n, *id, {x}, attrs);
 }
 
 // Clip: min/max attributes before opset 11, constant inputs from it; @clip.
@@ -207,9 +203,7 @@ Status op_clip(Importer& im, const NodeCtx& n) {
   ops::AttrMap attrs;
   if (!std::isinf(lo)) attrs["min"] = real(lo);
   if (!std::isinf(hi)) attrs["max"] = real(hi);
-  HEXIR_ASSIGN_OR_RETURN(Ref r, im.emit1(n, id, {x}, attrs, im.result_name(n)));
-  im.define(n, 0, r);
-  return ok_status();
+  return im.emit_result(n, id, {x}, attrs);
 }
 
 // Pow: folded on constants; else @pow (f32), an integer exponent constant converted to f32.
@@ -243,9 +237,7 @@ Status op_pow(Importer& im, const NodeCtx& n) {
     y = im.new_const(im.helper_name(n, "exponent"), std::move(converted), n.loc);
   }
   HEXIR_ASSIGN_OR_RETURN(ops::OpId id, hexir_op(n, "pow"));
-  HEXIR_ASSIGN_OR_RETURN(Ref r, im.emit1(n, id, {x, y}, {}, im.result_name(n)));
-  im.define(n, 0, r);
-  return ok_status();
+  return im.emit_result(n, id, {x, y}, {});
 }
 
 Status op_cast(Importer& im, const NodeCtx& n) {
@@ -275,9 +267,7 @@ Status op_cast(Importer& im, const NodeCtx& n) {
   if (!dtype) return error_at(n.loc, "cast to " + onnx_type_name(to) + " is not supported at run time");
   ops::AttrMap attrs;
   attrs["to"] = ops::AttrValue{std::string(dtype_name(*dtype))};
-  HEXIR_ASSIGN_OR_RETURN(Ref r, im.emit1(n, ops::OpId::kCast, {x}, attrs, im.result_name(n)));
-  im.define(n, 0, r);
-  return ok_status();
+  return im.emit_result(n, ops::OpId::kCast, {x}, attrs);
 }
 
 Status op_where(Importer& im, const NodeCtx& n) {
@@ -298,9 +288,7 @@ Status op_where(Importer& im, const NodeCtx& n) {
       return ok_status();
     }
   }
-  HEXIR_ASSIGN_OR_RETURN(Ref r, im.emit1(n, ops::OpId::kWhere, {c, x, y}, {}, im.result_name(n)));
-  im.define(n, 0, r);
-  return ok_status();
+  return im.emit_result(n, ops::OpId::kWhere, {c, x, y}, {});
 }
 
 // ---- no node: Identity, Dropout ----

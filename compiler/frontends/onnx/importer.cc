@@ -556,6 +556,13 @@ Result<Ref> Importer::emit1(const NodeCtx& n, ops::OpId op, const std::vector<Re
   return Ref{ids[0], -1};
 }
 
+Status Importer::emit_result(const NodeCtx& n, ops::OpId op, const std::vector<Ref>& inputs,
+                             const ops::AttrMap& attrs) {
+  HEXIR_ASSIGN_OR_RETURN(Ref r, emit1(n, op, inputs, attrs, result_name(n)));
+  define(n, 0, r);
+  return ok_status();
+}
+
 std::string Importer::result_name(const NodeCtx& n, int i) {
   const std::string o = out_name(n, i);
   return o.empty() ? fresh(n.op + "_" + std::to_string(i)) : claim(o);

@@ -162,6 +162,8 @@ class Importer {
   // One-result node named for output `out` of the ONNX node (or a fresh helper name).
   Result<Ref> emit1(const NodeCtx& n, ops::OpId op, const std::vector<Ref>& inputs, const ops::AttrMap& attrs,
                     const std::string& name, std::vector<TensorType> declared = {});
+  // The whole of most handlers' last step: `op` on `inputs` as the node's output 0.
+  Status emit_result(const NodeCtx& n, ops::OpId op, const std::vector<Ref>& inputs, const ops::AttrMap& attrs);
   // The name of the node's output i as a value (claimed), or a helper name.
   std::string result_name(const NodeCtx& n, int i = 0);
   std::string helper_name(const NodeCtx& n, const std::string& what);

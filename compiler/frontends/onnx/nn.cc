@@ -13,9 +13,7 @@ Status op_matmul(Importer& im, const NodeCtx& n) {
   HEXIR_RETURN_IF_ERROR(im.check_attrs(n, {}));
   HEXIR_ASSIGN_OR_RETURN(Ref a, im.input(n, 0));
   HEXIR_ASSIGN_OR_RETURN(Ref b, im.input(n, 1));
-  HEXIR_ASSIGN_OR_RETURN(Ref r, im.emit1(n, ops::OpId::kMatmul, {a, b}, {}, im.result_name(n)));
-  im.define(n, 0, r);
-  return ok_status();
+  return im.emit_result(n, ops::OpId::kMatmul, {a, b}, {});
 }
 
 Status op_gemm(Importer& im, const NodeCtx& n) {
@@ -75,9 +73,7 @@ Status op_argmax(Importer& im, const NodeCtx& n) {
   attrs["axis"] = ops::AttrValue{axis};
   attrs["keepdims"] = ops::AttrValue{keepdims};
   attrs["select_last_index"] = ops::AttrValue{last};
-  HEXIR_ASSIGN_OR_RETURN(Ref r, im.emit1(n, ops::OpId::kArgMax, {x}, attrs, im.result_name(n)));
-  im.define(n, 0, r);
-  return ok_status();
+  return im.emit_result(n, ops::OpId::kArgMax, {x}, attrs);
 }
 
 Status op_softmax(Importer& im, const NodeCtx& n) {
@@ -260,10 +256,8 @@ Status op_reduce(Importer& im, const NodeCtx& n) {
   if (n.op == "ReduceMax") {
     HEXIR_ASSIGN_OR_RETURN(id, hexir_op(n, "reduce_max"));
   }
-  HEXIR_ASSIGN_OR_RETURN(Ref r, im.emit1(n, id, {x},
-                                      attrs, im.result_name(n)));
-  im.define(n, 0, r);
-  return ok_status();
+  return im.emit_result(n, id, {x},
+                                      attrs);
 }
 
 // MaxPool/AveragePool, 2-D (1-D as a 2-D view): @max_pool/@average_pool
@@ -424,9 +418,7 @@ Status op_resize(Importer& im, const NodeCtx& n) {
   } else {
     return error_at(n.loc, "needs scales or sizes (both are missing or empty)");
   }
-  HEXIR_ASSIGN_OR_RETURN(Ref r, im.emit1(n, id, {x}, attrs, im.result_name(n)));
-  im.define(n, 0, r);
-  return ok_status();
+  return im.emit_result(n, id, {x}, attrs);
 }
 
 // ConvTranspose (1-D as a view of 2-D); the operator lowers output_shape and auto_pad itself.
@@ -492,9 +484,7 @@ Status op_global_average_pool(Importer& im, const NodeCtx& n) {
   ops::AttrMap attrs;
   attrs["axes"] = int_list(axes);
   attrs["keepdims"] = ops::AttrValue{int64_t{1}};
-  HEXIR_ASSIGN_OR_RETURN(Ref r, im.emit1(n, ops::OpId::kReduceMean, {x}, attrs, im.result_name(n)));
-  im.define(n, 0, r);
-  return ok_status();
+  return im.emit_result(n, ops::OpId::kReduceMean, {x}, attrs);
 }
 
 Status op_conv(Importer& im, const NodeCtx& n) {

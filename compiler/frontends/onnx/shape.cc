@@ -179,9 +179,7 @@ Status op_transpose(Importer& im, const NodeCtx& n) {
   }
   ops::AttrMap attrs;
   attrs["perm"] = int_list(perm);
-  HEXIR_ASSIGN_OR_RETURN(Ref r, im.emit1(n, ops::OpId::kTranspose, {x}, attrs, im.result_name(n)));
-  im.define(n, 0, r);
-  return ok_status();
+  return im.emit_result(n, ops::OpId::kTranspose, {x}, attrs);
 }
 
 Status op_concat(Importer& im, const NodeCtx& n) {
@@ -225,9 +223,7 @@ Status op_concat(Importer& im, const NodeCtx& n) {
   }
   ops::AttrMap attrs;
   attrs["axis"] = ops::AttrValue{axis};
-  HEXIR_ASSIGN_OR_RETURN(Ref r, im.emit1(n, ops::OpId::kConcat, plain, attrs, im.result_name(n)));
-  im.define(n, 0, r);
-  return ok_status();
+  return im.emit_result(n, ops::OpId::kConcat, plain, attrs);
 }
 
 namespace {
@@ -533,9 +529,7 @@ Status op_slice(Importer& im, const NodeCtx& n) {
   attrs["ends"] = int_list(ends);
   attrs["axes"] = int_list(axes);
   attrs["steps"] = int_list(steps);
-  HEXIR_ASSIGN_OR_RETURN(Ref r, im.emit1(n, ops::OpId::kSlice, {x}, attrs, im.result_name(n)));
-  im.define(n, 0, r);
-  return ok_status();
+  return im.emit_result(n, ops::OpId::kSlice, {x}, attrs);
 }
 
 Status op_gather(Importer& im, const NodeCtx& n) {
@@ -563,9 +557,7 @@ Status op_gather(Importer& im, const NodeCtx& n) {
   }
   ops::AttrMap attrs;
   attrs["axis"] = ops::AttrValue{axis};
-  HEXIR_ASSIGN_OR_RETURN(Ref r, im.emit1(n, ops::OpId::kGather, {data, indices}, attrs, im.result_name(n)));
-  im.define(n, 0, r);
-  return ok_status();
+  return im.emit_result(n, ops::OpId::kGather, {data, indices}, attrs);
 }
 
 Status op_shape(Importer& im, const NodeCtx& n) {
@@ -678,9 +670,7 @@ Status op_expand(Importer& im, const NodeCtx& n) {
     return ok_status();
   }
   Ref cond = im.fill_const(kBool, *dims, {1}, im.helper_name(n, "true"), n.loc);
-  HEXIR_ASSIGN_OR_RETURN(Ref r, im.emit1(n, ops::OpId::kWhere, {cond, x, x}, {}, im.result_name(n)));
-  im.define(n, 0, r);
-  return ok_status();
+  return im.emit_result(n, ops::OpId::kWhere, {cond, x, x}, {});
 }
 
 }  // namespace hexir::compiler::onnx_import

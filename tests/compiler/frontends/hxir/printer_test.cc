@@ -3,7 +3,7 @@
 // operator's OpDef::raise and are checked against its lowering).
 #include <set>
 
-#include "../ops/op_samples.h"
+#include "op_samples.h"
 #include "hexir/compiler/hxir.h"
 #include "test_util.h"
 

@@ -31,7 +31,7 @@
 
 namespace hexir::compiler::testing {
 
-inline std::filesystem::path data_dir() { return HEXIR_SERIALIZER_TEST_DATA_DIR; }
+inline std::filesystem::path data_dir() { return HEXIR_TEST_NPY_DIR; }
 
 // A fresh directory under the system temp dir, removed at scope exit.
 class TempDir {
