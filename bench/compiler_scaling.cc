@@ -1,4 +1,4 @@
-// Scaling of the compiler and the offset planner on hostile sizes (issue 9),
+// Scaling of the compiler and the offset planner on hostile sizes,
 // each case at 1x, 10x and 100x a base size, with the growth of the time
 // from one size to the next (10x the input should cost about 10x the time,
 // a little more for n log n; a quadratic step shows as ~100x):

@@ -1,4 +1,4 @@
-// The decoder sample (samples/decoder, issue 11) two ways, in one run:
+// The decoder sample (samples/decoder) two ways, in one run:
 //  - generate.hxir: the prompt and every decode step in ONE invoke (a `for`
 //    loop run by the VM's program counter, the KV cache carried in place);
 //  - step.hxir: one invoke per position, driven from here (the host loop a

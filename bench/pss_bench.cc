@@ -1,4 +1,4 @@
-// Many processes on one .hxe (issue 13, docs/embedding.md): N = 1, 2, 4, 8
+// Many processes on one .hxe (docs/embedding.md): N = 1, 2, 4, 8
 // processes each load the same model (~256 MiB of f32 weights) through the C
 // API, prepare it on the cpu (one thread), run it once and check the result
 // against a reference; then, with every process alive, the summed PSS

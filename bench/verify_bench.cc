@@ -1,4 +1,4 @@
-// Verifier benchmark (issue 9): how verification time grows with hostile
+// Verifier benchmark: how verification time grows with hostile
 // sizes, and what the arena overlap proof costs at load.
 //
 //   verify_bench [--base N] [--chain N] [--window W] [--reps R]
@@ -6,7 +6,7 @@
 // 1. Scaling: files with N, 10N and 100N functions (each one instruction), and
 //    with one function of N, 10N and 100N inputs; verify_executable's best
 //    time and the time per function/input, which stays flat when the growth is
-//    linear (or n log n). Default N = 4000, so 10x is the 40,000 of the issue.
+//    linear (or n log n). Default N = 4000, so 10x is 40,000.
 // 2. Overlap proof: verify_executable with and without the proof on
 //    (a) the transformer sample compiled by the serializer (static arena plan,
 //        per-instruction workspaces or a shared one, whichever the compiler

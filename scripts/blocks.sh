@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Transformer and MLP blocks against onnxruntime (issue 10): ONNX models with seeded random weights
+# Transformer and MLP blocks against onnxruntime: ONNX models with seeded random weights
 # in PyTorch's export form (scripts/blocks/gen_blocks.py: an MLP T=256 D=768 hidden 3072, a
 # post-LN encoder layer T=128 D=256 4 heads MLP 1024, and one at BERT-base size T=256 D=768 12
 # heads MLP 3072), imported with hexir-compile and run with hexir-run and onnxruntime (CPU) at 1

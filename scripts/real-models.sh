@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Real models (issue 8): import small published ONNX models with Hexir's front end, run them with
+# Real models: import small published ONNX models with Hexir's front end, run them with
 # hexir-run and with onnxruntime (CPU, one thread), and compare outputs, latency and memory.
 #
 #   scripts/real-models.sh [--build DIR] [--dir SCRATCH] [--write-docs] [--only NAME[,NAME...]]

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Transformer and MLP blocks for scripts/blocks.sh (issue 10), as ONNX models with seeded random
+"""Transformer and MLP blocks for scripts/blocks.sh, as ONNX models with seeded random
 weights, in the form PyTorch's exporter gives them (opset 17):
 
   mlp-T256-D768        x[1,256,768] -> MatMul+Add (3072) -> GELU -> MatMul+Add (768)

@@ -1,4 +1,4 @@
-// The decoder sample (samples/decoder/, issue 11): step.hxir driven token by
+// The decoder sample (samples/decoder/): step.hxir driven token by
 // token, the KV cache donated and passed back as its own output, and
 // generate.hxir (the whole generation, one invoke, a counted loop), against
 // the numpy reference that samples/decoder/generate.py wrote; and the
@@ -32,7 +32,7 @@ using hexir::vm::TensorRef;
 namespace {
 
 const fs::path kDecoder = fs::path(HEXIR_SAMPLES_DIR) / "decoder";
-constexpr double kCacheTolerance = 1e-4;  // max abs error on the final cache (issue 11)
+constexpr double kCacheTolerance = 1e-4;  // max abs error on the final cache
 
 NpyArray read(const std::string& name) {
   auto array = hexir::read_npy((kDecoder / name).string());

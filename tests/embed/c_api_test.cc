@@ -1,4 +1,4 @@
-// The C API (hexir/hexir.h, issue 13): loading from a path, a buffer and a
+// The C API (hexir/hexir.h): loading from a path, a buffer and a
 // file descriptor; devices by name with options; reflection before running;
 // invoke with the caller's buffers and with the context's own; statuses that
 // name what is wrong; handles released in any order; no allocation on

@@ -1,4 +1,4 @@
-// The installed library and the Python package (issue 13), each run as a
+// The installed library and the Python package, each run as a
 // child process and checked here: install_check.sh (meson install into a
 // temporary prefix; the C and C++ samples built against its hexir.pc, shared
 // and static, each checked against the mlp reference) and python_test.py

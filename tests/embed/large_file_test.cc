@@ -1,4 +1,4 @@
-// Files past 4 GiB and offsets near 2^32 and 2^64 (issue 13). The large file
+// Files past 4 GiB and offsets near 2^32 and 2^64. The large file
 // is sparse: a RODATA section of 4 GiB + 128 bytes starting past 2^32, of
 // which only the page holding the one constant (itself at an offset past
 // 2^32 inside the section) is written, so it takes a few KiB of disk. It is

@@ -1,4 +1,4 @@
-// The verifier's overlap proof (issue 9): no two arena values live at the same
+// The verifier's overlap proof: no two arena values live at the same
 // time share a byte, views folded into their value, in-place results taking
 // over their input's bytes, per-instruction workspaces included; and writes
 // into a caller's buffer respect the values in it, a donated input and the

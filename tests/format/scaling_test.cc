@@ -1,4 +1,4 @@
-// Verification time grows with the file, not its square (issue 9): many
+// Verification time grows with the file, not its square: many
 // functions, many inputs. Duplicate names are still found, and the pair
 // reported is the one a scan from the start meets first.
 #include <doctest/doctest.h>

@@ -1067,7 +1067,7 @@ TEST_CASE("conv2d: plan, no workspace; plain-GEMM and depthwise forms") {
   CHECK(workspace_bytes(OpId::kConv2d, std::vector{f32({1, 8, 5, 7}), f32({4, 8, 1, 1})}, Params{}) == 0);
 }
 
-// ---- the ONNX importer's operators (issue 8) -----------------------------------
+// ---- the ONNX importer's operators -----------------------------------
 
 namespace {
 AttrValue num(double v) { return {v}; }

@@ -1,4 +1,4 @@
-// Loading hardened (issue 9): what was verified cannot change after load, the
+// Loading hardened: what was verified cannot change after load, the
 // weights can be read into owned memory, and the limits of LoadOptions bound
 // what a small file can make the VM allocate; files whose arena values
 // overlap while live are refused before anything runs.
