@@ -136,7 +136,8 @@ using namespace internal;
 struct OpTable {
   std::array<const OpDef*, kOpCount> defs{};
   OpTable() {
-    for (std::span<const OpDef> family : {elementwise_ops(), linalg_ops(), normalization_ops(), layout_ops()})
+    for (std::span<const OpDef> family :
+         {elementwise_ops(), matmul_ops(), spatial_ops(), normalization_ops(), layout_ops()})
       for (const OpDef& def : family) defs[static_cast<size_t>(def.id)] = &def;
   }
 };

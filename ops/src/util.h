@@ -12,7 +12,7 @@
 
 namespace hexir::ops::internal {
 
-// Fused epilogues (linalg.cc; op.h "A fused epilogue"): three words
+// Fused epilogues (epilogue.cc; op.h "A fused epilogue"): three words
 // [activation, alpha, beta] after an operator's own parameters.
 inline constexpr size_t kEpilogueWords = 3;
 struct ActivationInfo {
@@ -104,7 +104,8 @@ uint64_t flops_none(std::span<const TensorType> inputs, std::span<const TensorTy
 
 // The families' definitions, each a span in OpId order of its own ids.
 std::span<const OpDef> elementwise_ops();
-std::span<const OpDef> linalg_ops();
+std::span<const OpDef> matmul_ops();
+std::span<const OpDef> spatial_ops();
 std::span<const OpDef> normalization_ops();
 std::span<const OpDef> layout_ops();
 

@@ -24,6 +24,7 @@
 #include "cuda/kernels/layout.cu"
 #include "cuda/kernels/matmul.cu"
 #include "cuda/kernels/normalization.cu"
+#include "cuda/kernels/spatial.cu"
 // clang-format on
 
 namespace {

@@ -1,11 +1,10 @@
-// Contractions and windows: matmul (numpy semantics), conv2d, conv_transpose, the 2-D pools and
-// resize (NCHW).
+// Windows over images: conv2d, separable_conv2d, conv_transpose, the 2-D pools and resize
+// (NCHW; conv2d also channels-last).
 #include <algorithm>
 #include <bit>
-#include <cmath>
 #include <initializer_list>
-#include <limits>
 #include <optional>
+#include <utility>
 
 #include "util.h"
 
@@ -13,263 +12,7 @@ namespace hexir::ops::internal {
 
 using enum OpId;
 
-// ---- fused epilogues (conv2d, matmul, add; declared in util.h) ----------------------
-
-// One row per Activation (plans.h), in its order: the unary operator it
-// applies, its `variant` parameter (gelu's), its float parameter count, the
-// .hxir name, and whether its floats may be infinite (clip's bounds).
-constexpr ActivationInfo kActivations[] = {
-    {Activation::kRelu, kRelu, -1, 0, "relu", false},
-    {Activation::kGeluErf, kGelu, 0, 0, "gelu", false},
-    {Activation::kGeluTanh, kGelu, 1, 0, "gelu_tanh", false},
-    {Activation::kSilu, kSilu, -1, 0, "silu", false},
-    {Activation::kSigmoid, kSigmoid, -1, 0, "sigmoid", false},
-    {Activation::kTanh, kTanh, -1, 0, "tanh", false},
-    {Activation::kLeakyRelu, kLeakyRelu, -1, 1, "leaky_relu", false},
-    {Activation::kClip, kClip, -1, 2, "clip", true},
-    {Activation::kHardSigmoid, kHardSigmoid, -1, 2, "hard_sigmoid", false},
-    {Activation::kHardSwish, kHardSwish, -1, 0, "hard_swish", false},
-    // No unary operator: a mul by a one-element constant and an add of one (fusion.h).
-    {Activation::kAffine, kCount, -1, 2, "affine", false},
-};
-const ActivationInfo* activation_info(int64_t word) {
-  for (const ActivationInfo& a : kActivations)
-    if (static_cast<int64_t>(a.activation) == word) return &a;
-  return nullptr;
-}
-
-// activation = "name", activation_alpha, activation_beta: the three words, or none.
-Result<std::vector<int64_t>> lower_epilogue(OpId id, const AttrMap& attrs) {
-  const AttrValue* v = find_attr(attrs, "activation");
-  if (!v) {
-    if (find_attr(attrs, "activation_alpha") || find_attr(attrs, "activation_beta"))
-      return invalid_argument(prefix(id) + "activation_alpha and activation_beta need an 'activation'");
-    return std::vector<int64_t>{};
-  }
-  const auto* name = std::get_if<std::string>(&v->value);
-  const ActivationInfo* info = nullptr;
-  for (const ActivationInfo& a : kActivations)
-    if (name && *name == a.name) info = &a;
-  if (!info) {
-    std::string names;
-    for (const ActivationInfo& a : kActivations) names += std::string(names.empty() ? "" : ", ") + a.name;
-    return invalid_argument(prefix(id) + "attribute 'activation' must be one of " + names);
-  }
-  // The operator's own defaults (leaky_relu 0.01, clip unbounded, hard_sigmoid 0.2, 0.5).
-  const double inf = std::numeric_limits<double>::infinity();
-  double defaults[2] = {0.0, 0.0};
-  if (info->activation == Activation::kLeakyRelu) defaults[0] = 0.01;
-  if (info->activation == Activation::kClip) defaults[0] = -inf, defaults[1] = inf;
-  if (info->activation == Activation::kHardSigmoid) defaults[0] = 0.2, defaults[1] = 0.5;
-  if (info->activation == Activation::kAffine) defaults[0] = 1.0;
-  std::vector<int64_t> words{static_cast<int64_t>(info->activation), 0, 0};
-  const char* names[2] = {"activation_alpha", "activation_beta"};
-  for (int i = 0; i < 2; ++i) {
-    if (i >= info->floats) {
-      if (find_attr(attrs, names[i]))
-        return invalid_argument(prefix(id) + "activation '" + info->name + "' takes no '" + names[i] + "'");
-      continue;
-    }
-    HEXIR_ASSIGN_OR_RETURN(double value, float_attr(id, attrs, names[i], defaults[i]));
-    if (std::isnan(value) || (!info->infinite_ok && std::isinf(value)))
-      return invalid_argument(prefix(id) + "attribute '" + names[i] + "' must be a " +
-                              (info->infinite_ok ? "number, not NaN" : "finite number"));
-    words[1 + static_cast<size_t>(i)] = float_word(value);
-  }
-  return words;
-}
-
-void raise_epilogue(std::span<const int64_t> params, size_t offset, AttrMap& attrs, const std::string& name) {
-  if (params.size() < offset + kEpilogueWords) return;
-  const ActivationInfo* info = activation_info(params[offset]);
-  if (!info) return;
-  attrs[name] = AttrValue{std::string(info->name)};
-  if (info->floats > 0) attrs[name + "_alpha"] = AttrValue{float_param(params[offset + 1])};
-  if (info->floats > 1) attrs[name + "_beta"] = AttrValue{float_param(params[offset + 2])};
-}
-
-// Validates the epilogue words of a conv2d or matmul (untrusted files).
-Status check_epilogue(OpId id, std::span<const int64_t> words) {
-  const ActivationInfo* info = activation_info(words[0]);
-  if (!info)
-    return invalid_argument(prefix(id) + "epilogue activation " + std::to_string(words[0]) + " is unknown");
-  // The affine epilogue belongs to the elementwise kernels (hal/cpu/elementwise.cc).
-  if (info->activation == Activation::kAffine && id != kAdd && id != kMul)
-    return invalid_argument(prefix(id) + "epilogue activation 'affine' is for add and mul only");
-  for (int i = 0; i < 2; ++i) {
-    const int64_t word = words[1 + static_cast<size_t>(i)];
-    if (i >= info->floats) {
-      if (word != 0)
-        return invalid_argument(prefix(id) + "epilogue activation '" + info->name + "' takes " +
-                                std::to_string(info->floats) + " parameters; parameter " +
-                                std::to_string(i) + " must be 0");
-      continue;
-    }
-    const double v = float_param(word);
-    if (std::isnan(v) || (!info->infinite_ok && std::isinf(v)))
-      return invalid_argument(prefix(id) + "epilogue parameter " + std::to_string(v) + " must be " +
-                              (info->infinite_ok ? "a number, not NaN" : "finite"));
-  }
-  return ok_status();
-}
-
-Epilogue plan_epilogue(std::span<const int64_t> params, size_t offset) {
-  Epilogue e{};
-  if (params.size() < offset + kEpilogueWords) return e;
-  e.activation = static_cast<int32_t>(params[offset]);
-  e.a = static_cast<float>(float_param(params[offset + 1]));
-  e.b = static_cast<float>(float_param(params[offset + 2]));
-  return e;
-}
-
 namespace {
-
-// Parameters: none, or [transpose_b] then the epilogue's words:
-// [transpose_b, activation, alpha, beta].
-Result<std::vector<int64_t>> lower_matmul(std::span<const TensorType>, const AttrMap& attrs,
-                                          std::span<const TensorType>) {
-  HEXIR_RETURN_IF_ERROR(
-      check_attr_names(kMatmul, attrs, {"transpose_b", "activation", "activation_alpha", "activation_beta"}));
-  HEXIR_ASSIGN_OR_RETURN(int64_t transpose_b, int_attr(kMatmul, attrs, "transpose_b", 0));
-  if (transpose_b != 0 && transpose_b != 1)
-    return invalid_argument(prefix(kMatmul) + "attribute 'transpose_b' must be 0 or 1");
-  HEXIR_ASSIGN_OR_RETURN(std::vector<int64_t> words, lower_epilogue(kMatmul, attrs));
-  if (words.empty() && transpose_b == 0) return words;
-  words.insert(words.begin(), transpose_b);
-  return words;
-}
-
-AttrMap raise_matmul(std::span<const TensorType>, std::span<const int64_t> params) {
-  AttrMap attrs;
-  if (!params.empty() && params[0] != 0) attrs["transpose_b"] = AttrValue{params[0]};
-  raise_epilogue(params, 1, attrs);
-  return attrs;
-}
-
-// 2 per multiply-add (2 * m * n * k), and one per output element for the bias.
-uint64_t flops_matmul(std::span<const TensorType> in, std::span<const TensorType> out,
-                      std::span<const int64_t>) {
-  const uint64_t n = output_elements_sat(out);
-  if (in.empty() || in[0].dims.empty()) return n;
-  // The contracted dim is a's last (a 1-D a is promoted to [1, k]).
-  const int64_t k = in[0].dims.back();
-  return add_sat(mul_sat(mul_sat(n, 2), k > 0 ? static_cast<uint64_t>(k) : 0), in.size() > 2 ? n : 0);
-}
-
-bool transposes_b(std::span<const int64_t> params) { return !params.empty() && params[0] == 1; }
-
-// The operands as matrices: 1-D operands promoted ([K] on the left is [1,K],
-// on the right [K,1]); b as the [.., k, n] it stands for (its last two dims
-// swapped when it is stored transposed).
-void promoted(std::span<const TensorType> in, std::span<const int64_t> params, std::vector<int64_t>& a,
-              std::vector<int64_t>& b) {
-  a = in[0].dims;
-  b = in[1].dims;
-  if (a.size() == 1) a.insert(a.begin(), 1);
-  if (b.size() == 1) b.push_back(1);
-  if (transposes_b(params)) std::swap(b[b.size() - 1], b[b.size() - 2]);
-}
-
-Result<std::vector<TensorType>> infer_matmul(std::span<const TensorType> in,
-                                             std::span<const int64_t> params) {
-  if (!params.empty()) {
-    if (params.size() != 1 && params.size() != 1 + kEpilogueWords)
-      return invalid_argument(prefix(kMatmul) + "takes 0, 1 or " + std::to_string(1 + kEpilogueWords) +
-                              " parameters (transpose_b, then an epilogue), got " + std::to_string(params.size()));
-    if (params[0] != 0 && params[0] != 1)
-      return invalid_argument(prefix(kMatmul) + "transpose_b is " + std::to_string(params[0]) + ", not 0 or 1");
-    if (params.size() > 1) HEXIR_RETURN_IF_ERROR(check_epilogue(kMatmul, params.subspan(1)));
-  }
-  if (in[0].dims.empty() || in[1].dims.empty())
-    return invalid_argument(prefix(kMatmul) + "operands must have rank >= 1");
-  if (transposes_b(params) && in[1].rank() < 2)
-    return invalid_argument(prefix(kMatmul) + "transpose_b needs b of rank >= 2, got " + in[1].to_string());
-  // The bias runs along the columns of b: b must have them.
-  const int64_t columns = transposes_b(params) ? in[1].dims[in[1].rank() - 2] : in[1].dims.back();
-  if (in.size() == 3 && (in[1].rank() < 2 || in[2].rank() != 1 || in[2].dims[0] != columns))
-    return invalid_argument(prefix(kMatmul) + "bias " + in[2].to_string() + " is not [" + std::to_string(columns) +
-                            "] for b " + in[1].to_string() + " (b needs rank >= 2)");
-  std::vector<int64_t> a, b;
-  promoted(in, params, a, b);
-  if (a.back() != b[b.size() - 2])
-    return invalid_argument(prefix(kMatmul) + "contraction dims differ: " + shape_str(in[0].dims) + " x " +
-                            shape_str(in[1].dims));
-  auto batch = broadcast_shapes(std::span(a).first(a.size() - 2), std::span(b).first(b.size() - 2));
-  if (!batch)
-    return invalid_argument(prefix(kMatmul) + "batch dims of " + shape_str(in[0].dims) + " and " +
-                            shape_str(in[1].dims) + " do not broadcast");
-  TensorType out{DType::kF32, *batch};
-  if (in[0].dims.size() > 1) out.dims.push_back(a[a.size() - 2]);
-  if (in[1].dims.size() > 1) out.dims.push_back(b.back());
-  return one(std::move(out));
-}
-
-void plan_matmul(const PlanInput& op, OpPlan& out) {
-  MatmulPlan& p = out.start<MatmulPlan>();
-  std::vector<int64_t> a, b;
-  promoted(op.inputs, op.params, a, b);
-  p.b_transposed = transposes_b(op.params) ? 1 : 0;
-  p.m = a[a.size() - 2];
-  p.k = a.back();
-  p.n = b.back();
-  const size_t a_batch = a.size() - 2, b_batch = b.size() - 2;
-  const size_t batch_rank = std::max(a_batch, b_batch);
-  int64_t a_step = p.m * p.k, b_step = p.k * p.n;
-  bool a_full = true, a_repeated = true, b_full = true, b_repeated = true;
-  for (size_t i = batch_rank; i-- > 0;) {
-    const int64_t ai = static_cast<int64_t>(i) - static_cast<int64_t>(batch_rank - a_batch);
-    const int64_t bi = static_cast<int64_t>(i) - static_cast<int64_t>(batch_rank - b_batch);
-    const int64_t ad = ai >= 0 ? a[static_cast<size_t>(ai)] : 1;
-    const int64_t bd = bi >= 0 ? b[static_cast<size_t>(bi)] : 1;
-    p.batch_dims[i] = (ad == 0 || bd == 0) ? 0 : std::max(ad, bd);
-    p.a_stride[i] = ad == 1 ? 0 : a_step;
-    p.b_stride[i] = bd == 1 ? 0 : b_step;
-    if (p.batch_dims[i] > 1) {
-      (p.a_stride[i] == 0 ? a_full : a_repeated) = false;
-      (p.b_stride[i] == 0 ? b_full : b_repeated) = false;
-    }
-    a_step *= ad;
-    b_step *= bd;
-  }
-  p.batch_rank = static_cast<int32_t>(batch_rank);
-  p.batch_count = dims_product(std::span<const int64_t>(p.batch_dims, batch_rank), 0, batch_rank);
-  p.a_uniform = a_full || a_repeated;
-  p.b_uniform = b_full || b_repeated;
-  p.a_batch_stride = a_full ? p.m * p.k : 0;
-  p.b_batch_stride = b_full ? p.k * p.n : 0;
-  p.lda = p.k;
-  p.ldb = p.b_transposed ? p.k : p.n;
-  // Strided views (docs/views.md; rank >= 2, last stride 1): their row
-  // stride and batch strides; one batch stride when the batch dims line up.
-  for (size_t operand = 0; operand < 2 && operand < op.input_strides.size(); ++operand) {
-    const std::vector<int64_t>& strides = op.input_strides[operand];
-    if (strides.empty()) continue;
-    const size_t rank = strides.size(), own_batch = rank - 2;
-    const auto& dims = op.inputs[operand].dims;
-    (operand == 0 ? p.lda : p.ldb) = strides[rank - 2];
-    int64_t* batch_stride = operand == 0 ? p.a_stride : p.b_stride;
-    int64_t uniform_stride = -1, step = -1;
-    bool uniform = true;
-    for (size_t i = batch_rank; i-- > 0;) {
-      const int64_t own = static_cast<int64_t>(i) - static_cast<int64_t>(batch_rank - own_batch);
-      const int64_t d = own >= 0 ? dims[static_cast<size_t>(own)] : 1;
-      batch_stride[i] = d == 1 ? 0 : strides[static_cast<size_t>(own)];
-      if (p.batch_dims[i] <= 1) continue;
-      if (step < 0) {
-        uniform_stride = batch_stride[i];
-        step = batch_stride[i] * p.batch_dims[i];
-      } else if (batch_stride[i] == step) {
-        step *= p.batch_dims[i];
-      } else {
-        uniform = false;
-      }
-    }
-    (operand == 0 ? p.a_uniform : p.b_uniform) = uniform;
-    (operand == 0 ? p.a_batch_stride : p.b_batch_stride) = uniform && uniform_stride > 0 ? uniform_stride : 0;
-  }
-  p.has_bias = op.inputs.size() == 3;
-  p.epilogue = plan_epilogue(op.params, 1);
-}
 
 // ---- conv2d -----------------------------------------------------------------
 
@@ -1092,8 +835,6 @@ void plan_resize(const PlanInput& op, OpPlan& out) {
 }
 
 constexpr OpDef kDefs[] = {
-    {kMatmul, "matmul", 2, 3, 1, 1, true, false, false, 0, lower_matmul, raise_matmul, infer_matmul,
-     flops_matmul, nullptr, plan_matmul},
     {kConv2d, "conv2d", 2, 4, 1, 1, true, false, false, 0, lower_conv2d, raise_conv2d, infer_conv2d,
      flops_conv<kConv2d>, nullptr, plan_conv2d},
     {kMaxPool, "max_pool", 1, 1, 1, 1, true, false, false, 0, lower_pool<kMaxPool>, raise_pool<kMaxPool>,
@@ -1112,42 +853,11 @@ constexpr OpDef kDefs[] = {
 
 }  // namespace
 
-std::span<const OpDef> linalg_ops() { return kDefs; }
+std::span<const OpDef> spatial_ops() { return kDefs; }
 
 }  // namespace hexir::ops::internal
 
 namespace hexir::ops {
-
-std::optional<std::vector<int64_t>> epilogue_words(OpId op, std::span<const int64_t> params) {
-  using namespace internal;
-  for (const ActivationInfo& a : kActivations) {
-    if (a.op != op) continue;
-    if (a.variant >= 0 && (params.size() != 1 || params[0] != a.variant)) continue;
-    if (a.variant < 0 && params.size() != static_cast<size_t>(a.floats)) return std::nullopt;
-    std::vector<int64_t> words{static_cast<int64_t>(a.activation), 0, 0};
-    for (int i = 0; i < a.floats; ++i) words[1 + static_cast<size_t>(i)] = params[static_cast<size_t>(i)];
-    if (!check_epilogue(op, words).ok()) return std::nullopt;
-    return words;
-  }
-  return std::nullopt;
-}
-
-std::optional<std::pair<OpId, std::vector<int64_t>>> epilogue_op(std::span<const int64_t> words) {
-  using namespace internal;
-  if (words.size() != kEpilogueWords) return std::nullopt;
-  const ActivationInfo* a = activation_info(words[0]);
-  if (!a) return std::nullopt;
-  std::vector<int64_t> params;
-  if (a->variant >= 0) params.push_back(a->variant);
-  for (int i = 0; i < a->floats; ++i) params.push_back(words[1 + static_cast<size_t>(i)]);
-  return std::make_pair(a->op, std::move(params));
-}
-
-const char* activation_name(int64_t activation, int* floats) {
-  const internal::ActivationInfo* a = internal::activation_info(activation);
-  if (floats) *floats = a ? a->floats : 0;
-  return a ? a->name : nullptr;
-}
 
 // conv2d's words: the 9 of kConvParamCount, then the epilogue's 3 (when
 // fused), then 1 when channels-last: 9, 12, 10 or 13 words. Files written

@@ -1,0 +1,169 @@
+// Contractions: matmul (numpy semantics), with an optional bias and fused epilogue.
+#include <algorithm>
+#include <utility>
+
+#include "util.h"
+
+namespace hexir::ops::internal {
+
+using enum OpId;
+
+namespace {
+
+// Parameters: none, or [transpose_b] then the epilogue's words:
+// [transpose_b, activation, alpha, beta].
+Result<std::vector<int64_t>> lower_matmul(std::span<const TensorType>, const AttrMap& attrs,
+                                          std::span<const TensorType>) {
+  HEXIR_RETURN_IF_ERROR(
+      check_attr_names(kMatmul, attrs, {"transpose_b", "activation", "activation_alpha", "activation_beta"}));
+  HEXIR_ASSIGN_OR_RETURN(int64_t transpose_b, int_attr(kMatmul, attrs, "transpose_b", 0));
+  if (transpose_b != 0 && transpose_b != 1)
+    return invalid_argument(prefix(kMatmul) + "attribute 'transpose_b' must be 0 or 1");
+  HEXIR_ASSIGN_OR_RETURN(std::vector<int64_t> words, lower_epilogue(kMatmul, attrs));
+  if (words.empty() && transpose_b == 0) return words;
+  words.insert(words.begin(), transpose_b);
+  return words;
+}
+
+AttrMap raise_matmul(std::span<const TensorType>, std::span<const int64_t> params) {
+  AttrMap attrs;
+  if (!params.empty() && params[0] != 0) attrs["transpose_b"] = AttrValue{params[0]};
+  raise_epilogue(params, 1, attrs);
+  return attrs;
+}
+
+// 2 per multiply-add (2 * m * n * k), and one per output element for the bias.
+uint64_t flops_matmul(std::span<const TensorType> in, std::span<const TensorType> out,
+                      std::span<const int64_t>) {
+  const uint64_t n = output_elements_sat(out);
+  if (in.empty() || in[0].dims.empty()) return n;
+  // The contracted dim is a's last (a 1-D a is promoted to [1, k]).
+  const int64_t k = in[0].dims.back();
+  return add_sat(mul_sat(mul_sat(n, 2), k > 0 ? static_cast<uint64_t>(k) : 0), in.size() > 2 ? n : 0);
+}
+
+bool transposes_b(std::span<const int64_t> params) { return !params.empty() && params[0] == 1; }
+
+// The operands as matrices: 1-D operands promoted ([K] on the left is [1,K],
+// on the right [K,1]); b as the [.., k, n] it stands for (its last two dims
+// swapped when it is stored transposed).
+void promoted(std::span<const TensorType> in, std::span<const int64_t> params, std::vector<int64_t>& a,
+              std::vector<int64_t>& b) {
+  a = in[0].dims;
+  b = in[1].dims;
+  if (a.size() == 1) a.insert(a.begin(), 1);
+  if (b.size() == 1) b.push_back(1);
+  if (transposes_b(params)) std::swap(b[b.size() - 1], b[b.size() - 2]);
+}
+
+Result<std::vector<TensorType>> infer_matmul(std::span<const TensorType> in,
+                                             std::span<const int64_t> params) {
+  if (!params.empty()) {
+    if (params.size() != 1 && params.size() != 1 + kEpilogueWords)
+      return invalid_argument(prefix(kMatmul) + "takes 0, 1 or " + std::to_string(1 + kEpilogueWords) +
+                              " parameters (transpose_b, then an epilogue), got " + std::to_string(params.size()));
+    if (params[0] != 0 && params[0] != 1)
+      return invalid_argument(prefix(kMatmul) + "transpose_b is " + std::to_string(params[0]) + ", not 0 or 1");
+    if (params.size() > 1) HEXIR_RETURN_IF_ERROR(check_epilogue(kMatmul, params.subspan(1)));
+  }
+  if (in[0].dims.empty() || in[1].dims.empty())
+    return invalid_argument(prefix(kMatmul) + "operands must have rank >= 1");
+  if (transposes_b(params) && in[1].rank() < 2)
+    return invalid_argument(prefix(kMatmul) + "transpose_b needs b of rank >= 2, got " + in[1].to_string());
+  // The bias runs along the columns of b: b must have them.
+  const int64_t columns = transposes_b(params) ? in[1].dims[in[1].rank() - 2] : in[1].dims.back();
+  if (in.size() == 3 && (in[1].rank() < 2 || in[2].rank() != 1 || in[2].dims[0] != columns))
+    return invalid_argument(prefix(kMatmul) + "bias " + in[2].to_string() + " is not [" + std::to_string(columns) +
+                            "] for b " + in[1].to_string() + " (b needs rank >= 2)");
+  std::vector<int64_t> a, b;
+  promoted(in, params, a, b);
+  if (a.back() != b[b.size() - 2])
+    return invalid_argument(prefix(kMatmul) + "contraction dims differ: " + shape_str(in[0].dims) + " x " +
+                            shape_str(in[1].dims));
+  auto batch = broadcast_shapes(std::span(a).first(a.size() - 2), std::span(b).first(b.size() - 2));
+  if (!batch)
+    return invalid_argument(prefix(kMatmul) + "batch dims of " + shape_str(in[0].dims) + " and " +
+                            shape_str(in[1].dims) + " do not broadcast");
+  TensorType out{DType::kF32, *batch};
+  if (in[0].dims.size() > 1) out.dims.push_back(a[a.size() - 2]);
+  if (in[1].dims.size() > 1) out.dims.push_back(b.back());
+  return one(std::move(out));
+}
+
+void plan_matmul(const PlanInput& op, OpPlan& out) {
+  MatmulPlan& p = out.start<MatmulPlan>();
+  std::vector<int64_t> a, b;
+  promoted(op.inputs, op.params, a, b);
+  p.b_transposed = transposes_b(op.params) ? 1 : 0;
+  p.m = a[a.size() - 2];
+  p.k = a.back();
+  p.n = b.back();
+  const size_t a_batch = a.size() - 2, b_batch = b.size() - 2;
+  const size_t batch_rank = std::max(a_batch, b_batch);
+  int64_t a_step = p.m * p.k, b_step = p.k * p.n;
+  bool a_full = true, a_repeated = true, b_full = true, b_repeated = true;
+  for (size_t i = batch_rank; i-- > 0;) {
+    const int64_t ai = static_cast<int64_t>(i) - static_cast<int64_t>(batch_rank - a_batch);
+    const int64_t bi = static_cast<int64_t>(i) - static_cast<int64_t>(batch_rank - b_batch);
+    const int64_t ad = ai >= 0 ? a[static_cast<size_t>(ai)] : 1;
+    const int64_t bd = bi >= 0 ? b[static_cast<size_t>(bi)] : 1;
+    p.batch_dims[i] = (ad == 0 || bd == 0) ? 0 : std::max(ad, bd);
+    p.a_stride[i] = ad == 1 ? 0 : a_step;
+    p.b_stride[i] = bd == 1 ? 0 : b_step;
+    if (p.batch_dims[i] > 1) {
+      (p.a_stride[i] == 0 ? a_full : a_repeated) = false;
+      (p.b_stride[i] == 0 ? b_full : b_repeated) = false;
+    }
+    a_step *= ad;
+    b_step *= bd;
+  }
+  p.batch_rank = static_cast<int32_t>(batch_rank);
+  p.batch_count = dims_product(std::span<const int64_t>(p.batch_dims, batch_rank), 0, batch_rank);
+  p.a_uniform = a_full || a_repeated;
+  p.b_uniform = b_full || b_repeated;
+  p.a_batch_stride = a_full ? p.m * p.k : 0;
+  p.b_batch_stride = b_full ? p.k * p.n : 0;
+  p.lda = p.k;
+  p.ldb = p.b_transposed ? p.k : p.n;
+  // Strided views (docs/views.md; rank >= 2, last stride 1): their row
+  // stride and batch strides; one batch stride when the batch dims line up.
+  for (size_t operand = 0; operand < 2 && operand < op.input_strides.size(); ++operand) {
+    const std::vector<int64_t>& strides = op.input_strides[operand];
+    if (strides.empty()) continue;
+    const size_t rank = strides.size(), own_batch = rank - 2;
+    const auto& dims = op.inputs[operand].dims;
+    (operand == 0 ? p.lda : p.ldb) = strides[rank - 2];
+    int64_t* batch_stride = operand == 0 ? p.a_stride : p.b_stride;
+    int64_t uniform_stride = -1, step = -1;
+    bool uniform = true;
+    for (size_t i = batch_rank; i-- > 0;) {
+      const int64_t own = static_cast<int64_t>(i) - static_cast<int64_t>(batch_rank - own_batch);
+      const int64_t d = own >= 0 ? dims[static_cast<size_t>(own)] : 1;
+      batch_stride[i] = d == 1 ? 0 : strides[static_cast<size_t>(own)];
+      if (p.batch_dims[i] <= 1) continue;
+      if (step < 0) {
+        uniform_stride = batch_stride[i];
+        step = batch_stride[i] * p.batch_dims[i];
+      } else if (batch_stride[i] == step) {
+        step *= p.batch_dims[i];
+      } else {
+        uniform = false;
+      }
+    }
+    (operand == 0 ? p.a_uniform : p.b_uniform) = uniform;
+    (operand == 0 ? p.a_batch_stride : p.b_batch_stride) = uniform && uniform_stride > 0 ? uniform_stride : 0;
+  }
+  p.has_bias = op.inputs.size() == 3;
+  p.epilogue = plan_epilogue(op.params, 1);
+}
+
+constexpr OpDef kDefs[] = {
+    {kMatmul, "matmul", 2, 3, 1, 1, true, false, false, 0, lower_matmul, raise_matmul, infer_matmul,
+     flops_matmul, nullptr, plan_matmul},
+};
+
+}  // namespace
+
+std::span<const OpDef> matmul_ops() { return kDefs; }
+
+}  // namespace hexir::ops::internal
