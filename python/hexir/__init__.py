@@ -13,15 +13,35 @@ libhexir_vm.so.0, found like any shared library). Errors of the C API are
 raised as hexir.Error, whose message is the library's and whose .code names
 the status ('INVALID_ARGUMENT', 'DATA_LOSS', ...).
 
-Inputs are made C-contiguous and converted to the declared numpy type
-within the same kind only (float64 -> float32, int64 -> int32; a copy only
-when needed); any other dtype or a wrong shape is refused by the library,
-naming the input. A donated input is copied first, so the caller's array is never
-written. Results come back as new numpy arrays the caller owns.
+Inputs (numpy arrays, 0-d included, or anything numpy.asarray takes) are
+passed as they are when C-contiguous and of the declared type; otherwise a
+converted copy is passed. A context converts by value (cast="checked", the
+default): an integer array to any integer type when every value fits
+(int64 [1, 2] to i8 or u8), a float array to a narrower float type when no
+finite value becomes infinite (float64 to float32); a value that does not fit
+raises hexir.Error naming the input and the first offending index. Floats
+are never rounded into integers, nor integers made floats: that dtype, or a
+wrong shape, is refused by the library, naming the input.
+program.context(cast="unsafe") converts any numeric dtype with numpy's
+astype instead (integers wrap, floats truncate or overflow to inf) for
+callers who have checked their values already.
+
+A donated input (Tensor.donated_to >= 0) is handed over: when the array is
+C-contiguous, writeable and of the declared type, the library computes the
+result into that very array (the result returned for it is the caller's
+array, no copy made), so its old contents are lost; pass array.copy() to keep
+them. An input that needs converting is converted into a new array first,
+which is then the one handed over. Other results come back as new numpy
+arrays the caller owns.
+
+Paths and device names are refused (hexir.Error, INVALID_ARGUMENT) when they
+hold a NUL character, which the C API would read as their end; threads must
+be an int the C API's int32 holds (the library takes 0..1024).
 """
 
 import ctypes
 import ctypes.util
+import numbers
 import os
 from collections import namedtuple
 
@@ -175,20 +195,95 @@ def _numpy_dtype(name, code):
     return np.dtype(_DTYPES[code])
 
 
+_CASTS = ("checked", "unsafe")
+
+
+def _first(mask):
+    """The numpy index of the first True of `mask` (() for a 0-d mask)."""
+    return tuple(int(i) for i in np.unravel_index(int(np.argmax(mask)), mask.shape))
+
+
+def _type_text(sig):
+    """'f32[8,128]', as the library writes a type."""
+    return "%s[%s]" % (sig.dtype, ",".join(map(str, sig.shape)))
+
+
+def _index_text(index):
+    if len(index) == 1:
+        return "index %d" % index[0]
+    return "index %s" % (index,) if index else "the value"
+
+
+def _converted(array, dtype):
+    """`array` as `dtype` by value: the converted copy and a mask of the values
+    it changed (an integer that does not fit, a finite float that overflowed),
+    or None when the dtypes are not converted by value (the library refuses them)."""
+    integers = array.dtype.kind in "iu" and dtype.kind in "iu"
+    floats = array.dtype.kind == "f" and dtype.kind == "f"
+    if not integers and not floats:
+        return None, None
+    with np.errstate(over="ignore", invalid="ignore"):
+        out = array.astype(dtype)
+    if np.can_cast(array.dtype, dtype, "safe"):
+        return out, None
+    if integers:  # a round trip gives the value back, with its sign, exactly when it fits
+        changed = (out.astype(array.dtype) != array) | ((out < 0) != (array < 0))
+    else:
+        changed = np.isinf(out) & np.isfinite(array)
+    return out, changed
+
+
+def _argument(value, dtype, sig, fn, cast, donated):
+    """The array handed to the library for input `sig` of `fn`: `value` itself
+    when it is C-contiguous, aligned and of `dtype` (and writeable when
+    donated), otherwise a converted or contiguous copy."""
+    array = np.asarray(value)
+    if array.dtype != dtype:
+        if cast == "unsafe" and array.dtype.kind in "biuf":
+            with np.errstate(over="ignore", invalid="ignore"):
+                return np.require(array.astype(dtype), requirements="CA")
+        converted, changed = _converted(array, dtype)
+        if converted is None:
+            return np.require(array, requirements="CA")  # the library names the dtype it refuses
+        if changed is not None and changed.any():
+            index = _first(changed)
+            raise Error("INVALID_ARGUMENT", "input '%s' of function '%s' (%s): the value %s at %s of the numpy "
+                        "%s array %s %s; program.context(cast=\"unsafe\") converts anyway" % (
+                            sig.name, fn.name, _type_text(sig), array[index], _index_text(index),
+                            array.dtype, "does not fit" if dtype.kind in "iu" else "overflows", sig.dtype))
+        array = converted
+    return np.require(array, requirements="CAW" if donated else "CA")
+
+
+def _c_string(name, value):
+    """`value` (bytes) for a char* of the C API, which would end it at a NUL."""
+    if b"\0" in value:
+        raise Error("INVALID_ARGUMENT", "%s %r holds a NUL character at offset %d" % (name, value, value.index(b"\0")))
+    return value
+
+
+def _c_int32(name, value):
+    """`value` for an int32_t of the C API, which ctypes would silently wrap."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not -2**31 <= value < 2**31:
+        raise Error("INVALID_ARGUMENT", "%s=%r is not an int32 (the library takes 0..1024)" % (name, value))
+    return int(value)
+
+
 class Program:
     """A loaded, verified module prepared on a device. Made by hexir.load."""
 
     def __init__(self, path, device="cpu", threads=0):
         self._program = None
         self._device = None
+        path_bytes, device_bytes = _c_string("path", os.fsencode(path)), _c_string("device", device.encode())
         options = _DeviceOptions()
         _device_options_init(ctypes.byref(options))
-        options.threads = threads
+        options.threads = _c_int32("threads", threads)
         dev = ctypes.c_void_p()
-        _check(_device_create(device.encode(), ctypes.byref(options), ctypes.byref(dev)))
+        _check(_device_create(device_bytes, ctypes.byref(options), ctypes.byref(dev)))
         self._device = dev  # kept for the device buffers of contexts that stage arguments
         module = ctypes.c_void_p()
-        _check(_module_load_file(os.fsencode(path), None, ctypes.byref(module)))
+        _check(_module_load_file(path_bytes, None, ctypes.byref(module)))
         try:
             self.name = _module_name(module).decode()
             self.functions, self._codes = self._reflect(module)
@@ -222,12 +317,14 @@ class Program:
             codes[name] = ([c for _, c in inputs], [c for _, c in outputs])
         return functions, codes
 
-    def context(self, staged=None):
+    def context(self, staged=None, cast="checked"):
         """A new context (its own arena): not thread-safe, make one per thread.
         staged (default: on for every device but the cpu): arguments go
         through device buffers of the context (hexir_buffer_*), allocated at
-        the first call of each function and reused."""
-        return Context(self, staged)
+        the first call of each function and reused. cast: how inputs of
+        another dtype are converted, "checked" (by value, refusing one that
+        does not fit) or "unsafe" (numpy's astype); see the module's doc."""
+        return Context(self, staged, cast)
 
     def __del__(self):
         if getattr(self, "_program", None):
@@ -245,11 +342,14 @@ class Context:
     """ctx(**inputs) runs the module's only function (or 'main');
     ctx("name", **inputs) any function. Returns {output name: numpy array}."""
 
-    def __init__(self, program, staged=None):
+    def __init__(self, program, staged=None, cast="checked"):
         self._context = None
         self._buffers = {}
+        if cast not in _CASTS:
+            raise Error("INVALID_ARGUMENT", "cast=%r: a context casts %s" % (cast, " or ".join(map(repr, _CASTS))))
         self.program = program
         self.staged = program.device != "cpu" if staged is None else bool(staged)
+        self.cast = cast
         context = ctypes.c_void_p()
         _check(_context_create(program._program, ctypes.byref(context)))
         self._context = context
@@ -280,20 +380,15 @@ class Context:
         arrays = []
         args = (_Tensor * max(len(names), 1))()
         for i, (sig, code) in enumerate(zip(fn.inputs, in_codes)):
-            array = np.asarray(inputs[sig.name])
             dtype = _numpy_dtype("input '%s'" % sig.name, code)
-            if array.dtype != dtype and array.dtype.kind == dtype.kind:  # f64 -> f32, i64 -> i32
-                array = array.astype(dtype)
-            array = np.ascontiguousarray(array)
-            if sig.donated_to >= 0:
-                array = array.copy()  # the call may write a donated input
+            array = _argument(inputs[sig.name], dtype, sig, fn, self.cast, sig.donated_to >= 0)
             if array.dtype != dtype:
                 got_code = next((c for c, n in _DTYPES.items() if np.dtype(n) == array.dtype), -1)
             else:
                 got_code = code
             if got_code < 0:
-                raise Error("INVALID_ARGUMENT", "input '%s' of function '%s' expects %s%s, got numpy %s" % (
-                    sig.name, fn.name, sig.dtype, list(sig.shape), array.dtype))
+                raise Error("INVALID_ARGUMENT", "input '%s' of function '%s' expects %s, got numpy %s" % (
+                    sig.name, fn.name, _type_text(sig), array.dtype))
             dims = (ctypes.c_int64 * max(array.ndim, 1))(*array.shape)
             keep.append(dims)
             arrays.append(array)
@@ -302,7 +397,7 @@ class Context:
         outs = (_Tensor * max(len(fn.outputs), 1))()
         for j, (sig, code) in enumerate(zip(fn.outputs, out_codes)):
             donated = [i for i, s in enumerate(fn.inputs) if s.donated_to == j]
-            if donated:  # the result is computed in the donated input's buffer (the copy above)
+            if donated:  # the result is computed in the donated input's array (handed over above)
                 result = arrays[donated[0]]
             else:
                 result = np.empty(sig.shape, dtype=_numpy_dtype("output '%s'" % sig.name, code))
