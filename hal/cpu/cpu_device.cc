@@ -22,9 +22,10 @@ class CpuQueue final : public Queue {
  public:
   // `scratch`: the pool's per-participant scratch, allocated through `device`
   // (so its counters show it) and released through it with the queue.
-  CpuQueue(Device& device, AtomicCounters& counters, int threads, Buffer scratch)
-      : counters_(counters), scratch_{&device, scratch}, pool_(threads, static_cast<float*>(scratch.host_ptr)) {
-    context_.backend = &pool_;
+  // `pool` was made over `scratch`.
+  CpuQueue(Device& device, AtomicCounters& counters, std::unique_ptr<ThreadPool> pool, Buffer scratch)
+      : counters_(counters), scratch_{&device, scratch}, pool_(std::move(pool)) {
+    context_.backend = pool_.get();
   }
 
   Status dispatch(const Dispatch& dispatch) override {
@@ -94,7 +95,7 @@ class CpuQueue final : public Queue {
 
   AtomicCounters& counters_;
   OwnedBuffer scratch_;
-  ThreadPool pool_;
+  std::unique_ptr<ThreadPool> pool_;
   KernelContext context_;
   // Atomic only so another thread may read it while this one dispatches.
   std::atomic<uint64_t> dispatch_count_{0};
@@ -228,7 +229,12 @@ class CpuDevice final : public Device {
     const uint64_t bytes = static_cast<uint64_t>(threads_) * kScratchFloatsPerParticipant * sizeof(float);
     HEXIR_ASSIGN_OR_RETURN(Buffer scratch,
                            allocate(bytes, MemoryType::kHostVisible, BufferUsage::kTransient, kMinAlignment));
-    return std::unique_ptr<Queue>(std::make_unique<CpuQueue>(*this, counters_, threads_, scratch));
+    Result<std::unique_ptr<ThreadPool>> pool = ThreadPool::create(threads_, static_cast<float*>(scratch.host_ptr));
+    if (!pool.ok()) {
+      release(scratch);
+      return pool.status();
+    }
+    return std::unique_ptr<Queue>(std::make_unique<CpuQueue>(*this, counters_, std::move(*pool), scratch));
   }
 
   DeviceCounters counters() const override { return counters_.snapshot(); }

@@ -2,6 +2,10 @@
 
 #include <sched.h>
 
+#include <cerrno>
+#include <cstring>
+#include <system_error>
+
 namespace hexir::hal::cpu {
 namespace {
 
@@ -32,10 +36,34 @@ int available_cores() {
 }
 
 ThreadPool::ThreadPool(int threads, float* scratch) : scratch_(scratch) {
-  if (threads < 1) threads = 1;
   shares_ = std::make_unique<Share[]>(static_cast<size_t>(threads));
   workers_.reserve(static_cast<size_t>(threads - 1));
-  for (int i = 1; i < threads; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
+}
+
+Result<std::unique_ptr<ThreadPool>> ThreadPool::create(int threads, float* scratch, int startable_workers) {
+  threads = std::max(threads, 1);
+  std::unique_ptr<ThreadPool> pool(new ThreadPool(threads, scratch));
+  for (int i = 1; i < threads; ++i) {
+    const std::string refused = pool->start_worker(i, startable_workers);
+    if (refused.empty()) continue;
+    // Freeing the pool joins the workers started so far.
+    return resource_exhausted("cpu thread pool: started " + std::to_string(i - 1) + " of the " +
+                              std::to_string(threads - 1) + " worker threads asked for (threads=" +
+                              std::to_string(threads) + ", the calling thread included): " + refused);
+  }
+  return pool;
+}
+
+std::string ThreadPool::start_worker(int participant, int startable_workers) {
+  if (startable_workers >= 0 && participant > startable_workers) return std::strerror(EAGAIN);
+  try {
+    workers_.emplace_back([this, participant] { worker_loop(participant); });
+  } catch (const std::system_error& e) {  // EAGAIN: a thread or memory limit
+    return e.what();
+  } catch (const std::bad_alloc&) {
+    return "out of memory";
+  }
+  return {};
 }
 
 ThreadPool::~ThreadPool() {

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -29,10 +30,17 @@ inline constexpr int64_t kScratchFloatsPerParticipant = 192 * 256;
 
 class ThreadPool {
  public:
-  // `threads` participants in all, the caller included (1: no worker threads).
-  // `scratch`: kScratchFloatsPerParticipant floats per participant, 64-byte
-  // aligned, owned by the caller and outliving the pool; null: no scratch.
-  explicit ThreadPool(int threads, float* scratch = nullptr);
+  // A pool of `threads` participants in all, the caller included (1: no
+  // worker threads). `scratch`: kScratchFloatsPerParticipant floats per
+  // participant, 64-byte aligned, owned by the caller and outliving the pool;
+  // null: no scratch. kResourceExhausted, naming how many workers were asked
+  // for and how many started, when the system refuses a worker thread; the
+  // ones started are joined before it returns.
+  // `startable_workers` is a fault injection for tests: creating worker
+  // number startable_workers + 1 fails as the system's refusal would (-1:
+  // only the system limits them).
+  static Result<std::unique_ptr<ThreadPool>> create(int threads, float* scratch = nullptr,
+                                                    int startable_workers = -1);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
@@ -58,6 +66,9 @@ class ThreadPool {
   void run(int64_t tasks, ParticipantTaskFn fn, void* context);
 
  private:
+  ThreadPool(int threads, float* scratch);
+  // Starts worker `participant`; the system's reason when it cannot.
+  std::string start_worker(int participant, int startable_workers);
   void work(ParticipantTaskFn fn, void* context, int participant);
   void worker_loop(int participant);
 

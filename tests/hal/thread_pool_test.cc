@@ -3,7 +3,11 @@
 // numbers (the contiguous run [p * tasks / size(), (p + 1) * tasks / size())),
 // which is what keeps a thread on the rows it wrote in the kernel before.
 #include <atomic>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
+#include <fstream>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -20,7 +24,9 @@ struct Record {
 };
 
 TEST_CASE("thread pool: every task once; each participant's first task is in its own share") {
-  ThreadPool pool(2);
+  auto created = ThreadPool::create(2);
+  REQUIRE(created.ok());
+  ThreadPool& pool = **created;
   REQUIRE(pool.size() == 2);
   for (int64_t tasks : {2, 3, 17, 64}) {
     for (int job = 0; job < 50; ++job) {
@@ -46,6 +52,49 @@ TEST_CASE("thread pool: every task once; each participant's first task is in its
       if (first1 >= 0) CHECK(first1 >= half);
     }
   }
+}
+
+// The threads this process has (/proc/self/status).
+int thread_count() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line))
+    if (line.rfind("Threads:", 0) == 0) return std::stoi(line.substr(8));
+  return -1;
+}
+
+// The same once it reaches `expected`, or after a bounded number of looks: a
+// joined thread may linger in the kernel's list for a moment after join.
+int thread_count_settled(int expected) {
+  int threads = thread_count();
+  for (int look = 0; look < 100000 && threads != expected; ++look) {
+    std::this_thread::yield();
+    threads = thread_count();
+  }
+  return threads;
+}
+
+TEST_CASE("thread pool: a worker the system refuses is a status; the started ones are joined") {
+  const int before = thread_count();
+  for (int startable : {0, 1, 5}) {
+    INFO("workers that may start: " << startable);
+    auto pool = ThreadPool::create(8, nullptr, startable);
+    REQUIRE_FALSE(pool.ok());
+    CHECK(pool.status().code() == StatusCode::kResourceExhausted);
+    CHECK(pool.status().message() == "cpu thread pool: started " + std::to_string(startable) +
+                                         " of the 7 worker threads asked for (threads=8, the calling thread "
+                                         "included): " + std::strerror(EAGAIN));
+    CHECK(thread_count_settled(before) == before);  // joined, none left running
+  }
+  // As many as may start: the pool works.
+  auto pool = ThreadPool::create(8, nullptr, 7);
+  REQUIRE(pool.ok());
+  CHECK((*pool)->size() == 8);
+  CHECK(thread_count_settled(before + 7) == before + 7);
+  std::atomic<int64_t> sum{0};
+  (*pool)->run(
+      100, [](void* context, int64_t t, int) { static_cast<std::atomic<int64_t>*>(context)->fetch_add(t); }, &sum);
+  CHECK(sum.load() == 4950);
 }
 
 }  // namespace
