@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <utility>
 
 #include "cpu/cpu_device.h"
 #include "cuda/cuda_device.h"
@@ -73,11 +74,17 @@ bool matches_device_name(std::string_view name, std::string_view prefix) {
 
 namespace {
 
-// "threads=N" (1..1024) and "pack_weights=0|1" after "cpu?", '&' between them.
+// "threads=N" (1..1024) and "pack_weights=0|1" after "cpu?", '&' between
+// them, each at most once.
 Status parse_cpu_options(std::string_view options, DeviceOptions& out) {
+  bool seen_threads = false, seen_pack_weights = false;
   while (!options.empty()) {
     const std::string_view item = options.substr(0, options.find('&'));
     options.remove_prefix(std::min(options.size(), item.size() + 1));
+    const std::string_view key = item.substr(0, item.find('='));
+    bool* seen = key == "threads" ? &seen_threads : key == "pack_weights" ? &seen_pack_weights : nullptr;
+    if (seen && std::exchange(*seen, true))
+      return invalid_argument("cpu option '" + std::string(key) + "' given twice");
     if (item == "pack_weights=0" || item == "pack_weights=1") {
       out.pack_weights = item.back() == '1';
       continue;
@@ -102,6 +109,10 @@ Status parse_cpu_options(std::string_view options, DeviceOptions& out) {
 }  // namespace
 
 Result<std::unique_ptr<Device>> create_device(std::string_view name, const DeviceOptions& options) {
+  // The C API's char* would end at it; a C++ caller's name must read the same.
+  if (const size_t nul = name.find('\0'); nul != std::string_view::npos)
+    return invalid_argument("device name '" + std::string(name.substr(0, nul)) + "' holds a NUL character at offset " +
+                            std::to_string(nul));
   if (options.threads < 0 || options.threads > 1024)
     return invalid_argument("DeviceOptions::threads " + std::to_string(options.threads) + " is not in 0..1024");
   if (name == "cpu") return cpu::create_cpu_device(options.threads, options.pack_weights);

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <mutex>
 #include <string>
+#include <utility>
 
 #include "cuda_blas.h"
 #include "cuda_dispatch.h"
@@ -70,6 +71,7 @@ Result<DeviceOptions> parse_name(std::string_view name) {
     }
     o.ordinal = ordinal;
   }
+  bool seen_graphs = false, seen_cublas = false;
   while (!query.empty()) {
     const size_t end = query.find_first_of("&,");
     std::string_view option = query.substr(0, end);
@@ -86,6 +88,9 @@ Result<DeviceOptions> parse_name(std::string_view name) {
       return invalid_argument("device '" + std::string(name) + "': option '" + std::string(option) +
                               "' needs =on or =off");
     }
+    bool* seen = key == "graphs" ? &seen_graphs : key == "cublas" ? &seen_cublas : nullptr;
+    if (seen && std::exchange(*seen, true))
+      return invalid_argument("device '" + std::string(name) + "': option '" + std::string(key) + "' given twice");
     if (key == "graphs") {
       o.graphs = on;
     } else if (key == "cublas") {

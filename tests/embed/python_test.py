@@ -221,6 +221,8 @@ mlp = os.path.join(scratch, "mlp.hxe")
 expect_error("INVALID_ARGUMENT", "path", lambda: hexir.load(mlp + "\0.txt"), "a NUL in the path")
 expect_error("INVALID_ARGUMENT", "device b'cpu\\x00?threads=2' holds a NUL character at offset 3",
              lambda: hexir.load(mlp, device="cpu\0?threads=2"), "a NUL in the device")
+expect_error("INVALID_ARGUMENT", "cpu option 'threads' given twice",
+             lambda: hexir.load(mlp, device="cpu?threads=2&threads=3"), "a device option given twice")
 for threads in (2**32, 2**31, -2**31 - 1, 1.5, True):
     expect_error("INVALID_ARGUMENT", "threads=%r is not an int32" % (threads,),
                  lambda: hexir.load(mlp, threads=threads), "threads=%r" % (threads,))

@@ -104,5 +104,25 @@ TEST_CASE("threads: the cpu option is checked") {
   CHECK_FALSE(create_device("cpu", {.threads = -1}).ok());
 }
 
+TEST_CASE("threads: a cpu option given twice, and a NUL in a device name, are refused") {
+  for (const char* twice : {"cpu?threads=2&threads=3", "cpu?threads=2&pack_weights=0&threads=2",
+                            "cpu?pack_weights=1&pack_weights=0"}) {
+    INFO(twice);
+    auto device = create_device(twice);
+    REQUIRE_FALSE(device.ok());
+    CHECK(device.status().code() == StatusCode::kInvalidArgument);
+    CHECK(device.status().message().find("given twice") != std::string::npos);
+  }
+  // The C API's char* would end at the NUL; the C++ name must not read otherwise.
+  using namespace std::string_view_literals;
+  for (std::string_view nul : {"cpu\0?threads=5000"sv, "cpu?threads=2\0"sv, "cuda\0"sv, "\0"sv}) {
+    auto device = create_device(nul);
+    REQUIRE_FALSE(device.ok());
+    CHECK(device.status().code() == StatusCode::kInvalidArgument);
+    CHECK(device.status().message().find("holds a NUL character at offset " + std::to_string(nul.find('\0'))) !=
+          std::string::npos);
+  }
+}
+
 }  // namespace
 }  // namespace hexir::hal::testing

@@ -642,6 +642,10 @@ TEST_CASE("cuda device names: options are checked") {
 #ifdef HEXIR_HAVE_CUDA
   CHECK(bad.status().code() == StatusCode::kInvalidArgument);
   CHECK(hexir::hal::create_device("cuda:0?speed=fast").status().code() == StatusCode::kInvalidArgument);
+  auto twice = hexir::hal::create_device("cuda?graphs=on&cublas=off&graphs=off");
+  REQUIRE(!twice.ok());
+  CHECK(twice.status().code() == StatusCode::kInvalidArgument);
+  CHECK(twice.status().message().find("option 'graphs' given twice") != std::string::npos);
 #else
   CHECK(bad.status().code() == StatusCode::kUnavailable);
 #endif

@@ -222,10 +222,13 @@ Status no_kernel(std::string_view backend, const ops::KernelKey& key);
 // "cpu", "cuda", "cuda:1", "cuda-managed", ... Unknown or absent devices give
 // a clear kUnavailable / kInvalidArgument status. CUDA names take options
 // after '?': "cuda:0?graphs=off&cublas=off" (see docs/cuda.md); "cpu?threads=N"
-// sets DeviceOptions::threads.
+// sets DeviceOptions::threads. An option given twice, or a NUL anywhere in the
+// name, is kInvalidArgument.
 struct DeviceOptions {
   // cpu: threads per context (the calling thread included), started when the
-  // context is created; 0: one per core this process may run on.
+  // context is created; 0: one per core this process may run on. A thread the
+  // system refuses makes context creation kResourceExhausted (how many were
+  // asked for and how many started).
   int threads = 0;
   // cpu: constant weights packed for the GEMM at Program::prepare (faster,
   // but private memory in every process). false ("cpu?pack_weights=0"):
