@@ -306,6 +306,17 @@ func @main(%x: f32[100000000000]) -> (f32[4]) {
   CHECK_MESSAGE(contains(npy.output, "more than the .npy data limit of 4096 bytes"), npy.output);
 }
 
+TEST_CASE("tool safety: --threads past what the address space can start is an error, not an abort or a hang") {
+  if (kAddressSanitizer) return;  // no address-space limit there (see run)
+  ScratchDir dir;
+  REQUIRE(run(kCompile + " " + kSamples + "/mlp.hxir -o " + dir / "mlp.hxe").exit_code == 0);
+  // 1023 worker stacks of 8 MiB (or glibc's 2 MiB and more) do not fit in run's 2 GiB.
+  auto r = run(kRun + " " + dir / "mlp.hxe --threads 1024");
+  CHECK_MESSAGE(r.exit_code == 1, r.output);
+  CHECK_MESSAGE(contains(r.output, "cpu thread pool: started "), r.output);
+  CHECK_MESSAGE(contains(r.output, " of the 1023 worker threads asked for (threads=1024"), r.output);
+}
+
 TEST_CASE("tool safety: hexir-compile -o never writes through a planted symlink") {
   ScratchDir dir;
   const std::string victim = dir / "victim.txt";
