@@ -229,5 +229,18 @@ for threads in (2**32, 2**31, -2**31 - 1, 1.5, True):
 expect_error("INVALID_ARGUMENT", "threads", lambda: hexir.load(mlp, threads=2**31 - 1), "threads=2**31-1")
 check(hexir.load(mlp, threads=np.int64(2)).functions["main"], "threads=numpy.int64(2)")
 
+# More threads than the address space can start: context creation raises
+# RESOURCE_EXHAUSTED (it aborted the C++ tools and hung hexir_context_create).
+# In a child under a 2 GiB limit; the timeout only turns a hang into a failure.
+child = subprocess.run(
+    [sys.executable, "-c", "import sys, resource; resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30)); "
+     "sys.path.insert(0, sys.argv[1]); import hexir\ntry:\n hexir.load(sys.argv[2], threads=1024).context()\n"
+     "except hexir.Error as e:\n print(e.code, e)", os.path.dirname(os.path.dirname(hexir.__file__)), mlp],
+    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=120)
+said = child.stdout.decode(errors="replace").strip()
+check(child.returncode == 0 and said.startswith("RESOURCE_EXHAUSTED cpu thread pool: started ") and
+      " of the 1023 worker threads asked for (threads=1024" in said,
+      "threads=1024 under a 2 GiB address space: %s (exit %d)" % (said, child.returncode))
+
 print("python: %d passed, %d failed" % (passed, failed))
 sys.exit(1 if failed else 0)
