@@ -216,21 +216,30 @@ def _index_text(index):
 
 def _converted(array, dtype):
     """`array` as `dtype` by value: the converted copy and a mask of the values
-    it changed (an integer that does not fit, a finite float that overflowed),
-    or None when the dtypes are not converted by value (the library refuses them)."""
+    it changed (an integer that does not fit, a finite float that overflowed;
+    None when none did), or (None, None) when the dtypes are not converted by
+    value (the library refuses them)."""
     integers = array.dtype.kind in "iu" and dtype.kind in "iu"
     floats = array.dtype.kind == "f" and dtype.kind == "f"
     if not integers and not floats:
         return None, None
-    with np.errstate(over="ignore", invalid="ignore"):
-        out = array.astype(dtype)
-    if np.can_cast(array.dtype, dtype, "safe"):
-        return out, None
-    if integers:  # a round trip gives the value back, with its sign, exactly when it fits
-        changed = (out.astype(array.dtype) != array) | ((out < 0) != (array < 0))
+    if integers:
+        out = array.astype(dtype)  # wraps without a warning
     else:
-        changed = np.isinf(out) & np.isfinite(array)
-    return out, changed
+        with np.errstate(over="ignore"):
+            out = array.astype(dtype)
+    if np.can_cast(array.dtype, dtype, "safe") or array.size == 0:
+        return out, None
+    if integers:
+        info = np.iinfo(dtype)  # min and max as python ints compare exactly
+        if info.min <= int(array.min()) and int(array.max()) <= info.max:
+            return out, None
+        # A round trip gives the value back, with its sign, exactly when it fits.
+        return out, (out.astype(array.dtype) != array) | ((out < 0) != (array < 0))
+    overflowed = np.isinf(out)
+    if not overflowed.any():
+        return out, None
+    return out, overflowed & np.isfinite(array)
 
 
 def _argument(value, dtype, sig, fn, cast, donated):
@@ -245,13 +254,16 @@ def _argument(value, dtype, sig, fn, cast, donated):
         converted, changed = _converted(array, dtype)
         if converted is None:
             return np.require(array, requirements="CA")  # the library names the dtype it refuses
-        if changed is not None and changed.any():
+        if changed is not None and changed.any():  # inf and nan pass through a float cast
             index = _first(changed)
             raise Error("INVALID_ARGUMENT", "input '%s' of function '%s' (%s): the value %s at %s of the numpy "
                         "%s array %s %s; program.context(cast=\"unsafe\") converts anyway" % (
                             sig.name, fn.name, _type_text(sig), array[index], _index_text(index),
                             array.dtype, "does not fit" if dtype.kind in "iu" else "overflows", sig.dtype))
         array = converted
+    flags = array.flags
+    if flags.c_contiguous and flags.aligned and (flags.writeable or not donated):
+        return array
     return np.require(array, requirements="CAW" if donated else "CA")
 
 
