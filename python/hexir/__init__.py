@@ -209,9 +209,8 @@ def _type_text(sig):
 
 
 def _index_text(index):
-    if len(index) == 1:
-        return "index %d" % index[0]
-    return "index %s" % (index,) if index else "the value"
+    """'index 3' (1-d), 'index (1, 2)', 'index ()' (0-d): numpy's index of one value."""
+    return "index %d" % index[0] if len(index) == 1 else "index %s" % (index,)
 
 
 def _converted(array, dtype):
