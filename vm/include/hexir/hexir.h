@@ -107,7 +107,8 @@ typedef struct hexir_device_options_s {
 void hexir_device_options_init(hexir_device_options_t* options);
 
 /* Opens a device by name: "cpu", "cuda", "cuda:1", "cuda-managed", and the
- * options after '?' the C++ API takes ("cuda:0?graphs=off"). `options` may be
+ * options after '?' the C++ API takes ("cuda:0?graphs=off"), each at most
+ * once (twice: HEXIR_STATUS_INVALID_ARGUMENT). `options` may be
  * NULL (the defaults). On success *out_device is a new handle the caller owns
  * (hexir_device_release); programs prepared on it keep it alive. An absent
  * device or driver gives HEXIR_STATUS_UNAVAILABLE with the reason. */
@@ -262,7 +263,10 @@ void hexir_program_release(hexir_program_t* program);
 typedef struct hexir_context_s hexir_context_t;
 
 /* One arena (and workspace, and output buffers) per context, allocated here
- * and never on invoke. It keeps its program alive. Use one per thread. */
+ * and never on invoke. It keeps its program alive. Use one per thread. On the
+ * cpu its worker threads start here: one the system refuses (a thread or
+ * memory limit) is HEXIR_STATUS_RESOURCE_EXHAUSTED saying how many started,
+ * and those are joined before it returns. */
 hexir_status_t* hexir_context_create(hexir_program_t* program, hexir_context_t** out_context);
 /* Frees the context: its arena, its own output buffers (pointers from
  * hexir_context_output die here) and its reference to the program. NULL is a
