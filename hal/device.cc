@@ -111,8 +111,8 @@ Status parse_cpu_options(std::string_view options, DeviceOptions& out) {
 Result<std::unique_ptr<Device>> create_device(std::string_view name, const DeviceOptions& options) {
   // The C API's char* would end at it; a C++ caller's name must read the same.
   if (const size_t nul = name.find('\0'); nul != std::string_view::npos)
-    return invalid_argument("device name '" + std::string(name.substr(0, nul)) + "' holds a NUL character at offset " +
-                            std::to_string(nul));
+    return invalid_argument("device name '" + std::string(name.substr(0, nul)) +
+                            "' holds a NUL character at offset " + std::to_string(nul));
   if (options.threads < 0 || options.threads > 1024)
     return invalid_argument("DeviceOptions::threads " + std::to_string(options.threads) + " is not in 0..1024");
   if (name == "cpu") return cpu::create_cpu_device(options.threads, options.pack_weights);

@@ -229,7 +229,8 @@ class CpuDevice final : public Device {
     const uint64_t bytes = static_cast<uint64_t>(threads_) * kScratchFloatsPerParticipant * sizeof(float);
     HEXIR_ASSIGN_OR_RETURN(Buffer scratch,
                            allocate(bytes, MemoryType::kHostVisible, BufferUsage::kTransient, kMinAlignment));
-    Result<std::unique_ptr<ThreadPool>> pool = ThreadPool::create(threads_, static_cast<float*>(scratch.host_ptr));
+    Result<std::unique_ptr<ThreadPool>> pool =
+        ThreadPool::create(threads_, static_cast<float*>(scratch.host_ptr));
     if (!pool.ok()) {
       release(scratch);
       return pool.status();

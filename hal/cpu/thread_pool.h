@@ -10,13 +10,13 @@
 
 #include <algorithm>
 #include <atomic>
-#include <type_traits>
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "hexir/hal/device.h"

@@ -90,7 +90,8 @@ Result<DeviceOptions> parse_name(std::string_view name) {
     }
     bool* seen = key == "graphs" ? &seen_graphs : key == "cublas" ? &seen_cublas : nullptr;
     if (seen && std::exchange(*seen, true))
-      return invalid_argument("device '" + std::string(name) + "': option '" + std::string(key) + "' given twice");
+      return invalid_argument("device '" + std::string(name) + "': option '" + std::string(key) +
+                              "' given twice");
     if (key == "graphs") {
       o.graphs = on;
     } else if (key == "cublas") {

@@ -2,6 +2,8 @@
 // runs once, and each participant starts on its own share of the task
 // numbers (the contiguous run [p * tasks / size(), (p + 1) * tasks / size())),
 // which is what keeps a thread on the rows it wrote in the kernel before.
+#include "thread_pool.h"
+
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -12,7 +14,6 @@
 #include <vector>
 
 #include "doctest/doctest.h"
-#include "thread_pool.h"
 
 namespace hexir::hal::cpu {
 namespace {
@@ -83,7 +84,8 @@ TEST_CASE("thread pool: a worker the system refuses is a status; the started one
     CHECK(pool.status().code() == StatusCode::kResourceExhausted);
     CHECK(pool.status().message() == "cpu thread pool: started " + std::to_string(startable) +
                                          " of the 7 worker threads asked for (threads=8, the calling thread "
-                                         "included): " + std::strerror(EAGAIN));
+                                         "included): " +
+                                         std::strerror(EAGAIN));
     CHECK(thread_count_settled(before) == before);  // joined, none left running
   }
   // As many as may start: the pool works.
@@ -93,7 +95,8 @@ TEST_CASE("thread pool: a worker the system refuses is a status; the started one
   CHECK(thread_count_settled(before + 7) == before + 7);
   std::atomic<int64_t> sum{0};
   (*pool)->run(
-      100, [](void* context, int64_t t, int) { static_cast<std::atomic<int64_t>*>(context)->fetch_add(t); }, &sum);
+      100, [](void* context, int64_t t, int) { static_cast<std::atomic<int64_t>*>(context)->fetch_add(t); },
+      &sum);
   CHECK(sum.load() == 4950);
 }
 

@@ -119,8 +119,8 @@ TEST_CASE("threads: a cpu option given twice, and a NUL in a device name, are re
     auto device = create_device(nul);
     REQUIRE_FALSE(device.ok());
     CHECK(device.status().code() == StatusCode::kInvalidArgument);
-    CHECK(device.status().message().find("holds a NUL character at offset " + std::to_string(nul.find('\0'))) !=
-          std::string::npos);
+    CHECK(device.status().message().find("holds a NUL character at offset " +
+                                         std::to_string(nul.find('\0'))) != std::string::npos);
   }
 }
 

@@ -306,7 +306,8 @@ func @main(%x: f32[100000000000]) -> (f32[4]) {
   CHECK_MESSAGE(contains(npy.output, "more than the .npy data limit of 4096 bytes"), npy.output);
 }
 
-TEST_CASE("tool safety: --threads past what the address space can start is an error, not an abort or a hang") {
+TEST_CASE(
+    "tool safety: --threads past what the address space can start is an error, not an abort or a hang") {
   if (kAddressSanitizer) return;  // no address-space limit there (see run)
   ScratchDir dir;
   REQUIRE(run(kCompile + " " + kSamples + "/mlp.hxir -o " + dir / "mlp.hxe").exit_code == 0);
