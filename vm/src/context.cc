@@ -607,8 +607,10 @@ Result<Context> Context::create(const Program& program) {
 
   c->functions.resize(c->module->functions.size());
   size_t most_arguments = 0;
+  // Free-at-last-use: slot -> value number, shared by the functions (add_function).
+  std::vector<int32_t> local_value(c->dynamic ? c->module->fb().slots()->size() : 0, -1);
   for (size_t f = 0; f < c->functions.size(); ++f) {
-    if (c->dynamic) HEXIR_RETURN_IF_ERROR(c->dynamic->add_function(*c->module, *c->program, f));
+    if (c->dynamic) HEXIR_RETURN_IF_ERROR(c->dynamic->add_function(*c->module, *c->program, f, local_value));
     HEXIR_RETURN_IF_ERROR(build_function_table(*c, f, c->functions[f]));
     const FunctionSignature& sig = c->module->functions[f];
     most_arguments = std::max(most_arguments, sig.inputs.size() + sig.outputs.size());
