@@ -493,7 +493,7 @@ Status ContextImpl::run_transfer(const FunctionTable& t, uint32_t fence) {
 // overflowing counter ends the loop). Scalars are read on the host, after
 // the work queued before them has finished.
 Result<size_t> ContextImpl::run_control(FunctionTable& t, size_t k) {
-  HEXIR_RETURN_IF_ERROR(check_interrupt());
+  if (may_interrupt()) HEXIR_RETURN_IF_ERROR(check_interrupt());
   void* const* operands = t.dispatches[k].operands;
   const fb::Opcode opcode = t.opcode[k];
   switch (opcode) {

@@ -253,7 +253,11 @@ class ContextImpl {
   // The refusal of `what` while another thread holds the context.
   static Status busy(const char* what);
   bool cancel();
-  // Between instructions: kCancelled or kDeadlineExceeded when the invoke must stop.
+  // Between instructions: kCancelled or kDeadlineExceeded when the invoke
+  // must stop. The inline test first: a load and a compare when neither is on.
+  bool may_interrupt() const {
+    return deadline_at_ns != 0 || (run_state.load(std::memory_order_relaxed) & kCancelRequested) != 0;
+  }
   Status check_interrupt() const;
 
   // One caller buffer (or the context's own output buffer) as a byte range,
