@@ -751,7 +751,8 @@ TEST_CASE("c api: cancel, a deadline and the loop limit bound a loop of 2^62 ite
   REQUIRE(take(hexir_context_set_max_loop_iterations(context, 100)) == "OK");
   status = endless.run(context);
   CHECK(hexir_status_code(status) == HEXIR_STATUS_RESOURCE_EXHAUSTED);
-  CHECK_MESSAGE(has(hexir_status_message(status), "loop iterations, the context's limit"), hexir_status_message(status));
+  CHECK_MESSAGE(has(hexir_status_message(status), "loop iterations, the context's limit"),
+                hexir_status_message(status));
   hexir_status_free(status);
   REQUIRE(take(quick.run(context)) == "OK");  // within the limit
   CHECK(quick.out[3] == 4 * 6.0f);

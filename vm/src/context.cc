@@ -342,7 +342,8 @@ Status ContextImpl::invoke(size_t function, std::span<const TensorRef> inputs,
   loop_limit = max_loop_iterations.load(std::memory_order_relaxed);
   const uint64_t timeout = timeout_ns.load(std::memory_order_relaxed);
   deadline_at_ns = 0;
-  if (timeout > 0 && __builtin_add_overflow(coarse_now_ns(), timeout, &deadline_at_ns)) deadline_at_ns = UINT64_MAX;
+  if (timeout > 0 && __builtin_add_overflow(coarse_now_ns(), timeout, &deadline_at_ns))
+    deadline_at_ns = UINT64_MAX;
 
   const uint64_t dispatches_before = queue->dispatch_count();
   size_t failed = 0;
