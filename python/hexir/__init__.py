@@ -6,6 +6,9 @@
     ctx = program.context()                    # one arena; use one per thread
     out = ctx(x=numpy.load("input_x.npy"))     # {'p': array(...)}, runs 'main'
     out = ctx("other_function", a=..., b=...)  # any function by name
+    ctx.deadline = 10.0                        # seconds per call (None: no limit)
+    ctx.max_loop_iterations = 10**9            # loop iterations per call (None: no limit)
+    ctx.cancel()                               # from another thread: stops the running call
 
 No build step: the package loads libhexir_vm.so at import, from
 $HEXIR_LIBRARY when set, otherwise by name (the installed
@@ -42,6 +45,7 @@ be an int the C API's int32 holds (the library takes 0..1024).
 import ctypes
 import ctypes.util
 import numbers
+import operator
 import os
 from collections import namedtuple
 
@@ -156,6 +160,10 @@ _buffer_read = _declare("hexir_buffer_read", _status, ctypes.c_void_p, ctypes.c_
                         ctypes.c_uint64)
 _context_invoke = _declare("hexir_context_invoke", _status, ctypes.c_void_p, ctypes.c_size_t, _P(_Tensor),
                            ctypes.c_size_t, _P(_Tensor), ctypes.c_size_t)
+_context_cancel = _declare("hexir_context_cancel", ctypes.c_int, ctypes.c_void_p)
+_context_set_deadline = _declare("hexir_context_set_deadline", _status, ctypes.c_void_p, ctypes.c_uint64)
+_context_set_max_loop_iterations = _declare("hexir_context_set_max_loop_iterations", _status, ctypes.c_void_p,
+                                            ctypes.c_uint64)
 
 if _abi_version() != ABI_VERSION:
     raise ImportError("hexir: libhexir_vm has ABI %d, this package speaks %d" % (_abi_version(), ABI_VERSION))
@@ -351,19 +359,89 @@ class Program:
 
 class Context:
     """ctx(**inputs) runs the module's only function (or 'main');
-    ctx("name", **inputs) any function. Returns {output name: numpy array}."""
+    ctx("name", **inputs) any function. Returns {output name: numpy array}.
+
+    One thread at a time: a call made while another thread's call runs on
+    the same context raises hexir.Error with code 'FAILED_PRECONDITION'
+    (make one context per thread). The bounds on a call may be set from any
+    thread and apply from the next call on: ctx.deadline (seconds, None: no
+    limit; past it a call raises 'DEADLINE_EXCEEDED' at its next loop
+    iteration or branch, checked against a clock of a few milliseconds'
+    resolution) and ctx.max_loop_iterations (None: no limit; past it
+    'RESOURCE_EXHAUSTED'). ctx.cancel() from another thread stops the
+    running call ('CANCELLED')."""
+
+    _UINT64_MAX = 2**64 - 1
 
     def __init__(self, program, staged=None, cast="checked"):
         self._context = None
         self._buffers = {}
         if cast not in _CASTS:
             raise Error("INVALID_ARGUMENT", "cast=%r: a context casts %s" % (cast, " or ".join(map(repr, _CASTS))))
+        self._deadline = None
+        self._max_loop_iterations = None
         self.program = program
         self.staged = program.device != "cpu" if staged is None else bool(staged)
         self.cast = cast
         context = ctypes.c_void_p()
         _check(_context_create(program._program, ctypes.byref(context)))
         self._context = context
+
+    def cancel(self):
+        """Asks the call running on this context (in another thread) to stop:
+        it raises hexir.Error with code 'CANCELLED' at its next loop iteration
+        or branch, or returns normally if it finishes first. Returns whether
+        a call was running; with none, nothing happens and the next call runs
+        normally (set a deadline to bound a call that has not started yet)."""
+        return bool(_context_cancel(self._context))
+
+    @property
+    def deadline(self):
+        """Seconds each call may run, from its start; None: no limit."""
+        return self._deadline
+
+    @deadline.setter
+    def deadline(self, seconds):
+        self.set_deadline(seconds)
+
+    def set_deadline(self, seconds):
+        """ctx.deadline = seconds (None or 0: no limit)."""
+        if seconds is None or seconds == 0:
+            nanoseconds, seconds = 0, None
+        else:
+            try:
+                value = float(seconds)
+            except (TypeError, ValueError):
+                value = float("nan")
+            if not value > 0:
+                raise Error("INVALID_ARGUMENT", "deadline is %r: seconds > 0, or None for no limit" % (seconds,))
+            if value == float("inf"):
+                nanoseconds, seconds = 0, None
+            else:  # at least 1 ns (0 is no limit); past 2^64 ns (584 years): the most there is
+                nanoseconds = min(max(int(value * 1e9), 1), self._UINT64_MAX)
+        _check(_context_set_deadline(self._context, nanoseconds))
+        self._deadline = seconds
+
+    @property
+    def max_loop_iterations(self):
+        """Loop iterations each call may run, all loops together; None: no limit."""
+        return self._max_loop_iterations
+
+    @max_loop_iterations.setter
+    def max_loop_iterations(self, limit):
+        count = -1
+        if limit is None:
+            count = 0
+        elif not isinstance(limit, bool):
+            try:
+                count = operator.index(limit)  # ints, numpy integers; not floats
+            except TypeError:
+                pass
+        if not 0 <= count <= self._UINT64_MAX:
+            raise Error("INVALID_ARGUMENT", "max_loop_iterations is %r: an int from 1 to 2**64 - 1, or None for "
+                        "no limit" % (limit,))
+        _check(_context_set_max_loop_iterations(self._context, count))
+        self._max_loop_iterations = count or None
 
     def _function(self, name):
         functions = self.program.functions

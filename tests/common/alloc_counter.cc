@@ -17,9 +17,11 @@
 
 namespace {
 thread_local uint64_t g_thread_allocations = 0;
+thread_local uint64_t g_thread_allocated_bytes = 0;
 
 [[maybe_unused]] void* counted_malloc(std::size_t size) {
   ++g_thread_allocations;
+  g_thread_allocated_bytes += size;
   if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
   throw std::bad_alloc();
 }
@@ -27,6 +29,7 @@ thread_local uint64_t g_thread_allocations = 0;
 
 namespace hexir::testing {
 uint64_t thread_allocation_count() { return g_thread_allocations; }
+uint64_t thread_allocated_bytes() { return g_thread_allocated_bytes; }
 }  // namespace hexir::testing
 
 #ifndef HEXIR_TEST_TSAN
@@ -38,10 +41,12 @@ void* operator new[](std::size_t size) { return counted_malloc(size); }
 // that the delete above frees with the wrong allocator (alloc-dealloc-mismatch).
 void* operator new(std::size_t size, const std::nothrow_t&) noexcept {
   ++g_thread_allocations;
+  g_thread_allocated_bytes += size;
   return std::malloc(size == 0 ? 1 : size);
 }
 void* operator new[](std::size_t size, const std::nothrow_t&) noexcept {
   ++g_thread_allocations;
+  g_thread_allocated_bytes += size;
   return std::malloc(size == 0 ? 1 : size);
 }
 void operator delete(void* p) noexcept { std::free(p); }

@@ -67,6 +67,13 @@ int hexir_c99_check(const char* model_path, const float* input, const float* exp
   status = hexir_context_create(program, &context);
   if (status) return report(9, status);
 
+  /* The bounds on an invoke: none by default; a cancel with no invoke running does nothing. */
+  status = hexir_context_set_max_loop_iterations(context, 1000);
+  if (status) return report(13, status);
+  status = hexir_context_set_deadline(context, (uint64_t)60 * 1000000000u);
+  if (status) return report(14, status);
+  if (hexir_context_cancel(context) != 0) return report(15, NULL);
+
   in.data = (void*)input;
   in.byte_size = 8 * 128 * sizeof(float);
   in.dtype = HEXIR_DTYPE_F32;

@@ -564,3 +564,198 @@ TEST_CASE("c api: two contexts of one program on two threads, released there") {
   CHECK(wrong[0] == 0);
   CHECK(wrong[1] == 0);
 }
+
+// Out-of-range ranks: a caller's `rank` says how many dims its array holds,
+// and only a rank equal to the declared one is trusted to read them.
+TEST_CASE("c api: a rank other than the declared one is refused before its dims are read") {
+  const Sample& s = sample();
+  hexir_module_t* module = nullptr;
+  REQUIRE(take(hexir_module_load_file(s.hxe.c_str(), nullptr, &module)) == "OK");
+  hexir_context_t* context = context_for(module);
+  std::vector<float> out(80);
+  const int64_t dims[2] = {8, 128};  // two values only
+  hexir_tensor_t in{const_cast<float*>(s.input.data()), 4096, HEXIR_DTYPE_F32, 1000000, dims};
+  hexir_tensor_t o = tensor(out.data(), 320);
+  hexir_status_t* status = hexir_context_invoke(context, 0, &in, 1, &o, 1);
+  CHECK(hexir_status_code(status) == HEXIR_STATUS_INVALID_ARGUMENT);
+  CHECK(take(status) ==
+        "hexir_context_invoke: input 'x' of function 'main': expected f32[8,128] (rank 2), got rank 1000000");
+  in.rank = 2;
+  const int64_t out_dims[2] = {8, 10};
+  o = hexir_tensor_t{out.data(), 320, HEXIR_DTYPE_F32, 4000000000u, out_dims};
+  CHECK(take(hexir_context_invoke(context, 0, &in, 1, &o, 1)) ==
+        "hexir_context_invoke: output 0 of function 'main': expected f32[8,10] (rank 2), got rank 4000000000");
+  // No declared rank to compare with: the dims are not read, the call is refused by function or count.
+  o.rank = 2;
+  in.rank = 1000000;
+  CHECK(has(take(hexir_context_invoke(context, 7, &in, 1, &o, 1)), "function index 7 out of range"));
+  hexir_tensor_t two[2] = {tensor(s.input.data(), 4096), in};
+  CHECK(take(hexir_context_invoke(context, 0, two, 2, &o, 1)) == "function 'main' takes 1 inputs, got 2");
+  in.rank = 2;
+  REQUIRE(take(hexir_context_invoke(context, 0, &in, 1, &o, 1)) == "OK");
+  check_close(out.data(), s.expected);
+  hexir_context_release(context);
+}
+
+namespace {
+
+// a <- a + x, n times: x * (n + 1); n = 2^62 runs until something stops it.
+constexpr const char* kLoop = R"(module @loop
+func @main(%x: f32[4], %n: i64[]) -> f32[4] {
+  %r = for %i = 0 to %n step 1 iter(%a = %x) {
+    %a2 = call @add(%a, %x) : f32[4]
+    yield %a2
+  }
+  return %r
+}
+)";
+constexpr int64_t kEndless = int64_t{1} << 62;
+
+struct LoopCall {
+  float x[4] = {1, 2, 3, 4};
+  float out[4] = {};
+  int64_t n = 0;
+  hexir_tensor_t inputs[2];
+  hexir_tensor_t output;
+  explicit LoopCall(int64_t trip) : n(trip) {
+    inputs[0] = tensor(x, sizeof x);
+    inputs[1] = hexir_tensor_t{&n, 8, HEXIR_DTYPE_I64, 0, nullptr};
+    output = tensor(out, sizeof out);
+  }
+  hexir_status_t* run(hexir_context_t* context) { return hexir_context_invoke(context, 0, inputs, 2, &output, 1); }
+};
+
+hexir_context_t* loop_context(const Aligned& bytes) {
+  hexir_module_t* module = nullptr;
+  REQUIRE(take(hexir_module_load_buffer(bytes.data.get(), bytes.size, nullptr, &module)) == "OK");
+  return context_for(module);
+}
+
+}  // namespace
+
+TEST_CASE("c api: one context on two threads: the second invoke is refused, never a wrong answer") {
+  const Sample& s = sample();
+  hexir_module_t* module = nullptr;
+  REQUIRE(take(hexir_module_load_file(s.hxe.c_str(), nullptr, &module)) == "OK");
+  hexir_context_t* context = context_for(module);
+  // A second input and its result, computed alone first.
+  std::vector<float> other_input(s.input.size()), other_expected(80);
+  for (size_t i = 0; i < other_input.size(); ++i) other_input[i] = 0.5f - s.input[i];
+  hexir_tensor_t in = tensor(other_input.data(), 4096), o = tensor(other_expected.data(), 320);
+  REQUIRE(take(hexir_context_invoke(context, 0, &in, 1, &o, 1)) == "OK");
+
+  // Both threads hammer the one context with their own input and output.
+  struct Tally {
+    int ok = 0, refused = 0, wrong = 0, other = 0;
+    std::string other_message;
+  };
+  auto hammer = [context](const std::vector<float>* input, const std::vector<float>* expected, Tally* tally) {
+    std::vector<float> out(80);
+    hexir_tensor_t a = tensor(input->data(), 4096), b = tensor(out.data(), 320);
+    for (int i = 0; i < 3000; ++i) {
+      std::fill(out.begin(), out.end(), -1.0f);
+      hexir_status_t* status = hexir_context_invoke(context, 0, &a, 1, &b, 1);
+      if (!status) {
+        ++tally->ok;
+        for (size_t j = 0; j < 80; ++j)
+          if (!(std::fabs(out[j] - (*expected)[j]) <= 1e-5f + 1e-4f * std::fabs((*expected)[j]))) {
+            ++tally->wrong;
+            break;
+          }
+      } else if (hexir_status_code(status) == HEXIR_STATUS_FAILED_PRECONDITION &&
+                 has(hexir_status_message(status), "use one context per thread")) {
+        ++tally->refused;
+      } else {
+        ++tally->other;
+        tally->other_message = hexir_status_message(status);
+      }
+      hexir_status_free(status);
+    }
+  };
+  Tally first, second;
+  std::thread a(hammer, &s.input, &s.expected, &first), b(hammer, &other_input, &other_expected, &second);
+  a.join();
+  b.join();
+  MESSAGE("ok ", first.ok, " + ", second.ok, ", refused ", first.refused, " + ", second.refused);
+  CHECK(first.wrong == 0);
+  CHECK(second.wrong == 0);
+  CHECK_MESSAGE(first.other + second.other == 0, first.other_message, second.other_message);
+  CHECK(first.ok + first.refused == 3000);
+  hexir_context_release(context);
+
+  // Deterministic: while an endless loop runs on the context, another thread is refused.
+  Aligned bytes(compile(kLoop));
+  context = loop_context(bytes);
+  LoopCall endless(kEndless), quick(2);
+  hexir_status_code_t endless_code = HEXIR_STATUS_OK;
+  std::thread runner([&] {
+    hexir_status_t* status;
+    do {  // refused itself while a quick invoke runs: tried again
+      status = endless.run(context);
+      endless_code = hexir_status_code(status);
+      hexir_status_free(status);
+    } while (endless_code == HEXIR_STATUS_FAILED_PRECONDITION);
+  });
+  hexir_status_t* status;
+  int wrong = 0;
+  while (!(status = quick.run(context)))
+    if (quick.out[3] != 4 * 3.0f) ++wrong;
+  CHECK(wrong == 0);
+  CHECK(hexir_status_code(status) == HEXIR_STATUS_FAILED_PRECONDITION);
+  CHECK(take(status) ==
+        "hexir_context_invoke: the context is already running an invoke on another thread; use one context per "
+        "thread");
+  while (hexir_context_cancel(context) == 0) std::this_thread::yield();
+  runner.join();
+  CHECK(endless_code == HEXIR_STATUS_CANCELLED);
+  hexir_context_release(context);
+}
+
+TEST_CASE("c api: cancel, a deadline and the loop limit bound a loop of 2^62 iterations") {
+  CHECK(std::string(hexir_status_code_name(HEXIR_STATUS_CANCELLED)) == "CANCELLED");
+  CHECK(std::string(hexir_status_code_name(HEXIR_STATUS_DEADLINE_EXCEEDED)) == "DEADLINE_EXCEEDED");
+  CHECK(std::string(hexir_status_code_name(static_cast<hexir_status_code_t>(11))) == "UNKNOWN");
+  CHECK(hexir_context_cancel(nullptr) == 0);
+  CHECK(take(hexir_context_set_deadline(nullptr, 1)) == "hexir_context_set_deadline: context is NULL");
+  CHECK(take(hexir_context_set_max_loop_iterations(nullptr, 1)) ==
+        "hexir_context_set_max_loop_iterations: context is NULL");
+  Aligned bytes(compile(kLoop));
+  hexir_context_t* context = loop_context(bytes);
+  CHECK(hexir_context_cancel(context) == 0);  // none running: nothing happens
+
+  // Cancel, from another thread, retried until it lands on the running invoke.
+  LoopCall endless(kEndless);
+  std::thread canceller([context] {
+    while (hexir_context_cancel(context) == 0) std::this_thread::yield();
+  });
+  hexir_status_t* status = endless.run(context);
+  canceller.join();
+  CHECK(hexir_status_code(status) == HEXIR_STATUS_CANCELLED);
+  CHECK_MESSAGE(has(hexir_status_message(status), "the invoke was cancelled (Context::cancel) after"),
+                hexir_status_message(status));
+  hexir_status_free(status);
+
+  // A deadline of 1 ms.
+  REQUIRE(take(hexir_context_set_deadline(context, 1000000)) == "OK");
+  status = endless.run(context);
+  CHECK(hexir_status_code(status) == HEXIR_STATUS_DEADLINE_EXCEEDED);
+  CHECK_MESSAGE(has(hexir_status_message(status), "ran past its deadline"), hexir_status_message(status));
+  hexir_status_free(status);
+  REQUIRE(take(hexir_context_set_deadline(context, UINT64_MAX)) == "OK");  // as good as none
+  LoopCall quick(5);
+  REQUIRE(take(quick.run(context)) == "OK");
+  CHECK(quick.out[3] == 4 * 6.0f);
+  REQUIRE(take(hexir_context_set_deadline(context, 0)) == "OK");
+
+  // The loop limit.
+  REQUIRE(take(hexir_context_set_max_loop_iterations(context, 100)) == "OK");
+  status = endless.run(context);
+  CHECK(hexir_status_code(status) == HEXIR_STATUS_RESOURCE_EXHAUSTED);
+  CHECK_MESSAGE(has(hexir_status_message(status), "loop iterations, the context's limit"),
+                hexir_status_message(status));
+  hexir_status_free(status);
+  REQUIRE(take(quick.run(context)) == "OK");  // within the limit
+  CHECK(quick.out[3] == 4 * 6.0f);
+  REQUIRE(take(hexir_context_set_max_loop_iterations(context, 0)) == "OK");
+  hexir_context_release(context);
+}

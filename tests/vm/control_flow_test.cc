@@ -5,12 +5,14 @@
 // per-iteration allocations, and the front end's errors.
 #include <doctest/doctest.h>
 
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "hexir/compiler/compiler.h"
@@ -509,6 +511,91 @@ TEST_CASE("a context's loop iteration limit ends a runaway invoke cleanly") {
     REQUIRE_MESSAGE(st.ok(), st.to_string());
     CHECK(out[3] == 4 * 100.0f);
   }
+}
+
+// A loop that would run 2^62 iterations: only a bound or a cancel ends it.
+constexpr int64_t kEndless = int64_t{1} << 62;
+
+TEST_CASE("cancel from another thread stops a loop of 2^62 iterations; the next invoke runs") {
+  for (PlanStrategy plan : {PlanStrategy::kArena, PlanStrategy::kFreeAtLastUse}) {
+    Loaded l(kAccumulate, plan);
+    CHECK_FALSE(l.context->cancel());  // nothing running: nothing happens
+    std::vector<float> x = {1, 2, 3, 4}, out(4);
+    int64_t n = kEndless;
+    const TensorRef inputs[] = {f32(x, {4}), i64(n)};
+    const TensorRef outputs[] = {f32(out, {4})};
+    // The canceller retries until a cancel lands on the running invoke.
+    std::thread canceller([&] {
+      while (!l.context->cancel()) std::this_thread::yield();
+    });
+    Status st = l.context->invoke("main", inputs, outputs);
+    canceller.join();
+    REQUIRE(!st.ok());
+    CHECK(st.code() == StatusCode::kCancelled);
+    CHECK_MESSAGE(has(st.message(), "cancelled (Context::cancel) after"), st.message());
+    // The cancel ended with that invoke: the next one runs to its end.
+    n = 3;
+    st = l.context->invoke("main", inputs, outputs);
+    REQUIRE_MESSAGE(st.ok(), st.to_string());
+    CHECK(out[3] == 4 * 4.0f);
+  }
+}
+
+TEST_CASE("a deadline stops a loop of 2^62 iterations; 0 takes it away") {
+  Loaded l(kAccumulate);
+  CHECK(l.context->set_deadline(std::chrono::nanoseconds(-1)).code() == StatusCode::kInvalidArgument);
+  REQUIRE(l.context->set_deadline(std::chrono::milliseconds(1)).ok());
+  std::vector<float> x = {1, 2, 3, 4}, out(4);
+  int64_t n = kEndless;
+  const TensorRef inputs[] = {f32(x, {4}), i64(n)};
+  const TensorRef outputs[] = {f32(out, {4})};
+  Status st = l.context->invoke("main", inputs, outputs);
+  REQUIRE(!st.ok());
+  CHECK(st.code() == StatusCode::kDeadlineExceeded);
+  CHECK_MESSAGE(has(st.message(), "ran past its deadline (set_deadline: 1000000 ns from its start)"), st.message());
+  // A generous deadline lets a short loop finish; 0 is none at all.
+  n = 3;
+  REQUIRE(l.context->set_deadline(std::chrono::hours(1)).ok());
+  st = l.context->invoke("main", inputs, outputs);
+  REQUIRE_MESSAGE(st.ok(), st.to_string());
+  CHECK(out[3] == 4 * 4.0f);
+  REQUIRE(l.context->set_deadline(std::chrono::nanoseconds(0)).ok());
+  n = 1000;
+  st = l.context->invoke("main", inputs, outputs);
+  REQUIRE_MESSAGE(st.ok(), st.to_string());
+  CHECK(out[3] == 4 * 1001.0f);
+}
+
+TEST_CASE("one context, two threads: the second invoke is refused while the first runs") {
+  Loaded l(kAccumulate);
+  std::vector<float> x = {1, 2, 3, 4}, out(4), other_out(4);
+  int64_t endless = kEndless, short_trip = 2;
+  const TensorRef inputs[] = {f32(x, {4}), i64(endless)};
+  const TensorRef outputs[] = {f32(out, {4})};
+  const TensorRef other_inputs[] = {f32(x, {4}), i64(short_trip)};
+  const TensorRef other_outputs[] = {f32(other_out, {4})};
+  Status endless_status;
+  std::thread runner([&] {
+    // Refused itself while the other thread's short invoke runs: tried again.
+    do endless_status = l.context->invoke("main", inputs, outputs);
+    while (endless_status.code() == StatusCode::kFailedPrecondition);
+  });
+  // Short invokes run (or are refused) until the endless one holds the context.
+  Status st;
+  int wrong = 0;
+  do {
+    st = l.context->invoke("main", other_inputs, other_outputs);
+    if (st.ok() && other_out[3] != 4 * 3.0f) ++wrong;
+  } while (st.ok());
+  CHECK(wrong == 0);
+  CHECK(st.code() == StatusCode::kFailedPrecondition);
+  CHECK_MESSAGE(has(st.message(), "invoke: the context is already running an invoke on another thread; use one "
+                                  "context per thread"),
+                st.message());
+  CHECK(l.context->set_profiling(true).code() == StatusCode::kFailedPrecondition);
+  while (!l.context->cancel()) std::this_thread::yield();
+  runner.join();
+  CHECK(endless_status.code() == StatusCode::kCancelled);
 }
 
 TEST_CASE("loop errors name file:line:col") {

@@ -6,7 +6,9 @@
 #include <array>
 #include <cmath>
 #include <memory>
+#include <string>
 
+#include "alloc_counter.h"
 #include "hexir/vm.h"
 #include "hxe_test_builder.h"
 #include "vm_impl.h"
@@ -118,6 +120,53 @@ TEST_CASE("static plans: the peak stays 0 and invokes allocate nothing") {
   REQUIRE(context->invoke(0, {&in, 1}, {&out, 1}).ok());
   CHECK(context->invoke_stats().device_allocations == 0);
   CHECK(context->invoke_stats().peak_live_bytes == 0);
+}
+
+// `count` functions f0, f1, ..., each y = relu(relu(x)) through one
+// free-at-last-use value h: three slots and two instructions per function.
+ModuleSpec many_functions(uint32_t count) {
+  ModuleSpec m;
+  m.kernels = {"relu"};
+  m.arena_strategy = static_cast<uint8_t>(fb::PlanStrategy::FreeAtLastUse);
+  for (uint32_t f = 0; f < count; ++f) {
+    const auto x = static_cast<uint32_t>(m.slots.size());
+    m.slots.push_back({"x", fb::DType::F32, {4}, 16, fb::StorageKind::Input, fb::SlotUsage::ExternalInput, 0, 0});
+    m.slots.push_back({"h", fb::DType::F32, {4}, 16, fb::StorageKind::Arena, fb::SlotUsage::Transient, 0, 0, -1, 1});
+    m.slots.push_back({"y", fb::DType::F32, {4}, 16, fb::StorageKind::Output, fb::SlotUsage::ExternalOutput, 0, 0});
+    const auto operands = static_cast<uint32_t>(m.operand_pool.size());
+    m.operand_pool.insert(m.operand_pool.end(), {x, x + 1, x + 1, x + 2});
+    m.instructions.push_back({0, operands, 2, 1, 0, 0, 0, 0});
+    m.instructions.push_back({0, operands + 2, 2, 1, 0, 0, 0, 0});
+    m.functions.push_back({"f" + std::to_string(f), {{"x", x, -1}}, {{"0", x + 2, -1}}, 2 * f, 2, 0, 16});
+  }
+  return m;
+}
+
+// Context::create numbers each function's values; it must not pay for every
+// slot of the module per function (O(functions x slots)). Measured by what
+// it allocates in all: twice the functions (and slots), about twice the bytes.
+TEST_CASE("free-at-last-use: Context::create is linear in the functions and slots") {
+  auto created_bytes = [](uint32_t count) {
+    auto l = load(many_functions(count));
+    const uint64_t before = testing::thread_allocated_bytes();
+    Result<Context> context = Context::create(*l->program);
+    REQUIRE_MESSAGE(context.ok(), context.status().to_string());
+    const uint64_t bytes = testing::thread_allocated_bytes() - before;
+    // Each function runs: relu(relu(x)).
+    std::array<float, 4> x{1, -2, 3, -4}, y{};
+    const TensorType type{DType::kF32, {4}};
+    TensorRef in{x.data(), 16, type}, out{y.data(), 16, type};
+    REQUIRE(context->invoke(count - 1, {&in, 1}, {&out, 1}).ok());
+    CHECK(y[2] == 3.0f);
+    CHECK(y[1] == 0.0f);
+    return bytes;
+  };
+  const uint64_t small = created_bytes(1000);
+  const uint64_t large = created_bytes(2000);
+  CAPTURE(small);
+  CAPTURE(large);
+  if (small == 0) return;  // ThreadSanitizer: operator new is its own, nothing is counted
+  CHECK(large < small * 5 / 2);  // quadratic: about 4x
 }
 
 // softmax over axis 0 of f32[3,4] -> y, with its scratch as an arena range.

@@ -4,15 +4,20 @@
 // lists that keep hexir_context_invoke free of allocation.
 #include "hexir/hexir.h"
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <new>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "hexir/vm.h"
+#include "vm_impl.h"
 
 struct hexir_status_s {
   hexir_status_code_t code;
@@ -35,6 +40,11 @@ hexir_status_t* make_status(hexir_status_code_t code, const std::string& message
   std::memcpy(status->message, message.c_str(), message.size() + 1);
   return status;
 }
+
+static_assert(HEXIR_STATUS_INTERNAL == static_cast<int>(StatusCode::kInternal) &&
+                  HEXIR_STATUS_CANCELLED == static_cast<int>(StatusCode::kCancelled) &&
+                  HEXIR_STATUS_DEADLINE_EXCEEDED == static_cast<int>(StatusCode::kDeadlineExceeded),
+              "the C status codes are the C++ ones");
 
 hexir_status_t* to_c(const Status& status) {
   if (status.ok()) return nullptr;
@@ -150,7 +160,7 @@ hexir_status_code_t hexir_status_code(const hexir_status_t* status) {
 }
 const char* hexir_status_message(const hexir_status_t* status) { return status ? status->message : ""; }
 const char* hexir_status_code_name(hexir_status_code_t code) {
-  if (code < HEXIR_STATUS_OK || code > HEXIR_STATUS_INTERNAL) return "UNKNOWN";
+  if (code < HEXIR_STATUS_OK || code > HEXIR_STATUS_DEADLINE_EXCEEDED) return "UNKNOWN";
   return hexir::status_code_name(static_cast<StatusCode>(code));
 }
 void hexir_status_free(hexir_status_t* status) {
@@ -493,19 +503,34 @@ bool bind(const hexir_tensor_t* tensors, size_t count, std::vector<hexir::vm::Te
 }
 
 // Slow path, for a call the C++ API will refuse: the caller's own types, so
-// its message names what was passed.
+// its message names what was passed. `declared`: the function's arguments of
+// this kind (empty for a function index out of range). The caller's dims are
+// read only when its rank is the declared one: `rank` may be anything, and
+// dims hold rank values only if it is right. An argument past the declared
+// count (refused by count) keeps no dims.
 hexir_status_t* as_given(const char* kind, const hexir_tensor_t* tensors, size_t count,
-                         const std::vector<hexir::vm::TensorRef>& declared, std::vector<hexir::vm::TensorRef>& refs) {
+                         const std::vector<hexir::vm::TensorSignature>& declared, const std::string& function,
+                         std::vector<hexir::vm::TensorRef>& refs) {
   for (size_t i = 0; i < count; ++i) {
     const hexir_tensor_t& t = tensors[i];
     if (!valid_dtype(t.dtype))
       return invalid(std::string("hexir_context_invoke: ") + kind + " " + std::to_string(i) + " has dtype " +
                      std::to_string(raw_dtype(t.dtype)) + ", not a hexir_dtype_t");
     hexir::vm::TensorRef ref{t.data, t.byte_size, {static_cast<hexir::DType>(t.dtype), {}}};
-    if (t.dims)
-      ref.type.dims.assign(t.dims, t.dims + t.rank);
-    else if (i < declared.size())
-      ref.type.dims = declared[i].type.dims;
+    if (i < declared.size()) {
+      const hexir::TensorType& type = declared[i].type;
+      // Named as the C++ API does: inputs by name, outputs by position.
+      const bool by_name = !declared[i].name.empty() && std::string_view(kind) == "input";
+      if (t.dims && t.rank != type.dims.size())
+        return invalid(std::string("hexir_context_invoke: ") + kind + " " +
+                       (by_name ? "'" + declared[i].name + "'" : std::to_string(i)) +
+                       " of function '" + function + "': expected " + type.to_string() + " (rank " +
+                       std::to_string(type.dims.size()) + "), got rank " + std::to_string(t.rank));
+      if (t.dims)
+        ref.type.dims.assign(t.dims, t.dims + t.rank);
+      else
+        ref.type.dims = type.dims;
+    }
     refs.push_back(std::move(ref));
   }
   return nullptr;
@@ -513,30 +538,49 @@ hexir_status_t* as_given(const char* kind, const hexir_tensor_t* tensors, size_t
 
 }  // namespace
 
+// The context is held (one atomic operation) before the prebuilt lists are
+// written: a second thread on the same context is refused before it touches them.
 hexir_status_t* hexir_context_invoke(hexir_context_t* context, size_t function, const hexir_tensor_t* inputs,
                                      size_t input_count, const hexir_tensor_t* outputs, size_t output_count) {
   if (!context) return invalid("hexir_context_invoke: context is NULL");
   if ((input_count > 0 && !inputs) || (output_count > 0 && !outputs))
     return invalid("hexir_context_invoke: a NULL argument list with a nonzero count");
+  hexir::vm::ContextImpl& impl = context->context->impl();
+  hexir::vm::ContextHold hold(impl);
+  if (!hold.held()) return to_c(hexir::vm::ContextImpl::busy("hexir_context_invoke"));
   return guarded([&]() -> hexir_status_t* {
     if (function < context->inputs.size()) {
       auto& in = context->inputs[function];
       auto& out = context->outputs[function];
       if (bind(inputs, input_count, in) && (output_count == 0 || bind(outputs, output_count, out)))
-        return to_c(context->context->invoke(
+        return to_c(impl.invoke(
             function, in,
             output_count == 0 ? std::span<const hexir::vm::TensorRef>() : std::span<const hexir::vm::TensorRef>(out)));
     }
-    static const std::vector<hexir::vm::TensorRef> kNone;
-    const bool known = function < context->inputs.size();
+    static const hexir::vm::FunctionSignature kNone;
+    const hexir::vm::Module& module = context->program->module->module;
+    const hexir::vm::FunctionSignature& sig = function < module.function_count() ? module.function(function) : kNone;
     std::vector<hexir::vm::TensorRef> in, out;
-    if (hexir_status_t* s = as_given("input", inputs, input_count, known ? context->inputs[function] : kNone, in))
-      return s;
-    if (hexir_status_t* s = as_given("output", outputs, output_count, known ? context->outputs[function] : kNone, out))
-      return s;
-    return to_c(context->context->invoke(function, in, out));
+    if (hexir_status_t* s = as_given("input", inputs, input_count, sig.inputs, sig.name, in)) return s;
+    if (hexir_status_t* s = as_given("output", outputs, output_count, sig.outputs, sig.name, out)) return s;
+    return to_c(impl.invoke(function, in, out));
   });
 }
+
+hexir_status_t* hexir_context_set_max_loop_iterations(hexir_context_t* context, uint64_t limit) {
+  if (!context) return invalid("hexir_context_set_max_loop_iterations: context is NULL");
+  return to_c(context->context->set_max_loop_iterations(limit));
+}
+
+hexir_status_t* hexir_context_set_deadline(hexir_context_t* context, uint64_t timeout_ns) {
+  if (!context) return invalid("hexir_context_set_deadline: context is NULL");
+  // Past INT64_MAX ns (292 years) is no limit in practice: kept as the most there is.
+  const auto timeout = std::chrono::nanoseconds(
+      static_cast<int64_t>(std::min<uint64_t>(timeout_ns, std::numeric_limits<int64_t>::max())));
+  return to_c(context->context->set_deadline(timeout));
+}
+
+int hexir_context_cancel(hexir_context_t* context) { return context && context->context->cancel() ? 1 : 0; }
 
 hexir_status_t* hexir_context_output(const hexir_context_t* context, size_t function, size_t index,
                                      hexir_tensor_t* out_tensor) {

@@ -339,6 +339,11 @@ Status ContextImpl::invoke(size_t function, std::span<const TensorRef> inputs,
   }
   t.has_own_results = false;
   loop_iterations = 0;
+  loop_limit = max_loop_iterations.load(std::memory_order_relaxed);
+  const uint64_t timeout = timeout_ns.load(std::memory_order_relaxed);
+  deadline_at_ns = 0;
+  if (timeout > 0 && __builtin_add_overflow(coarse_now_ns(), timeout, &deadline_at_ns))
+    deadline_at_ns = UINT64_MAX;
 
   const uint64_t dispatches_before = queue->dispatch_count();
   size_t failed = 0;
@@ -489,6 +494,7 @@ Status ContextImpl::run_transfer(const FunctionTable& t, uint32_t fence) {
 // overflowing counter ends the loop). Scalars are read on the host, after
 // the work queued before them has finished.
 Result<size_t> ContextImpl::run_control(FunctionTable& t, size_t k) {
+  if (may_interrupt()) HEXIR_RETURN_IF_ERROR(check_interrupt());
   void* const* operands = t.dispatches[k].operands;
   const fb::Opcode opcode = t.opcode[k];
   switch (opcode) {
@@ -522,7 +528,7 @@ Result<size_t> ContextImpl::run_control(FunctionTable& t, size_t k) {
       const bool overflow = __builtin_add_overflow(counter, t.step[k], &next);
       HEXIR_RETURN_IF_ERROR(write_scalar(operands[2], next));
       if (overflow || next >= trip) return k + 1;
-      if (max_loop_iterations > 0 && ++loop_iterations >= max_loop_iterations)
+      if (loop_limit > 0 && ++loop_iterations >= loop_limit)
         return resource_exhausted("the invoke ran " + std::to_string(loop_iterations) +
                                   " loop iterations, the context's limit (set_max_loop_iterations)");
       return static_cast<size_t>(t.target[k]);
@@ -532,6 +538,35 @@ Result<size_t> ContextImpl::run_control(FunctionTable& t, size_t k) {
   }
   return internal_error("instruction " + std::to_string(k) + " has opcode " +
                         std::to_string(static_cast<int>(opcode)) + ", not a control instruction");
+}
+
+// Every control instruction asks first (run_control), so a loop stops within
+// one iteration: a relaxed load, and under a deadline a coarse clock read.
+Status ContextImpl::check_interrupt() const {
+  if (run_state.load(std::memory_order_relaxed) & kCancelRequested)
+    return cancelled("the invoke was cancelled (Context::cancel) after " + std::to_string(loop_iterations) +
+                     " loop iterations");
+  if (deadline_at_ns != 0 && coarse_now_ns() >= deadline_at_ns)
+    return deadline_exceeded("the invoke ran past its deadline (set_deadline: " +
+                             std::to_string(timeout_ns.load(std::memory_order_relaxed)) +
+                             " ns from its start) after " + std::to_string(loop_iterations) + " loop iterations");
+  return ok_status();
+}
+
+// A cancel lands only on a running invoke: the flag is set while kRunning
+// holds, and cleared with it when that invoke ends.
+bool ContextImpl::cancel() {
+  uint32_t state = run_state.load(std::memory_order_relaxed);
+  while (state & kRunning)
+    if (run_state.compare_exchange_weak(state, state | kCancelRequested, std::memory_order_relaxed))
+      return true;
+  return false;
+}
+
+Status ContextImpl::busy(const char* what) {
+  return failed_precondition(std::string(what) +
+                             ": the context is already running an invoke on another thread; use one context "
+                             "per thread");
 }
 
 // The program counter: each straight-line run goes to the queue as one
@@ -607,8 +642,10 @@ Result<Context> Context::create(const Program& program) {
 
   c->functions.resize(c->module->functions.size());
   size_t most_arguments = 0;
+  // Free-at-last-use: slot -> value number, shared by the functions (add_function).
+  std::vector<int32_t> local_value(c->dynamic ? c->module->fb().slots()->size() : 0, -1);
   for (size_t f = 0; f < c->functions.size(); ++f) {
-    if (c->dynamic) HEXIR_RETURN_IF_ERROR(c->dynamic->add_function(*c->module, *c->program, f));
+    if (c->dynamic) HEXIR_RETURN_IF_ERROR(c->dynamic->add_function(*c->module, *c->program, f, local_value));
     HEXIR_RETURN_IF_ERROR(build_function_table(*c, f, c->functions[f]));
     const FunctionSignature& sig = c->module->functions[f];
     most_arguments = std::max(most_arguments, sig.inputs.size() + sig.outputs.size());
@@ -630,6 +667,8 @@ Status moved_from(const char* what) {
 Status Context::invoke(size_t function, std::span<const TensorRef> inputs,
                        std::span<const TensorRef> outputs) {
   if (!impl_) return moved_from("invoke");
+  ContextHold hold(*impl_);
+  if (!hold.held()) return ContextImpl::busy("invoke");
   return impl_->invoke(function, inputs, outputs);
 }
 
@@ -638,7 +677,7 @@ Status Context::invoke(std::string_view function, std::span<const TensorRef> inp
   if (!impl_) return moved_from("invoke");
   const std::vector<FunctionSignature>& functions = impl_->module->functions;
   for (size_t f = 0; f < functions.size(); ++f)
-    if (functions[f].name == function) return impl_->invoke(f, inputs, outputs);
+    if (functions[f].name == function) return invoke(f, inputs, outputs);
   // Only reached on error, so building the message may allocate.
   std::string names;
   for (const FunctionSignature& f : functions) names += (names.empty() ? "'" : ", '") + f.name + "'";
@@ -682,12 +721,25 @@ Status Context::read_output(size_t function, size_t index, std::span<uint8_t> ho
 
 Status Context::set_max_loop_iterations(uint64_t limit) {
   if (!impl_) return moved_from("set_max_loop_iterations");
-  impl_->max_loop_iterations = limit;
+  impl_->max_loop_iterations.store(limit, std::memory_order_relaxed);
   return ok_status();
 }
 
+Status Context::set_deadline(std::chrono::nanoseconds timeout) {
+  if (!impl_) return moved_from("set_deadline");
+  if (timeout.count() < 0)
+    return invalid_argument("set_deadline: the timeout is " + std::to_string(timeout.count()) +
+                            " ns (0: none, or a positive time)");
+  impl_->timeout_ns.store(static_cast<uint64_t>(timeout.count()), std::memory_order_relaxed);
+  return ok_status();
+}
+
+bool Context::cancel() { return impl_ && impl_->cancel(); }
+
 Status Context::set_profiling(bool on) {
   if (!impl_) return moved_from("set_profiling");
+  ContextHold hold(*impl_);  // it resizes what a running invoke writes
+  if (!hold.held()) return ContextImpl::busy("set_profiling");
   if (on)
     for (FunctionTable& t : impl_->functions) t.instruction_ns.resize(t.dispatches.size(), 0);
   impl_->profiling = on;

@@ -10,18 +10,16 @@ namespace {
 
 // Each value is released after its last use (verified against the
 // instructions), unless an in-place result took its buffer over there.
-// `local_value`: per slot, its local value number, or -1.
-Status schedule_frees(const fb::Module& fbm, const fb::Function& fn, const std::vector<int32_t>& local_value,
+// `roots`: per local value number, its slot.
+Status schedule_frees(const fb::Module& fbm, const fb::Function& fn, const std::vector<uint32_t>& roots,
                       const std::string& function_name, DynamicExecutor::Values& v) {
   std::vector<std::vector<uint32_t>> frees(fn.instruction_count());
-  for (size_t root = 0; root < local_value.size(); ++root) {
-    const int32_t local = local_value[root];
-    if (local < 0) continue;
-    const int32_t last = fbm.slots()->Get(static_cast<flatbuffers::uoffset_t>(root))->last_use();
+  for (size_t local = 0; local < roots.size(); ++local) {
+    const int32_t last = fbm.slots()->Get(roots[local])->last_use();
     if (last < 0 || static_cast<uint32_t>(last) >= fn.instruction_count())
-      return data_loss("free-at-last-use value " + std::to_string(root) + " has no last use in function '" +
+      return data_loss("free-at-last-use value " + std::to_string(roots[local]) + " has no last use in function '" +
                        function_name + "'");
-    if (v.step_inherit[static_cast<size_t>(last)] == local) continue;
+    if (v.step_inherit[static_cast<size_t>(last)] == static_cast<int32_t>(local)) continue;
     frees[static_cast<size_t>(last)].push_back(static_cast<uint32_t>(local));
   }
   append_csr(frees, v.step_free_begin, v.step_free);
@@ -32,18 +30,22 @@ Status schedule_frees(const fb::Module& fbm, const fb::Function& fn, const std::
 
 // Values are numbered in the order the instructions first name them; the
 // operands entries are counted as build_function_table lays them out (every
-// operand of every instruction, in order).
-Status DynamicExecutor::add_function(const ModuleImpl& m, const ProgramImpl& p, size_t function_index) {
+// operand of every instruction, in order). O(the function's operands): the
+// slot-to-value table is the caller's, shared by every function, and only
+// the entries this function set are reset.
+Status DynamicExecutor::add_function(const ModuleImpl& m, const ProgramImpl& p, size_t function_index,
+                                     std::vector<int32_t>& local_value) {
   const fb::Module& fbm = m.fb();
   const fb::Function& fn = *fbm.functions()->Get(static_cast<flatbuffers::uoffset_t>(function_index));
   Values& v = functions_.emplace_back();
-  std::vector<int32_t> local_value(fbm.slots()->size(), -1);
+  std::vector<uint32_t> roots;  // per local value: its slot
   std::vector<std::vector<uint32_t>> value_patches;
   auto local_of = [&](uint32_t slot_index) {
     const fb::Slot& slot = *fbm.slots()->Get(slot_index);
     const uint32_t root = slot.view_of() >= 0 ? static_cast<uint32_t>(slot.view_of()) : slot_index;
     if (local_value[root] < 0) {
       local_value[root] = static_cast<int32_t>(v.value_size.size());
+      roots.push_back(root);
       v.value_size.push_back(fbm.slots()->Get(root)->byte_size());
       value_patches.emplace_back();
     }
@@ -76,7 +78,8 @@ Status DynamicExecutor::add_function(const ModuleImpl& m, const ProgramImpl& p, 
     v.step_workspace.push_back(p.workspace_need[index]);
   }
   v.step_write_begin.push_back(static_cast<uint32_t>(v.step_write.size()));
-  HEXIR_RETURN_IF_ERROR(schedule_frees(fbm, fn, local_value, m.functions[function_index].name, v));
+  for (uint32_t root : roots) local_value[root] = -1;
+  HEXIR_RETURN_IF_ERROR(schedule_frees(fbm, fn, roots, m.functions[function_index].name, v));
   append_csr(value_patches, v.value_patch_begin, v.value_patch_args);
   v.value_buffer.assign(v.value_size.size(), hal::Buffer{});
   return ok_status();

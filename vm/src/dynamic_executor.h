@@ -28,7 +28,11 @@ class DynamicExecutor {
 
   // Context::create, once per function in order: numbers the function's
   // arena values and records which instruction writes and which releases each.
-  Status add_function(const ModuleImpl& m, const ProgramImpl& p, size_t function_index);
+  // `local_value`: scratch of one entry per slot of the module, all -1, as
+  // this leaves it (so that a module's functions cost their operands, not
+  // its slots, each).
+  Status add_function(const ModuleImpl& m, const ProgramImpl& p, size_t function_index,
+                      std::vector<int32_t>& local_value);
   // Runs function `function` of c, its arguments bound in t by invoke;
   // `failed`: the instruction that failed. Holds no value when it returns.
   Status run(ContextImpl& c, size_t function, FunctionTable& t, size_t* failed);

@@ -2,8 +2,10 @@
 // at prepared tables (e.g. that RODATA is used in place); applications don't.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <ctime>
 #include <memory>
 #include <optional>
 #include <string>
@@ -167,6 +169,34 @@ inline uint64_t now_ns() {
                                    .count());
 }
 
+// The deadline's clock: the kernel's tick, a few milliseconds coarse, read
+// without a syscall in about 5 ns (a precise clock read costs 25 ns, most of
+// a small loop iteration).
+inline uint64_t coarse_now_ns() {
+#ifdef CLOCK_MONOTONIC_COARSE
+  timespec now{};
+  if (clock_gettime(CLOCK_MONOTONIC_COARSE, &now) == 0)
+    return static_cast<uint64_t>(now.tv_sec) * 1000000000u + static_cast<uint64_t>(now.tv_nsec);
+#endif
+  return now_ns();
+}
+
+class ContextImpl;
+
+// Holds a context for one call (ContextImpl::try_hold), released on return.
+class ContextHold {
+ public:
+  explicit ContextHold(ContextImpl& c);
+  ~ContextHold();
+  ContextHold(const ContextHold&) = delete;
+  ContextHold& operator=(const ContextHold&) = delete;
+  bool held() const { return held_; }
+
+ private:
+  ContextImpl& c_;
+  bool held_;
+};
+
 class ContextImpl {
  public:
   ContextImpl() = default;
@@ -174,6 +204,7 @@ class ContextImpl {
   ContextImpl& operator=(const ContextImpl&) = delete;
   ~ContextImpl();
 
+  // The caller holds the context (try_hold; Context::invoke and the C API do).
   Status invoke(size_t function, std::span<const TensorRef> inputs, std::span<const TensorRef> outputs);
   // Runs control instruction k of t and returns the next program counter.
   // Both executors (run_program and the free-at-last-use one) run them here.
@@ -200,8 +231,34 @@ class ContextImpl {
   // The device's addresses are host addresses (cpu; managed memory): the
   // control instructions read and write their scalars directly.
   bool host_addressable = false;
-  uint64_t max_loop_iterations = 0;  // Context::set_max_loop_iterations (0: none)
-  uint64_t loop_iterations = 0;      // run by the current invoke
+  // Context::set_max_loop_iterations and set_deadline (0: none), set from
+  // any thread; each invoke copies them at its start.
+  std::atomic<uint64_t> max_loop_iterations{0};
+  std::atomic<uint64_t> timeout_ns{0};
+  uint64_t loop_limit = 0;       // the current invoke's max_loop_iterations
+  uint64_t deadline_at_ns = 0;   // the current invoke's end (coarse_now_ns(); 0: none)
+  uint64_t loop_iterations = 0;  // run by the current invoke
+
+  // Who is using the context, in one word so that a cancel can only land on
+  // a running invoke: kRunning while an invoke (or a call that must not
+  // overlap one) holds it; kCancelRequested, set by cancel() only while
+  // kRunning, cleared with it.
+  static constexpr uint32_t kRunning = 1;
+  static constexpr uint32_t kCancelRequested = 2;
+  std::atomic<uint32_t> run_state{0};
+  // True when this call now holds the context; false (nothing changed) when
+  // another thread does.
+  bool try_hold() { return (run_state.fetch_or(kRunning, std::memory_order_acquire) & kRunning) == 0; }
+  void release_hold() { run_state.store(0, std::memory_order_release); }
+  // The refusal of `what` while another thread holds the context.
+  static Status busy(const char* what);
+  bool cancel();
+  // Between instructions: kCancelled or kDeadlineExceeded when the invoke
+  // must stop. The inline test first: a load and a compare when neither is on.
+  bool may_interrupt() const {
+    return deadline_at_ns != 0 || (run_state.load(std::memory_order_relaxed) & kCancelRequested) != 0;
+  }
+  Status check_interrupt() const;
 
   // One caller buffer (or the context's own output buffer) as a byte range,
   // for the overlap check of invoke. `written`: this call writes it.
@@ -231,5 +288,10 @@ class ContextImpl {
   Result<T> read_scalar(const void* data);
   Status write_scalar(void* data, int64_t value);
 };
+
+inline ContextHold::ContextHold(ContextImpl& c) : c_(c), held_(c.try_hold()) {}
+inline ContextHold::~ContextHold() {
+  if (held_) c_.release_hold();
+}
 
 }  // namespace hexir::vm

@@ -20,7 +20,11 @@
  * what they depend on: a program keeps its module and device alive, a
  * context its program. Each *_release may therefore be called in any order;
  * the last owner frees. A handle is not thread-safe; different contexts of
- * one program may run on different threads at once.
+ * one program may run on different threads at once. A context detects use
+ * from two threads at once: an invoke entered while another thread's runs
+ * on it is refused (HEXIR_STATUS_FAILED_PRECONDITION) and changes nothing.
+ * hexir_context_cancel and the hexir_context_set_* bounds may be called from
+ * any thread at any time.
  *
  * Pointers returned by accessors (names, dims) are BORROWED: they stay valid
  * as long as the handle they came from (or a program or context made from
@@ -55,8 +59,10 @@ typedef enum hexir_status_code_e {
   HEXIR_STATUS_UNAVAILABLE = 4,         /* a device or driver is not present */
   HEXIR_STATUS_UNIMPLEMENTED = 5,       /* not in this build or backend */
   HEXIR_STATUS_RESOURCE_EXHAUSTED = 6,  /* out of memory, or over a load limit */
-  HEXIR_STATUS_FAILED_PRECONDITION = 7,
-  HEXIR_STATUS_INTERNAL = 8
+  HEXIR_STATUS_FAILED_PRECONDITION = 7,  /* e.g. a context already running an invoke on another thread */
+  HEXIR_STATUS_INTERNAL = 8,
+  HEXIR_STATUS_CANCELLED = 9,           /* an invoke stopped by hexir_context_cancel */
+  HEXIR_STATUS_DEADLINE_EXCEEDED = 10   /* an invoke past its hexir_context_set_deadline */
 } hexir_status_code_t;
 
 typedef struct hexir_status_s hexir_status_t;
@@ -306,6 +312,32 @@ hexir_status_t* hexir_context_output(const hexir_context_t* context, size_t func
  * backend); `size` must be at least its byte size. */
 hexir_status_t* hexir_context_read_output(const hexir_context_t* context, size_t function, size_t index,
                                           void* host, uint64_t size);
+
+/* Bounds on an invoke (hexir/vm.h Context), for files whose loops run as
+ * long as their data says, or callers that need an answer in time. Each may
+ * be called from any thread, also while another thread runs an invoke on the
+ * context; an invoke keeps the bounds it started with. */
+
+/* The most loop iterations one invoke may run, all its loops together; an
+ * invoke that would run more fails with HEXIR_STATUS_RESOURCE_EXHAUSTED
+ * naming the limit. 0 (the default): no limit. */
+hexir_status_t* hexir_context_set_max_loop_iterations(hexir_context_t* context, uint64_t limit);
+/* A time limit per invoke, `timeout_ns` nanoseconds from its start; 0 (the
+ * default): none. An invoke still running when it passes stops at its next
+ * loop iteration or branch with HEXIR_STATUS_DEADLINE_EXCEEDED. The clock is
+ * read there, only when a deadline is set: a coarse monotonic clock (a few
+ * milliseconds' resolution, so a deadline may be passed by that much). A
+ * function without loops or ifs runs to its end: its work is bounded by the
+ * file. */
+hexir_status_t* hexir_context_set_deadline(hexir_context_t* context, uint64_t timeout_ns);
+/* Asks the invoke running on `context` (on another thread) to stop: it
+ * returns HEXIR_STATUS_CANCELLED at its next loop iteration or branch, or
+ * finishes normally if it reaches its end first. Never blocks. A cancel
+ * applies to the invoke running at that moment only: with none running it
+ * does nothing and the next invoke runs normally (to bound an invoke that
+ * may not have started yet, set a deadline). Returns 1 when an invoke was
+ * running, 0 when none was (or `context` is NULL). */
+int hexir_context_cancel(hexir_context_t* context);
 
 /* Counters: device allocations the context made at create, and summed over
  * every invoke so far (0 for static plans: invoke never allocates). */

@@ -28,6 +28,7 @@
 // throws.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -198,6 +199,13 @@ class ContextImpl;
 // buffers for callers that pass none. Not thread-safe; use one per thread.
 // It keeps its Program (and so the Module) alive: the caller's Program
 // handle may go first. The Device must outlive it.
+//
+// Concurrent use is detected, not serialized: an invoke (or set_profiling)
+// entered while another thread's invoke runs on the same context is refused
+// with kFailedPrecondition and changes nothing (one atomic operation per
+// invoke). cancel, set_deadline and set_max_loop_iterations may be called
+// from any thread at any time. output, read_output and the counters read what
+// the last invoke left: call them while no invoke runs.
 class Context {
  public:
   // A moved-from `program` is refused (kFailedPrecondition).
@@ -235,11 +243,31 @@ class Context {
   // summed over the invokes profiled so far; empty before profiling was on.
   std::span<const uint64_t> instruction_nanoseconds(size_t function) const;
 
+  // Bounds on one invoke, for callers that run untrusted files (whose loop
+  // trip counts are data) or need an answer in time. Each may be set from
+  // any thread; a running invoke keeps the values it started with.
+  //
   // Loops: the most loop iterations one invoke may run, all loops together
   // (0, the default: no limit). An invoke that would run more fails with
-  // kResourceExhausted naming the limit; for callers that run untrusted
-  // files, whose trip counts are data (the fuzzers set it).
+  // kResourceExhausted naming the limit (the fuzzers set it).
   Status set_max_loop_iterations(uint64_t limit);
+  // A time limit per invoke, counted from its start (0, the default: none;
+  // negative is refused). An invoke still running when it passes stops at
+  // its next control instruction (a loop iteration, a branch) with
+  // kDeadlineExceeded. The clock is read there and once at the start, only
+  // when a deadline is set: the kernel's coarse monotonic clock (about 5 ns
+  // a read, a few milliseconds' resolution, so a deadline may be passed by
+  // that much). A function without loops or ifs runs to its end (its work is
+  // bounded by the file).
+  Status set_deadline(std::chrono::nanoseconds timeout);
+  // Asks the invoke running on another thread to stop: it returns
+  // kCancelled at its next control instruction (a loop iteration, a
+  // branch), or finishes normally if it gets to the end first. Thread-safe;
+  // never blocks. A cancel applies to the invoke running at that moment
+  // only: with none running it does nothing (returns false) and the next
+  // invoke runs normally, so to bound an invoke that may not have started
+  // yet, set a deadline. Returns whether an invoke was running.
+  bool cancel();
 
   // Summed over every invoke so far.
   const PhaseStats& invoke_stats() const;
@@ -252,6 +280,8 @@ class Context {
   // host arena; pinned on CUDA): Module::host_arena_bytes() of its module.
   uint64_t host_bytes() const;
   const ContextImpl& impl() const { return *impl_; }
+  // The library's own layers (the C API) invoke through it.
+  ContextImpl& impl() { return *impl_; }
 
  private:
   explicit Context(std::unique_ptr<ContextImpl> impl);

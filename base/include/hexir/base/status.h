@@ -20,6 +20,10 @@ enum class StatusCode : int {
   kResourceExhausted, // out of memory
   kFailedPrecondition,
   kInternal,
+  // Appended (the C API's codes share these values): an invoke stopped by
+  // Context::cancel, or past its Context::set_deadline.
+  kCancelled,
+  kDeadlineExceeded,
 };
 
 const char* status_code_name(StatusCode code);
@@ -55,6 +59,8 @@ inline Status unimplemented(std::string m) { return {StatusCode::kUnimplemented,
 inline Status resource_exhausted(std::string m) { return {StatusCode::kResourceExhausted, std::move(m)}; }
 inline Status failed_precondition(std::string m) { return {StatusCode::kFailedPrecondition, std::move(m)}; }
 inline Status internal_error(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
+inline Status cancelled(std::string m) { return {StatusCode::kCancelled, std::move(m)}; }
+inline Status deadline_exceeded(std::string m) { return {StatusCode::kDeadlineExceeded, std::move(m)}; }
 
 template <typename T>
 class [[nodiscard]] Result {
