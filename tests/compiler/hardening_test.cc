@@ -296,9 +296,9 @@ void run_passes(const Function& fn, FunctionPlan& plan, Schedule schedule = Sche
 }
 
 // These sizes took minutes with the quadratic passes (a chain of 20,000: 9 s;
-// 100,000: over 2 minutes); now well under a second. The bound leaves room
-// for a loaded machine and sanitizers.
-constexpr double kPassSeconds = 20;
+// 100,000: over 2 minutes); now well under a second. Nothing here is timed
+// (machines are noisy): a quadratic pass runs past the suite's timeout, and
+// the time is printed for the record.
 
 TEST_CASE("passes: a chain of 100,000 in-place results plans in near-linear time") {
   constexpr int kChain = 100000;
@@ -315,7 +315,6 @@ TEST_CASE("passes: a chain of 100,000 in-place results plans in near-linear time
   run_passes(fn, plan);
   const double took = seconds_since(start);
   MESSAGE("passes over a chain of ", kChain, ": ", took, " s");
-  CHECK(took < kPassSeconds);
   // Every intermediate result runs in the first one's buffer: one 64-byte arena.
   CHECK(plan.arena_size == 64);
   const int first = fn.nodes.front().results[0];
@@ -348,7 +347,6 @@ TEST_CASE("passes: 40,000 donated inputs and outputs, and a 40,000-wide memory s
     run_passes(fn, plan, schedule);
     const double took = seconds_since(start);
     MESSAGE("passes over ", kCount, " donated inputs: ", took, " s");
-    CHECK(took < kPassSeconds);
     // Each input donated to its own output, in order, and written in place.
     for (int i = 0; i < kCount; i += 997) {
       CHECK(plan.donated_to[static_cast<size_t>(i)] == i);
