@@ -32,6 +32,9 @@ Status check_compile_options(const CompileOptions& options) {
   if ((options.device_budget || options.host_budget) && options.plan != PlanStrategy::kArena)
     return invalid_argument("a memory budget needs the arena plan (--plan=arena), not --plan=" +
                             std::string(options.plan == PlanStrategy::kNaive ? "naive" : "free-at-last-use"));
+  if (options.max_instructions == 0 || options.max_instructions > kMaxInstructionsLimit)
+    return invalid_argument("the instruction limit " + std::to_string(options.max_instructions) +
+                            " must be between 1 and " + std::to_string(kMaxInstructionsLimit));
   return ok_status();
 }
 
@@ -437,7 +440,7 @@ Result<std::vector<uint8_t>> compile_source(std::string_view source, std::string
                                             const CompileOptions& options) {
   HEXIR_RETURN_IF_ERROR(check_compile_options(options));
   HEXIR_ASSIGN_OR_RETURN(Module module,
-                         parse_hxir(source, display_name, base_dir, {options.allow_external_files, options.max_constant_bytes}));
+                         parse_hxir(source, display_name, base_dir, parse_options_for(options)));
   return compile_module(module, options, display_name);
 }
 
@@ -451,7 +454,7 @@ Result<CompiledFile> compile_file_to(const std::filesystem::path& path, const st
   HEXIR_RETURN_IF_ERROR(check_compile_options(options));
   HEXIR_ASSIGN_OR_RETURN(std::string text, read_text(path));
   HEXIR_ASSIGN_OR_RETURN(Module module, parse_hxir(text, path.string(), path.parent_path(),
-                                                     {options.allow_external_files, options.max_constant_bytes}));
+                                                     parse_options_for(options)));
   return compile_module_to(module, out, options, path.string());
 }
 

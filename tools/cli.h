@@ -33,6 +33,12 @@ constexpr int kExitUsage = 2;    // the command line is wrong
 // A decimal integer: digits only (no sign, no spaces), at most `max`.
 std::optional<uint64_t> parse_uint(std::string_view text, uint64_t max = UINT64_MAX);
 
+// Usage lines of Args::load_limit's flags (defaults: format::LoadLimits).
+inline constexpr const char* kLoadLimitsUsage =
+    "  --max-decompressed-bytes N  raw bytes of the zstd sections, decompressed at load (default 256 MiB)\n"
+    "  --max-fill-bytes N    bytes of the fill constants together, made at prepare (default 256 MiB)\n"
+    "  --max-arena-bytes N   arena, workspace and host arena of a context (default 16 GiB)\n";
+
 class Args {
  public:
   // `tool` starts every message ("hexir-plan: ..."); `usage` (ending in a
@@ -57,6 +63,16 @@ class Args {
     if (!number_u64(name, &v, min, max, max == std::numeric_limits<T>::max())) return false;
     if (!failed()) *out = static_cast<T>(v);
     return true;
+  }
+  // The VM's load limits as flags, the same in every tool that reads an
+  // executable (kLoadLimitsUsage): --max-decompressed-bytes N,
+  // --max-fill-bytes N, --max-arena-bytes N into the fields of that name of
+  // `limits` (vm::LoadOptions, format::LoadLimits).
+  template <typename Limits>
+  bool load_limit(Limits* limits) {
+    return number("--max-decompressed-bytes", &limits->max_decompressed_bytes) ||
+           number("--max-fill-bytes", &limits->max_fill_bytes) ||
+           number("--max-arena-bytes", &limits->max_arena_bytes);
   }
   // --name C with C one of `choices`: *out is its index.
   bool choice(std::string_view name, std::initializer_list<std::string_view> choices, size_t* out);

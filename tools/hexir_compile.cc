@@ -1,7 +1,8 @@
 // hexir-compile IN.hxir -o OUT.hxe [--plan=naive|arena|free-at-last-use] [--align N] [--data-checksum]
 //               [--schedule=source|memory] [--no-in-place] [--no-fuse] [--no-views]
 //               [--compress=none|zstd[:LEVEL]] [--plan-budget-ms N] [--allow-external-files]
-//               [--max-constant-bytes N] [--memory-budget device=BYTES] [--memory-budget host=BYTES]
+//               [--max-constant-bytes N] [--max-instructions N] [--memory-budget device=BYTES]
+//               [--memory-budget host=BYTES]
 // hexir-compile MODEL.onnx -o OUT.hxe [--input-shape NAME=AxBxC ...] [--bind NAME=VALUE ...]
 //               [--emit-hxir OUT.hxir|-]   (docs/onnx.md)
 #include <cstdio>
@@ -29,13 +30,16 @@ constexpr const char* kUsage =
     "       [--schedule=source|memory] [--no-in-place] [--no-fuse] [--no-views]\n"
     "       [--channels-last|--no-channels-last]\n"
     "       [--compress=none|zstd[:LEVEL]] [--plan-budget-ms N] [--allow-external-files]\n"
-    "       [--max-constant-bytes N] [--memory-budget device=BYTES] [--memory-budget host=BYTES]\n"
+    "       [--max-constant-bytes N] [--max-instructions N] [--memory-budget device=BYTES]\n"
+    "       [--memory-budget host=BYTES]\n"
     "       hexir-compile MODEL.onnx -o OUT.hxe [--input-shape NAME=AxBxC ...] [--bind NAME=VALUE ...]\n"
     "       (either input) [--emit-hxir OUT.hxir|-]: also print the graph as .hxir text\n"
     "  --align N               arena offset alignment, a power of two from 1 to 4096 (default 64),\n"
     "                          at least the element size of every value in the arena\n"
     "  --allow-external-files  .hxir `file` constants may name files outside the source's folder\n"
     "  --max-constant-bytes N  bytes of dense and file constants, each and together (default 16 GiB)\n"
+    "  --max-instructions N    instructions of the module with every call inlined, all functions\n"
+    "                          together (default 1048576, at most 2^30)\n"
     "  --no-views              transpose, slice and expand copy their results (no strided views)\n"
     "  --channels-last         dense convolutions larger than 1x1, and what lies between them, in NHWC;\n"
     "                          conversions at the region edges (docs/layout.md); --no-channels-last: NCHW\n"
@@ -54,7 +58,7 @@ hexir::Result<hexir::compiler::Module> load_graph(const std::string& input, bool
   HEXIR_ASSIGN_OR_RETURN(std::string text,
                          hexir::read_file_limited(input, kMaxSourceBytes, ".hxir source limit"));
   return hexir::compiler::parse_hxir(text, input, std::filesystem::path(input).parent_path(),
-                                         {options.allow_external_files, options.max_constant_bytes});
+                                         hexir::compiler::parse_options_for(options));
 }
 
 }  // namespace
@@ -84,7 +88,9 @@ static int run(int argc, char** argv) {
         args.choice("--schedule", {"source", "memory"}, &schedule) ||
         args.number("--align", &options.alignment) ||
         args.number("--plan-budget-ms", &options.plan_budget_ms) || args.value("--compress", &compress) ||
-        args.number("--max-constant-bytes", &options.max_constant_bytes))
+        args.number("--max-constant-bytes", &options.max_constant_bytes) ||
+        args.number("--max-instructions", &options.max_instructions, uint64_t{1},
+                    hexir::compiler::kMaxInstructionsLimit))
       continue;
     if (args.flag("--no-in-place"))
       options.in_place = false;

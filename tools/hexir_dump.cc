@@ -1,4 +1,5 @@
-// hexir-dump FILE.hxe [--json]: verifies an executable, then prints what it
+// hexir-dump FILE.hxe [--json] [--max-decompressed-bytes N] [--max-fill-bytes N] [--max-arena-bytes N]:
+// verifies an executable (and refuses it past the VM's load limits), then prints what it
 // holds: prelude, sections, constants, kernels, functions (with memory
 // statistics), slots, a disassembly and the arena plan (text, or one JSON
 // object with --json).
@@ -13,6 +14,7 @@
 
 #include "cli.h"
 #include "hexir/base/mapped_file.h"
+#include "hexir/format/limits.h"
 #include "hexir/format/sections.h"
 #include "hexir/format/verifier.h"
 #include "hexir/inspect/function_plan.h"
@@ -474,9 +476,12 @@ void print_json(const VerifiedModule& v) {
   std::printf("%s\n", j.text().c_str());
 }
 
-constexpr const char* kUsage =
-    "usage: hexir-dump FILE.hxe [--json]\n"
-    "       hexir-dump FILE.hxe --plan-svg OUT.svg [--function NAME]\n";
+const std::string kUsage = std::string(
+    "usage: hexir-dump FILE.hxe [--json] [--max-decompressed-bytes N] [--max-fill-bytes N]\n"
+    "                  [--max-arena-bytes N]\n"
+    "       hexir-dump FILE.hxe --plan-svg OUT.svg [--function NAME]\n"
+    "  A file the VM would refuse at load is refused here too (the same limits, the same flags as\n"
+    "  hexir-run):\n") + cli::kLoadLimitsUsage;
 
 // Writes the arena picture of one function (default: the first) to `svg_path`.
 Status write_plan_svg(const VerifiedModule& v, const std::string& function, const std::string& svg_path) {
@@ -504,8 +509,11 @@ Status write_plan_svg(const VerifiedModule& v, const std::string& function, cons
 int run(int argc, char** argv) {
   std::string path, svg_path, function;
   bool json = false;
+  format::LoadLimits limits;
+  limits.name_flags = true;
   cli::Args args("hexir-dump", kUsage, argc, argv);
   while (args.next()) {
+    if (args.load_limit(&limits)) continue;
     if (args.flag("--json"))
       json = true;
     else if (!args.value("--plan-svg", &svg_path) && !args.value("--function", &function))
@@ -522,9 +530,11 @@ int run(int argc, char** argv) {
   options.verify_data_checksum = true;  // a dump is an inspection: check everything
   Result<VerifiedModule> verified = format::verify_executable(file->bytes(), options);
   if (!verified.ok()) return args.fail(path + ": " + verified.status().message());
+  // The VM's load limits, before anything they bound is allocated.
+  if (Status s = format::check_load_limits(*verified, limits); !s.ok()) return args.fail(path + ": " + s.message());
   // Compressed sections are decompressed (and so checked) like the VM does at load.
   std::vector<format::SectionBuffer> raw_sections;
-  if (Status s = format::decompress_sections(*verified, raw_sections); !s.ok())
+  if (Status s = format::decompress_sections(*verified, raw_sections, limits.max_decompressed_bytes); !s.ok())
     return args.fail(path + ": " + s.message());
   if (!svg_path.empty()) {
     Status s = write_plan_svg(*verified, function, svg_path);

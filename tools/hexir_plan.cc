@@ -47,8 +47,6 @@ int main(int argc, char** argv) {
   if (input.empty()) return args.usage_error("no input file");
 
   // A regular file only, opened without blocking (a FIFO would hang the reader): hexir/base/file_io.h.
-  if (hexir::Result<hexir::InputFile> file = hexir::open_input_file(input); !file.ok())
-    return args.fail(file.status().message());
   auto problem = hexir::planner::read_plan_csv(input);
   if (!problem.ok()) return args.fail(problem.status().message());
   hexir::planner::PlanReport report;

@@ -1,6 +1,8 @@
 // hexir-run FILE.hxe [--device cpu] [--function main] [--input NAME=FILE.npy ...]
 //           [--output-dir DIR] [--iterations N] [--stats-json FILE] [--seed S]
-//           [--max-tensor-bytes N] [--threads N] [--profile]
+//           [--max-tensor-bytes N] [--threads N] [--max-loop-iterations N] [--profile]
+//           [--copy-weights] [--verify-data-checksum] [--max-decompressed-bytes N] [--max-fill-bytes N]
+//           [--max-arena-bytes N]
 // hexir-run --list-devices
 // Loads, prepares and runs one function; inputs not given are deterministic
 // random values. Results go to DIR/0.npy, DIR/1.npy, ...
@@ -25,6 +27,10 @@
 namespace hexir {
 namespace {
 
+// 2^32: about 3 minutes of a loop whose body is one small add (37 ns an
+// iteration), far beyond any real model's loops.
+constexpr uint64_t kDefaultMaxLoopIterations = uint64_t{1} << 32;
+
 struct Options {
   std::string path;
   std::string device = "cpu";
@@ -38,7 +44,10 @@ struct Options {
   // read from .npy or read back): sizes come from an untrusted file.
   uint64_t max_tensor_bytes = kDefaultMaxNpyBytes;
   uint32_t threads = 0;  // cpu: per context, 0: the cores available
-  uint64_t max_loop_iterations = 0;  // per invoke, 0: no limit
+  // Per invoke, all loops together; 0: no limit. On by default: a loop's trip
+  // count is data (an input, a constant), and 2^62 iterations run for ever.
+  uint64_t max_loop_iterations = kDefaultMaxLoopIterations;
+  vm::LoadOptions load;  // --copy-weights, --verify-data-checksum, the --max-* load limits
   bool profile = false;
 };
 
@@ -203,18 +212,35 @@ int list_devices() {
   return 0;
 }
 
-constexpr const char* kUsage =
+const std::string kUsage = std::string(
     "usage: hexir-run FILE.hxe [--device cpu] [--function main] [--input NAME=FILE.npy ...]\n"
     "                 [--output-dir DIR] [--iterations N] [--stats-json FILE] [--seed S]\n"
     "                 [--max-tensor-bytes N] [--threads N] [--max-loop-iterations N] [--profile]\n"
+    "                 [--copy-weights] [--verify-data-checksum] [--max-decompressed-bytes N]\n"
+    "                 [--max-fill-bytes N] [--max-arena-bytes N]\n"
     "       hexir-run --list-devices\n"
     "  --max-tensor-bytes N  largest input or output held in host memory (default 4 GiB)\n"
-    "  --max-loop-iterations N  loop iterations one invoke may run, summed over its loops (default:\n"
-    "                        no limit); an invoke past it stops with an error\n"
+    "  --max-loop-iterations N  loop iterations one invoke may run, summed over its loops (default\n"
+    "                        2^32 = 4294967296; 0: no limit); an invoke past it stops with an error\n"
+    "  --copy-weights        read the whole file into memory instead of mapping it: the run no longer\n"
+    "                        depends on the file (it may be rewritten or removed meanwhile)\n"
+    "  --verify-data-checksum  checksum the data sections too at load (O(weights))\n"
     "  --threads N           cpu: threads per context, the calling one included (default: the cores "
     "available)\n"
     "  --profile             after the timed iterations, as many again one instruction at a time:\n"
-    "                        time per operator and the slowest instructions (also in --stats-json)\n";
+    "                        time per operator and the slowest instructions (also in --stats-json)\n") +
+    cli::kLoadLimitsUsage;
+
+// " (--max-fill-bytes N raises it)" after a load refused at a limit
+// ("... the limit LoadOptions.max_fill_bytes = ..."): its flag here.
+std::string load_limit_hint(const Status& status) {
+  const std::string& message = status.message();
+  const size_t at = message.find("LoadOptions.max_");
+  if (status.code() != StatusCode::kResourceExhausted || at == std::string::npos) return {};
+  std::string flag = "--";
+  for (size_t i = at + 12; i < message.size() && message[i] != ' '; ++i) flag += message[i] == '_' ? '-' : message[i];
+  return " (" + flag + " N raises it)";
+}
 
 // Fills `o`; an exit code when the tool stops here (--help, --list-devices, a usage error).
 std::optional<int> parse_args(cli::Args& args, Options& o) {
@@ -224,12 +250,21 @@ std::optional<int> parse_args(cli::Args& args, Options& o) {
       o.profile = true;
       continue;
     }
+    if (args.flag("--copy-weights")) {
+      o.load.copy_weights = true;
+      continue;
+    }
+    if (args.flag("--verify-data-checksum")) {
+      o.load.verify_data_checksum = true;
+      continue;
+    }
+    if (args.load_limit(&o.load)) continue;
     if (args.value("--device", &o.device) || args.value("--function", &o.function) ||
         args.value("--output-dir", &o.output_dir) || args.value("--stats-json", &o.stats_json) ||
         args.number("--iterations", &o.iterations, uint64_t{1}) || args.number("--seed", &o.seed) ||
         args.number("--max-tensor-bytes", &o.max_tensor_bytes) ||
         args.number("--threads", &o.threads, uint32_t{1}, uint32_t{1024}) ||
-        args.number("--max-loop-iterations", &o.max_loop_iterations, uint64_t{1}))
+        args.number("--max-loop-iterations", &o.max_loop_iterations))
       continue;
     std::string input;  // NAME=FILE.npy
     if (!args.value("--input", &input)) {
@@ -255,9 +290,9 @@ int run(int argc, char** argv) {
   if (std::optional<int> rc = parse_args(args, o)) return *rc;
 
   const auto load_start = Clock::now();
-  Result<vm::Module> module = vm::Module::load_file(o.path);
+  Result<vm::Module> module = vm::Module::load_file(o.path, o.load);
   const double load_ms = ms_since(load_start);
-  if (!module.ok()) return args.fail(module.status().message());
+  if (!module.ok()) return args.fail(module.status().message() + load_limit_hint(module.status()));
 
   size_t function = 0;
   if (!o.function.empty()) {

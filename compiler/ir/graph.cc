@@ -135,9 +135,11 @@ Status GraphBuilder::begin_function(std::string name, Location loc) {
   fn.name = std::move(name);
   fn.loc = std::move(loc);
   module_.functions.push_back(std::move(fn));
+  largest_callee_.push_back(-1);
   open_ = true;
   outputs_set_ = false;
   value_names_.clear();
+  next_suffix_.clear();
   constant_values_.clear();
   value_region_.clear();
   open_regions_.clear();
@@ -643,8 +645,15 @@ Result<std::vector<int>> GraphBuilder::inline_call(std::string_view callee, cons
   const size_t index = static_cast<size_t>(it->second);
   if (index + 1 == module_.functions.size())
     return error_at(loc, "@" + std::string(callee) + " calls itself (recursion is not supported)");
-  // A copy: inlining appends to module_.functions' last entry, which may move it.
-  const Function f = module_.functions[index];
+  const size_t callee_nodes = module_.functions[index].nodes.size();
+  // Before the copy: the callee holds its own calls inlined already.
+  HEXIR_RETURN_IF_ERROR(check_inlined_size(index, module_.functions[index].outputs.size(), loc));
+  int& largest = largest_callee_.back();
+  if (largest < 0 || module_.functions[static_cast<size_t>(largest)].nodes.size() < callee_nodes)
+    largest = static_cast<int>(index);
+  // Not a copy: inlining appends to the open function's vectors, never to
+  // module_.functions itself, so the callee (an ended function) stays put.
+  const Function& f = module_.functions[index];
   const std::string sig = "@" + f.name;
   if (args.size() != f.arguments.size())
     return error_at(loc, sig + " takes " + std::to_string(f.arguments.size()) + " argument(s), got " +
@@ -691,8 +700,7 @@ Result<std::vector<int>> GraphBuilder::inline_call(std::string_view callee, cons
     node.results.clear();
     for (size_t r = 0; r < source.results.size(); ++r) {
       const Value& sv = f.values[static_cast<size_t>(source.results[r])];
-      std::string name = prefix + sv.name;
-      for (int k = 1; value_names_.count(name); ++k) name = prefix + sv.name + "_" + std::to_string(k);
+      std::string name = unique_value_name(prefix + sv.name);
       const int id = push_named_result(name, sv.type, node_index, r, loc);
       map[static_cast<size_t>(source.results[r])] = id;
       fresh[static_cast<size_t>(source.results[r])] = true;
@@ -729,6 +737,46 @@ Result<std::vector<int>> GraphBuilder::inline_call(std::string_view callee, cons
   return results;
 }
 
+std::string GraphBuilder::unique_value_name(const std::string& base) {
+  ++name_probes_;
+  if (!value_names_.count(base)) return base;
+  // The next suffix to try per base: a function calling @g N times probes
+  // O(N) names, not 1 + 2 + ... + N.
+  int& next = next_suffix_[base];
+  std::string name;
+  do {
+    ++name_probes_;
+    name = base + "_" + std::to_string(++next);
+  } while (value_names_.count(name));
+  return name;
+}
+
+Status GraphBuilder::check_inlined_size(size_t callee, size_t extra, const Location& loc) const {
+  const uint64_t callee_nodes = module_.functions[callee].nodes.size();
+  const uint64_t total = ended_nodes_ + function().nodes.size() + callee_nodes + extra;
+  if (total <= max_nodes_) return ok_status();
+  const std::string name = "@" + module_.functions[callee].name;
+  return error_at(loc, "inlining " + name + " (" + std::to_string(callee_nodes) + " instructions) into @" +
+                           function().name + " would make the module " + std::to_string(total) +
+                           " instructions, over the limit of " + std::to_string(max_nodes_) + " (call chain " +
+                           "@" + function().name + " -> " + call_chain(callee) +
+                           "; hexir-compile --max-instructions N raises the limit)");
+}
+
+std::string GraphBuilder::call_chain(size_t from) const {
+  constexpr int kShown = 6;  // then "... -> @last (N calls deep)"
+  std::string chain = "@" + module_.functions[from].name;
+  int depth = 0;
+  std::string last;
+  for (int f = largest_callee_[from]; f >= 0; f = largest_callee_[static_cast<size_t>(f)]) {
+    ++depth;
+    last = "@" + module_.functions[static_cast<size_t>(f)].name;
+    if (depth < kShown) chain += " -> " + last;
+  }
+  if (depth >= kShown) chain += (depth > kShown ? " -> ... -> " : " -> ") + last;
+  return chain;
+}
+
 Status GraphBuilder::end_function() {
   if (!open_) return invalid_argument("end_function without begin_function");
   if (!open_regions_.empty())
@@ -737,7 +785,9 @@ Status GraphBuilder::end_function() {
   if (!outputs_set_)
     return error_at(function().loc, "function @" + function().name + " returns nothing (set_outputs)");
   open_ = false;
+  ended_nodes_ += function().nodes.size();
   value_names_.clear();
+  next_suffix_.clear();
   constant_values_.clear();
   return ok_status();
 }

@@ -64,16 +64,19 @@ size_t recognize_exported_hard_swish(Module& module);
 // writes the last absorbed node's value. Changes rounding (float products
 // folded into the weights, as onnxruntime's Conv+BatchNormalization fusion
 // does), so the compiler runs it with the fusions and --no-fuse turns it
-// off. Returns the number of nodes removed.
-size_t fold_channel_affine(Module& module);
+// off. Returns the number of nodes removed. `values_visited` (optional) adds
+// the values it visited counting constant uses: a work counter, linear in
+// the module's values (once per function, it was quadratic in the functions).
+size_t fold_channel_affine(Module& module, uint64_t* values_visited = nullptr);
 
 // The same before a convolution: a conv2d with no padding (every tap reads
 // the input) whose input, read only by it, is x * s, x + t or x * s + t with
 // constants per input channel: conv(x * s + t) = conv'(x) with the weights of
 // input channel c multiplied by s_c and the bias of output channel k grown by
 // the sum of its weights times t (summed in double). The weights (and the
-// bias) must be constants nothing else uses. Returns the number of nodes removed.
-size_t fold_input_affine(Module& module);
+// bias) must be constants nothing else uses. Returns the number of nodes
+// removed; `values_visited` as for fold_channel_affine.
+size_t fold_input_affine(Module& module, uint64_t* values_visited = nullptr);
 
 // A depthwise conv2d (NCHW, no residual; a bias, an epilogue or not) whose
 // result only a 1x1 conv2d (stride 1, no padding, NCHW; a bias, a residual,

@@ -37,12 +37,12 @@ std::string bytes_text(uint64_t v) {
   return buf;
 }
 
-// Tick step for `range` time units: 1, 2, 5, 10, 20, ... giving at most ~10 ticks.
-int64_t time_step(int64_t range) {
-  for (int64_t magnitude = 1; magnitude < INT64_MAX / 100; magnitude *= 10)
-    for (int64_t m : {1, 2, 5})
+// Tick step for `range` time units: 1, 2, 5, 10, 20, ... giving at most ~10
+// ticks, whatever the range (the largest, 2^64 - 1, gets a step of 5e18).
+uint64_t time_step(uint64_t range) {
+  for (uint64_t magnitude = 1;; magnitude *= 10)
+    for (uint64_t m : {1, 2, 5})
       if (range / (m * magnitude) <= 10) return m * magnitude;
-  return INT64_MAX / 10;
 }
 
 // Byte tick step: a power of two giving at most ~8 ticks.
@@ -169,11 +169,19 @@ std::string render_plan_svg(const PlanSvgInput& input) {
   t_min = std::min<int64_t>(t_min, 0);
   if (t_max <= t_min) t_max = t_min + 1;
   if (y_max == 0) y_max = 1;
+  // Coordinates are scaled from the values in doubles, ticks counted: the
+  // picture's size depends on the number of rectangles only, whatever the
+  // times and offsets (ranges near INT64_MAX stepped ticks past the end
+  // and wrapped around, forever).
   const uint64_t y_step = byte_step(y_max);
-  const double y_top = static_cast<double>((y_max + y_step - 1) / y_step * y_step);  // axis ends on a tick
-  const double t_span = static_cast<double>(t_max - t_min);
+  const uint64_t y_ticks = y_max / y_step + (y_max % y_step != 0 ? 1 : 0);
+  const double y_top = static_cast<double>(y_ticks) * static_cast<double>(y_step);  // axis ends on a tick
+  const uint64_t t_range = static_cast<uint64_t>(t_max) - static_cast<uint64_t>(t_min);  // t_max > t_min
+  const double t_span = static_cast<double>(t_range);
 
-  const auto x_of = [&](int64_t t) { return kLeft + static_cast<double>(t - t_min) * plot_w / t_span; };
+  const auto x_of = [&](int64_t t) {
+    return kLeft + (static_cast<double>(t) - static_cast<double>(t_min)) * plot_w / t_span;
+  };
   const auto y_of = [&](double offset) { return kTop + plot_h - offset * plot_h / y_top; };
 
   std::string s;
@@ -206,8 +214,9 @@ std::string render_plan_svg(const PlanSvgInput& input) {
          "\" text-anchor=\"end\" stroke=\"none\" fill=\"#333\">" + bytes_text(v) + "</text>\n";
     if (v > UINT64_MAX - y_step) break;
   }
-  const int64_t t_step = time_step(t_max - t_min);
-  for (int64_t t = t_min; t <= t_max; t += t_step) {
+  const uint64_t t_step = time_step(t_range);
+  for (uint64_t k = 0; k <= t_range / t_step; ++k) {  // at most 11 ticks
+    const int64_t t = static_cast<int64_t>(static_cast<uint64_t>(t_min) + k * t_step);
     const double x = x_of(t);
     s += "<line x1=\"" + num(x) + "\" y1=\"" + num(kTop + plot_h) + "\" x2=\"" + num(x) + "\" y2=\"" +
          num(kTop + plot_h + 4) + "\"/>";

@@ -2,8 +2,8 @@
 
 #include <charconv>
 #include <cstdio>
-#include <fstream>
-#include <sstream>
+
+#include "hexir/base/file_io.h"
 
 namespace hexir::planner {
 namespace {
@@ -77,11 +77,8 @@ Result<CsvProblem> parse_plan_csv(std::string_view text) {
 }
 
 Result<CsvProblem> read_plan_csv(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return not_found("cannot open '" + path + "'");
-  std::stringstream content;
-  content << in.rdbuf();
-  Result<CsvProblem> problem = parse_plan_csv(content.str());
+  HEXIR_ASSIGN_OR_RETURN(std::string content, read_file_limited(path, kMaxPlanCsvBytes, "planner CSV limit"));
+  Result<CsvProblem> problem = parse_plan_csv(content);
   if (!problem.ok()) return problem.status().annotate(path);
   return problem;
 }

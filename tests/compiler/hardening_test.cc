@@ -10,8 +10,10 @@
 #include <cstring>
 #include <fstream>
 #include <random>
+#include <set>
 
 #include "hexir/base/half.h"
+#include "passes/fusion.h"
 #include "test_util.h"
 
 namespace hexir::compiler::testing {
@@ -294,9 +296,9 @@ void run_passes(const Function& fn, FunctionPlan& plan, Schedule schedule = Sche
 }
 
 // These sizes took minutes with the quadratic passes (a chain of 20,000: 9 s;
-// 100,000: over 2 minutes); now well under a second. The bound leaves room
-// for a loaded machine and sanitizers.
-constexpr double kPassSeconds = 20;
+// 100,000: over 2 minutes); now well under a second. Nothing here is timed
+// (machines are noisy): a quadratic pass runs past the suite's timeout, and
+// the time is printed for the record.
 
 TEST_CASE("passes: a chain of 100,000 in-place results plans in near-linear time") {
   constexpr int kChain = 100000;
@@ -313,7 +315,6 @@ TEST_CASE("passes: a chain of 100,000 in-place results plans in near-linear time
   run_passes(fn, plan);
   const double took = seconds_since(start);
   MESSAGE("passes over a chain of ", kChain, ": ", took, " s");
-  CHECK(took < kPassSeconds);
   // Every intermediate result runs in the first one's buffer: one 64-byte arena.
   CHECK(plan.arena_size == 64);
   const int first = fn.nodes.front().results[0];
@@ -346,7 +347,6 @@ TEST_CASE("passes: 40,000 donated inputs and outputs, and a 40,000-wide memory s
     run_passes(fn, plan, schedule);
     const double took = seconds_since(start);
     MESSAGE("passes over ", kCount, " donated inputs: ", took, " s");
-    CHECK(took < kPassSeconds);
     // Each input donated to its own output, in order, and written in place.
     for (int i = 0; i < kCount; i += 997) {
       CHECK(plan.donated_to[static_cast<size_t>(i)] == i);
@@ -447,6 +447,128 @@ TEST_CASE("schedule_for_memory: the priority queue picks what the scan picked") 
     reordered = reordered || plan.program[k].outputs != source_order[k].outputs;
   }
   CHECK(reordered);
+}
+
+}  // namespace
+}  // namespace hexir::compiler::testing
+
+// ---- calls: the inlined size is bounded, and inlining stays linear ---------------------
+
+namespace hexir::compiler::testing {
+namespace {
+
+// @f0 is one relu; each @fI calls @f(I-1) twice: @fI inlines to 2^I nodes,
+// the module (f0..fDEPTH) holds 2^(DEPTH+1) - 1.
+std::string doubling_calls(int depth) {
+  std::string text = "func @f0(%x: f32[4]) -> (f32[4]) {\n  %y = call @relu(%x) : f32[4]\n  return %y\n}\n";
+  for (int i = 1; i <= depth; ++i) {
+    const std::string callee = "@f" + std::to_string(i - 1);
+    text += "func @f" + std::to_string(i) + "(%x: f32[4]) -> (f32[4]) {\n  %a = call " + callee +
+            "(%x) : f32[4]\n  %b = call " + callee + "(%a) : f32[4]\n  return %b\n}\n";
+  }
+  return text;
+}
+
+TEST_CASE("inlining: 40 functions each calling the next twice are refused at the instruction limit") {
+  // 3 KB of text that inlines to 2^41 nodes: this compiled until killed (2 GB
+  // and growing). The check runs before each call is copied, so refusing
+  // costs at most the limit's worth of nodes.
+  const std::string text = doubling_calls(40);
+  ParseOptions options;
+  options.max_instructions = 1000;
+  Result<Module> m = parse_hxir(text, "t.hxir", data_dir(), options);
+  REQUIRE(!m.ok());
+  const std::string e = m.status().message();
+  INFO(e);
+  // @f9 is the first whose second call would pass 1000: 511 + 256 + 256 + 1 copy.
+  CHECK(e.rfind("t.hxir:47:13: ", 0) == 0);  // @f9's second call
+  CHECK(e.find("inlining @f8 (256 instructions) into @f9 would make the module 1024 instructions, "
+               "over the limit of 1000") != std::string::npos);
+  CHECK(e.find("call chain @f9 -> @f8 -> @f7 -> @f6 -> @f5 -> @f4 -> @f3 -> ... -> @f0") != std::string::npos);
+  CHECK(e.find("--max-instructions") != std::string::npos);
+
+  // The default limit (2^20) refuses it the same way, further along.
+  CompileOptions defaults;
+  CHECK(defaults.max_instructions == kDefaultMaxInstructions);
+  CHECK(ParseOptions{}.max_instructions == kDefaultMaxInstructions);
+}
+
+TEST_CASE("inlining: a program just under the instruction limit compiles, one over does not") {
+  // Depth 9: the check counts 2^10 = 1024 for @f9's second call.
+  const std::string text = doubling_calls(9);
+  CompileOptions options;
+  options.max_instructions = 1024;
+  Result<std::vector<uint8_t>> ok = compile_source(text, "t.hxir", data_dir(), options);
+  CHECK_MESSAGE(ok.ok(), ok.status().to_string());
+  options.max_instructions = 1023;
+  Result<std::vector<uint8_t>> over = compile_source(text, "t.hxir", data_dir(), options);
+  REQUIRE(!over.ok());
+  CHECK(over.status().message().find("over the limit of 1023") != std::string::npos);
+}
+
+TEST_CASE("inlining: the instruction limit is checked with the other compile options") {
+  CompileOptions options;
+  options.max_instructions = 0;
+  CHECK(check_compile_options(options).message().find("instruction limit 0 must be between 1 and") !=
+        std::string::npos);
+  options.max_instructions = kMaxInstructionsLimit + 1;
+  CHECK(!check_compile_options(options).ok());
+  options.max_instructions = kMaxInstructionsLimit;
+  CHECK(check_compile_options(options).ok());
+}
+
+TEST_CASE("inlining: N calls of one function name their values in O(N) lookups") {
+  // Each inlined copy's values are named @g's names made unique with a
+  // suffix; the suffix search started at 1 on every call (20,000 calls: 30 s).
+  constexpr int kCalls = 4000;
+  GraphBuilder b("calls");
+  const TensorType t{DType::kF32, {4}};
+  REQUIRE(b.begin_function("g").ok());
+  int v = *b.add_input("x", t);
+  v = (*b.add_node(ops::OpId::kRelu, {v}))[0];  // "g.relu_1" in each copy: kept, so renamed
+  v = (*b.add_node(ops::OpId::kNeg, {v}))[0];
+  REQUIRE(b.set_outputs({v}).ok());
+  REQUIRE(b.end_function().ok());
+  REQUIRE(b.begin_function("main").ok());
+  v = *b.add_input("x", t);
+  for (int i = 0; i < kCalls; ++i) {
+    Result<std::vector<int>> r = b.inline_call("g", {v}, {"v" + std::to_string(i)}, {t}, {});
+    REQUIRE(r.ok());
+    v = (*r)[0];
+  }
+  REQUIRE(b.set_outputs({v}).ok());
+  REQUIRE(b.end_function().ok());
+  MESSAGE(kCalls, " calls: ", b.name_probes(), " name lookups");
+  CHECK(b.name_probes() <= 4 * kCalls);
+  Module m = *b.finish();
+  std::set<std::string> names;
+  for (const Value& value : m.functions[1].values) CHECK(names.insert(value.name).second);
+}
+
+TEST_CASE("compile: 40,000 small functions compile in linear work") {
+  // Folding per-channel affines counted every constant use of the whole module
+  // once per function: compiling 5,000 functions took 0.48 s, 20,000 6.3 s,
+  // 40,000 43.9 s; now 0.16, 0.42 and 0.79 s. The folds count the values
+  // they visit: twice the module's (once for each fold), not 40,000 times.
+  constexpr int kFunctions = 40000;
+  std::string text;
+  for (int i = 0; i < kFunctions; ++i)
+    text += "func @f" + std::to_string(i) + "(%x: f32[4]) -> (f32[4]) {\n  %y = call @relu(%x) : f32[4]\n" +
+            "  %z = call @mul(%y, @s) : f32[4]\n  return %z\n}\n";
+  text = "const @s : f32[] = dense [2.0]\n" + text;
+  Module m = parse_ok(text);
+  uint64_t values = 0;
+  for (const Function& fn : m.functions) values += fn.values.size();
+  uint64_t visited = 0;
+  fold_channel_affine(m, &visited);
+  fold_input_affine(m, &visited);
+  CHECK(visited == 2 * values);
+
+  Result<std::vector<uint8_t>> bytes = compile_source(text, "t.hxir", data_dir(), {});
+  REQUIRE_MESSAGE(bytes.ok(), bytes.status().to_string());
+  const fb::Module* module = module_of(*bytes);
+  REQUIRE(module->functions());
+  CHECK(module->functions()->size() == static_cast<size_t>(kFunctions));
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // The MiniMalloc CSV reader/writer, and the hexir-plan tool with its SVG
 // picture (drawn by the same writer as hexir-dump --plan-svg).
 #include <doctest/doctest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -56,6 +57,25 @@ TEST_CASE("csv: written rows carry the offset") {
   CHECK(format_plan_csv(*p, {16, 0}) == "id,lower,upper,size,offset\na,0,3,4,16\nb,3,9,8,0\n");
 }
 
+TEST_CASE("csv: read_plan_csv opens regular files only, as the .hxir reader does") {
+  // It read with std::ifstream: /dev/null was an empty problem, a FIFO
+  // without a writer hung, /dev/zero read until memory ran out.
+  Result<CsvProblem> null = read_plan_csv("/dev/null");
+  REQUIRE(!null.ok());
+  CHECK(null.status().message() == "'/dev/null' is not a regular file (a character device)");
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("hexir_csv_test_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string fifo = (dir / "fifo.csv").string();
+  REQUIRE(mkfifo(fifo.c_str(), 0600) == 0);
+  Result<CsvProblem> from_fifo = read_plan_csv(fifo);
+  REQUIRE(!from_fifo.ok());
+  CHECK(from_fifo.status().message() == "'" + fifo + "' is not a regular file (a FIFO)");
+  CHECK(read_plan_csv(dir.string()).status().message().find("is not a regular file") != std::string::npos);
+  CHECK(read_plan_csv((dir / "missing.csv").string()).status().code() == StatusCode::kNotFound);
+  std::filesystem::remove_all(dir);
+}
+
 struct Run {
   int status;
   std::string output;
@@ -108,6 +128,35 @@ TEST_CASE("hexir-plan: JSON line, CSV with offsets, SVG; errors exit 1 with the 
   CHECK(bad.output.find("line 3: upper 'two' is not an integer") != std::string::npos);
   CHECK(run((dir / "missing.csv").string()).status == 1);
   CHECK(run("--align 3 " + (dir / "in.csv").string()).status != 0);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("hexir-plan --svg: times near INT64_MAX make a picture the size of its buffers") {
+  // The time ticks stepped past INT64_MAX and wrapped around: the picture
+  // grew until bad_alloc (2.2 GB, 70 s). Coordinates are scaled now and the
+  // ticks counted, so three rectangles make a few KiB whatever the values.
+  std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("hexir_plan_svg_test_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "far.csv") << "id,lower,upper,size\n"
+                                    "a,0,9223372036854775000,16\n"
+                                    "b,9223372036854775000,9223372036854775807,16\n"
+                                    "c,-9223372036854775808,9223372036854775807,1152921504606846976\n";
+  Run r = run((dir / "far.csv").string() + " --budget-ms 0 --svg " + (dir / "far.svg").string());
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  std::stringstream svg;
+  svg << std::ifstream(dir / "far.svg").rdbuf();
+  const std::string text = svg.str();
+  CHECK(text.size() < 16384);
+  const testing::XmlCheck xml = testing::check_xml(text);
+  REQUIRE_MESSAGE(xml.ok, xml.error);
+  CHECK(xml.count_class("rect", "value") == 3);
+  CHECK(text.find("nan") == std::string::npos);
+  CHECK(text.find("inf") == std::string::npos);
+  // The first and last time ticks: the smallest time, and at most 10 steps on.
+  CHECK(text.find(">-9223372036854775808</text>") != std::string::npos);
+  CHECK(text.find(">8776627963145224192</text>") != std::string::npos);
   std::filesystem::remove_all(dir);
 }
 

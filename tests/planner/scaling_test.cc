@@ -112,7 +112,6 @@ TEST_CASE("plan_arena: 30,000 hostile rows plan in O(n log n) greedy work") {
   CHECK(validate(buffers, *plan, 1).empty());
   CHECK(report.greedy_capped > 0);
   CHECK(report.greedy.size() == 2);  // the capped first round ends the phase
-  CHECK(seconds < 60);
   CHECK(plan->size < report.lower_bound * 3);
 }
 

@@ -23,6 +23,7 @@
 #include <string>
 #include <thread>
 
+#include "hxe_test_builder.h"
 #include "run_command.h"
 #include "scratch_dir.h"
 
@@ -455,3 +456,88 @@ func @main(%x: f32[100000000000]) -> (f32[100000000000]) {
       run(kCompile + " " + kSamples + "/mlp.hxir -o " + dir / "mlp.hxe --max-constant-bytes 1000000");
   CHECK_MESSAGE(enough.exit_code == 0, enough.output);
 }
+
+namespace {
+
+// One zstd frame of `blocks` RLE blocks of 128 KiB (4 stored bytes each)
+// that records its content size: a few KB declaring blocks x 128 KiB
+// (the same frame as tests/vm/hardening_test.cc's).
+std::vector<uint8_t> rle_frame(uint64_t blocks) {
+  std::vector<uint8_t> f = {0x28, 0xb5, 0x2f, 0xfd, 0xe0};  // magic; 8-byte content size, single segment
+  const uint64_t content = blocks << 17;
+  for (int i = 0; i < 8; ++i) f.push_back(static_cast<uint8_t>(content >> (8 * i)));
+  for (uint64_t b = 0; b < blocks; ++b) {
+    const uint32_t header = (b + 1 == blocks ? 1u : 0u) | (1u << 1) | (uint32_t{1} << 17 << 3);
+    f.push_back(static_cast<uint8_t>(header));
+    f.push_back(static_cast<uint8_t>(header >> 8));
+    f.push_back(static_cast<uint8_t>(header >> 16));
+    f.push_back(0x3c);  // the byte repeated
+  }
+  return f;
+}
+
+// The tests' tiny model with a zstd section of `blocks` x 128 KiB, as a file.
+void write_zstd_model(const std::string& path, uint64_t blocks) {
+  hexir::testing::ModuleSpec m = hexir::testing::tiny_module_spec();
+  hexir::testing::SectionSpec s;
+  s.bytes = rle_frame(blocks);
+  s.compression = hexir::fb::Compression::Zstd;
+  s.raw_size = blocks << 17;
+  m.sections.push_back(s);
+  const hexir::testing::AlignedBytes file = hexir::testing::write_hxe(m);
+  write_all(path, std::string(reinterpret_cast<const char*>(file.data()), file.size()));
+}
+
+TEST_CASE("tool safety: hexir-dump applies the VM's load limits, with hexir-run's flags") {
+  // 36 KB declaring 1 GiB: hexir-run refused it, hexir-dump decompressed it
+  // (9 s, 1.05 GB).
+  ScratchDir dir;
+  write_zstd_model(dir / "bomb.hxe", 8192);
+  CHECK(fs::file_size(dir / "bomb.hxe") < 48 * 1024);
+  for (const std::string& tool_path : {kDump, kRun}) {
+    auto refused = run(tool_path + " " + dir / "bomb.hxe");
+    CHECK_MESSAGE(refused.exit_code == 1, refused.output);
+    CHECK_MESSAGE(contains(refused.output, "zstd sections decompress to 1073741824 bytes, more than the limit"),
+                  refused.output);
+    CHECK_MESSAGE(contains(refused.output, "--max-decompressed-bytes"), refused.output);
+  }
+  // The flags lower (or raise) each limit, the same in both tools.
+  write_zstd_model(dir / "small.hxe", 2);  // 256 KiB
+  CHECK(run(kDump + " " + dir / "small.hxe").exit_code == 0);
+  auto tight = run(kDump + " " + dir / "small.hxe --max-decompressed-bytes 131072");
+  CHECK(tight.exit_code == 1);
+  CHECK_MESSAGE(contains(tight.output, "more than the limit --max-decompressed-bytes 131072"), tight.output);
+  auto fills = run(kDump + " " + dir / "small.hxe --max-fill-bytes 8");
+  CHECK_MESSAGE(contains(fills.output, "fill constants make 16 bytes, more than the limit --max-fill-bytes 8"),
+                fills.output);
+  auto arena = run(kDump + " " + dir / "small.hxe --max-arena-bytes 8");
+  CHECK_MESSAGE(contains(arena.output, "more than the limit --max-arena-bytes 8"), arena.output);
+  for (const char* flag : {"--max-decompressed-bytes 131072", "--max-fill-bytes 8", "--max-arena-bytes 8"}) {
+    auto run_tight = run(kRun + " " + dir / "small.hxe " + flag);
+    CHECK_MESSAGE(run_tight.exit_code == 1, run_tight.output);
+    CHECK_MESSAGE(contains(run_tight.output, "more than the limit LoadOptions.max_"), run_tight.output);
+  }
+  auto run_ok = run(kRun + " " + dir / "small.hxe --copy-weights --verify-data-checksum");
+  CHECK_MESSAGE(run_ok.exit_code == 0, run_ok.output);
+}
+
+TEST_CASE("tool safety: hexir-run bounds loop iterations by default (0: no limit)") {
+  // A loop whose trip count is data ran until killed; now 2^32 iterations
+  // by default. Counted here with a smaller explicit limit, and the default
+  // is named by --help.
+  ScratchDir dir;
+  write_all(dir / "loop.hxir",
+            "module @m\nfunc @main(%x: f32[4]) -> f32[4] {\n"
+            "  %r = for %i = 0 to 1000 iter(%a = %x) {\n    %a2 = call @add(%a, %x) : f32[4]\n    yield %a2\n  }\n"
+            "  return %r\n}\n");
+  REQUIRE(run(kCompile + " " + dir / "loop.hxir -o " + dir / "loop.hxe").exit_code == 0);
+  CHECK(run(kRun + " " + dir / "loop.hxe").exit_code == 0);
+  CHECK(run(kRun + " " + dir / "loop.hxe --max-loop-iterations 0").exit_code == 0);
+  auto limited = run(kRun + " " + dir / "loop.hxe --max-loop-iterations 999");
+  CHECK_MESSAGE(limited.exit_code == 1, limited.output);
+  CHECK_MESSAGE(contains(limited.output, "ran 999 loop iterations"), limited.output);
+  auto help = run(kRun + " --help");
+  CHECK_MESSAGE(contains(help.output, "2^32 = 4294967296; 0: no limit"), help.output);
+}
+
+}  // namespace

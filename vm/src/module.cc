@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "hexir/base/mapped_file.h"
+#include "hexir/format/limits.h"
 #include "vm_impl.h"
 
 namespace hexir::vm {
@@ -26,43 +27,17 @@ TensorSignature make_signature(const ModuleImpl& impl, const fb::Binding& bindin
 }
 
 // The limits of LoadOptions, checked on the verified metadata before any
-// allocation they bound (decompression here, fills at prepare, the arena at
-// Context::create).
+// allocation they bound (hexir/format/limits.h; hexir-dump applies the same).
+// The public header spells the defaults out; they are the format's.
+static_assert(LoadOptions{}.max_decompressed_bytes == format::LoadLimits{}.max_decompressed_bytes &&
+              LoadOptions{}.max_fill_bytes == format::LoadLimits{}.max_fill_bytes &&
+              LoadOptions{}.max_arena_bytes == format::LoadLimits{}.max_arena_bytes);
 Status check_limits(const ModuleImpl& impl, const LoadOptions& options) {
-  const fb::Module& m = impl.fb();
-  uint64_t raw = 0;
-  if (m.sections())
-    for (const fb::Section* s : *m.sections())
-      if (s->compression() == fb::Compression::Zstd) raw = saturating_add(raw, s->raw_size());
-  if (raw > options.max_decompressed_bytes)
-    return resource_exhausted("zstd sections decompress to " + std::to_string(raw) +
-                              " bytes, more than the limit LoadOptions.max_decompressed_bytes = " +
-                              std::to_string(options.max_decompressed_bytes));
-  uint64_t fill = 0;
-  if (m.constants())
-    for (const fb::Constant* c : *m.constants())
-      if (c->storage() == fb::ConstantStorage::Fill) fill = saturating_add(fill, c->byte_size());
-  if (fill > options.max_fill_bytes)
-    return resource_exhausted(
-        "fill constants make " + std::to_string(fill) +
-        " bytes, more than the limit LoadOptions.max_fill_bytes = " + std::to_string(options.max_fill_bytes));
-  const fb::ArenaPlan& plan = *m.arena();
-  if (plan.strategy() == fb::PlanStrategy::FreeAtLastUse) {
-    if (impl.verified.dynamic_peak_bytes > options.max_arena_bytes)
-      return resource_exhausted(
-          "the free-at-last-use plan holds up to " + std::to_string(impl.verified.dynamic_peak_bytes) +
-          " bytes of values and scratch, more than the limit LoadOptions.max_arena_bytes = " +
-          std::to_string(options.max_arena_bytes));
-  } else {
-    if (saturating_add(saturating_add(plan.size(), plan.workspace_size()), plan.host_size()) >
-        options.max_arena_bytes)
-      return resource_exhausted("the arena plan needs " + std::to_string(plan.size()) +
-                                " bytes of arena and " + std::to_string(plan.workspace_size()) +
-                                " of workspace (and " + std::to_string(plan.host_size()) +
-                                " of host arena), more than the limit LoadOptions.max_arena_bytes = " +
-                                std::to_string(options.max_arena_bytes));
-  }
-  return ok_status();
+  format::LoadLimits limits;
+  limits.max_decompressed_bytes = options.max_decompressed_bytes;
+  limits.max_fill_bytes = options.max_fill_bytes;
+  limits.max_arena_bytes = options.max_arena_bytes;
+  return format::check_load_limits(impl.verified, limits);
 }
 
 // Verifies `bytes` into `impl` and fills the summaries the accessors return.

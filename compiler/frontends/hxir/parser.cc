@@ -75,7 +75,9 @@ class Parser {
         file_name_(std::make_shared<const std::string>(display_name)),
         base_dir_(base_dir),
         options_(options),
-        builder_(std::filesystem::path(std::string(display_name)).stem().string()) {}
+        builder_(std::filesystem::path(std::string(display_name)).stem().string()) {
+    builder_.set_max_nodes(options.max_instructions);
+  }
 
   Result<Module> parse() {
     HEXIR_RETURN_IF_ERROR(advance());
@@ -1029,6 +1031,14 @@ class Parser {
 };
 
 }  // namespace
+
+ParseOptions parse_options_for(const CompileOptions& options) {
+  ParseOptions parse;
+  parse.allow_external_files = options.allow_external_files;
+  parse.max_constant_bytes = options.max_constant_bytes;
+  parse.max_instructions = options.max_instructions;
+  return parse;
+}
 
 Result<Module> parse_hxir(std::string_view source, std::string_view display_name,
                             const std::filesystem::path& base_dir, const ParseOptions& options) {

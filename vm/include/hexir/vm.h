@@ -60,6 +60,8 @@ struct LoadOptions {
   // running process makes the next read of a lost page raise SIGBUS
   // (docs/hardening.md).
   bool copy_weights = false;
+  // The checks and defaults are format::LoadLimits' (hexir/format/limits.h),
+  // which hexir-dump applies too.
   // Raw (decompressed) bytes of all zstd sections together, decompressed at load.
   uint64_t max_decompressed_bytes = uint64_t{256} << 20;
   // Bytes of all fill constants together, materialized at prepare.

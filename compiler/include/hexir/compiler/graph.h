@@ -32,6 +32,7 @@
 
 #include "hexir/base/status.h"
 #include "hexir/base/types.h"
+#include "hexir/compiler/options.h"
 #include "hexir/ops/op.h"
 
 namespace hexir::compiler {
@@ -195,6 +196,14 @@ class GraphBuilder {
   explicit GraphBuilder(std::string module_name = "module");
 
   void set_module_name(std::string name) { module_.name = std::move(name); }
+  // The most nodes the module may hold, all functions together, checked
+  // where calls are inlined (a call copies its callee: a chain of functions
+  // each calling the next twice doubles at every step).
+  void set_max_nodes(uint64_t max) { max_nodes_ = max; }
+  uint64_t max_nodes() const { return max_nodes_; }
+  // Names looked up to name inlined values uniquely: a work counter (tests
+  // check it stays linear in the values inlined).
+  uint64_t name_probes() const { return name_probes_; }
 
   // ---- constants: module-wide, named uniquely.
   Result<int> add_constant(std::string name, TensorType type, ConstantSource source, Location loc = {});
@@ -239,7 +248,9 @@ class GraphBuilder {
   // `%r = call @f(args) : types`: the module's function `f` (ended before
   // the open one) inlined into the open function, its results named `names`.
   // Checks the arguments' and declared result types against f's signature;
-  // a function cannot call itself (it is not ended yet).
+  // a function cannot call itself (it is not ended yet). A call that would
+  // make the module hold more than max_nodes() nodes is refused before
+  // anything is copied, naming the call chain that grows it.
   bool has_function(std::string_view name) const { return function_index_.count(name) > 0; }
   Result<std::vector<int>> inline_call(std::string_view callee, const std::vector<int>& args,
                                        std::vector<std::string> names, const std::vector<TensorType>& declared,
@@ -312,6 +323,13 @@ class GraphBuilder {
   // none yet; a branch ending in a fail may yield nothing.
   Status close_branch(const std::vector<int>& yielded, const char* branch, const Location& loc,
                       const std::vector<Location>& yield_locs);
+  // Fails when inlining function `callee` (with `extra` nodes of copies) into
+  // the open function would pass max_nodes_, naming the call chain.
+  Status check_inlined_size(size_t callee, size_t extra, const Location& loc) const;
+  // `base`, or `base_K` with the first K that names no value of the open function.
+  std::string unique_value_name(const std::string& base);
+  // "@f -> @g -> @h": from function `from` down its largest callees.
+  std::string call_chain(size_t from) const;
 
   // Regions: per value of the open function, the region that defines it
   // (the node opening it: a kLoopBegin, kIfBegin or kIfElse; -1: the top
@@ -323,10 +341,16 @@ class GraphBuilder {
   Module module_;
   std::map<std::string, int, std::less<>> constant_index_;
   std::map<std::string, int, std::less<>> function_index_;  // name -> index in module_.functions
+  uint64_t max_nodes_ = kDefaultMaxInstructions;
+  uint64_t ended_nodes_ = 0;  // nodes of the functions ended so far
+  // Per function: the callee it inlined with the most nodes (-1: none), for call_chain.
+  std::vector<int> largest_callee_;
   bool open_ = false;
   bool outputs_set_ = false;
   std::map<std::string, int, std::less<>> value_names_;  // open function: %name -> value id
   std::map<int, int> constant_values_;                   // open function: constant -> value id
+  std::map<std::string, int, std::less<>> next_suffix_;  // open function: base name -> last suffix given
+  uint64_t name_probes_ = 0;
 };
 
 }  // namespace hexir::compiler

@@ -44,7 +44,12 @@ struct ParseOptions {
   // A `dense` or `file` constant larger than this is refused at its
   // declaration, naming the limit.
   uint64_t max_constant_bytes = kDefaultMaxConstantBytes;
+  // Instructions the module may hold, calls inlined (GraphBuilder::set_max_nodes).
+  uint64_t max_instructions = kDefaultMaxInstructions;
 };
+
+// The parse options a compile with `options` uses.
+ParseOptions parse_options_for(const CompileOptions& options);
 
 // `display_name` names the source in errors; `base_dir` resolves `file "x.npy"` paths.
 Result<Module> parse_hxir(std::string_view source, std::string_view display_name,

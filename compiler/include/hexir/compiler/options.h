@@ -19,6 +19,17 @@ namespace hexir::compiler {
 // or allocate 400 GB.
 inline constexpr uint64_t kDefaultMaxConstantBytes = uint64_t{16} << 30;
 
+// The most instructions (graph nodes, all functions together) a module may
+// hold: the default of CompileOptions::max_instructions and
+// ParseOptions::max_instructions. Calls are inlined, so a chain of functions
+// each calling the next twice doubles at every step: 40 of them in 3 KB of
+// text would make 2^40 nodes. The real models of docs/onnx-real-models.md
+// have under 1,000 nodes, a 48-layer transformer a few thousand: 2^20 leaves
+// a thousandfold headroom, and reaching it costs seconds and about 1 GB.
+inline constexpr uint64_t kDefaultMaxInstructions = uint64_t{1} << 20;
+// The largest limit check_compile_options accepts (value and node ids are int).
+inline constexpr uint64_t kMaxInstructionsLimit = uint64_t{1} << 30;
+
 enum class PlanStrategy {
   kNaive,  // every value its own arena range, nothing reused (the baseline)
   kArena,  // liveness-based static plan that reuses storage (default)
@@ -80,6 +91,11 @@ struct CompileOptions {
   // one by one and together: a source declaring more is refused before any
   // of it is read (hexir-compile --max-constant-bytes). 16 GiB by default.
   uint64_t max_constant_bytes = kDefaultMaxConstantBytes;
+  // Instructions the module may hold once every call is inlined, all
+  // functions together: a call that would pass it is refused before it is
+  // inlined, naming the call chain (hexir-compile --max-instructions).
+  // 1 to kMaxInstructionsLimit; kDefaultMaxInstructions (1,048,576) by default.
+  uint64_t max_instructions = kDefaultMaxInstructions;
   // Bytes of device memory a context may take (arena and scratch together;
   // hexir-compile --memory-budget device=BYTES): values are recomputed
   // instead of kept where that lowers the peak (rematerialization,

@@ -2,6 +2,7 @@
 // read and written for hexir-plan, the planner benchmark and tests.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -20,6 +21,10 @@ struct CsvProblem {
 // number), blank lines, spaces and tabs around fields, CRLF line ends and a
 // trailing `offset` column (ignored). Errors name the 1-based line.
 Result<CsvProblem> parse_plan_csv(std::string_view text);
+// The file at `path`, opened the checked way of hexir/base/file_io.h: a
+// regular file only (a FIFO, a device or a directory is refused: "'p' is not
+// a regular file (a FIFO)"), at most kMaxPlanCsvBytes.
+inline constexpr uint64_t kMaxPlanCsvBytes = uint64_t{2} << 30;
 Result<CsvProblem> read_plan_csv(const std::string& path);
 
 // `id,lower,upper,size,offset` rows in input order.
