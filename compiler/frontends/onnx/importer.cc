@@ -58,6 +58,12 @@ Status Importer::load() {
     return invalid_argument(path_.string() + ": not an ONNX model (malformed protobuf)");
   if (stripped.size() > static_cast<size_t>(INT32_MAX))
     return invalid_argument(path_.string() + ": the model's metadata exceeds 2 GiB");
+  // Before protobuf merges what the scan read one by one, and to say why a deep model fails.
+  if (const std::string problem = check_model_fields(
+          reinterpret_cast<const uint8_t*>(stripped.data()),
+          reinterpret_cast<const uint8_t*>(stripped.data()) + stripped.size());
+      !problem.empty())
+    return invalid_argument(path_.string() + ": not an ONNX model Hexir can read: " + problem);
   if (!model_.ParseFromString(stripped))
     return invalid_argument(path_.string() + ": not an ONNX model (protobuf parse failed)");
   if (!model_.has_graph()) return invalid_argument(path_.string() + ": the model has no graph");
