@@ -32,6 +32,7 @@ Result<Module> Importer::run() {
   const onnx::GraphProto& graph = model_.graph();
   builder_.set_module_name(graph.name().empty() ? path_.stem().string() : graph.name());
   HEXIR_RETURN_IF_ERROR(read_opsets());
+  HEXIR_RETURN_IF_ERROR(check_definitions(graph));
   reserve_names(graph);
   HEXIR_RETURN_IF_ERROR(read_initializers(graph));
   HEXIR_RETURN_IF_ERROR(builder_.begin_function(options_.function_name, Location::imported(file_, "", "")));
@@ -612,10 +613,54 @@ void Importer::define_folded(const NodeCtx& n, int i, HostTensor t) {
 }
 
 // ---- nodes and subgraphs ---------------------------------------------------------------
+namespace {
+
+std::string node_label(const onnx::NodeProto& node, int index, const std::string& scope) {
+  return node.name().empty() ? scope + "#" + std::to_string(index) : node.name();
+}
+
+}  // namespace
+
+Status Importer::check_definitions(const onnx::GraphProto& graph, const std::string& scope) const {
+  // Each name and what defined it first.
+  std::map<std::string_view, std::string> defined;
+  auto define = [&](const std::string& name, std::string by, const Location& loc) -> Status {
+    auto [it, inserted] = defined.try_emplace(name, std::move(by));
+    if (inserted) return ok_status();
+    return error_at(loc, "value '" + name + "' is defined more than once (first by " + it->second +
+                             "): an ONNX graph defines each value once");
+  };
+  for (const auto& in : graph.input())
+    HEXIR_RETURN_IF_ERROR(define(in.name(), "graph input '" + in.name() + "'",
+                                 Location::imported(file_, scope + in.name(), "input")));
+  std::set<std::string_view> initializers;
+  for (const auto& t : graph.initializer()) {
+    const Location loc = Location::imported(file_, scope + t.name(), "initializer");
+    if (!initializers.insert(t.name()).second)
+      return error_at(loc, "value '" + t.name() + "' is defined more than once (first by another initializer)" +
+                               ": an ONNX graph defines each value once");
+    if (!defined.count(t.name())) HEXIR_RETURN_IF_ERROR(define(t.name(), "initializer '" + t.name() + "'", loc));
+  }
+  for (int i = 0; i < graph.node_size(); ++i) {
+    const onnx::NodeProto& node = graph.node(i);
+    const std::string label = node_label(node, i, scope);
+    for (const auto& out : node.output())
+      if (!out.empty())
+        HEXIR_RETURN_IF_ERROR(define(out, "node '" + label + "' (" + node.op_type() + ")",
+                                     Location::imported(file_, label, node.op_type())));
+  }
+  return ok_status();
+}
+
 Status Importer::import_node(const onnx::NodeProto& node, int index, const std::string& scope) {
-  const std::string label = node.name().empty() ? scope + "#" + std::to_string(index) : node.name();
+  const std::string label = node_label(node, index, scope);
   const NodeCtx n{node, Location::imported(file_, label, node.op_type()), node.op_type(),
                   scope.empty() ? index : -1};
+  // find_attribute reads the first of a name: a second is refused, not ignored.
+  for (int a = 1; a < node.attribute_size(); ++a)
+    for (int b = 0; b < a; ++b)
+      if (node.attribute(a).name() == node.attribute(b).name())
+        return error_at(n.loc, "attribute '" + node.attribute(a).name() + "' is given more than once");
   if (!node.domain().empty() && node.domain() != "ai.onnx")
     return error_at(
         n.loc, "operator domain '" + node.domain() + "' is not supported (only the default ONNX domain)");

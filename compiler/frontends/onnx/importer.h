@@ -171,6 +171,12 @@ class Importer {
   Result<Ref> reshape(const NodeCtx& n, Ref x, const std::vector<int64_t>& dims, const std::string& name);
 
   // ---- nodes and subgraphs ----------------------------------------------------
+  // Each value of `graph` (an input, an initializer, a node output) is
+  // defined once: a second definition is refused rather than silently
+  // replacing the first. An initializer may also be listed as an input
+  // (before IR 4 every one is; from IR 4 the initializer is the default).
+  // `scope` as for import_node.
+  Status check_definitions(const onnx::GraphProto& graph, const std::string& scope = {}) const;
   // `scope`: where an unnamed node is ("" at the top, "If_3/then_branch/" inside an inlined branch).
   Status import_node(const onnx::NodeProto& node, int index, const std::string& scope = {});
   // Which nodes of `graph` its outputs need (walking backwards); adds every

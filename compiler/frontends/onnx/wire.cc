@@ -163,8 +163,8 @@ std::optional<FieldProblem> check_message(const uint8_t* begin, const uint8_t* e
     if (depth + 1 > kMaxMessageNesting)
       return FieldProblem{"its messages are nested deeper than protobuf's recursion limit of " +
                               std::to_string(kMaxMessageNesting) + " (If/Loop subgraphs nested " +
-                              std::to_string(inner_subgraphs - 1) + " deep here; about " +
-                              std::to_string(kMaxMessageNesting / 3 - 1) + " is the most that parses)",
+                              std::to_string(inner_subgraphs - 1) + " deep or more; about " +
+                              std::to_string(kMaxMessageNesting / 3 - 1) + " fit)",
                           "", false};
     std::optional<FieldProblem> problem = check_message(payload, payload + size, inner, depth + 1, inner_subgraphs);
     if (problem) {
