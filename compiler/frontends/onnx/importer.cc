@@ -8,6 +8,8 @@
 #include <charconv>
 #include <cstdio>
 #include <cstring>
+#include <cstdlib>
+#include <memory>
 
 #include "frontends/onnx/handlers.h"
 #include "hexir/base/mapped_file.h"
@@ -165,13 +167,36 @@ Result<FileRange> Importer::external_range(const onnx::TensorProto& t, uint64_t 
     }
   }
   if (location.empty()) return error_at(loc, "external data without a 'location'");
-  if (std::filesystem::path(location).is_absolute() || location.find("..") != std::string::npos)
-    return error_at(loc, "external data location '" + location +
-                             "' must be a relative path below the model's directory");
   if (length && *length != bytes)
     return error_at(loc, "external data length " + std::to_string(*length) + " does not match the " +
                              std::to_string(bytes) + " bytes of its type");
-  return FileRange{base_dir_ / location, offset};
+  // Opened here to confine and check it; the constant reads its real path later.
+  Result<ExternalFile> file = open_external_data(base_dir_, location);
+  if (!file.ok()) return error_at(loc, file.status().message());
+  return FileRange{std::move(file->path), offset};
+}
+
+Result<ExternalFile> open_external_data(const std::filesystem::path& base_dir, const std::string& location) {
+  const std::string shown = "external data location '" + location + "'";
+  if (location.find('\0') != std::string::npos)
+    return invalid_argument(shown + " holds a NUL byte (a path ends at the first)");
+  if (std::filesystem::path(location).is_absolute() || location.find("..") != std::string::npos)
+    return invalid_argument(shown + " must be a relative path below the model's directory");
+  const std::filesystem::path dir = base_dir.empty() ? std::filesystem::path(".") : base_dir;
+  std::unique_ptr<char, void (*)(void*)> real_dir(::realpath(dir.c_str(), nullptr), std::free);
+  if (!real_dir) return invalid_argument("cannot resolve the model's directory '" + dir.string() + "'");
+  const std::filesystem::path joined = dir / location;
+  std::unique_ptr<char, void (*)(void*)> real(::realpath(joined.c_str(), nullptr), std::free);
+  if (!real) return not_found(shown + ": cannot open '" + joined.string() + "': " + std::strerror(errno));
+  // Symlinks (of the file or a folder on the way) must not lead out of the folder.
+  std::string inside = real_dir.get();
+  if (inside.back() != '/') inside += '/';
+  if (std::string_view(real.get()).substr(0, inside.size()) != inside)
+    return invalid_argument(shown + " resolves to '" + real.get() + "', outside the model's directory '" +
+                            real_dir.get() + "'");
+  Result<InputFile> file = open_input_file(real.get());
+  if (!file.ok()) return file.status().annotate(shown);
+  return ExternalFile{real.get(), std::move(file).value()};
 }
 
 // ---- graph inputs -------------------------------------------------------------
@@ -804,13 +829,15 @@ Result<OnnxTensor> tensor_from_proto(const onnx::TensorProto& tensor, const std:
       if (kv.key() == "offset") offset = std::strtoull(kv.value().c_str(), nullptr, 10);
     }
     HEXIR_ASSIGN_OR_RETURN(uint64_t size, byte_size(out.type));
-    out.bytes.resize(size);
-    const std::filesystem::path file = base_dir / location;
-    std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(file.c_str(), "rb"), std::fclose);
-    if (location.empty() || !f || fseeko(f.get(), static_cast<off_t>(offset), SEEK_SET) != 0 ||
-        std::fread(out.bytes.data(), 1, size, f.get()) != size)
+    if (location.empty()) return invalid_argument("tensor '" + tensor.name() + "': external data without a 'location'");
+    Result<onnx_import::ExternalFile> file = onnx_import::open_external_data(base_dir, location);
+    if (!file.ok()) return file.status().annotate("tensor '" + tensor.name() + "'");
+    if (offset > file->file.size || size > file->file.size - offset)
       return data_loss("tensor '" + tensor.name() + "': cannot read " + std::to_string(size) +
-                       " bytes of external data from '" + file.string() + "'");
+                       " bytes of external data at offset " + std::to_string(offset) + " from '" +
+                       file->path.string() + "', which has " + std::to_string(file->file.size));
+    out.bytes.resize(size);
+    HEXIR_RETURN_IF_ERROR(read_exact(file->file, offset, out.bytes, file->path.string()));
     return out;
   }
   Result<onnx_import::HostTensor> h = onnx_import::typed_contents(tensor, loc);

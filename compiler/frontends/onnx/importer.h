@@ -22,6 +22,7 @@
 #include "frontends/onnx/folding.h"
 #include "frontends/onnx/types.h"
 #include "frontends/onnx/wire.h"
+#include "hexir/base/file_io.h"
 #include "hexir/compiler/onnx.h"
 #include "hexir/ops/op.h"
 
@@ -31,6 +32,19 @@ namespace hexir::compiler::onnx_import {
 constexpr uint64_t kKeepBytes = uint64_t{1} << 20;
 
 const onnx::AttributeProto* find_attribute(const onnx::NodeProto& node, std::string_view name);
+
+// An external-data file, opened: its real path (no symlinks) and the open file.
+struct ExternalFile {
+  std::filesystem::path path;
+  InputFile file;
+};
+
+// Opens external-data file `location` below `base_dir` (a model's folder)
+// with the checked open (file_io.h: a FIFO, a device or a directory is
+// refused). Refused too: a `location` holding a NUL, an absolute one, one
+// with '..', and one whose real path (symlinks resolved, of the file and of
+// the folders on the way) lies outside the real `base_dir`.
+Result<ExternalFile> open_external_data(const std::filesystem::path& base_dir, const std::string& location);
 
 // A constant of the graph: an initializer, a Constant node, a folded result
 // or a constant the importer needs (a scale, a splat). Becomes a module
