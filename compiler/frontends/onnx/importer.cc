@@ -655,12 +655,18 @@ Status Importer::check_definitions(const onnx::GraphProto& graph, const std::str
     return error_at(loc, "value '" + name + "' is defined more than once (first by " + it->second +
                              "): an ONNX graph defines each value once");
   };
-  for (const auto& in : graph.input())
-    HEXIR_RETURN_IF_ERROR(define(in.name(), "graph input '" + in.name() + "'",
-                                 Location::imported(file_, scope + in.name(), "input")));
+  // An empty name is ONNX's "no value" (an optional input left out): it names no input or initializer.
+  for (int i = 0; i < graph.input_size(); ++i) {
+    const std::string& name = graph.input(i).name();
+    const Location loc = Location::imported(file_, scope + name, "input");
+    if (name.empty()) return error_at(loc, "graph input " + std::to_string(i) + " has no name");
+    HEXIR_RETURN_IF_ERROR(define(name, "graph input '" + name + "'", loc));
+  }
   std::set<std::string_view> initializers;
-  for (const auto& t : graph.initializer()) {
+  for (int i = 0; i < graph.initializer_size(); ++i) {
+    const onnx::TensorProto& t = graph.initializer(i);
     const Location loc = Location::imported(file_, scope + t.name(), "initializer");
+    if (t.name().empty()) return error_at(loc, "initializer " + std::to_string(i) + " has no name");
     if (!initializers.insert(t.name()).second)
       return error_at(loc, "value '" + t.name() + "' is defined more than once (first by another initializer)" +
                                ": an ONNX graph defines each value once");

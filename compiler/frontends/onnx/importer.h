@@ -189,6 +189,7 @@ class Importer {
   // defined once: a second definition is refused rather than silently
   // replacing the first. An initializer may also be listed as an input
   // (before IR 4 every one is; from IR 4 the initializer is the default).
+  // Inputs and initializers must have a name.
   // `scope` as for import_node.
   Status check_definitions(const onnx::GraphProto& graph, const std::string& scope = {}) const;
   // `scope`: where an unnamed node is ("" at the top, "If_3/then_branch/" inside an inlined branch).

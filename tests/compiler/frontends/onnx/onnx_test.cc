@@ -1459,6 +1459,14 @@ TEST_CASE("a value defined twice in a graph is refused: node outputs, initialize
   CHECK(e.find("node 'g' (Gemm)") != std::string::npos);
   CHECK(e.find("attribute 'alpha' is given more than once") != std::string::npos);
 
+  // An empty name is ONNX's "no value": a graph input or initializer without one is refused.
+  Model unnamed;
+  unnamed.input("x", kF, {2}).input("", kF, {2}).node("Relu", {"x"}, {"y"}).output("y");
+  CHECK(import_error(unnamed.save(dir.path() / "unnamed.onnx")).find("graph input 1 has no name") != std::string::npos);
+  Model unnamed_init;
+  unnamed_init.input("x", kF, {2}).init_f("", {2}, {1, 2}).node("Relu", {"x"}, {"y"}).output("y");
+  CHECK(import_error(unnamed_init.save(dir.path() / "unnamed_init.onnx")).find("initializer 0 has no name") != std::string::npos);
+
   // An initializer listed as an input too (IR < 4; a default value from IR 4) is one value.
   Model listed;
   listed.input("x", kF, {2}).input("w", kF, {2}).init_f("w", {2}, {1, 2}).node("Add", {"x", "w"}, {"y"}).output("y");
