@@ -36,8 +36,7 @@ Status op_constant(Importer& im, const NodeCtx& n) {
     c.loc = n.loc;
     if (onnx_element_size(c.type) == 0)
       return error_at(n.loc, "tensor of type " + onnx_type_name(c.type) + " is not supported");
-    for (int64_t d : c.dims)
-      if (d < 0) return error_at(n.loc, "negative dim in " + shape_text(c.dims));
+    HEXIR_RETURN_IF_ERROR(check_file_dims(c.dims, onnx_element_size(c.type), n.loc));
     if (raw.size != c.bytes())
       return error_at(n.loc, "raw_data holds " + std::to_string(raw.size) + " bytes, " +
                                  onnx_type_name(c.type) + shape_text(c.dims) + " needs " +

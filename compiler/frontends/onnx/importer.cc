@@ -127,8 +127,7 @@ Status Importer::read_initializers(const onnx::GraphProto& graph) {
     c.loc = loc;
     if (onnx_element_size(c.type) == 0)
       return error_at(loc, "initializer of type " + onnx_type_name(c.type) + " is not supported");
-    for (int64_t d : c.dims)
-      if (d < 0) return error_at(loc, "negative dim in " + shape_text(c.dims));
+    HEXIR_RETURN_IF_ERROR(check_file_dims(c.dims, onnx_element_size(c.type), loc));
     const std::optional<FileSpan>& raw = raw_spans_.initializers[static_cast<size_t>(i)];
     if (t.data_location() == onnx::TensorProto::EXTERNAL) {
       HEXIR_ASSIGN_OR_RETURN(c.file, external_range(t, c.bytes(), loc));
@@ -146,6 +145,16 @@ Status Importer::read_initializers(const onnx::GraphProto& graph) {
     consts_.push_back(std::move(c));
     entries_[t.name()] = Ref{-1, index};
     initializer_names_.insert(t.name());
+  }
+  return ok_status();
+}
+
+Status check_file_dims(const std::vector<int64_t>& dims, uint32_t esize, const Location& loc) {
+  int64_t bytes = esize;
+  for (int64_t d : dims) {
+    if (d < 0) return error_at(loc, "negative dim in " + shape_text(dims));
+    if (__builtin_mul_overflow(bytes, d, &bytes))
+      return error_at(loc, "dims " + shape_text(dims) + " hold more bytes than a 64-bit size");
   }
   return ok_status();
 }

@@ -67,6 +67,10 @@ struct ConstRecord {
   uint64_t bytes() const { return static_cast<uint64_t>(count()) * onnx_element_size(type); }
 };
 
+// Dims read from a file (an initializer's, a Constant's): none negative, and
+// their bytes (element size `esize`) representable, before count() is used.
+Status check_file_dims(const std::vector<int64_t>& dims, uint32_t esize, const Location& loc);
+
 // A graph value: a value of the function (a builder id) or a constant record.
 struct Ref {
   int value = -1;

@@ -1467,6 +1467,11 @@ TEST_CASE("a value defined twice in a graph is refused: node outputs, initialize
   unnamed_init.input("x", kF, {2}).init_f("", {2}, {1, 2}).node("Relu", {"x"}, {"y"}).output("y");
   CHECK(import_error(unnamed_init.save(dir.path() / "unnamed_init.onnx")).find("initializer 0 has no name") != std::string::npos);
 
+  // Dims whose product overflows (found by the onnx fuzzer: UBSan) are refused.
+  Model huge;
+  huge.input("x", kF, {2}).init_f("w", {int64_t{1} << 40, int64_t{1} << 30}, {1, 2}).node("Add", {"x", "w"}, {"y"}).output("y");
+  CHECK(import_error(huge.save(dir.path() / "huge.onnx")).find("more bytes than a 64-bit size") != std::string::npos);
+
   // An initializer listed as an input too (IR < 4; a default value from IR 4) is one value.
   Model listed;
   listed.input("x", kF, {2}).input("w", kF, {2}).init_f("w", {2}, {1, 2}).node("Add", {"x", "w"}, {"y"}).output("y");
