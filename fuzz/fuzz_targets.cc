@@ -14,6 +14,7 @@
 #include "graph_gen.h"
 #include "hexir/base/npy.h"
 #include "hexir/compiler/compiler.h"
+#include "hexir/compiler/onnx.h"
 #include "hexir/format/prelude.h"
 #include "hexir/vm.h"
 
@@ -157,23 +158,51 @@ const std::string& hxir_scratch_dir() {
   return dir;
 }
 
-void compile_hxir_text(const uint8_t* data, size_t size) {
-  std::string_view text(reinterpret_cast<const char*>(data), size);
+namespace {
+
+// The search is deterministic counted work: keep executions short.
+compiler::CompileOptions fuzz_compile_options() {
   compiler::CompileOptions options;
-  options.plan_budget_ms = 2;  // the search is deterministic counted work: keep executions short
-  auto bytes = compiler::compile_source(text, "fuzz.hxir", hxir_scratch_dir(), options);
-  if (!bytes.ok()) return;
-  // What the compiler writes, the verifier accepts (no limits: only the rules).
+  options.plan_budget_ms = 2;
+  return options;
+}
+
+// What the compiler wrote must verify (no limits: only the rules; a refusal
+// aborts, printing `source` when it is text), then it runs.
+void verify_and_run(const std::vector<uint8_t>& bytes, std::string_view source) {
   vm::LoadOptions unlimited;
   unlimited.max_decompressed_bytes = unlimited.max_fill_bytes = unlimited.max_arena_bytes = ~uint64_t{0};
-  AlignedCopy aligned(bytes->data(), bytes->size());
+  AlignedCopy aligned(bytes.data(), bytes.size());
   auto module = vm::Module::load_buffer({aligned.data(), aligned.size()}, unlimited);
   if (!module.ok()) {
     std::fprintf(stderr, "the verifier refuses what the compiler wrote: %s\n--- source ---\n%.*s\n",
-                 module.status().to_string().c_str(), static_cast<int>(text.size()), text.data());
+                 module.status().to_string().c_str(), static_cast<int>(source.size()), source.data());
     std::abort();
   }
-  load_and_run_executable(bytes->data(), bytes->size());
+  load_and_run_executable(bytes.data(), bytes.size());
+}
+
+}  // namespace
+
+void compile_hxir_text(const uint8_t* data, size_t size) {
+  std::string_view text(reinterpret_cast<const char*>(data), size);
+  auto bytes = compiler::compile_source(text, "fuzz.hxir", hxir_scratch_dir(), fuzz_compile_options());
+  if (!bytes.ok()) return;
+  verify_and_run(*bytes, text);
+}
+
+void import_onnx_bytes(const uint8_t* data, size_t size) {
+  if (!compiler::onnx_supported()) return;
+  // One file per process: fuzzers of several targets may share the scratch folder.
+  static const fs::path model = fs::path(hxir_scratch_dir()) / ("fuzz-" + std::to_string(::getpid()) + ".onnx");
+  write_bytes(model, {data, size});
+  compiler::OnnxImportOptions options;
+  options.fold_max_bytes = 1 << 20;  // folds are counted work too
+  auto imported = compiler::import_onnx(model, options);
+  if (!imported.ok()) return;
+  auto bytes = compiler::compile_module(*imported, fuzz_compile_options(), "fuzz.onnx");
+  if (!bytes.ok()) return;
+  verify_and_run(*bytes, "(an ONNX model: the input)");
 }
 
 namespace {

@@ -59,6 +59,13 @@ const std::string& hxir_scratch_dir();
 // load_and_run_executable.
 void compile_hxir_text(const uint8_t* data, size_t size);
 
+// Imports bytes as an ONNX model, written to a file of this process in
+// hxir_scratch_dir() so that its external data may name the files there
+// (and the FIFO and symlinks out, which must be refused). What imports is
+// compiled; the executable must verify and is then run as by
+// load_and_run_executable. A no-op in a build without ONNX.
+void import_onnx_bytes(const uint8_t* data, size_t size);
+
 // The differential target: bytes -> a random valid program (graph_gen.h),
 // compiled under every plan option (naive, arena, free-at-last-use, memory
 // schedule, in place off, --align 4 and 256, zstd) and run twice per context

@@ -134,6 +134,12 @@ asan_leg() {
   sanitizer_setup build-asan -Dcuda=disabled -Dfuzz=enabled -Db_sanitize=address,undefined \
     -Db_lundef=false -Db_ndebug=false -Dbuildtype=plain \
     "-Dcpp_args=[$sanitizer_flags,'-fno-sanitize-recover=all','-fsanitize=fuzzer-no-link']" || return 1
+  # The onnx target exists when the build found ONNX (fuzz/meson.build).
+  if ninja -C build-asan -t targets all 2>/dev/null | grep -q '^fuzz/onnx_fuzzer:'; then
+    fuzz_targets+=(onnx)
+  else
+    echo "== fuzz onnx: skipped (build-asan has no ONNX front end: apt-get install libonnx-dev libprotobuf-dev)"
+  fi
   local fuzzers=()
   for f in "${fuzz_targets[@]}"; do fuzzers+=("fuzz/${f}_fuzzer"); done
   # shellcheck disable=SC2046
@@ -175,7 +181,7 @@ tsan_leg() {
 # Seed corpora, one folder per target, under build-asan/fuzz-run/seeds.
 make_seeds() {
   local seeds=$1 compile=build-asan/tools/hexir-compile src opts i name
-  mkdir -p "$seeds"/{executable,hxir,npy,plan_diff}
+  mkdir -p "$seeds"/{executable,hxir,npy,plan_diff,onnx}
   # executable: small programs and the convnet sample, compiled under several plans.
   i=0
   for src in tests/fuzz/seeds/programs/*.hxir tests/fuzz/seeds/hxir/ops.hxir samples/convnet.hxir; do
@@ -198,6 +204,16 @@ make_seeds() {
   cp tests/fuzz/seeds/npy/*.npy "$seeds/npy/"
   find samples -name '*.npy' -size -16k -exec cp {} "$seeds/npy/" \;
   cp tests/fuzz/seeds/plan_diff/* "$seeds/plan_diff/"
+  # onnx: the hand-made models, and every ONNX node test's model (as the onnx_nodes test finds them).
+  cp tests/fuzz/seeds/onnx/*.onnx "$seeds/onnx/"
+  local node_tests=${HEXIR_ONNX_NODE_TESTS:-/usr/share/libonnx-testdata/data/node} d
+  if [ -d "$node_tests" ]; then
+    for d in "$node_tests"/*/; do
+      [ -f "$d/model.onnx" ] && cp "$d/model.onnx" "$seeds/onnx/$(basename "$d").onnx"
+    done
+  else
+    echo "seed: ONNX node tests not found at $node_tests (apt-get install libonnx-testdata): onnx seeds are tests/fuzz/seeds/onnx only"
+  fi
 }
 
 # run_fuzzer TARGET: one libFuzzer run; prints its verdict and throughput.
@@ -224,6 +240,7 @@ fuzz_leg() {
   # Two at a time (libFuzzer runs one thread; the machine has two cores).
   run_fuzzer executable & run_fuzzer plan_diff & wait
   run_fuzzer hxir & run_fuzzer npy & wait
+  case " ${fuzz_targets[*]} " in *" onnx "*) run_fuzzer onnx ;; esac
   for target in "${fuzz_targets[@]}"; do
     local dir=build-asan/fuzz-run/$target
     rc=$(cat "$dir/rc" 2>/dev/null || echo 1)

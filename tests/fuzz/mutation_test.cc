@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <array>
+#include <cstdio>
 #include <cstring>
 #include <random>
 #include <string>
@@ -13,6 +14,7 @@
 #include "fuzz_targets.h"
 #include "hexir/base/npy.h"
 #include "hexir/compiler/compiler.h"
+#include "hexir/compiler/onnx.h"
 #include "hexir/format/prelude.h"
 #include "hexir/vm.h"
 
@@ -232,4 +234,36 @@ func @main(%x: f32[2,4], %c: f32[2,4] donate) -> (f32[2,4], f32[2,4]) {
   }
   // The unmutated program compiles: the mutations start from valid input.
   CHECK(compiler::compile_source(source, "m.hxir", "/nonexistent").ok());
+}
+
+TEST_CASE("fuzz: mutated ONNX models (tests/fuzz/seeds/onnx) never crash the importer") {
+  if (!compiler::onnx_supported()) {
+    MESSAGE("skipped: this build has no ONNX front end");
+    return;
+  }
+  const std::string seeds = std::string(HEXIR_FUZZ_SEEDS_DIR) + "/onnx/";
+  // The plain models import as they are: the mutations start from valid input.
+  for (const char* name : {"mlp.onnx", "control.onnx"}) {
+    auto imported = compiler::import_onnx(seeds + name);
+    INFO(name, ": ", imported.status().to_string());
+    CHECK(imported.ok());
+  }
+  std::mt19937_64 rng(5);
+  for (const char* name : {"mlp.onnx", "control.onnx", "external.onnx", "graph_twice.onnx", "nested_if_40.onnx"}) {
+    std::vector<uint8_t> original;
+    if (std::FILE* f = std::fopen((seeds + name).c_str(), "rb")) {
+      uint8_t chunk[4096];
+      for (size_t got; (got = std::fread(chunk, 1, sizeof chunk, f)) > 0;) original.insert(original.end(), chunk, chunk + got);
+      std::fclose(f);
+    }
+    REQUIRE_MESSAGE(!original.empty(), std::string(seeds + name));
+    fuzz::import_onnx_bytes(original.data(), original.size());
+    for (int round = 0; round < 300; ++round) {
+      std::vector<uint8_t> bytes = original;
+      const int count = 1 + static_cast<int>(rng() % 3);
+      for (int i = 0; i < count; ++i) mutate(bytes, 0, bytes.size(), rng);
+      if (rng() % 8 == 0) bytes.resize(rng() % bytes.size());
+      fuzz::import_onnx_bytes(bytes.data(), bytes.size());
+    }
+  }
 }

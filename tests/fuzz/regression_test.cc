@@ -71,3 +71,11 @@ TEST_CASE("fuzz regressions: plan_diff inputs give identical outputs under every
     CHECK(hexir::fuzz::compare_plans(bytes.data(), bytes.size()) == "");
   }
 }
+
+TEST_CASE("fuzz regressions: onnx inputs import (and what compiles verifies) without a finding") {
+  for (const fs::path& path : inputs_of("onnx")) {
+    INFO(path.string());
+    const auto bytes = read_all(path);
+    hexir::fuzz::import_onnx_bytes(bytes.data(), bytes.size());
+  }
+}

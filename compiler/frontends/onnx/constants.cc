@@ -2,11 +2,23 @@
 // (typed fields, raw_data, external data).
 #include "frontends/onnx/handlers.h"
 
-#include <cstdio>
 #include <cstring>
-#include <memory>
+#include <vector>
 
 namespace hexir::compiler::onnx_import {
+
+namespace {
+
+// `out.size()` bytes of `path` at `offset`, through the checked open (file_io.h).
+Status read_file_range(const std::filesystem::path& path, uint64_t offset, std::vector<uint8_t>& out) {
+  HEXIR_ASSIGN_OR_RETURN(InputFile file, open_input_file(path.string()));
+  if (offset > file.size || out.size() > file.size - offset)
+    return data_loss("'" + path.string() + "' has " + std::to_string(file.size) + " bytes, " +
+                     std::to_string(out.size()) + " are needed at offset " + std::to_string(offset));
+  return read_exact(file, offset, out, path.string());
+}
+
+}  // namespace
 
 // Constant: a `value` whose raw_data the scan left in the file becomes a
 // constant reading it there; any other value is held (and folds).
@@ -24,8 +36,7 @@ Status op_constant(Importer& im, const NodeCtx& n) {
     c.loc = n.loc;
     if (onnx_element_size(c.type) == 0)
       return error_at(n.loc, "tensor of type " + onnx_type_name(c.type) + " is not supported");
-    for (int64_t d : c.dims)
-      if (d < 0) return error_at(n.loc, "negative dim in " + shape_text(c.dims));
+    HEXIR_RETURN_IF_ERROR(check_file_dims(c.dims, onnx_element_size(c.type), n.loc));
     if (raw.size != c.bytes())
       return error_at(n.loc, "raw_data holds " + std::to_string(raw.size) + " bytes, " +
                                  onnx_type_name(c.type) + shape_text(c.dims) + " needs " +
@@ -78,11 +89,9 @@ Result<HostTensor> Importer::attribute_contents(const NodeCtx& n, const onnx::At
     return error_at(n.loc, "attribute '" + a.name() + "': raw_data holds " + std::to_string(it->second.size) +
                                " bytes, " + std::to_string(count * esize) + " are needed");
   HostTensor h = make_host(a.t().data_type(), std::vector<int64_t>(a.t().dims().begin(), a.t().dims().end()));
-  std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(path_.c_str(), "rb"), std::fclose);
-  if (!f || fseeko(f.get(), static_cast<off_t>(it->second.offset), SEEK_SET) != 0 ||
-      std::fread(h.bytes.data(), 1, h.bytes.size(), f.get()) != h.bytes.size())
-    return error_at(n.loc,
-                    "cannot read the raw_data of attribute '" + a.name() + "' from '" + path_.string() + "'");
+  Status read = read_file_range(path_, it->second.offset, h.bytes);
+  if (!read.ok())
+    return error_at(n.loc, "cannot read the raw_data of attribute '" + a.name() + "': " + read.message());
   return h;
 }
 
@@ -92,10 +101,8 @@ Result<HostTensor> Importer::proto_contents(const onnx::TensorProto& t, const Lo
     if (h.esize() == 0)
       return error_at(loc, "tensor of type " + onnx_type_name(t.data_type()) + " is not supported");
     HEXIR_ASSIGN_OR_RETURN(FileRange range, external_range(t, h.bytes.size(), loc));
-    std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(range.path.c_str(), "rb"), std::fclose);
-    if (!f || fseeko(f.get(), static_cast<off_t>(range.offset), SEEK_SET) != 0 ||
-        std::fread(h.bytes.data(), 1, h.bytes.size(), f.get()) != h.bytes.size())
-      return error_at(loc, "cannot read external data from '" + range.path.string() + "'");
+    Status read = read_file_range(range.path, range.offset, h.bytes);
+    if (!read.ok()) return error_at(loc, "cannot read external data: " + read.message());
     return h;
   }
   return typed_contents(t, loc);

@@ -23,12 +23,13 @@ Result<std::vector<Ref>> import_branch(Importer& im, const NodeCtx& n, const cha
                                " outputs, the node " + std::to_string(n.node.output_size()));
   if (g.sparse_initializer_size() > 0)
     return error_at(n.loc, "sparse initializers are not supported by the ONNX importer");
+  const std::string scope = label + "/" + taken + "/";
+  HEXIR_RETURN_IF_ERROR(im.check_definitions(g, scope));
   for (const auto& t : g.initializer()) {
     HEXIR_ASSIGN_OR_RETURN(HostTensor contents, im.proto_contents(t, n.loc));
     im.bind(t.name(), im.new_const(im.claim(t.name()), std::move(contents), n.loc));
   }
   const std::vector<bool> needed = im.needed_nodes(g);
-  const std::string scope = label + "/" + taken + "/";
   for (int i = 0; i < g.node_size(); ++i)
     if (needed[static_cast<size_t>(i)]) HEXIR_RETURN_IF_ERROR(im.import_node(g.node(i), i, scope));
   std::vector<Ref> outs;
@@ -120,6 +121,7 @@ Result<LoopBody> read_loop_body(Importer& im, const NodeCtx& n) {
                                " outputs, fewer than 1 + " + std::to_string(carried) + " carried values");
   if (body.sparse_initializer_size() > 0)
     return error_at(n.loc, "sparse initializers are not supported by the ONNX importer");
+  HEXIR_RETURN_IF_ERROR(im.check_definitions(body, n.loc.node + "/body/"));
   return LoopBody{&body, carried, scans};
 }
 

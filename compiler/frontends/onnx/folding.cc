@@ -172,7 +172,7 @@ HostTensor make_host(int32_t type, std::vector<int64_t> dims) {
 HostTensor host_i64(const std::vector<int64_t>& values, bool scalar) {
   HostTensor t =
       make_host(kInt64, scalar ? std::vector<int64_t>{} : std::vector<int64_t>{int64_t(values.size())});
-  std::memcpy(t.bytes.data(), values.data(), values.size() * 8);
+  if (!values.empty()) std::memcpy(t.bytes.data(), values.data(), values.size() * 8);  // empty: may be null
   return t;
 }
 

@@ -8,6 +8,8 @@
 #include <charconv>
 #include <cstdio>
 #include <cstring>
+#include <cstdlib>
+#include <memory>
 
 #include "frontends/onnx/handlers.h"
 #include "hexir/base/mapped_file.h"
@@ -32,6 +34,7 @@ Result<Module> Importer::run() {
   const onnx::GraphProto& graph = model_.graph();
   builder_.set_module_name(graph.name().empty() ? path_.stem().string() : graph.name());
   HEXIR_RETURN_IF_ERROR(read_opsets());
+  HEXIR_RETURN_IF_ERROR(check_definitions(graph));
   reserve_names(graph);
   HEXIR_RETURN_IF_ERROR(read_initializers(graph));
   HEXIR_RETURN_IF_ERROR(builder_.begin_function(options_.function_name, Location::imported(file_, "", "")));
@@ -58,6 +61,12 @@ Status Importer::load() {
     return invalid_argument(path_.string() + ": not an ONNX model (malformed protobuf)");
   if (stripped.size() > static_cast<size_t>(INT32_MAX))
     return invalid_argument(path_.string() + ": the model's metadata exceeds 2 GiB");
+  // Before protobuf merges what the scan read one by one, and to say why a deep model fails.
+  if (const std::string problem = check_model_fields(
+          reinterpret_cast<const uint8_t*>(stripped.data()),
+          reinterpret_cast<const uint8_t*>(stripped.data()) + stripped.size());
+      !problem.empty())
+    return invalid_argument(path_.string() + ": not an ONNX model Hexir can read: " + problem);
   if (!model_.ParseFromString(stripped))
     return invalid_argument(path_.string() + ": not an ONNX model (protobuf parse failed)");
   if (!model_.has_graph()) return invalid_argument(path_.string() + ": the model has no graph");
@@ -118,8 +127,7 @@ Status Importer::read_initializers(const onnx::GraphProto& graph) {
     c.loc = loc;
     if (onnx_element_size(c.type) == 0)
       return error_at(loc, "initializer of type " + onnx_type_name(c.type) + " is not supported");
-    for (int64_t d : c.dims)
-      if (d < 0) return error_at(loc, "negative dim in " + shape_text(c.dims));
+    HEXIR_RETURN_IF_ERROR(check_file_dims(c.dims, onnx_element_size(c.type), loc));
     const std::optional<FileSpan>& raw = raw_spans_.initializers[static_cast<size_t>(i)];
     if (t.data_location() == onnx::TensorProto::EXTERNAL) {
       HEXIR_ASSIGN_OR_RETURN(c.file, external_range(t, c.bytes(), loc));
@@ -141,6 +149,16 @@ Status Importer::read_initializers(const onnx::GraphProto& graph) {
   return ok_status();
 }
 
+Status check_file_dims(const std::vector<int64_t>& dims, uint32_t esize, const Location& loc) {
+  int64_t bytes = esize;
+  for (int64_t d : dims) {
+    if (d < 0) return error_at(loc, "negative dim in " + shape_text(dims));
+    if (__builtin_mul_overflow(bytes, d, &bytes))
+      return error_at(loc, "dims " + shape_text(dims) + " hold more bytes than a 64-bit size");
+  }
+  return ok_status();
+}
+
 Result<FileRange> Importer::external_range(const onnx::TensorProto& t, uint64_t bytes,
                                            const Location& loc) const {
   std::string location;
@@ -158,13 +176,36 @@ Result<FileRange> Importer::external_range(const onnx::TensorProto& t, uint64_t 
     }
   }
   if (location.empty()) return error_at(loc, "external data without a 'location'");
-  if (std::filesystem::path(location).is_absolute() || location.find("..") != std::string::npos)
-    return error_at(loc, "external data location '" + location +
-                             "' must be a relative path below the model's directory");
   if (length && *length != bytes)
     return error_at(loc, "external data length " + std::to_string(*length) + " does not match the " +
                              std::to_string(bytes) + " bytes of its type");
-  return FileRange{base_dir_ / location, offset};
+  // Opened here to confine and check it; the constant reads its real path later.
+  Result<ExternalFile> file = open_external_data(base_dir_, location);
+  if (!file.ok()) return error_at(loc, file.status().message());
+  return FileRange{std::move(file->path), offset};
+}
+
+Result<ExternalFile> open_external_data(const std::filesystem::path& base_dir, const std::string& location) {
+  const std::string shown = "external data location '" + location + "'";
+  if (location.find('\0') != std::string::npos)
+    return invalid_argument(shown + " holds a NUL byte (a path ends at the first)");
+  if (std::filesystem::path(location).is_absolute() || location.find("..") != std::string::npos)
+    return invalid_argument(shown + " must be a relative path below the model's directory");
+  const std::filesystem::path dir = base_dir.empty() ? std::filesystem::path(".") : base_dir;
+  std::unique_ptr<char, void (*)(void*)> real_dir(::realpath(dir.c_str(), nullptr), std::free);
+  if (!real_dir) return invalid_argument("cannot resolve the model's directory '" + dir.string() + "'");
+  const std::filesystem::path joined = dir / location;
+  std::unique_ptr<char, void (*)(void*)> real(::realpath(joined.c_str(), nullptr), std::free);
+  if (!real) return not_found(shown + ": cannot open '" + joined.string() + "': " + std::strerror(errno));
+  // Symlinks (of the file or a folder on the way) must not lead out of the folder.
+  std::string inside = real_dir.get();
+  if (inside.back() != '/') inside += '/';
+  if (std::string_view(real.get()).substr(0, inside.size()) != inside)
+    return invalid_argument(shown + " resolves to '" + real.get() + "', outside the model's directory '" +
+                            real_dir.get() + "'");
+  Result<InputFile> file = open_input_file(real.get());
+  if (!file.ok()) return file.status().annotate(shown);
+  return ExternalFile{real.get(), std::move(file).value()};
 }
 
 // ---- graph inputs -------------------------------------------------------------
@@ -606,10 +647,60 @@ void Importer::define_folded(const NodeCtx& n, int i, HostTensor t) {
 }
 
 // ---- nodes and subgraphs ---------------------------------------------------------------
+namespace {
+
+std::string node_label(const onnx::NodeProto& node, int index, const std::string& scope) {
+  return node.name().empty() ? scope + "#" + std::to_string(index) : node.name();
+}
+
+}  // namespace
+
+Status Importer::check_definitions(const onnx::GraphProto& graph, const std::string& scope) const {
+  // Each name and what defined it first.
+  std::map<std::string_view, std::string> defined;
+  auto define = [&](const std::string& name, std::string by, const Location& loc) -> Status {
+    auto [it, inserted] = defined.try_emplace(name, std::move(by));
+    if (inserted) return ok_status();
+    return error_at(loc, "value '" + name + "' is defined more than once (first by " + it->second +
+                             "): an ONNX graph defines each value once");
+  };
+  // An empty name is ONNX's "no value" (an optional input left out): it names no input or initializer.
+  for (int i = 0; i < graph.input_size(); ++i) {
+    const std::string& name = graph.input(i).name();
+    const Location loc = Location::imported(file_, scope + name, "input");
+    if (name.empty()) return error_at(loc, "graph input " + std::to_string(i) + " has no name");
+    HEXIR_RETURN_IF_ERROR(define(name, "graph input '" + name + "'", loc));
+  }
+  std::set<std::string_view> initializers;
+  for (int i = 0; i < graph.initializer_size(); ++i) {
+    const onnx::TensorProto& t = graph.initializer(i);
+    const Location loc = Location::imported(file_, scope + t.name(), "initializer");
+    if (t.name().empty()) return error_at(loc, "initializer " + std::to_string(i) + " has no name");
+    if (!initializers.insert(t.name()).second)
+      return error_at(loc, "value '" + t.name() + "' is defined more than once (first by another initializer)" +
+                               ": an ONNX graph defines each value once");
+    if (!defined.count(t.name())) HEXIR_RETURN_IF_ERROR(define(t.name(), "initializer '" + t.name() + "'", loc));
+  }
+  for (int i = 0; i < graph.node_size(); ++i) {
+    const onnx::NodeProto& node = graph.node(i);
+    const std::string label = node_label(node, i, scope);
+    for (const auto& out : node.output())
+      if (!out.empty())
+        HEXIR_RETURN_IF_ERROR(define(out, "node '" + label + "' (" + node.op_type() + ")",
+                                     Location::imported(file_, label, node.op_type())));
+  }
+  return ok_status();
+}
+
 Status Importer::import_node(const onnx::NodeProto& node, int index, const std::string& scope) {
-  const std::string label = node.name().empty() ? scope + "#" + std::to_string(index) : node.name();
+  const std::string label = node_label(node, index, scope);
   const NodeCtx n{node, Location::imported(file_, label, node.op_type()), node.op_type(),
                   scope.empty() ? index : -1};
+  // find_attribute reads the first of a name: a second is refused, not ignored.
+  for (int a = 1; a < node.attribute_size(); ++a)
+    for (int b = 0; b < a; ++b)
+      if (node.attribute(a).name() == node.attribute(b).name())
+        return error_at(n.loc, "attribute '" + node.attribute(a).name() + "' is given more than once");
   if (!node.domain().empty() && node.domain() != "ai.onnx")
     return error_at(
         n.loc, "operator domain '" + node.domain() + "' is not supported (only the default ONNX domain)");
@@ -753,13 +844,15 @@ Result<OnnxTensor> tensor_from_proto(const onnx::TensorProto& tensor, const std:
       if (kv.key() == "offset") offset = std::strtoull(kv.value().c_str(), nullptr, 10);
     }
     HEXIR_ASSIGN_OR_RETURN(uint64_t size, byte_size(out.type));
-    out.bytes.resize(size);
-    const std::filesystem::path file = base_dir / location;
-    std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(file.c_str(), "rb"), std::fclose);
-    if (location.empty() || !f || fseeko(f.get(), static_cast<off_t>(offset), SEEK_SET) != 0 ||
-        std::fread(out.bytes.data(), 1, size, f.get()) != size)
+    if (location.empty()) return invalid_argument("tensor '" + tensor.name() + "': external data without a 'location'");
+    Result<onnx_import::ExternalFile> file = onnx_import::open_external_data(base_dir, location);
+    if (!file.ok()) return file.status().annotate("tensor '" + tensor.name() + "'");
+    if (offset > file->file.size || size > file->file.size - offset)
       return data_loss("tensor '" + tensor.name() + "': cannot read " + std::to_string(size) +
-                       " bytes of external data from '" + file.string() + "'");
+                       " bytes of external data at offset " + std::to_string(offset) + " from '" +
+                       file->path.string() + "', which has " + std::to_string(file->file.size));
+    out.bytes.resize(size);
+    HEXIR_RETURN_IF_ERROR(read_exact(file->file, offset, out.bytes, file->path.string()));
     return out;
   }
   Result<onnx_import::HostTensor> h = onnx_import::typed_contents(tensor, loc);

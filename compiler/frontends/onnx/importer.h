@@ -22,6 +22,7 @@
 #include "frontends/onnx/folding.h"
 #include "frontends/onnx/types.h"
 #include "frontends/onnx/wire.h"
+#include "hexir/base/file_io.h"
 #include "hexir/compiler/onnx.h"
 #include "hexir/ops/op.h"
 
@@ -31,6 +32,19 @@ namespace hexir::compiler::onnx_import {
 constexpr uint64_t kKeepBytes = uint64_t{1} << 20;
 
 const onnx::AttributeProto* find_attribute(const onnx::NodeProto& node, std::string_view name);
+
+// An external-data file, opened: its real path (no symlinks) and the open file.
+struct ExternalFile {
+  std::filesystem::path path;
+  InputFile file;
+};
+
+// Opens external-data file `location` below `base_dir` (a model's folder)
+// with the checked open (file_io.h: a FIFO, a device or a directory is
+// refused). Refused too: a `location` holding a NUL, an absolute one, one
+// with '..', and one whose real path (symlinks resolved, of the file and of
+// the folders on the way) lies outside the real `base_dir`.
+Result<ExternalFile> open_external_data(const std::filesystem::path& base_dir, const std::string& location);
 
 // A constant of the graph: an initializer, a Constant node, a folded result
 // or a constant the importer needs (a scale, a splat). Becomes a module
@@ -52,6 +66,10 @@ struct ConstRecord {
   }
   uint64_t bytes() const { return static_cast<uint64_t>(count()) * onnx_element_size(type); }
 };
+
+// Dims read from a file (an initializer's, a Constant's): none negative, and
+// their bytes (element size `esize`) representable, before count() is used.
+Status check_file_dims(const std::vector<int64_t>& dims, uint32_t esize, const Location& loc);
 
 // A graph value: a value of the function (a builder id) or a constant record.
 struct Ref {
@@ -171,6 +189,13 @@ class Importer {
   Result<Ref> reshape(const NodeCtx& n, Ref x, const std::vector<int64_t>& dims, const std::string& name);
 
   // ---- nodes and subgraphs ----------------------------------------------------
+  // Each value of `graph` (an input, an initializer, a node output) is
+  // defined once: a second definition is refused rather than silently
+  // replacing the first. An initializer may also be listed as an input
+  // (before IR 4 every one is; from IR 4 the initializer is the default).
+  // Inputs and initializers must have a name.
+  // `scope` as for import_node.
+  Status check_definitions(const onnx::GraphProto& graph, const std::string& scope = {}) const;
   // `scope`: where an unnamed node is ("" at the top, "If_3/then_branch/" inside an inlined branch).
   Status import_node(const onnx::NodeProto& node, int index, const std::string& scope = {});
   // Which nodes of `graph` its outputs need (walking backwards); adds every

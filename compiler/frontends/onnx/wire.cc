@@ -1,6 +1,9 @@
 // The wire-format scan (wire.h).
 #include "frontends/onnx/wire.h"
 
+#include <google/protobuf/descriptor.h>
+#include <onnx/onnx_pb.h>
+
 namespace hexir::compiler::onnx_import {
 
 namespace {
@@ -121,7 +124,67 @@ bool strip_message(const uint8_t* file_begin, const uint8_t* begin, const uint8_
   return true;
 }
 
+using google::protobuf::Descriptor;
+using google::protobuf::FieldDescriptor;
+
+// Occurrences are counted for field numbers below this (ONNX's go up to 25).
+constexpr uint32_t kCountedFields = 64;
+
+// What check_message found, and where: "graph.node[0].attribute[0]" (empty
+// when at the top, and for nesting, whose path would be a hundred fields long).
+struct FieldProblem {
+  std::string what;
+  std::string where;
+  bool located = true;
+};
+
+// Checks the message [begin, end) of `type`, nested `depth` deep (the model
+// is 0), inside `subgraphs` GraphProtos below the model's own.
+std::optional<FieldProblem> check_message(const uint8_t* begin, const uint8_t* end, const Descriptor* type,
+                                          int depth, int subgraphs) {
+  static const Descriptor* const kGraph = onnx::GraphProto::descriptor();
+  WireReader reader(begin, end);
+  uint32_t counts[kCountedFields] = {};
+  while (!reader.done()) {
+    uint32_t number = 0, wire = 0;
+    const uint8_t *payload = nullptr, *start = nullptr;
+    uint64_t size = 0;
+    if (!reader.field(&number, &wire, &payload, &size, &start))
+      return FieldProblem{"malformed protobuf in a " + type->name(), "", false};
+    const uint32_t seen = number < kCountedFields ? counts[number]++ : 0;
+    const FieldDescriptor* field = type->FindFieldByNumber(static_cast<int>(number));
+    if (!field || wire != 2 || field->type() != FieldDescriptor::TYPE_MESSAGE) continue;
+    if (!field->is_repeated() && seen > 0)
+      return FieldProblem{"field '" + field->name() + "' of " + type->name() +
+                              " is given more than once (protobuf would merge the occurrences into one)",
+                          ""};
+    const Descriptor* inner = field->message_type();
+    const int inner_subgraphs = subgraphs + (inner == kGraph ? 1 : 0);
+    if (depth + 1 > kMaxMessageNesting)
+      return FieldProblem{"its messages are nested deeper than protobuf's recursion limit of " +
+                              std::to_string(kMaxMessageNesting) + " (If/Loop subgraphs nested " +
+                              std::to_string(inner_subgraphs - 1) + " deep or more; about " +
+                              std::to_string(kMaxMessageNesting / 3 - 1) + " fit)",
+                          "", false};
+    std::optional<FieldProblem> problem = check_message(payload, payload + size, inner, depth + 1, inner_subgraphs);
+    if (problem) {
+      if (problem->located) {
+        const std::string frame = field->is_repeated() ? field->name() + "[" + std::to_string(seen) + "]" : field->name();
+        problem->where = problem->where.empty() ? frame : frame + "." + problem->where;
+      }
+      return problem;
+    }
+  }
+  return std::nullopt;
+}
+
 }  // namespace
+
+std::string check_model_fields(const uint8_t* begin, const uint8_t* end) {
+  std::optional<FieldProblem> problem = check_message(begin, end, onnx::ModelProto::descriptor(), 0, 0);
+  if (!problem) return {};
+  return problem->where.empty() ? problem->what : problem->what + " at " + problem->where;
+}
 
 bool strip_model(const uint8_t* begin, const uint8_t* end, std::string& out, RawSpans& spans) {
   return strip_message(begin, begin, end, WireMessage::kModel, out, spans);

@@ -30,4 +30,17 @@ struct RawSpans {
 // recording where those are in `spans`. False: malformed protobuf.
 bool strip_model(const uint8_t* begin, const uint8_t* end, std::string& out, RawSpans& spans);
 
+// Protobuf's recursion limit (its default, which ParseFromString applies):
+// messages nested deeper than this do not parse. An If or Loop subgraph
+// nests three deep (node, attribute, graph), so about 32 levels of them fit.
+constexpr int kMaxMessageNesting = 100;
+
+// Why the ModelProto [begin, end) cannot be read as one consistent model, or
+// "" when it can: a singular message field given more than once (protobuf
+// merges the occurrences, which the scan above and the importer would read
+// one by one: `graph` twice, a Constant's `t` twice), or messages nested
+// deeper than kMaxMessageNesting. Walks every message (its own recursion
+// bounded by that limit) but never the bytes of a string or a packed field.
+std::string check_model_fields(const uint8_t* begin, const uint8_t* end);
+
 }  // namespace hexir::compiler::onnx_import

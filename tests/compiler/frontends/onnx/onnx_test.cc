@@ -5,6 +5,7 @@
 // libonnx-testdata's node tests run against their stored outputs.
 #include <doctest/doctest.h>
 #include <onnx/onnx_pb.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -1328,6 +1329,302 @@ TEST_CASE("an initializer with external data reads its own file; tensor_from_pro
   onnx::TensorProto dbl;
   dbl.set_data_type(onnx::TensorProto::DOUBLE);
   CHECK(!hexir::compiler::tensor_from_proto(dbl).ok());
+}
+
+// ---- hostile files: protobuf merges, duplicate names, confinement, nesting ----------
+
+namespace {
+
+// One length-delimited protobuf field: what a writer appends to give a field again.
+std::string wire_field(uint32_t number, const std::string& payload) {
+  std::string out;
+  auto varint = [&out](uint64_t v) {
+    for (; v >= 0x80; v >>= 7) out.push_back(static_cast<char>((v & 0x7f) | 0x80));
+    out.push_back(static_cast<char>(v));
+  };
+  varint((uint64_t{number} << 3) | 2);
+  varint(payload.size());
+  return out + payload;
+}
+
+fs::path save_bytes(const fs::path& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary);
+  out << bytes;
+  return path;
+}
+
+// A Constant node `out` holding f32 `v` in raw_data.
+void add_constant(onnx::GraphProto& g, const std::string& out, const std::vector<float>& v) {
+  auto* n = g.add_node();
+  n->set_op_type("Constant");
+  n->set_name(out + "_node");
+  n->add_output(out);
+  auto* a = n->add_attribute();
+  a->set_name("value");
+  a->set_type(onnx::AttributeProto::TENSOR);
+  a->mutable_t()->set_data_type(kF);
+  a->mutable_t()->add_dims(static_cast<int64_t>(v.size()));
+  a->mutable_t()->set_raw_data(std::string(reinterpret_cast<const char*>(v.data()), v.size() * 4));
+}
+
+}  // namespace
+
+TEST_CASE("a graph given twice (protobuf merges the two) is refused, not read per occurrence") {
+  TempDir dir;
+  // y = a + a + x, a = [1,2,3,4] a Constant; a second `graph` field holds a
+  // dead Constant whose raw_data the wire scan once numbered as node 0.
+  Model m;
+  add_constant(*m.proto().mutable_graph(), "a", {1, 2, 3, 4});
+  m.input("x", kF, {4}).node("Add", {"a", "a"}, {"b"}).node("Add", {"b", "x"}, {"y"}).output("y");
+  const fs::path good = m.save(dir.path() / "once.onnx");
+  auto out = run(import_ok(good), {f32({4}, {0, 0, 0, 0})}, dir.path());
+  check_close(out[0].f32(), {2, 4, 6, 8});
+
+  onnx::GraphProto dead;
+  add_constant(dead, "dead", {100, 200, 300, 400});
+  const std::string twice = m.proto().SerializeAsString() + wire_field(7, dead.SerializeAsString());
+  onnx::ModelProto merged;  // what protobuf sees: one graph, both graphs' nodes
+  REQUIRE(merged.ParseFromString(twice));
+  CHECK(merged.graph().node_size() == 4);
+  const std::string e = import_error(save_bytes(dir.path() / "twice.onnx", twice));
+  INFO(e);
+  CHECK(e.find("twice.onnx") != std::string::npos);
+  CHECK(e.find("'graph'") != std::string::npos);
+  CHECK(e.find("more than once") != std::string::npos);
+}
+
+TEST_CASE("a Constant's tensor given twice in one attribute is refused (protobuf merges the two)") {
+  TempDir dir;
+  Model m;
+  m.input("x", kF, {4}).node("Add", {"x", "c"}, {"y"}).output("y");
+  onnx::AttributeProto attr;
+  attr.set_name("value");
+  attr.set_type(onnx::AttributeProto::TENSOR);
+  attr.mutable_t()->set_data_type(kF);
+  attr.mutable_t()->add_dims(4);
+  const std::vector<float> first = {1, 2, 3, 4}, second = {100, 200, 300, 400};
+  attr.mutable_t()->set_raw_data(std::string(reinterpret_cast<const char*>(first.data()), 16));
+  onnx::TensorProto again;  // raw_data only: merged into the first, its bytes replace the first's
+  again.set_raw_data(std::string(reinterpret_cast<const char*>(second.data()), 16));
+  onnx::NodeProto node;
+  node.set_op_type("Constant");
+  node.set_name("c_node");
+  node.add_output("c");
+  const std::string node_bytes =
+      node.SerializeAsString() + wire_field(5, attr.SerializeAsString() + wire_field(5, again.SerializeAsString()));
+  // The Constant first, then the graph's own nodes.
+  onnx::ModelProto rest = m.proto();
+  std::string graph_bytes = wire_field(1, node_bytes) + rest.graph().SerializeAsString();
+  rest.clear_graph();
+  const std::string bytes = rest.SerializeAsString() + wire_field(7, graph_bytes);
+  onnx::ModelProto merged;
+  REQUIRE(merged.ParseFromString(bytes));
+  REQUIRE(merged.graph().node(0).attribute_size() == 1);
+  const std::string e = import_error(save_bytes(dir.path() / "t_twice.onnx", bytes));
+  INFO(e);
+  CHECK(e.find("'t'") != std::string::npos);
+  CHECK(e.find("more than once") != std::string::npos);
+  CHECK(e.find("graph.node[0].attribute[0]") != std::string::npos);
+}
+
+TEST_CASE("a value defined twice in a graph is refused: node outputs, initializers, inputs, attributes") {
+  TempDir dir;
+  Model outputs;  // the later node used to win silently
+  outputs.input("x", kF, {2}).node("Relu", {"x"}, {"y"}, {}, "first").node("Neg", {"x"}, {"y"}, {}, "second").output("y");
+  std::string e = import_error(outputs.save(dir.path() / "outputs.onnx"));
+  INFO(e);
+  CHECK(e.find("'y'") != std::string::npos);
+  CHECK(e.find("defined more than once") != std::string::npos);
+  CHECK(e.find("node 'second'") != std::string::npos);
+
+  Model inits;
+  inits.input("x", kF, {2}).init_f("w", {2}, {1, 2}).init_f("w", {2}, {3, 4}).node("Add", {"x", "w"}, {"y"}).output("y");
+  e = import_error(inits.save(dir.path() / "inits.onnx"));
+  CHECK(e.find("'w'") != std::string::npos);
+  CHECK(e.find("defined more than once") != std::string::npos);
+
+  Model inputs;
+  inputs.input("x", kF, {2}).input("x", kF, {2}).node("Relu", {"x"}, {"y"}).output("y");
+  e = import_error(inputs.save(dir.path() / "inputs.onnx"));
+  CHECK(e.find("'x'") != std::string::npos);
+  CHECK(e.find("defined more than once") != std::string::npos);
+
+  Model shadow;  // a node output naming an initializer
+  shadow.input("x", kF, {2}).init_f("w", {2}, {1, 2}).node("Relu", {"x"}, {"w"}).node("Add", {"x", "w"}, {"y"}).output("y");
+  CHECK(import_error(shadow.save(dir.path() / "shadow.onnx")).find("defined more than once") != std::string::npos);
+
+  Model attrs;
+  attrs.input("x", kF, {2, 2}).node("Gemm", {"x", "x"}, {"y"}, {af("alpha", 1.f), af("alpha", 3.f)}, "g").output("y");
+  e = import_error(attrs.save(dir.path() / "attrs.onnx"));
+  CHECK(e.find("node 'g' (Gemm)") != std::string::npos);
+  CHECK(e.find("attribute 'alpha' is given more than once") != std::string::npos);
+
+  // An empty name is ONNX's "no value": a graph input or initializer without one is refused.
+  Model unnamed;
+  unnamed.input("x", kF, {2}).input("", kF, {2}).node("Relu", {"x"}, {"y"}).output("y");
+  CHECK(import_error(unnamed.save(dir.path() / "unnamed.onnx")).find("graph input 1 has no name") != std::string::npos);
+  Model unnamed_init;
+  unnamed_init.input("x", kF, {2}).init_f("", {2}, {1, 2}).node("Relu", {"x"}, {"y"}).output("y");
+  CHECK(import_error(unnamed_init.save(dir.path() / "unnamed_init.onnx")).find("initializer 0 has no name") != std::string::npos);
+
+  // Dims whose product overflows (found by the onnx fuzzer: UBSan) are refused.
+  Model huge;
+  huge.input("x", kF, {2}).init_f("w", {int64_t{1} << 40, int64_t{1} << 30}, {1, 2}).node("Add", {"x", "w"}, {"y"}).output("y");
+  CHECK(import_error(huge.save(dir.path() / "huge.onnx")).find("more bytes than a 64-bit size") != std::string::npos);
+
+  // An initializer listed as an input too (IR < 4; a default value from IR 4) is one value.
+  Model listed;
+  listed.input("x", kF, {2}).input("w", kF, {2}).init_f("w", {2}, {1, 2}).node("Add", {"x", "w"}, {"y"}).output("y");
+  auto out = run(import_ok(listed.save(dir.path() / "listed.onnx")), {f32({2}, {1, 1})}, dir.path());
+  check_close(out[0].f32(), {2, 3});
+}
+
+namespace {
+
+// x -> `depth` If nodes nested in each other's then_branch (the condition,
+// an initializer of the model, folds), the innermost an Identity; its
+// messages nest 2 + 3 * depth deep, 4 + 3 * depth with `tensor` (an
+// attribute holding a tensor on the Identity).
+onnx::ModelProto nested_ifs(int depth, bool tensor = false) {
+  Model m;
+  m.input("x", kF, {2}).output("y");
+  auto* c = m.proto().mutable_graph()->add_initializer();
+  c->set_name("c");
+  c->set_data_type(onnx::TensorProto::BOOL);
+  c->set_raw_data(std::string(1, '\1'));
+  onnx::GraphProto* g = m.proto().mutable_graph();
+  std::string out = "y";
+  for (int level = 0; level < depth; ++level) {
+    auto* node = g->add_node();
+    node->set_op_type("If");
+    node->set_name("if" + std::to_string(level));
+    node->add_input("c");
+    node->add_output(out);
+    auto* other = node->add_attribute();
+    other->set_name("else_branch");
+    other->set_type(onnx::AttributeProto::GRAPH);
+    auto* identity = other->mutable_g()->add_node();
+    identity->set_op_type("Identity");
+    identity->add_input("x");
+    identity->add_output("e" + std::to_string(level));
+    other->mutable_g()->add_output()->set_name("e" + std::to_string(level));
+    auto* then = node->add_attribute();
+    then->set_name("then_branch");
+    then->set_type(onnx::AttributeProto::GRAPH);
+    g = then->mutable_g();
+    out = "t" + std::to_string(level);
+    g->add_output()->set_name(out);
+  }
+  auto* identity = g->add_node();
+  identity->set_op_type("Identity");
+  identity->add_input("x");
+  identity->add_output(out);
+  if (tensor) {
+    auto* a = identity->add_attribute();
+    a->set_name("value");
+    a->set_type(onnx::AttributeProto::TENSOR);
+    a->mutable_t()->set_data_type(kF);
+  }
+  return m.proto();
+}
+
+}  // namespace
+
+TEST_CASE("If nested beyond protobuf's recursion limit: the error says so; 30 deep imports") {
+  TempDir dir;
+  const auto save = [&](int depth) {
+    return save_bytes(dir.path() / ("nested" + std::to_string(depth) + ".onnx"), nested_ifs(depth).SerializeAsString());
+  };
+  auto out = run(import_ok(save(30)), {f32({2}, {1, -2})}, dir.path());
+  check_close(out[0].f32(), {1, -2});
+  // The check agrees with protobuf at the limit: 100 deep parses, 101 does not.
+  for (auto [depth, tensor] : {std::pair{32, true}, std::pair{33, false}, std::pair{32, false}}) {
+    const std::string bytes = nested_ifs(depth, tensor).SerializeAsString();
+    onnx::ModelProto parsed;
+    const bool parses = parsed.ParseFromString(bytes);
+    CHECK(parses == (depth * 3 + (tensor ? 4 : 2) <= 100));
+    const std::string e = import_error(save_bytes(dir.path() / "limit.onnx", bytes));
+    INFO(depth, " ", tensor, ": ", e);
+    CHECK(parses == (e.find("recursion limit") == std::string::npos));
+  }
+  for (int depth : {33, 40, 2000}) {
+    const std::string e = import_error(save(depth));
+    INFO(depth, ": ", e);
+    CHECK(e.find("nested") != std::string::npos);
+    CHECK(e.find("recursion limit of 100") != std::string::npos);
+    CHECK(e.find("protobuf parse failed") == std::string::npos);
+  }
+}
+
+TEST_CASE("external data: symlinks out of the model's folder, FIFOs, devices and NULs are refused") {
+  TempDir dir;
+  const fs::path model_dir = dir.path() / "model", outside = dir.path() / "outside";
+  fs::create_directories(model_dir / "sub");
+  fs::create_directories(outside);
+  const std::vector<float> secret = {7, 7, 7, 7}, mine = {1, 2, 3, 4};
+  save_bytes(outside / "secret.bin", std::string(reinterpret_cast<const char*>(secret.data()), 16));
+  save_bytes(model_dir / "sub" / "w.bin", std::string(reinterpret_cast<const char*>(mine.data()), 16));
+  fs::create_symlink("../outside/secret.bin", model_dir / "w.bin");
+  fs::create_symlink("../outside", model_dir / "linked");
+  fs::create_symlink("sub/w.bin", model_dir / "inside.bin");  // a symlink that stays inside is fine
+  fs::create_symlink("/dev/zero", model_dir / "zero.bin");
+  REQUIRE(::mkfifo((model_dir / "fifo.bin").c_str(), 0600) == 0);
+  const auto model_at = [&](const std::string& location) {
+    Model m;
+    m.input("x", kF, {4}).node("Add", {"x", "w"}, {"y"}).output("y");
+    auto* t = m.proto().mutable_graph()->add_initializer();
+    t->set_name("w");
+    t->set_data_type(kF);
+    t->add_dims(4);
+    t->set_data_location(onnx::TensorProto::EXTERNAL);
+    auto* kv = t->add_external_data();
+    kv->set_key("location");
+    kv->set_value(location);
+    return m.save(model_dir / "model.onnx");
+  };
+  for (const char* location : {"sub/w.bin", "inside.bin", "./sub/w.bin"}) {
+    INFO(std::string(location));
+    auto out = run(import_ok(model_at(location)), {f32({4}, {1, 1, 1, 1})}, dir.path());
+    check_close(out[0].f32(), {2, 3, 4, 5});
+  }
+  for (const char* location : {"w.bin", "linked/secret.bin", "zero.bin"}) {
+    const std::string e = import_error(model_at(location));
+    INFO(std::string(location), ": ", e);
+    CHECK(e.find(location) != std::string::npos);
+    CHECK(e.find("outside the model's directory") != std::string::npos);
+  }
+  std::string e = import_error(model_at("fifo.bin"));
+  INFO(e);
+  CHECK(e.find("is not a regular file (a FIFO)") != std::string::npos);
+  e = import_error(model_at("sub"));
+  CHECK(e.find("is not a regular file (a directory)") != std::string::npos);
+  e = import_error(model_at(std::string("sub/w.bin\0.txt", 14)));  // opened "sub/w.bin" once
+  CHECK(e.find("NUL") != std::string::npos);
+
+  // tensor_from_proto (--input-value files) is confined alike.
+  onnx::TensorProto t;
+  t.set_name("v");
+  t.set_data_type(kF);
+  t.add_dims(4);
+  t.set_data_location(onnx::TensorProto::EXTERNAL);
+  auto* kv = t.add_external_data();
+  kv->set_key("location");
+  kv->set_value("w.bin");
+  auto escaped = hexir::compiler::tensor_from_proto(t, model_dir);
+  CHECK(!escaped.ok());
+  CHECK(escaped.status().message().find("outside the model's directory") != std::string::npos);
+  kv->set_value("fifo.bin");
+  auto fifo = hexir::compiler::tensor_from_proto(t, model_dir);
+  CHECK(!fifo.ok());
+  CHECK(fifo.status().message().find("(a FIFO)") != std::string::npos);
+  kv->set_value("sub/w.bin");
+  auto inside = hexir::compiler::tensor_from_proto(t, model_dir);
+  REQUIRE(inside.ok());
+  CHECK(inside->bytes.size() == 16);
+
+  // The model file itself: a FIFO is refused without blocking.
+  REQUIRE(::mkfifo((dir.path() / "fifo.onnx").c_str(), 0600) == 0);
+  CHECK(import_error(dir.path() / "fifo.onnx").find("is not a regular file (a FIFO)") != std::string::npos);
 }
 
 // ---- libonnx-testdata node tests ----------------------------------------------------
