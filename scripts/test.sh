@@ -156,22 +156,25 @@ asan_leg() {
 
 # Under TSan: all of test_hal (every cpu kernel runs on the queue's thread
 # pool, one thread per core; threads_test at 1, 2 and 3 threads; two queues of
-# one device on two threads), and the test cases of test_vm and test_e2e that
-# run contexts on two threads. ('?' for a space: meson splits --test-args.)
-tsan_cases='*two?contexts*,*two?threads*,*concurrent*'
+# one device on two threads), and the test cases of the vm, e2e and C API
+# tests that run contexts on two threads or cancel an invoke from another
+# thread. ('?' for a space: meson splits --test-args.)
+tsan_cases='*two?contexts*,*two?threads*,*concurrent*,*cancel*'
 tsan_leg() {
   local t rc
   t=$(now)
   sanitizer_setup build-tsan -Dcuda=disabled -Donnx=disabled -Db_sanitize=thread -Db_lundef=false \
     -Db_ndebug=false -Dbuildtype=plain "-Dcpp_args=[$sanitizer_flags]" || return 1
-  ninja -C build-tsan -j2 tests/hal/test_hal tests/vm/test_vm tests/e2e/test_e2e || return 1
+  ninja -C build-tsan -j2 tests/hal/test_hal tests/vm/test_vm tests/vm/test_vm_control tests/e2e/test_e2e \
+    tests/embed/test_embed_c_api || return 1
   leg_time "tsan build" "$t"
   t=$(now)
   export TSAN_OPTIONS=halt_on_error=1:abort_on_error=1:second_deadlock_stack=1
   meson test -C build-tsan --no-rebuild --print-errorlogs --num-processes 1 hal
   rc=$?
   count_testlog build-tsan $rc
-  meson test -C build-tsan --no-rebuild --print-errorlogs --num-processes 2 vm e2e "--test-args=--test-case=$tsan_cases"
+  meson test -C build-tsan --no-rebuild --print-errorlogs --num-processes 2 vm vm_control e2e embed_c_api \
+    "--test-args=--test-case=$tsan_cases"
   rc=$?
   count_testlog build-tsan $rc filtered
   unset TSAN_OPTIONS

@@ -7,7 +7,7 @@
     out = ctx(x=numpy.load("input_x.npy"))     # {'p': array(...)}, runs 'main'
     out = ctx("other_function", a=..., b=...)  # any function by name
     ctx.deadline = 10.0                        # seconds per call (None: no limit)
-    ctx.max_loop_iterations = 10**9            # loop iterations per call (None: no limit)
+    ctx.max_loop_iterations = 10**9            # per call (default 2**32; None: no limit)
     ctx.cancel()                               # from another thread: stops the running call
 
 No build step: the package loads libhexir_vm.so at import, from
@@ -367,11 +367,13 @@ class Context:
     thread and apply from the next call on: ctx.deadline (seconds, None: no
     limit; past it a call raises 'DEADLINE_EXCEEDED' at its next loop
     iteration or branch, checked against a clock of a few milliseconds'
-    resolution) and ctx.max_loop_iterations (None: no limit; past it
-    'RESOURCE_EXHAUSTED'). ctx.cancel() from another thread stops the
-    running call ('CANCELLED')."""
+    resolution) and ctx.max_loop_iterations (DEFAULT_MAX_LOOP_ITERATIONS,
+    2**32, like hexir-run: a file's loop whose trip count is data cannot run
+    for ever; None: no limit; past it 'RESOURCE_EXHAUSTED'). ctx.cancel()
+    from another thread stops the running call ('CANCELLED')."""
 
     _UINT64_MAX = 2**64 - 1
+    DEFAULT_MAX_LOOP_ITERATIONS = 2**32
 
     def __init__(self, program, staged=None, cast="checked"):
         self._context = None
@@ -386,6 +388,7 @@ class Context:
         context = ctypes.c_void_p()
         _check(_context_create(program._program, ctypes.byref(context)))
         self._context = context
+        self.max_loop_iterations = self.DEFAULT_MAX_LOOP_ITERATIONS
 
     def cancel(self):
         """Asks the call running on this context (in another thread) to stop:

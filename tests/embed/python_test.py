@@ -198,7 +198,7 @@ for name, value in (("numpy float32", np.float32(1.5)), ("0-d float64 array", np
     check(out.shape == () and out == 3.0, "scalar input from a %s: %r" % (name, out))
 expect_error("INVALID_ARGUMENT", "the value 1e+300 at index () of the numpy float64 array overflows f32",
              lambda: ctx("scalar", x=1e300), "scalar input: a python float that overflows f32")
-expect_error("INVALID_ARGUMENT", "expected f32[], got f32[1]", lambda: ctx("scalar", x=np.ones(1, np.float32)),
+expect_error("INVALID_ARGUMENT", "expected f32[] (rank 0), got rank 1", lambda: ctx("scalar", x=np.ones(1, np.float32)),
              "scalar input: a 1-element array is refused")
 
 # Errors of the C API, raised with its message.

@@ -5,7 +5,6 @@
 // output computed in it being one buffer. Hand-built files, each defect alone.
 #include <doctest/doctest.h>
 
-#include <chrono>
 #include <cstring>
 #include <string>
 
@@ -202,7 +201,8 @@ TEST_CASE("overlap: output buffer of a donated result is the donated input's buf
 
 // Many values, each live over a short window, all packed into two ranges:
 // the proof stays fast (one ordered set, checked against neighbours).
-TEST_CASE("overlap: a long chain verifies quickly") {
+// bench/verify_bench times the proof on long chains; a test asserts no time.
+TEST_CASE("overlap: a long chain of 20,000 values verifies") {
   const uint32_t n = 20000;
   ModuleSpec m;
   m.kernels = {"neg"};
@@ -219,9 +219,7 @@ TEST_CASE("overlap: a long chain verifies quickly") {
   }
   m.functions.push_back({"main", {{"x", 0, -1}}, {{"0", n, -1}}, 0, n, 128, 32});
   m.arena_size = 128;
-  const auto t0 = std::chrono::steady_clock::now();
   expect_ok(m);
-  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5));
   m.slots[n / 2].arena_offset = m.slots[n / 2 + 1].arena_offset;  // two neighbours on one range
   expect_rejected(m, "overlaps");
 }

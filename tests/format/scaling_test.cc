@@ -3,7 +3,6 @@
 // reported is the one a scan from the start meets first.
 #include <doctest/doctest.h>
 
-#include <chrono>
 #include <string>
 #include <vector>
 
@@ -68,19 +67,19 @@ std::vector<std::string> numbered(const char* prefix, uint32_t n) {
   return names;
 }
 
-double seconds_to_verify(const ModuleSpec& spec) {
+void expect_verifies(const ModuleSpec& spec) {
   AlignedBytes file = write_hxe(spec);
-  const auto t0 = std::chrono::steady_clock::now();
   Status status = verify_executable(file.span()).status();
-  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   CHECK_MESSAGE(status.ok(), status.to_string());
-  return s;
 }
 
-TEST_CASE("scaling: 40,000 functions and 40,000 inputs verify in well under a second each") {
-  // Quadratic name checks took 17 s and 20 s here; linear ones take ~0.1 s.
-  CHECK(seconds_to_verify(functions_named(numbered("f", 40000))) < 3.0);
-  CHECK(seconds_to_verify(inputs_named(numbered("x", 40000))) < 3.0);
+// How the time grows is bench/verify_bench's to report (times per function and
+// per input at N, 10N and 100N); a test asserts no time. Quadratic name checks
+// took 17 s and 20 s here, linear ones ~0.1 s, so a regression shows as a
+// suite timeout, not as a flaky bound.
+TEST_CASE("scaling: 40,000 functions and 40,000 inputs verify") {
+  expect_verifies(functions_named(numbered("f", 40000)));
+  expect_verifies(inputs_named(numbered("x", 40000)));
 }
 
 TEST_CASE("scaling: duplicate names are reported as a scan from the start meets them") {
