@@ -25,6 +25,7 @@ Result<std::vector<Ref>> import_branch(Importer& im, const NodeCtx& n, const cha
     return error_at(n.loc, "sparse initializers are not supported by the ONNX importer");
   const std::string scope = label + "/" + taken + "/";
   HEXIR_RETURN_IF_ERROR(im.check_definitions(g, scope));
+  const Importer::NameScope names(im);
   for (const auto& t : g.initializer()) {
     HEXIR_ASSIGN_OR_RETURN(HostTensor contents, im.proto_contents(t, n.loc));
     im.bind(t.name(), im.new_const(im.claim(t.name()), std::move(contents), n.loc));
@@ -63,6 +64,7 @@ Result<std::vector<Ref>> build_loop_body(Importer& im, const NodeCtx& n, const o
                                               : n.loc.node + "/scan"));
   spec.loc = n.loc;
   HEXIR_ASSIGN_OR_RETURN(loop_values, im.builder().begin_loop(std::move(spec)));
+  const Importer::NameScope names(im);
   Ref induction{loop_values[0], -1};
   const auto& iteration = body.input(0);
   if (iteration.type().tensor_type().shape().dim_size() == 1) {  // declared [1]

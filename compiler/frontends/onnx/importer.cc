@@ -506,7 +506,25 @@ std::string Importer::out_name(const NodeCtx& n, int i) const {
 }
 
 void Importer::define(const NodeCtx& n, int i, Ref r) {
-  if (i < n.node.output_size() && !n.node.output(i).empty()) entries_[n.node.output(i)] = r;
+  if (i < n.node.output_size() && !n.node.output(i).empty()) set_entry(n.node.output(i), r);
+}
+
+void Importer::set_entry(const std::string& name, Ref r) {
+  auto [it, added] = entries_.try_emplace(name, r);
+  if (open_scopes_ > 0) scope_log_.emplace_back(name, added ? std::nullopt : std::optional<Ref>(it->second));
+  it->second = r;
+}
+
+Importer::NameScope::~NameScope() {
+  for (size_t k = im_.scope_log_.size(); k-- > mark_;) {  // newest first: the oldest entry wins
+    auto& [name, before] = im_.scope_log_[k];
+    if (before)
+      im_.entries_[name] = *before;
+    else
+      im_.entries_.erase(name);
+  }
+  im_.scope_log_.resize(mark_);
+  --im_.open_scopes_;
 }
 
 Status Importer::only_first_outputs(const NodeCtx& n, int count) {

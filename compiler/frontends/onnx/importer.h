@@ -119,7 +119,23 @@ class Importer {
   // `name` is taken (a constant made under a name its caller chose).
   void mark_used(const std::string& name) { used_.insert(name); }
   // Binds ONNX name `name` to `r` (inputs and initializers of a subgraph).
-  void bind(const std::string& name, Ref r) { entries_[name] = r; }
+  void bind(const std::string& name, Ref r) { set_entry(name, r); }
+  // A subgraph's names (its inputs, initializers and node outputs) mean
+  // something inside it only: while a NameScope lives, each binding is
+  // logged, and its destructor gives every name bound back its outer
+  // meaning (an outer value the subgraph shadowed, or none). Without it a
+  // node after an If read a branch's value under a shadowed or inner name.
+  class NameScope {
+   public:
+    explicit NameScope(Importer& im) : im_(im), mark_(im.scope_log_.size()) { ++im.open_scopes_; }
+    ~NameScope();
+    NameScope(const NameScope&) = delete;
+    NameScope& operator=(const NameScope&) = delete;
+
+   private:
+    Importer& im_;
+    size_t mark_;
+  };
   // The value ONNX name `name` stands for, if any yet.
   std::optional<Ref> lookup(std::string_view name) const;
   // Whether some node or output of the model reads ONNX name `name`.
@@ -230,6 +246,8 @@ class Importer {
   static void read_names(const onnx::GraphProto& graph, std::set<std::string, std::less<>>& out);
   Ref reshaped_const(Ref r, std::vector<int64_t> dims, std::string name, const Location& loc);
   Status set_outputs(const onnx::GraphProto& graph);
+  // entries_[name] = r, logged for the innermost open NameScope.
+  void set_entry(const std::string& name, Ref r);
 
   std::filesystem::path path_, base_dir_;
   std::shared_ptr<const std::string> file_;
@@ -241,6 +259,9 @@ class Importer {
   GraphBuilder builder_;
   std::vector<ConstRecord> consts_;
   std::map<std::string, Ref, std::less<>> entries_;
+  // (name, its entry before the binding) per binding made in open NameScopes.
+  std::vector<std::pair<std::string, std::optional<Ref>>> scope_log_;
+  int open_scopes_ = 0;
   std::set<std::string, std::less<>> reserved_, used_, needed_names_, initializer_names_;
   int tentative_ = 0;  // attempts open (begin_attempt): what they build may be undone
 };

@@ -1556,6 +1556,51 @@ TEST_CASE("If nested beyond protobuf's recursion limit: the error says so; 30 de
   }
 }
 
+// An If whose condition folds (`folded`) or is the input c; x is f32[2,3].
+Model if_model(bool folded) {
+  Model m(13);
+  if (folded)
+    m.init_i64("two", {}, {2}).node("Equal", {"two", "two"}, {"c"});
+  else
+    m.input("c", onnx::TensorProto::BOOL, {1});
+  m.input("x", kF, {2, 3});
+  return m;
+}
+
+TEST_CASE("a subgraph's names are its own: a branch neither shadows an outer value after the If nor leaks one") {
+  const std::vector<float> x = {-1.5f, 2.f, 0.5f, -3.f, 4.f, 0.f};
+  for (bool folded : {true, false}) {
+    CAPTURE(folded);
+    TempDir dir;
+    // The then branch names its Relu 'a', as the outer Neg is named: after
+    // the If, 'a' is the outer value again (it was the branch's).
+    Model m = if_model(folded);
+    m.node("Neg", {"x"}, {"a"}).node("If", {"c"}, {"y"}, {}, "if0").node("Add", {"a", "y"}, {"z"}).output("z");
+    auto* node = m.proto().mutable_graph()->mutable_node(m.proto().graph().node_size() - 2);
+    add_branch(node, "then_branch", {{"Relu", {"x"}, "a"}, {"Mul", {"a", "a"}, "t2"}});
+    add_branch(node, "else_branch", {{"Abs", {"x"}, "e"}});
+    auto module = import_ok(m.save(dir.path() / "shadow.onnx"));
+    for (uint8_t c : {uint8_t{1}, uint8_t{0}}) {
+      if (folded && !c) continue;
+      CAPTURE(int{c});
+      std::vector<Tensor> inputs = {f32({2, 3}, x)};
+      if (!folded) inputs.insert(inputs.begin(), Tensor{{DType::kBool, {1}}, {c}});
+      auto out = run(module, inputs, dir.path());
+      std::vector<float> want;
+      for (float v : x) want.push_back(-v + (c ? std::max(v, 0.f) * std::max(v, 0.f) : std::abs(v)));
+      check_close(out[0].f32(), want);
+    }
+    // A name only the branch defines is not defined after the If.
+    Model leak = if_model(folded);
+    leak.node("If", {"c"}, {"y"}, {}, "if1").node("Add", {"t", "y"}, {"z"}).output("z");
+    node = leak.proto().mutable_graph()->mutable_node(leak.proto().graph().node_size() - 2);
+    add_branch(node, "then_branch", {{"Relu", {"x"}, "t"}, {"Neg", {"t"}, "t2"}});
+    add_branch(node, "else_branch", {{"Abs", {"x"}, "e"}});
+    const std::string e = import_error(leak.save(dir.path() / "leak.onnx"));
+    CHECK_MESSAGE(e.find("input 't' is not defined before this node") != std::string::npos, e);
+  }
+}
+
 TEST_CASE("external data: symlinks out of the model's folder, FIFOs, devices and NULs are refused") {
   TempDir dir;
   const fs::path model_dir = dir.path() / "model", outside = dir.path() / "outside";
