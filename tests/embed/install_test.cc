@@ -1,8 +1,9 @@
 // The installed library and the Python package, each run as a
 // child process and checked here: install_check.sh (meson install into a
 // temporary prefix; the C and C++ samples built against its hexir.pc, shared
-// and static, each checked against the mlp reference) and python_test.py
-// (python/hexir over the C API, every sample against its .npy references).
+// and static, each checked against the mlp reference), python_test.py
+// (python/hexir over the C API, every sample against its .npy references)
+// and python_context_test.py (a Context on two threads, cancel and bounds).
 // Either skips ("HEXIR_SKIP: reason", counted as skipped) when what it needs
 // is missing: pkg-config, Debian's python3 with numpy, or a build without
 // sanitizers (an instrumented library needs its sanitizer runtime first in
@@ -14,6 +15,7 @@
 #include <array>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <string>
 
 namespace {
@@ -74,25 +76,44 @@ TEST_CASE("install: C and C++ samples built against the installed hexir.pc run t
     std::printf("HEXIR_SKIP: python over the installed library: %s has no numpy\n", HEXIR_PYTHON);
 }
 
-TEST_CASE("python: the hexir package runs every sample against its references") {
-  if (sanitized()) return;
+// Runs tests/embed/SCRIPT over the library under test with the compiler, the
+// samples and a scratch folder; nullopt when it should not run (printed as a
+// counted skip).
+std::optional<Run> run_python(const char* script) {
+  if (sanitized()) return std::nullopt;
   if (!std::filesystem::exists(HEXIR_PYTHON)) {
     std::printf("HEXIR_SKIP: no %s\n", HEXIR_PYTHON);
-    return;
+    return std::nullopt;
   }
   const std::string scratch =
       (std::filesystem::temp_directory_path() / ("hexir_python_" + std::to_string(::getpid()))).string();
   std::filesystem::create_directories(scratch);
   const Run r = run("PYTHONDONTWRITEBYTECODE=1 HEXIR_LIBRARY=" + quote(HEXIR_VM_SHARED) + " " + quote(HEXIR_PYTHON) + " " +
-                    quote(std::string(HEXIR_SOURCE_ROOT) + "/tests/embed/python_test.py") + " " +
-                    quote(HEXIR_COMPILE) + " " + quote(std::string(HEXIR_SOURCE_ROOT) + "/samples") + " " +
-                    quote(scratch));
+                    quote(std::string(HEXIR_SOURCE_ROOT) + "/tests/embed/" + script) + " " + quote(HEXIR_COMPILE) +
+                    " " + quote(std::string(HEXIR_SOURCE_ROOT) + "/samples") + " " + quote(scratch));
   std::filesystem::remove_all(scratch);
-  if (skipped(r)) return;
-  INFO(r.output);
-  CHECK(r.exit_code == 0);
-  CHECK(has(r.output, "ok: transformer run 1: output 1 'pool' float32[64] matches expected_1.npy"));
-  CHECK(has(r.output, "ok: wrong shape: INVALID_ARGUMENT input 'x' of function 'main': expected f32[8,128]"));
-  CHECK(has(r.output, " 0 failed"));
-  CHECK_FALSE(has(r.output, "FAILED"));
+  if (skipped(r)) return std::nullopt;
+  return r;
+}
+
+TEST_CASE("python: the hexir package runs every sample against its references") {
+  const std::optional<Run> r = run_python("python_test.py");
+  if (!r) return;
+  INFO(r->output);
+  CHECK(r->exit_code == 0);
+  CHECK(has(r->output, "ok: transformer run 1: output 1 'pool' float32[64] matches expected_1.npy"));
+  CHECK(has(r->output, "ok: wrong shape: INVALID_ARGUMENT input 'x' of function 'main': expected f32[8,128]"));
+  CHECK(has(r->output, " 0 failed"));
+  CHECK_FALSE(has(r->output, "FAILED: "));
+}
+
+TEST_CASE("python: one context on two threads is refused; cancel, a deadline and the loop limit bound a call") {
+  const std::optional<Run> r = run_python("python_context_test.py");
+  if (!r) return;
+  INFO(r->output);
+  CHECK(r->exit_code == 0);
+  CHECK(has(r->output, "ok: two threads on one context: no wrong answer"));
+  CHECK(has(r->output, "python context: "));
+  CHECK(has(r->output, " 0 failed"));
+  CHECK_FALSE(has(r->output, "FAILED: "));
 }

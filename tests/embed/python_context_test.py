@@ -1,7 +1,7 @@
 """The Python package's Context (python/hexir) used from several threads and
 bounded: one context on two threads is refused, never a wrong answer;
 cancel() from another thread, a deadline and the loop limit stop a loop of
-2^62 iterations. Registered in tests/embed/meson.build:
+2^62 iterations. Run by tests/embed/install_test.cc:
 
     python3 python_context_test.py HEXIR_COMPILE SAMPLES_DIR SCRATCH_DIR
 
