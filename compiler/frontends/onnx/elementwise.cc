@@ -268,7 +268,9 @@ Status op_cast(Importer& im, const NodeCtx& n) {
     return error_at(n.loc, "cast to " + onnx_type_name(to) + " is not supported");
   const std::optional<DType> dtype = dtype_from_onnx(to);
   HEXIR_ASSIGN_OR_RETURN(HostPtr h, im.host(x));
-  if (h && !dtype) {  // to a type Hexir has no dtype for: the host folder only
+  // To a type Hexir has no dtype for: the host folder only; to its own type:
+  // the same bytes under the output's name.
+  if (h && (!dtype || h->type == to)) {
     im.define_folded(n, 0, fold_cast(*h, to));
     return ok_status();
   }
