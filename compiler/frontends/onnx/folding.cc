@@ -1,5 +1,12 @@
 // The host constant folder (folding.h).
 //
+// Since constant folding goes through the operators' own CPU kernels
+// (compiler/passes/fold.h, Importer::fold), the rules here run only where no
+// kernel serves the operands: ONNX types Hexir has no dtype for, integer
+// shape arithmetic with no integer kernel, and operators with no run-time
+// form (Floor, Ceil). The handlers try the kernel first. What follows says
+// why this folder exists at all.
+//
 // What it repeats from ops/, and why. Folding computes, at import, what an
 // operator would compute at run time, so it necessarily restates semantics:
 //
