@@ -18,51 +18,68 @@ ops::OpId binary_op(const std::string& op) {
   return ops::OpId::kMinimum;
 }
 
-// a op b op c ...: folded when every input is a held constant.
+// a op b op c ... (Mean: then / count), one node per step: each step folded
+// by the CPU kernel when its operands are held constants it serves; a chain
+// of held constants no kernel serves (i64 shape arithmetic, DOUBLE) folded
+// by the host folder.
 Status chain(Importer& im, const NodeCtx& n, const std::string& op) {
   std::vector<std::optional<Ref>> refs;
   for (int i = 0; i < n.node.input_size(); ++i) {
     HEXIR_ASSIGN_OR_RETURN(Ref r, im.input(n, i));
     refs.push_back(r);
   }
-  std::vector<HostPtr> hs;
-  HEXIR_ASSIGN_OR_RETURN(bool all_held, im.hosts(refs, hs));
-  if (all_held) {
-    HostTensor acc = *hs[0];
-    Status s;
-    for (size_t i = 1; i < hs.size() && s.ok(); ++i) {
-      Result<HostTensor> next = fold_arith(n.loc, op, acc, *hs[i], im.fold_max_bytes());
-      if (!next.ok()) s = next.status();
-      else acc = std::move(*next);
-    }
-    if (s.ok() && op == "Mean") {
-      HostTensor count = make_host(acc.type, {});
-      count.set_f(0, static_cast<double>(hs.size()));
-      Result<HostTensor> mean = fold_arith(n.loc, "Div", acc, count, im.fold_max_bytes());
-      if (!mean.ok()) s = mean.status();
-      else acc = std::move(*mean);
-    }
-    if (s.ok()) {
-      im.define_folded(n, 0, std::move(acc));
-      return ok_status();
-    }
-    if (!too_large(s)) return s;
-  }
   if (refs.size() == 1) {
     im.define(n, 0, *refs[0]);
     return ok_status();
   }
   const ops::OpId id = binary_op(op);
-  Ref acc = *refs[0];
-  for (size_t i = 1; i < refs.size(); ++i) {
-    const bool last = i + 1 == refs.size() && op != "Mean";
-    HEXIR_ASSIGN_OR_RETURN(acc, im.emit1(n, id, {acc, *refs[i]}, {},
-                                         last ? im.result_name(n) : im.helper_name(n, std::to_string(i))));
+  // The steps: (operator, right operand); the left one is the previous step's result.
+  std::vector<std::pair<ops::OpId, Ref>> steps;
+  for (size_t i = 1; i < refs.size(); ++i) steps.push_back({id, *refs[i]});
+  if (op == "Mean")
+    steps.push_back({ops::OpId::kDiv, im.scalar_const(static_cast<double>(refs.size()), im.info(*refs[0]).type,
+                                                      im.helper_name(n, "count"), n.loc)});
+  std::vector<std::string> names;
+  for (size_t i = 0; i < steps.size(); ++i)
+    names.push_back(i + 1 == steps.size() ? im.result_name(n) : im.helper_name(n, std::to_string(i + 1)));
+
+  std::vector<HostPtr> hs;
+  HEXIR_ASSIGN_OR_RETURN(bool all_held, im.hosts(refs, hs));
+  if (all_held) {
+    Ref acc = *refs[0];
+    bool folded = true;
+    for (size_t i = 0; i < steps.size() && folded; ++i) {
+      HEXIR_ASSIGN_OR_RETURN(std::optional<Ref> r, im.fold(n, steps[i].first, {acc, steps[i].second}, {}, names[i]));
+      folded = r.has_value();
+      if (r) acc = *r;
+    }
+    if (folded) {
+      im.define(n, 0, acc);
+      return ok_status();
+    }
+    HostTensor host = *hs[0];
+    Status s;
+    for (size_t i = 1; i < hs.size() && s.ok(); ++i) {
+      Result<HostTensor> next = fold_arith(n.loc, op, host, *hs[i], im.fold_max_bytes());
+      if (!next.ok()) s = next.status();
+      else host = std::move(*next);
+    }
+    if (s.ok() && op == "Mean") {
+      HostTensor count = make_host(host.type, {});
+      count.set_f(0, static_cast<double>(hs.size()));
+      Result<HostTensor> mean = fold_arith(n.loc, "Div", host, count, im.fold_max_bytes());
+      if (!mean.ok()) s = mean.status();
+      else host = std::move(*mean);
+    }
+    if (s.ok()) {
+      im.define(n, 0, im.new_const(names.back(), std::move(host), n.loc));
+      return ok_status();
+    }
+    if (!too_large(s)) return s;
   }
-  if (op == "Mean") {
-    Ref count = im.scalar_const(static_cast<double>(refs.size()), im.info(acc).type,
-                                im.helper_name(n, "count"), n.loc);
-    HEXIR_ASSIGN_OR_RETURN(acc, im.emit1(n, ops::OpId::kDiv, {acc, count}, {}, im.result_name(n)));
+  Ref acc = *refs[0];
+  for (size_t i = 0; i < steps.size(); ++i) {
+    HEXIR_ASSIGN_OR_RETURN(acc, im.emit1(n, steps[i].first, {acc, steps[i].second}, {}, names[i]));
   }
   im.define(n, 0, acc);
   return ok_status();
@@ -83,34 +100,24 @@ Status op_variadic(Importer& im, const NodeCtx& n) {
   return chain(im, n, n.op);
 }
 
-// Equal/Less/Greater: folded on constants, else @equal/@less/@greater.
+// Equal/Less/Greater: @equal/@less/@greater, folded on constants.
 Status op_compare(Importer& im, const NodeCtx& n) {
   HEXIR_RETURN_IF_ERROR(im.check_attrs(n, {}));
   HEXIR_ASSIGN_OR_RETURN(Ref a, im.input(n, 0));
   HEXIR_ASSIGN_OR_RETURN(Ref b, im.input(n, 1));
-  std::vector<HostPtr> hs;
-  HEXIR_ASSIGN_OR_RETURN(bool held, im.hosts({a, b}, hs));
   const std::string& op = n.op;
-  if (held) {
-    auto cmp = [&](double x, double y) -> double {
-      return op == "Equal" ? x == y : op == "Less" ? x < y : x > y;
-    };
-    Result<HostTensor> out = fold_binary(
+  HEXIR_ASSIGN_OR_RETURN(ops::OpId id, hexir_op(n, op == "Equal"  ? "equal"
+                                                   : op == "Less" ? "less"
+                                                                  : "greater"));
+  return fold_or_emit(im, n, id, {a, b}, {}, [&](const std::vector<HostPtr>& hs) {
+    return fold_binary(
         n.loc, *hs[0], *hs[1], kBool,
         [&](int64_t x, int64_t y) -> Result<double> {
           return op == "Equal" ? x == y : op == "Less" ? x < y : x > y;
         },
-        cmp, im.fold_max_bytes());
-    if (out.ok()) {
-      im.define_folded(n, 0, std::move(*out));
-      return ok_status();
-    }
-    if (!too_large(out.status())) return out.status();
-  }
-  HEXIR_ASSIGN_OR_RETURN(ops::OpId id, hexir_op(n, op == "Equal"  ? "equal"
-                                                   : op == "Less" ? "less"
-                                                                  : "greater"));
-  return im.emit_result(n, id, {a, b}, {});
+        [&](double x, double y) -> double { return op == "Equal" ? x == y : op == "Less" ? x < y : x > y; },
+        im.fold_max_bytes());
+  });
 }
 
 // Unary maps: folded on held constants, else the Hexir operator.
@@ -133,11 +140,6 @@ Status op_unary(Importer& im, const NodeCtx& n) {
   alpha = static_cast<float>(alpha);
   beta = static_cast<float>(beta);
   HEXIR_ASSIGN_OR_RETURN(Ref x, im.input(n, 0));
-  HEXIR_ASSIGN_OR_RETURN(HostPtr h, im.host(x));
-  if (h && op != "Gelu") {
-    im.define_folded(n, 0, fold_unary(op, *h, alpha, beta));
-    return ok_status();
-  }
   static const std::map<std::string, const char*, std::less<>> kUnary = {
       {"Relu", "relu"},        {"Sigmoid", "sigmoid"},     {"Tanh", "tanh"},
       {"Exp", "exp"},          {"Sqrt", "sqrt"},           {"Neg", "neg"},
@@ -147,17 +149,6 @@ Status op_unary(Importer& im, const NodeCtx& n) {
   };
   auto it = kUnary.find(op);
   std::optional<ops::OpId> id = it == kUnary.end() ? std::nullopt : ops::find_op(it->second);
-  if (!id && op == "Reciprocal") {  // 1 / x
-    Ref one = im.scalar_const(1.0, im.info(x).type, im.helper_name(n, "one"), n.loc);
-    HEXIR_ASSIGN_OR_RETURN(Ref r, im.emit1(n, ops::OpId::kDiv, {one, x}, {}, im.result_name(n)));
-    im.define(n, 0, r);
-    return ok_status();
-  }
-  if (!id) {
-    return error_at(
-        n.loc, "is supported only on constants (folded at import): this build of Hexir has no run-time " +
-                   op + " operator");
-  }
   ops::AttrMap attrs;
   if (op == "Gelu") {
     HEXIR_ASSIGN_OR_RETURN(std::string approx, im.attr_string(n, "approximate", "none"));
@@ -170,7 +161,25 @@ Status op_unary(Importer& im, const NodeCtx& n) {
     attrs["alpha"] = real(alpha);
     attrs["beta"] = real(beta);
   }
-  return im.emit_result(n, *id, {x}, attrs);
+  // The host folder for the dtypes no kernel serves (Gelu: none; the kernel folds f32).
+  HostFold host_fold;
+  if (op != "Gelu")
+    host_fold = [&](const std::vector<HostPtr>& hs) { return fold_unary(n.loc, op, *hs[0], alpha, beta); };
+  if (id) return fold_or_emit(im, n, *id, {x}, attrs, host_fold);
+  HEXIR_ASSIGN_OR_RETURN(HostPtr h, im.host(x));
+  if (h) {
+    HEXIR_ASSIGN_OR_RETURN(HostTensor t, fold_unary(n.loc, op, *h, alpha, beta));
+    im.define_folded(n, 0, std::move(t));
+    return ok_status();
+  }
+  if (op == "Reciprocal") {  // 1 / x
+    Ref one = im.scalar_const(1.0, im.info(x).type, im.helper_name(n, "one"), n.loc);
+    HEXIR_ASSIGN_OR_RETURN(Ref r, im.emit1(n, ops::OpId::kDiv, {one, x}, {}, im.result_name(n)));
+    im.define(n, 0, r);
+    return ok_status();
+  }
+  return error_at(n.loc, "is supported only on constants (folded at import): this build of Hexir has no run-time " +
+                             op + " operator");
 }
 
 // Clip: min/max attributes before opset 11, constant inputs from it; @clip.
@@ -194,16 +203,12 @@ Status op_clip(Importer& im, const NodeCtx& n) {
     }
   }
   if (std::isnan(lo) || std::isnan(hi)) return error_at(n.loc, "min and max must not be NaN");
-  HEXIR_ASSIGN_OR_RETURN(HostPtr h, im.host(x));
-  if (h) {
-    im.define_folded(n, 0, fold_clip(*h, lo, hi));
-    return ok_status();
-  }
   HEXIR_ASSIGN_OR_RETURN(ops::OpId id, hexir_op(n, "clip"));
   ops::AttrMap attrs;
   if (!std::isinf(lo)) attrs["min"] = real(lo);
   if (!std::isinf(hi)) attrs["max"] = real(hi);
-  return im.emit_result(n, id, {x}, attrs);
+  return fold_or_emit(im, n, id, {x}, attrs,
+                      [&](const std::vector<HostPtr>& hs) -> Result<HostTensor> { return fold_clip(*hs[0], lo, hi); });
 }
 
 // Pow: folded on constants; else @pow (f32), an integer exponent constant converted to f32.
@@ -213,13 +218,20 @@ Status op_pow(Importer& im, const NodeCtx& n) {
   HEXIR_ASSIGN_OR_RETURN(Ref y, im.input(n, 1));
   std::vector<HostPtr> hs;
   HEXIR_ASSIGN_OR_RETURN(bool held, im.hosts({x, y}, hs));
-  if (held) {
-    Result<HostTensor> out = fold_binary(
+  auto host_pow = [&](const std::vector<HostPtr>& hs) {
+    return fold_binary(
         n.loc, *hs[0], *hs[1], hs[0]->type,
         [](int64_t a, int64_t b) -> Result<double> {
           return std::pow(static_cast<double>(a), static_cast<double>(b));
         },
         [](double a, double b) { return std::pow(a, b); }, im.fold_max_bytes());
+  };
+  if (held && hs[0]->type == hs[1]->type) {
+    HEXIR_ASSIGN_OR_RETURN(ops::OpId id, hexir_op(n, "pow"));
+    return fold_or_emit(im, n, id, {x, y}, {}, host_pow);
+  }
+  if (held) {
+    Result<HostTensor> out = host_pow(hs);
     if (out.ok()) {
       im.define_folded(n, 0, std::move(*out));
       return ok_status();
@@ -254,8 +266,11 @@ Status op_cast(Importer& im, const NodeCtx& n) {
   }
   if (onnx_element_size(to) == 0)
     return error_at(n.loc, "cast to " + onnx_type_name(to) + " is not supported");
+  const std::optional<DType> dtype = dtype_from_onnx(to);
   HEXIR_ASSIGN_OR_RETURN(HostPtr h, im.host(x));
-  if (h) {
+  // To a type Hexir has no dtype for: the host folder only; to its own type:
+  // the same bytes under the output's name.
+  if (h && (!dtype || h->type == to)) {
     im.define_folded(n, 0, fold_cast(*h, to));
     return ok_status();
   }
@@ -263,11 +278,11 @@ Status op_cast(Importer& im, const NodeCtx& n) {
     im.define(n, 0, x);
     return ok_status();
   }
-  const std::optional<DType> dtype = dtype_from_onnx(to);
   if (!dtype) return error_at(n.loc, "cast to " + onnx_type_name(to) + " is not supported at run time");
   ops::AttrMap attrs;
   attrs["to"] = ops::AttrValue{std::string(dtype_name(*dtype))};
-  return im.emit_result(n, ops::OpId::kCast, {x}, attrs);
+  return fold_or_emit(im, n, ops::OpId::kCast, {x}, attrs,
+                      [&](const std::vector<HostPtr>& hs) -> Result<HostTensor> { return fold_cast(*hs[0], to); });
 }
 
 Status op_where(Importer& im, const NodeCtx& n) {
@@ -275,20 +290,16 @@ Status op_where(Importer& im, const NodeCtx& n) {
   HEXIR_ASSIGN_OR_RETURN(Ref c, im.input(n, 0));
   HEXIR_ASSIGN_OR_RETURN(Ref x, im.input(n, 1));
   HEXIR_ASSIGN_OR_RETURN(Ref y, im.input(n, 2));
-  std::vector<HostPtr> hs;
-  HEXIR_ASSIGN_OR_RETURN(bool held, im.hosts({c, x, y}, hs));
-  if (held) {
-    const HostTensor &hc = *hs[0], &hx = *hs[1], &hy = *hs[2];
-    auto xy = ops::broadcast_shapes(hx.dims, hy.dims);
-    auto dims = xy ? ops::broadcast_shapes(hc.dims, *xy) : std::nullopt;
-    if (!dims || hx.type != hy.type) return error_at(n.loc, "operands do not broadcast or differ in type");
-    Status limit = fold_limit(hx.type, *dims, im.fold_max_bytes());
-    if (limit.ok()) {
-      im.define_folded(n, 0, fold_where(hc, hx, hy, *dims));
-      return ok_status();
-    }
-  }
-  return im.emit_result(n, ops::OpId::kWhere, {c, x, y}, {});
+  return fold_or_emit(im, n, ops::OpId::kWhere, {c, x, y}, {},
+                      [&](const std::vector<HostPtr>& hs) -> Result<HostTensor> {
+                        const HostTensor &hc = *hs[0], &hx = *hs[1], &hy = *hs[2];
+                        auto xy = ops::broadcast_shapes(hx.dims, hy.dims);
+                        auto dims = xy ? ops::broadcast_shapes(hc.dims, *xy) : std::nullopt;
+                        if (!dims || hx.type != hy.type)
+                          return error_at(n.loc, "operands do not broadcast or differ in type");
+                        HEXIR_RETURN_IF_ERROR(fold_limit(hx.type, *dims, im.fold_max_bytes()));
+                        return fold_where(hc, hx, hy, *dims);
+                      });
 }
 
 // ---- no node: Identity, Dropout ----

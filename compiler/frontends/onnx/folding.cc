@@ -1,5 +1,12 @@
 // The host constant folder (folding.h).
 //
+// Since constant folding goes through the operators' own CPU kernels
+// (compiler/passes/fold.h, Importer::fold), the rules here run only where no
+// kernel serves the operands: ONNX types Hexir has no dtype for, integer
+// shape arithmetic with no integer kernel, and operators with no run-time
+// form (Floor, Ceil). The handlers try the kernel first. What follows says
+// why this folder exists at all.
+//
 // What it repeats from ops/, and why. Folding computes, at import, what an
 // operator would compute at run time, so it necessarily restates semantics:
 //
@@ -33,6 +40,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <set>
 
 #include "hexir/base/half.h"
 #include "hexir/compiler/onnx.h"
@@ -314,9 +322,13 @@ Result<HostTensor> fold_arith(const Location& loc, std::string_view op, const Ho
   return out;
 }
 
-// Every op type op_unary folds (all it maps but Gelu) needs its line below: an op
-// missing here would fold to its input unchanged.
-HostTensor fold_unary(std::string_view op, const HostTensor& x, double alpha, double beta) {
+// The op types below; anything else is refused rather than passed through.
+Result<HostTensor> fold_unary(const Location& loc, std::string_view op, const HostTensor& x, double alpha,
+                              double beta) {
+  static const std::set<std::string_view> kRules = {
+      "Neg",  "Abs",  "Relu", "Sigmoid",    "Tanh",  "Exp",  "Log", "Erf",       "Sqrt",        "Reciprocal",
+      "Floor", "Ceil", "Not", "LeakyRelu", "HardSigmoid", "HardSwish", "Softplus"};
+  if (!kRules.count(op)) return error_at(loc, "the host folder has no rule for " + std::string(op));
   HostTensor out = make_host(op == "Not" ? kBool : x.type, x.dims);
   for (int64_t i = 0; i < x.count(); ++i) {
     if (!x.is_float() && (op == "Neg" || op == "Abs" || op == "Relu" || op == "Not" || op == "Floor" ||

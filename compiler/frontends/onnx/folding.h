@@ -66,8 +66,10 @@ Result<HostTensor> fold_binary(const Location& loc, const HostTensor& a, const H
 Result<HostTensor> fold_arith(const Location& loc, std::string_view op, const HostTensor& a,
                               const HostTensor& b, uint64_t max_bytes);
 // The unary map `op` (an ONNX op type: Relu, Sigmoid, ..., Not; not Gelu)
-// with LeakyRelu's / HardSigmoid's alpha and beta.
-HostTensor fold_unary(std::string_view op, const HostTensor& x, double alpha, double beta);
+// with LeakyRelu's / HardSigmoid's alpha and beta; an op it has no rule for
+// is an error at `loc` (never its input unchanged).
+Result<HostTensor> fold_unary(const Location& loc, std::string_view op, const HostTensor& x, double alpha,
+                              double beta);
 // Clip to [lo, hi] (NaN stays NaN).
 HostTensor fold_clip(const HostTensor& x, double lo, double hi);
 // Cast to ONNX type `to`.

@@ -13,6 +13,7 @@
 
 #include "frontends/onnx/handlers.h"
 #include "hexir/base/mapped_file.h"
+#include "passes/fold.h"
 #include "passes/fusion.h"
 
 namespace hexir::compiler::onnx_import {
@@ -592,6 +593,39 @@ Result<std::vector<int64_t>> Importer::const_ints(const NodeCtx& n, Ref r, int i
   return v;
 }
 
+Result<std::optional<Ref>> Importer::fold(const NodeCtx& n, ops::OpId op, const std::vector<Ref>& inputs,
+                                          const ops::AttrMap& attrs, const std::string& name,
+                                          const std::vector<TensorType>& declared) {
+  using NoFold = std::optional<Ref>;
+  if (!std::all_of(inputs.begin(), inputs.end(), [](Ref r) { return r.is_const(); })) return NoFold();
+  std::vector<TensorType> types;
+  std::vector<HostPtr> held;
+  for (Ref r : inputs) {
+    const Info i = info(r);
+    const std::optional<DType> dtype = dtype_from_onnx(i.type);
+    if (!dtype) return NoFold();  // DOUBLE, INT16, ...: the host folder's (folding.h)
+    HEXIR_ASSIGN_OR_RETURN(HostPtr h, host(r));
+    if (!h) return NoFold();
+    types.push_back(TensorType{*dtype, i.dims});
+    held.push_back(std::move(h));
+  }
+  Result<std::vector<int64_t>> params = ops::lower_attributes(op, types, attrs, declared);
+  if (!params.ok()) return NoFold();  // the builder says why
+  std::vector<HostOperand> operands;
+  for (size_t k = 0; k < held.size(); ++k) operands.push_back({types[k], held[k]->bytes});
+  Result<std::optional<std::vector<HostResult>>> results =
+      evaluate_on_cpu(op, *params, operands, options_.fold_max_bytes);
+  if (!results.ok()) return error_at(n.loc, results.status().message());
+  if (!*results || (*results)->size() != 1) return NoFold();
+  HostResult& r = (**results)[0];
+  if (!declared.empty() && declared != std::vector<TensorType>{r.type}) return NoFold();
+  HostTensor t;
+  t.type = onnx_type_of(r.type.dtype);
+  t.dims = r.type.dims;
+  t.bytes = std::move(r.bytes);
+  return NoFold(new_const(name, std::move(t), n.loc));
+}
+
 Result<std::vector<int>> Importer::emit(const NodeCtx& n, ops::OpId op, const std::vector<Ref>& inputs,
                               const ops::AttrMap& attrs, std::vector<std::string> names,
                               std::vector<TensorType> declared) {
@@ -611,6 +645,8 @@ Result<std::vector<int>> Importer::emit(const NodeCtx& n, ops::OpId op, const st
 Result<Ref> Importer::emit1(const NodeCtx& n, ops::OpId op, const std::vector<Ref>& inputs,
                             const ops::AttrMap& attrs, const std::string& name,
                             std::vector<TensorType> declared) {
+  HEXIR_ASSIGN_OR_RETURN(std::optional<Ref> folded, fold(n, op, inputs, attrs, name, declared));
+  if (folded) return *folded;
   HEXIR_ASSIGN_OR_RETURN(std::vector<int> ids, emit(n, op, inputs, attrs, {name}, std::move(declared)));
   return Ref{ids[0], -1};
 }
@@ -826,6 +862,29 @@ ops::AttrValue real(double v) {
   ops::AttrValue a;
   a.value = v;
   return a;
+}
+
+Status fold_or_emit(Importer& im, const NodeCtx& n, ops::OpId op, const std::vector<Ref>& inputs,
+                    const ops::AttrMap& attrs, const HostFold& host_fold) {
+  const std::string name = im.result_name(n);
+  HEXIR_ASSIGN_OR_RETURN(std::optional<Ref> folded, im.fold(n, op, inputs, attrs, name));
+  if (folded) {
+    im.define(n, 0, *folded);
+    return ok_status();
+  }
+  std::vector<HostPtr> held;
+  HEXIR_ASSIGN_OR_RETURN(bool all_held, im.hosts(std::vector<std::optional<Ref>>(inputs.begin(), inputs.end()), held));
+  if (all_held && host_fold) {
+    Result<HostTensor> t = host_fold(held);
+    if (t.ok()) {
+      im.define(n, 0, im.new_const(name, std::move(*t), n.loc));
+      return ok_status();
+    }
+    if (!too_large(t.status())) return t.status();
+  }
+  HEXIR_ASSIGN_OR_RETURN(Ref r, im.emit1(n, op, inputs, attrs, name));
+  im.define(n, 0, r);
+  return ok_status();
 }
 
 Result<ops::OpId> hexir_op(const NodeCtx& n, const char* name) {

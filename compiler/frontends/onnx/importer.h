@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <initializer_list>
 #include <map>
 #include <memory>
@@ -189,11 +190,21 @@ class Importer {
   // The integers of a constant input (shapes, axes, starts, ...).
   Result<std::vector<int64_t>> const_ints(const NodeCtx& n, Ref r, int index, const char* what);
 
+  // `op` on `inputs` evaluated now by the CPU kernel (passes/fold.h) when
+  // every input is a held constant, the operator and its dtypes have a CPU
+  // kernel, and the result is within fold_max_bytes: a new constant named
+  // `name`, the bits the kernel computes at run time. nullopt otherwise (the
+  // caller emits the node, or folds on the host what no kernel computes:
+  // folding.h). A kernel's failure (an index out of range) is an error at the node.
+  Result<std::optional<Ref>> fold(const NodeCtx& n, ops::OpId op, const std::vector<Ref>& inputs,
+                                  const ops::AttrMap& attrs, const std::string& name,
+                                  const std::vector<TensorType>& declared = {});
   // Adds a node; `names` one per result (claimed or fresh by the caller).
   Result<std::vector<int>> emit(const NodeCtx& n, ops::OpId op, const std::vector<Ref>& inputs,
                                 const ops::AttrMap& attrs, std::vector<std::string> names,
                                 std::vector<TensorType> declared = {});
-  // One-result node named for output `out` of the ONNX node (or a fresh helper name).
+  // One-result node named for output `out` of the ONNX node (or a fresh
+  // helper name); a constant instead when fold() folds it.
   Result<Ref> emit1(const NodeCtx& n, ops::OpId op, const std::vector<Ref>& inputs, const ops::AttrMap& attrs,
                     const std::string& name, std::vector<TensorType> declared = {});
   // The whole of most handlers' last step: `op` on `inputs` as the node's output 0.
@@ -267,6 +278,17 @@ class Importer {
 };
 
 // ---- helpers every family uses (importer.cc) ------------------------------------
+
+// The host folder's evaluation of a node on its held inputs (folding.h);
+// "too large to fold" (too_large) makes the node run instead.
+using HostFold = std::function<Result<HostTensor>(const std::vector<HostPtr>& held)>;
+// The node's output 0 as `op` on `inputs`: folded by the CPU kernel where
+// it serves the operands (Importer::fold: the bits it computes at run
+// time); else, when every input is held and `host_fold` is given, by the
+// host folder (dtypes and types no kernel serves: i64 shape arithmetic,
+// DOUBLE); else a node.
+Status fold_or_emit(Importer& im, const NodeCtx& n, ops::OpId op, const std::vector<Ref>& inputs,
+                    const ops::AttrMap& attrs, const HostFold& host_fold);
 
 // `axis` (negative: from the end) as 0..rank-1; an error naming `what` when out of range.
 Result<int64_t> norm_axis(const NodeCtx& n, int64_t axis, size_t rank, const char* what = "axis");

@@ -946,6 +946,75 @@ TEST_CASE("folding of the same operators on constants needs no operator") {
   check_close(out[0].f32(), {1.f, 0.5f, 48.f});
 }
 
+TEST_CASE("constant folding through the operators: ReduceMax -> Ceil on constants folds (no host rule for ReduceMax)") {
+  // ssdlite320_mobilenet_v3_large's anchors: a Ceil of a ReduceMax over a
+  // constant. Ceil has no run-time operator; ReduceMax folds by its kernel.
+  TempDir dir;
+  Model m(13);
+  m.input("x", kF, {2})
+      .init_f("k", {2, 3}, {0.5f, 2.25f, -1.f, 3.5f, 1.f, 0.f})
+      .node("ReduceMax", {"k"}, {"mx"}, {ais("axes", {1}), ai("keepdims", 0)})  // 2.25, 3.5
+      .node("Ceil", {"mx"}, {"c"})                                                // 3, 4
+      .node("Mul", {"x", "c"}, {"y"})
+      .output("y");
+  auto module = import_ok(m.save(dir.path() / "reduce_ceil.onnx"));
+  CHECK(module.functions[0].nodes.size() == 1);  // only the mul runs
+  auto out = run(module, {f32({2}, {1.f, 2.f})}, dir.path());
+  check_close(out[0].f32(), {3.f, 8.f});
+}
+
+TEST_CASE("constant folding through the operators: a folded result is the kernel's run-time result, bit for bit") {
+  // Each operator twice: on the constant k (folded at import) and on the
+  // input x given k's values (run by the same kernel): the same bytes.
+  // Transcendentals in f32 differ from a double evaluation in the last bit.
+  TempDir dir;
+  Model m(13);
+  std::vector<float> k(24);
+  for (size_t i = 0; i < k.size(); ++i) k[i] = -3.f + 0.2719f * static_cast<float>(i);
+  m.input("x", kF, {4, 6}).init_f("k", {4, 6}, k);
+  const std::vector<std::pair<std::string, std::vector<Attr>>> ops = {
+      {"Sigmoid", {}}, {"Tanh", {}}, {"Exp", {}}, {"Erf", {}}, {"Softplus", {}},
+      {"Softmax", {ai("axis", 1)}}, {"ReduceMean", {ais("axes", {1})}}, {"HardSwish", {}}};
+  for (const auto& [op, attrs] : ops) {
+    m.node(op, {"k"}, {op + "_folded"}, attrs).node(op, {"x"}, {op + "_run"}, attrs);
+    m.output(op + "_folded").output(op + "_run");
+  }
+  auto module = import_ok(m.save(dir.path() / "bits.onnx"));
+  int run_time = 0;
+  for (const auto& node : module.functions[0].nodes) run_time += node.op != hexir::ops::OpId::kCopy;
+  CHECK(run_time == static_cast<int>(ops.size()));  // the folded half runs nothing (a copy names an output)
+  auto out = run(module, {f32({4, 6}, k)}, dir.path());
+  REQUIRE(out.size() == 2 * ops.size());
+  for (size_t i = 0; i < ops.size(); ++i) {
+    INFO(ops[i].first);
+    CHECK(out[2 * i].bytes == out[2 * i + 1].bytes);
+  }
+}
+
+TEST_CASE("constant folding through the operators: a result over fold_max_bytes runs instead") {
+  TempDir dir;
+  Model m(13);
+  m.input("x", kF, {4, 4})
+      .init_f("a", {4, 1}, {1.f, 2.f, 3.f, 4.f})
+      .init_f("b", {1, 4}, {10.f, 20.f, 30.f, 40.f})
+      .node("Add", {"a", "b"}, {"ab"})  // f32[4,4]: 64 bytes
+      .node("Mul", {"x", "ab"}, {"y"})
+      .output("y");
+  const fs::path path = m.save(dir.path() / "limit.onnx");
+  CHECK(import_ok(path).functions[0].nodes.size() == 1);  // folded by default
+  OnnxImportOptions small;
+  small.fold_max_bytes = 63;  // the operands (16 bytes) are held, the result is not
+  auto module = import_ok(path, small);
+  CHECK(count_nodes(module, hexir::ops::OpId::kAdd) == 1);
+  std::vector<float> want(16);
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 4; ++j) want[i * 4 + j] = static_cast<float>((i + 1) + 10 * (j + 1));
+  auto out = run(module, {f32({4, 4}, std::vector<float>(16, 1.f))}, dir.path());
+  check_close(out[0].f32(), want);
+  small.fold_max_bytes = 64;
+  CHECK(import_ok(path, small).functions[0].nodes.size() == 1);
+}
+
 TEST_CASE("If with a condition that folds: the branch taken is inlined, the other never read") {
   for (int64_t rows : {2, 3}) {
     CAPTURE(rows);
