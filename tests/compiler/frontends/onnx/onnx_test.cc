@@ -1607,7 +1607,9 @@ TEST_CASE("If nested beyond protobuf's recursion limit: the error says so; 30 de
   auto out = run(import_ok(save(30)), {f32({2}, {1, -2})}, dir.path());
   check_close(out[0].f32(), {1, -2});
   // The check agrees with protobuf at the limit: 100 deep parses, 101 does not.
-  for (auto [depth, tensor] : {std::pair{32, true}, std::pair{33, false}, std::pair{32, false}}) {
+  for (auto [d, t] : {std::pair{32, true}, std::pair{33, false}, std::pair{32, false}}) {
+    const int depth = d;  // INFO captures: clang 14 cannot capture structured bindings
+    const bool tensor = t;
     const std::string bytes = nested_ifs(depth, tensor).SerializeAsString();
     onnx::ModelProto parsed;
     const bool parses = parsed.ParseFromString(bytes);
