@@ -136,6 +136,7 @@ bool unsupported(const std::string& message, std::string* reason) {
       {"is used, but only the first", "extra outputs not supported (training statistics, masks)"},
       {"training_mode must be", "training mode not supported"},
       {"only f32 is supported", "dtype not supported by the operator's kernels"},
+      {"must be f32, i32 or i64", "dtype not supported by the operator's kernels"},
       {"the exponent is", "mixed-dtype Pow not supported"},
       {"is segmented", "sequence / optional values not supported"},
       {"is too large", "sequence / optional values not supported"},
