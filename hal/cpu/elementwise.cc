@@ -5,6 +5,7 @@
 // output and never revisits it, so an output that shares storage with an
 // input of the same shape (the in-place pass) is safe.
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <limits>
 #include <type_traits>
@@ -19,9 +20,14 @@ namespace {
 
 using ops::BinaryPlan;
 
+// Integer div and mod: their divisors are checked where they are read.
+template <typename Op>
+constexpr bool kChecksDivisor = requires { Op::kChecksDivisor; };
+
 // Runs op over one inner run of n elements; the strides are 0 (broadcast) or 1.
+// Returns -1, or (kChecksDivisor ops) the first i whose divisor is zero.
 template <typename Op, typename T, typename R>
-inline void binary_run(const T* a, int64_t sa, const T* b, int64_t sb, R* out, int64_t n) {
+inline int64_t binary_run(const T* a, int64_t sa, const T* b, int64_t sb, R* out, int64_t n) {
   // Separate loops for the stride patterns so each one vectorizes.
   if (sa == 1 && sb == 1) {
     for (int64_t i = 0; i < n; ++i) out[i] = Op::apply(a[i], b[i]);
@@ -34,6 +40,11 @@ inline void binary_run(const T* a, int64_t sa, const T* b, int64_t sb, R* out, i
   } else {
     for (int64_t i = 0; i < n; ++i) out[i] = Op::apply(a[i * sa], b[i * sb]);
   }
+  if constexpr (kChecksDivisor<Op>) {
+    for (int64_t i = 0; i < n; ++i)
+      if (b[i * sb] == 0) return i;
+  }
+  return -1;
 }
 
 // Elementwise work is split over the pool in ranges of at least this many
@@ -44,8 +55,20 @@ constexpr int64_t kEpilogueChunk = 1 << 12;
 
 // Operands of T, results of R (bool results as bytes 0 or 1). Split over the
 // pool by output elements (flat modes) or by inner runs (general mode).
+// Returns -1, or (kChecksDivisor ops) the first result element whose divisor
+// is zero (every element is written all the same).
 template <typename Op, typename T, typename R>
-void binary_typed(const KernelContext& context, const BinaryPlan& p, const T* pa, const T* pb, R* po) {
+int64_t binary_typed(const KernelContext& context, const BinaryPlan& p, const T* pa, const T* pb, R* po) {
+  std::atomic<int64_t> first_zero{INT64_MAX};
+  auto found = [&](int64_t at) {  // the smallest index any range reports
+    int64_t seen = first_zero.load(std::memory_order_relaxed);
+    while (at < seen && !first_zero.compare_exchange_weak(seen, at, std::memory_order_relaxed)) {
+    }
+  };
+  auto first = [&] {
+    const int64_t at = first_zero.load(std::memory_order_relaxed);
+    return at == INT64_MAX ? int64_t{-1} : at;
+  };
   // add's and mul's fused activation (or affine map), over each range just written (still in cache).
   const bool epilogue = std::is_same_v<R, float> && p.epilogue.activation != 0;
   auto finish = [&](int64_t b, int64_t e) {
@@ -66,22 +89,23 @@ void binary_typed(const KernelContext& context, const BinaryPlan& p, const T* pa
       const int64_t step = epilogue ? kEpilogueChunk : e - b;
       for (int64_t i = b; i < e; i += step) {
         const int64_t end = std::min(e, i + step);
-        binary_run<Op>(pa + i * sa, sa, pb + i * sb, sb, po + i, end - i);
+        const int64_t zero = binary_run<Op>(pa + i * sa, sa, pb + i * sb, sb, po + i, end - i);
+        if (zero >= 0) found(i + zero);
         finish(i, end);
       }
     });
   };
   switch (p.mode) {
-    case 0: return flat(1, 1);
-    case 1: return flat(1, 0);
-    case 2: return flat(0, 1);
+    case 0: flat(1, 1); return first();
+    case 1: flat(1, 0); return first();
+    case 2: flat(0, 1); return first();
     case 4:
-      po[0] = Op::apply(pa[0], pb[0]);
+      if (binary_run<Op>(pa, 0, pb, 0, po, 1) >= 0) found(0);
       finish(0, 1);
-      return;
+      return first();
     default: break;
   }
-  if (p.n == 0) return;
+  if (p.n == 0) return -1;
   // General case: merged dims, the innermost one a contiguous run.
   const int32_t outer_rank = p.rank - 1;
   const int64_t inner = p.dims[outer_rank];
@@ -100,7 +124,9 @@ void binary_typed(const KernelContext& context, const BinaryPlan& p, const T* pa
         offset_a += index[i] * p.stride_a[i];
         offset_b += index[i] * p.stride_b[i];
       }
-      binary_run<Op>(pa + offset_a, p.stride_a[outer_rank], pb + offset_b, p.stride_b[outer_rank], out, inner);
+      const int64_t zero =
+          binary_run<Op>(pa + offset_a, p.stride_a[outer_rank], pb + offset_b, p.stride_b[outer_rank], out, inner);
+      if (zero >= 0) found(run * inner + zero);
       out += inner;
       if ((run + 1) * inner - unfinished >= kEpilogueChunk) {
         finish(unfinished, (run + 1) * inner);
@@ -110,11 +136,24 @@ void binary_typed(const KernelContext& context, const BinaryPlan& p, const T* pa
     }
     finish(unfinished, end * inner);
   });
+  return first();
 }
 
 template <typename Op>
 Status binary(const KernelContext& context, const Dispatch& d) {
   binary_typed<Op>(context, plan_of<BinaryPlan>(d), input(d, 0), input(d, 1), output(d, 0));
+  return ok_status();
+}
+
+// Integer arithmetic on T (ops/plans.h's rules); div and mod fail on a zero divisor.
+template <typename Op, typename T>
+Status int_binary(const KernelContext& context, const Dispatch& d) {
+  const int64_t zero =
+      binary_typed<Op>(context, plan_of<BinaryPlan>(d), input<T>(d, 0), input<T>(d, 1), output<T>(d, 0));
+  if constexpr (kChecksDivisor<Op>)
+    if (zero >= 0)
+      return invalid_argument(std::string(Op::kName) + ": integer division by zero (the divisor of result element " +
+                              std::to_string(zero) + " is 0)");
   return ok_status();
 }
 
@@ -149,12 +188,12 @@ void strided_rows(const KernelContext& context, const ops::UnaryPlan& p, const R
   });
 }
 
-template <typename Op>
+template <typename Op, typename T = float>
 Status unary(const KernelContext& context, const Dispatch& d) {
   const ops::UnaryPlan& p = plan_of<ops::UnaryPlan>(d);
   const int64_t n = p.n;
-  const float* in = input(d, 0);
-  float* out = output(d, 0);
+  const T* in = input<T>(d, 0);
+  T* out = output<T>(d, 0);
   if (p.rank > 0) {
     strided_rows(context, p, [&](int64_t from, int64_t to, int64_t length, int64_t stride) {
       for (int64_t j = 0; j < length; ++j) out[to + j] = Op::apply(in[from + j * stride]);
@@ -242,6 +281,42 @@ struct EqualOp { template <typename T> static uint8_t apply(T a, T b) { return a
 struct LessOp { template <typename T> static uint8_t apply(T a, T b) { return a < b; } };
 struct GreaterOp { template <typename T> static uint8_t apply(T a, T b) { return a > b; } };
 struct MinimumOp { static float apply(float a, float b) { return (a < b || std::isnan(a)) ? a : b; } };
+struct LessOrEqualOp { template <typename T> static uint8_t apply(T a, T b) { return a <= b; } };
+struct GreaterOrEqualOp { template <typename T> static uint8_t apply(T a, T b) { return a >= b; } };
+// Logical maps on bool bytes: any non-zero byte is true; results 0 or 1.
+struct AndOp { static uint8_t apply(uint8_t a, uint8_t b) { return (a != 0) & (b != 0); } };
+struct OrOp { static uint8_t apply(uint8_t a, uint8_t b) { return (a != 0) | (b != 0); } };
+struct XorOp { static uint8_t apply(uint8_t a, uint8_t b) { return (a != 0) ^ (b != 0); } };
+// C's fmod (ONNX Mod with fmod = 1 on floats).
+struct FmodOp { static float apply(float a, float b) { return std::fmod(a, b); } };
+
+// Integer arithmetic (ops/plans.h: wrapping, no undefined behaviour).
+struct IntAddOp { template <typename T> static T apply(T a, T b) { return ops::int_add_of(a, b); } };
+struct IntSubOp { template <typename T> static T apply(T a, T b) { return ops::int_sub_of(a, b); } };
+struct IntMulOp { template <typename T> static T apply(T a, T b) { return ops::int_mul_of(a, b); } };
+struct IntMaximumOp { template <typename T> static T apply(T a, T b) { return a > b ? a : b; } };
+struct IntMinimumOp { template <typename T> static T apply(T a, T b) { return a < b ? a : b; } };
+struct IntDivOp {
+  static constexpr bool kChecksDivisor = true;
+  static constexpr const char* kName = "div";
+  template <typename T> static T apply(T a, T b) { return ops::int_div_of(a, b); }
+};
+struct IntModOp {  // fmod = 0: the divisor's sign
+  static constexpr bool kChecksDivisor = true;
+  static constexpr const char* kName = "mod";
+  template <typename T> static T apply(T a, T b) { return ops::int_mod_of(a, b, 0); }
+};
+struct IntFmodOp {  // fmod = 1: the dividend's sign
+  static constexpr bool kChecksDivisor = true;
+  static constexpr const char* kName = "mod";
+  template <typename T> static T apply(T a, T b) { return ops::int_mod_of(a, b, 1); }
+};
+struct IntNegOp { template <typename T> static T apply(T x) { return ops::int_neg_of(x); } };
+struct IntAbsOp { template <typename T> static T apply(T x) { return ops::int_abs_of(x); } };
+struct SignOp { template <typename T> static T apply(T x) { return ops::sign_of(x); } };
+struct CeilOp { static float apply(float x) { return std::ceil(x); } };
+struct FloorOp { static float apply(float x) { return std::floor(x); } };
+struct RoundOp { static float apply(float x) { return ops::round_half_even_of(x); } };
 
 // The activations are defined once in ops/plans.h, shared with the fused
 // epilogues of conv2d and matmul (bit-identical results) and the CUDA kernels
@@ -377,6 +452,68 @@ HEXIR_COMPARE_TYPES(float)
 HEXIR_COMPARE_TYPES(int32_t)
 HEXIR_COMPARE_TYPES(int64_t)
 #undef HEXIR_COMPARE_TYPES
+
+template <typename T>
+Status less_or_equal(const KernelContext& c, const Dispatch& d) {
+  return compare<LessOrEqualOp, T>(c, d);
+}
+template <typename T>
+Status greater_or_equal(const KernelContext& c, const Dispatch& d) {
+  return compare<GreaterOrEqualOp, T>(c, d);
+}
+#define HEXIR_COMPARE_TYPES(T)                                                \
+  template Status less_or_equal<T>(const KernelContext&, const Dispatch&); \
+  template Status greater_or_equal<T>(const KernelContext&, const Dispatch&);
+HEXIR_COMPARE_TYPES(float)
+HEXIR_COMPARE_TYPES(int32_t)
+HEXIR_COMPARE_TYPES(int64_t)
+#undef HEXIR_COMPARE_TYPES
+
+Status logical_and(const KernelContext& c, const Dispatch& d) { return compare<AndOp, uint8_t>(c, d); }
+Status logical_or(const KernelContext& c, const Dispatch& d) { return compare<OrOp, uint8_t>(c, d); }
+Status logical_xor(const KernelContext& c, const Dispatch& d) { return compare<XorOp, uint8_t>(c, d); }
+
+Status fmod(const KernelContext& c, const Dispatch& d) { return binary<FmodOp>(c, d); }
+template <typename T>
+Status int_add(const KernelContext& c, const Dispatch& d) { return int_binary<IntAddOp, T>(c, d); }
+template <typename T>
+Status int_sub(const KernelContext& c, const Dispatch& d) { return int_binary<IntSubOp, T>(c, d); }
+template <typename T>
+Status int_mul(const KernelContext& c, const Dispatch& d) { return int_binary<IntMulOp, T>(c, d); }
+template <typename T>
+Status int_div(const KernelContext& c, const Dispatch& d) { return int_binary<IntDivOp, T>(c, d); }
+template <typename T>
+Status int_maximum(const KernelContext& c, const Dispatch& d) { return int_binary<IntMaximumOp, T>(c, d); }
+template <typename T>
+Status int_minimum(const KernelContext& c, const Dispatch& d) { return int_binary<IntMinimumOp, T>(c, d); }
+template <typename T>
+Status int_mod(const KernelContext& c, const Dispatch& d) {
+  return plan_of<BinaryPlan>(d).variant == 1 ? int_binary<IntFmodOp, T>(c, d) : int_binary<IntModOp, T>(c, d);
+}
+template <typename T>
+Status int_neg(const KernelContext& c, const Dispatch& d) { return unary<IntNegOp, T>(c, d); }
+template <typename T>
+Status int_abs(const KernelContext& c, const Dispatch& d) { return unary<IntAbsOp, T>(c, d); }
+template <typename T>
+Status sign(const KernelContext& c, const Dispatch& d) { return unary<SignOp, T>(c, d); }
+#define HEXIR_INT_TYPES(T)                                              \
+  template Status int_add<T>(const KernelContext&, const Dispatch&);     \
+  template Status int_sub<T>(const KernelContext&, const Dispatch&);     \
+  template Status int_mul<T>(const KernelContext&, const Dispatch&);     \
+  template Status int_div<T>(const KernelContext&, const Dispatch&);     \
+  template Status int_maximum<T>(const KernelContext&, const Dispatch&); \
+  template Status int_minimum<T>(const KernelContext&, const Dispatch&); \
+  template Status int_mod<T>(const KernelContext&, const Dispatch&);     \
+  template Status int_neg<T>(const KernelContext&, const Dispatch&);     \
+  template Status int_abs<T>(const KernelContext&, const Dispatch&);     \
+  template Status sign<T>(const KernelContext&, const Dispatch&);
+HEXIR_INT_TYPES(int32_t)
+HEXIR_INT_TYPES(int64_t)
+#undef HEXIR_INT_TYPES
+template Status sign<float>(const KernelContext&, const Dispatch&);
+Status ceil(const KernelContext& c, const Dispatch& d) { return unary<CeilOp>(c, d); }
+Status floor(const KernelContext& c, const Dispatch& d) { return unary<FloorOp>(c, d); }
+Status round(const KernelContext& c, const Dispatch& d) { return unary<RoundOp>(c, d); }
 
 // Any non-zero byte is true; the result is 0 or 1.
 Status logical_not(const KernelContext&, const Dispatch& d) {

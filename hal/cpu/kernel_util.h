@@ -258,6 +258,42 @@ Status less(const KernelContext&, const Dispatch&);
 template <typename T>
 Status greater(const KernelContext&, const Dispatch&);
 Status logical_not(const KernelContext&, const Dispatch&);
+template <typename T>
+Status less_or_equal(const KernelContext&, const Dispatch&);
+template <typename T>
+Status greater_or_equal(const KernelContext&, const Dispatch&);
+// Two bool operands (any non-zero byte is true), bool results.
+Status logical_and(const KernelContext&, const Dispatch&);
+Status logical_or(const KernelContext&, const Dispatch&);
+Status logical_xor(const KernelContext&, const Dispatch&);
+// mod with fmod = 1 on f32 (C's fmod).
+Status fmod(const KernelContext&, const Dispatch&);
+// Integer arithmetic on T (int32_t or int64_t) by ops/plans.h's int_*_of
+// rules; div and mod fail the invoke on a zero divisor, naming the result
+// element. mod reads fmod from the plan's variant. sign also on float.
+template <typename T>
+Status int_add(const KernelContext&, const Dispatch&);
+template <typename T>
+Status int_sub(const KernelContext&, const Dispatch&);
+template <typename T>
+Status int_mul(const KernelContext&, const Dispatch&);
+template <typename T>
+Status int_div(const KernelContext&, const Dispatch&);
+template <typename T>
+Status int_maximum(const KernelContext&, const Dispatch&);
+template <typename T>
+Status int_minimum(const KernelContext&, const Dispatch&);
+template <typename T>
+Status int_mod(const KernelContext&, const Dispatch&);
+template <typename T>
+Status int_neg(const KernelContext&, const Dispatch&);
+template <typename T>
+Status int_abs(const KernelContext&, const Dispatch&);
+template <typename T>
+Status sign(const KernelContext&, const Dispatch&);
+Status ceil(const KernelContext&, const Dispatch&);
+Status floor(const KernelContext&, const Dispatch&);
+Status round(const KernelContext&, const Dispatch&);
 Status relu(const KernelContext&, const Dispatch&);
 Status gelu(const KernelContext&, const Dispatch&);
 Status silu(const KernelContext&, const Dispatch&);

@@ -88,6 +88,46 @@ Status compare(const Dispatch& d, Launcher& launcher) {
   return launcher.launch(K, linear_config(p.plan.n), &p);
 }
 
+// Integer arithmetic (IntBinaryOp `Op`) on operands of `Dtype` (kCastI32 or kCastI64).
+template <int32_t Op, int32_t Dtype>
+Status int_binary(const Dispatch& d, Launcher& launcher) {
+  IntBinaryParams p{};
+  p.a = d.operands[0];
+  p.b = d.operands[1];
+  p.out = d.operands[2];
+  p.op = Op;
+  p.plan = plan_of<ops::BinaryPlan>(d);
+  if (p.plan.n == 0) return ok_status();
+  return launcher.launch(Dtype == kCastI32 ? Kernel::kIntBinaryI32 : Kernel::kIntBinaryI64,
+                         linear_config(p.plan.n), &p);
+}
+
+// and, or, xor (LogicalOp `Op`) on bool operands.
+template <int32_t Op>
+Status logical(const Dispatch& d, Launcher& launcher) {
+  IntBinaryParams p{};
+  p.a = d.operands[0];
+  p.b = d.operands[1];
+  p.out = d.operands[2];
+  p.op = Op;
+  p.plan = plan_of<ops::BinaryPlan>(d);
+  if (p.plan.n == 0) return ok_status();
+  return launcher.launch(Kernel::kLogical, linear_config(p.plan.n), &p);
+}
+
+// neg, abs, sign (IntUnaryOp `Op`) on `Dtype` (kCastI32 or kCastI64).
+template <int32_t Op, int32_t Dtype>
+Status int_unary(const Dispatch& d, Launcher& launcher) {
+  IntUnaryParams p{};
+  p.in = d.operands[0];
+  p.out = d.operands[1];
+  p.op = Op;
+  p.plan = plan_of<ops::UnaryPlan>(d);
+  if (p.plan.n == 0) return ok_status();
+  return launcher.launch(Dtype == kCastI32 ? Kernel::kIntUnaryI32 : Kernel::kIntUnaryI64,
+                         linear_config(p.plan.n), &p);
+}
+
 Status logical_not(const Dispatch& d, Launcher& launcher) {
   NotParams p;
   p.in = in<uint8_t>(d, 0);
@@ -448,6 +488,13 @@ constexpr int kF32 = static_cast<int>(DType::kF32);
   {OpId::kCast, from, kCastF32, cast}, {OpId::kCast, from, kCastF16, cast},                            \
   {OpId::kCast, from, kCastI32, cast}, {OpId::kCast, from, kCastI64, cast},                            \
   {OpId::kCast, from, kCastU8, cast}, {OpId::kCast, from, kCastBool, cast}
+// An integer operator: one line per dtype.
+#define HEXIR_INT_BINARY(op, code)                                  \
+  {OpId::op, kCastI32, kCastI32, int_binary<code, kCastI32>},       \
+  {OpId::op, kCastI64, kCastI64, int_binary<code, kCastI64>}
+#define HEXIR_INT_UNARY(op, code)                                   \
+  {OpId::op, kCastI32, kCastI32, int_unary<code, kCastI32>},        \
+  {OpId::op, kCastI64, kCastI64, int_unary<code, kCastI64>}
 // clang-format on
 
 constexpr KernelEntry<CudaKernelFn> kKernels[] = {
@@ -519,9 +566,38 @@ constexpr KernelEntry<CudaKernelFn> kKernels[] = {
     HEXIR_CAST_FROM(kCastI64),
     HEXIR_CAST_FROM(kCastU8),
     HEXIR_CAST_FROM(kCastBool),
+    // Integer arithmetic (the f32 operators on i32 and i64) and the integer,
+    // boolean and rounding operators.
+    HEXIR_INT_BINARY(kAdd, kIntAdd),
+    HEXIR_INT_BINARY(kSub, kIntSub),
+    HEXIR_INT_BINARY(kMul, kIntMul),
+    HEXIR_INT_BINARY(kDiv, kIntDiv),
+    HEXIR_INT_BINARY(kMaximum, kIntMaximum),
+    HEXIR_INT_BINARY(kMinimum, kIntMinimum),
+    HEXIR_INT_BINARY(kMod, kIntMod),
+    HEXIR_INT_UNARY(kNeg, kIntNeg),
+    HEXIR_INT_UNARY(kAbs, kIntAbs),
+    HEXIR_INT_UNARY(kSign, kIntSign),
+    {OpId::kMod, kF32, kF32, binary<Kernel::kFmod>},
+    {OpId::kLessOrEqual, kCastF32, kAnyDType, compare<Kernel::kLessOrEqual, kCastF32>},
+    {OpId::kLessOrEqual, kCastI32, kAnyDType, compare<Kernel::kLessOrEqual, kCastI32>},
+    {OpId::kLessOrEqual, kCastI64, kAnyDType, compare<Kernel::kLessOrEqual, kCastI64>},
+    {OpId::kGreaterOrEqual, kCastF32, kAnyDType, compare<Kernel::kGreaterOrEqual, kCastF32>},
+    {OpId::kGreaterOrEqual, kCastI32, kAnyDType, compare<Kernel::kGreaterOrEqual, kCastI32>},
+    {OpId::kGreaterOrEqual, kCastI64, kAnyDType, compare<Kernel::kGreaterOrEqual, kCastI64>},
+    // and, or, xor: bool only (their rule).
+    {OpId::kAnd, kAnyDType, kAnyDType, logical<kLogicalAnd>},
+    {OpId::kOr, kAnyDType, kAnyDType, logical<kLogicalOr>},
+    {OpId::kXor, kAnyDType, kAnyDType, logical<kLogicalXor>},
+    {OpId::kSign, kF32, kF32, unary<Kernel::kSign>},
+    {OpId::kCeil, kF32, kF32, unary<Kernel::kCeil>},
+    {OpId::kFloor, kF32, kF32, unary<Kernel::kFloor>},
+    {OpId::kRound, kF32, kF32, unary<Kernel::kRound>},
 };
 
 #undef HEXIR_CAST_FROM
+#undef HEXIR_INT_BINARY
+#undef HEXIR_INT_UNARY
 
 }  // namespace
 

@@ -18,15 +18,34 @@ Result<std::vector<int64_t>> lower_none(std::span<const TensorType>, const AttrM
   return no_attributes(kId, attrs);
 }
 
+bool arithmetic(DType t) { return t == DType::kF32 || t == DType::kI32 || t == DType::kI64; }
+
+// Both operands f32, i32 or i64, of one dtype (pow: f32 only, OpDef::f32_only).
+Status check_arithmetic(OpId id, std::span<const TensorType> in) {
+  for (const TensorType& t : in)
+    if (!arithmetic(t.dtype) || t.dtype != in[0].dtype) {
+      std::string operands;
+      for (const TensorType& u : in) operands += (operands.empty() ? "" : " and ") + u.to_string();
+      return invalid_argument(prefix(id) + "operands are " + operands + "; " +
+                              (in.size() > 1 ? "both must be f32, i32 or i64, of one dtype"
+                                             : "it must be f32, i32 or i64"));
+    }
+  return ok_status();
+}
+
 template <OpId kId>
 Result<std::vector<TensorType>> infer_binary(std::span<const TensorType> in,
                                              std::span<const int64_t> params) {
+  HEXIR_RETURN_IF_ERROR(check_arithmetic(kId, in));
   // add and mul may carry a fused epilogue (the residual add + relu of a
-  // convnet; a scalar mul and add after them as an affine map).
-  if ((kId == kAdd || kId == kMul) && params.size() == kEpilogueWords)
+  // convnet; a scalar mul and add after them as an affine map), on f32.
+  if ((kId == kAdd || kId == kMul) && params.size() == kEpilogueWords) {
+    if (in[0].dtype != DType::kF32)
+      return invalid_argument(prefix(kId) + "a fused epilogue needs f32 operands, not " + in[0].to_string());
     HEXIR_RETURN_IF_ERROR(check_epilogue(kId, params));
-  else
+  } else {
     HEXIR_RETURN_IF_ERROR(check_param_count(kId, params, 0));
+  }
   auto dims = broadcast_shapes(in[0].dims, in[1].dims);
   if (!dims)
     return invalid_argument(prefix(kId) + "shapes " + shape_str(in[0].dims) + " and " +
@@ -49,6 +68,49 @@ Result<std::vector<TensorType>> infer_compare(std::span<const TensorType> in,
     return invalid_argument(prefix(kId) + "shapes " + shape_str(in[0].dims) + " and " +
                             shape_str(in[1].dims) + " do not broadcast");
   return one({DType::kBool, *dims});
+}
+
+// and, or, xor: two bool operands, a bool result.
+template <OpId kId>
+Result<std::vector<TensorType>> infer_logical(std::span<const TensorType> in,
+                                              std::span<const int64_t> params) {
+  HEXIR_RETURN_IF_ERROR(check_param_count(kId, params, 0));
+  if (in[0].dtype != DType::kBool || in[1].dtype != DType::kBool)
+    return invalid_argument(prefix(kId) + "operands are " + in[0].to_string() + " and " + in[1].to_string() +
+                            "; both must be bool");
+  auto dims = broadcast_shapes(in[0].dims, in[1].dims);
+  if (!dims)
+    return invalid_argument(prefix(kId) + "shapes " + shape_str(in[0].dims) + " and " +
+                            shape_str(in[1].dims) + " do not broadcast");
+  return one({DType::kBool, *dims});
+}
+
+// mod: [fmod] (ONNX's attribute, 0 by default); fmod 0 on integers only.
+Result<std::vector<int64_t>> lower_mod(std::span<const TensorType>, const AttrMap& attrs,
+                                       std::span<const TensorType>) {
+  HEXIR_RETURN_IF_ERROR(check_attr_names(kMod, attrs, {"fmod"}));
+  HEXIR_ASSIGN_OR_RETURN(int64_t fmod, int_attr(kMod, attrs, "fmod", 0));
+  return std::vector<int64_t>{fmod};
+}
+
+AttrMap raise_mod(std::span<const TensorType>, std::span<const int64_t> params) {
+  AttrMap attrs;
+  if (!params.empty() && params[0] != 0) attrs["fmod"] = AttrValue{params[0]};
+  return attrs;
+}
+
+Result<std::vector<TensorType>> infer_mod(std::span<const TensorType> in, std::span<const int64_t> params) {
+  HEXIR_RETURN_IF_ERROR(check_param_count(kMod, params, 1));
+  if (params[0] != 0 && params[0] != 1)
+    return invalid_argument(prefix(kMod) + "fmod parameter must be 0 or 1, not " + std::to_string(params[0]));
+  HEXIR_RETURN_IF_ERROR(check_arithmetic(kMod, in));
+  if (in[0].dtype == DType::kF32 && params[0] == 0)
+    return invalid_argument(prefix(kMod) + "f32 operands need fmod = 1 (ONNX Mod)");
+  auto dims = broadcast_shapes(in[0].dims, in[1].dims);
+  if (!dims)
+    return invalid_argument(prefix(kMod) + "shapes " + shape_str(in[0].dims) + " and " +
+                            shape_str(in[1].dims) + " do not broadcast");
+  return one({in[0].dtype, *dims});
 }
 
 // Merges the output dims of a broadcast over `count` operands: size-1 dims
@@ -98,7 +160,8 @@ void view_broadcast_strides(std::span<const int64_t> dims, std::span<const int64
     strides[i] = i < lead || dims[i - lead] == 1 ? 0 : view[i - lead];
 }
 
-void plan_binary(const PlanInput& op, OpPlan& out) {
+// The broadcast geometry (and add's and mul's epilogue; none for mod's one word).
+BinaryPlan& start_binary_plan(const PlanInput& op, OpPlan& out) {
   BinaryPlan& p = out.start<BinaryPlan>();
   p.epilogue = plan_epilogue(op.params, 0);
   const TensorType& result = op.outputs[0];
@@ -127,6 +190,14 @@ void plan_binary(const PlanInput& op, OpPlan& out) {
     p.rank = merge_broadcast(result.dims, strides, p.dims, merged);
     p.mode = p.rank == 0 ? 4 : 3;
   }
+  return p;
+}
+
+void plan_binary(const PlanInput& op, OpPlan& out) { start_binary_plan(op, out); }
+
+// The binary plan with mod's fmod word as its variant.
+void plan_mod(const PlanInput& op, OpPlan& out) {
+  start_binary_plan(op, out).variant = static_cast<int32_t>(op.params[0]);
 }
 
 // ---- unary ------------------------------------------------------------------
@@ -146,6 +217,15 @@ void plan_unary_strides(const PlanInput& op, UnaryPlan& p) {
     p.dims[d] = x.dims[d];
     p.stride[d] = op.input_strides[0][d];
   }
+}
+
+// neg, abs, sign: f32, i32 or i64.
+template <OpId kId>
+Result<std::vector<TensorType>> infer_unary_arithmetic(std::span<const TensorType> in,
+                                                       std::span<const int64_t> params) {
+  HEXIR_RETURN_IF_ERROR(check_param_count(kId, params, 0));
+  HEXIR_RETURN_IF_ERROR(check_arithmetic(kId, in));
+  return one(in[0]);
 }
 
 void plan_unary(const PlanInput& op, OpPlan& out) {
@@ -350,8 +430,15 @@ void plan_cast(const PlanInput& op, OpPlan& out) {
 
 // Elementwise: one FLOP per element written.
 // clang-format off
+// f32, i32 or i64 (the rule checks).
 #define HEXIR_BINARY_OP(id, name)                                                                   \
-  { id, name, 2, 2, 1, 1, true, true, false, 0, lower_none<id>, raise_none, infer_binary<id>,       \
+  { id, name, 2, 2, 1, 1, false, true, false, 0, lower_none<id>, raise_none, infer_binary<id>,      \
+    flops_per_element, nullptr, plan_binary }
+#define HEXIR_UNARY_ARITHMETIC_OP(id, name)                                                         \
+  { id, name, 1, 1, 1, 1, false, true, false, 0, lower_none<id>, raise_none,                        \
+    infer_unary_arithmetic<id>, flops_per_element, nullptr, plan_unary }
+#define HEXIR_LOGICAL_OP(id, name)                                                                  \
+  { id, name, 2, 2, 1, 1, false, true, false, 0, lower_none<id>, raise_none, infer_logical<id>,     \
     flops_per_element, nullptr, plan_binary }
 #define HEXIR_UNARY_OP(id, name)                                                                    \
   { id, name, 1, 1, 1, 1, true, true, false, 0, lower_none<id>, raise_none, infer_unary<id>,        \
@@ -364,10 +451,10 @@ void plan_cast(const PlanInput& op, OpPlan& out) {
 // clang-format on
 
 constexpr OpDef kDefs[] = {
-    {kAdd, "add", 2, 2, 1, 1, true, true, false, 0, lower_with_epilogue<kAdd>, raise_with_epilogue,
+    {kAdd, "add", 2, 2, 1, 1, false, true, false, 0, lower_with_epilogue<kAdd>, raise_with_epilogue,
      infer_binary<kAdd>, flops_per_element, nullptr, plan_binary},
     HEXIR_BINARY_OP(kSub, "sub"),
-    {kMul, "mul", 2, 2, 1, 1, true, true, false, 0, lower_with_epilogue<kMul>, raise_with_epilogue,
+    {kMul, "mul", 2, 2, 1, 1, false, true, false, 0, lower_with_epilogue<kMul>, raise_with_epilogue,
      infer_binary<kMul>, flops_per_element, nullptr, plan_binary},
     HEXIR_BINARY_OP(kDiv, "div"),
     HEXIR_BINARY_OP(kMaximum, "maximum"),
@@ -381,7 +468,7 @@ constexpr OpDef kDefs[] = {
     HEXIR_UNARY_OP(kExp, "exp"),
     HEXIR_UNARY_OP(kSqrt, "sqrt"),
     HEXIR_UNARY_OP(kRsqrt, "rsqrt"),
-    HEXIR_UNARY_OP(kNeg, "neg"),
+    HEXIR_UNARY_ARITHMETIC_OP(kNeg, "neg"),
     // where: keyed by x's dtype; its result never takes the 1-byte condition's storage.
     {kWhere, "where", 3, 3, 1, 1, false, false, false, 1, lower_none<kWhere>, raise_none, infer_where,
      flops_per_element, nullptr, plan_where},
@@ -399,19 +486,33 @@ constexpr OpDef kDefs[] = {
     HEXIR_UNARY_OP(kErf, "erf"),
     HEXIR_UNARY_OP(kLog, "log"),
     HEXIR_UNARY_OP(kSoftplus, "softplus"),
-    HEXIR_UNARY_OP(kAbs, "abs"),
+    HEXIR_UNARY_ARITHMETIC_OP(kAbs, "abs"),
     HEXIR_UNARY_OP(kReciprocal, "reciprocal"),
-    HEXIR_BINARY_OP(kPow, "pow"),
+    {kPow, "pow", 2, 2, 1, 1, true, true, false, 0, lower_none<kPow>, raise_none, infer_binary<kPow>,
+     flops_per_element, nullptr, plan_binary},
     HEXIR_COMPARE_OP(kEqual, "equal"),
     HEXIR_COMPARE_OP(kLess, "less"),
     HEXIR_COMPARE_OP(kGreater, "greater"),
     {kNot, "not", 1, 1, 1, 1, false, true, false, 0, lower_none<kNot>, raise_none, infer_not,
      flops_per_element, nullptr, plan_unary},
+    {kMod, "mod", 2, 2, 1, 1, false, true, false, 0, lower_mod, raise_mod, infer_mod, flops_per_element,
+     nullptr, plan_mod},
+    HEXIR_COMPARE_OP(kLessOrEqual, "less_or_equal"),
+    HEXIR_COMPARE_OP(kGreaterOrEqual, "greater_or_equal"),
+    HEXIR_LOGICAL_OP(kAnd, "and"),
+    HEXIR_LOGICAL_OP(kOr, "or"),
+    HEXIR_LOGICAL_OP(kXor, "xor"),
+    HEXIR_UNARY_ARITHMETIC_OP(kSign, "sign"),
+    HEXIR_UNARY_OP(kCeil, "ceil"),
+    HEXIR_UNARY_OP(kFloor, "floor"),
+    HEXIR_UNARY_OP(kRound, "round"),
 };
 
 #undef HEXIR_BINARY_OP
 #undef HEXIR_UNARY_OP
 #undef HEXIR_COMPARE_OP
+#undef HEXIR_UNARY_ARITHMETIC_OP
+#undef HEXIR_LOGICAL_OP
 
 }  // namespace
 

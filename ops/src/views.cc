@@ -26,6 +26,10 @@ int elementwise_map_arity(OpId op) {
     case OpId::kAbs:
     case OpId::kReciprocal:
     case OpId::kSoftplus:
+    case OpId::kSign:
+    case OpId::kCeil:
+    case OpId::kFloor:
+    case OpId::kRound:
       return 1;
     case OpId::kAdd:
     case OpId::kSub:
@@ -37,6 +41,12 @@ int elementwise_map_arity(OpId op) {
     case OpId::kEqual:
     case OpId::kLess:
     case OpId::kGreater:
+    case OpId::kMod:
+    case OpId::kLessOrEqual:
+    case OpId::kGreaterOrEqual:
+    case OpId::kAnd:
+    case OpId::kOr:
+    case OpId::kXor:
       return 2;
     default:
       return 0;

@@ -12,6 +12,7 @@
 #include <limits>
 #include <numbers>
 #include <random>
+#include <type_traits>
 
 #include "reference_util.h"
 
@@ -137,9 +138,11 @@ TEST_CASE("binary: rank above 8 is rejected") {
   CHECK(status.code() == StatusCode::kInvalidArgument);
 }
 
-TEST_CASE("binary: non-f32 operands and wrong operand counts are rejected") {
-  HostTensor a(DType::kI32, {4}), b(DType::kI32, {4}), out(DType::kI32, {4});
+TEST_CASE("binary: unsupported and mixed dtypes and wrong operand counts are rejected") {
+  HostTensor a(DType::kU8, {4}), b(DType::kU8, {4}), out(DType::kU8, {4});
   CHECK(run_kernel(OpId::kAdd, {&a, &b}, out).code() == StatusCode::kInvalidArgument);
+  HostTensor i(DType::kI32, {4}), j(DType::kI64, {4}), k(DType::kI64, {4});
+  CHECK(run_kernel(OpId::kAdd, {&i, &j}, k).code() == StatusCode::kInvalidArgument);
   HostTensor f = random_f32({4}, 1), g(DType::kF32, {4});
   CHECK(run_kernel(OpId::kAdd, {&f}, g).code() == StatusCode::kInvalidArgument);
 }
@@ -306,7 +309,8 @@ TEST_CASE("kernel table: every dispatchable operator has a cpu kernel for its f3
     const ops::KernelKey key{id, id == OpId::kWhere ? DType::kF32 : DType::kF32, DType::kF32};
     CHECK((cpu::find_cpu_kernel(key) == nullptr) == ops::op_def(id).is_view);
   }
-  CHECK((cpu::find_cpu_kernel({OpId::kAdd, DType::kI32, DType::kI32}) == nullptr));
+  CHECK((cpu::find_cpu_kernel({OpId::kSoftmax, DType::kI32, DType::kI32}) == nullptr));
+  CHECK((cpu::find_cpu_kernel({OpId::kAdd, DType::kI32, DType::kI32}) != nullptr));
   CHECK((cpu::find_cpu_kernel({OpId::kCast, DType::kBF16, DType::kF32}) == nullptr));
   CHECK((cpu::find_cpu_kernel({OpId::kCast, DType::kI64, DType::kF16}) != nullptr));
 }
@@ -1068,6 +1072,270 @@ TEST_CASE("cast: any non-zero bool byte reads as true; a shape of any rank") {
   fill_sentinel(empty_out, 0xAB);
   REQUIRE(run_kernel(OpId::kCast, {&empty}, empty_out, {static_cast<int64_t>(DType::kI64)}).ok());
   check_untouched(empty_out, 0xAB);
+}
+
+// ---- integer and boolean arithmetic, rounding -----------------------------------
+
+// The integer references compute in __int128, where no i32 or i64 operation
+// overflows, then wrap to T (two's complement): independent of the kernels'
+// unsigned arithmetic and of ops/plans.h's rules.
+template <typename T>
+T wrap_to(__int128 v) {
+  using U = std::make_unsigned_t<T>;
+  return static_cast<T>(static_cast<U>(static_cast<unsigned __int128>(v)));
+}
+
+template <typename T>
+HostTensor int_tensor(const Dims& dims, const std::vector<T>& values) {
+  HostTensor t(std::is_same_v<T, int32_t> ? DType::kI32 : DType::kI64, dims);
+  REQUIRE(values.size() == static_cast<size_t>(t.count()));
+  if (!values.empty()) std::memcpy(t.bytes.data(), values.data(), values.size() * sizeof(T));
+  return t;
+}
+
+// Operands with the extremes, -1, 0 and 1 in them; `nonzero`: no zero (divisors).
+template <typename T>
+HostTensor int_operand(const Dims& dims, uint32_t seed, bool nonzero) {
+  HostTensor t = int_tensor<T>(dims, std::vector<T>(static_cast<size_t>(product(dims))));
+  std::mt19937_64 rng(seed);
+  const T specials[] = {std::numeric_limits<T>::min(), std::numeric_limits<T>::max(), T(-1), T(1), T(0), T(7), T(-7)};
+  for (int64_t i = 0; i < t.count(); ++i) {
+    T v = rng() % 3 == 0 ? specials[rng() % 7] : static_cast<T>(static_cast<int64_t>(rng() % 41) - 20);
+    if (nonzero && v == 0) v = 3;
+    std::memcpy(t.bytes.data() + i * sizeof(T), &v, sizeof(T));
+  }
+  return t;
+}
+
+// floor division in __int128 (rounds toward -inf), for mod's fmod = 0.
+__int128 floor_div(__int128 a, __int128 b) {
+  __int128 q = a / b;
+  if (q * b != a && ((a < 0) != (b < 0))) q -= 1;
+  return q;
+}
+
+template <typename T>
+void check_int_binary(OpId id, int64_t fmod, const Dims& da, const Dims& db, uint32_t seed) {
+  const bool divides = id == OpId::kDiv || id == OpId::kMod;
+  const HostTensor a = int_operand<T>(da, seed, false), b = int_operand<T>(db, seed + 1, divides);
+  const Dims dims = broadcast(da, db);
+  INFO(ops::op_def(id).name << " fmod " << fmod << " " << dtype_name(a.dtype) << dims_string(da) << " with "
+                            << dims_string(db));
+  HostTensor out(a.dtype, dims);
+  HostTensor ac = a, bc = b;
+  const std::vector<int64_t> params = id == OpId::kMod ? std::vector<int64_t>{fmod} : std::vector<int64_t>{};
+  const Status s = run_kernel(id, {&ac, &bc}, out, params);
+  REQUIRE_MESSAGE(s.ok(), s.to_string());
+  for (int64_t i = 0; i < product(dims); ++i) {
+    const Dims index = unravel(i, dims);
+    const __int128 x = element<T>(a, broadcast_offset(index, da)), y = element<T>(b, broadcast_offset(index, db));
+    __int128 want = 0;
+    switch (id) {
+      case OpId::kAdd: want = x + y; break;
+      case OpId::kSub: want = x - y; break;
+      case OpId::kMul: want = x * y; break;
+      case OpId::kDiv: want = x / y; break;  // truncates toward zero; min / -1 wraps below
+      case OpId::kMaximum: want = x > y ? x : y; break;
+      case OpId::kMinimum: want = x < y ? x : y; break;
+      default: want = fmod ? x - y * (x / y) : x - y * floor_div(x, y); break;
+    }
+    if (element<T>(out, i) != wrap_to<T>(want)) {
+      INFO("element " << i << ": " << static_cast<int64_t>(x) << ", " << static_cast<int64_t>(y) << " gave "
+                      << static_cast<int64_t>(element<T>(out, i)) << ", want "
+                      << static_cast<int64_t>(wrap_to<T>(want)));
+      CHECK(false);
+      return;
+    }
+  }
+}
+
+TEST_CASE("integer add, sub, mul, div, maximum, minimum, mod: i32 and i64 against __int128, every broadcast") {
+  const std::pair<Dims, Dims> shapes[] = {{{5, 9}, {5, 9}}, {{4, 6}, {6}},      {{}, {3, 4}},  {{7, 3}, {}},
+                                          {{4, 1}, {1, 3, 1, 6}}, {{2, 1, 5}, {3, 1}}, {{0, 2}, {2}}, {{1}, {1}}};
+  uint32_t seed = 700;
+  for (const auto& [da, db] : shapes) {
+    for (OpId id : {OpId::kAdd, OpId::kSub, OpId::kMul, OpId::kDiv, OpId::kMaximum, OpId::kMinimum}) {
+      check_int_binary<int32_t>(id, 0, da, db, seed);
+      check_int_binary<int64_t>(id, 0, da, db, seed + 2);
+    }
+    for (int64_t fmod : {0, 1}) {
+      check_int_binary<int32_t>(OpId::kMod, fmod, da, db, seed + 4);
+      check_int_binary<int64_t>(OpId::kMod, fmod, da, db, seed + 6);
+    }
+    seed += 10;
+  }
+}
+
+TEST_CASE("integer div and mod: spelled-out signs, the lowest value by -1, and a zero divisor fails the invoke") {
+  const Dims d{8};
+  const int32_t lo = std::numeric_limits<int32_t>::min();
+  HostTensor a = int_tensor<int32_t>(d, {7, -7, 7, -7, lo, lo, 5, 0});
+  HostTensor b = int_tensor<int32_t>(d, {2, 2, -2, -2, -1, 1, 5, -3});
+  HostTensor out(DType::kI32, d);
+  REQUIRE(run_kernel(OpId::kDiv, {&a, &b}, out).ok());
+  CHECK(values_of<int32_t>(out) == std::vector<int32_t>{3, -3, -3, 3, lo, lo, 1, 0});
+  REQUIRE(run_kernel(OpId::kMod, {&a, &b}, out, {0}).ok());  // the divisor's sign (Python's %)
+  CHECK(values_of<int32_t>(out) == std::vector<int32_t>{1, 1, -1, -1, 0, 0, 0, 0});
+  REQUIRE(run_kernel(OpId::kMod, {&a, &b}, out, {1}).ok());  // the dividend's sign (C's %)
+  CHECK(values_of<int32_t>(out) == std::vector<int32_t>{1, -1, 1, -1, 0, 0, 0, 0});
+
+  // A zero divisor: a status naming the operator and the first result element,
+  // whichever way the operands broadcast (flat, scalar, general walk).
+  const int64_t lo64 = std::numeric_limits<int64_t>::min();
+  HostTensor x = int_tensor<int64_t>({2, 3}, {1, 2, 3, lo64, 5, 6});
+  struct ZeroCase {
+    Dims dims;
+    std::vector<int64_t> divisor;
+    int64_t first;
+  };
+  const ZeroCase zero_cases[] = {{{2, 3}, {1, 1, 1, 1, 0, 0}, 4}, {{}, {0}, 0}, {{3}, {1, 0, 1}, 1},
+                                 {{2, 1}, {1, 0}, 3}};
+  for (const ZeroCase& z : zero_cases) {
+    for (OpId id : {OpId::kDiv, OpId::kMod}) {
+      HostTensor y = int_tensor<int64_t>(z.dims, z.divisor);
+      HostTensor r(DType::kI64, {2, 3});
+      const Status s = run_kernel(id, {&x, &y}, r, id == OpId::kMod ? std::vector<int64_t>{0} : std::vector<int64_t>{});
+      INFO(s.to_string());
+      CHECK(s.code() == StatusCode::kInvalidArgument);
+      CHECK(s.message().find(std::string(ops::op_def(id).name) + ": integer division by zero") != std::string::npos);
+      CHECK(s.message().find("result element " + std::to_string(z.first) + " ") != std::string::npos);
+    }
+  }
+  // A large zero-free run is split over the pool; a zero deep in it is still reported first.
+  HostTensor big_a = int_operand<int32_t>({300000}, 5, false), big_b = int_operand<int32_t>({300000}, 6, true);
+  int32_t zero = 0;
+  std::memcpy(big_b.bytes.data() + 4 * 250001, &zero, 4);
+  std::memcpy(big_b.bytes.data() + 4 * 299999, &zero, 4);
+  HostTensor big_out(DType::kI32, {300000});
+  const Status s = run_kernel(OpId::kDiv, {&big_a, &big_b}, big_out);
+  CHECK(s.message().find("result element 250001 ") != std::string::npos);
+}
+
+template <typename T>
+void check_int_unary(OpId id, uint32_t seed) {
+  const HostTensor x = int_operand<T>({3, 67}, seed, false);
+  INFO(ops::op_def(id).name << " " << dtype_name(x.dtype));
+  HostTensor out(x.dtype, x.dims);
+  REQUIRE(run_kernel(id, {const_cast<HostTensor*>(&x)}, out).ok());
+  for (int64_t i = 0; i < x.count(); ++i) {
+    const __int128 v = element<T>(x, i);
+    const __int128 want = id == OpId::kNeg ? -v : id == OpId::kAbs ? (v < 0 ? -v : v) : (v > 0) - (v < 0);
+    CAPTURE(i);
+    CHECK(element<T>(out, i) == wrap_to<T>(want));
+  }
+}
+
+TEST_CASE("integer neg, abs, sign: i32 and i64 (the lowest value negates to itself)") {
+  for (OpId id : {OpId::kNeg, OpId::kAbs, OpId::kSign}) {
+    check_int_unary<int32_t>(id, 800);
+    check_int_unary<int64_t>(id, 801);
+  }
+  HostTensor x = int_tensor<int64_t>({3}, {std::numeric_limits<int64_t>::min(), -5, 0});
+  HostTensor out(DType::kI64, {3});
+  REQUIRE(run_kernel(OpId::kAbs, {&x}, out).ok());
+  CHECK(values_of<int64_t>(out) == std::vector<int64_t>{std::numeric_limits<int64_t>::min(), 5, 0});
+}
+
+// ONNX Round written out: halves go to the even neighbour.
+double round_half_even(double x) {
+  if (std::isnan(x) || std::isinf(x)) return x;
+  const double f = std::floor(x), diff = x - f;
+  if (diff != 0.5) return diff < 0.5 ? f : f + 1;
+  return std::fmod(f, 2.0) == 0 ? f : f + 1;
+}
+
+TEST_CASE("sign, ceil, floor, round (half to even), mod with fmod = 1 on f32") {
+  HostTensor x(DType::kF32, {14});
+  const float xv[] = {0.5f, 1.5f, 2.5f, -0.5f, -1.5f, -2.5f, 2.4f, -2.6f, 0.0f, -0.0f, kNaNF, kInfF, -kInfF, 8388609.0f};
+  std::memcpy(x.bytes.data(), xv, sizeof xv);
+  HostTensor big = random_f32({3, 129}, 810, -50.0f, 50.0f);
+  for (HostTensor* t : {&x, &big}) {
+    for (auto [id, ref] : {std::pair<OpId, double (*)(double)>{OpId::kCeil, [](double v) { return std::ceil(v); }},
+                           {OpId::kFloor, [](double v) { return std::floor(v); }},
+                           {OpId::kRound, round_half_even},
+                           {OpId::kSign, [](double v) { return v > 0 ? 1.0 : v < 0 ? -1.0 : v; }}}) {
+      INFO(ops::op_def(id).name);
+      HostTensor out(DType::kF32, t->dims);
+      REQUIRE(run_kernel(id, {t}, out).ok());
+      for (int64_t i = 0; i < t->count(); ++i) {
+        const double want = ref(t->at(i));
+        CAPTURE(i);
+        if (std::isnan(want)) CHECK(std::isnan(out.at(i)));
+        else CHECK(out.at(i) == want);
+      }
+    }
+  }
+  HostTensor r(DType::kF32, {14});
+  REQUIRE(run_kernel(OpId::kRound, {&x}, r).ok());
+  CHECK(std::signbit(r.at(3)));  // -0.5 rounds to -0
+
+  HostTensor a = random_f32({4, 6}, 811, -10.0f, 10.0f), b = random_f32({6}, 812, 0.5f, 3.0f);
+  b.at(1) = -b.at(1);
+  b.at(2) = 0.0f;
+  b.at(3) = kInfF;
+  HostTensor out(DType::kF32, {4, 6});
+  REQUIRE(run_kernel(OpId::kMod, {&a, &b}, out, {1}).ok());
+  for (int64_t i = 0; i < 24; ++i) {
+    const double x0 = a.at(i), y0 = b.at(i % 6);
+    // C fmod, exact: x - y * trunc(x / y) in long double for these magnitudes.
+    const double want = y0 == 0 ? NAN : std::isinf(y0) ? x0 : static_cast<double>(
+        static_cast<long double>(x0) - static_cast<long double>(y0) * std::trunc(static_cast<long double>(x0) / y0));
+    CAPTURE(i);
+    if (std::isnan(want)) CHECK(std::isnan(out.at(i)));
+    else CHECK(out.at(i) == doctest::Approx(want).epsilon(1e-6));
+  }
+  // f32 takes fmod = 1 only (ONNX Mod).
+  CHECK(run_kernel(OpId::kMod, {&a, &b}, out, {0}).code() == StatusCode::kInvalidArgument);
+}
+
+TEST_CASE("less_or_equal, greater_or_equal: f32 (NaN false), i32 and i64, broadcasting") {
+  HostTensor a(DType::kF32, {8}), b(DType::kF32, {8});
+  const float av[] = {kNaNF, kNaNF, 1.0f, kInfF, -kInfF, 0.0f, 2.0f, -1.0f};
+  const float bv[] = {kNaNF, 1.0f, kNaNF, kInfF, kInfF, -0.0f, 1.0f, -1.0f};
+  std::memcpy(a.bytes.data(), av, sizeof av);
+  std::memcpy(b.bytes.data(), bv, sizeof bv);
+  auto le = [](auto x, auto y) { return x <= y; };
+  auto ge = [](auto x, auto y) { return x >= y; };
+  check_compare<float>(OpId::kLessOrEqual, a, b, le);
+  check_compare<float>(OpId::kGreaterOrEqual, a, b, ge);
+  uint32_t seed = 820;
+  for (const auto& [da, db] : {std::pair<Dims, Dims>{{4, 6}, {6}}, {{}, {3, 2}}, {{4, 1}, {1, 3, 1, 6}}}) {
+    const HostTensor ia = ints(DType::kI64, da, seed++, 5), ib = ints(DType::kI64, db, seed++, 5);
+    const HostTensor ja = ints(DType::kI32, da, seed++, 5), jb = ints(DType::kI32, db, seed++, 5);
+    check_compare<int64_t>(OpId::kLessOrEqual, ia, ib, le);
+    check_compare<int32_t>(OpId::kLessOrEqual, ja, jb, le);
+    check_compare<int64_t>(OpId::kGreaterOrEqual, ia, ib, ge);
+    check_compare<int32_t>(OpId::kGreaterOrEqual, ja, jb, ge);
+  }
+}
+
+TEST_CASE("and, or, xor: any non-zero byte is true, results 0 or 1, broadcasting, in place") {
+  for (const auto& [da, db] : {std::pair<Dims, Dims>{{4, 64}, {4, 64}}, {{4, 64}, {64}}, {{}, {5}}, {{3, 1}, {1, 7}}}) {
+    HostTensor a(DType::kBool, da), b(DType::kBool, db);
+    std::mt19937 rng(830);
+    for (uint8_t& v : a.bytes) v = static_cast<uint8_t>(rng() % 3 == 0 ? 0 : rng());
+    for (uint8_t& v : b.bytes) v = static_cast<uint8_t>(rng() % 3 == 0 ? 0 : rng());
+    for (OpId id : {OpId::kAnd, OpId::kOr, OpId::kXor}) {
+      const Dims dims = broadcast(da, db);
+      HostTensor out(DType::kBool, dims);
+      REQUIRE(run_kernel(id, {&a, &b}, out).ok());
+      for (int64_t i = 0; i < product(dims); ++i) {
+        const Dims index = unravel(i, dims);
+        const bool x = a.bytes[static_cast<size_t>(broadcast_offset(index, da))] != 0;
+        const bool y = b.bytes[static_cast<size_t>(broadcast_offset(index, db))] != 0;
+        const bool want = id == OpId::kAnd ? (x && y) : id == OpId::kOr ? (x || y) : (x != y);
+        CAPTURE(i);
+        CHECK(out.bytes[static_cast<size_t>(i)] == static_cast<uint8_t>(want));
+      }
+    }
+  }
+  HostTensor a(DType::kBool, {4}), b(DType::kBool, {4});
+  a.bytes = {0, 2, 0, 9};
+  b.bytes = {0, 0, 5, 1};
+  REQUIRE(run_op(OpId::kXor, {&a, &b}, {&a}, {}, 0).ok());
+  CHECK(a.bytes == std::vector<uint8_t>{0, 1, 1, 0});
+  HostTensor f = random_f32({4}, 1), out(DType::kBool, {4});
+  CHECK(run_kernel(OpId::kAnd, {&f, &b}, out).code() == StatusCode::kInvalidArgument);
 }
 
 }  // namespace

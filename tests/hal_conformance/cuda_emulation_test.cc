@@ -446,10 +446,14 @@ TEST_CASE("cuda kernel table: a kernel for every dispatchable operator, none for
     }
   }
   // f32-only operators have nothing for other dtypes; cast has every castable pair and no other.
-  hexir::Result<uintptr_t> add_i32 =
-      hexir::hal::cuda::resolve_cuda_kernel({OpId::kAdd, DType::kI32, DType::kI32});
-  CHECK(add_i32.status().code() == hexir::StatusCode::kUnimplemented);
-  CHECK(add_i32.status().message().find("cuda") != std::string::npos);
+  hexir::Result<uintptr_t> softmax_i32 =
+      hexir::hal::cuda::resolve_cuda_kernel({OpId::kSoftmax, DType::kI32, DType::kI32});
+  CHECK(softmax_i32.status().code() == hexir::StatusCode::kUnimplemented);
+  CHECK(softmax_i32.status().message().find("cuda") != std::string::npos);
+  // The integer operators have one kernel per dtype.
+  for (OpId id : {OpId::kAdd, OpId::kSub, OpId::kMul, OpId::kDiv, OpId::kMaximum, OpId::kMinimum, OpId::kMod,
+                  OpId::kNeg, OpId::kAbs, OpId::kSign})
+    for (DType t : {DType::kI32, DType::kI64}) CHECK(hexir::hal::cuda::resolve_cuda_kernel({id, t, t}).ok());
   const DType castable[] = {DType::kF32, DType::kF16, DType::kI32, DType::kI64, DType::kBool, DType::kU8};
   for (DType from : castable)
     for (DType to : castable) CHECK(hexir::hal::cuda::resolve_cuda_kernel({OpId::kCast, from, to}).ok());

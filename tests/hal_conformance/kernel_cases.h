@@ -245,6 +245,106 @@ inline std::vector<KernelCase> kernel_cases() {
     // (No in-place case: the replay test rewrites only f32 inputs between rounds.)
   }
 
+  // Integer arithmetic on i32 and i64 (extremes, -1 and 0 among the operands;
+  // divisors never 0: the cpu kernel fails on one, the CUDA kernel writes 0),
+  // le/ge, logical maps, sign and the roundings.
+  {
+    auto int_values = [](DType dtype, std::vector<int64_t> dims, uint32_t seed, bool nonzero) {
+      HostTensor t(dtype, std::move(dims));
+      const bool wide = dtype == DType::kI64;
+      const int64_t lo = wide ? INT64_MIN : INT32_MIN, hi = wide ? INT64_MAX : INT32_MAX;
+      const int64_t specials[] = {lo, hi, -1, 0, 1, lo + 1, 7};
+      for (int64_t i = 0; i < t.count(); ++i) {
+        const uint32_t h = static_cast<uint32_t>(i) * 2654435761u + seed * 40503u;
+        int64_t v = (h >> 8) % 4 == 0 ? specials[(h >> 12) % 7] : static_cast<int64_t>((h >> 16) % 61) - 30;
+        if (nonzero && v == 0) v = -3;
+        if (wide) {
+          std::memcpy(t.bytes.data() + 8 * i, &v, 8);
+        } else {
+          const int32_t w = static_cast<int32_t>(v);
+          std::memcpy(t.bytes.data() + 4 * i, &w, 4);
+        }
+      }
+      return t;
+    };
+    auto add = [&](std::string name, OpId id, std::vector<HostTensor> inputs, std::vector<int64_t> params = {}) {
+      KernelCase c{std::move(name), id, std::move(inputs), std::move(params)};
+      c.exact = true;
+      cases.push_back(c);
+    };
+    const std::pair<OpId, const char*> int_binaries[] = {
+        {OpId::kAdd, "add"},         {OpId::kSub, "sub"},         {OpId::kMul, "mul"}, {OpId::kDiv, "div"},
+        {OpId::kMaximum, "maximum"}, {OpId::kMinimum, "minimum"}, {OpId::kMod, "mod"}};
+    uint32_t seed = 600;
+    for (DType t : {DType::kI32, DType::kI64}) {
+      const std::string dt = t == DType::kI32 ? " i32" : " i64";
+      for (auto [op, name] : int_binaries) {
+        const OpId id = op;
+        const bool divides = id == OpId::kDiv || id == OpId::kMod;
+        for (int64_t fmod : {0, 1}) {
+          if (id != OpId::kMod && fmod == 1) continue;
+          std::vector<int64_t> params;
+          std::string n = name + dt;
+          if (id == OpId::kMod) {
+            params = {fmod};
+            n += fmod ? " fmod" : "";
+          }
+          add(n + " same shape", id, {int_values(t, {7, 13}, seed, false), int_values(t, {7, 13}, seed + 1, divides)},
+              params);
+          add(n + " scalar b", id, {int_values(t, {5, 7}, seed + 2, false), int_values(t, {}, seed + 3, true)},
+              params);
+          add(n + " scalar a", id, {int_values(t, {1}, seed + 4, false), int_values(t, {5, 7}, seed + 5, true)},
+              params);
+          add(n + " general broadcast", id,
+              {int_values(t, {4, 1}, seed + 6, false), int_values(t, {1, 3, 1, 8}, seed + 7, divides)}, params);
+          seed += 10;
+        }
+      }
+      for (auto [op, name] : {std::pair<OpId, const char*>{OpId::kNeg, "neg"}, {OpId::kAbs, "abs"},
+                              {OpId::kSign, "sign"}})
+        add(name + dt, op, {int_values(t, {3, 129}, seed++, false)});
+      for (auto [op, name] : {std::pair<OpId, const char*>{OpId::kLessOrEqual, "less_or_equal"},
+                              {OpId::kGreaterOrEqual, "greater_or_equal"}}) {
+        add(name + dt + " same shape", op, {int_values(t, {5, 9}, seed, false), int_values(t, {5, 9}, seed + 1, false)});
+        add(name + dt + " general broadcast", op,
+            {int_values(t, {3, 1, 5}, seed + 2, false), int_values(t, {4, 1}, seed + 3, false)});
+        seed += 4;
+      }
+    }
+    for (auto [op, name] : {std::pair<OpId, const char*>{OpId::kLessOrEqual, "less_or_equal"},
+                            {OpId::kGreaterOrEqual, "greater_or_equal"}}) {
+      HostTensor a = with_specials(random_f32({6, 11}, seed++, -2.0f, 2.0f));
+      HostTensor b = a;
+      for (int64_t i = 0; i < b.count(); i += 3) b.at(i) = b.at(i) + 0.5f;
+      add(std::string(name) + " f32 with NaN/inf", op, {a, b});
+      add(std::string(name) + " f32 row broadcast", op, {random_f32({4, 8}, seed++), random_f32({8}, seed++)});
+    }
+    auto bools = [](std::vector<int64_t> dims, uint32_t seed) {
+      HostTensor t(DType::kBool, std::move(dims));
+      for (size_t i = 0; i < t.bytes.size(); ++i) {
+        const uint32_t h = static_cast<uint32_t>(i) * 2654435761u + seed * 40503u;
+        t.bytes[i] = (h >> 9) % 3 == 0 ? 0 : static_cast<uint8_t>(h >> 16);  // any non-zero byte is true
+      }
+      return t;
+    };
+    for (auto [op, name] : {std::pair<OpId, const char*>{OpId::kAnd, "and"}, {OpId::kOr, "or"}, {OpId::kXor, "xor"}}) {
+      add(std::string(name) + " same shape", op, {bools({7, 13}, seed), bools({7, 13}, seed + 1)});
+      add(std::string(name) + " general broadcast", op, {bools({3, 1, 5}, seed + 2), bools({4, 1}, seed + 3)});
+      seed += 4;
+    }
+    HostTensor halves(DType::kF32, {3, 129});
+    for (int64_t i = 0; i < halves.count(); ++i) halves.at(i) = static_cast<float>(i - 190) * 0.25f;
+    halves = with_specials(halves);
+    for (auto [op, name] : {std::pair<OpId, const char*>{OpId::kSign, "sign"}, {OpId::kCeil, "ceil"},
+                            {OpId::kFloor, "floor"}, {OpId::kRound, "round"}}) {
+      add(std::string(name) + " f32 quarters with NaN/inf", op, {halves});
+      add(std::string(name) + " f32 random", op, {random_f32({70}, seed++, -100.0f, 100.0f)});
+    }
+    KernelCase fmod{"mod f32 fmod", OpId::kMod, {with_specials(random_f32({6, 11}, seed++, -20.0f, 20.0f)),
+                                                random_f32({11}, seed++, 0.5f, 3.0f)}, {1}};
+    cases.push_back(fmod);
+  }
+
   auto mm = [&](std::string n, std::vector<int64_t> a, std::vector<int64_t> b, uint32_t s) {
     KernelCase c{"matmul " + n, OpId::kMatmul, {random_f32(a, s), random_f32(b, s + 1)}, {}};
     c.rtol = 1e-4;

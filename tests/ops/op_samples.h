@@ -64,6 +64,18 @@ inline std::vector<OpSample> op_samples() {
   for (OpId op : {kEqual, kLess, kGreater})
     s.push_back({op, {t(DType::kI32, {2, 3}), t(DType::kI32, {2, 1})}, {}, {}});
   s.push_back({kNot, {t(DType::kBool, {5})}, {}, {}});
+  // Integer and boolean arithmetic, rounding.
+  for (OpId op : {kAdd, kSub, kMul, kDiv, kMaximum, kMinimum})
+    s.push_back({op, {t(DType::kI64, {2, 3}), t(DType::kI64, {3})}, {}, {}});
+  s.push_back({kNeg, {t(DType::kI32, {4})}, {}, {}});
+  s.push_back({kAbs, {t(DType::kI64, {4})}, {}, {}});
+  s.push_back({kMod, {t(DType::kI32, {2, 3}), t(DType::kI32, {3})}, {}, {}});
+  s.push_back({kMod, {f32({2, 3}), f32({1})}, {{"fmod", i64(1)}}, {}});
+  for (OpId op : {kLessOrEqual, kGreaterOrEqual})
+    s.push_back({op, {t(DType::kI64, {2, 3}), t(DType::kI64, {})}, {}, {}});
+  for (OpId op : {kAnd, kOr, kXor}) s.push_back({op, {t(DType::kBool, {2, 3}), t(DType::kBool, {3})}, {}, {}});
+  s.push_back({kSign, {t(DType::kI32, {4})}, {}, {}});
+  for (OpId op : {kSign, kCeil, kFloor, kRound}) s.push_back({op, {f32({2, 3})}, {}, {}});
   s.push_back({kWhere, {t(DType::kBool, {2, 3}), f32({2, 3}), f32({3})}, {}, {}});
   s.push_back({kCast, {f32({2, 3})}, {{"to", str("i32")}}, {}});
   s.push_back({kCast, {t(DType::kI64, {2})}, {{"to", str("f16")}}, {}});

@@ -1113,7 +1113,7 @@ TEST_CASE("onnx unary: attribute lowering with float parameters as double bits")
 TEST_CASE("onnx unary: result types, hostile words, plans") {
   const std::vector<TensorType> x{f32({2, 3})};
   for (OpId id : {OpId::kLeakyRelu, OpId::kClip, OpId::kHardSigmoid, OpId::kHardSwish, OpId::kErf, OpId::kLog,
-                  OpId::kAbs, OpId::kReciprocal}) {
+                  OpId::kReciprocal}) {
     CAPTURE(op_def(id).name);
     CHECK(op_def(id).f32_only);
     CHECK(op_def(id).may_run_in_place);
@@ -1193,6 +1193,73 @@ TEST_CASE("pow, equal, less, greater, not: rules, kernel keys and plans") {
   CHECK(not_plan.as<UnaryPlan>().n == 15);
   for (const char* name : {"leaky_relu", "clip", "hard_sigmoid", "hard_swish", "erf", "log", "abs",
                            "reciprocal", "pow", "equal", "less", "greater", "not"})
+    CHECK(find_op(name).has_value());
+}
+
+TEST_CASE("integer and boolean arithmetic: rules, kernel keys and plans") {
+  // The arithmetic operators take f32, i32 or i64, both operands of one dtype.
+  for (OpId id : {OpId::kAdd, OpId::kSub, OpId::kMul, OpId::kDiv, OpId::kMaximum, OpId::kMinimum}) {
+    CAPTURE(op_def(id).name);
+    CHECK_FALSE(op_def(id).f32_only);
+    for (DType t : {DType::kF32, DType::kI32, DType::kI64}) {
+      auto r = rule(id, {tt(t, {2, 1}), tt(t, {3})}, {});
+      REQUIRE(r.ok());
+      CHECK(r->at(0) == tt(t, {2, 3}));
+      CHECK(kernel_key(id, std::vector{tt(t, {2}), tt(t, {2})}, std::vector{tt(t, {2})}).input == t);
+    }
+    CHECK(mentions(rejected(id, {tt(DType::kI64, {1}), tt(DType::kI32, {1})}, {}), "one dtype"));
+    CHECK(mentions(rejected(id, {tt(DType::kU8, {1}), tt(DType::kU8, {1})}, {}), "f32, i32 or i64"));
+    rejected(id, {tt(DType::kF16, {1}), tt(DType::kF16, {1})}, {});
+    rejected(id, {tt(DType::kBool, {1}), tt(DType::kBool, {1})}, {});
+  }
+  // A fused epilogue is for f32 only.
+  rejected(OpId::kAdd, {tt(DType::kI64, {2}), tt(DType::kI64, {2})}, {1, 0, 0});
+  CHECK(rule(OpId::kAdd, {f32({2}), f32({2})}, {1, 0, 0}).ok());
+  for (OpId id : {OpId::kNeg, OpId::kAbs, OpId::kSign}) {
+    CAPTURE(op_def(id).name);
+    CHECK_FALSE(op_def(id).f32_only);
+    CHECK(op_def(id).may_run_in_place);
+    for (DType t : {DType::kF32, DType::kI32, DType::kI64}) CHECK(rule(id, {tt(t, {2})}, {})->at(0) == tt(t, {2}));
+    rejected(id, {tt(DType::kBool, {2})}, {});
+    rejected(id, {tt(DType::kI32, {2})}, {0});
+  }
+  for (OpId id : {OpId::kCeil, OpId::kFloor, OpId::kRound}) {
+    CAPTURE(op_def(id).name);
+    CHECK(op_def(id).f32_only);
+    CHECK_FALSE(rule(id, {tt(DType::kI64, {2})}, {}).ok());
+  }
+
+  // mod: [fmod]; fmod 0 on integers only.
+  CHECK(*lower(OpId::kMod, {tt(DType::kI64, {2}), tt(DType::kI64, {2})}, {}) == Params{0});
+  CHECK(*lower(OpId::kMod, {f32({2}), f32({2})}, {{"fmod", i(1)}}) == Params{1});
+  CHECK_FALSE(lower(OpId::kMod, {f32({2}), f32({2})}, {{"axis", i(1)}}).ok());
+  CHECK(rule(OpId::kMod, {tt(DType::kI32, {4, 1}), tt(DType::kI32, {3})}, {0})->at(0) == tt(DType::kI32, {4, 3}));
+  CHECK(rule(OpId::kMod, {tt(DType::kI64, {2}), tt(DType::kI64, {2})}, {1}).ok());
+  CHECK(rule(OpId::kMod, {f32({2}), f32({2})}, {1}).ok());
+  CHECK(mentions(rejected(OpId::kMod, {f32({2}), f32({2})}, {0}), "fmod = 1"));
+  rejected(OpId::kMod, {tt(DType::kI64, {2}), tt(DType::kI64, {2})}, {2});
+  rejected(OpId::kMod, {tt(DType::kI64, {2}), tt(DType::kI64, {2})}, {});
+  rejected(OpId::kMod, {tt(DType::kI64, {2}), tt(DType::kI32, {2})}, {0});
+  CHECK(plan_of(OpId::kMod, {tt(DType::kI64, {4, 1}), tt(DType::kI64, {3})}, {1}).as<BinaryPlan>().variant == 1);
+  CHECK(plan_of(OpId::kMod, {tt(DType::kI64, {4, 1}), tt(DType::kI64, {3})}, {0}).as<BinaryPlan>().variant == 0);
+  CHECK(plan_of(OpId::kAdd, {tt(DType::kI64, {5}), tt(DType::kI64, {})}, {}).as<BinaryPlan>().mode == 1);
+
+  for (OpId id : {OpId::kLessOrEqual, OpId::kGreaterOrEqual}) {
+    CAPTURE(op_def(id).name);
+    CHECK_FALSE(op_def(id).may_run_in_place);
+    for (DType t : {DType::kF32, DType::kI32, DType::kI64})
+      CHECK(rule(id, {tt(t, {2, 1}), tt(t, {3})}, {})->at(0) == tt(DType::kBool, {2, 3}));
+    rejected(id, {tt(DType::kBool, {2}), tt(DType::kBool, {2})}, {});
+  }
+  for (OpId id : {OpId::kAnd, OpId::kOr, OpId::kXor}) {
+    CAPTURE(op_def(id).name);
+    CHECK(rule(id, {tt(DType::kBool, {2, 1}), tt(DType::kBool, {3})}, {})->at(0) == tt(DType::kBool, {2, 3}));
+    CHECK(mentions(rejected(id, {tt(DType::kU8, {2}), tt(DType::kBool, {2})}, {}), "bool"));
+    rejected(id, {tt(DType::kBool, {2}), tt(DType::kBool, {3})}, {});
+    rejected(id, {tt(DType::kBool, {2}), tt(DType::kBool, {2})}, {0});
+  }
+  for (const char* name : {"mod", "less_or_equal", "greater_or_equal", "and", "or", "xor", "sign", "ceil", "floor",
+                           "round"})
     CHECK(find_op(name).has_value());
 }
 

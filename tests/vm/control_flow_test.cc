@@ -385,6 +385,44 @@ func @main(%x: f32[4], %c: bool[]) -> f32[4] {
 }
 )";
 
+// Index arithmetic at run time (issue 30: PyTorch's `arange < pos + 1`
+// mask), and an integer division by zero: a run-time error naming the
+// instruction and the element, like `fail`.
+constexpr const char* kIntMask = R"(module @mask
+const @one : i64[] = dense [1]
+const @ar : i64[6] = dense [0, 1, 2, 3, 4, 5]
+func @main(%pos: i64[], %d: i64[]) -> (bool[6], i64[6]) {
+  %end = call @add(%pos, @one) : i64[]
+  %mask = call @less(@ar, %end) : bool[6]
+  %q = call @div(@ar, %d) : i64[6]
+  return %mask, %q
+}
+)";
+
+TEST_CASE("integer arithmetic at run time: a mask from a position, and division by zero fails naming the instruction") {
+  Loaded l(kIntMask);
+  int64_t pos = 2, d = -2;
+  uint8_t mask[6] = {};
+  int64_t q[6] = {};
+  const TensorRef inputs[] = {i64(pos), i64(d)};
+  const TensorRef outputs[] = {{mask, 6, TensorType{DType::kBool, {6}}}, {q, 48, TensorType{DType::kI64, {6}}}};
+  Status st = l.context->invoke("main", inputs, outputs);
+  REQUIRE_MESSAGE(st.ok(), st.to_string());
+  CHECK(std::vector<uint8_t>(mask, mask + 6) == std::vector<uint8_t>{1, 1, 1, 0, 0, 0});
+  CHECK(std::vector<int64_t>(q, q + 6) == std::vector<int64_t>{0, 0, -1, -1, -2, -2});  // toward zero
+  d = 0;
+  st = l.context->invoke("main", inputs, outputs);
+  REQUIRE(!st.ok());
+  CHECK(st.code() == StatusCode::kInvalidArgument);
+  const bool named = has(st.message(), "('div')") && has(st.message(), "integer division by zero") &&
+                     has(st.message(), "result element 0 ");
+  CHECK_MESSAGE(named, st.to_string());
+  d = 3;  // the context is still usable
+  st = l.context->invoke("main", inputs, outputs);
+  REQUIRE_MESSAGE(st.ok(), st.to_string());
+  CHECK(std::vector<int64_t>(q, q + 6) == std::vector<int64_t>{0, 0, 0, 1, 1, 1});
+}
+
 TEST_CASE("fail: the invoke stops with its message on the path through it, and only there") {
   for (PlanStrategy plan : {PlanStrategy::kArena, PlanStrategy::kFreeAtLastUse}) {
     Loaded l(kFailBranch, plan);

@@ -100,23 +100,79 @@ Status op_variadic(Importer& im, const NodeCtx& n) {
   return chain(im, n, n.op);
 }
 
-// Equal/Less/Greater: @equal/@less/@greater, folded on constants.
-Status op_compare(Importer& im, const NodeCtx& n) {
+namespace {
+
+// A comparison or logical map of x and y (integers compared exactly).
+template <typename T>
+bool compare_values(std::string_view op, T x, T y) {
+  if (op == "Equal") return x == y;
+  if (op == "Less") return x < y;
+  if (op == "Greater") return x > y;
+  if (op == "LessOrEqual") return x <= y;
+  if (op == "GreaterOrEqual") return x >= y;
+  if (op == "And") return x != 0 && y != 0;
+  if (op == "Or") return x != 0 || y != 0;
+  return (x != 0) != (y != 0);  // Xor
+}
+
+// A node of two inputs with a bool result: folded on held constants (the
+// kernel first, the host folder where no kernel serves), else the Hexir
+// operator `name`.
+Status bool_binary(Importer& im, const NodeCtx& n, const char* name) {
   HEXIR_RETURN_IF_ERROR(im.check_attrs(n, {}));
   HEXIR_ASSIGN_OR_RETURN(Ref a, im.input(n, 0));
   HEXIR_ASSIGN_OR_RETURN(Ref b, im.input(n, 1));
   const std::string& op = n.op;
-  HEXIR_ASSIGN_OR_RETURN(ops::OpId id, hexir_op(n, op == "Equal"  ? "equal"
-                                                   : op == "Less" ? "less"
-                                                                  : "greater"));
+  HEXIR_ASSIGN_OR_RETURN(ops::OpId id, hexir_op(n, name));
   return fold_or_emit(im, n, id, {a, b}, {}, [&](const std::vector<HostPtr>& hs) {
     return fold_binary(
         n.loc, *hs[0], *hs[1], kBool,
+        [&](int64_t x, int64_t y) -> Result<double> { return compare_values(op, x, y); },
+        [&](double x, double y) -> double { return compare_values(op, x, y); }, im.fold_max_bytes());
+  });
+}
+
+}  // namespace
+
+// Equal/Less/Greater/LessOrEqual/GreaterOrEqual: folded on constants, else
+// the Hexir comparison (NaN compares false in each, so LessOrEqual is its own
+// operator, not Not(Greater)).
+Status op_compare(Importer& im, const NodeCtx& n) {
+  static const std::map<std::string, const char*, std::less<>> kNames = {
+      {"Equal", "equal"},
+      {"Less", "less"},
+      {"Greater", "greater"},
+      {"LessOrEqual", "less_or_equal"},
+      {"GreaterOrEqual", "greater_or_equal"},
+  };
+  return bool_binary(im, n, kNames.at(n.op));
+}
+
+// And/Or/Xor on bool: folded on constants, else @and/@or/@xor.
+Status op_logical(Importer& im, const NodeCtx& n) {
+  return bool_binary(im, n, n.op == "And" ? "and" : n.op == "Or" ? "or" : "xor");
+}
+
+// Mod: folded on constants, else @mod with its fmod attribute (0: the
+// divisor's sign, integers only, as ONNX; 1: C's fmod).
+Status op_mod(Importer& im, const NodeCtx& n) {
+  HEXIR_RETURN_IF_ERROR(im.check_attrs(n, {"fmod"}));
+  HEXIR_ASSIGN_OR_RETURN(int64_t fmod, im.attr_int(n, "fmod", 0));
+  if (fmod != 0 && fmod != 1) return error_at(n.loc, "attribute 'fmod' must be 0 or 1");
+  HEXIR_ASSIGN_OR_RETURN(Ref a, im.input(n, 0));
+  HEXIR_ASSIGN_OR_RETURN(Ref b, im.input(n, 1));
+  ops::AttrMap attrs;
+  attrs["fmod"] = ops::AttrValue{fmod};
+  // (@mod's type rule refuses floats with fmod = 0 when not folded.)
+  return fold_or_emit(im, n, ops::OpId::kMod, {a, b}, attrs, [&](const std::vector<HostPtr>& hs) -> Result<HostTensor> {
+    if (hs[0]->is_float() && fmod == 0) return error_at(n.loc, "floating-point operands need fmod = 1");
+    return fold_binary(
+        n.loc, *hs[0], *hs[1], hs[0]->type,
         [&](int64_t x, int64_t y) -> Result<double> {
-          return op == "Equal" ? x == y : op == "Less" ? x < y : x > y;
+          if (y == 0) return invalid_argument("integer division by zero");
+          return static_cast<double>(ops::int_mod_of(x, y, static_cast<int32_t>(fmod)));
         },
-        [&](double x, double y) -> double { return op == "Equal" ? x == y : op == "Less" ? x < y : x > y; },
-        im.fold_max_bytes());
+        [](double x, double y) { return std::fmod(x, y); }, im.fold_max_bytes());
   });
 }
 
@@ -146,6 +202,7 @@ Status op_unary(Importer& im, const NodeCtx& n) {
       {"Gelu", "gelu"},        {"Abs", "abs"},             {"Reciprocal", "reciprocal"}, {"Softplus", "softplus"},
       {"Erf", "erf"},          {"Log", "log"},             {"Not", "not"},
       {"LeakyRelu", "leaky_relu"}, {"HardSigmoid", "hard_sigmoid"}, {"HardSwish", "hard_swish"},
+      {"Sign", "sign"},        {"Ceil", "ceil"},           {"Floor", "floor"},           {"Round", "round"},
   };
   auto it = kUnary.find(op);
   std::optional<ops::OpId> id = it == kUnary.end() ? std::nullopt : ops::find_op(it->second);

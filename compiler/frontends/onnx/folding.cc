@@ -332,13 +332,14 @@ Result<HostTensor> fold_unary(const Location& loc, std::string_view op, const Ho
   HostTensor out = make_host(op == "Not" ? kBool : x.type, x.dims);
   for (int64_t i = 0; i < x.count(); ++i) {
     if (!x.is_float() && (op == "Neg" || op == "Abs" || op == "Relu" || op == "Not" || op == "Floor" ||
-                          op == "Ceil")) {  // exact on integers
+                          op == "Ceil" || op == "Round" || op == "Sign")) {  // exact on integers
       const int64_t v = x.i(i);
       const int64_t negated = static_cast<int64_t>(0 - static_cast<uint64_t>(v));
       out.set_i(i, op == "Neg"    ? negated
                    : op == "Abs"  ? (v < 0 ? negated : v)
                    : op == "Relu" ? std::max<int64_t>(v, 0)
                    : op == "Not"  ? v == 0
+                   : op == "Sign" ? (v > 0) - (v < 0)
                                   : v);
       continue;
     }
@@ -356,6 +357,8 @@ Result<HostTensor> fold_unary(const Location& loc, std::string_view op, const Ho
     else if (op == "Reciprocal") r = 1 / v;
     else if (op == "Floor") r = std::floor(v);
     else if (op == "Ceil") r = std::ceil(v);
+    else if (op == "Round") r = std::nearbyint(v);  // halves to even (the default rounding mode)
+    else if (op == "Sign") r = v > 0 ? 1 : v < 0 ? -1 : v;
     else if (op == "Not") r = v == 0;
     else if (op == "LeakyRelu") r = v < 0 ? alpha * v : v;
     else if (op == "HardSigmoid") r = std::max(0.0, std::min(1.0, alpha * v + beta));

@@ -19,6 +19,8 @@ Handler find_handler(std::string_view op_type);
 Status op_binary(Importer& im, const NodeCtx& n);
 Status op_variadic(Importer& im, const NodeCtx& n);
 Status op_compare(Importer& im, const NodeCtx& n);
+Status op_logical(Importer& im, const NodeCtx& n);
+Status op_mod(Importer& im, const NodeCtx& n);
 Status op_unary(Importer& im, const NodeCtx& n);
 Status op_clip(Importer& im, const NodeCtx& n);
 Status op_pow(Importer& im, const NodeCtx& n);

@@ -14,6 +14,8 @@ using hexir::hal::cuda::SeparableConv2dParams;
 using hexir::hal::cuda::ConvTransposeParams;
 using hexir::hal::cuda::FillParams;
 using hexir::hal::cuda::GatherParams;
+using hexir::hal::cuda::IntBinaryParams;
+using hexir::hal::cuda::IntUnaryParams;
 using hexir::hal::cuda::LayernormParams;
 using hexir::hal::cuda::MatmulParams;
 using hexir::hal::cuda::NotParams;

@@ -87,22 +87,19 @@ __device__ void binary(const BinaryParams& p) {  // add's fused activation: none
   }
 }
 
-// The comparisons: the binary walk over operands of T, bool results.
-template <typename Op, typename T>
-__device__ void compare_typed(const CompareParams& p) {
-  const hexir::ops::BinaryPlan& q = p.plan;
-  const T* a = static_cast<const T*>(p.a);
-  const T* b = static_cast<const T*>(p.b);
+// The binary walk over operands of T, results of R: out = Op::apply(a, b).
+template <typename Op, typename T, typename R>
+__device__ void binary_walk(const hexir::ops::BinaryPlan& q, const T* a, const T* b, R* out) {
   const int64_t stride = global_stride();
   switch (q.mode) {
     case 0:
-      for (int64_t i = global_index(); i < q.n; i += stride) p.out[i] = Op::apply(a[i], b[i]);
+      for (int64_t i = global_index(); i < q.n; i += stride) out[i] = Op::apply(a[i], b[i]);
       break;
     case 1:
-      for (int64_t i = global_index(); i < q.n; i += stride) p.out[i] = Op::apply(a[i], b[0]);
+      for (int64_t i = global_index(); i < q.n; i += stride) out[i] = Op::apply(a[i], b[0]);
       break;
     case 2:
-      for (int64_t i = global_index(); i < q.n; i += stride) p.out[i] = Op::apply(a[0], b[i]);
+      for (int64_t i = global_index(); i < q.n; i += stride) out[i] = Op::apply(a[0], b[i]);
       break;
     default:
       for (int64_t i = global_index(); i < q.n; i += stride) {
@@ -113,11 +110,65 @@ __device__ void compare_typed(const CompareParams& p) {
           offset_a += index * q.stride_a[d];
           offset_b += index * q.stride_b[d];
         }
-        p.out[i] = Op::apply(a[offset_a], b[offset_b]);
+        out[i] = Op::apply(a[offset_a], b[offset_b]);
       }
       break;
   }
 }
+
+// The comparisons: the binary walk over operands of T, bool results.
+template <typename Op, typename T>
+__device__ void compare_typed(const CompareParams& p) {
+  binary_walk<Op>(p.plan, static_cast<const T*>(p.a), static_cast<const T*>(p.b), p.out);
+}
+
+// Integer arithmetic (ops/plans.h's int_*_of rules: a zero divisor gives 0,
+// the cpu kernel fails the invoke instead; docs/cuda.md).
+struct IntAddOp { template <typename T> __device__ static T apply(T a, T b) { return hexir::ops::int_add_of(a, b); } };
+struct IntSubOp { template <typename T> __device__ static T apply(T a, T b) { return hexir::ops::int_sub_of(a, b); } };
+struct IntMulOp { template <typename T> __device__ static T apply(T a, T b) { return hexir::ops::int_mul_of(a, b); } };
+struct IntDivOp { template <typename T> __device__ static T apply(T a, T b) { return hexir::ops::int_div_of(a, b); } };
+struct IntMaximumOp { template <typename T> __device__ static T apply(T a, T b) { return a > b ? a : b; } };
+struct IntMinimumOp { template <typename T> __device__ static T apply(T a, T b) { return a < b ? a : b; } };
+struct IntModOp { template <typename T> __device__ static T apply(T a, T b) { return hexir::ops::int_mod_of(a, b, 0); } };
+struct IntFmodOp { template <typename T> __device__ static T apply(T a, T b) { return hexir::ops::int_mod_of(a, b, 1); } };
+
+// One kernel per dtype; the switch on the operator is uniform across the grid.
+template <typename T>
+__device__ void int_binary(const IntBinaryParams& p) {
+  using namespace hexir::hal::cuda;
+  const T* a = static_cast<const T*>(p.a);
+  const T* b = static_cast<const T*>(p.b);
+  T* out = static_cast<T*>(p.out);
+  switch (p.op) {
+    case kIntAdd: binary_walk<IntAddOp>(p.plan, a, b, out); break;
+    case kIntSub: binary_walk<IntSubOp>(p.plan, a, b, out); break;
+    case kIntMul: binary_walk<IntMulOp>(p.plan, a, b, out); break;
+    case kIntDiv: binary_walk<IntDivOp>(p.plan, a, b, out); break;
+    case kIntMaximum: binary_walk<IntMaximumOp>(p.plan, a, b, out); break;
+    case kIntMinimum: binary_walk<IntMinimumOp>(p.plan, a, b, out); break;
+    case kIntMod:
+      if (p.plan.variant == 1) binary_walk<IntFmodOp>(p.plan, a, b, out);
+      else binary_walk<IntModOp>(p.plan, a, b, out);
+      break;
+    default: break;
+  }
+}
+
+// Logical maps on bool bytes: any non-zero byte is true; results 0 or 1.
+struct AndOp { __device__ static uint8_t apply(uint8_t a, uint8_t b) { return (a != 0) & (b != 0); } };
+struct OrOp { __device__ static uint8_t apply(uint8_t a, uint8_t b) { return (a != 0) | (b != 0); } };
+struct XorOp { __device__ static uint8_t apply(uint8_t a, uint8_t b) { return (a != 0) ^ (b != 0); } };
+
+struct IntNegOp { template <typename T> __device__ static T apply(T x) { return hexir::ops::int_neg_of(x); } };
+struct IntAbsOp { template <typename T> __device__ static T apply(T x) { return hexir::ops::int_abs_of(x); } };
+struct SignOp { template <typename T> __device__ static T apply(T x) { return hexir::ops::sign_of(x); } };
+struct CeilOp { __device__ static float apply(float x) { return ceilf(x); } };
+struct FloorOp { __device__ static float apply(float x) { return floorf(x); } };
+struct RoundOp { __device__ static float apply(float x) { return hexir::ops::round_half_even_of(x); } };
+struct FmodOp { __device__ static float apply(float a, float b) { return fmodf(a, b); } };
+struct LessOrEqualOp { template <typename T> __device__ static uint8_t apply(T a, T b) { return a <= b; } };
+struct GreaterOrEqualOp { template <typename T> __device__ static uint8_t apply(T a, T b) { return a >= b; } };
 
 // One kernel per comparison; the dtype switch is uniform across the grid.
 template <typename Op>
@@ -131,15 +182,33 @@ __device__ void compare(const CompareParams& p) {
   }
 }
 
-template <typename Op>
-__device__ void unary(const UnaryParams& p) {
+template <typename Op, typename T>
+__device__ void unary_walk(const hexir::ops::UnaryPlan& q, const T* in, T* out) {
   const int64_t stride = global_stride();
-  if (p.plan.rank > 0) {  // a strided view (docs/views.md)
-    for (int64_t i = global_index(); i < p.plan.n; i += stride)
-      p.out[i] = Op::apply(p.in[hexir::ops::strided_element(p.plan.dims, p.plan.stride, p.plan.rank, i)]);
+  if (q.rank > 0) {  // a strided view (docs/views.md)
+    for (int64_t i = global_index(); i < q.n; i += stride)
+      out[i] = Op::apply(in[hexir::ops::strided_element(q.dims, q.stride, q.rank, i)]);
     return;
   }
-  for (int64_t i = global_index(); i < p.plan.n; i += stride) p.out[i] = Op::apply(p.in[i]);
+  for (int64_t i = global_index(); i < q.n; i += stride) out[i] = Op::apply(in[i]);
+}
+
+template <typename Op>
+__device__ void unary(const UnaryParams& p) {
+  unary_walk<Op>(p.plan, p.in, p.out);
+}
+
+template <typename T>
+__device__ void int_unary(const IntUnaryParams& p) {
+  using namespace hexir::hal::cuda;
+  const T* in = static_cast<const T*>(p.in);
+  T* out = static_cast<T*>(p.out);
+  switch (p.op) {
+    case kIntNeg: unary_walk<IntNegOp>(p.plan, in, out); break;
+    case kIntAbs: unary_walk<IntAbsOp>(p.plan, in, out); break;
+    case kIntSign: unary_walk<SignOp>(p.plan, in, out); break;
+    default: break;
+  }
 }
 
 // The plan's float parameters a, b, as floats.
@@ -299,6 +368,28 @@ HEXIR_UNARY_KERNEL(hexir_log, LogOp)
 HEXIR_UNARY_KERNEL(hexir_abs, AbsOp)
 HEXIR_UNARY_KERNEL(hexir_reciprocal, ReciprocalOp)
 HEXIR_UNARY_KERNEL(hexir_softplus, SoftplusOp)
+HEXIR_UNARY_KERNEL(hexir_sign, SignOp)
+HEXIR_UNARY_KERNEL(hexir_ceil, CeilOp)
+HEXIR_UNARY_KERNEL(hexir_floor, FloorOp)
+HEXIR_UNARY_KERNEL(hexir_round, RoundOp)
+HEXIR_BINARY_KERNEL(hexir_fmod, FmodOp)
+
+extern "C" __global__ void hexir_int_binary_i32(IntBinaryParams p) { hexir_kernels::int_binary<int32_t>(p); }
+extern "C" __global__ void hexir_int_binary_i64(IntBinaryParams p) { hexir_kernels::int_binary<int64_t>(p); }
+extern "C" __global__ void hexir_int_unary_i32(IntUnaryParams p) { hexir_kernels::int_unary<int32_t>(p); }
+extern "C" __global__ void hexir_int_unary_i64(IntUnaryParams p) { hexir_kernels::int_unary<int64_t>(p); }
+extern "C" __global__ void hexir_logical(IntBinaryParams p) {
+  using namespace hexir::hal::cuda;
+  const uint8_t* a = static_cast<const uint8_t*>(p.a);
+  const uint8_t* b = static_cast<const uint8_t*>(p.b);
+  uint8_t* out = static_cast<uint8_t*>(p.out);
+  switch (p.op) {
+    case kLogicalAnd: hexir_kernels::binary_walk<hexir_kernels::AndOp>(p.plan, a, b, out); break;
+    case kLogicalOr: hexir_kernels::binary_walk<hexir_kernels::OrOp>(p.plan, a, b, out); break;
+    case kLogicalXor: hexir_kernels::binary_walk<hexir_kernels::XorOp>(p.plan, a, b, out); break;
+    default: break;
+  }
+}
 
 #define HEXIR_UNARY_FLOATS_KERNEL(name, op) \
   extern "C" __global__ void name(UnaryParams p) { hexir_kernels::unary_floats<hexir_kernels::op>(p); }
@@ -329,6 +420,12 @@ extern "C" __global__ void hexir_cast(CastParams p) {
 extern "C" __global__ void hexir_equal(CompareParams p) { hexir_kernels::compare<hexir_kernels::EqualOp>(p); }
 extern "C" __global__ void hexir_less(CompareParams p) { hexir_kernels::compare<hexir_kernels::LessOp>(p); }
 extern "C" __global__ void hexir_greater(CompareParams p) { hexir_kernels::compare<hexir_kernels::GreaterOp>(p); }
+extern "C" __global__ void hexir_less_or_equal(CompareParams p) {
+  hexir_kernels::compare<hexir_kernels::LessOrEqualOp>(p);
+}
+extern "C" __global__ void hexir_greater_or_equal(CompareParams p) {
+  hexir_kernels::compare<hexir_kernels::GreaterOrEqualOp>(p);
+}
 
 // Any non-zero byte is true; the result is 0 or 1.
 extern "C" __global__ void hexir_not(NotParams p) {

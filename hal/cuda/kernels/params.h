@@ -40,6 +40,30 @@ struct CompareParams {
   ops::BinaryPlan plan;
 };
 
+// Integer arithmetic: a, b and out of dtype int32_t (the _i32 kernel) or
+// int64_t (_i64), the operator `op` (IntBinaryOp; mod's fmod from the plan's
+// variant). The logical kernel: bool a, b, out, `op` a LogicalOp.
+enum IntBinaryOp : int32_t { kIntAdd, kIntSub, kIntMul, kIntDiv, kIntMaximum, kIntMinimum, kIntMod };
+enum LogicalOp : int32_t { kLogicalAnd, kLogicalOr, kLogicalXor };
+struct IntBinaryParams {
+  const void* a;
+  const void* b;
+  void* out;
+  int32_t op;
+  int32_t pad;
+  ops::BinaryPlan plan;
+};
+
+// Integer unary maps (IntUnaryOp) over int32_t (_i32) or int64_t (_i64).
+enum IntUnaryOp : int32_t { kIntNeg, kIntAbs, kIntSign };
+struct IntUnaryParams {
+  const void* in;
+  void* out;
+  int32_t op;
+  int32_t pad;
+  ops::UnaryPlan plan;
+};
+
 // not: plan.n bytes, any non-zero byte true; results 0 or 1.
 struct NotParams {
   const uint8_t* in;
@@ -293,7 +317,19 @@ struct FillParams {
   X(kUpdateSlice1, hexir_update_slice_1, WindowParams)         \
   X(kUpdateSlice2, hexir_update_slice_2, WindowParams)         \
   X(kUpdateSlice4, hexir_update_slice_4, WindowParams)         \
-  X(kUpdateSlice8, hexir_update_slice_8, WindowParams)
+  X(kUpdateSlice8, hexir_update_slice_8, WindowParams)         \
+  X(kIntBinaryI32, hexir_int_binary_i32, IntBinaryParams)      \
+  X(kIntBinaryI64, hexir_int_binary_i64, IntBinaryParams)      \
+  X(kIntUnaryI32, hexir_int_unary_i32, IntUnaryParams)         \
+  X(kIntUnaryI64, hexir_int_unary_i64, IntUnaryParams)         \
+  X(kLogical, hexir_logical, IntBinaryParams)                  \
+  X(kFmod, hexir_fmod, BinaryParams)                           \
+  X(kLessOrEqual, hexir_less_or_equal, CompareParams)          \
+  X(kGreaterOrEqual, hexir_greater_or_equal, CompareParams)    \
+  X(kSign, hexir_sign, UnaryParams)                            \
+  X(kCeil, hexir_ceil, UnaryParams)                            \
+  X(kFloor, hexir_floor, UnaryParams)                          \
+  X(kRound, hexir_round, UnaryParams)
 
 enum class Kernel : uint16_t {
 #define HEXIR_CUDA_KERNEL_ENUM(name, symbol, params) name,

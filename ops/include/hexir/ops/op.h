@@ -28,11 +28,12 @@ namespace hexir::ops {
 
 // clang-format off
 enum class OpId : uint16_t {
-  // Elementwise binary, numpy broadcasting, f32. No parameters (add and mul:
+  // Elementwise binary, numpy broadcasting, f32, i32 or i64 (both operands of
+  // one dtype; integers as kMod below). No parameters (add and mul on f32:
   // optionally a fused epilogue [activation, a, b], see conv2d; also
   // "affine", x * a + b, which conv2d and matmul do not take).
   kAdd, kSub, kMul, kDiv, kMaximum, kMinimum,
-  // Elementwise unary, f32. gelu: [approximate] (0 = erf, 1 = tanh).
+  // Elementwise unary, f32 (neg also i32 and i64, wrapping). gelu: [approximate] (0 = erf, 1 = tanh).
   kRelu, kGelu, kSilu, kSigmoid, kTanh, kExp, kSqrt, kRsqrt, kNeg,
   // numpy matmul: 1-D operands promoted and the added dim removed, batch dims broadcast.
   // (a, b, bias f32[n] optional, added to every row; needs b of rank >= 2);
@@ -86,7 +87,8 @@ enum class OpId : uint16_t {
   kClip,
   // hard_sigmoid: [alpha, beta], max(0, min(1, alpha * x + beta)).
   kHardSigmoid,
-  // No parameters: x * hard_sigmoid(x) with alpha 1/6, beta 1/2; erf; natural log; |x|; 1 / x.
+  // No parameters: x * hard_sigmoid(x) with alpha 1/6, beta 1/2; erf; natural log; |x| (also
+  // i32 and i64, wrapping); 1 / x.
   kHardSwish, kErf, kLog, kAbs, kReciprocal,
   // numpy.power, f32, broadcasting. No parameters.
   kPow,
@@ -155,6 +157,22 @@ enum class OpId : uint16_t {
   // Elementwise unary, f32: ONNX Softplus, log(1 + exp(x)) (softplus_of,
   // plans.h). No parameters.
   kSoftplus,
+  // Integer and boolean arithmetic (ONNX; the integer rules are ops/plans.h's
+  // int_*_of: wrapping, no undefined behaviour; a zero divisor fails the
+  // invoke on the cpu). mod: a, b of one dtype, broadcasting; [fmod (0|1)]:
+  // 0, i32/i64 only, the remainder takes the divisor's sign (Python's %);
+  // 1, also f32, the dividend's (C's fmod).
+  kMod,
+  // Comparisons as equal/less/greater (f32, i32 or i64; a bool result; NaN
+  // compares false). No parameters.
+  kLessOrEqual, kGreaterOrEqual,
+  // Logical and, or, xor: two bool operands, broadcasting (any non-zero byte
+  // is true); a bool result (0 or 1). No parameters.
+  kAnd, kOr, kXor,
+  // sign: f32, i32 or i64: -1, 0 or 1 (NaN and -0 pass through). No parameters.
+  kSign,
+  // ceil, floor, round (half to even, ONNX Round): f32. No parameters.
+  kCeil, kFloor, kRound,
   kCount,
 };
 // clang-format on

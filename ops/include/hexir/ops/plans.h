@@ -244,7 +244,63 @@ struct BinaryPlan {
   int64_t stride_a[kMaxRank];
   int64_t stride_b[kMaxRank];
   Epilogue epilogue;  // add and mul only: a fused activation (none for the others)
+  int32_t variant;    // mod: its fmod word (0 or 1); 0 for the others
+  int32_t pad;
 };
+
+// ---- integer and rounding maps ---------------------------------------------------
+//
+// ONNX's integer arithmetic on i32 and i64 without undefined behaviour, shared
+// by the cpu and CUDA kernels: add, sub, mul, neg and abs wrap (two's
+// complement: the lowest value negates to itself); div truncates toward zero
+// and lowest / -1 wraps to lowest (its remainder is 0). A zero divisor gives 0
+// here: the cpu kernel checks its divisors and fails the invoke instead; a
+// CUDA kernel cannot report (docs/cuda.md).
+template <typename T> struct UnsignedOf;
+template <> struct UnsignedOf<int32_t> { using type = uint32_t; };
+template <> struct UnsignedOf<int64_t> { using type = uint64_t; };
+template <typename T>
+HEXIR_PLAN_FN T int_add_of(T a, T b) {
+  using U = typename UnsignedOf<T>::type;
+  return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
+}
+template <typename T>
+HEXIR_PLAN_FN T int_sub_of(T a, T b) {
+  using U = typename UnsignedOf<T>::type;
+  return static_cast<T>(static_cast<U>(a) - static_cast<U>(b));
+}
+template <typename T>
+HEXIR_PLAN_FN T int_mul_of(T a, T b) {
+  using U = typename UnsignedOf<T>::type;
+  return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
+}
+template <typename T>
+HEXIR_PLAN_FN T int_neg_of(T x) {
+  using U = typename UnsignedOf<T>::type;
+  return static_cast<T>(U(0) - static_cast<U>(x));
+}
+template <typename T>
+HEXIR_PLAN_FN T int_abs_of(T x) { return x < 0 ? int_neg_of(x) : x; }
+template <typename T>
+HEXIR_PLAN_FN T int_div_of(T a, T b) {
+  if (b == 0) return 0;
+  if (b == -1) return int_neg_of(a);
+  return a / b;
+}
+// ONNX Mod: fmod 0, the remainder takes the divisor's sign (Python's %);
+// fmod 1, the dividend's (C's %).
+template <typename T>
+HEXIR_PLAN_FN T int_mod_of(T a, T b, int32_t fmod) {
+  if (b == 0 || b == -1) return 0;
+  const T r = a % b;
+  return fmod == 0 && r != 0 && ((r < 0) != (b < 0)) ? static_cast<T>(r + b) : r;
+}
+// -1, 0 or 1; a float 0, -0 or NaN passes through.
+template <typename T>
+HEXIR_PLAN_FN T sign_of(T x) { return x > T(0) ? T(1) : x < T(0) ? T(-1) : x; }
+// ONNX Round: to the nearest integer, halves to even (rintf in the default
+// rounding mode, which nothing here changes).
+HEXIR_PLAN_FN float round_half_even_of(float x) { return rintf(x); }
 
 // where(cond, x, y): out = cond ? x : y with numpy broadcasting of all three.
 // Elements are moved as bytes of element_size. rank 0 with n elements means all

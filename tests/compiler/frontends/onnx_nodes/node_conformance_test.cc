@@ -136,6 +136,7 @@ bool unsupported(const std::string& message, std::string* reason) {
       {"is used, but only the first", "extra outputs not supported (training statistics, masks)"},
       {"training_mode must be", "training mode not supported"},
       {"only f32 is supported", "dtype not supported by the operator's kernels"},
+      {"must be f32, i32 or i64", "dtype not supported by the operator's kernels"},
       {"the exponent is", "mixed-dtype Pow not supported"},
       {"is segmented", "sequence / optional values not supported"},
       {"is too large", "sequence / optional values not supported"},
@@ -202,6 +203,10 @@ Verdict run_test(const fs::path& dir) {
   if (!module.ok()) {
     std::string reason;
     if (unsupported(module.status().message(), &reason)) return skip(reason);
+    // Every input a constant and still not computable at import: an operand
+    // computed inside the graph (test_loop11: Slice bounds from a Loop's iteration count).
+    if (module.status().message().find("it is computed at run time") != std::string::npos)
+      return skip("a run-time operand where the importer needs a constant");
     return fail("import: " + module.status().message());
   }
   auto bytes = hexir::compiler::compile_module(*module, {}, "model");
