@@ -74,6 +74,9 @@ constexpr KernelEntry<KernelFn> kKernels[] = {
     {OpId::kArgMax, kF32, kAnyDType, argmax},
     {OpId::kDynamicSlice, kAnyDType, kAnyDType, dynamic_slice},
     {OpId::kUpdateSlice, kAnyDType, kAnyDType, update_slice},
+    // none moves any dtype; the reductions' dtypes (f32, i32, i64) are checked by the rule.
+    {OpId::kScatterND, kAnyDType, kAnyDType, scatter},
+    {OpId::kScatterElements, kAnyDType, kAnyDType, scatter},
 };
 
 // Kernels that prepare something from constant operands (their weights).

@@ -214,6 +214,16 @@ struct WindowParams {
   ops::WindowPlan plan;
 };
 
+// scatter_nd and scatter_elements: updates into out, which already holds
+// data; indices i32 or i64 (plan.index_i64). Kernels of one element width
+// (none) or of one dtype (the reductions: f32, i32, i64).
+struct ScatterParams {
+  const void* indices;
+  const void* updates;
+  void* out;
+  ops::ScatterPlan plan;
+};
+
 // bytes written from dst on: byte i is pattern[i % pattern_size].
 struct FillParams {
   void* dst;
@@ -293,7 +303,14 @@ struct FillParams {
   X(kUpdateSlice1, hexir_update_slice_1, WindowParams)         \
   X(kUpdateSlice2, hexir_update_slice_2, WindowParams)         \
   X(kUpdateSlice4, hexir_update_slice_4, WindowParams)         \
-  X(kUpdateSlice8, hexir_update_slice_8, WindowParams)
+  X(kUpdateSlice8, hexir_update_slice_8, WindowParams)         \
+  X(kScatter1, hexir_scatter_1, ScatterParams)                 \
+  X(kScatter2, hexir_scatter_2, ScatterParams)                 \
+  X(kScatter4, hexir_scatter_4, ScatterParams)                 \
+  X(kScatter8, hexir_scatter_8, ScatterParams)                 \
+  X(kScatterF32, hexir_scatter_f32, ScatterParams)             \
+  X(kScatterI32, hexir_scatter_i32, ScatterParams)             \
+  X(kScatterI64, hexir_scatter_i64, ScatterParams)
 
 enum class Kernel : uint16_t {
 #define HEXIR_CUDA_KERNEL_ENUM(name, symbol, params) name,
