@@ -764,6 +764,8 @@ class ModuleVerifier {
       if (aliased) {
         if (!info.may_run_in_place)
           return fail("alias bit ", i, " set but '", info.name, "' cannot run in place");
+        if ((info.read_while_writing >> i) & 1u)
+          return fail("alias bit ", i, " set but '", info.name, "' reads input ", i, " while it writes");
         if (!same_storage(out, input) || out.byte_size() != input.byte_size())
           return fail("alias bit ", i, " set but the output ", slot_label(m_, out_index),
                       " does not share the storage of input ", slot_label(m_, in_index));

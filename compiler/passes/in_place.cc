@@ -28,6 +28,17 @@ bool reads_partial_view(const FunctionPlan& plan, const Instruction& inst, int c
   return false;
 }
 
+// Whether `inst` also reads root `c` through an operand its operator reads
+// while it writes (OpDef::read_while_writing: scatter's indices and updates):
+// writing over c would change what that operand reads.
+bool read_while_writing(const FunctionPlan& plan, const Instruction& inst, int c) {
+  const uint32_t reads = ops::op_def(inst.op).read_while_writing;
+  for (size_t i = 0; i < inst.inputs.size() && i < 32; ++i)
+    if (((reads >> i) & 1u) && plan.values[static_cast<size_t>(inst.inputs[i])].storage_root == c)
+      return true;
+  return false;
+}
+
 // Sets the alias bit of every input operand of `inst` whose value lives in
 // root `root`'s storage (the buffer output 0 takes over).
 void set_alias_bits(const FunctionPlan& plan, Instruction& inst, int root) {
@@ -70,6 +81,7 @@ void assign_in_place(const Function& fn, FunctionPlan& plan, bool arena_values) 
       const Value& candidate_value = value_at(fn, plan, c);
       if (uses.last_read[static_cast<size_t>(c)] != static_cast<int64_t>(k)) continue;  // still read later
       if (reads_partial_view(plan, inst, c)) continue;  // its elements move while the result is written
+      if (read_while_writing(plan, inst, c)) continue;  // another operand reads it as it changes
       if (candidate_value.byte_size != result_value.byte_size ||
           candidate_value.type.dtype != result_value.type.dtype)
         continue;
@@ -133,7 +145,8 @@ bool chain_to_donated_input(const Function& fn, FunctionPlan& plan, const Uses& 
       const int c = plan.values[static_cast<size_t>(inst.inputs[operand])].storage_root;
       const Value& cv = value_at(fn, plan, c);
       if (uses.last_read[static_cast<size_t>(c)] != w || cv.byte_size != want.byte_size ||
-          cv.type.dtype != want.type.dtype || reads_partial_view(plan, inst, c))
+          cv.type.dtype != want.type.dtype || reads_partial_view(plan, inst, c) ||
+          read_while_writing(plan, inst, c))
         continue;
       if (c == input ||
           (cv.kind == ValueKind::kResult && plan.values[static_cast<size_t>(c)].storage == Storage::kArena)) {

@@ -356,5 +356,6 @@ Status copy(const KernelContext&, const Dispatch&);
 Status gather(const KernelContext&, const Dispatch&);
 Status dynamic_slice(const KernelContext&, const Dispatch&);
 Status update_slice(const KernelContext&, const Dispatch&);
+Status scatter(const KernelContext&, const Dispatch&);  // scatter_nd, scatter_elements
 
 }  // namespace hexir::hal::cpu::internal

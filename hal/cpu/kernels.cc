@@ -111,6 +111,9 @@ constexpr KernelEntry<KernelFn> kKernels[] = {
     {OpId::kCeil, kF32, kF32, ceil},
     {OpId::kFloor, kF32, kF32, floor},
     {OpId::kRound, kF32, kF32, round},
+    // none moves any dtype; the reductions' dtypes (f32, i32, i64) are checked by the rule.
+    {OpId::kScatterND, kAnyDType, kAnyDType, scatter},
+    {OpId::kScatterElements, kAnyDType, kAnyDType, scatter},
 };
 
 // Kernels that prepare something from constant operands (their weights).

@@ -1,6 +1,6 @@
 // Byte-moving kernels of any dtype: the strided gather behind transpose and
 // slice (and expand), concat, split, copy, gather, pad, dynamic_slice and
-// update_slice.
+// update_slice, scatter_nd and scatter_elements.
 #include <algorithm>
 #include <cstring>
 #include <string>
@@ -72,6 +72,100 @@ Status gather_typed(const ops::GatherPlan& p, const uint8_t* data, const Index* 
     }
   }
   return ok_status();
+}
+
+// ---- scatter ----
+
+// The dim index k of a scatter's indices counts in.
+int64_t scatter_dim(const ops::ScatterPlan& p, int64_t k) {
+  return p.depth > 0 ? p.data_dims[k % p.depth] : p.data_dims[p.axis];
+}
+
+// Every index checked before anything is written, so a failed invoke leaves
+// a result written in place (a donated cache) as it was.
+template <typename Index>
+Status check_scatter_indices(const ops::ScatterPlan& p, const Index* indices) {
+  const int64_t count = p.depth > 0 ? p.tuples * p.depth : p.n;
+  for (int64_t k = 0; k < count; ++k) {
+    const int64_t dim = scatter_dim(p, k);
+    if (ops::scatter_index(static_cast<int64_t>(indices[k]), dim) < 0)
+      return invalid_argument(std::string(p.depth > 0 ? "scatter_nd" : "scatter_elements") + ": index " +
+                              std::to_string(static_cast<int64_t>(indices[k])) + " (position " +
+                              std::to_string(k) + ") is out of range for a dim of " + std::to_string(dim));
+  }
+  return ok_status();
+}
+
+// Calls land(update element, data offset) for every update in order. An index
+// out of range (possible only if the indices shared the result's storage,
+// which the compiler never plans) lands nowhere.
+template <typename Index, typename Land>
+void for_each_scatter_target(const ops::ScatterPlan& p, const Index* indices, Land&& land) {
+  if (p.depth > 0) {
+    for (int64_t t = 0; t < p.tuples; ++t) {
+      int64_t offset = 0;
+      bool inside = true;
+      for (int32_t d = 0; d < p.depth; ++d) {
+        const int64_t index =
+            ops::scatter_index(static_cast<int64_t>(indices[t * p.depth + d]), p.data_dims[d]);
+        inside = inside && index >= 0;
+        offset += index * p.data_stride[d];
+      }
+      if (!inside) continue;
+      for (int64_t c = 0; c < p.slice; ++c) land(t * p.slice + c, offset + c);
+    }
+    return;
+  }
+  const int32_t axis = p.axis;
+  int64_t coordinate[kMaxRank] = {};
+  for (int64_t i = 0; i < p.n; ++i) {
+    const int64_t index = ops::scatter_index(static_cast<int64_t>(indices[i]), p.data_dims[axis]);
+    if (index >= 0) {
+      int64_t offset = index * p.data_stride[axis];
+      for (int32_t d = 0; d < p.rank; ++d)
+        if (d != axis) offset += coordinate[d] * p.data_stride[d];
+      land(i, offset);
+    }
+    next_index(coordinate, p.index_dims, p.rank);
+  }
+}
+
+template <typename T, typename Index>
+void scatter_typed(const ops::ScatterPlan& p, const Index* indices, const uint8_t* updates, uint8_t* out) {
+  const T* u = reinterpret_cast<const T*>(updates);
+  T* o = reinterpret_cast<T*>(out);
+  if (p.reduction == ops::kScatterNone) {
+    for_each_scatter_target(p, indices, [&](int64_t i, int64_t offset) { o[offset] = u[i]; });
+  } else {
+    for_each_scatter_target(p, indices, [&](int64_t i, int64_t offset) {
+      o[offset] = ops::scatter_combine(o[offset], u[i], p.reduction);
+    });
+  }
+}
+
+// none moves elements of their width; the reductions compute in data's dtype.
+template <typename Index>
+void scatter_updates(const ops::ScatterPlan& p, const Index* indices, const uint8_t* updates, uint8_t* out) {
+  if (p.reduction == ops::kScatterNone) {
+    switch (p.element_size) {
+      case 1:
+        return scatter_typed<uint8_t>(p, indices, updates, out);
+      case 2:
+        return scatter_typed<uint16_t>(p, indices, updates, out);
+      case 4:
+        return scatter_typed<uint32_t>(p, indices, updates, out);
+      default:
+        return scatter_typed<uint64_t>(p, indices, updates, out);
+    }
+  }
+  switch (static_cast<DType>(p.dtype)) {
+    case DType::kI32:
+      return scatter_typed<int32_t>(p, indices, updates, out);
+    case DType::kI64:
+      return scatter_typed<int64_t>(p, indices, updates, out);
+    default:
+      return scatter_typed<float>(p, indices, updates, out);
+  }
 }
 
 // Output in row-major order; each element from ops::pad_source_index per dim,
@@ -397,6 +491,27 @@ Status update_slice(const KernelContext&, const Dispatch& d) {
   for_each_window_row(p, origin, [&](int64_t x_byte, int64_t window_byte, int64_t bytes) {
     std::memcpy(out + x_byte, update + window_byte, static_cast<size_t>(bytes));
   });
+  return ok_status();
+}
+
+// scatter_nd and scatter_elements: the indices checked, a copy of data (none
+// when the result is data's storage: in place, so a KV-cache write costs the
+// rows it writes), then the updates in order (a duplicate target: the last
+// update, or all of them combined in order).
+Status scatter(const KernelContext&, const Dispatch& d) {
+  const ops::ScatterPlan& p = plan_of<ops::ScatterPlan>(d);
+  const auto* data = input<uint8_t>(d, 0);
+  const auto* updates = input<uint8_t>(d, 2);
+  auto* out = output<uint8_t>(d, 0);
+  const bool i64 = p.index_i64 != 0;
+  HEXIR_RETURN_IF_ERROR(i64 ? check_scatter_indices(p, input<int64_t>(d, 1))
+                            : check_scatter_indices(p, input<int32_t>(d, 1)));
+  if (out != data && p.data_bytes > 0) std::memcpy(out, data, static_cast<size_t>(p.data_bytes));
+  if (p.n == 0) return ok_status();
+  if (i64)
+    scatter_updates(p, input<int64_t>(d, 1), updates, out);
+  else
+    scatter_updates(p, input<int32_t>(d, 1), updates, out);
   return ok_status();
 }
 

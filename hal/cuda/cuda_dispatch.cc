@@ -478,6 +478,41 @@ Status update_slice(const Dispatch& d, Launcher& launcher) {
   return launcher.launch(window_kernel(p.plan.element_size, true), linear_config(p.plan.n), &p);
 }
 
+// The threads of a scatter: scatter_nd's slice elements, or scatter_elements'
+// lines along the axis (kernels/layout.cu).
+int64_t scatter_threads(const ops::ScatterPlan& q) {
+  if (q.depth > 0) return q.slice;
+  const int64_t length = q.index_dims[q.axis];
+  return length == 0 ? 0 : q.n / length;
+}
+
+Kernel scatter_kernel(const ops::ScatterPlan& q) {
+  if (q.reduction != ops::kScatterNone)
+    return q.dtype == static_cast<int32_t>(DType::kI32)   ? Kernel::kScatterI32
+           : q.dtype == static_cast<int32_t>(DType::kI64) ? Kernel::kScatterI64
+                                                          : Kernel::kScatterF32;
+  return q.element_size == 1   ? Kernel::kScatter1
+         : q.element_size == 2 ? Kernel::kScatter2
+         : q.element_size == 4 ? Kernel::kScatter4
+                               : Kernel::kScatter8;
+}
+
+// A copy of data unless the result is in data's storage (in place), then the
+// updates. Out-of-range indices land nowhere (the cpu kernel reports them;
+// docs/cuda.md).
+Status scatter(const Dispatch& d, Launcher& launcher) {
+  ScatterParams p;
+  p.indices = d.operands[1];
+  p.updates = d.operands[2];
+  p.out = d.operands[3];
+  p.plan = plan_of<ops::ScatterPlan>(d);
+  if (p.out != d.operands[0] && p.plan.data_bytes > 0)
+    HEXIR_RETURN_IF_ERROR(launcher.copy(p.out, d.operands[0], static_cast<uint64_t>(p.plan.data_bytes)));
+  const int64_t threads = scatter_threads(p.plan);
+  if (p.plan.n == 0 || threads == 0) return ok_status();
+  return launcher.launch(scatter_kernel(p.plan), linear_config(threads), &p);
+}
+
 // ---- the table ------------------------------------------------------------------
 
 constexpr int kF32 = static_cast<int>(DType::kF32);
@@ -560,6 +595,8 @@ constexpr KernelEntry<CudaKernelFn> kKernels[] = {
     {OpId::kArgMax, kF32, kAnyDType, argmax},
     {OpId::kDynamicSlice, kAnyDType, kAnyDType, dynamic_slice},
     {OpId::kUpdateSlice, kAnyDType, kAnyDType, update_slice},
+    {OpId::kScatterND, kAnyDType, kAnyDType, scatter},
+    {OpId::kScatterElements, kAnyDType, kAnyDType, scatter},
     HEXIR_CAST_FROM(kCastF32),
     HEXIR_CAST_FROM(kCastF16),
     HEXIR_CAST_FROM(kCastI32),

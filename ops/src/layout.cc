@@ -1,6 +1,6 @@
 // Operators that move bytes without arithmetic, for any dtype: transpose,
 // reshape (a view), concat, split, copy, gather, slice, pad, expand, and the
-// run-time windows dynamic_slice and update_slice.
+// run-time windows dynamic_slice and update_slice, scatter_nd and scatter_elements.
 #include <algorithm>
 #include <bit>
 #include <climits>
@@ -696,6 +696,145 @@ void plan_update_slice(const PlanInput& op, OpPlan& out) {
   plan_window(op.inputs[0], op.inputs[1].dims, out);
 }
 
+// ---- scatter_nd, scatter_elements ------------------------------------------------
+
+constexpr const char* kScatterReductions[] = {"none", "add", "mul", "max", "min"};
+
+Result<int64_t> lower_reduction(OpId id, const AttrMap& attrs) {
+  const AttrValue* v = find_attr(attrs, "reduction");
+  if (!v) return int64_t{kScatterNone};
+  if (const auto* name = std::get_if<std::string>(&v->value))
+    for (int64_t r = kScatterNone; r <= kScatterMin; ++r)
+      if (*name == kScatterReductions[r]) return r;
+  return invalid_argument(prefix(id) +
+                          "attribute 'reduction' must be \"none\", \"add\", \"mul\", \"max\" or \"min\"");
+}
+
+AttrValue reduction_value(int64_t word) {
+  return AttrValue{std::string(word >= kScatterNone && word <= kScatterMin ? kScatterReductions[word] : "?")};
+}
+
+// The reduction word, and the dtypes its arithmetic is defined for.
+Status check_reduction(OpId id, int64_t word, DType dtype) {
+  if (word < kScatterNone || word > kScatterMin)
+    return invalid_argument(prefix(id) + "reduction " + std::to_string(word) + " is not 0..4");
+  if (word != kScatterNone && dtype != DType::kF32 && dtype != DType::kI32 && dtype != DType::kI64)
+    return invalid_argument(prefix(id) + "reduction \"" + kScatterReductions[word] + "\" on " +
+                            std::string(dtype_name(dtype)) +
+                            " data: only none moves any dtype; the others take f32, i32 or i64");
+  return ok_status();
+}
+
+Status check_scatter_indices(OpId id, const TensorType& indices) {
+  if (indices.dtype != DType::kI32 && indices.dtype != DType::kI64)
+    return invalid_argument(prefix(id) + "indices are " + indices.to_string() + ", expected i32 or i64");
+  return ok_status();
+}
+
+Result<std::vector<int64_t>> lower_scatter_nd(std::span<const TensorType>, const AttrMap& attrs,
+                                              std::span<const TensorType>) {
+  HEXIR_RETURN_IF_ERROR(check_attr_names(kScatterND, attrs, {"reduction"}));
+  HEXIR_ASSIGN_OR_RETURN(int64_t reduction, lower_reduction(kScatterND, attrs));
+  return std::vector<int64_t>{reduction};
+}
+
+AttrMap raise_scatter_nd(std::span<const TensorType>, std::span<const int64_t> params) {
+  return {{"reduction", reduction_value(param_at(params, 0))}};
+}
+
+Result<std::vector<TensorType>> infer_scatter_nd(std::span<const TensorType> in,
+                                                 std::span<const int64_t> params) {
+  const TensorType& data = in[0];
+  const TensorType& indices = in[1];
+  const TensorType& updates = in[2];
+  HEXIR_RETURN_IF_ERROR(check_param_count(kScatterND, params, 1));
+  HEXIR_RETURN_IF_ERROR(check_reduction(kScatterND, params[0], data.dtype));
+  HEXIR_RETURN_IF_ERROR(check_scatter_indices(kScatterND, indices));
+  const int64_t depth = indices.rank() == 0 ? 0 : indices.dims.back();
+  if (depth < 1 || depth > static_cast<int64_t>(data.rank()))
+    return invalid_argument(prefix(kScatterND) + "indices " + indices.to_string() +
+                            ": the last dim (the indices per tuple) must be 1.." +
+                            std::to_string(data.rank()) + " for data " + data.to_string());
+  std::vector<int64_t> want(indices.dims.begin(), indices.dims.end() - 1);
+  want.insert(want.end(), data.dims.begin() + depth, data.dims.end());
+  if (updates.dtype != data.dtype || updates.dims != want)
+    return invalid_argument(prefix(kScatterND) + "updates are " + updates.to_string() + ", expected " +
+                            TensorType{data.dtype, want}.to_string() +
+                            " (indices' dims but the last, then data's from " + std::to_string(depth) +
+                            " on)");
+  return one(data);
+}
+
+void plan_scatter_common(const PlanInput& op, ScatterPlan& p) {
+  const TensorType& data = op.inputs[0];
+  p.data_bytes = static_cast<int64_t>(*byte_size(data));
+  p.n = count_of(op.inputs[2]);
+  p.rank = static_cast<int32_t>(data.rank());
+  p.element_size = static_cast<int32_t>(dtype_size(data.dtype));
+  p.dtype = static_cast<int32_t>(data.dtype);
+  p.index_i64 = op.inputs[1].dtype == DType::kI64;
+  row_major_strides(data.dims, p.data_stride);
+  for (size_t d = 0; d < data.rank(); ++d) p.data_dims[d] = data.dims[d];
+}
+
+void plan_scatter_nd(const PlanInput& op, OpPlan& out) {
+  ScatterPlan& p = out.start<ScatterPlan>();
+  plan_scatter_common(op, p);
+  const TensorType& indices = op.inputs[1];
+  const size_t depth = static_cast<size_t>(indices.dims.back());
+  p.depth = static_cast<int32_t>(depth);
+  p.reduction = static_cast<int32_t>(op.params[0]);
+  p.tuples = dims_product(indices.dims, 0, indices.rank() - 1);
+  p.slice = dims_product(op.inputs[0].dims, depth, op.inputs[0].rank());
+}
+
+Result<std::vector<int64_t>> lower_scatter_elements(std::span<const TensorType> in, const AttrMap& attrs,
+                                                    std::span<const TensorType>) {
+  HEXIR_RETURN_IF_ERROR(check_attr_names(kScatterElements, attrs, {"axis", "reduction"}));
+  HEXIR_ASSIGN_OR_RETURN(int64_t axis, int_attr(kScatterElements, attrs, "axis", 0));
+  HEXIR_ASSIGN_OR_RETURN(axis, normalize_axis(kScatterElements, axis, in[0].rank(), "axis"));
+  HEXIR_ASSIGN_OR_RETURN(int64_t reduction, lower_reduction(kScatterElements, attrs));
+  return std::vector<int64_t>{axis, reduction};
+}
+
+AttrMap raise_scatter_elements(std::span<const TensorType>, std::span<const int64_t> params) {
+  return {{"axis", AttrValue{param_at(params, 0)}}, {"reduction", reduction_value(param_at(params, 1))}};
+}
+
+Result<std::vector<TensorType>> infer_scatter_elements(std::span<const TensorType> in,
+                                                       std::span<const int64_t> params) {
+  const TensorType& data = in[0];
+  const TensorType& indices = in[1];
+  const TensorType& updates = in[2];
+  HEXIR_RETURN_IF_ERROR(check_param_count(kScatterElements, params, 2));
+  HEXIR_RETURN_IF_ERROR(check_axis_param(kScatterElements, params[0], data.rank()));
+  HEXIR_RETURN_IF_ERROR(check_reduction(kScatterElements, params[1], data.dtype));
+  HEXIR_RETURN_IF_ERROR(check_scatter_indices(kScatterElements, indices));
+  const size_t axis = static_cast<size_t>(params[0]);
+  bool fits = indices.rank() == data.rank();
+  for (size_t d = 0; fits && d < data.rank(); ++d) fits = d == axis || indices.dims[d] <= data.dims[d];
+  if (!fits)
+    return invalid_argument(prefix(kScatterElements) + "indices " + indices.to_string() +
+                            " do not fit data " + data.to_string() +
+                            " (same rank, no dim larger but along axis " + std::to_string(axis) + ")");
+  if (updates.dtype != data.dtype || updates.dims != indices.dims)
+    return invalid_argument(prefix(kScatterElements) + "updates are " + updates.to_string() + ", expected " +
+                            TensorType{data.dtype, indices.dims}.to_string() +
+                            " (data's dtype, indices' dims)");
+  if (data.dims[axis] == 0 && count_of(indices) > 0)
+    return invalid_argument(prefix(kScatterElements) + "scatters into an empty axis");
+  return one(data);
+}
+
+void plan_scatter_elements(const PlanInput& op, OpPlan& out) {
+  ScatterPlan& p = out.start<ScatterPlan>();
+  plan_scatter_common(op, p);
+  const TensorType& indices = op.inputs[1];
+  p.axis = static_cast<int32_t>(op.params[0]);
+  p.reduction = static_cast<int32_t>(op.params[1]);
+  for (size_t d = 0; d < indices.rank(); ++d) p.index_dims[d] = indices.dims[d];
+}
+
 // Data movement: one FLOP per element written (a copy is work a
 // recomputation repeats); reshape, a view, none.
 constexpr OpDef kDefs[] = {
@@ -722,6 +861,13 @@ constexpr OpDef kDefs[] = {
     // In place on x only: update and the start indices are read while the result is written.
     {kUpdateSlice, "update_slice", 2, -1, 1, 1, false, true, false, 0, lower_update_slice, raise_none,
      infer_update_slice, flops_per_element, nullptr, plan_update_slice, /*in_place_inputs=*/1u},
+    // In place on data only: indices and updates are read while the result is written.
+    {kScatterND, "scatter_nd", 3, 3, 1, 1, false, true, false, 0, lower_scatter_nd, raise_scatter_nd,
+     infer_scatter_nd, flops_per_element, nullptr, plan_scatter_nd, /*in_place_inputs=*/1u,
+     /*read_while_writing=*/6u},
+    {kScatterElements, "scatter_elements", 3, 3, 1, 1, false, true, false, 0, lower_scatter_elements,
+     raise_scatter_elements, infer_scatter_elements, flops_per_element, nullptr, plan_scatter_elements,
+     /*in_place_inputs=*/1u, /*read_while_writing=*/6u},
 };
 
 }  // namespace

@@ -218,6 +218,71 @@ func @step(%cache: f32[64,128] donate, %row: f32[1,128]) -> (f32[64,128]) {
   }
 }
 
+// A static KV cache written as exporters write it: index_copy_ (ScatterElements)
+// and index_put_ (ScatterND) on a donated cache run in the cache's buffer; the
+// invoke moves the new rows only.
+TEST_CASE(
+    "donation: a scatter into a donated KV cache runs in place; a bad index leaves the cache as it was") {
+  constexpr const char* kSources[] = {R"(
+module @kv
+func @step(%cache: f32[2,8,4] donate, %pos: i64[2,1,4], %rows: f32[2,1,4]) -> (f32[2,8,4]) {
+  %c = call @scatter_elements(%cache, %pos, %rows) {axis = 1} : f32[2,8,4]
+  return %c
+}
+)",
+                                      R"(
+module @kv
+func @step(%cache: f32[2,8,4] donate, %pos: i64[2,1,4], %rows: f32[2,1,4]) -> (f32[2,8,4]) {
+  %at = call @slice(%pos) {starts = [0, 0, 0], ends = [2, 1, 2], axes = [0, 1, 2]} : i64[2,1,2]
+  %c = call @scatter_nd(%cache, %at, %rows) : f32[2,8,4]
+  return %c
+}
+)"};
+  for (const char* source : kSources) {
+    const bool nd = std::string(source).find("scatter_nd") != std::string::npos;
+    CAPTURE(nd);
+    auto bytes = hexir::compiler::compile_source(source, "kv.hxir", kSamplesDir, CompileOptions{});
+    REQUIRE_MESSAGE(bytes.ok(), bytes.status().to_string());
+    auto l = load_compiled(*bytes);
+    const hexir::fb::Module& m = l->fb();
+    const hexir::fb::Function& fn = *m.functions()->Get(0);
+    CHECK(fn.inputs()->Get(0)->donated_to() == 0);
+    const hexir::fb::Instruction& scatter =
+        *m.instructions()->Get(fn.instruction_begin() + fn.instruction_count() - 1);
+    CHECK(scatter.alias_mask() == 1);  // output 0 takes the cache (input 0) over
+    CHECK(m.slots()->Get(fn.outputs()->Get(0)->slot())->storage() == hexir::fb::StorageKind::Input);
+    if (!nd) CHECK(l->module->arena_bytes() == 0);  // nothing but the cache (scatter_nd: its sliced indices)
+
+    auto context = Context::create(*l->program);
+    REQUIRE(context.ok());
+    if (!nd) CHECK(context->create_stats().device_allocations == 0);  // no arena, no output buffer
+    std::vector<float> cache(2 * 8 * 4), rows(2 * 4);
+    for (size_t i = 0; i < cache.size(); ++i) cache[i] = static_cast<float>(i);
+    for (size_t i = 0; i < rows.size(); ++i) rows[i] = -1.0f - static_cast<float>(i);
+    // Batch 0 writes position 5, batch 1 position 2 (as -6: from the end).
+    std::vector<int64_t> pos(2 * 4);
+    for (size_t i = 0; i < pos.size(); ++i) pos[i] = i < 4 ? 5 : -6;
+    if (nd) pos = {0, 5, 0, 0, 1, -6, 0, 0};  // [b, position] pairs, sliced from the first two
+    std::vector<float> want = cache;
+    for (size_t b = 0; b < 2; ++b)
+      for (size_t d = 0; d < 4; ++d) want[b * 32 + (b == 0 ? 5 : 2) * 4 + d] = rows[b * 4 + d];
+    TensorRef c{cache.data(), cache.size() * 4, {hexir::DType::kF32, {2, 8, 4}}};
+    TensorRef ins[] = {c,
+                       {pos.data(), pos.size() * 8, {hexir::DType::kI64, {2, 1, 4}}},
+                       {rows.data(), rows.size() * 4, {hexir::DType::kF32, {2, 1, 4}}}};
+    REQUIRE(context->invoke("step", ins).ok());
+    CHECK(context->output(0, 0)->data == cache.data());
+    CHECK(cache == want);
+    CHECK(context->invoke_stats().device_allocations == 0);
+    // An index past the cache fails the invoke, naming it, before anything is written.
+    pos[nd ? 5 : 7] = 8;
+    const hexir::Status bad = context->invoke("step", ins);
+    CHECK(bad.code() == hexir::StatusCode::kInvalidArgument);
+    CHECK_MESSAGE(bad.message().find("index 8") != std::string::npos, bad.message());
+    CHECK(cache == want);
+  }
+}
+
 TEST_CASE("donation dropped: the caller's input is left alone when the result cannot go there") {
   constexpr const char* kSource = R"(
 module @m

@@ -1250,10 +1250,12 @@ TEST_CASE("sign, ceil, floor, round (half to even), mod with fmod = 1 on f32") {
   std::memcpy(x.bytes.data(), xv, sizeof xv);
   HostTensor big = random_f32({3, 129}, 810, -50.0f, 50.0f);
   for (HostTensor* t : {&x, &big}) {
-    for (auto [id, ref] : {std::pair<OpId, double (*)(double)>{OpId::kCeil, [](double v) { return std::ceil(v); }},
-                           {OpId::kFloor, [](double v) { return std::floor(v); }},
-                           {OpId::kRound, round_half_even},
-                           {OpId::kSign, [](double v) { return v > 0 ? 1.0 : v < 0 ? -1.0 : v; }}}) {
+    for (auto entry : {std::pair<OpId, double (*)(double)>{OpId::kCeil, [](double v) { return std::ceil(v); }},
+                       {OpId::kFloor, [](double v) { return std::floor(v); }},
+                       {OpId::kRound, round_half_even},
+                       {OpId::kSign, [](double v) { return v > 0 ? 1.0 : v < 0 ? -1.0 : v; }}}) {
+      const OpId id = entry.first;  // not a structured binding: clang 14 cannot capture one in INFO
+      const auto ref = entry.second;
       INFO(ops::op_def(id).name);
       HostTensor out(DType::kF32, t->dims);
       REQUIRE(run_kernel(id, {t}, out).ok());

@@ -1,8 +1,9 @@
 // The byte-moving kernels of any dtype (hal/cpu/layout.cc): transpose,
-// concat, copy, split, gather, slice, pad, expand, dynamic_slice and
-// update_slice against references written here: plain loops over
+// concat, copy, split, gather, slice, pad, expand, dynamic_slice,
+// update_slice, scatter_nd and scatter_elements against references written here: plain loops over
 // multi-indices, whole elements as bytes.
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <numeric>
 #include <string>
@@ -652,6 +653,222 @@ TEST_CASE("update_slice: a result in update's storage (update as large as x) is 
   HostTensor out(DType::kI32, {3, 2});
   REQUIRE(run_op(OpId::kUpdateSlice, {&x, &update, &zero, &big}, {&out}, {}, 1).ok());
   CHECK(update.bytes == want.bytes);
+}
+
+// ---- scatter_nd, scatter_elements ----------------------------------------------
+
+// Where each update element lands (element offsets in data), in update order:
+// ONNX ScatterND / ScatterElements written out with unravel, indices wrapped
+// once from the end.
+std::vector<int64_t> scatter_destinations(OpId id, const Dims& data_dims, const Dims& index_dims,
+                                          const std::vector<int64_t>& indices, int64_t axis) {
+  const Dims strides = row_major_strides(data_dims);
+  auto wrap = [](int64_t index, int64_t dim) { return index < 0 ? index + dim : index; };
+  std::vector<int64_t> out;
+  if (id == OpId::kScatterElements) {
+    for (int64_t i = 0; i < product(index_dims); ++i) {
+      Dims at = unravel(i, index_dims);
+      at[static_cast<size_t>(axis)] =
+          wrap(indices[static_cast<size_t>(i)], data_dims[static_cast<size_t>(axis)]);
+      out.push_back(std::inner_product(at.begin(), at.end(), strides.begin(), int64_t{0}));
+    }
+    return out;
+  }
+  const size_t k = static_cast<size_t>(index_dims.back());
+  const int64_t slice = product(Dims(data_dims.begin() + static_cast<std::ptrdiff_t>(k), data_dims.end()));
+  for (size_t t = 0; t * k < indices.size(); ++t) {
+    int64_t base = 0;
+    for (size_t d = 0; d < k; ++d) base += wrap(indices[t * k + d], data_dims[d]) * strides[d];
+    for (int64_t c = 0; c < slice; ++c) out.push_back(base + c);
+  }
+  return out;
+}
+
+// The reductions in data's dtype, written here (not ops::scatter_combine);
+// integers wrap.
+template <typename T>
+struct WrapType {
+  using type = T;
+};
+template <>
+struct WrapType<int32_t> {
+  using type = uint32_t;
+};
+template <>
+struct WrapType<int64_t> {
+  using type = uint64_t;
+};
+
+template <typename T>
+T combine_reference(T old, T value, int64_t reduction) {
+  using Wide = typename WrapType<T>::type;
+  switch (reduction) {
+    case 1:
+      return static_cast<T>(static_cast<Wide>(old) + static_cast<Wide>(value));
+    case 2:
+      return static_cast<T>(static_cast<Wide>(old) * static_cast<Wide>(value));
+    case 3:
+      return std::isnan(static_cast<double>(value)) || value > old ? value : old;
+    case 4:
+      return std::isnan(static_cast<double>(value)) || value < old ? value : old;
+    default:
+      return value;
+  }
+}
+
+template <typename T>
+void combine_at(HostTensor& want, const HostTensor& updates, int64_t i, int64_t dst, int64_t reduction) {
+  T old, value;
+  std::memcpy(&old, &want.bytes[static_cast<size_t>(dst) * sizeof(T)], sizeof(T));
+  std::memcpy(&value, &updates.bytes[static_cast<size_t>(i) * sizeof(T)], sizeof(T));
+  const T result = combine_reference(old, value, reduction);
+  std::memcpy(&want.bytes[static_cast<size_t>(dst) * sizeof(T)], &result, sizeof(T));
+}
+
+struct ScatterCase {
+  OpId id;
+  DType dtype;
+  Dims data_dims;
+  DType index_dtype;
+  Dims index_dims;
+  std::vector<int64_t> indices;
+  int64_t axis;       // scatter_elements
+  int64_t reduction;  // 0 none .. 4 min
+};
+
+// Out of place (data only read) and in place on data (the alias the compiler plans).
+void check_scatter(const ScatterCase& c, bool in_place) {
+  const bool nd = c.id == OpId::kScatterND;
+  INFO((nd ? "scatter_nd " : "scatter_elements ")
+       << std::string(dtype_name(c.dtype)) << dims_string(c.data_dims) << " indices "
+       << dims_string(c.index_dims) << " " << dims_string(c.indices) << " axis " << c.axis << " reduction "
+       << c.reduction << " in place " << in_place);
+  Dims update_dims = c.index_dims;
+  if (nd) {
+    update_dims.pop_back();
+    update_dims.insert(update_dims.end(), c.data_dims.begin() + c.index_dims.back(), c.data_dims.end());
+  }
+  HostTensor data = c.dtype == DType::kF32 ? random_f32(c.data_dims, 4300) : iota_bytes(c.dtype, c.data_dims);
+  HostTensor updates(c.dtype, update_dims);
+  if (c.dtype == DType::kF32) {
+    updates = random_f32(update_dims, 4301);
+  } else {
+    for (size_t i = 0; i < updates.bytes.size(); ++i) updates.bytes[i] = static_cast<uint8_t>(0xA0 + i * 3);
+    if (c.dtype == DType::kBool)
+      for (uint8_t& b : updates.bytes) b &= 1;
+  }
+  HostTensor idx = index_tensor(c.index_dtype, c.index_dims, c.indices);
+  const HostTensor original = data;
+  HostTensor out(c.dtype, c.data_dims);
+  fill_sentinel(out, 0xEE);
+  const std::vector<int64_t> params =
+      nd ? std::vector<int64_t>{c.reduction} : std::vector<int64_t>{c.axis, c.reduction};
+  Status status = run_op(c.id, {&data, &idx, &updates}, {&out}, params, in_place ? 0 : -1);
+  REQUIRE_MESSAGE(status.ok(), status.to_string());
+  const HostTensor& got = in_place ? data : out;
+  if (!in_place) CHECK(data.bytes == original.bytes);  // data is only read
+
+  HostTensor want = original;
+  const std::vector<int64_t> dst = scatter_destinations(c.id, c.data_dims, c.index_dims, c.indices, c.axis);
+  REQUIRE(static_cast<int64_t>(dst.size()) == updates.count());
+  const size_t size = dtype_size(c.dtype);
+  for (int64_t i = 0; i < updates.count(); ++i) {
+    if (c.reduction == 0) {
+      std::memcpy(&want.bytes[static_cast<size_t>(dst[static_cast<size_t>(i)]) * size],
+                  &updates.bytes[static_cast<size_t>(i) * size], size);
+    } else if (c.dtype == DType::kF32) {
+      combine_at<float>(want, updates, i, dst[static_cast<size_t>(i)], c.reduction);
+    } else if (c.dtype == DType::kI32) {
+      combine_at<int32_t>(want, updates, i, dst[static_cast<size_t>(i)], c.reduction);
+    } else {
+      combine_at<int64_t>(want, updates, i, dst[static_cast<size_t>(i)], c.reduction);
+    }
+  }
+  if (got.count() > 0) CHECK(got.bytes == want.bytes);
+}
+
+TEST_CASE("scatter_nd: every dtype (none), the reductions, slices and full tuples, duplicates in order") {
+  const OpId nd = OpId::kScatterND;
+  for (bool in_place : {false, true}) {
+    for (DType dtype : kEveryDType) {
+      // Rows of a [4, 3] table (slices of 3), negative and duplicate rows: the last wins.
+      check_scatter({nd, dtype, {4, 3}, DType::kI64, {3, 1}, {2, -1, 2}, 0, 0}, in_place);
+      // Full tuples: single elements.
+      check_scatter(
+          {nd, dtype, {2, 3, 4}, DType::kI32, {2, 2, 3}, {1, 2, 3, 0, 0, 0, -1, -3, -4, 1, 1, 1}, 0, 0},
+          in_place);
+    }
+    for (DType dtype : {DType::kF32, DType::kI32, DType::kI64})
+      for (int64_t reduction = 1; reduction <= 4; ++reduction) {
+        check_scatter({nd, dtype, {4, 3}, DType::kI64, {4, 1}, {2, 0, 2, -2}, 0, reduction}, in_place);
+        check_scatter({nd, dtype, {2, 2, 2}, DType::kI32, {3, 2}, {1, 1, 0, 1, 1, 1}, 0, reduction},
+                      in_place);
+      }
+    // A KV-cache write: one position of [B, S, D] for every batch.
+    check_scatter({nd, DType::kF32, {2, 8, 4}, DType::kI64, {2, 1, 2}, {0, 5, 1, 5}, 0, 0}, in_place);
+    check_scatter({nd, DType::kF32, {3, 2}, DType::kI64, {0, 1}, {}, 0, 1}, in_place);  // no updates
+  }
+}
+
+TEST_CASE("scatter_elements: every dtype (none), the reductions, every axis, duplicates in order") {
+  const OpId el = OpId::kScatterElements;
+  for (bool in_place : {false, true}) {
+    for (DType dtype : kEveryDType) {
+      check_scatter({el, dtype, {3, 3}, DType::kI64, {2, 3}, {1, 0, 2, 0, 2, 1}, 0, 0}, in_place);
+      check_scatter({el, dtype, {1, 5}, DType::kI32, {1, 2}, {1, -2}, 1, 0}, in_place);
+      // Duplicates along the axis (indices longer than the axis): the last wins.
+      check_scatter({el, dtype, {2, 3}, DType::kI64, {2, 4}, {0, 2, 0, -1, 1, 1, 1, 0}, 1, 0}, in_place);
+    }
+    for (DType dtype : {DType::kF32, DType::kI32, DType::kI64})
+      for (int64_t reduction = 1; reduction <= 4; ++reduction)
+        check_scatter({el, dtype, {2, 3}, DType::kI64, {2, 4}, {0, 2, 0, -1, 1, 1, 1, 0}, 1, reduction},
+                      in_place);
+    // index_copy_(2, pos, new) as exported: a cache [B, H, S, D], one position, axis 2.
+    check_scatter(
+        {el, DType::kF32, {2, 2, 6, 3}, DType::kI64, {2, 2, 1, 3}, std::vector<int64_t>(12, 4), 2, 0},
+        in_place);
+    // Smaller than data in the other dims; rank 1.
+    check_scatter(
+        {el, DType::kF16, {4, 5, 3}, DType::kI32, {2, 3, 2}, {0, 1, 2, 3, -1, -4, 3, 3, 0, 1, 2, 2}, 1, 0},
+        in_place);
+    check_scatter({el, DType::kI64, {5}, DType::kI64, {3}, {4, -5, 2}, 0, 0}, in_place);
+    check_scatter({el, DType::kF32, {0, 3}, DType::kI64, {0, 2}, {}, 1, 0}, in_place);  // nothing
+  }
+}
+
+TEST_CASE("scatter: an out-of-range index is kInvalidArgument naming it; nothing written, even in place") {
+  struct Bad {
+    OpId id;
+    Dims index_dims;
+    std::vector<int64_t> indices;
+    std::vector<int64_t> params;
+    std::string named;
+  };
+  const Bad cases[] = {
+      {OpId::kScatterND, {2, 1}, {0, 4}, {0}, "scatter_nd: index 4 (position 1)"},
+      {OpId::kScatterND, {2, 1}, {-5, 0}, {1}, "index -5 (position 0) is out of range for a dim of 4"},
+      {OpId::kScatterND, {1, 2}, {3, 3}, {0}, "index 3 (position 1) is out of range for a dim of 3"},
+      {OpId::kScatterND, {1, 1}, {kI64Min}, {0}, "index -9223372036854775808"},
+      {OpId::kScatterElements, {1, 3}, {0, 1, 3}, {1, 0}, "scatter_elements: index 3 (position 2)"},
+      {OpId::kScatterElements, {2, 3}, {0, 0, 0, 0, 0, kI64Max}, {0, 2}, "index 9223372036854775807"},
+  };
+  for (const Bad& b : cases) {
+    INFO(b.named);
+    HostTensor data = random_f32({4, 3}, 4400);
+    const HostTensor original = data;
+    HostTensor idx = index_tensor(DType::kI64, b.index_dims, b.indices);
+    Dims update_dims = b.index_dims;
+    if (b.id == OpId::kScatterND) {
+      update_dims.pop_back();
+      update_dims.insert(update_dims.end(), data.dims.begin() + b.index_dims.back(), data.dims.end());
+    }
+    HostTensor updates = random_f32(update_dims, 4401);
+    HostTensor out(DType::kF32, {4, 3});
+    const Status status = run_op(b.id, {&data, &idx, &updates}, {&out}, b.params, /*aliased_output=*/0);
+    CHECK(status.code() == StatusCode::kInvalidArgument);
+    CHECK_MESSAGE(status.message().find(b.named) != std::string::npos, status.message());
+    CHECK(data.bytes == original.bytes);  // in place, and the valid indices before the bad one wrote nothing
+  }
 }
 
 }  // namespace

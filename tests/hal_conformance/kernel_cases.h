@@ -584,6 +584,72 @@ inline std::vector<KernelCase> kernel_cases() {
                {iota_bytes(DType::kBool, {2, 3}), iota_bytes(DType::kBool, {2, 3}), start(1), start(1)},
                false);
 
+  // scatter_nd [reduction] and scatter_elements [axis, reduction]: (data,
+  // indices, updates); in place on data or copied. Duplicate targets: the
+  // last update, or all combined in order (every backend alike). Reduction
+  // cases use small integers in f32 so sums and products are exact.
+  auto scatter = [&](std::string n, OpId id, std::vector<HostTensor> inputs, std::vector<int64_t> params,
+                     bool in_place) {
+    KernelCase c{n, id, std::move(inputs), std::move(params)};
+    c.exact = true;
+    c.in_place = in_place;
+    cases.push_back(c);
+  };
+  auto small_ints = [](std::vector<int64_t> dims, int seed) {
+    HostTensor t(DType::kF32, std::move(dims));
+    for (int64_t i = 0; i < t.count(); ++i) t.at(i) = static_cast<float>((i * 7 + seed) % 9 - 4);
+    return t;
+  };
+  scatter("scatter_nd f32 KV-cache rows, in place", OpId::kScatterND,
+          {random_f32({2, 8, 4}, 1580), indices(DType::kI64, {2, 1, 2}, {0, 5, 1, -3}),
+           random_f32({2, 1, 4}, 1581)},
+          {0}, true);
+  scatter("scatter_nd u8 full tuples, duplicates, i32 indices", OpId::kScatterND,
+          {iota_bytes(DType::kU8, {3, 5}), indices(DType::kI32, {4, 2}, {1, 1, 2, -1, 1, 1, 0, 4}),
+           iota_bytes(DType::kU8, {4})},
+          {0}, false);
+  scatter("scatter_nd f16 rows, copied", OpId::kScatterND,
+          {iota_bytes(DType::kF16, {4, 3}), indices(DType::kI64, {2, 1}, {3, -4}),
+           iota_bytes(DType::kF16, {2, 3})},
+          {0}, false);
+  scatter("scatter_nd f32 add, duplicate rows", OpId::kScatterND,
+          {small_ints({4, 3}, 1), indices(DType::kI64, {3, 1}, {1, 3, 1}), small_ints({3, 3}, 2)}, {1}, true);
+  scatter("scatter_nd f32 mul", OpId::kScatterND,
+          {small_ints({4, 3}, 3), indices(DType::kI64, {3, 1}, {1, 3, 1}), small_ints({3, 3}, 4)}, {2},
+          false);
+  scatter("scatter_nd i64 max, full tuples", OpId::kScatterND,
+          {iota_bytes(DType::kI64, {2, 3}), indices(DType::kI32, {3, 2}, {0, 1, 1, 2, 0, 1}),
+           iota_bytes(DType::kI64, {3})},
+          {3}, false);
+  scatter("scatter_nd i32 min", OpId::kScatterND,
+          {iota_bytes(DType::kI32, {4, 2}), indices(DType::kI64, {2, 1}, {2, 2}),
+           iota_bytes(DType::kI32, {2, 2})},
+          {4}, true);
+  scatter("scatter_elements f32 index_copy along axis 2, in place", OpId::kScatterElements,
+          {random_f32({2, 2, 6, 3}, 1590), indices(DType::kI64, {2, 2, 1, 3}, std::vector<int64_t>(12, 4)),
+           random_f32({2, 2, 1, 3}, 1591)},
+          {2, 0}, true);
+  scatter("scatter_elements bool axis 0, copied", OpId::kScatterElements,
+          {iota_bytes(DType::kBool, {3, 4}), indices(DType::kI32, {2, 3}, {2, 0, -1, 1, 1, 0}),
+           iota_bytes(DType::kBool, {2, 3})},
+          {0, 0}, false);
+  scatter("scatter_elements i64 duplicates along axis 1", OpId::kScatterElements,
+          {iota_bytes(DType::kI64, {2, 3}), indices(DType::kI64, {2, 4}, {0, 2, 0, -1, 1, 1, 1, 0}),
+           iota_bytes(DType::kI64, {2, 4})},
+          {1, 0}, false);
+  scatter(
+      "scatter_elements f32 add along axis 1", OpId::kScatterElements,
+      {small_ints({2, 3}, 5), indices(DType::kI64, {2, 4}, {0, 2, 0, -1, 1, 1, 1, 0}), small_ints({2, 4}, 6)},
+      {1, 1}, true);
+  scatter("scatter_elements f32 max, NaN and inf", OpId::kScatterElements,
+          {with_specials(random_f32({3, 4}, 1592)), indices(DType::kI32, {2, 4}, {0, 1, 2, 0, 2, 2, 1, 0}),
+           with_specials(random_f32({2, 4}, 1593))},
+          {0, 3}, false);
+  scatter("scatter_elements i32 mul, smaller indices", OpId::kScatterElements,
+          {iota_bytes(DType::kI32, {3, 4, 2}), indices(DType::kI64, {2, 2, 1}, {3, 0, -1, 3}),
+           iota_bytes(DType::kI32, {2, 2, 1})},
+          {1, 2}, false);
+
   // argmax params: [axis, keepdims, select_last_index]
   cases.push_back(
       {"argmax last axis (a vocabulary row)", OpId::kArgMax, {random_f32({2, 300}, 1570)}, {1, 0, 0}});

@@ -182,6 +182,13 @@ inline std::vector<OpSample> op_samples() {
   s.push_back({kExpand, {f32({3, 1})}, {{"shape", list({2, 3, 4})}}, {}});
   s.push_back({kDynamicSlice, {f32({4, 5}), scalar_i64, scalar_i64}, {{"sizes", list({2, 3})}}, {}});
   s.push_back({kUpdateSlice, {f32({4, 5}), f32({2, 3}), scalar_i64, scalar_i64}, {}, {}});
+  s.push_back(
+      {kScatterND, {f32({4, 5}), t(DType::kI64, {2, 1}), f32({2, 5})}, {{"reduction", str("add")}}, {}});
+  s.push_back({kScatterND, {t(DType::kI32, {4, 5}), t(DType::kI32, {3, 2}), t(DType::kI32, {3})}, {}, {}});
+  s.push_back({kScatterElements,
+               {f32({4, 5}), t(DType::kI64, {4, 2}), f32({4, 2})},
+               {{"axis", i64(-1)}, {"reduction", str("max")}},
+               {}});
   return s;
 }
 

@@ -2,6 +2,7 @@
 #include <doctest/doctest.h>
 
 #include <bit>
+#include <cmath>
 #include <limits>
 #include <set>
 #include <string_view>
@@ -1786,6 +1787,108 @@ TEST_CASE("update_slice: result types, hostile operands, plan, in place on x onl
   CHECK(def.may_run_in_place);
   CHECK(def.in_place_inputs == 1u);  // x only: update and the starts are read while writing
   CHECK(op_def(OpId::kAdd).in_place_inputs == ~0u);
+}
+
+TEST_CASE("scatter_nd: result types, reductions by dtype, hostile operands, plan, in place on data only") {
+  const TensorType data = f32({4, 3, 2});
+  const TensorType rows = tt(DType::kI64, {2, 1});
+  CHECK(*lower(OpId::kScatterND, {data, rows, f32({2, 3, 2})}, {}) == Params{kScatterNone});
+  CHECK(*lower(OpId::kScatterND, {data, rows, f32({2, 3, 2})}, {{"reduction", str("min")}}) ==
+        Params{kScatterMin});
+  CHECK(mentions(lower(OpId::kScatterND, {data, rows, f32({2, 3, 2})}, {{"reduction", str("sum")}}).status(),
+                 "'reduction' must be"));
+  CHECK(*rule(OpId::kScatterND, {data, rows, f32({2, 3, 2})}, {kScatterAdd}) ==
+        std::vector<TensorType>{data});
+  // Full tuples: one element each; i32 indices and any dtype with none.
+  CHECK(*rule(OpId::kScatterND, {tt(DType::kU8, {4, 3}), tt(DType::kI32, {5, 2}), tt(DType::kU8, {5})},
+              {kScatterNone}) == std::vector<TensorType>{tt(DType::kU8, {4, 3})});
+  CHECK(mentions(
+      rejected(OpId::kScatterND, {tt(DType::kU8, {4, 3}), tt(DType::kI32, {5, 2}), tt(DType::kU8, {5})},
+               {kScatterAdd}),
+      "only none moves any dtype"));
+  CHECK(mentions(rejected(OpId::kScatterND, {data, rows, f32({2, 3})}, {0}), "expected f32[2,3,2]"));
+  CHECK(mentions(rejected(OpId::kScatterND, {data, rows, tt(DType::kI32, {2, 3, 2})}, {0}), "updates are"));
+  CHECK(mentions(rejected(OpId::kScatterND, {data, tt(DType::kI64, {2, 4}), f32({2})}, {0}), "must be 1..3"));
+  CHECK(mentions(rejected(OpId::kScatterND, {data, tt(DType::kI64, {}), f32({2})}, {0}), "must be 1..3"));
+  CHECK(
+      mentions(rejected(OpId::kScatterND, {data, f32({2, 1}), f32({2, 3, 2})}, {0}), "expected i32 or i64"));
+  CHECK(mentions(rejected(OpId::kScatterND, {data, rows, f32({2, 3, 2})}, {5}), "is not 0..4"));
+  rejected(OpId::kScatterND, {data, rows, f32({2, 3, 2})}, {});
+
+  const OpPlan plan = plan_of(OpId::kScatterND, {data, tt(DType::kI32, {5, 2}), f32({5, 2})}, {kScatterMul});
+  const ScatterPlan& p = plan.as<ScatterPlan>();
+  CHECK(p.depth == 2);
+  CHECK(p.tuples == 5);
+  CHECK(p.slice == 2);
+  CHECK(p.n == 10);
+  CHECK(p.data_bytes == 96);
+  CHECK(p.index_i64 == 0);
+  CHECK(p.reduction == kScatterMul);
+  CHECK(p.data_stride[0] == 6);
+  CHECK(p.data_dims[1] == 3);
+
+  CHECK(op_def(OpId::kScatterND).may_run_in_place);
+  CHECK(op_def(OpId::kScatterND).in_place_inputs ==
+        1u);  // data only: indices and updates are read while writing
+  CHECK(op_def(OpId::kScatterND).read_while_writing == 6u);
+  CHECK(op_def(OpId::kUpdateSlice).read_while_writing == 0u);
+}
+
+TEST_CASE("scatter_elements: result types, axis, hostile operands, plan") {
+  const TensorType cache = f32({2, 8, 4});
+  const TensorType at = tt(DType::kI64, {2, 1, 4});
+  CHECK(*lower(OpId::kScatterElements, {cache, at, f32({2, 1, 4})}, {{"axis", i(-2)}}) ==
+        Params{1, kScatterNone});
+  CHECK(*lower(OpId::kScatterElements, {cache, at, f32({2, 1, 4})}, {{"reduction", str("add")}}) ==
+        Params{0, kScatterAdd});
+  CHECK_FALSE(lower(OpId::kScatterElements, {cache, at, f32({2, 1, 4})}, {{"axis", i(3)}}).ok());
+  CHECK(*rule(OpId::kScatterElements, {cache, at, f32({2, 1, 4})}, {1, kScatterMax}) ==
+        std::vector<TensorType>{cache});
+  // Along the axis the indices may be longer than data (duplicates); elsewhere not.
+  CHECK(rule(OpId::kScatterElements, {f32({2, 3}), tt(DType::kI32, {2, 5}), f32({2, 5})}, {1, 0}).ok());
+  CHECK(
+      mentions(rejected(OpId::kScatterElements, {f32({2, 3}), tt(DType::kI32, {3, 1}), f32({3, 1})}, {1, 0}),
+               "do not fit"));
+  CHECK(mentions(rejected(OpId::kScatterElements, {f32({2, 3}), tt(DType::kI32, {2}), f32({2})}, {1, 0}),
+                 "do not fit"));
+  CHECK(
+      mentions(rejected(OpId::kScatterElements, {f32({2, 3}), tt(DType::kI32, {2, 1}), f32({2, 2})}, {1, 0}),
+               "updates are"));
+  CHECK(
+      mentions(rejected(OpId::kScatterElements, {f32({2, 0}), tt(DType::kI32, {2, 1}), f32({2, 1})}, {1, 0}),
+               "empty axis"));
+  CHECK(mentions(rejected(OpId::kScatterElements,
+                          {tt(DType::kBool, {2, 3}), tt(DType::kI32, {2, 1}), tt(DType::kBool, {2, 1})},
+                          {1, kScatterMin}),
+                 "only none moves any dtype"));
+  rejected(OpId::kScatterElements, {f32({2, 3}), tt(DType::kI32, {2, 1}), f32({2, 1})}, {2, 0});
+  rejected(OpId::kScatterElements, {f32({2, 3}), tt(DType::kI32, {2, 1}), f32({2, 1})}, {1});
+
+  const OpPlan plan = plan_of(OpId::kScatterElements, {cache, at, f32({2, 1, 4})}, {1, kScatterNone});
+  const ScatterPlan& p = plan.as<ScatterPlan>();
+  CHECK(p.depth == 0);
+  CHECK(p.axis == 1);
+  CHECK(p.n == 8);
+  CHECK(p.index_i64 == 1);
+  CHECK(p.index_dims[1] == 1);
+  CHECK(p.data_stride[1] == 4);
+  CHECK(scatter_elements_offset(p, 5, 6) == 32 + 6 * 4 + 1);  // update (1, 0, 1) at axis coordinate 6
+  CHECK(op_def(OpId::kScatterElements).in_place_inputs == 1u);
+}
+
+TEST_CASE("scatter: indices wrap once from the end; the reductions' arithmetic") {
+  CHECK(scatter_index(-1, 4) == 3);
+  CHECK(scatter_index(-4, 4) == 0);
+  CHECK(scatter_index(-5, 4) == -1);
+  CHECK(scatter_index(4, 4) == -1);
+  CHECK(scatter_index(INT64_MIN, 4) == -1);
+  CHECK(scatter_combine(2.0f, 3.0f, kScatterNone) == 3.0f);
+  CHECK(scatter_combine(2.0f, 3.0f, kScatterMul) == 6.0f);
+  CHECK(scatter_combine(2.0f, 3.0f, kScatterMin) == 2.0f);
+  CHECK(std::isnan(scatter_combine(2.0f, NAN, kScatterMax)));
+  CHECK(std::isnan(scatter_combine(NAN, 2.0f, kScatterMin)));
+  CHECK(scatter_combine<int32_t>(INT32_MAX, 1, kScatterAdd) == INT32_MIN);  // wraps, no UB
+  CHECK(scatter_combine<int64_t>(INT64_MIN, -1, kScatterMul) == INT64_MIN);
 }
 
 TEST_CASE("window_start clamps like XLA's dynamic slices") {

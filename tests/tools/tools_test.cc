@@ -113,6 +113,25 @@ TEST_CASE("tools: hexir-dump marks a matmul that reads its b transposed in place
   CHECK_FALSE(contains(run_command(kDump + " " + dir / "u.hxe").output, "b transposed"));
 }
 
+TEST_CASE("tools: hexir-dump shows a KV-cache scatter into a donated cache in place, with no arena") {
+  ScratchDir dir;
+  write_all(dir / "kv.hxir", R"(module @kv
+func @step(%cache: f32[2,8,4] donate, %pos: i64[2,1,4], %rows: f32[2,1,4]) -> (f32[2,8,4]) {
+  %c = call @scatter_elements(%cache, %pos, %rows) {axis = 1} : f32[2,8,4]
+  return %c
+}
+)");
+  auto c = run_command(kCompile + " " + dir / "kv.hxir -o " + dir / "kv.hxe");
+  REQUIRE_MESSAGE(c.exit_code == 0, c.output);
+  auto d = run_command(kDump + " " + dir / "kv.hxe");
+  REQUIRE(d.exit_code == 0);
+  // Output 0 takes the cache's buffer (alias bit 0): only the new rows move.
+  CHECK_MESSAGE(
+      contains(d.output, "%c = scatter_elements %cache, %pos, %rows {1, 0} : f32[2,8,4]  ; alias=0b001"),
+      d.output);
+  CHECK_MESSAGE(contains(d.output, "arena 0 bytes"), d.output);
+}
+
 TEST_CASE("tools: host offload under --memory-budget, as hexir-compile, hexir-dump and hexir-run show it") {
   ScratchDir dir;
   // %a is too far from %x to recompute: under 32 KiB it waits in the host arena.

@@ -54,6 +54,8 @@ Status op_pad(Importer& im, const NodeCtx& n);
 Status op_split(Importer& im, const NodeCtx& n);
 Status op_slice(Importer& im, const NodeCtx& n);
 Status op_gather(Importer& im, const NodeCtx& n);
+Status op_scatter_nd(Importer& im, const NodeCtx& n);
+Status op_scatter_elements(Importer& im, const NodeCtx& n);
 Status op_expand(Importer& im, const NodeCtx& n);
 Status op_shape(Importer& im, const NodeCtx& n);
 Status op_size(Importer& im, const NodeCtx& n);

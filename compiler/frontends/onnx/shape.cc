@@ -1,6 +1,7 @@
 // Shapes and indexing: Reshape, Flatten, Squeeze, Unsqueeze, Transpose, Concat,
-// Pad, Split, Slice, Gather, Expand, and the shape queries and generators
-// (Shape, Size, Range, ConstantOfShape), which fold at import.
+// Pad, Split, Slice, Gather, Expand, ScatterND, ScatterElements (Scatter), and
+// the shape queries and generators (Shape, Size, Range, ConstantOfShape),
+// which fold at import.
 #include "frontends/onnx/handlers.h"
 
 #include <algorithm>
@@ -558,6 +559,34 @@ Status op_gather(Importer& im, const NodeCtx& n) {
   ops::AttrMap attrs;
   attrs["axis"] = ops::AttrValue{axis};
   return im.emit_result(n, ops::OpId::kGather, {data, indices}, attrs);
+}
+
+// ScatterND (reduction: opset 16 add and mul, 18 max and min), and
+// ScatterElements with its opset-9 name Scatter: the result may take data's
+// buffer (in place), so a KV-cache write costs the rows it writes.
+Status op_scatter_nd(Importer& im, const NodeCtx& n) {
+  HEXIR_RETURN_IF_ERROR(im.check_attrs(n, {"reduction"}));
+  HEXIR_ASSIGN_OR_RETURN(Ref data, im.input(n, 0));
+  HEXIR_ASSIGN_OR_RETURN(Ref indices, im.input(n, 1));
+  HEXIR_ASSIGN_OR_RETURN(Ref updates, im.input(n, 2));
+  HEXIR_ASSIGN_OR_RETURN(std::string reduction, im.attr_string(n, "reduction", "none"));
+  ops::AttrMap attrs;
+  attrs["reduction"] = ops::AttrValue{reduction};
+  return im.emit_result(n, ops::OpId::kScatterND, {data, indices, updates}, attrs);
+}
+
+Status op_scatter_elements(Importer& im, const NodeCtx& n) {
+  HEXIR_RETURN_IF_ERROR(im.check_attrs(n, {"axis", "reduction"}));
+  HEXIR_ASSIGN_OR_RETURN(Ref data, im.input(n, 0));
+  HEXIR_ASSIGN_OR_RETURN(Ref indices, im.input(n, 1));
+  HEXIR_ASSIGN_OR_RETURN(Ref updates, im.input(n, 2));
+  HEXIR_ASSIGN_OR_RETURN(int64_t axis, im.attr_int(n, "axis", 0));
+  HEXIR_ASSIGN_OR_RETURN(axis, norm_axis(n, axis, im.info(data).dims.size()));
+  HEXIR_ASSIGN_OR_RETURN(std::string reduction, im.attr_string(n, "reduction", "none"));
+  ops::AttrMap attrs;
+  attrs["axis"] = ops::AttrValue{axis};
+  attrs["reduction"] = ops::AttrValue{reduction};
+  return im.emit_result(n, ops::OpId::kScatterElements, {data, indices, updates}, attrs);
 }
 
 Status op_shape(Importer& im, const NodeCtx& n) {

@@ -23,6 +23,7 @@ using hexir::hal::cuda::PadParams;
 using hexir::hal::cuda::Pool2dParams;
 using hexir::hal::cuda::ReduceParams;
 using hexir::hal::cuda::ResizeParams;
+using hexir::hal::cuda::ScatterParams;
 using hexir::hal::cuda::SoftmaxParams;
 using hexir::hal::cuda::StridedCopyParams;
 using hexir::hal::cuda::StridedParams;

@@ -1,7 +1,8 @@
 // Byte-moving kernels of any dtype: the strided gather behind transpose and
 // slice (by element size), the strided copy concat and split are made of,
 // gather (numpy.take), pad, the run-time windows of dynamic_slice and
-// update_slice, and the pattern fill behind Device::fill.
+// update_slice, scatter_nd and scatter_elements, and the pattern fill behind
+// Device::fill.
 #include "common.cuh"
 
 namespace hexir_kernels {
@@ -126,6 +127,61 @@ __device__ void update_slice(const WindowParams& p) {
     out[hexir::ops::window_offset(p.plan, origin, i)] = update[i];
 }
 
+// scatter_nd: one thread per slice element, over the index tuples in order;
+// scatter_elements: one thread per line of updates along the axis (every
+// other coordinate fixed), along it in order. No two threads touch one
+// element, so duplicate indices resolve as on the cpu (the last update, or
+// all combined in order), without atomics. An index out of range lands
+// nowhere (the cpu kernel fails the invoke instead; a kernel cannot).
+template <typename T, typename Index>
+__device__ void scatter(const ScatterParams& p) {
+  const hexir::ops::ScatterPlan& q = p.plan;
+  const Index* indices = static_cast<const Index*>(p.indices);
+  const T* updates = static_cast<const T*>(p.updates);
+  T* out = static_cast<T*>(p.out);
+  const int64_t stride = global_stride();
+  if (q.depth > 0) {
+    for (int64_t c = global_index(); c < q.slice; c += stride)
+      for (int64_t t = 0; t < q.tuples; ++t) {
+        int64_t offset = 0;
+        bool inside = true;
+        for (int d = 0; d < q.depth; ++d) {
+          const int64_t index =
+              hexir::ops::scatter_index(static_cast<int64_t>(indices[t * q.depth + d]), q.data_dims[d]);
+          inside = inside && index >= 0;
+          offset += index * q.data_stride[d];
+        }
+        if (inside)
+          out[offset + c] =
+              hexir::ops::scatter_combine(out[offset + c], updates[t * q.slice + c], q.reduction);
+      }
+    return;
+  }
+  const int64_t length = q.index_dims[q.axis];
+  const int64_t lines = length == 0 ? 0 : q.n / length;
+  int64_t inner = 1;
+  for (int d = q.axis + 1; d < q.rank; ++d) inner *= q.index_dims[d];
+  for (int64_t line = global_index(); line < lines; line += stride) {
+    const int64_t first = (line / inner) * length * inner + line % inner;
+    for (int64_t j = 0; j < length; ++j) {
+      const int64_t i = first + j * inner;
+      const int64_t index = hexir::ops::scatter_index(static_cast<int64_t>(indices[i]), q.data_dims[q.axis]);
+      if (index < 0) continue;
+      const int64_t offset = hexir::ops::scatter_elements_offset(q, i, index);
+      out[offset] = hexir::ops::scatter_combine(out[offset], updates[i], q.reduction);
+    }
+  }
+}
+
+template <typename T>
+__device__ void scatter_any_index(const ScatterParams& p) {
+  if (p.plan.index_i64) {
+    scatter<T, int64_t>(p);
+  } else {
+    scatter<T, int32_t>(p);
+  }
+}
+
 }  // namespace hexir_kernels
 
 extern "C" __global__ void hexir_strided_1(StridedParams p) { hexir_kernels::strided<uint8_t>(p); }
@@ -191,3 +247,15 @@ extern "C" __global__ void hexir_update_slice_1(WindowParams p) { hexir_kernels:
 extern "C" __global__ void hexir_update_slice_2(WindowParams p) { hexir_kernels::update_slice<uint16_t>(p); }
 extern "C" __global__ void hexir_update_slice_4(WindowParams p) { hexir_kernels::update_slice<uint32_t>(p); }
 extern "C" __global__ void hexir_update_slice_8(WindowParams p) { hexir_kernels::update_slice<uint64_t>(p); }
+
+extern "C" __global__ void hexir_scatter_1(ScatterParams p) { hexir_kernels::scatter_any_index<uint8_t>(p); }
+extern "C" __global__ void hexir_scatter_2(ScatterParams p) { hexir_kernels::scatter_any_index<uint16_t>(p); }
+extern "C" __global__ void hexir_scatter_4(ScatterParams p) { hexir_kernels::scatter_any_index<uint32_t>(p); }
+extern "C" __global__ void hexir_scatter_8(ScatterParams p) { hexir_kernels::scatter_any_index<uint64_t>(p); }
+extern "C" __global__ void hexir_scatter_f32(ScatterParams p) { hexir_kernels::scatter_any_index<float>(p); }
+extern "C" __global__ void hexir_scatter_i32(ScatterParams p) {
+  hexir_kernels::scatter_any_index<int32_t>(p);
+}
+extern "C" __global__ void hexir_scatter_i64(ScatterParams p) {
+  hexir_kernels::scatter_any_index<int64_t>(p);
+}

@@ -238,6 +238,16 @@ struct WindowParams {
   ops::WindowPlan plan;
 };
 
+// scatter_nd and scatter_elements: updates into out, which already holds
+// data; indices i32 or i64 (plan.index_i64). Kernels of one element width
+// (none) or of one dtype (the reductions: f32, i32, i64).
+struct ScatterParams {
+  const void* indices;
+  const void* updates;
+  void* out;
+  ops::ScatterPlan plan;
+};
+
 // bytes written from dst on: byte i is pattern[i % pattern_size].
 struct FillParams {
   void* dst;
@@ -329,7 +339,14 @@ struct FillParams {
   X(kSign, hexir_sign, UnaryParams)                            \
   X(kCeil, hexir_ceil, UnaryParams)                            \
   X(kFloor, hexir_floor, UnaryParams)                          \
-  X(kRound, hexir_round, UnaryParams)
+  X(kRound, hexir_round, UnaryParams)  \
+  X(kScatter1, hexir_scatter_1, ScatterParams)                 \
+  X(kScatter2, hexir_scatter_2, ScatterParams)                 \
+  X(kScatter4, hexir_scatter_4, ScatterParams)                 \
+  X(kScatter8, hexir_scatter_8, ScatterParams)                 \
+  X(kScatterF32, hexir_scatter_f32, ScatterParams)             \
+  X(kScatterI32, hexir_scatter_i32, ScatterParams)             \
+  X(kScatterI64, hexir_scatter_i64, ScatterParams)
 
 enum class Kernel : uint16_t {
 #define HEXIR_CUDA_KERNEL_ENUM(name, symbol, params) name,

@@ -431,6 +431,28 @@ TEST_CASE("update_slice: the KV-cache write runs in place on the donated cache; 
   for (size_t k = 0; k < 3; ++k) CHECK(again.functions[0].nodes[k].params == fn.nodes[k].params);
 }
 
+TEST_CASE("scatter: in place on data only, and not when data is also its updates or indices") {
+  constexpr const char* kSource = R"(
+func @f(%a: f32[4,3], %i: i64[4,3], %b: i64[4,3]) -> (f32[4,3], f32[4,3], i64[4,3]) {
+  %x = call @neg(%a) : f32[4,3]
+  %y = call @scatter_elements(%x, %i, %a) : f32[4,3]
+  %z = call @exp(%a) : f32[4,3]
+  %w = call @scatter_elements(%z, %i, %z) : f32[4,3]
+  %j = call @copy(%b) : i64[4,3]
+  %k = call @scatter_elements(%j, %j, %b) : i64[4,3]
+  %y2 = call @neg(%y) : f32[4,3]
+  %w2 = call @neg(%w) : f32[4,3]
+  %k2 = call @copy(%k) : i64[4,3]
+  return %y2, %w2, %k2
+}
+)";
+  Planned p = planned(kSource);
+  CHECK(mask_of(p, "y") == 1);  // %x dies here: its buffer
+  CHECK(mask_of(p, "w") == 0);  // %z is also the updates, read while the result is written
+  CHECK(mask_of(p, "k") == 0);  // %j is also the indices
+  check_compiles_and_verifies(kSource);
+}
+
 TEST_CASE("update_slice: never in place on its update or start indices, even when they are free") {
   // %x is read again later, so only %u (update, same type) could give its buffer: refused.
   constexpr const char* kSource = R"(

@@ -173,6 +173,24 @@ enum class OpId : uint16_t {
   kSign,
   // ceil, floor, round (half to even, ONNX Round): f32. No parameters.
   kCeil, kFloor, kRound,
+  // scatter_nd (ONNX ScatterND), (data any dtype, indices i32/i64 [..., k],
+  // updates [indices dims but the last, then data's dims from k on]): a copy
+  // of data with each update slice written at (or, with a reduction,
+  // combined into) the k-tuple of indices naming it; negative indices count
+  // from the end, one outside its dim fails the invoke. [reduction
+  // (ScatterReduction, plans.h: 0 none, 1 add, 2 mul, 3 max, 4 min; not
+  // none: f32, i32, i64 only)]. Index tuples apply in order: a duplicate
+  // tuple takes the last update (none) or combines them all in order. Runs
+  // in place on data (input 0 only).
+  kScatterND,
+  // scatter_elements (ONNX ScatterElements, Scatter), (data any dtype,
+  // indices i32/i64 of data's rank, no dim larger except along axis,
+  // updates of indices' dims): a copy of data with updates[i] written at i
+  // with its axis coordinate replaced by indices[i] (negative from the end;
+  // outside the axis fails the invoke). [axis (normalized), reduction (as
+  // scatter_nd)]. Updates apply in row-major order (duplicates as
+  // scatter_nd). Runs in place on data (input 0 only).
+  kScatterElements,
   kCount,
 };
 // clang-format on
@@ -272,6 +290,12 @@ struct OpDef {
   // default; update_slice only x (its update and start indices are read while
   // the result is written).
   uint32_t in_place_inputs = ~0u;
+  // The inputs (bit i: input i) that must never share output 0's storage
+  // when it runs in place: read while the result is written, so a value
+  // that is both data and one of them cannot be overwritten (scatter_nd and
+  // scatter_elements: indices and updates). update_slice's update may: then
+  // it is the whole result.
+  uint32_t read_while_writing = 0;
 };
 
 const OpDef& op_def(OpId id);

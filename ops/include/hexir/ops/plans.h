@@ -543,6 +543,107 @@ HEXIR_PLAN_FN int64_t window_offset(const WindowPlan& p, int64_t origin, int64_t
   return offset;
 }
 
+// scatter_nd and scatter_elements: how an update combines with the element
+// it lands on (the parameter word; the numbers are stored in files).
+enum ScatterReduction : int32_t {
+  kScatterNone = 0,
+  kScatterAdd = 1,
+  kScatterMul = 2,
+  kScatterMax = 3,
+  kScatterMin = 4,
+};
+
+// scatter_nd (depth = k > 0) and scatter_elements (depth 0). The result is
+// data (copied first, data_bytes, unless in place), then `n` update elements
+// land on it in order. scatter_nd: `tuples` index tuples of `depth` indices,
+// each naming a slice of `slice` elements; tuple element d indexes
+// data_dims[d] (data_stride[d] elements apart). scatter_elements: update i
+// (row-major over index_dims, the indices' and updates' dims) lands where i
+// lies, its `axis` coordinate replaced by indices[i]. element_size: data's;
+// dtype: data's (a DType, for the reductions' arithmetic).
+struct ScatterPlan {
+  int64_t data_bytes;
+  int64_t n;
+  int64_t tuples;
+  int64_t slice;
+  int32_t depth;
+  int32_t axis;
+  int32_t rank;
+  int32_t element_size;
+  int32_t dtype;
+  int32_t reduction;
+  int32_t index_i64;
+  int32_t pad;
+  int64_t data_dims[kMaxRank];
+  int64_t data_stride[kMaxRank];
+  int64_t index_dims[kMaxRank];
+};
+
+// A scatter index wrapped once from the end (ONNX); -1 when outside [-dim, dim).
+HEXIR_PLAN_FN int64_t scatter_index(int64_t index, int64_t dim) {
+  if (index < 0) index += dim;
+  return index >= 0 && index < dim ? index : -1;
+}
+
+// The element offset in data of scatter_elements' update i, its axis
+// coordinate `index` (wrapped, in range).
+HEXIR_PLAN_FN int64_t scatter_elements_offset(const ScatterPlan& p, int64_t i, int64_t index) {
+  int64_t offset = 0;
+  for (int32_t d = p.rank - 1; d >= 0; --d) {
+    const int64_t coordinate = i % p.index_dims[d];
+    i /= p.index_dims[d];
+    offset += (d == p.axis ? index : coordinate) * p.data_stride[d];
+  }
+  return offset;
+}
+
+// NaN for floats; integers never are.
+template <typename T>
+HEXIR_PLAN_FN bool scatter_is_nan(T) {
+  return false;
+}
+HEXIR_PLAN_FN bool scatter_is_nan(float x) { return x != x; }
+
+// Sums and products; integers wrap (two's complement), as numpy's do.
+template <typename T>
+HEXIR_PLAN_FN T scatter_add(T a, T b) {
+  return a + b;
+}
+template <typename T>
+HEXIR_PLAN_FN T scatter_mul(T a, T b) {
+  return a * b;
+}
+HEXIR_PLAN_FN int32_t scatter_add(int32_t a, int32_t b) {
+  return static_cast<int32_t>(static_cast<uint32_t>(a) + static_cast<uint32_t>(b));
+}
+HEXIR_PLAN_FN int32_t scatter_mul(int32_t a, int32_t b) {
+  return static_cast<int32_t>(static_cast<uint32_t>(a) * static_cast<uint32_t>(b));
+}
+HEXIR_PLAN_FN int64_t scatter_add(int64_t a, int64_t b) {
+  return static_cast<int64_t>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
+}
+HEXIR_PLAN_FN int64_t scatter_mul(int64_t a, int64_t b) {
+  return static_cast<int64_t>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b));
+}
+
+// An update `value` combined into the element `old` it lands on. max and min
+// propagate NaN (numpy.maximum, as ONNX's reference).
+template <typename T>
+HEXIR_PLAN_FN T scatter_combine(T old, T value, int32_t reduction) {
+  switch (reduction) {
+    case kScatterAdd:
+      return scatter_add(old, value);
+    case kScatterMul:
+      return scatter_mul(old, value);
+    case kScatterMax:
+      return (scatter_is_nan(value) || value > old) ? value : old;
+    case kScatterMin:
+      return (scatter_is_nan(value) || value < old) ? value : old;
+    default:
+      return value;
+  }
+}
+
 // conv2d, NCHW: x [n, c, h, w], weights [k, c / groups, kh, kw], optional bias
 // [k], output [n, k, oh, ow]. pad_top/pad_left are the leading pads (the
 // trailing ones only shape oh/ow). No scratch: the CPU packs its patches from
