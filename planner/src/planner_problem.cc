@@ -13,7 +13,7 @@ Problem make_problem(std::span<const PlanBuffer> buffers, uint64_t alignment) {
     if (b.size == 0 || b.upper <= b.lower) continue;
     p.original.push_back(i);
     p.size.push_back(b.size / alignment + (b.size % alignment != 0));
-    p.duration.push_back(b.upper - b.lower);
+    p.duration.push_back(static_cast<uint64_t>(b.upper) - static_cast<uint64_t>(b.lower));
     times.push_back(b.lower);
     times.push_back(b.upper);
   }

@@ -21,7 +21,7 @@ constexpr uint64_t kArenaLimit = uint64_t{1} << 62;
 struct Problem {
   std::vector<uint64_t> size;      // alignment units, > 0
   std::vector<int32_t> lo, hi;     // compressed slots, lo < hi
-  std::vector<int64_t> duration;   // original upper - lower
+  std::vector<uint64_t> duration;  // original upper - lower (exact: the span of two int64 fits 64 unsigned bits)
   std::vector<uint32_t> original;  // index into the caller's buffers
   int32_t slots = 0;               // number of time slots (hi <= slots)
   uint64_t lower_bound = 0;        // max over slots of the live units (saturated)

@@ -408,7 +408,7 @@ class CanonicalSearch {
   int32_t slots_ = 0;
   bool too_big_ = false;
   std::vector<uint64_t> size_;
-  std::vector<int64_t> duration_;
+  std::vector<uint64_t> duration_;
   std::vector<int32_t> lo_, hi_;
   std::vector<uint32_t> slot_start_, slot_members_;
   std::vector<size_t> overlap_start_;
