@@ -444,15 +444,6 @@ template <typename T>
 Status greater(const KernelContext& c, const Dispatch& d) {
   return compare<GreaterOp, T>(c, d);
 }
-#define HEXIR_COMPARE_TYPES(T)                                   \
-  template Status equal<T>(const KernelContext&, const Dispatch&); \
-  template Status less<T>(const KernelContext&, const Dispatch&);  \
-  template Status greater<T>(const KernelContext&, const Dispatch&);
-HEXIR_COMPARE_TYPES(float)
-HEXIR_COMPARE_TYPES(int32_t)
-HEXIR_COMPARE_TYPES(int64_t)
-#undef HEXIR_COMPARE_TYPES
-
 template <typename T>
 Status less_or_equal(const KernelContext& c, const Dispatch& d) {
   return compare<LessOrEqualOp, T>(c, d);
@@ -462,6 +453,9 @@ Status greater_or_equal(const KernelContext& c, const Dispatch& d) {
   return compare<GreaterOrEqualOp, T>(c, d);
 }
 #define HEXIR_COMPARE_TYPES(T)                                                \
+  template Status equal<T>(const KernelContext&, const Dispatch&);         \
+  template Status less<T>(const KernelContext&, const Dispatch&);          \
+  template Status greater<T>(const KernelContext&, const Dispatch&);       \
   template Status less_or_equal<T>(const KernelContext&, const Dispatch&); \
   template Status greater_or_equal<T>(const KernelContext&, const Dispatch&);
 HEXIR_COMPARE_TYPES(float)
