@@ -88,31 +88,28 @@ Status compare(const Dispatch& d, Launcher& launcher) {
   return launcher.launch(K, linear_config(p.plan.n), &p);
 }
 
-// Integer arithmetic (IntBinaryOp `Op`) on operands of `Dtype` (kCastI32 or kCastI64).
-template <int32_t Op, int32_t Dtype>
-Status int_binary(const Dispatch& d, Launcher& launcher) {
+// An IntBinaryParams kernel (integer arithmetic or a logical map) with operator code `op`.
+Status launch_int_binary(const Dispatch& d, Launcher& launcher, int32_t op, Kernel kernel) {
   IntBinaryParams p{};
   p.a = d.operands[0];
   p.b = d.operands[1];
   p.out = d.operands[2];
-  p.op = Op;
+  p.op = op;
   p.plan = plan_of<ops::BinaryPlan>(d);
   if (p.plan.n == 0) return ok_status();
-  return launcher.launch(Dtype == kCastI32 ? Kernel::kIntBinaryI32 : Kernel::kIntBinaryI64,
-                         linear_config(p.plan.n), &p);
+  return launcher.launch(kernel, linear_config(p.plan.n), &p);
+}
+
+// Integer arithmetic (IntBinaryOp `Op`) on operands of `Dtype` (kCastI32 or kCastI64).
+template <int32_t Op, int32_t Dtype>
+Status int_binary(const Dispatch& d, Launcher& launcher) {
+  return launch_int_binary(d, launcher, Op, Dtype == kCastI32 ? Kernel::kIntBinaryI32 : Kernel::kIntBinaryI64);
 }
 
 // and, or, xor (LogicalOp `Op`) on bool operands.
 template <int32_t Op>
 Status logical(const Dispatch& d, Launcher& launcher) {
-  IntBinaryParams p{};
-  p.a = d.operands[0];
-  p.b = d.operands[1];
-  p.out = d.operands[2];
-  p.op = Op;
-  p.plan = plan_of<ops::BinaryPlan>(d);
-  if (p.plan.n == 0) return ok_status();
-  return launcher.launch(Kernel::kLogical, linear_config(p.plan.n), &p);
+  return launch_int_binary(d, launcher, Op, Kernel::kLogical);
 }
 
 // neg, abs, sign (IntUnaryOp `Op`) on `Dtype` (kCastI32 or kCastI64).
