@@ -142,9 +142,11 @@ bool unsupported(const std::string& message, std::string* reason) {
       {"is too large", "sequence / optional values not supported"},
       {"element type UNDEFINED", "sequence / optional values not supported"},
   };
+  // The reason, then the importer's own words (which operator, which dtype),
+  // so the summary groups by reason and each line says what is missing.
   for (const auto& [needle, why] : kKnown)
     if (message.find(needle) != std::string::npos) {
-      *reason = why;
+      *reason = std::string(why) + ": " + message.substr(0, 160);
       return true;
     }
   for (const char* dtype :
