@@ -2,7 +2,7 @@
 // its bound scalars, as ort.Tensor values by input name.
 import { readNpy } from './npy.mjs';
 
-const ORT_TYPES = { float32: 'float32', int64: 'int64', int32: 'int32', bool: 'bool', float64: 'float64', uint8: 'uint8', int8: 'int8' };
+const ORT_TYPES = { float32: 'float32', int64: 'int64', int32: 'int32', bool: 'bool', float64: 'float64', uint8: 'uint8', int8: 'int8', float16: 'float16' };
 
 export function ortFeeds(ort, spec) {
   const feeds = {};

@@ -134,7 +134,9 @@ export function compare(hexirDir, ortDir, count) {
 // ---- one model ----
 // model: { name, file (as named in the row's error), inputs: [{name, dtype, shape, lo, hi}], binds }
 // ctx: { file: the .onnx path, work: a folder for this model (emptied), tools: BUILD/tools,
-//        ortDir: where onnxruntime-node is installed, supported: importerOps() or null }
+//        ortDir: where onnxruntime-node is installed, supported: importerOps() or null,
+//        iterations, repeats (ITERATIONS, REPEATS when absent), compileArgs (extra hexir-compile
+//        arguments) }
 // A row: ort / ort2 (run_ort.mjs at 1 / 2 threads), hexir (stats of the first 1-thread run,
 // max_rss_kb, ms_best, medians) / hexir2 (ms_best, medians), compile_ms, maxAbs / maxRel, notes,
 // error / ortError. Outputs stay in work/{ort,ort-2t,hexir,hexir-2t}/N.npy.
@@ -152,21 +154,24 @@ export function measure(model, ctx) {
     if (ctx.supported) row.missing = [...ops.keys()].filter((op) => !ctx.supported.has(op)).sort();
   } catch (e) { row.notes.push(`op inventory failed: ${e.message}`); }
 
-  const inputs = model.inputs.map((i) => ({ name: i.name, npy: path.join(work, `in-${i.name.replace(/[^\w.-]/g, '_')}.npy`) }));
-  model.inputs.forEach((i, k) => makeInput(model, i, inputs[k].npy));
+  // An input given as a .npy file (i.npy) is used as it is; the others are generated.
+  const inputs = model.inputs.map((i) => ({ name: i.name, npy: i.npy ?? path.join(work, `in-${i.name.replace(/[^\w.-]/g, '_')}.npy`) }));
+  model.inputs.forEach((i, k) => { if (!i.npy) makeInput(model, i, inputs[k].npy); });
+  const iterations = ctx.iterations ?? ITERATIONS, repeats = ctx.repeats ?? REPEATS;
 
   // hexir-compile
   const hxe = path.join(work, 'model.hxe');
   const copts = [];
   for (const i of model.inputs) copts.push('--input-shape', `${i.name}=${i.shape.join('x')}`);
   for (const b of model.binds ?? []) copts.push('--bind', `${b.name}=${b.value}`);
+  copts.push(...(ctx.compileArgs ?? []));
   // import time: the fastest of REPEATS whole hexir-compile processes
   const c = run(path.join(ctx.tools, 'hexir-compile'), [file, '-o', hxe, ...copts]);
   if (c.status !== 0) { row.error = `import: ${why(c, 'hexir-compile', file)}`; return row; }
   row.imported = true;
   row.compile_ms = c.ms;
   row.compile_summary = c.stdout.trim();
-  for (let r = 1; r < REPEATS; ++r) {
+  for (let r = 1; r < repeats; ++r) {
     const again = run(path.join(ctx.tools, 'hexir-compile'), [file, '-o', hxe, ...copts]);
     if (again.status === 0) row.compile_ms = Math.min(row.compile_ms, again.ms);
   }
@@ -184,11 +189,11 @@ export function measure(model, ctx) {
     fs.writeFileSync(spec, JSON.stringify({
       ortDir: ctx.ortDir, model: file, inputs, binds: model.binds ?? [],
       outDir: path.join(work, threads === 1 ? 'ort' : `ort-${threads}t`),
-      iterations: ITERATIONS, repeats: 1, threads,
+      iterations, repeats: 1, threads,
     }));
     const ortMedians = [], medians = [];
     let ort = null;
-    for (let r = 0; r < REPEATS; ++r) {
+    for (let r = 0; r < repeats; ++r) {
       if (!row.ortError) {
         const o = run(process.execPath, [path.join(HERE, 'run_ort.mjs'), spec]);
         if (o.status === 0) {
@@ -200,7 +205,7 @@ export function measure(model, ctx) {
         } else row.ortError = why(o, 'node', file).slice(0, 200);
       }
       const h = run('/usr/bin/time', ['-v', '-o', timeFile, path.join(ctx.tools, 'hexir-run'), hxe, ...runArgs,
-        '--output-dir', path.join(work, threads === 1 ? 'hexir' : `hexir-${threads}t`), '--iterations', String(ITERATIONS),
+        '--output-dir', path.join(work, threads === 1 ? 'hexir' : `hexir-${threads}t`), '--iterations', String(iterations),
         '--stats-json', stats, '--threads', String(threads)]);
       if (h.status !== 0) { row.error = `run: ${why(h, 'hexir-run', hxe)}`; return row; }
       const s = JSON.parse(fs.readFileSync(stats, 'utf8'));

@@ -1,0 +1,102 @@
+// Driver of scripts/zoo.sh (which exports the models and installs onnxruntime-node first):
+//   node bench.mjs --root REPO --build BUILD --scratch SCRATCH [--write-docs FILE] [--only a,b]
+//                  [--iterations N] [--repeats N]
+// Reads SCRATCH/models/zoo.jsonl (export_zoo.py's lines) and measures each model with
+// scripts/real-models/harness.mjs (the steps of scripts/real-models.sh and scripts/blocks.sh:
+// hexir-compile; onnxruntime and hexir-run at 1 and 2 threads, alternated run by run; peak RSS;
+// outputs compared), then prints the zoo table: does it import, how far its outputs are from
+// onnxruntime's, which dims are bounded (data-dependent sizes, from hexir-dump), the hexir/ort
+// time ratios, memory.
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import {
+  ITERATIONS, REPEATS, importerOps, measure, run, mb, bytes, ms, sci, cell, ratio, cpuName, gitHead,
+  ortVersion, replaceBlock,
+} from '../real-models/harness.mjs';
+
+const opts = {};
+for (let i = 2; i < process.argv.length; i += 2) opts[process.argv[i].replace(/^--/, '')] = process.argv[i + 1];
+for (const k of ['root', 'build', 'scratch'])
+  if (!opts[k]) { console.error(`zoo/bench.mjs: --${k} is required`); process.exit(2); }
+
+const TOOLS = path.join(opts.build, 'tools');
+const ORT_DIR = path.join(opts.scratch, 'ort');
+const MODELS = fs.readFileSync(path.join(opts.scratch, 'models', 'zoo.jsonl'), 'utf8').trim().split('\n')
+  .filter((l) => l.startsWith('{')).map((l) => JSON.parse(l));
+const only = opts.only ? new Set(opts.only.split(',')) : null;
+const iterations = Number(opts.iterations ?? ITERATIONS), repeats = Number(opts.repeats ?? REPEATS);
+const load = () => os.loadavg()[0].toFixed(2);
+const NPY_DTYPES = { float32: 'float32', float16: 'float16', int64: 'int64', int32: 'int32', bool: 'bool' };
+
+// The bounded dims of the compiled function's signature as hexir-dump prints them (`f32[<=300,4]`).
+function boundedDims(hxe) {
+  const d = run(path.join(TOOLS, 'hexir-dump'), [hxe]);
+  if (d.status !== 0) return null;
+  const sig = [...`${d.stdout}`.matchAll(/[a-z0-9]+\[[^\]]*<=[^\]]*\]/g)].map((m) => m[0]);
+  return [...new Set(sig)];
+}
+
+const rows = [];
+for (const m of MODELS) {
+  if (only && !only.has(m.name)) continue;
+  process.stderr.write(`zoo: ${m.name} (load ${load()})\n`);
+  let row;
+  if (m.error) row = { name: m.name, notes: [], error: m.error };
+  else {
+    const model = {
+      name: m.name, file: path.basename(m.file),
+      inputs: m.inputs.map((i) => ({ name: i.name, npy: i.npy, dtype: NPY_DTYPES[i.dtype], shape: i.shape })),
+    };
+    const work = path.join(opts.scratch, 'work', m.name);
+    try {
+      row = measure(model, { file: m.file, work, tools: TOOLS, ortDir: ORT_DIR, supported: importerOps(opts.root),
+        iterations, repeats });
+      if (row.imported) row.bounded = boundedDims(path.join(work, 'model.hxe'));
+    } catch (e) { row = { name: m.name, notes: [], error: `script error: ${e.message}` }; }
+  }
+  row.family = m.family;
+  if (m.note) row.notes.push(m.note);
+  row.load = load();
+  rows.push(row);
+}
+
+function table() {
+  const head = ['model', 'family', 'imports', 'max abs err vs ort', 'max rel err', 'dims bounded', 'ort ms 1t',
+    'hexir ms 1t', 'hexir/ort 1t', 'ort ms 2t', 'hexir ms 2t', 'hexir/ort 2t', 'hexir peak RSS', 'hexir arena',
+    'load avg', 'notes'];
+  const lines = [`| ${head.join(' | ')} |`, `|${head.map((h, i) => (i < 3 || i === head.length - 1 ? ' --- ' : ' ---: ')).join('|')}|`];
+  for (const r of rows) {
+    const notes = [];
+    if (r.error) notes.push(r.error);
+    if (r.ortError) notes.push(`onnxruntime: ${r.ortError}`);
+    if (r.missing?.length) notes.push(`not in the importer: ${r.missing.join(', ')}`);
+    notes.push(...r.notes);
+    const h = r.hexir;
+    lines.push('| ' + [
+      r.name, r.family ?? '—', r.imported ? 'yes' : 'no', sci(r.maxAbs), sci(r.maxRel),
+      r.bounded == null ? '—' : r.bounded.length ? r.bounded.join(' ') : 'none',
+      ms(r.ort?.ms_median), ms(h?.ms_best), ratio(h?.ms_best, r.ort?.ms_median),
+      ms(r.ort2?.ms_median), ms(r.hexir2?.ms_best), ratio(r.hexir2?.ms_best, r.ort2?.ms_median),
+      h ? mb(h.max_rss_kb) : '—', h ? bytes(h.arena_bytes) : '—', r.load ?? '—',
+      notes.length ? notes.join('; ') : 'ok',
+    ].map(cell).join(' | ') + ' |');
+  }
+  return lines.join('\n');
+}
+
+const imported = rows.filter((r) => r.imported).length;
+const matching = rows.filter((r) => r.imported && r.maxRel != null && r.maxRel <= 1e-3).length;
+const text = `Measured ${new Date().toISOString().slice(0, 10)} on ${cpuName()} (${os.cpus().length} cores); hexir ` +
+  `${gitHead(opts.root)}, onnxruntime-node ${ortVersion(ORT_DIR)} (CPU, all graph optimizations; 1t/2t: ` +
+  `intraOpNumThreads, hexir-run --threads). Models exported by scripts/zoo/export_zoo.py with PyTorch ` +
+  `(opset 17, random weights). Times are medians of ${iterations} runs, best of ${repeats}, alternated run by run. ` +
+  `${imported} of ${rows.length} import; ${matching} match onnxruntime within a relative error of 1e-3 ` +
+  `(relative to max(|ort|, 1e-3)).\n\n${table()}\n`;
+process.stdout.write(text);
+fs.writeFileSync(path.join(opts.scratch, 'results.json'), JSON.stringify(rows, null, 1));
+fs.writeFileSync(path.join(opts.scratch, 'results.md'), text);
+if (opts['write-docs']) {
+  replaceBlock(opts['write-docs'], '<!-- zoo:begin (scripts/zoo.sh --write-docs replaces this) -->', '<!-- zoo:end -->', text);
+  process.stderr.write(`zoo: wrote the table into ${opts['write-docs']}\n`);
+}
