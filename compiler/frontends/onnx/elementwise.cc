@@ -268,7 +268,7 @@ Status op_clip(Importer& im, const NodeCtx& n) {
                       [&](const std::vector<HostPtr>& hs) -> Result<HostTensor> { return fold_clip(*hs[0], lo, hi); });
 }
 
-// Pow: folded on constants; else @pow (f32), an integer exponent constant converted to f32.
+// Pow: folded on constants; else @pow (f32), mixed dtypes through f32 (below).
 Status op_pow(Importer& im, const NodeCtx& n) {
   HEXIR_RETURN_IF_ERROR(im.check_attrs(n, {}));
   HEXIR_ASSIGN_OR_RETURN(Ref x, im.input(n, 0));
@@ -296,17 +296,35 @@ Status op_pow(Importer& im, const NodeCtx& n) {
     if (!too_large(out.status())) return out.status();
   }
   const Info xi = im.info(x), yi = im.info(y);
-  if (yi.type != xi.type) {
-    HEXIR_ASSIGN_OR_RETURN(HostPtr hy, im.host(y));
-    if (!hy)
-      return error_at(n.loc, "the exponent is " + onnx_type_name(yi.type) + ", the base " +
-                                 onnx_type_name(xi.type) + ": only a constant exponent is converted");
+  HEXIR_ASSIGN_OR_RETURN(ops::OpId id, hexir_op(n, "pow"));
+  if (yi.type == xi.type) return im.emit_result(n, id, {x, y}, {});
+  // Mixed dtypes (ONNX: the result has the base's type). A constant exponent
+  // is converted here; a run-time one is cast to f32 by a node. An integer
+  // base is raised in f32 and the result truncated back to its type, as
+  // ONNX's reference does (numpy.power(x, y).astype(x.dtype)).
+  auto cast_to = [&](Ref v, DType to, const std::string& what) -> Result<Ref> {
+    ops::AttrMap attrs;
+    attrs["to"] = ops::AttrValue{std::string(dtype_name(to))};
+    return im.emit1(n, ops::OpId::kCast, {v}, attrs, im.helper_name(n, what));
+  };
+  if (xi.type != kFloat && !dtype_from_onnx(xi.type))
+    return error_at(n.loc, "the base is " + onnx_type_name(xi.type) + ": not supported");
+  HEXIR_ASSIGN_OR_RETURN(HostPtr hy, im.host(y));
+  if (hy && xi.type == kFloat) {
     HostTensor converted = make_host(xi.type, hy->dims);
     for (int64_t i = 0; i < hy->count(); ++i) converted.set_f(i, hy->f(i));
     y = im.new_const(im.helper_name(n, "exponent"), std::move(converted), n.loc);
+  } else if (yi.type != kFloat) {
+    if (!dtype_from_onnx(yi.type))
+      return error_at(n.loc, "the exponent is " + onnx_type_name(yi.type) + ": not supported");
+    HEXIR_ASSIGN_OR_RETURN(y, cast_to(y, DType::kF32, "exponent_f32"));
   }
-  HEXIR_ASSIGN_OR_RETURN(ops::OpId id, hexir_op(n, "pow"));
-  return im.emit_result(n, id, {x, y}, {});
+  if (xi.type == kFloat) return im.emit_result(n, id, {x, y}, {});
+  HEXIR_ASSIGN_OR_RETURN(Ref base, cast_to(x, DType::kF32, "base_f32"));
+  HEXIR_ASSIGN_OR_RETURN(Ref power, im.emit1(n, id, {base, y}, {}, im.helper_name(n, "power_f32")));
+  ops::AttrMap back;
+  back["to"] = ops::AttrValue{std::string(dtype_name(*dtype_from_onnx(xi.type)))};
+  return im.emit_result(n, ops::OpId::kCast, {power}, back);
 }
 
 Status op_cast(Importer& im, const NodeCtx& n) {
