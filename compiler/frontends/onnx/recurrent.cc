@@ -150,7 +150,10 @@ Status read_activations(const NodeCtx& n, Recurrent& s) {
   std::vector<std::string> names;
   if (const auto* a = find_attribute(n.node, "activations")) {
     for (const std::string& f : a->strings()) names.push_back(f);
-    if (names.size() == per_dir && s.dirs == 2) names.insert(names.end(), names.begin(), names.end());
+    if (names.size() == per_dir && s.dirs == 2) {
+      const std::vector<std::string> one_set = names;
+      names.insert(names.end(), one_set.begin(), one_set.end());
+    }
     if (names.size() != per_dir * static_cast<size_t>(s.dirs))
       return error_at(n.loc, "activations has " + std::to_string(a->strings_size()) + " names; " + n.op +
                                  " takes " + std::to_string(per_dir) + " per direction");
