@@ -1612,6 +1612,27 @@ TEST_CASE("GRU as torch exports two bidirectional layers: Transpose/Reshape betw
   CHECK(prepared.device_allocations <= 8);
 }
 
+TEST_CASE("recurrent operators over long sequences run as a loop: RNN, GRU (both forms), LSTM, bidirectional") {
+  for (int k = 0; k < 4; ++k) {
+    CAPTURE(k);
+    RnnCase c;
+    c.cell = k == 0 ? Cell::kRnn : k == 3 ? Cell::kLstm : Cell::kGru;
+    c.lbr = k == 2;
+    c.seq = 70;  // past the unrolling limit (64 steps)
+    c.hidden = 4;
+    c.dirs = 2;
+    c.acts.assign(2, default_acts(c.cell));
+    fill_case(c, true, true, c.cell == Cell::kLstm);
+    check_rnn_case(c);
+    TempDir dir;
+    auto module = import_ok(rnn_model(c).save(dir.path() / "long.onnx"));
+    int loops = 0;
+    for (const auto& node : module.functions[0].nodes) loops += node.kind == hexir::compiler::NodeKind::kLoopBegin;
+    CHECK(loops == 2);  // one per direction, not 70 steps each
+    CHECK(count_nodes(module, hexir::ops::OpId::kMatmul) <= 2 * 3);
+  }
+}
+
 TEST_CASE("recurrent refusals name what and why") {
   RnnCase c;
   c.cell = Cell::kGru;
