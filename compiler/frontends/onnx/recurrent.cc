@@ -3,7 +3,6 @@
 // one driver for the directions and outputs; only the step differs.
 #include <algorithm>
 #include <cctype>
-#include <cmath>
 
 #include "frontends/onnx/handlers.h"
 
@@ -92,7 +91,6 @@ Result<Ref> add(Importer& im, const NodeCtx& n, Ref a, Ref b, const std::string&
   return im.emit1(n, ops::OpId::kAdd, {a, b}, {}, name);
 }
 
-
 // ---- the node: attributes and inputs ----
 
 enum class Cell { kRnn, kGru, kLstm };
@@ -123,7 +121,9 @@ struct Recurrent {
 };
 
 // What an activation takes: alpha, beta, and their defaults (those of the
-// ONNX operator of that name; Affine and ScaledTanh have none and must be given).
+// ONNX operator of that name, as the spec says; onnxruntime takes 0 for
+// ThresholdedRelu's. Affine and ScaledTanh have no operator: their values
+// must be given rather than made 0, which makes them constant).
 struct ActivationParams {
   int count;  // 0, 1 (alpha) or 2 (alpha, beta)
   std::optional<double> alpha, beta;
@@ -155,8 +155,8 @@ Status read_activations(const NodeCtx& n, Recurrent& s) {
       names.insert(names.end(), one_set.begin(), one_set.end());
     }
     if (names.size() != per_dir * static_cast<size_t>(s.dirs))
-      return error_at(n.loc, "activations has " + std::to_string(a->strings_size()) + " names; " + n.op +
-                                 " takes " + std::to_string(per_dir) + " per direction");
+      return error_at(n.loc, "activations has " + std::to_string(a->strings_size()) + " names; " + n.op + " takes " +
+                                 std::to_string(per_dir) + " per direction");
   } else {
     for (int d = 0; d < s.dirs; ++d) names.insert(names.end(), defaults.begin(), defaults.end());
   }
@@ -170,9 +170,10 @@ Status read_activations(const NodeCtx& n, Recurrent& s) {
     std::transform(a.kind.begin(), a.kind.end(), a.kind.begin(), [](unsigned char c) { return std::tolower(c); });
     const std::optional<ActivationParams> params = activation_params(a.kind);
     if (!params)
-      return error_at(n.loc, "activation '" + a.name + "' is not supported by the ONNX importer (Relu, Tanh, "
-                                                        "Sigmoid, Affine, LeakyRelu, ThresholdedRelu, ScaledTanh, "
-                                                        "HardSigmoid, Softsign, Softplus; not Elu)");
+      return error_at(n.loc, "activation '" + a.name +
+                                 "' is not supported by the ONNX importer (Relu, Tanh, "
+                                 "Sigmoid, Affine, LeakyRelu, ThresholdedRelu, ScaledTanh, "
+                                 "HardSigmoid, Softsign, Softplus; not Elu)");
     if (params->count >= 1) {
       if (next_alpha < alphas.size()) {
         a.alpha = alphas[next_alpha++];
@@ -203,8 +204,8 @@ Status read_activations(const NodeCtx& n, Recurrent& s) {
 Status read_attributes(Importer& im, const NodeCtx& n, Recurrent& s) {
   switch (s.cell) {
     case Cell::kRnn:
-      HEXIR_RETURN_IF_ERROR(im.check_attrs(n, {"activation_alpha", "activation_beta", "activations", "clip",
-                                               "direction", "hidden_size", "layout"}));
+      HEXIR_RETURN_IF_ERROR(im.check_attrs(
+          n, {"activation_alpha", "activation_beta", "activations", "clip", "direction", "hidden_size", "layout"}));
       s.gates = 1;
       break;
     case Cell::kGru: {
@@ -252,11 +253,11 @@ Status read_inputs(Importer& im, const NodeCtx& n, Recurrent& s) {
     HEXIR_ASSIGN_OR_RETURN(s.c0, im.optional_input(n, 6));
     HEXIR_ASSIGN_OR_RETURN(s.peep, im.optional_input(n, 7));
   }
-  for (const std::optional<Ref>& r : {std::optional<Ref>(s.x), std::optional<Ref>(s.w), std::optional<Ref>(s.r),
-                                      s.bias, s.h0, s.c0, s.peep})
+  for (const std::optional<Ref>& r :
+       {std::optional<Ref>(s.x), std::optional<Ref>(s.w), std::optional<Ref>(s.r), s.bias, s.h0, s.c0, s.peep})
     if (r && im.info(*r).type != kFloat)
-      return error_at(n.loc, n.op + " takes float (f32) inputs only in the ONNX importer, got " +
-                                 onnx_type_name(im.info(*r).type));
+      return error_at(
+          n.loc, n.op + " takes float (f32) inputs only in the ONNX importer, got " + onnx_type_name(im.info(*r).type));
   if (s.layout == 1) {  // [batch, seq, input] -> [seq, batch, input]; initial states [batch, dirs, H]
     HEXIR_ASSIGN_OR_RETURN(s.x, transpose(im, n, s.x, {1, 0, 2}, im.helper_name(n, "x_seq_major")));
     if (s.h0) {
@@ -268,8 +269,7 @@ Status read_inputs(Importer& im, const NodeCtx& n, Recurrent& s) {
   }
   const Info xi = im.info(s.x), wi = im.info(s.w);
   if (xi.dims.size() != 3 || wi.dims.size() != 3)
-    return error_at(n.loc,
-                    "X and W must have rank 3, got " + shape_text(xi.dims) + " and " + shape_text(wi.dims));
+    return error_at(n.loc, "X and W must have rank 3, got " + shape_text(xi.dims) + " and " + shape_text(wi.dims));
   s.seq = xi.dims[0];
   s.batch = xi.dims[1];
   s.in = xi.dims[2];
@@ -328,18 +328,18 @@ Result<Ref> activate(Importer& im, const NodeCtx& n, const Activation& a, Ref x,
   }
   if (k == "softsign") {  // x / (1 + |x|)
     HEXIR_ASSIGN_OR_RETURN(Ref abs, im.emit1(n, OpId::kAbs, {x}, {}, im.fresh(name + "_abs")));
-    HEXIR_ASSIGN_OR_RETURN(Ref den, im.emit1(n, OpId::kAdd, {abs, scalar(im, n, 1, name + "_one")}, {},
-                                             im.fresh(name + "_den")));
+    HEXIR_ASSIGN_OR_RETURN(
+        Ref den, im.emit1(n, OpId::kAdd, {abs, scalar(im, n, 1, name + "_one")}, {}, im.fresh(name + "_den")));
     return im.emit1(n, OpId::kDiv, {x, den}, {}, name);
   }
   if (k == "affine") {  // alpha x + beta
-    HEXIR_ASSIGN_OR_RETURN(Ref ax, im.emit1(n, OpId::kMul, {x, scalar(im, n, a.alpha, name + "_alpha")}, {},
-                                            im.fresh(name + "_ax")));
+    HEXIR_ASSIGN_OR_RETURN(
+        Ref ax, im.emit1(n, OpId::kMul, {x, scalar(im, n, a.alpha, name + "_alpha")}, {}, im.fresh(name + "_ax")));
     return im.emit1(n, OpId::kAdd, {ax, scalar(im, n, a.beta, name + "_beta")}, {}, name);
   }
   if (k == "scaledtanh") {  // alpha tanh(beta x)
-    HEXIR_ASSIGN_OR_RETURN(Ref bx, im.emit1(n, OpId::kMul, {x, scalar(im, n, a.beta, name + "_beta")}, {},
-                                            im.fresh(name + "_bx")));
+    HEXIR_ASSIGN_OR_RETURN(
+        Ref bx, im.emit1(n, OpId::kMul, {x, scalar(im, n, a.beta, name + "_beta")}, {}, im.fresh(name + "_bx")));
     HEXIR_ASSIGN_OR_RETURN(Ref t, im.emit1(n, OpId::kTanh, {bx}, {}, im.fresh(name + "_tanh")));
     return im.emit1(n, OpId::kMul, {t, scalar(im, n, a.alpha, name + "_alpha")}, {}, name);
   }
@@ -500,8 +500,7 @@ Status gru_step(Importer& im, const NodeCtx& n, const Recurrent& s, Direction& d
 
 // LSTM: the gates from xw[t] and h R^T (i, o, f, c, with the peepholes and
 // input_forget's f = 1 - i), then the new c and h.
-Status lstm_step(Importer& im, const NodeCtx& n, const Recurrent& s, Direction& dir, Ref xw_t,
-                 const std::string& st) {
+Status lstm_step(Importer& im, const NodeCtx& n, const Recurrent& s, Direction& dir, Ref xw_t, const std::string& st) {
   using ops::OpId;
   const std::vector<Activation>& act = *dir.act;
   const std::vector<Ref>& p = dir.p;
@@ -551,9 +550,12 @@ struct Results {
 
 Status run_step(Importer& im, const NodeCtx& n, const Recurrent& s, Direction& dir, Ref xw_t, const std::string& st) {
   switch (s.cell) {
-    case Cell::kRnn: return rnn_step(im, n, s, dir, xw_t, st);
-    case Cell::kGru: return gru_step(im, n, s, dir, xw_t, st);
-    case Cell::kLstm: return lstm_step(im, n, s, dir, xw_t, st);
+    case Cell::kRnn:
+      return rnn_step(im, n, s, dir, xw_t, st);
+    case Cell::kGru:
+      return gru_step(im, n, s, dir, xw_t, st);
+    case Cell::kLstm:
+      return lstm_step(im, n, s, dir, xw_t, st);
   }
   return ok_status();
 }
@@ -631,8 +633,8 @@ Result<Results> run_direction_loop(Importer& im, const NodeCtx& n, const Recurre
   }
   GraphBuilder::LoopSpec spec;
   HEXIR_ASSIGN_OR_RETURN(spec.start, im.materialize(im.scalar_const(0, kInt64, tag + "/start", n.loc), n.loc));
-  HEXIR_ASSIGN_OR_RETURN(spec.trip,
-                         im.materialize(im.scalar_const(static_cast<double>(s.seq), kInt64, tag + "/steps", n.loc), n.loc));
+  HEXIR_ASSIGN_OR_RETURN(
+      spec.trip, im.materialize(im.scalar_const(static_cast<double>(s.seq), kInt64, tag + "/steps", n.loc), n.loc));
   for (Ref r : inits) {
     HEXIR_ASSIGN_OR_RETURN(int v, im.materialize(r, n.loc));
     spec.inits.push_back(v);
@@ -654,8 +656,9 @@ Result<Results> run_direction_loop(Importer& im, const NodeCtx& n, const Recurre
   if (want_y) {
     HEXIR_ASSIGN_OR_RETURN(Ref row, im.reshape(n, dir.h, {1, s.batch, s.hidden}, im.fresh(st + "/y_row")));
     const Ref zero = im.scalar_const(0, kInt64, st + "/zero", n.loc);
-    HEXIR_ASSIGN_OR_RETURN(Ref written, im.emit1(n, ops::OpId::kUpdateSlice, {Ref{values.back(), -1}, row, t, zero, zero},
-                                                 {}, im.fresh(st + "/y_write")));
+    HEXIR_ASSIGN_OR_RETURN(Ref written,
+                           im.emit1(n, ops::OpId::kUpdateSlice, {Ref{values.back(), -1}, row, t, zero, zero}, {},
+                                    im.fresh(st + "/y_write")));
     next.push_back(written);
   }
   std::vector<int> yielded;
@@ -691,8 +694,8 @@ Status define_output(Importer& im, const NodeCtx& n, const Recurrent& s, const s
                                      permute ? im.fresh(im.out_name(n, index) + "/joined") : im.result_name(n, index)));
   } else if (!permute) {
     const std::vector<int64_t> dims = im.info(v).dims;
-    HEXIR_ASSIGN_OR_RETURN(v, im.emit1(n, ops::OpId::kReshape, {v}, {}, im.result_name(n, index),
-                                       {TensorType{DType::kF32, dims}}));
+    HEXIR_ASSIGN_OR_RETURN(
+        v, im.emit1(n, ops::OpId::kReshape, {v}, {}, im.result_name(n, index), {TensorType{DType::kF32, dims}}));
   }
   if (permute) {
     ops::AttrMap attrs;
@@ -721,8 +724,8 @@ Status import_recurrent(Importer& im, const NodeCtx& n, Cell cell) {
   HEXIR_RETURN_IF_ERROR(im.only_first_outputs(n, cell == Cell::kLstm ? 3 : 2));
   std::vector<Ref> ys, hs, cs;
   for (int d = 0; d < s.dirs; ++d) {
-    HEXIR_ASSIGN_OR_RETURN(Results r, s.seq <= kUnrollMaxSteps ? run_direction(im, n, s, d)
-                                                                : run_direction_loop(im, n, s, d));
+    HEXIR_ASSIGN_OR_RETURN(Results r,
+                           s.seq <= kUnrollMaxSteps ? run_direction(im, n, s, d) : run_direction_loop(im, n, s, d));
     if (r.y) ys.push_back(*r.y);
     hs.push_back(r.h);
     if (r.c) cs.push_back(*r.c);
@@ -741,8 +744,8 @@ Status import_recurrent(Importer& im, const NodeCtx& n, Cell cell) {
 // kUnrollMaxSteps) or as a counted loop: the input projection of every step
 // is one matmul up front; per step a matmul with the recurrent weights (the
 // same constant each step: the VM prepares it once), the gates' split,
-// activations and state update, all in Hexir operators. Forward, reverse and bidirectional; biases; initial states;
-// layout 0 and 1; clip; the activations with their alpha/beta.
+// activations and state update, all in Hexir operators. Forward, reverse and bidirectional; biases; initial
+// states; layout 0 and 1; clip; the activations with their alpha/beta.
 Status op_rnn(Importer& im, const NodeCtx& n) { return import_recurrent(im, n, Cell::kRnn); }
 Status op_gru(Importer& im, const NodeCtx& n) { return import_recurrent(im, n, Cell::kGru); }
 Status op_lstm(Importer& im, const NodeCtx& n) { return import_recurrent(im, n, Cell::kLstm); }

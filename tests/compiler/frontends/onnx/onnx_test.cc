@@ -1576,7 +1576,8 @@ TEST_CASE("GRU as torch exports two bidirectional layers: Transpose/Reshape betw
     for (int d = 0; d < 2; ++d)
       for (int b = 0; b < N; ++b)
         for (int j = 0; j < H; ++j)
-          l2.x[static_cast<size_t>(((t * N + b) * 2 + d) * H + j)] = r1.y[static_cast<size_t>(((t * 2 + d) * N + b) * H + j)];
+          l2.x[static_cast<size_t>(((t * N + b) * 2 + d) * H + j)] =
+              r1.y[static_cast<size_t>(((t * 2 + d) * N + b) * H + j)];
   const RnnResult r2 = rnn_ref(l2);
   TempDir dir;
   Model m;
