@@ -98,5 +98,58 @@ TEST_CASE("prepared weights: counted at prepare, the reference's values, and the
   std::remove(path);
 }
 
+// Three matmuls read the same weights: two of the same geometry (an unrolled
+// recurrence's steps) and one with fewer rows (another plan).
+std::string shared_source() {
+  std::string w;
+  for (int64_t i = 0; i < kK * kN; ++i) w += (i ? ", " : "") + std::to_string(weight(i));
+  const std::string k = std::to_string(kK), n = std::to_string(kN), rows = std::to_string(kRows);
+  return "module @shared\nconst @w : f32[" + k + "," + n + "] = dense [" + w + "]\nfunc @main(%x: f32[" + rows +
+         "," + k + "], %x2: f32[" + rows + "," + k + "], %x3: f32[2," + k + "]) -> (f32[" + rows + "," + n +
+         "], f32[" + rows + "," + n + "], f32[2," + n + "]) {\n  %a = call @matmul(%x, @w) : f32[" + rows + "," + n +
+         "]\n  %b = call @matmul(%x2, @w) : f32[" + rows + "," + n + "]\n  %c = call @matmul(%x3, @w) : f32[2," + n +
+         "]\n  return %a, %b, %c\n}\n";
+}
+
+TEST_CASE("prepared weights are shared: one copy per constant, kernel and plan, however many instructions read it") {
+  Result<std::vector<uint8_t>> bytes = compiler::compile_source(shared_source(), "shared.hxir", ".");
+  REQUIRE_MESSAGE(bytes.ok(), bytes.status().to_string());
+  auto module = Module::load_buffer({bytes->data(), bytes->size()}, {.copy_weights = true});
+  REQUIRE_MESSAGE(module.ok(), module.status().to_string());
+  auto device = hal::create_device("cpu", {.threads = 1});
+  REQUIRE(device.ok());
+  auto program = Program::prepare(*module, **device);
+  REQUIRE_MESSAGE(program.ok(), program.status().to_string());
+  // Two packed copies of W (5 rows, 2 rows), not three.
+  CHECK(program->prepare_stats().device_allocations == 2);
+
+  std::vector<std::vector<float>> x;
+  for (int64_t rows : {kRows, kRows, int64_t{2}}) {
+    x.emplace_back(static_cast<size_t>(rows * kK));
+    for (size_t i = 0; i < x.back().size(); ++i) x.back()[i] = std::cos(static_cast<float>(i + x.size()) * 0.11f);
+  }
+  std::vector<std::vector<float>> y{std::vector<float>(kRows * kN), std::vector<float>(kRows * kN),
+                                    std::vector<float>(2 * kN)};
+  std::vector<TensorRef> in, out;
+  for (size_t t = 0; t < 3; ++t) {
+    const int64_t rows = static_cast<int64_t>(x[t].size()) / kK;
+    in.push_back({x[t].data(), x[t].size() * 4, TensorType{DType::kF32, {rows, kK}}});
+    out.push_back({y[t].data(), y[t].size() * 4, TensorType{DType::kF32, {rows, kN}}});
+  }
+  auto context = Context::create(*program);
+  REQUIRE_MESSAGE(context.ok(), context.status().to_string());
+  const Status invoked = context->invoke("main", in, out);
+  REQUIRE_MESSAGE(invoked.ok(), invoked.to_string());
+  for (size_t t = 0; t < 3; ++t) {
+    const int64_t rows = static_cast<int64_t>(x[t].size()) / kK;
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < kN; ++j) {
+        double s = 0;
+        for (int64_t k = 0; k < kK; ++k) s += static_cast<double>(x[t][i * kK + k]) * weight(k * kN + j);
+        REQUIRE_MESSAGE(std::abs(y[t][i * kN + j] - s) <= 1e-4 * (1 + std::abs(s)), "output " << t << " element " << i);
+      }
+  }
+}
+
 }  // namespace
 }  // namespace hexir::vm

@@ -1,3 +1,4 @@
+#include <map>
 #include <string>
 
 #include <sys/mman.h>
@@ -172,9 +173,25 @@ void release_constant(const ProgramImpl& p, size_t i) {
   if (last > first) madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
 }
 
+// What a prepared form is derived from: the kernel, its plan's words and the
+// operands' constant addresses (null where an operand is not constant). Two
+// instructions with the same key get the same bytes from prepare_dispatch
+// (an unrolled recurrence's steps: one matmul per step on the same weights),
+// so the program keeps one copy for all of them.
+using PreparedKey = std::vector<uint64_t>;
+PreparedKey prepared_key(const ProgramImpl& p, size_t k, const std::vector<void*>& constants) {
+  const size_t end = k + 1 < p.plan_begin.size() ? p.plan_begin[k + 1] : p.plan_words.size();
+  PreparedKey key{p.instruction_kernel[k]};
+  key.insert(key.end(), p.plan_words.begin() + static_cast<ptrdiff_t>(p.plan_begin[k]),
+             p.plan_words.begin() + static_cast<ptrdiff_t>(end));
+  for (void* c : constants) key.push_back(reinterpret_cast<uintptr_t>(c));
+  return key;
+}
+
 // Once per instruction, after the plans and constants: what its kernel
 // derives from its constant operands (the CPU packs GEMM weights), kept for
-// the program's lifetime; the invoke loop only hands the pointer over.
+// the program's lifetime and shared by every instruction with the same
+// kernel, plan and constants; the invoke loop only hands the pointer over.
 Status prepare_dispatches(ProgramImpl& p) {
   const ModuleImpl& m = *p.module_impl;
   const fb::Module& fbm = m.fb();
@@ -185,6 +202,11 @@ Status prepare_dispatches(ProgramImpl& p) {
   // replaced it (their kernels no longer read the original).
   const size_t constant_count = p.constant_data.size();
   std::vector<uint32_t> readers(constant_count, 0), replaced(constant_count, 0);
+  struct Shared {
+    const void* data;  // null: the device prepared nothing for this key
+    uint32_t replaces;
+  };
+  std::map<PreparedKey, Shared> shared;
   for (size_t k = 0; k < count; ++k) {
     const fb::Instruction& in = *fbm.instructions()->Get(static_cast<flatbuffers::uoffset_t>(k));
     for (uint32_t o = 0; o < in.input_count(); ++o) {
@@ -211,13 +233,23 @@ Status prepare_dispatches(ProgramImpl& p) {
     d.operands = constants.data();
     d.input_count = in.input_count();
     d.output_count = in.operand_count() - in.input_count();
+    PreparedKey key = prepared_key(p, k, constants);
     uint32_t replaces = 0;
-    Result<hal::Buffer> prepared = p.device->prepare_dispatch(d, &replaces);
-    if (!prepared.ok()) return prepared.status().annotate("preparing instruction " + std::to_string(k));
-    if (prepared->size == 0 && prepared->host_ptr == nullptr && prepared->device_ptr == 0) continue;
-    p.buffers.push_back(*prepared);
-    ++p.prepare_stats.device_allocations;
-    p.instruction_prepared[k] = device_address(*prepared);
+    if (auto same = shared.find(key); same != shared.end()) {
+      p.instruction_prepared[k] = same->second.data;
+      replaces = same->second.replaces;
+    } else {
+      Result<hal::Buffer> prepared = p.device->prepare_dispatch(d, &replaces);
+      if (!prepared.ok()) return prepared.status().annotate("preparing instruction " + std::to_string(k));
+      const bool empty = prepared->size == 0 && prepared->host_ptr == nullptr && prepared->device_ptr == 0;
+      if (!empty) {
+        p.buffers.push_back(*prepared);
+        ++p.prepare_stats.device_allocations;
+        p.instruction_prepared[k] = device_address(*prepared);
+      }
+      shared.emplace(std::move(key), Shared{p.instruction_prepared[k], empty ? 0u : replaces});
+    }
+    if (p.instruction_prepared[k] == nullptr) continue;
     for (uint32_t o = 0; o < in.input_count() && o < 32; ++o) {
       const fb::Slot& slot = *fbm.slots()->Get(fbm.operand_pool()->Get(in.operand_begin() + o));
       if (((replaces >> o) & 1u) && slot.storage() == fb::StorageKind::Constant && slot.index() < constant_count &&

@@ -67,6 +67,8 @@ Result<Ref> transpose(Importer& im, const NodeCtx& n, Ref x, const std::vector<i
                       const std::string& name);
 
 // recurrent.cc
+Status op_rnn(Importer& im, const NodeCtx& n);
+Status op_gru(Importer& im, const NodeCtx& n);
 Status op_lstm(Importer& im, const NodeCtx& n);
 
 // control_flow.cc

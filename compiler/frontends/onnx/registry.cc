@@ -93,6 +93,8 @@ Handler find_handler(std::string_view op_type) {
       {"ConstantOfShape", op_constant_of_shape},
       // recurrent.cc
       {"LSTM", op_lstm},
+      {"GRU", op_gru},
+      {"RNN", op_rnn},
       // control_flow.cc
       {"If", op_if},
       {"Loop", op_loop},

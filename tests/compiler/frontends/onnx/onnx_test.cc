@@ -208,7 +208,7 @@ std::vector<uint8_t> compile_ok(const hexir::compiler::Module& module) {
 // `instructions`: the number of instructions of the function run.
 std::vector<Tensor> run(const hexir::compiler::Module& module, const std::vector<Tensor>& inputs,
                         const fs::path& dir, const hexir::compiler::CompileOptions& options = {},
-                        size_t* instructions = nullptr) {
+                        size_t* instructions = nullptr, hexir::vm::PhaseStats* prepare_stats = nullptr) {
   const fs::path exe = dir / "model.hxe";
   auto compiled = hexir::compiler::compile_module_to(module, exe, options);
   INFO(compiled.status().to_string());
@@ -221,6 +221,7 @@ std::vector<Tensor> run(const hexir::compiler::Module& module, const std::vector
   auto program = hexir::vm::Program::prepare(*loaded, **device);
   INFO(program.status().to_string());
   REQUIRE(program.ok());
+  if (prepare_stats) *prepare_stats = program->prepare_stats();
   auto context = hexir::vm::Context::create(*program);
   REQUIRE(context.ok());
   std::vector<hexir::vm::TensorRef> refs;
@@ -1248,6 +1249,410 @@ TEST_CASE("Loop: a counted loop with a run-time trip count, carried values, scan
     const std::string e = import_error(m.save(dir.path() / "nom.onnx"));
     CHECK_MESSAGE(e.find("a Loop without a trip count M (a while loop) is not supported") != std::string::npos, e);
   }
+}
+
+namespace {
+
+// ---- recurrent operators: a direct reference of ONNX's equations ----
+
+enum class Cell { kRnn, kGru, kLstm };
+
+struct Act {
+  std::string name;
+  float alpha = 0, beta = 0;
+};
+
+float act_ref(const Act& a, float x) {
+  if (a.name == "Relu") return std::max(0.f, x);
+  if (a.name == "Tanh") return std::tanh(x);
+  if (a.name == "Sigmoid") return 1.f / (1.f + std::exp(-x));
+  if (a.name == "LeakyRelu") return x < 0 ? a.alpha * x : x;
+  if (a.name == "HardSigmoid") return std::clamp(a.alpha * x + a.beta, 0.f, 1.f);
+  if (a.name == "Softsign") return x / (1 + std::fabs(x));
+  if (a.name == "Softplus") return std::log1p(std::exp(x));
+  if (a.name == "Affine") return a.alpha * x + a.beta;
+  if (a.name == "ScaledTanh") return a.alpha * std::tanh(a.beta * x);
+  if (a.name == "ThresholdedRelu") return x > a.alpha ? x : 0.f;
+  FAIL("no reference for " << a.name);
+  return 0;
+}
+
+// One recurrent node, layout 0: X [seq, batch, in], W [dirs, G*H, in],
+// R [dirs, G*H, H], B [dirs, 2*G*H], h0/c0 [dirs, batch, H], P [dirs, 3H];
+// acts per direction in the operator's order.
+struct RnnCase {
+  Cell cell = Cell::kGru;
+  int seq = 4, batch = 2, in = 3, hidden = 5, dirs = 1;
+  bool reverse = false, lbr = false, input_forget = false;
+  float clip = 0;  // 0: none
+  std::vector<std::vector<Act>> acts;
+  std::vector<float> x, w, r, b, h0, c0, p;
+  int gates() const { return cell == Cell::kRnn ? 1 : cell == Cell::kGru ? 3 : 4; }
+};
+
+struct RnnResult {
+  std::vector<float> y, y_h, y_c;  // [seq, dirs, batch, H], [dirs, batch, H]
+};
+
+RnnResult rnn_ref(const RnnCase& c) {
+  const int H = c.hidden, G = c.gates(), B = c.batch, I = c.in;
+  RnnResult out;
+  out.y.assign(static_cast<size_t>(c.seq * c.dirs * B * H), 0.f);
+  out.y_h.assign(static_cast<size_t>(c.dirs * B * H), 0.f);
+  out.y_c = out.y_h;
+  for (int d = 0; d < c.dirs; ++d) {
+    const std::vector<Act>& act = c.acts[static_cast<size_t>(d)];
+    auto W = [&](int row, int k) { return c.w[static_cast<size_t>((d * G * H + row) * I + k)]; };
+    auto R = [&](int row, int k) { return c.r[static_cast<size_t>((d * G * H + row) * H + k)]; };
+    auto Wb = [&](int row) { return c.b.empty() ? 0.f : c.b[static_cast<size_t>(d * 2 * G * H + row)]; };
+    auto Rb = [&](int row) { return c.b.empty() ? 0.f : c.b[static_cast<size_t>(d * 2 * G * H + G * H + row)]; };
+    auto P = [&](int row) { return c.p.empty() ? 0.f : c.p[static_cast<size_t>(d * 3 * H + row)]; };
+    auto f = [&](int which, float v) {
+      if (c.clip > 0) v = std::clamp(v, -c.clip, c.clip);
+      return act_ref(act[static_cast<size_t>(which)], v);
+    };
+    for (int bi = 0; bi < B; ++bi) {
+      std::vector<float> h(static_cast<size_t>(H), 0.f), cs(static_cast<size_t>(H), 0.f);
+      for (int j = 0; j < H; ++j) {
+        if (!c.h0.empty()) h[j] = c.h0[static_cast<size_t>((d * B + bi) * H + j)];
+        if (!c.c0.empty()) cs[j] = c.c0[static_cast<size_t>((d * B + bi) * H + j)];
+      }
+      for (int k = 0; k < c.seq; ++k) {
+        const int t = (c.reverse || d == 1) ? c.seq - 1 - k : k;
+        const float* xt = &c.x[static_cast<size_t>((t * B + bi) * I)];
+        // xw[g] = Xt W_g^T + Wb_g; hr[g] = H R_g^T + Rb_g (g over G*H rows)
+        std::vector<double> xw(static_cast<size_t>(G * H)), hr(static_cast<size_t>(G * H));
+        for (int g = 0; g < G * H; ++g) {
+          double sx = Wb(g), sh = Rb(g);
+          for (int q = 0; q < I; ++q) sx += static_cast<double>(xt[q]) * W(g, q);
+          for (int q = 0; q < H; ++q) sh += static_cast<double>(h[q]) * R(g, q);
+          xw[g] = sx;
+          hr[g] = sh;
+        }
+        std::vector<float> next(static_cast<size_t>(H));
+        if (c.cell == Cell::kRnn) {
+          for (int j = 0; j < H; ++j) next[j] = f(0, static_cast<float>(xw[j] + hr[j]));
+        } else if (c.cell == Cell::kGru) {
+          std::vector<float> z(static_cast<size_t>(H)), rg(static_cast<size_t>(H));
+          for (int j = 0; j < H; ++j) {
+            z[j] = f(0, static_cast<float>(xw[j] + hr[j]));
+            rg[j] = f(0, static_cast<float>(xw[H + j] + hr[H + j]));
+          }
+          for (int j = 0; j < H; ++j) {
+            double rec;
+            if (c.lbr) {
+              rec = rg[j] * hr[2 * H + j];  // r (H Rh^T + Rbh)
+            } else {
+              rec = Rb(2 * H + j);  // (r H) Rh^T + Rbh
+              for (int q = 0; q < H; ++q) rec += static_cast<double>(rg[q] * h[q]) * R(2 * H + j, q);
+            }
+            const float nt = f(1, static_cast<float>(xw[2 * H + j] + rec));
+            next[j] = (1 - z[j]) * nt + z[j] * h[j];
+          }
+        } else {  // i, o, f, c
+          for (int j = 0; j < H; ++j) {
+            const float i = f(0, static_cast<float>(xw[j] + hr[j] + P(j) * cs[j]));
+            const float fg =
+                c.input_forget ? 1 - i : f(0, static_cast<float>(xw[2 * H + j] + hr[2 * H + j] + P(2 * H + j) * cs[j]));
+            const float ct = f(1, static_cast<float>(xw[3 * H + j] + hr[3 * H + j]));
+            cs[j] = fg * cs[j] + i * ct;
+            const float o = f(0, static_cast<float>(xw[H + j] + hr[H + j] + P(H + j) * cs[j]));
+            next[j] = o * act_ref(act[2], cs[j]);
+          }
+        }
+        h = next;
+        for (int j = 0; j < H; ++j) out.y[static_cast<size_t>(((t * c.dirs + d) * B + bi) * H + j)] = h[j];
+      }
+      for (int j = 0; j < H; ++j) {
+        out.y_h[static_cast<size_t>((d * B + bi) * H + j)] = h[j];
+        out.y_c[static_cast<size_t>((d * B + bi) * H + j)] = cs[j];
+      }
+    }
+  }
+  return out;
+}
+
+// Fills a case's tensors with small varied values (W, R, B always; h0, c0, P when asked).
+void fill_case(RnnCase& c, bool h0, bool c0, bool p) {
+  const int G = c.gates(), H = c.hidden;
+  auto wave = [](size_t n, float scale, float phase) {
+    std::vector<float> v(n);
+    for (size_t i = 0; i < n; ++i) v[i] = scale * std::sin(0.7f * static_cast<float>(i) + phase);
+    return v;
+  };
+  c.x = wave(static_cast<size_t>(c.seq * c.batch * c.in), 1.f, 0.1f);
+  c.w = wave(static_cast<size_t>(c.dirs * G * H * c.in), 0.5f, 0.3f);
+  c.r = wave(static_cast<size_t>(c.dirs * G * H * H), 0.4f, 0.9f);
+  c.b = wave(static_cast<size_t>(c.dirs * 2 * G * H), 0.3f, 1.7f);
+  c.h0 = h0 ? wave(static_cast<size_t>(c.dirs * c.batch * H), 0.6f, 2.1f) : std::vector<float>{};
+  c.c0 = c0 ? wave(static_cast<size_t>(c.dirs * c.batch * H), 0.8f, 0.5f) : std::vector<float>{};
+  c.p = p ? wave(static_cast<size_t>(c.dirs * 3 * H), 0.2f, 1.3f) : std::vector<float>{};
+}
+
+const char* cell_op(Cell cell) { return cell == Cell::kRnn ? "RNN" : cell == Cell::kGru ? "GRU" : "LSTM"; }
+
+Attr afs(std::string name, std::vector<float> v) {
+  return {std::move(name), [v](onnx::AttributeProto& a) {
+            a.set_type(onnx::AttributeProto::FLOATS);
+            for (float x : v) a.add_floats(x);
+          }};
+}
+Attr astrs(std::string name, std::vector<std::string> v) {
+  return {std::move(name), [v](onnx::AttributeProto& a) {
+            a.set_type(onnx::AttributeProto::STRINGS);
+            for (const auto& x : v) a.add_strings(x);
+          }};
+}
+
+// The node of case `c`: W, R, B (and P, h0, c0 when the case has them) as
+// initializers, X an input; outputs Y, Y_h (, Y_c).
+Model rnn_model(const RnnCase& c, std::vector<Attr> extra = {}) {
+  const int64_t G = c.gates(), H = c.hidden, D = c.dirs;
+  Model m;
+  m.input("X", kF, {c.seq, c.batch, c.in})
+      .init_f("W", {D, G * H, c.in}, c.w)
+      .init_f("R", {D, G * H, H}, c.r)
+      .init_f("B", {D, 2 * G * H}, c.b);
+  std::vector<std::string> in{"X", "W", "R", "B", "", c.h0.empty() ? "" : "h0"};
+  if (!c.h0.empty()) m.init_f("h0", {D, c.batch, H}, c.h0);
+  if (c.cell == Cell::kLstm) {
+    in.push_back(c.c0.empty() ? "" : "c0");
+    in.push_back(c.p.empty() ? "" : "P");
+    if (!c.c0.empty()) m.init_f("c0", {D, c.batch, H}, c.c0);
+    if (!c.p.empty()) m.init_f("P", {D, 3 * H}, c.p);
+  }
+  while (!in.empty() && in.back().empty()) in.pop_back();
+  std::vector<Attr> attrs{ai("hidden_size", H),
+                          as("direction", D == 2 ? "bidirectional" : c.reverse ? "reverse" : "forward")};
+  if (c.cell == Cell::kGru) attrs.push_back(ai("linear_before_reset", c.lbr));
+  if (c.clip > 0) attrs.push_back(af("clip", c.clip));
+  if (c.input_forget) attrs.push_back(ai("input_forget", 1));
+  attrs.insert(attrs.end(), extra.begin(), extra.end());
+  std::vector<std::string> out{"Y", "Y_h"};
+  if (c.cell == Cell::kLstm) out.push_back("Y_c");
+  m.node(cell_op(c.cell), in, out, attrs);
+  for (const auto& o : out) m.output(o);
+  return m;
+}
+
+std::vector<Act> default_acts(Cell cell) {
+  if (cell == Cell::kRnn) return {{"Tanh"}};
+  if (cell == Cell::kGru) return {{"Sigmoid"}, {"Tanh"}};
+  return {{"Sigmoid"}, {"Tanh"}, {"Tanh"}};
+}
+
+// Imports, runs and compares case `c` with the reference.
+void check_rnn_case(const RnnCase& c, const std::vector<Attr>& extra = {}) {
+  TempDir dir;
+  const fs::path path = rnn_model(c, extra).save(dir.path() / "rnn.onnx");
+  auto module = import_ok(path);
+  auto out = run(module, {f32({c.seq, c.batch, c.in}, c.x)}, dir.path());
+  const RnnResult want = rnn_ref(c);
+  REQUIRE(out.size() == (c.cell == Cell::kLstm ? 3u : 2u));
+  CHECK(out[0].type == TensorType{DType::kF32, {c.seq, c.dirs, c.batch, c.hidden}});
+  CHECK(out[1].type == TensorType{DType::kF32, {c.dirs, c.batch, c.hidden}});
+  check_close(out[0].f32(), want.y, 1e-4);
+  check_close(out[1].f32(), want.y_h, 1e-4);
+  if (c.cell == Cell::kLstm) check_close(out[2].f32(), want.y_c, 1e-4);
+}
+
+}  // namespace
+
+TEST_CASE("GRU: linear_before_reset 0 and 1, forward, reverse and bidirectional, initial state, Y and Y_h") {
+  for (bool lbr : {false, true})
+    for (int mode = 0; mode < 3; ++mode) {
+      CAPTURE(lbr);
+      CAPTURE(mode);
+      RnnCase c;
+      c.cell = Cell::kGru;
+      c.lbr = lbr;
+      c.dirs = mode == 2 ? 2 : 1;
+      c.reverse = mode == 1;
+      c.acts.assign(static_cast<size_t>(c.dirs), default_acts(c.cell));
+      fill_case(c, /*h0=*/mode != 0, false, false);
+      check_rnn_case(c);
+    }
+}
+
+TEST_CASE("RNN: default Tanh, per-direction activations with alpha (LeakyRelu, Affine), clip") {
+  RnnCase c;
+  c.cell = Cell::kRnn;
+  c.acts = {default_acts(c.cell)};
+  fill_case(c, true, false, false);
+  check_rnn_case(c);
+  c.dirs = 2;
+  c.clip = 0.7f;
+  c.acts = {{{"LeakyRelu", 0.2f}}, {{"Affine", 0.5f, 0.25f}}};
+  fill_case(c, false, false, false);
+  check_rnn_case(c, {astrs("activations", {"LeakyRelu", "Affine"}), afs("activation_alpha", {0.2f, 0.5f}),
+                     afs("activation_beta", {0.25f})});
+  // One set of names for both directions; defaults for the alphas not given.
+  c.acts = {{{"ThresholdedRelu", 1.f}}, {{"ThresholdedRelu", 1.f}}};
+  check_rnn_case(c, {astrs("activations", {"ThresholdedRelu"})});
+}
+
+TEST_CASE("LSTM: clip, input_forget, HardSigmoid/ScaledTanh/Softsign with alpha and beta, peepholes, reverse") {
+  RnnCase c;
+  c.cell = Cell::kLstm;
+  c.reverse = true;
+  c.clip = 0.9f;
+  c.input_forget = true;
+  c.acts = {{{"HardSigmoid", 0.3f, 0.4f}, {"ScaledTanh", 1.5f, 0.5f}, {"Softsign"}}};
+  fill_case(c, true, true, true);
+  check_rnn_case(c, {astrs("activations", {"HardSigmoid", "ScaledTanh", "Softsign"}),
+                     afs("activation_alpha", {0.3f, 1.5f}), afs("activation_beta", {0.4f, 0.5f})});
+  c.dirs = 2;
+  c.reverse = false;
+  c.clip = 0;
+  c.input_forget = false;
+  c.acts.assign(2, default_acts(c.cell));
+  fill_case(c, true, true, true);
+  check_rnn_case(c);
+}
+
+TEST_CASE("LSTM and GRU with layout 1: X, initial states and outputs batch-major") {
+  for (Cell cell : {Cell::kLstm, Cell::kGru}) {
+    RnnCase c;
+    c.cell = cell;
+    c.dirs = 2;
+    c.acts.assign(2, default_acts(cell));
+    fill_case(c, true, cell == Cell::kLstm, false);
+    const int64_t S = c.seq, N = c.batch, H = c.hidden, I = c.in, D = 2;
+    // The same values batch-major: X [batch, seq, in], states [batch, dirs, H].
+    auto swap01 = [](const std::vector<float>& v, int64_t a, int64_t b, int64_t inner) {
+      std::vector<float> t(v.size());
+      for (int64_t i = 0; i < a; ++i)
+        for (int64_t j = 0; j < b; ++j)
+          for (int64_t k = 0; k < inner; ++k) t[(j * a + i) * inner + k] = v[(i * b + j) * inner + k];
+      return t;
+    };
+    TempDir dir;
+    Model m;
+    m.input("X", kF, {N, S, I})
+        .init_f("W", {D, c.gates() * H, I}, c.w)
+        .init_f("R", {D, c.gates() * H, H}, c.r)
+        .init_f("B", {D, 2 * c.gates() * H}, c.b)
+        .init_f("h0", {N, D, H}, swap01(c.h0, D, N, H));
+    std::vector<std::string> in{"X", "W", "R", "B", "", "h0"}, outs{"Y", "Y_h"};
+    if (cell == Cell::kLstm) {
+      m.init_f("c0", {N, D, H}, swap01(c.c0, D, N, H));
+      in.push_back("c0");
+      outs.push_back("Y_c");
+    }
+    m.node(cell_op(cell), in, outs, {ai("hidden_size", H), as("direction", "bidirectional"), ai("layout", 1)});
+    for (const auto& o : outs) m.output(o);
+    auto module = import_ok(m.save(dir.path() / "batchwise.onnx"));
+    auto out = run(module, {f32({N, S, I}, swap01(c.x, S, N, I))}, dir.path());
+    const RnnResult want = rnn_ref(c);
+    // Y [seq, dirs, batch, H] -> [batch, seq, dirs, H]
+    std::vector<float> y(want.y.size());
+    for (int64_t t = 0; t < S; ++t)
+      for (int64_t d = 0; d < D; ++d)
+        for (int64_t b = 0; b < N; ++b)
+          for (int64_t j = 0; j < H; ++j) y[((b * S + t) * D + d) * H + j] = want.y[((t * D + d) * N + b) * H + j];
+    CHECK(out[0].type == TensorType{DType::kF32, {N, S, D, H}});
+    check_close(out[0].f32(), y, 1e-4);
+    check_close(out[1].f32(), swap01(want.y_h, D, N, H), 1e-4);
+    if (cell == Cell::kLstm) check_close(out[2].f32(), swap01(want.y_c, D, N, H), 1e-4);
+  }
+}
+
+TEST_CASE("GRU as torch exports two bidirectional layers: Transpose/Reshape between, sequence_lens full") {
+  RnnCase l1, l2;
+  for (RnnCase* c : {&l1, &l2}) {
+    c->cell = Cell::kGru;
+    c->lbr = true;  // torch.nn.GRU's form
+    c->dirs = 2;
+    c->acts.assign(2, default_acts(Cell::kGru));
+  }
+  l2.in = 2 * l1.hidden;
+  fill_case(l1, true, false, false);
+  fill_case(l2, true, false, false);
+  const RnnResult r1 = rnn_ref(l1);
+  // Layer 2 reads layer 1's Y [seq, 2, batch, H] as [seq, batch, 2H].
+  l2.x.assign(r1.y.size(), 0.f);
+  const int S = l1.seq, N = l1.batch, H = l1.hidden;
+  for (int t = 0; t < S; ++t)
+    for (int d = 0; d < 2; ++d)
+      for (int b = 0; b < N; ++b)
+        for (int j = 0; j < H; ++j)
+          l2.x[static_cast<size_t>(((t * N + b) * 2 + d) * H + j)] =
+              r1.y[static_cast<size_t>(((t * 2 + d) * N + b) * H + j)];
+  const RnnResult r2 = rnn_ref(l2);
+  TempDir dir;
+  Model m;
+  const int64_t G = 3;
+  m.input("X", kF, {S, N, l1.in})
+      .init_f("W1", {2, G * H, l1.in}, l1.w)
+      .init_f("R1", {2, G * H, H}, l1.r)
+      .init_f("B1", {2, 2 * G * H}, l1.b)
+      .init_f("h01", {2, N, H}, l1.h0)
+      .init_f("W2", {2, G * H, l2.in}, l2.w)
+      .init_f("R2", {2, G * H, H}, l2.r)
+      .init_f("B2", {2, 2 * G * H}, l2.b)
+      .init_f("h02", {2, N, H}, l2.h0)
+      .init_i64("lens", {N}, std::vector<int64_t>(static_cast<size_t>(N), S))
+      .init_i64("shape", {3}, {0, 0, -1});
+  const std::vector<Attr> attrs{ai("hidden_size", H), as("direction", "bidirectional"), ai("linear_before_reset", 1)};
+  m.node("GRU", {"X", "W1", "R1", "B1", "lens", "h01"}, {"y1", "h1"}, attrs)
+      .node("Transpose", {"y1"}, {"y1t"}, {ais("perm", {0, 2, 1, 3})})
+      .node("Reshape", {"y1t", "shape"}, {"x2"})
+      .node("GRU", {"x2", "W2", "R2", "B2", "lens", "h02"}, {"y2", "h2"}, attrs)
+      .output("y2")
+      .output("h1")
+      .output("h2");
+  auto module = import_ok(m.save(dir.path() / "gru2.onnx"));
+  hexir::vm::PhaseStats prepared;
+  auto out = run(module, {f32({S, N, l1.in}, l1.x)}, dir.path(), {}, nullptr, &prepared);
+  check_close(out[0].f32(), r2.y, 1e-4);
+  check_close(out[1].f32(), r1.y_h, 1e-4);
+  check_close(out[2].f32(), r2.y_h, 1e-4);
+  // Each layer's R^T is prepared once for its direction's steps, not once
+  // per step: a bound independent of the sequence length (4 steps x 2
+  // directions x 2 layers = 16 recurrent matmuls).
+  CHECK(prepared.device_allocations <= 8);
+}
+
+TEST_CASE("recurrent operators over long sequences run as a loop: RNN, GRU (both forms), LSTM, bidirectional") {
+  for (int k = 0; k < 4; ++k) {
+    CAPTURE(k);
+    RnnCase c;
+    c.cell = k == 0 ? Cell::kRnn : k == 3 ? Cell::kLstm : Cell::kGru;
+    c.lbr = k == 2;
+    c.seq = 70;  // past the unrolling limit (64 steps)
+    c.hidden = 4;
+    c.dirs = 2;
+    c.acts.assign(2, default_acts(c.cell));
+    fill_case(c, true, true, c.cell == Cell::kLstm);
+    check_rnn_case(c);
+    TempDir dir;
+    auto module = import_ok(rnn_model(c).save(dir.path() / "long.onnx"));
+    int loops = 0;
+    for (const auto& node : module.functions[0].nodes) loops += node.kind == hexir::compiler::NodeKind::kLoopBegin;
+    CHECK(loops == 2);  // one per direction, not 70 steps each
+    CHECK(count_nodes(module, hexir::ops::OpId::kMatmul) <= 2 * 3);
+  }
+}
+
+TEST_CASE("recurrent refusals name what and why") {
+  RnnCase c;
+  c.cell = Cell::kGru;
+  c.acts = {default_acts(c.cell)};
+  fill_case(c, false, false, false);
+  TempDir dir;
+  auto refused = [&](Model m) { return import_error(m.save(dir.path() / "refused.onnx")); };
+  CHECK(refused(rnn_model(c, {astrs("activations", {"Elu", "Tanh"})})).find("activation 'Elu' is not supported") !=
+        std::string::npos);
+  CHECK(refused(rnn_model(c, {astrs("activations", {"Affine", "Tanh"})}))
+            .find("'Affine' needs a value in activation_alpha") != std::string::npos);
+  CHECK(refused(rnn_model(c, {astrs("activations", {"Sigmoid"})})).find("GRU takes 2 per direction") !=
+        std::string::npos);
+  CHECK(refused(rnn_model(c, {afs("activation_alpha", {0.5f})})).find("more values than the activations take") !=
+        std::string::npos);
+  Model short_lens = rnn_model(c);
+  short_lens.init_i64("lens", {c.batch}, {c.seq, c.seq - 1});
+  short_lens.proto().mutable_graph()->mutable_node(0)->add_input("lens");  // inputs X, W, R, B: the 5th
+  CHECK(refused(short_lens).find("sequence_lens shorter than the sequence") != std::string::npos);
 }
 
 TEST_CASE("Pad: constant (with a value), edge, reflect, wrap and negative pads, as concat/gather/slice") {
