@@ -19,6 +19,7 @@
 // Peak per core = clock x FMA units (2 assumed) x 2 flops x f32 lanes of the
 // widest vector path the GEMM uses; the clock is /proc/cpuinfo's "cpu MHz".
 #include <algorithm>
+#include <bit>
 #include <type_traits>
 #include <chrono>
 #include <cstdio>
@@ -38,6 +39,7 @@
 #include "hexir/hal/cpu_kernels.h"
 #include "hexir/hal/device.h"
 #include "hexir/ops/op.h"
+#include "hexir/ops/plans.h"
 
 namespace {
 
@@ -353,6 +355,13 @@ int main(int argc, char** argv) {
       activation("gelu tanh 1M", OpId::kGelu, kElements, {1}),
       activation("gelu erf 1M", OpId::kGelu, kElements, {0}),
       activation("relu 1M", OpId::kRelu, kElements),
+      activation("elu 1M", OpId::kElu, kElements, {std::bit_cast<int64_t>(1.0)}),
+      activation("selu 1M", OpId::kSelu, kElements,
+                 {std::bit_cast<int64_t>(1.6732632423543772), std::bit_cast<int64_t>(1.0507009873554805)}),
+      activation("softsign 1M", OpId::kSoftsign, kElements),
+      activation("shrink 1M", OpId::kShrink, kElements, {std::bit_cast<int64_t>(0.5), 0}),
+      activation("mish 1M", OpId::kMish, kElements),
+      activation("sin 1M", OpId::kSin, kElements),
       matmul("matmul 256x256 * 256x1024", 256, 256, 1024),
       matmul_with("matmul 256x256 * 256x1024 + sigmoid", 256, 256, 1024, OpId::kSigmoid),
       matmul_with("matmul 256x256 * 256x1024 + tanh", 256, 256, 1024, OpId::kTanh),
@@ -365,5 +374,27 @@ int main(int argc, char** argv) {
     const double elements = s.op == OpId::kMatmul ? 256.0 * 1024.0 : static_cast<double>(kElements);
     std::printf("| %s | %.3f | %.3f | %.2f |\n", s.name, ms[1], cpu_ms[1], cpu_ms[1] * 1e6 / elements);
   }
+
+  // The straightforward loop the kernels must not lose to: ops::math_of over
+  // the same values, one element at a time (the least CPU time of 5).
+  std::vector<float> x(kElements), y(kElements);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 7919) % 1601) * 0.01f - 8.0f;
+  auto plain = [&](const char* name, auto map) {
+    if (filter && std::strstr(name, filter) == nullptr) return;
+    double best = 1e300;
+    for (int rep = 0; rep < 5; ++rep) {
+      const double t0 = thread_cpu_ms();
+      for (size_t i = 0; i < x.size(); ++i) y[i] = map(x[i]);
+      best = std::min(best, thread_cpu_ms() - t0);
+    }
+    std::printf("| %s | - | %.3f | %.2f |\n", name, best, best * 1e6 / static_cast<double>(kElements));
+  };
+  using hexir::ops::MathFn;
+  plain("elu 1M, plain loop", [](float v) { return hexir::ops::math_of<MathFn::kElu>(v, 1.0f, 0.0f); });
+  plain("selu 1M, plain loop", [](float v) {
+    return hexir::ops::math_of<MathFn::kSelu>(v, 1.67326319217681884765625f, 1.05070102214813232421875f);
+  });
+  plain("softsign 1M, plain loop", [](float v) { return hexir::ops::math_of<MathFn::kSoftsign>(v, 0.0f, 0.0f); });
+  plain("shrink 1M, plain loop", [](float v) { return hexir::ops::math_of<MathFn::kShrink>(v, 0.5f, 0.0f); });
   return 0;
 }

@@ -333,6 +333,92 @@ struct AbsOp { static float apply(float x) { return std::fabs(x); } };
 struct ReciprocalOp { static float apply(float x) { return 1.0f / x; } };
 struct SoftplusOp { static float apply(float x) { return ops::softplus_of(x); } };
 
+// The unary math and ONNX activation maps (ops::math_of, shared with CUDA).
+template <ops::MathFn F>
+struct MathOp {
+  static float apply(float x, float a, float b) { return ops::math_of<F>(x, a, b); }
+};
+struct PReluOp { static float apply(float x, float slope) { return ops::prelu_of(x, slope); } };
+
+// The maps of MathBlock: math_of without libm (the exponential activations
+// through expm1_of, softsign, thresholded_relu, shrink).
+template <ops::MathFn F>
+constexpr bool kMathLanes = F == ops::MathFn::kElu || F == ops::MathFn::kSelu || F == ops::MathFn::kCelu ||
+                            F == ops::MathFn::kSoftsign || F == ops::MathFn::kThresholdedRelu ||
+                            F == ops::MathFn::kShrink;
+
+// ops::expm1_of per lane: both branches computed, one kept.
+template <int N>
+HEXIR_LANES lanes::F32<N> expm1_lanes(lanes::F32<N> x) {
+  using namespace lanes;
+  const U32<N> sign = U32<N>{} + 0x80000000u;
+  const F32<N> magnitude = from_bits<N>(bits<N>(x) & ~sign);
+  F32<N> p = x * (1.0f / 5040.0f) + (1.0f / 720.0f);
+  p = p * x + (1.0f / 120.0f);
+  p = p * x + (1.0f / 24.0f);
+  p = p * x + (1.0f / 6.0f);
+  p = p * x + 0.5f;
+  const F32<N> small = p * x * x + x;
+  return select<N>(magnitude < splat<N>(0.34657359f), small, lanes::exp<N>(x) - 1.0f);
+}
+
+// ops::math_of<F> (kMathLanes) over n elements in lane blocks of the widest
+// ISA (the scalar map's bits, as ActBlock), the tail through math_of.
+template <ops::MathFn F>
+struct MathBlock {
+  template <int N>
+  static HEXIR_LANES void run(const float* in, float* out, int64_t n, float a, float b) {
+    int64_t i = 0;
+    for (; i + N <= n; i += N) lanes::store<N>(out + i, of<N>(lanes::load<N>(in + i), a, b));
+    for (; i < n; ++i) out[i] = ops::math_of<F>(in[i], a, b);
+  }
+  template <int N>
+  static HEXIR_LANES lanes::F32<N> of(lanes::F32<N> x, float a, float b) {
+    using namespace lanes;
+    using ops::MathFn;
+    const F32<N> zero = lanes::zero<N>();
+    if constexpr (F == MathFn::kElu) {
+      return select<N>(x > zero, x, splat<N>(a) * expm1_lanes<N>(x));
+    } else if constexpr (F == MathFn::kSelu) {
+      return splat<N>(b) * select<N>(x > zero, x, splat<N>(a) * expm1_lanes<N>(x));
+    } else if constexpr (F == MathFn::kCelu) {
+      return select<N>(x > zero, x, splat<N>(a) * expm1_lanes<N>(x / a));
+    } else if constexpr (F == MathFn::kSoftsign) {
+      const U32<N> sign = U32<N>{} + 0x80000000u;
+      return x / (1.0f + from_bits<N>(bits<N>(x) & ~sign));
+    } else if constexpr (F == MathFn::kThresholdedRelu) {
+      return select<N>(x > splat<N>(a), x, zero);
+    } else {
+      static_assert(F == MathFn::kShrink);
+      return select<N>(x < splat<N>(-a), x + b, select<N>(x > splat<N>(a), x - b, zero));
+    }
+  }
+};
+
+template <ops::MathFn F>
+void math_block(const float* in, float* out, int64_t n, float a, float b) {
+  widest<MathBlock<F>>(in, out, n, a, b);
+}
+
+// is_inf, is_nan: f32 in, bool bytes out (0 or 1).
+template <ops::MathFn F>
+Status float_class(const KernelContext& context, const Dispatch& d) {
+  const ops::UnaryPlan& p = plan_of<ops::UnaryPlan>(d);
+  const float a = static_cast<float>(p.a), b = static_cast<float>(p.b);
+  const float* in = input(d, 0);
+  auto* out = output<uint8_t>(d, 0);
+  if (p.rank > 0) {
+    strided_rows(context, p, [&](int64_t from, int64_t to, int64_t length, int64_t stride) {
+      for (int64_t j = 0; j < length; ++j) out[to + j] = ops::math_of<F>(in[from + j * stride], a, b) != 0.0f;
+    });
+    return ok_status();
+  }
+  parallel_ranges(context, p.n, kMinRange, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) out[i] = ops::math_of<F>(in[i], a, b) != 0.0f;
+  });
+  return ok_status();
+}
+
 // ---- where ------------------------------------------------------------------
 
 template <typename Element>
@@ -565,6 +651,36 @@ Status log(const KernelContext& c, const Dispatch& d) { return unary<LogOp>(c, d
 Status abs(const KernelContext& c, const Dispatch& d) { return unary<AbsOp>(c, d); }
 Status reciprocal(const KernelContext& c, const Dispatch& d) { return unary<ReciprocalOp>(c, d); }
 Status softplus(const KernelContext& c, const Dispatch& d) { return unary<SoftplusOp>(c, d); }
+
+template <ops::MathFn F>
+Status math(const KernelContext& c, const Dispatch& d) {
+  if constexpr (F == ops::MathFn::kIsInf || F == ops::MathFn::kIsNaN) return float_class<F>(c, d);
+  else if constexpr (kMathLanes<F>) return block_map<math_block<F>>(c, d);
+  else return unary_floats<MathOp<F>>(c, d);  // libm's, and mish (log1pf)
+}
+#define HEXIR_MATH(F) template Status math<ops::MathFn::F>(const KernelContext&, const Dispatch&);
+HEXIR_MATH(kSin)
+HEXIR_MATH(kCos)
+HEXIR_MATH(kTan)
+HEXIR_MATH(kAsin)
+HEXIR_MATH(kAcos)
+HEXIR_MATH(kAtan)
+HEXIR_MATH(kSinh)
+HEXIR_MATH(kCosh)
+HEXIR_MATH(kAsinh)
+HEXIR_MATH(kAcosh)
+HEXIR_MATH(kAtanh)
+HEXIR_MATH(kElu)
+HEXIR_MATH(kSelu)
+HEXIR_MATH(kCelu)
+HEXIR_MATH(kMish)
+HEXIR_MATH(kSoftsign)
+HEXIR_MATH(kThresholdedRelu)
+HEXIR_MATH(kShrink)
+HEXIR_MATH(kIsInf)
+HEXIR_MATH(kIsNaN)
+#undef HEXIR_MATH
+Status prelu(const KernelContext& c, const Dispatch& d) { return binary<PReluOp>(c, d); }
 
 Status where(const KernelContext&, const Dispatch& d) {
   const ops::WherePlan& p = plan_of<ops::WherePlan>(d);

@@ -312,6 +312,11 @@ Status log(const KernelContext&, const Dispatch&);
 Status abs(const KernelContext&, const Dispatch&);
 Status reciprocal(const KernelContext&, const Dispatch&);
 Status softplus(const KernelContext&, const Dispatch&);
+// sin .. atanh, the ONNX activations elu .. shrink (UnaryPlan a, b: their
+// parameters) and is_inf / is_nan (bool results): ops::math_of<F>.
+template <ops::MathFn F>
+Status math(const KernelContext&, const Dispatch&);
+Status prelu(const KernelContext&, const Dispatch&);
 Status where(const KernelContext&, const Dispatch&);
 // cast<From, To> for every pair of castable dtypes: cast_kernel(from, to).
 KernelFn cast_kernel(DType from, DType to);
@@ -345,6 +350,7 @@ void conv_transpose_prepare(const Dispatch& constants, void* out);
 // normalization.cc
 Status softmax(const KernelContext&, const Dispatch&);
 Status layernorm(const KernelContext&, const Dispatch&);
+Status group_norm(const KernelContext&, const Dispatch&);
 Status reduce(const KernelContext&, const Dispatch&);
 Status argmax(const KernelContext&, const Dispatch&);
 // layout.cc

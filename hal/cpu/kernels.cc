@@ -114,6 +114,29 @@ constexpr KernelEntry<KernelFn> kKernels[] = {
     // none moves any dtype; the reductions' dtypes (f32, i32, i64) are checked by the rule.
     {OpId::kScatterND, kAnyDType, kAnyDType, scatter},
     {OpId::kScatterElements, kAnyDType, kAnyDType, scatter},
+    // The unary math and ONNX activations (ops::math_of<F>); is_inf and is_nan: bool results (their rule).
+    {OpId::kSin, kF32, kF32, math<ops::MathFn::kSin>},
+    {OpId::kCos, kF32, kF32, math<ops::MathFn::kCos>},
+    {OpId::kTan, kF32, kF32, math<ops::MathFn::kTan>},
+    {OpId::kAsin, kF32, kF32, math<ops::MathFn::kAsin>},
+    {OpId::kAcos, kF32, kF32, math<ops::MathFn::kAcos>},
+    {OpId::kAtan, kF32, kF32, math<ops::MathFn::kAtan>},
+    {OpId::kSinh, kF32, kF32, math<ops::MathFn::kSinh>},
+    {OpId::kCosh, kF32, kF32, math<ops::MathFn::kCosh>},
+    {OpId::kAsinh, kF32, kF32, math<ops::MathFn::kAsinh>},
+    {OpId::kAcosh, kF32, kF32, math<ops::MathFn::kAcosh>},
+    {OpId::kAtanh, kF32, kF32, math<ops::MathFn::kAtanh>},
+    {OpId::kIsInf, kF32, kAnyDType, math<ops::MathFn::kIsInf>},
+    {OpId::kIsNaN, kF32, kAnyDType, math<ops::MathFn::kIsNaN>},
+    {OpId::kElu, kF32, kF32, math<ops::MathFn::kElu>},
+    {OpId::kSelu, kF32, kF32, math<ops::MathFn::kSelu>},
+    {OpId::kCelu, kF32, kF32, math<ops::MathFn::kCelu>},
+    {OpId::kMish, kF32, kF32, math<ops::MathFn::kMish>},
+    {OpId::kSoftsign, kF32, kF32, math<ops::MathFn::kSoftsign>},
+    {OpId::kThresholdedRelu, kF32, kF32, math<ops::MathFn::kThresholdedRelu>},
+    {OpId::kShrink, kF32, kF32, math<ops::MathFn::kShrink>},
+    {OpId::kPRelu, kF32, kF32, prelu},
+    {OpId::kGroupNorm, kF32, kF32, group_norm},
 };
 
 // Kernels that prepare something from constant operands (their weights).

@@ -195,6 +195,54 @@ Status layernorm(const KernelContext& context, const Dispatch& d) {
 
 namespace {
 
+// One channel's run of a group_norm row: (x - mean) * gain + shift, the
+// inverse deviation and the channel's scale folded into `gain` (centred
+// first: no cancellation when the mean is large against the deviation).
+struct NormalizeRun {
+  template <int N>
+  static HEXIR_LANES void run(const float* in, float* out, int64_t n, float mean, float gain, float shift) {
+    int64_t j = 0;
+    for (; j + N <= n; j += N) lanes::store<N>(out + j, (lanes::load<N>(in + j) - mean) * gain + shift);
+    for (; j < n; ++j) out[j] = (in[j] - mean) * gain + shift;
+  }
+};
+
+}  // namespace
+
+// group_norm: a row per (batch, group) with layernorm's two passes in double
+// (mean, then the squared deviations), then each channel's run normalized.
+Status group_norm(const KernelContext& context, const Dispatch& d) {
+  const ops::GroupNormPlan& p = plan_of<ops::GroupNormPlan>(d);
+  if (p.rows == 0 || p.width == 0) return ok_status();
+  const float* in = input(d, 0);
+  const float* scale = input(d, 1);
+  const float* bias = input(d, 2);
+  float* out = output(d, 0);
+  const int64_t channels_per_group = p.width / p.spatial;
+  parallel_ranges(context, p.rows, std::max<int64_t>(1, (int64_t{1} << 15) / p.width), [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) {
+      const float* row_in = in + r * p.width;
+      float* row_out = out + r * p.width;
+      const double mean = sum_contiguous(row_in, p.width) / static_cast<double>(p.width);
+      const double variance = squared_deviation_sum(row_in, p.width, mean) / static_cast<double>(p.width);
+      const double inv_std = 1.0 / std::sqrt(variance + p.epsilon);
+      // Centred on the float mean; what it misses of the mean goes into the shift.
+      const float mean_f = static_cast<float>(mean);
+      const double missed = mean - static_cast<double>(mean_f);
+      const int64_t first_channel = (r % p.groups) * channels_per_group;
+      for (int64_t c = 0; c < channels_per_group; ++c) {
+        const double gain = inv_std * scale[first_channel + c];
+        const float shift = static_cast<float>(bias[first_channel + c] - missed * gain);
+        widest<NormalizeRun>(row_in + c * p.spatial, row_out + c * p.spatial, p.spatial, mean_f,
+                             static_cast<float>(gain), shift);
+      }
+    }
+  });
+  return ok_status();
+}
+
+namespace {
+
 // reduce_max: NaN if any element is NaN, -inf over nothing.
 void reduce_max(const ops::ReducePlan& p, const float* in, float* out) {
   int64_t kept_index[kMaxRank] = {};

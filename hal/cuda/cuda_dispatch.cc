@@ -69,6 +69,18 @@ Status unary(const Dispatch& d, Launcher& launcher) {
   return launch_unary(K, d, launcher);
 }
 
+// The unary math and ONNX activations (and is_inf, is_nan): one kernel, F its switch.
+template <ops::MathFn F>
+Status math(const Dispatch& d, Launcher& launcher) {
+  MathParams p{};
+  p.in = in(d, 0);
+  p.out = d.operands[1];
+  p.fn = static_cast<int32_t>(F);
+  p.plan = plan_of<ops::UnaryPlan>(d);
+  if (p.plan.n == 0) return ok_status();
+  return launcher.launch(Kernel::kMath, linear_config(p.plan.n), &p);
+}
+
 // variant 0: the erf form, 1: the tanh approximation.
 Status gelu(const Dispatch& d, Launcher& launcher) {
   const bool tanh_form = plan_of<ops::UnaryPlan>(d).variant == 1;
@@ -287,6 +299,17 @@ Status layernorm(const Dispatch& d, Launcher& launcher) {
   p.plan = plan_of<ops::LayernormPlan>(d);
   if (p.plan.rows == 0 || p.plan.width == 0) return ok_status();
   return launcher.launch(Kernel::kLayernorm, rows_config(p.plan.rows, p.plan.width), &p);
+}
+
+Status group_norm(const Dispatch& d, Launcher& launcher) {
+  GroupNormParams p;
+  p.in = in(d, 0);
+  p.scale = in(d, 1);
+  p.bias = in(d, 2);
+  p.out = out(d, 0);
+  p.plan = plan_of<ops::GroupNormPlan>(d);
+  if (p.plan.rows == 0 || p.plan.width == 0) return ok_status();
+  return launcher.launch(Kernel::kGroupNorm, rows_config(p.plan.rows, p.plan.width), &p);
 }
 
 Status reduce(const Dispatch& d, Launcher& launcher) {
@@ -594,6 +617,29 @@ constexpr KernelEntry<CudaKernelFn> kKernels[] = {
     {OpId::kUpdateSlice, kAnyDType, kAnyDType, update_slice},
     {OpId::kScatterND, kAnyDType, kAnyDType, scatter},
     {OpId::kScatterElements, kAnyDType, kAnyDType, scatter},
+    // The unary math and ONNX activations; is_inf and is_nan give bools.
+    {OpId::kSin, kF32, kF32, math<ops::MathFn::kSin>},
+    {OpId::kCos, kF32, kF32, math<ops::MathFn::kCos>},
+    {OpId::kTan, kF32, kF32, math<ops::MathFn::kTan>},
+    {OpId::kAsin, kF32, kF32, math<ops::MathFn::kAsin>},
+    {OpId::kAcos, kF32, kF32, math<ops::MathFn::kAcos>},
+    {OpId::kAtan, kF32, kF32, math<ops::MathFn::kAtan>},
+    {OpId::kSinh, kF32, kF32, math<ops::MathFn::kSinh>},
+    {OpId::kCosh, kF32, kF32, math<ops::MathFn::kCosh>},
+    {OpId::kAsinh, kF32, kF32, math<ops::MathFn::kAsinh>},
+    {OpId::kAcosh, kF32, kF32, math<ops::MathFn::kAcosh>},
+    {OpId::kAtanh, kF32, kF32, math<ops::MathFn::kAtanh>},
+    {OpId::kIsInf, kF32, kAnyDType, math<ops::MathFn::kIsInf>},
+    {OpId::kIsNaN, kF32, kAnyDType, math<ops::MathFn::kIsNaN>},
+    {OpId::kElu, kF32, kF32, math<ops::MathFn::kElu>},
+    {OpId::kSelu, kF32, kF32, math<ops::MathFn::kSelu>},
+    {OpId::kCelu, kF32, kF32, math<ops::MathFn::kCelu>},
+    {OpId::kMish, kF32, kF32, math<ops::MathFn::kMish>},
+    {OpId::kSoftsign, kF32, kF32, math<ops::MathFn::kSoftsign>},
+    {OpId::kThresholdedRelu, kF32, kF32, math<ops::MathFn::kThresholdedRelu>},
+    {OpId::kShrink, kF32, kF32, math<ops::MathFn::kShrink>},
+    {OpId::kPRelu, kF32, kF32, binary<Kernel::kPRelu>},
+    {OpId::kGroupNorm, kF32, kF32, group_norm},
     HEXIR_CAST_FROM(kCastF32),
     HEXIR_CAST_FROM(kCastF16),
     HEXIR_CAST_FROM(kCastI32),

@@ -340,6 +340,75 @@ void plan_unary_floats(const PlanInput& op, OpPlan& out) {
   plan_unary_strides(op, p);
 }
 
+// The ONNX activations with float attributes (elu .. shrink): each
+// attribute of `kNames`, its default from `kDefaults`, one finite word each.
+template <OpId kId, const char* const* kNames, const double* kDefaults, size_t kCount>
+Result<std::vector<int64_t>> lower_floats(std::span<const TensorType>, const AttrMap& attrs,
+                                          std::span<const TensorType>) {
+  static_assert(kCount == 1 || kCount == 2);
+  if constexpr (kCount == 1) {
+    HEXIR_RETURN_IF_ERROR(check_attr_names(kId, attrs, {kNames[0]}));
+  } else {
+    HEXIR_RETURN_IF_ERROR((check_attr_names(kId, attrs, {kNames[0], kNames[1]})));
+  }
+  std::vector<int64_t> words;
+  for (size_t i = 0; i < kCount; ++i) {
+    HEXIR_ASSIGN_OR_RETURN(int64_t word, float_param_attr(kId, attrs, kNames[i], kDefaults[i]));
+    words.push_back(word);
+  }
+  return words;
+}
+constexpr const char* kAlphaNames[] = {"alpha"};
+constexpr const char* kSeluNames[] = {"alpha", "gamma"};
+constexpr const char* kShrinkNames[] = {"lambd", "bias"};
+constexpr double kEluDefaults[] = {1.0};
+constexpr double kSeluDefaults[] = {1.67326319217681884765625, 1.05070102214813232421875};  // ONNX's floats
+constexpr double kThresholdedReluDefaults[] = {1.0};
+constexpr double kShrinkDefaults[] = {0.5, 0.0};
+
+// celu divides by alpha: not 0.
+Result<std::vector<TensorType>> infer_celu(std::span<const TensorType> in, std::span<const int64_t> params) {
+  HEXIR_ASSIGN_OR_RETURN(std::vector<TensorType> result, (infer_unary_floats<kCelu, 1, false>(in, params)));
+  if (float_param(params[0]) == 0.0) return invalid_argument(prefix(kCelu) + "alpha must not be 0");
+  return result;
+}
+
+// is_inf: [detect_positive, detect_negative], each 0 or 1 (ONNX's defaults 1).
+Result<std::vector<int64_t>> lower_is_inf(std::span<const TensorType>, const AttrMap& attrs,
+                                          std::span<const TensorType>) {
+  HEXIR_RETURN_IF_ERROR(check_attr_names(kIsInf, attrs, {"detect_positive", "detect_negative"}));
+  HEXIR_ASSIGN_OR_RETURN(int64_t positive, int_attr(kIsInf, attrs, "detect_positive", 1));
+  HEXIR_ASSIGN_OR_RETURN(int64_t negative, int_attr(kIsInf, attrs, "detect_negative", 1));
+  return std::vector<int64_t>{positive, negative};
+}
+
+AttrMap raise_is_inf(std::span<const TensorType>, std::span<const int64_t> params) {
+  return {{"detect_positive", AttrValue{param_at(params, 0)}}, {"detect_negative", AttrValue{param_at(params, 1)}}};
+}
+
+// is_inf, is_nan: f32 to bool (OpDef::f32_only checks the operand).
+template <OpId kId>
+Result<std::vector<TensorType>> infer_float_class(std::span<const TensorType> in,
+                                                  std::span<const int64_t> params) {
+  HEXIR_RETURN_IF_ERROR(check_param_count(kId, params, kId == kIsInf ? 2 : 0));
+  for (int64_t flag : params)
+    if (flag != 0 && flag != 1)
+      return invalid_argument(prefix(kId) + "detect_positive and detect_negative must be 0 or 1, not " +
+                              std::to_string(flag));
+  return one({DType::kBool, in[0].dims});
+}
+
+// The detect flags as the plan's floats a, b (MathFn::kIsInf).
+void plan_float_class(const PlanInput& op, OpPlan& out) {
+  UnaryPlan& p = out.start<UnaryPlan>();
+  p.n = count_of(op.outputs[0]);
+  if (op.params.size() == 2) {
+    p.a = static_cast<double>(op.params[0]);
+    p.b = static_cast<double>(op.params[1]);
+  }
+  plan_unary_strides(op, p);
+}
+
 // ---- where ------------------------------------------------------------------
 
 Result<std::vector<TensorType>> infer_where(std::span<const TensorType> in, std::span<const int64_t> params) {
@@ -444,6 +513,11 @@ void plan_cast(const PlanInput& op, OpPlan& out) {
   { id, name, 1, 1, 1, 1, true, true, false, 0, lower_none<id>, raise_none, infer_unary<id>,        \
     flops_per_element, nullptr, plan_unary }
 
+#define HEXIR_UNARY_FLOATS_OP(id, name, names, defaults, count)                                    \
+  { id, name, 1, 1, 1, 1, true, true, false, 0, lower_floats<id, names, defaults, count>,            \
+    raise_floats<names, count>, infer_unary_floats<id, count, false>, flops_per_element, nullptr,    \
+    plan_unary_floats }
+
 // Keyed by the operands' dtype; the bool result never takes an operand's storage.
 #define HEXIR_COMPARE_OP(id, name)                                                                  \
   { id, name, 2, 2, 1, 1, false, false, false, 0, lower_none<id>, raise_none, infer_compare<id>,    \
@@ -506,10 +580,37 @@ constexpr OpDef kDefs[] = {
     HEXIR_UNARY_OP(kCeil, "ceil"),
     HEXIR_UNARY_OP(kFloor, "floor"),
     HEXIR_UNARY_OP(kRound, "round"),
+    HEXIR_UNARY_OP(kSin, "sin"),
+    HEXIR_UNARY_OP(kCos, "cos"),
+    HEXIR_UNARY_OP(kTan, "tan"),
+    HEXIR_UNARY_OP(kAsin, "asin"),
+    HEXIR_UNARY_OP(kAcos, "acos"),
+    HEXIR_UNARY_OP(kAtan, "atan"),
+    HEXIR_UNARY_OP(kSinh, "sinh"),
+    HEXIR_UNARY_OP(kCosh, "cosh"),
+    HEXIR_UNARY_OP(kAsinh, "asinh"),
+    HEXIR_UNARY_OP(kAcosh, "acosh"),
+    HEXIR_UNARY_OP(kAtanh, "atanh"),
+    // bool results: never in place.
+    {kIsInf, "is_inf", 1, 1, 1, 1, true, false, false, 0, lower_is_inf, raise_is_inf, infer_float_class<kIsInf>,
+     flops_per_element, nullptr, plan_float_class},
+    {kIsNaN, "is_nan", 1, 1, 1, 1, true, false, false, 0, lower_none<kIsNaN>, raise_none,
+     infer_float_class<kIsNaN>, flops_per_element, nullptr, plan_float_class},
+    HEXIR_UNARY_FLOATS_OP(kElu, "elu", kAlphaNames, kEluDefaults, 1),
+    HEXIR_UNARY_FLOATS_OP(kSelu, "selu", kSeluNames, kSeluDefaults, 2),
+    {kCelu, "celu", 1, 1, 1, 1, true, true, false, 0, lower_floats<kCelu, kAlphaNames, kEluDefaults, 1>,
+     raise_floats<kAlphaNames, 1>, infer_celu, flops_per_element, nullptr, plan_unary_floats},
+    HEXIR_UNARY_OP(kMish, "mish"),
+    HEXIR_UNARY_OP(kSoftsign, "softsign"),
+    HEXIR_UNARY_FLOATS_OP(kThresholdedRelu, "thresholded_relu", kAlphaNames, kThresholdedReluDefaults, 1),
+    HEXIR_UNARY_FLOATS_OP(kShrink, "shrink", kShrinkNames, kShrinkDefaults, 2),
+    {kPRelu, "prelu", 2, 2, 1, 1, true, true, false, 0, lower_none<kPRelu>, raise_none, infer_binary<kPRelu>,
+     flops_per_element, nullptr, plan_binary},
 };
 
 #undef HEXIR_BINARY_OP
 #undef HEXIR_UNARY_OP
+#undef HEXIR_UNARY_FLOATS_OP
 #undef HEXIR_COMPARE_OP
 #undef HEXIR_UNARY_ARITHMETIC_OP
 #undef HEXIR_LOGICAL_OP

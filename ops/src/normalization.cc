@@ -110,6 +110,52 @@ void plan_layernorm(const PlanInput& op, OpPlan& out) {
   p.epsilon = std::bit_cast<double>(op.params[1]);
 }
 
+// group_norm: [groups, bits of epsilon].
+Result<std::vector<int64_t>> lower_group_norm(std::span<const TensorType>, const AttrMap& attrs,
+                                              std::span<const TensorType>) {
+  HEXIR_RETURN_IF_ERROR(check_attr_names(kGroupNorm, attrs, {"groups", "epsilon"}));
+  HEXIR_ASSIGN_OR_RETURN(int64_t groups, int_attr(kGroupNorm, attrs, "groups", 1));
+  HEXIR_ASSIGN_OR_RETURN(double epsilon, float_attr(kGroupNorm, attrs, "epsilon", 1e-5));
+  if (!(epsilon >= 0) || !std::isfinite(epsilon))
+    return invalid_argument(prefix(kGroupNorm) + "attribute 'epsilon' must be finite and >= 0");
+  return std::vector<int64_t>{groups, std::bit_cast<int64_t>(epsilon)};
+}
+
+AttrMap raise_group_norm(std::span<const TensorType>, std::span<const int64_t> params) {
+  return {{"groups", AttrValue{param_at(params, 0)}}, {"epsilon", AttrValue{float_param(param_at(params, 1))}}};
+}
+
+// x [N, C, ...], scale and bias [C]; groups divides C.
+Result<std::vector<TensorType>> infer_group_norm(std::span<const TensorType> in,
+                                                 std::span<const int64_t> params) {
+  HEXIR_RETURN_IF_ERROR(check_param_count(kGroupNorm, params, 2));
+  const TensorType& x = in[0];
+  if (x.rank() < 2)
+    return invalid_argument(prefix(kGroupNorm) + "x is " + x.to_string() + ", expected [N, C, ...]");
+  const int64_t channels = x.dims[1], groups = params[0];
+  if (groups < 1 || channels % groups != 0)
+    return invalid_argument(prefix(kGroupNorm) + "groups " + std::to_string(groups) + " does not divide the " +
+                            std::to_string(channels) + " channels of " + x.to_string());
+  const double epsilon = std::bit_cast<double>(params[1]);
+  if (!(epsilon >= 0) || !std::isfinite(epsilon))
+    return invalid_argument(prefix(kGroupNorm) + "epsilon must be finite and >= 0");
+  for (int i = 1; i <= 2; ++i)
+    if (in[i].dims != std::vector<int64_t>{channels})
+      return invalid_argument(prefix(kGroupNorm) + (i == 1 ? "scale" : "bias") + " has shape " +
+                              shape_str(in[i].dims) + ", expected [" + std::to_string(channels) + "]");
+  return one(x);
+}
+
+void plan_group_norm(const PlanInput& op, OpPlan& out) {
+  GroupNormPlan& p = out.start<GroupNormPlan>();
+  const auto& dims = op.inputs[0].dims;
+  p.groups = op.params[0];
+  p.spatial = dims_product(dims, 2, dims.size());
+  p.rows = dims[0] * p.groups;
+  p.width = dims[1] / p.groups * p.spatial;
+  p.epsilon = std::bit_cast<double>(op.params[1]);
+}
+
 template <OpId kId>
 Result<std::vector<int64_t>> lower_reduce(std::span<const TensorType> in, const AttrMap& attrs,
                                           std::span<const TensorType>) {
@@ -273,6 +319,8 @@ constexpr OpDef kDefs[] = {
      infer_reduce<kReduceMax>, flops_reduce, nullptr, plan_reduce<kReduceMax>},
     {kArgMax, "argmax", 1, 1, 1, 1, true, false, false, 0, lower_argmax, raise_argmax, infer_argmax,
      flops_reduce, nullptr, plan_argmax},
+    {kGroupNorm, "group_norm", 3, 3, 1, 1, true, false, false, 0, lower_group_norm, raise_group_norm,
+     infer_group_norm, flops_layernorm, nullptr, plan_group_norm},
 };
 
 }  // namespace

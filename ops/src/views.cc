@@ -30,6 +30,26 @@ int elementwise_map_arity(OpId op) {
     case OpId::kCeil:
     case OpId::kFloor:
     case OpId::kRound:
+    case OpId::kSin:
+    case OpId::kCos:
+    case OpId::kTan:
+    case OpId::kAsin:
+    case OpId::kAcos:
+    case OpId::kAtan:
+    case OpId::kSinh:
+    case OpId::kCosh:
+    case OpId::kAsinh:
+    case OpId::kAcosh:
+    case OpId::kAtanh:
+    case OpId::kIsInf:
+    case OpId::kIsNaN:
+    case OpId::kElu:
+    case OpId::kSelu:
+    case OpId::kCelu:
+    case OpId::kMish:
+    case OpId::kSoftsign:
+    case OpId::kThresholdedRelu:
+    case OpId::kShrink:
       return 1;
     case OpId::kAdd:
     case OpId::kSub:
@@ -47,6 +67,7 @@ int elementwise_map_arity(OpId op) {
     case OpId::kAnd:
     case OpId::kOr:
     case OpId::kXor:
+    case OpId::kPRelu:
       return 2;
     default:
       return 0;

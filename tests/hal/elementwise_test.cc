@@ -14,6 +14,7 @@
 #include <random>
 #include <type_traits>
 
+#include "hexir/ops/plans.h"
 #include "reference_util.h"
 
 namespace hexir::hal::testing {
@@ -380,6 +381,30 @@ std::vector<UnaryRef> unary_refs() {
       {"reciprocal", OpId::kReciprocal, {}, [](double x) { return 1.0 / x; }},
       // log(1 + exp(x)) in long double: no cancellation to hide behind.
       {"softplus", OpId::kSoftplus, {}, [](double x) { return static_cast<double>(std::log1p(std::exp(static_cast<long double>(x)))); }},
+      {"sin", OpId::kSin, {}, [](double x) { return std::sin(x); }},
+      {"cos", OpId::kCos, {}, [](double x) { return std::cos(x); }},
+      {"tan", OpId::kTan, {}, [](double x) { return std::tan(x); }},
+      {"asin", OpId::kAsin, {}, [](double x) { return std::asin(x); }},
+      {"acos", OpId::kAcos, {}, [](double x) { return std::acos(x); }},
+      {"atan", OpId::kAtan, {}, [](double x) { return std::atan(x); }},
+      {"sinh", OpId::kSinh, {}, [](double x) { return std::sinh(x); }},
+      {"cosh", OpId::kCosh, {}, [](double x) { return std::cosh(x); }},
+      {"asinh", OpId::kAsinh, {}, [](double x) { return std::asinh(x); }},
+      {"acosh", OpId::kAcosh, {}, [](double x) { return std::acosh(x); }},
+      {"atanh", OpId::kAtanh, {}, [](double x) { return std::atanh(x); }},
+      // ONNX's definitions (its reference implementation's formulas), in double.
+      {"elu 0.5", OpId::kElu, {word(0.5)}, [](double x) { return x > 0 ? x : 0.5 * std::expm1(x); }},
+      {"selu", OpId::kSelu, {word(1.6732632423543772), word(1.0507009873554805)},
+       [](double x) { return 1.0507009873554805 * (x > 0 ? x : 1.6732632423543772 * std::expm1(x)); }},
+      {"celu 2", OpId::kCelu, {word(2.0)}, [](double x) { return x > 0 ? x : 2.0 * std::expm1(x / 2.0); }},
+      {"mish", OpId::kMish, {},
+       [](double x) { return x * std::tanh(static_cast<double>(std::log1p(std::exp(static_cast<long double>(x))))); }},
+      // x / (1 + |x|): inf / inf is NaN, as ONNX's formula gives.
+      {"softsign", OpId::kSoftsign, {}, [](double x) { return x / (1.0 + std::fabs(x)); }},
+      {"thresholded_relu 1", OpId::kThresholdedRelu, {word(1.0)}, [](double x) { return x > 1.0 ? x : 0.0; }},
+      {"thresholded_relu -0.5", OpId::kThresholdedRelu, {word(-0.5)}, [](double x) { return x > -0.5 ? x : 0.0; }},
+      {"shrink 1.5 0.5", OpId::kShrink, {word(1.5), word(0.5)},
+       [](double x) { return x < -1.5 ? x + 0.5 : (x > 1.5 ? x - 0.5 : 0.0); }},
   };
 }
 
@@ -454,6 +479,88 @@ TEST_CASE("onnx unary operators: spelled-out values") {
   CHECK(r[1] == 1.0f);
   CHECK(r[2] == -1.0f);
   CHECK(std::isnan(r[3]));
+}
+
+TEST_CASE("elu, selu, celu near 0 (expm1 without cancellation); is_inf, is_nan") {
+  // Small |x|: exp(x) - 1 in floats would lose most bits; the polynomial keeps them.
+  HostTensor x(DType::kF32, {6});
+  const float small[] = {-1e-6f, -3e-4f, -0.01f, -0.3f, -0.35f, -0.4f};
+  for (int i = 0; i < 6; ++i) x.at(i) = small[i];
+  HostTensor out(DType::kF32, x.dims);
+  REQUIRE(run_kernel(OpId::kElu, {&x}, out, {word(1.0)}).ok());
+  std::vector<double> want;
+  for (float v : small) want.push_back(std::expm1(static_cast<double>(v)));
+  check_close(out, want, 4e-7, 0.0);
+
+  HostTensor y(DType::kF32, {5});
+  const float values[] = {kInfF, -kInfF, kNaNF, 0.0f, -3.0e38f};
+  for (int i = 0; i < 5; ++i) y.at(i) = values[i];
+  auto flags = [&](OpId id, std::vector<int64_t> params) {
+    HostTensor r(DType::kBool, y.dims);
+    REQUIRE(run_kernel(id, {&y}, r, params).ok());
+    std::vector<int> got;
+    for (uint8_t b : r.bytes) got.push_back(b);
+    return got;
+  };
+  CHECK(flags(OpId::kIsInf, {1, 1}) == std::vector<int>{1, 1, 0, 0, 0});
+  CHECK(flags(OpId::kIsInf, {1, 0}) == std::vector<int>{1, 0, 0, 0, 0});
+  CHECK(flags(OpId::kIsInf, {0, 1}) == std::vector<int>{0, 1, 0, 0, 0});
+  CHECK(flags(OpId::kIsInf, {0, 0}) == std::vector<int>{0, 0, 0, 0, 0});
+  CHECK(flags(OpId::kIsNaN, {}) == std::vector<int>{0, 0, 1, 0, 0});
+}
+
+TEST_CASE("elu, selu, celu, softsign, thresholded_relu, shrink: the vector paths give math_of's bits") {
+  // Every lane position and the scalar tail; small |x| (expm1's polynomial), its edge, specials.
+  HostTensor x = random_f32({4099}, 130, -12.0f, 12.0f);
+  for (int64_t i = 0; i < 1000; ++i) x.at(i) = x.at(i) * 0.03f;
+  const float specials[] = {kNaNF, kInfF, -kInfF, 0.0f, -0.0f, 0.34657359f, -0.34657359f, -0.3465736f, 1.5f, -1.5f};
+  for (size_t i = 0; i < std::size(specials); ++i) x.at(static_cast<int64_t>(2000 + i)) = specials[i];
+  struct Case {
+    OpId id;
+    std::vector<int64_t> params;
+    float (*scalar)(float, float, float);
+  };
+  const Case cases[] = {
+      {OpId::kElu, {word(0.7)}, ops::math_of<ops::MathFn::kElu>},
+      {OpId::kSelu, {word(1.6732632423543772), word(1.0507009873554805)}, ops::math_of<ops::MathFn::kSelu>},
+      {OpId::kCelu, {word(1.5)}, ops::math_of<ops::MathFn::kCelu>},
+      {OpId::kSoftsign, {}, ops::math_of<ops::MathFn::kSoftsign>},
+      {OpId::kThresholdedRelu, {word(1.0)}, ops::math_of<ops::MathFn::kThresholdedRelu>},
+      {OpId::kShrink, {word(1.5), word(0.5)}, ops::math_of<ops::MathFn::kShrink>},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(ops::op_def(c.id).name);
+    HostTensor out(DType::kF32, x.dims);
+    REQUIRE(run_kernel(c.id, {&x}, out, c.params).ok());
+    const float a = c.params.size() > 0 ? static_cast<float>(std::bit_cast<double>(c.params[0])) : 0.0f;
+    const float b = c.params.size() > 1 ? static_cast<float>(std::bit_cast<double>(c.params[1])) : 0.0f;
+    int mismatches = 0;
+    for (int64_t i = 0; i < x.count(); ++i)
+      mismatches += std::bit_cast<uint32_t>(c.scalar(x.at(i), a, b)) != std::bit_cast<uint32_t>(out.at(i));
+    CHECK(mismatches == 0);
+  }
+}
+
+TEST_CASE("prelu: numpy broadcasting of the slope (ONNX unidirectional), NaN passes") {
+  HostTensor x = unary_input(120);  // [5, 41]
+  for (const std::vector<int64_t>& slope_dims : {std::vector<int64_t>{5, 41}, std::vector<int64_t>{41},
+                                                 std::vector<int64_t>{5, 1}, std::vector<int64_t>{}}) {
+    CAPTURE(slope_dims.size());
+    HostTensor slope = random_f32(slope_dims, 121, -1.0f, 1.0f);
+    HostTensor out(DType::kF32, x.dims);
+    REQUIRE(run_kernel(OpId::kPRelu, {&x, &slope}, out, {}).ok());
+    std::vector<double> want;
+    for (int64_t i = 0; i < x.count(); ++i) {
+      const int64_t row = i / 41, col = i % 41;
+      const double s = slope_dims.empty() ? slope.at(0)
+                       : slope_dims.size() == 1 ? slope.at(col)
+                       : slope_dims[1] == 1     ? slope.at(row)
+                                                : slope.at(i);
+      const double v = x.at(i);
+      want.push_back(v < 0 ? s * v : v);
+    }
+    check_close(out, want, 1e-7, 0.0);  // one float rounding of the product
+  }
 }
 
 TEST_CASE("onnx unary operators run in place") {

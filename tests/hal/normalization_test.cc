@@ -158,6 +158,61 @@ TEST_CASE("layernorm: in place and zero rows") {
   CHECK(run_kernel(OpId::kLayernorm, {&empty, &g, &b}, empty_out, {1, std::bit_cast<int64_t>(1e-5)}).ok());
 }
 
+// ---- group_norm -------------------------------------------------------------------
+
+// ONNX GroupNormalization in double, element by element: each (batch, group)
+// block's mean and variance, then scale[c] * normalized + bias[c].
+std::vector<double> group_norm_reference(const HostTensor& x, const HostTensor& scale, const HostTensor& bias,
+                                         int64_t groups, double epsilon) {
+  const int64_t batch = x.dims[0], channels = x.dims[1], spatial = x.count() / (batch * channels);
+  const int64_t per_group = channels / groups * spatial;
+  std::vector<double> out(static_cast<size_t>(x.count()));
+  for (int64_t block = 0; block < batch * groups; ++block) {
+    const int64_t base = block * per_group;
+    double mean = 0, variance = 0;
+    for (int64_t j = 0; j < per_group; ++j) mean += x.at(base + j);
+    mean /= static_cast<double>(per_group);
+    for (int64_t j = 0; j < per_group; ++j) variance += (x.at(base + j) - mean) * (x.at(base + j) - mean);
+    variance /= static_cast<double>(per_group);
+    for (int64_t j = 0; j < per_group; ++j) {
+      const int64_t c = (base + j) / spatial % channels;
+      out[static_cast<size_t>(base + j)] =
+          (x.at(base + j) - mean) / std::sqrt(variance + epsilon) * scale.at(c) + bias.at(c);
+    }
+  }
+  return out;
+}
+
+void check_group_norm(std::vector<int64_t> dims, int64_t groups, double epsilon, uint32_t seed, float offset = 0) {
+  CAPTURE(groups);
+  HostTensor x = random_f32(dims, seed), scale = random_f32({dims[1]}, seed + 1),
+             bias = random_f32({dims[1]}, seed + 2), out(DType::kF32, dims);
+  for (int64_t i = 0; i < x.count(); ++i) x.at(i) += offset;
+  REQUIRE(run_kernel(OpId::kGroupNorm, {&x, &scale, &bias}, out, {groups, std::bit_cast<int64_t>(epsilon)}).ok());
+  check_close(out, group_norm_reference(x, scale, bias, groups, epsilon), 1e-5, 1e-5);
+}
+
+TEST_CASE("group_norm: groups of channels, instance norm (a group per channel), layer norm (one group)") {
+  check_group_norm({2, 6, 5, 7}, 3, 1e-5, 700);
+  check_group_norm({2, 6, 5, 7}, 6, 1e-5, 703);  // InstanceNormalization
+  check_group_norm({2, 6, 5, 7}, 1, 1e-5, 706);
+  check_group_norm({3, 4, 37}, 2, 0.5, 709);    // rank 3, a spatial run not a multiple of the lanes
+  check_group_norm({2, 8}, 4, 1e-5, 712);       // rank 2: one element per channel
+  check_group_norm({1, 4, 300}, 2, 1e-5, 715, 1000.0f);  // a large mean against the deviation
+}
+
+TEST_CASE("group_norm: a constant block is scaled by epsilon alone; empty batches run") {
+  HostTensor x(DType::kF32, {1, 2, 3}), scale(DType::kF32, {2}), bias(DType::kF32, {2}), out(DType::kF32, {1, 2, 3});
+  for (int i = 0; i < 6; ++i) x.at(i) = 5.0f;
+  scale.at(0) = scale.at(1) = 1.0f;
+  bias.at(0) = -1.0f;
+  bias.at(1) = 2.0f;
+  REQUIRE(run_kernel(OpId::kGroupNorm, {&x, &scale, &bias}, out, {2, std::bit_cast<int64_t>(0.25)}).ok());
+  check_close(out, {-1, -1, -1, 2, 2, 2});
+  HostTensor empty(DType::kF32, {0, 2, 3}), empty_out(DType::kF32, {0, 2, 3});
+  CHECK(run_kernel(OpId::kGroupNorm, {&empty, &scale, &bias}, empty_out, {1, std::bit_cast<int64_t>(1e-5)}).ok());
+}
+
 // ---- reduce_sum, reduce_mean ------------------------------------------------------
 
 // Reference reduction: returns the result dims (keepdims honoured) and values.

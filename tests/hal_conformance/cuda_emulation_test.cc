@@ -41,7 +41,7 @@ using hexir::ops::OpId;
 // The kernels with shared memory and __syncthreads; the rest run without threads.
 bool uses_barriers(Kernel kernel) {
   return kernel == Kernel::kMatmul || kernel == Kernel::kSoftmax || kernel == Kernel::kLayernorm ||
-         kernel == Kernel::kReduce;
+         kernel == Kernel::kGroupNorm || kernel == Kernel::kReduce;
 }
 
 const char* kernel_name(Kernel kernel) {

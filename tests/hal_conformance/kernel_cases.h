@@ -804,6 +804,70 @@ inline std::vector<KernelCase> kernel_cases() {
   deconv("grouped 2, dilated", {1, 4, 5, 4}, {4, 3, 2, 3}, true, {2, 1, 0, 1, 1, 0, 2, 2, 2, 1, 0}, 2056);
   deconv("depthwise stride 3, asymmetric pads", {1, 3, 4, 3}, {3, 1, 4, 4}, true,
          {3, 2, 2, 0, 1, 3, 1, 1, 3, 2, 1}, 2059);
+
+  // The unary math and ONNX activations (ops::math_of), prelu, group_norm.
+  {
+    auto word = [](double v) { return std::bit_cast<int64_t>(v); };
+    struct Math {
+      std::string name;
+      OpId id;
+      std::vector<int64_t> params;
+      float lo, hi;  // the operator's domain (outside it: NaN, checked too)
+    };
+    const Math maths[] = {
+        {"sin", OpId::kSin, {}, -7.0f, 7.0f},
+        {"cos", OpId::kCos, {}, -7.0f, 7.0f},
+        {"tan", OpId::kTan, {}, -1.5f, 1.5f},
+        {"asin", OpId::kAsin, {}, -1.1f, 1.1f},
+        {"acos", OpId::kAcos, {}, -1.1f, 1.1f},
+        {"atan", OpId::kAtan, {}, -9.0f, 9.0f},
+        {"sinh", OpId::kSinh, {}, -9.0f, 9.0f},
+        {"cosh", OpId::kCosh, {}, -9.0f, 9.0f},
+        {"asinh", OpId::kAsinh, {}, -9.0f, 9.0f},
+        {"acosh", OpId::kAcosh, {}, 0.9f, 9.0f},
+        {"atanh", OpId::kAtanh, {}, -1.1f, 1.1f},
+        {"elu", OpId::kElu, {word(1.0)}, -5.0f, 5.0f},
+        {"elu alpha 0.3, small x", OpId::kElu, {word(0.3)}, -0.5f, 0.5f},
+        {"selu", OpId::kSelu, {word(1.6732632423543772), word(1.0507009873554805)}, -5.0f, 5.0f},
+        {"celu alpha 2", OpId::kCelu, {word(2.0)}, -5.0f, 5.0f},
+        {"mish", OpId::kMish, {}, -9.0f, 9.0f},
+        {"softsign", OpId::kSoftsign, {}, -9.0f, 9.0f},
+        {"thresholded_relu", OpId::kThresholdedRelu, {word(1.0)}, -3.0f, 3.0f},
+        {"shrink", OpId::kShrink, {word(1.5), word(0.5)}, -3.0f, 3.0f},
+        {"is_inf", OpId::kIsInf, {1, 1}, -3.0f, 3.0f},
+        {"is_inf positive only", OpId::kIsInf, {1, 0}, -3.0f, 3.0f},
+        {"is_inf negative only", OpId::kIsInf, {0, 1}, -3.0f, 3.0f},
+        {"is_nan", OpId::kIsNaN, {}, -3.0f, 3.0f},
+    };
+    uint32_t s = 2100;
+    for (const Math& m : maths) {
+      HostTensor x = with_specials(random_f32({3, 129}, s++, m.lo, m.hi));
+      x.at(5) = 0.0f;
+      x.at(6) = -0.0f;
+      cases.push_back({m.name, m.id, {x}, m.params});
+      if (m.id != OpId::kIsInf && m.id != OpId::kIsNaN)  // bool results never take the input's storage
+        cases.push_back({m.name + " in place", m.id, {random_f32({70}, s++, 0.1f, 0.9f)}, m.params, true});
+    }
+  }
+  cases.push_back({"prelu same shape",
+                   OpId::kPRelu,
+                   {with_specials(random_f32({6, 11}, 2150)), random_f32({6, 11}, 2151)},
+                   {}});
+  cases.push_back({"prelu slope per channel", OpId::kPRelu,
+                   {random_f32({2, 3, 4, 5}, 2152), random_f32({3, 1, 1}, 2153)}, {}});
+  cases.push_back({"prelu scalar slope", OpId::kPRelu, {random_f32({37}, 2154), random_f32({}, 2155)}, {}});
+  cases.push_back(
+      {"prelu in place", OpId::kPRelu, {random_f32({4, 8}, 2156), random_f32({8}, 2157)}, {}, true});
+  auto group_norm = [&](std::string n, std::vector<int64_t> dims, int64_t groups, uint32_t s) {
+    cases.push_back({"group_norm " + n,
+                     OpId::kGroupNorm,
+                     {random_f32(dims, s), random_f32({dims[1]}, s + 1), random_f32({dims[1]}, s + 2)},
+                     {groups, std::bit_cast<int64_t>(1e-5)}});
+  };
+  group_norm("3 groups", {2, 6, 5, 7}, 3, 2160);
+  group_norm("instance (a group per channel)", {2, 4, 9}, 4, 2163);
+  group_norm("one group, wide rows", {1, 8, 40, 40}, 1, 2166);
+  group_norm("rank 2", {3, 8}, 2, 2169);
   return cases;
 }
 

@@ -189,6 +189,18 @@ inline std::vector<OpSample> op_samples() {
                {f32({4, 5}), t(DType::kI64, {4, 2}), f32({4, 2})},
                {{"axis", i64(-1)}, {"reduction", str("max")}},
                {}});
+  // The unary math, the ONNX activations, prelu and group_norm.
+  for (OpId op : {kSin, kCos, kTan, kAsin, kAcos, kAtan, kSinh, kCosh, kAsinh, kAcosh, kAtanh, kIsNaN, kMish,
+                  kSoftsign})
+    s.push_back({op, {f32({2, 3})}, {}, {}});
+  s.push_back({kIsInf, {f32({4})}, {{"detect_positive", i64(0)}, {"detect_negative", i64(1)}}, {}});
+  s.push_back({kElu, {f32({4})}, {{"alpha", f64(0.5)}}, {}});
+  s.push_back({kSelu, {f32({4})}, {{"alpha", f64(1.5)}, {"gamma", f64(2.0)}}, {}});
+  s.push_back({kCelu, {f32({4})}, {{"alpha", f64(2.0)}}, {}});
+  s.push_back({kThresholdedRelu, {f32({4})}, {{"alpha", f64(0.25)}}, {}});
+  s.push_back({kShrink, {f32({4})}, {{"lambd", f64(1.5)}, {"bias", f64(0.5)}}, {}});
+  s.push_back({kPRelu, {f32({2, 3, 4}), f32({3, 1})}, {}, {}});
+  s.push_back({kGroupNorm, {f32({2, 6, 3, 3}), f32({6}), f32({6})}, {{"groups", i64(3)}, {"epsilon", f64(1e-3)}}, {}});
   return s;
 }
 

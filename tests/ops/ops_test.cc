@@ -1197,6 +1197,82 @@ TEST_CASE("pow, equal, less, greater, not: rules, kernel keys and plans") {
     CHECK(find_op(name).has_value());
 }
 
+TEST_CASE("unary math and the ONNX activations: lowering, rules and plans") {
+  const std::vector<TensorType> x{f32({2, 3})};
+  for (OpId id : {OpId::kSin, OpId::kCos, OpId::kTan, OpId::kAsin, OpId::kAcos, OpId::kAtan, OpId::kSinh,
+                  OpId::kCosh, OpId::kAsinh, OpId::kAcosh, OpId::kAtanh, OpId::kMish, OpId::kSoftsign}) {
+    CAPTURE(op_def(id).name);
+    CHECK(op_def(id).f32_only);
+    CHECK(op_def(id).may_run_in_place);
+    CHECK(elementwise_map_arity(id) == 1);
+    CHECK(lower(id, x, {})->empty());
+    CHECK_FALSE(lower(id, x, {{"alpha", num(1)}}).ok());
+    CHECK(rule(id, x, {})->at(0) == f32({2, 3}));
+    rejected(id, x, {0});
+    CHECK_FALSE(rule(id, {tt(DType::kI64, {2})}, {}).ok());
+  }
+  // The ONNX defaults; float attributes as double bits; finite only.
+  CHECK(*lower(OpId::kElu, x, {}) == Params{fw(1.0)});
+  CHECK(*lower(OpId::kCelu, x, {}) == Params{fw(1.0)});
+  CHECK(*lower(OpId::kThresholdedRelu, x, {}) == Params{fw(1.0)});
+  CHECK(*lower(OpId::kShrink, x, {}) == Params{fw(0.5), fw(0.0)});
+  CHECK(*lower(OpId::kSelu, x, {{"gamma", num(2)}}) == Params{fw(1.67326319217681884765625), fw(2.0)});
+  CHECK(*lower(OpId::kShrink, x, {{"bias", num(1)}, {"lambd", num(2)}}) == Params{fw(2.0), fw(1.0)});
+  CHECK(mentions(lower(OpId::kElu, x, {{"beta", num(1)}}).status(), "beta"));
+  CHECK_FALSE(lower(OpId::kSelu, x, {{"alpha", num(kInf)}}).ok());
+  CHECK_FALSE(lower(OpId::kShrink, x, {{"lambd", num(kNaN)}}).ok());
+  rejected(OpId::kElu, x, {});
+  rejected(OpId::kSelu, x, {fw(1.0)});
+  rejected(OpId::kShrink, x, {fw(1.0), fw(kInf)});
+  CHECK(mentions(rejected(OpId::kCelu, x, {fw(0.0)}), "alpha"));
+  const OpPlan selu = plan_of(OpId::kSelu, x, {fw(1.5), fw(2.0)});
+  CHECK(selu.as<UnaryPlan>().n == 6);
+  CHECK(selu.as<UnaryPlan>().a == 1.5);
+  CHECK(selu.as<UnaryPlan>().b == 2.0);
+
+  // is_inf, is_nan: bool results, never in place; is_inf's flags in the plan's a, b.
+  CHECK(*lower(OpId::kIsInf, x, {}) == Params{1, 1});
+  CHECK(*lower(OpId::kIsInf, x, {{"detect_negative", i(0)}}) == Params{1, 0});
+  CHECK(rule(OpId::kIsInf, x, {0, 1})->at(0) == tt(DType::kBool, {2, 3}));
+  CHECK(rule(OpId::kIsNaN, x, {})->at(0) == tt(DType::kBool, {2, 3}));
+  CHECK(mentions(rejected(OpId::kIsInf, x, {2, 0}), "0 or 1"));
+  rejected(OpId::kIsInf, x, {1});
+  rejected(OpId::kIsNaN, x, {1});
+  CHECK_FALSE(op_def(OpId::kIsInf).may_run_in_place);
+  CHECK_FALSE(op_def(OpId::kIsNaN).may_run_in_place);
+  const OpPlan inf = plan_of(OpId::kIsInf, x, {0, 1});
+  CHECK(inf.as<UnaryPlan>().a == 0.0);
+  CHECK(inf.as<UnaryPlan>().b == 1.0);
+
+  // prelu: numpy broadcasting, f32 only.
+  CHECK(rule(OpId::kPRelu, {f32({2, 3, 4}), f32({3, 1})}, {})->at(0) == f32({2, 3, 4}));
+  CHECK_FALSE(rule(OpId::kPRelu, {f32({2, 3}), f32({2})}, {}).ok());
+  CHECK(elementwise_map_arity(OpId::kPRelu) == 2);
+  CHECK(plan_of(OpId::kPRelu, {f32({2, 3}), f32({})}, {}).as<BinaryPlan>().mode == 1);
+}
+
+TEST_CASE("group_norm: groups divide the channels; scale and bias per channel; the plan's rows") {
+  const std::vector<TensorType> in{f32({2, 6, 3, 4}), f32({6}), f32({6})};
+  auto p = lower(OpId::kGroupNorm, in, {{"groups", i(3)}, {"epsilon", num(1e-3)}});
+  REQUIRE(p.ok());
+  CHECK(*p == Params{3, fw(1e-3)});
+  CHECK(*lower(OpId::kGroupNorm, in, {}) == Params{1, fw(1e-5)});
+  CHECK(rule(OpId::kGroupNorm, in, {3, fw(1e-3)})->at(0) == f32({2, 6, 3, 4}));
+  CHECK(mentions(rejected(OpId::kGroupNorm, in, {4, fw(1e-3)}), "does not divide"));
+  rejected(OpId::kGroupNorm, in, {0, fw(1e-3)});
+  rejected(OpId::kGroupNorm, in, {3, fw(-1.0)});
+  rejected(OpId::kGroupNorm, in, {3});
+  CHECK(mentions(rejected(OpId::kGroupNorm, {f32({2, 6, 3, 4}), f32({3}), f32({6})}, {3, fw(1e-3)}), "scale"));
+  rejected(OpId::kGroupNorm, {f32({6}), f32({6}), f32({6})}, {3, fw(1e-3)});
+  const OpPlan plan = plan_of(OpId::kGroupNorm, in, {3, fw(1e-3)});
+  const GroupNormPlan& g = plan.as<GroupNormPlan>();
+  CHECK(g.rows == 6);
+  CHECK(g.width == 24);
+  CHECK(g.spatial == 12);
+  CHECK(g.groups == 3);
+  CHECK(g.epsilon == 1e-3);
+}
+
 TEST_CASE("integer and boolean arithmetic: rules, kernel keys and plans") {
   // The arithmetic operators take f32, i32 or i64, both operands of one dtype.
   for (OpId id : {OpId::kAdd, OpId::kSub, OpId::kMul, OpId::kDiv, OpId::kMaximum, OpId::kMinimum}) {

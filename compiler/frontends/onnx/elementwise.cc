@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 
 namespace hexir::compiler::onnx_import {
 
@@ -189,6 +190,19 @@ Status op_unary(Importer& im, const NodeCtx& n) {
     HEXIR_RETURN_IF_ERROR(im.check_attrs(n, {"alpha", "beta"}));
     HEXIR_ASSIGN_OR_RETURN(alpha, im.attr_float(n, "alpha", 0.2));
     HEXIR_ASSIGN_OR_RETURN(beta, im.attr_float(n, "beta", 0.5));
+  } else if (op == "Elu" || op == "Celu" || op == "ThresholdedRelu") {
+    HEXIR_RETURN_IF_ERROR(im.check_attrs(n, {"alpha"}));
+    HEXIR_ASSIGN_OR_RETURN(alpha, im.attr_float(n, "alpha", 1.0));
+  } else if (op == "Selu") {
+    HEXIR_RETURN_IF_ERROR(im.check_attrs(n, {"alpha", "gamma"}));
+    HEXIR_ASSIGN_OR_RETURN(alpha, im.attr_float(n, "alpha", 1.67326319217681884765625));
+    HEXIR_ASSIGN_OR_RETURN(beta, im.attr_float(n, "gamma", 1.05070102214813232421875));
+  } else if (op == "Shrink") {
+    HEXIR_RETURN_IF_ERROR(im.check_attrs(n, {"lambd", "bias"}));
+    HEXIR_ASSIGN_OR_RETURN(alpha, im.attr_float(n, "lambd", 0.5));
+    HEXIR_ASSIGN_OR_RETURN(beta, im.attr_float(n, "bias", 0.0));
+  } else if (op == "IsInf") {
+    HEXIR_RETURN_IF_ERROR(im.check_attrs(n, {"detect_positive", "detect_negative"}));
   } else {
     HEXIR_RETURN_IF_ERROR(im.check_attrs(n, {}));
   }
@@ -203,7 +217,18 @@ Status op_unary(Importer& im, const NodeCtx& n) {
       {"Erf", "erf"},          {"Log", "log"},             {"Not", "not"},
       {"LeakyRelu", "leaky_relu"}, {"HardSigmoid", "hard_sigmoid"}, {"HardSwish", "hard_swish"},
       {"Sign", "sign"},        {"Ceil", "ceil"},           {"Floor", "floor"},           {"Round", "round"},
+      {"Sin", "sin"},          {"Cos", "cos"},             {"Tan", "tan"},               {"Asin", "asin"},
+      {"Acos", "acos"},        {"Atan", "atan"},           {"Sinh", "sinh"},             {"Cosh", "cosh"},
+      {"Asinh", "asinh"},      {"Acosh", "acosh"},         {"Atanh", "atanh"},           {"IsInf", "is_inf"},
+      {"IsNaN", "is_nan"},     {"Elu", "elu"},             {"Selu", "selu"},             {"Celu", "celu"},
+      {"Mish", "mish"},        {"Softsign", "softsign"},   {"ThresholdedRelu", "thresholded_relu"},
+      {"Shrink", "shrink"},
   };
+  // Folded by the CPU kernel only (f32): the host folder has no rule for these.
+  static const std::set<std::string, std::less<>> kKernelOnly = {
+      "Gelu", "Sin",   "Cos",   "Tan",   "Asin", "Acos", "Atan",  "Sinh",     "Cosh",            "Asinh",
+      "Acosh", "Atanh", "IsInf", "IsNaN", "Elu",  "Selu", "Celu",  "Mish",     "Softsign",        "ThresholdedRelu",
+      "Shrink"};
   auto it = kUnary.find(op);
   std::optional<ops::OpId> id = it == kUnary.end() ? std::nullopt : ops::find_op(it->second);
   ops::AttrMap attrs;
@@ -217,10 +242,24 @@ Status op_unary(Importer& im, const NodeCtx& n) {
   } else if (op == "HardSigmoid") {
     attrs["alpha"] = real(alpha);
     attrs["beta"] = real(beta);
+  } else if (op == "Elu" || op == "Celu" || op == "ThresholdedRelu") {
+    attrs["alpha"] = real(alpha);
+  } else if (op == "Selu") {
+    attrs["alpha"] = real(alpha);
+    attrs["gamma"] = real(beta);
+  } else if (op == "Shrink") {
+    attrs["lambd"] = real(alpha);
+    attrs["bias"] = real(beta);
+  } else if (op == "IsInf") {
+    for (const char* flag : {"detect_positive", "detect_negative"}) {
+      HEXIR_ASSIGN_OR_RETURN(int64_t v, im.attr_int(n, flag, 1));
+      if (v != 0 && v != 1) return error_at(n.loc, "attribute '" + std::string(flag) + "' must be 0 or 1");
+      attrs[flag] = ops::AttrValue{v};
+    }
   }
-  // The host folder for the dtypes no kernel serves (Gelu: none; the kernel folds f32).
+  // The host folder for the dtypes no kernel serves (kKernelOnly: none; the kernel folds f32).
   HostFold host_fold;
-  if (op != "Gelu")
+  if (!kKernelOnly.count(op))
     host_fold = [&](const std::vector<HostPtr>& hs) { return fold_unary(n.loc, op, *hs[0], alpha, beta); };
   if (id) return fold_or_emit(im, n, *id, {x}, attrs, host_fold);
   HEXIR_ASSIGN_OR_RETURN(HostPtr h, im.host(x));
@@ -237,6 +276,18 @@ Status op_unary(Importer& im, const NodeCtx& n) {
   }
   return error_at(n.loc, "is supported only on constants (folded at import): this build of Hexir has no run-time " +
                              op + " operator");
+}
+
+// PRelu: @prelu; the slope broadcasts to x (ONNX's unidirectional broadcasting).
+Status op_prelu(Importer& im, const NodeCtx& n) {
+  HEXIR_RETURN_IF_ERROR(im.check_attrs(n, {}));
+  HEXIR_ASSIGN_OR_RETURN(Ref x, im.input(n, 0));
+  HEXIR_ASSIGN_OR_RETURN(Ref slope, im.input(n, 1));
+  const Info xi = im.info(x), si = im.info(slope);
+  auto dims = ops::broadcast_shapes(xi.dims, si.dims);
+  if (!dims || *dims != xi.dims)
+    return error_at(n.loc, "slope " + shape_text(si.dims) + " does not broadcast to x " + shape_text(xi.dims));
+  return fold_or_emit(im, n, ops::OpId::kPRelu, {x, slope}, {}, nullptr);
 }
 
 // Clip: min/max attributes before opset 11, constant inputs from it; @clip.

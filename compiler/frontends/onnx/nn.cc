@@ -487,6 +487,149 @@ Status op_global_average_pool(Importer& im, const NodeCtx& n) {
   return im.emit_result(n, ops::OpId::kReduceMean, {x}, attrs);
 }
 
+// GlobalMaxPool: reduce_max over the spatial dims, kept.
+Status op_global_max_pool(Importer& im, const NodeCtx& n) {
+  HEXIR_RETURN_IF_ERROR(im.check_attrs(n, {}));
+  HEXIR_ASSIGN_OR_RETURN(Ref x, im.input(n, 0));
+  const size_t rank = im.info(x).dims.size();
+  if (rank < 3) return error_at(n.loc, "input must be [N,C,...], got " + shape_text(im.info(x).dims));
+  std::vector<int64_t> axes;
+  for (size_t d = 2; d < rank; ++d) axes.push_back(static_cast<int64_t>(d));
+  ops::AttrMap attrs;
+  attrs["axes"] = int_list(axes);
+  attrs["keepdims"] = ops::AttrValue{int64_t{1}};
+  return im.emit_result(n, ops::OpId::kReduceMax, {x}, attrs);
+}
+
+namespace {
+
+// @group_norm of x [N, C, ...] with per-channel scale and bias [C].
+Status emit_group_norm(Importer& im, const NodeCtx& n, Ref x, Ref scale, Ref bias, int64_t groups,
+                       double epsilon) {
+  ops::AttrMap attrs;
+  attrs["groups"] = ops::AttrValue{groups};
+  attrs["epsilon"] = real(static_cast<float>(epsilon));  // an ONNX float attribute
+  return im.emit_result(n, ops::OpId::kGroupNorm, {x, scale, bias}, attrs);
+}
+
+// x [N, C, ...] with its dims known, C its channels.
+Result<int64_t> channels_of(Importer& im, const NodeCtx& n, Ref x) {
+  const Info xi = im.info(x);
+  if (xi.dims.size() < 2) return error_at(n.loc, "input must be [N,C,...], got " + shape_text(xi.dims));
+  return xi.dims[1];
+}
+
+}  // namespace
+
+// InstanceNormalization: @group_norm with a group per channel.
+Status op_instance_norm(Importer& im, const NodeCtx& n) {
+  HEXIR_RETURN_IF_ERROR(im.check_attrs(n, {"epsilon"}));
+  HEXIR_ASSIGN_OR_RETURN(double epsilon, im.attr_float(n, "epsilon", 1e-5));
+  HEXIR_ASSIGN_OR_RETURN(Ref x, im.input(n, 0));
+  HEXIR_ASSIGN_OR_RETURN(Ref scale, im.input(n, 1));
+  HEXIR_ASSIGN_OR_RETURN(Ref bias, im.input(n, 2));
+  HEXIR_ASSIGN_OR_RETURN(int64_t channels, channels_of(im, n, x));
+  return emit_group_norm(im, n, x, scale, bias, channels, epsilon);
+}
+
+// GroupNormalization: @group_norm. Opset 18's scale and bias are per group
+// ([num_groups]); each is repeated over its group's channels (reshape to
+// [G, 1], expand to [G, C / G], reshape to [C]); opset 21's are per channel.
+Status op_group_norm(Importer& im, const NodeCtx& n) {
+  HEXIR_RETURN_IF_ERROR(im.check_attrs(n, {"epsilon", "num_groups", "stash_type"}));
+  HEXIR_ASSIGN_OR_RETURN(int64_t stash, im.attr_int(n, "stash_type", 1));
+  if (stash != 1)
+    return error_at(n.loc, "stash_type " + std::to_string(stash) +
+                               " is not supported by the ONNX importer (only 1, float)");
+  HEXIR_ASSIGN_OR_RETURN(double epsilon, im.attr_float(n, "epsilon", 1e-5));
+  HEXIR_ASSIGN_OR_RETURN(int64_t groups, im.attr_int(n, "num_groups", 0));
+  HEXIR_ASSIGN_OR_RETURN(Ref x, im.input(n, 0));
+  HEXIR_ASSIGN_OR_RETURN(int64_t channels, channels_of(im, n, x));
+  if (groups < 1 || channels % groups != 0)
+    return error_at(n.loc, "num_groups " + std::to_string(groups) + " does not divide the " +
+                               std::to_string(channels) + " channels");
+  Ref params[2];
+  for (int i = 0; i < 2; ++i) {
+    HEXIR_ASSIGN_OR_RETURN(Ref p, im.input(n, i + 1));
+    const std::vector<int64_t> dims = im.info(p).dims;
+    const char* what = i == 0 ? "scale" : "bias";
+    if (dims == std::vector<int64_t>{groups} && groups != channels) {
+      HEXIR_ASSIGN_OR_RETURN(p, im.reshape(n, p, {groups, 1}, im.helper_name(n, std::string(what) + "_groups")));
+      ops::AttrMap expand;
+      expand["shape"] = int_list({groups, channels / groups});
+      HEXIR_ASSIGN_OR_RETURN(
+          p, im.emit1(n, ops::OpId::kExpand, {p}, expand, im.helper_name(n, std::string(what) + "_repeated")));
+      HEXIR_ASSIGN_OR_RETURN(p, im.reshape(n, p, {channels}, im.helper_name(n, std::string(what) + "_channels")));
+    } else if (dims != std::vector<int64_t>{channels}) {
+      return error_at(n.loc, std::string(what) + " has shape " + shape_text(dims) + ", expected [" +
+                                 std::to_string(groups) + "] or [" + std::to_string(channels) + "]");
+    }
+    params[i] = p;
+  }
+  return emit_group_norm(im, n, x, params[0], params[1], groups, epsilon);
+}
+
+// LRN: x / (bias + alpha / size * square_sum) ^ beta, the sum over `size`
+// neighbouring channels. x^2 reshaped to [N, 1, C, rest] is average-pooled
+// over a (size, 1) window padded with zeros (counted: the sum / size), then
+// mul, add, pow and div as written.
+Status op_lrn(Importer& im, const NodeCtx& n) {
+  HEXIR_RETURN_IF_ERROR(im.check_attrs(n, {"alpha", "beta", "bias", "size"}));
+  HEXIR_ASSIGN_OR_RETURN(double alpha, im.attr_float(n, "alpha", 1e-4));
+  HEXIR_ASSIGN_OR_RETURN(double beta, im.attr_float(n, "beta", 0.75));
+  HEXIR_ASSIGN_OR_RETURN(double bias, im.attr_float(n, "bias", 1.0));
+  HEXIR_ASSIGN_OR_RETURN(int64_t size, im.attr_int(n, "size", 0));
+  if (size < 1) return error_at(n.loc, "attribute 'size' must be at least 1");
+  HEXIR_ASSIGN_OR_RETURN(Ref x, im.input(n, 0));
+  const Info xi = im.info(x);
+  if (xi.dims.size() < 3) return error_at(n.loc, "input must be [N,C,D1,...], got " + shape_text(xi.dims));
+  const int64_t rest = product(xi.dims, 2, xi.dims.size());
+  HEXIR_ASSIGN_OR_RETURN(Ref square, im.emit1(n, ops::OpId::kMul, {x, x}, {}, im.helper_name(n, "square")));
+  HEXIR_ASSIGN_OR_RETURN(square,
+                         im.reshape(n, square, {xi.dims[0], 1, xi.dims[1], rest}, im.helper_name(n, "square_4d")));
+  ops::AttrMap pool;
+  pool["kernel_shape"] = int_list({size, 1});
+  pool["pads"] = int_list({(size - 1) / 2, 0, size - 1 - (size - 1) / 2, 0});
+  pool["count_include_pad"] = ops::AttrValue{int64_t{1}};
+  HEXIR_ASSIGN_OR_RETURN(Ref mean, im.emit1(n, ops::OpId::kAveragePool, {square}, pool, im.helper_name(n, "mean")));
+  HEXIR_ASSIGN_OR_RETURN(mean, im.reshape(n, mean, xi.dims, im.helper_name(n, "mean_nd")));
+  auto scalar = [&](double v, const char* what) {
+    return im.scalar_const(static_cast<float>(v), xi.type, im.helper_name(n, what), n.loc);
+  };
+  HEXIR_ASSIGN_OR_RETURN(Ref scaled,
+                         im.emit1(n, ops::OpId::kMul, {mean, scalar(alpha, "alpha")}, {}, im.helper_name(n, "scaled")));
+  HEXIR_ASSIGN_OR_RETURN(Ref base,
+                         im.emit1(n, ops::OpId::kAdd, {scaled, scalar(bias, "bias")}, {}, im.helper_name(n, "base")));
+  HEXIR_ASSIGN_OR_RETURN(Ref divisor,
+                         im.emit1(n, ops::OpId::kPow, {base, scalar(beta, "beta")}, {}, im.helper_name(n, "divisor")));
+  return im.emit_result(n, ops::OpId::kDiv, {x, divisor}, {});
+}
+
+// MeanVarianceNormalization: (x - mean) / (sqrt(variance) + 1e-9) over
+// `axes` (default [0, 2, 3]), as ONNX's function body; the variance as the
+// mean of the squared deviations (no cancellation).
+Status op_mvn(Importer& im, const NodeCtx& n) {
+  HEXIR_RETURN_IF_ERROR(im.check_attrs(n, {"axes"}));
+  HEXIR_ASSIGN_OR_RETURN(auto axes, im.attr_ints(n, "axes"));
+  HEXIR_ASSIGN_OR_RETURN(Ref x, im.input(n, 0));
+  const Info xi = im.info(x);
+  ops::AttrMap reduce;
+  reduce["axes"] = int_list(axes ? *axes : std::vector<int64_t>{0, 2, 3});
+  reduce["keepdims"] = ops::AttrValue{int64_t{1}};
+  HEXIR_ASSIGN_OR_RETURN(Ref mean, im.emit1(n, ops::OpId::kReduceMean, {x}, reduce, im.helper_name(n, "mean")));
+  HEXIR_ASSIGN_OR_RETURN(Ref centered, im.emit1(n, ops::OpId::kSub, {x, mean}, {}, im.helper_name(n, "centered")));
+  HEXIR_ASSIGN_OR_RETURN(Ref square,
+                         im.emit1(n, ops::OpId::kMul, {centered, centered}, {}, im.helper_name(n, "square")));
+  HEXIR_ASSIGN_OR_RETURN(Ref variance,
+                         im.emit1(n, ops::OpId::kReduceMean, {square}, reduce, im.helper_name(n, "variance")));
+  HEXIR_ASSIGN_OR_RETURN(Ref deviation,
+                         im.emit1(n, ops::OpId::kSqrt, {variance}, {}, im.helper_name(n, "deviation")));
+  Ref epsilon = im.scalar_const(1e-9, xi.type, im.helper_name(n, "epsilon"), n.loc);
+  HEXIR_ASSIGN_OR_RETURN(Ref divisor,
+                         im.emit1(n, ops::OpId::kAdd, {deviation, epsilon}, {}, im.helper_name(n, "divisor")));
+  return im.emit_result(n, ops::OpId::kDiv, {centered, divisor}, {});
+}
+
 Status op_conv(Importer& im, const NodeCtx& n) {
   HEXIR_RETURN_IF_ERROR(
       im.check_attrs(n, {"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"}));

@@ -224,6 +224,21 @@ __device__ void unary_floats(const UnaryParams& p) {
   for (int64_t i = global_index(); i < p.plan.n; i += stride) p.out[i] = Op::apply(p.in[i], a, b);
 }
 
+// The unary math and ONNX activations: out[i] = R(ops::math_of<F>(x, a, b)).
+template <hexir::ops::MathFn F, typename R>
+__device__ void math_walk(const MathParams& p) {
+  const hexir::ops::UnaryPlan& q = p.plan;
+  const float a = static_cast<float>(q.a), b = static_cast<float>(q.b);
+  R* out = static_cast<R*>(p.out);
+  const int64_t stride = global_stride();
+  for (int64_t i = global_index(); i < q.n; i += stride) {
+    const float x = q.rank > 0 ? p.in[hexir::ops::strided_element(q.dims, q.stride, q.rank, i)] : p.in[i];
+    out[i] = static_cast<R>(hexir::ops::math_of<F>(x, a, b));
+  }
+}
+
+struct PReluOp { __device__ static float apply(float x, float slope) { return hexir::ops::prelu_of(x, slope); } };
+
 // ---- where ------------------------------------------------------------------
 
 // Any non-zero condition byte selects x.
@@ -396,6 +411,38 @@ extern "C" __global__ void hexir_logical(IntBinaryParams p) {
 HEXIR_UNARY_FLOATS_KERNEL(hexir_leaky_relu, LeakyReluOp)
 HEXIR_UNARY_FLOATS_KERNEL(hexir_clip, ClipOp)
 HEXIR_UNARY_FLOATS_KERNEL(hexir_hard_sigmoid, HardSigmoidOp)
+
+HEXIR_BINARY_KERNEL(hexir_prelu, PReluOp)
+
+// One kernel for every MathFn: the switch is uniform across the grid and
+// outside the element loop.
+extern "C" __global__ void hexir_math(MathParams p) {
+  using hexir::ops::MathFn;
+  using hexir_kernels::math_walk;
+  switch (static_cast<MathFn>(p.fn)) {
+    case MathFn::kSin: math_walk<MathFn::kSin, float>(p); break;
+    case MathFn::kCos: math_walk<MathFn::kCos, float>(p); break;
+    case MathFn::kTan: math_walk<MathFn::kTan, float>(p); break;
+    case MathFn::kAsin: math_walk<MathFn::kAsin, float>(p); break;
+    case MathFn::kAcos: math_walk<MathFn::kAcos, float>(p); break;
+    case MathFn::kAtan: math_walk<MathFn::kAtan, float>(p); break;
+    case MathFn::kSinh: math_walk<MathFn::kSinh, float>(p); break;
+    case MathFn::kCosh: math_walk<MathFn::kCosh, float>(p); break;
+    case MathFn::kAsinh: math_walk<MathFn::kAsinh, float>(p); break;
+    case MathFn::kAcosh: math_walk<MathFn::kAcosh, float>(p); break;
+    case MathFn::kAtanh: math_walk<MathFn::kAtanh, float>(p); break;
+    case MathFn::kElu: math_walk<MathFn::kElu, float>(p); break;
+    case MathFn::kSelu: math_walk<MathFn::kSelu, float>(p); break;
+    case MathFn::kCelu: math_walk<MathFn::kCelu, float>(p); break;
+    case MathFn::kMish: math_walk<MathFn::kMish, float>(p); break;
+    case MathFn::kSoftsign: math_walk<MathFn::kSoftsign, float>(p); break;
+    case MathFn::kThresholdedRelu: math_walk<MathFn::kThresholdedRelu, float>(p); break;
+    case MathFn::kShrink: math_walk<MathFn::kShrink, float>(p); break;
+    case MathFn::kIsInf: math_walk<MathFn::kIsInf, uint8_t>(p); break;
+    case MathFn::kIsNaN: math_walk<MathFn::kIsNaN, uint8_t>(p); break;
+    default: break;
+  }
+}
 
 extern "C" __global__ void hexir_where_1(WhereParams p) { hexir_kernels::where<uint8_t>(p); }
 extern "C" __global__ void hexir_where_2(WhereParams p) { hexir_kernels::where<uint16_t>(p); }

@@ -55,6 +55,38 @@ extern "C" __global__ void hexir_layernorm(LayernormParams p) {
   }
 }
 
+// group_norm: one block per (batch, group) row, layernorm's two passes in
+// double, then each element with its channel's scale and bias (the cpu's order).
+extern "C" __global__ void hexir_group_norm(GroupNormParams p) {
+  __shared__ double scratch[kRowBlockMax];
+  const hexir::ops::GroupNormPlan& q = p.plan;
+  const int64_t channels_per_group = q.width / q.spatial;
+  for (int64_t r = blockIdx.x; r < q.rows; r += gridDim.x) {
+    const float* in = p.in + r * q.width;
+    float* out = p.out + r * q.width;
+    double sum = 0.0;
+    for (int64_t j = threadIdx.x; j < q.width; j += blockDim.x) sum += in[j];
+    sum = hexir_kernels::block_reduce(sum, scratch, hexir_kernels::SumOp());
+    const double mean = sum / static_cast<double>(q.width);
+    double square_sum = 0.0;
+    for (int64_t j = threadIdx.x; j < q.width; j += blockDim.x) {
+      const double d = in[j] - mean;
+      square_sum += d * d;
+    }
+    square_sum = hexir_kernels::block_reduce(square_sum, scratch, hexir_kernels::SumOp());
+    const double inv_std = 1.0 / sqrt(square_sum / static_cast<double>(q.width) + q.epsilon);
+    const float mean_f = static_cast<float>(mean);
+    const double missed = mean - static_cast<double>(mean_f);  // into the shift, as on the cpu
+    const int64_t first_channel = (r % q.groups) * channels_per_group;
+    for (int64_t j = threadIdx.x; j < q.width; j += blockDim.x) {
+      const int64_t c = first_channel + j / q.spatial;
+      const double gain = inv_std * p.scale[c];
+      const float shift = static_cast<float>(p.bias[c] - missed * gain);
+      out[j] = (in[j] - mean_f) * static_cast<float>(gain) + shift;
+    }
+  }
+}
+
 extern "C" __global__ void hexir_reduce(ReduceParams p) {
   __shared__ double scratch[kRowBlockMax];
   const hexir::ops::ReducePlan& q = p.plan;

@@ -121,6 +121,24 @@ struct SoftmaxParams {
   ops::SoftmaxPlan plan;
 };
 
+// The unary math and ONNX activation maps: ops::math_of<fn> (fn an
+// ops::MathFn), f32 in; f32 out, or bool bytes for is_inf and is_nan.
+struct MathParams {
+  const float* in;
+  void* out;
+  int32_t fn;
+  int32_t pad;
+  ops::UnaryPlan plan;
+};
+
+struct GroupNormParams {
+  const float* in;
+  const float* scale;
+  const float* bias;
+  float* out;
+  ops::GroupNormPlan plan;
+};
+
 struct LayernormParams {
   const float* in;
   const float* gamma;
@@ -346,7 +364,10 @@ struct FillParams {
   X(kScatter8, hexir_scatter_8, ScatterParams)                 \
   X(kScatterF32, hexir_scatter_f32, ScatterParams)             \
   X(kScatterI32, hexir_scatter_i32, ScatterParams)             \
-  X(kScatterI64, hexir_scatter_i64, ScatterParams)
+  X(kScatterI64, hexir_scatter_i64, ScatterParams)             \
+  X(kMath, hexir_math, MathParams)                             \
+  X(kPRelu, hexir_prelu, BinaryParams)                         \
+  X(kGroupNorm, hexir_group_norm, GroupNormParams)
 
 enum class Kernel : uint16_t {
 #define HEXIR_CUDA_KERNEL_ENUM(name, symbol, params) name,

@@ -191,6 +191,24 @@ enum class OpId : uint16_t {
   // scatter_nd)]. Updates apply in row-major order (duplicates as
   // scatter_nd). Runs in place on data (input 0 only).
   kScatterElements,
+  // Elementwise unary math, f32 (ONNX Sin .. Atanh; libm's float functions,
+  // math_of in plans.h). No parameters.
+  kSin, kCos, kTan, kAsin, kAcos, kAtan, kSinh, kCosh, kAsinh, kAcosh, kAtanh,
+  // is_inf (ONNX IsInf), f32 to bool: [detect_positive (0|1), detect_negative
+  // (0|1)]. is_nan (ONNX IsNaN), f32 to bool. No parameters.
+  kIsInf, kIsNaN,
+  // Activations, f32 (ONNX; math_of in plans.h), float parameters as the
+  // bits of doubles: elu [alpha]; selu [alpha, gamma]; celu [alpha]; mish,
+  // softsign: none; thresholded_relu [alpha]; shrink [lambd, bias].
+  kElu, kSelu, kCelu, kMish, kSoftsign, kThresholdedRelu, kShrink,
+  // prelu (ONNX PRelu), f32 (x, slope) with numpy broadcasting: x < 0 ?
+  // slope * x : x. No parameters.
+  kPRelu,
+  // group_norm (ONNX GroupNormalization, InstanceNormalization), f32 (x
+  // [N, C, ...], scale [C], bias [C]): x normalized over each group of C /
+  // groups channels (and every spatial element) by its mean and variance,
+  // then scale[c] * . + bias[c]. [groups (divides C), bits of epsilon].
+  kGroupNorm,
   kCount,
 };
 // clang-format on

@@ -153,6 +153,71 @@ HEXIR_PLAN_FN float hard_sigmoid_of(float x, float alpha, float beta) { return c
 // ONNX: x * hard_sigmoid(x, alpha = 1/6, beta = 1/2) (so -inf gives NaN, as there).
 HEXIR_PLAN_FN float hard_swish_of(float x) { return x * clamp01(x * (1.0f / 6.0f) + 0.5f); }
 
+// ---- unary math and the ONNX activations ------------------------------------------
+//
+// expm1 for the exponential activations: below |x| = ln 2 / 2 a degree-7
+// Taylor polynomial (within 2e-8 relative: no cancellation near 0), else
+// exp_of(x) - 1. Our own (plain multiplies and adds), so every backend gives
+// the same bits; NaN stays NaN, -inf gives -1.
+HEXIR_PLAN_FN float expm1_of(float x) {
+  if (fabsf(x) < 0.34657359f) {
+    float p = x * (1.0f / 5040.0f) + (1.0f / 720.0f);
+    p = p * x + (1.0f / 120.0f);
+    p = p * x + (1.0f / 24.0f);
+    p = p * x + (1.0f / 6.0f);
+    p = p * x + 0.5f;
+    return p * x * x + x;
+  }
+  return exp_of(x) - 1.0f;
+}
+
+// The maps of the unary math and activation operators (ops/op.h kSin ..
+// kShrink), with the operator's float parameters a, b (UnaryPlan): one
+// function template shared by the cpu kernels and the CUDA kernel (which
+// selects F per dispatch). The trigonometric and hyperbolic functions are
+// libm's (the device's on CUDA: within a few ulps of each other).
+enum class MathFn : int32_t {
+  kSin, kCos, kTan, kAsin, kAcos, kAtan, kSinh, kCosh, kAsinh, kAcosh, kAtanh,
+  kElu,              // a: alpha. x > 0 ? x : alpha * expm1(x)
+  kSelu,             // a, b: alpha, gamma. gamma * (x > 0 ? x : alpha * expm1(x))
+  kCelu,             // a: alpha. x > 0 ? x : alpha * expm1(x / alpha)
+  kMish,             // x * tanh(softplus(x))
+  kSoftsign,         // x / (1 + |x|)
+  kThresholdedRelu,  // a: alpha. x > alpha ? x : 0 (NaN gives 0, as ONNX's reference)
+  kShrink,           // a, b: lambd, bias. x < -lambd ? x + bias : x > lambd ? x - bias : 0
+  kIsInf,            // bool results; a, b: detect_positive, detect_negative (0 or 1)
+  kIsNaN,
+  kCount,
+};
+
+template <MathFn F>
+HEXIR_PLAN_FN float math_of(float x, float a, float b) {
+  if constexpr (F == MathFn::kSin) return sinf(x);
+  else if constexpr (F == MathFn::kCos) return cosf(x);
+  else if constexpr (F == MathFn::kTan) return tanf(x);
+  else if constexpr (F == MathFn::kAsin) return asinf(x);
+  else if constexpr (F == MathFn::kAcos) return acosf(x);
+  else if constexpr (F == MathFn::kAtan) return atanf(x);
+  else if constexpr (F == MathFn::kSinh) return sinhf(x);
+  else if constexpr (F == MathFn::kCosh) return coshf(x);
+  else if constexpr (F == MathFn::kAsinh) return asinhf(x);
+  else if constexpr (F == MathFn::kAcosh) return acoshf(x);
+  else if constexpr (F == MathFn::kAtanh) return atanhf(x);
+  else if constexpr (F == MathFn::kElu) return x > 0.0f ? x : a * expm1_of(x);
+  else if constexpr (F == MathFn::kSelu) return b * (x > 0.0f ? x : a * expm1_of(x));
+  else if constexpr (F == MathFn::kCelu) return x > 0.0f ? x : a * expm1_of(x / a);
+  else if constexpr (F == MathFn::kMish) return x * tanh_of(softplus_of(x));
+  else if constexpr (F == MathFn::kSoftsign) return x / (1.0f + fabsf(x));
+  else if constexpr (F == MathFn::kThresholdedRelu) return x > a ? x : 0.0f;
+  else if constexpr (F == MathFn::kShrink) return x < -a ? x + b : (x > a ? x - b : 0.0f);
+  else if constexpr (F == MathFn::kIsInf)  // beyond the largest finite float
+    return (x > 3.40282347e38f && a != 0.0f) || (x < -3.40282347e38f && b != 0.0f);
+  else return x != x;  // kIsNaN
+}
+
+// ONNX PRelu: x < 0 ? slope * x : x (NaN passes).
+HEXIR_PLAN_FN float prelu_of(float x, float slope) { return x < 0.0f ? slope * x : x; }
+
 // x * a then + b, two roundings (never contracted): what a mul by a then an
 // add of b give. The affine epilogue of add and mul (mul by 1 is exact).
 HEXIR_PLAN_FN float affine_of(float x, float a, float b) {
@@ -365,6 +430,14 @@ struct SoftmaxPlan {
 // layernorm over `rows` rows of `width` contiguous elements.
 struct LayernormPlan {
   int64_t rows, width;
+  double epsilon;
+};
+
+// group_norm over `rows` = N * groups rows of `width` = (C / groups) *
+// spatial contiguous elements; element j of row r is of channel
+// (r % groups) * (width / spatial) + j / spatial.
+struct GroupNormPlan {
+  int64_t rows, width, spatial, groups;
   double epsilon;
 };
 

@@ -585,6 +585,74 @@ TEST_CASE("Softmax before opset 13 coerces to 2-D at axis; LayerNormalization; R
   check_close(lout[1].f32(), lmean, 1e-4);
 }
 
+// ONNX GroupNormalization in double: x [N, C, S], per-channel scale and bias.
+std::vector<float> group_norm_want(const std::vector<float>& x, int64_t n, int64_t c, int64_t s, int64_t groups,
+                                   const std::vector<float>& scale, const std::vector<float>& bias, double eps) {
+  std::vector<float> y(x.size());
+  const int64_t block = c / groups * s;
+  for (int64_t b = 0; b < n * groups; ++b) {
+    double mean = 0, var = 0;
+    for (int64_t i = 0; i < block; ++i) mean += x[b * block + i] / static_cast<double>(block);
+    for (int64_t i = 0; i < block; ++i) var += (x[b * block + i] - mean) * (x[b * block + i] - mean) / block;
+    for (int64_t i = 0; i < block; ++i) {
+      const int64_t ch = (b * block + i) / s % c;
+      y[b * block + i] = static_cast<float>((x[b * block + i] - mean) / std::sqrt(var + eps) * scale[ch] + bias[ch]);
+    }
+  }
+  return y;
+}
+
+TEST_CASE("GroupNormalization: opset 18's per-group scale and bias (run-time and constant), opset 21's per channel") {
+  TempDir dir;
+  const std::vector<float> x = ramp(2 * 4 * 3);
+  for (int run_time_scale = 0; run_time_scale < 2; ++run_time_scale) {
+    CAPTURE(run_time_scale);
+    Model m(18);  // scale and bias per group: [2], each repeated over its group's 2 channels
+    m.input("x", kF, {2, 4, 3});
+    if (run_time_scale) m.input("g", kF, {2});
+    else m.init_f("g", {2}, {2.f, -1.f});
+    m.init_f("b", {2}, {0.5f, 3.f})
+        .node("GroupNormalization", {"x", "g", "b"}, {"y"}, {ai("num_groups", 2), af("epsilon", 1e-3f)})
+        .output("y");
+    auto module = import_ok(m.save(dir.path() / "gn18.onnx"));
+    std::vector<Tensor> inputs{f32({2, 4, 3}, x)};
+    if (run_time_scale) inputs.push_back(f32({2}, {2.f, -1.f}));
+    auto out = run(module, inputs, dir.path());
+    check_close(out[0].f32(), group_norm_want(x, 2, 4, 3, 2, {2.f, 2.f, -1.f, -1.f}, {0.5f, 0.5f, 3.f, 3.f}, 1e-3),
+                1e-4);
+  }
+  Model m21(21);
+  m21.input("x", kF, {2, 4, 3})
+      .init_f("g", {4}, {1.f, 2.f, 3.f, 4.f})
+      .init_f("b", {4}, {0.f, 1.f, 0.f, -1.f})
+      .node("GroupNormalization", {"x", "g", "b"}, {"y"}, {ai("num_groups", 2)})
+      .output("y");
+  auto module = import_ok(m21.save(dir.path() / "gn21.onnx"));
+  auto out = run(module, {f32({2, 4, 3}, x)}, dir.path());
+  check_close(out[0].f32(), group_norm_want(x, 2, 4, 3, 2, {1.f, 2.f, 3.f, 4.f}, {0.f, 1.f, 0.f, -1.f}, 1e-5), 1e-4);
+
+  Model bad(21);
+  bad.input("x", kF, {2, 4, 3})
+      .init_f("g", {4}, {1.f, 2.f, 3.f, 4.f})
+      .init_f("b", {4}, {0.f, 1.f, 0.f, -1.f})
+      .node("GroupNormalization", {"x", "g", "b"}, {"y"}, {ai("num_groups", 3)})
+      .output("y");
+  CHECK(import_error(bad.save(dir.path() / "gn_bad.onnx")).find("num_groups 3 does not divide the 4 channels") !=
+        std::string::npos);
+}
+
+TEST_CASE("PRelu: the slope broadcasts to x, never x to the slope") {
+  TempDir dir;
+  Model m(16);
+  m.input("x", kF, {2, 3}).init_f("s", {3}, {0.5f, -1.f, 2.f}).node("PRelu", {"x", "s"}, {"y"}).output("y");
+  auto module = import_ok(m.save(dir.path() / "prelu.onnx"));
+  auto out = run(module, {f32({2, 3}, {-1.f, -2.f, -3.f, 4.f, 5.f, -6.f})}, dir.path());
+  check_close(out[0].f32(), {-0.5f, 2.f, -6.f, 4.f, 5.f, -12.f});
+  Model bad(16);
+  bad.input("x", kF, {3}).init_f("s", {2, 3}, {1.f, 1.f, 1.f, 1.f, 1.f, 1.f}).node("PRelu", {"x", "s"}, {"y"}).output("y");
+  CHECK(import_error(bad.save(dir.path() / "prelu_bad.onnx")).find("does not broadcast to x") != std::string::npos);
+}
+
 TEST_CASE("Constant folding: Shape/Slice/Cast/Range/ConstantOfShape/Expand/Equal/Where on small tensors") {
   TempDir dir;
   Model m(13);
