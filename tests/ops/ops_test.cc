@@ -860,7 +860,10 @@ TEST_CASE("conv2d: attribute lowering") {
   REQUIRE_FALSE(e.ok());
   CHECK(mentions(e.status(), "'kernel_shape'"));
   CHECK_FALSE(lower(OpId::kConv2d, {f32({1, 4, 8, 8})}, {}).ok());  // operand count
-  CHECK_FALSE(lower(OpId::kConv2d, {tt(DType::kF16, {1, 4, 8, 8}), tt(DType::kF16, {6, 2, 3, 3})}, {}).ok());
+  // Float operands of one dtype (f16 and bf16 run through the f32 kernels, ops/widen.h).
+  CHECK(lower(OpId::kConv2d, {tt(DType::kF16, {1, 4, 8, 8}), tt(DType::kF16, {6, 2, 3, 3})}, {}).ok());
+  CHECK_FALSE(lower(OpId::kConv2d, {tt(DType::kF16, {1, 4, 8, 8}), f32({6, 2, 3, 3})}, {}).ok());
+  CHECK_FALSE(lower(OpId::kConv2d, {tt(DType::kI32, {1, 4, 8, 8}), tt(DType::kI32, {6, 2, 3, 3})}, {}).ok());
 }
 
 TEST_CASE("conv2d: result types") {
@@ -1164,7 +1167,7 @@ TEST_CASE("pow, equal, less, greater, not: rules, kernel keys and plans") {
     CAPTURE(op_def(id).name);
     CHECK_FALSE(op_def(id).f32_only);
     CHECK_FALSE(op_def(id).may_run_in_place);
-    for (DType t : {DType::kF32, DType::kI32, DType::kI64}) {
+    for (DType t : {DType::kF32, DType::kF16, DType::kBF16, DType::kI32, DType::kI64}) {
       auto r = rule(id, {tt(t, {2, 1, 4}), tt(t, {3, 1})}, {});
       REQUIRE(r.ok());
       CHECK(r->at(0) == tt(DType::kBool, {2, 3, 4}));
@@ -1173,7 +1176,7 @@ TEST_CASE("pow, equal, less, greater, not: rules, kernel keys and plans") {
     }
     CHECK(mentions(rejected(id, {f32({2}), tt(DType::kI64, {2})}, {}), "one dtype"));
     rejected(id, {tt(DType::kBool, {2}), tt(DType::kBool, {2})}, {});
-    rejected(id, {tt(DType::kF16, {2}), tt(DType::kF16, {2})}, {});
+    CHECK(mentions(rejected(id, {tt(DType::kF16, {2}), tt(DType::kBF16, {2})}, {}), "one dtype"));
     CHECK(mentions(rejected(id, {f32({2}), f32({3})}, {}), "do not broadcast"));
     rejected(id, {f32({2}), f32({2})}, {0});
     CHECK_FALSE(lower(id, {f32({2}), f32({2})}, {{"axis", i(0)}}).ok());
@@ -1202,15 +1205,15 @@ TEST_CASE("integer and boolean arithmetic: rules, kernel keys and plans") {
   for (OpId id : {OpId::kAdd, OpId::kSub, OpId::kMul, OpId::kDiv, OpId::kMaximum, OpId::kMinimum}) {
     CAPTURE(op_def(id).name);
     CHECK_FALSE(op_def(id).f32_only);
-    for (DType t : {DType::kF32, DType::kI32, DType::kI64}) {
+    for (DType t : {DType::kF32, DType::kF16, DType::kBF16, DType::kI32, DType::kI64}) {
       auto r = rule(id, {tt(t, {2, 1}), tt(t, {3})}, {});
       REQUIRE(r.ok());
       CHECK(r->at(0) == tt(t, {2, 3}));
       CHECK(kernel_key(id, std::vector{tt(t, {2}), tt(t, {2})}, std::vector{tt(t, {2})}).input == t);
     }
     CHECK(mentions(rejected(id, {tt(DType::kI64, {1}), tt(DType::kI32, {1})}, {}), "one dtype"));
-    CHECK(mentions(rejected(id, {tt(DType::kU8, {1}), tt(DType::kU8, {1})}, {}), "f32, i32 or i64"));
-    rejected(id, {tt(DType::kF16, {1}), tt(DType::kF16, {1})}, {});
+    CHECK(mentions(rejected(id, {tt(DType::kU8, {1}), tt(DType::kU8, {1})}, {}), "f32, f16, bf16, i32 or i64"));
+    rejected(id, {tt(DType::kF16, {1}), tt(DType::kF32, {1})}, {});
     rejected(id, {tt(DType::kBool, {1}), tt(DType::kBool, {1})}, {});
   }
   // A fused epilogue is for f32 only.
