@@ -79,6 +79,51 @@ uint32_t prepared_replaces(KernelFn f32_kernel) {
   return prepare ? prepare->replaces : 0;
 }
 
+// A flat elementwise map (a unary map, or a binary one whose operands are
+// the result's size or one element: BinaryPlan modes 0-2): converted tile by
+// tile on the stack, so the f32 copies stay in L1 and cost no memory traffic.
+// The f32 kernel runs on each tile with its plan's n cut to the tile.
+constexpr int64_t kTile = 1024;
+
+bool flat_map(const WidenPlan& w) {
+  if (w.map_arity == 1) return static_cast<const ops::UnaryPlan*>(ops::widen_inner_plan(w))->rank == 0;
+  if (w.map_arity == 2) return static_cast<const ops::BinaryPlan*>(ops::widen_inner_plan(w))->mode <= 2;
+  return false;
+}
+
+void run_tiles(KernelFn f32_kernel, const Dispatch& d, const WidenPlan& w, int64_t begin, int64_t end) {
+  const WidenOperand& result = w.operands[w.map_arity];
+  const auto out_dtype = static_cast<DType>(result.dtype);
+  const size_t out_size = dtype_size(out_dtype);  // half, or a comparison's bool
+  alignas(64) float tiles[3][kTile];
+  // The plan of one tile: the f32 plan with its element count cut.
+  ops::UnaryPlan unary{};
+  ops::BinaryPlan binary{};
+  if (w.map_arity == 1) unary = *static_cast<const ops::UnaryPlan*>(ops::widen_inner_plan(w));
+  else binary = *static_cast<const ops::BinaryPlan*>(ops::widen_inner_plan(w));
+  void* operands[3];
+  Dispatch tile = d;
+  tile.plan = w.map_arity == 1 ? static_cast<const void*>(&unary) : static_cast<const void*>(&binary);
+  tile.operands = operands;
+  tile.workspace = nullptr;
+  tile.workspace_size = 0;
+  for (int64_t i = begin; i < end; i += kTile) {
+    const int64_t n = std::min(kTile, end - i);
+    for (int k = 0; k < w.map_arity; ++k) {
+      // Binary modes 1 and 2: operand b (mode 1) or a (mode 2) is one element, read whole.
+      const bool single = w.map_arity == 2 && binary.mode == (k == 0 ? 2 : 1);
+      const auto* in = static_cast<const uint16_t*>(d.operands[k]) + (single ? 0 : i);
+      to_floats(static_cast<DType>(w.operands[k].dtype), in, tiles[k], single ? 1 : n);
+      operands[k] = tiles[k];
+    }
+    uint8_t* out = static_cast<uint8_t*>(d.operands[w.map_arity]) + static_cast<size_t>(i) * out_size;
+    operands[w.map_arity] = result.staged ? static_cast<void*>(tiles[2]) : static_cast<void*>(out);
+    unary.n = binary.n = n;
+    (void)f32_kernel(KernelContext{}, tile);  // the f32 maps never fail
+    if (result.staged) to_halves(out_dtype, tiles[2], reinterpret_cast<uint16_t*>(out), n);
+  }
+}
+
 }  // namespace
 
 void halves_to_floats(const KernelContext& context, DType dtype, const uint16_t* in, float* out, int64_t n) {
@@ -93,6 +138,12 @@ void floats_to_halves(const KernelContext& context, DType dtype, const float* in
 
 Status run_widened(KernelFn f32_kernel, const KernelContext& context, const Dispatch& d) {
   const WidenPlan& w = widen_plan(d);
+  if (flat_map(w)) {
+    const int64_t n = w.operands[w.map_arity].count;
+    parallel_ranges(context, n, kMinConvertRange,
+                    [&](int64_t begin, int64_t end) { run_tiles(f32_kernel, d, w, begin, end); });
+    return ok_status();
+  }
   const uint32_t count = d.input_count + d.output_count;
   auto* workspace = static_cast<uint8_t*>(d.workspace);
   // A prepared kernel no longer reads the inputs its prepare step replaced (the weights).

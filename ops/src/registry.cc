@@ -236,6 +236,7 @@ WidenPlan widen_plan(OpId id, std::span<const TensorType> inputs, std::span<cons
   WidenPlan w{};
   w.input_count = static_cast<int32_t>(inputs.size());
   w.output_count = static_cast<int32_t>(outputs.size());
+  w.map_arity = elementwise_map_arity(id);
   uint64_t offset = 0;
   auto stage = [&](const TensorType& t, WidenOperand& o) {
     o.dtype = static_cast<int32_t>(t.dtype);

@@ -32,6 +32,11 @@ struct WidenOperand {
 struct WidenPlan {
   int32_t input_count;
   int32_t output_count;
+  // elementwise_map_arity of the operator: 1 or 2 lets a backend convert
+  // block by block (the cpu: tiles in L1) where the f32 plan is flat; the
+  // staging copies are still planned for backends that copy whole operands.
+  int32_t map_arity;
+  int32_t unused = 0;
   int64_t inner_words;       // the f32 plan's 8-byte words, right after this struct
   uint64_t staging_bytes;    // the f32 copies, at the workspace's start
   uint64_t inner_workspace;  // the f32 kernel's own scratch, right after them
