@@ -561,11 +561,11 @@ inline std::vector<KernelCase> kernel_cases() {
   HostTensor ints(DType::kI64, {2, 5});
   const int64_t int_values[] = {0, -1, 255, 256, -129, 70000, INT64_MAX, INT64_MIN, 7, 1 << 20};
   std::memcpy(ints.bytes.data(), int_values, sizeof int_values);
-  const DType castable[] = {DType::kF32, DType::kF16, DType::kI32, DType::kI64, DType::kBool, DType::kU8};
+  const DType castable[] = {DType::kF32, DType::kF16, DType::kBF16, DType::kI32, DType::kI64, DType::kBool, DType::kU8};
   for (DType to : castable) {
     exact(std::string("cast f32 to ") + dtype_name(to), OpId::kCast, {values}, {static_cast<int64_t>(to)});
     exact(std::string("cast i64 to ") + dtype_name(to), OpId::kCast, {ints}, {static_cast<int64_t>(to)});
-    for (DType from : {DType::kF16, DType::kI32, DType::kBool, DType::kU8})
+    for (DType from : {DType::kF16, DType::kBF16, DType::kI32, DType::kBool, DType::kU8})
       exact(std::string("cast ") + dtype_name(from) + " to " + dtype_name(to), OpId::kCast,
             {iota_bytes(from, {4, 9})}, {static_cast<int64_t>(to)});
   }

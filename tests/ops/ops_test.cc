@@ -413,12 +413,13 @@ TEST_CASE("cast: attribute lowering") {
   REQUIRE_FALSE(e.ok());
   CHECK(mentions(e.status(), "'saturate'"));
   // a dtype name that lowers but that cast does not support is the rule's to reject
-  p = lower(OpId::kCast, x, {{"to", str("bf16")}});
+  p = lower(OpId::kCast, x, {{"to", str("i8")}});
   if (p.ok()) CHECK_FALSE(rule(OpId::kCast, x, *p).ok());
 }
 
 TEST_CASE("cast: result types") {
-  const DType castable[] = {DType::kF32, DType::kF16, DType::kI32, DType::kI64, DType::kBool, DType::kU8};
+  const DType castable[] = {DType::kF32, DType::kF16, DType::kBF16, DType::kI32,
+                            DType::kI64, DType::kBool, DType::kU8};
   for (DType from : castable)
     for (DType to : castable) {
       INFO(dtype_name(from) << " -> " << dtype_name(to));
@@ -431,7 +432,6 @@ TEST_CASE("cast: result types") {
   REQUIRE(scalar.ok());
   CHECK(*scalar == tt(DType::kF32, {}));
   const TensorType x = tt(DType::kF32, {4});
-  CHECK(mentions(rejected(OpId::kCast, {x}, {static_cast<int64_t>(DType::kBF16)}), "target dtype 2"));
   CHECK(mentions(rejected(OpId::kCast, {x}, {static_cast<int64_t>(DType::kI8)}), "target dtype 5"));
   CHECK(mentions(rejected(OpId::kCast, {x}, {-1}), "target dtype -1"));
   CHECK(mentions(rejected(OpId::kCast, {x}, {kDTypeCount}), "target dtype"));
@@ -441,8 +441,7 @@ TEST_CASE("cast: result types") {
   rejected(OpId::kCast, {x}, {(int64_t{1} << 32) + 0});  // f32 in the low bits, not a dtype
   rejected(OpId::kCast, {x}, {});
   rejected(OpId::kCast, {x}, {0, 0});
-  CHECK(mentions(rejected(OpId::kCast, {tt(DType::kBF16, {4})}, {0}), "operand"));
-  rejected(OpId::kCast, {tt(DType::kI8, {4})}, {0});
+  CHECK(mentions(rejected(OpId::kCast, {tt(DType::kI8, {4})}, {0}), "operand"));
   rejected(OpId::kCast, {x, x}, {0});
 }
 
