@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "hexir/format/sections.h"
+#include "hexir/ops/widen.h"
 
 namespace hexir::format {
 namespace {
@@ -755,9 +756,10 @@ class ModuleVerifier {
           return fail("alias bit ", i, " set on ", slot_label(m_, in_index),
                       ", a view with an offset or strides (never written in place)");
         if (input.strides() && input.strides()->size() > 0 &&
-            !ops::accepts_strided_layout(
-                out_.kernel_ids[in.kernel()], i, out_.slot_types[in_index].dims,
-                std::vector<int64_t>(input.strides()->begin(), input.strides()->end())))
+            (!ops::accepts_strided_layout(
+                 out_.kernel_ids[in.kernel()], i, out_.slot_types[in_index].dims,
+                 std::vector<int64_t>(input.strides()->begin(), input.strides()->end())) ||
+             (ops::is_half(out_.slot_types[in_index].dtype) && ops::widens_halves(out_.kernel_ids[in.kernel()]))))
           return fail("input ", i, " ", slot_label(m_, in_index), " is a strided view but '", info.name,
                       "' reads it only row-major");
       }

@@ -2,6 +2,8 @@
 
 #include <set>
 
+#include "hexir/ops/widen.h"
+
 namespace hexir::compiler {
 
 namespace {
@@ -159,8 +161,10 @@ StridedViews plan_strided_views(const Function& fn, const std::vector<int>& inne
         if (reader.kind != NodeKind::kOp || innermost[static_cast<size_t>(n)] >= 0) {
           needed = true;
         } else if (views.layout[v].strided() && !ops::can_be_view(reader.op) &&
-                   !ops::accepts_strided_layout(reader.op, operand, fn.values[v].type.dims,
-                                                views.layout[v].strides)) {
+                   (!ops::accepts_strided_layout(reader.op, operand, fn.values[v].type.dims,
+                                                 views.layout[v].strides) ||
+                    // half operands are staged to f32 row-major (ops/widen.h)
+                    (ops::is_half(fn.values[v].type.dtype) && ops::widens_halves(reader.op)))) {
           needed = true;
         }
       }

@@ -449,6 +449,9 @@ void where_typed(const ops::WherePlan& p, const uint8_t* cond, const Element* x,
 struct Half {
   uint16_t bits;
 };
+struct BHalf {  // bfloat16
+  uint16_t bits;
+};
 // A bool read as its byte, so any non-zero byte is true (no UB on odd bytes).
 struct BoolByte {
   uint8_t byte;
@@ -457,6 +460,7 @@ struct BoolByte {
 template <typename T>
 float to_float(T v) {
   if constexpr (std::is_same_v<T, Half>) return half_bits_to_float(v.bits);
+  else if constexpr (std::is_same_v<T, BHalf>) return std::bit_cast<float>(static_cast<uint32_t>(v.bits) << 16);
   else if constexpr (std::is_same_v<T, BoolByte>) return v.byte != 0 ? 1.0f : 0.0f;
   else return static_cast<float>(v);
 }
@@ -465,15 +469,19 @@ template <typename To, typename From>
 To convert(From v) {
   if constexpr (std::is_same_v<From, BoolByte>) {
     if constexpr (std::is_same_v<To, Half>) return Half{static_cast<uint16_t>(v.byte != 0 ? 0x3c00 : 0)};
+    else if constexpr (std::is_same_v<To, BHalf>) return BHalf{static_cast<uint16_t>(v.byte != 0 ? 0x3f80 : 0)};
     else return static_cast<To>(v.byte != 0);
   } else if constexpr (std::is_same_v<To, bool>) {
-    if constexpr (std::is_same_v<From, Half>) return (v.bits & 0x7fff) != 0;
+    if constexpr (std::is_same_v<From, Half> || std::is_same_v<From, BHalf>) return (v.bits & 0x7fff) != 0;
     else return v != From{0};
   } else if constexpr (std::is_same_v<To, Half>) {
     return Half{float_to_half_bits(to_float(v))};
+  } else if constexpr (std::is_same_v<To, BHalf>) {
+    return BHalf{float_to_bfloat16_bits(to_float(v))};
   } else if constexpr (std::is_floating_point_v<To>) {
     return static_cast<To>(to_float(v));
-  } else if constexpr (std::is_same_v<From, Half> || std::is_floating_point_v<From>) {
+  } else if constexpr (std::is_same_v<From, Half> || std::is_same_v<From, BHalf> ||
+                       std::is_floating_point_v<From>) {
     // Truncate toward zero, saturating; NaN to 0.
     const double x = static_cast<double>(to_float(v));
     if (x != x) return To{0};
@@ -499,6 +507,7 @@ KernelFn cast_from(DType to) {
   switch (to) {
     case DType::kF32: return cast<From, float>;
     case DType::kF16: return cast<From, Half>;
+    case DType::kBF16: return cast<From, BHalf>;
     case DType::kI32: return cast<From, int32_t>;
     case DType::kI64: return cast<From, int64_t>;
     case DType::kBool: return cast<From, bool>;
@@ -698,6 +707,7 @@ KernelFn cast_kernel(DType from, DType to) {
   switch (from) {
     case DType::kF32: return cast_from<float>(to);
     case DType::kF16: return cast_from<Half>(to);
+    case DType::kBF16: return cast_from<BHalf>(to);
     case DType::kI32: return cast_from<int32_t>(to);
     case DType::kI64: return cast_from<int64_t>(to);
     case DType::kBool: return cast_from<BoolByte>(to);

@@ -1,6 +1,7 @@
 // The kernel table: one line per builtin CPU kernel, looked up once per
 // instruction at prepare.
 #include "kernel_util.h"
+#include "widen.h"
 
 namespace hexir::hal::cpu {
 namespace {
@@ -10,6 +11,14 @@ using ops::OpId;
 constexpr int kF32 = static_cast<int>(DType::kF32);
 constexpr int kI32 = static_cast<int>(DType::kI32);
 constexpr int kI64 = static_cast<int>(DType::kI64);
+constexpr int kF16 = static_cast<int>(DType::kF16);
+constexpr int kBF16 = static_cast<int>(DType::kBF16);
+
+// f16 and bf16 through the f32 kernel (widen.h): keyed by the half dtype of
+// the key input and of the result, or of the key input only (a bool or i64 result).
+#define HEXIR_WIDENED(op, fn) {OpId::op, kF16, kF16, widened<fn>}, {OpId::op, kBF16, kBF16, widened<fn>}
+#define HEXIR_WIDENED_KEY(op, fn) \
+  {OpId::op, kF16, kAnyDType, widened<fn>}, {OpId::op, kBF16, kAnyDType, widened<fn>}
 
 constexpr KernelEntry<KernelFn> kKernels[] = {
     {OpId::kAdd, kF32, kF32, add},
@@ -137,6 +146,24 @@ constexpr KernelEntry<KernelFn> kKernels[] = {
     {OpId::kShrink, kF32, kF32, math<ops::MathFn::kShrink>},
     {OpId::kPRelu, kF32, kF32, prelu},
     {OpId::kGroupNorm, kF32, kF32, group_norm},
+    // f16 and bf16: the float operators through their f32 kernels (ops/widen.h's list).
+    HEXIR_WIDENED(kAdd, add), HEXIR_WIDENED(kSub, sub), HEXIR_WIDENED(kMul, mul), HEXIR_WIDENED(kDiv, div),
+    HEXIR_WIDENED(kMaximum, maximum), HEXIR_WIDENED(kMinimum, minimum), HEXIR_WIDENED(kPow, pow),
+    HEXIR_WIDENED(kMod, fmod), HEXIR_WIDENED(kRelu, relu), HEXIR_WIDENED(kGelu, gelu),
+    HEXIR_WIDENED(kSilu, silu), HEXIR_WIDENED(kSigmoid, sigmoid), HEXIR_WIDENED(kTanh, tanh),
+    HEXIR_WIDENED(kExp, exp), HEXIR_WIDENED(kSqrt, sqrt), HEXIR_WIDENED(kRsqrt, rsqrt), HEXIR_WIDENED(kNeg, neg),
+    HEXIR_WIDENED(kLeakyRelu, leaky_relu), HEXIR_WIDENED(kClip, clip), HEXIR_WIDENED(kHardSigmoid, hard_sigmoid),
+    HEXIR_WIDENED(kHardSwish, hard_swish), HEXIR_WIDENED(kErf, erf), HEXIR_WIDENED(kLog, log),
+    HEXIR_WIDENED(kAbs, abs), HEXIR_WIDENED(kReciprocal, reciprocal), HEXIR_WIDENED(kSoftplus, softplus),
+    HEXIR_WIDENED(kSign, sign<float>), HEXIR_WIDENED(kCeil, ceil), HEXIR_WIDENED(kFloor, floor),
+    HEXIR_WIDENED(kRound, round), HEXIR_WIDENED_KEY(kEqual, equal<float>), HEXIR_WIDENED_KEY(kLess, less<float>),
+    HEXIR_WIDENED_KEY(kGreater, greater<float>), HEXIR_WIDENED_KEY(kLessOrEqual, less_or_equal<float>),
+    HEXIR_WIDENED_KEY(kGreaterOrEqual, greater_or_equal<float>), HEXIR_WIDENED(kMatmul, matmul),
+    HEXIR_WIDENED(kConv2d, conv2d), HEXIR_WIDENED(kSeparableConv2d, separable_conv2d),
+    HEXIR_WIDENED(kConvTranspose, conv_transpose), HEXIR_WIDENED(kMaxPool, pool2d),
+    HEXIR_WIDENED(kAveragePool, pool2d), HEXIR_WIDENED(kResize, resize), HEXIR_WIDENED(kSoftmax, softmax),
+    HEXIR_WIDENED(kLayernorm, layernorm), HEXIR_WIDENED(kReduceSum, reduce), HEXIR_WIDENED(kReduceMean, reduce),
+    HEXIR_WIDENED(kReduceMax, reduce), HEXIR_WIDENED_KEY(kArgMax, argmax),
 };
 
 // Kernels that prepare something from constant operands (their weights).
@@ -149,6 +176,11 @@ constexpr PrepareEntry kPrepares[] = {
     {conv2d, {conv2d_prepared_bytes, conv2d_prepare, 1u << 1}},  // the weights
     {separable_conv2d, {separable_conv2d_prepared_bytes, separable_conv2d_prepare, 1u << 2}},  // the 1x1's
     {conv_transpose, {conv_transpose_prepared_bytes, conv_transpose_prepare, 1u << 1}},  // the weights
+    // Their f16 / bf16 forms: the constants converted to f32 once, then packed as above.
+    {widened<matmul>, {widened_bytes<matmul>, widened_fill<matmul>, 1u << 1}},
+    {widened<conv2d>, {widened_bytes<conv2d>, widened_fill<conv2d>, 1u << 1}},
+    {widened<separable_conv2d>, {widened_bytes<separable_conv2d>, widened_fill<separable_conv2d>, 1u << 2}},
+    {widened<conv_transpose>, {widened_bytes<conv_transpose>, widened_fill<conv_transpose>, 1u << 1}},
 };
 
 }  // namespace

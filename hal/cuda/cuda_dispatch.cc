@@ -5,12 +5,15 @@
 #include <cstring>
 #include <span>
 
+#include "hexir/ops/widen.h"
+
 namespace hexir::hal::cuda {
 namespace {
 
 using ops::OpId;
 
 static_assert(kCastF32 == static_cast<int>(DType::kF32) && kCastF16 == static_cast<int>(DType::kF16) &&
+                  kCastBF16 == static_cast<int>(DType::kBF16) &&
                   kCastI32 == static_cast<int>(DType::kI32) && kCastI64 == static_cast<int>(DType::kI64) &&
                   kCastU8 == static_cast<int>(DType::kU8) && kCastBool == static_cast<int>(DType::kBool),
               "kernels/params.h CastDType must spell hexir::DType");
@@ -538,11 +541,60 @@ Status scatter(const Dispatch& d, Launcher& launcher) {
 constexpr int kF32 = static_cast<int>(DType::kF32);
 
 // cast: one line per (from, to) pair of the castable dtypes, all one kernel.
+// ---- f16 and bf16 through the f32 kernels (ops/widen.h) -------------------------
+
+// n elements from one dtype to another by the cast kernel (f16 and bf16 to
+// and from f32: the bits of base/half.h, on the device and in the emulation).
+Status convert(const void* from, int32_t from_dtype, void* to, int32_t to_dtype, int64_t n, Launcher& launcher) {
+  if (n == 0) return ok_status();
+  CastParams p;
+  p.in = from;
+  p.out = to;
+  p.plan.n = n;
+  p.plan.from = from_dtype;
+  p.plan.to = to_dtype;
+  return launcher.launch(Kernel::kCast, linear_config(n), &p);
+}
+
+// The half operands to f32 in the workspace, the f32 kernel on the copies,
+// its results rounded back (the cpu's widening kernel, hal/cpu/widen.cc).
+Status run_widened(CudaKernelFn f32_kernel, const Dispatch& d, Launcher& launcher) {
+  const ops::WidenPlan& w = plan_of<ops::WidenPlan>(d);
+  const uint32_t count = d.input_count + d.output_count;
+  auto* workspace = static_cast<uint8_t*>(d.workspace);
+  void* operands[ops::kMaxWidenOperands];
+  for (uint32_t i = 0; i < count; ++i) {
+    const ops::WidenOperand& o = w.operands[i];
+    operands[i] = d.operands[i];
+    if (!o.staged) continue;
+    operands[i] = workspace + o.offset;
+    if (i < d.input_count)
+      HEXIR_RETURN_IF_ERROR(convert(d.operands[i], o.dtype, operands[i], kCastF32, o.count, launcher));
+  }
+  Dispatch inner = d;
+  inner.plan = ops::widen_inner_plan(w);
+  inner.operands = operands;
+  inner.workspace = workspace + w.staging_bytes;
+  inner.workspace_size = w.inner_workspace;
+  HEXIR_RETURN_IF_ERROR(f32_kernel(inner, launcher));
+  for (uint32_t i = d.input_count; i < count; ++i) {
+    const ops::WidenOperand& o = w.operands[i];
+    if (o.staged) HEXIR_RETURN_IF_ERROR(convert(operands[i], kCastF32, d.operands[i], o.dtype, o.count, launcher));
+  }
+  return ok_status();
+}
+
+template <CudaKernelFn F>
+Status widened(const Dispatch& d, Launcher& launcher) {
+  return run_widened(F, d, launcher);
+}
+
 // clang-format off
 #define HEXIR_CAST_FROM(from)                                                                          \
   {OpId::kCast, from, kCastF32, cast}, {OpId::kCast, from, kCastF16, cast},                            \
   {OpId::kCast, from, kCastI32, cast}, {OpId::kCast, from, kCastI64, cast},                            \
-  {OpId::kCast, from, kCastU8, cast}, {OpId::kCast, from, kCastBool, cast}
+  {OpId::kCast, from, kCastU8, cast}, {OpId::kCast, from, kCastBool, cast},                            \
+  {OpId::kCast, from, kCastBF16, cast}
 // An integer operator: one line per dtype.
 #define HEXIR_INT_BINARY(op, code)                                  \
   {OpId::op, kCastI32, kCastI32, int_binary<code, kCastI32>},       \
@@ -550,6 +602,13 @@ constexpr int kF32 = static_cast<int>(DType::kF32);
 #define HEXIR_INT_UNARY(op, code)                                   \
   {OpId::op, kCastI32, kCastI32, int_unary<code, kCastI32>},        \
   {OpId::op, kCastI64, kCastI64, int_unary<code, kCastI64>}
+// f16 and bf16 through the f32 kernel: keyed by the half dtype of the key
+// input and the result, or of the key input only (a bool or i64 result).
+// (Variadic: a template's comma.)
+#define HEXIR_WIDENED(op, ...) \
+  {OpId::op, kCastF16, kCastF16, widened<__VA_ARGS__>}, {OpId::op, kCastBF16, kCastBF16, widened<__VA_ARGS__>}
+#define HEXIR_WIDENED_KEY(op, ...) \
+  {OpId::op, kCastF16, kAnyDType, widened<__VA_ARGS__>}, {OpId::op, kCastBF16, kAnyDType, widened<__VA_ARGS__>}
 // clang-format on
 
 constexpr KernelEntry<CudaKernelFn> kKernels[] = {
@@ -642,6 +701,7 @@ constexpr KernelEntry<CudaKernelFn> kKernels[] = {
     {OpId::kGroupNorm, kF32, kF32, group_norm},
     HEXIR_CAST_FROM(kCastF32),
     HEXIR_CAST_FROM(kCastF16),
+    HEXIR_CAST_FROM(kCastBF16),
     HEXIR_CAST_FROM(kCastI32),
     HEXIR_CAST_FROM(kCastI64),
     HEXIR_CAST_FROM(kCastU8),
@@ -673,9 +733,38 @@ constexpr KernelEntry<CudaKernelFn> kKernels[] = {
     {OpId::kCeil, kF32, kF32, unary<Kernel::kCeil>},
     {OpId::kFloor, kF32, kF32, unary<Kernel::kFloor>},
     {OpId::kRound, kF32, kF32, unary<Kernel::kRound>},
+    // f16 and bf16: the float operators through their f32 kernels (ops/widen.h's list).
+    HEXIR_WIDENED(kAdd, binary<Kernel::kAdd>), HEXIR_WIDENED(kSub, binary<Kernel::kSub>),
+    HEXIR_WIDENED(kMul, binary<Kernel::kMul>), HEXIR_WIDENED(kDiv, binary<Kernel::kDiv>),
+    HEXIR_WIDENED(kMaximum, binary<Kernel::kMaximum>), HEXIR_WIDENED(kMinimum, binary<Kernel::kMinimum>),
+    HEXIR_WIDENED(kPow, binary<Kernel::kPow>), HEXIR_WIDENED(kMod, binary<Kernel::kFmod>),
+    HEXIR_WIDENED(kRelu, unary<Kernel::kRelu>), HEXIR_WIDENED(kGelu, gelu),
+    HEXIR_WIDENED(kSilu, unary<Kernel::kSilu>), HEXIR_WIDENED(kSigmoid, unary<Kernel::kSigmoid>),
+    HEXIR_WIDENED(kTanh, unary<Kernel::kTanh>), HEXIR_WIDENED(kExp, unary<Kernel::kExp>),
+    HEXIR_WIDENED(kSqrt, unary<Kernel::kSqrt>), HEXIR_WIDENED(kRsqrt, unary<Kernel::kRsqrt>),
+    HEXIR_WIDENED(kNeg, unary<Kernel::kNeg>), HEXIR_WIDENED(kLeakyRelu, unary<Kernel::kLeakyRelu>),
+    HEXIR_WIDENED(kClip, unary<Kernel::kClip>), HEXIR_WIDENED(kHardSigmoid, unary<Kernel::kHardSigmoid>),
+    HEXIR_WIDENED(kHardSwish, unary<Kernel::kHardSwish>), HEXIR_WIDENED(kErf, unary<Kernel::kErf>),
+    HEXIR_WIDENED(kLog, unary<Kernel::kLog>), HEXIR_WIDENED(kAbs, unary<Kernel::kAbs>),
+    HEXIR_WIDENED(kReciprocal, unary<Kernel::kReciprocal>), HEXIR_WIDENED(kSoftplus, unary<Kernel::kSoftplus>),
+    HEXIR_WIDENED(kSign, unary<Kernel::kSign>), HEXIR_WIDENED(kCeil, unary<Kernel::kCeil>),
+    HEXIR_WIDENED(kFloor, unary<Kernel::kFloor>), HEXIR_WIDENED(kRound, unary<Kernel::kRound>),
+    HEXIR_WIDENED_KEY(kEqual, compare<Kernel::kEqual, kCastF32>),
+    HEXIR_WIDENED_KEY(kLess, compare<Kernel::kLess, kCastF32>),
+    HEXIR_WIDENED_KEY(kGreater, compare<Kernel::kGreater, kCastF32>),
+    HEXIR_WIDENED_KEY(kLessOrEqual, compare<Kernel::kLessOrEqual, kCastF32>),
+    HEXIR_WIDENED_KEY(kGreaterOrEqual, compare<Kernel::kGreaterOrEqual, kCastF32>),
+    HEXIR_WIDENED(kMatmul, matmul),
+    HEXIR_WIDENED(kConv2d, conv2d), HEXIR_WIDENED(kSeparableConv2d, separable_conv2d),
+    HEXIR_WIDENED(kConvTranspose, conv_transpose), HEXIR_WIDENED(kMaxPool, pool2d),
+    HEXIR_WIDENED(kAveragePool, pool2d), HEXIR_WIDENED(kResize, resize), HEXIR_WIDENED(kSoftmax, softmax),
+    HEXIR_WIDENED(kLayernorm, layernorm), HEXIR_WIDENED(kReduceSum, reduce), HEXIR_WIDENED(kReduceMean, reduce),
+    HEXIR_WIDENED(kReduceMax, reduce), HEXIR_WIDENED_KEY(kArgMax, argmax),
 };
 
 #undef HEXIR_CAST_FROM
+#undef HEXIR_WIDENED
+#undef HEXIR_WIDENED_KEY
 #undef HEXIR_INT_BINARY
 #undef HEXIR_INT_UNARY
 

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 
+#include "hexir/ops/widen.h"
 #include "util.h"
 
 namespace hexir::ops::internal {
@@ -18,17 +19,17 @@ Result<std::vector<int64_t>> lower_none(std::span<const TensorType>, const AttrM
   return no_attributes(kId, attrs);
 }
 
-bool arithmetic(DType t) { return t == DType::kF32 || t == DType::kI32 || t == DType::kI64; }
+bool arithmetic(DType t) { return is_float(t) || t == DType::kI32 || t == DType::kI64; }
 
-// Both operands f32, i32 or i64, of one dtype (pow: f32 only, OpDef::f32_only).
+// Both operands f32 (or f16, bf16), i32 or i64, of one dtype (pow: floats only, OpDef::f32_only).
 Status check_arithmetic(OpId id, std::span<const TensorType> in) {
   for (const TensorType& t : in)
     if (!arithmetic(t.dtype) || t.dtype != in[0].dtype) {
       std::string operands;
       for (const TensorType& u : in) operands += (operands.empty() ? "" : " and ") + u.to_string();
       return invalid_argument(prefix(id) + "operands are " + operands + "; " +
-                              (in.size() > 1 ? "both must be f32, i32 or i64, of one dtype"
-                                             : "it must be f32, i32 or i64"));
+                              (in.size() > 1 ? "both must be f32, f16, bf16, i32 or i64, of one dtype"
+                                             : "it must be f32, f16, bf16, i32 or i64"));
     }
   return ok_status();
 }
@@ -40,8 +41,8 @@ Result<std::vector<TensorType>> infer_binary(std::span<const TensorType> in,
   // add and mul may carry a fused epilogue (the residual add + relu of a
   // convnet; a scalar mul and add after them as an affine map), on f32.
   if ((kId == kAdd || kId == kMul) && params.size() == kEpilogueWords) {
-    if (in[0].dtype != DType::kF32)
-      return invalid_argument(prefix(kId) + "a fused epilogue needs f32 operands, not " + in[0].to_string());
+    if (!is_float(in[0].dtype))
+      return invalid_argument(prefix(kId) + "a fused epilogue needs float operands, not " + in[0].to_string());
     HEXIR_RETURN_IF_ERROR(check_epilogue(kId, params));
   } else {
     HEXIR_RETURN_IF_ERROR(check_param_count(kId, params, 0));
@@ -53,7 +54,7 @@ Result<std::vector<TensorType>> infer_binary(std::span<const TensorType> in,
   return one({in[0].dtype, *dims});
 }
 
-bool comparable(DType t) { return t == DType::kF32 || t == DType::kI32 || t == DType::kI64; }
+bool comparable(DType t) { return is_float(t) || t == DType::kI32 || t == DType::kI64; }
 
 // equal, less, greater: one dtype on both sides, a bool result.
 template <OpId kId>
@@ -62,7 +63,7 @@ Result<std::vector<TensorType>> infer_compare(std::span<const TensorType> in,
   HEXIR_RETURN_IF_ERROR(check_param_count(kId, params, 0));
   if (in[0].dtype != in[1].dtype || !comparable(in[0].dtype))
     return invalid_argument(prefix(kId) + "operands are " + in[0].to_string() + " and " + in[1].to_string() +
-                            "; both must be f32, i32 or i64, of one dtype");
+                            "; both must be f32, f16, bf16, i32 or i64, of one dtype");
   auto dims = broadcast_shapes(in[0].dims, in[1].dims);
   if (!dims)
     return invalid_argument(prefix(kId) + "shapes " + shape_str(in[0].dims) + " and " +
@@ -104,8 +105,8 @@ Result<std::vector<TensorType>> infer_mod(std::span<const TensorType> in, std::s
   if (params[0] != 0 && params[0] != 1)
     return invalid_argument(prefix(kMod) + "fmod parameter must be 0 or 1, not " + std::to_string(params[0]));
   HEXIR_RETURN_IF_ERROR(check_arithmetic(kMod, in));
-  if (in[0].dtype == DType::kF32 && params[0] == 0)
-    return invalid_argument(prefix(kMod) + "f32 operands need fmod = 1 (ONNX Mod)");
+  if (is_float(in[0].dtype) && params[0] == 0)
+    return invalid_argument(prefix(kMod) + in[0].to_string() + " operands need fmod = 1 (ONNX Mod)");
   auto dims = broadcast_shapes(in[0].dims, in[1].dims);
   if (!dims)
     return invalid_argument(prefix(kMod) + "shapes " + shape_str(in[0].dims) + " and " +
@@ -450,8 +451,7 @@ void plan_where(const PlanInput& op, OpPlan& out) {
 // ---- cast -------------------------------------------------------------------
 
 bool castable(DType t) {
-  return t == DType::kF32 || t == DType::kF16 || t == DType::kI32 || t == DType::kI64 || t == DType::kBool ||
-         t == DType::kU8;
+  return is_float(t) || t == DType::kI32 || t == DType::kI64 || t == DType::kBool || t == DType::kU8;
 }
 
 Result<std::vector<int64_t>> lower_cast(std::span<const TensorType>, const AttrMap& attrs,
@@ -483,10 +483,10 @@ Result<std::vector<TensorType>> infer_cast(std::span<const TensorType> in, std::
   HEXIR_RETURN_IF_ERROR(check_param_count(kCast, params, 1));
   if (params[0] < 0 || params[0] >= kDTypeCount || !castable(static_cast<DType>(params[0])))
     return invalid_argument(prefix(kCast) + "target dtype " + std::to_string(params[0]) +
-                            " is not one of f32, f16, i32, i64, bool, u8");
+                            " is not one of f32, f16, bf16, i32, i64, bool, u8");
   if (!castable(in[0].dtype))
     return invalid_argument(prefix(kCast) + "operand is " + in[0].to_string() +
-                            "; cast takes f32, f16, i32, i64, bool or u8");
+                            "; cast takes f32, f16, bf16, i32, i64, bool or u8");
   return one({static_cast<DType>(params[0]), in[0].dims});
 }
 

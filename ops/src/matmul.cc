@@ -84,7 +84,7 @@ Result<std::vector<TensorType>> infer_matmul(std::span<const TensorType> in,
   if (!batch)
     return invalid_argument(prefix(kMatmul) + "batch dims of " + shape_str(in[0].dims) + " and " +
                             shape_str(in[1].dims) + " do not broadcast");
-  TensorType out{DType::kF32, *batch};
+  TensorType out{in[0].dtype, *batch};
   if (in[0].dims.size() > 1) out.dims.push_back(a[a.size() - 2]);
   if (in[1].dims.size() > 1) out.dims.push_back(b.back());
   return one(std::move(out));

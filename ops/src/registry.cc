@@ -2,6 +2,7 @@
 // checks first, then the operator's own rule.
 #include <array>
 
+#include "hexir/ops/widen.h"
 #include "util.h"
 
 namespace hexir::ops {
@@ -162,9 +163,12 @@ Status check_operands(OpId id, std::span<const TensorType> inputs) {
       return invalid_argument(prefix(id) + "operand " + std::to_string(i) + " has rank " +
                               std::to_string(inputs[i].rank()) + ", more than the supported " +
                               std::to_string(kMaxRank));
-    if (def.f32_only && inputs[i].dtype != DType::kF32)
+    // f32_only: float operands (f32, or f16 / bf16 through the f32 kernels, ops/widen.h), of one dtype.
+    if (def.f32_only && (!is_float(inputs[i].dtype) || inputs[i].dtype != inputs[0].dtype))
       return invalid_argument(prefix(id) + "operand " + std::to_string(i) + " is " + inputs[i].to_string() +
-                              ", only f32 is supported");
+                              (is_float(inputs[i].dtype) ? ", operand 0 is " + inputs[0].to_string() +
+                                                               ": the float operands must have one dtype"
+                                                         : ", only f32, f16 and bf16 are supported"));
     HEXIR_RETURN_IF_ERROR(byte_size(inputs[i]).status());
   }
   return ok_status();
@@ -221,12 +225,52 @@ Result<TensorType> infer_result_type(OpId id, std::span<const TensorType> inputs
   return std::move(results[0]);
 }
 
+namespace {
+
+uint64_t align_up(uint64_t bytes) { return (bytes + 63) & ~uint64_t{63}; }
+
+// A widened dispatch's header: which operands are staged where, how much
+// scratch the f32 kernel keeps after the copies.
+WidenPlan widen_plan(OpId id, std::span<const TensorType> inputs, std::span<const TensorType> outputs,
+                     std::span<const int64_t> params) {
+  WidenPlan w{};
+  w.input_count = static_cast<int32_t>(inputs.size());
+  w.output_count = static_cast<int32_t>(outputs.size());
+  w.map_arity = elementwise_map_arity(id);
+  uint64_t offset = 0;
+  auto stage = [&](const TensorType& t, WidenOperand& o) {
+    o.dtype = static_cast<int32_t>(t.dtype);
+    o.count = count_of(t);
+    if (!is_half(t.dtype)) return;
+    o.staged = 1;
+    o.offset = offset;
+    offset += align_up(static_cast<uint64_t>(o.count) * sizeof(float));
+  };
+  for (size_t i = 0; i < inputs.size(); ++i) stage(inputs[i], w.operands[i]);
+  for (size_t j = 0; j < outputs.size(); ++j) stage(outputs[j], w.operands[inputs.size() + j]);
+  w.staging_bytes = offset;
+  const OpDef& def = op_def(id);
+  if (def.workspace) {
+    const std::vector<TensorType> in32 = widened_types(inputs), out32 = widened_types(outputs);
+    w.inner_workspace = def.workspace(PlanInput{in32, out32, params});
+  }
+  return w;
+}
+
+}  // namespace
+
 uint64_t workspace_bytes(OpId id, std::span<const TensorType> inputs, std::span<const int64_t> params) {
   if (static_cast<int>(id) >= kOpCount) return 0;
   const OpDef& def = op_def(id);
-  if (!def.workspace) return 0;
+  if (!def.workspace && !widens_halves(id)) return 0;
   Result<std::vector<TensorType>> outputs = infer_result_types(id, inputs, params);
   if (!outputs.ok()) return 0;
+  if (is_widened(id, inputs, *outputs)) {
+    if (inputs.size() + outputs->size() > static_cast<size_t>(kMaxWidenOperands)) return 0;
+    const WidenPlan w = widen_plan(id, inputs, *outputs, params);
+    return w.staging_bytes + w.inner_workspace;
+  }
+  if (!def.workspace) return 0;
   return def.workspace(PlanInput{inputs, *outputs, params});
 }
 
@@ -257,6 +301,25 @@ Result<OpPlan> plan_op(OpId id, std::span<const TensorType> inputs, std::span<co
       return invalid_argument(prefix(id) + "result " + std::to_string(i) + " is " + expected[i].to_string() +
                               ", output given as " + outputs[i].to_string());
   OpPlan plan;
+  if (is_widened(id, inputs, outputs)) {
+    // The f32 plan of the same operands typed f32, behind the staging header.
+    if (inputs.size() + outputs.size() > static_cast<size_t>(kMaxWidenOperands))
+      return invalid_argument(prefix(id) + "more than " + std::to_string(kMaxWidenOperands) +
+                              " operands on half-precision operands");
+    for (size_t i = 0; i < input_strides.size(); ++i)
+      if (!input_strides[i].empty() && is_half(inputs[i].dtype))
+        return invalid_argument(prefix(id) + "input " + std::to_string(i) +
+                                " is half precision: it must be row-major, not a strided view");
+    const std::vector<TensorType> in32 = widened_types(inputs), out32 = widened_types(outputs);
+    OpPlan inner;
+    if (def.plan) def.plan(PlanInput{in32, out32, params, input_strides}, inner);
+    WidenPlan& w = plan.start<WidenPlan>(inner.words().size());
+    w = widen_plan(id, inputs, outputs, params);
+    w.inner_words = static_cast<int64_t>(inner.words().size());
+    int64_t* tail = plan.tail<WidenPlan>();
+    for (size_t i = 0; i < inner.words().size(); ++i) tail[i] = static_cast<int64_t>(inner.words()[i]);
+    return plan;
+  }
   if (def.plan) def.plan(PlanInput{inputs, outputs, params, input_strides}, plan);
   return plan;
 }

@@ -163,7 +163,7 @@ Result<std::vector<TensorType>> infer_conv2d(std::span<const TensorType> in, std
                              static_cast<uint64_t>(out_hw[0]) * static_cast<uint64_t>(out_hw[1]), &col) ||
       col > (uint64_t{1} << 60))
     return invalid_argument(prefix(kConv2d) + "the convolution's patch matrix is too large");
-  const TensorType result{DType::kF32, channels_last ? std::vector<int64_t>{x.dims[0], out_hw[0], out_hw[1], k}
+  const TensorType result{x.dtype, channels_last ? std::vector<int64_t>{x.dims[0], out_hw[0], out_hw[1], k}
                                                     : std::vector<int64_t>{x.dims[0], k, out_hw[0], out_hw[1]}};
   if (in.size() == 4 && !(in[3] == result))
     return invalid_argument(prefix(kConv2d) + "residual " + in[3].to_string() + " is not the result's type " +
@@ -482,7 +482,7 @@ Result<std::vector<TensorType>> infer_conv_transpose(std::span<const TensorType>
                               " is not in 1..2^62 (pads too large?)");
     out_hw[d] = static_cast<int64_t>(out);
   }
-  return one({DType::kF32, {x.dims[0], static_cast<int64_t>(k), out_hw[0], out_hw[1]}});
+  return one({x.dtype, {x.dims[0], static_cast<int64_t>(k), out_hw[0], out_hw[1]}});
 }
 
 // The cpu kernel's scratch (hal/cpu/spatial.cc): the weights of one group
@@ -661,7 +661,7 @@ Result<std::vector<TensorType>> infer_pool(std::span<const TensorType> in, std::
     out_hw[d] = pool_out_dim(x.dims[2 + d], p[kKernelH + d], p[kPoolStrideH + d], p[kPoolPadTop + d],
                              p[kPoolPadBottom + d], p[kPoolDilationH + d], p[kCeilMode] == 1);
   }
-  return one({DType::kF32, {x.dims[0], x.dims[1], out_hw[0], out_hw[1]}});
+  return one({x.dtype, {x.dims[0], x.dims[1], out_hw[0], out_hw[1]}});
 }
 
 template <OpId kId>
@@ -815,7 +815,7 @@ Result<std::vector<TensorType>> infer_resize(std::span<const TensorType> in, std
       return invalid_argument(prefix(kResize) + "an empty input dim cannot be resized to " +
                               std::to_string(size));
   }
-  return one({DType::kF32, {x.dims[0], x.dims[1], p[kOutH], p[kOutW]}});
+  return one({x.dtype, {x.dims[0], x.dims[1], p[kOutH], p[kOutW]}});
 }
 
 void plan_resize(const PlanInput& op, OpPlan& out) {

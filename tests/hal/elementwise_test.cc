@@ -312,7 +312,11 @@ TEST_CASE("kernel table: every dispatchable operator has a cpu kernel for its f3
   }
   CHECK((cpu::find_cpu_kernel({OpId::kSoftmax, DType::kI32, DType::kI32}) == nullptr));
   CHECK((cpu::find_cpu_kernel({OpId::kAdd, DType::kI32, DType::kI32}) != nullptr));
-  CHECK((cpu::find_cpu_kernel({OpId::kCast, DType::kBF16, DType::kF32}) == nullptr));
+  CHECK((cpu::find_cpu_kernel({OpId::kCast, DType::kBF16, DType::kF32}) != nullptr));
+  CHECK((cpu::find_cpu_kernel({OpId::kCast, DType::kI8, DType::kF32}) == nullptr));
+  // f16 and bf16 through the f32 kernels (ops/widen.h).
+  CHECK((cpu::find_cpu_kernel({OpId::kLayernorm, DType::kBF16, DType::kBF16}) != nullptr));
+  CHECK((cpu::find_cpu_kernel({OpId::kEqual, DType::kF16, DType::kBool}) != nullptr));
   CHECK((cpu::find_cpu_kernel({OpId::kCast, DType::kI64, DType::kF16}) != nullptr));
 }
 

@@ -363,9 +363,12 @@ HEXIR_CONFORMANCE("every kernel matches the cpu kernels (as sequences, replayed 
       if (round == 1) {
         // Same pointers, new data: a replayed graph must read it.
         for (size_t i = 0; i < c.inputs.size(); ++i) {
-          if (c.inputs[i].dtype != DType::kF32) continue;
+          const DType half = c.inputs[i].dtype;
+          if (hexir::ops::is_half(half)) c.inputs[i] = hexir::hal::conformance::from_half(c.inputs[i]);
+          else if (half != DType::kF32) continue;
           for (int64_t e = 0; e < c.inputs[i].count(); ++e)
             c.inputs[i].at(e) = c.inputs[i].at(e) * 0.5f + 0.25f;
+          if (hexir::ops::is_half(half)) c.inputs[i] = hexir::hal::conformance::to_half(c.inputs[i], half);
           REQUIRE(device.write(d.inputs[i], 0, c.inputs[i].bytes.data(), c.inputs[i].bytes.size()).ok());
         }
       }
@@ -684,3 +687,29 @@ TEST_CASE("cuBLAS: the toolkit's libcublas loads and has every entry point used"
   CHECK(((*blas)->set_workspace != nullptr));
 }
 #endif
+
+// The widening kernels (ops/widen.h) against an independent composition: the
+// f32 kernel on the half operands' exact f32 values, its results rounded to
+// half once. Bit for bit: the same f32 kernel runs on the same floats.
+TEST_CASE("f16 and bf16 operands: the f32 kernel's results, rounded once") {
+  namespace conf = hexir::hal::conformance;
+  int checked = 0;
+  for (const KernelCase& half_case : conf::kernel_cases()) {
+    bool any_half = false;
+    for (const HostTensor& t : half_case.inputs) any_half = any_half || hexir::ops::is_half(t.dtype);
+    if (!any_half || !hexir::ops::widens_halves(half_case.id)) continue;
+    KernelCase f32_case = half_case;
+    for (HostTensor& t : f32_case.inputs)
+      if (hexir::ops::is_half(t.dtype)) t = conf::from_half(t);
+    const std::vector<HostTensor> got = conf::cpu_reference(half_case);
+    const std::vector<HostTensor> wide = conf::cpu_reference(f32_case);
+    REQUIRE(got.size() == wide.size());
+    for (size_t j = 0; j < got.size(); ++j) {
+      INFO(half_case.name, " result ", j);
+      const HostTensor want = hexir::ops::is_half(got[j].dtype) ? conf::to_half(wide[j], got[j].dtype) : wide[j];
+      CHECK(got[j].bytes == want.bytes);
+    }
+    ++checked;
+  }
+  CHECK(checked > 100);
+}

@@ -361,7 +361,7 @@ TEST_CASE("cuda matmul: library GEMM taken exactly when one stride per operand d
                              {"batched matmul, b transposed", true},
                              {"matmul, b transposed, + bias + relu (fused)", true}};
   for (const auto& c : hexir::hal::conformance::kernel_cases()) {
-    if (c.id != OpId::kMatmul) continue;
+    if (c.id != OpId::kMatmul || c.inputs[0].dtype != DType::kF32) continue;  // the f32 cases
     CAPTURE(c.name);
     bool found = false;
     for (const Expect& e : expected) {
@@ -454,10 +454,15 @@ TEST_CASE("cuda kernel table: a kernel for every dispatchable operator, none for
   for (OpId id : {OpId::kAdd, OpId::kSub, OpId::kMul, OpId::kDiv, OpId::kMaximum, OpId::kMinimum, OpId::kMod,
                   OpId::kNeg, OpId::kAbs, OpId::kSign})
     for (DType t : {DType::kI32, DType::kI64}) CHECK(hexir::hal::cuda::resolve_cuda_kernel({id, t, t}).ok());
-  const DType castable[] = {DType::kF32, DType::kF16, DType::kI32, DType::kI64, DType::kBool, DType::kU8};
+  const DType castable[] = {DType::kF32, DType::kF16, DType::kBF16, DType::kI32, DType::kI64, DType::kBool, DType::kU8};
   for (DType from : castable)
     for (DType to : castable) CHECK(hexir::hal::cuda::resolve_cuda_kernel({OpId::kCast, from, to}).ok());
-  CHECK(!hexir::hal::cuda::resolve_cuda_kernel({OpId::kCast, DType::kBF16, DType::kF32}).ok());
+  CHECK(!hexir::hal::cuda::resolve_cuda_kernel({OpId::kCast, DType::kI8, DType::kF32}).ok());
+  // f16 and bf16 through the f32 kernels (ops/widen.h).
+  for (DType t : {DType::kF16, DType::kBF16}) {
+    CHECK(hexir::hal::cuda::resolve_cuda_kernel({OpId::kMatmul, t, t}).ok());
+    CHECK(hexir::hal::cuda::resolve_cuda_kernel({OpId::kLess, t, DType::kBool}).ok());
+  }
   CHECK(!hexir::hal::cuda::resolve_cuda_kernel({OpId::kCast, DType::kF32, DType::kI8}).ok());
   // Byte-moving operators take every dtype.
   for (int t = 0; t < hexir::kDTypeCount; ++t) {

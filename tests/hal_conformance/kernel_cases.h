@@ -15,7 +15,9 @@
 #include <vector>
 
 #include "hal_test_util.h"
+#include "hexir/base/half.h"
 #include "hexir/ops/op.h"
+#include "hexir/ops/widen.h"
 
 namespace hexir::hal::conformance {
 
@@ -69,11 +71,52 @@ inline std::vector<HostTensor> cpu_reference(const KernelCase& c) {
   return outputs;
 }
 
+// f16 / bf16 elements as floats and back (base/half.h's bits).
+inline float half_at(const HostTensor& t, int64_t i) {
+  uint16_t bits;
+  std::memcpy(&bits, t.bytes.data() + i * 2, 2);
+  return t.dtype == DType::kBF16 ? std::bit_cast<float>(static_cast<uint32_t>(bits) << 16)
+                                 : half_bits_to_float(bits);
+}
+inline HostTensor to_half(const HostTensor& t, DType half) {
+  HostTensor out(half, t.dims);
+  for (int64_t i = 0; i < t.count(); ++i) {
+    const uint16_t bits = half == DType::kBF16 ? float_to_bfloat16_bits(t.at(i)) : float_to_half_bits(t.at(i));
+    std::memcpy(out.bytes.data() + i * 2, &bits, 2);
+  }
+  return out;
+}
+inline HostTensor from_half(const HostTensor& t) {
+  HostTensor out(DType::kF32, t.dims);
+  for (int64_t i = 0; i < t.count(); ++i) out.at(i) = half_at(t, i);
+  return out;
+}
+
+// Half results: the backends' f32 kernels agree within the case's tolerance,
+// so the rounded results within that plus one unit in the last place.
+inline void check_halves_match(const KernelCase& c, const HostTensor& got, const HostTensor& want) {
+  INFO(c.name);
+  REQUIRE(got.bytes.size() == want.bytes.size());
+  const double ulp = want.dtype == DType::kBF16 ? 0x1p-7 : 0x1p-10;
+  for (int64_t i = 0; i < want.count(); ++i) {
+    const double g = half_at(got, i), w = half_at(want, i);
+    const bool ok = std::isnan(w)   ? std::isnan(g)
+                    : std::isinf(w) ? g == w
+                                    : std::fabs(g - w) <= c.atol + 0x1p-24 + (c.rtol + ulp) * std::fabs(w);
+    if (!ok) {
+      INFO("element ", i, " of ", want.count(), ": got ", g, ", want ", w);
+      CHECK(ok);
+      return;
+    }
+  }
+}
+
 // Compares element by element (floats with tolerance, NaN == NaN, infinities exact).
 inline void check_matches(const KernelCase& c, const HostTensor& got, const HostTensor& want) {
   INFO(c.name);
   REQUIRE(got.dtype == want.dtype);
   REQUIRE(got.bytes.size() == want.bytes.size());
+  if (ops::is_half(want.dtype) && !c.exact) return check_halves_match(c, got, want);
   if (c.exact || want.dtype != DType::kF32) {
     size_t first = 0;
     while (first < want.bytes.size() && got.bytes[first] == want.bytes[first]) ++first;
@@ -95,6 +138,25 @@ inline void check_matches(const KernelCase& c, const HostTensor& got, const Host
       INFO("element ", i, " of ", want.count(), ": got ", g, ", want ", w);
       CHECK(ok);
       return;
+    }
+  }
+}
+
+// Every case of an operator that takes f16 and bf16 (ops/widen.h) again with
+// its f32 operands in each half dtype: the backends' widening kernels.
+inline void add_half_cases(std::vector<KernelCase>& cases) {
+  const size_t f32_cases = cases.size();
+  for (size_t k = 0; k < f32_cases; ++k) {
+    if (!ops::widens_halves(cases[k].id)) continue;
+    bool any_f32 = false;
+    for (const HostTensor& t : cases[k].inputs) any_f32 = any_f32 || t.dtype == DType::kF32;
+    if (!any_f32) continue;
+    for (DType half : {DType::kF16, DType::kBF16}) {
+      KernelCase c = cases[k];
+      c.name += half == DType::kF16 ? " (f16)" : " (bf16)";
+      for (HostTensor& t : c.inputs)
+        if (t.dtype == DType::kF32) t = to_half(t, half);
+      cases.push_back(std::move(c));
     }
   }
 }
@@ -499,11 +561,11 @@ inline std::vector<KernelCase> kernel_cases() {
   HostTensor ints(DType::kI64, {2, 5});
   const int64_t int_values[] = {0, -1, 255, 256, -129, 70000, INT64_MAX, INT64_MIN, 7, 1 << 20};
   std::memcpy(ints.bytes.data(), int_values, sizeof int_values);
-  const DType castable[] = {DType::kF32, DType::kF16, DType::kI32, DType::kI64, DType::kBool, DType::kU8};
+  const DType castable[] = {DType::kF32, DType::kF16, DType::kBF16, DType::kI32, DType::kI64, DType::kBool, DType::kU8};
   for (DType to : castable) {
     exact(std::string("cast f32 to ") + dtype_name(to), OpId::kCast, {values}, {static_cast<int64_t>(to)});
     exact(std::string("cast i64 to ") + dtype_name(to), OpId::kCast, {ints}, {static_cast<int64_t>(to)});
-    for (DType from : {DType::kF16, DType::kI32, DType::kBool, DType::kU8})
+    for (DType from : {DType::kF16, DType::kBF16, DType::kI32, DType::kBool, DType::kU8})
       exact(std::string("cast ") + dtype_name(from) + " to " + dtype_name(to), OpId::kCast,
             {iota_bytes(from, {4, 9})}, {static_cast<int64_t>(to)});
   }
@@ -868,6 +930,7 @@ inline std::vector<KernelCase> kernel_cases() {
   group_norm("instance (a group per channel)", {2, 4, 9}, 4, 2163);
   group_norm("one group, wide rows", {1, 8, 40, 40}, 1, 2166);
   group_norm("rank 2", {3, 8}, 2, 2169);
+  add_half_cases(cases);
   return cases;
 }
 

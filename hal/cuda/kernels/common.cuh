@@ -118,4 +118,16 @@ __device__ __forceinline__ float half_bits_to_float(uint16_t h) {
   return __uint_as_float(sign | (exponent + 127 - 15) << 23 | mantissa << 13);
 }
 
+// bfloat16: f32's top half. Narrowing rounds to nearest even, NaN kept NaN
+// (base/half.h's float_to_bfloat16_bits).
+__device__ __forceinline__ uint16_t float_to_bfloat16_bits(float value) {
+  uint32_t x = __float_as_uint(value);
+  if (value != value) return static_cast<uint16_t>((x >> 16) | 0x40u);
+  x += 0x7fffu + ((x >> 16) & 1u);
+  return static_cast<uint16_t>(x >> 16);
+}
+__device__ __forceinline__ float bfloat16_bits_to_float(uint16_t b) {
+  return __uint_as_float(static_cast<uint32_t>(b) << 16);
+}
+
 }  // namespace hexir_kernels

@@ -271,16 +271,20 @@ __device__ void where(const WhereParams& p) {
 struct Half {
   uint16_t bits;
 };
+struct BHalf {  // bfloat16
+  uint16_t bits;
+};
 // bool as its byte: read, any non-zero byte is true; written, 0 or 1.
 struct Bool8 {
   uint8_t byte;
 };
 
-// 0: f32, 1: f16, 2: bool, 3: an integer.
+// 0: f32, 1: f16, 2: bool, 3: an integer, 4: bf16.
 template <typename T> struct Kind { static constexpr int value = 3; };
 template <> struct Kind<float> { static constexpr int value = 0; };
 template <> struct Kind<Half> { static constexpr int value = 1; };
 template <> struct Kind<Bool8> { static constexpr int value = 2; };
+template <> struct Kind<BHalf> { static constexpr int value = 4; };
 
 template <typename T> struct Limits;
 template <> struct Limits<int32_t> {
@@ -299,6 +303,7 @@ template <> struct Limits<uint8_t> {
 template <typename From>
 __device__ __forceinline__ float as_float(From v) {
   if constexpr (Kind<From>::value == 1) return half_bits_to_float(v.bits);
+  else if constexpr (Kind<From>::value == 4) return bfloat16_bits_to_float(v.bits);
   else if constexpr (Kind<From>::value == 2) return v.byte != 0 ? 1.0f : 0.0f;
   else return static_cast<float>(v);
 }
@@ -311,16 +316,19 @@ __device__ __forceinline__ To convert(From v) {
   constexpr int from = Kind<From>::value, to = Kind<To>::value;
   if constexpr (from == 2) {
     if constexpr (to == 1) return Half{static_cast<uint16_t>(v.byte != 0 ? 0x3c00 : 0)};
+    else if constexpr (to == 4) return BHalf{static_cast<uint16_t>(v.byte != 0 ? 0x3f80 : 0)};
     else if constexpr (to == 2) return Bool8{static_cast<uint8_t>(v.byte != 0)};
     else return static_cast<To>(v.byte != 0 ? 1 : 0);
   } else if constexpr (to == 2) {
-    if constexpr (from == 1) return Bool8{static_cast<uint8_t>((v.bits & 0x7fff) != 0)};
+    if constexpr (from == 1 || from == 4) return Bool8{static_cast<uint8_t>((v.bits & 0x7fff) != 0)};
     else return Bool8{static_cast<uint8_t>(v != From(0))};
   } else if constexpr (to == 1) {
     return Half{float_to_half_bits(as_float(v))};
+  } else if constexpr (to == 4) {
+    return BHalf{float_to_bfloat16_bits(as_float(v))};
   } else if constexpr (to == 0) {
     return as_float(v);
-  } else if constexpr (from <= 1) {
+  } else if constexpr (from <= 1 || from == 4) {
     const double x = static_cast<double>(as_float(v));
     if (x != x) return To(0);
     if (x <= static_cast<double>(Limits<To>::lowest())) return Limits<To>::lowest();
@@ -345,6 +353,7 @@ __device__ void cast_from(const CastParams& p) {
   switch (p.plan.to) {
     case kCastF32: cast_loop<From, float>(p); break;
     case kCastF16: cast_loop<From, Half>(p); break;
+    case kCastBF16: cast_loop<From, BHalf>(p); break;
     case kCastI32: cast_loop<From, int32_t>(p); break;
     case kCastI64: cast_loop<From, int64_t>(p); break;
     case kCastU8: cast_loop<From, uint8_t>(p); break;
@@ -456,6 +465,7 @@ extern "C" __global__ void hexir_cast(CastParams p) {
   switch (p.plan.from) {
     case kCastF32: hexir_kernels::cast_from<float>(p); break;
     case kCastF16: hexir_kernels::cast_from<hexir_kernels::Half>(p); break;
+    case kCastBF16: hexir_kernels::cast_from<hexir_kernels::BHalf>(p); break;
     case kCastI32: hexir_kernels::cast_from<int32_t>(p); break;
     case kCastI64: hexir_kernels::cast_from<int64_t>(p); break;
     case kCastU8: hexir_kernels::cast_from<uint8_t>(p); break;

@@ -93,6 +93,7 @@ struct WhereParams {
 enum CastDType : int32_t {
   kCastF32 = 0,
   kCastF16 = 1,
+  kCastBF16 = 2,
   kCastI32 = 3,
   kCastI64 = 4,
   kCastU8 = 6,
