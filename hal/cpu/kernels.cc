@@ -31,8 +31,8 @@ constexpr KernelEntry<KernelFn> kKernels[] = {
     {OpId::kSoftmax, kF32, kF32, softmax},
     {OpId::kLayernorm, kF32, kF32, layernorm},
     {OpId::kTranspose, kAnyDType, kAnyDType, strided_gather},
-    {OpId::kReduceSum, kF32, kF32, reduce},
-    {OpId::kReduceMean, kF32, kF32, reduce},
+    {OpId::kReduceSum, kF32, kF32, reduce<float>},
+    {OpId::kReduceMean, kF32, kF32, reduce<float>},
     {OpId::kConcat, kAnyDType, kAnyDType, concat},
     {OpId::kCopy, kAnyDType, kAnyDType, copy},
     {OpId::kSplit, kAnyDType, kAnyDType, split},
@@ -63,7 +63,7 @@ constexpr KernelEntry<KernelFn> kKernels[] = {
     {OpId::kGreater, kI64, kAnyDType, greater<int64_t>},
     // not: bool only (its rule); bytes in, bytes out.
     {OpId::kNot, kAnyDType, kAnyDType, logical_not},
-    {OpId::kReduceMax, kF32, kF32, reduce},
+    {OpId::kReduceMax, kF32, kF32, reduce<float>},
     {OpId::kMaxPool, kF32, kF32, pool2d},
     {OpId::kAveragePool, kF32, kF32, pool2d},
     {OpId::kPad, kAnyDType, kAnyDType, pad},
@@ -71,7 +71,7 @@ constexpr KernelEntry<KernelFn> kKernels[] = {
     {OpId::kResize, kF32, kF32, resize},
     {OpId::kConvTranspose, kF32, kF32, conv_transpose},
     // argmax: keyed by its f32 operand; the result is always i64 (its rule).
-    {OpId::kArgMax, kF32, kAnyDType, argmax},
+    {OpId::kArgMax, kF32, kAnyDType, argmax<float>},
     {OpId::kDynamicSlice, kAnyDType, kAnyDType, dynamic_slice},
     {OpId::kUpdateSlice, kAnyDType, kAnyDType, update_slice},
     // Integer arithmetic (the existing f32 operators on i32 and i64) and the
@@ -114,6 +114,38 @@ constexpr KernelEntry<KernelFn> kKernels[] = {
     // none moves any dtype; the reductions' dtypes (f32, i32, i64) are checked by the rule.
     {OpId::kScatterND, kAnyDType, kAnyDType, scatter},
     {OpId::kScatterElements, kAnyDType, kAnyDType, scatter},
+    // The reductions: every one on f32, those ONNX defines on integers on i32 and i64 (their rule).
+    {OpId::kReduceSum, kI32, kI32, reduce<int32_t>},
+    {OpId::kReduceSum, kI64, kI64, reduce<int64_t>},
+    {OpId::kReduceMax, kI32, kI32, reduce<int32_t>},
+    {OpId::kReduceMax, kI64, kI64, reduce<int64_t>},
+    {OpId::kReduceMin, kF32, kF32, reduce<float>},
+    {OpId::kReduceMin, kI32, kI32, reduce<int32_t>},
+    {OpId::kReduceMin, kI64, kI64, reduce<int64_t>},
+    {OpId::kReduceProd, kF32, kF32, reduce<float>},
+    {OpId::kReduceProd, kI32, kI32, reduce<int32_t>},
+    {OpId::kReduceProd, kI64, kI64, reduce<int64_t>},
+    {OpId::kReduceL1, kF32, kF32, reduce<float>},
+    {OpId::kReduceL1, kI32, kI32, reduce<int32_t>},
+    {OpId::kReduceL1, kI64, kI64, reduce<int64_t>},
+    {OpId::kReduceL2, kF32, kF32, reduce<float>},
+    {OpId::kReduceLogSumExp, kF32, kF32, reduce<float>},
+    {OpId::kReduceSumSquare, kF32, kF32, reduce<float>},
+    {OpId::kReduceSumSquare, kI32, kI32, reduce<int32_t>},
+    {OpId::kReduceSumSquare, kI64, kI64, reduce<int64_t>},
+    {OpId::kReduceLogSum, kF32, kF32, reduce<float>},
+    // argmax, argmin: keyed by the operand; the result is always i64 (their rule).
+    {OpId::kArgMax, kI32, kAnyDType, argmax<int32_t>},
+    {OpId::kArgMax, kI64, kAnyDType, argmax<int64_t>},
+    {OpId::kArgMin, kF32, kAnyDType, argmax<float>},
+    {OpId::kArgMin, kI32, kAnyDType, argmax<int32_t>},
+    {OpId::kArgMin, kI64, kAnyDType, argmax<int64_t>},
+    {OpId::kLogSoftmax, kF32, kF32, log_softmax},
+    {OpId::kHardmax, kF32, kF32, hardmax},
+    // top_k: keyed by x; values of x's dtype, i64 indices.
+    {OpId::kTopK, kF32, kAnyDType, top_k<float>},
+    {OpId::kTopK, kI32, kAnyDType, top_k<int32_t>},
+    {OpId::kTopK, kI64, kAnyDType, top_k<int64_t>},
 };
 
 // Kernels that prepare something from constant operands (their weights).
