@@ -52,6 +52,27 @@ struct SoftmaxRow {
   }
 };
 
+// The sum of exp(x - max_value) over a contiguous row whose maximum is finite
+// and which holds no NaN: SoftmaxRow's exponentials and lanes, nothing stored
+// (log_softmax's rows and reduce_log_sum_exp's runs).
+struct ExpSum {
+  template <int N>
+  static HEXIR_LANES double run(const float* in, int64_t length, float max_value) {
+    constexpr int kVectors = kSoftmaxLanes / N;
+    lanes::F32<N> acc[kVectors] = {};
+    const lanes::F32<N> m = lanes::splat<N>(max_value);
+    int64_t j = 0;
+    for (; j + kSoftmaxLanes <= length; j += kSoftmaxLanes)
+      for (int q = 0; q < kVectors; ++q) acc[q] += lanes::exp<N>(lanes::load<N>(in + j + q * N) - m);
+    float partial[kSoftmaxLanes];
+    for (int q = 0; q < kVectors; ++q) lanes::store<N>(partial + q * N, acc[q]);
+    for (int t = 0; j + t < length; ++t) partial[t] += ops::exp_of(in[j + t] - max_value);
+    double sum = 0.0;
+    for (float v : partial) sum += v;
+    return sum;
+  }
+};
+
 // The row's maximum (NaN-free rows only use it) and whether it holds a NaN
 // (a compare chain per element when scalar).
 struct RowMax {
@@ -345,6 +366,10 @@ float log_sum_exp_of(const ReducedRuns& runs, const float* in, int64_t base) {
   if (!std::isfinite(m)) return m;
   double sum = 0.0;
   runs.each(base, [&](int64_t offset, int64_t length, int64_t stride) {
+    if (stride == 1 && length >= 16) {  // no NaN (m is finite): the vector exponentials
+      sum += widest<ExpSum>(in + offset, length, m);
+      return;
+    }
     for (int64_t j = 0; j < length; ++j) sum += std::exp(static_cast<double>(in[offset + j * stride]) - m);
   });
   return static_cast<float>(m + std::log(sum));
@@ -489,38 +514,59 @@ Status hardmax(const KernelContext&, const Dispatch& d) {
 
 // log_softmax: per row x - max - log(sum(exp(x - max))), the sum in double.
 // Each row is read whole before it is written (in place is safe). A row
-// holding NaN or +inf, or only -inf, gives NaN (as the definition).
+// holding NaN or +inf, or only -inf, gives NaN (as the definition: the max
+// ignores NaN, then exp(NaN) or exp(inf - inf) reaches the sum).
 Status log_softmax(const KernelContext& context, const Dispatch& d) {
   const ops::SoftmaxPlan& p = plan_of<ops::SoftmaxPlan>(d);
   const int64_t outer = p.outer, length = p.length, inner = p.inner;
   if (outer == 0 || length == 0 || inner == 0) return ok_status();
   const float* in = input(d, 0);
   float* out = output(d, 0);
+  const uint64_t scratch = static_cast<uint64_t>(inner) * (sizeof(double) + sizeof(float));
+  if (inner > 1 && d.workspace != nullptr && d.workspace_size >= scratch &&
+      reinterpret_cast<uintptr_t>(d.workspace) % alignof(double) == 0) {
+    // As softmax's: per column of the inner block a float max and a double
+    // sum (then its log), every pass unit-stride over the inner dims.
+    double* shifts = static_cast<double*>(d.workspace);
+    float* column = reinterpret_cast<float*>(shifts + inner);
+    for (int64_t o = 0; o < outer; ++o) {
+      const float* block_in = in + o * length * inner;
+      float* block_out = out + o * length * inner;
+      for (int64_t i = 0; i < inner; ++i) column[i] = -std::numeric_limits<float>::infinity();
+      for (int64_t j = 0; j < length; ++j)
+        for (int64_t i = 0; i < inner; ++i) column[i] = std::fmax(column[i], block_in[j * inner + i]);
+      for (int64_t i = 0; i < inner; ++i) shifts[i] = 0.0;
+      for (int64_t j = 0; j < length; ++j)
+        for (int64_t i = 0; i < inner; ++i) shifts[i] += std::exp(block_in[j * inner + i] - column[i]);
+      for (int64_t i = 0; i < inner; ++i) shifts[i] = std::log(shifts[i]);
+      for (int64_t j = 0; j < length; ++j)
+        for (int64_t i = 0; i < inner; ++i)
+          block_out[j * inner + i] = (block_in[j * inner + i] - column[i]) - static_cast<float>(shifts[i]);
+    }
+    return ok_status();
+  }
+  // One row per (outer, inner) pair, over the pool. Contiguous rows with a
+  // finite maximum and no NaN take the vector exponentials (ExpSum).
   const int64_t rows = outer * inner;
   parallel_ranges(context, rows, std::max<int64_t>(1, (int64_t{1} << 15) / length), [&](int64_t b, int64_t e) {
     for (int64_t r = b; r < e; ++r) {
       const int64_t base = (r / inner) * length * inner + r % inner;
       const float* row_in = in + base;
       float* row_out = out + base;
-      float max_value;
-      if (inner == 1) {
-        bool nan = false;
-        max_value = widest<RowMax>(row_in, length, &nan);
-        if (nan) max_value = std::numeric_limits<float>::quiet_NaN();
-      } else {
-        max_value = -std::numeric_limits<float>::infinity();
-        for (int64_t j = 0; j < length; ++j) {
-          const float v = row_in[j * inner];
-          if (v > max_value || v != v) max_value = v;
-          if (max_value != max_value) break;
-        }
-      }
+      float max_value = -std::numeric_limits<float>::infinity();
       double sum = 0.0;
-      if (std::isfinite(max_value))
-        for (int64_t j = 0; j < length; ++j) sum += std::exp(static_cast<double>(row_in[j * inner] - max_value));
-      // A NaN, +inf, or every element -inf: every result NaN (as the definition computes it).
-      const float shift =
-          std::isfinite(max_value) ? static_cast<float>(std::log(sum)) : std::numeric_limits<float>::quiet_NaN();
+      bool nan = true;
+      if (inner == 1) {
+        max_value = widest<RowMax>(row_in, length, &nan);
+        if (!nan && std::isfinite(max_value)) sum = widest<ExpSum>(row_in, length, max_value);
+      }
+      if (nan || !std::isfinite(max_value)) {
+        max_value = -std::numeric_limits<float>::infinity();
+        for (int64_t j = 0; j < length; ++j) max_value = std::fmax(max_value, row_in[j * inner]);
+        sum = 0.0;
+        for (int64_t j = 0; j < length; ++j) sum += std::exp(row_in[j * inner] - max_value);
+      }
+      const float shift = static_cast<float>(std::log(sum));
       for (int64_t j = 0; j < length; ++j) row_out[j * inner] = (row_in[j * inner] - max_value) - shift;
     }
   });

@@ -59,9 +59,9 @@ void plan_hardmax(const PlanInput& op, OpPlan& out) {
   p.inner = rows.inner;
 }
 
-// softmax over a non-last axis walks its rows with a stride; with one double
-// sum and one float max per column of the inner block it runs unit-stride
-// instead (same arithmetic per element, same results).
+// softmax (and log_softmax) over a non-last axis walks its rows with a
+// stride; with one double sum and one float max per column of the inner
+// block it runs unit-stride instead (same arithmetic per element, same results).
 uint64_t workspace_softmax(const PlanInput& op) {
   SoftmaxPlan p{};
   fill_softmax(op, p);
@@ -398,7 +398,7 @@ constexpr OpDef kDefs[] = {
     {kArgMin, "argmin", 1, 1, 1, 1, false, false, false, 0, lower_argmax<kArgMin>, raise_argmax,
      infer_argmax<kArgMin>, flops_reduce, nullptr, plan_argmax<kArgMin>},
     {kLogSoftmax, "log_softmax", 1, 1, 1, 1, true, true, false, 0, lower_axis<kLogSoftmax>, raise_axis,
-     infer_softmax<kLogSoftmax>, flops_softmax, nullptr, plan_softmax},
+     infer_softmax<kLogSoftmax>, flops_softmax, workspace_softmax, plan_softmax},
     {kHardmax, "hardmax", 1, 1, 1, 1, true, false, false, 0, lower_axis<kHardmax>, raise_axis,
      infer_softmax<kHardmax>, flops_reduce, nullptr, plan_hardmax},
     {kTopK, "top_k", 1, 1, 2, 2, false, false, false, 0, lower_top_k, raise_top_k, infer_top_k, flops_top_k,
