@@ -319,7 +319,8 @@ int main(int argc, char** argv) {
     if (s.inputs.size() == 1)  // an activation: values across [-8, 8]
       for (size_t i = 0; i < data[0].size(); ++i) data[0][i] = static_cast<float>((i * 7919) % 1601) * 0.01f - 8.0f;
     // The result (two floats per element: room for argmax's i64).
-    data.emplace_back(2 * static_cast<size_t>(*hexir::element_count(outs[0].dims.data(), outs[0].dims.size())));
+    data.emplace_back(2 *
+                      static_cast<size_t>(*hexir::element_count(outs[0].dims.data(), outs[0].dims.size())));
     for (auto& d : data) operands.push_back(d.data());
     std::vector<uint64_t> workspace((hexir::ops::workspace_bytes(s.op, s.inputs, s.params) + 7) / 8);
     hexir::hal::Dispatch dispatch;
@@ -447,8 +448,8 @@ int main(int argc, char** argv) {
     const double elements = static_cast<double>(kSide * kSide);
     const double plain = plain_reduction_ms(r, kSide, runs);
     if (plain > 0)
-      std::printf("| %s | %.3f | %.3f | %.2f | %.2f |\n", r.name, ms[1], cpu_ms[1], cpu_ms[1] * 1e6 / elements,
-                  plain * 1e6 / elements);
+      std::printf("| %s | %.3f | %.3f | %.2f | %.2f |\n", r.name, ms[1], cpu_ms[1],
+                  cpu_ms[1] * 1e6 / elements, plain * 1e6 / elements);
     else
       std::printf("| %s | %.3f | %.3f | %.2f | |\n", r.name, ms[1], cpu_ms[1], cpu_ms[1] * 1e6 / elements);
   }

@@ -404,7 +404,8 @@ float reduce_one(const ops::ReducePlan& p, const ReducedRuns& runs, const float*
     case ReduceKind::kLogSum:
       return static_cast<float>(std::log(sum_of(runs, in, base, sum_contiguous, value)));
     case ReduceKind::kMean:  // numpy: the mean over zero elements is NaN (0/0)
-      return static_cast<float>(sum_of(runs, in, base, sum_contiguous, value) / static_cast<double>(p.red_count));
+      return static_cast<float>(sum_of(runs, in, base, sum_contiguous, value) /
+                                static_cast<double>(p.red_count));
     case ReduceKind::kSum:
       break;
   }
@@ -433,9 +434,12 @@ T reduce_one_integer(const ops::ReducePlan& p, const ReducedRuns& runs, const T*
     auto term = [&](int64_t j) {
       const uint64_t v = static_cast<uint64_t>(static_cast<int64_t>(x[j * stride]));
       switch (p.kind) {
-        case ReduceKind::kL1: return static_cast<int64_t>(v) < 0 ? 0 - v : v;
-        case ReduceKind::kSumSquare: return v * v;
-        default: return v;
+        case ReduceKind::kL1:
+          return static_cast<int64_t>(v) < 0 ? 0 - v : v;
+        case ReduceKind::kSumSquare:
+          return v * v;
+        default:
+          return v;
       }
     };
     if (p.kind == ReduceKind::kProd)
@@ -548,28 +552,31 @@ Status log_softmax(const KernelContext& context, const Dispatch& d) {
   // One row per (outer, inner) pair, over the pool. Contiguous rows with a
   // finite maximum and no NaN take the vector exponentials (ExpSum).
   const int64_t rows = outer * inner;
-  parallel_ranges(context, rows, std::max<int64_t>(1, (int64_t{1} << 15) / length), [&](int64_t b, int64_t e) {
-    for (int64_t r = b; r < e; ++r) {
-      const int64_t base = (r / inner) * length * inner + r % inner;
-      const float* row_in = in + base;
-      float* row_out = out + base;
-      float max_value = -std::numeric_limits<float>::infinity();
-      double sum = 0.0;
-      bool nan = true;
-      if (inner == 1) {
-        max_value = widest<RowMax>(row_in, length, &nan);
-        if (!nan && std::isfinite(max_value)) sum = widest<ExpSum>(row_in, length, max_value);
-      }
-      if (nan || !std::isfinite(max_value)) {
-        max_value = -std::numeric_limits<float>::infinity();
-        for (int64_t j = 0; j < length; ++j) max_value = std::fmax(max_value, row_in[j * inner]);
-        sum = 0.0;
-        for (int64_t j = 0; j < length; ++j) sum += std::exp(row_in[j * inner] - max_value);
-      }
-      const float shift = static_cast<float>(std::log(sum));
-      for (int64_t j = 0; j < length; ++j) row_out[j * inner] = (row_in[j * inner] - max_value) - shift;
-    }
-  });
+  parallel_ranges(context, rows, std::max<int64_t>(1, (int64_t{1} << 15) / length),
+                  [&](int64_t b, int64_t e) {
+                    for (int64_t r = b; r < e; ++r) {
+                      const int64_t base = (r / inner) * length * inner + r % inner;
+                      const float* row_in = in + base;
+                      float* row_out = out + base;
+                      float max_value = -std::numeric_limits<float>::infinity();
+                      double sum = 0.0;
+                      bool nan = true;
+                      if (inner == 1) {
+                        max_value = widest<RowMax>(row_in, length, &nan);
+                        if (!nan && std::isfinite(max_value)) sum = widest<ExpSum>(row_in, length, max_value);
+                      }
+                      if (nan || !std::isfinite(max_value)) {
+                        max_value = -std::numeric_limits<float>::infinity();
+                        for (int64_t j = 0; j < length; ++j)
+                          max_value = std::fmax(max_value, row_in[j * inner]);
+                        sum = 0.0;
+                        for (int64_t j = 0; j < length; ++j) sum += std::exp(row_in[j * inner] - max_value);
+                      }
+                      const float shift = static_cast<float>(std::log(sum));
+                      for (int64_t j = 0; j < length; ++j)
+                        row_out[j * inner] = (row_in[j * inner] - max_value) - shift;
+                    }
+                  });
   return ok_status();
 }
 

@@ -297,7 +297,9 @@ Status reduce(const Dispatch& d, Launcher& launcher) {
   p.out = d.operands[1];
   p.plan = plan_of<ops::ReducePlan>(d);
   if (p.plan.out_count == 0) return ok_status();
-  const Kernel kernel = Dtype == kCastF32 ? Kernel::kReduce : Dtype == kCastI32 ? Kernel::kReduceI32 : Kernel::kReduceI64;
+  const Kernel kernel = Dtype == kCastF32   ? Kernel::kReduce
+                        : Dtype == kCastI32 ? Kernel::kReduceI32
+                                            : Kernel::kReduceI64;
   return launcher.launch(kernel, rows_config(p.plan.out_count, p.plan.red_count), &p);
 }
 
@@ -331,7 +333,9 @@ Status top_k(const Dispatch& d, Launcher& launcher) {
   p.plan = plan_of<ops::TopKPlan>(d);
   const int64_t n = p.plan.outer * p.plan.inner;
   if (n == 0 || p.plan.k == 0) return ok_status();
-  const Kernel kernel = Dtype == kCastF32 ? Kernel::kTopK : Dtype == kCastI32 ? Kernel::kTopKI32 : Kernel::kTopKI64;
+  const Kernel kernel = Dtype == kCastF32   ? Kernel::kTopK
+                        : Dtype == kCastI32 ? Kernel::kTopKI32
+                                            : Kernel::kTopKI64;
   return launcher.launch(kernel, linear_config(n), &p);
 }
 
@@ -467,7 +471,9 @@ Status argmax(const Dispatch& d, Launcher& launcher) {
   p.plan = plan_of<ops::ArgmaxPlan>(d);
   const int64_t n = p.plan.outer * p.plan.inner;
   if (n == 0) return ok_status();
-  const Kernel kernel = Dtype == kCastF32 ? Kernel::kArgmax : Dtype == kCastI32 ? Kernel::kArgmaxI32 : Kernel::kArgmaxI64;
+  const Kernel kernel = Dtype == kCastF32   ? Kernel::kArgmax
+                        : Dtype == kCastI32 ? Kernel::kArgmaxI32
+                                            : Kernel::kArgmaxI64;
   return launcher.launch(kernel, linear_config(n), &p);
 }
 

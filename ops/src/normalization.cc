@@ -175,16 +175,26 @@ Status reduced_dims(std::span<const int64_t> params, size_t rank, bool* reduced)
 
 constexpr ReduceKind reduce_kind(OpId id) {
   switch (id) {
-    case kReduceMean: return ReduceKind::kMean;
-    case kReduceMax: return ReduceKind::kMax;
-    case kReduceMin: return ReduceKind::kMin;
-    case kReduceProd: return ReduceKind::kProd;
-    case kReduceL1: return ReduceKind::kL1;
-    case kReduceL2: return ReduceKind::kL2;
-    case kReduceLogSumExp: return ReduceKind::kLogSumExp;
-    case kReduceSumSquare: return ReduceKind::kSumSquare;
-    case kReduceLogSum: return ReduceKind::kLogSum;
-    default: return ReduceKind::kSum;
+    case kReduceMean:
+      return ReduceKind::kMean;
+    case kReduceMax:
+      return ReduceKind::kMax;
+    case kReduceMin:
+      return ReduceKind::kMin;
+    case kReduceProd:
+      return ReduceKind::kProd;
+    case kReduceL1:
+      return ReduceKind::kL1;
+    case kReduceL2:
+      return ReduceKind::kL2;
+    case kReduceLogSumExp:
+      return ReduceKind::kLogSumExp;
+    case kReduceSumSquare:
+      return ReduceKind::kSumSquare;
+    case kReduceLogSum:
+      return ReduceKind::kLogSum;
+    default:
+      return ReduceKind::kSum;
   }
 }
 
@@ -347,7 +357,8 @@ Result<std::vector<TensorType>> infer_top_k(std::span<const TensorType> in, std:
 }
 
 // Sorting each row: n log k comparisons.
-uint64_t flops_top_k(std::span<const TensorType> in, std::span<const TensorType>, std::span<const int64_t> params) {
+uint64_t flops_top_k(std::span<const TensorType> in, std::span<const TensorType>,
+                     std::span<const int64_t> params) {
   const uint64_t k = static_cast<uint64_t>(std::max<int64_t>(param_at(params, 1), 1));
   return mul_sat(elements_sat(in[0]), static_cast<uint64_t>(std::bit_width(k)));
 }
@@ -372,8 +383,8 @@ uint64_t workspace_top_k(const PlanInput& op) {
 }
 
 constexpr OpDef kDefs[] = {
-    {kSoftmax, "softmax", 1, 1, 1, 1, true, true, false, 0, lower_axis<kSoftmax>, raise_axis, infer_softmax<kSoftmax>,
-     flops_softmax, workspace_softmax, plan_softmax},
+    {kSoftmax, "softmax", 1, 1, 1, 1, true, true, false, 0, lower_axis<kSoftmax>, raise_axis,
+     infer_softmax<kSoftmax>, flops_softmax, workspace_softmax, plan_softmax},
     {kLayernorm, "layernorm", 3, 3, 1, 1, true, false, false, 0, lower_layernorm, raise_layernorm,
      infer_layernorm, flops_layernorm, nullptr, plan_layernorm},
     {kReduceSum, "reduce_sum", 1, 1, 1, 1, false, false, false, 0, lower_reduce<kReduceSum>, raise_reduce,
@@ -384,9 +395,11 @@ constexpr OpDef kDefs[] = {
      infer_reduce<kReduceMax>, flops_reduce, nullptr, plan_reduce<kReduceMax>},
     {kArgMax, "argmax", 1, 1, 1, 1, false, false, false, 0, lower_argmax<kArgMax>, raise_argmax,
      infer_argmax<kArgMax>, flops_reduce, nullptr, plan_argmax<kArgMax>},
-#define HEXIR_REDUCE_DEF(id, name)                                                                           \
-  {id, name, 1, 1, 1, 1, false, false, false, 0, lower_reduce<id>, raise_reduce, infer_reduce<id>, flops_reduce, \
-   nullptr, plan_reduce<id>}
+#define HEXIR_REDUCE_DEF(id, name)                                                                  \
+  {                                                                                                 \
+    id, name, 1, 1, 1, 1, false, false, false, 0, lower_reduce<id>, raise_reduce, infer_reduce<id>, \
+        flops_reduce, nullptr, plan_reduce<id>                                                      \
+  }
     HEXIR_REDUCE_DEF(kReduceMin, "reduce_min"),
     HEXIR_REDUCE_DEF(kReduceProd, "reduce_prod"),
     HEXIR_REDUCE_DEF(kReduceL1, "reduce_l1"),

@@ -407,7 +407,6 @@ TEST_CASE("argmax: NaN is the largest (numpy: first NaN), infinities, one elemen
   check_argmax(HostTensor(DType::kF32, {0, 3}), 1, false, false);  // no rows: nothing written
 }
 
-
 // ---- the rest of reduce_sum's family, on floats and integers ---------------------
 
 // Reference: the reduced elements of each output gathered in input order,
@@ -416,12 +415,16 @@ struct ReduceFamilyCase {
   OpId id;
   ops::ReduceKind kind;
 };
-constexpr ReduceFamilyCase kFamily[] = {
-    {OpId::kReduceSum, ops::ReduceKind::kSum},         {OpId::kReduceMax, ops::ReduceKind::kMax},
-    {OpId::kReduceMin, ops::ReduceKind::kMin},         {OpId::kReduceProd, ops::ReduceKind::kProd},
-    {OpId::kReduceL1, ops::ReduceKind::kL1},           {OpId::kReduceL2, ops::ReduceKind::kL2},
-    {OpId::kReduceLogSumExp, ops::ReduceKind::kLogSumExp}, {OpId::kReduceSumSquare, ops::ReduceKind::kSumSquare},
-    {OpId::kReduceLogSum, ops::ReduceKind::kLogSum},   {OpId::kReduceMean, ops::ReduceKind::kMean}};
+constexpr ReduceFamilyCase kFamily[] = {{OpId::kReduceSum, ops::ReduceKind::kSum},
+                                        {OpId::kReduceMax, ops::ReduceKind::kMax},
+                                        {OpId::kReduceMin, ops::ReduceKind::kMin},
+                                        {OpId::kReduceProd, ops::ReduceKind::kProd},
+                                        {OpId::kReduceL1, ops::ReduceKind::kL1},
+                                        {OpId::kReduceL2, ops::ReduceKind::kL2},
+                                        {OpId::kReduceLogSumExp, ops::ReduceKind::kLogSumExp},
+                                        {OpId::kReduceSumSquare, ops::ReduceKind::kSumSquare},
+                                        {OpId::kReduceLogSum, ops::ReduceKind::kLogSum},
+                                        {OpId::kReduceMean, ops::ReduceKind::kMean}};
 
 std::vector<std::vector<double>> reduced_groups(const std::vector<double>& x, const Dims& dims,
                                                 const std::vector<int64_t>& params, Dims* out_dims) {
@@ -455,36 +458,55 @@ double reduce_float_reference(ops::ReduceKind kind, const std::vector<double>& g
   double m = kind == K::kMin ? kInf : -kInf;
   for (double v : g) {
     switch (kind) {
-      case K::kProd: acc *= v; break;
-      case K::kL1: acc += std::fabs(v); break;
+      case K::kProd:
+        acc *= v;
+        break;
+      case K::kL1:
+        acc += std::fabs(v);
+        break;
       case K::kL2:
-      case K::kSumSquare: acc += static_cast<long double>(v) * v; break;
-      case K::kMax: m = std::max(m, v); break;
-      case K::kMin: m = std::min(m, v); break;
-      case K::kLogSumExp: acc += std::exp(static_cast<long double>(v)); break;
-      default: acc += v;
+      case K::kSumSquare:
+        acc += static_cast<long double>(v) * v;
+        break;
+      case K::kMax:
+        m = std::max(m, v);
+        break;
+      case K::kMin:
+        m = std::min(m, v);
+        break;
+      case K::kLogSumExp:
+        acc += std::exp(static_cast<long double>(v));
+        break;
+      default:
+        acc += v;
     }
   }
   switch (kind) {
     case K::kMax:
-    case K::kMin: return nan ? kNaN : m;
-    case K::kL2: return static_cast<double>(std::sqrt(acc));
+    case K::kMin:
+      return nan ? kNaN : m;
+    case K::kL2:
+      return static_cast<double>(std::sqrt(acc));
     case K::kLogSum:
-    case K::kLogSumExp: return static_cast<double>(std::log(acc));
-    case K::kMean: return static_cast<double>(acc / static_cast<long double>(g.size()));
-    default: return static_cast<double>(acc);
+    case K::kLogSumExp:
+      return static_cast<double>(std::log(acc));
+    case K::kMean:
+      return static_cast<double>(acc / static_cast<long double>(g.size()));
+    default:
+      return static_cast<double>(acc);
   }
 }
 
-TEST_CASE("reduce_sum's family on f32 against a long double reference: every axis set, strided runs, nothing") {
+TEST_CASE(
+    "reduce_sum's family on f32 against a long double reference: every axis set, strided runs, nothing") {
   struct Case {
     Dims dims;
     std::vector<int64_t> params;
   };
-  const Case cases[] = {{{4, 8}, {0}},          {{4, 40}, {1, 1}},       {{3, 4, 5}, {0, 0, 2}},
-                        {{2, 3, 5, 7}, {1, 2, 3}}, {{6, 33}, {0, 0}},    {{0, 3}, {0, 0}},
-                        {{3, 0}, {1, 1}},       {{}, {0}},               {{2, 1, 3}, {0, 1}},
-                        {{5, 70}, {0, 1}},      {{3, 4, 50}, {1, 0, 2}}};
+  const Case cases[] = {
+      {{4, 8}, {0}},       {{4, 40}, {1, 1}}, {{3, 4, 5}, {0, 0, 2}}, {{2, 3, 5, 7}, {1, 2, 3}},
+      {{6, 33}, {0, 0}},   {{0, 3}, {0, 0}},  {{3, 0}, {1, 1}},       {{}, {0}},
+      {{2, 1, 3}, {0, 1}}, {{5, 70}, {0, 1}}, {{3, 4, 50}, {1, 0, 2}}};
   uint32_t seed = 600;
   for (const ReduceFamilyCase& f : kFamily) {
     for (const Case& c : cases) {
@@ -555,9 +577,11 @@ void check_integer_family() {
     Dims dims;
     std::vector<int64_t> params;
     int64_t lo, hi;
-  } cases[] = {{{4, 40}, {0, 1}, -1000, 1000},           {{3, 4, 5}, {1, 0, 2}, -5, 5},
+  } cases[] = {{{4, 40}, {0, 1}, -1000, 1000},
+               {{3, 4, 5}, {1, 0, 2}, -5, 5},
                {{6, 7}, {0, 0}, std::numeric_limits<T>::min(), std::numeric_limits<T>::max()},  // wraps
-               {{0, 3}, {0, 0}, 0, 1},                     {{}, {0}, -9, 9}};
+               {{0, 3}, {0, 0}, 0, 1},
+               {{}, {0}, -9, 9}};
   uint32_t seed = 700;
   for (const ReduceFamilyCase& f : kFamily) {
     if (f.kind == K::kMean || f.kind == K::kL2 || f.kind == K::kLogSum || f.kind == K::kLogSumExp) continue;
@@ -581,12 +605,23 @@ void check_integer_family() {
           const T v = element<T>(x, static_cast<int64_t>(pos));
           const U u = static_cast<U>(v);
           switch (f.kind) {
-            case K::kMax: m = std::max(m, v); break;
-            case K::kMin: m = std::min(m, v); break;
-            case K::kProd: acc = static_cast<U>(acc * u); break;
-            case K::kL1: acc = static_cast<U>(acc + (v < 0 ? static_cast<U>(0 - u) : u)); break;
-            case K::kSumSquare: acc = static_cast<U>(acc + static_cast<U>(u * u)); break;
-            default: acc = static_cast<U>(acc + u);
+            case K::kMax:
+              m = std::max(m, v);
+              break;
+            case K::kMin:
+              m = std::min(m, v);
+              break;
+            case K::kProd:
+              acc = static_cast<U>(acc * u);
+              break;
+            case K::kL1:
+              acc = static_cast<U>(acc + (v < 0 ? static_cast<U>(0 - u) : u));
+              break;
+            case K::kSumSquare:
+              acc = static_cast<U>(acc + static_cast<U>(u * u));
+              break;
+            default:
+              acc = static_cast<U>(acc + u);
           }
         }
         const T want = f.kind == K::kMax || f.kind == K::kMin ? m : static_cast<T>(acc);
@@ -617,7 +652,8 @@ TEST_CASE("argmin: the smallest, ties first (last with select_last_index), NaN s
   CHECK(element<int64_t>(out, 1) == 3);
   CHECK(element<int64_t>(out, 2) == 4);
   for (DType t : {DType::kI32, DType::kI64}) {
-    HostTensor xi = t == DType::kI32 ? random_ints<int32_t>({4, 6}, 720, -3, 3) : random_ints<int64_t>({4, 6}, 721, -3, 3);
+    HostTensor xi = t == DType::kI32 ? random_ints<int32_t>({4, 6}, 720, -3, 3)
+                                     : random_ints<int64_t>({4, 6}, 721, -3, 3);
     HostTensor xf(DType::kF32, {4, 6});  // the same values as floats: the reference
     for (int64_t i = 0; i < 24; ++i)
       xf.at(i) = static_cast<float>(t == DType::kI32 ? element<int32_t>(xi, i) : element<int64_t>(xi, i));
@@ -691,7 +727,8 @@ void check_top_k(const HostTensor& x, int64_t axis, int64_t k, bool largest) {
   Dims out_dims = x.dims;
   out_dims[static_cast<size_t>(axis)] = k;
   HostTensor values(x.dtype, out_dims), indices(DType::kI64, out_dims);
-  Status status = run_op(OpId::kTopK, {const_cast<HostTensor*>(&x)}, {&values, &indices}, {axis, k, largest, 1});
+  Status status =
+      run_op(OpId::kTopK, {const_cast<HostTensor*>(&x)}, {&values, &indices}, {axis, k, largest, 1});
   REQUIRE_MESSAGE(status.ok(), status.to_string());
   const auto strides = row_major_strides(x.dims);
   const auto out_strides = row_major_strides(out_dims);

@@ -460,11 +460,13 @@ inline std::vector<KernelCase> kernel_cases() {
   cases.push_back(
       {"reduce_max with NaN/inf", OpId::kReduceMax, {with_specials(random_f32({4, 6}, 815))}, {0, 1}});
   // The rest of reduce_sum's family: a row, a strided axis, a global pool and nothing each.
-  const std::pair<const char*, OpId> family[] = {
-      {"reduce_min", OpId::kReduceMin},         {"reduce_prod", OpId::kReduceProd},
-      {"reduce_l1", OpId::kReduceL1},           {"reduce_l2", OpId::kReduceL2},
-      {"reduce_log_sum_exp", OpId::kReduceLogSumExp}, {"reduce_sum_square", OpId::kReduceSumSquare},
-      {"reduce_log_sum", OpId::kReduceLogSum}};
+  const std::pair<const char*, OpId> family[] = {{"reduce_min", OpId::kReduceMin},
+                                                 {"reduce_prod", OpId::kReduceProd},
+                                                 {"reduce_l1", OpId::kReduceL1},
+                                                 {"reduce_l2", OpId::kReduceL2},
+                                                 {"reduce_log_sum_exp", OpId::kReduceLogSumExp},
+                                                 {"reduce_sum_square", OpId::kReduceSumSquare},
+                                                 {"reduce_log_sum", OpId::kReduceLogSum}};
   uint32_t family_seed = 820;
   for (const auto& [name, id] : family) {
     const std::string n = name;
@@ -694,7 +696,10 @@ inline std::vector<KernelCase> kernel_cases() {
                    {with_specials(random_f32({4, 6}, 1572))},
                    {0, 0, 1}});
   cases.push_back({"argmax of no rows", OpId::kArgMax, {random_f32({0, 3}, 1573)}, {1, 0, 0}});
-  cases.push_back({"argmin middle axis, NaN/inf", OpId::kArgMin, {with_specials(random_f32({3, 4, 5}, 1574))}, {1, 1, 0}});
+  cases.push_back({"argmin middle axis, NaN/inf",
+                   OpId::kArgMin,
+                   {with_specials(random_f32({3, 4, 5}, 1574))},
+                   {1, 1, 0}});
   cases.push_back({"argmin first axis, select_last", OpId::kArgMin, {random_f32({4, 6}, 1575)}, {0, 0, 1}});
   for (DType t : {DType::kI32, DType::kI64})
     for (OpId id : {OpId::kArgMax, OpId::kArgMin}) {
@@ -704,7 +709,8 @@ inline std::vector<KernelCase> kernel_cases() {
     }
   // log_softmax, hardmax: [axis]
   auto log_softmax = [&](std::string n, std::vector<int64_t> dims, int64_t axis, bool in_place, uint32_t s) {
-    KernelCase c{"log_softmax " + n, OpId::kLogSoftmax, {random_f32(dims, s, -20.0f, 20.0f)}, {axis}, in_place};
+    KernelCase c{
+        "log_softmax " + n, OpId::kLogSoftmax, {random_f32(dims, s, -20.0f, 20.0f)}, {axis}, in_place};
     c.atol = 1e-5;
     cases.push_back(c);
   };
@@ -712,9 +718,11 @@ inline std::vector<KernelCase> kernel_cases() {
   log_softmax("axis 1", {6, 5, 7}, 1, false, 1577);
   log_softmax("long rows", {4, 300}, 1, false, 1578);
   log_softmax("in place", {8, 10}, 1, true, 1579);
-  cases.push_back({"log_softmax with NaN/inf", OpId::kLogSoftmax, {with_specials(random_f32({2, 6}, 1580))}, {1}});
+  cases.push_back(
+      {"log_softmax with NaN/inf", OpId::kLogSoftmax, {with_specials(random_f32({2, 6}, 1580))}, {1}});
   cases.push_back({"hardmax last axis", OpId::kHardmax, {random_f32({3, 40}, 1581)}, {1}});
-  cases.push_back({"hardmax axis 0 with NaN/inf", OpId::kHardmax, {with_specials(random_f32({4, 6}, 1582))}, {0}});
+  cases.push_back(
+      {"hardmax axis 0 with NaN/inf", OpId::kHardmax, {with_specials(random_f32({4, 6}, 1582))}, {0}});
   // top_k: [axis, k, largest, sorted]; two results.
   HostTensor tied = random_f32({3, 50}, 1583);
   for (int64_t i = 0; i < tied.count(); i += 3) tied.at(i) = 0.5f;

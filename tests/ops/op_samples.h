@@ -149,8 +149,8 @@ inline std::vector<OpSample> op_samples() {
                {f32({2, 3, 4}), f32({3, 4}), f32({3, 4})},
                {{"axis", i64(1)}, {"epsilon", f64(1e-3)}},
                {}});
-  for (OpId op : {kReduceSum, kReduceMean, kReduceMax, kReduceMin, kReduceProd, kReduceL1, kReduceL2, kReduceLogSumExp,
-                  kReduceSumSquare, kReduceLogSum}) {
+  for (OpId op : {kReduceSum, kReduceMean, kReduceMax, kReduceMin, kReduceProd, kReduceL1, kReduceL2,
+                  kReduceLogSumExp, kReduceSumSquare, kReduceLogSum}) {
     s.push_back({op, {f32({2, 3, 4})}, {{"axes", list({-1, 0})}, {"keepdims", i64(1)}}, {}});
     s.push_back({op, {f32({2, 3})}, {}, {}});  // every axis
   }

@@ -1284,16 +1284,21 @@ TEST_CASE("reduce_max: rules and plan like reduce_sum, with the max flag") {
   CHECK(sum.as<ReducePlan>().kind == ReduceKind::kSum);
 }
 
-TEST_CASE("reduce_min and the rest of reduce_sum's family: reduce_sum's rule, their kind, integers where ONNX has them") {
+TEST_CASE(
+    "reduce_min and the rest of reduce_sum's family: reduce_sum's rule, their kind, integers where ONNX has "
+    "them") {
   const struct {
     OpId id;
     ReduceKind kind;
     bool integers;
-  } family[] = {{OpId::kReduceMin, ReduceKind::kMin, true},       {OpId::kReduceProd, ReduceKind::kProd, true},
-                {OpId::kReduceL1, ReduceKind::kL1, true},         {OpId::kReduceL2, ReduceKind::kL2, false},
+  } family[] = {{OpId::kReduceMin, ReduceKind::kMin, true},
+                {OpId::kReduceProd, ReduceKind::kProd, true},
+                {OpId::kReduceL1, ReduceKind::kL1, true},
+                {OpId::kReduceL2, ReduceKind::kL2, false},
                 {OpId::kReduceLogSumExp, ReduceKind::kLogSumExp, false},
                 {OpId::kReduceSumSquare, ReduceKind::kSumSquare, true},
-                {OpId::kReduceLogSum, ReduceKind::kLogSum, false}, {OpId::kReduceMean, ReduceKind::kMean, false}};
+                {OpId::kReduceLogSum, ReduceKind::kLogSum, false},
+                {OpId::kReduceMean, ReduceKind::kMean, false}};
   for (const auto& f : family) {
     CAPTURE(std::string(op_def(f.id).name));
     CHECK(infer(f.id, {f32({2, 3, 4})}, {{"axes", list({-1, 0})}})->dims == Dims{3});
@@ -1307,15 +1312,18 @@ TEST_CASE("reduce_min and the rest of reduce_sum's family: reduce_sum's rule, th
       else
         CHECK(mentions(rejected(f.id, {tt(t, {2, 3})}, {0, 1}), "only f32 is supported"));
     }
-    CHECK(mentions(rejected(f.id, {tt(DType::kBool, {2})}, {0}), f.integers ? "must be f32, i32 or i64" : "only f32"));
+    CHECK(mentions(rejected(f.id, {tt(DType::kBool, {2})}, {0}),
+                   f.integers ? "must be f32, i32 or i64" : "only f32"));
   }
 }
 
 TEST_CASE("argmin, log_softmax, hardmax: argmax's and softmax's rules") {
   const std::vector<TensorType> x{f32({2, 3, 4})};
   CHECK(*lower(OpId::kArgMin, x, {{"axis", i(-1)}, {"keepdims", i(0)}}) == Params{2, 0, 0});
-  CHECK(*rule(OpId::kArgMin, {tt(DType::kI32, {2, 3})}, {1, 1, 0}) == std::vector<TensorType>{tt(DType::kI64, {2, 1})});
-  CHECK(*rule(OpId::kArgMax, {tt(DType::kI64, {2, 3})}, {0, 0, 1}) == std::vector<TensorType>{tt(DType::kI64, {3})});
+  CHECK(*rule(OpId::kArgMin, {tt(DType::kI32, {2, 3})}, {1, 1, 0}) ==
+        std::vector<TensorType>{tt(DType::kI64, {2, 1})});
+  CHECK(*rule(OpId::kArgMax, {tt(DType::kI64, {2, 3})}, {0, 0, 1}) ==
+        std::vector<TensorType>{tt(DType::kI64, {3})});
   CHECK(mentions(rejected(OpId::kArgMin, {tt(DType::kU8, {2})}, {0, 1, 0}), "must be f32, i32 or i64"));
   CHECK(plan_of(OpId::kArgMin, x, {1, 1, 1}).as<ArgmaxPlan>().smallest == 1);
   CHECK(plan_of(OpId::kArgMax, x, {1, 1, 1}).as<ArgmaxPlan>().smallest == 0);

@@ -243,7 +243,8 @@ Status op_top_k(Importer& im, const NodeCtx& n) {
   if (k_input) {
     HEXIR_ASSIGN_OR_RETURN(Ref kr, im.input(n, 1));
     HEXIR_ASSIGN_OR_RETURN(std::vector<int64_t> ks, im.const_ints(n, kr, 1, "K"));
-    if (ks.size() != 1) return error_at(n.loc, "input 'K' must hold one value, got " + std::to_string(ks.size()));
+    if (ks.size() != 1)
+      return error_at(n.loc, "input 'K' must hold one value, got " + std::to_string(ks.size()));
     k = ks[0];
   } else {
     HEXIR_ASSIGN_OR_RETURN(auto ka, im.attr_int(n, "k", -1));
@@ -256,8 +257,8 @@ Status op_top_k(Importer& im, const NodeCtx& n) {
   attrs["k"] = ops::AttrValue{k};
   attrs["largest"] = ops::AttrValue{largest};
   attrs["sorted"] = ops::AttrValue{int64_t{1}};  // sorted = 0 leaves the order open: sorted is one
-  HEXIR_ASSIGN_OR_RETURN(std::vector<int> ids,
-                         im.emit(n, ops::OpId::kTopK, {x}, attrs, {im.result_name(n, 0), im.result_name(n, 1)}));
+  HEXIR_ASSIGN_OR_RETURN(std::vector<int> ids, im.emit(n, ops::OpId::kTopK, {x}, attrs,
+                                                       {im.result_name(n, 0), im.result_name(n, 1)}));
   for (int i = 0; i < 2; ++i) im.define(n, i, Ref{ids[static_cast<size_t>(i)], -1});
   return ok_status();
 }
@@ -267,11 +268,16 @@ Status op_top_k(Importer& im, const NodeCtx& n) {
 // The reductions, one hexir operator each (reduce_sum's family).
 Result<ops::OpId> reduce_op(const NodeCtx& n) {
   static constexpr std::pair<std::string_view, ops::OpId> kReductions[] = {
-      {"ReduceSum", ops::OpId::kReduceSum},         {"ReduceMean", ops::OpId::kReduceMean},
-      {"ReduceMax", ops::OpId::kReduceMax},         {"ReduceMin", ops::OpId::kReduceMin},
-      {"ReduceProd", ops::OpId::kReduceProd},       {"ReduceL1", ops::OpId::kReduceL1},
-      {"ReduceL2", ops::OpId::kReduceL2},           {"ReduceLogSumExp", ops::OpId::kReduceLogSumExp},
-      {"ReduceSumSquare", ops::OpId::kReduceSumSquare}, {"ReduceLogSum", ops::OpId::kReduceLogSum},
+      {"ReduceSum", ops::OpId::kReduceSum},
+      {"ReduceMean", ops::OpId::kReduceMean},
+      {"ReduceMax", ops::OpId::kReduceMax},
+      {"ReduceMin", ops::OpId::kReduceMin},
+      {"ReduceProd", ops::OpId::kReduceProd},
+      {"ReduceL1", ops::OpId::kReduceL1},
+      {"ReduceL2", ops::OpId::kReduceL2},
+      {"ReduceLogSumExp", ops::OpId::kReduceLogSumExp},
+      {"ReduceSumSquare", ops::OpId::kReduceSumSquare},
+      {"ReduceLogSum", ops::OpId::kReduceLogSum},
   };
   for (const auto& [name, id] : kReductions)
     if (n.op == name) return id;

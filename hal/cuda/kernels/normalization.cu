@@ -63,7 +63,9 @@ namespace hexir_kernels {
 
 // The smaller, NaN if either is NaN (reduce_min).
 struct NanMinOp {
-  __device__ double operator()(double a, double b) const { return (a != a) ? a : ((b != b || b < a) ? b : a); }
+  __device__ double operator()(double a, double b) const {
+    return (a != a) ? a : ((b != b || b < a) ? b : a);
+  }
 };
 struct ProdOp {
   __device__ double operator()(double a, double b) const { return a * b; }
@@ -88,7 +90,8 @@ __device__ __forceinline__ int64_t kept_offset(const hexir::ops::ReducePlan& q, 
 }
 
 // One float output: each thread combines its share in double, then the block.
-__device__ float reduce_float(const hexir::ops::ReducePlan& q, const float* in, int64_t base, double* scratch) {
+__device__ float reduce_float(const hexir::ops::ReducePlan& q, const float* in, int64_t base,
+                              double* scratch) {
   using hexir::ops::ReduceKind;
   const double inf = static_cast<double>(-negative_infinity());
   switch (q.kind) {
@@ -111,7 +114,8 @@ __device__ float reduce_float(const hexir::ops::ReducePlan& q, const float* in, 
     }
     case ReduceKind::kProd: {
       double product = 1.0;
-      for (int64_t r = threadIdx.x; r < q.red_count; r += blockDim.x) product *= in[reduced_offset(q, base, r)];
+      for (int64_t r = threadIdx.x; r < q.red_count; r += blockDim.x)
+        product *= in[reduced_offset(q, base, r)];
       return static_cast<float>(block_reduce(product, scratch, ProdOp()));
     }
     default:
@@ -148,10 +152,14 @@ struct IntReduceOp {
     using hexir::ops::ReduceKind;
     const int64_t sa = static_cast<int64_t>(a), sb = static_cast<int64_t>(b);
     switch (kind) {
-      case ReduceKind::kMax: return sb > sa ? b : a;
-      case ReduceKind::kMin: return sb < sa ? b : a;
-      case ReduceKind::kProd: return a * b;
-      default: return a + b;
+      case ReduceKind::kMax:
+        return sb > sa ? b : a;
+      case ReduceKind::kMin:
+        return sb < sa ? b : a;
+      case ReduceKind::kProd:
+        return a * b;
+      default:
+        return a + b;
     }
   }
 };
@@ -167,7 +175,8 @@ __device__ void reduce_integer(const ReduceParams& p, uint64_t* scratch) {
   uint64_t start = 0;
   if (q.kind == ReduceKind::kProd) start = 1;
   if (q.kind == ReduceKind::kMax) start = static_cast<uint64_t>(static_cast<int64_t>(lowest));
-  if (q.kind == ReduceKind::kMin) start = static_cast<uint64_t>(static_cast<int64_t>(static_cast<T>(~lowest)));
+  if (q.kind == ReduceKind::kMin)
+    start = static_cast<uint64_t>(static_cast<int64_t>(static_cast<T>(~lowest)));
   for (int64_t o = blockIdx.x; o < q.out_count; o += gridDim.x) {
     const int64_t base = kept_offset(q, o);
     uint64_t acc = start;
@@ -190,7 +199,8 @@ __device__ void argmax_rows(const ArgmaxParams& p) {
   const int64_t stride = global_stride();
   for (int64_t i = global_index(); i < n; i += stride) {
     const int64_t o = i / q.inner, c = i % q.inner;
-    p.out[i] = hexir::ops::argmax_of(x + o * q.length * q.inner + c, q.length, q.inner, q.select_last, q.smallest);
+    p.out[i] =
+        hexir::ops::argmax_of(x + o * q.length * q.inner + c, q.length, q.inner, q.select_last, q.smallest);
   }
 }
 
@@ -211,11 +221,12 @@ __device__ void top_k_rows(const TopKParams& p) {
     int64_t count = 0;
     for (int64_t j = 0; j < q.length; ++j) {
       const T v = row[j * q.inner];
-      if (count == q.k && !hexir::ops::topk_before(v, j, v_out[(count - 1) * q.inner], i_out[(count - 1) * q.inner],
-                                                   q.largest))
+      if (count == q.k && !hexir::ops::topk_before(v, j, v_out[(count - 1) * q.inner],
+                                                   i_out[(count - 1) * q.inner], q.largest))
         continue;
       int64_t at = count < q.k ? count++ : count - 1;  // the slot freed (the last one dropped when full)
-      while (at > 0 && hexir::ops::topk_before(v, j, v_out[(at - 1) * q.inner], i_out[(at - 1) * q.inner], q.largest)) {
+      while (at > 0 &&
+             hexir::ops::topk_before(v, j, v_out[(at - 1) * q.inner], i_out[(at - 1) * q.inner], q.largest)) {
         v_out[at * q.inner] = v_out[(at - 1) * q.inner];
         i_out[at * q.inner] = i_out[(at - 1) * q.inner];
         --at;
@@ -277,14 +288,16 @@ extern "C" __global__ void hexir_log_softmax(SoftmaxParams p) {
     const float* in = p.in + base;
     float* out = p.out + base;
     float max_value = hexir_kernels::negative_infinity();
-    for (int64_t j = threadIdx.x; j < q.length; j += blockDim.x) max_value = fmaxf(max_value, in[j * q.inner]);
+    for (int64_t j = threadIdx.x; j < q.length; j += blockDim.x)
+      max_value = fmaxf(max_value, in[j * q.inner]);
     max_value = hexir_kernels::block_reduce(max_value, scratch_f, hexir_kernels::MaxOp());
     double sum = 0.0;
     for (int64_t j = threadIdx.x; j < q.length; j += blockDim.x)
       sum += exp(static_cast<double>(in[j * q.inner] - max_value));
     sum = hexir_kernels::block_reduce(sum, scratch_d, hexir_kernels::SumOp());
     const float shift = static_cast<float>(log(sum));
-    for (int64_t j = threadIdx.x; j < q.length; j += blockDim.x) out[j * q.inner] = (in[j * q.inner] - max_value) - shift;
+    for (int64_t j = threadIdx.x; j < q.length; j += blockDim.x)
+      out[j * q.inner] = (in[j * q.inner] - max_value) - shift;
   }
 }
 
