@@ -4,7 +4,9 @@
 // against the machine's peak. resize counts one operation per output element.
 // Then the activations (sigmoid, silu, tanh, gelu in both forms) over 1M
 // floats, and a matmul with and without a fused sigmoid / tanh epilogue, at
-// 1 thread: ns per element (median wall, least CPU time).
+// 1 thread: ns per element (median wall, least CPU time). Then the
+// reductions, softmax, log_softmax, argmax/argmin and hardmax over a
+// 1024x1024 matrix along each axis at 1 thread, next to a plain loop.
 //
 //   build/bench/cpu_kernels [--runs N] [--filter TEXT]
 //
@@ -199,6 +201,44 @@ double measured_peak() {
   return 0.0;
 }
 
+// A reduction (or row operator) over a square f32 matrix along `axis`.
+struct Reduction {
+  const char* name;
+  OpId op;
+  int64_t axis;
+};
+
+// The straightforward loop for the sums and extremes of `r` (median wall ms
+// over `runs`), 0 for the others: one output at a time, its elements in order.
+double plain_reduction_ms(const Reduction& r, int64_t side, int runs) {
+  const bool sum = r.op == OpId::kReduceSum, max = r.op == OpId::kReduceMax, min = r.op == OpId::kReduceMin;
+  if (!sum && !max && !min) return 0;
+  std::vector<float> x(static_cast<size_t>(side * side)), out(static_cast<size_t>(side));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 7919) % 1601) * 0.01f - 8.0f;
+  const int64_t step = r.axis == 1 ? 1 : side, next = r.axis == 1 ? side : 1;
+  std::vector<double> times;
+  for (int run = 0; run < runs + 2; ++run) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int64_t o = 0; o < side; ++o) {
+      const float* p = x.data() + o * next;
+      if (sum) {
+        double acc = 0.0;
+        for (int64_t j = 0; j < side; ++j) acc += p[j * step];
+        out[static_cast<size_t>(o)] = static_cast<float>(acc);
+      } else {
+        float m = p[0];
+        for (int64_t j = 1; j < side; ++j) m = max ? std::max(m, p[j * step]) : std::min(m, p[j * step]);
+        out[static_cast<size_t>(o)] = m;
+      }
+    }
+    const auto t1 = std::chrono::steady_clock::now();
+    if (run >= 2) times.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+    asm volatile("" : : "r"(out.data()) : "memory");
+  }
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -280,7 +320,9 @@ int main(int argc, char** argv) {
     }
     if (s.inputs.size() == 1)  // an activation: values across [-8, 8]
       for (size_t i = 0; i < data[0].size(); ++i) data[0][i] = static_cast<float>((i * 7919) % 1601) * 0.01f - 8.0f;
-    data.emplace_back(static_cast<size_t>(*hexir::element_count(outs[0].dims.data(), outs[0].dims.size())));
+    // The result (two floats per element: room for argmax's i64).
+    data.emplace_back(2 *
+                      static_cast<size_t>(*hexir::element_count(outs[0].dims.data(), outs[0].dims.size())));
     for (auto& d : data) operands.push_back(d.data());
     std::vector<uint64_t> workspace((hexir::ops::workspace_bytes(s.op, s.inputs, s.params) + 7) / 8);
     hexir::hal::Dispatch dispatch;
@@ -396,5 +438,50 @@ int main(int argc, char** argv) {
   });
   plain("softsign 1M, plain loop", [](float v) { return hexir::ops::math_of<MathFn::kSoftsign>(v, 0.0f, 0.0f); });
   plain("shrink 1M, plain loop", [](float v) { return hexir::ops::math_of<MathFn::kShrink>(v, 0.5f, 0.0f); });
+  // The reductions and the row operators at 1 thread: ns per input element,
+  // next to a straightforward loop over the same layout (double sums, float
+  // compares; -O2 as built) for the reductions it has.
+  const std::vector<Reduction> reductions = {
+      {"reduce_sum rows 1024x1024 axis 1", OpId::kReduceSum, 1},
+      {"reduce_sum 1024x1024 axis 0", OpId::kReduceSum, 0},
+      {"reduce_max rows 1024x1024 axis 1", OpId::kReduceMax, 1},
+      {"reduce_max 1024x1024 axis 0", OpId::kReduceMax, 0},
+      {"reduce_min rows 1024x1024 axis 1", OpId::kReduceMin, 1},
+      {"reduce_min 1024x1024 axis 0", OpId::kReduceMin, 0},
+      {"reduce_l1 rows 1024x1024 axis 1", OpId::kReduceL1, 1},
+      {"reduce_l2 rows 1024x1024 axis 1", OpId::kReduceL2, 1},
+      {"reduce_sum_square rows 1024x1024 axis 1", OpId::kReduceSumSquare, 1},
+      {"reduce_prod rows 1024x1024 axis 1", OpId::kReduceProd, 1},
+      {"reduce_log_sum_exp rows 1024x1024 axis 1", OpId::kReduceLogSumExp, 1},
+      {"softmax rows 1024x1024 axis 1", OpId::kSoftmax, 1},
+      {"log_softmax rows 1024x1024 axis 1", OpId::kLogSoftmax, 1},
+      {"log_softmax 1024x1024 axis 0", OpId::kLogSoftmax, 0},
+      {"argmax rows 1024x1024 axis 1", OpId::kArgMax, 1},
+      {"argmin rows 1024x1024 axis 1", OpId::kArgMin, 1},
+      {"hardmax rows 1024x1024 axis 1", OpId::kHardmax, 1},
+  };
+  std::printf(
+      "\n| reduction, 1 thread | ms | CPU ms | ns per element (CPU) | plain loop ns per element |\n"
+      "| --- | ---: | ---: | ---: | ---: |\n");
+  for (const Reduction& r : reductions) {
+    if (filter && std::strstr(r.name, filter) == nullptr) continue;
+    constexpr int64_t kSide = 1024;
+    Shape s{r.name, r.op, {f32({kSide, kSide})}, {}, 0.0};
+    if (r.op == OpId::kArgMax || r.op == OpId::kArgMin)
+      s.params = {r.axis, 0, 0};
+    else if (r.op == OpId::kSoftmax || r.op == OpId::kLogSoftmax || r.op == OpId::kHardmax)
+      s.params = {r.axis};
+    else
+      s.params = {0, r.axis};
+    double ms[2], cpu_ms[2];
+    if (!time_shape(s, 2, ms, cpu_ms)) return 1;
+    const double elements = static_cast<double>(kSide * kSide);
+    const double plain = plain_reduction_ms(r, kSide, runs);
+    if (plain > 0)
+      std::printf("| %s | %.3f | %.3f | %.2f | %.2f |\n", r.name, ms[1], cpu_ms[1],
+                  cpu_ms[1] * 1e6 / elements, plain * 1e6 / elements);
+    else
+      std::printf("| %s | %.3f | %.3f | %.2f | |\n", r.name, ms[1], cpu_ms[1], cpu_ms[1] * 1e6 / elements);
+  }
   return 0;
 }

@@ -351,8 +351,16 @@ void conv_transpose_prepare(const Dispatch& constants, void* out);
 Status softmax(const KernelContext&, const Dispatch&);
 Status layernorm(const KernelContext&, const Dispatch&);
 Status group_norm(const KernelContext&, const Dispatch&);
+Status log_softmax(const KernelContext&, const Dispatch&);
+Status hardmax(const KernelContext&, const Dispatch&);
+// The reductions (every ops::ReduceKind on f32; the integer ones on int32_t, int64_t).
+template <typename T>
 Status reduce(const KernelContext&, const Dispatch&);
+// argmax and argmin, on float, int32_t and int64_t.
+template <typename T>
 Status argmax(const KernelContext&, const Dispatch&);
+template <typename T>
+Status top_k(const KernelContext&, const Dispatch&);
 // layout.cc
 Status strided_gather(const KernelContext&, const Dispatch&);  // transpose, slice, expand
 Status pad(const KernelContext&, const Dispatch&);

@@ -1,11 +1,12 @@
-// softmax and layernorm (both read every input element of a row before
-// writing that element, so they are safe when the output is the input), and
-// the reductions.
+// softmax, log_softmax and layernorm (each reads every input element of a
+// row before writing that element, so they are safe when the output is the
+// input), hardmax, the reductions, argmax / argmin and top_k.
 #include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 
 #include "kernel_util.h"
 #include "lanes.h"
@@ -48,6 +49,27 @@ struct SoftmaxRow {
     int64_t i = 0;
     for (; i + N <= length; i += N) lanes::store<N>(out + i, lanes::load<N>(out + i) * scale);
     for (; i < length; ++i) out[i] *= scale;
+  }
+};
+
+// The sum of exp(x - max_value) over a contiguous row whose maximum is finite
+// and which holds no NaN: SoftmaxRow's exponentials and lanes, nothing stored
+// (log_softmax's rows and reduce_log_sum_exp's runs).
+struct ExpSum {
+  template <int N>
+  static HEXIR_LANES double run(const float* in, int64_t length, float max_value) {
+    constexpr int kVectors = kSoftmaxLanes / N;
+    lanes::F32<N> acc[kVectors] = {};
+    const lanes::F32<N> m = lanes::splat<N>(max_value);
+    int64_t j = 0;
+    for (; j + kSoftmaxLanes <= length; j += kSoftmaxLanes)
+      for (int q = 0; q < kVectors; ++q) acc[q] += lanes::exp<N>(lanes::load<N>(in + j + q * N) - m);
+    float partial[kSoftmaxLanes];
+    for (int q = 0; q < kVectors; ++q) lanes::store<N>(partial + q * N, acc[q]);
+    for (int t = 0; j + t < length; ++t) partial[t] += ops::exp_of(in[j + t] - max_value);
+    double sum = 0.0;
+    for (float v : partial) sum += v;
+    return sum;
   }
 };
 
@@ -283,20 +305,23 @@ double fold_lanes(double* acc) {
   return acc[0];
 }
 
-// Element i's double (or its squared deviation from `mean`) into lane i % 32.
-// A plain loop over the 32 lanes, which GCC vectorizes for the ISA `widest`
-// compiles it for (written with lanes::F64 it split the conversions through
-// the stack). The same doubles in the same order on every ISA.
-template <bool kDeviation>
+// Element i's double (its squared deviation from `mean`, or its magnitude)
+// into lane i % 32. A plain loop over the 32 lanes, which GCC vectorizes for
+// the ISA `widest` compiles it for (written with lanes::F64 it split the
+// conversions through the stack). The same doubles in the same order on every ISA.
+enum class LaneTerm { kValue, kDeviation, kMagnitude };
+template <LaneTerm kTerm>
 struct LaneSums {
   template <int N>
   static HEXIR_LANES double run(const float* x, int64_t n, double mean) {
     double acc[kSumLanes] = {};
     auto add = [&](int j, float v) {
       double d = static_cast<double>(v);
-      if constexpr (kDeviation) {
+      if constexpr (kTerm == LaneTerm::kDeviation) {
         d -= mean;
         d *= d;  // then added: two roundings (-ffp-contract=off)
+      } else if constexpr (kTerm == LaneTerm::kMagnitude) {
+        d = std::fabs(d);
       }
       acc[j] += d;
     };
@@ -308,35 +333,212 @@ struct LaneSums {
   }
 };
 
-double sum_contiguous(const float* x, int64_t n) { return widest<LaneSums<false>>(x, n, 0.0); }
+double sum_contiguous(const float* x, int64_t n) { return widest<LaneSums<LaneTerm::kValue>>(x, n, 0.0); }
 // The sum of (x[i] - mean)^2 in double, element i in lane i % 32 as above.
 double squared_deviation_sum(const float* x, int64_t n, double mean) {
-  return widest<LaneSums<true>>(x, n, mean);
+  return widest<LaneSums<LaneTerm::kDeviation>>(x, n, mean);
+}
+double magnitude_sum(const float* x, int64_t n) { return widest<LaneSums<LaneTerm::kMagnitude>>(x, n, 0.0); }
+
+// The largest (the smallest with kMin: the largest of the negated) of n
+// contiguous floats, NaN if any is; -inf (+inf) of nothing.
+template <bool kMin>
+struct RowExtreme {
+  template <int N>
+  static HEXIR_LANES float run(const float* in, int64_t n) {
+    lanes::F32<N> m = lanes::splat<N>(-std::numeric_limits<float>::infinity());
+    lanes::I32<N> unordered = {};
+    int64_t j = 0;
+    for (; j + N <= n; j += N) {
+      lanes::F32<N> v = lanes::load<N>(in + j);
+      if constexpr (kMin) v = -v;
+      unordered |= v != v;
+      m = lanes::max<N>(m, v);
+    }
+    float best = lanes::max_of<N>(m);
+    bool nan = false;
+    for (int i = 0; i < N; ++i) nan |= unordered[i] != 0;
+    for (; j < n; ++j) {
+      const float v = kMin ? -in[j] : in[j];
+      best = v > best ? v : best;
+      nan |= v != v;
+    }
+    if (nan) return std::numeric_limits<float>::quiet_NaN();
+    return kMin ? -best : best;
+  }
+};
+
+// The reduced elements of one output as runs of `length` elements `stride`
+// apart: the last reduced dim per index of the others, or the whole block as
+// one run when it is contiguous (a global pool, the last axes).
+class ReducedRuns {
+ public:
+  explicit ReducedRuns(const ops::ReducePlan& p) : p_(p) {
+    contiguous_ = p.red_rank > 0;
+    int64_t stride = 1;
+    for (int32_t i = p.red_rank - 1; contiguous_ && i >= 0; --i) {
+      contiguous_ = p.red_dims[i] == 1 || p.red_stride[i] == stride;
+      stride *= p.red_dims[i];
+    }
+  }
+
+  template <typename F>
+  void each(int64_t base, F&& run) const {
+    if (p_.red_count == 0) return;
+    if (p_.red_rank == 0 || contiguous_) {  // a scalar (no axes) or one block
+      run(base, p_.red_count, int64_t{1});
+      return;
+    }
+    const int32_t outer = p_.red_rank - 1;
+    int64_t red_index[kMaxRank] = {};
+    do {
+      int64_t offset = base;
+      for (int32_t i = 0; i < outer; ++i) offset += red_index[i] * p_.red_stride[i];
+      run(offset, p_.red_dims[outer], p_.red_stride[outer]);
+    } while (next_index(red_index, p_.red_dims, outer));
+  }
+
+ private:
+  const ops::ReducePlan& p_;
+  bool contiguous_;
+};
+
+// max (min): NaN if any element is NaN, -inf (+inf) over nothing.
+template <bool kMin>
+float extreme_of(const ReducedRuns& runs, const float* in, int64_t base) {
+  float m = kMin ? std::numeric_limits<float>::infinity() : -std::numeric_limits<float>::infinity();
+  runs.each(base, [&](int64_t offset, int64_t length, int64_t stride) {
+    if (m != m) return;
+    if (stride == 1 && length >= 16) {
+      const float r = widest<RowExtreme<kMin>>(in + offset, length);
+      if (r != r || (kMin ? r < m : r > m)) m = r;
+      return;
+    }
+    for (int64_t j = 0; j < length; ++j) {
+      const float v = in[offset + j * stride];
+      if ((kMin ? v < m : v > m) || v != v) m = v;  // NaN sticks: nothing compares past it
+    }
+  });
+  return m;
+}
+
+// The sum in double of f(element) over the reduced elements: runs of 32 or
+// more contiguous elements in 32 lanes (lane_sum), the rest in order.
+template <typename Lanes, typename Term>
+double sum_of(const ReducedRuns& runs, const float* in, int64_t base, Lanes lane_sum, Term term) {
+  double sum = 0.0;
+  runs.each(base, [&](int64_t offset, int64_t length, int64_t stride) {
+    if (stride == 1 && length >= kSumLanes) {
+      sum += lane_sum(in + offset, length);
+      return;
+    }
+    for (int64_t j = 0; j < length; ++j) sum += term(in[offset + j * stride]);
+  });
+  return sum;
+}
+
+// log(sum(exp(x))) as max + log(sum(exp(x - max))): no overflow; NaN, +inf
+// and -inf (every element -inf, or nothing) as the max is.
+float log_sum_exp_of(const ReducedRuns& runs, const float* in, int64_t base) {
+  const float m = extreme_of<false>(runs, in, base);
+  if (!std::isfinite(m)) return m;
+  double sum = 0.0;
+  runs.each(base, [&](int64_t offset, int64_t length, int64_t stride) {
+    if (stride == 1 && length >= 16) {  // no NaN (m is finite): the vector exponentials
+      sum += widest<ExpSum>(in + offset, length, m);
+      return;
+    }
+    for (int64_t j = 0; j < length; ++j) sum += std::exp(static_cast<double>(in[offset + j * stride]) - m);
+  });
+  return static_cast<float>(m + std::log(sum));
+}
+
+float reduce_one(const ops::ReducePlan& p, const ReducedRuns& runs, const float* in, int64_t base) {
+  using ops::ReduceKind;
+  auto value = [](float v) { return static_cast<double>(v); };
+  auto square = [](float v) { return static_cast<double>(v) * static_cast<double>(v); };
+  auto magnitude = [](float v) { return std::fabs(static_cast<double>(v)); };
+  auto squares = [](const float* x, int64_t n) { return squared_deviation_sum(x, n, 0.0); };
+  switch (p.kind) {
+    case ReduceKind::kMax:
+      return extreme_of<false>(runs, in, base);
+    case ReduceKind::kMin:
+      return extreme_of<true>(runs, in, base);
+    case ReduceKind::kLogSumExp:
+      return log_sum_exp_of(runs, in, base);
+    case ReduceKind::kProd: {
+      double product = 1.0;
+      runs.each(base, [&](int64_t offset, int64_t length, int64_t stride) {
+        for (int64_t j = 0; j < length; ++j) product *= in[offset + j * stride];
+      });
+      return static_cast<float>(product);
+    }
+    case ReduceKind::kL1:
+      return static_cast<float>(sum_of(runs, in, base, magnitude_sum, magnitude));
+    case ReduceKind::kSumSquare:
+      return static_cast<float>(sum_of(runs, in, base, squares, square));
+    case ReduceKind::kL2:
+      return static_cast<float>(std::sqrt(sum_of(runs, in, base, squares, square)));
+    case ReduceKind::kLogSum:
+      return static_cast<float>(std::log(sum_of(runs, in, base, sum_contiguous, value)));
+    case ReduceKind::kMean:  // numpy: the mean over zero elements is NaN (0/0)
+      return static_cast<float>(sum_of(runs, in, base, sum_contiguous, value) /
+                                static_cast<double>(p.red_count));
+    case ReduceKind::kSum:
+      break;
+  }
+  return static_cast<float>(sum_of(runs, in, base, sum_contiguous, value));
+}
+
+// The integer reductions: sums and products wrap in 64 bits (truncated to T,
+// the same bits as wrapping in T); max and min exact.
+template <typename T>
+T reduce_one_integer(const ops::ReducePlan& p, const ReducedRuns& runs, const T* in, int64_t base) {
+  using ops::ReduceKind;
+  if (p.kind == ReduceKind::kMax || p.kind == ReduceKind::kMin) {
+    const bool min = p.kind == ReduceKind::kMin;
+    T m = min ? std::numeric_limits<T>::max() : std::numeric_limits<T>::lowest();
+    runs.each(base, [&](int64_t offset, int64_t length, int64_t stride) {
+      if (min)
+        for (int64_t j = 0; j < length; ++j) m = std::min(m, in[offset + j * stride]);
+      else
+        for (int64_t j = 0; j < length; ++j) m = std::max(m, in[offset + j * stride]);
+    });
+    return m;
+  }
+  uint64_t acc = p.kind == ReduceKind::kProd ? 1 : 0;
+  runs.each(base, [&](int64_t offset, int64_t length, int64_t stride) {
+    const T* x = in + offset;
+    auto term = [&](int64_t j) {
+      const uint64_t v = static_cast<uint64_t>(static_cast<int64_t>(x[j * stride]));
+      switch (p.kind) {
+        case ReduceKind::kL1:
+          return static_cast<int64_t>(v) < 0 ? 0 - v : v;
+        case ReduceKind::kSumSquare:
+          return v * v;
+        default:
+          return v;
+      }
+    };
+    if (p.kind == ReduceKind::kProd)
+      for (int64_t j = 0; j < length; ++j) acc *= term(j);
+    else
+      for (int64_t j = 0; j < length; ++j) acc += term(j);
+  });
+  return static_cast<T>(acc);
 }
 
 }  // namespace
 
-// Sums (in double) over the reduced dims, one output element at a time (or the
-// max). Reduced dims that form one contiguous block (the last axes: a global
-// pool) are summed by sum_contiguous; others in index order.
+// One output element at a time (reduce_one); outputs are independent, so
+// ranges of them go over the pool, each computed as on one thread.
+template <typename T>
 Status reduce(const KernelContext& context, const Dispatch& d) {
   const ops::ReducePlan& p = plan_of<ops::ReducePlan>(d);
   if (p.out_count == 0) return ok_status();
-  const float* in = input(d, 0);
-  float* out = output(d, 0);
-  if (p.max) {
-    reduce_max(p, in, out);
-    return ok_status();
-  }
-  // Whether the reduced elements of one output are one contiguous block.
-  bool contiguous = p.red_rank > 0;
-  int64_t stride = 1;
-  for (int32_t i = p.red_rank - 1; contiguous && i >= 0; --i) {
-    contiguous = p.red_dims[i] == 1 || p.red_stride[i] == stride;
-    stride *= p.red_dims[i];
-  }
-  // Outputs are independent: ranges of them over the pool, each summed in
-  // the same order as on one thread.
+  const T* in = input<T>(d, 0);
+  T* out = output<T>(d, 0);
+  const ReducedRuns runs(p);
   parallel_ranges(context, p.out_count, std::max<int64_t>(1, (int64_t{1} << 15) / std::max<int64_t>(p.red_count, 1)),
                   [&](int64_t begin, int64_t end) {
     int64_t kept_index[kMaxRank] = {};
@@ -347,41 +549,145 @@ Status reduce(const KernelContext& context, const Dispatch& d) {
     for (int64_t o = begin; o < end; ++o) {
       int64_t base = 0;
       for (int32_t i = 0; i < p.kept_rank; ++i) base += kept_index[i] * p.kept_stride[i];
-      double sum = 0.0;
-      if (p.red_count > 0) {
-        if (p.red_rank == 0) {
-          sum = in[base];
-        } else if (contiguous) {
-          sum = sum_contiguous(in + base, p.red_count);
-        } else {
-          const int32_t outer = p.red_rank - 1;
-          const int64_t inner = p.red_dims[outer];
-          const int64_t inner_stride = p.red_stride[outer];
-          int64_t red_index[kMaxRank] = {};
-          do {
-            int64_t offset = base;
-            for (int32_t i = 0; i < outer; ++i) offset += red_index[i] * p.red_stride[i];
-            for (int64_t j = 0; j < inner; ++j) sum += in[offset + j * inner_stride];
-          } while (next_index(red_index, p.red_dims, outer));
-        }
-      }
-      // numpy: the mean over zero elements is NaN (0/0).
-      out[o] = static_cast<float>(p.mean ? sum / static_cast<double>(p.red_count) : sum);
+      if constexpr (std::is_same_v<T, float>)
+        out[o] = reduce_one(p, runs, in, base);
+      else
+        out[o] = reduce_one_integer<T>(p, runs, in, base);
       next_index(kept_index, p.kept_dims, p.kept_rank);
     }
   });
   return ok_status();
 }
+template Status reduce<float>(const KernelContext&, const Dispatch&);
+template Status reduce<int32_t>(const KernelContext&, const Dispatch&);
+template Status reduce<int64_t>(const KernelContext&, const Dispatch&);
 
-// argmax: one index per (outer, inner) position, ops::argmax_of along the axis.
+// argmax and argmin: one index per (outer, inner) position, ops::argmax_of along the axis.
+template <typename T>
 Status argmax(const KernelContext&, const Dispatch& d) {
   const ops::ArgmaxPlan& p = plan_of<ops::ArgmaxPlan>(d);
-  const float* x = input(d, 0);
+  const T* x = input<T>(d, 0);
   int64_t* out = output<int64_t>(d, 0);
   for (int64_t o = 0; o < p.outer; ++o)
     for (int64_t i = 0; i < p.inner; ++i)
-      out[o * p.inner + i] = ops::argmax_of(x + o * p.length * p.inner + i, p.length, p.inner, p.select_last);
+      out[o * p.inner + i] =
+          ops::argmax_of(x + o * p.length * p.inner + i, p.length, p.inner, p.select_last, p.smallest);
   return ok_status();
 }
+template Status argmax<float>(const KernelContext&, const Dispatch&);
+template Status argmax<int32_t>(const KernelContext&, const Dispatch&);
+template Status argmax<int64_t>(const KernelContext&, const Dispatch&);
+
+// hardmax: zeros, then a 1 at each (outer, inner) position's argmax.
+Status hardmax(const KernelContext&, const Dispatch& d) {
+  const ops::ArgmaxPlan& p = plan_of<ops::ArgmaxPlan>(d);
+  const float* x = input(d, 0);
+  float* out = output(d, 0);
+  std::fill(out, out + p.outer * p.length * p.inner, 0.0f);
+  if (p.length == 0) return ok_status();
+  for (int64_t o = 0; o < p.outer; ++o) {
+    for (int64_t i = 0; i < p.inner; ++i) {
+      const int64_t base = o * p.length * p.inner + i;
+      out[base + ops::argmax_of(x + base, p.length, p.inner, 0) * p.inner] = 1.0f;
+    }
+  }
+  return ok_status();
+}
+
+// log_softmax: per row x - max - log(sum(exp(x - max))), the sum in double.
+// Each row is read whole before it is written (in place is safe). A row
+// holding NaN or +inf, or only -inf, gives NaN (as the definition: the max
+// ignores NaN, then exp(NaN) or exp(inf - inf) reaches the sum).
+Status log_softmax(const KernelContext& context, const Dispatch& d) {
+  const ops::SoftmaxPlan& p = plan_of<ops::SoftmaxPlan>(d);
+  const int64_t outer = p.outer, length = p.length, inner = p.inner;
+  if (outer == 0 || length == 0 || inner == 0) return ok_status();
+  const float* in = input(d, 0);
+  float* out = output(d, 0);
+  const uint64_t scratch = static_cast<uint64_t>(inner) * (sizeof(double) + sizeof(float));
+  if (inner > 1 && d.workspace != nullptr && d.workspace_size >= scratch &&
+      reinterpret_cast<uintptr_t>(d.workspace) % alignof(double) == 0) {
+    // As softmax's: per column of the inner block a float max and a double
+    // sum (then its log), every pass unit-stride over the inner dims.
+    double* shifts = static_cast<double*>(d.workspace);
+    float* column = reinterpret_cast<float*>(shifts + inner);
+    for (int64_t o = 0; o < outer; ++o) {
+      const float* block_in = in + o * length * inner;
+      float* block_out = out + o * length * inner;
+      for (int64_t i = 0; i < inner; ++i) column[i] = -std::numeric_limits<float>::infinity();
+      for (int64_t j = 0; j < length; ++j)
+        for (int64_t i = 0; i < inner; ++i) column[i] = std::fmax(column[i], block_in[j * inner + i]);
+      for (int64_t i = 0; i < inner; ++i) shifts[i] = 0.0;
+      for (int64_t j = 0; j < length; ++j)
+        for (int64_t i = 0; i < inner; ++i) shifts[i] += std::exp(block_in[j * inner + i] - column[i]);
+      for (int64_t i = 0; i < inner; ++i) shifts[i] = std::log(shifts[i]);
+      for (int64_t j = 0; j < length; ++j)
+        for (int64_t i = 0; i < inner; ++i)
+          block_out[j * inner + i] = (block_in[j * inner + i] - column[i]) - static_cast<float>(shifts[i]);
+    }
+    return ok_status();
+  }
+  // One row per (outer, inner) pair, over the pool. Contiguous rows with a
+  // finite maximum and no NaN take the vector exponentials (ExpSum).
+  const int64_t rows = outer * inner;
+  parallel_ranges(context, rows, std::max<int64_t>(1, (int64_t{1} << 15) / length),
+                  [&](int64_t b, int64_t e) {
+                    for (int64_t r = b; r < e; ++r) {
+                      const int64_t base = (r / inner) * length * inner + r % inner;
+                      const float* row_in = in + base;
+                      float* row_out = out + base;
+                      float max_value = -std::numeric_limits<float>::infinity();
+                      double sum = 0.0;
+                      bool nan = true;
+                      if (inner == 1) {
+                        max_value = widest<RowMax>(row_in, length, &nan);
+                        if (!nan && std::isfinite(max_value)) sum = widest<ExpSum>(row_in, length, max_value);
+                      }
+                      if (nan || !std::isfinite(max_value)) {
+                        max_value = -std::numeric_limits<float>::infinity();
+                        for (int64_t j = 0; j < length; ++j)
+                          max_value = std::fmax(max_value, row_in[j * inner]);
+                        sum = 0.0;
+                        for (int64_t j = 0; j < length; ++j) sum += std::exp(row_in[j * inner] - max_value);
+                      }
+                      const float shift = static_cast<float>(std::log(sum));
+                      for (int64_t j = 0; j < length; ++j)
+                        row_out[j * inner] = (row_in[j * inner] - max_value) - shift;
+                    }
+                  });
+  return ok_status();
+}
+
+// top_k: per row, its indices ordered by ops::topk_before in the workspace
+// (a partial sort: n log k), the first k written.
+template <typename T>
+Status top_k(const KernelContext&, const Dispatch& d) {
+  const ops::TopKPlan& p = plan_of<ops::TopKPlan>(d);
+  if (p.k == 0 || p.outer == 0 || p.inner == 0) return ok_status();
+  if (d.workspace == nullptr || d.workspace_size < static_cast<uint64_t>(p.length) * sizeof(int64_t))
+    return internal_error("@top_k: workspace below its stated size");
+  const T* x = input<T>(d, 0);
+  T* values = output<T>(d, 0);
+  int64_t* indices = output<int64_t>(d, 1);
+  int64_t* order = static_cast<int64_t*>(d.workspace);
+  for (int64_t o = 0; o < p.outer; ++o) {
+    for (int64_t i = 0; i < p.inner; ++i) {
+      const T* row = x + o * p.length * p.inner + i;
+      for (int64_t j = 0; j < p.length; ++j) order[j] = j;
+      std::partial_sort(order, order + p.k, order + p.length, [&](int64_t a, int64_t b) {
+        return ops::topk_before(row[a * p.inner], a, row[b * p.inner], b, p.largest);
+      });
+      const int64_t out_base = o * p.k * p.inner + i;
+      for (int64_t j = 0; j < p.k; ++j) {
+        values[out_base + j * p.inner] = row[order[j] * p.inner];
+        indices[out_base + j * p.inner] = order[j];
+      }
+    }
+  }
+  return ok_status();
+}
+template Status top_k<float>(const KernelContext&, const Dispatch&);
+template Status top_k<int32_t>(const KernelContext&, const Dispatch&);
+template Status top_k<int64_t>(const KernelContext&, const Dispatch&);
 
 }  // namespace hexir::hal::cpu::internal

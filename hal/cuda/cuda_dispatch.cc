@@ -315,13 +315,54 @@ Status group_norm(const Dispatch& d, Launcher& launcher) {
   return launcher.launch(Kernel::kGroupNorm, rows_config(p.plan.rows, p.plan.width), &p);
 }
 
+// The reductions on `Dtype` (kCastF32, kCastI32 or kCastI64): one block per output element.
+template <int32_t Dtype>
 Status reduce(const Dispatch& d, Launcher& launcher) {
   ReduceParams p;
-  p.in = in(d, 0);
-  p.out = out(d, 0);
+  p.in = d.operands[0];
+  p.out = d.operands[1];
   p.plan = plan_of<ops::ReducePlan>(d);
   if (p.plan.out_count == 0) return ok_status();
-  return launcher.launch(Kernel::kReduce, rows_config(p.plan.out_count, p.plan.red_count), &p);
+  const Kernel kernel = Dtype == kCastF32   ? Kernel::kReduce
+                        : Dtype == kCastI32 ? Kernel::kReduceI32
+                                            : Kernel::kReduceI64;
+  return launcher.launch(kernel, rows_config(p.plan.out_count, p.plan.red_count), &p);
+}
+
+Status log_softmax(const Dispatch& d, Launcher& launcher) {
+  SoftmaxParams p;
+  p.in = in(d, 0);
+  p.out = out(d, 0);
+  p.plan = plan_of<ops::SoftmaxPlan>(d);
+  const ops::SoftmaxPlan& q = p.plan;
+  if (q.outer == 0 || q.length == 0 || q.inner == 0) return ok_status();
+  return launcher.launch(Kernel::kLogSoftmax, rows_config(q.outer * q.inner, q.length), &p);
+}
+
+Status hardmax(const Dispatch& d, Launcher& launcher) {
+  HardmaxParams p;
+  p.x = in(d, 0);
+  p.out = out(d, 0);
+  p.plan = plan_of<ops::ArgmaxPlan>(d);
+  const int64_t n = p.plan.outer * p.plan.inner;
+  if (n == 0 || p.plan.length == 0) return ok_status();
+  return launcher.launch(Kernel::kHardmax, linear_config(n), &p);
+}
+
+// top_k on x of `Dtype`: one thread per row.
+template <int32_t Dtype>
+Status top_k(const Dispatch& d, Launcher& launcher) {
+  TopKParams p;
+  p.x = d.operands[0];
+  p.values = d.operands[1];
+  p.indices = out<int64_t>(d, 1);
+  p.plan = plan_of<ops::TopKPlan>(d);
+  const int64_t n = p.plan.outer * p.plan.inner;
+  if (n == 0 || p.plan.k == 0) return ok_status();
+  const Kernel kernel = Dtype == kCastF32   ? Kernel::kTopK
+                        : Dtype == kCastI32 ? Kernel::kTopKI32
+                                            : Kernel::kTopKI64;
+  return launcher.launch(kernel, linear_config(n), &p);
 }
 
 // ---- layout -------------------------------------------------------------------
@@ -447,14 +488,19 @@ Status gather(const Dispatch& d, Launcher& launcher) {
   return launcher.launch(kernel, linear_config(q.outer * q.index_count * (q.inner_bytes / unit)), &p);
 }
 
+// argmax and argmin on x of `Dtype`.
+template <int32_t Dtype>
 Status argmax(const Dispatch& d, Launcher& launcher) {
   ArgmaxParams p;
-  p.x = in(d, 0);
+  p.x = d.operands[0];
   p.out = out<int64_t>(d, 0);
   p.plan = plan_of<ops::ArgmaxPlan>(d);
   const int64_t n = p.plan.outer * p.plan.inner;
   if (n == 0) return ok_status();
-  return launcher.launch(Kernel::kArgmax, linear_config(n), &p);
+  const Kernel kernel = Dtype == kCastF32   ? Kernel::kArgmax
+                        : Dtype == kCastI32 ? Kernel::kArgmaxI32
+                                            : Kernel::kArgmaxI64;
+  return launcher.launch(kernel, linear_config(n), &p);
 }
 
 // The window kernel of one element width (every dtype is 1, 2, 4 or 8 bytes).
@@ -609,6 +655,9 @@ Status widened(const Dispatch& d, Launcher& launcher) {
   {OpId::op, kCastF16, kCastF16, widened<__VA_ARGS__>}, {OpId::op, kCastBF16, kCastBF16, widened<__VA_ARGS__>}
 #define HEXIR_WIDENED_KEY(op, ...) \
   {OpId::op, kCastF16, kAnyDType, widened<__VA_ARGS__>}, {OpId::op, kCastBF16, kAnyDType, widened<__VA_ARGS__>}
+#define HEXIR_INT_REDUCE(op)                                        \
+  {OpId::op, kCastI32, kCastI32, reduce<kCastI32>},                 \
+  {OpId::op, kCastI64, kCastI64, reduce<kCastI64>}
 // clang-format on
 
 constexpr KernelEntry<CudaKernelFn> kKernels[] = {
@@ -649,7 +698,7 @@ constexpr KernelEntry<CudaKernelFn> kKernels[] = {
     {OpId::kGreater, kCastI64, kAnyDType, compare<Kernel::kGreater, kCastI64>},
     // not: bool only (its rule).
     {OpId::kNot, kAnyDType, kAnyDType, logical_not},
-    {OpId::kReduceMax, kF32, kF32, reduce},
+    {OpId::kReduceMax, kF32, kF32, reduce<kCastF32>},
     {OpId::kMaxPool, kF32, kF32, pool2d},
     {OpId::kAveragePool, kF32, kF32, pool2d},
     {OpId::kPad, kAnyDType, kAnyDType, pad},
@@ -661,8 +710,8 @@ constexpr KernelEntry<CudaKernelFn> kKernels[] = {
     {OpId::kSeparableConv2d, kF32, kF32, separable_conv2d},
     {OpId::kSoftmax, kF32, kF32, softmax},
     {OpId::kLayernorm, kF32, kF32, layernorm},
-    {OpId::kReduceSum, kF32, kF32, reduce},
-    {OpId::kReduceMean, kF32, kF32, reduce},
+    {OpId::kReduceSum, kF32, kF32, reduce<kCastF32>},
+    {OpId::kReduceMean, kF32, kF32, reduce<kCastF32>},
     {OpId::kTranspose, kAnyDType, kAnyDType, strided},
     {OpId::kSlice, kAnyDType, kAnyDType, strided},
     {OpId::kConcat, kAnyDType, kAnyDType, concat},
@@ -671,7 +720,7 @@ constexpr KernelEntry<CudaKernelFn> kKernels[] = {
     {OpId::kGather, kAnyDType, kAnyDType, gather},
     {OpId::kWhere, kAnyDType, kAnyDType, where},
     // argmax: keyed by its f32 operand; the result is always i64 (its rule).
-    {OpId::kArgMax, kF32, kAnyDType, argmax},
+    {OpId::kArgMax, kF32, kAnyDType, argmax<kCastF32>},
     {OpId::kDynamicSlice, kAnyDType, kAnyDType, dynamic_slice},
     {OpId::kUpdateSlice, kAnyDType, kAnyDType, update_slice},
     {OpId::kScatterND, kAnyDType, kAnyDType, scatter},
@@ -758,8 +807,35 @@ constexpr KernelEntry<CudaKernelFn> kKernels[] = {
     HEXIR_WIDENED(kConv2d, conv2d), HEXIR_WIDENED(kSeparableConv2d, separable_conv2d),
     HEXIR_WIDENED(kConvTranspose, conv_transpose), HEXIR_WIDENED(kMaxPool, pool2d),
     HEXIR_WIDENED(kAveragePool, pool2d), HEXIR_WIDENED(kResize, resize), HEXIR_WIDENED(kSoftmax, softmax),
-    HEXIR_WIDENED(kLayernorm, layernorm), HEXIR_WIDENED(kReduceSum, reduce), HEXIR_WIDENED(kReduceMean, reduce),
-    HEXIR_WIDENED(kReduceMax, reduce), HEXIR_WIDENED_KEY(kArgMax, argmax),
+    HEXIR_WIDENED(kLayernorm, layernorm), HEXIR_WIDENED(kReduceSum, reduce<kCastF32>),
+    HEXIR_WIDENED(kReduceMean, reduce<kCastF32>), HEXIR_WIDENED(kReduceMax, reduce<kCastF32>),
+    HEXIR_WIDENED_KEY(kArgMax, argmax<kCastF32>),
+    // The reductions: every one on f32, those ONNX defines on integers on i32 and i64 (their rule).
+    HEXIR_INT_REDUCE(kReduceSum),
+    HEXIR_INT_REDUCE(kReduceMax),
+    {OpId::kReduceMin, kF32, kF32, reduce<kCastF32>},
+    HEXIR_INT_REDUCE(kReduceMin),
+    {OpId::kReduceProd, kF32, kF32, reduce<kCastF32>},
+    HEXIR_INT_REDUCE(kReduceProd),
+    {OpId::kReduceL1, kF32, kF32, reduce<kCastF32>},
+    HEXIR_INT_REDUCE(kReduceL1),
+    {OpId::kReduceL2, kF32, kF32, reduce<kCastF32>},
+    {OpId::kReduceLogSumExp, kF32, kF32, reduce<kCastF32>},
+    {OpId::kReduceSumSquare, kF32, kF32, reduce<kCastF32>},
+    HEXIR_INT_REDUCE(kReduceSumSquare),
+    {OpId::kReduceLogSum, kF32, kF32, reduce<kCastF32>},
+    // argmax, argmin: keyed by the operand; the result is always i64 (their rule).
+    {OpId::kArgMax, kCastI32, kAnyDType, argmax<kCastI32>},
+    {OpId::kArgMax, kCastI64, kAnyDType, argmax<kCastI64>},
+    {OpId::kArgMin, kCastF32, kAnyDType, argmax<kCastF32>},
+    {OpId::kArgMin, kCastI32, kAnyDType, argmax<kCastI32>},
+    {OpId::kArgMin, kCastI64, kAnyDType, argmax<kCastI64>},
+    {OpId::kLogSoftmax, kF32, kF32, log_softmax},
+    {OpId::kHardmax, kF32, kF32, hardmax},
+    // top_k: keyed by x; values of x's dtype, i64 indices.
+    {OpId::kTopK, kCastF32, kAnyDType, top_k<kCastF32>},
+    {OpId::kTopK, kCastI32, kAnyDType, top_k<kCastI32>},
+    {OpId::kTopK, kCastI64, kAnyDType, top_k<kCastI64>},
 };
 
 #undef HEXIR_CAST_FROM
@@ -767,6 +843,7 @@ constexpr KernelEntry<CudaKernelFn> kKernels[] = {
 #undef HEXIR_WIDENED_KEY
 #undef HEXIR_INT_BINARY
 #undef HEXIR_INT_UNARY
+#undef HEXIR_INT_REDUCE
 
 }  // namespace
 

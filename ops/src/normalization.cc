@@ -1,4 +1,5 @@
-// Row-wise operators: softmax, layernorm, the reductions (sum, mean, max) and argmax.
+// Row-wise operators: softmax, log_softmax, hardmax, layernorm, the reductions
+// (reduce_sum's family), argmax, argmin and top_k.
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -29,10 +30,12 @@ uint64_t flops_softmax(std::span<const TensorType>, std::span<const TensorType> 
   return mul_sat(output_elements_sat(out), 4);
 }
 
+// softmax, log_softmax and hardmax: [axis], the result of the input's type.
+template <OpId kId>
 Result<std::vector<TensorType>> infer_softmax(std::span<const TensorType> in,
                                               std::span<const int64_t> params) {
-  HEXIR_RETURN_IF_ERROR(check_param_count(kSoftmax, params, 1));
-  HEXIR_RETURN_IF_ERROR(check_axis_param(kSoftmax, params[0], in[0].rank()));
+  HEXIR_RETURN_IF_ERROR(check_param_count(kId, params, 1));
+  HEXIR_RETURN_IF_ERROR(check_axis_param(kId, params[0], in[0].rank()));
   return one(in[0]);
 }
 
@@ -46,9 +49,19 @@ void fill_softmax(const PlanInput& op, SoftmaxPlan& p) {
 
 void plan_softmax(const PlanInput& op, OpPlan& out) { fill_softmax(op, out.start<SoftmaxPlan>()); }
 
-// softmax over a non-last axis walks its rows with a stride; with one double
-// sum and one float max per column of the inner block it runs unit-stride
-// instead (same arithmetic per element, same results).
+// hardmax: argmax's plan along the axis (the first of ties).
+void plan_hardmax(const PlanInput& op, OpPlan& out) {
+  ArgmaxPlan& p = out.start<ArgmaxPlan>();
+  SoftmaxPlan rows{};
+  fill_softmax(op, rows);
+  p.outer = rows.outer;
+  p.length = rows.length;
+  p.inner = rows.inner;
+}
+
+// softmax (and log_softmax) over a non-last axis walks its rows with a
+// stride; with one double sum and one float max per column of the inner
+// block it runs unit-stride instead (same arithmetic per element, same results).
 uint64_t workspace_softmax(const PlanInput& op) {
   SoftmaxPlan p{};
   fill_softmax(op, p);
@@ -206,10 +219,50 @@ Status reduced_dims(std::span<const int64_t> params, size_t rank, bool* reduced)
   return ok_status();
 }
 
+constexpr ReduceKind reduce_kind(OpId id) {
+  switch (id) {
+    case kReduceMean:
+      return ReduceKind::kMean;
+    case kReduceMax:
+      return ReduceKind::kMax;
+    case kReduceMin:
+      return ReduceKind::kMin;
+    case kReduceProd:
+      return ReduceKind::kProd;
+    case kReduceL1:
+      return ReduceKind::kL1;
+    case kReduceL2:
+      return ReduceKind::kL2;
+    case kReduceLogSumExp:
+      return ReduceKind::kLogSumExp;
+    case kReduceSumSquare:
+      return ReduceKind::kSumSquare;
+    case kReduceLogSum:
+      return ReduceKind::kLogSum;
+    default:
+      return ReduceKind::kSum;
+  }
+}
+
+// The reductions ONNX defines on integers too (mean, l2 and the logarithms: floats only).
+constexpr bool reduces_integers(ReduceKind kind) {
+  return kind == ReduceKind::kSum || kind == ReduceKind::kMax || kind == ReduceKind::kMin ||
+         kind == ReduceKind::kProd || kind == ReduceKind::kL1 || kind == ReduceKind::kSumSquare;
+}
+
+// f32, or i32 / i64 where `integers` allows.
+Status check_number_operand(OpId id, const TensorType& x, bool integers) {
+  if (x.dtype == DType::kF32 || (integers && (x.dtype == DType::kI32 || x.dtype == DType::kI64)))
+    return ok_status();
+  return invalid_argument(prefix(id) + "operand 0 is " + x.to_string() +
+                          (integers ? ", must be f32, i32 or i64" : ", only f32 is supported"));
+}
+
 template <OpId kId>
 Result<std::vector<TensorType>> infer_reduce(std::span<const TensorType> in,
                                              std::span<const int64_t> params) {
   const TensorType& x = in[0];
+  HEXIR_RETURN_IF_ERROR(check_number_operand(kId, x, reduces_integers(reduce_kind(kId))));
   bool reduced[kMaxRank];
   HEXIR_RETURN_IF_ERROR(reduced_dims<kId>(params, x.rank(), reduced));
   TensorType out{x.dtype, {}};
@@ -245,8 +298,7 @@ void plan_reduce(const PlanInput& op, OpPlan& out) {
                              static_cast<size_t>(p.kept_rank));
   p.red_count = dims_product(std::span<const int64_t>(p.red_dims, static_cast<size_t>(p.red_rank)), 0,
                              static_cast<size_t>(p.red_rank));
-  p.mean = kId == kReduceMean;
-  p.max = kId == kReduceMax;
+  p.kind = reduce_kind(kId);
 }
 
 // ---- argmax -----------------------------------------------------------------
@@ -258,13 +310,14 @@ Result<int64_t> flag_attr(OpId id, const AttrMap& attrs, std::string_view name, 
   return v;
 }
 
+template <OpId kId>
 Result<std::vector<int64_t>> lower_argmax(std::span<const TensorType> in, const AttrMap& attrs,
                                           std::span<const TensorType>) {
-  HEXIR_RETURN_IF_ERROR(check_attr_names(kArgMax, attrs, {"axis", "keepdims", "select_last_index"}));
-  HEXIR_ASSIGN_OR_RETURN(int64_t axis, int_attr(kArgMax, attrs, "axis", 0));
-  HEXIR_ASSIGN_OR_RETURN(axis, normalize_axis(kArgMax, axis, in[0].rank(), "axis"));
-  HEXIR_ASSIGN_OR_RETURN(int64_t keepdims, flag_attr(kArgMax, attrs, "keepdims", 1));
-  HEXIR_ASSIGN_OR_RETURN(int64_t last, flag_attr(kArgMax, attrs, "select_last_index", 0));
+  HEXIR_RETURN_IF_ERROR(check_attr_names(kId, attrs, {"axis", "keepdims", "select_last_index"}));
+  HEXIR_ASSIGN_OR_RETURN(int64_t axis, int_attr(kId, attrs, "axis", 0));
+  HEXIR_ASSIGN_OR_RETURN(axis, normalize_axis(kId, axis, in[0].rank(), "axis"));
+  HEXIR_ASSIGN_OR_RETURN(int64_t keepdims, flag_attr(kId, attrs, "keepdims", 1));
+  HEXIR_ASSIGN_OR_RETURN(int64_t last, flag_attr(kId, attrs, "select_last_index", 0));
   return std::vector<int64_t>{axis, keepdims, last};
 }
 
@@ -274,13 +327,15 @@ AttrMap raise_argmax(std::span<const TensorType>, std::span<const int64_t> param
           {"select_last_index", AttrValue{param_at(params, 2)}}};
 }
 
+template <OpId kId>
 Result<std::vector<TensorType>> infer_argmax(std::span<const TensorType> in,
                                              std::span<const int64_t> params) {
   const TensorType& x = in[0];
-  HEXIR_RETURN_IF_ERROR(check_param_count(kArgMax, params, 3));
-  HEXIR_RETURN_IF_ERROR(check_axis_param(kArgMax, params[0], x.rank()));
+  HEXIR_RETURN_IF_ERROR(check_number_operand(kId, x, true));
+  HEXIR_RETURN_IF_ERROR(check_param_count(kId, params, 3));
+  HEXIR_RETURN_IF_ERROR(check_axis_param(kId, params[0], x.rank()));
   if ((params[1] != 0 && params[1] != 1) || (params[2] != 0 && params[2] != 1))
-    return invalid_argument(prefix(kArgMax) + "keepdims and select_last_index must be 0 or 1, got " +
+    return invalid_argument(prefix(kId) + "keepdims and select_last_index must be 0 or 1, got " +
                             shape_str(params.subspan(1)));
   const size_t axis = static_cast<size_t>(params[0]);
   TensorType out{DType::kI64, {}};
@@ -291,11 +346,12 @@ Result<std::vector<TensorType>> infer_argmax(std::span<const TensorType> in,
       out.dims.push_back(1);
   }
   if (x.dims[axis] == 0 && count_of(out) > 0)
-    return invalid_argument(prefix(kArgMax) + "axis " + std::to_string(axis) + " of " + x.to_string() +
+    return invalid_argument(prefix(kId) + "axis " + std::to_string(axis) + " of " + x.to_string() +
                             " is empty: no element to pick");
   return one(std::move(out));
 }
 
+template <OpId kId>
 void plan_argmax(const PlanInput& op, OpPlan& out) {
   ArgmaxPlan& p = out.start<ArgmaxPlan>();
   const auto& dims = op.inputs[0].dims;
@@ -304,23 +360,112 @@ void plan_argmax(const PlanInput& op, OpPlan& out) {
   p.length = dims[axis];
   p.inner = dims_product(dims, axis + 1, dims.size());
   p.select_last = static_cast<int32_t>(op.params[2]);
+  p.smallest = kId == kArgMin;
+}
+
+// ---- top_k --------------------------------------------------------------------
+
+Result<std::vector<int64_t>> lower_top_k(std::span<const TensorType> in, const AttrMap& attrs,
+                                         std::span<const TensorType>) {
+  HEXIR_RETURN_IF_ERROR(check_attr_names(kTopK, attrs, {"axis", "k", "largest", "sorted"}));
+  HEXIR_ASSIGN_OR_RETURN(int64_t axis, int_attr(kTopK, attrs, "axis", -1));
+  HEXIR_ASSIGN_OR_RETURN(axis, normalize_axis(kTopK, axis, in[0].rank(), "axis"));
+  if (!find_attr(attrs, "k")) return invalid_argument(prefix(kTopK) + "needs attribute 'k'");
+  HEXIR_ASSIGN_OR_RETURN(int64_t k, int_attr(kTopK, attrs, "k", 0));
+  HEXIR_ASSIGN_OR_RETURN(int64_t largest, flag_attr(kTopK, attrs, "largest", 1));
+  HEXIR_ASSIGN_OR_RETURN(int64_t sorted, flag_attr(kTopK, attrs, "sorted", 1));
+  return std::vector<int64_t>{axis, k, largest, sorted};
+}
+
+AttrMap raise_top_k(std::span<const TensorType>, std::span<const int64_t> params) {
+  return {{"axis", AttrValue{param_at(params, 0)}},
+          {"k", AttrValue{param_at(params, 1)}},
+          {"largest", AttrValue{param_at(params, 2)}},
+          {"sorted", AttrValue{param_at(params, 3)}}};
+}
+
+Result<std::vector<TensorType>> infer_top_k(std::span<const TensorType> in, std::span<const int64_t> params) {
+  const TensorType& x = in[0];
+  HEXIR_RETURN_IF_ERROR(check_number_operand(kTopK, x, true));
+  HEXIR_RETURN_IF_ERROR(check_param_count(kTopK, params, 4));
+  HEXIR_RETURN_IF_ERROR(check_axis_param(kTopK, params[0], x.rank()));
+  const size_t axis = static_cast<size_t>(params[0]);
+  if (params[1] < 0 || params[1] > x.dims[axis])
+    return invalid_argument(prefix(kTopK) + "k " + std::to_string(params[1]) + " must be in [0, " +
+                            std::to_string(x.dims[axis]) + "], the axis of " + x.to_string());
+  if ((params[2] != 0 && params[2] != 1) || (params[3] != 0 && params[3] != 1))
+    return invalid_argument(prefix(kTopK) + "largest and sorted must be 0 or 1, got " +
+                            shape_str(params.subspan(2)));
+  TensorType values = x;
+  values.dims[axis] = params[1];
+  TensorType indices{DType::kI64, values.dims};
+  return std::vector<TensorType>{std::move(values), std::move(indices)};
+}
+
+// Sorting each row: n log k comparisons.
+uint64_t flops_top_k(std::span<const TensorType> in, std::span<const TensorType>,
+                     std::span<const int64_t> params) {
+  const uint64_t k = static_cast<uint64_t>(std::max<int64_t>(param_at(params, 1), 1));
+  return mul_sat(elements_sat(in[0]), static_cast<uint64_t>(std::bit_width(k)));
+}
+
+void fill_top_k(const PlanInput& op, TopKPlan& p) {
+  const auto& dims = op.inputs[0].dims;
+  const size_t axis = static_cast<size_t>(op.params[0]);
+  p.outer = dims_product(dims, 0, axis);
+  p.length = dims[axis];
+  p.inner = dims_product(dims, axis + 1, dims.size());
+  p.k = op.params[1];
+  p.largest = static_cast<int32_t>(op.params[2]);
+}
+
+void plan_top_k(const PlanInput& op, OpPlan& out) { fill_top_k(op, out.start<TopKPlan>()); }
+
+// The cpu kernel orders one row's indices in place: an i64 per axis element.
+uint64_t workspace_top_k(const PlanInput& op) {
+  TopKPlan p{};
+  fill_top_k(op, p);
+  return static_cast<uint64_t>(p.length) * sizeof(int64_t);
 }
 
 constexpr OpDef kDefs[] = {
-    {kSoftmax, "softmax", 1, 1, 1, 1, true, true, false, 0, lower_axis<kSoftmax>, raise_axis, infer_softmax,
-     flops_softmax, workspace_softmax, plan_softmax},
+    {kSoftmax, "softmax", 1, 1, 1, 1, true, true, false, 0, lower_axis<kSoftmax>, raise_axis,
+     infer_softmax<kSoftmax>, flops_softmax, workspace_softmax, plan_softmax},
     {kLayernorm, "layernorm", 3, 3, 1, 1, true, false, false, 0, lower_layernorm, raise_layernorm,
      infer_layernorm, flops_layernorm, nullptr, plan_layernorm},
-    {kReduceSum, "reduce_sum", 1, 1, 1, 1, true, false, false, 0, lower_reduce<kReduceSum>, raise_reduce,
+    {kReduceSum, "reduce_sum", 1, 1, 1, 1, false, false, false, 0, lower_reduce<kReduceSum>, raise_reduce,
      infer_reduce<kReduceSum>, flops_reduce, nullptr, plan_reduce<kReduceSum>},
     {kReduceMean, "reduce_mean", 1, 1, 1, 1, true, false, false, 0, lower_reduce<kReduceMean>, raise_reduce,
      infer_reduce<kReduceMean>, flops_reduce, nullptr, plan_reduce<kReduceMean>},
-    {kReduceMax, "reduce_max", 1, 1, 1, 1, true, false, false, 0, lower_reduce<kReduceMax>, raise_reduce,
+    {kReduceMax, "reduce_max", 1, 1, 1, 1, false, false, false, 0, lower_reduce<kReduceMax>, raise_reduce,
      infer_reduce<kReduceMax>, flops_reduce, nullptr, plan_reduce<kReduceMax>},
     {kArgMax, "argmax", 1, 1, 1, 1, true, false, false, 0, lower_argmax, raise_argmax, infer_argmax,
      flops_reduce, nullptr, plan_argmax},
     {kGroupNorm, "group_norm", 3, 3, 1, 1, true, false, false, 0, lower_group_norm, raise_group_norm,
      infer_group_norm, flops_layernorm, nullptr, plan_group_norm},
+    {kArgMax, "argmax", 1, 1, 1, 1, false, false, false, 0, lower_argmax<kArgMax>, raise_argmax,
+     infer_argmax<kArgMax>, flops_reduce, nullptr, plan_argmax<kArgMax>},
+#define HEXIR_REDUCE_DEF(id, name)                                                                  \
+  {                                                                                                 \
+    id, name, 1, 1, 1, 1, false, false, false, 0, lower_reduce<id>, raise_reduce, infer_reduce<id>, \
+        flops_reduce, nullptr, plan_reduce<id>                                                      \
+  }
+    HEXIR_REDUCE_DEF(kReduceMin, "reduce_min"),
+    HEXIR_REDUCE_DEF(kReduceProd, "reduce_prod"),
+    HEXIR_REDUCE_DEF(kReduceL1, "reduce_l1"),
+    HEXIR_REDUCE_DEF(kReduceL2, "reduce_l2"),
+    HEXIR_REDUCE_DEF(kReduceLogSumExp, "reduce_log_sum_exp"),
+    HEXIR_REDUCE_DEF(kReduceSumSquare, "reduce_sum_square"),
+    HEXIR_REDUCE_DEF(kReduceLogSum, "reduce_log_sum"),
+#undef HEXIR_REDUCE_DEF
+    {kArgMin, "argmin", 1, 1, 1, 1, false, false, false, 0, lower_argmax<kArgMin>, raise_argmax,
+     infer_argmax<kArgMin>, flops_reduce, nullptr, plan_argmax<kArgMin>},
+    {kLogSoftmax, "log_softmax", 1, 1, 1, 1, true, true, false, 0, lower_axis<kLogSoftmax>, raise_axis,
+     infer_softmax<kLogSoftmax>, flops_softmax, workspace_softmax, plan_softmax},
+    {kHardmax, "hardmax", 1, 1, 1, 1, true, false, false, 0, lower_axis<kHardmax>, raise_axis,
+     infer_softmax<kHardmax>, flops_reduce, nullptr, plan_hardmax},
+    {kTopK, "top_k", 1, 1, 2, 2, false, false, false, 0, lower_top_k, raise_top_k, infer_top_k, flops_top_k,
+     workspace_top_k, plan_top_k},
 };
 
 }  // namespace

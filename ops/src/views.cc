@@ -80,6 +80,13 @@ bool accepts_strided_input(OpId op, size_t input) {
     case OpId::kReduceSum:
     case OpId::kReduceMean:
     case OpId::kReduceMax:
+    case OpId::kReduceMin:
+    case OpId::kReduceProd:
+    case OpId::kReduceL1:
+    case OpId::kReduceL2:
+    case OpId::kReduceLogSumExp:
+    case OpId::kReduceSumSquare:
+    case OpId::kReduceLogSum:
     case OpId::kCopy:
       return input == 0;
     default:

@@ -1,11 +1,14 @@
-// softmax, layernorm and the reductions (reduce_sum, reduce_mean, reduce_max,
-// argmax; hal/cpu/normalization.cc) against double references.
+// softmax, log_softmax, hardmax, layernorm, the reductions (reduce_sum's
+// family), argmax, argmin and top_k (hal/cpu/normalization.cc) against double
+// references.
 #include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <numeric>
+#include <random>
+#include <type_traits>
 
 #include "reference_util.h"
 
@@ -457,6 +460,376 @@ TEST_CASE("argmax: NaN is the largest (numpy: first NaN), infinities, one elemen
   check_argmax(random_f32({4, 1}, 4102), 1, false, false);         // one element per row
   check_argmax(random_f32({1}, 4103), 0, false, false);            // a single element
   check_argmax(HostTensor(DType::kF32, {0, 3}), 1, false, false);  // no rows: nothing written
+}
+
+// ---- the rest of reduce_sum's family, on floats and integers ---------------------
+
+// Reference: the reduced elements of each output gathered in input order,
+// then combined by `kind` in long double (floats) or wrapping 64 bits (integers).
+struct ReduceFamilyCase {
+  OpId id;
+  ops::ReduceKind kind;
+};
+constexpr ReduceFamilyCase kFamily[] = {{OpId::kReduceSum, ops::ReduceKind::kSum},
+                                        {OpId::kReduceMax, ops::ReduceKind::kMax},
+                                        {OpId::kReduceMin, ops::ReduceKind::kMin},
+                                        {OpId::kReduceProd, ops::ReduceKind::kProd},
+                                        {OpId::kReduceL1, ops::ReduceKind::kL1},
+                                        {OpId::kReduceL2, ops::ReduceKind::kL2},
+                                        {OpId::kReduceLogSumExp, ops::ReduceKind::kLogSumExp},
+                                        {OpId::kReduceSumSquare, ops::ReduceKind::kSumSquare},
+                                        {OpId::kReduceLogSum, ops::ReduceKind::kLogSum},
+                                        {OpId::kReduceMean, ops::ReduceKind::kMean}};
+
+std::vector<std::vector<double>> reduced_groups(const std::vector<double>& x, const Dims& dims,
+                                                const std::vector<int64_t>& params, Dims* out_dims) {
+  std::vector<bool> reduced(dims.size(), params.size() == 1);
+  for (size_t i = 1; i < params.size(); ++i) reduced[static_cast<size_t>(params[i])] = true;
+  Dims kept_dims;
+  out_dims->clear();
+  for (size_t d = 0; d < dims.size(); ++d) {
+    if (!reduced[d]) {
+      kept_dims.push_back(dims[d]);
+      out_dims->push_back(dims[d]);
+    } else if (params[0] == 1) {
+      out_dims->push_back(1);
+    }
+  }
+  std::vector<std::vector<double>> groups(static_cast<size_t>(product(kept_dims)));
+  for (int64_t i = 0; i < product(dims); ++i) {
+    const auto index = unravel(i, dims);
+    int64_t o = 0;
+    for (size_t d = 0; d < dims.size(); ++d)
+      if (!reduced[d]) o = o * dims[d] + index[d];
+    groups[static_cast<size_t>(o)].push_back(x[static_cast<size_t>(i)]);
+  }
+  return groups;
+}
+
+double reduce_float_reference(ops::ReduceKind kind, const std::vector<double>& g) {
+  using K = ops::ReduceKind;
+  const bool nan = std::any_of(g.begin(), g.end(), [](double v) { return std::isnan(v); });
+  long double acc = kind == K::kProd ? 1.0L : 0.0L;
+  double m = kind == K::kMin ? kInf : -kInf;
+  for (double v : g) {
+    switch (kind) {
+      case K::kProd:
+        acc *= v;
+        break;
+      case K::kL1:
+        acc += std::fabs(v);
+        break;
+      case K::kL2:
+      case K::kSumSquare:
+        acc += static_cast<long double>(v) * v;
+        break;
+      case K::kMax:
+        m = std::max(m, v);
+        break;
+      case K::kMin:
+        m = std::min(m, v);
+        break;
+      case K::kLogSumExp:
+        acc += std::exp(static_cast<long double>(v));
+        break;
+      default:
+        acc += v;
+    }
+  }
+  switch (kind) {
+    case K::kMax:
+    case K::kMin:
+      return nan ? kNaN : m;
+    case K::kL2:
+      return static_cast<double>(std::sqrt(acc));
+    case K::kLogSum:
+    case K::kLogSumExp:
+      return static_cast<double>(std::log(acc));
+    case K::kMean:
+      return static_cast<double>(acc / static_cast<long double>(g.size()));
+    default:
+      return static_cast<double>(acc);
+  }
+}
+
+TEST_CASE(
+    "reduce_sum's family on f32 against a long double reference: every axis set, strided runs, nothing") {
+  struct Case {
+    Dims dims;
+    std::vector<int64_t> params;
+  };
+  const Case cases[] = {
+      {{4, 8}, {0}},       {{4, 40}, {1, 1}}, {{3, 4, 5}, {0, 0, 2}}, {{2, 3, 5, 7}, {1, 2, 3}},
+      {{6, 33}, {0, 0}},   {{0, 3}, {0, 0}},  {{3, 0}, {1, 1}},       {{}, {0}},
+      {{2, 1, 3}, {0, 1}}, {{5, 70}, {0, 1}}, {{3, 4, 50}, {1, 0, 2}}};
+  uint32_t seed = 600;
+  for (const ReduceFamilyCase& f : kFamily) {
+    for (const Case& c : cases) {
+      INFO(ops::op_def(f.id).name << " " << dims_string(c.dims) << " params " << dims_string(c.params));
+      // Positive values for the logarithms; products of values near 1 stay finite.
+      const bool logs = f.kind == ops::ReduceKind::kLogSum;
+      HostTensor x = random_f32(c.dims, seed++, logs ? 0.1f : -1.5f, 1.5f);
+      std::vector<double> xs(x.f32(), x.f32() + x.count());
+      Dims out_dims;
+      const auto groups = reduced_groups(xs, c.dims, c.params, &out_dims);
+      std::vector<double> want;
+      for (const auto& g : groups) want.push_back(reduce_float_reference(f.kind, g));
+      HostTensor out(DType::kF32, out_dims);
+      Status status = run_kernel(f.id, {&x}, out, c.params);
+      REQUIRE_MESSAGE(status.ok(), status.to_string());
+      check_close(out, want, 1e-5, 1e-5);
+    }
+  }
+}
+
+TEST_CASE("reduce_min, reduce_log_sum_exp: NaN propagates; infinities; large values do not overflow") {
+  HostTensor x(DType::kF32, {3, 4});
+  const float values[] = {1, kNaNF, -kInfF, 2, -kInfF, -kInfF, -kInfF, -kInfF, 100, 200, 300, 88.5f};
+  std::memcpy(x.bytes.data(), values, sizeof values);
+  HostTensor out(DType::kF32, {3});
+  REQUIRE(run_kernel(OpId::kReduceMin, {&x}, out, {0, 1}).ok());
+  CHECK(std::isnan(out.at(0)));
+  CHECK(out.at(1) == -kInfF);
+  CHECK(out.at(2) == 88.5f);
+  REQUIRE(run_kernel(OpId::kReduceLogSumExp, {&x}, out, {0, 1}).ok());
+  CHECK(std::isnan(out.at(0)));
+  CHECK(out.at(1) == -kInfF);  // log(0)
+  CHECK(out.at(2) == doctest::Approx(300.0 + std::log1p(std::exp(-100.0) + std::exp(-200.0))));
+  // A long contiguous row takes the vector extreme: a NaN anywhere in it wins.
+  HostTensor row = random_f32({2, 100}, 650);
+  row.at(137) = kNaNF;
+  HostTensor two(DType::kF32, {2});
+  for (OpId id : {OpId::kReduceMin, OpId::kReduceMax}) {
+    REQUIRE(run_kernel(id, {&row}, two, {0, 1}).ok());
+    CHECK_FALSE(std::isnan(two.at(0)));
+    CHECK(std::isnan(two.at(1)));
+  }
+}
+
+template <typename T>
+HostTensor random_ints(Dims dims, uint32_t seed, int64_t lo, int64_t hi) {
+  HostTensor t(sizeof(T) == 4 ? DType::kI32 : DType::kI64, std::move(dims));
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int64_t> dist(lo, hi);
+  for (int64_t i = 0; i < t.count(); ++i) {
+    const T v = static_cast<T>(dist(rng));
+    std::memcpy(&t.bytes[static_cast<size_t>(i) * sizeof(T)], &v, sizeof(T));
+  }
+  return t;
+}
+
+template <typename T>
+T element(const HostTensor& t, int64_t i) {
+  T v;
+  std::memcpy(&v, &t.bytes[static_cast<size_t>(i) * sizeof(T)], sizeof(T));
+  return v;
+}
+
+template <typename T>
+void check_integer_family() {
+  using K = ops::ReduceKind;
+  const struct {
+    Dims dims;
+    std::vector<int64_t> params;
+    int64_t lo, hi;
+  } cases[] = {{{4, 40}, {0, 1}, -1000, 1000},
+               {{3, 4, 5}, {1, 0, 2}, -5, 5},
+               {{6, 7}, {0, 0}, std::numeric_limits<T>::min(), std::numeric_limits<T>::max()},  // wraps
+               {{0, 3}, {0, 0}, 0, 1},
+               {{}, {0}, -9, 9}};
+  uint32_t seed = 700;
+  for (const ReduceFamilyCase& f : kFamily) {
+    if (f.kind == K::kMean || f.kind == K::kL2 || f.kind == K::kLogSum || f.kind == K::kLogSumExp) continue;
+    for (const auto& c : cases) {
+      INFO(ops::op_def(f.id).name << " " << sizeof(T) * 8 << "-bit " << dims_string(c.dims) << " params "
+                                  << dims_string(c.params));
+      HostTensor x = random_ints<T>(c.dims, seed++, c.lo, c.hi);
+      std::vector<double> index(static_cast<size_t>(x.count()));
+      std::iota(index.begin(), index.end(), 0.0);  // groups of element positions
+      Dims out_dims;
+      const auto groups = reduced_groups(index, c.dims, c.params, &out_dims);
+      HostTensor out(x.dtype, out_dims);
+      Status status = run_kernel(f.id, {&x}, out, c.params);
+      REQUIRE_MESSAGE(status.ok(), status.to_string());
+      for (size_t o = 0; o < groups.size(); ++o) {
+        // Wrapping in T: unsigned arithmetic of T's width.
+        using U = std::make_unsigned_t<T>;
+        U acc = f.kind == K::kProd ? 1 : 0;
+        T m = f.kind == K::kMin ? std::numeric_limits<T>::max() : std::numeric_limits<T>::min();
+        for (double pos : groups[o]) {
+          const T v = element<T>(x, static_cast<int64_t>(pos));
+          const U u = static_cast<U>(v);
+          switch (f.kind) {
+            case K::kMax:
+              m = std::max(m, v);
+              break;
+            case K::kMin:
+              m = std::min(m, v);
+              break;
+            case K::kProd:
+              acc = static_cast<U>(acc * u);
+              break;
+            case K::kL1:
+              acc = static_cast<U>(acc + (v < 0 ? static_cast<U>(0 - u) : u));
+              break;
+            case K::kSumSquare:
+              acc = static_cast<U>(acc + static_cast<U>(u * u));
+              break;
+            default:
+              acc = static_cast<U>(acc + u);
+          }
+        }
+        const T want = f.kind == K::kMax || f.kind == K::kMin ? m : static_cast<T>(acc);
+        CHECK(element<T>(out, static_cast<int64_t>(o)) == want);
+      }
+    }
+  }
+}
+
+TEST_CASE("reduce_sum's family on i32 and i64: wrapping sums and products, exact extremes, nothing") {
+  check_integer_family<int32_t>();
+  check_integer_family<int64_t>();
+}
+
+// ---- argmin, argmax on integers ---------------------------------------------------
+
+TEST_CASE("argmin: the smallest, ties first (last with select_last_index), NaN still wins; integers") {
+  HostTensor x(DType::kF32, {3, 5});
+  const float values[] = {3, 1, 2, 1, 5, kInfF, kNaNF, -kInfF, kNaNF, -kInfF, 4, 4, 4, 4, 4};
+  std::memcpy(x.bytes.data(), values, sizeof values);
+  HostTensor out(DType::kI64, {3});
+  REQUIRE(run_kernel(OpId::kArgMin, {&x}, out, {1, 0, 0}).ok());
+  CHECK(element<int64_t>(out, 0) == 1);
+  CHECK(element<int64_t>(out, 1) == 1);  // the first NaN (numpy.argmin)
+  CHECK(element<int64_t>(out, 2) == 0);
+  REQUIRE(run_kernel(OpId::kArgMin, {&x}, out, {1, 0, 1}).ok());
+  CHECK(element<int64_t>(out, 0) == 3);
+  CHECK(element<int64_t>(out, 1) == 3);
+  CHECK(element<int64_t>(out, 2) == 4);
+  for (DType t : {DType::kI32, DType::kI64}) {
+    HostTensor xi = t == DType::kI32 ? random_ints<int32_t>({4, 6}, 720, -3, 3)
+                                     : random_ints<int64_t>({4, 6}, 721, -3, 3);
+    HostTensor xf(DType::kF32, {4, 6});  // the same values as floats: the reference
+    for (int64_t i = 0; i < 24; ++i)
+      xf.at(i) = static_cast<float>(t == DType::kI32 ? element<int32_t>(xi, i) : element<int64_t>(xi, i));
+    for (OpId id : {OpId::kArgMax, OpId::kArgMin})
+      for (int64_t axis : {0, 1})
+        for (int64_t last : {0, 1}) {
+          INFO(ops::op_def(id).name << " axis " << axis << " last " << last);
+          HostTensor got(DType::kI64, {axis == 0 ? 6 : 4}), want(DType::kI64, {axis == 0 ? 6 : 4});
+          REQUIRE(run_kernel(id, {&xi}, got, {axis, 0, last}).ok());
+          REQUIRE(run_kernel(id, {&xf}, want, {axis, 0, last}).ok());
+          CHECK(got.bytes == want.bytes);
+        }
+  }
+}
+
+// ---- log_softmax, hardmax ---------------------------------------------------------
+
+TEST_CASE("log_softmax: along every axis against log(softmax) in double; large logits; NaN rows") {
+  HostTensor x = random_f32({3, 4, 37}, 740, -50.0f, 50.0f);
+  for (int64_t axis = 0; axis < 3; ++axis) {
+    INFO("axis " << axis);
+    std::vector<double> want = softmax_reference(x, axis);
+    for (double& w : want) w = std::log(w);
+    HostTensor out(DType::kF32, x.dims);
+    REQUIRE(run_kernel(OpId::kLogSoftmax, {&x}, out, {axis}).ok());
+    check_close(out, want, 1e-5, 1e-4);
+  }
+  HostTensor big(DType::kF32, {2, 3});
+  const float values[] = {1000, 1001, 1002, 1, kNaNF, 2};
+  std::memcpy(big.bytes.data(), values, sizeof values);
+  HostTensor out(DType::kF32, {2, 3});
+  REQUIRE(run_kernel(OpId::kLogSoftmax, {&big}, out, {1}).ok());
+  const double lse = std::log(std::exp(-2.0) + std::exp(-1.0) + 1.0);
+  check_close(out, {-2 - lse, -1 - lse, -lse, kNaN, kNaN, kNaN}, 1e-6, 1e-6);
+  // In place: the output is the input.
+  HostTensor y = random_f32({5, 40}, 741);
+  std::vector<double> want = softmax_reference(y, 1);
+  for (double& w : want) w = std::log(w);
+  REQUIRE(run_op(OpId::kLogSoftmax, {&y}, {&y}, {1}, 0).ok());
+  check_close(y, want, 1e-5, 1e-5);
+}
+
+TEST_CASE("hardmax: a 1 at the first largest along the axis, 0 elsewhere") {
+  HostTensor x = random_f32({3, 4, 5}, 760);
+  for (int i = 0; i < x.count(); i += 4) x.at(i) = 1.0f;  // ties
+  for (int64_t axis = 0; axis < 3; ++axis) {
+    INFO("axis " << axis);
+    const auto strides = row_major_strides(x.dims);
+    std::vector<double> want(static_cast<size_t>(x.count()));
+    for (int64_t i = 0; i < x.count(); ++i) {
+      const auto index = unravel(i, x.dims);
+      const int64_t start = i - index[axis] * strides[axis];
+      int64_t best = 0;
+      for (int64_t j = 1; j < x.dims[axis]; ++j)
+        if (x.at(start + j * strides[axis]) > x.at(start + best * strides[axis])) best = j;
+      want[i] = index[axis] == best ? 1.0 : 0.0;
+    }
+    HostTensor out(DType::kF32, x.dims);
+    fill_sentinel(out, 0xEE);
+    REQUIRE(run_kernel(OpId::kHardmax, {&x}, out, {axis}).ok());
+    check_close(out, want, 0, 0);
+  }
+}
+
+// ---- top_k ----------------------------------------------------------------------
+
+// Reference: each row's (value, index) pairs stably sorted, NaN largest.
+template <typename T>
+void check_top_k(const HostTensor& x, int64_t axis, int64_t k, bool largest) {
+  INFO("top_k " << dims_string(x.dims) << " axis " << axis << " k " << k << " largest " << largest);
+  Dims out_dims = x.dims;
+  out_dims[static_cast<size_t>(axis)] = k;
+  HostTensor values(x.dtype, out_dims), indices(DType::kI64, out_dims);
+  Status status =
+      run_op(OpId::kTopK, {const_cast<HostTensor*>(&x)}, {&values, &indices}, {axis, k, largest, 1});
+  REQUIRE_MESSAGE(status.ok(), status.to_string());
+  const auto strides = row_major_strides(x.dims);
+  const auto out_strides = row_major_strides(out_dims);
+  const int64_t length = x.dims[static_cast<size_t>(axis)];
+  for (int64_t o = 0; o < product(out_dims); ++o) {
+    auto index = unravel(o, out_dims);
+    const int64_t rank = index[axis];
+    if (rank != 0) continue;
+    std::vector<std::pair<T, int64_t>> row;
+    for (int64_t j = 0; j < length; ++j) {
+      index[axis] = j;
+      int64_t at = 0;
+      for (size_t d = 0; d < index.size(); ++d) at += index[d] * strides[d];
+      row.push_back({element<T>(x, at), j});
+    }
+    std::stable_sort(row.begin(), row.end(), [&](const auto& a, const auto& b) {
+      const bool an = a.first != a.first, bn = b.first != b.first;
+      if (an || bn) return largest ? an && !bn : bn && !an;
+      return largest ? a.first > b.first : a.first < b.first;
+    });
+    for (int64_t r = 0; r < k; ++r) {
+      const int64_t at = o + r * out_strides[axis];
+      INFO("output " << at);
+      CHECK(element<int64_t>(indices, at) == row[r].second);
+      const T got = element<T>(values, at);
+      CHECK(((got == row[r].first) || (got != got && row[r].first != row[r].first)));
+    }
+  }
+}
+
+TEST_CASE("top_k: largest and smallest along every axis, ties by lower index, NaN largest; integers") {
+  HostTensor x = random_f32({3, 6, 4}, 780);
+  for (int i = 0; i < x.count(); i += 3) x.at(i) = std::round(x.at(i));  // ties
+  x.at(5) = kNaNF;
+  x.at(17) = kInfF;
+  for (int64_t axis = 0; axis < 3; ++axis)
+    for (bool largest : {true, false})
+      for (int64_t k : {int64_t{0}, int64_t{1}, int64_t{2}, x.dims[static_cast<size_t>(axis)]})
+        check_top_k<float>(x, axis, k, largest);
+  check_top_k<float>(random_f32({2, 500}, 781), 1, 10, true);
+  const HostTensor xi = random_ints<int32_t>({4, 9}, 782, -4, 4);
+  const HostTensor xl = random_ints<int64_t>({4, 9}, 783, -4, 4);
+  for (bool largest : {true, false}) {
+    check_top_k<int32_t>(xi, 1, 3, largest);
+    check_top_k<int64_t>(xl, 0, 2, largest);
+  }
 }
 
 }  // namespace

@@ -521,6 +521,40 @@ inline std::vector<KernelCase> kernel_cases() {
   reduce("reduce_max scalar", OpId::kReduceMax, {}, {0}, 814);
   cases.push_back(
       {"reduce_max with NaN/inf", OpId::kReduceMax, {with_specials(random_f32({4, 6}, 815))}, {0, 1}});
+  // The rest of reduce_sum's family: a row, a strided axis, a global pool and nothing each.
+  const std::pair<const char*, OpId> family[] = {{"reduce_min", OpId::kReduceMin},
+                                                 {"reduce_prod", OpId::kReduceProd},
+                                                 {"reduce_l1", OpId::kReduceL1},
+                                                 {"reduce_l2", OpId::kReduceL2},
+                                                 {"reduce_log_sum_exp", OpId::kReduceLogSumExp},
+                                                 {"reduce_sum_square", OpId::kReduceSumSquare},
+                                                 {"reduce_log_sum", OpId::kReduceLogSum}};
+  uint32_t family_seed = 820;
+  for (const auto& [name, id] : family) {
+    const std::string n = name;
+    reduce(n + " axis 1", id, {4, 40}, {0, 1}, family_seed++);
+    reduce(n + " axis 0 keepdims", id, {6, 5}, {1, 0}, family_seed++);
+    reduce(n + " axes 0,2", id, {3, 4, 5}, {0, 0, 2}, family_seed++);
+    reduce(n + " global pool", id, {2, 3, 6, 7}, {1, 2, 3}, family_seed++);
+    reduce(n + " of nothing", id, {0, 3}, {0, 0}, family_seed++);
+    cases.push_back({n + " with NaN/inf", id, {with_specials(random_f32({4, 6}, family_seed++))}, {0, 1}});
+  }
+  // The integer reductions: wrapping sums and products of arbitrary bits.
+  auto exact_reduce = [&](std::string n, OpId id, HostTensor x, std::vector<int64_t> params) {
+    KernelCase c{n, id, {std::move(x)}, std::move(params)};
+    c.exact = true;
+    cases.push_back(c);
+  };
+  for (DType t : {DType::kI32, DType::kI64}) {
+    const std::string dt = hexir::dtype_name(t);
+    for (OpId id : {OpId::kReduceSum, OpId::kReduceMax, OpId::kReduceMin, OpId::kReduceProd, OpId::kReduceL1,
+                    OpId::kReduceSumSquare}) {
+      const std::string n = std::string(ops::op_def(id).name) + " " + dt;
+      exact_reduce(n + " axis 1", id, iota_bytes(t, {5, 37}), {0, 1});
+      exact_reduce(n + " axes 0,2", id, iota_bytes(t, {3, 4, 5}), {1, 0, 2});
+      exact_reduce(n + " of nothing", id, iota_bytes(t, {0, 3}), {0, 0});
+    }
+  }
 
   auto concat = [&](std::string n, std::vector<HostTensor> inputs, int64_t axis) {
     KernelCase c{"concat " + n, OpId::kConcat, std::move(inputs), {axis}};
@@ -724,6 +758,42 @@ inline std::vector<KernelCase> kernel_cases() {
                    {with_specials(random_f32({4, 6}, 1572))},
                    {0, 0, 1}});
   cases.push_back({"argmax of no rows", OpId::kArgMax, {random_f32({0, 3}, 1573)}, {1, 0, 0}});
+  cases.push_back({"argmin middle axis, NaN/inf",
+                   OpId::kArgMin,
+                   {with_specials(random_f32({3, 4, 5}, 1574))},
+                   {1, 1, 0}});
+  cases.push_back({"argmin first axis, select_last", OpId::kArgMin, {random_f32({4, 6}, 1575)}, {0, 0, 1}});
+  for (DType t : {DType::kI32, DType::kI64})
+    for (OpId id : {OpId::kArgMax, OpId::kArgMin}) {
+      const std::string n = std::string(ops::op_def(id).name) + " " + hexir::dtype_name(t);
+      exact(n + " axis 1", id, {iota_bytes(t, {4, 9})}, {1, 0, 0});
+      exact(n + " axis 0, select_last", id, {iota_bytes(t, {4, 9})}, {0, 1, 1});
+    }
+  // log_softmax, hardmax: [axis]
+  auto log_softmax = [&](std::string n, std::vector<int64_t> dims, int64_t axis, bool in_place, uint32_t s) {
+    KernelCase c{
+        "log_softmax " + n, OpId::kLogSoftmax, {random_f32(dims, s, -20.0f, 20.0f)}, {axis}, in_place};
+    c.atol = 1e-5;
+    cases.push_back(c);
+  };
+  log_softmax("axis 0", {6, 5, 7}, 0, false, 1576);
+  log_softmax("axis 1", {6, 5, 7}, 1, false, 1577);
+  log_softmax("long rows", {4, 300}, 1, false, 1578);
+  log_softmax("in place", {8, 10}, 1, true, 1579);
+  cases.push_back(
+      {"log_softmax with NaN/inf", OpId::kLogSoftmax, {with_specials(random_f32({2, 6}, 1580))}, {1}});
+  cases.push_back({"hardmax last axis", OpId::kHardmax, {random_f32({3, 40}, 1581)}, {1}});
+  cases.push_back(
+      {"hardmax axis 0 with NaN/inf", OpId::kHardmax, {with_specials(random_f32({4, 6}, 1582))}, {0}});
+  // top_k: [axis, k, largest, sorted]; two results.
+  HostTensor tied = random_f32({3, 50}, 1583);
+  for (int64_t i = 0; i < tied.count(); i += 3) tied.at(i) = 0.5f;
+  exact("top_k largest last axis, ties", OpId::kTopK, {tied}, {1, 7, 1, 1});
+  exact("top_k smallest axis 0", OpId::kTopK, {random_f32({9, 4}, 1584)}, {0, 3, 0, 1});
+  exact("top_k NaN/inf", OpId::kTopK, {with_specials(random_f32({2, 8}, 1585))}, {1, 4, 1, 1});
+  exact("top_k k 0", OpId::kTopK, {random_f32({2, 8}, 1586)}, {1, 0, 1, 1});
+  exact("top_k i32", OpId::kTopK, {iota_bytes(DType::kI32, {3, 10})}, {1, 4, 1, 1});
+  exact("top_k i64 smallest", OpId::kTopK, {iota_bytes(DType::kI64, {10, 3})}, {0, 10, 0, 1});
 
   auto conv = [&](std::string n, std::vector<int64_t> x, std::vector<int64_t> w, bool bias,
                   std::vector<int64_t> params, uint32_t s) {

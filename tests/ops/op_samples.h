@@ -149,10 +149,17 @@ inline std::vector<OpSample> op_samples() {
                {f32({2, 3, 4}), f32({3, 4}), f32({3, 4})},
                {{"axis", i64(1)}, {"epsilon", f64(1e-3)}},
                {}});
-  for (OpId op : {kReduceSum, kReduceMean, kReduceMax}) {
+  for (OpId op : {kReduceSum, kReduceMean, kReduceMax, kReduceMin, kReduceProd, kReduceL1, kReduceL2,
+                  kReduceLogSumExp, kReduceSumSquare, kReduceLogSum}) {
     s.push_back({op, {f32({2, 3, 4})}, {{"axes", list({-1, 0})}, {"keepdims", i64(1)}}, {}});
     s.push_back({op, {f32({2, 3})}, {}, {}});  // every axis
   }
+  s.push_back({kReduceMin, {t(DType::kI64, {2, 3})}, {{"axes", list({1})}}, {}});
+  s.push_back({kArgMin, {t(DType::kI32, {2, 3, 4})}, {{"axis", i64(1)}, {"keepdims", i64(1)}}, {}});
+  s.push_back({kLogSoftmax, {f32({2, 5, 3})}, {{"axis", i64(1)}}, {}});
+  s.push_back({kHardmax, {f32({2, 5})}, {}, {}});
+  s.push_back({kTopK, {f32({2, 5})}, {{"k", i64(3)}}, {}});
+  s.push_back({kTopK, {t(DType::kI64, {4, 5})}, {{"k", i64(2)}, {"axis", i64(0)}, {"largest", i64(0)}}, {}});
   s.push_back({kArgMax,
                {f32({2, 3, 4})},
                {{"axis", i64(-2)}, {"keepdims", i64(0)}, {"select_last_index", i64(1)}},

@@ -1351,15 +1351,96 @@ TEST_CASE("reduce_max: rules and plan like reduce_sum, with the max flag") {
   rejected(OpId::kReduceMax, {f32({2, 3})}, {});
   rejected(OpId::kReduceMax, {f32({2, 3})}, {2});
   rejected(OpId::kReduceMax, {f32({2, 3})}, {0, 1, 1});
-  rejected(OpId::kReduceMax, {tt(DType::kI64, {2, 3})}, {0});
+  CHECK(mentions(rejected(OpId::kReduceMax, {tt(DType::kBool, {2, 3})}, {0}), "must be f32, i32 or i64"));
+  CHECK(rule(OpId::kReduceMax, {tt(DType::kI64, {2, 3})}, {0})->at(0) == tt(DType::kI64, {}));
   const OpPlan plan = plan_of(OpId::kReduceMax, {f32({2, 3, 4})}, {0, 1});
   const ReducePlan& p = plan.as<ReducePlan>();
-  CHECK(p.max == 1);
-  CHECK(p.mean == 0);
+  CHECK(p.kind == ReduceKind::kMax);
   CHECK(p.out_count == 8);
   CHECK(p.red_count == 3);
   const OpPlan sum = plan_of(OpId::kReduceSum, {f32({2, 3, 4})}, {0, 1});
-  CHECK(sum.as<ReducePlan>().max == 0);
+  CHECK(sum.as<ReducePlan>().kind == ReduceKind::kSum);
+}
+
+TEST_CASE(
+    "reduce_min and the rest of reduce_sum's family: reduce_sum's rule, their kind, integers where ONNX has "
+    "them") {
+  const struct {
+    OpId id;
+    ReduceKind kind;
+    bool integers;
+  } family[] = {{OpId::kReduceMin, ReduceKind::kMin, true},
+                {OpId::kReduceProd, ReduceKind::kProd, true},
+                {OpId::kReduceL1, ReduceKind::kL1, true},
+                {OpId::kReduceL2, ReduceKind::kL2, false},
+                {OpId::kReduceLogSumExp, ReduceKind::kLogSumExp, false},
+                {OpId::kReduceSumSquare, ReduceKind::kSumSquare, true},
+                {OpId::kReduceLogSum, ReduceKind::kLogSum, false},
+                {OpId::kReduceMean, ReduceKind::kMean, false}};
+  for (const auto& f : family) {
+    CAPTURE(std::string(op_def(f.id).name));
+    CHECK(infer(f.id, {f32({2, 3, 4})}, {{"axes", list({-1, 0})}})->dims == Dims{3});
+    CHECK(infer(f.id, {f32({2, 3, 4})}, {{"axes", list({1})}, {"keepdims", i(1)}})->dims == Dims{2, 1, 4});
+    rejected(f.id, {f32({2, 3})}, {});
+    rejected(f.id, {f32({2, 3})}, {0, 1, 1});
+    CHECK(plan_of(f.id, {f32({2, 3, 4})}, {0, 1}).as<ReducePlan>().kind == f.kind);
+    for (DType t : {DType::kI32, DType::kI64}) {
+      if (f.integers)
+        CHECK(rule(f.id, {tt(t, {2, 3})}, {0, 1})->at(0) == tt(t, {2}));
+      else
+        CHECK(mentions(rejected(f.id, {tt(t, {2, 3})}, {0, 1}), "only f32 is supported"));
+    }
+    CHECK(mentions(rejected(f.id, {tt(DType::kBool, {2})}, {0}),
+                   f.integers ? "must be f32, i32 or i64" : "only f32"));
+  }
+}
+
+TEST_CASE("argmin, log_softmax, hardmax: argmax's and softmax's rules") {
+  const std::vector<TensorType> x{f32({2, 3, 4})};
+  CHECK(*lower(OpId::kArgMin, x, {{"axis", i(-1)}, {"keepdims", i(0)}}) == Params{2, 0, 0});
+  CHECK(*rule(OpId::kArgMin, {tt(DType::kI32, {2, 3})}, {1, 1, 0}) ==
+        std::vector<TensorType>{tt(DType::kI64, {2, 1})});
+  CHECK(*rule(OpId::kArgMax, {tt(DType::kI64, {2, 3})}, {0, 0, 1}) ==
+        std::vector<TensorType>{tt(DType::kI64, {3})});
+  CHECK(mentions(rejected(OpId::kArgMin, {tt(DType::kU8, {2})}, {0, 1, 0}), "must be f32, i32 or i64"));
+  CHECK(plan_of(OpId::kArgMin, x, {1, 1, 1}).as<ArgmaxPlan>().smallest == 1);
+  CHECK(plan_of(OpId::kArgMax, x, {1, 1, 1}).as<ArgmaxPlan>().smallest == 0);
+  for (OpId id : {OpId::kLogSoftmax, OpId::kHardmax}) {
+    CAPTURE(op_def(id).name);
+    CHECK(*lower(id, x, {}) == Params{2});
+    CHECK(*rule(id, x, {1}) == x);
+    rejected(id, x, {3});
+    rejected(id, {tt(DType::kI32, {2})}, {0});
+  }
+  const OpPlan hardmax = plan_of(OpId::kHardmax, x, {1});
+  const ArgmaxPlan& h = hardmax.as<ArgmaxPlan>();
+  CHECK((h.outer == 2 && h.length == 3 && h.inner == 4 && h.select_last == 0 && h.smallest == 0));
+  const OpPlan log_softmax = plan_of(OpId::kLogSoftmax, x, {0});
+  const SoftmaxPlan& l = log_softmax.as<SoftmaxPlan>();
+  CHECK((l.outer == 1 && l.length == 2 && l.inner == 12));
+}
+
+TEST_CASE("top_k: two results (values, i64 indices), k within the axis") {
+  const std::vector<TensorType> x{f32({3, 5})};
+  CHECK(*lower(OpId::kTopK, x, {{"k", i(2)}}) == Params{1, 2, 1, 1});
+  CHECK(*lower(OpId::kTopK, x, {{"k", i(2)}, {"axis", i(0)}, {"largest", i(0)}, {"sorted", i(0)}}) ==
+        Params{0, 2, 0, 0});
+  CHECK(mentions(lower(OpId::kTopK, x, {}).status(), "'k'"));
+  CHECK(*rule(OpId::kTopK, x, {1, 2, 1, 1}) == std::vector<TensorType>{f32({3, 2}), tt(DType::kI64, {3, 2})});
+  CHECK(*rule(OpId::kTopK, {tt(DType::kI32, {4})}, {0, 0, 0, 1}) ==
+        std::vector<TensorType>{tt(DType::kI32, {0}), tt(DType::kI64, {0})});
+  CHECK(mentions(rejected(OpId::kTopK, x, {1, 6, 1, 1}), "k 6"));
+  rejected(OpId::kTopK, x, {1, -1, 1, 1});
+  rejected(OpId::kTopK, x, {2, 1, 1, 1});
+  rejected(OpId::kTopK, x, {1, 1, 2, 1});
+  rejected(OpId::kTopK, x, {1, 1, 1});
+  rejected(OpId::kTopK, {tt(DType::kBool, {4})}, {0, 1, 1, 1});
+  const OpPlan plan = plan_of(OpId::kTopK, {f32({2, 7, 3})}, {1, 4, 0, 1});
+  const TopKPlan& p = plan.as<TopKPlan>();
+  CHECK((p.outer == 2 && p.length == 7 && p.inner == 3 && p.k == 4 && p.largest == 0));
+  const std::vector<TensorType> in{f32({2, 7, 3})};
+  const Params words{1, 4, 0, 1};
+  CHECK(op_def(OpId::kTopK).workspace(PlanInput{in, {}, words}) == 7 * sizeof(int64_t));  // one row's indices
 }
 
 TEST_CASE("max_pool, average_pool: attribute lowering (ONNX attributes, auto_pad)") {
@@ -1758,7 +1839,7 @@ TEST_CASE("argmax: lowering (ONNX defaults), result types, hostile words, plan")
   rejected(OpId::kArgMax, x, {-1, 1, 0});
   rejected(OpId::kArgMax, x, {0, 2, 0});
   rejected(OpId::kArgMax, x, {0, 1, -1});
-  rejected(OpId::kArgMax, {tt(DType::kI64, {3})}, {0, 1, 0});  // f32 only
+  rejected(OpId::kArgMax, {tt(DType::kU8, {3})}, {0, 1, 0});  // f32, i32, i64 only
   rejected(OpId::kArgMax, {f32({})}, {0, 1, 0});
 
   const OpPlan plan = plan_of(OpId::kArgMax, x, {1, 0, 1});

@@ -38,6 +38,7 @@ Status op_softmax(Importer& im, const NodeCtx& n);
 Status op_layernorm(Importer& im, const NodeCtx& n);
 Status op_batchnorm(Importer& im, const NodeCtx& n);
 Status op_reduce(Importer& im, const NodeCtx& n);
+Status op_top_k(Importer& im, const NodeCtx& n);
 Status op_pool(Importer& im, const NodeCtx& n);
 Status op_global_average_pool(Importer& im, const NodeCtx& n);
 Status op_global_max_pool(Importer& im, const NodeCtx& n);

@@ -1,5 +1,6 @@
-// Neural-network operators: MatMul, Gemm, ArgMax, Softmax, the normalizations,
-// reductions, pooling, Resize/Upsample, Conv and ConvTranspose.
+// Neural-network operators: MatMul, Gemm, ArgMax/ArgMin, Softmax, LogSoftmax,
+// Hardmax, TopK, the normalizations, reductions, pooling, Resize/Upsample,
+// Conv and ConvTranspose.
 #include "frontends/onnx/handlers.h"
 
 #include <algorithm>
@@ -61,8 +62,8 @@ Status op_gemm(Importer& im, const NodeCtx& n) {
   return ok_status();
 }
 
-// ArgMax: the operator's own attributes and defaults (axis 0, keepdims 1,
-// select_last_index 0); an f32 input, an i64 result.
+// ArgMax, ArgMin: the operator's own attributes and defaults (axis 0,
+// keepdims 1, select_last_index 0); an f32, i32 or i64 input, an i64 result.
 Status op_argmax(Importer& im, const NodeCtx& n) {
   HEXIR_RETURN_IF_ERROR(im.check_attrs(n, {"axis", "keepdims", "select_last_index"}));
   HEXIR_ASSIGN_OR_RETURN(Ref x, im.input(n, 0));
@@ -73,11 +74,16 @@ Status op_argmax(Importer& im, const NodeCtx& n) {
   attrs["axis"] = ops::AttrValue{axis};
   attrs["keepdims"] = ops::AttrValue{keepdims};
   attrs["select_last_index"] = ops::AttrValue{last};
-  return im.emit_result(n, ops::OpId::kArgMax, {x}, attrs);
+  return im.emit_result(n, n.op == "ArgMin" ? ops::OpId::kArgMin : ops::OpId::kArgMax, {x}, attrs);
 }
 
+// Softmax, LogSoftmax, Hardmax: one axis (opset 13 on), or (before 13) the
+// input coerced to 2-D at `axis`.
 Status op_softmax(Importer& im, const NodeCtx& n) {
   HEXIR_RETURN_IF_ERROR(im.check_attrs(n, {"axis"}));
+  const ops::OpId id = n.op == "LogSoftmax" ? ops::OpId::kLogSoftmax
+                       : n.op == "Hardmax"  ? ops::OpId::kHardmax
+                                            : ops::OpId::kSoftmax;
   HEXIR_ASSIGN_OR_RETURN(Ref x, im.input(n, 0));
   const Info xi = im.info(x);
   HEXIR_ASSIGN_OR_RETURN(int64_t axis, im.attr_int(n, "axis", im.opset() < 13 ? 1 : -1));
@@ -85,7 +91,7 @@ Status op_softmax(Importer& im, const NodeCtx& n) {
   ops::AttrMap attrs;
   if (im.opset() >= 13 || axis + 1 == static_cast<int64_t>(xi.dims.size())) {
     attrs["axis"] = ops::AttrValue{axis};
-    HEXIR_ASSIGN_OR_RETURN(Ref r, im.emit1(n, ops::OpId::kSoftmax, {x}, attrs, im.result_name(n)));
+    HEXIR_ASSIGN_OR_RETURN(Ref r, im.emit1(n, id, {x}, attrs, im.result_name(n)));
     im.define(n, 0, r);
     return ok_status();
   }
@@ -94,7 +100,7 @@ Status op_softmax(Importer& im, const NodeCtx& n) {
                                   product(xi.dims, static_cast<size_t>(axis), xi.dims.size())};
   HEXIR_ASSIGN_OR_RETURN(Ref x2, im.reshape(n, x, flat, im.helper_name(n, "2d")));
   attrs["axis"] = ops::AttrValue{int64_t{1}};
-  HEXIR_ASSIGN_OR_RETURN(Ref s, im.emit1(n, ops::OpId::kSoftmax, {x2}, attrs, im.helper_name(n, "softmax")));
+  HEXIR_ASSIGN_OR_RETURN(Ref s, im.emit1(n, id, {x2}, attrs, im.helper_name(n, "2d_result")));
   HEXIR_ASSIGN_OR_RETURN(Ref r, im.reshape(n, s, xi.dims, im.result_name(n)));
   im.define(n, 0, r);
   return ok_status();
@@ -223,10 +229,64 @@ Status op_batchnorm(Importer& im, const NodeCtx& n) {
   return ok_status();
 }
 
+// TopK: k a constant (input 1 from opset 10, the attribute before); two
+// results, values and i64 indices, always sorted.
+Status op_top_k(Importer& im, const NodeCtx& n) {
+  const bool k_input = im.opset() >= 10;
+  if (k_input) {
+    HEXIR_RETURN_IF_ERROR(im.check_attrs(n, {"axis", "largest", "sorted"}));
+  } else {
+    HEXIR_RETURN_IF_ERROR(im.check_attrs(n, {"axis", "k"}));
+  }
+  HEXIR_ASSIGN_OR_RETURN(Ref x, im.input(n, 0));
+  int64_t k = 0;
+  if (k_input) {
+    HEXIR_ASSIGN_OR_RETURN(Ref kr, im.input(n, 1));
+    HEXIR_ASSIGN_OR_RETURN(std::vector<int64_t> ks, im.const_ints(n, kr, 1, "K"));
+    if (ks.size() != 1)
+      return error_at(n.loc, "input 'K' must hold one value, got " + std::to_string(ks.size()));
+    k = ks[0];
+  } else {
+    HEXIR_ASSIGN_OR_RETURN(auto ka, im.attr_int(n, "k", -1));
+    k = ka;
+  }
+  ops::AttrMap attrs;
+  HEXIR_ASSIGN_OR_RETURN(int64_t axis, im.attr_int(n, "axis", -1));
+  HEXIR_ASSIGN_OR_RETURN(int64_t largest, im.attr_int(n, "largest", 1));
+  attrs["axis"] = ops::AttrValue{axis};
+  attrs["k"] = ops::AttrValue{k};
+  attrs["largest"] = ops::AttrValue{largest};
+  attrs["sorted"] = ops::AttrValue{int64_t{1}};  // sorted = 0 leaves the order open: sorted is one
+  HEXIR_ASSIGN_OR_RETURN(std::vector<int> ids, im.emit(n, ops::OpId::kTopK, {x}, attrs,
+                                                       {im.result_name(n, 0), im.result_name(n, 1)}));
+  for (int i = 0; i < 2; ++i) im.define(n, i, Ref{ids[static_cast<size_t>(i)], -1});
+  return ok_status();
+}
+
 // ---- reductions, pooling, resizing, convolutions ----
+
+// The reductions, one hexir operator each (reduce_sum's family).
+Result<ops::OpId> reduce_op(const NodeCtx& n) {
+  static constexpr std::pair<std::string_view, ops::OpId> kReductions[] = {
+      {"ReduceSum", ops::OpId::kReduceSum},
+      {"ReduceMean", ops::OpId::kReduceMean},
+      {"ReduceMax", ops::OpId::kReduceMax},
+      {"ReduceMin", ops::OpId::kReduceMin},
+      {"ReduceProd", ops::OpId::kReduceProd},
+      {"ReduceL1", ops::OpId::kReduceL1},
+      {"ReduceL2", ops::OpId::kReduceL2},
+      {"ReduceLogSumExp", ops::OpId::kReduceLogSumExp},
+      {"ReduceSumSquare", ops::OpId::kReduceSumSquare},
+      {"ReduceLogSum", ops::OpId::kReduceLogSum},
+  };
+  for (const auto& [name, id] : kReductions)
+    if (n.op == name) return id;
+  return error_at(n.loc, "'" + n.op + "' is not a reduction");
+}
+
 Status op_reduce(Importer& im, const NodeCtx& n) {
-  const bool axes_input =
-      n.op == "ReduceSum" ? im.opset() >= 13 : im.opset() >= 18;  // ReduceMean, ReduceMax: 18
+  HEXIR_ASSIGN_OR_RETURN(const ops::OpId id, reduce_op(n));
+  const bool axes_input = n.op == "ReduceSum" ? im.opset() >= 13 : im.opset() >= 18;  // the others: 18
   if (axes_input) {
     HEXIR_RETURN_IF_ERROR(im.check_attrs(n, {"keepdims", "noop_with_empty_axes"}));
   } else {
@@ -252,12 +312,7 @@ Status op_reduce(Importer& im, const NodeCtx& n) {
   ops::AttrMap attrs;
   if (!axes.empty()) attrs["axes"] = int_list(axes);
   attrs["keepdims"] = ops::AttrValue{keepdims ? int64_t{1} : int64_t{0}};
-  ops::OpId id = n.op == "ReduceSum" ? ops::OpId::kReduceSum : ops::OpId::kReduceMean;
-  if (n.op == "ReduceMax") {
-    HEXIR_ASSIGN_OR_RETURN(id, hexir_op(n, "reduce_max"));
-  }
-  return im.emit_result(n, id, {x},
-                                      attrs);
+  return im.emit_result(n, id, {x}, attrs);
 }
 
 // MaxPool/AveragePool, 2-D (1-D as a 2-D view): @max_pool/@average_pool

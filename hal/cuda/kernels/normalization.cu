@@ -1,8 +1,12 @@
-// softmax, layernorm, the reductions and argmax, with the semantics of
+// softmax, log_softmax, hardmax, layernorm, the reductions, argmax / argmin
+// and top_k, with the semantics of
 // hal/cpu/normalization.cc and layout.cc: one block per row (or output
 // element), sums in double. Every element of a row is read before the
 // barrier that precedes any write of it, so an output aliasing the input is safe.
 #include "common.cuh"
+
+using hexir::hal::cuda::HardmaxParams;
+using hexir::hal::cuda::TopKParams;
 
 using hexir::hal::cuda::kRowBlockMax;
 
@@ -103,31 +107,248 @@ extern "C" __global__ void hexir_reduce(ReduceParams p) {
       for (int d = q.red_rank - 1; d >= 0; --d) {
         offset += (rrest % q.red_dims[d]) * q.red_stride[d];
         rrest /= q.red_dims[d];
+namespace hexir_kernels {
+
+// The smaller, NaN if either is NaN (reduce_min).
+struct NanMinOp {
+  __device__ double operator()(double a, double b) const {
+    return (a != a) ? a : ((b != b || b < a) ? b : a);
+  }
+};
+struct ProdOp {
+  __device__ double operator()(double a, double b) const { return a * b; }
+};
+
+// The offset of reduced element r (row-major over the reduced dims) from base.
+__device__ __forceinline__ int64_t reduced_offset(const hexir::ops::ReducePlan& q, int64_t base, int64_t r) {
+  for (int d = q.red_rank - 1; d >= 0; --d) {
+    base += (r % q.red_dims[d]) * q.red_stride[d];
+    r /= q.red_dims[d];
+  }
+  return base;
+}
+
+__device__ __forceinline__ int64_t kept_offset(const hexir::ops::ReducePlan& q, int64_t o) {
+  int64_t base = 0;
+  for (int d = q.kept_rank - 1; d >= 0; --d) {
+    base += (o % q.kept_dims[d]) * q.kept_stride[d];
+    o /= q.kept_dims[d];
+  }
+  return base;
+}
+
+// One float output: each thread combines its share in double, then the block.
+__device__ float reduce_float(const hexir::ops::ReducePlan& q, const float* in, int64_t base,
+                              double* scratch) {
+  using hexir::ops::ReduceKind;
+  const double inf = static_cast<double>(-negative_infinity());
+  switch (q.kind) {
+    case ReduceKind::kMax:
+    case ReduceKind::kMin:
+    case ReduceKind::kLogSumExp: {
+      const bool min = q.kind == ReduceKind::kMin;
+      double m = min ? inf : -inf;
+      for (int64_t r = threadIdx.x; r < q.red_count; r += blockDim.x) {
+        const double v = in[reduced_offset(q, base, r)];
+        m = min ? NanMinOp()(m, v) : NanMaxOp()(m, v);
       }
-      if (q.max)
-        sum = hexir_kernels::NanMaxOp()(sum, p.in[offset]);
-      else
-        sum += p.in[offset];
+      m = min ? block_reduce(m, scratch, NanMinOp()) : block_reduce(m, scratch, NanMaxOp());
+      if (q.kind != ReduceKind::kLogSumExp || !(m > -inf && m < inf)) return static_cast<float>(m);
+      double sum = 0.0;  // log(sum(exp(x))) as max + log(sum(exp(x - max)))
+      for (int64_t r = threadIdx.x; r < q.red_count; r += blockDim.x)
+        sum += exp(static_cast<double>(in[reduced_offset(q, base, r)]) - m);
+      sum = block_reduce(sum, scratch, SumOp());
+      return static_cast<float>(m + log(sum));
     }
-    if (q.max) {
-      sum = hexir_kernels::block_reduce(sum, scratch, hexir_kernels::NanMaxOp());
-      if (threadIdx.x == 0) p.out[o] = static_cast<float>(sum);
-      continue;
+    case ReduceKind::kProd: {
+      double product = 1.0;
+      for (int64_t r = threadIdx.x; r < q.red_count; r += blockDim.x)
+        product *= in[reduced_offset(q, base, r)];
+      return static_cast<float>(block_reduce(product, scratch, ProdOp()));
     }
-    sum = hexir_kernels::block_reduce(sum, scratch, hexir_kernels::SumOp());
-    // numpy: the mean over zero elements is NaN (0/0).
-    if (threadIdx.x == 0)
-      p.out[o] = static_cast<float>(q.mean ? sum / static_cast<double>(q.red_count) : sum);
+    default:
+      break;
+  }
+  double sum = 0.0;
+  for (int64_t r = threadIdx.x; r < q.red_count; r += blockDim.x) {
+    const double v = in[reduced_offset(q, base, r)];
+    if (q.kind == ReduceKind::kL1)
+      sum += fabs(v);
+    else if (q.kind == ReduceKind::kSumSquare || q.kind == ReduceKind::kL2)
+      sum += v * v;
+    else
+      sum += v;
+  }
+  sum = block_reduce(sum, scratch, SumOp());
+  switch (q.kind) {
+    case ReduceKind::kMean:  // numpy: the mean over zero elements is NaN (0/0)
+      return static_cast<float>(sum / static_cast<double>(q.red_count));
+    case ReduceKind::kL2:
+      return static_cast<float>(sqrt(sum));
+    case ReduceKind::kLogSum:
+      return static_cast<float>(log(sum));
+    default:
+      return static_cast<float>(sum);
   }
 }
 
-// argmax: one thread per output element, its column of the axis in order.
-extern "C" __global__ void hexir_argmax(ArgmaxParams p) {
+// Integer reductions in 64 bits: sums and products wrap (unsigned), max and
+// min compare the signed values; truncated to T (hal/cpu/normalization.cc).
+struct IntReduceOp {
+  hexir::ops::ReduceKind kind;
+  __device__ uint64_t operator()(uint64_t a, uint64_t b) const {
+    using hexir::ops::ReduceKind;
+    const int64_t sa = static_cast<int64_t>(a), sb = static_cast<int64_t>(b);
+    switch (kind) {
+      case ReduceKind::kMax:
+        return sb > sa ? b : a;
+      case ReduceKind::kMin:
+        return sb < sa ? b : a;
+      case ReduceKind::kProd:
+        return a * b;
+      default:
+        return a + b;
+    }
+  }
+};
+
+template <typename T>
+__device__ void reduce_integer(const ReduceParams& p, uint64_t* scratch) {
+  using hexir::ops::ReduceKind;
+  const hexir::ops::ReducePlan& q = p.plan;
+  const T* in = static_cast<const T*>(p.in);
+  T* out = static_cast<T*>(p.out);
+  const IntReduceOp op{q.kind};
+  const T lowest = static_cast<T>(uint64_t{1} << (sizeof(T) * 8 - 1));  // two's complement
+  uint64_t start = 0;
+  if (q.kind == ReduceKind::kProd) start = 1;
+  if (q.kind == ReduceKind::kMax) start = static_cast<uint64_t>(static_cast<int64_t>(lowest));
+  if (q.kind == ReduceKind::kMin)
+    start = static_cast<uint64_t>(static_cast<int64_t>(static_cast<T>(~lowest)));
+  for (int64_t o = blockIdx.x; o < q.out_count; o += gridDim.x) {
+    const int64_t base = kept_offset(q, o);
+    uint64_t acc = start;
+    for (int64_t r = threadIdx.x; r < q.red_count; r += blockDim.x) {
+      uint64_t v = static_cast<uint64_t>(static_cast<int64_t>(in[reduced_offset(q, base, r)]));
+      if (q.kind == ReduceKind::kL1 && static_cast<int64_t>(v) < 0) v = 0 - v;
+      if (q.kind == ReduceKind::kSumSquare) v *= v;
+      acc = op(acc, v);
+    }
+    acc = block_reduce(acc, scratch, op);
+    if (threadIdx.x == 0) out[o] = static_cast<T>(acc);
+  }
+}
+
+template <typename T>
+__device__ void argmax_rows(const ArgmaxParams& p) {
+  const hexir::ops::ArgmaxPlan& q = p.plan;
+  const T* x = static_cast<const T*>(p.x);
+  const int64_t n = q.outer * q.inner;
+  const int64_t stride = global_stride();
+  for (int64_t i = global_index(); i < n; i += stride) {
+    const int64_t o = i / q.inner, c = i % q.inner;
+    p.out[i] =
+        hexir::ops::argmax_of(x + o * q.length * q.inner + c, q.length, q.inner, q.select_last, q.smallest);
+  }
+}
+
+// top_k of one row: the k best so far kept sorted in the outputs (insertion;
+// ops::topk_before's order), so no scratch.
+template <typename T>
+__device__ void top_k_rows(const TopKParams& p) {
+  const hexir::ops::TopKPlan& q = p.plan;
+  const T* x = static_cast<const T*>(p.x);
+  T* values = static_cast<T*>(p.values);
+  const int64_t n = q.outer * q.inner;
+  const int64_t stride = global_stride();
+  for (int64_t i = global_index(); i < n; i += stride) {
+    const int64_t o = i / q.inner, c = i % q.inner;
+    const T* row = x + o * q.length * q.inner + c;
+    T* v_out = values + o * q.k * q.inner + c;
+    int64_t* i_out = p.indices + o * q.k * q.inner + c;
+    int64_t count = 0;
+    for (int64_t j = 0; j < q.length; ++j) {
+      const T v = row[j * q.inner];
+      if (count == q.k && !hexir::ops::topk_before(v, j, v_out[(count - 1) * q.inner],
+                                                   i_out[(count - 1) * q.inner], q.largest))
+        continue;
+      int64_t at = count < q.k ? count++ : count - 1;  // the slot freed (the last one dropped when full)
+      while (at > 0 &&
+             hexir::ops::topk_before(v, j, v_out[(at - 1) * q.inner], i_out[(at - 1) * q.inner], q.largest)) {
+        v_out[at * q.inner] = v_out[(at - 1) * q.inner];
+        i_out[at * q.inner] = i_out[(at - 1) * q.inner];
+        --at;
+      }
+      v_out[at * q.inner] = v;
+      i_out[at * q.inner] = j;
+    }
+  }
+}
+
+}  // namespace hexir_kernels
+
+extern "C" __global__ void hexir_reduce(ReduceParams p) {
+  __shared__ double scratch[kRowBlockMax];
+  const hexir::ops::ReducePlan& q = p.plan;
+  const float* in = static_cast<const float*>(p.in);
+  float* out = static_cast<float*>(p.out);
+  for (int64_t o = blockIdx.x; o < q.out_count; o += gridDim.x) {
+    const float r = hexir_kernels::reduce_float(q, in, hexir_kernels::kept_offset(q, o), scratch);
+    if (threadIdx.x == 0) out[o] = r;
+  }
+}
+
+extern "C" __global__ void hexir_reduce_i32(ReduceParams p) {
+  __shared__ uint64_t scratch[kRowBlockMax];
+  hexir_kernels::reduce_integer<int32_t>(p, scratch);
+}
+extern "C" __global__ void hexir_reduce_i64(ReduceParams p) {
+  __shared__ uint64_t scratch[kRowBlockMax];
+  hexir_kernels::reduce_integer<int64_t>(p, scratch);
+}
+
+// argmax, argmin: one thread per output element, its column of the axis in order.
+extern "C" __global__ void hexir_argmax(ArgmaxParams p) { hexir_kernels::argmax_rows<float>(p); }
+extern "C" __global__ void hexir_argmax_i32(ArgmaxParams p) { hexir_kernels::argmax_rows<int32_t>(p); }
+extern "C" __global__ void hexir_argmax_i64(ArgmaxParams p) { hexir_kernels::argmax_rows<int64_t>(p); }
+
+extern "C" __global__ void hexir_hardmax(HardmaxParams p) {
   const hexir::ops::ArgmaxPlan& q = p.plan;
   const int64_t n = q.outer * q.inner;
   const int64_t stride = hexir_kernels::global_stride();
   for (int64_t i = hexir_kernels::global_index(); i < n; i += stride) {
-    const int64_t o = i / q.inner, c = i % q.inner;
-    p.out[i] = hexir::ops::argmax_of(p.x + o * q.length * q.inner + c, q.length, q.inner, q.select_last);
+    const int64_t base = (i / q.inner) * q.length * q.inner + i % q.inner;
+    const int64_t best = hexir::ops::argmax_of(p.x + base, q.length, q.inner, 0);
+    for (int64_t j = 0; j < q.length; ++j) p.out[base + j * q.inner] = j == best ? 1.0f : 0.0f;
   }
 }
+
+// log_softmax: one block per row, as softmax; the sum of exp(x - max) in
+// double, then (x - max) - log(sum) (NaN throughout when the row holds a NaN
+// or +inf, or only -inf: the NaN-ignoring max lets exp(NaN) reach the sum).
+extern "C" __global__ void hexir_log_softmax(SoftmaxParams p) {
+  __shared__ float scratch_f[kRowBlockMax];
+  __shared__ double scratch_d[kRowBlockMax];
+  const hexir::ops::SoftmaxPlan& q = p.plan;
+  const int64_t rows = q.outer * q.inner;
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    const int64_t base = (row / q.inner) * q.length * q.inner + row % q.inner;
+    const float* in = p.in + base;
+    float* out = p.out + base;
+    float max_value = hexir_kernels::negative_infinity();
+    for (int64_t j = threadIdx.x; j < q.length; j += blockDim.x)
+      max_value = fmaxf(max_value, in[j * q.inner]);
+    max_value = hexir_kernels::block_reduce(max_value, scratch_f, hexir_kernels::MaxOp());
+    double sum = 0.0;
+    for (int64_t j = threadIdx.x; j < q.length; j += blockDim.x)
+      sum += exp(static_cast<double>(in[j * q.inner] - max_value));
+    sum = hexir_kernels::block_reduce(sum, scratch_d, hexir_kernels::SumOp());
+    const float shift = static_cast<float>(log(sum));
+    for (int64_t j = threadIdx.x; j < q.length; j += blockDim.x)
+      out[j * q.inner] = (in[j * q.inner] - max_value) - shift;
+  }
+}
+
+extern "C" __global__ void hexir_top_k(TopKParams p) { hexir_kernels::top_k_rows<float>(p); }
+extern "C" __global__ void hexir_top_k_i32(TopKParams p) { hexir_kernels::top_k_rows<int32_t>(p); }
+extern "C" __global__ void hexir_top_k_i64(TopKParams p) { hexir_kernels::top_k_rows<int64_t>(p); }

@@ -148,9 +148,10 @@ struct LayernormParams {
   ops::LayernormPlan plan;
 };
 
+// The reductions: elements of the kernel's dtype (hexir_reduce f32, _i32, _i64).
 struct ReduceParams {
-  const float* in;
-  float* out;
+  const void* in;
+  void* out;
   ops::ReducePlan plan;
 };
 
@@ -238,11 +239,28 @@ struct ConvTransposeParams {
   ops::ConvTransposePlan plan;
 };
 
-// argmax: one thread per output element (ops::argmax_of along the axis).
+// argmax and argmin: one thread per output element (ops::argmax_of along the
+// axis), x of the kernel's dtype (hexir_argmax f32, _i32, _i64).
 struct ArgmaxParams {
-  const float* x;
+  const void* x;
   int64_t* out;
   ops::ArgmaxPlan plan;
+};
+
+// hardmax: one thread per (outer, inner) row, a 1 at its argmax, 0 elsewhere.
+struct HardmaxParams {
+  const float* x;
+  float* out;
+  ops::ArgmaxPlan plan;
+};
+
+// top_k: one thread per (outer, inner) row, x and values of the kernel's
+// dtype (hexir_top_k f32, _i32, _i64).
+struct TopKParams {
+  const void* x;
+  void* values;
+  int64_t* indices;
+  ops::TopKPlan plan;
 };
 
 // dynamic_slice (x to out) and update_slice (update into out, which already
@@ -368,7 +386,16 @@ struct FillParams {
   X(kScatterI64, hexir_scatter_i64, ScatterParams)             \
   X(kMath, hexir_math, MathParams)                             \
   X(kPRelu, hexir_prelu, BinaryParams)                         \
-  X(kGroupNorm, hexir_group_norm, GroupNormParams)
+  X(kGroupNorm, hexir_group_norm, GroupNormParams)              \
+  X(kReduceI32, hexir_reduce_i32, ReduceParams)                \
+  X(kReduceI64, hexir_reduce_i64, ReduceParams)                \
+  X(kArgmaxI32, hexir_argmax_i32, ArgmaxParams)                \
+  X(kArgmaxI64, hexir_argmax_i64, ArgmaxParams)                \
+  X(kLogSoftmax, hexir_log_softmax, SoftmaxParams)             \
+  X(kHardmax, hexir_hardmax, HardmaxParams)                    \
+  X(kTopK, hexir_top_k, TopKParams)                            \
+  X(kTopKI32, hexir_top_k_i32, TopKParams)                     \
+  X(kTopKI64, hexir_top_k_i64, TopKParams)
 
 enum class Kernel : uint16_t {
 #define HEXIR_CUDA_KERNEL_ENUM(name, symbol, params) name,

@@ -209,6 +209,27 @@ enum class OpId : uint16_t {
   // groups channels (and every spatial element) by its mean and variance,
   // then scale[c] * . + bias[c]. [groups (divides C), bits of epsilon].
   kGroupNorm,
+  // The reductions of reduce_sum's family, with its parameters [keepdims (0|1),
+  // axis...] (ONNX ReduceMin, ReduceProd, ReduceL1, ReduceL2, ReduceLogSumExp,
+  // ReduceSumSquare, ReduceLogSum; ReduceKind, plans.h). f32 (sums and
+  // products in double); reduce_min, reduce_prod, reduce_l1 and
+  // reduce_sum_square also i32 and i64 (wrapping, as reduce_sum and
+  // reduce_max on integers). Over nothing: min +inf (the largest integer),
+  // prod 1, l1, l2, sum_square 0, log_sum and log_sum_exp -inf. NaN propagates.
+  kReduceMin, kReduceProd, kReduceL1, kReduceL2, kReduceLogSumExp, kReduceSumSquare, kReduceLogSum,
+  // argmin (ONNX ArgMin): as argmax, the smallest (NaN still wins, numpy.argmin).
+  // argmax and argmin take f32, i32 or i64.
+  kArgMin,
+  // log_softmax (ONNX LogSoftmax), f32: [axis] (normalized); x - max - log(sum(exp(x - max))).
+  kLogSoftmax,
+  // hardmax (ONNX Hardmax), f32: [axis] (normalized); 1 at the argmax along
+  // axis (the first of ties; a NaN wins, as argmax), 0 elsewhere.
+  kHardmax,
+  // top_k (ONNX TopK with k constant), x f32, i32 or i64: [axis (normalized),
+  // k, largest (0|1), sorted (0|1)]; two results, the k values along axis
+  // (x's dtype) and their indices (i64), largest (or smallest) first, ties
+  // by lower index (NaN is larger than every number). Always sorted.
+  kTopK,
   kCount,
 };
 // clang-format on

@@ -441,15 +441,23 @@ struct GroupNormPlan {
   double epsilon;
 };
 
-// reduce_sum / reduce_mean / reduce_max: one output element per kept index;
-// the kept dims pick the base offset, the reduced dims (input order) are
-// summed in double (max: the largest, NaN if any is NaN, -inf of nothing).
+// What a reduction computes (op.h: reduce_sum and its family). The sums
+// (sum, mean, l1, l2, sum_square, log_sum, log_sum_exp's exponentials) and
+// prod run in double on floats; on integers every one wraps in 64 bits and
+// is truncated to the element.
+enum class ReduceKind : int32_t {
+  kSum, kMean, kMax, kMin, kProd, kL1, kL2, kLogSumExp, kSumSquare, kLogSum,
+};
+
+// The reductions: one output element per kept index; the kept dims pick the
+// base offset, the reduced dims (input order) are combined by `kind`
+// (max and min: the extreme, NaN if any is NaN, -inf / +inf of nothing).
 struct ReducePlan {
   int64_t out_count;
   int64_t red_count;
   int32_t kept_rank, red_rank;
-  int32_t mean;
-  int32_t max;
+  ReduceKind kind;
+  int32_t pad;
   int64_t kept_dims[kMaxRank], kept_stride[kMaxRank];
   int64_t red_dims[kMaxRank], red_stride[kMaxRank];
 };
@@ -555,25 +563,31 @@ struct GatherPlan {
 // argmax along one axis: x viewed as [outer, length, inner]; output element
 // (o, i) (row-major, o * inner + i) is the index in [0, length) of the largest
 // of x[o, ., i] (argmax_of).
+// argmin (smallest 1) likewise; hardmax reads the same plan (select_last 0).
 struct ArgmaxPlan {
   int64_t outer, length, inner;
   int32_t select_last;
-  int32_t pad;
+  int32_t smallest;
 };
 
-// The argmax of `length` floats `stride` apart: ties go to the first (the
-// last with select_last); NaN is larger than every number, so the first NaN
-// wins (numpy.argmax), or the last one with select_last. length >= 1.
-HEXIR_PLAN_FN int64_t argmax_of(const float* x, int64_t length, int64_t stride, int32_t select_last) {
-  float best = x[0];
+// The argmax (argmin with `smallest`) of `length` elements `stride` apart:
+// ties go to the first (the last with select_last); a NaN wins over every
+// number either way, so the first NaN is taken (numpy.argmax, numpy.argmin),
+// or the last one with select_last. length >= 1.
+template <typename T>
+HEXIR_PLAN_FN int64_t argmax_of(const T* x, int64_t length, int64_t stride, int32_t select_last,
+                                int32_t smallest = 0) {
+  T best = x[0];
   int64_t index = 0;
   for (int64_t k = 1; k < length; ++k) {
-    const float v = x[k * stride];
+    const T v = x[k * stride];
     bool take;
     if (best != best)
       take = select_last && v != v;  // only another NaN, and only for the last
     else if (v != v)
       take = true;
+    else if (smallest)
+      take = select_last ? v <= best : v < best;
     else
       take = select_last ? v >= best : v > best;
     if (take) {
@@ -582,6 +596,28 @@ HEXIR_PLAN_FN int64_t argmax_of(const float* x, int64_t length, int64_t stride, 
     }
   }
   return index;
+}
+
+// top_k along one axis: x viewed as [outer, length, inner]; each of the
+// outer * inner rows gives k values and indices (row-major outputs [outer, k, inner]).
+struct TopKPlan {
+  int64_t outer, length, inner, k;
+  int32_t largest;
+  int32_t pad;
+};
+
+// Whether element (a, ia) comes before (b, ib) in top_k's order: the larger
+// (the smaller unless `largest`) first, NaN as larger than every number,
+// equal values by lower index.
+template <typename T>
+HEXIR_PLAN_FN bool topk_before(T a, int64_t ia, T b, int64_t ib, int32_t largest) {
+  const bool a_nan = a != a, b_nan = b != b;
+  if (a_nan || b_nan) {
+    if (a_nan && b_nan) return ia < ib;
+    return largest ? a_nan : b_nan;
+  }
+  if (a != b) return largest ? a > b : a < b;
+  return ia < ib;
 }
 
 // dynamic_slice and update_slice: a window of `window` elements per dim in a

@@ -1121,13 +1121,13 @@ TEST_CASE("If with a condition that folds: the branch taken is inlined, the othe
         t->add_float_data(10.f);
       }
       auto* dead = g->add_node();  // nothing needs it
-      dead->set_op_type("Hardmax");
+      dead->set_op_type("GridSample");
       dead->add_input("x");
       dead->add_output(std::string(name) + "_dead");
       g->add_output()->set_name(std::string(name) + "_out");
     };
     branch("then_branch", "Relu", true);
-    branch("else_branch", rows == 2 ? "Hardmax" : "Neg", false);  // never imported when rows == 2
+    branch("else_branch", rows == 2 ? "GridSample" : "Neg", false);  // never imported when rows == 2
     auto module = import_ok(m.save(dir.path() / "if.onnx"));
     const std::vector<float> x = ramp(static_cast<size_t>(rows * 3));
     auto out = run(module, {f32({rows, 3}, x)}, dir.path());
@@ -1755,10 +1755,10 @@ TEST_CASE("Pad: constant (with a value), edge, reflect, wrap and negative pads, 
 TEST_CASE("errors name the node, its op type and what is missing") {
   TempDir dir;
   Model m;
-  m.input("x", kF, {2, 2}).node("Hardmax", {"x"}, {"y"}, {}, "hm0").output("y");
+  m.input("x", kF, {2, 2}).node("GridSample", {"x"}, {"y"}, {}, "hm0").output("y");
   const std::string e = import_error(m.save(dir.path() / "unsupported.onnx"));
   CHECK(e.find("unsupported.onnx") != std::string::npos);
-  CHECK(e.find("node 'hm0' (Hardmax)") != std::string::npos);
+  CHECK(e.find("node 'hm0' (GridSample)") != std::string::npos);
   CHECK(e.find("not supported") != std::string::npos);
 
   Model a;
@@ -1769,7 +1769,7 @@ TEST_CASE("errors name the node, its op type and what is missing") {
 
   // A node the graph does not need is never looked at.
   Model dead;
-  dead.input("x", kF, {2}).node("Hardmax", {"x"}, {"unused"}).node("Relu", {"x"}, {"y"}).output("y");
+  dead.input("x", kF, {2}).node("GridSample", {"x"}, {"unused"}).node("Relu", {"x"}, {"y"}).output("y");
   import_ok(dead.save(dir.path() / "dead.onnx"));
 
   // An operator's own rule, reported at the node.
