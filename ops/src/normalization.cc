@@ -439,8 +439,6 @@ constexpr OpDef kDefs[] = {
      infer_reduce<kReduceMean>, flops_reduce, nullptr, plan_reduce<kReduceMean>},
     {kReduceMax, "reduce_max", 1, 1, 1, 1, false, false, false, 0, lower_reduce<kReduceMax>, raise_reduce,
      infer_reduce<kReduceMax>, flops_reduce, nullptr, plan_reduce<kReduceMax>},
-    {kArgMax, "argmax", 1, 1, 1, 1, true, false, false, 0, lower_argmax, raise_argmax, infer_argmax,
-     flops_reduce, nullptr, plan_argmax},
     {kGroupNorm, "group_norm", 3, 3, 1, 1, true, false, false, 0, lower_group_norm, raise_group_norm,
      infer_group_norm, flops_layernorm, nullptr, plan_group_norm},
     {kArgMax, "argmax", 1, 1, 1, 1, false, false, false, 0, lower_argmax<kArgMax>, raise_argmax,
