@@ -114,6 +114,11 @@ constexpr KernelEntry<KernelFn> kKernels[] = {
     // none moves any dtype; the reductions' dtypes (f32, i32, i64) are checked by the rule.
     {OpId::kScatterND, kAnyDType, kAnyDType, scatter},
     {OpId::kScatterElements, kAnyDType, kAnyDType, scatter},
+    {OpId::kGatherElements, kAnyDType, kAnyDType, gather_indexed},
+    {OpId::kGatherND, kAnyDType, kAnyDType, gather_indexed},
+    {OpId::kCumSum, kF32, kF32, cumsum<float>},
+    {OpId::kCumSum, kI32, kI32, cumsum<int32_t>},
+    {OpId::kCumSum, kI64, kI64, cumsum<int64_t>},
 };
 
 // Kernels that prepare something from constant operands (their weights).

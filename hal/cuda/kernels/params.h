@@ -248,6 +248,23 @@ struct ScatterParams {
   ops::ScatterPlan plan;
 };
 
+// gather_elements and gather_nd: the scatters' plan read the other way, one
+// thread per result element, elements of plan.element_size bytes (1, 2, 4
+// or 8); indices i32 or i64 (plan.index_i64).
+struct GatherIndexedParams {
+  const void* data;
+  const void* indices;
+  void* out;
+  ops::ScatterPlan plan;
+};
+
+// cumsum: one thread per line along the axis (plan.outer * plan.inner), in order.
+struct CumSumParams {
+  const void* x;
+  void* out;
+  ops::CumSumPlan plan;
+};
+
 // bytes written from dst on: byte i is pattern[i % pattern_size].
 struct FillParams {
   void* dst;
@@ -346,7 +363,14 @@ struct FillParams {
   X(kScatter8, hexir_scatter_8, ScatterParams)                 \
   X(kScatterF32, hexir_scatter_f32, ScatterParams)             \
   X(kScatterI32, hexir_scatter_i32, ScatterParams)             \
-  X(kScatterI64, hexir_scatter_i64, ScatterParams)
+  X(kScatterI64, hexir_scatter_i64, ScatterParams)             \
+  X(kGatherIndexed1, hexir_gather_indexed_1, GatherIndexedParams) \
+  X(kGatherIndexed2, hexir_gather_indexed_2, GatherIndexedParams) \
+  X(kGatherIndexed4, hexir_gather_indexed_4, GatherIndexedParams) \
+  X(kGatherIndexed8, hexir_gather_indexed_8, GatherIndexedParams) \
+  X(kCumSumF32, hexir_cumsum_f32, CumSumParams)                \
+  X(kCumSumI32, hexir_cumsum_i32, CumSumParams)                \
+  X(kCumSumI64, hexir_cumsum_i64, CumSumParams)
 
 enum class Kernel : uint16_t {
 #define HEXIR_CUDA_KERNEL_ENUM(name, symbol, params) name,
