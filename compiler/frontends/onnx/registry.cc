@@ -52,6 +52,7 @@ Handler find_handler(std::string_view op_type) {
       {"Clip", op_clip},
       {"Pow", op_pow},
       {"Cast", op_cast},
+      {"CastLike", op_cast_like},
       {"Where", op_where},
       {"Identity", op_identity},
       {"Dropout", op_dropout},
@@ -72,6 +73,9 @@ Handler find_handler(std::string_view op_type) {
       {"Upsample", op_resize},
       {"Conv", op_conv},
       {"ConvTranspose", op_conv_transpose},
+      {"CumSum", op_cumsum},
+      {"NegativeLogLikelihoodLoss", op_nll_loss},
+      {"SoftmaxCrossEntropyLoss", op_softmax_cross_entropy},
       // shape.cc
       {"Reshape", op_reshape},
       {"Flatten", op_flatten},
@@ -91,6 +95,14 @@ Handler find_handler(std::string_view op_type) {
       {"Size", op_size},
       {"Range", op_range},
       {"ConstantOfShape", op_constant_of_shape},
+      {"GatherElements", op_gather_elements},
+      {"GatherND", op_gather_nd},
+      {"Trilu", op_trilu},
+      {"Tile", op_tile},
+      {"DepthToSpace", op_depth_to_space},
+      {"SpaceToDepth", op_depth_to_space},
+      {"OneHot", op_one_hot},
+      {"EyeLike", op_eye_like},
       // recurrent.cc
       {"LSTM", op_lstm},
       // control_flow.cc
