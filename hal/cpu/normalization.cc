@@ -345,6 +345,23 @@ Status cumsum(const KernelContext&, const Dispatch& d) {
   const T* x = input<T>(d, 0);
   T* out = output<T>(d, 0);
   const int64_t step = p.reverse ? -p.inner : p.inner;
+  if (p.inner == 1) {  // one line per outer index, its running sum held in a register
+    for (int64_t o = 0; o < p.outer; ++o) {
+      const int64_t first = o * p.length + (p.reverse ? p.length - 1 : 0);
+      T sum = T(0);
+      for (int64_t k = 0; k < p.length; ++k) {
+        const int64_t at = first + k * step;
+        if (p.exclusive) {
+          out[at] = sum;
+          sum = ops::scatter_add(sum, x[at]);
+        } else {
+          sum = k == 0 ? x[at] : ops::scatter_add(sum, x[at]);
+          out[at] = sum;
+        }
+      }
+    }
+    return ok_status();
+  }
   for (int64_t o = 0; o < p.outer; ++o) {
     const int64_t first = o * p.length * p.inner + (p.reverse ? (p.length - 1) * p.inner : 0);
     for (int64_t k = 0; k < p.length; ++k) {
