@@ -354,10 +354,10 @@ using WhereRun = void (*)(const uint8_t*, const Element*, const Element*, Elemen
 template <typename Element>
 WhereRun<Element> where_run_for(int64_t sc, int64_t sx, int64_t sy) {
   if (sc < 0 || sc > 1 || sx < 0 || sx > 1 || sy < 0 || sy > 1) return nullptr;
-  static constexpr WhereRun<Element> kRuns[8] = {
-      where_run<Element, 0, 0, 0>, where_run<Element, 0, 0, 1>, where_run<Element, 0, 1, 0>,
-      where_run<Element, 0, 1, 1>, where_run<Element, 1, 0, 0>, where_run<Element, 1, 0, 1>,
-      where_run<Element, 1, 1, 0>, where_run<Element, 1, 1, 1>};
+  static constexpr WhereRun<Element> kRuns[8] = {where_run<Element, 0, 0, 0>, where_run<Element, 0, 0, 1>,
+                                                 where_run<Element, 0, 1, 0>, where_run<Element, 0, 1, 1>,
+                                                 where_run<Element, 1, 0, 0>, where_run<Element, 1, 0, 1>,
+                                                 where_run<Element, 1, 1, 0>, where_run<Element, 1, 1, 1>};
   return kRuns[sc * 4 + sx * 2 + sy];
 }
 

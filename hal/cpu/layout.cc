@@ -140,14 +140,16 @@ void scatter_typed(const ops::ScatterPlan& p, const Index* indices, const uint8_
 // gather_elements and gather_nd: result element i reads data where scatter
 // update i would land (the indices checked first).
 template <typename Element, typename Index>
-void gather_scatter_typed(const ops::ScatterPlan& p, const Index* indices, const uint8_t* data, uint8_t* out) {
+void gather_scatter_typed(const ops::ScatterPlan& p, const Index* indices, const uint8_t* data,
+                          uint8_t* out) {
   const Element* src = reinterpret_cast<const Element*>(data);
   Element* dst = reinterpret_cast<Element*>(out);
   for_each_scatter_target(p, indices, [&](int64_t i, int64_t offset) { dst[i] = src[offset]; });
 }
 
 template <typename Index>
-Status gather_scatter_plan(const ops::ScatterPlan& p, const Index* indices, const uint8_t* data, uint8_t* out) {
+Status gather_scatter_plan(const ops::ScatterPlan& p, const Index* indices, const uint8_t* data,
+                           uint8_t* out) {
   HEXIR_RETURN_IF_ERROR(check_scatter_indices(p, indices, p.depth > 0 ? "gather_nd" : "gather_elements"));
   switch (p.element_size) {
     case 1:

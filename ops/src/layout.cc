@@ -914,8 +914,9 @@ Result<std::vector<TensorType>> infer_gather_nd(std::span<const TensorType> in,
   const int64_t depth = indices.dims.back();
   if (depth < 1 || depth > rank - batch)
     return invalid_argument(prefix(kGatherND) + "indices " + indices.to_string() +
-                            ": the last dim (the indices per tuple) must be 1.." + std::to_string(rank - batch) +
-                            " for data " + data.to_string() + " and batch_dims " + std::to_string(batch));
+                            ": the last dim (the indices per tuple) must be 1.." +
+                            std::to_string(rank - batch) + " for data " + data.to_string() +
+                            " and batch_dims " + std::to_string(batch));
   for (size_t d = b; d < b + static_cast<size_t>(depth); ++d)
     if (data.dims[d] == 0 && count_of(indices) > 0)
       return invalid_argument(prefix(kGatherND) + "gathers from an empty dim of " + data.to_string());
@@ -983,8 +984,8 @@ constexpr OpDef kDefs[] = {
     {kScatterElements, "scatter_elements", 3, 3, 1, 1, false, true, false, 0, lower_scatter_elements,
      raise_scatter_elements, infer_scatter_elements, flops_per_element, nullptr, plan_scatter_elements,
      /*in_place_inputs=*/1u, /*read_while_writing=*/6u},
-    {kGatherElements, "gather_elements", 2, 2, 1, 1, false, false, false, 0, lower_gather_elements, raise_axis,
-     infer_gather_elements, flops_per_element, nullptr, plan_gather_elements},
+    {kGatherElements, "gather_elements", 2, 2, 1, 1, false, false, false, 0, lower_gather_elements,
+     raise_axis, infer_gather_elements, flops_per_element, nullptr, plan_gather_elements},
     {kGatherND, "gather_nd", 2, 2, 1, 1, false, false, false, 0, lower_gather_nd, raise_gather_nd,
      infer_gather_nd, flops_per_element, nullptr, plan_gather_nd},
 };

@@ -278,7 +278,8 @@ AttrMap raise_cumsum(std::span<const TensorType>, std::span<const int64_t> param
           {"reverse", AttrValue{param_at(params, 2)}}};
 }
 
-Result<std::vector<TensorType>> infer_cumsum(std::span<const TensorType> in, std::span<const int64_t> params) {
+Result<std::vector<TensorType>> infer_cumsum(std::span<const TensorType> in,
+                                             std::span<const int64_t> params) {
   const TensorType& x = in[0];
   HEXIR_RETURN_IF_ERROR(check_param_count(kCumSum, params, 3));
   HEXIR_RETURN_IF_ERROR(check_axis_param(kCumSum, params[0], x.rank()));

@@ -669,7 +669,8 @@ TEST_CASE("where: broadcasting of all three operands") {
   check_where(DType::kI32, {3, 0}, {3, 1}, {1, 0}, {3, 0});
 }
 
-TEST_CASE("where: the contiguous and broadcast runs (a mask over a batch, a scalar fill) take any non-zero byte") {
+TEST_CASE(
+    "where: the contiguous and broadcast runs (a mask over a batch, a scalar fill) take any non-zero byte") {
   // Inner strides 0 or 1 run the branch-free blend: every combination of them.
   for (DType dtype : {DType::kF32, DType::kU8, DType::kF16, DType::kI64}) {
     check_where(dtype, {33, 40}, {4, 33, 40}, {}, {4, 33, 40}, 11);  // Trilu: mask [rows, cols], zero scalar
@@ -685,7 +686,8 @@ TEST_CASE("where: the contiguous and broadcast runs (a mask over a batch, a scal
   REQUIRE(run_op(OpId::kWhere, {&cond, &x, &y}, {&out}).ok());
   for (int64_t i = 0; i < out.count(); ++i) {
     INFO("element " << i);
-    CHECK(element_bytes(out, i) == (cond.bytes[static_cast<size_t>(i % 6)] ? element_bytes(x, i) : element_bytes(y, 0)));
+    CHECK(element_bytes(out, i) ==
+          (cond.bytes[static_cast<size_t>(i % 6)] ? element_bytes(x, i) : element_bytes(y, 0)));
   }
 }
 

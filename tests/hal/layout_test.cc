@@ -932,12 +932,14 @@ struct IndexedGatherCase {
 
 void check_indexed_gather(const IndexedGatherCase& c) {
   const bool nd = c.id == OpId::kGatherND;
-  INFO(std::string(nd ? "gather_nd " : "gather_elements ") << dtype_name(c.dtype) << dims_string(c.data_dims) << " indices "
-                                                << dims_string(c.index_dims) << " param " << c.param);
+  INFO(std::string(nd ? "gather_nd " : "gather_elements ")
+       << dtype_name(c.dtype) << dims_string(c.data_dims) << " indices " << dims_string(c.index_dims)
+       << " param " << c.param);
   HostTensor data = iota_bytes(c.dtype, c.data_dims);
   HostTensor idx = index_tensor(c.index_dtype, c.index_dims, c.indices);
-  const std::vector<int64_t> src = nd ? gather_nd_sources(c.data_dims, c.index_dims, c.indices, c.param)
-                                      : gather_elements_sources(c.data_dims, c.index_dims, c.indices, c.param);
+  const std::vector<int64_t> src =
+      nd ? gather_nd_sources(c.data_dims, c.index_dims, c.indices, c.param)
+         : gather_elements_sources(c.data_dims, c.index_dims, c.indices, c.param);
   Dims out_dims = c.index_dims;
   if (nd) {
     out_dims.pop_back();
@@ -960,9 +962,15 @@ TEST_CASE("gather_elements: every element size, every axis, negative and repeate
     check_indexed_gather(
         {OpId::kGatherElements, dtype, {2, 3}, DType::kI64, {2, 4}, {0, 2, 0, -1, 1, 1, 1, -3}, 1});
   }
-  check_indexed_gather({OpId::kGatherElements, DType::kF32, {2, 3, 4}, DType::kI64, {2, 2, 3},
-                        {0, 3, 2, -1, 1, 1, 0, 0, 2, 3, 3, 3}, 2});
-  check_indexed_gather({OpId::kGatherElements, DType::kF32, {4, 3, 2}, DType::kI32, {2, 2, 1}, {3, -4, 1, 2}, 0});
+  check_indexed_gather({OpId::kGatherElements,
+                        DType::kF32,
+                        {2, 3, 4},
+                        DType::kI64,
+                        {2, 2, 3},
+                        {0, 3, 2, -1, 1, 1, 0, 0, 2, 3, 3, 3},
+                        2});
+  check_indexed_gather(
+      {OpId::kGatherElements, DType::kF32, {4, 3, 2}, DType::kI32, {2, 2, 1}, {3, -4, 1, 2}, 0});
   check_indexed_gather({OpId::kGatherElements, DType::kF32, {0, 3}, DType::kI64, {0, 2}, {}, 1});  // nothing
 }
 
@@ -974,11 +982,22 @@ TEST_CASE("gather_nd: tuples of every depth, batch_dims 0..2, every element size
     check_indexed_gather({OpId::kGatherND, dtype, {2, 2, 2}, DType::kI32, {2, 1, 2}, {0, 1, 1, 0}, 0});
     check_indexed_gather({OpId::kGatherND, dtype, {2, 2, 2}, DType::kI64, {2, 1}, {1, 0}, 1});
   }
-  check_indexed_gather({OpId::kGatherND, DType::kF32, {3, 4, 5}, DType::kI64, {3, 2, 1}, {0, -1, 2, 3, 1, 1}, 1});
-  check_indexed_gather({OpId::kGatherND, DType::kF32, {2, 3, 4, 5}, DType::kI32, {2, 3, 2, 1},
-                        {0, 3, 1, 2, 3, -4, 3, 3, 0, 0, 2, 1}, 2});
-  check_indexed_gather({OpId::kGatherND, DType::kF32, {2, 3, 4}, DType::kI64, {2, 3, 2},
-                        {0, 0, 1, 3, 2, -1, 2, 2, 0, 1, -3, 0}, 1});
+  check_indexed_gather(
+      {OpId::kGatherND, DType::kF32, {3, 4, 5}, DType::kI64, {3, 2, 1}, {0, -1, 2, 3, 1, 1}, 1});
+  check_indexed_gather({OpId::kGatherND,
+                        DType::kF32,
+                        {2, 3, 4, 5},
+                        DType::kI32,
+                        {2, 3, 2, 1},
+                        {0, 3, 1, 2, 3, -4, 3, 3, 0, 0, 2, 1},
+                        2});
+  check_indexed_gather({OpId::kGatherND,
+                        DType::kF32,
+                        {2, 3, 4},
+                        DType::kI64,
+                        {2, 3, 2},
+                        {0, 0, 1, 3, 2, -1, 2, 2, 0, 1, -3, 0},
+                        1});
   check_indexed_gather({OpId::kGatherND, DType::kF32, {3, 4}, DType::kI64, {0, 1}, {}, 0});  // no tuples
 }
 
@@ -994,7 +1013,12 @@ TEST_CASE("gather_elements, gather_nd: an out-of-range index is kInvalidArgument
   };
   const Bad cases[] = {
       {OpId::kGatherElements, {1, 3}, {0, 1, 3}, 1, {1, 3}, "gather_elements: index 3 (position 2)"},
-      {OpId::kGatherElements, {2, 1}, {0, -5}, 0, {2, 1}, "index -5 (position 1) is out of range for a dim of 4"},
+      {OpId::kGatherElements,
+       {2, 1},
+       {0, -5},
+       0,
+       {2, 1},
+       "index -5 (position 1) is out of range for a dim of 4"},
       {OpId::kGatherND, {2, 1}, {0, 4}, 0, {2, 3}, "gather_nd: index 4 (position 1)"},
       {OpId::kGatherND, {1, 2}, {kI64Min, 0}, 0, {1}, "index -9223372036854775808"},
   };

@@ -408,8 +408,8 @@ TEST_CASE("argmax: NaN is the largest (numpy: first NaN), infinities, one elemen
 
 // numpy.cumsum along `axis` in double (flipped for reverse; shifted by one,
 // a 0 first, for exclusive): exact for the small integers these tests use.
-std::vector<double> cumsum_reference(const std::vector<double>& x, const Dims& dims, int64_t axis, bool exclusive,
-                                     bool reverse) {
+std::vector<double> cumsum_reference(const std::vector<double>& x, const Dims& dims, int64_t axis,
+                                     bool exclusive, bool reverse) {
   const auto strides = row_major_strides(dims);
   const int64_t length = dims[static_cast<size_t>(axis)], stride = strides[static_cast<size_t>(axis)];
   std::vector<double> out(x.size());
@@ -432,7 +432,8 @@ void check_cumsum(DType dtype, const Dims& dims, int64_t axis, bool exclusive, b
                  << " reverse " << reverse);
   HostTensor x(dtype, dims);
   std::vector<double> values(static_cast<size_t>(x.count()));
-  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<double>(static_cast<int64_t>(i * 7 % 11) - 5);
+  for (size_t i = 0; i < values.size(); ++i)
+    values[i] = static_cast<double>(static_cast<int64_t>(i * 7 % 11) - 5);
   for (size_t i = 0; i < values.size(); ++i) {
     if (dtype == DType::kF32) {
       x.at(static_cast<int64_t>(i)) = static_cast<float>(values[i]);

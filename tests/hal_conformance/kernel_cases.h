@@ -652,16 +652,19 @@ inline std::vector<KernelCase> kernel_cases() {
 
   // gather_elements [axis] and gather_nd [batch_dims]: (data, indices); the
   // scatters' plan read the other way, every element size.
-  auto gather_case = [&](std::string n, OpId id, std::vector<HostTensor> inputs, std::vector<int64_t> params) {
+  auto gather_case = [&](std::string n, OpId id, std::vector<HostTensor> inputs,
+                         std::vector<int64_t> params) {
     KernelCase c{n, id, std::move(inputs), std::move(params)};
     c.exact = true;
     cases.push_back(c);
   };
   gather_case("gather_elements f32 axis 1, negative, repeated", OpId::kGatherElements,
-              {random_f32({3, 4}, 1594), indices(DType::kI64, {3, 5}, {0, 3, -1, 1, 1, 2, 2, 0, -4, 3, 1, 1, 0, 0, 2})},
+              {random_f32({3, 4}, 1594),
+               indices(DType::kI64, {3, 5}, {0, 3, -1, 1, 1, 2, 2, 0, -4, 3, 1, 1, 0, 0, 2})},
               {1});
   gather_case("gather_elements u8 axis 0, smaller indices, i32", OpId::kGatherElements,
-              {iota_bytes(DType::kU8, {4, 3, 2}), indices(DType::kI32, {2, 2, 2}, {3, 0, -1, 2, 1, 1, 0, 3})}, {0});
+              {iota_bytes(DType::kU8, {4, 3, 2}), indices(DType::kI32, {2, 2, 2}, {3, 0, -1, 2, 1, 1, 0, 3})},
+              {0});
   gather_case("gather_elements f16 last axis", OpId::kGatherElements,
               {iota_bytes(DType::kF16, {2, 5}), indices(DType::kI64, {2, 2}, {4, 0, -2, 1})}, {1});
   gather_case("gather_elements i64 empty", OpId::kGatherElements,
@@ -669,7 +672,8 @@ inline std::vector<KernelCase> kernel_cases() {
   gather_case("gather_nd f32 rows (tuples of 1)", OpId::kGatherND,
               {random_f32({5, 4}, 1595), indices(DType::kI64, {3, 1}, {4, -5, 2})}, {0});
   gather_case("gather_nd i32 elements (full tuples), i32 indices", OpId::kGatherND,
-              {iota_bytes(DType::kI32, {3, 4}), indices(DType::kI32, {2, 2, 2}, {0, 0, 2, 3, -1, -1, 1, 2})}, {0});
+              {iota_bytes(DType::kI32, {3, 4}), indices(DType::kI32, {2, 2, 2}, {0, 0, 2, 3, -1, -1, 1, 2})},
+              {0});
   gather_case("gather_nd f16 batch_dims 1", OpId::kGatherND,
               {iota_bytes(DType::kF16, {2, 3, 4}), indices(DType::kI64, {2, 2, 1}, {2, 0, 1, -1})}, {1});
   gather_case("gather_nd u8 batch_dims 2, elements", OpId::kGatherND,

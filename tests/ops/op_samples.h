@@ -190,8 +190,12 @@ inline std::vector<OpSample> op_samples() {
                {{"axis", i64(-1)}, {"reduction", str("max")}},
                {}});
   s.push_back({kGatherElements, {f32({4, 5}), t(DType::kI64, {6, 2})}, {{"axis", i64(0)}}, {}});
-  s.push_back({kGatherND, {t(DType::kF16, {2, 3, 4}), t(DType::kI32, {2, 5, 1})}, {{"batch_dims", i64(1)}}, {}});
-  s.push_back({kCumSum, {t(DType::kI64, {3, 4})}, {{"axis", i64(-1)}, {"exclusive", i64(1)}, {"reverse", i64(1)}}, {}});
+  s.push_back(
+      {kGatherND, {t(DType::kF16, {2, 3, 4}), t(DType::kI32, {2, 5, 1})}, {{"batch_dims", i64(1)}}, {}});
+  s.push_back({kCumSum,
+               {t(DType::kI64, {3, 4})},
+               {{"axis", i64(-1)}, {"exclusive", i64(1)}, {"reverse", i64(1)}},
+               {}});
   return s;
 }
 

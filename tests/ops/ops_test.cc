@@ -1924,7 +1924,8 @@ TEST_CASE("gather_nd: result types, batch_dims, hostile operands, plan") {
   CHECK(*rule(OpId::kGatherND, {data, tt(DType::kI64, {5, 3})}, {0}) == std::vector<TensorType>{f32({5})});
   CHECK(*rule(OpId::kGatherND, {data, tt(DType::kI32, {2, 7, 1})}, {1}) ==
         std::vector<TensorType>{f32({2, 7, 4})});
-  CHECK(*rule(OpId::kGatherND, {data, tt(DType::kI32, {2, 3, 1})}, {2}) == std::vector<TensorType>{f32({2, 3})});
+  CHECK(*rule(OpId::kGatherND, {data, tt(DType::kI32, {2, 3, 1})}, {2}) ==
+        std::vector<TensorType>{f32({2, 3})});
   CHECK(mentions(rejected(OpId::kGatherND, {data, tt(DType::kI64, {5, 4})}, {0}), "must be 1..3"));
   CHECK(mentions(rejected(OpId::kGatherND, {data, tt(DType::kI64, {2, 3})}, {1}), "must be 1..2"));
   CHECK(mentions(rejected(OpId::kGatherND, {data, tt(DType::kI64, {3, 1})}, {1}), "batch dims"));
@@ -1962,7 +1963,8 @@ TEST_CASE("cumsum: result types, flags, dtypes, plan") {
   CHECK(*lower(OpId::kCumSum, {f32({2, 3})}, {{"axis", i(-1)}, {"exclusive", i(1)}, {"reverse", i(1)}}) ==
         Params{1, 1, 1});
   CHECK(mentions(lower(OpId::kCumSum, {f32({2, 3})}, {{"reverse", i(2)}}).status(), "must be 0 or 1"));
-  CHECK(*rule(OpId::kCumSum, {tt(DType::kI32, {4})}, {0, 0, 0}) == std::vector<TensorType>{tt(DType::kI32, {4})});
+  CHECK(*rule(OpId::kCumSum, {tt(DType::kI32, {4})}, {0, 0, 0}) ==
+        std::vector<TensorType>{tt(DType::kI32, {4})});
   CHECK(mentions(rejected(OpId::kCumSum, {tt(DType::kU8, {4})}, {0, 0, 0}), "expected f32, i32 or i64"));
   CHECK(mentions(rejected(OpId::kCumSum, {f32({4})}, {0, 2, 0}), "must be 0 or 1"));
   rejected(OpId::kCumSum, {f32({4})}, {1, 0, 0});

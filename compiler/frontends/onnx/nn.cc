@@ -615,19 +615,21 @@ Status negative_log_likelihood(Importer& im, const NodeCtx& n, Ref log_prob, Ref
   if (find_attribute(n.node, "ignore_index")) {
     HEXIR_ASSIGN_OR_RETURN(int64_t ignore, im.attr_int(n, "ignore_index", 0));
     Ref ii = scalar_of(im, n, ti.type, ignore, "ignore_index");
-    HEXIR_ASSIGN_OR_RETURN(Ref ignored, im.emit1(n, ops::OpId::kEqual, {t, ii}, {}, im.helper_name(n, "ignored")));
+    HEXIR_ASSIGN_OR_RETURN(Ref ignored,
+                           im.emit1(n, ops::OpId::kEqual, {t, ii}, {}, im.helper_name(n, "ignored")));
     HEXIR_ASSIGN_OR_RETURN(kept, im.emit1(n, ops::OpId::kNot, {ignored}, {}, im.helper_name(n, "kept")));
     // An ignored target may lie outside [0, C): it reads class 0 instead, then counts nothing.
     Ref first = scalar_of(im, n, ti.type, 0, "class0");
-    HEXIR_ASSIGN_OR_RETURN(t, im.emit1(n, ops::OpId::kWhere, {*kept, t, first}, {}, im.helper_name(n, "target")));
+    HEXIR_ASSIGN_OR_RETURN(
+        t, im.emit1(n, ops::OpId::kWhere, {*kept, t, first}, {}, im.helper_name(n, "target")));
   }
   std::vector<int64_t> column = ti.dims;
   column.insert(column.begin() + 1, 1);
   HEXIR_ASSIGN_OR_RETURN(Ref t1, im.reshape(n, t, column, im.helper_name(n, "target_column")));
   ops::AttrMap class_axis;
   class_axis["axis"] = ops::AttrValue{int64_t{1}};
-  HEXIR_ASSIGN_OR_RETURN(
-      Ref picked, im.emit1(n, ops::OpId::kGatherElements, {log_prob, t1}, class_axis, im.helper_name(n, "picked")));
+  HEXIR_ASSIGN_OR_RETURN(Ref picked, im.emit1(n, ops::OpId::kGatherElements, {log_prob, t1}, class_axis,
+                                              im.helper_name(n, "picked")));
   HEXIR_ASSIGN_OR_RETURN(picked, im.reshape(n, picked, ti.dims, im.helper_name(n, "picked_flat")));
   HEXIR_ASSIGN_OR_RETURN(Ref loss, im.emit1(n, ops::OpId::kNeg, {picked}, {}, im.helper_name(n, "neg")));
   Ref zero = im.new_const(im.helper_name(n, "zero"), make_host(li.type, {}), n.loc);
@@ -635,17 +637,20 @@ Status negative_log_likelihood(Importer& im, const NodeCtx& n, Ref log_prob, Ref
   if (weight) {
     ops::AttrMap first_axis;
     first_axis["axis"] = ops::AttrValue{int64_t{0}};
-    HEXIR_ASSIGN_OR_RETURN(taken, im.emit1(n, ops::OpId::kGather, {*weight, t}, first_axis, im.helper_name(n, "weights")));
+    HEXIR_ASSIGN_OR_RETURN(
+        taken, im.emit1(n, ops::OpId::kGather, {*weight, t}, first_axis, im.helper_name(n, "weights")));
     if (kept) {
       HEXIR_ASSIGN_OR_RETURN(taken, im.emit1(n, ops::OpId::kWhere, {*kept, *taken, zero}, {},
                                              im.helper_name(n, "weights_kept")));
     }
-    HEXIR_ASSIGN_OR_RETURN(loss, im.emit1(n, ops::OpId::kMul, {*taken, loss}, {}, im.helper_name(n, "weighted")));
+    HEXIR_ASSIGN_OR_RETURN(loss,
+                           im.emit1(n, ops::OpId::kMul, {*taken, loss}, {}, im.helper_name(n, "weighted")));
   } else if (kept) {
     ops::AttrMap to;
     to["to"] = ops::AttrValue{std::string(dtype_name(*dtype_from_onnx(li.type)))};
     HEXIR_ASSIGN_OR_RETURN(taken, im.emit1(n, ops::OpId::kCast, {*kept}, to, im.helper_name(n, "weights")));
-    HEXIR_ASSIGN_OR_RETURN(loss, im.emit1(n, ops::OpId::kMul, {*taken, loss}, {}, im.helper_name(n, "weighted")));
+    HEXIR_ASSIGN_OR_RETURN(loss,
+                           im.emit1(n, ops::OpId::kMul, {*taken, loss}, {}, im.helper_name(n, "weighted")));
   }
   if (reduction == "none") {
     im.define(n, 0, loss);
@@ -655,8 +660,10 @@ Status negative_log_likelihood(Importer& im, const NodeCtx& n, Ref log_prob, Ref
   all["keepdims"] = ops::AttrValue{int64_t{0}};
   if (reduction == "mean" && !taken) return im.emit_result(n, ops::OpId::kReduceMean, {loss}, all);
   if (reduction == "sum") return im.emit_result(n, ops::OpId::kReduceSum, {loss}, all);
-  HEXIR_ASSIGN_OR_RETURN(Ref total, im.emit1(n, ops::OpId::kReduceSum, {loss}, all, im.helper_name(n, "total")));
-  HEXIR_ASSIGN_OR_RETURN(Ref weights, im.emit1(n, ops::OpId::kReduceSum, {*taken}, all, im.helper_name(n, "weight_sum")));
+  HEXIR_ASSIGN_OR_RETURN(Ref total,
+                         im.emit1(n, ops::OpId::kReduceSum, {loss}, all, im.helper_name(n, "total")));
+  HEXIR_ASSIGN_OR_RETURN(Ref weights,
+                         im.emit1(n, ops::OpId::kReduceSum, {*taken}, all, im.helper_name(n, "weight_sum")));
   return im.emit_result(n, ops::OpId::kDiv, {total, weights}, {});
 }
 
@@ -689,9 +696,9 @@ Status op_softmax_cross_entropy(Importer& im, const NodeCtx& n) {
   HEXIR_ASSIGN_OR_RETURN(Ref target, im.input(n, 1));
   HEXIR_ASSIGN_OR_RETURN(std::optional<Ref> weight, im.optional_input(n, 2));
   const bool wants_log_prob = !im.out_name(n, 1).empty();
-  HEXIR_ASSIGN_OR_RETURN(Ref log_prob, log_softmax_classes(im, n, x,
-                                                           wants_log_prob ? im.result_name(n, 1)
-                                                                          : im.helper_name(n, "log_prob")));
+  HEXIR_ASSIGN_OR_RETURN(
+      Ref log_prob,
+      log_softmax_classes(im, n, x, wants_log_prob ? im.result_name(n, 1) : im.helper_name(n, "log_prob")));
   if (wants_log_prob) im.define(n, 1, log_prob);
   return negative_log_likelihood(im, n, log_prob, target, weight);
 }

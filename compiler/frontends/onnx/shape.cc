@@ -645,8 +645,9 @@ Status op_range(Importer& im, const NodeCtx& n) {
   }
   HEXIR_ASSIGN_OR_RETURN(bool held, im.hosts(refs, hs));
   if (!held)
-    return error_at(n.loc, "start, limit and delta must be constants: the length of a Range on run-time values "
-                           "is not known at compile time (Range folds at import only)");
+    return error_at(n.loc,
+                    "start, limit and delta must be constants: the length of a Range on run-time values "
+                    "is not known at compile time (Range folds at import only)");
   for (const HostPtr& h : hs)
     if (h->count() != 1) return error_at(n.loc, "start, limit and delta must be scalars");
   const int32_t type = hs[0]->type;
@@ -776,8 +777,8 @@ Status op_tile(Importer& im, const NodeCtx& n) {
   HEXIR_ASSIGN_OR_RETURN(std::vector<int64_t> repeats, im.const_ints(n, r, 1, "repeats"));
   const Info xi = im.info(x);
   if (repeats.size() != xi.dims.size())
-    return error_at(n.loc, "repeats " + shape_text(repeats) + " do not match rank " +
-                               std::to_string(xi.dims.size()));
+    return error_at(
+        n.loc, "repeats " + shape_text(repeats) + " do not match rank " + std::to_string(xi.dims.size()));
   std::vector<int64_t> viewed, expanded, result;
   bool plain_run = false;  // the last viewed dim is a run of unrepeated dims
   for (size_t d = 0; d < xi.dims.size(); ++d) {
@@ -833,8 +834,8 @@ Status op_depth_to_space(Importer& im, const NodeCtx& n) {
   std::vector<int64_t> view, perm, result;
   if (to_space) {
     if (C % (b * b) != 0)
-      return error_at(n.loc, "channels " + std::to_string(C) + " do not divide by blocksize^2 " +
-                                 std::to_string(b * b));
+      return error_at(
+          n.loc, "channels " + std::to_string(C) + " do not divide by blocksize^2 " + std::to_string(b * b));
     const int64_t c = C / (b * b);
     if (mode == "DCR") {
       view = {N, b, b, c, H, W};
@@ -890,8 +891,8 @@ Status op_one_hot(Importer& im, const NodeCtx& n) {
   Ref depth_const = im.new_const(im.helper_name(n, "depth"), std::move(d), n.loc);
   ops::AttrMap python_mod;
   python_mod["fmod"] = ops::AttrValue{int64_t{0}};
-  HEXIR_ASSIGN_OR_RETURN(Ref wrapped,
-                         im.emit1(n, ops::OpId::kMod, {idx, depth_const}, python_mod, im.helper_name(n, "wrapped")));
+  HEXIR_ASSIGN_OR_RETURN(Ref wrapped, im.emit1(n, ops::OpId::kMod, {idx, depth_const}, python_mod,
+                                               im.helper_name(n, "wrapped")));
   std::vector<int64_t> with_axis = ii.dims, targets_dims(rank, 1);
   with_axis.insert(with_axis.begin() + axis, 1);
   targets_dims[static_cast<size_t>(axis)] = depth;
@@ -920,14 +921,16 @@ Status op_eye_like(Importer& im, const NodeCtx& n) {
   HEXIR_ASSIGN_OR_RETURN(int64_t type, im.attr_int(n, "dtype", xi.type));
   HEXIR_ASSIGN_OR_RETURN(int64_t k, im.attr_int(n, "k", 0));
   const std::optional<DType> dtype = dtype_from_onnx(static_cast<int32_t>(type));
-  if (!dtype) return error_at(n.loc, "dtype " + onnx_type_name(static_cast<int32_t>(type)) + " is not supported");
+  if (!dtype)
+    return error_at(n.loc, "dtype " + onnx_type_name(static_cast<int32_t>(type)) + " is not supported");
   const int64_t rows = xi.dims[0], cols = xi.dims[1];
   HostTensor row = make_host(kInt64, {rows, 1}), column = make_host(kInt64, {1, cols});
   for (int64_t i = 0; i < rows; ++i) row.set_i(i, i + k);
   for (int64_t j = 0; j < cols; ++j) column.set_i(j, j);
   Ref r = im.new_const(im.helper_name(n, "row"), std::move(row), n.loc);
   Ref c = im.new_const(im.helper_name(n, "column"), std::move(column), n.loc);
-  HEXIR_ASSIGN_OR_RETURN(Ref diagonal, im.emit1(n, ops::OpId::kEqual, {r, c}, {}, im.helper_name(n, "diagonal")));
+  HEXIR_ASSIGN_OR_RETURN(Ref diagonal,
+                         im.emit1(n, ops::OpId::kEqual, {r, c}, {}, im.helper_name(n, "diagonal")));
   ops::AttrMap cast;
   cast["to"] = ops::AttrValue{std::string(dtype_name(*dtype))};
   return im.emit_result(n, ops::OpId::kCast, {diagonal}, cast);

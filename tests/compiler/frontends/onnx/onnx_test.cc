@@ -712,7 +712,9 @@ TEST_CASE("Expand of a run-time value, Split by sizes, Slice with steps, Gather,
   check_close(bout[0].f32(), {0.75f, 16.f});
 }
 
-TEST_CASE("CumSum, Tile, OneHot, Trilu and NegativeLogLikelihoodLoss on run-time values (kernels and compositions)") {
+TEST_CASE(
+    "CumSum, Tile, OneHot, Trilu and NegativeLogLikelihoodLoss on run-time values (kernels and "
+    "compositions)") {
   TempDir dir;
   Model m(14);
   m.input("x", kF, {2, 3})
