@@ -421,16 +421,43 @@ Status float_class(const KernelContext& context, const Dispatch& d) {
 
 // ---- where ------------------------------------------------------------------
 
+// One inner run with strides known at compile time (0: broadcast, 1:
+// contiguous), the select as a bit blend (elements are unsigned integers of
+// their width), so it compiles to vector code without branches: a constant
+// mask over a batch (Trilu), an attention mask, a scalar fill.
+template <typename Element, int kSc, int kSx, int kSy>
+void where_run(const uint8_t* cond, const Element* x, const Element* y, Element* out, int64_t n) {
+  for (int64_t j = 0; j < n; ++j) {
+    const Element take_x = static_cast<Element>(Element(0) - Element(cond[j * kSc] != 0));
+    out[j] = static_cast<Element>((x[j * kSx] & take_x) | (y[j * kSy] & static_cast<Element>(~take_x)));
+  }
+}
+
+template <typename Element>
+using WhereRun = void (*)(const uint8_t*, const Element*, const Element*, Element*, int64_t);
+
+// The run for inner strides (sc, sx, sy), each 0 or 1; null for others.
+template <typename Element>
+WhereRun<Element> where_run_for(int64_t sc, int64_t sx, int64_t sy) {
+  if (sc < 0 || sc > 1 || sx < 0 || sx > 1 || sy < 0 || sy > 1) return nullptr;
+  static constexpr WhereRun<Element> kRuns[8] = {where_run<Element, 0, 0, 0>, where_run<Element, 0, 0, 1>,
+                                                 where_run<Element, 0, 1, 0>, where_run<Element, 0, 1, 1>,
+                                                 where_run<Element, 1, 0, 0>, where_run<Element, 1, 0, 1>,
+                                                 where_run<Element, 1, 1, 0>, where_run<Element, 1, 1, 1>};
+  return kRuns[sc * 4 + sx * 2 + sy];
+}
+
 template <typename Element>
 void where_typed(const ops::WherePlan& p, const uint8_t* cond, const Element* x, const Element* y, Element* out) {
   if (p.n == 0) return;  // the walk below visits one element before testing the dims
   if (p.rank == 0) {
-    for (int64_t i = 0; i < p.n; ++i) out[i] = cond[i] ? x[i] : y[i];
+    where_run<Element, 1, 1, 1>(cond, x, y, out, p.n);
     return;
   }
   const int32_t outer_rank = p.rank - 1;
   const int64_t inner = p.dims[outer_rank];
   const int64_t sc = p.stride_c[outer_rank], sx = p.stride_x[outer_rank], sy = p.stride_y[outer_rank];
+  const WhereRun<Element> run = where_run_for<Element>(sc, sx, sy);
   int64_t index[kMaxRank] = {};
   do {
     int64_t oc = 0, ox = 0, oy = 0;
@@ -439,7 +466,10 @@ void where_typed(const ops::WherePlan& p, const uint8_t* cond, const Element* x,
       ox += index[i] * p.stride_x[i];
       oy += index[i] * p.stride_y[i];
     }
-    for (int64_t j = 0; j < inner; ++j) out[j] = cond[oc + j * sc] ? x[ox + j * sx] : y[oy + j * sy];
+    if (run)
+      run(cond + oc, x + ox, y + oy, out, inner);
+    else
+      for (int64_t j = 0; j < inner; ++j) out[j] = cond[oc + j * sc] ? x[ox + j * sx] : y[oy + j * sy];
     out += inner;
   } while (next_index(index, p.dims, outer_rank));
 }

@@ -361,6 +361,8 @@ template <typename T>
 Status argmax(const KernelContext&, const Dispatch&);
 template <typename T>
 Status top_k(const KernelContext&, const Dispatch&);
+template <typename T>
+Status cumsum(const KernelContext&, const Dispatch&);  // f32, i32, i64
 // layout.cc
 Status strided_gather(const KernelContext&, const Dispatch&);  // transpose, slice, expand
 Status pad(const KernelContext&, const Dispatch&);
@@ -371,5 +373,6 @@ Status gather(const KernelContext&, const Dispatch&);
 Status dynamic_slice(const KernelContext&, const Dispatch&);
 Status update_slice(const KernelContext&, const Dispatch&);
 Status scatter(const KernelContext&, const Dispatch&);  // scatter_nd, scatter_elements
+Status gather_indexed(const KernelContext&, const Dispatch&);  // gather_elements, gather_nd
 
 }  // namespace hexir::hal::cpu::internal

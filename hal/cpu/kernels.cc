@@ -197,6 +197,11 @@ constexpr KernelEntry<KernelFn> kKernels[] = {
     {OpId::kTopK, kF32, kAnyDType, top_k<float>},
     {OpId::kTopK, kI32, kAnyDType, top_k<int32_t>},
     {OpId::kTopK, kI64, kAnyDType, top_k<int64_t>},
+    {OpId::kGatherElements, kAnyDType, kAnyDType, gather_indexed},
+    {OpId::kGatherND, kAnyDType, kAnyDType, gather_indexed},
+    {OpId::kCumSum, kF32, kF32, cumsum<float>},
+    {OpId::kCumSum, kI32, kI32, cumsum<int32_t>},
+    {OpId::kCumSum, kI64, kI64, cumsum<int64_t>},
 };
 
 // Kernels that prepare something from constant operands (their weights).

@@ -1,6 +1,6 @@
 // Byte-moving kernels of any dtype: the strided gather behind transpose and
 // slice (and expand), concat, split, copy, gather, pad, dynamic_slice and
-// update_slice, scatter_nd and scatter_elements.
+// update_slice, scatter_nd and scatter_elements, gather_elements and gather_nd.
 #include <algorithm>
 #include <cstring>
 #include <string>
@@ -83,13 +83,14 @@ int64_t scatter_dim(const ops::ScatterPlan& p, int64_t k) {
 
 // Every index checked before anything is written, so a failed invoke leaves
 // a result written in place (a donated cache) as it was.
+// `name`: the operator, for the message (the gathers share this plan).
 template <typename Index>
-Status check_scatter_indices(const ops::ScatterPlan& p, const Index* indices) {
+Status check_scatter_indices(const ops::ScatterPlan& p, const Index* indices, const char* name) {
   const int64_t count = p.depth > 0 ? p.tuples * p.depth : p.n;
   for (int64_t k = 0; k < count; ++k) {
     const int64_t dim = scatter_dim(p, k);
     if (ops::scatter_index(static_cast<int64_t>(indices[k]), dim) < 0)
-      return invalid_argument(std::string(p.depth > 0 ? "scatter_nd" : "scatter_elements") + ": index " +
+      return invalid_argument(std::string(name) + ": index " +
                               std::to_string(static_cast<int64_t>(indices[k])) + " (position " +
                               std::to_string(k) + ") is out of range for a dim of " + std::to_string(dim));
   }
@@ -103,15 +104,8 @@ template <typename Index, typename Land>
 void for_each_scatter_target(const ops::ScatterPlan& p, const Index* indices, Land&& land) {
   if (p.depth > 0) {
     for (int64_t t = 0; t < p.tuples; ++t) {
-      int64_t offset = 0;
-      bool inside = true;
-      for (int32_t d = 0; d < p.depth; ++d) {
-        const int64_t index =
-            ops::scatter_index(static_cast<int64_t>(indices[t * p.depth + d]), p.data_dims[d]);
-        inside = inside && index >= 0;
-        offset += index * p.data_stride[d];
-      }
-      if (!inside) continue;
+      const int64_t offset = ops::nd_tuple_offset(p, indices, t);
+      if (offset < 0) continue;
       for (int64_t c = 0; c < p.slice; ++c) land(t * p.slice + c, offset + c);
     }
     return;
@@ -141,6 +135,37 @@ void scatter_typed(const ops::ScatterPlan& p, const Index* indices, const uint8_
       o[offset] = ops::scatter_combine(o[offset], u[i], p.reduction);
     });
   }
+}
+
+// gather_elements and gather_nd: result element i reads data where scatter
+// update i would land (the indices checked first).
+template <typename Element, typename Index>
+void gather_scatter_typed(const ops::ScatterPlan& p, const Index* indices, const uint8_t* data,
+                          uint8_t* out) {
+  const Element* src = reinterpret_cast<const Element*>(data);
+  Element* dst = reinterpret_cast<Element*>(out);
+  for_each_scatter_target(p, indices, [&](int64_t i, int64_t offset) { dst[i] = src[offset]; });
+}
+
+template <typename Index>
+Status gather_scatter_plan(const ops::ScatterPlan& p, const Index* indices, const uint8_t* data,
+                           uint8_t* out) {
+  HEXIR_RETURN_IF_ERROR(check_scatter_indices(p, indices, p.depth > 0 ? "gather_nd" : "gather_elements"));
+  switch (p.element_size) {
+    case 1:
+      gather_scatter_typed<uint8_t>(p, indices, data, out);
+      break;
+    case 2:
+      gather_scatter_typed<uint16_t>(p, indices, data, out);
+      break;
+    case 4:
+      gather_scatter_typed<uint32_t>(p, indices, data, out);
+      break;
+    default:
+      gather_scatter_typed<uint64_t>(p, indices, data, out);
+      break;
+  }
+  return ok_status();
 }
 
 // none moves elements of their width; the reductions compute in data's dtype.
@@ -504,8 +529,9 @@ Status scatter(const KernelContext&, const Dispatch& d) {
   const auto* updates = input<uint8_t>(d, 2);
   auto* out = output<uint8_t>(d, 0);
   const bool i64 = p.index_i64 != 0;
-  HEXIR_RETURN_IF_ERROR(i64 ? check_scatter_indices(p, input<int64_t>(d, 1))
-                            : check_scatter_indices(p, input<int32_t>(d, 1)));
+  const char* name = p.depth > 0 ? "scatter_nd" : "scatter_elements";
+  HEXIR_RETURN_IF_ERROR(i64 ? check_scatter_indices(p, input<int64_t>(d, 1), name)
+                            : check_scatter_indices(p, input<int32_t>(d, 1), name));
   if (out != data && p.data_bytes > 0) std::memcpy(out, data, static_cast<size_t>(p.data_bytes));
   if (p.n == 0) return ok_status();
   if (i64)
@@ -513,6 +539,15 @@ Status scatter(const KernelContext&, const Dispatch& d) {
   else
     scatter_updates(p, input<int32_t>(d, 1), updates, out);
   return ok_status();
+}
+
+// gather_elements and gather_nd: the scatters' plan read the other way.
+Status gather_indexed(const KernelContext&, const Dispatch& d) {
+  const ops::ScatterPlan& p = plan_of<ops::ScatterPlan>(d);
+  const auto* data = input<uint8_t>(d, 0);
+  auto* out = output<uint8_t>(d, 0);
+  return p.index_i64 ? gather_scatter_plan(p, input<int64_t>(d, 1), data, out)
+                     : gather_scatter_plan(p, input<int32_t>(d, 1), data, out);
 }
 
 }  // namespace hexir::hal::cpu::internal

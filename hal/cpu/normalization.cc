@@ -690,4 +690,48 @@ template Status top_k<float>(const KernelContext&, const Dispatch&);
 template Status top_k<int32_t>(const KernelContext&, const Dispatch&);
 template Status top_k<int64_t>(const KernelContext&, const Dispatch&);
 
+// cumsum: per line along the axis, each result the previous result plus one
+// element (ops::scatter_add: float adds, integers wrapping), the lines of
+// one outer block side by side so the rows are read in memory order.
+template <typename T>
+Status cumsum(const KernelContext&, const Dispatch& d) {
+  const ops::CumSumPlan& p = plan_of<ops::CumSumPlan>(d);
+  const T* x = input<T>(d, 0);
+  T* out = output<T>(d, 0);
+  const int64_t step = p.reverse ? -p.inner : p.inner;
+  if (p.inner == 1) {  // one line per outer index, its running sum held in a register
+    for (int64_t o = 0; o < p.outer; ++o) {
+      const int64_t first = o * p.length + (p.reverse ? p.length - 1 : 0);
+      T sum = T(0);
+      for (int64_t k = 0; k < p.length; ++k) {
+        const int64_t at = first + k * step;
+        if (p.exclusive) {
+          out[at] = sum;
+          sum = ops::scatter_add(sum, x[at]);
+        } else {
+          sum = k == 0 ? x[at] : ops::scatter_add(sum, x[at]);
+          out[at] = sum;
+        }
+      }
+    }
+    return ok_status();
+  }
+  for (int64_t o = 0; o < p.outer; ++o) {
+    const int64_t first = o * p.length * p.inner + (p.reverse ? (p.length - 1) * p.inner : 0);
+    for (int64_t k = 0; k < p.length; ++k) {
+      const int64_t row = first + k * step, prev = row - step;
+      for (int64_t i = 0; i < p.inner; ++i) {
+        if (k == 0)
+          out[row + i] = p.exclusive ? T(0) : x[row + i];
+        else
+          out[row + i] = ops::scatter_add(out[prev + i], p.exclusive ? x[prev + i] : x[row + i]);
+      }
+    }
+  }
+  return ok_status();
+}
+template Status cumsum<float>(const KernelContext&, const Dispatch&);
+template Status cumsum<int32_t>(const KernelContext&, const Dispatch&);
+template Status cumsum<int64_t>(const KernelContext&, const Dispatch&);
+
 }  // namespace hexir::hal::cpu::internal

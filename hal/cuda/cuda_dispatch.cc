@@ -582,6 +582,34 @@ Status scatter(const Dispatch& d, Launcher& launcher) {
   return launcher.launch(scatter_kernel(p.plan), linear_config(threads), &p);
 }
 
+// gather_elements and gather_nd: one thread per result element; an index out
+// of range reads a zero (the cpu kernel reports it; docs/cuda.md).
+Status gather_indexed(const Dispatch& d, Launcher& launcher) {
+  GatherIndexedParams p;
+  p.data = d.operands[0];
+  p.indices = d.operands[1];
+  p.out = d.operands[2];
+  p.plan = plan_of<ops::ScatterPlan>(d);
+  if (p.plan.n == 0) return ok_status();
+  const int32_t size = p.plan.element_size;
+  const Kernel kernel = size == 1   ? Kernel::kGatherIndexed1
+                        : size == 2 ? Kernel::kGatherIndexed2
+                        : size == 4 ? Kernel::kGatherIndexed4
+                                    : Kernel::kGatherIndexed8;
+  return launcher.launch(kernel, linear_config(p.plan.n), &p);
+}
+
+template <Kernel kKernel>
+Status cumsum(const Dispatch& d, Launcher& launcher) {
+  CumSumParams p;
+  p.x = d.operands[0];
+  p.out = d.operands[1];
+  p.plan = plan_of<ops::CumSumPlan>(d);
+  const int64_t lines = p.plan.outer * p.plan.inner;
+  if (lines == 0 || p.plan.length == 0) return ok_status();
+  return launcher.launch(kKernel, linear_config(lines), &p);
+}
+
 // ---- the table ------------------------------------------------------------------
 
 constexpr int kF32 = static_cast<int>(DType::kF32);
@@ -748,6 +776,11 @@ constexpr KernelEntry<CudaKernelFn> kKernels[] = {
     {OpId::kShrink, kF32, kF32, math<ops::MathFn::kShrink>},
     {OpId::kPRelu, kF32, kF32, binary<Kernel::kPRelu>},
     {OpId::kGroupNorm, kF32, kF32, group_norm},
+    {OpId::kGatherElements, kAnyDType, kAnyDType, gather_indexed},
+    {OpId::kGatherND, kAnyDType, kAnyDType, gather_indexed},
+    {OpId::kCumSum, kF32, kF32, cumsum<Kernel::kCumSumF32>},
+    {OpId::kCumSum, kCastI32, kCastI32, cumsum<Kernel::kCumSumI32>},
+    {OpId::kCumSum, kCastI64, kCastI64, cumsum<Kernel::kCumSumI64>},
     HEXIR_CAST_FROM(kCastF32),
     HEXIR_CAST_FROM(kCastF16),
     HEXIR_CAST_FROM(kCastBF16),

@@ -1,6 +1,7 @@
 // Operators that move bytes without arithmetic, for any dtype: transpose,
 // reshape (a view), concat, split, copy, gather, slice, pad, expand, and the
-// run-time windows dynamic_slice and update_slice, scatter_nd and scatter_elements.
+// run-time windows dynamic_slice and update_slice, scatter_nd and scatter_elements,
+// gather_elements and gather_nd.
 #include <algorithm>
 #include <bit>
 #include <climits>
@@ -835,6 +836,121 @@ void plan_scatter_elements(const PlanInput& op, OpPlan& out) {
   for (size_t d = 0; d < indices.rank(); ++d) p.index_dims[d] = indices.dims[d];
 }
 
+// ---- gather_elements, gather_nd ---------------------------------------------------
+//
+// The gathers are the scatters read the other way: their plan is ScatterPlan
+// (the result element i reads where scatter_elements' update i lands; a
+// gather_nd tuple reads the slice a scatter_nd tuple writes).
+
+Result<std::vector<int64_t>> lower_gather_elements(std::span<const TensorType> in, const AttrMap& attrs,
+                                                   std::span<const TensorType>) {
+  return lower_axis<kGatherElements>(in, attrs, 0);
+}
+
+Result<std::vector<TensorType>> infer_gather_elements(std::span<const TensorType> in,
+                                                      std::span<const int64_t> params) {
+  const TensorType& data = in[0];
+  const TensorType& indices = in[1];
+  HEXIR_RETURN_IF_ERROR(check_param_count(kGatherElements, params, 1));
+  HEXIR_RETURN_IF_ERROR(check_axis_param(kGatherElements, params[0], data.rank()));
+  HEXIR_RETURN_IF_ERROR(check_scatter_indices(kGatherElements, indices));
+  const size_t axis = static_cast<size_t>(params[0]);
+  bool fits = indices.rank() == data.rank();
+  for (size_t d = 0; fits && d < data.rank(); ++d) fits = d == axis || indices.dims[d] <= data.dims[d];
+  if (!fits)
+    return invalid_argument(prefix(kGatherElements) + "indices " + indices.to_string() + " do not fit data " +
+                            data.to_string() + " (same rank, no dim larger but along axis " +
+                            std::to_string(axis) + ")");
+  if (data.dims[axis] == 0 && count_of(indices) > 0)
+    return invalid_argument(prefix(kGatherElements) + "gathers from an empty axis");
+  return one({data.dtype, indices.dims});
+}
+
+void plan_gather_elements(const PlanInput& op, OpPlan& out) {
+  ScatterPlan& p = out.start<ScatterPlan>();
+  const TensorType& data = op.inputs[0];
+  const TensorType& indices = op.inputs[1];
+  p.n = count_of(indices);
+  p.rank = static_cast<int32_t>(data.rank());
+  p.element_size = static_cast<int32_t>(dtype_size(data.dtype));
+  p.dtype = static_cast<int32_t>(data.dtype);
+  p.index_i64 = indices.dtype == DType::kI64;
+  p.axis = static_cast<int32_t>(op.params[0]);
+  row_major_strides(data.dims, p.data_stride);
+  for (size_t d = 0; d < data.rank(); ++d) {
+    p.data_dims[d] = data.dims[d];
+    p.index_dims[d] = indices.dims[d];
+  }
+}
+
+Result<std::vector<int64_t>> lower_gather_nd(std::span<const TensorType>, const AttrMap& attrs,
+                                             std::span<const TensorType>) {
+  HEXIR_RETURN_IF_ERROR(check_attr_names(kGatherND, attrs, {"batch_dims"}));
+  HEXIR_ASSIGN_OR_RETURN(int64_t batch_dims, int_attr(kGatherND, attrs, "batch_dims", 0));
+  return std::vector<int64_t>{batch_dims};
+}
+
+AttrMap raise_gather_nd(std::span<const TensorType>, std::span<const int64_t> params) {
+  return {{"batch_dims", AttrValue{param_at(params, 0)}}};
+}
+
+Result<std::vector<TensorType>> infer_gather_nd(std::span<const TensorType> in,
+                                                std::span<const int64_t> params) {
+  const TensorType& data = in[0];
+  const TensorType& indices = in[1];
+  HEXIR_RETURN_IF_ERROR(check_param_count(kGatherND, params, 1));
+  HEXIR_RETURN_IF_ERROR(check_scatter_indices(kGatherND, indices));
+  const int64_t batch = params[0];
+  const int64_t rank = static_cast<int64_t>(data.rank());
+  if (indices.rank() < 1 || batch < 0 || batch >= static_cast<int64_t>(indices.rank()) || batch >= rank)
+    return invalid_argument(prefix(kGatherND) + "batch_dims " + std::to_string(batch) +
+                            " must be below the ranks of data " + data.to_string() + " and indices " +
+                            indices.to_string());
+  const size_t b = static_cast<size_t>(batch);
+  for (size_t d = 0; d < b; ++d)
+    if (indices.dims[d] != data.dims[d])
+      return invalid_argument(prefix(kGatherND) + "the " + std::to_string(batch) + " batch dims of indices " +
+                              indices.to_string() + " differ from data's " + data.to_string());
+  const int64_t depth = indices.dims.back();
+  if (depth < 1 || depth > rank - batch)
+    return invalid_argument(prefix(kGatherND) + "indices " + indices.to_string() +
+                            ": the last dim (the indices per tuple) must be 1.." +
+                            std::to_string(rank - batch) + " for data " + data.to_string() +
+                            " and batch_dims " + std::to_string(batch));
+  for (size_t d = b; d < b + static_cast<size_t>(depth); ++d)
+    if (data.dims[d] == 0 && count_of(indices) > 0)
+      return invalid_argument(prefix(kGatherND) + "gathers from an empty dim of " + data.to_string());
+  std::vector<int64_t> dims(indices.dims.begin(), indices.dims.end() - 1);
+  dims.insert(dims.end(), data.dims.begin() + batch + depth, data.dims.end());
+  if (dims.size() > static_cast<size_t>(kMaxRank))
+    return invalid_argument(prefix(kGatherND) + "result rank exceeds " + std::to_string(kMaxRank));
+  return one({data.dtype, std::move(dims)});
+}
+
+void plan_gather_nd(const PlanInput& op, OpPlan& out) {
+  ScatterPlan& p = out.start<ScatterPlan>();
+  const TensorType& data = op.inputs[0];
+  const TensorType& indices = op.inputs[1];
+  const size_t batch = static_cast<size_t>(op.params[0]);
+  const size_t depth = static_cast<size_t>(indices.dims.back());
+  p.n = count_of(op.outputs[0]);
+  p.element_size = static_cast<int32_t>(dtype_size(data.dtype));
+  p.dtype = static_cast<int32_t>(data.dtype);
+  p.index_i64 = indices.dtype == DType::kI64;
+  p.depth = static_cast<int32_t>(depth);
+  p.tuples = dims_product(indices.dims, 0, indices.rank() - 1);
+  p.slice = dims_product(data.dims, batch + depth, data.rank());
+  // The dims after the batch dims, as scatter_nd's data dims.
+  const std::span<const int64_t> inner(data.dims.data() + batch, data.rank() - batch);
+  p.rank = static_cast<int32_t>(inner.size());
+  row_major_strides(inner, p.data_stride);
+  for (size_t d = 0; d < inner.size(); ++d) p.data_dims[d] = inner[d];
+  if (batch > 0) {
+    p.batch_tuples = dims_product(indices.dims, batch, indices.rank() - 1);
+    p.batch_stride = dims_product(data.dims, batch, data.rank());
+  }
+}
+
 // Data movement: one FLOP per element written (a copy is work a
 // recomputation repeats); reshape, a view, none.
 constexpr OpDef kDefs[] = {
@@ -868,6 +984,10 @@ constexpr OpDef kDefs[] = {
     {kScatterElements, "scatter_elements", 3, 3, 1, 1, false, true, false, 0, lower_scatter_elements,
      raise_scatter_elements, infer_scatter_elements, flops_per_element, nullptr, plan_scatter_elements,
      /*in_place_inputs=*/1u, /*read_while_writing=*/6u},
+    {kGatherElements, "gather_elements", 2, 2, 1, 1, false, false, false, 0, lower_gather_elements,
+     raise_axis, infer_gather_elements, flops_per_element, nullptr, plan_gather_elements},
+    {kGatherND, "gather_nd", 2, 2, 1, 1, false, false, false, 0, lower_gather_nd, raise_gather_nd,
+     infer_gather_nd, flops_per_element, nullptr, plan_gather_nd},
 };
 
 }  // namespace

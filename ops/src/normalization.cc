@@ -1,5 +1,5 @@
 // Row-wise operators: softmax, log_softmax, hardmax, layernorm, the reductions
-// (reduce_sum's family), argmax, argmin and top_k.
+// (reduce_sum's family), argmax, argmin, top_k and cumsum.
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -428,6 +428,48 @@ uint64_t workspace_top_k(const PlanInput& op) {
   return static_cast<uint64_t>(p.length) * sizeof(int64_t);
 }
 
+// ---- cumsum -------------------------------------------------------------------
+
+Result<std::vector<int64_t>> lower_cumsum(std::span<const TensorType> in, const AttrMap& attrs,
+                                          std::span<const TensorType>) {
+  HEXIR_RETURN_IF_ERROR(check_attr_names(kCumSum, attrs, {"axis", "exclusive", "reverse"}));
+  HEXIR_ASSIGN_OR_RETURN(int64_t axis, int_attr(kCumSum, attrs, "axis", 0));
+  HEXIR_ASSIGN_OR_RETURN(axis, normalize_axis(kCumSum, axis, in[0].rank(), "axis"));
+  HEXIR_ASSIGN_OR_RETURN(int64_t exclusive, flag_attr(kCumSum, attrs, "exclusive", 0));
+  HEXIR_ASSIGN_OR_RETURN(int64_t reverse, flag_attr(kCumSum, attrs, "reverse", 0));
+  return std::vector<int64_t>{axis, exclusive, reverse};
+}
+
+AttrMap raise_cumsum(std::span<const TensorType>, std::span<const int64_t> params) {
+  return {{"axis", AttrValue{param_at(params, 0)}},
+          {"exclusive", AttrValue{param_at(params, 1)}},
+          {"reverse", AttrValue{param_at(params, 2)}}};
+}
+
+Result<std::vector<TensorType>> infer_cumsum(std::span<const TensorType> in,
+                                             std::span<const int64_t> params) {
+  const TensorType& x = in[0];
+  HEXIR_RETURN_IF_ERROR(check_param_count(kCumSum, params, 3));
+  HEXIR_RETURN_IF_ERROR(check_axis_param(kCumSum, params[0], x.rank()));
+  if ((params[1] != 0 && params[1] != 1) || (params[2] != 0 && params[2] != 1))
+    return invalid_argument(prefix(kCumSum) + "exclusive and reverse must be 0 or 1, got " +
+                            shape_str(params.subspan(1)));
+  if (x.dtype != DType::kF32 && x.dtype != DType::kI32 && x.dtype != DType::kI64)
+    return invalid_argument(prefix(kCumSum) + "operand is " + x.to_string() + ", expected f32, i32 or i64");
+  return one(x);
+}
+
+void plan_cumsum(const PlanInput& op, OpPlan& out) {
+  CumSumPlan& p = out.start<CumSumPlan>();
+  const auto& dims = op.inputs[0].dims;
+  const size_t axis = static_cast<size_t>(op.params[0]);
+  p.outer = dims_product(dims, 0, axis);
+  p.length = dims[axis];
+  p.inner = dims_product(dims, axis + 1, dims.size());
+  p.exclusive = static_cast<int32_t>(op.params[1]);
+  p.reverse = static_cast<int32_t>(op.params[2]);
+}
+
 constexpr OpDef kDefs[] = {
     {kSoftmax, "softmax", 1, 1, 1, 1, true, true, false, 0, lower_axis<kSoftmax>, raise_axis,
      infer_softmax<kSoftmax>, flops_softmax, workspace_softmax, plan_softmax},
@@ -464,6 +506,8 @@ constexpr OpDef kDefs[] = {
      infer_softmax<kHardmax>, flops_reduce, nullptr, plan_hardmax},
     {kTopK, "top_k", 1, 1, 2, 2, false, false, false, 0, lower_top_k, raise_top_k, infer_top_k, flops_top_k,
      workspace_top_k, plan_top_k},
+    {kCumSum, "cumsum", 1, 1, 1, 1, false, false, false, 0, lower_cumsum, raise_cumsum, infer_cumsum,
+     flops_per_element, nullptr, plan_cumsum},
 };
 
 }  // namespace

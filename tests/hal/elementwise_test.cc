@@ -780,6 +780,28 @@ TEST_CASE("where: broadcasting of all three operands") {
   check_where(DType::kI32, {3, 0}, {3, 1}, {1, 0}, {3, 0});
 }
 
+TEST_CASE(
+    "where: the contiguous and broadcast runs (a mask over a batch, a scalar fill) take any non-zero byte") {
+  // Inner strides 0 or 1 run the branch-free blend: every combination of them.
+  for (DType dtype : {DType::kF32, DType::kU8, DType::kF16, DType::kI64}) {
+    check_where(dtype, {33, 40}, {4, 33, 40}, {}, {4, 33, 40}, 11);  // Trilu: mask [rows, cols], zero scalar
+    check_where(dtype, {4, 33, 40}, {40}, {4, 33, 40}, {4, 33, 40}, 12);
+    check_where(dtype, {4, 1}, {4, 40}, {1}, {4, 40}, 13);
+    check_where(dtype, {1}, {1}, {4, 40}, {4, 40}, 14);
+  }
+  HostTensor cond(DType::kBool, {6});
+  cond.bytes = {0, 1, 2, 0x80, 0xff, 0};
+  HostTensor x = iota_bytes(DType::kF32, {3, 6}), y(DType::kF32, {});
+  y.at(0) = -1.0f;
+  HostTensor out(DType::kF32, {3, 6});
+  REQUIRE(run_op(OpId::kWhere, {&cond, &x, &y}, {&out}).ok());
+  for (int64_t i = 0; i < out.count(); ++i) {
+    INFO("element " << i);
+    CHECK(element_bytes(out, i) ==
+          (cond.bytes[static_cast<size_t>(i % 6)] ? element_bytes(x, i) : element_bytes(y, 0)));
+  }
+}
+
 TEST_CASE("where: an empty result reads and writes nothing") {
   // cond [1,3] broadcast against empty x and y [0,3]: the output has no element.
   HostTensor cond(DType::kBool, {1, 3});

@@ -1,6 +1,7 @@
 // The byte-moving kernels of any dtype (hal/cpu/layout.cc): transpose,
 // concat, copy, split, gather, slice, pad, expand, dynamic_slice,
-// update_slice, scatter_nd and scatter_elements against references written here: plain loops over
+// update_slice, scatter_nd, scatter_elements, gather_elements and gather_nd
+// against references written here: plain loops over
 // multi-indices, whole elements as bytes.
 #include <algorithm>
 #include <cmath>
@@ -868,6 +869,166 @@ TEST_CASE("scatter: an out-of-range index is kInvalidArgument naming it; nothing
     CHECK(status.code() == StatusCode::kInvalidArgument);
     CHECK_MESSAGE(status.message().find(b.named) != std::string::npos, status.message());
     CHECK(data.bytes == original.bytes);  // in place, and the valid indices before the bad one wrote nothing
+  }
+}
+
+// ---- gather_elements, gather_nd -------------------------------------------------
+
+// numpy.take_along_axis (indices wrapped once from the end): the data element
+// each result element reads.
+std::vector<int64_t> gather_elements_sources(const Dims& data_dims, const Dims& index_dims,
+                                             const std::vector<int64_t>& indices, int64_t axis) {
+  const auto strides = row_major_strides(data_dims);
+  std::vector<int64_t> src;
+  for (size_t i = 0; i < indices.size(); ++i) {
+    auto at = unravel(static_cast<int64_t>(i), index_dims);
+    int64_t index = indices[i];
+    if (index < 0) index += data_dims[static_cast<size_t>(axis)];
+    at[static_cast<size_t>(axis)] = index;
+    int64_t offset = 0;
+    for (size_t d = 0; d < at.size(); ++d) offset += at[d] * strides[d];
+    src.push_back(offset);
+  }
+  return src;
+}
+
+// ONNX GatherND's reference loop: per batch element, per tuple, the slice
+// the tuple names; the data element of each result element in order.
+std::vector<int64_t> gather_nd_sources(const Dims& data_dims, const Dims& index_dims,
+                                       const std::vector<int64_t>& indices, int64_t batch_dims) {
+  const size_t b = static_cast<size_t>(batch_dims);
+  const int64_t depth = index_dims.back();
+  int64_t batches = 1, per_batch_data = 1, tuples = 1, slice = 1;
+  for (size_t d = 0; d < b; ++d) batches *= data_dims[d];
+  for (size_t d = b; d < data_dims.size(); ++d) per_batch_data *= data_dims[d];
+  for (size_t d = 0; d + 1 < index_dims.size(); ++d) tuples *= index_dims[d];
+  for (size_t d = b + static_cast<size_t>(depth); d < data_dims.size(); ++d) slice *= data_dims[d];
+  const int64_t per_batch_tuples = batches == 0 ? 0 : tuples / batches;
+  std::vector<int64_t> src;
+  for (int64_t t = 0; t < tuples; ++t) {
+    const int64_t batch = per_batch_tuples == 0 ? 0 : t / per_batch_tuples;
+    int64_t offset = batch * per_batch_data, scale = per_batch_data;
+    for (int64_t k = 0; k < depth; ++k) {
+      const int64_t dim = data_dims[b + static_cast<size_t>(k)];
+      scale /= dim;
+      int64_t index = indices[static_cast<size_t>(t * depth + k)];
+      if (index < 0) index += dim;
+      offset += index * scale;
+    }
+    for (int64_t c = 0; c < slice; ++c) src.push_back(offset + c);
+  }
+  return src;
+}
+
+struct IndexedGatherCase {
+  OpId id;
+  DType dtype;
+  Dims data_dims;
+  DType index_dtype;
+  Dims index_dims;
+  std::vector<int64_t> indices;
+  int64_t param;  // axis or batch_dims
+};
+
+void check_indexed_gather(const IndexedGatherCase& c) {
+  const bool nd = c.id == OpId::kGatherND;
+  INFO(std::string(nd ? "gather_nd " : "gather_elements ")
+       << dtype_name(c.dtype) << dims_string(c.data_dims) << " indices " << dims_string(c.index_dims)
+       << " param " << c.param);
+  HostTensor data = iota_bytes(c.dtype, c.data_dims);
+  HostTensor idx = index_tensor(c.index_dtype, c.index_dims, c.indices);
+  const std::vector<int64_t> src =
+      nd ? gather_nd_sources(c.data_dims, c.index_dims, c.indices, c.param)
+         : gather_elements_sources(c.data_dims, c.index_dims, c.indices, c.param);
+  Dims out_dims = c.index_dims;
+  if (nd) {
+    out_dims.pop_back();
+    out_dims.insert(out_dims.end(), c.data_dims.begin() + c.param + c.index_dims.back(), c.data_dims.end());
+  }
+  HostTensor want(c.dtype, out_dims);
+  const size_t element = dtype_size(c.dtype);
+  REQUIRE(static_cast<int64_t>(src.size()) == want.count());
+  for (size_t i = 0; i < src.size(); ++i)
+    std::memcpy(&want.bytes[i * element], &data.bytes[static_cast<size_t>(src[i]) * element], element);
+  HostTensor out(c.dtype, out_dims);
+  REQUIRE(run_op(c.id, {&data, &idx}, {&out}, {c.param}).ok());
+  CHECK(out.bytes == want.bytes);
+}
+
+TEST_CASE("gather_elements: every element size, every axis, negative and repeated indices") {
+  for (DType dtype : {DType::kF32, DType::kU8, DType::kF16, DType::kI64, DType::kBool}) {
+    check_indexed_gather({OpId::kGatherElements, dtype, {3, 3}, DType::kI64, {2, 3}, {1, 0, 2, 0, 2, 1}, 0});
+    check_indexed_gather({OpId::kGatherElements, dtype, {2, 2}, DType::kI32, {2, 2}, {0, 0, 1, 0}, 1});
+    check_indexed_gather(
+        {OpId::kGatherElements, dtype, {2, 3}, DType::kI64, {2, 4}, {0, 2, 0, -1, 1, 1, 1, -3}, 1});
+  }
+  check_indexed_gather({OpId::kGatherElements,
+                        DType::kF32,
+                        {2, 3, 4},
+                        DType::kI64,
+                        {2, 2, 3},
+                        {0, 3, 2, -1, 1, 1, 0, 0, 2, 3, 3, 3},
+                        2});
+  check_indexed_gather(
+      {OpId::kGatherElements, DType::kF32, {4, 3, 2}, DType::kI32, {2, 2, 1}, {3, -4, 1, 2}, 0});
+  check_indexed_gather({OpId::kGatherElements, DType::kF32, {0, 3}, DType::kI64, {0, 2}, {}, 1});  // nothing
+}
+
+TEST_CASE("gather_nd: tuples of every depth, batch_dims 0..2, every element size") {
+  for (DType dtype : {DType::kF32, DType::kU8, DType::kF16, DType::kI64}) {
+    // ONNX's examples: full tuples, rows, and batch_dims 1.
+    check_indexed_gather({OpId::kGatherND, dtype, {2, 2}, DType::kI64, {2, 2}, {0, 0, 1, 1}, 0});
+    check_indexed_gather({OpId::kGatherND, dtype, {2, 2}, DType::kI64, {2, 1}, {1, 0}, 0});
+    check_indexed_gather({OpId::kGatherND, dtype, {2, 2, 2}, DType::kI32, {2, 1, 2}, {0, 1, 1, 0}, 0});
+    check_indexed_gather({OpId::kGatherND, dtype, {2, 2, 2}, DType::kI64, {2, 1}, {1, 0}, 1});
+  }
+  check_indexed_gather(
+      {OpId::kGatherND, DType::kF32, {3, 4, 5}, DType::kI64, {3, 2, 1}, {0, -1, 2, 3, 1, 1}, 1});
+  check_indexed_gather({OpId::kGatherND,
+                        DType::kF32,
+                        {2, 3, 4, 5},
+                        DType::kI32,
+                        {2, 3, 2, 1},
+                        {0, 3, 1, 2, 3, -4, 3, 3, 0, 0, 2, 1},
+                        2});
+  check_indexed_gather({OpId::kGatherND,
+                        DType::kF32,
+                        {2, 3, 4},
+                        DType::kI64,
+                        {2, 3, 2},
+                        {0, 0, 1, 3, 2, -1, 2, 2, 0, 1, -3, 0},
+                        1});
+  check_indexed_gather({OpId::kGatherND, DType::kF32, {3, 4}, DType::kI64, {0, 1}, {}, 0});  // no tuples
+}
+
+TEST_CASE("gather_elements, gather_nd: an out-of-range index is kInvalidArgument naming it") {
+  HostTensor data = random_f32({4, 3}, 4410);
+  struct Bad {
+    OpId id;
+    Dims index_dims;
+    std::vector<int64_t> indices;
+    int64_t param;
+    Dims out_dims;
+    std::string named;
+  };
+  const Bad cases[] = {
+      {OpId::kGatherElements, {1, 3}, {0, 1, 3}, 1, {1, 3}, "gather_elements: index 3 (position 2)"},
+      {OpId::kGatherElements,
+       {2, 1},
+       {0, -5},
+       0,
+       {2, 1},
+       "index -5 (position 1) is out of range for a dim of 4"},
+      {OpId::kGatherND, {2, 1}, {0, 4}, 0, {2, 3}, "gather_nd: index 4 (position 1)"},
+      {OpId::kGatherND, {1, 2}, {kI64Min, 0}, 0, {1}, "index -9223372036854775808"},
+  };
+  for (const Bad& b : cases) {
+    INFO(b.named);
+    HostTensor idx = index_tensor(DType::kI64, b.index_dims, b.indices);
+    HostTensor out(DType::kF32, b.out_dims);
+    const Status status = run_op(b.id, {&data, &idx}, {&out}, {b.param});
+    CHECK(status.code() == StatusCode::kInvalidArgument);
+    CHECK_MESSAGE(status.message().find(b.named) != std::string::npos, status.message());
   }
 }
 

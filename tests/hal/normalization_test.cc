@@ -1,6 +1,6 @@
 // softmax, log_softmax, hardmax, layernorm, the reductions (reduce_sum's
-// family), argmax, argmin and top_k (hal/cpu/normalization.cc) against double
-// references.
+// family), argmax, argmin, top_k and cumsum (hal/cpu/normalization.cc)
+// against double references.
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -830,6 +830,90 @@ TEST_CASE("top_k: largest and smallest along every axis, ties by lower index, Na
     check_top_k<int32_t>(xi, 1, 3, largest);
     check_top_k<int64_t>(xl, 0, 2, largest);
   }
+
+// ---- cumsum ---------------------------------------------------------------------
+
+// numpy.cumsum along `axis` in double (flipped for reverse; shifted by one,
+// a 0 first, for exclusive): exact for the small integers these tests use.
+std::vector<double> cumsum_reference(const std::vector<double>& x, const Dims& dims, int64_t axis,
+                                     bool exclusive, bool reverse) {
+  const auto strides = row_major_strides(dims);
+  const int64_t length = dims[static_cast<size_t>(axis)], stride = strides[static_cast<size_t>(axis)];
+  std::vector<double> out(x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    const auto index = unravel(static_cast<int64_t>(i), dims);
+    const int64_t k = index[static_cast<size_t>(axis)];
+    const int64_t line = static_cast<int64_t>(i) - k * stride;
+    double sum = 0;
+    for (int64_t j = 0; j < length; ++j) {
+      const bool before = reverse ? j > k : j < k;
+      if (before || (j == k && !exclusive)) sum += x[static_cast<size_t>(line + j * stride)];
+    }
+    out[i] = sum;
+  }
+  return out;
+}
+
+void check_cumsum(DType dtype, const Dims& dims, int64_t axis, bool exclusive, bool reverse) {
+  INFO("cumsum " << dtype_name(dtype) << dims_string(dims) << " axis " << axis << " exclusive " << exclusive
+                 << " reverse " << reverse);
+  HostTensor x(dtype, dims);
+  std::vector<double> values(static_cast<size_t>(x.count()));
+  for (size_t i = 0; i < values.size(); ++i)
+    values[i] = static_cast<double>(static_cast<int64_t>(i * 7 % 11) - 5);
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (dtype == DType::kF32) {
+      x.at(static_cast<int64_t>(i)) = static_cast<float>(values[i]);
+    } else if (dtype == DType::kI32) {
+      const int32_t v = static_cast<int32_t>(values[i]);
+      std::memcpy(&x.bytes[4 * i], &v, 4);
+    } else {
+      const int64_t v = static_cast<int64_t>(values[i]);
+      std::memcpy(&x.bytes[8 * i], &v, 8);
+    }
+  }
+  HostTensor out(dtype, dims);
+  Status status = run_kernel(OpId::kCumSum, {&x}, out, {axis, exclusive, reverse});
+  REQUIRE_MESSAGE(status.ok(), status.to_string());
+  const std::vector<double> want = cumsum_reference(values, dims, axis, exclusive, reverse);
+  for (size_t i = 0; i < want.size(); ++i) {
+    double got;
+    if (dtype == DType::kF32) {
+      got = out.at(static_cast<int64_t>(i));
+    } else if (dtype == DType::kI32) {
+      int32_t v;
+      std::memcpy(&v, &out.bytes[4 * i], 4);
+      got = v;
+    } else {
+      int64_t v;
+      std::memcpy(&v, &out.bytes[8 * i], 8);
+      got = static_cast<double>(v);
+    }
+    INFO("element " << i);
+    CHECK(got == want[i]);
+  }
+}
+
+TEST_CASE("cumsum: every axis, exclusive and reverse, f32, i32 and i64") {
+  for (DType dtype : {DType::kF32, DType::kI32, DType::kI64})
+    for (int64_t axis = 0; axis < 3; ++axis)
+      for (bool exclusive : {false, true})
+        for (bool reverse : {false, true}) check_cumsum(dtype, {3, 4, 5}, axis, exclusive, reverse);
+  check_cumsum(DType::kF32, {1}, 0, true, false);
+  check_cumsum(DType::kI64, {4, 0}, 1, false, true);  // empty lines
+}
+
+TEST_CASE("cumsum: integers wrap (two's complement), no undefined behaviour") {
+  HostTensor x(DType::kI32, {3});
+  const int32_t values[] = {std::numeric_limits<int32_t>::max(), 1, 1};
+  std::memcpy(x.bytes.data(), values, sizeof values);
+  HostTensor out(DType::kI32, {3});
+  REQUIRE(run_kernel(OpId::kCumSum, {&x}, out, {0, 0, 0}).ok());
+  int32_t got[3];
+  std::memcpy(got, out.bytes.data(), sizeof got);
+  CHECK(got[0] == std::numeric_limits<int32_t>::max());
+  CHECK(got[1] == std::numeric_limits<int32_t>::min());
+  CHECK(got[2] == std::numeric_limits<int32_t>::min() + 1);
 }
 
 }  // namespace

@@ -746,6 +746,48 @@ inline std::vector<KernelCase> kernel_cases() {
            iota_bytes(DType::kI32, {2, 2, 1})},
           {1, 2}, false);
 
+  // gather_elements [axis] and gather_nd [batch_dims]: (data, indices); the
+  // scatters' plan read the other way, every element size.
+  auto gather_case = [&](std::string n, OpId id, std::vector<HostTensor> inputs,
+                         std::vector<int64_t> params) {
+    KernelCase c{n, id, std::move(inputs), std::move(params)};
+    c.exact = true;
+    cases.push_back(c);
+  };
+  gather_case("gather_elements f32 axis 1, negative, repeated", OpId::kGatherElements,
+              {random_f32({3, 4}, 1594),
+               indices(DType::kI64, {3, 5}, {0, 3, -1, 1, 1, 2, 2, 0, -4, 3, 1, 1, 0, 0, 2})},
+              {1});
+  gather_case("gather_elements u8 axis 0, smaller indices, i32", OpId::kGatherElements,
+              {iota_bytes(DType::kU8, {4, 3, 2}), indices(DType::kI32, {2, 2, 2}, {3, 0, -1, 2, 1, 1, 0, 3})},
+              {0});
+  gather_case("gather_elements f16 last axis", OpId::kGatherElements,
+              {iota_bytes(DType::kF16, {2, 5}), indices(DType::kI64, {2, 2}, {4, 0, -2, 1})}, {1});
+  gather_case("gather_elements i64 empty", OpId::kGatherElements,
+              {iota_bytes(DType::kI64, {2, 3}), indices(DType::kI64, {0, 3}, {})}, {0});
+  gather_case("gather_nd f32 rows (tuples of 1)", OpId::kGatherND,
+              {random_f32({5, 4}, 1595), indices(DType::kI64, {3, 1}, {4, -5, 2})}, {0});
+  gather_case("gather_nd i32 elements (full tuples), i32 indices", OpId::kGatherND,
+              {iota_bytes(DType::kI32, {3, 4}), indices(DType::kI32, {2, 2, 2}, {0, 0, 2, 3, -1, -1, 1, 2})},
+              {0});
+  gather_case("gather_nd f16 batch_dims 1", OpId::kGatherND,
+              {iota_bytes(DType::kF16, {2, 3, 4}), indices(DType::kI64, {2, 2, 1}, {2, 0, 1, -1})}, {1});
+  gather_case("gather_nd u8 batch_dims 2, elements", OpId::kGatherND,
+              {iota_bytes(DType::kU8, {2, 3, 5}), indices(DType::kI64, {2, 3, 1}, {0, 4, 2, 1, 3, -1})}, {2});
+
+  // cumsum [axis, exclusive, reverse]: f32 (small integers: exact), i32, i64.
+  auto cumsum_case = [&](std::string n, HostTensor x, std::vector<int64_t> params) {
+    KernelCase c{"cumsum " + n, OpId::kCumSum, {std::move(x)}, std::move(params)};
+    c.exact = true;
+    cases.push_back(c);
+  };
+  cumsum_case("f32 last axis", small_ints({3, 7}, 11), {1, 0, 0});
+  cumsum_case("f32 middle axis, exclusive", small_ints({2, 5, 3}, 12), {1, 1, 0});
+  cumsum_case("i32 first axis, reverse", iota_bytes(DType::kI32, {4, 3}), {0, 0, 1});
+  cumsum_case("i64 exclusive reverse", iota_bytes(DType::kI64, {2, 6}), {1, 1, 1});
+  cumsum_case("f32 random rows", random_f32({4, 33}, 1596), {1, 0, 0});
+  cumsum_case("i32 empty axis", iota_bytes(DType::kI32, {3, 0}), {1, 0, 0});
+
   // argmax params: [axis, keepdims, select_last_index]
   cases.push_back(
       {"argmax last axis (a vocabulary row)", OpId::kArgMax, {random_f32({2, 300}, 1570)}, {1, 0, 0}});

@@ -208,6 +208,13 @@ inline std::vector<OpSample> op_samples() {
   s.push_back({kShrink, {f32({4})}, {{"lambd", f64(1.5)}, {"bias", f64(0.5)}}, {}});
   s.push_back({kPRelu, {f32({2, 3, 4}), f32({3, 1})}, {}, {}});
   s.push_back({kGroupNorm, {f32({2, 6, 3, 3}), f32({6}), f32({6})}, {{"groups", i64(3)}, {"epsilon", f64(1e-3)}}, {}});
+  s.push_back({kGatherElements, {f32({4, 5}), t(DType::kI64, {6, 2})}, {{"axis", i64(0)}}, {}});
+  s.push_back(
+      {kGatherND, {t(DType::kF16, {2, 3, 4}), t(DType::kI32, {2, 5, 1})}, {{"batch_dims", i64(1)}}, {}});
+  s.push_back({kCumSum,
+               {t(DType::kI64, {3, 4})},
+               {{"axis", i64(-1)}, {"exclusive", i64(1)}, {"reverse", i64(1)}},
+               {}});
   return s;
 }
 

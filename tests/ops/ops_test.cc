@@ -2050,6 +2050,93 @@ TEST_CASE("scatter: indices wrap once from the end; the reductions' arithmetic")
   CHECK(scatter_combine<int64_t>(INT64_MIN, -1, kScatterMul) == INT64_MIN);
 }
 
+TEST_CASE("gather_elements: result types, hostile operands, plan (the scatters' plan)") {
+  const TensorType data = f32({3, 4});
+  CHECK(*lower(OpId::kGatherElements, {data, tt(DType::kI64, {3, 2})}, {{"axis", i(-1)}}) == Params{1});
+  CHECK(*rule(OpId::kGatherElements, {data, tt(DType::kI64, {3, 6})}, {1}) ==
+        std::vector<TensorType>{f32({3, 6})});  // longer along the axis
+  CHECK(*rule(OpId::kGatherElements, {tt(DType::kU8, {3, 4}), tt(DType::kI32, {2, 4})}, {0}) ==
+        std::vector<TensorType>{tt(DType::kU8, {2, 4})});
+  CHECK(mentions(rejected(OpId::kGatherElements, {data, tt(DType::kI64, {4, 1})}, {1}), "do not fit"));
+  CHECK(mentions(rejected(OpId::kGatherElements, {data, tt(DType::kI64, {3})}, {1}), "do not fit"));
+  CHECK(mentions(rejected(OpId::kGatherElements, {data, f32({3, 1})}, {1}), "expected i32 or i64"));
+  CHECK(mentions(rejected(OpId::kGatherElements, {f32({3, 0}), tt(DType::kI64, {3, 1})}, {1}), "empty axis"));
+  rejected(OpId::kGatherElements, {data, tt(DType::kI64, {3, 1})}, {2});
+  rejected(OpId::kGatherElements, {data, tt(DType::kI64, {3, 1})}, {});
+
+  const OpPlan plan = plan_of(OpId::kGatherElements, {data, tt(DType::kI32, {2, 5})}, {1});
+  const ScatterPlan& p = plan.as<ScatterPlan>();
+  CHECK(p.depth == 0);
+  CHECK(p.axis == 1);
+  CHECK(p.n == 10);
+  CHECK(p.index_i64 == 0);
+  CHECK(p.index_dims[1] == 5);
+  CHECK(p.data_stride[0] == 4);
+  CHECK(scatter_elements_offset(p, 6, 3) == 4 + 3);  // result (1, 1) reads data (1, 3)
+}
+
+TEST_CASE("gather_nd: result types, batch_dims, hostile operands, plan") {
+  const TensorType data = f32({2, 3, 4});
+  CHECK(*lower(OpId::kGatherND, {data, tt(DType::kI64, {5, 2})}, {}) == Params{0});
+  CHECK(*lower(OpId::kGatherND, {data, tt(DType::kI64, {2, 2})}, {{"batch_dims", i(1)}}) == Params{1});
+  CHECK(*rule(OpId::kGatherND, {data, tt(DType::kI64, {5, 2})}, {0}) == std::vector<TensorType>{f32({5, 4})});
+  CHECK(*rule(OpId::kGatherND, {data, tt(DType::kI64, {5, 3})}, {0}) == std::vector<TensorType>{f32({5})});
+  CHECK(*rule(OpId::kGatherND, {data, tt(DType::kI32, {2, 7, 1})}, {1}) ==
+        std::vector<TensorType>{f32({2, 7, 4})});
+  CHECK(*rule(OpId::kGatherND, {data, tt(DType::kI32, {2, 3, 1})}, {2}) ==
+        std::vector<TensorType>{f32({2, 3})});
+  CHECK(mentions(rejected(OpId::kGatherND, {data, tt(DType::kI64, {5, 4})}, {0}), "must be 1..3"));
+  CHECK(mentions(rejected(OpId::kGatherND, {data, tt(DType::kI64, {2, 3})}, {1}), "must be 1..2"));
+  CHECK(mentions(rejected(OpId::kGatherND, {data, tt(DType::kI64, {3, 1})}, {1}), "batch dims"));
+  CHECK(mentions(rejected(OpId::kGatherND, {data, tt(DType::kI64, {2, 1})}, {2}), "batch_dims 2"));
+  CHECK(mentions(rejected(OpId::kGatherND, {data, tt(DType::kI64, {})}, {0}), "batch_dims 0"));
+  CHECK(mentions(rejected(OpId::kGatherND, {data, tt(DType::kI64, {2, 1})}, {-1}), "batch_dims -1"));
+  CHECK(mentions(rejected(OpId::kGatherND, {data, f32({2, 1})}, {0}), "expected i32 or i64"));
+  rejected(OpId::kGatherND, {data, tt(DType::kI64, {2, 1})}, {});
+
+  const OpPlan plan = plan_of(OpId::kGatherND, {data, tt(DType::kI64, {2, 5, 1})}, {1});
+  const ScatterPlan& p = plan.as<ScatterPlan>();
+  CHECK(p.depth == 1);
+  CHECK(p.tuples == 10);
+  CHECK(p.slice == 4);
+  CHECK(p.n == 40);
+  CHECK(p.batch_tuples == 5);
+  CHECK(p.batch_stride == 12);
+  CHECK(p.data_dims[0] == 3);  // the dims after the batch dim
+  CHECK(p.data_stride[0] == 4);
+  const int64_t tuple_indices[10] = {0, 1, 2, -1, 0, 2, 1, 0, 3, 1};
+  CHECK(nd_tuple_offset(p, tuple_indices, 6) == 12 + 1 * 4);  // batch 1, row 1
+  CHECK(nd_tuple_offset(p, tuple_indices, 3) == 2 * 4);       // -1 wraps to row 2
+  CHECK(nd_tuple_offset(p, tuple_indices, 8) == -1);          // 3 is outside
+  // Without batch dims the tuples index data's own dims.
+  const OpPlan plain = plan_of(OpId::kGatherND, {data, tt(DType::kI64, {3, 2})}, {0});
+  const ScatterPlan& q = plain.as<ScatterPlan>();
+  CHECK(q.batch_tuples == 0);
+  CHECK(q.data_stride[0] == 12);
+  const int64_t pairs[2] = {1, 2};
+  CHECK(nd_tuple_offset(q, pairs, 0) == 12 + 8);
+}
+
+TEST_CASE("cumsum: result types, flags, dtypes, plan") {
+  CHECK(*lower(OpId::kCumSum, {f32({2, 3})}, {}) == Params{0, 0, 0});
+  CHECK(*lower(OpId::kCumSum, {f32({2, 3})}, {{"axis", i(-1)}, {"exclusive", i(1)}, {"reverse", i(1)}}) ==
+        Params{1, 1, 1});
+  CHECK(mentions(lower(OpId::kCumSum, {f32({2, 3})}, {{"reverse", i(2)}}).status(), "must be 0 or 1"));
+  CHECK(*rule(OpId::kCumSum, {tt(DType::kI32, {4})}, {0, 0, 0}) ==
+        std::vector<TensorType>{tt(DType::kI32, {4})});
+  CHECK(mentions(rejected(OpId::kCumSum, {tt(DType::kU8, {4})}, {0, 0, 0}), "expected f32, i32 or i64"));
+  CHECK(mentions(rejected(OpId::kCumSum, {f32({4})}, {0, 2, 0}), "must be 0 or 1"));
+  rejected(OpId::kCumSum, {f32({4})}, {1, 0, 0});
+  rejected(OpId::kCumSum, {f32({4})}, {0, 0});
+  const OpPlan plan = plan_of(OpId::kCumSum, {f32({2, 3, 4})}, {1, 1, 0});
+  const CumSumPlan& p = plan.as<CumSumPlan>();
+  CHECK(p.outer == 2);
+  CHECK(p.length == 3);
+  CHECK(p.inner == 4);
+  CHECK(p.exclusive == 1);
+  CHECK(p.reverse == 0);
+}
+
 TEST_CASE("window_start clamps like XLA's dynamic slices") {
   CHECK(window_start(-5, 8, 3) == 0);
   CHECK(window_start(2, 8, 3) == 2);

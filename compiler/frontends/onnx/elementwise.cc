@@ -1,5 +1,5 @@
 // Elementwise operators: the arithmetic (binary and variadic), comparisons,
-// unary maps, Clip, Pow, Cast, Where, and Identity and Dropout (no node).
+// unary maps, Clip, Pow, Cast, CastLike, Where, and Identity and Dropout (no node).
 #include "frontends/onnx/handlers.h"
 
 #include <algorithm>
@@ -378,18 +378,10 @@ Status op_pow(Importer& im, const NodeCtx& n) {
   return im.emit_result(n, ops::OpId::kCast, {power}, back);
 }
 
-Status op_cast(Importer& im, const NodeCtx& n) {
-  HEXIR_RETURN_IF_ERROR(im.check_attrs(n, {"to", "saturate"}));
-  HEXIR_ASSIGN_OR_RETURN(Ref x, im.input(n, 0));
-  const auto* to_attr = find_attribute(n.node, "to");
-  if (!to_attr) return error_at(n.loc, "attribute 'to' is missing");
-  int32_t to = 0;
-  if (to_attr->type() == onnx::AttributeProto::INT) {
-    to = static_cast<int32_t>(to_attr->i());
-  } else if (to_attr->type() == onnx::AttributeProto::STRING) {  // opset 1: a type name
-    for (int32_t t = 1; t <= kBFloat16; ++t)
-      if (onnx_type_name(t) == to_attr->s()) to = t;
-  }
+namespace {
+
+// `x` cast to ONNX type `to` as the node's output 0 (Cast, CastLike).
+Status cast_to(Importer& im, const NodeCtx& n, Ref x, int32_t to) {
   if (onnx_element_size(to) == 0)
     return error_at(n.loc, "cast to " + onnx_type_name(to) + " is not supported");
   const std::optional<DType> dtype = dtype_from_onnx(to);
@@ -409,6 +401,31 @@ Status op_cast(Importer& im, const NodeCtx& n) {
   attrs["to"] = ops::AttrValue{std::string(dtype_name(*dtype))};
   return fold_or_emit(im, n, ops::OpId::kCast, {x}, attrs,
                       [&](const std::vector<HostPtr>& hs) -> Result<HostTensor> { return fold_cast(*hs[0], to); });
+}
+
+}  // namespace
+
+Status op_cast(Importer& im, const NodeCtx& n) {
+  HEXIR_RETURN_IF_ERROR(im.check_attrs(n, {"to", "saturate"}));
+  HEXIR_ASSIGN_OR_RETURN(Ref x, im.input(n, 0));
+  const auto* to_attr = find_attribute(n.node, "to");
+  if (!to_attr) return error_at(n.loc, "attribute 'to' is missing");
+  int32_t to = 0;
+  if (to_attr->type() == onnx::AttributeProto::INT) {
+    to = static_cast<int32_t>(to_attr->i());
+  } else if (to_attr->type() == onnx::AttributeProto::STRING) {  // opset 1: a type name
+    for (int32_t t = 1; t <= kBFloat16; ++t)
+      if (onnx_type_name(t) == to_attr->s()) to = t;
+  }
+  return cast_to(im, n, x, to);
+}
+
+// CastLike: Cast to the type of input 1 (its values are not read).
+Status op_cast_like(Importer& im, const NodeCtx& n) {
+  HEXIR_RETURN_IF_ERROR(im.check_attrs(n, {"saturate"}));
+  HEXIR_ASSIGN_OR_RETURN(Ref x, im.input(n, 0));
+  HEXIR_ASSIGN_OR_RETURN(Ref like, im.input(n, 1));
+  return cast_to(im, n, x, im.info(like).type);
 }
 
 Status op_where(Importer& im, const NodeCtx& n) {

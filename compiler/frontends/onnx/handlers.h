@@ -26,6 +26,7 @@ Status op_prelu(Importer& im, const NodeCtx& n);
 Status op_clip(Importer& im, const NodeCtx& n);
 Status op_pow(Importer& im, const NodeCtx& n);
 Status op_cast(Importer& im, const NodeCtx& n);
+Status op_cast_like(Importer& im, const NodeCtx& n);
 Status op_where(Importer& im, const NodeCtx& n);
 Status op_identity(Importer& im, const NodeCtx& n);
 Status op_dropout(Importer& im, const NodeCtx& n);
@@ -49,6 +50,9 @@ Status op_mvn(Importer& im, const NodeCtx& n);
 Status op_resize(Importer& im, const NodeCtx& n);
 Status op_conv(Importer& im, const NodeCtx& n);
 Status op_conv_transpose(Importer& im, const NodeCtx& n);
+Status op_cumsum(Importer& im, const NodeCtx& n);
+Status op_nll_loss(Importer& im, const NodeCtx& n);
+Status op_softmax_cross_entropy(Importer& im, const NodeCtx& n);
 
 // shape.cc
 Status op_reshape(Importer& im, const NodeCtx& n);
@@ -68,6 +72,13 @@ Status op_shape(Importer& im, const NodeCtx& n);
 Status op_size(Importer& im, const NodeCtx& n);
 Status op_range(Importer& im, const NodeCtx& n);
 Status op_constant_of_shape(Importer& im, const NodeCtx& n);
+Status op_gather_elements(Importer& im, const NodeCtx& n);
+Status op_gather_nd(Importer& im, const NodeCtx& n);
+Status op_trilu(Importer& im, const NodeCtx& n);
+Status op_tile(Importer& im, const NodeCtx& n);
+Status op_depth_to_space(Importer& im, const NodeCtx& n);  // and SpaceToDepth
+Status op_one_hot(Importer& im, const NodeCtx& n);
+Status op_eye_like(Importer& im, const NodeCtx& n);
 // Transposes `x` (folded when it is a held constant, e.g. Gemm's weights
 // with transB); Gemm and LSTM use it too.
 Result<Ref> transpose(Importer& im, const NodeCtx& n, Ref x, const std::vector<int64_t>& perm,

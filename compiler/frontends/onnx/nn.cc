@@ -1,6 +1,7 @@
 // Neural-network operators: MatMul, Gemm, ArgMax/ArgMin, Softmax, LogSoftmax,
 // Hardmax, TopK, the normalizations, reductions, pooling, Resize/Upsample,
-// Conv and ConvTranspose.
+// Conv and ConvTranspose; CumSum; the losses NegativeLogLikelihoodLoss and
+// SoftmaxCrossEntropyLoss (compositions).
 #include "frontends/onnx/handlers.h"
 
 #include <algorithm>
@@ -764,6 +765,136 @@ Status op_conv(Importer& im, const NodeCtx& n) {
   }
   im.define(n, 0, r);
   return ok_status();
+}
+
+// ---- CumSum, the losses ----------------------------------------------------------
+
+Status op_cumsum(Importer& im, const NodeCtx& n) {
+  HEXIR_RETURN_IF_ERROR(im.check_attrs(n, {"exclusive", "reverse"}));
+  HEXIR_ASSIGN_OR_RETURN(Ref x, im.input(n, 0));
+  HEXIR_ASSIGN_OR_RETURN(Ref a, im.input(n, 1));
+  HEXIR_ASSIGN_OR_RETURN(std::vector<int64_t> axis, im.const_ints(n, a, 1, "axis"));
+  if (axis.size() != 1) return error_at(n.loc, "axis (input 1) must hold one integer");
+  HEXIR_ASSIGN_OR_RETURN(int64_t exclusive, im.attr_int(n, "exclusive", 0));
+  HEXIR_ASSIGN_OR_RETURN(int64_t reverse, im.attr_int(n, "reverse", 0));
+  ops::AttrMap attrs;
+  attrs["axis"] = ops::AttrValue{axis[0]};
+  attrs["exclusive"] = ops::AttrValue{exclusive};
+  attrs["reverse"] = ops::AttrValue{reverse};
+  return im.emit_result(n, ops::OpId::kCumSum, {x}, attrs);
+}
+
+namespace {
+
+// A scalar constant of ONNX type `type` holding `v`.
+Ref scalar_of(Importer& im, const NodeCtx& n, int32_t type, int64_t v, const std::string& what) {
+  HostTensor h = make_host(type, {});
+  h.set_i(0, v);
+  return im.new_const(im.helper_name(n, what), std::move(h), n.loc);
+}
+
+// The loss of each element: -log_prob[n, target, d...] * weight[target],
+// 0 where target is ignore_index, then the reduction (ONNX's reference:
+// mean divides by the sum of the weights taken, which are 1 without
+// weights and 0 at ignored targets). log_prob [N, C, d...], target [N, d...].
+Status negative_log_likelihood(Importer& im, const NodeCtx& n, Ref log_prob, Ref target,
+                               std::optional<Ref> weight) {
+  HEXIR_ASSIGN_OR_RETURN(std::string reduction, im.attr_string(n, "reduction", "mean"));
+  if (reduction != "none" && reduction != "sum" && reduction != "mean")
+    return error_at(n.loc, "reduction '" + reduction + "' is not none, sum or mean");
+  const Info li = im.info(log_prob), ti = im.info(target);
+  bool fits = li.dims.size() >= 2 && ti.dims.size() + 1 == li.dims.size() && li.dims[0] == ti.dims[0];
+  for (size_t d = 1; fits && d < ti.dims.size(); ++d) fits = ti.dims[d] == li.dims[d + 1];
+  if (!fits)
+    return error_at(n.loc, "target " + shape_text(ti.dims) + " does not match input " + shape_text(li.dims) +
+                               " ([N, C, d...] and [N, d...])");
+  std::optional<Ref> kept;  // bool: the target is not ignore_index
+  Ref t = target;
+  if (find_attribute(n.node, "ignore_index")) {
+    HEXIR_ASSIGN_OR_RETURN(int64_t ignore, im.attr_int(n, "ignore_index", 0));
+    Ref ii = scalar_of(im, n, ti.type, ignore, "ignore_index");
+    HEXIR_ASSIGN_OR_RETURN(Ref ignored,
+                           im.emit1(n, ops::OpId::kEqual, {t, ii}, {}, im.helper_name(n, "ignored")));
+    HEXIR_ASSIGN_OR_RETURN(kept, im.emit1(n, ops::OpId::kNot, {ignored}, {}, im.helper_name(n, "kept")));
+    // An ignored target may lie outside [0, C): it reads class 0 instead, then counts nothing.
+    Ref first = scalar_of(im, n, ti.type, 0, "class0");
+    HEXIR_ASSIGN_OR_RETURN(
+        t, im.emit1(n, ops::OpId::kWhere, {*kept, t, first}, {}, im.helper_name(n, "target")));
+  }
+  std::vector<int64_t> column = ti.dims;
+  column.insert(column.begin() + 1, 1);
+  HEXIR_ASSIGN_OR_RETURN(Ref t1, im.reshape(n, t, column, im.helper_name(n, "target_column")));
+  ops::AttrMap class_axis;
+  class_axis["axis"] = ops::AttrValue{int64_t{1}};
+  HEXIR_ASSIGN_OR_RETURN(Ref picked, im.emit1(n, ops::OpId::kGatherElements, {log_prob, t1}, class_axis,
+                                              im.helper_name(n, "picked")));
+  HEXIR_ASSIGN_OR_RETURN(picked, im.reshape(n, picked, ti.dims, im.helper_name(n, "picked_flat")));
+  HEXIR_ASSIGN_OR_RETURN(Ref loss, im.emit1(n, ops::OpId::kNeg, {picked}, {}, im.helper_name(n, "neg")));
+  Ref zero = im.new_const(im.helper_name(n, "zero"), make_host(li.type, {}), n.loc);
+  std::optional<Ref> taken;  // the weight of each element, when not all 1
+  if (weight) {
+    ops::AttrMap first_axis;
+    first_axis["axis"] = ops::AttrValue{int64_t{0}};
+    HEXIR_ASSIGN_OR_RETURN(
+        taken, im.emit1(n, ops::OpId::kGather, {*weight, t}, first_axis, im.helper_name(n, "weights")));
+    if (kept) {
+      HEXIR_ASSIGN_OR_RETURN(taken, im.emit1(n, ops::OpId::kWhere, {*kept, *taken, zero}, {},
+                                             im.helper_name(n, "weights_kept")));
+    }
+    HEXIR_ASSIGN_OR_RETURN(loss,
+                           im.emit1(n, ops::OpId::kMul, {*taken, loss}, {}, im.helper_name(n, "weighted")));
+  } else if (kept) {
+    ops::AttrMap to;
+    to["to"] = ops::AttrValue{std::string(dtype_name(*dtype_from_onnx(li.type)))};
+    HEXIR_ASSIGN_OR_RETURN(taken, im.emit1(n, ops::OpId::kCast, {*kept}, to, im.helper_name(n, "weights")));
+    HEXIR_ASSIGN_OR_RETURN(loss,
+                           im.emit1(n, ops::OpId::kMul, {*taken, loss}, {}, im.helper_name(n, "weighted")));
+  }
+  if (reduction == "none") {
+    im.define(n, 0, loss);
+    return ok_status();
+  }
+  ops::AttrMap all;
+  all["keepdims"] = ops::AttrValue{int64_t{0}};
+  if (reduction == "mean" && !taken) return im.emit_result(n, ops::OpId::kReduceMean, {loss}, all);
+  if (reduction == "sum") return im.emit_result(n, ops::OpId::kReduceSum, {loss}, all);
+  HEXIR_ASSIGN_OR_RETURN(Ref total,
+                         im.emit1(n, ops::OpId::kReduceSum, {loss}, all, im.helper_name(n, "total")));
+  HEXIR_ASSIGN_OR_RETURN(Ref weights,
+                         im.emit1(n, ops::OpId::kReduceSum, {*taken}, all, im.helper_name(n, "weight_sum")));
+  return im.emit_result(n, ops::OpId::kDiv, {total, weights}, {});
+}
+
+// log(softmax(x)) along axis 1.
+Result<Ref> log_softmax_classes(Importer& im, const NodeCtx& n, Ref x, const std::string& name) {
+  ops::AttrMap axis;
+  axis["axis"] = ops::AttrValue{int64_t{1}};
+  return im.emit1(n, ops::OpId::kLogSoftmax, {x}, axis, name);
+}
+
+}  // namespace
+
+Status op_nll_loss(Importer& im, const NodeCtx& n) {
+  HEXIR_RETURN_IF_ERROR(im.check_attrs(n, {"reduction", "ignore_index"}));
+  HEXIR_ASSIGN_OR_RETURN(Ref x, im.input(n, 0));
+  HEXIR_ASSIGN_OR_RETURN(Ref target, im.input(n, 1));
+  HEXIR_ASSIGN_OR_RETURN(std::optional<Ref> weight, im.optional_input(n, 2));
+  return negative_log_likelihood(im, n, x, target, weight);
+}
+
+// SoftmaxCrossEntropyLoss: the log-probabilities (output 1 when asked for),
+// then NegativeLogLikelihoodLoss over them.
+Status op_softmax_cross_entropy(Importer& im, const NodeCtx& n) {
+  HEXIR_RETURN_IF_ERROR(im.check_attrs(n, {"reduction", "ignore_index"}));
+  HEXIR_ASSIGN_OR_RETURN(Ref x, im.input(n, 0));
+  HEXIR_ASSIGN_OR_RETURN(Ref target, im.input(n, 1));
+  HEXIR_ASSIGN_OR_RETURN(std::optional<Ref> weight, im.optional_input(n, 2));
+  const bool wants_log_prob = !im.out_name(n, 1).empty();
+  HEXIR_ASSIGN_OR_RETURN(
+      Ref log_prob,
+      log_softmax_classes(im, n, x, wants_log_prob ? im.result_name(n, 1) : im.helper_name(n, "log_prob")));
+  if (wants_log_prob) im.define(n, 1, log_prob);
+  return negative_log_likelihood(im, n, log_prob, target, weight);
 }
 
 }  // namespace hexir::compiler::onnx_import

@@ -1,7 +1,8 @@
 // Shapes and indexing: Reshape, Flatten, Squeeze, Unsqueeze, Transpose, Concat,
 // Pad, Split, Slice, Gather, Expand, ScatterND, ScatterElements (Scatter), and
 // the shape queries and generators (Shape, Size, Range, ConstantOfShape),
-// which fold at import.
+// which fold at import; GatherElements, GatherND, and the compositions of
+// existing operators: Trilu, Tile, DepthToSpace, SpaceToDepth, OneHot, EyeLike.
 #include "frontends/onnx/handlers.h"
 
 #include <algorithm>
@@ -643,7 +644,10 @@ Status op_range(Importer& im, const NodeCtx& n) {
     refs.push_back(r);
   }
   HEXIR_ASSIGN_OR_RETURN(bool held, im.hosts(refs, hs));
-  if (!held) return error_at(n.loc, "start, limit and delta must be constants (Range folds at import only)");
+  if (!held)
+    return error_at(n.loc,
+                    "start, limit and delta must be constants: the length of a Range on run-time values "
+                    "is not known at compile time (Range folds at import only)");
   for (const HostPtr& h : hs)
     if (h->count() != 1) return error_at(n.loc, "start, limit and delta must be scalars");
   const int32_t type = hs[0]->type;
@@ -700,6 +704,236 @@ Status op_expand(Importer& im, const NodeCtx& n) {
   }
   Ref cond = im.fill_const(kBool, *dims, {1}, im.helper_name(n, "true"), n.loc);
   return im.emit_result(n, ops::OpId::kWhere, {cond, x, x}, {});
+}
+
+// ---- indexing and layout ------------------------------------------------------------
+
+Status op_gather_elements(Importer& im, const NodeCtx& n) {
+  HEXIR_RETURN_IF_ERROR(im.check_attrs(n, {"axis"}));
+  HEXIR_ASSIGN_OR_RETURN(Ref data, im.input(n, 0));
+  HEXIR_ASSIGN_OR_RETURN(Ref indices, im.input(n, 1));
+  HEXIR_ASSIGN_OR_RETURN(int64_t axis, im.attr_int(n, "axis", 0));
+  HEXIR_ASSIGN_OR_RETURN(axis, norm_axis(n, axis, im.info(data).dims.size()));
+  ops::AttrMap attrs;
+  attrs["axis"] = ops::AttrValue{axis};
+  return im.emit_result(n, ops::OpId::kGatherElements, {data, indices}, attrs);
+}
+
+Status op_gather_nd(Importer& im, const NodeCtx& n) {
+  HEXIR_RETURN_IF_ERROR(im.check_attrs(n, {"batch_dims"}));
+  HEXIR_ASSIGN_OR_RETURN(Ref data, im.input(n, 0));
+  HEXIR_ASSIGN_OR_RETURN(Ref indices, im.input(n, 1));
+  HEXIR_ASSIGN_OR_RETURN(int64_t batch_dims, im.attr_int(n, "batch_dims", 0));
+  ops::AttrMap attrs;
+  attrs["batch_dims"] = ops::AttrValue{batch_dims};
+  return im.emit_result(n, ops::OpId::kGatherND, {data, indices}, attrs);
+}
+
+namespace {
+
+// The one integer of a constant scalar input (k, depth, axis), of any numeric type.
+Result<int64_t> const_scalar_int(Importer& im, const NodeCtx& n, Ref r, int index, const char* what) {
+  HEXIR_ASSIGN_OR_RETURN(HostPtr h, im.host(r));
+  if (!h || h->count() != 1)
+    return error_at(n.loc, std::string(what) + " (input " + std::to_string(index) +
+                               ") must be a constant with one element; it is computed at run time");
+  return h->is_float() ? static_cast<int64_t>(h->f(0)) : h->i(0);
+}
+
+}  // namespace
+
+// Trilu: where(mask, x, 0) with the constant [rows, cols] mask of the kept
+// triangle, broadcast over the batch: one pass over x, as a kernel of its own would be.
+Status op_trilu(Importer& im, const NodeCtx& n) {
+  HEXIR_RETURN_IF_ERROR(im.check_attrs(n, {"upper"}));
+  HEXIR_ASSIGN_OR_RETURN(Ref x, im.input(n, 0));
+  HEXIR_ASSIGN_OR_RETURN(int64_t upper, im.attr_int(n, "upper", 1));
+  int64_t k = 0;
+  HEXIR_ASSIGN_OR_RETURN(std::optional<Ref> kr, im.optional_input(n, 1));
+  if (kr) {
+    HEXIR_ASSIGN_OR_RETURN(k, const_scalar_int(im, n, *kr, 1, "k"));
+  }
+  const Info xi = im.info(x);
+  if (xi.dims.size() < 2) return error_at(n.loc, "input " + shape_text(xi.dims) + " has rank below 2");
+  const int64_t rows = xi.dims[xi.dims.size() - 2], cols = xi.dims.back();
+  HostTensor mask = make_host(kBool, {rows, cols});
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) {
+      const int64_t diagonal = j - i;  // j - i >= k: upper; <= k: lower (ONNX, numpy.triu / tril)
+      mask.set_i(i * cols + j, upper ? diagonal >= k : diagonal <= k);
+    }
+  Ref m = im.new_const(im.helper_name(n, "mask"), std::move(mask), n.loc);
+  Ref zero = im.new_const(im.helper_name(n, "zero"), make_host(xi.type, {}), n.loc);
+  return im.emit_result(n, ops::OpId::kWhere, {m, x, zero}, {});
+}
+
+// Tile: x viewed with a size-1 dim before each repeated dim, expanded to the
+// repeats there (a strided gather, stride 0 along them), then merged back:
+// reshapes are views, so the expand is the only pass over the data.
+Status op_tile(Importer& im, const NodeCtx& n) {
+  HEXIR_RETURN_IF_ERROR(im.check_attrs(n, {}));
+  HEXIR_ASSIGN_OR_RETURN(Ref x, im.input(n, 0));
+  HEXIR_ASSIGN_OR_RETURN(Ref r, im.input(n, 1));
+  HEXIR_ASSIGN_OR_RETURN(std::vector<int64_t> repeats, im.const_ints(n, r, 1, "repeats"));
+  const Info xi = im.info(x);
+  if (repeats.size() != xi.dims.size())
+    return error_at(
+        n.loc, "repeats " + shape_text(repeats) + " do not match rank " + std::to_string(xi.dims.size()));
+  std::vector<int64_t> viewed, expanded, result;
+  bool plain_run = false;  // the last viewed dim is a run of unrepeated dims
+  for (size_t d = 0; d < xi.dims.size(); ++d) {
+    if (repeats[d] < 0) return error_at(n.loc, "repeats " + shape_text(repeats) + " has a negative entry");
+    result.push_back(xi.dims[d] * repeats[d]);
+    if (repeats[d] == 1 && plain_run) {
+      viewed.back() *= xi.dims[d];
+      expanded.back() *= xi.dims[d];
+      continue;
+    }
+    if (repeats[d] != 1) {
+      viewed.push_back(1);
+      expanded.push_back(repeats[d]);
+    }
+    viewed.push_back(xi.dims[d]);
+    expanded.push_back(xi.dims[d]);
+    plain_run = repeats[d] == 1;
+  }
+  if (result == xi.dims) {
+    im.define(n, 0, x);
+    return ok_status();
+  }
+  if (expanded.size() > static_cast<size_t>(ops::kMaxRank))
+    return error_at(n.loc, "tiling " + shape_text(xi.dims) + " by " + shape_text(repeats) + " needs rank " +
+                               std::to_string(expanded.size()) + ", above " + std::to_string(ops::kMaxRank));
+  HEXIR_ASSIGN_OR_RETURN(Ref v, im.reshape(n, x, viewed, im.helper_name(n, "view")));
+  ops::AttrMap attrs;
+  attrs["shape"] = int_list(expanded);
+  HEXIR_ASSIGN_OR_RETURN(Ref e, im.emit1(n, ops::OpId::kExpand, {v}, attrs, im.helper_name(n, "expand")));
+  HEXIR_ASSIGN_OR_RETURN(Ref out, im.reshape(n, e, result, im.result_name(n)));
+  im.define(n, 0, out);
+  return ok_status();
+}
+
+// DepthToSpace and SpaceToDepth, NCHW: a view of rank 6, one transpose (the
+// strided gather), a view back. The reshapes cost nothing, so this is the
+// one pass a kernel of their own would make.
+Status op_depth_to_space(Importer& im, const NodeCtx& n) {
+  const bool to_space = n.op == "DepthToSpace";
+  if (to_space) {
+    HEXIR_RETURN_IF_ERROR(im.check_attrs(n, {"blocksize", "mode"}));
+  } else {
+    HEXIR_RETURN_IF_ERROR(im.check_attrs(n, {"blocksize"}));
+  }
+  HEXIR_ASSIGN_OR_RETURN(Ref x, im.input(n, 0));
+  HEXIR_ASSIGN_OR_RETURN(int64_t b, im.attr_int(n, "blocksize", 0));
+  HEXIR_ASSIGN_OR_RETURN(std::string mode, im.attr_string(n, "mode", "DCR"));
+  const Info xi = im.info(x);
+  if (xi.dims.size() != 4) return error_at(n.loc, "input " + shape_text(xi.dims) + " is not 4-D (NCHW)");
+  if (b < 1) return error_at(n.loc, "blocksize " + std::to_string(b) + " must be positive");
+  if (mode != "DCR" && mode != "CRD") return error_at(n.loc, "mode '" + mode + "' is not DCR or CRD");
+  const int64_t N = xi.dims[0], C = xi.dims[1], H = xi.dims[2], W = xi.dims[3];
+  std::vector<int64_t> view, perm, result;
+  if (to_space) {
+    if (C % (b * b) != 0)
+      return error_at(
+          n.loc, "channels " + std::to_string(C) + " do not divide by blocksize^2 " + std::to_string(b * b));
+    const int64_t c = C / (b * b);
+    if (mode == "DCR") {
+      view = {N, b, b, c, H, W};
+      perm = {0, 3, 4, 1, 5, 2};
+    } else {
+      view = {N, c, b, b, H, W};
+      perm = {0, 1, 4, 2, 5, 3};
+    }
+    result = {N, c, H * b, W * b};
+  } else {
+    if (H % b != 0 || W % b != 0)
+      return error_at(n.loc, "height " + std::to_string(H) + " and width " + std::to_string(W) +
+                                 " do not divide by blocksize " + std::to_string(b));
+    view = {N, C, H / b, b, W / b, b};
+    perm = {0, 3, 5, 1, 2, 4};
+    result = {N, C * b * b, H / b, W / b};
+  }
+  HEXIR_ASSIGN_OR_RETURN(Ref v, im.reshape(n, x, view, im.helper_name(n, "view")));
+  HEXIR_ASSIGN_OR_RETURN(Ref t, transpose(im, n, v, perm, im.helper_name(n, "transpose")));
+  HEXIR_ASSIGN_OR_RETURN(Ref out, im.reshape(n, t, result, im.result_name(n)));
+  im.define(n, 0, out);
+  return ok_status();
+}
+
+// OneHot with constant depth and values: equal(mod(indices, depth), 0..depth-1)
+// with the new axis inserted, then where(that, on, off). Indices wrap as the
+// ONNX reference's numpy.mod does ([-depth, depth) as the operator states);
+// float indices are truncated to i64 first.
+Status op_one_hot(Importer& im, const NodeCtx& n) {
+  HEXIR_RETURN_IF_ERROR(im.check_attrs(n, {"axis"}));
+  HEXIR_ASSIGN_OR_RETURN(Ref indices, im.input(n, 0));
+  HEXIR_ASSIGN_OR_RETURN(Ref depth_ref, im.input(n, 1));
+  HEXIR_ASSIGN_OR_RETURN(Ref values_ref, im.input(n, 2));
+  HEXIR_ASSIGN_OR_RETURN(int64_t depth, const_scalar_int(im, n, depth_ref, 1, "depth"));
+  if (depth < 1) return error_at(n.loc, "depth " + std::to_string(depth) + " must be positive");
+  HEXIR_ASSIGN_OR_RETURN(HostPtr values, im.host(values_ref));
+  if (!values || values->count() != 2)
+    return error_at(n.loc, "values (input 2) must be a constant [off, on]; it is computed at run time");
+  const Info ii = im.info(indices);
+  const size_t rank = ii.dims.size() + 1;
+  HEXIR_ASSIGN_OR_RETURN(int64_t axis, im.attr_int(n, "axis", -1));
+  HEXIR_ASSIGN_OR_RETURN(axis, norm_axis(n, axis, rank));
+  Ref idx = indices;
+  int32_t index_type = ii.type;
+  if (index_type != kInt32 && index_type != kInt64) {
+    ops::AttrMap cast;
+    cast["to"] = ops::AttrValue{std::string("i64")};
+    HEXIR_ASSIGN_OR_RETURN(idx, im.emit1(n, ops::OpId::kCast, {idx}, cast, im.helper_name(n, "i64")));
+    index_type = kInt64;
+  }
+  HostTensor d = make_host(index_type, {});
+  d.set_i(0, depth);
+  Ref depth_const = im.new_const(im.helper_name(n, "depth"), std::move(d), n.loc);
+  ops::AttrMap python_mod;
+  python_mod["fmod"] = ops::AttrValue{int64_t{0}};
+  HEXIR_ASSIGN_OR_RETURN(Ref wrapped, im.emit1(n, ops::OpId::kMod, {idx, depth_const}, python_mod,
+                                               im.helper_name(n, "wrapped")));
+  std::vector<int64_t> with_axis = ii.dims, targets_dims(rank, 1);
+  with_axis.insert(with_axis.begin() + axis, 1);
+  targets_dims[static_cast<size_t>(axis)] = depth;
+  HEXIR_ASSIGN_OR_RETURN(Ref column, im.reshape(n, wrapped, with_axis, im.helper_name(n, "column")));
+  HostTensor targets = make_host(index_type, targets_dims);
+  for (int64_t i = 0; i < depth; ++i) targets.set_i(i, i);
+  Ref t = im.new_const(im.helper_name(n, "targets"), std::move(targets), n.loc);
+  HEXIR_ASSIGN_OR_RETURN(Ref hot, im.emit1(n, ops::OpId::kEqual, {column, t}, {}, im.helper_name(n, "hot")));
+  HostTensor off = make_host(values->type, {}), on = make_host(values->type, {});
+  const uint32_t esize = values->esize();
+  std::copy_n(values->bytes.begin(), esize, off.bytes.begin());
+  std::copy_n(values->bytes.begin() + esize, esize, on.bytes.begin());
+  Ref on_ref = im.new_const(im.helper_name(n, "on"), std::move(on), n.loc);
+  Ref off_ref = im.new_const(im.helper_name(n, "off"), std::move(off), n.loc);
+  return im.emit_result(n, ops::OpId::kWhere, {hot, on_ref, off_ref}, {});
+}
+
+// EyeLike: equal(row + k, column) over constant index grids, cast to the
+// dtype; folded at import within the fold limit (docs/onnx.md), else those
+// two kernels run.
+Status op_eye_like(Importer& im, const NodeCtx& n) {
+  HEXIR_RETURN_IF_ERROR(im.check_attrs(n, {"dtype", "k"}));
+  HEXIR_ASSIGN_OR_RETURN(Ref x, im.input(n, 0));
+  const Info xi = im.info(x);
+  if (xi.dims.size() != 2) return error_at(n.loc, "input " + shape_text(xi.dims) + " is not 2-D");
+  HEXIR_ASSIGN_OR_RETURN(int64_t type, im.attr_int(n, "dtype", xi.type));
+  HEXIR_ASSIGN_OR_RETURN(int64_t k, im.attr_int(n, "k", 0));
+  const std::optional<DType> dtype = dtype_from_onnx(static_cast<int32_t>(type));
+  if (!dtype)
+    return error_at(n.loc, "dtype " + onnx_type_name(static_cast<int32_t>(type)) + " is not supported");
+  const int64_t rows = xi.dims[0], cols = xi.dims[1];
+  HostTensor row = make_host(kInt64, {rows, 1}), column = make_host(kInt64, {1, cols});
+  for (int64_t i = 0; i < rows; ++i) row.set_i(i, i + k);
+  for (int64_t j = 0; j < cols; ++j) column.set_i(j, j);
+  Ref r = im.new_const(im.helper_name(n, "row"), std::move(row), n.loc);
+  Ref c = im.new_const(im.helper_name(n, "column"), std::move(column), n.loc);
+  HEXIR_ASSIGN_OR_RETURN(Ref diagonal,
+                         im.emit1(n, ops::OpId::kEqual, {r, c}, {}, im.helper_name(n, "diagonal")));
+  ops::AttrMap cast;
+  cast["to"] = ops::AttrValue{std::string(dtype_name(*dtype))};
+  return im.emit_result(n, ops::OpId::kCast, {diagonal}, cast);
 }
 
 }  // namespace hexir::compiler::onnx_import

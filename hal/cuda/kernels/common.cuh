@@ -26,6 +26,8 @@ using hexir::hal::cuda::Pool2dParams;
 using hexir::hal::cuda::ReduceParams;
 using hexir::hal::cuda::ResizeParams;
 using hexir::hal::cuda::ScatterParams;
+using hexir::hal::cuda::GatherIndexedParams;
+using hexir::hal::cuda::CumSumParams;
 using hexir::hal::cuda::SoftmaxParams;
 using hexir::hal::cuda::StridedCopyParams;
 using hexir::hal::cuda::StridedParams;

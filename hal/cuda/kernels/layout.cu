@@ -1,7 +1,8 @@
 // Byte-moving kernels of any dtype: the strided gather behind transpose and
 // slice (by element size), the strided copy concat and split are made of,
 // gather (numpy.take), pad, the run-time windows of dynamic_slice and
-// update_slice, scatter_nd and scatter_elements, and the pattern fill behind
+// update_slice, scatter_nd and scatter_elements, gather_elements and
+// gather_nd, and the pattern fill behind
 // Device::fill.
 #include "common.cuh"
 
@@ -182,6 +183,38 @@ __device__ void scatter_any_index(const ScatterParams& p) {
   }
 }
 
+// gather_elements (depth 0) and gather_nd: result element i reads where
+// the scatters' update i lands. An index out of range reads a zero (the
+// cpu kernel fails the invoke instead; a kernel cannot).
+template <typename Element, typename Index>
+__device__ void gather_indexed(const GatherIndexedParams& p) {
+  const hexir::ops::ScatterPlan& q = p.plan;
+  const Element* data = static_cast<const Element*>(p.data);
+  const Index* indices = static_cast<const Index*>(p.indices);
+  Element* out = static_cast<Element*>(p.out);
+  const int64_t stride = global_stride();
+  for (int64_t i = global_index(); i < q.n; i += stride) {
+    int64_t offset;
+    if (q.depth > 0) {
+      offset = hexir::ops::nd_tuple_offset(q, indices, i / q.slice);
+      if (offset >= 0) offset += i % q.slice;
+    } else {
+      const int64_t index = hexir::ops::scatter_index(static_cast<int64_t>(indices[i]), q.data_dims[q.axis]);
+      offset = index < 0 ? -1 : hexir::ops::scatter_elements_offset(q, i, index);
+    }
+    out[i] = offset < 0 ? Element(0) : data[offset];
+  }
+}
+
+template <typename Element>
+__device__ void gather_indexed_any_index(const GatherIndexedParams& p) {
+  if (p.plan.index_i64) {
+    gather_indexed<Element, int64_t>(p);
+  } else {
+    gather_indexed<Element, int32_t>(p);
+  }
+}
+
 }  // namespace hexir_kernels
 
 extern "C" __global__ void hexir_strided_1(StridedParams p) { hexir_kernels::strided<uint8_t>(p); }
@@ -258,4 +291,17 @@ extern "C" __global__ void hexir_scatter_i32(ScatterParams p) {
 }
 extern "C" __global__ void hexir_scatter_i64(ScatterParams p) {
   hexir_kernels::scatter_any_index<int64_t>(p);
+}
+
+extern "C" __global__ void hexir_gather_indexed_1(GatherIndexedParams p) {
+  hexir_kernels::gather_indexed_any_index<uint8_t>(p);
+}
+extern "C" __global__ void hexir_gather_indexed_2(GatherIndexedParams p) {
+  hexir_kernels::gather_indexed_any_index<uint16_t>(p);
+}
+extern "C" __global__ void hexir_gather_indexed_4(GatherIndexedParams p) {
+  hexir_kernels::gather_indexed_any_index<uint32_t>(p);
+}
+extern "C" __global__ void hexir_gather_indexed_8(GatherIndexedParams p) {
+  hexir_kernels::gather_indexed_any_index<uint64_t>(p);
 }

@@ -1,5 +1,5 @@
-// softmax, log_softmax, hardmax, layernorm, the reductions, argmax / argmin
-// and top_k, with the semantics of
+// softmax, log_softmax, hardmax, layernorm, the reductions, argmax / argmin,
+// top_k and cumsum, with the semantics of
 // hal/cpu/normalization.cc and layout.cc: one block per row (or output
 // element), sums in double. Every element of a row is read before the
 // barrier that precedes any write of it, so an output aliasing the input is safe.
@@ -352,3 +352,36 @@ extern "C" __global__ void hexir_log_softmax(SoftmaxParams p) {
 extern "C" __global__ void hexir_top_k(TopKParams p) { hexir_kernels::top_k_rows<float>(p); }
 extern "C" __global__ void hexir_top_k_i32(TopKParams p) { hexir_kernels::top_k_rows<int32_t>(p); }
 extern "C" __global__ void hexir_top_k_i64(TopKParams p) { hexir_kernels::top_k_rows<int64_t>(p); }
+
+// cumsum: one thread per line along the axis, in the cpu kernel's order
+// (each result the previous one plus one element; ops::scatter_add).
+namespace hexir_kernels {
+template <typename T>
+__device__ void cumsum(const CumSumParams& p) {
+  const hexir::ops::CumSumPlan& q = p.plan;
+  const T* x = static_cast<const T*>(p.x);
+  T* out = static_cast<T*>(p.out);
+  const int64_t lines = q.outer * q.inner;
+  const int64_t step = q.reverse ? -q.inner : q.inner;
+  const int64_t stride = hexir_kernels::global_stride();
+  for (int64_t line = hexir_kernels::global_index(); line < lines; line += stride) {
+    const int64_t first =
+        (line / q.inner) * q.length * q.inner + line % q.inner + (q.reverse ? (q.length - 1) * q.inner : 0);
+    T sum = T(0);
+    for (int64_t k = 0; k < q.length; ++k) {
+      const int64_t at = first + k * step;
+      if (q.exclusive) {
+        out[at] = sum;
+        sum = hexir::ops::scatter_add(sum, x[at]);
+      } else {
+        sum = k == 0 ? x[at] : hexir::ops::scatter_add(sum, x[at]);
+        out[at] = sum;
+      }
+    }
+  }
+}
+}  // namespace hexir_kernels
+
+extern "C" __global__ void hexir_cumsum_f32(CumSumParams p) { hexir_kernels::cumsum<float>(p); }
+extern "C" __global__ void hexir_cumsum_i32(CumSumParams p) { hexir_kernels::cumsum<int32_t>(p); }
+extern "C" __global__ void hexir_cumsum_i64(CumSumParams p) { hexir_kernels::cumsum<int64_t>(p); }

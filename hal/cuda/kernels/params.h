@@ -285,6 +285,23 @@ struct ScatterParams {
   ops::ScatterPlan plan;
 };
 
+// gather_elements and gather_nd: the scatters' plan read the other way, one
+// thread per result element, elements of plan.element_size bytes (1, 2, 4
+// or 8); indices i32 or i64 (plan.index_i64).
+struct GatherIndexedParams {
+  const void* data;
+  const void* indices;
+  void* out;
+  ops::ScatterPlan plan;
+};
+
+// cumsum: one thread per line along the axis (plan.outer * plan.inner), in order.
+struct CumSumParams {
+  const void* x;
+  void* out;
+  ops::CumSumPlan plan;
+};
+
 // bytes written from dst on: byte i is pattern[i % pattern_size].
 struct FillParams {
   void* dst;
@@ -395,7 +412,14 @@ struct FillParams {
   X(kHardmax, hexir_hardmax, HardmaxParams)                    \
   X(kTopK, hexir_top_k, TopKParams)                            \
   X(kTopKI32, hexir_top_k_i32, TopKParams)                     \
-  X(kTopKI64, hexir_top_k_i64, TopKParams)
+  X(kTopKI64, hexir_top_k_i64, TopKParams)                     \
+  X(kGatherIndexed1, hexir_gather_indexed_1, GatherIndexedParams) \
+  X(kGatherIndexed2, hexir_gather_indexed_2, GatherIndexedParams) \
+  X(kGatherIndexed4, hexir_gather_indexed_4, GatherIndexedParams) \
+  X(kGatherIndexed8, hexir_gather_indexed_8, GatherIndexedParams) \
+  X(kCumSumF32, hexir_cumsum_f32, CumSumParams)                \
+  X(kCumSumI32, hexir_cumsum_i32, CumSumParams)                \
+  X(kCumSumI64, hexir_cumsum_i64, CumSumParams)
 
 enum class Kernel : uint16_t {
 #define HEXIR_CUDA_KERNEL_ENUM(name, symbol, params) name,

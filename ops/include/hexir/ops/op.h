@@ -230,6 +230,23 @@ enum class OpId : uint16_t {
   // (x's dtype) and their indices (i64), largest (or smallest) first, ties
   // by lower index (NaN is larger than every number). Always sorted.
   kTopK,
+  // gather_elements (ONNX GatherElements), (data any dtype, indices i32/i64
+  // of data's rank, no dim larger except along axis): result element i (of
+  // indices' dims) is data's element at i with its axis coordinate replaced
+  // by indices[i] (negative from the end; outside the axis fails the invoke).
+  // [axis (normalized)].
+  kGatherElements,
+  // gather_nd (ONNX GatherND), (data any dtype, indices i32/i64 [..., k]):
+  // each k-tuple of indices names a slice of data (data's dims from
+  // batch_dims + k on), within the batch element its leading batch_dims
+  // coordinates (shared by data and indices) name; the result is [indices'
+  // dims but the last, then data's dims from batch_dims + k on]. Negative
+  // indices count from the end; one outside its dim fails the invoke.
+  // [batch_dims].
+  kGatherND,
+  // cumsum (ONNX CumSum), x f32, i32 or i64: running sums along [axis
+  // (normalized), exclusive (0|1), reverse (0|1)] (CumSumPlan, plans.h).
+  kCumSum,
   kCount,
 };
 // clang-format on

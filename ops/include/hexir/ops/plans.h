@@ -620,6 +620,17 @@ HEXIR_PLAN_FN bool topk_before(T a, int64_t ia, T b, int64_t ib, int32_t largest
   return ia < ib;
 }
 
+// cumsum along one axis: x viewed as [outer, length, inner]; the line
+// (o, ., i) is summed in order (from its end with reverse), each result
+// the sum of the elements up to and including its own (exclusive: of
+// those before it, 0 for the first). f32 sums in float, one add per
+// element (every backend in the same order, so the same bits); integers
+// wrap (two's complement).
+struct CumSumPlan {
+  int64_t outer, length, inner;
+  int32_t exclusive, reverse;
+};
+
 // dynamic_slice and update_slice: a window of `window` elements per dim in a
 // tensor x of `dims` (row-major strides `stride`), at start indices read at run
 // time from i64 scalars (in device memory on a GPU: the kernels read them).
@@ -686,7 +697,28 @@ struct ScatterPlan {
   int64_t data_dims[kMaxRank];
   int64_t data_stride[kMaxRank];
   int64_t index_dims[kMaxRank];
+  // gather_nd with batch_dims > 0 (0 for the others): the tuples come in
+  // blocks of batch_tuples, block b reading batch element b of data, which
+  // starts batch_stride * b elements in; data_dims and data_stride then
+  // describe the dims after the batch dims.
+  int64_t batch_tuples;
+  int64_t batch_stride;
 };
+
+// The element offset in data of scatter_nd's (gather_nd's) index tuple t,
+// or -1 when one of its indices is outside its dim.
+template <typename Index>
+HEXIR_PLAN_FN int64_t nd_tuple_offset(const ScatterPlan& p, const Index* indices, int64_t t) {
+  int64_t offset = p.batch_tuples > 0 ? (t / p.batch_tuples) * p.batch_stride : 0;
+  for (int32_t d = 0; d < p.depth; ++d) {
+    int64_t index = static_cast<int64_t>(indices[t * p.depth + d]);
+    const int64_t dim = p.data_dims[d];
+    if (index < 0) index += dim;
+    if (index < 0 || index >= dim) return -1;
+    offset += index * p.data_stride[d];
+  }
+  return offset;
+}
 
 // A scatter index wrapped once from the end (ONNX); -1 when outside [-dim, dim).
 HEXIR_PLAN_FN int64_t scatter_index(int64_t index, int64_t dim) {

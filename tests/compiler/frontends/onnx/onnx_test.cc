@@ -781,6 +781,45 @@ TEST_CASE("Expand of a run-time value, Split by sizes, Slice with steps, Gather,
   check_close(bout[0].f32(), {0.75f, 16.f});
 }
 
+TEST_CASE(
+    "CumSum, Tile, OneHot, Trilu and NegativeLogLikelihoodLoss on run-time values (kernels and "
+    "compositions)") {
+  TempDir dir;
+  Model m(14);
+  m.input("x", kF, {2, 3})
+      .input("t", kI64, {2})
+      .init_i64("axis", {}, {1})
+      .init_i64("reps", {2}, {2, 1})
+      .init_i64("depth", {}, {3})
+      .init_f("vals", {2}, {0.f, 5.f})
+      .init_f("w", {3}, {1.f, 2.f, 0.5f})
+      .node("CumSum", {"x", "axis"}, {"cs"}, {ai("exclusive", 1)})
+      .node("Tile", {"x", "reps"}, {"tl"})
+      .node("OneHot", {"t", "depth", "vals"}, {"oh"})
+      .node("Trilu", {"x"}, {"tr"}, {ai("upper", 0)})
+      .node("NegativeLogLikelihoodLoss", {"x", "t", "w"}, {"nll"}, {ai("ignore_index", 2)})
+      .output("cs")
+      .output("tl")
+      .output("oh")
+      .output("tr")
+      .output("nll");
+  auto module = import_ok(m.save(dir.path() / "indexing.onnx"));
+  CHECK(count_nodes(module, hexir::ops::OpId::kCumSum) == 1);
+  CHECK(count_nodes(module, hexir::ops::OpId::kExpand) == 1);  // Tile: one pass, the reshapes are views
+  CHECK(count_nodes(module, hexir::ops::OpId::kGatherElements) == 1);
+  Tensor t{{DType::kI64, {2}}, std::vector<uint8_t>(16)};
+  const int64_t targets[2] = {1, 2};  // the second is ignore_index
+  std::memcpy(t.bytes.data(), targets, 16);
+  auto out = run(module, {f32({2, 3}, {1, 2, 3, 4, 5, 6}), t}, dir.path());
+  check_close(out[0].f32(), {0, 1, 3, 0, 4, 9});
+  check_close(out[1].f32(), {1, 2, 3, 4, 5, 6, 1, 2, 3, 4, 5, 6});
+  check_close(out[2].f32(), {0, 5, 0, 0, 0, 5});
+  check_close(out[3].f32(), {1, 0, 0, 4, 5, 0});
+  CHECK(out[4].type == TensorType{DType::kF32, {}});
+  check_close(out[4].f32(), {-2});  // -x[0, 1] * w[1] over w[1]; the ignored target counts nothing
+  check_round_trip(module, dir.path());
+}
+
 TEST_CASE("PP-OCR's block: Conv, BatchNorm, the exported hard swish, a scalar affine, a 1x1 Conv: folded and fused") {
   TempDir dir;
   const int C = 3, K = 4, H = 5, W = 6;
