@@ -4,6 +4,7 @@
 #include <bit>
 #include <cmath>
 
+#include "hexir/ops/widen.h"
 #include "util.h"
 
 namespace hexir::ops::internal {
@@ -252,7 +253,8 @@ constexpr bool reduces_integers(ReduceKind kind) {
 
 // f32, or i32 / i64 where `integers` allows.
 Status check_number_operand(OpId id, const TensorType& x, bool integers) {
-  if (x.dtype == DType::kF32 || (integers && (x.dtype == DType::kI32 || x.dtype == DType::kI64)))
+  if (x.dtype == DType::kF32 || (integers && (x.dtype == DType::kI32 || x.dtype == DType::kI64)) ||
+      (is_half(x.dtype) && widens_halves(id)))  // f16 / bf16 through the f32 kernel (ops/widen.h)
     return ok_status();
   return invalid_argument(prefix(id) + "operand 0 is " + x.to_string() +
                           (integers ? ", must be f32, i32 or i64" : ", only f32 is supported"));

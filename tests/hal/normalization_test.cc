@@ -830,6 +830,7 @@ TEST_CASE("top_k: largest and smallest along every axis, ties by lower index, Na
     check_top_k<int32_t>(xi, 1, 3, largest);
     check_top_k<int64_t>(xl, 0, 2, largest);
   }
+}
 
 // ---- cumsum ---------------------------------------------------------------------
 

@@ -91,22 +91,6 @@ extern "C" __global__ void hexir_group_norm(GroupNormParams p) {
   }
 }
 
-extern "C" __global__ void hexir_reduce(ReduceParams p) {
-  __shared__ double scratch[kRowBlockMax];
-  const hexir::ops::ReducePlan& q = p.plan;
-  for (int64_t o = blockIdx.x; o < q.out_count; o += gridDim.x) {
-    int64_t rest = o, base = 0;
-    for (int d = q.kept_rank - 1; d >= 0; --d) {
-      base += (rest % q.kept_dims[d]) * q.kept_stride[d];
-      rest /= q.kept_dims[d];
-    }
-    // max: in double (exact for floats), -inf over nothing, NaN if any is NaN.
-    double sum = q.max ? static_cast<double>(hexir_kernels::negative_infinity()) : 0.0;
-    for (int64_t r = threadIdx.x; r < q.red_count; r += blockDim.x) {
-      int64_t rrest = r, offset = base;
-      for (int d = q.red_rank - 1; d >= 0; --d) {
-        offset += (rrest % q.red_dims[d]) * q.red_stride[d];
-        rrest /= q.red_dims[d];
 namespace hexir_kernels {
 
 // The smaller, NaN if either is NaN (reduce_min).
