@@ -114,6 +114,11 @@ constexpr KernelEntry<KernelFn> kKernels[] = {
     // none moves any dtype; the reductions' dtypes (f32, i32, i64) are checked by the rule.
     {OpId::kScatterND, kAnyDType, kAnyDType, scatter},
     {OpId::kScatterElements, kAnyDType, kAnyDType, scatter},
+    // Bounded dynamic shapes: byte-moving (nonzero reads the element size and sign from its plan).
+    {OpId::kNonZero, kAnyDType, kAnyDType, nonzero},
+    {OpId::kNonMaxSuppression, kF32, kAnyDType, non_max_suppression},
+    {OpId::kCompress, kAnyDType, kAnyDType, compress},
+    {OpId::kCompact, kAnyDType, kAnyDType, compact},
 };
 
 // Kernels that prepare something from constant operands (their weights).

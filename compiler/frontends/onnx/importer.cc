@@ -420,7 +420,7 @@ Info Importer::info(Ref r) const {
     return {c.type, c.dims};
   }
   const TensorType& t = builder_.value(r.value).type;
-  return {onnx_type_of(t.dtype), t.dims};
+  return {onnx_type_of(t.dtype), t.dims, t.bounded};
 }
 
 Result<HostPtr> Importer::host(Ref r) {

@@ -257,6 +257,41 @@ struct FillParams {
 };
 
 // X(enum name, kernel symbol, params type): every kernel in the fatbins.
+// Bounded dynamic shapes (ops/plans.h): nonzero, non_max_suppression and
+// compress run in one thread (serial: their output order is a scan; a block
+// scan is the next step), writing the extent to `count`; compact reads its
+// extent from `count` and moves rows in parallel.
+struct NonZeroParams {
+  const void* x;
+  int64_t* out;
+  int64_t* count;
+  ops::NonZeroPlan plan;
+};
+struct NmsParams {
+  const float* boxes;
+  const float* scores;
+  const int64_t* max_output;
+  const float* iou_threshold;
+  const float* score_threshold;
+  int64_t* out;
+  int64_t* count;
+  int64_t* scratch;  // plan.boxes words: the kept boxes of one batch and class
+  ops::NmsPlan plan;
+};
+struct CompressParams {
+  const void* x;
+  const uint8_t* cond;
+  void* out;
+  int64_t* count;
+  ops::CompressPlan plan;
+};
+struct CompactParams {
+  const void* x;
+  const int64_t* count;
+  void* out;
+  ops::CompactPlan plan;
+};
+
 #define HEXIR_CUDA_KERNELS(X)                                  \
   X(kAdd, hexir_add, BinaryParams)                             \
   X(kSub, hexir_sub, BinaryParams)                             \
@@ -346,7 +381,11 @@ struct FillParams {
   X(kScatter8, hexir_scatter_8, ScatterParams)                 \
   X(kScatterF32, hexir_scatter_f32, ScatterParams)             \
   X(kScatterI32, hexir_scatter_i32, ScatterParams)             \
-  X(kScatterI64, hexir_scatter_i64, ScatterParams)
+  X(kScatterI64, hexir_scatter_i64, ScatterParams)             \
+  X(kNonZero, hexir_nonzero, NonZeroParams)                    \
+  X(kNms, hexir_nms, NmsParams)                                \
+  X(kCompress, hexir_compress, CompressParams)                 \
+  X(kCompact, hexir_compact, CompactParams)
 
 enum class Kernel : uint16_t {
 #define HEXIR_CUDA_KERNEL_ENUM(name, symbol, params) name,
