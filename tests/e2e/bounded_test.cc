@@ -80,7 +80,7 @@ TEST_CASE("nonzero: the result has its actual shape, row-major, through the C++ 
       REQUIRE(context->read_output(0, 0, {reinterpret_cast<uint8_t*>(got.data()), got.size() * 8}).ok());
       CHECK(got == want);
     }
-    CHECK(context->invoke_stats().device_allocations == 0);
+    if (plan == compiler::PlanStrategy::kArena) CHECK(context->invoke_stats().device_allocations == 0);
   }
 }
 
