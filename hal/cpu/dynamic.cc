@@ -113,6 +113,9 @@ Status compact(const KernelContext&, const Dispatch& d) {
   const size_t row = static_cast<size_t>(n * p.inner_bytes);
   for (int64_t o = 0; o < p.outer; ++o)
     std::memmove(y + o * static_cast<int64_t>(row), x + o * p.bound * p.inner_bytes, row);
+  // The rest of the bound's bytes are zeros, like the producers' padding.
+  const int64_t used = p.outer * static_cast<int64_t>(row);
+  std::memset(y + used, 0, static_cast<size_t>(p.outer * p.bound * p.inner_bytes - used));
   return ok_status();
 }
 

@@ -92,7 +92,8 @@ extern "C" __global__ void hexir_compress(CompressParams p) {
   *p.count = n;
 }
 
-// One thread per byte of the compacted result (rows of n * inner_bytes).
+// One thread per byte of the bound: the compacted rows (n * inner_bytes
+// each) first, zeros after them.
 extern "C" __global__ void hexir_compact(CompactParams p) {
   const hexir::ops::CompactPlan& q = p.plan;
   int64_t n = *p.count;
@@ -101,8 +102,7 @@ extern "C" __global__ void hexir_compact(CompactParams p) {
   const uint8_t* x = static_cast<const uint8_t*>(p.x);
   uint8_t* y = static_cast<uint8_t*>(p.out);
   const int64_t stride = hexir_kernels::global_stride();
-  for (int64_t i = hexir_kernels::global_index(); i < q.outer * row; i += stride) {
-    const int64_t o = i / row, k = i % row;
-    y[i] = x[o * q.bound * q.inner_bytes + k];
-  }
+  const int64_t used = q.outer * row;
+  for (int64_t i = hexir_kernels::global_index(); i < q.outer * q.bound * q.inner_bytes; i += stride)
+    y[i] = i < used ? x[i / row * q.bound * q.inner_bytes + i % row] : 0;
 }
