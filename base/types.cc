@@ -60,6 +60,7 @@ std::string TensorType::to_string() const {
   s += '[';
   for (size_t i = 0; i < dims.size(); ++i) {
     if (i) s += ',';
+    if (static_cast<int64_t>(i) == bounded) s += "<=";
     s += std::to_string(dims[i]);
   }
   s += ']';

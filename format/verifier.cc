@@ -86,6 +86,8 @@ bool usage_fits_storage(fb::StorageKind storage, fb::SlotUsage usage) {
       return usage == fb::SlotUsage::ExternalInput || usage == fb::SlotUsage::Donated;
     case fb::StorageKind::Output:
       return usage == fb::SlotUsage::ExternalOutput;
+    case fb::StorageKind::Extent:
+      return usage == fb::SlotUsage::Transient;
   }
   return false;
 }
@@ -311,6 +313,9 @@ class ModuleVerifier {
   Status check_slots() {
     const uint64_t count = vec_size(m_.slots());
     out_.slot_types.resize(count);
+    // Each table entry is some slot's, so a small file cannot ask for a large table.
+    if (m_.extent_count() > count)
+      return corrupt("extent_count ", m_.extent_count(), " exceeds the ", count, " slots");
     for (uint64_t i = 0; i < count; ++i) HEXIR_RETURN_IF_ERROR(check_slot(i));
     HEXIR_RETURN_IF_ERROR(check_views());
     return check_copies();
@@ -324,6 +329,7 @@ class ModuleVerifier {
     HEXIR_RETURN_IF_ERROR(check_type(what, s.dtype(), s.shape(), s.byte_size(), &out_.slot_types[i]));
     if (static_cast<uint8_t>(s.storage()) > static_cast<uint8_t>(fb::StorageKind::MAX))
       return corrupt(what, ": unknown storage kind ", static_cast<int>(s.storage()));
+    HEXIR_RETURN_IF_ERROR(check_bound(s, what, out_.slot_types[i]));
     if (static_cast<uint8_t>(s.usage()) > static_cast<uint8_t>(fb::SlotUsage::MAX))
       return corrupt(what, ": unknown usage ", static_cast<int>(s.usage()));
     if (!usage_fits_storage(s.storage(), s.usage()))
@@ -346,6 +352,27 @@ class ModuleVerifier {
           what, ": only arena slots of a static plan and streamed constants live in the host memory space");
     }
     return check_slot_bytes(s, what);
+  }
+
+  // A bounded dim (docs/design-notes.md): a dim of the shape, its extent an
+  // i64[] slot in the extent table that is not bounded itself; the type
+  // gets the mark. Neither, or both.
+  Status check_bound(const fb::Slot& s, const std::string& what, TensorType& type) const {
+    const int32_t dim = s.bounded_dim();
+    if (dim == -1 && s.extent() == -1) return ok_status();
+    if (dim < 0 || static_cast<size_t>(dim) >= type.rank())
+      return corrupt(what, ": bounded dim ", dim, " is not a dim of ", type.to_string());
+    if (s.extent() < 0 || static_cast<uint64_t>(s.extent()) >= vec_size(m_.slots()))
+      return corrupt(what, ": extent ", s.extent(), " is not a slot");
+    const fb::Slot& e = *m_.slots()->Get(static_cast<flatbuffers::uoffset_t>(s.extent()));
+    if (e.storage() != fb::StorageKind::Extent || e.dtype() != fb::DType::I64 || (e.shape() && e.shape()->size()) ||
+        e.bounded_dim() != -1)
+      return corrupt(what, ": extent ", slot_label(m_, static_cast<uint64_t>(s.extent())),
+                     " is not an i64[] slot of the extent table");
+    if (s.storage() == fb::StorageKind::Input || s.storage() == fb::StorageKind::Constant)
+      return corrupt(what, ": ", storage_kind_name(s.storage()), " slots have exact shapes, not a bounded dim");
+    type.bounded = dim;
+    return ok_status();
   }
 
   // Where a slot's bytes lie: inside the (host) arena at an aligned offset,
@@ -390,6 +417,11 @@ class ModuleVerifier {
       case fb::StorageKind::Input:
       case fb::StorageKind::Output:
         break;  // binding index checked per function
+      case fb::StorageKind::Extent:
+        if (s.index() >= m_.extent_count() || s.byte_size() != sizeof(int64_t))
+          return corrupt(what, ": extent table entry ", s.index(), " of ", s.byte_size(),
+                         " bytes is not one of the module's ", m_.extent_count(), " int64 entries");
+        break;
     }
     return ok_status();
   }
@@ -410,6 +442,9 @@ class ModuleVerifier {
           static_cast<uint64_t>(s.view_of()) == i)
         return corrupt(what, ": view_of ", s.view_of(), " is not another slot");
       const fb::Slot& root = *m_.slots()->Get(static_cast<flatbuffers::uoffset_t>(s.view_of()));
+      if (s.extent() != -1 && s.extent() != root.extent())
+        return corrupt(what, ": a bounded view of ", slot_label(m_, static_cast<uint64_t>(s.view_of())),
+                       " with another extent");
       if (root.view_of() != -1)
         return corrupt(what, ": views ", slot_label(m_, static_cast<uint64_t>(s.view_of())),
                        ", itself a view");
@@ -648,8 +683,39 @@ class ModuleVerifier {
       return fail("'", info.name, "' gives ", results->size(), " results but the instruction has ",
                   output_count, " outputs");
     HEXIR_RETURN_IF_ERROR(check_outputs(in, info, *results, fail));
+    HEXIR_RETURN_IF_ERROR(check_extents(in, info, input_types, param_span, *results, fail));
     HEXIR_RETURN_IF_ERROR(check_alias_bits(in, info, fail));
     return check_workspace(k, in, input_types, param_span, fail);
+  }
+
+  // Bounded dims: each bounded output's extent is the one the operator gives
+  // it (its own count result, or its operands' extent, ops::extent_sources),
+  // and an extent operand (compact's) is its operand's extent.
+  template <typename Fail>
+  Status check_extents(const fb::Instruction& in, const ops::OpDef& info, std::span<const TensorType> input_types,
+                       std::span<const int64_t> params, const std::vector<TensorType>& results, const Fail& fail) {
+    auto slot = [&](uint32_t operand) { return m_.slots()->Get(m_.operand_pool()->Get(in.operand_begin() + operand)); };
+    const std::vector<ops::ExtentSource> sources =
+        ops::extent_sources(info.id, input_types, params, results);
+    for (size_t j = 0; j < sources.size(); ++j) {
+      if (!sources[j].bounded()) continue;
+      const int32_t extent = slot(in.input_count() + static_cast<uint32_t>(j))->extent();
+      const int32_t want = sources[j].result >= 0
+                               ? static_cast<int32_t>(m_.operand_pool()->Get(
+                                     in.operand_begin() + in.input_count() + static_cast<uint32_t>(sources[j].result)))
+                               : slot(static_cast<uint32_t>(sources[j].inputs[0]))->extent();
+      for (int i : sources[j].inputs)
+        if (slot(static_cast<uint32_t>(i))->extent() != want)
+          return fail("'", info.name, "': the bounded dims of inputs ", sources[j].inputs[0], " and ", i,
+                      " have different extents");
+      if (extent != want)
+        return fail("'", info.name, "': output ", j, "'s extent is slot ", extent, ", expected slot ", want);
+    }
+    if (info.extent_input >= 0 && static_cast<uint32_t>(info.extent_input) < in.input_count() &&
+        m_.operand_pool()->Get(in.operand_begin() + static_cast<uint32_t>(info.extent_input)) !=
+            static_cast<uint32_t>(slot(static_cast<uint32_t>(info.extent_of))->extent()))
+      return fail("'", info.name, "': input ", info.extent_input, " is not the extent of input ", info.extent_of);
+    return ok_status();
   }
 
   // A Dispatch's operand and parameter ranges, its input count (the
@@ -1722,6 +1788,8 @@ const char* storage_kind_name(fb::StorageKind kind) {
       return "input";
     case fb::StorageKind::Output:
       return "output";
+    case fb::StorageKind::Extent:
+      return "extent";
   }
   return "unknown";
 }

@@ -117,6 +117,8 @@ std::string storage_text(const fb::Slot& s) {
       return "input " + std::to_string(s.index());
     case fb::StorageKind::Output:
       return "output " + std::to_string(s.index());
+    case fb::StorageKind::Extent:
+      return "extent " + std::to_string(s.index());
   }
   return "?";
 }
@@ -224,6 +226,7 @@ void print_text(const std::string& path, const VerifiedModule& v) {
     const fb::Slot& s = *m.slots()->Get(i);
     std::string copy;
     if (s.copy_of() >= 0) copy = " copy of " + inspect::slot_name(m, static_cast<uint32_t>(s.copy_of()));
+    if (s.extent() >= 0) copy += " extent in " + inspect::slot_name(m, static_cast<uint32_t>(s.extent()));
     std::printf("  #%-4u %-16s %-20s %10" PRIu64 " B  %-18s (%s)%s\n", i, inspect::slot_name(m, i).c_str(),
                 v.slot_types[i].to_string().c_str(), s.byte_size(), storage_text(s).c_str(),
                 format::slot_usage_name(s.usage()), copy.c_str());
@@ -261,6 +264,7 @@ void json_type(Json& j, const TensorType& type) {
   j.begin_array("shape");
   for (int64_t d : type.dims) j.value(d);
   j.end_array();
+  if (type.has_bound()) j.field("bounded_dim", static_cast<int64_t>(type.bounded));  // shape holds its bound
 }
 
 void print_json(const VerifiedModule& v) {

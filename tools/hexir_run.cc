@@ -457,6 +457,16 @@ int run(int argc, char** argv) {
     }
   }
   release_inputs();
+  // Each result's actual type: a bounded dim at the extent the last invoke produced.
+  std::vector<TensorType> actual(sig.outputs.size());
+  for (size_t j = 0; j < sig.outputs.size(); ++j) {
+    Result<TensorType> type = context->output_type(function, j);
+    if (!type.ok()) return args.fail(type.status().message());
+    actual[j] = *type;
+    actual[j].bounded = -1;
+    const Result<uint64_t> bytes = byte_size(actual[j]);
+    results[j].resize(bytes.ok() ? static_cast<size_t>(*bytes) : 0);
+  }
 
   if (!o.output_dir.empty()) {
     std::error_code ec;
@@ -464,14 +474,15 @@ int run(int argc, char** argv) {
     if (ec) return args.fail("cannot create '" + o.output_dir + "': " + ec.message());
     for (size_t j = 0; j < results.size(); ++j) {
       const std::string path = (std::filesystem::path(o.output_dir) / (std::to_string(j) + ".npy")).string();
-      if (Status s = write_npy(path, sig.outputs[j].type, results[j]); !s.ok()) return args.fail(s.message());
+      if (Status s = write_npy(path, actual[j], results[j]); !s.ok()) return args.fail(s.message());
     }
   }
 
   std::printf("function %s: %" PRIu64 " iteration%s, median invoke %.3f ms (load %.3f ms, prepare %.3f ms)\n",
               sig.name.c_str(), o.iterations, o.iterations == 1 ? "" : "s", median, load_ms, prepare_ms);
   for (size_t j = 0; j < sig.outputs.size(); ++j)
-    std::printf("  output %zu: %s%s\n", j, sig.outputs[j].type.to_string().c_str(),
+    std::printf("  output %zu: %s%s%s\n", j, actual[j].to_string().c_str(),
+                sig.outputs[j].type.has_bound() ? (" (bound " + sig.outputs[j].type.to_string() + ")").c_str() : "",
                 o.output_dir.empty()
                     ? ""
                     : (" -> " + (std::filesystem::path(o.output_dir) / (std::to_string(j) + ".npy")).string())

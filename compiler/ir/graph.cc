@@ -299,6 +299,8 @@ Result<int> GraphBuilder::add_input(std::string name, TensorType type, bool dona
   if (!function().nodes.empty()) return error_at(loc, "inputs come before the nodes of @" + function().name);
   HEXIR_RETURN_IF_ERROR(check_value_name(name, loc));
   HEXIR_RETURN_IF_ERROR(check_type(type, loc));
+  if (type.has_bound())
+    return error_at(loc, "input %" + name + " is " + type.to_string() + ": inputs have exact shapes");
   Value value;
   value.name = std::move(name);
   value.byte_size = *byte_size(type);
@@ -419,12 +421,30 @@ Result<std::vector<int>> GraphBuilder::add_node(NodeSpec spec) {
     }
   }
 
+  // Bounded dims: each result's extent, one value however many operands bring it.
+  const std::vector<ops::ExtentSource> sources =
+      ops::extent_sources(spec.op, input_types, *params, *inferred);
+  std::vector<int> extents(results, -1);
+  for (size_t r = 0; r < sources.size() && r < results; ++r) {
+    for (int i : sources[r].inputs) {
+      const int e = fn.values[static_cast<size_t>(spec.inputs[static_cast<size_t>(i)])].extent;
+      if (extents[r] >= 0 && e != extents[r])
+        return error_at(op_loc, "@" + std::string(def.name) + ": operands " + std::to_string(sources[r].inputs[0]) +
+                                    " and " + std::to_string(i) +
+                                    " have bounded dims of different run-time extents (%" +
+                                    fn.values[static_cast<size_t>(extents[r])].name + ", %" +
+                                    fn.values[static_cast<size_t>(e)].name + ")");
+      extents[r] = e;
+    }
+  }
+
   Node node;
   node.op = spec.op;
   node.inputs = std::move(spec.inputs);
   node.params = std::move(*params);
   node.loc = locs.node;
   const int node_index = static_cast<int>(fn.nodes.size());
+  const int first_result = static_cast<int>(fn.values.size());
   for (size_t i = 0; i < results; ++i) {
     Value value;
     value.name = spec.names[i];
@@ -434,6 +454,8 @@ Result<std::vector<int>> GraphBuilder::add_node(NodeSpec spec) {
     value.node = node_index;
     value.result = static_cast<int>(i);
     value.loc = at_index(locs.results, i, locs.node);
+    value.extent = extents[i];
+    if (i < sources.size() && sources[i].result >= 0) value.extent = first_result + sources[i].result;
     const int id = push_value(std::move(value));
     value_names_[spec.names[i]] = id;
     node.results.push_back(id);
@@ -705,6 +727,11 @@ Result<std::vector<int>> GraphBuilder::inline_call(std::string_view callee, cons
       map[static_cast<size_t>(source.results[r])] = id;
       fresh[static_cast<size_t>(source.results[r])] = true;
       node.results.push_back(id);
+    }
+    // Bounded results keep their extent (an earlier result, or this node's own).
+    for (size_t r = 0; r < source.results.size(); ++r) {
+      const int e = f.values[static_cast<size_t>(source.results[r])].extent;
+      if (e >= 0) function().values[static_cast<size_t>(node.results[r])].extent = map[static_cast<size_t>(e)];
     }
     if (node.kind == NodeKind::kIfBegin) open_regions_.push_back(node_index);
     if (node.kind == NodeKind::kIfElse) open_regions_.back() = node_index;

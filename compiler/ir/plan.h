@@ -51,7 +51,10 @@ struct ConstantPlan {
 // kArena: the device arena. kHost: the host arena (host offload, offload.h),
 // which only kEvict and kPrefetch copies touch; every pass that works on the
 // device arena (in place, live ranges, the peak) leaves host values alone.
-enum class Storage : uint8_t { kArena, kConstant, kInput, kOutput, kHost };
+// kExtent: an entry of the context's extent table, the run-time extent of
+// some value's bounded dim (Value::extent; docs/design-notes.md), never
+// reused, so it stays readable after the invoke for the results' shapes.
+enum class Storage : uint8_t { kArena, kConstant, kInput, kOutput, kHost, kExtent };
 
 // Where one value lives.
 struct ValuePlan {

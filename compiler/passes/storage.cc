@@ -268,6 +268,11 @@ class ProgramBuilder {
     const int all_values = graph_values_ + static_cast<int>(plan_.added.size());
     plan_.values.resize(static_cast<size_t>(all_values));
     for (int v = 0; v < all_values; ++v) plan_.values[static_cast<size_t>(v)].storage_root = root(v);
+    // The values holding a bounded dim's extent (and views of them) live in the extent table.
+    std::vector<bool> is_extent(static_cast<size_t>(all_values), false);
+    for (int v = 0; v < all_values; ++v)
+      if (const int e = value_at(fn_, plan_, v).extent; e >= 0)
+        is_extent[static_cast<size_t>(plan_.values[static_cast<size_t>(e)].storage_root)] = true;
     for (int v = 0; v < all_values; ++v) {
       ValuePlan& p = plan_.values[static_cast<size_t>(v)];
       if (p.storage_root != v) continue;
@@ -282,7 +287,7 @@ class ProgramBuilder {
           p.storage_index = static_cast<uint32_t>(value.constant);
           break;
         case ValueKind::kResult:
-          p.storage = Storage::kArena;
+          p.storage = is_extent[static_cast<size_t>(v)] ? Storage::kExtent : Storage::kArena;
           break;
       }
     }
@@ -476,8 +481,12 @@ void bind_outputs(const Function& fn, FunctionPlan& plan, const std::vector<int>
       plan.outputs[i] = returned;
       continue;
     }
-    const bool needs_copy =
-        value_at(fn, plan, root).kind != ValueKind::kResult || bound_roots.count(root) > 0;
+    const Value& returned_value = value_at(fn, plan, returned);
+    // A result whose bounded dim is not the leading one is laid out at its
+    // actual extent (compact) for the caller; an extent stays in the table.
+    const bool compact = ops::bounded_is_padded(returned_value.type);
+    const bool needs_copy = value_at(fn, plan, root).kind != ValueKind::kResult || bound_roots.count(root) > 0 ||
+                            plan.values[static_cast<size_t>(root)].storage == Storage::kExtent || compact;
     if (!needs_copy) {
       bound_roots.insert(root);
       plan.values[static_cast<size_t>(root)].storage = Storage::kOutput;
@@ -492,6 +501,7 @@ void bind_outputs(const Function& fn, FunctionPlan& plan, const std::vector<int>
     copy.byte_size = source.byte_size;
     copy.kind = ValueKind::kResult;
     copy.loc = source.loc;
+    copy.extent = returned_value.extent;
     const int copy_id = value_count(fn, plan);
     plan.added.push_back(std::move(copy));
     ValuePlan copy_plan;
@@ -500,8 +510,9 @@ void bind_outputs(const Function& fn, FunctionPlan& plan, const std::vector<int>
     copy_plan.storage_index = static_cast<uint32_t>(i);
     plan.values.push_back(copy_plan);
     Instruction inst;
-    inst.op = ops::OpId::kCopy;
+    inst.op = compact ? ops::OpId::kCompact : ops::OpId::kCopy;
     inst.inputs = {returned};
+    if (compact) inst.inputs.push_back(returned_value.extent);
     inst.outputs = {copy_id};
     plan.program.push_back(std::move(inst));
     plan.outputs[i] = copy_id;

@@ -374,5 +374,10 @@ Status dynamic_slice(const KernelContext&, const Dispatch&);
 Status update_slice(const KernelContext&, const Dispatch&);
 Status scatter(const KernelContext&, const Dispatch&);  // scatter_nd, scatter_elements
 Status gather_indexed(const KernelContext&, const Dispatch&);  // gather_elements, gather_nd
+// dynamic.cc: bounded dynamic shapes
+Status nonzero(const KernelContext&, const Dispatch&);
+Status non_max_suppression(const KernelContext&, const Dispatch&);
+Status compress(const KernelContext&, const Dispatch&);
+Status compact(const KernelContext&, const Dispatch&);
 
 }  // namespace hexir::hal::cpu::internal

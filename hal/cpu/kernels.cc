@@ -202,6 +202,11 @@ constexpr KernelEntry<KernelFn> kKernels[] = {
     {OpId::kCumSum, kF32, kF32, cumsum<float>},
     {OpId::kCumSum, kI32, kI32, cumsum<int32_t>},
     {OpId::kCumSum, kI64, kI64, cumsum<int64_t>},
+    // Bounded dynamic shapes: byte-moving (nonzero reads the element size and sign from its plan).
+    {OpId::kNonZero, kAnyDType, kAnyDType, nonzero},
+    {OpId::kNonMaxSuppression, kF32, kAnyDType, non_max_suppression},
+    {OpId::kCompress, kAnyDType, kAnyDType, compress},
+    {OpId::kCompact, kAnyDType, kAnyDType, compact},
 };
 
 // Kernels that prepare something from constant operands (their weights).

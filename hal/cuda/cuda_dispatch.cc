@@ -569,6 +569,54 @@ Kernel scatter_kernel(const ops::ScatterPlan& q) {
 // A copy of data unless the result is in data's storage (in place), then the
 // updates. Out-of-range indices land nowhere (the cpu kernel reports them;
 // docs/cuda.md).
+// Bounded dynamic shapes: one thread for the producers (serial scans), the
+// extent written to their last output; compact in parallel.
+LaunchConfig one_thread() { return LaunchConfig{}; }
+
+Status nonzero(const Dispatch& d, Launcher& launcher) {
+  NonZeroParams p;
+  p.x = d.operands[0];
+  p.out = out<int64_t>(d, 0);
+  p.count = out<int64_t>(d, 1);
+  p.plan = plan_of<ops::NonZeroPlan>(d);
+  return launcher.launch(Kernel::kNonZero, one_thread(), &p);
+}
+
+Status non_max_suppression(const Dispatch& d, Launcher& launcher) {
+  NmsParams p;
+  p.boxes = in(d, 0);
+  p.scores = in(d, 1);
+  p.max_output = static_cast<const int64_t*>(d.operands[2]);
+  p.iou_threshold = in(d, 3);
+  p.score_threshold = in(d, 4);
+  p.out = out<int64_t>(d, 0);
+  p.count = out<int64_t>(d, 1);
+  p.scratch = static_cast<int64_t*>(d.workspace);
+  p.plan = plan_of<ops::NmsPlan>(d);
+  return launcher.launch(Kernel::kNms, one_thread(), &p);
+}
+
+Status compress(const Dispatch& d, Launcher& launcher) {
+  CompressParams p;
+  p.x = d.operands[0];
+  p.cond = static_cast<const uint8_t*>(d.operands[1]);
+  p.out = d.operands[2];
+  p.count = out<int64_t>(d, 1);
+  p.plan = plan_of<ops::CompressPlan>(d);
+  return launcher.launch(Kernel::kCompress, one_thread(), &p);
+}
+
+Status compact(const Dispatch& d, Launcher& launcher) {
+  CompactParams p;
+  p.x = d.operands[0];
+  p.count = static_cast<const int64_t*>(d.operands[1]);
+  p.out = d.operands[2];
+  p.plan = plan_of<ops::CompactPlan>(d);
+  const int64_t bytes = p.plan.outer * p.plan.bound * p.plan.inner_bytes;  // the most it moves
+  if (bytes == 0) return ok_status();
+  return launcher.launch(Kernel::kCompact, linear_config(bytes), &p);
+}
+
 Status scatter(const Dispatch& d, Launcher& launcher) {
   ScatterParams p;
   p.indices = d.operands[1];
@@ -869,6 +917,11 @@ constexpr KernelEntry<CudaKernelFn> kKernels[] = {
     {OpId::kTopK, kCastF32, kAnyDType, top_k<kCastF32>},
     {OpId::kTopK, kCastI32, kAnyDType, top_k<kCastI32>},
     {OpId::kTopK, kCastI64, kAnyDType, top_k<kCastI64>},
+    // Bounded dynamic shapes.
+    {OpId::kNonZero, kAnyDType, kAnyDType, nonzero},
+    {OpId::kNonMaxSuppression, kF32, kAnyDType, non_max_suppression},
+    {OpId::kCompress, kAnyDType, kAnyDType, compress},
+    {OpId::kCompact, kAnyDType, kAnyDType, compact},
 };
 
 #undef HEXIR_CAST_FROM

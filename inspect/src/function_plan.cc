@@ -90,7 +90,8 @@ bool is_view(const Scan& sc, uint32_t s) {
   switch (slot.storage()) {
     case fb::StorageKind::Arena:
     case fb::StorageKind::Output:
-      return true;  // arena and output storage only ever hold what an instruction wrote
+    case fb::StorageKind::Extent:
+      return true;  // arena, output and extent storage only ever hold what an instruction wrote
     case fb::StorageKind::Input:
       return !sc.input_binding[s];
     case fb::StorageKind::Constant:

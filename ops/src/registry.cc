@@ -138,7 +138,7 @@ struct OpTable {
   std::array<const OpDef*, kOpCount> defs{};
   OpTable() {
     for (std::span<const OpDef> family :
-         {elementwise_ops(), matmul_ops(), spatial_ops(), normalization_ops(), layout_ops()})
+         {elementwise_ops(), matmul_ops(), spatial_ops(), normalization_ops(), layout_ops(), dynamic_ops()})
       for (const OpDef& def : family) defs[static_cast<size_t>(def.id)] = &def;
   }
 };
@@ -205,6 +205,7 @@ Result<std::vector<TensorType>> infer_result_types(OpId id, std::span<const Tens
   HEXIR_RETURN_IF_ERROR(check_operands(id, inputs));
   const OpDef& def = op_def(id);
   HEXIR_ASSIGN_OR_RETURN(std::vector<TensorType> results, def.infer(inputs, params));
+  HEXIR_RETURN_IF_ERROR(mark_bounds(id, inputs, params, results));
   const int n = static_cast<int>(results.size());
   if (n < def.min_outputs || (def.max_outputs >= 0 && n > def.max_outputs))
     return invalid_argument(prefix(id) + "gives " + std::to_string(n) + " results");

@@ -108,5 +108,11 @@ std::span<const OpDef> matmul_ops();
 std::span<const OpDef> spatial_ops();
 std::span<const OpDef> normalization_ops();
 std::span<const OpDef> layout_ops();
+std::span<const OpDef> dynamic_ops();  // bounded dynamic shapes (dynamic.cc)
+
+// infer_result_types' last step (bounds.cc): marks each result's bounded dim
+// by the one rule for every operator; refuses operands it cannot take.
+Status mark_bounds(OpId id, std::span<const TensorType> in, std::span<const int64_t> params,
+                   std::vector<TensorType>& out);
 
 }  // namespace hexir::ops::internal

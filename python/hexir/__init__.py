@@ -158,6 +158,10 @@ _buffer_write = _declare("hexir_buffer_write", _status, ctypes.c_void_p, ctypes.
                          ctypes.c_uint64)
 _buffer_read = _declare("hexir_buffer_read", _status, ctypes.c_void_p, ctypes.c_uint64, ctypes.c_void_p,
                         ctypes.c_uint64)
+_output_bounded_dim = _declare("hexir_module_output_bounded_dim", ctypes.c_int32, ctypes.c_void_p,
+                               ctypes.c_size_t, ctypes.c_size_t)
+_output_shape = _declare("hexir_context_output_shape", _status, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t,
+                         _P(ctypes.c_int64), ctypes.c_uint32, _P(ctypes.c_uint32))
 _context_invoke = _declare("hexir_context_invoke", _status, ctypes.c_void_p, ctypes.c_size_t, _P(_Tensor),
                            ctypes.c_size_t, _P(_Tensor), ctypes.c_size_t)
 _context_cancel = _declare("hexir_context_cancel", ctypes.c_int, ctypes.c_void_p)
@@ -187,8 +191,11 @@ def version():
 
 
 # One argument or result: its name, dtype name ('f32'), shape, bytes, and
-# (inputs) the output index it is donated to, or -1.
-Tensor = namedtuple("Tensor", ["name", "dtype", "shape", "byte_size", "donated_to"])
+# (inputs) the output index it is donated to, or -1; (results) the dim whose
+# size in `shape` is an upper bound (a bounded dynamic shape, f32[<=300,4]),
+# or -1. A call returns such a result at the actual extent it produced.
+Tensor = namedtuple("Tensor", ["name", "dtype", "shape", "byte_size", "donated_to", "bounded"],
+                    defaults=(-1,))
 Function = namedtuple("Function", ["index", "name", "inputs", "outputs"])
 
 
@@ -330,7 +337,7 @@ class Program:
                 inputs.append((_tensor(info), info.dtype))
             for i in range(_output_count(module, f)):
                 _check(_output_info(module, f, i, ctypes.byref(info)))
-                outputs.append((_tensor(info), info.dtype))
+                outputs.append((_tensor(info)._replace(bounded=_output_bounded_dim(module, f, i)), info.dtype))
             name = _function_name(module, f).decode()
             functions[name] = Function(f, name, [t for t, _ in inputs], [t for t, _ in outputs])
             codes[name] = ([c for _, c in inputs], [c for _, c in outputs])
@@ -504,6 +511,12 @@ class Context:
             for j, result in enumerate(results):
                 if outs[j].data in self._staged_at:
                     _check(_buffer_read(self._staged_at[outs[j].data], 0, result.ctypes.data, result.nbytes))
+        for j, sig in enumerate(fn.outputs):
+            if sig.bounded >= 0:  # its elements lie row-major at the actual shape, from the start
+                dims, rank = (ctypes.c_int64 * max(len(sig.shape), 1))(), ctypes.c_uint32()
+                _check(_output_shape(self._context, fn.index, j, dims, len(sig.shape), ctypes.byref(rank)))
+                shape = tuple(dims[i] for i in range(rank.value))
+                results[j] = results[j].reshape(-1)[:int(np.prod(shape))].reshape(shape)
         return {sig.name or str(j): r for j, (sig, r) in enumerate(zip(fn.outputs, results))}
 
     def _buffer(self, key, size):

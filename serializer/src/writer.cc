@@ -117,6 +117,8 @@ fb::StorageKind to_fb(Storage storage) {
       return fb::StorageKind::Input;
     case Storage::kOutput:
       return fb::StorageKind::Output;
+    case Storage::kExtent:
+      return fb::StorageKind::Extent;
   }
   return fb::StorageKind::Arena;
 }
@@ -261,7 +263,18 @@ class MetadataBuilder {
     for (int v = 0; v < values; ++v)
       (fn_plan.values[static_cast<size_t>(v)].storage_root > v ? deferred : order).push_back(v);
     order.insert(order.end(), deferred.begin(), deferred.end());
-    for (int v : order) HEXIR_RETURN_IF_ERROR(add_slot(fn, fn_plan, v, donated_input, slot_of));
+    // A bounded value names its extent's slot, so the extent's slot comes first.
+    std::vector<bool> added(static_cast<size_t>(values), false);
+    for (int v : order) {
+      const int e = value_at(fn, fn_plan, v).extent;
+      if (e >= 0 && !added[static_cast<size_t>(e)]) {
+        HEXIR_RETURN_IF_ERROR(add_slot(fn, fn_plan, e, donated_input, slot_of));
+        added[static_cast<size_t>(e)] = true;
+      }
+      if (added[static_cast<size_t>(v)]) continue;
+      HEXIR_RETURN_IF_ERROR(add_slot(fn, fn_plan, v, donated_input, slot_of));
+      added[static_cast<size_t>(v)] = true;
+    }
 
     HEXIR_ASSIGN_OR_RETURN(uint32_t instruction_begin, checked_u32(instructions_.size(), "instructions"));
     for (const Instruction& inst : fn_plan.program)
@@ -306,6 +319,20 @@ class MetadataBuilder {
       case Storage::kOutput:
         usage = fb::SlotUsage::ExternalOutput;
         break;
+      case Storage::kExtent:  // one table entry per root, across functions
+        usage = fb::SlotUsage::Transient;
+        if (where.storage_root == v) extent_index_[{&fn, v}] = extent_count_++;
+        storage_index = extent_index_.at({&fn, where.storage_root});
+        break;
+    }
+    // A bounded dim names the slot of its extent (added before this one).
+    int32_t extent = -1;
+    if (value.type.has_bound()) {
+      if (value.extent < 0)
+        return invalid_argument("%" + value.name + " is " + value.type.to_string() +
+                                " with no run-time extent (a bounded value through a loop or an if is not "
+                                "supported)");
+      extent = static_cast<int32_t>(slot_of[static_cast<size_t>(value.extent)]);
     }
     // A view names the slot of the value it views (written before it: its root has a lower id).
     int32_t view_of = -1;
@@ -337,7 +364,8 @@ class MetadataBuilder {
         arena ? 0 : storage_index, view_of, last_use, recomputes,
         host ? fb::MemorySpace::Host : fb::MemorySpace::Device, copy_of, layout_view ? where.view_offset : 0,
         layout_view && !where.view_strides.empty() ? fbb_.CreateVector(where.view_strides)
-                                                   : flatbuffers::Offset<flatbuffers::Vector<int64_t>>()));
+                                                   : flatbuffers::Offset<flatbuffers::Vector<int64_t>>(),
+        value.type.bounded, extent));
     return ok_status();
   }
 
@@ -456,7 +484,8 @@ class MetadataBuilder {
                             : fbb_.CreateVectorOfStructs(workspaces_),
         messages_.empty()
             ? flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<flatbuffers::String>>>()
-            : fbb_.CreateVector(messages_));
+            : fbb_.CreateVector(messages_),
+        extent_count_);
     fbb_.Finish(module_offset, fb::ModuleIdentifier());
   }
 
@@ -477,6 +506,9 @@ class MetadataBuilder {
   std::vector<flatbuffers::Offset<fb::Function>> functions_;
   std::vector<fb::WorkspaceRange> workspaces_;  // per instruction, when scratch is in the arena
   std::vector<flatbuffers::Offset<flatbuffers::String>> messages_;  // the Fail instructions' errors
+  // Extent table entries (Storage::kExtent roots), numbered across functions.
+  std::map<std::pair<const Function*, int>, uint32_t> extent_index_;
+  uint32_t extent_count_ = 0;
 };
 
 // Builds the flatbuffer metadata.

@@ -66,7 +66,9 @@ struct HostTensor {
   float& at(int64_t i) { return f32()[i]; }
   float at(int64_t i) const { return f32()[i]; }
 
-  TensorType type() const { return TensorType{dtype, dims}; }
+  // A bounded dim (TensorType::bounded): dims holds its bound (compact's operand).
+  int32_t bounded = -1;
+  TensorType type() const { return TensorType{dtype, dims, bounded}; }
 };
 
 // Deterministic values in [lo, hi).

@@ -81,6 +81,8 @@ struct SlotSpec {
   int32_t last_use = -1;  // arena values: last instruction (function-relative) that reads them
   int64_t view_offset = 0;        // a strided view: its first element in the slot it views
   std::vector<int64_t> strides = {};  // a strided view: its element strides (empty: row-major)
+  int32_t bounded_dim = -1;  // a bounded dynamic shape: the dim, and the slot of its extent
+  int32_t extent = -1;
 };
 
 struct InstructionSpec {
@@ -128,6 +130,7 @@ struct ModuleSpec {
   uint64_t workspace_size = 0;
   std::vector<fb::WorkspaceRange> workspaces;  // empty, or one per instruction
   bool data_checksum = false;
+  uint32_t extent_count = 0;  // entries of the extent table (bounded dynamic shapes)
 };
 
 inline uint64_t round_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
@@ -159,7 +162,7 @@ inline std::vector<uint8_t> build_metadata(const ModuleSpec& spec,
     auto strides = s.strides.empty() ? flatbuffers::Offset<flatbuffers::Vector<int64_t>>() : b.CreateVector(s.strides);
     slots.push_back(fb::CreateSlot(b, name, s.dtype, shape, s.byte_size, s.storage, s.usage, s.arena_offset,
                                    s.index, s.view_of, s.last_use, -1, fb::MemorySpace::Device, -1, s.view_offset,
-                                   strides));
+                                   strides, s.bounded_dim, s.extent));
   }
   std::vector<fb::Instruction> instructions;
   for (const InstructionSpec& i : spec.instructions)
@@ -190,7 +193,8 @@ inline std::vector<uint8_t> build_metadata(const ModuleSpec& spec,
       b.CreateVectorOfStructs(instructions), b.CreateVector(spec.operand_pool),
       b.CreateVector(spec.param_pool), b.CreateVector(functions), arena,
       spec.workspaces.empty() ? flatbuffers::Offset<flatbuffers::Vector<const fb::WorkspaceRange*>>()
-                              : b.CreateVectorOfStructs(spec.workspaces));
+                              : b.CreateVectorOfStructs(spec.workspaces),
+      0, spec.extent_count);
   fb::FinishModuleBuffer(b, module);
   return {b.GetBufferPointer(), b.GetBufferPointer() + b.GetSize()};
 }

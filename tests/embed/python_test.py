@@ -244,5 +244,22 @@ check(child.returncode == 0 and said.startswith("RESOURCE_EXHAUSTED cpu thread p
       " of the 1023 worker threads asked for (threads=1024" in said,
       "threads=1024 under a 2 GiB address space: %s (exit %d)" % (said, child.returncode))
 
+# A bounded dynamic shape (docs/design-notes.md): nonzero's result comes back
+# at its actual shape, its bound in the signature.
+nz_source = os.path.join(scratch, "nonzero.hxir")
+with open(nz_source, "w") as f:
+    f.write("module @nz\nfunc @main(%x: f32[3,4]) -> (i64[2,<=12]) {\n"
+            "  %i, %n = call @nonzero(%x) : i64[2,<=12], i64[]\n  return %i\n}\n")
+nz = os.path.join(scratch, "nonzero.hxe")
+subprocess.run([compile_tool, nz_source, "-o", nz], check=True)
+nz_program = hexir.load(nz)
+sig = nz_program.functions["main"].outputs[0]
+check(sig.shape == (2, 12) and sig.bounded == 1, "nonzero's signature: bound %r, bounded dim %r" % (sig.shape, sig.bounded))
+nz_ctx = nz_program.context()
+for x in [np.array([[0, 1, 0, 2], [0, 0, 0, 3], [4, 0, 0, 5]], np.float32), np.zeros((3, 4), np.float32)]:
+    got = nz_ctx(x=x)["i"]
+    want = np.array(np.nonzero(x), np.int64)
+    check(got.shape == want.shape and np.array_equal(got, want), "nonzero at its actual shape %r" % (got.shape,))
+
 print("python: %d passed, %d failed" % (passed, failed))
 sys.exit(1 if failed else 0)

@@ -220,6 +220,44 @@ TEST_CASE("slots") {
       "overflows");
 }
 
+TEST_CASE("bounded dims: the dim, its extent slot in the table, and the operator's rule") {
+  // An extent slot (i64[] in the extent table) appended to the tiny module.
+  auto with_extent = [](ModuleSpec& m) {
+    m.slots.push_back({"n", fb::DType::I64, {}, 8, fb::StorageKind::Extent, fb::SlotUsage::Transient, 0, 0});
+    m.extent_count = 1;
+  };
+  expect_error([](ModuleSpec& m) { m.slots[3].bounded_dim = 5; }, "bounded dim 5 is not a dim of f32[1,4]");
+  expect_error([](ModuleSpec& m) { m.slots[3].bounded_dim = 1; }, "extent -1 is not a slot");
+  expect_error(
+      [](ModuleSpec& m) {
+        m.slots[3].bounded_dim = 1;
+        m.slots[3].extent = 0;
+      },
+      "is not an i64[] slot of the extent table");
+  expect_error(
+      [&](ModuleSpec& m) {
+        with_extent(m);
+        m.slots[0].bounded_dim = 1;
+        m.slots[0].extent = 6;
+      },
+      "input slots have exact shapes");
+  expect_error(
+      [&](ModuleSpec& m) {
+        with_extent(m);
+        m.slots[6].index = 3;
+      },
+      "extent table entry 3 of 8 bytes is not one of the module's 1 int64 entries");
+  expect_error([](ModuleSpec& m) { m.extent_count = 1000; }, "extent_count 1000 exceeds the 6 slots");
+  // A result bounded where its operator's rule gives an exact shape.
+  expect_error(
+      [&](ModuleSpec& m) {
+        with_extent(m);
+        m.slots[3].bounded_dim = 1;
+        m.slots[3].extent = 6;
+      },
+      "'add' gives f32[1,4] but the output slot 3 ('h') is f32[1,<=4]");
+}
+
 TEST_CASE("instructions") {
   expect_error([](ModuleSpec& m) { m.operand_pool[3] = 9000; },
                "instruction 1 (function 'main'): operand 0 refers to slot 9000, but the module has 6 slots");

@@ -25,6 +25,7 @@
 #include "cuda/kernels/matmul.cu"
 #include "cuda/kernels/normalization.cu"
 #include "cuda/kernels/spatial.cu"
+#include "cuda/kernels/dynamic.cu"
 // clang-format on
 
 namespace {

@@ -53,7 +53,10 @@ inline std::vector<HostTensor> results_of(const KernelCase& c) {
   INFO(c.name, ": ", results.status().to_string());
   REQUIRE(results.ok());
   std::vector<HostTensor> out;
-  for (const TensorType& t : *results) out.emplace_back(t.dtype, t.dims);
+  for (const TensorType& t : *results) {
+    out.emplace_back(t.dtype, t.dims);
+    out.back().bounded = t.bounded;
+  }
   return out;
 }
 
@@ -1042,6 +1045,56 @@ inline std::vector<KernelCase> kernel_cases() {
   group_norm("instance (a group per channel)", {2, 4, 9}, 4, 2163);
   group_norm("one group, wide rows", {1, 8, 40, 40}, 1, 2166);
   group_norm("rank 2", {3, 8}, 2, 2169);
+  // Bounded dynamic shapes: the result up to its extent, zeros past it, the
+  // extent as the last result; every byte compared.
+  auto sparse = [](HostTensor t, int every) {  // zeros (and a -0.0) between the values
+    for (int64_t i = 0; i < t.count(); ++i)
+      if (i % every != 0) t.at(i) = i % (2 * every) == 1 ? -0.0f : 0.0f;
+    return t;
+  };
+  exact("nonzero f32 with -0.0, NaN and inf", OpId::kNonZero, {sparse(with_specials(random_f32({3, 5, 4}, 2100)), 3)},
+        {});
+  exact("nonzero bool", OpId::kNonZero, {mask({7, 9}, 2)}, {});
+  exact("nonzero i64 1-D", OpId::kNonZero, {indices(DType::kI64, {6}, {0, 3, 0, -1, 0, 0})}, {});
+  exact("nonzero all zeros", OpId::kNonZero, {HostTensor(DType::kU8, {4, 2})}, {});
+  exact("compress f32 axis 1", OpId::kCompress, {random_f32({3, 5, 2}, 2110), mask({4}, 1)}, {1});
+  exact("compress i64 flattened", OpId::kCompress, {iota_bytes(DType::kI64, {3, 4}), mask({12}, 2)}, {-1});
+  auto scalar_i64 = [&](int64_t v) { return indices(DType::kI64, {}, {v}); };
+  auto scalar_f32 = [](float v) {
+    HostTensor t(DType::kF32, {});
+    t.at(0) = v;
+    return t;
+  };
+  // Boxes near each other (so some overlap), scores with ties.
+  auto boxes = [](std::vector<int64_t> dims, uint32_t seed, bool center) {
+    HostTensor t = random_f32(dims, seed, 0.0f, 1.0f);
+    for (int64_t i = 0; i < t.count(); i += 4) {
+      if (center) {
+        t.at(i + 2) = 0.2f + t.at(i + 2) * 0.3f;
+        t.at(i + 3) = 0.2f + t.at(i + 3) * 0.3f;
+      } else {
+        t.at(i + 2) = t.at(i) + 0.3f;
+        t.at(i + 3) = t.at(i + 1) - 0.3f;  // a flipped diagonal
+      }
+    }
+    return t;
+  };
+  auto nms_scores = [](std::vector<int64_t> dims, uint32_t seed) {
+    HostTensor t = random_f32(dims, seed, 0.0f, 1.0f);
+    if (t.count() > 2) t.at(2) = t.at(1);
+    return t;
+  };
+  exact("non_max_suppression corners, 2 batches x 3 classes", OpId::kNonMaxSuppression,
+        {boxes({2, 17, 4}, 2120, false), nms_scores({2, 3, 17}, 2121), scalar_i64(5), scalar_f32(0.3f),
+         scalar_f32(0.2f)},
+        {0, 6});
+  exact("non_max_suppression center boxes, max above the bound", OpId::kNonMaxSuppression,
+        {boxes({1, 23, 4}, 2122, true), nms_scores({1, 2, 23}, 2123), scalar_i64(100), scalar_f32(0.5f),
+         scalar_f32(-1.0f)},
+        {1, 23});
+  HostTensor padded = iota_bytes(DType::kI64, {3, 5});
+  padded.bounded = 1;
+  exact("compact i64 [3,<=5] at extent 2", OpId::kCompact, {padded, scalar_i64(2)}, {});
   add_half_cases(cases);
   return cases;
 }

@@ -412,6 +412,12 @@ hexir_status_t* hexir_module_output_info(const hexir_module_t* module, size_t fu
   return tensor_info(module, function, index, false, out_info);
 }
 
+int32_t hexir_module_output_bounded_dim(const hexir_module_t* module, size_t function, size_t index) {
+  if (!module || function >= module->module.function_count()) return -1;
+  const hexir::vm::FunctionSignature& sig = module->module.function(function);
+  return index < sig.outputs.size() ? sig.outputs[index].type.bounded : -1;
+}
+
 void hexir_module_memory(const hexir_module_t* module, hexir_module_memory_t* out) {
   if (!out) return;
   *out = hexir_module_memory_t{};
@@ -588,13 +594,31 @@ hexir_status_t* hexir_context_output(const hexir_context_t* context, size_t func
   return guarded([&]() -> hexir_status_t* {
     hexir::Result<hexir::vm::TensorRef> ref = context->context->output(function, index);
     if (!ref.ok()) return to_c(ref.status());
-    // Dims from the signature: they live as long as the module, not this temporary.
-    const hexir::TensorType& type = context->outputs[function][index].type;
+    // Dims from the signature (they live as long as the module, not this
+    // temporary), or for a bounded result the context's actual ones.
+    const hexir::vm::FunctionTable& t = context->context->impl().functions[function];
+    const hexir::TensorType& type =
+        t.output_extent.empty() ? context->outputs[function][index].type : t.last_output_types[index];
     out_tensor->data = ref->data;
     out_tensor->byte_size = ref->byte_size;
     out_tensor->dtype = static_cast<hexir_dtype_t>(type.dtype);
     out_tensor->rank = static_cast<uint32_t>(type.dims.size());
     out_tensor->dims = type.dims.data();
+    return nullptr;
+  });
+}
+
+hexir_status_t* hexir_context_output_shape(const hexir_context_t* context, size_t function, size_t index,
+                                           int64_t* dims, uint32_t capacity, uint32_t* out_rank) {
+  if (!context || !out_rank || (!dims && capacity > 0)) return invalid("hexir_context_output_shape: a NULL argument");
+  return guarded([&]() -> hexir_status_t* {
+    hexir::Result<hexir::TensorType> type = context->context->output_type(function, index);
+    if (!type.ok()) return to_c(type.status());
+    *out_rank = static_cast<uint32_t>(type->rank());
+    if (type->rank() > capacity)
+      return invalid("hexir_context_output_shape: rank " + std::to_string(type->rank()) + " does not fit " +
+                     std::to_string(capacity) + " dims");
+    std::copy(type->dims.begin(), type->dims.end(), dims);
     return nullptr;
   });
 }

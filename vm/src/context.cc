@@ -84,6 +84,8 @@ void* fixed_operand_address(const ContextImpl& c, const fb::Slot& slot, uint64_t
     case fb::StorageKind::Input:
     case fb::StorageKind::Output:
       return nullptr;
+    case fb::StorageKind::Extent:
+      return device_address(c.extents, uint64_t{slot.index()} * sizeof(int64_t));
   }
   return nullptr;
 }
@@ -225,6 +227,16 @@ Status build_function_table(ContextImpl& c, size_t function_index, FunctionTable
   const fb::Module& fbm = c.module->fb();
   const fb::Function& fn = *fbm.functions()->Get(static_cast<flatbuffers::uoffset_t>(function_index));
   const FunctionSignature& sig = c.module->functions[function_index];
+  for (size_t j = 0; j < sig.outputs.size(); ++j) {
+    const fb::Slot& slot = *fbm.slots()->Get(fn.outputs()->Get(static_cast<flatbuffers::uoffset_t>(j))->slot());
+    if (slot.extent() < 0) continue;
+    if (t.output_extent.empty()) t.output_extent.assign(sig.outputs.size(), -1);
+    t.output_extent[j] = fbm.slots()->Get(static_cast<flatbuffers::uoffset_t>(slot.extent()))->index();
+  }
+  if (!t.output_extent.empty()) {
+    for (const TensorSignature& o : sig.outputs) t.last_output_types.push_back(o.type);
+    for (const TensorSignature& o : sig.outputs) t.last_output_bytes.push_back(o.byte_size);
+  }
   const std::vector<std::vector<uint32_t>> patches = bind_instructions(c, fn, sig, t);
   if (!t.opcode.empty()) HEXIR_RETURN_IF_ERROR(build_control(fbm, fn, t));
   bind_arguments(sig, patches, t);
@@ -233,14 +245,15 @@ Status build_function_table(ContextImpl& c, size_t function_index, FunctionTable
 
 Status check_argument(const char* kind, size_t index, const TensorSignature& expected, const TensorRef& got,
                       const std::string& function) {
-  if (got.type == expected.type && got.byte_size >= expected.byte_size &&
+  // A bounded result's buffer holds its bound: the caller's type may leave the mark out.
+  if (got.type.same_layout(expected.type) && got.byte_size >= expected.byte_size &&
       (got.data != nullptr || expected.byte_size == 0))
     return ok_status();
   // Inputs go by argument name; outputs by position (their names are "0", "1", ...).
   const bool by_name = !expected.name.empty() && std::string_view(kind) == "input";
   std::string what = std::string(kind) + " " + (by_name ? "'" + expected.name + "'" : std::to_string(index)) +
                      " of function '" + function + "': ";
-  if (!(got.type == expected.type))
+  if (!got.type.same_layout(expected.type))
     return invalid_argument(what + "expected " + expected.type.to_string() + ", got " + got.type.to_string());
   if (got.data == nullptr) return invalid_argument(what + "data is null");
   return invalid_argument(what + "buffer of " + std::to_string(got.byte_size) +
@@ -289,6 +302,7 @@ ContextImpl::~ContextImpl() {
       if (buffer.size > 0) program->device->release(buffer);
   if (arena.size > 0) program->device->release(arena);
   if (host_arena.size > 0) program->device->release(host_arena);
+  if (extents.size > 0) program->device->release(extents);
 }
 
 // The hot path: checks arguments, patches bound pointers, dispatches. It
@@ -364,7 +378,28 @@ Status ContextImpl::invoke(size_t function, std::span<const TensorRef> inputs,
   ++invoke_count;
   HEXIR_RETURN_IF_ERROR(status);
   HEXIR_RETURN_IF_ERROR(synced);
+  if (!t.output_extent.empty()) HEXIR_RETURN_IF_ERROR(read_output_extents(t, sig));
   t.has_own_results = own_outputs;
+  return ok_status();
+}
+
+// The one place the VM looks at extents: the results' actual shapes. The
+// kernels clamp what they write, but an extent slot may be any i64 result
+// of an untrusted file, so each is checked against its bound.
+Status ContextImpl::read_output_extents(FunctionTable& t, const FunctionSignature& sig) {
+  const auto* table = static_cast<const int64_t*>(extents.host_ptr);
+  for (size_t j = 0; j < t.output_extent.size(); ++j) {
+    if (t.output_extent[j] < 0) continue;
+    const TensorType& bound = sig.outputs[j].type;
+    const size_t d = static_cast<size_t>(bound.bounded);
+    const int64_t n = table[t.output_extent[j]];
+    if (n < 0 || n > bound.dims[d])
+      return internal_error("function '" + sig.name + "' result " + std::to_string(j) + ": run-time extent " +
+                            std::to_string(n) + " is outside its bound " + bound.to_string());
+    t.last_output_types[j].dims[d] = n;
+    t.last_output_bytes[j] = bound.dims[d] == 0 ? 0 : sig.outputs[j].byte_size / static_cast<uint64_t>(bound.dims[d]) *
+                                                          static_cast<uint64_t>(n);
+  }
   return ok_status();
 }
 
@@ -639,6 +674,14 @@ Result<Context> Context::create(const Program& program) {
     ++c->create_stats.device_allocations;
   }
   c->host_addressable = device.name() == "cpu";
+  if (const uint32_t entries = c->module->fb().extent_count(); entries > 0) {
+    // Host-visible (pinned on CUDA): kernels write extents, the host reads the results' after the invoke.
+    HEXIR_ASSIGN_OR_RETURN(c->extents, device.allocate(uint64_t{entries} * sizeof(int64_t),
+                                                       hal::MemoryType::kHostVisible, hal::BufferUsage::kTransient,
+                                                       format::kConstantAlignment));
+    ++c->create_stats.device_allocations;
+    std::fill_n(static_cast<int64_t*>(c->extents.host_ptr), entries, 0);
+  }
 
   c->functions.resize(c->module->functions.size());
   size_t most_arguments = 0;
@@ -703,7 +746,25 @@ Result<TensorRef> Context::output(size_t function, size_t index) const {
   ref.data = t.last_output_data[index];
   ref.byte_size = sig.outputs[index].byte_size;
   ref.type = sig.outputs[index].type;
+  if (!t.output_extent.empty()) {  // a bounded result: its actual shape
+    ref.type = t.last_output_types[index];
+    ref.byte_size = t.last_output_bytes[index];
+  }
   return ref;
+}
+
+Result<TensorType> Context::output_type(size_t function, size_t index) const {
+  if (!impl_) return moved_from("output_type");
+  if (function >= impl_->functions.size())
+    return invalid_argument("function index " + std::to_string(function) + " out of range (the module has " +
+                            std::to_string(impl_->functions.size()) + ")");
+  const FunctionSignature& sig = impl_->module->functions[function];
+  if (index >= sig.outputs.size())
+    return invalid_argument("function '" + sig.name + "' has " + std::to_string(sig.outputs.size()) +
+                            " outputs, asked for output " + std::to_string(index));
+  const FunctionTable& t = impl_->functions[function];
+  if (t.output_extent.empty()) return sig.outputs[index].type;
+  return t.last_output_types[index];
 }
 
 Status Context::read_output(size_t function, size_t index, std::span<uint8_t> host) const {

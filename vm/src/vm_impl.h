@@ -110,6 +110,13 @@ struct FunctionTable {
   std::vector<hal::Buffer> own_outputs;  // context-owned result buffers
   std::vector<int32_t> output_in_input;  // per output: donated input holding it, or -1
   std::vector<void*> last_output_data;   // where each result of the last invoke landed
+  // Bounded dims (docs/design-notes.md): per result, its extent's entry in
+  // the context's extent table (-1: an exact shape), and the results' types
+  // at their actual extents after the last invoke (sized at create; invoke
+  // only rewrites one dim). Empty when no result is bounded: invoke skips it.
+  std::vector<int64_t> output_extent;
+  std::vector<TensorType> last_output_types;
+  std::vector<uint64_t> last_output_bytes;
   bool has_own_results = false;          // last invoke used own_outputs
   // For invoke's overlap check, decided at create (arguments of 0 bytes are
   // left out): the inputs it writes (donated), the outputs with a buffer of
@@ -220,6 +227,13 @@ class ContextImpl {
   // The host memory space's arena (host offload): host-visible memory
   // (pinned on CUDA), which only the Evict and Prefetch copies touch.
   hal::Buffer host_arena;
+  // The extent table (Module.extent_count int64 words, host-visible so
+  // kernels write it and the host reads it after the queue drains): the
+  // run-time extents of the bounded dims. Empty without bounded dims.
+  hal::Buffer extents;
+  // After a successful invoke of t: the results' actual types and sizes
+  // from the extent table; an error when an extent is outside its bound.
+  Status read_output_extents(FunctionTable& t, const FunctionSignature& sig);
   std::vector<FunctionTable> functions;
   PhaseStats create_stats;
   PhaseStats invoke_stats;  // allocations and uploads stay 0 (static plans): invoke never asks for either

@@ -180,6 +180,10 @@ class Parser {
       HEXIR_RETURN_IF_ERROR(lex_number());
     } else if (c == '"') {
       HEXIR_RETURN_IF_ERROR(lex_string());
+    } else if (c == '<' && ch(1) == '=') {  // a bounded dim: f32[<=300,4]
+      bump();
+      bump();
+      tok_.kind = Tok::kPunct;
     } else if (std::strchr("()[]{},:=", c)) {
       bump();
       tok_.kind = Tok::kPunct;
@@ -302,6 +306,11 @@ class Parser {
     HEXIR_RETURN_IF_ERROR(expect_punct('[', "after the dtype of a type"));
     if (!tok_.is(']')) {
       while (true) {
+        if (tok_.kind == Tok::kPunct && tok_.text == "<=") {
+          if (type.has_bound()) return error(tok_.loc, "a second bounded dim (a type has at most one)");
+          type.bounded = static_cast<int32_t>(type.dims.size());
+          HEXIR_RETURN_IF_ERROR(advance());
+        }
         if (tok_.kind != Tok::kInt) return expected("a dimension (a non-negative integer)");
         if (tok_.int_value < 0)
           return error(tok_.loc, "negative dimension " + std::to_string(tok_.int_value));

@@ -55,13 +55,8 @@ std::string number_text(double v) {
   return std::string(buf, end);
 }
 
-std::string dims_text(const std::vector<int64_t>& dims) {
-  std::string s = "[";
-  for (size_t i = 0; i < dims.size(); ++i) s += (i ? "," : "") + std::to_string(dims[i]);
-  return s + "]";
-}
-
-std::string type_text(const TensorType& t) { return std::string(dtype_name(t.dtype)) + dims_text(t.dims); }
+// "f32[2,3]", a bounded dim "i64[2,<=12]" (TensorType::to_string's text).
+std::string type_text(const TensorType& t) { return t.to_string(); }
 
 // One element of `dtype` at `p` as text the parser reads back to the same bytes.
 std::string element_text(DType dtype, const uint8_t* p) {

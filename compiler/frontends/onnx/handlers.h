@@ -67,6 +67,10 @@ Status op_slice(Importer& im, const NodeCtx& n);
 Status op_gather(Importer& im, const NodeCtx& n);
 Status op_scatter_nd(Importer& im, const NodeCtx& n);
 Status op_scatter_elements(Importer& im, const NodeCtx& n);
+// dynamic.cc: bounded dynamic shapes
+Status op_nonzero(Importer& im, const NodeCtx& n);
+Status op_compress(Importer& im, const NodeCtx& n);
+Status op_non_max_suppression(Importer& im, const NodeCtx& n);
 Status op_expand(Importer& im, const NodeCtx& n);
 Status op_shape(Importer& im, const NodeCtx& n);
 Status op_size(Importer& im, const NodeCtx& n);

@@ -420,7 +420,7 @@ Info Importer::info(Ref r) const {
     return {c.type, c.dims};
   }
   const TensorType& t = builder_.value(r.value).type;
-  return {onnx_type_of(t.dtype), t.dims};
+  return {onnx_type_of(t.dtype), t.dims, t.bounded};
 }
 
 Result<HostPtr> Importer::host(Ref r) {
@@ -804,8 +804,9 @@ Status Importer::set_outputs(const onnx::GraphProto& graph) {
       if (tt.has_shape() && !shapes_overridden_) {
         bool match = tt.shape().dim_size() == static_cast<int>(ri.dims.size());
         for (int d = 0; match && d < tt.shape().dim_size(); ++d)
-          if (tt.shape().dim(d).has_dim_value())
-            match = tt.shape().dim(d).dim_value() == ri.dims[static_cast<size_t>(d)];
+          if (tt.shape().dim(d).has_dim_value())  // a bounded dim: a size within its bound (one sample's)
+            match = d == ri.bounded ? tt.shape().dim(d).dim_value() <= ri.dims[static_cast<size_t>(d)]
+                                    : tt.shape().dim(d).dim_value() == ri.dims[static_cast<size_t>(d)];
         if (!match)
           return error_at(loc, "output '" + out.name() +
                                    "' is declared with another shape than the graph computes, " +

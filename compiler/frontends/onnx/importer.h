@@ -83,6 +83,7 @@ struct Ref {
 struct Info {
   int32_t type = kFloat;
   std::vector<int64_t> dims;
+  int32_t bounded = -1;  // a bounded dim (TensorType::bounded): dims holds its bound, not its size
   int64_t count() const {
     int64_t n = 1;
     for (int64_t d : dims) n *= d;

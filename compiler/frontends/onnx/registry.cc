@@ -149,6 +149,10 @@ Handler find_handler(std::string_view op_type) {
       {"Loop", op_loop},
       // constants.cc
       {"Constant", op_constant},
+      // dynamic.cc
+      {"NonZero", op_nonzero},
+      {"Compress", op_compress},
+      {"NonMaxSuppression", op_non_max_suppression},
   };
   auto it = kHandlers.find(op_type);
   return it == kHandlers.end() ? nullptr : it->second;

@@ -590,9 +590,19 @@ Status op_scatter_elements(Importer& im, const NodeCtx& n) {
   return im.emit_result(n, ops::OpId::kScatterElements, {data, indices, updates}, attrs);
 }
 
+// A shape read from a value with a bounded dim would be its bound, not its
+// size: a run-time shape is not supported yet (docs/design-notes.md).
+Status refuse_bounded(const NodeCtx& n, const Info& x) {
+  if (x.bounded < 0) return ok_status();
+  return error_at(n.loc, "reads the shape of a value whose dim " + std::to_string(x.bounded) +
+                             " is data-dependent (bounded by " + std::to_string(x.dims[static_cast<size_t>(x.bounded)]) +
+                             "); shapes computed at run time are not supported yet");
+}
+
 Status op_shape(Importer& im, const NodeCtx& n) {
   HEXIR_RETURN_IF_ERROR(im.check_attrs(n, {"start", "end"}));
   HEXIR_ASSIGN_OR_RETURN(Ref x, im.input(n, 0));
+  HEXIR_RETURN_IF_ERROR(refuse_bounded(n, im.info(x)));
   const std::vector<int64_t> dims = im.info(x).dims;
   const int64_t rank = static_cast<int64_t>(dims.size());
   HEXIR_ASSIGN_OR_RETURN(int64_t start, im.attr_int(n, "start", 0));
@@ -608,6 +618,7 @@ Status op_shape(Importer& im, const NodeCtx& n) {
 Status op_size(Importer& im, const NodeCtx& n) {
   HEXIR_RETURN_IF_ERROR(im.check_attrs(n, {}));
   HEXIR_ASSIGN_OR_RETURN(Ref x, im.input(n, 0));
+  HEXIR_RETURN_IF_ERROR(refuse_bounded(n, im.info(x)));
   im.define_folded(n, 0, host_i64({im.info(x).count()}, true));
   return ok_status();
 }

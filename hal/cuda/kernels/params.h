@@ -311,6 +311,41 @@ struct FillParams {
 };
 
 // X(enum name, kernel symbol, params type): every kernel in the fatbins.
+// Bounded dynamic shapes (ops/plans.h): nonzero, non_max_suppression and
+// compress run in one thread (serial: their output order is a scan; a block
+// scan is the next step), writing the extent to `count`; compact reads its
+// extent from `count` and moves rows in parallel.
+struct NonZeroParams {
+  const void* x;
+  int64_t* out;
+  int64_t* count;
+  ops::NonZeroPlan plan;
+};
+struct NmsParams {
+  const float* boxes;
+  const float* scores;
+  const int64_t* max_output;
+  const float* iou_threshold;
+  const float* score_threshold;
+  int64_t* out;
+  int64_t* count;
+  int64_t* scratch;  // plan.boxes words: the kept boxes of one batch and class
+  ops::NmsPlan plan;
+};
+struct CompressParams {
+  const void* x;
+  const uint8_t* cond;
+  void* out;
+  int64_t* count;
+  ops::CompressPlan plan;
+};
+struct CompactParams {
+  const void* x;
+  const int64_t* count;
+  void* out;
+  ops::CompactPlan plan;
+};
+
 #define HEXIR_CUDA_KERNELS(X)                                  \
   X(kAdd, hexir_add, BinaryParams)                             \
   X(kSub, hexir_sub, BinaryParams)                             \
@@ -419,7 +454,11 @@ struct FillParams {
   X(kGatherIndexed8, hexir_gather_indexed_8, GatherIndexedParams) \
   X(kCumSumF32, hexir_cumsum_f32, CumSumParams)                \
   X(kCumSumI32, hexir_cumsum_i32, CumSumParams)                \
-  X(kCumSumI64, hexir_cumsum_i64, CumSumParams)
+  X(kCumSumI64, hexir_cumsum_i64, CumSumParams)                \
+  X(kNonZero, hexir_nonzero, NonZeroParams)                    \
+  X(kNms, hexir_nms, NmsParams)                                \
+  X(kCompress, hexir_compress, CompressParams)                 \
+  X(kCompact, hexir_compact, CompactParams)
 
 enum class Kernel : uint16_t {
 #define HEXIR_CUDA_KERNEL_ENUM(name, symbol, params) name,

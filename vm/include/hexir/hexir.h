@@ -220,6 +220,11 @@ hexir_status_t* hexir_module_input_info(const hexir_module_t* module, size_t fun
                                         hexir_tensor_info_t* out_info);
 hexir_status_t* hexir_module_output_info(const hexir_module_t* module, size_t function, size_t index,
                                          hexir_tensor_info_t* out_info);
+/* Bounded dynamic shapes: the dim of result `index` whose size in its info
+ * is an upper bound (f32[<=300,4]: 0), its actual extent known after each
+ * invoke (hexir_context_output_shape); -1 when every dim is exact or an
+ * index is out of range. The buffer a caller passes holds the bound. */
+int32_t hexir_module_output_bounded_dim(const hexir_module_t* module, size_t function, size_t index);
 
 typedef struct hexir_module_memory_s {
   uint64_t arena_bytes;       /* the static plan's arena */
@@ -308,6 +313,15 @@ hexir_status_t* hexir_context_invoke(hexir_context_t* context, size_t function, 
  * context is released. dims: borrowed, valid while the context lives. */
 hexir_status_t* hexir_context_output(const hexir_context_t* context, size_t function, size_t index,
                                      hexir_tensor_t* out_tensor);
+/* The actual shape of result `index` of the last invoke of `function`
+ * (whether it passed outputs or not): a bounded dim
+ * (hexir_module_output_bounded_dim) at the extent that invoke produced, its
+ * elements row-major at that shape from the start of the buffer; the other
+ * dims as declared. Writes *out_rank and, when it is at most `capacity`,
+ * the dims into dims[]; HEXIR_STATUS_INVALID_ARGUMENT when they do not fit.
+ * hexir_context_output reports the same dims and byte size. */
+hexir_status_t* hexir_context_output_shape(const hexir_context_t* context, size_t function, size_t index,
+                                           int64_t* dims, uint32_t capacity, uint32_t* out_rank);
 /* Copies that result into `size` bytes of host memory at `host` (every
  * backend); `size` must be at least its byte size. */
 hexir_status_t* hexir_context_read_output(const hexir_context_t* context, size_t function, size_t index,

@@ -234,6 +234,14 @@ class Context {
   Result<TensorRef> output(size_t function, size_t index) const;
   // Copies that result to host memory through the device (works on every backend).
   Status read_output(size_t function, size_t index, std::span<uint8_t> host) const;
+  // The actual type of result `index` of the last invoke of `function`
+  // (whether it passed outputs or not): a result with a bounded dim
+  // (f32[<=300,4], docs/design-notes.md) has the extent that invoke
+  // produced there, its elements row-major at that shape from the start of
+  // its buffer (which holds the bound); every other result, its signature's
+  // type. Before any invoke, the bound. output() reports the
+  // same type and its byte size.
+  Result<TensorType> output_type(size_t function, size_t index) const;
 
   // Profiling (hexir-run --profile). While on, invoke runs the instructions
   // one at a time, waits for each to finish and adds its wall time to that

@@ -21,13 +21,22 @@ std::optional<DType> parse_dtype(std::string_view name);
 bool dtype_is_valid(uint8_t raw);
 
 // A static tensor type: f32[1,784]. Scalars have no dims.
+// A bounded dynamic shape (docs/design-notes.md): one dim may be marked
+// bounded, its stored size an upper bound (f32[<=300,4]); the buffer holds
+// the bound and the value's actual extent along that dim is known only at
+// run time. Byte sizes and plans are the bound's.
 struct TensorType {
   DType dtype = DType::kF32;
   std::vector<int64_t> dims;
+  int32_t bounded = -1;  // the bounded dim, or -1: every dim is exact
+
+  bool has_bound() const { return bounded >= 0; }
 
   bool operator==(const TensorType&) const = default;
   size_t rank() const { return dims.size(); }
-  std::string to_string() const;  // "f32[1,784]", "f32[]"
+  std::string to_string() const;  // "f32[1,784]", "f32[]", "i64[2,<=6]"
+  // The same dtype and dims, whether bounded or not (what a caller's buffer is checked against).
+  bool same_layout(const TensorType& other) const { return dtype == other.dtype && dims == other.dims; }
 };
 
 // Element count and byte size, rejecting negative dims and overflow past

@@ -100,6 +100,11 @@ struct Value {
   int constant = -1;     // kConstant
   int node = -1;         // kResult: the node writing it; -1 for a value a plan added
   int result = 0;        // kResult: which of the node's results
+  // A type with a bounded dim (TensorType::bounded): the value (i64[]) that
+  // holds its actual extent at run time, set by the builder from
+  // ops::extent_sources (the count result of the node that made the dim,
+  // passed on by the nodes that keep it). -1: none.
+  int extent = -1;
   Location loc;
 };
 

@@ -247,6 +247,34 @@ enum class OpId : uint16_t {
   // cumsum (ONNX CumSum), x f32, i32 or i64: running sums along [axis
   // (normalized), exclusive (0|1), reverse (0|1)] (CumSumPlan, plans.h).
   kCumSum,
+  // Bounded dynamic shapes (docs/design-notes.md): results whose size along
+  // one dim is known only at run time, planned at an upper bound (the
+  // TensorType's bounded dim); each gives the actual extent as a last i64[]
+  // result, and zero-fills its result past it.
+  // nonzero (ONNX NonZero), x any dtype of rank >= 1 (-0.0 is zero, NaN is
+  // not): (indices i64[rank, <=numel(x)], count i64[]), the coordinates of
+  // the non-zero elements in row-major order. No parameters.
+  kNonZero,
+  // non_max_suppression (ONNX NonMaxSuppression), (boxes f32[B, N, 4],
+  // scores f32[B, C, N], max_output_boxes_per_class i64[], iou_threshold
+  // f32[], score_threshold f32[]; all five present, the importer fills the
+  // absent ones): (selected i64[<=B*C*K, 3] rows [b, c, box], count i64[]).
+  // [center_point_box (0: [y1, x1, y2, x2] any diagonal, 1: [xc, yc, w, h]),
+  //  K: the bound per class (>= the run-time max_output_boxes_per_class it
+  //  is clamped to, <= N)]. Per batch and class, the boxes scoring above
+  //  score_threshold by descending score (ties: lower index first), each kept
+  //  unless its IoU with one kept before is above iou_threshold.
+  kNonMaxSuppression,
+  // compress (ONNX Compress), (x any dtype, condition bool[L]): the slices
+  // of x along [axis] whose condition is true (those past L dropped), x
+  // flattened first when axis is -1: (y with that dim <=min(dim, L), count
+  // i64[]). [axis (normalized, or -1: flattened)].
+  kCompress,
+  // compact, (x with a bounded dim, its extent i64[]): x's elements at its
+  // actual extent, row-major with no padding (what a function result
+  // holds when its bounded dim is not the leading one; the compiler adds
+  // it). Any dtype. No parameters.
+  kCompact,
   kCount,
 };
 // clang-format on
@@ -352,6 +380,11 @@ struct OpDef {
   // scatter_elements: indices and updates). update_slice's update may: then
   // it is the whole result.
   uint32_t read_while_writing = 0;
+  // Bounded dims (docs/design-notes.md): the input holding the run-time
+  // extent of input `extent_of`'s bounded dim (compact), -1: none. The
+  // verifier checks it is that value's extent.
+  int extent_input = -1;
+  int extent_of = -1;
 };
 
 const OpDef& op_def(OpId id);
@@ -377,6 +410,30 @@ Result<OpPlan> plan_op(OpId id, std::span<const TensorType> inputs, std::span<co
                        std::span<const int64_t> params,
                        std::span<const std::vector<int64_t>> input_strides = {});
 KernelKey kernel_key(OpId id, std::span<const TensorType> inputs, std::span<const TensorType> outputs);
+
+// ---- bounded dims (docs/design-notes.md) ----------------------------------------
+
+// Where a result's bounded dim gets its run-time extent: the extent of the
+// bounded dim of each input in `inputs` (all of them the same value, which
+// the builder and the verifier check), or result `result` of the same
+// instruction (an i64[] the operator writes). Neither: the result is not bounded.
+struct ExtentSource {
+  std::vector<int> inputs;
+  int result = -1;
+  bool bounded() const { return result >= 0 || !inputs.empty(); }
+};
+// Per result of `outputs` (as infer_result_types gave them). infer_result_types
+// marks a result's bounded dim by the same rule, in one place (ops/src/bounds.cc):
+// maps and broadcasts, cast, copy, transpose, gather, slice and concat of
+// other dims, reshapes keeping the dim pass it through; the operators that
+// make one (nonzero, non_max_suppression, compress) name their count result;
+// any other operator given a bounded operand is refused, naming the operand and dim.
+// Empty when the rule refuses the operands (infer_result_types says why).
+std::vector<ExtentSource> extent_sources(OpId id, std::span<const TensorType> inputs,
+                                         std::span<const int64_t> params, std::span<const TensorType> outputs);
+// Whether values of `type` need compacting to be read row-major at their
+// actual extent: a bounded dim after a dim larger than 1.
+bool bounded_is_padded(const TensorType& type);
 
 // The epilogue words [activation, a, b] that apply unary operator `op` with
 // its parameter words `params` inside a conv2d or matmul; nullopt when `op`

@@ -1022,4 +1022,63 @@ HEXIR_PLAN_FN double resize_blend(double a, double b, double c, double d, double
   return (1.0 - dy) * ((1.0 - dx) * a + dx * b) + dy * ((1.0 - dx) * c + dx * d);
 }
 
+// ---- bounded dynamic shapes -----------------------------------------------------
+// Each plan is the bound's; the kernel writes the actual extent (an int64) to
+// its last output and zero-fills its result past it.
+
+// nonzero: x of `rank` dims (`dims`), `count` elements of `element_size`
+// bytes; float_sign: the top bit of an element is a sign that does not make
+// it non-zero (-0.0). Result i64[rank, count] (padded).
+struct NonZeroPlan {
+  int64_t count;
+  int64_t rank;
+  int64_t element_size;
+  int64_t float_sign;
+  int64_t dims[kMaxRank];
+};
+
+// non_max_suppression: `batches` x `classes` x `boxes`; at most
+// `per_class` kept per batch and class (the bound); result rows
+// [b, c, box], `batches * classes * per_class` of them.
+struct NmsPlan {
+  int64_t batches, classes, boxes, per_class;
+  int64_t center_point_box;
+};
+
+// compress: x viewed as [outer, axis_dim, inner_bytes]; `cond_len` entries
+// of the condition are read (<= axis_dim); the result is [outer, bound,
+// inner_bytes], bound = cond_len.
+struct CompressPlan {
+  int64_t outer, axis_dim, inner_bytes, cond_len;
+};
+
+// compact: x viewed as [outer, bound, inner_bytes] with the actual extent
+// n <= bound along the middle; y is [outer, n, inner_bytes] row-major.
+struct CompactPlan {
+  int64_t outer, bound, inner_bytes;
+};
+
+// The IoU test of non_max_suppression (ONNX, as onnxruntime computes it):
+// whether boxes a and b (4 floats each) overlap by more than `threshold`.
+HEXIR_PLAN_FN bool nms_suppresses(const float* a, const float* b, int64_t center_point_box, float threshold) {
+  float ax0, ax1, ay0, ay1, bx0, bx1, by0, by1;
+  if (center_point_box == 0) {  // [y1, x1, y2, x2], either diagonal
+    ay0 = a[0] < a[2] ? a[0] : a[2], ay1 = a[0] < a[2] ? a[2] : a[0];
+    ax0 = a[1] < a[3] ? a[1] : a[3], ax1 = a[1] < a[3] ? a[3] : a[1];
+    by0 = b[0] < b[2] ? b[0] : b[2], by1 = b[0] < b[2] ? b[2] : b[0];
+    bx0 = b[1] < b[3] ? b[1] : b[3], bx1 = b[1] < b[3] ? b[3] : b[1];
+  } else {  // [x_center, y_center, width, height]
+    ax0 = a[0] - a[2] / 2.0f, ax1 = a[0] + a[2] / 2.0f, ay0 = a[1] - a[3] / 2.0f, ay1 = a[1] + a[3] / 2.0f;
+    bx0 = b[0] - b[2] / 2.0f, bx1 = b[0] + b[2] / 2.0f, by0 = b[1] - b[3] / 2.0f, by1 = b[1] + b[3] / 2.0f;
+  }
+  const float ix0 = ax0 > bx0 ? ax0 : bx0, ix1 = ax1 < bx1 ? ax1 : bx1;
+  const float iy0 = ay0 > by0 ? ay0 : by0, iy1 = ay1 < by1 ? ay1 : by1;
+  if (ix1 <= ix0 || iy1 <= iy0) return false;
+  const float inter = (ix1 - ix0) * (iy1 - iy0);
+  const float area_a = (ax1 - ax0) * (ay1 - ay0), area_b = (bx1 - bx0) * (by1 - by0);
+  const float uni = area_a + area_b - inter;
+  if (inter <= 0.0f || area_a <= 0.0f || area_b <= 0.0f || uni <= 0.0f) return false;
+  return inter / uni > threshold;
+}
+
 }  // namespace hexir::ops

@@ -1,0 +1,201 @@
+// Bounded dynamic shapes (docs/design-notes.md): the operators whose result
+// size along one dim is data (nonzero, non_max_suppression, compress), each
+// planned at an upper bound and giving its actual extent as a last i64[]
+// result, and compact, which lays a padded bounded value out row-major.
+#include <algorithm>
+
+#include "util.h"
+
+namespace hexir::ops::internal {
+namespace {
+
+constexpr OpId kNonZero = OpId::kNonZero;
+constexpr OpId kNms = OpId::kNonMaxSuppression;
+constexpr OpId kCompress = OpId::kCompress;
+constexpr OpId kCompact = OpId::kCompact;
+
+TensorType count_type() { return TensorType{DType::kI64, {}}; }
+
+// ---- nonzero ------------------------------------------------------------------
+
+Result<std::vector<TensorType>> infer_nonzero(std::span<const TensorType> in, std::span<const int64_t> params) {
+  HEXIR_RETURN_IF_ERROR(check_param_count(kNonZero, params, 0));
+  const TensorType& x = in[0];
+  if (x.rank() == 0) return invalid_argument(prefix(kNonZero) + "x is a scalar, expected rank >= 1");
+  TensorType indices{DType::kI64, {static_cast<int64_t>(x.rank()), count_of(x)}, 1};
+  return std::vector<TensorType>{indices, count_type()};
+}
+
+void plan_nonzero(const PlanInput& op, OpPlan& out) {
+  NonZeroPlan& p = out.start<NonZeroPlan>();
+  const TensorType& x = op.inputs[0];
+  p.count = count_of(x);
+  p.rank = static_cast<int64_t>(x.rank());
+  p.element_size = dtype_size(x.dtype);
+  p.float_sign = x.dtype == DType::kF32 || x.dtype == DType::kF16 || x.dtype == DType::kBF16;
+  for (size_t d = 0; d < x.rank(); ++d) p.dims[d] = x.dims[d];
+}
+
+// ---- non_max_suppression ------------------------------------------------------
+
+Result<std::vector<int64_t>> lower_nms(std::span<const TensorType> in, const AttrMap& attrs,
+                                       std::span<const TensorType> declared) {
+  HEXIR_RETURN_IF_ERROR(check_attr_names(kNms, attrs, {"center_point_box", "max_output_boxes_per_class"}));
+  HEXIR_ASSIGN_OR_RETURN(int64_t center, int_attr(kNms, attrs, "center_point_box", 0));
+  const int64_t boxes = in[0].rank() == 3 ? in[0].dims[1] : 0;
+  // The bound per class: the attribute, else what the stated result says, else every box.
+  int64_t per_class = boxes;
+  const int64_t pairs = in[1].rank() == 3 ? in[1].dims[0] * in[1].dims[1] : 0;
+  if (!declared.empty() && declared[0].rank() == 2 && pairs > 0) per_class = declared[0].dims[0] / pairs;
+  HEXIR_ASSIGN_OR_RETURN(per_class, int_attr(kNms, attrs, "max_output_boxes_per_class", per_class));
+  return std::vector<int64_t>{center, std::clamp<int64_t>(per_class, 0, boxes)};
+}
+
+AttrMap raise_nms(std::span<const TensorType>, std::span<const int64_t> params) {
+  AttrMap attrs;
+  attrs["center_point_box"].value = param_at(params, 0);
+  attrs["max_output_boxes_per_class"].value = param_at(params, 1);
+  return attrs;
+}
+
+Result<std::vector<TensorType>> infer_nms(std::span<const TensorType> in, std::span<const int64_t> params) {
+  HEXIR_RETURN_IF_ERROR(check_param_count(kNms, params, 2));
+  const TensorType &boxes = in[0], &scores = in[1];
+  if (boxes.dtype != DType::kF32 || boxes.rank() != 3 || boxes.dims[2] != 4)
+    return invalid_argument(prefix(kNms) + "boxes are " + boxes.to_string() + ", expected f32[B,N,4]");
+  if (scores.dtype != DType::kF32 || scores.rank() != 3 || scores.dims[0] != boxes.dims[0] ||
+      scores.dims[2] != boxes.dims[1])
+    return invalid_argument(prefix(kNms) + "scores are " + scores.to_string() + ", expected f32[" +
+                            std::to_string(boxes.dims[0]) + ",C," + std::to_string(boxes.dims[1]) + "]");
+  const DType scalar_types[] = {DType::kI64, DType::kF32, DType::kF32};
+  const char* names[] = {"max_output_boxes_per_class", "iou_threshold", "score_threshold"};
+  for (size_t i = 2; i < 5; ++i)
+    if (in[i].dtype != scalar_types[i - 2] || count_of(in[i]) != 1)
+      return invalid_argument(prefix(kNms) + names[i - 2] + " is " + in[i].to_string() + ", expected " +
+                              dtype_name(scalar_types[i - 2]) + "[] (one element)");
+  if (params[0] != 0 && params[0] != 1)
+    return invalid_argument(prefix(kNms) + "center_point_box is " + std::to_string(params[0]) + ", expected 0 or 1");
+  if (params[1] < 0 || params[1] > boxes.dims[1])
+    return invalid_argument(prefix(kNms) + "bound per class " + std::to_string(params[1]) + " is not in [0, " +
+                            std::to_string(boxes.dims[1]) + "]");
+  const uint64_t rows = static_cast<uint64_t>(boxes.dims[0]) * static_cast<uint64_t>(scores.dims[1]) *
+                        static_cast<uint64_t>(params[1]);
+  if (rows > (uint64_t{1} << 40)) return invalid_argument(prefix(kNms) + "too many result rows");
+  TensorType selected{DType::kI64, {static_cast<int64_t>(rows), 3}, 0};
+  return std::vector<TensorType>{selected, count_type()};
+}
+
+void plan_nms(const PlanInput& op, OpPlan& out) {
+  NmsPlan& p = out.start<NmsPlan>();
+  p.batches = op.inputs[0].dims[0];
+  p.boxes = op.inputs[0].dims[1];
+  p.classes = op.inputs[1].dims[1];
+  p.center_point_box = op.params[0];
+  p.per_class = op.params[1];
+}
+
+uint64_t flops_nms(std::span<const TensorType> in, std::span<const TensorType>, std::span<const int64_t> params) {
+  // Each kept box is tested against the ones kept before it, per batch and class.
+  const uint64_t pairs = mul_sat(static_cast<uint64_t>(in[1].dims[0]), static_cast<uint64_t>(in[1].dims[1]));
+  const uint64_t k = static_cast<uint64_t>(param_at(params, 1));
+  return mul_sat(pairs, add_sat(mul_sat(k, elements_sat(in[0]) / 4 + 1), 0));
+}
+
+// nms scratch: per batch and class, the candidates' indices sorted by score.
+uint64_t workspace_nms(const PlanInput& op) {
+  return static_cast<uint64_t>(op.inputs[0].dims[1]) * sizeof(int64_t) * 2;
+}
+
+// ---- compress -----------------------------------------------------------------
+
+Result<std::vector<int64_t>> lower_compress(std::span<const TensorType> in, const AttrMap& attrs,
+                                            std::span<const TensorType>) {
+  HEXIR_RETURN_IF_ERROR(check_attr_names(kCompress, attrs, {"axis"}));
+  if (!find_attr(attrs, "axis")) return std::vector<int64_t>{-1};
+  HEXIR_ASSIGN_OR_RETURN(int64_t axis, int_attr(kCompress, attrs, "axis", 0));
+  HEXIR_ASSIGN_OR_RETURN(axis, normalize_axis(kCompress, axis, in[0].rank(), "axis"));
+  return std::vector<int64_t>{axis};
+}
+
+AttrMap raise_compress(std::span<const TensorType>, std::span<const int64_t> params) {
+  AttrMap attrs;
+  if (param_at(params, 0) >= 0) attrs["axis"].value = param_at(params, 0);
+  return attrs;
+}
+
+Result<std::vector<TensorType>> infer_compress(std::span<const TensorType> in, std::span<const int64_t> params) {
+  HEXIR_RETURN_IF_ERROR(check_param_count(kCompress, params, 1));
+  const TensorType &x = in[0], &cond = in[1];
+  if (cond.dtype != DType::kBool || cond.rank() != 1)
+    return invalid_argument(prefix(kCompress) + "condition is " + cond.to_string() + ", expected bool[L]");
+  if (params[0] < -1 || params[0] >= static_cast<int64_t>(x.rank()))
+    return invalid_argument(prefix(kCompress) + "axis " + std::to_string(params[0]) + " out of range for rank " +
+                            std::to_string(x.rank()));
+  TensorType y{x.dtype, {count_of(x)}, 0};
+  if (params[0] >= 0) y = TensorType{x.dtype, x.dims, static_cast<int32_t>(params[0])};
+  int64_t& dim = y.dims[static_cast<size_t>(y.bounded)];
+  dim = std::min(dim, cond.dims[0]);
+  return std::vector<TensorType>{y, count_type()};
+}
+
+void plan_compress(const PlanInput& op, OpPlan& out) {
+  CompressPlan& p = out.start<CompressPlan>();
+  const TensorType& x = op.inputs[0];
+  const int64_t axis = op.params[0];
+  const int64_t elem = dtype_size(x.dtype);
+  if (axis < 0) {
+    p.outer = 1, p.axis_dim = count_of(x), p.inner_bytes = elem;
+  } else {
+    const size_t a = static_cast<size_t>(axis);
+    p.outer = dims_product(x.dims, 0, a);
+    p.axis_dim = x.dims[a];
+    p.inner_bytes = dims_product(x.dims, a + 1, x.rank()) * elem;
+  }
+  p.cond_len = std::min(p.axis_dim, op.inputs[1].dims[0]);
+}
+
+// ---- compact ------------------------------------------------------------------
+
+Result<std::vector<TensorType>> infer_compact(std::span<const TensorType> in, std::span<const int64_t> params) {
+  HEXIR_RETURN_IF_ERROR(check_param_count(kCompact, params, 0));
+  if (!in[0].has_bound()) return invalid_argument(prefix(kCompact) + in[0].to_string() + " has no bounded dim");
+  if (in[1].dtype != DType::kI64 || in[1].rank() != 0)
+    return invalid_argument(prefix(kCompact) + "extent is " + in[1].to_string() + ", expected i64[]");
+  return one(in[0]);
+}
+
+void plan_compact(const PlanInput& op, OpPlan& out) {
+  CompactPlan& p = out.start<CompactPlan>();
+  const TensorType& x = op.inputs[0];
+  const size_t d = static_cast<size_t>(x.bounded);
+  p.outer = dims_product(x.dims, 0, d);
+  p.bound = x.dims[d];
+  p.inner_bytes = dims_product(x.dims, d + 1, x.rank()) * dtype_size(x.dtype);
+}
+
+Result<std::vector<int64_t>> lower_plain_nonzero(std::span<const TensorType>, const AttrMap& attrs,
+                                                 std::span<const TensorType>) {
+  return no_attributes(kNonZero, attrs);
+}
+Result<std::vector<int64_t>> lower_plain_compact(std::span<const TensorType>, const AttrMap& attrs,
+                                                 std::span<const TensorType>) {
+  return no_attributes(kCompact, attrs);
+}
+
+constexpr OpDef kDefs[] = {
+    {kNonZero, "nonzero", 1, 1, 2, 2, false, false, false, 0, lower_plain_nonzero, raise_none, infer_nonzero,
+     flops_per_element, nullptr, plan_nonzero},
+    {kNms, "non_max_suppression", 5, 5, 2, 2, false, false, false, 0, lower_nms, raise_nms, infer_nms, flops_nms,
+     workspace_nms, plan_nms},
+    {kCompress, "compress", 2, 2, 2, 2, false, false, false, 0, lower_compress, raise_compress, infer_compress,
+     flops_per_element, nullptr, plan_compress},
+    // Reads its extent (input 1) of input 0's bounded dim.
+    {kCompact, "compact", 2, 2, 1, 1, false, false, false, 0, lower_plain_compact, raise_none, infer_compact,
+     flops_per_element, nullptr, plan_compact, ~0u, 0, /*extent_input=*/1, /*extent_of=*/0},
+};
+
+}  // namespace
+
+std::span<const OpDef> dynamic_ops() { return kDefs; }
+
+}  // namespace hexir::ops::internal
