@@ -43,6 +43,9 @@ Status op_resize(Importer& im, const NodeCtx& n);
 Status op_conv(Importer& im, const NodeCtx& n);
 Status op_conv_transpose(Importer& im, const NodeCtx& n);
 
+// einsum.cc
+Status op_einsum(Importer& im, const NodeCtx& n);
+
 // shape.cc
 Status op_reshape(Importer& im, const NodeCtx& n);
 Status op_flatten(Importer& im, const NodeCtx& n);

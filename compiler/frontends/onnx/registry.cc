@@ -72,6 +72,8 @@ Handler find_handler(std::string_view op_type) {
       {"Upsample", op_resize},
       {"Conv", op_conv},
       {"ConvTranspose", op_conv_transpose},
+      // einsum.cc
+      {"Einsum", op_einsum},
       // shape.cc
       {"Reshape", op_reshape},
       {"Flatten", op_flatten},
