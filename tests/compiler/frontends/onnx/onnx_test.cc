@@ -1459,6 +1459,56 @@ void check_rnn_case(const RnnCase& c, const std::vector<Attr>& extra = {}) {
 
 }  // namespace
 
+TEST_CASE("Slice with run-time bounds ends = starts + c: a dynamic_slice of extent c (a Loop's window, test_loop11)") {
+  {  // rows pos .. pos + 2 of x; a start past dim - 2 is clamped (the extent is static)
+    TempDir dir;
+    Model m(13);
+    m.input("x", kF, {6, 4}).input("pos", kI64, {1}).init_i64("two", {}, {2}).init_i64("axis0", {1}, {0});
+    m.node("Add", {"pos", "two"}, {"end"}).node("Slice", {"x", "pos", "end", "axis0"}, {"y"}).output("y");
+    auto module = import_ok(m.save(dir.path() / "window.onnx"));
+    CHECK(count_nodes(module, hexir::ops::OpId::kDynamicSlice) == 1);
+    check_round_trip(module, dir.path());
+    const std::vector<float> x = ramp(24);
+    for (int64_t pos : {0, 3, 5}) {
+      CAPTURE(pos);
+      Tensor p{{DType::kI64, {1}}, std::vector<uint8_t>(8)};
+      std::memcpy(p.bytes.data(), &pos, 8);
+      auto out = run(module, {f32({6, 4}, x), p}, dir.path());
+      REQUIRE(out[0].type == TensorType{DType::kF32, {2, 4}});
+      const int64_t at = std::min<int64_t>(pos, 4);
+      check_close(out[0].f32(), std::vector<float>(x.begin() + at * 4, x.begin() + at * 4 + 8));
+    }
+  }
+  {  // y += x[i:i+1] in a Loop over i (test_loop11's body), the partial sums as a scan output
+    TempDir dir;
+    Model m(13);
+    m.init_i64("M", {}, {5}).init_f("y0", {1}, {0.f}).init_f("x", {5}, {1.f, 2.f, 3.f, 4.f, 5.f});
+    m.init_i64("one", {}, {1}).init_i64("axes", {1}, {0});
+    m.node("Loop", {"M", "", "y0"}, {"y", "sums"}, {}, "loop").output("y").output("sums");
+    add_body(m.proto().mutable_graph()->mutable_node(0), {"i", "cond", "y_in"},
+             {{"Add", {"i", "one"}, "end"},
+              {"Unsqueeze", {"i", "axes"}, "start1"},
+              {"Unsqueeze", {"end", "axes"}, "end1"},
+              {"Slice", {"x", "start1", "end1"}, "xi"},
+              {"Add", {"y_in", "xi"}, "y_out"},
+              {"Identity", {"cond"}, "cond_out"},
+              {"Identity", {"y_out"}, "scan"}},
+             {"cond_out", "y_out", "scan"});
+    auto module = import_ok(m.save(dir.path() / "loop_window.onnx"));
+    auto out = run(module, {}, dir.path());
+    check_close(out[0].f32(), {15.f});
+    check_close(out[1].f32(), {1.f, 3.f, 6.f, 10.f, 15.f});
+  }
+}
+
+TEST_CASE("Slice with run-time bounds of another form names the run-time operand") {
+  TempDir dir;
+  Model m(13);
+  m.input("x", kF, {6}).input("pos", kI64, {1}).input("end", kI64, {1});
+  m.node("Slice", {"x", "pos", "end"}, {"y"}).output("y");
+  CHECK(import_error(m.save(dir.path() / "slice.onnx")).find("must be a constant") != std::string::npos);
+}
+
 TEST_CASE("GRU: linear_before_reset 0 and 1, forward, reverse and bidirectional, initial state, Y and Y_h") {
   for (bool lbr : {false, true})
     for (int mode = 0; mode < 3; ++mode) {
