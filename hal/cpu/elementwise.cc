@@ -311,6 +311,7 @@ struct IntFmodOp {  // fmod = 1: the dividend's sign
   static constexpr const char* kName = "mod";
   template <typename T> static T apply(T a, T b) { return ops::int_mod_of(a, b, 1); }
 };
+struct IntPowOp { template <typename T> static T apply(T a, T b) { return ops::int_pow_of(a, b); } };
 struct IntNegOp { template <typename T> static T apply(T x) { return ops::int_neg_of(x); } };
 struct IntAbsOp { template <typename T> static T apply(T x) { return ops::int_abs_of(x); } };
 struct SignOp { template <typename T> static T apply(T x) { return ops::sign_of(x); } };
@@ -610,6 +611,8 @@ Status int_mod(const KernelContext& c, const Dispatch& d) {
   return plan_of<BinaryPlan>(d).variant == 1 ? int_binary<IntFmodOp, T>(c, d) : int_binary<IntModOp, T>(c, d);
 }
 template <typename T>
+Status int_pow(const KernelContext& c, const Dispatch& d) { return int_binary<IntPowOp, T>(c, d); }
+template <typename T>
 Status int_neg(const KernelContext& c, const Dispatch& d) { return unary<IntNegOp, T>(c, d); }
 template <typename T>
 Status int_abs(const KernelContext& c, const Dispatch& d) { return unary<IntAbsOp, T>(c, d); }
@@ -623,6 +626,7 @@ Status sign(const KernelContext& c, const Dispatch& d) { return unary<SignOp, T>
   template Status int_maximum<T>(const KernelContext&, const Dispatch&); \
   template Status int_minimum<T>(const KernelContext&, const Dispatch&); \
   template Status int_mod<T>(const KernelContext&, const Dispatch&);     \
+  template Status int_pow<T>(const KernelContext&, const Dispatch&);     \
   template Status int_neg<T>(const KernelContext&, const Dispatch&);     \
   template Status int_abs<T>(const KernelContext&, const Dispatch&);     \
   template Status sign<T>(const KernelContext&, const Dispatch&);

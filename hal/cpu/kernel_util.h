@@ -270,7 +270,7 @@ Status logical_xor(const KernelContext&, const Dispatch&);
 Status fmod(const KernelContext&, const Dispatch&);
 // Integer arithmetic on T (int32_t or int64_t) by ops/plans.h's int_*_of
 // rules; div and mod fail the invoke on a zero divisor, naming the result
-// element. mod reads fmod from the plan's variant. sign also on float.
+// element. mod reads fmod from the plan's variant; pow is int_pow_of. sign also on float.
 template <typename T>
 Status int_add(const KernelContext&, const Dispatch&);
 template <typename T>
@@ -285,6 +285,8 @@ template <typename T>
 Status int_minimum(const KernelContext&, const Dispatch&);
 template <typename T>
 Status int_mod(const KernelContext&, const Dispatch&);
+template <typename T>
+Status int_pow(const KernelContext&, const Dispatch&);
 template <typename T>
 Status int_neg(const KernelContext&, const Dispatch&);
 template <typename T>

@@ -104,6 +104,8 @@ constexpr KernelEntry<KernelFn> kKernels[] = {
     {OpId::kMod, kF32, kF32, fmod},
     {OpId::kMod, kI32, kI32, int_mod<int32_t>},
     {OpId::kMod, kI64, kI64, int_mod<int64_t>},
+    {OpId::kPow, kI32, kI32, int_pow<int32_t>},
+    {OpId::kPow, kI64, kI64, int_pow<int64_t>},
     {OpId::kLessOrEqual, kF32, kAnyDType, less_or_equal<float>},
     {OpId::kLessOrEqual, kI32, kAnyDType, less_or_equal<int32_t>},
     {OpId::kLessOrEqual, kI64, kAnyDType, less_or_equal<int64_t>},

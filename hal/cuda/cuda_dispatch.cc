@@ -845,6 +845,7 @@ constexpr KernelEntry<CudaKernelFn> kKernels[] = {
     HEXIR_INT_BINARY(kMaximum, kIntMaximum),
     HEXIR_INT_BINARY(kMinimum, kIntMinimum),
     HEXIR_INT_BINARY(kMod, kIntMod),
+    HEXIR_INT_BINARY(kPow, kIntPow),
     HEXIR_INT_UNARY(kNeg, kIntNeg),
     HEXIR_INT_UNARY(kAbs, kIntAbs),
     HEXIR_INT_UNARY(kSign, kIntSign),

@@ -21,7 +21,7 @@ Result<std::vector<int64_t>> lower_none(std::span<const TensorType>, const AttrM
 
 bool arithmetic(DType t) { return is_float(t) || t == DType::kI32 || t == DType::kI64; }
 
-// Both operands f32 (or f16, bf16), i32 or i64, of one dtype (pow: floats only, OpDef::f32_only).
+// Both operands f32 (or f16, bf16), i32 or i64, of one dtype.
 Status check_arithmetic(OpId id, std::span<const TensorType> in) {
   for (const TensorType& t : in)
     if (!arithmetic(t.dtype) || t.dtype != in[0].dtype) {
@@ -562,7 +562,7 @@ constexpr OpDef kDefs[] = {
     HEXIR_UNARY_OP(kSoftplus, "softplus"),
     HEXIR_UNARY_ARITHMETIC_OP(kAbs, "abs"),
     HEXIR_UNARY_OP(kReciprocal, "reciprocal"),
-    {kPow, "pow", 2, 2, 1, 1, true, true, false, 0, lower_none<kPow>, raise_none, infer_binary<kPow>,
+    {kPow, "pow", 2, 2, 1, 1, false, true, false, 0, lower_none<kPow>, raise_none, infer_binary<kPow>,
      flops_per_element, nullptr, plan_binary},
     HEXIR_COMPARE_OP(kEqual, "equal"),
     HEXIR_COMPARE_OP(kLess, "less"),

@@ -1299,6 +1299,52 @@ TEST_CASE("integer add, sub, mul, div, maximum, minimum, mod: i32 and i64 agains
   }
 }
 
+// x ** e by e multiplications, each wrapped to T; a negative e truncates the
+// real power (onnxruntime): 1 ** e = 1, (-1) ** e = +-1, anything else 0.
+template <typename T>
+T pow_by_steps(T x, T e) {
+  if (e < 0) return x == 1 ? T(1) : x == -1 ? T(e % 2 == 0 ? 1 : -1) : T(0);
+  T r = 1;
+  for (T i = 0; i < e; ++i) r = wrap_to<T>(static_cast<__int128>(r) * x);
+  return r;
+}
+
+TEST_CASE("integer pow: i32 and i64 against repeated multiplication, wrapping, negative exponents, broadcasts") {
+  const std::pair<Dims, Dims> shapes[] = {{{5, 9}, {5, 9}}, {{4, 6}, {6}}, {{}, {3, 4}}, {{7, 3}, {}},
+                                          {{4, 1}, {1, 3, 1, 6}}, {{0, 2}, {2}}};
+  uint32_t seed = 900;
+  auto check = [&]<typename T>(T, const Dims& da, const Dims& db) {
+    const HostTensor a = int_operand<T>(da, seed++, false);
+    HostTensor b = int_tensor<T>(db, std::vector<T>(static_cast<size_t>(product(db))));
+    std::mt19937 rng(seed++);
+    for (int64_t i = 0; i < b.count(); ++i) {
+      const T e = static_cast<T>(static_cast<int>(rng() % 76) - 5);  // -5 .. 70: past every width
+      std::memcpy(b.bytes.data() + i * sizeof(T), &e, sizeof(T));
+    }
+    INFO(dtype_name(a.dtype) << dims_string(da) << " ** " << dims_string(db));
+    const Dims dims = broadcast(da, db);
+    HostTensor out(a.dtype, dims), ac = a, bc = b;
+    REQUIRE(run_kernel(OpId::kPow, {&ac, &bc}, out).ok());
+    for (int64_t i = 0; i < product(dims); ++i) {
+      const Dims index = unravel(i, dims);
+      const T x = element<T>(a, broadcast_offset(index, da)), e = element<T>(b, broadcast_offset(index, db));
+      INFO("element " << i << ": " << static_cast<int64_t>(x) << " ** " << static_cast<int64_t>(e));
+      REQUIRE(element<T>(out, i) == pow_by_steps(x, e));
+    }
+  };
+  for (const auto& [da, db] : shapes) {
+    check(int32_t{}, da, db);
+    check(int64_t{}, da, db);
+  }
+  // Spelled out: 3 ** 4, 2 ** 31 wraps to the lowest i32, (-2) ** 3, 0 ** 0, and negative exponents.
+  HostTensor x = int_tensor<int32_t>({8}, {3, 2, -2, 0, 1, -1, -1, 2});
+  HostTensor e = int_tensor<int32_t>({8}, {4, 31, 3, 0, -7, -3, -4, -1});
+  HostTensor out(DType::kI32, {8});
+  REQUIRE(run_kernel(OpId::kPow, {&x, &e}, out).ok());
+  CHECK(values_of<int32_t>(out) ==
+        std::vector<int32_t>{81, std::numeric_limits<int32_t>::min(), -8, 1, 1, -1, 1, 0});
+}
+
 TEST_CASE("integer div and mod: spelled-out signs, the lowest value by -1, and a zero divisor fails the invoke") {
   const Dims d{8};
   const int32_t lo = std::numeric_limits<int32_t>::min();

@@ -365,6 +365,12 @@ inline std::vector<KernelCase> kernel_cases() {
           seed += 10;
         }
       }
+      // pow: exponents of every sign and size (the extremes too), wrapping.
+      add("pow" + dt + " same shape", OpId::kPow,
+          {int_values(t, {7, 13}, seed, false), int_values(t, {7, 13}, seed + 1, false)});
+      add("pow" + dt + " general broadcast", OpId::kPow,
+          {int_values(t, {4, 1}, seed + 2, false), int_values(t, {1, 3, 1, 8}, seed + 3, false)});
+      seed += 4;
       for (auto [op, name] : {std::pair<OpId, const char*>{OpId::kNeg, "neg"}, {OpId::kAbs, "abs"},
                               {OpId::kSign, "sign"}})
         add(name + dt, op, {int_values(t, {3, 129}, seed++, false)});

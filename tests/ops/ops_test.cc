@@ -1159,7 +1159,10 @@ TEST_CASE("onnx unary: result types, hostile words, plans") {
 TEST_CASE("pow, equal, less, greater, not: rules, kernel keys and plans") {
   CHECK(infer(OpId::kPow, {f32({4, 1}), f32({3})})->dims == Dims{4, 3});
   CHECK_FALSE(infer(OpId::kPow, {f32({2}), f32({3})}).ok());
-  CHECK_FALSE(infer(OpId::kPow, {tt(DType::kI64, {2}), tt(DType::kI64, {2})}).ok());
+  CHECK(infer(OpId::kPow, {tt(DType::kI64, {2}), tt(DType::kI64, {2})})->dtype == DType::kI64);
+  CHECK(infer(OpId::kPow, {tt(DType::kI32, {2, 1}), tt(DType::kI32, {3})})->dims == Dims{2, 3});
+  CHECK_FALSE(infer(OpId::kPow, {tt(DType::kI32, {2}), tt(DType::kI64, {2})}).ok());
+  CHECK_FALSE(infer(OpId::kPow, {f32({2}), tt(DType::kI32, {2})}).ok());
   CHECK(op_def(OpId::kPow).may_run_in_place);
 
   for (OpId id : {OpId::kEqual, OpId::kLess, OpId::kGreater}) {

@@ -54,6 +54,9 @@ Status op_cumsum(Importer& im, const NodeCtx& n);
 Status op_nll_loss(Importer& im, const NodeCtx& n);
 Status op_softmax_cross_entropy(Importer& im, const NodeCtx& n);
 
+// einsum.cc
+Status op_einsum(Importer& im, const NodeCtx& n);
+
 // shape.cc
 Status op_reshape(Importer& im, const NodeCtx& n);
 Status op_flatten(Importer& im, const NodeCtx& n);

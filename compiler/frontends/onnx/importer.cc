@@ -423,6 +423,12 @@ Info Importer::info(Ref r) const {
   return {onnx_type_of(t.dtype), t.dims, t.bounded};
 }
 
+std::optional<Ref> Importer::module_const(int module_index) const {
+  for (size_t k = 0; k < consts_.size(); ++k)
+    if (consts_[k].module_index == module_index) return Ref{-1, static_cast<int>(k)};
+  return std::nullopt;
+}
+
 Result<HostPtr> Importer::host(Ref r) {
   if (!r.is_const()) return HostPtr();
   ConstRecord& c = consts_[static_cast<size_t>(r.konst)];

@@ -152,6 +152,9 @@ class Importer {
   Ref add_const(ConstRecord c);
 
   Info info(Ref r) const;
+  // The constant record that became module constant `module_index` (a
+  // builder Value's `constant`), if one did.
+  std::optional<Ref> module_const(int module_index) const;
   // The contents of a constant when they are (or can be) held: at most
   // fold_max_bytes. nullptr for a run-time value or a larger constant.
   // Contents read from a file are kept for later nodes only when small.

@@ -113,6 +113,8 @@ Handler find_handler(std::string_view op_type) {
       {"CumSum", op_cumsum},
       {"NegativeLogLikelihoodLoss", op_nll_loss},
       {"SoftmaxCrossEntropyLoss", op_softmax_cross_entropy},
+      // einsum.cc
+      {"Einsum", op_einsum},
       // shape.cc
       {"Reshape", op_reshape},
       {"Flatten", op_flatten},

@@ -477,6 +477,91 @@ Status op_split(Importer& im, const NodeCtx& n) {
   return ok_status();
 }
 
+namespace {
+
+// `v` with the reshapes (views: Unsqueeze, Squeeze, Reshape) in front of it looked through.
+int through_views(const GraphBuilder& b, int v) {
+  for (;;) {
+    const Value& val = b.value(v);
+    if (val.kind != ValueKind::kResult || val.node < 0) return v;
+    const Node& node = b.node(val.node);
+    if (node.kind != NodeKind::kOp || node.op != ops::OpId::kReshape) return v;
+    v = node.inputs[0];
+  }
+}
+
+// The value of `v` when it is a one-element integer constant of the module.
+Result<std::optional<int64_t>> constant_integer(Importer& im, int v) {
+  const Value& val = im.builder().value(v);
+  if (val.kind != ValueKind::kConstant) return std::optional<int64_t>();
+  const std::optional<Ref> c = im.module_const(val.constant);
+  if (!c || im.info(*c).count() != 1) return std::optional<int64_t>();
+  HEXIR_ASSIGN_OR_RETURN(HostPtr h, im.host(*c));
+  if (!h || h->is_float()) return std::optional<int64_t>();
+  return std::optional<int64_t>(h->i(0));
+}
+
+// A Slice of one axis whose run-time bounds are `ends = starts + c` (c a
+// constant: a Loop's window at its iteration number, test_loop11): a
+// dynamic_slice of extent c there. Its start is clamped to [0, dim - c]
+// (dynamic_slice's rule), where ONNX would count a negative start from the
+// end or cut the window short at the end: the extent is static here.
+// nullopt when the bounds are not of that form (the caller says why).
+Result<std::optional<Ref>> windowed_slice(Importer& im, const NodeCtx& n, Ref x, Ref s, Ref e) {
+  const std::optional<Ref> kNotAWindow;
+  const GraphBuilder& b = im.builder();
+  const Info xi = im.info(x), si = im.info(s);
+  if (s.is_const() || e.is_const() || si.count() != 1 || im.info(e).count() != 1) return kNotAWindow;
+  HEXIR_ASSIGN_OR_RETURN(std::optional<Ref> a, im.optional_input(n, 3));
+  HEXIR_ASSIGN_OR_RETURN(std::optional<Ref> st, im.optional_input(n, 4));
+  int64_t axis = 0;
+  if (a) {
+    HEXIR_ASSIGN_OR_RETURN(std::vector<int64_t> axes, im.const_ints(n, *a, 3, "axes"));
+    if (axes.size() != 1) return kNotAWindow;
+    axis = axes[0];
+  }
+  if (st) {
+    HEXIR_ASSIGN_OR_RETURN(std::vector<int64_t> steps, im.const_ints(n, *st, 4, "steps"));
+    if (steps.size() != 1 || steps[0] != 1) return kNotAWindow;
+  }
+  HEXIR_ASSIGN_OR_RETURN(axis, norm_axis(n, axis, xi.dims.size()));
+  const Value& end = b.value(through_views(b, e.value));
+  if (end.kind != ValueKind::kResult || end.node < 0) return kNotAWindow;
+  const Node& add = b.node(end.node);
+  if (add.kind != NodeKind::kOp || add.op != ops::OpId::kAdd || add.inputs.size() != 2) return kNotAWindow;
+  const int start = through_views(b, s.value);
+  std::optional<int64_t> extent;
+  for (size_t i = 0; i < 2 && !extent; ++i)
+    if (through_views(b, add.inputs[i]) == start) {
+      HEXIR_ASSIGN_OR_RETURN(extent, constant_integer(im, add.inputs[1 - i]));
+    }
+  if (!extent) return kNotAWindow;
+  // dynamic_slice's start indices: i64[] scalars, 0 but on the axis.
+  std::vector<Ref> operands{x};
+  std::vector<int64_t> sizes = xi.dims;
+  const int64_t dim = xi.dims[static_cast<size_t>(axis)];
+  sizes[static_cast<size_t>(axis)] = std::clamp<int64_t>(*extent, 0, dim);
+  for (size_t d = 0; d < xi.dims.size(); ++d) {
+    if (static_cast<int64_t>(d) != axis) {
+      operands.push_back(im.scalar_const(0, kInt64, im.helper_name(n, "start"), n.loc));
+      continue;
+    }
+    HEXIR_ASSIGN_OR_RETURN(Ref at, im.reshape(n, s, {}, im.helper_name(n, "start")));
+    if (si.type != kInt64) {
+      ops::AttrMap to;
+      to["to"] = ops::AttrValue{std::string("i64")};
+      HEXIR_ASSIGN_OR_RETURN(at, im.emit1(n, ops::OpId::kCast, {at}, to, im.helper_name(n, "start_i64")));
+    }
+    operands.push_back(at);
+  }
+  ops::AttrMap attrs;
+  attrs["sizes"] = int_list(sizes);
+  HEXIR_ASSIGN_OR_RETURN(Ref r, im.emit1(n, ops::OpId::kDynamicSlice, operands, attrs, im.result_name(n)));
+  return std::optional<Ref>(r);
+}
+
+}  // namespace
+
 Status op_slice(Importer& im, const NodeCtx& n) {
   HEXIR_ASSIGN_OR_RETURN(Ref x, im.input(n, 0));
   const Info xi = im.info(x);
@@ -494,6 +579,11 @@ Status op_slice(Importer& im, const NodeCtx& n) {
     HEXIR_RETURN_IF_ERROR(im.check_attrs(n, {}));
     HEXIR_ASSIGN_OR_RETURN(Ref s, im.input(n, 1));
     HEXIR_ASSIGN_OR_RETURN(Ref e, im.input(n, 2));
+    HEXIR_ASSIGN_OR_RETURN(std::optional<Ref> window, windowed_slice(im, n, x, s, e));
+    if (window) {
+      im.define(n, 0, *window);
+      return ok_status();
+    }
     HEXIR_ASSIGN_OR_RETURN(starts, im.const_ints(n, s, 1, "starts"));
     HEXIR_ASSIGN_OR_RETURN(ends, im.const_ints(n, e, 2, "ends"));
     HEXIR_ASSIGN_OR_RETURN(std::optional<Ref> a, im.optional_input(n, 3));

@@ -132,6 +132,7 @@ struct IntMaximumOp { template <typename T> __device__ static T apply(T a, T b) 
 struct IntMinimumOp { template <typename T> __device__ static T apply(T a, T b) { return a < b ? a : b; } };
 struct IntModOp { template <typename T> __device__ static T apply(T a, T b) { return hexir::ops::int_mod_of(a, b, 0); } };
 struct IntFmodOp { template <typename T> __device__ static T apply(T a, T b) { return hexir::ops::int_mod_of(a, b, 1); } };
+struct IntPowOp { template <typename T> __device__ static T apply(T a, T b) { return hexir::ops::int_pow_of(a, b); } };
 
 // One kernel per dtype; the switch on the operator is uniform across the grid.
 template <typename T>
@@ -151,6 +152,7 @@ __device__ void int_binary(const IntBinaryParams& p) {
       if (p.plan.variant == 1) binary_walk<IntFmodOp>(p.plan, a, b, out);
       else binary_walk<IntModOp>(p.plan, a, b, out);
       break;
+    case kIntPow: binary_walk<IntPowOp>(p.plan, a, b, out); break;
     default: break;
   }
 }

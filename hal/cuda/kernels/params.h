@@ -43,7 +43,7 @@ struct CompareParams {
 // Integer arithmetic: a, b and out of dtype int32_t (the _i32 kernel) or
 // int64_t (_i64), the operator `op` (IntBinaryOp; mod's fmod from the plan's
 // variant). The logical kernel: bool a, b, out, `op` a LogicalOp.
-enum IntBinaryOp : int32_t { kIntAdd, kIntSub, kIntMul, kIntDiv, kIntMaximum, kIntMinimum, kIntMod };
+enum IntBinaryOp : int32_t { kIntAdd, kIntSub, kIntMul, kIntDiv, kIntMaximum, kIntMinimum, kIntMod, kIntPow };
 enum LogicalOp : int32_t { kLogicalAnd, kLogicalOr, kLogicalXor };
 struct IntBinaryParams {
   const void* a;

@@ -304,6 +304,8 @@ class GraphBuilder {
   // Names of the open function's inputs and results (%name), and its values.
   std::optional<int> find_value(std::string_view name) const;
   const Value& value(int id) const { return function().values[static_cast<size_t>(id)]; }
+  // Node `index` of the open function (a Value's `node`).
+  const Node& node(int index) const { return function().nodes[static_cast<size_t>(index)]; }
   bool function_open() const { return open_; }
   // Fails (naming the first definition) when the open function has a value named `name`.
   Status check_value_name(std::string_view name, const Location& loc) const;

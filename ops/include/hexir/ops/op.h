@@ -90,7 +90,7 @@ enum class OpId : uint16_t {
   // No parameters: x * hard_sigmoid(x) with alpha 1/6, beta 1/2; erf; natural log; |x| (also
   // i32 and i64, wrapping); 1 / x.
   kHardSwish, kErf, kLog, kAbs, kReciprocal,
-  // numpy.power, f32, broadcasting. No parameters.
+  // numpy.power, f32, i32 or i64 (plans.h int_pow_of), broadcasting. No parameters.
   kPow,
   // Comparisons with numpy broadcasting: a and b of one dtype (f32, i32 or i64,
   // the key), a bool result (NaN compares unequal, and neither less nor greater). No parameters.

@@ -360,6 +360,26 @@ HEXIR_PLAN_FN T int_mod_of(T a, T b, int32_t fmod) {
   const T r = a % b;
   return fmod == 0 && r != 0 && ((r < 0) != (b < 0)) ? static_cast<T>(r + b) : r;
 }
+// ONNX Pow on integers (numpy.power, which the ONNX reference runs): power
+// by squaring, wrapping like int_mul_of. A negative exponent (numpy refuses
+// it) gives the truncated real power as onnxruntime does: 1 for base 1, +-1
+// for base -1 by the exponent's parity, 0 for every other base (0 too).
+template <typename T>
+HEXIR_PLAN_FN T int_pow_of(T base, T exponent) {
+  if (exponent < 0) {
+    if (base == 1) return 1;
+    if (base == -1) return (exponent & 1) != 0 ? T(-1) : T(1);
+    return 0;
+  }
+  using U = typename UnsignedOf<T>::type;
+  U result = 1;
+  U b = static_cast<U>(base);
+  for (U e = static_cast<U>(exponent); e != 0; e >>= 1) {
+    if ((e & 1) != 0) result *= b;
+    b *= b;
+  }
+  return static_cast<T>(result);
+}
 // -1, 0 or 1; a float 0, -0 or NaN passes through.
 template <typename T>
 HEXIR_PLAN_FN T sign_of(T x) { return x > T(0) ? T(1) : x < T(0) ? T(-1) : x; }

@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -1565,6 +1566,56 @@ void check_rnn_case(const RnnCase& c, const std::vector<Attr>& extra = {}) {
 
 }  // namespace
 
+TEST_CASE("Slice with run-time bounds ends = starts + c: a dynamic_slice of extent c (a Loop's window, test_loop11)") {
+  {  // rows pos .. pos + 2 of x; a start past dim - 2 is clamped (the extent is static)
+    TempDir dir;
+    Model m(13);
+    m.input("x", kF, {6, 4}).input("pos", kI64, {1}).init_i64("two", {}, {2}).init_i64("axis0", {1}, {0});
+    m.node("Add", {"pos", "two"}, {"end"}).node("Slice", {"x", "pos", "end", "axis0"}, {"y"}).output("y");
+    auto module = import_ok(m.save(dir.path() / "window.onnx"));
+    CHECK(count_nodes(module, hexir::ops::OpId::kDynamicSlice) == 1);
+    check_round_trip(module, dir.path());
+    const std::vector<float> x = ramp(24);
+    for (int64_t pos : {0, 3, 5}) {
+      CAPTURE(pos);
+      Tensor p{{DType::kI64, {1}}, std::vector<uint8_t>(8)};
+      std::memcpy(p.bytes.data(), &pos, 8);
+      auto out = run(module, {f32({6, 4}, x), p}, dir.path());
+      REQUIRE(out[0].type == TensorType{DType::kF32, {2, 4}});
+      const int64_t at = std::min<int64_t>(pos, 4);
+      check_close(out[0].f32(), std::vector<float>(x.begin() + at * 4, x.begin() + at * 4 + 8));
+    }
+  }
+  {  // y += x[i:i+1] in a Loop over i (test_loop11's body), the partial sums as a scan output
+    TempDir dir;
+    Model m(13);
+    m.init_i64("M", {}, {5}).init_f("y0", {1}, {0.f}).init_f("x", {5}, {1.f, 2.f, 3.f, 4.f, 5.f});
+    m.init_i64("one", {}, {1}).init_i64("axes", {1}, {0});
+    m.node("Loop", {"M", "", "y0"}, {"y", "sums"}, {}, "loop").output("y").output("sums");
+    add_body(m.proto().mutable_graph()->mutable_node(0), {"i", "cond", "y_in"},
+             {{"Add", {"i", "one"}, "end"},
+              {"Unsqueeze", {"i", "axes"}, "start1"},
+              {"Unsqueeze", {"end", "axes"}, "end1"},
+              {"Slice", {"x", "start1", "end1"}, "xi"},
+              {"Add", {"y_in", "xi"}, "y_out"},
+              {"Identity", {"cond"}, "cond_out"},
+              {"Identity", {"y_out"}, "scan"}},
+             {"cond_out", "y_out", "scan"});
+    auto module = import_ok(m.save(dir.path() / "loop_window.onnx"));
+    auto out = run(module, {}, dir.path());
+    check_close(out[0].f32(), {15.f});
+    check_close(out[1].f32(), {1.f, 3.f, 6.f, 10.f, 15.f});
+  }
+}
+
+TEST_CASE("Slice with run-time bounds of another form names the run-time operand") {
+  TempDir dir;
+  Model m(13);
+  m.input("x", kF, {6}).input("pos", kI64, {1}).input("end", kI64, {1});
+  m.node("Slice", {"x", "pos", "end"}, {"y"}).output("y");
+  CHECK(import_error(m.save(dir.path() / "slice.onnx")).find("must be a constant") != std::string::npos);
+}
+
 TEST_CASE("GRU: linear_before_reset 0 and 1, forward, reverse and bidirectional, initial state, Y and Y_h") {
   for (bool lbr : {false, true})
     for (int mode = 0; mode < 3; ++mode) {
@@ -1760,6 +1811,140 @@ TEST_CASE("recurrent refusals name what and why") {
   short_lens.init_i64("lens", {c.batch}, {c.seq, c.seq - 1});
   short_lens.proto().mutable_graph()->mutable_node(0)->add_input("lens");  // inputs X, W, R, B: the 5th
   CHECK(refused(short_lens).find("sequence_lens shorter than the sequence") != std::string::npos);
+}
+
+namespace {
+
+// A direct loop nest over every label's values: out[output labels] = sum over
+// the others of the product of the operands at their labels (a dim of 1
+// broadcasts). `equation` is explicit, letters only.
+std::vector<float> einsum_reference(const std::string& equation, const std::vector<std::vector<int64_t>>& dims,
+                                    const std::vector<std::vector<float>>& data) {
+  const size_t arrow = equation.find("->");
+  std::vector<std::string> terms;
+  for (size_t begin = 0;;) {
+    const size_t comma = equation.find(',', begin);
+    terms.push_back(equation.substr(begin, std::min(comma, arrow) - begin));
+    if (comma == std::string::npos || comma > arrow) break;
+    begin = comma + 1;
+  }
+  const std::string out = equation.substr(arrow + 2);
+  std::string labels;
+  std::map<char, int64_t> size;
+  for (size_t t = 0; t < terms.size(); ++t)
+    for (size_t i = 0; i < terms[t].size(); ++i) {
+      const char l = terms[t][i];
+      if (labels.find(l) == std::string::npos) labels += l;
+      size[l] = std::max(size[l], dims[t][i]);
+    }
+  int64_t out_count = 1;
+  for (char l : out) out_count *= size[l];
+  std::vector<double> acc(static_cast<size_t>(out_count), 0.0);
+  std::map<char, int64_t> at;
+  std::function<void(size_t)> walk = [&](size_t depth) {
+    if (depth == labels.size()) {
+      double p = 1;
+      for (size_t t = 0; t < terms.size(); ++t) {
+        int64_t flat = 0;
+        for (size_t i = 0; i < terms[t].size(); ++i) flat = flat * dims[t][i] + (dims[t][i] == 1 ? 0 : at[terms[t][i]]);
+        p *= data[t][static_cast<size_t>(flat)];
+      }
+      int64_t o = 0;
+      for (char l : out) o = o * size[l] + at[l];
+      acc[static_cast<size_t>(o)] += p;
+      return;
+    }
+    for (at[labels[depth]] = 0; at[labels[depth]] < size[labels[depth]]; ++at[labels[depth]]) walk(depth + 1);
+  };
+  walk(0);
+  return std::vector<float>(acc.begin(), acc.end());
+}
+
+struct EinsumCase {
+  std::string equation;              // as the node has it
+  std::vector<std::vector<int64_t>> dims;
+  std::string reference;             // explicit, letters only (ellipsis spelled out)
+  int matmuls = -1, transposes = -1;  // the nodes the import should make (-1: not checked)
+  bool constant_rhs = false;         // the last operand an initializer
+};
+
+}  // namespace
+
+TEST_CASE("Einsum: contractions as matmul/mul, transposes, reductions, ellipsis, three operands; vs a loop nest") {
+  const std::vector<EinsumCase> cases = {
+      {"bij,bjk->bik", {{2, 3, 4}, {2, 4, 5}}, "bij,bjk->bik", 1, 0},
+      {" bij, bjk -> bik ", {{2, 3, 4}, {2, 4, 5}}, "bij,bjk->bik", 1, 0},
+      {"bhqd,bhkd->bhqk", {{2, 2, 3, 4}, {2, 2, 5, 4}}, "bhqd,bhkd->bhqk", 1, 1},
+      {"bhqk,bhkd->bhqd", {{2, 2, 3, 5}, {2, 2, 5, 4}}, "bhqk,bhkd->bhqd", 1, 0},
+      {"ij,jk", {{3, 4}, {4, 5}}, "ij,jk->ik", 1, 0},
+      {"ij,jk->ik", {{3, 4}, {4, 5}}, "ij,jk->ik", 1, 0, true},
+      {"ij,kj->ik", {{3, 4}, {5, 4}}, "ij,kj->ik", 1, -1, true},
+      {"i,i", {{5}, {5}}, "i,i->", 1, 0},
+      {"i,j->ij", {{3}, {4}}, "i,j->ij", 0, 0},
+      {"bi,bi->bi", {{3, 4}, {3, 4}}, "bi,bi->bi", 0, 0},
+      {"bij,bkj->bki", {{2, 3, 4}, {2, 5, 4}}, "bij,bkj->bki", 1, -1},
+      {"abc,cd->abd", {{2, 3, 4}, {4, 5}}, "abc,cd->abd", 1, 0},
+      {"ij,jk->", {{3, 4}, {4, 5}}, "ij,jk->", -1, -1},
+      {"ijk,k->ij", {{2, 3, 4}, {4}}, "ijk,k->ij", 1, 0},
+      {"bij,bjk->bik", {{1, 3, 4}, {2, 4, 5}}, "bij,bjk->bik", 1, -1},
+      {"...ij,...jk->...ik", {{2, 3, 4}, {4, 5}}, "bij,jk->bik", 1, -1},
+      {"...ij,...jk", {{2, 2, 3, 4}, {2, 2, 4, 5}}, "abij,abjk->abik", 1, 0},
+      {"bn,anm,bm->ba", {{2, 3}, {4, 3, 5}, {2, 5}}, "bn,anm,bm->ba", -1, -1},
+      {"ij->ji", {{3, 4}}, "ij->ji", 0, 1},
+      {"ij->i", {{3, 4}}, "ij->i", 0, 0},
+      {"ijk->ki", {{2, 3, 4}}, "ijk->ki", 0, 1},
+      {"ij", {{3, 4}}, "ij->ij", 0, 0},
+      {"ji", {{3, 4}}, "ji->ij", 0, 1},
+      {"ij->", {{3, 4}}, "ij->", 0, 0},
+  };
+  for (const EinsumCase& c : cases) {
+    CAPTURE(c.equation);
+    TempDir dir;
+    Model m(12);
+    std::vector<std::string> names;
+    std::vector<std::vector<float>> data;
+    std::vector<Tensor> inputs;
+    for (size_t i = 0; i < c.dims.size(); ++i) {
+      names.push_back("x" + std::to_string(i));
+      size_t count = 1;
+      for (int64_t d : c.dims[i]) count *= static_cast<size_t>(d);
+      data.push_back(ramp(count, 0.125f * static_cast<float>(i + 1), -0.5f));
+      if (c.constant_rhs && i + 1 == c.dims.size()) {
+        m.init_f(names.back(), c.dims[i], data.back());
+      } else {
+        m.input(names.back(), kF, c.dims[i]);
+        inputs.push_back(f32(c.dims[i], data.back()));
+      }
+    }
+    m.node("Einsum", names, {"y"}, {as("equation", c.equation)}).output("y");
+    auto module = import_ok(m.save(dir.path() / "einsum.onnx"));
+    if (c.matmuls >= 0) CHECK(count_nodes(module, hexir::ops::OpId::kMatmul) == c.matmuls);
+    if (c.transposes >= 0) CHECK(count_nodes(module, hexir::ops::OpId::kTranspose) == c.transposes);
+    auto out = run(module, inputs, dir.path());
+    check_close(out[0].f32(), einsum_reference(c.reference, c.dims, data), 1e-5);
+  }
+}
+
+TEST_CASE("Einsum refusals name what and why") {
+  TempDir dir;
+  auto refused = [&](const std::string& equation, const std::vector<std::vector<int64_t>>& dims) {
+    Model m(12);
+    std::vector<std::string> names;
+    for (size_t i = 0; i < dims.size(); ++i) {
+      names.push_back("x" + std::to_string(i));
+      m.input(names.back(), kF, dims[i]);
+    }
+    m.node("Einsum", names, {"y"}, {as("equation", equation)}).output("y");
+    return import_error(m.save(dir.path() / "refused.onnx"));
+  };
+  CHECK(refused("ii->i", {{3, 3}}).find("label 'i' repeats in operand 0 (a diagonal)") != std::string::npos);
+  CHECK(refused("...ii->...i", {{2, 3, 3}}).find("(a diagonal)") != std::string::npos);
+  CHECK(refused("ij,jk->ix", {{2, 3}, {3, 4}}).find("output label 'x' is in no operand") != std::string::npos);
+  CHECK(refused("ij,jk->ik", {{2, 3}, {4, 5}}).find("label 'j' has size 3 in one operand and 4") != std::string::npos);
+  CHECK(refused("ij,jk->ik", {{2, 3}}).find("has 2 operands, the node 1 inputs") != std::string::npos);
+  CHECK(refused("ijk,jk->ik", {{2, 3}, {3, 4}}).find("operand 0 has rank 2") != std::string::npos);
+  CHECK(refused("i$,j->ij", {{2, 3}, {3}}).find("has '$'") != std::string::npos);
+  CHECK(refused("...ij,jk->ik", {{5, 2, 3}, {3, 4}}).find("no '...'") != std::string::npos);
 }
 
 TEST_CASE("Pad: constant (with a value), edge, reflect, wrap and negative pads, as concat/gather/slice") {
