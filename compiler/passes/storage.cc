@@ -306,11 +306,12 @@ class ProgramBuilder {
   int root(int v) { return find_root(parent_, v); }
 
   // A value the plan adds: ids after the graph's (plan.added).
-  int add_value(std::string name, TensorType type, uint64_t bytes) {
+  int add_value(std::string name, TensorType type, uint64_t bytes, int extent = -1) {
     Value value;
     value.name = std::move(name);
     value.type = std::move(type);
     value.byte_size = bytes;
+    value.extent = extent;  // a bounded view keeps its value's run-time extent
     value.kind = ValueKind::kResult;
     const int id = graph_values_ + static_cast<int>(plan_.added.size());
     plan_.added.push_back(std::move(value));
@@ -429,7 +430,7 @@ class ProgramBuilder {
       return;
     }
     const Value& rv = fn_.values[static_cast<size_t>(result)];
-    const int view = add_value(rv.name + ".view", rv.type, rv.byte_size);
+    const int view = add_value(rv.name + ".view", rv.type, rv.byte_size, rv.extent);
     parent_[static_cast<size_t>(view)] = base;
     materialized_.emplace_back(view, static_cast<int>(n));
     copy(view, subst(result));

@@ -118,6 +118,11 @@ Result<std::vector<Bound>> bound_rule(OpId id, std::span<const TensorType> in, s
       if (d == axis) continue;  // indices within the actual extent read real rows, the result is exact
       if (b.dim >= 0) return refuse(id, i, t, "data and indices are both bounded");
       pass(b, d < axis ? d : d + static_cast<int>(in[1].rank()) - 1, i);
+    } else if (id == OpId::kGatherND && i == 1) {  // a bounded count of index tuples: as many results
+      const int batch_dims = params.empty() ? 0 : static_cast<int>(params[0]);
+      if (d < batch_dims || d + 1 >= static_cast<int>(t.rank()))
+        return refuse(id, i, t, "a bounded batch or tuple dim");
+      pass(b, d, i);
     } else {
       return refuse(id, i, t, "this operator would mix data across it (not supported on bounded dims yet)");
     }

@@ -168,5 +168,41 @@ func @main(%x: f32[6]) -> (i64[1,6]) {
   CHECK(exact.message().find("i64[1,<=6]") != std::string::npos);
 }
 
+TEST_CASE("gather_nd over a bounded count of index tuples: one result row per tuple (detector post-processing)") {
+  // scores > 0.5 -> nonzero -> transpose -> gather_nd(scores, tuples): the kept scores,
+  // as torchvision's detectors write boolean-mask indexing.
+  const char* source = R"(module @kept
+const @half : f32[] = splat 0.5
+func @main(%s: f32[2,3]) -> (f32[<=6]) {
+  %m = call @greater(%s, @half) : bool[2,3]
+  %i, %n = call @nonzero(%m) : i64[2,<=6], i64[]
+  %t = call @transpose(%i) : i64[<=6,2]
+  %k = call @gather_nd(%s, %t) : f32[<=6]
+  return %k
+}
+)";
+  auto loaded = load_compiled(compile(source));
+  auto context = vm::Context::create(*loaded->program);
+  REQUIRE(context.ok());
+  const vm::FunctionSignature& sig = loaded->module->function(0);
+  std::vector<float> s = {0.9f, 0.1f, 0.7f, 0.2f, 0.6f, 0.5f};
+  vm::TensorRef refs[] = {{s.data(), 24, sig.inputs[0].type}};
+  REQUIRE(context->invoke(0, refs).ok());
+  CHECK(context->output_type(0, 0)->dims == std::vector<int64_t>{3});
+  std::vector<float> k(3);
+  REQUIRE(context->read_output(0, 0, {reinterpret_cast<uint8_t*>(k.data()), 12}).ok());
+  CHECK(k == std::vector<float>{0.9f, 0.7f, 0.6f});
+
+  // A bounded tuple dim (the last) would change the result's rank: refused.
+  const Status tuple = compile_error(R"(module @tuple
+func @main(%s: f32[6], %x: f32[6]) -> (f32[1]) {
+  %i, %n = call @nonzero(%x) : i64[1,<=6], i64[]
+  %k = call @gather_nd(%s, %i) : f32[1]
+  return %k
+}
+)");
+  CHECK_FALSE(tuple.ok());
+}
+
 }  // namespace
 }  // namespace hexir::testing
