@@ -21,6 +21,13 @@ bool widens_halves(OpId op) {
     case OpId::kMaxPool: case OpId::kAveragePool: case OpId::kResize:
     case OpId::kSoftmax: case OpId::kLayernorm: case OpId::kReduceSum: case OpId::kReduceMean:
     case OpId::kReduceMax: case OpId::kArgMax:
+    case OpId::kSin: case OpId::kCos: case OpId::kTan: case OpId::kAsin: case OpId::kAcos: case OpId::kAtan:
+    case OpId::kSinh: case OpId::kCosh: case OpId::kAsinh: case OpId::kAcosh: case OpId::kAtanh:
+    case OpId::kIsInf: case OpId::kIsNaN: case OpId::kElu: case OpId::kSelu: case OpId::kCelu: case OpId::kMish:
+    case OpId::kSoftsign: case OpId::kThresholdedRelu: case OpId::kShrink: case OpId::kPRelu:
+    case OpId::kGroupNorm: case OpId::kLogSoftmax: case OpId::kHardmax:
+    case OpId::kReduceMin: case OpId::kReduceProd: case OpId::kReduceL1: case OpId::kReduceL2:
+    case OpId::kReduceLogSumExp: case OpId::kReduceSumSquare: case OpId::kReduceLogSum: case OpId::kArgMin:
       return true;
     default:
       return false;
