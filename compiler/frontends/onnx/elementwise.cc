@@ -460,8 +460,19 @@ Status op_dropout(Importer& im, const NodeCtx& n) {
   HEXIR_ASSIGN_OR_RETURN(std::optional<Ref> training, im.optional_input(n, 2));
   if (training) {
     HEXIR_ASSIGN_OR_RETURN(HostPtr h, im.host(*training));
-    if (!h || h->count() != 1 || h->i(0) != 0)
+    if (!h || h->count() != 1)
       return error_at(n.loc, "training_mode must be a constant false (inference only)");
+    if (h->i(0) != 0) {
+      // Training mode with a constant ratio of 0 keeps every element and
+      // scales by 1 (torchvision's swin exports its attention dropout so).
+      HEXIR_ASSIGN_OR_RETURN(std::optional<Ref> ratio, im.optional_input(n, 1));
+      HostPtr r;
+      if (ratio) {
+        HEXIR_ASSIGN_OR_RETURN(r, im.host(*ratio));
+      }
+      if (!r || r->count() != 1 || r->f(0) != 0.0)
+        return error_at(n.loc, "training_mode is true with a ratio other than a constant 0 (inference only)");
+    }
   }
   im.define(n, 0, x);
   return ok_status();

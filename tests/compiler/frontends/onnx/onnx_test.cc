@@ -482,6 +482,27 @@ TEST_CASE("Squeeze/Unsqueeze: axes as attributes before opset 13, as inputs from
   }
 }
 
+TEST_CASE("Dropout: training mode with a constant ratio 0 is the identity, another ratio is refused") {
+  for (float ratio : {0.0f, 0.1f}) {
+    CAPTURE(ratio);
+    TempDir dir;
+    Model m(13);
+    m.input("x", kF, {2, 3}).init_f("ratio", {}, {ratio}).init_i64("one", {}, {1});
+    m.node("Cast", {"one"}, {"training"}, {ai("to", 9)})
+        .node("Dropout", {"x", "ratio", "training"}, {"y"})
+        .output("y");
+    const fs::path file = m.save(dir.path() / "dropout.onnx");
+    if (ratio != 0.0f) {
+      CHECK(import_error(file).find("training_mode is true with a ratio other than a constant 0") !=
+            std::string::npos);
+      continue;
+    }
+    auto module = import_ok(file);
+    const std::vector<float> x = ramp(6);
+    check_close(run(module, {f32({2, 3}, x)}, dir.path())[0].f32(), x);
+  }
+}
+
 TEST_CASE("names with ':' and '/' are kept, print quoted and round-trip") {
   TempDir dir;
   Model m;
