@@ -530,7 +530,10 @@ Status op_conv_transpose(Importer& im, const NodeCtx& n) {
   return ok_status();
 }
 
-Status op_global_average_pool(Importer& im, const NodeCtx& n) {
+namespace {
+
+// GlobalAveragePool / GlobalMaxPool: the reduction over the spatial dims, kept.
+Status global_pool(Importer& im, const NodeCtx& n, ops::OpId reduction) {
   HEXIR_RETURN_IF_ERROR(im.check_attrs(n, {}));
   HEXIR_ASSIGN_OR_RETURN(Ref x, im.input(n, 0));
   const size_t rank = im.info(x).dims.size();
@@ -540,22 +543,16 @@ Status op_global_average_pool(Importer& im, const NodeCtx& n) {
   ops::AttrMap attrs;
   attrs["axes"] = int_list(axes);
   attrs["keepdims"] = ops::AttrValue{int64_t{1}};
-  return im.emit_result(n, ops::OpId::kReduceMean, {x}, attrs);
+  return im.emit_result(n, reduction, {x}, attrs);
 }
 
-// GlobalMaxPool: reduce_max over the spatial dims, kept.
-Status op_global_max_pool(Importer& im, const NodeCtx& n) {
-  HEXIR_RETURN_IF_ERROR(im.check_attrs(n, {}));
-  HEXIR_ASSIGN_OR_RETURN(Ref x, im.input(n, 0));
-  const size_t rank = im.info(x).dims.size();
-  if (rank < 3) return error_at(n.loc, "input must be [N,C,...], got " + shape_text(im.info(x).dims));
-  std::vector<int64_t> axes;
-  for (size_t d = 2; d < rank; ++d) axes.push_back(static_cast<int64_t>(d));
-  ops::AttrMap attrs;
-  attrs["axes"] = int_list(axes);
-  attrs["keepdims"] = ops::AttrValue{int64_t{1}};
-  return im.emit_result(n, ops::OpId::kReduceMax, {x}, attrs);
+}  // namespace
+
+Status op_global_average_pool(Importer& im, const NodeCtx& n) {
+  return global_pool(im, n, ops::OpId::kReduceMean);
 }
+
+Status op_global_max_pool(Importer& im, const NodeCtx& n) { return global_pool(im, n, ops::OpId::kReduceMax); }
 
 namespace {
 
