@@ -222,6 +222,8 @@ constexpr KernelEntry<KernelFn> kKernels[] = {
     {OpId::kCumSum, kF32, kF32, cumsum<float>},
     {OpId::kCumSum, kI32, kI32, cumsum<int32_t>},
     {OpId::kCumSum, kI64, kI64, cumsum<int64_t>},
+    // top_k (values half, indices i64) and cumsum on halves through the f32 kernels.
+    HEXIR_WIDENED_KEY(kTopK, top_k<float>), HEXIR_WIDENED(kCumSum, cumsum<float>),
     // Bounded dynamic shapes: byte-moving (nonzero reads the element size and sign from its plan).
     {OpId::kNonZero, kAnyDType, kAnyDType, nonzero},
     {OpId::kNonMaxSuppression, kF32, kAnyDType, non_max_suppression},

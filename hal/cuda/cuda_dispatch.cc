@@ -936,6 +936,8 @@ constexpr KernelEntry<CudaKernelFn> kKernels[] = {
     {OpId::kTopK, kCastF32, kAnyDType, top_k<kCastF32>},
     {OpId::kTopK, kCastI32, kAnyDType, top_k<kCastI32>},
     {OpId::kTopK, kCastI64, kAnyDType, top_k<kCastI64>},
+    // top_k (values half, indices i64) and cumsum on halves through the f32 kernels.
+    HEXIR_WIDENED_KEY(kTopK, top_k<kCastF32>), HEXIR_WIDENED(kCumSum, cumsum<Kernel::kCumSumF32>),
     // Bounded dynamic shapes.
     {OpId::kNonZero, kAnyDType, kAnyDType, nonzero},
     {OpId::kNonMaxSuppression, kF32, kAnyDType, non_max_suppression},

@@ -456,8 +456,9 @@ Result<std::vector<TensorType>> infer_cumsum(std::span<const TensorType> in,
   if ((params[1] != 0 && params[1] != 1) || (params[2] != 0 && params[2] != 1))
     return invalid_argument(prefix(kCumSum) + "exclusive and reverse must be 0 or 1, got " +
                             shape_str(params.subspan(1)));
-  if (x.dtype != DType::kF32 && x.dtype != DType::kI32 && x.dtype != DType::kI64)
-    return invalid_argument(prefix(kCumSum) + "operand is " + x.to_string() + ", expected f32, i32 or i64");
+  if (x.dtype != DType::kF32 && x.dtype != DType::kI32 && x.dtype != DType::kI64 && !is_half(x.dtype))
+    return invalid_argument(prefix(kCumSum) + "operand is " + x.to_string() +
+                            ", expected f32 (or f16, bf16), i32 or i64");
   return one(x);
 }
 

@@ -28,6 +28,7 @@ bool widens_halves(OpId op) {
     case OpId::kGroupNorm: case OpId::kLogSoftmax: case OpId::kHardmax:
     case OpId::kReduceMin: case OpId::kReduceProd: case OpId::kReduceL1: case OpId::kReduceL2:
     case OpId::kReduceLogSumExp: case OpId::kReduceSumSquare: case OpId::kReduceLogSum: case OpId::kArgMin:
+    case OpId::kTopK: case OpId::kCumSum:
       return true;
     default:
       return false;

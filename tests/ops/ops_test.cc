@@ -2127,7 +2127,9 @@ TEST_CASE("cumsum: result types, flags, dtypes, plan") {
   CHECK(mentions(lower(OpId::kCumSum, {f32({2, 3})}, {{"reverse", i(2)}}).status(), "must be 0 or 1"));
   CHECK(*rule(OpId::kCumSum, {tt(DType::kI32, {4})}, {0, 0, 0}) ==
         std::vector<TensorType>{tt(DType::kI32, {4})});
-  CHECK(mentions(rejected(OpId::kCumSum, {tt(DType::kU8, {4})}, {0, 0, 0}), "expected f32, i32 or i64"));
+  CHECK(*rule(OpId::kCumSum, {tt(DType::kF16, {4})}, {0, 0, 0}) == std::vector<TensorType>{tt(DType::kF16, {4})});
+  CHECK(mentions(rejected(OpId::kCumSum, {tt(DType::kU8, {4})}, {0, 0, 0}),
+                 "expected f32 (or f16, bf16), i32 or i64"));
   CHECK(mentions(rejected(OpId::kCumSum, {f32({4})}, {0, 2, 0}), "must be 0 or 1"));
   rejected(OpId::kCumSum, {f32({4})}, {1, 0, 0});
   rejected(OpId::kCumSum, {f32({4})}, {0, 0});
