@@ -12,13 +12,10 @@ import os from 'node:os';
 import path from 'node:path';
 import {
   ITERATIONS, REPEATS, importerOps, measure, compare, run, median, mb, bytes, ms, sci, cell, ratio, cpuName,
-  gitHead, ortVersion, replaceBlock,
+  gitHead, ortVersion, replaceBlock, parseOpts,
 } from '../real-models/harness.mjs';
 
-const opts = {};
-for (let i = 2; i < process.argv.length; i += 2) opts[process.argv[i].replace(/^--/, '')] = process.argv[i + 1];
-for (const k of ['root', 'build', 'scratch'])
-  if (!opts[k]) { console.error(`blocks/bench.mjs: --${k} is required`); process.exit(2); }
+const opts = parseOpts('blocks/bench.mjs');
 
 const TOOLS = path.join(opts.build, 'tools');
 const ORT_DIR = path.join(opts.scratch, 'ort');

@@ -12,13 +12,10 @@ import path from 'node:path';
 import { MODELS } from './models.mjs';
 import {
   ITERATIONS, REPEATS, importerOps, measure, median, mb, bytes, ms, sci, cell, ratio, cpuName, gitHead,
-  ortVersion, replaceBlock,
+  ortVersion, replaceBlock, parseOpts,
 } from './harness.mjs';
 
-const opts = {};
-for (let i = 2; i < process.argv.length; i += 2) opts[process.argv[i].replace(/^--/, '')] = process.argv[i + 1];
-for (const k of ['root', 'build', 'scratch'])
-  if (!opts[k]) { console.error(`bench.mjs: --${k} is required`); process.exit(2); }
+const opts = parseOpts('bench.mjs');
 const only = opts.only ? new Set(opts.only.split(',')) : null;
 if (only) for (const n of only)
   if (!MODELS.some((m) => m.name === n)) { console.error(`bench.mjs: no model '${n}'`); process.exit(2); }

@@ -235,6 +235,15 @@ export function measure(model, ctx) {
   return row;
 }
 
+// ---- the drivers' command line: --key value pairs, some required ----
+export function parseOpts(tool, required = ['root', 'build', 'scratch']) {
+  const opts = {};
+  for (let i = 2; i < process.argv.length; i += 2) opts[process.argv[i].replace(/^--/, '')] = process.argv[i + 1];
+  for (const k of required)
+    if (!opts[k]) { console.error(`${tool}: --${k} is required`); process.exit(2); }
+  return opts;
+}
+
 // ---- environment ----
 export function cpuName() {
   return (() => { try { return /model name\s*:\s*(.*)/.exec(fs.readFileSync('/proc/cpuinfo', 'utf8'))?.[1]; } catch { return null; } })() ?? os.cpus()[0]?.model ?? 'unknown CPU';
