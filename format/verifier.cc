@@ -700,10 +700,11 @@ class ModuleVerifier {
     for (size_t j = 0; j < sources.size(); ++j) {
       if (!sources[j].bounded()) continue;
       const int32_t extent = slot(in.input_count() + static_cast<uint32_t>(j))->extent();
-      const int32_t want = sources[j].result >= 0
-                               ? static_cast<int32_t>(m_.operand_pool()->Get(
-                                     in.operand_begin() + in.input_count() + static_cast<uint32_t>(sources[j].result)))
-                               : slot(static_cast<uint32_t>(sources[j].inputs[0]))->extent();
+      const uint32_t given = sources[j].result >= 0 ? in.input_count() + static_cast<uint32_t>(sources[j].result)
+                             : sources[j].operand >= 0 ? static_cast<uint32_t>(sources[j].operand)
+                                                       : ~0u;
+      const int32_t want = given != ~0u ? static_cast<int32_t>(m_.operand_pool()->Get(in.operand_begin() + given))
+                                        : slot(static_cast<uint32_t>(sources[j].inputs[0]))->extent();
       for (int i : sources[j].inputs)
         if (slot(static_cast<uint32_t>(i))->extent() != want)
           return fail("'", info.name, "': the bounded dims of inputs ", sources[j].inputs[0], " and ", i,

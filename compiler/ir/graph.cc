@@ -456,6 +456,13 @@ Result<std::vector<int>> GraphBuilder::add_node(NodeSpec spec) {
     value.loc = at_index(locs.results, i, locs.node);
     value.extent = extents[i];
     if (i < sources.size() && sources[i].result >= 0) value.extent = first_result + sources[i].result;
+    if (i < sources.size() && sources[i].operand >= 0) {
+      value.extent = node.inputs[static_cast<size_t>(sources[i].operand)];
+      if (fn.values[static_cast<size_t>(value.extent)].kind != ValueKind::kResult)
+        return error_at(op_loc, "@" + std::string(def.name) + ": the extent (operand " +
+                                    std::to_string(sources[i].operand) +
+                                    ") must be computed at run time, not an input or a constant");
+    }
     const int id = push_value(std::move(value));
     value_names_[spec.names[i]] = id;
     node.results.push_back(id);

@@ -63,6 +63,8 @@ void drop(Function& fn, const std::vector<bool>& node_dropped, std::vector<bool>
   }
   for (Argument& arg : fn.arguments) remap(arg.value);
   for (int& v : fn.outputs) remap(v);
+  for (Value& value : values)  // a bounded value names its extent
+    if (value.extent >= 0) remap(value.extent);
   for (size_t n = 0; n < nodes.size(); ++n)
     for (size_t r = 0; r < nodes[n].results.size(); ++r) {
       Value& value = values[static_cast<size_t>(nodes[n].results[r])];

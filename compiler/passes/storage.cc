@@ -211,6 +211,11 @@ std::vector<int> slot_substitutions(const Function& fn, const std::vector<int>& 
     if (in_result[static_cast<size_t>(v)] >= 0)
       merged[static_cast<size_t>(v)] = in_result[static_cast<size_t>(v)];
   }
+  // An extent keeps its own slot: the bounded values name it, and the
+  // instruction writing it must write that slot (a branch's count is copied
+  // into the if's result instead).
+  for (const Value& value : fn.values)
+    if (value.extent >= 0) merged[static_cast<size_t>(value.extent)] = -1;
   return merged;
 }
 

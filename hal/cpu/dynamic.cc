@@ -119,4 +119,20 @@ Status compact(const KernelContext&, const Dispatch& d) {
   return ok_status();
 }
 
+// x with rows from n on zeroed along its bounded dim (in place or into y).
+Status bound(const KernelContext&, const Dispatch& d) {
+  const ops::CompactPlan& p = plan_of<ops::CompactPlan>(d);
+  const int64_t n = *input<int64_t>(d, 1);
+  if (n < 0 || n > p.bound)
+    return invalid_argument("bound: extent " + std::to_string(n) + " is outside [0, " + std::to_string(p.bound) + "]");
+  const uint8_t* x = input<uint8_t>(d, 0);
+  uint8_t* y = output<uint8_t>(d, 0);
+  const int64_t slab = p.bound * p.inner_bytes, used = n * p.inner_bytes;
+  for (int64_t o = 0; o < p.outer; ++o) {
+    if (x != y) std::memcpy(y + o * slab, x + o * slab, static_cast<size_t>(used));
+    std::memset(y + o * slab + used, 0, static_cast<size_t>(slab - used));
+  }
+  return ok_status();
+}
+
 }  // namespace hexir::hal::cpu::internal

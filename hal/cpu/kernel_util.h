@@ -381,5 +381,6 @@ Status nonzero(const KernelContext&, const Dispatch&);
 Status non_max_suppression(const KernelContext&, const Dispatch&);
 Status compress(const KernelContext&, const Dispatch&);
 Status compact(const KernelContext&, const Dispatch&);
+Status bound(const KernelContext&, const Dispatch&);
 
 }  // namespace hexir::hal::cpu::internal

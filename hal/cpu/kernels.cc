@@ -229,6 +229,8 @@ constexpr KernelEntry<KernelFn> kKernels[] = {
     {OpId::kNonMaxSuppression, kF32, kAnyDType, non_max_suppression},
     {OpId::kCompress, kAnyDType, kAnyDType, compress},
     {OpId::kCompact, kAnyDType, kAnyDType, compact},
+    {OpId::kBound, kAnyDType, kAnyDType, bound},
+    {OpId::kUnbound, kAnyDType, kAnyDType, copy},  // the stored bytes (ops' CopyPlan)
 };
 
 // Kernels that prepare something from constant operands (their weights).

@@ -617,6 +617,16 @@ Status compact(const Dispatch& d, Launcher& launcher) {
   return launcher.launch(Kernel::kCompact, linear_config(bytes), &p);
 }
 
+Status bound(const Dispatch& d, Launcher& launcher) {
+  BoundParams p;
+  p.x = d.operands[0];
+  p.n = static_cast<const int64_t*>(d.operands[1]);
+  p.out = d.operands[2];
+  p.plan = plan_of<ops::CompactPlan>(d);
+  const int64_t bytes = p.plan.outer * p.plan.bound * p.plan.inner_bytes;
+  return launcher.launch(Kernel::kBound, linear_config(bytes > 0 ? bytes : 1), &p);
+}
+
 Status scatter(const Dispatch& d, Launcher& launcher) {
   ScatterParams p;
   p.indices = d.operands[1];
@@ -943,6 +953,8 @@ constexpr KernelEntry<CudaKernelFn> kKernels[] = {
     {OpId::kNonMaxSuppression, kF32, kAnyDType, non_max_suppression},
     {OpId::kCompress, kAnyDType, kAnyDType, compress},
     {OpId::kCompact, kAnyDType, kAnyDType, compact},
+    {OpId::kBound, kAnyDType, kAnyDType, bound},
+    {OpId::kUnbound, kAnyDType, kAnyDType, copy},  // the stored bytes (ops' CopyPlan)
 };
 
 #undef HEXIR_CAST_FROM

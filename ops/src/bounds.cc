@@ -66,6 +66,12 @@ Result<std::vector<Bound>> bound_rule(OpId id, std::span<const TensorType> in, s
     bounds[0].source.result = static_cast<int>(out.size()) - 1;
     return bounds;
   }
+  if (id == OpId::kBound) {  // its extent is its operand 1
+    if (in[0].has_bound()) return refuse(id, 0, in[0], "it is bounded already (unbound it first)");
+    bounds[0].dim = params.empty() ? -1 : static_cast<int>(params[0]);
+    bounds[0].source.operand = 1;
+    return bounds;
+  }
   bool any = false;
   for (const TensorType& t : in) any = any || t.has_bound();
   if (!any) return bounds;
@@ -75,7 +81,12 @@ Result<std::vector<Bound>> bound_rule(OpId id, std::span<const TensorType> in, s
     const TensorType& t = in[i];
     if (!t.has_bound()) continue;
     const int d = t.bounded;
-    if (id == OpId::kCompact && i == 0) {
+    if (id == OpId::kUnbound) {
+      continue;  // the stored elements as a plain value
+    } else if (id == OpId::kSplit && !params.empty() && params[0] != d) {
+      for (Bound& each : bounds) pass(each, d, i);  // every part keeps the other dims' bound
+      continue;
+    } else if (id == OpId::kCompact && i == 0) {
       pass(b, d, i);
     } else if (id == OpId::kCompact) {
       return refuse(id, i, t, "an extent has no bounded dim");
@@ -127,7 +138,8 @@ Result<std::vector<Bound>> bound_rule(OpId id, std::span<const TensorType> in, s
       return refuse(id, i, t, "this operator would mix data across it (not supported on bounded dims yet)");
     }
   }
-  if (b.dim >= 0 && out.size() > 1) return refuse(id, 0, in[0], "an operator of several results");
+  if (b.dim >= 0 && out.size() > 1 && id != OpId::kSplit)
+    return refuse(id, 0, in[0], "an operator of several results");
   return bounds;
 }
 
@@ -137,7 +149,7 @@ Result<std::vector<Bound>> bound_rule(OpId id, std::span<const TensorType> in, s
 Status mark_bounds(OpId id, std::span<const TensorType> in, std::span<const int64_t> params,
                    std::vector<TensorType>& out) {
   for (TensorType& t : out)
-    if (!makes_bound(id)) t.bounded = -1;
+    if (!makes_bound(id) && id != OpId::kBound) t.bounded = -1;
   HEXIR_ASSIGN_OR_RETURN(std::vector<Bound> bounds, bound_rule(id, in, params, out));
   for (size_t r = 0; r < out.size(); ++r) out[r].bounded = bounds[r].dim;
   return ok_status();

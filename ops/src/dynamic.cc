@@ -13,6 +13,8 @@ constexpr OpId kNonZero = OpId::kNonZero;
 constexpr OpId kNms = OpId::kNonMaxSuppression;
 constexpr OpId kCompress = OpId::kCompress;
 constexpr OpId kCompact = OpId::kCompact;
+constexpr OpId kBound = OpId::kBound;
+constexpr OpId kUnbound = OpId::kUnbound;
 
 TensorType count_type() { return TensorType{DType::kI64, {}}; }
 
@@ -173,6 +175,55 @@ void plan_compact(const PlanInput& op, OpPlan& out) {
   p.inner_bytes = dims_product(x.dims, d + 1, x.rank()) * dtype_size(x.dtype);
 }
 
+// ---- bound and unbound --------------------------------------------------------
+
+Result<std::vector<int64_t>> lower_bound(std::span<const TensorType> in, const AttrMap& attrs,
+                                         std::span<const TensorType>) {
+  HEXIR_RETURN_IF_ERROR(check_attr_names(kBound, attrs, {"dim"}));
+  HEXIR_ASSIGN_OR_RETURN(int64_t dim, int_attr(kBound, attrs, "dim", 0));
+  HEXIR_ASSIGN_OR_RETURN(dim, normalize_axis(kBound, dim, in[0].rank(), "dim"));
+  return std::vector<int64_t>{dim};
+}
+
+AttrMap raise_bound(std::span<const TensorType>, std::span<const int64_t> params) {
+  AttrMap attrs;
+  attrs["dim"].value = param_at(params, 0);
+  return attrs;
+}
+
+Result<std::vector<TensorType>> infer_bound(std::span<const TensorType> in, std::span<const int64_t> params) {
+  HEXIR_RETURN_IF_ERROR(check_param_count(kBound, params, 1));
+  const TensorType &x = in[0], &n = in[1];
+  HEXIR_RETURN_IF_ERROR(check_axis_param(kBound, params[0], x.rank()));
+  if (n.dtype != DType::kI64 || n.rank() != 0)
+    return invalid_argument(prefix(kBound) + "extent is " + n.to_string() + ", expected i64[]");
+  TensorType y = x;
+  y.bounded = static_cast<int32_t>(params[0]);
+  return one(y);
+}
+
+// The geometry of compact's: x as [outer, bound, inner_bytes].
+void plan_bound(const PlanInput& op, OpPlan& out) {
+  CompactPlan& p = out.start<CompactPlan>();
+  const TensorType& x = op.inputs[0];
+  const size_t d = static_cast<size_t>(op.params[0]);
+  p.outer = dims_product(x.dims, 0, d);
+  p.bound = x.dims[d];
+  p.inner_bytes = dims_product(x.dims, d + 1, x.rank()) * dtype_size(x.dtype);
+}
+
+Result<std::vector<TensorType>> infer_unbound(std::span<const TensorType> in, std::span<const int64_t> params) {
+  HEXIR_RETURN_IF_ERROR(check_param_count(kUnbound, params, 0));
+  if (!in[0].has_bound()) return invalid_argument(prefix(kUnbound) + in[0].to_string() + " has no bounded dim");
+  TensorType y = in[0];
+  y.bounded = -1;
+  return one(y);
+}
+
+void plan_unbound(const PlanInput& op, OpPlan& out) {
+  out.start<CopyPlan>().bytes = count_of(op.inputs[0]) * dtype_size(op.inputs[0].dtype);
+}
+
 Result<std::vector<int64_t>> lower_plain_nonzero(std::span<const TensorType>, const AttrMap& attrs,
                                                  std::span<const TensorType>) {
   return no_attributes(kNonZero, attrs);
@@ -180,6 +231,10 @@ Result<std::vector<int64_t>> lower_plain_nonzero(std::span<const TensorType>, co
 Result<std::vector<int64_t>> lower_plain_compact(std::span<const TensorType>, const AttrMap& attrs,
                                                  std::span<const TensorType>) {
   return no_attributes(kCompact, attrs);
+}
+Result<std::vector<int64_t>> lower_plain_unbound(std::span<const TensorType>, const AttrMap& attrs,
+                                                 std::span<const TensorType>) {
+  return no_attributes(kUnbound, attrs);
 }
 
 constexpr OpDef kDefs[] = {
@@ -192,6 +247,11 @@ constexpr OpDef kDefs[] = {
     // Reads its extent (input 1) of input 0's bounded dim.
     {kCompact, "compact", 2, 2, 1, 1, false, false, false, 0, lower_plain_compact, raise_none, infer_compact,
      flops_per_element, nullptr, plan_compact, ~0u, 0, /*extent_input=*/1, /*extent_of=*/0},
+    // In place on x: the rows past the extent are zeroed where they are.
+    {kBound, "bound", 2, 2, 1, 1, false, true, false, 0, lower_bound, raise_bound, infer_bound, flops_per_element,
+     nullptr, plan_bound, /*in_place_inputs=*/1u},
+    {kUnbound, "unbound", 1, 1, 1, 1, false, false, false, 0, lower_plain_unbound, raise_none, infer_unbound,
+     flops_per_element, nullptr, plan_unbound},
 };
 
 }  // namespace

@@ -263,17 +263,21 @@ class MetadataBuilder {
     for (int v = 0; v < values; ++v)
       (fn_plan.values[static_cast<size_t>(v)].storage_root > v ? deferred : order).push_back(v);
     order.insert(order.end(), deferred.begin(), deferred.end());
-    // A bounded value names its extent's slot, so the extent's slot comes first.
+    // A bounded value names its extent's slot, so the extent's slot comes
+    // first (and, where the extent is a view, the slot it views before it).
     std::vector<bool> added(static_cast<size_t>(values), false);
+    auto add = [&](int v) -> Status {
+      if (added[static_cast<size_t>(v)]) return ok_status();
+      added[static_cast<size_t>(v)] = true;
+      return add_slot(fn, fn_plan, v, donated_input, slot_of);
+    };
     for (int v : order) {
       const int e = value_at(fn, fn_plan, v).extent;
-      if (e >= 0 && !added[static_cast<size_t>(e)]) {
-        HEXIR_RETURN_IF_ERROR(add_slot(fn, fn_plan, e, donated_input, slot_of));
-        added[static_cast<size_t>(e)] = true;
+      if (e >= 0) {
+        HEXIR_RETURN_IF_ERROR(add(fn_plan.values[static_cast<size_t>(e)].storage_root));
+        HEXIR_RETURN_IF_ERROR(add(e));
       }
-      if (added[static_cast<size_t>(v)]) continue;
-      HEXIR_RETURN_IF_ERROR(add_slot(fn, fn_plan, v, donated_input, slot_of));
-      added[static_cast<size_t>(v)] = true;
+      HEXIR_RETURN_IF_ERROR(add(v));
     }
 
     HEXIR_ASSIGN_OR_RETURN(uint32_t instruction_begin, checked_u32(instructions_.size(), "instructions"));
@@ -321,8 +325,11 @@ class MetadataBuilder {
         break;
       case Storage::kExtent:  // one table entry per root, across functions
         usage = fb::SlotUsage::Transient;
-        if (where.storage_root == v) extent_index_[{&fn, v}] = extent_count_++;
-        storage_index = extent_index_.at({&fn, where.storage_root});
+        {  // numbered at the first of the root and its views written (a view may come first)
+          const auto [entry, added] = extent_index_.try_emplace({&fn, where.storage_root}, extent_count_);
+          if (added) ++extent_count_;
+          storage_index = entry->second;
+        }
         break;
     }
     // A bounded dim names the slot of its extent (added before this one).

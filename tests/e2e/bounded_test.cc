@@ -204,5 +204,63 @@ func @main(%s: f32[6], %x: f32[6]) -> (f32[1]) {
   CHECK_FALSE(tuple.ok());
 }
 
+
+// bound: a plain value bounded at an extent computed at run time (what the
+// ONNX importer composes TopK, Concat, Slice and reductions across a
+// bounded dim from); unbound: the stored rows, the padding's zeros included.
+const char* kBoundRows = R"(module @rows
+func @main(%x: f32[5,2], %k: i64[]) -> (f32[<=5,2], f32[5,2]) {
+  %n = call @copy(%k) : i64[]
+  %y = call @bound(%x, %n) {dim = 0} : f32[<=5,2]
+  %z = call @unbound(%y) : f32[5,2]
+  return %y, %z
+}
+)";
+
+TEST_CASE("bound and unbound: the rows below a run-time extent, the rest zeros; an extent past the bound fails") {
+  for (compiler::PlanStrategy plan : {compiler::PlanStrategy::kArena, compiler::PlanStrategy::kFreeAtLastUse}) {
+    auto loaded = load_compiled(compile(kBoundRows, plan));
+    auto context = vm::Context::create(*loaded->program);
+    REQUIRE(context.ok());
+    const vm::FunctionSignature& sig = loaded->module->function(0);
+    std::vector<float> x = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
+    for (int64_t k : {int64_t{0}, int64_t{3}, int64_t{5}}) {
+      int64_t kk = k;
+      vm::TensorRef refs[] = {{x.data(), x.size() * 4, sig.inputs[0].type}, {&kk, 8, sig.inputs[1].type}};
+      REQUIRE(context->invoke(0, refs).ok());
+      auto type = context->output_type(0, 0);
+      REQUIRE(type.ok());
+      CHECK(type->dims == std::vector<int64_t>{k, 2});
+      std::vector<float> rows(static_cast<size_t>(k) * 2), stored(10);
+      REQUIRE(context->read_output(0, 0, {reinterpret_cast<uint8_t*>(rows.data()), rows.size() * 4}).ok());
+      REQUIRE(context->read_output(0, 1, {reinterpret_cast<uint8_t*>(stored.data()), stored.size() * 4}).ok());
+      CHECK(rows == std::vector<float>(x.begin(), x.begin() + k * 2));
+      for (size_t i = 0; i < stored.size(); ++i) CHECK(stored[i] == (static_cast<int64_t>(i) < k * 2 ? x[i] : 0.0f));
+    }
+    int64_t past = 6;
+    vm::TensorRef refs[] = {{x.data(), x.size() * 4, sig.inputs[0].type}, {&past, 8, sig.inputs[1].type}};
+    const Status failed = context->invoke(0, refs);
+    REQUIRE(!failed.ok());
+    CHECK(failed.message().find("extent 6 is outside [0, 5]") != std::string::npos);
+  }
+}
+
+TEST_CASE("bound: its extent is computed at run time, and a bounded operand is unbound first") {
+  CHECK(compile_error(R"(module @m
+func @main(%x: f32[5], %k: i64[]) -> (f32[<=5]) {
+  %y = call @bound(%x, %k) {dim = 0} : f32[<=5]
+  return %y
+}
+)").message().find("must be computed at run time") != std::string::npos);
+  CHECK(compile_error(R"(module @m
+func @main(%x: f32[5], %k: i64[]) -> (f32[<=5]) {
+  %n = call @copy(%k) : i64[]
+  %y = call @bound(%x, %n) {dim = 0} : f32[<=5]
+  %z = call @bound(%y, %n) {dim = 0} : f32[<=5]
+  return %z
+}
+)").message().find("unbound it first") != std::string::npos);
+}
+
 }  // namespace
 }  // namespace hexir::testing

@@ -1101,6 +1101,12 @@ inline std::vector<KernelCase> kernel_cases() {
   HostTensor padded = iota_bytes(DType::kI64, {3, 5});
   padded.bounded = 1;
   exact("compact i64 [3,<=5] at extent 2", OpId::kCompact, {padded, scalar_i64(2)}, {});
+  exact("unbound i64 [3,<=5]: the stored elements", OpId::kUnbound, {padded}, {});
+  exact("bound f32 [3,5] dim 1 at extent 2", OpId::kBound, {random_f32({3, 5}, 2130), scalar_i64(2)}, {1});
+  exact("bound u8 [7,3] dim 0 at its whole size", OpId::kBound, {iota_bytes(DType::kU8, {7, 3}), scalar_i64(7)},
+        {0});
+  exact("bound f16 [2,4,3] dim 1 at extent 0", OpId::kBound, {iota_bytes(DType::kF16, {2, 4, 3}), scalar_i64(0)},
+        {1});
   add_half_cases(cases);
   return cases;
 }

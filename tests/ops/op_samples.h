@@ -223,6 +223,8 @@ inline std::vector<OpSample> op_samples() {
   s.push_back({kCompress, {f32({3, 4}), t(DType::kBool, {3})}, {{"axis", i64(0)}}, {}});
   s.push_back({kCompress, {f32({3, 4}), t(DType::kBool, {5})}, {}, {}});
   s.push_back({kCompact, {TensorType{DType::kI64, {2, 5}, 1}, scalar_i64}, {}, {}});
+  s.push_back({OpId::kBound, {f32({3, 4}), scalar_i64}, {{"dim", i64(1)}}, {}});
+  s.push_back({OpId::kUnbound, {TensorType{DType::kF32, {6, 4}, 0}}, {}, {}});
   return s;
 }
 

@@ -208,6 +208,84 @@ Status write_scan_rows(Importer& im, const NodeCtx& n, const LoopBody& loop,
 
 }  // namespace
 
+// A result the two branches of an If give at different sizes along one dim
+// (a bounded value, or an empty tensor where the other branch has rows):
+// each branch yields its rows padded to the larger bound and their count,
+// and the If's result is bounded again at that count after it.
+struct CarriedRows {
+  int dim = -1;  // -1: the branches agree, the result passes as it is
+  int64_t bound = 0;
+};
+
+// Both branches' result types, learnt by building each and rolling it back;
+// nullopt when one cannot be built (the fail path below handles it).
+std::optional<std::vector<CarriedRows>> carried_rows(Importer& im, const NodeCtx& n, int cond_id) {
+  std::vector<Info> infos[2];
+  for (int b = 0; b < 2; ++b) {
+    const Importer::Attempt attempt = im.begin_attempt();
+    Status begun = im.builder().begin_if_untyped(cond_id, n.loc);
+    Result<std::vector<Ref>> outs =
+        begun.ok() ? import_branch(im, n, b == 0 ? "then_branch" : "else_branch") : Result<std::vector<Ref>>(begun);
+    if (outs.ok())
+      for (Ref r : *outs) infos[b].push_back(im.info(r));
+    im.end_attempt();
+    im.undo(attempt);
+    if (!outs.ok()) return std::nullopt;
+  }
+  std::vector<CarriedRows> carried(infos[0].size());
+  for (size_t i = 0; i < carried.size(); ++i) {
+    const Info &a = infos[0][i], &b = infos[1][i];
+    if (a.bounded < 0 && b.bounded < 0) continue;  // equal or not, the builder judges
+    if (a.type != b.type || a.dims.size() != b.dims.size()) continue;
+    int dim = a.bounded >= 0 ? a.bounded : b.bounded;
+    bool same_elsewhere = (a.bounded < 0 || a.bounded == dim) && (b.bounded < 0 || b.bounded == dim);
+    for (size_t d = 0; d < a.dims.size() && same_elsewhere; ++d)
+      same_elsewhere = static_cast<int>(d) == dim || a.dims[d] == b.dims[d];
+    if (!same_elsewhere) continue;
+    carried[i] = CarriedRows{dim, std::max(a.dims[static_cast<size_t>(dim)], b.dims[static_cast<size_t>(dim)])};
+  }
+  return carried;
+}
+
+// A branch's yields with each carried result as its rows padded to the
+// bound, and the counts after the others.
+Result<std::vector<Ref>> carry_rows(Importer& im, const NodeCtx& n, std::vector<Ref> outs,
+                                    const std::vector<CarriedRows>& carried) {
+  std::vector<Ref> counts;
+  for (size_t i = 0; i < carried.size() && i < outs.size(); ++i) {
+    const CarriedRows& c = carried[i];
+    if (c.dim < 0) continue;
+    const Info ri = im.info(outs[i]);
+    const size_t d = static_cast<size_t>(c.dim);
+    Ref rows = outs[i];
+    if (ri.bounded >= 0) {
+      counts.push_back(extent_of(im, outs[i]));
+      HEXIR_ASSIGN_OR_RETURN(rows, unbound_rows(im, n, outs[i], RowPadding::kZero));
+    } else {
+      counts.push_back(
+          im.scalar_const(static_cast<double>(ri.dims[d]), kInt64, im.helper_name(n, "branch_rows"), n.loc));
+    }
+    if (ri.dims[d] < c.bound) {  // zeros up to the bound
+      std::vector<int64_t> pad_dims = ri.dims;
+      pad_dims[d] = c.bound - ri.dims[d];
+      Ref zeros = im.fill_const(ri.type, pad_dims, std::vector<uint8_t>(onnx_element_size(ri.type), 0),
+                                im.helper_name(n, "padding"), n.loc);
+      if (ri.dims[d] == 0) {
+        pad_dims[d] = c.bound;
+        rows = im.fill_const(ri.type, pad_dims, std::vector<uint8_t>(onnx_element_size(ri.type), 0),
+                             im.helper_name(n, "padding"), n.loc);
+      } else {
+        ops::AttrMap attrs;
+        attrs["axis"] = ops::AttrValue{int64_t{c.dim}};
+        HEXIR_ASSIGN_OR_RETURN(rows, im.emit1(n, ops::OpId::kConcat, {rows, zeros}, attrs, im.helper_name(n, "padded")));
+      }
+    }
+    outs[i] = rows;
+  }
+  outs.insert(outs.end(), counts.begin(), counts.end());
+  return outs;
+}
+
 // If. A condition known at import (after input shapes and binds): the
 // branch taken is imported in place of the node; the other is never read.
 // A run-time condition: an if of the graph, each branch built in its
@@ -234,9 +312,14 @@ Status op_if(Importer& im, const NodeCtx& n) {
     HEXIR_ASSIGN_OR_RETURN(cond, im.reshape(n, c, {}, im.helper_name(n, "condition")));
   }
   HEXIR_ASSIGN_OR_RETURN(int cond_id, im.materialize(cond, n.loc));
+  const std::vector<CarriedRows> carried =
+      carried_rows(im, n, cond_id).value_or(std::vector<CarriedRows>(static_cast<size_t>(n.node.output_size())));
   HEXIR_RETURN_IF_ERROR(im.builder().begin_if_untyped(cond_id, n.loc));
   std::vector<std::string> names;
-  for (int i = 0; i < n.node.output_size(); ++i) names.push_back(im.result_name(n, i));
+  for (int i = 0; i < n.node.output_size(); ++i)
+    names.push_back(carried[static_cast<size_t>(i)].dim >= 0 ? im.helper_name(n, "rows") : im.result_name(n, i));
+  for (const CarriedRows& c : carried)
+    if (c.dim >= 0) names.push_back(im.helper_name(n, "count"));
   std::string failed[2];
   std::vector<int> results;
   for (int b = 0; b < 2; ++b) {
@@ -245,6 +328,7 @@ Status op_if(Importer& im, const NodeCtx& n) {
     Status status = ok_status();
     {
       Result<std::vector<Ref>> outs = import_branch(im, n, branch);
+      if (outs.ok()) outs = carry_rows(im, n, std::move(*outs), carried);
       std::vector<int> yielded;
       if (outs.ok())
         for (Ref r : *outs) {
@@ -279,7 +363,15 @@ Status op_if(Importer& im, const NodeCtx& n) {
       HEXIR_ASSIGN_OR_RETURN(results, im.builder().end_if({}, names, n.loc));
     }
   }
-  for (size_t i = 0; i < results.size(); ++i) im.define(n, static_cast<int>(i), Ref{results[i], -1});
+  size_t count_result = carried.size();
+  for (size_t i = 0; i < carried.size() && i < results.size(); ++i) {
+    Ref r{results[i], -1};
+    if (carried[i].dim >= 0 && count_result < results.size()) {
+      HEXIR_ASSIGN_OR_RETURN(r, bound_rows(im, n, r, carried[i].dim, Ref{results[count_result++], -1},
+                                           im.result_name(n, static_cast<int>(i))));
+    }
+    im.define(n, static_cast<int>(i), r);
+  }
   return ok_status();
 }
 

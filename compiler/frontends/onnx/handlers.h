@@ -71,6 +71,24 @@ Status op_gather(Importer& im, const NodeCtx& n);
 Status op_scatter_nd(Importer& im, const NodeCtx& n);
 Status op_scatter_elements(Importer& im, const NodeCtx& n);
 // dynamic.cc: bounded dynamic shapes
+// Reading across a bounded dim: x's stored rows as a plain value, the
+// padding set to what cannot change the result (kZero: as stored).
+enum class RowPadding { kZero, kOne, kLowest, kHighest, kNaN };
+Result<Ref> unbound_rows(Importer& im, const NodeCtx& n, Ref x, RowPadding pad);
+// `plain` with dim `dim` bounded at run-time extent `count` (i64[] or i64[1]).
+Result<Ref> bound_rows(Importer& im, const NodeCtx& n, Ref plain, int dim, Ref count, const std::string& name);
+// The extent value (i64[]) of bounded value x.
+Ref extent_of(Importer& im, Ref x);
+// What is known of a small integer vector: a held constant's values, or
+// the facts of a run-time shape (Importer::ShapeFact).
+std::optional<Importer::ShapeFact> shape_fact(Importer& im, Ref r);
+// After a node: the facts its output 0 inherits (Gather, Concat, Min, ...).
+void note_shape_facts(Importer& im, const NodeCtx& n);
+// Concat along the bounded dim of some of `parts`.
+Status concat_bounded(Importer& im, const NodeCtx& n, const std::vector<Ref>& parts, int64_t axis);
+// dims [start, end) of bounded value x at run time: i64[end - start].
+Result<Ref> runtime_shape(Importer& im, const NodeCtx& n, Ref x, int64_t start, int64_t end,
+                          const std::string& name);
 Status op_nonzero(Importer& im, const NodeCtx& n);
 Status op_compress(Importer& im, const NodeCtx& n);
 Status op_non_max_suppression(Importer& im, const NodeCtx& n);

@@ -641,6 +641,22 @@ Result<std::vector<int>> Importer::emit(const NodeCtx& n, ops::OpId op, const st
     HEXIR_ASSIGN_OR_RETURN(int v, materialize(r, n.loc));
     spec.inputs.push_back(v);
   }
+  // A handler states dims; where a bounded operand gives a result a bounded
+  // dim (the shape rule's, ops/src/bounds.cc), the stated type takes it.
+  bool bounded = false;
+  std::vector<TensorType> input_types;
+  for (int v : spec.inputs) {
+    input_types.push_back(builder_.value(v).type);
+    bounded = bounded || input_types.back().has_bound();
+  }
+  if (bounded && !declared.empty()) {
+    Result<std::vector<int64_t>> params = ops::lower_attributes(op, input_types, attrs, declared);
+    Result<std::vector<TensorType>> inferred =
+        params.ok() ? ops::infer_result_types(op, input_types, *params) : params.status();
+    if (inferred.ok() && inferred->size() == declared.size())
+      for (size_t i = 0; i < declared.size(); ++i)
+        if (declared[i].dims == (*inferred)[i].dims) declared[i].bounded = (*inferred)[i].bounded;
+  }
   spec.attrs = attrs;
   spec.declared = std::move(declared);
   spec.names = std::move(names);
@@ -774,7 +790,9 @@ Status Importer::import_node(const onnx::NodeProto& node, int index, const std::
   if (!handler)
     return error_at(
         n.loc, "operator '" + op + "' is not supported by the ONNX importer (docs/onnx.md lists what is)");
-  return handler(*this, n);
+  HEXIR_RETURN_IF_ERROR(handler(*this, n));
+  note_shape_facts(*this, n);
+  return ok_status();
 }
 
 Importer::Attempt Importer::begin_attempt() {
@@ -786,6 +804,8 @@ Importer::Attempt Importer::begin_attempt() {
 
 void Importer::undo(const Attempt& a) {
   builder_.rollback(a.builder);
+  shape_facts_.erase(shape_facts_.lower_bound(builder_.value_count()), shape_facts_.end());
+  std::erase_if(row_indices_, [&](const auto& entry) { return entry.second >= builder_.value_count(); });
   entries_ = a.entries;
   consts_.resize(a.module_index.size());
   for (size_t k = 0; k < consts_.size(); ++k) consts_[k].module_index = a.module_index[k];

@@ -244,6 +244,22 @@ class Importer {
     std::vector<int> module_index;  // per constant record then
   };
   Attempt begin_attempt();
+  // ---- run-time shapes of bounded values (dynamic.cc) --------------------------
+  // What is known at compile time of a small run-time integer vector that
+  // holds dims of a bounded value (its Shape, and what is computed from it):
+  // per element an upper bound, whether the element is exactly that, and
+  // the extent value it equals (-1: none known).
+  struct ShapeFact {
+    std::vector<int64_t> upper;
+    std::vector<bool> exact;
+    std::vector<int> extent;
+  };
+  std::map<int, ShapeFact>& shape_facts() { return shape_facts_; }
+  // The real-row index of a Concat along bounded dims, by its parts' extents
+  // and sizes: Concats of the same parts share it, so their results share
+  // their extent (concat_bounded).
+  std::map<std::vector<int64_t>, int>& row_indices() { return row_indices_; }
+
   void end_attempt() { --tentative_; }
   void undo(const Attempt& a);
 
@@ -279,6 +295,8 @@ class Importer {
   int open_scopes_ = 0;
   std::set<std::string, std::less<>> reserved_, used_, needed_names_, initializer_names_;
   int tentative_ = 0;  // attempts open (begin_attempt): what they build may be undone
+  std::map<int, ShapeFact> shape_facts_;  // by builder value
+  std::map<std::vector<int64_t>, int> row_indices_;
 };
 
 // ---- helpers every family uses (importer.cc) ------------------------------------

@@ -232,6 +232,53 @@ Status op_batchnorm(Importer& im, const NodeCtx& n) {
 
 // TopK: k a constant (input 1 from opset 10, the attribute before); two
 // results, values and i64 indices, always sorted.
+namespace {
+
+// TopK reading across a bounded dim or taking K at run time: the plain
+// top_k of the stored rows (the padding never chosen) at K's upper bound,
+// both results bounded at the count actually asked for, min(K, extent).
+Status top_k_bounded(Importer& im, const NodeCtx& n, Ref x, std::optional<Ref> run_time_k, int64_t k,
+                     int64_t axis, int64_t largest) {
+  const Info xi = im.info(x);
+  HEXIR_ASSIGN_OR_RETURN(axis, norm_axis(n, axis, xi.dims.size()));
+  const int64_t dim = xi.dims[static_cast<size_t>(axis)];
+  if (xi.bounded >= 0 && xi.bounded != axis)
+    return error_at(n.loc, "x's bounded dim " + std::to_string(xi.bounded) + " is not the axis " +
+                               std::to_string(axis) + " (not supported)");
+  if (run_time_k) {
+    const std::optional<Importer::ShapeFact> fact = shape_fact(im, *run_time_k);
+    k = fact && fact->upper.size() == 1 ? fact->upper[0] : dim;  // no bound known: every row
+  }
+  k = std::clamp<int64_t>(k, 0, dim);
+  Ref xs = x;
+  if (xi.bounded >= 0) {
+    HEXIR_ASSIGN_OR_RETURN(xs, unbound_rows(im, n, x, largest ? RowPadding::kLowest : RowPadding::kHighest));
+  }
+  ops::AttrMap attrs;
+  attrs["axis"] = ops::AttrValue{axis};
+  attrs["k"] = ops::AttrValue{k};
+  attrs["largest"] = ops::AttrValue{largest};
+  attrs["sorted"] = ops::AttrValue{int64_t{1}};
+  HEXIR_ASSIGN_OR_RETURN(std::vector<int> ids, im.emit(n, ops::OpId::kTopK, {xs}, attrs,
+                                                       {im.helper_name(n, "values"), im.helper_name(n, "indices")}));
+  Ref count = run_time_k ? *run_time_k : im.scalar_const(static_cast<double>(k), kInt64, im.helper_name(n, "k"), n.loc);
+  if (im.info(count).dims.size() == 1) {
+    HEXIR_ASSIGN_OR_RETURN(count, im.reshape(n, count, {}, im.helper_name(n, "k")));
+  }
+  if (xi.bounded >= 0) {
+    HEXIR_ASSIGN_OR_RETURN(count, im.emit1(n, ops::OpId::kMinimum, {count, extent_of(im, x)}, {},
+                                           im.helper_name(n, "count")));
+  }
+  for (int i = 0; i < 2; ++i) {
+    HEXIR_ASSIGN_OR_RETURN(Ref r, bound_rows(im, n, Ref{ids[static_cast<size_t>(i)], -1}, static_cast<int>(axis),
+                                             count, im.result_name(n, i)));
+    im.define(n, i, r);
+  }
+  return ok_status();
+}
+
+}  // namespace
+
 Status op_top_k(Importer& im, const NodeCtx& n) {
   const bool k_input = im.opset() >= 10;
   if (k_input) {
@@ -240,20 +287,23 @@ Status op_top_k(Importer& im, const NodeCtx& n) {
     HEXIR_RETURN_IF_ERROR(im.check_attrs(n, {"axis", "k"}));
   }
   HEXIR_ASSIGN_OR_RETURN(Ref x, im.input(n, 0));
+  HEXIR_ASSIGN_OR_RETURN(int64_t axis, im.attr_int(n, "axis", -1));
+  HEXIR_ASSIGN_OR_RETURN(int64_t largest, im.attr_int(n, "largest", 1));
   int64_t k = 0;
   if (k_input) {
     HEXIR_ASSIGN_OR_RETURN(Ref kr, im.input(n, 1));
+    if (im.info(kr).count() != 1)
+      return error_at(n.loc, "input 'K' must hold one value, got " + std::to_string(im.info(kr).count()));
+    HEXIR_ASSIGN_OR_RETURN(HostPtr held, im.host(kr));
+    if (!held) return top_k_bounded(im, n, x, kr, 0, axis, largest);
     HEXIR_ASSIGN_OR_RETURN(std::vector<int64_t> ks, im.const_ints(n, kr, 1, "K"));
-    if (ks.size() != 1)
-      return error_at(n.loc, "input 'K' must hold one value, got " + std::to_string(ks.size()));
     k = ks[0];
   } else {
     HEXIR_ASSIGN_OR_RETURN(auto ka, im.attr_int(n, "k", -1));
     k = ka;
   }
+  if (im.info(x).bounded >= 0) return top_k_bounded(im, n, x, std::nullopt, k, axis, largest);
   ops::AttrMap attrs;
-  HEXIR_ASSIGN_OR_RETURN(int64_t axis, im.attr_int(n, "axis", -1));
-  HEXIR_ASSIGN_OR_RETURN(int64_t largest, im.attr_int(n, "largest", 1));
   attrs["axis"] = ops::AttrValue{axis};
   attrs["k"] = ops::AttrValue{k};
   attrs["largest"] = ops::AttrValue{largest};
@@ -285,6 +335,54 @@ Result<ops::OpId> reduce_op(const NodeCtx& n) {
   return error_at(n.loc, "'" + n.op + "' is not a reduction");
 }
 
+namespace {
+
+// A reduction of a value with a bounded dim. Over it: the stored rows with
+// the padding set to the reduction's identity (a mean divides the sum by
+// the actual count). Over other dims: the plain reduction of the stored
+// rows, its result bounded again at the extent.
+Status reduce_bounded(Importer& im, const NodeCtx& n, ops::OpId id, Ref x, std::vector<int64_t> axes,
+                      bool keepdims, const ops::AttrMap& attrs) {
+  const Info xi = im.info(x);
+  const int64_t rank = static_cast<int64_t>(xi.dims.size());
+  if (axes.empty())
+    for (int64_t a = 0; a < rank; ++a) axes.push_back(a);
+  for (int64_t& a : axes) {
+    HEXIR_ASSIGN_OR_RETURN(a, norm_axis(n, a, xi.dims.size(), "axes"));
+  }
+  const bool across = std::find(axes.begin(), axes.end(), int64_t{xi.bounded}) != axes.end();
+  if (!across) {
+    HEXIR_ASSIGN_OR_RETURN(Ref plain, unbound_rows(im, n, x, RowPadding::kZero));
+    HEXIR_ASSIGN_OR_RETURN(Ref y, im.emit1(n, id, {plain}, attrs, im.helper_name(n, "rows")));
+    int dim = xi.bounded;
+    if (!keepdims)
+      for (int64_t a : axes) dim -= a < xi.bounded ? 1 : 0;
+    HEXIR_ASSIGN_OR_RETURN(Ref r, bound_rows(im, n, y, dim, extent_of(im, x), im.result_name(n)));
+    im.define(n, 0, r);
+    return ok_status();
+  }
+  RowPadding pad = RowPadding::kZero;  // sums, L1, L2, sum of squares, log of the sum
+  if (id == ops::OpId::kReduceMax || id == ops::OpId::kReduceLogSumExp) pad = RowPadding::kLowest;
+  if (id == ops::OpId::kReduceMin) pad = RowPadding::kHighest;
+  if (id == ops::OpId::kReduceProd) pad = RowPadding::kOne;
+  HEXIR_ASSIGN_OR_RETURN(Ref plain, unbound_rows(im, n, x, pad));
+  if (id != ops::OpId::kReduceMean) return im.emit_result(n, id, {plain}, attrs);
+  if (xi.type != kFloat && xi.type != kFloat16 && xi.type != kBFloat16)
+    return error_at(n.loc, "a mean across a bounded dim of " + onnx_type_name(xi.type) + " is not supported");
+  HEXIR_ASSIGN_OR_RETURN(Ref sum, im.emit1(n, ops::OpId::kReduceSum, {plain}, attrs, im.helper_name(n, "sum")));
+  int64_t others = 1;  // the reduced elements per bounded row
+  for (int64_t a : axes) others *= a == xi.bounded ? 1 : xi.dims[static_cast<size_t>(a)];
+  Ref per_row = im.scalar_const(static_cast<double>(others), kInt64, im.helper_name(n, "per_row"), n.loc);
+  HEXIR_ASSIGN_OR_RETURN(Ref count, im.emit1(n, ops::OpId::kMul, {extent_of(im, x), per_row}, {},
+                                             im.helper_name(n, "count")));
+  ops::AttrMap to;
+  to["to"] = ops::AttrValue{std::string(dtype_name(im.builder().value(sum.value).type.dtype))};
+  HEXIR_ASSIGN_OR_RETURN(Ref divisor, im.emit1(n, ops::OpId::kCast, {count}, to, im.helper_name(n, "divisor")));
+  return im.emit_result(n, ops::OpId::kDiv, {sum, divisor}, {});
+}
+
+}  // namespace
+
 Status op_reduce(Importer& im, const NodeCtx& n) {
   HEXIR_ASSIGN_OR_RETURN(const ops::OpId id, reduce_op(n));
   const bool axes_input = n.op == "ReduceSum" ? im.opset() >= 13 : im.opset() >= 18;  // the others: 18
@@ -313,6 +411,7 @@ Status op_reduce(Importer& im, const NodeCtx& n) {
   ops::AttrMap attrs;
   if (!axes.empty()) attrs["axes"] = int_list(axes);
   attrs["keepdims"] = ops::AttrValue{keepdims ? int64_t{1} : int64_t{0}};
+  if (im.info(x).bounded >= 0) return reduce_bounded(im, n, id, x, axes, keepdims != 0, attrs);
   return im.emit_result(n, id, {x}, attrs);
 }
 

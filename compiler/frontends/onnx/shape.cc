@@ -219,6 +219,8 @@ Status op_concat(Importer& im, const NodeCtx& n) {
       return ok_status();
     }
   }
+  for (Ref r : plain)
+    if (im.info(r).bounded == axis) return concat_bounded(im, n, plain, axis);
   if (plain.size() == 1) {
     im.define(n, 0, plain[0]);
     return ok_status();
@@ -562,6 +564,47 @@ Result<std::optional<Ref>> windowed_slice(Importer& im, const NodeCtx& n, Ref x,
 
 }  // namespace
 
+namespace {
+
+// A Slice cutting a bounded dim (entry `cut` of the lists), forwards from a
+// start counted from the first row: the stored rows sliced, bounded again
+// at min(max(extent - start, 0), end - start).
+Status slice_bounded(Importer& im, const NodeCtx& n, Ref x, std::vector<int64_t> starts, std::vector<int64_t> ends,
+                     const std::vector<int64_t>& axes, const std::vector<int64_t>& steps, size_t cut) {
+  const Info xi = im.info(x);
+  const int64_t bound = xi.dims[static_cast<size_t>(xi.bounded)];
+  if (steps[cut] != 1 || starts[cut] < 0 || ends[cut] < 0)
+    return error_at(n.loc, "a slice of bounded dim " + std::to_string(xi.bounded) +
+                               " with a negative start or end, or a step other than 1, is not supported");
+  const int64_t start = std::min(starts[cut], bound), end = std::clamp(ends[cut], start, bound);
+  starts[cut] = start;
+  ends[cut] = end;
+  HEXIR_ASSIGN_OR_RETURN(Ref plain, unbound_rows(im, n, x, RowPadding::kZero));
+  ops::AttrMap attrs;
+  attrs["starts"] = int_list(starts);
+  attrs["ends"] = int_list(ends);
+  attrs["axes"] = int_list(axes);
+  attrs["steps"] = int_list(steps);
+  HEXIR_ASSIGN_OR_RETURN(Ref rows, im.emit1(n, ops::OpId::kSlice, {plain}, attrs, im.helper_name(n, "rows")));
+  auto scalar = [&](int64_t v, const char* what) {
+    return im.scalar_const(static_cast<double>(v), kInt64, im.helper_name(n, what), n.loc);
+  };
+  Ref count = extent_of(im, x);
+  if (start > 0) {
+    HEXIR_ASSIGN_OR_RETURN(count, im.emit1(n, ops::OpId::kSub, {count, scalar(start, "start")}, {},
+                                           im.helper_name(n, "after_start")));
+    HEXIR_ASSIGN_OR_RETURN(count, im.emit1(n, ops::OpId::kMaximum, {count, scalar(0, "zero")}, {},
+                                           im.helper_name(n, "rows_left")));
+  }
+  HEXIR_ASSIGN_OR_RETURN(count, im.emit1(n, ops::OpId::kMinimum, {count, scalar(end - start, "size")}, {},
+                                         im.helper_name(n, "count")));
+  HEXIR_ASSIGN_OR_RETURN(Ref y, bound_rows(im, n, rows, xi.bounded, count, im.result_name(n)));
+  im.define(n, 0, y);
+  return ok_status();
+}
+
+}  // namespace
+
 Status op_slice(Importer& im, const NodeCtx& n) {
   HEXIR_ASSIGN_OR_RETURN(Ref x, im.input(n, 0));
   const Info xi = im.info(x);
@@ -615,6 +658,10 @@ Status op_slice(Importer& im, const NodeCtx& n) {
     }
     im.define_folded(n, 0, slice_host(*h, st, sp, sz));
     return ok_status();
+  }
+  for (size_t i = 0; i < starts.size() && xi.bounded >= 0; ++i) {
+    HEXIR_ASSIGN_OR_RETURN(int64_t axis, norm_axis(n, axes[i], xi.dims.size()));
+    if (axis == xi.bounded) return slice_bounded(im, n, x, starts, ends, axes, steps, i);
   }
   ops::AttrMap attrs;
   attrs["starts"] = int_list(starts);
@@ -680,20 +727,14 @@ Status op_scatter_elements(Importer& im, const NodeCtx& n) {
   return im.emit_result(n, ops::OpId::kScatterElements, {data, indices, updates}, attrs);
 }
 
-// A shape read from a value with a bounded dim would be its bound, not its
-// size: a run-time shape is not supported yet (docs/design-notes.md).
-Status refuse_bounded(const NodeCtx& n, const Info& x) {
-  if (x.bounded < 0) return ok_status();
-  return error_at(n.loc, "reads the shape of a value whose dim " + std::to_string(x.bounded) +
-                             " is data-dependent (bounded by " + std::to_string(x.dims[static_cast<size_t>(x.bounded)]) +
-                             "); shapes computed at run time are not supported yet");
-}
-
+// The shape of a value with a bounded dim is computed at run time
+// (runtime_shape: its extent in place of the bound), with what is known of
+// it at compile time kept for the nodes reading it (Importer::ShapeFact).
 Status op_shape(Importer& im, const NodeCtx& n) {
   HEXIR_RETURN_IF_ERROR(im.check_attrs(n, {"start", "end"}));
   HEXIR_ASSIGN_OR_RETURN(Ref x, im.input(n, 0));
-  HEXIR_RETURN_IF_ERROR(refuse_bounded(n, im.info(x)));
-  const std::vector<int64_t> dims = im.info(x).dims;
+  const Info xi = im.info(x);
+  const std::vector<int64_t>& dims = xi.dims;
   const int64_t rank = static_cast<int64_t>(dims.size());
   HEXIR_ASSIGN_OR_RETURN(int64_t start, im.attr_int(n, "start", 0));
   HEXIR_ASSIGN_OR_RETURN(int64_t end, im.attr_int(n, "end", rank));
@@ -701,6 +742,11 @@ Status op_shape(Importer& im, const NodeCtx& n) {
   if (end < 0) end += rank;
   start = std::clamp<int64_t>(start, 0, rank);
   end = std::clamp<int64_t>(end, start, rank);
+  if (xi.bounded >= start && xi.bounded < end) {
+    HEXIR_ASSIGN_OR_RETURN(Ref shape, runtime_shape(im, n, x, start, end, im.result_name(n)));
+    im.define(n, 0, shape);
+    return ok_status();
+  }
   im.define_folded(n, 0, host_i64(std::vector<int64_t>(dims.begin() + start, dims.begin() + end)));
   return ok_status();
 }
@@ -708,22 +754,69 @@ Status op_shape(Importer& im, const NodeCtx& n) {
 Status op_size(Importer& im, const NodeCtx& n) {
   HEXIR_RETURN_IF_ERROR(im.check_attrs(n, {}));
   HEXIR_ASSIGN_OR_RETURN(Ref x, im.input(n, 0));
-  HEXIR_RETURN_IF_ERROR(refuse_bounded(n, im.info(x)));
-  im.define_folded(n, 0, host_i64({im.info(x).count()}, true));
+  const Info xi = im.info(x);
+  if (xi.bounded >= 0) {  // the extent times the other dims
+    const int64_t bound = xi.dims[static_cast<size_t>(xi.bounded)];
+    Ref rest = im.scalar_const(static_cast<double>(bound == 0 ? 0 : xi.count() / bound), kInt64,
+                               im.helper_name(n, "other_dims"), n.loc);
+    HEXIR_ASSIGN_OR_RETURN(Ref size, im.emit1(n, ops::OpId::kMul, {extent_of(im, x), rest}, {}, im.result_name(n)));
+    if (!size.is_const()) im.shape_facts()[size.value] = Importer::ShapeFact{{xi.count()}, {false}, {-1}};
+    im.define(n, 0, size);
+    return ok_status();
+  }
+  im.define_folded(n, 0, host_i64({xi.count()}, true));
+  return ok_status();
+}
+
+// A shape computed at run time from a bounded value's (Importer::ShapeFact):
+// every dim known but one, whose upper bound is the buffer's and whose
+// run-time value the result's extent.
+Status constant_of_runtime_shape(Importer& im, const NodeCtx& n, Ref s, const HostTensor& value) {
+  const std::optional<Importer::ShapeFact> fact = shape_fact(im, s);
+  if (!fact)
+    return error_at(n.loc, "the shape ('" + n.node.input(0) +
+                               "') is computed at run time and is not a shape read from a bounded value");
+  int run_time = -1;
+  for (size_t d = 0; d < fact->exact.size(); ++d)
+    if (!fact->exact[d]) {
+      if (run_time >= 0) return error_at(n.loc, "the shape has more than one dim known at run time only");
+      run_time = static_cast<int>(d);
+    }
+  const std::string o = im.out_name(n, 0);
+  Ref fill = im.fill_const(value.type, fact->upper, value.bytes, run_time < 0 ? im.claim(o) : im.helper_name(n, "fill"),
+                           n.loc);
+  if (run_time < 0) {
+    im.define(n, 0, fill);
+    return ok_status();
+  }
+  // The extent of the value the dim was read from, where it is known: the
+  // result is bounded alike (and combines with it elementwise).
+  Ref count{fact->extent[static_cast<size_t>(run_time)], -1};
+  if (count.value < 0) {
+    ops::AttrMap attrs;
+    attrs["starts"] = int_list({run_time});
+    attrs["ends"] = int_list({run_time + 1});
+    attrs["axes"] = int_list({0});
+    attrs["steps"] = int_list({1});
+    HEXIR_ASSIGN_OR_RETURN(count, im.emit1(n, ops::OpId::kSlice, {s}, attrs, im.helper_name(n, "extent")));
+  }
+  HEXIR_ASSIGN_OR_RETURN(Ref y, bound_rows(im, n, fill, run_time, count, im.result_name(n)));
+  im.define(n, 0, y);
   return ok_status();
 }
 
 Status op_constant_of_shape(Importer& im, const NodeCtx& n) {
   HEXIR_RETURN_IF_ERROR(im.check_attrs(n, {"value"}));
   HEXIR_ASSIGN_OR_RETURN(Ref s, im.input(n, 0));
-  HEXIR_ASSIGN_OR_RETURN(std::vector<int64_t> dims, im.const_ints(n, s, 0, "the shape"));
-  for (int64_t d : dims)
-    if (d < 0) return error_at(n.loc, "shape " + shape_text(dims) + " has a negative dim");
   HostTensor value = make_host(kFloat, {1});
   if (const auto* a = find_attribute(n.node, "value")) {
     HEXIR_ASSIGN_OR_RETURN(value, im.attribute_contents(n, *a));
     if (value.count() != 1) return error_at(n.loc, "attribute 'value' must hold one element");
   }
+  if (!s.is_const()) return constant_of_runtime_shape(im, n, s, value);
+  HEXIR_ASSIGN_OR_RETURN(std::vector<int64_t> dims, im.const_ints(n, s, 0, "the shape"));
+  for (int64_t d : dims)
+    if (d < 0) return error_at(n.loc, "shape " + shape_text(dims) + " has a negative dim");
   const std::string o = im.out_name(n, 0);
   if (o.empty()) return ok_status();
   if (fold_limit(value.type, dims, im.fold_max_bytes()).ok()) {

@@ -4,6 +4,7 @@
 // extent; compact moves the rows of a padded bounded value in parallel.
 #include "common.cuh"
 
+using hexir::hal::cuda::BoundParams;
 using hexir::hal::cuda::CompactParams;
 using hexir::hal::cuda::CompressParams;
 using hexir::hal::cuda::NmsParams;
@@ -105,4 +106,16 @@ extern "C" __global__ void hexir_compact(CompactParams p) {
   const int64_t used = q.outer * row;
   for (int64_t i = hexir_kernels::global_index(); i < q.outer * q.bound * q.inner_bytes; i += stride)
     y[i] = i < used ? x[i / row * q.bound * q.inner_bytes + i % row] : 0;
+}
+
+// One thread per byte of the bound: x's byte below the extent, else zero.
+extern "C" __global__ void hexir_bound(BoundParams p) {
+  const hexir::ops::CompactPlan& q = p.plan;
+  int64_t n = *p.n;
+  n = n < 0 ? 0 : (n > q.bound ? q.bound : n);  // the cpu fails the invoke; CUDA clamps
+  const int64_t slab = q.bound * q.inner_bytes, used = n * q.inner_bytes;
+  const uint8_t* x = static_cast<const uint8_t*>(p.x);
+  uint8_t* y = static_cast<uint8_t*>(p.out);
+  const int64_t stride = hexir_kernels::global_stride();
+  for (int64_t i = hexir_kernels::global_index(); i < q.outer * slab; i += stride) y[i] = i % slab < used ? x[i] : 0;
 }

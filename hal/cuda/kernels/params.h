@@ -345,6 +345,14 @@ struct CompactParams {
   void* out;
   ops::CompactPlan plan;
 };
+// bound: x's rows below the extent `n` (clamped to [0, bound]) into out,
+// zeros after them.
+struct BoundParams {
+  const void* x;
+  const int64_t* n;
+  void* out;
+  ops::CompactPlan plan;
+};
 
 #define HEXIR_CUDA_KERNELS(X)                                  \
   X(kAdd, hexir_add, BinaryParams)                             \
@@ -458,7 +466,8 @@ struct CompactParams {
   X(kNonZero, hexir_nonzero, NonZeroParams)                    \
   X(kNms, hexir_nms, NmsParams)                                \
   X(kCompress, hexir_compress, CompressParams)                 \
-  X(kCompact, hexir_compact, CompactParams)
+  X(kCompact, hexir_compact, CompactParams)                    \
+  X(kBound, hexir_bound, BoundParams)
 
 enum class Kernel : uint16_t {
 #define HEXIR_CUDA_KERNEL_ENUM(name, symbol, params) name,

@@ -304,6 +304,7 @@ class GraphBuilder {
   // Names of the open function's inputs and results (%name), and its values.
   std::optional<int> find_value(std::string_view name) const;
   const Value& value(int id) const { return function().values[static_cast<size_t>(id)]; }
+  int value_count() const { return static_cast<int>(function().values.size()); }
   // Node `index` of the open function (a Value's `node`).
   const Node& node(int index) const { return function().nodes[static_cast<size_t>(index)]; }
   bool function_open() const { return open_; }

@@ -275,6 +275,15 @@ enum class OpId : uint16_t {
   // holds when its bounded dim is not the leading one; the compiler adds
   // it). Any dtype. No parameters.
   kCompact,
+  // bound, (x, n i64[]): x with dim [dim] bounded at its size, n (computed
+  // at run time) its extent: rows from n on zeroed. n outside [0, dim]
+  // fails the invoke (the cpu; CUDA and the kernels reading it clamp). x
+  // plain. The importer builds what mixes data across a bounded dim from it
+  // and unbound (docs/design-notes.md). [dim].
+  kBound,
+  // unbound, (x with a bounded dim): x's stored elements, the padding's
+  // zeros included, as a plain value of the bound's shape. No parameters.
+  kUnbound,
   kCount,
 };
 // clang-format on
@@ -417,10 +426,12 @@ KernelKey kernel_key(OpId id, std::span<const TensorType> inputs, std::span<cons
 // bounded dim of each input in `inputs` (all of them the same value, which
 // the builder and the verifier check), or result `result` of the same
 // instruction (an i64[] the operator writes). Neither: the result is not bounded.
+// Or (bound) input `operand` itself: an i64[] the operator is given.
 struct ExtentSource {
   std::vector<int> inputs;
   int result = -1;
-  bool bounded() const { return result >= 0 || !inputs.empty(); }
+  int operand = -1;
+  bool bounded() const { return result >= 0 || operand >= 0 || !inputs.empty(); }
 };
 // Per result of `outputs` (as infer_result_types gave them). infer_result_types
 // marks a result's bounded dim by the same rule, in one place (ops/src/bounds.cc):

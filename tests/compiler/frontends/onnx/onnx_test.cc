@@ -237,6 +237,10 @@ std::vector<Tensor> run(const hexir::compiler::Module& module, const std::vector
   for (size_t i = 0; i < sig.outputs.size(); ++i) {
     Tensor t{sig.outputs[i].type, std::vector<uint8_t>(sig.outputs[i].byte_size)};
     REQUIRE(context->read_output(0, i, t.bytes).ok());
+    auto actual = context->output_type(0, i);  // a bounded output: its actual shape
+    REQUIRE(actual.ok());
+    t.type = *actual;
+    t.bytes.resize(*hexir::byte_size(t.type));
     out.push_back(std::move(t));
   }
   return out;
@@ -2519,4 +2523,179 @@ TEST_CASE("libonnx-testdata node tests") {
                            "test_lstm_with_peepholes", "test_lstm_batchwise", "test_reflect_pad", "test_edge_pad",
                            "test_maxpool_2d_pads", "test_averagepool_2d_pads"})
     run_node_test(name);
+}
+
+// ---- detector post-processing over bounded dims ------------------------------------
+
+namespace {
+
+// torchvision's SSD post-processing as torch.onnx.export writes it, per class:
+// NonZero of a score threshold, GatherND, K = min(3, kept) read from the
+// Shape at run time, TopK by that K, the class's labels from ConstantOfShape
+// of the Shape of the scores; then Concat of the classes (along the bounded
+// dim), an If on an empty result, in the else branch ReduceMax of the boxes
+// (batched NMS's coordinate offset), NonMaxSuppression, and keep[:4].
+Model detector_post_processing() {
+  Model m(17);
+  m.input("scores", kF, {8, 3}).input("boxes", kF, {8, 4});
+  m.init_f("threshold", {}, {0.3f}).init_i64("zero", {}, {0}).init_i64("axis0", {1}, {0});
+  m.init_i64("k_max", {1}, {3}).init_i64("one_dim", {1}, {1});
+  std::vector<std::string> boxes, scores, labels;
+  for (int64_t c : {1, 2}) {
+    const std::string p = "c" + std::to_string(c) + "_";
+    m.init_i64(p + "index", {}, {c});
+    m.node("Gather", {"scores", p + "index"}, {p + "column"}, {ai("axis", 1)});
+    m.node("Greater", {p + "column", "threshold"}, {p + "passes"});
+    m.node("NonZero", {p + "passes"}, {p + "nz"});
+    m.node("Transpose", {p + "nz"}, {p + "rows"}, {ais("perm", {1, 0})});
+    m.node("GatherND", {p + "column", p + "rows"}, {p + "s"});
+    m.node("GatherND", {"boxes", p + "rows"}, {p + "b"});
+    m.node("Shape", {p + "s"}, {p + "shape"});
+    m.node("Gather", {p + "shape", "zero"}, {p + "n"}, {ai("axis", 0)});
+    m.node("Unsqueeze", {p + "n", "axis0"}, {p + "n1"});
+    m.node("Concat", {"k_max", p + "n1"}, {p + "both"}, {ai("axis", 0)});
+    m.node("ReduceMin", {p + "both"}, {p + "k0"}, {ai("keepdims", 0)});
+    m.node("Reshape", {p + "k0", "one_dim"}, {p + "k"});
+    m.node("TopK", {p + "s", p + "k"}, {p + "top", p + "top_i"}, {ai("axis", -1)});
+    m.node("Gather", {p + "b", p + "top_i"}, {p + "top_b"}, {ai("axis", 0)});
+    m.node("Shape", {p + "top"}, {p + "top_shape"});
+    m.node("ConstantOfShape", {p + "top_shape"}, {p + "labels"},
+           {Attr{"value", [c](onnx::AttributeProto& a) {
+              a.set_type(onnx::AttributeProto::TENSOR);
+              a.mutable_t()->set_data_type(kI64);
+              a.mutable_t()->add_dims(1);
+              a.mutable_t()->add_int64_data(c);
+            }}});
+    boxes.push_back(p + "top_b");
+    scores.push_back(p + "top");
+    labels.push_back(p + "labels");
+  }
+  m.node("Concat", boxes, {"all_boxes"}, {ai("axis", 0)});
+  m.node("Concat", scores, {"all_scores"}, {ai("axis", 0)});
+  m.node("Concat", labels, {"all_labels"}, {ai("axis", 0)});
+  m.init_i64("empty", {}, {0});
+  m.node("Shape", {"all_boxes"}, {"boxes_shape"});
+  m.node("ReduceProd", {"boxes_shape"}, {"numel"}, {ai("keepdims", 0)});
+  m.node("Equal", {"numel", "empty"}, {"is_empty"});
+  m.node("If", {"is_empty"}, {"keep"}, {}, "if_empty");
+  auto* node = m.proto().mutable_graph()->mutable_node(m.proto().graph().node_size() - 1);
+  auto* then_attr = node->add_attribute();
+  then_attr->set_name("then_branch");
+  then_attr->set_type(onnx::AttributeProto::GRAPH);
+  Model then_graph;
+  then_graph.node("Constant", {}, {"nothing"},
+                  {Attr{"value", [](onnx::AttributeProto& a) {
+                     a.set_type(onnx::AttributeProto::TENSOR);
+                     a.mutable_t()->set_data_type(kI64);
+                     a.mutable_t()->add_dims(0);
+                   }}});
+  *then_attr->mutable_g() = then_graph.proto().graph();
+  then_attr->mutable_g()->add_output()->set_name("nothing");
+  auto* else_attr = node->add_attribute();
+  else_attr->set_name("else_branch");
+  else_attr->set_type(onnx::AttributeProto::GRAPH);
+  Model else_graph;
+  else_graph.init_f("one", {}, {1.f}).init_i64("last", {1}, {1}).init_i64("first", {1}, {0});
+  else_graph.init_i64("max_out", {1}, {100}).init_f("iou", {1}, {0.5f}).init_i64("col", {}, {2});
+  else_graph.node("ReduceMax", {"all_boxes"}, {"max_coordinate"}, {ai("keepdims", 0)})
+      .node("Cast", {"all_labels"}, {"labels_f"}, {ai("to", kF)})
+      .node("Add", {"max_coordinate", "one"}, {"spacing"})
+      .node("Mul", {"labels_f", "spacing"}, {"offsets"})
+      .node("Unsqueeze", {"offsets", "last"}, {"offsets_2d"})
+      .node("Add", {"all_boxes", "offsets_2d"}, {"nms_boxes"})
+      .node("Unsqueeze", {"nms_boxes", "first"}, {"nms_boxes_3d"})
+      .node("Unsqueeze", {"all_scores", "first"}, {"s2"})
+      .node("Unsqueeze", {"s2", "first"}, {"s3"})
+      .node("NonMaxSuppression", {"nms_boxes_3d", "s3", "max_out", "iou"}, {"selected"})
+      .node("Gather", {"selected", "col"}, {"box_index"}, {ai("axis", 1)});
+  *else_attr->mutable_g() = else_graph.proto().graph();
+  else_attr->mutable_g()->add_output()->set_name("box_index");
+  m.init_i64("start", {1}, {0}).init_i64("end", {1}, {4});
+  m.node("Slice", {"keep", "start", "end"}, {"kept"});
+  m.node("Gather", {"all_boxes", "kept"}, {"out_boxes"}, {ai("axis", 0)});
+  m.node("Gather", {"all_scores", "kept"}, {"out_scores"}, {ai("axis", 0)});
+  m.node("Gather", {"all_labels", "kept"}, {"out_labels"}, {ai("axis", 0)});
+  m.output("out_boxes").output("out_scores").output("out_labels", kI64);
+  return m;
+}
+
+struct Detections {
+  std::vector<float> boxes, scores;
+  std::vector<int64_t> labels;
+};
+
+// The same steps written out (an independent reference).
+Detections reference_detections(const std::vector<float>& scores, const std::vector<float>& boxes) {
+  Detections all;
+  for (int64_t c : {1, 2}) {
+    std::vector<int64_t> rows;
+    for (int64_t i = 0; i < 8; ++i)
+      if (scores[static_cast<size_t>(i * 3 + c)] > 0.3f) rows.push_back(i);
+    std::stable_sort(rows.begin(), rows.end(), [&](int64_t a, int64_t b) {
+      return scores[static_cast<size_t>(a * 3 + c)] > scores[static_cast<size_t>(b * 3 + c)];
+    });
+    rows.resize(std::min<size_t>(rows.size(), 3));
+    for (int64_t i : rows) {
+      all.scores.push_back(scores[static_cast<size_t>(i * 3 + c)]);
+      for (int k = 0; k < 4; ++k) all.boxes.push_back(boxes[static_cast<size_t>(i * 4 + k)]);
+      all.labels.push_back(c);
+    }
+  }
+  if (all.labels.empty()) return all;
+  const float spacing = *std::max_element(all.boxes.begin(), all.boxes.end()) + 1.f;
+  std::vector<float> shifted = all.boxes;
+  for (size_t i = 0; i < shifted.size(); ++i) shifted[i] += static_cast<float>(all.labels[i / 4]) * spacing;
+  std::vector<size_t> order(all.labels.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return all.scores[a] > all.scores[b]; });
+  auto iou = [&](size_t a, size_t b) {  // corners [y1, x1, y2, x2], y1 < y2 and x1 < x2 here
+    const float* p = &shifted[a * 4];
+    const float* q = &shifted[b * 4];
+    const float h = std::max(0.f, std::min(p[2], q[2]) - std::max(p[0], q[0]));
+    const float w = std::max(0.f, std::min(p[3], q[3]) - std::max(p[1], q[1]));
+    const float inter = h * w;
+    const float area = (p[2] - p[0]) * (p[3] - p[1]) + (q[2] - q[0]) * (q[3] - q[1]);
+    return inter / (area - inter);
+  };
+  std::vector<size_t> kept;
+  for (size_t i : order) {
+    bool keep = true;
+    for (size_t k : kept) keep = keep && iou(k, i) <= 0.5f;
+    if (keep) kept.push_back(i);
+  }
+  kept.resize(std::min<size_t>(kept.size(), 4));
+  Detections out;
+  for (size_t i : kept) {
+    out.scores.push_back(all.scores[i]);
+    out.labels.push_back(all.labels[i]);
+    for (int k = 0; k < 4; ++k) out.boxes.push_back(all.boxes[i * 4 + k]);
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("detector post-processing: NonZero, TopK by a K read from a run-time shape, Concat of bounded rows, "
+          "an If on an empty result, NMS and a slice, each over bounded dims, match a reference") {
+  TempDir dir;
+  auto module = import_ok(detector_post_processing().save(dir.path() / "post.onnx"));
+  // Two classes with overlapping boxes, one with a single box, and nothing above the threshold.
+  const std::vector<float> boxes = {0, 0, 10, 10, 1, 1, 11, 11, 20, 20, 30, 30, 0, 0, 10, 10,
+                                    50, 50, 60, 60, 21, 21, 31, 31, 5, 5, 6, 6, 40, 0, 45, 5};
+  std::vector<std::vector<float>> inputs = {
+      {0, .9f, .1f, 0, .8f, .2f, 0, .7f, .6f, 0, .2f, .95f, 0, .65f, .1f, 0, .1f, .31f, 0, .5f, .4f, 0, .1f, .1f},
+      {0, .1f, .1f, 0, .2f, .2f, 0, .1f, .9f, 0, .2f, .1f, 0, .1f, .1f, 0, .1f, .1f, 0, .1f, .1f, 0, .1f, .1f},
+      std::vector<float>(24, 0.1f)};
+  for (const std::vector<float>& scores : inputs) {
+    const Detections want = reference_detections(scores, boxes);
+    auto out = run(module, {f32({8, 3}, scores), f32({8, 4}, boxes)}, dir.path());
+    REQUIRE(out.size() == 3);
+    CHECK(out[0].type.dims == std::vector<int64_t>{static_cast<int64_t>(want.labels.size()), 4});
+    check_close(out[0].f32(), want.boxes);
+    check_close(out[1].f32(), want.scores);
+    std::vector<int64_t> labels(out[2].bytes.size() / 8);
+    std::memcpy(labels.data(), out[2].bytes.data(), out[2].bytes.size());
+    CHECK(labels == want.labels);
+  }
+  CHECK(count_nodes(module, hexir::ops::OpId::kBound) > 0);
 }
