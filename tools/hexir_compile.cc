@@ -33,9 +33,12 @@ constexpr const char* kUsage =
     "       [--max-constant-bytes N] [--max-instructions N] [--memory-budget device=BYTES]\n"
     "       [--memory-budget host=BYTES]\n"
     "       hexir-compile MODEL.onnx -o OUT.hxe [--input-shape NAME=AxBxC ...] [--bind NAME=VALUE ...]\n"
+    "       [--dim-bound NAME=N ...]\n"
     "       (either input) [--emit-hxir OUT.hxir|-]: also print the graph as .hxir text\n"
     "  --align N               arena offset alignment, a power of two from 1 to 4096 (default 64),\n"
     "                          at least the element size of every value in the arena\n"
+    "  --dim-bound NAME=N      plan the data-dependent dim of NonZero/NonMaxSuppression/Compress output\n"
+    "                          NAME at N rows (below its derived bound); more at run time fail the invoke\n"
     "  --allow-external-files  .hxir `file` constants may name files outside the source's folder\n"
     "  --max-constant-bytes N  bytes of dense and file constants, each and together (default 16 GiB)\n"
     "  --max-instructions N    instructions of the module with every call inlined, all functions\n"
@@ -67,7 +70,7 @@ static int run(int argc, char** argv) {
   namespace compiler = hexir::compiler;
   compiler::CompileOptions options;
   std::string input, output, compress, emit_hxir, option;
-  std::vector<std::string> input_shapes, binds, budgets;
+  std::vector<std::string> input_shapes, binds, budgets, dim_bounds;
   size_t plan = 1, schedule = 0;
   cli::Args args("hexir-compile", kUsage, argc, argv);
   while (args.next()) {
@@ -77,6 +80,10 @@ static int run(int argc, char** argv) {
     }
     if (args.value("--bind", &option)) {
       binds.push_back(option);
+      continue;
+    }
+    if (args.value("--dim-bound", &option)) {
+      dim_bounds.push_back(option);
       continue;
     }
     if (args.value("--emit-hxir", &emit_hxir)) continue;
@@ -114,13 +121,16 @@ static int run(int argc, char** argv) {
   if (output.empty() && emit_hxir.empty()) return args.usage_error("no output file (-o OUT.hxe)");
   const bool onnx = std::filesystem::path(input).extension() == ".onnx";
   compiler::OnnxImportOptions import;
-  if (!onnx && !(input_shapes.empty() && binds.empty()))
-    return args.usage_error("--input-shape and --bind apply to .onnx models");
+  if (!onnx && !(input_shapes.empty() && binds.empty() && dim_bounds.empty()))
+    return args.usage_error("--input-shape, --bind and --dim-bound apply to .onnx models");
   for (const std::string& text : input_shapes)
     if (hexir::Status s = compiler::parse_input_shape_option(text, import); !s.ok())
       return args.usage_error(s.message());
   for (const std::string& text : binds)
     if (hexir::Status s = compiler::parse_bind_option(text, import); !s.ok()) return args.usage_error(s.message());
+  for (const std::string& text : dim_bounds)
+    if (hexir::Status s = compiler::parse_dim_bound_option(text, import); !s.ok())
+      return args.usage_error(s.message());
   for (const std::string& text : budgets)
     if (hexir::Status s = compiler::parse_memory_budget(text, options); !s.ok()) return args.usage_error(s.message());
   constexpr compiler::PlanStrategy kPlans[] = {compiler::PlanStrategy::kNaive,

@@ -22,6 +22,12 @@ bool element_nonzero(const uint8_t* e, int64_t size, bool float_sign) {
   return false;
 }
 
+// A count past a bound given at compile time (--dim-bound) fails the invoke.
+Status past_bound(const char* op, int64_t count, int64_t bound) {
+  return invalid_argument(std::string(op) + ": " + std::to_string(count) + " result rows exceed the bound " +
+                          std::to_string(bound) + " the module was compiled with (hexir-compile --dim-bound)");
+}
+
 }  // namespace
 
 Status nonzero(const KernelContext&, const Dispatch& d) {
@@ -32,7 +38,8 @@ Status nonzero(const KernelContext&, const Dispatch& d) {
   int64_t n = 0;
   for (int64_t i = 0; i < p.count; ++i) {
     if (element_nonzero(x + i * p.element_size, p.element_size, p.float_sign != 0)) {
-      for (int64_t r = 0; r < p.rank; ++r) out[r * p.count + n] = index[r];
+      if (n == p.bound) return past_bound("nonzero", n + 1, p.bound);
+      for (int64_t r = 0; r < p.rank; ++r) out[r * p.bound + n] = index[r];
       ++n;
     }
     for (int64_t r = p.rank; r-- > 0;) {  // the next row-major coordinate
@@ -40,7 +47,7 @@ Status nonzero(const KernelContext&, const Dispatch& d) {
       index[r] = 0;
     }
   }
-  for (int64_t r = 0; r < p.rank; ++r) std::fill(out + r * p.count + n, out + (r + 1) * p.count, int64_t{0});
+  for (int64_t r = 0; r < p.rank; ++r) std::fill(out + r * p.bound + n, out + (r + 1) * p.bound, int64_t{0});
   *output<int64_t>(d, 1) = n;
   return ok_status();
 }
@@ -72,14 +79,14 @@ Status non_max_suppression(const KernelContext&, const Dispatch& d) {
         for (int64_t s = 0; s < count && keep; ++s)
           keep = !ops::nms_suppresses(bb + kept[s] * 4, bb + i * 4, p.center_point_box, iou);
         if (!keep) continue;
+        if (n == p.rows) return past_bound("non_max_suppression", n + 1, p.rows);
         kept[count++] = i;
         out[n * 3] = b, out[n * 3 + 1] = c, out[n * 3 + 2] = i;
         ++n;
       }
     }
   }
-  const int64_t bound = p.batches * p.classes * p.per_class;
-  std::fill(out + n * 3, out + bound * 3, int64_t{0});
+  std::fill(out + n * 3, out + p.rows * 3, int64_t{0});
   *output<int64_t>(d, 1) = n;
   return ok_status();
 }
@@ -92,14 +99,15 @@ Status compress(const KernelContext&, const Dispatch& d) {
   const size_t inner = static_cast<size_t>(p.inner_bytes);
   int64_t n = 0;
   for (int64_t j = 0; j < p.cond_len; ++j) n += cond[j] != 0;
+  if (n > p.bound) return past_bound("compress", n, p.bound);
   for (int64_t o = 0; o < p.outer; ++o) {
-    uint8_t* row = y + o * p.cond_len * p.inner_bytes;
+    uint8_t* row = y + o * p.bound * p.inner_bytes;
     for (int64_t j = 0; j < p.cond_len; ++j)
       if (cond[j]) {
         std::memcpy(row, x + (o * p.axis_dim + j) * p.inner_bytes, inner);
         row += inner;
       }
-    std::memset(row, 0, static_cast<size_t>((p.cond_len - n) * p.inner_bytes));
+    std::memset(row, 0, static_cast<size_t>((p.bound - n) * p.inner_bytes));
   }
   *output<int64_t>(d, 1) = n;
   return ok_status();

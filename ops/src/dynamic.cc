@@ -20,11 +20,29 @@ TensorType count_type() { return TensorType{DType::kI64, {}}; }
 
 // ---- nonzero ------------------------------------------------------------------
 
+// A bound given at compile time (--dim-bound), within [0, derived]: the
+// optional last parameter word of the operators that make a bounded dim.
+Result<int64_t> given_bound(OpId id, std::span<const int64_t> params, size_t at, int64_t derived) {
+  if (params.size() <= at) return derived;
+  if (params[at] < 0 || params[at] > derived)
+    return invalid_argument(prefix(id) + "bound " + std::to_string(params[at]) + " is not in [0, " +
+                            std::to_string(derived) + "]");
+  return params[at];
+}
+
+Result<std::vector<int64_t>> lower_given_bound(OpId id, const AttrMap& attrs, std::vector<int64_t> words) {
+  if (!find_attr(attrs, "bound")) return words;
+  HEXIR_ASSIGN_OR_RETURN(int64_t bound, int_attr(id, attrs, "bound", 0));
+  words.push_back(bound);
+  return words;
+}
+
 Result<std::vector<TensorType>> infer_nonzero(std::span<const TensorType> in, std::span<const int64_t> params) {
-  HEXIR_RETURN_IF_ERROR(check_param_count(kNonZero, params, 0));
+  if (params.size() > 1) return invalid_argument(prefix(kNonZero) + "takes at most one parameter word (its bound)");
   const TensorType& x = in[0];
   if (x.rank() == 0) return invalid_argument(prefix(kNonZero) + "x is a scalar, expected rank >= 1");
-  TensorType indices{DType::kI64, {static_cast<int64_t>(x.rank()), count_of(x)}, 1};
+  HEXIR_ASSIGN_OR_RETURN(int64_t bound, given_bound(kNonZero, params, 0, count_of(x)));
+  TensorType indices{DType::kI64, {static_cast<int64_t>(x.rank()), bound}, 1};
   return std::vector<TensorType>{indices, count_type()};
 }
 
@@ -32,6 +50,7 @@ void plan_nonzero(const PlanInput& op, OpPlan& out) {
   NonZeroPlan& p = out.start<NonZeroPlan>();
   const TensorType& x = op.inputs[0];
   p.count = count_of(x);
+  p.bound = op.outputs[0].dims[1];
   p.rank = static_cast<int64_t>(x.rank());
   p.element_size = dtype_size(x.dtype);
   p.float_sign = x.dtype == DType::kF32 || x.dtype == DType::kF16 || x.dtype == DType::kBF16;
@@ -42,7 +61,7 @@ void plan_nonzero(const PlanInput& op, OpPlan& out) {
 
 Result<std::vector<int64_t>> lower_nms(std::span<const TensorType> in, const AttrMap& attrs,
                                        std::span<const TensorType> declared) {
-  HEXIR_RETURN_IF_ERROR(check_attr_names(kNms, attrs, {"center_point_box", "max_output_boxes_per_class"}));
+  HEXIR_RETURN_IF_ERROR(check_attr_names(kNms, attrs, {"center_point_box", "max_output_boxes_per_class", "bound"}));
   HEXIR_ASSIGN_OR_RETURN(int64_t center, int_attr(kNms, attrs, "center_point_box", 0));
   const int64_t boxes = in[0].rank() == 3 ? in[0].dims[1] : 0;
   // The bound per class: the attribute, else what the stated result says, else every box.
@@ -50,18 +69,20 @@ Result<std::vector<int64_t>> lower_nms(std::span<const TensorType> in, const Att
   const int64_t pairs = in[1].rank() == 3 ? in[1].dims[0] * in[1].dims[1] : 0;
   if (!declared.empty() && declared[0].rank() == 2 && pairs > 0) per_class = declared[0].dims[0] / pairs;
   HEXIR_ASSIGN_OR_RETURN(per_class, int_attr(kNms, attrs, "max_output_boxes_per_class", per_class));
-  return std::vector<int64_t>{center, std::clamp<int64_t>(per_class, 0, boxes)};
+  return lower_given_bound(kNms, attrs, {center, std::clamp<int64_t>(per_class, 0, boxes)});
 }
 
 AttrMap raise_nms(std::span<const TensorType>, std::span<const int64_t> params) {
   AttrMap attrs;
   attrs["center_point_box"].value = param_at(params, 0);
   attrs["max_output_boxes_per_class"].value = param_at(params, 1);
+  if (params.size() > 2) attrs["bound"].value = params[2];
   return attrs;
 }
 
 Result<std::vector<TensorType>> infer_nms(std::span<const TensorType> in, std::span<const int64_t> params) {
-  HEXIR_RETURN_IF_ERROR(check_param_count(kNms, params, 2));
+  if (params.size() != 2 && params.size() != 3)
+    return invalid_argument(prefix(kNms) + "expected 2 or 3 parameter words, got " + std::to_string(params.size()));
   const TensorType &boxes = in[0], &scores = in[1];
   if (boxes.dtype != DType::kF32 || boxes.rank() != 3 || boxes.dims[2] != 4)
     return invalid_argument(prefix(kNms) + "boxes are " + boxes.to_string() + ", expected f32[B,N,4]");
@@ -83,7 +104,8 @@ Result<std::vector<TensorType>> infer_nms(std::span<const TensorType> in, std::s
   const uint64_t rows = static_cast<uint64_t>(boxes.dims[0]) * static_cast<uint64_t>(scores.dims[1]) *
                         static_cast<uint64_t>(params[1]);
   if (rows > (uint64_t{1} << 40)) return invalid_argument(prefix(kNms) + "too many result rows");
-  TensorType selected{DType::kI64, {static_cast<int64_t>(rows), 3}, 0};
+  HEXIR_ASSIGN_OR_RETURN(int64_t bound, given_bound(kNms, params, 2, static_cast<int64_t>(rows)));
+  TensorType selected{DType::kI64, {bound, 3}, 0};
   return std::vector<TensorType>{selected, count_type()};
 }
 
@@ -94,6 +116,7 @@ void plan_nms(const PlanInput& op, OpPlan& out) {
   p.classes = op.inputs[1].dims[1];
   p.center_point_box = op.params[0];
   p.per_class = op.params[1];
+  p.rows = op.outputs[0].dims[0];
 }
 
 uint64_t flops_nms(std::span<const TensorType> in, std::span<const TensorType>, std::span<const int64_t> params) {
@@ -112,21 +135,23 @@ uint64_t workspace_nms(const PlanInput& op) {
 
 Result<std::vector<int64_t>> lower_compress(std::span<const TensorType> in, const AttrMap& attrs,
                                             std::span<const TensorType>) {
-  HEXIR_RETURN_IF_ERROR(check_attr_names(kCompress, attrs, {"axis"}));
-  if (!find_attr(attrs, "axis")) return std::vector<int64_t>{-1};
+  HEXIR_RETURN_IF_ERROR(check_attr_names(kCompress, attrs, {"axis", "bound"}));
+  if (!find_attr(attrs, "axis")) return lower_given_bound(kCompress, attrs, {-1});
   HEXIR_ASSIGN_OR_RETURN(int64_t axis, int_attr(kCompress, attrs, "axis", 0));
   HEXIR_ASSIGN_OR_RETURN(axis, normalize_axis(kCompress, axis, in[0].rank(), "axis"));
-  return std::vector<int64_t>{axis};
+  return lower_given_bound(kCompress, attrs, {axis});
 }
 
 AttrMap raise_compress(std::span<const TensorType>, std::span<const int64_t> params) {
   AttrMap attrs;
   if (param_at(params, 0) >= 0) attrs["axis"].value = param_at(params, 0);
+  if (params.size() > 1) attrs["bound"].value = params[1];
   return attrs;
 }
 
 Result<std::vector<TensorType>> infer_compress(std::span<const TensorType> in, std::span<const int64_t> params) {
-  HEXIR_RETURN_IF_ERROR(check_param_count(kCompress, params, 1));
+  if (params.size() != 1 && params.size() != 2)
+    return invalid_argument(prefix(kCompress) + "expected [axis] or [axis, bound]");
   const TensorType &x = in[0], &cond = in[1];
   if (cond.dtype != DType::kBool || cond.rank() != 1)
     return invalid_argument(prefix(kCompress) + "condition is " + cond.to_string() + ", expected bool[L]");
@@ -136,7 +161,7 @@ Result<std::vector<TensorType>> infer_compress(std::span<const TensorType> in, s
   TensorType y{x.dtype, {count_of(x)}, 0};
   if (params[0] >= 0) y = TensorType{x.dtype, x.dims, static_cast<int32_t>(params[0])};
   int64_t& dim = y.dims[static_cast<size_t>(y.bounded)];
-  dim = std::min(dim, cond.dims[0]);
+  HEXIR_ASSIGN_OR_RETURN(dim, given_bound(kCompress, params, 1, std::min(dim, cond.dims[0])));
   return std::vector<TensorType>{y, count_type()};
 }
 
@@ -154,6 +179,7 @@ void plan_compress(const PlanInput& op, OpPlan& out) {
     p.inner_bytes = dims_product(x.dims, a + 1, x.rank()) * elem;
   }
   p.cond_len = std::min(p.axis_dim, op.inputs[1].dims[0]);
+  p.bound = op.outputs[0].dims[axis < 0 ? 0 : static_cast<size_t>(axis)];
 }
 
 // ---- compact ------------------------------------------------------------------
@@ -224,9 +250,16 @@ void plan_unbound(const PlanInput& op, OpPlan& out) {
   out.start<CopyPlan>().bytes = count_of(op.inputs[0]) * dtype_size(op.inputs[0].dtype);
 }
 
-Result<std::vector<int64_t>> lower_plain_nonzero(std::span<const TensorType>, const AttrMap& attrs,
-                                                 std::span<const TensorType>) {
-  return no_attributes(kNonZero, attrs);
+Result<std::vector<int64_t>> lower_nonzero(std::span<const TensorType>, const AttrMap& attrs,
+                                           std::span<const TensorType>) {
+  HEXIR_RETURN_IF_ERROR(check_attr_names(kNonZero, attrs, {"bound"}));
+  return lower_given_bound(kNonZero, attrs, {});
+}
+
+AttrMap raise_nonzero(std::span<const TensorType>, std::span<const int64_t> params) {
+  AttrMap attrs;
+  if (!params.empty()) attrs["bound"].value = params[0];
+  return attrs;
 }
 Result<std::vector<int64_t>> lower_plain_compact(std::span<const TensorType>, const AttrMap& attrs,
                                                  std::span<const TensorType>) {
@@ -238,7 +271,7 @@ Result<std::vector<int64_t>> lower_plain_unbound(std::span<const TensorType>, co
 }
 
 constexpr OpDef kDefs[] = {
-    {kNonZero, "nonzero", 1, 1, 2, 2, false, false, false, 0, lower_plain_nonzero, raise_none, infer_nonzero,
+    {kNonZero, "nonzero", 1, 1, 2, 2, false, false, false, 0, lower_nonzero, raise_nonzero, infer_nonzero,
      flops_per_element, nullptr, plan_nonzero},
     {kNms, "non_max_suppression", 5, 5, 2, 2, false, false, false, 0, lower_nms, raise_nms, infer_nms, flops_nms,
      workspace_nms, plan_nms},

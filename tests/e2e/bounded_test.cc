@@ -262,5 +262,29 @@ func @main(%x: f32[5], %k: i64[]) -> (f32[<=5]) {
 )").message().find("unbound it first") != std::string::npos);
 }
 
+
+TEST_CASE("nonzero under a bound given at compile time: planned at it, more rows fail the invoke naming it") {
+  auto loaded = load_compiled(compile(R"(module @given
+func @main(%x: f32[6]) -> (i64[1,<=2]) {
+  %i, %n = call @nonzero(%x) {bound = 2} : i64[1,<=2], i64[]
+  return %i
+}
+)"));
+  auto context = vm::Context::create(*loaded->program);
+  REQUIRE(context.ok());
+  const vm::FunctionSignature& sig = loaded->module->function(0);
+  CHECK(sig.outputs[0].byte_size == 2 * 8);
+  std::vector<float> two = {0, 1, 0, 0, 2, 0}, three = {1, 1, 0, 0, 2, 0};
+  vm::TensorRef ok_ref{two.data(), 24, sig.inputs[0].type};
+  REQUIRE(context->invoke(0, {&ok_ref, 1}).ok());
+  std::vector<int64_t> got(2);
+  REQUIRE(context->read_output(0, 0, {reinterpret_cast<uint8_t*>(got.data()), 16}).ok());
+  CHECK(got == std::vector<int64_t>{1, 4});
+  vm::TensorRef over{three.data(), 24, sig.inputs[0].type};
+  const Status failed = context->invoke(0, {&over, 1});
+  REQUIRE_FALSE(failed.ok());
+  CHECK(failed.message().find("3 result rows exceed the bound 2") != std::string::npos);
+}
+
 }  // namespace
 }  // namespace hexir::testing

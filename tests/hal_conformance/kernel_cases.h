@@ -1063,6 +1063,12 @@ inline std::vector<KernelCase> kernel_cases() {
   exact("nonzero bool", OpId::kNonZero, {mask({7, 9}, 2)}, {});
   exact("nonzero i64 1-D", OpId::kNonZero, {indices(DType::kI64, {6}, {0, 3, 0, -1, 0, 0})}, {});
   exact("nonzero all zeros", OpId::kNonZero, {HostTensor(DType::kU8, {4, 2})}, {});
+  exact("nonzero i64 1-D under a given bound 3", OpId::kNonZero, {indices(DType::kI64, {6}, {0, 3, 0, -1, 0, 0})},
+        {3});
+  HostTensor two_of_four(DType::kBool, {4});
+  two_of_four.bytes = {0, 1, 0, 1};
+  exact("compress i64 axis 0 under a given bound 2", OpId::kCompress, {iota_bytes(DType::kI64, {4, 3}), two_of_four},
+        {0, 2});
   exact("compress f32 axis 1", OpId::kCompress, {random_f32({3, 5, 2}, 2110), mask({4}, 1)}, {1});
   exact("compress i64 flattened", OpId::kCompress, {iota_bytes(DType::kI64, {3, 4}), mask({12}, 2)}, {-1});
   auto scalar_i64 = [&](int64_t v) { return indices(DType::kI64, {}, {v}); };
@@ -1094,6 +1100,10 @@ inline std::vector<KernelCase> kernel_cases() {
         {boxes({2, 17, 4}, 2120, false), nms_scores({2, 3, 17}, 2121), scalar_i64(5), scalar_f32(0.3f),
          scalar_f32(0.2f)},
         {0, 6});
+  exact("non_max_suppression under a given bound of 4 rows", OpId::kNonMaxSuppression,
+        {boxes({1, 9, 4}, 2124, false), nms_scores({1, 2, 9}, 2125), scalar_i64(2), scalar_f32(0.3f),
+         scalar_f32(0.2f)},
+        {0, 2, 4});
   exact("non_max_suppression center boxes, max above the bound", OpId::kNonMaxSuppression,
         {boxes({1, 23, 4}, 2122, true), nms_scores({1, 2, 23}, 2123), scalar_i64(100), scalar_f32(0.5f),
          scalar_f32(-1.0f)},

@@ -216,6 +216,8 @@ inline std::vector<OpSample> op_samples() {
                {{"axis", i64(-1)}, {"exclusive", i64(1)}, {"reverse", i64(1)}},
                {}});
   s.push_back({kNonZero, {f32({3, 4})}, {}, {}});
+  s.push_back({kNonZero, {f32({3, 4})}, {{"bound", i64(5)}}, {}});
+  s.push_back({kCompress, {f32({3, 4}), t(DType::kBool, {3})}, {{"axis", i64(0)}, {"bound", i64(2)}}, {}});
   s.push_back({kNonMaxSuppression,
                {f32({2, 10, 4}), f32({2, 3, 10}), scalar_i64, f32({}), f32({})},
                {{"center_point_box", i64(1)}, {"max_output_boxes_per_class", i64(4)}},

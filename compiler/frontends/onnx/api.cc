@@ -92,6 +92,21 @@ Status parse_bind_option(std::string_view text, OnnxImportOptions& options) {
   return ok_status();
 }
 
+Status parse_dim_bound_option(std::string_view text, OnnxImportOptions& options) {
+  const size_t eq = text.rfind('=');
+  if (eq == std::string_view::npos || eq == 0 || eq + 1 == text.size())
+    return invalid_argument("--dim-bound expects NAME=N (e.g. boxes=300), got '" + std::string(text) + "'");
+  const std::string name(text.substr(0, eq));
+  const std::string value(text.substr(eq + 1));
+  int64_t n = -1;
+  const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+  if (ec != std::errc() || end != value.data() + value.size() || n < 0)
+    return invalid_argument("--dim-bound " + name + ": '" + value + "' is not a count (an integer >= 0)");
+  if (!options.dim_bounds.emplace(name, n).second)
+    return invalid_argument("--dim-bound for '" + name + "' is given twice");
+  return ok_status();
+}
+
 #if !HEXIR_HAVE_ONNX
 
 namespace {

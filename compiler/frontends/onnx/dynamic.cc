@@ -284,9 +284,11 @@ Status concat_bounded(Importer& im, const NodeCtx& n, const std::vector<Ref>& pa
 
 namespace {
 
-// `op` on `inputs` as the node's output 0; its count result gets a helper name.
+// `op` on `inputs` as the node's output 0; its count result gets a helper
+// name. A bound given for the output (--dim-bound) is the operator's.
 Status emit_bounded(Importer& im, const NodeCtx& n, ops::OpId op, const std::vector<Ref>& inputs,
-                    const ops::AttrMap& attrs) {
+                    ops::AttrMap attrs) {
+  if (const std::optional<int64_t> bound = im.given_dim_bound(im.out_name(n, 0))) attrs["bound"] = ops::AttrValue{*bound};
   HEXIR_ASSIGN_OR_RETURN(std::vector<int> ids,
                          im.emit(n, op, inputs, attrs, {im.result_name(n), im.helper_name(n, "count")}));
   im.define(n, 0, Ref{ids[0], -1});

@@ -46,6 +46,10 @@ Result<Module> Importer::run() {
     HEXIR_RETURN_IF_ERROR(import_node(graph.node(i), i));
   }
   HEXIR_RETURN_IF_ERROR(set_outputs(graph));
+  for (const auto& [name, bound] : options_.dim_bounds)
+    if (!dim_bounds_used_.count(name))
+      return invalid_argument(path_.string() + ": --dim-bound " + name +
+                              ": no NonZero, NonMaxSuppression or Compress output of that name is computed");
   HEXIR_RETURN_IF_ERROR(builder_.end_function());
   HEXIR_ASSIGN_OR_RETURN(Module module, builder_.finish());
   recognize_exported_gelu(module);  // exporters spell GELU out in five nodes

@@ -255,6 +255,13 @@ class Importer {
     std::vector<int> extent;
   };
   std::map<int, ShapeFact>& shape_facts() { return shape_facts_; }
+  // The bound given for output `name` (OnnxImportOptions::dim_bounds), marked used.
+  std::optional<int64_t> given_dim_bound(const std::string& name) {
+    auto it = options_.dim_bounds.find(name);
+    if (it == options_.dim_bounds.end()) return std::nullopt;
+    dim_bounds_used_.insert(name);
+    return it->second;
+  }
   // The real-row index of a Concat along bounded dims, by its parts' extents
   // and sizes: Concats of the same parts share it, so their results share
   // their extent (concat_bounded).
@@ -297,6 +304,7 @@ class Importer {
   int tentative_ = 0;  // attempts open (begin_attempt): what they build may be undone
   std::map<int, ShapeFact> shape_facts_;  // by builder value
   std::map<std::vector<int64_t>, int> row_indices_;
+  std::set<std::string, std::less<>> dim_bounds_used_;
 };
 
 // ---- helpers every family uses (importer.cc) ------------------------------------

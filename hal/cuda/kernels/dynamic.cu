@@ -22,8 +22,8 @@ extern "C" __global__ void hexir_nonzero(NonZeroParams p) {
       if (q.float_sign && b == q.element_size - 1) byte &= 0x7f;  // -0.0 is zero
       nonzero = nonzero || byte != 0;
     }
-    if (nonzero) {
-      for (int64_t r = 0; r < q.rank; ++r) p.out[r * q.count + n] = index[r];
+    if (nonzero && n < q.bound) {  // past a given bound: clamped (the cpu fails the invoke)
+      for (int64_t r = 0; r < q.rank; ++r) p.out[r * q.bound + n] = index[r];
       ++n;
     }
     for (int64_t r = q.rank - 1; r >= 0; --r) {
@@ -32,7 +32,7 @@ extern "C" __global__ void hexir_nonzero(NonZeroParams p) {
     }
   }
   for (int64_t r = 0; r < q.rank; ++r)
-    for (int64_t j = n; j < q.count; ++j) p.out[r * q.count + j] = 0;
+    for (int64_t j = n; j < q.bound; ++j) p.out[r * q.bound + j] = 0;
   *p.count = n;
 }
 
@@ -54,7 +54,7 @@ extern "C" __global__ void hexir_nms(NmsParams p) {
       const float* sc = p.scores + (b * q.classes + c) * q.boxes;
       for (int64_t i = 0; i < q.boxes; ++i) taken[i] = !(sc[i] > threshold);
       int64_t count = 0;
-      while (count < max_out) {
+      while (count < max_out && n < q.rows) {  // past a given bound: clamped
         int64_t best = -1;
         for (int64_t i = 0; i < q.boxes; ++i)
           if (!taken[i] && (best < 0 || sc[i] > sc[best])) best = i;
@@ -70,7 +70,7 @@ extern "C" __global__ void hexir_nms(NmsParams p) {
       }
     }
   }
-  for (int64_t j = n * 3; j < q.batches * q.classes * q.per_class * 3; ++j) p.out[j] = 0;
+  for (int64_t j = n * 3; j < q.rows * 3; ++j) p.out[j] = 0;
   *p.count = n;
 }
 
@@ -80,15 +80,17 @@ extern "C" __global__ void hexir_compress(CompressParams p) {
   uint8_t* y = static_cast<uint8_t*>(p.out);
   int64_t n = 0;
   for (int64_t j = 0; j < q.cond_len; ++j) n += p.cond[j] != 0;
+  n = n < q.bound ? n : q.bound;  // past a given bound: clamped (the cpu fails the invoke)
   for (int64_t o = 0; o < q.outer; ++o) {
-    uint8_t* row = y + o * q.cond_len * q.inner_bytes;
-    for (int64_t j = 0; j < q.cond_len; ++j) {
+    uint8_t* row = y + o * q.bound * q.inner_bytes;
+    for (int64_t j = 0, taken = 0; j < q.cond_len && taken < n; ++j) {
       if (!p.cond[j]) continue;
+      ++taken;
       const uint8_t* src = x + (o * q.axis_dim + j) * q.inner_bytes;
       for (int64_t k = 0; k < q.inner_bytes; ++k) row[k] = src[k];
       row += q.inner_bytes;
     }
-    for (int64_t k = 0; k < (q.cond_len - n) * q.inner_bytes; ++k) row[k] = 0;
+    for (int64_t k = 0; k < (q.bound - n) * q.inner_bytes; ++k) row[k] = 0;
   }
   *p.count = n;
 }

@@ -58,6 +58,12 @@ struct OnnxImportOptions {
   // constants too, so e.g. a Reshape's shape fed as an input folds. The
   // ONNX node tests feed such inputs from their .pb files.
   std::map<std::string, OnnxTensor, std::less<>> input_values;
+  // Bounds of data-dependent dims, by the ONNX name of the NonZero,
+  // NonMaxSuppression or Compress output whose size is data: its buffer is
+  // planned at the bound given here instead of the derived one (at most
+  // it); an invoke that finds more rows fails on the cpu (CUDA keeps the
+  // first ones). A name that is no such output is an error.
+  std::map<std::string, int64_t, std::less<>> dim_bounds;
   // Name of the function made of the graph ("main").
   std::string function_name = "main";
   // Nodes whose inputs are all constants are evaluated at import when their
@@ -72,6 +78,8 @@ Result<Module> import_onnx(const std::filesystem::path& path, const OnnxImportOp
 // and "NAME=VALUE" into `options.binds`. The name is everything before the last '='.
 Status parse_input_shape_option(std::string_view text, OnnxImportOptions& options);
 Status parse_bind_option(std::string_view text, OnnxImportOptions& options);
+// "NAME=N" into `options.dim_bounds`.
+Status parse_dim_bound_option(std::string_view text, OnnxImportOptions& options);
 
 // ONNX TensorProto.DataType to a Hexir dtype (FLOAT f32, FLOAT16 f16,
 // BFLOAT16 bf16, INT32 i32, INT64 i64, INT8 i8, UINT8 u8, BOOL bool);

@@ -1049,8 +1049,10 @@ HEXIR_PLAN_FN double resize_blend(double a, double b, double c, double d, double
 // nonzero: x of `rank` dims (`dims`), `count` elements of `element_size`
 // bytes; float_sign: the top bit of an element is a sign that does not make
 // it non-zero (-0.0). Result i64[rank, count] (padded).
+// `bound`: the result's columns (count, or less given one: --dim-bound).
 struct NonZeroPlan {
   int64_t count;
+  int64_t bound;
   int64_t rank;
   int64_t element_size;
   int64_t float_sign;
@@ -1060,16 +1062,19 @@ struct NonZeroPlan {
 // non_max_suppression: `batches` x `classes` x `boxes`; at most
 // `per_class` kept per batch and class (the bound); result rows
 // [b, c, box], `batches * classes * per_class` of them.
+// `rows`: the result's bound (batches * classes * per_class, or less given one).
 struct NmsPlan {
   int64_t batches, classes, boxes, per_class;
   int64_t center_point_box;
+  int64_t rows;
 };
 
 // compress: x viewed as [outer, axis_dim, inner_bytes]; `cond_len` entries
 // of the condition are read (<= axis_dim); the result is [outer, bound,
 // inner_bytes], bound = cond_len.
+// `bound` <= cond_len: the result's rows (less given one: --dim-bound).
 struct CompressPlan {
-  int64_t outer, axis_dim, inner_bytes, cond_len;
+  int64_t outer, axis_dim, inner_bytes, cond_len, bound;
 };
 
 // compact: x viewed as [outer, bound, inner_bytes] with the actual extent

@@ -2699,3 +2699,30 @@ TEST_CASE("detector post-processing: NonZero, TopK by a K read from a run-time s
   }
   CHECK(count_nodes(module, hexir::ops::OpId::kBound) > 0);
 }
+
+TEST_CASE("--dim-bound: a NonZero output named is planned at the bound given; a name that is none is refused") {
+  TempDir dir;
+  const fs::path model = detector_post_processing().save(dir.path() / "post.onnx");
+  OnnxImportOptions options;
+  options.dim_bounds["c1_nz"] = 5;
+  auto module = import_ok(model, options);
+  int bounded = 0;
+  for (const auto& node : module.functions[0].nodes) {
+    if (node.op != hexir::ops::OpId::kNonZero) continue;
+    const TensorType& type = module.functions[0].values[static_cast<size_t>(node.results[0])].type;
+    bounded += type.to_string() == "i64[1,<=5]";
+  }
+  CHECK(bounded == 1);  // c2_nz keeps its derived bound, 8
+  const std::vector<float> scores = {0, .9f, .1f, 0, .8f, .2f, 0, .7f, .6f, 0, .2f, .95f,
+                                     0, .65f, .1f, 0, .1f, .31f, 0, .5f, .4f, 0, .1f, .1f};
+  std::vector<float> boxes(32);
+  for (size_t i = 0; i < boxes.size(); ++i) boxes[i] = static_cast<float>(i % 4 < 2 ? i : i + 4);
+  const Detections want = reference_detections(scores, boxes);
+  auto out = run(module, {f32({8, 3}, scores), f32({8, 4}, boxes)}, dir.path());
+  check_close(out[1].f32(), want.scores);
+  options.dim_bounds["no_such_output"] = 3;
+  CHECK(import_error(model, options).find("--dim-bound no_such_output") != std::string::npos);
+  options.dim_bounds.erase("no_such_output");
+  options.dim_bounds["c1_nz"] = 9;  // above the derived bound
+  CHECK(import_error(model, options).find("bound 9 is not in [0, 8]") != std::string::npos);
+}
