@@ -71,7 +71,7 @@ Result<Ref> extreme_const(Importer& im, const NodeCtx& n, int32_t type, RowPaddi
     default:
       return error_at(n.loc, "a " + onnx_type_name(type) + " value with a bounded dim cannot be read across it");
   }
-  return im.new_const(im.fresh(im.helper_name(n, "padding")), std::move(h), n.loc);
+  return im.new_const(im.helper_name(n, "padding"), std::move(h), n.loc);
 }
 
 }  // namespace
@@ -84,7 +84,7 @@ Result<Ref> unbound_rows(Importer& im, const NodeCtx& n, Ref x, RowPadding pad) 
   if (pad == RowPadding::kOne) {
     HostTensor one = make_host(im.info(x).type, {});
     one.set_f(0, 1.0);
-    fill = im.new_const(im.fresh(im.helper_name(n, "padding")), std::move(one), n.loc);
+    fill = im.new_const(im.helper_name(n, "padding"), std::move(one), n.loc);
   } else {
     HEXIR_ASSIGN_OR_RETURN(fill, extreme_const(im, n, im.info(x).type, pad));
   }
@@ -206,7 +206,7 @@ Result<Ref> runtime_shape(Importer& im, const NodeCtx& n, Ref x, int64_t start, 
   Importer::ShapeFact fact;
   auto flush = [&] {
     if (run.empty()) return;
-    parts.push_back(im.new_const(im.fresh(im.helper_name(n, "dims")), host_i64(run), n.loc));
+    parts.push_back(im.new_const(im.helper_name(n, "dims"), host_i64(run), n.loc));
     run.clear();
   };
   for (int64_t d = start; d < end; ++d) {
