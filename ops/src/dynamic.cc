@@ -192,13 +192,16 @@ Result<std::vector<TensorType>> infer_compact(std::span<const TensorType> in, st
   return one(in[0]);
 }
 
-void plan_compact(const PlanInput& op, OpPlan& out) {
+// x as [outer, bound, inner_bytes] around dim d (compact's and bound's geometry).
+void plan_rows(const TensorType& x, size_t d, OpPlan& out) {
   CompactPlan& p = out.start<CompactPlan>();
-  const TensorType& x = op.inputs[0];
-  const size_t d = static_cast<size_t>(x.bounded);
   p.outer = dims_product(x.dims, 0, d);
   p.bound = x.dims[d];
   p.inner_bytes = dims_product(x.dims, d + 1, x.rank()) * dtype_size(x.dtype);
+}
+
+void plan_compact(const PlanInput& op, OpPlan& out) {
+  plan_rows(op.inputs[0], static_cast<size_t>(op.inputs[0].bounded), out);
 }
 
 // ---- bound and unbound --------------------------------------------------------
@@ -228,15 +231,7 @@ Result<std::vector<TensorType>> infer_bound(std::span<const TensorType> in, std:
   return one(y);
 }
 
-// The geometry of compact's: x as [outer, bound, inner_bytes].
-void plan_bound(const PlanInput& op, OpPlan& out) {
-  CompactPlan& p = out.start<CompactPlan>();
-  const TensorType& x = op.inputs[0];
-  const size_t d = static_cast<size_t>(op.params[0]);
-  p.outer = dims_product(x.dims, 0, d);
-  p.bound = x.dims[d];
-  p.inner_bytes = dims_product(x.dims, d + 1, x.rank()) * dtype_size(x.dtype);
-}
+void plan_bound(const PlanInput& op, OpPlan& out) { plan_rows(op.inputs[0], static_cast<size_t>(op.params[0]), out); }
 
 Result<std::vector<TensorType>> infer_unbound(std::span<const TensorType> in, std::span<const int64_t> params) {
   HEXIR_RETURN_IF_ERROR(check_param_count(kUnbound, params, 0));
