@@ -39,14 +39,16 @@ Result<Ref> bound_rows(Importer& im, const NodeCtx& n, Ref plain, int dim, Ref c
 
 namespace {
 
-// True below x's extent: a bool of x's rank, 1 but along its bounded dim.
-Result<Ref> valid_rows(Importer& im, const NodeCtx& n, Ref x) {
+// True below x's extent: a bool of x's rank, 1 but along its bounded dim
+// (`flat`: the bounded dim alone).
+Result<Ref> valid_rows(Importer& im, const NodeCtx& n, Ref x, bool flat = false) {
   const Info xi = im.info(x);
   const size_t d = static_cast<size_t>(xi.bounded);
-  std::vector<int64_t> dims(xi.dims.size(), 1);
-  dims[d] = xi.dims[d];
+  std::vector<int64_t> dims(flat ? 1 : xi.dims.size(), 1);
+  dims[flat ? 0 : d] = xi.dims[d];
   Ref all = im.fill_const(kBool, dims, {1}, im.helper_name(n, "all_rows"), n.loc);
-  HEXIR_ASSIGN_OR_RETURN(Ref rows, bound_rows(im, n, all, xi.bounded, extent_of(im, x), im.helper_name(n, "rows")));
+  HEXIR_ASSIGN_OR_RETURN(Ref rows, bound_rows(im, n, all, flat ? 0 : xi.bounded, extent_of(im, x),
+                                             im.helper_name(n, "rows")));
   return im.emit1(n, ops::OpId::kUnbound, {rows}, {}, im.helper_name(n, "valid"));
 }
 
@@ -245,10 +247,9 @@ Status concat_bounded(Importer& im, const NodeCtx& n, const std::vector<Ref>& pa
     total += dim;
     key.push_back(ri.bounded >= 0 ? extent_of(im, r).value : -1);
     key.push_back(dim);
-    Ref all = im.fill_const(kBool, {dim}, {1}, im.helper_name(n, "all_rows"), n.loc);
     if (ri.bounded < 0) {
       rows.push_back(r);
-      masks.push_back(all);
+      masks.push_back(im.fill_const(kBool, {dim}, {1}, im.helper_name(n, "all_rows"), n.loc));
       continue;
     }
     if (ri.bounded != axis)
@@ -267,10 +268,7 @@ Status concat_bounded(Importer& im, const NodeCtx& n, const std::vector<Ref>& pa
   if (index.value < 0) {
     for (Ref& m : masks) {
       if (m.is_const()) continue;  // a bounded part: true below its extent
-      const Info mi = im.info(m);
-      Ref all = im.fill_const(kBool, {mi.dims[static_cast<size_t>(axis)]}, {1}, im.helper_name(n, "all_rows"), n.loc);
-      HEXIR_ASSIGN_OR_RETURN(Ref valid, bound_rows(im, n, all, 0, extent_of(im, m), im.helper_name(n, "rows")));
-      HEXIR_ASSIGN_OR_RETURN(m, im.emit1(n, ops::OpId::kUnbound, {valid}, {}, im.helper_name(n, "valid")));
+      HEXIR_ASSIGN_OR_RETURN(m, valid_rows(im, n, m, /*flat=*/true));
     }
     HEXIR_ASSIGN_OR_RETURN(Ref mask, im.emit1(n, ops::OpId::kConcat, masks, first, im.helper_name(n, "mask")));
     HEXIR_ASSIGN_OR_RETURN(std::vector<int> nz, im.emit(n, ops::OpId::kNonZero, {mask}, {},
