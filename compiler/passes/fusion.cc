@@ -162,8 +162,8 @@ class EpilogueFusion {
 
   // A transpose of the last two dims that only a matmul reads, as its b:
   // the matmul reads the transpose's input as b stored [n, k] (transpose_b)
-  // and the copy goes (attention's K^T). Not for a constant b: its
-  // transpose folds at compile time and B is packed once at prepare.
+  // and the copy goes (attention's K^T; a constant too large to fold, which
+  // the CPU then reads in place or packs once at prepare).
   void fold_transposes_into_matmuls() {
     for (size_t n = 0; n < fn_.nodes.size(); ++n) {
       Node& node = fn_.nodes[n];
@@ -175,9 +175,7 @@ class EpilogueFusion {
       if (bv.kind != ValueKind::kResult || bv.node < 0 || sole_reader(b) != static_cast<int>(n)) continue;
       const Node& t = fn_.nodes[static_cast<size_t>(bv.node)];
       const size_t rank = bv.type.rank();
-      if (t.kind != NodeKind::kOp || t.op != OpId::kTranspose || rank < 2 || t.params.size() != rank ||
-          fn_.values[static_cast<size_t>(t.inputs[0])].kind == ValueKind::kConstant)
-        continue;
+      if (t.kind != NodeKind::kOp || t.op != OpId::kTranspose || rank < 2 || t.params.size() != rank) continue;
       bool swaps_last_two = t.params[rank - 1] == static_cast<int64_t>(rank - 2) &&
                             t.params[rank - 2] == static_cast<int64_t>(rank - 1);
       for (size_t d = 0; swaps_last_two && d + 2 < rank; ++d)

@@ -1065,6 +1065,172 @@ void gemm_few_rows(const KernelContext& context, const FewRowsGemm& args) {
   parallel_for(context, tasks, few_rows_task, &job);
 }
 
+namespace {
+
+// Dot products of R rows of A with J rows of B, each k long and contiguous:
+// out[i * J + j]. Lanes accumulate strided partial sums, then one horizontal
+// sum (the tail, masked, in the same lanes).
+template <int64_t R, int64_t J>
+void dot_block_generic(int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb, float* out) {
+  for (int64_t i = 0; i < R; ++i)
+    for (int64_t j = 0; j < J; ++j) {
+      float lanes[8] = {};
+      for (int64_t x = 0; x < k; ++x) lanes[x & 7] += a[i * lda + x] * b[j * ldb + x];
+      out[i * J + j] = ((lanes[0] + lanes[4]) + (lanes[1] + lanes[5])) + ((lanes[2] + lanes[6]) + (lanes[3] + lanes[7]));
+    }
+}
+
+#ifdef HEXIR_GEMM_X86
+// One step of dot_block_avx2: 8 of k from x (the lanes under `mask` when `masked`).
+template <int64_t R, int64_t J, bool kMasked>
+[[gnu::target("avx2,fma")]] inline void dot_step_avx2(__m256 (&acc)[R][J], const float* a, int64_t lda,
+                                                      const float* b, int64_t ldb, int64_t x, __m256i mask) {
+  __m256 av[R];
+#pragma GCC unroll 16
+  for (int64_t i = 0; i < R; ++i)
+    av[i] = kMasked ? _mm256_maskload_ps(a + i * lda + x, mask) : _mm256_loadu_ps(a + i * lda + x);
+#pragma GCC unroll 16
+  for (int64_t j = 0; j < J; ++j) {
+    const __m256 bv = kMasked ? _mm256_maskload_ps(b + j * ldb + x, mask) : _mm256_loadu_ps(b + j * ldb + x);
+#pragma GCC unroll 16
+    for (int64_t i = 0; i < R; ++i) acc[i][j] = _mm256_fmadd_ps(av[i], bv, acc[i][j]);
+  }
+}
+
+template <int64_t R, int64_t J>
+[[gnu::target("avx2,fma")]] void dot_block_avx2(int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
+                                                float* out) {
+  __m256 acc[R][J];
+#pragma GCC unroll 16
+  for (int64_t i = 0; i < R; ++i)
+#pragma GCC unroll 16
+    for (int64_t j = 0; j < J; ++j) acc[i][j] = _mm256_setzero_ps();
+  int64_t x = 0;
+  for (; x + 8 <= k; x += 8) dot_step_avx2<R, J, false>(acc, a, lda, b, ldb, x, _mm256_setzero_si256());
+  if (x < k) {
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    dot_step_avx2<R, J, true>(acc, a, lda, b, ldb, x,
+                              _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(k - x)), lane));
+  }
+#pragma GCC unroll 16
+  for (int64_t i = 0; i < R; ++i)
+#pragma GCC unroll 16
+    for (int64_t j = 0; j < J; ++j) {
+      const __m128 h = _mm_add_ps(_mm256_castps256_ps128(acc[i][j]), _mm256_extractf128_ps(acc[i][j], 1));
+      const __m128 q = _mm_add_ps(h, _mm_movehl_ps(h, h));
+      out[i * J + j] = _mm_cvtss_f32(_mm_add_ss(q, _mm_movehdup_ps(q)));
+    }
+}
+
+// One step of dot_block_avx512: the 16 of k from x under `mask`.
+template <int64_t R, int64_t J>
+[[gnu::target("avx512f")]] inline void dot_step_avx512(__m512 (&acc)[R][J], const float* a, int64_t lda,
+                                                       const float* b, int64_t ldb, int64_t x, __mmask16 mask) {
+  __m512 av[R];
+#pragma GCC unroll 16
+  for (int64_t i = 0; i < R; ++i) av[i] = _mm512_maskz_loadu_ps(mask, a + i * lda + x);
+#pragma GCC unroll 16
+  for (int64_t j = 0; j < J; ++j) {
+    const __m512 bv = _mm512_maskz_loadu_ps(mask, b + j * ldb + x);
+#pragma GCC unroll 16
+    for (int64_t i = 0; i < R; ++i) acc[i][j] = _mm512_fmadd_ps(av[i], bv, acc[i][j]);
+  }
+}
+
+// The 16 lanes' sum, pairwise (GCC 12's _mm512_reduce_add_ps warns of an
+// uninitialized temporary).
+[[gnu::target("avx512f")]] inline float lane_sum16(__m512 v) {
+  const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(v),
+                                 _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+  const __m128 q = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+  const __m128 r = _mm_add_ps(q, _mm_movehl_ps(q, q));
+  return _mm_cvtss_f32(_mm_add_ss(r, _mm_movehdup_ps(r)));
+}
+
+template <int64_t R, int64_t J>
+[[gnu::target("avx512f")]] void dot_block_avx512(int64_t k, const float* a, int64_t lda, const float* b,
+                                                 int64_t ldb, float* out) {
+  __m512 acc[R][J];
+#pragma GCC unroll 16
+  for (int64_t i = 0; i < R; ++i)
+#pragma GCC unroll 16
+    for (int64_t j = 0; j < J; ++j) acc[i][j] = _mm512_setzero_ps();
+  int64_t x = 0;
+  for (; x + 16 <= k; x += 16) dot_step_avx512<R, J>(acc, a, lda, b, ldb, x, 0xffff);
+  if (x < k) dot_step_avx512<R, J>(acc, a, lda, b, ldb, x, static_cast<__mmask16>((1u << (k - x)) - 1));
+#pragma GCC unroll 16
+  for (int64_t i = 0; i < R; ++i)
+#pragma GCC unroll 16
+    for (int64_t j = 0; j < J; ++j) out[i * J + j] = lane_sum16(acc[i][j]);
+}
+#endif
+
+using DotBlock = void (*)(int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb, float* out);
+// B's rows per block: as many accumulators as the registers hold beside A's
+// and B's vectors (8 for one row of A: eight loads in flight).
+constexpr int64_t dot_block_rows(int64_t r) { return r == 1 ? 8 : r == 2 ? 4 : 2; }
+
+DotBlock dot_block_of(int64_t rows, bool whole) {
+#define HEXIR_DOT_BLOCKS(kernel)                                                                   \
+  switch (rows) {                                                                                  \
+    case 1: return whole ? kernel<1, dot_block_rows(1)> : kernel<1, 1>;                            \
+    case 2: return whole ? kernel<2, dot_block_rows(2)> : kernel<2, 1>;                            \
+    case 3: return whole ? kernel<3, dot_block_rows(3)> : kernel<3, 1>;                            \
+    default: return whole ? kernel<4, dot_block_rows(4)> : kernel<4, 1>;                           \
+  }
+#ifdef HEXIR_GEMM_X86
+  if (isa_avx512()) HEXIR_DOT_BLOCKS(dot_block_avx512)
+  if (isa_avx2()) HEXIR_DOT_BLOCKS(dot_block_avx2)
+#endif
+  HEXIR_DOT_BLOCKS(dot_block_generic)
+#undef HEXIR_DOT_BLOCKS
+}
+
+// Columns of C per gemm_dot_rows task (a multiple of every block's rows).
+constexpr int64_t kDotTaskColumns = 64;
+
+struct DotRowsJob {
+  const DotRowsGemm* args;
+  DotBlock whole, single;
+  int64_t block;
+};
+
+void dot_rows_task(void* context, int64_t task) {
+  const DotRowsJob& job = *static_cast<const DotRowsJob*>(context);
+  const DotRowsGemm& g = *job.args;
+  const int64_t j0 = task * kDotTaskColumns, j1 = std::min(g.n, j0 + kDotTaskColumns);
+  float sums[kFewRows * 8];
+  for (int64_t j = j0; j < j1;) {
+    const bool whole = j + job.block <= j1;
+    const int64_t J = whole ? job.block : 1;
+    (whole ? job.whole : job.single)(g.k, g.a, g.lda, g.b + j * g.ldb, g.ldb, sums);
+    for (int64_t i = 0; i < g.m; ++i)
+      for (int64_t t = 0; t < J; ++t) {
+        float v = sums[i * J + t];
+        if (g.col_bias) v += g.col_bias[j + t];
+        if (g.epilogue) v = ops::apply_epilogue(*g.epilogue, v);
+        g.c[i * g.ldc + j + t] = v;
+      }
+    j += J;
+  }
+}
+
+}  // namespace
+
+void gemm_dot_rows(const KernelContext& context, const DotRowsGemm& args) {
+  if (args.m <= 0 || args.n <= 0) return;
+  const int64_t rows = std::min(args.m, kFewRows);
+  DotRowsJob job{&args, dot_block_of(rows, true), dot_block_of(rows, false), dot_block_rows(rows)};
+  const int64_t tasks = (args.n + kDotTaskColumns - 1) / kDotTaskColumns;
+  ThreadPool* pool = pool_of(context);
+  const double flops = 2.0 * static_cast<double>(args.m) * static_cast<double>(args.n) * static_cast<double>(args.k);
+  if (pool == nullptr || pool->size() <= 1 || flops < 1e6 || tasks == 1) {
+    for (int64_t t = 0; t < tasks; ++t) dot_rows_task(&job, t);
+    return;
+  }
+  parallel_for(context, tasks, dot_rows_task, &job);
+}
+
 void gemm(const KernelContext& context, const GemmArgs& args) {
   if (args.m <= 0 || args.n <= 0) return;
   // A few rows against a prepared B: the few-rows kernel (its bits).

@@ -124,6 +124,25 @@ struct FewRowsGemm {
   const ops::Epilogue* epilogue = nullptr;  // optional: the activation, last
 };
 void gemm_few_rows(const KernelContext& context, const FewRowsGemm& args);
+// C = A x B^T for a few rows of A (m <= kFewRows) with B stored [n, k]:
+// C(i, j) is the dot product of row i of A with row j of B, both contiguous,
+// B read where it lies. A fully connected layer's weights as ONNX stores them
+// (Gemm transB = 1) are read from the mapping, never packed or copied (alexnet's
+// 144 MiB layer was transposed every invoke); attention's q K^T at decode.
+// Then + col_bias[j] and the activation. Rows i of A at a + i * lda, of C at
+// c + i * ldc.
+struct DotRowsGemm {
+  int64_t m, n, k;
+  const float* a;
+  int64_t lda;
+  const float* b;
+  int64_t ldb;
+  float* c;
+  int64_t ldc;
+  const float* col_bias = nullptr;          // optional
+  const ops::Epilogue* epilogue = nullptr;  // optional: the activation, last
+};
+void gemm_dot_rows(const KernelContext& context, const DotRowsGemm& args);
 // What a register tile adds and applies once its sums are final (after its
 // last K block), in this order on every element: the row's bias, the column's
 // bias, the residual, then relu, clip, hard_sigmoid or hard_swish (the others run over the

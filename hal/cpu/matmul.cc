@@ -54,6 +54,12 @@ Status matmul(const KernelContext& context, const Dispatch& d) {
       a_offset += index[i] * p.a_stride[i];
       b_offset += index[i] * p.b_stride[i];
     }
+    if (p.b_transposed && p.m <= kFewRows) {  // B's rows are C's columns: dot products, B where it lies
+      gemm_dot_rows(context, DotRowsGemm{p.m, p.n, p.k, pa + a_offset, p.lda, pb + b_offset, p.ldb,
+                                         pc + batch * p.m * p.n, p.n, bias, epilogue});
+      next_index(index, p.batch_dims, p.batch_rank);
+      continue;
+    }
     GemmArgs args{p.m, p.n, p.k, pa + a_offset, p.lda, pb + b_offset, p.ldb, pc + batch * p.m * p.n, p.n};
     args.col_bias = bias;
     args.epilogue = epilogue;
@@ -91,16 +97,22 @@ bool matmul_b_shared(const ops::MatmulPlan& p) {
 
 uint64_t matmul_prepared_bytes(const Dispatch& d) {
   const ops::MatmulPlan& p = plan_of<ops::MatmulPlan>(d);
-  // A transposed B is a run-time value (a constant's transpose folds at compile time): packed per call.
+  // A constant B stored [n, k] against a few rows is read in place (gemm_dot_rows).
   if (d.operands[1] == nullptr || p.batch_count == 0 || p.m == 0 || p.n == 0 || p.k == 0 || !matmul_b_shared(p) ||
-      p.b_transposed)
+      (p.b_transposed && p.m <= kFewRows))
     return 0;
   return static_cast<uint64_t>(gemm_packed_b_floats(p.k, p.n)) * sizeof(float);
 }
 
 void matmul_prepare(const Dispatch& d, void* out) {
   const ops::MatmulPlan& p = plan_of<ops::MatmulPlan>(d);
-  gemm_pack_b(input(d, 1), p.ldb, p.k, p.n, static_cast<float*>(out));
+  if (!p.b_transposed) return gemm_pack_b(input(d, 1), p.ldb, p.k, p.n, static_cast<float*>(out));
+  // B stored [n, k]: transposed once here (prepare may allocate), then packed.
+  const float* b = input(d, 1);
+  std::vector<float> rows(static_cast<size_t>(p.k * p.n));
+  for (int64_t j = 0; j < p.n; ++j)
+    for (int64_t k = 0; k < p.k; ++k) rows[static_cast<size_t>(k * p.n + j)] = b[j * p.ldb + k];
+  gemm_pack_b(rows.data(), p.n, p.k, p.n, static_cast<float*>(out));
 }
 
 namespace {
@@ -698,24 +710,52 @@ void max_pool_interior(const float* top, int64_t w, int64_t stride, int64_t x_of
   return _mm256_blendv_ps(m, v, take);
 }
 
-// The 2x2 stride-2 max pool (BlazeFace's), 8 outputs per step: each row's
-// 16 columns split into the windows' left and right taps, then the four
-// taps in (ky, kx) order through max_step's rule (greater, or NaN: the
-// same bits). The rest of [begin, end) by the loop above.
-[[gnu::target("avx2")]] void max_pool_2x2_s2_avx2(const float* top, int64_t w, int64_t x_offset, int64_t begin,
-                                                  int64_t end, float* out) {
-  const float* row0 = top + x_offset;
-  const float* row1 = row0 + w;
-  int64_t ox = begin;
-  for (; ox + 8 <= end; ox += 8) {
-    __m256 a, b, c, d;
-    deinterleave8(_mm256_loadu_ps(row0 + 2 * ox), _mm256_loadu_ps(row0 + 2 * ox + 8), a, b);
-    deinterleave8(_mm256_loadu_ps(row1 + 2 * ox), _mm256_loadu_ps(row1 + 2 * ox + 8), c, d);
-    __m256 m = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
-    m = max_step8(max_step8(max_step8(max_step8(m, a), b), c), d);
-    _mm256_storeu_ps(out + ox, m);
+// 8 taps of one kernel position for 8 outputs `stride` (1 or 2) apart.
+template <int64_t kStride>
+[[gnu::target("avx2")]] inline __m256 taps8(const float* at) {
+  if constexpr (kStride == 1) {
+    return _mm256_loadu_ps(at);
+  } else {
+    __m256 even, odd;
+    deinterleave8(_mm256_loadu_ps(at), _mm256_loadu_ps(at + 8), even, odd);
+    return even;
   }
-  max_pool_interior<2, 2>(top, w, 2, x_offset, ox, end, out);
+}
+
+// The interior columns [begin, end) of one output row whose window rows are
+// all inside (unit dilation), 8 outputs per step: each kernel position, in
+// (ky, kx) order, is one load (stride 1) or one deinterleaved pair (stride
+// 2) for all 8; the same taps in the same order as the scalar loop, so the
+// same bits. Returns where it stopped (the last < 8 columns are the
+// caller's). A stride-2 step reads up to 15 floats past its last tap's row
+// position: only while that stays inside the row.
+template <bool kMax, int64_t kStride>
+[[gnu::target("avx2")]] int64_t pool_interior_avx2(const float* top, int64_t w, int64_t kh, int64_t kw,
+                                                   int64_t x_offset, int64_t begin, int64_t end, float* out) {
+  int64_t ox = begin;
+  const double count = static_cast<double>(kh * kw);
+  for (; ox + 8 <= end; ox += 8) {
+    const int64_t x0 = ox * kStride + x_offset;
+    if (kStride == 2 && x0 + kw + 15 > w) break;
+    if constexpr (kMax) {
+      __m256 m = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+      for (int64_t ky = 0; ky < kh; ++ky)
+        for (int64_t kx = 0; kx < kw; ++kx) m = max_step8(m, taps8<kStride>(top + ky * w + x0 + kx));
+      _mm256_storeu_ps(out + ox, m);
+    } else {  // double sums, as the scalar loop's
+      __m256d lo = _mm256_setzero_pd(), hi = _mm256_setzero_pd();
+      for (int64_t ky = 0; ky < kh; ++ky)
+        for (int64_t kx = 0; kx < kw; ++kx) {
+          const __m256 v = taps8<kStride>(top + ky * w + x0 + kx);
+          lo = _mm256_add_pd(lo, _mm256_cvtps_pd(_mm256_castps256_ps128(v)));
+          hi = _mm256_add_pd(hi, _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)));
+        }
+      const __m256d d = _mm256_set1_pd(count);
+      const __m128 a = _mm256_cvtpd_ps(_mm256_div_pd(lo, d)), b = _mm256_cvtpd_ps(_mm256_div_pd(hi, d));
+      _mm256_storeu_ps(out + ox, _mm256_set_m128(b, a));
+    }
+  }
+  return ox;
 }
 #endif
 
@@ -732,24 +772,27 @@ void pool_plane(void* context, int64_t plane) {
     int64_t py0 = 0, py1 = 0;
     if (!kMax && p.count_include_pad)
       ops::pool_tap_range(y0, p.dilation_h, p.kh, -p.pad_top, p.h + p.pad_bottom, &py0, &py1);
-    // The common max pools (2x2, 3x3, no dilation) on rows wholly inside:
-    // the interior columns unrolled, the borders below.
+    // Rows wholly inside, unit dilation: the interior columns vectorized
+    // (stride 1 or 2) or, for the common max pools (2x2, 3x3), unrolled;
+    // the borders and the rest below.
     const bool rows_inside = ky0 == 0 && ky1 == p.kh && p.dilation_h == 1 && p.dilation_w == 1;
     int64_t skip_begin = 0, skip_end = 0;  // columns done here
-    if (kMax && rows_inside && job.ox_begin < job.ox_end) {
+    if (rows_inside && job.ox_begin < job.ox_end) {
       const float* top = image + y0 * p.w;
-      if (p.kh == 2 && p.kw == 2) {
+      int64_t done = job.ox_begin;
 #ifdef HEXIR_CONV_X86
-        if (p.stride_w == 2 && isa_avx2())
-          max_pool_2x2_s2_avx2(top, p.w, -p.pad_left, job.ox_begin, job.ox_end, out);
-        else
+      if (isa_avx2() && (p.stride_w == 1 || p.stride_w == 2))
+        done = (p.stride_w == 1 ? pool_interior_avx2<kMax, 1> : pool_interior_avx2<kMax, 2>)(
+            top, p.w, p.kh, p.kw, -p.pad_left, job.ox_begin, job.ox_end, out);
 #endif
-          max_pool_interior<2, 2>(top, p.w, p.stride_w, -p.pad_left, job.ox_begin, job.ox_end, out);
-        skip_begin = job.ox_begin, skip_end = job.ox_end;
-      } else if (p.kh == 3 && p.kw == 3) {
-        max_pool_interior<3, 3>(top, p.w, p.stride_w, -p.pad_left, job.ox_begin, job.ox_end, out);
-        skip_begin = job.ox_begin, skip_end = job.ox_end;
+      if (kMax && p.kh == 2 && p.kw == 2) {
+        max_pool_interior<2, 2>(top, p.w, p.stride_w, -p.pad_left, done, job.ox_end, out);
+        done = job.ox_end;
+      } else if (kMax && p.kh == 3 && p.kw == 3) {
+        max_pool_interior<3, 3>(top, p.w, p.stride_w, -p.pad_left, done, job.ox_end, out);
+        done = job.ox_end;
       }
+      skip_begin = job.ox_begin, skip_end = done;
     }
     for (int64_t ox = 0; ox < p.ow; ++ox, ++out) {
       if (ox == skip_begin && skip_end > skip_begin) {

@@ -73,7 +73,11 @@ TEST_CASE("matmul: b stored transposed (transpose_b) gives a @ b^T, batched and 
     std::vector<int64_t> a, bt;
   };
   for (const Case& c : {Case{{3, 4}, {5, 4}}, Case{{37, 300}, {261, 300}}, Case{{2, 4, 5, 19}, {2, 4, 7, 19}},
-                        Case{{3, 5, 40}, {1, 33, 40}}}) {
+                        Case{{3, 5, 40}, {1, 33, 40}},
+                        // A few rows: dot products of rows (gemm_dot_rows), k past and short of the lanes,
+                        // n past the blocks of B's rows and the tasks' columns.
+                        Case{{1, 1}, {1, 1}}, Case{{1, 37}, {70, 37}}, Case{{2, 300}, {261, 300}},
+                        Case{{4, 17}, {9, 17}}, Case{{3, 1, 8}, {3, 131, 8}}}) {
     INFO(dims_string(c.a) << " @ " << dims_string(c.bt) << "^T");
     HostTensor a = random_f32(c.a, 31), bt = random_f32(c.bt, 32);
     // The reference: b = bt with its last two dims swapped, an ordinary matmul.
@@ -112,6 +116,7 @@ TEST_CASE("matmul: batched with equal batch dims") {
 
 TEST_CASE("matmul: broadcast batch dims") {
   check_matmul({2, 3, 4}, {4, 5}, {2, 3, 5});
+  check_matmul({197, 1, 48}, {48, 20}, {197, 1, 20});  // the batch as rows of one GEMM
   check_matmul({3, 4}, {2, 4, 5}, {2, 3, 5});
   check_matmul({2, 1, 3, 4}, {3, 4, 5}, {2, 3, 3, 5});
   check_matmul({1, 3, 4}, {2, 4, 5}, {2, 3, 5});

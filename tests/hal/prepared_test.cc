@@ -160,6 +160,12 @@ TEST_CASE("prepared: matmul with bias and activation, batched A over one B; per-
   check_prepared(OpId::kMatmul, {&a, &b3}, {3, 37, 45}, {}, /*expect_prepared=*/0);
   HostTensor b1 = random_f32({1, 70, 45}, 7);
   check_prepared(OpId::kMatmul, {&a, &b1}, {3, 37, 45}, {});
+  // B stored [n, k] (transpose_b): transposed and packed once against many
+  // rows; against a few, read where it lies (nothing prepared).
+  HostTensor bt = random_f32({45, 70}, 8);
+  check_prepared(OpId::kMatmul, {&a, &bt, &bias}, {3, 37, 45}, {1, 1, 0, 0});
+  HostTensor a1 = random_f32({1, 70}, 9);
+  check_prepared(OpId::kMatmul, {&a1, &bt, &bias}, {1, 45}, {1, 1, 0, 0}, /*expect_prepared=*/0);
 }
 
 TEST_CASE("prepared: conv2d with its weights packed once is bit-identical (3x3, 1x1, strided, grouped, short M)") {

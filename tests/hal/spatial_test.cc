@@ -457,6 +457,14 @@ TEST_CASE("max_pool and average_pool against the direct definition") {
       // time, a tail, a padded border).
       {{1, 2, 6, 42}, {2, 2, 2, 2, 0, 0, 0, 0, 1, 1, 0, 0}},
       {{1, 1, 5, 37}, {2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0}},
+      // Rows wide enough for the vectorized interior (8 outputs a step, stride
+      // 1 or 2, any window), its tail and the padded borders; average pools
+      // with and without the pads counted.
+      {{1, 2, 9, 45}, {3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1}},
+      {{1, 2, 9, 45}, {3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0}},
+      {{1, 1, 7, 61}, {3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 0, 1}},
+      {{1, 1, 8, 40}, {5, 5, 1, 1, 2, 2, 2, 2, 1, 1, 0, 0}},
+      {{2, 1, 6, 50}, {2, 3, 2, 2, 0, 1, 0, 1, 1, 1, 1, 0}},
   };
   uint32_t seed = 500;
   for (const PoolCase& c : cases) {

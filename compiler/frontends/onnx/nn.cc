@@ -33,11 +33,12 @@ Status op_gemm(Importer& im, const NodeCtx& n) {
   if (trans_a) {
     HEXIR_ASSIGN_OR_RETURN(a, transpose(im, n, a, {1, 0}, im.helper_name(n, "A_T")));
   }
-  if (trans_b) {
-    HEXIR_ASSIGN_OR_RETURN(b, transpose(im, n, b, {1, 0}, im.helper_name(n, "B_T")));
-  }
+  // B^T is read where B lies (matmul's transpose_b): a fully connected
+  // layer's weights are never transposed, at compile time or per invoke.
+  ops::AttrMap matmul_attrs;
+  if (trans_b) matmul_attrs["transpose_b"] = ops::AttrValue{int64_t{1}};
   const bool scale = alpha != 1.0, add_c = c && beta != 0.0;
-  HEXIR_ASSIGN_OR_RETURN(Ref y, im.emit1(n, ops::OpId::kMatmul, {a, b}, {},
+  HEXIR_ASSIGN_OR_RETURN(Ref y, im.emit1(n, ops::OpId::kMatmul, {a, b}, matmul_attrs,
                                       scale || add_c ? im.helper_name(n, "matmul") : im.result_name(n)));
   if (scale) {
     Ref s = im.scalar_const(alpha, kFloat, im.helper_name(n, "alpha"), n.loc);
