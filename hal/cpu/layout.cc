@@ -193,29 +193,58 @@ void scatter_updates(const ops::ScatterPlan& p, const Index* indices, const uint
   }
 }
 
-// Output in row-major order; each element from ops::pad_source_index per dim,
-// or the constant. Elements moved as unsigned integers of their width.
+// Output rows (the last dim) [row0, row1): a row whose outer indices fall in
+// the pads is the constant, or (edge, reflect, wrap) the row
+// ops::pad_source_index names; within a row the part read from the input is
+// one contiguous copy, the ends element by element. Elements moved as
+// unsigned integers of their width.
 template <typename Element>
-void pad_typed(const ops::PadPlan& p, const uint8_t* in, uint8_t* out) {
+void pad_rows(const ops::PadPlan& p, const uint8_t* in, uint8_t* out, int64_t row0, int64_t row1) {
   const Element* src = reinterpret_cast<const Element*>(in);
   Element* dst = reinterpret_cast<Element*>(out);
   const Element value = static_cast<Element>(static_cast<uint64_t>(p.value));
-  if (p.rank == 0) {
-    dst[0] = src[0];
-    return;
-  }
+  const int32_t last = p.rank - 1;
+  const int64_t width = p.out_dims[last];
+  const int64_t mid0 = std::clamp(p.begin[last] + p.lo[last], int64_t{0}, width);
+  const int64_t mid1 = std::clamp(p.begin[last] + p.hi[last], mid0, width);
   int64_t index[kMaxRank] = {};
-  for (int64_t k = 0; k < p.n; ++k) {
+  for (int64_t r = row0, d = last; d-- > 0; r /= p.out_dims[d]) index[d] = r % p.out_dims[d];
+  for (int64_t r = row0; r < row1; ++r) {
     int64_t offset = 0;
     bool constant = false;
-    for (int32_t d = 0; d < p.rank && !constant; ++d) {
+    for (int32_t d = 0; d < last && !constant; ++d) {
       const int64_t i = ops::pad_source_index(p, d, index[d]);
       constant = i < 0;
       offset += i * p.in_stride[d];
     }
-    dst[k] = constant ? value : src[offset];
-    next_index(index, p.out_dims, p.rank);
+    Element* row = dst + r * width;
+    if (constant) {
+      std::fill(row, row + width, value);
+    } else {
+      const auto edge = [&](int64_t o) {
+        const int64_t i = ops::pad_source_index(p, last, o);
+        row[o] = i < 0 ? value : src[offset + i];
+      };
+      for (int64_t o = 0; o < mid0; ++o) edge(o);
+      if (mid1 > mid0) std::memcpy(row + mid0, src + offset + (mid0 - p.begin[last]), (mid1 - mid0) * sizeof(Element));
+      for (int64_t o = mid1; o < width; ++o) edge(o);
+    }
+    next_index(index, p.out_dims, last);
   }
+}
+
+struct PadJob {
+  const ops::PadPlan* p;
+  const uint8_t* in;
+  uint8_t* out;
+  int64_t rows, rows_per_task;
+};
+
+template <typename Element>
+void pad_task(void* context, int64_t task) {
+  const PadJob& job = *static_cast<const PadJob*>(context);
+  const int64_t row0 = task * job.rows_per_task;
+  pad_rows<Element>(*job.p, job.in, job.out, row0, std::min(job.rows, row0 + job.rows_per_task));
 }
 
 // The offset of a window's first element in x, its start indices read from
@@ -252,24 +281,28 @@ void for_each_window_row(const ops::WindowPlan& p, int64_t origin, Row row) {
 
 }  // namespace
 
-Status pad(const KernelContext&, const Dispatch& d) {
+Status pad(const KernelContext& context, const Dispatch& d) {
   const ops::PadPlan& p = plan_of<ops::PadPlan>(d);
   if (p.n == 0) return ok_status();
   const auto* in = input<uint8_t>(d, 0);
   auto* out = output<uint8_t>(d, 0);
-  switch (p.element_size) {
-    case 1:
-      pad_typed<uint8_t>(p, in, out);
-      break;
-    case 2:
-      pad_typed<uint16_t>(p, in, out);
-      break;
-    case 4:
-      pad_typed<uint32_t>(p, in, out);
-      break;
-    default:
-      pad_typed<uint64_t>(p, in, out);
-      break;
+  if (p.rank == 0) {
+    std::memcpy(out, in, static_cast<size_t>(p.element_size));
+    return ok_status();
+  }
+  const int64_t width = p.out_dims[p.rank - 1];
+  PadJob job{&p, in, out, p.n / width, 0};
+  // Rows of about 16 KiB per task at least: a small pad is one call.
+  job.rows_per_task = std::max<int64_t>(1, (16384 / p.element_size + width - 1) / width);
+  const int64_t tasks = (job.rows + job.rows_per_task - 1) / job.rows_per_task;
+  ThreadPool::TaskFn fn = p.element_size == 1   ? pad_task<uint8_t>
+                          : p.element_size == 2 ? pad_task<uint16_t>
+                          : p.element_size == 4 ? pad_task<uint32_t>
+                                                : pad_task<uint64_t>;
+  if (tasks <= 1) {
+    fn(&job, 0);
+  } else {
+    parallel_for(context, tasks, fn, &job);
   }
   return ok_status();
 }

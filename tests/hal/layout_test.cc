@@ -464,6 +464,9 @@ TEST_CASE("pad: every mode and element size against numpy's rule") {
     check_pad(dtype, {2, 2, 2, 2, 2}, 2, 0, {1, 0, 1, 0, 1}, {0, 1, 0, 1, 0});
   }
   check_pad(DType::kBool, {2, 3}, 0, 1, {1, 1}, {1, 1});
+  // Many rows: split into tasks of whole rows.
+  check_pad(DType::kF32, {3, 96, 70}, 0, 0x5A, {0, 2, 1}, {1, 1, 2});
+  check_pad(DType::kF32, {3, 96, 70}, 1, 0, {0, 2, 3}, {1, 1, 2});
 }
 
 TEST_CASE("pad: ONNX attributes lowered (mode, pads begin-then-end, value in the dtype, axes)") {
