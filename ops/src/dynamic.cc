@@ -126,9 +126,10 @@ uint64_t flops_nms(std::span<const TensorType> in, std::span<const TensorType>, 
   return mul_sat(pairs, add_sat(mul_sat(k, elements_sat(in[0]) / 4 + 1), 0));
 }
 
-// nms scratch: per batch and class, the candidates' indices sorted by score.
+// nms scratch, per box: the candidates' order and the kept boxes' indices
+// (cpu and CUDA), and the cpu's cached corners of every box and of the kept ones.
 uint64_t workspace_nms(const PlanInput& op) {
-  return static_cast<uint64_t>(op.inputs[0].dims[1]) * sizeof(int64_t) * 2;
+  return static_cast<uint64_t>(op.inputs[0].dims[1]) * (sizeof(int64_t) * 2 + sizeof(NmsBox) * 2);
 }
 
 // ---- compress -----------------------------------------------------------------

@@ -1108,6 +1108,16 @@ inline std::vector<KernelCase> kernel_cases() {
         {boxes({1, 23, 4}, 2122, true), nms_scores({1, 2, 23}, 2123), scalar_i64(100), scalar_f32(0.5f),
          scalar_f32(-1.0f)},
         {1, 23});
+  {
+    // Hundreds kept (a candidate tested against 16 or 8 kept boxes at once,
+    // then a tail), a NaN corner and a box of no area among them.
+    HostTensor many = random_f32({1, 400, 4}, 2126, 0.0f, 1.0f);
+    for (int64_t i = 0; i < many.count(); i += 4) many.at(i + 2) = many.at(i) + 0.04f, many.at(i + 3) = many.at(i + 1) + 0.04f;
+    many.at(4 * 7 + 1) = std::numeric_limits<float>::quiet_NaN();
+    many.at(4 * 9 + 2) = many.at(4 * 9);
+    exact("non_max_suppression of 400 small boxes, hundreds kept", OpId::kNonMaxSuppression,
+          {many, nms_scores({1, 1, 400}, 2127), scalar_i64(1000), scalar_f32(0.1f), scalar_f32(0.0f)}, {0, 400});
+  }
   HostTensor padded = iota_bytes(DType::kI64, {3, 5});
   padded.bounded = 1;
   exact("compact i64 [3,<=5] at extent 2", OpId::kCompact, {padded, scalar_i64(2)}, {});

@@ -1083,27 +1083,36 @@ struct CompactPlan {
   int64_t outer, bound, inner_bytes;
 };
 
-// The IoU test of non_max_suppression (ONNX, as onnxruntime computes it):
-// whether boxes a and b (4 floats each) overlap by more than `threshold`.
-HEXIR_PLAN_FN bool nms_suppresses(const float* a, const float* b, int64_t center_point_box, float threshold) {
-  float ax0, ax1, ay0, ay1, bx0, bx1, by0, by1;
+// The IoU test of non_max_suppression (ONNX, as onnxruntime computes it),
+// in two steps a kernel may cache the first of: a box's corners (x0, y0,
+// x1, y1, ordered) and area, then whether two boxes overlap by more than
+// `threshold`.
+struct NmsBox {
+  float x0, y0, x1, y1, area;
+};
+HEXIR_PLAN_FN NmsBox nms_box(const float* a, int64_t center_point_box) {
+  NmsBox b;
   if (center_point_box == 0) {  // [y1, x1, y2, x2], either diagonal
-    ay0 = a[0] < a[2] ? a[0] : a[2], ay1 = a[0] < a[2] ? a[2] : a[0];
-    ax0 = a[1] < a[3] ? a[1] : a[3], ax1 = a[1] < a[3] ? a[3] : a[1];
-    by0 = b[0] < b[2] ? b[0] : b[2], by1 = b[0] < b[2] ? b[2] : b[0];
-    bx0 = b[1] < b[3] ? b[1] : b[3], bx1 = b[1] < b[3] ? b[3] : b[1];
+    b.y0 = a[0] < a[2] ? a[0] : a[2], b.y1 = a[0] < a[2] ? a[2] : a[0];
+    b.x0 = a[1] < a[3] ? a[1] : a[3], b.x1 = a[1] < a[3] ? a[3] : a[1];
   } else {  // [x_center, y_center, width, height]
-    ax0 = a[0] - a[2] / 2.0f, ax1 = a[0] + a[2] / 2.0f, ay0 = a[1] - a[3] / 2.0f, ay1 = a[1] + a[3] / 2.0f;
-    bx0 = b[0] - b[2] / 2.0f, bx1 = b[0] + b[2] / 2.0f, by0 = b[1] - b[3] / 2.0f, by1 = b[1] + b[3] / 2.0f;
+    b.x0 = a[0] - a[2] / 2.0f, b.x1 = a[0] + a[2] / 2.0f, b.y0 = a[1] - a[3] / 2.0f, b.y1 = a[1] + a[3] / 2.0f;
   }
-  const float ix0 = ax0 > bx0 ? ax0 : bx0, ix1 = ax1 < bx1 ? ax1 : bx1;
-  const float iy0 = ay0 > by0 ? ay0 : by0, iy1 = ay1 < by1 ? ay1 : by1;
+  b.area = (b.x1 - b.x0) * (b.y1 - b.y0);
+  return b;
+}
+HEXIR_PLAN_FN bool nms_overlaps(const NmsBox& a, const NmsBox& b, float threshold) {
+  const float ix0 = a.x0 > b.x0 ? a.x0 : b.x0, ix1 = a.x1 < b.x1 ? a.x1 : b.x1;
+  const float iy0 = a.y0 > b.y0 ? a.y0 : b.y0, iy1 = a.y1 < b.y1 ? a.y1 : b.y1;
   if (ix1 <= ix0 || iy1 <= iy0) return false;
   const float inter = (ix1 - ix0) * (iy1 - iy0);
-  const float area_a = (ax1 - ax0) * (ay1 - ay0), area_b = (bx1 - bx0) * (by1 - by0);
-  const float uni = area_a + area_b - inter;
-  if (inter <= 0.0f || area_a <= 0.0f || area_b <= 0.0f || uni <= 0.0f) return false;
+  const float uni = a.area + b.area - inter;
+  if (inter <= 0.0f || a.area <= 0.0f || b.area <= 0.0f || uni <= 0.0f) return false;
   return inter / uni > threshold;
+}
+// Whether boxes a and b (4 floats each) overlap by more than `threshold`.
+HEXIR_PLAN_FN bool nms_suppresses(const float* a, const float* b, int64_t center_point_box, float threshold) {
+  return nms_overlaps(nms_box(a, center_point_box), nms_box(b, center_point_box), threshold);
 }
 
 }  // namespace hexir::ops
