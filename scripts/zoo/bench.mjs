@@ -58,10 +58,15 @@ for (const m of MODELS) {
   rows.push(row);
 }
 
+// onnxruntime's model-attributable peak: its process's peak less what node
+// and onnxruntime held before the model was loaded.
+const ortRssKb = (o) => (o?.max_rss_kb != null && o?.loaded_rss_kb != null ? o.max_rss_kb - o.loaded_rss_kb : null);
+
 function table() {
   const head = ['model', 'family', 'imports', 'max abs err vs ort', 'max rel err', 'dims bounded', 'ort ms 1t',
-    'hexir ms 1t', 'hexir/ort 1t', 'ort ms 2t', 'hexir ms 2t', 'hexir/ort 2t', 'hexir peak RSS', 'hexir arena',
-    'load avg', 'notes'];
+    'hexir ms 1t', 'hexir/ort 1t', 'ort ms 2t', 'hexir ms 2t', 'hexir/ort 2t', 'ort session ms',
+    'hexir load+prepare ms', 'hexir first / median', 'ort RSS (model)', 'hexir peak RSS', 'hexir/ort RSS',
+    'hexir arena', 'load avg', 'notes'];
   const lines = [`| ${head.join(' | ')} |`, `|${head.map((h, i) => (i < 3 || i === head.length - 1 ? ' --- ' : ' ---: ')).join('|')}|`];
   for (const r of rows) {
     const notes = [];
@@ -70,18 +75,36 @@ function table() {
     if (r.missing?.length) notes.push(`not in the importer: ${r.missing.join(', ')}`);
     notes.push(...r.notes);
     const h = r.hexir;
+    const ortRss = ortRssKb(r.ort);
     lines.push('| ' + [
       r.name, r.family ?? '—', r.imported ? 'yes' : 'no', sci(r.maxAbs), sci(r.maxRel),
       r.bounded == null ? '—' : r.bounded.length ? r.bounded.join(' ') : 'none',
       ms(r.ort?.ms_median), ms(h?.ms_best), ratio(h?.ms_best, r.ort?.ms_median),
       ms(r.ort2?.ms_median), ms(r.hexir2?.ms_best), ratio(r.hexir2?.ms_best, r.ort2?.ms_median),
-      h ? mb(h.max_rss_kb) : '—', h ? bytes(h.arena_bytes) : '—', r.load ?? '—',
+      ms(r.ort?.load_ms), h ? ms(h.load_ms + h.prepare.ms) : '—', ratio(h?.invoke?.ms_first, h?.invoke?.ms_median),
+      ortRss != null ? mb(ortRss) : '—', h ? mb(h.max_rss_kb) : '—', ratio(h?.max_rss_kb, ortRss),
+      h ? bytes(h.arena_bytes) : '—', r.load ?? '—',
       notes.length ? notes.join('; ') : 'ok',
     ].map(cell).join(' | ') + ' |');
   }
   return lines.join('\n');
 }
 
+// The geometric mean of hexir/onnxruntime over the rows that have both.
+function geomean(pick) {
+  const xs = rows.map(pick).filter((x) => Number.isFinite(x) && x > 0);
+  return xs.length ? { value: Math.exp(xs.reduce((a, x) => a + Math.log(x), 0) / xs.length), n: xs.length } : null;
+}
+function summary() {
+  const g1 = geomean((r) => r.hexir?.ms_best / r.ort?.ms_median);
+  const g2 = geomean((r) => r.hexir2?.ms_best / r.ort2?.ms_median);
+  const gr = geomean((r) => r.hexir?.max_rss_kb / ortRssKb(r.ort));
+  const f = (g) => (g ? `${g.value.toFixed(2)} (${g.n} models)` : '—');
+  return `Geometric mean of hexir/onnxruntime: time ${f(g1)} at 1 thread, ${f(g2)} at 2 threads; ` +
+    `peak RSS (hexir's whole process against onnxruntime's model-attributable peak) ${f(gr)}.`;
+}
+
+const isa = process.env.HEXIR_MAX_CPU_ISA || '';
 const imported = rows.filter((r) => r.imported).length;
 const matching = rows.filter((r) => r.imported && r.maxRel != null && r.maxRel <= 1e-3).length;
 const text = `Measured ${new Date().toISOString().slice(0, 10)} on ${cpuName()} (${os.cpus().length} cores); hexir ` +
@@ -89,11 +112,14 @@ const text = `Measured ${new Date().toISOString().slice(0, 10)} on ${cpuName()} 
   `intraOpNumThreads, hexir-run --threads). Models exported by scripts/zoo/export_zoo.py with PyTorch ` +
   `(opset 17, random weights). Times are medians of ${iterations} runs, best of ${repeats}, alternated run by run. ` +
   `${imported} of ${rows.length} import; ${matching} match onnxruntime within a relative error of 1e-3 ` +
-  `(relative to max(|ort|, 1e-3)).\n\n${table()}\n`;
+  `(relative to max(|ort|, 1e-3)).${isa ? ` Hexir's kernels limited to ${isa} (HEXIR_MAX_CPU_ISA); onnxruntime keeps its own.` : ''}` +
+  `\n\n${table()}\n\n${summary()}\n`;
 process.stdout.write(text);
 fs.writeFileSync(path.join(opts.scratch, 'results.json'), JSON.stringify(rows, null, 1));
 fs.writeFileSync(path.join(opts.scratch, 'results.md'), text);
 if (opts['write-docs']) {
-  replaceBlock(opts['write-docs'], '<!-- zoo:begin (scripts/zoo.sh --write-docs replaces this) -->', '<!-- zoo:end -->', text);
+  // A run with HEXIR_MAX_CPU_ISA set has its own block (the AVX2 table beside the full one).
+  const block = isa ? `zoo-${isa}` : 'zoo';
+  replaceBlock(opts['write-docs'], `<!-- ${block}:begin (scripts/zoo.sh --write-docs replaces this) -->`, `<!-- ${block}:end -->`, text);
   process.stderr.write(`zoo: wrote the table into ${opts['write-docs']}\n`);
 }

@@ -173,6 +173,32 @@ void release_constant(const ProgramImpl& p, size_t i) {
   if (last > first) madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
 }
 
+// A constant still read in place from the file's mapping is faulted in at
+// prepare (MADV_POPULATE_READ; where the kernel lacks it, a read of each
+// page): the first invoke then reads resident pages like the others
+// (alexnet's 233 MB of fully connected weights made it 81 ms against 22).
+void populate_constant(const ProgramImpl& p, size_t i) {
+  const ModuleImpl& m = *p.module_impl;
+  if (m.mapping.empty() || p.constant_data[i] == nullptr) return;
+  const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  if (page == 0 || (page & (page - 1)) != 0) return;
+  const auto map_begin = reinterpret_cast<uintptr_t>(m.mapping.data());
+  const uintptr_t map_end = map_begin + m.mapping.size();
+  const fb::Constant& c = *m.fb().constants()->Get(static_cast<flatbuffers::uoffset_t>(i));
+  const auto begin = reinterpret_cast<uintptr_t>(p.constant_data[i]);
+  if (c.storage() != fb::ConstantStorage::Rodata || begin < map_begin || begin >= map_end ||
+      c.byte_size() > map_end - begin || c.byte_size() == 0)
+    return;
+  const uintptr_t first = begin & ~(page - 1), end = begin + c.byte_size();
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ 22  // Linux 5.14
+#endif
+  if (madvise(reinterpret_cast<void*>(first), end - first, MADV_POPULATE_READ) == 0) return;
+  unsigned char sum = 0;
+  for (uintptr_t a = first; a < end; a += page) sum ^= *reinterpret_cast<const volatile unsigned char*>(a);
+  (void)sum;
+}
+
 // What a prepared form is derived from: the kernel, its plan's words and the
 // operands' constant addresses (null where an operand is not constant). Two
 // instructions with the same key get the same bytes from prepare_dispatch
@@ -257,6 +283,9 @@ Status prepare_dispatches(ProgramImpl& p) {
         release_constant(p, slot.index());
     }
   }
+  if (p.device->name() == "cpu")
+    for (size_t i = 0; i < constant_count; ++i)
+      if (readers[i] > replaced[i]) populate_constant(p, i);
   return ok_status();
 }
 
