@@ -5,7 +5,8 @@
 # imported with hexir-compile, run with hexir-run and with onnxruntime (CPU) at 1 and 2 threads,
 # compared: imports, max error vs onnxruntime, bounded dims, time ratios, memory.
 #
-#   scripts/zoo.sh [--build DIR] [--dir SCRATCH] [--only NAME[,NAME...]] [--quick] [--write-docs]
+#   scripts/zoo.sh [--build DIR] [--dir SCRATCH] [--only NAME[,NAME...]] [--quick]
+#                  [--iterations N] [--repeats N] [--write-docs]
 #
 #   --build DIR    the meson build folder with tools/hexir-compile, hexir-run and hexir-dump
 #                  (default: $HEXIR_BUILD, else build)
@@ -13,7 +14,10 @@
 #                  (default BUILD/zoo; created; never committed)
 #   --only NAMES   only these models (scripts/zoo/export_zoo.py --list names them)
 #   --quick        3 timed runs, best of 1 (imports and errors; the times are rough)
-#   --write-docs   also replace the table in docs/zoo.md (between the zoo:begin / zoo:end markers)
+#   --iterations N, --repeats N  timed runs per process and processes alternated per side
+#                  (default 50 and 5)
+#   --write-docs   also replace the table in docs/zoo.md (between the zoo:begin / zoo:end markers;
+#                  with HEXIR_MAX_CPU_ISA set, between zoo-ISA:begin / zoo-ISA:end)
 #
 # Installs what it needs from Debian (python3-torch, python3-torchvision, python3-onnx,
 # python3-numpy: apt-get, as root) and onnxruntime-node from npm (ONNXRUNTIME_NODE_INSTALL=skip).
@@ -36,8 +40,9 @@ while [[ $# -gt 0 ]]; do
     --only) ONLY="$2"; shift 2 ;;
     --only=*) ONLY="${1#*=}"; shift ;;
     --quick) TIMING=(--iterations 3 --repeats 1); shift ;;
+    --iterations|--repeats) TIMING+=("$1" "$2"); shift 2 ;;
     --write-docs) WRITE_DOCS=1; shift ;;
-    -h|--help) sed -n '2,21p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,24p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "zoo.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done

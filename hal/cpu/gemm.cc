@@ -980,6 +980,7 @@ void apply_epilogue(const ops::Epilogue& e, float* c, int64_t ld, int64_t rows, 
   using ops::Activation;
   const float a = e.a, b = e.b;
   auto each_row = [&](void (*block)(const float*, float*, int64_t)) {
+    if (ld == cols) return block(c, c, rows * cols);  // rows one after another: one run
     for (int64_t i = 0; i < rows; ++i) block(c + i * ld, c + i * ld, cols);
   };
   switch (static_cast<Activation>(e.activation)) {
