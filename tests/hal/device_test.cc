@@ -185,7 +185,7 @@ TEST_CASE("cpu queue: its pool's scratch is allocated with the queue, counted, a
     REQUIRE(queue.ok());
     const DeviceCounters created = (*device)->counters();
     CHECK(created.allocations - before.allocations == 1);
-    CHECK(created.bytes_allocated - before.bytes_allocated == 2 * 192 * 1024);
+    CHECK(created.bytes_allocated - before.bytes_allocated == 2 * 256 * 1024);
     CHECK(created.releases == before.releases);
   }
   CHECK((*device)->counters().releases - before.releases == 1);
