@@ -113,6 +113,12 @@ TEST_CASE("channels-last conv2d: the cpu kernel gives the element function's sum
       {"1x1 sigmoid, no bias", 1, 32, 5, 6, 8, 1, 1, 1, 0, 1, 1, false, "sigmoid"},
       {"1x1 stride 2 (the per-row path)", 1, 8, 9, 9, 16, 1, 1, 2, 0, 1, 1, true, "clip"},
       {"grouped 3x3", 1, 16, 8, 8, 24, 3, 3, 1, 1, 1, 2, true, "relu"},
+      // Narrow groups as many in as out (computed across the output channels):
+      // 2, 4, 8, 16 channels, output channels past whole vectors, borders, strides.
+      {"groups of 8 (regnet), 104 channels", 1, 104, 9, 13, 104, 3, 3, 1, 1, 1, 13, true, "relu"},
+      {"groups of 4, stride 2", 1, 24, 11, 10, 24, 3, 3, 2, 1, 1, 6, false, ""},
+      {"groups of 2, dilated", 1, 12, 10, 12, 12, 3, 3, 1, 2, 2, 6, true, "sigmoid"},
+      {"groups of 16, two images", 2, 48, 6, 9, 48, 3, 3, 1, 1, 1, 3, true, "hard_swish"},
       {"300 input channels (two blocks)", 1, 300, 4, 5, 17, 3, 3, 1, 1, 1, 1, true, ""},
       {"depthwise 3x3", 1, 24, 10, 10, 24, 3, 3, 1, 1, 1, 24, true, "relu"},
       {"depthwise 5x5 stride 2", 1, 40, 13, 11, 40, 5, 5, 2, 2, 1, 40, false, ""},
