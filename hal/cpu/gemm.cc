@@ -996,11 +996,10 @@ void apply_epilogue(const ops::Epilogue& e, float* c, int64_t ld, int64_t rows, 
       return map_block(c, ld, rows, cols, [a](float x) { return ops::leaky_relu_of(x, a); });
     case Activation::kClip: return map_block(c, ld, rows, cols, [a, b](float x) { return ops::clip_of(x, a, b); });
     case Activation::kHardSigmoid:
+      if (ld == cols) return hard_sigmoid_block(c, c, rows * cols, a, b);
       for (int64_t i = 0; i < rows; ++i) hard_sigmoid_block(c + i * ld, c + i * ld, cols, a, b);
       return;
-    case Activation::kHardSwish:
-      for (int64_t i = 0; i < rows; ++i) hard_swish_block(c + i * ld, c + i * ld, cols);
-      return;
+    case Activation::kHardSwish: return each_row(hard_swish_block);
     case Activation::kAffine:  // add and mul only (their rule): never a GEMM's epilogue
     case Activation::kCount: return;
   }

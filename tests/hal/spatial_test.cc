@@ -126,9 +126,13 @@ TEST_CASE("conv2d: against the direct 7-loop definition") {
 // windows too wide for the buffer the direct loop. Their edges: partial
 // vectors (widths past 8 and 16), row counts not a multiple of 4, padding
 // larger than the window, column tiles (rows wider than 512), strides 1-3,
-// dilations, non-square kernels, planes of one element.
+// dilations, non-square kernels, planes of one element. Output rows narrower
+// than a vector (AVX-512: 16, AVX2: 8) take the channels-in-lanes path:
+// channel blocks past a multiple of the lanes, strides, dilations, batches.
 TEST_CASE("conv2d depthwise: the fast paths' edges against the direct definition") {
   const Conv cases[] = {
+      {"channels in lanes: 20 channels of 7 x 7, 5x5 pad 2", {1, 20, 7, 7}, {20, 1, 5, 5}, true, {}, {2}, {}, 20},
+      {"channels in lanes: strided, dilated, batch 2", {2, 19, 9, 11}, {19, 1, 3, 3}, true, {2}, {2}, {2}, 19},
       {"3x3 s1 pad 1, odd sizes", {1, 16, 33, 37}, {16, 1, 3, 3}, true, {}, {1}, {}, 16},
       {"3x3 s2 pad 1, batch 2", {2, 8, 35, 41}, {8, 1, 3, 3}, true, {2}, {1}, {}, 8},
       {"5x5 s1 pad 2 (BlazeFace)", {1, 4, 64, 64}, {4, 1, 5, 5}, true, {}, {2}, {}, 4},
