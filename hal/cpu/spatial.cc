@@ -616,24 +616,24 @@ void dw_lanes_fill(const DwLanesJob& job, int64_t n, int64_t c0, int64_t count, 
     for (int64_t l = 0; l < L; ++l) wt[t * L + l] = l < count ? job.w[(c0 + l) * taps + t] : 0.0f;
 }
 
-// The sums (pixel-major, `lanes` per pixel) to the output planes, then the residual and the activation.
-void dw_lanes_store(const DwLanesJob& job, int64_t n, int64_t c0, int64_t count, const float* sums) {
+// The sums (pixel-major, `lanes` per pixel) to the output planes (channel
+// c0 + l's at out + l * stride), then the residual and the activation.
+void dw_lanes_store(const DwLanesJob& job, int64_t n, int64_t c0, int64_t count, const float* sums, float* out,
+                    int64_t stride) {
   const ops::Conv2dPlan& p = *job.p;
   const int64_t L = job.lanes, pixels = p.oh * p.ow;
   for (int64_t l = 0; l < count; ++l) {
-    const int64_t plane = n * p.c + c0 + l;
-    float* out = job.out + plane * pixels;
-    for (int64_t i = 0; i < pixels; ++i) out[i] = sums[i * L + l];
-    if (job.residual) add_residual(out, p.ow, job.residual + plane * pixels, p.ow, p.oh, p.ow);
-    if (job.epilogue) apply_epilogue(*job.epilogue, out, p.ow, p.oh, p.ow);
+    float* plane_out = out + l * stride;
+    for (int64_t i = 0; i < pixels; ++i) plane_out[i] = sums[i * L + l];
+    if (job.residual) add_residual(plane_out, p.ow, job.residual + (n * p.c + c0 + l) * pixels, p.ow, p.oh, p.ow);
+    if (job.epilogue) apply_epilogue(*job.epilogue, plane_out, p.ow, p.oh, p.ow);
   }
 }
 
-[[gnu::target("avx512f")]] void dw_lanes_task_avx512(void* context, int64_t task) {
-  const DwLanesJob& job = *static_cast<const DwLanesJob*>(context);
+// Channels [c0, c0 + count) of image n, count <= the lanes, to out + l * stride.
+[[gnu::target("avx512f")]] void dw_lanes_block_avx512(const DwLanesJob& job, int64_t n, int64_t c0, int64_t count,
+                                                      float* out, int64_t stride) {
   const ops::Conv2dPlan& p = *job.p;
-  const int64_t blocks = (p.c + 15) / 16, n = task / blocks, c0 = task % blocks * 16;
-  const int64_t count = std::min<int64_t>(16, p.c - c0), taps = p.kh * p.kw;
   alignas(64) float buf[kDwLanesFloats];
   alignas(64) float sums[kDwLanesFloats];
   alignas(64) float wt[16 * 64];
@@ -652,15 +652,12 @@ void dw_lanes_store(const DwLanesJob& job, int64_t n, int64_t c0, int64_t count,
       }
       _mm512_store_ps(sums + (oy * p.ow + ox) * 16, _mm512_add_ps(acc, b));
     }
-  (void)taps;
-  dw_lanes_store(job, n, c0, count, sums);
+  dw_lanes_store(job, n, c0, count, sums, out, stride);
 }
 
-[[gnu::target("avx2,fma")]] void dw_lanes_task_avx2(void* context, int64_t task) {
-  const DwLanesJob& job = *static_cast<const DwLanesJob*>(context);
+[[gnu::target("avx2,fma")]] void dw_lanes_block_avx2(const DwLanesJob& job, int64_t n, int64_t c0, int64_t count,
+                                                     float* out, int64_t stride) {
   const ops::Conv2dPlan& p = *job.p;
-  const int64_t blocks = (p.c + 7) / 8, n = task / blocks, c0 = task % blocks * 8;
-  const int64_t count = std::min<int64_t>(8, p.c - c0);
   alignas(32) float buf[kDwLanesFloats];
   alignas(32) float sums[kDwLanesFloats];
   alignas(32) float wt[8 * 64];
@@ -679,7 +676,27 @@ void dw_lanes_store(const DwLanesJob& job, int64_t n, int64_t c0, int64_t count,
       }
       _mm256_store_ps(sums + (oy * p.ow + ox) * 8, _mm256_add_ps(acc, b));
     }
-  dw_lanes_store(job, n, c0, count, sums);
+  dw_lanes_store(job, n, c0, count, sums, out, stride);
+}
+
+// Channels [c0, c1) of image n, channel c's plane at out + (c - c0) * stride.
+void dw_lanes_channels(const DwLanesJob& job, int64_t n, int64_t c0, int64_t c1, float* out, int64_t stride) {
+  for (int64_t c = c0; c < c1; c += job.lanes) {
+    const int64_t count = std::min(job.lanes, c1 - c);
+    if (job.lanes == 16)
+      dw_lanes_block_avx512(job, n, c, count, out + (c - c0) * stride, stride);
+    else
+      dw_lanes_block_avx2(job, n, c, count, out + (c - c0) * stride, stride);
+  }
+}
+
+// One task: a block of channels of one image into the conv2d's output.
+void dw_lanes_task(void* context, int64_t task) {
+  const DwLanesJob& job = *static_cast<const DwLanesJob*>(context);
+  const ops::Conv2dPlan& p = *job.p;
+  const int64_t blocks = (p.c + job.lanes - 1) / job.lanes, n = task / blocks, c0 = task % blocks * job.lanes;
+  const int64_t pixels = p.oh * p.ow;
+  dw_lanes_channels(job, n, c0, std::min(p.c, c0 + job.lanes), job.out + (n * p.c + c0) * pixels, pixels);
 }
 
 // Whether the planes are small enough for the lanes path (and it is faster:
@@ -709,11 +726,10 @@ Status depthwise_conv2d(const KernelContext& context, const Dispatch& d) {
     DwLanesJob job{&p, input(d, 0), input(d, 1), bias, residual, output(d, 0), epilogue, 0, 0, lanes};
     dw_lanes_padded(p, &job.ph, &job.pw);
     const int64_t tasks = p.n * ((p.c + lanes - 1) / lanes);
-    ThreadPool::TaskFn fn = lanes == 16 ? dw_lanes_task_avx512 : dw_lanes_task_avx2;
     if (threads == 1) {
-      for (int64_t t = 0; t < tasks; ++t) fn(&job, t);
+      for (int64_t t = 0; t < tasks; ++t) dw_lanes_task(&job, t);
     } else {
-      parallel_for(context, tasks, fn, &job);
+      parallel_for(context, tasks, dw_lanes_task, &job);
     }
     return ok_status();
   }
@@ -782,6 +798,9 @@ struct SeparableJob {
   int64_t tasks_per_image;
   int64_t pad;                 // floats between one channel's rows and the next's
   const float* packed_pw_w;    // the 1x1's weights packed at prepare, or null
+#ifdef HEXIR_SPATIAL_X86
+  DwLanesJob lanes;            // lanes.lanes > 0: whole maps narrower than a vector, channels in lanes
+#endif
 };
 
 // The depthwise's rows [oy0, oy1) of channels [c0, c1) of one image, channel
@@ -789,6 +808,10 @@ struct SeparableJob {
 void separable_depthwise(const SeparableJob& job, int64_t image, int64_t oy0, int64_t oy1, int64_t c0, int64_t c1,
                          float* scratch, int64_t ld) {
   const ops::Conv2dPlan& dw = job.p->depthwise;
+#ifdef HEXIR_SPATIAL_X86
+  if (job.lanes.lanes > 0 && oy0 == 0 && oy1 == dw.oh)
+    return dw_lanes_channels(job.lanes, image, c0, c1, scratch + c0 * ld, ld);
+#endif
   DwBuffer buffer;  // one geometry for every channel
   for (int64_t c = c0; c < c1; ++c) {
     const int64_t plane = image * dw.c + c;
@@ -862,6 +885,14 @@ Status separable_conv2d(const KernelContext& context, const Dispatch& d) {
                                 select_depthwise(dw), dw_geometry(dw), 0, 0},
                    DepthwiseDirect{&dw, x, input(d, 1), dw_bias, nullptr, dw_epilogue, nullptr}, 0, 0, 0,
                    static_cast<const float*>(d.prepared)};
+#ifdef HEXIR_SPATIAL_X86
+  const int64_t lanes = isa_avx512() ? 16 : isa_avx2() ? 8 : 0;
+  job.lanes = DwLanesJob{&dw, x, input(d, 1), dw_bias, nullptr, nullptr, dw_epilogue, 0, 0, 0};
+  if (dw_lanes_fits(dw, lanes)) {
+    job.lanes.lanes = lanes;
+    dw_lanes_padded(dw, &job.lanes.ph, &job.lanes.pw);
+  }
+#endif
   // As many rows as the scratch holds with the padding (at least one without
   // it: c * ow <= kSeparableMaxRowFloats, the operator's rule), at most 16 (a
   // longer GEMM gains little, more tasks share better), then about 4 tasks
