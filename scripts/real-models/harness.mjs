@@ -109,7 +109,7 @@ export const cell = (s) => String(s).replace(/\|/g, '\\|').replace(/\n/g, ' ');
 export const ratio = (a, b) => (a && b ? `${(a / b).toFixed(2)}` : '—');
 
 export function compare(hexirDir, ortDir, count) {
-  let maxAbs = 0, maxRel = 0;
+  let maxAbs = 0, maxRel = 0, maxScaled = 0;  // scaled: an output's largest error over its largest |ort|
   const notes = [];
   for (let j = 0; j < count; ++j) {
     const h = readNpy(path.join(hexirDir, `${j}.npy`)), o = readNpy(path.join(ortDir, `${j}.npy`));
@@ -119,7 +119,12 @@ export function compare(hexirDir, ortDir, count) {
       if (hn !== on) return { maxAbs: null, maxRel: null, notes };
     }
     const a = toFloat64(h), b = toFloat64(o);
+    let outAbs = 0, outScale = 0;
     for (let i = 0; i < a.length; ++i) {
+      if (!Number.isNaN(a[i]) && !Number.isNaN(b[i])) {
+        outAbs = Math.max(outAbs, Math.abs(a[i] - b[i]));
+        outScale = Math.max(outScale, Math.abs(b[i]));
+      }
       if (Number.isNaN(a[i]) !== Number.isNaN(b[i])) { maxAbs = NaN; maxRel = NaN; continue; }
       if (Number.isNaN(a[i])) continue;
       const d = Math.abs(a[i] - b[i]);
@@ -127,8 +132,9 @@ export function compare(hexirDir, ortDir, count) {
       const r = d / Math.max(Math.abs(b[i]), REL_FLOOR);
       if (!(r <= maxRel)) maxRel = Number.isNaN(maxRel) ? maxRel : r;
     }
+    maxScaled = Math.max(maxScaled, outAbs / Math.max(outScale, REL_FLOOR));
   }
-  return { maxAbs, maxRel, notes };
+  return { maxAbs, maxRel, maxScaled, notes };
 }
 
 // ---- one model ----
@@ -229,7 +235,7 @@ export function measure(model, ctx) {
       row.notes.push(`hexir gives ${outs} outputs, onnxruntime ${row.ort.output_names.length}`);
     try {
       const cmp = compare(path.join(work, 'hexir'), path.join(work, 'ort'), Math.min(outs, row.ort.output_names.length));
-      row.maxAbs = cmp.maxAbs; row.maxRel = cmp.maxRel; row.notes.push(...cmp.notes);
+      row.maxAbs = cmp.maxAbs; row.maxRel = cmp.maxRel; row.maxScaled = cmp.maxScaled; row.notes.push(...cmp.notes);
     } catch (e) { row.notes.push(`compare failed: ${e.message}`); }
   }
   return row;

@@ -63,7 +63,7 @@ for (const m of MODELS) {
 const ortRssKb = (o) => (o?.max_rss_kb != null && o?.loaded_rss_kb != null ? o.max_rss_kb - o.loaded_rss_kb : null);
 
 function table() {
-  const head = ['model', 'family', 'imports', 'max abs err vs ort', 'max rel err', 'dims bounded', 'ort ms 1t',
+  const head = ['model', 'family', 'imports', 'max abs err vs ort', 'max rel err', 'err / output scale', 'dims bounded', 'ort ms 1t',
     'hexir ms 1t', 'hexir/ort 1t', 'ort ms 2t', 'hexir ms 2t', 'hexir/ort 2t', 'ort session ms',
     'hexir load+prepare ms', 'hexir first / median', 'ort RSS (model)', 'hexir peak RSS', 'hexir/ort RSS',
     'hexir arena', 'load avg', 'notes'];
@@ -77,7 +77,7 @@ function table() {
     const h = r.hexir;
     const ortRss = ortRssKb(r.ort);
     lines.push('| ' + [
-      r.name, r.family ?? '—', r.imported ? 'yes' : 'no', sci(r.maxAbs), sci(r.maxRel),
+      r.name, r.family ?? '—', r.imported ? 'yes' : 'no', sci(r.maxAbs), sci(r.maxRel), sci(r.maxScaled),
       r.bounded == null ? '—' : r.bounded.length ? r.bounded.join(' ') : 'none',
       ms(r.ort?.ms_median), ms(h?.ms_best), ratio(h?.ms_best, r.ort?.ms_median),
       ms(r.ort2?.ms_median), ms(r.hexir2?.ms_best), ratio(r.hexir2?.ms_best, r.ort2?.ms_median),
@@ -106,13 +106,14 @@ function summary() {
 
 const isa = process.env.HEXIR_MAX_CPU_ISA || '';
 const imported = rows.filter((r) => r.imported).length;
-const matching = rows.filter((r) => r.imported && r.maxRel != null && r.maxRel <= 1e-3).length;
+const matching = rows.filter((r) => r.imported && r.maxScaled != null && r.maxScaled <= 1e-3).length;
 const text = `Measured ${new Date().toISOString().slice(0, 10)} on ${cpuName()} (${os.cpus().length} cores); hexir ` +
   `${gitHead(opts.root)}, onnxruntime-node ${ortVersion(ORT_DIR)} (CPU, all graph optimizations; 1t/2t: ` +
   `intraOpNumThreads, hexir-run --threads). Models exported by scripts/zoo/export_zoo.py with PyTorch ` +
   `(opset 17, random weights). Times are medians of ${iterations} runs, best of ${repeats}, alternated run by run. ` +
-  `${imported} of ${rows.length} import; ${matching} match onnxruntime within a relative error of 1e-3 ` +
-  `(relative to max(|ort|, 1e-3)).${isa ? ` Hexir's kernels limited to ${isa} (HEXIR_MAX_CPU_ISA); onnxruntime keeps its own.` : ''}` +
+  `${imported} of ${rows.length} import; ${matching} match onnxruntime within 1e-3 of each output's scale ` +
+  `(its largest error over its largest |ort|; "max rel err" is per element, relative to max(|ort|, 1e-3), ` +
+  `large where an output crosses zero).${isa ? ` Hexir's kernels limited to ${isa} (HEXIR_MAX_CPU_ISA); onnxruntime keeps its own.` : ''}` +
   `\n\n${table()}\n\n${summary()}\n`;
 process.stdout.write(text);
 fs.writeFileSync(path.join(opts.scratch, 'results.json'), JSON.stringify(rows, null, 1));
