@@ -5,7 +5,9 @@
 // Writes outDir/0.npy, 1.npy, ... (session output order) and prints one JSON line: load_ms
 // (session creation), first_ms (the first run), ms_median (best of `repeats` medians of `iterations` runs), medians, max_rss_kb (peak),
 // baseline_rss_kb (node before onnxruntime was loaded), loaded_rss_kb (peak after onnxruntime was
-// loaded, before the inputs and the model), output_names.
+// loaded, before the inputs and the model), session_rss_kb (the resident set after the runs less
+// the one before the session was created: what the model holds, where node's own start peaked
+// above the model's use and max_rss_kb - loaded_rss_kb says 0), output_names.
 import fs from 'node:fs';
 import path from 'node:path';
 import { createRequire } from 'node:module';
@@ -19,6 +21,7 @@ const ort = require('onnxruntime-node');
 const loadedRss = process.resourceUsage().maxRSS;
 
 const feeds = ortFeeds(ort, spec);
+const rssBefore = process.memoryUsage().rss;  // now, not the peak: node's start may have peaked higher
 
 const t0 = performance.now();
 const session = await ort.InferenceSession.create(spec.model, {
@@ -51,5 +54,6 @@ session.outputNames.forEach((name, j) => {
 });
 console.log(JSON.stringify({
   load_ms: loadMs, first_ms: firstMs, ms_median: Math.min(...medians), medians, max_rss_kb: process.resourceUsage().maxRSS,
-  baseline_rss_kb: baselineRss, loaded_rss_kb: loadedRss, output_names: session.outputNames,
+  baseline_rss_kb: baselineRss, loaded_rss_kb: loadedRss,
+  session_rss_kb: Math.round((process.memoryUsage().rss - rssBefore) / 1024), output_names: session.outputNames,
 }));

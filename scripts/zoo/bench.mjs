@@ -34,6 +34,15 @@ function boundedDims(hxe) {
   return [...new Set(sig)];
 }
 
+// hexir-run's own resident set (the process, no model): taken off its peaks
+// as node's and onnxruntime's are taken off onnxruntime's.
+const hexirBaselineKb = (() => {
+  const t = path.join(opts.scratch, 'baseline-time.txt');
+  run('/usr/bin/time', ['-v', '-o', t, path.join(TOOLS, 'hexir-run'), '--help']);
+  try { return Number(/Maximum resident set size \(kbytes\): (\d+)/.exec(fs.readFileSync(t, 'utf8'))?.[1]) || 0; } catch { return 0; }
+})();
+const hexirRssKb = (h) => (h?.max_rss_kb != null ? h.max_rss_kb - hexirBaselineKb : null);
+
 const rows = [];
 for (const m of MODELS) {
   if (only && !only.has(m.name)) continue;
@@ -59,13 +68,18 @@ for (const m of MODELS) {
 }
 
 // onnxruntime's model-attributable peak: its process's peak less what node
-// and onnxruntime held before the model was loaded.
-const ortRssKb = (o) => (o?.max_rss_kb != null && o?.loaded_rss_kb != null ? o.max_rss_kb - o.loaded_rss_kb : null);
+// and onnxruntime held before the model was loaded, or (where node's start
+// peaked above the model's use, and that difference is 0) the resident set
+// the session added, whichever is larger.
+const ortRssKb = (o) =>
+  o?.max_rss_kb != null && o?.loaded_rss_kb != null
+    ? Math.max(o.max_rss_kb - o.loaded_rss_kb, o.session_rss_kb ?? 0)
+    : null;
 
 function table() {
   const head = ['model', 'family', 'imports', 'max abs err vs ort', 'max rel err', 'err / output scale', 'dims bounded', 'ort ms 1t',
     'hexir ms 1t', 'hexir/ort 1t', 'ort ms 2t', 'hexir ms 2t', 'hexir/ort 2t', 'ort session ms',
-    'hexir load+prepare ms', 'hexir first / median', 'ort RSS (model)', 'hexir peak RSS', 'hexir/ort RSS',
+    'hexir load+prepare ms', 'hexir first / median', 'ort RSS (model)', 'hexir RSS (model)', 'hexir/ort RSS',
     'hexir arena', 'load avg', 'notes'];
   const lines = [`| ${head.join(' | ')} |`, `|${head.map((h, i) => (i < 3 || i === head.length - 1 ? ' --- ' : ' ---: ')).join('|')}|`];
   for (const r of rows) {
@@ -82,7 +96,7 @@ function table() {
       ms(r.ort?.ms_median), ms(h?.ms_best), ratio(h?.ms_best, r.ort?.ms_median),
       ms(r.ort2?.ms_median), ms(r.hexir2?.ms_best), ratio(r.hexir2?.ms_best, r.ort2?.ms_median),
       ms(r.ort?.load_ms), h ? ms(h.load_ms + h.prepare.ms) : '—', ratio(h?.invoke?.ms_first, h?.invoke?.ms_median),
-      ortRss != null ? mb(ortRss) : '—', h ? mb(h.max_rss_kb) : '—', ratio(h?.max_rss_kb, ortRss),
+      ortRss != null ? mb(ortRss) : '—', h ? mb(hexirRssKb(h)) : '—', ratio(hexirRssKb(h), ortRss),
       h ? bytes(h.arena_bytes) : '—', r.load ?? '—',
       notes.length ? notes.join('; ') : 'ok',
     ].map(cell).join(' | ') + ' |');
@@ -98,10 +112,11 @@ function geomean(pick) {
 function summary() {
   const g1 = geomean((r) => r.hexir?.ms_best / r.ort?.ms_median);
   const g2 = geomean((r) => r.hexir2?.ms_best / r.ort2?.ms_median);
-  const gr = geomean((r) => r.hexir?.max_rss_kb / ortRssKb(r.ort));
+  const gr = geomean((r) => hexirRssKb(r.hexir) / ortRssKb(r.ort));
   const f = (g) => (g ? `${g.value.toFixed(2)} (${g.n} models)` : '—');
   return `Geometric mean of hexir/onnxruntime: time ${f(g1)} at 1 thread, ${f(g2)} at 2 threads; ` +
-    `peak RSS (hexir's whole process against onnxruntime's model-attributable peak) ${f(gr)}.`;
+    `model-attributable peak RSS ${f(gr)} (hexir-run's peak less its ${(hexirBaselineKb / 1024).toFixed(1)} MiB without ` +
+    `a model; onnxruntime's less node's and its own before the session).`;
 }
 
 const isa = process.env.HEXIR_MAX_CPU_ISA || '';

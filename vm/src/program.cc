@@ -149,27 +149,36 @@ Status prepare_instructions(ProgramImpl& p) {
   return ok_status();
 }
 
+// Where constant i lies when it is read in place from the file's read-only
+// mapping: its bytes [*begin, *end) and the page size; false for a copy
+// (load_buffer, copy_weights, decompressed sections) or an empty one.
+bool mapped_constant(const ProgramImpl& p, size_t i, uintptr_t* begin, uintptr_t* end, uintptr_t* page) {
+  const ModuleImpl& m = *p.module_impl;
+  if (m.mapping.empty() || p.constant_data[i] == nullptr) return false;
+  *page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  if (*page == 0 || (*page & (*page - 1)) != 0) return false;
+  const auto map_begin = reinterpret_cast<uintptr_t>(m.mapping.data());
+  const uintptr_t map_end = map_begin + m.mapping.size();
+  const fb::Constant& c = *m.fb().constants()->Get(static_cast<flatbuffers::uoffset_t>(i));
+  *begin = reinterpret_cast<uintptr_t>(p.constant_data[i]);
+  if (c.storage() != fb::ConstantStorage::Rodata || *begin < map_begin || *begin >= map_end ||
+      c.byte_size() > map_end - *begin || c.byte_size() == 0)
+    return false;
+  *end = *begin + c.byte_size();
+  return true;
+}
+
 // A constant every reader of which got a prepared copy in its place is not
 // read again by this program (released as soon as its last reader is
 // prepared, so the original and the copy are not both resident): when it lies in the file's read-only mapping,
 // its whole pages are handed back (MADV_DONTNEED on clean private file pages
 // only drops them from this process; a later reader, e.g. another Program
 // of the same Module, faults them in again from the file), so the weights
-// are not resident twice. Copies (load_buffer, copy_weights, decompressed
-// sections) are kept: dropping anonymous pages would zero them.
+// are not resident twice. Copies are kept: dropping anonymous pages would zero them.
 void release_constant(const ProgramImpl& p, size_t i) {
-  const ModuleImpl& m = *p.module_impl;
-  if (m.mapping.empty() || p.constant_data[i] == nullptr) return;
-  const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
-  if (page == 0 || (page & (page - 1)) != 0) return;
-  const auto map_begin = reinterpret_cast<uintptr_t>(m.mapping.data());
-  const uintptr_t map_end = map_begin + m.mapping.size();
-  const fb::Constant& c = *m.fb().constants()->Get(static_cast<flatbuffers::uoffset_t>(i));
-  const auto begin = reinterpret_cast<uintptr_t>(p.constant_data[i]);
-  if (c.storage() != fb::ConstantStorage::Rodata || begin < map_begin || begin >= map_end ||
-      c.byte_size() > map_end - begin)
-    return;
-  const uintptr_t first = (begin + page - 1) & ~(page - 1), last = (begin + c.byte_size()) & ~(page - 1);
+  uintptr_t begin, end, page;
+  if (!mapped_constant(p, i, &begin, &end, &page)) return;
+  const uintptr_t first = (begin + page - 1) & ~(page - 1), last = end & ~(page - 1);
   if (last > first) madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
 }
 
@@ -178,18 +187,9 @@ void release_constant(const ProgramImpl& p, size_t i) {
 // page): the first invoke then reads resident pages like the others
 // (alexnet's 233 MB of fully connected weights made it 81 ms against 22).
 void populate_constant(const ProgramImpl& p, size_t i) {
-  const ModuleImpl& m = *p.module_impl;
-  if (m.mapping.empty() || p.constant_data[i] == nullptr) return;
-  const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
-  if (page == 0 || (page & (page - 1)) != 0) return;
-  const auto map_begin = reinterpret_cast<uintptr_t>(m.mapping.data());
-  const uintptr_t map_end = map_begin + m.mapping.size();
-  const fb::Constant& c = *m.fb().constants()->Get(static_cast<flatbuffers::uoffset_t>(i));
-  const auto begin = reinterpret_cast<uintptr_t>(p.constant_data[i]);
-  if (c.storage() != fb::ConstantStorage::Rodata || begin < map_begin || begin >= map_end ||
-      c.byte_size() > map_end - begin || c.byte_size() == 0)
-    return;
-  const uintptr_t first = begin & ~(page - 1), end = begin + c.byte_size();
+  uintptr_t begin, end, page;
+  if (!mapped_constant(p, i, &begin, &end, &page)) return;
+  const uintptr_t first = begin & ~(page - 1);
 #ifndef MADV_POPULATE_READ
 #define MADV_POPULATE_READ 22  // Linux 5.14
 #endif
