@@ -920,9 +920,15 @@ Status separable_conv2d(const KernelContext& context, const Dispatch& d) {
   // per image, its depthwise rows with the channels split over the pool into
   // participant 0's scratch (this kernel holds the pool between its two
   // runs), then the 1x1's GEMM on the pool.
-  if (threads > 1 && dw.n * job.tasks_per_image < 2 * threads && pool->scratch(0) &&
-      dw.c * (dw.oh * dw.ow + 16) <= kScratchFloatsPerParticipant) {
-    SeparableImage s{&job, 0, std::min<int64_t>(dw.c, 4 * threads), dw.oh * dw.ow + 16, pool->scratch(0)};
+  // The channels' maps 16 floats apart where that fits, else back to back
+  // (mnasnet's 1152 channels of 7 x 7: unpadded they fit, and ran on one
+  // thread of two before).
+  const int64_t map = dw.oh * dw.ow;
+  const int64_t whole_ld = dw.c * (map + 16) <= kScratchFloatsPerParticipant ? map + 16
+                           : dw.c * map <= kScratchFloatsPerParticipant      ? map
+                                                                              : 0;
+  if (threads > 1 && dw.n * job.tasks_per_image < 2 * threads && pool->scratch(0) && whole_ld > 0) {
+    SeparableImage s{&job, 0, std::min<int64_t>(dw.c, 4 * threads), whole_ld, pool->scratch(0)};
     for (s.image = 0; s.image < dw.n; ++s.image) {
       parallel_for(context, s.groups, separable_channels, &s);
       separable_pointwise(job, context, s.image, 0, dw.oh, s.scratch, s.ld);
