@@ -317,9 +317,53 @@ class EpilogueFusion {
   size_t removed_ = 0;
 };
 
+// x * sigmoid(x), the sigmoid read by that mul alone (how torch exports
+// SiLU / Swish; EfficientNet has 49): one silu, one pass over the map where
+// the sigmoid and the mul made two and read x twice (EfficientNet-B0 17.1 ->
+// 16.4 ms). After the epilogue fusion, so the silu stays an operator of
+// its own: as a convolution's epilogue it ran per register tile and per
+// depthwise block, rows of 7 to 32 (18.2 -> 19.5 ms). The mul's node becomes
+// the silu; the sigmoid goes.
+size_t fold_silu(Function& fn) {
+  const Readers readers(fn);
+  std::vector<bool> node_dropped(fn.nodes.size(), false), value_dropped(fn.values.size(), false);
+  size_t removed = 0;
+  for (size_t n = 0; n < fn.nodes.size(); ++n) {
+    Node& mul = fn.nodes[n];
+    if (mul.kind != NodeKind::kOp || mul.op != OpId::kMul || !mul.params.empty() || mul.inputs.size() != 2 ||
+        mul.results.size() != 1)
+      continue;
+    for (int side = 0; side < 2; ++side) {
+      const int s = mul.inputs[static_cast<size_t>(side)], x = mul.inputs[static_cast<size_t>(1 - side)];
+      const Value& sv = fn.values[static_cast<size_t>(s)];
+      if (sv.kind != ValueKind::kResult || sv.node < 0 || readers.sole(s) != static_cast<int>(n)) continue;
+      const Node& sig = fn.nodes[static_cast<size_t>(sv.node)];
+      if (sig.kind != NodeKind::kOp || sig.op != OpId::kSigmoid || sig.inputs.size() != 1 || sig.inputs[0] != x ||
+          !sig.params.empty() || readers.region[static_cast<size_t>(sv.node)] != readers.region[n])
+        continue;
+      const TensorType& type = fn.values[static_cast<size_t>(x)].type;
+      if (type.dtype != DType::kF32 || !(type == sv.type) ||
+          !(type == fn.values[static_cast<size_t>(mul.results[0])].type))
+        continue;
+      mul.op = OpId::kSilu;
+      mul.inputs = {x};
+      node_dropped[static_cast<size_t>(sv.node)] = true;
+      value_dropped[static_cast<size_t>(s)] = true;
+      ++removed;
+      break;
+    }
+  }
+  if (removed > 0) drop(fn, node_dropped, value_dropped);
+  return removed;
+}
+
 // fuse_epilogues of one function; with the module, add and mul also take a
 // following mul by and add of one-element constants as an affine epilogue.
-size_t fuse_function(const Module* module, Function& fn) { return EpilogueFusion(module, fn).run(); }
+// Then x * sigmoid(x) as silu.
+size_t fuse_function(const Module* module, Function& fn) {
+  const size_t fused = EpilogueFusion(module, fn).run();
+  return fused + fold_silu(fn);
+}
 
 }  // namespace
 

@@ -98,8 +98,8 @@ func @main(%q: f32[2,5,4], %k: f32[2,6,4], %x: f32[3,4]) -> (f32[2,5,6], f32[2,5
   CHECK(fuse_epilogues(m) == 2);  // the transpose of %k, then the relu
   const Function& fn = m.functions[0];
   check_consistent(fn);
-  // %k's transpose went into the matmul (relu fused after it); @w's (a
-  // constant: folds at compile time) and %x's (also returned) stay.
+  // %k's transpose went into the matmul (relu fused after it); @w's (read
+  // by no matmul) and %x's (also returned) stay.
   REQUIRE(ops_of(fn) == std::vector<OpId>{OpId::kMatmul, OpId::kTranspose, OpId::kTranspose, OpId::kMatmul});
   const Node& mm = fn.nodes[0];
   CHECK(fn.values[static_cast<size_t>(mm.inputs[1])].name == "k");
@@ -110,6 +110,43 @@ func @main(%q: f32[2,5,4], %k: f32[2,6,4], %x: f32[3,4]) -> (f32[2,5,6], f32[2,5
   CHECK_MESSAGE(text->find("call @matmul(%q, %k) {activation = \"relu\", transpose_b = 1} : f32[2,5,6]") !=
                     std::string::npos,
                 *text);
+  CHECK(compile_module(m).ok());
+}
+
+TEST_CASE("fusion: a constant's transpose read only by a matmul is its transpose_b too (too large to fold)") {
+  Module m = parse_ok(R"(
+const @w : f32[3,4] = splat 0.5
+func @main(%x: f32[2,4]) -> (f32[2,3]) {
+  %wt = call @transpose(@w) {perm = [1, 0]} : f32[4,3]
+  %y = call @matmul(%x, %wt) : f32[2,3]
+  return %y
+})");
+  CHECK(fuse_epilogues(m) == 1);
+  const Function& fn = m.functions[0];
+  check_consistent(fn);
+  REQUIRE(ops_of(fn) == std::vector<OpId>{OpId::kMatmul});
+  CHECK(fn.values[static_cast<size_t>(fn.nodes[0].inputs[1])].name == "w");
+  CHECK(fn.nodes[0].params == std::vector<int64_t>{1});
+  CHECK(compile_module(m).ok());
+}
+
+TEST_CASE("fusion: x * sigmoid(x) is one silu, not when the sigmoid is read again or of another value") {
+  Module m = parse_ok(R"(
+func @main(%x: f32[2,8], %z: f32[2,8]) -> (f32[2,8], f32[2,8], f32[2,8], f32[2,8]) {
+  %s = call @sigmoid(%x) : f32[2,8]
+  %a = call @mul(%s, %x) : f32[2,8]
+  %t = call @sigmoid(%z) : f32[2,8]
+  %b = call @mul(%x, %t) : f32[2,8]
+  %u = call @sigmoid(%z) : f32[2,8]
+  %c = call @mul(%z, %u) : f32[2,8]
+  return %a, %b, %c, %u
+})");
+  CHECK(fuse_epilogues(m) == 1);
+  const Function& fn = m.functions[0];
+  check_consistent(fn);
+  REQUIRE(ops_of(fn) == std::vector<OpId>{OpId::kSilu, OpId::kSigmoid, OpId::kMul, OpId::kSigmoid, OpId::kMul});
+  CHECK(fn.values[static_cast<size_t>(fn.nodes[0].inputs[0])].name == "x");
+  CHECK(fn.values[static_cast<size_t>(fn.nodes[0].results[0])].name == "a");
   CHECK(compile_module(m).ok());
 }
 
