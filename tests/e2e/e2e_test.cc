@@ -568,7 +568,9 @@ TEST_CASE("the first invoke faults in no pages of the context's arena or outputs
   getrusage(RUSAGE_SELF, &after);
   const long faults = after.ru_minflt - before.ru_minflt;
   INFO("minor faults in the first invoke: " << faults);
-  CHECK(faults < 16);
+  // Without the faulting in: 865 here (the result's 1024 pages, some mapped
+  // around a fault); ASan's shadow of the constant's 4 MiB adds about 128.
+  CHECK(faults < 512);
   auto out = context->output(m.main, 0);
   REQUIRE(out.ok());
   const float* y = static_cast<const float*>(out->data);
