@@ -884,7 +884,12 @@ Status separable_conv2d(const KernelContext& context, const Dispatch& d) {
                    DepthwiseJob{&dw, x, input(d, 1), dw_bias, nullptr, dw_epilogue, nullptr,
                                 select_depthwise(dw), dw_geometry(dw), 0, 0},
                    DepthwiseDirect{&dw, x, input(d, 1), dw_bias, nullptr, dw_epilogue, nullptr}, 0, 0, 0,
-                   static_cast<const float*>(d.prepared)};
+                   static_cast<const float*>(d.prepared)
+#ifdef HEXIR_SPATIAL_X86
+                   ,
+                   DwLanesJob{}
+#endif
+  };
 #ifdef HEXIR_SPATIAL_X86
   const int64_t lanes = isa_avx512() ? 16 : isa_avx2() ? 8 : 0;
   job.lanes = DwLanesJob{&dw, x, input(d, 1), dw_bias, nullptr, nullptr, dw_epilogue, 0, 0, 0};
