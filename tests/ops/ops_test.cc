@@ -2151,3 +2151,23 @@ TEST_CASE("window_start clamps like XLA's dynamic slices") {
   CHECK(window_start(7, 8, 0) == 7);
   CHECK(window_start(9, 8, 0) == 8);
 }
+
+namespace hexir::ops {
+namespace {
+// A batch over one shared b, a's batch elements back to back: rows of one
+// GEMM (ViT's [197, 1, 768] x [768, 2304]); a b per batch element, or a
+// repeated a, keeps the batch.
+TEST_CASE("matmul plan: a batch over one b is rows of one GEMM") {
+  const OpPlan folded = plan_of(OpId::kMatmul, {tt(DType::kF32, {197, 1, 48}), tt(DType::kF32, {48, 20})}, {});
+  const MatmulPlan& f = folded.as<MatmulPlan>();
+  CHECK(f.m == 197);
+  CHECK(f.batch_count == 1);
+  CHECK(f.batch_rank == 0);
+  const OpPlan per_b = plan_of(OpId::kMatmul, {tt(DType::kF32, {3, 2, 48}), tt(DType::kF32, {3, 48, 20})}, {});
+  CHECK(per_b.as<MatmulPlan>().m == 2);
+  CHECK(per_b.as<MatmulPlan>().batch_count == 3);
+  const OpPlan repeated_a = plan_of(OpId::kMatmul, {tt(DType::kF32, {1, 2, 48}), tt(DType::kF32, {3, 48, 20})}, {});
+  CHECK(repeated_a.as<MatmulPlan>().batch_count == 3);
+}
+}  // namespace
+}  // namespace hexir::ops

@@ -55,7 +55,7 @@ TEST_CASE("tools: compile, dump and run the mlp sample against its reference") {
   const std::string stats = read_all(dir / "stats.json");
   for (const char* key :
        {"\"arena_bytes\"", "\"constant_bytes\"", "\"lower_bound_bytes\"", "\"load_ms\"", "\"prepare\"",
-        "\"invoke\"", "\"ms_median\"", "\"device_allocations\"", "\"uploads\"", "\"bytes\""})
+        "\"invoke\"", "\"ms_median\"", "\"ms_first\"", "\"device_allocations\"", "\"uploads\"", "\"bytes\""})
     CHECK_MESSAGE(contains(stats, key), key);
   CHECK(contains(stats, "\"count\":3"));
   CHECK_FALSE(contains(stats, "\"profile\""));  // only with --profile
