@@ -298,9 +298,7 @@ Status Importer::read_input(const onnx::ValueInfoProto& in, std::set<std::string
   if (bound) {
     seen_options.insert(in.name());
     if (!open_dims.empty()) std::replace(dims.begin(), dims.end(), int64_t{-1}, int64_t{1});
-    int64_t count = 1;
-    for (int64_t d : dims) count *= d;
-    if (count != 1)
+    if (product(dims, 0, dims.size()) != 1)
       return error_at(loc, "--bind " + in.name() + ": the input is " + std::string(dtype_name(*dtype)) +
                                shape_text(dims) + "; only an input of one element can be bound");
     HostTensor h = make_host(tt.elem_type(), dims);
@@ -874,9 +872,16 @@ Result<int64_t> norm_axis(const NodeCtx& n, int64_t axis, size_t rank, const cha
 }
 
 int64_t product(const std::vector<int64_t>& dims, size_t begin, size_t end) {
+  // Dims here may come straight from the model (a Reshape's shape), so an
+  // overflow saturates: no real tensor has that many elements, and every
+  // caller compares the product with one that does (or the builder rejects it).
   int64_t p = 1;
-  for (size_t i = begin; i < end; ++i) p *= dims[i];
-  return p;
+  bool saturated = false;
+  for (size_t i = begin; i < end; ++i) {
+    if (dims[i] == 0) return 0;
+    saturated = saturated || __builtin_mul_overflow(p, dims[i], &p);
+  }
+  return saturated ? INT64_MAX : p;
 }
 
 ops::AttrValue int_list(const std::vector<int64_t>& v) {

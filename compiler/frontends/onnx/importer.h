@@ -322,7 +322,7 @@ Status fold_or_emit(Importer& im, const NodeCtx& n, ops::OpId op, const std::vec
 
 // `axis` (negative: from the end) as 0..rank-1; an error naming `what` when out of range.
 Result<int64_t> norm_axis(const NodeCtx& n, int64_t axis, size_t rank, const char* what = "axis");
-// Product of dims[begin, end).
+// Product of dims[begin, end); INT64_MAX where it overflows (0 if any dim is).
 int64_t product(const std::vector<int64_t>& dims, size_t begin, size_t end);
 // An attribute value holding a list of integers, or a real.
 ops::AttrValue int_list(const std::vector<int64_t>& v);

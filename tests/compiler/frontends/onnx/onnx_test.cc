@@ -459,6 +459,21 @@ TEST_CASE("Reshape with 0 and -1, and a shape subgraph that folds (Shape -> Gath
   auto zm = import_ok(z.save(dir.path() / "allowzero.onnx"));
   CHECK(zm.functions[0].values[static_cast<size_t>(zm.functions[0].outputs[0])].type ==
         TensorType{DType::kF32, {0, 5}});
+
+  // A shape whose given dims multiply past 64 bits (found by the onnx fuzzer):
+  // a clear error, with and without a -1 to infer, not signed overflow.
+  for (const std::vector<int64_t>& shape :
+       {std::vector<int64_t>{805306365, 68719476735, -1}, std::vector<int64_t>{805306365, 68719476735, 0}}) {
+    CAPTURE(shape[2]);
+    Model o(14);
+    o.input("x", kF, {2, 3, 4})
+        .init_i64("shape", {3}, shape)
+        .node("Reshape", {"x", "shape"}, {"y"}, {}, "huge")
+        .output("y");
+    const std::string e = import_error(o.save(dir.path() / "overflow.onnx"));
+    CHECK_MESSAGE(e.find("node 'huge' (Reshape)") != std::string::npos, e);
+    CHECK_MESSAGE(e.find("cannot reshape") != std::string::npos, e);
+  }
 }
 
 TEST_CASE("Squeeze/Unsqueeze: axes as attributes before opset 13, as inputs from it") {
