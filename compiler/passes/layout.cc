@@ -1,6 +1,7 @@
 #include "passes/layout.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "passes/fusion.h"
 
@@ -40,6 +41,55 @@ bool order_free(const TensorType& t) {
 
 bool is_f32_rank4(const TensorType& t) { return t.dtype == DType::kF32 && t.rank() == 4; }
 
+bool is_reduce(OpId op) {
+  switch (op) {
+    case OpId::kReduceSum:
+    case OpId::kReduceMean:
+    case OpId::kReduceMax:
+    case OpId::kReduceMin:
+    case OpId::kReduceProd:
+    case OpId::kReduceL1:
+    case OpId::kReduceL2:
+    case OpId::kReduceLogSumExp:
+    case OpId::kReduceSumSquare:
+    case OpId::kReduceLogSum:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// A reduction's words [keepdims, axes...] for its input channels-last, and
+// the dims it then gives; nullopt unless those dims hold the NCHW result's
+// elements in the same order (the kept non-unit dims keep their order: a
+// global pool's [N,C,1,1] is [N,1,1,C] channels-last, the same bytes).
+struct ReduceNhwc {
+  std::vector<int64_t> params, dims;
+};
+std::optional<ReduceNhwc> reduce_nhwc(const Node& node, const TensorType& x) {
+  if (!is_f32_rank4(x) || node.params.empty() || node.inputs.size() != 1 || node.results.size() != 1)
+    return std::nullopt;
+  bool reduced[4] = {node.params.size() == 1, node.params.size() == 1, node.params.size() == 1,
+                     node.params.size() == 1};  // no axes: all
+  for (size_t i = 1; i < node.params.size(); ++i) {
+    if (node.params[i] < 0 || node.params[i] > 3) return std::nullopt;
+    reduced[node.params[i]] = true;
+  }
+  ReduceNhwc r;
+  r.params.push_back(node.params[0]);
+  std::vector<int64_t> nchw_kept, nhwc_kept;  // the non-unit kept dims, by NCHW axis
+  for (int d = 0; d < 4; ++d) {  // NHWC position d holds NCHW axis kToNhwc[d]
+    const int64_t axis = kToNhwc[d];
+    if (reduced[axis]) r.params.push_back(d);
+    if (!reduced[axis] || node.params[0] == 1) r.dims.push_back(reduced[axis] ? 1 : x.dims[axis]);
+    if (!reduced[axis] && x.dims[axis] != 1) nhwc_kept.push_back(axis);
+    if (!reduced[d] && x.dims[d] != 1) nchw_kept.push_back(d);
+  }
+  if (node.params.size() == 1) r.params.resize(1);
+  if (nchw_kept != nhwc_kept) return std::nullopt;
+  return r;
+}
+
 class ChannelsLast {
  public:
   explicit ChannelsLast(Function& fn)
@@ -61,6 +111,8 @@ class ChannelsLast {
       bool done = false;
       if (top && node.op == OpId::kConv2d) done = rewrite_conv(node, &new_index[n]);
       else if (top && ops::elementwise_map_arity(node.op) > 0) done = rewrite_map(node, &new_index[n]);
+      else if (top && is_reduce(node.op)) done = rewrite_reduce(node, &new_index[n]);
+      else if (top && node.op == OpId::kConcat) done = rewrite_concat(node, &new_index[n]);
       if (!done) {
         new_index[n] = static_cast<int64_t>(fn_.nodes.size());
         fn_.nodes.push_back(std::move(node));
@@ -135,6 +187,14 @@ class ChannelsLast {
     for (int n : readers_[static_cast<size_t>(v)]) {
       const Node& reader = original_node(n);
       if (region_[static_cast<size_t>(n)] >= 0 || reader.kind != NodeKind::kOp) return false;
+      if (is_reduce(reader.op)) {
+        if (!reduce_nhwc(reader, fn_.values[static_cast<size_t>(v)].type)) return false;
+        continue;
+      }
+      if (reader.op == OpId::kConcat) {
+        if (!concat_takes_nhwc(reader)) return false;
+        continue;
+      }
       if (reader.op != OpId::kConv2d && ops::elementwise_map_arity(reader.op) == 0) return false;
       // A conv2d takes x and its residual channels-last, not its weights or bias.
       if (reader.op == OpId::kConv2d && reader.inputs[0] != v && (reader.inputs.size() < 4 || reader.inputs[3] != v))
@@ -154,15 +214,15 @@ class ChannelsLast {
     const int64_t groups = node.params.size() > 8 ? node.params[8] : 1;
     const int64_t c = x.type.dims[1], k = w.type.dims[0];
     const bool depthwise = groups == c && groups == k;
-    const bool dense_window = !depthwise && w.type.dims[2] * w.type.dims[3] > 1 && w.type.dims[1] >= kMinChannelsPerGroup;
     const int y = node.results[0];
-    // A dense or 1x1 conv2d on a channels-last input stays channels-last (as
-    // fast either way; converting its input would cost a copy); a depthwise
-    // one only when its readers take channels-last too (its NCHW kernel is
-    // faster, docs/layout.md).
-    const bool extends =
-        nhwc_[static_cast<size_t>(node.inputs[0])] >= 0 && (!depthwise || readers_take_nhwc(y));
-    if (!dense_window && !extends) return false;
+    // Every convolution starts or extends a channels-last region but a stem's
+    // (few input channels per group: its taps would each give the register
+    // tile a few multiply-adds), which only extends one: channels-last the
+    // 1x1 GEMMs put the pixels in rows and the channels in columns, the
+    // depthwise kernel keeps a vector of channels per tap, and the reductions,
+    // concats and maps between them follow (docs/layout.md).
+    const bool narrow = !depthwise && w.type.dims[1] < kMinChannelsPerGroup;
+    if (narrow && nhwc_[static_cast<size_t>(node.inputs[0])] < 0) return false;
     const Value result = fn_.values[static_cast<size_t>(y)];  // a copy: adding values moves them
     const int xt = nhwc_of(node.inputs[0], node.loc);
     const int yt = add_value(result, to_nhwc(result.type.dims), ".nhwc");
@@ -209,6 +269,50 @@ class ChannelsLast {
     const int rt = add_value(result, to_nhwc(result.type.dims), ".nhwc");
     *index = emit(node.op, std::move(inputs), {rt}, node.params, node.loc);
     exit_to(rt, r, node.loc);
+    return true;
+  }
+
+  // A reduction of a channels-last value (a global average pool, a
+  // squeeze-and-excitation's mean) reads it in place: its result is the
+  // NCHW one, reshaped where keepdims leaves unit dims in other places.
+  bool rewrite_reduce(Node& node, int64_t* index) {
+    const int x = node.inputs.empty() ? -1 : node.inputs[0];
+    if (x < 0 || nhwc_[static_cast<size_t>(x)] < 0) return false;
+    const std::optional<ReduceNhwc> r = reduce_nhwc(node, fn_.values[static_cast<size_t>(x)].type);
+    if (!r) return false;
+    const int y = node.results[0];
+    const Value result = fn_.values[static_cast<size_t>(y)];  // a copy: adding values moves them
+    if (r->dims == result.type.dims) {
+      *index = emit(node.op, {nhwc_[static_cast<size_t>(x)]}, {y}, r->params, node.loc);
+      return true;
+    }
+    const int yt = add_value(result, r->dims, ".nhwc");
+    *index = emit(node.op, {nhwc_[static_cast<size_t>(x)]}, {yt}, r->params, node.loc);
+    emit(OpId::kReshape, {yt}, {y}, result.type.dims, node.loc);
+    return true;
+  }
+
+  // A concat along the channels (inception's and densenet's) whose operands
+  // and readers take channels-last: along the last dim.
+  bool concat_takes_nhwc(const Node& node) const {
+    if (node.results.size() != 1 || node.params.size() != 1 || node.params[0] != 1) return false;
+    for (int v : node.inputs)
+      if (!is_f32_rank4(fn_.values[static_cast<size_t>(v)].type)) return false;
+    return true;
+  }
+
+  bool rewrite_concat(Node& node, int64_t* index) {
+    if (!concat_takes_nhwc(node)) return false;
+    const int y = node.results[0];
+    bool any = false;
+    for (int v : node.inputs) any |= nhwc_[static_cast<size_t>(v)] >= 0;
+    if (!any || !readers_take_nhwc(y)) return false;
+    const Value result = fn_.values[static_cast<size_t>(y)];  // a copy: adding values moves them
+    std::vector<int> inputs;
+    for (int v : node.inputs) inputs.push_back(nhwc_of(v, node.loc));
+    const int yt = add_value(result, to_nhwc(result.type.dims), ".nhwc");
+    *index = emit(OpId::kConcat, std::move(inputs), {yt}, {3}, node.loc);
+    exit_to(yt, y, node.loc);
     return true;
   }
 

@@ -265,36 +265,6 @@ Status group_norm(const KernelContext& context, const Dispatch& d) {
 
 namespace {
 
-// reduce_max: NaN if any element is NaN, -inf over nothing.
-void reduce_max(const ops::ReducePlan& p, const float* in, float* out) {
-  int64_t kept_index[kMaxRank] = {};
-  for (int64_t o = 0; o < p.out_count; ++o) {
-    int64_t base = 0;
-    for (int32_t i = 0; i < p.kept_rank; ++i) base += kept_index[i] * p.kept_stride[i];
-    float m = -std::numeric_limits<float>::infinity();
-    if (p.red_count > 0) {
-      if (p.red_rank == 0) {
-        m = in[base];
-      } else {
-        const int32_t outer = p.red_rank - 1;
-        const int64_t inner = p.red_dims[outer];
-        const int64_t inner_stride = p.red_stride[outer];
-        int64_t red_index[kMaxRank] = {};
-        do {
-          int64_t offset = base;
-          for (int32_t i = 0; i < outer; ++i) offset += red_index[i] * p.red_stride[i];
-          for (int64_t j = 0; j < inner; ++j) {
-            const float v = in[offset + j * inner_stride];
-            if (v > m || v != v) m = v;  // NaN sticks: nothing compares greater
-          }
-        } while (next_index(red_index, p.red_dims, outer));
-      }
-    }
-    out[o] = m;
-    next_index(kept_index, p.kept_dims, p.kept_rank);
-  }
-}
-
 // The sum, in double, of n contiguous floats: element i goes to lane i % 32,
 // the 32 lanes are then folded in halves (16, 8, 4, 2, 1).
 constexpr int kSumLanes = 32;
@@ -528,6 +498,47 @@ T reduce_one_integer(const ops::ReducePlan& p, const ReducedRuns& runs, const T*
   return static_cast<T>(acc);
 }
 
+// Sums and means whose innermost kept dim is contiguous (a channels-last
+// global pool: [N,H,W,C] into C sums, each read H*W times C apart): a block
+// of neighbouring outputs at a time, every element added to its own double
+// in the order reduce_one takes it (row-major over the reduced dims), so the
+// same bits as one output at a time, with the rows read in order.
+bool reduce_columns(const KernelContext& context, const ops::ReducePlan& p, const float* in, float* out) {
+  using ops::ReduceKind;
+  constexpr int64_t kColumns = 64;
+  if ((p.kind != ReduceKind::kSum && p.kind != ReduceKind::kMean) || p.kept_rank == 0 || p.red_rank == 0 ||
+      p.kept_stride[p.kept_rank - 1] != 1 || p.kept_dims[p.kept_rank - 1] < 8)
+    return false;
+  const int64_t width = p.kept_dims[p.kept_rank - 1];
+  const int64_t blocks = (width + kColumns - 1) / kColumns, outer = p.out_count / width;
+  const bool mean = p.kind == ReduceKind::kMean;
+  parallel_ranges(context, outer * blocks, std::max<int64_t>(1, (int64_t{1} << 15) / (kColumns * std::max<int64_t>(p.red_count, 1))),
+                  [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      const int64_t o = t / blocks, first = (t % blocks) * kColumns, n = std::min(kColumns, width - first);
+      int64_t base = first;
+      for (int64_t rest = o, i = p.kept_rank - 1; i-- > 0;) {  // the outer kept dims of output row o
+        base += rest % p.kept_dims[i] * p.kept_stride[i];
+        rest /= p.kept_dims[i];
+      }
+      double sum[kColumns] = {};
+      if (p.red_count > 0) {
+        int64_t red_index[kMaxRank] = {};
+        do {
+          int64_t offset = base;
+          for (int32_t i = 0; i < p.red_rank; ++i) offset += red_index[i] * p.red_stride[i];
+          const float* row = in + offset;
+          for (int64_t j = 0; j < n; ++j) sum[j] += static_cast<double>(row[j]);
+        } while (next_index(red_index, p.red_dims, p.red_rank));
+      }
+      float* y = out + o * width + first;
+      for (int64_t j = 0; j < n; ++j)  // numpy: the mean over zero elements is NaN (0/0)
+        y[j] = static_cast<float>(mean ? sum[j] / static_cast<double>(p.red_count) : sum[j]);
+    }
+  });
+  return true;
+}
+
 }  // namespace
 
 // One output element at a time (reduce_one); outputs are independent, so
@@ -538,6 +549,8 @@ Status reduce(const KernelContext& context, const Dispatch& d) {
   if (p.out_count == 0) return ok_status();
   const T* in = input<T>(d, 0);
   T* out = output<T>(d, 0);
+  if constexpr (std::is_same_v<T, float>)
+    if (reduce_columns(context, p, in, out)) return ok_status();
   const ReducedRuns runs(p);
   parallel_ranges(context, p.out_count, std::max<int64_t>(1, (int64_t{1} << 15) / std::max<int64_t>(p.red_count, 1)),
                   [&](int64_t begin, int64_t end) {

@@ -245,7 +245,29 @@ TEST_CASE("channels-last: a graph compiled channels-last gives the NCHW graph's 
   }
 }
 
-TEST_CASE("channels-last: 1x1 and depthwise convolutions alone, stems and convolutions in loops stay NCHW") {
+// Largest |got - want| over want's scale: other sum orders, within float rounding.
+void check_within_rounding(const Outputs& got, const Outputs& want) {
+  REQUIRE(got.values.size() == want.values.size());
+  for (size_t j = 0; j < want.values.size(); ++j) {
+    INFO("output " << j);
+    REQUIRE(got.values[j].size() == want.values[j].size());
+    double worst = 0, scale = 1;
+    for (size_t i = 0; i < want.values[j].size(); ++i) {
+      worst = std::max(worst, std::fabs(static_cast<double>(got.values[j][i]) - want.values[j][i]));
+      scale = std::max(scale, std::fabs(static_cast<double>(want.values[j][i])));
+    }
+    INFO("largest difference " << worst << " at scale " << scale);
+    CHECK(worst < 1e-6 * scale);
+  }
+}
+
+size_t conversions(const Outputs& o) {
+  size_t n = 0;
+  for (const std::string& op : o.ops) n += op == "transpose" || op == "copy";
+  return n;
+}
+
+TEST_CASE("channels-last: 1x1 and depthwise convolutions start a region, stems stay NCHW") {
   std::string s = "module @plain\n";
   s += dense_constant("wp", {16, 8, 1, 1}, 1) + dense_constant("wd", {16, 1, 3, 3}, 2);
   s += dense_constant("stem", {8, 3, 3, 3}, 3);
@@ -256,10 +278,48 @@ TEST_CASE("channels-last: 1x1 and depthwise convolutions alone, stems and convol
   return %d, %s
 }
 )";
-  compiler::CompileOptions options;
-  options.channels_last = true;
-  const Outputs got = run(compile(s, options), {random_floats(800, 1), random_floats(300, 2)}, 1);
-  for (const std::string& op : got.ops) CHECK(op != "transpose");
+  compiler::CompileOptions nhwc, nchw;
+  nchw.channels_last = false;
+  const std::vector<std::vector<float>> inputs{random_floats(800, 1), random_floats(300, 2)};
+  const Outputs got = run(compile(s, nhwc), inputs, 1), want = run(compile(s, nchw), inputs, 1);
+  CHECK(conversions(got) == 2);  // %x in, %d out; the stem none
+  CHECK(conversions(want) == 0);
+  check_within_rounding(got, want);
+}
+
+TEST_CASE("channels-last: reductions and channel concats inside a region read it in place") {
+  // A squeeze-and-excitation block (global mean, 1x1s, sigmoid, scale), a
+  // concat of two branches along the channels, a 1x1 after it and a global
+  // mean as the head (keepdims 0): one conversion, the input's.
+  std::string s = "module @se\n";
+  s += dense_constant("w1", {16, 8, 3, 3}, 1) + dense_constant("f1", {4, 16, 1, 1}, 2);
+  s += dense_constant("f2", {16, 4, 1, 1}, 3) + dense_constant("wb", {8, 16, 1, 1}, 4);
+  s += dense_constant("wc", {12, 24, 1, 1}, 5);
+  s += R"(func @main(%x: f32[1,8,9,9]) -> (f32[1,12]) {
+  %c = call @conv2d(%x, @w1) {pads = [1, 1, 1, 1]} : f32[1,16,9,9]
+  %a = call @relu(%c) : f32[1,16,9,9]
+  %m = call @reduce_mean(%a) {axes = [2, 3], keepdims = 1} : f32[1,16,1,1]
+  %e = call @conv2d(%m, @f1) : f32[1,4,1,1]
+  %er = call @relu(%e) : f32[1,4,1,1]
+  %g = call @conv2d(%er, @f2) : f32[1,16,1,1]
+  %gs = call @sigmoid(%g) : f32[1,16,1,1]
+  %se = call @mul(%a, %gs) : f32[1,16,9,9]
+  %b = call @conv2d(%se, @wb) : f32[1,8,9,9]
+  %cat = call @concat(%se, %b) {axis = 1} : f32[1,24,9,9]
+  %h = call @conv2d(%cat, @wc) : f32[1,12,9,9]
+  %y = call @reduce_mean(%h) {axes = [2, 3], keepdims = 0} : f32[1,12]
+  return %y
+}
+)";
+  compiler::CompileOptions nhwc, nchw;
+  nchw.channels_last = false;
+  const std::vector<float> x = random_floats(8 * 81, 7);
+  for (int threads : {1, 2}) {
+    INFO(threads << " threads");
+    const Outputs got = run(compile(s, nhwc), {x}, threads), want = run(compile(s, nchw), {x}, threads);
+    CHECK(conversions(got) == 1);
+    check_within_rounding(got, want);
+  }
 }
 
 // Residual adds after every kind of convolution kernel: the few-channel stem,

@@ -308,6 +308,28 @@ TEST_CASE("reduce: the last axes (a global pool) sum in 32 lanes, the same bits 
   check_reduce({2, 3, 1, 40}, false, {1, 2, 3});
 }
 
+TEST_CASE("reduce: outer axes over a contiguous kept row (a channels-last pool) sum each column in row order") {
+  // [N, H, W, C] over H and W: every output the double sum of its column in
+  // the order of the reduced index, the same bits as one output at a time;
+  // widths below, at and past one block of 64 columns.
+  for (int64_t c : {8, 64, 100, 150}) {
+    INFO(c << " columns");
+    HostTensor x = random_f32({2, 7, 5, c}, 53, -100.0f, 100.0f);
+    for (bool mean : {false, true}) {
+      HostTensor out(DType::kF32, {2, 1, 1, c});
+      REQUIRE(run_kernel(mean ? OpId::kReduceMean : OpId::kReduceSum, {&x}, out, {1, 1, 2}).ok());
+      for (int64_t n = 0; n < 2; ++n)
+        for (int64_t k = 0; k < c; ++k) {
+          double sum = 0.0;
+          for (int64_t p = 0; p < 35; ++p) sum += x.f32()[(n * 35 + p) * c + k];
+          CHECK(out.at(n * c + k) == static_cast<float>(mean ? sum / 35.0 : sum));
+        }
+    }
+    check_reduce({2, 7, 5, c}, false, {1, 2});
+    check_reduce({7, 5, c}, true, {0});
+  }
+}
+
 TEST_CASE("reduce: no axes listed reduces everything") {
   check_reduce({3, 4, 5}, false, {});
   check_reduce({3, 4, 5}, true, {});

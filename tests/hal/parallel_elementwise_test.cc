@@ -58,6 +58,8 @@ TEST_CASE("softmax, layernorm and reductions: rows split over threads, the same 
   // reduce_mean / reduce_sum: outputs split over threads (global average pool, and a middle axis).
   HostTensor image = random_f32({2, 96, 40, 40}, 9);
   check_same_bits(OpId::kReduceMean, {&image}, {2, 96, 1, 1}, {1, 2, 3});
+  HostTensor nhwc = random_f32({2, 40, 40, 200}, 10);  // channels-last: column blocks split over threads
+  check_same_bits(OpId::kReduceMean, {&nhwc}, {2, 1, 1, 200}, {1, 1, 2});
   check_same_bits(OpId::kReduceSum, {&x}, {4, 1031}, {0, 1});
 }
 
