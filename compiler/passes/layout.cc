@@ -113,6 +113,8 @@ class ChannelsLast {
       else if (top && ops::elementwise_map_arity(node.op) > 0) done = rewrite_map(node, &new_index[n]);
       else if (top && is_reduce(node.op)) done = rewrite_reduce(node, &new_index[n]);
       else if (top && node.op == OpId::kConcat) done = rewrite_concat(node, &new_index[n]);
+      else if (top && (node.op == OpId::kMaxPool || node.op == OpId::kAveragePool))
+        done = rewrite_pool(node, &new_index[n]);
       if (!done) {
         new_index[n] = static_cast<int64_t>(fn_.nodes.size());
         fn_.nodes.push_back(std::move(node));
@@ -193,6 +195,10 @@ class ChannelsLast {
       }
       if (reader.op == OpId::kConcat) {
         if (!concat_takes_nhwc(reader)) return false;
+        continue;
+      }
+      if (reader.op == OpId::kMaxPool || reader.op == OpId::kAveragePool) {
+        if (!pool_takes_nhwc(reader)) return false;
         continue;
       }
       if (reader.op != OpId::kConv2d && ops::elementwise_map_arity(reader.op) == 0) return false;
@@ -312,6 +318,26 @@ class ChannelsLast {
     for (int v : node.inputs) inputs.push_back(nhwc_of(v, node.loc));
     const int yt = add_value(result, to_nhwc(result.type.dims), ".nhwc");
     *index = emit(OpId::kConcat, std::move(inputs), {yt}, {3}, node.loc);
+    exit_to(yt, y, node.loc);
+    return true;
+  }
+
+  bool pool_takes_nhwc(const Node& node) const {
+    return node.results.size() == 1 && !ops::pool2d_channels_last(node.params) &&
+           is_f32_rank4(fn_.values[static_cast<size_t>(node.inputs[0])].type);
+  }
+
+  // A pool of a channels-last value stays channels-last (its kernel keeps a
+  // vector of channels per tap).
+  bool rewrite_pool(Node& node, int64_t* index) {
+    const int x = node.inputs[0];
+    if (!pool_takes_nhwc(node) || nhwc_[static_cast<size_t>(x)] < 0) return false;
+    const int y = node.results[0];
+    const Value result = fn_.values[static_cast<size_t>(y)];  // a copy: adding values moves them
+    const int yt = add_value(result, to_nhwc(result.type.dims), ".nhwc");
+    std::vector<int64_t> params = node.params;
+    params.push_back(1);
+    *index = emit(node.op, {nhwc_[static_cast<size_t>(x)]}, {yt}, std::move(params), node.loc);
     exit_to(yt, y, node.loc);
     return true;
   }

@@ -877,11 +877,133 @@ void pool_plane(void* context, int64_t plane) {
   }
 }
 
+// Channels-last pools: per output pixel the channels in vector lanes, each
+// lane taking its window's taps inside the input (ops::pool_tap_range) in
+// (ky, kx) order as the NCHW kernel does: max_step per lane, or double sums
+// divided by the same count, so the same bits. Rows of output pixels are
+// split over the pool.
+struct PoolWindow {
+  const float* image;  // the image's element (0, 0, 0)
+  int64_t row_step, col_step;  // floats between taps: dilation_h * w * c, dilation_w * c
+  int64_t first;  // the first tap's offset from image
+  int64_t rows, cols;  // taps inside the input
+  double count;  // average_pool's divisor
+};
+
+template <bool kMax>
+void pool_pixel_scalar(const PoolWindow& win, int64_t c_begin, int64_t c_end, float* out) {
+  for (int64_t ch = c_begin; ch < c_end; ++ch) {
+    const float* at = win.image + win.first + ch;
+    if constexpr (kMax) {
+      float m = -std::numeric_limits<float>::infinity();
+      for (int64_t ky = 0; ky < win.rows; ++ky)
+        for (int64_t kx = 0; kx < win.cols; ++kx) m = max_step(m, at[ky * win.row_step + kx * win.col_step]);
+      out[ch] = m;
+    } else {
+      double sum = 0.0;
+      for (int64_t ky = 0; ky < win.rows; ++ky)
+        for (int64_t kx = 0; kx < win.cols; ++kx) sum += at[ky * win.row_step + kx * win.col_step];
+      out[ch] = static_cast<float>(sum / win.count);  // no taps: 0/0, NaN
+    }
+  }
+}
+
+#ifdef HEXIR_CONV_X86
+// max_pool, 16 channels a step, the last step masked.
+[[gnu::target("avx512f")]] void max_pixel_avx512(const PoolWindow& win, int64_t c, float* out) {
+  for (int64_t ch = 0; ch < c; ch += 16) {
+    const __mmask16 lanes = c - ch >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << (c - ch)) - 1);
+    const float* at = win.image + win.first + ch;
+    {
+      __m512 m = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+      for (int64_t ky = 0; ky < win.rows; ++ky)
+        for (int64_t kx = 0; kx < win.cols; ++kx) {
+          const __m512 v = _mm512_maskz_loadu_ps(lanes, at + ky * win.row_step + kx * win.col_step);
+          const __mmask16 take = _mm512_cmp_ps_mask(v, m, _CMP_GT_OQ) | _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+          m = _mm512_mask_mov_ps(m, take, v);
+        }
+      _mm512_mask_storeu_ps(out + ch, lanes, m);
+    }
+  }
+}
+
+// 8 channels a step; the last c % 8 the scalar loop's.
+template <bool kMax>
+[[gnu::target("avx2")]] int64_t pool_pixel_avx2(const PoolWindow& win, int64_t c, float* out) {
+  int64_t ch = 0;
+  for (; ch + 8 <= c; ch += 8) {
+    const float* at = win.image + win.first + ch;
+    if constexpr (kMax) {
+      __m256 m = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+      for (int64_t ky = 0; ky < win.rows; ++ky)
+        for (int64_t kx = 0; kx < win.cols; ++kx)
+          m = max_step8(m, _mm256_loadu_ps(at + ky * win.row_step + kx * win.col_step));
+      _mm256_storeu_ps(out + ch, m);
+    } else {
+      __m256d lo = _mm256_setzero_pd(), hi = _mm256_setzero_pd();
+      for (int64_t ky = 0; ky < win.rows; ++ky)
+        for (int64_t kx = 0; kx < win.cols; ++kx) {
+          const __m256 v = _mm256_loadu_ps(at + ky * win.row_step + kx * win.col_step);
+          lo = _mm256_add_pd(lo, _mm256_cvtps_pd(_mm256_castps256_ps128(v)));
+          hi = _mm256_add_pd(hi, _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)));
+        }
+      const __m256d count = _mm256_set1_pd(win.count);
+      const __m128 a = _mm256_cvtpd_ps(_mm256_div_pd(lo, count)), b = _mm256_cvtpd_ps(_mm256_div_pd(hi, count));
+      _mm256_storeu_ps(out + ch, _mm256_set_m128(b, a));
+    }
+  }
+  return ch;
+}
+#endif
+
+template <bool kMax>
+void pool_nhwc_row(void* context, int64_t row) {  // row: n * oh + oy
+  const PoolJob& job = *static_cast<const PoolJob*>(context);
+  const ops::Pool2dPlan& p = *job.p;
+  const int64_t oy = row % p.oh;
+  PoolWindow win{job.x + row / p.oh * p.h * p.w * p.c, p.dilation_h * p.w * p.c, p.dilation_w * p.c, 0, 0, 0, 1.0};
+  float* out = job.out + row * p.ow * p.c;
+  const int64_t y0 = oy * p.stride_h - p.pad_top;
+  int64_t ky0, ky1, py0 = 0, py1 = 0;
+  ops::pool_tap_range(y0, p.dilation_h, p.kh, 0, p.h, &ky0, &ky1);
+  if (!kMax && p.count_include_pad)
+    ops::pool_tap_range(y0, p.dilation_h, p.kh, -p.pad_top, p.h + p.pad_bottom, &py0, &py1);
+  for (int64_t ox = 0; ox < p.ow; ++ox, out += p.c) {
+    const int64_t x0 = ox * p.stride_w - p.pad_left;
+    int64_t kx0, kx1, px0 = 0, px1 = 0;
+    ops::pool_tap_range(x0, p.dilation_w, p.kw, 0, p.w, &kx0, &kx1);
+    if (!kMax && p.count_include_pad)
+      ops::pool_tap_range(x0, p.dilation_w, p.kw, -p.pad_left, p.w + p.pad_right, &px0, &px1);
+    win.first = ((y0 + ky0 * p.dilation_h) * p.w + x0 + kx0 * p.dilation_w) * p.c;
+    win.rows = ky1 - ky0, win.cols = kx1 - kx0;
+    win.count = static_cast<double>(p.count_include_pad ? (py1 - py0) * (px1 - px0) : win.rows * win.cols);
+    int64_t done = 0;
+#ifdef HEXIR_CONV_X86
+    if (kMax && isa_avx512()) {
+      max_pixel_avx512(win, p.c, out);
+      continue;
+    }
+    if (isa_avx2()) done = pool_pixel_avx2<kMax>(win, p.c, out);
+#endif
+    pool_pixel_scalar<kMax>(win, done, p.c, out);
+  }
+}
+
 }  // namespace
 
 Status pool2d(const KernelContext& context, const Dispatch& d) {
   const ops::Pool2dPlan& p = plan_of<ops::Pool2dPlan>(d);
   PoolJob job{&p, input(d, 0), output(d, 0), 0, 0};
+  if (p.channels_last) {
+    ThreadPool::TaskFn fn = p.is_max ? pool_nhwc_row<true> : pool_nhwc_row<false>;
+    const int64_t rows = p.n * p.oh;
+    if (static_cast<double>(rows) * static_cast<double>(p.ow * p.c * p.kh * p.kw) < 1e5) {
+      for (int64_t row = 0; row < rows; ++row) fn(&job, row);
+    } else {
+      parallel_for(context, rows, fn, &job);
+    }
+    return ok_status();
+  }
   // ox * stride_w - pad_left >= 0 and its last tap <= w - 1.
   job.ox_begin = std::min((p.pad_left + p.stride_w - 1) / p.stride_w, p.ow);
   const int64_t last = p.w - 1 - (p.kw - 1) * p.dilation_w + p.pad_left;  // x0 + pad_left at most this

@@ -560,11 +560,11 @@ Result<std::vector<int64_t>> lower_pool(std::span<const TensorType> in, const At
   constexpr bool kMax = kId == kMaxPool;
   if (kMax)
     HEXIR_RETURN_IF_ERROR(check_attr_names(
-        kId, attrs, {"kernel_shape", "strides", "pads", "dilations", "ceil_mode", "auto_pad"}));
+        kId, attrs, {"kernel_shape", "strides", "pads", "dilations", "ceil_mode", "auto_pad", "channels_last"}));
   else
-    HEXIR_RETURN_IF_ERROR(check_attr_names(
-        kId, attrs,
-        {"kernel_shape", "strides", "pads", "dilations", "ceil_mode", "count_include_pad", "auto_pad"}));
+    HEXIR_RETURN_IF_ERROR(check_attr_names(kId, attrs,
+                                           {"kernel_shape", "strides", "pads", "dilations", "ceil_mode",
+                                            "count_include_pad", "auto_pad", "channels_last"}));
   auto pair = [&](const char* name, int64_t fallback) { return pair_attr(kId, attrs, name, fallback); };
   HEXIR_ASSIGN_OR_RETURN(std::vector<int64_t> kernel, pair("kernel_shape", -1));
   HEXIR_ASSIGN_OR_RETURN(std::vector<int64_t> strides, pair("strides", 1));
@@ -576,6 +576,7 @@ Result<std::vector<int64_t>> lower_pool(std::span<const TensorType> in, const At
   };
   HEXIR_ASSIGN_OR_RETURN(int64_t ceil_mode, flag("ceil_mode"));
   HEXIR_ASSIGN_OR_RETURN(int64_t count_include_pad, flag("count_include_pad"));
+  HEXIR_ASSIGN_OR_RETURN(int64_t channels_last, flag("channels_last"));
   HEXIR_ASSIGN_OR_RETURN(std::vector<int64_t> pads, int_list_attr(kId, attrs, "pads"));
   if (pads.empty())
     pads = {0, 0, 0, 0};
@@ -598,7 +599,8 @@ Result<std::vector<int64_t>> lower_pool(std::span<const TensorType> in, const At
       if (in[0].rank() != 4)
         return invalid_argument(prefix(kId) + "input " + in[0].to_string() + " is not [N,C,H,W]");
       for (int d = 0; d < 2; ++d) {
-        const int64_t size = in[0].dims[2 + d], s = strides[d], k = kernel[d], dil = dilations[d];
+        const int64_t size = in[0].dims[(channels_last ? 1 : 2) + d], s = strides[d], k = kernel[d],
+                      dil = dilations[d];
         if (s < 1 || s > kPoolLimit || k < 1 || k > kPoolLimit || dil < 1 || dil > kPoolLimit)
           return invalid_argument(prefix(kId) + "kernel_shape, strides and dilations must be in 1..2^30");
         const int64_t out = (size + s - 1) / s;
@@ -608,8 +610,10 @@ Result<std::vector<int64_t>> lower_pool(std::span<const TensorType> in, const At
       }
     }
   }
-  return std::vector<int64_t>{kernel[0], kernel[1], strides[0],   strides[1],   pads[0],   pads[1],
-                              pads[2],   pads[3],   dilations[0], dilations[1], ceil_mode, count_include_pad};
+  std::vector<int64_t> words{kernel[0], kernel[1],    strides[0],   strides[1], pads[0],          pads[1],
+                             pads[2],   pads[3],      dilations[0], dilations[1], ceil_mode, count_include_pad};
+  if (channels_last) words.push_back(1);
+  return words;
 }
 
 template <OpId kId>
@@ -621,6 +625,7 @@ AttrMap raise_pool(std::span<const TensorType>, std::span<const int64_t> p) {
   attrs["dilations"] = param_list_value(p, {kPoolDilationH, kPoolDilationW});
   attrs["ceil_mode"] = AttrValue{param_at(p, kCeilMode)};
   if (kId == kAveragePool) attrs["count_include_pad"] = AttrValue{param_at(p, kCountIncludePad)};
+  if (pool2d_channels_last(p)) attrs["channels_last"] = AttrValue{int64_t{1}};
   return attrs;
 }
 
@@ -635,9 +640,16 @@ uint64_t flops_pool(std::span<const TensorType>, std::span<const TensorType> out
 
 template <OpId kId>
 Result<std::vector<TensorType>> infer_pool(std::span<const TensorType> in, std::span<const int64_t> p) {
-  HEXIR_RETURN_IF_ERROR(check_param_count(kId, p, kPoolParamCount));
-  const TensorType& x = in[0];
-  if (x.rank() != 4) return invalid_argument(prefix(kId) + "input " + x.to_string() + " is not [N,C,H,W]");
+  const bool channels_last = p.size() == kPoolParamCount + 1;
+  if (channels_last && p.back() != 1)
+    return invalid_argument(prefix(kId) + "layout word " + std::to_string(p.back()) + " must be 1");
+  HEXIR_RETURN_IF_ERROR(check_param_count(kId, p.first(p.size() - (channels_last ? 1 : 0)), kPoolParamCount));
+  // Channels-last: the same checks on [N, H, W, C] read as [N, C, H, W].
+  TensorType x = in[0];
+  if (x.rank() != 4)
+    return invalid_argument(prefix(kId) + "input " + x.to_string() + " is not " +
+                            (channels_last ? "[N,H,W,C]" : "[N,C,H,W]"));
+  if (channels_last) x.dims = {x.dims[0], x.dims[3], x.dims[1], x.dims[2]};
   for (int i : {kKernelH, kKernelW, kPoolStrideH, kPoolStrideW, kPoolDilationH, kPoolDilationW})
     if (p[i] < 1 || p[i] > kPoolLimit)
       return invalid_argument(prefix(kId) + "kernel_shape, strides and dilations must be in 1..2^30");
@@ -661,6 +673,7 @@ Result<std::vector<TensorType>> infer_pool(std::span<const TensorType> in, std::
     out_hw[d] = pool_out_dim(x.dims[2 + d], p[kKernelH + d], p[kPoolStrideH + d], p[kPoolPadTop + d],
                              p[kPoolPadBottom + d], p[kPoolDilationH + d], p[kCeilMode] == 1);
   }
+  if (channels_last) return one({x.dtype, {x.dims[0], out_hw[0], out_hw[1], x.dims[1]}});
   return one({x.dtype, {x.dims[0], x.dims[1], out_hw[0], out_hw[1]}});
 }
 
@@ -669,8 +682,14 @@ void plan_pool(const PlanInput& op, OpPlan& out) {
   Pool2dPlan& p = out.start<Pool2dPlan>();
   const auto& x = op.inputs[0].dims;
   const auto& o = op.outputs[0].dims;
-  p.n = x[0], p.c = x[1], p.h = x[2], p.w = x[3];
-  p.oh = o[2], p.ow = o[3];
+  p.channels_last = pool2d_channels_last(op.params) ? 1 : 0;
+  if (p.channels_last) {
+    p.n = x[0], p.h = x[1], p.w = x[2], p.c = x[3];
+    p.oh = o[1], p.ow = o[2];
+  } else {
+    p.n = x[0], p.c = x[1], p.h = x[2], p.w = x[3];
+    p.oh = o[2], p.ow = o[3];
+  }
   p.kh = op.params[kKernelH], p.kw = op.params[kKernelW];
   p.stride_h = op.params[kPoolStrideH], p.stride_w = op.params[kPoolStrideW];
   p.pad_top = op.params[kPoolPadTop], p.pad_left = op.params[kPoolPadLeft];
@@ -862,6 +881,10 @@ namespace hexir::ops {
 // conv2d's words: the 9 of kConvParamCount, then the epilogue's 3 (when
 // fused), then 1 when channels-last: 9, 12, 10 or 13 words. Files written
 // before channels-last have 9 or 12: unchanged.
+bool pool2d_channels_last(std::span<const int64_t> params) {
+  return params.size() == internal::kPoolParamCount + 1 && params.back() == 1;
+}
+
 bool conv2d_channels_last(std::span<const int64_t> params) {
   using internal::kConvParamCount, internal::kEpilogueWords;
   return (params.size() == kConvParamCount + 1 || params.size() == kConvParamCount + kEpilogueWords + 1) &&

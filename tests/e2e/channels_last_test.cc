@@ -182,8 +182,8 @@ TEST_CASE("channels-last conv2d: the cpu kernel gives the element function's sum
 }
 
 // Two dense 3x3 convolutions with a depthwise block, a residual add and a
-// per-channel scale between them, a max pool (NCHW only) after the second,
-// and results returned from inside the region and after it.
+// per-channel scale between them, a max pool after the second, and results
+// returned from inside the region and after it.
 std::string region_graph() {
   std::string s = "module @region\n";
   s += dense_constant("w1", {16, 8, 3, 3}, 1) + dense_constant("b1", {16}, 2);
@@ -233,8 +233,8 @@ TEST_CASE("channels-last: a graph compiled channels-last gives the NCHW graph's 
         INFO("largest difference " << worst << " at scale " << scale);
         CHECK(worst < 1e-6 * scale);
       }
-      // One conversion into the region (x), and out of it: the returned %s and
-      // %g and the pool's input; nothing between the convolutions.
+      // One conversion into the region (x), and out of it: the returned %s,
+      // %g and %pool; nothing between the convolutions and the pool.
       size_t transposes = 0;
       for (const std::string& op : got.ops) transposes += op == "transpose" || op == "copy";
       CHECK(transposes == 4);

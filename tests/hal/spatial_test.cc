@@ -488,6 +488,56 @@ TEST_CASE("max_pool and average_pool against the direct definition") {
   }
 }
 
+// [N,C,H,W] as [N,H,W,C] and back.
+HostTensor to_channels_last(const HostTensor& x) {
+  const int64_t n = x.dims[0], c = x.dims[1], h = x.dims[2], w = x.dims[3];
+  HostTensor t(DType::kF32, {n, h, w, c});
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t k = 0; k < c; ++k)
+      for (int64_t i = 0; i < h * w; ++i) t.f32()[(b * h * w + i) * c + k] = x.f32()[(b * c + k) * h * w + i];
+  return t;
+}
+
+TEST_CASE("max_pool and average_pool channels-last: the NCHW kernel's bits on the transposed image") {
+  // Channel counts below, at and past the vector widths (the 16-lane masked
+  // steps, the 8-lane steps and their scalar tail); windows clipped by pads
+  // and ceil mode; NaN, inf and signed zeros among the taps.
+  const PoolCase cases[] = {
+      {{1, 3, 8, 8}, {2, 2, 2, 2, 0, 0, 0, 0, 1, 1, 0, 0}},
+      {{2, 17, 7, 6}, {3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0}},
+      {{2, 17, 7, 6}, {3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1}},
+      {{1, 40, 8, 7}, {3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1}},
+      {{1, 40, 8, 7}, {3, 3, 2, 2, 0, 0, 0, 0, 1, 1, 1, 0}},
+      {{1, 8, 9, 9}, {2, 3, 1, 2, 1, 0, 1, 2, 2, 2, 0, 0}},
+      {{1, 33, 2, 2}, {2, 2, 1, 1, 1, 1, 1, 1, 3, 3, 0, 1}},
+      {{1, 64, 11, 11}, {3, 3, 2, 2, 0, 0, 0, 0, 1, 1, 1, 0}},
+  };
+  const float specials[] = {kNaNF, -0.0f, 0.0f, kInfF, -kInfF};
+  uint32_t seed = 560;
+  for (const PoolCase& c : cases) {
+    for (OpId id : {OpId::kMaxPool, OpId::kAveragePool}) {
+      if (id == OpId::kMaxPool && c.params[11] == 1) continue;
+      INFO(ops::op_def(id).name << " x " << dims_string(c.x) << " params " << dims_string(c.params));
+      HostTensor x = random_f32(c.x, seed++);
+      for (int64_t i = 0; i < x.count(); i += 7) x.at(i) = specials[(i / 7) % 5];
+      auto types = ops::infer_result_types(id, std::vector<TensorType>{x.type()}, c.params);
+      REQUIRE_MESSAGE(types.ok(), types.status().to_string());
+      HostTensor want(DType::kF32, types->at(0).dims);
+      REQUIRE(run_kernel(id, {&x}, want, c.params).ok());
+      HostTensor xt = to_channels_last(x);
+      std::vector<int64_t> params = c.params;
+      params.push_back(1);
+      auto nhwc = ops::infer_result_types(id, std::vector<TensorType>{xt.type()}, params);
+      REQUIRE_MESSAGE(nhwc.ok(), nhwc.status().to_string());
+      const HostTensor want_t = to_channels_last(want);
+      REQUIRE(nhwc->at(0).dims == want_t.dims);
+      HostTensor got(DType::kF32, want_t.dims);
+      REQUIRE(run_kernel(id, {&xt}, got, params).ok());
+      CHECK(got.bytes == want_t.bytes);
+    }
+  }
+}
+
 // The max pool takes a tap that is greater or NaN, in (ky, kx) order: of
 // equal values the first (-0 before +0 keeps -0), of NaNs the last. The 2x2
 // stride-2 windows of 16 outputs, each tap position holding NaN, -0, +0, inf.

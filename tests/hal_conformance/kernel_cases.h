@@ -924,6 +924,13 @@ inline std::vector<KernelCase> kernel_cases() {
   pool("windows of pads only", OpId::kAveragePool, {1, 1, 2, 2}, {2, 2, 1, 1, 1, 1, 1, 1, 3, 3, 0, 0}, 1717);
   pool("windows of pads only, counting pads", OpId::kAveragePool, {1, 1, 2, 2},
        {2, 2, 1, 1, 1, 1, 1, 1, 3, 3, 0, 1}, 1718);
+  // Channels-last ([N,H,W,C], a 13th word 1): 19 channels, pads, ceil mode.
+  pool("channels-last 3x3 stride 2 ceil mode with NaN/inf", OpId::kMaxPool, {2, 7, 8, 19},
+       {3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1, 0, 1}, 1719, true);
+  pool("channels-last 3x3 pad 1 counting pads", OpId::kAveragePool, {1, 6, 5, 19},
+       {3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1}, 1720);
+  pool("channels-last dilated, excluding pads", OpId::kAveragePool, {1, 9, 9, 5},
+       {2, 3, 1, 2, 1, 0, 1, 2, 2, 2, 0, 0, 1}, 1721);
 
   // pad params: [mode (0 constant, 1 reflect, 2 edge, 3 wrap), value word, begins..., ends...]
   auto pad = [&](std::string n, HostTensor x, std::vector<int64_t> params) {

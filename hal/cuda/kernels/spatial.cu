@@ -88,13 +88,23 @@ extern "C" __global__ void hexir_separable_conv2d(SeparableConv2dParams p) {
 
 // max_pool / average_pool: one thread per output element, the taps inside the
 // input only (ops::pool_tap_range), in the cpu kernel's order and arithmetic.
+// Channels-last: output element i is (n, oy, ox, c), a tap (y, x) at (y * w + x) * C.
 extern "C" __global__ void hexir_pool2d(Pool2dParams p) {
   const hexir::ops::Pool2dPlan& q = p.plan;
   const int64_t total = q.n * q.c * q.oh * q.ow;
   const int64_t stride = hexir_kernels::global_stride();
+  const int64_t col = q.channels_last ? q.c : 1;  // floats between neighbouring taps in a row
   for (int64_t i = hexir_kernels::global_index(); i < total; i += stride) {
-    const int64_t ox = i % q.ow, oy = (i / q.ow) % q.oh, plane = i / (q.ow * q.oh);
-    const float* image = p.x + plane * q.h * q.w;
+    int64_t ox, oy;
+    const float* image;
+    if (q.channels_last) {
+      const int64_t pixel = i / q.c;
+      ox = pixel % q.ow, oy = (pixel / q.ow) % q.oh;
+      image = p.x + pixel / (q.ow * q.oh) * q.h * q.w * q.c + i % q.c;
+    } else {
+      ox = i % q.ow, oy = (i / q.ow) % q.oh;
+      image = p.x + i / (q.ow * q.oh) * q.h * q.w;
+    }
     const int64_t y0 = oy * q.stride_h - q.pad_top, x0 = ox * q.stride_w - q.pad_left;
     int64_t ky0, ky1, kx0, kx1;
     hexir::ops::pool_tap_range(y0, q.dilation_h, q.kh, 0, q.h, &ky0, &ky1);
@@ -104,7 +114,7 @@ extern "C" __global__ void hexir_pool2d(Pool2dParams p) {
       for (int64_t ky = ky0; ky < ky1; ++ky) {
         const int64_t row = (y0 + ky * q.dilation_h) * q.w + x0;
         for (int64_t kx = kx0; kx < kx1; ++kx) {
-          const float v = image[row + kx * q.dilation_w];
+          const float v = image[(row + kx * q.dilation_w) * col];
           if (v > m || v != v) m = v;  // NaN sticks: nothing compares greater
         }
       }
@@ -114,7 +124,7 @@ extern "C" __global__ void hexir_pool2d(Pool2dParams p) {
     double sum = 0.0;
     for (int64_t ky = ky0; ky < ky1; ++ky) {
       const int64_t row = (y0 + ky * q.dilation_h) * q.w + x0;
-      for (int64_t kx = kx0; kx < kx1; ++kx) sum += image[row + kx * q.dilation_w];
+      for (int64_t kx = kx0; kx < kx1; ++kx) sum += image[(row + kx * q.dilation_w) * col];
     }
     int64_t count = (ky1 - ky0) * (kx1 - kx0);
     if (q.count_include_pad) {

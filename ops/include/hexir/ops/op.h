@@ -105,7 +105,8 @@ enum class OpId : uint16_t {
   // Pads are below the kernel size; a ceil_mode window must start inside the
   // input or its leading pad. max_pool propagates NaN (-inf for a window of pads
   // only); average_pool divides by the taps inside the input, or inside the
-  // padded input with count_include_pad.
+  // padded input with count_include_pad. Optionally followed by 1:
+  // channels-last (x [N,H,W,C], result [N,OH,OW,C]; pool2d_channels_last).
   kMaxPool, kAveragePool,
   // pad, any dtype: [mode, value, begin_0..begin_{r-1}, end_0..end_{r-1}] (ONNX Pad with
   // its pads and constant_value as attributes). mode 0 constant, 1 reflect, 2 edge,
@@ -458,6 +459,8 @@ size_t epilogue_offset(OpId op);
 // Whether conv2d's parameter words say channels-last ([N, H, W, C] in and out;
 // the layout word after the epilogue, plans.h Conv2dPlan::channels_last).
 bool conv2d_channels_last(std::span<const int64_t> params);
+// Whether max_pool's / average_pool's parameter words say channels-last (a 13th word, 1).
+bool pool2d_channels_last(std::span<const int64_t> params);
 // The .hxir name of an epilogue's activation word ("relu", "gelu_tanh", ...),
 // its float parameter count in *floats; nullptr when unknown.
 const char* activation_name(int64_t activation, int* floats = nullptr);

@@ -947,6 +947,7 @@ struct Pool2dPlan {
   int64_t dilation_h, dilation_w;
   int64_t count_include_pad;
   int64_t is_max;
+  int64_t channels_last;  // x [N,H,W,C] and the result [N,OH,OW,C]: element (y, x, c) at (y * w + x) * c + c
 };
 
 // The taps of one window dim that land in [lo, hi): ky in [*first, *last) for
