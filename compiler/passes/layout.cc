@@ -78,7 +78,7 @@ std::optional<ReduceNhwc> reduce_nhwc(const Node& node, const TensorType& x) {
   ReduceNhwc r;
   r.params.push_back(node.params[0]);
   std::vector<int64_t> nchw_kept, nhwc_kept;  // the non-unit kept dims, by NCHW axis
-  for (int d = 0; d < 4; ++d) {  // NHWC position d holds NCHW axis kToNhwc[d]
+  for (int d = 0; d < 4; ++d) {               // NHWC position d holds NCHW axis kToNhwc[d]
     const int64_t axis = kToNhwc[d];
     if (reduced[axis]) r.params.push_back(d);
     if (!reduced[axis] || node.params[0] == 1) r.dims.push_back(reduced[axis] ? 1 : x.dims[axis]);
@@ -92,13 +92,20 @@ std::optional<ReduceNhwc> reduce_nhwc(const Node& node, const TensorType& x) {
 
 class ChannelsLast {
  public:
-  explicit ChannelsLast(Function& fn)
-      : fn_(fn), original_(fn.nodes), region_(innermost_regions(fn)), readers_(fn.values.size()) {
+  // `barred`: original conv2d nodes that may not start a region (ones whose
+  // region did not pay for its conversions on a first run).
+  ChannelsLast(Function& fn, std::vector<bool> barred)
+      : barred_(std::move(barred)),
+        fn_(fn),
+        original_(fn.nodes),
+        region_(innermost_regions(fn)),
+        readers_(fn.values.size()) {
     for (size_t n = 0; n < fn.nodes.size(); ++n)
       for (int v : fn.nodes[n].inputs) readers_[static_cast<size_t>(v)].push_back(static_cast<int>(n));
     returned_.assign(fn.values.size(), false);
     for (int v : fn.outputs) returned_[static_cast<size_t>(v)] = true;
     nhwc_.assign(fn.values.size(), -1);
+    channels_last_value_.assign(fn.values.size(), false);
   }
 
   size_t run() {
@@ -107,12 +114,15 @@ class ChannelsLast {
     std::vector<int64_t> new_index(original, -1);
     for (size_t n = 0; n < original; ++n) {
       Node node = original_[n];
+      original_index_ = n;
       const bool top = region_[n] < 0 && node.kind == NodeKind::kOp;
       bool done = false;
       if (top && node.op == OpId::kConv2d) done = rewrite_conv(node, &new_index[n]);
       else if (top && ops::elementwise_map_arity(node.op) > 0) done = rewrite_map(node, &new_index[n]);
-      else if (top && is_reduce(node.op)) done = rewrite_reduce(node, &new_index[n]);
-      else if (top && node.op == OpId::kConcat) done = rewrite_concat(node, &new_index[n]);
+      else if (top && is_reduce(node.op))
+        done = rewrite_reduce(node, &new_index[n]);
+      else if (top && node.op == OpId::kConcat)
+        done = rewrite_concat(node, &new_index[n]);
       else if (top && (node.op == OpId::kMaxPool || node.op == OpId::kAveragePool))
         done = rewrite_pool(node, &new_index[n]);
       if (!done) {
@@ -121,6 +131,7 @@ class ChannelsLast {
       }
     }
     if (converted_ == 0) return 0;  // every node went back unchanged
+    find_unpaid_regions(new_index);
     // Region markers name each other by node index (graph.h NodeKind).
     for (Node& node : fn_.nodes) {
       if (node.kind == NodeKind::kOp) continue;
@@ -138,6 +149,9 @@ class ChannelsLast {
     return converted_;
   }
 
+  // Per original node: a conv2d whose region did not pay (run's verdict).
+  const std::vector<bool>& unpaid() const { return unpaid_; }
+
  private:
   // A new result value (its node is set once the nodes are final).
   int add_value(const Value& like, std::vector<int64_t> dims, const std::string& suffix) {
@@ -150,6 +164,7 @@ class ChannelsLast {
     fn_.values.push_back(std::move(v));
     nhwc_.push_back(-1);
     returned_.push_back(false);
+    channels_last_value_.push_back(true);
     return static_cast<int>(fn_.values.size()) - 1;
   }
 
@@ -228,7 +243,8 @@ class ChannelsLast {
     // depthwise kernel keeps a vector of channels per tap, and the reductions,
     // concats and maps between them follow (docs/layout.md).
     const bool narrow = !depthwise && w.type.dims[1] < kMinChannelsPerGroup;
-    if (narrow && nhwc_[static_cast<size_t>(node.inputs[0])] < 0) return false;
+    const bool starts = nhwc_[static_cast<size_t>(node.inputs[0])] < 0;
+    if (starts && (narrow || (!barred_.empty() && barred_[original_index_]))) return false;
     const Value result = fn_.values[static_cast<size_t>(y)];  // a copy: adding values moves them
     const int xt = nhwc_of(node.inputs[0], node.loc);
     const int yt = add_value(result, to_nhwc(result.type.dims), ".nhwc");
@@ -342,6 +358,83 @@ class ChannelsLast {
     return true;
   }
 
+  // A region of 1x1 and depthwise convolutions (and what follows them) is
+  // kept only where its convolutions' work is large against the bytes its
+  // conversions move. The bound: a conversion copied ~7.5 GB/s (shufflenet's
+  // 5.6 MB of copies in 0.74 ms) and channels-last saves ~10 % of a
+  // convolution's ~70 GFLOP/s, so a region pays from ~100 flops per
+  // converted byte. A shufflenet branch between two channel shuffles (1x1,
+  // depthwise, 1x1 at 28 x 28: 15) lost more to its transposes than its
+  // convolutions gained; a whole mobilenet, converted once in and once out,
+  // gains. Regions with a dense window are kept as they always were. Marks
+  // the convolutions of the others in unpaid_ (the caller reruns the pass
+  // with them barred from starting a region).
+  void find_unpaid_regions(const std::vector<int64_t>& new_index) {
+    constexpr double kMinFlopsPerConversionByte = 100;
+    const size_t values = fn_.values.size();
+    std::vector<int> parent(values);
+    for (size_t v = 0; v < values; ++v) parent[v] = static_cast<int>(v);
+    auto find = [&](int v) {
+      while (parent[static_cast<size_t>(v)] != v)
+        v = parent[static_cast<size_t>(v)] = parent[static_cast<size_t>(parent[static_cast<size_t>(v)])];
+      return v;
+    };
+    auto is_nhwc = [&](int v) { return channels_last_value_[static_cast<size_t>(v)]; };
+    std::vector<int> reads(values, 0);
+    for (const Node& node : fn_.nodes)
+      for (int v : node.inputs) ++reads[static_cast<size_t>(v)];
+    for (int v : fn_.outputs) ++reads[static_cast<size_t>(v)];
+    std::vector<double> flops(values, 0), bytes(values, 0);
+    std::vector<bool> dense(values, false);
+    std::vector<int> original_of(fn_.nodes.size(), -1);
+    for (size_t n = 0; n < new_index.size(); ++n)
+      if (new_index[n] >= 0) original_of[static_cast<size_t>(new_index[n])] = static_cast<int>(n);
+    for (const Node& node : fn_.nodes) {  // union every node's channels-last operands and results
+      int root = -1;
+      for (const std::vector<int>* list : {&node.inputs, &node.results})
+        for (int v : *list) {
+          if (!is_nhwc(v)) continue;
+          if (root < 0)
+            root = find(v);
+          else
+            parent[static_cast<size_t>(find(v))] = root;
+        }
+    }
+    for (size_t n = 0; n < fn_.nodes.size(); ++n) {
+      const Node& node = fn_.nodes[n];
+      if (node.kind != NodeKind::kOp) continue;
+      if (node.op == OpId::kTranspose && node.inputs.size() == 1 && node.results.size() == 1) {
+        const int in = node.inputs[0], out = node.results[0];
+        if (is_nhwc(out) && !is_nhwc(in))
+          bytes[static_cast<size_t>(find(out))] += fn_.values[static_cast<size_t>(in)].byte_size;  // an entry
+        if (is_nhwc(in) && !is_nhwc(out) && reads[static_cast<size_t>(out)] > 0)
+          bytes[static_cast<size_t>(find(in))] +=
+              fn_.values[static_cast<size_t>(out)].byte_size;  // a live exit
+      } else if (node.op == OpId::kConv2d && ops::conv2d_channels_last(node.params)) {
+        const TensorType& w = fn_.values[static_cast<size_t>(node.inputs[1])].type;
+        const size_t r = static_cast<size_t>(find(node.results[0]));
+        flops[r] += 2.0 *
+                    static_cast<double>(fn_.values[static_cast<size_t>(node.results[0])].byte_size / 4) *
+                    static_cast<double>(w.dims[1] * w.dims[2] * w.dims[3]);
+        const int64_t c = fn_.values[static_cast<size_t>(node.inputs[0])].type.dims[3];
+        const int64_t groups = node.params.size() > 8 ? node.params[8] : 1;
+        if (!(groups == c && groups == w.dims[0]) && w.dims[2] * w.dims[3] > 1 &&
+            w.dims[1] >= kMinChannelsPerGroup)
+          dense[r] = true;
+      }
+    }
+    unpaid_.assign(original_.size(), false);
+    for (size_t n = 0; n < fn_.nodes.size(); ++n) {
+      const Node& node = fn_.nodes[n];
+      if (node.kind != NodeKind::kOp || node.op != OpId::kConv2d || !ops::conv2d_channels_last(node.params) ||
+          original_of[n] < 0)
+        continue;
+      const size_t r = static_cast<size_t>(find(node.results[0]));
+      if (!dense[r] && flops[r] < kMinFlopsPerConversionByte * bytes[r])
+        unpaid_[static_cast<size_t>(original_of[n])] = true;
+    }
+  }
+
   // The transposes this pass added that nothing reads: an exit transpose
   // every reader of which moved below it.
   void drop_unread_conversions() {
@@ -359,6 +452,7 @@ class ChannelsLast {
     if (any) drop(fn_, node_dropped, std::move(value_dropped));
   }
 
+  std::vector<bool> barred_;  // per original node (empty: none)
   Function& fn_;
   const std::vector<Node> original_;  // the nodes before the rewrite: region_ and readers_ index them
   std::vector<int> region_;
@@ -367,13 +461,26 @@ class ChannelsLast {
   std::vector<int> nhwc_;  // per value: the channels-last value it is the exit transpose of, or -1
   std::vector<size_t> created_;  // the transposes added (indices into fn_.nodes)
   size_t converted_ = 0;
+  std::vector<bool> channels_last_value_;  // per value: one this pass added (a channels-last form)
+  std::vector<bool> unpaid_;
+  size_t original_index_ = 0;  // the original node being rewritten
 };
 
 }  // namespace
 
 size_t choose_channels_last(Module& module) {
   size_t converted = 0;
-  for (Function& fn : module.functions) converted += ChannelsLast(fn).run();
+  for (Function& fn : module.functions) {
+    const Function before = fn;
+    ChannelsLast first(fn, {});
+    size_t n = first.run();
+    const std::vector<bool>& unpaid = first.unpaid();
+    if (std::find(unpaid.begin(), unpaid.end(), true) != unpaid.end()) {
+      fn = before;
+      n = ChannelsLast(fn, unpaid).run();
+    }
+    converted += n;
+  }
   return converted;
 }
 

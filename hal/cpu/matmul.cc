@@ -883,11 +883,11 @@ void pool_plane(void* context, int64_t plane) {
 // divided by the same count, so the same bits. Rows of output pixels are
 // split over the pool.
 struct PoolWindow {
-  const float* image;  // the image's element (0, 0, 0)
+  const float* image;          // the image's element (0, 0, 0)
   int64_t row_step, col_step;  // floats between taps: dilation_h * w * c, dilation_w * c
-  int64_t first;  // the first tap's offset from image
-  int64_t rows, cols;  // taps inside the input
-  double count;  // average_pool's divisor
+  int64_t first;               // the first tap's offset from image
+  int64_t rows, cols;          // taps inside the input
+  double count;                // average_pool's divisor
 };
 
 template <bool kMax>
@@ -919,7 +919,8 @@ void pool_pixel_scalar(const PoolWindow& win, int64_t c_begin, int64_t c_end, fl
       for (int64_t ky = 0; ky < win.rows; ++ky)
         for (int64_t kx = 0; kx < win.cols; ++kx) {
           const __m512 v = _mm512_maskz_loadu_ps(lanes, at + ky * win.row_step + kx * win.col_step);
-          const __mmask16 take = _mm512_cmp_ps_mask(v, m, _CMP_GT_OQ) | _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+          const __mmask16 take =
+              _mm512_cmp_ps_mask(v, m, _CMP_GT_OQ) | _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
           m = _mm512_mask_mov_ps(m, take, v);
         }
       _mm512_mask_storeu_ps(out + ch, lanes, m);
@@ -948,7 +949,8 @@ template <bool kMax>
           hi = _mm256_add_pd(hi, _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)));
         }
       const __m256d count = _mm256_set1_pd(win.count);
-      const __m128 a = _mm256_cvtpd_ps(_mm256_div_pd(lo, count)), b = _mm256_cvtpd_ps(_mm256_div_pd(hi, count));
+      const __m128 a = _mm256_cvtpd_ps(_mm256_div_pd(lo, count)),
+                   b = _mm256_cvtpd_ps(_mm256_div_pd(hi, count));
       _mm256_storeu_ps(out + ch, _mm256_set_m128(b, a));
     }
   }
@@ -961,7 +963,8 @@ void pool_nhwc_row(void* context, int64_t row) {  // row: n * oh + oy
   const PoolJob& job = *static_cast<const PoolJob*>(context);
   const ops::Pool2dPlan& p = *job.p;
   const int64_t oy = row % p.oh;
-  PoolWindow win{job.x + row / p.oh * p.h * p.w * p.c, p.dilation_h * p.w * p.c, p.dilation_w * p.c, 0, 0, 0, 1.0};
+  PoolWindow win{
+      job.x + row / p.oh * p.h * p.w * p.c, p.dilation_h * p.w * p.c, p.dilation_w * p.c, 0, 0, 0, 1.0};
   float* out = job.out + row * p.ow * p.c;
   const int64_t y0 = oy * p.stride_h - p.pad_top;
   int64_t ky0, ky1, py0 = 0, py1 = 0;

@@ -512,12 +512,11 @@ bool reduce_columns(const KernelContext& context, const ops::ReducePlan& p, cons
   const int64_t width = p.kept_dims[p.kept_rank - 1];
   const int64_t blocks = (width + kColumns - 1) / kColumns, outer = p.out_count / width;
   const bool mean = p.kind == ReduceKind::kMean;
-  parallel_ranges(context, outer * blocks, std::max<int64_t>(1, (int64_t{1} << 15) / (kColumns * std::max<int64_t>(p.red_count, 1))),
-                  [&](int64_t begin, int64_t end) {
+  auto sum_blocks = [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {
       const int64_t o = t / blocks, first = (t % blocks) * kColumns, n = std::min(kColumns, width - first);
-      int64_t base = first;
-      for (int64_t rest = o, i = p.kept_rank - 1; i-- > 0;) {  // the outer kept dims of output row o
+      int64_t base = first;  // plus the outer kept dims of output row o
+      for (int64_t rest = o, i = p.kept_rank - 1; i-- > 0;) {
         base += rest % p.kept_dims[i] * p.kept_stride[i];
         rest /= p.kept_dims[i];
       }
@@ -535,7 +534,10 @@ bool reduce_columns(const KernelContext& context, const ops::ReducePlan& p, cons
       for (int64_t j = 0; j < n; ++j)  // numpy: the mean over zero elements is NaN (0/0)
         y[j] = static_cast<float>(mean ? sum[j] / static_cast<double>(p.red_count) : sum[j]);
     }
-  });
+  };
+  const int64_t grain =
+      std::max<int64_t>(1, (int64_t{1} << 15) / (kColumns * std::max<int64_t>(p.red_count, 1)));
+  parallel_ranges(context, outer * blocks, grain, sum_blocks);
   return true;
 }
 

@@ -560,7 +560,8 @@ Result<std::vector<int64_t>> lower_pool(std::span<const TensorType> in, const At
   constexpr bool kMax = kId == kMaxPool;
   if (kMax)
     HEXIR_RETURN_IF_ERROR(check_attr_names(
-        kId, attrs, {"kernel_shape", "strides", "pads", "dilations", "ceil_mode", "auto_pad", "channels_last"}));
+        kId, attrs,
+        {"kernel_shape", "strides", "pads", "dilations", "ceil_mode", "auto_pad", "channels_last"}));
   else
     HEXIR_RETURN_IF_ERROR(check_attr_names(kId, attrs,
                                            {"kernel_shape", "strides", "pads", "dilations", "ceil_mode",
@@ -610,8 +611,8 @@ Result<std::vector<int64_t>> lower_pool(std::span<const TensorType> in, const At
       }
     }
   }
-  std::vector<int64_t> words{kernel[0], kernel[1],    strides[0],   strides[1], pads[0],          pads[1],
-                             pads[2],   pads[3],      dilations[0], dilations[1], ceil_mode, count_include_pad};
+  std::vector<int64_t> words{kernel[0], kernel[1], strides[0],   strides[1],   pads[0],   pads[1],
+                             pads[2],   pads[3],   dilations[0], dilations[1], ceil_mode, count_include_pad};
   if (channels_last) words.push_back(1);
   return words;
 }

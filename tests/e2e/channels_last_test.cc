@@ -267,24 +267,50 @@ size_t conversions(const Outputs& o) {
   return n;
 }
 
-TEST_CASE("channels-last: 1x1 and depthwise convolutions start a region, stems stay NCHW") {
-  std::string s = "module @plain\n";
-  s += dense_constant("wp", {16, 8, 1, 1}, 1) + dense_constant("wd", {16, 1, 3, 3}, 2);
-  s += dense_constant("stem", {8, 3, 3, 3}, 3);
-  s += R"(func @main(%x: f32[1,8,10,10], %img: f32[1,3,10,10]) -> (f32[1,16,10,10], f32[1,8,10,10]) {
+TEST_CASE("channels-last: 1x1 and depthwise convolutions start a region where it pays, stems stay NCHW") {
+  compiler::CompileOptions nhwc, nchw;
+  nchw.channels_last = false;
+  SUBCASE("a 1x1 and a depthwise of 10 x 10 alone: fewer flops than their two conversions' bytes pay for") {
+    std::string s = "module @plain\n";
+    s += dense_constant("wp", {16, 8, 1, 1}, 1) + dense_constant("wd", {16, 1, 3, 3}, 2);
+    s += dense_constant("stem", {8, 3, 3, 3}, 3);
+    s += R"(func @main(%x: f32[1,8,10,10], %img: f32[1,3,10,10]) -> (f32[1,16,10,10], f32[1,8,10,10]) {
   %p = call @conv2d(%x, @wp) : f32[1,16,10,10]
   %d = call @conv2d(%p, @wd) {pads = [1, 1, 1, 1], groups = 16} : f32[1,16,10,10]
   %s = call @conv2d(%img, @stem) {pads = [1, 1, 1, 1]} : f32[1,8,10,10]
   return %d, %s
 }
 )";
-  compiler::CompileOptions nhwc, nchw;
-  nchw.channels_last = false;
-  const std::vector<std::vector<float>> inputs{random_floats(800, 1), random_floats(300, 2)};
-  const Outputs got = run(compile(s, nhwc), inputs, 1), want = run(compile(s, nchw), inputs, 1);
-  CHECK(conversions(got) == 2);  // %x in, %d out; the stem none
-  CHECK(conversions(want) == 0);
-  check_within_rounding(got, want);
+    const std::vector<std::vector<float>> inputs{random_floats(800, 1), random_floats(300, 2)};
+    const Outputs got = run(compile(s, nhwc), inputs, 1);
+    CHECK(conversions(got) == 0);
+    check_within_rounding(got, run(compile(s, nchw), inputs, 1));
+  }
+  SUBCASE("a 1x1 and two inverted residual blocks of 16 x 16: one conversion in, one out") {
+    std::string s = "module @blocks\n";
+    s += dense_constant("w0", {64, 64, 1, 1}, 6);
+    s += dense_constant("e1", {128, 64, 1, 1}, 1) + dense_constant("d1", {128, 1, 3, 3}, 2);
+    s += dense_constant("p1", {64, 128, 1, 1}, 3) + dense_constant("d2", {64, 1, 3, 3}, 4);
+    s += dense_constant("p2", {64, 64, 1, 1}, 5);
+    s += R"(func @main(%x0: f32[1,64,16,16]) -> (f32[1,64,16,16]) {
+  %x = call @conv2d(%x0, @w0) {activation = "relu"} : f32[1,64,16,16]
+  %a = call @conv2d(%x, @e1) {activation = "relu"} : f32[1,128,16,16]
+  %b = call @conv2d(%a, @d1) {pads = [1, 1, 1, 1], groups = 128} : f32[1,128,16,16]
+  %c = call @conv2d(%b, @p1) : f32[1,64,16,16]
+  %r = call @add(%c, %x) : f32[1,64,16,16]
+  %d = call @conv2d(%r, @d2) {pads = [1, 1, 1, 1], groups = 64} : f32[1,64,16,16]
+  %e = call @conv2d(%d, @p2) : f32[1,64,16,16]
+  return %e
+}
+)";
+    const std::vector<float> x = random_floats(64 * 256, 3);
+    for (int threads : {1, 2}) {
+      INFO(threads << " threads");
+      const Outputs got = run(compile(s, nhwc), {x}, threads);
+      CHECK(conversions(got) == 2);
+      check_within_rounding(got, run(compile(s, nchw), {x}, threads));
+    }
+  }
 }
 
 TEST_CASE("channels-last: reductions and channel concats inside a region read it in place") {

@@ -308,7 +308,8 @@ TEST_CASE("reduce: the last axes (a global pool) sum in 32 lanes, the same bits 
   check_reduce({2, 3, 1, 40}, false, {1, 2, 3});
 }
 
-TEST_CASE("reduce: outer axes over a contiguous kept row (a channels-last pool) sum each column in row order") {
+TEST_CASE(
+    "reduce: outer axes over a contiguous kept row (a channels-last pool) sum each column in row order") {
   // [N, H, W, C] over H and W: every output the double sum of its column in
   // the order of the reduced index, the same bits as one output at a time;
   // widths below, at and past one block of 64 columns.
