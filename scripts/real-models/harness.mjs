@@ -108,11 +108,61 @@ export const sci = (x) => (x == null ? '—' : Number.isNaN(x) ? 'NaN' : x === 0
 export const cell = (s) => String(s).replace(/\|/g, '\\|').replace(/\n/g, ' ');
 export const ratio = (a, b) => (a && b ? `${(a / b).toFixed(2)}` : '—');
 
-export function compare(hexirDir, ortDir, count) {
+// Detections (boxes [n,4], scores [n], labels [n], sorted by score) whose
+// scores tie within rounding come in either order: two detections 2e-7
+// apart swap when a convolution sums in another order. Hexir's detections
+// are put in onnxruntime's order where a detection at most `window` places
+// away has the same label, a score within 1e-4 (relative) and the nearest
+// box; returns the permutation and how many moved.
+function matchDetections(h, o, det, window = 8) {
+  const n = o[det.scores].data.length;
+  const hs = toFloat64(h[det.scores]), os = toFloat64(o[det.scores]);
+  const hl = toFloat64(h[det.labels]), ol = toFloat64(o[det.labels]);
+  const hb = toFloat64(h[det.boxes]), ob = toFloat64(o[det.boxes]);
+  const used = new Array(n).fill(false), perm = new Array(n).fill(-1);
+  let moved = 0;
+  for (let k = 0; k < n; ++k) {
+    let best = -1, bestDist = Infinity;
+    for (let i = Math.max(0, k - window); i < Math.min(n, k + window + 1); ++i) {
+      if (used[i] || hl[i] !== ol[k] || Math.abs(hs[i] - os[k]) > 1e-4 * Math.max(Math.abs(os[k]), 1e-3)) continue;
+      let d = 0;
+      for (let c = 0; c < 4; ++c) d = Math.max(d, Math.abs(hb[i * 4 + c] - ob[k * 4 + c]));
+      if (d < bestDist) { best = i; bestDist = d; }
+    }
+    if (best < 0) best = used[k] ? used.indexOf(false) : k;  // no match: compared in place (the error shows)
+    used[best] = true;
+    perm[k] = best;
+    if (best !== k) ++moved;
+  }
+  return { perm, moved };
+}
+
+function permuteRows(t, perm) {
+  const rows = perm.length, width = t.data.length / rows;
+  const data = new t.data.constructor(t.data.length);
+  for (let k = 0; k < rows; ++k) for (let c = 0; c < width; ++c) data[k * width + c] = t.data[perm[k] * width + c];
+  return { ...t, data };
+}
+
+// `detections`: { boxes, scores, labels } output indices, for matchDetections.
+export function compare(hexirDir, ortDir, count, detections = null) {
   let maxAbs = 0, maxRel = 0, maxScaled = 0;  // scaled: an output's largest error over its largest |ort|
   const notes = [];
+  const hs = [], os = [];
   for (let j = 0; j < count; ++j) {
-    const h = readNpy(path.join(hexirDir, `${j}.npy`)), o = readNpy(path.join(ortDir, `${j}.npy`));
+    hs.push(readNpy(path.join(hexirDir, `${j}.npy`)));
+    os.push(readNpy(path.join(ortDir, `${j}.npy`)));
+  }
+  if (detections && count > Math.max(detections.boxes, detections.scores, detections.labels) &&
+      hs[detections.scores].data.length === os[detections.scores].data.length) {
+    const { perm, moved } = matchDetections(hs, os, detections);
+    if (moved > 0) {
+      for (const j of [detections.boxes, detections.scores, detections.labels]) hs[j] = permuteRows(hs[j], perm);
+      notes.push(`${moved} detections with scores tied within 1e-4 in another order`);
+    }
+  }
+  for (let j = 0; j < count; ++j) {
+    const h = hs[j], o = os[j];
     if (h.shape.join('x') !== o.shape.join('x')) {
       const hn = h.data.length, on = o.data.length;
       notes.push(`output ${j}: hexir ${h.shape.join('x') || 'scalar'} vs ort ${o.shape.join('x') || 'scalar'}`);
@@ -141,7 +191,7 @@ export function compare(hexirDir, ortDir, count) {
 // model: { name, file (as named in the row's error), inputs: [{name, dtype, shape, lo, hi}], binds }
 // ctx: { file: the .onnx path, work: a folder for this model (emptied), tools: BUILD/tools,
 //        ortDir: where onnxruntime-node is installed, supported: importerOps() or null,
-//        iterations, repeats (ITERATIONS, REPEATS when absent), compileArgs (extra hexir-compile
+//        iterations, repeats (ITERATIONS, REPEATS when absent), detections (compare's), compileArgs (extra hexir-compile
 //        arguments) }
 // A row: ort / ort2 (run_ort.mjs at 1 / 2 threads), hexir (stats of the first 1-thread run,
 // max_rss_kb, ms_best, medians) / hexir2 (ms_best, medians), compile_ms, maxAbs / maxRel, notes,
@@ -234,7 +284,8 @@ export function measure(model, ctx) {
     if (outs !== row.ort.output_names.length)
       row.notes.push(`hexir gives ${outs} outputs, onnxruntime ${row.ort.output_names.length}`);
     try {
-      const cmp = compare(path.join(work, 'hexir'), path.join(work, 'ort'), Math.min(outs, row.ort.output_names.length));
+      const cmp = compare(path.join(work, 'hexir'), path.join(work, 'ort'), Math.min(outs, row.ort.output_names.length),
+        ctx.detections);
       row.maxAbs = cmp.maxAbs; row.maxRel = cmp.maxRel; row.maxScaled = cmp.maxScaled; row.notes.push(...cmp.notes);
     } catch (e) { row.notes.push(`compare failed: ${e.message}`); }
   }

@@ -57,7 +57,7 @@ for (const m of MODELS) {
     const work = path.join(opts.scratch, 'work', m.name);
     try {
       row = measure(model, { file: m.file, work, tools: TOOLS, ortDir: ORT_DIR, supported: importerOps(opts.root),
-        iterations, repeats });
+        iterations, repeats, detections: m.detections });
       if (row.imported) row.bounded = boundedDims(path.join(work, 'model.hxe'));
     } catch (e) { row = { name: m.name, notes: [], error: `script error: ${e.message}` }; }
   }

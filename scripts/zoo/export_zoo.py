@@ -275,6 +275,8 @@ def export(name, spec, outdir):
     onnx_file = os.path.join(outdir, name + ".onnx")
     inputs = spec["inputs"](name)
     entry = {"name": name, "family": spec["family"], "file": onnx_file, "inputs": []}
+    if spec.get("detector"):  # torchvision's outputs: boxes, scores, labels (bench.mjs matches near-ties)
+        entry["detections"] = {"boxes": 0, "scores": 1, "labels": 2}
     for k, v in inputs.items():
         npy = os.path.join(outdir, f"{name}.in-{k}.npy")
         if not os.path.exists(npy):
