@@ -41,24 +41,6 @@ bool order_free(const TensorType& t) {
 
 bool is_f32_rank4(const TensorType& t) { return t.dtype == DType::kF32 && t.rank() == 4; }
 
-bool is_reduce(OpId op) {
-  switch (op) {
-    case OpId::kReduceSum:
-    case OpId::kReduceMean:
-    case OpId::kReduceMax:
-    case OpId::kReduceMin:
-    case OpId::kReduceProd:
-    case OpId::kReduceL1:
-    case OpId::kReduceL2:
-    case OpId::kReduceLogSumExp:
-    case OpId::kReduceSumSquare:
-    case OpId::kReduceLogSum:
-      return true;
-    default:
-      return false;
-  }
-}
-
 // A reduction's words [keepdims, axes...] for its input channels-last, and
 // the dims it then gives; nullopt unless those dims hold the NCHW result's
 // elements in the same order (the kept non-unit dims keep their order: a
@@ -119,7 +101,7 @@ class ChannelsLast {
       bool done = false;
       if (top && node.op == OpId::kConv2d) done = rewrite_conv(node, &new_index[n]);
       else if (top && ops::elementwise_map_arity(node.op) > 0) done = rewrite_map(node, &new_index[n]);
-      else if (top && is_reduce(node.op))
+      else if (top && ops::is_reduction(node.op))
         done = rewrite_reduce(node, &new_index[n]);
       else if (top && node.op == OpId::kConcat)
         done = rewrite_concat(node, &new_index[n]);
@@ -204,7 +186,7 @@ class ChannelsLast {
     for (int n : readers_[static_cast<size_t>(v)]) {
       const Node& reader = original_node(n);
       if (region_[static_cast<size_t>(n)] >= 0 || reader.kind != NodeKind::kOp) return false;
-      if (is_reduce(reader.op)) {
+      if (ops::is_reduction(reader.op)) {
         if (!reduce_nhwc(reader, fn_.values[static_cast<size_t>(v)].type)) return false;
         continue;
       }

@@ -74,9 +74,8 @@ int elementwise_map_arity(OpId op) {
   }
 }
 
-bool accepts_strided_input(OpId op, size_t input) {
+bool is_reduction(OpId op) {
   switch (op) {
-    // The reductions walk any strides (ReducePlan), copy gathers (CopyPlan).
     case OpId::kReduceSum:
     case OpId::kReduceMean:
     case OpId::kReduceMax:
@@ -87,13 +86,18 @@ bool accepts_strided_input(OpId op, size_t input) {
     case OpId::kReduceLogSumExp:
     case OpId::kReduceSumSquare:
     case OpId::kReduceLogSum:
-    case OpId::kCopy:
-      return input == 0;
+      return true;
     default:
-      // Unary maps: UnaryPlan rank > 0, the strided walk; binary maps: the
-      // general broadcast walk (BinaryPlan mode 3) takes any strides.
-      return input < static_cast<size_t>(elementwise_map_arity(op));
+      return false;
   }
+}
+
+bool accepts_strided_input(OpId op, size_t input) {
+  // The reductions walk any strides (ReducePlan), copy gathers (CopyPlan).
+  if (is_reduction(op) || op == OpId::kCopy) return input == 0;
+  // Unary maps: UnaryPlan rank > 0, the strided walk; binary maps: the
+  // general broadcast walk (BinaryPlan mode 3) takes any strides.
+  return input < static_cast<size_t>(elementwise_map_arity(op));
 }
 
 bool accepts_strided_layout(OpId op, size_t input, std::span<const int64_t> dims,

@@ -483,6 +483,8 @@ struct ViewLayout {
 // for any other operator. Their result does not depend on how the dims are
 // stored, only on the operands' shapes (layout.h moves conversions past them).
 int elementwise_map_arity(OpId op);
+// reduce_sum .. reduce_log_sum: the reductions, [keepdims, axes...] over any dtype they take.
+bool is_reduction(OpId op);
 // Whether the kernels of `op` read input `input` through a strided view
 // (PlanInput::input_strides): the f32 elementwise maps (unary and binary,
 // comparisons), the reductions and copy. Every other operand must be
