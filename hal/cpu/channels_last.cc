@@ -143,7 +143,7 @@ void depthwise_pixel_scalar(const DepthwiseJob& job, int64_t n, int64_t oy, int6
     }
   }
   float* o = job.out + ((n * p.oh + oy) * p.ow + ox) * p.k + c0;
-  for (int64_t j = 0; j < lanes; ++j) o[j] = acc[j];
+  for (int64_t j = 0; j < lanes; ++j) o[j] = job.bias ? acc[j] + job.bias[c0 + j] : acc[j];
 }
 
 // A row of output pixels over channels [c0, c0 + lanes) (lanes a multiple
@@ -171,6 +171,8 @@ struct DepthwiseRow {
       float* o = job.out + (n * p.oh + oy) * p.ow * p.k + c0 + v0;
       const float* image = job.x + n * p.h * p.w * p.c + c0 + v0;
       const float* w = taps_w + v0;
+      // The bias after the whole sum, as the element function adds it.
+      const V bias = job.bias ? lanes::load<N>(job.bias + c0 + v0) : V{};
       for (int64_t ox = 0; ox < p.ow;) {
         if (ox >= inner_lo && ox + kDwPixels <= inner_hi) {
           V acc[kDwPixels] = {};
@@ -186,7 +188,7 @@ struct DepthwiseRow {
             }
           }
 #pragma GCC unroll 8
-          for (int64_t i = 0; i < kDwPixels; ++i) lanes::store<N>(o + (ox + i) * p.k, acc[i]);
+          for (int64_t i = 0; i < kDwPixels; ++i) lanes::store<N>(o + (ox + i) * p.k, job.bias ? acc[i] + bias : acc[i]);
           ox += kDwPixels;
           continue;
         }
@@ -201,7 +203,7 @@ struct DepthwiseRow {
             acc += lanes::load<N>(in_row + ix * p.c) * lanes::load<N>(w + (ky * p.kw + kx) * kDwLanes);
           }
         }
-        lanes::store<N>(o + ox * p.k, acc);
+        lanes::store<N>(o + ox * p.k, job.bias ? acc + bias : acc);
         ++ox;
       }
     }
@@ -228,9 +230,6 @@ void depthwise_task(void* context, int64_t task) {
         depthwise_pixel_scalar(job, n, oy, ox, c0 + vector_lanes, lanes - vector_lanes, taps_w + vector_lanes);
   }
   float* row = job.out + (n * p.oh + oy) * p.ow * p.k;
-  if (job.bias)
-    for (int64_t ox = 0; ox < p.ow; ++ox)
-      for (int64_t ch = 0; ch < p.k; ++ch) row[ox * p.k + ch] += job.bias[ch];
   if (job.residual) add_residual(row, 0, job.residual + (row - job.out), 0, 1, p.ow * p.k);
   if (p.epilogue.activation != 0) apply_epilogue(p.epilogue, row, 0, 1, p.ow * p.k);
 }
