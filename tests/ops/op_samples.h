@@ -122,6 +122,10 @@ inline std::vector<OpSample> op_samples() {
   s.push_back(
       {kMaxPool, {f32({1, 2, 6, 6})}, {{"kernel_shape", list({2, 2})}, {"strides", list({2, 2})}}, {}});
   s.push_back({kMaxPool,
+               {f32({1, 6, 6, 2})},
+               {{"kernel_shape", list({2, 2})}, {"strides", list({2, 2})}, {"channels_last", i64(1)}},
+               {}});
+  s.push_back({kMaxPool,
                {f32({1, 1, 7, 7})},
                {{"kernel_shape", list({3, 2})}, {"dilations", list({2, 1})}, {"ceil_mode", i64(1)}},
                {}});

@@ -1534,6 +1534,27 @@ TEST_CASE("max_pool, average_pool: hostile words are rejected") {
             .ok());
 }
 
+TEST_CASE("max_pool, average_pool: channels-last (a 13th word, 1)") {
+  // x [N,H,W,C] -> [N,OH,OW,C]: the NCHW rule on the same dims.
+  auto r = rule(OpId::kMaxPool, {f32({2, 8, 7, 5})}, {3, 3, 2, 2, 0, 0, 0, 0, 1, 1, 1, 0, 1});
+  REQUIRE_MESSAGE(r.ok(), r.status().to_string());
+  CHECK(r->at(0).dims == Dims{2, 4, 3, 5});
+  CHECK(pool2d_channels_last(Params{3, 3, 2, 2, 0, 0, 0, 0, 1, 1, 1, 0, 1}));
+  CHECK_FALSE(pool2d_channels_last(Params{3, 3, 2, 2, 0, 0, 0, 0, 1, 1, 1, 0}));
+  CHECK(mentions(rejected(OpId::kMaxPool, {f32({1, 5, 5, 2})}, {3, 3, 1, 1, 0, 0, 0, 0, 1, 1, 0, 0, 2}), "layout"));
+  // The window is checked against H and W, not against C.
+  CHECK(mentions(rejected(OpId::kMaxPool, {f32({1, 2, 9, 9})}, {3, 3, 1, 1, 0, 0, 0, 0, 1, 1, 0, 0, 1}), "does not fit"));
+  const OpPlan plan = plan_of(OpId::kAveragePool, {f32({2, 10, 9, 3})}, {2, 3, 3, 2, 1, 2, 0, 1, 1, 1, 0, 1, 1});
+  const Pool2dPlan& p = plan.as<Pool2dPlan>();
+  CHECK(p.channels_last == 1);
+  CHECK(p.n == 2);
+  CHECK(p.h == 10);
+  CHECK(p.w == 9);
+  CHECK(p.c == 3);
+  CHECK(p.oh == 4);
+  CHECK(p.ow == 5);
+}
+
 TEST_CASE("max_pool, average_pool: plan") {
   const OpPlan plan = plan_of(OpId::kAveragePool, {f32({2, 3, 10, 9})}, {2, 3, 3, 2, 1, 2, 0, 1, 1, 1, 0, 1});
   const Pool2dPlan& p = plan.as<Pool2dPlan>();
