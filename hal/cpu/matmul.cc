@@ -914,17 +914,14 @@ void pool_pixel_scalar(const PoolWindow& win, int64_t c_begin, int64_t c_end, fl
   for (int64_t ch = 0; ch < c; ch += 16) {
     const __mmask16 lanes = c - ch >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << (c - ch)) - 1);
     const float* at = win.image + win.first + ch;
-    {
-      __m512 m = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
-      for (int64_t ky = 0; ky < win.rows; ++ky)
-        for (int64_t kx = 0; kx < win.cols; ++kx) {
-          const __m512 v = _mm512_maskz_loadu_ps(lanes, at + ky * win.row_step + kx * win.col_step);
-          const __mmask16 take =
-              _mm512_cmp_ps_mask(v, m, _CMP_GT_OQ) | _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
-          m = _mm512_mask_mov_ps(m, take, v);
-        }
-      _mm512_mask_storeu_ps(out + ch, lanes, m);
-    }
+    __m512 m = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+    for (int64_t ky = 0; ky < win.rows; ++ky)
+      for (int64_t kx = 0; kx < win.cols; ++kx) {  // max_step per lane
+        const __m512 v = _mm512_maskz_loadu_ps(lanes, at + ky * win.row_step + kx * win.col_step);
+        const __mmask16 take = _mm512_cmp_ps_mask(v, m, _CMP_GT_OQ) | _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+        m = _mm512_mask_mov_ps(m, take, v);
+      }
+    _mm512_mask_storeu_ps(out + ch, lanes, m);
   }
 }
 
