@@ -396,7 +396,8 @@ class ChannelsLast {
         const TensorType& w = fn_.values[static_cast<size_t>(node.inputs[1])].type;
         const size_t r = static_cast<size_t>(find(node.results[0]));
         double outputs = 1;
-        for (int64_t d : fn_.values[static_cast<size_t>(node.results[0])].type.dims) outputs *= static_cast<double>(d);
+        for (int64_t d : fn_.values[static_cast<size_t>(node.results[0])].type.dims)
+          outputs *= static_cast<double>(d);
         flops[r] += 2.0 * outputs * static_cast<double>(w.dims[1] * w.dims[2] * w.dims[3]);
         const int64_t c = fn_.values[static_cast<size_t>(node.inputs[0])].type.dims[3];
         const int64_t groups = node.params.size() > 8 ? node.params[8] : 1;
