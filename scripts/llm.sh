@@ -104,38 +104,51 @@ ort_side() {
 #    --threads 1 and 2; it should write its per-step logits [N, V] and tokens so that they compare
 #    with SCRATCH/reference_logits.npy (torch) and SCRATCH/ort_logits/ort_decode_Tt_logits.npy
 #    (scripts/llm/compare.py does it). Set HEXIR_GENERATE to the runner until it has a fixed name.
+#    Until then scripts/llm/step_check.py runs one prefill and one decode step with hexir-run.
 hexir_side() {
-  local out="$SCRATCH/hexir" compile="$BUILD/tools/hexir-compile"
+  local out="$SCRATCH/hexir" compile="$BUILD/tools/hexir-compile" hexir_run="$BUILD/tools/hexir-run"
   local prompt_len
   prompt_len="$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["prompt_len"])' "$SCRATCH/reference.json")"
   mkdir -p "$out"
-  if [[ ! -x "$compile" ]]; then
-    echo "llm.sh: hexir side skipped: $compile is missing (ninja -C $BUILD tools/hexir-compile)" >&2
+  if [[ ! -x "$compile" || ! -x "$hexir_run" ]]; then
+    echo "llm.sh: hexir side skipped: $BUILD/tools/hexir-compile or hexir-run is missing (ninja -C $BUILD)" >&2
     return 0
   fi
-  local compiled=0 m
-  for m in decode decode_where "prefill_$prompt_len"; do
+  local donated=0 m hxe=() first
+  for m in "prefill_$prompt_len" decode decode_where; do
     echo "== llm.sh: hexir-compile $m.onnx --donate 'past.*=present.*'" >&2
-    if "$compile" "$SCRATCH/$m.onnx" -o "$out/$m.hxe" --donate 'past.*=present.*' 2> "$out/$m.compile.err"; then
-      compiled=$((compiled + 1))
+    if "$compile" "$SCRATCH/$m.onnx" -o "$out/$m.hxe" --donate 'past.*=present.*' \
+         > "$out/$m.compile.log" 2>&1; then
+      donated=$((donated + 1)); hxe+=("$out/$m.hxe")
+      cat "$out/$m.compile.log" >&2
       continue
     fi
-    echo "llm.sh: hexir-compile --donate failed: $(tail -n 3 "$out/$m.compile.err")" >&2
-    # Without the donation: does the graph import at all?
-    if "$compile" "$SCRATCH/$m.onnx" -o "$out/$m.nodonate.hxe" 2> "$out/$m.compile.err"; then
-      echo "llm.sh: $m.onnx imports without --donate (caches copied, not written in place)" >&2
+    first="$(grep -m1 '^hexir-compile:' "$out/$m.compile.log" || head -n1 "$out/$m.compile.log")"
+    echo "llm.sh: hexir-compile --donate failed: $first" >&2
+    # Without the donation: does the graph import at all? (present.* then is a copy of past.*)
+    if "$compile" "$SCRATCH/$m.onnx" -o "$out/$m.nodonate.hxe" > "$out/$m.compile.log" 2>&1; then
+      echo "llm.sh: $m.onnx imports without --donate: $(tail -n1 "$out/$m.compile.log")" >&2
+      hxe+=("$out/$m.nodonate.hxe")
     else
-      echo "llm.sh: $m.onnx does not import: $(tail -n 3 "$out/$m.compile.err")" >&2
+      first="$(grep -m1 '^hexir-compile:' "$out/$m.compile.log" || tail -n1 "$out/$m.compile.log")"
+      echo "llm.sh: $m.onnx does not import: $first" >&2
     fi
   done
+  # One prefill and one decode step with hexir-run against torch (whatever compiled above).
+  if [[ ${#hxe[@]} -ge 2 && "${hxe[0]}" == "$out/prefill_$prompt_len"* ]]; then
+    /usr/bin/python3 "$ROOT/scripts/llm/step_check.py" "$hexir_run" "$SCRATCH" "${hxe[@]}" >&2 ||
+      echo "llm.sh: hexir step check failed" >&2
+  fi
   local runner="${HEXIR_GENERATE:-$BUILD/tools/hexir-generate}"
-  if [[ $compiled -lt 3 ]]; then
+  if [[ $donated -lt 3 ]]; then
     echo "llm.sh: hexir generation skipped: not every model compiled with --donate" >&2
   elif [[ ! -x "$runner" ]]; then
     echo "llm.sh: hexir generation skipped: no generation runner yet ($runner; set HEXIR_GENERATE)" >&2
   else
-    # The runner's interface is not settled: fill this in when it lands, then compare with
-    #   /usr/bin/python3 scripts/llm/compare.py SCRATCH/hexir/logits.npy SCRATCH/reference_logits.npy
+    # The runner's interface is not settled: fill this in when it lands (prefill_L.hxe, decode.hxe,
+    # prompt.npy, --tokens, --threads 1 and 2, its logits dumped), then compare with
+    #   /usr/bin/python3 scripts/llm/compare.py HEXIR_LOGITS.npy "$SCRATCH/reference_logits.npy"
+    #   /usr/bin/python3 scripts/llm/compare.py HEXIR_LOGITS.npy "$SCRATCH/ort_logits/ort_decode_1t_logits.npy"
     echo "llm.sh: hexir generation: $runner is there; its call is still to be written here" >&2
   fi
 }
