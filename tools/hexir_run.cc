@@ -4,8 +4,9 @@
 //           [--copy-weights] [--verify-data-checksum] [--max-decompressed-bytes N] [--max-fill-bytes N]
 //           [--max-arena-bytes N]
 // hexir-run --list-devices
-// Loads, prepares and runs one function; inputs not given are deterministic
-// random values. Results go to DIR/0.npy, DIR/1.npy, ...
+// Loads, prepares and runs one function (--function; without it 'main', the
+// only function, or the one the --input files' names and shapes fit); inputs
+// not given are deterministic random values. Results go to DIR/0.npy, DIR/1.npy, ...
 #include <algorithm>
 #include <chrono>
 #include <cinttypes>
@@ -219,6 +220,8 @@ const std::string kUsage = std::string(
     "                 [--copy-weights] [--verify-data-checksum] [--max-decompressed-bytes N]\n"
     "                 [--max-fill-bytes N] [--max-arena-bytes N]\n"
     "       hexir-run --list-devices\n"
+    "  --function NAME       default: 'main', the only function, or the one the --input files fit\n"
+    "                        (by name, dtype and shape)\n"
     "  --max-tensor-bytes N  largest input or output held in host memory (default 4 GiB)\n"
     "  --max-loop-iterations N  loop iterations one invoke may run, summed over its loops (default\n"
     "                        2^32 = 4294967296; 0: no limit); an invoke past it stops with an error\n"
@@ -294,6 +297,8 @@ int run(int argc, char** argv) {
   const double load_ms = ms_since(load_start);
   if (!module.ok()) return args.fail(module.status().message() + load_limit_hint(module.status()));
 
+  // --function, else 'main', else the only function, else the one that the
+  // --input files fit (their names and the types in their headers).
   size_t function = 0;
   if (!o.function.empty()) {
     Result<size_t> found = module->find_function(o.function);
@@ -303,6 +308,18 @@ int run(int argc, char** argv) {
     function = *main;
   } else if (module->function_count() == 0) {
     return args.fail(o.path + ": the module has no functions");
+  } else if (module->function_count() > 1 && !o.inputs.empty()) {
+    std::vector<vm::NamedTensorType> given;
+    for (const auto& [name, file] : o.inputs) {
+      Result<NpyHeader> header = read_npy_header(file);
+      if (!header.ok()) return args.fail(header.status().message());
+      given.push_back({name, header->type});
+    }
+    Result<size_t> found = module->find_function_for(given);
+    if (!found.ok())
+      return args.fail("choosing the function by the --input files: " + found.status().message() +
+                       "\n(--function NAME picks one)");
+    function = *found;
   }
   const vm::FunctionSignature& sig = module->function(function);
   // Every host copy is sized by the file: refuse what is over the limit

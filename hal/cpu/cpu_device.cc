@@ -222,6 +222,22 @@ class CpuDevice final : public Device {
     return buffer;
   }
 
+  // The words the kernel's prepare step reads (its `key`), after the bytes
+  // it prepares; {0} when it prepares nothing.
+  bool prepare_key(const Dispatch& dispatch, std::vector<uint64_t>* words) override {
+    const KernelPrepare* prepare = dispatch.kernel == 0 || dispatch.plan == nullptr || !pack_weights_
+                                       ? nullptr
+                                       : find_cpu_prepare(reinterpret_cast<KernelFn>(dispatch.kernel));
+    const uint64_t bytes = prepare ? prepare->bytes(dispatch) : 0;
+    words->push_back(bytes);
+    if (bytes == 0) return true;
+    if (prepare->key == nullptr) return false;
+    uint64_t key[kMaxPrepareKeyWords];
+    const uint32_t count = prepare->key(dispatch, key);
+    words->insert(words->end(), key, key + count);
+    return true;
+  }
+
   // The queue's pool gets its scratch here, at context creation (never on
   // invoke). Untouched pages cost no memory: a context whose kernels never
   // ask for scratch keeps them unmapped.

@@ -351,6 +351,10 @@ uint64_t matmul_prepared_bytes(const Dispatch& constants);
 void matmul_prepare(const Dispatch& constants, void* out);
 uint64_t conv2d_prepared_bytes(const Dispatch& constants);
 void conv2d_prepare(const Dispatch& constants, void* out);
+// What those read of their plans (KernelPrepare::key): B's geometry, not A's
+// rows; the weights' geometry and the packing chosen, not the image's size.
+uint32_t matmul_prepare_key(const Dispatch& constants, uint64_t* words);
+uint32_t conv2d_prepare_key(const Dispatch& constants, uint64_t* words);
 Status pool2d(const KernelContext&, const Dispatch&);  // max_pool, average_pool
 // channels_last.cc: conv2d when Conv2dPlan::channels_last, and its prepared
 // weights (per tap, strips of the GEMM tile's width; none for depthwise).

@@ -239,15 +239,19 @@ struct PrepareEntry {
   KernelPrepare prepare;
 };
 constexpr PrepareEntry kPrepares[] = {
-    {matmul, {matmul_prepared_bytes, matmul_prepare, 1u << 1}},  // B
-    {conv2d, {conv2d_prepared_bytes, conv2d_prepare, 1u << 1}},  // the weights
-    {separable_conv2d, {separable_conv2d_prepared_bytes, separable_conv2d_prepare, 1u << 2}},  // the 1x1's
-    {conv_transpose, {conv_transpose_prepared_bytes, conv_transpose_prepare, 1u << 1}},  // the weights
+    {matmul, {matmul_prepared_bytes, matmul_prepare, 1u << 1, matmul_prepare_key}},  // B
+    {conv2d, {conv2d_prepared_bytes, conv2d_prepare, 1u << 1, conv2d_prepare_key}},  // the weights
+    {separable_conv2d,
+     {separable_conv2d_prepared_bytes, separable_conv2d_prepare, 1u << 2, nullptr}},  // the 1x1's
+    {conv_transpose,
+     {conv_transpose_prepared_bytes, conv_transpose_prepare, 1u << 1, nullptr}},  // the weights
     // Their f16 / bf16 forms: the constants converted to f32 once, then packed as above.
-    {widened<matmul>, {widened_bytes<matmul>, widened_fill<matmul>, 1u << 1}},
-    {widened<conv2d>, {widened_bytes<conv2d>, widened_fill<conv2d>, 1u << 1}},
-    {widened<separable_conv2d>, {widened_bytes<separable_conv2d>, widened_fill<separable_conv2d>, 1u << 2}},
-    {widened<conv_transpose>, {widened_bytes<conv_transpose>, widened_fill<conv_transpose>, 1u << 1}},
+    {widened<matmul>, {widened_bytes<matmul>, widened_fill<matmul>, 1u << 1, widened_key<matmul>}},
+    {widened<conv2d>, {widened_bytes<conv2d>, widened_fill<conv2d>, 1u << 1, widened_key<conv2d>}},
+    {widened<separable_conv2d>,
+     {widened_bytes<separable_conv2d>, widened_fill<separable_conv2d>, 1u << 2, nullptr}},
+    {widened<conv_transpose>,
+     {widened_bytes<conv_transpose>, widened_fill<conv_transpose>, 1u << 1, nullptr}},
 };
 
 }  // namespace

@@ -115,6 +115,17 @@ void matmul_prepare(const Dispatch& d, void* out) {
   gemm_pack_b(rows.data(), p.n, p.k, p.n, static_cast<float*>(out));
 }
 
+// B packed reads B's geometry only: a prefill's 32 rows and a decode's 1
+// against the same weights share one packed copy.
+uint32_t matmul_prepare_key(const Dispatch& d, uint64_t* words) {
+  const ops::MatmulPlan& p = plan_of<ops::MatmulPlan>(d);
+  words[0] = static_cast<uint64_t>(p.k);
+  words[1] = static_cast<uint64_t>(p.n);
+  words[2] = static_cast<uint64_t>(p.ldb);
+  words[3] = static_cast<uint64_t>(p.b_transposed);
+  return 4;
+}
+
 namespace {
 
 // A stem's weights tap-major ([c, ky, kx][k]: a tap's channels adjacent, as
@@ -137,6 +148,26 @@ uint64_t conv2d_prepared_bytes(const Dispatch& d) {
   const int64_t group_floats = conv2d_few_pixels(p) ? gemm_packed_b_floats(patch, p.k_per_group)
                                                     : gemm_packed_a_floats(p.k_per_group, patch);
   return static_cast<uint64_t>(p.groups * group_floats) * sizeof(float);
+}
+
+// The packing chosen (it depends on the image for the stem and few-pixel
+// forms) and the weights' geometry, which fix what conv2d_prepare writes.
+uint32_t conv2d_prepare_key(const Dispatch& d, uint64_t* words) {
+  const ops::Conv2dPlan& p = plan_of<ops::Conv2dPlan>(d);
+  uint64_t form = 0;
+  if (p.channels_last)
+    form = 1;
+  else if (stem_direct(p))
+    form = 2;
+  else if (conv2d_few_pixels(p))
+    form = 3;
+  words[0] = form;
+  words[1] = static_cast<uint64_t>(p.k);
+  words[2] = static_cast<uint64_t>(p.c);
+  words[3] = static_cast<uint64_t>(p.kh);
+  words[4] = static_cast<uint64_t>(p.kw);
+  words[5] = static_cast<uint64_t>(p.groups);
+  return 6;
 }
 
 // Each group's weights [k_per_group, patch] as the GEMM's A, group after

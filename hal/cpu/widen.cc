@@ -182,6 +182,15 @@ uint64_t widened_prepared_bytes(KernelFn f32_kernel, const Dispatch& constants) 
   return prepare->bytes(inner);
 }
 
+// The f32 kernel's key on the f32 plan (the halves' conversion reads only
+// the constant, whose dtype and element count the f32 plan's geometry fixes).
+uint32_t widened_prepare_key(KernelFn f32_kernel, const Dispatch& constants, uint64_t* words) {
+  const KernelPrepare* prepare = find_cpu_prepare(f32_kernel);
+  Dispatch inner = constants;
+  inner.plan = ops::widen_inner_plan(widen_plan(constants));
+  return prepare->key(inner, words);
+}
+
 void widened_prepare(KernelFn f32_kernel, const Dispatch& constants, void* out) {
   const KernelPrepare* prepare = find_cpu_prepare(f32_kernel);
   const WidenPlan& w = widen_plan(constants);

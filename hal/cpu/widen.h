@@ -17,6 +17,7 @@ void floats_to_halves(const KernelContext& context, DType dtype, const float* in
 Status run_widened(KernelFn f32_kernel, const KernelContext& context, const Dispatch& d);
 uint64_t widened_prepared_bytes(KernelFn f32_kernel, const Dispatch& constants);
 void widened_prepare(KernelFn f32_kernel, const Dispatch& constants, void* out);
+uint32_t widened_prepare_key(KernelFn f32_kernel, const Dispatch& constants, uint64_t* words);
 
 // The widening kernel of one f32 kernel, and its prepare step (the f32
 // kernel's, on the constants converted to f32: packed weights are f32 panels).
@@ -31,6 +32,10 @@ uint64_t widened_bytes(const Dispatch& constants) {
 template <KernelFn F>
 void widened_fill(const Dispatch& constants, void* out) {
   widened_prepare(F, constants, out);
+}
+template <KernelFn F>
+uint32_t widened_key(const Dispatch& constants, uint64_t* words) {
+  return widened_prepare_key(F, constants, words);
 }
 
 }  // namespace hexir::hal::cpu::internal

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -99,7 +100,7 @@ TEST_CASE("prepared weights: counted at prepare, the reference's values, and the
 }
 
 // Three matmuls read the same weights: two of the same geometry (an unrolled
-// recurrence's steps) and one with fewer rows (another plan).
+// recurrence's steps) and one with fewer rows (another plan, the same packed B).
 std::string shared_source() {
   std::string w;
   for (int64_t i = 0; i < kK * kN; ++i) w += (i ? ", " : "") + std::to_string(weight(i));
@@ -111,7 +112,7 @@ std::string shared_source() {
          "]\n  return %a, %b, %c\n}\n";
 }
 
-TEST_CASE("prepared weights are shared: one copy per constant, kernel and plan, however many instructions read it") {
+TEST_CASE("prepared weights are shared: one copy per constant and packing, however many read it") {
   Result<std::vector<uint8_t>> bytes = compiler::compile_source(shared_source(), "shared.hxir", ".");
   REQUIRE_MESSAGE(bytes.ok(), bytes.status().to_string());
   auto module = Module::load_buffer({bytes->data(), bytes->size()}, {.copy_weights = true});
@@ -120,8 +121,8 @@ TEST_CASE("prepared weights are shared: one copy per constant, kernel and plan, 
   REQUIRE(device.ok());
   auto program = Program::prepare(*module, **device);
   REQUIRE_MESSAGE(program.ok(), program.status().to_string());
-  // Two packed copies of W (5 rows, 2 rows), not three.
-  CHECK(program->prepare_stats().device_allocations == 2);
+  // One packed copy of W for 5 rows and 2 (the packing reads B's geometry only), not three.
+  CHECK(program->prepare_stats().device_allocations == 1);
 
   std::vector<std::vector<float>> x;
   for (int64_t rows : {kRows, kRows, int64_t{2}}) {
@@ -149,6 +150,88 @@ TEST_CASE("prepared weights are shared: one copy per constant, kernel and plan, 
         REQUIRE_MESSAGE(std::abs(y[t][i * kN + j] - s) <= 1e-4 * (1 + std::abs(s)), "output " << t << " element " << i);
       }
   }
+}
+
+// A language model's prefill and decode functions read the same weights with
+// 8 rows and with 1: the packed form depends on the weights' geometry only,
+// so the program keeps one copy for both functions.
+std::string two_functions_source(bool with_decode) {
+  std::string w;
+  for (int64_t i = 0; i < kK * kN; ++i) w += (i ? ", " : "") + std::to_string(weight(i));
+  const std::string k = std::to_string(kK), n = std::to_string(kN);
+  std::string text = "module @lm\nconst @w : f32[" + k + "," + n + "] = dense [" + w + "]\n" +
+                     "func @prefill_8(%x: f32[8," + k + "]) -> (f32[8," + n +
+                     "]) {\n  %y = call @matmul(%x, @w) : f32[8," + n + "]\n  return %y\n}\n";
+  if (with_decode)
+    text += "func @decode(%x: f32[1," + k + "]) -> (f32[1," + n +
+            "]) {\n  %y = call @matmul(%x, @w) : f32[1," + n + "]\n  return %y\n}\n";
+  return text;
+}
+
+Result<Program> prepare_source(const std::string& text, hal::Device& device, std::optional<Module>& module) {
+  Result<std::vector<uint8_t>> bytes = compiler::compile_source(text, "lm.hxir", ".");
+  if (!bytes.ok()) return bytes.status();
+  HEXIR_ASSIGN_OR_RETURN(Module loaded,
+                         Module::load_buffer({bytes->data(), bytes->size()}, {.copy_weights = true}));
+  module.emplace(std::move(loaded));
+  return Program::prepare(*module, device);
+}
+
+TEST_CASE("prepared weights across functions: a prefill's 8 rows and a decode's 1 share one copy") {
+  auto device = hal::create_device("cpu", {.threads = 1});
+  REQUIRE(device.ok());
+  std::optional<Module> alone_module, both_module;
+  auto alone = prepare_source(two_functions_source(false), **device, alone_module);
+  REQUIRE_MESSAGE(alone.ok(), alone.status().to_string());
+  auto both = prepare_source(two_functions_source(true), **device, both_module);
+  REQUIRE_MESSAGE(both.ok(), both.status().to_string());
+  // One packed copy of W (at least its 96 x 200 floats), not one per function.
+  CHECK(alone->prepared_bytes() >= static_cast<uint64_t>(kK * kN * 4));
+  CHECK(both->prepared_bytes() == alone->prepared_bytes());
+  MESSAGE("prepared bytes: prefill alone ", alone->prepared_bytes(), ", prefill and decode ",
+          both->prepared_bytes());
+  CHECK(both->prepare_stats().device_allocations == alone->prepare_stats().device_allocations);
+
+  auto context = Context::create(*both);
+  REQUIRE_MESSAGE(context.ok(), context.status().to_string());
+  for (const int64_t rows : {int64_t{8}, int64_t{1}}) {
+    std::vector<float> x(static_cast<size_t>(rows * kK)), y(static_cast<size_t>(rows * kN), -1.0f);
+    for (size_t i = 0; i < x.size(); ++i)
+      x[i] = std::cos(static_cast<float>(i) * 0.07f + static_cast<float>(rows));
+    const TensorRef in{x.data(), x.size() * 4, TensorType{DType::kF32, {rows, kK}}};
+    const TensorRef out{y.data(), y.size() * 4, TensorType{DType::kF32, {rows, kN}}};
+    const Status invoked = context->invoke(rows == 8 ? "prefill_8" : "decode", {&in, 1}, {&out, 1});
+    REQUIRE_MESSAGE(invoked.ok(), invoked.to_string());
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < kN; ++j) {
+        double s = 0;
+        for (int64_t k = 0; k < kK; ++k) s += static_cast<double>(x[i * kK + k]) * weight(k * kN + j);
+        REQUIRE_MESSAGE(std::abs(y[i * kN + j] - s) <= 1e-4 * (1 + std::abs(s)),
+                        rows << " rows, element " << i);
+      }
+  }
+}
+
+TEST_CASE("prepared weights across functions: a convolution over two image sizes packs once") {
+  auto device = hal::create_device("cpu", {.threads = 1});
+  REQUIRE(device.ok());
+  // w: 16 x 8 x 3 x 3, over 8 x 8 and 16 x 16 images (neither a stem nor a few pixels).
+  std::string w;
+  for (int i = 0; i < 16 * 8 * 9; ++i) w += (i ? ", " : "") + std::to_string(weight(i));
+  const std::string head = "module @convs\nconst @w : f32[16,8,3,3] = dense [" + w + "]\n";
+  const std::string small =
+      "func @small(%x: f32[1,8,8,8]) -> (f32[1,16,8,8]) {\n  %y = call @conv2d(%x, @w) {pads = [1, 1, 1, 1]} "
+      ": f32[1,16,8,8]\n  return %y\n}\n";
+  const std::string large =
+      "func @large(%x: f32[1,8,16,16]) -> (f32[1,16,16,16]) {\n  %y = call @conv2d(%x, @w) {pads = [1, 1, 1, "
+      "1]} : f32[1,16,16,16]\n  return %y\n}\n";
+  std::optional<Module> one_module, two_module;
+  auto one = prepare_source(head + small, **device, one_module);
+  REQUIRE_MESSAGE(one.ok(), one.status().to_string());
+  auto two = prepare_source(head + small + large, **device, two_module);
+  REQUIRE_MESSAGE(two.ok(), two.status().to_string());
+  CHECK(one->prepared_bytes() > 0);
+  CHECK(two->prepared_bytes() == one->prepared_bytes());
 }
 
 }  // namespace

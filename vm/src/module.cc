@@ -209,6 +209,68 @@ Result<size_t> Module::find_function(std::string_view name) const {
                    (names.empty() ? std::string("none") : names) + ")");
 }
 
+std::string FunctionSignature::to_string() const {
+  std::string text = name + "(";
+  for (size_t i = 0; i < inputs.size(); ++i)
+    text += (i ? ", " : "") + inputs[i].name + ": " + inputs[i].type.to_string() +
+            (inputs[i].donated_to >= 0 ? " donate" : "");
+  text += ") -> (";
+  for (size_t j = 0; j < outputs.size(); ++j) text += (j ? ", " : "") + outputs[j].type.to_string();
+  return text + ")";
+}
+
+namespace {
+
+// find_function_for's answer: the one match, or an error naming what was
+// asked (`asked`) and listing every function's signature.
+Result<size_t> one_function(const std::vector<FunctionSignature>& functions, const std::vector<size_t>& fits,
+                            const std::string& asked) {
+  if (fits.size() == 1) return fits[0];
+  std::string list;
+  for (const FunctionSignature& f : functions) list += "\n  " + f.to_string();
+  if (fits.empty())
+    return not_found(
+        "no function takes " + asked + " (the module has " +
+        (functions.empty() ? std::string("none") : std::to_string(functions.size()) + ":" + list) + ")");
+  std::string names;
+  for (size_t f : fits) names += (names.empty() ? "'" : ", '") + functions[f].name + "'";
+  return invalid_argument(std::to_string(fits.size()) + " functions take " + asked + " (" + names +
+                          "); name one (the module has " + std::to_string(functions.size()) + ":" + list +
+                          ")");
+}
+
+}  // namespace
+
+Result<size_t> Module::find_function_for(std::span<const TensorType> inputs) const {
+  std::vector<size_t> fits;
+  for (size_t f = 0; f < impl_->functions.size(); ++f) {
+    const std::vector<TensorSignature>& declared = impl_->functions[f].inputs;
+    bool fit = declared.size() == inputs.size();
+    for (size_t i = 0; fit && i < inputs.size(); ++i) fit = declared[i].type.same_layout(inputs[i]);
+    if (fit) fits.push_back(f);
+  }
+  std::string asked = "(";
+  for (size_t i = 0; i < inputs.size(); ++i) asked += (i ? ", " : "") + inputs[i].to_string();
+  return one_function(impl_->functions, fits, asked + ")");
+}
+
+Result<size_t> Module::find_function_for(std::span<const NamedTensorType> inputs) const {
+  std::vector<size_t> fits;
+  for (size_t f = 0; f < impl_->functions.size(); ++f) {
+    bool fit = true;
+    for (size_t i = 0; fit && i < inputs.size(); ++i) {
+      fit = false;
+      for (const TensorSignature& declared : impl_->functions[f].inputs)
+        fit = fit || (declared.name == inputs[i].name && declared.type.same_layout(inputs[i].type));
+    }
+    if (fit) fits.push_back(f);
+  }
+  std::string asked = "(";
+  for (size_t i = 0; i < inputs.size(); ++i)
+    asked += (i ? ", " : "") + std::string(inputs[i].name) + ": " + inputs[i].type.to_string();
+  return one_function(impl_->functions, fits, asked + ")");
+}
+
 std::vector<InstructionInfo> Module::instructions(size_t function) const {
   std::vector<InstructionInfo> list;
   if (function >= impl_->functions.size()) return list;

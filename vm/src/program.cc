@@ -199,17 +199,24 @@ void populate_constant(const ProgramImpl& p, size_t i) {
   (void)sum;
 }
 
-// What a prepared form is derived from: the kernel, its plan's words and the
-// operands' constant addresses (null where an operand is not constant). Two
-// instructions with the same key get the same bytes from prepare_dispatch
-// (an unrolled recurrence's steps: one matmul per step on the same weights),
-// so the program keeps one copy for all of them.
+// What a prepared form is derived from: the kernel, what the device says its
+// prepare step reads of the plan (Device::prepare_key; the whole plan where it
+// cannot tell) and the operands' constant addresses (null where an operand is
+// not constant). Two instructions with the same key get the same bytes from
+// prepare_dispatch, so the program keeps one copy for all of them: an
+// unrolled recurrence's steps, or the prefill and decode functions of a
+// language model, whose matmuls read the same weights with 32 rows and 1.
 using PreparedKey = std::vector<uint64_t>;
-PreparedKey prepared_key(const ProgramImpl& p, size_t k, const std::vector<void*>& constants) {
-  const size_t end = k + 1 < p.plan_begin.size() ? p.plan_begin[k + 1] : p.plan_words.size();
-  PreparedKey key{p.instruction_kernel[k]};
-  key.insert(key.end(), p.plan_words.begin() + static_cast<ptrdiff_t>(p.plan_begin[k]),
-             p.plan_words.begin() + static_cast<ptrdiff_t>(end));
+PreparedKey prepared_key(const ProgramImpl& p, size_t k, const hal::Dispatch& d,
+                         const std::vector<void*>& constants) {
+  PreparedKey key{p.instruction_kernel[k], 1};
+  if (!p.device->prepare_key(d, &key)) {
+    const size_t end = k + 1 < p.plan_begin.size() ? p.plan_begin[k + 1] : p.plan_words.size();
+    key.resize(1);
+    key.push_back(0);  // the whole plan
+    key.insert(key.end(), p.plan_words.begin() + static_cast<ptrdiff_t>(p.plan_begin[k]),
+               p.plan_words.begin() + static_cast<ptrdiff_t>(end));
+  }
   for (void* c : constants) key.push_back(reinterpret_cast<uintptr_t>(c));
   return key;
 }
@@ -259,7 +266,7 @@ Status prepare_dispatches(ProgramImpl& p) {
     d.operands = constants.data();
     d.input_count = in.input_count();
     d.output_count = in.operand_count() - in.input_count();
-    PreparedKey key = prepared_key(p, k, constants);
+    PreparedKey key = prepared_key(p, k, d, constants);
     uint32_t replaces = 0;
     if (auto same = shared.find(key); same != shared.end()) {
       p.instruction_prepared[k] = same->second.data;
@@ -271,6 +278,7 @@ Status prepare_dispatches(ProgramImpl& p) {
       if (!empty) {
         p.buffers.push_back(*prepared);
         ++p.prepare_stats.device_allocations;
+        p.prepared_bytes += prepared->size;
         p.instruction_prepared[k] = device_address(*prepared);
       }
       shared.emplace(std::move(key), Shared{p.instruction_prepared[k], empty ? 0u : replaces});
@@ -318,5 +326,6 @@ Result<Program> Program::prepare(const Module& module, hal::Device& device) {
 const Module& Program::module() const { return *impl_->module; }
 hal::Device& Program::device() const { return *impl_->device; }
 const PhaseStats& Program::prepare_stats() const { return impl_->prepare_stats; }
+uint64_t Program::prepared_bytes() const { return impl_ ? impl_->prepared_bytes : 0; }
 
 }  // namespace hexir::vm

@@ -86,6 +86,7 @@ class ProgramImpl {
   // Per instruction: what the device prepared from its constant operands
   // (Device::prepare_dispatch; a buffer in `buffers`), or null.
   std::vector<const void*> instruction_prepared;
+  uint64_t prepared_bytes = 0;  // of those buffers, together (Program::prepared_bytes)
   PhaseStats prepare_stats;
 
   const void* plan(size_t instruction) const { return plan_words.data() + plan_begin[instruction]; }

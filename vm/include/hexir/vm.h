@@ -83,6 +83,14 @@ struct FunctionSignature {
   std::string name;
   std::vector<TensorSignature> inputs;
   std::vector<TensorSignature> outputs;
+  // "decode(input_ids: i64[1,1], pos: i64[], cache: f32[2,32,16] donate) -> (f32[1,64], f32[2,32,16])"
+  std::string to_string() const;
+};
+
+// An input asked for by name (Module::find_function_for).
+struct NamedTensorType {
+  std::string_view name;
+  TensorType type;
 };
 
 // One instruction of a function, for profiles and listings: its operator and
@@ -121,6 +129,15 @@ class Module {
   // use find_function or functions() to get indices that exist.
   const FunctionSignature& function(size_t index) const;
   Result<size_t> find_function(std::string_view name) const;  // kNotFound lists the names there are
+  // The one function whose inputs are of `inputs`' types, by position: as
+  // many, each with the same dtype and dims. For a module holding one
+  // function per shape (prefill_32, prefill_128, decode), the one for what
+  // the caller has. None (kNotFound) or several (kInvalidArgument): the
+  // message names the types asked and lists every function's signature.
+  Result<size_t> find_function_for(std::span<const TensorType> inputs) const;
+  // The same by name: the one function having an input of each name with
+  // that dtype and dims (its other inputs, if any, are not looked at).
+  Result<size_t> find_function_for(std::span<const NamedTensorType> inputs) const;
   // The instructions of a function in execution order (empty for an index out of range).
   std::vector<InstructionInfo> instructions(size_t function) const;
   uint64_t arena_bytes() const;
@@ -179,6 +196,11 @@ class Program {
   const Module& module() const;
   hal::Device& device() const;
   const PhaseStats& prepare_stats() const;
+  // Device bytes of what the kernels derived from constants at prepare (the
+  // cpu's packed GEMM weights), kept for the Program's lifetime: one copy per
+  // constant and packing, however many instructions and functions read it
+  // (a prefill's matmul with 32 rows and a decode's with 1 share one).
+  uint64_t prepared_bytes() const;
   const ProgramImpl& impl() const { return *impl_; }
 
  private:
@@ -294,6 +316,7 @@ class Context {
   ContextImpl& impl() { return *impl_; }
 
  private:
+  friend class Generator;  // hexir/generator.h: invokes through the context's state
   explicit Context(std::unique_ptr<ContextImpl> impl);
   std::unique_ptr<ContextImpl> impl_;
 };

@@ -181,6 +181,19 @@ class Device {
     return Buffer{};
   }
 
+  // Optional, at prepare, beside prepare_dispatch: what the bytes it derives
+  // for `dispatch` depend on besides the kernel and the constant operands'
+  // addresses, appended to `words`. Two dispatches of one kernel on the same
+  // constants whose words are equal get the same bytes and replaced inputs,
+  // so a program prepares once for both (a prefill's matmul with 32 rows and
+  // a decode's with 1 on the same weights pack them once). false: the
+  // backend cannot tell (the caller then keys on the whole plan).
+  virtual bool prepare_key(const Dispatch& dispatch, std::vector<uint64_t>* words) {
+    (void)dispatch;
+    words->push_back(0);  // nothing is prepared (prepare_dispatch's default)
+    return true;
+  }
+
   virtual Result<std::unique_ptr<Queue>> create_queue() = 0;
 
   virtual DeviceCounters counters() const = 0;
