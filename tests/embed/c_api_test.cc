@@ -759,3 +759,166 @@ TEST_CASE("c api: cancel, a deadline and the loop limit bound a loop of 2^62 ite
   REQUIRE(take(hexir_context_set_max_loop_iterations(context, 0)) == "OK");
   hexir_context_release(context);
 }
+
+namespace {
+
+// samples/decoder/lm.hxir (decode, prefill_4, prefill_8; a donated KV cache)
+// loaded through the C API, with a context.
+hexir_context_t* lm_context(hexir_module_t** out_module, hexir_program_t** out_program) {
+  hexir::Result<std::vector<uint8_t>> bytes = hexir::compiler::compile_file(kSamples + "/decoder/lm.hxir");
+  REQUIRE_MESSAGE(bytes.ok(), bytes.status().to_string());
+  hexir_load_options_t options;
+  hexir_load_options_init(&options);
+  options.copy_weights = 1;
+  hexir_module_t* module = nullptr;
+  REQUIRE(take(hexir_module_load_buffer(bytes->data(), bytes->size(), &options, &module)) == "OK");
+  hexir_device_t* device = cpu();
+  REQUIRE(take(hexir_program_prepare(module, device, out_program)) == "OK");
+  hexir_device_release(device);
+  *out_module = module;
+  hexir_context_t* context = nullptr;
+  REQUIRE(take(hexir_context_create(*out_program, &context)) == "OK");
+  return context;
+}
+
+std::vector<int64_t> lm_i64(const std::string& name) {
+  hexir::Result<hexir::NpyArray> a = hexir::read_npy(kSamples + "/decoder/" + name);
+  REQUIRE_MESSAGE(a.ok(), a.status().to_string());
+  std::vector<int64_t> v(a->data.size() / 8);
+  std::memcpy(v.data(), a->data.data(), a->data.size());
+  return v;
+}
+
+struct Seen {
+  size_t calls = 0;
+  size_t vocab = 0;
+  std::vector<int64_t> tokens;
+};
+
+int on_token(void* user, size_t index, int64_t token, const float* logits, size_t vocab_size) {
+  auto* seen = static_cast<Seen*>(user);
+  CHECK(index == seen->calls);
+  ++seen->calls;
+  seen->vocab = vocab_size;
+  seen->tokens.push_back(token);
+  size_t best = 0;  // greedy: the largest logit
+  for (size_t i = 1; i < vocab_size; ++i)
+    if (logits[i] > logits[best]) best = i;
+  CHECK(static_cast<int64_t>(best) == token);
+  return 1;
+}
+
+}  // namespace
+
+TEST_CASE("c api: the function for given shapes, naming what was asked when none or several fit") {
+  hexir_module_t* module = nullptr;
+  hexir_program_t* program = nullptr;
+  hexir_context_t* context = lm_context(&module, &program);
+  const int64_t four[] = {1, 4}, five[] = {1, 5}, cache[] = {2, 2, 2, 32, 16};
+  hexir_tensor_t inputs[2] = {{nullptr, 0, HEXIR_DTYPE_I64, 2, four},
+                              {nullptr, 0, HEXIR_DTYPE_F32, 5, cache}};
+  size_t function = 99;
+  REQUIRE(take(hexir_module_find_function_for_shapes(module, inputs, 2, &function)) == "OK");
+  CHECK(std::string(hexir_module_function_name(module, function)) == "prefill_4");
+  inputs[0].dims = five;
+  hexir_status_t* status = hexir_module_find_function_for_shapes(module, inputs, 2, &function);
+  CHECK(hexir_status_code(status) == HEXIR_STATUS_NOT_FOUND);
+  const std::string message = take(status);
+  CHECK(has(message, "no function takes (i64[1,5], f32[2,2,2,32,16]) (the module has 3:"));
+  CHECK(has(message,
+            "decode(input_ids: i64[1,1], pos: i64[], cache: f32[2,2,2,32,16] donate) -> "
+            "(f32[1,1,64], f32[2,2,2,32,16])"));
+  inputs[0].dims = nullptr;
+  CHECK(has(take(hexir_module_find_function_for_shapes(module, inputs, 2, &function)),
+            "has rank 2 and NULL dims"));
+  CHECK(has(take(hexir_module_find_function_for_shapes(nullptr, inputs, 2, &function)), "a NULL argument"));
+  hexir_context_release(context);
+  hexir_program_release(program);
+  hexir_module_release(module);
+}
+
+TEST_CASE("c api: the generation runner: the reference's tokens, stats, no allocation per generation") {
+  hexir_module_t* module = nullptr;
+  hexir_program_t* program = nullptr;
+  hexir_context_t* context = lm_context(&module, &program);
+  const std::vector<int64_t> prompt = lm_i64("prompt.npy"), expected = lm_i64("expected_tokens.npy");
+  // Weights read by the prefill and decode functions' matmuls: packed once.
+  CHECK(hexir_program_prepared_bytes(program) > 0);
+  CHECK(hexir_program_prepared_bytes(nullptr) == 0);
+
+  hexir_generator_options_t options;
+  hexir_generator_options_init(&options);
+  CHECK(options.use_prefill == 1);
+  CHECK(options.eos_token == -1);
+  CHECK(options.max_new_tokens == 256);
+  options.max_new_tokens = 20;
+  hexir_generator_t* generator = nullptr;
+  REQUIRE(take(hexir_generator_create(context, &options, &generator)) == "OK");
+  hexir_context_release(context);  // the generator keeps it
+  CHECK(hexir_generator_vocab_size(generator) == 64);
+  CHECK(std::string(hexir_module_function_name(
+            module, static_cast<size_t>(hexir_generator_prefill_function(generator, 8)))) == "prefill_8");
+  CHECK(hexir_generator_prefill_function(generator, 3) == -1);
+
+  std::vector<int64_t> tokens(20, -1);
+  size_t count = 0;
+  Seen seen;
+  REQUIRE(take(hexir_generator_generate(generator, prompt.data(), prompt.size(), 20, tokens.data(), &count,
+                                        on_token, &seen)) == "OK");
+  CHECK(count == 20);
+  CHECK(tokens == expected);
+  CHECK(seen.tokens == expected);
+  CHECK(seen.vocab == 64);
+  hexir_generation_stats_t stats{};
+  hexir_generator_stats(generator, &stats);
+  CHECK(stats.prompt_tokens == 8);
+  CHECK(stats.generated_tokens == 20);
+  CHECK(std::string(hexir_module_function_name(module, static_cast<size_t>(stats.prefill_function))) ==
+        "prefill_8");
+  CHECK(stats.token_ns[0] == stats.prefill_ns);
+  CHECK(stats.tokens_per_second > 0);
+
+  // Again: nothing allocated, the same tokens.
+  const uint64_t before = hexir::testing::thread_allocation_count();
+  hexir_status_t* again = hexir_generator_generate(generator, prompt.data(), prompt.size(), 20, tokens.data(),
+                                                   &count, nullptr, nullptr);
+  CHECK(hexir::testing::thread_allocation_count() == before);
+  REQUIRE(take(again) == "OK");
+  CHECK(tokens == expected);
+
+  // Sampling: the same seed, the same tokens.
+  REQUIRE(take(hexir_generator_set_sampling(generator, 1.5f, 5, 0.95f, 42)) == "OK");
+  std::vector<int64_t> first(20), second(20);
+  REQUIRE(take(hexir_generator_generate(generator, prompt.data(), 8, 20, first.data(), &count, nullptr,
+                                        nullptr)) == "OK");
+  REQUIRE(take(hexir_generator_generate(generator, prompt.data(), 8, 20, second.data(), &count, nullptr,
+                                        nullptr)) == "OK");
+  CHECK(first == second);
+  CHECK(first != expected);
+  CHECK(has(take(hexir_generator_set_sampling(generator, -1.0f, 0, 1.0f, 0)), "temperature is -1"));
+
+  // Errors.
+  CHECK(has(take(hexir_generator_generate(generator, prompt.data(), 8, 21, tokens.data(), &count, nullptr,
+                                          nullptr)),
+            "21 new tokens asked, the runner was made for 20"));
+  CHECK(has(
+      take(hexir_generator_generate(nullptr, prompt.data(), 8, 20, tokens.data(), &count, nullptr, nullptr)),
+      "a NULL argument"));
+  hexir_generator_release(generator);
+
+  hexir_program_t* second_program = program;
+  hexir_context_t* other = nullptr;
+  REQUIRE(take(hexir_context_create(second_program, &other)) == "OK");
+  options.decode_function = "step";
+  CHECK(has(take(hexir_generator_create(other, &options, &generator)),
+            "hexir_generator_create: no function 'step'"));
+  CHECK(generator == nullptr);
+  options.struct_size = 8;
+  CHECK(has(take(hexir_generator_create(other, &options, &generator)),
+            "hexir_generator_options.struct_size is 8"));
+  REQUIRE(take(hexir_generator_create(other, nullptr, &generator)) == "OK");  // the defaults
+  hexir_generator_release(generator);
+  hexir_context_release(other);
+  hexir_program_release(program);
+  hexir_module_release(module);
+}

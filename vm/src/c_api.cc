@@ -2,8 +2,6 @@
 // checks and messages are the C++ API's own. What lives here: the
 // reference-counted handles, status objects, and the prebuilt argument
 // lists that keep hexir_context_invoke free of allocation.
-#include "hexir/hexir.h"
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -16,6 +14,8 @@
 #include <string_view>
 #include <vector>
 
+#include "hexir/generator.h"
+#include "hexir/hexir.h"
 #include "hexir/vm.h"
 #include "vm_impl.h"
 
@@ -365,6 +365,30 @@ hexir_status_t* hexir_module_find_function(const hexir_module_t* module, const c
   });
 }
 
+hexir_status_t* hexir_module_find_function_for_shapes(const hexir_module_t* module,
+                                                      const hexir_tensor_t* inputs, size_t input_count,
+                                                      size_t* out_function) {
+  if (!module || !out_function || (input_count > 0 && !inputs))
+    return invalid("hexir_module_find_function_for_shapes: a NULL argument");
+  return guarded([&]() -> hexir_status_t* {
+    std::vector<hexir::TensorType> types(input_count);
+    for (size_t i = 0; i < input_count; ++i) {
+      if (!valid_dtype(inputs[i].dtype))
+        return invalid("hexir_module_find_function_for_shapes: input " + std::to_string(i) + " has dtype " +
+                       std::to_string(raw_dtype(inputs[i].dtype)) + ", not a hexir_dtype_t");
+      if (!inputs[i].dims && inputs[i].rank > 0)
+        return invalid("hexir_module_find_function_for_shapes: input " + std::to_string(i) + " has rank " +
+                       std::to_string(inputs[i].rank) + " and NULL dims");
+      types[i].dtype = static_cast<hexir::DType>(inputs[i].dtype);
+      if (inputs[i].rank > 0) types[i].dims.assign(inputs[i].dims, inputs[i].dims + inputs[i].rank);
+    }
+    hexir::Result<size_t> index = module->module.find_function_for(std::span<const hexir::TensorType>(types));
+    if (!index.ok()) return to_c(index.status());
+    *out_function = *index;
+    return nullptr;
+  });
+}
+
 size_t hexir_module_input_count(const hexir_module_t* module, size_t function) {
   return module ? module->module.function(function).inputs.size() : 0;
 }
@@ -455,6 +479,9 @@ const hexir_module_t* hexir_program_module(const hexir_program_t* program) {
   return program ? program->module : nullptr;
 }
 void hexir_program_release(hexir_program_t* program) { release(program); }
+uint64_t hexir_program_prepared_bytes(const hexir_program_t* program) {
+  return program ? program->program->prepared_bytes() : 0;
+}
 
 hexir_status_t* hexir_context_create(hexir_program_t* program, hexir_context_t** out_context) {
   if (!out_context) return invalid("hexir_context_create: out_context is NULL");
@@ -642,3 +669,114 @@ void hexir_context_stats(const hexir_context_t* context, hexir_context_stats_t* 
   out->invoke_dispatches = context->context->invoke_stats().dispatches;
 }
 
+struct hexir_generator_s : RefCounted {
+  hexir_generator_s(hexir::vm::Generator g, hexir_context_s* c) : context(c), generator(std::move(g)) {}
+  ~hexir_generator_s() {
+    generator.reset();  // borrows the context's
+    release(context);
+  }
+  hexir_context_s* context;
+  std::optional<hexir::vm::Generator> generator;
+  hexir_token_callback_t callback = nullptr;  // the current generation's, for the trampoline
+  void* user = nullptr;
+};
+
+void hexir_generator_options_init(hexir_generator_options_t* options) {
+  if (!options) return;
+  const hexir::vm::GeneratorOptions defaults;
+  *options = hexir_generator_options_t{};
+  options->struct_size = sizeof(hexir_generator_options_t);
+  options->decode_index = defaults.decode_index;
+  options->use_prefill = defaults.prefill ? 1 : 0;
+  options->temperature = defaults.sampling.temperature;
+  options->top_k = defaults.sampling.top_k;
+  options->top_p = defaults.sampling.top_p;
+  options->seed = defaults.sampling.seed;
+  options->eos_token = defaults.eos_token;
+  options->max_new_tokens = defaults.max_new_tokens;
+  options->max_positions = defaults.max_positions;
+}
+
+hexir_status_t* hexir_generator_create(hexir_context_t* context, const hexir_generator_options_t* options,
+                                       hexir_generator_t** out_generator) {
+  if (!out_generator) return invalid("hexir_generator_create: out_generator is NULL");
+  *out_generator = nullptr;
+  if (!context) return invalid("hexir_generator_create: context is NULL");
+  if (options)
+    if (hexir_status_t* s = check_options_size(options->struct_size, sizeof(hexir_generator_options_t),
+                                               "hexir_generator_options"))
+      return s;
+  return guarded([&]() -> hexir_status_t* {
+    hexir::vm::GeneratorOptions o;
+    if (options) {
+      if (options->decode_function) o.decode = options->decode_function;
+      o.decode_index = options->decode_index;
+      if (options->input_ids) o.input_ids = options->input_ids;
+      if (options->position) o.position = options->position;
+      if (options->logits) o.logits = options->logits;
+      o.prefill = options->use_prefill != 0;
+      o.sampling = {options->temperature, options->top_k, options->top_p, options->seed};
+      o.eos_token = options->eos_token;
+      o.max_new_tokens = options->max_new_tokens;
+      o.max_positions = options->max_positions;
+    }
+    hexir::Result<hexir::vm::Generator> generator = hexir::vm::Generator::create(*context->context, o);
+    if (!generator.ok()) return to_c(generator.status().annotate("hexir_generator_create"));
+    *out_generator = new hexir_generator_s(std::move(generator).value(), retain(context));
+    return nullptr;
+  });
+}
+
+void hexir_generator_release(hexir_generator_t* generator) { release(generator); }
+
+hexir_status_t* hexir_generator_generate(hexir_generator_t* generator, const int64_t* prompt,
+                                         size_t prompt_length, size_t max_new_tokens, int64_t* out_tokens,
+                                         size_t* out_count, hexir_token_callback_t callback, void* user) {
+  if (out_count) *out_count = 0;
+  if (!generator || !out_count || (prompt_length > 0 && !prompt) || (max_new_tokens > 0 && !out_tokens))
+    return invalid("hexir_generator_generate: a NULL argument");
+  return guarded([&]() -> hexir_status_t* {
+    generator->callback = callback;
+    generator->user = user;
+    auto trampoline = [](void* self, size_t index, int64_t token, std::span<const float> logits) {
+      auto* g = static_cast<hexir_generator_s*>(self);
+      return g->callback(g->user, index, token, logits.data(), logits.size()) != 0;
+    };
+    hexir::Result<size_t> count =
+        generator->generator->generate({prompt, prompt_length}, max_new_tokens, {out_tokens, max_new_tokens},
+                                       callback ? +trampoline : nullptr, generator);
+    if (!count.ok()) return to_c(count.status());
+    *out_count = *count;
+    return nullptr;
+  });
+}
+
+hexir_status_t* hexir_generator_set_sampling(hexir_generator_t* generator, float temperature, uint32_t top_k,
+                                             float top_p, uint64_t seed) {
+  if (!generator) return invalid("hexir_generator_set_sampling: generator is NULL");
+  return guarded([&]() -> hexir_status_t* {
+    return to_c(generator->generator->set_sampling({temperature, top_k, top_p, seed}));
+  });
+}
+
+void hexir_generator_stats(const hexir_generator_t* generator, hexir_generation_stats_t* out) {
+  if (!out) return;
+  *out = hexir_generation_stats_t{};
+  if (!generator) return;
+  const hexir::vm::GenerationStats& s = generator->generator->stats();
+  out->prompt_tokens = s.prompt_tokens;
+  out->generated_tokens = s.generated_tokens;
+  out->prefill_function = s.prefill_function;
+  out->prefill_ns = s.prefill_ns;
+  out->decode_ns = s.decode_ns;
+  out->tokens_per_second = s.tokens_per_second;
+  out->token_ns = s.token_ns.data();
+}
+
+size_t hexir_generator_vocab_size(const hexir_generator_t* generator) {
+  return generator ? generator->generator->vocab_size() : 0;
+}
+
+int64_t hexir_generator_prefill_function(const hexir_generator_t* generator, size_t length) {
+  return generator ? generator->generator->prefill_function(length) : -1;
+}

@@ -149,6 +149,17 @@ uint64_t hexir_buffer_size(const hexir_buffer_t* buffer);
 hexir_status_t* hexir_buffer_write(hexir_buffer_t* buffer, uint64_t offset, const void* host, uint64_t size);
 hexir_status_t* hexir_buffer_read(const hexir_buffer_t* buffer, uint64_t offset, void* host, uint64_t size);
 
+/* A caller's tensor. `data` is host memory for the cpu device and a device
+ * address for cuda. `dims` may be NULL: the shape the function declares
+ * (then `rank` is ignored); otherwise `rank` values, checked. */
+typedef struct hexir_tensor_s {
+  void* data;
+  uint64_t byte_size;
+  hexir_dtype_t dtype;
+  uint32_t rank;
+  const int64_t* dims;
+} hexir_tensor_t;
+
 /* ---- module --------------------------------------------------------------- */
 
 typedef struct hexir_module_s hexir_module_t;
@@ -197,6 +208,16 @@ const char* hexir_module_function_name(const hexir_module_t* module, size_t func
 /* HEXIR_STATUS_NOT_FOUND lists the names there are. */
 hexir_status_t* hexir_module_find_function(const hexir_module_t* module, const char* name,
                                            size_t* out_function);
+/* The one function whose inputs have the dtypes and shapes of
+ * inputs[0..input_count), by position: as many inputs, each of the same
+ * dtype and dims (`dims` must not be NULL; `data` and `byte_size` are not
+ * read). For a module with a function per shape (prefill_32, prefill_128,
+ * decode): the one for the caller's tensors. None fits:
+ * HEXIR_STATUS_NOT_FOUND; several: HEXIR_STATUS_INVALID_ARGUMENT; either
+ * message names the shapes asked and lists every function's signature. */
+hexir_status_t* hexir_module_find_function_for_shapes(const hexir_module_t* module,
+                                                      const hexir_tensor_t* inputs, size_t input_count,
+                                                      size_t* out_function);
 /* 0 for a function index out of range. */
 size_t hexir_module_input_count(const hexir_module_t* module, size_t function);
 size_t hexir_module_output_count(const hexir_module_t* module, size_t function);
@@ -266,6 +287,11 @@ hexir_status_t* hexir_program_prepare(hexir_module_t* module, hexir_device_t* de
                                       hexir_program_t** out_program);
 /* The module it was prepared from: borrowed, valid while the program lives. */
 const hexir_module_t* hexir_program_module(const hexir_program_t* program);
+/* Device bytes a program holds for what kernels derived from its constants
+ * at prepare (the cpu's packed weights): one copy per constant and packing,
+ * shared by every instruction and function reading it. */
+uint64_t hexir_program_prepared_bytes(const hexir_program_t* program);
+
 /* Releases the caller's reference; contexts created from it keep it alive. NULL is a no-op. */
 void hexir_program_release(hexir_program_t* program);
 
@@ -285,17 +311,6 @@ hexir_status_t* hexir_context_create(hexir_program_t* program, hexir_context_t**
 void hexir_context_release(hexir_context_t* context);
 /* Device bytes the context holds: hexir_module_memory's context_bytes. */
 uint64_t hexir_context_device_bytes(const hexir_context_t* context);
-
-/* A caller's tensor. `data` is host memory for the cpu device and a device
- * address for cuda. `dims` may be NULL: the shape the function declares
- * (then `rank` is ignored); otherwise `rank` values, checked. */
-typedef struct hexir_tensor_s {
-  void* data;
-  uint64_t byte_size;
-  hexir_dtype_t dtype;
-  uint32_t rank;
-  const int64_t* dims;
-} hexir_tensor_t;
 
 /* Runs `function`. inputs[input_count] and outputs[output_count] are
  * BORROWED for the duration of the call only. output_count 0 (outputs may be
@@ -365,6 +380,103 @@ typedef struct hexir_context_stats_s {
 
 /* Fills the caller's *out_stats (all zero for a NULL context). */
 void hexir_context_stats(const hexir_context_t* context, hexir_context_stats_t* out_stats);
+
+/* ---- generation ----------------------------------------------------------- */
+
+/* A language model decoding in place (hexir/generator.h has the rules): a
+ * decode function (token ids "input_ids" i64[1,1], optionally the position
+ * "pos" i64[] or i64[1], and caches: every DONATED input, each fed back from
+ * the output it is donated to; logits "logits" [1,1,V] or [1,V]) and
+ * optionally prefill functions (every other function with an "input_ids"
+ * input, [1,L]: the prompt of L tokens in one invoke, its logits [1,V] or
+ * [1,L,V]). Created once from a context: the caches (zeroed), token,
+ * position and logits buffers and everything else it needs are allocated
+ * there; a generation then runs the prompt (its prefill function, or token by
+ * token through decode when none takes its length) and one decode step per
+ * token, the caches passed as donated inputs and as their own outputs: per
+ * token no allocation, no copy of a cache, no upload but the token and
+ * position (none on the cpu). It keeps its context alive and holds it during
+ * a generation (another thread's invoke on it meanwhile is refused). */
+typedef struct hexir_generator_s hexir_generator_t;
+
+typedef struct hexir_generator_options_s {
+  uint32_t struct_size; /* set by _init */
+  /* The decode function: by index when decode_index >= 0, else by name
+   * (NULL: "decode"). */
+  const char* decode_function;
+  int64_t decode_index;
+  /* Argument names; NULL: "input_ids", "pos", "logits". A function without
+   * the position input derives the position itself. */
+  const char* input_ids;
+  const char* position;
+  const char* logits;
+  /* Nonzero (the default): a prefill function for the prompt's length when
+   * there is one; 0: always token by token through decode. */
+  int32_t use_prefill;
+  /* Sampling: temperature 0 (the default) is greedy (the lowest index among
+   * the largest logits). Otherwise softmax(logits / temperature) over the
+   * top_k most likely tokens (0: all) and of those the fewest whose
+   * probabilities reach top_p (1: all), sampled with the generator's own
+   * PRNG (splitmix64) restarted from `seed` at each generation. */
+  float temperature;
+  uint32_t top_k;
+  float top_p;
+  uint64_t seed;
+  int64_t eos_token;       /* generation stops after this token (included); -1: none */
+  uint32_t max_new_tokens; /* the most tokens one generation may produce (256) */
+  uint64_t max_positions;  /* prompt + new tokens past this are refused; 0: not checked */
+} hexir_generator_options_t;
+
+/* Fills the caller's struct with the defaults of hexir::vm::GeneratorOptions. */
+void hexir_generator_options_init(hexir_generator_options_t* options);
+
+/* Checks the functions (a mismatch is HEXIR_STATUS_INVALID_ARGUMENT naming
+ * the function and argument) and allocates everything. `options` may be
+ * NULL (the defaults). *out_generator: owned by the caller
+ * (hexir_generator_release); it keeps `context` alive. */
+hexir_status_t* hexir_generator_create(hexir_context_t* context, const hexir_generator_options_t* options,
+                                       hexir_generator_t** out_generator);
+/* Frees the generator's buffers and its reference to the context. NULL is a no-op. */
+void hexir_generator_release(hexir_generator_t* generator);
+
+/* Called after each token: its index (0: the one the prompt gave), the token
+ * and the logits it was sampled from (vocab_size floats, valid during the
+ * call only). Return 0 to stop after this token, nonzero to go on. */
+typedef int (*hexir_token_callback_t)(void* user, size_t index, int64_t token, const float* logits,
+                                      size_t vocab_size);
+
+/* A new sequence: the caches zeroed, prompt[0..prompt_length) (at least one
+ * token, each in [0, vocab)) at positions 0.., then up to max_new_tokens
+ * (at most the options' max_new_tokens) into out_tokens (room for
+ * max_new_tokens), stopping after the eos token or when `callback` (may be
+ * NULL) returns 0. *out_count: the tokens written. Allocates nothing on
+ * success. */
+hexir_status_t* hexir_generator_generate(hexir_generator_t* generator, const int64_t* prompt,
+                                         size_t prompt_length, size_t max_new_tokens, int64_t* out_tokens,
+                                         size_t* out_count, hexir_token_callback_t callback, void* user);
+
+/* The sampling of the next generations (checked: temperature >= 0, top_p in (0, 1]). */
+hexir_status_t* hexir_generator_set_sampling(hexir_generator_t* generator, float temperature, uint32_t top_k,
+                                             float top_p, uint64_t seed);
+
+typedef struct hexir_generation_stats_s {
+  uint64_t prompt_tokens;
+  uint64_t generated_tokens;
+  int64_t prefill_function; /* the function that ran the prompt in one invoke; -1: token by token */
+  uint64_t prefill_ns;      /* start to the first token */
+  uint64_t decode_ns;       /* the decode steps after it, together */
+  double tokens_per_second; /* decode steps per second of decode_ns; 0 without any */
+  /* generated_tokens values: [0] prefill_ns, [i] the decode step of token i.
+   * Borrowed: valid until the next generation or the release. */
+  const uint64_t* token_ns;
+} hexir_generation_stats_t;
+
+/* The last generation's (all zero for a NULL generator). */
+void hexir_generator_stats(const hexir_generator_t* generator, hexir_generation_stats_t* out_stats);
+/* V, the logits' last dim (0 for NULL). */
+size_t hexir_generator_vocab_size(const hexir_generator_t* generator);
+/* The function a prompt of `length` tokens runs through in one invoke, or -1 (token by token). */
+int64_t hexir_generator_prefill_function(const hexir_generator_t* generator, size_t length);
 
 #ifdef __cplusplus
 } /* extern "C" */
