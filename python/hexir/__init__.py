@@ -9,6 +9,9 @@
     ctx.deadline = 10.0                        # seconds per call (None: no limit)
     ctx.max_loop_iterations = 10**9            # per call (default 2**32; None: no limit)
     ctx.cancel()                               # from another thread: stops the running call
+    program.function_for(ids, cache)           # the function whose inputs have these shapes
+    gen = ctx.generator(max_new_tokens=64)     # a language model: decode (+ prefill) functions
+    tokens = gen.generate(prompt, max_new_tokens=20)   # numpy int64; gen.stats: timings
 
 No build step: the package loads libhexir_vm.so at import, from
 $HEXIR_LIBRARY when set, otherwise by name (the installed
@@ -51,7 +54,7 @@ from collections import namedtuple
 
 import numpy as np
 
-__all__ = ["Error", "Program", "Context", "Function", "Tensor", "load", "abi_version", "version"]
+__all__ = ["Error", "Program", "Context", "Generator", "Function", "Tensor", "load", "abi_version", "version"]
 
 ABI_VERSION = 1
 
@@ -92,6 +95,24 @@ class _ModuleMemory(ctypes.Structure):
 class _ModuleHostMemory(ctypes.Structure):
     _fields_ = [("host_arena_bytes", ctypes.c_uint64), ("host_lower_bound_bytes", ctypes.c_uint64),
                 ("streamed_constant_bytes", ctypes.c_uint64)]
+
+
+class _GeneratorOptions(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_uint32), ("decode_function", ctypes.c_char_p),
+                ("decode_index", ctypes.c_int64), ("input_ids", ctypes.c_char_p), ("position", ctypes.c_char_p),
+                ("logits", ctypes.c_char_p), ("use_prefill", ctypes.c_int32), ("temperature", ctypes.c_float),
+                ("top_k", ctypes.c_uint32), ("top_p", ctypes.c_float), ("seed", ctypes.c_uint64),
+                ("eos_token", ctypes.c_int64), ("max_new_tokens", ctypes.c_uint32), ("max_positions", ctypes.c_uint64)]
+
+
+class _GenerationStats(ctypes.Structure):
+    _fields_ = [("prompt_tokens", ctypes.c_uint64), ("generated_tokens", ctypes.c_uint64),
+                ("prefill_function", ctypes.c_int64), ("prefill_ns", ctypes.c_uint64), ("decode_ns", ctypes.c_uint64),
+                ("tokens_per_second", ctypes.c_double), ("token_ns", ctypes.POINTER(ctypes.c_uint64))]
+
+
+_TokenCallback = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int64,
+                                  ctypes.POINTER(ctypes.c_float), ctypes.c_size_t)
 
 
 def _open_library():
@@ -165,6 +186,23 @@ _output_shape = _declare("hexir_context_output_shape", _status, ctypes.c_void_p,
 _context_invoke = _declare("hexir_context_invoke", _status, ctypes.c_void_p, ctypes.c_size_t, _P(_Tensor),
                            ctypes.c_size_t, _P(_Tensor), ctypes.c_size_t)
 _context_cancel = _declare("hexir_context_cancel", ctypes.c_int, ctypes.c_void_p)
+_program_module = _declare("hexir_program_module", ctypes.c_void_p, ctypes.c_void_p)
+_program_prepared_bytes = _declare("hexir_program_prepared_bytes", ctypes.c_uint64, ctypes.c_void_p)
+_find_function_for_shapes = _declare("hexir_module_find_function_for_shapes", _status, ctypes.c_void_p,
+                                     _P(_Tensor), ctypes.c_size_t, _P(ctypes.c_size_t))
+_generator_options_init = _declare("hexir_generator_options_init", None, _P(_GeneratorOptions))
+_generator_create = _declare("hexir_generator_create", _status, ctypes.c_void_p, _P(_GeneratorOptions),
+                             _P(ctypes.c_void_p))
+_generator_release = _declare("hexir_generator_release", None, ctypes.c_void_p)
+_generator_generate = _declare("hexir_generator_generate", _status, ctypes.c_void_p, _P(ctypes.c_int64),
+                               ctypes.c_size_t, ctypes.c_size_t, _P(ctypes.c_int64), _P(ctypes.c_size_t),
+                               _TokenCallback, ctypes.c_void_p)
+_generator_set_sampling = _declare("hexir_generator_set_sampling", _status, ctypes.c_void_p, ctypes.c_float,
+                                   ctypes.c_uint32, ctypes.c_float, ctypes.c_uint64)
+_generator_stats = _declare("hexir_generator_stats", None, ctypes.c_void_p, _P(_GenerationStats))
+_generator_vocab_size = _declare("hexir_generator_vocab_size", ctypes.c_size_t, ctypes.c_void_p)
+_generator_prefill_function = _declare("hexir_generator_prefill_function", ctypes.c_int64, ctypes.c_void_p,
+                                       ctypes.c_size_t)
 _context_set_deadline = _declare("hexir_context_set_deadline", _status, ctypes.c_void_p, ctypes.c_uint64)
 _context_set_max_loop_iterations = _declare("hexir_context_set_max_loop_iterations", _status, ctypes.c_void_p,
                                             ctypes.c_uint64)
@@ -323,6 +361,8 @@ class Program:
             _check(_program_prepare(module, dev, ctypes.byref(program)))
             self._program = program
             self.device = _device_name(dev).decode()
+            # What kernels derived from the constants at prepare (the cpu's packed weights), once per weight.
+            self.memory["prepared_bytes"] = _program_prepared_bytes(program)
         finally:
             _module_release(module)  # the program keeps what it needs
 
@@ -342,6 +382,32 @@ class Program:
             functions[name] = Function(f, name, [t for t, _ in inputs], [t for t, _ in outputs])
             codes[name] = ([c for _, c in inputs], [c for _, c in outputs])
         return functions, codes
+
+    def function_for(self, *inputs):
+        """The Function whose inputs have the dtypes and shapes of `inputs`, by
+        position (numpy arrays, or anything with .dtype and .shape: a Tensor
+        of program.functions too). hexir.Error NOT_FOUND (none fits) or
+        INVALID_ARGUMENT (several do), naming the shapes asked and listing
+        every function's signature."""
+        codes = {name: code for code, name in _DTYPE_NAMES.items()}
+        args = (_Tensor * max(len(inputs), 1))()
+        keep = []
+        for i, value in enumerate(inputs):
+            dtype, shape = getattr(value, "dtype", None), getattr(value, "shape", None)
+            if dtype is None or shape is None:
+                value = np.asarray(value)
+                dtype, shape = value.dtype, value.shape
+            code = codes.get(dtype) if isinstance(dtype, str) else next(
+                (c for c, n in _DTYPES.items() if np.dtype(n) == np.dtype(dtype)), None)
+            if code is None:
+                raise Error("INVALID_ARGUMENT", "function_for: input %d has dtype %s, which no function takes" %
+                            (i, dtype))
+            dims = (ctypes.c_int64 * max(len(shape), 1))(*shape)
+            keep.append(dims)
+            args[i] = _Tensor(None, 0, code, len(shape), dims)
+        index = ctypes.c_size_t()
+        _check(_find_function_for_shapes(_program_module(self._program), args, len(inputs), ctypes.byref(index)))
+        return next(f for f in self.functions.values() if f.index == index.value)
 
     def context(self, staged=None, cast="checked"):
         """A new context (its own arena): not thread-safe, make one per thread.
@@ -519,6 +585,15 @@ class Context:
                 results[j] = results[j].reshape(-1)[:int(np.prod(shape))].reshape(shape)
         return {sig.name or str(j): r for j, (sig, r) in enumerate(zip(fn.outputs, results))}
 
+    def generator(self, decode="decode", input_ids="input_ids", position="pos", logits="logits", prefill=True,
+                  temperature=0.0, top_k=0, top_p=1.0, seed=0, eos_token=None, max_new_tokens=256,
+                  max_positions=0):
+        """A generation runner on this context (hexir_generator_create): the
+        decode function (a name or an index) with its donated caches and the
+        prefill functions, its buffers allocated once. See Generator."""
+        return Generator(self, decode, input_ids, position, logits, prefill, temperature, top_k, top_p, seed,
+                         eos_token, max_new_tokens, max_positions)
+
     def _buffer(self, key, size):
         buffer = self._buffers.get(key)
         if buffer is None:
@@ -555,6 +630,98 @@ class Context:
         for buffer in getattr(self, "_buffers", {}).values():
             _buffer_release(buffer)
         self._buffers = {}
+
+
+class Generator:
+    """A language model decoding in place (docs/embedding.md; made by
+    context.generator(...)). The decode function takes the token ids
+    ('input_ids', i64[1,1]), optionally the position ('pos', i64[] or [1])
+    and its caches (every donated input, fed back from the output it is
+    donated to), and returns the logits ('logits', [1,1,V] or [1,V]); every
+    other function with an 'input_ids' input is a prefill, used when it takes
+    the prompt's length ([1,L]). The caches and buffers are allocated once,
+    here; each generate() zeroes the caches, runs the prompt and one decode
+    step per token with no allocation and no copy of a cache.
+
+    gen.generate(prompt, max_new_tokens=None, on_token=None) returns the
+    tokens (numpy int64); on_token(index, token, logits) is called after each
+    (logits: a float32 copy), returning False stops. gen.stats: the last
+    generation's prompt_tokens, generated_tokens, prefill_function (a name, or
+    None: token by token), prefill_ns, decode_ns, tokens_per_second and
+    token_ns (a numpy array, [0] the prefill's). Sampling: temperature 0 is
+    greedy; otherwise top_k / top_p from `seed`, restarted at each generate()
+    (gen.set_sampling(...) changes it)."""
+
+    def __init__(self, context, decode="decode", input_ids="input_ids", position="pos", logits="logits",
+                 prefill=True, temperature=0.0, top_k=0, top_p=1.0, seed=0, eos_token=None, max_new_tokens=256,
+                 max_positions=0):
+        self._generator = None
+        self.context = context
+        options = _GeneratorOptions()
+        _generator_options_init(ctypes.byref(options))
+        keep = []
+
+        def name(what, value):
+            encoded = _c_string(what, value.encode())
+            keep.append(encoded)
+            return encoded
+        if isinstance(decode, numbers.Integral) and not isinstance(decode, bool):
+            options.decode_index = int(decode)
+        else:
+            options.decode_function = name("decode", decode)
+        options.input_ids = name("input_ids", input_ids)
+        options.position = name("position", position)
+        options.logits = name("logits", logits)
+        options.use_prefill = 1 if prefill else 0
+        options.temperature, options.top_k, options.top_p, options.seed = temperature, top_k, top_p, seed
+        options.eos_token = -1 if eos_token is None else eos_token
+        options.max_new_tokens, options.max_positions = max_new_tokens, max_positions
+        self.max_new_tokens = max_new_tokens
+        generator = ctypes.c_void_p()
+        _check(_generator_create(context._context, ctypes.byref(options), ctypes.byref(generator)))
+        self._generator = generator
+        self.vocab_size = _generator_vocab_size(generator)
+        self._tokens = np.empty(max(max_new_tokens, 1), dtype=np.int64)  # reused by every generate()
+
+    def prefill_function(self, length):
+        """The name of the function a prompt of `length` tokens runs through in one invoke, or None."""
+        index = _generator_prefill_function(self._generator, length)
+        return None if index < 0 else next(f.name for f in self.context.program.functions.values()
+                                           if f.index == index)
+
+    def set_sampling(self, temperature=0.0, top_k=0, top_p=1.0, seed=0):
+        _check(_generator_set_sampling(self._generator, temperature, top_k, top_p, seed))
+
+    def generate(self, prompt, max_new_tokens=None, on_token=None):
+        prompt = np.ascontiguousarray(np.asarray(prompt).reshape(-1), dtype=np.int64)
+        count = ctypes.c_size_t()
+        wanted = self.max_new_tokens if max_new_tokens is None else max_new_tokens
+        callback = _TokenCallback()
+        if on_token is not None:
+            def trampoline(_, index, token, logits, vocab):
+                values = np.ctypeslib.as_array(logits, shape=(vocab,)).copy()
+                return 0 if on_token(index, token, values) is False else 1
+            callback = _TokenCallback(trampoline)
+        _check(_generator_generate(self._generator, prompt.ctypes.data_as(_P(ctypes.c_int64)), prompt.size,
+                                   wanted, self._tokens.ctypes.data_as(_P(ctypes.c_int64)), ctypes.byref(count),
+                                   callback, None))
+        return self._tokens[:count.value].copy()
+
+    @property
+    def stats(self):
+        s = _GenerationStats()
+        _generator_stats(self._generator, ctypes.byref(s))
+        names = {f.index: f.name for f in self.context.program.functions.values()}
+        n = s.generated_tokens
+        return {"prompt_tokens": s.prompt_tokens, "generated_tokens": n,
+                "prefill_function": names.get(s.prefill_function) if s.prefill_function >= 0 else None,
+                "prefill_ns": s.prefill_ns, "decode_ns": s.decode_ns, "tokens_per_second": s.tokens_per_second,
+                "token_ns": np.ctypeslib.as_array(s.token_ns, shape=(n,)).copy() if n else np.zeros(0, np.uint64)}
+
+    def __del__(self):
+        if getattr(self, "_generator", None):
+            _generator_release(self._generator)
+            self._generator = None
 
 
 def load(path, device="cpu", threads=0):

@@ -44,10 +44,10 @@ bindir=$(var prefix)/bin
 includedir=$(var includedir)
 case "$cflags $libs" in *"$root"*) ;; *) die "pkg-config does not point into the prefix: $cflags $libs" ;; esac
 echo "ok: pkg-config --cflags --libs hexir: ${cflags//$root/<prefix>} ${libs//$root/<prefix>}"
-for h in hexir/hexir.h hexir/vm.h hexir/base/npy.h hexir/hal/device.h; do
+for h in hexir/hexir.h hexir/vm.h hexir/generator.h hexir/base/npy.h hexir/hal/device.h; do
   [ -f "$includedir/$h" ] || die "header $h not installed"
 done
-for t in hexir-compile hexir-run hexir-dump hexir-plan; do [ -x "$bindir/$t" ] || die "tool $t not installed"; done
+for t in hexir-compile hexir-run hexir-generate hexir-dump hexir-plan; do [ -x "$bindir/$t" ] || die "tool $t not installed"; done
 echo "ok: headers and tools installed"
 
 # The runtime pulls in only what running needs.

@@ -2,8 +2,9 @@
 // child process and checked here: install_check.sh (meson install into a
 // temporary prefix; the C and C++ samples built against its hexir.pc, shared
 // and static, each checked against the mlp reference), python_test.py
-// (python/hexir over the C API, every sample against its .npy references)
-// and python_context_test.py (a Context on two threads, cancel and bounds).
+// (python/hexir over the C API, every sample against its .npy references),
+// python_context_test.py (a Context on two threads, cancel and bounds) and
+// python_generator_test.py (the generation runner over samples/decoder/lm.hxir).
 // Either skips ("HEXIR_SKIP: reason", counted as skipped) when what it needs
 // is missing: pkg-config, Debian's python3 with numpy, or a build without
 // sanitizers (an instrumented library needs its sanitizer runtime first in
@@ -114,6 +115,18 @@ TEST_CASE("python: one context on two threads is refused; cancel, a deadline and
   CHECK(r->exit_code == 0);
   CHECK(has(r->output, "ok: two threads on one context: no wrong answer"));
   CHECK(has(r->output, "python context: "));
+  CHECK(has(r->output, " 0 failed"));
+  CHECK_FALSE(has(r->output, "FAILED: "));
+}
+
+TEST_CASE("python: the generation runner and function_for over the decoder sample's language model") {
+  const std::optional<Run> r = run_python("python_generator_test.py");
+  if (!r) return;
+  INFO(r->output);
+  CHECK(r->exit_code == 0);
+  CHECK(has(r->output, "ok: greedy through prefill_8 = expected_tokens.npy"));
+  CHECK(has(r->output, "ok: prompt of 5: every step's logits = decode step by step"));
+  CHECK(has(r->output, "python generator: "));
   CHECK(has(r->output, " 0 failed"));
   CHECK_FALSE(has(r->output, "FAILED: "));
 }
