@@ -107,6 +107,7 @@ class ModulePlanner {
       if (options_.schedule == Schedule::kMemory) schedule_for_memory(module_.functions[f], stored_[f]);
     }
     finish_all();
+    HEXIR_RETURN_IF_ERROR(check_donations_honoured());
     HEXIR_RETURN_IF_ERROR(plan_scratch());
     if (!options_.device_budget) return host_checked();
     return fit_device_budget();
@@ -116,6 +117,22 @@ class ModulePlanner {
   // `status` with the source's name in front (when there is one).
   Status named(Status status) const {
     return display_name_.empty() ? status : status.annotate(display_name_);
+  }
+
+  // A donation is the caller's request: one the plan cannot honour is an
+  // error naming the function, the input, the output and why, never dropped.
+  Status check_donations_honoured() const {
+    for (size_t f = 0; f < module_.functions.size(); ++f) {
+      const Function& fn = module_.functions[f];
+      const FunctionPlan& p = plan_.functions[f];
+      for (size_t a = 0; a < fn.arguments.size() && a < p.donation_refused.size(); ++a) {
+        if (p.donation_refused[a].empty()) continue;
+        const Value& input = fn.values[static_cast<size_t>(fn.arguments[a].value)];
+        return named(invalid_argument("function @" + fn.name + ": input %" + input.name + " cannot be donated" +
+                                      p.donation_refused[a]));
+      }
+    }
+    return ok_status();
   }
 
   // Each function's plan from its stored one (stored_: the plan before the

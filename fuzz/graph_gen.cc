@@ -450,13 +450,18 @@ class Generator {
       if (i > 0 && r_.byte() % 3 == 0) dims = {base[1]};  // a row that broadcasts
       Val v = push(dims);
       v.input = pool_.back().input = true;
-      header += (i ? ", " : "") + v.name + ": " + type_str("f32", dims) + (donate && i == 0 ? " donate" : "");
+      header += (i ? ", " : "") + v.name + ": " + type_str("f32", dims) + (donate && i == 0 ? " donate(0)" : "");
     }
     header += ")";
     for (int attempts = 0; nodes_ < max_nodes && attempts < 4 * max_nodes && !r_.empty(); ++attempts) step();
-    if (nodes_ == 0) {
-      const Val first = pool_[0];  // a copy: push() may move the pool
-      emit(push(first.dims), "relu", first.name, "");
+    if (nodes_ == 0 || donate) {
+      // A donated first input is updated last (a KV cache's write): output 0
+      // is computed in place on it, a donation the plan can always honour.
+      const Val first = pool_[0], last = pool_.back();  // copies: push() may move the pool
+      if (donate && !last.input && last.dims == first.dims)
+        emit(push(first.dims), "add", first.name + ", " + last.name, "");
+      else
+        emit(push(first.dims), "relu", first.name, "");
     }
 
     // Outputs: the last value, and up to two more; never a function input.

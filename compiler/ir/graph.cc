@@ -294,7 +294,7 @@ int GraphBuilder::push_named_result(const std::string& name, const TensorType& t
   return id;
 }
 
-Result<int> GraphBuilder::add_input(std::string name, TensorType type, bool donate, Location loc) {
+Result<int> GraphBuilder::add_input(std::string name, TensorType type, bool donate, Location loc, int donate_to) {
   if (!open_) return error_at(loc, "add_input outside a function");
   if (!function().nodes.empty()) return error_at(loc, "inputs come before the nodes of @" + function().name);
   HEXIR_RETURN_IF_ERROR(check_value_name(name, loc));
@@ -311,7 +311,7 @@ Result<int> GraphBuilder::add_input(std::string name, TensorType type, bool dona
   const std::string key = value.name;
   const int id = push_value(std::move(value));
   value_names_[key] = id;
-  function().arguments.push_back({id, donate});
+  function().arguments.push_back({id, donate || donate_to >= 0, donate_to});
   return id;
 }
 
@@ -818,6 +818,7 @@ Status GraphBuilder::end_function() {
                     "region is not closed with 'yield' before the end of @" + function().name);
   if (!outputs_set_)
     return error_at(function().loc, "function @" + function().name + " returns nothing (set_outputs)");
+  HEXIR_RETURN_IF_ERROR(check_donations(function()));
   open_ = false;
   ended_nodes_ += function().nodes.size();
   value_names_.clear();
@@ -830,6 +831,32 @@ Result<Module> GraphBuilder::finish() {
   if (open_)
     return error_at(function().loc, "function @" + function().name + " was not ended (end_function)");
   return std::move(module_);
+}
+
+Status check_donations(const Function& fn) {
+  std::vector<int> taken(fn.result_types.size(), -1);
+  for (size_t a = 0; a < fn.arguments.size(); ++a) {
+    const Argument& arg = fn.arguments[a];
+    if (arg.donate_to < 0) continue;
+    const Value& input = fn.values[static_cast<size_t>(arg.value)];
+    const std::string what = "function @" + fn.name + ": input %" + input.name + " (" + input.type.to_string() +
+                             ") donated to output " + std::to_string(arg.donate_to);
+    const size_t j = static_cast<size_t>(arg.donate_to);
+    if (j >= fn.result_types.size())
+      return error_at(input.loc, what + ": the function has " + std::to_string(fn.result_types.size()) +
+                                     " output(s)");
+    const std::string output_name = j < fn.output_names.size() ? " '" + fn.output_names[j] + "'" : "";
+    if (fn.result_types[j] != input.type)
+      return error_at(input.loc, what + output_name + " (" + fn.result_types[j].to_string() +
+                                     "): a donated buffer holds an output of its own type");
+    if (taken[j] >= 0)
+      return error_at(input.loc,
+                      what + output_name + ": input %" +
+                          fn.values[static_cast<size_t>(fn.arguments[static_cast<size_t>(taken[j])].value)].name +
+                          " is donated to it already");
+    taken[j] = static_cast<int>(a);
+  }
+  return ok_status();
 }
 
 // Per node: the node opening the region directly around it (a kLoopBegin,

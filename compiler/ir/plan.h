@@ -142,6 +142,10 @@ struct FunctionPlan {
   std::vector<Value> added;
   std::vector<ValuePlan> values;  // per value id: the graph's, then `added`
   std::vector<int> donated_to;    // per argument: the output written in its buffer, -1: none
+  // Per argument: why its donation cannot be honoured, to follow "input %x
+  // cannot be donated" (" to output 0 'y': ..." or ": ..."); empty: honoured,
+  // or not donated. plan_module turns the first into a compile error.
+  std::vector<std::string> donation_refused;
   // The instructions dispatched, in order (views dropped, copies added).
   // Liveness and planning count in this list.
   std::vector<Instruction> program;

@@ -167,6 +167,32 @@ bool chain_to_donated_input(const Function& fn, FunctionPlan& plan, const Uses& 
   return true;
 }
 
+// Why output value `result` cannot be computed in the buffer of donated
+// input `input`, for the compile error.
+std::string why_not_donated(const Function& fn, const FunctionPlan& plan, const Uses& uses, int result, int input) {
+  const Value& r = value_at(fn, plan, result);
+  if (r.kind == ValueKind::kInput) return "the output is the input %" + r.name + ", returned as it is";
+  if (r.kind == ValueKind::kConstant) return "the output is the constant @" + r.name;
+  const int64_t w = uses.def[static_cast<size_t>(result)];
+  if (w < 0) return "the output is not written by an instruction of its own";
+  const Instruction& writer = plan.program[static_cast<size_t>(w)];
+  const std::string writer_text = std::string("`") + ops::op_def(writer.op).name + "` (instruction " +
+                                  std::to_string(w) + ")";
+  const int64_t read = uses.last_read[static_cast<size_t>(input)];
+  if (plan.values[static_cast<size_t>(result)].storage != Storage::kOutput)
+    return "the output's value %" + r.name + " is also returned as another output or read as a view";
+  if (read == w)
+    return "the input is read by " + writer_text + " while it writes the output (an operator that cannot run in place)";
+  if (read > w) {
+    const Instruction& reader = plan.program[static_cast<size_t>(read)];
+    return "the input is still read by `" + std::string(ops::op_def(reader.op).name) + "` (instruction " +
+           std::to_string(read) + ") when " + writer_text +
+           " writes the output, and no chain of in-place updates leads from the input to it (an elementwise "
+           "op or update_slice/scatter on the input, each read last where it is updated)";
+  }
+  return "the output's writer " + writer_text + " runs in place over another value";
+}
+
 }  // namespace
 
 void place_donations(const Function& fn, FunctionPlan& plan, bool in_place_chains) {
@@ -192,7 +218,10 @@ void place_donations(const Function& fn, FunctionPlan& plan, bool in_place_chain
       heads.link(result, arg.value);
       continue;
     }
-    plan.donated_to[a] = -1;  // no legal way: the input stays read-only
+    plan.donated_to[a] = -1;  // no legal way: plan_module refuses the donation
+    plan.donation_refused[a] = " to output " + std::to_string(j) +
+                               (j < fn.output_names.size() ? " '" + fn.output_names[j] + "'" : "") + ": " +
+                               why_not_donated(fn, plan, uses, result, arg.value);
   }
   // Storage follows the buffer's head (views already share their root's).
   for (size_t v = 0; v < plan.values.size(); ++v) {

@@ -1,6 +1,7 @@
 #include "passes/schedule.h"
 
 #include <set>
+#include <vector>
 #include <utility>
 
 namespace hexir::compiler {
@@ -36,6 +37,31 @@ void schedule_for_memory(const Function& fn, FunctionPlan& plan) {
       }
     }
   }
+  // A donated input, and each value an in-place capable op makes of it,
+  // keeps its last reader last: a donation's chain of updates (a KV cache
+  // written layer after layer) stays legal, so the schedule never turns an
+  // honoured donation into a refused one.
+  std::vector<bool> keeps_last_reader(value_total, false);
+  for (const Argument& arg : fn.arguments)
+    if (arg.donate) keeps_last_reader[static_cast<size_t>(root_of(arg.value))] = true;
+  for (size_t k = 0; k < n; ++k) {
+    const Instruction& inst = plan.program[k];
+    if (inst.outputs.empty() || !ops::op_def(inst.op).may_run_in_place) continue;
+    const uint32_t allowed = ops::op_def(inst.op).in_place_inputs;
+    for (size_t operand = 0; operand < inst.inputs.size() && operand < 32; ++operand)
+      if (((allowed >> operand) & 1u) && keeps_last_reader[static_cast<size_t>(root_of(inst.inputs[operand]))])
+        keeps_last_reader[static_cast<size_t>(root_of(inst.outputs[0]))] = true;
+  }
+  std::vector<int> last_reader(value_total, -1);
+  for (size_t k = 0; k < n; ++k)
+    for (int root : reads[k])
+      if (keeps_last_reader[static_cast<size_t>(root)]) last_reader[static_cast<size_t>(root)] = static_cast<int>(k);
+  for (size_t k = 0; k < n; ++k)
+    for (int root : reads[k])
+      if (const int last = last_reader[static_cast<size_t>(root)]; last >= 0 && last != static_cast<int>(k)) {
+        successors[k].push_back(last);
+        ++waiting[static_cast<size_t>(last)];
+      }
   auto arena_bytes = [&](int root) -> int64_t {
     return plan.values[static_cast<size_t>(root)].storage == Storage::kArena
                ? static_cast<int64_t>(value_at(fn, plan, root).byte_size)

@@ -11,6 +11,8 @@ namespace hexir::compiler {
 // instructions, picks the one whose results minus the bytes it frees are
 // smallest (ties: source order). Dependencies are kept, so results are
 // unchanged; values bound to outputs are not counted (they are not arena).
+// A donated input and the values in-place capable ops make of it keep their
+// last reader last, so the donation stays what the source order allows.
 void schedule_for_memory(const Function& fn, FunctionPlan& plan);
 
 }  // namespace hexir::compiler

@@ -188,6 +188,10 @@ std::vector<int> carried_in_donated_inputs(const Function& fn, const ViewReads& 
       const int x = node.inputs[j], a = node.results[j - 1], r = end.results[j - 2];
       const Value& xv = fn.values[static_cast<size_t>(x)];
       if (xv.kind != ValueKind::kInput || !fn.arguments[static_cast<size_t>(xv.input_index)].donate) continue;
+      // An explicit donation names the output the loop's result must be.
+      if (const int to = fn.arguments[static_cast<size_t>(xv.input_index)].donate_to;
+          to >= 0 && fn.outputs[static_cast<size_t>(to)] != r)
+        continue;
       if (readers[static_cast<size_t>(x)] != 1 || returned[static_cast<size_t>(x)] != 0) continue;
       if (returned[static_cast<size_t>(r)] == 0 || end.inputs[j - 2] == a) continue;
       merged[static_cast<size_t>(a)] = x;
@@ -474,6 +478,7 @@ class ProgramBuilder {
 void bind_outputs(const Function& fn, FunctionPlan& plan, const std::vector<int>& in_input) {
   plan.outputs.assign(fn.outputs.size(), -1);
   plan.donated_to.assign(fn.arguments.size(), -1);
+  plan.donation_refused.assign(fn.arguments.size(), {});
   std::set<int> bound_roots;
   for (size_t i = 0; i < fn.outputs.size(); ++i) {
     const int returned = fn.outputs[i];
@@ -549,26 +554,64 @@ void place_strided_views(const Function& fn, FunctionPlan& plan, const StridedVi
       plan.copied_bytes_without_views += fn.values[static_cast<size_t>(fn.nodes[n].results[0])].byte_size;
 }
 
-// Each donated input takes the first output of its type not taken yet:
-// outputs queued per type, so N donations cost O(N log N), not O(N^2).
+// Each donated input takes the output it names (Argument::donate_to), or
+// else the first output of its type not taken yet whose writer reads it (a
+// cache's update), or else the first of its type: outputs queued per type.
+// What cannot be given an output is recorded in donation_refused.
 void donate_inputs(const Function& fn, FunctionPlan& plan) {
   using TypeKey = std::pair<DType, std::vector<int64_t>>;
-  std::map<TypeKey, std::vector<int>> free_outputs;  // per type: output indices, last one first
+  std::map<TypeKey, std::set<int>> free_outputs;  // per type: output indices
   const size_t result_count = std::min(fn.result_types.size(), fn.outputs.size());
-  std::vector<bool> taken(result_count, false);
-  for (int j : plan.donated_to)
-    if (j >= 0 && static_cast<size_t>(j) < result_count) taken[static_cast<size_t>(j)] = true;
-  for (size_t j = result_count; j-- > 0;)
-    if (!taken[j])
-      free_outputs[{fn.result_types[j].dtype, fn.result_types[j].dims}].push_back(static_cast<int>(j));
+  std::vector<int> taken(result_count, -1);  // per output: the argument donated to it
+  for (size_t a = 0; a < plan.donated_to.size(); ++a)
+    if (const int j = plan.donated_to[a]; j >= 0 && static_cast<size_t>(j) < result_count)
+      taken[static_cast<size_t>(j)] = static_cast<int>(a);
+  auto input_name = [&](size_t a) { return "%" + fn.values[static_cast<size_t>(fn.arguments[a].value)].name; };
+  auto output_text = [&](size_t j) {
+    return " to output " + std::to_string(j) + (j < fn.output_names.size() ? " '" + fn.output_names[j] + "'" : "");
+  };
   for (size_t a = 0; a < fn.arguments.size(); ++a) {
     const Argument& arg = fn.arguments[a];
-    if (!arg.donate || plan.donated_to[a] >= 0) continue;
+    if (!arg.donate || arg.donate_to < 0 || plan.donated_to[a] >= 0) continue;
+    const size_t j = static_cast<size_t>(arg.donate_to);
+    if (j >= result_count) continue;  // check_donations refused it
+    if (taken[j] >= 0) {
+      plan.donation_refused[a] = output_text(j) + ": a loop carries " + input_name(static_cast<size_t>(taken[j])) +
+                                 " in the caller's buffer to that output";
+      continue;
+    }
+    plan.donated_to[a] = static_cast<int>(j);
+    taken[j] = static_cast<int>(a);
+  }
+  // Per value: the outputs (ascending) whose writer reads it.
+  std::map<int, std::vector<int>> read_by_output;
+  for (size_t j = 0; j < result_count; ++j) {
+    if (taken[j] >= 0) continue;
+    free_outputs[{fn.result_types[j].dtype, fn.result_types[j].dims}].insert(static_cast<int>(j));
+    const Value& out = fn.values[static_cast<size_t>(fn.outputs[j])];
+    if (out.kind == ValueKind::kResult && out.node >= 0)
+      for (int operand : fn.nodes[static_cast<size_t>(out.node)].inputs)
+        read_by_output[operand].push_back(static_cast<int>(j));
+  }
+  for (size_t a = 0; a < fn.arguments.size(); ++a) {
+    const Argument& arg = fn.arguments[a];
+    if (!arg.donate || arg.donate_to >= 0 || plan.donated_to[a] >= 0) continue;
     const TensorType& type = fn.values[static_cast<size_t>(arg.value)].type;
     auto it = free_outputs.find(TypeKey{type.dtype, type.dims});
-    if (it == free_outputs.end() || it->second.empty()) continue;
-    plan.donated_to[a] = it->second.back();
-    it->second.pop_back();
+    if (it == free_outputs.end() || it->second.empty()) {
+      plan.donation_refused[a] = ": no output of type " + type.to_string() + " is left for it";
+      continue;
+    }
+    std::set<int>& candidates = it->second;
+    int chosen = *candidates.begin();
+    if (auto readers = read_by_output.find(arg.value); readers != read_by_output.end())
+      for (int j : readers->second)
+        if (candidates.count(j)) {
+          chosen = j;
+          break;
+        }
+    plan.donated_to[a] = chosen;
+    candidates.erase(chosen);
   }
 }
 

@@ -283,10 +283,21 @@ func @step(%cache: f32[2,8,4] donate, %pos: i64[2,1,4], %rows: f32[2,1,4]) -> (f
   }
 }
 
-TEST_CASE("donation dropped: the caller's input is left alone when the result cannot go there") {
-  constexpr const char* kSource = R"(
+TEST_CASE("donation: one the plan cannot honour is a compile error; a read-only input is never overwritten") {
+  constexpr const char* kDonated = R"(
 module @m
 func @f(%cache: f32[4,4] donate, %x: f32[4,4]) -> (f32[4,4]) {
+  %a = call @matmul(%cache, %x) : f32[4,4]
+  return %a
+}
+)";
+  auto refused = hexir::compiler::compile_source(kDonated, "m.hxir", kSamplesDir);
+  REQUIRE_FALSE(refused.ok());
+  CHECK_MESSAGE(refused.status().message().find("input %cache cannot be donated to output 0 'a'") != std::string::npos,
+                refused.status().message());
+  constexpr const char* kSource = R"(
+module @m
+func @f(%cache: f32[4,4], %x: f32[4,4]) -> (f32[4,4]) {
   %a = call @matmul(%cache, %x) : f32[4,4]
   return %a
 }

@@ -199,7 +199,7 @@ TEST_CASE("fuzz: mutated .hxir text never crashes the compiler") {
   const std::string source = R"(module @m
 const @w : f32[4,4] = dense [[1,2,3,4],[5,6,7,8],[9,10,11,12],[13,14,15,16]]
 const @b : f32[4] = splat 0.5
-func @main(%x: f32[2,4], %c: f32[2,4] donate) -> (f32[2,4], f32[2,4]) {
+func @main(%x: f32[2,4], %c: f32[2,4] donate(1)) -> (f32[2,4], f32[2,4]) {
   %h = call @matmul(%x, @w) : f32[2,4]
   %r = call @add(%h, @b) : f32[2,4]
   %s = call @softmax(%r) {axis = -1} : f32[2,4]

@@ -65,6 +65,8 @@ constexpr size_t kMaxTypeRank = 64;
 constexpr int kMaxAttrDepth = 32;
 constexpr int kMaxLoopDepth = 32;
 constexpr int64_t kMaxLoopResults = 4096;
+// An output index `donate(N)` may name (output counts are int).
+constexpr int64_t kMaxDonatedOutput = int64_t{1} << 30;
 
 class Parser {
  public:
@@ -584,11 +586,21 @@ class Parser {
         HEXIR_RETURN_IF_ERROR(expect_punct(':', "after the argument name"));
         HEXIR_ASSIGN_OR_RETURN(TensorType type, parse_type());
         bool donate = false;
+        int donate_to = -1;  // `donate(N)`: written as output N
         if (tok_.is_word("donate")) {
           donate = true;
           HEXIR_RETURN_IF_ERROR(advance());
+          if (tok_.is('(')) {
+            HEXIR_RETURN_IF_ERROR(advance());
+            if (tok_.kind != Tok::kInt || tok_.int_value < 0 || tok_.int_value > kMaxDonatedOutput)
+              return expected("an output index after 'donate('");
+            donate_to = static_cast<int>(tok_.int_value);
+            HEXIR_RETURN_IF_ERROR(advance());
+            HEXIR_RETURN_IF_ERROR(expect_punct(')', "after the donated output's index"));
+          }
         }
-        HEXIR_RETURN_IF_ERROR(builder_.add_input(name, std::move(type), donate, location(name_loc)).status());
+        HEXIR_RETURN_IF_ERROR(
+            builder_.add_input(name, std::move(type), donate, location(name_loc), donate_to).status());
         if (tok_.is(',')) {
           HEXIR_RETURN_IF_ERROR(advance());
           continue;

@@ -233,7 +233,9 @@ class Printer {
     for (size_t i = 0; i < fn.arguments.size(); ++i) {
       const Value& v = fn.values[static_cast<size_t>(fn.arguments[i].value)];
       out_ += (i ? ", " : "") + hxir_name('%', v.name) + ": " + type_text(v.type) +
-              (fn.arguments[i].donate ? " donate" : "");
+              (!fn.arguments[i].donate          ? ""
+               : fn.arguments[i].donate_to < 0 ? " donate"
+                                                : " donate(" + std::to_string(fn.arguments[i].donate_to) + ")");
     }
     out_ += ") -> (";
     for (size_t i = 0; i < fn.result_types.size(); ++i) out_ += (i ? ", " : "") + type_text(fn.result_types[i]);

@@ -265,7 +265,7 @@ func @f(%cache: f32[4,4] donate, %x: f32[4,4]) -> (f32[4,4]) {
   check_compiles_and_verifies(kSource);
 }
 
-TEST_CASE("donation: dropped when the input is read where its output is written") {
+TEST_CASE("donation: refused with the input, the output and why when the input is read where its output is written") {
   constexpr const char* kSource = R"(
 func @f(%cache: f32[4,4] donate, %x: f32[4,4]) -> (f32[4,4]) {
   %a = call @matmul(%cache, %x) : f32[4,4]
@@ -273,13 +273,68 @@ func @f(%cache: f32[4,4] donate, %x: f32[4,4]) -> (f32[4,4]) {
 })";
   Planned p = planned(kSource);
   CHECK(p.plan.donated_to[0] == -1);
-  CHECK(p.at("a").storage == Storage::kOutput);
-  std::vector<uint8_t> bytes = compile_ok(kSource);
-  const fb::Module* m = module_of(bytes);
-  const fb::Function* f = function_named(m, "f");
-  CHECK(f->inputs()->Get(0)->donated_to() == -1);
-  CHECK(m->slots()->Get(f->inputs()->Get(0)->slot())->usage() == fb::SlotUsage::ExternalInput);
-  CHECK(format::verify_executable(bytes).ok());
+  CHECK(p.plan.donation_refused[0] ==
+        " to output 0 'a': the input is read by `matmul` (instruction 0) while it writes the output (an operator "
+        "that cannot run in place)");
+  auto bytes = compile_source(kSource, "t.hxir", ".");
+  REQUIRE_FALSE(bytes.ok());
+  CHECK(bytes.status().message() ==
+        "t.hxir: function @f: input %cache cannot be donated to output 0 'a': the input is read by `matmul` "
+        "(instruction 0) while it writes the output (an operator that cannot run in place)");
+}
+
+TEST_CASE("donation: refused when the input is read after its output is written, or no output fits") {
+  constexpr const char* kReadAfter = R"(
+func @f(%cache: f32[4] donate, %x: f32[4]) -> (f32[4], f32[4]) {
+  %a = call @relu(%x) : f32[4]
+  %b = call @add(%cache, %x) : f32[4]
+  return %a, %b
+})";
+  // Implicitly the output whose writer reads the input: b (output 1), not a.
+  Planned p = planned(kReadAfter);
+  CHECK(p.plan.donated_to[0] == 1);
+  CHECK(p.plan.donation_refused[0].empty());
+  constexpr const char* kExplicit = R"(
+func @f(%cache: f32[4] donate(0), %x: f32[4]) -> (f32[4], f32[4]) {
+  %a = call @relu(%x) : f32[4]
+  %b = call @add(%cache, %x) : f32[4]
+  return %a, %b
+})";
+  auto refused = compile_source(kExplicit, "t.hxir", ".");
+  REQUIRE_FALSE(refused.ok());
+  CHECK_MESSAGE(refused.status().message().find("input %cache cannot be donated to output 0 'a': the input is "
+                                                "still read by `add` (instruction 1) when `relu` (instruction 0) "
+                                                "writes the output") != std::string::npos,
+                refused.status().message());
+  constexpr const char* kNoOutput = R"(
+func @f(%cache: f32[4] donate, %x: f32[2]) -> (f32[2]) {
+  %a = call @relu(%x) : f32[2]
+  return %a
+})";
+  auto none = compile_source(kNoOutput, "t.hxir", ".");
+  REQUIRE_FALSE(none.ok());
+  CHECK(none.status().message() ==
+        "t.hxir: function @f: input %cache cannot be donated: no output of type f32[4] is left for it");
+  constexpr const char* kWrongType = R"(
+func @f(%cache: f32[4] donate(0), %x: f32[2]) -> (f32[2]) {
+  %a = call @relu(%x) : f32[2]
+  return %a
+})";
+  auto wrong = compile_source(kWrongType, "t.hxir", ".");
+  REQUIRE_FALSE(wrong.ok());
+  CHECK_MESSAGE(wrong.status().message().find("input %cache (f32[4]) donated to output 0 'a' (f32[2]): a donated "
+                                              "buffer holds an output of its own type") != std::string::npos,
+                wrong.status().message());
+  constexpr const char* kPastEnd = R"(
+func @f(%cache: f32[4] donate(3)) -> (f32[4]) {
+  %a = call @relu(%cache) : f32[4]
+  return %a
+})";
+  auto past = compile_source(kPastEnd, "t.hxir", ".");
+  REQUIRE_FALSE(past.ok());
+  CHECK_MESSAGE(past.status().message().find("donated to output 3: the function has 1 output(s)") !=
+                    std::string::npos,
+                past.status().message());
 }
 
 TEST_CASE("donation: an arena value never takes a donated buffer that is not its output's") {

@@ -144,7 +144,11 @@ struct Node {
 
 struct Argument {
   int value = -1;
-  bool donate = false;  // the caller's buffer may be written as the first output of the same type
+  // The caller's buffer is written as output `donate_to` (-1: the first
+  // output of the same type no other donation took). A donation the plan
+  // cannot honour is a compile error (plan_module), never dropped.
+  bool donate = false;
+  int donate_to = -1;
 };
 
 struct Function {
@@ -165,6 +169,11 @@ struct Module {
   std::vector<Constant> constants;
   std::vector<Function> functions;
 };
+
+// Each explicit donation (Argument::donate_to) names an output of the
+// input's type that no other input is donated to; errors name the function,
+// the input and the output.
+Status check_donations(const Function& fn);
 
 // Per node of `fn`: the node opening the region directly around it (a
 // kLoopBegin, kIfBegin or kIfElse), -1 at the top level. A region's own
@@ -283,7 +292,10 @@ class GraphBuilder {
 
   // ---- functions: one is open at a time, from begin_function to end_function.
   Status begin_function(std::string name, Location loc = {});
-  Result<int> add_input(std::string name, TensorType type, bool donate = false, Location loc = {});
+  // `donate_to`: the output index the donated buffer is written as (-1: the
+  // first free output of its type); checked against the result types at end_function.
+  Result<int> add_input(std::string name, TensorType type, bool donate = false, Location loc = {},
+                        int donate_to = -1);
   // The open function's value for module constant `constant`, made on first use.
   Result<int> use_constant(int constant, Location loc = {});
   // The result types the function declares (optional: set_outputs takes the
