@@ -187,11 +187,12 @@ class Device {
   // constants whose words are equal get the same bytes and replaced inputs,
   // so a program prepares once for both (a prefill's matmul with 32 rows and
   // a decode's with 1 on the same weights pack them once). false: the
-  // backend cannot tell (the caller then keys on the whole plan).
+  // backend cannot tell (the caller then keys on the whole plan), the
+  // default: a backend overriding prepare_dispatch overrides this too to share.
   virtual bool prepare_key(const Dispatch& dispatch, std::vector<uint64_t>* words) {
     (void)dispatch;
-    words->push_back(0);  // nothing is prepared (prepare_dispatch's default)
-    return true;
+    (void)words;
+    return false;
   }
 
   virtual Result<std::unique_ptr<Queue>> create_queue() = 0;
