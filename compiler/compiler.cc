@@ -15,6 +15,7 @@
 #include "passes/arena.h"
 #include "passes/constants.h"
 #include "passes/fusion.h"
+#include "passes/donation.h"
 #include "passes/layout.h"
 #include "passes/offload.h"
 #include "passes/remat.h"
@@ -35,6 +36,19 @@ Status check_compile_options(const CompileOptions& options) {
   if (options.max_instructions == 0 || options.max_instructions > kMaxInstructionsLimit)
     return invalid_argument("the instruction limit " + std::to_string(options.max_instructions) +
                             " must be between 1 and " + std::to_string(kMaxInstructionsLimit));
+  return ok_status();
+}
+
+Status parse_donation_option(std::string_view text, CompileOptions& options) {
+  const size_t eq = text.find('=');
+  const std::string what = "--donate '" + std::string(text) + "'";
+  if (eq == std::string_view::npos || eq == 0 || eq + 1 == text.size())
+    return invalid_argument(what + ": expected INPUT=OUTPUT (names, or patterns like 'past.*=present.*')");
+  DonationRule rule{std::string(text.substr(0, eq)), std::string(text.substr(eq + 1))};
+  const auto stars = [](const std::string& side) { return std::count(side.begin(), side.end(), '*'); };
+  if (stars(rule.input) > 1 || stars(rule.input) != stars(rule.output))
+    return invalid_argument(what + ": a pattern has one '*' on each side, or none");
+  options.donations.push_back(std::move(rule));
   return ok_status();
 }
 
@@ -418,23 +432,34 @@ Result<std::string> read_text(const std::filesystem::path& path) {
 
 }  // namespace
 
-// The graph the passes plan: the front end's, or a copy with the rewrites of
-// fusion.h applied (constants are cheap to copy: large ones are file ranges).
-static const Module& rewritten(const Module& module, const CompileOptions& options, std::optional<Module>& storage) {
-  if (!options.fuse_epilogues && !options.channels_last) return module;
+// The graph the passes plan: the front end's, or a copy with the donations
+// asked for by name (donation.h) and the rewrites of donation.h, fusion.h
+// and layout.h applied (constants are cheap to copy: large ones are file ranges).
+static Result<const Module*> rewritten(const Module& module, const CompileOptions& options,
+                                       std::optional<Module>& storage) {
+  const bool donates = !options.donations.empty() ||
+                       std::any_of(module.functions.begin(), module.functions.end(), [](const Function& fn) {
+                         return std::any_of(fn.arguments.begin(), fn.arguments.end(),
+                                            [](const Argument& a) { return a.donate; });
+                       });
+  if (!options.fuse_epilogues && !options.channels_last && !donates) return &module;
   storage = module;
+  HEXIR_RETURN_IF_ERROR(apply_donations(*storage, options.donations));
+  // A donated cache written by where(iota == pos, new, cache): rows, in place.
+  if (donates) rewrite_cache_updates(*storage);
   if (options.fuse_epilogues) fuse(*storage);
   // After the folds and fusions: they read channels at dim 1 (NCHW).
   if (options.channels_last) choose_channels_last(*storage);
   // The depthwise -> 1x1 pairs left NCHW.
   if (options.fuse_epilogues) fuse_separable(*storage);
-  return *storage;
+  return &*storage;
 }
 
 Result<std::vector<uint8_t>> compile_module(const Module& source, const CompileOptions& options,
                                             std::string_view display_name) {
   std::optional<Module> storage;
-  const Module& module = rewritten(source, options, storage);
+  HEXIR_ASSIGN_OR_RETURN(const Module* rewritten_module, rewritten(source, options, storage));
+  const Module& module = *rewritten_module;
   HEXIR_ASSIGN_OR_RETURN(ModulePlan plan, plan_module(module, options, display_name));
   return serializer::write_module(module, plan, write_options_for(options, plan));
 }
@@ -442,7 +467,8 @@ Result<std::vector<uint8_t>> compile_module(const Module& source, const CompileO
 Result<CompiledFile> compile_module_to(const Module& source, const std::filesystem::path& out,
                                        const CompileOptions& options, std::string_view display_name) {
   std::optional<Module> storage;
-  const Module& module = rewritten(source, options, storage);
+  HEXIR_ASSIGN_OR_RETURN(const Module* rewritten_module, rewritten(source, options, storage));
+  const Module& module = *rewritten_module;
   HEXIR_ASSIGN_OR_RETURN(ModulePlan plan, plan_module(module, options, display_name));
   HEXIR_ASSIGN_OR_RETURN(std::unique_ptr<serializer::FileSink> sink, serializer::FileSink::create(out));
   CompiledFile compiled;

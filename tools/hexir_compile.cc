@@ -5,6 +5,7 @@
 //               [--memory-budget host=BYTES]
 // hexir-compile MODEL.onnx -o OUT.hxe [--input-shape NAME=AxBxC ...] [--bind NAME=VALUE ...]
 //               [--emit-hxir OUT.hxir|-]   (docs/onnx.md)
+// either input: [--donate INPUT=OUTPUT ...]
 #include <cstdio>
 #include <new>
 #include <optional>
@@ -35,8 +36,15 @@ constexpr const char* kUsage =
     "       hexir-compile MODEL.onnx -o OUT.hxe [--input-shape NAME=AxBxC ...] [--bind NAME=VALUE ...]\n"
     "       [--dim-bound NAME=N ...]\n"
     "       (either input) [--emit-hxir OUT.hxir|-]: also print the graph as .hxir text\n"
+    "       (either input) [--donate INPUT=OUTPUT ...]: the caller's INPUT buffer is written as OUTPUT\n"
     "  --align N               arena offset alignment, a power of two from 1 to 4096 (default 64),\n"
     "                          at least the element size of every value in the arena\n"
+    "  --donate IN=OUT          donate input IN to output OUT (names, or one '*' on each side matching the\n"
+    "                          same text: 'past.*=present.*'); the output is computed in the input's buffer\n"
+    "                          (a KV cache updated in place), or compiling fails saying why\n"
+    "  --donate IN=OUT         donate input IN to output OUT (names, or one '*' on each side matching the\n"
+    "                          same text: 'past.*=present.*'); the output is computed in the input's buffer\n"
+    "                          (a KV cache updated in place), or compiling fails saying why\n"
     "  --dim-bound NAME=N      plan the data-dependent dim of NonZero/NonMaxSuppression/Compress output\n"
     "                          NAME at N rows (below its derived bound); more at run time fail the invoke\n"
     "  --allow-external-files  .hxir `file` constants may name files outside the source's folder\n"
@@ -70,7 +78,7 @@ static int run(int argc, char** argv) {
   namespace compiler = hexir::compiler;
   compiler::CompileOptions options;
   std::string input, output, compress, emit_hxir, option;
-  std::vector<std::string> input_shapes, binds, budgets, dim_bounds;
+  std::vector<std::string> input_shapes, binds, budgets, dim_bounds, donations;
   size_t plan = 1, schedule = 0;
   cli::Args args("hexir-compile", kUsage, argc, argv);
   while (args.next()) {
@@ -80,6 +88,10 @@ static int run(int argc, char** argv) {
     }
     if (args.value("--bind", &option)) {
       binds.push_back(option);
+      continue;
+    }
+    if (args.value("--donate", &option)) {
+      donations.push_back(option);
       continue;
     }
     if (args.value("--dim-bound", &option)) {
@@ -131,6 +143,8 @@ static int run(int argc, char** argv) {
   for (const std::string& text : dim_bounds)
     if (hexir::Status s = compiler::parse_dim_bound_option(text, import); !s.ok())
       return args.usage_error(s.message());
+  for (const std::string& text : donations)
+    if (hexir::Status s = compiler::parse_donation_option(text, options); !s.ok()) return args.usage_error(s.message());
   for (const std::string& text : budgets)
     if (hexir::Status s = compiler::parse_memory_budget(text, options); !s.ok()) return args.usage_error(s.message());
   constexpr compiler::PlanStrategy kPlans[] = {compiler::PlanStrategy::kNaive,

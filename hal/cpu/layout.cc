@@ -543,9 +543,12 @@ Status update_slice(const KernelContext&, const Dispatch& d) {
   const auto* update = input<uint8_t>(d, 1);
   auto* out = output<uint8_t>(d, 0);
   const int64_t origin = window_origin(p, d, 2);
+  bool inside = true;  // out_of_range "skip": checked before anything is written
+  for (int32_t k = 0; p.skip_outside && k < p.rank; ++k)
+    inside = inside && ops::window_inside(*input<int64_t>(d, 2 + static_cast<uint32_t>(k)), p.dims[k], p.window[k]);
   if (out == update) return ok_status();
   if (out != x && p.x_bytes > 0) std::memcpy(out, x, static_cast<size_t>(p.x_bytes));
-  if (p.n == 0) return ok_status();
+  if (p.n == 0 || !inside) return ok_status();
   for_each_window_row(p, origin, [&](int64_t x_byte, int64_t window_byte, int64_t bytes) {
     std::memcpy(out + x_byte, update + window_byte, static_cast<size_t>(bytes));
   });

@@ -635,8 +635,9 @@ Status check_start_indices(OpId id, std::span<const TensorType> in, size_t first
   return ok_status();
 }
 
-void plan_window(const TensorType& x, std::span<const int64_t> window, OpPlan& out) {
+void plan_window(const TensorType& x, std::span<const int64_t> window, OpPlan& out, bool skip_outside = false) {
   WindowPlan& p = out.start<WindowPlan>();
+  p.skip_outside = skip_outside ? 1 : 0;
   p.rank = static_cast<int32_t>(x.rank());
   p.element_size = static_cast<int32_t>(dtype_size(x.dtype));
   p.x_bytes = static_cast<int64_t>(*byte_size(x));
@@ -674,15 +675,30 @@ Result<std::vector<TensorType>> infer_dynamic_slice(std::span<const TensorType> 
 
 void plan_dynamic_slice(const PlanInput& op, OpPlan& out) { plan_window(op.inputs[0], op.params, out); }
 
+// out_of_range: "clamp" (no word, XLA's DynamicUpdateSlice) or "skip" (one
+// word, 1: a window that would leave x writes nothing; the rewritten
+// where(iota == p, new, cache), which matches no row for such a p).
 Result<std::vector<int64_t>> lower_update_slice(std::span<const TensorType>, const AttrMap& attrs,
                                                 std::span<const TensorType>) {
-  return no_attributes(kUpdateSlice, attrs);
+  HEXIR_RETURN_IF_ERROR(check_attr_names(kUpdateSlice, attrs, {"out_of_range"}));
+  const AttrValue* v = find_attr(attrs, "out_of_range");
+  if (!v) return std::vector<int64_t>{};
+  const auto* mode = std::get_if<std::string>(&v->value);
+  if (mode && *mode == "clamp") return std::vector<int64_t>{};
+  if (mode && *mode == "skip") return std::vector<int64_t>{1};
+  return invalid_argument(prefix(kUpdateSlice) + "attribute 'out_of_range' must be \"clamp\" or \"skip\"");
+}
+
+AttrMap raise_update_slice(std::span<const TensorType>, std::span<const int64_t> params) {
+  if (params.size() == 1 && params[0] == 1) return {{"out_of_range", AttrValue{std::string("skip")}}};
+  return {};
 }
 
 Result<std::vector<TensorType>> infer_update_slice(std::span<const TensorType> in,
                                                    std::span<const int64_t> params) {
   const TensorType& x = in[0];
-  HEXIR_RETURN_IF_ERROR(check_param_count(kUpdateSlice, params, 0));
+  if (!(params.empty() || (params.size() == 1 && params[0] == 1)))
+    return invalid_argument(prefix(kUpdateSlice) + "expects no parameter word or one word 1 (out_of_range skip)");
   HEXIR_RETURN_IF_ERROR(check_start_indices(kUpdateSlice, in, 2));
   const TensorType& update = in[1];
   bool fits = update.dtype == x.dtype && update.rank() == x.rank();
@@ -694,7 +710,7 @@ Result<std::vector<TensorType>> infer_update_slice(std::span<const TensorType> i
 }
 
 void plan_update_slice(const PlanInput& op, OpPlan& out) {
-  plan_window(op.inputs[0], op.inputs[1].dims, out);
+  plan_window(op.inputs[0], op.inputs[1].dims, out, op.params.size() == 1 && op.params[0] == 1);
 }
 
 // ---- scatter_nd, scatter_elements ------------------------------------------------
@@ -975,7 +991,7 @@ constexpr OpDef kDefs[] = {
     {kDynamicSlice, "dynamic_slice", 1, -1, 1, 1, false, false, false, 0, lower_dynamic_slice,
      raise_dynamic_slice, infer_dynamic_slice, flops_per_element, nullptr, plan_dynamic_slice},
     // In place on x only: update and the start indices are read while the result is written.
-    {kUpdateSlice, "update_slice", 2, -1, 1, 1, false, true, false, 0, lower_update_slice, raise_none,
+    {kUpdateSlice, "update_slice", 2, -1, 1, 1, false, true, false, 0, lower_update_slice, raise_update_slice,
      infer_update_slice, flops_per_element, nullptr, plan_update_slice, /*in_place_inputs=*/1u},
     // In place on data only: indices and updates are read while the result is written.
     {kScatterND, "scatter_nd", 3, 3, 1, 1, false, true, false, 0, lower_scatter_nd, raise_scatter_nd,

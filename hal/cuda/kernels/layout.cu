@@ -120,6 +120,9 @@ __device__ void dynamic_slice(const WindowParams& p) {
 // update_slice: update element i into the window of out (which holds x).
 template <typename Element>
 __device__ void update_slice(const WindowParams& p) {
+  // out_of_range "skip": a window that would leave x writes nothing.
+  for (int d = 0; p.plan.skip_outside && d < p.plan.rank; ++d)
+    if (!hexir::ops::window_inside(*p.starts[d], p.plan.dims[d], p.plan.window[d])) return;
   const int64_t origin = window_origin(p);
   const Element* update = static_cast<const Element*>(p.update);
   Element* out = static_cast<Element*>(p.out);

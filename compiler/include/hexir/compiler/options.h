@@ -5,7 +5,9 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "hexir/base/status.h"
 
@@ -46,6 +48,13 @@ enum class Schedule {
 enum class SectionCompression {
   kNone,
   kZstd,
+};
+
+// An input donated to an output by name (hexir-compile --donate IN=OUT):
+// each side is a name, or a pattern with one `*` on both sides matching the
+// same text ("past.*=present.*" donates past.0.key to present.0.key).
+struct DonationRule {
+  std::string input, output;
 };
 
 struct CompileOptions {
@@ -108,6 +117,11 @@ struct CompileOptions {
   // host=BYTES): offload stops short of it, and a plan over it is refused.
   // None: unlimited.
   std::optional<uint64_t> host_budget;
+  // Inputs donated to outputs by name, in every function (see DonationRule):
+  // each rule must match an input of some function and, for every input it
+  // matches, name an output of that function of the input's type; a
+  // donation the plan cannot honour fails the compile (never dropped).
+  std::vector<DonationRule> donations;
 };
 
 // One `--memory-budget SPACE=BYTES` option: "device=512MiB" sets
@@ -115,5 +129,9 @@ struct CompileOptions {
 // suffix (powers of 1024). Fails naming what is wrong: an unknown memory
 // space, a malformed or overflowing size, a space given twice.
 Status parse_memory_budget(std::string_view text, CompileOptions& options);
+
+// One `--donate IN=OUT` option into options.donations. Fails naming what is
+// wrong: no '=', an empty side, a `*` on one side only or more than one.
+Status parse_donation_option(std::string_view text, CompileOptions& options);
 
 }  // namespace hexir::compiler

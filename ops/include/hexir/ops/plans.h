@@ -661,10 +661,20 @@ struct WindowPlan {
   int64_t x_bytes;
   int32_t rank;
   int32_t element_size;
+  // update_slice with out_of_range = "skip": a start index that would put
+  // the window outside x writes nothing (else it is clamped, XLA's rule).
+  int32_t skip_outside;
+  int32_t pad;
   int64_t dims[kMaxRank];
   int64_t window[kMaxRank];
   int64_t stride[kMaxRank];
 };
+
+// Whether a run-time start index puts the window inside its dim unclamped
+// (update_slice's out_of_range = "skip" writes only then).
+HEXIR_PLAN_FN bool window_inside(int64_t start, int64_t dim, int64_t window) {
+  return start >= 0 && start <= dim - window;
+}
 
 // A run-time start index clamped so the window stays inside its dim (XLA).
 HEXIR_PLAN_FN int64_t window_start(int64_t start, int64_t dim, int64_t window) {

@@ -1,0 +1,32 @@
+// Donations asked for by name (CompileOptions::donations), and the
+// cache-update idioms exporters write rewritten so a donated cache is updated
+// where it lies. Graph rewrites run before planning (compile_module).
+#pragma once
+
+#include <cstddef>
+#include <span>
+
+#include "hexir/base/status.h"
+#include "hexir/compiler/graph.h"
+#include "hexir/compiler/options.h"
+
+namespace hexir::compiler {
+
+// Marks every input a rule matches as donated to the output the rule names
+// (Argument::donate_to). Errors name the rule and the function: a rule that
+// matches no input of any function, a matched input whose output does not
+// exist, an input two rules donate to different outputs, types that differ.
+Status apply_donations(Module& module, std::span<const DonationRule> rules);
+
+// `where(iota == p, new, cache)` (torch.where(arange(C) == pos, new, cache),
+// the scatter-free static-cache write) becomes `update_slice(cache, new, 0,
+// .., p, .., 0)` with out_of_range = "skip": the rows written, not the whole
+// cache, and in place on a donated cache. The mask is an `equal` of a
+// constant iota along one axis k (0, 1, ..., C-1, every other dim 1) and a
+// one-element integer value p (either side; or the `not` of it with the
+// where's branches swapped); `new` has dim 1 along k and, broadcast to the
+// result, fills the rest. Same results for every p: a p outside [0, C)
+// matches no row, and update_slice skips it. Returns the number rewritten.
+size_t rewrite_cache_updates(Module& module);
+
+}  // namespace hexir::compiler
