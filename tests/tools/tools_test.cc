@@ -132,6 +132,34 @@ func @step(%cache: f32[2,8,4] donate, %pos: i64[2,1,4], %rows: f32[2,1,4]) -> (f
   CHECK_MESSAGE(contains(d.output, "arena 0 bytes"), d.output);
 }
 
+TEST_CASE("tools: hexir-compile --donate by pattern; a donation it cannot honour fails naming input, output, why") {
+  ScratchDir dir;
+  write_all(dir / "kv.hxir", R"(module @kv
+func @step(%past.0: f32[2,8,4], %past.1: f32[2,8,4], %pos: i64[2,1,4], %rows: f32[2,1,4]) -> (f32[2,8,4], f32[2,8,4]) {
+  %present.0 = call @scatter_elements(%past.0, %pos, %rows) {axis = 1} : f32[2,8,4]
+  %present.1 = call @scatter_elements(%past.1, %pos, %rows) {axis = 1} : f32[2,8,4]
+  return %present.0, %present.1
+}
+)");
+  auto c = run_command(kCompile + " " + dir / "kv.hxir -o " + dir / "kv.hxe --donate 'past.*=present.*'");
+  REQUIRE_MESSAGE(c.exit_code == 0, c.output);
+  auto d = run_command(kDump + " " + dir / "kv.hxe");
+  REQUIRE(d.exit_code == 0);
+  CHECK_MESSAGE(contains(d.output, "%past.0: f32[2,8,4] donate -> output 0"), d.output);
+  CHECK_MESSAGE(contains(d.output, "%past.1: f32[2,8,4] donate -> output 1"), d.output);
+  CHECK_MESSAGE(contains(d.output, "arena 0 bytes"), d.output);
+  // Crossed: past.1's buffer as present.0, written before past.1 is read.
+  auto crossed = run_command(kCompile + " " + dir / "kv.hxir -o " + dir / "x.hxe --donate past.1=present.0");
+  CHECK(crossed.exit_code == 1);
+  CHECK_MESSAGE(contains(crossed.output, "input %past.1 cannot be donated to output 0 'present.0': the input is "
+                                         "still read by `scatter_elements` (instruction 1)"),
+                crossed.output);
+  auto unmatched = run_command(kCompile + " " + dir / "kv.hxir -o " + dir / "x.hxe --donate 'cache.*=present.*'");
+  CHECK(unmatched.exit_code == 1);
+  CHECK_MESSAGE(contains(unmatched.output, "no input matches 'cache.*'"), unmatched.output);
+  CHECK(run_command(kCompile + " " + dir / "kv.hxir -o " + dir / "x.hxe --donate past").exit_code == 2);
+}
+
 TEST_CASE("tools: host offload under --memory-budget, as hexir-compile, hexir-dump and hexir-run show it") {
   ScratchDir dir;
   // %a is too far from %x to recompute: under 32 KiB it waits in the host arena.
