@@ -5,11 +5,13 @@
 //               [--memory-budget host=BYTES]
 // hexir-compile MODEL.onnx -o OUT.hxe [--input-shape NAME=AxBxC ...] [--bind NAME=VALUE ...]
 //               [--emit-hxir OUT.hxir|-]   (docs/onnx.md)
-// either input: [--donate INPUT=OUTPUT ...]
+// either input: [--donate INPUT=OUTPUT ...] [--function NAME=MODEL.onnx[,INPUT=SHAPE...] ...]
 #include <cstdio>
+#include <algorithm>
 #include <new>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cli.h"
@@ -37,6 +39,7 @@ constexpr const char* kUsage =
     "       [--dim-bound NAME=N ...]\n"
     "       (either input) [--emit-hxir OUT.hxir|-]: also print the graph as .hxir text\n"
     "       (either input) [--donate INPUT=OUTPUT ...]: the caller's INPUT buffer is written as OUTPUT\n"
+    "       (either input, or none) [--function NAME=MODEL.onnx[,INPUT=SHAPE...] ...]: one more function\n"
     "  --align N               arena offset alignment, a power of two from 1 to 4096 (default 64),\n"
     "                          at least the element size of every value in the arena\n"
     "  --donate IN=OUT          donate input IN to output OUT (names, or one '*' on each side matching the\n"
@@ -45,6 +48,9 @@ constexpr const char* kUsage =
     "  --donate IN=OUT         donate input IN to output OUT (names, or one '*' on each side matching the\n"
     "                          same text: 'past.*=present.*'); the output is computed in the input's buffer\n"
     "                          (a KV cache updated in place), or compiling fails saying why\n"
+    "  --function NAME=MODEL.onnx[,INPUT=AxB...]  import MODEL as function NAME at the input shapes given\n"
+    "                          (several ONNX files, or one at several shapes, in one executable; identical\n"
+    "                          weights stored once; the input's --input-shape/--bind do not apply to it)\n"
     "  --dim-bound NAME=N      plan the data-dependent dim of NonZero/NonMaxSuppression/Compress output\n"
     "                          NAME at N rows (below its derived bound); more at run time fail the invoke\n"
     "  --allow-external-files  .hxir `file` constants may name files outside the source's folder\n"
@@ -78,7 +84,7 @@ static int run(int argc, char** argv) {
   namespace compiler = hexir::compiler;
   compiler::CompileOptions options;
   std::string input, output, compress, emit_hxir, option;
-  std::vector<std::string> input_shapes, binds, budgets, dim_bounds, donations;
+  std::vector<std::string> input_shapes, binds, budgets, dim_bounds, donations, functions;
   size_t plan = 1, schedule = 0;
   cli::Args args("hexir-compile", kUsage, argc, argv);
   while (args.next()) {
@@ -88,6 +94,10 @@ static int run(int argc, char** argv) {
     }
     if (args.value("--bind", &option)) {
       binds.push_back(option);
+      continue;
+    }
+    if (args.value("--function", &option)) {
+      functions.push_back(option);
       continue;
     }
     if (args.value("--donate", &option)) {
@@ -129,11 +139,11 @@ static int run(int argc, char** argv) {
       args.input(&input);
   }
   if (std::optional<int> rc = args.stop()) return *rc;
-  if (input.empty()) return args.usage_error("no input file");
+  if (input.empty() && functions.empty()) return args.usage_error("no input file");
   if (output.empty() && emit_hxir.empty()) return args.usage_error("no output file (-o OUT.hxe)");
   const bool onnx = std::filesystem::path(input).extension() == ".onnx";
   compiler::OnnxImportOptions import;
-  if (!onnx && !(input_shapes.empty() && binds.empty() && dim_bounds.empty()))
+  if (!input.empty() && !onnx && !(input_shapes.empty() && binds.empty() && dim_bounds.empty()))
     return args.usage_error("--input-shape, --bind and --dim-bound apply to .onnx models");
   for (const std::string& text : input_shapes)
     if (hexir::Status s = compiler::parse_input_shape_option(text, import); !s.ok())
@@ -167,9 +177,45 @@ static int run(int argc, char** argv) {
 
   if (hexir::Status s = compiler::check_compile_options(options); !s.ok()) return args.fail(s.message());
   hexir::Result<compiler::CompiledFile> compiled = hexir::invalid_argument("nothing compiled");
-  if (onnx || !emit_hxir.empty()) {
+  // --function NAME=MODEL.onnx[,INPUT=SHAPE...]: more functions, each an imported model at its own shapes.
+  std::vector<std::pair<std::string, compiler::OnnxImportOptions>> imports;
+  for (const std::string& text : functions) {
+    const size_t eq = text.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == text.size())
+      return args.usage_error("--function '" + text + "': expected NAME=MODEL.onnx[,INPUT=SHAPE...]");
+    compiler::OnnxImportOptions function_import;
+    function_import.function_name = text.substr(0, eq);
+    std::string path;
+    for (size_t at = eq + 1; at <= text.size();) {
+      const size_t comma = std::min(text.find(',', at), text.size());
+      const std::string item = text.substr(at, comma - at);
+      if (path.empty()) {
+        path = item;
+      } else if (hexir::Status s = compiler::parse_input_shape_option(item, function_import); !s.ok()) {
+        return args.usage_error("--function '" + text + "': " + s.message());
+      }
+      at = comma + 1;
+    }
+    if (std::filesystem::path(path).extension() != ".onnx")
+      return args.usage_error("--function '" + text + "': expected an .onnx model (an .hxir file holds its own functions)");
+    imports.emplace_back(path, std::move(function_import));
+  }
+  const std::string display_name = input.empty() ? imports.front().first : input;
+  if (onnx || !emit_hxir.empty() || !imports.empty()) {
     // An imported graph's weights stay in the model file (or its external data) until they are written.
-    auto module = load_graph(input, onnx, import, options);
+    std::vector<compiler::Module> parts;
+    if (!input.empty()) {
+      auto main_module = load_graph(input, onnx, import, options);
+      if (!main_module.ok()) return args.fail(main_module.status().message());
+      parts.push_back(std::move(main_module).value());
+    }
+    for (const auto& [path, function_import] : imports) {
+      auto part = compiler::import_onnx(path, function_import);
+      if (!part.ok()) return args.fail(part.status().message());
+      parts.push_back(std::move(part).value());
+    }
+    auto module = parts.size() == 1 ? hexir::Result<compiler::Module>(std::move(parts.front()))
+                                    : compiler::merge_modules(std::move(parts));
     if (!module.ok()) return args.fail(module.status().message());
     if (!emit_hxir.empty()) {
       compiler::HxirPrintOptions print;
@@ -186,7 +232,7 @@ static int run(int argc, char** argv) {
         return args.fail(s.message());
     }
     if (output.empty()) return 0;
-    compiled = compiler::compile_module_to(*module, output, options, input);
+    compiled = compiler::compile_module_to(*module, output, options, display_name);
   } else {
     // Weights stream from their .npy files into the output; never all in memory.
     compiled = compiler::compile_file_to(input, output, options);

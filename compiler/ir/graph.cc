@@ -833,6 +833,36 @@ Result<Module> GraphBuilder::finish() {
   return std::move(module_);
 }
 
+Result<Module> merge_modules(std::vector<Module> parts) {
+  if (parts.empty()) return invalid_argument("merge_modules: no module");
+  Module merged;
+  merged.name = parts.front().name;
+  std::set<std::string> function_names, constant_names;
+  for (Module& part : parts) {
+    const int offset = static_cast<int>(merged.constants.size());
+    std::vector<std::string> renamed(part.constants.size());
+    for (size_t c = 0; c < part.constants.size(); ++c) {
+      Constant& constant = part.constants[c];
+      std::string name = constant.name;
+      for (int suffix = 1; constant_names.count(name); ++suffix) name = constant.name + "." + std::to_string(suffix);
+      constant_names.insert(name);
+      constant.name = renamed[c] = name;
+      merged.constants.push_back(std::move(constant));
+    }
+    for (Function& fn : part.functions) {
+      if (!function_names.insert(fn.name).second)
+        return error_at(fn.loc, "function @" + fn.name + " is given twice (each function needs its own name)");
+      for (Value& v : fn.values)
+        if (v.kind == ValueKind::kConstant) {
+          v.name = renamed[static_cast<size_t>(v.constant)];
+          v.constant += offset;
+        }
+      merged.functions.push_back(std::move(fn));
+    }
+  }
+  return merged;
+}
+
 Status check_donations(const Function& fn) {
   std::vector<int> taken(fn.result_types.size(), -1);
   for (size_t a = 0; a < fn.arguments.size(); ++a) {

@@ -160,6 +160,39 @@ func @step(%past.0: f32[2,8,4], %past.1: f32[2,8,4], %pos: i64[2,1,4], %rows: f3
   CHECK(run_command(kCompile + " " + dir / "kv.hxir -o " + dir / "x.hxe --donate past").exit_code == 2);
 }
 
+TEST_CASE("tools: hexir-compile --function puts several ONNX imports in one executable, weights stored once") {
+  const std::string mlp = kSamples + "/../tests/fuzz/seeds/onnx/mlp.onnx";
+  ScratchDir dir;
+  auto one = run_command(kCompile + " " + mlp + " -o " + dir / "one.hxe");
+  if (one.exit_code != 0 && contains(one.output, "built without ONNX")) {
+    MESSAGE("skipped: hexir-compile was built without ONNX support");
+    return;
+  }
+  REQUIRE_MESSAGE(one.exit_code == 0, one.output);
+  // The model fixes x at [2,2]; restating it is allowed (a dynamic dim would take any size here).
+  auto two = run_command(kCompile + " --function first=" + mlp + " --function second=" + mlp + ",x=2x2 -o " +
+                         dir / "two.hxe");
+  REQUIRE_MESSAGE(two.exit_code == 0, two.output);
+  // The same three constants as one import: the second function's copies are stored once.
+  CHECK_MESSAGE(contains(two.output, "3 constants, 48 bytes"), two.output);
+  auto d = run_command(kDump + " " + dir / "two.hxe");
+  REQUIRE(d.exit_code == 0);
+  CHECK_MESSAGE(contains(d.output, "first(%x: f32[2,2]) -> (f32[2,3])"), d.output);
+  CHECK_MESSAGE(contains(d.output, "second(%x: f32[2,2]) -> (f32[2,3])"), d.output);
+  const std::vector<float> x(4, 1.0f);
+  hexir::write_npy(dir / "x.npy", hexir::TensorType{hexir::DType::kF32, {2, 2}},
+                   {reinterpret_cast<const uint8_t*>(x.data()), x.size() * 4});
+  auto r = run_command(kRun + " " + dir / "two.hxe --function second --input x=" + dir / "x.npy");
+  CHECK_MESSAGE(r.exit_code == 0, r.output);
+  auto twice = run_command(kCompile + " --function f=" + mlp + " --function f=" + mlp + " -o " + dir / "x.hxe");
+  CHECK(twice.exit_code == 1);
+  CHECK_MESSAGE(contains(twice.output, "function @f is given twice"), twice.output);
+  auto bad = run_command(kCompile + " --function f=" + mlp + ",y=2x2 -o " + dir / "x.hxe");
+  CHECK(bad.exit_code == 1);
+  CHECK_MESSAGE(contains(bad.output, "no model input named 'y'"), bad.output);
+  CHECK(run_command(kCompile + " --function f -o " + dir / "x.hxe").exit_code == 2);
+}
+
 TEST_CASE("tools: host offload under --memory-budget, as hexir-compile, hexir-dump and hexir-run show it") {
   ScratchDir dir;
   // %a is too far from %x to recompute: under 32 KiB it waits in the host arena.

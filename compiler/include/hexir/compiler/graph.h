@@ -170,6 +170,14 @@ struct Module {
   std::vector<Function> functions;
 };
 
+// One module of every function of `parts`, in order (the first part's name):
+// several ONNX files, or one file at several input shapes, compiled into one
+// executable (a prefill at 3 lengths and a decode step). Function names must
+// be unique (an error names the one given twice); constants are appended,
+// renamed with a ".N" suffix where a name is taken, and identical ones are
+// stored once by the writer (dedupe_constants compares their bytes).
+Result<Module> merge_modules(std::vector<Module> parts);
+
 // Each explicit donation (Argument::donate_to) names an output of the
 // input's type that no other input is donated to; errors name the function,
 // the input and the output.
