@@ -540,6 +540,8 @@ int run(int argc, char** argv) {
     // Device memory prepare took: fills, uploaded or copied constants (none
     // on the cpu, which uses RODATA from the mapping), anything prepared for kernels.
     j.field("bytes", after_prepare.bytes_allocated - before_prepare.bytes_allocated);
+    // Of those, what kernels derived from constants (the cpu's packed weights), once per weight and packing.
+    j.field("prepared_bytes", program->prepared_bytes());
     j.end_object();
     j.begin_object("invoke");
     j.field("count", context->invoke_count());

@@ -693,7 +693,10 @@ class Generator:
         _check(_generator_set_sampling(self._generator, temperature, top_k, top_p, seed))
 
     def generate(self, prompt, max_new_tokens=None, on_token=None):
-        prompt = np.ascontiguousarray(np.asarray(prompt).reshape(-1), dtype=np.int64)
+        prompt = np.asarray(prompt)
+        if prompt.size and prompt.dtype.kind not in "iu":
+            raise Error("INVALID_ARGUMENT", "generate: the prompt is numpy %s, not token ids (integers)" % prompt.dtype)
+        prompt = np.ascontiguousarray(prompt.reshape(-1), dtype=np.int64)
         count = ctypes.c_size_t()
         wanted = self.max_new_tokens if max_new_tokens is None else max_new_tokens
         callback = _TokenCallback()

@@ -119,6 +119,7 @@ expect_error("INVALID_ARGUMENT", "has no output 'scores' for the logits", lambda
 expect_error("INVALID_ARGUMENT", "made for 20", lambda: gen.generate(prompt, 21), "more tokens than made for")
 expect_error("INVALID_ARGUMENT", "the prompt is empty", lambda: gen.generate([]), "empty prompt")
 expect_error("INVALID_ARGUMENT", "outside the vocabulary of 64", lambda: gen.generate([1, 99]), "token outside")
+expect_error("INVALID_ARGUMENT", "not token ids", lambda: gen.generate([1.5, 2.0]), "a float prompt")
 check(ctx.generator(decode=0, max_new_tokens=4).generate([1, 2], 4).shape == (4,), "decode by index")
 
 print("python generator: %d passed, %d failed" % (passed, failed))

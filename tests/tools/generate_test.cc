@@ -125,6 +125,9 @@ TEST_CASE("hexir-run: without --function, the function the --input files fit, or
   auto r = run_command(kRun + " " + hxe + " --input input_ids=" + dir / "ids4.npy");
   REQUIRE_MESSAGE(r.exit_code == 0, r.output);
   CHECK(contains(r.output, "function prefill_4: "));
+  r = run_command(kRun + " " + hxe + " --input input_ids=" + dir / "ids4.npy --stats-json " + dir / "run.json");
+  REQUIRE_MESSAGE(r.exit_code == 0, r.output);
+  CHECK(contains(read_all(dir / "run.json"), "\"prepared_bytes\":"));
   r = run_command(kRun + " " + hxe + " --input input_ids=" + dir / "ids3.npy");
   CHECK(r.exit_code == 1);
   CHECK(contains(r.output,
