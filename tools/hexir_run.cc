@@ -221,7 +221,7 @@ const std::string kUsage = std::string(
     "                 [--max-fill-bytes N] [--max-arena-bytes N]\n"
     "       hexir-run --list-devices\n"
     "  --function NAME       default: 'main', the only function, or the one the --input files fit\n"
-    "                        (by name, dtype and shape)\n"
+    "                        (by name, dtype and shape; without --input files, the first)\n"
     "  --max-tensor-bytes N  largest input or output held in host memory (default 4 GiB)\n"
     "  --max-loop-iterations N  loop iterations one invoke may run, summed over its loops (default\n"
     "                        2^32 = 4294967296; 0: no limit); an invoke past it stops with an error\n"
@@ -298,7 +298,8 @@ int run(int argc, char** argv) {
   if (!module.ok()) return args.fail(module.status().message() + load_limit_hint(module.status()));
 
   // --function, else 'main', else the only function, else the one that the
-  // --input files fit (their names and the types in their headers).
+  // --input files fit (their names and the types in their headers), else
+  // (no --input) the first.
   size_t function = 0;
   if (!o.function.empty()) {
     Result<size_t> found = module->find_function(o.function);
