@@ -70,10 +70,12 @@ using StripsKernel = void (*)(int64_t kc, const float* A, int64_t lda, const flo
 
 // gemm_few_rows's block: sums[i * ld + s * NR + j] (=, or += when
 // `accumulate`) sum over k < kc of A(i, k) * strip s's B[k][j], for i < rows
-// (<= kFewRows) and s < strips, strip s at B + s * kc * NR; A(i, k) at
-// a[i * a_row + k * a_k].
+// (<= kFewRows) and s < strips, B[k][j] of strip s at B + s * b_strip + k *
+// b_row + j (packed: b_strip kc * NR, b_row NR; row-major B read where it
+// lies: b_strip NR, b_row its ldb); A(i, k) at a[i * a_row + k * a_k].
 using FewRowsKernel = void (*)(int64_t rows, int64_t strips, int64_t kc, const float* a, int64_t a_row, int64_t a_k,
-                               const float* B, float* sums, int64_t ld, bool accumulate);
+                               const float* B, int64_t b_strip, int64_t b_row, float* sums, int64_t ld,
+                               bool accumulate);
 
 struct GemmPath {
   int64_t mr, nr;       // the register tile with A packed (MR-interleaved panels)
@@ -148,15 +150,15 @@ void micro_generic(int64_t mr, int64_t nr, int64_t kc, const float* A, int64_t l
 
 // The few-rows block, portable: generic_tile's sums, a strip at a time.
 void few_rows_generic(int64_t rows, int64_t strips, int64_t kc, const float* a, int64_t a_row, int64_t a_k,
-                      const float* B, float* sums, int64_t ld, bool accumulate) {
+                      const float* B, int64_t b_strip, int64_t b_row, float* sums, int64_t ld, bool accumulate) {
   constexpr int64_t NR = 16;
   for (int64_t s = 0; s < strips; ++s) {
     float acc[kFewRows][NR] = {};
-    const float* b = B + s * kc * NR;
+    const float* b = B + s * b_strip;
     for (int64_t k = 0; k < kc; ++k)
       for (int64_t i = 0; i < rows; ++i) {
         const float x = a[i * a_row + k * a_k];
-        for (int64_t j = 0; j < NR; ++j) acc[i][j] += x * b[k * NR + j];
+        for (int64_t j = 0; j < NR; ++j) acc[i][j] += x * b[k * b_row + j];
       }
     for (int64_t i = 0; i < rows; ++i) store_row(acc[i], NR, sums + i * ld + s * NR, accumulate);
   }
@@ -508,8 +510,8 @@ template <int64_t MR>
 // past a multiple of G one at a time.
 template <int64_t R, int64_t G>
 [[gnu::target("avx2,fma")]] inline void few_rows_avx2_block(int64_t kc, const float* a, int64_t a_row, int64_t a_k,
-                                                            const float* B, float* sums, int64_t ld,
-                                                            bool accumulate) {
+                                                            const float* B, int64_t b_strip, int64_t b_row,
+                                                            float* sums, int64_t ld, bool accumulate) {
   __m256 acc[R][G][2];
 #pragma GCC unroll 16
   for (int64_t i = 0; i < R; ++i)
@@ -519,8 +521,8 @@ template <int64_t R, int64_t G>
     __m256 b[G][2];
 #pragma GCC unroll 16
     for (int64_t s = 0; s < G; ++s) {
-      b[s][0] = _mm256_loadu_ps(B + s * kc * 16 + k * 16);
-      b[s][1] = _mm256_loadu_ps(B + s * kc * 16 + k * 16 + 8);
+      b[s][0] = _mm256_loadu_ps(B + s * b_strip + k * b_row);
+      b[s][1] = _mm256_loadu_ps(B + s * b_strip + k * b_row + 8);
     }
 #pragma GCC unroll 16
     for (int64_t i = 0; i < R; ++i) {
@@ -545,30 +547,32 @@ template <int64_t R, int64_t G>
 
 template <int64_t R>
 [[gnu::target("avx2,fma")]] void few_rows_avx2_rows(int64_t strips, int64_t kc, const float* a, int64_t a_row,
-                                                    int64_t a_k, const float* B, float* sums, int64_t ld,
-                                                    bool accumulate) {
+                                                    int64_t a_k, const float* B, int64_t b_strip, int64_t b_row,
+                                                    float* sums, int64_t ld, bool accumulate) {
   constexpr int64_t G = R == 1 ? 4 : R == 2 ? 2 : 1;  // 8, 8, 6, 8 accumulators of 16 ymm
   int64_t s = 0;
   for (; s + G <= strips; s += G)
-    few_rows_avx2_block<R, G>(kc, a, a_row, a_k, B + s * kc * 16, sums + s * 16, ld, accumulate);
-  for (; s < strips; ++s) few_rows_avx2_block<R, 1>(kc, a, a_row, a_k, B + s * kc * 16, sums + s * 16, ld, accumulate);
+    few_rows_avx2_block<R, G>(kc, a, a_row, a_k, B + s * b_strip, b_strip, b_row, sums + s * 16, ld, accumulate);
+  for (; s < strips; ++s)
+    few_rows_avx2_block<R, 1>(kc, a, a_row, a_k, B + s * b_strip, b_strip, b_row, sums + s * 16, ld, accumulate);
 }
 
 [[gnu::target("avx2,fma")]] void few_rows_avx2(int64_t rows, int64_t strips, int64_t kc, const float* a, int64_t a_row,
-                                               int64_t a_k, const float* B, float* sums, int64_t ld, bool accumulate) {
+                                               int64_t a_k, const float* B, int64_t b_strip, int64_t b_row,
+                                               float* sums, int64_t ld, bool accumulate) {
   static_assert(kFewRows == 4);
   switch (rows) {
-    case 1: return few_rows_avx2_rows<1>(strips, kc, a, a_row, a_k, B, sums, ld, accumulate);
-    case 2: return few_rows_avx2_rows<2>(strips, kc, a, a_row, a_k, B, sums, ld, accumulate);
-    case 3: return few_rows_avx2_rows<3>(strips, kc, a, a_row, a_k, B, sums, ld, accumulate);
-    default: return few_rows_avx2_rows<4>(strips, kc, a, a_row, a_k, B, sums, ld, accumulate);
+    case 1: return few_rows_avx2_rows<1>(strips, kc, a, a_row, a_k, B, b_strip, b_row, sums, ld, accumulate);
+    case 2: return few_rows_avx2_rows<2>(strips, kc, a, a_row, a_k, B, b_strip, b_row, sums, ld, accumulate);
+    case 3: return few_rows_avx2_rows<3>(strips, kc, a, a_row, a_k, B, b_strip, b_row, sums, ld, accumulate);
+    default: return few_rows_avx2_rows<4>(strips, kc, a, a_row, a_k, B, b_strip, b_row, sums, ld, accumulate);
   }
 }
 
 template <int64_t R, int64_t G>
 [[gnu::target("avx512f")]] inline void few_rows_avx512_block(int64_t kc, const float* a, int64_t a_row, int64_t a_k,
-                                                            const float* B, float* sums, int64_t ld,
-                                                            bool accumulate) {
+                                                            const float* B, int64_t b_strip, int64_t b_row,
+                                                            float* sums, int64_t ld, bool accumulate) {
   __m512 acc[R][G][2];
 #pragma GCC unroll 16
   for (int64_t i = 0; i < R; ++i)
@@ -578,8 +582,8 @@ template <int64_t R, int64_t G>
     __m512 b[G][2];
 #pragma GCC unroll 16
     for (int64_t s = 0; s < G; ++s) {
-      b[s][0] = _mm512_loadu_ps(B + s * kc * 32 + k * 32);
-      b[s][1] = _mm512_loadu_ps(B + s * kc * 32 + k * 32 + 16);
+      b[s][0] = _mm512_loadu_ps(B + s * b_strip + k * b_row);
+      b[s][1] = _mm512_loadu_ps(B + s * b_strip + k * b_row + 16);
     }
 #pragma GCC unroll 16
     for (int64_t i = 0; i < R; ++i) {
@@ -604,24 +608,24 @@ template <int64_t R, int64_t G>
 
 template <int64_t R>
 [[gnu::target("avx512f")]] void few_rows_avx512_rows(int64_t strips, int64_t kc, const float* a, int64_t a_row,
-                                                      int64_t a_k, const float* B, float* sums, int64_t ld,
-                                                      bool accumulate) {
+                                                      int64_t a_k, const float* B, int64_t b_strip, int64_t b_row,
+                                                      float* sums, int64_t ld, bool accumulate) {
   constexpr int64_t G = R <= 2 ? 4 : R == 3 ? 3 : 2;  // 8, 16, 18, 16 accumulators of 32 zmm
   int64_t s = 0;
   for (; s + G <= strips; s += G)
-    few_rows_avx512_block<R, G>(kc, a, a_row, a_k, B + s * kc * 32, sums + s * 32, ld, accumulate);
+    few_rows_avx512_block<R, G>(kc, a, a_row, a_k, B + s * b_strip, b_strip, b_row, sums + s * 32, ld, accumulate);
   for (; s < strips; ++s)
-    few_rows_avx512_block<R, 1>(kc, a, a_row, a_k, B + s * kc * 32, sums + s * 32, ld, accumulate);
+    few_rows_avx512_block<R, 1>(kc, a, a_row, a_k, B + s * b_strip, b_strip, b_row, sums + s * 32, ld, accumulate);
 }
 
 [[gnu::target("avx512f")]] void few_rows_avx512(int64_t rows, int64_t strips, int64_t kc, const float* a,
-                                                int64_t a_row, int64_t a_k, const float* B, float* sums, int64_t ld,
-                                                bool accumulate) {
+                                                int64_t a_row, int64_t a_k, const float* B, int64_t b_strip,
+                                                int64_t b_row, float* sums, int64_t ld, bool accumulate) {
   switch (rows) {
-    case 1: return few_rows_avx512_rows<1>(strips, kc, a, a_row, a_k, B, sums, ld, accumulate);
-    case 2: return few_rows_avx512_rows<2>(strips, kc, a, a_row, a_k, B, sums, ld, accumulate);
-    case 3: return few_rows_avx512_rows<3>(strips, kc, a, a_row, a_k, B, sums, ld, accumulate);
-    default: return few_rows_avx512_rows<4>(strips, kc, a, a_row, a_k, B, sums, ld, accumulate);
+    case 1: return few_rows_avx512_rows<1>(strips, kc, a, a_row, a_k, B, b_strip, b_row, sums, ld, accumulate);
+    case 2: return few_rows_avx512_rows<2>(strips, kc, a, a_row, a_k, B, b_strip, b_row, sums, ld, accumulate);
+    case 3: return few_rows_avx512_rows<3>(strips, kc, a, a_row, a_k, B, b_strip, b_row, sums, ld, accumulate);
+    default: return few_rows_avx512_rows<4>(strips, kc, a, a_row, a_k, B, b_strip, b_row, sums, ld, accumulate);
   }
 }
 #endif
@@ -1026,10 +1030,29 @@ void few_rows_task(void* context, int64_t task) {
   const int64_t j0 = s0 * NR, j1 = std::min(g.n, s1 * NR), ld = (s1 - s0) * NR;
   alignas(64) float sums[kFewRows * kFewRowsTaskStrips * kMaxNr];
   if (g.k == 0) std::fill(sums, sums + g.m * ld, 0.0f);
+  // Row-major B read where it lies: its whole strips in place; a last strip
+  // past n copied, zero-padded, the way packing lays it out (the same sums).
+  const int64_t whole = g.ldb == 0 ? s1 : std::min(s1, g.n / NR);
+  alignas(64) float tail[kKc * kMaxNr];
   for (int64_t k0 = 0; k0 < g.k; k0 += kKc) {
     const int64_t kc = std::min(kKc, g.k - k0);
-    job.path.few_rows(g.m, s1 - s0, kc, g.a + k0 * g.a_k, g.a_row, g.a_k, g.packed_b + k0 * job.strips * NR + s0 * kc * NR,
-                      sums, ld, k0 > 0);
+    const float* a = g.a + k0 * g.a_k;
+    if (g.ldb == 0) {
+      job.path.few_rows(g.m, s1 - s0, kc, a, g.a_row, g.a_k, g.packed_b + k0 * job.strips * NR + s0 * kc * NR,
+                        kc * NR, NR, sums, ld, k0 > 0);
+      continue;
+    }
+    if (whole > s0)
+      job.path.few_rows(g.m, whole - s0, kc, a, g.a_row, g.a_k, g.packed_b + k0 * g.ldb + s0 * NR, NR, g.ldb, sums,
+                        ld, k0 > 0);
+    if (whole < s1) {
+      const int64_t width = g.n - whole * NR;
+      for (int64_t k = 0; k < kc; ++k) {
+        std::memcpy(tail + k * NR, g.packed_b + (k0 + k) * g.ldb + whole * NR, static_cast<size_t>(width) * 4);
+        std::fill(tail + k * NR + width, tail + (k + 1) * NR, 0.0f);
+      }
+      job.path.few_rows(g.m, 1, kc, a, g.a_row, g.a_k, tail, kc * NR, NR, sums + (whole - s0) * NR, ld, k0 > 0);
+    }
   }
   // The finish in TileFinish's order, then the activation (ops' scalar maps:
   // the bits of the tile's and of apply_epilogue's vector blocks).
@@ -1233,12 +1256,19 @@ void gemm_dot_rows(const KernelContext& context, const DotRowsGemm& args) {
 
 void gemm(const KernelContext& context, const GemmArgs& args) {
   if (args.m <= 0 || args.n <= 0) return;
-  // A few rows against a prepared B: the few-rows kernel (its bits).
-  if (args.packed_b && !args.packed_a && args.m <= kFewRows) {
-    const FewRowsGemm few{args.m,     args.n,         args.k,        args.a,        args.lda,
-                          1,          args.packed_b,  args.c,        args.ldc,      1,
-                          args.row_bias, args.col_bias, args.residual, args.ldr,   1,
-                          args.epilogue};
+  // A few rows against a prepared B, or a row-major B read where it lies (a
+  // decode step's weights, unpacked so N processes share the mapped file's
+  // pages): the few-rows kernel (its bits either way).
+  const bool b_row_major = !args.packed_b && !args.pack_b;
+  if ((args.packed_b || b_row_major) && !args.packed_a && args.m <= kFewRows) {
+    FewRowsGemm few{args.m,     args.n,         args.k,        args.a,        args.lda,
+                    1,          args.packed_b,  args.c,        args.ldc,      1,
+                    args.row_bias, args.col_bias, args.residual, args.ldr,   1,
+                    args.epilogue};
+    if (b_row_major) {
+      few.packed_b = args.b;
+      few.ldb = args.ldb;
+    }
     return gemm_few_rows(context, few);
   }
   GemmJob job{&args, select_path(), pool_of(context), 0, 0, 0, false};

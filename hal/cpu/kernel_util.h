@@ -122,6 +122,9 @@ struct FewRowsGemm {
   const float* residual = nullptr;  // optional: after the biases
   int64_t r_row = 0, r_col = 0;
   const ops::Epilogue* epilogue = nullptr;  // optional: the activation, last
+  // 0: packed_b is packed (strips of kc x NR). Else packed_b is a row-major
+  // B [k, n] with rows ldb apart, read where it lies.
+  int64_t ldb = 0;
 };
 void gemm_few_rows(const KernelContext& context, const FewRowsGemm& args);
 // C = A x B^T for a few rows of A (m <= kFewRows) with B stored [n, k]:

@@ -101,6 +101,14 @@ TEST_CASE("matmul: sizes past the block edges and row remainders") {
   check_matmul({5, 129}, {129, 513}, {5, 513});
 }
 
+TEST_CASE("matmul: a few rows against a row-major b read where it lies (a decode step's unpacked weights)") {
+  // N past a whole strip (a zero-padded tail), K past a K block (sums added block by block).
+  check_matmul({1, 300}, {300, 261}, {1, 261});
+  check_matmul({3, 600}, {600, 37}, {3, 37});
+  check_matmul({4, 257}, {257, 64}, {4, 64});
+  check_matmul({2, 8}, {8, 5}, {2, 5});
+}
+
 TEST_CASE("matmul: 1-D operands are promoted and the added dim dropped") {
   check_matmul({4}, {4, 5}, {5});
   check_matmul({3, 4}, {4}, {3});
