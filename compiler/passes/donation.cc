@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "hexir/ops/plans.h"
 #include "ir/constant_data.h"
 
 namespace hexir::compiler {
@@ -85,7 +86,8 @@ class CacheUpdates {
     size_t rewritten = 0;
     for (size_t n = 0; n < original.size(); ++n) {
       const Node& node = original[n];
-      if (node.kind == NodeKind::kOp && node.op == ops::OpId::kWhere && rewrite(original, node)) {
+      if (node.kind == NodeKind::kOp && ((node.op == ops::OpId::kWhere && rewrite_where(original, node)) ||
+                                         (node.op == ops::OpId::kScatterElements && rewrite_scatter(original, node)))) {
         ++rewritten;
       } else {
         fn_.nodes.push_back(node);  // a copy: rewrite reads the original list's earlier nodes
@@ -213,10 +215,66 @@ class CacheUpdates {
     return zero_;
   }
 
-  // where(mask, new, cache) -> update_slice(cache, new', starts) {skip}, or false (the node untouched).
-  bool rewrite(const std::vector<Node>& nodes, const Node& where) {
+  void collect_names() {
     if (names_.empty())
       for (const Value& v : fn_.values) names_.insert(v.name);
+  }
+
+  // The start operands of an update_slice writing at `position` (one
+  // element, integer) along `axis` of a rank-`rank` value, 0 along the rest.
+  std::vector<int> starts_at(int position, size_t axis, size_t rank, const std::string& base, const Location& loc) {
+    const TensorType p = value(position).type;
+    int start = position;
+    if (p.rank() != 0) {
+      start = add_value(base + ".start", TensorType{p.dtype, {}}, loc);
+      emit(ops::OpId::kReshape, {position}, start, {}, loc);
+    }
+    if (p.dtype != DType::kI64) {
+      const int wide = add_value(base + ".start64", TensorType{DType::kI64, {}}, loc);
+      emit(ops::OpId::kCast, {start}, wide, {static_cast<int64_t>(DType::kI64)}, loc);
+      start = wide;
+    }
+    std::vector<int> starts;
+    for (size_t d = 0; d < rank; ++d) starts.push_back(d == axis ? start : zero());
+    return starts;
+  }
+
+  // scatter_elements(cache, expand(p), rows) {axis, none}, rows one long
+  // along the axis and the indices every one p (torch's index_copy_ at a
+  // position) -> update_slice(cache, rows, starts) {fail}: ONNX's rule for
+  // a negative p, an invoke that fails past the cache; the indices are
+  // never made.
+  bool rewrite_scatter(const std::vector<Node>& nodes, const Node& scatter) {
+    collect_names();
+    if (scatter.params.size() != 2 || scatter.params[1] != ops::kScatterNone) return false;
+    const int result = scatter.results[0];
+    const TensorType type = value(result).type;
+    const int cache = scatter.inputs[0], indices = scatter.inputs[1], rows = scatter.inputs[2];
+    const size_t axis = static_cast<size_t>(scatter.params[0]);
+    const TensorType r = value(rows).type;
+    if (value(cache).type != type || r.rank() != type.rank() || axis >= r.rank() || r.dims[axis] != 1 ||
+        value(indices).type.dims != r.dims)
+      return false;
+    // The indices: one integer value broadcast (expand, reshape) to the rows' shape.
+    int position = indices;
+    for (const Node* w = writer(nodes, position);
+         w && w->kind == NodeKind::kOp && (w->op == ops::OpId::kExpand || w->op == ops::OpId::kReshape);
+         w = writer(nodes, position))
+      position = w->inputs[0];
+    const TensorType p = value(position).type;
+    if (position == indices || (p.dtype != DType::kI64 && p.dtype != DType::kI32) ||
+        std::any_of(p.dims.begin(), p.dims.end(), [](int64_t d) { return d != 1; }))
+      return false;
+    const Location loc = scatter.loc;
+    std::vector<int> inputs = {cache, rows};
+    for (int start : starts_at(position, axis, type.rank(), value(result).name, loc)) inputs.push_back(start);
+    emit(ops::OpId::kUpdateSlice, std::move(inputs), result, {ops::kWindowFail}, loc);
+    return true;
+  }
+
+  // where(mask, new, cache) -> update_slice(cache, new', starts) {skip}, or false (the node untouched).
+  bool rewrite_where(const std::vector<Node>& nodes, const Node& where) {
+    collect_names();
     const int result = where.results[0];
     const TensorType type = value(result).type;  // copies: add_value grows the values
     const size_t rank = type.rank();
@@ -238,7 +296,8 @@ class CacheUpdates {
       }
     if (position < 0) return false;
     const TensorType p = value(position).type;
-    if (std::any_of(p.dims.begin(), p.dims.end(), [](int64_t d) { return d != 1; }) || p.dtype != value(iota).type.dtype) return false;
+    if (std::any_of(p.dims.begin(), p.dims.end(), [](int64_t d) { return d != 1; }) || p.dtype != value(iota).type.dtype)
+      return false;
     // The mask's dims right-aligned to the result's: it varies along one axis, C long there.
     const TensorType m = value(cond).type;
     if (m.rank() > rank) return false;
@@ -274,19 +333,9 @@ class CacheUpdates {
       else
         emit(ops::OpId::kExpand, {fresh}, update, window, loc);
     }
-    int start = position;
-    if (p.rank() != 0) {
-      start = add_value(base + ".start", TensorType{p.dtype, {}}, loc);
-      emit(ops::OpId::kReshape, {position}, start, {}, loc);
-    }
-    if (p.dtype != DType::kI64) {
-      const int wide = add_value(base + ".start64", TensorType{DType::kI64, {}}, loc);
-      emit(ops::OpId::kCast, {start}, wide, {static_cast<int64_t>(DType::kI64)}, loc);
-      start = wide;
-    }
     std::vector<int> inputs = {cache, update};
-    for (size_t d = 0; d < rank; ++d) inputs.push_back(d == axis ? start : zero());
-    emit(ops::OpId::kUpdateSlice, std::move(inputs), result, {1}, loc);
+    for (int start : starts_at(position, axis, rank, base, loc)) inputs.push_back(start);
+    emit(ops::OpId::kUpdateSlice, std::move(inputs), result, {ops::kWindowSkip}, loc);
     return true;
   }
 

@@ -26,7 +26,12 @@ Status apply_donations(Module& module, std::span<const DonationRule> rules);
 // one-element integer value p (either side; or the `not` of it with the
 // where's branches swapped); `new` has dim 1 along k and, broadcast to the
 // result, fills the rest. Same results for every p: a p outside [0, C)
-// matches no row, and update_slice skips it. Returns the number rewritten.
+// matches no row, and update_slice skips it. And scatter_elements(cache,
+// expand(p), rows) (torch's index_copy_ at one position: ScatterElements
+// with every index p, the rows one long along the axis) becomes
+// update_slice(cache, rows, ..) with out_of_range = "fail" (a negative p
+// from the end, one past the cache fails the invoke, as the scatter did),
+// and the broadcast indices are never made. Returns the number rewritten.
 size_t rewrite_cache_updates(Module& module);
 
 }  // namespace hexir::compiler

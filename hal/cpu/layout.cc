@@ -542,10 +542,23 @@ Status update_slice(const KernelContext&, const Dispatch& d) {
   const auto* x = input<uint8_t>(d, 0);
   const auto* update = input<uint8_t>(d, 1);
   auto* out = output<uint8_t>(d, 0);
-  const int64_t origin = window_origin(p, d, 2);
-  bool inside = true;  // out_of_range "skip": checked before anything is written
-  for (int32_t k = 0; p.skip_outside && k < p.rank; ++k)
-    inside = inside && ops::window_inside(*input<int64_t>(d, 2 + static_cast<uint32_t>(k)), p.dims[k], p.window[k]);
+  int64_t origin = window_origin(p, d, 2);
+  bool inside = true;  // out_of_range skip or fail: checked before anything is written
+  if (p.out_of_range != ops::kWindowClamp) {
+    origin = 0;
+    for (int32_t k = 0; k < p.rank; ++k) {
+      const int64_t given = *input<int64_t>(d, 2 + static_cast<uint32_t>(k));
+      const int64_t start = ops::window_start_unclamped(given, p.dims[k], p.out_of_range);
+      if (!ops::window_inside(start, p.dims[k], p.window[k])) {
+        if (p.out_of_range == ops::kWindowFail)
+          return invalid_argument("update_slice: index " + std::to_string(given) + " is out of range for dim " +
+                                  std::to_string(k) + " of size " + std::to_string(p.dims[k]) + " (a window of " +
+                                  std::to_string(p.window[k]) + ")");
+        inside = false;
+      }
+      origin += start * p.stride[k];
+    }
+  }
   if (out == update) return ok_status();
   if (out != x && p.x_bytes > 0) std::memcpy(out, x, static_cast<size_t>(p.x_bytes));
   if (p.n == 0 || !inside) return ok_status();

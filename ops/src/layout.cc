@@ -635,9 +635,9 @@ Status check_start_indices(OpId id, std::span<const TensorType> in, size_t first
   return ok_status();
 }
 
-void plan_window(const TensorType& x, std::span<const int64_t> window, OpPlan& out, bool skip_outside = false) {
+void plan_window(const TensorType& x, std::span<const int64_t> window, OpPlan& out, int32_t out_of_range = kWindowClamp) {
   WindowPlan& p = out.start<WindowPlan>();
-  p.skip_outside = skip_outside ? 1 : 0;
+  p.out_of_range = out_of_range;
   p.rank = static_cast<int32_t>(x.rank());
   p.element_size = static_cast<int32_t>(dtype_size(x.dtype));
   p.x_bytes = static_cast<int64_t>(*byte_size(x));
@@ -675,9 +675,11 @@ Result<std::vector<TensorType>> infer_dynamic_slice(std::span<const TensorType> 
 
 void plan_dynamic_slice(const PlanInput& op, OpPlan& out) { plan_window(op.inputs[0], op.params, out); }
 
-// out_of_range: "clamp" (no word, XLA's DynamicUpdateSlice) or "skip" (one
-// word, 1: a window that would leave x writes nothing; the rewritten
-// where(iota == p, new, cache), which matches no row for such a p).
+// out_of_range: "clamp" (no word, XLA's DynamicUpdateSlice), "skip" (one
+// word, kWindowSkip: a window that would leave x writes nothing; the
+// rewritten where(iota == p, new, cache), which matches no row for such a p)
+// or "fail" (kWindowFail: negative starts from the end, outside fails; the
+// rewritten ScatterElements).
 Result<std::vector<int64_t>> lower_update_slice(std::span<const TensorType>, const AttrMap& attrs,
                                                 std::span<const TensorType>) {
   HEXIR_RETURN_IF_ERROR(check_attr_names(kUpdateSlice, attrs, {"out_of_range"}));
@@ -685,20 +687,24 @@ Result<std::vector<int64_t>> lower_update_slice(std::span<const TensorType>, con
   if (!v) return std::vector<int64_t>{};
   const auto* mode = std::get_if<std::string>(&v->value);
   if (mode && *mode == "clamp") return std::vector<int64_t>{};
-  if (mode && *mode == "skip") return std::vector<int64_t>{1};
-  return invalid_argument(prefix(kUpdateSlice) + "attribute 'out_of_range' must be \"clamp\" or \"skip\"");
+  if (mode && *mode == "skip") return std::vector<int64_t>{kWindowSkip};
+  if (mode && *mode == "fail") return std::vector<int64_t>{kWindowFail};
+  return invalid_argument(prefix(kUpdateSlice) +
+                          "attribute 'out_of_range' must be \"clamp\", \"skip\" or \"fail\"");
 }
 
 AttrMap raise_update_slice(std::span<const TensorType>, std::span<const int64_t> params) {
-  if (params.size() == 1 && params[0] == 1) return {{"out_of_range", AttrValue{std::string("skip")}}};
+  if (params.size() == 1 && params[0] == kWindowSkip) return {{"out_of_range", AttrValue{std::string("skip")}}};
+  if (params.size() == 1 && params[0] == kWindowFail) return {{"out_of_range", AttrValue{std::string("fail")}}};
   return {};
 }
 
 Result<std::vector<TensorType>> infer_update_slice(std::span<const TensorType> in,
                                                    std::span<const int64_t> params) {
   const TensorType& x = in[0];
-  if (!(params.empty() || (params.size() == 1 && params[0] == 1)))
-    return invalid_argument(prefix(kUpdateSlice) + "expects no parameter word or one word 1 (out_of_range skip)");
+  if (!(params.empty() || (params.size() == 1 && (params[0] == kWindowSkip || params[0] == kWindowFail))))
+    return invalid_argument(prefix(kUpdateSlice) +
+                            "expects no parameter word or one: 1 (out_of_range skip) or 2 (fail)");
   HEXIR_RETURN_IF_ERROR(check_start_indices(kUpdateSlice, in, 2));
   const TensorType& update = in[1];
   bool fits = update.dtype == x.dtype && update.rank() == x.rank();
@@ -710,7 +716,8 @@ Result<std::vector<TensorType>> infer_update_slice(std::span<const TensorType> i
 }
 
 void plan_update_slice(const PlanInput& op, OpPlan& out) {
-  plan_window(op.inputs[0], op.inputs[1].dims, out, op.params.size() == 1 && op.params[0] == 1);
+  plan_window(op.inputs[0], op.inputs[1].dims, out,
+              op.params.size() == 1 ? static_cast<int32_t>(op.params[0]) : kWindowClamp);
 }
 
 // ---- scatter_nd, scatter_elements ------------------------------------------------

@@ -164,3 +164,54 @@ TEST_CASE("donation: where(iota == pos, new, cache) becomes update_slice on the 
     CHECK(got.v == want.v);
   }
 }
+
+TEST_CASE("donation: scatter_elements at one position (index_copy_) becomes update_slice; same results, same errors") {
+  constexpr const char* kScatter = R"(module @m
+func @step(%pos: i64[1], %rows: f32[1,2,1,3], %past.k: f32[1,2,6,3]) -> (f32[1,2,6,3]) {
+  %p = call @reshape(%pos) : i64[1,1,1,1]
+  %index = call @expand(%p) {shape = [1, 2, 1, 3]} : i64[1,2,1,3]
+  %present.k = call @scatter_elements(%past.k, %index, %rows) {axis = 2} : f32[1,2,6,3]
+  return %present.k
+}
+)";
+  CompileOptions donated;
+  donated.donations = {DonationRule{"past.*", "present.*"}};
+  auto rewritten = hexir::testing::load_compiled(compile(kScatter, donated), 1);
+  auto plain = hexir::testing::load_compiled(compile(kScatter, CompileOptions{}), 1);
+  const std::vector<std::string> ops = kernels_run(*rewritten);
+  CHECK(std::count(ops.begin(), ops.end(), "update_slice") == 1);
+  CHECK(std::count(ops.begin(), ops.end(), "scatter_elements") == 0);
+  CHECK(std::count(ops.begin(), ops.end(), "copy") == 0);  // the broadcast indices are never made
+  auto run = [](const hexir::testing::Loaded& l, int64_t pos, bool donate, std::vector<float>* cache) {
+    auto context = Context::create(*l.program);
+    REQUIRE(context.ok());
+    std::vector<float> rows = {-1, -2, -3, -4, -5, -6};
+    cache->resize(36);
+    for (size_t i = 0; i < cache->size(); ++i) (*cache)[i] = static_cast<float>(i);
+    std::vector<float> out(36, 0.0f);
+    TensorRef inputs[] = {{&pos, 8, {hexir::DType::kI64, {1}}},
+                          {rows.data(), 24, {hexir::DType::kF32, {1, 2, 1, 3}}},
+                          {cache->data(), 144, {hexir::DType::kF32, {1, 2, 6, 3}}}};
+    TensorRef outputs[] = {donate ? inputs[2] : TensorRef{out.data(), 144, {hexir::DType::kF32, {1, 2, 6, 3}}}};
+    const hexir::Status status = context->invoke(0, inputs, outputs);
+    if (!donate) *cache = out;
+    return status;
+  };
+  for (int64_t pos : {0, 4, 5, -1, -6}) {
+    INFO("pos " << pos);
+    std::vector<float> want, got;
+    REQUIRE(run(*plain, pos, false, &want).ok());
+    REQUIRE(run(*rewritten, pos, true, &got).ok());
+    CHECK(got == want);
+  }
+  for (int64_t pos : {6, -7, 1000}) {
+    INFO("pos " << pos);
+    std::vector<float> ignored;
+    CHECK_FALSE(run(*plain, pos, false, &ignored).ok());
+    const hexir::Status status = run(*rewritten, pos, true, &ignored);
+    REQUIRE_FALSE(status.ok());
+    CHECK_MESSAGE(status.message().find("update_slice: index " + std::to_string(pos) +
+                                        " is out of range for dim 2 of size 6") != std::string::npos,
+                  status.message());
+  }
+}

@@ -120,10 +120,17 @@ __device__ void dynamic_slice(const WindowParams& p) {
 // update_slice: update element i into the window of out (which holds x).
 template <typename Element>
 __device__ void update_slice(const WindowParams& p) {
-  // out_of_range "skip": a window that would leave x writes nothing.
-  for (int d = 0; p.plan.skip_outside && d < p.plan.rank; ++d)
-    if (!hexir::ops::window_inside(*p.starts[d], p.plan.dims[d], p.plan.window[d])) return;
-  const int64_t origin = window_origin(p);
+  // out_of_range skip or fail: a window that would leave x writes nothing
+  // (fail: after a negative start is counted from the end; no error path here).
+  int64_t origin = window_origin(p);
+  if (p.plan.out_of_range != hexir::ops::kWindowClamp) {
+    origin = 0;
+    for (int d = 0; d < p.plan.rank; ++d) {
+      const int64_t start = hexir::ops::window_start_unclamped(*p.starts[d], p.plan.dims[d], p.plan.out_of_range);
+      if (!hexir::ops::window_inside(start, p.plan.dims[d], p.plan.window[d])) return;
+      origin += start * p.plan.stride[d];
+    }
+  }
   const Element* update = static_cast<const Element*>(p.update);
   Element* out = static_cast<Element*>(p.out);
   const int64_t stride = global_stride();

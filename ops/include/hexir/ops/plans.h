@@ -661,17 +661,26 @@ struct WindowPlan {
   int64_t x_bytes;
   int32_t rank;
   int32_t element_size;
-  // update_slice with out_of_range = "skip": a start index that would put
-  // the window outside x writes nothing (else it is clamped, XLA's rule).
-  int32_t skip_outside;
+  // update_slice's out_of_range (kWindowClamp, kWindowSkip, kWindowFail):
+  // what a start index that would put the window outside x does.
+  int32_t out_of_range;
   int32_t pad;
   int64_t dims[kMaxRank];
   int64_t window[kMaxRank];
   int64_t stride[kMaxRank];
 };
 
-// Whether a run-time start index puts the window inside its dim unclamped
-// (update_slice's out_of_range = "skip" writes only then).
+// update_slice's out_of_range: clamped into x (XLA's DynamicUpdateSlice);
+// skipped, nothing written (the rewritten where(iota == pos, new, cache));
+// or, a negative start counted from the end of its dim, the invoke failed
+// (the rewritten ScatterElements, ONNX's rule; the cuda kernel skips).
+enum WindowOutOfRange : int32_t { kWindowClamp = 0, kWindowSkip = 1, kWindowFail = 2 };
+
+// A start index under out_of_range (kWindowFail: a negative one counted
+// from the end), and whether the window then lies inside its dim.
+HEXIR_PLAN_FN int64_t window_start_unclamped(int64_t start, int64_t dim, int32_t out_of_range) {
+  return out_of_range == kWindowFail && start < 0 ? start + dim : start;
+}
 HEXIR_PLAN_FN bool window_inside(int64_t start, int64_t dim, int64_t window) {
   return start >= 0 && start <= dim - window;
 }
