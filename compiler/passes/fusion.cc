@@ -26,6 +26,21 @@ bool has_epilogue(const Node& node) {
 
 }  // namespace
 
+void renumber_nodes(Function& fn, size_t original_count, const std::vector<int64_t>& new_index) {
+  for (Node& node : fn.nodes) {
+    if (node.kind == NodeKind::kOp) continue;
+    for (size_t p = node.kind == NodeKind::kLoopBegin ? 1 : 0; p < node.params.size(); ++p)
+      if (node.params[p] >= 0 && static_cast<size_t>(node.params[p]) < original_count)
+        node.params[p] = new_index[static_cast<size_t>(node.params[p])];
+  }
+  for (size_t n = 0; n < fn.nodes.size(); ++n)
+    for (size_t r = 0; r < fn.nodes[n].results.size(); ++r) {
+      Value& value = fn.values[static_cast<size_t>(fn.nodes[n].results[r])];
+      value.node = static_cast<int>(n);
+      value.result = static_cast<int>(r);
+    }
+}
+
 void drop(Function& fn, const std::vector<bool>& node_dropped, std::vector<bool> value_dropped) {
   const size_t value_count = fn.values.size();
   std::vector<bool> read(value_count, false);

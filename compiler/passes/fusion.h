@@ -95,6 +95,12 @@ size_t fuse_separable(Module& module);
 // indices). For the rewrites here and in layout.h.
 void drop(Function& fn, const std::vector<bool>& node_dropped, std::vector<bool> value_dropped);
 
+// After a rewrite rebuilt fn.nodes from `original_count` nodes, node n now
+// at new_index[n] (nodes it added in between): region markers name their
+// partners' new indices and each result value its writer's. For the
+// rewrites of layout.h and donation.h.
+void renumber_nodes(Function& fn, size_t original_count, const std::vector<int64_t>& new_index);
+
 // What the compiler runs before planning unless told not to
 // (CompileOptions::fuse_epilogues, hexir-compile --no-fuse):
 // fold_channel_affine, fold_input_affine, then fuse_epilogues. Returns the

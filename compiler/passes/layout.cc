@@ -114,19 +114,7 @@ class ChannelsLast {
     }
     if (converted_ == 0) return 0;  // every node went back unchanged
     find_unpaid_regions(new_index);
-    // Region markers name each other by node index (graph.h NodeKind).
-    for (Node& node : fn_.nodes) {
-      if (node.kind == NodeKind::kOp) continue;
-      for (size_t p = node.kind == NodeKind::kLoopBegin ? 1 : 0; p < node.params.size(); ++p)
-        if (node.params[p] >= 0 && static_cast<size_t>(node.params[p]) < original)
-          node.params[p] = new_index[static_cast<size_t>(node.params[p])];
-    }
-    for (size_t n = 0; n < fn_.nodes.size(); ++n)
-      for (size_t r = 0; r < fn_.nodes[n].results.size(); ++r) {
-        Value& value = fn_.values[static_cast<size_t>(fn_.nodes[n].results[r])];
-        value.node = static_cast<int>(n);
-        value.result = static_cast<int>(r);
-      }
+    renumber_nodes(fn_, original, new_index);  // region markers name each other by node index
     drop_unread_conversions();
     return converted_;
   }
