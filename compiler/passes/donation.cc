@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -178,19 +179,22 @@ class CacheUpdates {
     fn_.nodes.push_back(std::move(node));
   }
 
-  // The function's value of a module constant i64[] 0 (made once).
-  int zero() {
-    if (zero_ >= 0) return zero_;
-    std::string name = "cache_update.zero";
+  // The function's value of a module constant i64[] `value` (made once per value).
+  int index_constant(int64_t value) {
+    if (auto it = index_constants_.find(value); it != index_constants_.end()) return it->second;
+    const std::string base = "cache_update." + std::to_string(value);
+    std::string name = base;
     for (int suffix = 1; std::any_of(module_.constants.begin(), module_.constants.end(),
                                      [&](const Constant& c) { return c.name == name; });
          ++suffix)
-      name = "cache_update.zero." + std::to_string(suffix);
+      name = base + "." + std::to_string(suffix);
+    std::vector<uint8_t> element(8);
+    std::memcpy(element.data(), &value, 8);
     Constant c;
     c.name = name;
     c.type = TensorType{DType::kI64, {}};
     c.byte_size = 8;
-    c.source = FillPattern{std::vector<uint8_t>(8, 0)};
+    c.source = FillPattern{std::move(element)};
     module_.constants.push_back(std::move(c));
     Value v;
     v.name = name;
@@ -200,8 +204,44 @@ class CacheUpdates {
     v.constant = static_cast<int>(module_.constants.size()) - 1;
     fn_.values.push_back(std::move(v));
     producer_.push_back(-1);
-    zero_ = static_cast<int>(fn_.values.size()) - 1;
-    return zero_;
+    return index_constants_[value] = static_cast<int>(fn_.values.size()) - 1;
+  }
+  int zero() { return index_constant(0); }
+
+  // Whether constant value v (integer, the rows' shape) holds s0 + its
+  // coordinate along `axis` everywhere (a prefill's rows s0.., as the
+  // exporter broadcast them), and that s0.
+  std::optional<int64_t> rows_from(int v, size_t axis) const {
+    const Value& c = value(v);
+    if (c.kind != ValueKind::kConstant || (c.type.dtype != DType::kI64 && c.type.dtype != DType::kI32) ||
+        c.byte_size > (uint64_t{1} << 26))
+      return std::nullopt;
+    std::vector<uint8_t> bytes;
+    const Status read = for_each_chunk(module_.constants[static_cast<size_t>(c.constant)],
+                                       [&](std::span<const uint8_t> chunk) {
+                                         bytes.insert(bytes.end(), chunk.begin(), chunk.end());
+                                         return ok_status();
+                                       });
+    if (!read.ok() || bytes.size() != c.byte_size || bytes.empty()) return std::nullopt;
+    int64_t inner = 1;  // elements per step along the axis
+    for (size_t d = axis + 1; d < c.type.rank(); ++d) inner *= c.type.dims[d];
+    const int64_t length = c.type.dims[axis];
+    const size_t element = dtype_size(c.type.dtype);
+    std::optional<int64_t> s0;
+    for (size_t i = 0; i * element < bytes.size(); ++i) {
+      int64_t x;
+      if (element == 8) {
+        std::memcpy(&x, bytes.data() + i * 8, 8);
+      } else {
+        int32_t y;
+        std::memcpy(&y, bytes.data() + i * 4, 4);
+        x = y;
+      }
+      const int64_t coordinate = (static_cast<int64_t>(i) / inner) % length;
+      if (!s0) s0 = x - coordinate;
+      if (x - coordinate != *s0) return std::nullopt;
+    }
+    return s0;
   }
 
   void collect_names() {
@@ -241,9 +281,19 @@ class CacheUpdates {
     const int cache = scatter.inputs[0], indices = scatter.inputs[1], rows = scatter.inputs[2];
     const size_t axis = static_cast<size_t>(scatter.params[0]);
     const TensorType r = value(rows).type;
-    if (value(cache).type != type || r.rank() != type.rank() || axis >= r.rank() || r.dims[axis] != 1 ||
+    if (value(cache).type != type || r.rank() != type.rank() || axis >= r.rank() ||
         value(indices).type.dims != r.dims)
       return false;
+    const Location loc = scatter.loc;
+    // A prefill's rows s0, s0+1, ...: a constant, the window inside the cache.
+    if (const std::optional<int64_t> s0 = rows_from(indices, axis);
+        s0 && *s0 >= 0 && *s0 + r.dims[axis] <= type.dims[axis]) {
+      std::vector<int> inputs = {cache, rows};
+      for (size_t d = 0; d < type.rank(); ++d) inputs.push_back(d == axis ? index_constant(*s0) : zero());
+      emit(ops::OpId::kUpdateSlice, std::move(inputs), result, {ops::kWindowFail}, loc);
+      return true;
+    }
+    if (r.dims[axis] != 1) return false;
     // The indices: one integer value broadcast (expand, reshape) to the rows' shape.
     int position = indices;
     for (const Node* w = writer(nodes, position);
@@ -254,7 +304,6 @@ class CacheUpdates {
     if (position == indices || (p.dtype != DType::kI64 && p.dtype != DType::kI32) ||
         std::any_of(p.dims.begin(), p.dims.end(), [](int64_t d) { return d != 1; }))
       return false;
-    const Location loc = scatter.loc;
     std::vector<int> inputs = {cache, rows};
     for (int start : starts_at(position, axis, type.rank(), value(result).name, loc)) inputs.push_back(start);
     emit(ops::OpId::kUpdateSlice, std::move(inputs), result, {ops::kWindowFail}, loc);
@@ -332,7 +381,7 @@ class CacheUpdates {
   Function& fn_;
   std::vector<int> producer_;  // per value: its node in the original list, -1: none
   std::set<std::string> names_;
-  int zero_ = -1;
+  std::map<int64_t, int> index_constants_;  // i64[] constants made, by value
 };
 
 }  // namespace

@@ -31,7 +31,9 @@ Status apply_donations(Module& module, std::span<const DonationRule> rules);
 // with every index p, the rows one long along the axis) becomes
 // update_slice(cache, rows, ..) with out_of_range = "fail" (a negative p
 // from the end, one past the cache fails the invoke, as the scatter did),
-// and the broadcast indices are never made. Returns the number rewritten.
+// and the broadcast indices are never made; with constant indices s0 + the
+// row (a prefill writing its L rows from s0), the window is fixed at s0.
+// Returns the number rewritten.
 size_t rewrite_cache_updates(Module& module);
 
 }  // namespace hexir::compiler

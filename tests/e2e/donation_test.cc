@@ -215,3 +215,38 @@ func @step(%pos: i64[1], %rows: f32[1,2,1,3], %past.k: f32[1,2,6,3]) -> (f32[1,2
                   status.message());
   }
 }
+
+TEST_CASE("donation: scatter_elements of a prefill's constant rows s0.. becomes update_slice at s0, same results") {
+  // Rows 2 and 3 of a [1,2,6,3] cache; a constant that is not s0 + the row stays a scatter.
+  constexpr const char* kPrefill = R"(module @m
+const @rows23 : i64[1,2,2,3] = dense [[[[2,2,2],[3,3,3]],[[2,2,2],[3,3,3]]]]
+const @mixed : i64[1,2,2,3] = dense [[[[2,2,2],[3,3,3]],[[3,3,3],[2,2,2]]]]
+func @prefill(%rows: f32[1,2,2,3], %past.k: f32[1,2,6,3], %past.v: f32[1,2,6,3]) -> (f32[1,2,6,3], f32[1,2,6,3]) {
+  %present.k = call @scatter_elements(%past.k, @rows23, %rows) {axis = 2} : f32[1,2,6,3]
+  %present.v = call @scatter_elements(%past.v, @mixed, %rows) {axis = 2} : f32[1,2,6,3]
+  return %present.k, %present.v
+}
+)";
+  CompileOptions donated;
+  donated.donations = {DonationRule{"past.*", "present.*"}};
+  auto rewritten = hexir::testing::load_compiled(compile(kPrefill, donated), 1);
+  auto plain = hexir::testing::load_compiled(compile(kPrefill, CompileOptions{}), 1);
+  const std::vector<std::string> ops = kernels_run(*rewritten);
+  CHECK(std::count(ops.begin(), ops.end(), "update_slice") == 1);
+  CHECK(std::count(ops.begin(), ops.end(), "scatter_elements") == 1);
+  auto run = [](const hexir::testing::Loaded& l, bool donate) {
+    auto context = Context::create(*l.program);
+    REQUIRE(context.ok());
+    std::vector<float> rows(12), k(36), v(36), k_out(36), v_out(36);
+    for (size_t i = 0; i < rows.size(); ++i) rows[i] = -1.0f - static_cast<float>(i);
+    for (size_t i = 0; i < k.size(); ++i) k[i] = v[i] = static_cast<float>(i);
+    TensorRef inputs[] = {{rows.data(), 48, {hexir::DType::kF32, {1, 2, 2, 3}}},
+                          {k.data(), 144, {hexir::DType::kF32, {1, 2, 6, 3}}},
+                          {v.data(), 144, {hexir::DType::kF32, {1, 2, 6, 3}}}};
+    TensorRef outputs[] = {donate ? inputs[1] : TensorRef{k_out.data(), 144, {hexir::DType::kF32, {1, 2, 6, 3}}},
+                           donate ? inputs[2] : TensorRef{v_out.data(), 144, {hexir::DType::kF32, {1, 2, 6, 3}}}};
+    REQUIRE(context->invoke(0, inputs, outputs).ok());
+    return donate ? std::make_pair(k, v) : std::make_pair(k_out, v_out);
+  };
+  CHECK(run(*rewritten, true) == run(*plain, false));
+}
