@@ -9,7 +9,8 @@
 # and onnxruntime, bytes copied and allocated per token, file size, PSS of N processes.
 #
 #   scripts/llm.sh [--tiny] [--build DIR] [--dir SCRATCH] [--ort DIR] [--threads 1,2] [--tokens N]
-#                  [--rounds N] [--pss 1,2,4] [--pss-tokens N] [--force] [--skip-ort] [--skip-hexir]
+#                  [--rounds N] [--pss 1,2,4] [--pss-tokens N] [--context N] [--prefill 32,128,512]
+#                  [--force] [--skip-ort] [--skip-hexir]
 #
 #   --tiny         2 layers, d 64, 2 heads, vocab 512, context 128, prefill 8 and 16 (under a
 #                  minute; no PSS: its processes end in milliseconds)
@@ -21,6 +22,9 @@
 #                  npm when missing)
 #   --threads, --tokens, --rounds, --pss, --pss-tokens  passed to scripts/llm/bench.py (defaults
 #                  1,2 / 64 / 3 / 1,2,4 / 300)
+#   --context N, --prefill LIST  passed to samples/llm/export.py: the static caches' length (1024)
+#                  and the prefills' prompt lengths (the first is the reference's prompt); use
+#                  another --dir (docs/llm.md: context 128)
 #   --force        export again even if SCRATCH holds the same export
 #   --skip-hexir   onnxruntime alone: scripts/llm/ort_generate.mjs (SCRATCH/ort_generate.{json,md})
 #   --skip-ort     Hexir alone: compile, then one generation checked against torch's tokens
@@ -42,6 +46,7 @@ SKIP_ORT=0
 SKIP_HEXIR=0
 GEN=()    # ort_generate.mjs (--skip-hexir)
 BENCH=()  # bench.py
+EXPORT=() # export.py
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --tiny) TINY=1; shift ;;
@@ -53,10 +58,11 @@ while [[ $# -gt 0 ]]; do
     --ort=*) ORT_DIR="${1#*=}"; shift ;;
     --threads|--tokens) GEN+=("$1" "$2"); BENCH+=("$1" "$2"); shift 2 ;;
     --rounds|--pss|--pss-tokens) BENCH+=("$1" "$2"); shift 2 ;;
+    --context|--prefill) EXPORT+=("$1" "$2"); shift 2 ;;
     --force) FORCE=1; shift ;;
     --skip-ort) SKIP_ORT=1; shift ;;
     --skip-hexir) SKIP_HEXIR=1; shift ;;
-    -h|--help) sed -n '2,32p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,36p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "llm.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -99,6 +105,7 @@ ORT_DIR="$(cd "$ORT_DIR" && pwd)"
 export_args=(/usr/bin/python3 "$ROOT/samples/llm/export.py" "$SCRATCH")
 [[ $TINY == 1 ]] && export_args+=(--tiny)
 [[ $FORCE == 1 ]] && export_args+=(--force)
+export_args+=("${EXPORT[@]}")
 echo "== llm.sh: export into $SCRATCH" >&2
 "${export_args[@]}" 2> >(grep -v -i 'warn' >&2)
 

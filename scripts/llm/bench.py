@@ -447,7 +447,10 @@ def markdown(r):
         L.append(f"hexir-generate (packed): prepared weights {first['prepared_bytes']:,} B, context {first['context_bytes']:,} B "
                  f"(the executable's arena {d['arena']:,} B, lower bound {d['arena_lower_bound']:,} B; "
                  f"1.1 x lower bound = {int(1.1 * d['arena_lower_bound']):,} B), generator {first['generator_bytes']:,} B "
-                 f"(the caches and the step's inputs and logits), device allocations during generation: {first['allocations']}.")
+                 f"(the caches and the step's inputs and logits), device allocations during generation: {first['allocations']}. "
+                 f"Context = arena + {first['context_bytes'] - d['arena']:,} B (each function's own outputs: its logits); "
+                 f"context + generator = {first['context_bytes'] + first['generator_bytes']:,} B against the caches + 1.1 x the "
+                 f"arena's lower bound = {cache_bytes + int(1.1 * d['arena_lower_bound']):,} B.")
     if unp:
         L.append(f"Unpacked: prepared weights {unp['prepared_bytes']:,} B, allocations {unp['allocations']}.")
     L.append("")
