@@ -336,6 +336,10 @@ std::string compare_plans(const uint8_t* data, size_t size) {
   const std::vector<PlanVariant> variants = plan_variants();
   std::vector<std::vector<uint8_t>> reference;
   std::string error = run_variant(graph.source, variants[0], *one, reference);
+  // A donation no plan can honour (an output that is a view of the donated
+  // input, copied after its update) is refused by the compiler, rightly:
+  // nothing to compare. Refused under one variant only, it is a finding.
+  if (error.find("cannot be donated") != std::string::npos) return "";
   if (!error.empty()) return std::string(variants[0].name) + ": " + error + "\n--- source ---\n" + graph.source;
   for (size_t v = 1; v < variants.size(); ++v) {
     std::vector<std::vector<uint8_t>> outputs;
