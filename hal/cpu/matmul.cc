@@ -39,39 +39,68 @@ void pack_transposed_b(const void* context, int64_t k0, int64_t kc, int64_t j0, 
 
 }  // namespace
 
+// One batch element of a matmul: its offsets from the batch number (the
+// batch dims' digits), then the few-rows dot products or the GEMM.
+struct MatmulBatches {
+  const ops::MatmulPlan* plan;
+  const Dispatch* dispatch;
+  KernelContext inner;  // the kernels' threads: the context's, or none when the batches share them
+};
+
+void matmul_batch(const MatmulBatches& job, int64_t batch) {
+  const ops::MatmulPlan& p = *job.plan;
+  const Dispatch& d = *job.dispatch;
+  int64_t a_offset = 0, b_offset = 0, rest = batch;
+  for (int32_t i = p.batch_rank; i-- > 0;) {
+    const int64_t digit = rest % p.batch_dims[i];
+    rest /= p.batch_dims[i];
+    a_offset += digit * p.a_stride[i];
+    b_offset += digit * p.b_stride[i];
+  }
+  const float* pa = input(d, 0) + a_offset;
+  const float* pb = input(d, 1) + b_offset;
+  float* pc = output(d, 0) + batch * p.m * p.n;
+  const float* bias = p.has_bias ? input(d, 2) : nullptr;
+  const ops::Epilogue* epilogue = p.epilogue.activation != 0 ? &p.epilogue : nullptr;
+  if (p.b_transposed && p.m <= kFewRows) {  // B's rows are C's columns: dot products, B where it lies
+    gemm_dot_rows(job.inner, DotRowsGemm{p.m, p.n, p.k, pa, p.lda, pb, p.ldb, pc, p.n, bias, epilogue});
+    return;
+  }
+  GemmArgs args{p.m, p.n, p.k, pa, p.lda, pb, p.ldb, pc, p.n};
+  args.col_bias = bias;
+  args.epilogue = epilogue;
+  args.packed_b = static_cast<const float*>(d.prepared);  // one B for every batch element
+  TransposedB transposed{pb, p.ldb};
+  if (p.b_transposed) {  // B stored [n, k]: its strips are packed from columns
+    args.pack_b = pack_transposed_b;
+    args.pack_context = &transposed;
+  }
+  gemm(job.inner, args);
+}
+
+void matmul_batch_task(void* context, int64_t batch) {
+  matmul_batch(*static_cast<const MatmulBatches*>(context), batch);
+}
+
+// The kernels share the pool among a batch element's rows and columns when
+// one element is worth it (1 MFLOP, their own threshold); below that, many
+// small elements (a decode step's attention: a 1 x 1024 x 64 product per
+// head) are shared out among the threads whole. The same bits either way.
+constexpr double kBatchParallelFlops = 1e6;
+
 Status matmul(const KernelContext& context, const Dispatch& d) {
   const ops::MatmulPlan& p = plan_of<ops::MatmulPlan>(d);
   if (p.batch_count == 0 || p.m == 0 || p.n == 0) return ok_status();
-  const float* pa = input(d, 0);
-  const float* pb = input(d, 1);
-  float* pc = output(d, 0);
-  const float* bias = p.has_bias ? input(d, 2) : nullptr;
-  const ops::Epilogue* epilogue = p.epilogue.activation != 0 ? &p.epilogue : nullptr;
-  int64_t index[kMaxRank] = {};
-  for (int64_t batch = 0; batch < p.batch_count; ++batch) {
-    int64_t a_offset = 0, b_offset = 0;
-    for (int32_t i = 0; i < p.batch_rank; ++i) {
-      a_offset += index[i] * p.a_stride[i];
-      b_offset += index[i] * p.b_stride[i];
-    }
-    if (p.b_transposed && p.m <= kFewRows) {  // B's rows are C's columns: dot products, B where it lies
-      gemm_dot_rows(context, DotRowsGemm{p.m, p.n, p.k, pa + a_offset, p.lda, pb + b_offset, p.ldb,
-                                         pc + batch * p.m * p.n, p.n, bias, epilogue});
-      next_index(index, p.batch_dims, p.batch_rank);
-      continue;
-    }
-    GemmArgs args{p.m, p.n, p.k, pa + a_offset, p.lda, pb + b_offset, p.ldb, pc + batch * p.m * p.n, p.n};
-    args.col_bias = bias;
-    args.epilogue = epilogue;
-    args.packed_b = static_cast<const float*>(d.prepared);  // one B for every batch element
-    TransposedB transposed{pb + b_offset, p.ldb};
-    if (p.b_transposed) {  // B stored [n, k]: its strips are packed from columns
-      args.pack_b = pack_transposed_b;
-      args.pack_context = &transposed;
-    }
-    gemm(context, args);
-    next_index(index, p.batch_dims, p.batch_rank);
+  const double flops = 2.0 * static_cast<double>(p.m) * static_cast<double>(p.n) * static_cast<double>(p.k);
+  ThreadPool* pool = pool_of(context);
+  if (pool && pool->size() > 1 && p.batch_count > 1 && flops < kBatchParallelFlops &&
+      flops * static_cast<double>(p.batch_count) >= kBatchParallelFlops) {
+    MatmulBatches job{&p, &d, KernelContext{}};
+    parallel_for(context, p.batch_count, matmul_batch_task, &job);
+    return ok_status();
   }
+  const MatmulBatches job{&p, &d, context};
+  for (int64_t batch = 0; batch < p.batch_count; ++batch) matmul_batch(job, batch);
   return ok_status();
 }
 
