@@ -1957,6 +1957,24 @@ TEST_CASE("update_slice: result types, hostile operands, plan, in place on x onl
   CHECK(mentions(rejected(OpId::kUpdateSlice, {cache, row, i64s(), f32({})}, {}), "start index 1 is f32[]"));
   rejected(OpId::kUpdateSlice, {cache, row, i64s(), i64s()}, {0});
   CHECK_FALSE(rule(OpId::kUpdateSlice, {cache}, {}).ok());  // fewer than 2 operands
+  // out_of_range: clamp (no word), skip (1), fail (2); raised back for the text IR.
+  const std::vector<TensorType> operands = {cache, row, i64s(), i64s()};
+  CHECK(*lower(OpId::kUpdateSlice, operands, {{"out_of_range", str("clamp")}}) == Params{});
+  CHECK(*lower(OpId::kUpdateSlice, operands, {{"out_of_range", str("skip")}}) == Params{kWindowSkip});
+  CHECK(*lower(OpId::kUpdateSlice, operands, {{"out_of_range", str("fail")}}) == Params{kWindowFail});
+  CHECK(mentions(lower(OpId::kUpdateSlice, operands, {{"out_of_range", str("wrap")}}).status(),
+                 "'out_of_range' must be \"clamp\", \"skip\" or \"fail\""));
+  CHECK(*rule(OpId::kUpdateSlice, operands, {kWindowFail}) == std::vector<TensorType>{cache});
+  rejected(OpId::kUpdateSlice, operands, {3});
+  const AttrMap raised = raise_attributes(OpId::kUpdateSlice, operands, std::vector<int64_t>{kWindowSkip});
+  REQUIRE(raised.count("out_of_range") == 1);
+  CHECK(std::get<std::string>(raised.at("out_of_range").value) == "skip");
+  CHECK(raise_attributes(OpId::kUpdateSlice, operands, std::vector<int64_t>{}).empty());
+  CHECK(plan_of(OpId::kUpdateSlice, operands, {kWindowFail}).as<WindowPlan>().out_of_range == kWindowFail);
+  CHECK(window_start_unclamped(-1, 8, kWindowFail) == 7);
+  CHECK(window_start_unclamped(-1, 8, kWindowSkip) == -1);
+  CHECK_FALSE(window_inside(8, 8, 1));
+  CHECK(window_inside(7, 8, 1));
 
   const OpPlan plan = plan_of(OpId::kUpdateSlice, {cache, row, i64s(), i64s()}, {});
   const WindowPlan& p = plan.as<WindowPlan>();
