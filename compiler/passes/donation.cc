@@ -115,36 +115,12 @@ class CacheUpdates {
 
   // Whether constant value v is 0, 1, ..., C-1 along its one dim larger than 1.
   bool is_iota(int v, int64_t* axis) const {
-    const Value& c = value(v);
-    if (c.kind != ValueKind::kConstant || (c.type.dtype != DType::kI64 && c.type.dtype != DType::kI32)) return false;
-    int64_t found = -1;
-    for (size_t d = 0; d < c.type.rank(); ++d)
-      if (c.type.dims[d] != 1) {
-        if (found >= 0) return false;
-        found = static_cast<int64_t>(d);
-      }
-    if (found < 0 || c.byte_size > (uint64_t{1} << 24)) return false;
-    std::vector<uint8_t> bytes;
-    const Status read = for_each_chunk(module_.constants[static_cast<size_t>(c.constant)],
-                                       [&](std::span<const uint8_t> chunk) {
-                                         bytes.insert(bytes.end(), chunk.begin(), chunk.end());
-                                         return ok_status();
-                                       });
-    if (!read.ok() || bytes.size() != c.byte_size) return false;
-    const int64_t count = c.type.dims[static_cast<size_t>(found)];
-    for (int64_t i = 0; i < count; ++i) {
-      int64_t x;
-      if (c.type.dtype == DType::kI64) {
-        std::memcpy(&x, bytes.data() + i * 8, 8);
-      } else {
-        int32_t y;
-        std::memcpy(&y, bytes.data() + i * 4, 4);
-        x = y;
-      }
-      if (x != i) return false;
-    }
-    *axis = found;
-    return true;
+    const std::vector<int64_t>& dims = value(v).type.dims;
+    const auto wide = [](int64_t d) { return d != 1; };
+    const auto found = std::find_if(dims.begin(), dims.end(), wide);
+    if (found == dims.end() || std::find_if(found + 1, dims.end(), wide) != dims.end()) return false;
+    *axis = found - dims.begin();
+    return rows_from(v, static_cast<size_t>(*axis)) == int64_t{0};
   }
 
   int add_value(std::string name, TensorType type, const Location& loc) {
