@@ -32,6 +32,48 @@ std::string rule_text(const DonationRule& rule) { return "--donate '" + rule.inp
 
 }  // namespace
 
+std::optional<int64_t> constant_rows_from(const Module& module, const Value& c, size_t axis) {
+  if (c.kind != ValueKind::kConstant || (c.type.dtype != DType::kI64 && c.type.dtype != DType::kI32) ||
+      c.byte_size > (uint64_t{1} << 26))
+    return std::nullopt;
+  std::vector<uint8_t> bytes;
+  const Status read = for_each_chunk(module.constants[static_cast<size_t>(c.constant)],
+                                     [&](std::span<const uint8_t> chunk) {
+                                       bytes.insert(bytes.end(), chunk.begin(), chunk.end());
+                                       return ok_status();
+                                     });
+  if (!read.ok() || bytes.size() != c.byte_size || bytes.empty()) return std::nullopt;
+  int64_t inner = 1;  // elements per step along the axis
+  for (size_t d = axis + 1; d < c.type.rank(); ++d) inner *= c.type.dims[d];
+  const int64_t length = c.type.dims[axis];
+  const size_t element = dtype_size(c.type.dtype);
+  std::optional<int64_t> s0;
+  for (size_t i = 0; i * element < bytes.size(); ++i) {
+    int64_t x;
+    if (element == 8) {
+      std::memcpy(&x, bytes.data() + i * 8, 8);
+    } else {
+      int32_t y;
+      std::memcpy(&y, bytes.data() + i * 4, 4);
+      x = y;
+    }
+    const int64_t coordinate = (static_cast<int64_t>(i) / inner) % length;
+    if (!s0) s0 = x - coordinate;
+    if (x - coordinate != *s0) return std::nullopt;
+  }
+  return s0;
+}
+
+std::optional<size_t> constant_iota_axis(const Module& module, const Value& c) {
+  const std::vector<int64_t>& dims = c.type.dims;
+  const auto wide = [](int64_t d) { return d != 1; };
+  const auto found = std::find_if(dims.begin(), dims.end(), wide);
+  if (found == dims.end() || std::find_if(found + 1, dims.end(), wide) != dims.end()) return std::nullopt;
+  const size_t axis = static_cast<size_t>(found - dims.begin());
+  if (constant_rows_from(module, c, axis) != int64_t{0}) return std::nullopt;
+  return axis;
+}
+
 Status apply_donations(Module& module, std::span<const DonationRule> rules) {
   for (const DonationRule& rule : rules) {
     bool matched = false;
@@ -115,12 +157,9 @@ class CacheUpdates {
 
   // Whether constant value v is 0, 1, ..., C-1 along its one dim larger than 1.
   bool is_iota(int v, int64_t* axis) const {
-    const std::vector<int64_t>& dims = value(v).type.dims;
-    const auto wide = [](int64_t d) { return d != 1; };
-    const auto found = std::find_if(dims.begin(), dims.end(), wide);
-    if (found == dims.end() || std::find_if(found + 1, dims.end(), wide) != dims.end()) return false;
-    *axis = found - dims.begin();
-    return rows_from(v, static_cast<size_t>(*axis)) == int64_t{0};
+    const std::optional<size_t> found = constant_iota_axis(module_, value(v));
+    if (found) *axis = static_cast<int64_t>(*found);
+    return found.has_value();
   }
 
   int add_value(std::string name, TensorType type, const Location& loc) {
@@ -184,41 +223,7 @@ class CacheUpdates {
   }
   int zero() { return index_constant(0); }
 
-  // Whether constant value v (integer, the rows' shape) holds s0 + its
-  // coordinate along `axis` everywhere (a prefill's rows s0.., as the
-  // exporter broadcast them), and that s0.
-  std::optional<int64_t> rows_from(int v, size_t axis) const {
-    const Value& c = value(v);
-    if (c.kind != ValueKind::kConstant || (c.type.dtype != DType::kI64 && c.type.dtype != DType::kI32) ||
-        c.byte_size > (uint64_t{1} << 26))
-      return std::nullopt;
-    std::vector<uint8_t> bytes;
-    const Status read = for_each_chunk(module_.constants[static_cast<size_t>(c.constant)],
-                                       [&](std::span<const uint8_t> chunk) {
-                                         bytes.insert(bytes.end(), chunk.begin(), chunk.end());
-                                         return ok_status();
-                                       });
-    if (!read.ok() || bytes.size() != c.byte_size || bytes.empty()) return std::nullopt;
-    int64_t inner = 1;  // elements per step along the axis
-    for (size_t d = axis + 1; d < c.type.rank(); ++d) inner *= c.type.dims[d];
-    const int64_t length = c.type.dims[axis];
-    const size_t element = dtype_size(c.type.dtype);
-    std::optional<int64_t> s0;
-    for (size_t i = 0; i * element < bytes.size(); ++i) {
-      int64_t x;
-      if (element == 8) {
-        std::memcpy(&x, bytes.data() + i * 8, 8);
-      } else {
-        int32_t y;
-        std::memcpy(&y, bytes.data() + i * 4, 4);
-        x = y;
-      }
-      const int64_t coordinate = (static_cast<int64_t>(i) / inner) % length;
-      if (!s0) s0 = x - coordinate;
-      if (x - coordinate != *s0) return std::nullopt;
-    }
-    return s0;
-  }
+  std::optional<int64_t> rows_from(int v, size_t axis) const { return constant_rows_from(module_, value(v), axis); }
 
   void collect_names() {
     if (names_.empty())

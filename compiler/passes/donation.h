@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <optional>
 #include <span>
 
 #include "hexir/base/status.h"
@@ -35,5 +37,13 @@ Status apply_donations(Module& module, std::span<const DonationRule> rules);
 // row (a prefill writing its L rows from s0), the window is fixed at s0.
 // Returns the number rewritten.
 size_t rewrite_cache_updates(Module& module);
+
+// Whether constant `c` (i32 or i64, at most 64 MiB) holds s0 + its
+// coordinate along `axis` everywhere (an iota from 0, a prefill's rows s0..
+// as the exporter broadcast them), and that s0; nullopt otherwise.
+std::optional<int64_t> constant_rows_from(const Module& module, const Value& c, size_t axis);
+// The axis along which constant `c` is 0, 1, ..., C-1 (its one dim larger
+// than 1), or nullopt.
+std::optional<size_t> constant_iota_axis(const Module& module, const Value& c);
 
 }  // namespace hexir::compiler

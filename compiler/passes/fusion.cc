@@ -5,9 +5,12 @@
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <limits>
+#include <set>
 #include <unordered_set>
 
 #include "ir/constant_data.h"
+#include "passes/donation.h"
 
 #include <optional>
 #include <vector>
@@ -919,8 +922,219 @@ size_t fold_input_affine(Module& module, uint64_t* values_visited) {
   return removed;
 }
 
+
+namespace {
+
+// fuse_prefix_attention of one function: from each final matmul back through
+// softmax, the masking where, the scale and q k^T (fusion.h).
+class PrefixAttention {
+ public:
+  PrefixAttention(const Module& module, Function& fn)
+      : module_(module), fn_(fn), readers_(fn), node_dropped_(fn.nodes.size(), false),
+        value_dropped_(fn.values.size(), false) {}
+
+  size_t run() {
+    size_t found = 0;
+    for (size_t n = 0; n < fn_.nodes.size(); ++n)
+      if (fn_.nodes[n].kind == NodeKind::kOp && fn_.nodes[n].op == OpId::kMatmul && fuse(n)) ++found;
+    if (found == 0) return 0;
+    // The masks' comparisons (and nots) no node reads any more.
+    for (size_t n = fn_.nodes.size(); n-- > 0;) {
+      if (!mask_nodes_.count(n)) continue;
+      bool read = false;
+      for (int r : fn_.nodes[n].results) read = read || is_read(r);
+      if (!read) node_dropped_[n] = true;
+    }
+    drop(fn_, node_dropped_, std::move(value_dropped_));
+    return found;
+  }
+
+ private:
+  const Value& value(int v) const { return fn_.values[static_cast<size_t>(v)]; }
+  // The op node writing v that reads nothing but is read once, by node `by`; -1 otherwise.
+  int sole_writer(int v, size_t by, OpId op) const {
+    if (readers_.sole(v) != static_cast<int>(by)) return -1;
+    const Value& x = value(v);
+    if (x.kind != ValueKind::kResult || x.node < 0) return -1;
+    const Node& w = fn_.nodes[static_cast<size_t>(x.node)];
+    return w.kind == NodeKind::kOp && w.op == op && w.results.size() == 1 ? x.node : -1;
+  }
+  const Node* writer(int v) const {
+    const Value& x = value(v);
+    if (x.kind != ValueKind::kResult || x.node < 0) return nullptr;
+    const Node& w = fn_.nodes[static_cast<size_t>(x.node)];
+    return w.kind == NodeKind::kOp ? &w : nullptr;
+  }
+  bool is_read(int v) const {
+    for (int out : fn_.outputs)
+      if (out == v) return true;
+    for (size_t n = 0; n < fn_.nodes.size(); ++n)
+      if (!node_dropped_[n] && std::find(fn_.nodes[n].inputs.begin(), fn_.nodes[n].inputs.end(), v) !=
+                                   fn_.nodes[n].inputs.end())
+        return true;
+    return false;
+  }
+
+  // The keys a mask lets through along the scores' last dim (t long), as
+  // `j < position + offset`: cond true where a key is masked away when
+  // `masked` (where's fill side), kept otherwise. Through nots, a comparison
+  // of a constant iota 0..t-1 and a one-element i64 position.
+  bool key_mask(int cond, bool masked, size_t rank, int64_t t, int* position, int64_t* offset) {
+    const TensorType& c = value(cond).type;
+    if (c.rank() > rank || c.dims.empty() || c.dims.back() != t) return false;
+    for (size_t d = 0; d + 1 < c.rank(); ++d)
+      if (c.dims[d] != 1) return false;
+    const Node* w = writer(cond);
+    std::vector<size_t> chain;
+    while (w && w->op == OpId::kNot) {
+      chain.push_back(static_cast<size_t>(value(cond).node));
+      masked = !masked;
+      cond = w->inputs[0];
+      w = writer(cond);
+    }
+    if (!w || w->inputs.size() != 2) return false;
+    // iota OP position, as "j < position + offset" where true means kept.
+    int iota_side = -1;
+    for (int side = 0; side < 2; ++side) {
+      const Value& x = value(w->inputs[static_cast<size_t>(side)]);
+      const std::optional<size_t> axis = constant_iota_axis(module_, x);
+      if (x.type.dtype == DType::kI64 && axis && *axis + 1 == x.type.rank() && x.type.dims.back() == t) iota_side = side;
+    }
+    if (iota_side < 0) return false;
+    const int p = w->inputs[static_cast<size_t>(1 - iota_side)];
+    const TensorType& pt = value(p).type;
+    if (pt.dtype != DType::kI64 || std::any_of(pt.dims.begin(), pt.dims.end(), [](int64_t d) { return d != 1; }))
+      return false;
+    // Written as iota (op) position: j <= p, j < p, j >= p, j > p.
+    OpId op = w->op;
+    if (iota_side == 1) {  // position (op) iota: mirror
+      if (op == OpId::kLess) op = OpId::kGreater;
+      else if (op == OpId::kGreater) op = OpId::kLess;
+      else if (op == OpId::kLessOrEqual) op = OpId::kGreaterOrEqual;
+      else if (op == OpId::kGreaterOrEqual) op = OpId::kLessOrEqual;
+    }
+    // Kept: j <= p (offset 1) or j < p (offset 0); true-means-masked flips the comparison.
+    if (masked) {
+      if (op == OpId::kGreater) op = OpId::kLessOrEqual;
+      else if (op == OpId::kGreaterOrEqual) op = OpId::kLess;
+      else return false;
+    }
+    if (op == OpId::kLessOrEqual) *offset = 1;
+    else if (op == OpId::kLess) *offset = 0;
+    else return false;
+    *position = p;
+    for (size_t n : chain) mask_nodes_.insert(n);
+    mask_nodes_.insert(static_cast<size_t>(value(cond).node));
+    return true;
+  }
+
+  bool fuse(size_t last) {
+    const Node& pv = fn_.nodes[last];
+    if (pv.inputs.size() != 2 || !pv.params.empty() || pv.results.size() != 1) return false;
+    const int s_softmax = sole_writer(pv.inputs[0], last, OpId::kSoftmax);
+    if (s_softmax < 0) return false;
+    const Node& softmax = fn_.nodes[static_cast<size_t>(s_softmax)];
+    const size_t rank = value(softmax.results[0]).type.rank();
+    if (rank < 2 || softmax.params.size() != 1 || softmax.params[0] != static_cast<int64_t>(rank) - 1) return false;
+    const int s_where = sole_writer(softmax.inputs[0], static_cast<size_t>(s_softmax), OpId::kWhere);
+    if (s_where < 0) return false;
+    const Node& where = fn_.nodes[static_cast<size_t>(s_where)];
+    const int64_t t = value(where.results[0]).type.dims.back();
+    // where(masked, -inf, scores) or where(kept, scores, -inf).
+    const float inf = std::numeric_limits<float>::infinity();
+    int fill_side = -1;
+    for (int side = 1; side <= 2; ++side)
+      if (scalar_constant(module_, fn_, where.inputs[static_cast<size_t>(side)]) == -inf) fill_side = side;
+    if (fill_side < 0) return false;
+    const int scores = where.inputs[static_cast<size_t>(3 - fill_side)];
+    if (value(scores).type != value(where.results[0]).type) return false;
+    int position = -1;
+    int64_t offset = 0;
+    std::set<size_t> before = mask_nodes_;
+    if (!key_mask(where.inputs[0], fill_side == 1, rank, t, &position, &offset)) return false;
+    // The scale: a mul by (or div by) a one-element f32 constant, or none.
+    double scale = 1.0;
+    int product = scores, s_scale = -1;
+    for (OpId op : {OpId::kMul, OpId::kDiv}) {
+      const int w = sole_writer(scores, static_cast<size_t>(s_where), op);
+      if (w < 0) continue;
+      const Node& node = fn_.nodes[static_cast<size_t>(w)];
+      for (int side = op == OpId::kDiv ? 1 : 0; side < 2 && s_scale < 0; ++side) {
+        const std::optional<float> c = scalar_constant(module_, fn_, node.inputs[static_cast<size_t>(side)]);
+        if (!c || !std::isfinite(*c) || (op == OpId::kDiv && *c == 0.0f)) continue;
+        scale = op == OpId::kDiv ? 1.0 / *c : *c;
+        product = node.inputs[static_cast<size_t>(1 - side)];
+        s_scale = w;
+      }
+    }
+    const size_t product_reader = static_cast<size_t>(s_scale >= 0 ? s_scale : s_where);
+    const int s_qk = sole_writer(product, product_reader, OpId::kMatmul);
+    if (s_qk < 0) {
+      mask_nodes_ = std::move(before);
+      return false;
+    }
+    const Node& qk = fn_.nodes[static_cast<size_t>(s_qk)];
+    // q k^T: k stored [.., T, D] (transpose_b) or transposed by a transpose of its last two dims.
+    int k = -1, s_transpose = -1;
+    if (qk.inputs.size() == 2 && qk.params.size() == 1 && qk.params[0] == 1) {
+      k = qk.inputs[1];
+    } else if (qk.inputs.size() == 2 && (qk.params.empty() || (qk.params.size() == 1 && qk.params[0] == 0))) {
+      const Node* tr = writer(qk.inputs[1]);
+      if (tr && tr->op == OpId::kTranspose && tr->params.size() == rank) {
+        bool swaps = tr->params[rank - 1] == static_cast<int64_t>(rank) - 2 &&
+                     tr->params[rank - 2] == static_cast<int64_t>(rank) - 1;
+        for (size_t d = 0; d + 2 < rank; ++d) swaps = swaps && tr->params[d] == static_cast<int64_t>(d);
+        if (swaps) {
+          k = tr->inputs[0];
+          if (readers_.sole(qk.inputs[1]) == s_qk) s_transpose = value(qk.inputs[1]).node;
+        }
+      }
+    }
+    std::vector<int> inputs = {qk.inputs[0], k, pv.inputs[1], position};
+    std::vector<int64_t> params = {std::bit_cast<int64_t>(scale), offset};
+    std::vector<TensorType> types;
+    for (int in : inputs) {
+      if (in < 0) {
+        mask_nodes_ = std::move(before);
+        return false;
+      }
+      types.push_back(value(in).type);
+    }
+    const Result<TensorType> result = ops::infer_result_type(OpId::kAttention, types, params);
+    if (!result.ok() || !(*result == value(pv.results[0]).type)) {
+      mask_nodes_ = std::move(before);
+      return false;
+    }
+    for (int dropped : {s_qk, s_scale, s_where, s_softmax, s_transpose}) {
+      if (dropped < 0) continue;
+      node_dropped_[static_cast<size_t>(dropped)] = true;
+      for (int r : fn_.nodes[static_cast<size_t>(dropped)].results) value_dropped_[static_cast<size_t>(r)] = true;
+    }
+    Node& fused = fn_.nodes[last];
+    fused.op = OpId::kAttention;
+    fused.inputs = std::move(inputs);
+    fused.params = std::move(params);
+    return true;
+  }
+
+  const Module& module_;
+  Function& fn_;
+  const Readers readers_;
+  std::vector<bool> node_dropped_, value_dropped_;
+  std::set<size_t> mask_nodes_;
+};
+
+}  // namespace
+
+size_t fuse_prefix_attention(Module& module) {
+  size_t found = 0;
+  for (Function& fn : module.functions) found += PrefixAttention(module, fn).run();
+  return found;
+}
+
 size_t fuse(Module& module) {
-  size_t removed = fold_channel_affine(module);
+  size_t removed = fuse_prefix_attention(module);
+  removed += fold_channel_affine(module);
   removed += fold_input_affine(module);
   return removed + fuse_epilogues(module);
 }

@@ -101,9 +101,23 @@ void drop(Function& fn, const std::vector<bool>& node_dropped, std::vector<bool>
 // rewrites of layout.h and donation.h.
 void renumber_nodes(Function& fn, size_t original_count, const std::vector<int64_t>& new_index);
 
+// Attention over the rows of a static KV cache written so far: softmax(
+// where(mask, -inf, scale * q k^T)) v (or where(kept, scores, -inf)), the
+// mask comparing a constant iota 0..T-1 along the keys with a one-element
+// i64 position (j <= p, j < p, either side, through nots), the scale a mul
+// or div by a one-element f32 constant or absent, k^T a transpose of k's
+// last two dims or transpose_b, every intermediate read only by the next,
+// becomes one `attention(q, k, v, p) {scale, offset}` writing the final
+// matmul's value: the keys the mask removes are never read (a decode step
+// at position p reads p + 1 of the cache's T rows, not T). The comparisons
+// nothing reads any more go too. The sums run in another order (and a div
+// becomes a multiply by the reciprocal): within a few ulps, so it runs with
+// the fusions (--no-fuse turns it off). Returns the number fused.
+size_t fuse_prefix_attention(Module& module);
+
 // What the compiler runs before planning unless told not to
 // (CompileOptions::fuse_epilogues, hexir-compile --no-fuse):
-// fold_channel_affine, fold_input_affine, then fuse_epilogues. Returns the
+// fuse_prefix_attention, fold_channel_affine, fold_input_affine, then fuse_epilogues. Returns the
 // number of nodes removed.
 size_t fuse(Module& module);
 

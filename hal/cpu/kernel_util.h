@@ -377,6 +377,7 @@ uint64_t conv_transpose_prepared_bytes(const Dispatch& constants);
 void conv_transpose_prepare(const Dispatch& constants, void* out);
 // normalization.cc
 Status softmax(const KernelContext&, const Dispatch&);
+Status attention(const KernelContext&, const Dispatch&);
 Status layernorm(const KernelContext&, const Dispatch&);
 Status group_norm(const KernelContext&, const Dispatch&);
 Status log_softmax(const KernelContext&, const Dispatch&);

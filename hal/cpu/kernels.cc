@@ -38,6 +38,7 @@ constexpr KernelEntry<KernelFn> kKernels[] = {
     {OpId::kNeg, kF32, kF32, neg},
     {OpId::kMatmul, kF32, kF32, matmul},
     {OpId::kSoftmax, kF32, kF32, softmax},
+    {OpId::kAttention, kF32, kF32, attention},
     {OpId::kLayernorm, kF32, kF32, layernorm},
     {OpId::kTranspose, kAnyDType, kAnyDType, strided_gather},
     {OpId::kReduceSum, kF32, kF32, reduce<float>},

@@ -172,6 +172,100 @@ Status softmax(const KernelContext& context, const Dispatch& d) {
 }
 
 namespace {
+
+// scale * (q . k_j) for keys j < n: q and each k row `d` contiguous floats,
+// k rows k_row apart; a float dot in N lanes, the lanes summed in order.
+struct AttentionScores {
+  template <int N>
+  static HEXIR_LANES void run(const float* q, const float* k, int64_t k_row, int64_t d, int64_t n, float scale,
+                              float* s) {
+    for (int64_t j = 0; j < n; ++j) {
+      const float* kj = k + j * k_row;
+      lanes::F32<N> acc = lanes::zero<N>();
+      int64_t i = 0;
+      for (; i + N <= d; i += N) acc += lanes::load<N>(q + i) * lanes::load<N>(kj + i);
+      float partial[N];
+      lanes::store<N>(partial, acc);
+      float sum = 0.0f;
+      for (int l = 0; l < N; ++l) sum += partial[l];
+      for (; i < d; ++i) sum += q[i] * kj[i];
+      s[j] = sum * scale;
+    }
+  }
+};
+
+// out[c] = sum over j < n of w[j] * v_j[c], v rows v_row apart, e columns:
+// up to four vectors of columns held in registers across the keys.
+struct AttentionWeightedRows {
+  template <int N>
+  static HEXIR_LANES void run(const float* w, const float* v, int64_t v_row, int64_t e, int64_t n, float* out) {
+    int64_t c = 0;
+    for (; c + N <= e;) {
+      const int vectors = static_cast<int>(std::min<int64_t>(4, (e - c) / N));
+      lanes::F32<N> acc[4] = {};
+      for (int64_t j = 0; j < n; ++j) {
+        const lanes::F32<N> weight = lanes::splat<N>(w[j]);
+        const float* row = v + j * v_row + c;
+        for (int q = 0; q < vectors; ++q) acc[q] += weight * lanes::load<N>(row + q * N);
+      }
+      for (int q = 0; q < vectors; ++q) lanes::store<N>(out + c + q * N, acc[q]);
+      c += vectors * N;
+    }
+    for (; c < e; ++c) {
+      float sum = 0.0f;
+      for (int64_t j = 0; j < n; ++j) sum += w[j] * v[j * v_row + c];
+      out[c] = sum;
+    }
+  }
+};
+
+}  // namespace
+
+// One task per range of (batch, query) rows: the row's scores over its keys
+// into its own scratch, softmax there (softmax's row code), then the
+// weighted sum of v's rows. Keys past the count are never read.
+Status attention(const KernelContext& context, const Dispatch& d) {
+  const ops::AttentionPlan& p = plan_of<ops::AttentionPlan>(d);
+  const int64_t rows = p.batch_count * p.m;
+  if (rows == 0 || p.e == 0) return ok_status();
+  const int64_t n = ops::attention_keys(p, *input<int64_t>(d, 3));
+  const float* q = input(d, 0);
+  const float* k = input(d, 1);
+  const float* v = input(d, 2);
+  float* out = output(d, 0);
+  if (n == 0) {  // softmax over no key: NaN, as the masked graph's softmax of -inf everywhere
+    std::fill(out, out + rows * p.e, std::numeric_limits<float>::quiet_NaN());
+    return ok_status();
+  }
+  if (d.workspace == nullptr || d.workspace_size < static_cast<uint64_t>(rows * p.t) * sizeof(float))
+    return internal_error("attention: workspace of " + std::to_string(d.workspace_size) + " bytes is too small");
+  float* scratch = static_cast<float*>(d.workspace);
+  const int64_t work = std::max<int64_t>(1, n * (p.d + p.e));
+  parallel_ranges(context, rows, std::max<int64_t>(1, (int64_t{1} << 15) / work), [&](int64_t b, int64_t end) {
+    for (int64_t r = b; r < end; ++r) {
+      int64_t qo, ko, vo;
+      ops::attention_batch_offsets(p, r / p.m, &qo, &ko, &vo);
+      float* w = scratch + r * p.t;
+      widest<AttentionScores>(q + qo + (r % p.m) * p.q_row, k + ko, p.k_row, p.d, n, p.scale, w);
+      bool nan = false;
+      const float max_value = widest<RowMax>(static_cast<const float*>(w), n, &nan);
+      if (!nan && std::isfinite(max_value)) {
+        widest<SoftmaxRow>(static_cast<const float*>(w), w, n, max_value);
+      } else {  // NaN and infinities as softmax's scalar rows
+        float m = -std::numeric_limits<float>::infinity();
+        for (int64_t j = 0; j < n; ++j) m = std::fmax(m, w[j]);
+        double sum = 0.0;
+        for (int64_t j = 0; j < n; ++j) sum += (w[j] = std::exp(w[j] - m));
+        const float scale = static_cast<float>(1.0 / sum);
+        for (int64_t j = 0; j < n; ++j) w[j] *= scale;
+      }
+      widest<AttentionWeightedRows>(static_cast<const float*>(w), v + vo, p.v_row, p.e, n, out + r * p.e);
+    }
+  });
+  return ok_status();
+}
+
+namespace {
 double sum_contiguous(const float* x, int64_t n);
 double squared_deviation_sum(const float* x, int64_t n, double mean);
 

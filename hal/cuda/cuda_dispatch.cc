@@ -293,6 +293,23 @@ Status softmax(const Dispatch& d, Launcher& launcher) {
   return launcher.launch(Kernel::kSoftmax, rows_config(q.outer * q.inner, q.length), &p);
 }
 
+Status attention(const Dispatch& d, Launcher& launcher) {
+  AttentionParams p;
+  p.q = in(d, 0);
+  p.k = in(d, 1);
+  p.v = in(d, 2);
+  p.count = in<int64_t>(d, 3);
+  p.out = out(d, 0);
+  p.scratch = static_cast<float*>(d.workspace);
+  p.plan = plan_of<ops::AttentionPlan>(d);
+  const ops::AttentionPlan& q = p.plan;
+  const int64_t rows = q.batch_count * q.m;
+  if (rows == 0 || q.e == 0) return ok_status();
+  if (p.scratch == nullptr || d.workspace_size < static_cast<uint64_t>(rows * q.t) * sizeof(float))
+    return internal_error("attention: workspace of " + std::to_string(d.workspace_size) + " bytes is too small");
+  return launcher.launch(Kernel::kAttention, rows_config(rows, q.t), &p);
+}
+
 Status layernorm(const Dispatch& d, Launcher& launcher) {
   LayernormParams p;
   p.in = in(d, 0);
@@ -795,6 +812,7 @@ constexpr KernelEntry<CudaKernelFn> kKernels[] = {
     {OpId::kConv2d, kF32, kF32, conv2d},
     {OpId::kSeparableConv2d, kF32, kF32, separable_conv2d},
     {OpId::kSoftmax, kF32, kF32, softmax},
+    {OpId::kAttention, kF32, kF32, attention},
     {OpId::kLayernorm, kF32, kF32, layernorm},
     {OpId::kReduceSum, kF32, kF32, reduce<kCastF32>},
     {OpId::kReduceMean, kF32, kF32, reduce<kCastF32>},

@@ -1,5 +1,7 @@
-// Contractions: matmul (numpy semantics), with an optional bias and fused epilogue.
+// Contractions: matmul (numpy semantics), with an optional bias and fused
+// epilogue; attention over a prefix of its keys.
 #include <algorithm>
+#include <cmath>
 #include <utility>
 
 #include "util.h"
@@ -173,9 +175,96 @@ void plan_matmul(const PlanInput& op, OpPlan& out) {
   p.epilogue = plan_epilogue(op.params, 1);
 }
 
+// ---- attention ------------------------------------------------------------------
+
+// [bits of scale, offset]: {scale = 0.125, offset = 1}.
+Result<std::vector<int64_t>> lower_attention(std::span<const TensorType>, const AttrMap& attrs,
+                                             std::span<const TensorType>) {
+  HEXIR_RETURN_IF_ERROR(check_attr_names(kAttention, attrs, {"scale", "offset"}));
+  HEXIR_ASSIGN_OR_RETURN(double scale, float_attr(kAttention, attrs, "scale", 1.0));
+  HEXIR_ASSIGN_OR_RETURN(int64_t offset, int_attr(kAttention, attrs, "offset", 0));
+  return std::vector<int64_t>{float_word(scale), offset};
+}
+
+AttrMap raise_attention(std::span<const TensorType>, std::span<const int64_t> params) {
+  return {{"scale", AttrValue{float_param(param_at(params, 0))}}, {"offset", AttrValue{param_at(params, 1)}}};
+}
+
+constexpr int64_t kAttentionMaxOffset = int64_t{1} << 32;
+
+Result<std::vector<TensorType>> infer_attention(std::span<const TensorType> in, std::span<const int64_t> params) {
+  HEXIR_RETURN_IF_ERROR(check_param_count(kAttention, params, 2));
+  const double scale = float_param(params[0]);
+  if (!std::isfinite(scale) || std::fabs(scale) > 3.4e38)
+    return invalid_argument(prefix(kAttention) + "scale must be a finite f32, got " + std::to_string(scale));
+  if (params[1] <= -kAttentionMaxOffset || params[1] >= kAttentionMaxOffset)
+    return invalid_argument(prefix(kAttention) + "offset " + std::to_string(params[1]) + " is out of range");
+  const TensorType &q = in[0], &k = in[1], &v = in[2], &n = in[3];
+  for (int i = 0; i < 3; ++i)
+    if (in[static_cast<size_t>(i)].dtype != DType::kF32 || in[static_cast<size_t>(i)].rank() < 2)
+      return invalid_argument(prefix(kAttention) + "operand " + std::to_string(i) + " is " +
+                              in[static_cast<size_t>(i)].to_string() + ", expected f32 of rank >= 2");
+  if (n.dtype != DType::kI64 || count_of(n) != 1)
+    return invalid_argument(prefix(kAttention) + "the key count is " + n.to_string() + ", expected one i64");
+  const size_t r = q.rank();
+  if (k.rank() != r || v.rank() != r || !std::equal(q.dims.begin(), q.dims.end() - 2, k.dims.begin()) ||
+      !std::equal(q.dims.begin(), q.dims.end() - 2, v.dims.begin()) || k.dims[r - 1] != q.dims[r - 1] ||
+      v.dims[r - 2] != k.dims[r - 2])
+    return invalid_argument(prefix(kAttention) + "q " + q.to_string() + ", k " + k.to_string() + " and v " +
+                            v.to_string() + " are not [B.., M, D], [B.., T, D], [B.., T, E]");
+  TensorType out = q;
+  out.dims.back() = v.dims.back();
+  return one(std::move(out));
+}
+
+// q k^T and the weights times v over every key (the bound a run reaches).
+uint64_t flops_attention(std::span<const TensorType> in, std::span<const TensorType> out, std::span<const int64_t>) {
+  if (in.size() < 3 || in[1].rank() < 2 || out.empty()) return 0;
+  const uint64_t rows = tail_product_sat(out[0], 0) / std::max<uint64_t>(1, static_cast<uint64_t>(out[0].dims.back()));
+  const int64_t t = in[1].dims[in[1].rank() - 2], d = in[1].dims.back(), e = in[2].dims.back();
+  return mul_sat(mul_sat(rows, static_cast<uint64_t>(std::max<int64_t>(t, 0))),
+                 static_cast<uint64_t>(std::max<int64_t>(2 * d + 2 * e + 4, 0)));
+}
+
+void fill_attention(const PlanInput& op, AttentionPlan& p) {
+  const TensorType &q = op.inputs[0], &k = op.inputs[1], &v = op.inputs[2];
+  const size_t r = q.rank();
+  p.m = q.dims[r - 2];
+  p.d = q.dims[r - 1];
+  p.t = k.dims[r - 2];
+  p.e = v.dims[r - 1];
+  p.batch_rank = static_cast<int32_t>(r - 2);
+  p.scale = static_cast<float>(float_param(op.params[0]));
+  p.offset = op.params[1];
+  p.batch_count = dims_product(q.dims, 0, r - 2);
+  int64_t* strides[3] = {p.q_stride, p.k_stride, p.v_stride};
+  int64_t* rows[3] = {&p.q_row, &p.k_row, &p.v_row};
+  for (size_t operand = 0; operand < 3; ++operand) {
+    const TensorType& t = op.inputs[operand];
+    int64_t row_major[kMaxRank];
+    row_major_strides(t.dims, row_major);
+    const bool strided = operand < op.input_strides.size() && !op.input_strides[operand].empty();
+    const int64_t* s = strided ? op.input_strides[operand].data() : row_major;
+    *rows[operand] = s[r - 2];
+    for (size_t i = 0; i + 2 < r; ++i) strides[operand][i] = s[i];
+  }
+  for (size_t i = 0; i + 2 < r; ++i) p.batch_dims[i] = q.dims[i];
+}
+
+void plan_attention(const PlanInput& op, OpPlan& out) { fill_attention(op, out.start<AttentionPlan>()); }
+
+uint64_t workspace_attention(const PlanInput& op) {
+  AttentionPlan p{};
+  fill_attention(op, p);
+  return mul_sat(mul_sat(static_cast<uint64_t>(p.batch_count), static_cast<uint64_t>(p.m)),
+                 mul_sat(static_cast<uint64_t>(p.t), sizeof(float)));
+}
+
 constexpr OpDef kDefs[] = {
     {kMatmul, "matmul", 2, 3, 1, 1, true, false, false, 0, lower_matmul, raise_matmul, infer_matmul,
      flops_matmul, nullptr, plan_matmul},
+    {kAttention, "attention", 4, 4, 1, 1, false, false, false, 0, lower_attention, raise_attention,
+     infer_attention, flops_attention, workspace_attention, plan_attention},
 };
 
 }  // namespace

@@ -103,7 +103,8 @@ bool accepts_strided_input(OpId op, size_t input) {
 bool accepts_strided_layout(OpId op, size_t input, std::span<const int64_t> dims,
                             std::span<const int64_t> strides) {
   if (accepts_strided_input(op, input)) return true;
-  if (op != OpId::kMatmul || input > 1 || dims.size() < 2 || strides.size() != dims.size()) return false;
+  const bool rows = (op == OpId::kMatmul && input <= 1) || (op == OpId::kAttention && input <= 2);
+  if (!rows || dims.size() < 2 || strides.size() != dims.size()) return false;
   const size_t rank = dims.size();
   if (strides[rank - 1] != 1 && dims[rank - 1] > 1) return false;
   if (strides[rank - 2] < dims[rank - 1] && dims[rank - 2] > 1) return false;

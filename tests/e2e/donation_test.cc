@@ -4,7 +4,10 @@
 // the where's results for every pos (inside the cache, before it, past it).
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -249,4 +252,91 @@ func @prefill(%rows: f32[1,2,2,3], %past.k: f32[1,2,6,3], %past.v: f32[1,2,6,3])
     return donate ? std::make_pair(k, v) : std::make_pair(k_out, v_out);
   };
   CHECK(run(*rewritten, true) == run(*plain, false));
+}
+
+namespace {
+
+// A decode step over a static cache of 6 rows, the query attending to rows
+// <= pos, in three spellings exporters use: where(not(iota <= pos), -inf,
+// s * c) with k transposed; where(pos >= iota, s / c, -inf); q k^T with
+// transpose_b and no scale, masked by iota > pos.
+std::string masked_attention(int form) {
+  const char* scores[] = {
+      R"(  %kt = call @transpose(%k) {perm = [0, 1, 3, 2]} : f32[1,2,4,6]
+  %qk = call @matmul(%q, %kt) : f32[1,2,1,6]
+  %s = call @mul(%qk, @scale) : f32[1,2,1,6]
+  %kept = call @less_or_equal(@iota, %pos) : bool[6]
+  %masked = call @not(%kept) : bool[6]
+  %w = call @where(%masked, @fill, %s) : f32[1,2,1,6]
+)",
+      R"(  %kt = call @transpose(%k) {perm = [0, 1, 3, 2]} : f32[1,2,4,6]
+  %qk = call @matmul(%q, %kt) : f32[1,2,1,6]
+  %s = call @div(%qk, @scale) : f32[1,2,1,6]
+  %kept = call @greater_or_equal(%pos, @iota) : bool[6]
+  %w = call @where(%kept, %s, @fill) : f32[1,2,1,6]
+)",
+      R"(  %s = call @matmul(%q, %k) {transpose_b = 1} : f32[1,2,1,6]
+  %masked = call @greater(@iota, %pos) : bool[6]
+  %w = call @where(%masked, @fill, %s) : f32[1,2,1,6]
+)"};
+  return std::string(R"(module @m
+const @iota : i64[6] = dense [0, 1, 2, 3, 4, 5]
+const @scale : f32[] = splat 0.5
+const @fill : f32[] = splat -inf
+func @step(%pos: i64[1], %q: f32[1,2,1,4], %k: f32[1,2,6,4], %v: f32[1,2,6,4]) -> (f32[1,2,1,4]) {
+)") + scores[form] + R"(  %p = call @softmax(%w) {axis = 3} : f32[1,2,1,6]
+  %y = call @matmul(%p, %v) : f32[1,2,1,4]
+  return %y
+}
+)";
+}
+
+std::vector<float> run_attention(const hexir::testing::Loaded& l, int64_t pos) {
+  auto context = Context::create(*l.program);
+  REQUIRE(context.ok());
+  std::vector<float> q(8), k(48), v(48), y(8);
+  for (size_t i = 0; i < q.size(); ++i) q[i] = 0.3f * static_cast<float>(i % 5) - 0.6f;
+  for (size_t i = 0; i < k.size(); ++i) {
+    k[i] = 0.1f * static_cast<float>((i * 7) % 11) - 0.5f;
+    v[i] = 0.25f * static_cast<float>((i * 5) % 13) - 1.5f;
+  }
+  // The rows past pos are not written yet: NaN keys must weigh nothing either way.
+  for (size_t i = 0; i < k.size(); ++i)
+    if (static_cast<int64_t>((i / 4) % 6) > pos) k[i] = std::numeric_limits<float>::quiet_NaN();
+  TensorRef inputs[] = {{&pos, 8, {hexir::DType::kI64, {1}}},
+                        {q.data(), 32, {hexir::DType::kF32, {1, 2, 1, 4}}},
+                        {k.data(), 192, {hexir::DType::kF32, {1, 2, 6, 4}}},
+                        {v.data(), 192, {hexir::DType::kF32, {1, 2, 6, 4}}}};
+  TensorRef outputs[] = {{y.data(), 32, {hexir::DType::kF32, {1, 2, 1, 4}}}};
+  const hexir::Status status = context->invoke(0, inputs, outputs);
+  REQUIRE_MESSAGE(status.ok(), status.to_string());
+  return y;
+}
+
+}  // namespace
+
+TEST_CASE("donation: attention masked to the cache's rows <= pos becomes one attention reading only those rows") {
+  CompileOptions unfused;
+  unfused.fuse_epilogues = false;
+  for (int form = 0; form < 3; ++form) {
+    INFO("form " << form);
+    const std::string source = masked_attention(form);
+    auto fused = hexir::testing::load_compiled(compile(source.c_str(), CompileOptions{}), 1);
+    auto plain = hexir::testing::load_compiled(compile(source.c_str(), unfused), 1);
+    const std::vector<std::string> ops = kernels_run(*fused);
+    CHECK(ops == std::vector<std::string>{"attention"});  // the mask's comparisons and nots are gone too
+    const std::vector<std::string> plain_ops = kernels_run(*plain);
+    CHECK(std::count(plain_ops.begin(), plain_ops.end(), std::string("softmax")) == 1);
+    for (int64_t pos : {0, 2, 5, 6, 1000, -1}) {
+      INFO("pos " << pos);
+      const std::vector<float> want = run_attention(*plain, pos), got = run_attention(*fused, pos);
+      for (size_t i = 0; i < want.size(); ++i) {
+        if (std::isnan(want[i])) {  // pos -1: no row, softmax of -inf everywhere
+          CHECK(std::isnan(got[i]));
+          continue;
+        }
+        CHECK(got[i] == doctest::Approx(want[i]).epsilon(1e-6));
+      }
+    }
+  }
 }

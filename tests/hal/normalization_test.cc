@@ -1,7 +1,8 @@
-// softmax, log_softmax, hardmax, layernorm, the reductions (reduce_sum's
+// softmax, attention, log_softmax, hardmax, layernorm, the reductions (reduce_sum's
 // family), argmax, argmin, top_k and cumsum (hal/cpu/normalization.cc)
 // against double references.
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -98,6 +99,64 @@ TEST_CASE("softmax: last-axis rows (the vectorized exp) against the double refer
   for (int64_t j = 0; j < 20; ++j) x.at(40 + j) = -inf;
   REQUIRE(run_kernel(OpId::kSoftmax, {&x}, out, {1}).ok());
   check_close(out, softmax_reference(x, 1), 2e-6, 1e-30);
+}
+
+// attention: per batch element and query row, softmax over keys j < n of
+// scale * q . k_j in double, then the weighted value rows.
+std::vector<double> attention_reference(const HostTensor& q, const HostTensor& k, const HostTensor& v, double scale,
+                                        int64_t n) {
+  const size_t r = q.dims.size();
+  const int64_t m = q.dims[r - 2], d = q.dims[r - 1], t = k.dims[r - 2], e = v.dims[r - 1];
+  const int64_t batch = q.count() / (m * d);
+  std::vector<double> out;
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t i = 0; i < m; ++i) {
+      std::vector<double> s;
+      for (int64_t j = 0; j < std::min(n, t); ++j) {
+        double dot = 0;
+        for (int64_t c = 0; c < d; ++c) dot += double{q.at((b * m + i) * d + c)} * k.at((b * t + j) * d + c);
+        s.push_back(static_cast<double>(static_cast<float>(dot)) * scale);
+      }
+      double max_value = -INFINITY, sum = 0;
+      for (double x : s) max_value = std::max(max_value, x);
+      for (double& x : s) sum += (x = std::exp(x - max_value));
+      for (int64_t c = 0; c < e; ++c) {
+        double acc = 0;
+        for (size_t j = 0; j < s.size(); ++j) acc += s[j] / sum * v.at((b * t + static_cast<int64_t>(j)) * e + c);
+        out.push_back(s.empty() ? kNaN : acc);
+      }
+    }
+  return out;
+}
+
+TEST_CASE("attention: softmax over the first n keys only, the rest never read") {
+  // [2, 3] batch, 1 and 5 query rows, widths at and off the lane counts.
+  for (const auto& [m, d, e, t] : std::vector<std::array<int64_t, 4>>{{1, 64, 64, 40}, {5, 7, 19, 33}, {2, 16, 48, 1}}) {
+    HostTensor q = random_f32({2, 3, m, d}, 71, -1, 1), k = random_f32({2, 3, t, d}, 72, -1, 1);
+    HostTensor v = random_f32({2, 3, t, e}, 73, -2, 2), out(DType::kF32, {2, 3, m, e});
+    for (int64_t n : {int64_t{1}, t / 2 + 1, t, t + 7}) {
+      for (int64_t offset : {0, 1}) {
+        INFO("m " << m << " d " << d << " e " << e << " t " << t << " n " << n << " offset " << offset);
+        const int64_t keys = std::min(std::max<int64_t>(n + offset, 0), t);
+        // Keys past the count hold NaN: a kernel reading them would show it.
+        HostTensor k_poisoned = k, v_poisoned = v;
+        for (int64_t i = 0; i < k.count(); ++i)
+          if ((i / d) % t >= keys) k_poisoned.at(i) = kNaNF;
+        for (int64_t i = 0; i < v.count(); ++i)
+          if ((i / e) % t >= keys) v_poisoned.at(i) = kNaNF;
+        HostTensor count = i64_scalar(n);
+        REQUIRE(run_kernel(OpId::kAttention, {&q, &k_poisoned, &v_poisoned, &count}, out,
+                           {std::bit_cast<int64_t>(0.125), offset})
+                    .ok());
+        check_close(out, attention_reference(q, k, v, 0.125, keys), 2e-5, 1e-6);
+      }
+    }
+  }
+  // No key (n + offset <= 0): NaN rows, as softmax over -inf everywhere.
+  HostTensor q = random_f32({1, 2, 1, 8}, 74), k = random_f32({1, 2, 4, 8}, 75), v = random_f32({1, 2, 4, 8}, 76);
+  HostTensor out(DType::kF32, {1, 2, 1, 8}), count = i64_scalar(-1);
+  REQUIRE(run_kernel(OpId::kAttention, {&q, &k, &v, &count}, out, {std::bit_cast<int64_t>(1.0), 0}).ok());
+  for (int64_t i = 0; i < out.count(); ++i) CHECK(std::isnan(out.at(i)));
 }
 
 std::vector<double> layernorm_reference(const HostTensor& x, const HostTensor& gamma, const HostTensor& beta,

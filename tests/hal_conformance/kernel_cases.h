@@ -478,6 +478,17 @@ inline std::vector<KernelCase> kernel_cases() {
   softmax("axis 2", {6, 5, 7}, 2, false, 502);
   softmax("long rows", {4, 300}, 1, false, 503);
   softmax("in place", {8, 10}, 1, true, 504);
+  // attention over the first n keys: one decode row, several query rows, n past the keys, none.
+  auto attention = [&](std::string n, int64_t m, int64_t t, int64_t keys, int64_t offset, uint32_t seed) {
+    cases.push_back({"attention " + n, OpId::kAttention,
+                     {random_f32({2, 3, m, 16}, seed), random_f32({2, 3, t, 16}, seed + 1),
+                      random_f32({2, 3, t, 24}, seed + 2), testing::i64_scalar(keys)},
+                     {std::bit_cast<int64_t>(0.25), offset}});
+  };
+  attention("decode row", 1, 40, 17, 1, 506);
+  attention("query rows", 5, 33, 33, 0, 509);
+  attention("count past the keys", 2, 9, 100, 1, 512);
+  attention("no key: NaN", 1, 9, -3, 0, 515);
   cases.push_back({"softmax with NaN", OpId::kSoftmax, {with_specials(random_f32({2, 6}, 505))}, {1}});
 
   auto layernorm = [&](std::string n, std::vector<int64_t> dims, int64_t axis, uint32_t s) {

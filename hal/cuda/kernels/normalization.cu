@@ -35,6 +35,52 @@ extern "C" __global__ void hexir_softmax(SoftmaxParams p) {
   }
 }
 
+// attention: one block per (batch, query) row. Each thread scores keys
+// j, j + blockDim.x, ... into the row's scratch; the block's max and sum;
+// then each thread sums the weighted value rows of its columns. Keys past
+// the count are never read.
+extern "C" __global__ void hexir_attention(hexir::hal::cuda::AttentionParams p) {
+  __shared__ float scratch_f[kRowBlockMax];
+  __shared__ double scratch_d[kRowBlockMax];
+  const hexir::ops::AttentionPlan& a = p.plan;
+  const int64_t rows = a.batch_count * a.m;
+  const int64_t n = hexir::ops::attention_keys(a, *p.count);
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    float* out = p.out + r * a.e;
+    if (n == 0) {  // softmax over no key: NaN
+      for (int64_t c = threadIdx.x; c < a.e; c += blockDim.x) out[c] = __int_as_float(0x7fc00000);
+      continue;
+    }
+    int64_t qo, ko, vo;
+    hexir::ops::attention_batch_offsets(a, r / a.m, &qo, &ko, &vo);
+    const float* q = p.q + qo + (r % a.m) * a.q_row;
+    float* w = p.scratch + r * a.t;
+    float max_value = hexir_kernels::negative_infinity();
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+      const float* kj = p.k + ko + j * a.k_row;
+      float dot = 0.0f;
+      for (int64_t i = 0; i < a.d; ++i) dot += q[i] * kj[i];
+      w[j] = dot * a.scale;
+      max_value = fmaxf(max_value, w[j]);
+    }
+    max_value = hexir_kernels::block_reduce(max_value, scratch_f, hexir_kernels::MaxOp());
+    double sum = 0.0;
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+      const float e = expf(w[j] - max_value);
+      w[j] = e;
+      sum += e;
+    }
+    sum = hexir_kernels::block_reduce(sum, scratch_d, hexir_kernels::SumOp());  // its barriers publish w
+    const float scale = static_cast<float>(1.0 / sum);
+    for (int64_t c = threadIdx.x; c < a.e; c += blockDim.x) {
+      const float* vc = p.v + vo + c;
+      float acc = 0.0f;
+      for (int64_t j = 0; j < n; ++j) acc += w[j] * vc[j * a.v_row];
+      out[c] = acc * scale;
+    }
+  }
+}
+
 extern "C" __global__ void hexir_layernorm(LayernormParams p) {
   __shared__ double scratch[kRowBlockMax];
   const hexir::ops::LayernormPlan& q = p.plan;

@@ -116,6 +116,18 @@ struct MatmulParams {
   ops::MatmulPlan plan;
 };
 
+// attention: q, k, v and the result per ops::AttentionPlan; count the
+// run-time key count (read on the device); scratch t floats per row.
+struct AttentionParams {
+  const float* q;
+  const float* k;
+  const float* v;
+  const int64_t* count;
+  float* out;
+  float* scratch;
+  ops::AttentionPlan plan;
+};
+
 struct SoftmaxParams {
   const float* in;
   float* out;
@@ -402,6 +414,7 @@ struct BoundParams {
   X(kConv2d, hexir_conv2d, Conv2dParams)                       \
   X(kSeparableConv2d, hexir_separable_conv2d, SeparableConv2dParams) \
   X(kSoftmax, hexir_softmax, SoftmaxParams)                    \
+  X(kAttention, hexir_attention, AttentionParams)              \
   X(kLayernorm, hexir_layernorm, LayernormParams)              \
   X(kReduce, hexir_reduce, ReduceParams)                       \
   X(kStrided1, hexir_strided_1, StridedParams)                 \

@@ -285,6 +285,17 @@ enum class OpId : uint16_t {
   // unbound, (x with a bounded dim): x's stored elements, the padding's
   // zeros included, as a plain value of the bound's shape. No parameters.
   kUnbound,
+  // attention, (q f32[B.., M, D], k f32[B.., T, D], v f32[B.., T, E], n
+  // one i64, any rank): per batch element and query row, softmax over keys j < n +
+  // offset of scale * q k_j^T, those weights times v's rows: [B.., M, E]
+  // (the batch dims equal). The keys from n + offset on take no part: a
+  // static KV cache's rows not yet written, which the graph masked to -inf
+  // (the compiler's rewrite, docs/design-notes.md), are never read. With
+  // no key (n + offset <= 0) the rows are NaN, as softmax of -inf everywhere;
+  // more than T is T. [bits of double scale (finite), offset (|offset| <
+  // 2^32)]. q, k and v may be strided views with unit last stride (matmul's
+  // rule).
+  kAttention,
   kCount,
 };
 // clang-format on
@@ -494,7 +505,7 @@ bool accepts_strided_input(OpId op, size_t input);
 // lies all the same: matmul's a and b (rank >= 2) whose last stride is 1 and
 // whose row stride is at least the row's length (a leading dimension, as
 // BLAS takes it; batch strides any), e.g. the heads of an attention split
-// by a transpose.
+// by a transpose; attention's q, k and v likewise.
 bool accepts_strided_layout(OpId op, size_t input, std::span<const int64_t> dims,
                             std::span<const int64_t> strides);
 // Whether `op`'s result can be a view of its input 0 instead of a copy:

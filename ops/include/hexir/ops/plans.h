@@ -440,6 +440,41 @@ struct MatmulPlan {
   Epilogue epilogue;
 };
 
+// attention over a prefix of the keys (op.h): batch element b of q, k and
+// v at offsets sum_i index_i * *_stride[i] (index the batch coordinates),
+// their rows q_row, k_row, v_row elements apart (unit last stride); the
+// result row-major [batch, m, e]. Keys j < clamp(n + offset, 0, t) take
+// part. workspace: t floats per (batch, query row), the row's weights.
+struct AttentionPlan {
+  int64_t batch_count, m, t, d, e;
+  int32_t batch_rank;
+  float scale;
+  int64_t offset;
+  int64_t q_row, k_row, v_row;
+  int64_t batch_dims[kMaxRank];
+  int64_t q_stride[kMaxRank];
+  int64_t k_stride[kMaxRank];
+  int64_t v_stride[kMaxRank];
+};
+
+// The keys an attention row takes part over: n + offset clamped to [0, t].
+HEXIR_PLAN_FN int64_t attention_keys(const AttentionPlan& p, int64_t n) {
+  if (n > p.t - p.offset) return p.t;  // |offset| < 2^32: no overflow
+  return n + p.offset < 0 ? 0 : n + p.offset;
+}
+
+// Element offsets of batch element b's q, k and v.
+HEXIR_PLAN_FN void attention_batch_offsets(const AttentionPlan& p, int64_t b, int64_t* q, int64_t* k, int64_t* v) {
+  *q = *k = *v = 0;
+  for (int32_t i = p.batch_rank; i-- > 0;) {
+    const int64_t index = b % p.batch_dims[i];
+    b /= p.batch_dims[i];
+    *q += index * p.q_stride[i];
+    *k += index * p.k_stride[i];
+    *v += index * p.v_stride[i];
+  }
+}
+
 // softmax over rows of `length` elements `inner` apart: row r starts at
 // (r / inner) * length * inner + r % inner. workspace: bytes a kernel may use
 // for the unit-stride path (0 when the axis is the last one).
