@@ -41,7 +41,8 @@ using hexir::ops::OpId;
 
 // The kernels with shared memory and __syncthreads; the rest run without threads.
 bool uses_barriers(Kernel kernel) {
-  return kernel == Kernel::kMatmul || kernel == Kernel::kSoftmax || kernel == Kernel::kLayernorm ||
+  return kernel == Kernel::kMatmul || kernel == Kernel::kSoftmax || kernel == Kernel::kAttention ||
+         kernel == Kernel::kLayernorm ||
          kernel == Kernel::kGroupNorm || kernel == Kernel::kReduce || kernel == Kernel::kReduceI32 ||
          kernel == Kernel::kReduceI64 || kernel == Kernel::kLogSoftmax;
 }
