@@ -561,6 +561,58 @@ KernelFn cast_from(DType to) {
 
 }  // namespace
 
+// Element i's channel is (i / inner) % channels; a per-tensor plan has one.
+template <typename Q>
+Status quantize_linear(const KernelContext& context, const Dispatch& d) {
+  const ops::QuantizePlan& p = plan_of<ops::QuantizePlan>(d);
+  const float* x = input(d, 0);
+  const float* scale = input(d, 1);
+  const Q* zero = input<Q>(d, 2);
+  Q* out = output<Q>(d, 0);
+  constexpr int32_t lo = std::numeric_limits<Q>::min(), hi = std::numeric_limits<Q>::max();
+  parallel_ranges(context, p.n, int64_t{1} << 14, [&](int64_t b, int64_t e) {
+    if (p.channels == 1) {
+      const float s = scale[0];
+      const int32_t z = zero[0];
+      for (int64_t i = b; i < e; ++i) out[i] = static_cast<Q>(ops::quantize_of(x[i], s, z, lo, hi));
+      return;
+    }
+    for (int64_t i = b; i < e; ++i) {
+      const int64_t c = (i / p.inner) % p.channels;
+      out[i] = static_cast<Q>(ops::quantize_of(x[i], scale[c], zero[c], lo, hi));
+    }
+  });
+  return ok_status();
+}
+
+template <typename Q>
+Status dequantize_linear(const KernelContext& context, const Dispatch& d) {
+  const ops::QuantizePlan& p = plan_of<ops::QuantizePlan>(d);
+  const Q* x = input<Q>(d, 0);
+  const float* scale = input(d, 1);
+  const Q* zero = input<Q>(d, 2);
+  float* out = output(d, 0);
+  parallel_ranges(context, p.n, int64_t{1} << 14, [&](int64_t b, int64_t e) {
+    if (p.channels == 1) {
+      const float s = scale[0];
+      const int32_t z = zero[0];
+      for (int64_t i = b; i < e; ++i) out[i] = ops::dequantize_of(x[i], s, z);
+      return;
+    }
+    for (int64_t i = b; i < e; ++i) {
+      const int64_t c = (i / p.inner) % p.channels;
+      out[i] = ops::dequantize_of(x[i], scale[c], zero[c]);
+    }
+  });
+  return ok_status();
+}
+
+template Status quantize_linear<int8_t>(const KernelContext&, const Dispatch&);
+template Status quantize_linear<uint8_t>(const KernelContext&, const Dispatch&);
+template Status dequantize_linear<int8_t>(const KernelContext&, const Dispatch&);
+template Status dequantize_linear<uint8_t>(const KernelContext&, const Dispatch&);
+template Status dequantize_linear<int32_t>(const KernelContext&, const Dispatch&);
+
 Status add(const KernelContext& c, const Dispatch& d) { return binary<AddOp>(c, d); }
 Status sub(const KernelContext& c, const Dispatch& d) { return binary<SubOp>(c, d); }
 Status mul(const KernelContext& c, const Dispatch& d) { return binary<MulOp>(c, d); }

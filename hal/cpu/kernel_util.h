@@ -378,6 +378,11 @@ void conv_transpose_prepare(const Dispatch& constants, void* out);
 // normalization.cc
 Status softmax(const KernelContext&, const Dispatch&);
 Status attention(const KernelContext&, const Dispatch&);
+// Q: int8_t or uint8_t (quantize), also int32_t (dequantize); instantiated in elementwise.cc.
+template <typename Q>
+Status quantize_linear(const KernelContext&, const Dispatch&);
+template <typename Q>
+Status dequantize_linear(const KernelContext&, const Dispatch&);
 Status layernorm(const KernelContext&, const Dispatch&);
 Status group_norm(const KernelContext&, const Dispatch&);
 Status log_softmax(const KernelContext&, const Dispatch&);

@@ -13,6 +13,8 @@ constexpr int kI32 = static_cast<int>(DType::kI32);
 constexpr int kI64 = static_cast<int>(DType::kI64);
 constexpr int kF16 = static_cast<int>(DType::kF16);
 constexpr int kBF16 = static_cast<int>(DType::kBF16);
+constexpr int kI8 = static_cast<int>(DType::kI8);
+constexpr int kU8 = static_cast<int>(DType::kU8);
 
 // f16 and bf16 through the f32 kernel (widen.h): keyed by the half dtype of
 // the key input and of the result, or of the key input only (a bool or i64 result).
@@ -39,6 +41,11 @@ constexpr KernelEntry<KernelFn> kKernels[] = {
     {OpId::kMatmul, kF32, kF32, matmul},
     {OpId::kSoftmax, kF32, kF32, softmax},
     {OpId::kAttention, kF32, kF32, attention},
+    {OpId::kQuantizeLinear, kI8, kI8, quantize_linear<int8_t>},
+    {OpId::kQuantizeLinear, kU8, kU8, quantize_linear<uint8_t>},
+    {OpId::kDequantizeLinear, kI8, kF32, dequantize_linear<int8_t>},
+    {OpId::kDequantizeLinear, kU8, kF32, dequantize_linear<uint8_t>},
+    {OpId::kDequantizeLinear, kI32, kF32, dequantize_linear<int32_t>},
     {OpId::kLayernorm, kF32, kF32, layernorm},
     {OpId::kTranspose, kAnyDType, kAnyDType, strided_gather},
     {OpId::kReduceSum, kF32, kF32, reduce<float>},

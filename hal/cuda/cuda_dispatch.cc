@@ -174,6 +174,21 @@ Status cast(const Dispatch& d, Launcher& launcher) {
   return launcher.launch(Kernel::kCast, linear_config(p.plan.n), &p);
 }
 
+template <Kernel K>
+Status quantize(const Dispatch& d, Launcher& launcher) {
+  static_assert(static_cast<int>(DType::kI8) == 5 && static_cast<int>(DType::kU8) == 6 &&
+                    static_cast<int>(DType::kI32) == 3,
+                "hexir_quantize_linear / hexir_dequantize_linear spell DType by number");
+  QuantizeParams p;
+  p.x = d.operands[0];
+  p.scale = in(d, 1);
+  p.zero = d.operands[2];
+  p.out = d.operands[3];
+  p.plan = plan_of<ops::QuantizePlan>(d);
+  if (p.plan.n == 0) return ok_status();
+  return launcher.launch(K, linear_config(p.plan.n), &p);
+}
+
 // ---- contractions -------------------------------------------------------------
 
 // cuBLAS when the plan says one stride per operand describes the batch (each
@@ -813,6 +828,8 @@ constexpr KernelEntry<CudaKernelFn> kKernels[] = {
     {OpId::kSeparableConv2d, kF32, kF32, separable_conv2d},
     {OpId::kSoftmax, kF32, kF32, softmax},
     {OpId::kAttention, kF32, kF32, attention},
+    {OpId::kQuantizeLinear, kAnyDType, kAnyDType, quantize<Kernel::kQuantizeLinear>},
+    {OpId::kDequantizeLinear, kAnyDType, kF32, quantize<Kernel::kDequantizeLinear>},
     {OpId::kLayernorm, kF32, kF32, layernorm},
     {OpId::kReduceSum, kF32, kF32, reduce<kCastF32>},
     {OpId::kReduceMean, kF32, kF32, reduce<kCastF32>},

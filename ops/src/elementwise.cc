@@ -524,6 +524,73 @@ void plan_cast(const PlanInput& op, OpPlan& out) {
     flops_per_element, nullptr, plan_binary }
 // clang-format on
 
+// ---- quantize_linear, dequantize_linear ------------------------------------------
+
+// Per tensor (scale of one element): [0]; per axis: [axis normalized] (ONNX's default 1).
+template <OpId kId>
+Result<std::vector<int64_t>> lower_quantize(std::span<const TensorType> in, const AttrMap& attrs,
+                                            std::span<const TensorType>) {
+  HEXIR_RETURN_IF_ERROR(check_attr_names(kId, attrs, {"axis"}));
+  HEXIR_ASSIGN_OR_RETURN(int64_t axis, int_attr(kId, attrs, "axis", 1));
+  if (in.size() < 2 || count_of(in[1]) == 1) return std::vector<int64_t>{0};
+  HEXIR_ASSIGN_OR_RETURN(int64_t norm, normalize_axis(kId, axis, in[0].rank(), "axis"));
+  return std::vector<int64_t>{norm};
+}
+
+AttrMap raise_quantize(std::span<const TensorType> in, std::span<const int64_t> params) {
+  if (in.size() >= 2 && count_of(in[1]) == 1) return {};
+  return {{"axis", AttrValue{param_at(params, 0)}}};
+}
+
+// The operands' shared rule: scale f32 and zero_point `zero_dtype` of one
+// shape, one element or [x's dim axis]; the axis in range.
+Status check_quantize_operands(OpId id, std::span<const TensorType> in, std::span<const int64_t> params,
+                               DType zero_dtype) {
+  HEXIR_RETURN_IF_ERROR(check_param_count(id, params, 1));
+  const TensorType &x = in[0], &scale = in[1], &zero = in[2];
+  if (params[0] < 0 || params[0] >= std::max<int64_t>(1, static_cast<int64_t>(x.rank())))
+    return invalid_argument(prefix(id) + "axis " + std::to_string(params[0]) + " is out of range for " + x.to_string());
+  if (scale.dtype != DType::kF32 || zero.dtype != zero_dtype || scale.dims != zero.dims)
+    return invalid_argument(prefix(id) + "scale " + scale.to_string() + " and zero point " + zero.to_string() +
+                            " are not f32 and " + dtype_name(zero_dtype) + " of one shape");
+  const bool per_tensor = count_of(scale) == 1;
+  const bool per_axis = scale.rank() == 1 && x.rank() > 0 && scale.dims[0] == x.dims[static_cast<size_t>(params[0])];
+  if (!per_tensor && !per_axis)
+    return invalid_argument(prefix(id) + "scale " + scale.to_string() + " is neither one element nor [" +
+                            (x.rank() > 0 ? std::to_string(x.dims[static_cast<size_t>(params[0])]) : "") +
+                            "] along axis " + std::to_string(params[0]) + " of " + x.to_string());
+  if (per_tensor && params[0] != 0)
+    return invalid_argument(prefix(id) + "a per-tensor scale takes axis 0, got " + std::to_string(params[0]));
+  return ok_status();
+}
+
+Result<std::vector<TensorType>> infer_quantize(std::span<const TensorType> in, std::span<const int64_t> params) {
+  const DType q = in[2].dtype;
+  if (in[0].dtype != DType::kF32 || (q != DType::kI8 && q != DType::kU8))
+    return invalid_argument(prefix(kQuantizeLinear) + "x " + in[0].to_string() + " and zero point " +
+                            in[2].to_string() + ": expected f32 and i8 or u8");
+  HEXIR_RETURN_IF_ERROR(check_quantize_operands(kQuantizeLinear, in, params, q));
+  return one({q, in[0].dims});
+}
+
+Result<std::vector<TensorType>> infer_dequantize(std::span<const TensorType> in, std::span<const int64_t> params) {
+  const DType q = in[0].dtype;
+  if (q != DType::kI8 && q != DType::kU8 && q != DType::kI32)
+    return invalid_argument(prefix(kDequantizeLinear) + "x is " + in[0].to_string() + ", expected i8, u8 or i32");
+  HEXIR_RETURN_IF_ERROR(check_quantize_operands(kDequantizeLinear, in, params, q));
+  return one({DType::kF32, in[0].dims});
+}
+
+void plan_quantize(const PlanInput& op, OpPlan& out) {
+  QuantizePlan& p = out.start<QuantizePlan>();
+  const TensorType& x = op.inputs[0];
+  const size_t axis = static_cast<size_t>(op.params[0]);
+  p.n = count_of(x);
+  p.channels = count_of(op.inputs[1]) == 1 ? 1 : x.dims[axis];
+  p.inner = p.channels == 1 ? 1 : dims_product(x.dims, axis + 1, x.rank());
+  p.quantized = static_cast<int32_t>(op.inputs[2].dtype);
+}
+
 constexpr OpDef kDefs[] = {
     {kAdd, "add", 2, 2, 1, 1, false, true, false, 0, lower_with_epilogue<kAdd>, raise_with_epilogue,
      infer_binary<kAdd>, flops_per_element, nullptr, plan_binary},
@@ -548,6 +615,10 @@ constexpr OpDef kDefs[] = {
      flops_per_element, nullptr, plan_where},
     {kCast, "cast", 1, 1, 1, 1, false, false, false, 0, lower_cast, raise_cast, infer_cast, flops_per_element,
      nullptr, plan_cast},
+    {kQuantizeLinear, "quantize_linear", 3, 3, 1, 1, false, false, false, 2, lower_quantize<kQuantizeLinear>,
+     raise_quantize, infer_quantize, flops_per_element, nullptr, plan_quantize},
+    {kDequantizeLinear, "dequantize_linear", 3, 3, 1, 1, false, false, false, 0, lower_quantize<kDequantizeLinear>,
+     raise_quantize, infer_dequantize, flops_per_element, nullptr, plan_quantize},
     {kLeakyRelu, "leaky_relu", 1, 1, 1, 1, true, true, false, 0, lower_leaky_relu,
      raise_floats<kLeakyReluNames, 1>, infer_unary_floats<kLeakyRelu, 1, false>, flops_per_element, nullptr,
      plan_unary_floats},

@@ -88,6 +88,14 @@ inline HostTensor iota_bytes(DType dtype, std::vector<int64_t> dims) {
 }
 
 // An i64[] holding `value` (the start indices of dynamic_slice and update_slice).
+// The key an operator's kernels are looked up by in the tests that walk every
+// operator: f32 in and out, but the quantizers' integer side.
+inline ops::KernelKey representative_key(ops::OpId id) {
+  if (id == ops::OpId::kQuantizeLinear) return {id, DType::kI8, DType::kI8};
+  if (id == ops::OpId::kDequantizeLinear) return {id, DType::kI8, DType::kF32};
+  return {id, DType::kF32, DType::kF32};
+}
+
 inline HostTensor i64_scalar(int64_t value) {
   HostTensor t(DType::kI64, {});
   std::memcpy(t.bytes.data(), &value, 8);

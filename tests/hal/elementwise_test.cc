@@ -307,7 +307,7 @@ TEST_CASE("kernel table: every dispatchable operator has a cpu kernel for its f3
   for (int i = 0; i < ops::kOpCount; ++i) {
     const auto id = static_cast<OpId>(i);
     INFO("operator " << ops::op_def(id).name);
-    const ops::KernelKey key{id, id == OpId::kWhere ? DType::kF32 : DType::kF32, DType::kF32};
+    const ops::KernelKey key = representative_key(id);
     CHECK((cpu::find_cpu_kernel(key) == nullptr) == ops::op_def(id).is_view);
   }
   CHECK((cpu::find_cpu_kernel({OpId::kSoftmax, DType::kI32, DType::kI32}) == nullptr));
@@ -1520,4 +1520,77 @@ TEST_CASE("and, or, xor: any non-zero byte is true, results 0 or 1, broadcasting
 }
 
 }  // namespace
+}  // namespace hexir::hal::testing
+
+namespace hexir::hal::testing {
+namespace {
+
+// Bytes of integer values as `dtype` (i8, u8 or i32).
+HostTensor integers(DType dtype, std::vector<int64_t> dims, const std::vector<int32_t>& values) {
+  HostTensor t(dtype, std::move(dims));
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (dtype == DType::kI32) std::memcpy(t.bytes.data() + 4 * i, &values[i], 4);
+    else t.bytes[i] = static_cast<uint8_t>(values[i]);
+  }
+  return t;
+}
+int32_t integer_at(const HostTensor& t, int64_t i) {
+  if (t.dtype == DType::kI8) return static_cast<int8_t>(t.bytes[static_cast<size_t>(i)]);
+  if (t.dtype == DType::kU8) return t.bytes[static_cast<size_t>(i)];
+  int32_t v;
+  std::memcpy(&v, t.bytes.data() + 4 * i, 4);
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("quantize_linear: round half to even of x / scale plus the zero point, saturated; per tensor and per axis") {
+  // Per tensor, i8 and u8: halves round to even, both ends saturate, NaN is the zero point.
+  HostTensor x(DType::kF32, {10});
+  const float values[] = {0.0f, 0.25f, 0.75f, -0.25f, -0.75f, 1000.0f, -1000.0f, 12.5f, -3.0f, kNaNF};
+  std::copy(std::begin(values), std::end(values), x.f32());
+  HostTensor scale(DType::kF32, {}), out_i8(DType::kI8, {10}), out_u8(DType::kU8, {10});
+  scale.at(0) = 0.5f;  // x / scale: 0, 0.5, 1.5, -0.5, -1.5, 2000, -2000, 25, -6, NaN
+  HostTensor zero_i8 = integers(DType::kI8, {}, {-3}), zero_u8 = integers(DType::kU8, {}, {128});
+  REQUIRE(run_kernel(OpId::kQuantizeLinear, {&x, &scale, &zero_i8}, out_i8, {0}).ok());
+  REQUIRE(run_kernel(OpId::kQuantizeLinear, {&x, &scale, &zero_u8}, out_u8, {0}).ok());
+  const int32_t want_i8[] = {-3, -3, -1, -3, -5, 127, -128, 22, -9, -3};
+  const int32_t want_u8[] = {128, 128, 130, 128, 126, 255, 0, 153, 122, 128};
+  for (int64_t i = 0; i < 10; ++i) {
+    INFO("element " << i);
+    CHECK(integer_at(out_i8, i) == want_i8[i]);
+    CHECK(integer_at(out_u8, i) == want_u8[i]);
+  }
+  // Per axis 1 of [2, 3, 4]: channel c of element i is (i / 4) % 3; random values against a double reference.
+  HostTensor y = random_f32({2, 3, 4}, 81, -4, 4), scales(DType::kF32, {3}), out(DType::kI8, {2, 3, 4});
+  scales.at(0) = 0.03f, scales.at(1) = 0.1f, scales.at(2) = 1.0f;
+  HostTensor zeros = integers(DType::kI8, {3}, {0, 10, -20});
+  REQUIRE(run_kernel(OpId::kQuantizeLinear, {&y, &scales, &zeros}, out, {1}).ok());
+  for (int64_t i = 0; i < y.count(); ++i) {
+    const int64_t c = (i / 4) % 3;
+    const double q = std::nearbyint(double{y.at(i) / scales.at(c)}) + integer_at(zeros, c);
+    CHECK(integer_at(out, i) == static_cast<int32_t>(std::clamp(q, -128.0, 127.0)));
+  }
+}
+
+TEST_CASE("dequantize_linear: (x - zero point) * scale from i8, u8 and i32, per tensor and per axis") {
+  for (DType dtype : {DType::kI8, DType::kU8, DType::kI32}) {
+    INFO(dtype_name(dtype));
+    const bool is_u8 = dtype == DType::kU8;
+    HostTensor x = integers(dtype, {2, 3}, is_u8 ? std::vector<int32_t>{0, 1, 128, 200, 255, 7}
+                                                 : std::vector<int32_t>{-128, -1, 0, 5, 127, 100});
+    HostTensor scale(DType::kF32, {3}), out(DType::kF32, {2, 3});
+    scale.at(0) = 0.5f, scale.at(1) = 0.25f, scale.at(2) = 2.0f;
+    HostTensor zero = integers(dtype, {3}, is_u8 ? std::vector<int32_t>{128, 0, 255} : std::vector<int32_t>{0, -3, 4});
+    REQUIRE(run_kernel(OpId::kDequantizeLinear, {&x, &scale, &zero}, out, {1}).ok());
+    for (int64_t i = 0; i < 6; ++i)
+      CHECK(out.at(i) == static_cast<float>(integer_at(x, i) - integer_at(zero, i % 3)) * scale.at(i % 3));
+    HostTensor one_scale(DType::kF32, {1}), one_zero = integers(dtype, {1}, {is_u8 ? 3 : -2});
+    one_scale.at(0) = 0.125f;
+    REQUIRE(run_kernel(OpId::kDequantizeLinear, {&x, &one_scale, &one_zero}, out, {0}).ok());
+    for (int64_t i = 0; i < 6; ++i)
+      CHECK(out.at(i) == static_cast<float>(integer_at(x, i) - integer_at(one_zero, 0)) * 0.125f);
+  }
+}
+
 }  // namespace hexir::hal::testing

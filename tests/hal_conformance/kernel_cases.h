@@ -489,6 +489,23 @@ inline std::vector<KernelCase> kernel_cases() {
   attention("query rows", 5, 33, 33, 0, 509);
   attention("count past the keys", 2, 9, 100, 1, 512);
   attention("no key: NaN", 1, 9, -3, 0, 515);
+  // quantize_linear / dequantize_linear: per tensor and per axis, i8 and u8 (and i32 dequantized).
+  auto bytes = [](DType dtype, std::vector<int64_t> dims, uint32_t seed) {
+    HostTensor t = testing::iota_bytes(dtype, std::move(dims));
+    for (size_t i = 0; i < t.bytes.size(); ++i) t.bytes[i] = static_cast<uint8_t>(t.bytes[i] * 31 + seed);
+    return t;
+  };
+  auto scales = [&](std::vector<int64_t> dims, uint32_t seed) { return random_f32(std::move(dims), seed, 0.01f, 0.2f); };
+  cases.push_back({"quantize_linear i8 per tensor", OpId::kQuantizeLinear,
+                   {with_specials(random_f32({7, 9}, 520, -30, 30)), scales({}, 521), bytes(DType::kI8, {}, 3)}, {0}});
+  cases.push_back({"quantize_linear u8 per axis", OpId::kQuantizeLinear,
+                   {random_f32({2, 5, 6}, 522, -10, 10), scales({5}, 523), bytes(DType::kU8, {5}, 4)}, {1}});
+  cases.push_back({"dequantize_linear i8 per axis 0", OpId::kDequantizeLinear,
+                   {bytes(DType::kI8, {4, 7}, 5), scales({4}, 524), bytes(DType::kI8, {4}, 6)}, {0}});
+  cases.push_back({"dequantize_linear u8 per tensor", OpId::kDequantizeLinear,
+                   {bytes(DType::kU8, {33}, 7), scales({1}, 525), bytes(DType::kU8, {1}, 8)}, {0}});
+  cases.push_back({"dequantize_linear i32 per axis 1", OpId::kDequantizeLinear,
+                   {bytes(DType::kI32, {3, 4}, 9), scales({4}, 526), bytes(DType::kI32, {4}, 10)}, {1}});
   cases.push_back({"softmax with NaN", OpId::kSoftmax, {with_specials(random_f32({2, 6}, 505))}, {1}});
 
   auto layernorm = [&](std::string n, std::vector<int64_t> dims, int64_t axis, uint32_t s) {

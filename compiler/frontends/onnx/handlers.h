@@ -4,6 +4,8 @@
 // (folding.h), adds Hexir nodes and defines the node's outputs.
 #pragma once
 
+#include <optional>
+#include <string>
 #include <string_view>
 
 #include "frontends/onnx/importer.h"
@@ -49,10 +51,22 @@ Status op_lrn(Importer& im, const NodeCtx& n);
 Status op_mvn(Importer& im, const NodeCtx& n);
 Status op_resize(Importer& im, const NodeCtx& n);
 Status op_conv(Importer& im, const NodeCtx& n);
+// Conv's computation on x, w and the bias (the node's conv attributes: QLinearConv,
+// ConvInteger share them) as a value named `name`.
+Result<Ref> conv_of(Importer& im, const NodeCtx& n, Ref x, Ref w, std::optional<Ref> bias, const std::string& name);
 Status op_conv_transpose(Importer& im, const NodeCtx& n);
 Status op_cumsum(Importer& im, const NodeCtx& n);
 Status op_nll_loss(Importer& im, const NodeCtx& n);
 Status op_softmax_cross_entropy(Importer& im, const NodeCtx& n);
+
+// quantize.cc: QDQ and the quantized operators
+Status op_quantize_linear(Importer& im, const NodeCtx& n);
+Status op_dequantize_linear(Importer& im, const NodeCtx& n);
+Status op_dynamic_quantize_linear(Importer& im, const NodeCtx& n);
+Status op_qlinear_matmul(Importer& im, const NodeCtx& n);
+Status op_qlinear_conv(Importer& im, const NodeCtx& n);
+Status op_matmul_integer(Importer& im, const NodeCtx& n);
+Status op_conv_integer(Importer& im, const NodeCtx& n);
 
 // einsum.cc
 Status op_einsum(Importer& im, const NodeCtx& n);

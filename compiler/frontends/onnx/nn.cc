@@ -789,6 +789,12 @@ Status op_conv(Importer& im, const NodeCtx& n) {
   HEXIR_ASSIGN_OR_RETURN(Ref x, im.input(n, 0));
   HEXIR_ASSIGN_OR_RETURN(Ref w, im.input(n, 1));
   HEXIR_ASSIGN_OR_RETURN(std::optional<Ref> bias, im.optional_input(n, 2));
+  HEXIR_ASSIGN_OR_RETURN(Ref r, conv_of(im, n, x, w, bias, im.result_name(n)));
+  im.define(n, 0, r);
+  return ok_status();
+}
+
+Result<Ref> conv_of(Importer& im, const NodeCtx& n, Ref x, Ref w, std::optional<Ref> bias, const std::string& name) {
   const Info xi = im.info(x), wi = im.info(w);
   if (xi.dims.size() != 4 && xi.dims.size() != 3)
     return error_at(
@@ -855,13 +861,12 @@ Status op_conv(Importer& im, const NodeCtx& n) {
   std::vector<Ref> operands{x, w};
   if (bias) operands.push_back(*bias);
   HEXIR_ASSIGN_OR_RETURN(Ref r, im.emit1(n, ops::OpId::kConv2d, operands, attrs,
-                                      spatial == 1 ? im.helper_name(n, "conv2d") : im.result_name(n)));
+                                      spatial == 1 ? im.helper_name(n, "conv2d") : name));
   if (spatial == 1) {
     const std::vector<int64_t> dims = im.info(r).dims;
-    HEXIR_ASSIGN_OR_RETURN(r, im.reshape(n, r, {dims[0], dims[1], dims[3]}, im.result_name(n)));
+    HEXIR_ASSIGN_OR_RETURN(r, im.reshape(n, r, {dims[0], dims[1], dims[3]}, name));
   }
-  im.define(n, 0, r);
-  return ok_status();
+  return r;
 }
 
 // ---- CumSum, the losses ----------------------------------------------------------

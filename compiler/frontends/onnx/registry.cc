@@ -77,6 +77,14 @@ Handler find_handler(std::string_view op_type) {
       {"Where", op_where},
       {"Identity", op_identity},
       {"Dropout", op_dropout},
+      // quantize.cc
+      {"QuantizeLinear", op_quantize_linear},
+      {"DequantizeLinear", op_dequantize_linear},
+      {"DynamicQuantizeLinear", op_dynamic_quantize_linear},
+      {"QLinearMatMul", op_qlinear_matmul},
+      {"QLinearConv", op_qlinear_conv},
+      {"MatMulInteger", op_matmul_integer},
+      {"ConvInteger", op_conv_integer},
       // nn.cc
       {"MatMul", op_matmul},
       {"Gemm", op_gemm},

@@ -476,6 +476,44 @@ extern "C" __global__ void hexir_cast(CastParams p) {
   }
 }
 
+namespace hexir_kernels {
+template <typename Q>
+__device__ void quantize_loop(const hexir::hal::cuda::QuantizeParams& p, int32_t lo, int32_t hi) {
+  const hexir::ops::QuantizePlan& q = p.plan;
+  const float* x = static_cast<const float*>(p.x);
+  const Q* zero = static_cast<const Q*>(p.zero);
+  Q* out = static_cast<Q*>(p.out);
+  for (int64_t i = global_index(); i < q.n; i += global_stride()) {
+    const int64_t c = (i / q.inner) % q.channels;
+    out[i] = static_cast<Q>(hexir::ops::quantize_of(x[i], p.scale[c], zero[c], lo, hi));
+  }
+}
+template <typename Q>
+__device__ void dequantize_loop(const hexir::hal::cuda::QuantizeParams& p) {
+  const hexir::ops::QuantizePlan& q = p.plan;
+  const Q* x = static_cast<const Q*>(p.x);
+  const Q* zero = static_cast<const Q*>(p.zero);
+  float* out = static_cast<float*>(p.out);
+  for (int64_t i = global_index(); i < q.n; i += global_stride()) {
+    const int64_t c = (i / q.inner) % q.channels;
+    out[i] = hexir::ops::dequantize_of(x[i], p.scale[c], zero[c]);
+  }
+}
+}  // namespace hexir_kernels
+
+// plan.quantized spells hexir::DType: 5 i8, 6 u8, 3 i32.
+extern "C" __global__ void hexir_quantize_linear(hexir::hal::cuda::QuantizeParams p) {
+  if (p.plan.quantized == 5) hexir_kernels::quantize_loop<int8_t>(p, -128, 127);
+  else hexir_kernels::quantize_loop<uint8_t>(p, 0, 255);
+}
+extern "C" __global__ void hexir_dequantize_linear(hexir::hal::cuda::QuantizeParams p) {
+  switch (p.plan.quantized) {
+    case 5: hexir_kernels::dequantize_loop<int8_t>(p); break;
+    case 6: hexir_kernels::dequantize_loop<uint8_t>(p); break;
+    default: hexir_kernels::dequantize_loop<int32_t>(p); break;
+  }
+}
+
 extern "C" __global__ void hexir_equal(CompareParams p) { hexir_kernels::compare<hexir_kernels::EqualOp>(p); }
 extern "C" __global__ void hexir_less(CompareParams p) { hexir_kernels::compare<hexir_kernels::LessOp>(p); }
 extern "C" __global__ void hexir_greater(CompareParams p) { hexir_kernels::compare<hexir_kernels::GreaterOp>(p); }

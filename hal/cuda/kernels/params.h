@@ -100,6 +100,16 @@ enum CastDType : int32_t {
   kCastBool = 7
 };
 
+// quantize_linear (x f32 to out of plan.quantized) and dequantize_linear
+// (x of plan.quantized to out f32); zero of plan.quantized.
+struct QuantizeParams {
+  const void* x;
+  const float* scale;
+  const void* zero;
+  void* out;
+  ops::QuantizePlan plan;
+};
+
 // cast: plan.n elements of dtype plan.from to plan.to.
 struct CastParams {
   const void* in;
@@ -409,6 +419,8 @@ struct BoundParams {
   X(kWhere4, hexir_where_4, WhereParams)                       \
   X(kWhere8, hexir_where_8, WhereParams)                       \
   X(kCast, hexir_cast, CastParams)                             \
+  X(kQuantizeLinear, hexir_quantize_linear, QuantizeParams)    \
+  X(kDequantizeLinear, hexir_dequantize_linear, QuantizeParams) \
   X(kMatmul, hexir_matmul_tiled, MatmulParams)                 \
   X(kMatmulEpilogue, hexir_matmul_epilogue, MatmulParams)      \
   X(kConv2d, hexir_conv2d, Conv2dParams)                       \

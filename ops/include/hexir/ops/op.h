@@ -296,6 +296,16 @@ enum class OpId : uint16_t {
   // 2^32)]. q, k and v may be strided views with unit last stride (matmul's
   // rule).
   kAttention,
+  // quantize_linear (ONNX QuantizeLinear), (x f32, scale f32, zero_point i8
+  // or u8): round(x / scale) (half to even) + zero_point, saturated to
+  // zero_point's dtype (NaN: zero_point). scale and zero_point hold one
+  // element (per tensor) or [x's dim `axis`] (per axis, channel c of every
+  // element at coordinate c along the axis). [axis (normalized; 0 per tensor)].
+  kQuantizeLinear,
+  // dequantize_linear (ONNX DequantizeLinear), (x i8, u8 or i32, scale f32,
+  // zero_point of x's dtype): (x - zero_point) * scale, f32. [axis] as
+  // quantize_linear.
+  kDequantizeLinear,
   kCount,
 };
 // clang-format on

@@ -411,6 +411,29 @@ struct CastPlan {
   int32_t to;
 };
 
+// quantize_linear and dequantize_linear: n elements, element i's scale and
+// zero point at channel (i / inner) % channels (channels 1: per tensor);
+// `quantized` the integer side's DType (i8, u8; i32 for dequantize).
+struct QuantizePlan {
+  int64_t n, inner, channels;
+  int32_t quantized;
+  int32_t pad;
+};
+
+// ONNX QuantizeLinear of one element: round half to even of x / scale, plus
+// the zero point, saturated to [lo, hi] (NaN gives the zero point). The
+// division as ONNX and onnxruntime's reference compute it.
+HEXIR_PLAN_FN int32_t quantize_of(float x, float scale, int32_t zero_point, int32_t lo, int32_t hi) {
+  const float q = rintf(x / scale) + static_cast<float>(zero_point);
+  if (!(q == q)) return zero_point;
+  return q <= static_cast<float>(lo) ? lo : q >= static_cast<float>(hi) ? hi : static_cast<int32_t>(q);
+}
+// ONNX DequantizeLinear of one element: (x - zero_point) * scale, the
+// difference exact in int32 (onnxruntime's order).
+HEXIR_PLAN_FN float dequantize_of(int32_t x, float scale, int32_t zero_point) {
+  return static_cast<float>(x - zero_point) * scale;
+}
+
 // numpy.matmul: one [m,k] x [k,n] product per batch element; batch dims broadcast
 // through element strides (0 for a size-1 dim). C is contiguous, batch after
 // batch. a_uniform / b_uniform: every batch dim walks the operand contiguously

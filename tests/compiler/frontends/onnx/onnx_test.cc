@@ -130,6 +130,15 @@ class Model {
       for (int64_t x : v) t->add_int64_data(x);
     return *this;
   }
+  // Raw bytes of any element type (int8, uint8 weights and zero points).
+  Model& init_bytes(const std::string& name, int type, const std::vector<int64_t>& dims, const std::string& raw) {
+    auto* t = proto_.mutable_graph()->add_initializer();
+    t->set_name(name);
+    t->set_data_type(type);
+    for (int64_t d : dims) t->add_dims(d);
+    t->set_raw_data(raw);
+    return *this;
+  }
   Model& node(const std::string& op, const std::vector<std::string>& in, const std::vector<std::string>& out,
               const std::vector<Attr>& attrs = {}, const std::string& name = "") {
     auto* n = proto_.mutable_graph()->add_node();
@@ -2740,4 +2749,58 @@ TEST_CASE("--dim-bound: a NonZero output named is planned at the bound given; a 
   options.dim_bounds.erase("no_such_output");
   options.dim_bounds["c1_nz"] = 9;  // above the derived bound
   CHECK(import_error(model, options).find("bound 9 is not in [0, 8]") != std::string::npos);
+}
+
+TEST_CASE("QDQ: an int8 weight stays int8 in the module, dequantized at run time; activations through quantize_linear") {
+  TempDir dir;
+  constexpr int64_t K = 64, N = 48;
+  // W int8 [K, N], per column scales (axis 1); x quantized to uint8 at scale 0.05, zero point 128.
+  std::string w(static_cast<size_t>(K * N), '\0');
+  for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<char>(static_cast<int>((i * 37) % 255) - 127);
+  std::vector<float> w_scale(N);
+  for (int64_t j = 0; j < N; ++j) w_scale[static_cast<size_t>(j)] = 0.01f + 0.001f * static_cast<float>(j);
+  Model m(13);
+  m.input("x", kF, {2, K})
+      .init_bytes("w_q", onnx::TensorProto::INT8, {K, N}, w)
+      .init_f("w_scale", {N}, w_scale)
+      .init_bytes("w_zero", onnx::TensorProto::INT8, {N}, std::string(static_cast<size_t>(N), '\0'))
+      .init_f("x_scale", {}, {0.05f})
+      .init_bytes("x_zero", onnx::TensorProto::UINT8, {}, std::string(1, static_cast<char>(128)))
+      .node("QuantizeLinear", {"x", "x_scale", "x_zero"}, {"x_q"})
+      .node("DequantizeLinear", {"x_q", "x_scale", "x_zero"}, {"x_dq"})
+      .node("DequantizeLinear", {"w_q", "w_scale", "w_zero"}, {"w_dq"}, {ai("axis", 1)})
+      .node("MatMul", {"x_dq", "w_dq"}, {"y"})
+      .output("y");
+  auto module = import_ok(m.save(dir.path() / "qdq.onnx"));
+  CHECK(count_nodes(module, hexir::ops::OpId::kDequantizeLinear) == 2);
+  CHECK(count_nodes(module, hexir::ops::OpId::kQuantizeLinear) == 1);
+  bool int8_weight = false, f32_weight = false;
+  for (const auto& c : module.constants) {
+    int8_weight = int8_weight || (c.type.dtype == DType::kI8 && c.type.dims == std::vector<int64_t>{K, N});
+    f32_weight = f32_weight || (c.type.dtype == DType::kF32 && c.type.dims == std::vector<int64_t>{K, N});
+  }
+  CHECK(int8_weight);
+  CHECK_FALSE(f32_weight);  // never widened into an f32 copy
+  std::vector<float> x(static_cast<size_t>(2 * K));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = 0.37f * static_cast<float>(static_cast<int>(i % 23) - 11) + 0.013f;
+  const std::vector<float> y = run(module, {f32({2, K}, x)}, dir.path())[0].f32();
+  for (int64_t r = 0; r < 2; ++r)
+    for (int64_t j = 0; j < N; ++j) {
+      double want = 0;
+      for (int64_t k = 0; k < K; ++k) {
+        const float q = std::clamp(std::nearbyint(x[static_cast<size_t>(r * K + k)] / 0.05f) + 128.0f, 0.0f, 255.0f);
+        want += double{(q - 128.0f) * 0.05f} * (static_cast<float>(w[static_cast<size_t>(k * N + j)]) *
+                                                w_scale[static_cast<size_t>(j)]);
+      }
+      CHECK(y[static_cast<size_t>(r * N + j)] == doctest::Approx(want).epsilon(1e-5));
+    }
+  // Blocked quantization (opset 21's block_size) is refused, naming the node.
+  Model blocked(21);
+  blocked.input("q", onnx::TensorProto::INT8, {4, 8})
+      .init_f("s", {4, 2}, std::vector<float>(8, 0.5f))
+      .node("DequantizeLinear", {"q", "s"}, {"y"}, {ai("block_size", 4)}, "dq_blocked")
+      .output("y");
+  const std::string e = import_error(blocked.save(dir.path() / "blocked.onnx"));
+  CHECK(e.find("dq_blocked") != std::string::npos);
+  CHECK(e.find("block_size") != std::string::npos);
 }
