@@ -16,6 +16,7 @@
 #include "passes/constants.h"
 #include "passes/fusion.h"
 #include "passes/donation.h"
+#include "passes/weights.h"
 #include "passes/layout.h"
 #include "passes/offload.h"
 #include "passes/remat.h"
@@ -436,17 +437,24 @@ Result<std::string> read_text(const std::filesystem::path& path) {
 // asked for by name (donation.h) and the rewrites of donation.h, fusion.h
 // and layout.h applied (constants are cheap to copy: large ones are file ranges).
 static Result<const Module*> rewritten(const Module& module, const CompileOptions& options,
-                                       std::optional<Module>& storage) {
+                                       std::optional<Module>& storage,
+                                       std::vector<CompressedWeight>* compressed = nullptr) {
   const bool donates = !options.donations.empty() ||
                        std::any_of(module.functions.begin(), module.functions.end(), [](const Function& fn) {
                          return std::any_of(fn.arguments.begin(), fn.arguments.end(),
                                             [](const Argument& a) { return a.donate; });
                        });
-  if (!options.fuse_epilogues && !options.channels_last && !donates) return &module;
+  const bool int8_weights = options.weights == CompileOptions::WeightStorage::kInt8;
+  if (!options.fuse_epilogues && !options.channels_last && !donates && !int8_weights) return &module;
   storage = module;
   HEXIR_RETURN_IF_ERROR(apply_donations(*storage, options.donations));
   // A donated cache written by where(iota == pos, new, cache): rows, in place.
   if (donates) rewrite_cache_updates(*storage);
+  // Before the fusions: a quantized_matmul takes no bias or epilogue (yet).
+  if (int8_weights) {
+    std::vector<CompressedWeight> report = compress_weights_int8(*storage);
+    if (compressed) *compressed = std::move(report);
+  }
   if (options.fuse_epilogues) fuse(*storage);
   // After the folds and fusions: they read channels at dim 1 (NCHW).
   if (options.channels_last) choose_channels_last(*storage);
@@ -467,11 +475,11 @@ Result<std::vector<uint8_t>> compile_module(const Module& source, const CompileO
 Result<CompiledFile> compile_module_to(const Module& source, const std::filesystem::path& out,
                                        const CompileOptions& options, std::string_view display_name) {
   std::optional<Module> storage;
-  HEXIR_ASSIGN_OR_RETURN(const Module* rewritten_module, rewritten(source, options, storage));
+  CompiledFile compiled;
+  HEXIR_ASSIGN_OR_RETURN(const Module* rewritten_module, rewritten(source, options, storage, &compiled.compressed));
   const Module& module = *rewritten_module;
   HEXIR_ASSIGN_OR_RETURN(ModulePlan plan, plan_module(module, options, display_name));
   HEXIR_ASSIGN_OR_RETURN(std::unique_ptr<serializer::FileSink> sink, serializer::FileSink::create(out));
-  CompiledFile compiled;
   HEXIR_RETURN_IF_ERROR(serializer::write_module(module, plan, write_options_for(options, plan), *sink, &compiled.head));
   compiled.size = sink->size();
   HEXIR_RETURN_IF_ERROR(sink->commit());

@@ -32,7 +32,7 @@ constexpr const char* kUsage =
     "[--data-checksum]\n"
     "       [--schedule=source|memory] [--no-in-place] [--no-fuse] [--no-views]\n"
     "       [--channels-last|--no-channels-last]\n"
-    "       [--compress=none|zstd[:LEVEL]] [--plan-budget-ms N] [--allow-external-files]\n"
+    "       [--compress=none|zstd[:LEVEL]] [--plan-budget-ms N] [--allow-external-files] [--weights=f32|int8]\n"
     "       [--max-constant-bytes N] [--max-instructions N] [--memory-budget device=BYTES]\n"
     "       [--memory-budget host=BYTES]\n"
     "       hexir-compile MODEL.onnx -o OUT.hxe [--input-shape NAME=AxBxC ...] [--bind NAME=VALUE ...]\n"
@@ -42,15 +42,14 @@ constexpr const char* kUsage =
     "       (either input, or none) [--function NAME=MODEL.onnx[,INPUT=SHAPE...] ...]: one more function\n"
     "  --align N               arena offset alignment, a power of two from 1 to 4096 (default 64),\n"
     "                          at least the element size of every value in the arena\n"
-    "  --donate IN=OUT          donate input IN to output OUT (names, or one '*' on each side matching the\n"
-    "                          same text: 'past.*=present.*'); the output is computed in the input's buffer\n"
-    "                          (a KV cache updated in place), or compiling fails saying why\n"
     "  --donate IN=OUT         donate input IN to output OUT (names, or one '*' on each side matching the\n"
     "                          same text: 'past.*=present.*'); the output is computed in the input's buffer\n"
     "                          (a KV cache updated in place), or compiling fails saying why\n"
     "  --function NAME=MODEL.onnx[,INPUT=AxB...]  import MODEL as function NAME at the input shapes given\n"
     "                          (several ONNX files, or one at several shapes, in one executable; identical\n"
     "                          weights stored once; the input's --input-shape/--bind do not apply to it)\n"
+    "  --weights int8          store matmul weights int8 per output channel (quantized_matmul reads them,\n"
+    "                          dequantized in registers); prints each weight's bytes and largest error\n"
     "  --dim-bound NAME=N      plan the data-dependent dim of NonZero/NonMaxSuppression/Compress output\n"
     "                          NAME at N rows (below its derived bound); more at run time fail the invoke\n"
     "  --allow-external-files  .hxir `file` constants may name files outside the source's folder\n"
@@ -85,7 +84,7 @@ static int run(int argc, char** argv) {
   compiler::CompileOptions options;
   std::string input, output, compress, emit_hxir, option;
   std::vector<std::string> input_shapes, binds, budgets, dim_bounds, donations, functions;
-  size_t plan = 1, schedule = 0;
+  size_t plan = 1, schedule = 0, weights = 0;
   cli::Args args("hexir-compile", kUsage, argc, argv);
   while (args.next()) {
     if (args.value("--input-shape", &option)) {
@@ -115,6 +114,7 @@ static int run(int argc, char** argv) {
     }
     if (args.value("-o", &output) || args.choice("--plan", {"naive", "arena", "free-at-last-use"}, &plan) ||
         args.choice("--schedule", {"source", "memory"}, &schedule) ||
+        args.choice("--weights", {"f32", "int8"}, &weights) ||
         args.number("--align", &options.alignment) ||
         args.number("--plan-budget-ms", &options.plan_budget_ms) || args.value("--compress", &compress) ||
         args.number("--max-constant-bytes", &options.max_constant_bytes) ||
@@ -162,6 +162,7 @@ static int run(int argc, char** argv) {
                                                  compiler::PlanStrategy::kFreeAtLastUse};
   options.plan = kPlans[plan];
   options.schedule = schedule == 0 ? compiler::Schedule::kSource : compiler::Schedule::kMemory;
+  options.weights = weights == 1 ? compiler::CompileOptions::WeightStorage::kInt8 : compiler::CompileOptions::WeightStorage::kAsGiven;
   if (compress == "zstd" || compress.starts_with("zstd:")) {
     options.compression = compiler::SectionCompression::kZstd;
     if (compress != "zstd") {
@@ -238,6 +239,21 @@ static int run(int argc, char** argv) {
     compiled = compiler::compile_file_to(input, output, options);
   }
   if (!compiled.ok()) return args.fail(compiled.status().message());
+  if (!compiled->compressed.empty()) {
+    uint64_t before = 0, after = 0;
+    double worst = 0.0;
+    for (const compiler::CompressedWeight& w : compiled->compressed) {
+      std::printf("weight %s [%lld, %lld]: %llu -> %llu bytes (int8), largest error %.3g of its largest |w|\n",
+                  w.name.c_str(), static_cast<long long>(w.rows), static_cast<long long>(w.columns),
+                  static_cast<unsigned long long>(w.bytes_before), static_cast<unsigned long long>(w.bytes_after),
+                  w.max_relative_error);
+      before += w.bytes_before;
+      after += w.bytes_after;
+      worst = std::max(worst, w.max_relative_error);
+    }
+    std::printf("weights: %zu stored int8, %llu -> %llu bytes; largest error %.3g\n", compiled->compressed.size(),
+                static_cast<unsigned long long>(before), static_cast<unsigned long long>(after), worst);
+  }
 
   // Summary read back from the metadata just written.
   const auto* module = hexir::fb::GetModule(compiled->head.data() + sizeof(hexir::format::Prelude));

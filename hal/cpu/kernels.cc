@@ -41,6 +41,7 @@ constexpr KernelEntry<KernelFn> kKernels[] = {
     {OpId::kMatmul, kF32, kF32, matmul},
     {OpId::kSoftmax, kF32, kF32, softmax},
     {OpId::kAttention, kF32, kF32, attention},
+    {OpId::kQuantizedMatmul, kF32, kF32, quantized_matmul},
     {OpId::kQuantizeLinear, kI8, kI8, quantize_linear<int8_t>},
     {OpId::kQuantizeLinear, kU8, kU8, quantize_linear<uint8_t>},
     {OpId::kDequantizeLinear, kI8, kF32, dequantize_linear<int8_t>},

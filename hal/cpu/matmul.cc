@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kernel_util.h"
+#include "lanes.h"
 #include "thread_pool.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -101,6 +102,183 @@ Status matmul(const KernelContext& context, const Dispatch& d) {
   }
   const MatmulBatches job{&p, &d, context};
   for (int64_t batch = 0; batch < p.batch_count; ++batch) matmul_batch(job, batch);
+  return ok_status();
+}
+
+namespace {
+
+// N int8 weights widened to floats: one load, sign-extend, convert (GCC 12
+// turns __builtin_convertvector from int8 lanes into a scalar loop, so the
+// x86 widths name the instructions).
+// N int8 weights widened to floats (portable lanes; the x86 kernels below
+// name their instructions: GCC 12 turns __builtin_convertvector from int8
+// lanes into a scalar loop).
+template <int N>
+HEXIR_LANES lanes::F32<N> load_i8(const int8_t* p) {
+  lanes::F32<N> out;
+  for (int i = 0; i < N; ++i) out[i] = static_cast<float>(p[i]);
+  return out;
+}
+
+#if defined(HEXIR_CONV_X86)
+// QuantizedDotRows for AVX-512 and AVX2 (sign-extend, convert, FMA).
+template <int R>
+[[gnu::target("avx512f")]] void quantized_rows_avx512(const float* a, int64_t k, const int8_t* w, int64_t n0,
+                                                      int64_t n1, const float* scale, const float* bias, float* c,
+                                                      int64_t n) {
+  for (int64_t j = n0; j < n1; ++j) {
+    const int8_t* wj = w + j * k;
+    __m512 acc[R][2];
+    for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 32 <= k; i += 32) {
+      const __m512 w0 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wj + i))));
+      const __m512 w1 =
+          _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wj + i + 16))));
+      for (int r = 0; r < R; ++r) {
+        acc[r][0] = _mm512_fmadd_ps(_mm512_loadu_ps(a + r * k + i), w0, acc[r][0]);
+        acc[r][1] = _mm512_fmadd_ps(_mm512_loadu_ps(a + r * k + i + 16), w1, acc[r][1]);
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      float sum = _mm512_reduce_add_ps(_mm512_add_ps(acc[r][0], acc[r][1]));
+      for (int64_t t = i; t < k; ++t) sum += a[r * k + t] * static_cast<float>(wj[t]);
+      c[r * n + j] = sum * scale[j] + (bias ? bias[j] : 0.0f);
+    }
+  }
+}
+template <int R>
+[[gnu::target("avx2,fma")]] void quantized_rows_avx2(const float* a, int64_t k, const int8_t* w, int64_t n0,
+                                                     int64_t n1, const float* scale, const float* bias, float* c,
+                                                     int64_t n) {
+  for (int64_t j = n0; j < n1; ++j) {
+    const int8_t* wj = w + j * k;
+    __m256 acc[R][2];
+    for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 16 <= k; i += 16) {
+      const __m256 w0 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(wj + i))));
+      const __m256 w1 =
+          _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(wj + i + 8))));
+      for (int r = 0; r < R; ++r) {
+        acc[r][0] = _mm256_fmadd_ps(_mm256_loadu_ps(a + r * k + i), w0, acc[r][0]);
+        acc[r][1] = _mm256_fmadd_ps(_mm256_loadu_ps(a + r * k + i + 8), w1, acc[r][1]);
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      float lanes_of[8];
+      _mm256_storeu_ps(lanes_of, _mm256_add_ps(acc[r][0], acc[r][1]));
+      float sum = 0.0f;
+      for (float v : lanes_of) sum += v;
+      for (int64_t t = i; t < k; ++t) sum += a[r * k + t] * static_cast<float>(wj[t]);
+      c[r * n + j] = sum * scale[j] + (bias ? bias[j] : 0.0f);
+    }
+  }
+}
+
+template <int R>
+void quantized_rows_x86(const float* a, int64_t k, const int8_t* w, int64_t n0, int64_t n1, const float* scale,
+                        const float* bias, float* c, int64_t n) {
+  if (isa_avx512())
+    quantized_rows_avx512<R>(a, k, w, n0, n1, scale, bias, c, n);
+  else
+    quantized_rows_avx2<R>(a, k, w, n0, n1, scale, bias, c, n);
+}
+#endif
+
+// R rows of a (k floats each) against weight rows [n0, n1) of w [n, k]
+// int8: per output a float dot in two lane sets, summed in order, times
+// the row's scale, plus its bias.
+struct QuantizedDotRows {
+  template <int N, int R>
+  static HEXIR_LANES void rows(const float* a, int64_t k, const int8_t* w, int64_t n0, int64_t n1, const float* scale,
+                               const float* bias, float* c, int64_t n) {
+    for (int64_t j = n0; j < n1; ++j) {
+      const int8_t* wj = w + j * k;
+      lanes::F32<N> acc[R][2] = {};
+      int64_t i = 0;
+      for (; i + 2 * N <= k; i += 2 * N) {
+        const lanes::F32<N> w0 = load_i8<N>(wj + i), w1 = load_i8<N>(wj + i + N);
+        for (int r = 0; r < R; ++r) {
+          acc[r][0] += lanes::load<N>(a + r * k + i) * w0;
+          acc[r][1] += lanes::load<N>(a + r * k + i + N) * w1;
+        }
+      }
+      for (int r = 0; r < R; ++r) {
+        float lanes_of[N];
+        lanes::store<N>(lanes_of, acc[r][0] + acc[r][1]);
+        float sum = 0.0f;
+        for (int l = 0; l < N; ++l) sum += lanes_of[l];
+        for (int64_t t = i; t < k; ++t) sum += a[r * k + t] * static_cast<float>(wj[t]);
+        c[r * n + j] = sum * scale[j] + (bias ? bias[j] : 0.0f);
+      }
+    }
+  }
+  template <int N>
+  static HEXIR_LANES void run(const float* a, int64_t m, int64_t k, const int8_t* w, int64_t n0, int64_t n1,
+                              const float* scale, const float* bias, float* c, int64_t n) {
+    switch (m) {
+      case 1: rows<N, 1>(a, k, w, n0, n1, scale, bias, c, n); break;
+      case 2: rows<N, 2>(a, k, w, n0, n1, scale, bias, c, n); break;
+      case 3: rows<N, 3>(a, k, w, n0, n1, scale, bias, c, n); break;
+      default: rows<N, 4>(a, k, w, n0, n1, scale, bias, c, n); break;
+    }
+  }
+};
+
+// The GEMM's B strips from int8 rows [n, k], dequantized as they are packed.
+struct QuantizedB {
+  const int8_t* w;
+  const float* scale;
+  int64_t k;
+};
+void pack_quantized_b(const void* context, int64_t k0, int64_t kc, int64_t j0, int64_t nr, int64_t width, float* out) {
+  const QuantizedB& q = *static_cast<const QuantizedB*>(context);
+  for (int64_t j = 0; j < nr; ++j) {
+    const int8_t* row = q.w + (j0 + j) * q.k + k0;
+    const float s = q.scale[j0 + j];
+    for (int64_t t = 0; t < kc; ++t) out[t * width + j] = static_cast<float>(row[t]) * s;
+  }
+  for (int64_t t = 0; t < kc; ++t)
+    for (int64_t j = nr; j < width; ++j) out[t * width + j] = 0.0f;
+}
+
+}  // namespace
+
+// A few rows (a decode step): the int8 rows read where they lie, shared out
+// among the threads by columns. More rows: the GEMM, its B strips
+// dequantized while packed (no f32 copy of the weights anywhere).
+Status quantized_matmul(const KernelContext& context, const Dispatch& d) {
+  const ops::QuantizedMatmulPlan& p = plan_of<ops::QuantizedMatmulPlan>(d);
+  if (p.m == 0 || p.n == 0) return ok_status();
+  const float* a = input(d, 0);
+  const int8_t* w = input<int8_t>(d, 1);
+  const float* scale = input(d, 2);
+  const float* bias = p.has_bias ? input(d, 3) : nullptr;
+  float* c = output(d, 0);
+  if (p.m <= kFewRows) {
+    parallel_ranges(context, p.n, std::max<int64_t>(1, (int64_t{1} << 14) / std::max<int64_t>(1, p.k)),
+                    [&](int64_t n0, int64_t n1) {
+#if defined(HEXIR_CONV_X86)
+                      if (isa_avx2()) {
+                        switch (p.m) {
+                          case 1: quantized_rows_x86<1>(a, p.k, w, n0, n1, scale, bias, c, p.n); return;
+                          case 2: quantized_rows_x86<2>(a, p.k, w, n0, n1, scale, bias, c, p.n); return;
+                          case 3: quantized_rows_x86<3>(a, p.k, w, n0, n1, scale, bias, c, p.n); return;
+                          default: quantized_rows_x86<4>(a, p.k, w, n0, n1, scale, bias, c, p.n); return;
+                        }
+                      }
+#endif
+                      run_lanes4<QuantizedDotRows>(a, p.m, p.k, w, n0, n1, scale, bias, c, p.n);
+                    });
+    return ok_status();
+  }
+  const QuantizedB q{w, scale, p.k};
+  GemmArgs args{p.m, p.n, p.k, a, p.k, nullptr, 0, c, p.n};
+  args.pack_b = pack_quantized_b;
+  args.pack_context = &q;
+  args.col_bias = bias;
+  gemm(context, args);
   return ok_status();
 }
 

@@ -296,6 +296,18 @@ Status conv_transpose(const Dispatch& d, Launcher& launcher) {
   return launcher.launch(Kernel::kConvTranspose, linear_config(total), &p);
 }
 
+Status quantized_matmul(const Dispatch& d, Launcher& launcher) {
+  QuantizedMatmulParams p;
+  p.a = in(d, 0);
+  p.w = in<int8_t>(d, 1);
+  p.scale = in(d, 2);
+  p.plan = plan_of<ops::QuantizedMatmulPlan>(d);
+  p.bias = p.plan.has_bias ? in(d, 3) : nullptr;
+  p.c = out(d, 0);
+  if (p.plan.m == 0 || p.plan.n == 0) return ok_status();
+  return launcher.launch(Kernel::kQuantizedMatmul, linear_config(p.plan.m * p.plan.n), &p);
+}
+
 // ---- normalization ------------------------------------------------------------
 
 Status softmax(const Dispatch& d, Launcher& launcher) {
@@ -828,6 +840,7 @@ constexpr KernelEntry<CudaKernelFn> kKernels[] = {
     {OpId::kSeparableConv2d, kF32, kF32, separable_conv2d},
     {OpId::kSoftmax, kF32, kF32, softmax},
     {OpId::kAttention, kF32, kF32, attention},
+    {OpId::kQuantizedMatmul, kF32, kF32, quantized_matmul},
     {OpId::kQuantizeLinear, kAnyDType, kAnyDType, quantize<Kernel::kQuantizeLinear>},
     {OpId::kDequantizeLinear, kAnyDType, kF32, quantize<Kernel::kDequantizeLinear>},
     {OpId::kLayernorm, kF32, kF32, layernorm},

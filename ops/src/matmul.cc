@@ -260,11 +260,51 @@ uint64_t workspace_attention(const PlanInput& op) {
                  mul_sat(static_cast<uint64_t>(p.t), sizeof(float)));
 }
 
+template <OpId kId>
+Result<std::vector<int64_t>> no_attributes_of(std::span<const TensorType>, const AttrMap& attrs,
+                                              std::span<const TensorType>) {
+  return no_attributes(kId, attrs);
+}
+
+// ---- quantized_matmul ------------------------------------------------------------
+
+Result<std::vector<TensorType>> infer_quantized_matmul(std::span<const TensorType> in,
+                                                       std::span<const int64_t> params) {
+  HEXIR_RETURN_IF_ERROR(check_param_count(kQuantizedMatmul, params, 0));
+  const TensorType &a = in[0], &w = in[1], &scale = in[2];
+  if (a.dtype != DType::kF32 || a.rank() < 1 || w.dtype != DType::kI8 || w.rank() != 2 ||
+      w.dims[1] != a.dims.back() || scale.dtype != DType::kF32 || scale.dims != std::vector<int64_t>{w.dims[0]} ||
+      (in.size() == 4 && (in[3].dtype != DType::kF32 || in[3].dims != scale.dims)))
+    return invalid_argument(prefix(kQuantizedMatmul) + "a " + a.to_string() + ", w " + w.to_string() + ", scale " +
+                            scale.to_string() + (in.size() == 4 ? ", bias " + in[3].to_string() : std::string()) +
+                            " are not f32[.., K], i8[N, K], f32[N] (and f32[N])");
+  TensorType out = a;
+  out.dims.back() = w.dims[0];
+  return one(std::move(out));
+}
+
+uint64_t flops_quantized_matmul(std::span<const TensorType> in, std::span<const TensorType> out,
+                                std::span<const int64_t>) {
+  if (in.empty() || in[0].dims.empty()) return 0;
+  const int64_t k = in[0].dims.back();
+  return mul_sat(mul_sat(output_elements_sat(out), 2), k > 0 ? static_cast<uint64_t>(k) : 0);
+}
+
+void plan_quantized_matmul(const PlanInput& op, OpPlan& out) {
+  QuantizedMatmulPlan& p = out.start<QuantizedMatmulPlan>();
+  p.k = op.inputs[0].dims.back();
+  p.n = op.inputs[1].dims[0];
+  p.m = p.k > 0 ? count_of(op.inputs[0]) / p.k : 0;
+  p.has_bias = op.inputs.size() == 4 ? 1 : 0;
+}
+
 constexpr OpDef kDefs[] = {
     {kMatmul, "matmul", 2, 3, 1, 1, true, false, false, 0, lower_matmul, raise_matmul, infer_matmul,
      flops_matmul, nullptr, plan_matmul},
     {kAttention, "attention", 4, 4, 1, 1, false, false, false, 0, lower_attention, raise_attention,
      infer_attention, flops_attention, workspace_attention, plan_attention},
+    {kQuantizedMatmul, "quantized_matmul", 3, 4, 1, 1, false, false, false, 0, no_attributes_of<kQuantizedMatmul>,
+     raise_none, infer_quantized_matmul, flops_quantized_matmul, nullptr, plan_quantized_matmul},
 };
 
 }  // namespace

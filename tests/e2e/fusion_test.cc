@@ -5,7 +5,9 @@
 #include <doctest/doctest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -14,6 +16,7 @@
 #include "hexir/compiler/compiler.h"
 #include "hexir/hal/device.h"
 #include "hexir/vm.h"
+#include "loaded.h"
 
 namespace fs = std::filesystem;
 
@@ -115,3 +118,56 @@ TEST_CASE("profile: per-instruction times for every instruction, summed over pro
 }
 
 }  // namespace
+
+TEST_CASE("--weights int8: constant matmul weights stored int8 per output channel, read by quantized_matmul") {
+  // x [2, 64] @ w [64, 96] and x @ v^T (transpose_b, v [96, 64]), each weight 6144 elements.
+  auto dense = [](int64_t rows, int64_t cols, float step) {
+    std::string text = "dense [";
+    for (int64_t r = 0; r < rows; ++r) {
+      text += r ? ", [" : "[";
+      for (int64_t c = 0; c < cols; ++c)
+        text += (c ? ", " : "") + std::to_string(step * static_cast<float>((r * 31 + c * 17) % 41 - 20));
+      text += "]";
+    }
+    return text + "]";
+  };
+  const std::string source = "module @m\nconst @w : f32[64,96] = " + dense(64, 96, 0.01f) +
+                             "\nconst @v : f32[96,64] = " + dense(96, 64, 0.02f) + R"(
+func @main(%x: f32[2,64]) -> (f32[2,96], f32[2,96]) {
+  %y = call @matmul(%x, @w) : f32[2,96]
+  %z = call @matmul(%x, @v) {transpose_b = 1} : f32[2,96]
+  return %y, %z
+}
+)";
+  using hexir::compiler::CompileOptions;
+  CompileOptions int8;
+  int8.weights = CompileOptions::WeightStorage::kInt8;
+  auto plain_bytes = hexir::compiler::compile_source(source, "m.hxir", ".", CompileOptions{});
+  auto int8_bytes = hexir::compiler::compile_source(source, "m.hxir", ".", int8);
+  REQUIRE(plain_bytes.ok());
+  REQUIRE_MESSAGE(int8_bytes.ok(), int8_bytes.status().to_string());
+  CHECK(int8_bytes->size() + 3 * 6144 < plain_bytes->size());  // 4 bytes a weight became 1 (and a scale per row)
+  auto plain = hexir::testing::load_compiled(*plain_bytes, 1);
+  auto quantized = hexir::testing::load_compiled(*int8_bytes, 1);
+  std::vector<std::string> ops;
+  for (const auto& info : quantized->module->instructions(0)) ops.emplace_back(info.op);
+  CHECK(ops == std::vector<std::string>{"quantized_matmul", "quantized_matmul"});
+  std::vector<float> x(128);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = 0.05f * static_cast<float>(static_cast<int>(i % 13) - 6);
+  auto run = [&](const hexir::testing::Loaded& l) {
+    auto context = hexir::vm::Context::create(*l.program);
+    REQUIRE(context.ok());
+    std::vector<float> y(192), z(192);
+    hexir::vm::TensorRef in[] = {{x.data(), 512, {hexir::DType::kF32, {2, 64}}}};
+    hexir::vm::TensorRef out[] = {{y.data(), 768, {hexir::DType::kF32, {2, 96}}},
+                                  {z.data(), 768, {hexir::DType::kF32, {2, 96}}}};
+    REQUIRE(context->invoke(0, in, out).ok());
+    y.insert(y.end(), z.begin(), z.end());
+    return y;
+  };
+  const std::vector<float> want = run(*plain), got = run(*quantized);
+  // Per output, the int8 error is at most half a step (scale / 2) per weight times sum |x|.
+  float largest = 0.0f;
+  for (float v : want) largest = std::max(largest, std::fabs(v));
+  for (size_t i = 0; i < want.size(); ++i) CHECK(std::fabs(got[i] - want[i]) <= 0.02f * largest);
+}

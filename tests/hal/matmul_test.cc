@@ -1,4 +1,6 @@
 // matmul against a naive double reference with numpy.matmul's rules.
+#include <array>
+
 #include "hal_test_util.h"
 
 namespace hexir::hal::testing {
@@ -147,4 +149,34 @@ TEST_CASE("matmul: mismatched inner dims and scalars are rejected") {
 }
 
 }  // namespace
+}  // namespace hexir::hal::testing
+
+namespace hexir::hal::testing {
+
+using ops::OpId;
+
+TEST_CASE("quantized_matmul: a x (w * scale)^T + bias from int8 rows, a few rows and the GEMM, every tail") {
+  for (const auto& [m, k, n] : std::vector<std::array<int64_t, 3>>{
+           {1, 768, 40}, {3, 37, 19}, {4, 64, 64}, {5, 100, 33}, {64, 129, 70}}) {
+    INFO("m " << m << " k " << k << " n " << n);
+    HostTensor a = random_f32({m, k}, 91, -1, 1), scale = random_f32({n}, 92, 0.001f, 0.02f);
+    HostTensor bias = random_f32({n}, 93), w(DType::kI8, {n, k}), out(DType::kF32, {m, n});
+    for (int64_t i = 0; i < n * k; ++i) w.bytes[static_cast<size_t>(i)] = static_cast<uint8_t>((i * 89 + 7) % 255 - 127);
+    for (bool with_bias : {false, true}) {
+      std::vector<HostTensor*> inputs = {&a, &w, &scale};
+      if (with_bias) inputs.push_back(&bias);
+      REQUIRE(run_kernel(OpId::kQuantizedMatmul, inputs, out, {}).ok());
+      std::vector<double> want;
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) {
+          double sum = 0;
+          for (int64_t t = 0; t < k; ++t)
+            sum += double{a.at(i * k + t)} * static_cast<int8_t>(w.bytes[static_cast<size_t>(j * k + t)]);
+          want.push_back(sum * scale.at(j) + (with_bias ? bias.at(j) : 0.0));
+        }
+      check_close(out, want, 2e-5, 1e-5);
+    }
+  }
+}
+
 }  // namespace hexir::hal::testing

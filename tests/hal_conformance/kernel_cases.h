@@ -504,6 +504,14 @@ inline std::vector<KernelCase> kernel_cases() {
                    {bytes(DType::kI8, {4, 7}, 5), scales({4}, 524), bytes(DType::kI8, {4}, 6)}, {0}});
   cases.push_back({"dequantize_linear u8 per tensor", OpId::kDequantizeLinear,
                    {bytes(DType::kU8, {33}, 7), scales({1}, 525), bytes(DType::kU8, {1}, 8)}, {0}});
+  auto int8_rows = [&](int64_t n, int64_t k, uint32_t seed) {
+    return bytes(DType::kI8, {n, k}, seed);
+  };
+  cases.push_back({"quantized_matmul one row", OpId::kQuantizedMatmul,
+                   {random_f32({1, 70}, 527), int8_rows(33, 70, 11), scales({33}, 528)}, {}, false, 2e-5, 1e-5});
+  cases.push_back({"quantized_matmul rows past the few-rows kernel, bias", OpId::kQuantizedMatmul,
+                   {random_f32({2, 9, 40}, 529), int8_rows(17, 40, 12), scales({17}, 530), random_f32({17}, 531)},
+                   {}, false, 2e-5, 1e-5});
   cases.push_back({"dequantize_linear i32 per axis 1", OpId::kDequantizeLinear,
                    {bytes(DType::kI32, {3, 4}, 9), scales({4}, 526), bytes(DType::kI32, {4}, 10)}, {1}});
   cases.push_back({"softmax with NaN", OpId::kSoftmax, {with_specials(random_f32({2, 6}, 505))}, {1}});

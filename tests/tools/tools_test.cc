@@ -160,6 +160,30 @@ func @step(%past.0: f32[2,8,4], %past.1: f32[2,8,4], %pos: i64[2,1,4], %rows: f3
   CHECK(run_command(kCompile + " " + dir / "kv.hxir -o " + dir / "x.hxe --donate past").exit_code == 2);
 }
 
+TEST_CASE("tools: hexir-compile --weights int8 stores matmul weights int8 and prints each with its error") {
+  ScratchDir dir;
+  std::string w = "dense [";
+  for (int r = 0; r < 64; ++r) {
+    w += r ? ", [" : "[";
+    for (int c = 0; c < 64; ++c) w += (c ? ", " : "") + std::to_string(0.01 * ((r * 7 + c * 3) % 19 - 9));
+    w += "]";
+  }
+  write_all(dir / "fc.hxir", "module @fc\nconst @w : f32[64,64] = " + w + "]\n" + R"(func @main(%x: f32[1,64]) -> (f32[1,64]) {
+  %y = call @matmul(%x, @w) : f32[1,64]
+  return %y
+}
+)");
+  auto c = run_command(kCompile + " " + dir / "fc.hxir -o " + dir / "fc.hxe --weights int8");
+  REQUIRE_MESSAGE(c.exit_code == 0, c.output);
+  CHECK_MESSAGE(contains(c.output, "weight w [64, 64]: 16384 -> 4352 bytes (int8), largest error"), c.output);
+  CHECK_MESSAGE(contains(c.output, "weights: 1 stored int8, 16384 -> 4352 bytes"), c.output);
+  auto d = run_command(kDump + " " + dir / "fc.hxe");
+  REQUIRE(d.exit_code == 0);
+  CHECK_MESSAGE(contains(d.output, "quantized_matmul"), d.output);
+  CHECK_MESSAGE(contains(d.output, "i8[64,64]"), d.output);
+  CHECK(run_command(kCompile + " " + dir / "fc.hxir -o " + dir / "x.hxe --weights int4").exit_code == 2);
+}
+
 TEST_CASE("tools: hexir-compile --function puts several ONNX imports in one executable, weights stored once") {
   const std::string mlp = kSamples + "/../tests/fuzz/seeds/onnx/mlp.onnx";
   ScratchDir dir;

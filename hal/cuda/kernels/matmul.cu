@@ -58,3 +58,16 @@ extern "C" __global__ void hexir_matmul_epilogue(MatmulParams p) {
     p.c[i] = hexir::ops::apply_epilogue(q.epilogue, v);
   }
 }
+
+// quantized_matmul: one thread per output element, the int8 row widened as it is read.
+extern "C" __global__ void hexir_quantized_matmul(hexir::hal::cuda::QuantizedMatmulParams p) {
+  const hexir::ops::QuantizedMatmulPlan& q = p.plan;
+  for (int64_t e = hexir_kernels::global_index(); e < q.m * q.n; e += hexir_kernels::global_stride()) {
+    const int64_t i = e / q.n, j = e % q.n;
+    const float* a = p.a + i * q.k;
+    const int8_t* w = p.w + j * q.k;
+    float sum = 0.0f;
+    for (int64_t t = 0; t < q.k; ++t) sum += a[t] * static_cast<float>(w[t]);
+    p.c[e] = sum * p.scale[j] + (q.has_bias ? p.bias[j] : 0.0f);
+  }
+}

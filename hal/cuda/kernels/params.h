@@ -126,6 +126,16 @@ struct MatmulParams {
   ops::MatmulPlan plan;
 };
 
+// quantized_matmul: a [m, k] against w [n, k] int8 scaled per row of w.
+struct QuantizedMatmulParams {
+  const float* a;
+  const int8_t* w;
+  const float* scale;
+  const float* bias;  // plan.has_bias
+  float* c;
+  ops::QuantizedMatmulPlan plan;
+};
+
 // attention: q, k, v and the result per ops::AttentionPlan; count the
 // run-time key count (read on the device); scratch t floats per row.
 struct AttentionParams {
@@ -422,6 +432,7 @@ struct BoundParams {
   X(kQuantizeLinear, hexir_quantize_linear, QuantizeParams)    \
   X(kDequantizeLinear, hexir_dequantize_linear, QuantizeParams) \
   X(kMatmul, hexir_matmul_tiled, MatmulParams)                 \
+  X(kQuantizedMatmul, hexir_quantized_matmul, QuantizedMatmulParams) \
   X(kMatmulEpilogue, hexir_matmul_epilogue, MatmulParams)      \
   X(kConv2d, hexir_conv2d, Conv2dParams)                       \
   X(kSeparableConv2d, hexir_separable_conv2d, SeparableConv2dParams) \

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -26,9 +27,21 @@ Result<std::vector<uint8_t>> compile_module(const Module& module, const CompileO
                                             std::string_view display_name = {});
 
 // What compile_file_to and compile_module_to wrote.
+// A weight stored in fewer bits than its type (CompileOptions::weights):
+// its constant's name, [rows (output channels), columns], bytes before and
+// after (scales included), and the largest |w - dequantized w| over the
+// largest |w| of the weight.
+struct CompressedWeight {
+  std::string name;
+  int64_t rows = 0, columns = 0;
+  uint64_t bytes_before = 0, bytes_after = 0;
+  double max_relative_error = 0.0;
+};
+
 struct CompiledFile {
   uint64_t size = 0;          // bytes in the file
   std::vector<uint8_t> head;  // its prelude and metadata (no data sections): enough for a summary
+  std::vector<CompressedWeight> compressed;  // CompileOptions::weights: what was stored smaller
 };
 
 Result<CompiledFile> compile_module_to(const Module& module, const std::filesystem::path& out,

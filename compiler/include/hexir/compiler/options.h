@@ -122,6 +122,11 @@ struct CompileOptions {
   // matches, name an output of that function of the input's type; a
   // donation the plan cannot honour fails the compile (never dropped).
   std::vector<DonationRule> donations;
+  // How matmul weights are stored: as given, or int8 per output channel
+  // read by quantized_matmul (hexir-compile --weights int8; weights.h):
+  // a quarter of the bytes, which is what a decode step's time is.
+  enum class WeightStorage : uint8_t { kAsGiven, kInt8 };
+  WeightStorage weights = WeightStorage::kAsGiven;
 };
 
 // One `--memory-budget SPACE=BYTES` option: "device=512MiB" sets

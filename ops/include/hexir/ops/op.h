@@ -306,6 +306,12 @@ enum class OpId : uint16_t {
   // zero_point of x's dtype): (x - zero_point) * scale, f32. [axis] as
   // quantize_linear.
   kDequantizeLinear,
+  // quantized_matmul, (a f32[.., M, K], w i8[N, K], scale f32[N], bias f32[N]
+  // optional): a x (w * scale)^T + bias, w int8 per output channel
+  // (hexir-compile --weights int8 stores a matmul's constant weights so),
+  // dequantized in registers: a quarter of the bytes read. a's leading dims
+  // are more rows. No parameters.
+  kQuantizedMatmul,
   kCount,
 };
 // clang-format on

@@ -463,6 +463,13 @@ struct MatmulPlan {
   Epilogue epilogue;
 };
 
+// quantized_matmul: m rows of a (k long, contiguous) against w [n, k] int8,
+// each output column scaled by scale[n], then + bias[n] when has_bias.
+struct QuantizedMatmulPlan {
+  int64_t m, k, n;
+  int64_t has_bias;
+};
+
 // attention over a prefix of the keys (op.h): batch element b of q, k and
 // v at offsets sum_i index_i * *_stride[i] (index the batch coordinates),
 // their rows q_row, k_row, v_row elements apart (unit last stride); the

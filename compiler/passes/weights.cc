@@ -1,0 +1,148 @@
+#include "passes/weights.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <variant>
+
+#include "ir/constant_data.h"
+#include "passes/fusion.h"
+
+namespace hexir::compiler {
+namespace {
+
+// The module constants (int8 rows, scales) made for one source weight.
+struct Quantized {
+  int weight = -1, scale = -1;
+};
+
+std::optional<std::vector<float>> floats_of(const Module& module, const Constant& c) {
+  std::vector<float> out(c.byte_size / 4);
+  uint64_t at = 0;
+  const Status read = for_each_chunk(c, [&](std::span<const uint8_t> chunk) {
+    if (at + chunk.size() > c.byte_size) return invalid_argument("constant larger than stated");
+    std::memcpy(reinterpret_cast<uint8_t*>(out.data()) + at, chunk.data(), chunk.size());
+    at += chunk.size();
+    return ok_status();
+  });
+  if (!read.ok() || at != c.byte_size) return std::nullopt;
+  (void)module;
+  return out;
+}
+
+std::string fresh_constant_name(const Module& module, const std::string& base) {
+  std::string name = base;
+  for (int suffix = 1; std::any_of(module.constants.begin(), module.constants.end(),
+                                   [&](const Constant& c) { return c.name == name; });
+       ++suffix)
+    name = base + "." + std::to_string(suffix);
+  return name;
+}
+
+int add_constant(Module& module, std::string name, TensorType type, std::vector<uint8_t> bytes) {
+  Constant c;
+  c.name = fresh_constant_name(module, name);
+  c.byte_size = bytes.size();
+  c.type = std::move(type);
+  c.source = InlineBytes{std::move(bytes)};
+  module.constants.push_back(std::move(c));
+  return static_cast<int>(module.constants.size()) - 1;
+}
+
+int use_constant(Function& fn, const Module& module, int constant) {
+  const Constant& c = module.constants[static_cast<size_t>(constant)];
+  Value v;
+  v.name = c.name;
+  v.type = c.type;
+  v.byte_size = c.byte_size;
+  v.kind = ValueKind::kConstant;
+  v.constant = constant;
+  fn.values.push_back(std::move(v));
+  return static_cast<int>(fn.values.size()) - 1;
+}
+
+// Weight b (row-major [k, n], or [n, k] when transposed) as int8 rows [n, k]
+// and a scale per row; the report's error.
+Quantized quantize(Module& module, int source, bool transposed, std::vector<CompressedWeight>& report) {
+  const Constant c = module.constants[static_cast<size_t>(source)];  // a copy: add_constant grows the list
+  const std::optional<std::vector<float>> w = floats_of(module, c);
+  if (!w) return {};
+  const int64_t rows = transposed ? c.type.dims[0] : c.type.dims[1];
+  const int64_t cols = transposed ? c.type.dims[1] : c.type.dims[0];
+  auto at = [&](int64_t n, int64_t k) { return (*w)[static_cast<size_t>(transposed ? n * cols + k : k * rows + n)]; };
+  std::vector<uint8_t> q(static_cast<size_t>(rows * cols));
+  std::vector<float> scale(static_cast<size_t>(rows));
+  double largest = 0.0, worst = 0.0;
+  for (int64_t n = 0; n < rows; ++n) {
+    float amax = 0.0f;
+    for (int64_t k = 0; k < cols; ++k) amax = std::max(amax, std::fabs(at(n, k)));
+    if (!std::isfinite(amax)) return {};  // a NaN or infinite weight: keep the f32 one
+    const float s = amax > 0.0f ? amax / 127.0f : 1.0f;
+    scale[static_cast<size_t>(n)] = s;
+    largest = std::max<double>(largest, amax);
+    for (int64_t k = 0; k < cols; ++k) {
+      const float x = at(n, k);
+      const auto v = static_cast<int8_t>(std::clamp(std::round(x / s), -127.0f, 127.0f));
+      q[static_cast<size_t>(n * cols + k)] = static_cast<uint8_t>(v);
+      worst = std::max<double>(worst, std::fabs(double{x} - double{static_cast<float>(v) * s}));
+    }
+  }
+  std::vector<uint8_t> scale_bytes(scale.size() * 4);
+  std::memcpy(scale_bytes.data(), scale.data(), scale_bytes.size());
+  Quantized out;
+  out.weight = add_constant(module, c.name + ".int8", TensorType{DType::kI8, {rows, cols}}, std::move(q));
+  out.scale = add_constant(module, c.name + ".scale", TensorType{DType::kF32, {rows}}, std::move(scale_bytes));
+  report.push_back({c.name, rows, cols, c.byte_size, static_cast<uint64_t>(rows * cols + rows * 4),
+                    largest > 0.0 ? worst / largest : 0.0});
+  return out;
+}
+
+}  // namespace
+
+std::vector<CompressedWeight> compress_weights_int8(Module& module) {
+  std::vector<CompressedWeight> report;
+  // By the weight's bytes' place (a file range: the functions of several
+  // exports name the same weight), else its constant; and its orientation.
+  std::map<std::tuple<std::string, uint64_t, int, bool>, Quantized> made;
+  for (Function& fn : module.functions) {
+    bool changed = false;
+    for (Node& node : fn.nodes) {
+      if (node.kind != NodeKind::kOp || node.op != ops::OpId::kMatmul || node.inputs.size() != 2 ||
+          node.params.size() > 1 || node.results.size() != 1)
+        continue;
+      const bool transposed = node.params.size() == 1 && node.params[0] == 1;
+      const Value& a = fn.values[static_cast<size_t>(node.inputs[0])];
+      const Value& b = fn.values[static_cast<size_t>(node.inputs[1])];
+      if (b.kind != ValueKind::kConstant || b.type.dtype != DType::kF32 || b.type.rank() != 2 ||
+          b.type.has_bound() || a.type.dtype != DType::kF32 || a.type.rank() < 1 ||
+          b.type.dims[0] * b.type.dims[1] < kMinCompressedElements)
+        continue;
+      const Constant& source = module.constants[static_cast<size_t>(b.constant)];
+      const auto* range = std::get_if<FileRange>(&source.source);
+      const auto key = range ? std::make_tuple(range->path.string(), range->offset, -1, transposed)
+                             : std::make_tuple(std::string(), uint64_t{0}, b.constant, transposed);
+      auto it = made.find(key);
+      if (it == made.end()) it = made.emplace(key, quantize(module, b.constant, transposed, report)).first;
+      if (it->second.weight < 0) continue;
+      const int w = use_constant(fn, module, it->second.weight);
+      const int s = use_constant(fn, module, it->second.scale);
+      std::vector<TensorType> types = {fn.values[static_cast<size_t>(node.inputs[0])].type,
+                                       fn.values[static_cast<size_t>(w)].type, fn.values[static_cast<size_t>(s)].type};
+      const Result<TensorType> result = ops::infer_result_type(ops::OpId::kQuantizedMatmul, types, {});
+      if (!result.ok() || !(*result == fn.values[static_cast<size_t>(node.results[0])].type)) continue;
+      node.op = ops::OpId::kQuantizedMatmul;
+      node.inputs = {node.inputs[0], w, s};
+      node.params.clear();
+      changed = true;
+    }
+    // The f32 weights' uses go where no node reads them (never stored then).
+    if (changed) drop(fn, std::vector<bool>(fn.nodes.size(), false), std::vector<bool>(fn.values.size(), false));
+  }
+  return report;
+}
+
+}  // namespace hexir::compiler

@@ -1,0 +1,25 @@
+// Weight storage chosen at compile time (hexir-compile --weights int8):
+// a matmul's constant f32 weights stored int8 per output channel and read by
+// quantized_matmul, which dequantizes them in registers. Runs before
+// planning, with the rewrites (compiler.cc).
+#pragma once
+
+#include <vector>
+
+#include "hexir/compiler/compiler.h"
+#include "hexir/compiler/graph.h"
+
+namespace hexir::compiler {
+
+// Every matmul whose b is a constant f32 matrix of at least
+// kMinCompressedElements elements (and nothing else: no bias, no epilogue
+// yet, a of rank >= 1) becomes quantized_matmul(a, w, scale): w int8 [N, K]
+// (b's columns as rows, so a decode step's dot products read it
+// contiguously), scale f32 [N] = max |column| / 127 (symmetric, round half
+// away from zero, clamped to [-127, 127]). One weight read by several
+// matmuls (a prefill and a decode, any function) is quantized once. Returns
+// what was stored, per weight, with its largest error.
+inline constexpr int64_t kMinCompressedElements = 4096;
+std::vector<CompressedWeight> compress_weights_int8(Module& module);
+
+}  // namespace hexir::compiler
