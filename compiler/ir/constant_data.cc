@@ -90,6 +90,22 @@ Status for_each_chunk(const Constant& constant,
   return ok_status();
 }
 
+Result<std::vector<uint8_t>> constant_bytes(const Constant& constant) {
+  std::vector<uint8_t> bytes;
+  bytes.reserve(constant.byte_size);
+  HEXIR_RETURN_IF_ERROR(for_each_chunk(constant, [&](std::span<const uint8_t> chunk) {
+    if (bytes.size() + chunk.size() > constant.byte_size)
+      return invalid_argument("constant @" + constant.name + " holds more than its " +
+                              std::to_string(constant.byte_size) + " bytes");
+    bytes.insert(bytes.end(), chunk.begin(), chunk.end());
+    return ok_status();
+  }));
+  if (bytes.size() != constant.byte_size)
+    return invalid_argument("constant @" + constant.name + " holds " + std::to_string(bytes.size()) + " of its " +
+                            std::to_string(constant.byte_size) + " bytes");
+  return bytes;
+}
+
 Result<bool> same_bytes(const Constant& a, const Constant& b) {
   if (a.byte_size != b.byte_size) return false;
   ConstantReader ra(a), rb(b);

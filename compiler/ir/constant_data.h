@@ -57,6 +57,10 @@ class ConstantReader {
 // Calls `chunk` with the constant's bytes in order, one piece at a time.
 Status for_each_chunk(const Constant& constant, const std::function<Status(std::span<const uint8_t>)>& chunk);
 
+// All of a constant's bytes (for the rewrites that read a small constant's
+// values or a weight's); fails when they cannot be read or are not byte_size.
+Result<std::vector<uint8_t>> constant_bytes(const Constant& constant);
+
 // Whether two constants of equal byte size hold the same bytes.
 Result<bool> same_bytes(const Constant& a, const Constant& b);
 

@@ -36,13 +36,9 @@ std::optional<int64_t> constant_rows_from(const Module& module, const Value& c, 
   if (c.kind != ValueKind::kConstant || (c.type.dtype != DType::kI64 && c.type.dtype != DType::kI32) ||
       c.byte_size > (uint64_t{1} << 26))
     return std::nullopt;
-  std::vector<uint8_t> bytes;
-  const Status read = for_each_chunk(module.constants[static_cast<size_t>(c.constant)],
-                                     [&](std::span<const uint8_t> chunk) {
-                                       bytes.insert(bytes.end(), chunk.begin(), chunk.end());
-                                       return ok_status();
-                                     });
-  if (!read.ok() || bytes.size() != c.byte_size || bytes.empty()) return std::nullopt;
+  const Result<std::vector<uint8_t>> read = constant_bytes(module.constants[static_cast<size_t>(c.constant)]);
+  if (!read.ok() || read->empty()) return std::nullopt;
+  const std::vector<uint8_t>& bytes = *read;
   int64_t inner = 1;  // elements per step along the axis
   for (size_t d = axis + 1; d < c.type.rank(); ++d) inner *= c.type.dims[d];
   const int64_t length = c.type.dims[axis];

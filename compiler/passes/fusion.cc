@@ -393,15 +393,10 @@ std::optional<float> scalar_constant(const Module& module, const Function& fn, i
   const Value& value = fn.values[static_cast<size_t>(v)];
   if (value.kind != ValueKind::kConstant || value.type.dtype != DType::kF32 || value.byte_size != 4)
     return std::nullopt;
-  std::vector<uint8_t> bytes;
-  const Status read = for_each_chunk(module.constants[static_cast<size_t>(value.constant)],
-                                     [&](std::span<const uint8_t> chunk) {
-                                       bytes.insert(bytes.end(), chunk.begin(), chunk.end());
-                                       return ok_status();
-                                     });
-  if (!read.ok() || bytes.size() != 4) return std::nullopt;
+  const Result<std::vector<uint8_t>> bytes = constant_bytes(module.constants[static_cast<size_t>(value.constant)]);
+  if (!bytes.ok() || bytes->size() != 4) return std::nullopt;
   float f;
-  std::memcpy(&f, bytes.data(), 4);
+  std::memcpy(&f, bytes->data(), 4);
   return f;
 }
 
@@ -597,15 +592,10 @@ std::optional<std::vector<float>> constant_floats(const Module& module, const Va
   Result<uint64_t> bytes = byte_size(constant.type);
   if (!bytes.ok() || *bytes != constant.byte_size || *bytes > kMaxFoldedBytes || !(constant.type == value.type))
     return std::nullopt;
+  const Result<std::vector<uint8_t>> read = constant_bytes(constant);
+  if (!read.ok()) return std::nullopt;
   std::vector<float> out(*bytes / 4);
-  uint64_t at = 0;
-  const Status read = for_each_chunk(constant, [&](std::span<const uint8_t> chunk) {
-    if (at + chunk.size() > *bytes) return invalid_argument("constant longer than its type");
-    std::memcpy(reinterpret_cast<uint8_t*>(out.data()) + at, chunk.data(), chunk.size());
-    at += chunk.size();
-    return ok_status();
-  });
-  if (!read.ok() || at != *bytes) return std::nullopt;
+  std::memcpy(out.data(), read->data(), *bytes);
   return out;
 }
 

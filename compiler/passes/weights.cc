@@ -20,17 +20,11 @@ struct Quantized {
   int weight = -1, scale = -1;
 };
 
-std::optional<std::vector<float>> floats_of(const Module& module, const Constant& c) {
-  std::vector<float> out(c.byte_size / 4);
-  uint64_t at = 0;
-  const Status read = for_each_chunk(c, [&](std::span<const uint8_t> chunk) {
-    if (at + chunk.size() > c.byte_size) return invalid_argument("constant larger than stated");
-    std::memcpy(reinterpret_cast<uint8_t*>(out.data()) + at, chunk.data(), chunk.size());
-    at += chunk.size();
-    return ok_status();
-  });
-  if (!read.ok() || at != c.byte_size) return std::nullopt;
-  (void)module;
+std::optional<std::vector<float>> floats_of(const Constant& c) {
+  const Result<std::vector<uint8_t>> bytes = constant_bytes(c);
+  if (!bytes.ok()) return std::nullopt;
+  std::vector<float> out(bytes->size() / 4);
+  std::memcpy(out.data(), bytes->data(), out.size() * 4);
   return out;
 }
 
@@ -69,7 +63,7 @@ int use_constant(Function& fn, const Module& module, int constant) {
 // and a scale per row; the report's error.
 Quantized quantize(Module& module, int source, bool transposed, std::vector<CompressedWeight>& report) {
   const Constant c = module.constants[static_cast<size_t>(source)];  // a copy: add_constant grows the list
-  const std::optional<std::vector<float>> w = floats_of(module, c);
+  const std::optional<std::vector<float>> w = floats_of(c);
   if (!w) return {};
   const int64_t rows = transposed ? c.type.dims[0] : c.type.dims[1];
   const int64_t cols = transposed ? c.type.dims[1] : c.type.dims[0];
