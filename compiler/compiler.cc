@@ -455,7 +455,10 @@ static Result<const Module*> rewritten(const Module& module, const CompileOption
     std::vector<CompressedWeight> report = compress_weights_int8(*storage);
     if (compressed) *compressed = std::move(report);
   }
-  if (options.fuse_epilogues) fuse(*storage);
+  if (options.fuse_epilogues) {
+    use_dequantized_weights(*storage);  // a QDQ model's int8 matmul weights, read as int8
+    fuse(*storage);
+  }
   // After the folds and fusions: they read channels at dim 1 (NCHW).
   if (options.channels_last) choose_channels_last(*storage);
   // The depthwise -> 1x1 pairs left NCHW.

@@ -139,4 +139,91 @@ std::vector<CompressedWeight> compress_weights_int8(Module& module) {
   return report;
 }
 
+namespace {
+
+// The int8 values of constant value v, or nullopt.
+std::optional<std::vector<uint8_t>> int8_constant(const Module& module, const Value& v) {
+  if (v.kind != ValueKind::kConstant || v.type.dtype != DType::kI8) return std::nullopt;
+  Result<std::vector<uint8_t>> bytes = constant_bytes(module.constants[static_cast<size_t>(v.constant)]);
+  if (!bytes.ok()) return std::nullopt;
+  return std::move(*bytes);
+}
+
+}  // namespace
+
+size_t use_dequantized_weights(Module& module) {
+  size_t rewritten = 0;
+  std::map<std::tuple<int, int, bool>, Quantized> made;  // (int8 constant, scale constant, transposed)
+  for (Function& fn : module.functions) {
+    std::vector<int> readers(fn.values.size(), 0), writer(fn.values.size(), -1);
+    for (size_t n = 0; n < fn.nodes.size(); ++n) {
+      for (int in : fn.nodes[n].inputs) ++readers[static_cast<size_t>(in)];
+      for (int r : fn.nodes[n].results) writer[static_cast<size_t>(r)] = static_cast<int>(n);
+    }
+    for (int out : fn.outputs) readers[static_cast<size_t>(out)] += 2;
+    std::vector<bool> node_dropped(fn.nodes.size(), false), value_dropped(fn.values.size(), false);
+    for (size_t n = 0; n < fn.nodes.size(); ++n) {
+      Node& mm = fn.nodes[n];
+      if (mm.kind != NodeKind::kOp || mm.op != ops::OpId::kMatmul || mm.inputs.size() != 2 || mm.params.size() > 1)
+        continue;
+      const bool transposed = mm.params.size() == 1 && mm.params[0] == 1;
+      const int b = mm.inputs[1], dq_node = writer[static_cast<size_t>(b)];
+      if (dq_node < 0 || readers[static_cast<size_t>(b)] != 1) continue;
+      const Node& dq = fn.nodes[static_cast<size_t>(dq_node)];
+      if (dq.kind != NodeKind::kOp || dq.op != ops::OpId::kDequantizeLinear || dq.params.size() != 1) continue;
+      const Value& q = fn.values[static_cast<size_t>(dq.inputs[0])];
+      const Value& scale = fn.values[static_cast<size_t>(dq.inputs[1])];
+      const Value& zero = fn.values[static_cast<size_t>(dq.inputs[2])];
+      if (q.type.rank() != 2 || scale.kind != ValueKind::kConstant || fn.values[static_cast<size_t>(mm.inputs[0])].type.dtype != DType::kF32)
+        continue;
+      // Per output channel: along the columns of b as the matmul reads it (or per tensor).
+      const int64_t n_dim = transposed ? 0 : 1, rows = q.type.dims[static_cast<size_t>(n_dim)];
+      const bool per_tensor = scale.type.rank() == 0 || (scale.type.rank() == 1 && scale.type.dims[0] == 1);
+      if (!per_tensor && dq.params[0] != n_dim) continue;
+      const std::optional<std::vector<uint8_t>> zeros = int8_constant(module, zero);
+      if (!zeros || std::any_of(zeros->begin(), zeros->end(), [](uint8_t z) { return z != 0; })) continue;
+      const auto key = std::make_tuple(q.constant, scale.constant, transposed);
+      auto it = made.find(key);
+      if (it == made.end()) {
+        const std::optional<std::vector<uint8_t>> values = int8_constant(module, q);
+        const Result<std::vector<uint8_t>> s = constant_bytes(module.constants[static_cast<size_t>(scale.constant)]);
+        if (!values || !s.ok()) continue;
+        Quantized made_here;
+        const int64_t cols = q.type.dims[static_cast<size_t>(1 - n_dim)];
+        if (transposed) {
+          made_here.weight = q.constant;  // already [N, K]
+        } else {
+          std::vector<uint8_t> t(values->size());
+          for (int64_t k = 0; k < cols; ++k)
+            for (int64_t j = 0; j < rows; ++j) t[static_cast<size_t>(j * cols + k)] = (*values)[static_cast<size_t>(k * rows + j)];
+          made_here.weight = add_constant(module, module.constants[static_cast<size_t>(q.constant)].name + ".rows",
+                                          TensorType{DType::kI8, {rows, cols}}, std::move(t));
+        }
+        std::vector<uint8_t> per_row(static_cast<size_t>(rows) * 4);
+        for (int64_t j = 0; j < rows; ++j) std::memcpy(per_row.data() + j * 4, s->data() + (per_tensor ? 0 : j * 4), 4);
+        made_here.scale = add_constant(module, module.constants[static_cast<size_t>(scale.constant)].name + ".rows",
+                                       TensorType{DType::kF32, {rows}}, std::move(per_row));
+        it = made.emplace(key, made_here).first;
+      }
+      const int w = use_constant(fn, module, it->second.weight), sc = use_constant(fn, module, it->second.scale);
+      std::vector<TensorType> types = {fn.values[static_cast<size_t>(mm.inputs[0])].type,
+                                       fn.values[static_cast<size_t>(w)].type, fn.values[static_cast<size_t>(sc)].type};
+      const Result<TensorType> result = ops::infer_result_type(ops::OpId::kQuantizedMatmul, types, {});
+      if (!result.ok() || !(*result == fn.values[static_cast<size_t>(mm.results[0])].type)) continue;
+      mm.op = ops::OpId::kQuantizedMatmul;
+      mm.inputs = {mm.inputs[0], w, sc};
+      mm.params.clear();
+      node_dropped.resize(fn.nodes.size(), false);
+      value_dropped.resize(fn.values.size(), false);
+      node_dropped[static_cast<size_t>(dq_node)] = true;
+      value_dropped[static_cast<size_t>(b)] = true;
+      ++rewritten;
+    }
+    node_dropped.resize(fn.nodes.size(), false);
+    value_dropped.resize(fn.values.size(), false);
+    if (std::count(node_dropped.begin(), node_dropped.end(), true) > 0) drop(fn, node_dropped, std::move(value_dropped));
+  }
+  return rewritten;
+}
+
 }  // namespace hexir::compiler

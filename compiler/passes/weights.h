@@ -22,4 +22,13 @@ namespace hexir::compiler {
 inline constexpr int64_t kMinCompressedElements = 4096;
 std::vector<CompressedWeight> compress_weights_int8(Module& module);
 
+// A matmul whose b is dequantize_linear(w, scale, 0) of a constant int8
+// matrix with a constant scale per tensor or per output channel and zero
+// points 0 (the symmetric weights of a QDQ model: onnxruntime's quantizer
+// writes them so) becomes quantized_matmul on those int8 values (rows [N,
+// K]: transposed at compile time when b is [K, N]), the dequantize gone: the
+// weights are read as int8 each invoke instead of widened into the arena.
+// Float sums in another order (x . w * s for x . (w * s)). Returns the number rewritten.
+size_t use_dequantized_weights(Module& module);
+
 }  // namespace hexir::compiler

@@ -2783,7 +2783,15 @@ TEST_CASE("QDQ: an int8 weight stays int8 in the module, dequantized at run time
   CHECK_FALSE(f32_weight);  // never widened into an f32 copy
   std::vector<float> x(static_cast<size_t>(2 * K));
   for (size_t i = 0; i < x.size(); ++i) x[i] = 0.37f * static_cast<float>(static_cast<int>(i % 23) - 11) + 0.013f;
-  const std::vector<float> y = run(module, {f32({2, K}, x)}, dir.path())[0].f32();
+  // The weight's dequantize goes: quantized_matmul reads the int8 rows (compiled, not imported).
+  size_t instructions = 0, unfused_instructions = 0;
+  const std::vector<float> y = run(module, {f32({2, K}, x)}, dir.path(), {}, &instructions)[0].f32();
+  hexir::compiler::CompileOptions unfused;
+  unfused.fuse_epilogues = false;
+  const std::vector<float> y_unfused = run(module, {f32({2, K}, x)}, dir.path(), unfused, &unfused_instructions)[0].f32();
+  CHECK(instructions == 3);           // quantize_linear, dequantize_linear, quantized_matmul
+  CHECK(unfused_instructions == 4);   // and the weight's dequantize_linear, then matmul
+  check_close(y, y_unfused, 1e-5);
   for (int64_t r = 0; r < 2; ++r)
     for (int64_t j = 0; j < N; ++j) {
       double want = 0;
