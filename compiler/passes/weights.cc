@@ -99,9 +99,21 @@ Quantized quantize(Module& module, int source, bool transposed, std::vector<Comp
 
 std::vector<CompressedWeight> compress_weights_int8(Module& module) {
   std::vector<CompressedWeight> report;
-  // By the weight's bytes' place (a file range: the functions of several
-  // exports name the same weight), else its constant; and its orientation.
-  std::map<std::tuple<std::string, uint64_t, int, bool>, Quantized> made;
+  // By content and orientation: the functions of several exports (--function)
+  // each hold their own constant of one weight (the file stores it once);
+  // quantized once, not per function. The hash finds it, same_bytes confirms.
+  std::map<std::tuple<bool, uint64_t, uint64_t>, std::vector<std::pair<int, Quantized>>> made;
+  std::map<int, uint64_t> hashes;
+  auto hash_of = [&](int constant) -> std::optional<uint64_t> {
+    if (auto it = hashes.find(constant); it != hashes.end()) return it->second;
+    uint64_t h = 14695981039346656037ull;
+    const Status read = for_each_chunk(module.constants[static_cast<size_t>(constant)], [&](std::span<const uint8_t> c) {
+      for (uint8_t byte : c) h = (h ^ byte) * 1099511628211ull;
+      return ok_status();
+    });
+    if (!read.ok()) return std::nullopt;
+    return hashes[constant] = h;
+  };
   for (Function& fn : module.functions) {
     bool changed = false;
     for (Node& node : fn.nodes) {
@@ -115,15 +127,26 @@ std::vector<CompressedWeight> compress_weights_int8(Module& module) {
           b.type.has_bound() || a.type.dtype != DType::kF32 || a.type.rank() < 1 ||
           b.type.dims[0] * b.type.dims[1] < kMinCompressedElements)
         continue;
-      const Constant& source = module.constants[static_cast<size_t>(b.constant)];
-      const auto* range = std::get_if<FileRange>(&source.source);
-      const auto key = range ? std::make_tuple(range->path.string(), range->offset, -1, transposed)
-                             : std::make_tuple(std::string(), uint64_t{0}, b.constant, transposed);
-      auto it = made.find(key);
-      if (it == made.end()) it = made.emplace(key, quantize(module, b.constant, transposed, report)).first;
-      if (it->second.weight < 0) continue;
-      const int w = use_constant(fn, module, it->second.weight);
-      const int s = use_constant(fn, module, it->second.scale);
+      const int source = b.constant;
+      const std::optional<uint64_t> hash = hash_of(source);
+      if (!hash) continue;
+      std::vector<std::pair<int, Quantized>>& same_hash =
+          made[std::make_tuple(transposed, module.constants[static_cast<size_t>(source)].byte_size, *hash)];
+      std::optional<Quantized> found;
+      for (const auto& [seen, quantized] : same_hash) {
+        const Result<bool> same = seen == source ? Result<bool>(true)
+                                                 : same_bytes(module.constants[static_cast<size_t>(seen)],
+                                                              module.constants[static_cast<size_t>(source)]);
+        if (same.ok() && *same) found = quantized;
+        if (found) break;
+      }
+      if (!found) {
+        found = quantize(module, source, transposed, report);
+        same_hash.emplace_back(source, *found);
+      }
+      if (found->weight < 0) continue;
+      const int w = use_constant(fn, module, found->weight);
+      const int s = use_constant(fn, module, found->scale);
       std::vector<TensorType> types = {fn.values[static_cast<size_t>(node.inputs[0])].type,
                                        fn.values[static_cast<size_t>(w)].type, fn.values[static_cast<size_t>(s)].type};
       const Result<TensorType> result = ops::infer_result_type(ops::OpId::kQuantizedMatmul, types, {});
