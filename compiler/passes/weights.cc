@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <set>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -43,6 +44,16 @@ int add_constant(Module& module, std::string name, TensorType type, std::vector<
   c.byte_size = bytes.size();
   c.type = std::move(type);
   c.source = InlineBytes{std::move(bytes)};
+  module.constants.push_back(std::move(c));
+  return static_cast<int>(module.constants.size()) - 1;
+}
+
+int add_fill_constant(Module& module, std::string name, TensorType type, std::vector<uint8_t> element) {
+  Constant c;
+  c.name = fresh_constant_name(module, name);
+  c.byte_size = *byte_size(type);
+  c.type = std::move(type);
+  c.source = FillPattern{std::move(element)};
   module.constants.push_back(std::move(c));
   return static_cast<int>(module.constants.size()) - 1;
 }
@@ -97,6 +108,43 @@ Quantized quantize(Module& module, int source, bool transposed, std::vector<Comp
 
 }  // namespace
 
+namespace {
+
+// Values and nodes added to a function by the rewrites below.
+struct FunctionEdit {
+  Function& fn;
+  std::set<std::string> names;
+
+  explicit FunctionEdit(Function& f) : fn(f) {
+    for (const Value& v : fn.values) names.insert(v.name);
+  }
+  int add_value(const std::string& base, TensorType type, const Location& loc) {
+    std::string name = base;
+    for (int suffix = 1; names.count(name); ++suffix) name = base + "." + std::to_string(suffix);
+    names.insert(name);
+    Value v;
+    v.name = name;
+    v.byte_size = *byte_size(type);
+    v.type = std::move(type);
+    v.kind = ValueKind::kResult;
+    v.loc = loc;
+    fn.values.push_back(std::move(v));
+    return static_cast<int>(fn.values.size()) - 1;
+  }
+};
+
+Node op_node(ops::OpId op, std::vector<int> inputs, int result, std::vector<int64_t> params, const Location& loc) {
+  Node node;
+  node.op = op;
+  node.inputs = std::move(inputs);
+  node.results = {result};
+  node.params = std::move(params);
+  node.loc = loc;
+  return node;
+}
+
+}  // namespace
+
 std::vector<CompressedWeight> compress_weights_int8(Module& module) {
   std::vector<CompressedWeight> report;
   // By content and orientation: the functions of several exports (--function)
@@ -114,50 +162,95 @@ std::vector<CompressedWeight> compress_weights_int8(Module& module) {
     if (!read.ok()) return std::nullopt;
     return hashes[constant] = h;
   };
-  for (Function& fn : module.functions) {
-    bool changed = false;
-    for (Node& node : fn.nodes) {
-      if (node.kind != NodeKind::kOp || node.op != ops::OpId::kMatmul || node.inputs.size() != 2 ||
-          node.params.size() > 1 || node.results.size() != 1)
-        continue;
-      const bool transposed = node.params.size() == 1 && node.params[0] == 1;
-      const Value& a = fn.values[static_cast<size_t>(node.inputs[0])];
-      const Value& b = fn.values[static_cast<size_t>(node.inputs[1])];
-      if (b.kind != ValueKind::kConstant || b.type.dtype != DType::kF32 || b.type.rank() != 2 ||
-          b.type.has_bound() || a.type.dtype != DType::kF32 || a.type.rank() < 1 ||
-          b.type.dims[0] * b.type.dims[1] < kMinCompressedElements)
-        continue;
-      const int source = b.constant;
-      const std::optional<uint64_t> hash = hash_of(source);
-      if (!hash) continue;
-      std::vector<std::pair<int, Quantized>>& same_hash =
-          made[std::make_tuple(transposed, module.constants[static_cast<size_t>(source)].byte_size, *hash)];
-      std::optional<Quantized> found;
-      for (const auto& [seen, quantized] : same_hash) {
-        const Result<bool> same = seen == source ? Result<bool>(true)
-                                                 : same_bytes(module.constants[static_cast<size_t>(seen)],
-                                                              module.constants[static_cast<size_t>(source)]);
-        if (same.ok() && *same) found = quantized;
-        if (found) break;
-      }
-      if (!found) {
-        found = quantize(module, source, transposed, report);
-        same_hash.emplace_back(source, *found);
-      }
-      if (found->weight < 0) continue;
-      const int w = use_constant(fn, module, found->weight);
-      const int s = use_constant(fn, module, found->scale);
-      std::vector<TensorType> types = {fn.values[static_cast<size_t>(node.inputs[0])].type,
-                                       fn.values[static_cast<size_t>(w)].type, fn.values[static_cast<size_t>(s)].type};
-      const Result<TensorType> result = ops::infer_result_type(ops::OpId::kQuantizedMatmul, types, {});
-      if (!result.ok() || !(*result == fn.values[static_cast<size_t>(node.results[0])].type)) continue;
-      node.op = ops::OpId::kQuantizedMatmul;
-      node.inputs = {node.inputs[0], w, s};
-      node.params.clear();
-      changed = true;
+  // The int8 rows and scales of f32 constant `source` (rows: its columns as
+  // a matmul's b reads them, or its own rows when `transposed`), or nullopt.
+  auto quantized_of = [&](int source, bool transposed) -> std::optional<Quantized> {
+    const std::optional<uint64_t> hash = hash_of(source);
+    if (!hash) return std::nullopt;
+    std::vector<std::pair<int, Quantized>>& same_hash =
+        made[std::make_tuple(transposed, module.constants[static_cast<size_t>(source)].byte_size, *hash)];
+    for (const auto& [seen, quantized] : same_hash) {
+      const Result<bool> same = seen == source ? Result<bool>(true)
+                                               : same_bytes(module.constants[static_cast<size_t>(seen)],
+                                                            module.constants[static_cast<size_t>(source)]);
+      if (same.ok() && *same) return quantized.weight < 0 ? std::nullopt : std::optional<Quantized>(quantized);
     }
+    const Quantized q = quantize(module, source, transposed, report);
+    same_hash.emplace_back(source, q);
+    return q.weight < 0 ? std::nullopt : std::optional<Quantized>(q);
+  };
+  auto large_f32_matrix = [](const Value& v) {
+    return v.kind == ValueKind::kConstant && v.type.dtype == DType::kF32 && v.type.rank() == 2 &&
+           !v.type.has_bound() && v.type.dims[0] * v.type.dims[1] >= kMinCompressedElements;
+  };
+  for (Function& fn : module.functions) {
+    FunctionEdit edit(fn);
+    std::vector<Node> original = std::move(fn.nodes);
+    fn.nodes.clear();
+    std::vector<int64_t> new_index(original.size(), -1);
+    bool changed = false;
+    for (size_t n = 0; n < original.size(); ++n) {
+      Node node = original[n];
+      const bool op = node.kind == NodeKind::kOp && node.results.size() == 1;
+      // matmul(a, b) -> quantized_matmul(a, w, scale).
+      if (op && node.op == ops::OpId::kMatmul && node.inputs.size() == 2 && node.params.size() <= 1 &&
+          large_f32_matrix(fn.values[static_cast<size_t>(node.inputs[1])]) &&
+          fn.values[static_cast<size_t>(node.inputs[0])].type.dtype == DType::kF32 &&
+          fn.values[static_cast<size_t>(node.inputs[0])].type.rank() >= 1) {
+        const bool transposed = node.params.size() == 1 && node.params[0] == 1;
+        if (const std::optional<Quantized> q = quantized_of(fn.values[static_cast<size_t>(node.inputs[1])].constant, transposed)) {
+          const int w = use_constant(fn, module, q->weight), s = use_constant(fn, module, q->scale);
+          const std::vector<TensorType> types = {fn.values[static_cast<size_t>(node.inputs[0])].type,
+                                                 fn.values[static_cast<size_t>(w)].type,
+                                                 fn.values[static_cast<size_t>(s)].type};
+          const Result<TensorType> result = ops::infer_result_type(ops::OpId::kQuantizedMatmul, types, {});
+          if (result.ok() && *result == fn.values[static_cast<size_t>(node.results[0])].type) {
+            node.op = ops::OpId::kQuantizedMatmul;
+            node.inputs = {node.inputs[0], w, s};
+            node.params.clear();
+            changed = true;
+          }
+        }
+      }
+      // gather(table, ids) {axis 0} (an embedding; often the head's tied
+      // weight) -> the int8 rows and their scales gathered, dequantized.
+      if (op && node.op == ops::OpId::kGather && node.params == std::vector<int64_t>{0} &&
+          large_f32_matrix(fn.values[static_cast<size_t>(node.inputs[0])])) {
+        if (const std::optional<Quantized> q = quantized_of(fn.values[static_cast<size_t>(node.inputs[0])].constant, true)) {
+          const Location loc = node.loc;
+          const int ids = node.inputs[1], result = node.results[0];
+          const TensorType out = fn.values[static_cast<size_t>(result)].type;
+          const std::string base = fn.values[static_cast<size_t>(result)].name;
+          const int64_t d = out.dims.back();
+          int64_t rows = 1;
+          for (size_t i = 0; i + 1 < out.dims.size(); ++i) rows *= out.dims[i];
+          std::vector<int64_t> row_dims(out.dims.begin(), out.dims.end() - 1);
+          const int w = use_constant(fn, module, q->weight), s = use_constant(fn, module, q->scale);
+          const int picked = edit.add_value(base + ".int8", TensorType{DType::kI8, out.dims}, loc);
+          const int picked_rows = edit.add_value(base + ".int8_rows", TensorType{DType::kI8, {rows, d}}, loc);
+          const int scales = edit.add_value(base + ".scales", TensorType{DType::kF32, row_dims}, loc);
+          const int scale_rows = edit.add_value(base + ".scale_rows", TensorType{DType::kF32, {rows}}, loc);
+          const int zeros = use_constant(fn, module, add_fill_constant(module, base + ".zero", TensorType{DType::kI8, {rows}}, {0}));
+          const int wide = edit.add_value(base + ".f32_rows", TensorType{DType::kF32, {rows, d}}, loc);
+          fn.nodes.push_back(op_node(ops::OpId::kGather, {w, ids}, picked, {0}, loc));
+          fn.nodes.push_back(op_node(ops::OpId::kReshape, {picked}, picked_rows, {rows, d}, loc));
+          fn.nodes.push_back(op_node(ops::OpId::kGather, {s, ids}, scales, {0}, loc));
+          fn.nodes.push_back(op_node(ops::OpId::kReshape, {scales}, scale_rows, {rows}, loc));
+          fn.nodes.push_back(op_node(ops::OpId::kDequantizeLinear, {picked_rows, scale_rows, zeros}, wide, {0}, loc));
+          node = op_node(ops::OpId::kReshape, {wide}, result, out.dims, loc);
+          changed = true;
+        }
+      }
+      fn.nodes.push_back(std::move(node));
+      new_index[n] = static_cast<int64_t>(fn.nodes.size()) - 1;
+    }
+    if (!changed) {
+      fn.nodes = std::move(original);
+      continue;
+    }
+    renumber_nodes(fn, original.size(), new_index);
     // The f32 weights' uses go where no node reads them (never stored then).
-    if (changed) drop(fn, std::vector<bool>(fn.nodes.size(), false), std::vector<bool>(fn.values.size(), false));
+    drop(fn, std::vector<bool>(fn.nodes.size(), false), std::vector<bool>(fn.values.size(), false));
   }
   return report;
 }

@@ -16,9 +16,12 @@ namespace hexir::compiler {
 // yet, a of rank >= 1) becomes quantized_matmul(a, w, scale): w int8 [N, K]
 // (b's columns as rows, so a decode step's dot products read it
 // contiguously), scale f32 [N] = max |column| / 127 (symmetric, round half
-// away from zero, clamped to [-127, 127]). One weight read by several
-// matmuls (a prefill and a decode, any function) is quantized once. Returns
-// what was stored, per weight, with its largest error.
+// away from zero, clamped to [-127, 127]). An embedding, gather(table, ids)
+// along axis 0 of such a matrix, gathers the int8 rows and their scales and
+// dequantizes only those (a tied head and its embedding then share one int8
+// copy). One weight read by several nodes or functions (found by content)
+// is quantized once. Returns what was stored, per weight, with its largest
+// error.
 inline constexpr int64_t kMinCompressedElements = 4096;
 std::vector<CompressedWeight> compress_weights_int8(Module& module);
 

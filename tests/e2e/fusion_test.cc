@@ -171,3 +171,46 @@ func @main(%x: f32[2,64]) -> (f32[2,96], f32[2,96]) {
   for (float v : want) largest = std::max(largest, std::fabs(v));
   for (size_t i = 0; i < want.size(); ++i) CHECK(std::fabs(got[i] - want[i]) <= 0.02f * largest);
 }
+
+TEST_CASE("--weights int8: an embedding gathers int8 rows and their scales; a tied head shares the one int8 copy") {
+  using hexir::compiler::CompileOptions;
+  std::string table = "dense [";
+  for (int r = 0; r < 128; ++r) {
+    table += r ? ", [" : "[";
+    for (int c = 0; c < 64; ++c) table += (c ? ", " : "") + std::to_string(0.01 * ((r * 13 + c * 5) % 37 - 18));
+    table += "]";
+  }
+  const std::string source = "module @m\nconst @wte : f32[128,64] = " + table + "]\n" + R"(func @main(%ids: i64[1,3]) -> (f32[1,3,64], f32[1,3,128]) {
+  %e = call @gather(@wte, %ids) {axis = 0} : f32[1,3,64]
+  %logits = call @matmul(%e, @wte) {transpose_b = 1} : f32[1,3,128]
+  return %e, %logits
+}
+)";
+  CompileOptions int8;
+  int8.weights = CompileOptions::WeightStorage::kInt8;
+  auto plain_bytes = hexir::compiler::compile_source(source, "m.hxir", ".", CompileOptions{});
+  auto int8_bytes = hexir::compiler::compile_source(source, "m.hxir", ".", int8);
+  REQUIRE(plain_bytes.ok());
+  REQUIRE_MESSAGE(int8_bytes.ok(), int8_bytes.status().to_string());
+  // One int8 copy (8 KiB and 128 scales) instead of the 32 KiB f32 table.
+  CHECK(int8_bytes->size() + 20000 < plain_bytes->size());
+  auto plain = hexir::testing::load_compiled(*plain_bytes, 1);
+  auto quantized = hexir::testing::load_compiled(*int8_bytes, 1);
+  auto run = [](const hexir::testing::Loaded& l, std::vector<int64_t> ids) {
+    auto context = hexir::vm::Context::create(*l.program);
+    REQUIRE(context.ok());
+    std::vector<float> e(192), logits(384);
+    hexir::vm::TensorRef in[] = {{ids.data(), 24, {hexir::DType::kI64, {1, 3}}}};
+    hexir::vm::TensorRef out[] = {{e.data(), 768, {hexir::DType::kF32, {1, 3, 64}}},
+                                  {logits.data(), 1536, {hexir::DType::kF32, {1, 3, 128}}}};
+    const hexir::Status status = context->invoke(0, in, out);
+    REQUIRE_MESSAGE(status.ok(), status.to_string());
+    e.insert(e.end(), logits.begin(), logits.end());
+    return e;
+  };
+  for (const std::vector<int64_t>& ids : {std::vector<int64_t>{0, 127, 5}, std::vector<int64_t>{-1, 64, 3}}) {
+    const std::vector<float> want = run(*plain, ids), got = run(*quantized, ids);
+    for (size_t i = 0; i < 192; ++i) CHECK(std::fabs(got[i] - want[i]) <= 0.18f / 127.0f);  // half a step of a row
+    for (size_t i = 192; i < want.size(); ++i) CHECK(std::fabs(got[i] - want[i]) <= 0.01f);
+  }
+}
