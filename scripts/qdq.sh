@@ -7,7 +7,10 @@
 # at 1 and 2 threads (scripts/zoo/bench.mjs).
 #
 #   scripts/qdq.sh [--build DIR] [--dir SCRATCH] [--only NAME[,NAME...]] [--quick]
-#                  [--iterations N] [--repeats N]
+#                  [--iterations N] [--repeats N] [--drift N]
+#
+# --drift N: then the classifiers' output drift against their float originals over N more images
+#            (scripts/qdq/drift.py: the QDQ file and the float model with --weights int8).
 #
 # SCRATCH (default BUILD/qdq) holds float/ (the float exports), models/ (the QDQ files, zoo.jsonl)
 # and ort/. Installs what it needs as scripts/zoo.sh does. Never committed.
@@ -18,6 +21,7 @@ BUILD="${HEXIR_BUILD:-$ROOT/build}"
 SCRATCH=""
 ONLY="resnet18,resnet50,mobilenet_v2,encoder_t128_d256,lstm_2x_bidir"
 TIMING=()
+DRIFT=0
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --build) BUILD="$2"; shift 2 ;;
@@ -28,7 +32,8 @@ while [[ $# -gt 0 ]]; do
     --only=*) ONLY="${1#*=}"; shift ;;
     --quick) TIMING=(--iterations 3 --repeats 1); shift ;;
     --iterations|--repeats) TIMING+=("$1" "$2"); shift 2 ;;
-    -h|--help) sed -n '2,13p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --drift) DRIFT="$2"; shift 2 ;;
+    -h|--help) sed -n '2,16p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "qdq.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -55,4 +60,7 @@ source "$ROOT/scripts/real-models/ort.sh"
 install_ort "$SCRATCH/ort" 1.30.0 qdq
 /usr/bin/python3 "$ROOT/scripts/qdq/make_qdq.py" --zoo "$SCRATCH/float/zoo.jsonl" --out "$SCRATCH/models" \
   --ort "$SCRATCH/ort" > "$SCRATCH/models/zoo.jsonl"
-exec node "$ROOT/scripts/zoo/bench.mjs" --root "$ROOT" --build "$BUILD" --scratch "$SCRATCH" "${TIMING[@]}"
+node "$ROOT/scripts/zoo/bench.mjs" --root "$ROOT" --build "$BUILD" --scratch "$SCRATCH" "${TIMING[@]}"
+if [[ $DRIFT -gt 0 ]]; then
+  /usr/bin/python3 "$ROOT/scripts/qdq/drift.py" --scratch "$SCRATCH" --build "$BUILD" --inputs "$DRIFT"
+fi
