@@ -1273,7 +1273,10 @@ void gemm(const KernelContext& context, const GemmArgs& args) {
   }
   GemmJob job{&args, select_path(), pool_of(context), 0, 0, 0, false};
   const int64_t MR = job.path.mr, NR = job.path.nr;
-  static_assert(kAvx512Mr <= kMaxMr && kRowBlock % 24 == 0);
+#ifdef HEXIR_GEMM_X86
+  static_assert(kAvx512Mr <= kMaxMr);
+#endif
+  static_assert(kRowBlock % 24 == 0);
   const int64_t strips = strips_of(args.n, NR);
   // Balanced blocks of whole panels either way (24: a multiple of every MR,
   // packed or in place): 256 rows are two of 144 and 112, not 192 and 64.
