@@ -1,6 +1,7 @@
 // The fixed 64-byte prelude at the start of every .hxe file, little-endian.
 #pragma once
 
+#include <bit>
 #include <cstdint>
 #include <span>
 
@@ -30,6 +31,12 @@ struct Prelude {
   uint64_t data_checksum;     // only when kFlagDataChecksum
 };
 static_assert(sizeof(Prelude) == 64);
+// The file is little-endian and read in host order where it lies: the prelude
+// (copied with memcpy), checksum64's words, and constants used straight from
+// the mapping by the kernels. x86-64 and aarch64 Linux are little-endian; a
+// big-endian target would need byte swaps on every one of those reads.
+static_assert(std::endian::native == std::endian::little,
+              "Hexir reads .hxe files in host byte order: big-endian targets are not supported");
 
 // 64-bit checksum (FNV-1a over 8-byte words plus tail); cheap enough for
 // metadata on every load, opt-in for the data sections.
