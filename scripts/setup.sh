@@ -16,12 +16,31 @@ missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
 done
+sudo=""
+[ "$(id -u)" -ne 0 ] && sudo="sudo"
 if [ ${#missing[@]} -gt 0 ]; then
   echo "== installing ${missing[*]}"
-  sudo=""
-  [ "$(id -u)" -ne 0 ] && sudo="sudo"
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# The aarch64 leg of scripts/test.sh (HEXIR_AARCH64_PACKAGES=1, set by it):
+# Debian's cross compiler, qemu-user and the arm64 builds of the libraries
+# (multiarch, docs/aarch64.md). Not fatal: without them that leg is skipped
+# with the reason, the rest of the suite runs.
+if [ "${HEXIR_AARCH64_PACKAGES:-0}" = 1 ]; then
+  cross=(g++-aarch64-linux-gnu qemu-user libzstd-dev:arm64 libflatbuffers-dev:arm64)
+  missing=()
+  for p in "${cross[@]}"; do
+    dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+  done
+  if [ ${#missing[@]} -gt 0 ]; then
+    echo "== installing ${missing[*]} (the aarch64 leg)"
+    { dpkg --print-foreign-architectures | grep -qx arm64 || $sudo dpkg --add-architecture arm64; } &&
+      $sudo apt-get update -qq &&
+      DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null ||
+      echo "== could not install ${missing[*]}: the aarch64 leg will be skipped"
+  fi
 fi
 
 if [ ! -f build/build.ninja ]; then

@@ -14,6 +14,13 @@
 #          pool; threads_test; two queues on two threads) and the cases of
 #          test_vm and test_e2e that run contexts on two threads (by name;
 #          the cases left out are not counted as skipped).
+#  aarch64 build-aarch64/ (cross/aarch64-linux-gnu.ini: Debian's cross g++,
+#          CUDA and ONNX off; only what it runs is built): test_hal (every cpu
+#          kernel, the thread pool's stress tests), test_hal_conformance,
+#          test_vm and test_e2e, run under qemu-aarch64 (meson's exe_wrapper)
+#          and counted as the suite is. Skipped, as 1 skipped with the reason,
+#          when the cross compiler, qemu or the arm64 libraries cannot be had
+#          (docs/aarch64.md).
 #  fuzz    the libFuzzer targets of fuzz/ (built in build-asan, ASan+UBSan),
 #          each run for HEXIR_FUZZ_SECONDS from its seed corpus: one test each,
 #          failed on any finding. What it finds is copied into
@@ -24,6 +31,7 @@
 #  HEXIR_SKIP_SANITIZERS=1  skip the asan, tsan and fuzz legs (a developer's
 #                           quick run; ignored when CI=true)
 #  HEXIR_FUZZ_SECONDS=N     seconds per fuzz target (default 60)
+#  HEXIR_SKIP_AARCH64=1     skip the aarch64 leg (ignored when CI=true)
 #
 # The time of each leg is printed before the last line.
 set -uo pipefail
@@ -38,6 +46,14 @@ if [ "${HEXIR_SKIP_SANITIZERS:-0}" = 1 ]; then
   fi
 fi
 fuzz_seconds=${HEXIR_FUZZ_SECONDS:-60}
+aarch64=1
+if [ "${HEXIR_SKIP_AARCH64:-0}" = 1 ]; then
+  if [ "${CI:-}" = true ]; then
+    echo "== HEXIR_SKIP_AARCH64=1 ignored: CI=true runs every leg"
+  else
+    aarch64=0
+  fi
+fi
 
 passed=0; failed=0; skipped=0
 times=()
@@ -45,7 +61,8 @@ now() { date +%s; }
 leg_time() { times+=("$1 $(( $(now) - $2 )) s"); }
 
 t=$(now)
-HEXIR_SANITIZER_PACKAGES=$sanitizers scripts/setup.sh || { echo "0 passed, 1 failed"; exit 1; }
+HEXIR_SANITIZER_PACKAGES=$sanitizers HEXIR_AARCH64_PACKAGES=$aarch64 scripts/setup.sh ||
+  { echo "0 passed, 1 failed"; exit 1; }
 leg_time "build" "$t"
 
 # count_testlog DIR MESON_RC [filtered]: adds the doctest counts of DIR's
@@ -184,6 +201,50 @@ tsan_leg() {
   leg_time "tsan tests" "$t"
 }
 
+# The aarch64 leg: what it builds (the tools are what test_e2e starts) and
+# the meson tests it runs (the ISA-capped variants are x86-only: tests/meson.build).
+aarch64_targets=(tests/hal/test_hal tests/hal_conformance/test_hal_conformance tests/vm/test_vm
+                 tests/e2e/test_e2e tools/hexir-compile tools/hexir-run)
+aarch64_tests=(hal hal_conformance vm e2e)
+
+# Why the aarch64 leg cannot run here; empty when it can.
+aarch64_missing() {
+  local what=()
+  command -v aarch64-linux-gnu-g++ >/dev/null 2>&1 || what+=("aarch64-linux-gnu-g++ (g++-aarch64-linux-gnu)")
+  command -v qemu-aarch64 >/dev/null 2>&1 || what+=("qemu-aarch64 (qemu-user)")
+  [ -e /lib/ld-linux-aarch64.so.1 ] || what+=("the arm64 loader (libc6:arm64)")
+  local lib
+  for lib in libzstd flatbuffers; do
+    PKG_CONFIG_LIBDIR=/usr/lib/aarch64-linux-gnu/pkgconfig pkg-config --exists "$lib" 2>/dev/null ||
+      what+=("$lib for arm64 ($lib-dev:arm64)")
+  done
+  [ ${#what[@]} -eq 0 ] || echo "no ${what[*]}; apt-get install g++-aarch64-linux-gnu qemu-user, and after dpkg --add-architecture arm64, libzstd-dev:arm64 libflatbuffers-dev:arm64"
+}
+
+aarch64_leg() {
+  local t rc missing
+  t=$(now)
+  missing=$(aarch64_missing)
+  if [ -n "$missing" ]; then
+    echo "== aarch64: skipped: $missing"
+    skipped=$((skipped + 1))
+    return 0
+  fi
+  if [ ! -f build-aarch64/build.ninja ]; then
+    meson setup build-aarch64 --cross-file cross/aarch64-linux-gnu.ini -Dcuda=disabled -Donnx=disabled \
+      >/dev/null || return 1
+  fi
+  ninja -C build-aarch64 -j2 "${aarch64_targets[@]}" || return 1
+  leg_time "aarch64 build" "$t"
+  t=$(now)
+  # Emulated code runs several times slower than native: the tests' timeouts x 10.
+  meson test -C build-aarch64 --no-rebuild --print-errorlogs --num-processes 2 --timeout-multiplier 10 \
+    "${aarch64_tests[@]}"
+  rc=$?
+  count_testlog build-aarch64 $rc
+  leg_time "aarch64 tests (qemu-aarch64)" "$t"
+}
+
 # Seed corpora, one folder per target, under build-asan/fuzz-run/seeds.
 make_seeds() {
   local seeds=$1 compile=build-asan/tools/hexir-compile src opts i name
@@ -273,6 +334,12 @@ fuzz_leg() {
   done
   leg_time "fuzz (${#fuzz_targets[@]} targets x ${fuzz_seconds} s, 2 at a time)" "$t"
 }
+
+if [ "$aarch64" -eq 1 ]; then
+  aarch64_leg || { echo "== the aarch64 build failed: counted as 1 failed"; failed=$((failed + 1)); }
+else
+  echo "== HEXIR_SKIP_AARCH64=1: aarch64 leg skipped"
+fi
 
 if [ "$sanitizers" -eq 1 ]; then
   asan_leg || { echo "== the asan build failed: counted as 1 failed"; failed=$((failed + 1)); }

@@ -161,6 +161,21 @@ TEST_CASE("decoder sample: run_steps.py drives step.hxir through hexir-run and m
     std::printf("HEXIR_SKIP: no python3 with numpy (python3-numpy): samples/decoder/run_steps.py not run\n");
     return;
   }
+#ifdef HEXIR_CROSS_BUILD
+  // Run under an emulator (meson's exe_wrapper): the host's python3 starts
+  // hexir-run itself, which works only where the kernel hands foreign
+  // binaries to the emulator (binfmt_misc).
+  const std::string probe = python +
+                            " -c 'import subprocess, sys; subprocess.run([sys.argv[1], \"--list-devices\"], "
+                            "capture_output=True, check=True)' '" +
+                            HEXIR_RUN + "' >/dev/null 2>&1";
+  if (std::system(probe.c_str()) != 0) {
+    std::printf("HEXIR_SKIP: the host cannot start %s (a cross build without binfmt_misc for its emulator): "
+                "samples/decoder/run_steps.py not run\n",
+                HEXIR_RUN);
+    return;
+  }
+#endif
   std::string command = python + " '" + (kDecoder / "run_steps.py").string() + "' --hexir-run '" + HEXIR_RUN +
                         "' 2>&1";
   FILE* pipe = ::popen(command.c_str(), "r");
