@@ -156,8 +156,10 @@ namespace hexir::hal::testing {
 using ops::OpId;
 
 TEST_CASE("quantized_matmul: a x (w * scale)^T + bias from int8 rows, a few rows and the GEMM, every tail") {
-  for (const auto& [m, k, n] : std::vector<std::array<int64_t, 3>>{
+  // Plain variables, not structured bindings: clang (the sanitizer legs) refuses those in INFO's lambda.
+  for (const std::array<int64_t, 3>& mkn : std::vector<std::array<int64_t, 3>>{
            {1, 768, 40}, {3, 37, 19}, {4, 64, 64}, {5, 100, 33}, {64, 129, 70}}) {
+    const int64_t m = mkn[0], k = mkn[1], n = mkn[2];
     INFO("m " << m << " k " << k << " n " << n);
     HostTensor a = random_f32({m, k}, 91, -1, 1), scale = random_f32({n}, 92, 0.001f, 0.02f);
     HostTensor bias = random_f32({n}, 93), w(DType::kI8, {n, k}), out(DType::kF32, {m, n});
