@@ -518,7 +518,7 @@ int64_t stem_phase(const ops::Conv2dPlan& p) {
   const int64_t columns = (p.ow + tile - 1) / tile * tile;
   return columns + (p.kw - 1) / p.stride_w + 1;
 }
-bool stem_buffer_fits(const ops::Conv2dPlan& p) {
+[[maybe_unused]] bool stem_buffer_fits(const ops::Conv2dPlan& p) {  // x86's stems only
   return p.c * p.kh * p.stride_w * stem_phase(p) <= kStemBufferFloats;
 }
 
