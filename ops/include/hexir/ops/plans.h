@@ -429,9 +429,10 @@ HEXIR_PLAN_FN int32_t quantize_of(float x, float scale, int32_t zero_point, int3
   return q <= static_cast<float>(lo) ? lo : q >= static_cast<float>(hi) ? hi : static_cast<int32_t>(q);
 }
 // ONNX DequantizeLinear of one element: (x - zero_point) * scale, the
-// difference exact in int32 (onnxruntime's order).
+// difference exact (in int64: two int32 values apart may not fit in int32),
+// then rounded to float once.
 HEXIR_PLAN_FN float dequantize_of(int32_t x, float scale, int32_t zero_point) {
-  return static_cast<float>(x - zero_point) * scale;
+  return static_cast<float>(static_cast<int64_t>(x) - static_cast<int64_t>(zero_point)) * scale;
 }
 
 // numpy.matmul: one [m,k] x [k,n] product per batch element; batch dims broadcast
