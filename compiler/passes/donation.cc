@@ -181,39 +181,17 @@ class CacheUpdates {
   }
 
   void emit(ops::OpId op, std::vector<int> inputs, int result, std::vector<int64_t> params, const Location& loc) {
-    Node node;
-    node.op = op;
-    node.inputs = std::move(inputs);
-    node.results = {result};
-    node.params = std::move(params);
-    node.loc = loc;
-    fn_.nodes.push_back(std::move(node));
+    fn_.nodes.push_back(op_node(op, std::move(inputs), result, std::move(params), loc));
   }
 
   // The function's value of a module constant i64[] `value` (made once per value).
   int index_constant(int64_t value) {
     if (auto it = index_constants_.find(value); it != index_constants_.end()) return it->second;
-    const std::string base = "cache_update." + std::to_string(value);
-    std::string name = base;
-    for (int suffix = 1; std::any_of(module_.constants.begin(), module_.constants.end(),
-                                     [&](const Constant& c) { return c.name == name; });
-         ++suffix)
-      name = base + "." + std::to_string(suffix);
     std::vector<uint8_t> element(8);
     std::memcpy(element.data(), &value, 8);
-    Constant c;
-    c.name = name;
-    c.type = TensorType{DType::kI64, {}};
-    c.byte_size = 8;
-    c.source = FillPattern{std::move(element)};
-    module_.constants.push_back(std::move(c));
-    Value v;
-    v.name = name;
-    v.type = TensorType{DType::kI64, {}};
-    v.byte_size = 8;
-    v.kind = ValueKind::kConstant;
-    v.constant = static_cast<int>(module_.constants.size()) - 1;
-    fn_.values.push_back(std::move(v));
+    const int constant = add_constant(module_, "cache_update." + std::to_string(value), TensorType{DType::kI64, {}},
+                                      FillPattern{std::move(element)});
+    use_constant(fn_, module_, constant);
     producer_.push_back(-1);
     return index_constants_[value] = static_cast<int>(fn_.values.size()) - 1;
   }

@@ -29,6 +29,43 @@ bool has_epilogue(const Node& node) {
 
 }  // namespace
 
+Node op_node(ops::OpId op, std::vector<int> inputs, int result, std::vector<int64_t> params, const Location& loc) {
+  Node node;
+  node.op = op;
+  node.inputs = std::move(inputs);
+  node.results = {result};
+  node.params = std::move(params);
+  node.loc = loc;
+  return node;
+}
+
+int add_constant(Module& module, const std::string& base_name, TensorType type, ConstantSource source) {
+  std::string name = base_name;
+  for (int suffix = 1; std::any_of(module.constants.begin(), module.constants.end(),
+                                   [&](const Constant& c) { return c.name == name; });
+       ++suffix)
+    name = base_name + "." + std::to_string(suffix);
+  Constant c;
+  c.name = std::move(name);
+  c.byte_size = *byte_size(type);
+  c.type = std::move(type);
+  c.source = std::move(source);
+  module.constants.push_back(std::move(c));
+  return static_cast<int>(module.constants.size()) - 1;
+}
+
+int use_constant(Function& fn, const Module& module, int constant) {
+  const Constant& c = module.constants[static_cast<size_t>(constant)];
+  Value v;
+  v.name = c.name;
+  v.type = c.type;
+  v.byte_size = c.byte_size;
+  v.kind = ValueKind::kConstant;
+  v.constant = constant;
+  fn.values.push_back(std::move(v));
+  return static_cast<int>(fn.values.size()) - 1;
+}
+
 void renumber_nodes(Function& fn, size_t original_count, const std::vector<int64_t>& new_index) {
   for (Node& node : fn.nodes) {
     if (node.kind == NodeKind::kOp) continue;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 #include <vector>
 
 #include "hexir/compiler/graph.h"
@@ -114,6 +115,14 @@ void renumber_nodes(Function& fn, size_t original_count, const std::vector<int64
 // becomes a multiply by the reciprocal): within a few ulps, so it runs with
 // the fusions (--no-fuse turns it off). Returns the number fused.
 size_t fuse_prefix_attention(Module& module);
+
+// For the rewrites that add to a graph (donation.h, weights.h): a node of
+// one operator writing `result`; a module constant of `type` from `source`
+// under `base_name` or, when a constant has it, base_name.1, .2, ...
+// (returns its index); a function's value using module constant `constant`.
+Node op_node(ops::OpId op, std::vector<int> inputs, int result, std::vector<int64_t> params, const Location& loc);
+int add_constant(Module& module, const std::string& base_name, TensorType type, ConstantSource source);
+int use_constant(Function& fn, const Module& module, int constant);
 
 // What the compiler runs before planning unless told not to
 // (CompileOptions::fuse_epilogues, hexir-compile --no-fuse):

@@ -29,47 +29,6 @@ std::optional<std::vector<float>> floats_of(const Constant& c) {
   return out;
 }
 
-std::string fresh_constant_name(const Module& module, const std::string& base) {
-  std::string name = base;
-  for (int suffix = 1; std::any_of(module.constants.begin(), module.constants.end(),
-                                   [&](const Constant& c) { return c.name == name; });
-       ++suffix)
-    name = base + "." + std::to_string(suffix);
-  return name;
-}
-
-int add_constant(Module& module, std::string name, TensorType type, std::vector<uint8_t> bytes) {
-  Constant c;
-  c.name = fresh_constant_name(module, name);
-  c.byte_size = bytes.size();
-  c.type = std::move(type);
-  c.source = InlineBytes{std::move(bytes)};
-  module.constants.push_back(std::move(c));
-  return static_cast<int>(module.constants.size()) - 1;
-}
-
-int add_fill_constant(Module& module, std::string name, TensorType type, std::vector<uint8_t> element) {
-  Constant c;
-  c.name = fresh_constant_name(module, name);
-  c.byte_size = *byte_size(type);
-  c.type = std::move(type);
-  c.source = FillPattern{std::move(element)};
-  module.constants.push_back(std::move(c));
-  return static_cast<int>(module.constants.size()) - 1;
-}
-
-int use_constant(Function& fn, const Module& module, int constant) {
-  const Constant& c = module.constants[static_cast<size_t>(constant)];
-  Value v;
-  v.name = c.name;
-  v.type = c.type;
-  v.byte_size = c.byte_size;
-  v.kind = ValueKind::kConstant;
-  v.constant = constant;
-  fn.values.push_back(std::move(v));
-  return static_cast<int>(fn.values.size()) - 1;
-}
-
 // Weight b (row-major [k, n], or [n, k] when transposed) as int8 rows [n, k]
 // and a scale per row; the report's error.
 Quantized quantize(Module& module, int source, bool transposed, std::vector<CompressedWeight>& report) {
@@ -99,8 +58,8 @@ Quantized quantize(Module& module, int source, bool transposed, std::vector<Comp
   std::vector<uint8_t> scale_bytes(scale.size() * 4);
   std::memcpy(scale_bytes.data(), scale.data(), scale_bytes.size());
   Quantized out;
-  out.weight = add_constant(module, c.name + ".int8", TensorType{DType::kI8, {rows, cols}}, std::move(q));
-  out.scale = add_constant(module, c.name + ".scale", TensorType{DType::kF32, {rows}}, std::move(scale_bytes));
+  out.weight = add_constant(module, c.name + ".int8", TensorType{DType::kI8, {rows, cols}}, InlineBytes{std::move(q)});
+  out.scale = add_constant(module, c.name + ".scale", TensorType{DType::kF32, {rows}}, InlineBytes{std::move(scale_bytes)});
   report.push_back({c.name, rows, cols, c.byte_size, static_cast<uint64_t>(rows * cols + rows * 4),
                     largest > 0.0 ? worst / largest : 0.0});
   return out;
@@ -133,15 +92,6 @@ struct FunctionEdit {
   }
 };
 
-Node op_node(ops::OpId op, std::vector<int> inputs, int result, std::vector<int64_t> params, const Location& loc) {
-  Node node;
-  node.op = op;
-  node.inputs = std::move(inputs);
-  node.results = {result};
-  node.params = std::move(params);
-  node.loc = loc;
-  return node;
-}
 
 }  // namespace
 
@@ -230,7 +180,7 @@ std::vector<CompressedWeight> compress_weights_int8(Module& module) {
           const int picked_rows = edit.add_value(base + ".int8_rows", TensorType{DType::kI8, {rows, d}}, loc);
           const int scales = edit.add_value(base + ".scales", TensorType{DType::kF32, row_dims}, loc);
           const int scale_rows = edit.add_value(base + ".scale_rows", TensorType{DType::kF32, {rows}}, loc);
-          const int zeros = use_constant(fn, module, add_fill_constant(module, base + ".zero", TensorType{DType::kI8, {rows}}, {0}));
+          const int zeros = use_constant(fn, module, add_constant(module, base + ".zero", TensorType{DType::kI8, {rows}}, FillPattern{{0}}));
           const int wide = edit.add_value(base + ".f32_rows", TensorType{DType::kF32, {rows, d}}, loc);
           fn.nodes.push_back(op_node(ops::OpId::kGather, {w, ids}, picked, {0}, loc));
           fn.nodes.push_back(op_node(ops::OpId::kReshape, {picked}, picked_rows, {rows, d}, loc));
@@ -313,12 +263,12 @@ size_t use_dequantized_weights(Module& module) {
           for (int64_t k = 0; k < cols; ++k)
             for (int64_t j = 0; j < rows; ++j) t[static_cast<size_t>(j * cols + k)] = (*values)[static_cast<size_t>(k * rows + j)];
           made_here.weight = add_constant(module, module.constants[static_cast<size_t>(q.constant)].name + ".rows",
-                                          TensorType{DType::kI8, {rows, cols}}, std::move(t));
+                                          TensorType{DType::kI8, {rows, cols}}, InlineBytes{std::move(t)});
         }
         std::vector<uint8_t> per_row(static_cast<size_t>(rows) * 4);
         for (int64_t j = 0; j < rows; ++j) std::memcpy(per_row.data() + j * 4, s->data() + (per_tensor ? 0 : j * 4), 4);
         made_here.scale = add_constant(module, module.constants[static_cast<size_t>(scale.constant)].name + ".rows",
-                                       TensorType{DType::kF32, {rows}}, std::move(per_row));
+                                       TensorType{DType::kF32, {rows}}, InlineBytes{std::move(per_row)});
         it = made.emplace(key, made_here).first;
       }
       const int w = use_constant(fn, module, it->second.weight), sc = use_constant(fn, module, it->second.scale);

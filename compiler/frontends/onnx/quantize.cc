@@ -109,6 +109,17 @@ int64_t matmul_axis(const Info& operand, bool right) {
   return right ? rank - 1 : std::max<int64_t>(rank - 2, 0);
 }
 
+// The QLinear operators' result: f32 `y` quantized by y_scale (input 6) and
+// y_zero_point (input 7, default a zero of `type`) as the node's output.
+Status define_requantized(Importer& im, const NodeCtx& n, Ref y, int32_t type) {
+  HEXIR_ASSIGN_OR_RETURN(Ref y_scale, im.input(n, 6));
+  HEXIR_RETURN_IF_ERROR(check_scale(n, im.info(y_scale), 6));
+  HEXIR_ASSIGN_OR_RETURN(Ref y_zero, zero_point(im, n, 7, y_scale, type));
+  HEXIR_ASSIGN_OR_RETURN(Ref r, quantize(im, n, y, y_scale, y_zero, 0, im.result_name(n)));
+  im.define(n, 0, r);
+  return ok_status();
+}
+
 }  // namespace
 
 Status op_dequantize_linear(Importer& im, const NodeCtx& n) {
@@ -176,12 +187,7 @@ Status op_qlinear_matmul(Importer& im, const NodeCtx& n) {
   HEXIR_ASSIGN_OR_RETURN(Ref a, dequantized_input(im, n, 0, matmul_axis(im.info(a_q), false), "a"));
   HEXIR_ASSIGN_OR_RETURN(Ref b, dequantized_input(im, n, 3, matmul_axis(im.info(b_q), true), "b"));
   HEXIR_ASSIGN_OR_RETURN(Ref y, im.emit1(n, ops::OpId::kMatmul, {a, b}, {}, im.helper_name(n, "matmul")));
-  HEXIR_ASSIGN_OR_RETURN(Ref y_scale, im.input(n, 6));
-  HEXIR_RETURN_IF_ERROR(check_scale(n, im.info(y_scale), 6));
-  HEXIR_ASSIGN_OR_RETURN(Ref y_zero, zero_point(im, n, 7, y_scale, im.info(a_q).type));
-  HEXIR_ASSIGN_OR_RETURN(Ref r, quantize(im, n, y, y_scale, y_zero, 0, im.result_name(n)));
-  im.define(n, 0, r);
-  return ok_status();
+  return define_requantized(im, n, y, im.info(a_q).type);
 }
 
 // x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point,
@@ -204,12 +210,7 @@ Status op_qlinear_conv(Importer& im, const NodeCtx& n) {
     HEXIR_ASSIGN_OR_RETURN(bias, dequantize(im, n, *b_q, b_scale, b_zero, 0, im.helper_name(n, "bias")));
   }
   HEXIR_ASSIGN_OR_RETURN(Ref y, conv_of(im, n, x, w, bias, im.helper_name(n, "conv")));
-  HEXIR_ASSIGN_OR_RETURN(Ref y_scale, im.input(n, 6));
-  HEXIR_RETURN_IF_ERROR(check_scale(n, im.info(y_scale), 6));
-  HEXIR_ASSIGN_OR_RETURN(Ref y_zero, zero_point(im, n, 7, y_scale, im.info(x_q).type));
-  HEXIR_ASSIGN_OR_RETURN(Ref r, quantize(im, n, y, y_scale, y_zero, 0, im.result_name(n)));
-  im.define(n, 0, r);
-  return ok_status();
+  return define_requantized(im, n, y, im.info(x_q).type);
 }
 
 // A, B, a_zero_point (scalar or per row), b_zero_point (scalar or per
