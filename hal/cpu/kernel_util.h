@@ -379,6 +379,7 @@ void conv_transpose_prepare(const Dispatch& constants, void* out);
 Status softmax(const KernelContext&, const Dispatch&);
 Status attention(const KernelContext&, const Dispatch&);
 Status quantized_matmul(const KernelContext&, const Dispatch&);
+Status int4_matmul(const KernelContext&, const Dispatch&);
 // Q: int8_t or uint8_t (quantize), also int32_t (dequantize); instantiated in elementwise.cc.
 template <typename Q>
 Status quantize_linear(const KernelContext&, const Dispatch&);

@@ -6,6 +6,7 @@
 #include <limits>
 #include <vector>
 
+#include "hexir/base/half.h"
 #include "kernel_util.h"
 #include "lanes.h"
 #include "thread_pool.h"
@@ -276,6 +277,180 @@ Status quantized_matmul(const KernelContext& context, const Dispatch& d) {
   const QuantizedB q{w, scale, p.k};
   GemmArgs args{p.m, p.n, p.k, a, p.k, nullptr, 0, c, p.n};
   args.pack_b = pack_quantized_b;
+  args.pack_context = &q;
+  args.col_bias = bias;
+  gemm(context, args);
+  return ok_status();
+}
+
+namespace {
+
+// int4_matmul's weights: rows of k / 2 packed bytes, a f16 scale per group.
+struct Int4Weights {
+  const uint8_t* w;
+  const uint16_t* scale;  // f16 bits, [n, k / group]
+  int64_t k, group;
+  const uint8_t* row(int64_t j) const { return w + j * (k / 2); }
+  float scale_of(int64_t j, int64_t t) const { return half_bits_to_float(scale[j * (k / group) + t / group]); }
+};
+
+#if defined(HEXIR_CONV_X86)
+// Int4DotRows for AVX-512 and AVX2: a block's 16 bytes split into its low
+// and high nibbles (weights 0..15 and 16..31 of the block: no shuffle),
+// offset by -8, widened, converted, scaled by the group's scale, then one
+// FMA per row of a.
+template <int R>
+[[gnu::target("avx512f")]] void int4_rows_avx512(const float* a, const Int4Weights& q, int64_t n0, int64_t n1,
+                                                 const float* bias, float* c, int64_t n) {
+  const int64_t k = q.k;
+  const __m128i low = _mm_set1_epi8(0x0f), eight = _mm_set1_epi8(8);
+  for (int64_t j = n0; j < n1; ++j) {
+    const uint8_t* wj = q.row(j);
+    __m512 acc[R][2];
+    for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+    for (int64_t g = 0; g < k; g += q.group) {
+      const __m512 s = _mm512_set1_ps(q.scale_of(j, g));
+      for (int64_t i = g; i < g + q.group; i += ops::kInt4Block) {
+        const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(wj + i / 2));
+        const __m128i lo = _mm_sub_epi8(_mm_and_si128(bytes, low), eight);
+        const __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(bytes, 4), low), eight);
+        const __m512 w0 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(lo)), s);
+        const __m512 w1 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(hi)), s);
+        for (int r = 0; r < R; ++r) {
+          acc[r][0] = _mm512_fmadd_ps(_mm512_loadu_ps(a + r * k + i), w0, acc[r][0]);
+          acc[r][1] = _mm512_fmadd_ps(_mm512_loadu_ps(a + r * k + i + 16), w1, acc[r][1]);
+        }
+      }
+    }
+    for (int r = 0; r < R; ++r)
+      c[r * n + j] = _mm512_reduce_add_ps(_mm512_add_ps(acc[r][0], acc[r][1])) + (bias ? bias[j] : 0.0f);
+  }
+}
+template <int R>
+[[gnu::target("avx2,fma")]] void int4_rows_avx2(const float* a, const Int4Weights& q, int64_t n0, int64_t n1,
+                                                const float* bias, float* c, int64_t n) {
+  const int64_t k = q.k;
+  const __m128i low = _mm_set1_epi8(0x0f), eight = _mm_set1_epi8(8);
+  for (int64_t j = n0; j < n1; ++j) {
+    const uint8_t* wj = q.row(j);
+    __m256 acc[R][2];
+    for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+    for (int64_t g = 0; g < k; g += q.group) {
+      const __m256 s = _mm256_set1_ps(q.scale_of(j, g));
+      for (int64_t i = g; i < g + q.group; i += ops::kInt4Block) {
+        const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(wj + i / 2));
+        const __m128i halves[2] = {_mm_sub_epi8(_mm_and_si128(bytes, low), eight),
+                                   _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(bytes, 4), low), eight)};
+        for (int h = 0; h < 2; ++h) {
+          const __m256 w0 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(halves[h])), s);
+          const __m256 w1 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(halves[h], 8))), s);
+          for (int r = 0; r < R; ++r) {
+            acc[r][0] = _mm256_fmadd_ps(_mm256_loadu_ps(a + r * k + i + 16 * h), w0, acc[r][0]);
+            acc[r][1] = _mm256_fmadd_ps(_mm256_loadu_ps(a + r * k + i + 16 * h + 8), w1, acc[r][1]);
+          }
+        }
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      float lanes_of[8];
+      _mm256_storeu_ps(lanes_of, _mm256_add_ps(acc[r][0], acc[r][1]));
+      float sum = 0.0f;
+      for (float v : lanes_of) sum += v;
+      c[r * n + j] = sum + (bias ? bias[j] : 0.0f);
+    }
+  }
+}
+
+template <int R>
+void int4_rows_x86(const float* a, const Int4Weights& q, int64_t n0, int64_t n1, const float* bias, float* c,
+                   int64_t n) {
+  if (isa_avx512())
+    int4_rows_avx512<R>(a, q, n0, n1, bias, c, n);
+  else
+    int4_rows_avx2<R>(a, q, n0, n1, bias, c, n);
+}
+#endif
+
+// R rows of a against int4 weight rows [n0, n1): each block's 32 weights
+// decoded (int4_weight_of) and scaled, then a float dot in lanes.
+struct Int4DotRows {
+  template <int N, int R>
+  static HEXIR_LANES void rows(const float* a, const Int4Weights& q, int64_t n0, int64_t n1, const float* bias,
+                               float* c, int64_t n) {
+    static_assert(ops::kInt4Block % N == 0);
+    const int64_t k = q.k;
+    for (int64_t j = n0; j < n1; ++j) {
+      const uint8_t* wj = q.row(j);
+      lanes::F32<N> acc[R] = {};
+      for (int64_t i = 0; i < k; i += N) {
+        const float s = q.scale_of(j, i);
+        lanes::F32<N> w;
+        for (int l = 0; l < N; ++l) w[l] = static_cast<float>(ops::int4_weight_of(wj, i + l)) * s;
+        for (int r = 0; r < R; ++r) acc[r] += lanes::load<N>(a + r * k + i) * w;
+      }
+      for (int r = 0; r < R; ++r) {
+        float lanes_of[N];
+        lanes::store<N>(lanes_of, acc[r]);
+        float sum = 0.0f;
+        for (int l = 0; l < N; ++l) sum += lanes_of[l];
+        c[r * n + j] = sum + (bias ? bias[j] : 0.0f);
+      }
+    }
+  }
+  template <int N>
+  static HEXIR_LANES void run(const float* a, int64_t m, const Int4Weights& q, int64_t n0, int64_t n1,
+                              const float* bias, float* c, int64_t n) {
+    switch (m) {
+      case 1: rows<N, 1>(a, q, n0, n1, bias, c, n); break;
+      case 2: rows<N, 2>(a, q, n0, n1, bias, c, n); break;
+      case 3: rows<N, 3>(a, q, n0, n1, bias, c, n); break;
+      default: rows<N, 4>(a, q, n0, n1, bias, c, n); break;
+    }
+  }
+};
+
+// The GEMM's B strips from int4 rows, dequantized as they are packed.
+void pack_int4_b(const void* context, int64_t k0, int64_t kc, int64_t j0, int64_t nr, int64_t width, float* out) {
+  const Int4Weights& q = *static_cast<const Int4Weights*>(context);
+  for (int64_t j = 0; j < nr; ++j) {
+    const uint8_t* row = q.row(j0 + j);
+    for (int64_t t = 0; t < kc; ++t)
+      out[t * width + j] = static_cast<float>(ops::int4_weight_of(row, k0 + t)) * q.scale_of(j0 + j, k0 + t);
+  }
+  for (int64_t t = 0; t < kc; ++t)
+    for (int64_t j = nr; j < width; ++j) out[t * width + j] = 0.0f;
+}
+
+}  // namespace
+
+// As quantized_matmul: a few rows read the packed rows where they lie, more
+// go through the GEMM with B decoded while packed.
+Status int4_matmul(const KernelContext& context, const Dispatch& d) {
+  const ops::Int4MatmulPlan& p = plan_of<ops::Int4MatmulPlan>(d);
+  if (p.m == 0 || p.n == 0) return ok_status();
+  const float* a = input(d, 0);
+  const Int4Weights q{input<uint8_t>(d, 1), input<uint16_t>(d, 2), p.k, p.group};
+  const float* bias = p.has_bias ? input(d, 3) : nullptr;
+  float* c = output(d, 0);
+  if (p.m <= kFewRows) {
+    parallel_ranges(context, p.n, std::max<int64_t>(1, (int64_t{1} << 15) / std::max<int64_t>(1, p.k)),
+                    [&](int64_t n0, int64_t n1) {
+#if defined(HEXIR_CONV_X86)
+                      if (isa_avx2()) {
+                        switch (p.m) {
+                          case 1: int4_rows_x86<1>(a, q, n0, n1, bias, c, p.n); return;
+                          case 2: int4_rows_x86<2>(a, q, n0, n1, bias, c, p.n); return;
+                          case 3: int4_rows_x86<3>(a, q, n0, n1, bias, c, p.n); return;
+                          default: int4_rows_x86<4>(a, q, n0, n1, bias, c, p.n); return;
+                        }
+                      }
+#endif
+                      run_lanes4<Int4DotRows>(a, p.m, q, n0, n1, bias, c, p.n);
+                    });
+    return ok_status();
+  }
+  GemmArgs args{p.m, p.n, p.k, a, p.k, nullptr, 0, c, p.n};
+  args.pack_b = pack_int4_b;
   args.pack_context = &q;
   args.col_bias = bias;
   gemm(context, args);

@@ -308,6 +308,18 @@ Status quantized_matmul(const Dispatch& d, Launcher& launcher) {
   return launcher.launch(Kernel::kQuantizedMatmul, linear_config(p.plan.m * p.plan.n), &p);
 }
 
+Status int4_matmul(const Dispatch& d, Launcher& launcher) {
+  Int4MatmulParams p;
+  p.a = in(d, 0);
+  p.w = in<uint8_t>(d, 1);
+  p.scale = in<uint16_t>(d, 2);
+  p.plan = plan_of<ops::Int4MatmulPlan>(d);
+  p.bias = p.plan.has_bias ? in(d, 3) : nullptr;
+  p.c = out(d, 0);
+  if (p.plan.m == 0 || p.plan.n == 0) return ok_status();
+  return launcher.launch(Kernel::kInt4Matmul, linear_config(p.plan.m * p.plan.n), &p);
+}
+
 // ---- normalization ------------------------------------------------------------
 
 Status softmax(const Dispatch& d, Launcher& launcher) {
@@ -841,6 +853,7 @@ constexpr KernelEntry<CudaKernelFn> kKernels[] = {
     {OpId::kSoftmax, kF32, kF32, softmax},
     {OpId::kAttention, kF32, kF32, attention},
     {OpId::kQuantizedMatmul, kF32, kF32, quantized_matmul},
+    {OpId::kInt4Matmul, kF32, kF32, int4_matmul},
     {OpId::kQuantizeLinear, kAnyDType, kAnyDType, quantize<Kernel::kQuantizeLinear>},
     {OpId::kDequantizeLinear, kAnyDType, kF32, quantize<Kernel::kDequantizeLinear>},
     {OpId::kLayernorm, kF32, kF32, layernorm},

@@ -298,6 +298,35 @@ void plan_quantized_matmul(const PlanInput& op, OpPlan& out) {
   p.has_bias = op.inputs.size() == 4 ? 1 : 0;
 }
 
+// ---- int4_matmul -----------------------------------------------------------------
+
+Result<std::vector<TensorType>> infer_int4_matmul(std::span<const TensorType> in, std::span<const int64_t> params) {
+  HEXIR_RETURN_IF_ERROR(check_param_count(kInt4Matmul, params, 0));
+  const TensorType &a = in[0], &w = in[1], &scale = in[2];
+  const int64_t k = a.rank() >= 1 ? a.dims.back() : -1;
+  const bool shapes = a.dtype == DType::kF32 && a.rank() >= 1 && k % kInt4Block == 0 && w.dtype == DType::kU8 &&
+                      w.rank() == 2 && w.dims[1] * 2 == k && scale.dtype == DType::kF16 && scale.rank() == 2 &&
+                      scale.dims[0] == w.dims[0] && scale.dims[1] > 0 && k % scale.dims[1] == 0 &&
+                      (k / scale.dims[1]) % kInt4Block == 0 &&
+                      (in.size() < 4 || (in[3].dtype == DType::kF32 && in[3].dims == std::vector<int64_t>{w.dims[0]}));
+  if (!shapes)
+    return invalid_argument(prefix(kInt4Matmul) + "a " + a.to_string() + ", w " + w.to_string() + ", scale " +
+                            scale.to_string() + (in.size() == 4 ? ", bias " + in[3].to_string() : std::string()) +
+                            " are not f32[.., K], u8[N, K/2], f16[N, K/G] (and f32[N]) with K a multiple of G, G of 32");
+  TensorType out = a;
+  out.dims.back() = w.dims[0];
+  return one(std::move(out));
+}
+
+void plan_int4_matmul(const PlanInput& op, OpPlan& out) {
+  Int4MatmulPlan& p = out.start<Int4MatmulPlan>();
+  p.k = op.inputs[0].dims.back();
+  p.n = op.inputs[1].dims[0];
+  p.m = p.k > 0 ? count_of(op.inputs[0]) / p.k : 0;
+  p.group = p.k / op.inputs[2].dims[1];
+  p.has_bias = op.inputs.size() == 4 ? 1 : 0;
+}
+
 constexpr OpDef kDefs[] = {
     {kMatmul, "matmul", 2, 3, 1, 1, true, false, false, 0, lower_matmul, raise_matmul, infer_matmul,
      flops_matmul, nullptr, plan_matmul},
@@ -305,6 +334,8 @@ constexpr OpDef kDefs[] = {
      infer_attention, flops_attention, workspace_attention, plan_attention},
     {kQuantizedMatmul, "quantized_matmul", 3, 4, 1, 1, false, false, false, 0, no_attributes_of<kQuantizedMatmul>,
      raise_none, infer_quantized_matmul, flops_quantized_matmul, nullptr, plan_quantized_matmul},
+    {kInt4Matmul, "int4_matmul", 3, 4, 1, 1, false, false, false, 0, no_attributes_of<kInt4Matmul>, raise_none,
+     infer_int4_matmul, flops_quantized_matmul, nullptr, plan_int4_matmul},
 };
 
 }  // namespace

@@ -2,6 +2,7 @@
 #include <array>
 
 #include "hal_test_util.h"
+#include "hexir/base/half.h"
 
 namespace hexir::hal::testing {
 namespace {
@@ -175,6 +176,41 @@ TEST_CASE("quantized_matmul: a x (w * scale)^T + bias from int8 rows, a few rows
           for (int64_t t = 0; t < k; ++t)
             sum += double{a.at(i * k + t)} * static_cast<int8_t>(w.bytes[static_cast<size_t>(j * k + t)]);
           want.push_back(sum * scale.at(j) + (with_bias ? bias.at(j) : 0.0));
+        }
+      check_close(out, want, 2e-5, 1e-5);
+    }
+  }
+}
+
+TEST_CASE("int4_matmul: a x dequantized(w)^T + bias from packed int4 rows, groups of 32 and 64, a few rows and the GEMM") {
+  for (const std::array<int64_t, 4>& mkng : std::vector<std::array<int64_t, 4>>{
+           {1, 768, 40, 32}, {2, 64, 19, 64}, {4, 128, 64, 32}, {5, 96, 33, 32}, {64, 256, 70, 128}}) {
+    const int64_t m = mkng[0], k = mkng[1], n = mkng[2], group = mkng[3];
+    INFO("m " << m << " k " << k << " n " << n << " group " << group);
+    HostTensor a = random_f32({m, k}, 94, -1, 1), bias = random_f32({n}, 95);
+    HostTensor w(DType::kU8, {n, k / 2}), scale(DType::kF16, {n, k / group}), out(DType::kF32, {m, n});
+    for (int64_t i = 0; i < n * k / 2; ++i) w.bytes[static_cast<size_t>(i)] = static_cast<uint8_t>(i * 89 + 7);
+    std::vector<float> scale_of(static_cast<size_t>(n * (k / group)));
+    for (size_t i = 0; i < scale_of.size(); ++i) {
+      const uint16_t bits = float_to_half_bits(0.001f + 0.0003f * static_cast<float>(i % 61));
+      std::memcpy(scale.bytes.data() + i * 2, &bits, 2);
+      scale_of[i] = half_bits_to_float(bits);
+    }
+    for (bool with_bias : {false, true}) {
+      std::vector<HostTensor*> inputs = {&a, &w, &scale};
+      if (with_bias) inputs.push_back(&bias);
+      REQUIRE(run_kernel(OpId::kInt4Matmul, inputs, out, {}).ok());
+      std::vector<double> want;
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) {
+          double sum = 0;
+          for (int64_t t = 0; t < k; ++t) {
+            // The layout of op.h, spelled out: byte t % 16 of block t / 32, low nibble for the block's first 16.
+            const uint8_t byte = w.bytes[static_cast<size_t>(j * k / 2 + t / 32 * 16 + t % 16)];
+            const int value = (t % 32 < 16 ? byte & 0xf : byte >> 4) - 8;
+            sum += double{a.at(i * k + t)} * value * scale_of[static_cast<size_t>(j * (k / group) + t / group)];
+          }
+          want.push_back(sum + (with_bias ? bias.at(j) : 0.0));
         }
       check_close(out, want, 2e-5, 1e-5);
     }

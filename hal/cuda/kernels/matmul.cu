@@ -71,3 +71,21 @@ extern "C" __global__ void hexir_quantized_matmul(hexir::hal::cuda::QuantizedMat
     p.c[e] = sum * p.scale[j] + (q.has_bias ? p.bias[j] : 0.0f);
   }
 }
+
+// int4_matmul: one thread per output element, the packed row decoded as it is read.
+extern "C" __global__ void hexir_int4_matmul(hexir::hal::cuda::Int4MatmulParams p) {
+  const hexir::ops::Int4MatmulPlan& q = p.plan;
+  const int64_t groups = q.k / q.group;
+  for (int64_t e = hexir_kernels::global_index(); e < q.m * q.n; e += hexir_kernels::global_stride()) {
+    const int64_t i = e / q.n, j = e % q.n;
+    const float* a = p.a + i * q.k;
+    const uint8_t* w = p.w + j * (q.k / 2);
+    float sum = 0.0f;
+    for (int64_t g = 0; g < groups; ++g) {
+      const float s = hexir_kernels::half_bits_to_float(p.scale[j * groups + g]);
+      for (int64_t t = g * q.group; t < (g + 1) * q.group; ++t)
+        sum += a[t] * (static_cast<float>(hexir::ops::int4_weight_of(w, t)) * s);
+    }
+    p.c[e] = sum + (q.has_bias ? p.bias[j] : 0.0f);
+  }
+}

@@ -136,6 +136,16 @@ struct QuantizedMatmulParams {
   ops::QuantizedMatmulPlan plan;
 };
 
+// int4_matmul: a [m, k] against packed int4 rows w [n, k / 2], f16 scales per group.
+struct Int4MatmulParams {
+  const float* a;
+  const uint8_t* w;
+  const uint16_t* scale;  // f16 bits, [n, k / group]
+  const float* bias;      // plan.has_bias
+  float* c;
+  ops::Int4MatmulPlan plan;
+};
+
 // attention: q, k, v and the result per ops::AttentionPlan; count the
 // run-time key count (read on the device); scratch t floats per row.
 struct AttentionParams {
@@ -433,6 +443,7 @@ struct BoundParams {
   X(kDequantizeLinear, hexir_dequantize_linear, QuantizeParams) \
   X(kMatmul, hexir_matmul_tiled, MatmulParams)                 \
   X(kQuantizedMatmul, hexir_quantized_matmul, QuantizedMatmulParams) \
+  X(kInt4Matmul, hexir_int4_matmul, Int4MatmulParams) \
   X(kMatmulEpilogue, hexir_matmul_epilogue, MatmulParams)      \
   X(kConv2d, hexir_conv2d, Conv2dParams)                       \
   X(kSeparableConv2d, hexir_separable_conv2d, SeparableConv2dParams) \

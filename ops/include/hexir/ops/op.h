@@ -312,6 +312,15 @@ enum class OpId : uint16_t {
   // dequantized in registers: a quarter of the bytes read. a's leading dims
   // are more rows. No parameters.
   kQuantizedMatmul,
+  // int4_matmul, (a f32[.., M, K], w u8[N, K/2], scale f16[N, K/G], bias
+  // f32[N] optional): a x dequantized(w)^T + bias, w 4-bit per group of G
+  // consecutive weights of a row (hexir-compile --weights int4[:group=G]):
+  // an eighth of f32's bytes. A row is K/32 blocks of 16 bytes; byte i of
+  // block b holds weight 32b+i in its low nibble and 32b+16+i in its high
+  // one, each as its value + 8 (values -8..7); weight t of row n is that
+  // value times scale[n, t / G]. G = K / scale's columns, a multiple of 32.
+  // No parameters.
+  kInt4Matmul,
   kCount,
 };
 // clang-format on

@@ -471,6 +471,20 @@ struct QuantizedMatmulPlan {
   int64_t has_bias;
 };
 
+// int4_matmul: m rows of a (k long, contiguous) against w [n, k / 2]
+// packed 4-bit (op.h), scale f16 [n, k / group]; + bias[n] when has_bias.
+struct Int4MatmulPlan {
+  int64_t m, k, n, group;
+  int64_t has_bias;
+};
+inline constexpr int64_t kInt4Block = 32;  // weights per 16 packed bytes
+
+// Weight t (0 <= t < k) of a packed int4 row, -8..7: the block layout of op.h.
+HEXIR_PLAN_FN int32_t int4_weight_of(const uint8_t* row, int64_t t) {
+  const uint8_t byte = row[(t / kInt4Block) * (kInt4Block / 2) + t % (kInt4Block / 2)];
+  return static_cast<int32_t>(t % kInt4Block < kInt4Block / 2 ? byte & 0xf : byte >> 4) - 8;
+}
+
 // attention over a prefix of the keys (op.h): batch element b of q, k and
 // v at offsets sum_i index_i * *_stride[i] (index the batch coordinates),
 // their rows q_row, k_row, v_row elements apart (unit last stride); the
