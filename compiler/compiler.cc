@@ -53,6 +53,48 @@ Status parse_donation_option(std::string_view text, CompileOptions& options) {
   return ok_status();
 }
 
+std::string WeightFormat::to_string() const {
+  switch (kind) {
+    case Kind::kInt8: return "int8";
+    case Kind::kInt4: return "int4:group=" + std::to_string(group);
+    default: return "f32";
+  }
+}
+
+Status parse_weight_format(std::string_view text, WeightFormat& out) {
+  const std::string what = "weight format '" + std::string(text) + "'";
+  if (text == "f32" || text == "int8") {
+    out.kind = text == "f32" ? WeightFormat::Kind::kAsGiven : WeightFormat::Kind::kInt8;
+    return ok_status();
+  }
+  if (text != "int4" && !text.starts_with("int4:group="))
+    return invalid_argument(what + ": expected f32, int8, int4 or int4:group=G");
+  int64_t group = 32;
+  if (text != "int4") {
+    const std::string_view digits = text.substr(11);
+    group = 0;
+    for (char c : digits) {
+      if (c < '0' || c > '9' || group > (int64_t{1} << 40)) return invalid_argument(what + ": G is not a number");
+      group = group * 10 + (c - '0');
+    }
+    if (digits.empty() || group <= 0 || group % 32 != 0)
+      return invalid_argument(what + ": the group G must be a positive multiple of 32");
+  }
+  out.kind = WeightFormat::Kind::kInt4;
+  out.group = group;
+  return ok_status();
+}
+
+Status parse_weight_override(std::string_view text, CompileOptions& options) {
+  const size_t eq = text.find('=');
+  if (eq == std::string_view::npos || eq == 0)
+    return invalid_argument("--weights-for '" + std::string(text) + "': expected PATTERN=FORMAT (e.g. 'lm_head*=int8')");
+  WeightOverride rule{std::string(text.substr(0, eq)), {}};
+  HEXIR_RETURN_IF_ERROR(parse_weight_format(text.substr(eq + 1), rule.format));
+  options.weight_overrides.push_back(std::move(rule));
+  return ok_status();
+}
+
 Status parse_memory_budget(std::string_view text, CompileOptions& options) {
   const size_t eq = text.find('=');
   if (eq == std::string_view::npos)
@@ -444,15 +486,17 @@ static Result<const Module*> rewritten(const Module& module, const CompileOption
                          return std::any_of(fn.arguments.begin(), fn.arguments.end(),
                                             [](const Argument& a) { return a.donate; });
                        });
-  const bool int8_weights = options.weights == CompileOptions::WeightStorage::kInt8;
-  if (!options.fuse_epilogues && !options.channels_last && !donates && !int8_weights) return &module;
+  const bool compresses = options.weights.kind != WeightFormat::Kind::kAsGiven ||
+                          std::any_of(options.weight_overrides.begin(), options.weight_overrides.end(),
+                                      [](const WeightOverride& o) { return o.format.kind != WeightFormat::Kind::kAsGiven; });
+  if (!options.fuse_epilogues && !options.channels_last && !donates && !compresses) return &module;
   storage = module;
   HEXIR_RETURN_IF_ERROR(apply_donations(*storage, options.donations));
   // A donated cache written by where(iota == pos, new, cache): rows, in place.
   if (donates) rewrite_cache_updates(*storage);
   // Before the fusions: a quantized_matmul takes no bias or epilogue (yet).
-  if (int8_weights) {
-    std::vector<CompressedWeight> report = compress_weights_int8(*storage);
+  if (compresses) {
+    std::vector<CompressedWeight> report = compress_weights(*storage, options.weights, options.weight_overrides);
     if (compressed) *compressed = std::move(report);
   }
   if (options.fuse_epilogues) {

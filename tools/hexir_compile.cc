@@ -32,9 +32,9 @@ constexpr const char* kUsage =
     "[--data-checksum]\n"
     "       [--schedule=source|memory] [--no-in-place] [--no-fuse] [--no-views]\n"
     "       [--channels-last|--no-channels-last]\n"
-    "       [--compress=none|zstd[:LEVEL]] [--plan-budget-ms N] [--allow-external-files] [--weights=f32|int8]\n"
+    "       [--compress=none|zstd[:LEVEL]] [--plan-budget-ms N] [--allow-external-files]\n"
     "       [--max-constant-bytes N] [--max-instructions N] [--memory-budget device=BYTES]\n"
-    "       [--memory-budget host=BYTES]\n"
+    "       [--memory-budget host=BYTES] [--weights=f32|int8|int4[:group=G]] [--weights-for PATTERN=FORMAT ...]\n"
     "       hexir-compile MODEL.onnx -o OUT.hxe [--input-shape NAME=AxBxC ...] [--bind NAME=VALUE ...]\n"
     "       [--dim-bound NAME=N ...]\n"
     "       (either input) [--emit-hxir OUT.hxir|-]: also print the graph as .hxir text\n"
@@ -50,6 +50,10 @@ constexpr const char* kUsage =
     "                          weights stored once; the input's --input-shape/--bind do not apply to it)\n"
     "  --weights int8          store matmul weights int8 per output channel (quantized_matmul reads them,\n"
     "                          dequantized in registers); prints each weight's bytes and largest error\n"
+    "  --weights int4[:group=G]  matmul weights 4-bit with an f16 scale per G weights of a row (default 32,\n"
+    "                          a multiple of 32; int4_matmul reads them); embeddings stored int8\n"
+    "  --weights-for PATTERN=FORMAT  weights whose constant name matches PATTERN ('*' any text) stored as\n"
+    "                          FORMAT (f32, int8, int4[:group=G]) instead; the last match wins\n"
     "  --dim-bound NAME=N      plan the data-dependent dim of NonZero/NonMaxSuppression/Compress output\n"
     "                          NAME at N rows (below its derived bound); more at run time fail the invoke\n"
     "  --allow-external-files  .hxir `file` constants may name files outside the source's folder\n"
@@ -84,7 +88,7 @@ static int run(int argc, char** argv) {
   compiler::CompileOptions options;
   std::string input, output, compress, emit_hxir, option;
   std::vector<std::string> input_shapes, binds, budgets, dim_bounds, donations, functions;
-  size_t plan = 1, schedule = 0, weights = 0;
+  size_t plan = 1, schedule = 0;
   cli::Args args("hexir-compile", kUsage, argc, argv);
   while (args.next()) {
     if (args.value("--input-shape", &option)) {
@@ -97,6 +101,16 @@ static int run(int argc, char** argv) {
     }
     if (args.value("--function", &option)) {
       functions.push_back(option);
+      continue;
+    }
+    if (args.value("--weights", &option)) {
+      if (hexir::Status st = compiler::parse_weight_format(option, options.weights); !st.ok())
+        return args.usage_error(st.message());
+      continue;
+    }
+    if (args.value("--weights-for", &option)) {
+      if (hexir::Status st = compiler::parse_weight_override(option, options); !st.ok())
+        return args.usage_error(st.message());
       continue;
     }
     if (args.value("--donate", &option)) {
@@ -114,7 +128,6 @@ static int run(int argc, char** argv) {
     }
     if (args.value("-o", &output) || args.choice("--plan", {"naive", "arena", "free-at-last-use"}, &plan) ||
         args.choice("--schedule", {"source", "memory"}, &schedule) ||
-        args.choice("--weights", {"f32", "int8"}, &weights) ||
         args.number("--align", &options.alignment) ||
         args.number("--plan-budget-ms", &options.plan_budget_ms) || args.value("--compress", &compress) ||
         args.number("--max-constant-bytes", &options.max_constant_bytes) ||
@@ -162,7 +175,6 @@ static int run(int argc, char** argv) {
                                                  compiler::PlanStrategy::kFreeAtLastUse};
   options.plan = kPlans[plan];
   options.schedule = schedule == 0 ? compiler::Schedule::kSource : compiler::Schedule::kMemory;
-  options.weights = weights == 1 ? compiler::CompileOptions::WeightStorage::kInt8 : compiler::CompileOptions::WeightStorage::kAsGiven;
   if (compress == "zstd" || compress.starts_with("zstd:")) {
     options.compression = compiler::SectionCompression::kZstd;
     if (compress != "zstd") {
@@ -243,15 +255,15 @@ static int run(int argc, char** argv) {
     uint64_t before = 0, after = 0;
     double worst = 0.0;
     for (const compiler::CompressedWeight& w : compiled->compressed) {
-      std::printf("weight %s [%lld, %lld]: %llu -> %llu bytes (int8), largest error %.3g of its largest |w|\n",
+      std::printf("weight %s [%lld, %lld]: %llu -> %llu bytes (%s), largest error %.3g of its largest |w|\n",
                   w.name.c_str(), static_cast<long long>(w.rows), static_cast<long long>(w.columns),
                   static_cast<unsigned long long>(w.bytes_before), static_cast<unsigned long long>(w.bytes_after),
-                  w.max_relative_error);
+                  w.format.to_string().c_str(), w.max_relative_error);
       before += w.bytes_before;
       after += w.bytes_after;
       worst = std::max(worst, w.max_relative_error);
     }
-    std::printf("weights: %zu stored int8, %llu -> %llu bytes; largest error %.3g\n", compiled->compressed.size(),
+    std::printf("weights: %zu stored smaller, %llu -> %llu bytes; largest error %.3g\n", compiled->compressed.size(),
                 static_cast<unsigned long long>(before), static_cast<unsigned long long>(after), worst);
   }
 

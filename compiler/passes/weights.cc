@@ -10,15 +10,19 @@
 #include <utility>
 #include <variant>
 
+#include "hexir/base/half.h"
+#include "hexir/ops/plans.h"
 #include "ir/constant_data.h"
 #include "passes/fusion.h"
 
 namespace hexir::compiler {
 namespace {
 
-// The module constants (int8 rows, scales) made for one source weight.
+// The module constants (int8 or packed int4 rows, scales) made for one
+// source weight, and how it was stored.
 struct Quantized {
   int weight = -1, scale = -1;
+  WeightFormat format;
 };
 
 std::optional<std::vector<float>> floats_of(const Constant& c) {
@@ -29,40 +33,95 @@ std::optional<std::vector<float>> floats_of(const Constant& c) {
   return out;
 }
 
-// Weight b (row-major [k, n], or [n, k] when transposed) as int8 rows [n, k]
-// and a scale per row; the report's error.
-Quantized quantize(Module& module, int source, bool transposed, std::vector<CompressedWeight>& report) {
+template <typename T>
+std::vector<uint8_t> bytes_of(const std::vector<T>& values) {
+  std::vector<uint8_t> out(values.size() * sizeof(T));
+  std::memcpy(out.data(), values.data(), out.size());
+  return out;
+}
+
+// Weight b (row-major [k, n], or [n, k] when transposed) as rows [n, k] in
+// `format` (int8, or int4 when the rows split into its groups; otherwise
+// int8) and their scales; the report's error. Nothing for a weight with a
+// NaN or infinite value, or an int4 scale past f16's range.
+Quantized quantize(Module& module, int source, bool transposed, WeightFormat format,
+                   std::vector<CompressedWeight>& report) {
   const Constant c = module.constants[static_cast<size_t>(source)];  // a copy: add_constant grows the list
   const std::optional<std::vector<float>> w = floats_of(c);
   if (!w) return {};
   const int64_t rows = transposed ? c.type.dims[0] : c.type.dims[1];
   const int64_t cols = transposed ? c.type.dims[1] : c.type.dims[0];
   auto at = [&](int64_t n, int64_t k) { return (*w)[static_cast<size_t>(transposed ? n * cols + k : k * rows + n)]; };
-  std::vector<uint8_t> q(static_cast<size_t>(rows * cols));
-  std::vector<float> scale(static_cast<size_t>(rows));
+  if (format.kind == WeightFormat::Kind::kInt4 && (cols % format.group != 0 || format.group % ops::kInt4Block != 0))
+    format = WeightFormat{WeightFormat::Kind::kInt8};
+  const bool int4 = format.kind == WeightFormat::Kind::kInt4;
+  // Per row (int8) or per group of a row (int4): the scale s, w ~ q * s.
+  const int64_t group = int4 ? format.group : cols, groups = cols / group;
+  std::vector<uint8_t> q(static_cast<size_t>(int4 ? rows * cols / 2 : rows * cols));
+  std::vector<float> scale(int4 ? 0 : static_cast<size_t>(rows));
+  std::vector<uint16_t> half_scale(int4 ? static_cast<size_t>(rows * groups) : 0);
   double largest = 0.0, worst = 0.0;
   for (int64_t n = 0; n < rows; ++n) {
-    float amax = 0.0f;
-    for (int64_t k = 0; k < cols; ++k) amax = std::max(amax, std::fabs(at(n, k)));
-    if (!std::isfinite(amax)) return {};  // a NaN or infinite weight: keep the f32 one
-    const float s = amax > 0.0f ? amax / 127.0f : 1.0f;
-    scale[static_cast<size_t>(n)] = s;
-    largest = std::max<double>(largest, amax);
-    for (int64_t k = 0; k < cols; ++k) {
-      const float x = at(n, k);
-      const auto v = static_cast<int8_t>(std::clamp(std::round(x / s), -127.0f, 127.0f));
-      q[static_cast<size_t>(n * cols + k)] = static_cast<uint8_t>(v);
-      worst = std::max<double>(worst, std::fabs(double{x} - double{static_cast<float>(v) * s}));
+    for (int64_t g = 0; g < groups; ++g) {
+      // The value of largest magnitude, with its sign: int4 maps it to -8
+      // (one level more than a symmetric -7..7), int8 to +-127.
+      float amax = 0.0f, extreme = 0.0f;
+      for (int64_t k = g * group; k < (g + 1) * group; ++k) {
+        const float x = at(n, k);
+        if (!std::isfinite(x)) return {};  // a NaN or infinite weight: keep the f32 one
+        if (std::fabs(x) > amax) amax = std::fabs(x), extreme = x;
+      }
+      largest = std::max<double>(largest, amax);
+      float s = 0.0f;
+      if (int4) {
+        const uint16_t bits = float_to_half_bits(extreme / -8.0f);
+        s = half_bits_to_float(bits);  // the scale the kernel reads: quantize against it
+        if (!std::isfinite(s)) return {};
+        half_scale[static_cast<size_t>(n * groups + g)] = bits;
+      } else {
+        s = amax > 0.0f ? amax / 127.0f : 1.0f;
+        scale[static_cast<size_t>(n)] = s;
+      }
+      for (int64_t k = g * group; k < (g + 1) * group; ++k) {
+        const float x = at(n, k);
+        float v = 0.0f;
+        if (int4) {
+          v = s != 0.0f ? std::clamp(std::round(x / s), -8.0f, 7.0f) : 0.0f;
+          // The block layout of op.h: byte t % 16 of block t / 32, the block's first 16 in the low nibbles.
+          uint8_t& byte = q[static_cast<size_t>(n * cols / 2 + k / ops::kInt4Block * 16 + k % 16)];
+          byte |= static_cast<uint8_t>(static_cast<int>(v) + 8) << (k % ops::kInt4Block < 16 ? 0 : 4);
+        } else {
+          v = std::clamp(std::round(x / s), -127.0f, 127.0f);
+          q[static_cast<size_t>(n * cols + k)] = static_cast<uint8_t>(static_cast<int8_t>(v));
+        }
+        worst = std::max<double>(worst, std::fabs(double{x} - double{v * s}));
+      }
     }
   }
-  std::vector<uint8_t> scale_bytes(scale.size() * 4);
-  std::memcpy(scale_bytes.data(), scale.data(), scale_bytes.size());
   Quantized out;
-  out.weight = add_constant(module, c.name + ".int8", TensorType{DType::kI8, {rows, cols}}, InlineBytes{std::move(q)});
-  out.scale = add_constant(module, c.name + ".scale", TensorType{DType::kF32, {rows}}, InlineBytes{std::move(scale_bytes)});
-  report.push_back({c.name, rows, cols, c.byte_size, static_cast<uint64_t>(rows * cols + rows * 4),
-                    largest > 0.0 ? worst / largest : 0.0});
+  out.format = format;
+  const uint64_t stored = q.size() + (int4 ? half_scale.size() * 2 : scale.size() * 4);
+  if (int4) {
+    out.weight = add_constant(module, c.name + ".int4", TensorType{DType::kU8, {rows, cols / 2}}, InlineBytes{std::move(q)});
+    out.scale = add_constant(module, c.name + ".scale", TensorType{DType::kF16, {rows, groups}},
+                             InlineBytes{bytes_of(half_scale)});
+  } else {
+    out.weight = add_constant(module, c.name + ".int8", TensorType{DType::kI8, {rows, cols}}, InlineBytes{std::move(q)});
+    out.scale = add_constant(module, c.name + ".scale", TensorType{DType::kF32, {rows}}, InlineBytes{bytes_of(scale)});
+  }
+  report.push_back({c.name, format, rows, cols, c.byte_size, stored, largest > 0.0 ? worst / largest : 0.0});
   return out;
+}
+
+// Glob match: '*' any run of characters, everything else itself.
+bool name_matches(std::string_view pattern, std::string_view name) {
+  const size_t star = pattern.find('*');
+  if (star == std::string_view::npos) return pattern == name;
+  if (name.substr(0, star) != pattern.substr(0, star)) return false;
+  const std::string_view rest = pattern.substr(star + 1);
+  for (size_t at = star; at <= name.size(); ++at)
+    if (name_matches(rest, name.substr(at))) return true;
+  return false;
 }
 
 }  // namespace
@@ -95,12 +154,20 @@ struct FunctionEdit {
 
 }  // namespace
 
-std::vector<CompressedWeight> compress_weights_int8(Module& module) {
+std::vector<CompressedWeight> compress_weights(Module& module, const WeightFormat& weights,
+                                               std::span<const WeightOverride> overrides) {
   std::vector<CompressedWeight> report;
-  // By content and orientation: the functions of several exports (--function)
-  // each hold their own constant of one weight (the file stores it once);
-  // quantized once, not per function. The hash finds it, same_bytes confirms.
-  std::map<std::tuple<bool, uint64_t, uint64_t>, std::vector<std::pair<int, Quantized>>> made;
+  // By format, content and orientation: the functions of several exports
+  // (--function) each hold their own constant of one weight (the file
+  // stores it once); quantized once, not per function. The hash finds it,
+  // same_bytes confirms.
+  std::map<std::tuple<std::string, bool, uint64_t, uint64_t>, std::vector<std::pair<int, Quantized>>> made;
+  auto format_of = [&](int constant) {
+    WeightFormat format = weights;
+    for (const WeightOverride& o : overrides)
+      if (name_matches(o.pattern, module.constants[static_cast<size_t>(constant)].name)) format = o.format;
+    return format;
+  };
   std::map<int, uint64_t> hashes;
   auto hash_of = [&](int constant) -> std::optional<uint64_t> {
     if (auto it = hashes.find(constant); it != hashes.end()) return it->second;
@@ -112,20 +179,22 @@ std::vector<CompressedWeight> compress_weights_int8(Module& module) {
     if (!read.ok()) return std::nullopt;
     return hashes[constant] = h;
   };
-  // The int8 rows and scales of f32 constant `source` (rows: its columns as
-  // a matmul's b reads them, or its own rows when `transposed`), or nullopt.
-  auto quantized_of = [&](int source, bool transposed) -> std::optional<Quantized> {
+  // The rows in `format` and scales of f32 constant `source` (rows: its
+  // columns as a matmul's b reads them, or its own rows when `transposed`),
+  // or nullopt.
+  auto quantized_of = [&](int source, bool transposed, WeightFormat format) -> std::optional<Quantized> {
+    if (format.kind == WeightFormat::Kind::kAsGiven) return std::nullopt;
     const std::optional<uint64_t> hash = hash_of(source);
     if (!hash) return std::nullopt;
-    std::vector<std::pair<int, Quantized>>& same_hash =
-        made[std::make_tuple(transposed, module.constants[static_cast<size_t>(source)].byte_size, *hash)];
+    std::vector<std::pair<int, Quantized>>& same_hash = made[std::make_tuple(
+        format.to_string(), transposed, module.constants[static_cast<size_t>(source)].byte_size, *hash)];
     for (const auto& [seen, quantized] : same_hash) {
       const Result<bool> same = seen == source ? Result<bool>(true)
                                                : same_bytes(module.constants[static_cast<size_t>(seen)],
                                                             module.constants[static_cast<size_t>(source)]);
       if (same.ok() && *same) return quantized.weight < 0 ? std::nullopt : std::optional<Quantized>(quantized);
     }
-    const Quantized q = quantize(module, source, transposed, report);
+    const Quantized q = quantize(module, source, transposed, format, report);
     same_hash.emplace_back(source, q);
     return q.weight < 0 ? std::nullopt : std::optional<Quantized>(q);
   };
@@ -148,14 +217,17 @@ std::vector<CompressedWeight> compress_weights_int8(Module& module) {
           fn.values[static_cast<size_t>(node.inputs[0])].type.dtype == DType::kF32 &&
           fn.values[static_cast<size_t>(node.inputs[0])].type.rank() >= 1) {
         const bool transposed = node.params.size() == 1 && node.params[0] == 1;
-        if (const std::optional<Quantized> q = quantized_of(fn.values[static_cast<size_t>(node.inputs[1])].constant, transposed)) {
+        const int source = fn.values[static_cast<size_t>(node.inputs[1])].constant;
+        if (const std::optional<Quantized> q = quantized_of(source, transposed, format_of(source))) {
           const int w = use_constant(fn, module, q->weight), s = use_constant(fn, module, q->scale);
           const std::vector<TensorType> types = {fn.values[static_cast<size_t>(node.inputs[0])].type,
                                                  fn.values[static_cast<size_t>(w)].type,
                                                  fn.values[static_cast<size_t>(s)].type};
-          const Result<TensorType> result = ops::infer_result_type(ops::OpId::kQuantizedMatmul, types, {});
+          const ops::OpId op_id = q->format.kind == WeightFormat::Kind::kInt4 ? ops::OpId::kInt4Matmul
+                                                                              : ops::OpId::kQuantizedMatmul;
+          const Result<TensorType> result = ops::infer_result_type(op_id, types, {});
           if (result.ok() && *result == fn.values[static_cast<size_t>(node.results[0])].type) {
-            node.op = ops::OpId::kQuantizedMatmul;
+            node.op = op_id;
             node.inputs = {node.inputs[0], w, s};
             node.params.clear();
             changed = true;
@@ -166,7 +238,12 @@ std::vector<CompressedWeight> compress_weights_int8(Module& module) {
       // weight) -> the int8 rows and their scales gathered, dequantized.
       if (op && node.op == ops::OpId::kGather && node.params == std::vector<int64_t>{0} &&
           large_f32_matrix(fn.values[static_cast<size_t>(node.inputs[0])])) {
-        if (const std::optional<Quantized> q = quantized_of(fn.values[static_cast<size_t>(node.inputs[0])].constant, true)) {
+        // Gathered rows are dequantized by dequantize_linear, which reads
+        // int8: an embedding is stored int8 whatever its format (but f32).
+        const int source = fn.values[static_cast<size_t>(node.inputs[0])].constant;
+        WeightFormat format = format_of(source);
+        if (format.kind == WeightFormat::Kind::kInt4) format = WeightFormat{WeightFormat::Kind::kInt8};
+        if (const std::optional<Quantized> q = quantized_of(source, true, format)) {
           const Location loc = node.loc;
           const int ids = node.inputs[1], result = node.results[0];
           const TensorType out = fn.values[static_cast<size_t>(result)].type;

@@ -1,9 +1,11 @@
-// Weight storage chosen at compile time (hexir-compile --weights int8):
-// a matmul's constant f32 weights stored int8 per output channel and read by
-// quantized_matmul, which dequantizes them in registers. Runs before
-// planning, with the rewrites (compiler.cc).
+// Weight storage chosen at compile time (hexir-compile --weights
+// int8|int4[:group=G]): a matmul's constant f32 weights stored int8 per
+// output channel or int4 per group, read by quantized_matmul or
+// int4_matmul, which dequantize them in registers. Runs before planning,
+// with the rewrites (compiler.cc).
 #pragma once
 
+#include <span>
 #include <vector>
 
 #include "hexir/compiler/compiler.h"
@@ -13,17 +15,25 @@ namespace hexir::compiler {
 
 // Every matmul whose b is a constant f32 matrix of at least
 // kMinCompressedElements elements (and nothing else: no bias, no epilogue
-// yet, a of rank >= 1) becomes quantized_matmul(a, w, scale): w int8 [N, K]
-// (b's columns as rows, so a decode step's dot products read it
-// contiguously), scale f32 [N] = max |column| / 127 (symmetric, round half
-// away from zero, clamped to [-127, 127]). An embedding, gather(table, ids)
-// along axis 0 of such a matrix, gathers the int8 rows and their scales and
-// dequantizes only those (a tied head and its embedding then share one int8
-// copy). One weight read by several nodes or functions (found by content)
-// is quantized once. Returns what was stored, per weight, with its largest
-// error.
+// yet, a of rank >= 1) is stored in the format chosen for that constant
+// (`weights`, or the last of `overrides` whose pattern matches its name):
+// - int8: quantized_matmul(a, w, scale): w int8 [N, K] (b's columns as
+//   rows, so a decode step's dot products read it contiguously), scale f32
+//   [N] = max |column| / 127 (symmetric, round half away from zero,
+//   clamped to [-127, 127]);
+// - int4:group=G: int4_matmul(a, w, scale): w u8 [N, K/2] packed as op.h
+//   says, scale f16 [N, K/G] per group = (its value of largest magnitude) /
+//   -8, values round(w / scale) clamped to [-8, 7] (llama.cpp's Q4_0 rule:
+//   the extreme value exact, 16 levels used); a K that G does not divide is
+//   stored int8.
+// An embedding, gather(table, ids) along axis 0 of such a matrix, gathers
+// the int8 rows and their scales and dequantizes only those (int8 for int4
+// too; a tied head stored int8 then shares the copy). One weight read by
+// several nodes or functions (found by content) is quantized once per
+// format. Returns what was stored, per weight, with its largest error.
 inline constexpr int64_t kMinCompressedElements = 4096;
-std::vector<CompressedWeight> compress_weights_int8(Module& module);
+std::vector<CompressedWeight> compress_weights(Module& module, const WeightFormat& weights,
+                                               std::span<const WeightOverride> overrides);
 
 // A matmul whose b is dequantize_linear(w, scale, 0) of a constant int8
 // matrix with a constant scale per tensor or per output channel and zero

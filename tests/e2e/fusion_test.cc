@@ -119,7 +119,7 @@ TEST_CASE("profile: per-instruction times for every instruction, summed over pro
 
 }  // namespace
 
-TEST_CASE("--weights int8: constant matmul weights stored int8 per output channel, read by quantized_matmul") {
+TEST_CASE("--weights int8 / int4: constant matmul weights stored per output channel or per group, read by quantized_matmul / int4_matmul") {
   // x [2, 64] @ w [64, 96] and x @ v^T (transpose_b, v [96, 64]), each weight 6144 elements.
   auto dense = [](int64_t rows, int64_t cols, float step) {
     std::string text = "dense [";
@@ -140,18 +140,9 @@ func @main(%x: f32[2,64]) -> (f32[2,96], f32[2,96]) {
 }
 )";
   using hexir::compiler::CompileOptions;
-  CompileOptions int8;
-  int8.weights = CompileOptions::WeightStorage::kInt8;
   auto plain_bytes = hexir::compiler::compile_source(source, "m.hxir", ".", CompileOptions{});
-  auto int8_bytes = hexir::compiler::compile_source(source, "m.hxir", ".", int8);
   REQUIRE(plain_bytes.ok());
-  REQUIRE_MESSAGE(int8_bytes.ok(), int8_bytes.status().to_string());
-  CHECK(int8_bytes->size() + 3 * 6144 < plain_bytes->size());  // 4 bytes a weight became 1 (and a scale per row)
   auto plain = hexir::testing::load_compiled(*plain_bytes, 1);
-  auto quantized = hexir::testing::load_compiled(*int8_bytes, 1);
-  std::vector<std::string> ops;
-  for (const auto& info : quantized->module->instructions(0)) ops.emplace_back(info.op);
-  CHECK(ops == std::vector<std::string>{"quantized_matmul", "quantized_matmul"});
   std::vector<float> x(128);
   for (size_t i = 0; i < x.size(); ++i) x[i] = 0.05f * static_cast<float>(static_cast<int>(i % 13) - 6);
   auto run = [&](const hexir::testing::Loaded& l) {
@@ -165,11 +156,33 @@ func @main(%x: f32[2,64]) -> (f32[2,96], f32[2,96]) {
     y.insert(y.end(), z.begin(), z.end());
     return y;
   };
-  const std::vector<float> want = run(*plain), got = run(*quantized);
-  // Per output, the int8 error is at most half a step (scale / 2) per weight times sum |x|.
-  float largest = 0.0f;
-  for (float v : want) largest = std::max(largest, std::fabs(v));
-  for (size_t i = 0; i < want.size(); ++i) CHECK(std::fabs(got[i] - want[i]) <= 0.02f * largest);
+  const std::vector<float> want = run(*plain);
+  for (const char* format : {"int8", "int4", "int4:group=64"}) {
+    INFO(format);
+    CompileOptions options;
+    REQUIRE(hexir::compiler::parse_weight_format(format, options.weights).ok());
+    const bool int4 = options.weights.kind == hexir::compiler::WeightFormat::Kind::kInt4;
+    auto bytes = hexir::compiler::compile_source(source, "m.hxir", ".", options);
+    REQUIRE_MESSAGE(bytes.ok(), bytes.status().to_string());
+    // 4 bytes a weight became 1 (int8) or 1/2 (int4), and the scales.
+    CHECK(bytes->size() + (int4 ? 3 * 6144 + 6144 : 3 * 6144) < plain_bytes->size());
+    auto quantized = hexir::testing::load_compiled(*bytes, 1);
+    std::vector<std::string> ops;
+    for (const auto& info : quantized->module->instructions(0)) ops.emplace_back(info.op);
+    const std::string op = int4 ? "int4_matmul" : "quantized_matmul";
+    CHECK(ops == std::vector<std::string>{op, op});
+    const std::vector<float> got = run(*quantized);
+    // Per output, the error is at most half a step per weight times sum |x|:
+    // a step is (largest |w| of the row or group) / 127 for int8, / 8 for int4
+    // (largest |w|: 0.2 for w, 0.4 for v).
+    for (size_t i = 0; i < want.size(); ++i) {
+      const float largest_w = i < 192 ? 0.2f : 0.4f;
+      double sum_abs_x = 0.0;
+      for (int k = 0; k < 64; ++k) sum_abs_x += std::fabs(x[static_cast<size_t>((i % 192) / 96 * 64 + k)]);
+      const double bound = sum_abs_x * largest_w / (int4 ? 16.0 : 254.0) * 1.001 + 1e-5;
+      CHECK(std::fabs(got[i] - want[i]) <= bound);
+    }
+  }
 }
 
 TEST_CASE("--weights int8: an embedding gathers int8 rows and their scales; a tied head shares the one int8 copy") {
@@ -187,7 +200,7 @@ TEST_CASE("--weights int8: an embedding gathers int8 rows and their scales; a ti
 }
 )";
   CompileOptions int8;
-  int8.weights = CompileOptions::WeightStorage::kInt8;
+  int8.weights.kind = hexir::compiler::WeightFormat::Kind::kInt8;
   auto plain_bytes = hexir::compiler::compile_source(source, "m.hxir", ".", CompileOptions{});
   auto int8_bytes = hexir::compiler::compile_source(source, "m.hxir", ".", int8);
   REQUIRE(plain_bytes.ok());

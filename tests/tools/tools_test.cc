@@ -176,12 +176,31 @@ TEST_CASE("tools: hexir-compile --weights int8 stores matmul weights int8 and pr
   auto c = run_command(kCompile + " " + dir / "fc.hxir -o " + dir / "fc.hxe --weights int8");
   REQUIRE_MESSAGE(c.exit_code == 0, c.output);
   CHECK_MESSAGE(contains(c.output, "weight w [64, 64]: 16384 -> 4352 bytes (int8), largest error"), c.output);
-  CHECK_MESSAGE(contains(c.output, "weights: 1 stored int8, 16384 -> 4352 bytes"), c.output);
+  CHECK_MESSAGE(contains(c.output, "weights: 1 stored smaller, 16384 -> 4352 bytes"), c.output);
   auto d = run_command(kDump + " " + dir / "fc.hxe");
   REQUIRE(d.exit_code == 0);
   CHECK_MESSAGE(contains(d.output, "quantized_matmul"), d.output);
   CHECK_MESSAGE(contains(d.output, "i8[64,64]"), d.output);
-  CHECK(run_command(kCompile + " " + dir / "fc.hxir -o " + dir / "x.hxe --weights int4").exit_code == 2);
+  // int4 in groups of 32: 64 rows of 32 packed bytes and 2 f16 scales.
+  auto c4 = run_command(kCompile + " " + dir / "fc.hxir -o " + dir / "fc4.hxe --weights int4");
+  REQUIRE_MESSAGE(c4.exit_code == 0, c4.output);
+  CHECK_MESSAGE(contains(c4.output, "weight w [64, 64]: 16384 -> 2304 bytes (int4:group=32), largest error"), c4.output);
+  auto d4 = run_command(kDump + " " + dir / "fc4.hxe");
+  CHECK_MESSAGE(contains(d4.output, "int4_matmul"), d4.output);
+  CHECK_MESSAGE(contains(d4.output, "u8[64,32]"), d4.output);
+  CHECK_MESSAGE(contains(d4.output, "f16[64,2]"), d4.output);
+  // A per-weight override wins over --weights; a group that does not divide K is stored int8.
+  auto kept = run_command(kCompile + " " + dir / "fc.hxir -o " + dir / "x.hxe --weights int4 --weights-for 'w*=f32'");
+  REQUIRE_MESSAGE(kept.exit_code == 0, kept.output);
+  CHECK_MESSAGE(!contains(kept.output, "stored smaller"), kept.output);
+  auto wide = run_command(kCompile + " " + dir / "fc.hxir -o " + dir / "x.hxe --weights int4:group=128");
+  CHECK_MESSAGE(contains(wide.output, "4352 bytes (int8)"), wide.output);
+  for (const char* bad : {"int5", "int4:group=48", "int4:group=", "int4:group=0"}) {
+    auto r = run_command(kCompile + " " + dir / "fc.hxir -o " + dir / "x.hxe --weights " + bad);
+    CHECK_MESSAGE(r.exit_code == 2, bad);
+    CHECK_MESSAGE(contains(r.output, "weight format"), r.output);
+  }
+  CHECK(run_command(kCompile + " " + dir / "fc.hxir -o " + dir / "x.hxe --weights-for int8").exit_code == 2);
 }
 
 TEST_CASE("tools: hexir-compile --function puts several ONNX imports in one executable, weights stored once") {

@@ -28,11 +28,12 @@ Result<std::vector<uint8_t>> compile_module(const Module& module, const CompileO
 
 // What compile_file_to and compile_module_to wrote.
 // A weight stored in fewer bits than its type (CompileOptions::weights):
-// its constant's name, [rows (output channels), columns], bytes before and
-// after (scales included), and the largest |w - dequantized w| over the
-// largest |w| of the weight.
+// its constant's name, how it is stored, [rows (output channels),
+// columns], bytes before and after (scales included), and the largest |w -
+// dequantized w| over the largest |w| of the weight.
 struct CompressedWeight {
   std::string name;
+  WeightFormat format;
   int64_t rows = 0, columns = 0;
   uint64_t bytes_before = 0, bytes_after = 0;
   double max_relative_error = 0.0;

@@ -57,6 +57,23 @@ struct DonationRule {
   std::string input, output;
 };
 
+// How a matmul's constant weights are stored: "f32" (as given), "int8",
+// "int4" or "int4:group=G" (G weights per scale, a multiple of 32).
+struct WeightFormat {
+  enum class Kind : uint8_t { kAsGiven, kInt8, kInt4 };
+  Kind kind = Kind::kAsGiven;
+  int64_t group = 32;  // kInt4 only
+  std::string to_string() const;
+  bool operator==(const WeightFormat&) const = default;
+};
+// Weights whose constant name matches `pattern` ('*' any run of characters)
+// stored as `format` instead of CompileOptions::weights.
+struct WeightOverride {
+  std::string pattern;
+  WeightFormat format;
+};
+
+
 struct CompileOptions {
   PlanStrategy plan = PlanStrategy::kArena;
   uint32_t alignment = 64;     // arena offset alignment
@@ -122,11 +139,13 @@ struct CompileOptions {
   // matches, name an output of that function of the input's type; a
   // donation the plan cannot honour fails the compile (never dropped).
   std::vector<DonationRule> donations;
-  // How matmul weights are stored: as given, or int8 per output channel
-  // read by quantized_matmul (hexir-compile --weights int8; weights.h):
-  // a quarter of the bytes, which is what a decode step's time is.
-  enum class WeightStorage : uint8_t { kAsGiven, kInt8 };
-  WeightStorage weights = WeightStorage::kAsGiven;
+  // How matmul weights are stored (hexir-compile --weights; weights.h): as
+  // given, int8 per output channel (quantized_matmul), or int4 with an f16
+  // scale per group (int4_matmul): a quarter or an eighth of the bytes,
+  // which is what a decode step's time is. weight_overrides choose per
+  // weight by name, the last match winning.
+  WeightFormat weights;
+  std::vector<WeightOverride> weight_overrides;
 };
 
 // One `--memory-budget SPACE=BYTES` option: "device=512MiB" sets
@@ -134,6 +153,12 @@ struct CompileOptions {
 // suffix (powers of 1024). Fails naming what is wrong: an unknown memory
 // space, a malformed or overflowing size, a space given twice.
 Status parse_memory_budget(std::string_view text, CompileOptions& options);
+
+// `--weights FORMAT` into *out and `--weights-for PATTERN=FORMAT` into
+// options.weight_overrides. Fail naming what is wrong: an unknown format, a
+// group that is not a positive multiple of 32, a missing '='.
+Status parse_weight_format(std::string_view text, WeightFormat& out);
+Status parse_weight_override(std::string_view text, CompileOptions& options);
 
 // One `--donate IN=OUT` option into options.donations. Fails naming what is
 // wrong: no '=', an empty side, a `*` on one side only or more than one.
