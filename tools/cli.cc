@@ -25,10 +25,13 @@ Args::Args(std::string tool, std::string usage, int argc, char** argv)
   for (int i = 1; i < argc; ++i) args_.emplace_back(argv[i]);
 }
 
+Args::Args(std::string tool, std::vector<std::string> args)
+    : tool_(std::move(tool)), args_(std::move(args)), quiet_(true) {}
+
 bool Args::next() {
   if (state_ != State::kGoing || next_ >= args_.size()) return false;
   arg_ = args_[next_++];
-  if (arg_ == "-h" || arg_ == "--help") {
+  if (!quiet_ && (arg_ == "-h" || arg_ == "--help")) {
     std::fputs(usage_.c_str(), stdout);
     state_ = State::kHelp;
     return false;
@@ -118,7 +121,8 @@ std::optional<int> Args::stop() const {
 }
 
 int Args::usage_error(const std::string& message) {
-  std::fprintf(stderr, "%s: %s\n%s", tool_.c_str(), message.c_str(), usage_.c_str());
+  if (!quiet_) std::fprintf(stderr, "%s: %s\n%s", tool_.c_str(), message.c_str(), usage_.c_str());
+  error_ = message;
   state_ = State::kError;
   return kExitUsage;
 }

@@ -175,5 +175,27 @@ TEST_CASE("cli: write_file and json_string") {
   CHECK(json_string("a\"b\\c\n\x01\xc3\xa9") == "\"a\\\"b\\\\c\\n\\u0001\xc3\xa9\"");
 }
 
+TEST_CASE("cli: Args over a list prints nothing and keeps the usage error") {
+  std::optional<int> rc;
+  std::string error;
+  CHECK(stderr_of([&] {
+          Args args("tool", {"--align", "x"});
+          uint32_t align = 0;
+          std::string input;
+          while (args.next())
+            if (!args.number("--align", &align)) args.input(&input);
+          rc = args.stop();
+          error = args.error();
+        }).empty());
+  CHECK(rc == kExitUsage);
+  CHECK(error == "--align expects a non-negative integer, got 'x'");
+  // --help is no option there: the caller has no usage to print.
+  Args help("tool", {"--help"});
+  std::string input;
+  while (help.next()) help.input(&input);
+  CHECK(help.stop() == kExitUsage);
+  CHECK(help.error() == "unknown option '--help'");
+}
+
 }  // namespace
 }  // namespace hexir::cli
