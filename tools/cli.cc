@@ -132,6 +132,25 @@ int Args::fail(const std::string& message) const {
   return kExitFailure;
 }
 
+std::string output_file_name(std::string_view name, size_t index) {
+  if (name.empty()) return std::to_string(index) + ".npy";
+  constexpr char kHex[] = "0123456789ABCDEF";
+  std::string file;
+  for (size_t i = 0; i < name.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(name[i]);
+    const bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                       c == '_' || c == '-' || (c == '.' && i > 0);
+    if (plain) {
+      file += static_cast<char>(c);
+    } else {
+      file += '%';
+      file += kHex[c >> 4];
+      file += kHex[c & 15];
+    }
+  }
+  return file + ".npy";
+}
+
 Status write_file(const std::string& path, std::string_view bytes) {
   return write_output_file(path, {reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()});
 }

@@ -113,6 +113,13 @@ class Args {
   std::string error_;
 };
 
+// The file hexir-run writes an output named `name` to: NAME.npy, with every
+// byte outside [A-Za-z0-9._-] and a leading '.' written as %XX (two
+// uppercase hex digits), so any name is one plain file in the folder
+// ("logits:0" -> "logits%3A0.npy", "../x" -> "%2E.%2Fx.npy"); an empty name
+// is the output's index ("2.npy").
+std::string output_file_name(std::string_view name, size_t index);
+
 // Writes `bytes` to `path` the careful way of hexir/base/file_io.h: a new
 // temporary beside it (never a planted link) renamed over it, or the bytes
 // written through to a device or FIFO (never replaced). The error names the
