@@ -7,7 +7,7 @@
 # and the ONNX sample with hexir.compile, runs both with hexir.load and
 # compares them with their numpy references. Last line "pip-check: ok";
 # exits non-zero on any failure. Not part of scripts/test.sh: a wheel build
-# is a second full build of the libraries (docs/embedding.md, "pip install").
+# is a second full build of the libraries (ninja -j2 here; docs/embedding.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 src=$PWD
@@ -25,7 +25,8 @@ fi
 scratch=$(mktemp -d "${TMPDIR:-/tmp}/hexir-pip.XXXXXX")
 trap 'rm -rf "$scratch"' EXIT
 /usr/bin/python3 -m venv --system-site-packages "$scratch/venv"
-"$scratch/venv/bin/pip" install --no-build-isolation --no-index --config-settings=builddir="$src/build-pip" . \
+"$scratch/venv/bin/pip" install --no-build-isolation --no-index --config-settings=builddir="$src/build-pip" \
+  --config-settings=compile-args=-j2 . \
   >"$scratch/pip.log" 2>&1 || { tail -40 "$scratch/pip.log"; echo "pip-check: pip install failed"; exit 1; }
 /usr/bin/python3 samples/onnx/make_model.py "$scratch/onnx" >/dev/null
 cd "$scratch"

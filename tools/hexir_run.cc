@@ -488,7 +488,7 @@ int run(int argc, char** argv) {
   }
 
   // DIR/NAME.npy; an output repeating an earlier one's name by its index (the compiler makes names
-  // unique, a file need not: never one output written over another).
+  // unique; a file made elsewhere need not).
   std::vector<std::string> output_paths(results.size());
   for (size_t j = 0; j < results.size() && !o.output_dir.empty(); ++j) {
     const bool repeated = std::any_of(sig.outputs.begin(), sig.outputs.begin() + j,

@@ -97,7 +97,7 @@ package=$(find "$root" -path '*/hexir/__init__.py' -print -quit)
 if [ -x "$py" ] && "$py" -c 'import numpy' 2>/dev/null; then
   out=$(cd "$tmp" && env -u HEXIR_LIBRARY -u HEXIR_COMPILE_LIBRARY PYTHONDONTWRITEBYTECODE=1 \
     PYTHONPATH="${package%/hexir/__init__.py}" "$py" -c '
-import os, sys, numpy as np, hexir
+import sys, numpy as np, hexir
 assert hexir.__file__.startswith(sys.argv[4]), hexir.__file__
 ctx = hexir.compile(sys.argv[1], output="mlp-py.hxe", load=True).context()
 y = ctx(x=np.load(sys.argv[2]))["p"]
