@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 
 packages=(meson ninja-build cmake g++ pkg-config libflatbuffers-dev flatbuffers-compiler doctest-dev libzstd-dev
           libonnx-dev libprotobuf-dev protobuf-compiler libonnx-testdata
-          python3-numpy)
+          python3-numpy python3-onnx)
 # The sanitizer and fuzz legs of scripts/test.sh build with clang and link
 # libFuzzer and the sanitizer runtimes (HEXIR_SANITIZER_PACKAGES=1, set by it).
 if [ "${HEXIR_SANITIZER_PACKAGES:-0}" = 1 ]; then

@@ -25,10 +25,13 @@ Args::Args(std::string tool, std::string usage, int argc, char** argv)
   for (int i = 1; i < argc; ++i) args_.emplace_back(argv[i]);
 }
 
+Args::Args(std::string tool, std::vector<std::string> args)
+    : tool_(std::move(tool)), args_(std::move(args)), quiet_(true) {}
+
 bool Args::next() {
   if (state_ != State::kGoing || next_ >= args_.size()) return false;
   arg_ = args_[next_++];
-  if (arg_ == "-h" || arg_ == "--help") {
+  if (!quiet_ && (arg_ == "-h" || arg_ == "--help")) {
     std::fputs(usage_.c_str(), stdout);
     state_ = State::kHelp;
     return false;
@@ -118,7 +121,8 @@ std::optional<int> Args::stop() const {
 }
 
 int Args::usage_error(const std::string& message) {
-  std::fprintf(stderr, "%s: %s\n%s", tool_.c_str(), message.c_str(), usage_.c_str());
+  if (!quiet_) std::fprintf(stderr, "%s: %s\n%s", tool_.c_str(), message.c_str(), usage_.c_str());
+  error_ = message;
   state_ = State::kError;
   return kExitUsage;
 }
@@ -126,6 +130,25 @@ int Args::usage_error(const std::string& message) {
 int Args::fail(const std::string& message) const {
   std::fprintf(stderr, "%s: %s\n", tool_.c_str(), message.c_str());
   return kExitFailure;
+}
+
+std::string output_file_name(std::string_view name, size_t index) {
+  if (name.empty()) return std::to_string(index) + ".npy";
+  constexpr char kHex[] = "0123456789ABCDEF";
+  std::string file;
+  for (size_t i = 0; i < name.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(name[i]);
+    const bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                       c == '_' || c == '-' || (c == '.' && i > 0);
+    if (plain) {
+      file += static_cast<char>(c);
+    } else {
+      file += '%';
+      file += kHex[c >> 4];
+      file += kHex[c & 15];
+    }
+  }
+  return file + ".npy";
 }
 
 Status write_file(const std::string& path, std::string_view bytes) {

@@ -44,6 +44,10 @@ class Args {
   // `tool` starts every message ("hexir-plan: ..."); `usage` (ending in a
   // newline) follows usage errors on stderr and answers -h/--help on stdout.
   Args(std::string tool, std::string usage, int argc, char** argv);
+  // The same over `args` (no program name) for a library that parses a
+  // tool's command line (compile_command.h): nothing is printed, a usage
+  // error is kept for error(), and -h/--help is an unknown option.
+  Args(std::string tool, std::vector<std::string> args);
 
   // Moves to the next argument. False at the end, after -h/--help (usage
   // printed) and after a usage error.
@@ -83,6 +87,8 @@ class Args {
   // After the loop: the exit code to return now (kExitOk after --help,
   // kExitUsage after a usage error), or nothing when the tool goes on.
   std::optional<int> stop() const;
+  // The last usage error's message ("--align expects ..."); empty when none.
+  const std::string& error() const { return error_; }
 
   // Prints "tool: message" and the usage to stderr and ends the loop;
   // returns kExitUsage.
@@ -103,7 +109,16 @@ class Args {
   size_t next_ = 0;
   std::string arg_;
   State state_ = State::kGoing;
+  bool quiet_ = false;
+  std::string error_;
 };
+
+// The file hexir-run writes an output named `name` to: NAME.npy, with every
+// byte outside [A-Za-z0-9._-] and a leading '.' written as %XX (two
+// uppercase hex digits), so any name is one plain file in the folder
+// ("logits:0" -> "logits%3A0.npy", "../x" -> "%2E.%2Fx.npy"); an empty name
+// is the output's index ("2.npy").
+std::string output_file_name(std::string_view name, size_t index);
 
 // Writes `bytes` to `path` the careful way of hexir/base/file_io.h: a new
 // temporary beside it (never a planted link) renamed over it, or the bytes

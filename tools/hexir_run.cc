@@ -6,7 +6,8 @@
 // hexir-run --list-devices
 // Loads, prepares and runs one function (--function; without it 'main', the
 // only function, or the one the --input files' names and shapes fit); inputs
-// not given are deterministic random values. Results go to DIR/0.npy, DIR/1.npy, ...
+// not given are deterministic random values. Results go to DIR/NAME.npy, each
+// output's name escaped (cli::output_file_name).
 #include <algorithm>
 #include <chrono>
 #include <cinttypes>
@@ -486,14 +487,22 @@ int run(int argc, char** argv) {
     results[j].resize(bytes.ok() ? static_cast<size_t>(*bytes) : 0);
   }
 
+  // DIR/NAME.npy; an output repeating an earlier one's name by its index (the compiler makes names
+  // unique; a file made elsewhere need not).
+  std::vector<std::string> output_paths(results.size());
+  for (size_t j = 0; j < results.size() && !o.output_dir.empty(); ++j) {
+    const bool repeated = std::any_of(sig.outputs.begin(), sig.outputs.begin() + j,
+                                      [&](const vm::TensorSignature& s) { return s.name == sig.outputs[j].name; });
+    output_paths[j] = (std::filesystem::path(o.output_dir) /
+                       cli::output_file_name(repeated ? std::string() : sig.outputs[j].name, j))
+                          .string();
+  }
   if (!o.output_dir.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(o.output_dir, ec);
     if (ec) return args.fail("cannot create '" + o.output_dir + "': " + ec.message());
-    for (size_t j = 0; j < results.size(); ++j) {
-      const std::string path = (std::filesystem::path(o.output_dir) / (std::to_string(j) + ".npy")).string();
-      if (Status s = write_npy(path, actual[j], results[j]); !s.ok()) return args.fail(s.message());
-    }
+    for (size_t j = 0; j < results.size(); ++j)
+      if (Status s = write_npy(output_paths[j], actual[j], results[j]); !s.ok()) return args.fail(s.message());
   }
 
   std::printf("function %s: %" PRIu64 " iteration%s, median invoke %.3f ms (load %.3f ms, prepare %.3f ms, first invoke %.3f ms)\n",
@@ -501,10 +510,7 @@ int run(int argc, char** argv) {
   for (size_t j = 0; j < sig.outputs.size(); ++j)
     std::printf("  output %zu: %s%s%s\n", j, actual[j].to_string().c_str(),
                 sig.outputs[j].type.has_bound() ? (" (bound " + sig.outputs[j].type.to_string() + ")").c_str() : "",
-                o.output_dir.empty()
-                    ? ""
-                    : (" -> " + (std::filesystem::path(o.output_dir) / (std::to_string(j) + ".npy")).string())
-                          .c_str());
+                o.output_dir.empty() ? "" : (" -> " + output_paths[j]).c_str());
 
   const Profile profile = o.profile ? make_profile(module->instructions(function),
                                                   context->instruction_nanoseconds(function), o.iterations)

@@ -13,11 +13,17 @@
     gen = ctx.generator(max_new_tokens=64)     # a language model: decode (+ prefill) functions
     tokens = gen.generate(prompt, max_new_tokens=20)   # numpy int64; gen.stats: timings
 
-No build step: the package loads libhexir_vm.so at import, from
-$HEXIR_LIBRARY when set, otherwise by name (the installed
-libhexir_vm.so.0, found like any shared library). Errors of the C API are
-raised as hexir.Error, whose message is the library's and whose .code names
-the status ('INVALID_ARGUMENT', 'DATA_LOSS', ...).
+    hexir.compile("model.onnx", input_shapes={"input": (1, 3, 224, 224)}, output="m.hxe", fuse=False)
+                                               # the compiler (libhexir_compile): returns "m.hxe"
+
+No build step: the package loads libhexir_vm.so.0 at import (and
+libhexir_compile.so.0 at the first compile): the file $HEXIR_LIBRARY
+($HEXIR_COMPILE_LIBRARY) names when set, otherwise the one installed with
+the package (pip install ., meson install) or, run from a source checkout,
+the one in its build/, otherwise by name as the dynamic loader finds it.
+Errors of the C API are raised as hexir.Error, whose message is the
+library's and whose .code names the status ('INVALID_ARGUMENT',
+'DATA_LOSS', ...).
 
 Inputs (numpy arrays, 0-d included, or anything numpy.asarray takes) are
 passed as they are when C-contiguous and of the declared type; otherwise a
@@ -46,7 +52,7 @@ be an int the C API's int32 holds (the library takes 0..1024).
 """
 
 import ctypes
-import ctypes.util
+import glob
 import numbers
 import operator
 import os
@@ -54,7 +60,8 @@ from collections import namedtuple
 
 import numpy as np
 
-__all__ = ["Error", "Program", "Context", "Generator", "Function", "Tensor", "load", "abi_version", "version"]
+__all__ = ["Error", "Program", "Context", "Generator", "Function", "Tensor", "load", "compile", "abi_version",
+           "version"]
 
 ABI_VERSION = 1
 
@@ -115,21 +122,37 @@ _TokenCallback = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t
                                   ctypes.POINTER(ctypes.c_float), ctypes.c_size_t)
 
 
-def _open_library():
-    path = os.environ.get("HEXIR_LIBRARY")
-    candidates = [path] if path else ["libhexir_vm.so.0", ctypes.util.find_library("hexir_vm")]
+def _open_library(variable, soname, build_folder):
+    """The shared library `soname`: the file $`variable` names when set;
+    otherwise the one installed with this package (pip: the wheel's
+    .hexir.mesonpy.libs beside the package; meson install: the folder
+    _libdir.py names) or, in a source checkout, build/`build_folder`'s; else
+    by soname, as the dynamic loader finds it."""
+    if os.environ.get(variable):
+        candidates = [os.environ[variable]]
+    else:
+        here = os.path.dirname(os.path.abspath(__file__))
+        folders = [os.path.join(here, "..", ".hexir.mesonpy.libs")]
+        try:
+            from . import _libdir  # written at install; absent in the source tree
+            folders.append(os.path.join(here, _libdir.LIBDIR))
+        except ImportError:
+            folders.append(os.path.join(here, "..", "..", "build", build_folder))
+        candidates = []
+        for folder in folders:  # a wheel holds the file under its full version (libhexir_vm.so.0.1.0) only
+            candidates += [p for p in sorted(glob.glob(os.path.join(glob.escape(folder), soname + "*")))
+                           if os.path.isfile(p)][:1]
+        candidates.append(soname)
     errors = []
     for candidate in candidates:
-        if not candidate:
-            continue
         try:
             return ctypes.CDLL(candidate)
         except OSError as e:
             errors.append(str(e))
-    raise ImportError("hexir: cannot load libhexir_vm (set HEXIR_LIBRARY to its path): " + "; ".join(errors))
+    raise ImportError("hexir: cannot load %s (set %s to its path): %s" % (soname, variable, "; ".join(errors)))
 
 
-_lib = _open_library()
+_lib = _open_library("HEXIR_LIBRARY", "libhexir_vm.so.0", "vm")
 _status = ctypes.c_void_p
 _P = ctypes.POINTER
 
@@ -731,3 +754,62 @@ def load(path, device="cpu", threads=0):
     """Maps and verifies the .hxe at `path` and prepares it on `device`
     ('cpu', 'cuda', 'cuda:1', ...); `threads` for the cpu (0: one per core)."""
     return Program(path, device, threads)
+
+
+_compiler = {}  # libhexir_compile's hexir_compile, loaded at the first compile()
+
+
+def _compile_function():
+    if not _compiler:
+        library = _open_library("HEXIR_COMPILE_LIBRARY", "libhexir_compile.so.0", "compiler/capi")
+        f = library.hexir_compile
+        f.restype = ctypes.c_int
+        f.argtypes = [ctypes.c_char_p, ctypes.c_char_p, _P(ctypes.c_char_p), ctypes.c_size_t, ctypes.c_char_p,
+                      ctypes.c_size_t]
+        _compiler["hexir_compile"] = f
+    return _compiler["hexir_compile"]
+
+
+def _compile_option(name, value):
+    """hexir-compile's option(s) for one keyword: True --name, False --no-name
+    (in_place=False: --no-in-place), a dict one --name=KEY=VALUE per item, a
+    list or tuple one --name=VALUE per element, anything else --name=VALUE."""
+    flag = "--" + name.replace("_", "-")
+    if value is True:
+        return [flag]
+    if value is False:
+        return ["--no-" + name.replace("_", "-")]
+    if isinstance(value, dict):
+        return ["%s=%s=%s" % (flag, k, v) for k, v in value.items()]
+    if isinstance(value, (list, tuple)):
+        return ["%s=%s" % (flag, v) for v in value]
+    return ["%s=%s" % (flag, value)]
+
+
+def compile(source, output=None, input_shapes=None, load=False, device="cpu", threads=0, **options):
+    """Compiles `source` (.hxir text, or an .onnx model by its extension)
+    into `output` (default: the source's path with .hxe) with libhexir_compile,
+    which parses hexir-compile's options (docs/tools.md) with the tool's own
+    code. `input_shapes` fixes ONNX inputs' dims ({"input": (1, 3, 224, 224)},
+    --input-shape); every other keyword is one of the tool's options, named
+    with underscores: plan="naive", align=256, fuse=False (--no-fuse),
+    in_place=False, views=False, channels_last=False, data_checksum=True,
+    weights="int8", compress="zstd", memory_budget={"device": "64MiB"},
+    bind={"n": 3}, donate=["past.*=present.*"], ... Returns the output's path,
+    or with load=True the Program loaded from it on `device` (`threads`).
+    A failure raises hexir.Error with the compiler's message: a wrong option
+    INVALID_ARGUMENT, a wrong source naming its file, line and column."""
+    source = os.fspath(source)
+    output = os.fspath(output) if output is not None else os.path.splitext(source)[0] + ".hxe"
+    arguments = ["--input-shape=%s=%s" % (name, "x".join(str(int(d)) for d in dims))
+                 for name, dims in (input_shapes or {}).items()]
+    for name, value in options.items():
+        arguments += _compile_option(name, value)
+    encoded = [_c_string("option", a.encode()) for a in arguments]
+    array = (ctypes.c_char_p * max(len(encoded), 1))(*encoded)
+    message = ctypes.create_string_buffer(4096)
+    code = _compile_function()(_c_string("source", os.fsencode(source)), _c_string("output", os.fsencode(output)),
+                               array, len(encoded), message, len(message))
+    if code:
+        raise Error(_status_code_name(code).decode(), message.value.decode("utf-8", "replace"))
+    return Program(output, device, threads) if load else output

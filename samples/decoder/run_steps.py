@@ -61,8 +61,8 @@ def main():
                             "--input", "pos=" + os.path.join(tmp, "pos.npy"),
                             "--input", "cache=" + cache_path,
                             "--output-dir", out], check=True, stdout=subprocess.DEVNULL)
-            token = int(np.load(os.path.join(out, "0.npy"))[0])
-            cache_path = os.path.join(out, "1.npy")
+            token = int(np.load(os.path.join(out, "next.npy"))[0])  # step's outputs, by name
+            cache_path = os.path.join(out, "l1_c2.npy")
             if pos >= len(prompt) - 1:
                 generated.append(token)
         cache = np.load(cache_path)

@@ -57,7 +57,7 @@ def check(build, scratch, name, module):
     out_dir = os.path.join(scratch, name + "-out")
     subprocess.run([os.path.join(build, "tools", "hexir-run"), hxe, *inputs, "--output-dir", out_dir],
                    check=True)
-    got = np.load(os.path.join(out_dir, "0.npy"))
+    got = np.load(os.path.join(out_dir, "out.npy"))  # the exported output's name
     ok = got.shape == want.shape and np.array_equal(got, want)
     print(f"export_kv: {name}: {'match' if ok else 'MISMATCH'} (max abs error "
           f"{float(np.max(np.abs(got - want))) if got.shape == want.shape else 'shape'})")

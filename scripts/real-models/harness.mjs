@@ -7,7 +7,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { readNpy, writeNpy, toFloat64 } from './npy.mjs';
+import { outputNpyName, readNpy, writeNpy, toFloat64 } from './npy.mjs';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 export const ITERATIONS = 50, REPEATS = 5, REL_FLOOR = 1e-3;
@@ -144,14 +144,16 @@ function permuteRows(t, perm) {
   return { ...t, data };
 }
 
+// The outputs `names` (in order) of both folders, each NAME.npy as hexir-run writes it.
 // `detections`: { boxes, scores, labels } output indices, for matchDetections.
-export function compare(hexirDir, ortDir, count, detections = null) {
+export function compare(hexirDir, ortDir, names, detections = null) {
+  const count = names.length;
   let maxAbs = 0, maxRel = 0, maxScaled = 0;  // scaled: an output's largest error over its largest |ort|
   const notes = [];
   const hs = [], os = [];
   for (let j = 0; j < count; ++j) {
-    hs.push(readNpy(path.join(hexirDir, `${j}.npy`)));
-    os.push(readNpy(path.join(ortDir, `${j}.npy`)));
+    hs.push(readNpy(path.join(hexirDir, outputNpyName(names[j], j))));
+    os.push(readNpy(path.join(ortDir, outputNpyName(names[j], j))));
   }
   if (detections && count > Math.max(detections.boxes, detections.scores, detections.labels) &&
       hs[detections.scores].data.length === os[detections.scores].data.length) {
@@ -195,7 +197,7 @@ export function compare(hexirDir, ortDir, count, detections = null) {
 //        arguments) }
 // A row: ort / ort2 (run_ort.mjs at 1 / 2 threads), hexir (stats of the first 1-thread run,
 // max_rss_kb, ms_best, medians) / hexir2 (ms_best, medians), compile_ms, maxAbs / maxRel, notes,
-// error / ortError. Outputs stay in work/{ort,ort-2t,hexir,hexir-2t}/N.npy.
+// error / ortError. Outputs stay in work/{ort,ort-2t,hexir,hexir-2t}/NAME.npy (npy.mjs, outputNpyName).
 export function measure(model, ctx) {
   const row = { name: model.name, notes: [] };
   const { file, work } = ctx;
@@ -280,12 +282,12 @@ export function measure(model, ctx) {
 
   // compare
   if (row.ort) {
-    const outs = fs.readdirSync(path.join(work, 'hexir')).filter((f) => /^\d+\.npy$/.test(f)).length;
+    const outs = fs.readdirSync(path.join(work, 'hexir')).filter((f) => f.endsWith('.npy')).length;
     if (outs !== row.ort.output_names.length)
       row.notes.push(`hexir gives ${outs} outputs, onnxruntime ${row.ort.output_names.length}`);
     try {
-      const cmp = compare(path.join(work, 'hexir'), path.join(work, 'ort'), Math.min(outs, row.ort.output_names.length),
-        ctx.detections);
+      const cmp = compare(path.join(work, 'hexir'), path.join(work, 'ort'),
+        row.ort.output_names.slice(0, Math.min(outs, row.ort.output_names.length)), ctx.detections);
       row.maxAbs = cmp.maxAbs; row.maxRel = cmp.maxRel; row.maxScaled = cmp.maxScaled; row.notes.push(...cmp.notes);
     } catch (e) { row.notes.push(`compare failed: ${e.message}`); }
   }

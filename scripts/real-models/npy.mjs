@@ -16,6 +16,18 @@ const DTYPES = {
 const BY_DESCR = Object.fromEntries(Object.entries(DTYPES).map(([k, v]) => [v.descr, k]));
 BY_DESCR['<u1'] = 'uint8'; BY_DESCR['<i1'] = 'int8'; BY_DESCR['<b1'] = 'bool';
 
+// The file hexir-run --output-dir writes an output named `name` (index `index`) to: bytes outside
+// [A-Za-z0-9._-] and a leading '.' as %XX, an empty name its index (tools/cli.h, output_file_name).
+export function outputNpyName(name, index) {
+  if (!name) return `${index}.npy`;
+  let file = '';
+  Buffer.from(name, 'utf8').forEach((c, i) => {
+    const ch = String.fromCharCode(c);
+    file += /[A-Za-z0-9_-]/.test(ch) || (ch === '.' && i > 0) ? ch : `%${c.toString(16).toUpperCase().padStart(2, '0')}`;
+  });
+  return `${file}.npy`;
+}
+
 export function writeNpy(path, dtype, shape, data) {
   const d = DTYPES[dtype];
   if (!d) throw new Error(`writeNpy: dtype ${dtype} not supported`);

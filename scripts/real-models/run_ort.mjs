@@ -2,7 +2,7 @@
 // that its peak RSS is the model's: node run_ort.mjs SPEC.json
 //   SPEC: { ortDir, model, inputs: [{name, npy}], binds: [{name, dtype, value}], outDir,
 //           iterations, repeats, threads }
-// Writes outDir/0.npy, 1.npy, ... (session output order) and prints one JSON line: load_ms
+// Writes outDir/NAME.npy per output, named as hexir-run names them (npy.mjs, outputNpyName) and prints one JSON line: load_ms
 // (session creation), first_ms (the first run), ms_median (best of `repeats` medians of `iterations` runs), medians, max_rss_kb (peak),
 // baseline_rss_kb (node before onnxruntime was loaded), loaded_rss_kb (peak after onnxruntime was
 // loaded, before the inputs and the model), session_rss_kb (the resident set after the runs less
@@ -11,7 +11,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { createRequire } from 'node:module';
-import { writeNpy } from './npy.mjs';
+import { outputNpyName, writeNpy } from './npy.mjs';
 import { ortFeeds } from './feeds.mjs';
 
 const baselineRss = process.resourceUsage().maxRSS;
@@ -50,7 +50,7 @@ fs.mkdirSync(spec.outDir, { recursive: true });
 session.outputNames.forEach((name, j) => {
   const t = results[name];
   const type = t.type === 'bool' ? 'bool' : t.type;
-  writeNpy(path.join(spec.outDir, `${j}.npy`), type, t.dims.map(Number), t.data);
+  writeNpy(path.join(spec.outDir, outputNpyName(name, j)), type, t.dims.map(Number), t.data);
 });
 console.log(JSON.stringify({
   load_ms: loadMs, first_ms: firstMs, ms_median: Math.min(...medians), medians, max_rss_kb: process.resourceUsage().maxRSS,

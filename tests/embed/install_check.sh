@@ -8,8 +8,10 @@
 #   C++  main.cc  against libhexir_vm.so
 #   C++  main.cc  against libhexir_vm.a    (pkg-config --static --libs hexir)
 # and that the installed runtime links nothing of the compiler (compiler, serializer,
-# planner, ONNX, protobuf); then python/hexir over the installed library when
-# $PYTHON (default /usr/bin/python3) has numpy. Prints "ok: ..." per check; exits 77 with
+# planner, ONNX, protobuf), and libhexir_compile exports its C API only; then
+# the installed hexir package (no HEXIR_LIBRARY: it finds the libraries it
+# was installed with) compiles and runs the mlp when $PYTHON (default
+# /usr/bin/python3) has numpy. Prints "ok: ..." per check; exits 77 with
 # "HEXIR_SKIP: reason" when pkg-config or a compiler is missing.
 #
 # usage: install_check.sh BUILD_DIR SOURCE_DIR    (CC, CXX: the compilers)
@@ -44,7 +46,7 @@ bindir=$(var prefix)/bin
 includedir=$(var includedir)
 case "$cflags $libs" in *"$root"*) ;; *) die "pkg-config does not point into the prefix: $cflags $libs" ;; esac
 echo "ok: pkg-config --cflags --libs hexir: ${cflags//$root/<prefix>} ${libs//$root/<prefix>}"
-for h in hexir/hexir.h hexir/vm.h hexir/generator.h hexir/base/npy.h hexir/hal/device.h; do
+for h in hexir/hexir.h hexir/vm.h hexir/generator.h hexir/compile.h hexir/base/npy.h hexir/hal/device.h; do
   [ -f "$includedir/$h" ] || die "header $h not installed"
 done
 for t in hexir-compile hexir-run hexir-generate hexir-dump hexir-plan; do [ -x "$bindir/$t" ] || die "tool $t not installed"; done
@@ -58,6 +60,11 @@ if nm -DC --defined-only "$so" | grep -E 'hexir::(compiler|serializer|planner)::
   die "libhexir_vm.so holds compiler code (above)"
 fi
 echo "ok: libhexir_vm.so needs $(ldd "$so" | awk '{print $1}' | grep -v -e vdso -e ld-linux | tr '\n' ' ')"
+compile_so=$libdir/libhexir_compile.so.0
+[ -f "$compile_so" ] || die "libhexir_compile.so.0 not installed"
+exports=$(nm -D --defined-only "$compile_so" | awk '$2 == "T" {print $3}' | sort | tr '\n' ' ')
+[ "$exports" = "hexir_compile hexir_compile_abi_version " ] || die "libhexir_compile.so exports $exports"
+echo "ok: libhexir_compile.so exports $exports"
 
 "$bindir/hexir-compile" "$src/samples/mlp.hxir" -o "$tmp/mlp.hxe" >/dev/null || die "the installed hexir-compile failed"
 input=$src/samples/mlp/input_x.npy expected=$src/samples/mlp/expected_0.npy
@@ -82,16 +89,21 @@ static_libs=${static_libs/-lhexir_vm/$libdir/libhexir_vm.a}
   die "C++ sample does not link the static library with pkg-config --static"
 if ldd "$tmp/embed-static" | grep -q hexir_vm; then die "the static sample loads libhexir_vm.so"; fi
 run "C++ sample, static" "$tmp/embed-static"
-# Python over the installed library (the package from the source tree).
+# The installed Python package, found on PYTHONPATH alone: it loads the
+# libraries installed beside it (_libdir.py), compiles and runs the mlp.
 py=${PYTHON:-/usr/bin/python3}
+package=$(find "$root" -path '*/hexir/__init__.py' -print -quit)
+[ -n "$package" ] && [ -f "${package%/*}/_libdir.py" ] || die "the hexir package (with _libdir.py) is not installed"
 if [ -x "$py" ] && "$py" -c 'import numpy' 2>/dev/null; then
-  out=$(PYTHONDONTWRITEBYTECODE=1 PYTHONPATH="$src/python" HEXIR_LIBRARY="$so" "$py" -c '
+  out=$(cd "$tmp" && env -u HEXIR_LIBRARY -u HEXIR_COMPILE_LIBRARY PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONPATH="${package%/hexir/__init__.py}" "$py" -c '
 import sys, numpy as np, hexir
-ctx = hexir.load(sys.argv[1]).context()
+assert hexir.__file__.startswith(sys.argv[4]), hexir.__file__
+ctx = hexir.compile(sys.argv[1], output="mlp-py.hxe", load=True).context()
 y = ctx(x=np.load(sys.argv[2]))["p"]
 want = np.load(sys.argv[3])
 print("matches" if np.allclose(y, want, rtol=1e-4, atol=1e-5) else "differs", np.abs(y - want).max())
-' "$tmp/mlp.hxe" "$input" "$expected" 2>&1) || { echo "$out"; die "python over the installed library failed"; }
+' "$src/samples/mlp.hxir" "$input" "$expected" "$root" 2>&1) || { echo "$out"; die "python over the installed package failed"; }
   case "$out" in matches*) echo "ok: Python over the installed library: $out" ;; *) echo "$out"; die "python: wrong result" ;; esac
 else
   echo "python over the installed library: skipped ($py has no numpy)"

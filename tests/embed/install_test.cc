@@ -3,8 +3,9 @@
 // temporary prefix; the C and C++ samples built against its hexir.pc, shared
 // and static, each checked against the mlp reference), python_test.py
 // (python/hexir over the C API, every sample against its .npy references),
-// python_context_test.py (a Context on two threads, cancel and bounds) and
-// python_generator_test.py (the generation runner over samples/decoder/lm.hxir).
+// python_context_test.py (a Context on two threads, cancel and bounds),
+// python_generator_test.py (the generation runner over samples/decoder/lm.hxir)
+// and python_compile_test.py (hexir.compile over libhexir_compile).
 // Either skips ("HEXIR_SKIP: reason", counted as skipped) when what it needs
 // is missing: pkg-config, Debian's python3 with numpy, or a build without
 // sanitizers (an instrumented library needs its sanitizer runtime first in
@@ -89,7 +90,8 @@ std::optional<Run> run_python(const char* script) {
   const std::string scratch =
       (std::filesystem::temp_directory_path() / ("hexir_python_" + std::to_string(::getpid()))).string();
   std::filesystem::create_directories(scratch);
-  const Run r = run("PYTHONDONTWRITEBYTECODE=1 HEXIR_LIBRARY=" + quote(HEXIR_VM_SHARED) + " " + quote(HEXIR_PYTHON) + " " +
+  const Run r = run("PYTHONDONTWRITEBYTECODE=1 HEXIR_LIBRARY=" + quote(HEXIR_VM_SHARED) +
+                    " HEXIR_COMPILE_LIBRARY=" + quote(HEXIR_COMPILE_SHARED) + " " + quote(HEXIR_PYTHON) + " " +
                     quote(std::string(HEXIR_SOURCE_ROOT) + "/tests/embed/" + script) + " " + quote(HEXIR_COMPILE) +
                     " " + quote(std::string(HEXIR_SOURCE_ROOT) + "/samples") + " " + quote(scratch));
   std::filesystem::remove_all(scratch);
@@ -127,6 +129,23 @@ TEST_CASE("python: the generation runner and function_for over the decoder sampl
   CHECK(has(r->output, "ok: greedy through prefill_8 = expected_tokens.npy"));
   CHECK(has(r->output, "ok: prompt of 5: every step's logits = decode step by step"));
   CHECK(has(r->output, "python generator: "));
+  CHECK(has(r->output, " 0 failed"));
+  CHECK_FALSE(has(r->output, "FAILED: "));
+}
+
+TEST_CASE("python: hexir.compile compiles the mlp sample and an ONNX model with the tool's options") {
+  const std::optional<Run> r = run_python("python_compile_test.py");
+  if (!r) return;
+  INFO(r->output);
+  CHECK(r->exit_code == 0);
+  CHECK(has(r->output, "ok: mlp compiled from python matches expected_0.npy"));
+  CHECK(has(r->output, "ok: an unknown option: unknown option '--bogus=1'"));
+  if (!has(r->output, "ok: the ONNX model compiled from python matches numpy's reference")) {
+    const size_t at = r->output.find("skipped: ONNX: ");
+    REQUIRE_MESSAGE(at != std::string::npos, "neither the ONNX check nor its reason for skipping");
+    std::printf("HEXIR_SKIP: python compile, %s\n", r->output.substr(at + 9, r->output.find('\n', at) - at - 9).c_str());
+  }
+  CHECK(has(r->output, "python compile: "));
   CHECK(has(r->output, " 0 failed"));
   CHECK_FALSE(has(r->output, "FAILED: "));
 }

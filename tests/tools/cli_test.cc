@@ -175,5 +175,40 @@ TEST_CASE("cli: write_file and json_string") {
   CHECK(json_string("a\"b\\c\n\x01\xc3\xa9") == "\"a\\\"b\\\\c\\n\\u0001\xc3\xa9\"");
 }
 
+TEST_CASE("cli: Args over a list prints nothing and keeps the usage error") {
+  std::optional<int> rc;
+  std::string error;
+  CHECK(stderr_of([&] {
+          Args args("tool", {"--align", "x"});
+          uint32_t align = 0;
+          std::string input;
+          while (args.next())
+            if (!args.number("--align", &align)) args.input(&input);
+          rc = args.stop();
+          error = args.error();
+        }).empty());
+  CHECK(rc == kExitUsage);
+  CHECK(error == "--align expects a non-negative integer, got 'x'");
+  // --help is no option there: the caller has no usage to print.
+  Args help("tool", {"--help"});
+  std::string input;
+  while (help.next()) help.input(&input);
+  CHECK(help.stop() == kExitUsage);
+  CHECK(help.error() == "unknown option '--help'");
+}
+
+TEST_CASE("cli: output_file_name escapes what is not a plain file name") {
+  CHECK(output_file_name("p", 0) == "p.npy");
+  CHECK(output_file_name("logits.0_x-y", 0) == "logits.0_x-y.npy");
+  CHECK(output_file_name("logits:0", 0) == "logits%3A0.npy");
+  CHECK(output_file_name("../x", 0) == "%2E.%2Fx.npy");  // never out of the folder
+  CHECK(output_file_name(".", 0) == "%2E.npy");
+  CHECK(output_file_name(".hidden", 0) == "%2Ehidden.npy");
+  CHECK(output_file_name("a b%", 0) == "a%20b%25.npy");  // '%' itself too: the escaping is reversible
+  CHECK(output_file_name("\xc3\xa9", 0) == "%C3%A9.npy");  // UTF-8 byte by byte
+  CHECK(output_file_name(std::string("a\0b", 3), 0) == "a%00b.npy");
+  CHECK(output_file_name("", 3) == "3.npy");
+}
+
 }  // namespace
 }  // namespace hexir::cli

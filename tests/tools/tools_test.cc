@@ -43,7 +43,8 @@ TEST_CASE("tools: compile, dump and run the mlp sample against its reference") {
                        "/mlp/input_x.npy --output-dir " + dir / "out --iterations 3 --stats-json " +
                        dir / "stats.json");
   REQUIRE_MESSAGE(r.exit_code == 0, r.output);
-  auto got = hexir::read_npy(dir / "out/0.npy");
+  CHECK(contains(r.output, "output 0: f32[8,10] -> " + dir / "out/p.npy"));  // named by the output
+  auto got = hexir::read_npy(dir / "out/p.npy");
   auto want = hexir::read_npy(kSamples + "/mlp/expected_0.npy");
   REQUIRE(got.ok());
   REQUIRE(want.ok());
@@ -59,6 +60,27 @@ TEST_CASE("tools: compile, dump and run the mlp sample against its reference") {
     CHECK_MESSAGE(contains(stats, key), key);
   CHECK(contains(stats, "\"count\":3"));
   CHECK_FALSE(contains(stats, "\"profile\""));  // only with --profile
+}
+
+TEST_CASE("tools: hexir-run names each output file by the output's name, escaped") {
+  ScratchDir dir;
+  write_all(dir / "names.hxir", R"(module @names
+func @main(%x: f32[2]) -> (f32[2], f32[2], f32[2]) {
+  %"a/b:0" = call @relu(%x) : f32[2]
+  %".h" = call @add(%x, %x) : f32[2]
+  return %"a/b:0", %".h", %"a/b:0"
+}
+)");
+  auto c = run_command(kCompile + " " + dir / "names.hxir -o " + dir / "names.hxe");
+  REQUIRE_MESSAGE(c.exit_code == 0, c.output);
+  auto r = run_command(kRun + " " + dir / "names.hxe --output-dir " + dir / "out");
+  REQUIRE_MESSAGE(r.exit_code == 0, r.output);
+  // The compiler names a value returned twice "NAME#INDEX"; '/', ':', '#' and a leading '.' are escaped.
+  for (const char* file : {"a%2Fb%3A0.npy", "%2Eh.npy", "a%2Fb%3A0%232.npy"}) {
+    CHECK_MESSAGE(fs::is_regular_file(dir.path / "out" / file), file);
+    CHECK_MESSAGE(contains(r.output, std::string("-> ") + dir / "out" + "/" + file), file);
+  }
+  CHECK(std::distance(fs::directory_iterator(dir.path / "out"), fs::directory_iterator()) == 3);
 }
 
 TEST_CASE("tools: hexir-run --profile sums time per operator and lists the slowest instructions") {
