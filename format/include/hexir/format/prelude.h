@@ -10,16 +10,12 @@
 namespace hexir::format {
 
 inline constexpr char kMagic[8] = {'H', 'E', 'X', 'I', 'R', 'X', 'E', '\0'};
-// The version the writer writes, and the oldest one this runtime reads: a
-// file outside [kMinReadableFormatVersion, kFormatVersion] is refused with
-// "compiled for format version X; this runtime reads Y..Z; recompile".
-// Bump kFormatVersion whenever the meaning of any field or of any operator's
-// parameter words changes (a file of the old version would run differently);
-// raise the minimum unless the runtime still reads the old meaning.
-// tests/data/golden holds files of the current version that every build runs
-// (docs/design-notes.md, "The format version").
-// 2: matmul's parameter words became none, [transpose_b] or [transpose_b,
-// activation, alpha, beta] (1 had [activation, alpha, beta] for an epilogue).
+// What the writer writes, and the oldest version this runtime reads; a file
+// outside the range is refused ("compiled for format version X; this runtime
+// reads Y..Z; recompile"). Bump kFormatVersion whenever the meaning of a field
+// or of an operator's parameter words changes, and raise the minimum unless
+// the runtime still reads the old meaning; tests/data/golden fails otherwise
+// (docs/design-notes.md, "The format version"). 2: matmul's words with transpose_b.
 inline constexpr uint32_t kFormatVersion = 2;
 inline constexpr uint32_t kMinReadableFormatVersion = 2;
 inline constexpr uint64_t kPageSize = 4096;      // data sections start on this boundary
