@@ -27,7 +27,6 @@ namespace hexir::format {
 namespace {
 
 namespace fs = std::filesystem;
-using testing::contains;
 
 const fs::path kGoldenDir = HEXIR_GOLDEN_DIR;
 
