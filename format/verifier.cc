@@ -1835,8 +1835,9 @@ Result<VerifiedModule> verify_executable(std::span<const uint8_t> file, const Ve
   std::memcpy(&out.prelude, file.data(), sizeof(Prelude));
   const Prelude& p = out.prelude;
   if (std::memcmp(p.magic, kMagic, sizeof(kMagic)) != 0) return corrupt("not a Hexir executable (bad magic)");
-  if (p.format_version != kFormatVersion)
-    return corrupt("format version ", p.format_version, " is not supported (expected ", kFormatVersion, ")");
+  if (p.format_version < kMinReadableFormatVersion || p.format_version > kFormatVersion)
+    return unimplemented(cat("compiled for format version ", p.format_version, "; this runtime reads ",
+                             kMinReadableFormatVersion, "..", kFormatVersion, "; recompile"));
   if ((p.flags & ~uint32_t{kFlagDataChecksum}) != 0)
     return corrupt("unknown prelude flags 0x", std::hex, p.flags);
   if (p.metadata_offset < sizeof(Prelude) || p.metadata_offset % 8 != 0)

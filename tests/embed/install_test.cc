@@ -5,9 +5,10 @@
 // (python/hexir over the C API, every sample against its .npy references),
 // python_context_test.py (a Context on two threads, cancel and bounds),
 // python_generator_test.py (the generation runner over samples/decoder/lm.hxir)
-// and python_compile_test.py (hexir.compile over libhexir_compile).
-// Either skips ("HEXIR_SKIP: reason", counted as skipped) when what it needs
-// is missing: pkg-config, Debian's python3 with numpy, or a build without
+// and python_compile_test.py (hexir.compile over libhexir_compile);
+// exports_check.sh (libhexir_vm.so exports its public API only).
+// Each skips ("HEXIR_SKIP: reason", counted as skipped) when what it needs
+// is missing: pkg-config, nm, Debian's python3 with numpy, or a build without
 // sanitizers (an instrumented library needs its sanitizer runtime first in
 // the process, which neither the samples nor python have).
 #include <doctest/doctest.h>
@@ -76,6 +77,15 @@ TEST_CASE("install: C and C++ samples built against the installed hexir.pc run t
   CHECK(has(r.output, "install: all checks passed"));
   if (!has(r.output, "ok: Python over the installed library: matches"))
     std::printf("HEXIR_SKIP: python over the installed library: %s has no numpy\n", HEXIR_PYTHON);
+}
+
+TEST_CASE("exports: libhexir_vm.so exports the public C and C++ API and nothing of its internals") {
+  const Run r = run(quote(std::string(HEXIR_SOURCE_ROOT) + "/tests/embed/exports_check.sh") + " " +
+                    quote(HEXIR_VM_SHARED) + " " + quote(HEXIR_SOURCE_ROOT));
+  if (skipped(r)) return;
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK(has(r.output, "ok: libhexir_vm.so exports "));
 }
 
 // Runs tests/embed/SCRIPT over the library under test with the compiler, the

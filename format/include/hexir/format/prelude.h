@@ -10,7 +10,14 @@
 namespace hexir::format {
 
 inline constexpr char kMagic[8] = {'H', 'E', 'X', 'I', 'R', 'X', 'E', '\0'};
-inline constexpr uint32_t kFormatVersion = 1;
+// What the writer writes, and the oldest version this runtime reads; a file
+// outside the range is refused ("compiled for format version X; this runtime
+// reads Y..Z; recompile"). Bump kFormatVersion whenever the meaning of a field
+// or of an operator's parameter words changes, and raise the minimum unless
+// the runtime still reads the old meaning; tests/data/golden fails otherwise
+// (docs/design-notes.md, "The format version"). 2: matmul's words with transpose_b.
+inline constexpr uint32_t kFormatVersion = 2;
+inline constexpr uint32_t kMinReadableFormatVersion = 2;
 inline constexpr uint64_t kPageSize = 4096;      // data sections start on this boundary
 inline constexpr uint64_t kConstantAlignment = 64;
 inline constexpr uint64_t kMaxFailMessageBytes = 4096;  // each of Module.messages (a Fail's error)
