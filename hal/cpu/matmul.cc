@@ -295,55 +295,83 @@ struct Int4Weights {
 };
 
 #if defined(HEXIR_CONV_X86)
-// Int4DotRows for AVX-512 and AVX2: a block's 16 bytes split into its low
-// and high nibbles (weights 0..15 and 16..31 of the block: no shuffle),
-// offset by -8, widened, converted, scaled by the group's scale, then one
-// FMA per row of a.
-template <int R>
-[[gnu::target("avx512f")]] void int4_rows_avx512(const float* a, const Int4Weights& q, int64_t n0, int64_t n1,
-                                                 const float* bias, float* c, int64_t n) {
-  const int64_t k = q.k;
-  const __m128i low = _mm_set1_epi8(0x0f), eight = _mm_set1_epi8(8);
-  for (int64_t j = n0; j < n1; ++j) {
-    const uint8_t* wj = q.row(j);
-    __m512 acc[R][2];
-    for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
-    for (int64_t g = 0; g < k; g += q.group) {
-      const __m512 s = _mm512_set1_ps(q.scale_of(j, g));
-      for (int64_t i = g; i < g + q.group; i += ops::kInt4Block) {
-        const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(wj + i / 2));
-        const __m128i lo = _mm_sub_epi8(_mm_and_si128(bytes, low), eight);
-        const __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(bytes, 4), low), eight);
-        const __m512 w0 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(lo)), s);
-        const __m512 w1 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(hi)), s);
+// Int4DotRows for AVX-512 and AVX2 (a software f16 conversion per group
+// cost as much as the group's arithmetic: F16C's instead).
+// J output columns at once: 2 J independent FMA chains per row of a (one
+// row's two chains alone wait on the FMA latency).
+template <int R, int J>
+[[gnu::target("avx512f,f16c")]] void int4_columns_avx512(const float* a, const Int4Weights& q, int64_t j0,
+                                                         const float* bias, float* c, int64_t n) {
+  const int64_t k = q.k, groups = k / q.group;
+  const __m512 levels = _mm512_setr_ps(-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7);
+  __m512 acc[J][R][2];
+  for (int jj = 0; jj < J; ++jj)
+    for (int r = 0; r < R; ++r) acc[jj][r][0] = acc[jj][r][1] = _mm512_setzero_ps();
+  alignas(64) float scales[J][16];
+  for (int64_t g = 0; g < groups; ++g) {
+    // The scales 16 groups at a time (one conversion), then a broadcast operand of the multiply.
+    if (g % 16 == 0) {
+      for (int jj = 0; jj < J; ++jj) {
+        const uint16_t* s = q.scale + (j0 + jj) * groups + g;
+        if (g + 16 <= groups)
+          _mm512_store_ps(scales[jj], _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(s))));
+        else
+          for (int64_t t = 0; t < groups - g; ++t) scales[jj][t] = _cvtsh_ss(s[t]);
+      }
+    }
+    __m512 table[J];
+    for (int jj = 0; jj < J; ++jj) table[jj] = _mm512_mul_ps(levels, _mm512_set1_ps(scales[jj][g % 16]));
+    for (int64_t i = g * q.group; i < (g + 1) * q.group; i += ops::kInt4Block) {
+      for (int jj = 0; jj < J; ++jj) {
+        // A block's 16 bytes as 16 lanes: the low nibble indexes the table
+        // as it is, the high one after a shift (vpermps reads 4 index bits).
+        const __m512i bytes = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q.row(j0 + jj) + i / 2)));
+        const __m512 w0 = _mm512_permutexvar_ps(bytes, table[jj]);
+        const __m512 w1 = _mm512_permutexvar_ps(_mm512_srli_epi32(bytes, 4), table[jj]);
         for (int r = 0; r < R; ++r) {
-          acc[r][0] = _mm512_fmadd_ps(_mm512_loadu_ps(a + r * k + i), w0, acc[r][0]);
-          acc[r][1] = _mm512_fmadd_ps(_mm512_loadu_ps(a + r * k + i + 16), w1, acc[r][1]);
+          acc[jj][r][0] = _mm512_fmadd_ps(_mm512_loadu_ps(a + r * k + i), w0, acc[jj][r][0]);
+          acc[jj][r][1] = _mm512_fmadd_ps(_mm512_loadu_ps(a + r * k + i + 16), w1, acc[jj][r][1]);
         }
       }
     }
-    for (int r = 0; r < R; ++r)
-      c[r * n + j] = _mm512_reduce_add_ps(_mm512_add_ps(acc[r][0], acc[r][1])) + (bias ? bias[j] : 0.0f);
   }
+  for (int jj = 0; jj < J; ++jj)
+    for (int r = 0; r < R; ++r)
+      c[r * n + j0 + jj] = _mm512_reduce_add_ps(_mm512_add_ps(acc[jj][r][0], acc[jj][r][1])) +
+                           (bias ? bias[j0 + jj] : 0.0f);
 }
+// AVX-512: each group's 16 levels (-8..7) times its scale are a table, and
+// a block's 32 weights two permutes of it by their nibbles (vpermps reads an
+// index's low 4 bits: the high nibble needs only a shift): no conversion or
+// multiply per weight. The f16 scale by F16C, once per group.
 template <int R>
-[[gnu::target("avx2,fma")]] void int4_rows_avx2(const float* a, const Int4Weights& q, int64_t n0, int64_t n1,
-                                                const float* bias, float* c, int64_t n) {
-  const int64_t k = q.k;
+void int4_rows_avx512(const float* a, const Int4Weights& q, int64_t n0, int64_t n1, const float* bias, float* c,
+                      int64_t n) {
+  int64_t j = n0;
+  for (; j + 2 <= n1; j += 2) int4_columns_avx512<R, 2>(a, q, j, bias, c, n);
+  if (j < n1) int4_columns_avx512<R, 1>(a, q, j, bias, c, n);
+}
+// AVX2 (8-entry permutes): nibbles - 8 widened, converted and scaled.
+template <int R>
+[[gnu::target("avx2,fma,f16c")]] void int4_rows_avx2(const float* a, const Int4Weights& q, int64_t n0, int64_t n1,
+                                                     const float* bias, float* c, int64_t n) {
+  const int64_t k = q.k, groups = k / q.group;
   const __m128i low = _mm_set1_epi8(0x0f), eight = _mm_set1_epi8(8);
   for (int64_t j = n0; j < n1; ++j) {
     const uint8_t* wj = q.row(j);
+    const uint16_t* sj = q.scale + j * groups;
     __m256 acc[R][2];
     for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
-    for (int64_t g = 0; g < k; g += q.group) {
-      const __m256 s = _mm256_set1_ps(q.scale_of(j, g));
-      for (int64_t i = g; i < g + q.group; i += ops::kInt4Block) {
+    for (int64_t g = 0; g < groups; ++g) {
+      const __m256 s = _mm256_set1_ps(_cvtsh_ss(sj[g]));
+      for (int64_t i = g * q.group; i < (g + 1) * q.group; i += ops::kInt4Block) {
         const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(wj + i / 2));
-        const __m128i halves[2] = {_mm_sub_epi8(_mm_and_si128(bytes, low), eight),
-                                   _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(bytes, 4), low), eight)};
+        const __m128i halves_of[2] = {_mm_sub_epi8(_mm_and_si128(bytes, low), eight),
+                                      _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(bytes, 4), low), eight)};
         for (int h = 0; h < 2; ++h) {
-          const __m256 w0 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(halves[h])), s);
-          const __m256 w1 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(halves[h], 8))), s);
+          const __m256 w0 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(halves_of[h])), s);
+          const __m256 w1 =
+              _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(halves_of[h], 8))), s);
           for (int r = 0; r < R; ++r) {
             acc[r][0] = _mm256_fmadd_ps(_mm256_loadu_ps(a + r * k + i + 16 * h), w0, acc[r][0]);
             acc[r][1] = _mm256_fmadd_ps(_mm256_loadu_ps(a + r * k + i + 16 * h + 8), w1, acc[r][1]);
@@ -409,13 +437,46 @@ struct Int4DotRows {
   }
 };
 
-// The GEMM's B strips from int4 rows, dequantized as they are packed.
+// Weights [k0, k0 + kc) of int4 row j as floats (k0 and kc whole blocks).
+#if defined(HEXIR_CONV_X86)
+[[gnu::target("avx512f,f16c")]] void decode_int4_avx512(const Int4Weights& q, int64_t j, int64_t k0, int64_t kc,
+                                                        float* out) {
+  const __m512 levels = _mm512_setr_ps(-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7);
+  const uint8_t* row = q.row(j);
+  const uint16_t* scale = q.scale + j * (q.k / q.group);
+  for (int64_t t = 0; t < kc; t += ops::kInt4Block) {
+    const int64_t i = k0 + t;
+    const __m512 table = _mm512_mul_ps(levels, _mm512_set1_ps(_cvtsh_ss(scale[i / q.group])));
+    const __m512i bytes = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + i / 2)));
+    _mm512_storeu_ps(out + t, _mm512_permutexvar_ps(bytes, table));
+    _mm512_storeu_ps(out + t + 16, _mm512_permutexvar_ps(_mm512_srli_epi32(bytes, 4), table));
+  }
+}
+#endif
+void decode_int4(const Int4Weights& q, int64_t j, int64_t k0, int64_t kc, float* out) {
+#if defined(HEXIR_CONV_X86)
+  if (isa_avx512()) return decode_int4_avx512(q, j, k0, kc, out);
+#endif
+  const uint8_t* row = q.row(j);
+  float s = 0.0f;
+  for (int64_t t = 0; t < kc; ++t) {
+    if (t == 0 || (k0 + t) % q.group == 0) s = q.scale_of(j, k0 + t);  // once per group
+    out[t] = static_cast<float>(ops::int4_weight_of(row, k0 + t)) * s;
+  }
+}
+
+// The GEMM's B strips from int4 rows, dequantized as they are packed: each
+// row's kc weights decoded into a buffer, then laid across the strip.
 void pack_int4_b(const void* context, int64_t k0, int64_t kc, int64_t j0, int64_t nr, int64_t width, float* out) {
   const Int4Weights& q = *static_cast<const Int4Weights*>(context);
+  constexpr int64_t kMaxKc = 256;  // the GEMM's K block (gemm.cc's kKc)
+  alignas(64) float decoded[kMaxKc];
   for (int64_t j = 0; j < nr; ++j) {
-    const uint8_t* row = q.row(j0 + j);
-    for (int64_t t = 0; t < kc; ++t)
-      out[t * width + j] = static_cast<float>(ops::int4_weight_of(row, k0 + t)) * q.scale_of(j0 + j, k0 + t);
+    for (int64_t t0 = 0; t0 < kc; t0 += kMaxKc) {
+      const int64_t count = std::min(kMaxKc, kc - t0);
+      decode_int4(q, j0 + j, k0 + t0, count, decoded);
+      for (int64_t t = 0; t < count; ++t) out[(t0 + t) * width + j] = decoded[t];
+    }
   }
   for (int64_t t = 0; t < kc; ++t)
     for (int64_t j = nr; j < width; ++j) out[t * width + j] = 0.0f;
