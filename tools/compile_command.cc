@@ -35,7 +35,7 @@ const char* const kCompileUsage =
     "  --weights int8          store matmul weights int8 per output channel (quantized_matmul reads them,\n"
     "                          dequantized in registers); prints each weight's bytes and largest error\n"
     "  --weights int4[:group=G]  matmul weights 4-bit with an f16 scale per G weights of a row (default 32,\n"
-    "                          a multiple of 32; int4_matmul reads them); embeddings stored int8\n"
+    "                          a multiple of 32; int4_matmul reads them)\n"
     "  --weights-for PATTERN=FORMAT  weights whose constant name matches PATTERN ('*' any text) stored as\n"
     "                          FORMAT (f32, int8, int4[:group=G]) instead; the last match wins\n"
     "  --dim-bound NAME=N      plan the data-dependent dim of NonZero/NonMaxSuppression/Compress output\n"

@@ -238,12 +238,25 @@ std::vector<CompressedWeight> compress_weights(Module& module, const WeightForma
       // weight) -> the int8 rows and their scales gathered, dequantized.
       if (op && node.op == ops::OpId::kGather && node.params == std::vector<int64_t>{0} &&
           large_f32_matrix(fn.values[static_cast<size_t>(node.inputs[0])])) {
-        // Gathered rows are dequantized by dequantize_linear, which reads
-        // int8: an embedding is stored int8 whatever its format (but f32).
         const int source = fn.values[static_cast<size_t>(node.inputs[0])].constant;
-        WeightFormat format = format_of(source);
-        if (format.kind == WeightFormat::Kind::kInt4) format = WeightFormat{WeightFormat::Kind::kInt8};
-        if (const std::optional<Quantized> q = quantized_of(source, true, format)) {
+        const std::optional<Quantized> q = quantized_of(source, true, format_of(source));
+        if (q && q->format.kind == WeightFormat::Kind::kInt4) {
+          // The packed rows and their scales gathered, then decoded.
+          const Location loc = node.loc;
+          const int result = node.results[0];
+          std::vector<int64_t> dims = fn.values[static_cast<size_t>(result)].type.dims;
+          const std::string base = fn.values[static_cast<size_t>(result)].name;
+          const int w = use_constant(fn, module, q->weight), s = use_constant(fn, module, q->scale);
+          const int64_t d = dims.back();
+          dims.back() = d / 2;
+          const int picked = edit.add_value(base + ".int4", TensorType{DType::kU8, dims}, loc);
+          dims.back() = d / q->format.group;
+          const int scales = edit.add_value(base + ".scales", TensorType{DType::kF16, dims}, loc);
+          fn.nodes.push_back(op_node(ops::OpId::kGather, {w, node.inputs[1]}, picked, {0}, loc));
+          fn.nodes.push_back(op_node(ops::OpId::kGather, {s, node.inputs[1]}, scales, {0}, loc));
+          node = op_node(ops::OpId::kDequantizeInt4, {picked, scales}, result, {}, loc);
+          changed = true;
+        } else if (q) {
           const Location loc = node.loc;
           const int ids = node.inputs[1], result = node.results[0];
           const TensorType out = fn.values[static_cast<size_t>(result)].type;

@@ -24,11 +24,13 @@ namespace hexir::compiler {
 // - int4:group=G: int4_matmul(a, w, scale): w u8 [N, K/2] packed as op.h
 //   says, scale f16 [N, K/G] per group = (its value of largest magnitude) /
 //   -8, values round(w / scale) clamped to [-8, 7] (llama.cpp's Q4_0 rule:
-//   the extreme value exact, 16 levels used); a K that G does not divide is
-//   stored int8.
+//   the extreme value exact, 16 levels used, so a weight of the other sign
+//   as large clamps to 7, a step off; rounding elsewhere half a step); a K
+//   that G does not divide is stored int8.
 // An embedding, gather(table, ids) along axis 0 of such a matrix, gathers
-// the int8 rows and their scales and dequantizes only those (int8 for int4
-// too; a tied head stored int8 then shares the copy). One weight read by
+// the stored rows and their scales and dequantizes only those
+// (dequantize_linear, dequantize_int4): a tied head and its embedding share
+// one copy. One weight read by
 // several nodes or functions (found by content) is quantized once per
 // format. Returns what was stored, per weight, with its largest error.
 inline constexpr int64_t kMinCompressedElements = 4096;

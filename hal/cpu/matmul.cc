@@ -518,6 +518,18 @@ Status int4_matmul(const KernelContext& context, const Dispatch& d) {
   return ok_status();
 }
 
+// Each row decoded as int4_matmul's GEMM decodes B; rows shared out among the threads.
+Status dequantize_int4(const KernelContext& context, const Dispatch& d) {
+  const ops::DequantizeInt4Plan& p = plan_of<ops::DequantizeInt4Plan>(d);
+  const Int4Weights q{input<uint8_t>(d, 0), input<uint16_t>(d, 1), p.k, p.group};
+  float* out = output(d, 0);
+  parallel_ranges(context, p.rows, std::max<int64_t>(1, (int64_t{1} << 14) / std::max<int64_t>(1, p.k)),
+                  [&](int64_t r0, int64_t r1) {
+                    for (int64_t r = r0; r < r1; ++r) decode_int4(q, r, 0, p.k, out + r * p.k);
+                  });
+  return ok_status();
+}
+
 namespace {
 
 // Few-channel stems computed directly (below), not through the GEMM.

@@ -320,6 +320,16 @@ Status int4_matmul(const Dispatch& d, Launcher& launcher) {
   return launcher.launch(Kernel::kInt4Matmul, linear_config(p.plan.m * p.plan.n), &p);
 }
 
+Status dequantize_int4(const Dispatch& d, Launcher& launcher) {
+  DequantizeInt4Params p;
+  p.w = in<uint8_t>(d, 0);
+  p.scale = in<uint16_t>(d, 1);
+  p.out = out(d, 0);
+  p.plan = plan_of<ops::DequantizeInt4Plan>(d);
+  if (p.plan.rows == 0 || p.plan.k == 0) return ok_status();
+  return launcher.launch(Kernel::kDequantizeInt4, linear_config(p.plan.rows * p.plan.k), &p);
+}
+
 // ---- normalization ------------------------------------------------------------
 
 Status softmax(const Dispatch& d, Launcher& launcher) {
@@ -854,6 +864,7 @@ constexpr KernelEntry<CudaKernelFn> kKernels[] = {
     {OpId::kAttention, kF32, kF32, attention},
     {OpId::kQuantizedMatmul, kF32, kF32, quantized_matmul},
     {OpId::kInt4Matmul, kF32, kF32, int4_matmul},
+    {OpId::kDequantizeInt4, static_cast<int>(DType::kU8), kF32, dequantize_int4},
     {OpId::kQuantizeLinear, kAnyDType, kAnyDType, quantize<Kernel::kQuantizeLinear>},
     {OpId::kDequantizeLinear, kAnyDType, kF32, quantize<Kernel::kDequantizeLinear>},
     {OpId::kLayernorm, kF32, kF32, layernorm},

@@ -327,6 +327,31 @@ void plan_int4_matmul(const PlanInput& op, OpPlan& out) {
   p.has_bias = op.inputs.size() == 4 ? 1 : 0;
 }
 
+// ---- dequantize_int4 -------------------------------------------------------------
+
+Result<std::vector<TensorType>> infer_dequantize_int4(std::span<const TensorType> in, std::span<const int64_t> params) {
+  HEXIR_RETURN_IF_ERROR(check_param_count(kDequantizeInt4, params, 0));
+  const TensorType &w = in[0], &scale = in[1];
+  const bool shapes = w.dtype == DType::kU8 && w.rank() >= 1 && scale.dtype == DType::kF16 &&
+                      scale.rank() == w.rank() &&
+                      std::equal(w.dims.begin(), w.dims.end() - 1, scale.dims.begin()) && scale.dims.back() > 0 &&
+                      (2 * w.dims.back()) % scale.dims.back() == 0 &&
+                      (2 * w.dims.back() / scale.dims.back()) % kInt4Block == 0;
+  if (!shapes)
+    return invalid_argument(prefix(kDequantizeInt4) + "w " + w.to_string() + ", scale " + scale.to_string() +
+                            " are not u8[.., K/2], f16[.., K/G] with K a multiple of G, G of 32");
+  TensorType out{DType::kF32, w.dims};
+  out.dims.back() *= 2;
+  return one(std::move(out));
+}
+
+void plan_dequantize_int4(const PlanInput& op, OpPlan& out) {
+  DequantizeInt4Plan& p = out.start<DequantizeInt4Plan>();
+  p.k = op.inputs[0].dims.back() * 2;
+  p.rows = p.k > 0 ? count_of(op.inputs[0]) * 2 / p.k : 0;
+  p.group = p.k / op.inputs[1].dims.back();
+}
+
 constexpr OpDef kDefs[] = {
     {kMatmul, "matmul", 2, 3, 1, 1, true, false, false, 0, lower_matmul, raise_matmul, infer_matmul,
      flops_matmul, nullptr, plan_matmul},
@@ -336,6 +361,8 @@ constexpr OpDef kDefs[] = {
      raise_none, infer_quantized_matmul, flops_quantized_matmul, nullptr, plan_quantized_matmul},
     {kInt4Matmul, "int4_matmul", 3, 4, 1, 1, false, false, false, 0, no_attributes_of<kInt4Matmul>, raise_none,
      infer_int4_matmul, flops_quantized_matmul, nullptr, plan_int4_matmul},
+    {kDequantizeInt4, "dequantize_int4", 2, 2, 1, 1, false, false, false, 0, no_attributes_of<kDequantizeInt4>,
+     raise_none, infer_dequantize_int4, flops_per_element, nullptr, plan_dequantize_int4},
 };
 
 }  // namespace

@@ -93,6 +93,7 @@ inline HostTensor iota_bytes(DType dtype, std::vector<int64_t> dims) {
 inline ops::KernelKey representative_key(ops::OpId id) {
   if (id == ops::OpId::kQuantizeLinear) return {id, DType::kI8, DType::kI8};
   if (id == ops::OpId::kDequantizeLinear) return {id, DType::kI8, DType::kF32};
+  if (id == ops::OpId::kDequantizeInt4) return {id, DType::kU8, DType::kF32};
   return {id, DType::kF32, DType::kF32};
 }
 

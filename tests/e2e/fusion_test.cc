@@ -172,20 +172,21 @@ func @main(%x: f32[2,64]) -> (f32[2,96], f32[2,96]) {
     const std::string op = int4 ? "int4_matmul" : "quantized_matmul";
     CHECK(ops == std::vector<std::string>{op, op});
     const std::vector<float> got = run(*quantized);
-    // Per output, the error is at most half a step per weight times sum |x|:
-    // a step is (largest |w| of the row or group) / 127 for int8, / 8 for int4
-    // (largest |w|: 0.2 for w, 0.4 for v).
+    // Per output, the error is at most sum |x| times a weight's: half a step
+    // of (largest |w| of the row) / 127 for int8; for int4 a whole step of
+    // (largest |w| of the group) / 8 (its extreme is -8 steps: the opposite
+    // sign clamps at 7). Largest |w|: 0.2 for w, 0.4 for v.
     for (size_t i = 0; i < want.size(); ++i) {
       const float largest_w = i < 192 ? 0.2f : 0.4f;
       double sum_abs_x = 0.0;
       for (int k = 0; k < 64; ++k) sum_abs_x += std::fabs(x[static_cast<size_t>((i % 192) / 96 * 64 + k)]);
-      const double bound = sum_abs_x * largest_w / (int4 ? 16.0 : 254.0) * 1.001 + 1e-5;
+      const double bound = sum_abs_x * largest_w / (int4 ? 8.0 : 254.0) * 1.001 + 1e-5;
       CHECK(std::fabs(got[i] - want[i]) <= bound);
     }
   }
 }
 
-TEST_CASE("--weights int8: an embedding gathers int8 rows and their scales; a tied head shares the one int8 copy") {
+TEST_CASE("--weights int8 / int4: an embedding gathers the stored rows and their scales; a tied head shares the one copy") {
   using hexir::compiler::CompileOptions;
   std::string table = "dense [";
   for (int r = 0; r < 128; ++r) {
@@ -199,16 +200,9 @@ TEST_CASE("--weights int8: an embedding gathers int8 rows and their scales; a ti
   return %e, %logits
 }
 )";
-  CompileOptions int8;
-  int8.weights.kind = hexir::compiler::WeightFormat::Kind::kInt8;
   auto plain_bytes = hexir::compiler::compile_source(source, "m.hxir", ".", CompileOptions{});
-  auto int8_bytes = hexir::compiler::compile_source(source, "m.hxir", ".", int8);
   REQUIRE(plain_bytes.ok());
-  REQUIRE_MESSAGE(int8_bytes.ok(), int8_bytes.status().to_string());
-  // One int8 copy (8 KiB and 128 scales) instead of the 32 KiB f32 table.
-  CHECK(int8_bytes->size() + 20000 < plain_bytes->size());
   auto plain = hexir::testing::load_compiled(*plain_bytes, 1);
-  auto quantized = hexir::testing::load_compiled(*int8_bytes, 1);
   auto run = [](const hexir::testing::Loaded& l, std::vector<int64_t> ids) {
     auto context = hexir::vm::Context::create(*l.program);
     REQUIRE(context.ok());
@@ -221,9 +215,27 @@ TEST_CASE("--weights int8: an embedding gathers int8 rows and their scales; a ti
     e.insert(e.end(), logits.begin(), logits.end());
     return e;
   };
-  for (const std::vector<int64_t>& ids : {std::vector<int64_t>{0, 127, 5}, std::vector<int64_t>{-1, 64, 3}}) {
-    const std::vector<float> want = run(*plain, ids), got = run(*quantized, ids);
-    for (size_t i = 0; i < 192; ++i) CHECK(std::fabs(got[i] - want[i]) <= 0.18f / 127.0f);  // half a step of a row
-    for (size_t i = 192; i < want.size(); ++i) CHECK(std::fabs(got[i] - want[i]) <= 0.01f);
+  for (const char* format : {"int8", "int4"}) {
+    INFO(format);
+    CompileOptions options;
+    REQUIRE(hexir::compiler::parse_weight_format(format, options.weights).ok());
+    const bool int4 = options.weights.kind == hexir::compiler::WeightFormat::Kind::kInt4;
+    auto bytes = hexir::compiler::compile_source(source, "m.hxir", ".", options);
+    REQUIRE_MESSAGE(bytes.ok(), bytes.status().to_string());
+    // One copy (int8: 8 KiB and 128 scales; int4: 4 KiB and 256 f16 scales) instead of the 32 KiB f32 table.
+    CHECK(bytes->size() + (int4 ? 24000 : 20000) < plain_bytes->size());
+    auto quantized = hexir::testing::load_compiled(*bytes, 1);
+    std::vector<std::string> ops;
+    for (const auto& info : quantized->module->instructions(0)) ops.emplace_back(info.op);
+    if (int4) CHECK(ops == std::vector<std::string>{"gather", "gather", "dequantize_int4", "int4_matmul"});
+    // int8: half a step of a row (its largest |w| 0.18 / 127); int4: a step of a group (0.18 / 8:
+    // its extreme is -8 steps, so +0.18 clamps to 7). The logits sum 64 products of a quantized e
+    // and w: at most 64 (|e| dw + de |w|).
+    const float error = int4 ? 0.18f / 8.0f : 0.18f / 254.0f;
+    for (const std::vector<int64_t>& ids : {std::vector<int64_t>{0, 127, 5}, std::vector<int64_t>{-1, 64, 3}}) {
+      const std::vector<float> want = run(*plain, ids), got = run(*quantized, ids);
+      for (size_t i = 0; i < 192; ++i) CHECK(std::fabs(got[i] - want[i]) <= error + 1e-6f);
+      for (size_t i = 192; i < want.size(); ++i) CHECK(std::fabs(got[i] - want[i]) <= 64 * 0.37f * error + 1e-5f);
+    }
   }
 }

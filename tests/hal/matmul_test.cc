@@ -217,4 +217,23 @@ TEST_CASE("int4_matmul: a x dequantized(w)^T + bias from packed int4 rows, group
   }
 }
 
+TEST_CASE("dequantize_int4: packed rows to floats, the layout int4_matmul reads") {
+  const int64_t rows = 6, k = 128, group = 64;
+  HostTensor w(DType::kU8, {2, 3, k / 2}), scale(DType::kF16, {2, 3, k / group}), out(DType::kF32, {2, 3, k});
+  for (size_t i = 0; i < w.bytes.size(); ++i) w.bytes[i] = static_cast<uint8_t>(i * 57 + 3);
+  std::vector<float> scale_of(static_cast<size_t>(rows * (k / group)));
+  for (size_t i = 0; i < scale_of.size(); ++i) {
+    const uint16_t bits = float_to_half_bits(0.5f - 0.125f * static_cast<float>(i));
+    std::memcpy(scale.bytes.data() + i * 2, &bits, 2);
+    scale_of[i] = half_bits_to_float(bits);
+  }
+  REQUIRE(run_kernel(OpId::kDequantizeInt4, {&w, &scale}, out, {}).ok());
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t t = 0; t < k; ++t) {
+      const uint8_t byte = w.bytes[static_cast<size_t>(r * k / 2 + t / 32 * 16 + t % 16)];
+      const int value = (t % 32 < 16 ? byte & 0xf : byte >> 4) - 8;
+      CHECK(out.at(r * k + t) == static_cast<float>(value) * scale_of[static_cast<size_t>(r * (k / group) + t / group)]);
+    }
+}
+
 }  // namespace hexir::hal::testing

@@ -513,22 +513,24 @@ inline std::vector<KernelCase> kernel_cases() {
                    {random_f32({2, 9, 40}, 529), int8_rows(17, 40, 12), scales({17}, 530), random_f32({17}, 531)},
                    {}, false, 2e-5, 1e-5});
   // int4_matmul: any byte is two weights; f16 scales made from floats.
-  auto f16_scales = [&](int64_t n, int64_t groups, uint32_t seed) {
-    const HostTensor f = random_f32({n, groups}, seed, 0.01f, 0.2f);
-    HostTensor h(DType::kF16, {n, groups});
-    for (int64_t i = 0; i < n * groups; ++i) {
+  auto f16_scales = [&](std::vector<int64_t> dims, uint32_t seed) {
+    const HostTensor f = random_f32(dims, seed, 0.01f, 0.2f);
+    HostTensor h(DType::kF16, dims);
+    for (int64_t i = 0; i < static_cast<int64_t>(h.bytes.size() / 2); ++i) {
       const uint16_t bits = float_to_half_bits(f.at(i));
       std::memcpy(h.bytes.data() + i * 2, &bits, 2);
     }
     return h;
   };
   cases.push_back({"int4_matmul one row, group 32", OpId::kInt4Matmul,
-                   {random_f32({1, 96}, 532), bytes(DType::kU8, {21, 48}, 13), f16_scales(21, 3, 533)}, {}, false,
+                   {random_f32({1, 96}, 532), bytes(DType::kU8, {21, 48}, 13), f16_scales({21, 3}, 533)}, {}, false,
                    2e-5, 1e-5});
   cases.push_back({"int4_matmul rows past the few-rows kernel, group 64, bias", OpId::kInt4Matmul,
-                   {random_f32({3, 5, 128}, 534), bytes(DType::kU8, {19, 64}, 14), f16_scales(19, 2, 535),
+                   {random_f32({3, 5, 128}, 534), bytes(DType::kU8, {19, 64}, 14), f16_scales({19, 2}, 535),
                     random_f32({19}, 536)},
                    {}, false, 2e-5, 1e-5});
+  cases.push_back({"dequantize_int4 rows of a 3-D table, group 32", OpId::kDequantizeInt4,
+                   {bytes(DType::kU8, {2, 3, 48}, 15), f16_scales({2, 3, 3}, 537)}, {}});
   cases.push_back({"dequantize_linear i32 per axis 1", OpId::kDequantizeLinear,
                    {bytes(DType::kI32, {3, 4}, 9), scales({4}, 526), bytes(DType::kI32, {4}, 10)}, {1}});
   cases.push_back({"softmax with NaN", OpId::kSoftmax, {with_specials(random_f32({2, 6}, 505))}, {1}});

@@ -89,3 +89,13 @@ extern "C" __global__ void hexir_int4_matmul(hexir::hal::cuda::Int4MatmulParams 
     p.c[e] = sum + (q.has_bias ? p.bias[j] : 0.0f);
   }
 }
+
+// dequantize_int4: one thread per weight.
+extern "C" __global__ void hexir_dequantize_int4(hexir::hal::cuda::DequantizeInt4Params p) {
+  const hexir::ops::DequantizeInt4Plan& q = p.plan;
+  for (int64_t e = hexir_kernels::global_index(); e < q.rows * q.k; e += hexir_kernels::global_stride()) {
+    const int64_t r = e / q.k, t = e % q.k;
+    const float s = hexir_kernels::half_bits_to_float(p.scale[r * (q.k / q.group) + t / q.group]);
+    p.out[e] = static_cast<float>(hexir::ops::int4_weight_of(p.w + r * (q.k / 2), t)) * s;
+  }
+}

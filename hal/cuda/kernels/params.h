@@ -146,6 +146,14 @@ struct Int4MatmulParams {
   ops::Int4MatmulPlan plan;
 };
 
+// dequantize_int4: packed int4 rows w [rows, k / 2] to floats.
+struct DequantizeInt4Params {
+  const uint8_t* w;
+  const uint16_t* scale;  // f16 bits, [rows, k / group]
+  float* out;
+  ops::DequantizeInt4Plan plan;
+};
+
 // attention: q, k, v and the result per ops::AttentionPlan; count the
 // run-time key count (read on the device); scratch t floats per row.
 struct AttentionParams {
@@ -444,6 +452,7 @@ struct BoundParams {
   X(kMatmul, hexir_matmul_tiled, MatmulParams)                 \
   X(kQuantizedMatmul, hexir_quantized_matmul, QuantizedMatmulParams) \
   X(kInt4Matmul, hexir_int4_matmul, Int4MatmulParams) \
+  X(kDequantizeInt4, hexir_dequantize_int4, DequantizeInt4Params) \
   X(kMatmulEpilogue, hexir_matmul_epilogue, MatmulParams)      \
   X(kConv2d, hexir_conv2d, Conv2dParams)                       \
   X(kSeparableConv2d, hexir_separable_conv2d, SeparableConv2dParams) \

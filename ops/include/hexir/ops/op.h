@@ -321,6 +321,10 @@ enum class OpId : uint16_t {
   // value times scale[n, t / G]. G = K / scale's columns, a multiple of 32.
   // No parameters.
   kInt4Matmul,
+  // dequantize_int4, (w u8[.., K/2], scale f16[.., K/G]): f32[.., K], each
+  // row of w decoded as int4_matmul reads it (an embedding's gathered rows
+  // under hexir-compile --weights int4). No parameters.
+  kDequantizeInt4,
   kCount,
 };
 // clang-format on

@@ -478,6 +478,10 @@ struct Int4MatmulPlan {
   int64_t has_bias;
 };
 inline constexpr int64_t kInt4Block = 32;  // weights per 16 packed bytes
+// dequantize_int4: rows of k weights, a scale per group of `group`.
+struct DequantizeInt4Plan {
+  int64_t rows, k, group;
+};
 
 // Weight t (0 <= t < k) of a packed int4 row, -8..7: the block layout of op.h.
 HEXIR_PLAN_FN int32_t int4_weight_of(const uint8_t* row, int64_t t) {
