@@ -16,28 +16,10 @@ import os
 import subprocess
 import sys
 
-try:
-    import numpy as np
-except ImportError:
-    print("HEXIR_SKIP: python3 has no numpy (apt-get install -y python3-numpy)")
-    sys.exit(77)
+from checks import check, finish, hexir, np  # noqa: E402
 
 _, samples, scratch = sys.argv[1:4]
 os.makedirs(scratch, exist_ok=True)
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
-import hexir  # noqa: E402
-
-passed = failed = 0
-
-
-def check(ok, what):
-    global passed, failed
-    if ok:
-        passed += 1
-        print("ok: " + what)
-    else:
-        failed += 1
-        print("FAILED: " + what)
 
 
 def error_of(f):
@@ -119,5 +101,4 @@ else:
         e = error_of(lambda: hexir.compile(model, output=os.path.join(onnx_dir, "x.hxe")))
         check(e is not None and "input" in str(e), "an ONNX model with a dynamic dim and no input_shapes: %s" % e)
 
-print("python compile: %d passed, %d failed" % (passed, failed))
-sys.exit(1 if failed else 0)
+finish("python compile")

@@ -15,28 +15,10 @@ import subprocess
 import sys
 import threading
 
-try:
-    import numpy as np
-except ImportError:
-    print("HEXIR_SKIP: python3 has no numpy (apt-get install -y python3-numpy)")
-    sys.exit(77)
+from checks import check, finish, hexir, np  # noqa: E402
 
 compile_tool, samples, scratch = sys.argv[1:4]
 os.makedirs(scratch, exist_ok=True)
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
-import hexir  # noqa: E402
-
-passed = failed = 0
-
-
-def check(ok, what):
-    global passed, failed
-    if ok:
-        passed += 1
-        print("ok: " + what)
-    else:
-        failed += 1
-        print("FAILED: " + what)
 
 
 def compile_hxir(source, name):
@@ -198,5 +180,4 @@ check(all(t["wrong"] == 0 for t in tallies), "two threads on one context: no wro
 check(all(not t["other"] for t in tallies), "two threads on one context: no other error %s" %
       [t["other"][:1] for t in tallies])
 
-print("python context: %d passed, %d failed" % (passed, failed))
-sys.exit(1 if failed else 0)
+finish("python context")

@@ -16,27 +16,9 @@ import os
 import subprocess
 import sys
 
-try:
-    import numpy as np
-except ImportError:
-    print("HEXIR_SKIP: python3 has no numpy (apt-get install -y python3-numpy)")
-    sys.exit(77)
+from checks import check, finish, hexir, np  # noqa: E402
 
 compile_tool, samples, scratch = sys.argv[1:4]
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
-import hexir  # noqa: E402
-
-passed = failed = 0
-
-
-def check(ok, what):
-    global passed, failed
-    if ok:
-        passed += 1
-        print("ok: " + what)
-    else:
-        failed += 1
-        print("FAILED: " + what)
 
 
 def expect_error(code, part, f, what):
@@ -122,5 +104,4 @@ expect_error("INVALID_ARGUMENT", "outside the vocabulary of 64", lambda: gen.gen
 expect_error("INVALID_ARGUMENT", "not token ids", lambda: gen.generate([1.5, 2.0]), "a float prompt")
 check(ctx.generator(decode=0, max_new_tokens=4).generate([1, 2], 4).shape == (4,), "decode by index")
 
-print("python generator: %d passed, %d failed" % (passed, failed))
-sys.exit(1 if failed else 0)
+finish("python generator")

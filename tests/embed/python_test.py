@@ -13,27 +13,9 @@ import os
 import subprocess
 import sys
 
-try:
-    import numpy as np
-except ImportError:
-    print("HEXIR_SKIP: python3 has no numpy (apt-get install -y python3-numpy)")
-    sys.exit(77)
+from checks import check, finish, hexir, np  # noqa: E402
 
 compile_tool, samples, scratch = sys.argv[1:4]
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
-import hexir  # noqa: E402
-
-passed = failed = 0
-
-
-def check(ok, what):
-    global passed, failed
-    if ok:
-        passed += 1
-        print("ok: " + what)
-    else:
-        failed += 1
-        print("FAILED: " + what)
 
 
 def compile_hxir(source, name):
@@ -261,5 +243,4 @@ for x in [np.array([[0, 1, 0, 2], [0, 0, 0, 3], [4, 0, 0, 5]], np.float32), np.z
     want = np.array(np.nonzero(x), np.int64)
     check(got.shape == want.shape and np.array_equal(got, want), "nonzero at its actual shape %r" % (got.shape,))
 
-print("python: %d passed, %d failed" % (passed, failed))
-sys.exit(1 if failed else 0)
+finish("python")
