@@ -158,6 +158,24 @@ void print_text(const std::string& path, const VerifiedModule& v) {
       std::printf("rodata section %u [%" PRIu64 ", +%" PRIu64 ")\n", c.section(), c.offset(), c.byte_size());
   }
 
+  const std::vector<inspect::CompressedWeight> compressed = inspect::compressed_weights(v);
+  if (!compressed.empty()) {
+    uint64_t stored = 0, as_f32 = 0;
+    std::printf("\ncompressed weights (%zu):\n", compressed.size());
+    for (const inspect::CompressedWeight& c : compressed) {
+      const uint64_t f32_bytes = static_cast<uint64_t>(c.rows) * static_cast<uint64_t>(c.columns) * 4;
+      std::printf("  @%s [%lld, %lld] %s: %" PRIu64 " bytes with @%s (f32: %" PRIu64 "), read by %s\n",
+                  str(m.constants()->Get(c.weight)->name()), static_cast<long long>(c.rows),
+                  static_cast<long long>(c.columns), c.format.c_str(), c.stored_bytes,
+                  str(m.constants()->Get(c.scale)->name()), f32_bytes,
+                  c.matmul && c.gather ? "matmul and gather" : c.matmul ? "matmul" : "gather");
+      stored += c.stored_bytes;
+      as_f32 += f32_bytes;
+    }
+    std::printf("  together %" PRIu64 " bytes (f32: %" PRIu64 ", %.3fx)\n", stored, as_f32,
+                as_f32 ? static_cast<double>(stored) / static_cast<double>(as_f32) : 0.0);
+  }
+
   std::printf("\nkernels (%u):\n", count(m.kernels()));
   for (uint32_t i = 0; i < count(m.kernels()); ++i) {
     const fb::Kernel& k = *m.kernels()->Get(i);
@@ -319,6 +337,22 @@ void print_json(const VerifiedModule& v) {
       j.field("section", c.section());
       j.field("offset", c.offset());
     }
+    j.end_object();
+  }
+  j.end_array();
+
+  j.begin_array("compressed_weights");
+  for (const inspect::CompressedWeight& c : inspect::compressed_weights(v)) {
+    j.begin_object();
+    j.field("weight", c.weight);
+    j.field("scale", c.scale);
+    j.field("format", c.format);
+    j.field("rows", c.rows);
+    j.field("columns", c.columns);
+    j.field("stored_bytes", c.stored_bytes);
+    j.field("f32_bytes", static_cast<uint64_t>(c.rows) * static_cast<uint64_t>(c.columns) * 4);
+    j.field("read_by_matmul", c.matmul);
+    j.field("gathered", c.gather);
     j.end_object();
   }
   j.end_array();

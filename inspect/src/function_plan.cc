@@ -319,4 +319,50 @@ PlanSvgInput function_plan_picture(const VerifiedModule& v, size_t function) {
   return picture;
 }
 
+std::vector<CompressedWeight> compressed_weights(const VerifiedModule& v) {
+  const fb::Module& m = *v.module;
+  std::map<uint32_t, CompressedWeight> found;  // by weight constant
+  auto constant_of = [&](uint32_t slot) -> int64_t {
+    const fb::Slot& s = *m.slots()->Get(slot);
+    return s.storage() == fb::StorageKind::Constant ? static_cast<int64_t>(s.index()) : -1;
+  };
+  auto add = [&](int64_t weight, int64_t scale, bool matmul) {
+    if (weight < 0 || scale < 0) return;
+    const TensorType& w = v.constant_types[static_cast<size_t>(weight)];
+    const TensorType& sc = v.constant_types[static_cast<size_t>(scale)];
+    if (w.rank() != 2) return;
+    CompressedWeight& c = found[static_cast<uint32_t>(weight)];
+    c.weight = static_cast<uint32_t>(weight);
+    c.scale = static_cast<uint32_t>(scale);
+    const bool int4 = w.dtype == DType::kU8 && sc.dtype == DType::kF16 && sc.rank() == 2 && sc.dims[1] > 0;
+    c.rows = w.dims[0];
+    c.columns = int4 ? w.dims[1] * 2 : w.dims[1];
+    c.format = int4 ? "int4 group " + std::to_string(c.columns / sc.dims[1]) : "int8 per row";
+    c.stored_bytes = m.constants()->Get(c.weight)->byte_size() + m.constants()->Get(c.scale)->byte_size();
+    (matmul ? c.matmul : c.gather) = true;
+  };
+  // Gathers by index slot: the table (i8/u8) and its scales (f32/f16) are picked by the same indices.
+  std::map<uint32_t, std::pair<int64_t, int64_t>> gathered;
+  for (uint32_t i = 0; i < (m.instructions() ? m.instructions()->size() : 0); ++i) {
+    const fb::Instruction& in = *m.instructions()->Get(i);
+    if (in.opcode() != fb::Opcode::Dispatch || in.input_count() < 2) continue;
+    const ops::OpId op = v.kernel_ids[in.kernel()];
+    auto operand = [&](uint32_t o) { return m.operand_pool()->Get(in.operand_begin() + o); };
+    if ((op == ops::OpId::kQuantizedMatmul || op == ops::OpId::kInt4Matmul) && in.input_count() >= 3)
+      add(constant_of(operand(1)), constant_of(operand(2)), true);
+    if (op == ops::OpId::kGather) {
+      const int64_t table = constant_of(operand(0));
+      if (table < 0) continue;
+      const DType dtype = v.constant_types[static_cast<size_t>(table)].dtype;
+      auto& [weight, scale] = gathered.try_emplace(operand(1), -1, -1).first->second;
+      if (dtype == DType::kI8 || dtype == DType::kU8) weight = table;
+      if (dtype == DType::kF32 || dtype == DType::kF16) scale = table;
+    }
+  }
+  for (const auto& [indices, pair] : gathered) add(pair.first, pair.second, false);
+  std::vector<CompressedWeight> out;
+  for (auto& [constant, c] : found) out.push_back(std::move(c));
+  return out;
+}
+
 }  // namespace hexir::inspect

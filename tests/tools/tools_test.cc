@@ -211,6 +211,12 @@ TEST_CASE("tools: hexir-compile --weights int8 stores matmul weights int8 and pr
   CHECK_MESSAGE(contains(d4.output, "int4_matmul"), d4.output);
   CHECK_MESSAGE(contains(d4.output, "u8[64,32]"), d4.output);
   CHECK_MESSAGE(contains(d4.output, "f16[64,2]"), d4.output);
+  // hexir-dump lists each compressed weight with its bytes.
+  CHECK_MESSAGE(contains(d4.output, "@w.int4 [64, 64] int4 group 32: 2304 bytes with @w.scale (f32: 16384), read by matmul"),
+                d4.output);
+  CHECK_MESSAGE(contains(d.output, "@w.int8 [64, 64] int8 per row: 4352 bytes with @w.scale (f32: 16384)"), d.output);
+  auto j4 = run_command(kDump + " " + dir / "fc4.hxe --json");
+  CHECK_MESSAGE(contains(j4.output, "\"format\":\"int4 group 32\",\"rows\":64,\"columns\":64,\"stored_bytes\":2304"), j4.output);
   // A per-weight override wins over --weights; a group that does not divide K is stored int8.
   auto kept = run_command(kCompile + " " + dir / "fc.hxir -o " + dir / "x.hxe --weights int4 --weights-for 'w*=f32'");
   REQUIRE_MESSAGE(kept.exit_code == 0, kept.output);

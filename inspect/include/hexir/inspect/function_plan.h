@@ -87,4 +87,20 @@ std::vector<StorageValue> function_storage_values(const format::VerifiedModule& 
 // those (its own offsets, from its base line), the lower bound line.
 PlanSvgInput function_plan_picture(const format::VerifiedModule& module, size_t function);
 
+// A weight stored in fewer bits than f32 (hexir-compile --weights, or a
+// QDQ model's int8 matmul weights): the constants of its values and scales,
+// how they are stored, and what reads them.
+struct CompressedWeight {
+  uint32_t weight = 0, scale = 0;  // constant indices
+  std::string format;              // "int8 per row", "int4 group 32"
+  int64_t rows = 0, columns = 0;   // as f32 [rows, columns]
+  uint64_t stored_bytes = 0;       // values and scales
+  bool matmul = false, gather = false;  // read by a quantized matmul, gathered (an embedding)
+};
+
+// Module-wide, in constant order: the w and scale operands of
+// quantized_matmul and int4_matmul, and the constants two gathers by the
+// same indices pick rows of (an i8/u8 table and its f32/f16 scales).
+std::vector<CompressedWeight> compressed_weights(const format::VerifiedModule& module);
+
 }  // namespace hexir::inspect
