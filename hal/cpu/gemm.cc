@@ -1339,6 +1339,48 @@ template <int64_t R, int64_t J>
 }
 #endif
 
+#ifdef HEXIR_GEMM_NEON
+// dot_block_generic's 8 lanes as two q registers with fmla; the tail
+// through zero-padded copies (the zeros add nothing, as AVX2's masked loads).
+template <int64_t R, int64_t J>
+inline void dot_step_neon(float32x4_t (&acc)[R][J][2], const float* a, int64_t lda, const float* b, int64_t ldb) {
+  float32x4_t av[R][2];
+#pragma GCC unroll 16
+  for (int64_t i = 0; i < R; ++i) av[i][0] = vld1q_f32(a + i * lda), av[i][1] = vld1q_f32(a + i * lda + 4);
+#pragma GCC unroll 16
+  for (int64_t j = 0; j < J; ++j) {
+    const float32x4_t b0 = vld1q_f32(b + j * ldb), b1 = vld1q_f32(b + j * ldb + 4);
+#pragma GCC unroll 16
+    for (int64_t i = 0; i < R; ++i) {
+      acc[i][j][0] = vfmaq_f32(acc[i][j][0], av[i][0], b0);
+      acc[i][j][1] = vfmaq_f32(acc[i][j][1], av[i][1], b1);
+    }
+  }
+}
+
+template <int64_t R, int64_t J>
+void dot_block_neon(int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb, float* out) {
+  float32x4_t acc[R][J][2];
+#pragma GCC unroll 16
+  for (int64_t i = 0; i < R; ++i)
+#pragma GCC unroll 16
+    for (int64_t j = 0; j < J; ++j) acc[i][j][0] = acc[i][j][1] = vdupq_n_f32(0.0f);
+  int64_t x = 0;
+  for (; x + 8 <= k; x += 8) dot_step_neon<R, J>(acc, a + x, lda, b + x, ldb);
+  if (x < k) {
+    float at[R][8] = {}, bt[J][8] = {};
+    for (int64_t i = 0; i < R; ++i) std::memcpy(at[i], a + i * lda + x, static_cast<size_t>(k - x) * sizeof(float));
+    for (int64_t j = 0; j < J; ++j) std::memcpy(bt[j], b + j * ldb + x, static_cast<size_t>(k - x) * sizeof(float));
+    dot_step_neon<R, J>(acc, at[0], 8, bt[0], 8);
+  }
+  // ((l0 + l4) + (l1 + l5)) + ((l2 + l6) + (l3 + l7)), dot_block_generic's tree.
+#pragma GCC unroll 16
+  for (int64_t i = 0; i < R; ++i)
+#pragma GCC unroll 16
+    for (int64_t j = 0; j < J; ++j) out[i * J + j] = vaddvq_f32(vaddq_f32(acc[i][j][0], acc[i][j][1]));
+}
+#endif
+
 using DotBlock = void (*)(int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb, float* out);
 // B's rows per block: as many accumulators as the registers hold beside A's
 // and B's vectors (8 for one row of A: eight loads in flight).
@@ -1355,6 +1397,9 @@ DotBlock dot_block_of(int64_t rows, bool whole) {
 #ifdef HEXIR_GEMM_X86
   if (isa_avx512()) HEXIR_DOT_BLOCKS(dot_block_avx512)
   if (isa_avx2()) HEXIR_DOT_BLOCKS(dot_block_avx2)
+#endif
+#ifdef HEXIR_GEMM_NEON
+  if (isa_neon()) HEXIR_DOT_BLOCKS(dot_block_neon)
 #endif
   HEXIR_DOT_BLOCKS(dot_block_generic)
 #undef HEXIR_DOT_BLOCKS
