@@ -18,7 +18,10 @@
 #          CUDA and ONNX off; only what it runs is built): test_hal (every cpu
 #          kernel, the thread pool's stress tests), test_hal_conformance,
 #          test_vm and test_e2e, run under qemu-aarch64 (meson's exe_wrapper)
-#          and counted as the suite is. Skipped, as 1 skipped with the reason,
+#          and counted as the suite is; test_hal and test_hal_conformance
+#          again under HEXIR_MAX_CPU_ISA=portable (the NEON kernels' twins;
+#          tests/hal/meson.build leaves out the cases whose code is the same
+#          at both levels: doctest counts them as skipped). Skipped, as 1 skipped with the reason,
 #          when the cross compiler, qemu or the arm64 libraries cannot be had
 #          (docs/aarch64.md).
 #  fuzz    the libFuzzer targets of fuzz/ (built in build-asan, ASan+UBSan),
@@ -202,10 +205,12 @@ tsan_leg() {
 }
 
 # The aarch64 leg: what it builds (the tools are what test_e2e starts) and
-# the meson tests it runs (the ISA-capped variants are x86-only: tests/meson.build).
+# the meson tests it runs: the kernel tests at both ISA levels, NEON and
+# portable (tests/meson.build), in one run so the two long ones overlap;
+# e2e at NEON only, to keep the leg short.
 aarch64_targets=(tests/hal/test_hal tests/hal_conformance/test_hal_conformance tests/vm/test_vm
                  tests/e2e/test_e2e tools/hexir-compile tools/hexir-run)
-aarch64_tests=(hal hal_conformance vm e2e)
+aarch64_tests=(hal 'hal (portable kernels)' hal_conformance 'hal_conformance (portable kernels)' vm e2e)
 
 # Why the aarch64 leg cannot run here; empty when it can.
 aarch64_missing() {

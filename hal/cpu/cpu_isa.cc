@@ -13,13 +13,13 @@ CpuIsa detect() {
     isa = CpuIsa::kAvx512;
   else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
     isa = CpuIsa::kAvx2;
+#elif defined(__aarch64__)
+  isa = CpuIsa::kNeon;  // Advanced SIMD is part of the base ARMv8-A ISA
 #endif
   // A cap, never more than the CPU has; any other value is no cap.
   if (const char* cap = std::getenv("HEXIR_MAX_CPU_ISA")) {
-    CpuIsa most = isa;
-    if (std::strcmp(cap, "avx2") == 0) most = CpuIsa::kAvx2;
-    if (std::strcmp(cap, "portable") == 0) most = CpuIsa::kPortable;
-    if (most < isa) isa = most;
+    if (std::strcmp(cap, "avx2") == 0 && isa == CpuIsa::kAvx512) isa = CpuIsa::kAvx2;
+    if (std::strcmp(cap, "portable") == 0) isa = CpuIsa::kPortable;
   }
   return isa;
 }

@@ -2,17 +2,21 @@
 // environment variable HEXIR_MAX_CPU_ISA (`avx512`, `avx2` or `portable`;
 // oneDNN's ONEDNN_MAX_CPU_ISA does the same) so that one machine runs and
 // tests every path: the suite runs the HAL's tests again under each cap.
-// Read once per process, at the first kernel call (not in an ifunc resolver,
-// which runs before sanitizer runtimes start). Prepared layouts depend on
-// it; it cannot change while a process runs.
+// On aarch64 the levels are `neon` (Advanced SIMD, in every ARMv8-A core)
+// and `portable`. Read once per process, at the first kernel call (not in an
+// ifunc resolver, which runs before sanitizer runtimes start). Prepared
+// layouts depend on it; it cannot change while a process runs.
 #pragma once
 
 namespace hexir::hal::cpu::internal {
 
-enum class CpuIsa { kPortable = 0, kAvx2 = 1, kAvx512 = 2 };  // AVX2 means AVX2 + FMA
+// AVX2 means AVX2 + FMA. kNeon is not above the x86 levels: no order across
+// architectures, so each test below names its levels.
+enum class CpuIsa { kPortable = 0, kAvx2 = 1, kAvx512 = 2, kNeon = 3 };
 
 CpuIsa cpu_isa();
 inline bool isa_avx512() { return cpu_isa() == CpuIsa::kAvx512; }
-inline bool isa_avx2() { return cpu_isa() >= CpuIsa::kAvx2; }
+inline bool isa_avx2() { return cpu_isa() == CpuIsa::kAvx2 || cpu_isa() == CpuIsa::kAvx512; }
+inline bool isa_neon() { return cpu_isa() == CpuIsa::kNeon; }
 
 }  // namespace hexir::hal::cpu::internal

@@ -15,7 +15,7 @@
 // Tasks own disjoint (row block, column group) tiles of C and every element
 // is summed in the same order whatever the thread count, the loop order or
 // what was prepared: results depend only on the ISA path chosen for the
-// machine (AVX-512, AVX2+FMA or the portable loop).
+// machine (AVX-512, AVX2+FMA, NEON or the portable loop).
 #include <algorithm>
 #include <cstring>
 
@@ -25,6 +25,10 @@
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #define HEXIR_GEMM_X86 1
+#endif
+#if defined(__aarch64__)
+#include <arm_neon.h>
+#define HEXIR_GEMM_NEON 1
 #endif
 #ifndef HEXIR_AVX512_MR
 #define HEXIR_AVX512_MR 12
@@ -630,6 +634,150 @@ template <int64_t R>
 }
 #endif
 
+#ifdef HEXIR_GEMM_NEON
+// NEON: 6 x 16 (24 q accumulators, 4 for B's row, 2 for A's 6 floats: 30 of
+// the 32 q registers), the AVX2 tile's shape, so the strips stay 16 wide.
+// Packed A: one k's 6 floats in two overlapping q loads (floats 0-3 and
+// 2-5: a d load of 4-5 compiled to two scalar ones), each row an fmla by
+// element (vfmaq_laneq_f32); A in place: a scalar per row (vfmaq_n_f32, the same
+// fused multiply-add). Each element an FMA chain over k from 0, as on x86.
+constexpr int64_t kNeonMr = 6;
+
+// Row I of the tile += b * A's row I at this k (packed: a0 holds rows 0-3,
+// a1 rows 2-5).
+template <int I>
+inline void neon_fma_row(float32x4_t (&acc)[4], const float32x4_t (&b)[4], float32x4_t a0, float32x4_t a1) {
+  for (int v = 0; v < 4; ++v) {
+    if constexpr (I < 4)
+      acc[v] = vfmaq_laneq_f32(acc[v], b[v], a0, I);
+    else
+      acc[v] = vfmaq_laneq_f32(acc[v], b[v], a1, I - 2);
+  }
+}
+
+// MR rows (AS: A's layout, as a_at's: kNeonMr packed, 0 in place with mr ==
+// MR rows readable).
+template <int64_t MR, int64_t AS>
+void neon_tile(int64_t mr, int64_t nr, int64_t kc, const float* A, int64_t lda, const float* B, int64_t ldb,
+               float* C, int64_t ldc, bool accumulate, const TileFinish* finish) {
+  float32x4_t acc[MR][4];
+#pragma GCC unroll 16
+  for (int64_t i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+    for (int v = 0; v < 4; ++v) acc[i][v] = vdupq_n_f32(0.0f);
+  for (int64_t k = 0; k < kc; ++k) {
+    const float* bk = B + k * ldb;
+    const float32x4_t b[4] = {vld1q_f32(bk), vld1q_f32(bk + 4), vld1q_f32(bk + 8), vld1q_f32(bk + 12)};
+    if constexpr (AS == kNeonMr && MR == kNeonMr) {
+      const float32x4_t a0 = vld1q_f32(A + k * AS);
+      const float32x4_t a1 = vld1q_f32(A + k * AS + 2);
+      neon_fma_row<0>(acc[0], b, a0, a1);
+      neon_fma_row<1>(acc[1], b, a0, a1);
+      neon_fma_row<2>(acc[2], b, a0, a1);
+      neon_fma_row<3>(acc[3], b, a0, a1);
+      neon_fma_row<4>(acc[4], b, a0, a1);
+      neon_fma_row<5>(acc[5], b, a0, a1);
+    } else {
+#pragma GCC unroll 16
+      for (int64_t i = 0; i < MR; ++i) {
+        const float a = a_at<AS>(A, lda, i, k);
+#pragma GCC unroll 4
+        for (int v = 0; v < 4; ++v) acc[i][v] = vfmaq_n_f32(acc[i][v], b[v], a);
+      }
+    }
+  }
+#pragma GCC unroll 16
+  for (int64_t i = 0; i < MR && i < mr; ++i) {
+    float* c = C + i * ldc;
+    if (nr == 16) {
+#pragma GCC unroll 4
+      for (int v = 0; v < 4; ++v)
+        vst1q_f32(c + 4 * v, accumulate ? vaddq_f32(vld1q_f32(c + 4 * v), acc[i][v]) : acc[i][v]);
+    } else {
+      alignas(16) float row[16];
+#pragma GCC unroll 4
+      for (int v = 0; v < 4; ++v) vst1q_f32(row + 4 * v, acc[i][v]);
+      store_row(row, nr, c, accumulate);
+    }
+  }
+  // The finish over the stored tile, in L1 (the float steps of x86's register finish).
+  if (finish) finish_stored(*finish, C, ldc, mr, nr);
+}
+
+void micro_neon(int64_t mr, int64_t nr, int64_t kc, const float* A, int64_t lda, bool a_packed, const float* B,
+                int64_t ldb, float* C, int64_t ldc, bool accumulate, const TileFinish* finish) {
+  if (a_packed) return neon_tile<kNeonMr, kNeonMr>(mr, nr, kc, A, lda, B, ldb, C, ldc, accumulate, finish);
+  switch (mr) {  // in place: only the tile's own rows are read
+    case 6: return neon_tile<6, 0>(mr, nr, kc, A, lda, B, ldb, C, ldc, accumulate, finish);
+    case 5: return neon_tile<5, 0>(mr, nr, kc, A, lda, B, ldb, C, ldc, accumulate, finish);
+    case 4: return neon_tile<4, 0>(mr, nr, kc, A, lda, B, ldb, C, ldc, accumulate, finish);
+    case 3: return neon_tile<3, 0>(mr, nr, kc, A, lda, B, ldb, C, ldc, accumulate, finish);
+    case 2: return neon_tile<2, 0>(mr, nr, kc, A, lda, B, ldb, C, ldc, accumulate, finish);
+    default: return neon_tile<1, 0>(mr, nr, kc, A, lda, B, ldb, C, ldc, accumulate, finish);
+  }
+}
+
+// The few-rows block: R rows x G strips of 16 (4 q each), the tile's FMA
+// chains (the same bits as gemm's tiles).
+template <int64_t R, int64_t G>
+inline void few_rows_neon_block(int64_t kc, const float* a, int64_t a_row, int64_t a_k, const float* B,
+                                int64_t b_strip, int64_t b_row, float* sums, int64_t ld, bool accumulate) {
+  float32x4_t acc[R][G][4];
+#pragma GCC unroll 16
+  for (int64_t i = 0; i < R; ++i)
+#pragma GCC unroll 16
+    for (int64_t s = 0; s < G; ++s)
+#pragma GCC unroll 4
+      for (int v = 0; v < 4; ++v) acc[i][s][v] = vdupq_n_f32(0.0f);
+  for (int64_t k = 0; k < kc; ++k) {
+    float32x4_t b[G][4];
+#pragma GCC unroll 16
+    for (int64_t s = 0; s < G; ++s)
+#pragma GCC unroll 4
+      for (int v = 0; v < 4; ++v) b[s][v] = vld1q_f32(B + s * b_strip + k * b_row + 4 * v);
+#pragma GCC unroll 16
+    for (int64_t i = 0; i < R; ++i) {
+      const float x = a[i * a_row + k * a_k];
+#pragma GCC unroll 16
+      for (int64_t s = 0; s < G; ++s)
+#pragma GCC unroll 4
+        for (int v = 0; v < 4; ++v) acc[i][s][v] = vfmaq_n_f32(acc[i][s][v], b[s][v], x);
+    }
+  }
+#pragma GCC unroll 16
+  for (int64_t i = 0; i < R; ++i)
+#pragma GCC unroll 16
+    for (int64_t s = 0; s < G; ++s)
+#pragma GCC unroll 4
+      for (int v = 0; v < 4; ++v) {
+        float* out = sums + i * ld + s * 16 + v * 4;
+        vst1q_f32(out, accumulate ? vaddq_f32(vld1q_f32(out), acc[i][s][v]) : acc[i][s][v]);
+      }
+}
+
+template <int64_t R>
+void few_rows_neon_rows(int64_t strips, int64_t kc, const float* a, int64_t a_row, int64_t a_k, const float* B,
+                        int64_t b_strip, int64_t b_row, float* sums, int64_t ld, bool accumulate) {
+  constexpr int64_t G = R <= 2 ? 2 : 1;  // 8, 16, 12, 16 accumulators beside 4 G for B
+  int64_t s = 0;
+  for (; s + G <= strips; s += G)
+    few_rows_neon_block<R, G>(kc, a, a_row, a_k, B + s * b_strip, b_strip, b_row, sums + s * 16, ld, accumulate);
+  for (; s < strips; ++s)
+    few_rows_neon_block<R, 1>(kc, a, a_row, a_k, B + s * b_strip, b_strip, b_row, sums + s * 16, ld, accumulate);
+}
+
+void few_rows_neon(int64_t rows, int64_t strips, int64_t kc, const float* a, int64_t a_row, int64_t a_k,
+                   const float* B, int64_t b_strip, int64_t b_row, float* sums, int64_t ld, bool accumulate) {
+  static_assert(kFewRows == 4);
+  switch (rows) {
+    case 1: return few_rows_neon_rows<1>(strips, kc, a, a_row, a_k, B, b_strip, b_row, sums, ld, accumulate);
+    case 2: return few_rows_neon_rows<2>(strips, kc, a, a_row, a_k, B, b_strip, b_row, sums, ld, accumulate);
+    case 3: return few_rows_neon_rows<3>(strips, kc, a, a_row, a_k, B, b_strip, b_row, sums, ld, accumulate);
+    default: return few_rows_neon_rows<4>(strips, kc, a, a_row, a_k, B, b_strip, b_row, sums, ld, accumulate);
+  }
+}
+#endif
+
 // The widest path this process runs (cpu_isa(): the CPU's, or a narrower
 // one HEXIR_MAX_CPU_ISA asks for).
 GemmPath select_path() {
@@ -637,6 +785,9 @@ GemmPath select_path() {
   if (isa_avx512()) return {kAvx512Mr, 32, kAvx512MrInPlace, micro_avx512, few_rows_avx512, strips_avx512};
   if (isa_avx2())
     return {kAvx2Mr, 16, kAvx2Mr, micro_avx2, few_rows_avx2, strips_avx2<kAvx2Mr>, strips_avx2<0>};
+#endif
+#ifdef HEXIR_GEMM_NEON
+  if (isa_neon()) return {kNeonMr, 16, kNeonMr, micro_neon, few_rows_neon};
 #endif
   return {kGenericMr, 16, kGenericMr, micro_generic, few_rows_generic};
 }
@@ -1188,6 +1339,48 @@ template <int64_t R, int64_t J>
 }
 #endif
 
+#ifdef HEXIR_GEMM_NEON
+// dot_block_generic's 8 lanes as two q registers with fmla; the tail
+// through zero-padded copies (the zeros add nothing, as AVX2's masked loads).
+template <int64_t R, int64_t J>
+inline void dot_step_neon(float32x4_t (&acc)[R][J][2], const float* a, int64_t lda, const float* b, int64_t ldb) {
+  float32x4_t av[R][2];
+#pragma GCC unroll 16
+  for (int64_t i = 0; i < R; ++i) av[i][0] = vld1q_f32(a + i * lda), av[i][1] = vld1q_f32(a + i * lda + 4);
+#pragma GCC unroll 16
+  for (int64_t j = 0; j < J; ++j) {
+    const float32x4_t b0 = vld1q_f32(b + j * ldb), b1 = vld1q_f32(b + j * ldb + 4);
+#pragma GCC unroll 16
+    for (int64_t i = 0; i < R; ++i) {
+      acc[i][j][0] = vfmaq_f32(acc[i][j][0], av[i][0], b0);
+      acc[i][j][1] = vfmaq_f32(acc[i][j][1], av[i][1], b1);
+    }
+  }
+}
+
+template <int64_t R, int64_t J>
+void dot_block_neon(int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb, float* out) {
+  float32x4_t acc[R][J][2];
+#pragma GCC unroll 16
+  for (int64_t i = 0; i < R; ++i)
+#pragma GCC unroll 16
+    for (int64_t j = 0; j < J; ++j) acc[i][j][0] = acc[i][j][1] = vdupq_n_f32(0.0f);
+  int64_t x = 0;
+  for (; x + 8 <= k; x += 8) dot_step_neon<R, J>(acc, a + x, lda, b + x, ldb);
+  if (x < k) {
+    float at[R][8] = {}, bt[J][8] = {};
+    for (int64_t i = 0; i < R; ++i) std::memcpy(at[i], a + i * lda + x, static_cast<size_t>(k - x) * sizeof(float));
+    for (int64_t j = 0; j < J; ++j) std::memcpy(bt[j], b + j * ldb + x, static_cast<size_t>(k - x) * sizeof(float));
+    dot_step_neon<R, J>(acc, at[0], 8, bt[0], 8);
+  }
+  // ((l0 + l4) + (l1 + l5)) + ((l2 + l6) + (l3 + l7)), dot_block_generic's tree.
+#pragma GCC unroll 16
+  for (int64_t i = 0; i < R; ++i)
+#pragma GCC unroll 16
+    for (int64_t j = 0; j < J; ++j) out[i * J + j] = vaddvq_f32(vaddq_f32(acc[i][j][0], acc[i][j][1]));
+}
+#endif
+
 using DotBlock = void (*)(int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb, float* out);
 // B's rows per block: as many accumulators as the registers hold beside A's
 // and B's vectors (8 for one row of A: eight loads in flight).
@@ -1204,6 +1397,9 @@ DotBlock dot_block_of(int64_t rows, bool whole) {
 #ifdef HEXIR_GEMM_X86
   if (isa_avx512()) HEXIR_DOT_BLOCKS(dot_block_avx512)
   if (isa_avx2()) HEXIR_DOT_BLOCKS(dot_block_avx2)
+#endif
+#ifdef HEXIR_GEMM_NEON
+  if (isa_neon()) HEXIR_DOT_BLOCKS(dot_block_neon)
 #endif
   HEXIR_DOT_BLOCKS(dot_block_generic)
 #undef HEXIR_DOT_BLOCKS

@@ -242,7 +242,7 @@ inline bool tile_finish_applies(ops::Activation a) {
 // it themselves (conv2d channels-last): C[0:mr, 0:nr] (+)= A[0:mr, 0:kc] * B,
 // A read in place (row i at A + i * lda; a_packed false), B kc rows of
 // nr_max floats ldb apart; mr <= mr_max, nr <= nr_max. Each element is an
-// FMA chain over k from 0 (AVX-512, AVX2), added to C when accumulating;
+// FMA chain over k from 0 (AVX-512, AVX2, NEON), added to C when accumulating;
 // then `finish` when not null.
 struct GemmTile {
   int64_t mr_max, nr_max;

@@ -15,6 +15,10 @@
 #include <immintrin.h>
 #define HEXIR_CONV_X86 1
 #endif
+#if defined(__aarch64__)
+#include <arm_neon.h>
+#define HEXIR_CONV_NEON 1
+#endif
 
 namespace hexir::hal::cpu::internal {
 
@@ -187,6 +191,48 @@ void quantized_rows_x86(const float* a, int64_t k, const int8_t* w, int64_t n0, 
 }
 #endif
 
+#if defined(HEXIR_CONV_NEON)
+// 16 int8 weights as 4 float vectors: two widenings (vmovl), then convert
+// (the portable load_i8 is a scalar loop of byte loads).
+inline void widen_s8x16(int8x16_t b, float32x4_t (&w)[4]) {
+  const int16x8_t lo = vmovl_s8(vget_low_s8(b)), hi = vmovl_high_s8(b);
+  w[0] = vcvtq_f32_s32(vmovl_s16(vget_low_s16(lo)));
+  w[1] = vcvtq_f32_s32(vmovl_high_s16(lo));
+  w[2] = vcvtq_f32_s32(vmovl_s16(vget_low_s16(hi)));
+  w[3] = vcvtq_f32_s32(vmovl_high_s16(hi));
+}
+
+// The lanes of four accumulators, summed in one fixed order.
+inline float lane_sum(float32x4_t a0, float32x4_t a1, float32x4_t a2, float32x4_t a3) {
+  return vaddvq_f32(vaddq_f32(vaddq_f32(a0, a1), vaddq_f32(a2, a3)));
+}
+
+// QuantizedDotRows for NEON: 16 weights per step, one fmla per row and vector.
+template <int R>
+void quantized_rows_neon(const float* a, int64_t k, const int8_t* w, int64_t n0, int64_t n1, const float* scale,
+                         const float* bias, float* c, int64_t n) {
+  for (int64_t j = n0; j < n1; ++j) {
+    const int8_t* wj = w + j * k;
+    float32x4_t acc[R][4];
+    for (int r = 0; r < R; ++r)
+      for (int v = 0; v < 4; ++v) acc[r][v] = vdupq_n_f32(0.0f);
+    int64_t i = 0;
+    for (; i + 16 <= k; i += 16) {
+      float32x4_t wv[4];
+      widen_s8x16(vld1q_s8(wj + i), wv);
+      for (int r = 0; r < R; ++r)
+        for (int v = 0; v < 4; ++v) acc[r][v] = vfmaq_f32(acc[r][v], vld1q_f32(a + r * k + i + 4 * v), wv[v]);
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {  // unrolled: an indexed acc[r] lived on the stack, stored every step
+      float sum = lane_sum(acc[r][0], acc[r][1], acc[r][2], acc[r][3]);
+      for (int64_t t = i; t < k; ++t) sum += a[r * k + t] * static_cast<float>(wj[t]);
+      c[r * n + j] = sum * scale[j] + (bias ? bias[j] : 0.0f);
+    }
+  }
+}
+#endif
+
 // R rows of a (k floats each) against weight rows [n0, n1) of w [n, k]
 // int8: per output a float dot in two lane sets, summed in order, times
 // the row's scale, plus its bias.
@@ -267,6 +313,16 @@ Status quantized_matmul(const KernelContext& context, const Dispatch& d) {
                           case 2: quantized_rows_x86<2>(a, p.k, w, n0, n1, scale, bias, c, p.n); return;
                           case 3: quantized_rows_x86<3>(a, p.k, w, n0, n1, scale, bias, c, p.n); return;
                           default: quantized_rows_x86<4>(a, p.k, w, n0, n1, scale, bias, c, p.n); return;
+                        }
+                      }
+#endif
+#if defined(HEXIR_CONV_NEON)
+                      if (isa_neon()) {
+                        switch (p.m) {
+                          case 1: quantized_rows_neon<1>(a, p.k, w, n0, n1, scale, bias, c, p.n); return;
+                          case 2: quantized_rows_neon<2>(a, p.k, w, n0, n1, scale, bias, c, p.n); return;
+                          case 3: quantized_rows_neon<3>(a, p.k, w, n0, n1, scale, bias, c, p.n); return;
+                          default: quantized_rows_neon<4>(a, p.k, w, n0, n1, scale, bias, c, p.n); return;
                         }
                       }
 #endif
@@ -399,6 +455,44 @@ void int4_rows_x86(const float* a, const Int4Weights& q, int64_t n0, int64_t n1,
 }
 #endif
 
+#if defined(HEXIR_CONV_NEON)
+// Int4DotRows for NEON: a block's 16 bytes split into low and high nibbles
+// (weights 0..15 and 16..31), offset by -8, widened, converted, scaled by
+// the group's scale, then one fmla per row and vector.
+template <int R>
+void int4_rows_neon(const float* a, const Int4Weights& q, int64_t n0, int64_t n1, const float* bias, float* c,
+                    int64_t n) {
+  const int64_t k = q.k;
+  const uint8x16_t low = vdupq_n_u8(0x0f);
+  const int8x16_t eight = vdupq_n_s8(8);
+  for (int64_t j = n0; j < n1; ++j) {
+    const uint8_t* wj = q.row(j);
+    float32x4_t acc[R][4];
+    for (int r = 0; r < R; ++r)
+      for (int v = 0; v < 4; ++v) acc[r][v] = vdupq_n_f32(0.0f);
+    for (int64_t g = 0; g < k; g += q.group) {
+      const float s = q.scale_of(j, g);
+      for (int64_t i = g; i < g + q.group; i += ops::kInt4Block) {
+        const uint8x16_t bytes = vld1q_u8(wj + i / 2);
+        const int8x16_t halves[2] = {vsubq_s8(vreinterpretq_s8_u8(vandq_u8(bytes, low)), eight),
+                                     vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(bytes, 4)), eight)};
+        for (int h = 0; h < 2; ++h) {
+          float32x4_t wv[4];
+          widen_s8x16(halves[h], wv);
+          for (int v = 0; v < 4; ++v) wv[v] = vmulq_n_f32(wv[v], s);
+          for (int r = 0; r < R; ++r)
+            for (int v = 0; v < 4; ++v)
+              acc[r][v] = vfmaq_f32(acc[r][v], vld1q_f32(a + r * k + i + 16 * h + 4 * v), wv[v]);
+        }
+      }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r)  // unrolled, as in quantized_rows_neon
+      c[r * n + j] = lane_sum(acc[r][0], acc[r][1], acc[r][2], acc[r][3]) + (bias ? bias[j] : 0.0f);
+  }
+}
+#endif
+
 // R rows of a against int4 weight rows [n0, n1): each block's 32 weights
 // decoded (int4_weight_of) and scaled, then a float dot in lanes.
 struct Int4DotRows {
@@ -503,6 +597,16 @@ Status int4_matmul(const KernelContext& context, const Dispatch& d) {
                           case 2: int4_rows_x86<2>(a, q, n0, n1, bias, c, p.n); return;
                           case 3: int4_rows_x86<3>(a, q, n0, n1, bias, c, p.n); return;
                           default: int4_rows_x86<4>(a, q, n0, n1, bias, c, p.n); return;
+                        }
+                      }
+#endif
+#if defined(HEXIR_CONV_NEON)
+                      if (isa_neon()) {
+                        switch (p.m) {
+                          case 1: int4_rows_neon<1>(a, q, n0, n1, bias, c, p.n); return;
+                          case 2: int4_rows_neon<2>(a, q, n0, n1, bias, c, p.n); return;
+                          case 3: int4_rows_neon<3>(a, q, n0, n1, bias, c, p.n); return;
+                          default: int4_rows_neon<4>(a, q, n0, n1, bias, c, p.n); return;
                         }
                       }
 #endif

@@ -42,6 +42,10 @@
 #include <immintrin.h>
 #define HEXIR_SPATIAL_X86 1
 #endif
+#if defined(__aarch64__)
+#include <arm_neon.h>
+#define HEXIR_SPATIAL_NEON 1
+#endif
 
 namespace hexir::hal::cpu::internal {
 namespace {
@@ -244,6 +248,74 @@ template <int KH, int KW, int SH, int R = kRows>
 }
 #endif
 
+#ifdef HEXIR_SPATIAL_NEON
+// NEON: AVX2's two kernels 4 columns at a time (fmla: the FMA order of the
+// x86 paths); the last partial vector stored through the stack.
+inline void dw_store4(float* out, int64_t left, float32x4_t v) {
+  if (left >= 4) return vst1q_f32(out, v);
+  alignas(16) float row[4];
+  vst1q_f32(row, v);
+  std::memcpy(out, row, static_cast<size_t>(left) * sizeof(float));
+}
+
+// The taps in registers (5x5: 25 of the 32 q beside R accumulators and the load).
+template <int KH, int KW, int SH, int R = kRows>
+void dw_block_neon_fixed(const DwBlock& b) {
+  if constexpr (R == kRows) {
+    if (b.rows == 1) return dw_block_neon_fixed<KH, KW, SH, 1>(b);
+    if (b.rows == 2) return dw_block_neon_fixed<KH, KW, SH, 2>(b);
+  }
+  constexpr int T = (R - 1) * SH + KH;
+  int64_t off[KW];
+  for (int kx = 0; kx < KW; ++kx) off[kx] = b.col_off[kx];
+  const float32x4_t bias = vdupq_n_f32(b.bias);
+  float32x4_t w[KH * KW];
+#pragma GCC unroll 25
+  for (int t = 0; t < KH * KW; ++t) w[t] = vdupq_n_f32(b.taps[t]);
+  // The block's fields in locals: the stores could alias it (as on x86).
+  const int64_t rows = b.rows, width = b.width, buf_row = b.buf_row, out_row = b.out_row;
+  const float* const buf = b.buf;
+  float* const out = b.out;
+  for (int64_t j = 0; j < width; j += 4) {
+    float32x4_t acc[R];
+    for (int r = 0; r < R; ++r) acc[r] = vdupq_n_f32(0.0f);
+#pragma GCC unroll 16
+    for (int t = 0; t < T; ++t) {
+      const float* line = buf + t * buf_row + j;
+#pragma GCC unroll 8
+      for (int kx = 0; kx < KW; ++kx) {
+        const float32x4_t v = vld1q_f32(line + off[kx]);
+#pragma GCC unroll 8
+        for (int r = 0; r < R; ++r) {
+          const int ky = t - r * SH;
+          if (ky >= 0 && ky < KH) acc[r] = vfmaq_f32(acc[r], w[ky * KW + kx], v);
+        }
+      }
+    }
+    // Rows final here (bias added): the place for a fused epilogue.
+    for (int r = 0; r < R; ++r)
+      if (r < rows) dw_store4(out + r * out_row + j, width - j, vaddq_f32(acc[r], bias));
+  }
+}
+
+void dw_block_neon_any(const DwBlock& b) {
+  const float32x4_t bias = vdupq_n_f32(b.bias);
+  const DwBlock k = b;  // in registers, not reloaded after each store (as on x86)
+  for (int64_t r = 0; r < k.rows; ++r) {
+    for (int64_t j = 0; j < k.width; j += 4) {
+      float32x4_t acc = vdupq_n_f32(0.0f);
+      for (int64_t ky = 0; ky < k.kh; ++ky) {
+        const float* line = k.buf + (r * k.sh + ky * k.dh) * k.buf_row + j;
+        const float* taps = k.taps + ky * k.kw;
+        for (int64_t kx = 0; kx < k.kw; ++kx) acc = vfmaq_n_f32(acc, vld1q_f32(line + k.col_off[kx]), taps[kx]);
+      }
+      // Final here (bias added): the place for a fused epilogue.
+      dw_store4(k.out + r * k.out_row + j, k.width - j, vaddq_f32(acc, bias));
+    }
+  }
+}
+#endif
+
 // Deinterleaves n pairs: even[i] = src[2 i], odd[i] = src[2 i + 1] (the two
 // phases of a stride-2 buffer row).
 using Deinterleave = void (*)(const float* src, int64_t n, float* even, float* odd);
@@ -254,6 +326,19 @@ void deinterleave_generic(const float* src, int64_t n, float* even, float* odd) 
     odd[i] = src[2 * i + 1];
   }
 }
+
+#ifdef HEXIR_SPATIAL_NEON
+// ld2 splits even and odd floats in the load itself.
+void deinterleave_neon(const float* src, int64_t n, float* even, float* odd) {
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    const float32x4x2_t v = vld2q_f32(src + 2 * i);
+    vst1q_f32(even + i, v.val[0]);
+    vst1q_f32(odd + i, v.val[1]);
+  }
+  deinterleave_generic(src + 2 * i, n - i, even + i, odd + i);
+}
+#endif
 
 #ifdef HEXIR_SPATIAL_X86
 [[gnu::target("avx512f")]] void deinterleave_avx512(const float* src, int64_t n, float* even, float* odd) {
@@ -317,6 +402,24 @@ DwPath select_depthwise(const ops::Conv2dPlan& p) {
         return {dw_block_avx2_fixed<5, 5, 2>, deinterleave_avx2};
       default:
         return {dw_block_avx2_any, deinterleave_avx2};
+    }
+  }
+#elif defined(HEXIR_SPATIAL_NEON)
+  const bool fixed =
+      p.kh == p.kw && (p.kh == 3 || p.kh == 5) && p.dilation_h == 1 && (p.stride_h == 1 || p.stride_h == 2);
+  const int key = fixed ? static_cast<int>(p.kh * 10 + p.stride_h) : 0;
+  if (isa_neon()) {
+    switch (key) {
+      case 31:
+        return {dw_block_neon_fixed<3, 3, 1>, deinterleave_neon};
+      case 32:
+        return {dw_block_neon_fixed<3, 3, 2>, deinterleave_neon};
+      case 51:
+        return {dw_block_neon_fixed<5, 5, 1>, deinterleave_neon};
+      case 52:
+        return {dw_block_neon_fixed<5, 5, 2>, deinterleave_neon};
+      default:
+        return {dw_block_neon_any, deinterleave_neon};
     }
   }
 #else

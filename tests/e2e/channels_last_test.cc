@@ -97,14 +97,16 @@ struct ConvCase {
 };
 
 TEST_CASE("channels-last conv2d: the cpu kernel gives the element function's sums") {
-  // The register tile sums each (tap, channel block) as an FMA chain (AVX-512, AVX2): bit-identical
+  // The register tile sums each (tap, channel block) as an FMA chain (AVX-512, AVX2, NEON): bit-identical
   // there; the portable tile rounds each product, so elsewhere within rounding.
   // HEXIR_MAX_CPU_ISA=portable (hal/cpu/cpu_isa.h) caps the kernels to the portable tile.
   const char* cap = std::getenv("HEXIR_MAX_CPU_ISA");
 #if defined(__x86_64__) && defined(__GNUC__)
   const bool fma_tiles = __builtin_cpu_supports("fma");
+#elif defined(__aarch64__)
+  const bool fma_tiles = true;  // NEON's tile (fmla), in every ARMv8-A core
 #else
-  const bool fma_tiles = false;  // only x86 has the FMA tiles; elsewhere the portable one runs
+  const bool fma_tiles = false;  // no FMA tile: the portable one runs
 #endif
   const bool exact = fma_tiles && !(cap && std::string_view(cap) == "portable");
   const ConvCase cases[] = {

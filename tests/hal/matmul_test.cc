@@ -1,6 +1,11 @@
 // matmul against a naive double reference with numpy.matmul's rules.
 #include <array>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <string_view>
 
+#include "cpu_isa.h"
 #include "hal_test_util.h"
 #include "hexir/base/half.h"
 
@@ -110,6 +115,41 @@ TEST_CASE("matmul: a few rows against a row-major b read where it lies (a decode
   check_matmul({3, 600}, {600, 37}, {3, 37});
   check_matmul({4, 257}, {257, 64}, {4, 64});
   check_matmul({2, 8}, {8, 5}, {2, 5});
+}
+
+TEST_CASE("matmul: the running CPU's tile gives its sums' bits (an fmaf chain on AVX-512, AVX2, NEON)") {
+  // One K block (k <= 256): each element summed over k from 0 in order, as
+  // one fused multiply-add per step on the FMA tiles, product then sum on
+  // the portable one. Bit for bit, so the path cpu_isa() names is the one
+  // that ran: NEON on aarch64 unless HEXIR_MAX_CPU_ISA=portable.
+  using hal::cpu::internal::CpuIsa;
+  const bool fma = hal::cpu::internal::cpu_isa() != CpuIsa::kPortable;
+#if defined(__aarch64__)
+  const char* cap = std::getenv("HEXIR_MAX_CPU_ISA");
+  CHECK(hal::cpu::internal::cpu_isa() ==
+        (cap && std::string_view(cap) == "portable" ? CpuIsa::kPortable : CpuIsa::kNeon));
+#endif
+  // Full and partial tiles (6 x 16 on NEON and AVX2), A in place and a few rows (m <= 4).
+  const std::array<int64_t, 3> shapes[] = {{37, 200, 50}, {13, 64, 16}, {6, 1, 17}, {3, 100, 40}};
+  for (const auto& mkn : shapes) {
+    const int64_t M = mkn[0], K = mkn[1], N = mkn[2];
+    INFO(M << " x " << K << " x " << N);
+    HostTensor a = random_f32({M, K}, 41), b = random_f32({K, N}, 42);
+    HostTensor out(DType::kF32, {M, N});
+    REQUIRE(run_kernel(OpId::kMatmul, {&a, &b}, out).ok());
+    int64_t mismatches = 0;
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j) {
+        float want = 0.0f;
+        for (int64_t k = 0; k < K; ++k) {
+          const float x = a.at(i * K + k), y = b.at(k * N + j);
+          want = fma ? std::fmaf(x, y, want) : want + x * y;
+        }
+        const float have = out.at(i * N + j);
+        if (std::memcmp(&have, &want, sizeof want) != 0) ++mismatches;
+      }
+    CHECK(mismatches == 0);
+  }
 }
 
 TEST_CASE("matmul: 1-D operands are promoted and the added dim dropped") {

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <limits>
 
+#include "cpu_isa.h"
 #include "reference_util.h"
 
 namespace hexir::hal::testing {
@@ -166,6 +167,60 @@ TEST_CASE("conv2d depthwise: the fast paths' edges against the direct definition
   };
   uint32_t seed = 900;
   for (const Conv& c : cases) check_conv(c, seed += 10);
+}
+
+// The depthwise buffer paths sum every tap of the window (zeros outside the
+// image) from 0 in (ky, kx) order, then add the bias: one fused multiply-add
+// per tap on AVX-512, AVX2 and NEON, product then sum on the portable path.
+// Bit for bit, so the path cpu_isa() names is the one that ran. Rows of 16
+// outputs or more (narrower ones take x86's channels-in-lanes path).
+TEST_CASE("conv2d depthwise: the running CPU's path gives its tap chain's bits (fmaf on AVX-512, AVX2, NEON)") {
+  const bool fma = hal::cpu::internal::cpu_isa() != hal::cpu::internal::CpuIsa::kPortable;
+  const Conv cases[] = {
+      {"3x3 s1", {1, 3, 9, 37}, {3, 1, 3, 3}, true, {}, {1}, {}, 3},
+      {"3x3 s2", {1, 2, 11, 41}, {2, 1, 3, 3}, true, {2}, {1}, {}, 2},
+      {"5x5 s1", {1, 2, 10, 35}, {2, 1, 5, 5}, true, {}, {2}, {}, 2},
+      {"5x5 s2", {1, 2, 9, 38}, {2, 1, 5, 5}, true, {2}, {2}, {}, 2},
+      {"3x3 dilated 2 (any window)", {1, 2, 12, 30}, {2, 1, 3, 3}, true, {}, {2}, {2}, 2},
+      {"7x7 (any window)", {1, 2, 9, 21}, {2, 1, 7, 7}, true, {}, {3}, {}, 2},
+  };
+  uint32_t seed = 1700;
+  for (const Conv& c : cases) {
+    INFO(c.name);
+    HostTensor x = random_f32(c.x, seed += 10), w = random_f32(c.w, seed + 1), b = random_f32({c.w[0]}, seed + 2);
+    ops::AttrMap attrs;
+    if (!c.strides.empty()) attrs["strides"] = int_list(c.strides);
+    attrs["pads"] = int_list(c.pads);
+    if (!c.dilations.empty()) attrs["dilations"] = int_list(c.dilations);
+    attrs["groups"].value = c.groups;
+    const std::vector<TensorType> types{x.type(), w.type(), b.type()};
+    auto params = ops::lower_attributes(OpId::kConv2d, types, attrs, {});
+    REQUIRE(params.ok());
+    const std::vector<int64_t>& p = *params;
+    auto result = ops::infer_result_type(OpId::kConv2d, types, p);
+    REQUIRE(result.ok());
+    HostTensor out(DType::kF32, result->dims);
+    REQUIRE(run_kernel(OpId::kConv2d, {&x, &w, &b}, out, p).ok());
+    const int64_t C = c.x[1], H = c.x[2], W = c.x[3], KH = c.w[2], KW = c.w[3];
+    const int64_t oh = result->dims[2], ow = result->dims[3];
+    REQUIRE(ow >= 16);
+    int64_t mismatches = 0;
+    for (int64_t ch = 0; ch < C; ++ch)
+      for (int64_t oy = 0; oy < oh; ++oy)
+        for (int64_t ox = 0; ox < ow; ++ox) {
+          float acc = 0.0f;
+          for (int64_t ky = 0; ky < KH; ++ky)
+            for (int64_t kx = 0; kx < KW; ++kx) {
+              const int64_t iy = oy * p[0] - p[2] + ky * p[6], ix = ox * p[1] - p[3] + kx * p[7];
+              const float v = iy < 0 || iy >= H || ix < 0 || ix >= W ? 0.0f : x.at((ch * H + iy) * W + ix);
+              const float t = w.at((ch * KH + ky) * KW + kx);
+              acc = fma ? std::fmaf(t, v, acc) : acc + t * v;
+            }
+          const float want = acc + b.at(ch), have = out.at((ch * oh + oy) * ow + ox);
+          if (std::memcmp(&have, &want, sizeof want) != 0) ++mismatches;
+        }
+    CHECK(mismatches == 0);
+  }
 }
 
 TEST_CASE("conv2d: every output element is written, batches and groups do not mix") {
