@@ -382,4 +382,106 @@ size_t use_dequantized_weights(Module& module) {
   return rewritten;
 }
 
+namespace {
+
+// Every element of constant value v equals `expected` (as v's dtype: f32, or u8/i8 bytes).
+bool constant_all(const Module& module, const Value& v, float expected) {
+  if (v.kind != ValueKind::kConstant) return false;
+  const Result<std::vector<uint8_t>> bytes = constant_bytes(module.constants[static_cast<size_t>(v.constant)]);
+  if (!bytes.ok() || bytes->empty()) return false;
+  if (v.type.dtype == DType::kF32) {
+    for (size_t i = 0; i + 4 <= bytes->size(); i += 4) {
+      float x = 0.0f;
+      std::memcpy(&x, bytes->data() + i, 4);
+      if (x != expected) return false;
+    }
+    return true;
+  }
+  return std::all_of(bytes->begin(), bytes->end(), [&](uint8_t b) { return float{b} == expected; });
+}
+
+}  // namespace
+
+size_t use_integer_matmul(Module& module) {
+  size_t rewritten = 0;
+  std::map<std::pair<int, bool>, int> rows_of;  // (int8 constant, transposed) -> its [N, K] rows
+  for (Function& fn : module.functions) {
+    std::vector<int> readers(fn.values.size(), 0), writer(fn.values.size(), -1);
+    for (size_t n = 0; n < fn.nodes.size(); ++n) {
+      for (int in : fn.nodes[n].inputs) ++readers[static_cast<size_t>(in)];
+      for (int r : fn.nodes[n].results) writer[static_cast<size_t>(r)] = static_cast<int>(n);
+    }
+    for (int out : fn.outputs) readers[static_cast<size_t>(out)] += 2;
+    // The op node writing v, read only once (by the node being rewritten), or nullptr.
+    auto only_writer = [&](int v, ops::OpId op) -> Node* {
+      const int w = writer[static_cast<size_t>(v)];
+      if (w < 0 || readers[static_cast<size_t>(v)] != 1) return nullptr;
+      Node& node = fn.nodes[static_cast<size_t>(w)];
+      return node.kind == NodeKind::kOp && node.op == op ? &node : nullptr;
+    };
+    std::vector<bool> node_dropped(fn.nodes.size(), false), value_dropped(fn.values.size(), false);
+    for (size_t n = 0; n < fn.nodes.size(); ++n) {
+      Node& cast = fn.nodes[n];
+      if (cast.kind != NodeKind::kOp || cast.op != ops::OpId::kCast ||
+          fn.values[static_cast<size_t>(cast.results[0])].type.dtype != DType::kI32)
+        continue;
+      Node* mm = only_writer(cast.inputs[0], ops::OpId::kMatmul);
+      if (!mm || mm->inputs.size() != 2 || mm->params.size() > 1) continue;
+      const bool transposed = mm->params.size() == 1 && mm->params[0] == 1;
+      Node* dq_a = only_writer(mm->inputs[0], ops::OpId::kDequantizeLinear);
+      Node* dq_w = only_writer(mm->inputs[1], ops::OpId::kDequantizeLinear);
+      if (!dq_a || !dq_w) continue;
+      const Value& a = fn.values[static_cast<size_t>(dq_a->inputs[0])];
+      const Value& a_zero = fn.values[static_cast<size_t>(dq_a->inputs[2])];
+      const Value& w = fn.values[static_cast<size_t>(dq_w->inputs[0])];
+      // a: u8 with one zero point, unscaled; w: an int8 constant matrix, unscaled, zero points 0.
+      const auto one_element = [](const TensorType& t) {
+        return std::all_of(t.dims.begin(), t.dims.end(), [](int64_t d) { return d == 1; });
+      };
+      if (a.type.dtype != DType::kU8 || a.type.rank() < 1 || !one_element(a_zero.type) ||
+          !constant_all(module, fn.values[static_cast<size_t>(dq_a->inputs[1])], 1.0f) ||
+          w.kind != ValueKind::kConstant || w.type.dtype != DType::kI8 || w.type.rank() != 2 ||
+          !constant_all(module, fn.values[static_cast<size_t>(dq_w->inputs[1])], 1.0f) ||
+          !constant_all(module, fn.values[static_cast<size_t>(dq_w->inputs[2])], 0.0f))
+        continue;
+      // Copies: use_constant below may add values (fn.values grows).
+      const TensorType a_type = a.type, zero_type = a_zero.type;
+      auto it = rows_of.find({w.constant, transposed});
+      if (it == rows_of.end()) {
+        const std::optional<std::vector<uint8_t>> values = int8_constant(module, w);
+        if (!values) continue;
+        int rows = w.constant;  // transposed: already [N, K]
+        if (!transposed) {
+          const int64_t k = w.type.dims[0], cols = w.type.dims[1];
+          std::vector<uint8_t> t(values->size());
+          for (int64_t r = 0; r < k; ++r)
+            for (int64_t c = 0; c < cols; ++c) t[static_cast<size_t>(c * k + r)] = (*values)[static_cast<size_t>(r * cols + c)];
+          rows = add_constant(module, module.constants[static_cast<size_t>(w.constant)].name + ".rows",
+                              TensorType{DType::kI8, {cols, k}}, InlineBytes{std::move(t)});
+        }
+        it = rows_of.emplace(std::make_pair(w.constant, transposed), rows).first;
+      }
+      const int w_rows = use_constant(fn, module, it->second);
+      const std::vector<TensorType> types = {a_type, fn.values[static_cast<size_t>(w_rows)].type, zero_type};
+      const Result<TensorType> result = ops::infer_result_type(ops::OpId::kIntegerMatmul, types, {});
+      if (!result.ok() || !(*result == fn.values[static_cast<size_t>(cast.results[0])].type)) continue;
+      node_dropped.resize(fn.nodes.size(), false);
+      value_dropped.resize(fn.values.size(), false);
+      for (Node* gone : {mm, dq_a, dq_w}) {
+        node_dropped[static_cast<size_t>(gone - fn.nodes.data())] = true;
+        value_dropped[static_cast<size_t>(gone->results[0])] = true;
+      }
+      Node& replaced = fn.nodes[n];  // fn.nodes did not grow: use_constant adds values only
+      replaced.op = ops::OpId::kIntegerMatmul;
+      replaced.inputs = {dq_a->inputs[0], w_rows, dq_a->inputs[2]};
+      replaced.params.clear();
+      ++rewritten;
+    }
+    node_dropped.resize(fn.nodes.size(), false);
+    value_dropped.resize(fn.values.size(), false);
+    if (std::count(node_dropped.begin(), node_dropped.end(), true) > 0) drop(fn, node_dropped, std::move(value_dropped));
+  }
+  return rewritten;
+}
+
 }  // namespace hexir::compiler

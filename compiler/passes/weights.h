@@ -46,4 +46,11 @@ std::vector<CompressedWeight> compress_weights(Module& module, const WeightForma
 // Float sums in another order (x . w * s for x . (w * s)). Returns the number rewritten.
 size_t use_dequantized_weights(Module& module);
 
+// ONNX MatMulInteger as the importer composes it, cast(matmul(
+// dequantize_linear(a u8, 1, a_zero), dequantize_linear(w int8 constant, 1,
+// 0)), i32) with one zero point for a, becomes integer_matmul(a, w's rows,
+// a_zero): int32 sums exact at any K (the float matmul was exact while sums
+// stayed under 2^24) and the weights read as int8. Returns the number rewritten.
+size_t use_integer_matmul(Module& module);
+
 }  // namespace hexir::compiler

@@ -320,6 +320,17 @@ Status int4_matmul(const Dispatch& d, Launcher& launcher) {
   return launcher.launch(Kernel::kInt4Matmul, linear_config(p.plan.m * p.plan.n), &p);
 }
 
+Status integer_matmul(const Dispatch& d, Launcher& launcher) {
+  IntegerMatmulParams p;
+  p.a = in<uint8_t>(d, 0);
+  p.w = in<int8_t>(d, 1);
+  p.zero = in<uint8_t>(d, 2);
+  p.c = out<int32_t>(d, 0);
+  p.plan = plan_of<ops::IntegerMatmulPlan>(d);
+  if (p.plan.m == 0 || p.plan.n == 0) return ok_status();
+  return launcher.launch(Kernel::kIntegerMatmul, linear_config(p.plan.m * p.plan.n), &p);
+}
+
 Status dequantize_int4(const Dispatch& d, Launcher& launcher) {
   DequantizeInt4Params p;
   p.w = in<uint8_t>(d, 0);
@@ -865,6 +876,7 @@ constexpr KernelEntry<CudaKernelFn> kKernels[] = {
     {OpId::kQuantizedMatmul, kF32, kF32, quantized_matmul},
     {OpId::kInt4Matmul, kF32, kF32, int4_matmul},
     {OpId::kDequantizeInt4, static_cast<int>(DType::kU8), kF32, dequantize_int4},
+    {OpId::kIntegerMatmul, static_cast<int>(DType::kU8), static_cast<int>(DType::kI32), integer_matmul},
     {OpId::kQuantizeLinear, kAnyDType, kAnyDType, quantize<Kernel::kQuantizeLinear>},
     {OpId::kDequantizeLinear, kAnyDType, kF32, quantize<Kernel::kDequantizeLinear>},
     {OpId::kLayernorm, kF32, kF32, layernorm},

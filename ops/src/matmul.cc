@@ -352,6 +352,30 @@ void plan_dequantize_int4(const PlanInput& op, OpPlan& out) {
   p.group = p.k / op.inputs[1].dims.back();
 }
 
+// ---- integer_matmul ---------------------------------------------------------------
+
+Result<std::vector<TensorType>> infer_integer_matmul(std::span<const TensorType> in, std::span<const int64_t> params) {
+  HEXIR_RETURN_IF_ERROR(check_param_count(kIntegerMatmul, params, 0));
+  const TensorType &a = in[0], &w = in[1], &zero = in[2];
+  if (a.dtype != DType::kU8 || a.rank() < 1 || w.dtype != DType::kI8 || w.rank() != 2 || w.dims[1] != a.dims.back() ||
+      zero.dtype != DType::kU8 || count_of(zero) != 1)
+    return invalid_argument(prefix(kIntegerMatmul) + "a " + a.to_string() + ", w " + w.to_string() + ", a_zero " +
+                            zero.to_string() + " are not u8[.., K], i8[N, K], one u8");
+  if (w.dims[1] > kIntegerMatmulMaxK)
+    return invalid_argument(prefix(kIntegerMatmul) + "K " + std::to_string(w.dims[1]) + " is over " +
+                            std::to_string(kIntegerMatmulMaxK) + " (int32 sums would overflow)");
+  TensorType out{DType::kI32, a.dims};
+  out.dims.back() = w.dims[0];
+  return one(std::move(out));
+}
+
+void plan_integer_matmul(const PlanInput& op, OpPlan& out) {
+  IntegerMatmulPlan& p = out.start<IntegerMatmulPlan>();
+  p.k = op.inputs[0].dims.back();
+  p.n = op.inputs[1].dims[0];
+  p.m = p.k > 0 ? count_of(op.inputs[0]) / p.k : 0;
+}
+
 constexpr OpDef kDefs[] = {
     {kMatmul, "matmul", 2, 3, 1, 1, true, false, false, 0, lower_matmul, raise_matmul, infer_matmul,
      flops_matmul, nullptr, plan_matmul},
@@ -363,6 +387,8 @@ constexpr OpDef kDefs[] = {
      infer_int4_matmul, flops_quantized_matmul, nullptr, plan_int4_matmul},
     {kDequantizeInt4, "dequantize_int4", 2, 2, 1, 1, false, false, false, 0, no_attributes_of<kDequantizeInt4>,
      raise_none, infer_dequantize_int4, flops_per_element, nullptr, plan_dequantize_int4},
+    {kIntegerMatmul, "integer_matmul", 3, 3, 1, 1, false, false, false, 0, no_attributes_of<kIntegerMatmul>,
+     raise_none, infer_integer_matmul, flops_quantized_matmul, nullptr, plan_integer_matmul},
 };
 
 }  // namespace

@@ -276,4 +276,32 @@ TEST_CASE("dequantize_int4: packed rows to floats, the layout int4_matmul reads"
     }
 }
 
+TEST_CASE("integer_matmul: sum (a - a_zero) w in int32, exactly, at the extremes, every tile edge and K tail") {
+  for (const std::array<int64_t, 3>& mkn : std::vector<std::array<int64_t, 3>>{
+           {1, 768, 40}, {3, 37, 19}, {4, 64, 64}, {5, 100, 33}, {9, 129, 7}, {2, 65536, 3}}) {
+    const int64_t m = mkn[0], k = mkn[1], n = mkn[2];
+    INFO("m " << m << " k " << k << " n " << n);
+    HostTensor a(DType::kU8, {m, k}), w(DType::kI8, {n, k}), zero(DType::kU8, {}), out(DType::kI32, {m, n});
+    // The last case: every a 255 and every w -128 with zero point 0, the largest sum K allows.
+    const bool extreme = k == 65536;
+    for (int64_t i = 0; i < m * k; ++i) a.bytes[static_cast<size_t>(i)] = extreme ? 255 : static_cast<uint8_t>(i * 37 + 11);
+    for (int64_t i = 0; i < n * k; ++i) w.bytes[static_cast<size_t>(i)] = extreme ? 0x80 : static_cast<uint8_t>(i * 89 + 7);
+    for (int z : {0, 128, 255}) {
+      if (extreme && z != 0) continue;
+      zero.bytes[0] = static_cast<uint8_t>(z);
+      REQUIRE(run_kernel(OpId::kIntegerMatmul, {&a, &w, &zero}, out, {}).ok());
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) {
+          int64_t want = 0;
+          for (int64_t t = 0; t < k; ++t)
+            want += (int64_t{a.bytes[static_cast<size_t>(i * k + t)]} - z) *
+                    static_cast<int8_t>(w.bytes[static_cast<size_t>(j * k + t)]);
+          int32_t got = 0;
+          std::memcpy(&got, out.bytes.data() + (i * n + j) * 4, 4);
+          CHECK(int64_t{got} == want);
+        }
+    }
+  }
+}
+
 }  // namespace hexir::hal::testing

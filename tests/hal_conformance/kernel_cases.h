@@ -529,6 +529,8 @@ inline std::vector<KernelCase> kernel_cases() {
                    {random_f32({3, 5, 128}, 534), bytes(DType::kU8, {19, 64}, 14), f16_scales({19, 2}, 535),
                     random_f32({19}, 536)},
                    {}, false, 2e-5, 1e-5});
+  cases.push_back({"integer_matmul 4x4 tiles and edges, K past 64 with a tail", OpId::kIntegerMatmul,
+                   {bytes(DType::kU8, {2, 5, 100}, 16), int8_rows(11, 100, 17), bytes(DType::kU8, {}, 18)}, {}});
   cases.push_back({"dequantize_int4 rows of a 3-D table, group 32", OpId::kDequantizeInt4,
                    {bytes(DType::kU8, {2, 3, 48}, 15), f16_scales({2, 3, 3}, 537)}, {}});
   cases.push_back({"dequantize_linear i32 per axis 1", OpId::kDequantizeLinear,

@@ -157,6 +157,7 @@ inline std::vector<OpSample> op_samples() {
   s.push_back({kInt4Matmul, {f32({2, 3, 64}), t(DType::kU8, {5, 32}), t(DType::kF16, {5, 2})}, {}, {}});
   s.push_back({kInt4Matmul, {f32({64}), t(DType::kU8, {5, 32}), t(DType::kF16, {5, 1}), f32({5})}, {}, {}});
   s.push_back({kDequantizeInt4, {t(DType::kU8, {2, 3, 48}), t(DType::kF16, {2, 3, 3})}, {}, {}});
+  s.push_back({kIntegerMatmul, {t(DType::kU8, {2, 3, 70}), t(DType::kI8, {5, 70}), t(DType::kU8, {})}, {}, {}});
   s.push_back({kAttention, {f32({2, 3, 1, 8}), f32({2, 3, 10, 8}), f32({2, 3, 10, 4}), t(DType::kI64, {1})},
                {{"scale", f64(0.125)}, {"offset", i64(1)}}, {}});
   s.push_back({kSoftmax, {f32({2, 5, 3})}, {{"axis", i64(1)}}, {}});

@@ -99,3 +99,17 @@ extern "C" __global__ void hexir_dequantize_int4(hexir::hal::cuda::DequantizeInt
     p.out[e] = static_cast<float>(hexir::ops::int4_weight_of(p.w + r * (q.k / 2), t)) * s;
   }
 }
+
+// integer_matmul: one thread per output element, int32 sums (exact in any order).
+extern "C" __global__ void hexir_integer_matmul(hexir::hal::cuda::IntegerMatmulParams p) {
+  const hexir::ops::IntegerMatmulPlan& q = p.plan;
+  const int32_t zero = p.zero[0];
+  for (int64_t e = hexir_kernels::global_index(); e < q.m * q.n; e += hexir_kernels::global_stride()) {
+    const int64_t i = e / q.n, j = e % q.n;
+    const uint8_t* a = p.a + i * q.k;
+    const int8_t* w = p.w + j * q.k;
+    int32_t sum = 0;
+    for (int64_t t = 0; t < q.k; ++t) sum += (static_cast<int32_t>(a[t]) - zero) * static_cast<int32_t>(w[t]);
+    p.c[e] = sum;
+  }
+}

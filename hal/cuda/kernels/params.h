@@ -146,6 +146,15 @@ struct Int4MatmulParams {
   ops::Int4MatmulPlan plan;
 };
 
+// integer_matmul: u8 rows a [m, k] against int8 rows w [n, k], int32 sums.
+struct IntegerMatmulParams {
+  const uint8_t* a;
+  const int8_t* w;
+  const uint8_t* zero;  // one element
+  int32_t* c;
+  ops::IntegerMatmulPlan plan;
+};
+
 // dequantize_int4: packed int4 rows w [rows, k / 2] to floats.
 struct DequantizeInt4Params {
   const uint8_t* w;
@@ -453,6 +462,7 @@ struct BoundParams {
   X(kQuantizedMatmul, hexir_quantized_matmul, QuantizedMatmulParams) \
   X(kInt4Matmul, hexir_int4_matmul, Int4MatmulParams) \
   X(kDequantizeInt4, hexir_dequantize_int4, DequantizeInt4Params) \
+  X(kIntegerMatmul, hexir_integer_matmul, IntegerMatmulParams) \
   X(kMatmulEpilogue, hexir_matmul_epilogue, MatmulParams)      \
   X(kConv2d, hexir_conv2d, Conv2dParams)                       \
   X(kSeparableConv2d, hexir_separable_conv2d, SeparableConv2dParams) \

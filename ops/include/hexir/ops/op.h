@@ -325,6 +325,11 @@ enum class OpId : uint16_t {
   // row of w decoded as int4_matmul reads it (an embedding's gathered rows
   // under hexir-compile --weights int4). No parameters.
   kDequantizeInt4,
+  // integer_matmul, (a u8[.., M, K], w i8[N, K], a_zero u8 one element):
+  // sum_k (a - a_zero) * w in int32, exact (K <= 65536), i32[.., M, N]: the
+  // integer GEMM of ONNX MatMulInteger with symmetric weights (zero point
+  // 0), w's rows the output channels. No parameters.
+  kIntegerMatmul,
   kCount,
 };
 // clang-format on

@@ -478,6 +478,12 @@ struct Int4MatmulPlan {
   int64_t has_bias;
 };
 inline constexpr int64_t kInt4Block = 32;  // weights per 16 packed bytes
+// integer_matmul: m rows of a (k u8, contiguous) against w [n, k] int8.
+struct IntegerMatmulPlan {
+  int64_t m, k, n;
+};
+inline constexpr int64_t kIntegerMatmulMaxK = 65536;  // |sum| <= 65536 * 255 * 128 < 2^31
+
 // dequantize_int4: rows of k weights, a scale per group of `group`.
 struct DequantizeInt4Plan {
   int64_t rows, k, group;

@@ -2812,3 +2812,37 @@ TEST_CASE("QDQ: an int8 weight stays int8 in the module, dequantized at run time
   CHECK(e.find("dq_blocked") != std::string::npos);
   CHECK(e.find("block_size") != std::string::npos);
 }
+
+TEST_CASE("MatMulInteger with int8 weights and zero point 0 compiles to integer_matmul: exact past 2^24, weights int8") {
+  TempDir dir;
+  // K = 2048: sums reach 2048 * 252 * 127, past float's exact 2^24; the float composition rounds them.
+  constexpr int64_t M = 3, K = 2048, N = 8;
+  std::string w(static_cast<size_t>(K * N), '\0');
+  for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<char>(i % 7 == 0 ? -128 : 127 - static_cast<int>(i % 5));
+  Model m(13);
+  m.input("a", onnx::TensorProto::UINT8, {M, K})
+      .init_bytes("w", onnx::TensorProto::INT8, {K, N}, w)
+      .init_bytes("a_zero", onnx::TensorProto::UINT8, {}, std::string(1, static_cast<char>(3)))
+      .init_bytes("w_zero", onnx::TensorProto::INT8, {}, std::string(1, '\0'))
+      .node("MatMulInteger", {"a", "w", "a_zero", "w_zero"}, {"y"})
+      .output("y", onnx::TensorProto::INT32);
+  auto module = import_ok(m.save(dir.path() / "mmi.onnx"));
+  Tensor a{{DType::kU8, {M, K}}, std::vector<uint8_t>(static_cast<size_t>(M * K))};
+  for (size_t i = 0; i < a.bytes.size(); ++i) a.bytes[i] = static_cast<uint8_t>(i % 3 == 0 ? 255 : 250 + i % 5);
+  size_t instructions = 0;
+  const std::vector<Tensor> out = run(module, {a}, dir.path(), {}, &instructions);
+  CHECK(instructions == 1);  // integer_matmul alone: no dequantize, matmul or cast
+  REQUIRE(out[0].type == (TensorType{DType::kI32, {M, N}}));
+  bool past_float = false;
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) {
+      int64_t want = 0;
+      for (int64_t k = 0; k < K; ++k)
+        want += (int64_t{a.bytes[static_cast<size_t>(i * K + k)]} - 3) * static_cast<int8_t>(w[static_cast<size_t>(k * N + j)]);
+      int32_t got = 0;
+      std::memcpy(&got, out[0].bytes.data() + (i * N + j) * 4, 4);
+      CHECK(int64_t{got} == want);
+      past_float = past_float || std::abs(want) > (int64_t{1} << 24);
+    }
+  CHECK(past_float);
+}
