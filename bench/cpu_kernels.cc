@@ -193,6 +193,40 @@ int lanes() {
 #undef HEXIR_MEASURED_PEAK
 #endif
 
+#if defined(__x86_64__) && defined(__GNUC__)
+// The core's measured int8 peak: 12 chains of AVX-512 VNNI vpdpbusd (64
+// u8 x s8 products and adds each: 128 ops), best of 3 rounds on the thread's
+// CPU time; 0 without VNNI.
+[[gnu::target("avx512f,avx512bw,avx512vnni")]] double measured_int8_peak_vnni() {
+  constexpr int kChains = 12;
+  constexpr int64_t kIterations = 20'000'000;
+  double best = 0;
+  for (int round = 0; round < 3; ++round) {
+    __m512i c[kChains];
+    for (int i = 0; i < kChains; ++i) c[i] = _mm512_set1_epi32(i);
+    __m512i a = _mm512_set1_epi8(3), b = _mm512_set1_epi8(-2);
+    asm("" : "+v"(a), "+v"(b));
+    const double start = thread_cpu_ms();
+    for (int64_t k = 0; k < kIterations; ++k) {
+      _Pragma("GCC unroll 16") for (int i = 0; i < kChains; ++i) c[i] = _mm512_dpbusd_epi32(c[i], a, b);
+    }
+    const double seconds = (thread_cpu_ms() - start) / 1e3;
+    int32_t sum = 0;
+    for (int i = 0; i < kChains; ++i) sum += _mm512_reduce_add_epi32(c[i]);
+    if (sum == 12345) std::printf(" ");
+    best = std::max(best, 128.0 * kChains * static_cast<double>(kIterations) / seconds / 1e9);
+  }
+  return best;
+}
+#endif
+
+double measured_int8_peak() {
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (__builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw")) return measured_int8_peak_vnni();
+#endif
+  return 0.0;
+}
+
 double measured_peak() {
 #if defined(__x86_64__) && defined(__GNUC__)
   if (__builtin_cpu_supports("avx512f")) return measured_peak_avx512();
@@ -404,6 +438,30 @@ int main(int argc, char** argv) {
     std::printf("| %s | %.3f | %.3f | %.3f | %.1f | %.0f %% | %.3f / %.3f | %.0f %% | %.3f | %.1f | %.2fx |\n",
                 s.name, s.flops / 1e9, ms[0], ms[1], g1, 100.0 * g1 / peak_core, cpu_ms[0], cpu_ms[1],
                 100.0 * g_cpu / peak_core, ms[2], g2, ms[1] / ms[2]);
+  }
+
+  // The integer GEMM (integer_matmul: u8 x s8 -> exact i32) against the
+  // core's measured int8 peak (VNNI vpdpbusd chains): ops = 2 m k n.
+  const std::vector<Shape> integer_shapes = {
+      {"integer_matmul 64x768 * 768x3072", OpId::kIntegerMatmul,
+       {{DType::kU8, {64, 768}}, {DType::kI8, {3072, 768}}, {DType::kU8, {}}}, {}, 2.0 * 64 * 768 * 3072},
+      {"integer_matmul 256x768 * 768x768", OpId::kIntegerMatmul,
+       {{DType::kU8, {256, 768}}, {DType::kI8, {768, 768}}, {DType::kU8, {}}}, {}, 2.0 * 256 * 768 * 768},
+      {"integer_matmul 1x768 * 768x3072", OpId::kIntegerMatmul,
+       {{DType::kU8, {1, 768}}, {DType::kI8, {3072, 768}}, {DType::kU8, {}}}, {}, 2.0 * 768 * 3072},
+  };
+  const double int8_peak = measured_int8_peak();
+  std::printf("\nmeasured int8 peak (vpdpbusd chains): %.1f GOPS per core%s\n\n", int8_peak,
+              int8_peak > 0 ? "" : " (no AVX-512 VNNI)");
+  std::printf("| integer kernel | GOP | 1 thread ms | GOPS | %% of int8 peak | 2 threads ms | GOPS |\n"
+              "| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+  for (const Shape& s : integer_shapes) {
+    if (filter && std::strstr(s.name, filter) == nullptr) continue;
+    double ms[3], cpu_ms[3];
+    if (!time_shape(s, 3, ms, cpu_ms)) return 1;
+    const double g1 = s.flops / ms[1] / 1e6, g2 = s.flops / ms[2] / 1e6;
+    std::printf("| %s | %.3f | %.3f | %.1f | %.0f %% | %.3f | %.1f |\n", s.name, s.flops / 1e9, ms[1], g1,
+                int8_peak > 0 ? 100.0 * g1 / int8_peak : 0.0, ms[2], g2);
   }
 
   // Activations at 1 thread: ns per element (the matmuls: per output element).
