@@ -305,18 +305,45 @@ std::optional<std::vector<uint8_t>> int8_constant(const Module& module, const Va
   return std::move(*bytes);
 }
 
+// The module constant holding int8 matrix value w ([K, N], or [N, K] when
+// `transposed`) as rows [N, K]: w's own constant when transposed, else a
+// transposed copy named NAME.rows; -1 when w's values cannot be read.
+int int8_rows_constant(Module& module, const Value& w, bool transposed) {
+  if (transposed) return w.constant;
+  const std::optional<std::vector<uint8_t>> values = int8_constant(module, w);
+  if (!values) return -1;
+  const int64_t k = w.type.dims[0], n = w.type.dims[1];
+  std::vector<uint8_t> rows(values->size());
+  for (int64_t r = 0; r < k; ++r)
+    for (int64_t c = 0; c < n; ++c) rows[static_cast<size_t>(c * k + r)] = (*values)[static_cast<size_t>(r * n + c)];
+  return add_constant(module, module.constants[static_cast<size_t>(w.constant)].name + ".rows",
+                      TensorType{DType::kI8, {n, k}}, InlineBytes{std::move(rows)});
+}
+
+// Per value of fn: how many nodes read it (+2 for a function output: never
+// single-use) and the node writing it (-1: none).
+struct ValueUses {
+  std::vector<int> readers, writer;
+};
+ValueUses value_uses(const Function& fn) {
+  ValueUses u{std::vector<int>(fn.values.size(), 0), std::vector<int>(fn.values.size(), -1)};
+  for (size_t n = 0; n < fn.nodes.size(); ++n) {
+    for (int in : fn.nodes[n].inputs) ++u.readers[static_cast<size_t>(in)];
+    for (int r : fn.nodes[n].results) u.writer[static_cast<size_t>(r)] = static_cast<int>(n);
+  }
+  for (int out : fn.outputs) u.readers[static_cast<size_t>(out)] += 2;
+  return u;
+}
+
 }  // namespace
 
 size_t use_dequantized_weights(Module& module) {
   size_t rewritten = 0;
   std::map<std::tuple<int, int, bool>, Quantized> made;  // (int8 constant, scale constant, transposed)
   for (Function& fn : module.functions) {
-    std::vector<int> readers(fn.values.size(), 0), writer(fn.values.size(), -1);
-    for (size_t n = 0; n < fn.nodes.size(); ++n) {
-      for (int in : fn.nodes[n].inputs) ++readers[static_cast<size_t>(in)];
-      for (int r : fn.nodes[n].results) writer[static_cast<size_t>(r)] = static_cast<int>(n);
-    }
-    for (int out : fn.outputs) readers[static_cast<size_t>(out)] += 2;
+    // Plain references, not structured bindings: clang 14 (the sanitizer legs) refuses those in lambdas.
+    const ValueUses uses = value_uses(fn);
+    const std::vector<int>& readers = uses.readers, &writer = uses.writer;
     std::vector<bool> node_dropped(fn.nodes.size(), false), value_dropped(fn.values.size(), false);
     for (size_t n = 0; n < fn.nodes.size(); ++n) {
       Node& mm = fn.nodes[n];
@@ -341,20 +368,11 @@ size_t use_dequantized_weights(Module& module) {
       const auto key = std::make_tuple(q.constant, scale.constant, transposed);
       auto it = made.find(key);
       if (it == made.end()) {
-        const std::optional<std::vector<uint8_t>> values = int8_constant(module, q);
         const Result<std::vector<uint8_t>> s = constant_bytes(module.constants[static_cast<size_t>(scale.constant)]);
-        if (!values || !s.ok()) continue;
+        if (!s.ok() || q.kind != ValueKind::kConstant || q.type.dtype != DType::kI8) continue;
         Quantized made_here;
-        const int64_t cols = q.type.dims[static_cast<size_t>(1 - n_dim)];
-        if (transposed) {
-          made_here.weight = q.constant;  // already [N, K]
-        } else {
-          std::vector<uint8_t> t(values->size());
-          for (int64_t k = 0; k < cols; ++k)
-            for (int64_t j = 0; j < rows; ++j) t[static_cast<size_t>(j * cols + k)] = (*values)[static_cast<size_t>(k * rows + j)];
-          made_here.weight = add_constant(module, module.constants[static_cast<size_t>(q.constant)].name + ".rows",
-                                          TensorType{DType::kI8, {rows, cols}}, InlineBytes{std::move(t)});
-        }
+        made_here.weight = int8_rows_constant(module, q, transposed);
+        if (made_here.weight < 0) continue;
         std::vector<uint8_t> per_row(static_cast<size_t>(rows) * 4);
         for (int64_t j = 0; j < rows; ++j) std::memcpy(per_row.data() + j * 4, s->data() + (per_tensor ? 0 : j * 4), 4);
         made_here.scale = add_constant(module, module.constants[static_cast<size_t>(scale.constant)].name + ".rows",
@@ -406,12 +424,9 @@ size_t use_integer_matmul(Module& module) {
   size_t rewritten = 0;
   std::map<std::pair<int, bool>, int> rows_of;  // (int8 constant, transposed) -> its [N, K] rows
   for (Function& fn : module.functions) {
-    std::vector<int> readers(fn.values.size(), 0), writer(fn.values.size(), -1);
-    for (size_t n = 0; n < fn.nodes.size(); ++n) {
-      for (int in : fn.nodes[n].inputs) ++readers[static_cast<size_t>(in)];
-      for (int r : fn.nodes[n].results) writer[static_cast<size_t>(r)] = static_cast<int>(n);
-    }
-    for (int out : fn.outputs) readers[static_cast<size_t>(out)] += 2;
+    // Plain references, not structured bindings: clang 14 (the sanitizer legs) refuses those in lambdas.
+    const ValueUses uses = value_uses(fn);
+    const std::vector<int>& readers = uses.readers, &writer = uses.writer;
     // The op node writing v, read only once (by the node being rewritten), or nullptr.
     auto only_writer = [&](int v, ops::OpId op) -> Node* {
       const int w = writer[static_cast<size_t>(v)];
@@ -448,17 +463,8 @@ size_t use_integer_matmul(Module& module) {
       const TensorType a_type = a.type, zero_type = a_zero.type;
       auto it = rows_of.find({w.constant, transposed});
       if (it == rows_of.end()) {
-        const std::optional<std::vector<uint8_t>> values = int8_constant(module, w);
-        if (!values) continue;
-        int rows = w.constant;  // transposed: already [N, K]
-        if (!transposed) {
-          const int64_t k = w.type.dims[0], cols = w.type.dims[1];
-          std::vector<uint8_t> t(values->size());
-          for (int64_t r = 0; r < k; ++r)
-            for (int64_t c = 0; c < cols; ++c) t[static_cast<size_t>(c * k + r)] = (*values)[static_cast<size_t>(r * cols + c)];
-          rows = add_constant(module, module.constants[static_cast<size_t>(w.constant)].name + ".rows",
-                              TensorType{DType::kI8, {cols, k}}, InlineBytes{std::move(t)});
-        }
+        const int rows = int8_rows_constant(module, w, transposed);
+        if (rows < 0) continue;
         it = rows_of.emplace(std::make_pair(w.constant, transposed), rows).first;
       }
       const int w_rows = use_constant(fn, module, it->second);
