@@ -415,7 +415,7 @@ bool constant_all(const Module& module, const Value& v, float expected) {
     }
     return true;
   }
-  return std::all_of(bytes->begin(), bytes->end(), [&](uint8_t b) { return float{b} == expected; });
+  return std::all_of(bytes->begin(), bytes->end(), [&](uint8_t b) { return static_cast<float>(b) == expected; });
 }
 
 }  // namespace
