@@ -117,6 +117,27 @@ TEST_CASE("profile: per-instruction times for every instruction, summed over pro
   CHECK(std::vector<uint64_t>(ns.begin(), ns.end()) == before);  // off: nothing added
 }
 
+// `source` compiled with --weights `format`, loaded, and its instructions' operators.
+struct CompressedCompile {
+  std::vector<uint8_t> bytes;
+  std::unique_ptr<hexir::testing::Loaded> loaded;
+  std::vector<std::string> ops;
+  bool int4 = false;
+};
+CompressedCompile compile_with_weights(const std::string& source, const char* format) {
+  hexir::compiler::CompileOptions options;
+  REQUIRE(hexir::compiler::parse_weight_format(format, options.weights).ok());
+  auto bytes = hexir::compiler::compile_source(source, "m.hxir", ".", options);
+  REQUIRE_MESSAGE(bytes.ok(), bytes.status().to_string());
+  CompressedCompile c;
+  c.int4 = options.weights.kind == hexir::compiler::WeightFormat::Kind::kInt4;
+  c.bytes = std::move(*bytes);
+  c.loaded = hexir::testing::load_compiled(c.bytes, 1);
+  REQUIRE(c.loaded);
+  for (const auto& info : c.loaded->module->instructions(0)) c.ops.emplace_back(info.op);
+  return c;
+}
+
 }  // namespace
 
 TEST_CASE("--weights int8 / int4: constant matmul weights stored per output channel or per group, read by quantized_matmul / int4_matmul") {
@@ -159,19 +180,15 @@ func @main(%x: f32[2,64]) -> (f32[2,96], f32[2,96]) {
   const std::vector<float> want = run(*plain);
   for (const char* format : {"int8", "int4", "int4:group=64"}) {
     INFO(format);
-    CompileOptions options;
-    REQUIRE(hexir::compiler::parse_weight_format(format, options.weights).ok());
-    const bool int4 = options.weights.kind == hexir::compiler::WeightFormat::Kind::kInt4;
-    auto bytes = hexir::compiler::compile_source(source, "m.hxir", ".", options);
-    REQUIRE_MESSAGE(bytes.ok(), bytes.status().to_string());
+    const CompressedCompile c = compile_with_weights(source, format);
+    const bool int4 = c.int4;
+    const std::vector<std::string>& ops = c.ops;
     // 4 bytes a weight became 1 (int8) or 1/2 (int4), and the scales.
-    CHECK(bytes->size() + (int4 ? 3 * 6144 + 6144 : 3 * 6144) < plain_bytes->size());
-    auto quantized = hexir::testing::load_compiled(*bytes, 1);
-    std::vector<std::string> ops;
-    for (const auto& info : quantized->module->instructions(0)) ops.emplace_back(info.op);
+    CHECK(c.bytes.size() + (int4 ? 3 * 6144 + 6144 : 3 * 6144) < plain_bytes->size());
+    const hexir::testing::Loaded& quantized = *c.loaded;
     const std::string op = int4 ? "int4_matmul" : "quantized_matmul";
     CHECK(ops == std::vector<std::string>{op, op});
-    const std::vector<float> got = run(*quantized);
+    const std::vector<float> got = run(quantized);
     // Per output, the error is at most sum |x| times a weight's: half a step
     // of (largest |w| of the row) / 127 for int8; for int4 a whole step of
     // (largest |w| of the group) / 8 (its extreme is -8 steps: the opposite
@@ -217,23 +234,19 @@ TEST_CASE("--weights int8 / int4: an embedding gathers the stored rows and their
   };
   for (const char* format : {"int8", "int4"}) {
     INFO(format);
-    CompileOptions options;
-    REQUIRE(hexir::compiler::parse_weight_format(format, options.weights).ok());
-    const bool int4 = options.weights.kind == hexir::compiler::WeightFormat::Kind::kInt4;
-    auto bytes = hexir::compiler::compile_source(source, "m.hxir", ".", options);
-    REQUIRE_MESSAGE(bytes.ok(), bytes.status().to_string());
+    const CompressedCompile c = compile_with_weights(source, format);
+    const bool int4 = c.int4;
+    const std::vector<std::string>& ops = c.ops;
     // One copy (int8: 8 KiB and 128 scales; int4: 4 KiB and 256 f16 scales) instead of the 32 KiB f32 table.
-    CHECK(bytes->size() + (int4 ? 24000 : 20000) < plain_bytes->size());
-    auto quantized = hexir::testing::load_compiled(*bytes, 1);
-    std::vector<std::string> ops;
-    for (const auto& info : quantized->module->instructions(0)) ops.emplace_back(info.op);
+    CHECK(c.bytes.size() + (int4 ? 24000 : 20000) < plain_bytes->size());
+    const hexir::testing::Loaded& quantized = *c.loaded;
     if (int4) CHECK(ops == std::vector<std::string>{"gather", "gather", "dequantize_int4", "int4_matmul"});
     // int8: half a step of a row (its largest |w| 0.18 / 127); int4: a step of a group (0.18 / 8:
     // its extreme is -8 steps, so +0.18 clamps to 7). The logits sum 64 products of a quantized e
     // and w: at most 64 (|e| dw + de |w|).
     const float error = int4 ? 0.18f / 8.0f : 0.18f / 254.0f;
     for (const std::vector<int64_t>& ids : {std::vector<int64_t>{0, 127, 5}, std::vector<int64_t>{-1, 64, 3}}) {
-      const std::vector<float> want = run(*plain, ids), got = run(*quantized, ids);
+      const std::vector<float> want = run(*plain, ids), got = run(quantized, ids);
       for (size_t i = 0; i < 192; ++i) CHECK(std::fabs(got[i] - want[i]) <= error + 1e-6f);
       for (size_t i = 192; i < want.size(); ++i) CHECK(std::fabs(got[i] - want[i]) <= 64 * 0.37f * error + 1e-5f);
     }

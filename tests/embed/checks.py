@@ -22,6 +22,15 @@ def check(ok, what):
     print(("ok: " if ok else "FAILED: ") + what)
 
 
+def error_of(f):
+    """The hexir.Error f raises, or None."""
+    try:
+        f()
+    except hexir.Error as e:
+        return e
+    return None
+
+
 def finish(name):
     print("%s: %d passed, %d failed" % (name, _tally["passed"], _tally["failed"]))
     sys.exit(1 if _tally["failed"] else 0)

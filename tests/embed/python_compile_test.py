@@ -16,19 +16,10 @@ import os
 import subprocess
 import sys
 
-from checks import check, finish, hexir, np  # noqa: E402
+from checks import check, error_of, finish, hexir, np  # noqa: E402
 
 _, samples, scratch = sys.argv[1:4]
 os.makedirs(scratch, exist_ok=True)
-
-
-def error_of(f):
-    """The hexir.Error f raises, or None."""
-    try:
-        f()
-    except hexir.Error as e:
-        return e
-    return None
 
 
 def close(got, want):

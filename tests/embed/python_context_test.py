@@ -15,7 +15,7 @@ import subprocess
 import sys
 import threading
 
-from checks import check, finish, hexir, np  # noqa: E402
+from checks import check, error_of, finish, hexir, np  # noqa: E402
 
 compile_tool, samples, scratch = sys.argv[1:4]
 os.makedirs(scratch, exist_ok=True)
@@ -25,15 +25,6 @@ def compile_hxir(source, name):
     out = os.path.join(scratch, name + ".hxe")
     subprocess.run([compile_tool, source, "-o", out], check=True, stdout=subprocess.DEVNULL)
     return out
-
-
-def error_of(f):
-    """The hexir.Error f raises, or None."""
-    try:
-        f()
-    except hexir.Error as e:
-        return e
-    return None
 
 
 # a <- a + x, 2^62 times (endless) or twice (quick): x * 3.
