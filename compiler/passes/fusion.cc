@@ -66,6 +66,16 @@ int use_constant(Function& fn, const Module& module, int constant) {
   return static_cast<int>(fn.values.size()) - 1;
 }
 
+ValueUses value_uses(const Function& fn) {
+  ValueUses u{std::vector<int>(fn.values.size(), 0), std::vector<int>(fn.values.size(), -1)};
+  for (size_t n = 0; n < fn.nodes.size(); ++n) {
+    for (int in : fn.nodes[n].inputs) ++u.readers[static_cast<size_t>(in)];
+    for (int r : fn.nodes[n].results) u.writer[static_cast<size_t>(r)] = static_cast<int>(n);
+  }
+  for (int out : fn.outputs) u.readers[static_cast<size_t>(out)] += 2;
+  return u;
+}
+
 void renumber_nodes(Function& fn, size_t original_count, const std::vector<int64_t>& new_index) {
   for (Node& node : fn.nodes) {
     if (node.kind == NodeKind::kOp) continue;

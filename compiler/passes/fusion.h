@@ -124,6 +124,13 @@ Node op_node(ops::OpId op, std::vector<int> inputs, int result, std::vector<int6
 int add_constant(Module& module, const std::string& base_name, TensorType type, ConstantSource source);
 int use_constant(Function& fn, const Module& module, int constant);
 
+// Per value of fn: how many nodes read it (+2 for a function output: never
+// single-use) and the node writing it (-1: none).
+struct ValueUses {
+  std::vector<int> readers, writer;
+};
+ValueUses value_uses(const Function& fn);
+
 // What the compiler runs before planning unless told not to
 // (CompileOptions::fuse_epilogues, hexir-compile --no-fuse):
 // fuse_prefix_attention, fold_channel_affine, fold_input_affine, then fuse_epilogues. Returns the

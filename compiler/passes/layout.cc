@@ -41,6 +41,17 @@ bool order_free(const TensorType& t) {
 
 bool is_f32_rank4(const TensorType& t) { return t.dtype == DType::kF32 && t.rank() == 4; }
 
+// A map's operand or result dtype: f32, or the 8-bit values a per-tensor
+// quantize_linear / dequantize_linear reads or writes.
+bool is_map_rank4(const TensorType& t) {
+  return t.rank() == 4 && (t.dtype == DType::kF32 || t.dtype == DType::kU8 || t.dtype == DType::kI8);
+}
+
+bool has_perm(const Node& node, const int64_t (&perm)[4]) {
+  return node.op == OpId::kTranspose && node.inputs.size() == 1 && node.params.size() == 4 &&
+         std::equal(node.params.begin(), node.params.end(), perm);
+}
+
 // A reduction's words [keepdims, axes...] for its input channels-last, and
 // the dims it then gives; nullopt unless those dims hold the NCHW result's
 // elements in the same order (the kept non-unit dims keep their order: a
@@ -73,6 +84,19 @@ std::optional<ReduceNhwc> reduce_nhwc(const Node& node, const TensorType& x) {
 }
 
 class ChannelsLast {
+  // A per-tensor quantize_linear or dequantize_linear (one scale, one zero
+  // point): an elementwise map of its first operand.
+  bool scalar_quantize(const Node& node) const {
+    if (node.kind != NodeKind::kOp || (node.op != OpId::kQuantizeLinear && node.op != OpId::kDequantizeLinear) ||
+        node.inputs.size() != 3)
+      return false;
+    for (int i : {1, 2}) {
+      const std::vector<int64_t>& dims = fn_.values[static_cast<size_t>(node.inputs[i])].type.dims;
+      if (!std::all_of(dims.begin(), dims.end(), [](int64_t d) { return d == 1; })) return false;
+    }
+    return true;
+  }
+
  public:
   // `barred`: original conv2d nodes that may not start a region (ones whose
   // region did not pay for its conversions on a first run).
@@ -94,13 +118,36 @@ class ChannelsLast {
     const size_t original = original_.size();
     fn_.nodes.clear();
     std::vector<int64_t> new_index(original, -1);
+    std::vector<int> renamed(fn_.values.size(), -1);  // an entry transpose of a channels-last value: that value
     for (size_t n = 0; n < original; ++n) {
       Node node = original_[n];
       original_index_ = n;
+      for (int& v : node.inputs)
+        if (static_cast<size_t>(v) < renamed.size() && renamed[static_cast<size_t>(v)] >= 0)
+          v = renamed[static_cast<size_t>(v)];
       const bool top = region_[n] < 0 && node.kind == NodeKind::kOp;
       bool done = false;
+      // The conversions an earlier rewrite put around a channels-last
+      // operator (passes/quantized.h): its exit transpose is one of ours, an
+      // entry transpose of a value already channels-last is that value.
+      if (top && has_perm(node, kToNhwc) && nhwc_[static_cast<size_t>(node.inputs[0])] >= 0 &&
+          !returned_[static_cast<size_t>(node.results[0])]) {
+        renamed[static_cast<size_t>(node.results[0])] = nhwc_[static_cast<size_t>(node.inputs[0])];
+        orphans_.push_back(node.results[0]);
+        continue;  // new_index[n] stays -1: nothing refers to it
+      }
+      if (top && has_perm(node, kToNchw)) {
+        new_index[n] = static_cast<int64_t>(fn_.nodes.size());
+        fn_.nodes.push_back(std::move(node));
+        created_.push_back(fn_.nodes.size() - 1);
+        const Node& exit = fn_.nodes.back();
+        nhwc_[static_cast<size_t>(exit.results[0])] = exit.inputs[0];
+        channels_last_value_[static_cast<size_t>(exit.inputs[0])] = true;
+        continue;
+      }
       if (top && node.op == OpId::kConv2d) done = rewrite_conv(node, &new_index[n]);
-      else if (top && ops::elementwise_map_arity(node.op) > 0) done = rewrite_map(node, &new_index[n]);
+      else if (top && (ops::elementwise_map_arity(node.op) > 0 || scalar_quantize(node)))
+        done = rewrite_map(node, &new_index[n]);
       else if (top && ops::is_reduction(node.op))
         done = rewrite_reduce(node, &new_index[n]);
       else if (top && node.op == OpId::kConcat)
@@ -111,8 +158,9 @@ class ChannelsLast {
         new_index[n] = static_cast<int64_t>(fn_.nodes.size());
         fn_.nodes.push_back(std::move(node));
       }
+      changed_ |= done;
     }
-    if (converted_ == 0) return 0;  // every node went back unchanged
+    if (converted_ == 0 && !changed_ && orphans_.empty()) return 0;  // every node went back unchanged
     find_unpaid_regions(new_index);
     renumber_nodes(fn_, original, new_index);  // region markers name each other by node index
     drop_unread_conversions();
@@ -186,7 +234,9 @@ class ChannelsLast {
         if (!pool_takes_nhwc(reader)) return false;
         continue;
       }
-      if (reader.op != OpId::kConv2d && ops::elementwise_map_arity(reader.op) == 0) return false;
+      if (has_perm(reader, kToNhwc)) continue;  // an entry transpose: it becomes the channels-last value
+      if (reader.op != OpId::kConv2d && ops::elementwise_map_arity(reader.op) == 0 && !scalar_quantize(reader))
+        return false;
       // A conv2d takes x and its residual channels-last, not its weights or bias.
       if (reader.op == OpId::kConv2d && reader.inputs[0] != v && (reader.inputs.size() < 4 || reader.inputs[3] != v))
         return false;
@@ -246,11 +296,15 @@ class ChannelsLast {
     if (node.results.size() != 1) return false;
     const int r = node.results[0];
     const Value result = fn_.values[static_cast<size_t>(r)];  // a copy: adding values moves them
-    if (!is_f32_rank4(result.type) || !readers_take_nhwc(r)) return false;
+    const bool quantize = scalar_quantize(node);
+    if (!(quantize ? is_map_rank4(result.type) : is_f32_rank4(result.type)) || !readers_take_nhwc(r)) return false;
     bool any = false;
-    for (int v : node.inputs) {
+    for (size_t i = 0; i < node.inputs.size(); ++i) {
+      const int v = node.inputs[i];
       any |= nhwc_[static_cast<size_t>(v)] >= 0;
-      if (fn_.values[static_cast<size_t>(v)].type.dtype != DType::kF32) return false;
+      if (quantize ? i == 0 && !is_map_rank4(fn_.values[static_cast<size_t>(v)].type)
+                   : fn_.values[static_cast<size_t>(v)].type.dtype != DType::kF32)
+        return false;
     }
     if (!any) return false;
     // Check every operand before emitting any reshape.
@@ -414,7 +468,8 @@ class ChannelsLast {
       for (int v : node.inputs) ++reads[static_cast<size_t>(v)];
     for (int v : fn_.outputs) ++reads[static_cast<size_t>(v)];
     std::vector<bool> node_dropped(fn_.nodes.size(), false), value_dropped(fn_.values.size(), false);
-    bool any = false;
+    bool any = !orphans_.empty();
+    for (int v : orphans_) value_dropped[static_cast<size_t>(v)] = true;
     for (size_t n : created_) {
       const int v = fn_.nodes[n].results[0];
       if (reads[static_cast<size_t>(v)] != 0) continue;
@@ -434,6 +489,8 @@ class ChannelsLast {
   size_t converted_ = 0;
   std::vector<bool> channels_last_value_;  // per value: one this pass added (a channels-last form)
   std::vector<bool> unpaid_;
+  std::vector<int> orphans_;  // results of entry transposes left out (their readers read the channels-last value)
+  bool changed_ = false;      // a node other than a conv2d was rewritten
   size_t original_index_ = 0;  // the original node being rewritten
 };
 

@@ -320,20 +320,6 @@ int int8_rows_constant(Module& module, const Value& w, bool transposed) {
                       TensorType{DType::kI8, {n, k}}, InlineBytes{std::move(rows)});
 }
 
-// Per value of fn: how many nodes read it (+2 for a function output: never
-// single-use) and the node writing it (-1: none).
-struct ValueUses {
-  std::vector<int> readers, writer;
-};
-ValueUses value_uses(const Function& fn) {
-  ValueUses u{std::vector<int>(fn.values.size(), 0), std::vector<int>(fn.values.size(), -1)};
-  for (size_t n = 0; n < fn.nodes.size(); ++n) {
-    for (int in : fn.nodes[n].inputs) ++u.readers[static_cast<size_t>(in)];
-    for (int r : fn.nodes[n].results) u.writer[static_cast<size_t>(r)] = static_cast<int>(n);
-  }
-  for (int out : fn.outputs) u.readers[static_cast<size_t>(out)] += 2;
-  return u;
-}
 
 }  // namespace
 

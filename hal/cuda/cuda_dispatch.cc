@@ -331,6 +331,19 @@ Status integer_matmul(const Dispatch& d, Launcher& launcher) {
   return launcher.launch(Kernel::kIntegerMatmul, linear_config(p.plan.m * p.plan.n), &p);
 }
 
+Status quantized_conv2d(const Dispatch& d, Launcher& launcher) {
+  QuantizedConv2dParams p;
+  p.x = in<uint8_t>(d, 0);
+  p.w = in<int8_t>(d, 1);
+  p.bias = in<int32_t>(d, 2);
+  p.multiplier = in(d, 3);
+  p.out = out<uint8_t>(d, 0);
+  p.plan = plan_of<ops::QuantizedConv2dPlan>(d);
+  const int64_t total = p.plan.n * p.plan.oh * p.plan.ow * p.plan.k;
+  if (total == 0) return ok_status();
+  return launcher.launch(Kernel::kQuantizedConv2d, linear_config(total), &p);
+}
+
 Status dequantize_int4(const Dispatch& d, Launcher& launcher) {
   DequantizeInt4Params p;
   p.w = in<uint8_t>(d, 0);
@@ -877,6 +890,7 @@ constexpr KernelEntry<CudaKernelFn> kKernels[] = {
     {OpId::kInt4Matmul, kF32, kF32, int4_matmul},
     {OpId::kDequantizeInt4, static_cast<int>(DType::kU8), kF32, dequantize_int4},
     {OpId::kIntegerMatmul, static_cast<int>(DType::kU8), static_cast<int>(DType::kI32), integer_matmul},
+    {OpId::kQuantizedConv2d, static_cast<int>(DType::kU8), static_cast<int>(DType::kU8), quantized_conv2d},
     {OpId::kQuantizeLinear, kAnyDType, kAnyDType, quantize<Kernel::kQuantizeLinear>},
     {OpId::kDequantizeLinear, kAnyDType, kF32, quantize<Kernel::kDequantizeLinear>},
     {OpId::kLayernorm, kF32, kF32, layernorm},

@@ -854,6 +854,145 @@ void plan_resize(const PlanInput& op, OpPlan& out) {
   }
 }
 
+
+// ---- quantized_conv2d -------------------------------------------------------------
+
+enum QuantizedConvParam {
+  kQKernelH,
+  kQKernelW,
+  kQStrideH,
+  kQStrideW,
+  kQPadTop,
+  kQPadLeft,
+  kQPadBottom,
+  kQPadRight,
+  kQDilationH,
+  kQDilationW,
+  kQGroups,
+  kQXZero,
+  kQYZero,
+  kQYMin,
+  kQYMax,
+  kQuantizedConvParamCount
+};
+
+Result<std::vector<int64_t>> lower_quantized_conv2d(std::span<const TensorType>, const AttrMap& attrs,
+                                                    std::span<const TensorType>) {
+  constexpr OpId id = kQuantizedConv2d;
+  HEXIR_RETURN_IF_ERROR(check_attr_names(
+      id, attrs, {"kernel", "strides", "pads", "dilations", "groups", "x_zero", "y_zero", "y_min", "y_max"}));
+  HEXIR_ASSIGN_OR_RETURN(std::vector<int64_t> kernel, pair_attr(id, attrs, "kernel", -1));
+  HEXIR_ASSIGN_OR_RETURN(std::vector<int64_t> strides, pair_attr(id, attrs, "strides", 1));
+  HEXIR_ASSIGN_OR_RETURN(std::vector<int64_t> dilations, pair_attr(id, attrs, "dilations", 1));
+  HEXIR_ASSIGN_OR_RETURN(std::vector<int64_t> pads, int_list_attr(id, attrs, "pads"));
+  if (pads.empty()) pads = {0, 0, 0, 0};
+  if (pads.size() != 4) return invalid_argument(prefix(id) + "attribute 'pads' takes 4 values [top, left, bottom, right]");
+  HEXIR_ASSIGN_OR_RETURN(int64_t groups, int_attr(id, attrs, "groups", 1));
+  HEXIR_ASSIGN_OR_RETURN(int64_t x_zero, int_attr(id, attrs, "x_zero", 0));
+  HEXIR_ASSIGN_OR_RETURN(int64_t y_zero, int_attr(id, attrs, "y_zero", 0));
+  HEXIR_ASSIGN_OR_RETURN(int64_t y_min, int_attr(id, attrs, "y_min", 0));
+  HEXIR_ASSIGN_OR_RETURN(int64_t y_max, int_attr(id, attrs, "y_max", 255));
+  return std::vector<int64_t>{kernel[0], kernel[1], strides[0], strides[1], pads[0], pads[1], pads[2],
+                              pads[3],   dilations[0], dilations[1], groups, x_zero, y_zero, y_min, y_max};
+}
+
+AttrMap raise_quantized_conv2d(std::span<const TensorType>, std::span<const int64_t> p) {
+  AttrMap attrs;
+  attrs["kernel"] = param_list_value(p, {kQKernelH, kQKernelW});
+  attrs["strides"] = param_list_value(p, {kQStrideH, kQStrideW});
+  attrs["pads"] = param_list_value(p, {kQPadTop, kQPadLeft, kQPadBottom, kQPadRight});
+  attrs["dilations"] = param_list_value(p, {kQDilationH, kQDilationW});
+  attrs["groups"] = AttrValue{param_at(p, kQGroups)};
+  attrs["x_zero"] = AttrValue{param_at(p, kQXZero)};
+  attrs["y_zero"] = AttrValue{param_at(p, kQYZero)};
+  attrs["y_min"] = AttrValue{param_at(p, kQYMin)};
+  attrs["y_max"] = AttrValue{param_at(p, kQYMax)};
+  return attrs;
+}
+
+uint64_t flops_quantized_conv2d(std::span<const TensorType> in, std::span<const TensorType> out,
+                                std::span<const int64_t> p) {
+  const uint64_t n = output_elements_sat(out);
+  if (in.empty() || in[0].rank() != 4 || p.size() != kQuantizedConvParamCount || p[kQGroups] < 1) return n;
+  const uint64_t taps = mul_sat(static_cast<uint64_t>(std::max<int64_t>(p[kQKernelH], 0)),
+                                static_cast<uint64_t>(std::max<int64_t>(p[kQKernelW], 0)));
+  const uint64_t per_group = static_cast<uint64_t>(std::max<int64_t>(in[0].dims[3] / p[kQGroups], 0));
+  return add_sat(mul_sat(mul_sat(n, 2), mul_sat(taps, per_group)), n);
+}
+
+Result<std::vector<TensorType>> infer_quantized_conv2d(std::span<const TensorType> in, std::span<const int64_t> p) {
+  constexpr OpId id = kQuantizedConv2d;
+  HEXIR_RETURN_IF_ERROR(check_param_count(id, p, kQuantizedConvParamCount));
+  const TensorType &x = in[0], &w = in[1], &bias = in[2], &multiplier = in[3];
+  if (x.dtype != DType::kU8 || x.rank() != 4)
+    return invalid_argument(prefix(id) + "input " + x.to_string() + " is not u8[N,H,W,C]");
+  if (bias.dtype != DType::kI32 || bias.rank() != 1 || multiplier.dtype != DType::kF32 || !(multiplier.dims == bias.dims))
+    return invalid_argument(prefix(id) + "bias " + bias.to_string() + " and multiplier " + multiplier.to_string() +
+                            " are not i32[K] and f32[K]");
+  for (int i : {kQKernelH, kQKernelW, kQStrideH, kQStrideW, kQDilationH, kQDilationW})
+    if (p[i] < 1 || p[i] > (int64_t{1} << 30))
+      return invalid_argument(prefix(id) + "kernel sizes, strides and dilations must be in 1..2^30");
+  for (int i : {kQPadTop, kQPadLeft, kQPadBottom, kQPadRight})
+    if (p[i] < 0 || p[i] > (int64_t{1} << 30)) return invalid_argument(prefix(id) + "pads must be in 0..2^30");
+  for (int i : {kQXZero, kQYZero, kQYMin, kQYMax})
+    if (p[i] < 0 || p[i] > 255) return invalid_argument(prefix(id) + "zero points and bounds must be in 0..255");
+  if (p[kQYMin] > p[kQYMax])
+    return invalid_argument(prefix(id) + "y_min " + std::to_string(p[kQYMin]) + " is above y_max " +
+                            std::to_string(p[kQYMax]));
+  const int64_t c = x.dims[3], k = bias.dims[0], groups = p[kQGroups];
+  if (groups < 1 || groups > std::max<int64_t>(c, 1) || c % groups != 0 || k % groups != 0)
+    return invalid_argument(prefix(id) + "groups " + std::to_string(groups) + " must divide the " + std::to_string(c) +
+                            " input and " + std::to_string(k) + " output channels");
+  const int64_t taps = p[kQKernelH] * p[kQKernelW];  // each <= 2^30
+  const bool depthwise = groups == c && groups == k && c > 0;
+  const int64_t per_group = c / groups;
+  if (taps > kQuantizedConvMaxDepth || taps * per_group > kQuantizedConvMaxDepth)
+    return invalid_argument(prefix(id) + "the window sums " + std::to_string(taps) + " taps of " +
+                            std::to_string(per_group) + " channels: over " + std::to_string(kQuantizedConvMaxDepth) +
+                            " (int32 sums would overflow)");
+  const int64_t depth = (taps * per_group + 3) / 4 * 4;
+  const std::vector<int64_t> weights =
+      depthwise ? std::vector<int64_t>{taps, c} : std::vector<int64_t>{groups, depth / 4, k / groups, 4};
+  if (w.dtype != DType::kI8 || !(w.dims == weights))
+    return invalid_argument(prefix(id) + "weights " + w.to_string() + " are not i8" + shape_str(weights) +
+                            (depthwise ? " (depthwise: [taps, C])" : " ([groups, depth/4, K/groups, 4])"));
+  int64_t out_hw[2];
+  for (int d = 0; d < 2; ++d) {
+    const int64_t extent = x.dims[1 + d] + p[kQPadTop + d] + p[kQPadBottom + d];
+    const int64_t kernel = p[kQKernelH + d], dilation = p[kQDilationH + d];
+    const bool fits = kernel - 1 <= (extent - 1) / dilation;
+    const int64_t window = fits ? dilation * (kernel - 1) + 1 : extent + 1;
+    if (extent < 1 || !fits || window > extent)
+      return invalid_argument(prefix(id) + "the " + std::to_string(kernel) + "-wide kernel (dilated " +
+                              std::to_string(window) + ") does not fit the padded input extent " +
+                              std::to_string(extent));
+    out_hw[d] = (extent - window) / p[kQStrideH + d] + 1;
+  }
+  return one({DType::kU8, {x.dims[0], out_hw[0], out_hw[1], k}});
+}
+
+void plan_quantized_conv2d(const PlanInput& op, OpPlan& out) {
+  QuantizedConv2dPlan& p = out.start<QuantizedConv2dPlan>();
+  const auto& x = op.inputs[0].dims;
+  const auto& o = op.outputs[0].dims;
+  const auto& params = op.params;
+  p.n = x[0], p.h = x[1], p.w = x[2], p.c = x[3];
+  p.k = o[3], p.oh = o[1], p.ow = o[2];
+  p.kh = params[kQKernelH], p.kw = params[kQKernelW];
+  p.stride_h = params[kQStrideH], p.stride_w = params[kQStrideW];
+  p.pad_top = params[kQPadTop], p.pad_left = params[kQPadLeft];
+  p.dilation_h = params[kQDilationH], p.dilation_w = params[kQDilationW];
+  p.groups = params[kQGroups];
+  p.c_per_group = p.c / p.groups;
+  p.k_per_group = p.k / p.groups;
+  p.depthwise = p.groups == p.c && p.groups == p.k ? 1 : 0;
+  p.depth = (p.kh * p.kw * p.c_per_group + 3) / 4 * 4;
+  p.x_zero = static_cast<int32_t>(params[kQXZero]);
+  p.y_zero = static_cast<int32_t>(params[kQYZero]);
+  p.y_min = static_cast<int32_t>(params[kQYMin]);
+  p.y_max = static_cast<int32_t>(params[kQYMax]);
+}
+
 constexpr OpDef kDefs[] = {
     {kConv2d, "conv2d", 2, 4, 1, 1, true, false, false, 0, lower_conv2d, raise_conv2d, infer_conv2d,
      flops_conv<kConv2d>, nullptr, plan_conv2d},
@@ -869,6 +1008,8 @@ constexpr OpDef kDefs[] = {
      plan_conv_transpose},
     {kSeparableConv2d, "separable_conv2d", 3, 6, 1, 1, true, false, false, 0, lower_separable_conv2d,
      raise_separable_conv2d, infer_separable_conv2d, flops_separable_conv2d, nullptr, plan_separable_conv2d},
+    {kQuantizedConv2d, "quantized_conv2d", 4, 4, 1, 1, false, false, false, 0, lower_quantized_conv2d,
+     raise_quantized_conv2d, infer_quantized_conv2d, flops_quantized_conv2d, nullptr, plan_quantized_conv2d},
 };
 
 }  // namespace

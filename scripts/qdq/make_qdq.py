@@ -6,7 +6,8 @@ Debian's python3-onnx and numpy only (scripts/qdq.sh runs it):
 
 For each model of ZOO.jsonl (scripts/zoo/export_zoo.py's lines: the float model and its inputs):
   1. the tensors to quantize: every float activation a Conv, Gemm or MatMul reads, and what each
-     of them writes;
+     of them writes (a Relu or Clip that alone reads a Conv's or Gemm's result is removed, the
+     result quantized at the activation's range: onnxruntime's QDQRemovableActivation);
   2. calibration: the model with those tensors as extra outputs runs once in onnxruntime-node on
      the model's own (realistic) inputs (scripts/qdq/calibrate.mjs): each tensor's min and max;
   3. the QDQ model: each such activation x becomes DequantizeLinear(QuantizeLinear(x)) with a
@@ -30,9 +31,32 @@ from onnx import TensorProto, helper, numpy_helper
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
+def removable_activations(model):
+    """{Conv/Gemm output: the Relu or Clip node that alone reads it}: onnxruntime's quantizer removes
+    such an activation (QDQRemovableActivation) and quantizes the Conv's output at the activation's
+    range, so the uint8 clamp applies it."""
+    readers = {}
+    for node in model.graph.node:
+        for x in node.input:
+            readers.setdefault(x, []).append(node)
+    outputs = {o.name for o in model.graph.output}
+    writers = {y: node for node in model.graph.node for y in node.output}
+    found = {}
+    for node in model.graph.node:
+        if node.op_type not in ("Relu", "Clip") or not node.input:
+            continue
+        x = node.input[0]
+        w = writers.get(x)
+        if w is not None and w.op_type in ("Conv", "Gemm") and len(readers.get(x, [])) == 1 and x not in outputs:
+            found[x] = node
+    return found
+
+
 def float_activations(model):
-    """(activation tensors read by Conv/Gemm/MatMul, tensors they write), in graph order."""
+    """(activation tensors read by Conv/Gemm/MatMul, tensors they write), in graph order (a removable
+    activation's output stands for the Conv's)."""
     inits = {i.name for i in model.graph.initializer}
+    removable = removable_activations(model)
     reads, writes = [], []
     for node in model.graph.node:
         if node.op_type not in ("Conv", "Gemm", "MatMul"):
@@ -41,8 +65,10 @@ def float_activations(model):
         for x in operands:
             if x and x not in inits and x not in reads:
                 reads.append(x)
-        if node.output[0] not in writes:
-            writes.append(node.output[0])
+        y = node.output[0]
+        y = removable[y].output[0] if y in removable else y
+        if y not in writes:
+            writes.append(y)
     return reads, writes
 
 
@@ -121,7 +147,12 @@ def make_qdq(model, ranges):
     for x in g.input:
         if x.name in quantized and x.name in ranges:
             insert_qdq(x.name)
+    removable = removable_activations(model)
     for node in g.node:
+        if node.op_type in ("Relu", "Clip") and node.input and node.input[0] in removable:
+            continue
+        if node.op_type in ("Conv", "Gemm") and node.output[0] in removable:
+            node.output[0] = removable[node.output[0]].output[0]
         inputs = [renamed.get(x, x) for x in node.input]
         w = inputs[1] if len(inputs) > 1 else ""
         if node.op_type in ("Conv", "Gemm", "MatMul") and w in inits and inits[w].data_type == TensorProto.FLOAT:

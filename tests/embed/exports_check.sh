@@ -51,7 +51,9 @@ internals=$(printf '%s\n' "$cxx_names" |
 
 missing=()
 for f in $(grep -oE '\bhexir_[a-z0-9_]+\(' "$src/vm/include/hexir/hexir.h" | tr -d '(' | sort -u); do
-  printf '%s\n' "$c_names" | grep -qx "$f" || missing+=("$f")
+  # A here-string, not a pipe: grep -q stops at the match and, under pipefail, the
+  # writer's SIGPIPE would count a found name as missing.
+  grep -qx "$f" <<<"$c_names" || missing+=("$f")
 done
 [ ${#missing[@]} = 0 ] || die "hexir/hexir.h functions not exported: ${missing[*]}"
 

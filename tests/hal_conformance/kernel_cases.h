@@ -531,6 +531,37 @@ inline std::vector<KernelCase> kernel_cases() {
                    {}, false, 2e-5, 1e-5});
   cases.push_back({"integer_matmul 4x4 tiles and edges, K past 64 with a tail", OpId::kIntegerMatmul,
                    {bytes(DType::kU8, {2, 5, 100}, 16), int8_rows(11, 100, 17), bytes(DType::kU8, {}, 18)}, {}});
+  {
+    // quantized_conv2d: multipliers that spread the sums over the u8 range; dense (gathered and
+    // read in place, past one 64-channel tile) and depthwise.
+    auto multipliers = [&](int64_t k, float scale, uint32_t seed) { return random_f32({k}, seed, 0.5f * scale, scale); };
+    auto biases = [](int64_t k, int32_t seed) {  // within +-10000: the sums stay inside the output range
+      HostTensor t(DType::kI32, {k});
+      for (int64_t i = 0; i < k; ++i) {
+        const int32_t b = static_cast<int32_t>((i * 7919 + seed) % 20001) - 10000;
+        std::memcpy(t.bytes.data() + i * 4, &b, 4);
+      }
+      return t;
+    };
+    KernelCase dense{"quantized_conv2d 3x3 pad 1, 70 channels", OpId::kQuantizedConv2d,
+                     {bytes(DType::kU8, {1, 7, 6, 16}, 19), bytes(DType::kI8, {1, 36, 70, 4}, 20),
+                      biases(70, 21), multipliers(70, 1.0f / 4000, 540)},
+                     {3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 128, 90, 0, 255}};
+    dense.exact = true;
+    cases.push_back(dense);
+    KernelCase pointwise{"quantized_conv2d 1x1 stride 2, relu bounds", OpId::kQuantizedConv2d,
+                         {bytes(DType::kU8, {2, 6, 6, 32}, 22), bytes(DType::kI8, {1, 8, 24, 4}, 23),
+                          biases(24, 24), multipliers(24, 1.0f / 1000, 541)},
+                         {1, 1, 2, 2, 0, 0, 0, 0, 1, 1, 1, 7, 60, 60, 255}};
+    pointwise.exact = true;
+    cases.push_back(pointwise);
+    KernelCase depthwise{"quantized_conv2d depthwise 3x3 stride 2, 40 channels", OpId::kQuantizedConv2d,
+                         {bytes(DType::kU8, {1, 9, 8, 40}, 25), bytes(DType::kI8, {9, 40}, 26),
+                          biases(40, 27), multipliers(40, 1.0f / 300, 542)},
+                         {3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 40, 3, 128, 0, 255}};
+    depthwise.exact = true;
+    cases.push_back(depthwise);
+  }
   cases.push_back({"dequantize_int4 rows of a 3-D table, group 32", OpId::kDequantizeInt4,
                    {bytes(DType::kU8, {2, 3, 48}, 15), f16_scales({2, 3, 3}, 537)}, {}});
   cases.push_back({"dequantize_linear i32 per axis 1", OpId::kDequantizeLinear,

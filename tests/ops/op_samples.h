@@ -158,6 +158,13 @@ inline std::vector<OpSample> op_samples() {
   s.push_back({kInt4Matmul, {f32({64}), t(DType::kU8, {5, 32}), t(DType::kF16, {5, 1}), f32({5})}, {}, {}});
   s.push_back({kDequantizeInt4, {t(DType::kU8, {2, 3, 48}), t(DType::kF16, {2, 3, 3})}, {}, {}});
   s.push_back({kIntegerMatmul, {t(DType::kU8, {2, 3, 70}), t(DType::kI8, {5, 70}), t(DType::kU8, {})}, {}, {}});
+  s.push_back({kQuantizedConv2d,
+               {t(DType::kU8, {1, 6, 5, 8}), t(DType::kI8, {2, 9, 6, 4}), t(DType::kI32, {12}), f32({12})},
+               {{"kernel", list({3, 3})}, {"pads", list({1, 1, 1, 1})}, {"groups", i64(2)}, {"x_zero", i64(128)},
+                {"y_zero", i64(3)}, {"y_min", i64(3)}},
+               {}});
+  s.push_back({kQuantizedConv2d, {t(DType::kU8, {1, 6, 5, 8}), t(DType::kI8, {9, 8}), t(DType::kI32, {8}), f32({8})},
+               {{"kernel", list({3, 3})}, {"strides", list({2, 2})}, {"groups", i64(8)}}, {}});
   s.push_back({kAttention, {f32({2, 3, 1, 8}), f32({2, 3, 10, 8}), f32({2, 3, 10, 4}), t(DType::kI64, {1})},
                {{"scale", f64(0.125)}, {"offset", i64(1)}}, {}});
   s.push_back({kSoftmax, {f32({2, 5, 3})}, {{"axis", i64(1)}}, {}});

@@ -13,7 +13,9 @@ namespace hexir::compiler::onnx_import {
 namespace {
 
 // Integer constants up to this many elements are dequantized at compile time
-// (biases, zero points); larger ones (weights) are kept as they are stored.
+// (biases, zero points); larger ones and 8-bit matrices of any size
+// (weights: the integer convolutions read them as they are, passes/quantized.h)
+// are kept as they are stored.
 constexpr int64_t kFoldedDequantizeMax = 1024;
 
 bool is_8bit(int32_t type) { return type == kInt8 || type == kUint8; }
@@ -59,7 +61,7 @@ Result<Ref> dequantize(Importer& im, const NodeCtx& n, Ref x, Ref scale, Ref zer
     return error_at(n.loc, "cannot dequantize " + onnx_type_name(xi.type) + " (int8, uint8 and int32 only)");
   ops::AttrMap attrs;
   attrs["axis"] = ops::AttrValue{axis};
-  if (x.is_const() && is_8bit(xi.type) && xi.count() > kFoldedDequantizeMax) {
+  if (x.is_const() && is_8bit(xi.type) && (xi.count() > kFoldedDequantizeMax || xi.dims.size() >= 2)) {
     HEXIR_ASSIGN_OR_RETURN(std::vector<int> ids, im.emit(n, ops::OpId::kDequantizeLinear, {x, scale, zero}, attrs, {name}));
     return Ref{ids[0], -1};
   }

@@ -100,6 +100,18 @@ extern "C" __global__ void hexir_dequantize_int4(hexir::hal::cuda::DequantizeInt
   }
 }
 
+// quantized_conv2d: one thread per output element (n, oy, ox, k), the
+// plan's int32 sum (exact in any order) and requantization.
+extern "C" __global__ void hexir_quantized_conv2d(hexir::hal::cuda::QuantizedConv2dParams p) {
+  const hexir::ops::QuantizedConv2dPlan& q = p.plan;
+  const int64_t total = q.n * q.oh * q.ow * q.k;
+  for (int64_t e = hexir_kernels::global_index(); e < total; e += hexir_kernels::global_stride()) {
+    const int64_t k = e % q.k, ox = e / q.k % q.ow, oy = e / (q.k * q.ow) % q.oh, n = e / (q.k * q.ow * q.oh);
+    const int32_t sum = hexir::ops::quantized_conv2d_sum(q, p.x, p.w, n, oy, ox, k);
+    p.out[e] = hexir::ops::requantize_of(sum, p.bias[k], p.multiplier[k], q.y_zero, q.y_min, q.y_max);
+  }
+}
+
 // integer_matmul: one thread per output element, int32 sums (exact in any order).
 extern "C" __global__ void hexir_integer_matmul(hexir::hal::cuda::IntegerMatmulParams p) {
   const hexir::ops::IntegerMatmulPlan& q = p.plan;

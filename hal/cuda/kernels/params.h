@@ -155,6 +155,16 @@ struct IntegerMatmulParams {
   ops::IntegerMatmulPlan plan;
 };
 
+// quantized_conv2d: channels-last u8, one thread per output element.
+struct QuantizedConv2dParams {
+  const uint8_t* x;
+  const int8_t* w;
+  const int32_t* bias;
+  const float* multiplier;
+  uint8_t* out;
+  ops::QuantizedConv2dPlan plan;
+};
+
 // dequantize_int4: packed int4 rows w [rows, k / 2] to floats.
 struct DequantizeInt4Params {
   const uint8_t* w;
@@ -463,6 +473,7 @@ struct BoundParams {
   X(kInt4Matmul, hexir_int4_matmul, Int4MatmulParams) \
   X(kDequantizeInt4, hexir_dequantize_int4, DequantizeInt4Params) \
   X(kIntegerMatmul, hexir_integer_matmul, IntegerMatmulParams) \
+  X(kQuantizedConv2d, hexir_quantized_conv2d, QuantizedConv2dParams) \
   X(kMatmulEpilogue, hexir_matmul_epilogue, MatmulParams)      \
   X(kConv2d, hexir_conv2d, Conv2dParams)                       \
   X(kSeparableConv2d, hexir_separable_conv2d, SeparableConv2dParams) \

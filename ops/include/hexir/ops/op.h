@@ -330,6 +330,22 @@ enum class OpId : uint16_t {
   // integer GEMM of ONNX MatMulInteger with symmetric weights (zero point
   // 0), w's rows the output channels. No parameters.
   kIntegerMatmul,
+  // quantized_conv2d, (x u8[N,H,W,C] channels-last, w i8 (below), bias i32[K],
+  // multiplier f32[K]): the integer convolution of a QDQ model's DQ -> Conv
+  // -> Q (compiler/passes/quantized.cc), u8[N,OH,OW,K]. Each output is
+  // requantize_of(sum, bias[k], multiplier[k], y_zero, y_min, y_max)
+  // (plans.h): sum the int32 sum over the window of x * w, a tap outside the
+  // input reading x_zero (quantized_conv2d_sum). The compiler folds
+  // -x_zero * sum w and the float bias into bias, x_scale * w_scale[k] /
+  // y_scale into multiplier, and a relu or clip into [y_min, y_max].
+  // Weights: depthwise (groups = C = K) [KH*KW, C]; otherwise [groups,
+  // depth/4, K/groups, 4], reduction index r = (ky*KW + kx)*C/groups + ci
+  // padded with zeros to depth (a multiple of 4): four consecutive r of one
+  // output channel side by side, what vpdpbusd multiplies. At most 65536
+  // terms per sum. [kernel_h, kernel_w, stride_h, stride_w, pad_top,
+  // pad_left, pad_bottom, pad_right, dilation_h, dilation_w, groups, x_zero,
+  // y_zero, y_min, y_max].
+  kQuantizedConv2d,
   kCount,
 };
 // clang-format on

@@ -484,6 +484,68 @@ struct IntegerMatmulPlan {
 };
 inline constexpr int64_t kIntegerMatmulMaxK = 65536;  // |sum| <= 65536 * 255 * 128 < 2^31
 
+// quantized_conv2d (op.h): channels-last u8 x [n, h, w, c] and int8 weights
+// to u8 [n, oh, ow, k], the int32 sum requantized in the epilogue. Dense
+// and grouped: weights [groups, depth / 4, k_per_group, 4], the reduction
+// index r = (ky * kw + kx) * c_per_group + ci padded with zeros to `depth`
+// (a multiple of 4: the VNNI layout, 4 consecutive r of one output channel
+// in one 32-bit lane). Depthwise (groups = c = k): weights [kh * kw, c].
+struct QuantizedConv2dPlan {
+  int64_t n, h, w, c;
+  int64_t k, oh, ow;
+  int64_t kh, kw;
+  int64_t stride_h, stride_w;
+  int64_t pad_top, pad_left;
+  int64_t dilation_h, dilation_w;
+  int64_t groups, c_per_group, k_per_group;
+  int64_t depth;  // kh * kw * c_per_group rounded up to 4 (dense and grouped)
+  int64_t depthwise;
+  int32_t x_zero, y_zero, y_min, y_max;
+};
+inline constexpr int64_t kQuantizedConvMaxDepth = 65536;  // |sum| <= 65536 * 255 * 128 < 2^31
+
+// The int32 sum of output element (n, oy, ox, k) of a quantized_conv2d:
+// every tap of the window, a tap outside the input reading x_zero (the bias
+// holds -x_zero * sum w, so padding adds nothing net). Exact in any order.
+HEXIR_PLAN_FN int32_t quantized_conv2d_sum(const QuantizedConv2dPlan& p, const uint8_t* x, const int8_t* w,
+                                           int64_t n, int64_t oy, int64_t ox, int64_t k) {
+  const int64_t g = k / p.k_per_group, kg = k % p.k_per_group;
+  int32_t sum = 0;
+  for (int64_t ky = 0; ky < p.kh; ++ky)
+    for (int64_t kx = 0; kx < p.kw; ++kx) {
+      const int64_t iy = oy * p.stride_h - p.pad_top + ky * p.dilation_h;
+      const int64_t ix = ox * p.stride_w - p.pad_left + kx * p.dilation_w;
+      const bool inside = iy >= 0 && iy < p.h && ix >= 0 && ix < p.w;
+      const uint8_t* px = inside ? x + ((n * p.h + iy) * p.w + ix) * p.c + g * p.c_per_group : nullptr;
+      const int64_t tap = ky * p.kw + kx;
+      for (int64_t ci = 0; ci < p.c_per_group; ++ci) {
+        const int32_t xv = inside ? px[ci] : p.x_zero;
+        int32_t wv;
+        if (p.depthwise) {
+          wv = w[tap * p.c + k];
+        } else {
+          const int64_t r = tap * p.c_per_group + ci;
+          wv = w[((g * (p.depth / 4) + r / 4) * p.k_per_group + kg) * 4 + r % 4];
+        }
+        sum += xv * wv;
+      }
+    }
+  return sum;
+}
+
+// The requantizing epilogue of quantized_conv2d: (sum + bias) (wrapping in
+// int32) as float times the multiplier, clamped to [lo - zero, hi - zero],
+// rounded half to even, plus the zero point. Clamping before rounding is
+// the same as after (rounding is monotone) and keeps the conversion in range.
+HEXIR_PLAN_FN uint8_t requantize_of(int32_t sum, int32_t bias, float multiplier, int32_t zero, int32_t lo,
+                                    int32_t hi) {
+  const int32_t total = static_cast<int32_t>(static_cast<uint32_t>(sum) + static_cast<uint32_t>(bias));
+  float v = static_cast<float>(total) * multiplier;
+  const float low = static_cast<float>(lo - zero), high = static_cast<float>(hi - zero);
+  v = v < low ? low : v > high ? high : v;
+  return static_cast<uint8_t>(static_cast<int32_t>(rintf(v)) + zero);
+}
+
 // dequantize_int4: rows of k weights, a scale per group of `group`.
 struct DequantizeInt4Plan {
   int64_t rows, k, group;

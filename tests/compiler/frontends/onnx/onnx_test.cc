@@ -2846,3 +2846,88 @@ TEST_CASE("MatMulInteger with int8 weights and zero point 0 compiles to integer_
     }
   CHECK(past_float);
 }
+
+TEST_CASE("QDQ convolutions (dense with relu, depthwise, 1x1 stride 2) compile to quantized_conv2d, channels-last "
+          "between them, within a quantization step of the float composition") {
+  TempDir dir;
+  Model m(13);
+  m.input("x", kF, {1, 8, 12, 12})
+      .init_f("x_scale", {}, {0.05f})
+      .init_bytes("x_zero", onnx::TensorProto::UINT8, {}, std::string(1, static_cast<char>(128)));
+  // Each layer: int8 per-channel weights, an int32 bias at x_scale * w_scale, the output quantized.
+  struct Layer {
+    const char* name;
+    int64_t k, cg, kernel, stride, pad, group;
+    float y_scale;
+    int y_zero;
+    bool relu;
+  };
+  const std::vector<Layer> layers = {{"c1", 16, 8, 3, 1, 1, 1, 0.04f, 0, true},
+                                     {"c2", 16, 1, 3, 2, 1, 16, 0.03f, 120, false},
+                                     {"c3", 24, 16, 1, 2, 0, 1, 0.06f, 100, false}};
+  std::string x = "x_dq";
+  float x_scale = 0.05f;
+  m.node("QuantizeLinear", {"x", "x_scale", "x_zero"}, {"x_q"}).node("DequantizeLinear", {"x_q", "x_scale", "x_zero"}, {"x_dq"});
+  uint32_t seed = 1;
+  for (const Layer& l : layers) {
+    const std::string n = l.name;
+    const int64_t count = l.k * l.cg * l.kernel * l.kernel;
+    std::string w(static_cast<size_t>(count), '\0'), b(static_cast<size_t>(l.k * 4), '\0');
+    for (auto& c : w) c = static_cast<char>(static_cast<int>((seed = seed * 1103515245u + 12345u) >> 16) % 255 - 127);
+    std::vector<float> w_scale(static_cast<size_t>(l.k)), b_scale(static_cast<size_t>(l.k));
+    for (int64_t k = 0; k < l.k; ++k) {
+      w_scale[static_cast<size_t>(k)] = 0.004f + 0.0003f * static_cast<float>(k);
+      b_scale[static_cast<size_t>(k)] = x_scale * w_scale[static_cast<size_t>(k)];
+      const int32_t bias = static_cast<int32_t>(k * 37 % 200) - 100;
+      std::memcpy(b.data() + k * 4, &bias, 4);
+    }
+    m.init_bytes(n + "_w", onnx::TensorProto::INT8, {l.k, l.cg, l.kernel, l.kernel}, w)
+        .init_f(n + "_w_scale", {l.k}, w_scale)
+        .init_bytes(n + "_w_zero", onnx::TensorProto::INT8, {l.k}, std::string(static_cast<size_t>(l.k), '\0'))
+        .init_bytes(n + "_b", onnx::TensorProto::INT32, {l.k}, b)
+        .init_f(n + "_b_scale", {l.k}, b_scale)
+        .init_bytes(n + "_b_zero", onnx::TensorProto::INT32, {l.k}, std::string(static_cast<size_t>(l.k * 4), '\0'))
+        .init_f(n + "_y_scale", {}, {l.y_scale})
+        .init_bytes(n + "_y_zero", onnx::TensorProto::UINT8, {}, std::string(1, static_cast<char>(l.y_zero)))
+        .node("DequantizeLinear", {n + "_w", n + "_w_scale", n + "_w_zero"}, {n + "_w_dq"}, {ai("axis", 0)})
+        .node("DequantizeLinear", {n + "_b", n + "_b_scale", n + "_b_zero"}, {n + "_b_dq"}, {ai("axis", 0)})
+        .node("Conv", {x, n + "_w_dq", n + "_b_dq"}, {n + "_y"},
+              {ais("pads", {l.pad, l.pad, l.pad, l.pad}), ais("strides", {l.stride, l.stride}), ai("group", l.group)});
+    std::string y = n + "_y";
+    if (l.relu) {
+      m.node("Relu", {y}, {n + "_relu"});
+      y = n + "_relu";
+    }
+    m.node("QuantizeLinear", {y, n + "_y_scale", n + "_y_zero"}, {n + "_q"})
+        .node("DequantizeLinear", {n + "_q", n + "_y_scale", n + "_y_zero"}, {n + "_dq"});
+    x = n + "_dq";
+    x_scale = l.y_scale;
+  }
+  m.node("Identity", {x}, {"y"}).output("y");
+  auto module = import_ok(m.save(dir.path() / "qdq_conv.onnx"));
+  std::vector<float> input(static_cast<size_t>(8 * 12 * 12));
+  for (size_t i = 0; i < input.size(); ++i) input[i] = 3.0f * std::sin(0.37f * static_cast<float>(i)) + 0.5f;
+  size_t instructions = 0, unfused_instructions = 0;
+  const std::vector<float> y = run(module, {f32({1, 8, 12, 12}, input)}, dir.path(), {}, &instructions)[0].f32();
+  hexir::compiler::CompileOptions unfused;
+  unfused.fuse_epilogues = false;
+  const std::vector<float> reference =
+      run(module, {f32({1, 8, 12, 12}, input)}, dir.path(), unfused, &unfused_instructions)[0].f32();
+  // quantize, the entry transpose, three quantized_conv2d, the exit transpose, the last dequantize.
+  CHECK(instructions == 7);
+  CHECK(unfused_instructions > instructions);
+  // Integer sums rounded once against float sums rounded per layer: a value at a rounding
+  // boundary lands one step away, and moves the next layer's sums by that step's weight.
+  REQUIRE(y.size() == reference.size());
+  double worst = 0, total = 0;
+  size_t differ = 0;
+  for (size_t i = 0; i < y.size(); ++i) {
+    const double d = std::fabs(double{y[i]} - double{reference[i]});
+    worst = std::max(worst, d);
+    total += d;
+    differ += d > 0;
+  }
+  INFO("max " << worst / 0.06 << " steps, " << differ << " of " << y.size() << " differ");
+  CHECK(worst <= 2 * 0.06 + 1e-6);
+  CHECK(total / static_cast<double>(y.size()) <= 0.1 * 0.06);
+}

@@ -1,0 +1,331 @@
+#include "passes/quantized.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <optional>
+
+#include "hexir/ops/plans.h"
+#include "ir/constant_data.h"
+#include "passes/fusion.h"
+
+namespace hexir::compiler {
+namespace {
+
+using ops::OpId;
+
+constexpr int64_t kToNhwc[4] = {0, 2, 3, 1};
+constexpr int64_t kToNchw[4] = {0, 3, 1, 2};
+
+bool one_element(const TensorType& t) {
+  return std::all_of(t.dims.begin(), t.dims.end(), [](int64_t d) { return d == 1; });
+}
+
+std::optional<std::vector<uint8_t>> bytes_of(const Module& module, const Value& v) {
+  if (v.kind != ValueKind::kConstant) return std::nullopt;
+  Result<std::vector<uint8_t>> bytes = constant_bytes(module.constants[static_cast<size_t>(v.constant)]);
+  if (!bytes.ok()) return std::nullopt;
+  return std::move(*bytes);
+}
+
+// A constant f32 value's elements, each finite (and positive when asked).
+std::optional<std::vector<float>> floats_of(const Module& module, const Value& v, bool positive) {
+  if (v.type.dtype != DType::kF32) return std::nullopt;
+  const std::optional<std::vector<uint8_t>> bytes = bytes_of(module, v);
+  if (!bytes || bytes->size() % 4 != 0) return std::nullopt;
+  std::vector<float> out(bytes->size() / 4);
+  std::memcpy(out.data(), bytes->data(), bytes->size());
+  for (float f : out)
+    if (!std::isfinite(f) || (positive && !(f > 0.0f))) return std::nullopt;
+  return out;
+}
+
+// A one-element constant u8 zero point.
+std::optional<int32_t> u8_zero_of(const Module& module, const Value& v) {
+  if (v.type.dtype != DType::kU8 || !one_element(v.type)) return std::nullopt;
+  const std::optional<std::vector<uint8_t>> bytes = bytes_of(module, v);
+  if (!bytes || bytes->size() != 1) return std::nullopt;
+  return static_cast<int32_t>((*bytes)[0]);
+}
+
+// One quantized convolution found: what the rewrite needs.
+struct Match {
+  size_t quantize = 0;  // the quantize_linear node (the rewrite takes its place)
+  std::vector<size_t> gone;  // conv2d and the activation
+  size_t dequantize_x = 0, dequantize_w = 0;
+  int xq = -1;
+  int64_t groups = 1;
+  float sx = 0, sy = 0;
+  int32_t zx = 0, zy = 0, lo = 0, hi = 255;
+  std::vector<float> sw;  // per output channel
+  std::optional<std::vector<float>> bias;
+};
+
+class IntegerConvolutions {
+ public:
+  IntegerConvolutions(Module& module, Function& fn)
+      : module_(module), fn_(fn), uses_(value_uses(fn)), region_(innermost_regions(fn)) {}
+
+  size_t run() {
+    std::vector<Match> matches;
+    for (size_t n = 0; n < fn_.nodes.size(); ++n)
+      if (std::optional<Match> m = match(n)) matches.push_back(std::move(*m));
+    if (matches.empty()) return 0;
+    const size_t original = fn_.nodes.size();
+    std::vector<std::vector<Node>> replacement(original);
+    std::vector<bool> gone(original, false);
+    size_t rewritten = 0;
+    for (const Match& m : matches) {
+      std::optional<std::vector<Node>> nodes = rewrite(m);
+      if (!nodes) continue;
+      replacement[m.quantize] = std::move(*nodes);
+      for (size_t g : m.gone) gone[g] = true;
+      gone[m.dequantize_w] = true;
+      ++rewritten;
+    }
+    if (rewritten == 0) return 0;
+    // Rebuild the node list: each quantize_linear replaced by its nodes in
+    // place (everything they read is written before the convolution).
+    std::vector<Node> old = std::move(fn_.nodes);
+    fn_.nodes.clear();
+    std::vector<int64_t> new_index(original, -1);
+    std::vector<bool> dropped;
+    for (size_t n = 0; n < original; ++n) {
+      if (!replacement[n].empty()) {
+        for (Node& node : replacement[n]) {
+          fn_.nodes.push_back(std::move(node));
+          dropped.push_back(false);
+        }
+        new_index[n] = static_cast<int64_t>(fn_.nodes.size()) - 1;
+        continue;
+      }
+      new_index[n] = static_cast<int64_t>(fn_.nodes.size());
+      fn_.nodes.push_back(std::move(old[n]));
+      dropped.push_back(gone[n]);
+    }
+    renumber_nodes(fn_, original, new_index);
+    // The dequantized inputs no one reads any more (every reader fused).
+    std::vector<int> reads(fn_.values.size(), 0);
+    for (size_t n = 0; n < fn_.nodes.size(); ++n)
+      if (!dropped[n])
+        for (int v : fn_.nodes[n].inputs) ++reads[static_cast<size_t>(v)];
+    for (int v : fn_.outputs) ++reads[static_cast<size_t>(v)];
+    for (const Match& m : matches) {
+      const size_t at = static_cast<size_t>(new_index[m.dequantize_x]);
+      if (reads[static_cast<size_t>(fn_.nodes[at].results[0])] == 0) dropped[at] = true;
+    }
+    std::vector<bool> value_dropped(fn_.values.size(), false);
+    for (size_t n = 0; n < fn_.nodes.size(); ++n)
+      if (dropped[n])
+        for (int v : fn_.nodes[n].results) value_dropped[static_cast<size_t>(v)] = true;
+    drop(fn_, dropped, std::move(value_dropped));
+    return rewritten;
+  }
+
+ private:
+  const Value& value(int v) const { return fn_.values[static_cast<size_t>(v)]; }
+
+  // The top-level op node writing v, read by one node only (or by any
+  // number with `shared`), of operator `op`; nullopt otherwise.
+  std::optional<size_t> writer(int v, OpId op, bool shared = false) const {
+    const int w = uses_.writer[static_cast<size_t>(v)];
+    if (w < 0 || (!shared && uses_.readers[static_cast<size_t>(v)] != 1) || region_[static_cast<size_t>(w)] >= 0)
+      return std::nullopt;
+    const Node& node = fn_.nodes[static_cast<size_t>(w)];
+    if (node.kind != NodeKind::kOp || node.op != op) return std::nullopt;
+    return static_cast<size_t>(w);
+  }
+
+  std::optional<Match> match(size_t n) const {
+    const Node& q = fn_.nodes[n];
+    if (q.kind != NodeKind::kOp || q.op != OpId::kQuantizeLinear || region_[n] >= 0 || q.results.size() != 1)
+      return std::nullopt;
+    Match m;
+    m.quantize = n;
+    const std::optional<std::vector<float>> sy = floats_of(module_, value(q.inputs[1]), true);
+    const std::optional<int32_t> zy = u8_zero_of(module_, value(q.inputs[2]));
+    if (!sy || sy->size() != 1 || !zy || value(q.results[0]).type.rank() != 4) return std::nullopt;
+    m.sy = (*sy)[0], m.zy = *zy;
+    // An activation between the convolution and the quantize: a clamp of the quantized value.
+    int y = q.inputs[0];
+    const int w = uses_.writer[static_cast<size_t>(y)];
+    if (w >= 0 && fn_.nodes[static_cast<size_t>(w)].kind == NodeKind::kOp &&
+        (fn_.nodes[static_cast<size_t>(w)].op == OpId::kRelu || fn_.nodes[static_cast<size_t>(w)].op == OpId::kClip)) {
+      const std::optional<size_t> act = writer(y, fn_.nodes[static_cast<size_t>(w)].op);
+      if (!act) return std::nullopt;
+      const Node& a = fn_.nodes[*act];
+      double low = 0.0, high = INFINITY;
+      if (a.op == OpId::kClip) {
+        if (a.params.size() != 2) return std::nullopt;
+        low = std::bit_cast<double>(a.params[0]), high = std::bit_cast<double>(a.params[1]);
+        if (std::isnan(low) || std::isnan(high) || low > high) return std::nullopt;
+      }
+      m.lo = ops::quantize_of(static_cast<float>(low), m.sy, m.zy, 0, 255);
+      m.hi = std::isinf(high) ? 255 : ops::quantize_of(static_cast<float>(high), m.sy, m.zy, 0, 255);
+      if (std::isinf(low)) m.lo = 0;
+      m.gone.push_back(*act);
+      y = a.inputs[0];
+    }
+    const std::optional<size_t> conv_at = writer(y, OpId::kConv2d);
+    if (!conv_at) return std::nullopt;
+    const Node& conv = fn_.nodes[*conv_at];
+    if (conv.params.size() != 9 || conv.inputs.size() > 3) return std::nullopt;  // no epilogue, layout or residual
+    m.gone.push_back(*conv_at);
+    m.groups = conv.params[8];
+    const std::optional<size_t> dqx = writer(conv.inputs[0], OpId::kDequantizeLinear, true);
+    const std::optional<size_t> dqw = writer(conv.inputs[1], OpId::kDequantizeLinear);
+    if (!dqx || !dqw) return std::nullopt;
+    const Node& dx = fn_.nodes[*dqx];
+    const Node& dw = fn_.nodes[*dqw];
+    m.dequantize_x = *dqx, m.dequantize_w = *dqw;
+    m.xq = dx.inputs[0];
+    const std::optional<std::vector<float>> sx = floats_of(module_, value(dx.inputs[1]), true);
+    const std::optional<int32_t> zx = u8_zero_of(module_, value(dx.inputs[2]));
+    if (value(m.xq).type.dtype != DType::kU8 || value(m.xq).type.rank() != 4 || !sx || sx->size() != 1 || !zx)
+      return std::nullopt;
+    m.sx = (*sx)[0], m.zx = *zx;
+    const Value& wq = value(dw.inputs[0]);
+    if (wq.kind != ValueKind::kConstant || wq.type.dtype != DType::kI8 || wq.type.rank() != 4) return std::nullopt;
+    const int64_t k = wq.type.dims[0];
+    std::optional<std::vector<float>> sw = floats_of(module_, value(dw.inputs[1]), true);
+    if (!sw || (sw->size() != 1 && (static_cast<int64_t>(sw->size()) != k || dw.params.empty() || dw.params[0] != 0)))
+      return std::nullopt;
+    if (sw->size() == 1) sw->assign(static_cast<size_t>(k), (*sw)[0]);
+    m.sw = std::move(*sw);
+    const std::optional<std::vector<uint8_t>> zw = bytes_of(module_, value(dw.inputs[2]));
+    if (!zw || value(dw.inputs[2]).type.dtype != DType::kI8 ||
+        std::any_of(zw->begin(), zw->end(), [](uint8_t b) { return b != 0; }))
+      return std::nullopt;
+    if (conv.inputs.size() == 3) {
+      m.bias = floats_of(module_, value(conv.inputs[2]), false);
+      if (!m.bias || static_cast<int64_t>(m.bias->size()) != k) return std::nullopt;
+    }
+    return m;
+  }
+
+  int add_value(const Value& like, TensorType type, const std::string& suffix) {
+    Value v;
+    v.name = like.name + suffix;
+    v.byte_size = *byte_size(type);
+    v.type = std::move(type);
+    v.kind = ValueKind::kResult;
+    v.loc = like.loc;
+    fn_.values.push_back(std::move(v));
+    return static_cast<int>(fn_.values.size()) - 1;
+  }
+
+  // The nodes replacing m's quantize_linear: nullopt when the operator's
+  // rule refuses the operands (a sum past its limit) or a bias does not fit int32.
+  std::optional<std::vector<Node>> rewrite(const Match& m) {
+    const Node q = fn_.nodes[m.quantize];  // copies: values and constants grow below
+    const Node conv = fn_.nodes[m.gone.back()];
+    const Value wq = value(fn_.nodes[m.dequantize_w].inputs[0]);
+    const TensorType x_type = value(m.xq).type;
+    const std::optional<std::vector<uint8_t>> w_bytes = bytes_of(module_, wq);
+    if (!w_bytes) return std::nullopt;
+    const int64_t k = wq.type.dims[0], cg = wq.type.dims[1], kh = wq.type.dims[2], kw = wq.type.dims[3];
+    const int64_t c = x_type.dims[1], groups = m.groups, kg = k / std::max<int64_t>(groups, 1);
+    const int64_t taps = kh * kw;
+    const bool depthwise = groups == c && groups == k && cg == 1;
+    const int64_t depth = (taps * cg + 3) / 4 * 4;
+    const auto w_at = [&](int64_t o, int64_t ci, int64_t t) {
+      return static_cast<int8_t>((*w_bytes)[static_cast<size_t>((o * cg + ci) * taps + t)]);
+    };
+    std::vector<uint8_t> packed;
+    TensorType packed_type;
+    if (depthwise) {
+      packed.resize(static_cast<size_t>(taps * c));
+      for (int64_t t = 0; t < taps; ++t)
+        for (int64_t o = 0; o < k; ++o) packed[static_cast<size_t>(t * c + o)] = static_cast<uint8_t>(w_at(o, 0, t));
+      packed_type = TensorType{DType::kI8, {taps, c}};
+    } else {
+      packed.assign(static_cast<size_t>(groups * depth * kg), 0);
+      for (int64_t g = 0; g < groups; ++g)
+        for (int64_t o = 0; o < kg; ++o)
+          for (int64_t t = 0; t < taps; ++t)
+            for (int64_t ci = 0; ci < cg; ++ci) {
+              const int64_t r = t * cg + ci;
+              packed[static_cast<size_t>(((g * (depth / 4) + r / 4) * kg + o) * 4 + r % 4)] =
+                  static_cast<uint8_t>(w_at(g * kg + o, ci, t));
+            }
+      packed_type = TensorType{DType::kI8, {groups, depth / 4, kg, 4}};
+    }
+    std::vector<int32_t> bias(static_cast<size_t>(k));
+    std::vector<float> multiplier(static_cast<size_t>(k));
+    for (int64_t o = 0; o < k; ++o) {
+      int64_t sum_w = 0;
+      for (int64_t ci = 0; ci < cg; ++ci)
+        for (int64_t t = 0; t < taps; ++t) sum_w += w_at(o, ci, t);
+      const double scale = double{m.sx} * double{m.sw[static_cast<size_t>(o)]};
+      const double b = m.bias ? std::nearbyint(double{(*m.bias)[static_cast<size_t>(o)]} / scale) : 0.0;
+      const double total = b - static_cast<double>(m.zx) * static_cast<double>(sum_w);
+      if (!(std::fabs(total) < 2147483647.0)) return std::nullopt;
+      bias[static_cast<size_t>(o)] = static_cast<int32_t>(total);
+      const float mult = static_cast<float>(scale / double{m.sy});
+      if (!std::isfinite(mult) || !(mult > 0.0f)) return std::nullopt;
+      multiplier[static_cast<size_t>(o)] = mult;
+    }
+    const std::vector<int64_t> params{kh,
+                                      kw,
+                                      conv.params[0],
+                                      conv.params[1],
+                                      conv.params[2],
+                                      conv.params[3],
+                                      conv.params[4],
+                                      conv.params[5],
+                                      conv.params[6],
+                                      conv.params[7],
+                                      groups,
+                                      m.zx,
+                                      m.zy,
+                                      m.lo,
+                                      m.hi};
+    const TensorType x_nhwc{DType::kU8, {x_type.dims[0], x_type.dims[2], x_type.dims[3], x_type.dims[1]}};
+    const std::vector<TensorType> types{x_nhwc, packed_type, TensorType{DType::kI32, {k}},
+                                        TensorType{DType::kF32, {k}}};
+    const Result<TensorType> result = ops::infer_result_type(OpId::kQuantizedConv2d, types, params);
+    const TensorType& y_type = value(q.results[0]).type;
+    if (!result.ok() || result->dims != std::vector<int64_t>{y_type.dims[0], y_type.dims[2], y_type.dims[3], y_type.dims[1]})
+      return std::nullopt;
+    const std::string& name = wq.name;
+    const auto constant = [&](const std::string& suffix, TensorType type, std::vector<uint8_t> bytes) {
+      return use_constant(fn_, module_, add_constant(module_, name + suffix, std::move(type), InlineBytes{std::move(bytes)}));
+    };
+    std::vector<uint8_t> bias_bytes(bias.size() * 4), mult_bytes(multiplier.size() * 4);
+    std::memcpy(bias_bytes.data(), bias.data(), bias_bytes.size());
+    std::memcpy(mult_bytes.data(), multiplier.data(), mult_bytes.size());
+    const int w_value = constant(".packed", packed_type, std::move(packed));
+    const int bias_value = constant(".bias", TensorType{DType::kI32, {k}}, std::move(bias_bytes));
+    const int mult_value = constant(".multiplier", TensorType{DType::kF32, {k}}, std::move(mult_bytes));
+    std::vector<Node> nodes;
+    // One channels-last copy of each quantized input, made where it is first read.
+    auto it = nhwc_.find(m.xq);
+    if (it == nhwc_.end()) {
+      const int xt = add_value(value(m.xq), x_nhwc, ".nhwc");
+      nodes.push_back(op_node(OpId::kTranspose, {m.xq}, xt, std::vector<int64_t>(kToNhwc, kToNhwc + 4), conv.loc));
+      it = nhwc_.emplace(m.xq, xt).first;
+    }
+    const int yt = add_value(value(q.results[0]), *result, ".nhwc");
+    nodes.push_back(op_node(OpId::kQuantizedConv2d, {it->second, w_value, bias_value, mult_value}, yt, params, conv.loc));
+    nodes.push_back(op_node(OpId::kTranspose, {yt}, q.results[0], std::vector<int64_t>(kToNchw, kToNchw + 4), q.loc));
+    return nodes;
+  }
+
+  Module& module_;
+  Function& fn_;
+  const ValueUses uses_;
+  const std::vector<int> region_;
+  std::map<int, int> nhwc_;  // quantized input -> its channels-last copy
+};
+
+}  // namespace
+
+size_t use_integer_convolutions(Module& module) {
+  size_t rewritten = 0;
+  for (Function& fn : module.functions) rewritten += IntegerConvolutions(module, fn).run();
+  return rewritten;
+}
+
+}  // namespace hexir::compiler

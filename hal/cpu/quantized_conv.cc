@@ -1,0 +1,339 @@
+// quantized_conv2d: a QDQ model's integer convolution, channels-last u8
+// activations times int8 weights in int32, requantized to u8 in the
+// epilogue (ops::requantize_of, the same float steps on every path, so
+// every ISA gives the same bytes).
+//
+// Dense and grouped: an indirect GEMM. A block of output pixels gets one
+// row pointer each: straight into x for a 1x1 window without padding (its
+// depth is the channels), else into a row gathered in the thread's scratch
+// (the window's taps one after another, x_zero where a tap falls outside,
+// zeros to the padded depth). The weights are already in the VNNI layout
+// (op.h): each 64-byte load is 16 output channels by 4 reduction steps, and
+// one vpdpbusd adds 4 u8 x int8 products per channel, exactly; the 4 bytes
+// of a row broadcast. A 6 x 64 register tile (24 accumulators) reads its
+// weights once per 6 pixels. AVX2 widens both to int16 (vpmaddwd: exact;
+// vpmaddubsw's int16 pair sums would saturate at 255 * 127 * 2) and sums
+// each channel's two pairs at the end. Depthwise: per pixel and tap a
+// vector of 16 channels (vpmaddwd of zero-extended x by sign-extended w is
+// their int32 product).
+#include <algorithm>
+#include <cstring>
+
+#include "kernel_util.h"
+#include "thread_pool.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define HEXIR_QCONV_X86 1
+#endif
+
+namespace hexir::hal::cpu::internal {
+namespace {
+
+using ops::QuantizedConv2dPlan;
+
+constexpr int kTileRows = 6;        // pixels per register tile
+constexpr int64_t kMaxBlock = 96;   // pixels per gathered block
+constexpr int64_t kStackScratch = 64 * 1024;
+
+struct QConvJob {
+  const QuantizedConv2dPlan* p;
+  const uint8_t* x;
+  const int8_t* w;
+  const int32_t* bias;
+  const float* multiplier;
+  uint8_t* y;
+  ThreadPool* pool;
+  bool direct;           // 1x1 window, no padding, one group, channels a multiple of 4: rows read x in place
+  int64_t block;         // pixels per task
+  int64_t blocks;        // per group
+};
+
+// The tile's operands: `rows` pixel rows of depth bytes, output channels
+// [k0, k0 + 16 * J) of group g (the last vector masked to `valid` channels),
+// results to out[pixel * ldy + channel].
+struct Tile {
+  const uint8_t* const* rows;
+  const int8_t* w;  // the group's weights at channel k0: step d4 at w + d4 * kg * 4
+  int64_t depth4, kg;
+  const int32_t* bias;
+  const float* multiplier;
+  uint8_t* const* out;  // per pixel: its output at channel k0
+  int64_t valid;        // channels of the tile (<= 16 * J)
+  int32_t zero, lo, hi;
+};
+
+template <int R>
+void tile_portable(const Tile& t) {
+  for (int64_t c = 0; c < t.valid; ++c) {
+    int32_t sum[R] = {};
+    for (int64_t d = 0; d < t.depth4; ++d) {
+      const int8_t* wv = t.w + (d * t.kg + c) * 4;
+      for (int r = 0; r < R; ++r) {
+        const uint8_t* a = t.rows[r] + d * 4;
+        sum[r] += a[0] * wv[0] + a[1] * wv[1] + a[2] * wv[2] + a[3] * wv[3];
+      }
+    }
+    for (int r = 0; r < R; ++r)
+      t.out[r][c] = ops::requantize_of(sum[r], t.bias[c], t.multiplier[c], t.zero, t.lo, t.hi);
+  }
+}
+
+#if defined(HEXIR_QCONV_X86)
+// AVX-512 with the byte and word instructions on 128-bit registers too
+// (every AVX-512 core but Knights Landing), and with VNNI.
+bool has_avx512_bw_vl() {
+  static const bool bw_vl = __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+  return bw_vl && isa_avx512();
+}
+bool has_vnni() {
+  static const bool vnni = __builtin_cpu_supports("avx512vnni");
+  return vnni && has_avx512_bw_vl();
+}
+
+// 16 int32 sums of channels [c, c + 16) to u8, stored (masked) at out.
+[[gnu::target("avx512f,avx512bw,avx512vl")]] inline void requantize16(__m512i sum, const Tile& t, int64_t c,
+                                                             __mmask16 mask, uint8_t* out) {
+  const __m512i b = _mm512_maskz_loadu_epi32(mask, t.bias + c);
+  const __m512 m = _mm512_maskz_loadu_ps(mask, t.multiplier + c);
+  __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(sum, b)), m);
+  v = _mm512_min_ps(_mm512_max_ps(v, _mm512_set1_ps(static_cast<float>(t.lo - t.zero))),
+                    _mm512_set1_ps(static_cast<float>(t.hi - t.zero)));
+  const __m512i q = _mm512_add_epi32(_mm512_cvtps_epi32(v), _mm512_set1_epi32(t.zero));
+  _mm_mask_storeu_epi8(out, mask, _mm512_cvtusepi32_epi8(q));
+}
+
+template <int R, int J>
+[[gnu::target("avx512f,avx512bw,avx512vl,avx512vnni")]] void tile_vnni(const Tile& t) {
+  __m512i sum[R][J];
+  for (int r = 0; r < R; ++r)
+    for (int j = 0; j < J; ++j) sum[r][j] = _mm512_setzero_si512();
+  __mmask16 mask[J];
+  for (int j = 0; j < J; ++j) {
+    const int64_t left = std::clamp<int64_t>(t.valid - 16 * j, 0, 16);
+    mask[j] = static_cast<__mmask16>((1u << left) - 1);
+  }
+  const int8_t* w = t.w;
+  const int64_t step = t.kg * 4;
+  for (int64_t d = 0; d < t.depth4; ++d, w += step) {
+    __m512i wv[J];
+    for (int j = 0; j < J; ++j) wv[j] = _mm512_maskz_loadu_epi32(mask[j], w + 64 * j);
+    for (int r = 0; r < R; ++r) {
+      int32_t a4;
+      std::memcpy(&a4, t.rows[r] + d * 4, 4);
+      const __m512i a = _mm512_set1_epi32(a4);
+      for (int j = 0; j < J; ++j) sum[r][j] = _mm512_dpbusd_epi32(sum[r][j], a, wv[j]);
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int j = 0; j < J; ++j) requantize16(sum[r][j], t, 16 * j, mask[j], t.out[r] + 16 * j);
+}
+
+// Output channels [c0, c0 + 8) (fewer at the tail) of R pixels: two
+// accumulators per pixel, each holding 4 channels' two int16 pair sums,
+// summed at the end.
+template <int R>
+[[gnu::target("avx2,fma")]] void tile_avx2(const Tile& t, int64_t c0) {
+  __m256i sum[R][2];
+  for (int r = 0; r < R; ++r) sum[r][0] = sum[r][1] = _mm256_setzero_si256();
+  const int64_t n = std::min<int64_t>(8, t.valid - c0);
+  const int8_t* w = t.w + c0 * 4;
+  const int64_t step = t.kg * 4;
+  alignas(32) int8_t tail[32] = {};
+  for (int64_t d = 0; d < t.depth4; ++d, w += step) {
+    const int8_t* wd = w;
+    if (n < 8) {  // the weights past the group's last channel are not ours to read
+      std::memcpy(tail, w, static_cast<size_t>(n) * 4);
+      wd = tail;
+    }
+    const __m256i w0 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wd)));
+    const __m256i w1 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wd + 16)));
+    for (int r = 0; r < R; ++r) {
+      int32_t a4;
+      std::memcpy(&a4, t.rows[r] + d * 4, 4);
+      const __m256i a = _mm256_set1_epi64x(_mm_cvtsi128_si64(_mm_cvtepu8_epi16(_mm_cvtsi32_si128(a4))));
+      sum[r][0] = _mm256_add_epi32(sum[r][0], _mm256_madd_epi16(a, w0));
+      sum[r][1] = _mm256_add_epi32(sum[r][1], _mm256_madd_epi16(a, w1));
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    // [c0 c1 c4 c5 | c2 c3 c6 c7] after the pair sums; then in channel order.
+    const __m256i s = _mm256_permute4x64_epi64(_mm256_hadd_epi32(sum[r][0], sum[r][1]), 0xd8);
+    alignas(32) int32_t lanes[8];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), s);
+    for (int64_t c = 0; c < n; ++c)
+      t.out[r][c0 + c] =
+          ops::requantize_of(lanes[c], t.bias[c0 + c], t.multiplier[c0 + c], t.zero, t.lo, t.hi);
+  }
+}
+
+// Depthwise output pixel (n, oy, ox): 16 channels per vector.
+[[gnu::target("avx512f,avx512bw,avx512vl")]] void depthwise_pixel_avx512(const QConvJob& job, int64_t n, int64_t oy,
+                                                                 int64_t ox) {
+  const QuantizedConv2dPlan& p = *job.p;
+  uint8_t* out = job.y + ((n * p.oh + oy) * p.ow + ox) * p.k;
+  const __m512i zero = _mm512_set1_epi32(p.x_zero);
+  const Tile t{nullptr, nullptr, 0, 0, job.bias, job.multiplier, nullptr, 0, p.y_zero, p.y_min, p.y_max};
+  for (int64_t c = 0; c < p.c; c += 16) {
+    const __mmask16 mask = static_cast<__mmask16>((1u << std::min<int64_t>(16, p.c - c)) - 1);
+    __m512i sum = _mm512_setzero_si512();
+    for (int64_t ky = 0; ky < p.kh; ++ky) {
+      const int64_t iy = oy * p.stride_h - p.pad_top + ky * p.dilation_h;
+      for (int64_t kx = 0; kx < p.kw; ++kx) {
+        const int64_t ix = ox * p.stride_w - p.pad_left + kx * p.dilation_w;
+        const __m512i wv = _mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(mask, job.w + (ky * p.kw + kx) * p.c + c));
+        const __m512i xv = iy < 0 || iy >= p.h || ix < 0 || ix >= p.w
+                               ? zero
+                               : _mm512_cvtepu8_epi32(
+                                     _mm_maskz_loadu_epi8(mask, job.x + ((n * p.h + iy) * p.w + ix) * p.c + c));
+        // x zero-extended, w sign-extended: the low int16 halves' product, the high halves' 0.
+        sum = _mm512_add_epi32(sum, _mm512_madd_epi16(xv, wv));
+      }
+    }
+    requantize16(sum, t, c, mask, out + c);
+  }
+}
+#endif
+
+// Output channels [k0, k0 + 16 * J) of R pixels.
+template <int R, int J>
+void tile(const Tile& t) {
+#if defined(HEXIR_QCONV_X86)
+  if (has_vnni()) return tile_vnni<R, J>(t);
+  if (isa_avx2()) {
+    for (int64_t c0 = 0; c0 < t.valid; c0 += 8) tile_avx2<R>(t, c0);
+    return;
+  }
+#endif
+  tile_portable<R>(t);
+}
+
+template <int R>
+void tile_channels(const Tile& t, int units) {
+  switch (units) {
+    case 1: return tile<R, 1>(t);
+    case 2: return tile<R, 2>(t);
+    case 3: return tile<R, 3>(t);
+    default: return tile<R, 4>(t);
+  }
+}
+
+void run_rows(const Tile& base, int rows, int units) {
+  switch (rows) {
+    case 1: return tile_channels<1>(base, units);
+    case 2: return tile_channels<2>(base, units);
+    case 3: return tile_channels<3>(base, units);
+    case 4: return tile_channels<4>(base, units);
+    case 5: return tile_channels<5>(base, units);
+    default: return tile_channels<6>(base, units);
+  }
+}
+
+// Pixel `pixel` (flattened n, oy, ox) of group g gathered into dst: depth bytes.
+void gather_row(const QuantizedConv2dPlan& p, const uint8_t* x, int64_t g, int64_t pixel, uint8_t* dst) {
+  const int64_t ox = pixel % p.ow, oy = pixel / p.ow % p.oh, n = pixel / (p.ow * p.oh);
+  const int64_t cg = p.c_per_group;
+  uint8_t* d = dst;
+  for (int64_t ky = 0; ky < p.kh; ++ky) {
+    const int64_t iy = oy * p.stride_h - p.pad_top + ky * p.dilation_h;
+    for (int64_t kx = 0; kx < p.kw; ++kx, d += cg) {
+      const int64_t ix = ox * p.stride_w - p.pad_left + kx * p.dilation_w;
+      if (iy < 0 || iy >= p.h || ix < 0 || ix >= p.w)
+        std::memset(d, p.x_zero, static_cast<size_t>(cg));
+      else
+        std::memcpy(d, x + ((n * p.h + iy) * p.w + ix) * p.c + g * cg, static_cast<size_t>(cg));
+    }
+  }
+  std::memset(d, 0, static_cast<size_t>(dst + p.depth - d));
+}
+
+void dense_task(void* context, int64_t task, int participant) {
+  const QConvJob& job = *static_cast<const QConvJob*>(context);
+  const QuantizedConv2dPlan& p = *job.p;
+  const int64_t g = task / job.blocks, first = task % job.blocks * job.block;
+  const int64_t pixels = std::min(job.block, p.n * p.oh * p.ow - first);
+  alignas(64) uint8_t stack[kStackScratch];
+  uint8_t* scratch = stack;
+  if (!job.direct && job.pool && job.pool->scratch(participant))
+    scratch = reinterpret_cast<uint8_t*>(job.pool->scratch(participant));
+  const uint8_t* rows[kMaxBlock];
+  uint8_t* out[kMaxBlock];
+  for (int64_t i = 0; i < pixels; ++i) {
+    const int64_t pixel = first + i;
+    if (job.direct) {
+      const int64_t ox = pixel % p.ow, oy = pixel / p.ow % p.oh, n = pixel / (p.ow * p.oh);
+      rows[i] = job.x + ((n * p.h + oy * p.stride_h) * p.w + ox * p.stride_w) * p.c;
+    } else {
+      uint8_t* row = scratch + i * p.depth;
+      gather_row(p, job.x, g, pixel, row);
+      rows[i] = row;
+    }
+    out[i] = job.y + pixel * p.k + g * p.k_per_group;
+  }
+  const int64_t kg = p.k_per_group;
+  const int8_t* wg = job.w + g * (p.depth / 4) * kg * 4;
+  for (int64_t k0 = 0; k0 < kg; k0 += 64) {
+    const int64_t valid = std::min<int64_t>(64, kg - k0);
+    const int units = static_cast<int>((valid + 15) / 16);
+    uint8_t* tile_out[kTileRows];
+    for (int64_t i = 0; i < pixels; i += kTileRows) {
+      const int rows_here = static_cast<int>(std::min<int64_t>(kTileRows, pixels - i));
+      for (int r = 0; r < rows_here; ++r) tile_out[r] = out[i + r] + k0;
+      const int64_t bias_at = g * kg + k0;
+      const Tile t{rows + i,           wg + k0 * 4, p.depth / 4, kg, job.bias + bias_at, job.multiplier + bias_at,
+                   tile_out,           valid,       p.y_zero,    p.y_min, p.y_max};
+      run_rows(t, rows_here, units);
+    }
+  }
+}
+
+// Depthwise: one output row (n, oy) per task.
+void depthwise_task(void* context, int64_t task, int) {
+  const QConvJob& job = *static_cast<const QConvJob*>(context);
+  const QuantizedConv2dPlan& p = *job.p;
+  const int64_t n = task / p.oh, oy = task % p.oh;
+  for (int64_t ox = 0; ox < p.ow; ++ox) {
+#if defined(HEXIR_QCONV_X86)
+    if (has_avx512_bw_vl()) {
+      depthwise_pixel_avx512(job, n, oy, ox);
+      continue;
+    }
+#endif
+    uint8_t* out = job.y + ((n * p.oh + oy) * p.ow + ox) * p.k;
+    for (int64_t c = 0; c < p.c; ++c)
+      out[c] = ops::requantize_of(ops::quantized_conv2d_sum(p, job.x, job.w, n, oy, ox, c), job.bias[c],
+                                  job.multiplier[c], p.y_zero, p.y_min, p.y_max);
+  }
+}
+
+}  // namespace
+
+Status quantized_conv2d(const KernelContext& context, const Dispatch& d) {
+  const QuantizedConv2dPlan& p = plan_of<QuantizedConv2dPlan>(d);
+  if (p.n == 0 || p.oh == 0 || p.ow == 0 || p.k == 0) return ok_status();
+  QConvJob job{&p, input<uint8_t>(d, 0), input<int8_t>(d, 1), input<int32_t>(d, 2), input<float>(d, 3),
+               output<uint8_t>(d, 0), pool_of(context), false, 0, 0};
+  if (p.depthwise) {
+    parallel_for_participants(context, p.n * p.oh, depthwise_task, &job);
+    return ok_status();
+  }
+  job.direct = p.kh == 1 && p.kw == 1 && p.pad_top == 0 && p.pad_left == 0 && p.groups == 1 && p.c % 4 == 0;
+  const int64_t scratch = job.pool && job.pool->scratch(0) ? kScratchFloatsPerParticipant * 4 : kStackScratch;
+  job.block = job.direct ? kMaxBlock : std::min<int64_t>(kMaxBlock, scratch / p.depth);
+  if (job.block < 1) {  // a window deeper than the scratch: one element at a time
+    const int64_t total = p.n * p.oh * p.ow;
+    parallel_ranges(context, total, 16, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i)
+        for (int64_t k = 0; k < p.k; ++k)
+          job.y[i * p.k + k] = ops::requantize_of(
+              ops::quantized_conv2d_sum(p, job.x, job.w, i / (p.oh * p.ow), i / p.ow % p.oh, i % p.ow, k),
+              job.bias[k], job.multiplier[k], p.y_zero, p.y_min, p.y_max);
+    });
+    return ok_status();
+  }
+  job.blocks = (p.n * p.oh * p.ow + job.block - 1) / job.block;
+  parallel_for_participants(context, job.blocks * p.groups, dense_task, &job);
+  return ok_status();
+}
+
+}  // namespace hexir::hal::cpu::internal
