@@ -6,6 +6,7 @@
 #include <cstring>
 #include <map>
 #include <optional>
+#include <utility>
 
 #include "hexir/ops/plans.h"
 #include "ir/constant_data.h"
@@ -56,6 +57,9 @@ struct Match {
   std::vector<size_t> gone;  // conv2d and the activation
   size_t dequantize_x = 0, dequantize_w = 0;
   int xq = -1;
+  // A matmul (x [.., M, K] times w [K, N], or [N, K] when transposed): a
+  // 1x1 convolution over M pixels of K channels, x and y reshaped, not moved.
+  bool matmul = false, transposed = false;
   int64_t groups = 1;
   float sx = 0, sy = 0;
   int32_t zx = 0, zy = 0, lo = 0, hi = 255;
@@ -146,7 +150,7 @@ class IntegerConvolutions {
     m.quantize = n;
     const std::optional<std::vector<float>> sy = floats_of(module_, value(q.inputs[1]), true);
     const std::optional<int32_t> zy = u8_zero_of(module_, value(q.inputs[2]));
-    if (!sy || sy->size() != 1 || !zy || value(q.results[0]).type.rank() != 4) return std::nullopt;
+    if (!sy || sy->size() != 1 || !zy) return std::nullopt;
     m.sy = (*sy)[0], m.zy = *zy;
     // An activation between the convolution and the quantize: a clamp of the quantized value.
     int y = q.inputs[0];
@@ -168,14 +172,35 @@ class IntegerConvolutions {
       m.gone.push_back(*act);
       y = a.inputs[0];
     }
-    const std::optional<size_t> conv_at = writer(y, OpId::kConv2d);
-    if (!conv_at) return std::nullopt;
-    const Node& conv = fn_.nodes[*conv_at];
-    if (conv.params.size() != 9 || conv.inputs.size() > 3) return std::nullopt;  // no epilogue, layout or residual
-    m.gone.push_back(*conv_at);
-    m.groups = conv.params[8];
-    const std::optional<size_t> dqx = writer(conv.inputs[0], OpId::kDequantizeLinear, true);
-    const std::optional<size_t> dqw = writer(conv.inputs[1], OpId::kDequantizeLinear);
+    // A matmul's bias: an add of a constant [N] (the fusions, which would make it matmul's input, run later).
+    std::optional<int> bias_value;
+    if (const std::optional<size_t> add = writer(y, OpId::kAdd)) {
+      const Node& a = fn_.nodes[*add];
+      for (int i : {0, 1})
+        if (value(a.inputs[static_cast<size_t>(i)]).kind == ValueKind::kConstant &&
+            uses_.writer[static_cast<size_t>(a.inputs[static_cast<size_t>(1 - i)])] >= 0 &&
+            fn_.nodes[static_cast<size_t>(uses_.writer[static_cast<size_t>(a.inputs[static_cast<size_t>(1 - i)])])].op ==
+                OpId::kMatmul) {
+          bias_value = a.inputs[static_cast<size_t>(i)];
+          m.gone.push_back(*add);
+          y = a.inputs[static_cast<size_t>(1 - i)];
+          break;
+        }
+    }
+    std::optional<size_t> op_at = writer(y, OpId::kConv2d);
+    if (!op_at && (op_at = writer(y, OpId::kMatmul))) m.matmul = true;
+    if (!op_at || (bias_value && !m.matmul) || (!m.matmul && value(q.results[0]).type.rank() != 4)) return std::nullopt;
+    const Node& op = fn_.nodes[*op_at];
+    if (m.matmul) {
+      if (op.inputs.size() != 2 || op.params.size() > 1) return std::nullopt;  // no bias input or epilogue yet
+      m.transposed = op.params.size() == 1 && op.params[0] == 1;
+    } else if (op.params.size() != 9 || op.inputs.size() > 3) {
+      return std::nullopt;  // no epilogue, layout or residual
+    }
+    m.gone.push_back(*op_at);
+    m.groups = m.matmul ? 1 : op.params[8];
+    const std::optional<size_t> dqx = writer(op.inputs[0], OpId::kDequantizeLinear, true);
+    const std::optional<size_t> dqw = writer(op.inputs[1], OpId::kDequantizeLinear);
     if (!dqx || !dqw) return std::nullopt;
     const Node& dx = fn_.nodes[*dqx];
     const Node& dw = fn_.nodes[*dqw];
@@ -183,14 +208,20 @@ class IntegerConvolutions {
     m.xq = dx.inputs[0];
     const std::optional<std::vector<float>> sx = floats_of(module_, value(dx.inputs[1]), true);
     const std::optional<int32_t> zx = u8_zero_of(module_, value(dx.inputs[2]));
-    if (value(m.xq).type.dtype != DType::kU8 || value(m.xq).type.rank() != 4 || !sx || sx->size() != 1 || !zx)
+    const TensorType& x_type = value(m.xq).type;
+    if (x_type.dtype != DType::kU8 || (m.matmul ? x_type.rank() < 2 : x_type.rank() != 4) || !sx || sx->size() != 1 ||
+        !zx)
       return std::nullopt;
     m.sx = (*sx)[0], m.zx = *zx;
     const Value& wq = value(dw.inputs[0]);
-    if (wq.kind != ValueKind::kConstant || wq.type.dtype != DType::kI8 || wq.type.rank() != 4) return std::nullopt;
-    const int64_t k = wq.type.dims[0];
+    if (wq.kind != ValueKind::kConstant || wq.type.dtype != DType::kI8 || wq.type.rank() != (m.matmul ? 2 : 4))
+      return std::nullopt;
+    // The output channels: a convolution's dim 0, a matmul's N; per-channel scales along it.
+    const int64_t channel_axis = m.matmul && !m.transposed ? 1 : 0;
+    const int64_t k = wq.type.dims[static_cast<size_t>(channel_axis)];
     std::optional<std::vector<float>> sw = floats_of(module_, value(dw.inputs[1]), true);
-    if (!sw || (sw->size() != 1 && (static_cast<int64_t>(sw->size()) != k || dw.params.empty() || dw.params[0] != 0)))
+    if (!sw ||
+        (sw->size() != 1 && (static_cast<int64_t>(sw->size()) != k || dw.params.empty() || dw.params[0] != channel_axis)))
       return std::nullopt;
     if (sw->size() == 1) sw->assign(static_cast<size_t>(k), (*sw)[0]);
     m.sw = std::move(*sw);
@@ -198,9 +229,11 @@ class IntegerConvolutions {
     if (!zw || value(dw.inputs[2]).type.dtype != DType::kI8 ||
         std::any_of(zw->begin(), zw->end(), [](uint8_t b) { return b != 0; }))
       return std::nullopt;
-    if (conv.inputs.size() == 3) {
-      m.bias = floats_of(module_, value(conv.inputs[2]), false);
-      if (!m.bias || static_cast<int64_t>(m.bias->size()) != k) return std::nullopt;
+    if (!bias_value && op.inputs.size() == 3) bias_value = op.inputs[2];
+    if (bias_value) {
+      m.bias = floats_of(module_, value(*bias_value), false);
+      if (!m.bias || static_cast<int64_t>(m.bias->size()) != k || value(*bias_value).type.dims.back() != k)
+        return std::nullopt;
     }
     return m;
   }
@@ -220,18 +253,23 @@ class IntegerConvolutions {
   // rule refuses the operands (a sum past its limit) or a bias does not fit int32.
   std::optional<std::vector<Node>> rewrite(const Match& m) {
     const Node q = fn_.nodes[m.quantize];  // copies: values and constants grow below
-    const Node conv = fn_.nodes[m.gone.back()];
+    const Node op = fn_.nodes[m.gone.back()];
     const Value wq = value(fn_.nodes[m.dequantize_w].inputs[0]);
     const TensorType x_type = value(m.xq).type;
     const std::optional<std::vector<uint8_t>> w_bytes = bytes_of(module_, wq);
     if (!w_bytes) return std::nullopt;
-    const int64_t k = wq.type.dims[0], cg = wq.type.dims[1], kh = wq.type.dims[2], kw = wq.type.dims[3];
-    const int64_t c = x_type.dims[1], groups = m.groups, kg = k / std::max<int64_t>(groups, 1);
+    // A matmul is a 1x1 convolution: k = N output channels of cg = K input channels.
+    const std::vector<int64_t>& wd = wq.type.dims;
+    const int64_t k = m.matmul ? wd[m.transposed ? 0 : 1] : wd[0];
+    const int64_t cg = m.matmul ? wd[m.transposed ? 1 : 0] : wd[1];
+    const int64_t kh = m.matmul ? 1 : wd[2], kw = m.matmul ? 1 : wd[3];
+    const int64_t c = m.matmul ? cg : x_type.dims[1], groups = m.groups, kg = k / std::max<int64_t>(groups, 1);
     const int64_t taps = kh * kw;
-    const bool depthwise = groups == c && groups == k && cg == 1;
+    const bool depthwise = !m.matmul && groups == c && groups == k && cg == 1;
     const int64_t depth = (taps * cg + 3) / 4 * 4;
     const auto w_at = [&](int64_t o, int64_t ci, int64_t t) {
-      return static_cast<int8_t>((*w_bytes)[static_cast<size_t>((o * cg + ci) * taps + t)]);
+      const int64_t i = !m.matmul ? (o * cg + ci) * taps + t : m.transposed ? o * cg + ci : ci * k + o;
+      return static_cast<int8_t>((*w_bytes)[static_cast<size_t>(i)]);
     };
     std::vector<uint8_t> packed;
     TensorType packed_type;
@@ -267,28 +305,23 @@ class IntegerConvolutions {
       if (!std::isfinite(mult) || !(mult > 0.0f)) return std::nullopt;
       multiplier[static_cast<size_t>(o)] = mult;
     }
-    const std::vector<int64_t> params{kh,
-                                      kw,
-                                      conv.params[0],
-                                      conv.params[1],
-                                      conv.params[2],
-                                      conv.params[3],
-                                      conv.params[4],
-                                      conv.params[5],
-                                      conv.params[6],
-                                      conv.params[7],
-                                      groups,
-                                      m.zx,
-                                      m.zy,
-                                      m.lo,
-                                      m.hi};
-    const TensorType x_nhwc{DType::kU8, {x_type.dims[0], x_type.dims[2], x_type.dims[3], x_type.dims[1]}};
+    std::vector<int64_t> params{kh, kw, 1, 1, 0, 0, 0, 0, 1, 1, groups, m.zx, m.zy, m.lo, m.hi};
+    if (!m.matmul) std::copy(op.params.begin(), op.params.begin() + 8, params.begin() + 2);
+    // A convolution's x channels-last; a matmul's rows as one image row of pixels.
+    int64_t rows = 1;
+    for (size_t d = 0; d + 1 < x_type.dims.size(); ++d) rows *= x_type.dims[d];
+    if (m.matmul && x_type.dims.back() != cg) return std::nullopt;
+    const TensorType x_nhwc{DType::kU8, m.matmul ? std::vector<int64_t>{1, 1, rows, cg}
+                                                 : std::vector<int64_t>{x_type.dims[0], x_type.dims[2],
+                                                                        x_type.dims[3], x_type.dims[1]}};
     const std::vector<TensorType> types{x_nhwc, packed_type, TensorType{DType::kI32, {k}},
                                         TensorType{DType::kF32, {k}}};
     const Result<TensorType> result = ops::infer_result_type(OpId::kQuantizedConv2d, types, params);
     const TensorType& y_type = value(q.results[0]).type;
-    if (!result.ok() || result->dims != std::vector<int64_t>{y_type.dims[0], y_type.dims[2], y_type.dims[3], y_type.dims[1]})
-      return std::nullopt;
+    const std::vector<int64_t> y_nhwc =
+        m.matmul ? std::vector<int64_t>{1, 1, rows, k}
+                 : std::vector<int64_t>{y_type.dims[0], y_type.dims[2], y_type.dims[3], y_type.dims[1]};
+    if (!result.ok() || result->dims != y_nhwc || (m.matmul && y_type.dims.back() != k)) return std::nullopt;
     const std::string& name = wq.name;
     const auto constant = [&](const std::string& suffix, TensorType type, std::vector<uint8_t> bytes) {
       return use_constant(fn_, module_, add_constant(module_, name + suffix, std::move(type), InlineBytes{std::move(bytes)}));
@@ -300,16 +333,18 @@ class IntegerConvolutions {
     const int bias_value = constant(".bias", TensorType{DType::kI32, {k}}, std::move(bias_bytes));
     const int mult_value = constant(".multiplier", TensorType{DType::kF32, {k}}, std::move(mult_bytes));
     std::vector<Node> nodes;
-    // One channels-last copy of each quantized input, made where it is first read.
-    auto it = nhwc_.find(m.xq);
+    // One channels-last copy (or view) of each quantized input, made where it is first read.
+    auto it = nhwc_.find({m.xq, m.matmul});
     if (it == nhwc_.end()) {
       const int xt = add_value(value(m.xq), x_nhwc, ".nhwc");
-      nodes.push_back(op_node(OpId::kTranspose, {m.xq}, xt, std::vector<int64_t>(kToNhwc, kToNhwc + 4), conv.loc));
-      it = nhwc_.emplace(m.xq, xt).first;
+      nodes.push_back(m.matmul ? op_node(OpId::kReshape, {m.xq}, xt, x_nhwc.dims, op.loc)
+                               : op_node(OpId::kTranspose, {m.xq}, xt, std::vector<int64_t>(kToNhwc, kToNhwc + 4), op.loc));
+      it = nhwc_.emplace(std::make_pair(m.xq, m.matmul), xt).first;
     }
     const int yt = add_value(value(q.results[0]), *result, ".nhwc");
-    nodes.push_back(op_node(OpId::kQuantizedConv2d, {it->second, w_value, bias_value, mult_value}, yt, params, conv.loc));
-    nodes.push_back(op_node(OpId::kTranspose, {yt}, q.results[0], std::vector<int64_t>(kToNchw, kToNchw + 4), q.loc));
+    nodes.push_back(op_node(OpId::kQuantizedConv2d, {it->second, w_value, bias_value, mult_value}, yt, params, op.loc));
+    nodes.push_back(m.matmul ? op_node(OpId::kReshape, {yt}, q.results[0], y_type.dims, q.loc)
+                             : op_node(OpId::kTranspose, {yt}, q.results[0], std::vector<int64_t>(kToNchw, kToNchw + 4), q.loc));
     return nodes;
   }
 
@@ -317,7 +352,7 @@ class IntegerConvolutions {
   Function& fn_;
   const ValueUses uses_;
   const std::vector<int> region_;
-  std::map<int, int> nhwc_;  // quantized input -> its channels-last copy
+  std::map<std::pair<int, bool>, int> nhwc_;  // (quantized input, a matmul's) -> its channels-last form
 };
 
 }  // namespace

@@ -26,8 +26,12 @@ namespace hexir::compiler {
 // composition's within one quantization step (one rounding instead of the
 // float sum's). The transposes between two such convolutions cancel in
 // layout.h's pass (quantize_linear and dequantize_linear are maps there).
+// The same for a matmul (x u8 [.., M, K] dequantized, an int8 constant
+// [K, N] or, transpose_b, [N, K], per tensor or per N), its bias an add of
+// a constant [N] (an imported Gemm's): a 1x1 quantized_conv2d over the M
+// rows of x as pixels, x and the result reshaped (views), not moved.
 // Only at the top level of a function. Returns the number of convolutions
-// rewritten.
+// and matmuls rewritten.
 size_t use_integer_convolutions(Module& module);
 
 }  // namespace hexir::compiler

@@ -31,4 +31,22 @@ CpuIsa cpu_isa() {
   return isa;
 }
 
+bool isa_avx512_bw_vl() {
+#if defined(__x86_64__) && defined(__GNUC__)
+  static const bool bw_vl = __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+  return bw_vl && isa_avx512();
+#else
+  return false;
+#endif
+}
+
+bool isa_avx512_vnni() {
+#if defined(__x86_64__) && defined(__GNUC__)
+  static const bool vnni = __builtin_cpu_supports("avx512vnni");
+  return vnni && isa_avx512_bw_vl();
+#else
+  return false;
+#endif
+}
+
 }  // namespace hexir::hal::cpu::internal

@@ -18,5 +18,10 @@ CpuIsa cpu_isa();
 inline bool isa_avx512() { return cpu_isa() == CpuIsa::kAvx512; }
 inline bool isa_avx2() { return cpu_isa() == CpuIsa::kAvx2 || cpu_isa() == CpuIsa::kAvx512; }
 inline bool isa_neon() { return cpu_isa() == CpuIsa::kNeon; }
+// AVX-512 with its byte/word instructions and their 128/256-bit forms
+// (AVX512BW + VL: every AVX-512 core but Knights Landing), and with VNNI
+// (vpdpbusd): what the 8-bit kernels use.
+bool isa_avx512_bw_vl();
+bool isa_avx512_vnni();
 
 }  // namespace hexir::hal::cpu::internal

@@ -112,16 +112,12 @@ template <int R, int J>
   }
 }
 
-bool has_vnni() {
-  static const bool vnni = __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw");
-  return vnni && isa_avx512();
-}
 #endif
 
 template <int R, int J>
 void tile(const IntegerRows& p, int64_t i0, int64_t j0) {
 #if defined(HEXIR_INTEGER_X86)
-  if (has_vnni()) return tile_vnni<R, J>(p, i0, j0);
+  if (isa_avx512_vnni()) return tile_vnni<R, J>(p, i0, j0);
   if (isa_avx2()) return tile_avx2<R, J>(p, i0, j0);
 #endif
   tile_portable<R, J>(p, i0, j0);

@@ -25,6 +25,9 @@
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #define HEXIR_QCONV_X86 1
+// GCC 12 takes the _mm512_undefined_* operand of the unmasked conversions
+// inlined into target("avx512...") functions for an uninitialized read.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
 
 namespace hexir::hal::cpu::internal {
@@ -80,17 +83,6 @@ void tile_portable(const Tile& t) {
 }
 
 #if defined(HEXIR_QCONV_X86)
-// AVX-512 with the byte and word instructions on 128-bit registers too
-// (every AVX-512 core but Knights Landing), and with VNNI.
-bool has_avx512_bw_vl() {
-  static const bool bw_vl = __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
-  return bw_vl && isa_avx512();
-}
-bool has_vnni() {
-  static const bool vnni = __builtin_cpu_supports("avx512vnni");
-  return vnni && has_avx512_bw_vl();
-}
-
 // 16 int32 sums of channels [c, c + 16) to u8, stored (masked) at out.
 [[gnu::target("avx512f,avx512bw,avx512vl")]] inline void requantize16(__m512i sum, const Tile& t, int64_t c,
                                                              __mmask16 mask, uint8_t* out) {
@@ -199,7 +191,7 @@ template <int R>
 template <int R, int J>
 void tile(const Tile& t) {
 #if defined(HEXIR_QCONV_X86)
-  if (has_vnni()) return tile_vnni<R, J>(t);
+  if (isa_avx512_vnni()) return tile_vnni<R, J>(t);
   if (isa_avx2()) {
     for (int64_t c0 = 0; c0 < t.valid; c0 += 8) tile_avx2<R>(t, c0);
     return;
@@ -294,7 +286,7 @@ void depthwise_task(void* context, int64_t task, int) {
   const int64_t n = task / p.oh, oy = task % p.oh;
   for (int64_t ox = 0; ox < p.ow; ++ox) {
 #if defined(HEXIR_QCONV_X86)
-    if (has_avx512_bw_vl()) {
+    if (isa_avx512_bw_vl()) {
       depthwise_pixel_avx512(job, n, oy, ox);
       continue;
     }
