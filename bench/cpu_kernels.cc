@@ -442,7 +442,7 @@ int main(int argc, char** argv) {
 
   // The integer GEMM (integer_matmul: u8 x s8 -> exact i32) against the
   // core's measured int8 peak (VNNI vpdpbusd chains): ops = 2 m k n.
-  const std::vector<Shape> integer_shapes = {
+  std::vector<Shape> integer_shapes = {
       {"integer_matmul 64x768 * 768x3072", OpId::kIntegerMatmul,
        {{DType::kU8, {64, 768}}, {DType::kI8, {3072, 768}}, {DType::kU8, {}}}, {}, 2.0 * 64 * 768 * 3072},
       {"integer_matmul 256x768 * 768x768", OpId::kIntegerMatmul,
@@ -450,6 +450,26 @@ int main(int argc, char** argv) {
       {"integer_matmul 1x768 * 768x3072", OpId::kIntegerMatmul,
        {{DType::kU8, {1, 768}}, {DType::kI8, {3072, 768}}, {DType::kU8, {}}}, {}, 2.0 * 768 * 3072},
   };
+  // quantized_conv2d (a QDQ model's integer convolution, channels-last u8): ResNet-50's and
+  // MobileNet-V2's shapes; ops = 2 * outputs * taps * channels per group.
+  auto qconv = [](const char* name, int64_t c, int64_t hw, int64_t k, int64_t ks, int64_t stride, int64_t groups) {
+    const int64_t pad = ks / 2, o = (hw + 2 * pad - ks) / stride + 1, cg = c / groups;
+    const bool depthwise = groups == c && groups == k;
+    const int64_t depth = (ks * ks * cg + 3) / 4 * 4;
+    const TensorType w = depthwise ? TensorType{DType::kI8, {ks * ks, c}} : TensorType{DType::kI8, {groups, depth / 4, k / groups, 4}};
+    return Shape{name, OpId::kQuantizedConv2d,
+                 {{DType::kU8, {1, hw, hw, c}}, w, {DType::kI32, {k}}, f32({k})},
+                 {ks, ks, stride, stride, pad, pad, pad, pad, 1, 1, groups, 128, 0, 0, 255},
+                 2.0 * o * o * k * ks * ks * cg};
+  };
+  integer_shapes.push_back(qconv("quantized_conv2d 7x7/2 3->64 at 224 (stem)", 3, 224, 64, 7, 2, 1));
+  integer_shapes.push_back(qconv("quantized_conv2d 3x3 64->64 at 56", 64, 56, 64, 3, 1, 1));
+  integer_shapes.push_back(qconv("quantized_conv2d 1x1 256->64 at 56", 256, 56, 64, 1, 1, 1));
+  integer_shapes.push_back(qconv("quantized_conv2d 1x1 64->256 at 56", 64, 56, 256, 1, 1, 1));
+  integer_shapes.push_back(qconv("quantized_conv2d 3x3 256->256 at 14", 256, 14, 256, 3, 1, 1));
+  integer_shapes.push_back(qconv("quantized_conv2d 3x3 512->512 at 7", 512, 7, 512, 3, 1, 1));
+  integer_shapes.push_back(qconv("quantized_conv2d 1x1 1024->256 at 14", 1024, 14, 256, 1, 1, 1));
+  integer_shapes.push_back(qconv("quantized_conv2d depthwise 3x3 144 at 56", 144, 56, 144, 3, 1, 144));
   const double int8_peak = measured_int8_peak();
   std::printf("\nmeasured int8 peak (vpdpbusd chains): %.1f GOPS per core%s\n\n", int8_peak,
               int8_peak > 0 ? "" : " (no AVX-512 VNNI)");

@@ -50,6 +50,9 @@ struct QConvJob {
   bool direct;           // 1x1 window, no padding, one group, channels a multiple of 4: rows read x in place
   int64_t block;         // pixels per task
   int64_t blocks;        // per group
+  // A small image's output channels split among tasks too (multiples of 64:
+  // the tile's width), so every thread has work (ResNet's 7 x 7 layers).
+  int64_t channel_parts = 1, channels_per_part = 0;
 };
 
 // The tile's operands: `rows` pixel rows of depth bytes, output channels
@@ -95,30 +98,59 @@ void tile_portable(const Tile& t) {
   _mm_mask_storeu_epi8(out, mask, _mm512_cvtusepi32_epi8(q));
 }
 
+// sum += the products of a's u8 and w's int8 quadruples, in place. As an
+// asm statement: with the intrinsic GCC 12 copies each accumulator through a
+// scratch register and stores it to the stack every step (the tile ran at a
+// third of the speed).
+[[gnu::target("avx512f,avx512vnni"), gnu::always_inline]] inline void dpbusd(__m512i& sum, __m512i a, __m512i w) {
+  asm("vpdpbusd %2, %1, %0" : "+v"(sum) : "v"(a), "v"(w));
+}
+
+// One array of accumulators per vector of 16 channels, the loops unrolled
+// by pragma: GCC otherwise keeps the accumulators on the stack, stored back
+// every step (as gemm.cc found for its float tile: one 24-vector array is
+// past what it splits into registers).
 template <int R, int J>
 [[gnu::target("avx512f,avx512bw,avx512vl,avx512vnni")]] void tile_vnni(const Tile& t) {
-  __m512i sum[R][J];
-  for (int r = 0; r < R; ++r)
-    for (int j = 0; j < J; ++j) sum[r][j] = _mm512_setzero_si512();
-  __mmask16 mask[J];
-  for (int j = 0; j < J; ++j) {
+  static_assert(J >= 1 && J <= 4);
+  __m512i s0[R], s1[R], s2[R], s3[R];
+  const uint8_t* rows[R];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+    rows[r] = t.rows[r];
+    s0[r] = s1[r] = s2[r] = s3[r] = _mm512_setzero_si512();
+  }
+  __mmask16 mask[4];
+#pragma GCC unroll 4
+  for (int j = 0; j < 4; ++j) {
     const int64_t left = std::clamp<int64_t>(t.valid - 16 * j, 0, 16);
     mask[j] = static_cast<__mmask16>((1u << left) - 1);
   }
   const int8_t* w = t.w;
-  const int64_t step = t.kg * 4;
-  for (int64_t d = 0; d < t.depth4; ++d, w += step) {
-    __m512i wv[J];
-    for (int j = 0; j < J; ++j) wv[j] = _mm512_maskz_loadu_epi32(mask[j], w + 64 * j);
+  const int64_t step = t.kg * 4, depth = t.depth4 * 4;
+  for (int64_t d = 0; d < depth; d += 4, w += step) {
+    const __m512i w0 = _mm512_maskz_loadu_epi32(mask[0], w);
+    const __m512i w1 = J > 1 ? _mm512_maskz_loadu_epi32(mask[1], w + 64) : w0;
+    const __m512i w2 = J > 2 ? _mm512_maskz_loadu_epi32(mask[2], w + 128) : w0;
+    const __m512i w3 = J > 3 ? _mm512_maskz_loadu_epi32(mask[3], w + 192) : w0;
+#pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       int32_t a4;
-      std::memcpy(&a4, t.rows[r] + d * 4, 4);
+      std::memcpy(&a4, rows[r] + d, 4);
       const __m512i a = _mm512_set1_epi32(a4);
-      for (int j = 0; j < J; ++j) sum[r][j] = _mm512_dpbusd_epi32(sum[r][j], a, wv[j]);
+      dpbusd(s0[r], a, w0);
+      if constexpr (J > 1) dpbusd(s1[r], a, w1);
+      if constexpr (J > 2) dpbusd(s2[r], a, w2);
+      if constexpr (J > 3) dpbusd(s3[r], a, w3);
     }
   }
-  for (int r = 0; r < R; ++r)
-    for (int j = 0; j < J; ++j) requantize16(sum[r][j], t, 16 * j, mask[j], t.out[r] + 16 * j);
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+    requantize16(s0[r], t, 0, mask[0], t.out[r]);
+    if constexpr (J > 1) requantize16(s1[r], t, 16, mask[1], t.out[r] + 16);
+    if constexpr (J > 2) requantize16(s2[r], t, 32, mask[2], t.out[r] + 32);
+    if constexpr (J > 3) requantize16(s3[r], t, 48, mask[3], t.out[r] + 48);
+  }
 }
 
 // Output channels [c0, c0 + 8) (fewer at the tail) of R pixels: two
@@ -159,31 +191,83 @@ template <int R>
   }
 }
 
-// Depthwise output pixel (n, oy, ox): 16 channels per vector.
-[[gnu::target("avx512f,avx512bw,avx512vl")]] void depthwise_pixel_avx512(const QConvJob& job, int64_t n, int64_t oy,
-                                                                 int64_t ox) {
+// Depthwise: the byte offsets into x of output pixel (n, oy, ox)'s taps, -1
+// for a tap outside the input (it reads x_zero). False past kMaxDepthwiseTaps.
+constexpr int64_t kMaxDepthwiseTaps = 81;
+bool depthwise_taps(const QuantizedConv2dPlan& p, int64_t n, int64_t oy, int64_t ox, int64_t* offset) {
+  if (p.kh * p.kw > kMaxDepthwiseTaps) return false;
+  for (int64_t ky = 0, t = 0; ky < p.kh; ++ky) {
+    const int64_t iy = oy * p.stride_h - p.pad_top + ky * p.dilation_h;
+    for (int64_t kx = 0; kx < p.kw; ++kx, ++t) {
+      const int64_t ix = ox * p.stride_w - p.pad_left + kx * p.dilation_w;
+      offset[t] = iy < 0 || iy >= p.h || ix < 0 || ix >= p.w ? -1 : ((n * p.h + iy) * p.w + ix) * p.c;
+    }
+  }
+  return true;
+}
+
+// Depthwise output pixel (n, oy, ox), 64 channels (4 vectors) per pass over
+// the taps: x zero-extended and w sign-extended to int32, vpmaddwd of the
+// two is their product (the high int16 halves multiply to 0).
+[[gnu::target("avx512f,avx512bw,avx512vl")]] void depthwise_pixel_avx512(const QConvJob& job, const int64_t* offset,
+                                                                          uint8_t* out) {
   const QuantizedConv2dPlan& p = *job.p;
-  uint8_t* out = job.y + ((n * p.oh + oy) * p.ow + ox) * p.k;
+  const int64_t taps = p.kh * p.kw;
   const __m512i zero = _mm512_set1_epi32(p.x_zero);
   const Tile t{nullptr, nullptr, 0, 0, job.bias, job.multiplier, nullptr, 0, p.y_zero, p.y_min, p.y_max};
-  for (int64_t c = 0; c < p.c; c += 16) {
-    const __mmask16 mask = static_cast<__mmask16>((1u << std::min<int64_t>(16, p.c - c)) - 1);
-    __m512i sum = _mm512_setzero_si512();
-    for (int64_t ky = 0; ky < p.kh; ++ky) {
-      const int64_t iy = oy * p.stride_h - p.pad_top + ky * p.dilation_h;
-      for (int64_t kx = 0; kx < p.kw; ++kx) {
-        const int64_t ix = ox * p.stride_w - p.pad_left + kx * p.dilation_w;
-        const __m512i wv = _mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(mask, job.w + (ky * p.kw + kx) * p.c + c));
-        const __m512i xv = iy < 0 || iy >= p.h || ix < 0 || ix >= p.w
-                               ? zero
-                               : _mm512_cvtepu8_epi32(
-                                     _mm_maskz_loadu_epi8(mask, job.x + ((n * p.h + iy) * p.w + ix) * p.c + c));
-        // x zero-extended, w sign-extended: the low int16 halves' product, the high halves' 0.
-        sum = _mm512_add_epi32(sum, _mm512_madd_epi16(xv, wv));
+  for (int64_t c = 0; c < p.c; c += 64) {
+    __mmask16 mask[4];
+    __m512i sum[4];
+#pragma GCC unroll 4
+    for (int v = 0; v < 4; ++v) {
+      mask[v] = static_cast<__mmask16>((1u << std::clamp<int64_t>(p.c - c - 16 * v, 0, 16)) - 1);
+      sum[v] = _mm512_setzero_si512();
+    }
+    for (int64_t tap = 0; tap < taps; ++tap) {
+      const int8_t* w = job.w + tap * p.c + c;
+      const uint8_t* x = offset[tap] >= 0 ? job.x + offset[tap] + c : nullptr;
+#pragma GCC unroll 4
+      for (int v = 0; v < 4; ++v) {
+        const __m512i wv = _mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(mask[v], w + 16 * v));
+        const __m512i xv = x ? _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(mask[v], x + 16 * v)) : zero;
+        sum[v] = _mm512_add_epi32(sum[v], _mm512_madd_epi16(xv, wv));
       }
     }
-    requantize16(sum, t, c, mask, out + c);
+#pragma GCC unroll 4
+    for (int v = 0; v < 4; ++v)
+      if (mask[v]) requantize16(sum[v], t, c + 16 * v, mask[v], out + c + 16 * v);
   }
+}
+
+// The same with AVX2, 32 channels per pass; the last C % 32 one at a time.
+[[gnu::target("avx2")]] void depthwise_pixel_avx2(const QConvJob& job, const int64_t* offset, uint8_t* out,
+                                                   int64_t n, int64_t oy, int64_t ox) {
+  const QuantizedConv2dPlan& p = *job.p;
+  const int64_t taps = p.kh * p.kw;
+  const __m256i zero = _mm256_set1_epi32(p.x_zero);
+  int64_t c = 0;
+  for (; c + 32 <= p.c; c += 32) {
+    __m256i sum[4];
+    for (int v = 0; v < 4; ++v) sum[v] = _mm256_setzero_si256();
+    for (int64_t tap = 0; tap < taps; ++tap) {
+      const int8_t* w = job.w + tap * p.c + c;
+      const uint8_t* x = offset[tap] >= 0 ? job.x + offset[tap] + c : nullptr;
+#pragma GCC unroll 4
+      for (int v = 0; v < 4; ++v) {
+        const __m256i wv = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(w + 8 * v)));
+        const __m256i xv =
+            x ? _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(x + 8 * v))) : zero;
+        sum[v] = _mm256_add_epi32(sum[v], _mm256_madd_epi16(xv, wv));
+      }
+    }
+    alignas(32) int32_t lanes[32];
+    for (int v = 0; v < 4; ++v) _mm256_store_si256(reinterpret_cast<__m256i*>(lanes + 8 * v), sum[v]);
+    for (int64_t i = 0; i < 32; ++i)
+      out[c + i] = ops::requantize_of(lanes[i], job.bias[c + i], job.multiplier[c + i], p.y_zero, p.y_min, p.y_max);
+  }
+  for (; c < p.c; ++c)
+    out[c] = ops::requantize_of(ops::quantized_conv2d_sum(p, job.x, job.w, n, oy, ox, c), job.bias[c],
+                                job.multiplier[c], p.y_zero, p.y_min, p.y_max);
 }
 #endif
 
@@ -226,8 +310,16 @@ void gather_row(const QuantizedConv2dPlan& p, const uint8_t* x, int64_t g, int64
   const int64_t ox = pixel % p.ow, oy = pixel / p.ow % p.oh, n = pixel / (p.ow * p.oh);
   const int64_t cg = p.c_per_group;
   uint8_t* d = dst;
+  const int64_t ix0 = ox * p.stride_w - p.pad_left;
+  // One group and a row of taps inside the input: the row's channels lie side by side in x.
+  const bool whole_rows = p.groups == 1 && p.dilation_w == 1 && ix0 >= 0 && ix0 + p.kw <= p.w;
   for (int64_t ky = 0; ky < p.kh; ++ky) {
     const int64_t iy = oy * p.stride_h - p.pad_top + ky * p.dilation_h;
+    if (whole_rows && iy >= 0 && iy < p.h) {
+      std::memcpy(d, x + ((n * p.h + iy) * p.w + ix0) * p.c, static_cast<size_t>(p.kw * cg));
+      d += p.kw * cg;
+      continue;
+    }
     for (int64_t kx = 0; kx < p.kw; ++kx, d += cg) {
       const int64_t ix = ox * p.stride_w - p.pad_left + kx * p.dilation_w;
       if (iy < 0 || iy >= p.h || ix < 0 || ix >= p.w)
@@ -242,6 +334,8 @@ void gather_row(const QuantizedConv2dPlan& p, const uint8_t* x, int64_t g, int64
 void dense_task(void* context, int64_t task, int participant) {
   const QConvJob& job = *static_cast<const QConvJob*>(context);
   const QuantizedConv2dPlan& p = *job.p;
+  const int64_t part = task % job.channel_parts;
+  task /= job.channel_parts;
   const int64_t g = task / job.blocks, first = task % job.blocks * job.block;
   const int64_t pixels = std::min(job.block, p.n * p.oh * p.ow - first);
   alignas(64) uint8_t stack[kStackScratch];
@@ -264,8 +358,9 @@ void dense_task(void* context, int64_t task, int participant) {
   }
   const int64_t kg = p.k_per_group;
   const int8_t* wg = job.w + g * (p.depth / 4) * kg * 4;
-  for (int64_t k0 = 0; k0 < kg; k0 += 64) {
-    const int64_t valid = std::min<int64_t>(64, kg - k0);
+  const int64_t k_first = part * job.channels_per_part, k_end = std::min(kg, k_first + job.channels_per_part);
+  for (int64_t k0 = k_first; k0 < k_end; k0 += 64) {
+    const int64_t valid = std::min<int64_t>(64, k_end - k0);
     const int units = static_cast<int>((valid + 15) / 16);
     uint8_t* tile_out[kTileRows];
     for (int64_t i = 0; i < pixels; i += kTileRows) {
@@ -284,14 +379,21 @@ void depthwise_task(void* context, int64_t task, int) {
   const QConvJob& job = *static_cast<const QConvJob*>(context);
   const QuantizedConv2dPlan& p = *job.p;
   const int64_t n = task / p.oh, oy = task % p.oh;
+  int64_t offset[kMaxDepthwiseTaps];
   for (int64_t ox = 0; ox < p.ow; ++ox) {
+    uint8_t* out = job.y + ((n * p.oh + oy) * p.ow + ox) * p.k;
 #if defined(HEXIR_QCONV_X86)
-    if (isa_avx512_bw_vl()) {
-      depthwise_pixel_avx512(job, n, oy, ox);
-      continue;
+    if (depthwise_taps(p, n, oy, ox, offset)) {
+      if (isa_avx512_bw_vl()) {
+        depthwise_pixel_avx512(job, offset, out);
+        continue;
+      }
+      if (isa_avx2()) {
+        depthwise_pixel_avx2(job, offset, out, n, oy, ox);
+        continue;
+      }
     }
 #endif
-    uint8_t* out = job.y + ((n * p.oh + oy) * p.ow + ox) * p.k;
     for (int64_t c = 0; c < p.c; ++c)
       out[c] = ops::requantize_of(ops::quantized_conv2d_sum(p, job.x, job.w, n, oy, ox, c), job.bias[c],
                                   job.multiplier[c], p.y_zero, p.y_min, p.y_max);
@@ -324,7 +426,12 @@ Status quantized_conv2d(const KernelContext& context, const Dispatch& d) {
     return ok_status();
   }
   job.blocks = (p.n * p.oh * p.ow + job.block - 1) / job.block;
-  parallel_for_participants(context, job.blocks * p.groups, dense_task, &job);
+  const int threads = job.pool ? job.pool->size() : 1;
+  const int64_t chunks = (p.k_per_group + 63) / 64;
+  job.channel_parts = std::clamp<int64_t>(4 * threads / std::max<int64_t>(1, job.blocks * p.groups), 1, chunks);
+  job.channels_per_part = (chunks + job.channel_parts - 1) / job.channel_parts * 64;
+  job.channel_parts = (p.k_per_group + job.channels_per_part - 1) / job.channels_per_part;
+  parallel_for_participants(context, job.blocks * p.groups * job.channel_parts, dense_task, &job);
   return ok_status();
 }
 
