@@ -501,7 +501,7 @@ static Result<const Module*> rewritten(const Module& module, const CompileOption
     if (compressed) *compressed = std::move(report);
   }
   if (options.fuse_epilogues) {
-    use_integer_convolutions(*storage);  // DQ -> Conv -> Q: quantized_conv2d
+    use_integer_kernels(*storage);  // DQ -> Conv -> Q: quantized_conv2d
     use_integer_matmul(*storage);       // MatMulInteger with symmetric int8 weights: integer sums
     use_dequantized_weights(*storage);  // a QDQ model's int8 matmul weights, read as int8
     fuse(*storage);

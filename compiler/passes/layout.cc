@@ -85,8 +85,10 @@ std::optional<ReduceNhwc> reduce_nhwc(const Node& node, const TensorType& x) {
 
 class ChannelsLast {
   // A per-tensor quantize_linear or dequantize_linear (one scale, one zero
-  // point): an elementwise map of its first operand.
-  bool scalar_quantize(const Node& node) const {
+  // point): an elementwise map of its first operand; quantized_add (of two
+  // operands of one shape) too.
+  bool quantized_map(const Node& node) const {
+    if (node.kind == NodeKind::kOp && node.op == OpId::kQuantizedAdd) return true;
     if (node.kind != NodeKind::kOp || (node.op != OpId::kQuantizeLinear && node.op != OpId::kDequantizeLinear) ||
         node.inputs.size() != 3)
       return false;
@@ -146,7 +148,7 @@ class ChannelsLast {
         continue;
       }
       if (top && node.op == OpId::kConv2d) done = rewrite_conv(node, &new_index[n]);
-      else if (top && (ops::elementwise_map_arity(node.op) > 0 || scalar_quantize(node)))
+      else if (top && (ops::elementwise_map_arity(node.op) > 0 || quantized_map(node)))
         done = rewrite_map(node, &new_index[n]);
       else if (top && ops::is_reduction(node.op))
         done = rewrite_reduce(node, &new_index[n]);
@@ -235,7 +237,7 @@ class ChannelsLast {
         continue;
       }
       if (has_perm(reader, kToNhwc)) continue;  // an entry transpose: it becomes the channels-last value
-      if (reader.op != OpId::kConv2d && ops::elementwise_map_arity(reader.op) == 0 && !scalar_quantize(reader))
+      if (reader.op != OpId::kConv2d && ops::elementwise_map_arity(reader.op) == 0 && !quantized_map(reader))
         return false;
       // A conv2d takes x and its residual channels-last, not its weights or bias.
       if (reader.op == OpId::kConv2d && reader.inputs[0] != v && (reader.inputs.size() < 4 || reader.inputs[3] != v))
@@ -296,13 +298,15 @@ class ChannelsLast {
     if (node.results.size() != 1) return false;
     const int r = node.results[0];
     const Value result = fn_.values[static_cast<size_t>(r)];  // a copy: adding values moves them
-    const bool quantize = scalar_quantize(node);
+    const bool quantize = quantized_map(node);
     if (!(quantize ? is_map_rank4(result.type) : is_f32_rank4(result.type)) || !readers_take_nhwc(r)) return false;
+    // The operands mapped (not a quantize's scale and zero point).
+    const size_t tensors = !quantize ? node.inputs.size() : node.op == OpId::kQuantizedAdd ? 2 : 1;
     bool any = false;
     for (size_t i = 0; i < node.inputs.size(); ++i) {
       const int v = node.inputs[i];
       any |= nhwc_[static_cast<size_t>(v)] >= 0;
-      if (quantize ? i == 0 && !is_map_rank4(fn_.values[static_cast<size_t>(v)].type)
+      if (quantize ? i < tensors && !is_map_rank4(fn_.values[static_cast<size_t>(v)].type)
                    : fn_.values[static_cast<size_t>(v)].type.dtype != DType::kF32)
         return false;
     }

@@ -60,6 +60,12 @@ struct Match {
   // A matmul (x [.., M, K] times w [K, N], or [N, K] when transposed): a
   // 1x1 convolution over M pixels of K channels, x and y reshaped, not moved.
   bool matmul = false, transposed = false;
+  // An add of two dequantized u8 values (dequantize_x's and dequantize_b's): quantized_add.
+  bool add = false;
+  size_t dequantize_b = 0;
+  int bq = -1;
+  float sb = 0;
+  int32_t zb = 0;
   int64_t groups = 1;
   float sx = 0, sy = 0;
   int32_t zx = 0, zy = 0, lo = 0, hi = 255;
@@ -86,7 +92,7 @@ class IntegerConvolutions {
       if (!nodes) continue;
       replacement[m.quantize] = std::move(*nodes);
       for (size_t g : m.gone) gone[g] = true;
-      gone[m.dequantize_w] = true;
+      if (!m.add) gone[m.dequantize_w] = true;
       ++rewritten;
     }
     if (rewritten == 0) return 0;
@@ -116,10 +122,11 @@ class IntegerConvolutions {
       if (!dropped[n])
         for (int v : fn_.nodes[n].inputs) ++reads[static_cast<size_t>(v)];
     for (int v : fn_.outputs) ++reads[static_cast<size_t>(v)];
-    for (const Match& m : matches) {
-      const size_t at = static_cast<size_t>(new_index[m.dequantize_x]);
-      if (reads[static_cast<size_t>(fn_.nodes[at].results[0])] == 0) dropped[at] = true;
-    }
+    for (const Match& m : matches)
+      for (size_t dq : {m.dequantize_x, m.add ? m.dequantize_b : m.dequantize_x}) {
+        const size_t at = static_cast<size_t>(new_index[dq]);
+        if (reads[static_cast<size_t>(fn_.nodes[at].results[0])] == 0) dropped[at] = true;
+      }
     std::vector<bool> value_dropped(fn_.values.size(), false);
     for (size_t n = 0; n < fn_.nodes.size(); ++n)
       if (dropped[n])
@@ -172,6 +179,7 @@ class IntegerConvolutions {
       m.gone.push_back(*act);
       y = a.inputs[0];
     }
+    if (std::optional<Match> added = match_add(m, y)) return added;
     // A matmul's bias: an add of a constant [N] (the fusions, which would make it matmul's input, run later).
     std::optional<int> bias_value;
     if (const std::optional<size_t> add = writer(y, OpId::kAdd)) {
@@ -238,6 +246,52 @@ class IntegerConvolutions {
     return m;
   }
 
+  // A per-tensor dequantize_linear of a u8 value writing v (other readers allowed): the node,
+  // the u8 value, its scale and zero point.
+  struct Dequantized {
+    size_t node;
+    int q;
+    float scale;
+    int32_t zero;
+  };
+  std::optional<Dequantized> dequantized_u8(int v) const {
+    const std::optional<size_t> at = writer(v, OpId::kDequantizeLinear, true);
+    if (!at) return std::nullopt;
+    const Node& dq = fn_.nodes[*at];
+    const std::optional<std::vector<float>> scale = floats_of(module_, value(dq.inputs[1]), true);
+    const std::optional<int32_t> zero = u8_zero_of(module_, value(dq.inputs[2]));
+    if (value(dq.inputs[0]).type.dtype != DType::kU8 || !scale || scale->size() != 1 || !zero) return std::nullopt;
+    return Dequantized{*at, dq.inputs[0], (*scale)[0], *zero};
+  }
+
+  // m (its quantize and activation found) completed for an add of two
+  // dequantized u8 values of one shape, y the add's result.
+  std::optional<Match> match_add(Match m, int y) const {
+    const std::optional<size_t> add = writer(y, OpId::kAdd);
+    if (!add) return std::nullopt;
+    const Node& a = fn_.nodes[*add];
+    if (!a.params.empty() || a.inputs.size() != 2) return std::nullopt;  // no epilogue yet
+    const std::optional<Dequantized> x = dequantized_u8(a.inputs[0]), b = dequantized_u8(a.inputs[1]);
+    if (!x || !b || !(value(x->q).type == value(b->q).type) || !(value(x->q).type.dims == value(y).type.dims))
+      return std::nullopt;
+    m.add = true;
+    m.gone.push_back(*add);
+    m.dequantize_x = x->node, m.xq = x->q, m.sx = x->scale, m.zx = x->zero;
+    m.dequantize_b = b->node, m.bq = b->q, m.sb = b->scale, m.zb = b->zero;
+    return m;
+  }
+
+  // The quantized_add replacing m's quantize_linear.
+  std::optional<std::vector<Node>> rewrite_add(const Match& m) {
+    const Node& q = fn_.nodes[m.quantize];
+    const double ma = double{m.sx} / double{m.sy}, mb = double{m.sb} / double{m.sy};
+    const std::vector<int64_t> params{m.zx, m.zb, m.zy, m.lo, m.hi, std::bit_cast<int64_t>(ma), std::bit_cast<int64_t>(mb)};
+    const std::vector<TensorType> types{value(m.xq).type, value(m.bq).type};
+    const Result<TensorType> result = ops::infer_result_type(OpId::kQuantizedAdd, types, params);
+    if (!result.ok() || !(*result == value(q.results[0]).type)) return std::nullopt;
+    return std::vector<Node>{op_node(OpId::kQuantizedAdd, {m.xq, m.bq}, q.results[0], params, q.loc)};
+  }
+
   int add_value(const Value& like, TensorType type, const std::string& suffix) {
     Value v;
     v.name = like.name + suffix;
@@ -252,6 +306,7 @@ class IntegerConvolutions {
   // The nodes replacing m's quantize_linear: nullopt when the operator's
   // rule refuses the operands (a sum past its limit) or a bias does not fit int32.
   std::optional<std::vector<Node>> rewrite(const Match& m) {
+    if (m.add) return rewrite_add(m);
     const Node q = fn_.nodes[m.quantize];  // copies: values and constants grow below
     const Node op = fn_.nodes[m.gone.back()];
     const Value wq = value(fn_.nodes[m.dequantize_w].inputs[0]);
@@ -357,7 +412,7 @@ class IntegerConvolutions {
 
 }  // namespace
 
-size_t use_integer_convolutions(Module& module) {
+size_t use_integer_kernels(Module& module) {
   size_t rewritten = 0;
   for (Function& fn : module.functions) rewritten += IntegerConvolutions(module, fn).run();
   return rewritten;

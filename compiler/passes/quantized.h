@@ -30,8 +30,11 @@ namespace hexir::compiler {
 // [K, N] or, transpose_b, [N, K], per tensor or per N), its bias an add of
 // a constant [N] (an imported Gemm's): a 1x1 quantized_conv2d over the M
 // rows of x as pixels, x and the result reshaped (views), not moved.
-// Only at the top level of a function. Returns the number of convolutions
-// and matmuls rewritten.
-size_t use_integer_convolutions(Module& module);
+// And an add of two dequantized u8 values of one shape (per tensor), a
+// relu or clip after it, quantized: quantized_add (ops), one pass over the
+// bytes where there were four over floats (a ResNet's residual joins).
+// Only at the top level of a function. Returns the number of convolutions,
+// matmuls and adds rewritten.
+size_t use_integer_kernels(Module& module);
 
 }  // namespace hexir::compiler

@@ -46,6 +46,7 @@ constexpr KernelEntry<KernelFn> kKernels[] = {
     {OpId::kDequantizeInt4, kU8, kF32, dequantize_int4},
     {OpId::kIntegerMatmul, kU8, kI32, integer_matmul},
     {OpId::kQuantizedConv2d, kU8, kU8, quantized_conv2d},
+    {OpId::kQuantizedAdd, kU8, kU8, quantized_add},
     {OpId::kQuantizeLinear, kI8, kI8, quantize_linear<int8_t>},
     {OpId::kQuantizeLinear, kU8, kU8, quantize_linear<uint8_t>},
     {OpId::kDequantizeLinear, kI8, kF32, dequantize_linear<int8_t>},

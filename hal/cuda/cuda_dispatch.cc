@@ -189,6 +189,16 @@ Status quantize(const Dispatch& d, Launcher& launcher) {
   return launcher.launch(K, linear_config(p.plan.n), &p);
 }
 
+Status quantized_add(const Dispatch& d, Launcher& launcher) {
+  QuantizedAddParams p;
+  p.a = in<uint8_t>(d, 0);
+  p.b = in<uint8_t>(d, 1);
+  p.out = out<uint8_t>(d, 0);
+  p.plan = plan_of<ops::QuantizedAddPlan>(d);
+  if (p.plan.n == 0) return ok_status();
+  return launcher.launch(Kernel::kQuantizedAdd, linear_config(p.plan.n), &p);
+}
+
 // ---- contractions -------------------------------------------------------------
 
 // cuBLAS when the plan says one stride per operand describes the batch (each
@@ -891,6 +901,7 @@ constexpr KernelEntry<CudaKernelFn> kKernels[] = {
     {OpId::kDequantizeInt4, static_cast<int>(DType::kU8), kF32, dequantize_int4},
     {OpId::kIntegerMatmul, static_cast<int>(DType::kU8), static_cast<int>(DType::kI32), integer_matmul},
     {OpId::kQuantizedConv2d, static_cast<int>(DType::kU8), static_cast<int>(DType::kU8), quantized_conv2d},
+    {OpId::kQuantizedAdd, static_cast<int>(DType::kU8), static_cast<int>(DType::kU8), quantized_add},
     {OpId::kQuantizeLinear, kAnyDType, kAnyDType, quantize<Kernel::kQuantizeLinear>},
     {OpId::kDequantizeLinear, kAnyDType, kF32, quantize<Kernel::kDequantizeLinear>},
     {OpId::kLayernorm, kF32, kF32, layernorm},

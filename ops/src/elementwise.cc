@@ -591,6 +591,66 @@ void plan_quantize(const PlanInput& op, OpPlan& out) {
   p.quantized = static_cast<int32_t>(op.inputs[2].dtype);
 }
 
+// ---- quantized_add ---------------------------------------------------------------
+
+enum QuantizedAddParam { kQaAZero, kQaBZero, kQaYZero, kQaYMin, kQaYMax, kQaAMultiplier, kQaBMultiplier, kQaCount };
+constexpr std::string_view kQuantizedAddInts[] = {"a_zero", "b_zero", "y_zero", "y_min", "y_max"};
+
+Result<std::vector<int64_t>> lower_quantized_add(std::span<const TensorType>, const AttrMap& attrs,
+                                                 std::span<const TensorType>) {
+  constexpr OpId id = kQuantizedAdd;
+  HEXIR_RETURN_IF_ERROR(
+      check_attr_names(id, attrs, {"a_zero", "b_zero", "y_zero", "y_min", "y_max", "a_multiplier", "b_multiplier"}));
+  std::vector<int64_t> words;
+  for (std::string_view name : kQuantizedAddInts) {
+    HEXIR_ASSIGN_OR_RETURN(int64_t v, int_attr(id, attrs, name, name == "y_max" ? 255 : 0));
+    words.push_back(v);
+  }
+  for (const char* name : {"a_multiplier", "b_multiplier"}) {
+    HEXIR_ASSIGN_OR_RETURN(double v, float_attr(id, attrs, name, 1.0));
+    words.push_back(float_word(v));
+  }
+  return words;
+}
+
+AttrMap raise_quantized_add(std::span<const TensorType>, std::span<const int64_t> params) {
+  AttrMap attrs;
+  for (size_t i = 0; i < std::size(kQuantizedAddInts); ++i)
+    attrs[std::string(kQuantizedAddInts[i])] = AttrValue{param_at(params, i)};
+  attrs["a_multiplier"] = AttrValue{float_param(param_at(params, kQaAMultiplier))};
+  attrs["b_multiplier"] = AttrValue{float_param(param_at(params, kQaBMultiplier))};
+  return attrs;
+}
+
+Result<std::vector<TensorType>> infer_quantized_add(std::span<const TensorType> in, std::span<const int64_t> p) {
+  constexpr OpId id = kQuantizedAdd;
+  HEXIR_RETURN_IF_ERROR(check_param_count(id, p, kQaCount));
+  if (in[0].dtype != DType::kU8 || !(in[0] == in[1]))
+    return invalid_argument(prefix(id) + "a " + in[0].to_string() + " and b " + in[1].to_string() +
+                            " are not u8 of one shape");
+  for (int i : {kQaAZero, kQaBZero, kQaYZero, kQaYMin, kQaYMax})
+    if (p[i] < 0 || p[i] > 255) return invalid_argument(prefix(id) + "zero points and bounds must be in 0..255");
+  if (p[kQaYMin] > p[kQaYMax]) return invalid_argument(prefix(id) + "y_min is above y_max");
+  for (int i : {kQaAMultiplier, kQaBMultiplier}) {
+    const double m = float_param(p[i]);
+    if (!std::isfinite(m) || std::fabs(m) > 1e30)
+      return invalid_argument(prefix(id) + "the multipliers must be finite floats");
+  }
+  return one(in[0]);
+}
+
+void plan_quantized_add(const PlanInput& op, OpPlan& out) {
+  QuantizedAddPlan& p = out.start<QuantizedAddPlan>();
+  p.n = count_of(op.inputs[0]);
+  p.a_zero = static_cast<int32_t>(op.params[kQaAZero]);
+  p.b_zero = static_cast<int32_t>(op.params[kQaBZero]);
+  p.y_zero = static_cast<int32_t>(op.params[kQaYZero]);
+  p.y_min = static_cast<int32_t>(op.params[kQaYMin]);
+  p.y_max = static_cast<int32_t>(op.params[kQaYMax]);
+  p.a_multiplier = static_cast<float>(float_param(op.params[kQaAMultiplier]));
+  p.b_multiplier = static_cast<float>(float_param(op.params[kQaBMultiplier]));
+}
+
 constexpr OpDef kDefs[] = {
     {kAdd, "add", 2, 2, 1, 1, false, true, false, 0, lower_with_epilogue<kAdd>, raise_with_epilogue,
      infer_binary<kAdd>, flops_per_element, nullptr, plan_binary},
@@ -619,6 +679,8 @@ constexpr OpDef kDefs[] = {
      raise_quantize, infer_quantize, flops_per_element, nullptr, plan_quantize},
     {kDequantizeLinear, "dequantize_linear", 3, 3, 1, 1, false, false, false, 0, lower_quantize<kDequantizeLinear>,
      raise_quantize, infer_dequantize, flops_per_element, nullptr, plan_quantize},
+    {kQuantizedAdd, "quantized_add", 2, 2, 1, 1, false, true, false, 0, lower_quantized_add, raise_quantized_add,
+     infer_quantized_add, flops_per_element, nullptr, plan_quantized_add},
     {kLeakyRelu, "leaky_relu", 1, 1, 1, 1, true, true, false, 0, lower_leaky_relu,
      raise_floats<kLeakyReluNames, 1>, infer_unary_floats<kLeakyRelu, 1, false>, flops_per_element, nullptr,
      plan_unary_floats},

@@ -95,7 +95,7 @@ inline ops::KernelKey representative_key(ops::OpId id) {
   if (id == ops::OpId::kDequantizeLinear) return {id, DType::kI8, DType::kF32};
   if (id == ops::OpId::kDequantizeInt4) return {id, DType::kU8, DType::kF32};
   if (id == ops::OpId::kIntegerMatmul) return {id, DType::kU8, DType::kI32};
-  if (id == ops::OpId::kQuantizedConv2d) return {id, DType::kU8, DType::kU8};
+  if (id == ops::OpId::kQuantizedConv2d || id == ops::OpId::kQuantizedAdd) return {id, DType::kU8, DType::kU8};
   return {id, DType::kF32, DType::kF32};
 }
 

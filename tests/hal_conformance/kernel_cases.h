@@ -555,6 +555,11 @@ inline std::vector<KernelCase> kernel_cases() {
                          {1, 1, 2, 2, 0, 0, 0, 0, 1, 1, 1, 7, 60, 60, 255}};
     pointwise.exact = true;
     cases.push_back(pointwise);
+    KernelCase add{"quantized_add with a relu's lower bound", OpId::kQuantizedAdd,
+                   {bytes(DType::kU8, {3, 7, 5}, 28), bytes(DType::kU8, {3, 7, 5}, 29)},
+                   {128, 100, 20, 20, 255, std::bit_cast<int64_t>(0.75), std::bit_cast<int64_t>(0.3)}};
+    add.exact = true;
+    cases.push_back(add);
     KernelCase depthwise{"quantized_conv2d depthwise 3x3 stride 2, 40 channels", OpId::kQuantizedConv2d,
                          {bytes(DType::kU8, {1, 9, 8, 40}, 25), bytes(DType::kI8, {9, 40}, 26),
                           biases(40, 27), multipliers(40, 1.0f / 300, 542)},

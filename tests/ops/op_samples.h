@@ -163,6 +163,10 @@ inline std::vector<OpSample> op_samples() {
                {{"kernel", list({3, 3})}, {"pads", list({1, 1, 1, 1})}, {"groups", i64(2)}, {"x_zero", i64(128)},
                 {"y_zero", i64(3)}, {"y_min", i64(3)}},
                {}});
+  s.push_back({kQuantizedAdd, {t(DType::kU8, {2, 3, 4}), t(DType::kU8, {2, 3, 4})},
+               {{"a_zero", i64(128)}, {"b_zero", i64(3)}, {"y_zero", i64(7)}, {"y_min", i64(7)},
+                {"a_multiplier", f64(0.5)}, {"b_multiplier", f64(1.25)}},
+               {}});
   s.push_back({kQuantizedConv2d, {t(DType::kU8, {1, 6, 5, 8}), t(DType::kI8, {9, 8}), t(DType::kI32, {8}), f32({8})},
                {{"kernel", list({3, 3})}, {"strides", list({2, 2})}, {"groups", i64(8)}}, {}});
   s.push_back({kAttention, {f32({2, 3, 1, 8}), f32({2, 3, 10, 8}), f32({2, 3, 10, 4}), t(DType::kI64, {1})},

@@ -514,6 +514,11 @@ extern "C" __global__ void hexir_dequantize_linear(hexir::hal::cuda::QuantizePar
   }
 }
 
+extern "C" __global__ void hexir_quantized_add(hexir::hal::cuda::QuantizedAddParams p) {
+  for (int64_t i = hexir_kernels::global_index(); i < p.plan.n; i += hexir_kernels::global_stride())
+    p.out[i] = hexir::ops::quantized_add_of(p.plan, p.a[i], p.b[i]);
+}
+
 extern "C" __global__ void hexir_equal(CompareParams p) { hexir_kernels::compare<hexir_kernels::EqualOp>(p); }
 extern "C" __global__ void hexir_less(CompareParams p) { hexir_kernels::compare<hexir_kernels::LessOp>(p); }
 extern "C" __global__ void hexir_greater(CompareParams p) { hexir_kernels::compare<hexir_kernels::GreaterOp>(p); }

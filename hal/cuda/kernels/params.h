@@ -155,6 +155,14 @@ struct IntegerMatmulParams {
   ops::IntegerMatmulPlan plan;
 };
 
+// quantized_add: two u8 operands of one shape.
+struct QuantizedAddParams {
+  const uint8_t* a;
+  const uint8_t* b;
+  uint8_t* out;
+  ops::QuantizedAddPlan plan;
+};
+
 // quantized_conv2d: channels-last u8, one thread per output element.
 struct QuantizedConv2dParams {
   const uint8_t* x;
@@ -474,6 +482,7 @@ struct BoundParams {
   X(kDequantizeInt4, hexir_dequantize_int4, DequantizeInt4Params) \
   X(kIntegerMatmul, hexir_integer_matmul, IntegerMatmulParams) \
   X(kQuantizedConv2d, hexir_quantized_conv2d, QuantizedConv2dParams) \
+  X(kQuantizedAdd, hexir_quantized_add, QuantizedAddParams) \
   X(kMatmulEpilogue, hexir_matmul_epilogue, MatmulParams)      \
   X(kConv2d, hexir_conv2d, Conv2dParams)                       \
   X(kSeparableConv2d, hexir_separable_conv2d, SeparableConv2dParams) \

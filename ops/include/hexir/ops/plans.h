@@ -484,6 +484,21 @@ struct IntegerMatmulPlan {
 };
 inline constexpr int64_t kIntegerMatmulMaxK = 65536;  // |sum| <= 65536 * 255 * 128 < 2^31
 
+// quantized_add (op.h): n elements of a and b.
+struct QuantizedAddPlan {
+  int64_t n;
+  float a_multiplier, b_multiplier;
+  int32_t a_zero, b_zero, y_zero, y_min, y_max;
+  int32_t pad;
+};
+
+HEXIR_PLAN_FN uint8_t quantized_add_of(const QuantizedAddPlan& p, uint8_t a, uint8_t b) {
+  float v = static_cast<float>(a - p.a_zero) * p.a_multiplier + static_cast<float>(b - p.b_zero) * p.b_multiplier;
+  const float low = static_cast<float>(p.y_min - p.y_zero), high = static_cast<float>(p.y_max - p.y_zero);
+  v = v < low ? low : v > high ? high : v;
+  return static_cast<uint8_t>(static_cast<int32_t>(rintf(v)) + p.y_zero);
+}
+
 // quantized_conv2d (op.h): channels-last u8 x [n, h, w, c] and int8 weights
 // to u8 [n, oh, ow, k], the int32 sum requantized in the epilogue. Dense
 // and grouped: weights [groups, depth / 4, k_per_group, 4], the reduction

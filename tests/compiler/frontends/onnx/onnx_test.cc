@@ -3009,3 +3009,50 @@ TEST_CASE("QDQ MatMul (rank 3, its bias an Add) and Gemm (transB, relu) compile 
   CHECK(positive);
   CHECK(worst <= 2 * 0.05 + 1e-6);
 }
+
+TEST_CASE("A QDQ residual join (DQ, DQ -> Add -> Relu -> Q) compiles to quantized_add, within a quantization step") {
+  TempDir dir;
+  constexpr int64_t C = 8, H = 6, W = 7;
+  Model m(13);
+  std::string w(static_cast<size_t>(C * C * 9), '\0');
+  uint32_t seed = 3;
+  for (auto& c : w) c = static_cast<char>(static_cast<int>((seed = seed * 1103515245u + 12345u) >> 16) % 255 - 127);
+  m.input("x", kF, {1, C, H, W})
+      .init_f("x_scale", {}, {0.04f})
+      .init_bytes("x_zero", onnx::TensorProto::UINT8, {}, std::string(1, static_cast<char>(110)))
+      .init_bytes("w", onnx::TensorProto::INT8, {C, C, 3, 3}, w)
+      .init_f("w_scale", {C}, std::vector<float>(C, 0.003f))
+      .init_bytes("w_zero", onnx::TensorProto::INT8, {C}, std::string(C, '\0'))
+      .init_f("c_scale", {}, {0.05f})
+      .init_bytes("c_zero", onnx::TensorProto::UINT8, {}, std::string(1, static_cast<char>(128)))
+      .init_f("y_scale", {}, {0.06f})
+      .init_bytes("y_zero", onnx::TensorProto::UINT8, {}, std::string(1, '\0'))
+      .node("QuantizeLinear", {"x", "x_scale", "x_zero"}, {"x_q"})
+      .node("DequantizeLinear", {"x_q", "x_scale", "x_zero"}, {"x_dq"})
+      .node("DequantizeLinear", {"w", "w_scale", "w_zero"}, {"w_dq"}, {ai("axis", 0)})
+      .node("Conv", {"x_dq", "w_dq"}, {"c"}, {ais("pads", {1, 1, 1, 1})})
+      .node("QuantizeLinear", {"c", "c_scale", "c_zero"}, {"c_q"})
+      .node("DequantizeLinear", {"c_q", "c_scale", "c_zero"}, {"c_dq"})
+      .node("Add", {"c_dq", "x_dq"}, {"s"})
+      .node("Relu", {"s"}, {"r"})
+      .node("QuantizeLinear", {"r", "y_scale", "y_zero"}, {"y_q"})
+      .node("DequantizeLinear", {"y_q", "y_scale", "y_zero"}, {"y"})
+      .output("y");
+  auto module = import_ok(m.save(dir.path() / "qdq_add.onnx"));
+  std::vector<float> input(static_cast<size_t>(C * H * W));
+  for (size_t i = 0; i < input.size(); ++i) input[i] = 2.0f * std::sin(0.61f * static_cast<float>(i)) + 0.7f;
+  size_t instructions = 0;
+  const std::vector<float> y = run(module, {f32({1, C, H, W}, input)}, dir.path(), {}, &instructions)[0].f32();
+  hexir::compiler::CompileOptions unfused;
+  unfused.fuse_epilogues = false;
+  const std::vector<float> reference = run(module, {f32({1, C, H, W}, input)}, dir.path(), unfused)[0].f32();
+  // quantize, transpose, quantized_conv2d, transpose back (x_q is NCHW), quantized_add, dequantize.
+  CHECK(instructions == 6);
+  REQUIRE(y.size() == reference.size());
+  double worst = 0;
+  for (size_t i = 0; i < y.size(); ++i) {
+    worst = std::max(worst, std::fabs(double{y[i]} - double{reference[i]}));
+    CHECK(y[i] >= 0.0f);
+  }
+  CHECK(worst <= 0.06 + 1e-6);
+}
