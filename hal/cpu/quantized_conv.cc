@@ -239,6 +239,37 @@ bool depthwise_taps(const QuantizedConv2dPlan& p, int64_t n, int64_t oy, int64_t
   }
 }
 
+// A whole output row (n, oy) of a 3x3 depthwise convolution, 16 channels
+// at a time: the block's nine weight vectors, bias and multiplier stay in
+// registers across the row; a pixel whose window lies inside the input
+// reads its taps at fixed offsets, without checks (the edge pixels take
+// depthwise_pixel_avx512). MobileNet-V2's depthwise layers were a third of
+// its time one pixel at a time.
+[[gnu::target("avx512f,avx512bw,avx512vl")]] void depthwise3x3_row_avx512(const QConvJob& job, int64_t n, int64_t oy,
+                                                                           int64_t ox_begin, int64_t ox_end) {
+  const QuantizedConv2dPlan& p = *job.p;
+  int64_t rel[9];  // the taps' byte offsets from the window's first pixel
+  for (int64_t ky = 0; ky < 3; ++ky)
+    for (int64_t kx = 0; kx < 3; ++kx) rel[ky * 3 + kx] = (ky * p.dilation_h * p.w + kx * p.dilation_w) * p.c;
+  const int64_t iy0 = oy * p.stride_h - p.pad_top;
+  const Tile t{nullptr, nullptr, 0, 0, job.bias, job.multiplier, nullptr, 0, p.y_zero, p.y_min, p.y_max};
+  for (int64_t c = 0; c < p.c; c += 16) {
+    const __mmask16 mask = static_cast<__mmask16>((1u << std::min<int64_t>(16, p.c - c)) - 1);
+    __m512i w[9];
+#pragma GCC unroll 9
+    for (int i = 0; i < 9; ++i) w[i] = _mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(mask, job.w + i * p.c + c));
+    const uint8_t* row = job.x + ((n * p.h + iy0) * p.w) * p.c + c;
+    for (int64_t ox = ox_begin; ox < ox_end; ++ox) {
+      const uint8_t* x = row + (ox * p.stride_w - p.pad_left) * p.c;
+      __m512i sum = _mm512_setzero_si512();
+#pragma GCC unroll 9
+      for (int i = 0; i < 9; ++i)
+        sum = _mm512_add_epi32(sum, _mm512_madd_epi16(_mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(mask, x + rel[i])), w[i]));
+      requantize16(sum, t, c, mask, job.y + ((n * p.oh + oy) * p.ow + ox) * p.k + c);
+    }
+  }
+}
+
 // The same with AVX2, 32 channels per pass; the last C % 32 one at a time.
 [[gnu::target("avx2")]] void depthwise_pixel_avx2(const QConvJob& job, const int64_t* offset, uint8_t* out,
                                                    int64_t n, int64_t oy, int64_t ox) {
@@ -380,7 +411,23 @@ void depthwise_task(void* context, int64_t task, int) {
   const QuantizedConv2dPlan& p = *job.p;
   const int64_t n = task / p.oh, oy = task % p.oh;
   int64_t offset[kMaxDepthwiseTaps];
+  // The pixels whose 3x3 window lies inside the input, when the row's does: one pass per channel block.
+  int64_t inside_begin = 0, inside_end = 0;
+#if defined(HEXIR_QCONV_X86)
+  const int64_t iy0 = oy * p.stride_h - p.pad_top;
+  if (p.kh == 3 && p.kw == 3 && isa_avx512_bw_vl() && iy0 >= 0 && iy0 + 2 * p.dilation_h < p.h) {
+    inside_begin = std::min(p.ow, (p.pad_left + p.stride_w - 1) / p.stride_w);
+    // ox * stride - pad + 2 * dilation < w
+    const int64_t last = p.w - 1 - 2 * p.dilation_w + p.pad_left;
+    inside_end = last < 0 ? inside_begin : std::clamp<int64_t>(last / p.stride_w + 1, inside_begin, p.ow);
+    if (inside_end > inside_begin) depthwise3x3_row_avx512(job, n, oy, inside_begin, inside_end);
+  }
+#endif
   for (int64_t ox = 0; ox < p.ow; ++ox) {
+    if (ox == inside_begin && inside_end > inside_begin) {
+      ox = inside_end - 1;
+      continue;
+    }
     uint8_t* out = job.y + ((n * p.oh + oy) * p.ow + ox) * p.k;
 #if defined(HEXIR_QCONV_X86)
     if (depthwise_taps(p, n, oy, ox, offset)) {

@@ -103,6 +103,8 @@ const std::vector<ConvShape>& shapes() {
       {"dilation 2", 1, 8, 12, 12, 16, 3, 3, 1, 2, 2, 1},
       {"depthwise 3x3, 37 channels", 1, 37, 8, 9, 37, 3, 3, 1, 1, 1, 37},
       {"depthwise 5x5 stride 2", 2, 64, 11, 11, 64, 5, 5, 2, 2, 1, 64},
+      {"depthwise 3x3 stride 2 dilation 2 (rows inside read without checks)", 2, 24, 13, 14, 24, 3, 3, 2, 2, 2, 24},
+      {"depthwise 3x3 without padding, 20 channels", 1, 20, 9, 10, 20, 3, 3, 1, 0, 1, 20},
       {"deep window (gathered in blocks smaller than a row)", 1, 512, 5, 20, 40, 3, 3, 1, 1, 1, 1},
       {"relu and clip bounds", 1, 16, 6, 6, 16, 3, 3, 1, 1, 1, 1, 3, 40, 40, 200},
       {"largest sums", 1, 256, 4, 4, 17, 3, 3, 1, 1, 1, 1, 0, 0, 0, 255, true},
