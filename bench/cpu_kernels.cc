@@ -469,7 +469,9 @@ int main(int argc, char** argv) {
   integer_shapes.push_back(qconv("quantized_conv2d 3x3 256->256 at 14", 256, 14, 256, 3, 1, 1));
   integer_shapes.push_back(qconv("quantized_conv2d 3x3 512->512 at 7", 512, 7, 512, 3, 1, 1));
   integer_shapes.push_back(qconv("quantized_conv2d 1x1 1024->256 at 14", 1024, 14, 256, 1, 1, 1));
+  integer_shapes.push_back(qconv("quantized_conv2d 1x1 16->96 at 112 (shallow)", 16, 112, 96, 1, 1, 1));
   integer_shapes.push_back(qconv("quantized_conv2d depthwise 3x3 144 at 56", 144, 56, 144, 3, 1, 144));
+  integer_shapes.push_back(qconv("quantized_conv2d depthwise 3x3 32 at 112", 32, 112, 32, 3, 1, 32));
   const double int8_peak = measured_int8_peak();
   std::printf("\nmeasured int8 peak (vpdpbusd chains): %.1f GOPS per core%s\n\n", int8_peak,
               int8_peak > 0 ? "" : " (no AVX-512 VNNI)");

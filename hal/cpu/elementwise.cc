@@ -567,7 +567,9 @@ KernelFn cast_from(DType to) {
 // GCC 12 takes the _mm512_undefined_* operand of the unmasked intrinsics
 // inlined into target("avx512...") functions for an uninitialized read.
 #pragma GCC diagnostic push
+#if !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 // Per-tensor quantize and dequantize, 16 (8) lanes at a time: the steps of
 // ops::quantize_of / dequantize_of (a division, rounding half to even, the
 // zero point added in float, NaN to the zero point, the clamp), so the bytes

@@ -27,7 +27,9 @@
 #define HEXIR_QCONV_X86 1
 // GCC 12 takes the _mm512_undefined_* operand of the unmasked conversions
 // inlined into target("avx512...") functions for an uninitialized read.
+#if !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #endif
 
 namespace hexir::hal::cpu::internal {
@@ -86,16 +88,37 @@ void tile_portable(const Tile& t) {
 }
 
 #if defined(HEXIR_QCONV_X86)
+// The requantization of 16 channels: their bias and multiplier, and the
+// bounds, loaded once per tile and applied to every pixel's sums.
+struct Requantizer16 {
+  __m512i bias, zero;
+  __m512 multiplier, low, high;
+};
+[[gnu::target("avx512f,avx512bw,avx512vl")]] inline Requantizer16 requantizer16(const Tile& t, int64_t c,
+                                                                                 __mmask16 mask) {
+  return {_mm512_maskz_loadu_epi32(mask, t.bias + c), _mm512_set1_epi32(t.zero),
+          _mm512_maskz_loadu_ps(mask, t.multiplier + c), _mm512_set1_ps(static_cast<float>(t.lo - t.zero)),
+          _mm512_set1_ps(static_cast<float>(t.hi - t.zero))};
+}
+// ops::requantize_of of 16 sums: int32 lanes in [lo, hi].
+[[gnu::target("avx512f,avx512bw,avx512vl")]] inline __m512i requantized(__m512i sum, const Requantizer16& q) {
+  __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(sum, q.bias)), q.multiplier);
+  v = _mm512_min_ps(_mm512_max_ps(v, q.low), q.high);
+  return _mm512_add_epi32(_mm512_cvtps_epi32(v), q.zero);
+}
 // 16 int32 sums of channels [c, c + 16) to u8, stored (masked) at out.
 [[gnu::target("avx512f,avx512bw,avx512vl")]] inline void requantize16(__m512i sum, const Tile& t, int64_t c,
-                                                             __mmask16 mask, uint8_t* out) {
-  const __m512i b = _mm512_maskz_loadu_epi32(mask, t.bias + c);
-  const __m512 m = _mm512_maskz_loadu_ps(mask, t.multiplier + c);
-  __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(sum, b)), m);
-  v = _mm512_min_ps(_mm512_max_ps(v, _mm512_set1_ps(static_cast<float>(t.lo - t.zero))),
-                    _mm512_set1_ps(static_cast<float>(t.hi - t.zero)));
-  const __m512i q = _mm512_add_epi32(_mm512_cvtps_epi32(v), _mm512_set1_epi32(t.zero));
-  _mm_mask_storeu_epi8(out, mask, _mm512_cvtusepi32_epi8(q));
+                                                                      __mmask16 mask, uint8_t* out) {
+  _mm_mask_storeu_epi8(out, mask, _mm512_cvtusepi32_epi8(requantized(sum, requantizer16(t, c, mask))));
+}
+// Four vectors of requantized lanes (64 channels, each in [0, 255]) as one
+// 64-byte store: two saturating packs interleave them per 128-bit lane, a
+// permutation puts the dwords back in channel order.
+[[gnu::target("avx512f,avx512bw,avx512vl")]] inline void store64(__m512i q0, __m512i q1, __m512i q2, __m512i q3,
+                                                                 uint8_t* out) {
+  const __m512i bytes = _mm512_packus_epi16(_mm512_packus_epi32(q0, q1), _mm512_packus_epi32(q2, q3));
+  const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+  _mm512_storeu_si512(out, _mm512_permutexvar_epi32(order, bytes));
 }
 
 // sum += the products of a's u8 and w's int8 quadruples, in place. As an
@@ -144,12 +167,22 @@ template <int R, int J>
       if constexpr (J > 3) dpbusd(s3[r], a, w3);
     }
   }
+  Requantizer16 q[J];
+#pragma GCC unroll 4
+  for (int j = 0; j < J; ++j) q[j] = requantizer16(t, 16 * j, mask[j]);
+  if (J == 4 && t.valid == 64) {
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r)
+      store64(requantized(s0[r], q[0]), requantized(s1[r], q[J > 1 ? 1 : 0]), requantized(s2[r], q[J > 2 ? 2 : 0]),
+              requantized(s3[r], q[J > 3 ? 3 : 0]), t.out[r]);
+    return;
+  }
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
-    requantize16(s0[r], t, 0, mask[0], t.out[r]);
-    if constexpr (J > 1) requantize16(s1[r], t, 16, mask[1], t.out[r] + 16);
-    if constexpr (J > 2) requantize16(s2[r], t, 32, mask[2], t.out[r] + 32);
-    if constexpr (J > 3) requantize16(s3[r], t, 48, mask[3], t.out[r] + 48);
+    _mm_mask_storeu_epi8(t.out[r], mask[0], _mm512_cvtusepi32_epi8(requantized(s0[r], q[0])));
+    if constexpr (J > 1) _mm_mask_storeu_epi8(t.out[r] + 16, mask[1], _mm512_cvtusepi32_epi8(requantized(s1[r], q[1])));
+    if constexpr (J > 2) _mm_mask_storeu_epi8(t.out[r] + 32, mask[2], _mm512_cvtusepi32_epi8(requantized(s2[r], q[2])));
+    if constexpr (J > 3) _mm_mask_storeu_epi8(t.out[r] + 48, mask[3], _mm512_cvtusepi32_epi8(requantized(s3[r], q[3])));
   }
 }
 

@@ -946,7 +946,7 @@ Result<std::vector<TensorType>> infer_quantized_conv2d(std::span<const TensorTyp
   const int64_t taps = p[kQKernelH] * p[kQKernelW];  // each <= 2^30
   const bool depthwise = groups == c && groups == k && c > 0;
   const int64_t per_group = c / groups;
-  if (taps > kQuantizedConvMaxDepth || taps * per_group > kQuantizedConvMaxDepth)
+  if (taps > kQuantizedConvMaxDepth || per_group > kQuantizedConvMaxDepth || taps * per_group > kQuantizedConvMaxDepth)
     return invalid_argument(prefix(id) + "the window sums " + std::to_string(taps) + " taps of " +
                             std::to_string(per_group) + " channels: over " + std::to_string(kQuantizedConvMaxDepth) +
                             " (int32 sums would overflow)");
