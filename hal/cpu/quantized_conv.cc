@@ -508,7 +508,9 @@ Status quantized_conv2d(const KernelContext& context, const Dispatch& d) {
   job.blocks = (p.n * p.oh * p.ow + job.block - 1) / job.block;
   const int threads = job.pool ? job.pool->size() : 1;
   const int64_t chunks = (p.k_per_group + 63) / 64;
-  job.channel_parts = std::clamp<int64_t>(4 * threads / std::max<int64_t>(1, job.blocks * p.groups), 1, chunks);
+  // (Each part gathers its rows again: none at one thread, about two tasks per thread past it.)
+  const int64_t wanted = threads > 1 ? 2 * threads : 1;
+  job.channel_parts = std::clamp<int64_t>(wanted / std::max<int64_t>(1, job.blocks * p.groups), 1, chunks);
   job.channels_per_part = (chunks + job.channel_parts - 1) / job.channel_parts * 64;
   job.channel_parts = (p.k_per_group + job.channels_per_part - 1) / job.channels_per_part;
   parallel_for_participants(context, job.blocks * p.groups * job.channel_parts, dense_task, &job);

@@ -105,6 +105,15 @@ inline float __int_as_float(unsigned bits) {
   return f;
 }
 inline float __uint_as_float(unsigned bits) { return __int_as_float(bits); }
+// The signed form of dp4a: c + the sum of the four products of a's and b's
+// signed bytes (the wrapping int32 add of the hardware).
+inline int __dp4a(int a, int b, int c) {
+  uint32_t sum = static_cast<uint32_t>(c);
+  for (int i = 0; i < 4; ++i)
+    sum += static_cast<uint32_t>(static_cast<int32_t>(static_cast<int8_t>(static_cast<uint32_t>(a) >> (8 * i))) *
+                                 static_cast<int32_t>(static_cast<int8_t>(static_cast<uint32_t>(b) >> (8 * i))));
+  return static_cast<int>(sum);
+}
 inline unsigned __float_as_uint(float f) {
   unsigned bits;
   std::memcpy(&bits, &f, sizeof bits);

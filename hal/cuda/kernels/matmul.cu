@@ -100,14 +100,52 @@ extern "C" __global__ void hexir_dequantize_int4(hexir::hal::cuda::DequantizeInt
   }
 }
 
+namespace hexir_kernels {
+// A dense quantized_conv2d's sum with dp4a when a group's channels come in
+// fours (four consecutive reduction steps are one tap's four channels: one
+// 32-bit word of x and one of the weights). dp4a's signed form takes x as
+// x - 128 (the top bit flipped) and adds 128 * sum w back (a second dp4a
+// against bytes of 1).
+__device__ inline int32_t quantized_conv2d_sum_dp4a(const hexir::ops::QuantizedConv2dPlan& q, const uint8_t* x,
+                                                    const int8_t* w, int64_t n, int64_t oy, int64_t ox, int64_t k) {
+  const int64_t g = k / q.k_per_group, kg = k % q.k_per_group;
+  const int32_t padding = static_cast<int32_t>(static_cast<uint32_t>(q.x_zero) * 0x01010101u ^ 0x80808080u);
+  int32_t sum = 0, sum_w = 0;
+  for (int64_t ky = 0; ky < q.kh; ++ky)
+    for (int64_t kx = 0; kx < q.kw; ++kx) {
+      const int64_t iy = oy * q.stride_h - q.pad_top + ky * q.dilation_h;
+      const int64_t ix = ox * q.stride_w - q.pad_left + kx * q.dilation_w;
+      const bool inside = iy >= 0 && iy < q.h && ix >= 0 && ix < q.w;
+      const uint8_t* px = inside ? x + ((n * q.h + iy) * q.w + ix) * q.c + g * q.c_per_group : nullptr;
+      const int64_t r0 = (ky * q.kw + kx) * q.c_per_group;
+      for (int64_t ci = 0; ci < q.c_per_group; ci += 4) {
+        const int64_t r = r0 + ci;
+        int32_t xv = padding, wv;
+        if (inside) {
+          uint32_t bytes;
+          memcpy(&bytes, px + ci, 4);
+          xv = static_cast<int32_t>(bytes ^ 0x80808080u);
+        }
+        memcpy(&wv, w + ((g * (q.depth / 4) + r / 4) * q.k_per_group + kg) * 4, 4);
+        sum = __dp4a(xv, wv, sum);
+        sum_w = __dp4a(0x01010101, wv, sum_w);
+      }
+    }
+  return static_cast<int32_t>(static_cast<uint32_t>(sum) + 128u * static_cast<uint32_t>(sum_w));
+}
+}  // namespace hexir_kernels
+
 // quantized_conv2d: one thread per output element (n, oy, ox, k), the
-// plan's int32 sum (exact in any order) and requantization.
+// int32 sum (exact in any order: dp4a where the channels come in fours, the
+// plan's loop elsewhere) and the requantization.
 extern "C" __global__ void hexir_quantized_conv2d(hexir::hal::cuda::QuantizedConv2dParams p) {
   const hexir::ops::QuantizedConv2dPlan& q = p.plan;
   const int64_t total = q.n * q.oh * q.ow * q.k;
+  const bool fours = !q.depthwise && q.c_per_group % 4 == 0;
   for (int64_t e = hexir_kernels::global_index(); e < total; e += hexir_kernels::global_stride()) {
     const int64_t k = e % q.k, ox = e / q.k % q.ow, oy = e / (q.k * q.ow) % q.oh, n = e / (q.k * q.ow * q.oh);
-    const int32_t sum = hexir::ops::quantized_conv2d_sum(q, p.x, p.w, n, oy, ox, k);
+    const int32_t sum = fours ? hexir_kernels::quantized_conv2d_sum_dp4a(q, p.x, p.w, n, oy, ox, k)
+                              : hexir::ops::quantized_conv2d_sum(q, p.x, p.w, n, oy, ox, k);
     p.out[e] = hexir::ops::requantize_of(sum, p.bias[k], p.multiplier[k], q.y_zero, q.y_min, q.y_max);
   }
 }
