@@ -13,6 +13,7 @@
 
 #include "kernel_util.h"
 #include "thread_pool.h"
+#include "vnni.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -61,8 +62,8 @@ template <int R, int J>
     for (int r = 0; r < R; ++r) a[r] = _mm512_maskz_loadu_epi8(mask, p.a + (i0 + r) * p.k + t);
     for (int j = 0; j < J; ++j) {
       const __m512i w = _mm512_maskz_loadu_epi8(mask, p.w + (j0 + j) * p.k + t);
-      wsum[j] = _mm512_dpbusd_epi32(wsum[j], ones, w);
-      for (int r = 0; r < R; ++r) sum[r][j] = _mm512_dpbusd_epi32(sum[r][j], a[r], w);
+      dpbusd(wsum[j], ones, w);
+      for (int r = 0; r < R; ++r) dpbusd(sum[r][j], a[r], w);
     }
   }
   for (int j = 0; j < J; ++j) {

@@ -21,6 +21,7 @@
 
 #include "kernel_util.h"
 #include "thread_pool.h"
+#include "vnni.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -121,13 +122,6 @@ struct Requantizer16 {
   _mm512_storeu_si512(out, _mm512_permutexvar_epi32(order, bytes));
 }
 
-// sum += the products of a's u8 and w's int8 quadruples, in place. As an
-// asm statement: with the intrinsic GCC 12 copies each accumulator through a
-// scratch register and stores it to the stack every step (the tile ran at a
-// third of the speed).
-[[gnu::target("avx512f,avx512vnni"), gnu::always_inline]] inline void dpbusd(__m512i& sum, __m512i a, __m512i w) {
-  asm("vpdpbusd %2, %1, %0" : "+v"(sum) : "v"(a), "v"(w));
-}
 
 // One array of accumulators per vector of 16 channels, the loops unrolled
 // by pragma: GCC otherwise keeps the accumulators on the stack, stored back
