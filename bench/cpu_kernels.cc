@@ -456,7 +456,8 @@ int main(int argc, char** argv) {
     const int64_t pad = ks / 2, o = (hw + 2 * pad - ks) / stride + 1, cg = c / groups;
     const bool depthwise = groups == c && groups == k;
     const int64_t depth = (ks * ks * cg + 3) / 4 * 4;
-    const TensorType w = depthwise ? TensorType{DType::kI8, {ks * ks, c}} : TensorType{DType::kI8, {groups, depth / 4, k / groups, 4}};
+    const TensorType w = depthwise ? TensorType{DType::kI8, {ks * ks, c}}
+                                   : TensorType{DType::kI8, {groups, (k / groups + 15) / 16, depth / 4, 16, 4}};
     return Shape{name, OpId::kQuantizedConv2d,
                  {{DType::kU8, {1, hw, hw, c}}, w, {DType::kI32, {k}}, f32({k})},
                  {ks, ks, stride, stride, pad, pad, pad, pad, 1, 1, groups, 128, 0, 0, 255},

@@ -334,16 +334,15 @@ class IntegerConvolutions {
         for (int64_t o = 0; o < k; ++o) packed[static_cast<size_t>(t * c + o)] = static_cast<uint8_t>(w_at(o, 0, t));
       packed_type = TensorType{DType::kI8, {taps, c}};
     } else {
-      packed.assign(static_cast<size_t>(groups * depth * kg), 0);
+      const int64_t blocks = (kg + ops::kQuantizedConvBlock - 1) / ops::kQuantizedConvBlock;
+      packed.assign(static_cast<size_t>(groups * blocks * depth * ops::kQuantizedConvBlock), 0);
       for (int64_t g = 0; g < groups; ++g)
         for (int64_t o = 0; o < kg; ++o)
           for (int64_t t = 0; t < taps; ++t)
-            for (int64_t ci = 0; ci < cg; ++ci) {
-              const int64_t r = t * cg + ci;
-              packed[static_cast<size_t>(((g * (depth / 4) + r / 4) * kg + o) * 4 + r % 4)] =
+            for (int64_t ci = 0; ci < cg; ++ci)
+              packed[static_cast<size_t>(ops::quantized_conv2d_weight_index(depth, kg, g, o, t * cg + ci))] =
                   static_cast<uint8_t>(w_at(g * kg + o, ci, t));
-            }
-      packed_type = TensorType{DType::kI8, {groups, depth / 4, kg, 4}};
+      packed_type = TensorType{DType::kI8, {groups, blocks, depth / 4, ops::kQuantizedConvBlock, 4}};
     }
     std::vector<int32_t> bias(static_cast<size_t>(k));
     std::vector<float> multiplier(static_cast<size_t>(k));

@@ -63,8 +63,11 @@ struct QConvJob {
 // results to out[pixel * ldy + channel].
 struct Tile {
   const uint8_t* const* rows;
-  const int8_t* w;  // the group's weights at channel k0: step d4 at w + d4 * kg * 4
-  int64_t depth4, kg;
+  // The group's weights from channel k0 (a multiple of 16) on: channel
+  // k0 + c at reduction step d at w + c / 16 * block + d * 64 + c % 16 * 4
+  // (op.h's layout: blocks of 16 channels, each contiguous over the steps).
+  const int8_t* w;
+  int64_t depth4, block;
   const int32_t* bias;
   const float* multiplier;
   uint8_t* const* out;  // per pixel: its output at channel k0
@@ -76,8 +79,9 @@ template <int R>
 void tile_portable(const Tile& t) {
   for (int64_t c = 0; c < t.valid; ++c) {
     int32_t sum[R] = {};
+    const int8_t* wc = t.w + c / 16 * t.block + c % 16 * 4;
     for (int64_t d = 0; d < t.depth4; ++d) {
-      const int8_t* wv = t.w + (d * t.kg + c) * 4;
+      const int8_t* wv = wc + d * 64;
       for (int r = 0; r < R; ++r) {
         const uint8_t* a = t.rows[r] + d * 4;
         sum[r] += a[0] * wv[0] + a[1] * wv[1] + a[2] * wv[2] + a[3] * wv[3];
@@ -143,13 +147,15 @@ template <int R, int J>
     const int64_t left = std::clamp<int64_t>(t.valid - 16 * j, 0, 16);
     mask[j] = static_cast<__mmask16>((1u << left) - 1);
   }
+  // Block j's step d at w + j * block + d * 64: J sequential streams (the
+  // blocks are zero-padded to 16 channels, so no load needs a mask).
   const int8_t* w = t.w;
-  const int64_t step = t.kg * 4, depth = t.depth4 * 4;
-  for (int64_t d = 0; d < depth; d += 4, w += step) {
-    const __m512i w0 = _mm512_maskz_loadu_epi32(mask[0], w);
-    const __m512i w1 = J > 1 ? _mm512_maskz_loadu_epi32(mask[1], w + 64) : w0;
-    const __m512i w2 = J > 2 ? _mm512_maskz_loadu_epi32(mask[2], w + 128) : w0;
-    const __m512i w3 = J > 3 ? _mm512_maskz_loadu_epi32(mask[3], w + 192) : w0;
+  const int64_t block = t.block, depth = t.depth4 * 4;
+  for (int64_t d = 0; d < depth; d += 4, w += 64) {
+    const __m512i w0 = _mm512_loadu_si512(w);
+    const __m512i w1 = J > 1 ? _mm512_loadu_si512(w + block) : w0;
+    const __m512i w2 = J > 2 ? _mm512_loadu_si512(w + 2 * block) : w0;
+    const __m512i w3 = J > 3 ? _mm512_loadu_si512(w + 3 * block) : w0;
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       int32_t a4;
@@ -188,15 +194,10 @@ template <int R>
   __m256i sum[R][2];
   for (int r = 0; r < R; ++r) sum[r][0] = sum[r][1] = _mm256_setzero_si256();
   const int64_t n = std::min<int64_t>(8, t.valid - c0);
-  const int8_t* w = t.w + c0 * 4;
-  const int64_t step = t.kg * 4;
-  alignas(32) int8_t tail[32] = {};
-  for (int64_t d = 0; d < t.depth4; ++d, w += step) {
+  // Channels c0 .. c0 + 7 of one 16-channel block: 32 of its 64 bytes per step (the block is zero-padded).
+  const int8_t* w = t.w + c0 / 16 * t.block + c0 % 16 * 4;
+  for (int64_t d = 0; d < t.depth4; ++d, w += 64) {
     const int8_t* wd = w;
-    if (n < 8) {  // the weights past the group's last channel are not ours to read
-      std::memcpy(tail, w, static_cast<size_t>(n) * 4);
-      wd = tail;
-    }
     const __m256i w0 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wd)));
     const __m256i w1 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wd + 16)));
     for (int r = 0; r < R; ++r) {
@@ -415,7 +416,8 @@ void dense_task(void* context, int64_t task, int participant) {
     out[i] = job.y + pixel * p.k + g * p.k_per_group;
   }
   const int64_t kg = p.k_per_group;
-  const int8_t* wg = job.w + g * (p.depth / 4) * kg * 4;
+  const int64_t block = p.depth / 4 * 64;  // bytes per block of 16 channels
+  const int8_t* wg = job.w + g * ((kg + 15) / 16) * block;
   const int64_t k_first = part * job.channels_per_part, k_end = std::min(kg, k_first + job.channels_per_part);
   for (int64_t k0 = k_first; k0 < k_end; k0 += 64) {
     const int64_t valid = std::min<int64_t>(64, k_end - k0);
@@ -425,8 +427,8 @@ void dense_task(void* context, int64_t task, int participant) {
       const int rows_here = static_cast<int>(std::min<int64_t>(kTileRows, pixels - i));
       for (int r = 0; r < rows_here; ++r) tile_out[r] = out[i + r] + k0;
       const int64_t bias_at = g * kg + k0;
-      const Tile t{rows + i,           wg + k0 * 4, p.depth / 4, kg, job.bias + bias_at, job.multiplier + bias_at,
-                   tile_out,           valid,       p.y_zero,    p.y_min, p.y_max};
+      const Tile t{rows + i, wg + k0 / 16 * block, p.depth / 4, block, job.bias + bias_at, job.multiplier + bias_at,
+                   tile_out, valid,  p.y_zero,  p.y_min, p.y_max};
       run_rows(t, rows_here, units);
     }
   }

@@ -952,10 +952,12 @@ Result<std::vector<TensorType>> infer_quantized_conv2d(std::span<const TensorTyp
                             " (int32 sums would overflow)");
   const int64_t depth = (taps * per_group + 3) / 4 * 4;
   const std::vector<int64_t> weights =
-      depthwise ? std::vector<int64_t>{taps, c} : std::vector<int64_t>{groups, depth / 4, k / groups, 4};
+      depthwise ? std::vector<int64_t>{taps, c}
+                : std::vector<int64_t>{groups, (k / groups + kQuantizedConvBlock - 1) / kQuantizedConvBlock, depth / 4,
+                                       kQuantizedConvBlock, 4};
   if (w.dtype != DType::kI8 || !(w.dims == weights))
     return invalid_argument(prefix(id) + "weights " + w.to_string() + " are not i8" + shape_str(weights) +
-                            (depthwise ? " (depthwise: [taps, C])" : " ([groups, depth/4, K/groups, 4])"));
+                            (depthwise ? " (depthwise: [taps, C])" : " ([groups, ceil(K/groups/16), depth/4, 16, 4])"));
   int64_t out_hw[2];
   for (int d = 0; d < 2; ++d) {
     const int64_t extent = x.dims[1 + d] + p[kQPadTop + d] + p[kQPadBottom + d];

@@ -28,7 +28,8 @@ Operands make(const ConvShape& s) {
   const bool depthwise = s.groups == s.c && s.groups == s.k;
   const int64_t depth = (taps * cg + 3) / 4 * 4;
   Operands o{HostTensor(DType::kU8, {s.n, s.h, s.w, s.c}),
-             depthwise ? HostTensor(DType::kI8, {taps, s.c}) : HostTensor(DType::kI8, {s.groups, depth / 4, kg, 4}),
+             depthwise ? HostTensor(DType::kI8, {taps, s.c})
+                       : HostTensor(DType::kI8, {s.groups, (kg + 15) / 16, depth / 4, 16, 4}),
              HostTensor(DType::kI32, {s.k}),
              HostTensor(DType::kF32, {s.k}),
              std::vector<int8_t>(static_cast<size_t>(s.k * cg * taps)),
@@ -53,7 +54,9 @@ Operands make(const ConvShape& s) {
           o.w.bytes[static_cast<size_t>(t * s.c + k)] = v;
         } else {
           const int64_t g = k / kg, r = t * cg + ci;
-          o.w.bytes[static_cast<size_t>(((g * (depth / 4) + r / 4) * kg + k % kg) * 4 + r % 4)] = v;
+          // The layout spelled out (op.h): [group, block of 16 channels, r / 4, channel % 16, r % 4].
+          o.w.bytes[static_cast<size_t>(((((g * ((kg + 15) / 16)) + k % kg / 16) * (depth / 4) + r / 4) * 16 + k % kg % 16) * 4 +
+                                        r % 4)] = v;
         }
       }
   return o;

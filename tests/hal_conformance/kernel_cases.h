@@ -544,13 +544,13 @@ inline std::vector<KernelCase> kernel_cases() {
       return t;
     };
     KernelCase dense{"quantized_conv2d 3x3 pad 1, 70 channels", OpId::kQuantizedConv2d,
-                     {bytes(DType::kU8, {1, 7, 6, 16}, 19), bytes(DType::kI8, {1, 36, 70, 4}, 20),
+                     {bytes(DType::kU8, {1, 7, 6, 16}, 19), bytes(DType::kI8, {1, 5, 36, 16, 4}, 20),
                       biases(70, 21), multipliers(70, 1.0f / 4000, 540)},
                      {3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 128, 90, 0, 255}};
     dense.exact = true;
     cases.push_back(dense);
     KernelCase pointwise{"quantized_conv2d 1x1 stride 2, relu bounds", OpId::kQuantizedConv2d,
-                         {bytes(DType::kU8, {2, 6, 6, 32}, 22), bytes(DType::kI8, {1, 8, 24, 4}, 23),
+                         {bytes(DType::kU8, {2, 6, 6, 32}, 22), bytes(DType::kI8, {1, 2, 8, 16, 4}, 23),
                           biases(24, 24), multipliers(24, 1.0f / 1000, 541)},
                          {1, 1, 2, 2, 0, 0, 0, 0, 1, 1, 1, 7, 60, 60, 255}};
     pointwise.exact = true;

@@ -159,7 +159,7 @@ inline std::vector<OpSample> op_samples() {
   s.push_back({kDequantizeInt4, {t(DType::kU8, {2, 3, 48}), t(DType::kF16, {2, 3, 3})}, {}, {}});
   s.push_back({kIntegerMatmul, {t(DType::kU8, {2, 3, 70}), t(DType::kI8, {5, 70}), t(DType::kU8, {})}, {}, {}});
   s.push_back({kQuantizedConv2d,
-               {t(DType::kU8, {1, 6, 5, 8}), t(DType::kI8, {2, 9, 6, 4}), t(DType::kI32, {12}), f32({12})},
+               {t(DType::kU8, {1, 6, 5, 8}), t(DType::kI8, {2, 1, 9, 16, 4}), t(DType::kI32, {12}), f32({12})},
                {{"kernel", list({3, 3})}, {"pads", list({1, 1, 1, 1})}, {"groups", i64(2)}, {"x_zero", i64(128)},
                 {"y_zero", i64(3)}, {"y_min", i64(3)}},
                {}});

@@ -126,7 +126,7 @@ __device__ inline int32_t quantized_conv2d_sum_dp4a(const hexir::ops::QuantizedC
           memcpy(&bytes, px + ci, 4);
           xv = static_cast<int32_t>(bytes ^ 0x80808080u);
         }
-        memcpy(&wv, w + ((g * (q.depth / 4) + r / 4) * q.k_per_group + kg) * 4, 4);
+        memcpy(&wv, w + hexir::ops::quantized_conv2d_weight_index(q.depth, q.k_per_group, g, kg, r), 4);
         sum = __dp4a(xv, wv, sum);
         sum_w = __dp4a(0x01010101, wv, sum_w);
       }

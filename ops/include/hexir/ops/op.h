@@ -339,9 +339,11 @@ enum class OpId : uint16_t {
   // -x_zero * sum w and the float bias into bias, x_scale * w_scale[k] /
   // y_scale into multiplier, and a relu or clip into [y_min, y_max].
   // Weights: depthwise (groups = C = K) [KH*KW, C]; otherwise [groups,
-  // depth/4, K/groups, 4], reduction index r = (ky*KW + kx)*C/groups + ci
-  // padded with zeros to depth (a multiple of 4): four consecutive r of one
-  // output channel side by side, what vpdpbusd multiplies. At most 65536
+  // ceil(K/groups/16), depth/4, 16, 4] (plans.h quantized_conv2d_weight_index),
+  // reduction index r = (ky*KW + kx)*C/groups + ci padded with zeros to
+  // depth (a multiple of 4): four consecutive r of one output channel side
+  // by side, what vpdpbusd multiplies, 16 channels to 64 bytes, each block of
+  // 16 contiguous over r (zeros past the group's channels). At most 65536
   // terms per sum. [kernel_h, kernel_w, stride_h, stride_w, pad_top,
   // pad_left, pad_bottom, pad_right, dilation_h, dilation_w, groups, x_zero,
   // y_zero, y_min, y_max].

@@ -501,10 +501,12 @@ HEXIR_PLAN_FN uint8_t quantized_add_of(const QuantizedAddPlan& p, uint8_t a, uin
 
 // quantized_conv2d (op.h): channels-last u8 x [n, h, w, c] and int8 weights
 // to u8 [n, oh, ow, k], the int32 sum requantized in the epilogue. Dense
-// and grouped: weights [groups, depth / 4, k_per_group, 4], the reduction
-// index r = (ky * kw + kx) * c_per_group + ci padded with zeros to `depth`
-// (a multiple of 4: the VNNI layout, 4 consecutive r of one output channel
-// in one 32-bit lane). Depthwise (groups = c = k): weights [kh * kw, c].
+// and grouped: weights [groups, ceil(k_per_group / 16), depth / 4, 16, 4]
+// (quantized_conv2d_weight_index), the reduction index r = (ky * kw + kx) *
+// c_per_group + ci padded with zeros to `depth` (a multiple of 4: the VNNI
+// layout, 4 consecutive r of one output channel in one 32-bit lane), each
+// block of 16 output channels contiguous over r, zeros past the group's
+// channels. Depthwise (groups = c = k): weights [kh * kw, c].
 struct QuantizedConv2dPlan {
   int64_t n, h, w, c;
   int64_t k, oh, ow;
@@ -518,6 +520,16 @@ struct QuantizedConv2dPlan {
   int32_t x_zero, y_zero, y_min, y_max;
 };
 inline constexpr int64_t kQuantizedConvMaxDepth = 65536;  // |sum| <= 65536 * 255 * 128 < 2^31
+inline constexpr int64_t kQuantizedConvBlock = 16;        // output channels per weight block
+
+// Where the weight of output channel `kg` of group g at reduction index r
+// lies in a dense or grouped quantized_conv2d's weights.
+HEXIR_PLAN_FN int64_t quantized_conv2d_weight_index(int64_t depth, int64_t k_per_group, int64_t g, int64_t kg,
+                                                    int64_t r) {
+  const int64_t blocks = (k_per_group + kQuantizedConvBlock - 1) / kQuantizedConvBlock;
+  return (((g * blocks + kg / kQuantizedConvBlock) * (depth / 4) + r / 4) * kQuantizedConvBlock +
+          kg % kQuantizedConvBlock) * 4 + r % 4;
+}
 
 // The int32 sum of output element (n, oy, ox, k) of a quantized_conv2d:
 // every tap of the window, a tap outside the input reading x_zero (the bias
@@ -540,7 +552,7 @@ HEXIR_PLAN_FN int32_t quantized_conv2d_sum(const QuantizedConv2dPlan& p, const u
           wv = w[tap * p.c + k];
         } else {
           const int64_t r = tap * p.c_per_group + ci;
-          wv = w[((g * (p.depth / 4) + r / 4) * p.k_per_group + kg) * 4 + r % 4];
+          wv = w[quantized_conv2d_weight_index(p.depth, p.k_per_group, g, kg, r)];
         }
         sum += xv * wv;
       }
