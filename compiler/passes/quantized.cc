@@ -73,9 +73,9 @@ struct Match {
   std::optional<std::vector<float>> bias;
 };
 
-class IntegerConvolutions {
+class IntegerKernels {
  public:
-  IntegerConvolutions(Module& module, Function& fn)
+  IntegerKernels(Module& module, Function& fn)
       : module_(module), fn_(fn), uses_(value_uses(fn)), region_(innermost_regions(fn)) {}
 
   size_t run() {
@@ -413,7 +413,7 @@ class IntegerConvolutions {
 
 size_t use_integer_kernels(Module& module) {
   size_t rewritten = 0;
-  for (Function& fn : module.functions) rewritten += IntegerConvolutions(module, fn).run();
+  for (Function& fn : module.functions) rewritten += IntegerKernels(module, fn).run();
   return rewritten;
 }
 

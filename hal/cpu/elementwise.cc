@@ -662,7 +662,8 @@ template <typename Q>
 
 // The elements of [0, n) a vector loop took, per tensor (the rest go scalar).
 template <typename Q>
-int64_t quantize_vector(const float* x, float scale, int32_t zero, Q* out, int64_t n) {
+int64_t quantize_vector([[maybe_unused]] const float* x, [[maybe_unused]] float scale, [[maybe_unused]] int32_t zero,
+                        [[maybe_unused]] Q* out, [[maybe_unused]] int64_t n) {
 #if defined(__x86_64__) && defined(__GNUC__)
   if (isa_avx512_bw_vl()) return quantize_avx512<Q>(x, scale, zero, out, n);
   if (isa_avx2()) return quantize_avx2<Q>(x, scale, zero, out, n);
@@ -671,7 +672,8 @@ int64_t quantize_vector(const float* x, float scale, int32_t zero, Q* out, int64
 }
 
 template <typename Q>
-int64_t dequantize_vector(const Q* x, float scale, int32_t zero, float* out, int64_t n) {
+int64_t dequantize_vector([[maybe_unused]] const Q* x, [[maybe_unused]] float scale, [[maybe_unused]] int32_t zero,
+                          [[maybe_unused]] float* out, [[maybe_unused]] int64_t n) {
 #if defined(__x86_64__) && defined(__GNUC__)
   if constexpr (sizeof(Q) == 1) {
     if (isa_avx512_bw_vl()) return dequantize_avx512<Q>(x, scale, zero, out, n);

@@ -92,6 +92,21 @@ void tile_portable(const Tile& t) {
   }
 }
 
+// Depthwise: the byte offsets into x of output pixel (n, oy, ox)'s taps, -1
+// for a tap outside the input (it reads x_zero). False past kMaxDepthwiseTaps.
+constexpr int64_t kMaxDepthwiseTaps = 81;
+[[maybe_unused]] bool depthwise_taps(const QuantizedConv2dPlan& p, int64_t n, int64_t oy, int64_t ox, int64_t* offset) {
+  if (p.kh * p.kw > kMaxDepthwiseTaps) return false;
+  for (int64_t ky = 0, t = 0; ky < p.kh; ++ky) {
+    const int64_t iy = oy * p.stride_h - p.pad_top + ky * p.dilation_h;
+    for (int64_t kx = 0; kx < p.kw; ++kx, ++t) {
+      const int64_t ix = ox * p.stride_w - p.pad_left + kx * p.dilation_w;
+      offset[t] = iy < 0 || iy >= p.h || ix < 0 || ix >= p.w ? -1 : ((n * p.h + iy) * p.w + ix) * p.c;
+    }
+  }
+  return true;
+}
+
 #if defined(HEXIR_QCONV_X86)
 // The requantization of 16 channels: their bias and multiplier, and the
 // bounds, loaded once per tile and applied to every pixel's sums.
@@ -217,21 +232,6 @@ template <int R>
       t.out[r][c0 + c] =
           ops::requantize_of(lanes[c], t.bias[c0 + c], t.multiplier[c0 + c], t.zero, t.lo, t.hi);
   }
-}
-
-// Depthwise: the byte offsets into x of output pixel (n, oy, ox)'s taps, -1
-// for a tap outside the input (it reads x_zero). False past kMaxDepthwiseTaps.
-constexpr int64_t kMaxDepthwiseTaps = 81;
-bool depthwise_taps(const QuantizedConv2dPlan& p, int64_t n, int64_t oy, int64_t ox, int64_t* offset) {
-  if (p.kh * p.kw > kMaxDepthwiseTaps) return false;
-  for (int64_t ky = 0, t = 0; ky < p.kh; ++ky) {
-    const int64_t iy = oy * p.stride_h - p.pad_top + ky * p.dilation_h;
-    for (int64_t kx = 0; kx < p.kw; ++kx, ++t) {
-      const int64_t ix = ox * p.stride_w - p.pad_left + kx * p.dilation_w;
-      offset[t] = iy < 0 || iy >= p.h || ix < 0 || ix >= p.w ? -1 : ((n * p.h + iy) * p.w + ix) * p.c;
-    }
-  }
-  return true;
 }
 
 // Depthwise output pixel (n, oy, ox), 64 channels (4 vectors) per pass over
@@ -439,7 +439,6 @@ void depthwise_task(void* context, int64_t task, int) {
   const QConvJob& job = *static_cast<const QConvJob*>(context);
   const QuantizedConv2dPlan& p = *job.p;
   const int64_t n = task / p.oh, oy = task % p.oh;
-  int64_t offset[kMaxDepthwiseTaps];
   // The pixels whose 3x3 window lies inside the input, when the row's does: one pass per channel block.
   int64_t inside_begin = 0, inside_end = 0;
 #if defined(HEXIR_QCONV_X86)
@@ -459,6 +458,7 @@ void depthwise_task(void* context, int64_t task, int) {
     }
     uint8_t* out = job.y + ((n * p.oh + oy) * p.ow + ox) * p.k;
 #if defined(HEXIR_QCONV_X86)
+    int64_t offset[kMaxDepthwiseTaps];
     if (depthwise_taps(p, n, oy, ox, offset)) {
       if (isa_avx512_bw_vl()) {
         depthwise_pixel_avx512(job, offset, out);
