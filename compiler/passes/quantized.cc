@@ -371,7 +371,7 @@ class IntegerKernels {
     const std::vector<TensorType> types{x_nhwc, packed_type, TensorType{DType::kI32, {k}},
                                         TensorType{DType::kF32, {k}}};
     const Result<TensorType> result = ops::infer_result_type(OpId::kQuantizedConv2d, types, params);
-    const TensorType& y_type = value(q.results[0]).type;
+    const TensorType y_type = value(q.results[0]).type;  // a copy: use_constant below grows fn_.values
     const std::vector<int64_t> y_nhwc =
         m.matmul ? std::vector<int64_t>{1, 1, rows, k}
                  : std::vector<int64_t>{y_type.dims[0], y_type.dims[2], y_type.dims[3], y_type.dims[1]};

@@ -60,7 +60,7 @@ struct QConvJob {
 
 // The tile's operands: `rows` pixel rows of depth bytes, output channels
 // [k0, k0 + 16 * J) of group g (the last vector masked to `valid` channels),
-// results to out[pixel * ldy + channel].
+// pixel r's results from out[r] on.
 struct Tile {
   const uint8_t* const* rows;
   // The group's weights from channel k0 (a multiple of 16) on: channel
