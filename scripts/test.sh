@@ -193,10 +193,12 @@ tsan_leg() {
   leg_time "tsan build" "$t"
   t=$(now)
   export TSAN_OPTIONS=halt_on_error=1:abort_on_error=1:second_deadlock_stack=1
-  meson test -C build-tsan --no-rebuild --print-errorlogs --num-processes 1 hal
+  # The timeouts as the asan leg's: unoptimized and instrumented, test_hal took 33-40 s of
+  # meson's 30 on a 2-core EPYC host (12 s on the host before it).
+  meson test -C build-tsan --no-rebuild --print-errorlogs --num-processes 1 --timeout-multiplier 4 hal
   rc=$?
   count_testlog build-tsan $rc
-  meson test -C build-tsan --no-rebuild --print-errorlogs --num-processes 2 vm vm_control e2e embed_c_api \
+  meson test -C build-tsan --no-rebuild --print-errorlogs --num-processes 2 --timeout-multiplier 4 vm vm_control e2e embed_c_api \
     "--test-args=--test-case=$tsan_cases"
   rc=$?
   count_testlog build-tsan $rc filtered
