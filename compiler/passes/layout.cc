@@ -10,9 +10,6 @@ namespace {
 
 using ops::OpId;
 
-// NCHW -> NHWC and back, as transpose perms; kToNhwc[d] is the NCHW dim at NHWC position d.
-constexpr int64_t kToNhwc[4] = {0, 2, 3, 1};
-constexpr int64_t kToNchw[4] = {0, 3, 1, 2};
 // Below this many input channels per group a convolution (a stem) stays NCHW:
 // its taps would each give the register tile a few multiply-adds.
 constexpr int64_t kMinChannelsPerGroup = 8;

@@ -3,10 +3,17 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "hexir/compiler/graph.h"
 
 namespace hexir::compiler {
+
+// NCHW -> NHWC and back, as transpose perms; kToNhwc[d] is the NCHW dim at
+// NHWC position d. A pass that puts these transposes around a channels-last
+// operator (quantized.h) has them taken as a region's edges here.
+inline constexpr int64_t kToNhwc[4] = {0, 2, 3, 1};
+inline constexpr int64_t kToNchw[4] = {0, 3, 1, 2};
 
 // Convolutions in channels-last order. At the top level of each function
 // (never inside a loop or a branch), a conv2d on f32 becomes

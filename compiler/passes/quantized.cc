@@ -11,14 +11,13 @@
 #include "hexir/ops/plans.h"
 #include "ir/constant_data.h"
 #include "passes/fusion.h"
+#include "passes/layout.h"
 
 namespace hexir::compiler {
 namespace {
 
 using ops::OpId;
 
-constexpr int64_t kToNhwc[4] = {0, 2, 3, 1};
-constexpr int64_t kToNchw[4] = {0, 3, 1, 2};
 
 bool one_element(const TensorType& t) {
   return std::all_of(t.dims.begin(), t.dims.end(), [](int64_t d) { return d == 1; });

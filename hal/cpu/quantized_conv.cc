@@ -92,18 +92,14 @@ void tile_portable(const Tile& t) {
   }
 }
 
-// Depthwise: the byte offsets into x of output pixel (n, oy, ox)'s taps, -1
-// for a tap outside the input (it reads x_zero). False past kMaxDepthwiseTaps.
+// Depthwise: where output pixel (n, oy, ox)'s taps read (nullptr: x_zero).
+// False past kMaxDepthwiseTaps.
 constexpr int64_t kMaxDepthwiseTaps = 81;
-[[maybe_unused]] bool depthwise_taps(const QuantizedConv2dPlan& p, int64_t n, int64_t oy, int64_t ox, int64_t* offset) {
+[[maybe_unused]] bool depthwise_taps(const QuantizedConv2dPlan& p, const uint8_t* x, int64_t n, int64_t oy,
+                                     int64_t ox, const uint8_t** taps) {
   if (p.kh * p.kw > kMaxDepthwiseTaps) return false;
-  for (int64_t ky = 0, t = 0; ky < p.kh; ++ky) {
-    const int64_t iy = oy * p.stride_h - p.pad_top + ky * p.dilation_h;
-    for (int64_t kx = 0; kx < p.kw; ++kx, ++t) {
-      const int64_t ix = ox * p.stride_w - p.pad_left + kx * p.dilation_w;
-      offset[t] = iy < 0 || iy >= p.h || ix < 0 || ix >= p.w ? -1 : ((n * p.h + iy) * p.w + ix) * p.c;
-    }
-  }
+  for (int64_t ky = 0; ky < p.kh; ++ky)
+    for (int64_t kx = 0; kx < p.kw; ++kx) taps[ky * p.kw + kx] = ops::quantized_conv2d_tap(p, x, n, oy, ox, ky, kx);
   return true;
 }
 
@@ -237,7 +233,7 @@ template <int R>
 // Depthwise output pixel (n, oy, ox), 64 channels (4 vectors) per pass over
 // the taps: x zero-extended and w sign-extended to int32, vpmaddwd of the
 // two is their product (the high int16 halves multiply to 0).
-[[gnu::target("avx512f,avx512bw,avx512vl")]] void depthwise_pixel_avx512(const QConvJob& job, const int64_t* offset,
+[[gnu::target("avx512f,avx512bw,avx512vl")]] void depthwise_pixel_avx512(const QConvJob& job, const uint8_t* const* tap_x,
                                                                           uint8_t* out) {
   const QuantizedConv2dPlan& p = *job.p;
   const int64_t taps = p.kh * p.kw;
@@ -253,7 +249,7 @@ template <int R>
     }
     for (int64_t tap = 0; tap < taps; ++tap) {
       const int8_t* w = job.w + tap * p.c + c;
-      const uint8_t* x = offset[tap] >= 0 ? job.x + offset[tap] + c : nullptr;
+      const uint8_t* x = tap_x[tap] ? tap_x[tap] + c : nullptr;
 #pragma GCC unroll 4
       for (int v = 0; v < 4; ++v) {
         const __m512i wv = _mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(mask[v], w + 16 * v));
@@ -299,7 +295,7 @@ template <int R>
 }
 
 // The same with AVX2, 32 channels per pass; the last C % 32 one at a time.
-[[gnu::target("avx2")]] void depthwise_pixel_avx2(const QConvJob& job, const int64_t* offset, uint8_t* out,
+[[gnu::target("avx2")]] void depthwise_pixel_avx2(const QConvJob& job, const uint8_t* const* tap_x, uint8_t* out,
                                                    int64_t n, int64_t oy, int64_t ox) {
   const QuantizedConv2dPlan& p = *job.p;
   const int64_t taps = p.kh * p.kw;
@@ -310,7 +306,7 @@ template <int R>
     for (int v = 0; v < 4; ++v) sum[v] = _mm256_setzero_si256();
     for (int64_t tap = 0; tap < taps; ++tap) {
       const int8_t* w = job.w + tap * p.c + c;
-      const uint8_t* x = offset[tap] >= 0 ? job.x + offset[tap] + c : nullptr;
+      const uint8_t* x = tap_x[tap] ? tap_x[tap] + c : nullptr;
 #pragma GCC unroll 4
       for (int v = 0; v < 4; ++v) {
         const __m256i wv = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(w + 8 * v)));
@@ -373,18 +369,18 @@ void gather_row(const QuantizedConv2dPlan& p, const uint8_t* x, int64_t g, int64
   // One group and a row of taps inside the input: the row's channels lie side by side in x.
   const bool whole_rows = p.groups == 1 && p.dilation_w == 1 && ix0 >= 0 && ix0 + p.kw <= p.w;
   for (int64_t ky = 0; ky < p.kh; ++ky) {
-    const int64_t iy = oy * p.stride_h - p.pad_top + ky * p.dilation_h;
-    if (whole_rows && iy >= 0 && iy < p.h) {
-      std::memcpy(d, x + ((n * p.h + iy) * p.w + ix0) * p.c, static_cast<size_t>(p.kw * cg));
+    const uint8_t* first = ops::quantized_conv2d_tap(p, x, n, oy, ox, ky, 0);
+    if (whole_rows && first) {
+      std::memcpy(d, first, static_cast<size_t>(p.kw * cg));
       d += p.kw * cg;
       continue;
     }
     for (int64_t kx = 0; kx < p.kw; ++kx, d += cg) {
-      const int64_t ix = ox * p.stride_w - p.pad_left + kx * p.dilation_w;
-      if (iy < 0 || iy >= p.h || ix < 0 || ix >= p.w)
-        std::memset(d, p.x_zero, static_cast<size_t>(cg));
+      const uint8_t* tap = ops::quantized_conv2d_tap(p, x, n, oy, ox, ky, kx);
+      if (tap)
+        std::memcpy(d, tap + g * cg, static_cast<size_t>(cg));
       else
-        std::memcpy(d, x + ((n * p.h + iy) * p.w + ix) * p.c + g * cg, static_cast<size_t>(cg));
+        std::memset(d, p.x_zero, static_cast<size_t>(cg));
     }
   }
   std::memset(d, 0, static_cast<size_t>(dst + p.depth - d));
@@ -458,14 +454,14 @@ void depthwise_task(void* context, int64_t task, int) {
     }
     uint8_t* out = job.y + ((n * p.oh + oy) * p.ow + ox) * p.k;
 #if defined(HEXIR_QCONV_X86)
-    int64_t offset[kMaxDepthwiseTaps];
-    if (depthwise_taps(p, n, oy, ox, offset)) {
+    const uint8_t* taps[kMaxDepthwiseTaps];
+    if (depthwise_taps(p, job.x, n, oy, ox, taps)) {
       if (isa_avx512_bw_vl()) {
-        depthwise_pixel_avx512(job, offset, out);
+        depthwise_pixel_avx512(job, taps, out);
         continue;
       }
       if (isa_avx2()) {
-        depthwise_pixel_avx2(job, offset, out, n, oy, ox);
+        depthwise_pixel_avx2(job, taps, out, n, oy, ox);
         continue;
       }
     }

@@ -2,7 +2,9 @@
 // definition (op.h): float-free int32 sums over unpacked [K, C/g, KH, KW]
 // weights, then the requantization, byte for byte, on every kernel path
 // (the test runs again under each HEXIR_MAX_CPU_ISA cap) and on a pool.
+#include <bit>
 #include <cstring>
+#include <limits>
 
 #include "hal_test_util.h"
 
@@ -161,6 +163,22 @@ TEST_CASE("quantized_conv2d: the rule refuses malformed operands, naming them") 
   wrong = in;
   wrong[0].dtype = DType::kI8;
   CHECK(!ops::infer_result_type(OpId::kQuantizedConv2d, wrong, o.params).ok());
+}
+
+TEST_CASE("quantized_add: the rule refuses operands of two shapes, bounds out of order and non-finite multipliers") {
+  const TensorType a{DType::kU8, {2, 3}}, b{DType::kU8, {3, 2}};
+  const std::vector<int64_t> ok{128, 3, 7, 7, 255, std::bit_cast<int64_t>(0.5), std::bit_cast<int64_t>(1.25)};
+  CHECK(ops::infer_result_type(OpId::kQuantizedAdd, std::vector<TensorType>{a, a}, ok).ok());
+  CHECK(ops::infer_result_type(OpId::kQuantizedAdd, std::vector<TensorType>{a, b}, ok).status().message().find(
+            "one shape") != std::string::npos);
+  std::vector<int64_t> bad = ok;
+  bad[3] = 200, bad[4] = 100;
+  CHECK(ops::infer_result_type(OpId::kQuantizedAdd, std::vector<TensorType>{a, a}, bad).status().message().find(
+            "y_min") != std::string::npos);
+  bad = ok;
+  bad[5] = std::bit_cast<int64_t>(std::numeric_limits<double>::infinity());
+  CHECK(ops::infer_result_type(OpId::kQuantizedAdd, std::vector<TensorType>{a, a}, bad).status().message().find(
+            "finite") != std::string::npos);
 }
 
 }  // namespace

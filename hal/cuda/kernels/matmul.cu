@@ -113,17 +113,14 @@ __device__ inline int32_t quantized_conv2d_sum_dp4a(const hexir::ops::QuantizedC
   int32_t sum = 0, sum_w = 0;
   for (int64_t ky = 0; ky < q.kh; ++ky)
     for (int64_t kx = 0; kx < q.kw; ++kx) {
-      const int64_t iy = oy * q.stride_h - q.pad_top + ky * q.dilation_h;
-      const int64_t ix = ox * q.stride_w - q.pad_left + kx * q.dilation_w;
-      const bool inside = iy >= 0 && iy < q.h && ix >= 0 && ix < q.w;
-      const uint8_t* px = inside ? x + ((n * q.h + iy) * q.w + ix) * q.c + g * q.c_per_group : nullptr;
+      const uint8_t* px = hexir::ops::quantized_conv2d_tap(q, x, n, oy, ox, ky, kx);
       const int64_t r0 = (ky * q.kw + kx) * q.c_per_group;
       for (int64_t ci = 0; ci < q.c_per_group; ci += 4) {
         const int64_t r = r0 + ci;
         int32_t xv = padding, wv;
-        if (inside) {
+        if (px) {
           uint32_t bytes;
-          memcpy(&bytes, px + ci, 4);
+          memcpy(&bytes, px + g * q.c_per_group + ci, 4);
           xv = static_cast<int32_t>(bytes ^ 0x80808080u);
         }
         memcpy(&wv, w + hexir::ops::quantized_conv2d_weight_index(q.depth, q.k_per_group, g, kg, r), 4);

@@ -534,19 +534,26 @@ HEXIR_PLAN_FN int64_t quantized_conv2d_weight_index(int64_t depth, int64_t k_per
 // The int32 sum of output element (n, oy, ox, k) of a quantized_conv2d:
 // every tap of the window, a tap outside the input reading x_zero (the bias
 // holds -x_zero * sum w, so padding adds nothing net). Exact in any order.
+// The input pixel tap (ky, kx) of output pixel (n, oy, ox) reads (its
+// first channel), or nullptr when the tap falls outside the input (it
+// reads x_zero): the window's geometry, for every kernel of the operator.
+HEXIR_PLAN_FN const uint8_t* quantized_conv2d_tap(const QuantizedConv2dPlan& p, const uint8_t* x, int64_t n,
+                                                  int64_t oy, int64_t ox, int64_t ky, int64_t kx) {
+  const int64_t iy = oy * p.stride_h - p.pad_top + ky * p.dilation_h;
+  const int64_t ix = ox * p.stride_w - p.pad_left + kx * p.dilation_w;
+  return iy >= 0 && iy < p.h && ix >= 0 && ix < p.w ? x + ((n * p.h + iy) * p.w + ix) * p.c : nullptr;
+}
+
 HEXIR_PLAN_FN int32_t quantized_conv2d_sum(const QuantizedConv2dPlan& p, const uint8_t* x, const int8_t* w,
                                            int64_t n, int64_t oy, int64_t ox, int64_t k) {
   const int64_t g = k / p.k_per_group, kg = k % p.k_per_group;
   int32_t sum = 0;
   for (int64_t ky = 0; ky < p.kh; ++ky)
     for (int64_t kx = 0; kx < p.kw; ++kx) {
-      const int64_t iy = oy * p.stride_h - p.pad_top + ky * p.dilation_h;
-      const int64_t ix = ox * p.stride_w - p.pad_left + kx * p.dilation_w;
-      const bool inside = iy >= 0 && iy < p.h && ix >= 0 && ix < p.w;
-      const uint8_t* px = inside ? x + ((n * p.h + iy) * p.w + ix) * p.c + g * p.c_per_group : nullptr;
+      const uint8_t* px = quantized_conv2d_tap(p, x, n, oy, ox, ky, kx);
       const int64_t tap = ky * p.kw + kx;
       for (int64_t ci = 0; ci < p.c_per_group; ++ci) {
-        const int32_t xv = inside ? px[ci] : p.x_zero;
+        const int32_t xv = px ? px[g * p.c_per_group + ci] : p.x_zero;
         int32_t wv;
         if (p.depthwise) {
           wv = w[tap * p.c + k];
