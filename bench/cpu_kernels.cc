@@ -473,6 +473,9 @@ int main(int argc, char** argv) {
   integer_shapes.push_back(qconv("quantized_conv2d 1x1 16->96 at 112 (shallow)", 16, 112, 96, 1, 1, 1));
   integer_shapes.push_back(qconv("quantized_conv2d depthwise 3x3 144 at 56", 144, 56, 144, 3, 1, 144));
   integer_shapes.push_back(qconv("quantized_conv2d depthwise 3x3 32 at 112", 32, 112, 32, 3, 1, 32));
+  integer_shapes.push_back(qconv("quantized_conv2d depthwise 3x3 192 at 28", 192, 28, 192, 3, 1, 192));
+  integer_shapes.push_back(qconv("quantized_conv2d depthwise 3x3 576 at 14", 576, 14, 576, 3, 1, 576));
+  integer_shapes.push_back(qconv("quantized_conv2d depthwise 3x3 960 at 7", 960, 7, 960, 3, 1, 960));
   const double int8_peak = measured_int8_peak();
   std::printf("\nmeasured int8 peak (vpdpbusd chains): %.1f GOPS per core%s\n\n", int8_peak,
               int8_peak > 0 ? "" : " (no AVX-512 VNNI)");

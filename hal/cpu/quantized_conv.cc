@@ -30,6 +30,7 @@
 // inlined into target("avx512...") functions for an uninitialized read.
 #if !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 #endif
 
@@ -294,6 +295,136 @@ template <int R>
   }
 }
 
+// Depthwise with VNNI: four taps of a channel in one 32-bit lane, so one
+// vpdpbusd adds 4 taps x 16 channels. Per block of 64 channels, four taps'
+// bytes are interleaved by two rounds of unpacks (per 128-bit lane L:
+// unpack*_epi8 of taps 0/1 and 2/3, then unpack*_epi16 of those): vector j
+// holds channels 16L + 4j .. 16L + 4j + 3, a tap per byte. The weights are
+// interleaved the same way once per task, the biases and multipliers
+// permuted to match, and the requantized lanes' signed/unsigned packs undo
+// the permutation (packs_epi32 of vectors 0, 1 is channels 16L .. 16L + 7,
+// of 2, 3 the next 8). A tap outside the input, and the missing taps of the
+// last group of four (weight 0), read a row of x_zero. 2.5x fewer vector
+// operations per product than widening to int32 (vpmaddwd): 2.1-2.5x faster
+// on MobileNet-V2's 192 to 960 channels, 1.5x on 144 (a block of 64 a
+// quarter full).
+constexpr int64_t kDepthwiseVnniBytes = 48 * 1024;  // a task's interleaved weights, biases, multipliers, zero row
+
+struct DepthwiseVnniLayout {
+  int64_t blocks, groups;       // of 64 channels; of 4 taps
+  int64_t weights, bias, mult;  // byte offsets in the task's buffer
+  int64_t zero_row;
+  int64_t bytes;
+};
+DepthwiseVnniLayout depthwise_vnni_layout(const QuantizedConv2dPlan& p) {
+  DepthwiseVnniLayout l{};
+  l.blocks = (p.c + 63) / 64;
+  l.groups = (p.kh * p.kw + 3) / 4;
+  l.weights = 0;
+  l.bias = l.groups * l.blocks * 256;
+  l.mult = l.bias + l.blocks * 256;
+  l.zero_row = l.mult + l.blocks * 256;
+  l.bytes = l.zero_row + l.blocks * 64;
+  return l;
+}
+
+// A mask of the first n (<= 64) bytes.
+inline uint64_t byte_mask(int64_t n) { return n >= 64 ? ~uint64_t{0} : (uint64_t{1} << n) - 1; }
+
+[[gnu::target("avx512f,avx512bw,avx512vl")]] inline void interleave4(__m512i t0, __m512i t1, __m512i t2, __m512i t3,
+                                                                     __m512i* v) {
+  const __m512i a = _mm512_unpacklo_epi8(t0, t1), b = _mm512_unpackhi_epi8(t0, t1);
+  const __m512i c = _mm512_unpacklo_epi8(t2, t3), d = _mm512_unpackhi_epi8(t2, t3);
+  v[0] = _mm512_unpacklo_epi16(a, c);
+  v[1] = _mm512_unpackhi_epi16(a, c);
+  v[2] = _mm512_unpacklo_epi16(b, d);
+  v[3] = _mm512_unpackhi_epi16(b, d);
+}
+
+// Output rows [row_begin, row_end) of (n * oh) rows.
+[[gnu::target("avx512f,avx512bw,avx512vl,avx512vnni")]] void depthwise_rows_vnni(const QConvJob& job,
+                                                                                  int64_t row_begin,
+                                                                                  int64_t row_end) {
+  const QuantizedConv2dPlan& p = *job.p;
+  const DepthwiseVnniLayout l = depthwise_vnni_layout(p);
+  alignas(64) uint8_t buffer[kDepthwiseVnniBytes];
+  auto* wq = reinterpret_cast<__m512i*>(buffer + l.weights);  // [group][block][4]
+  auto* bias = reinterpret_cast<int32_t*>(buffer + l.bias);
+  auto* mult = reinterpret_cast<float*>(buffer + l.mult);
+  const uint8_t* zero_row = buffer + l.zero_row;
+  std::memset(buffer + l.zero_row, p.x_zero, static_cast<size_t>(l.blocks * 64));
+  const int64_t taps = p.kh * p.kw;
+  for (int64_t b = 0; b < l.blocks; ++b) {
+    const uint64_t mask = byte_mask(p.c - 64 * b);
+    for (int64_t g = 0; g < l.groups; ++g) {
+      __m512i t[4];
+      for (int i = 0; i < 4; ++i)
+        t[i] = 4 * g + i < taps ? _mm512_maskz_loadu_epi8(mask, job.w + (4 * g + i) * p.c + 64 * b)
+                                : _mm512_setzero_si512();
+      interleave4(t[0], t[1], t[2], t[3], wq + (g * l.blocks + b) * 4);
+    }
+    // Lane i of vector j, 128-bit lane L: channel 64b + 16L + 4j + i.
+    for (int j = 0; j < 4; ++j)
+      for (int lane = 0; lane < 4; ++lane)
+        for (int i = 0; i < 4; ++i) {
+          const int64_t c = 64 * b + 16 * lane + 4 * j + i, at = 64 * b + 16 * j + 4 * lane + i;
+          bias[at] = c < p.c ? job.bias[c] : 0;
+          mult[at] = c < p.c ? job.multiplier[c] : 0.0f;
+        }
+  }
+  const __m512i y_zero = _mm512_set1_epi32(p.y_zero);
+  const __m512 low = _mm512_set1_ps(static_cast<float>(p.y_min - p.y_zero));
+  const __m512 high = _mm512_set1_ps(static_cast<float>(p.y_max - p.y_zero));
+  int64_t rel[kMaxDepthwiseTaps];  // a tap's byte offset from its window's first pixel
+  for (int64_t ky = 0; ky < p.kh; ++ky)
+    for (int64_t kx = 0; kx < p.kw; ++kx) rel[ky * p.kw + kx] = (ky * p.dilation_h * p.w + kx * p.dilation_w) * p.c;
+  const uint8_t* tap[kMaxDepthwiseTaps + 3];
+  for (int64_t row = row_begin; row < row_end; ++row) {
+    const int64_t n = row / p.oh, oy = row % p.oh, iy0 = oy * p.stride_h - p.pad_top;
+    const bool rows_inside = iy0 >= 0 && iy0 + (p.kh - 1) * p.dilation_h < p.h;
+    for (int64_t ox = 0; ox < p.ow; ++ox) {
+      const int64_t ix0 = ox * p.stride_w - p.pad_left;
+      if (rows_inside && ix0 >= 0 && ix0 + (p.kw - 1) * p.dilation_w < p.w) {
+        const uint8_t* first = job.x + ((n * p.h + iy0) * p.w + ix0) * p.c;
+        for (int64_t i = 0; i < taps; ++i) tap[i] = first + rel[i];
+      } else {
+        for (int64_t ky = 0; ky < p.kh; ++ky)
+          for (int64_t kx = 0; kx < p.kw; ++kx) {
+            const uint8_t* at = ops::quantized_conv2d_tap(p, job.x, n, oy, ox, ky, kx);
+            tap[ky * p.kw + kx] = at ? at : zero_row;
+          }
+      }
+      for (int64_t i = taps; i < 4 * l.groups; ++i) tap[i] = zero_row;
+      uint8_t* out = job.y + ((n * p.oh + oy) * p.ow + ox) * p.k;
+      for (int64_t b = 0; b < l.blocks; ++b) {
+        const int64_t c = 64 * b;
+        const uint64_t mask = byte_mask(p.c - c);
+        __m512i sum[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(),
+                          _mm512_setzero_si512()};
+        const __m512i* w = wq + b * 4;
+        for (int64_t g = 0; g < l.groups; ++g, w += l.blocks * 4) {
+          __m512i v[4];
+          const uint8_t* const* t = tap + 4 * g;
+          // The zero row is blocks * 64 bytes long: only x's last block needs the mask.
+          interleave4(_mm512_maskz_loadu_epi8(mask, t[0] + c), _mm512_maskz_loadu_epi8(mask, t[1] + c),
+                      _mm512_maskz_loadu_epi8(mask, t[2] + c), _mm512_maskz_loadu_epi8(mask, t[3] + c), v);
+#pragma GCC unroll 4
+          for (int j = 0; j < 4; ++j) dpbusd(sum[j], v[j], w[j]);
+        }
+        __m512i q[4];
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; ++j) {
+          const Requantizer16 r{_mm512_load_si512(bias + c + 16 * j), y_zero, _mm512_load_ps(mult + c + 16 * j), low,
+                                high};
+          q[j] = requantized(sum[j], r);
+        }
+        const __m512i bytes = _mm512_packus_epi16(_mm512_packs_epi32(q[0], q[1]), _mm512_packs_epi32(q[2], q[3]));
+        _mm512_mask_storeu_epi8(out + c, mask, bytes);
+      }
+    }
+  }
+}
+
 // The same with AVX2, 32 channels per pass; the last C % 32 one at a time.
 [[gnu::target("avx2")]] void depthwise_pixel_avx2(const QConvJob& job, const uint8_t* const* tap_x, uint8_t* out,
                                                    int64_t n, int64_t oy, int64_t ox) {
@@ -480,6 +611,26 @@ Status quantized_conv2d(const KernelContext& context, const Dispatch& d) {
   QConvJob job{&p, input<uint8_t>(d, 0), input<int8_t>(d, 1), input<int32_t>(d, 2), input<float>(d, 3),
                output<uint8_t>(d, 0), pool_of(context), false, 0, 0};
   if (p.depthwise) {
+#if defined(HEXIR_QCONV_X86)
+    // Past 64 channels (below, half a block or more would be padding: the
+    // per-channel form was 1.3x faster on 32 channels at 112 x 112).
+    if (isa_avx512_vnni() && p.c >= 64 && p.kh * p.kw <= kMaxDepthwiseTaps &&
+        depthwise_vnni_layout(p).bytes <= kDepthwiseVnniBytes) {
+      // Tasks of several rows: each interleaves the weights once.
+      const int threads = job.pool ? job.pool->size() : 1;
+      const int64_t rows = p.n * p.oh, tasks = std::min<int64_t>(rows, threads > 1 ? 4 * threads : 1);
+      job.block = (rows + tasks - 1) / tasks;
+      parallel_for_participants(
+          context, (rows + job.block - 1) / job.block,
+          [](void* context, int64_t task, int) {
+            const QConvJob& j = *static_cast<const QConvJob*>(context);
+            const int64_t rows = j.p->n * j.p->oh;
+            depthwise_rows_vnni(j, task * j.block, std::min(rows, (task + 1) * j.block));
+          },
+          &job);
+      return ok_status();
+    }
+#endif
     parallel_for_participants(context, p.n * p.oh, depthwise_task, &job);
     return ok_status();
   }

@@ -108,8 +108,10 @@ const std::vector<ConvShape>& shapes() {
       {"dilation 2", 1, 8, 12, 12, 16, 3, 3, 1, 2, 2, 1},
       {"depthwise 3x3, 37 channels", 1, 37, 8, 9, 37, 3, 3, 1, 1, 1, 37},
       {"depthwise 5x5 stride 2", 2, 64, 11, 11, 64, 5, 5, 2, 2, 1, 64},
-      {"depthwise 3x3 stride 2 dilation 2 (rows inside read without checks)", 2, 24, 13, 14, 24, 3, 3, 2, 2, 2, 24},
+      {"depthwise 3x3 stride 2 dilation 2, 72 channels (rows inside read without checks)", 2, 72, 13, 14, 72, 3, 3, 2, 2, 2, 72},
       {"depthwise 3x3 without padding, 20 channels", 1, 20, 9, 10, 20, 3, 3, 1, 0, 1, 20},
+      {"depthwise 3x3, 144 channels (blocks of 64 and a tail of 16)", 1, 144, 7, 6, 144, 3, 3, 1, 1, 1, 144},
+      {"depthwise 9x9, 640 channels (interleaved weights past a task's buffer)", 1, 640, 6, 5, 640, 9, 9, 1, 4, 1, 640},
       {"deep window (gathered in blocks smaller than a row)", 1, 512, 5, 20, 40, 3, 3, 1, 1, 1, 1},
       {"relu and clip bounds", 1, 16, 6, 6, 16, 3, 3, 1, 1, 1, 1, 3, 40, 40, 200},
       {"largest sums", 1, 256, 4, 4, 17, 3, 3, 1, 1, 1, 1, 0, 0, 0, 255, true},
@@ -133,7 +135,7 @@ TEST_CASE("quantized_conv2d: the integer sums and the requantization, byte for b
 }
 
 TEST_CASE("quantized_conv2d: the same bytes on a pool of threads (each with its scratch)") {
-  for (const ConvShape& s : {shapes()[0], shapes()[2], shapes()[8], shapes()[10]}) {
+  for (const ConvShape& s : {shapes()[0], shapes()[2], shapes()[8], shapes()[10], shapes()[12]}) {
     INFO(s.name);
     Operands o = make(s);
     HostTensor out(DType::kU8, {s.n, o.oh, o.ow, s.k});
