@@ -283,8 +283,8 @@ class IntegerKernels {
   // The quantized_add replacing m's quantize_linear.
   std::optional<std::vector<Node>> rewrite_add(const Match& m) {
     const Node& q = fn_.nodes[m.quantize];
-    const double ma = double{m.sx} / double{m.sy}, mb = double{m.sb} / double{m.sy};
-    const std::vector<int64_t> params{m.zx, m.zb, m.zy, m.lo, m.hi, std::bit_cast<int64_t>(ma), std::bit_cast<int64_t>(mb)};
+    const std::vector<int64_t> params{m.zx, m.zb, m.zy, m.lo, m.hi, std::bit_cast<int64_t>(double{m.sx}),
+                                      std::bit_cast<int64_t>(double{m.sb}), std::bit_cast<int64_t>(double{m.sy})};
     const std::vector<TensorType> types{value(m.xq).type, value(m.bq).type};
     const Result<TensorType> result = ops::infer_result_type(OpId::kQuantizedAdd, types, params);
     if (!result.ok() || !(*result == value(q.results[0]).type)) return std::nullopt;
@@ -354,7 +354,10 @@ class IntegerKernels {
       const double total = b - static_cast<double>(m.zx) * static_cast<double>(sum_w);
       if (!(std::fabs(total) < 2147483647.0)) return std::nullopt;
       bias[static_cast<size_t>(o)] = static_cast<int32_t>(total);
-      const float mult = static_cast<float>(scale / double{m.sy});
+      // In float, x's scale times w's then over y's: the order onnxruntime's
+      // QLinearConv takes (a multiplier one ulp apart moves a sum lying near
+      // half a step to the other side).
+      const float mult = m.sx * m.sw[static_cast<size_t>(o)] / m.sy;
       if (!std::isfinite(mult) || !(mult > 0.0f)) return std::nullopt;
       multiplier[static_cast<size_t>(o)] = mult;
     }

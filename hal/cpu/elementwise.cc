@@ -637,20 +637,23 @@ template <typename Q>
   return i;
 }
 
-// quantized_add, 16 lanes: quantized_add_of's float steps.
+// quantized_add, 16 lanes: quantized_add_of's float steps (dequantize_of
+// each, the sum, quantize_of's division; the bounds clamp the quotient
+// before the rounding, which gives quantize_of's bytes: they are integers).
 [[gnu::target("avx512f,avx512bw,avx512vl")]] int64_t quantized_add_avx512(const ops::QuantizedAddPlan& p,
                                                                           const uint8_t* a, const uint8_t* b,
                                                                           uint8_t* y, int64_t n) {
   const __m512i za = _mm512_set1_epi32(p.a_zero), zb = _mm512_set1_epi32(p.b_zero), zy = _mm512_set1_epi32(p.y_zero);
-  const __m512 ma = _mm512_set1_ps(p.a_multiplier), mb = _mm512_set1_ps(p.b_multiplier);
+  const __m512 sa = _mm512_set1_ps(p.a_scale), sb = _mm512_set1_ps(p.b_scale), sy = _mm512_set1_ps(p.y_scale);
   const __m512 low = _mm512_set1_ps(static_cast<float>(p.y_min - p.y_zero));
   const __m512 high = _mm512_set1_ps(static_cast<float>(p.y_max - p.y_zero));
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
     const __m512i av = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a + i)));
     const __m512i bv = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + i)));
-    __m512 v = _mm512_add_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(av, za)), ma),
-                             _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(bv, zb)), mb));
+    __m512 v = _mm512_div_ps(_mm512_add_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(av, za)), sa),
+                                           _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(bv, zb)), sb)),
+                             sy);
     v = _mm512_min_ps(_mm512_max_ps(v, low), high);
     _mm_storeu_si128(reinterpret_cast<__m128i*>(y + i),
                      _mm512_cvtepi32_epi8(_mm512_add_epi32(_mm512_cvtps_epi32(v), zy)));

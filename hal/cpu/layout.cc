@@ -28,6 +28,22 @@ void strided_typed(const ops::StridedPlan& p, const uint8_t* in, uint8_t* out) {
   const int32_t outer_rank = p.rank - 1;
   const int64_t inner = p.out_dims[outer_rank];
   const int64_t inner_stride = p.in_stride[outer_rank];
+  // A few channels interleaved from planes (NCHW to channels-last: [.., w, c]
+  // from w contiguous, c a plane apart): the last two dims in one loop, not
+  // an index step per pixel (a 224 x 224 x 3 image took 2.5x as long).
+  if (outer_rank >= 1 && inner <= 4 && inner_stride != 1 && p.in_stride[outer_rank - 1] == 1) {
+    const int32_t rows_rank = outer_rank - 1;
+    const int64_t pixels = p.out_dims[rows_rank];
+    int64_t index[kMaxRank] = {};
+    do {
+      int64_t offset = 0;
+      for (int32_t i = 0; i < rows_rank; ++i) offset += index[i] * p.in_stride[i];
+      const Element* s = src + offset;
+      for (int64_t x = 0; x < pixels; ++x, dst += inner)
+        for (int64_t j = 0; j < inner; ++j) dst[j] = s[x + j * inner_stride];
+    } while (next_index(index, p.out_dims, rows_rank));
+    return;
+  }
   int64_t index[kMaxRank] = {};
   do {
     int64_t offset = 0;

@@ -593,20 +593,21 @@ void plan_quantize(const PlanInput& op, OpPlan& out) {
 
 // ---- quantized_add ---------------------------------------------------------------
 
-enum QuantizedAddParam { kQaAZero, kQaBZero, kQaYZero, kQaYMin, kQaYMax, kQaAMultiplier, kQaBMultiplier, kQaCount };
+enum QuantizedAddParam { kQaAZero, kQaBZero, kQaYZero, kQaYMin, kQaYMax, kQaAScale, kQaBScale, kQaYScale, kQaCount };
+constexpr const char* kQuantizedAddScales[] = {"a_scale", "b_scale", "y_scale"};
 constexpr std::string_view kQuantizedAddInts[] = {"a_zero", "b_zero", "y_zero", "y_min", "y_max"};
 
 Result<std::vector<int64_t>> lower_quantized_add(std::span<const TensorType>, const AttrMap& attrs,
                                                  std::span<const TensorType>) {
   constexpr OpId id = kQuantizedAdd;
   HEXIR_RETURN_IF_ERROR(
-      check_attr_names(id, attrs, {"a_zero", "b_zero", "y_zero", "y_min", "y_max", "a_multiplier", "b_multiplier"}));
+      check_attr_names(id, attrs, {"a_zero", "b_zero", "y_zero", "y_min", "y_max", "a_scale", "b_scale", "y_scale"}));
   std::vector<int64_t> words;
   for (std::string_view name : kQuantizedAddInts) {
     HEXIR_ASSIGN_OR_RETURN(int64_t v, int_attr(id, attrs, name, name == "y_max" ? 255 : 0));
     words.push_back(v);
   }
-  for (const char* name : {"a_multiplier", "b_multiplier"}) {
+  for (const char* name : kQuantizedAddScales) {
     HEXIR_ASSIGN_OR_RETURN(double v, float_attr(id, attrs, name, 1.0));
     words.push_back(float_word(v));
   }
@@ -617,8 +618,8 @@ AttrMap raise_quantized_add(std::span<const TensorType>, std::span<const int64_t
   AttrMap attrs;
   for (size_t i = 0; i < std::size(kQuantizedAddInts); ++i)
     attrs[std::string(kQuantizedAddInts[i])] = AttrValue{param_at(params, i)};
-  attrs["a_multiplier"] = AttrValue{float_param(param_at(params, kQaAMultiplier))};
-  attrs["b_multiplier"] = AttrValue{float_param(param_at(params, kQaBMultiplier))};
+  for (size_t i = 0; i < std::size(kQuantizedAddScales); ++i)
+    attrs[kQuantizedAddScales[i]] = AttrValue{float_param(param_at(params, kQaAScale + i))};
   return attrs;
 }
 
@@ -631,10 +632,10 @@ Result<std::vector<TensorType>> infer_quantized_add(std::span<const TensorType> 
   for (int i : {kQaAZero, kQaBZero, kQaYZero, kQaYMin, kQaYMax})
     if (p[i] < 0 || p[i] > 255) return invalid_argument(prefix(id) + "zero points and bounds must be in 0..255");
   if (p[kQaYMin] > p[kQaYMax]) return invalid_argument(prefix(id) + "y_min is above y_max");
-  for (int i : {kQaAMultiplier, kQaBMultiplier}) {
-    const double m = float_param(p[i]);
-    if (!std::isfinite(m) || std::fabs(m) > 1e30)
-      return invalid_argument(prefix(id) + "the multipliers must be finite floats");
+  for (int i : {kQaAScale, kQaBScale, kQaYScale}) {
+    const double s = float_param(p[i]);
+    // Positive normal floats: QuantizeLinear divides by y_scale.
+    if (!(s >= 1e-30 && s <= 1e30)) return invalid_argument(prefix(id) + "the scales must be finite positive floats");
   }
   return one(in[0]);
 }
@@ -647,8 +648,9 @@ void plan_quantized_add(const PlanInput& op, OpPlan& out) {
   p.y_zero = static_cast<int32_t>(op.params[kQaYZero]);
   p.y_min = static_cast<int32_t>(op.params[kQaYMin]);
   p.y_max = static_cast<int32_t>(op.params[kQaYMax]);
-  p.a_multiplier = static_cast<float>(float_param(op.params[kQaAMultiplier]));
-  p.b_multiplier = static_cast<float>(float_param(op.params[kQaBMultiplier]));
+  p.a_scale = static_cast<float>(float_param(op.params[kQaAScale]));
+  p.b_scale = static_cast<float>(float_param(op.params[kQaBScale]));
+  p.y_scale = static_cast<float>(float_param(op.params[kQaYScale]));
 }
 
 constexpr OpDef kDefs[] = {

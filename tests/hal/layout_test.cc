@@ -72,6 +72,10 @@ TEST_CASE("transpose: i32, u8, i64 and f16 move whole elements") {
   check_transpose(DType::kI64, {2, 3, 2, 2}, {3, 1, 0, 2});
   check_transpose(DType::kF16, {4, 6}, {1, 0});
   check_transpose(DType::kBool, {2, 2, 3}, {2, 0, 1});
+  // An image's 3 (or 4) planes interleaved to channels-last: the last two dims in one loop.
+  check_transpose(DType::kU8, {2, 3, 5, 7}, {0, 2, 3, 1});
+  check_transpose(DType::kF32, {1, 4, 9, 11}, {0, 2, 3, 1});
+  check_transpose(DType::kU8, {3, 1, 6}, {2, 1, 0});
 }
 
 TEST_CASE("transpose: rank 0, rank 1, rank 8 and zero-size") {

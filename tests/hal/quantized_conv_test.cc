@@ -167,9 +167,10 @@ TEST_CASE("quantized_conv2d: the rule refuses malformed operands, naming them") 
   CHECK(!ops::infer_result_type(OpId::kQuantizedConv2d, wrong, o.params).ok());
 }
 
-TEST_CASE("quantized_add: the rule refuses operands of two shapes, bounds out of order and non-finite multipliers") {
+TEST_CASE("quantized_add: the rule refuses operands of two shapes, bounds out of order and scales not finite and positive") {
   const TensorType a{DType::kU8, {2, 3}}, b{DType::kU8, {3, 2}};
-  const std::vector<int64_t> ok{128, 3, 7, 7, 255, std::bit_cast<int64_t>(0.5), std::bit_cast<int64_t>(1.25)};
+  const std::vector<int64_t> ok{128, 3, 7, 7, 255, std::bit_cast<int64_t>(0.05), std::bit_cast<int64_t>(0.125),
+                                std::bit_cast<int64_t>(0.1)};
   CHECK(ops::infer_result_type(OpId::kQuantizedAdd, std::vector<TensorType>{a, a}, ok).ok());
   CHECK(ops::infer_result_type(OpId::kQuantizedAdd, std::vector<TensorType>{a, b}, ok).status().message().find(
             "one shape") != std::string::npos);
@@ -180,7 +181,11 @@ TEST_CASE("quantized_add: the rule refuses operands of two shapes, bounds out of
   bad = ok;
   bad[5] = std::bit_cast<int64_t>(std::numeric_limits<double>::infinity());
   CHECK(ops::infer_result_type(OpId::kQuantizedAdd, std::vector<TensorType>{a, a}, bad).status().message().find(
-            "finite") != std::string::npos);
+            "finite positive") != std::string::npos);
+  bad = ok;
+  bad[7] = std::bit_cast<int64_t>(0.0);  // QuantizeLinear divides by it
+  CHECK(ops::infer_result_type(OpId::kQuantizedAdd, std::vector<TensorType>{a, a}, bad).status().message().find(
+            "finite positive") != std::string::npos);
 }
 
 }  // namespace

@@ -557,7 +557,8 @@ inline std::vector<KernelCase> kernel_cases() {
     cases.push_back(pointwise);
     KernelCase add{"quantized_add with a relu's lower bound", OpId::kQuantizedAdd,
                    {bytes(DType::kU8, {3, 7, 5}, 28), bytes(DType::kU8, {3, 7, 5}, 29)},
-                   {128, 100, 20, 20, 255, std::bit_cast<int64_t>(0.75), std::bit_cast<int64_t>(0.3)}};
+                   {128, 100, 20, 20, 255, std::bit_cast<int64_t>(0.075), std::bit_cast<int64_t>(0.03),
+                    std::bit_cast<int64_t>(0.1)}};
     add.exact = true;
     cases.push_back(add);
     KernelCase depthwise{"quantized_conv2d depthwise 3x3 stride 2, 40 channels", OpId::kQuantizedConv2d,

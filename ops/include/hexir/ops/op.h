@@ -350,12 +350,13 @@ enum class OpId : uint16_t {
   kQuantizedConv2d,
   // quantized_add, (a u8, b u8 of one shape): a QDQ model's DQ, DQ -> Add ->
   // [Relu] -> Q (compiler/passes/quantized.cc) as one pass over the bytes,
-  // quantized_add_of (plans.h): (a - a_zero) * a_multiplier + (b - b_zero)
-  // * b_multiplier in float (the multipliers: each input's scale over the
-  // output's), clamped to [y_min - y_zero, y_max - y_zero], rounded half to
-  // even, plus y_zero. u8 of the operands' shape. [a_zero, b_zero, y_zero,
-  // y_min, y_max, bits of double a_multiplier, bits of double
-  // b_multiplier] (finite, the zero points and bounds in 0..255).
+  // quantized_add_of (plans.h): exactly the float steps of the group it
+  // replaces, ONNX's DequantizeLinear of each input, their float sum and
+  // QuantizeLinear's division by y_scale, rounded half to even, plus
+  // y_zero, clamped to [y_min, y_max] (a relu: y_min = y_zero). u8 of the
+  // operands' shape. [a_zero, b_zero, y_zero, y_min, y_max, bits of double
+  // a_scale, b_scale, y_scale] (finite and positive, the zero points and
+  // bounds in 0..255).
   kQuantizedAdd,
   kCount,
 };

@@ -3010,6 +3010,46 @@ TEST_CASE("QDQ MatMul (rank 3, its bias an Add) and Gemm (transB, relu) compile 
   CHECK(worst <= 2 * 0.05 + 1e-6);
 }
 
+TEST_CASE("quantized_add gives the bytes of the DQ, DQ -> Add -> [Relu] -> Q group it replaces") {
+  // Every pair of u8 inputs, with scales for which the ratio-of-scales form (a*(sa/sy) + b*(sb/sy))
+  // gives 17 (13 with the relu) other bytes of the 65536 and a product by 1/sy 4 (7): the group's
+  // steps are a dequantize, a float sum and a division.
+  for (const bool relu : {false, true}) {
+    INFO((relu ? "with relu" : "without relu"));
+    TempDir dir;
+    constexpr int64_t N = 256 * 256;
+    Model m(13);
+    m.input("a", kF, {N})
+        .input("b", kF, {N})
+        .init_f("a_scale", {}, {0.0663f})
+        .init_bytes("a_zero", onnx::TensorProto::UINT8, {}, std::string(1, static_cast<char>(121)))
+        .init_f("b_scale", {}, {0.0907f})
+        .init_bytes("b_zero", onnx::TensorProto::UINT8, {}, std::string(1, static_cast<char>(97)))
+        .init_f("y_scale", {}, {0.0798f})
+        .init_bytes("y_zero", onnx::TensorProto::UINT8, {}, std::string(1, static_cast<char>(relu ? 0 : 140)))
+        .node("QuantizeLinear", {"a", "a_scale", "a_zero"}, {"a_q"})
+        .node("DequantizeLinear", {"a_q", "a_scale", "a_zero"}, {"a_dq"})
+        .node("QuantizeLinear", {"b", "b_scale", "b_zero"}, {"b_q"})
+        .node("DequantizeLinear", {"b_q", "b_scale", "b_zero"}, {"b_dq"})
+        .node("Add", {"a_dq", "b_dq"}, {"s"});
+    if (relu) m.node("Relu", {"s"}, {"r"});
+    m.node("QuantizeLinear", {relu ? "r" : "s", "y_scale", "y_zero"}, {"y"}).output("y", onnx::TensorProto::UINT8);
+    auto module = import_ok(m.save(dir.path() / "qdq_add_exact.onnx"));
+    std::vector<float> a(N), b(N);
+    for (int64_t i = 0; i < N; ++i) {
+      a[static_cast<size_t>(i)] = 0.0663f * static_cast<float>(i / 256 - 121);
+      b[static_cast<size_t>(i)] = 0.0907f * static_cast<float>(i % 256 - 97);
+    }
+    size_t instructions = 0;
+    const Tensor y = run(module, {f32({N}, a), f32({N}, b)}, dir.path(), {}, &instructions)[0];
+    hexir::compiler::CompileOptions unfused;
+    unfused.fuse_epilogues = false;
+    const Tensor reference = run(module, {f32({N}, a), f32({N}, b)}, dir.path(), unfused)[0];
+    CHECK(instructions == 3);  // two quantize_linear, quantized_add
+    CHECK(y.bytes == reference.bytes);
+  }
+}
+
 TEST_CASE("A QDQ residual join (DQ, DQ -> Add -> Relu -> Q) compiles to quantized_add, within a quantization step") {
   TempDir dir;
   constexpr int64_t C = 8, H = 6, W = 7;
