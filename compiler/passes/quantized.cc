@@ -6,6 +6,7 @@
 #include <cstring>
 #include <map>
 #include <optional>
+#include <tuple>
 #include <utility>
 
 #include "hexir/ops/plans.h"
@@ -91,7 +92,6 @@ class IntegerKernels {
       if (!nodes) continue;
       replacement[m.quantize] = std::move(*nodes);
       for (size_t g : m.gone) gone[g] = true;
-      if (!m.add) gone[m.dequantize_w] = true;
       ++rewritten;
     }
     if (rewritten == 0) return 0;
@@ -122,7 +122,7 @@ class IntegerKernels {
         for (int v : fn_.nodes[n].inputs) ++reads[static_cast<size_t>(v)];
     for (int v : fn_.outputs) ++reads[static_cast<size_t>(v)];
     for (const Match& m : matches)
-      for (size_t dq : {m.dequantize_x, m.add ? m.dequantize_b : m.dequantize_x}) {
+      for (size_t dq : {m.dequantize_x, m.add ? m.dequantize_b : m.dequantize_w}) {
         const size_t at = static_cast<size_t>(new_index[dq]);
         if (reads[static_cast<size_t>(fn_.nodes[at].results[0])] == 0) dropped[at] = true;
       }
@@ -207,7 +207,9 @@ class IntegerKernels {
     m.gone.push_back(*op_at);
     m.groups = m.matmul ? 1 : op.params[8];
     const std::optional<size_t> dqx = writer(op.inputs[0], OpId::kDequantizeLinear, true);
-    const std::optional<size_t> dqw = writer(op.inputs[1], OpId::kDequantizeLinear);
+    // The weights' dequantize may have other readers (tied weights: each reader's group fuses, the
+    // packed weights shared).
+    const std::optional<size_t> dqw = writer(op.inputs[1], OpId::kDequantizeLinear, true);
     if (!dqx || !dqw) return std::nullopt;
     const Node& dx = fn_.nodes[*dqx];
     const Node& dw = fn_.nodes[*dqw];
@@ -385,7 +387,11 @@ class IntegerKernels {
     std::vector<uint8_t> bias_bytes(bias.size() * 4), mult_bytes(multiplier.size() * 4);
     std::memcpy(bias_bytes.data(), bias.data(), bias_bytes.size());
     std::memcpy(mult_bytes.data(), multiplier.data(), mult_bytes.size());
-    const int w_value = constant(".packed", packed_type, std::move(packed));
+    const auto key = std::make_tuple(fn_.nodes[m.dequantize_w].inputs[0], m.matmul, m.transposed, groups);
+    auto packed_at = packed_.find(key);
+    if (packed_at == packed_.end())
+      packed_at = packed_.emplace(key, constant(".packed", packed_type, std::move(packed))).first;
+    const int w_value = packed_at->second;
     const int bias_value = constant(".bias", TensorType{DType::kI32, {k}}, std::move(bias_bytes));
     const int mult_value = constant(".multiplier", TensorType{DType::kF32, {k}}, std::move(mult_bytes));
     std::vector<Node> nodes;
@@ -409,6 +415,7 @@ class IntegerKernels {
   const ValueUses uses_;
   const std::vector<int> region_;
   std::map<std::pair<int, bool>, int> nhwc_;  // (quantized input, a matmul's) -> its channels-last form
+  std::map<std::tuple<int, bool, bool, int64_t>, int> packed_;  // (int8 weights, matmul, transposed, groups) -> packed
 };
 
 }  // namespace

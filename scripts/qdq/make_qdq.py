@@ -5,6 +5,10 @@ Debian's python3-onnx and numpy only (scripts/qdq.sh runs it):
   /usr/bin/python3 scripts/qdq/make_qdq.py --zoo ZOO.jsonl --out OUTDIR --ort ORTDIR [--only a,b]
 
 For each model of ZOO.jsonl (scripts/zoo/export_zoo.py's lines: the float model and its inputs):
+  0. an Identity of an initializer becomes an initializer of its own (torch's exporter writes
+     parameters of equal values, such as the layers of a TransformerEncoder deep-copied from one
+     random layer, as one initializer and Identity nodes; onnxruntime's quantization preprocessing
+     folds them, and a weight behind an Identity would otherwise be quantized as an activation);
   1. the tensors to quantize: every float activation a Conv, Gemm or MatMul reads, and what each
      of them writes (a Relu or Clip that alone reads a Conv's or Gemm's result is removed, the
      result quantized at the activation's range: onnxruntime's QDQRemovableActivation);
@@ -29,6 +33,27 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def fold_identities(model):
+    """Each Identity of an initializer (or of one folded before it) replaced by a copy of it under
+    the Identity's output name."""
+    g = model.graph
+    inits = {i.name: i for i in g.initializer}
+    outputs = {o.name for o in g.output}
+    kept = []
+    for node in g.node:
+        if node.op_type == "Identity" and node.input[0] in inits and node.output[0] not in outputs:
+            copy = onnx.TensorProto()
+            copy.CopyFrom(inits[node.input[0]])
+            copy.name = node.output[0]
+            g.initializer.append(copy)
+            inits[copy.name] = copy
+        else:
+            kept.append(node)
+    del g.node[:]
+    g.node.extend(kept)
+    return model
 
 
 def removable_activations(model):
@@ -196,7 +221,7 @@ def main():
         line = json.loads(raw)
         if "error" in line or (only and line["name"] not in only):
             continue
-        model = onnx.load(line["file"])
+        model = fold_identities(onnx.load(line["file"]))
         reads, writes = float_activations(model)
         ranges = calibrate(model, reads + writes, line, a.ort, a.out)
         qdq = make_qdq(model, ranges)

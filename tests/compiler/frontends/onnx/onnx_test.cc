@@ -3010,6 +3010,53 @@ TEST_CASE("QDQ MatMul (rank 3, its bias an Add) and Gemm (transB, relu) compile 
   CHECK(worst <= 2 * 0.05 + 1e-6);
 }
 
+TEST_CASE("QDQ MatMuls sharing one dequantized weight (tied weights) both fuse, over one packed copy") {
+  TempDir dir;
+  constexpr int64_t K = 64;
+  Model m(13);
+  std::string w(static_cast<size_t>(K * K), '\0');
+  uint32_t seed = 11;
+  for (auto& c : w) c = static_cast<char>(static_cast<int>((seed = seed * 1103515245u + 12345u) >> 16) % 255 - 127);
+  m.input("x", kF, {3, K})
+      .init_f("x_scale", {}, {0.03f})
+      .init_bytes("x_zero", onnx::TensorProto::UINT8, {}, std::string(1, static_cast<char>(120)))
+      .init_bytes("w", onnx::TensorProto::INT8, {K, K}, w)
+      .init_f("w_scale", {}, {0.004f})
+      .init_bytes("w_zero", onnx::TensorProto::INT8, {}, std::string(1, '\0'))
+      .init_f("h_scale", {}, {0.06f})
+      .init_bytes("h_zero", onnx::TensorProto::UINT8, {}, std::string(1, static_cast<char>(128)))
+      .init_f("y_scale", {}, {0.09f})
+      .init_bytes("y_zero", onnx::TensorProto::UINT8, {}, std::string(1, static_cast<char>(128)))
+      .node("QuantizeLinear", {"x", "x_scale", "x_zero"}, {"x_q"})
+      .node("DequantizeLinear", {"x_q", "x_scale", "x_zero"}, {"x_dq"})
+      .node("DequantizeLinear", {"w", "w_scale", "w_zero"}, {"w_dq"})
+      .node("MatMul", {"x_dq", "w_dq"}, {"h"})
+      .node("QuantizeLinear", {"h", "h_scale", "h_zero"}, {"h_q"})
+      .node("DequantizeLinear", {"h_q", "h_scale", "h_zero"}, {"h_dq"})
+      .node("MatMul", {"h_dq", "w_dq"}, {"g"})
+      .node("QuantizeLinear", {"g", "y_scale", "y_zero"}, {"y_q"})
+      .node("DequantizeLinear", {"y_q", "y_scale", "y_zero"}, {"y"})
+      .output("y");
+  auto module = import_ok(m.save(dir.path() / "qdq_tied.onnx"));
+  std::vector<float> input(static_cast<size_t>(3 * K));
+  for (size_t i = 0; i < input.size(); ++i) input[i] = 2.0f * std::sin(0.37f * static_cast<float>(i));
+  size_t instructions = 0;
+  const std::vector<float> y = run(module, {f32({3, K}, input)}, dir.path(), {}, &instructions)[0].f32();
+  CHECK(instructions == 4);  // quantize, two quantized_conv2d, dequantize (the reshapes are views)
+  // One packed copy of the 64 x 64 weights (4096 bytes) beside the biases, multipliers and scales.
+  auto loaded = hexir::vm::Module::load_file((dir.path() / "model.hxe").string());
+  REQUIRE(loaded.ok());
+  CHECK(loaded->constant_bytes() >= uint64_t{K * K});
+  CHECK(loaded->constant_bytes() < uint64_t{2 * K * K});
+  hexir::compiler::CompileOptions unfused;
+  unfused.fuse_epilogues = false;
+  const std::vector<float> reference = run(module, {f32({3, K}, input)}, dir.path(), unfused)[0].f32();
+  REQUIRE(y.size() == reference.size());
+  double worst = 0;
+  for (size_t i = 0; i < y.size(); ++i) worst = std::max(worst, std::fabs(double{y[i]} - double{reference[i]}));
+  CHECK(worst <= 2 * 0.09 + 1e-6);
+}
+
 TEST_CASE("quantized_add gives the bytes of the DQ, DQ -> Add -> [Relu] -> Q group it replaces") {
   // Every pair of u8 inputs, with scales for which the ratio-of-scales form (a*(sa/sy) + b*(sb/sy))
   // gives 17 (13 with the relu) other bytes of the 65536 and a product by 1/sy 4 (7): the group's
