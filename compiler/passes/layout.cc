@@ -364,8 +364,10 @@ class ChannelsLast {
   }
 
   bool pool_takes_nhwc(const Node& node) const {
+    const TensorType& x = fn_.values[static_cast<size_t>(node.inputs[0])].type;
+    // A max pool of u8 too (a QDQ model's, compiler/passes/quantized.cc).
     return node.results.size() == 1 && !ops::pool2d_channels_last(node.params) &&
-           is_f32_rank4(fn_.values[static_cast<size_t>(node.inputs[0])].type);
+           (is_f32_rank4(x) || (node.op == OpId::kMaxPool && x.rank() == 4 && x.dtype == DType::kU8));
   }
 
   // A pool of a channels-last value stays channels-last (its kernel keeps a

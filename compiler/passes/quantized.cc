@@ -62,6 +62,9 @@ struct Match {
   bool matmul = false, transposed = false;
   // An add of two dequantized u8 values (dequantize_x's and dequantize_b's): quantized_add.
   bool add = false;
+  // A max_pool of a dequantized u8 value (`quantize` is the max_pool): the pool on the u8 values,
+  // then the dequantize.
+  bool pool = false;
   size_t dequantize_b = 0;
   int bq = -1;
   float sb = 0;
@@ -122,7 +125,7 @@ class IntegerKernels {
         for (int v : fn_.nodes[n].inputs) ++reads[static_cast<size_t>(v)];
     for (int v : fn_.outputs) ++reads[static_cast<size_t>(v)];
     for (const Match& m : matches)
-      for (size_t dq : {m.dequantize_x, m.add ? m.dequantize_b : m.dequantize_w}) {
+      for (size_t dq : {m.dequantize_x, m.add ? m.dequantize_b : m.pool ? m.dequantize_x : m.dequantize_w}) {
         const size_t at = static_cast<size_t>(new_index[dq]);
         if (reads[static_cast<size_t>(fn_.nodes[at].results[0])] == 0) dropped[at] = true;
       }
@@ -149,6 +152,7 @@ class IntegerKernels {
   }
 
   std::optional<Match> match(size_t n) const {
+    if (std::optional<Match> pool = match_pool(n)) return pool;
     const Node& q = fn_.nodes[n];
     if (q.kind != NodeKind::kOp || q.op != OpId::kQuantizeLinear || region_[n] >= 0 || q.results.size() != 1)
       return std::nullopt;
@@ -282,6 +286,39 @@ class IntegerKernels {
     return m;
   }
 
+  // DQ(x u8, per tensor) -> max_pool: the max of dequantized values is the dequantized max (the
+  // dequantize is monotonic), exactly, where every window has a tap inside the input (dilation 1,
+  // no ceil mode: a window of pads only is -inf in float and would be x's 0 in u8). The dequantize
+  // may have other readers.
+  std::optional<Match> match_pool(size_t n) const {
+    const Node& pool = fn_.nodes[n];
+    if (pool.kind != NodeKind::kOp || pool.op != OpId::kMaxPool || region_[n] >= 0 || pool.params.size() != 12 ||
+        pool.params[8] != 1 || pool.params[9] != 1 || pool.params[10] != 0)
+      return std::nullopt;
+    const std::optional<Dequantized> x = dequantized_u8(pool.inputs[0]);
+    if (!x) return std::nullopt;
+    Match m;
+    m.pool = true;
+    m.quantize = n;
+    m.dequantize_x = x->node, m.xq = x->q;
+    return m;
+  }
+
+  // The u8 max_pool and the dequantize of its result replacing m's max_pool.
+  std::optional<std::vector<Node>> rewrite_pool(const Match& m) {
+    const Node pool = fn_.nodes[m.quantize];  // copies: values grow below
+    const Node dq = fn_.nodes[m.dequantize_x];
+    const Result<TensorType> result =
+        ops::infer_result_type(OpId::kMaxPool, std::vector<TensorType>{value(m.xq).type}, pool.params);
+    if (!result.ok()) return std::nullopt;
+    const int pooled = add_value(value(pool.results[0]), *result, ".quantized");
+    Node dequantize = dq;
+    dequantize.inputs[0] = pooled;
+    dequantize.results = {pool.results[0]};
+    dequantize.loc = pool.loc;
+    return std::vector<Node>{op_node(OpId::kMaxPool, {m.xq}, pooled, pool.params, pool.loc), std::move(dequantize)};
+  }
+
   // The quantized_add replacing m's quantize_linear.
   std::optional<std::vector<Node>> rewrite_add(const Match& m) {
     const Node& q = fn_.nodes[m.quantize];
@@ -308,6 +345,7 @@ class IntegerKernels {
   // rule refuses the operands (a sum past its limit) or a bias does not fit int32.
   std::optional<std::vector<Node>> rewrite(const Match& m) {
     if (m.add) return rewrite_add(m);
+    if (m.pool) return rewrite_pool(m);
     const Node q = fn_.nodes[m.quantize];  // copies: values and constants grow below
     const Node op = fn_.nodes[m.gone.back()];
     const Value wq = value(fn_.nodes[m.dequantize_w].inputs[0]);

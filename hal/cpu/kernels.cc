@@ -88,6 +88,7 @@ constexpr KernelEntry<KernelFn> kKernels[] = {
     {OpId::kNot, kAnyDType, kAnyDType, logical_not},
     {OpId::kReduceMax, kF32, kF32, reduce<float>},
     {OpId::kMaxPool, kF32, kF32, pool2d},
+    {OpId::kMaxPool, kU8, kU8, max_pool_u8},
     {OpId::kAveragePool, kF32, kF32, pool2d},
     {OpId::kPad, kAnyDType, kAnyDType, pad},
     {OpId::kExpand, kAnyDType, kAnyDType, strided_gather},

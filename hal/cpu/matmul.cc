@@ -1581,6 +1581,94 @@ void pool_nhwc_row(void* context, int64_t row) {  // row: n * oh + oy
 
 }  // namespace
 
+namespace {
+
+// max_pool of u8 (a QDQ model's pool on its quantized values: the max of
+// monotonic dequantized values is the dequantized max, so it moves before
+// the dequantize, compiler/passes/quantized.cc). Only the taps inside the
+// input count, as in the float kernels (every window has one).
+struct PoolU8Job {
+  const ops::Pool2dPlan* p;
+  const uint8_t* x;
+  uint8_t* out;
+};
+
+#ifdef HEXIR_CONV_X86
+// 64 channels a step, the last step masked.
+[[gnu::target("avx512f,avx512bw")]] void max_pixel_u8_avx512(const uint8_t* at, int64_t row_step, int64_t col_step,
+                                                             int64_t rows, int64_t cols, int64_t c, uint8_t* out) {
+  for (int64_t ch = 0; ch < c; ch += 64) {
+    const __mmask64 lanes = c - ch >= 64 ? ~__mmask64{0} : (__mmask64{1} << (c - ch)) - 1;
+    __m512i m = _mm512_setzero_si512();
+    for (int64_t ky = 0; ky < rows; ++ky)
+      for (int64_t kx = 0; kx < cols; ++kx)
+        m = _mm512_max_epu8(m, _mm512_maskz_loadu_epi8(lanes, at + ch + ky * row_step + kx * col_step));
+    _mm512_mask_storeu_epi8(out + ch, lanes, m);
+  }
+}
+#endif
+
+void max_pool_u8_row(void* context, int64_t row) {  // row: n * oh + oy (channels-last) or n * c (a plane)
+  const PoolU8Job& job = *static_cast<const PoolU8Job*>(context);
+  const ops::Pool2dPlan& p = *job.p;
+  const auto window = [&](int64_t oy, int64_t ox, int64_t* first, int64_t* rows, int64_t* cols) {
+    const int64_t y0 = oy * p.stride_h - p.pad_top, x0 = ox * p.stride_w - p.pad_left;
+    int64_t ky0, ky1, kx0, kx1;
+    ops::pool_tap_range(y0, p.dilation_h, p.kh, 0, p.h, &ky0, &ky1);
+    ops::pool_tap_range(x0, p.dilation_w, p.kw, 0, p.w, &kx0, &kx1);
+    *first = (y0 + ky0 * p.dilation_h) * p.w + x0 + kx0 * p.dilation_w;
+    *rows = ky1 - ky0, *cols = kx1 - kx0;
+  };
+  int64_t first, rows, cols;
+  if (!p.channels_last) {
+    const uint8_t* plane = job.x + row * p.h * p.w;
+    uint8_t* out = job.out + row * p.oh * p.ow;
+    for (int64_t oy = 0; oy < p.oh; ++oy)
+      for (int64_t ox = 0; ox < p.ow; ++ox) {
+        window(oy, ox, &first, &rows, &cols);
+        uint8_t m = 0;
+        for (int64_t ky = 0; ky < rows; ++ky)
+          for (int64_t kx = 0; kx < cols; ++kx)
+            m = std::max(m, plane[first + ky * p.dilation_h * p.w + kx * p.dilation_w]);
+        *out++ = m;
+      }
+    return;
+  }
+  const uint8_t* image = job.x + row / p.oh * p.h * p.w * p.c;
+  const int64_t row_step = p.dilation_h * p.w * p.c, col_step = p.dilation_w * p.c;
+  uint8_t* out = job.out + row * p.ow * p.c;
+  for (int64_t ox = 0; ox < p.ow; ++ox, out += p.c) {
+    window(row % p.oh, ox, &first, &rows, &cols);
+    const uint8_t* at = image + first * p.c;
+#ifdef HEXIR_CONV_X86
+    if (isa_avx512_bw_vl()) {
+      max_pixel_u8_avx512(at, row_step, col_step, rows, cols, p.c, out);
+      continue;
+    }
+#endif
+    for (int64_t ch = 0; ch < p.c; ++ch) {
+      uint8_t m = 0;
+      for (int64_t ky = 0; ky < rows; ++ky)
+        for (int64_t kx = 0; kx < cols; ++kx) m = std::max(m, at[ch + ky * row_step + kx * col_step]);
+      out[ch] = m;
+    }
+  }
+}
+
+}  // namespace
+
+Status max_pool_u8(const KernelContext& context, const Dispatch& d) {
+  const ops::Pool2dPlan& p = plan_of<ops::Pool2dPlan>(d);
+  PoolU8Job job{&p, input<uint8_t>(d, 0), output<uint8_t>(d, 0)};
+  const int64_t rows = p.channels_last ? p.n * p.oh : p.n * p.c;
+  if (static_cast<double>(p.n * p.c * p.oh * p.ow) * static_cast<double>(p.kh * p.kw) < 4e5) {
+    for (int64_t row = 0; row < rows; ++row) max_pool_u8_row(&job, row);
+  } else {
+    parallel_for(context, rows, max_pool_u8_row, &job);
+  }
+  return ok_status();
+}
+
 Status pool2d(const KernelContext& context, const Dispatch& d) {
   const ops::Pool2dPlan& p = plan_of<ops::Pool2dPlan>(d);
   PoolJob job{&p, input(d, 0), output(d, 0), 0, 0};

@@ -284,6 +284,16 @@ Status pool2d(const Dispatch& d, Launcher& launcher) {
   return launcher.launch(Kernel::kPool2d, linear_config(total), &p);
 }
 
+Status max_pool_u8(const Dispatch& d, Launcher& launcher) {
+  MaxPoolU8Params p;
+  p.x = in<uint8_t>(d, 0);
+  p.out = out<uint8_t>(d, 0);
+  p.plan = plan_of<ops::Pool2dPlan>(d);
+  const int64_t total = p.plan.n * p.plan.c * p.plan.oh * p.plan.ow;
+  if (total == 0) return ok_status();
+  return launcher.launch(Kernel::kMaxPoolU8, linear_config(total), &p);
+}
+
 Status resize(const Dispatch& d, Launcher& launcher) {
   ResizeParams p;
   p.x = in(d, 0);
@@ -771,6 +781,7 @@ Status cumsum(const Dispatch& d, Launcher& launcher) {
 // ---- the table ------------------------------------------------------------------
 
 constexpr int kF32 = static_cast<int>(DType::kF32);
+constexpr int kU8 = static_cast<int>(DType::kU8);
 
 // cast: one line per (from, to) pair of the castable dtypes, all one kernel.
 // ---- f16 and bf16 through the f32 kernels (ops/widen.h) -------------------------
@@ -886,6 +897,7 @@ constexpr KernelEntry<CudaKernelFn> kKernels[] = {
     {OpId::kNot, kAnyDType, kAnyDType, logical_not},
     {OpId::kReduceMax, kF32, kF32, reduce<kCastF32>},
     {OpId::kMaxPool, kF32, kF32, pool2d},
+    {OpId::kMaxPool, kU8, kU8, max_pool_u8},
     {OpId::kAveragePool, kF32, kF32, pool2d},
     {OpId::kPad, kAnyDType, kAnyDType, pad},
     {OpId::kExpand, kAnyDType, kAnyDType, strided},
@@ -900,8 +912,8 @@ constexpr KernelEntry<CudaKernelFn> kKernels[] = {
     {OpId::kInt4Matmul, kF32, kF32, int4_matmul},
     {OpId::kDequantizeInt4, static_cast<int>(DType::kU8), kF32, dequantize_int4},
     {OpId::kIntegerMatmul, static_cast<int>(DType::kU8), static_cast<int>(DType::kI32), integer_matmul},
-    {OpId::kQuantizedConv2d, static_cast<int>(DType::kU8), static_cast<int>(DType::kU8), quantized_conv2d},
-    {OpId::kQuantizedAdd, static_cast<int>(DType::kU8), static_cast<int>(DType::kU8), quantized_add},
+    {OpId::kQuantizedConv2d, kU8, kU8, quantized_conv2d},
+    {OpId::kQuantizedAdd, kU8, kU8, quantized_add},
     {OpId::kQuantizeLinear, kAnyDType, kAnyDType, quantize<Kernel::kQuantizeLinear>},
     {OpId::kDequantizeLinear, kAnyDType, kF32, quantize<Kernel::kDequantizeLinear>},
     {OpId::kLayernorm, kF32, kF32, layernorm},

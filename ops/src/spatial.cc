@@ -6,6 +6,7 @@
 #include <optional>
 #include <utility>
 
+#include "hexir/ops/widen.h"
 #include "util.h"
 
 namespace hexir::ops::internal {
@@ -647,6 +648,8 @@ Result<std::vector<TensorType>> infer_pool(std::span<const TensorType> in, std::
   HEXIR_RETURN_IF_ERROR(check_param_count(kId, p.first(p.size() - (channels_last ? 1 : 0)), kPoolParamCount));
   // Channels-last: the same checks on [N, H, W, C] read as [N, C, H, W].
   TensorType x = in[0];
+  if (kId == kMaxPool && !is_float(x.dtype) && x.dtype != DType::kU8)
+    return invalid_argument(prefix(kId) + "operand 0 is " + x.to_string() + ", only f32, f16, bf16 and u8 are supported");
   if (x.rank() != 4)
     return invalid_argument(prefix(kId) + "input " + x.to_string() + " is not " +
                             (channels_last ? "[N,H,W,C]" : "[N,C,H,W]"));
@@ -998,7 +1001,8 @@ void plan_quantized_conv2d(const PlanInput& op, OpPlan& out) {
 constexpr OpDef kDefs[] = {
     {kConv2d, "conv2d", 2, 4, 1, 1, true, false, false, 0, lower_conv2d, raise_conv2d, infer_conv2d,
      flops_conv<kConv2d>, nullptr, plan_conv2d},
-    {kMaxPool, "max_pool", 1, 1, 1, 1, true, false, false, 0, lower_pool<kMaxPool>, raise_pool<kMaxPool>,
+    // max_pool: float, or u8 (its rule checks: a QDQ model's pool on quantized values).
+    {kMaxPool, "max_pool", 1, 1, 1, 1, false, false, false, 0, lower_pool<kMaxPool>, raise_pool<kMaxPool>,
      infer_pool<kMaxPool>, flops_pool, nullptr, plan_pool<kMaxPool>},
     {kAveragePool, "average_pool", 1, 1, 1, 1, true, false, false, 0, lower_pool<kAveragePool>,
      raise_pool<kAveragePool>, infer_pool<kAveragePool>, flops_pool, nullptr, plan_pool<kAveragePool>},

@@ -593,6 +593,47 @@ TEST_CASE("max_pool and average_pool channels-last: the NCHW kernel's bits on th
   }
 }
 
+TEST_CASE("max_pool of u8, NCHW and channels-last: the f32 kernel's maxima of the same values") {
+  // Windows with at least one tap inside (the only ones a QDQ pool's rewrite makes); channels below,
+  // at and past the 64-byte vector.
+  const PoolCase cases[] = {
+      {{1, 3, 8, 8}, {2, 2, 2, 2, 0, 0, 0, 0, 1, 1, 0, 0}},
+      {{2, 17, 7, 6}, {3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0}},
+      {{1, 64, 9, 8}, {3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0}},
+      {{1, 70, 8, 7}, {3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1, 0}},
+      {{1, 130, 9, 9}, {2, 3, 1, 2, 1, 0, 1, 2, 2, 2, 0, 0}},
+  };
+  uint32_t seed = 590;
+  for (const PoolCase& c : cases) {
+    for (const bool channels_last : {false, true}) {
+      INFO("x " << dims_string(c.x) << " params " << dims_string(c.params) << (channels_last ? " nhwc" : ""));
+      HostTensor xf(DType::kF32, c.x);
+      for (int64_t i = 0; i < xf.count(); ++i)
+        xf.at(i) = static_cast<float>((seed = seed * 1103515245u + 12345u) >> 24);
+      std::vector<int64_t> params = c.params;
+      if (channels_last) {
+        xf = to_channels_last(xf);
+        params.push_back(1);
+      }
+      HostTensor x(DType::kU8, xf.dims);
+      for (int64_t i = 0; i < xf.count(); ++i) x.bytes[static_cast<size_t>(i)] = static_cast<uint8_t>(xf.at(i));
+      auto types = ops::infer_result_types(OpId::kMaxPool, std::vector<TensorType>{x.type()}, params);
+      REQUIRE_MESSAGE(types.ok(), types.status().to_string());
+      HostTensor want(DType::kF32, types->at(0).dims), got(DType::kU8, types->at(0).dims);
+      REQUIRE(run_kernel(OpId::kMaxPool, {&xf}, want, params).ok());
+      REQUIRE(run_kernel(OpId::kMaxPool, {&x}, got, params).ok());
+      size_t wrong = 0;
+      for (int64_t i = 0; i < want.count(); ++i)
+        wrong += static_cast<float>(got.bytes[static_cast<size_t>(i)]) != want.at(i);
+      CHECK(wrong == 0);
+    }
+  }
+  // i8 is not a max_pool operand.
+  CHECK(!ops::infer_result_types(OpId::kMaxPool, std::vector<TensorType>{TensorType{DType::kI8, {1, 1, 4, 4}}},
+                                 std::vector<int64_t>{2, 2, 2, 2, 0, 0, 0, 0, 1, 1, 0, 0})
+             .ok());
+}
+
 // The max pool takes a tap that is greater or NaN, in (ky, kx) order: of
 // equal values the first (-0 before +0 keeps -0), of NaNs the last. The 2x2
 // stride-2 windows of 16 outputs, each tap position holding NaN, -0, +0, inf.

@@ -1004,6 +1004,17 @@ inline std::vector<KernelCase> kernel_cases() {
   pool("ceil mode", OpId::kMaxPool, {1, 2, 8, 7}, {3, 3, 2, 2, 0, 0, 0, 0, 1, 1, 1, 0}, 1702);
   pool("dilated, asymmetric pads", OpId::kMaxPool, {1, 2, 9, 9}, {2, 3, 1, 2, 1, 0, 1, 2, 2, 2, 0, 0}, 1703);
   pool("windows of pads only", OpId::kMaxPool, {1, 1, 2, 2}, {2, 2, 1, 1, 1, 1, 1, 1, 3, 3, 0, 0}, 1704);
+  // u8 (a QDQ model's pool, moved before its dequantize): NCHW and channels-last (the trailing 1), 70
+  // channels past one 64-byte vector.
+  cases.push_back({"max_pool u8 3x3 stride 2 pad 1", OpId::kMaxPool, {iota_bytes(DType::kU8, {2, 3, 9, 8})},
+                   {3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0}});
+  {
+    HostTensor x(DType::kU8, {1, 7, 6, 70});
+    uint32_t seed = 1705;
+    for (auto& b : x.bytes) b = static_cast<uint8_t>((seed = seed * 1103515245u + 12345u) >> 23);
+    cases.push_back({"max_pool u8 channels-last 3x3 stride 2 pad 1, 70 channels", OpId::kMaxPool, {x},
+                     {3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0, 1}});
+  }
   pool("2x2 stride 2", OpId::kAveragePool, {1, 3, 8, 8}, {2, 2, 2, 2, 0, 0, 0, 0, 1, 1, 0, 0}, 1710);
   pool("3x3 pad 1 excluding pads", OpId::kAveragePool, {2, 2, 7, 6}, {3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0},
        1711);

@@ -23,6 +23,7 @@ using hexir::hal::cuda::MatmulParams;
 using hexir::hal::cuda::NotParams;
 using hexir::hal::cuda::PadParams;
 using hexir::hal::cuda::Pool2dParams;
+using hexir::hal::cuda::MaxPoolU8Params;
 using hexir::hal::cuda::ReduceParams;
 using hexir::hal::cuda::ResizeParams;
 using hexir::hal::cuda::ScatterParams;

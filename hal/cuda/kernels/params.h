@@ -300,6 +300,13 @@ struct Pool2dParams {
   ops::Pool2dPlan plan;
 };
 
+// max_pool of u8 (a QDQ model's), one thread per output element.
+struct MaxPoolU8Params {
+  const uint8_t* x;
+  uint8_t* out;
+  ops::Pool2dPlan plan;
+};
+
 // resize, NCHW, one thread per output element.
 struct ResizeParams {
   const float* x;
@@ -463,6 +470,7 @@ struct BoundParams {
   X(kGreater, hexir_greater, CompareParams)                    \
   X(kNot, hexir_not, NotParams)                                \
   X(kPool2d, hexir_pool2d, Pool2dParams)                       \
+  X(kMaxPoolU8, hexir_max_pool_u8, MaxPoolU8Params)            \
   X(kPad1, hexir_pad_1, PadParams)                             \
   X(kPad2, hexir_pad_2, PadParams)                             \
   X(kPad4, hexir_pad_4, PadParams)                             \

@@ -137,6 +137,39 @@ extern "C" __global__ void hexir_pool2d(Pool2dParams p) {
   }
 }
 
+// max_pool of u8: the taps inside the input, as the cpu kernel.
+extern "C" __global__ void hexir_max_pool_u8(MaxPoolU8Params p) {
+  const hexir::ops::Pool2dPlan& q = p.plan;
+  const int64_t total = q.n * q.c * q.oh * q.ow;
+  const int64_t stride = hexir_kernels::global_stride();
+  const int64_t col = q.channels_last ? q.c : 1;
+  for (int64_t i = hexir_kernels::global_index(); i < total; i += stride) {
+    int64_t ox, oy;
+    const uint8_t* image;
+    if (q.channels_last) {
+      const int64_t pixel = i / q.c;
+      ox = pixel % q.ow, oy = (pixel / q.ow) % q.oh;
+      image = p.x + pixel / (q.ow * q.oh) * q.h * q.w * q.c + i % q.c;
+    } else {
+      ox = i % q.ow, oy = (i / q.ow) % q.oh;
+      image = p.x + i / (q.ow * q.oh) * q.h * q.w;
+    }
+    const int64_t y0 = oy * q.stride_h - q.pad_top, x0 = ox * q.stride_w - q.pad_left;
+    int64_t ky0, ky1, kx0, kx1;
+    hexir::ops::pool_tap_range(y0, q.dilation_h, q.kh, 0, q.h, &ky0, &ky1);
+    hexir::ops::pool_tap_range(x0, q.dilation_w, q.kw, 0, q.w, &kx0, &kx1);
+    uint8_t m = 0;
+    for (int64_t ky = ky0; ky < ky1; ++ky) {
+      const int64_t row = (y0 + ky * q.dilation_h) * q.w + x0;
+      for (int64_t kx = kx0; kx < kx1; ++kx) {
+        const uint8_t v = image[(row + kx * q.dilation_w) * col];
+        m = v > m ? v : m;
+      }
+    }
+    p.out[i] = m;
+  }
+}
+
 // resize: one thread per output element, the cpu kernel's arithmetic (double).
 extern "C" __global__ void hexir_resize(ResizeParams p) {
   const hexir::ops::ResizePlan& q = p.plan;

@@ -3057,6 +3057,46 @@ TEST_CASE("QDQ MatMuls sharing one dequantized weight (tied weights) both fuse, 
   CHECK(worst <= 2 * 0.09 + 1e-6);
 }
 
+TEST_CASE("QDQ max pool: the pool moves before the dequantize (u8 max_pool), the bytes of the group") {
+  // A stem's 3x3 stride-2 pad-1 pool between two quantized convolutions' scales (ResNet's), and a 2x2
+  // pool with dilation (kept in float: a dilated window may reach pads only).
+  for (const bool dilated : {false, true}) {
+    INFO((dilated ? "dilated" : "3x3 stride 2 pad 1"));
+    TempDir dir;
+    Model m(13);
+    m.input("x", kF, {1, 8, 9, 10})
+        .init_f("x_scale", {}, {0.0371f})
+        .init_bytes("x_zero", onnx::TensorProto::UINT8, {}, std::string(1, static_cast<char>(121)))
+        .init_f("y_scale", {}, {0.0409f})
+        .init_bytes("y_zero", onnx::TensorProto::UINT8, {}, std::string(1, static_cast<char>(100)))
+        .node("QuantizeLinear", {"x", "x_scale", "x_zero"}, {"x_q"})
+        .node("DequantizeLinear", {"x_q", "x_scale", "x_zero"}, {"x_dq"});
+    if (dilated)
+      m.node("MaxPool", {"x_dq"}, {"p"}, {ais("kernel_shape", {2, 2}), ais("dilations", {2, 2})});
+    else
+      m.node("MaxPool", {"x_dq"}, {"p"}, {ais("kernel_shape", {3, 3}), ais("strides", {2, 2}), ais("pads", {1, 1, 1, 1})});
+    m.node("QuantizeLinear", {"p", "y_scale", "y_zero"}, {"y"}).output("y", onnx::TensorProto::UINT8);
+    auto module = import_ok(m.save(dir.path() / "qdq_pool.onnx"));
+    std::vector<float> input(8 * 9 * 10);
+    for (size_t i = 0; i < input.size(); ++i) input[i] = 4.0f * std::sin(0.37f * static_cast<float>(i)) + 0.5f;
+    size_t instructions = 0;
+    const Tensor y = run(module, {f32({1, 8, 9, 10}, input)}, dir.path(), {}, &instructions)[0];
+    auto loaded = hexir::vm::Module::load_file((dir.path() / "model.hxe").string());
+    REQUIRE(loaded.ok());
+    bool u8_pool = false, float_pool = false;
+    for (const hexir::vm::InstructionInfo& in : loaded->instructions(0)) {
+      u8_pool = u8_pool || (in.op == "max_pool" && in.type.dtype == hexir::DType::kU8);
+      float_pool = float_pool || (in.op == "max_pool" && in.type.dtype == hexir::DType::kF32);
+    }
+    CHECK(u8_pool != dilated);
+    CHECK(float_pool == dilated);
+    hexir::compiler::CompileOptions unfused;
+    unfused.fuse_epilogues = false;
+    const Tensor reference = run(module, {f32({1, 8, 9, 10}, input)}, dir.path(), unfused)[0];
+    CHECK(y.bytes == reference.bytes);
+  }
+}
+
 TEST_CASE("quantized_add gives the bytes of the DQ, DQ -> Add -> [Relu] -> Q group it replaces") {
   // Every pair of u8 inputs, with scales for which the ratio-of-scales form (a*(sa/sy) + b*(sb/sy))
   // gives 17 (13 with the relu) other bytes of the 65536 and a product by 1/sy 4 (7): the group's
