@@ -65,6 +65,10 @@ struct Match {
   // A max_pool of a dequantized u8 value (`quantize` is the max_pool): the pool on the u8 values,
   // then the dequantize.
   bool pool = false;
+  // A reshape, transpose or concat between dequantizes and a quantize of one scale and zero point:
+  // the op on the u8 values (`gone` is the op; `moved` its dequantizes).
+  bool move = false;
+  std::vector<size_t> moved;
   size_t dequantize_b = 0;
   int bq = -1;
   float sb = 0;
@@ -124,11 +128,14 @@ class IntegerKernels {
       if (!dropped[n])
         for (int v : fn_.nodes[n].inputs) ++reads[static_cast<size_t>(v)];
     for (int v : fn_.outputs) ++reads[static_cast<size_t>(v)];
-    for (const Match& m : matches)
-      for (size_t dq : {m.dequantize_x, m.add ? m.dequantize_b : m.pool ? m.dequantize_x : m.dequantize_w}) {
+    for (const Match& m : matches) {
+      std::vector<size_t> dequantizes = m.moved;
+      if (!m.move) dequantizes = {m.dequantize_x, m.add ? m.dequantize_b : m.pool ? m.dequantize_x : m.dequantize_w};
+      for (size_t dq : dequantizes) {
         const size_t at = static_cast<size_t>(new_index[dq]);
         if (reads[static_cast<size_t>(fn_.nodes[at].results[0])] == 0) dropped[at] = true;
       }
+    }
     std::vector<bool> value_dropped(fn_.values.size(), false);
     for (size_t n = 0; n < fn_.nodes.size(); ++n)
       if (dropped[n])
@@ -182,6 +189,8 @@ class IntegerKernels {
       m.gone.push_back(*act);
       y = a.inputs[0];
     }
+    if (m.gone.empty())
+      if (std::optional<Match> moved = match_move(m, y)) return moved;
     if (std::optional<Match> added = match_add(m, y)) return added;
     // A matmul's bias: an add of a constant [N] (the fusions, which would make it matmul's input, run later).
     std::optional<int> bias_value;
@@ -304,6 +313,42 @@ class IntegerKernels {
     return m;
   }
 
+  // m (its quantize found, no activation) completed for DQ(x u8) ... -> reshape | transpose |
+  // concat -> Q, every dequantize and the quantize of one scale and zero point: quantize(dequantize(v))
+  // is v exactly at one scale (the float error of (v - z) * s / s is far below half a step), so the
+  // op moves bytes instead of floats (what onnxruntime's quantizer writes around data movement).
+  std::optional<Match> match_move(Match m, int y) const {
+    const int w = uses_.writer[static_cast<size_t>(y)];
+    if (w < 0) return std::nullopt;
+    const OpId op = fn_.nodes[static_cast<size_t>(w)].op;
+    if (op != OpId::kReshape && op != OpId::kTranspose && op != OpId::kConcat) return std::nullopt;
+    const std::optional<size_t> at = writer(y, op);
+    if (!at) return std::nullopt;
+    for (int v : fn_.nodes[*at].inputs) {
+      const std::optional<Dequantized> x = dequantized_u8(v);
+      if (!x || x->scale != m.sy || x->zero != m.zy) return std::nullopt;
+      m.moved.push_back(x->node);
+    }
+    m.move = true;
+    m.gone.push_back(*at);
+    return m;
+  }
+
+  // The op on the u8 values, writing m's quantize's result.
+  std::optional<std::vector<Node>> rewrite_move(const Match& m) {
+    const Node& q = fn_.nodes[m.quantize];
+    Node op = fn_.nodes[m.gone.back()];
+    std::vector<TensorType> types;
+    for (size_t i = 0; i < op.inputs.size(); ++i) {
+      op.inputs[i] = fn_.nodes[m.moved[i]].inputs[0];
+      types.push_back(value(op.inputs[i]).type);
+    }
+    const Result<TensorType> result = ops::infer_result_type(op.op, types, op.params);
+    if (!result.ok() || !(*result == value(q.results[0]).type)) return std::nullopt;
+    op.results = {q.results[0]};
+    return std::vector<Node>{std::move(op)};
+  }
+
   // The u8 max_pool and the dequantize of its result replacing m's max_pool.
   std::optional<std::vector<Node>> rewrite_pool(const Match& m) {
     const Node pool = fn_.nodes[m.quantize];  // copies: values grow below
@@ -346,6 +391,7 @@ class IntegerKernels {
   std::optional<std::vector<Node>> rewrite(const Match& m) {
     if (m.add) return rewrite_add(m);
     if (m.pool) return rewrite_pool(m);
+    if (m.move) return rewrite_move(m);
     const Node q = fn_.nodes[m.quantize];  // copies: values and constants grow below
     const Node op = fn_.nodes[m.gone.back()];
     const Value wq = value(fn_.nodes[m.dequantize_w].inputs[0]);

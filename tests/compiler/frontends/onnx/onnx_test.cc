@@ -2995,9 +2995,10 @@ TEST_CASE("QDQ MatMul (rank 3, its bias an Add) and Gemm (transB, relu) compile 
   hexir::compiler::CompileOptions unfused;
   unfused.fuse_epilogues = false;
   const std::vector<float> reference = run(module, {f32({2, 5, K}, input)}, dir.path(), unfused)[0].f32();
-  // quantize, quantized_conv2d, the dequantize and quantize around the reshape (as onnxruntime's
-  // quantizer writes a Flatten's), quantized_conv2d, the dequantize; the reshapes are views.
-  CHECK(instructions == 6);
+  // quantize, quantized_conv2d, quantized_conv2d, the dequantize: the reshape between them (with a
+  // dequantize and a quantize of one scale around it, as onnxruntime's quantizer writes a Flatten's)
+  // moves the u8 values, and the reshapes are views.
+  CHECK(instructions == 4);
   REQUIRE(y.size() == reference.size());
   double worst = 0;
   bool positive = false;
@@ -3094,6 +3095,52 @@ TEST_CASE("QDQ max pool: the pool moves before the dequantize (u8 max_pool), the
     unfused.fuse_epilogues = false;
     const Tensor reference = run(module, {f32({1, 8, 9, 10}, input)}, dir.path(), unfused)[0];
     CHECK(y.bytes == reference.bytes);
+  }
+}
+
+TEST_CASE("QDQ data movement (DQ -> Reshape / Transpose / Concat -> Q of one scale) moves the u8 values") {
+  // onnxruntime's quantizer writes such groups around a transformer's head reshapes and a network's
+  // concats, the output sharing its input's scale; another scale keeps the float group.
+  for (const bool same_scale : {true, false}) {
+    INFO((same_scale ? "one scale" : "two scales"));
+    TempDir dir;
+    Model m(13);
+    m.input("a", kF, {2, 3, 4})
+        .input("b", kF, {2, 3, 4})
+        .init_f("s", {}, {0.0371f})
+        .init_bytes("z", onnx::TensorProto::UINT8, {}, std::string(1, static_cast<char>(121)))
+        .init_f("t", {}, {same_scale ? 0.0371f : 0.0409f})
+        .init_i64("shape", {2}, {6, 4})
+        .node("QuantizeLinear", {"a", "s", "z"}, {"a_q"})
+        .node("DequantizeLinear", {"a_q", "s", "z"}, {"a_dq"})
+        .node("QuantizeLinear", {"b", "s", "z"}, {"b_q"})
+        .node("DequantizeLinear", {"b_q", "s", "z"}, {"b_dq"})
+        .node("Reshape", {"a_dq", "shape"}, {"r"})
+        .node("QuantizeLinear", {"r", "t", "z"}, {"r_q"})
+        .node("Transpose", {"b_dq"}, {"p"}, {ais("perm", {2, 0, 1})})
+        .node("QuantizeLinear", {"p", "t", "z"}, {"p_q"})
+        .node("Concat", {"a_dq", "b_dq"}, {"c"}, {ai("axis", 1)})
+        .node("QuantizeLinear", {"c", "t", "z"}, {"c_q"})
+        .output("r_q", onnx::TensorProto::UINT8)
+        .output("p_q", onnx::TensorProto::UINT8)
+        .output("c_q", onnx::TensorProto::UINT8);
+    auto module = import_ok(m.save(dir.path() / "qdq_move.onnx"));
+    std::vector<float> a(24), b(24);
+    for (size_t i = 0; i < a.size(); ++i) {
+      a[i] = 4.0f * std::sin(0.37f * static_cast<float>(i));
+      b[i] = 3.0f * std::cos(0.23f * static_cast<float>(i)) + 0.5f;
+    }
+    size_t instructions = 0;
+    const std::vector<Tensor> y = run(module, {f32({2, 3, 4}, a), f32({2, 3, 4}, b)}, dir.path(), {}, &instructions);
+    // One scale: the two quantizes, a u8 reshape (a view), transpose and concat; else their dequantizes,
+    // float ops and quantizes too.
+    if (same_scale) CHECK(instructions == 4);
+    else CHECK(instructions > 6);
+    hexir::compiler::CompileOptions unfused;
+    unfused.fuse_epilogues = false;
+    const std::vector<Tensor> reference = run(module, {f32({2, 3, 4}, a), f32({2, 3, 4}, b)}, dir.path(), unfused);
+    REQUIRE(y.size() == 3);
+    for (size_t i = 0; i < 3; ++i) CHECK(y[i].bytes == reference[i].bytes);
   }
 }
 
