@@ -504,9 +504,70 @@ class IntegerKernels {
 
 }  // namespace
 
+namespace {
+
+// int8 activations as u8: a non-output int8 value that a per-tensor quantize_linear writes and only
+// per-tensor dequantize_linears read is the same value as u8 with each zero point + 128 (q + 128 =
+// round(x / s) + (z + 128), saturated to 0..255 as q was to -128..127; (q + 128) - (z + 128) = q - z),
+// so the u8 groups match it. The zero point constants are replaced, nothing else moves.
+void int8_activations_as_u8(Module& module, Function& fn) {
+  const ValueUses uses = value_uses(fn);
+  const std::vector<int> region = innermost_regions(fn);
+  std::vector<std::vector<size_t>> readers(fn.values.size());
+  for (size_t n = 0; n < fn.nodes.size(); ++n)
+    for (int v : fn.nodes[n].inputs) readers[static_cast<size_t>(v)].push_back(n);
+  std::vector<bool> output(fn.values.size(), false);
+  for (int v : fn.outputs) output[static_cast<size_t>(v)] = true;
+  // A one-element int8 constant zero point.
+  const auto int8_zero = [&](int v) -> std::optional<int32_t> {
+    const Value& z = fn.values[static_cast<size_t>(v)];
+    if (z.kind != ValueKind::kConstant || z.type.dtype != DType::kI8 || !one_element(z.type)) return std::nullopt;
+    const std::optional<std::vector<uint8_t>> bytes = bytes_of(module, z);
+    if (!bytes || bytes->size() != 1) return std::nullopt;
+    return static_cast<int32_t>(static_cast<int8_t>((*bytes)[0]));
+  };
+  const auto per_tensor = [&](const Node& node) {
+    return node.kind == NodeKind::kOp && node.inputs.size() == 3 && node.results.size() == 1 &&
+           region[static_cast<size_t>(&node - fn.nodes.data())] < 0 &&
+           one_element(fn.values[static_cast<size_t>(node.inputs[1])].type) && int8_zero(node.inputs[2]);
+  };
+  std::map<int, int> u8_zero;  // an int8 zero point's value -> its u8 twin
+  const auto twin = [&](int v) {
+    auto it = u8_zero.find(v);
+    if (it != u8_zero.end()) return it->second;
+    const std::vector<uint8_t> bytes{static_cast<uint8_t>(*int8_zero(v) + 128)};
+    const std::string name = fn.values[static_cast<size_t>(v)].name + ".u8";
+    const int u = use_constant(fn, module, add_constant(module, name, TensorType{DType::kU8, {}}, InlineBytes{bytes}));
+    return u8_zero.emplace(v, u).first->second;
+  };
+  const size_t values = fn.values.size();  // twins are added past it
+  for (size_t v = 0; v < values; ++v) {
+    const Value& value = fn.values[v];
+    const int w = uses.writer[v];
+    if (value.kind != ValueKind::kResult || value.type.dtype != DType::kI8 || output[v] || w < 0 ||
+        readers[v].empty())
+      continue;
+    const Node& q = fn.nodes[static_cast<size_t>(w)];
+    if (q.op != OpId::kQuantizeLinear || !per_tensor(q)) continue;
+    const bool all_dequantized = std::all_of(readers[v].begin(), readers[v].end(), [&](size_t r) {
+      const Node& dq = fn.nodes[r];
+      return dq.op == OpId::kDequantizeLinear && dq.inputs[0] == static_cast<int>(v) && per_tensor(dq);
+    });
+    if (!all_dequantized) continue;
+    fn.nodes[static_cast<size_t>(w)].inputs[2] = twin(q.inputs[2]);
+    for (size_t r : readers[v]) fn.nodes[r].inputs[2] = twin(fn.nodes[r].inputs[2]);
+    fn.values[v].type.dtype = DType::kU8;
+  }
+}
+
+}  // namespace
+
 size_t use_integer_kernels(Module& module) {
   size_t rewritten = 0;
-  for (Function& fn : module.functions) rewritten += IntegerKernels(module, fn).run();
+  for (Function& fn : module.functions) {
+    int8_activations_as_u8(module, fn);
+    rewritten += IntegerKernels(module, fn).run();
+  }
   return rewritten;
 }
 

@@ -2848,12 +2848,19 @@ TEST_CASE("MatMulInteger with int8 weights and zero point 0 compiles to integer_
 }
 
 TEST_CASE("QDQ convolutions (dense with relu, depthwise, 1x1 stride 2) compile to quantized_conv2d, channels-last "
-          "between them, within a quantization step of the float composition") {
+          "between them, within a quantization step of the float composition; int8 activations as u8") {
+  // int8 activations (a zero point of int8): the same values as u8 with the zero point + 128, so the
+  // same instructions and the same bytes.
+  std::vector<float> u8_result;
+  for (const bool int8 : {false, true}) {
+  INFO((int8 ? "int8 activations" : "uint8 activations"));
   TempDir dir;
   Model m(13);
+  const int zero_type = int8 ? onnx::TensorProto::INT8 : onnx::TensorProto::UINT8;
+  const auto zero = [&](int z) { return std::string(1, static_cast<char>(int8 ? z - 128 : z)); };
   m.input("x", kF, {1, 8, 12, 12})
       .init_f("x_scale", {}, {0.05f})
-      .init_bytes("x_zero", onnx::TensorProto::UINT8, {}, std::string(1, static_cast<char>(128)));
+      .init_bytes("x_zero", zero_type, {}, zero(128));
   // Each layer: int8 per-channel weights, an int32 bias at x_scale * w_scale, the output quantized.
   struct Layer {
     const char* name;
@@ -2888,7 +2895,7 @@ TEST_CASE("QDQ convolutions (dense with relu, depthwise, 1x1 stride 2) compile t
         .init_f(n + "_b_scale", {l.k}, b_scale)
         .init_bytes(n + "_b_zero", onnx::TensorProto::INT32, {l.k}, std::string(static_cast<size_t>(l.k * 4), '\0'))
         .init_f(n + "_y_scale", {}, {l.y_scale})
-        .init_bytes(n + "_y_zero", onnx::TensorProto::UINT8, {}, std::string(1, static_cast<char>(l.y_zero)))
+        .init_bytes(n + "_y_zero", zero_type, {}, zero(l.y_zero))
         .node("DequantizeLinear", {n + "_w", n + "_w_scale", n + "_w_zero"}, {n + "_w_dq"}, {ai("axis", 0)})
         .node("DequantizeLinear", {n + "_b", n + "_b_scale", n + "_b_zero"}, {n + "_b_dq"}, {ai("axis", 0)})
         .node("Conv", {x, n + "_w_dq", n + "_b_dq"}, {n + "_y"},
@@ -2930,6 +2937,9 @@ TEST_CASE("QDQ convolutions (dense with relu, depthwise, 1x1 stride 2) compile t
   INFO("max " << worst / 0.06 << " steps, " << differ << " of " << y.size() << " differ");
   CHECK(worst <= 2 * 0.06 + 1e-6);
   CHECK(total / static_cast<double>(y.size()) <= 0.1 * 0.06);
+  if (int8) CHECK(y == u8_result);
+  u8_result = y;
+  }
 }
 
 TEST_CASE("QDQ MatMul (rank 3, its bias an Add) and Gemm (transB, relu) compile to 1x1 quantized_conv2d over the rows, "
