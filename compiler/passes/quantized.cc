@@ -296,14 +296,20 @@ class IntegerKernels {
   }
 
   // DQ(x u8, per tensor) -> max_pool: the max of dequantized values is the dequantized max (the
-  // dequantize is monotonic), exactly, where every window has a tap inside the input (dilation 1,
-  // no ceil mode: a window of pads only is -inf in float and would be x's 0 in u8). The dequantize
-  // may have other readers.
+  // dequantize is monotonic), exactly, where every window has a tap inside the input (a window of
+  // pads only is -inf in float and would be x's 0 in u8): dilation 1 (a pad is less than the
+  // kernel, so the first window reaches the input) and the last window starting inside it (ceil
+  // mode can start one past it). The dequantize may have other readers.
   std::optional<Match> match_pool(size_t n) const {
     const Node& pool = fn_.nodes[n];
     if (pool.kind != NodeKind::kOp || pool.op != OpId::kMaxPool || region_[n] >= 0 || pool.params.size() != 12 ||
-        pool.params[8] != 1 || pool.params[9] != 1 || pool.params[10] != 0)
+        pool.params[8] != 1 || pool.params[9] != 1)
       return std::nullopt;
+    const std::vector<int64_t>& in = value(pool.inputs[0]).type.dims;
+    const std::vector<int64_t>& out = value(pool.results[0]).type.dims;
+    if (in.size() != 4 || out.size() != 4) return std::nullopt;
+    for (int d = 0; d < 2; ++d)  // the last window's first row / column: (o - 1) * stride - pad < extent
+      if ((out[2 + d] - 1) * pool.params[2 + d] - pool.params[4 + d] >= in[2 + d]) return std::nullopt;
     const std::optional<Dequantized> x = dequantized_u8(pool.inputs[0]);
     if (!x) return std::nullopt;
     Match m;

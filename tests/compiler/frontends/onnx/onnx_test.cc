@@ -3069,10 +3069,25 @@ TEST_CASE("QDQ MatMuls sharing one dequantized weight (tied weights) both fuse, 
 }
 
 TEST_CASE("QDQ max pool: the pool moves before the dequantize (u8 max_pool), the bytes of the group") {
-  // A stem's 3x3 stride-2 pad-1 pool between two quantized convolutions' scales (ResNet's), and a 2x2
-  // pool with dilation (kept in float: a dilated window may reach pads only).
-  for (const bool dilated : {false, true}) {
-    INFO((dilated ? "dilated" : "3x3 stride 2 pad 1"));
+  // A stem's 3x3 stride-2 pad-1 pool between two quantized convolutions' scales (ResNet's), GoogLeNet's
+  // ceil-mode pools (a last window that would start past the input is not made: 1x1 stride 3 over 9
+  // rows takes rows 0, 3 and 6); kept in float where a window may reach pads only: a dilated pool.
+  struct PoolCase {
+    const char* name;
+    std::vector<Attr> attrs;
+    bool u8;
+  };
+  const std::vector<PoolCase> cases = {
+      {"3x3 stride 2 pad 1", {ais("kernel_shape", {3, 3}), ais("strides", {2, 2}), ais("pads", {1, 1, 1, 1})}, true},
+      {"dilated", {ais("kernel_shape", {2, 2}), ais("dilations", {2, 2})}, false},
+      {"3x3 stride 2 ceil mode", {ais("kernel_shape", {3, 3}), ais("strides", {2, 2}), ai("ceil_mode", 1)}, true},
+      {"3x3 stride 1 pad 1 ceil mode", {ais("kernel_shape", {3, 3}), ais("pads", {1, 1, 1, 1}), ai("ceil_mode", 1)},
+       true},
+      {"1x1 stride 3 ceil mode", {ais("kernel_shape", {1, 1}), ais("strides", {3, 3}), ai("ceil_mode", 1)}, true},
+  };
+  for (const PoolCase& c : cases) {
+    INFO(std::string(c.name));
+    const bool dilated = !c.u8;
     TempDir dir;
     Model m(13);
     m.input("x", kF, {1, 8, 9, 10})
@@ -3081,12 +3096,10 @@ TEST_CASE("QDQ max pool: the pool moves before the dequantize (u8 max_pool), the
         .init_f("y_scale", {}, {0.0409f})
         .init_bytes("y_zero", onnx::TensorProto::UINT8, {}, std::string(1, static_cast<char>(100)))
         .node("QuantizeLinear", {"x", "x_scale", "x_zero"}, {"x_q"})
-        .node("DequantizeLinear", {"x_q", "x_scale", "x_zero"}, {"x_dq"});
-    if (dilated)
-      m.node("MaxPool", {"x_dq"}, {"p"}, {ais("kernel_shape", {2, 2}), ais("dilations", {2, 2})});
-    else
-      m.node("MaxPool", {"x_dq"}, {"p"}, {ais("kernel_shape", {3, 3}), ais("strides", {2, 2}), ais("pads", {1, 1, 1, 1})});
-    m.node("QuantizeLinear", {"p", "y_scale", "y_zero"}, {"y"}).output("y", onnx::TensorProto::UINT8);
+        .node("DequantizeLinear", {"x_q", "x_scale", "x_zero"}, {"x_dq"})
+        .node("MaxPool", {"x_dq"}, {"p"}, c.attrs)
+        .node("QuantizeLinear", {"p", "y_scale", "y_zero"}, {"y"})
+        .output("y", onnx::TensorProto::UINT8);
     auto module = import_ok(m.save(dir.path() / "qdq_pool.onnx"));
     std::vector<float> input(8 * 9 * 10);
     for (size_t i = 0; i < input.size(); ++i) input[i] = 4.0f * std::sin(0.37f * static_cast<float>(i)) + 0.5f;
