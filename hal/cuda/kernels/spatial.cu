@@ -89,6 +89,20 @@ extern "C" __global__ void hexir_separable_conv2d(SeparableConv2dParams p) {
 // max_pool / average_pool: one thread per output element, the taps inside the
 // input only (ops::pool_tap_range), in the cpu kernel's order and arithmetic.
 // Channels-last: output element i is (n, oy, ox, c), a tap (y, x) at (y * w + x) * C.
+// Output element i of a pool: its pixel (ox, oy) and where its channel's
+// image starts in x (channels-last: taps (y, x) at (y * w + x) * C from there).
+template <typename T>
+__device__ inline const T* pool_output_image(const hexir::ops::Pool2dPlan& q, const T* x, int64_t i, int64_t* ox,
+                                      int64_t* oy) {
+  if (q.channels_last) {
+    const int64_t pixel = i / q.c;
+    *ox = pixel % q.ow, *oy = (pixel / q.ow) % q.oh;
+    return x + pixel / (q.ow * q.oh) * q.h * q.w * q.c + i % q.c;
+  }
+  *ox = i % q.ow, *oy = (i / q.ow) % q.oh;
+  return x + i / (q.ow * q.oh) * q.h * q.w;
+}
+
 extern "C" __global__ void hexir_pool2d(Pool2dParams p) {
   const hexir::ops::Pool2dPlan& q = p.plan;
   const int64_t total = q.n * q.c * q.oh * q.ow;
@@ -96,15 +110,7 @@ extern "C" __global__ void hexir_pool2d(Pool2dParams p) {
   const int64_t col = q.channels_last ? q.c : 1;  // floats between neighbouring taps in a row
   for (int64_t i = hexir_kernels::global_index(); i < total; i += stride) {
     int64_t ox, oy;
-    const float* image;
-    if (q.channels_last) {
-      const int64_t pixel = i / q.c;
-      ox = pixel % q.ow, oy = (pixel / q.ow) % q.oh;
-      image = p.x + pixel / (q.ow * q.oh) * q.h * q.w * q.c + i % q.c;
-    } else {
-      ox = i % q.ow, oy = (i / q.ow) % q.oh;
-      image = p.x + i / (q.ow * q.oh) * q.h * q.w;
-    }
+    const float* image = pool_output_image(q, p.x, i, &ox, &oy);
     const int64_t y0 = oy * q.stride_h - q.pad_top, x0 = ox * q.stride_w - q.pad_left;
     int64_t ky0, ky1, kx0, kx1;
     hexir::ops::pool_tap_range(y0, q.dilation_h, q.kh, 0, q.h, &ky0, &ky1);
@@ -145,15 +151,7 @@ extern "C" __global__ void hexir_max_pool_u8(MaxPoolU8Params p) {
   const int64_t col = q.channels_last ? q.c : 1;
   for (int64_t i = hexir_kernels::global_index(); i < total; i += stride) {
     int64_t ox, oy;
-    const uint8_t* image;
-    if (q.channels_last) {
-      const int64_t pixel = i / q.c;
-      ox = pixel % q.ow, oy = (pixel / q.ow) % q.oh;
-      image = p.x + pixel / (q.ow * q.oh) * q.h * q.w * q.c + i % q.c;
-    } else {
-      ox = i % q.ow, oy = (i / q.ow) % q.oh;
-      image = p.x + i / (q.ow * q.oh) * q.h * q.w;
-    }
+    const uint8_t* image = pool_output_image(q, p.x, i, &ox, &oy);
     const int64_t y0 = oy * q.stride_h - q.pad_top, x0 = ox * q.stride_w - q.pad_left;
     int64_t ky0, ky1, kx0, kx1;
     hexir::ops::pool_tap_range(y0, q.dilation_h, q.kh, 0, q.h, &ky0, &ky1);
