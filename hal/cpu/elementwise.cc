@@ -660,6 +660,28 @@ template <typename Q>
   }
   return i;
 }
+
+// The same with AVX2, 8 lanes (no FMA: the product and the sum rounded apart).
+[[gnu::target("avx2")]] int64_t quantized_add_avx2(const ops::QuantizedAddPlan& p, const uint8_t* a,
+                                                   const uint8_t* b, uint8_t* y, int64_t n) {
+  const __m256i za = _mm256_set1_epi32(p.a_zero), zb = _mm256_set1_epi32(p.b_zero), zy = _mm256_set1_epi32(p.y_zero);
+  const __m256 sa = _mm256_set1_ps(p.a_scale), sb = _mm256_set1_ps(p.b_scale), sy = _mm256_set1_ps(p.y_scale);
+  const __m256 low = _mm256_set1_ps(static_cast<float>(p.y_min - p.y_zero));
+  const __m256 high = _mm256_set1_ps(static_cast<float>(p.y_max - p.y_zero));
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256i av = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(a + i)));
+    const __m256i bv = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b + i)));
+    __m256 v = _mm256_div_ps(_mm256_add_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(av, za)), sa),
+                                           _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(bv, zb)), sb)),
+                             sy);
+    v = _mm256_min_ps(_mm256_max_ps(v, low), high);
+    const __m256i q = _mm256_add_epi32(_mm256_cvtps_epi32(v), zy);  // in [y_min, y_max]
+    const __m128i words = _mm_packus_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(y + i), _mm_packus_epi16(words, words));
+  }
+  return i;
+}
 #pragma GCC diagnostic pop
 #endif
 
@@ -744,7 +766,10 @@ Status quantized_add(const KernelContext& context, const Dispatch& d) {
   parallel_ranges(context, p.n, int64_t{1} << 15, [&](int64_t begin, int64_t end) {
     int64_t i = begin;
 #if defined(__x86_64__) && defined(__GNUC__)
-    if (isa_avx512_bw_vl()) i += quantized_add_avx512(p, a + begin, b + begin, y + begin, end - begin);
+    if (isa_avx512_bw_vl())
+      i += quantized_add_avx512(p, a + begin, b + begin, y + begin, end - begin);
+    else if (isa_avx2())
+      i += quantized_add_avx2(p, a + begin, b + begin, y + begin, end - begin);
 #endif
     for (; i < end; ++i) y[i] = ops::quantized_add_of(p, a[i], b[i]);
   });

@@ -167,6 +167,30 @@ TEST_CASE("quantized_conv2d: the rule refuses malformed operands, naming them") 
   CHECK(!ops::infer_result_type(OpId::kQuantizedConv2d, wrong, o.params).ok());
 }
 
+TEST_CASE("quantized_add: every pair of bytes, the definition's (ops::quantized_add_of), with and without a relu") {
+  // Scales for which a ratio-of-scales or reciprocal form gives other bytes (onnx_test.cc), so a vector
+  // path that rounds a step differently from the definition fails here, at each ISA cap.
+  for (const int32_t y_min : {0, 140}) {
+    INFO("y_min " << y_min);
+    HostTensor a(DType::kU8, {256, 256}), b(DType::kU8, {256, 256});
+    for (size_t i = 0; i < a.bytes.size(); ++i) {
+      a.bytes[i] = static_cast<uint8_t>(i / 256);
+      b.bytes[i] = static_cast<uint8_t>(i % 256);
+    }
+    const std::vector<int64_t> params{121, 97, 140, y_min, 255, std::bit_cast<int64_t>(double{0.0663f}),
+                                      std::bit_cast<int64_t>(double{0.0907f}), std::bit_cast<int64_t>(double{0.0798f})};
+    HostTensor out(DType::kU8, {256, 256});
+    REQUIRE(run_kernel(OpId::kQuantizedAdd, {&a, &b}, out, params).ok());
+    ops::QuantizedAddPlan p{};
+    p.a_scale = 0.0663f, p.b_scale = 0.0907f, p.y_scale = 0.0798f;
+    p.a_zero = 121, p.b_zero = 97, p.y_zero = 140, p.y_min = y_min, p.y_max = 255;
+    size_t wrong = 0;
+    for (size_t i = 0; i < out.bytes.size(); ++i)
+      wrong += out.bytes[i] != ops::quantized_add_of(p, a.bytes[i], b.bytes[i]);
+    CHECK(wrong == 0);
+  }
+}
+
 TEST_CASE("quantized_add: the rule refuses operands of two shapes, bounds out of order and scales not finite and positive") {
   const TensorType a{DType::kU8, {2, 3}}, b{DType::kU8, {3, 2}};
   const std::vector<int64_t> ok{128, 3, 7, 7, 255, std::bit_cast<int64_t>(0.05), std::bit_cast<int64_t>(0.125),
