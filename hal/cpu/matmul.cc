@@ -1606,6 +1606,21 @@ struct PoolU8Job {
     _mm512_mask_storeu_epi8(out + ch, lanes, m);
   }
 }
+
+// 32 channels a step; the channels left (c % 32) for the scalar loop.
+[[gnu::target("avx2")]] int64_t max_pixel_u8_avx2(const uint8_t* at, int64_t row_step, int64_t col_step,
+                                                  int64_t rows, int64_t cols, int64_t c, uint8_t* out) {
+  int64_t ch = 0;
+  for (; ch + 32 <= c; ch += 32) {
+    __m256i m = _mm256_setzero_si256();
+    for (int64_t ky = 0; ky < rows; ++ky)
+      for (int64_t kx = 0; kx < cols; ++kx)
+        m = _mm256_max_epu8(
+            m, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(at + ch + ky * row_step + kx * col_step)));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + ch), m);
+  }
+  return ch;
+}
 #endif
 
 void max_pool_u8_row(void* context, int64_t row) {  // row: n * oh + oy (channels-last) or n * c (a plane)
@@ -1640,13 +1655,15 @@ void max_pool_u8_row(void* context, int64_t row) {  // row: n * oh + oy (channel
   for (int64_t ox = 0; ox < p.ow; ++ox, out += p.c) {
     window(row % p.oh, ox, &first, &rows, &cols);
     const uint8_t* at = image + first * p.c;
+    int64_t done = 0;
 #ifdef HEXIR_CONV_X86
     if (isa_avx512_bw_vl()) {
       max_pixel_u8_avx512(at, row_step, col_step, rows, cols, p.c, out);
       continue;
     }
+    if (isa_avx2()) done = max_pixel_u8_avx2(at, row_step, col_step, rows, cols, p.c, out);
 #endif
-    for (int64_t ch = 0; ch < p.c; ++ch) {
+    for (int64_t ch = done; ch < p.c; ++ch) {
       uint8_t m = 0;
       for (int64_t ky = 0; ky < rows; ++ky)
         for (int64_t kx = 0; kx < cols; ++kx) m = std::max(m, at[ch + ky * row_step + kx * col_step]);
