@@ -44,11 +44,15 @@ std::optional<std::vector<float>> floats_of(const Module& module, const Value& v
 }
 
 // A one-element constant u8 zero point.
-std::optional<int32_t> u8_zero_of(const Module& module, const Value& v) {
-  if (v.type.dtype != DType::kU8 || !one_element(v.type)) return std::nullopt;
+// A one-element constant zero point of `dtype` (u8 or i8), as an int32.
+std::optional<int32_t> zero_point_of(const Module& module, const Value& v, DType dtype) {
+  if (v.type.dtype != dtype || !one_element(v.type)) return std::nullopt;
   const std::optional<std::vector<uint8_t>> bytes = bytes_of(module, v);
   if (!bytes || bytes->size() != 1) return std::nullopt;
-  return static_cast<int32_t>((*bytes)[0]);
+  return dtype == DType::kI8 ? int32_t{static_cast<int8_t>((*bytes)[0])} : int32_t{(*bytes)[0]};
+}
+std::optional<int32_t> u8_zero_of(const Module& module, const Value& v) {
+  return zero_point_of(module, v, DType::kU8);
 }
 
 // One quantized convolution found: what the rewrite needs.
@@ -527,10 +531,8 @@ void int8_activations_as_u8(Module& module, Function& fn) {
   // A one-element int8 constant zero point.
   const auto int8_zero = [&](int v) -> std::optional<int32_t> {
     const Value& z = fn.values[static_cast<size_t>(v)];
-    if (z.kind != ValueKind::kConstant || z.type.dtype != DType::kI8 || !one_element(z.type)) return std::nullopt;
-    const std::optional<std::vector<uint8_t>> bytes = bytes_of(module, z);
-    if (!bytes || bytes->size() != 1) return std::nullopt;
-    return static_cast<int32_t>(static_cast<int8_t>((*bytes)[0]));
+    if (z.kind != ValueKind::kConstant) return std::nullopt;
+    return zero_point_of(module, z, DType::kI8);
   };
   const auto per_tensor = [&](const Node& node) {
     return node.kind == NodeKind::kOp && node.inputs.size() == 3 && node.results.size() == 1 &&

@@ -388,11 +388,9 @@ inline uint64_t byte_mask(int64_t n) { return n >= 64 ? ~uint64_t{0} : (uint64_t
         const uint8_t* first = job.x + ((n * p.h + iy0) * p.w + ix0) * p.c;
         for (int64_t i = 0; i < taps; ++i) tap[i] = first + rel[i];
       } else {
-        for (int64_t ky = 0; ky < p.kh; ++ky)
-          for (int64_t kx = 0; kx < p.kw; ++kx) {
-            const uint8_t* at = ops::quantized_conv2d_tap(p, job.x, n, oy, ox, ky, kx);
-            tap[ky * p.kw + kx] = at ? at : zero_row;
-          }
+        depthwise_taps(p, job.x, n, oy, ox, tap);  // taps <= kMaxDepthwiseTaps: the caller checked
+        for (int64_t i = 0; i < taps; ++i)
+          if (!tap[i]) tap[i] = zero_row;
       }
       for (int64_t i = taps; i < 4 * l.groups; ++i) tap[i] = zero_row;
       uint8_t* out = job.y + ((n * p.oh + oy) * p.ow + ox) * p.k;
