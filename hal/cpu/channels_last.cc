@@ -114,98 +114,182 @@ void dense_task(void* context, int64_t task) {
 }
 
 // ---- depthwise ----------------------------------------------------------------
+//
+// Weights block-major, [ceil(c / 16)][taps][16] with zeros past c, prepared
+// once (or packed per task for one chunk of blocks). A task is one output
+// row of one image; its channels go in chunks of four vectors (64 channels
+// under AVX-512, 32 AVX2, 16 SSE/NEON). Pixels whose every tap lies inside
+// along x, 8 at a time per vector: the tap's weights loaded once for the 8.
+// The others (a row's edges; every pixel of a 7x7 map under a 5x5 window)
+// one at a time over the chunk's vectors at once: independent chains (one
+// vector at a time waited on the add's latency: mnasnet's 5x5 depthwise at
+// 7x7 x 1152 ran 2.5x onnxruntime's time), their taps found once per pixel.
+// Channels past a multiple of the vector: vectors of N/2 and N/4 (mnasnet's
+// and mobilenet_v3's 72, 120, 184, 200 end 8 past a multiple of 16; they ran
+// one channel at a time), then one at a time (fewer than 4). Every path sums
+// the taps in (ky, kx) order from zero, each product rounded then added, then
+// the bias: ops::conv2d_channels_last_element's bits on every ISA.
 
-constexpr int64_t kDwLanes = 16;
-constexpr int64_t kDwMaxTaps = 1024;  // taps of a kernel whose weights go on the stack, per 16 channels
+constexpr int64_t kDwBlock = 16;
+constexpr int64_t kDwPixels = 8;
+constexpr int64_t kDwChunkVectors = 4;
+constexpr int64_t kDwStackTaps = 64;  // unprepared weights: packed per task up to this many taps (16 KiB)
+
+int64_t dw_blocks(const Conv2dPlan& p) { return (p.c + kDwBlock - 1) / kDwBlock; }
+
+// Blocks [b0, b1) of the block-major weights.
+void dw_pack(const Conv2dPlan& p, const float* w, int64_t b0, int64_t b1, float* out) {
+  const int64_t taps = p.kh * p.kw;
+  for (int64_t b = b0; b < b1; ++b)
+    for (int64_t t = 0; t < taps; ++t)
+      for (int64_t j = 0; j < kDwBlock; ++j) {
+        const int64_t c = b * kDwBlock + j;
+        *out++ = c < p.c ? w[c * taps + t] : 0.0f;
+      }
+}
 
 struct DepthwiseJob {
   const Conv2dPlan* p;
   const float *x, *w, *bias, *residual;
+  const float* prepared;  // block-major weights, or null
   float* out;
 };
 
-// Output pixel (oy, ox) of image n over channels [c0, c0 + lanes): the taps
-// inside the input in (ky, kx) order, each product rounded then added (the
-// element function's one-channel partial sums).
-void depthwise_pixel_scalar(const DepthwiseJob& job, int64_t n, int64_t oy, int64_t ox, int64_t c0, int64_t lanes,
-                            const float* taps_w) {
-  const Conv2dPlan& p = *job.p;
-  float acc[kDwLanes] = {};
-  for (int64_t ky = 0; ky < p.kh; ++ky) {
-    const int64_t iy = oy * p.stride_h - p.pad_top + ky * p.dilation_h;
-    if (iy < 0 || iy >= p.h) continue;
-    for (int64_t kx = 0; kx < p.kw; ++kx) {
-      const int64_t ix = ox * p.stride_w - p.pad_left + kx * p.dilation_w;
-      if (ix < 0 || ix >= p.w) continue;
-      const float* in = job.x + ((n * p.h + iy) * p.w + ix) * p.c + c0;
-      const float* wt = taps_w + (ky * p.kw + kx) * kDwLanes;
-      for (int64_t j = 0; j < lanes; ++j) acc[j] += in[j] * wt[j];
-    }
-  }
-  float* o = job.out + ((n * p.oh + oy) * p.ow + ox) * p.k + c0;
-  for (int64_t j = 0; j < lanes; ++j) o[j] = job.bias ? acc[j] + job.bias[c0 + j] : acc[j];
+// One output row: where its input, output and weights are, and the taps inside.
+struct DwRow {
+  const DepthwiseJob* job;
+  const float* image;  // image n
+  float* out;          // the row's first pixel
+  const float* w;      // block-major weights whose block 0 holds channel c_base
+  int64_t c_base;
+  int64_t oy, ky0, ky1;          // taps [ky0, ky1) read inside the input along y
+  int64_t inner_lo, inner_hi;    // pixels whose every tap is inside along x
+};
+
+// Weights of channel c at tap 0; tap t at + t * kDwBlock.
+inline const float* dw_weights(const DwRow& r, int64_t c) {
+  const Conv2dPlan& p = *r.job->p;
+  return r.w + (c - r.c_base) / kDwBlock * p.kh * p.kw * kDwBlock + c % kDwBlock;
 }
 
-// A row of output pixels over channels [c0, c0 + lanes) (lanes a multiple
-// of N), vectors of N channels; interior pixels kDwPixels at a time (each sum
-// is a chain of adds: one pixel at a time waits on the add's latency), taps in
-// (ky, kx) order, each product rounded then added: depthwise_pixel_scalar's
-// steps, the same bits on every ISA.
-constexpr int64_t kDwPixels = 8;
-struct DepthwiseRow {
-  template <int N>
-  static HEXIR_LANES void run(const DepthwiseJob* job_ptr, int64_t n, int64_t oy, int64_t c0, int64_t lanes,
-                              const float* taps_w) {
-    using V = lanes::F32<N>;
-    const DepthwiseJob& job = *job_ptr;
-    const Conv2dPlan& p = *job.p;
-    // Output columns whose every tap lies inside the input: [inner_lo, inner_hi).
-    int64_t inner_lo = 0, inner_hi = p.ow, lo, hi;
+// The taps [*lo, *hi) of pixel ox inside the input along x.
+void dw_tap_columns(const Conv2dPlan& p, int64_t ox, int64_t* lo, int64_t* hi) {
+  const int64_t first = ox * p.stride_w - p.pad_left;  // ix = first + kx * dilation_w
+  *lo = std::clamp<int64_t>(-floor_div(first, p.dilation_w), 0, p.kw);
+  *hi = std::clamp<int64_t>(floor_div(p.w - 1 - first, p.dilation_w) + 1, *lo, p.kw);
+}
+
+// kDwPixels interior pixels from ox, one vector of M channels from c.
+template <int M>
+HEXIR_LANES void dw_tile(const DwRow& r, int64_t ox, int64_t c) {
+  using V = lanes::F32<M>;
+  const DepthwiseJob& job = *r.job;
+  const Conv2dPlan& p = *job.p;
+  const int64_t pixel = p.stride_w * p.c;
+  const float* w = dw_weights(r, c);
+  const float* in0 = r.image + (ox * p.stride_w - p.pad_left) * p.c + c;
+  V acc[kDwPixels] = {};
+  for (int64_t ky = r.ky0; ky < r.ky1; ++ky) {
+    const float* in = in0 + (r.oy * p.stride_h - p.pad_top + ky * p.dilation_h) * p.w * p.c;
     for (int64_t kx = 0; kx < p.kw; ++kx) {
-      tap_columns(p, kx, &lo, &hi);
-      inner_lo = std::max(inner_lo, lo);
-      inner_hi = std::min(inner_hi, hi);
+      const V wv = lanes::load<M>(w + (ky * p.kw + kx) * kDwBlock);
+      const float* tap = in + kx * p.dilation_w * p.c;
+#pragma GCC unroll 8
+      for (int64_t i = 0; i < kDwPixels; ++i) acc[i] += lanes::load<M>(tap + i * pixel) * wv;
     }
-    const int64_t pixel = p.stride_w * p.c;
-    for (int64_t v0 = 0; v0 < lanes; v0 += N) {
-      float* o = job.out + (n * p.oh + oy) * p.ow * p.k + c0 + v0;
-      const float* image = job.x + n * p.h * p.w * p.c + c0 + v0;
-      const float* w = taps_w + v0;
-      // The bias after the whole sum, as the element function adds it.
-      const V bias = job.bias ? lanes::load<N>(job.bias + c0 + v0) : V{};
-      for (int64_t ox = 0; ox < p.ow;) {
-        if (ox >= inner_lo && ox + kDwPixels <= inner_hi) {
-          V acc[kDwPixels] = {};
-          for (int64_t ky = 0; ky < p.kh; ++ky) {
-            const int64_t iy = oy * p.stride_h - p.pad_top + ky * p.dilation_h;
-            if (iy < 0 || iy >= p.h) continue;
-            const float* in = image + (iy * p.w + ox * p.stride_w - p.pad_left) * p.c;
-            for (int64_t kx = 0; kx < p.kw; ++kx) {
-              const V wv = lanes::load<N>(w + (ky * p.kw + kx) * kDwLanes);
-              const float* tap = in + kx * p.dilation_w * p.c;
+  }
+  float* o = r.out + ox * p.k + c;
+  if (job.bias) {
+    const V bias = lanes::load<M>(job.bias + c);
 #pragma GCC unroll 8
-              for (int64_t i = 0; i < kDwPixels; ++i) acc[i] += lanes::load<N>(tap + i * pixel) * wv;
-            }
-          }
+    for (int64_t i = 0; i < kDwPixels; ++i) acc[i] += bias;
+  }
 #pragma GCC unroll 8
-          for (int64_t i = 0; i < kDwPixels; ++i) lanes::store<N>(o + (ox + i) * p.k, job.bias ? acc[i] + bias : acc[i]);
-          ox += kDwPixels;
-          continue;
-        }
-        V acc = {};
-        for (int64_t ky = 0; ky < p.kh; ++ky) {
-          const int64_t iy = oy * p.stride_h - p.pad_top + ky * p.dilation_h;
-          if (iy < 0 || iy >= p.h) continue;
-          const float* in_row = image + iy * p.w * p.c;
-          for (int64_t kx = 0; kx < p.kw; ++kx) {
-            const int64_t ix = ox * p.stride_w - p.pad_left + kx * p.dilation_w;
-            if (ix < 0 || ix >= p.w) continue;
-            acc += lanes::load<N>(in_row + ix * p.c) * lanes::load<N>(w + (ky * p.kw + kx) * kDwLanes);
-          }
-        }
-        lanes::store<N>(o + ox * p.k, job.bias ? acc + bias : acc);
-        ++ox;
+  for (int64_t i = 0; i < kDwPixels; ++i) lanes::store<M>(o + i * p.k, acc[i]);
+}
+
+// Pixel ox, NV vectors of M channels from c (independent chains).
+template <int M, int NV>
+HEXIR_LANES void dw_pixel(const DwRow& r, int64_t ox, int64_t c) {
+  using V = lanes::F32<M>;
+  const DepthwiseJob& job = *r.job;
+  const Conv2dPlan& p = *job.p;
+  int64_t kx0, kx1;
+  dw_tap_columns(p, ox, &kx0, &kx1);
+  const float* w[NV];
+  for (int v = 0; v < NV; ++v) w[v] = dw_weights(r, c + v * M);
+  V acc[NV] = {};
+  for (int64_t ky = r.ky0; ky < r.ky1; ++ky) {
+    const float* in = r.image + ((r.oy * p.stride_h - p.pad_top + ky * p.dilation_h) * p.w +
+                                 ox * p.stride_w - p.pad_left) * p.c + c;
+    for (int64_t kx = kx0; kx < kx1; ++kx) {
+      const float* tap = in + kx * p.dilation_w * p.c;
+      const int64_t t = (ky * p.kw + kx) * kDwBlock;
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) acc[v] += lanes::load<M>(tap + v * M) * lanes::load<M>(w[v] + t);
+    }
+  }
+  float* o = r.out + ox * p.k + c;
+#pragma GCC unroll 4
+  for (int v = 0; v < NV; ++v) lanes::store<M>(o + v * M, job.bias ? acc[v] + lanes::load<M>(job.bias + c + v * M) : acc[v]);
+}
+
+// Pixel ox, channels [c0, c1) one at a time.
+void dw_pixel_scalar(const DwRow& r, int64_t ox, int64_t c0, int64_t c1) {
+  const DepthwiseJob& job = *r.job;
+  const Conv2dPlan& p = *job.p;
+  int64_t kx0, kx1;
+  dw_tap_columns(p, ox, &kx0, &kx1);
+  for (int64_t c = c0; c < c1; ++c) {
+    const float* w = dw_weights(r, c);
+    float acc = 0.0f;
+    for (int64_t ky = r.ky0; ky < r.ky1; ++ky) {
+      const float* in = r.image + ((r.oy * p.stride_h - p.pad_top + ky * p.dilation_h) * p.w +
+                                   ox * p.stride_w - p.pad_left) * p.c + c;
+      for (int64_t kx = kx0; kx < kx1; ++kx) {
+        const float product = in[kx * p.dilation_w * p.c] * w[(ky * p.kw + kx) * kDwBlock];
+        acc += product;
       }
+    }
+    r.out[ox * p.k + c] = job.bias ? acc + job.bias[c] : acc;
+  }
+}
+
+// Channels [c0, c1) of the row: at most kDwChunkVectors vectors of N.
+struct DepthwiseChunk {
+  template <int N>
+  static HEXIR_LANES void run(const DwRow* row, int64_t c0, int64_t c1) {
+    const DwRow& r = *row;
+    const Conv2dPlan& p = *r.job->p;
+    const int64_t full = (c1 - c0) / N;
+    // The channels past the whole vectors: a vector of N/2, of N/4, then one at a time.
+    const int64_t half0 = c0 + full * N, half1 = N >= 16 && c1 - half0 >= N / 2 ? half0 + N / 2 : half0;
+    const int64_t quarter1 = N >= 8 && c1 - half1 >= 4 ? half1 + 4 : half1;
+    for (int64_t ox = 0; ox < p.ow;) {
+      if (ox >= r.inner_lo && ox + kDwPixels <= r.inner_hi) {
+        for (int64_t v = 0; v < full; ++v) dw_tile<N>(r, ox, c0 + v * N);
+        if constexpr (N >= 16)
+          if (half1 > half0) dw_tile<N / 2>(r, ox, half0);
+        if constexpr (N >= 8)
+          if (quarter1 > half1) dw_tile<4>(r, ox, half1);
+        if (quarter1 < c1)
+          for (int64_t i = 0; i < kDwPixels; ++i) dw_pixel_scalar(r, ox + i, quarter1, c1);
+        ox += kDwPixels;
+        continue;
+      }
+      switch (full) {
+        case 4: dw_pixel<N, 4>(r, ox, c0); break;
+        case 3: dw_pixel<N, 3>(r, ox, c0); break;
+        case 2: dw_pixel<N, 2>(r, ox, c0); break;
+        case 1: dw_pixel<N, 1>(r, ox, c0); break;
+        default: break;
+      }
+      if constexpr (N >= 16)
+        if (half1 > half0) dw_pixel<N / 2, 1>(r, ox, half0);
+      if constexpr (N >= 8)
+        if (quarter1 > half1) dw_pixel<4, 1>(r, ox, half1);
+      if (quarter1 < c1) dw_pixel_scalar(r, ox, quarter1, c1);
+      ++ox;
     }
   }
 };
@@ -214,27 +298,34 @@ struct DepthwiseRow {
 void depthwise_task(void* context, int64_t task) {
   const DepthwiseJob& job = *static_cast<const DepthwiseJob*>(context);
   const Conv2dPlan& p = *job.p;
-  const int64_t oy = task % p.oh, n = task / p.oh, taps = p.kh * p.kw;
-  alignas(64) float taps_w[kDwMaxTaps * kDwLanes];
-  const int64_t lanes_per_vector = widest<LaneCount>();
-  for (int64_t c0 = 0; c0 < p.c; c0 += kDwLanes) {
-    const int64_t lanes = std::min(kDwLanes, p.c - c0);
-    for (int64_t t = 0; t < taps; ++t)  // this block's weights, tap-major
-      for (int64_t j = 0; j < kDwLanes; ++j) taps_w[t * kDwLanes + j] = j < lanes ? job.w[(c0 + j) * taps + t] : 0.0f;
-    // Whole vectors of the widest ISA's lanes in vector registers, a block's
-    // last channels (fewer than a vector) one pixel at a time.
-    const int64_t vector_lanes = lanes / lanes_per_vector * lanes_per_vector;
-    if (vector_lanes > 0) widest<DepthwiseRow>(&job, n, oy, c0, vector_lanes, taps_w);
-    if (vector_lanes < lanes)
-      for (int64_t ox = 0; ox < p.ow; ++ox)
-        depthwise_pixel_scalar(job, n, oy, ox, c0 + vector_lanes, lanes - vector_lanes, taps_w + vector_lanes);
+  const int64_t oy = task % p.oh, n = task / p.oh;
+  DwRow r{&job, job.x + n * p.h * p.w * p.c, job.out + (n * p.oh + oy) * p.ow * p.k, job.prepared, 0, oy, 0, 0, 0, 0};
+  const int64_t first = oy * p.stride_h - p.pad_top;  // iy = first + ky * dilation_h
+  r.ky0 = std::clamp<int64_t>(-floor_div(first, p.dilation_h), 0, p.kh);
+  r.ky1 = std::clamp<int64_t>(floor_div(p.h - 1 - first, p.dilation_h) + 1, r.ky0, p.kh);
+  r.inner_lo = 0, r.inner_hi = p.ow;
+  for (int64_t kx = 0; kx < p.kw; ++kx) {
+    int64_t lo, hi;
+    tap_columns(p, kx, &lo, &hi);
+    r.inner_lo = std::max(r.inner_lo, lo);
+    r.inner_hi = std::min(r.inner_hi, hi);
   }
-  float* row = job.out + (n * p.oh + oy) * p.ow * p.k;
-  if (job.residual) add_residual(row, 0, job.residual + (row - job.out), 0, 1, p.ow * p.k);
-  if (p.epilogue.activation != 0) apply_epilogue(p.epilogue, row, 0, 1, p.ow * p.k);
+  alignas(64) float packed[kDwChunkVectors * kDwStackTaps * kDwBlock];
+  const int64_t chunk = kDwChunkVectors * widest<LaneCount>();  // a multiple of kDwBlock
+  for (int64_t c0 = 0; c0 < p.c; c0 += chunk) {
+    const int64_t c1 = std::min(p.c, c0 + chunk);
+    if (!job.prepared) {
+      dw_pack(p, job.w, c0 / kDwBlock, (c1 + kDwBlock - 1) / kDwBlock, packed);
+      r.w = packed;
+      r.c_base = c0;
+    }
+    widest<DepthwiseChunk>(&r, c0, c1);
+  }
+  if (job.residual) add_residual(r.out, 0, job.residual + (r.out - job.out), 0, 1, p.ow * p.k);
+  if (p.epilogue.activation != 0) apply_epilogue(p.epilogue, r.out, 0, 1, p.ow * p.k);
 }
 
-// Depthwise kernels too large for the stack's weight block: each element
+// Unprepared weights of more taps than the task's stack holds: each element
 // from the plan's own order.
 void depthwise_element_task(void* context, int64_t task) {
   const DepthwiseJob& job = *static_cast<const DepthwiseJob*>(context);
@@ -410,7 +501,8 @@ KernelContext split_for(const KernelContext& context, int64_t macs) {
 
 uint64_t conv2d_channels_last_prepared_bytes(const Dispatch& d) {
   const Conv2dPlan& p = plan_of<Conv2dPlan>(d);
-  if (d.operands[1] == nullptr || ops::conv2d_is_depthwise(p) || p.k_per_group == 0) return 0;
+  if (d.operands[1] == nullptr || p.k_per_group == 0) return 0;
+  if (ops::conv2d_is_depthwise(p)) return static_cast<uint64_t>(dw_blocks(p) * p.kh * p.kw * kDwBlock) * sizeof(float);
   if (small_groups(p, vector_lanes())) return static_cast<uint64_t>(p.kh * p.kw * p.c_per_group * p.k) * sizeof(float);
   const int64_t nr = gemm_tile().nr_max;
   return static_cast<uint64_t>(p.groups * p.kh * p.kw * strips_of(p, nr) * p.c_per_group * nr) * sizeof(float);
@@ -418,6 +510,7 @@ uint64_t conv2d_channels_last_prepared_bytes(const Dispatch& d) {
 
 void conv2d_channels_last_prepare(const Dispatch& d, void* out) {
   const Conv2dPlan& p = plan_of<Conv2dPlan>(d);
+  if (ops::conv2d_is_depthwise(p)) return dw_pack(p, input(d, 1), 0, dw_blocks(p), static_cast<float*>(out));
   if (small_groups(p, vector_lanes())) {  // [t][ci][k]: tap t's weight from input channel ci of k's group to k
     const int64_t taps = p.kh * p.kw, cg = p.c_per_group;
     const float* w = input(d, 1);
@@ -444,9 +537,10 @@ Status conv2d_channels_last(const KernelContext& context, const Dispatch& d) {
   const float* residual = p.has_residual ? input(d, 3) : nullptr;
   const int64_t macs = p.n * p.oh * p.ow * p.k * p.c_per_group * p.kh * p.kw;
   if (ops::conv2d_is_depthwise(p)) {
-    DepthwiseJob job{&p, input(d, 0), input(d, 1), bias, residual, output(d, 0)};
+    DepthwiseJob job{&p, input(d, 0), input(d, 1), bias, residual, static_cast<const float*>(d.prepared),
+                     output(d, 0)};
     parallel_for(split_for(context, macs), p.n * p.oh,
-                 p.kh * p.kw <= kDwMaxTaps ? depthwise_task : depthwise_element_task, &job);
+                 job.prepared || p.kh * p.kw <= kDwStackTaps ? depthwise_task : depthwise_element_task, &job);
     return ok_status();
   }
   // A 1x1 window at stride 1 without padding is one GEMM per image: its

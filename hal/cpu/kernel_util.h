@@ -361,7 +361,7 @@ uint32_t conv2d_prepare_key(const Dispatch& constants, uint64_t* words);
 Status pool2d(const KernelContext&, const Dispatch&);  // max_pool, average_pool
 Status max_pool_u8(const KernelContext&, const Dispatch&);
 // channels_last.cc: conv2d when Conv2dPlan::channels_last, and its prepared
-// weights (per tap, strips of the GEMM tile's width; none for depthwise).
+// weights (per tap, strips of the GEMM tile's width; depthwise: block-major [c/16][taps][16]).
 Status conv2d_channels_last(const KernelContext&, const Dispatch&);
 uint64_t conv2d_channels_last_prepared_bytes(const Dispatch& constants);
 void conv2d_channels_last_prepare(const Dispatch& constants, void* out);

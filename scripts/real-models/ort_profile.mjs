@@ -1,5 +1,5 @@
 // onnxruntime's own per-node times for one model, to set beside `hexir-run --profile`:
-//   node scripts/real-models/ort_profile.mjs SPEC.json [RUNS] [THREADS]
+//   node scripts/real-models/ort_profile.mjs SPEC.json [RUNS] [THREADS] [ALL_NODES.json]
 // SPEC is the ort-spec.json scripts/real-models.sh and scripts/blocks.sh leave in each model's work
 // folder (build/real-models/work/<model>/). Runs the session RUNS times (default 100) with
 // onnxruntime's profiler on and prints, per operator type and for the slowest nodes, the median
@@ -59,3 +59,10 @@ for (const [op, o] of [...byOp].sort((a, b) => b[1].us - a[1].us))
 console.log('slowest nodes (median us):');
 for (const [name, { op, times }] of [...nodes].sort((a, b) => median(b[1].times) - median(a[1].times)).slice(0, 15))
   console.log(`  ${median(times).toFixed(1).padStart(9)}  ${op.padEnd(12)} ${name}`);
+// Every node's median as JSON (name, op, us), slowest first, where a fifth
+// argument names a file: scripts/real-models/compare_profiles.py reads it
+// beside hexir-run --stats-json to set the two side by side node by node.
+if (process.argv[5]) {
+  const all = [...nodes].map(([name, { op, times }]) => ({ name, op, us: median(times) }));
+  fs.writeFileSync(process.argv[5], JSON.stringify(all.sort((a, b) => b.us - a.us), null, 1));
+}

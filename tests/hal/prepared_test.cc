@@ -7,6 +7,7 @@
 #include <bit>
 #include <cstring>
 #include <limits>
+#include <tuple>
 
 #include "alloc_counter.h"
 #include "hal_test_util.h"
@@ -176,8 +177,17 @@ TEST_CASE("prepared: conv2d with its weights packed once is bit-identical (3x3, 
   check_prepared(OpId::kConv2d, {&x, &w3, &bias}, {2, 16, 37, 41}, {1, 1, 1, 1, 1, 1, 1, 1, 1});
   check_prepared(OpId::kConv2d, {&x, &w1}, {2, 16, 37, 41}, {1, 1, 0, 0, 0, 0, 1, 1, 1});
   check_prepared(OpId::kConv2d, {&x, &wg, &bias}, {2, 16, 19, 21}, {2, 2, 1, 1, 1, 1, 1, 1, 4});
-  // Depthwise has no GEMM: nothing prepared.
+  // Depthwise (NCHW) has no GEMM: nothing prepared.
   check_prepared(OpId::kConv2d, {&x, &wd, &bias}, {2, 16, 19, 20}, {2, 2, 2, 1, 2, 1, 1, 1, 16}, 0);
+  // Channels-last depthwise (the layout word): its weights block-major. 72 channels (vectors of 8
+  // past 64), 200 at 7x7 under a 5x5 window (every pixel an edge one), 46 (8, 4, then 2 one at a time).
+  for (const auto& [c, hw, k, stride] : {std::tuple<int64_t, int64_t, int64_t, int64_t>{72, 19, 3, 1},
+                                         {200, 7, 5, 1}, {46, 13, 3, 2}}) {
+    INFO("channels-last depthwise " << c << " channels at " << hw << ", " << k << "x" << k << " stride " << stride);
+    HostTensor xl = random_f32({2, hw, hw, c}, 30), wl = random_f32({c, 1, k, k}, 31), bl = random_f32({c}, 32);
+    const int64_t pad = k / 2, o = (hw + 2 * pad - k) / stride + 1;
+    check_prepared(OpId::kConv2d, {&xl, &wl, &bl}, {2, o, o, c}, {stride, stride, pad, pad, pad, pad, 1, 1, c, 1});
+  }
   // Few input channels (a stem) and a short M with many output columns.
   HostTensor xs = random_f32({1, 3, 67, 66}, 14), ws = random_f32({24, 3, 5, 5}, 15), bs = random_f32({24}, 16);
   check_prepared(OpId::kConv2d, {&xs, &ws, &bs}, {1, 24, 33, 33}, {2, 2, 1, 1, 2, 2, 1, 1, 1});

@@ -962,6 +962,17 @@ inline std::vector<KernelCase> kernel_cases() {
   conv("depthwise + leaky_relu (fused)", {2, 5, 7, 7}, {5, 1, 3, 3}, true,
        {1, 1, 1, 1, 1, 1, 1, 1, 5, leaky, std::bit_cast<int64_t>(0.2), 0}, 1621);
 
+  // Channels-last depthwise (the layout word 1, x [N,H,W,C]): channel counts
+  // past a multiple of 16 by 8, 4 and 2 (the vectors of 8 and 4, the scalar
+  // tail), strides, a 5x5 window and pads, with and without a bias.
+  const int64_t dw_relu = static_cast<int64_t>(ops::Activation::kRelu);
+  conv("channels-last depthwise 72 3x3", {1, 9, 11, 72}, {72, 1, 3, 3}, true, {1, 1, 1, 1, 1, 1, 1, 1, 72, 1}, 1624);
+  conv("channels-last depthwise 46 3x3 s2 + relu", {2, 10, 13, 46}, {46, 1, 3, 3}, true,
+       {2, 2, 1, 1, 1, 1, 1, 1, 46, dw_relu, 0, 0, 1}, 1627);
+  conv("channels-last depthwise 28 5x5 pad 2", {1, 12, 19, 28}, {28, 1, 5, 5}, false, {1, 1, 2, 2, 2, 2, 1, 1, 28, 1},
+       1630);
+  conv("channels-last depthwise 120 5x5 s2", {1, 14, 14, 120}, {120, 1, 5, 5}, true, {2, 2, 2, 2, 2, 2, 1, 1, 120, 1},
+       1633);
   // separable_conv2d: (x, dw_w, pw_w, [dw_bias], [pw_bias], [residual]); the
   // depthwise's nine words, its epilogue, the 1x1's epilogue, the biases word.
   auto separable = [&](std::string n, std::vector<int64_t> x, int64_t k, int64_t ks, std::vector<int64_t> params,
