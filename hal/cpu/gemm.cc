@@ -343,150 +343,147 @@ template <int64_t AS>
 constexpr int64_t kAvx512Mr = HEXIR_AVX512_MR;
 constexpr int64_t kAvx512MrInPlace = 8;
 // A TileFinish's activation over a whole AVX-512 tile.
-template <ops::Activation A, int64_t MR>
-[[gnu::target("avx512f")]] inline void activate_tile512(__m512 (&c0)[MR], __m512 (&c1)[MR], __m512 lo, __m512 hi) {
+template <ops::Activation A, int64_t MR, int NV>
+[[gnu::target("avx512f")]] inline void activate_tile512(__m512 (&c)[NV][MR], __m512 lo, __m512 hi) {
 #pragma GCC unroll 16
-  for (int64_t i = 0; i < MR; ++i) {
-    c0[i] = tile_activation(A, c0[i], lo, hi);
-    c1[i] = tile_activation(A, c1[i], lo, hi);
-  }
+  for (int64_t i = 0; i < MR; ++i)
+#pragma GCC unroll 2
+    for (int v = 0; v < NV; ++v) c[v][i] = tile_activation(A, c[v][i], lo, hi);
 }
-template <int64_t MR, int64_t AS>
+// NV vectors of 16 columns: 2 (the 32-wide strip), or 1 for a strip of 16
+// columns or fewer, which the two-vector tile computed half in vain (1x1
+// convolutions to 16 channels: mnasnet's and efficientnet's 112x112 ones ran
+// at half onnxruntime's rate).
+template <int64_t MR, int64_t AS, int NV = 2>
 [[gnu::target("avx512f")]] void avx512_tile(int64_t mr, int64_t nr, int64_t kc, const float* A, int64_t lda,
                                             const float* B, int64_t ldb, float* C, int64_t ldc, bool accumulate,
                                             const TileFinish* finish) {
-  __m512 c0[MR], c1[MR];
+  __m512 c[NV][MR];
   // The C tile is read back after the K loop: ask for it now, so it arrives
   // from L2/L3 while the FMAs run (C is re-read once per K block).
   if (accumulate) {
 #pragma GCC unroll 16
     for (int64_t i = 0; i < MR; ++i) {
-      if (i < mr) {
-        _mm_prefetch(reinterpret_cast<const char*>(C + i * ldc), _MM_HINT_T0);
-        _mm_prefetch(reinterpret_cast<const char*>(C + i * ldc + 16), _MM_HINT_T0);
-      }
+      if (i < mr)
+#pragma GCC unroll 2
+        for (int v = 0; v < NV; ++v) _mm_prefetch(reinterpret_cast<const char*>(C + i * ldc + 16 * v), _MM_HINT_T0);
     }
   }
   // Likewise the residual this tile adds at its end.
   if (finish && finish->residual) {
 #pragma GCC unroll 16
     for (int64_t i = 0; i < MR; ++i) {
-      if (i < mr) {
-        _mm_prefetch(reinterpret_cast<const char*>(finish->residual + i * finish->ldr), _MM_HINT_T0);
-        _mm_prefetch(reinterpret_cast<const char*>(finish->residual + i * finish->ldr + 16), _MM_HINT_T0);
-      }
+      if (i < mr)
+#pragma GCC unroll 2
+        for (int v = 0; v < NV; ++v)
+          _mm_prefetch(reinterpret_cast<const char*>(finish->residual + i * finish->ldr + 16 * v), _MM_HINT_T0);
     }
   }
 #pragma GCC unroll 16
-  for (int64_t i = 0; i < MR; ++i) c0[i] = c1[i] = _mm512_setzero_ps();
+  for (int64_t i = 0; i < MR; ++i)
+#pragma GCC unroll 2
+    for (int v = 0; v < NV; ++v) c[v][i] = _mm512_setzero_ps();
   for (int64_t k = 0; k < kc; ++k) {
-    const __m512 b0 = _mm512_loadu_ps(B + k * ldb);
-    const __m512 b1 = _mm512_loadu_ps(B + k * ldb + 16);
+    __m512 b[NV];
+#pragma GCC unroll 2
+    for (int v = 0; v < NV; ++v) b[v] = _mm512_loadu_ps(B + k * ldb + 16 * v);
 #pragma GCC unroll 16
     for (int64_t i = 0; i < MR; ++i) {
       const __m512 a = _mm512_set1_ps(a_at<AS>(A, lda, i, k));
-      c0[i] = _mm512_fmadd_ps(a, b0, c0[i]);
-      c1[i] = _mm512_fmadd_ps(a, b1, c1[i]);
+#pragma GCC unroll 2
+      for (int v = 0; v < NV; ++v) c[v][i] = _mm512_fmadd_ps(a, b[v], c[v][i]);
     }
   }
   // A whole tile: the finish stage by stage over all its registers, each
   // test once per tile (AVX2's avx2_tile does the same), the same steps in
   // the same order per element as below.
-  if (mr == MR && nr == 32) {
+  if (mr == MR && nr == 16 * NV) {
     if (accumulate)
 #pragma GCC unroll 16
-      for (int64_t i = 0; i < MR; ++i) {
-        c0[i] = _mm512_add_ps(_mm512_loadu_ps(C + i * ldc), c0[i]);
-        c1[i] = _mm512_add_ps(_mm512_loadu_ps(C + i * ldc + 16), c1[i]);
-      }
+      for (int64_t i = 0; i < MR; ++i)
+#pragma GCC unroll 2
+        for (int v = 0; v < NV; ++v) c[v][i] = _mm512_add_ps(_mm512_loadu_ps(C + i * ldc + 16 * v), c[v][i]);
     if (finish) {
       const TileFinish& f = *finish;
       if (f.row_bias)
 #pragma GCC unroll 16
         for (int64_t i = 0; i < MR; ++i) {
           const __m512 b = _mm512_set1_ps(f.row_bias[i]);
-          c0[i] = _mm512_add_ps(c0[i], b);
-          c1[i] = _mm512_add_ps(c1[i], b);
+#pragma GCC unroll 2
+          for (int v = 0; v < NV; ++v) c[v][i] = _mm512_add_ps(c[v][i], b);
         }
       if (f.col_bias) {
-        const __m512 b0 = _mm512_loadu_ps(f.col_bias), b1 = _mm512_loadu_ps(f.col_bias + 16);
+        __m512 b[NV];
+#pragma GCC unroll 2
+        for (int v = 0; v < NV; ++v) b[v] = _mm512_loadu_ps(f.col_bias + 16 * v);
 #pragma GCC unroll 16
-        for (int64_t i = 0; i < MR; ++i) {
-          c0[i] = _mm512_add_ps(c0[i], b0);
-          c1[i] = _mm512_add_ps(c1[i], b1);
-        }
+        for (int64_t i = 0; i < MR; ++i)
+#pragma GCC unroll 2
+          for (int v = 0; v < NV; ++v) c[v][i] = _mm512_add_ps(c[v][i], b[v]);
       }
       if (f.residual)
 #pragma GCC unroll 16
-        for (int64_t i = 0; i < MR; ++i) {
-          c0[i] = _mm512_add_ps(c0[i], _mm512_loadu_ps(f.residual + i * f.ldr));
-          c1[i] = _mm512_add_ps(c1[i], _mm512_loadu_ps(f.residual + i * f.ldr + 16));
-        }
+        for (int64_t i = 0; i < MR; ++i)
+#pragma GCC unroll 2
+          for (int v = 0; v < NV; ++v)
+            c[v][i] = _mm512_add_ps(c[v][i], _mm512_loadu_ps(f.residual + i * f.ldr + 16 * v));
       if (f.activation != ops::Activation::kNone) {
         const __m512 lo = _mm512_set1_ps(f.lo), hi = _mm512_set1_ps(f.hi);
         switch (f.activation) {  // a constant activation per loop: no test per vector
-          case ops::Activation::kRelu: activate_tile512<ops::Activation::kRelu, MR>(c0, c1, lo, hi); break;
-          case ops::Activation::kClip: activate_tile512<ops::Activation::kClip, MR>(c0, c1, lo, hi); break;
+          case ops::Activation::kRelu: activate_tile512<ops::Activation::kRelu, MR, NV>(c, lo, hi); break;
+          case ops::Activation::kClip: activate_tile512<ops::Activation::kClip, MR, NV>(c, lo, hi); break;
           case ops::Activation::kHardSigmoid:
-            activate_tile512<ops::Activation::kHardSigmoid, MR>(c0, c1, lo, hi);
+            activate_tile512<ops::Activation::kHardSigmoid, MR, NV>(c, lo, hi);
             break;
-          case ops::Activation::kHardSwish: activate_tile512<ops::Activation::kHardSwish, MR>(c0, c1, lo, hi); break;
+          case ops::Activation::kHardSwish: activate_tile512<ops::Activation::kHardSwish, MR, NV>(c, lo, hi); break;
           default: break;  // tile_finish_applies: no other
         }
       }
     }
 #pragma GCC unroll 16
-    for (int64_t i = 0; i < MR; ++i) {
-      _mm512_storeu_ps(C + i * ldc, c0[i]);
-      _mm512_storeu_ps(C + i * ldc + 16, c1[i]);
-    }
+    for (int64_t i = 0; i < MR; ++i)
+#pragma GCC unroll 2
+      for (int v = 0; v < NV; ++v) _mm512_storeu_ps(C + i * ldc + 16 * v, c[v][i]);
     return;
   }
-  const __mmask16 m0 = nr >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << nr) - 1);
-  const __mmask16 m1 = nr >= 32 ? __mmask16(0xFFFF) : nr <= 16 ? __mmask16(0) : __mmask16((1u << (nr - 16)) - 1);
+  __mmask16 m[NV];
+#pragma GCC unroll 2
+  for (int v = 0; v < NV; ++v) {
+    const int64_t left = nr - 16 * v;
+    m[v] = left >= 16 ? __mmask16(0xFFFF) : left <= 0 ? __mmask16(0) : __mmask16((1u << left) - 1);
+  }
   // The finish in registers: no pass over the stored tile (a masked store
   // does not forward to the narrower loads such a pass makes).
   const TileFinish f = finish ? *finish : TileFinish{};
-  const __m512 col0 = f.col_bias ? _mm512_maskz_loadu_ps(m0, f.col_bias) : _mm512_setzero_ps();
-  const __m512 col1 = f.col_bias ? _mm512_maskz_loadu_ps(m1, f.col_bias + 16) : _mm512_setzero_ps();
+  __m512 col[NV];
+#pragma GCC unroll 2
+  for (int v = 0; v < NV; ++v) col[v] = f.col_bias ? _mm512_maskz_loadu_ps(m[v], f.col_bias + 16 * v) : _mm512_setzero_ps();
   const __m512 lo = _mm512_set1_ps(f.lo), hi = _mm512_set1_ps(f.hi);
 #pragma GCC unroll 16
   for (int64_t i = 0; i < MR && i < mr; ++i) {
-    float* c = C + i * ldc;
-    if (accumulate) {
-      c0[i] = _mm512_add_ps(_mm512_maskz_loadu_ps(m0, c), c0[i]);
-      c1[i] = _mm512_add_ps(_mm512_maskz_loadu_ps(m1, c + 16), c1[i]);
+    float* ci = C + i * ldc;
+#pragma GCC unroll 2
+    for (int v = 0; v < NV; ++v) {
+      if (accumulate) c[v][i] = _mm512_add_ps(_mm512_maskz_loadu_ps(m[v], ci + 16 * v), c[v][i]);
+      if (finish) {
+        if (f.row_bias) c[v][i] = _mm512_add_ps(c[v][i], _mm512_set1_ps(f.row_bias[i]));
+        if (f.col_bias) c[v][i] = _mm512_add_ps(c[v][i], col[v]);
+        if (f.residual) c[v][i] = _mm512_add_ps(c[v][i], _mm512_maskz_loadu_ps(m[v], f.residual + i * f.ldr + 16 * v));
+        c[v][i] = tile_activation(f.activation, c[v][i], lo, hi);
+      }
+      _mm512_mask_storeu_ps(ci + 16 * v, m[v], c[v][i]);
     }
-    if (finish) {
-      if (f.row_bias) {
-        const __m512 b = _mm512_set1_ps(f.row_bias[i]);
-        c0[i] = _mm512_add_ps(c0[i], b);
-        c1[i] = _mm512_add_ps(c1[i], b);
-      }
-      if (f.col_bias) {
-        c0[i] = _mm512_add_ps(c0[i], col0);
-        c1[i] = _mm512_add_ps(c1[i], col1);
-      }
-      if (f.residual) {
-        c0[i] = _mm512_add_ps(c0[i], _mm512_maskz_loadu_ps(m0, f.residual + i * f.ldr));
-        c1[i] = _mm512_add_ps(c1[i], _mm512_maskz_loadu_ps(m1, f.residual + i * f.ldr + 16));
-      }
-      c0[i] = tile_activation(f.activation, c0[i], lo, hi);
-      c1[i] = tile_activation(f.activation, c1[i], lo, hi);
-    }
-    _mm512_mask_storeu_ps(c, m0, c0[i]);
-    _mm512_mask_storeu_ps(c + 16, m1, c1[i]);
   }
 }
 
-template <int64_t MR>
+template <int64_t MR, int NV>
 [[gnu::target("avx512f")]] void avx512_rows(int64_t mr, int64_t nr, int64_t kc, const float* A, int64_t lda,
                                             const float* B, int64_t ldb, float* C, int64_t ldc, bool accumulate,
                                             const TileFinish* finish) {
   if constexpr (MR > 1) {
-    if (mr < MR) return avx512_rows<MR - 1>(mr, nr, kc, A, lda, B, ldb, C, ldc, accumulate, finish);
+    if (mr < MR) return avx512_rows<MR - 1, NV>(mr, nr, kc, A, lda, B, ldb, C, ldc, accumulate, finish);
   }
-  avx512_tile<MR, 0>(mr, nr, kc, A, lda, B, ldb, C, ldc, accumulate, finish);
+  avx512_tile<MR, 0, NV>(mr, nr, kc, A, lda, B, ldb, C, ldc, accumulate, finish);
 }
 
 // A packed panel's whole tiles side by side (StripsKernel).
@@ -505,8 +502,12 @@ template <int64_t MR>
 [[gnu::target("avx512f")]] void micro_avx512(int64_t mr, int64_t nr, int64_t kc, const float* A, int64_t lda,
                                              bool a_packed, const float* B, int64_t ldb, float* C, int64_t ldc,
                                              bool accumulate, const TileFinish* finish) {
+  if (nr <= 16) {
+    if (a_packed) return avx512_tile<kAvx512Mr, kAvx512Mr, 1>(mr, nr, kc, A, lda, B, ldb, C, ldc, accumulate, finish);
+    return avx512_rows<kAvx512MrInPlace, 1>(mr, nr, kc, A, lda, B, ldb, C, ldc, accumulate, finish);
+  }
   if (a_packed) return avx512_tile<kAvx512Mr, kAvx512Mr>(mr, nr, kc, A, lda, B, ldb, C, ldc, accumulate, finish);
-  avx512_rows<kAvx512MrInPlace>(mr, nr, kc, A, lda, B, ldb, C, ldc, accumulate, finish);
+  avx512_rows<kAvx512MrInPlace, 2>(mr, nr, kc, A, lda, B, ldb, C, ldc, accumulate, finish);
 }
 
 // The few-rows blocks: R rows x G strips of accumulators (2 vectors per
