@@ -10,8 +10,9 @@ namespace {
 
 using ops::OpId;
 
-// Below this many input channels per group a convolution (a stem) stays NCHW:
-// its taps would each give the register tile a few multiply-adds.
+// Below this many input channels per group a convolution stays NCHW (its taps
+// would each give the register tile a few multiply-adds), but a stem the
+// kernel computes over its window's patch (rewrite_conv).
 constexpr int64_t kMinChannelsPerGroup = 8;
 
 std::vector<int64_t> to_nhwc(const std::vector<int64_t>& d) { return {d[0], d[2], d[3], d[1]}; }
@@ -261,7 +262,13 @@ class ChannelsLast {
     // 1x1 GEMMs put the pixels in rows and the channels in columns, the
     // depthwise kernel keeps a vector of channels per tap, and the reductions,
     // concats and maps between them follow (docs/layout.md).
-    const bool narrow = !depthwise && w.type.dims[1] < kMinChannelsPerGroup;
+    // A stem whose window the kernel gathers into one patch
+    // (ops::conv2d_channels_last_patch) starts one too: its image's few
+    // planes interleave cheaply, and the patch's one pass beat the NCHW stem
+    // (ResNet's 7x7: 1.5x), which also left its many channels to convert.
+    const bool patch = groups == 1 && c < ops::kConvPatchChannels && w.type.dims[2] * w.type.dims[3] > 1 &&
+                       c * w.type.dims[2] * w.type.dims[3] <= ops::kConvChannelBlock;
+    const bool narrow = !depthwise && !patch && w.type.dims[1] < kMinChannelsPerGroup;
     const bool starts = nhwc_[static_cast<size_t>(node.inputs[0])] < 0;
     if (starts && (narrow || (!barred_.empty() && barred_[original_index_]))) return false;
     const Value result = fn_.values[static_cast<size_t>(y)];  // a copy: adding values moves them

@@ -113,6 +113,115 @@ void dense_task(void* context, int64_t task) {
   if (p.epilogue.activation != 0) apply_epilogue(p.epilogue, row_out, ldc, p.ow, p.k_per_group);
 }
 
+// ---- few input channels: the window's patch --------------------------------
+//
+// ops::conv2d_channels_last_patch: per task (an output row), pixels in bands
+// of a stack buffer's rows, each row a pixel's patch ((ky, kx, c) order: a
+// tap row's kw * c floats are adjacent in the input, one copy each; zeros
+// outside the input); then the register tile once per strip over the band,
+// the patch's whole length in registers and the bias, residual and activation
+// in its finish. Per tap (the dense path) the ResNet stem's 3 channels gave
+// the tile 3 multiply-adds per pass over the output: 45 GFLOP/s.
+constexpr int64_t kPatchFloats = 8192;  // the band's buffer (32 KiB)
+constexpr int64_t kPatchSlack = 16;     // floats a tap row's copy may write past the row
+
+struct PatchJob {
+  const Conv2dPlan* p;
+  const float *x, *w, *bias, *residual;
+  const float* prepared;  // [s][patch][nr], or null: packed per task
+  float* out;
+  GemmTile tile;
+  int64_t strips;
+};
+
+// Strip s of the weights as the patch's rows: row (ky * kw + kx) * c + ci, nr floats.
+void pack_patch_strip(const Conv2dPlan& p, const float* w, int64_t s, int64_t nr, float* out) {
+  const int64_t taps = p.kh * p.kw;
+  for (int64_t t = 0; t < taps; ++t) {
+    pack_tap_strip(p, w, 0, t, s, nr, 0, p.c, out);
+    out += p.c * nr;
+  }
+}
+
+// Pixels [ox0, ox1) of output row oy of image n: one patch per row of buf;
+// `end`: the input's end (no read reaches past it). In the widest lanes: the
+// tap rows are a few dozen bytes, copied as whole 64-byte vectors past the
+// row's end (the next row, or the buffer's slack, takes what they write
+// beyond it) where the input reaches that far (a copy call per row, or 16-byte
+// moves, cost as much as the 3x3 stem's multiply-adds).
+struct FillPatches {
+  template <int N>
+  static HEXIR_LANES void run(const Conv2dPlan* plan, const float* image, const float* end, int64_t oy, int64_t ox0,
+                              int64_t ox1, float* buf) {
+    const Conv2dPlan& p = *plan;
+    const int64_t patch = p.kh * p.kw * p.c, row = p.kw * p.c;
+    for (int64_t ox = ox0; ox < ox1; ++ox, buf += patch) {
+      const int64_t first = ox * p.stride_w - p.pad_left;  // ix of kx = 0
+      for (int64_t ky = 0; ky < p.kh; ++ky) {
+        float* dst = buf + ky * row;
+        const int64_t iy = oy * p.stride_h - p.pad_top + ky * p.dilation_h;
+        if (iy < 0 || iy >= p.h) {
+          for (int64_t i = 0; i < row; ++i) dst[i] = 0.0f;
+          continue;
+        }
+        const float* src = image + iy * p.w * p.c;
+        if (p.dilation_w == 1 && first >= 0 && first + p.kw <= p.w) {
+          const float* from = src + first * p.c;
+          if (from + (row + kPatchSlack - 1) / kPatchSlack * kPatchSlack <= end) {
+            for (int64_t i = 0; i < row; i += kPatchSlack)
+#pragma GCC unroll 4
+              for (int64_t j = 0; j < kPatchSlack; j += N) lanes::store<N>(dst + i + j, lanes::load<N>(from + i + j));
+          } else {
+            for (int64_t i = 0; i < row; ++i) dst[i] = from[i];
+          }
+          continue;
+        }
+        for (int64_t kx = 0; kx < p.kw; ++kx) {
+          const int64_t ix = first + kx * p.dilation_w;
+          const float* from = src + ix * p.c;
+          const bool inside = ix >= 0 && ix < p.w;
+          for (int64_t ci = 0; ci < p.c; ++ci) dst[kx * p.c + ci] = inside ? from[ci] : 0.0f;
+        }
+      }
+    }
+  }
+};
+
+void patch_task(void* context, int64_t task) {
+  const PatchJob& job = *static_cast<const PatchJob*>(context);
+  const Conv2dPlan& p = *job.p;
+  const int64_t nr = job.tile.nr_max, mr = job.tile.mr_max, patch = p.kh * p.kw * p.c;
+  const int64_t oy = task % p.oh, n = task / p.oh;
+  const float* image = job.x + n * p.h * p.w * p.c;
+  float* const row_out = job.out + (n * p.oh + oy) * p.ow * p.k;
+  const float* const row_residual = job.residual ? job.residual + (row_out - job.out) : nullptr;
+  const auto activation = static_cast<ops::Activation>(p.epilogue.activation);
+  const bool in_tile = tile_finish_applies(activation);
+  alignas(64) float buf[kPatchFloats + kPatchSlack];
+  alignas(64) float strip[kConvChannelBlock * kMaxStrip];
+  const int64_t band = std::max<int64_t>(1, kPatchFloats / patch / mr) * mr;
+  for (int64_t ox0 = 0; ox0 < p.ow; ox0 += band) {
+    const int64_t ox1 = std::min(p.ow, ox0 + band);
+    widest<FillPatches>(&p, image, job.x + p.n * p.h * p.w * p.c, oy, ox0, ox1, buf);
+    for (int64_t s = 0; s < job.strips; ++s) {
+      const int64_t col0 = s * nr, width = std::min(nr, p.k - col0);
+      const float* b = job.prepared ? job.prepared + s * patch * nr : strip;
+      if (!job.prepared) pack_patch_strip(p, job.w, s, nr, strip);
+      TileFinish f;
+      f.col_bias = job.bias ? job.bias + col0 : nullptr;
+      if (row_residual) f.residual = row_residual + ox0 * p.k + col0, f.ldr = p.k;
+      if (in_tile) f.activation = activation, f.lo = p.epilogue.a, f.hi = p.epilogue.b;
+      for (int64_t ox = ox0; ox < ox1; ox += mr) {
+        const int64_t rows = std::min(mr, ox1 - ox);
+        job.tile.run(rows, width, patch, buf + (ox - ox0) * patch, patch, false, b, nr, row_out + ox * p.k + col0, p.k,
+                     false, &f);
+        if (f.residual) f.residual += mr * p.k;
+      }
+    }
+  }
+  if (!in_tile && p.epilogue.activation != 0) apply_epilogue(p.epilogue, row_out, p.k, p.ow, p.k);
+}
+
 // ---- depthwise ----------------------------------------------------------------
 //
 // Weights block-major, [ceil(c / 16)][taps][16] with zeros past c, prepared
@@ -522,6 +631,10 @@ void conv2d_channels_last_prepare(const Dispatch& d, void* out) {
   }
   const int64_t nr = gemm_tile().nr_max, strips = strips_of(p, nr), taps = p.kh * p.kw;
   float* dst = static_cast<float*>(out);
+  if (ops::conv2d_channels_last_patch(p)) {  // [s][patch][nr]: the same bytes in another order
+    for (int64_t s = 0; s < strips; ++s, dst += taps * p.c * nr) pack_patch_strip(p, input(d, 1), s, nr, dst);
+    return;
+  }
   for (int64_t g = 0; g < p.groups; ++g)
     for (int64_t t = 0; t < taps; ++t)
       for (int64_t s = 0; s < strips; ++s) {
@@ -562,6 +675,13 @@ Status conv2d_channels_last(const KernelContext& context, const Dispatch& d) {
       }
       gemm(context, g);
     }
+    return ok_status();
+  }
+  if (ops::conv2d_channels_last_patch(p)) {
+    const GemmTile tile = gemm_tile();
+    PatchJob job{&p, input(d, 0), input(d, 1), bias, residual, static_cast<const float*>(d.prepared), output(d, 0),
+                 tile, strips_of(p, tile.nr_max)};
+    parallel_for(split_for(context, macs), p.n * p.oh, patch_task, &job);
     return ok_status();
   }
 #ifdef HEXIR_CL_X86

@@ -127,6 +127,11 @@ TEST_CASE("channels-last conv2d: the cpu kernel gives the element function's sum
       {"groups of 2, dilated", 1, 12, 10, 12, 12, 3, 3, 1, 2, 2, 6, true, "sigmoid"},
       {"groups of 16, two images", 2, 48, 6, 9, 48, 3, 3, 1, 1, 1, 3, true, "hard_swish"},
       {"300 input channels (two blocks)", 1, 300, 4, 5, 17, 3, 3, 1, 1, 1, 1, true, ""},
+      // Few input channels (ops::conv2d_channels_last_patch): each pixel's window gathered, one chain.
+      {"stem 7x7 stride 2, 3 channels, 64 out", 1, 3, 23, 29, 64, 7, 7, 2, 3, 1, 1, true, "relu"},
+      {"stem 3x3 stride 2, 3 channels, two images", 2, 3, 17, 15, 32, 3, 3, 2, 1, 1, 1, false, "clip"},
+      {"5x5, 4 channels, 20 out, sigmoid", 1, 4, 9, 21, 20, 5, 5, 1, 2, 1, 1, true, "sigmoid"},
+      {"dilated 3x3, 1 channel", 1, 1, 12, 12, 16, 3, 3, 1, 2, 2, 1, true, ""},
       {"depthwise 3x3", 1, 24, 10, 10, 24, 3, 3, 1, 1, 1, 24, true, "relu"},
       {"depthwise 5x5 stride 2", 1, 40, 13, 11, 40, 5, 5, 2, 2, 1, 40, false, ""},
       {"depthwise dilated", 2, 20, 9, 9, 20, 3, 3, 1, 2, 2, 20, true, "clip"},

@@ -1041,6 +1041,18 @@ struct Conv2dPlan {
 // the bias. The cpu kernel's register tile runs one (tap, block) at a time.
 inline constexpr int64_t kConvChannelBlock = 256;
 
+// Below this many input channels (one group; a stem: an image's 3) a
+// channels-last conv2d sums its whole window as one chain instead: per tap
+// the few channels gave the register tile a few multiply-adds and a pass over
+// the output each, so the cpu kernel gathers each pixel's window (its patch:
+// (ky, kx, c) order, zeros outside the input) and runs the tile once over the
+// patch's length.
+inline constexpr int64_t kConvPatchChannels = 8;
+HEXIR_PLAN_FN bool conv2d_channels_last_patch(const Conv2dPlan& p) {
+  return p.channels_last != 0 && p.groups == 1 && p.c_per_group < kConvPatchChannels && p.kh * p.kw > 1 &&
+         p.c_per_group * p.kh * p.kw <= kConvChannelBlock;
+}
+
 // The value of one channels-last conv2d output element before the bias, in
 // that order: the cuda kernel's loop and the tests' reference. x_image points
 // at image n, w at the weights.
@@ -1048,6 +1060,18 @@ HEXIR_PLAN_FN float conv2d_channels_last_element(const Conv2dPlan& p, const floa
                                                  int64_t oy, int64_t ox) {
   const int64_t g = k / p.k_per_group;
   float acc = 0.0f;
+  if (conv2d_channels_last_patch(p)) {  // one chain over the patch, (ky, kx, c), zeros outside the input
+    for (int64_t ky = 0; ky < p.kh; ++ky) {
+      const int64_t iy = oy * p.stride_h - p.pad_top + ky * p.dilation_h;
+      for (int64_t kx = 0; kx < p.kw; ++kx) {
+        const int64_t ix = ox * p.stride_w - p.pad_left + kx * p.dilation_w;
+        const bool inside = iy >= 0 && iy < p.h && ix >= 0 && ix < p.w;
+        for (int64_t c = 0; c < p.c; ++c)
+          acc = fmaf(inside ? x_image[(iy * p.w + ix) * p.c + c] : 0.0f, w[((k * p.c + c) * p.kh + ky) * p.kw + kx], acc);
+      }
+    }
+    return acc;
+  }
   for (int64_t ky = 0; ky < p.kh; ++ky) {
     const int64_t iy = oy * p.stride_h - p.pad_top + ky * p.dilation_h;
     if (iy < 0 || iy >= p.h) continue;
