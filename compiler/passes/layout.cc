@@ -267,7 +267,7 @@ class ChannelsLast {
     // planes interleave cheaply, and the patch's one pass beat the NCHW stem
     // (ResNet's 7x7: 1.5x), which also left its many channels to convert.
     const bool patch = groups == 1 && c < ops::kConvPatchChannels && w.type.dims[2] * w.type.dims[3] > 1 &&
-                       c * w.type.dims[2] * w.type.dims[3] <= ops::kConvChannelBlock;
+                       c * w.type.dims[2] * w.type.dims[3] <= ops::kConvPatchFloats;
     const bool narrow = !depthwise && !patch && w.type.dims[1] < kMinChannelsPerGroup;
     const bool starts = nhwc_[static_cast<size_t>(node.inputs[0])] < 0;
     if (starts && (narrow || (!barred_.empty() && barred_[original_index_]))) return false;

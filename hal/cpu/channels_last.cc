@@ -198,7 +198,7 @@ void patch_task(void* context, int64_t task) {
   const auto activation = static_cast<ops::Activation>(p.epilogue.activation);
   const bool in_tile = tile_finish_applies(activation);
   alignas(64) float buf[kPatchFloats + kPatchSlack];
-  alignas(64) float strip[kConvChannelBlock * kMaxStrip];
+  alignas(64) float strip[ops::kConvPatchFloats * kMaxStrip];
   const int64_t band = std::max<int64_t>(1, kPatchFloats / patch / mr) * mr;
   for (int64_t ox0 = 0; ox0 < p.ow; ox0 += band) {
     const int64_t ox1 = std::min(p.ow, ox0 + band);

@@ -132,6 +132,8 @@ TEST_CASE("channels-last conv2d: the cpu kernel gives the element function's sum
       {"stem 3x3 stride 2, 3 channels, two images", 2, 3, 17, 15, 32, 3, 3, 2, 1, 1, 1, false, "clip"},
       {"5x5, 4 channels, 20 out, sigmoid", 1, 4, 9, 21, 20, 5, 5, 1, 2, 1, 1, true, "sigmoid"},
       {"dilated 3x3, 1 channel", 1, 1, 12, 12, 16, 3, 3, 1, 2, 2, 1, true, ""},
+      {"3x3, 16 channels (squeezenet's expand)", 1, 16, 13, 11, 64, 3, 3, 1, 1, 1, 1, true, "relu"},
+      {"3x3, 31 channels, 70 out (a 279-float patch)", 1, 31, 7, 9, 70, 3, 3, 1, 1, 1, 1, false, ""},
       {"depthwise 3x3", 1, 24, 10, 10, 24, 3, 3, 1, 1, 1, 24, true, "relu"},
       {"depthwise 5x5 stride 2", 1, 40, 13, 11, 40, 5, 5, 2, 2, 1, 40, false, ""},
       {"depthwise dilated", 2, 20, 9, 9, 20, 3, 3, 1, 2, 2, 20, true, "clip"},

@@ -1047,10 +1047,11 @@ inline constexpr int64_t kConvChannelBlock = 256;
 // the output each, so the cpu kernel gathers each pixel's window (its patch:
 // (ky, kx, c) order, zeros outside the input) and runs the tile once over the
 // patch's length.
-inline constexpr int64_t kConvPatchChannels = 8;
+inline constexpr int64_t kConvPatchChannels = 32;
+inline constexpr int64_t kConvPatchFloats = 512;  // the patch's length at most
 HEXIR_PLAN_FN bool conv2d_channels_last_patch(const Conv2dPlan& p) {
   return p.channels_last != 0 && p.groups == 1 && p.c_per_group < kConvPatchChannels && p.kh * p.kw > 1 &&
-         p.c_per_group * p.kh * p.kw <= kConvChannelBlock;
+         p.c_per_group * p.kh * p.kw <= kConvPatchFloats;
 }
 
 // The value of one channels-last conv2d output element before the bias, in
