@@ -137,6 +137,9 @@ TEST_CASE("channels-last conv2d: the cpu kernel gives the element function's sum
       {"depthwise 3x3", 1, 24, 10, 10, 24, 3, 3, 1, 1, 1, 24, true, "relu"},
       {"depthwise 5x5 stride 2", 1, 40, 13, 11, 40, 5, 5, 2, 2, 1, 40, false, ""},
       {"depthwise dilated", 2, 20, 9, 9, 20, 3, 3, 1, 2, 2, 20, true, "clip"},
+      // Few rows at 2 threads: a row's channel chunks (depthwise) or strips (dense) split among tasks.
+      {"depthwise 3x3, 200 channels on a 5x5 map", 1, 200, 5, 5, 200, 3, 3, 1, 1, 1, 200, true, "relu"},
+      {"3x3, 64 -> 100 on a 4x4 map", 1, 64, 4, 4, 100, 3, 3, 1, 1, 1, 1, true, "sigmoid"},
   };
   for (const ConvCase& c : cases) {
     INFO(c.name);
