@@ -422,12 +422,56 @@ size_t fold_silu(Function& fn) {
   return removed;
 }
 
+// A pad of zeros around the spatial dims read only by an average pool
+// without pads of its own: the pool's pads, counted (count_include_pad = 1
+// divides every window by its full size, as the explicit zeros did). How
+// torch exports avg_pool2d(padding=p) (Inception-v3's nine): the pad was a
+// pass over the map and, being NCHW, cut the channels-last region around it
+// (two conversions each: 47 copies per invoke).
+size_t fold_pad_into_average_pool(Function& fn) {
+  constexpr int64_t kPadConstantMode = 0;  // ops' pad mode words: constant, reflect, edge, wrap
+  const Readers readers(fn);
+  std::vector<bool> node_dropped(fn.nodes.size(), false), value_dropped(fn.values.size(), false);
+  size_t removed = 0;
+  for (size_t n = 0; n < fn.nodes.size(); ++n) {
+    Node& pool = fn.nodes[n];
+    // [kh, kw, sh, sw, pad t, l, b, r, dh, dw, ceil_mode, count_include_pad]
+    if (pool.kind != NodeKind::kOp || pool.op != OpId::kAveragePool || pool.params.size() != 12 ||
+        pool.inputs.size() != 1 || pool.results.size() != 1)
+      continue;
+    if (pool.params[4] != 0 || pool.params[5] != 0 || pool.params[6] != 0 || pool.params[7] != 0 ||
+        pool.params[10] != 0)
+      continue;
+    const int v = pool.inputs[0];
+    const Value& padded = fn.values[static_cast<size_t>(v)];
+    if (padded.kind != ValueKind::kResult || padded.node < 0 || readers.sole(v) != static_cast<int>(n) ||
+        readers.region[static_cast<size_t>(padded.node)] != readers.region[n])
+      continue;
+    const Node& pad = fn.nodes[static_cast<size_t>(padded.node)];
+    // [mode, value word, begin x 4, end x 4]; the value word 0: +0.0
+    if (pad.kind != NodeKind::kOp || pad.op != OpId::kPad || pad.inputs.size() != 1 || pad.params.size() != 10 ||
+        pad.params[0] != kPadConstantMode || pad.params[1] != 0 || padded.type.dtype != DType::kF32 ||
+        padded.type.rank() != 4)
+      continue;
+    const std::vector<int64_t>& q = pad.params;
+    if (q[2] != 0 || q[3] != 0 || q[6] != 0 || q[7] != 0 || q[4] < 0 || q[5] < 0 || q[8] < 0 || q[9] < 0) continue;
+    pool.inputs = {pad.inputs[0]};
+    pool.params[4] = q[4], pool.params[5] = q[5], pool.params[6] = q[8], pool.params[7] = q[9];
+    pool.params[11] = 1;
+    node_dropped[static_cast<size_t>(padded.node)] = true;
+    value_dropped[static_cast<size_t>(v)] = true;
+    ++removed;
+  }
+  if (removed > 0) drop(fn, node_dropped, value_dropped);
+  return removed;
+}
+
 // fuse_epilogues of one function; with the module, add and mul also take a
 // following mul by and add of one-element constants as an affine epilogue.
-// Then x * sigmoid(x) as silu.
+// Then x * sigmoid(x) as silu, and zero pads into the average pools after them.
 size_t fuse_function(const Module* module, Function& fn) {
   const size_t fused = EpilogueFusion(module, fn).run();
-  return fused + fold_silu(fn);
+  return fused + fold_silu(fn) + fold_pad_into_average_pool(fn);
 }
 
 }  // namespace

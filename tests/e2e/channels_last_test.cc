@@ -7,6 +7,7 @@
 // only at the region's edges.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -406,6 +407,30 @@ TEST_CASE("residual: a conv2d's fused residual add gives the unfused bits on eve
     }
     INFO("channels-last: largest difference " << worst << " at scale " << scale);
     CHECK(worst < 1e-6 * scale);
+  }
+}
+
+TEST_CASE("a zero pad then an average pool (torch's avg_pool2d with padding) gives the pad's results, in the region") {
+  std::string s = "module @pooled\n";
+  s += dense_constant("w", {24, 16, 3, 3}, 1) + dense_constant("w2", {8, 24, 1, 1}, 2);
+  s += R"(func @main(%x: f32[1,16,12,11]) -> (f32[1,8,12,11]) {
+  %c = call @conv2d(%x, @w) {pads = [1, 1, 1, 1], activation = "relu"} : f32[1,24,12,11]
+  %p = call @pad(%c) {mode = "constant", pads = [0, 0, 1, 1, 0, 0, 1, 1]} : f32[1,24,14,13]
+  %a = call @average_pool(%p) {kernel_shape = [3, 3]} : f32[1,24,12,11]
+  %y = call @conv2d(%a, @w2) : f32[1,8,12,11]
+  return %y
+}
+)";
+  const std::vector<float> x = random_floats(16 * 12 * 11, 5);
+  compiler::CompileOptions fused, plain;
+  plain.fuse_epilogues = false;
+  for (int threads : {1, 2}) {
+    INFO(threads << " threads");
+    const Outputs got = run(compile(s, fused), {x}, threads), want = run(compile(s, plain), {x}, threads);
+    CHECK(std::count(got.ops.begin(), got.ops.end(), "pad") == 0);
+    CHECK(std::count(want.ops.begin(), want.ops.end(), "pad") == 1);
+    CHECK(conversions(got) == 2);  // the image in, the result out: the pool stays in the region
+    check_within_rounding(got, want);
   }
 }
 

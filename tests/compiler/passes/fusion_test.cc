@@ -1,6 +1,8 @@
 // Fused epilogues (fusion.h): which nodes a conv2d or matmul absorbs, which it
 // must not, and that the rewritten graph stays consistent (values renumbered,
 // names and readers kept) and compiles to a file the verifier accepts.
+#include <algorithm>
+
 #include "hexir/compiler/hxir.h"
 #include "passes/fusion.h"
 #include "test_util.h"
@@ -147,6 +149,31 @@ func @main(%x: f32[2,8], %z: f32[2,8]) -> (f32[2,8], f32[2,8], f32[2,8], f32[2,8
   REQUIRE(ops_of(fn) == std::vector<OpId>{OpId::kSilu, OpId::kSigmoid, OpId::kMul, OpId::kSigmoid, OpId::kMul});
   CHECK(fn.values[static_cast<size_t>(fn.nodes[0].inputs[0])].name == "x");
   CHECK(fn.values[static_cast<size_t>(fn.nodes[0].results[0])].name == "a");
+  CHECK(compile_module(m).ok());
+}
+
+TEST_CASE("fusion: a zero pad of the spatial dims read only by an unpadded average pool becomes its counted pads") {
+  Module m = parse_ok(R"(
+func @main(%x: f32[1,4,6,6]) -> (f32[1,4,6,6], f32[1,4,6,6], f32[1,4,6,6], f32[1,4,8,8]) {
+  %p = call @pad(%x) {mode = "constant", pads = [0, 0, 1, 1, 0, 0, 1, 1]} : f32[1,4,8,8]
+  %a = call @average_pool(%p) {kernel_shape = [3, 3]} : f32[1,4,6,6]
+  %q = call @pad(%x) {mode = "constant", pads = [0, 0, 1, 1, 0, 0, 1, 1], value = 1.0} : f32[1,4,8,8]
+  %b = call @average_pool(%q) {kernel_shape = [3, 3]} : f32[1,4,6,6]
+  %r = call @pad(%x) {mode = "reflect", pads = [0, 0, 1, 1, 0, 0, 1, 1]} : f32[1,4,8,8]
+  %c = call @average_pool(%r) {kernel_shape = [3, 3]} : f32[1,4,6,6]
+  %s = call @pad(%x) {mode = "constant", pads = [0, 0, 1, 1, 0, 0, 1, 1]} : f32[1,4,8,8]
+  %d = call @average_pool(%s) {kernel_shape = [3, 3]} : f32[1,4,6,6]
+  return %a, %b, %c, %s
+})");
+  // Only the first: not a pad of ones, not reflect, not a pad the caller reads too.
+  CHECK(fuse_epilogues(m) == 1);
+  const Function& fn = m.functions[0];
+  check_consistent(fn);
+  REQUIRE(fn.nodes[0].op == OpId::kAveragePool);
+  CHECK(fn.values[static_cast<size_t>(fn.nodes[0].inputs[0])].name == "x");
+  CHECK(fn.nodes[0].params == std::vector<int64_t>{3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1});
+  const std::vector<OpId> ops = ops_of(fn);
+  CHECK(std::count(ops.begin(), ops.end(), OpId::kPad) == 3);
   CHECK(compile_module(m).ok());
 }
 
