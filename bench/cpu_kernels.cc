@@ -308,6 +308,8 @@ int main(int argc, char** argv) {
       conv("ResNet stem 7x7 s2 3->64 @ 224x224", 3, 224, 224, 64, 7, 2, 1),
       conv_nhwc("channels-last ResNet stem 7x7 s2 3->64 @ 224x224", 3, 224, 224, 64, 7, 2, 1),
       conv_nhwc("channels-last mnasnet 1x1 32->16 @ 112x112", 32, 112, 112, 16, 1, 1, 1),
+      conv_nhwc("channels-last mobilenet_v2 1x1 144->24 @ 56x56", 144, 56, 56, 24, 1, 1, 1),
+      conv_nhwc("channels-last mobilenet_v2 1x1 192->32 @ 28x28", 192, 28, 28, 32, 1, 1, 1),
       conv_nhwc("channels-last mnasnet 3x3 depthwise 72 @ 56x56", 72, 56, 56, 72, 3, 1, 72),
       conv_nhwc("channels-last mnasnet 5x5 depthwise 1152 @ 7x7", 1152, 7, 7, 1152, 5, 1, 1152),
       conv("BlazeFace-256 1x1 24->24 @ 128x128", 24, 128, 128, 24, 1, 1, 1),
