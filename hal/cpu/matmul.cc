@@ -1503,6 +1503,10 @@ void pool_pixel_scalar(const PoolWindow& win, int64_t c_begin, int64_t c_end, fl
 // time waited on each tap's compare and move: ResNet's 3x3/2 pool of 64
 // channels ran at twice onnxruntime's time), the rest 16 a step, the last
 // step masked. max_step per lane.
+[[gnu::target("avx512f")]] inline __m512 max_step16(__m512 m, __m512 x) {
+  const __mmask16 take = _mm512_cmp_ps_mask(x, m, _CMP_GT_OQ) | _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+  return _mm512_mask_mov_ps(m, take, x);
+}
 [[gnu::target("avx512f")]] void max_pixel_avx512(const PoolWindow& win, int64_t c, float* out) {
   int64_t ch = 0;
   for (; ch + 64 <= c; ch += 64) {
@@ -1513,11 +1517,7 @@ void pool_pixel_scalar(const PoolWindow& win, int64_t c_begin, int64_t c_end, fl
       for (int64_t kx = 0; kx < win.cols; ++kx) {
         const float* tap = at + ky * win.row_step + kx * win.col_step;
 #pragma GCC unroll 4
-        for (int v = 0; v < 4; ++v) {
-          const __m512 x = _mm512_loadu_ps(tap + 16 * v);
-          const __mmask16 take = _mm512_cmp_ps_mask(x, m[v], _CMP_GT_OQ) | _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
-          m[v] = _mm512_mask_mov_ps(m[v], take, x);
-        }
+        for (int v = 0; v < 4; ++v) m[v] = max_step16(m[v], _mm512_loadu_ps(tap + 16 * v));
       }
 #pragma GCC unroll 4
     for (int v = 0; v < 4; ++v) _mm512_storeu_ps(out + ch + 16 * v, m[v]);
@@ -1527,11 +1527,8 @@ void pool_pixel_scalar(const PoolWindow& win, int64_t c_begin, int64_t c_end, fl
     const float* at = win.image + win.first + ch;
     __m512 m = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
     for (int64_t ky = 0; ky < win.rows; ++ky)
-      for (int64_t kx = 0; kx < win.cols; ++kx) {  // max_step per lane
-        const __m512 v = _mm512_maskz_loadu_ps(lanes, at + ky * win.row_step + kx * win.col_step);
-        const __mmask16 take = _mm512_cmp_ps_mask(v, m, _CMP_GT_OQ) | _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
-        m = _mm512_mask_mov_ps(m, take, v);
-      }
+      for (int64_t kx = 0; kx < win.cols; ++kx)
+        m = max_step16(m, _mm512_maskz_loadu_ps(lanes, at + ky * win.row_step + kx * win.col_step));
     _mm512_mask_storeu_ps(out + ch, lanes, m);
   }
 }
