@@ -684,7 +684,8 @@ Status conv2d_channels_last(const KernelContext& context, const Dispatch& d) {
     }
     job.chunk = kDwChunkVectors * widest<LaneCount>();
     const int64_t chunks = (p.c + job.chunk - 1) / job.chunk;
-    job.chunks_per_part = (chunks + row_parts(split, p.n * p.oh, chunks) - 1) / row_parts(split, p.n * p.oh, chunks);
+    const int64_t parts = row_parts(split, p.n * p.oh, chunks);
+    job.chunks_per_part = (chunks + parts - 1) / parts;
     job.parts = (chunks + job.chunks_per_part - 1) / job.chunks_per_part;
     parallel_for(split, p.n * p.oh * job.parts, depthwise_task, &job);
     return ok_status();
@@ -730,7 +731,8 @@ Status conv2d_channels_last(const KernelContext& context, const Dispatch& d) {
                strips_of(p, tile.nr_max)};
   const KernelContext split = split_for(context, macs);
   const int64_t rows = p.n * p.oh * p.groups;
-  job.strips_per_part = (job.strips + row_parts(split, rows, job.strips) - 1) / row_parts(split, rows, job.strips);
+  const int64_t parts = row_parts(split, rows, job.strips);
+  job.strips_per_part = (job.strips + parts - 1) / parts;
   job.parts = (job.strips + job.strips_per_part - 1) / job.strips_per_part;
   parallel_for(split, rows * job.parts, dense_task, &job);
   return ok_status();
