@@ -7,7 +7,6 @@
 #include <bit>
 #include <cstring>
 #include <limits>
-#include <tuple>
 
 #include "alloc_counter.h"
 #include "hal_test_util.h"
@@ -181,8 +180,11 @@ TEST_CASE("prepared: conv2d with its weights packed once is bit-identical (3x3, 
   check_prepared(OpId::kConv2d, {&x, &wd, &bias}, {2, 16, 19, 20}, {2, 2, 2, 1, 2, 1, 1, 1, 16}, 0);
   // Channels-last depthwise (the layout word): its weights block-major. 72 channels (vectors of 8
   // past 64), 200 at 7x7 under a 5x5 window (every pixel an edge one), 46 (8, 4, then 2 one at a time).
-  for (const auto& [c, hw, k, stride] : {std::tuple<int64_t, int64_t, int64_t, int64_t>{72, 19, 3, 1},
-                                         {200, 7, 5, 1}, {46, 13, 3, 2}}) {
+  struct DepthwiseCase {
+    int64_t c, hw, k, stride;
+  };
+  for (const DepthwiseCase& dc : {DepthwiseCase{72, 19, 3, 1}, DepthwiseCase{200, 7, 5, 1}, DepthwiseCase{46, 13, 3, 2}}) {
+    const int64_t c = dc.c, hw = dc.hw, k = dc.k, stride = dc.stride;
     INFO("channels-last depthwise " << c << " channels at " << hw << ", " << k << "x" << k << " stride " << stride);
     HostTensor xl = random_f32({2, hw, hw, c}, 30), wl = random_f32({c, 1, k, k}, 31), bl = random_f32({c}, 32);
     const int64_t pad = k / 2, o = (hw + 2 * pad - k) / stride + 1;
