@@ -229,14 +229,15 @@ Status unary_floats(const KernelContext& context, const Dispatch& d) {
   return ok_status();
 }
 
-enum class Act { kSigmoid, kSilu, kTanh, kGeluTanh, kErf, kGeluErf, kHardSigmoid, kHardSwish };
+enum class Act { kSigmoid, kSilu, kTanh, kGeluTanh, kErf, kGeluErf, kHardSigmoid, kHardSwish, kRelu, kLeakyRelu, kClip };
 
 // One activation over n elements (in may be out): lane blocks of the widest
 // ISA (lanes.h: the bits of the scalar map), the tail of the transcendental
 // ones as one more block through a zero-padded copy (a fused epilogue's rows
 // of 14 or 7 were all tail: the scalar exp); hard_sigmoid's and hard_swish's
 // tails by the scalar map (their padded block was slower: mobilenet_v3_large
-// 9.1 -> 9.6 ms).
+// 9.1 -> 9.6 ms), and so are relu's, leaky_relu's and clip's (fused
+// epilogues: compiled for the baseline ISA, relu ran 4 lanes at a time).
 // Branch-free: hard_sigmoid's clamp mispredicted as branches on real data.
 template <Act kAct>
 struct ActBlock {
@@ -245,7 +246,7 @@ struct ActBlock {
     int64_t i = 0;
     for (; i + N <= n; i += N) lanes::store<N>(out + i, of<N>(lanes::load<N>(in + i), alpha, beta));
     if (i == n) return;
-    if constexpr (N > 1 && kAct != Act::kHardSigmoid && kAct != Act::kHardSwish) {  // the cheap maps: scalar
+    if constexpr (N > 1 && kAct < Act::kHardSigmoid) {  // the cheap maps (hard_sigmoid on): scalar
       alignas(64) float tail[N] = {};
       std::copy(in + i, in + n, tail);
       lanes::store<N>(tail, of<N>(lanes::load<N>(tail), alpha, beta));
@@ -265,6 +266,9 @@ struct ActBlock {
       else if constexpr (kAct == Act::kErf) return ops::erf_of(x);
       else if constexpr (kAct == Act::kGeluErf) return ops::gelu_erf_of(x);
       else if constexpr (kAct == Act::kHardSigmoid) return ops::hard_sigmoid_of(x, alpha, beta);
+      else if constexpr (kAct == Act::kRelu) return ops::relu_of(x);
+      else if constexpr (kAct == Act::kLeakyRelu) return ops::leaky_relu_of(x, alpha);
+      else if constexpr (kAct == Act::kClip) return ops::clip_of(x, alpha, beta);
       else return ops::hard_swish_of(x);
     } else {
       if constexpr (kAct == Act::kSigmoid) return lanes::sigmoid<N>(x);
@@ -274,6 +278,9 @@ struct ActBlock {
       else if constexpr (kAct == Act::kErf) return lanes::erf<N>(x);
       else if constexpr (kAct == Act::kGeluErf) return lanes::gelu_erf<N>(x);
       else if constexpr (kAct == Act::kHardSigmoid) return lanes::hard_sigmoid<N>(x, alpha, beta);
+      else if constexpr (kAct == Act::kRelu) return lanes::relu<N>(x);
+      else if constexpr (kAct == Act::kLeakyRelu) return lanes::leaky_relu<N>(x, alpha);
+      else if constexpr (kAct == Act::kClip) return lanes::clip<N>(x, alpha, beta);
       else return lanes::hard_swish<N>(x);
     }
   }
@@ -338,7 +345,6 @@ struct RoundOp { static float apply(float x) { return ops::round_half_even_of(x)
 // The activations are defined once in ops/plans.h, shared with the fused
 // epilogues of conv2d and matmul (bit-identical results) and the CUDA kernels
 // (gelu, silu, sigmoid, tanh, erf, hard_sigmoid, hard_swish: vector blocks below).
-struct ReluOp { static float apply(float x) { return ops::relu_of(x); } };
 struct ExpOp { static float apply(float x) { return std::exp(x); } };
 struct SqrtOp { static float apply(float x) { return std::sqrt(x); } };
 struct RsqrtOp { static float apply(float x) { return 1.0f / std::sqrt(x); } };
@@ -880,7 +886,6 @@ Status logical_not(const KernelContext&, const Dispatch& d) {
   return ok_status();
 }
 
-Status relu(const KernelContext& c, const Dispatch& d) { return unary<ReluOp>(c, d); }
 // erf, gelu (both forms), silu, sigmoid, tanh, hard_sigmoid, hard_swish: in
 // vector blocks with the scalar functions' bits. `Block` maps n elements
 // with the plan's a, b.
@@ -911,6 +916,7 @@ Status gelu(const KernelContext& c, const Dispatch& d) {
   return plan_of<ops::UnaryPlan>(d).variant == 1 ? block_map<act_block<Act::kGeluTanh>>(c, d)
                                                  : block_map<act_block<Act::kGeluErf>>(c, d);
 }
+Status relu(const KernelContext& c, const Dispatch& d) { return block_map<act_block<Act::kRelu>>(c, d); }
 Status silu(const KernelContext& c, const Dispatch& d) { return block_map<act_block<Act::kSilu>>(c, d); }
 Status sigmoid(const KernelContext& c, const Dispatch& d) { return block_map<act_block<Act::kSigmoid>>(c, d); }
 Status tanh(const KernelContext& c, const Dispatch& d) { return block_map<act_block<Act::kTanh>>(c, d); }
@@ -989,6 +995,11 @@ void hard_sigmoid_block(const float* in, float* out, int64_t n, float alpha, flo
   act_block<Act::kHardSigmoid>(in, out, n, alpha, beta);
 }
 void hard_swish_block(const float* in, float* out, int64_t n) { act_block<Act::kHardSwish>(in, out, n); }
+void relu_block(const float* in, float* out, int64_t n) { act_block<Act::kRelu>(in, out, n); }
+void leaky_relu_block(const float* in, float* out, int64_t n, float alpha) {
+  act_block<Act::kLeakyRelu>(in, out, n, alpha);
+}
+void clip_block(const float* in, float* out, int64_t n, float lo, float hi) { act_block<Act::kClip>(in, out, n, lo, hi); }
 void sigmoid_block(const float* in, float* out, int64_t n) { act_block<Act::kSigmoid>(in, out, n); }
 void silu_block(const float* in, float* out, int64_t n) { act_block<Act::kSilu>(in, out, n); }
 void tanh_block(const float* in, float* out, int64_t n) { act_block<Act::kTanh>(in, out, n); }

@@ -337,7 +337,8 @@ template <int64_t AS>
 }
 
 // AVX-512: 12 x 32 from packed A (24 zmm accumulators, 2 for B, 1 broadcast),
-// 8 x 32 reading A in place; partial columns through masked stores. The
+// 8 x 32 reading A in place (up to 12 rows where B is narrow: the GEMM's
+// in-place rows); partial columns through masked stores. The
 // loops over rows are unrolled by pragma: GCC otherwise keeps a 12-row
 // tile's accumulators on the stack (half the speed).
 constexpr int64_t kAvx512Mr = HEXIR_AVX512_MR;
@@ -504,10 +505,10 @@ template <int64_t MR, int NV>
                                              bool accumulate, const TileFinish* finish) {
   if (nr <= 16) {
     if (a_packed) return avx512_tile<kAvx512Mr, kAvx512Mr, 1>(mr, nr, kc, A, lda, B, ldb, C, ldc, accumulate, finish);
-    return avx512_rows<kAvx512MrInPlace, 1>(mr, nr, kc, A, lda, B, ldb, C, ldc, accumulate, finish);
+    return avx512_rows<kAvx512Mr, 1>(mr, nr, kc, A, lda, B, ldb, C, ldc, accumulate, finish);
   }
   if (a_packed) return avx512_tile<kAvx512Mr, kAvx512Mr>(mr, nr, kc, A, lda, B, ldb, C, ldc, accumulate, finish);
-  avx512_rows<kAvx512MrInPlace, 2>(mr, nr, kc, A, lda, B, ldb, C, ldc, accumulate, finish);
+  avx512_rows<kAvx512Mr, 2>(mr, nr, kc, A, lda, B, ldb, C, ldc, accumulate, finish);
 }
 
 // The few-rows blocks: R rows x G strips of accumulators (2 vectors per
@@ -976,7 +977,13 @@ void gemm_task(void* context, int64_t task, int participant) {
   // at most 32 multiply-adds, and packing it cost a quarter of the time of
   // mobilenet_v2's and mnasnet's narrow projections (1x1 144 -> 24 at
   // 56 x 56: 0.19-0.23 -> 0.14-0.16 ms in place, 8 rows a tile).
-  const bool a_in_place = g.packed_b && !g.packed_a && (job.path.mr == job.path.mr_in_place || g.n <= NR);
+  // Up to two strips (N <= 64), A read in place in the packed tile's height
+  // (12 rows on AVX-512: its 24 accumulators), not packed: ResNet-50's 1x1
+  // 256 -> 64 at 56 x 56 0.53 -> 0.47 ms (bench/cpu_kernels); wider B keeps
+  // packing (squeezenet's 512 -> 1000 classifier was 1.2x slower in place).
+  const bool narrow = g.n <= 2 * NR;
+  const int64_t in_place_rows = narrow ? MR : job.path.mr_in_place;
+  const bool a_in_place = g.packed_b && !g.packed_a && (job.path.mr == job.path.mr_in_place || narrow);
   float* const a_block = !g.packed_b || g.packed_a || a_in_place || job.pool == nullptr ||
                                  (i1 - i0 + MR - 1) / MR * MR * kKc > kScratchFloatsPerParticipant
                              ? nullptr
@@ -999,8 +1006,8 @@ void gemm_task(void* context, int64_t task, int participant) {
           if (a_in_place) {
             // The in-place tile's rows at a time (shorter than the packed
             // panel's where the path's packed tile is taller).
-            for (int64_t ii = i; ii < i + mr; ii += job.path.mr_in_place) {
-              const int64_t mi = std::min(job.path.mr_in_place, i + mr - ii);
+            for (int64_t ii = i; ii < i + mr; ii += in_place_rows) {
+              const int64_t mi = std::min(in_place_rows, i + mr - ii);
               int64_t s = s0;
               // Whole strips in one call where the path has one (BERT-base's
               // matmuls 0.96-0.98 of their time, alternated in one process).
@@ -1083,14 +1090,6 @@ void gemm_task(void* context, int64_t task, int participant) {
   }
 }
 
-template <typename Map>
-void map_block(float* c, int64_t ld, int64_t rows, int64_t cols, Map map) {
-  for (int64_t i = 0; i < rows; ++i) {
-    float* row = c + i * ld;
-    for (int64_t j = 0; j < cols; ++j) row[j] = map(row[j]);
-  }
-}
-
 }  // namespace
 
 int64_t gemm_k_block() { return kKc; }
@@ -1151,7 +1150,7 @@ void apply_epilogue(const ops::Epilogue& e, float* c, int64_t ld, int64_t rows, 
   };
   switch (static_cast<Activation>(e.activation)) {
     case Activation::kNone: return;
-    case Activation::kRelu: return map_block(c, ld, rows, cols, [](float x) { return ops::relu_of(x); });
+    case Activation::kRelu: return each_row(relu_block);
     // The vector blocks of the unary kernels, row by row (same bits as ops::*_of).
     case Activation::kGeluErf: return each_row(gelu_erf_block);
     case Activation::kGeluTanh: return each_row(gelu_tanh_block);
@@ -1159,8 +1158,13 @@ void apply_epilogue(const ops::Epilogue& e, float* c, int64_t ld, int64_t rows, 
     case Activation::kSigmoid: return each_row(sigmoid_block);
     case Activation::kTanh: return each_row(tanh_block);
     case Activation::kLeakyRelu:
-      return map_block(c, ld, rows, cols, [a](float x) { return ops::leaky_relu_of(x, a); });
-    case Activation::kClip: return map_block(c, ld, rows, cols, [a, b](float x) { return ops::clip_of(x, a, b); });
+      if (ld == cols) return leaky_relu_block(c, c, rows * cols, a);
+      for (int64_t i = 0; i < rows; ++i) leaky_relu_block(c + i * ld, c + i * ld, cols, a);
+      return;
+    case Activation::kClip:
+      if (ld == cols) return clip_block(c, c, rows * cols, a, b);
+      for (int64_t i = 0; i < rows; ++i) clip_block(c + i * ld, c + i * ld, cols, a, b);
+      return;
     case Activation::kHardSigmoid:
       if (ld == cols) return hard_sigmoid_block(c, c, rows * cols, a, b);
       for (int64_t i = 0; i < rows; ++i) hard_sigmoid_block(c + i * ld, c + i * ld, cols, a, b);

@@ -259,6 +259,10 @@ void gelu_erf_block(const float* in, float* out, int64_t n);
 // ops::hard_sigmoid_of / hard_swish_of likewise (branch-free: they mispredicted as branches).
 void hard_sigmoid_block(const float* in, float* out, int64_t n, float alpha, float beta);
 void hard_swish_block(const float* in, float* out, int64_t n);
+// relu_of / leaky_relu_of / clip_of likewise (fused epilogues' passes).
+void relu_block(const float* in, float* out, int64_t n);
+void leaky_relu_block(const float* in, float* out, int64_t n, float alpha);
+void clip_block(const float* in, float* out, int64_t n, float lo, float hi);
 // ops::sigmoid_of / silu_of / tanh_of / gelu_tanh_of (their exp and tanh are
 // ours, ops/plans.h) likewise: the widest lanes, the same bits.
 void sigmoid_block(const float* in, float* out, int64_t n);

@@ -82,6 +82,19 @@ HEXIR_LANES float max_of(F32<N> v) {
 // ---- the scalar maps of ops/plans.h, per lane, the same bits ------------------
 
 template <int N>
+HEXIR_LANES F32<N> relu(F32<N> x) {  // relu_of: NaN stays NaN (x <= 0 is false), -0 gives +0
+  return select<N>(x <= zero<N>(), zero<N>(), x);
+}
+template <int N>
+HEXIR_LANES F32<N> leaky_relu(F32<N> x, float alpha) {  // leaky_relu_of
+  return select<N>(x < zero<N>(), splat<N>(alpha) * x, x);
+}
+template <int N>
+HEXIR_LANES F32<N> clip(F32<N> x, float lo, float hi) {  // clip_of
+  const F32<N> v = select<N>(x < splat<N>(lo), splat<N>(lo), x);
+  return select<N>(v > splat<N>(hi), splat<N>(hi), v);
+}
+template <int N>
 HEXIR_LANES F32<N> clamp01(F32<N> v) {  // ops::clamp01
   return select<N>(v < zero<N>(), zero<N>(), select<N>(v > splat<N>(1.0f), splat<N>(1.0f), v));
 }

@@ -242,6 +242,17 @@ TEST_CASE("erf, gelu, hard_sigmoid, hard_swish: the vector paths give the scalar
     hard_mismatches += std::bit_cast<uint32_t>(ops::hard_swish_of(v)) != std::bit_cast<uint32_t>(swish_out.at(i));
   }
   CHECK(hard_mismatches == 0);
+
+  // relu (a vector select, also the fused epilogues' pass): relu_of's bits,
+  // -0 to +0 and NaN kept.
+  wide.at(9) = -0.0f;
+  HostTensor relu_out(DType::kF32, {40037});
+  REQUIRE(run_kernel(OpId::kRelu, {&wide}, relu_out).ok());
+  int relu_mismatches = 0;
+  for (int64_t i = 0; i < wide.count(); ++i)
+    relu_mismatches += std::bit_cast<uint32_t>(ops::relu_of(wide.at(i))) != std::bit_cast<uint32_t>(relu_out.at(i));
+  CHECK(relu_mismatches == 0);
+  CHECK(std::bit_cast<uint32_t>(relu_out.at(9)) == 0u);
 }
 
 // Distance from the exact value `want` in units of the float ulp at want.
