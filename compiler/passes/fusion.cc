@@ -776,6 +776,11 @@ class ConvFolder {
     return finish();
   }
 
+  size_t affine_as_conv() {
+    for (size_t n = 0; n < fn_.nodes.size(); ++n) mul_add_as_conv(n);
+    return finish();
+  }
+
  private:
   Value& value(int v) { return fn_.values[static_cast<size_t>(v)]; }
   int reads(int v) const { return readers_.reads[static_cast<size_t>(v)]; }
@@ -959,6 +964,69 @@ class ConvFolder {
     readers_.reader[static_cast<size_t>(cur)] = static_cast<int>(n);
   }
 
+  // Operand `side` of binary node `node` when it is a constant of `channels`
+  // finite elements broadcasting along dim 1 of the rank-4 result ([C,1,1],
+  // [1,C,1,1]; one element is the scalar affine epilogue's); its floats.
+  std::optional<std::vector<float>> per_channel(const Node& node, int side, int64_t channels) {
+    const Value& c = value(node.inputs[static_cast<size_t>(side)]);
+    int64_t count = 1;
+    for (int64_t d : c.type.dims) count *= d;
+    if (c.kind != ValueKind::kConstant || count != channels || channels < 2) return std::nullopt;
+    return channel_factors(module_, c, channels);
+  }
+
+  // mul `n` of x by per-channel constants whose result only an add of
+  // per-channel constants reads: one depthwise 1x1 conv2d (weights s, bias t).
+  void mul_add_as_conv(size_t n) {
+    const Node& mul = fn_.nodes[n];
+    if (node_dropped_[n] || mul.op != OpId::kMul || mul.inputs.size() != 2 || mul.results.size() != 1 ||
+        has_epilogue(mul))
+      return;
+    const int product = mul.results[0];
+    const TensorType& type = value(product).type;
+    if (type.dtype != DType::kF32 || type.rank() != 4) return;
+    const int64_t channels = type.dims[1];
+    int side = -1;
+    std::optional<std::vector<float>> scale;
+    for (int i : {1, 0})
+      if (side < 0 && (scale = per_channel(mul, i, channels))) side = i;
+    if (side < 0) return;
+    const int x = mul.inputs[static_cast<size_t>(1 - side)], s = mul.inputs[static_cast<size_t>(side)];
+    if (!(value(x).type == type)) return;
+    const int j = sole(product);
+    if (j < 0) return;
+    const Node& add = fn_.nodes[static_cast<size_t>(j)];
+    if (add.op != OpId::kAdd || add.inputs.size() != 2 || add.results.size() != 1 || has_epilogue(add) ||
+        !(value(add.results[0]).type == type))
+      return;
+    const int t_side = add.inputs[0] == product ? 1 : 0;
+    if (add.inputs[static_cast<size_t>(1 - t_side)] != product) return;
+    std::optional<std::vector<float>> shift = per_channel(add, t_side, channels);
+    if (!shift) return;
+    const int t = add.inputs[static_cast<size_t>(t_side)];
+    const std::string base = value(s).name;
+    release(s);
+    release(t);
+    Node& conv = fn_.nodes[n];
+    conv.op = OpId::kConv2d;
+    conv.inputs = {x};
+    conv.params = {1, 1, 0, 0, 0, 0, 1, 1, channels};
+    add_weights(n, base, *scale);
+    add_bias(n, value(t).name, *shift);
+    absorb(n, j);
+  }
+
+  // New depthwise 1x1 weights [C, 1, 1, 1] for conv2d `n` (its input 1).
+  void add_weights(size_t n, const std::string& base, const std::vector<float>& values) {
+    add_bias(n, base, values);  // a new constant read by n, then given its shape
+    Value& v = value(fn_.nodes[n].inputs.back());
+    Constant& constant = module_.constants[static_cast<size_t>(v.constant)];
+    constant.name = constants_.unique_name(base + ".weights");
+    constant.type.dims = {static_cast<int64_t>(values.size()), 1, 1, 1};
+    v.name = constant.name;
+    v.type = constant.type;
+  }
+
   // Node `n` takes over node `j`'s result; `j` and `n`'s old result go.
   void absorb(size_t n, int j) {
     Node& node = fn_.nodes[n];
@@ -1000,6 +1068,13 @@ size_t fold_input_affine(Module& module, uint64_t* values_visited) {
   ModuleConstants constants(module);
   for (Function& fn : module.functions) removed += ConvFolder(module, fn, constants).before();
   if (values_visited) *values_visited += constants.values_visited();
+  return removed;
+}
+
+size_t channel_affine_as_conv(Module& module) {
+  size_t removed = 0;
+  ModuleConstants constants(module);
+  for (Function& fn : module.functions) removed += ConvFolder(module, fn, constants).affine_as_conv();
   return removed;
 }
 
@@ -1217,6 +1292,7 @@ size_t fuse(Module& module) {
   size_t removed = fuse_prefix_attention(module);
   removed += fold_channel_affine(module);
   removed += fold_input_affine(module);
+  removed += channel_affine_as_conv(module);  // the affines no convolution took
   return removed + fuse_epilogues(module);
 }
 

@@ -79,6 +79,18 @@ size_t fold_channel_affine(Module& module, uint64_t* values_visited = nullptr);
 // removed; `values_visited` as for fold_channel_affine.
 size_t fold_input_affine(Module& module, uint64_t* values_visited = nullptr);
 
+// A per-channel affine no convolution took (a batch normalization after a
+// concat, an add or the input: DenseNet's pre-activation ones): a mul of an
+// f32 [N,C,H,W] value by constants per channel ([C,1,1] or [1,C,1,1], C > 1,
+// finite) whose result only an add of such constants reads becomes one
+// depthwise 1x1 conv2d (weights s as [C,1,1,1], bias t) writing the add's
+// value: one pass where there were two, a following activation fused into
+// it, and channels-last where its neighbours are. Bit for bit the mul and
+// the add (the tap's product is the first sum, then the bias; only a -0
+// product becomes +0). Run after fold_input_affine (a fold into the next
+// convolution removes the pass entirely). Returns the number of nodes removed.
+size_t channel_affine_as_conv(Module& module);
+
 // A depthwise conv2d (NCHW, no residual; a bias, an epilogue or not) whose
 // result only a 1x1 conv2d (stride 1, no padding, NCHW; a bias, a residual,
 // an epilogue or not) reads, in the same loop body or branch:

@@ -476,6 +476,56 @@ void depthwise_element_task(void* context, int64_t task) {
   if (p.epilogue.activation != 0) apply_epilogue(p.epilogue, row, 0, 1, p.ow * p.k);
 }
 
+// ---- a 1x1 depthwise: a per-channel scale and shift --------------------------
+//
+// What the compiler makes of a batch normalization no convolution took
+// (compiler/passes/fusion.h channel_affine_as_conv): each pixel's channels
+// times the weights, plus the bias, then the residual and the activation,
+// over blocks of pixels still in L1 (the row-at-a-time depthwise path made
+// three passes over 56 x 224 floats). The element function's order: the
+// tap's product from 0, then the bias.
+bool depthwise_pointwise(const Conv2dPlan& p) {
+  return ops::conv2d_is_depthwise(p) && p.kh == 1 && p.kw == 1 && p.stride_h == 1 && p.stride_w == 1 &&
+         p.pad_top == 0 && p.pad_left == 0 && p.oh == p.h && p.ow == p.w;
+}
+
+constexpr int64_t kScaleBlockFloats = 4096;  // a task's pixels: about 16 KiB of results
+
+struct ChannelScaleJob {
+  const Conv2dPlan* p;
+  const float *x, *w, *bias, *residual;
+  float* out;
+  int64_t pixels_per_task, pixels;
+};
+
+struct ChannelScaleRows {
+  template <int N>
+  static HEXIR_LANES void run(const float* x, const float* w, const float* bias, float* out, int64_t pixels,
+                              int64_t c) {
+    using V = lanes::F32<N>;
+    const int64_t whole = c / N * N;
+    for (int64_t i = 0; i < pixels; ++i, x += c, out += c) {
+      int64_t j = 0;
+      if (bias)
+        for (; j < whole; j += N)
+          lanes::store<N>(out + j, lanes::load<N>(x + j) * lanes::load<N>(w + j) + lanes::load<N>(bias + j));
+      else
+        for (; j < whole; j += N) lanes::store<N>(out + j, lanes::load<N>(x + j) * lanes::load<N>(w + j));
+      for (; j < c; ++j) out[j] = bias ? x[j] * w[j] + bias[j] : x[j] * w[j];
+    }
+  }
+};
+
+void channel_scale_task(void* context, int64_t task) {
+  const ChannelScaleJob& job = *static_cast<const ChannelScaleJob*>(context);
+  const int64_t c = job.p->c, first = task * job.pixels_per_task;
+  const int64_t pixels = std::min(job.pixels_per_task, job.pixels - first);
+  float* out = job.out + first * c;
+  widest<ChannelScaleRows>(job.x + first * c, job.w, job.bias, out, pixels, c);
+  if (job.residual) add_residual(out, 0, job.residual + first * c, 0, 1, pixels * c);
+  if (job.p->epilogue.activation != 0) apply_epilogue(job.p->epilogue, out, 0, 1, pixels * c);
+}
+
 // ---- small groups ----------------------------------------------------------
 //
 // A grouped convolution of narrow groups (regnet's 8 channels in, 8 out; the
@@ -636,6 +686,7 @@ KernelContext split_for(const KernelContext& context, int64_t macs) {
 uint64_t conv2d_channels_last_prepared_bytes(const Dispatch& d) {
   const Conv2dPlan& p = plan_of<Conv2dPlan>(d);
   if (d.operands[1] == nullptr || p.k_per_group == 0) return 0;
+  if (depthwise_pointwise(p)) return 0;  // read as stored
   if (ops::conv2d_is_depthwise(p)) return static_cast<uint64_t>(dw_blocks(p) * p.kh * p.kw * kDwBlock) * sizeof(float);
   if (small_groups(p, vector_lanes())) return static_cast<uint64_t>(p.kh * p.kw * p.c_per_group * p.k) * sizeof(float);
   const int64_t nr = gemm_tile().nr_max;
@@ -674,6 +725,13 @@ Status conv2d_channels_last(const KernelContext& context, const Dispatch& d) {
   const float* bias = p.has_bias ? input(d, 2) : nullptr;
   const float* residual = p.has_residual ? input(d, 3) : nullptr;
   const int64_t macs = p.n * p.oh * p.ow * p.k * p.c_per_group * p.kh * p.kw;
+  if (depthwise_pointwise(p)) {
+    ChannelScaleJob job{&p, input(d, 0), input(d, 1), bias, residual, output(d, 0),
+                        std::max<int64_t>(1, kScaleBlockFloats / p.c), p.n * p.h * p.w};
+    parallel_for(split_for(context, macs), (job.pixels + job.pixels_per_task - 1) / job.pixels_per_task,
+                 channel_scale_task, &job);
+    return ok_status();
+  }
   if (ops::conv2d_is_depthwise(p)) {
     DepthwiseJob job{&p, input(d, 0), input(d, 1), bias, residual, static_cast<const float*>(d.prepared),
                      output(d, 0)};

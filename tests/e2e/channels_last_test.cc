@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <sstream>
 #include <string>
@@ -432,6 +433,53 @@ TEST_CASE("a zero pad then an average pool (torch's avg_pool2d with padding) giv
     CHECK(conversions(got) == 2);  // the image in, the result out: the pool stays in the region
     check_within_rounding(got, want);
   }
+}
+
+TEST_CASE("a per-channel mul and add between convolutions (a pre-activation batch norm) runs as a 1x1 depthwise, same bits") {
+  // DenseNet's norm1 after a concat: channel_affine_as_conv's depthwise 1x1
+  // (the cpu's per-channel scale path, its relu and residual in L1) against
+  // the mul, the add and the relu run apart; 37 channels: a vector tail.
+  std::string s = "module @affine\n";
+  s += dense_constant("w", {21, 16, 3, 3}, 1) + dense_constant("w2", {8, 37, 1, 1}, 2) +
+       dense_constant("s", {37, 1, 1}, 3) + dense_constant("t", {1, 37, 1, 1}, 4) +
+       dense_constant("dw", {37, 1, 1, 1}, 5) + dense_constant("db", {37}, 6);
+  s += R"(func @main(%x: f32[1,16,12,11]) -> (f32[1,8,12,11], f32[1,37,12,11]) {
+  %c = call @conv2d(%x, @w) {pads = [1, 1, 1, 1], activation = "relu"} : f32[1,21,12,11]
+  %k = call @concat(%c, %x) {axis = 1} : f32[1,37,12,11]
+  %m = call @mul(%k, @s) : f32[1,37,12,11]
+  %a = call @add(%m, @t) : f32[1,37,12,11]
+  %r = call @relu(%a) : f32[1,37,12,11]
+  %y = call @conv2d(%r, @w2) : f32[1,8,12,11]
+  %d = call @conv2d(%k, @dw, @db) {groups = 37} : f32[1,37,12,11]
+  %e = call @add(%d, %r) : f32[1,37,12,11]
+  %z = call @clip(%e) {min = -0.25, max = 0.75} : f32[1,37,12,11]
+  return %y, %z
+}
+)";
+  std::vector<float> x = random_floats(16 * 12 * 11, 5);
+  x[7] = std::numeric_limits<float>::quiet_NaN();  // NaN through the relu and clip lanes
+  for (bool channels_last : {true, false})
+    for (int threads : {1, 2}) {
+      INFO((channels_last ? "channels-last, " : "NCHW, ") << threads << " threads");
+      compiler::CompileOptions fused, plain;  // in one layout: the convolutions' sums alike
+      fused.channels_last = plain.channels_last = channels_last;
+      plain.fuse_epilogues = false;
+      const Outputs got = run(compile(s, fused), {x}, threads), want = run(compile(s, plain), {x}, threads);
+      CHECK(std::count(got.ops.begin(), got.ops.end(), "mul") == 0);
+      CHECK(std::count(got.ops.begin(), got.ops.end(), "add") == 0);
+      CHECK(std::count(want.ops.begin(), want.ops.end(), "mul") == 1);
+      REQUIRE(got.values.size() == want.values.size());
+      for (size_t j = 0; j < want.values.size(); ++j) {
+        INFO("output " << j);
+        REQUIRE(got.values[j].size() == want.values[j].size());
+        size_t differ = 0;
+        for (size_t i = 0; i < want.values[j].size(); ++i) {
+          const float a = got.values[j][i], b = want.values[j][i];
+          if (!(a == b || (std::isnan(a) && std::isnan(b)))) ++differ;
+        }
+        CHECK(differ == 0);
+      }
+    }
 }
 
 }  // namespace

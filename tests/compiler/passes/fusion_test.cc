@@ -642,6 +642,60 @@ func @main(%x: f32[1,2,3,3]) -> (f32[1,2,3,3], f32[1,2,3,3], f32[1,2,3,3]) {
   CHECK(fold_input_affine(m) == 0);
 }
 
+TEST_CASE("channel_affine_as_conv: a per-channel mul then add no convolution took becomes a depthwise 1x1 conv2d") {
+  // DenseNet's pre-activation batch norm: after a concat, before a relu.
+  Module m = parse_ok(R"(
+const @s : f32[3,1,1] = dense [2.0, -1.0, 0.5]
+const @t : f32[1,3,1,1] = dense [1.0, 0.0, -3.0]
+func @main(%x: f32[1,2,4,4], %y: f32[1,1,4,4]) -> (f32[1,3,4,4]) {
+  %c = call @concat(%x, %y) {axis = 1} : f32[1,3,4,4]
+  %m = call @mul(@s, %c) : f32[1,3,4,4]
+  %a = call @add(@t, %m) : f32[1,3,4,4]
+  %r = call @relu(%a) : f32[1,3,4,4]
+  return %r
+})");
+  CHECK(channel_affine_as_conv(m) == 1);
+  Function& fn = m.functions[0];
+  check_consistent(fn);
+  REQUIRE(ops_of(fn) == std::vector<OpId>{OpId::kConcat, OpId::kConv2d, OpId::kRelu});
+  const Node& conv = fn.nodes[1];
+  CHECK(conv.params == std::vector<int64_t>{1, 1, 0, 0, 0, 0, 1, 1, 3});
+  REQUIRE(conv.inputs.size() == 3);
+  CHECK(fn.values[static_cast<size_t>(conv.inputs[0])].name == "c");
+  const Value& w = fn.values[static_cast<size_t>(conv.inputs[1])];
+  CHECK(w.type.dims == std::vector<int64_t>{3, 1, 1, 1});
+  CHECK(floats_of(m, w.name) == std::vector<float>{2.0f, -1.0f, 0.5f});
+  const Value& b = fn.values[static_cast<size_t>(conv.inputs[2])];
+  CHECK(b.type.dims == std::vector<int64_t>{3});
+  CHECK(floats_of(m, b.name) == std::vector<float>{1.0f, 0.0f, -3.0f});
+  CHECK(fn.values[static_cast<size_t>(conv.results[0])].name == "a");
+  // The relu then fuses into it as into any conv2d.
+  CHECK(fuse_epilogues(m) == 1);
+  CHECK(compile_module(m).ok());
+}
+
+TEST_CASE("channel_affine_as_conv: what must not become a convolution") {
+  Module m = parse_ok(R"(
+const @s : f32[2,1,1] = dense [2.0, 3.0]
+const @t : f32[2,1,1] = dense [1.0, -1.0]
+const @one : f32[1] = dense [2.0]
+const @full : f32[2,3,3] = splat 1.0
+func @main(%x: f32[1,2,3,3], %z: f32[1,2,3,3]) -> (f32[1,2,3,3], f32[1,2,3,3], f32[1,2,3,3], f32[1,2,3,3], f32[1,2,3,3], f32[1,2,3,3]) {
+  %m1 = call @mul(%x, @s) : f32[1,2,3,3]
+  %a1 = call @add(%m1, @t) : f32[1,2,3,3]
+  %m2 = call @mul(%x, @one) : f32[1,2,3,3]
+  %a2 = call @add(%m2, @one) : f32[1,2,3,3]
+  %m3 = call @mul(%x, @full) : f32[1,2,3,3]
+  %a3 = call @add(%m3, @t) : f32[1,2,3,3]
+  %m4 = call @mul(%x, @s) : f32[1,2,3,3]
+  %a4 = call @add(%m4, %z) : f32[1,2,3,3]
+  return %a1, %m1, %a2, %a3, %a4, %m4
+})");
+  // The product read twice, scalars (the affine epilogue's), a constant not
+  // per channel, an add of a value: none.
+  CHECK(channel_affine_as_conv(m) == 0);
+}
+
 TEST_CASE("recognize_exported_hard_swish: x * clip(x + 3, 0, 6) / 6 and clip(x + 3, 0, 6) / 6") {
   for (const char* body : {
            "%a = call @add(%x, @three) : f32[2,3]\n  %c = call @clip(%a) {min = 0.0, max = 6.0} : f32[2,3]\n"
