@@ -484,10 +484,7 @@ void depthwise_element_task(void* context, int64_t task) {
 // over blocks of pixels still in L1 (the row-at-a-time depthwise path made
 // three passes over 56 x 224 floats). The element function's order: the
 // tap's product from 0, then the bias.
-bool depthwise_pointwise(const Conv2dPlan& p) {
-  return ops::conv2d_is_depthwise(p) && p.kh == 1 && p.kw == 1 && p.stride_h == 1 && p.stride_w == 1 &&
-         p.pad_top == 0 && p.pad_left == 0 && p.oh == p.h && p.ow == p.w;
-}
+bool depthwise_pointwise(const Conv2dPlan& p) { return ops::conv2d_is_depthwise(p) && ops::conv2d_is_plain_gemm(p); }
 
 constexpr int64_t kScaleBlockFloats = 4096;  // a task's pixels: about 16 KiB of results
 

@@ -36,6 +36,7 @@
 #include <cstring>
 
 #include "kernel_util.h"
+#include "lanes.h"
 #include "thread_pool.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -813,6 +814,46 @@ bool dw_lanes_fits(const ops::Conv2dPlan& p, int64_t lanes) {
 
 }  // namespace
 
+namespace {
+
+// A 1x1 depthwise at stride 1 without padding (conv2d_is_plain_gemm; a batch normalization the
+// compiler made one, fusion.h channel_affine_as_conv): each plane times its
+// weight plus its bias, then the residual and the activation, a plane at a
+// time (56 x 56 floats: in L1). The element order: the product from 0, then
+// the bias. The tiled path ran it 5x slower than the channels-last one.
+struct PlaneScale {
+  template <int N>
+  static HEXIR_LANES void run(const float* x, float w, const float* bias, float* out, int64_t n) {
+    int64_t i = 0;
+    if (bias) {
+      const float b = *bias;
+      for (; i + N <= n; i += N) lanes::store<N>(out + i, lanes::load<N>(x + i) * w + b);
+      for (; i < n; ++i) out[i] = x[i] * w + b;
+    } else {
+      for (; i + N <= n; i += N) lanes::store<N>(out + i, lanes::load<N>(x + i) * w);
+      for (; i < n; ++i) out[i] = x[i] * w;
+    }
+  }
+};
+
+struct PlaneScaleJob {
+  const ops::Conv2dPlan* p;
+  const float *x, *w, *bias, *residual;
+  float* out;
+};
+
+void plane_scale_task(void* context, int64_t plane) {
+  const PlaneScaleJob& job = *static_cast<const PlaneScaleJob*>(context);
+  const ops::Conv2dPlan& p = *job.p;
+  const int64_t c = plane % p.c, size = p.h * p.w;
+  float* out = job.out + plane * size;
+  widest<PlaneScale>(job.x + plane * size, job.w[c], job.bias ? job.bias + c : nullptr, out, size);
+  if (job.residual) add_residual(out, 0, job.residual + plane * size, 0, 1, size);
+  if (p.epilogue.activation != 0) apply_epilogue(p.epilogue, out, 0, 1, size);
+}
+
+}  // namespace
+
 Status depthwise_conv2d(const KernelContext& context, const Dispatch& d) {
   const ops::Conv2dPlan& p = plan_of<ops::Conv2dPlan>(d);
   const int64_t planes = p.n * p.c;
@@ -823,6 +864,11 @@ Status depthwise_conv2d(const KernelContext& context, const Dispatch& d) {
   const double taps = static_cast<double>(planes) * static_cast<double>(p.oh * p.ow * p.kh * p.kw);
   ThreadPool* pool = pool_of(context);
   const int threads = taps < 2e5 || pool == nullptr ? 1 : pool->size();
+  if (ops::conv2d_is_plain_gemm(p)) {
+    PlaneScaleJob job{&p, input(d, 0), input(d, 1), bias, residual, output(d, 0)};
+    parallel_for(threads == 1 ? KernelContext{} : context, planes, plane_scale_task, &job);
+    return ok_status();
+  }
 #ifdef HEXIR_SPATIAL_X86
   const int64_t lanes = isa_avx512() ? 16 : isa_avx2() ? 8 : 0;
   if (dw_lanes_fits(p, lanes)) {
