@@ -142,6 +142,10 @@ TEST_CASE("channels-last conv2d: the cpu kernel gives the element function's sum
       // Few rows at 2 threads: a row's channel chunks (depthwise) or strips (dense) split among tasks.
       {"depthwise 3x3, 200 channels on a 5x5 map", 1, 200, 5, 5, 200, 3, 3, 1, 1, 1, 200, true, "relu"},
       {"3x3, 64 -> 100 on a 4x4 map", 1, 64, 4, 4, 100, 3, 3, 1, 1, 1, 1, true, "sigmoid"},
+      // A group's weights past 512 KiB: strip-major tasks (a strip over a block of rows).
+      {"strip-major 3x3 288 -> 80, two images", 2, 288, 5, 6, 80, 3, 3, 1, 1, 1, 1, true, "relu"},
+      {"strip-major 1x1 1040 -> 136 (past one GEMM K block)", 1, 1040, 3, 7, 136, 1, 1, 1, 0, 1, 1, false, "clip"},
+      {"strip-major grouped 3x3, 2 groups of 256 -> 72, stride 2", 1, 512, 7, 7, 144, 3, 3, 2, 1, 1, 2, true, ""},
   };
   for (const ConvCase& c : cases) {
     INFO(c.name);
