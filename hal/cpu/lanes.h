@@ -17,6 +17,7 @@
 #include "cpu_isa.h"
 #include "hexir/ops/plans.h"
 
+
 // Always inlined into the ISA's function (never called: hal builds with
 // -Wno-psabi, GCC's note that a vector argument's ABI differs without AVX).
 #define HEXIR_LANES inline __attribute__((always_inline))
@@ -58,6 +59,18 @@ HEXIR_LANES F32<N> zero() {
 template <int N>
 HEXIR_LANES F32<N> select(I32<N> mask, F32<N> a, F32<N> b) {
   return mask ? a : b;
+}
+// a * b + c rounded once (fmaf per lane): the FMA instruction of the lane
+// count's ISA (widest() compiles N = 16 for AVX-512 and N = 8 for AVX2 + FMA;
+// NEON has it); elsewhere (SSE2) glibc's fmaf lane by lane.
+template <int N>
+HEXIR_LANES F32<N> fma(F32<N> a, F32<N> b, F32<N> c) {
+  // Lane by lane: GCC turns the N fmaf into one vfmadd (zmm, ymm) or fmla
+  // once inlined into the ISA's function (an intrinsic cannot be inlined
+  // into these target-less templates).
+  F32<N> out;
+  for (int i = 0; i < N; ++i) out[i] = __builtin_fmaf(a[i], b[i], c[i]);
+  return out;
 }
 // x86's maxps: the second operand where either is NaN.
 template <int N>
@@ -133,17 +146,16 @@ template <int N>
 HEXIR_LANES F32<N> exp(F32<N> v) {  // exp_of
   const F32<N> x =
       select<N>(v < splat<N>(-104.0f), splat<N>(-104.0f), select<N>(v > splat<N>(89.0f), splat<N>(89.0f), v));
-  const F32<N> shifted = x * 1.44269504088896341f + 12582912.0f;
+  const F32<N> shifted = fma<N>(x, splat<N>(1.44269504088896341f), splat<N>(12582912.0f));
   const F32<N> n = shifted - 12582912.0f;
-  F32<N> r = x - n * 0.693359375f;
-  r = r - n * -2.12194440e-4f;
-  F32<N> y = splat<N>(1.9875691500e-4f);
-  y = y * r + 1.3981999507e-3f;
-  y = y * r + 8.3334519073e-3f;
-  y = y * r + 4.1665795894e-2f;
-  y = y * r + 1.6666665459e-1f;
-  y = y * r + 5.0000001201e-1f;
-  y = y * r * r + r + 1.0f;
+  F32<N> r = fma<N>(n, splat<N>(-0.693359375f), x);
+  r = fma<N>(n, splat<N>(2.12194440e-4f), r);
+  F32<N> y = fma<N>(splat<N>(1.9875691500e-4f), r, splat<N>(1.3981999507e-3f));
+  y = fma<N>(y, r, splat<N>(8.3334519073e-3f));
+  y = fma<N>(y, r, splat<N>(4.1665795894e-2f));
+  y = fma<N>(y, r, splat<N>(1.6666665459e-1f));
+  y = fma<N>(y, r, splat<N>(5.0000001201e-1f));
+  y = fma<N>(y * r, r, r) + 1.0f;
   const U32<N> m = bits<N>(shifted) - (0x4B400000u - 150u);
   const U32<N> half = m >> 1;
   return y * from_bits<N>((half + 52u) << 23) * from_bits<N>((m - half + 52u) << 23);
