@@ -524,7 +524,6 @@ struct ChannelScaleRows {
   template <int N>
   static HEXIR_LANES void run(const float* x, const float* w, const float* bias, float* out, int64_t pixels,
                               int64_t c) {
-    using V = lanes::F32<N>;
     const int64_t whole = c / N * N;
     for (int64_t i = 0; i < pixels; ++i, x += c, out += c) {
       int64_t j = 0;
