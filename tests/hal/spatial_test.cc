@@ -567,6 +567,7 @@ TEST_CASE("max_pool and average_pool channels-last: the NCHW kernel's bits on th
       {{1, 33, 2, 2}, {2, 2, 1, 1, 1, 1, 1, 1, 3, 3, 0, 1}},
       {{1, 64, 11, 11}, {3, 3, 2, 2, 0, 0, 0, 0, 1, 1, 1, 0}},
       {{1, 100, 9, 8}, {3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0}},  // 64 in four chains, then 16s, masked 4
+      {{1, 200, 7, 6}, {3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1}},  // Inception's counted 3x3: 3 x 64, then 8 masked
   };
   const float specials[] = {kNaNF, -0.0f, 0.0f, kInfF, -kInfF};
   uint32_t seed = 560;
