@@ -335,6 +335,7 @@ int main(int argc, char** argv) {
       conv_nhwc("channels-last PP-OCR 3x3 s1 64->64 @ 40x80", 64, 40, 80, 64, 3, 1, 1),
       conv("DenseNet batch norm as 1x1 depthwise 224 @ 56x56", 224, 56, 56, 224, 1, 1, 224),
       conv_nhwc("channels-last DenseNet batch norm as 1x1 depthwise 224 @ 56x56", 224, 56, 56, 224, 1, 1, 224),
+      conv_nhwc("channels-last Inception-v3 3x3 32->64 @ 147x147", 32, 147, 147, 64, 3, 1, 1),
       conv_nhwc("channels-last ResNet-50 1x1 256->64 @ 56x56", 256, 56, 56, 64, 1, 1, 1),
       conv_nhwc("channels-last ResNet-50 3x3 64->64 @ 56x56", 64, 56, 56, 64, 3, 1, 1),
       conv_nhwc("channels-last ResNet-50 3x3 256->256 @ 14x14", 256, 14, 14, 256, 3, 1, 1),
