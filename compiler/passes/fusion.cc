@@ -860,9 +860,15 @@ class ConvFolder {
 
   // A new bias constant for conv2d `n` and its value in this function.
   void add_bias(size_t n, std::string base, const std::vector<float>& values) {
+    add_input_constant(n, base + ".bias", {static_cast<int64_t>(values.size())}, values);
+  }
+
+  // A new f32 constant of `dims` (a unique name from `name`), read by node
+  // `n` as its next input.
+  void add_input_constant(size_t n, const std::string& name, std::vector<int64_t> dims, const std::vector<float>& values) {
     Constant constant;
-    constant.name = constants_.unique_name(base + ".bias");
-    constant.type = TensorType{DType::kF32, {static_cast<int64_t>(values.size())}};
+    constant.name = constants_.unique_name(name);
+    constant.type = TensorType{DType::kF32, std::move(dims)};
     constant.loc = fn_.nodes[n].loc;
     set_floats(constant, values);
     Value v;
@@ -984,7 +990,7 @@ class ConvFolder {
       return;
     const int product = mul.results[0];
     const TensorType& type = value(product).type;
-    if (type.dtype != DType::kF32 || type.rank() != 4) return;
+    if (type.dtype != DType::kF32 || type.rank() != 4 || type.has_bound()) return;
     const int64_t channels = type.dims[1];
     int side = -1;
     std::optional<std::vector<float>> scale;
@@ -1018,13 +1024,7 @@ class ConvFolder {
 
   // New depthwise 1x1 weights [C, 1, 1, 1] for conv2d `n` (its input 1).
   void add_weights(size_t n, const std::string& base, const std::vector<float>& values) {
-    add_bias(n, base, values);  // a new constant read by n, then given its shape
-    Value& v = value(fn_.nodes[n].inputs.back());
-    Constant& constant = module_.constants[static_cast<size_t>(v.constant)];
-    constant.name = constants_.unique_name(base + ".weights");
-    constant.type.dims = {static_cast<int64_t>(values.size()), 1, 1, 1};
-    v.name = constant.name;
-    v.type = constant.type;
+    add_input_constant(n, base + ".weights", {static_cast<int64_t>(values.size()), 1, 1, 1}, values);
   }
 
   // Node `n` takes over node `j`'s result; `j` and `n`'s old result go.
