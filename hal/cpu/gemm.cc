@@ -1144,7 +1144,7 @@ void add_residual(float* c, int64_t ld, const float* r, int64_t ldr, int64_t row
 void apply_epilogue(const ops::Epilogue& e, float* c, int64_t ld, int64_t rows, int64_t cols) {
   using ops::Activation;
   const float a = e.a, b = e.b;
-  auto each_row = [&](void (*block)(const float*, float*, int64_t)) {
+  auto each_row = [&](auto block) {  // block(in, out, n): a vector block of the unary kernels
     if (ld == cols) return block(c, c, rows * cols);  // rows one after another: one run
     for (int64_t i = 0; i < rows; ++i) block(c + i * ld, c + i * ld, cols);
   };
@@ -1158,17 +1158,11 @@ void apply_epilogue(const ops::Epilogue& e, float* c, int64_t ld, int64_t rows, 
     case Activation::kSigmoid: return each_row(sigmoid_block);
     case Activation::kTanh: return each_row(tanh_block);
     case Activation::kLeakyRelu:
-      if (ld == cols) return leaky_relu_block(c, c, rows * cols, a);
-      for (int64_t i = 0; i < rows; ++i) leaky_relu_block(c + i * ld, c + i * ld, cols, a);
-      return;
+      return each_row([a](const float* in, float* out, int64_t n) { leaky_relu_block(in, out, n, a); });
     case Activation::kClip:
-      if (ld == cols) return clip_block(c, c, rows * cols, a, b);
-      for (int64_t i = 0; i < rows; ++i) clip_block(c + i * ld, c + i * ld, cols, a, b);
-      return;
+      return each_row([a, b](const float* in, float* out, int64_t n) { clip_block(in, out, n, a, b); });
     case Activation::kHardSigmoid:
-      if (ld == cols) return hard_sigmoid_block(c, c, rows * cols, a, b);
-      for (int64_t i = 0; i < rows; ++i) hard_sigmoid_block(c + i * ld, c + i * ld, cols, a, b);
-      return;
+      return each_row([a, b](const float* in, float* out, int64_t n) { hard_sigmoid_block(in, out, n, a, b); });
     case Activation::kHardSwish: return each_row(hard_swish_block);
     case Activation::kAffine:  // add and mul only (their rule): never a GEMM's epilogue
     case Activation::kCount: return;
