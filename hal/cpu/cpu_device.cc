@@ -239,8 +239,7 @@ class CpuDevice final : public Device {
   }
 
   // The queue's pool gets its scratch here, at context creation (never on
-  // invoke). Untouched pages cost no memory: a context whose kernels never
-  // ask for scratch keeps them unmapped.
+  // invoke); the pool faults it in (256 KiB per thread).
   Result<std::unique_ptr<Queue>> create_queue() override {
     const uint64_t bytes = static_cast<uint64_t>(threads_) * kScratchFloatsPerParticipant * sizeof(float);
     HEXIR_ASSIGN_OR_RETURN(Buffer scratch,

@@ -22,6 +22,17 @@ inline void cpu_relax() {
 #endif
 }
 
+// Faults in the top of the calling thread's stack below this frame: the
+// kernels keep buffers of up to 64 KiB there (patch rows, pool planes,
+// depthwise rows), which the first invoke would otherwise fault in page by
+// page (2-5 us a page on a shadow-paged guest; shufflenet's first invoke had
+// ~35 such faults). A thread's stack stays resident once touched.
+constexpr size_t kStackFaultInBytes = 256 * 1024;
+[[gnu::noinline]] void fault_in_stack() {
+  volatile unsigned char frame[kStackFaultInBytes];
+  for (size_t i = 0; i < kStackFaultInBytes; i += 4096) frame[i] = 0;
+}
+
 }  // namespace
 
 int available_cores() {
@@ -38,6 +49,13 @@ int available_cores() {
 ThreadPool::ThreadPool(int threads, float* scratch) : scratch_(scratch) {
   shares_ = std::make_unique<Share[]>(static_cast<size_t>(threads));
   workers_.reserve(static_cast<size_t>(threads - 1));
+  // What the first invoke would fault in otherwise (the pool is created with
+  // its context, by the thread that usually invokes it): the scratch, which
+  // the GEMM's packed A and the separable convolutions' rows use, and the
+  // caller's stack (each worker faults in its own when it starts).
+  if (scratch_ != nullptr)
+    std::memset(scratch_, 0, static_cast<size_t>(threads) * kScratchFloatsPerParticipant * sizeof(float));
+  fault_in_stack();
 }
 
 Result<std::unique_ptr<ThreadPool>> ThreadPool::create(int threads, float* scratch, int startable_workers) {
@@ -92,6 +110,7 @@ void ThreadPool::work(ParticipantTaskFn fn, void* context, int participant) {
 }
 
 void ThreadPool::worker_loop(int participant) {
+  fault_in_stack();
   uint64_t seen = 0;
   for (;;) {
     uint64_t now = generation_.load(std::memory_order_acquire);

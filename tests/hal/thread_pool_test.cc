@@ -4,6 +4,9 @@
 // which is what keeps a thread on the rows it wrote in the kernel before.
 #include "thread_pool.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -88,6 +91,27 @@ int thread_count_steady() {
     threads = now;
   }
   return threads;
+}
+
+TEST_CASE("thread pool: the scratch is faulted in when the pool is created, not by the first invoke's kernels") {
+  const size_t bytes = 2 * kScratchFloatsPerParticipant * sizeof(float);
+  void* mapped = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  REQUIRE(mapped != MAP_FAILED);
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  std::vector<unsigned char> resident((bytes + page - 1) / page);
+  auto resident_pages = [&] {
+    REQUIRE(mincore(mapped, bytes, resident.data()) == 0);
+    size_t n = 0;
+    for (unsigned char r : resident) n += r & 1;
+    return n;
+  };
+  CHECK(resident_pages() == 0);  // a fresh anonymous mapping
+  {
+    auto created = ThreadPool::create(2, static_cast<float*>(mapped));
+    REQUIRE(created.ok());
+    CHECK(resident_pages() == resident.size());
+  }
+  munmap(mapped, bytes);
 }
 
 TEST_CASE("thread pool: a worker the system refuses is a status; the started ones are joined") {
