@@ -59,13 +59,155 @@ void pack_tap_strip(const Conv2dPlan& p, const float* w, int64_t g, int64_t t, i
 struct DenseJob {
   const Conv2dPlan* p;
   const float *x, *w, *bias, *residual;
-  const float* prepared;  // [g][t][s][c / groups][nr], or null: packed per task
+  // [g][s][t][c / groups][nr] (a strip's taps one after another: the window
+  // tile streams them in order), or null: packed per task.
+  const float* prepared;
   float* out;
   GemmTile tile;
   int64_t strips;
   int64_t parts = 1, strips_per_part = 0;  // a row's strips split among tasks (few rows, several threads)
   int64_t row_blocks = 1, rows_per_block = 0;  // strip-major tasks' rows
+  bool window = false;  // interior pixels through window_tile_avx512 (AVX-512, prepared weights)
 };
+
+#ifdef HEXIR_CL_X86
+// ---- dense interior pixels: the window in registers (AVX-512) ---------------
+//
+// MR output pixels of a row whose taps all lie inside the input along x, x
+// one strip of 32 output channels, over every tap inside and every channel:
+// per (tap, channel block) a partial sum from zero (12 zmm), added into the
+// running sum (12 more zmm), both in registers, then one store. The per-tap
+// path ran the tile once per tap and added each partial into the output in
+// memory: a load, an add and a store of the tile and a call per tap, against
+// 32-64 multiply-adds deep for the 32- and 64-channel 3x3s of Inception and
+// the ResNets. The same steps per element: conv2d_channels_last_element's bits.
+constexpr int64_t kWindowMr = 6;
+// Up to this many bytes of a strip's weights (all its taps): each block of
+// pixels reads them all, where the per-tap path reads one tap's for a whole
+// row. Measured (bench/cpu_kernels, alternated): 3x3 32->64 at 147x147 4.7
+// -> 3.9 ms, 80->192 at 73x73 7.4 -> 7.1, 64->64 at 56x56 level; past it
+// slower: 128->128 at 28x28 1.10 -> 1.21, 256->256 at 14x14 1.06 -> 1.24.
+constexpr int64_t kWindowStripBytes = 96 << 10;
+constexpr int64_t kWindowChains = 64;  // (tap, channel block) pairs at most; more: per tap
+// One partial sum: kc channels from a's offset (bytes, from the block's
+// first pixel) against b's kc x 32 weights.
+struct WindowChain {
+  int64_t a_bytes;
+  const float* b;
+  int64_t kc;
+};
+
+// kWindowMr pixels x 32 channels: for each chain in order a partial sum from
+// zero (zmm0-11), added into the running sum (zmm12-23), then the sums into
+// `out` (kWindowMr x 32 floats). In asm: written with intrinsics (a sum and a
+// partial array of 12 vectors each), GCC 12 kept the two weight vectors on
+// the stack and reloaded them for every FMA, though 5 registers were free:
+// load-bound, half the per-tap path's speed. The operand order of each
+// instruction is the intrinsics' (the running sum first in the add, the
+// partial the FMA's addend): their NaN bits too.
+[[gnu::target("avx512f")]] void window_tile_avx512(const WindowChain* chains, int64_t count, const float* a,
+                                                   int64_t lda, float* out) {
+  const int64_t l = lda * static_cast<int64_t>(sizeof(float)), l3 = 3 * l;
+  const char* base = reinterpret_cast<const char*>(a);
+  const char *a0, *a3;
+  const float* b;
+  int64_t k;
+  asm volatile(
+      "vpxord %%zmm12, %%zmm12, %%zmm12\n\t"
+      "vpxord %%zmm13, %%zmm13, %%zmm13\n\t"
+      "vpxord %%zmm14, %%zmm14, %%zmm14\n\t"
+      "vpxord %%zmm15, %%zmm15, %%zmm15\n\t"
+      "vpxord %%zmm16, %%zmm16, %%zmm16\n\t"
+      "vpxord %%zmm17, %%zmm17, %%zmm17\n\t"
+      "vpxord %%zmm18, %%zmm18, %%zmm18\n\t"
+      "vpxord %%zmm19, %%zmm19, %%zmm19\n\t"
+      "vpxord %%zmm20, %%zmm20, %%zmm20\n\t"
+      "vpxord %%zmm21, %%zmm21, %%zmm21\n\t"
+      "vpxord %%zmm22, %%zmm22, %%zmm22\n\t"
+      "vpxord %%zmm23, %%zmm23, %%zmm23\n\t"
+      "2:\n\t"
+      "mov (%[ch]), %[a0]\n\t"
+      "add %[base], %[a0]\n\t"
+      "mov 8(%[ch]), %[b]\n\t"
+      "mov 16(%[ch]), %[k]\n\t"
+      "lea (%[a0],%[l3],1), %[a3]\n\t"
+      "vpxord %%zmm0, %%zmm0, %%zmm0\n\t"
+      "vpxord %%zmm1, %%zmm1, %%zmm1\n\t"
+      "vpxord %%zmm2, %%zmm2, %%zmm2\n\t"
+      "vpxord %%zmm3, %%zmm3, %%zmm3\n\t"
+      "vpxord %%zmm4, %%zmm4, %%zmm4\n\t"
+      "vpxord %%zmm5, %%zmm5, %%zmm5\n\t"
+      "vpxord %%zmm6, %%zmm6, %%zmm6\n\t"
+      "vpxord %%zmm7, %%zmm7, %%zmm7\n\t"
+      "vpxord %%zmm8, %%zmm8, %%zmm8\n\t"
+      "vpxord %%zmm9, %%zmm9, %%zmm9\n\t"
+      "vpxord %%zmm10, %%zmm10, %%zmm10\n\t"
+      "vpxord %%zmm11, %%zmm11, %%zmm11\n\t"
+      "1:\n\t"
+      "vmovups (%[b]), %%zmm30\n\t"
+      "vmovups 64(%[b]), %%zmm31\n\t"
+      "vbroadcastss (%[a0]), %%zmm29\n\t"
+      "vfmadd231ps %%zmm30, %%zmm29, %%zmm0\n\t"
+      "vfmadd231ps %%zmm31, %%zmm29, %%zmm6\n\t"
+      "vbroadcastss (%[a0],%[l],1), %%zmm29\n\t"
+      "vfmadd231ps %%zmm30, %%zmm29, %%zmm1\n\t"
+      "vfmadd231ps %%zmm31, %%zmm29, %%zmm7\n\t"
+      "vbroadcastss (%[a0],%[l],2), %%zmm29\n\t"
+      "vfmadd231ps %%zmm30, %%zmm29, %%zmm2\n\t"
+      "vfmadd231ps %%zmm31, %%zmm29, %%zmm8\n\t"
+      "vbroadcastss (%[a3]), %%zmm29\n\t"
+      "vfmadd231ps %%zmm30, %%zmm29, %%zmm3\n\t"
+      "vfmadd231ps %%zmm31, %%zmm29, %%zmm9\n\t"
+      "vbroadcastss (%[a3],%[l],1), %%zmm29\n\t"
+      "vfmadd231ps %%zmm30, %%zmm29, %%zmm4\n\t"
+      "vfmadd231ps %%zmm31, %%zmm29, %%zmm10\n\t"
+      "vbroadcastss (%[a3],%[l],2), %%zmm29\n\t"
+      "vfmadd231ps %%zmm30, %%zmm29, %%zmm5\n\t"
+      "vfmadd231ps %%zmm31, %%zmm29, %%zmm11\n\t"
+      "add $4, %[a0]\n\t"
+      "add $4, %[a3]\n\t"
+      "add $128, %[b]\n\t"
+      "dec %[k]\n\t"
+      "jnz 1b\n\t"
+      "vaddps %%zmm0, %%zmm12, %%zmm12\n\t"
+      "vaddps %%zmm1, %%zmm13, %%zmm13\n\t"
+      "vaddps %%zmm2, %%zmm14, %%zmm14\n\t"
+      "vaddps %%zmm3, %%zmm15, %%zmm15\n\t"
+      "vaddps %%zmm4, %%zmm16, %%zmm16\n\t"
+      "vaddps %%zmm5, %%zmm17, %%zmm17\n\t"
+      "vaddps %%zmm6, %%zmm18, %%zmm18\n\t"
+      "vaddps %%zmm7, %%zmm19, %%zmm19\n\t"
+      "vaddps %%zmm8, %%zmm20, %%zmm20\n\t"
+      "vaddps %%zmm9, %%zmm21, %%zmm21\n\t"
+      "vaddps %%zmm10, %%zmm22, %%zmm22\n\t"
+      "vaddps %%zmm11, %%zmm23, %%zmm23\n\t"
+      "add $24, %[ch]\n\t"
+      "dec %[n]\n\t"
+      "jnz 2b\n\t"
+      "vmovups %%zmm12, (%[out])\n\t"
+      "vmovups %%zmm18, 64(%[out])\n\t"
+      "vmovups %%zmm13, 128(%[out])\n\t"
+      "vmovups %%zmm19, 192(%[out])\n\t"
+      "vmovups %%zmm14, 256(%[out])\n\t"
+      "vmovups %%zmm20, 320(%[out])\n\t"
+      "vmovups %%zmm15, 384(%[out])\n\t"
+      "vmovups %%zmm21, 448(%[out])\n\t"
+      "vmovups %%zmm16, 512(%[out])\n\t"
+      "vmovups %%zmm22, 576(%[out])\n\t"
+      "vmovups %%zmm17, 640(%[out])\n\t"
+      "vmovups %%zmm23, 704(%[out])\n\t"
+      : [ch] "+r"(chains), [n] "+r"(count), [a0] "=&r"(a0), [a3] "=&r"(a3), [b] "=&r"(b), [k] "=&r"(k)
+      : [base] "r"(base), [l] "r"(l), [l3] "r"(l3), [out] "r"(out)
+      : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12",
+        "xmm13", "xmm14", "xmm15", "xmm16", "xmm17", "xmm18", "xmm19", "xmm20", "xmm21", "xmm22", "xmm23", "xmm29",
+        "xmm30", "xmm31", "cc", "memory");
+}
+
+[[gnu::target("avx512f")]] inline void store_window_row(float* c, const float* sums, __mmask16 m0, __mmask16 m1) {
+  _mm512_mask_storeu_ps(c, m0, _mm512_load_ps(sums));
+  _mm512_mask_storeu_ps(c + 16, m1, _mm512_load_ps(sums + 16));
+}
+#endif
 
 // Output row oy of image n, group g, strips [s_begin, s_end) of the group
 // (whole strips: no cache line is written by two tasks).
@@ -75,36 +217,89 @@ void dense_row(const DenseJob& job, int64_t n, int64_t g, int64_t oy, int64_t s_
   const int64_t cols0 = s_begin * nr, cols = std::min(p.k_per_group, s_end * nr) - cols0;
   float* const row_out = job.out + (n * p.oh + oy) * p.ow * p.k + g * p.k_per_group + cols0;
   const int64_t ldc = p.k;
-  for (int64_t ox = 0; ox < p.ow; ++ox)
-    std::memset(row_out + ox * ldc, 0, static_cast<size_t>(cols) * sizeof(float));
-  alignas(64) float strip[kConvChannelBlock * kMaxStrip];
-  const int64_t lda = p.stride_w * p.c;
+  // Pixels [in_lo, in_hi): every tap column inside the input, the window in
+  // registers (AVX-512, prepared weights); the others per tap into zeros.
+  int64_t in_lo = 0, in_hi = 0;
+  int64_t ky0 = 0, ky1 = 0;  // the tap rows inside the input
   for (int64_t ky = 0; ky < p.kh; ++ky) {
     const int64_t iy = oy * p.stride_h - p.pad_top + ky * p.dilation_h;
     if (iy < 0 || iy >= p.h) continue;
+    if (ky1 == 0) ky0 = ky;
+    ky1 = ky + 1;
+  }
+#ifdef HEXIR_CL_X86
+  if (job.window && nr == 32 && ky1 > ky0) {
+    in_hi = p.ow;
+    for (int64_t kx = 0; kx < p.kw; ++kx) {
+      int64_t lo, hi;
+      tap_columns(p, kx, &lo, &hi);
+      in_lo = std::max(in_lo, lo), in_hi = std::min(in_hi, hi);
+    }
+    const int64_t chains = p.kh * p.kw * ((cg + kConvChannelBlock - 1) / kConvChannelBlock);
+    if (in_hi - in_lo < kWindowMr || chains > kWindowChains) in_lo = in_hi = 0;  // all per tap
+  }
+#endif
+  for (int64_t ox = 0; ox < p.ow; ++ox)
+    if (ox < in_lo || ox >= in_hi) std::memset(row_out + ox * ldc, 0, static_cast<size_t>(cols) * sizeof(float));
+  alignas(64) float strip[kConvChannelBlock * kMaxStrip];
+  const int64_t lda = p.stride_w * p.c;
+  for (int64_t ky = ky0; ky < ky1; ++ky) {
+    const int64_t iy = oy * p.stride_h - p.pad_top + ky * p.dilation_h;
     const float* row = job.x + (n * p.h + iy) * p.w * p.c + g * cg;
     for (int64_t kx = 0; kx < p.kw; ++kx) {
       int64_t lo, hi;
       tap_columns(p, kx, &lo, &hi);
       if (lo == hi) continue;
       const int64_t t = ky * p.kw + kx;
-      const float* a0 = row + (lo * p.stride_w + kx * p.dilation_w - p.pad_left) * p.c;
+      const float* a0 = row + (lo * p.stride_w + kx * p.dilation_w - p.pad_left) * p.c;  // pixel lo
+      // The pixels of [lo, hi) outside [in_lo, in_hi): before it, then after it.
+      const int64_t ranges[2][2] = {{lo, std::min(hi, in_lo)}, {std::max(lo, in_hi), hi}};
       for (int64_t s = s_begin; s < s_end; ++s) {
         const int64_t col0 = s * nr, width = std::min(nr, p.k_per_group - col0);
         float* const c = row_out + col0 - cols0;
-        const float* b_tap = job.prepared ? job.prepared + ((g * taps + t) * job.strips + s) * cg * nr : nullptr;
+        const float* b_tap = job.prepared ? job.prepared + ((g * job.strips + s) * taps + t) * cg * nr : nullptr;
         for (int64_t c0 = 0; c0 < cg; c0 += kConvChannelBlock) {
           const int64_t kc = std::min(kConvChannelBlock, cg - c0);
           const float* b = b_tap ? b_tap + c0 * nr : strip;
           if (!b_tap) pack_tap_strip(p, job.w, g, t, s, nr, c0, kc, strip);
-          for (int64_t ox = lo; ox < hi; ox += job.tile.mr_max) {
-            const int64_t mr = std::min(job.tile.mr_max, hi - ox);
-            job.tile.run(mr, width, kc, a0 + (ox - lo) * lda + c0, lda, false, b, nr, c + ox * ldc, ldc, true, nullptr);
-          }
+          for (const auto& range : ranges)
+            for (int64_t ox = range[0]; ox < range[1]; ox += job.tile.mr_max) {
+              const int64_t mr = std::min(job.tile.mr_max, range[1] - ox);
+              job.tile.run(mr, width, kc, a0 + (ox - lo) * lda + c0, lda, false, b, nr, c + ox * ldc, ldc, true, nullptr);
+            }
         }
       }
     }
   }
+#ifdef HEXIR_CL_X86
+  if (in_lo < in_hi) {
+    const int64_t iy0 = oy * p.stride_h - p.pad_top + ky0 * p.dilation_h;
+    // Pixel in_lo, tap (ky0, 0).
+    const float* a = job.x + ((n * p.h + iy0) * p.w + in_lo * p.stride_w - p.pad_left) * p.c + g * cg;
+    for (int64_t s = s_begin; s < s_end; ++s) {
+      const int64_t col0 = s * nr, width = std::min(nr, p.k_per_group - col0);
+      WindowChain chains[kWindowChains];
+      int64_t count = 0;
+      for (int64_t ky = ky0; ky < ky1; ++ky)
+        for (int64_t kx = 0; kx < p.kw; ++kx) {
+          const float* b = job.prepared + ((g * job.strips + s) * taps + ky * p.kw + kx) * cg * nr;
+          const int64_t offset = ((ky - ky0) * p.dilation_h * p.w + kx * p.dilation_w) * p.c;
+          for (int64_t c0 = 0; c0 < cg; c0 += kConvChannelBlock)
+            chains[count++] = {(offset + c0) * static_cast<int64_t>(sizeof(float)), b + c0 * nr,
+                               std::min(kConvChannelBlock, cg - c0)};
+        }
+      const __mmask16 m0 = width >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << width) - 1);
+      const __mmask16 m1 = width >= 32 ? 0xFFFF : width <= 16 ? 0 : static_cast<__mmask16>((1u << (width - 16)) - 1);
+      alignas(64) float sums[kWindowMr * 32];
+      for (int64_t ox0 = in_lo; ox0 < in_hi; ox0 += kWindowMr) {
+        const int64_t ox = std::min(ox0, in_hi - kWindowMr);
+        window_tile_avx512(chains, count, a + (ox - in_lo) * lda, lda, sums);
+        float* c = row_out + col0 - cols0 + ox * ldc;
+        for (int64_t i = 0; i < kWindowMr; ++i) store_window_row(c + i * ldc, sums + i * 32, m0, m1);
+      }
+    }
+  }
+#endif
   const float* bias = job.bias ? job.bias + g * p.k_per_group + cols0 : nullptr;
   if (bias)
     for (int64_t ox = 0; ox < p.ow; ++ox)
@@ -733,8 +928,8 @@ void conv2d_channels_last_prepare(const Dispatch& d, void* out) {
     return;
   }
   for (int64_t g = 0; g < p.groups; ++g)
-    for (int64_t t = 0; t < taps; ++t)
-      for (int64_t s = 0; s < strips; ++s) {
+    for (int64_t s = 0; s < strips; ++s)
+      for (int64_t t = 0; t < taps; ++t) {
         pack_tap_strip(p, input(d, 1), g, t, s, nr, 0, p.c_per_group, dst);
         dst += p.c_per_group * nr;
       }
@@ -808,6 +1003,10 @@ Status conv2d_channels_last(const KernelContext& context, const Dispatch& d) {
   const GemmTile tile = gemm_tile();
   DenseJob job{&p, input(d, 0), input(d, 1), bias, residual, static_cast<const float*>(d.prepared), output(d, 0), tile,
                strips_of(p, tile.nr_max)};
+#ifdef HEXIR_CL_X86
+  job.window = job.prepared != nullptr && tile.nr_max == 32 && isa_avx512() &&
+               p.kh * p.kw * p.c_per_group * 32 * static_cast<int64_t>(sizeof(float)) <= kWindowStripBytes;
+#endif
   const KernelContext split = split_for(context, macs);
   if (p.kh * p.kw * p.c_per_group * job.strips * tile.nr_max * static_cast<int64_t>(sizeof(float)) > kStripMajorBytes) {
     // About four tasks per thread: the rows split into blocks when strips are few.
