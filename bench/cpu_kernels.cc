@@ -347,6 +347,8 @@ int main(int argc, char** argv) {
       conv_nhwc("channels-last ResNet-50 1x1 512->2048 @ 7x7", 512, 7, 7, 2048, 1, 1, 1),
       conv_nhwc("channels-last ResNet-50 1x1 2048->512 @ 7x7", 2048, 7, 7, 512, 1, 1, 1),
       conv_nhwc("channels-last ResNet-50 1x1 1024->256 @ 14x14", 1024, 14, 14, 256, 1, 1, 1),
+      conv_nhwc("channels-last ResNet-50 1x1 256->1024 @ 14x14", 256, 14, 14, 1024, 1, 1, 1),
+      conv_nhwc("channels-last ResNet-50 1x1 128->512 @ 28x28", 128, 28, 28, 512, 1, 1, 1),
       conv_nhwc("channels-last PP-OCRv4 det 3x3 96->24 @ 80x80", 96, 80, 80, 24, 3, 1, 1),
       conv_nhwc("channels-last PP-OCR 1x1 128->256 @ 20x40", 128, 20, 40, 256, 1, 1, 1),
       conv_nhwc("channels-last BlazeFace 5x5 depthwise 48 @ 64x64", 48, 64, 64, 48, 5, 1, 48),

@@ -82,15 +82,18 @@ struct DenseJob {
 // 32-64 multiply-adds deep for the 32- and 64-channel 3x3s of Inception and
 // the ResNets. The same steps per element: conv2d_channels_last_element's bits.
 constexpr int64_t kWindowMr = 6;
-// Up to this many bytes of a strip's weights (all its taps): each block of
-// pixels reads them all, where the per-tap path reads one tap's for a whole
-// row. Measured (bench/cpu_kernels, alternated): 3x3 32->64 at 147x147 4.7
-// -> 3.9 ms, 80->192 at 73x73 7.4 -> 7.1, 64->64 at 56x56 level; past it
-// slower: 128->128 at 28x28 1.10 -> 1.21, 256->256 at 14x14 1.06 -> 1.24.
-constexpr int64_t kWindowStripBytes = 96 << 10;
-constexpr int64_t kWindowChains = 64;  // (tap, channel block) pairs at most; more: per tap
-// One partial sum: kc channels from a's offset (bytes, from the block's
-// first pixel) against b's kc x 32 weights.
+// Windows of more than one tap over at most this many channels: the per-tap
+// path's cost is per (tap, block of pixels), a load, add and store of the
+// tile and a call, against 32-96 multiply-adds deep. Measured
+// (bench/cpu_kernels, alternated): 3x3 32->64 at 147x147 4.7 -> 3.9 ms,
+// 80->192 at 73x73 7.4 -> 7.1, 64->64 at 56x56 level or better; deeper the
+// per-tap path's taller tile wins: 128->128 at 28x28 1.10 -> 1.21 ms,
+// 256->256 at 14x14 1.06 -> 1.24, a 1x1 512->2048 at 7x7 0.51 -> 0.70.
+constexpr int64_t kWindowMaxChannels = 96;
+constexpr int64_t kWindowChains = 64;  // taps at most; more: per tap
+static_assert(kWindowMaxChannels <= kConvChannelBlock, "a tap of the window is one channel block");
+// One tap's partial sum: kc channels from a's offset (bytes, from the
+// block's first pixel) against b's kc x 32 weights.
 struct WindowChain {
   int64_t a_bytes;
   const float* b;
@@ -235,8 +238,10 @@ void dense_row(const DenseJob& job, int64_t n, int64_t g, int64_t oy, int64_t s_
       tap_columns(p, kx, &lo, &hi);
       in_lo = std::max(in_lo, lo), in_hi = std::min(in_hi, hi);
     }
-    const int64_t chains = p.kh * p.kw * ((cg + kConvChannelBlock - 1) / kConvChannelBlock);
-    if (in_hi - in_lo < kWindowMr || chains > kWindowChains) in_lo = in_hi = 0;  // all per tap
+    // Whole blocks of kWindowMr pixels; the rest per tap (overlapping the
+    // last block computed 12 pixels for a 7 x 7 map's 7).
+    in_hi = in_lo + (in_hi - in_lo) / kWindowMr * kWindowMr;
+    if (in_hi == in_lo || p.kh * p.kw > kWindowChains) in_lo = in_hi = 0;
   }
 #endif
   for (int64_t ox = 0; ox < p.ow; ++ox)
@@ -284,15 +289,12 @@ void dense_row(const DenseJob& job, int64_t n, int64_t g, int64_t oy, int64_t s_
         for (int64_t kx = 0; kx < p.kw; ++kx) {
           const float* b = job.prepared + ((g * job.strips + s) * taps + ky * p.kw + kx) * cg * nr;
           const int64_t offset = ((ky - ky0) * p.dilation_h * p.w + kx * p.dilation_w) * p.c;
-          for (int64_t c0 = 0; c0 < cg; c0 += kConvChannelBlock)
-            chains[count++] = {(offset + c0) * static_cast<int64_t>(sizeof(float)), b + c0 * nr,
-                               std::min(kConvChannelBlock, cg - c0)};
+          chains[count++] = {offset * static_cast<int64_t>(sizeof(float)), b, cg};  // one channel block
         }
       const __mmask16 m0 = width >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << width) - 1);
       const __mmask16 m1 = width >= 32 ? 0xFFFF : width <= 16 ? 0 : static_cast<__mmask16>((1u << (width - 16)) - 1);
       alignas(64) float sums[kWindowMr * 32];
-      for (int64_t ox0 = in_lo; ox0 < in_hi; ox0 += kWindowMr) {
-        const int64_t ox = std::min(ox0, in_hi - kWindowMr);
+      for (int64_t ox = in_lo; ox < in_hi; ox += kWindowMr) {
         window_tile_avx512(chains, count, a + (ox - in_lo) * lda, lda, sums);
         float* c = row_out + col0 - cols0 + ox * ldc;
         for (int64_t i = 0; i < kWindowMr; ++i) store_window_row(c + i * ldc, sums + i * 32, m0, m1);
@@ -1004,8 +1006,8 @@ Status conv2d_channels_last(const KernelContext& context, const Dispatch& d) {
   DenseJob job{&p, input(d, 0), input(d, 1), bias, residual, static_cast<const float*>(d.prepared), output(d, 0), tile,
                strips_of(p, tile.nr_max)};
 #ifdef HEXIR_CL_X86
-  job.window = job.prepared != nullptr && tile.nr_max == 32 && isa_avx512() &&
-               p.kh * p.kw * p.c_per_group * 32 * static_cast<int64_t>(sizeof(float)) <= kWindowStripBytes;
+  job.window = job.prepared != nullptr && tile.nr_max == 32 && isa_avx512() && p.kh * p.kw > 1 &&
+               p.c_per_group <= kWindowMaxChannels;
 #endif
   const KernelContext split = split_for(context, macs);
   if (p.kh * p.kw * p.c_per_group * job.strips * tile.nr_max * static_cast<int64_t>(sizeof(float)) > kStripMajorBytes) {

@@ -129,10 +129,11 @@ TEST_CASE("channels-last conv2d: the cpu kernel gives the element function's sum
       {"groups of 2, dilated", 1, 12, 10, 12, 12, 3, 3, 1, 2, 2, 6, true, "sigmoid"},
       {"groups of 16, two images", 2, 48, 6, 9, 48, 3, 3, 1, 1, 1, 3, true, "hard_swish"},
       {"300 input channels (two blocks)", 1, 300, 4, 5, 17, 3, 3, 1, 1, 1, 1, true, ""},
-      // The interior pixels' window in registers (AVX-512): tiles of 6 and a remainder, a partial strip,
-      // channel blocks, edges of a strided dilated window, a residual-free grouped row.
+      // The interior pixels' window in registers (AVX-512, up to 96 channels): blocks of 6 and the rest
+      // per tap, a partial strip, edges of a strided dilated window, groups; past 96 channels per tap.
       {"3x3 64 -> 40 on 23-wide rows", 1, 64, 5, 23, 40, 3, 3, 1, 1, 1, 1, true, "relu"},
       {"3x3 stride 2 dilated 2, 300 channels, 19 wide", 1, 300, 6, 19, 33, 3, 3, 2, 2, 2, 1, false, ""},
+      {"3x3 stride 2 dilated 2, 72 channels, 31 wide", 1, 72, 7, 31, 33, 3, 3, 2, 2, 2, 1, true, "clip"},
       {"1x7 pad 3, 48 -> 64 (inception's factorized window)", 1, 48, 4, 17, 64, 1, 7, 1, 3, 1, 1, true, "relu"},
       {"grouped 3x3 2 x 40 -> 2 x 36, 14 wide", 1, 80, 5, 14, 72, 3, 3, 1, 1, 1, 2, true, ""},
       {"1x1 stride 2, 300 channels (two blocks), 15 wide", 1, 300, 5, 15, 24, 1, 1, 2, 0, 1, 1, true, ""},
