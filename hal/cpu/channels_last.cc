@@ -206,10 +206,26 @@ struct WindowChain {
         "xmm30", "xmm31", "cc", "memory");
 }
 
-[[gnu::target("avx512f")]] inline void store_window_row(float* c, const float* sums, __mmask16 m0, __mmask16 m1) {
-  _mm512_mask_storeu_ps(c, m0, _mm512_load_ps(sums));
-  _mm512_mask_storeu_ps(c + 16, m1, _mm512_load_ps(sums + 16));
+// GCC 12 takes the _mm512_undefined_* operand of tile_activation's min and
+// max, inlined here, for an uninitialized read.
+#pragma GCC diagnostic push
+#if !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+// One pixel's 32 sums (`width` lanes under the masks) stored with the
+// finish the row pass gives the others: the bias, the residual, then the
+// activation where tile_finish_applies (the same operations in that order).
+[[gnu::target("avx512f")]] inline void store_window_row(float* c, const float* sums, const __mmask16 (&m)[2],
+                                                        const TileFinish& f, const float* residual) {
+  const __m512 lo = _mm512_set1_ps(f.lo), hi = _mm512_set1_ps(f.hi);
+  for (int h = 0; h < 2; ++h) {
+    __m512 v = _mm512_load_ps(sums + 16 * h);
+    if (f.col_bias) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m[h], f.col_bias + 16 * h));
+    if (residual) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m[h], residual + 16 * h));
+    _mm512_mask_storeu_ps(c + 16 * h, m[h], tile_activation(f.activation, v, lo, hi));
+  }
 }
+#pragma GCC diagnostic pop
 #endif
 
 // Output row oy of image n, group g, strips [s_begin, s_end) of the group
@@ -221,8 +237,12 @@ void dense_row(const DenseJob& job, int64_t n, int64_t g, int64_t oy, int64_t s_
   float* const row_out = job.out + (n * p.oh + oy) * p.ow * p.k + g * p.k_per_group + cols0;
   const int64_t ldc = p.k;
   // Pixels [in_lo, in_hi): every tap column inside the input, the window in
-  // registers (AVX-512, prepared weights); the others per tap into zeros.
+  // registers (AVX-512, prepared weights) with the bias, residual and
+  // activation (where tile_finish_applies) at its store; the others per tap
+  // into zeros, then their finish.
   int64_t in_lo = 0, in_hi = 0;
+  const auto activation = static_cast<ops::Activation>(p.epilogue.activation);
+  const bool window_activation = tile_finish_applies(activation);
   int64_t ky0 = 0, ky1 = 0;  // the tap rows inside the input
   for (int64_t ky = 0; ky < p.kh; ++ky) {
     const int64_t iy = oy * p.stride_h - p.pad_top + ky * p.dilation_h;
@@ -291,23 +311,36 @@ void dense_row(const DenseJob& job, int64_t n, int64_t g, int64_t oy, int64_t s_
           const int64_t offset = ((ky - ky0) * p.dilation_h * p.w + kx * p.dilation_w) * p.c;
           chains[count++] = {offset * static_cast<int64_t>(sizeof(float)), b, cg};  // one channel block
         }
-      const __mmask16 m0 = width >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << width) - 1);
-      const __mmask16 m1 = width >= 32 ? 0xFFFF : width <= 16 ? 0 : static_cast<__mmask16>((1u << (width - 16)) - 1);
+      const __mmask16 m[2] = {
+          width >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << width) - 1),
+          width >= 32 ? __mmask16(0xFFFF) : width <= 16 ? __mmask16(0) : static_cast<__mmask16>((1u << (width - 16)) - 1)};
+      TileFinish f;
+      f.col_bias = job.bias ? job.bias + g * p.k_per_group + col0 : nullptr;
+      if (window_activation) f.activation = activation, f.lo = p.epilogue.a, f.hi = p.epilogue.b;
       alignas(64) float sums[kWindowMr * 32];
       for (int64_t ox = in_lo; ox < in_hi; ox += kWindowMr) {
         window_tile_avx512(chains, count, a + (ox - in_lo) * lda, lda, sums);
         float* c = row_out + col0 - cols0 + ox * ldc;
-        for (int64_t i = 0; i < kWindowMr; ++i) store_window_row(c + i * ldc, sums + i * 32, m0, m1);
+        for (int64_t i = 0; i < kWindowMr; ++i) {
+          float* ci = c + i * ldc;
+          store_window_row(ci, sums + i * 32, m, f, job.residual ? job.residual + (ci - job.out) : nullptr);
+        }
       }
     }
   }
 #endif
+  // The finish of the pixels the window did not store finished: [0, in_lo) and [in_hi, ow).
   const float* bias = job.bias ? job.bias + g * p.k_per_group + cols0 : nullptr;
-  if (bias)
-    for (int64_t ox = 0; ox < p.ow; ++ox)
-      for (int64_t j = 0; j < cols; ++j) row_out[ox * ldc + j] += bias[j];
-  if (job.residual) add_residual(row_out, ldc, job.residual + (row_out - job.out), ldc, p.ow, cols);
-  if (p.epilogue.activation != 0) apply_epilogue(p.epilogue, row_out, ldc, p.ow, cols);
+  for (const auto& [ox0, ox1] : {std::pair{int64_t{0}, in_lo}, std::pair{in_hi, p.ow}}) {
+    float* const out = row_out + ox0 * ldc;
+    if (bias)
+      for (int64_t ox = ox0; ox < ox1; ++ox)
+        for (int64_t j = 0; j < cols; ++j) out[(ox - ox0) * ldc + j] += bias[j];
+    if (job.residual) add_residual(out, ldc, job.residual + (out - job.out), ldc, ox1 - ox0, cols);
+    if (activation != ops::Activation::kNone && window_activation)
+      apply_epilogue(p.epilogue, out, ldc, ox1 - ox0, cols);
+  }
+  if (activation != ops::Activation::kNone && !window_activation) apply_epilogue(p.epilogue, row_out, ldc, p.ow, cols);
 }
 
 // Row-major: a task is output row oy of image n, group g, the part's strips.

@@ -96,6 +96,7 @@ struct ConvCase {
   int64_t stride, pad, dilation, groups;
   bool bias;
   const char* activation;  // "" for none
+  bool residual = false;   // a residual input added after the bias (needs the bias)
 };
 
 TEST_CASE("channels-last conv2d: the cpu kernel gives the element function's sums") {
@@ -132,6 +133,9 @@ TEST_CASE("channels-last conv2d: the cpu kernel gives the element function's sum
       // The interior pixels' window in registers (AVX-512, up to 96 channels): blocks of 6 and the rest
       // per tap, a partial strip, edges of a strided dilated window, groups; past 96 channels per tap.
       {"3x3 64 -> 40 on 23-wide rows", 1, 64, 5, 23, 40, 3, 3, 1, 1, 1, 1, true, "relu"},
+      {"3x3 48 -> 64 with a residual, 20 wide", 2, 48, 4, 20, 64, 3, 3, 1, 1, 1, 1, true, "clip", true},
+      {"3x3 96 -> 40 stride 2 with a residual", 1, 96, 9, 27, 40, 3, 3, 2, 1, 1, 1, true, "", true},
+      {"3x3 128 -> 32 (per tap) with a residual", 1, 128, 4, 9, 32, 3, 3, 1, 1, 1, 1, true, "relu", true},
       {"3x3 stride 2 dilated 2, 300 channels, 19 wide", 1, 300, 6, 19, 33, 3, 3, 2, 2, 2, 1, false, ""},
       {"3x3 stride 2 dilated 2, 72 channels, 31 wide", 1, 72, 7, 31, 33, 3, 3, 2, 2, 2, 1, true, "clip"},
       {"1x7 pad 3, 48 -> 64 (inception's factorized window)", 1, 48, 4, 17, 64, 1, 7, 1, 3, 1, 1, true, "relu"},
@@ -169,10 +173,14 @@ TEST_CASE("channels-last conv2d: the cpu kernel gives the element function's sum
                         std::to_string(c.dilation) + "], groups = " + std::to_string(c.groups) +
                         ", channels_last = 1";
     if (*c.activation) attrs += ", activation = \"" + std::string(c.activation) + "\"";
-    source += "func @main(%x: f32[" + dims_text({c.n, c.h, c.w, c.c}) + "]) -> (f32[" +
-              dims_text({c.n, oh, ow, c.k}) + "]) {\n  %y = call @conv2d(%x, @w" + (c.bias ? ", @b" : "") +
-              ") {" + attrs + "} : f32[" + dims_text({c.n, oh, ow, c.k}) + "]\n  return %y\n}\n";
+    const std::string out_type = "f32[" + dims_text({c.n, oh, ow, c.k}) + "]";
+    source += "func @main(%x: f32[" + dims_text({c.n, c.h, c.w, c.c}) + "]" +
+              (c.residual ? ", %r: " + out_type : "") + ") -> (" + out_type + ") {\n  %y = call @conv2d(%x, @w" +
+              (c.bias ? ", @b" : "") + (c.residual ? ", %r" : "") + ") {" + attrs + "} : " + out_type +
+              "\n  return %y\n}\n";
     const std::vector<float> x = random_floats(static_cast<size_t>(c.n * c.h * c.w * c.c), 3);
+    const std::vector<float> r = c.residual ? random_floats(static_cast<size_t>(c.n * oh * ow * c.k), 4)
+                                            : std::vector<float>{};
     ops::Conv2dPlan p{};
     p.n = c.n, p.c = c.c, p.h = c.h, p.w = c.w, p.k = c.k, p.oh = oh, p.ow = ow, p.kh = c.kh, p.kw = c.kw;
     p.stride_h = p.stride_w = c.stride, p.pad_top = p.pad_left = c.pad, p.dilation_h = p.dilation_w = c.dilation;
@@ -181,7 +189,7 @@ TEST_CASE("channels-last conv2d: the cpu kernel gives the element function's sum
     for (int threads : {1, 2})
       for (bool packed : {true, false}) {  // weights prepared, or packed per row
         INFO(threads << " threads, weights " << (packed ? "prepared" : "packed per row"));
-        const Outputs got = run(compiled, {x}, threads, packed);
+        const Outputs got = c.residual ? run(compiled, {x, r}, threads, packed) : run(compiled, {x}, threads, packed);
         REQUIRE(got.values.size() == 1);
         size_t mismatches = 0;
         double worst = 0;
@@ -191,6 +199,7 @@ TEST_CASE("channels-last conv2d: the cpu kernel gives the element function's sum
               for (int64_t k = 0; k < c.k; ++k) {
                 float want = ops::conv2d_channels_last_element(p, x.data() + n * c.h * c.w * c.c, w.data(), k, oy, ox);
                 if (c.bias) want += bias[static_cast<size_t>(k)];
+                if (c.residual) want += r[static_cast<size_t>(((n * oh + oy) * ow + ox) * c.k + k)];
                 if (*c.activation) {
                   ops::Epilogue e{};
                   const std::string a = c.activation;
@@ -364,28 +373,29 @@ TEST_CASE("channels-last: reductions and channel concats inside a region read it
 }
 
 // Residual adds after every kind of convolution kernel: the few-channel stem,
-// depthwise and 1x1 (NCHW), a dense 3x3 and a depthwise one channels-last.
+// depthwise and 1x1 (NCHW), a dense 3x3 (32 channels: its interior pixels
+// through the AVX-512 window tile) and a depthwise one channels-last.
 std::string residual_graph() {
   std::string s = "module @residual\n";
-  s += dense_constant("stem", {16, 3, 3, 3}, 1) + dense_constant("bs", {16}, 2);
-  s += dense_constant("wd", {16, 1, 3, 3}, 3) + dense_constant("bd", {16}, 4);
-  s += dense_constant("wp", {16, 16, 1, 1}, 5) + dense_constant("bp", {16}, 6);
-  s += dense_constant("w3", {16, 16, 3, 3}, 7) + dense_constant("b3", {16}, 8);
-  s += dense_constant("wd2", {16, 1, 3, 3}, 9) + dense_constant("bd2", {16}, 10);
-  s += dense_constant("w4", {8, 16, 3, 3}, 11);
-  s += R"(func @main(%x: f32[1,3,20,20], %r0: f32[1,16,20,20]) -> (f32[1,8,20,20]) {
-  %s = call @conv2d(%x, @stem, @bs) {pads = [1, 1, 1, 1]} : f32[1,16,20,20]
-  %sa = call @add(%s, %r0) : f32[1,16,20,20]
-  %a = call @relu(%sa) : f32[1,16,20,20]
-  %d = call @conv2d(%a, @wd, @bd) {pads = [1, 1, 1, 1], groups = 16} : f32[1,16,20,20]
-  %e = call @add(%a, %d) : f32[1,16,20,20]
-  %p = call @conv2d(%e, @wp, @bp) : f32[1,16,20,20]
-  %pe = call @add(%p, %e) : f32[1,16,20,20]
-  %q = call @conv2d(%pe, @w3, @b3) {pads = [1, 1, 1, 1]} : f32[1,16,20,20]
-  %qe = call @add(%q, %pe) : f32[1,16,20,20]
-  %dq = call @conv2d(%qe, @wd2, @bd2) {pads = [1, 1, 1, 1], groups = 16} : f32[1,16,20,20]
-  %dqe = call @add(%dq, %qe) : f32[1,16,20,20]
-  %dd = call @relu(%dqe) : f32[1,16,20,20]
+  s += dense_constant("stem", {32, 3, 3, 3}, 1) + dense_constant("bs", {32}, 2);
+  s += dense_constant("wd", {32, 1, 3, 3}, 3) + dense_constant("bd", {32}, 4);
+  s += dense_constant("wp", {32, 32, 1, 1}, 5) + dense_constant("bp", {32}, 6);
+  s += dense_constant("w3", {32, 32, 3, 3}, 7) + dense_constant("b3", {32}, 8);
+  s += dense_constant("wd2", {32, 1, 3, 3}, 9) + dense_constant("bd2", {32}, 10);
+  s += dense_constant("w4", {8, 32, 3, 3}, 11);
+  s += R"(func @main(%x: f32[1,3,20,20], %r0: f32[1,32,20,20]) -> (f32[1,8,20,20]) {
+  %s = call @conv2d(%x, @stem, @bs) {pads = [1, 1, 1, 1]} : f32[1,32,20,20]
+  %sa = call @add(%s, %r0) : f32[1,32,20,20]
+  %a = call @relu(%sa) : f32[1,32,20,20]
+  %d = call @conv2d(%a, @wd, @bd) {pads = [1, 1, 1, 1], groups = 32} : f32[1,32,20,20]
+  %e = call @add(%a, %d) : f32[1,32,20,20]
+  %p = call @conv2d(%e, @wp, @bp) : f32[1,32,20,20]
+  %pe = call @add(%p, %e) : f32[1,32,20,20]
+  %q = call @conv2d(%pe, @w3, @b3) {pads = [1, 1, 1, 1]} : f32[1,32,20,20]
+  %qe = call @add(%q, %pe) : f32[1,32,20,20]
+  %dq = call @conv2d(%qe, @wd2, @bd2) {pads = [1, 1, 1, 1], groups = 32} : f32[1,32,20,20]
+  %dqe = call @add(%dq, %qe) : f32[1,32,20,20]
+  %dd = call @relu(%dqe) : f32[1,32,20,20]
   %out = call @conv2d(%dd, @w4) {pads = [1, 1, 1, 1]} : f32[1,8,20,20]
   return %out
 }
@@ -395,7 +405,7 @@ std::string residual_graph() {
 
 TEST_CASE("residual: a conv2d's fused residual add gives the unfused bits on every kernel path, both layouts") {
   const std::string source = residual_graph();
-  const std::vector<std::vector<float>> inputs = {random_floats(3 * 400, 1), random_floats(16 * 400, 2)};
+  const std::vector<std::vector<float>> inputs = {random_floats(3 * 400, 1), random_floats(32 * 400, 2)};
   compiler::CompileOptions fused, plain, fused_nhwc;
   fused.channels_last = plain.channels_last = false;
   plain.fuse_epilogues = false;
