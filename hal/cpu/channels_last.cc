@@ -10,6 +10,7 @@
 // blocks of 16 channels in vectors of the widest ISA (lanes.h), 8 interior
 // pixels at a time, taps in (ky, kx) order. Both keep ops::conv2d_channels_last_element's order of sums.
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 
 #include "kernel_util.h"
@@ -75,8 +76,8 @@ struct DenseJob {
 //
 // MR output pixels of a row whose taps all lie inside the input along x, x
 // one strip of 32 output channels, over every tap inside and every channel:
-// per (tap, channel block) a partial sum from zero (12 zmm), added into the
-// running sum (12 more zmm), both in registers, then one store. The per-tap
+// per tap a partial sum from zero (12 zmm), added into the running sum (12
+// more zmm), both in registers, then one store. The per-tap
 // path ran the tile once per tap and added each partial into the output in
 // memory: a load, an add and a store of the tile and a call per tap, against
 // 32-64 multiply-adds deep for the 32- and 64-channel 3x3s of Inception and
@@ -97,11 +98,13 @@ static_assert(kWindowMaxChannels <= kConvChannelBlock, "a tap of the window is o
 struct WindowChain {
   int64_t a_bytes;
   const float* b;
-  int64_t kc;
+  int64_t kc;  // at least 1
 };
+static_assert(sizeof(WindowChain) == 24 && offsetof(WindowChain, b) == 8 && offsetof(WindowChain, kc) == 16,
+              "window_tile_avx512's asm reads the fields at these offsets");
 
-// kWindowMr pixels x 32 channels: for each chain in order a partial sum from
-// zero (zmm0-11), added into the running sum (zmm12-23), then the sums into
+// kWindowMr pixels x 32 channels: for each of `count` (>= 1) chains in order
+// a partial sum from zero (zmm0-11), added into the running sum (zmm12-23), then the sums into
 // `out` (kWindowMr x 32 floats). In asm: written with intrinsics (a sum and a
 // partial array of 12 vectors each), GCC 12 kept the two weight vectors on
 // the stack and reloaded them for every FMA, though 5 registers were free:
@@ -258,8 +261,7 @@ void dense_row(const DenseJob& job, int64_t n, int64_t g, int64_t oy, int64_t s_
       tap_columns(p, kx, &lo, &hi);
       in_lo = std::max(in_lo, lo), in_hi = std::min(in_hi, hi);
     }
-    // Whole blocks of kWindowMr pixels; the rest per tap (overlapping the
-    // last block computed 12 pixels for a 7 x 7 map's 7).
+    // Whole blocks of kWindowMr pixels; the rest go per tap.
     in_hi = in_lo + (in_hi - in_lo) / kWindowMr * kWindowMr;
     if (in_hi == in_lo || p.kh * p.kw > kWindowChains) in_lo = in_hi = 0;
   }
@@ -329,7 +331,7 @@ void dense_row(const DenseJob& job, int64_t n, int64_t g, int64_t oy, int64_t s_
     }
   }
 #endif
-  // The finish of the pixels the window did not store finished: [0, in_lo) and [in_hi, ow).
+  // The finish of the pixels the window did not store: [0, in_lo) and [in_hi, ow).
   const float* bias = job.bias ? job.bias + g * p.k_per_group + cols0 : nullptr;
   for (const auto& [ox0, ox1] : {std::pair{int64_t{0}, in_lo}, std::pair{in_hi, p.ow}}) {
     float* const out = row_out + ox0 * ldc;

@@ -1,8 +1,11 @@
 #include "thread_pool.h"
 
+#include <pthread.h>
 #include <sched.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <system_error>
 
@@ -23,14 +26,28 @@ inline void cpu_relax() {
 }
 
 // Faults in the top of the calling thread's stack below this frame: the
-// kernels keep buffers of up to 64 KiB there (patch rows, pool planes,
+// kernels keep buffers of up to 96 KiB there (patch rows, pool planes,
 // depthwise rows), which the first invoke would otherwise fault in page by
 // page (2-5 us a page on a shadow-paged guest; shufflenet's first invoke had
-// ~35 such faults). A thread's stack stays resident once touched.
+// ~35 such faults). A thread's stack stays resident once touched. At most
+// half of what is left below this frame: an embedding application's thread
+// may have a small stack (musl's default is 128 KiB).
 constexpr size_t kStackFaultInBytes = 256 * 1024;
+size_t stack_left() {
+  pthread_attr_t attr;
+  if (pthread_getattr_np(pthread_self(), &attr) != 0) return 0;
+  void* low = nullptr;
+  size_t size = 0;
+  const bool known = pthread_attr_getstack(&attr, &low, &size) == 0;
+  pthread_attr_destroy(&attr);
+  const auto here = reinterpret_cast<uintptr_t>(__builtin_frame_address(0)), bottom = reinterpret_cast<uintptr_t>(low);
+  return known && here > bottom ? here - bottom : 0;
+}
 [[gnu::noinline]] void fault_in_stack() {
-  volatile unsigned char frame[kStackFaultInBytes];
-  for (size_t i = 0; i < kStackFaultInBytes; i += 4096) frame[i] = 0;
+  const size_t bytes = std::min(kStackFaultInBytes, stack_left() / 2);
+  if (bytes == 0) return;
+  volatile unsigned char* frame = static_cast<volatile unsigned char*>(__builtin_alloca(bytes));
+  for (size_t i = 0; i < bytes; i += 4096) frame[i] = 0;
 }
 
 }  // namespace

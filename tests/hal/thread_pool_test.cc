@@ -4,6 +4,7 @@
 // which is what keeps a thread on the rows it wrote in the kernel before.
 #include "thread_pool.h"
 
+#include <pthread.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -112,6 +113,33 @@ TEST_CASE("thread pool: the scratch is faulted in when the pool is created, not 
     CHECK(resident_pages() == resident.size());
   }
   munmap(mapped, bytes);
+}
+
+TEST_CASE("thread pool: created on a thread with a small stack (64 KiB), it faults in only what that stack has") {
+  pthread_attr_t attr;
+  REQUIRE(pthread_attr_init(&attr) == 0);
+  REQUIRE(pthread_attr_setstacksize(&attr, 64 * 1024) == 0);
+  struct Outcome {
+    bool created = false;
+    std::atomic<int> ran{0};
+  } outcome;
+  pthread_t thread;
+  REQUIRE(pthread_create(
+              &thread, &attr,
+              [](void* arg) -> void* {
+                Outcome& o = *static_cast<Outcome*>(arg);
+                auto created = ThreadPool::create(2);
+                o.created = created.ok();
+                if (created.ok())
+                  (*created)->run(
+                      8, [](void* c, int64_t, int) { static_cast<Outcome*>(c)->ran.fetch_add(1); }, &o);
+                return nullptr;
+              },
+              &outcome) == 0);
+  pthread_join(thread, nullptr);
+  pthread_attr_destroy(&attr);
+  CHECK(outcome.created);
+  CHECK(outcome.ran == 8);
 }
 
 TEST_CASE("thread pool: a worker the system refuses is a status; the started ones are joined") {
