@@ -36,7 +36,7 @@ class ThreadPool {
   // A pool of `threads` participants in all, the caller included (1: no
   // worker threads). `scratch`: kScratchFloatsPerParticipant floats per
   // participant, 64-byte aligned, owned by the caller and outliving the pool;
-  // null: no scratch. kResourceExhausted, naming how many workers were asked
+  // null: no scratch. The pool zeroes it (faults it in) when it is created. kResourceExhausted, naming how many workers were asked
   // for and how many started, when the system refuses a worker thread; the
   // ones started are joined before it returns.
   // `startable_workers` is a fault injection for tests: creating worker
