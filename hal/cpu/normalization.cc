@@ -623,6 +623,21 @@ T reduce_one_integer(const ops::ReducePlan& p, const ReducedRuns& runs, const T*
   } while (next_index(red_index, p.red_dims, p.red_rank));
   for (int v = 0; v < 8; ++v) _mm512_storeu_pd(sum + 8 * v, acc[v]);
 }
+// The same on AVX2 over 32 columns (8 of the 16 ymm), called for each half.
+[[gnu::target("avx2")]] void sum_columns32_avx2(const ops::ReducePlan& p, const float* in, int64_t base,
+                                                double* sum) {
+  __m256d acc[8];
+  for (int v = 0; v < 8; ++v) acc[v] = _mm256_setzero_pd();
+  int64_t red_index[kMaxRank] = {};
+  do {
+    int64_t offset = base;
+    for (int32_t i = 0; i < p.red_rank; ++i) offset += red_index[i] * p.red_stride[i];
+    const float* row = in + offset;
+#pragma GCC unroll 8
+    for (int v = 0; v < 8; ++v) acc[v] = _mm256_add_pd(acc[v], _mm256_cvtps_pd(_mm_loadu_ps(row + 4 * v)));
+  } while (next_index(red_index, p.red_dims, p.red_rank));
+  for (int v = 0; v < 8; ++v) _mm256_storeu_pd(sum + 4 * v, acc[v]);
+}
 #pragma GCC diagnostic pop
 #endif
 
@@ -653,6 +668,9 @@ bool reduce_columns(const KernelContext& context, const ops::ReducePlan& p, cons
       if (n == kColumns && p.red_count > 0 && isa_avx512()) {
         static_assert(kColumns == 64);
         sum_columns64_avx512(p, in, base, sum);
+      } else if (n == kColumns && p.red_count > 0 && isa_avx2()) {
+        sum_columns32_avx2(p, in, base, sum);
+        sum_columns32_avx2(p, in, base + 32, sum + 32);
       } else
 #endif
       if (p.red_count > 0) {
