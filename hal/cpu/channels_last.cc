@@ -457,10 +457,48 @@ struct FillPatches {
   }
 };
 
+// The window's rows where they lie (GemmTile::run_segments, dilation_w 1):
+// for a band of pixels, the kh input rows its windows cover, each copied
+// once into buf (`pitch` floats apart, zeros outside the input); pixel i's
+// tap row ky is then at buf + ky * pitch + i * stride_w * c, and the tile
+// reads the kh rows of kw * c floats as the pieces of its one chain: the
+// patch's order, no patch. The patch copy wrote each pixel's whole window
+// (the 7x7/2 stem: 147 floats a pixel, each input float ~12 times).
+// Returns the band's pixels (0: none fit) and its pitch.
+int64_t window_rows_band(const Conv2dPlan& p, int64_t mr, int64_t* pitch) {
+  const int64_t widest = kPatchFloats / p.kh / 16 * 16;  // a row's floats at most
+  int64_t band = (widest / p.c - p.kw) / p.stride_w + 1;
+  if (band < 1) return 0;
+  if (band < p.ow) band = band >= mr ? band / mr * mr : band;
+  band = std::min(band, p.ow);
+  *pitch = ((band - 1) * p.stride_w + p.kw) * p.c;
+  *pitch = (*pitch + 15) / 16 * 16;
+  return band;
+}
+
+// Copies the kh input rows pixels [ox0, ox1) of output row oy read (see window_rows_band).
+void fill_window_rows(const Conv2dPlan& p, const float* image, int64_t oy, int64_t ox0, int64_t ox1, int64_t pitch,
+                      float* buf) {
+  const int64_t cols = (ox1 - ox0 - 1) * p.stride_w + p.kw;  // input pixels a row holds
+  const int64_t ix0 = ox0 * p.stride_w - p.pad_left;
+  const int64_t lo = std::clamp<int64_t>(-ix0, 0, cols), hi = std::clamp<int64_t>(p.w - ix0, lo, cols);
+  for (int64_t ky = 0; ky < p.kh; ++ky, buf += pitch) {
+    const int64_t iy = oy * p.stride_h - p.pad_top + ky * p.dilation_h;
+    if (iy < 0 || iy >= p.h) {
+      std::fill(buf, buf + cols * p.c, 0.0f);
+      continue;
+    }
+    std::fill(buf, buf + lo * p.c, 0.0f);
+    if (hi > lo)
+      std::memcpy(buf + lo * p.c, image + (iy * p.w + ix0 + lo) * p.c, static_cast<size_t>((hi - lo) * p.c) * 4);
+    std::fill(buf + hi * p.c, buf + cols * p.c, 0.0f);
+  }
+}
+
 void patch_task(void* context, int64_t task) {
   const PatchJob& job = *static_cast<const PatchJob*>(context);
   const Conv2dPlan& p = *job.p;
-  const int64_t nr = job.tile.nr_max, mr = job.tile.mr_max, patch = p.kh * p.kw * p.c;
+  const int64_t nr = job.tile.nr_max, patch = p.kh * p.kw * p.c;
   const int64_t oy = task % p.oh, n = task / p.oh;
   const float* image = job.x + n * p.h * p.w * p.c;
   float* const row_out = job.out + (n * p.oh + oy) * p.ow * p.k;
@@ -469,10 +507,17 @@ void patch_task(void* context, int64_t task) {
   const bool in_tile = tile_finish_applies(activation);
   alignas(64) float buf[kPatchFloats + kPatchSlack];
   alignas(64) float strip[ops::kConvPatchFloats * kMaxStrip];
-  const int64_t band = std::max<int64_t>(1, kPatchFloats / patch / mr) * mr;
+  int64_t pitch = 0;
+  const int64_t rows_band =
+      job.tile.run_segments && p.dilation_w == 1 ? window_rows_band(p, job.tile.mr_segments, &pitch) : 0;
+  const int64_t mr = rows_band ? job.tile.mr_segments : job.tile.mr_max;
+  const int64_t band = rows_band ? rows_band : std::max<int64_t>(1, kPatchFloats / patch / mr) * mr;
   for (int64_t ox0 = 0; ox0 < p.ow; ox0 += band) {
     const int64_t ox1 = std::min(p.ow, ox0 + band);
-    widest<FillPatches>(&p, image, job.x + p.n * p.h * p.w * p.c, oy, ox0, ox1, buf);
+    if (rows_band)
+      fill_window_rows(p, image, oy, ox0, ox1, pitch, buf);
+    else
+      widest<FillPatches>(&p, image, job.x + p.n * p.h * p.w * p.c, oy, ox0, ox1, buf);
     for (int64_t s = 0; s < job.strips; ++s) {
       const int64_t col0 = s * nr, width = std::min(nr, p.k - col0);
       const float* b = job.prepared ? job.prepared + s * patch * nr : strip;
@@ -483,8 +528,12 @@ void patch_task(void* context, int64_t task) {
       if (in_tile) f.activation = activation, f.lo = p.epilogue.a, f.hi = p.epilogue.b;
       for (int64_t ox = ox0; ox < ox1; ox += mr) {
         const int64_t rows = std::min(mr, ox1 - ox);
-        job.tile.run(rows, width, patch, buf + (ox - ox0) * patch, patch, false, b, nr, row_out + ox * p.k + col0, p.k,
-                     false, &f);
+        if (rows_band)
+          job.tile.run_segments(rows, width, p.kh, p.kw * p.c, buf + (ox - ox0) * p.stride_w * p.c,
+                                p.stride_w * p.c, pitch, b, nr, row_out + ox * p.k + col0, p.k, &f);
+        else
+          job.tile.run(rows, width, patch, buf + (ox - ox0) * patch, patch, false, b, nr, row_out + ox * p.k + col0,
+                       p.k, false, &f);
         if (f.residual) f.residual += mr * p.k;
       }
     }

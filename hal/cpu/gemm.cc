@@ -88,6 +88,8 @@ struct GemmPath {
   FewRowsKernel few_rows;
   StripsKernel strips = nullptr;           // A packed
   StripsKernel strips_in_place = nullptr;  // A read in place
+  int64_t mr_segments = 0;                 // GemmTile's
+  GemmTile::Segments segments = nullptr;
 };
 
 // Writes the first `nr` lanes of an accumulated tile row.
@@ -183,29 +185,36 @@ template <ops::Activation A, int64_t MR, int NV>
 }
 
 // LDB: B's row stride when known here (a packed strip, 16), else 0 (ldb).
-template <int64_t MR, int64_t AS, int64_t LDB = 0, int NV = 2>
+// SEG: A in `segments` pieces of kc columns, piece s at A + s * segment_stride
+// (row i at + i * lda), B's rows continuing (GemmTile::run_segments).
+template <int64_t MR, int64_t AS, int64_t LDB = 0, int NV = 2, bool SEG = false>
 [[gnu::target("avx2,fma")]] void avx2_tile(int64_t mr, int64_t nr, int64_t kc, const float* A, int64_t lda,
                                            const float* B, int64_t ldb, float* C, int64_t ldc, bool accumulate,
-                                           const TileFinish* finish) {
+                                           const TileFinish* finish, int64_t segments = 1,
+                                           int64_t segment_stride = 0) {
   if constexpr (LDB != 0) ldb = LDB;
   __m256 acc[MR][NV];
 #pragma GCC unroll 16
   for (int64_t i = 0; i < MR; ++i)
 #pragma GCC unroll 2
     for (int v = 0; v < NV; ++v) acc[i][v] = _mm256_setzero_ps();
-  for (int64_t k = 0; k < kc; ++k) {
-    // B's rows come from L2 (a prepared strip) or a just-packed strip: ask
-    // for the one 8 rows on (BERT-base MLP GEMMs, prepared, 5 alternated
-    // runs on a noisy host: median 72 -> 82 % and 77 -> 81 % of peak).
-    _mm_prefetch(reinterpret_cast<const char*>(B + (k + 8) * ldb), _MM_HINT_T0);
-    __m256 b[NV];
+  for (int64_t s = 0; s < (SEG ? segments : 1); ++s) {
+    const float* As = SEG ? A + s * segment_stride : A;
+    const float* Bs = SEG ? B + s * kc * ldb : B;
+    for (int64_t k = 0; k < kc; ++k) {
+      // B's rows come from L2 (a prepared strip) or a just-packed strip: ask
+      // for the one 8 rows on (BERT-base MLP GEMMs, prepared, 5 alternated
+      // runs on a noisy host: median 72 -> 82 % and 77 -> 81 % of peak).
+      _mm_prefetch(reinterpret_cast<const char*>(Bs + (k + 8) * ldb), _MM_HINT_T0);
+      __m256 b[NV];
 #pragma GCC unroll 2
-    for (int v = 0; v < NV; ++v) b[v] = _mm256_loadu_ps(B + k * ldb + 8 * v);
+      for (int v = 0; v < NV; ++v) b[v] = _mm256_loadu_ps(Bs + k * ldb + 8 * v);
 #pragma GCC unroll 16
-    for (int64_t i = 0; i < MR; ++i) {
-      const __m256 a = _mm256_set1_ps(a_at<AS>(A, lda, i, k));
+      for (int64_t i = 0; i < MR; ++i) {
+        const __m256 a = _mm256_set1_ps(a_at<AS>(As, lda, i, k));
 #pragma GCC unroll 2
-      for (int v = 0; v < NV; ++v) acc[i][v] = _mm256_fmadd_ps(a, b[v], acc[i][v]);
+        for (int v = 0; v < NV; ++v) acc[i][v] = _mm256_fmadd_ps(a, b[v], acc[i][v]);
+      }
     }
   }
   if (nr < 8 * NV) {  // a partial tile: stored through a row on the stack, then finished there
@@ -318,6 +327,28 @@ template <int NV>
   avx2_rows<2>(mr, nr, kc, A, lda, B, ldb, C, ldc, accumulate, finish);
 }
 
+// GemmTile::run_segments: A in place, up to kAvx2Mr rows.
+template <int NV>
+[[gnu::target("avx2,fma")]] void avx2_segment_rows(int64_t mr, int64_t nr, int64_t segments, int64_t kc,
+                                                   const float* A, int64_t lda, int64_t stride, const float* B,
+                                                   int64_t ldb, float* C, int64_t ldc, const TileFinish* finish) {
+  switch (mr) {
+    case 6: return avx2_tile<6, 0, 0, NV, true>(mr, nr, kc, A, lda, B, ldb, C, ldc, false, finish, segments, stride);
+    case 5: return avx2_tile<5, 0, 0, NV, true>(mr, nr, kc, A, lda, B, ldb, C, ldc, false, finish, segments, stride);
+    case 4: return avx2_tile<4, 0, 0, NV, true>(mr, nr, kc, A, lda, B, ldb, C, ldc, false, finish, segments, stride);
+    case 3: return avx2_tile<3, 0, 0, NV, true>(mr, nr, kc, A, lda, B, ldb, C, ldc, false, finish, segments, stride);
+    case 2: return avx2_tile<2, 0, 0, NV, true>(mr, nr, kc, A, lda, B, ldb, C, ldc, false, finish, segments, stride);
+    default: return avx2_tile<1, 0, 0, NV, true>(mr, nr, kc, A, lda, B, ldb, C, ldc, false, finish, segments, stride);
+  }
+}
+
+[[gnu::target("avx2,fma")]] void segments_avx2(int64_t mr, int64_t nr, int64_t segments, int64_t kc, const float* A,
+                                               int64_t lda, int64_t stride, const float* B, int64_t ldb, float* C,
+                                               int64_t ldc, const TileFinish* finish) {
+  if (nr <= 8) return avx2_segment_rows<1>(mr, nr, segments, kc, A, lda, stride, B, ldb, C, ldc, finish);
+  avx2_segment_rows<2>(mr, nr, segments, kc, A, lda, stride, B, ldb, C, ldc, finish);
+}
+
 // AS: A's layout, as avx2_tile's (kAvx2Mr packed, 0 in place).
 template <int64_t AS>
 [[gnu::target("avx2,fma")]] void strips_avx2(int64_t kc, const float* A, int64_t lda, const float* B, int64_t ldb,
@@ -355,10 +386,12 @@ template <ops::Activation A, int64_t MR, int NV>
 // columns or fewer, which the two-vector tile computed half in vain (1x1
 // convolutions to 16 channels: mnasnet's and efficientnet's 112x112 ones ran
 // at half onnxruntime's rate).
-template <int64_t MR, int64_t AS, int NV = 2>
+// SEG as avx2_tile's.
+template <int64_t MR, int64_t AS, int NV = 2, bool SEG = false>
 [[gnu::target("avx512f")]] void avx512_tile(int64_t mr, int64_t nr, int64_t kc, const float* A, int64_t lda,
                                             const float* B, int64_t ldb, float* C, int64_t ldc, bool accumulate,
-                                            const TileFinish* finish) {
+                                            const TileFinish* finish, int64_t segments = 1,
+                                            int64_t segment_stride = 0) {
   __m512 c[NV][MR];
   // The C tile is read back after the K loop: ask for it now, so it arrives
   // from L2/L3 while the FMAs run (C is re-read once per K block).
@@ -384,15 +417,19 @@ template <int64_t MR, int64_t AS, int NV = 2>
   for (int64_t i = 0; i < MR; ++i)
 #pragma GCC unroll 2
     for (int v = 0; v < NV; ++v) c[v][i] = _mm512_setzero_ps();
-  for (int64_t k = 0; k < kc; ++k) {
-    __m512 b[NV];
+  for (int64_t s = 0; s < (SEG ? segments : 1); ++s) {
+    const float* As = SEG ? A + s * segment_stride : A;
+    const float* Bs = SEG ? B + s * kc * ldb : B;
+    for (int64_t k = 0; k < kc; ++k) {
+      __m512 b[NV];
 #pragma GCC unroll 2
-    for (int v = 0; v < NV; ++v) b[v] = _mm512_loadu_ps(B + k * ldb + 16 * v);
+      for (int v = 0; v < NV; ++v) b[v] = _mm512_loadu_ps(Bs + k * ldb + 16 * v);
 #pragma GCC unroll 16
-    for (int64_t i = 0; i < MR; ++i) {
-      const __m512 a = _mm512_set1_ps(a_at<AS>(A, lda, i, k));
+      for (int64_t i = 0; i < MR; ++i) {
+        const __m512 a = _mm512_set1_ps(a_at<AS>(As, lda, i, k));
 #pragma GCC unroll 2
-      for (int v = 0; v < NV; ++v) c[v][i] = _mm512_fmadd_ps(a, b[v], c[v][i]);
+        for (int v = 0; v < NV; ++v) c[v][i] = _mm512_fmadd_ps(a, b[v], c[v][i]);
+      }
     }
   }
   // A whole tile: the finish stage by stage over all its registers, each
@@ -509,6 +546,28 @@ template <int64_t MR, int NV>
   }
   if (a_packed) return avx512_tile<kAvx512Mr, kAvx512Mr>(mr, nr, kc, A, lda, B, ldb, C, ldc, accumulate, finish);
   avx512_rows<kAvx512Mr, 2>(mr, nr, kc, A, lda, B, ldb, C, ldc, accumulate, finish);
+}
+
+// GemmTile::run_segments: A in place, up to kAvx512MrSegments rows (a row
+// pointer is a displacement here, lda apart from one base per segment).
+constexpr int64_t kAvx512MrSegments = 12;
+template <int64_t MR, int NV>
+[[gnu::target("avx512f")]] void avx512_segment_rows(int64_t mr, int64_t nr, int64_t segments, int64_t kc,
+                                                    const float* A, int64_t lda, int64_t stride, const float* B,
+                                                    int64_t ldb, float* C, int64_t ldc, const TileFinish* finish) {
+  if constexpr (MR > 1) {
+    if (mr < MR)
+      return avx512_segment_rows<MR - 1, NV>(mr, nr, segments, kc, A, lda, stride, B, ldb, C, ldc, finish);
+  }
+  avx512_tile<MR, 0, NV, true>(mr, nr, kc, A, lda, B, ldb, C, ldc, false, finish, segments, stride);
+}
+
+[[gnu::target("avx512f")]] void segments_avx512(int64_t mr, int64_t nr, int64_t segments, int64_t kc,
+                                                const float* A, int64_t lda, int64_t stride, const float* B,
+                                                int64_t ldb, float* C, int64_t ldc, const TileFinish* finish) {
+  if (nr <= 16)
+    return avx512_segment_rows<kAvx512MrSegments, 1>(mr, nr, segments, kc, A, lda, stride, B, ldb, C, ldc, finish);
+  avx512_segment_rows<kAvx512MrSegments, 2>(mr, nr, segments, kc, A, lda, stride, B, ldb, C, ldc, finish);
 }
 
 // The few-rows blocks: R rows x G strips of accumulators (2 vectors per
@@ -784,9 +843,12 @@ void few_rows_neon(int64_t rows, int64_t strips, int64_t kc, const float* a, int
 // one HEXIR_MAX_CPU_ISA asks for).
 GemmPath select_path() {
 #ifdef HEXIR_GEMM_X86
-  if (isa_avx512()) return {kAvx512Mr, 32, kAvx512MrInPlace, micro_avx512, few_rows_avx512, strips_avx512};
+  if (isa_avx512())
+    return {kAvx512Mr,     32, kAvx512MrInPlace, micro_avx512, few_rows_avx512, strips_avx512, nullptr,
+            kAvx512MrSegments, segments_avx512};
   if (isa_avx2())
-    return {kAvx2Mr, 16, kAvx2Mr, micro_avx2, few_rows_avx2, strips_avx2<kAvx2Mr>, strips_avx2<0>};
+    return {kAvx2Mr, 16, kAvx2Mr, micro_avx2, few_rows_avx2, strips_avx2<kAvx2Mr>, strips_avx2<0>, kAvx2Mr,
+            segments_avx2};
 #endif
 #ifdef HEXIR_GEMM_NEON
   if (isa_neon()) return {kNeonMr, 16, kNeonMr, micro_neon, few_rows_neon};
@@ -798,7 +860,7 @@ GemmPath select_path() {
 
 GemmTile gemm_tile() {
   const GemmPath path = select_path();
-  return {path.mr_in_place, path.nr, path.kernel};
+  return {path.mr_in_place, path.nr, path.kernel, path.mr_segments, path.segments};
 }
 
 namespace {

@@ -244,10 +244,22 @@ inline bool tile_finish_applies(ops::Activation a) {
 // nr_max floats ldb apart; mr <= mr_max, nr <= nr_max. Each element is an
 // FMA chain over k from 0 (AVX-512, AVX2, NEON), added to C when accumulating;
 // then `finish` when not null.
+//
+// run_segments (null where the path has none): C[0:mr, 0:nr] = A * B then
+// `finish`, A's kc * segments columns in `segments` pieces, piece s of row
+// i at A + s * segment_stride + i * lda, B's rows continuing: a window's
+// rows of taps read where they lie (conv2d's patch path), one FMA chain over
+// the pieces in order, as run's over one piece of kc * segments. mr <=
+// mr_segments.
 struct GemmTile {
+  using Segments = void (*)(int64_t mr, int64_t nr, int64_t segments, int64_t kc, const float* A, int64_t lda,
+                            int64_t segment_stride, const float* B, int64_t ldb, float* C, int64_t ldc,
+                            const TileFinish* finish);
   int64_t mr_max, nr_max;
   void (*run)(int64_t mr, int64_t nr, int64_t kc, const float* A, int64_t lda, bool a_packed, const float* B,
               int64_t ldb, float* C, int64_t ldc, bool accumulate, const TileFinish* finish);
+  int64_t mr_segments = 0;
+  Segments run_segments = nullptr;
 };
 GemmTile gemm_tile();
 

@@ -148,6 +148,9 @@ TEST_CASE("channels-last conv2d: the cpu kernel gives the element function's sum
       {"dilated 3x3, 1 channel", 1, 1, 12, 12, 16, 3, 3, 1, 2, 2, 1, true, ""},
       {"3x3, 16 channels (squeezenet's expand)", 1, 16, 13, 11, 64, 3, 3, 1, 1, 1, 1, true, "relu"},
       {"3x3, 31 channels, 70 out (a 279-float patch)", 1, 31, 7, 9, 70, 3, 3, 1, 1, 1, 1, false, ""},
+      // The window's rows read where a padded copy lies (GemmTile::run_segments): rows wider than a band.
+      {"3x3, 30 channels, 200 wide (bands), residual", 1, 30, 4, 200, 40, 3, 3, 1, 1, 1, 1, true, "relu", true},
+      {"stem 7x7 stride 2, 420 wide (two bands), two images", 2, 3, 9, 420, 24, 7, 7, 2, 3, 1, 1, true, ""},
       {"depthwise 3x3", 1, 24, 10, 10, 24, 3, 3, 1, 1, 1, 24, true, "relu"},
       {"depthwise 5x5 stride 2", 1, 40, 13, 11, 40, 5, 5, 2, 2, 1, 40, false, ""},
       {"depthwise dilated", 2, 20, 9, 9, 20, 3, 3, 1, 2, 2, 20, true, "clip"},
