@@ -718,32 +718,38 @@ inline void neon_fma_row(float32x4_t (&acc)[4], const float32x4_t (&b)[4], float
 
 // MR rows (AS: A's layout, as a_at's: kNeonMr packed, 0 in place with mr ==
 // MR rows readable).
-template <int64_t MR, int64_t AS>
+// SEG as avx2_tile's.
+template <int64_t MR, int64_t AS, bool SEG = false>
 void neon_tile(int64_t mr, int64_t nr, int64_t kc, const float* A, int64_t lda, const float* B, int64_t ldb,
-               float* C, int64_t ldc, bool accumulate, const TileFinish* finish) {
+               float* C, int64_t ldc, bool accumulate, const TileFinish* finish, int64_t segments = 1,
+               int64_t segment_stride = 0) {
   float32x4_t acc[MR][4];
 #pragma GCC unroll 16
   for (int64_t i = 0; i < MR; ++i)
 #pragma GCC unroll 4
     for (int v = 0; v < 4; ++v) acc[i][v] = vdupq_n_f32(0.0f);
-  for (int64_t k = 0; k < kc; ++k) {
-    const float* bk = B + k * ldb;
-    const float32x4_t b[4] = {vld1q_f32(bk), vld1q_f32(bk + 4), vld1q_f32(bk + 8), vld1q_f32(bk + 12)};
-    if constexpr (AS == kNeonMr && MR == kNeonMr) {
-      const float32x4_t a0 = vld1q_f32(A + k * AS);
-      const float32x4_t a1 = vld1q_f32(A + k * AS + 2);
-      neon_fma_row<0>(acc[0], b, a0, a1);
-      neon_fma_row<1>(acc[1], b, a0, a1);
-      neon_fma_row<2>(acc[2], b, a0, a1);
-      neon_fma_row<3>(acc[3], b, a0, a1);
-      neon_fma_row<4>(acc[4], b, a0, a1);
-      neon_fma_row<5>(acc[5], b, a0, a1);
-    } else {
+  for (int64_t s = 0; s < (SEG ? segments : 1); ++s) {
+    const float* As = SEG ? A + s * segment_stride : A;
+    const float* Bs = SEG ? B + s * kc * ldb : B;
+    for (int64_t k = 0; k < kc; ++k) {
+      const float* bk = Bs + k * ldb;
+      const float32x4_t b[4] = {vld1q_f32(bk), vld1q_f32(bk + 4), vld1q_f32(bk + 8), vld1q_f32(bk + 12)};
+      if constexpr (AS == kNeonMr && MR == kNeonMr) {
+        const float32x4_t a0 = vld1q_f32(As + k * AS);
+        const float32x4_t a1 = vld1q_f32(As + k * AS + 2);
+        neon_fma_row<0>(acc[0], b, a0, a1);
+        neon_fma_row<1>(acc[1], b, a0, a1);
+        neon_fma_row<2>(acc[2], b, a0, a1);
+        neon_fma_row<3>(acc[3], b, a0, a1);
+        neon_fma_row<4>(acc[4], b, a0, a1);
+        neon_fma_row<5>(acc[5], b, a0, a1);
+      } else {
 #pragma GCC unroll 16
-      for (int64_t i = 0; i < MR; ++i) {
-        const float a = a_at<AS>(A, lda, i, k);
+        for (int64_t i = 0; i < MR; ++i) {
+          const float a = a_at<AS>(As, lda, i, k);
 #pragma GCC unroll 4
-        for (int v = 0; v < 4; ++v) acc[i][v] = vfmaq_n_f32(acc[i][v], b[v], a);
+          for (int v = 0; v < 4; ++v) acc[i][v] = vfmaq_n_f32(acc[i][v], b[v], a);
+        }
       }
     }
   }
@@ -775,6 +781,19 @@ void micro_neon(int64_t mr, int64_t nr, int64_t kc, const float* A, int64_t lda,
     case 3: return neon_tile<3, 0>(mr, nr, kc, A, lda, B, ldb, C, ldc, accumulate, finish);
     case 2: return neon_tile<2, 0>(mr, nr, kc, A, lda, B, ldb, C, ldc, accumulate, finish);
     default: return neon_tile<1, 0>(mr, nr, kc, A, lda, B, ldb, C, ldc, accumulate, finish);
+  }
+}
+
+// GemmTile::run_segments: A in place, up to kNeonMr rows.
+void segments_neon(int64_t mr, int64_t nr, int64_t segments, int64_t kc, const float* A, int64_t lda, int64_t stride,
+                   const float* B, int64_t ldb, float* C, int64_t ldc, const TileFinish* finish) {
+  switch (mr) {
+    case 6: return neon_tile<6, 0, true>(mr, nr, kc, A, lda, B, ldb, C, ldc, false, finish, segments, stride);
+    case 5: return neon_tile<5, 0, true>(mr, nr, kc, A, lda, B, ldb, C, ldc, false, finish, segments, stride);
+    case 4: return neon_tile<4, 0, true>(mr, nr, kc, A, lda, B, ldb, C, ldc, false, finish, segments, stride);
+    case 3: return neon_tile<3, 0, true>(mr, nr, kc, A, lda, B, ldb, C, ldc, false, finish, segments, stride);
+    case 2: return neon_tile<2, 0, true>(mr, nr, kc, A, lda, B, ldb, C, ldc, false, finish, segments, stride);
+    default: return neon_tile<1, 0, true>(mr, nr, kc, A, lda, B, ldb, C, ldc, false, finish, segments, stride);
   }
 }
 
@@ -851,7 +870,7 @@ GemmPath select_path() {
             segments_avx2};
 #endif
 #ifdef HEXIR_GEMM_NEON
-  if (isa_neon()) return {kNeonMr, 16, kNeonMr, micro_neon, few_rows_neon};
+  if (isa_neon()) return {kNeonMr, 16, kNeonMr, micro_neon, few_rows_neon, nullptr, nullptr, kNeonMr, segments_neon};
 #endif
   return {kGenericMr, 16, kGenericMr, micro_generic, few_rows_generic};
 }

@@ -245,7 +245,7 @@ inline bool tile_finish_applies(ops::Activation a) {
 // FMA chain over k from 0 (AVX-512, AVX2, NEON), added to C when accumulating;
 // then `finish` when not null.
 //
-// run_segments (null where the path has none): C[0:mr, 0:nr] = A * B then
+// run_segments (null on the portable path): C[0:mr, 0:nr] = A * B then
 // `finish`, A's kc * segments columns in `segments` pieces, piece s of row
 // i at A + s * segment_stride + i * lda, B's rows continuing: a window's
 // rows of taps read where they lie (conv2d's patch path), one FMA chain over
