@@ -1507,20 +1507,31 @@ void pool_pixel_scalar(const PoolWindow& win, int64_t c_begin, int64_t c_end, fl
   const __mmask16 take = _mm512_cmp_ps_mask(x, m, _CMP_GT_OQ) | _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
   return _mm512_mask_mov_ps(m, take, x);
 }
+// The 64-channel steps take vmaxps(x, m) (x > m ? x : m: the tap rule for
+// every x but a NaN, which it drops) and note whether any tap was a NaN;
+// such a step is done again by the scalar rule. Each tap's compare, or and
+// move had made the running maxima a 4-5 cycle chain (ResNet's 3x3/2 pool
+// after the stem: 0.20 against onnxruntime's 0.13 ms).
 [[gnu::target("avx512f")]] void max_pixel_avx512(const PoolWindow& win, int64_t c, float* out) {
   int64_t ch = 0;
   for (; ch + 64 <= c; ch += 64) {
     const float* at = win.image + win.first + ch;
     __m512 m[4];
+    __mmask16 nan = 0;
     for (int v = 0; v < 4; ++v) m[v] = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
     for (int64_t ky = 0; ky < win.rows; ++ky)
       for (int64_t kx = 0; kx < win.cols; ++kx) {
         const float* tap = at + ky * win.row_step + kx * win.col_step;
 #pragma GCC unroll 4
-        for (int v = 0; v < 4; ++v) m[v] = max_step16(m[v], _mm512_loadu_ps(tap + 16 * v));
+        for (int v = 0; v < 4; ++v) {
+          const __m512 x = _mm512_loadu_ps(tap + 16 * v);
+          m[v] = _mm512_max_ps(x, m[v]);
+          nan |= _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+        }
       }
 #pragma GCC unroll 4
     for (int v = 0; v < 4; ++v) _mm512_storeu_ps(out + ch + 16 * v, m[v]);
+    if (nan) pool_pixel_scalar<true>(win, ch, ch + 64, out);
   }
   for (; ch < c; ch += 16) {
     const __mmask16 lanes = c - ch >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << (c - ch)) - 1);
@@ -1581,19 +1592,24 @@ void pool_pixel_scalar(const PoolWindow& win, int64_t c_begin, int64_t c_end, fl
 template <bool kMax>
 [[gnu::target("avx2")]] int64_t pool_pixel_avx2(const PoolWindow& win, int64_t c, float* out) {
   int64_t ch = 0;
-  if constexpr (kMax) {  // 32 channels a step in four independent chains (as max_pixel_avx512)
+  if constexpr (kMax) {  // 32 channels a step in four independent chains, as max_pixel_avx512 (vmaxps)
     for (; ch + 32 <= c; ch += 32) {
       const float* at = win.image + win.first + ch;
-      __m256 m[4];
+      __m256 m[4], nan = _mm256_setzero_ps();
       for (int v = 0; v < 4; ++v) m[v] = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
       for (int64_t ky = 0; ky < win.rows; ++ky)
         for (int64_t kx = 0; kx < win.cols; ++kx) {
           const float* tap = at + ky * win.row_step + kx * win.col_step;
 #pragma GCC unroll 4
-          for (int v = 0; v < 4; ++v) m[v] = max_step8(m[v], _mm256_loadu_ps(tap + 8 * v));
+          for (int v = 0; v < 4; ++v) {
+            const __m256 x = _mm256_loadu_ps(tap + 8 * v);
+            m[v] = _mm256_max_ps(x, m[v]);
+            nan = _mm256_or_ps(nan, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+          }
         }
 #pragma GCC unroll 4
       for (int v = 0; v < 4; ++v) _mm256_storeu_ps(out + ch + 8 * v, m[v]);
+      if (_mm256_movemask_ps(nan)) pool_pixel_scalar<true>(win, ch, ch + 32, out);
     }
   }
   for (; ch + 8 <= c; ch += 8) {
