@@ -1501,8 +1501,8 @@ void pool_pixel_scalar(const PoolWindow& win, int64_t c_begin, int64_t c_end, fl
 #ifdef HEXIR_CONV_X86
 // max_pool: 64 channels a step in four independent chains (one vector at a
 // time waited on each tap's compare and move: ResNet's 3x3/2 pool of 64
-// channels ran at twice onnxruntime's time), the rest 16 a step, the last
-// step masked. max_step per lane.
+// channels ran at twice onnxruntime's time), the rest 16 a step through
+// max_step per lane, the last step masked.
 [[gnu::target("avx512f")]] inline __m512 max_step16(__m512 m, __m512 x) {
   const __mmask16 take = _mm512_cmp_ps_mask(x, m, _CMP_GT_OQ) | _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
   return _mm512_mask_mov_ps(m, take, x);
