@@ -350,6 +350,13 @@ int main(int argc, char** argv) {
       conv_nhwc("channels-last ResNet-50 1x1 256->1024 @ 14x14", 256, 14, 14, 1024, 1, 1, 1),
       conv_nhwc("channels-last ResNet-50 1x1 128->512 @ 28x28", 128, 28, 28, 512, 1, 1, 1),
       conv_nhwc("channels-last PP-OCRv4 det 3x3 96->24 @ 80x80", 96, 80, 80, 24, 3, 1, 1),
+      // Grouped 3x3s of narrow groups (ResNeXt-50 32x4d's three stages, RegNetX-400MF's strided first),
+      // and RegNetX's strided 1x1 projection.
+      conv_nhwc("channels-last ResNeXt grouped 3x3 128 (32 x 4) @ 56x56", 128, 56, 56, 128, 3, 1, 32),
+      conv_nhwc("channels-last ResNeXt grouped 3x3 256 (32 x 8) @ 28x28", 256, 28, 28, 256, 3, 1, 32),
+      conv_nhwc("channels-last ResNeXt grouped 3x3 512 (32 x 16) @ 14x14", 512, 14, 14, 512, 3, 1, 32),
+      conv_nhwc("channels-last RegNetX grouped 3x3 s2 32 (2 x 16) @ 112x112", 32, 112, 112, 32, 3, 2, 2),
+      conv_nhwc("channels-last RegNetX 1x1 s2 160->400 @ 14x14", 160, 14, 14, 400, 1, 2, 1),
       conv_nhwc("channels-last PP-OCR 1x1 128->256 @ 20x40", 128, 20, 40, 256, 1, 1, 1),
       conv_nhwc("channels-last BlazeFace 5x5 depthwise 48 @ 64x64", 48, 64, 64, 48, 5, 1, 48),
       conv_nhwc("channels-last PP-OCR 3x3 depthwise 96 @ 40x40", 96, 40, 40, 96, 3, 1, 96),

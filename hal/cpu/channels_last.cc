@@ -830,14 +830,20 @@ void channel_scale_task(void* context, int64_t task) {
 
 // ---- small groups ----------------------------------------------------------
 //
-// A grouped convolution of narrow groups (regnet's 8 channels in, 8 out; the
-// GEMM tile ran 8 of its 32 columns, 8 deep, per call: 14 GFLOP/s) computed
-// across the output channels: per output pixel, a vector of 16 (AVX-512) or
-// 8 (AVX2) output channels; for each tap inside the input the pixel's input
-// channels of the same lanes are loaded once, and input channel ci of each
-// lane's group is spread to the group's lanes by a permute, times the tap's
-// weights [t][ci][k] (prepared). Per tap a partial sum from 0 in channel
-// order, added to the running sum, then the bias: the order of
+// A grouped convolution of narrow groups (RegNet's 8 or 16 channels in and
+// out, ResNeXt's 4, 8 and 16) computed across the output channels: a vector
+// of 16 (AVX-512) or 8 (AVX2) output channels holds whole groups, times the
+// tap's weights [t][ci][k] (prepared), and input channel ci of each lane's
+// group reaches the group's lanes without a cross-lane permute: a memory
+// broadcast where one group fills the vector, an in-lane shuffle (vpermilps)
+// of the pixel's loaded channels where groups are 2 or 4 wide, and for 8 wide
+// groups in 16 lanes that shuffle of a copy with each group's half of the
+// 128-bit lanes repeated (vshuff32x4, once per 4 channels). Interior pixels go
+// P at a time (AVX-512: 12 broadcast, 8 shuffled; AVX2: 6 and 4), P chains of
+// FMAs. A cross-lane permute per FMA with 4 pixels (its 16 index vectors held
+// the registers) ran ResNeXt's and RegNetX's grouped 3x3s at 40-45 % of
+// onnxruntime's speed. Per tap a partial sum from 0 in channel order, added
+// to the running sum, then the bias: the order of
 // ops::conv2d_channels_last_element (fmaf), so the bits of the dense path.
 // Groups of 2, 4, 8 or 16 channels in and as many out (16 lanes only on AVX-512).
 bool small_groups(const Conv2dPlan& p, int64_t lanes) {
@@ -857,40 +863,61 @@ struct SmallGroupJob {
   const Conv2dPlan* p;
   const float *x, *w, *bias, *residual;  // w: prepared [t][ci][k]
   float* out;
+  int64_t parts = 1, vectors_per_part = 1;  // a row's output vectors split among tasks (few rows)
 };
 
 #ifdef HEXIR_CL_X86
-// The ISA's vector of floats for small_group_block: loads (all lanes, or
-// those under the mask), the group spread, fma, add, store.
+// The ISA's vector of floats for the small-group block: loads (all lanes, or
+// those under the mask), a broadcast, the in-lane spread of a group's channel,
+// fma, add, store; pixels per block when broadcast and when shuffled (the
+// registers: 2 or 3 vectors a pixel).
 struct Avx512 {
   using V = __m512;
-  using I = __m512i;
   using Mask = __mmask16;
   static constexpr int64_t kLanes = 16;
+  static constexpr int kBroadcastPixels = 12, kShuffledPixels = 8;
   [[gnu::target("avx512f"), gnu::always_inline]] static inline V zero() { return _mm512_setzero_ps(); }
   [[gnu::target("avx512f"), gnu::always_inline]] static inline V load(const float* at, Mask m) { return _mm512_maskz_loadu_ps(m, at); }
-  [[gnu::target("avx512f"), gnu::always_inline]] static inline V spread(V x, I idx) { return _mm512_maskz_permutexvar_ps(0xffff, idx, x); }
+  [[gnu::target("avx512f"), gnu::always_inline]] static inline V broadcast(const float* at) { return _mm512_set1_ps(*at); }
+  // The pixel's channels as the source of each group's channels [4q, 4q + 4).
+  template <int CG, int Q>
+  [[gnu::target("avx512f"), gnu::always_inline]] static inline V source(const float* at, Mask m) {
+    const V x = _mm512_maskz_loadu_ps(m, at);
+    if constexpr (CG == 8) return _mm512_shuffle_f32x4(x, x, Q == 0 ? 0xA0 : 0xF5);  // 128-bit lanes 0,0,2,2 / 1,1,3,3
+    return x;
+  }
+  template <int CG, int CI>
+  [[gnu::target("avx512f"), gnu::always_inline]] static inline V spread(V x) {
+    if constexpr (CG == 2) return _mm512_permute_ps(x, CI | CI << 2 | (2 + CI) << 4 | (2 + CI) << 6);
+    return _mm512_permute_ps(x, (CI % 4) * 0x55);
+  }
   [[gnu::target("avx512f"), gnu::always_inline]] static inline V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
   [[gnu::target("avx512f"), gnu::always_inline]] static inline V add(V a, V b) { return _mm512_add_ps(a, b); }
   [[gnu::target("avx512f"), gnu::always_inline]] static inline void store(float* at, Mask m, V v) { _mm512_mask_storeu_ps(at, m, v); }
   [[gnu::target("avx512f"), gnu::always_inline]] static inline Mask mask(int64_t n) {
     return n >= 16 ? Mask(0xffff) : Mask((1u << n) - 1);
   }
-  [[gnu::target("avx512f"), gnu::always_inline]] static inline I index(const int32_t* idx) { return _mm512_loadu_si512(idx); }
 };
 struct Avx2 {
   using V = __m256;
-  using I = __m256i;
   struct Mask {
     __m256i bits;
     bool all;
   };
   static constexpr int64_t kLanes = 8;
+  static constexpr int kBroadcastPixels = 6, kShuffledPixels = 4;
   [[gnu::target("avx2"), gnu::always_inline]] static inline V zero() { return _mm256_setzero_ps(); }
   [[gnu::target("avx2"), gnu::always_inline]] static inline V load(const float* at, Mask m) {
     return m.all ? _mm256_loadu_ps(at) : _mm256_maskload_ps(at, m.bits);
   }
-  [[gnu::target("avx2"), gnu::always_inline]] static inline V spread(V x, I idx) { return _mm256_permutevar8x32_ps(x, idx); }
+  [[gnu::target("avx2"), gnu::always_inline]] static inline V broadcast(const float* at) { return _mm256_broadcast_ss(at); }
+  template <int CG, int Q>
+  [[gnu::target("avx2"), gnu::always_inline]] static inline V source(const float* at, Mask m) { return load(at, m); }
+  template <int CG, int CI>
+  [[gnu::target("avx2"), gnu::always_inline]] static inline V spread(V x) {
+    if constexpr (CG == 2) return _mm256_permute_ps(x, CI | CI << 2 | (2 + CI) << 4 | (2 + CI) << 6);
+    return _mm256_permute_ps(x, (CI % 4) * 0x55);
+  }
   [[gnu::target("avx2,fma"), gnu::always_inline]] static inline V fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
   [[gnu::target("avx2"), gnu::always_inline]] static inline V add(V a, V b) { return _mm256_add_ps(a, b); }
   [[gnu::target("avx2"), gnu::always_inline]] static inline void store(float* at, Mask m, V v) {
@@ -904,25 +931,70 @@ struct Avx2 {
                                _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)),
             n >= 8};
   }
-  [[gnu::target("avx2"), gnu::always_inline]] static inline I index(const int32_t* idx) {
-    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(idx));
-  }
 };
 
-// The block and row functions once per ISA (a template cannot choose its
-// target): NAME_block and NAME_row compiled for TARGET.
-// P pixels from ox (P > 1: all their taps inside along x), the lanes of
-// output channels [v, v + kLanes) under `m`: P independent chains of sums,
-// the tap's weights loaded once for all P.
-// One output row: pixels whose taps all lie inside along x 4 at a time, the others one by one.
-// ox * stride_w - pad_left >= 0 and its last tap <= w - 1.
+// The functions once per ISA (a template cannot choose its target): NAME_*
+// compiled for TARGET. A block is P chains of sums: P pixels of one vector of
+// output channels (the tap's weights loaded once for all), or, kVectors, one
+// pixel's P vectors of output channels (a border pixel: P chains where a lone
+// vector's chain would wait on each FMA).
+// NAME_channels: channels [CI, end of CI's quarter) of one tap into the
+// partial sums, xs[j] chain j's source for the quarter.
+// NAME_tap: one tap's partial sums, chain j reading its pixel's channels at
+// a + j * a_step, channel by channel.
+// NAME_block: P pixels from ox (all their taps inside along x), the lanes of
+// output channels [v, v + kLanes) under `m`.
+// NAME_pixel: pixel ox, P vectors of output channels from v (those past
+// v_end masked off), taps outside the input skipped.
+// NAME_row: one output row (a part of its vectors): pixels whose taps all lie
+// inside along x P at a time, then 4 at a time, the others (borders and the
+// rest) one by one, 8, 4, 2 or 1 vectors at a time.
 #define HEXIR_SMALL_GROUP_FUNCTIONS(NAME, TARGET) \
-template <typename S, int P> \
-[[gnu::target(TARGET)]] inline void NAME##_block(const SmallGroupJob& job, const float* image, int64_t oy, \
-                                                          int64_t ox, int64_t v, typename S::Mask m, \
-                                                          const typename S::I* spread, float* row_out) { \
+template <typename S, int CG, int P, bool kVectors, int CI> \
+[[gnu::target(TARGET), gnu::always_inline]] inline void NAME##_channels(const typename S::V (&xs)[P], const float* w, \
+                                                                      int64_t k, const typename S::Mask (&m)[P], \
+                                                                      typename S::V (&partial)[P]) { \
+  if constexpr (kVectors) { \
+    for (int j = 0; j < P; ++j) \
+      partial[j] = S::fma(S::template spread<CG, CI>(xs[j]), S::load(w + CI * k + j * S::kLanes, m[j]), partial[j]); \
+  } else { \
+    const typename S::V wv = S::load(w + CI * k, m[0]); \
+    for (int j = 0; j < P; ++j) partial[j] = S::fma(S::template spread<CG, CI>(xs[j]), wv, partial[j]); \
+  } \
+  if constexpr (CI + 1 < CG && (CI + 1) % 4 != 0) NAME##_channels<S, CG, P, kVectors, CI + 1>(xs, w, k, m, partial); \
+} \
+ \
+template <typename S, int CG, int P, bool kVectors> \
+[[gnu::target(TARGET), gnu::always_inline]] inline void NAME##_tap(const float* a, int64_t a_step, const float* w, \
+                                                                 int64_t k, const typename S::Mask (&m)[P], \
+                                                                 typename S::V (&partial)[P]) { \
+  if constexpr (CG == S::kLanes) { \
+    for (int ci = 0; ci < CG; ++ci) { \
+      if constexpr (kVectors) { \
+        for (int j = 0; j < P; ++j) \
+          partial[j] = S::fma(S::broadcast(a + j * a_step + ci), S::load(w + ci * k + j * S::kLanes, m[j]), partial[j]); \
+      } else { \
+        const typename S::V wv = S::load(w + ci * k, m[0]); \
+        for (int j = 0; j < P; ++j) partial[j] = S::fma(S::broadcast(a + j * a_step + ci), wv, partial[j]); \
+      } \
+    } \
+  } else { \
+    typename S::V xs[P]; \
+    for (int j = 0; j < P; ++j) xs[j] = S::template source<CG, 0>(a + j * a_step, m[kVectors ? j : 0]); \
+    NAME##_channels<S, CG, P, kVectors, 0>(xs, w, k, m, partial); \
+    if constexpr (CG == 8 && S::kLanes == 16) { \
+      for (int j = 0; j < P; ++j) xs[j] = S::template source<CG, 1>(a + j * a_step, m[kVectors ? j : 0]); \
+      NAME##_channels<S, CG, P, kVectors, 4>(xs, w, k, m, partial); \
+    } \
+  } \
+} \
+ \
+template <typename S, int CG, int P, bool kVectors> \
+[[gnu::target(TARGET)]] inline void NAME##_chains(const SmallGroupJob& job, const float* image, int64_t oy, \
+                                                int64_t ox, int64_t v, const typename S::Mask (&m)[P], \
+                                                float* row_out) { \
   const Conv2dPlan& p = *job.p; \
-  const int64_t cg = p.c_per_group, k = p.k; \
+  const int64_t k = p.k, a_step = kVectors ? S::kLanes : p.stride_w * p.c; \
   typename S::V acc[P]; \
   for (int j = 0; j < P; ++j) acc[j] = S::zero(); \
   for (int64_t ky = 0; ky < p.kh; ++ky) { \
@@ -930,52 +1002,93 @@ template <typename S, int P> \
     if (iy < 0 || iy >= p.h) continue; \
     for (int64_t kx = 0; kx < p.kw; ++kx) { \
       const int64_t ix = ox * p.stride_w - p.pad_left + kx * p.dilation_w; \
-      if (P == 1 && (ix < 0 || ix >= p.w)) continue; \
-      const float* at = image + (iy * p.w + ix) * p.c + v; \
-      typename S::V x[P], partial[P]; \
-      for (int j = 0; j < P; ++j) x[j] = S::load(at + j * p.stride_w * p.c, m), partial[j] = S::zero(); \
-      const float* w = job.w + (ky * p.kw + kx) * cg * k + v; \
-      for (int64_t ci = 0; ci < cg; ++ci) { \
-        const typename S::V wv = S::load(w + ci * k, m); \
-        for (int j = 0; j < P; ++j) partial[j] = S::fma(S::spread(x[j], spread[ci]), wv, partial[j]); \
-      } \
+      if (kVectors && (ix < 0 || ix >= p.w)) continue; \
+      typename S::V partial[P]; \
+      for (int j = 0; j < P; ++j) partial[j] = S::zero(); \
+      NAME##_tap<S, CG, P, kVectors>(image + (iy * p.w + ix) * p.c + v, a_step, \
+                                     job.w + (ky * p.kw + kx) * CG * k + v, k, m, partial); \
       for (int j = 0; j < P; ++j) acc[j] = S::add(acc[j], partial[j]); \
     } \
   } \
-  const typename S::V bias = job.bias ? S::load(job.bias + v, m) : S::zero(); \
-  for (int j = 0; j < P; ++j) S::store(row_out + (ox + j) * k + v, m, job.bias ? S::add(acc[j], bias) : acc[j]); \
+  for (int j = 0; j < P; ++j) { \
+    const int64_t channel = kVectors ? v + j * S::kLanes : v, pixel = kVectors ? ox : ox + j; \
+    const typename S::Mask mj = m[kVectors ? j : 0]; \
+    S::store(row_out + pixel * k + channel, mj, job.bias ? S::add(acc[j], S::load(job.bias + channel, mj)) : acc[j]); \
+  } \
 } \
  \
-template <typename S> \
+template <typename S, int CG, int P> \
+[[gnu::target(TARGET)]] void NAME##_block(const SmallGroupJob& job, const float* image, int64_t oy, int64_t ox, \
+                                          int64_t v, typename S::Mask mask, float* row_out) { \
+  typename S::Mask m[P]; \
+  for (int j = 0; j < P; ++j) m[j] = mask; \
+  NAME##_chains<S, CG, P, false>(job, image, oy, ox, v, m, row_out); \
+} \
+ \
+template <typename S, int CG, int P> \
+[[gnu::target(TARGET)]] void NAME##_pixel(const SmallGroupJob& job, const float* image, int64_t oy, int64_t ox, \
+                                          int64_t v, int64_t v_end, float* row_out) { \
+  typename S::Mask m[P]; \
+  for (int j = 0; j < P; ++j) m[j] = S::mask(v_end - v - j * S::kLanes); \
+  NAME##_chains<S, CG, P, true>(job, image, oy, ox, v, m, row_out); \
+} \
+ \
+template <typename S, int CG> \
 [[gnu::target(TARGET)]] void NAME##_row(void* context, int64_t task) { \
   const SmallGroupJob& job = *static_cast<const SmallGroupJob*>(context); \
   const Conv2dPlan& p = *job.p; \
-  const int64_t oy = task % p.oh, n = task / p.oh, cg = p.c_per_group, k = p.k; \
-  typename S::I spread[S::kLanes]; \
-  for (int64_t ci = 0; ci < cg; ++ci) { \
-    int32_t idx[S::kLanes]; \
-    for (int l = 0; l < S::kLanes; ++l) idx[l] = static_cast<int32_t>((l & ~(cg - 1)) + ci); \
-    spread[ci] = S::index(idx); \
-  } \
+  const int64_t part = task % job.parts, row = task / job.parts; \
+  const int64_t oy = row % p.oh, n = row / p.oh, k = p.k; \
+  constexpr int kP = CG == S::kLanes ? S::kBroadcastPixels : S::kShuffledPixels; \
   const int64_t inside0 = std::min(p.ow, (p.pad_left + p.stride_w - 1) / p.stride_w); \
   const int64_t last = p.w - 1 - (p.kw - 1) * p.dilation_w + p.pad_left; \
   const int64_t inside1 = last < 0 ? inside0 : std::clamp(last / p.stride_w + 1, inside0, p.ow); \
+  /* The interior pixels [inside0, blocked) in blocks of kP, then of 4. */ \
+  const int64_t whole = (inside1 - inside0) / kP * kP; \
+  const int64_t blocked = inside0 + whole + (kP > 4 ? (inside1 - inside0 - whole) / 4 * 4 : 0); \
   float* row_out = job.out + (n * p.oh + oy) * p.ow * k; \
   const float* image = job.x + n * p.h * p.w * p.c; \
-  for (int64_t v = 0; v < k; v += S::kLanes) { \
+  const int64_t v0 = part * job.vectors_per_part * S::kLanes, v1 = std::min(k, v0 + job.vectors_per_part * S::kLanes); \
+  for (int64_t v = v0; v < v1; v += S::kLanes) { \
     const typename S::Mask m = S::mask(k - v); \
-    int64_t ox = 0; \
-    for (; ox < inside0; ++ox) NAME##_block<S, 1>(job, image, oy, ox, v, m, spread, row_out); \
-    for (; ox + 4 <= inside1; ox += 4) NAME##_block<S, 4>(job, image, oy, ox, v, m, spread, row_out); \
-    for (; ox < p.ow; ++ox) NAME##_block<S, 1>(job, image, oy, ox, v, m, spread, row_out); \
+    int64_t ox = inside0; \
+    for (; ox + kP <= inside1; ox += kP) NAME##_block<S, CG, kP>(job, image, oy, ox, v, m, row_out); \
+    for (; ox < blocked; ox += 4) NAME##_block<S, CG, 4>(job, image, oy, ox, v, m, row_out); \
   } \
-  if (job.residual) add_residual(row_out, k, job.residual + (row_out - job.out), k, p.ow, k); \
-  if (p.epilogue.activation != 0) apply_epilogue(p.epilogue, row_out, k, p.ow, k); \
-} \
+  for (int64_t ox = 0; ox < p.ow; ++ox) { \
+    if (ox == inside0) ox = std::max(ox, blocked); \
+    if (ox >= p.ow) break; \
+    int64_t v = v0; \
+    if constexpr (S::kLanes == 16) \
+      for (; v + 8 * S::kLanes <= v1; v += 8 * S::kLanes) NAME##_pixel<S, CG, 8>(job, image, oy, ox, v, v1, row_out); \
+    for (; v + 4 * S::kLanes <= v1; v += 4 * S::kLanes) NAME##_pixel<S, CG, 4>(job, image, oy, ox, v, v1, row_out); \
+    for (; v + S::kLanes < v1; v += 2 * S::kLanes) NAME##_pixel<S, CG, 2>(job, image, oy, ox, v, v1, row_out); \
+    if (v < v1) NAME##_pixel<S, CG, 1>(job, image, oy, ox, v, v1, row_out); \
+  } \
+  if (job.residual) add_residual(row_out + v0, k, job.residual + (row_out + v0 - job.out), k, p.ow, v1 - v0); \
+  if (p.epilogue.activation != 0) apply_epilogue(p.epilogue, row_out + v0, k, p.ow, v1 - v0); \
+}
 
 HEXIR_SMALL_GROUP_FUNCTIONS(small_group_avx512, "avx512f,avx2,fma")
 HEXIR_SMALL_GROUP_FUNCTIONS(small_group_avx2, "avx2,fma")
 #undef HEXIR_SMALL_GROUP_FUNCTIONS
+
+// The row function for the ISA's lanes and the group width (small_groups holds).
+ThreadPool::TaskFn small_group_row(int64_t lanes, int64_t cg) {
+  if (lanes == 16) {
+    switch (cg) {
+      case 2: return small_group_avx512_row<Avx512, 2>;
+      case 4: return small_group_avx512_row<Avx512, 4>;
+      case 8: return small_group_avx512_row<Avx512, 8>;
+      default: return small_group_avx512_row<Avx512, 16>;
+    }
+  }
+  switch (cg) {
+    case 2: return small_group_avx2_row<Avx2, 2>;
+    case 4: return small_group_avx2_row<Avx2, 4>;
+    default: return small_group_avx2_row<Avx2, 8>;
+  }
+}
 #endif
 
 // The pool for work of `macs` multiply-adds: none (the caller alone) when small.
@@ -1080,9 +1193,13 @@ Status conv2d_channels_last(const KernelContext& context, const Dispatch& d) {
   }
 #ifdef HEXIR_CL_X86
   if (d.prepared != nullptr && small_groups(p, vector_lanes())) {
+    const int64_t lanes = vector_lanes(), vectors = (p.k + lanes - 1) / lanes;
     SmallGroupJob job{&p, input(d, 0), static_cast<const float*>(d.prepared), bias, residual, output(d, 0)};
-    parallel_for(split_for(context, macs), p.n * p.oh, vector_lanes() == 16 ? small_group_avx512_row<Avx512> : small_group_avx2_row<Avx2>,
-                 &job);
+    const KernelContext split = split_for(context, macs);
+    const int64_t parts = row_parts(split, p.n * p.oh, vectors);
+    job.vectors_per_part = (vectors + parts - 1) / parts;
+    job.parts = (vectors + job.vectors_per_part - 1) / job.vectors_per_part;
+    parallel_for(split, p.n * p.oh * job.parts, small_group_row(lanes, p.c_per_group), &job);
     return ok_status();
   }
 #endif

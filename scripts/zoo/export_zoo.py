@@ -244,10 +244,21 @@ ZOO = {
     "inception_v3": image_model(tv("inception_v3", aux_logits=False, init_weights=True), 299),
     "vit_b_16": image_model(tv("vit_b_16"), 224),
     "swin_t": image_model(tv("swin_t"), 224),
+    # architectures the tuning never saw: grouped 3x3s (ResNeXt, RegNetX), wide bottlenecks, fused
+    # MBConv (3x3 expansions), ViT with 32x32 patches, SqueezeNet 1.0's 7x7 stem and ceil-mode pools
+    "resnext50_32x4d": image_model(tv("resnext50_32x4d"), 224),
+    "wide_resnet50_2": image_model(tv("wide_resnet50_2"), 224),
+    "regnet_x_400mf": image_model(tv("regnet_x_400mf"), 224),
+    "efficientnet_v2_s": image_model(tv("efficientnet_v2_s"), 224),
+    "vit_b_32": image_model(tv("vit_b_32"), 224),
+    "squeezenet1_0": image_model(tv("squeezenet1_0"), 224),
+    "shufflenet_v2_x0_5": image_model(tv("shufflenet_v2_x0_5"), 224),
     # segmentation
     "lraspp_mobilenet_v3_large": image_model(tv_seg("lraspp_mobilenet_v3_large"), 320, "segmentation"),
     "deeplabv3_mobilenet_v3_large": image_model(tv_seg("deeplabv3_mobilenet_v3_large", aux_loss=False), 320,
                                                 "segmentation"),
+    # dilated 3x3s in a ResNet-50 backbone (output stride 8)
+    "fcn_resnet50": image_model(tv_seg("fcn_resnet50", aux_loss=False), 320, "segmentation"),
     # detection (post-processing in the graph)
     "ssdlite320_mobilenet_v3_large": {
         "family": "detection", "make": varied(tv_det("ssdlite320_mobilenet_v3_large"), norms=False),

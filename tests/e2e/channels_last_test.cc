@@ -129,6 +129,13 @@ TEST_CASE("channels-last conv2d: the cpu kernel gives the element function's sum
       {"groups of 4, stride 2", 1, 24, 11, 10, 24, 3, 3, 2, 1, 1, 6, false, ""},
       {"groups of 2, dilated", 1, 12, 10, 12, 12, 3, 3, 1, 2, 2, 6, true, "sigmoid"},
       {"groups of 16, two images", 2, 48, 6, 9, 48, 3, 3, 1, 1, 1, 3, true, "hard_swish"},
+      // Rows wide enough for the blocks of interior pixels (AVX-512: 12 broadcast, 8 shuffled, then 4;
+      // AVX2: 6 and 4), a partial last vector, few rows split over the vectors at 2 threads.
+      {"groups of 16, 40 wide, residual", 1, 64, 5, 40, 64, 3, 3, 1, 1, 1, 4, true, "relu", true},
+      {"groups of 8, 31 wide, stride 2", 1, 40, 7, 61, 40, 3, 3, 2, 1, 1, 5, true, ""},
+      {"groups of 4, 29 wide, 20 channels", 1, 20, 6, 29, 20, 3, 3, 1, 1, 1, 5, true, "clip"},
+      {"groups of 2, 26 wide, 6 channels", 1, 6, 5, 26, 6, 3, 3, 1, 1, 1, 3, false, ""},
+      {"groups of 16, 400 channels on a 7x7 map", 1, 400, 7, 7, 400, 3, 3, 1, 1, 1, 25, true, "relu", true},
       {"300 input channels (two blocks)", 1, 300, 4, 5, 17, 3, 3, 1, 1, 1, 1, true, ""},
       // The interior pixels' window in registers (AVX-512, up to 96 channels): blocks of 6 and the rest
       // per tap, a partial strip, edges of a strided dilated window, groups; past 96 channels per tap.
