@@ -142,10 +142,12 @@ HEXIR_LANES F32<N> gelu_erf(F32<N> x) {
   return 0.5f * x * (1.0f + erf<N>(x * 0.70710678118654752f));
 }
 
+// exp_of; `low` raises its lower clamp (-104) where the caller's result is
+// the same for any exp below exp(low).
 template <int N>
-HEXIR_LANES F32<N> exp(F32<N> v) {  // exp_of
+HEXIR_LANES F32<N> exp(F32<N> v, float low = -104.0f) {
   const F32<N> x =
-      select<N>(v < splat<N>(-104.0f), splat<N>(-104.0f), select<N>(v > splat<N>(89.0f), splat<N>(89.0f), v));
+      select<N>(v < splat<N>(low), splat<N>(low), select<N>(v > splat<N>(89.0f), splat<N>(89.0f), v));
   const F32<N> shifted = fma<N>(x, splat<N>(1.44269504088896341f), splat<N>(12582912.0f));
   const F32<N> n = shifted - 12582912.0f;
   F32<N> r = fma<N>(n, splat<N>(-0.693359375f), x);
@@ -160,13 +162,19 @@ HEXIR_LANES F32<N> exp(F32<N> v) {  // exp_of
   const U32<N> half = m >> 1;
   return y * from_bits<N>((half + 52u) << 23) * from_bits<N>((m - half + 52u) << 23);
 }
+// sigmoid_of and silu_of. 1 + exp(-x) is 1 for every exp(-x) below 2^-24,
+// so exp's argument is clamped at -87 instead of -104: the same bits, and
+// exp(-87) is a normal float where exp(-104) is subnormal, whose multiplies
+// take a microcode assist on x86 (silu on [14, 14, 960] with |x| near 60:
+// 0.047 -> 0.116 ms; EfficientNetV2's random-weight activations are such).
+constexpr float kLogisticExpLow = -87.0f;
 template <int N>
 HEXIR_LANES F32<N> sigmoid(F32<N> x) {
-  return 1.0f / (1.0f + exp<N>(-x));
+  return 1.0f / (1.0f + exp<N>(-x, kLogisticExpLow));
 }
 template <int N>
 HEXIR_LANES F32<N> silu(F32<N> x) {
-  return x / (1.0f + exp<N>(-x));
+  return x / (1.0f + exp<N>(-x, kLogisticExpLow));
 }
 // tanh_of: both ranges computed, one kept per lane; then x's sign.
 template <int N>
