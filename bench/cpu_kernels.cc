@@ -74,6 +74,16 @@ Shape conv(const char* name, int64_t c, int64_t h, int64_t w, int64_t k, int64_t
           2.0 * k * (c / groups) * ks * ks * oh * ow};
 }
 
+// A patch embedding: a ks x ks window at stride ks, no padding (ViT's, Swin's and ConvNeXt's stems).
+Shape patchify(const char* name, int64_t c, int64_t h, int64_t w, int64_t k, int64_t ks) {
+  const int64_t oh = h / ks, ow = w / ks;
+  return {name,
+          OpId::kConv2d,
+          {f32({1, c, h, w}), f32({k, c, ks, ks})},
+          {ks, ks, 0, 0, 0, 0, 1, 1, 1},
+          2.0 * k * c * ks * ks * oh * ow};
+}
+
 // The same convolution with a bias, a residual and relu fused (BlazeFace's
 // blocks: conv, add, relu).
 Shape conv_residual_relu(const char* name, int64_t c, int64_t h, int64_t w, int64_t k, int64_t ks, int64_t stride) {
@@ -294,6 +304,8 @@ int main(int argc, char** argv) {
       matmul("4 tokens 4x768 * 768x768", 4, 768, 768),
       conv("3x3 256->256 @ 2x2 (4 output pixels)", 256, 2, 2, 256, 3, 1, 1),
       conv("PP-OCR 3x3 s1 64->64 @ 40x80", 64, 40, 80, 64, 3, 1, 1),
+      patchify("ViT-B/32 patch embedding 32x32/32 3->768 @ 224x224", 3, 224, 224, 768, 32),
+      patchify("ViT-B/16 patch embedding 16x16/16 3->768 @ 224x224", 3, 224, 224, 768, 16),
       conv("PP-OCR 1x1 128->256 @ 20x40", 128, 20, 40, 256, 1, 1, 1),
       conv("BlazeFace 5x5 depthwise 48 @ 64x64", 48, 64, 64, 48, 5, 1, 48),
       conv("BlazeFace 5x5 depthwise s2 48 @ 64x64", 48, 64, 64, 48, 5, 2, 48),

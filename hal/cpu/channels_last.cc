@@ -877,12 +877,24 @@ struct Avx512 {
   static constexpr int64_t kLanes = 16;
   static constexpr int kBroadcastPixels = 12, kShuffledPixels = 8;
   [[gnu::target("avx512f"), gnu::always_inline]] static inline V zero() { return _mm512_setzero_ps(); }
-  [[gnu::target("avx512f"), gnu::always_inline]] static inline V load(const float* at, Mask m) { return _mm512_maskz_loadu_ps(m, at); }
+  // kWhole: every lane (plain loads and stores; masked ones are slower on AMD's cores).
+  template <bool kWhole = false>
+  [[gnu::target("avx512f"), gnu::always_inline]] static inline V load(const float* at, Mask m) {
+    if constexpr (kWhole) return _mm512_loadu_ps(at);
+    return _mm512_maskz_loadu_ps(m, at);
+  }
+  template <bool kWhole = false>
+  [[gnu::target("avx512f"), gnu::always_inline]] static inline void store(float* at, Mask m, V v) {
+    if constexpr (kWhole)
+      _mm512_storeu_ps(at, v);
+    else
+      _mm512_mask_storeu_ps(at, m, v);
+  }
   [[gnu::target("avx512f"), gnu::always_inline]] static inline V broadcast(const float* at) { return _mm512_set1_ps(*at); }
   // The pixel's channels as the source of each group's channels [4q, 4q + 4).
-  template <int CG, int Q>
+  template <int CG, int Q, bool kWhole>
   [[gnu::target("avx512f"), gnu::always_inline]] static inline V source(const float* at, Mask m) {
-    const V x = _mm512_maskz_loadu_ps(m, at);
+    const V x = load<kWhole>(at, m);
     if constexpr (CG == 8) return _mm512_shuffle_f32x4(x, x, Q == 0 ? 0xA0 : 0xF5);  // 128-bit lanes 0,0,2,2 / 1,1,3,3
     return x;
   }
@@ -893,7 +905,6 @@ struct Avx512 {
   }
   [[gnu::target("avx512f"), gnu::always_inline]] static inline V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
   [[gnu::target("avx512f"), gnu::always_inline]] static inline V add(V a, V b) { return _mm512_add_ps(a, b); }
-  [[gnu::target("avx512f"), gnu::always_inline]] static inline void store(float* at, Mask m, V v) { _mm512_mask_storeu_ps(at, m, v); }
   [[gnu::target("avx512f"), gnu::always_inline]] static inline Mask mask(int64_t n) {
     return n >= 16 ? Mask(0xffff) : Mask((1u << n) - 1);
   }
@@ -907,12 +918,20 @@ struct Avx2 {
   static constexpr int64_t kLanes = 8;
   static constexpr int kBroadcastPixels = 6, kShuffledPixels = 4;
   [[gnu::target("avx2"), gnu::always_inline]] static inline V zero() { return _mm256_setzero_ps(); }
+  template <bool kWhole = false>
   [[gnu::target("avx2"), gnu::always_inline]] static inline V load(const float* at, Mask m) {
-    return m.all ? _mm256_loadu_ps(at) : _mm256_maskload_ps(at, m.bits);
+    return kWhole || m.all ? _mm256_loadu_ps(at) : _mm256_maskload_ps(at, m.bits);
+  }
+  template <bool kWhole = false>
+  [[gnu::target("avx2"), gnu::always_inline]] static inline void store(float* at, Mask m, V v) {
+    if (kWhole || m.all)
+      _mm256_storeu_ps(at, v);
+    else
+      _mm256_maskstore_ps(at, m.bits, v);
   }
   [[gnu::target("avx2"), gnu::always_inline]] static inline V broadcast(const float* at) { return _mm256_broadcast_ss(at); }
-  template <int CG, int Q>
-  [[gnu::target("avx2"), gnu::always_inline]] static inline V source(const float* at, Mask m) { return load(at, m); }
+  template <int CG, int Q, bool kWhole>
+  [[gnu::target("avx2"), gnu::always_inline]] static inline V source(const float* at, Mask m) { return load<kWhole>(at, m); }
   template <int CG, int CI>
   [[gnu::target("avx2"), gnu::always_inline]] static inline V spread(V x) {
     if constexpr (CG == 2) return _mm256_permute_ps(x, CI | CI << 2 | (2 + CI) << 4 | (2 + CI) << 6);
@@ -920,12 +939,6 @@ struct Avx2 {
   }
   [[gnu::target("avx2,fma"), gnu::always_inline]] static inline V fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
   [[gnu::target("avx2"), gnu::always_inline]] static inline V add(V a, V b) { return _mm256_add_ps(a, b); }
-  [[gnu::target("avx2"), gnu::always_inline]] static inline void store(float* at, Mask m, V v) {
-    if (m.all)
-      _mm256_storeu_ps(at, v);
-    else
-      _mm256_maskstore_ps(at, m.bits, v);
-  }
   [[gnu::target("avx2"), gnu::always_inline]] static inline Mask mask(int64_t n) {
     return {_mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(std::min<int64_t>(n, 8))),
                                _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)),
@@ -950,21 +963,22 @@ struct Avx2 {
 // inside along x P at a time, then 4 at a time, the others (borders and the
 // rest) one by one, 8, 4, 2 or 1 vectors at a time.
 #define HEXIR_SMALL_GROUP_FUNCTIONS(NAME, TARGET) \
-template <typename S, int CG, int P, bool kVectors, int CI> \
+template <typename S, int CG, int P, bool kVectors, bool kWhole, int CI> \
 [[gnu::target(TARGET), gnu::always_inline]] inline void NAME##_channels(const typename S::V (&xs)[P], const float* w, \
                                                                       int64_t k, const typename S::Mask (&m)[P], \
                                                                       typename S::V (&partial)[P]) { \
   if constexpr (kVectors) { \
     for (int j = 0; j < P; ++j) \
-      partial[j] = S::fma(S::template spread<CG, CI>(xs[j]), S::load(w + CI * k + j * S::kLanes, m[j]), partial[j]); \
+      partial[j] = S::fma(S::template spread<CG, CI>(xs[j]), S::template load<kWhole>(w + CI * k + j * S::kLanes, m[j]), \
+                          partial[j]); \
   } else { \
-    const typename S::V wv = S::load(w + CI * k, m[0]); \
+    const typename S::V wv = S::template load<kWhole>(w + CI * k, m[0]); \
     for (int j = 0; j < P; ++j) partial[j] = S::fma(S::template spread<CG, CI>(xs[j]), wv, partial[j]); \
   } \
-  if constexpr (CI + 1 < CG && (CI + 1) % 4 != 0) NAME##_channels<S, CG, P, kVectors, CI + 1>(xs, w, k, m, partial); \
+  if constexpr (CI + 1 < CG && (CI + 1) % 4 != 0) NAME##_channels<S, CG, P, kVectors, kWhole, CI + 1>(xs, w, k, m, partial); \
 } \
  \
-template <typename S, int CG, int P, bool kVectors> \
+template <typename S, int CG, int P, bool kVectors, bool kWhole> \
 [[gnu::target(TARGET), gnu::always_inline]] inline void NAME##_tap(const float* a, int64_t a_step, const float* w, \
                                                                  int64_t k, const typename S::Mask (&m)[P], \
                                                                  typename S::V (&partial)[P]) { \
@@ -972,24 +986,25 @@ template <typename S, int CG, int P, bool kVectors> \
     for (int ci = 0; ci < CG; ++ci) { \
       if constexpr (kVectors) { \
         for (int j = 0; j < P; ++j) \
-          partial[j] = S::fma(S::broadcast(a + j * a_step + ci), S::load(w + ci * k + j * S::kLanes, m[j]), partial[j]); \
+          partial[j] = S::fma(S::broadcast(a + j * a_step + ci), S::template load<true>(w + ci * k + j * S::kLanes, m[j]), \
+                              partial[j]); \
       } else { \
-        const typename S::V wv = S::load(w + ci * k, m[0]); \
+        const typename S::V wv = S::template load<true>(w + ci * k, m[0]); \
         for (int j = 0; j < P; ++j) partial[j] = S::fma(S::broadcast(a + j * a_step + ci), wv, partial[j]); \
       } \
     } \
   } else { \
     typename S::V xs[P]; \
-    for (int j = 0; j < P; ++j) xs[j] = S::template source<CG, 0>(a + j * a_step, m[kVectors ? j : 0]); \
-    NAME##_channels<S, CG, P, kVectors, 0>(xs, w, k, m, partial); \
+    for (int j = 0; j < P; ++j) xs[j] = S::template source<CG, 0, kWhole>(a + j * a_step, m[kVectors ? j : 0]); \
+    NAME##_channels<S, CG, P, kVectors, kWhole, 0>(xs, w, k, m, partial); \
     if constexpr (CG == 8 && S::kLanes == 16) { \
-      for (int j = 0; j < P; ++j) xs[j] = S::template source<CG, 1>(a + j * a_step, m[kVectors ? j : 0]); \
-      NAME##_channels<S, CG, P, kVectors, 4>(xs, w, k, m, partial); \
+      for (int j = 0; j < P; ++j) xs[j] = S::template source<CG, 1, kWhole>(a + j * a_step, m[kVectors ? j : 0]); \
+      NAME##_channels<S, CG, P, kVectors, kWhole, 4>(xs, w, k, m, partial); \
     } \
   } \
 } \
  \
-template <typename S, int CG, int P, bool kVectors> \
+template <typename S, int CG, int P, bool kVectors, bool kWhole> \
 [[gnu::target(TARGET)]] inline void NAME##_chains(const SmallGroupJob& job, const float* image, int64_t oy, \
                                                 int64_t ox, int64_t v, const typename S::Mask (&m)[P], \
                                                 float* row_out) { \
@@ -1005,7 +1020,7 @@ template <typename S, int CG, int P, bool kVectors> \
       if (kVectors && (ix < 0 || ix >= p.w)) continue; \
       typename S::V partial[P]; \
       for (int j = 0; j < P; ++j) partial[j] = S::zero(); \
-      NAME##_tap<S, CG, P, kVectors>(image + (iy * p.w + ix) * p.c + v, a_step, \
+      NAME##_tap<S, CG, P, kVectors, kWhole>(image + (iy * p.w + ix) * p.c + v, a_step, \
                                      job.w + (ky * p.kw + kx) * CG * k + v, k, m, partial); \
       for (int j = 0; j < P; ++j) acc[j] = S::add(acc[j], partial[j]); \
     } \
@@ -1013,24 +1028,25 @@ template <typename S, int CG, int P, bool kVectors> \
   for (int j = 0; j < P; ++j) { \
     const int64_t channel = kVectors ? v + j * S::kLanes : v, pixel = kVectors ? ox : ox + j; \
     const typename S::Mask mj = m[kVectors ? j : 0]; \
-    S::store(row_out + pixel * k + channel, mj, job.bias ? S::add(acc[j], S::load(job.bias + channel, mj)) : acc[j]); \
+    S::template store<kWhole>(row_out + pixel * k + channel, mj, \
+                              job.bias ? S::add(acc[j], S::template load<kWhole>(job.bias + channel, mj)) : acc[j]); \
   } \
 } \
  \
-template <typename S, int CG, int P> \
+template <typename S, int CG, int P, bool kWhole> \
 [[gnu::target(TARGET)]] void NAME##_block(const SmallGroupJob& job, const float* image, int64_t oy, int64_t ox, \
                                           int64_t v, typename S::Mask mask, float* row_out) { \
   typename S::Mask m[P]; \
   for (int j = 0; j < P; ++j) m[j] = mask; \
-  NAME##_chains<S, CG, P, false>(job, image, oy, ox, v, m, row_out); \
+  NAME##_chains<S, CG, P, false, kWhole>(job, image, oy, ox, v, m, row_out); \
 } \
  \
-template <typename S, int CG, int P> \
+template <typename S, int CG, int P, bool kWhole> \
 [[gnu::target(TARGET)]] void NAME##_pixel(const SmallGroupJob& job, const float* image, int64_t oy, int64_t ox, \
                                           int64_t v, int64_t v_end, float* row_out) { \
   typename S::Mask m[P]; \
   for (int j = 0; j < P; ++j) m[j] = S::mask(v_end - v - j * S::kLanes); \
-  NAME##_chains<S, CG, P, true>(job, image, oy, ox, v, m, row_out); \
+  NAME##_chains<S, CG, P, true, kWhole>(job, image, oy, ox, v, m, row_out); \
 } \
  \
 template <typename S, int CG> \
@@ -1052,18 +1068,25 @@ template <typename S, int CG> \
   for (int64_t v = v0; v < v1; v += S::kLanes) { \
     const typename S::Mask m = S::mask(k - v); \
     int64_t ox = inside0; \
-    for (; ox + kP <= inside1; ox += kP) NAME##_block<S, CG, kP>(job, image, oy, ox, v, m, row_out); \
-    for (; ox < blocked; ox += 4) NAME##_block<S, CG, 4>(job, image, oy, ox, v, m, row_out); \
+    if (CG == S::kLanes || k - v >= S::kLanes) { /* CG == kLanes: k is whole vectors */ \
+      for (; ox + kP <= inside1; ox += kP) NAME##_block<S, CG, kP, true>(job, image, oy, ox, v, m, row_out); \
+      for (; ox < blocked; ox += 4) NAME##_block<S, CG, 4, true>(job, image, oy, ox, v, m, row_out); \
+    } else if constexpr (CG < S::kLanes) { \
+      for (; ox + kP <= inside1; ox += kP) NAME##_block<S, CG, kP, false>(job, image, oy, ox, v, m, row_out); \
+      for (; ox < blocked; ox += 4) NAME##_block<S, CG, 4, false>(job, image, oy, ox, v, m, row_out); \
+    } \
   } \
   for (int64_t ox = 0; ox < p.ow; ++ox) { \
     if (ox == inside0) ox = std::max(ox, blocked); \
     if (ox >= p.ow) break; \
     int64_t v = v0; \
     if constexpr (S::kLanes == 16) \
-      for (; v + 8 * S::kLanes <= v1; v += 8 * S::kLanes) NAME##_pixel<S, CG, 8>(job, image, oy, ox, v, v1, row_out); \
-    for (; v + 4 * S::kLanes <= v1; v += 4 * S::kLanes) NAME##_pixel<S, CG, 4>(job, image, oy, ox, v, v1, row_out); \
-    for (; v + S::kLanes < v1; v += 2 * S::kLanes) NAME##_pixel<S, CG, 2>(job, image, oy, ox, v, v1, row_out); \
-    if (v < v1) NAME##_pixel<S, CG, 1>(job, image, oy, ox, v, v1, row_out); \
+      for (; v + 8 * S::kLanes <= v1; v += 8 * S::kLanes) NAME##_pixel<S, CG, 8, true>(job, image, oy, ox, v, v1, row_out); \
+    for (; v + 4 * S::kLanes <= v1; v += 4 * S::kLanes) NAME##_pixel<S, CG, 4, true>(job, image, oy, ox, v, v1, row_out); \
+    for (; v + 2 * S::kLanes <= v1; v += 2 * S::kLanes) NAME##_pixel<S, CG, 2, true>(job, image, oy, ox, v, v1, row_out); \
+    if (v + S::kLanes <= v1) NAME##_pixel<S, CG, 1, true>(job, image, oy, ox, v, v1, row_out), v += S::kLanes; \
+    if constexpr (CG < S::kLanes) /* the last vector, part of one */ \
+      if (v < v1) NAME##_pixel<S, CG, 1, false>(job, image, oy, ox, v, v1, row_out); \
   } \
   if (job.residual) add_residual(row_out + v0, k, job.residual + (row_out + v0 - job.out), k, p.ow, v1 - v0); \
   if (p.epilogue.activation != 0) apply_epilogue(p.epilogue, row_out + v0, k, p.ow, v1 - v0); \
