@@ -142,12 +142,15 @@ HEXIR_LANES F32<N> gelu_erf(F32<N> x) {
   return 0.5f * x * (1.0f + erf<N>(x * 0.70710678118654752f));
 }
 
-// exp_of; `low` raises its lower clamp (-104) where the caller's result is
-// the same for any exp below exp(low).
+// exp_of. At or below -104 exp_of is +0 (its clamp, then an underflow): such
+// lanes are computed from 0 instead and replaced by 0 at the end, since the
+// clamped value's scaling by 2^-150 is a subnormal multiply, which takes a
+// microcode assist on x86 for the whole vector: softmax rows with causal or
+// padding masks (finfo.min, -inf, -1e4 added) ran at 1.75x the unmasked time.
 template <int N>
-HEXIR_LANES F32<N> exp(F32<N> v, float low = -104.0f) {
-  const F32<N> x =
-      select<N>(v < splat<N>(low), splat<N>(low), select<N>(v > splat<N>(89.0f), splat<N>(89.0f), v));
+HEXIR_LANES F32<N> exp(F32<N> v) {
+  const I32<N> under = v <= splat<N>(-104.0f);
+  const F32<N> x = select<N>(under, zero<N>(), select<N>(v > splat<N>(89.0f), splat<N>(89.0f), v));
   const F32<N> shifted = fma<N>(x, splat<N>(1.44269504088896341f), splat<N>(12582912.0f));
   const F32<N> n = shifted - 12582912.0f;
   F32<N> r = fma<N>(n, splat<N>(-0.693359375f), x);
@@ -160,21 +163,25 @@ HEXIR_LANES F32<N> exp(F32<N> v, float low = -104.0f) {
   y = fma<N>(y * r, r, r) + 1.0f;
   const U32<N> m = bits<N>(shifted) - (0x4B400000u - 150u);
   const U32<N> half = m >> 1;
-  return y * from_bits<N>((half + 52u) << 23) * from_bits<N>((m - half + 52u) << 23);
+  return select<N>(under, zero<N>(), y * from_bits<N>((half + 52u) << 23) * from_bits<N>((m - half + 52u) << 23));
 }
 // sigmoid_of and silu_of. 1 + exp(-x) is 1 for every exp(-x) below 2^-24,
-// so exp's argument is clamped at -87 instead of -104: the same bits, and
-// exp(-87) is a normal float where exp(-104) is subnormal, whose multiplies
-// take a microcode assist on x86 (silu on [14, 14, 960] with |x| near 60:
-// 0.047 -> 0.116 ms; EfficientNetV2's random-weight activations are such).
-constexpr float kLogisticExpLow = -87.0f;
+// so exp's argument is raised to -87 where it is lower: the same bits, and
+// exp(-87) is a normal float where exp(-88) to exp(-104) are subnormal, whose
+// multiplies take the assist (silu on [14, 14, 960] with |x| near 60: 0.047
+// -> 0.116 ms; EfficientNetV2's random-weight activations are such). NaN stays NaN.
+template <int N>
+HEXIR_LANES F32<N> logistic_exp(F32<N> x) {  // exp(-x), or exp(-87) where that is smaller
+  const F32<N> minus = -x;
+  return exp<N>(select<N>(minus < splat<N>(-87.0f), splat<N>(-87.0f), minus));
+}
 template <int N>
 HEXIR_LANES F32<N> sigmoid(F32<N> x) {
-  return 1.0f / (1.0f + exp<N>(-x, kLogisticExpLow));
+  return 1.0f / (1.0f + logistic_exp<N>(x));
 }
 template <int N>
 HEXIR_LANES F32<N> silu(F32<N> x) {
-  return x / (1.0f + exp<N>(-x, kLogisticExpLow));
+  return x / (1.0f + logistic_exp<N>(x));
 }
 // tanh_of: both ranges computed, one kept per lane; then x's sign.
 template <int N>

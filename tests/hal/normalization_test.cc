@@ -101,6 +101,38 @@ TEST_CASE("softmax: last-axis rows (the vectorized exp) against the double refer
   check_close(out, softmax_reference(x, 1), 2e-6, 1e-30);
 }
 
+TEST_CASE("softmax: masked rows give the scalar steps' bits, exp_of's subnormals and zeros included") {
+  // The row's steps written out with ops::exp_of: element j's exp in lane j % 16, the lanes summed in
+  // double in order, each exp times float(1 / sum). x - max spans exp_of's subnormal results (-87.3 to
+  // -103.97), its zeros (-104 and below, where the vector exp skips the subnormal multiply), and the
+  // masks exporters add (finfo.min, -inf, -1e4); the vector blocks and the tail at every length.
+  const float kMasks[] = {-3.4028235e38f, -std::numeric_limits<float>::infinity(), -1e4f, -104.0f, -103.99f,
+                          -103.3f, -100.0f, -95.5f, -88.0f, -87.5f, -87.3f, -87.0f, -50.0f};
+  for (int64_t length : {16, 23, 48, 130}) {
+    INFO("length " << length);
+    HostTensor x = random_f32({4, length}, 37, -3.0f, -0.01f), out(DType::kF32, {4, length});
+    for (int64_t i = 0; i < x.count(); ++i) {
+      if (i % length == 0) x.at(i) = 0.0f;  // every row's maximum is 0 (x - max is x)
+      else if ((i * 7) % 3 != 0) x.at(i) = kMasks[static_cast<size_t>(i) % std::size(kMasks)];
+    }
+    REQUIRE(run_kernel(OpId::kSoftmax, {&x}, out, {1}).ok());
+    int64_t mismatches = 0;
+    for (int64_t row = 0; row < 4; ++row) {
+      float e[130], lanes[16] = {};
+      for (int64_t j = 0; j < length; ++j) {
+        e[j] = ops::exp_of(x.at(row * length + j) - 0.0f);
+        lanes[j % 16] += e[j];
+      }
+      double sum = 0.0;
+      for (float v : lanes) sum += v;
+      const float scale = static_cast<float>(1.0 / sum);
+      for (int64_t j = 0; j < length; ++j)
+        mismatches += std::bit_cast<uint32_t>(e[j] * scale) != std::bit_cast<uint32_t>(out.at(row * length + j));
+    }
+    CHECK(mismatches == 0);
+  }
+}
+
 // attention: per batch element and query row, softmax over keys j < n of
 // scale * q . k_j in double, then the weighted value rows.
 std::vector<double> attention_reference(const HostTensor& q, const HostTensor& k, const HostTensor& v, double scale,
