@@ -362,6 +362,10 @@ int main(int argc, char** argv) {
       conv_nhwc("channels-last ResNet-50 1x1 256->1024 @ 14x14", 256, 14, 14, 1024, 1, 1, 1),
       conv_nhwc("channels-last ResNet-50 1x1 128->512 @ 28x28", 128, 28, 28, 512, 1, 1, 1),
       conv_nhwc("channels-last PP-OCRv4 det 3x3 96->24 @ 80x80", 96, 80, 80, 24, 3, 1, 1),
+      // EfficientNetV2-S's fused MBConv 3x3s (24 -> 24 at 112, the expansions 48 -> 192 at 56 and 64 -> 256 at 28).
+      conv_nhwc("channels-last EfficientNetV2 3x3 24->24 @ 112x112", 24, 112, 112, 24, 3, 1, 1),
+      conv_nhwc("channels-last EfficientNetV2 3x3 48->192 @ 56x56", 48, 56, 56, 192, 3, 1, 1),
+      conv_nhwc("channels-last EfficientNetV2 3x3 64->256 @ 28x28", 64, 28, 28, 256, 3, 1, 1),
       // Grouped 3x3s of narrow groups (ResNeXt-50 32x4d's three stages, RegNetX-400MF's strided first),
       // and RegNetX's strided 1x1 projection.
       conv_nhwc("channels-last ResNeXt grouped 3x3 128 (32 x 4) @ 56x56", 128, 56, 56, 128, 3, 1, 32),
