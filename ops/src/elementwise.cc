@@ -210,14 +210,26 @@ Result<std::vector<TensorType>> infer_unary(std::span<const TensorType> in, std:
 }
 
 // A strided input (a view): the walk by its strides; else rank 0, the flat loop.
+// Size-1 dims are dropped and neighbours whose strides line up merged, so a
+// transpose that keeps the last dims walks rows as long as they are (a video
+// ResNet's [1, 64, 8, 56, 56] had rows of 56, the kernels' per-row cost).
 void plan_unary_strides(const PlanInput& op, UnaryPlan& p) {
   if (op.input_strides.empty() || op.input_strides[0].empty()) return;
   const TensorType& x = op.inputs[0];
-  p.rank = static_cast<int32_t>(x.rank());
+  p.rank = 0;
   for (size_t d = 0; d < x.rank(); ++d) {
-    p.dims[d] = x.dims[d];
-    p.stride[d] = op.input_strides[0][d];
+    const int64_t dim = x.dims[d], stride = op.input_strides[0][d];
+    if (dim == 1) continue;
+    if (p.rank > 0 && p.stride[p.rank - 1] == stride * dim) {
+      p.dims[p.rank - 1] *= dim;
+      p.stride[p.rank - 1] = stride;
+      continue;
+    }
+    p.dims[p.rank] = dim;
+    p.stride[p.rank] = stride;
+    ++p.rank;
   }
+  if (p.rank == 0) p.rank = 1, p.dims[0] = 1, p.stride[0] = 1;
 }
 
 // neg, abs, sign: f32, i32 or i64.

@@ -64,6 +64,12 @@ def image(name, h, w, normalize=True):
     return img[None]
 
 
+def video(name, t, size):
+    """A clip of t frames [1, 3, t, size, size]: one synthetic photograph panned a few pixels per frame."""
+    frame = image(name, size, size + 2 * t)[0]
+    return np.ascontiguousarray(np.stack([frame[:, :, 2 * i:2 * i + size] for i in range(t)], axis=1)[None])
+
+
 def speech_features(name, t, f):
     """Log-mel-like features: smooth in time and frequency, a few louder syllables."""
     rng = np.random.default_rng(seed_of(name))
@@ -192,6 +198,10 @@ def tv_seg(fn, **kw):
     return lambda: getattr(torchvision.models.segmentation, fn)(weights=None, weights_backbone=None, **kw)
 
 
+def tv_video(fn, **kw):
+    return lambda: getattr(torchvision.models.video, fn)(weights=None, **kw)
+
+
 def tv_det(fn, **kw):
     return lambda: getattr(torchvision.models.detection, fn)(weights=None, weights_backbone=None, **kw)
 
@@ -206,11 +216,11 @@ def varied(make, norms=True):
     def build():
         model = make()
         for mod in model.modules():
-            if isinstance(mod, (torch.nn.Conv2d, torch.nn.Linear)):
+            if isinstance(mod, (torch.nn.Conv2d, torch.nn.Conv3d, torch.nn.Linear)):
                 torch.nn.init.kaiming_normal_(mod.weight, mode="fan_in", nonlinearity="relu")
                 if mod.bias is not None:
                     torch.nn.init.normal_(mod.bias, 0, 0.1)
-            elif norms and isinstance(mod, torch.nn.BatchNorm2d):
+            elif norms and isinstance(mod, (torch.nn.BatchNorm2d, torch.nn.BatchNorm3d)):
                 torch.nn.init.normal_(mod.running_mean, 0, 0.1)
                 torch.nn.init.uniform_(mod.running_var, 0.5, 1.5)
                 torch.nn.init.uniform_(mod.weight, 0.5, 1.5)
@@ -253,6 +263,10 @@ ZOO = {
     "vit_b_32": image_model(tv("vit_b_32"), 224),
     "squeezenet1_0": image_model(tv("squeezenet1_0"), 224),
     "shufflenet_v2_x0_5": image_model(tv("shufflenet_v2_x0_5"), 224),
+    # video classifiers (3-D convolutions; 8 frames of 112 x 112)
+    "r3d_18": {"family": "video", "make": varied(tv_video("r3d_18")), "inputs": lambda n: {"x": video(n, 8, 112)}},
+    "r2plus1d_18": {"family": "video", "make": varied(tv_video("r2plus1d_18")),
+                    "inputs": lambda n: {"x": video(n, 8, 112)}},
     # segmentation
     "lraspp_mobilenet_v3_large": image_model(tv_seg("lraspp_mobilenet_v3_large"), 320, "segmentation"),
     "deeplabv3_mobilenet_v3_large": image_model(tv_seg("deeplabv3_mobilenet_v3_large", aux_loss=False), 320,

@@ -794,12 +794,102 @@ Status op_conv(Importer& im, const NodeCtx& n) {
   return ok_status();
 }
 
+namespace {
+
+// A's slice [start, start + (count - 1) * step] along `axis`, folded when A is a held constant.
+Result<Ref> slice_axis(Importer& im, const NodeCtx& n, Ref a, int64_t axis, int64_t start, int64_t count,
+                       int64_t step, const std::string& name) {
+  const Info ai = im.info(a);
+  HEXIR_ASSIGN_OR_RETURN(HostPtr h, im.host(a));
+  if (h) {
+    std::vector<int64_t> starts(ai.dims.size(), 0), steps(ai.dims.size(), 1), sizes = ai.dims;
+    starts[static_cast<size_t>(axis)] = start;
+    steps[static_cast<size_t>(axis)] = step;
+    sizes[static_cast<size_t>(axis)] = count;
+    im.mark_used(name);
+    return im.new_const(name, slice_host(*h, starts, steps, sizes), n.loc);
+  }
+  ops::AttrMap attrs;
+  attrs["starts"] = int_list({start});
+  attrs["ends"] = int_list({start + (count - 1) * step + 1});
+  attrs["axes"] = int_list({axis});
+  attrs["steps"] = int_list({step});
+  return im.emit1(n, ops::OpId::kSlice, {a}, attrs, name);
+}
+
+// A 3-D convolution, x [N, C, T, H, W], w [K, C / groups, KT, KH, KW], as
+// KT 2-D convolutions over the frames with time folded into the batch:
+// output frame t sums, over kt, conv2d(input frame t * st - pt + kt * dt,
+// w[:, :, kt]); frames past the ends are zeros (concatenated). The first
+// carries the bias and the others a zero bias (a fill: no bytes) and add to
+// it, so that the fusion pass makes each add the next convolution's residual
+// (it takes one after a bias). Torchvision's video ResNets (r3d_18, mc3_18,
+// r2plus1d_18) are Conv3d, batch norms folded into them, relu, add.
+Result<Ref> conv3d_of(Importer& im, const NodeCtx& n, Ref x, Ref w, std::optional<Ref> bias,
+                      const std::vector<int64_t>& strides, const std::vector<int64_t>& dilations,
+                      const std::vector<int64_t>& pads, int64_t group, const std::string& name) {
+  const Info xi = im.info(x), wi = im.info(w);
+  const int64_t batch = xi.dims[0], c = xi.dims[1], k = wi.dims[0], kt_count = wi.dims[2];
+  const int64_t padded = xi.dims[2] + pads[0] + pads[3];
+  const int64_t frames = (padded - dilations[0] * (kt_count - 1) - 1) / strides[0] + 1;
+  if (frames < 1)
+    return error_at(n.loc, "the 3-D convolution's window (" + std::to_string(kt_count) + " frames, dilation " +
+                               std::to_string(dilations[0]) + ") is longer than the " + std::to_string(padded) +
+                               " padded frames of " + shape_text(xi.dims));
+  HEXIR_ASSIGN_OR_RETURN(Ref xt, transpose(im, n, x, {0, 2, 1, 3, 4}, im.helper_name(n, "frames")));
+  if (pads[0] > 0 || pads[3] > 0) {
+    std::vector<Ref> parts;
+    const std::vector<uint8_t> zero(onnx_element_size(xi.type), 0);
+    for (int64_t width : {pads[0], pads[3]}) {
+      if (width == 0) continue;
+      parts.push_back(im.fill_const(xi.type, {batch, width, c, xi.dims[3], xi.dims[4]}, zero,
+                                    im.helper_name(n, "zero_frames"), n.loc));
+    }
+    parts.insert(parts.begin() + (pads[0] > 0 ? 1 : 0), xt);
+    ops::AttrMap attrs;
+    attrs["axis"] = ops::AttrValue{int64_t{1}};
+    HEXIR_ASSIGN_OR_RETURN(xt, im.emit1(n, ops::OpId::kConcat, parts, attrs, im.helper_name(n, "padded_frames")));
+  }
+  ops::AttrMap attrs;
+  attrs["strides"] = int_list({strides[1], strides[2]});
+  attrs["dilations"] = int_list({dilations[1], dilations[2]});
+  attrs["pads"] = int_list({pads[1], pads[2], pads[4], pads[5]});
+  attrs["groups"] = ops::AttrValue{group};
+  std::optional<Ref> sum;
+  for (int64_t kt = 0; kt < kt_count; ++kt) {
+    const std::string tap = std::to_string(kt);
+    HEXIR_ASSIGN_OR_RETURN(Ref xs, slice_axis(im, n, xt, 1, kt * dilations[0], frames, strides[0],
+                                              im.helper_name(n, "frames_" + tap)));
+    HEXIR_ASSIGN_OR_RETURN(xs, im.reshape(n, xs, {batch * frames, c, xi.dims[3], xi.dims[4]},
+                                          im.helper_name(n, "frames2d_" + tap)));
+    HEXIR_ASSIGN_OR_RETURN(Ref wk, slice_axis(im, n, w, 2, kt, 1, 1, im.helper_name(n, "w_" + tap)));
+    HEXIR_ASSIGN_OR_RETURN(wk, im.reshape(n, wk, {k, wi.dims[1], wi.dims[3], wi.dims[4]}, im.helper_name(n, "w2d_" + tap)));
+    std::vector<Ref> operands{xs, wk};
+    if (kt == 0 && bias) {
+      operands.push_back(*bias);
+    } else if (kt > 0) {
+      operands.push_back(im.fill_const(xi.type, {k}, std::vector<uint8_t>(onnx_element_size(xi.type), 0),
+                                       im.helper_name(n, "zero_bias"), n.loc));
+    }
+    HEXIR_ASSIGN_OR_RETURN(Ref y, im.emit1(n, ops::OpId::kConv2d, operands, attrs, im.helper_name(n, "conv2d_" + tap)));
+    if (sum) {
+      HEXIR_ASSIGN_OR_RETURN(y, im.emit1(n, ops::OpId::kAdd, {*sum, y}, {}, im.helper_name(n, "sum_" + tap)));
+    }
+    sum = y;
+  }
+  const std::vector<int64_t> dims = im.info(*sum).dims;  // [N * frames, K, OH, OW]
+  HEXIR_ASSIGN_OR_RETURN(Ref y, im.reshape(n, *sum, {batch, frames, k, dims[2], dims[3]}, im.helper_name(n, "y5d")));
+  return transpose(im, n, y, {0, 2, 1, 3, 4}, name);
+}
+
+}  // namespace
+
 Result<Ref> conv_of(Importer& im, const NodeCtx& n, Ref x, Ref w, std::optional<Ref> bias, const std::string& name) {
   const Info xi = im.info(x), wi = im.info(w);
-  if (xi.dims.size() != 4 && xi.dims.size() != 3)
+  if (xi.dims.size() != 4 && xi.dims.size() != 3 && xi.dims.size() != 5)
     return error_at(
         n.loc, "a " + std::to_string(static_cast<int64_t>(xi.dims.size()) - 2) +
-                   "-D convolution is not supported by the ONNX importer (only 1-D and 2-D); the input is " +
+                   "-D convolution is not supported by the ONNX importer (only 1-D, 2-D and 3-D); the input is " +
                    shape_text(xi.dims));
   if (wi.dims.size() != xi.dims.size())
     return error_at(n.loc, "weights " + shape_text(wi.dims) + " do not match the input's rank");
@@ -841,6 +931,7 @@ Result<Ref> conv_of(Importer& im, const NodeCtx& n, Ref x, Ref w, std::optional<
   } else if (auto_pad != "NOTSET") {
     return error_at(n.loc, "auto_pad '" + auto_pad + "' is not NOTSET, SAME_UPPER, SAME_LOWER or VALID");
   }
+  if (spatial == 3) return conv3d_of(im, n, x, w, bias, strides, dilations, pads, group, name);
   std::vector<int64_t> stride2 = strides, dil2 = dilations, pad2;
   if (spatial == 1) {  // [N,C,L] as [N,C,1,L]
     stride2 = {1, strides[0]};
