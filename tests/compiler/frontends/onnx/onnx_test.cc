@@ -427,6 +427,63 @@ TEST_CASE("Conv 1-D with bias, pads and groups") {
   check_close(out[0].f32(), want);
 }
 
+TEST_CASE(
+    "Conv 3-D (video): strides, pads and dilation along time, groups, two clips, with and without a bias") {
+  // x [2, 4, T=7, 5, 6], w [6, 2, 3, 3, 2]: groups 2; time stride 2, pads 2 / 1, dilation 2 (out T = 3);
+  // space stride 1 and 2, pads 1 / 0 / 0 / 1; a 1-tap time window too (r2plus1d's spatial convs).
+  struct Case {
+    int64_t kt, st, pt0, pt1, dt;
+    bool bias;
+  };
+  for (const Case c : {Case{3, 2, 2, 1, 2, true}, Case{3, 1, 1, 1, 1, false}, Case{1, 1, 0, 0, 1, true}}) {
+    CAPTURE(c.kt);
+    CAPTURE(c.st);
+    TempDir dir;
+    const int64_t n = 2, ci = 4, t = 7, h = 5, wd = 6, k = 6, g = 2, kh = 3, kw = 2;
+    const std::vector<float> x = ramp(n * ci * t * h * wd, 0.01f, -1.0f);
+    const std::vector<float> w = ramp(k * (ci / g) * c.kt * kh * kw, 0.03f, -0.7f),
+                             b = {0.5f, -0.5f, 1.f, 0.f, 0.25f, 2.f};
+    const int64_t ot = (t + c.pt0 + c.pt1 - c.dt * (c.kt - 1) - 1) / c.st + 1, oh = (h + 1 + 0 - kh) / 1 + 1,
+                  ow = (wd + 0 + 1 - kw) / 2 + 1;
+    Model m(13);
+    m.input("x", kF, {n, ci, t, h, wd}).init_f("w", {k, ci / g, c.kt, kh, kw}, w);
+    std::vector<std::string> inputs = {"x", "w"};
+    if (c.bias) {
+      m.init_f("b", {k}, b);
+      inputs.push_back("b");
+    }
+    m.node("Conv", inputs, {"y"},
+           {ais("strides", {c.st, 1, 2}), ais("pads", {c.pt0, 1, 0, c.pt1, 0, 1}),
+            ais("dilations", {c.dt, 1, 1}), ai("group", g)})
+        .output("y");
+    auto module = import_ok(m.save(dir.path() / "conv3d.onnx"));
+    auto out = run(module, {f32({n, ci, t, h, wd}, x)}, dir.path());
+    CHECK(out[0].type == TensorType{DType::kF32, {n, k, ot, oh, ow}});
+    std::vector<float> want;
+    for (int64_t b0 = 0; b0 < n; ++b0)
+      for (int64_t o = 0; o < k; ++o)
+        for (int64_t z = 0; z < ot; ++z)
+          for (int64_t y = 0; y < oh; ++y)
+            for (int64_t xx = 0; xx < ow; ++xx) {
+              double s = c.bias ? b[static_cast<size_t>(o)] : 0.0;
+              const int64_t grp = o / (k / g);
+              for (int64_t cc = 0; cc < ci / g; ++cc)
+                for (int64_t a = 0; a < c.kt; ++a)
+                  for (int64_t dy = 0; dy < kh; ++dy)
+                    for (int64_t dx = 0; dx < kw; ++dx) {
+                      const int64_t it = z * c.st - c.pt0 + a * c.dt, iy = y - 1 + dy, ix = xx * 2 + dx;
+                      if (it < 0 || it >= t || iy < 0 || iy >= h || ix < 0 || ix >= wd) continue;
+                      const int64_t channel = grp * (ci / g) + cc;
+                      s += static_cast<double>(
+                               x[static_cast<size_t>((((b0 * ci + channel) * t + it) * h + iy) * wd + ix)]) *
+                           w[static_cast<size_t>((((o * (ci / g) + cc) * c.kt + a) * kh + dy) * kw + dx)];
+                    }
+              want.push_back(static_cast<float>(s));
+            }
+    check_close(out[0].f32(), want);
+  }
+}
+
 TEST_CASE("Reshape with 0 and -1, and a shape subgraph that folds (Shape -> Gather -> Concat -> Reshape)") {
   TempDir dir;
   Model m(13);
