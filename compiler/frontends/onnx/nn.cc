@@ -830,6 +830,17 @@ Result<Ref> conv3d_of(Importer& im, const NodeCtx& n, Ref x, Ref w, std::optiona
                       const std::vector<int64_t>& pads, int64_t group, const std::string& name) {
   const Info xi = im.info(x), wi = im.info(w);
   const int64_t batch = xi.dims[0], c = xi.dims[1], k = wi.dims[0], kt_count = wi.dims[2];
+  for (int64_t pad : pads)
+    if (pad < 0) return error_at(n.loc, "a 3-D convolution's pads must be >= 0");
+  if (kt_count < 1 || wi.dims[3] < 1 || wi.dims[4] < 1)
+    return error_at(n.loc, "the 3-D convolution's window " + shape_text(wi.dims) + " has an empty dim");
+  // Zero frames are concatenated for the time pads: no more than the window spans (a frame of pads alone
+  // would be the bias), which also bounds the copies.
+  const int64_t span = dilations[0] * (kt_count - 1);
+  if (pads[0] > span || pads[3] > span)
+    return error_at(n.loc, "the 3-D convolution's time pads " + std::to_string(pads[0]) + ", " +
+                               std::to_string(pads[3]) + " are wider than its window's " + std::to_string(span) +
+                               " (not supported)");
   const int64_t padded = xi.dims[2] + pads[0] + pads[3];
   const int64_t frames = (padded - dilations[0] * (kt_count - 1) - 1) / strides[0] + 1;
   if (frames < 1)

@@ -484,6 +484,31 @@ TEST_CASE(
   }
 }
 
+TEST_CASE("Conv 3-D refuses negative pads, an empty window, a window longer than the frames, wide time pads") {
+  TempDir dir;
+  struct Case {
+    std::vector<int64_t> w_dims, pads, dilations;
+    const char* error;
+  };
+  const Case cases[] = {
+      {{2, 3, 3, 3, 3}, {-1, 1, 1, 0, 1, 1}, {1, 1, 1}, "pads must be >= 0"},
+      {{2, 3, 0, 3, 3}, {0, 1, 1, 0, 1, 1}, {1, 1, 1}, "has an empty dim"},
+      {{2, 3, 3, 3, 3}, {0, 1, 1, 0, 1, 1}, {4, 1, 1}, "is longer than the 5 padded frames"},
+      {{2, 3, 3, 3, 3}, {3, 1, 1, 0, 1, 1}, {1, 1, 1}, "time pads 3, 0 are wider than its window's 2"},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.error);
+    int64_t count = 1;
+    for (int64_t d : c.w_dims) count *= d;
+    Model m(13);
+    m.input("x", kF, {1, 3, 5, 6, 6})
+        .init_f("w", c.w_dims, std::vector<float>(static_cast<size_t>(count), 0.5f))
+        .node("Conv", {"x", "w"}, {"y"}, {ais("pads", c.pads), ais("dilations", c.dilations)})
+        .output("y");
+    CHECK(import_error(m.save(dir.path() / "conv3d_bad.onnx")).find(c.error) != std::string::npos);
+  }
+}
+
 TEST_CASE("Reshape with 0 and -1, and a shape subgraph that folds (Shape -> Gather -> Concat -> Reshape)") {
   TempDir dir;
   Model m(13);
