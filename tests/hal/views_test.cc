@@ -116,9 +116,10 @@ std::vector<int64_t> iota_perm(size_t rank) {
 const OpId kUnaryOps[] = {OpId::kRelu, OpId::kExp, OpId::kTanh, OpId::kErf, OpId::kHardSwish, OpId::kNeg, OpId::kAbs};
 
 TEST_CASE("views: unary maps read transpose views of rank 2, 3 and 4 (every perm) in place") {
-  // {3, 2, 37}: rows longer than a vector block where a perm keeps the last dim (read in place).
+  // {3, 2, 37}: rows longer than a vector block where a perm keeps the last dim (read in place);
+  // {2, 70, 20}: a transpose of the last two dims past a 16 x 64 tile of the block maps.
   for (const std::vector<int64_t>& dims :
-       std::vector<std::vector<int64_t>>{{3, 5}, {2, 3, 4}, {2, 3, 1, 5}, {3, 2, 37}}) {
+       std::vector<std::vector<int64_t>>{{3, 5}, {2, 3, 4}, {2, 3, 1, 5}, {3, 2, 37}, {2, 70, 20}}) {
     HostTensor base = random_f32(dims, 11);
     std::vector<int64_t> perm = iota_perm(dims.size());
     do {
