@@ -902,6 +902,7 @@ Status block_map(const KernelContext& context, const Dispatch& d) {
   const float a = static_cast<float>(p.a), b = static_cast<float>(p.b);
   const float* in = input(d, 0);
   float* out = output(d, 0);
+  if (p.n == 0) return ok_status();
   if (p.rank >= 2 && p.stride[p.rank - 1] != 1 && p.stride[p.rank - 2] == 1) {
     // A transpose of the last two dims (the relu reading [N, K, T, H*W] of a
     // channels-last [N*T, H*W, K] result): 16 rows at a time, each column's
