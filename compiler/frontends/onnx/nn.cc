@@ -839,18 +839,18 @@ Result<Ref> conv3d_of(Importer& im, const NodeCtx& n, Ref x, Ref w, std::optiona
   const int64_t span = dilations[0] * (kt_count - 1);
   if (pads[0] > span || pads[3] > span)
     return error_at(n.loc, "the 3-D convolution's time pads " + std::to_string(pads[0]) + ", " +
-                               std::to_string(pads[3]) + " are wider than its window's " + std::to_string(span) +
-                               " (not supported)");
+                               std::to_string(pads[3]) + " are wider than its window's " +
+                               std::to_string(span) + " (not supported)");
   const int64_t padded = xi.dims[2] + pads[0] + pads[3];
-  const int64_t frames = (padded - dilations[0] * (kt_count - 1) - 1) / strides[0] + 1;
+  const int64_t frames = (padded - span - 1) / strides[0] + 1;
   if (frames < 1)
-    return error_at(n.loc, "the 3-D convolution's window (" + std::to_string(kt_count) + " frames, dilation " +
-                               std::to_string(dilations[0]) + ") is longer than the " + std::to_string(padded) +
-                               " padded frames of " + shape_text(xi.dims));
+    return error_at(n.loc, "the 3-D convolution's window (" + std::to_string(kt_count) +
+                               " frames, dilation " + std::to_string(dilations[0]) + ") is longer than the " +
+                               std::to_string(padded) + " padded frames of " + shape_text(xi.dims));
   HEXIR_ASSIGN_OR_RETURN(Ref xt, transpose(im, n, x, {0, 2, 1, 3, 4}, im.helper_name(n, "frames")));
+  const std::vector<uint8_t> zero(onnx_element_size(xi.type), 0);
   if (pads[0] > 0 || pads[3] > 0) {
     std::vector<Ref> parts;
-    const std::vector<uint8_t> zero(onnx_element_size(xi.type), 0);
     for (int64_t width : {pads[0], pads[3]}) {
       if (width == 0) continue;
       parts.push_back(im.fill_const(xi.type, {batch, width, c, xi.dims[3], xi.dims[4]}, zero,
@@ -859,14 +859,15 @@ Result<Ref> conv3d_of(Importer& im, const NodeCtx& n, Ref x, Ref w, std::optiona
     parts.insert(parts.begin() + (pads[0] > 0 ? 1 : 0), xt);
     ops::AttrMap attrs;
     attrs["axis"] = ops::AttrValue{int64_t{1}};
-    HEXIR_ASSIGN_OR_RETURN(xt, im.emit1(n, ops::OpId::kConcat, parts, attrs, im.helper_name(n, "padded_frames")));
+    HEXIR_ASSIGN_OR_RETURN(xt,
+                           im.emit1(n, ops::OpId::kConcat, parts, attrs, im.helper_name(n, "padded_frames")));
   }
   ops::AttrMap attrs;
   attrs["strides"] = int_list({strides[1], strides[2]});
   attrs["dilations"] = int_list({dilations[1], dilations[2]});
   attrs["pads"] = int_list({pads[1], pads[2], pads[4], pads[5]});
   attrs["groups"] = ops::AttrValue{group};
-  std::optional<Ref> sum;
+  std::optional<Ref> sum, zero_bias;  // one zero bias for the taps after the first
   for (int64_t kt = 0; kt < kt_count; ++kt) {
     const std::string tap = std::to_string(kt);
     HEXIR_ASSIGN_OR_RETURN(Ref xs, slice_axis(im, n, xt, 1, kt * dilations[0], frames, strides[0],
@@ -874,34 +875,39 @@ Result<Ref> conv3d_of(Importer& im, const NodeCtx& n, Ref x, Ref w, std::optiona
     HEXIR_ASSIGN_OR_RETURN(xs, im.reshape(n, xs, {batch * frames, c, xi.dims[3], xi.dims[4]},
                                           im.helper_name(n, "frames2d_" + tap)));
     HEXIR_ASSIGN_OR_RETURN(Ref wk, slice_axis(im, n, w, 2, kt, 1, 1, im.helper_name(n, "w_" + tap)));
-    HEXIR_ASSIGN_OR_RETURN(wk, im.reshape(n, wk, {k, wi.dims[1], wi.dims[3], wi.dims[4]}, im.helper_name(n, "w2d_" + tap)));
+    HEXIR_ASSIGN_OR_RETURN(
+        wk, im.reshape(n, wk, {k, wi.dims[1], wi.dims[3], wi.dims[4]}, im.helper_name(n, "w2d_" + tap)));
     std::vector<Ref> operands{xs, wk};
     if (kt == 0 && bias) {
       operands.push_back(*bias);
     } else if (kt > 0) {
-      operands.push_back(im.fill_const(xi.type, {k}, std::vector<uint8_t>(onnx_element_size(xi.type), 0),
-                                       im.helper_name(n, "zero_bias"), n.loc));
+      if (!zero_bias) zero_bias = im.fill_const(xi.type, {k}, zero, im.helper_name(n, "zero_bias"), n.loc);
+      operands.push_back(*zero_bias);
     }
-    HEXIR_ASSIGN_OR_RETURN(Ref y, im.emit1(n, ops::OpId::kConv2d, operands, attrs, im.helper_name(n, "conv2d_" + tap)));
+    HEXIR_ASSIGN_OR_RETURN(
+        Ref y, im.emit1(n, ops::OpId::kConv2d, operands, attrs, im.helper_name(n, "conv2d_" + tap)));
     if (sum) {
       HEXIR_ASSIGN_OR_RETURN(y, im.emit1(n, ops::OpId::kAdd, {*sum, y}, {}, im.helper_name(n, "sum_" + tap)));
     }
     sum = y;
   }
   const std::vector<int64_t> dims = im.info(*sum).dims;  // [N * frames, K, OH, OW]
-  HEXIR_ASSIGN_OR_RETURN(Ref y, im.reshape(n, *sum, {batch, frames, k, dims[2], dims[3]}, im.helper_name(n, "y5d")));
+  HEXIR_ASSIGN_OR_RETURN(Ref y,
+                         im.reshape(n, *sum, {batch, frames, k, dims[2], dims[3]}, im.helper_name(n, "y5d")));
   return transpose(im, n, y, {0, 2, 1, 3, 4}, name);
 }
 
 }  // namespace
 
-Result<Ref> conv_of(Importer& im, const NodeCtx& n, Ref x, Ref w, std::optional<Ref> bias, const std::string& name) {
+Result<Ref> conv_of(Importer& im, const NodeCtx& n, Ref x, Ref w, std::optional<Ref> bias,
+                    const std::string& name) {
   const Info xi = im.info(x), wi = im.info(w);
   if (xi.dims.size() != 4 && xi.dims.size() != 3 && xi.dims.size() != 5)
     return error_at(
-        n.loc, "a " + std::to_string(static_cast<int64_t>(xi.dims.size()) - 2) +
-                   "-D convolution is not supported by the ONNX importer (only 1-D, 2-D and 3-D); the input is " +
-                   shape_text(xi.dims));
+        n.loc,
+        "a " + std::to_string(static_cast<int64_t>(xi.dims.size()) - 2) +
+            "-D convolution is not supported by the ONNX importer (only 1-D, 2-D and 3-D); the input is " +
+            shape_text(xi.dims));
   if (wi.dims.size() != xi.dims.size())
     return error_at(n.loc, "weights " + shape_text(wi.dims) + " do not match the input's rank");
   const size_t spatial = xi.dims.size() - 2;
