@@ -363,6 +363,11 @@ int main(int argc, char** argv) {
       conv_nhwc("channels-last ResNet-50 1x1 128->512 @ 28x28", 128, 28, 28, 512, 1, 1, 1),
       conv_nhwc("channels-last PP-OCRv4 det 3x3 96->24 @ 80x80", 96, 80, 80, 24, 3, 1, 1),
       // EfficientNetV2-S's fused MBConv 3x3s (24 -> 24 at 112, the expansions 48 -> 192 at 56 and 64 -> 256 at 28).
+      // SqueezeNet 1.0's expand 3x3s (fire4 at 54, fire7-9 at 27, fire9 at 13).
+      conv_nhwc("channels-last SqueezeNet 1.0 3x3 32->128 @ 54x54", 32, 54, 54, 128, 3, 1, 1),
+      conv_nhwc("channels-last SqueezeNet 1.0 3x3 48->192 @ 27x27", 48, 27, 27, 192, 3, 1, 1),
+      conv_nhwc("channels-last SqueezeNet 1.0 3x3 64->256 @ 27x27", 64, 27, 27, 256, 3, 1, 1),
+      conv_nhwc("channels-last SqueezeNet 1.0 3x3 64->256 @ 13x13", 64, 13, 13, 256, 3, 1, 1),
       conv_nhwc("channels-last EfficientNetV2 3x3 24->24 @ 112x112", 24, 112, 112, 24, 3, 1, 1),
       conv_nhwc("channels-last EfficientNetV2 3x3 48->192 @ 56x56", 48, 56, 56, 192, 3, 1, 1),
       conv_nhwc("channels-last EfficientNetV2 3x3 64->256 @ 28x28", 64, 28, 28, 256, 3, 1, 1),

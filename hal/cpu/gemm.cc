@@ -1175,6 +1175,11 @@ void gemm_task(void* context, int64_t task, int participant) {
 
 int64_t gemm_k_block() { return kKc; }
 
+bool gemm_reads_a_in_place() {
+  const GemmPath path = select_path();
+  return path.mr == path.mr_in_place;
+}
+
 int64_t gemm_packed_a_floats(int64_t m, int64_t k) {
   const int64_t MR = select_path().mr;
   return (m + MR - 1) / MR * MR * k;

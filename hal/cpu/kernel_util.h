@@ -94,6 +94,11 @@ int64_t gemm_packed_b_floats(int64_t k, int64_t n);
 void gemm_pack_b(const float* b, int64_t ldb, int64_t k, int64_t n, float* out);
 // The GEMM's K block: a prepared B holds strips of kc rows per block of K.
 int64_t gemm_k_block();
+// Whether the GEMM reads A in place in its full tile height (AVX2, NEON,
+// portable; AVX-512 packs A into taller panels than it reads in place): then
+// a tall A is best given to one GEMM call, its rows tiled across any row
+// structure the caller has.
+bool gemm_reads_a_in_place();
 // Contiguous operands, no bias, on the calling thread.
 void gemm(int64_t M, int64_t N, int64_t K, const float* A, const float* B, float* C);
 

@@ -167,6 +167,10 @@ TEST_CASE("channels-last conv2d: the cpu kernel gives the element function's sum
       // A group's weights past 512 KiB: strip-major tasks (a strip over a block of rows).
       {"strip-major 3x3 288 -> 80, two images", 2, 288, 5, 6, 80, 3, 3, 1, 1, 1, 1, true, "relu"},
       {"strip-major 1x1 1040 -> 136 (past one GEMM K block)", 1, 1040, 3, 7, 136, 1, 1, 1, 0, 1, 1, false, "clip"},
+      // 1x1 deeper than a K block: one GEMM over the image's pixels where the GEMM reads A in place
+      // (AVX2, NEON, portable), rows of 7 pixels tiled across; per output row on AVX-512.
+      {"1x1 520 -> 40 on a 7x7 map, residual", 1, 520, 7, 7, 40, 1, 1, 1, 0, 1, 1, true, "relu", true},
+      {"1x1 300 -> 36, two images", 2, 300, 5, 9, 36, 1, 1, 1, 0, 1, 1, true, "hard_swish"},
       {"strip-major grouped 3x3, 2 groups of 256 -> 72, stride 2", 1, 512, 7, 7, 144, 3, 3, 2, 1, 1, 2, true, ""},
   };
   for (const ConvCase& c : cases) {
