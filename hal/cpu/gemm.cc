@@ -995,7 +995,7 @@ void gemm_task(void* context, int64_t task, int participant) {
   const int64_t strips = strips_of(g.n, NR), panels = (g.m + MR - 1) / MR;
   // A finished register tile (after its last K block): its biases, residual
   // and relu, clip or hard_sigmoid/hard_swish in the micro-kernel (TileFinish), any other activation
-  // over the stored tile right after, while it is in L1.
+  // over the stored panel row right after (finish_panel), while it is in L1 or L2.
   const bool activation_in_tile = g.epilogue && tile_finish_applies(static_cast<ops::Activation>(g.epilogue->activation));
   const ops::Epilogue* stored_epilogue = g.epilogue && !activation_in_tile ? g.epilogue : nullptr;
   const bool finishes = g.row_bias || g.col_bias || g.residual || activation_in_tile;
@@ -1022,11 +1022,20 @@ void gemm_task(void* context, int64_t task, int participant) {
       const TileFinish f = tile_finish(i, j);
       job.path.kernel(mr, nr, kc, a, lda, a_packed, b, ldb, c, g.ldc, accumulate, &f);
     }
-    if (last && stored_epilogue) apply_epilogue(*stored_epilogue, c, g.ldc, mr, nr);
+  };
+  // The other activations (stored_epilogue) over a panel's rows once it has
+  // swept its strips [sa, sb) for the last K block, while they are in L1 or
+  // L2: one call per panel and chunk, not per tile (a 16-float row per call
+  // of gelu_erf_block cost as much again as its erfs: ConvNeXt's MLP up
+  // projections), and the whole strips in one call still.
+  auto finish_panel = [&](int64_t i, int64_t mr, int64_t sa, int64_t sb, bool last) {
+    if (!last || !stored_epilogue) return;
+    const int64_t j0 = sa * NR, j1 = std::min(g.n, sb * NR);
+    apply_epilogue(*stored_epilogue, g.c + i * g.ldc + j0, g.ldc, mr, j1 - j0);
   };
   // The whole strips among [s_begin, s_end) of a full panel at row i, B's
   // first at b (StripsKernel's ldb and step), through the path's strips
-  // kernel (no stored epilogue: the callers check); returns the first strip
+  // kernel (the stored epilogue comes after: finish_panel); returns the first strip
   // left for run_tile.
   auto run_strips = [&](StripsKernel kernel, int64_t kc, const float* a, int64_t lda, const float* b, int64_t ldb,
                         int64_t step, int64_t s_begin, int64_t s_end, int64_t i, bool accumulate, bool last) {
@@ -1092,7 +1101,7 @@ void gemm_task(void* context, int64_t task, int participant) {
               int64_t s = s0;
               // Whole strips in one call where the path has one (BERT-base's
               // matmuls 0.96-0.98 of their time, alternated in one process).
-              if (job.path.strips_in_place && mi == job.path.mr_in_place && !stored_epilogue)
+              if (job.path.strips_in_place && mi == job.path.mr_in_place)
                 s = run_strips(job.path.strips_in_place, kc, g.a + ii * g.lda + k0, g.lda, bk + s0 * kc * NR, NR,
                                kc * NR, s0, s1, ii, accumulate, last);
               for (; s < s1; ++s) {
@@ -1101,6 +1110,7 @@ void gemm_task(void* context, int64_t task, int participant) {
                          last);
               }
             }
+            finish_panel(i, mr, s0, s1, last);
             continue;
           }
           const float* ap = panel;
@@ -1114,6 +1124,7 @@ void gemm_task(void* context, int64_t task, int participant) {
             const int64_t j0 = s * NR, nr = std::min(NR, g.n - j0);
             run_tile(mr, nr, kc, ap, MR, true, bk + s * kc * NR, NR, i, j0, accumulate, last);
           }
+          finish_panel(i, mr, s0, s1, last);
         }
       }
       continue;
@@ -1149,7 +1160,7 @@ void gemm_task(void* context, int64_t task, int participant) {
         // where the path has one (in one process, alternating invokes:
         // BlazeFace-256's separable blocks 0.905-0.915 of their time through
         // run_tile on AVX2).
-        if (job.path.strips && panel_a && mr == MR && !stored_epilogue) {
+        if (job.path.strips && panel_a && mr == MR) {
           if (job.b_in_place)
             s = run_strips(job.path.strips, kc, panel_a, MR, g.b + k0 * g.ldb + sg * NR, g.ldb, NR, sg, sg_end, i,
                            accumulate, last);
@@ -1166,6 +1177,7 @@ void gemm_task(void* context, int64_t task, int participant) {
           else
             run_tile(mr, nr, kc, g.a + i * g.lda + k0, g.lda, false, bp, ldbp, i, j0, accumulate, last);
         }
+        finish_panel(i, mr, sg, sg_end, last);
       }
     }
   }
