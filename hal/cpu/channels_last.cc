@@ -1123,7 +1123,7 @@ KernelContext split_for(const KernelContext& context, int64_t macs) {
 // its pixels (rows of c floats) times the prepared weights as the GEMM's B
 // (strips of NR columns per K block: for c up to one block, the dense
 // path's layout too). Deeper than one block only where the GEMM reads A in
-// place in its tile height (AVX2, NEON): the dense path tiles each output
+// place in its tile height (AVX2, NEON, portable): the dense path tiles each output
 // row apart, and a 7-pixel row of a 7 x 7 map was a 6-row tile and a 1-row
 // one, the latter a quarter of the FMA rate (2 chains where the units want
 // 8 in flight): ResNet-50's 1x1 512 -> 2048 and 2048 -> 512 at 7 x 7 ran at
