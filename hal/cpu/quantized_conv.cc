@@ -57,6 +57,8 @@ struct QConvJob {
   // A small image's output channels split among tasks too (multiples of 64:
   // the tile's width), so every thread has work (ResNet's 7 x 7 layers).
   int64_t channel_parts = 1, channels_per_part = 0;
+  // Depthwise: the kernel of a task's rows [begin, end), where one is chosen.
+  void (*depthwise_rows)(const QConvJob& job, int64_t row_begin, int64_t row_end) = nullptr;
 };
 
 // The tile's operands: `rows` pixel rows of depth bytes, output channels
@@ -198,6 +200,30 @@ template <int R, int J>
   }
 }
 
+// ops::requantize_of of 8 channels with AVX2: the same float steps (the
+// conversion rounds half to even, as rintf in the default rounding mode).
+struct Requantizer8 {
+  __m256i bias, zero;
+  __m256 multiplier, low, high;
+};
+[[gnu::target("avx2")]] inline Requantizer8 requantizer8(const int32_t* bias, const float* multiplier, int32_t zero,
+                                                         int32_t lo, int32_t hi) {
+  return {_mm256_loadu_si256(reinterpret_cast<const __m256i*>(bias)), _mm256_set1_epi32(zero),
+          _mm256_loadu_ps(multiplier), _mm256_set1_ps(static_cast<float>(lo - zero)),
+          _mm256_set1_ps(static_cast<float>(hi - zero))};
+}
+// int32 lanes in [lo, hi].
+[[gnu::target("avx2")]] inline __m256i requantized(__m256i sum, const Requantizer8& q) {
+  __m256 v = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(sum, q.bias)), q.multiplier);
+  v = _mm256_min_ps(_mm256_max_ps(v, q.low), q.high);
+  return _mm256_add_epi32(_mm256_cvtps_epi32(v), q.zero);
+}
+// 8 lanes in [0, 255] as 8 bytes (the low half).
+[[gnu::target("avx2")]] inline __m128i packed_u8(__m256i q) {
+  const __m128i words = _mm_packs_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));
+  return _mm_packus_epi16(words, words);
+}
+
 // Output channels [c0, c0 + 8) (fewer at the tail) of R pixels: two
 // accumulators per pixel, each holding 4 channels' two int16 pair sums,
 // summed at the end.
@@ -219,6 +245,14 @@ template <int R>
       sum[r][0] = _mm256_add_epi32(sum[r][0], _mm256_madd_epi16(a, w0));
       sum[r][1] = _mm256_add_epi32(sum[r][1], _mm256_madd_epi16(a, w1));
     }
+  }
+  if (n == 8) {  // the epilogue in vectors: the per-lane form was most of a shallow (1x1, 16-channel) layer's time
+    const Requantizer8 q = requantizer8(t.bias + c0, t.multiplier + c0, t.zero, t.lo, t.hi);
+    for (int r = 0; r < R; ++r) {
+      const __m256i s = _mm256_permute4x64_epi64(_mm256_hadd_epi32(sum[r][0], sum[r][1]), 0xd8);
+      _mm_storel_epi64(reinterpret_cast<__m128i*>(t.out[r] + c0), packed_u8(requantized(s, q)));
+    }
+    return;
   }
   for (int r = 0; r < R; ++r) {
     // [c0 c1 c4 c5 | c2 c3 c6 c7] after the pair sums; then in channel order.
@@ -423,35 +457,104 @@ inline uint64_t byte_mask(int64_t n) { return n >= 64 ? ~uint64_t{0} : (uint64_t
   }
 }
 
-// The same with AVX2, 32 channels per pass; the last C % 32 one at a time.
-[[gnu::target("avx2")]] void depthwise_pixel_avx2(const QConvJob& job, const uint8_t* const* tap_x, uint8_t* out,
-                                                   int64_t n, int64_t oy, int64_t ox) {
+// Depthwise with AVX2, two taps per vpmaddwd: per block of 16 channels, the
+// bytes of taps 2i and 2i + 1 interleaved (unpack*_epi8) and zero-extended
+// to int16 pairs, times the two taps' weights interleaved the same way
+// (sign-extended once per task), sums a * wa + b * wb per channel in int32,
+// exactly. Channel blocks in chunks whose weights fit the task's buffer,
+// each over all the task's rows. A tap outside the input, and the missing
+// second tap of an odd count (weight 0), read a row of x_zero. One tap per
+// vpmaddwd and the per-lane epilogue was 13x the f32 layer's time.
+constexpr int64_t kDepthwiseAvx2Bytes = 32 * 1024;
+
+[[gnu::target("avx2,fma")]] void depthwise_rows_avx2(const QConvJob& job, int64_t row_begin, int64_t row_end) {
   const QuantizedConv2dPlan& p = *job.p;
-  const int64_t taps = p.kh * p.kw;
-  const __m256i zero = _mm256_set1_epi32(p.x_zero);
-  int64_t c = 0;
-  for (; c + 32 <= p.c; c += 32) {
-    __m256i sum[4];
-    for (int v = 0; v < 4; ++v) sum[v] = _mm256_setzero_si256();
-    for (int64_t tap = 0; tap < taps; ++tap) {
-      const int8_t* w = job.w + tap * p.c + c;
-      const uint8_t* x = tap_x[tap] ? tap_x[tap] + c : nullptr;
-#pragma GCC unroll 4
-      for (int v = 0; v < 4; ++v) {
-        const __m256i wv = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(w + 8 * v)));
-        const __m256i xv =
-            x ? _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(x + 8 * v))) : zero;
-        sum[v] = _mm256_add_epi32(sum[v], _mm256_madd_epi16(xv, wv));
+  const int64_t taps = p.kh * p.kw, pairs = (taps + 1) / 2, blocks = (p.c + 15) / 16;
+  // Per block: its weights (two vectors per pair), 16 biases, multipliers and x_zero bytes.
+  const int64_t block_bytes = pairs * 64 + 64 + 64 + 16;
+  const int64_t chunk = std::min(blocks, kDepthwiseAvx2Bytes / block_bytes);  // >= 1: taps <= kMaxDepthwiseTaps
+  alignas(32) uint8_t buffer[kDepthwiseAvx2Bytes];
+  auto* wq = reinterpret_cast<__m256i*>(buffer);  // [block][pair][2]
+  auto* bias = reinterpret_cast<int32_t*>(buffer + chunk * pairs * 64);
+  auto* mult = reinterpret_cast<float*>(buffer + chunk * pairs * 64 + chunk * 64);
+  uint8_t* zero_row = buffer + chunk * pairs * 64 + chunk * 128;
+  std::memset(zero_row, p.x_zero, static_cast<size_t>(chunk * 16));
+  int64_t rel[kMaxDepthwiseTaps];  // a tap's byte offset from its window's first pixel
+  for (int64_t ky = 0; ky < p.kh; ++ky)
+    for (int64_t kx = 0; kx < p.kw; ++kx) rel[ky * p.kw + kx] = (ky * p.dilation_h * p.w + kx * p.dilation_w) * p.c;
+  const __m256i y_zero = _mm256_set1_epi32(p.y_zero);
+  const __m256 low = _mm256_set1_ps(static_cast<float>(p.y_min - p.y_zero));
+  const __m256 high = _mm256_set1_ps(static_cast<float>(p.y_max - p.y_zero));
+  const uint8_t* tap[kMaxDepthwiseTaps + 1];
+  alignas(16) uint8_t tail[(kMaxDepthwiseTaps + 1) * 16];  // the last block's taps when C % 16 != 0
+  const uint8_t* tail_tap[kMaxDepthwiseTaps + 1];
+  for (int64_t i = 0; i <= taps; ++i) tail_tap[i] = tail + 16 * i;
+  for (int64_t c0 = 0; c0 < p.c; c0 += chunk * 16) {
+    const int64_t nb = std::min(chunk, blocks - c0 / 16), channels = std::min(p.c - c0, nb * 16);
+    for (int64_t b = 0; b < nb; ++b) {
+      for (int64_t i = 0; i < pairs; ++i) {
+        alignas(16) int8_t wa[16] = {}, wb[16] = {};
+        const int64_t c = c0 + 16 * b, valid = std::min<int64_t>(16, p.c - c);
+        std::memcpy(wa, job.w + 2 * i * p.c + c, static_cast<size_t>(valid));
+        if (2 * i + 1 < taps) std::memcpy(wb, job.w + (2 * i + 1) * p.c + c, static_cast<size_t>(valid));
+        const __m128i va = _mm_load_si128(reinterpret_cast<const __m128i*>(wa));
+        const __m128i vb = _mm_load_si128(reinterpret_cast<const __m128i*>(wb));
+        _mm256_store_si256(wq + (b * pairs + i) * 2, _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(va, vb)));
+        _mm256_store_si256(wq + (b * pairs + i) * 2 + 1, _mm256_cvtepi8_epi16(_mm_unpackhi_epi8(va, vb)));
       }
     }
-    alignas(32) int32_t lanes[32];
-    for (int v = 0; v < 4; ++v) _mm256_store_si256(reinterpret_cast<__m256i*>(lanes + 8 * v), sum[v]);
-    for (int64_t i = 0; i < 32; ++i)
-      out[c + i] = ops::requantize_of(lanes[i], job.bias[c + i], job.multiplier[c + i], p.y_zero, p.y_min, p.y_max);
+    for (int64_t j = 0; j < nb * 16; ++j) {
+      bias[j] = j < channels ? job.bias[c0 + j] : 0;
+      mult[j] = j < channels ? job.multiplier[c0 + j] : 0.0f;
+    }
+    for (int64_t row = row_begin; row < row_end; ++row) {
+      const int64_t n = row / p.oh, oy = row % p.oh, iy0 = oy * p.stride_h - p.pad_top;
+      const bool rows_inside = iy0 >= 0 && iy0 + (p.kh - 1) * p.dilation_h < p.h;
+      for (int64_t ox = 0; ox < p.ow; ++ox) {
+        const int64_t ix0 = ox * p.stride_w - p.pad_left;
+        if (rows_inside && ix0 >= 0 && ix0 + (p.kw - 1) * p.dilation_w < p.w) {
+          const uint8_t* first = job.x + ((n * p.h + iy0) * p.w + ix0) * p.c + c0;
+          for (int64_t i = 0; i < taps; ++i) tap[i] = first + rel[i];
+        } else {
+          depthwise_taps(p, job.x, n, oy, ox, tap);  // taps <= kMaxDepthwiseTaps: the caller checked
+          for (int64_t i = 0; i < taps; ++i) tap[i] = tap[i] ? tap[i] + c0 : zero_row;
+        }
+        tap[taps] = zero_row;
+        uint8_t* out = job.y + ((n * p.oh + oy) * p.ow + ox) * p.k + c0;
+        for (int64_t b = 0; b < nb; ++b) {
+          const int64_t j = 16 * b, valid = std::min<int64_t>(16, channels - j);
+          const uint8_t* const* t = tap;
+          int64_t at = j;
+          if (valid < 16) {  // 16-byte loads would read past the pixel (and the tensor)
+            for (int64_t i = 0; i < taps; ++i) std::memcpy(tail + 16 * i, tap[i] + j, static_cast<size_t>(valid));
+            std::memcpy(tail + 16 * taps, zero_row, 16);
+            t = tail_tap;
+            at = 0;
+          }
+          __m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
+          const __m256i* w = wq + b * pairs * 2;
+          for (int64_t i = 0; i < pairs; ++i, w += 2) {
+            const __m128i xa = _mm_loadu_si128(reinterpret_cast<const __m128i*>(t[2 * i] + at));
+            const __m128i xb = _mm_loadu_si128(reinterpret_cast<const __m128i*>(t[2 * i + 1] + at));
+            s0 = _mm256_add_epi32(s0, _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_unpacklo_epi8(xa, xb)), w[0]));
+            s1 = _mm256_add_epi32(s1, _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_unpackhi_epi8(xa, xb)), w[1]));
+          }
+          const Requantizer8 q0{_mm256_load_si256(reinterpret_cast<const __m256i*>(bias + j)), y_zero,
+                                _mm256_load_ps(mult + j), low, high};
+          const Requantizer8 q1{_mm256_load_si256(reinterpret_cast<const __m256i*>(bias + j + 8)), y_zero,
+                                _mm256_load_ps(mult + j + 8), low, high};
+          const __m128i bytes = _mm_unpacklo_epi64(packed_u8(requantized(s0, q0)), packed_u8(requantized(s1, q1)));
+          if (valid == 16) {
+            _mm_storeu_si128(reinterpret_cast<__m128i*>(out + j), bytes);
+          } else {
+            alignas(16) uint8_t last[16];
+            _mm_store_si128(reinterpret_cast<__m128i*>(last), bytes);
+            std::memcpy(out + j, last, static_cast<size_t>(valid));
+          }
+        }
+      }
+    }
   }
-  for (; c < p.c; ++c)
-    out[c] = ops::requantize_of(ops::quantized_conv2d_sum(p, job.x, job.w, n, oy, ox, c), job.bias[c],
-                                job.multiplier[c], p.y_zero, p.y_min, p.y_max);
 }
 #endif
 
@@ -589,10 +692,6 @@ void depthwise_task(void* context, int64_t task, int) {
         depthwise_pixel_avx512(job, taps, out);
         continue;
       }
-      if (isa_avx2()) {
-        depthwise_pixel_avx2(job, taps, out, n, oy, ox);
-        continue;
-      }
     }
 #endif
     for (int64_t c = 0; c < p.c; ++c)
@@ -610,11 +709,16 @@ Status quantized_conv2d(const KernelContext& context, const Dispatch& d) {
                output<uint8_t>(d, 0), pool_of(context), false, 0, 0};
   if (p.depthwise) {
 #if defined(HEXIR_QCONV_X86)
-    // Past 64 channels (below, half a block or more would be padding: the
-    // per-channel form was 1.3x faster on 32 channels at 112 x 112).
-    if (isa_avx512_vnni() && p.c >= 64 && p.kh * p.kw <= kMaxDepthwiseTaps &&
-        depthwise_vnni_layout(p).bytes <= kDepthwiseVnniBytes) {
-      // Tasks of several rows: each interleaves the weights once.
+    if (p.kh * p.kw <= kMaxDepthwiseTaps) {
+      // VNNI past 64 channels (below, half a block or more would be padding:
+      // the per-channel form was 1.3x faster on 32 channels at 112 x 112).
+      if (isa_avx512_vnni() && p.c >= 64 && depthwise_vnni_layout(p).bytes <= kDepthwiseVnniBytes)
+        job.depthwise_rows = depthwise_rows_vnni;
+      else if (!isa_avx512_bw_vl() && isa_avx2())
+        job.depthwise_rows = depthwise_rows_avx2;
+    }
+    if (job.depthwise_rows) {
+      // Tasks of several rows: each prepares the weights once.
       const int threads = job.pool ? job.pool->size() : 1;
       const int64_t rows = p.n * p.oh, tasks = std::min<int64_t>(rows, threads > 1 ? 4 * threads : 1);
       job.block = (rows + tasks - 1) / tasks;
@@ -623,7 +727,7 @@ Status quantized_conv2d(const KernelContext& context, const Dispatch& d) {
           [](void* context, int64_t task, int) {
             const QConvJob& j = *static_cast<const QConvJob*>(context);
             const int64_t rows = j.p->n * j.p->oh;
-            depthwise_rows_vnni(j, task * j.block, std::min(rows, (task + 1) * j.block));
+            j.depthwise_rows(j, task * j.block, std::min(rows, (task + 1) * j.block));
           },
           &job);
       return ok_status();

@@ -114,6 +114,10 @@ const std::vector<ConvShape>& shapes() {
       {"depthwise 9x9, 640 channels (interleaved weights past a task's buffer)", 1, 640, 6, 5, 640, 9, 9, 1, 4, 1, 640},
       {"deep window (gathered in blocks smaller than a row)", 1, 512, 5, 20, 40, 3, 3, 1, 1, 1, 1},
       {"relu and clip bounds", 1, 16, 6, 6, 16, 3, 3, 1, 1, 1, 1, 3, 40, 40, 200},
+      {"1x1 16 -> 96 with clip bounds (whole vectors of the epilogue)", 1, 16, 6, 7, 96, 1, 1, 1, 0, 1, 1, 3, 40, 40, 200},
+      {"depthwise 3x3 with clip bounds, 48 channels", 1, 48, 7, 7, 48, 3, 3, 1, 1, 1, 48, 3, 40, 40, 200},
+      {"depthwise 3x3, 1200 channels (weights prepared in chunks)", 1, 1200, 4, 5, 1200, 3, 3, 1, 1, 1, 1200},
+      {"depthwise 5x5 stride 2, 24 channels, the largest sums", 1, 24, 9, 9, 24, 5, 5, 2, 2, 1, 24, 0, 0, 0, 255, true},
       {"largest sums", 1, 256, 4, 4, 17, 3, 3, 1, 1, 1, 1, 0, 0, 0, 255, true},
   };
   return all;
