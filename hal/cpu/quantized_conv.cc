@@ -229,39 +229,47 @@ struct Requantizer8 {
 // summed at the end.
 template <int R>
 [[gnu::target("avx2,fma")]] void tile_avx2(const Tile& t, int64_t c0) {
-  __m256i sum[R][2];
-  for (int r = 0; r < R; ++r) sum[r][0] = sum[r][1] = _mm256_setzero_si256();
+  // One array per accumulator vector, as tile_vnni: GCC kept a [R][2] array on the stack, every step.
+  __m256i s0[R], s1[R];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) s0[r] = s1[r] = _mm256_setzero_si256();
   const int64_t n = std::min<int64_t>(8, t.valid - c0);
   // Channels c0 .. c0 + 7 of one 16-channel block: 32 of its 64 bytes per step (the block is zero-padded).
   const int8_t* w = t.w + c0 / 16 * t.block + c0 % 16 * 4;
-  for (int64_t d = 0; d < t.depth4; ++d, w += 64) {
-    const int8_t* wd = w;
-    const __m256i w0 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wd)));
-    const __m256i w1 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wd + 16)));
+  // A pixel's 4 bytes of a step, broadcast, to int16 [a0 a1 a2 a3] in every 64 bits by one shuffle.
+  const __m256i spread = _mm256_setr_epi8(0, -1, 1, -1, 2, -1, 3, -1, 0, -1, 1, -1, 2, -1, 3, -1, 0, -1, 1, -1, 2, -1,
+                                          3, -1, 0, -1, 1, -1, 2, -1, 3, -1);
+  const uint8_t* rows[R];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) rows[r] = t.rows[r];
+  for (int64_t d = 0; d < t.depth4 * 4; d += 4, w += 64) {
+    const __m256i w0 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w)));
+    const __m256i w1 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 16)));
+#pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       int32_t a4;
-      std::memcpy(&a4, t.rows[r] + d * 4, 4);
-      const __m256i a = _mm256_set1_epi64x(_mm_cvtsi128_si64(_mm_cvtepu8_epi16(_mm_cvtsi32_si128(a4))));
-      sum[r][0] = _mm256_add_epi32(sum[r][0], _mm256_madd_epi16(a, w0));
-      sum[r][1] = _mm256_add_epi32(sum[r][1], _mm256_madd_epi16(a, w1));
+      std::memcpy(&a4, rows[r] + d, 4);
+      const __m256i a = _mm256_shuffle_epi8(_mm256_set1_epi32(a4), spread);
+      s0[r] = _mm256_add_epi32(s0[r], _mm256_madd_epi16(a, w0));
+      s1[r] = _mm256_add_epi32(s1[r], _mm256_madd_epi16(a, w1));
     }
   }
   if (n == 8) {  // the epilogue in vectors: the per-lane form was most of a shallow (1x1, 16-channel) layer's time
     const Requantizer8 q = requantizer8(t.bias + c0, t.multiplier + c0, t.zero, t.lo, t.hi);
+#pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
-      const __m256i s = _mm256_permute4x64_epi64(_mm256_hadd_epi32(sum[r][0], sum[r][1]), 0xd8);
+      // [c0 c1 c4 c5 | c2 c3 c6 c7] after the pair sums; then in channel order.
+      const __m256i s = _mm256_permute4x64_epi64(_mm256_hadd_epi32(s0[r], s1[r]), 0xd8);
       _mm_storel_epi64(reinterpret_cast<__m128i*>(t.out[r] + c0), packed_u8(requantized(s, q)));
     }
     return;
   }
   for (int r = 0; r < R; ++r) {
-    // [c0 c1 c4 c5 | c2 c3 c6 c7] after the pair sums; then in channel order.
-    const __m256i s = _mm256_permute4x64_epi64(_mm256_hadd_epi32(sum[r][0], sum[r][1]), 0xd8);
+    const __m256i s = _mm256_permute4x64_epi64(_mm256_hadd_epi32(s0[r], s1[r]), 0xd8);
     alignas(32) int32_t lanes[8];
     _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), s);
     for (int64_t c = 0; c < n; ++c)
-      t.out[r][c0 + c] =
-          ops::requantize_of(lanes[c], t.bias[c0 + c], t.multiplier[c0 + c], t.zero, t.lo, t.hi);
+      t.out[r][c0 + c] = ops::requantize_of(lanes[c], t.bias[c0 + c], t.multiplier[c0 + c], t.zero, t.lo, t.hi);
   }
 }
 
@@ -564,7 +572,16 @@ void tile(const Tile& t) {
 #if defined(HEXIR_QCONV_X86)
   if (isa_avx512_vnni()) return tile_vnni<R, J>(t);
   if (isa_avx2()) {
-    for (int64_t c0 = 0; c0 < t.valid; c0 += 8) tile_avx2<R>(t, c0);
+    // At most 4 pixels a pass: 6 (12 accumulators) left GCC too few of the
+    // 16 registers for the broadcasts, and it kept half of them on the stack.
+    constexpr int kFirst = R > 4 ? 4 : R;
+    for (int64_t c0 = 0; c0 < t.valid; c0 += 8) tile_avx2<kFirst>(t, c0);
+    if constexpr (R > 4) {
+      Tile rest = t;
+      rest.rows += 4;
+      rest.out += 4;
+      for (int64_t c0 = 0; c0 < t.valid; c0 += 8) tile_avx2<R - 4>(rest, c0);
+    }
     return;
   }
 #endif
