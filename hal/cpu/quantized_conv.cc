@@ -227,33 +227,51 @@ struct Requantizer8 {
 // Output channels [c0, c0 + 8) (fewer at the tail) of R pixels: two
 // accumulators per pixel, each holding 4 channels' two int16 pair sums,
 // summed at the end.
+[[gnu::target("avx2")]] inline __m256i spread4(const uint8_t* bytes, __m256i spread) {
+  int32_t a4;
+  std::memcpy(&a4, bytes, 4);
+  return _mm256_shuffle_epi8(_mm256_set1_epi32(a4), spread);
+}
+
 template <int R>
 [[gnu::target("avx2,fma")]] void tile_avx2(const Tile& t, int64_t c0) {
-  // One array per accumulator vector, as tile_vnni: GCC kept a [R][2] array on the stack, every step.
-  __m256i s0[R], s1[R];
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) s0[r] = s1[r] = _mm256_setzero_si256();
+  static_assert(R >= 1 && R <= 4);
+  // Named accumulators, not arrays: with [R] arrays GCC added a register
+  // move (and a stack store) after every sum, 40 instructions a step.
+  __m256i a00 = _mm256_setzero_si256(), a01 = a00, a10 = a00, a11 = a00, a20 = a00, a21 = a00, a30 = a00, a31 = a00;
   const int64_t n = std::min<int64_t>(8, t.valid - c0);
   // Channels c0 .. c0 + 7 of one 16-channel block: 32 of its 64 bytes per step (the block is zero-padded).
   const int8_t* w = t.w + c0 / 16 * t.block + c0 % 16 * 4;
   // A pixel's 4 bytes of a step, broadcast, to int16 [a0 a1 a2 a3] in every 64 bits by one shuffle.
   const __m256i spread = _mm256_setr_epi8(0, -1, 1, -1, 2, -1, 3, -1, 0, -1, 1, -1, 2, -1, 3, -1, 0, -1, 1, -1, 2, -1,
                                           3, -1, 0, -1, 1, -1, 2, -1, 3, -1);
-  const uint8_t* rows[R];
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) rows[r] = t.rows[r];
+  const uint8_t* r0 = t.rows[0];
+  const uint8_t* r1 = R > 1 ? t.rows[1] : r0;
+  const uint8_t* r2 = R > 2 ? t.rows[2] : r0;
+  const uint8_t* r3 = R > 3 ? t.rows[3] : r0;
   for (int64_t d = 0; d < t.depth4 * 4; d += 4, w += 64) {
     const __m256i w0 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w)));
     const __m256i w1 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 16)));
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) {
-      int32_t a4;
-      std::memcpy(&a4, rows[r] + d, 4);
-      const __m256i a = _mm256_shuffle_epi8(_mm256_set1_epi32(a4), spread);
-      s0[r] = _mm256_add_epi32(s0[r], _mm256_madd_epi16(a, w0));
-      s1[r] = _mm256_add_epi32(s1[r], _mm256_madd_epi16(a, w1));
+    const __m256i p0 = spread4(r0 + d, spread);
+    a00 = _mm256_add_epi32(a00, _mm256_madd_epi16(p0, w0));
+    a01 = _mm256_add_epi32(a01, _mm256_madd_epi16(p0, w1));
+    if constexpr (R > 1) {
+      const __m256i p1 = spread4(r1 + d, spread);
+      a10 = _mm256_add_epi32(a10, _mm256_madd_epi16(p1, w0));
+      a11 = _mm256_add_epi32(a11, _mm256_madd_epi16(p1, w1));
+    }
+    if constexpr (R > 2) {
+      const __m256i p2 = spread4(r2 + d, spread);
+      a20 = _mm256_add_epi32(a20, _mm256_madd_epi16(p2, w0));
+      a21 = _mm256_add_epi32(a21, _mm256_madd_epi16(p2, w1));
+    }
+    if constexpr (R > 3) {
+      const __m256i p3 = spread4(r3 + d, spread);
+      a30 = _mm256_add_epi32(a30, _mm256_madd_epi16(p3, w0));
+      a31 = _mm256_add_epi32(a31, _mm256_madd_epi16(p3, w1));
     }
   }
+  const __m256i s0[4] = {a00, a10, a20, a30}, s1[4] = {a01, a11, a21, a31};
   if (n == 8) {  // the epilogue in vectors: the per-lane form was most of a shallow (1x1, 16-channel) layer's time
     const Requantizer8 q = requantizer8(t.bias + c0, t.multiplier + c0, t.zero, t.lo, t.hi);
 #pragma GCC unroll 8
