@@ -57,6 +57,11 @@ struct QConvJob {
   // A small image's output channels split among tasks too (multiples of 64:
   // the tile's width), so every thread has work (ResNet's 7 x 7 layers).
   int64_t channel_parts = 1, channels_per_part = 0;
+  // AVX2 (without VNNI): the rows are int16, widened once per block (the
+  // tile then broadcasts a step's 4 values by a load, not a shuffle), and
+  // the tile is 4 pixels high.
+  bool int16_rows = false;
+  int tile_rows = kTileRows;
   // Depthwise: the kernel of a task's rows [begin, end), where one is chosen.
   void (*depthwise_rows)(const QConvJob& job, int64_t row_begin, int64_t row_end) = nullptr;
 };
@@ -227,10 +232,11 @@ struct Requantizer8 {
 // Output channels [c0, c0 + 8) (fewer at the tail) of R pixels: two
 // accumulators per pixel, each holding 4 channels' two int16 pair sums,
 // summed at the end.
-[[gnu::target("avx2")]] inline __m256i spread4(const uint8_t* bytes, __m256i spread) {
-  int32_t a4;
-  std::memcpy(&a4, bytes, 4);
-  return _mm256_shuffle_epi8(_mm256_set1_epi32(a4), spread);
+// A pixel's 4 int16 values of a step in every 64 bits: one broadcast load.
+[[gnu::target("avx2")]] inline __m256i broadcast4(const int16_t* values) {
+  int64_t v;
+  std::memcpy(&v, values, 8);
+  return _mm256_set1_epi64x(v);
 }
 
 template <int R>
@@ -242,31 +248,29 @@ template <int R>
   const int64_t n = std::min<int64_t>(8, t.valid - c0);
   // Channels c0 .. c0 + 7 of one 16-channel block: 32 of its 64 bytes per step (the block is zero-padded).
   const int8_t* w = t.w + c0 / 16 * t.block + c0 % 16 * 4;
-  // A pixel's 4 bytes of a step, broadcast, to int16 [a0 a1 a2 a3] in every 64 bits by one shuffle.
-  const __m256i spread = _mm256_setr_epi8(0, -1, 1, -1, 2, -1, 3, -1, 0, -1, 1, -1, 2, -1, 3, -1, 0, -1, 1, -1, 2, -1,
-                                          3, -1, 0, -1, 1, -1, 2, -1, 3, -1);
-  const uint8_t* r0 = t.rows[0];
-  const uint8_t* r1 = R > 1 ? t.rows[1] : r0;
-  const uint8_t* r2 = R > 2 ? t.rows[2] : r0;
-  const uint8_t* r3 = R > 3 ? t.rows[3] : r0;
+  // The rows are int16 (QConvJob::int16_rows).
+  const auto* r0 = reinterpret_cast<const int16_t*>(t.rows[0]);
+  const auto* r1 = R > 1 ? reinterpret_cast<const int16_t*>(t.rows[1]) : r0;
+  const auto* r2 = R > 2 ? reinterpret_cast<const int16_t*>(t.rows[2]) : r0;
+  const auto* r3 = R > 3 ? reinterpret_cast<const int16_t*>(t.rows[3]) : r0;
   for (int64_t d = 0; d < t.depth4 * 4; d += 4, w += 64) {
     const __m256i w0 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w)));
     const __m256i w1 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 16)));
-    const __m256i p0 = spread4(r0 + d, spread);
+    const __m256i p0 = broadcast4(r0 + d);
     a00 = _mm256_add_epi32(a00, _mm256_madd_epi16(p0, w0));
     a01 = _mm256_add_epi32(a01, _mm256_madd_epi16(p0, w1));
     if constexpr (R > 1) {
-      const __m256i p1 = spread4(r1 + d, spread);
+      const __m256i p1 = broadcast4(r1 + d);
       a10 = _mm256_add_epi32(a10, _mm256_madd_epi16(p1, w0));
       a11 = _mm256_add_epi32(a11, _mm256_madd_epi16(p1, w1));
     }
     if constexpr (R > 2) {
-      const __m256i p2 = spread4(r2 + d, spread);
+      const __m256i p2 = broadcast4(r2 + d);
       a20 = _mm256_add_epi32(a20, _mm256_madd_epi16(p2, w0));
       a21 = _mm256_add_epi32(a21, _mm256_madd_epi16(p2, w1));
     }
     if constexpr (R > 3) {
-      const __m256i p3 = spread4(r3 + d, spread);
+      const __m256i p3 = broadcast4(r3 + d);
       a30 = _mm256_add_epi32(a30, _mm256_madd_epi16(p3, w0));
       a31 = _mm256_add_epi32(a31, _mm256_madd_epi16(p3, w1));
     }
@@ -597,8 +601,9 @@ void tile(const Tile& t) {
 #if defined(HEXIR_QCONV_X86)
   if (isa_avx512_vnni()) return tile_vnni<R, J>(t);
   if (isa_avx2()) {
-    // At most 4 pixels a pass: 6 (12 accumulators) left GCC too few of the
-    // 16 registers for the broadcasts, and it kept half of them on the stack.
+    // At most 4 pixels a pass (dense_task's AVX2 tiles are 4 high): 6 (12
+    // accumulators) left GCC too few of the 16 registers, and it kept half
+    // of them on the stack.
     constexpr int kFirst = R > 4 ? 4 : R;
     tile_avx2<kFirst>(t);
     if constexpr (R > 4) {
@@ -660,6 +665,21 @@ void gather_row(const QuantizedConv2dPlan& p, const uint8_t* x, int64_t g, int64
   std::memset(d, 0, static_cast<size_t>(dst + p.depth - d));
 }
 
+#if defined(HEXIR_QCONV_X86)
+// n (a multiple of 4) bytes to int16.
+[[gnu::target("avx2")]] void widen_row(const uint8_t* src, int64_t n, int16_t* dst) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i),
+                        _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i))));
+  for (; i < n; ++i) dst[i] = src[i];
+}
+#else
+void widen_row(const uint8_t* src, int64_t n, int16_t* dst) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = src[i];
+}
+#endif
+
 void dense_task(void* context, int64_t task, int participant) {
   const QConvJob& job = *static_cast<const QConvJob*>(context);
   const QuantizedConv2dPlan& p = *job.p;
@@ -669,22 +689,31 @@ void dense_task(void* context, int64_t task, int participant) {
   const int64_t pixels = std::min(job.block, p.n * p.oh * p.ow - first);
   alignas(64) uint8_t stack[kStackScratch];
   uint8_t* scratch = stack;
-  if (!job.direct && job.pool && job.pool->scratch(participant))
+  if ((!job.direct || job.int16_rows) && job.pool && job.pool->scratch(participant))
     scratch = reinterpret_cast<uint8_t*>(job.pool->scratch(participant));
+  // int16 rows: the block's rows first, then one gathered u8 row.
+  auto* rows16 = reinterpret_cast<int16_t*>(scratch);
+  uint8_t* gathered = job.int16_rows ? scratch + job.block * p.depth * 2 : nullptr;
   const uint8_t* rows[kMaxBlock];
   uint8_t* out[kMaxBlock];
   for (int64_t i = 0; i < pixels; ++i) {
     const int64_t pixel = first + i;
+    const uint8_t* row;
     if (job.direct && p.stride_h == 1 && p.stride_w == 1) {
-      rows[i] = job.x + pixel * p.c;  // output pixel i reads input pixel i (no divisions: a shallow layer's pixels are many)
+      row = job.x + pixel * p.c;  // output pixel i reads input pixel i (no divisions: a shallow layer's pixels are many)
     } else if (job.direct) {
       const int64_t ox = pixel % p.ow, oy = pixel / p.ow % p.oh, n = pixel / (p.ow * p.oh);
-      rows[i] = job.x + ((n * p.h + oy * p.stride_h) * p.w + ox * p.stride_w) * p.c;
+      row = job.x + ((n * p.h + oy * p.stride_h) * p.w + ox * p.stride_w) * p.c;
     } else {
-      uint8_t* row = scratch + i * p.depth;
-      gather_row(p, job.x, g, pixel, row);
-      rows[i] = row;
+      uint8_t* into = job.int16_rows ? gathered : scratch + i * p.depth;
+      gather_row(p, job.x, g, pixel, into);
+      row = into;
     }
+    if (job.int16_rows) {
+      widen_row(row, p.depth, rows16 + i * p.depth);
+      row = reinterpret_cast<const uint8_t*>(rows16 + i * p.depth);
+    }
+    rows[i] = row;
     out[i] = job.y + pixel * p.k + g * p.k_per_group;
   }
   const int64_t kg = p.k_per_group;
@@ -695,8 +724,8 @@ void dense_task(void* context, int64_t task, int participant) {
     const int64_t valid = std::min<int64_t>(64, k_end - k0);
     const int units = static_cast<int>((valid + 15) / 16);
     uint8_t* tile_out[kTileRows];
-    for (int64_t i = 0; i < pixels; i += kTileRows) {
-      const int rows_here = static_cast<int>(std::min<int64_t>(kTileRows, pixels - i));
+    for (int64_t i = 0; i < pixels; i += job.tile_rows) {
+      const int rows_here = static_cast<int>(std::min<int64_t>(job.tile_rows, pixels - i));
       for (int r = 0; r < rows_here; ++r) tile_out[r] = out[i + r] + k0;
       const int64_t bias_at = g * kg + k0;
       const Tile t{rows + i, wg + k0 / 16 * block, p.depth / 4, block, job.bias + bias_at, job.multiplier + bias_at,
@@ -782,7 +811,16 @@ Status quantized_conv2d(const KernelContext& context, const Dispatch& d) {
   }
   job.direct = p.kh == 1 && p.kw == 1 && p.pad_top == 0 && p.pad_left == 0 && p.groups == 1 && p.c % 4 == 0;
   const int64_t scratch = job.pool && job.pool->scratch(0) ? kScratchFloatsPerParticipant * 4 : kStackScratch;
-  job.block = job.direct ? kMaxBlock : std::min<int64_t>(kMaxBlock, scratch / p.depth);
+#if defined(HEXIR_QCONV_X86)
+  if (!isa_avx512_vnni() && isa_avx2()) {
+    job.int16_rows = true;
+    job.tile_rows = 4;
+  }
+#endif
+  // int16 rows: the block's, 2 bytes a value, and one gathered row.
+  job.block = job.direct && !job.int16_rows ? kMaxBlock
+              : job.int16_rows              ? std::min<int64_t>(kMaxBlock, (scratch - p.depth) / (2 * p.depth))
+                                            : std::min<int64_t>(kMaxBlock, scratch / p.depth);
   if (job.block < 1) {  // a window deeper than the scratch: one element at a time
     const int64_t total = p.n * p.oh * p.ow;
     parallel_ranges(context, total, 16, [&](int64_t b, int64_t e) {
