@@ -33,6 +33,9 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 #endif
+#if defined(__aarch64__)
+#include <arm_neon.h>
+#endif
 
 namespace hexir::hal::cpu::internal {
 namespace {
@@ -83,20 +86,28 @@ struct Tile {
   int32_t zero, lo, hi;
 };
 
+// One weight block (16 channels, 4 steps of each in 64 bytes) at a time,
+// the R pixels' 16 sums in int32: the inner loop over the block's channels
+// is what the compiler vectorizes (on aarch64 the block's 64 bytes are one
+// de-interleaving load). Per channel, the sums were scalar.
 template <int R>
 void tile_portable(const Tile& t) {
-  for (int64_t c = 0; c < t.valid; ++c) {
-    int32_t sum[R] = {};
-    const int8_t* wc = t.w + c / 16 * t.block + c % 16 * 4;
-    for (int64_t d = 0; d < t.depth4; ++d) {
-      const int8_t* wv = wc + d * 64;
+  for (int64_t c0 = 0; c0 < t.valid; c0 += 16) {
+    int32_t sum[R][16] = {};
+    const int8_t* w = t.w + c0 / 16 * t.block;
+    for (int64_t d = 0; d < t.depth4; ++d, w += 64) {
       for (int r = 0; r < R; ++r) {
         const uint8_t* a = t.rows[r] + d * 4;
-        sum[r] += a[0] * wv[0] + a[1] * wv[1] + a[2] * wv[2] + a[3] * wv[3];
+        const int32_t a0 = a[0], a1 = a[1], a2 = a[2], a3 = a[3];
+        for (int c = 0; c < 16; ++c)
+          sum[r][c] += a0 * w[c * 4] + a1 * w[c * 4 + 1] + a2 * w[c * 4 + 2] + a3 * w[c * 4 + 3];
       }
     }
+    const int64_t lanes = std::min<int64_t>(16, t.valid - c0);
     for (int r = 0; r < R; ++r)
-      t.out[r][c] = ops::requantize_of(sum[r], t.bias[c], t.multiplier[c], t.zero, t.lo, t.hi);
+      for (int64_t c = 0; c < lanes; ++c)
+        t.out[r][c0 + c] =
+            ops::requantize_of(sum[r][c], t.bias[c0 + c], t.multiplier[c0 + c], t.zero, t.lo, t.hi);
   }
 }
 
@@ -595,6 +606,127 @@ constexpr int64_t kDepthwiseAvx2Bytes = 32 * 1024;
 }
 #endif
 
+#if defined(__aarch64__)
+// NEON (every ARMv8-A core; no dot-product extension assumed): u8 and int8
+// widened to int16, products summed into int32 lanes by the widening
+// multiply-adds (smlal), exact like vpmaddwd.
+
+// ops::requantize_of of 16 sums (channels c .. c + 15 of bias and multiplier,
+// `lanes` of them valid) as 16 bytes: the same float steps, the conversion
+// rounding to nearest even (fcvtns, rintf's default mode).
+inline uint8x16_t requantized16_neon(const int32x4_t (&sum)[4], const int32_t* bias, const float* multiplier,
+                                     int64_t lanes, int32_t zero, int32_t lo, int32_t hi) {
+  int32_t b[16] = {};
+  float m[16] = {};
+  if (lanes < 16) {
+    std::memcpy(b, bias, static_cast<size_t>(lanes) * 4);
+    std::memcpy(m, multiplier, static_cast<size_t>(lanes) * 4);
+    bias = b;
+    multiplier = m;
+  }
+  const float32x4_t low = vdupq_n_f32(static_cast<float>(lo - zero)), high = vdupq_n_f32(static_cast<float>(hi - zero));
+  int16x4_t q[4];
+  for (int i = 0; i < 4; ++i) {
+    float32x4_t v = vmulq_f32(vcvtq_f32_s32(vaddq_s32(sum[i], vld1q_s32(bias + 4 * i))), vld1q_f32(multiplier + 4 * i));
+    v = vminq_f32(vmaxq_f32(v, low), high);
+    q[i] = vqmovn_s32(vaddq_s32(vcvtnq_s32_f32(v), vdupq_n_s32(zero)));
+  }
+  return vcombine_u8(vqmovun_s16(vcombine_s16(q[0], q[1])), vqmovun_s16(vcombine_s16(q[2], q[3])));
+}
+
+inline void store_bytes(uint8_t* out, uint8x16_t bytes, int64_t lanes) {
+  if (lanes == 16) {
+    vst1q_u8(out, bytes);
+    return;
+  }
+  uint8_t all[16];
+  vst1q_u8(all, bytes);
+  std::memcpy(out, all, static_cast<size_t>(lanes));
+}
+
+// R pixels (R <= 4) by one weight block of 16 channels per pass: the
+// block's 64 bytes of a step de-interleaved by one load (vld4: reduction
+// step j of the 16 channels in vector j), widened, and each pixel's 4
+// values of the step multiplied in by lane (smlal by element).
+template <int R>
+void tile_neon(const Tile& t) {
+  static_assert(R >= 1 && R <= 4);
+  for (int64_t c0 = 0; c0 < t.valid; c0 += 16) {
+    int32x4_t acc[R][4];
+    for (int r = 0; r < R; ++r)
+      for (int i = 0; i < 4; ++i) acc[r][i] = vdupq_n_s32(0);
+    const int8_t* w = t.w + c0 / 16 * t.block;
+    for (int64_t d = 0; d < t.depth4; ++d, w += 64) {
+      const int8x16x4_t wv = vld4q_s8(w);
+      int16x8_t wl[4], wh[4];
+      for (int j = 0; j < 4; ++j) {
+        wl[j] = vmovl_s8(vget_low_s8(wv.val[j]));
+        wh[j] = vmovl_high_s8(wv.val[j]);
+      }
+      for (int r = 0; r < R; ++r) {
+        uint32_t a4;
+        std::memcpy(&a4, t.rows[r] + d * 4, 4);
+        const int16x4_t a = vget_low_s16(vreinterpretq_s16_u16(vmovl_u8(vreinterpret_u8_u32(vdup_n_u32(a4)))));
+#define HEXIR_QCONV_NEON_STEP(j)                                                 \
+  acc[r][0] = vmlal_lane_s16(acc[r][0], vget_low_s16(wl[j]), a, j);              \
+  acc[r][1] = vmlal_high_lane_s16(acc[r][1], wl[j], a, j);                       \
+  acc[r][2] = vmlal_lane_s16(acc[r][2], vget_low_s16(wh[j]), a, j);              \
+  acc[r][3] = vmlal_high_lane_s16(acc[r][3], wh[j], a, j);
+        HEXIR_QCONV_NEON_STEP(0)
+        HEXIR_QCONV_NEON_STEP(1)
+        HEXIR_QCONV_NEON_STEP(2)
+        HEXIR_QCONV_NEON_STEP(3)
+#undef HEXIR_QCONV_NEON_STEP
+      }
+    }
+    const int64_t lanes = std::min<int64_t>(16, t.valid - c0);
+    for (int r = 0; r < R; ++r)
+      store_bytes(t.out[r] + c0,
+                  requantized16_neon(acc[r], t.bias + c0, t.multiplier + c0, lanes, t.zero, t.lo, t.hi), lanes);
+  }
+}
+
+// Depthwise output pixel (n, oy, ox), 16 channels at a time over the taps.
+void depthwise_pixel_neon(const QConvJob& job, int64_t n, int64_t oy, int64_t ox, uint8_t* out) {
+  const QuantizedConv2dPlan& p = *job.p;
+  const int64_t taps = p.kh * p.kw;
+  const uint8_t* tap[kMaxDepthwiseTaps];
+  depthwise_taps(p, job.x, n, oy, ox, tap);  // taps <= kMaxDepthwiseTaps: the caller checked
+  const uint8x16_t x_zero = vdupq_n_u8(static_cast<uint8_t>(p.x_zero));
+  for (int64_t c0 = 0; c0 < p.c; c0 += 16) {
+    const int64_t lanes = std::min<int64_t>(16, p.c - c0);
+    int32x4_t acc[4] = {vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0)};
+    for (int64_t i = 0; i < taps; ++i) {
+      const int8_t* wp = job.w + i * p.c + c0;
+      const uint8_t* xp = tap[i] ? tap[i] + c0 : nullptr;
+      int8x16_t w;
+      uint8x16_t x = x_zero;
+      if (lanes == 16) {
+        w = vld1q_s8(wp);
+        if (xp) x = vld1q_u8(xp);
+      } else {  // 16-byte loads would read past the row (and the tensor)
+        int8_t wt[16] = {};
+        uint8_t xt[16] = {};
+        std::memcpy(wt, wp, static_cast<size_t>(lanes));
+        if (xp) std::memcpy(xt, xp, static_cast<size_t>(lanes));
+        w = vld1q_s8(wt);
+        if (xp) x = vld1q_u8(xt);
+      }
+      const int16x8_t xl = vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(x)));
+      const int16x8_t xh = vreinterpretq_s16_u16(vmovl_high_u8(x));
+      const int16x8_t wl = vmovl_s8(vget_low_s8(w)), wh = vmovl_high_s8(w);
+      acc[0] = vmlal_s16(acc[0], vget_low_s16(xl), vget_low_s16(wl));
+      acc[1] = vmlal_high_s16(acc[1], xl, wl);
+      acc[2] = vmlal_s16(acc[2], vget_low_s16(xh), vget_low_s16(wh));
+      acc[3] = vmlal_high_s16(acc[3], xh, wh);
+    }
+    store_bytes(out + c0,
+                requantized16_neon(acc, job.bias + c0, job.multiplier + c0, lanes, p.y_zero, p.y_min, p.y_max),
+                lanes);
+  }
+}
+#endif
+
 // Output channels [k0, k0 + 16 * J) of R pixels.
 template <int R, int J>
 void tile(const Tile& t) {
@@ -613,6 +745,11 @@ void tile(const Tile& t) {
       tile_avx2<R - 4>(rest);
     }
     return;
+  }
+#endif
+#if defined(__aarch64__)
+  if (isa_neon()) {
+    if constexpr (R <= 4) return tile_neon<R>(t);  // dense_task's NEON tiles are 4 pixels high
   }
 #endif
   tile_portable<R>(t);
@@ -736,6 +873,33 @@ void dense_task(void* context, int64_t task, int participant) {
 }
 
 // Depthwise: one output row (n, oy) per task.
+// Depthwise output pixel (n, oy, ox) without intrinsics: the taps found
+// once, then 16 channels at a time over the taps in int32 (loops the
+// compiler vectorizes: NEON's widening multiply-adds on aarch64); a tap
+// outside the input adds x_zero times its weights. Per channel through
+// the reference sum, each tap's geometry was found again for every channel.
+void depthwise_pixel_portable(const QConvJob& job, int64_t n, int64_t oy, int64_t ox, uint8_t* out) {
+  const QuantizedConv2dPlan& p = *job.p;
+  const int64_t taps = p.kh * p.kw;
+  const uint8_t* tap[kMaxDepthwiseTaps];
+  depthwise_taps(p, job.x, n, oy, ox, tap);
+  for (int64_t c0 = 0; c0 < p.c; c0 += 16) {
+    const int64_t lanes = std::min<int64_t>(16, p.c - c0);
+    int32_t sum[16] = {};
+    for (int64_t i = 0; i < taps; ++i) {
+      const int8_t* w = job.w + i * p.c + c0;
+      if (const uint8_t* x = tap[i]) {
+        x += c0;
+        for (int64_t c = 0; c < lanes; ++c) sum[c] += static_cast<int32_t>(x[c]) * w[c];
+      } else {
+        for (int64_t c = 0; c < lanes; ++c) sum[c] += p.x_zero * w[c];
+      }
+    }
+    for (int64_t c = 0; c < lanes; ++c)
+      out[c0 + c] = ops::requantize_of(sum[c], job.bias[c0 + c], job.multiplier[c0 + c], p.y_zero, p.y_min, p.y_max);
+  }
+}
+
 void depthwise_task(void* context, int64_t task, int) {
   const QConvJob& job = *static_cast<const QConvJob*>(context);
   const QuantizedConv2dPlan& p = *job.p;
@@ -767,6 +931,16 @@ void depthwise_task(void* context, int64_t task, int) {
       }
     }
 #endif
+    if (p.kh * p.kw <= kMaxDepthwiseTaps) {
+#if defined(__aarch64__)
+      if (isa_neon()) {
+        depthwise_pixel_neon(job, n, oy, ox, out);
+        continue;
+      }
+#endif
+      depthwise_pixel_portable(job, n, oy, ox, out);
+      continue;
+    }
     for (int64_t c = 0; c < p.c; ++c)
       out[c] = ops::requantize_of(ops::quantized_conv2d_sum(p, job.x, job.w, n, oy, ox, c), job.bias[c],
                                   job.multiplier[c], p.y_zero, p.y_min, p.y_max);
@@ -816,6 +990,8 @@ Status quantized_conv2d(const KernelContext& context, const Dispatch& d) {
     job.int16_rows = true;
     job.tile_rows = 4;
   }
+#elif defined(__aarch64__)
+  if (isa_neon()) job.tile_rows = 4;  // 16 accumulators, 8 widened weight vectors, 4 pixels' steps: 28 of 32 registers
 #endif
   // int16 rows: the block's, 2 bytes a value, and one gathered row.
   job.block = job.direct && !job.int16_rows ? kMaxBlock
