@@ -122,6 +122,26 @@ constexpr int64_t kMaxDepthwiseTaps = 81;
   return true;
 }
 
+// The rows kernels' taps: their byte offsets from a window's first pixel
+// (found once per task), then output pixel (n, oy, ox)'s taps from channel
+// c0 on, at those offsets when the window lies inside the input, else one
+// by one, zero_row (x_zero bytes) for a tap outside.
+[[maybe_unused]] void tap_offsets(const QuantizedConv2dPlan& p, int64_t* rel) {
+  for (int64_t ky = 0; ky < p.kh; ++ky)
+    for (int64_t kx = 0; kx < p.kw; ++kx) rel[ky * p.kw + kx] = (ky * p.dilation_h * p.w + kx * p.dilation_w) * p.c;
+}
+[[maybe_unused]] void window_taps(const QuantizedConv2dPlan& p, const int64_t* rel, const uint8_t* x, int64_t n,
+                                  int64_t oy, int64_t ox, int64_t c0, const uint8_t* zero_row, const uint8_t** tap) {
+  const int64_t taps = p.kh * p.kw, iy0 = oy * p.stride_h - p.pad_top, ix0 = ox * p.stride_w - p.pad_left;
+  if (iy0 >= 0 && iy0 + (p.kh - 1) * p.dilation_h < p.h && ix0 >= 0 && ix0 + (p.kw - 1) * p.dilation_w < p.w) {
+    const uint8_t* first = x + ((n * p.h + iy0) * p.w + ix0) * p.c + c0;
+    for (int64_t i = 0; i < taps; ++i) tap[i] = first + rel[i];
+    return;
+  }
+  depthwise_taps(p, x, n, oy, ox, tap);  // taps <= kMaxDepthwiseTaps: the callers checked
+  for (int64_t i = 0; i < taps; ++i) tap[i] = tap[i] ? tap[i] + c0 : zero_row;
+}
+
 #if defined(HEXIR_QCONV_X86)
 // The requantization of 16 channels: their bias and multiplier, and the
 // bounds, loaded once per tile and applied to every pixel's sums.
@@ -250,6 +270,12 @@ struct Requantizer8 {
   return _mm256_set1_epi64x(v);
 }
 
+// A pixel's step times the two weight vectors, into its two accumulators.
+[[gnu::target("avx2")]] inline void madd2(__m256i& s0, __m256i& s1, __m256i pixel, __m256i w0, __m256i w1) {
+  s0 = _mm256_add_epi32(s0, _mm256_madd_epi16(pixel, w0));
+  s1 = _mm256_add_epi32(s1, _mm256_madd_epi16(pixel, w1));
+}
+
 template <int R>
 [[gnu::target("avx2,fma")]] inline void tile_avx2_channels(const Tile& t, int64_t c0) {
   static_assert(R >= 1 && R <= 4);
@@ -267,24 +293,10 @@ template <int R>
   for (int64_t d = 0; d < t.depth4 * 4; d += 4, w += 64) {
     const __m256i w0 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w)));
     const __m256i w1 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 16)));
-    const __m256i p0 = broadcast4(r0 + d);
-    a00 = _mm256_add_epi32(a00, _mm256_madd_epi16(p0, w0));
-    a01 = _mm256_add_epi32(a01, _mm256_madd_epi16(p0, w1));
-    if constexpr (R > 1) {
-      const __m256i p1 = broadcast4(r1 + d);
-      a10 = _mm256_add_epi32(a10, _mm256_madd_epi16(p1, w0));
-      a11 = _mm256_add_epi32(a11, _mm256_madd_epi16(p1, w1));
-    }
-    if constexpr (R > 2) {
-      const __m256i p2 = broadcast4(r2 + d);
-      a20 = _mm256_add_epi32(a20, _mm256_madd_epi16(p2, w0));
-      a21 = _mm256_add_epi32(a21, _mm256_madd_epi16(p2, w1));
-    }
-    if constexpr (R > 3) {
-      const __m256i p3 = broadcast4(r3 + d);
-      a30 = _mm256_add_epi32(a30, _mm256_madd_epi16(p3, w0));
-      a31 = _mm256_add_epi32(a31, _mm256_madd_epi16(p3, w1));
-    }
+    madd2(a00, a01, broadcast4(r0 + d), w0, w1);
+    if constexpr (R > 1) madd2(a10, a11, broadcast4(r1 + d), w0, w1);
+    if constexpr (R > 2) madd2(a20, a21, broadcast4(r2 + d), w0, w1);
+    if constexpr (R > 3) madd2(a30, a31, broadcast4(r3 + d), w0, w1);
   }
   const __m256i s0[4] = {a00, a10, a20, a30}, s1[4] = {a01, a11, a21, a31};
   if (n == 8) {  // the epilogue in vectors: the per-lane form was most of a shallow (1x1, 16-channel) layer's time
@@ -457,23 +469,13 @@ inline uint64_t byte_mask(int64_t n) { return n >= 64 ? ~uint64_t{0} : (uint64_t
   const __m512i y_zero = _mm512_set1_epi32(p.y_zero);
   const __m512 low = _mm512_set1_ps(static_cast<float>(p.y_min - p.y_zero));
   const __m512 high = _mm512_set1_ps(static_cast<float>(p.y_max - p.y_zero));
-  int64_t rel[kMaxDepthwiseTaps];  // a tap's byte offset from its window's first pixel
-  for (int64_t ky = 0; ky < p.kh; ++ky)
-    for (int64_t kx = 0; kx < p.kw; ++kx) rel[ky * p.kw + kx] = (ky * p.dilation_h * p.w + kx * p.dilation_w) * p.c;
+  int64_t rel[kMaxDepthwiseTaps];
+  tap_offsets(p, rel);
   const uint8_t* tap[kMaxDepthwiseTaps + 3];
   for (int64_t row = row_begin; row < row_end; ++row) {
-    const int64_t n = row / p.oh, oy = row % p.oh, iy0 = oy * p.stride_h - p.pad_top;
-    const bool rows_inside = iy0 >= 0 && iy0 + (p.kh - 1) * p.dilation_h < p.h;
+    const int64_t n = row / p.oh, oy = row % p.oh;
     for (int64_t ox = 0; ox < p.ow; ++ox) {
-      const int64_t ix0 = ox * p.stride_w - p.pad_left;
-      if (rows_inside && ix0 >= 0 && ix0 + (p.kw - 1) * p.dilation_w < p.w) {
-        const uint8_t* first = job.x + ((n * p.h + iy0) * p.w + ix0) * p.c;
-        for (int64_t i = 0; i < taps; ++i) tap[i] = first + rel[i];
-      } else {
-        depthwise_taps(p, job.x, n, oy, ox, tap);  // taps <= kMaxDepthwiseTaps: the caller checked
-        for (int64_t i = 0; i < taps; ++i)
-          if (!tap[i]) tap[i] = zero_row;
-      }
+      window_taps(p, rel, job.x, n, oy, ox, 0, zero_row, tap);
       for (int64_t i = taps; i < 4 * l.groups; ++i) tap[i] = zero_row;
       uint8_t* out = job.y + ((n * p.oh + oy) * p.ow + ox) * p.k;
       for (int64_t b = 0; b < l.blocks; ++b) {
@@ -527,9 +529,8 @@ constexpr int64_t kDepthwiseAvx2Bytes = 32 * 1024;
   auto* mult = reinterpret_cast<float*>(buffer + chunk * pairs * 64 + chunk * 64);
   uint8_t* zero_row = buffer + chunk * pairs * 64 + chunk * 128;
   std::memset(zero_row, p.x_zero, static_cast<size_t>(chunk * 16));
-  int64_t rel[kMaxDepthwiseTaps];  // a tap's byte offset from its window's first pixel
-  for (int64_t ky = 0; ky < p.kh; ++ky)
-    for (int64_t kx = 0; kx < p.kw; ++kx) rel[ky * p.kw + kx] = (ky * p.dilation_h * p.w + kx * p.dilation_w) * p.c;
+  int64_t rel[kMaxDepthwiseTaps];
+  tap_offsets(p, rel);
   const __m256i y_zero = _mm256_set1_epi32(p.y_zero);
   const __m256 low = _mm256_set1_ps(static_cast<float>(p.y_min - p.y_zero));
   const __m256 high = _mm256_set1_ps(static_cast<float>(p.y_max - p.y_zero));
@@ -556,17 +557,9 @@ constexpr int64_t kDepthwiseAvx2Bytes = 32 * 1024;
       mult[j] = j < channels ? job.multiplier[c0 + j] : 0.0f;
     }
     for (int64_t row = row_begin; row < row_end; ++row) {
-      const int64_t n = row / p.oh, oy = row % p.oh, iy0 = oy * p.stride_h - p.pad_top;
-      const bool rows_inside = iy0 >= 0 && iy0 + (p.kh - 1) * p.dilation_h < p.h;
+      const int64_t n = row / p.oh, oy = row % p.oh;
       for (int64_t ox = 0; ox < p.ow; ++ox) {
-        const int64_t ix0 = ox * p.stride_w - p.pad_left;
-        if (rows_inside && ix0 >= 0 && ix0 + (p.kw - 1) * p.dilation_w < p.w) {
-          const uint8_t* first = job.x + ((n * p.h + iy0) * p.w + ix0) * p.c + c0;
-          for (int64_t i = 0; i < taps; ++i) tap[i] = first + rel[i];
-        } else {
-          depthwise_taps(p, job.x, n, oy, ox, tap);  // taps <= kMaxDepthwiseTaps: the caller checked
-          for (int64_t i = 0; i < taps; ++i) tap[i] = tap[i] ? tap[i] + c0 : zero_row;
-        }
+        window_taps(p, rel, job.x, n, oy, ox, c0, zero_row, tap);
         tap[taps] = zero_row;
         uint8_t* out = job.y + ((n * p.oh + oy) * p.ow + ox) * p.k + c0;
         for (int64_t b = 0; b < nb; ++b) {
