@@ -1759,11 +1759,19 @@ void max_pool_u8_row(void* context, int64_t row) {  // row: n * oh + oy (channel
     }
     if (isa_avx2()) done = max_pixel_u8_avx2(at, row_step, col_step, rows, cols, p.c, out);
 #endif
-    for (int64_t ch = done; ch < p.c; ++ch) {
-      uint8_t m = 0;
+    // The channels left (all of them on NEON and portable; past the last
+    // 32 on AVX2: ShuffleNet's 24 were all here), a tap at a time over the
+    // channels: a loop the compiler vectorizes (umax, pmaxub). Per channel
+    // over the taps it was scalar: 0.48 ms for ShuffleNet's pool at 56 x 56.
+    if (done < p.c) {
+      uint8_t* __restrict m = out + done;
+      const int64_t left = p.c - done;
+      std::memset(m, 0, static_cast<size_t>(left));
       for (int64_t ky = 0; ky < rows; ++ky)
-        for (int64_t kx = 0; kx < cols; ++kx) m = std::max(m, at[ch + ky * row_step + kx * col_step]);
-      out[ch] = m;
+        for (int64_t kx = 0; kx < cols; ++kx) {
+          const uint8_t* __restrict tap = at + done + ky * row_step + kx * col_step;
+          for (int64_t ch = 0; ch < left; ++ch) m[ch] = std::max(m[ch], tap[ch]);
+        }
     }
   }
 }
