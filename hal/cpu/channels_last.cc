@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstring>
+#include <string>
 
 #include "kernel_util.h"
 #include "lanes.h"
@@ -68,281 +69,291 @@ struct DenseJob {
   int64_t strips;
   int64_t parts = 1, strips_per_part = 0;  // a row's strips split among tasks (few rows, several threads)
   int64_t row_blocks = 1, rows_per_block = 0;  // strip-major tasks' rows
-  bool window = false;  // interior pixels through window_tile_avx512 (AVX-512, prepared weights)
 };
 
-#ifdef HEXIR_CL_X86
-// ---- dense interior pixels: the window in registers (AVX-512) ---------------
+// ---- dense and grouped: the window's sums in registers -------------------------
 //
-// MR output pixels of a row whose taps all lie inside the input along x, x
-// one strip of 32 output channels, over every tap inside and every channel:
-// per tap a partial sum from zero (12 zmm), added into the running sum (12
-// more zmm), both in registers, then one store. The per-tap
-// path ran the tile once per tap and added each partial into the output in
-// memory: a load, an add and a store of the tile and a call per tap, against
-// 32-64 multiply-adds deep for the 32- and 64-channel 3x3s of Inception and
-// the ResNets. The same steps per element: conv2d_channels_last_element's bits.
-constexpr int64_t kWindowMr = 6;
-// Windows of more than one tap over at most this many channels: the per-tap
-// path's cost is per (tap, block of pixels), a load, add and store of the
-// tile and a call, against 32-96 multiply-adds deep. Measured
-// (bench/cpu_kernels, alternated): 3x3 32->64 at 147x147 4.7 -> 3.9 ms,
-// 80->192 at 73x73 7.4 -> 7.1, 64->64 at 56x56 level or better; deeper the
-// per-tap path's taller tile wins: 128->128 at 28x28 1.10 -> 1.21 ms,
-// 256->256 at 14x14 1.06 -> 1.24, a 1x1 512->2048 at 7x7 0.51 -> 0.70.
-constexpr int64_t kWindowMaxChannels = 96;
-constexpr int64_t kWindowChains = 64;  // taps at most; more: per tap
-static_assert(kWindowMaxChannels <= kConvChannelBlock, "a tap of the window is one channel block");
-// One tap's partial sum: kc channels from a's offset (bytes, from the
-// block's first pixel) against b's kc x 32 weights.
-struct WindowChain {
-  int64_t a_bytes;
-  const float* b;
-  int64_t kc;  // at least 1
+// A tile of MR pixels of one output row x one strip of NR output channels
+// keeps its sums in registers over a whole channel block's window: per tap
+// (ky, kx), each pixel's kc input channels (where the tap column lies
+// outside the input, a row of zeros) against the tap's kc x NR weights, the
+// taps one chain (ops::conv2d_channels_last_element's order), then one
+// store with the bias, residual and activation. The per-tap path before it
+// (a GEMM tile per tap adding its partial sum into the output) spent a load,
+// an add and a store of the tile and a call per tap against 64 multiply-adds
+// deep, and its row's edges were tiles of 1 or 2 pixels (a tap column's
+// pixels): ResNet-50's 3x3s ran at 78 % of the FMA peak on AVX2 where
+// onnxruntime's NCHWc kernel reaches 93 %. The inputs are read where they
+// lie, through a table of each pixel's row per tap (the zero row for the
+// padding), as XNNPACK's indirect GEMM reads them.
+
+constexpr int64_t kChainTaps = 64;      // taps per tile call at most (the table of rows on the stack)
+constexpr int64_t kRowPixels = 96;      // pixels per pass over a strip's weights (a block's sums on the stack)
+constexpr int64_t kPackFloats = 8192;   // unprepared weights: the taps packed per pass (32 KiB)
+// A tap column outside the input: kc (at most one channel block) zeros.
+alignas(64) constexpr float kZeroRow[kConvChannelBlock] = {};
+
+struct WindowTile {
+  const float* const* rows;  // [taps][kMaxWindowMr]: tap t's kc inputs for pixel i
+  int64_t taps;
+  const float* b;  // tap t's kc x NR weights at b + t * b_tap
+  int64_t b_tap, kc;
+  float* out;  // mr rows ldo apart, cols floats each
+  int64_t ldo, mr, cols;
+  bool resume;               // the chain continues from out's values (else from 0)
+  const TileFinish* finish;  // or null; only with cols == NR
 };
-static_assert(sizeof(WindowChain) == 24 && offsetof(WindowChain, b) == 8 && offsetof(WindowChain, kc) == 16,
-              "window_tile_avx512's asm reads the fields at these offsets");
+constexpr int64_t kMaxWindowMr = 12;
 
-// kWindowMr pixels x 32 channels: for each of `count` (>= 1) chains in order
-// a partial sum from zero (zmm0-11), added into the running sum (zmm12-23), then the sums into
-// `out` (kWindowMr x 32 floats). In asm: written with intrinsics (a sum and a
-// partial array of 12 vectors each), GCC 12 kept the two weight vectors on
-// the stack and reloaded them for every FMA, though 5 registers were free:
-// load-bound, half the per-tap path's speed. The operand order of each
-// instruction is the intrinsics' (the running sum first in the add, the
-// partial the FMA's addend): their NaN bits too.
-[[gnu::target("avx512f")]] void window_tile_avx512(const WindowChain* chains, int64_t count, const float* a,
-                                                   int64_t lda, float* out) {
-  const int64_t l = lda * static_cast<int64_t>(sizeof(float)), l3 = 3 * l;
-  const char* base = reinterpret_cast<const char*>(a);
-  const char *a0, *a3;
-  const float* b;
-  int64_t k;
-  asm volatile(
-      "vpxord %%zmm12, %%zmm12, %%zmm12\n\t"
-      "vpxord %%zmm13, %%zmm13, %%zmm13\n\t"
-      "vpxord %%zmm14, %%zmm14, %%zmm14\n\t"
-      "vpxord %%zmm15, %%zmm15, %%zmm15\n\t"
-      "vpxord %%zmm16, %%zmm16, %%zmm16\n\t"
-      "vpxord %%zmm17, %%zmm17, %%zmm17\n\t"
-      "vpxord %%zmm18, %%zmm18, %%zmm18\n\t"
-      "vpxord %%zmm19, %%zmm19, %%zmm19\n\t"
-      "vpxord %%zmm20, %%zmm20, %%zmm20\n\t"
-      "vpxord %%zmm21, %%zmm21, %%zmm21\n\t"
-      "vpxord %%zmm22, %%zmm22, %%zmm22\n\t"
-      "vpxord %%zmm23, %%zmm23, %%zmm23\n\t"
-      "2:\n\t"
-      "mov (%[ch]), %[a0]\n\t"
-      "add %[base], %[a0]\n\t"
-      "mov 8(%[ch]), %[b]\n\t"
-      "mov 16(%[ch]), %[k]\n\t"
-      "lea (%[a0],%[l3],1), %[a3]\n\t"
-      "vpxord %%zmm0, %%zmm0, %%zmm0\n\t"
-      "vpxord %%zmm1, %%zmm1, %%zmm1\n\t"
-      "vpxord %%zmm2, %%zmm2, %%zmm2\n\t"
-      "vpxord %%zmm3, %%zmm3, %%zmm3\n\t"
-      "vpxord %%zmm4, %%zmm4, %%zmm4\n\t"
-      "vpxord %%zmm5, %%zmm5, %%zmm5\n\t"
-      "vpxord %%zmm6, %%zmm6, %%zmm6\n\t"
-      "vpxord %%zmm7, %%zmm7, %%zmm7\n\t"
-      "vpxord %%zmm8, %%zmm8, %%zmm8\n\t"
-      "vpxord %%zmm9, %%zmm9, %%zmm9\n\t"
-      "vpxord %%zmm10, %%zmm10, %%zmm10\n\t"
-      "vpxord %%zmm11, %%zmm11, %%zmm11\n\t"
-      "1:\n\t"
-      "vmovups (%[b]), %%zmm30\n\t"
-      "vmovups 64(%[b]), %%zmm31\n\t"
-      "vbroadcastss (%[a0]), %%zmm29\n\t"
-      "vfmadd231ps %%zmm30, %%zmm29, %%zmm0\n\t"
-      "vfmadd231ps %%zmm31, %%zmm29, %%zmm6\n\t"
-      "vbroadcastss (%[a0],%[l],1), %%zmm29\n\t"
-      "vfmadd231ps %%zmm30, %%zmm29, %%zmm1\n\t"
-      "vfmadd231ps %%zmm31, %%zmm29, %%zmm7\n\t"
-      "vbroadcastss (%[a0],%[l],2), %%zmm29\n\t"
-      "vfmadd231ps %%zmm30, %%zmm29, %%zmm2\n\t"
-      "vfmadd231ps %%zmm31, %%zmm29, %%zmm8\n\t"
-      "vbroadcastss (%[a3]), %%zmm29\n\t"
-      "vfmadd231ps %%zmm30, %%zmm29, %%zmm3\n\t"
-      "vfmadd231ps %%zmm31, %%zmm29, %%zmm9\n\t"
-      "vbroadcastss (%[a3],%[l],1), %%zmm29\n\t"
-      "vfmadd231ps %%zmm30, %%zmm29, %%zmm4\n\t"
-      "vfmadd231ps %%zmm31, %%zmm29, %%zmm10\n\t"
-      "vbroadcastss (%[a3],%[l],2), %%zmm29\n\t"
-      "vfmadd231ps %%zmm30, %%zmm29, %%zmm5\n\t"
-      "vfmadd231ps %%zmm31, %%zmm29, %%zmm11\n\t"
-      "add $4, %[a0]\n\t"
-      "add $4, %[a3]\n\t"
-      "add $128, %[b]\n\t"
-      "dec %[k]\n\t"
-      "jnz 1b\n\t"
-      "vaddps %%zmm0, %%zmm12, %%zmm12\n\t"
-      "vaddps %%zmm1, %%zmm13, %%zmm13\n\t"
-      "vaddps %%zmm2, %%zmm14, %%zmm14\n\t"
-      "vaddps %%zmm3, %%zmm15, %%zmm15\n\t"
-      "vaddps %%zmm4, %%zmm16, %%zmm16\n\t"
-      "vaddps %%zmm5, %%zmm17, %%zmm17\n\t"
-      "vaddps %%zmm6, %%zmm18, %%zmm18\n\t"
-      "vaddps %%zmm7, %%zmm19, %%zmm19\n\t"
-      "vaddps %%zmm8, %%zmm20, %%zmm20\n\t"
-      "vaddps %%zmm9, %%zmm21, %%zmm21\n\t"
-      "vaddps %%zmm10, %%zmm22, %%zmm22\n\t"
-      "vaddps %%zmm11, %%zmm23, %%zmm23\n\t"
-      "add $24, %[ch]\n\t"
-      "dec %[n]\n\t"
-      "jnz 2b\n\t"
-      "vmovups %%zmm12, (%[out])\n\t"
-      "vmovups %%zmm18, 64(%[out])\n\t"
-      "vmovups %%zmm13, 128(%[out])\n\t"
-      "vmovups %%zmm19, 192(%[out])\n\t"
-      "vmovups %%zmm14, 256(%[out])\n\t"
-      "vmovups %%zmm20, 320(%[out])\n\t"
-      "vmovups %%zmm15, 384(%[out])\n\t"
-      "vmovups %%zmm21, 448(%[out])\n\t"
-      "vmovups %%zmm16, 512(%[out])\n\t"
-      "vmovups %%zmm22, 576(%[out])\n\t"
-      "vmovups %%zmm17, 640(%[out])\n\t"
-      "vmovups %%zmm23, 704(%[out])\n\t"
-      : [ch] "+r"(chains), [n] "+r"(count), [a0] "=&r"(a0), [a3] "=&r"(a3), [b] "=&r"(b), [k] "=&r"(k)
-      : [base] "r"(base), [l] "r"(l), [l3] "r"(l3), [out] "r"(out)
-      : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12",
-        "xmm13", "xmm14", "xmm15", "xmm16", "xmm17", "xmm18", "xmm19", "xmm20", "xmm21", "xmm22", "xmm23", "xmm29",
-        "xmm30", "xmm31", "cc", "memory");
-}
-
-// GCC 12 takes the _mm512_undefined_* operand of tile_activation's min and
-// max, inlined here, for an uninitialized read.
-#pragma GCC diagnostic push
-#if !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-// One pixel's 32 sums (`width` lanes under the masks) stored with the
-// finish the row pass gives the others: the bias, the residual, then the
-// activation where tile_finish_applies (the same operations in that order).
-[[gnu::target("avx512f")]] inline void store_window_row(float* c, const float* sums, const __mmask16 (&m)[2],
-                                                        const TileFinish& f, const float* residual) {
-  const __m512 lo = _mm512_set1_ps(f.lo), hi = _mm512_set1_ps(f.hi);
-  for (int h = 0; h < 2; ++h) {
-    __m512 v = _mm512_load_ps(sums + 16 * h);
-    if (f.col_bias) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m[h], f.col_bias + 16 * h));
-    if (residual) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m[h], residual + 16 * h));
-    _mm512_mask_storeu_ps(c + 16 * h, m[h], tile_activation(f.activation, v, lo, hi));
+template <int N>
+constexpr int kWindowMr = N == 16 ? 12 : 6;  // 24 of 32 zmm; 12 of 16 ymm; 24 of NEON's 32
+template <int N>
+constexpr int kWindowVectors = N == 4 ? 4 : 2;  // the GEMM's strip: 32 (AVX-512), 16 floats
+struct WindowMrOf {
+  template <int N>
+  static HEXIR_LANES int64_t run() {
+    return kWindowMr<N>;
   }
-}
-#pragma GCC diagnostic pop
-#endif
+};
+struct WindowStripOf {  // the strip the tile computes: the GEMM's NR
+  template <int N>
+  static HEXIR_LANES int64_t run() {
+    return kWindowVectors<N> * N;
+  }
+};
 
-// Output row oy of image n, group g, strips [s_begin, s_end) of the group
-// (whole strips: no cache line is written by two tasks).
-void dense_row(const DenseJob& job, int64_t n, int64_t g, int64_t oy, int64_t s_begin, int64_t s_end) {
-  const Conv2dPlan& p = *job.p;
-  const int64_t nr = job.tile.nr_max, taps = p.kh * p.kw, cg = p.c_per_group;
-  const int64_t cols0 = s_begin * nr, cols = std::min(p.k_per_group, s_end * nr) - cols0;
-  float* const row_out = job.out + (n * p.oh + oy) * p.ow * p.k + g * p.k_per_group + cols0;
-  const int64_t ldc = p.k;
-  // Pixels [in_lo, in_hi): every tap column inside the input, the window in
-  // registers (AVX-512, prepared weights) with the bias, residual and
-  // activation (where tile_finish_applies) at its store; the others per tap
-  // into zeros, then their finish.
-  int64_t in_lo = 0, in_hi = 0;
-  const auto activation = static_cast<ops::Activation>(p.epilogue.activation);
-  const bool window_activation = tile_finish_applies(activation);
-  int64_t ky0 = 0, ky1 = 0;  // the tap rows inside the input
+// x in every lane (a broadcast; lanes::splat adds it to zeros: an add more).
+template <int N>
+HEXIR_LANES lanes::F32<N> broadcast(float x) {
+  lanes::F32<N> v;
+  for (int l = 0; l < N; ++l) v[l] = x;
+  return v;
+}
+
+// A tile's activation (tile_finish_applies), lanes::'s bits of ops::*_of.
+template <ops::Activation A, int N, int MR>
+HEXIR_LANES void activate_window(lanes::F32<N> (&acc)[MR][kWindowVectors<N>], const TileFinish& f) {
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+    for (int v = 0; v < kWindowVectors<N>; ++v) {
+      lanes::F32<N>& x = acc[i][v];
+      if constexpr (A == ops::Activation::kRelu) x = lanes::relu<N>(x);
+      if constexpr (A == ops::Activation::kClip) x = lanes::clip<N>(x, f.lo, f.hi);
+      if constexpr (A == ops::Activation::kHardSigmoid) x = lanes::hard_sigmoid<N>(x, f.lo, f.hi);
+      if constexpr (A == ops::Activation::kHardSwish) x = lanes::hard_swish<N>(x);
+    }
+}
+
+template <int N, int MR>
+HEXIR_LANES void window_tile(const WindowTile& t) {
+  constexpr int NV = kWindowVectors<N>;
+  using V = lanes::F32<N>;
+  V acc[MR][NV];
+  if (t.resume) {  // a part strip's columns through a row on the stack
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i) {
+      float row[NV * N] = {};
+      const float* from = t.out + i * t.ldo;
+      if (t.cols < NV * N) from = static_cast<const float*>(std::memcpy(row, from, static_cast<size_t>(t.cols) * 4));
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) acc[i][v] = lanes::load<N>(from + v * N);
+    }
+  } else {
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) acc[i][v] = lanes::zero<N>();
+  }
+  for (int64_t tap = 0; tap < t.taps; ++tap) {
+    const float* a[MR];
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i) a[i] = t.rows[tap * kMaxWindowMr + i];
+    const float* b = t.b + tap * t.b_tap;
+    for (int64_t k = 0; k < t.kc; ++k, b += NV * N) {
+      __builtin_prefetch(b + 8 * NV * N);
+      V bv[NV];
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) bv[v] = lanes::load<N>(b + v * N);
+#pragma GCC unroll 16
+      for (int i = 0; i < MR; ++i) {
+        const V x = broadcast<N>(a[i][k]);
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; ++v) acc[i][v] = lanes::fma<N>(x, bv[v], acc[i][v]);
+      }
+    }
+  }
+  if (t.cols < NV * N) {
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i) {
+      float row[NV * N];
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) lanes::store<N>(row + v * N, acc[i][v]);
+      std::memcpy(t.out + i * t.ldo, row, static_cast<size_t>(t.cols) * sizeof(float));
+    }
+    return;
+  }
+  if (t.finish) {  // the row pass's steps in its order: the bias, the residual, the activation
+    const TileFinish& f = *t.finish;
+    if (f.col_bias)
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) {
+        const V bias = lanes::load<N>(f.col_bias + v * N);
+#pragma GCC unroll 16
+        for (int i = 0; i < MR; ++i) acc[i][v] += bias;
+      }
+    if (f.residual)
+#pragma GCC unroll 16
+      for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; ++v) acc[i][v] += lanes::load<N>(f.residual + i * f.ldr + v * N);
+    switch (f.activation) {  // one test per tile
+      case ops::Activation::kRelu: activate_window<ops::Activation::kRelu, N, MR>(acc, f); break;
+      case ops::Activation::kClip: activate_window<ops::Activation::kClip, N, MR>(acc, f); break;
+      case ops::Activation::kHardSigmoid: activate_window<ops::Activation::kHardSigmoid, N, MR>(acc, f); break;
+      case ops::Activation::kHardSwish: activate_window<ops::Activation::kHardSwish, N, MR>(acc, f); break;
+      default: break;
+    }
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) lanes::store<N>(t.out + i * t.ldo + v * N, acc[i][v]);
+}
+
+struct WindowTileKernel {
+  template <int N, int MR = kWindowMr<N>>
+  static HEXIR_LANES void run(const WindowTile* t) {
+    if constexpr (MR > 1)
+      if (t->mr < MR) return run<N, MR - 1>(t);
+    window_tile<N, MR>(*t);
+  }
+};
+
+// The tiles of pixels [ox0, ox1): as even as MR allows (a 7-pixel row is 4
+// and 3, not 6 and 1: a one-pixel tile loads two weight vectors per two
+// multiply-adds).
+struct TileSplit {
+  int64_t count, base, extra;  // `extra` tiles of base + 1 pixels, then base
+  TileSplit(int64_t pixels, int64_t mr)
+      : count((pixels + mr - 1) / mr), base(count ? pixels / count : 0), extra(count ? pixels % count : 0) {}
+  int64_t begin(int64_t i) const { return i * base + std::min(i, extra); }
+  int64_t size(int64_t i) const { return base + (i < extra ? 1 : 0); }
+};
+
+// The tap rows [*ky0, *ky1) of output row oy inside the input: a
+// contiguous range, so its taps [ky0 * kw, ky1 * kw) are too.
+void tap_rows(const Conv2dPlan& p, int64_t oy, int64_t* ky0, int64_t* ky1) {
+  *ky0 = p.kh, *ky1 = 0;
   for (int64_t ky = 0; ky < p.kh; ++ky) {
     const int64_t iy = oy * p.stride_h - p.pad_top + ky * p.dilation_h;
-    if (iy < 0 || iy >= p.h) continue;
-    if (ky1 == 0) ky0 = ky;
-    ky1 = ky + 1;
+    if (iy >= 0 && iy < p.h) *ky0 = std::min(*ky0, ky), *ky1 = ky + 1;
   }
-#ifdef HEXIR_CL_X86
-  if (job.window && nr == 32 && ky1 > ky0) {
-    in_hi = p.ow;
-    for (int64_t kx = 0; kx < p.kw; ++kx) {
-      int64_t lo, hi;
-      tap_columns(p, kx, &lo, &hi);
-      in_lo = std::max(in_lo, lo), in_hi = std::min(in_hi, hi);
-    }
-    // Whole blocks of kWindowMr pixels; the rest go per tap.
-    in_hi = in_lo + (in_hi - in_lo) / kWindowMr * kWindowMr;
-    if (in_hi == in_lo || p.kh * p.kw > kWindowChains) in_lo = in_hi = 0;
-  }
-#endif
-  for (int64_t ox = 0; ox < p.ow; ++ox)
-    if (ox < in_lo || ox >= in_hi) std::memset(row_out + ox * ldc, 0, static_cast<size_t>(cols) * sizeof(float));
-  alignas(64) float strip[kConvChannelBlock * kMaxStrip];
-  const int64_t lda = p.stride_w * p.c;
-  for (int64_t ky = ky0; ky < ky1; ++ky) {
-    const int64_t iy = oy * p.stride_h - p.pad_top + ky * p.dilation_h;
-    const float* row = job.x + (n * p.h + iy) * p.w * p.c + g * cg;
-    for (int64_t kx = 0; kx < p.kw; ++kx) {
-      int64_t lo, hi;
-      tap_columns(p, kx, &lo, &hi);
-      if (lo == hi) continue;
-      const int64_t t = ky * p.kw + kx;
-      const float* a0 = row + (lo * p.stride_w + kx * p.dilation_w - p.pad_left) * p.c;  // pixel lo
-      // The pixels of [lo, hi) outside [in_lo, in_hi): before it, then after it.
-      const int64_t ranges[2][2] = {{lo, std::min(hi, in_lo)}, {std::max(lo, in_hi), hi}};
-      for (int64_t s = s_begin; s < s_end; ++s) {
-        const int64_t col0 = s * nr, width = std::min(nr, p.k_per_group - col0);
-        float* const c = row_out + col0 - cols0;
-        const float* b_tap = job.prepared ? job.prepared + ((g * job.strips + s) * taps + t) * cg * nr : nullptr;
-        for (int64_t c0 = 0; c0 < cg; c0 += kConvChannelBlock) {
-          const int64_t kc = std::min(kConvChannelBlock, cg - c0);
-          const float* b = b_tap ? b_tap + c0 * nr : strip;
-          if (!b_tap) pack_tap_strip(p, job.w, g, t, s, nr, c0, kc, strip);
-          for (const auto& range : ranges)
-            for (int64_t ox = range[0]; ox < range[1]; ox += job.tile.mr_max) {
-              const int64_t mr = std::min(job.tile.mr_max, range[1] - ox);
-              job.tile.run(mr, width, kc, a0 + (ox - lo) * lda + c0, lda, false, b, nr, c + ox * ldc, ldc, true, nullptr);
-            }
-        }
-      }
-    }
-  }
-#ifdef HEXIR_CL_X86
-  if (in_lo < in_hi) {
-    const int64_t iy0 = oy * p.stride_h - p.pad_top + ky0 * p.dilation_h;
-    // Pixel in_lo, tap (ky0, 0).
-    const float* a = job.x + ((n * p.h + iy0) * p.w + in_lo * p.stride_w - p.pad_left) * p.c + g * cg;
+  if (*ky1 == 0) *ky0 = 0;
+}
+
+// Pixels [q0, q1) of image n (q = oy * ow + ox: rows whose tap rows inside
+// the input are taps [t_begin, t_end), so their pixels share tiles: a 7 x 7
+// map's 5 inner rows are tiles of 6 and 5, not of 4 and 3 per row), group
+// g, strips [s_begin, s_end) of the group (whole strips: no cache line is
+// written by two tasks).
+void dense_pixels(const DenseJob& job, int64_t n, int64_t g, int64_t q0, int64_t q1, int64_t t_begin, int64_t t_end,
+                  int64_t s_begin, int64_t s_end) {
+  const Conv2dPlan& p = *job.p;
+  const int64_t nr = job.tile.nr_max, taps_all = p.kh * p.kw, cg = p.c_per_group, ldc = p.k;
+  float* const image_out = job.out + n * p.oh * p.ow * p.k + g * p.k_per_group;  // pixel q at + q * ldc
+  const auto activation = static_cast<ops::Activation>(p.epilogue.activation);
+  const int64_t blocks = (cg + kConvChannelBlock - 1) / kConvChannelBlock;
+  const int64_t mr_max = widest<WindowMrOf>();
+  alignas(64) float sums[kRowPixels * kMaxStrip];  // a later channel block's sums
+  alignas(64) float packed[kPackFloats];
+  const float* rows[kChainTaps * kMaxWindowMr];
+  int64_t iy0[kMaxWindowMr], ix0[kMaxWindowMr];  // a tile's pixels' window corners
+  const float* const image = job.x + n * p.h * p.w * p.c + g * cg;
+  for (int64_t px0 = q0; px0 < q1; px0 += kRowPixels) {
+    const int64_t px1 = std::min(q1, px0 + kRowPixels);
+    const TileSplit split(px1 - px0, mr_max);
     for (int64_t s = s_begin; s < s_end; ++s) {
       const int64_t col0 = s * nr, width = std::min(nr, p.k_per_group - col0);
-      WindowChain chains[kWindowChains];
-      int64_t count = 0;
-      for (int64_t ky = ky0; ky < ky1; ++ky)
-        for (int64_t kx = 0; kx < p.kw; ++kx) {
-          const float* b = job.prepared + ((g * job.strips + s) * taps + ky * p.kw + kx) * cg * nr;
-          const int64_t offset = ((ky - ky0) * p.dilation_h * p.w + kx * p.dilation_w) * p.c;
-          chains[count++] = {offset * static_cast<int64_t>(sizeof(float)), b, cg};  // one channel block
-        }
-      const __mmask16 m[2] = {
-          width >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << width) - 1),
-          width >= 32 ? __mmask16(0xFFFF) : width <= 16 ? __mmask16(0) : static_cast<__mmask16>((1u << (width - 16)) - 1)};
+      float* const c = image_out + col0;
       TileFinish f;
       f.col_bias = job.bias ? job.bias + g * p.k_per_group + col0 : nullptr;
-      if (window_activation) f.activation = activation, f.lo = p.epilogue.a, f.hi = p.epilogue.b;
-      alignas(64) float sums[kWindowMr * 32];
-      for (int64_t ox = in_lo; ox < in_hi; ox += kWindowMr) {
-        window_tile_avx512(chains, count, a + (ox - in_lo) * lda, lda, sums);
-        float* c = row_out + col0 - cols0 + ox * ldc;
-        for (int64_t i = 0; i < kWindowMr; ++i) {
-          float* ci = c + i * ldc;
-          store_window_row(ci, sums + i * 32, m, f, job.residual ? job.residual + (ci - job.out) : nullptr);
+      f.ldr = ldc;
+      if (tile_finish_applies(activation)) f.activation = activation, f.lo = p.epilogue.a, f.hi = p.epilogue.b;
+      const int64_t chain = job.prepared ? kChainTaps : 0;  // taps per call (unprepared: what the buffer holds)
+      bool fused = width == nr && blocks == 1 && (activation == ops::Activation::kNone || tile_finish_applies(activation));
+      for (int64_t c0 = 0; c0 < cg; c0 += kConvChannelBlock) {
+        const int64_t kc = std::min(kConvChannelBlock, cg - c0);
+        const int64_t per_call = chain ? chain : std::clamp<int64_t>(kPackFloats / (kc * nr), 1, kChainTaps);
+        fused = fused && t_end - t_begin <= per_call;
+        for (int64_t t0 = t_begin; t0 < t_end || t0 == t_begin; t0 += per_call) {
+          const int64_t t1 = std::min(t_end, t0 + per_call);
+          const float* b;
+          int64_t b_tap;
+          if (job.prepared) {
+            b = job.prepared + ((g * job.strips + s) * taps_all + t0) * cg * nr + c0 * nr, b_tap = cg * nr;
+          } else {
+            for (int64_t t = t0; t < t1; ++t) pack_tap_strip(p, job.w, g, t, s, nr, c0, kc, packed + (t - t0) * kc * nr);
+            b = packed, b_tap = kc * nr;
+          }
+          for (int64_t i = 0; i < split.count; ++i) {
+            const int64_t q = px0 + split.begin(i), mr = split.size(i);
+            for (int64_t j = 0; j < mr; ++j) {
+              const int64_t oy = (q + j) / p.ow, ox = (q + j) % p.ow;
+              iy0[j] = oy * p.stride_h - p.pad_top, ix0[j] = ox * p.stride_w - p.pad_left;
+            }
+            for (int64_t t = t0, ky = t0 / p.kw, kx = t0 % p.kw; t < t1; ++t) {
+              const float** row = rows + (t - t0) * kMaxWindowMr;
+              for (int64_t j = 0; j < mr; ++j) {
+                const int64_t ix = ix0[j] + kx * p.dilation_w;
+                row[j] = ix >= 0 && ix < p.w ? image + ((iy0[j] + ky * p.dilation_h) * p.w + ix) * p.c + c0 : kZeroRow;
+              }
+              if (++kx == p.kw) kx = 0, ++ky;
+            }
+            WindowTile tile{rows, t1 - t0, b, b_tap, kc, nullptr, 0, mr, width, t0 > t_begin, nullptr};
+            if (c0 == 0) {
+              tile.out = c + q * ldc, tile.ldo = ldc;
+              if (fused) {
+                f.residual = job.residual ? job.residual + (tile.out - job.out) : nullptr;
+                tile.finish = &f;
+              }
+            } else {
+              tile.out = sums + (q - px0) * nr, tile.ldo = nr;
+            }
+            widest<WindowTileKernel>(static_cast<const WindowTile*>(&tile));
+          }
+          if (t1 == t_end) break;
         }
+        if (c0 > 0)  // the block's sums added to the earlier blocks'
+          for (int64_t q = px0; q < px1; ++q)
+            for (int64_t j = 0; j < width; ++j) c[q * ldc + j] += sums[(q - px0) * nr + j];
       }
+      if (fused) continue;
+      // The finish the tiles did not apply: the bias, the residual, then the activation.
+      float* const out = c + px0 * ldc;
+      if (f.col_bias)
+        for (int64_t q = px0; q < px1; ++q)
+          for (int64_t j = 0; j < width; ++j) out[(q - px0) * ldc + j] += f.col_bias[j];
+      if (job.residual) add_residual(out, ldc, job.residual + (out - job.out), ldc, px1 - px0, width);
+      if (activation != ops::Activation::kNone) apply_epilogue(p.epilogue, out, ldc, px1 - px0, width);
     }
   }
-#endif
-  // The finish of the pixels the window did not store: [0, in_lo) and [in_hi, ow).
-  const float* bias = job.bias ? job.bias + g * p.k_per_group + cols0 : nullptr;
-  for (const auto& [ox0, ox1] : {std::pair{int64_t{0}, in_lo}, std::pair{in_hi, p.ow}}) {
-    float* const out = row_out + ox0 * ldc;
-    if (bias)
-      for (int64_t ox = ox0; ox < ox1; ++ox)
-        for (int64_t j = 0; j < cols; ++j) out[(ox - ox0) * ldc + j] += bias[j];
-    if (job.residual) add_residual(out, ldc, job.residual + (out - job.out), ldc, ox1 - ox0, cols);
-    if (activation != ops::Activation::kNone && window_activation)
-      apply_epilogue(p.epilogue, out, ldc, ox1 - ox0, cols);
+}
+
+// Output rows [oy0, oy1) of image n, group g, strips [s_begin, s_end): runs
+// of rows with the same tap rows inside the input as one range of pixels.
+void dense_rows(const DenseJob& job, int64_t n, int64_t g, int64_t oy0, int64_t oy1, int64_t s_begin, int64_t s_end) {
+  for (int64_t oy = oy0; oy < oy1;) {
+    int64_t ky0, ky1, next = oy + 1;
+    tap_rows(*job.p, oy, &ky0, &ky1);
+    for (int64_t a, b; next < oy1; ++next) {
+      tap_rows(*job.p, next, &a, &b);
+      if (a != ky0 || b != ky1) break;
+    }
+    const int64_t ow = job.p->ow, kw = job.p->kw;
+    dense_pixels(job, n, g, oy * ow, next * ow, ky0 * kw, ky1 * kw, s_begin, s_end);
+    oy = next;
   }
-  if (activation != ops::Activation::kNone && !window_activation) apply_epilogue(p.epilogue, row_out, ldc, p.ow, cols);
 }
 
 // Row-major: a task is output row oy of image n, group g, the part's strips.
@@ -352,7 +363,7 @@ void dense_task(void* context, int64_t task) {
   const int64_t part = task % job.parts, row = task / job.parts;
   const int64_t g = row % p.groups, oy = row / p.groups % p.oh, n = row / p.groups / p.oh;
   const int64_t s_begin = part * job.strips_per_part;
-  dense_row(job, n, g, oy, s_begin, std::min(job.strips, s_begin + job.strips_per_part));
+  dense_rows(job, n, g, oy, oy + 1, s_begin, std::min(job.strips, s_begin + job.strips_per_part));
 }
 
 // Strip-major: a task is one strip of image n, group g, over a block of
@@ -366,7 +377,7 @@ void dense_strip_task(void* context, int64_t task) {
   const int64_t block = task % job.row_blocks, rest = task / job.row_blocks;
   const int64_t s = rest % job.strips, g = rest / job.strips % p.groups, n = rest / job.strips / p.groups;
   const int64_t oy_end = std::min(p.oh, (block + 1) * job.rows_per_block);
-  for (int64_t oy = block * job.rows_per_block; oy < oy_end; ++oy) dense_row(job, n, g, oy, s, s + 1);
+  dense_rows(job, n, g, block * job.rows_per_block, oy_end, s, s + 1);
 }
 
 // Strip-major past this many bytes of a group's packed weights (half of a
@@ -842,9 +853,10 @@ void channel_scale_task(void* context, int64_t task) {
 // P at a time (AVX-512: 12 broadcast, 8 shuffled; AVX2: 6 and 4), P chains of
 // FMAs. A cross-lane permute per FMA with 4 pixels (its 16 index vectors held
 // the registers) ran ResNeXt's and RegNetX's grouped 3x3s at 40-45 % of
-// onnxruntime's speed. Per tap a partial sum from 0 in channel order, added
-// to the running sum, then the bias: the order of
-// ops::conv2d_channels_last_element (fmaf), so the bits of the dense path.
+// onnxruntime's speed. One chain from 0 over the taps and each tap's
+// channels (a border pixel's tap columns outside the input as zeros), then
+// the bias: the order of ops::conv2d_channels_last_element (fmaf), so the
+// bits of the dense path.
 // Groups of 2, 4, 8 or 16 channels in and as many out (16 lanes only on AVX-512).
 bool small_groups(const Conv2dPlan& p, int64_t lanes) {
   const int64_t cg = p.c_per_group;
@@ -952,13 +964,13 @@ struct Avx2 {
 // pixel's P vectors of output channels (a border pixel: P chains where a lone
 // vector's chain would wait on each FMA).
 // NAME_channels: channels [CI, end of CI's quarter) of one tap into the
-// partial sums, xs[j] chain j's source for the quarter.
-// NAME_tap: one tap's partial sums, chain j reading its pixel's channels at
+// sums, xs[j] chain j's source for the quarter.
+// NAME_tap: one tap into the sums, chain j reading its pixel's channels at
 // a + j * a_step, channel by channel.
 // NAME_block: P pixels from ox (all their taps inside along x), the lanes of
 // output channels [v, v + kLanes) under `m`.
 // NAME_pixel: pixel ox, P vectors of output channels from v (those past
-// v_end masked off), taps outside the input skipped.
+// v_end masked off), tap rows outside the input skipped, tap columns zeros.
 // NAME_row: one output row (a part of its vectors): pixels whose taps all lie
 // inside along x P at a time, then 4 at a time, the others (borders and the
 // rest) one by one, 8, 4, 2 or 1 vectors at a time.
@@ -966,40 +978,40 @@ struct Avx2 {
 template <typename S, int CG, int P, bool kVectors, bool kWhole, int CI> \
 [[gnu::target(TARGET), gnu::always_inline]] inline void NAME##_channels(const typename S::V (&xs)[P], const float* w, \
                                                                       int64_t k, const typename S::Mask (&m)[P], \
-                                                                      typename S::V (&partial)[P]) { \
+                                                                      typename S::V (&sums)[P]) { \
   if constexpr (kVectors) { \
     for (int j = 0; j < P; ++j) \
-      partial[j] = S::fma(S::template spread<CG, CI>(xs[j]), S::template load<kWhole>(w + CI * k + j * S::kLanes, m[j]), \
-                          partial[j]); \
+      sums[j] = S::fma(S::template spread<CG, CI>(xs[j]), S::template load<kWhole>(w + CI * k + j * S::kLanes, m[j]), \
+                          sums[j]); \
   } else { \
     const typename S::V wv = S::template load<kWhole>(w + CI * k, m[0]); \
-    for (int j = 0; j < P; ++j) partial[j] = S::fma(S::template spread<CG, CI>(xs[j]), wv, partial[j]); \
+    for (int j = 0; j < P; ++j) sums[j] = S::fma(S::template spread<CG, CI>(xs[j]), wv, sums[j]); \
   } \
-  if constexpr (CI + 1 < CG && (CI + 1) % 4 != 0) NAME##_channels<S, CG, P, kVectors, kWhole, CI + 1>(xs, w, k, m, partial); \
+  if constexpr (CI + 1 < CG && (CI + 1) % 4 != 0) NAME##_channels<S, CG, P, kVectors, kWhole, CI + 1>(xs, w, k, m, sums); \
 } \
  \
 template <typename S, int CG, int P, bool kVectors, bool kWhole> \
 [[gnu::target(TARGET), gnu::always_inline]] inline void NAME##_tap(const float* a, int64_t a_step, const float* w, \
                                                                  int64_t k, const typename S::Mask (&m)[P], \
-                                                                 typename S::V (&partial)[P]) { \
+                                                                 typename S::V (&sums)[P]) { \
   if constexpr (CG == S::kLanes) { \
     for (int ci = 0; ci < CG; ++ci) { \
       if constexpr (kVectors) { \
         for (int j = 0; j < P; ++j) \
-          partial[j] = S::fma(S::broadcast(a + j * a_step + ci), S::template load<true>(w + ci * k + j * S::kLanes, m[j]), \
-                              partial[j]); \
+          sums[j] = S::fma(S::broadcast(a + j * a_step + ci), S::template load<true>(w + ci * k + j * S::kLanes, m[j]), \
+                              sums[j]); \
       } else { \
         const typename S::V wv = S::template load<true>(w + ci * k, m[0]); \
-        for (int j = 0; j < P; ++j) partial[j] = S::fma(S::broadcast(a + j * a_step + ci), wv, partial[j]); \
+        for (int j = 0; j < P; ++j) sums[j] = S::fma(S::broadcast(a + j * a_step + ci), wv, sums[j]); \
       } \
     } \
   } else { \
     typename S::V xs[P]; \
     for (int j = 0; j < P; ++j) xs[j] = S::template source<CG, 0, kWhole>(a + j * a_step, m[kVectors ? j : 0]); \
-    NAME##_channels<S, CG, P, kVectors, kWhole, 0>(xs, w, k, m, partial); \
+    NAME##_channels<S, CG, P, kVectors, kWhole, 0>(xs, w, k, m, sums); \
     if constexpr (CG == 8 && S::kLanes == 16) { \
       for (int j = 0; j < P; ++j) xs[j] = S::template source<CG, 1, kWhole>(a + j * a_step, m[kVectors ? j : 0]); \
-      NAME##_channels<S, CG, P, kVectors, kWhole, 4>(xs, w, k, m, partial); \
+      NAME##_channels<S, CG, P, kVectors, kWhole, 4>(xs, w, k, m, sums); \
     } \
   } \
 } \
@@ -1017,12 +1029,9 @@ template <typename S, int CG, int P, bool kVectors, bool kWhole> \
     if (iy < 0 || iy >= p.h) continue; \
     for (int64_t kx = 0; kx < p.kw; ++kx) { \
       const int64_t ix = ox * p.stride_w - p.pad_left + kx * p.dilation_w; \
-      if (kVectors && (ix < 0 || ix >= p.w)) continue; \
-      typename S::V partial[P]; \
-      for (int j = 0; j < P; ++j) partial[j] = S::zero(); \
-      NAME##_tap<S, CG, P, kVectors, kWhole>(image + (iy * p.w + ix) * p.c + v, a_step, \
-                                     job.w + (ky * p.kw + kx) * CG * k + v, k, m, partial); \
-      for (int j = 0; j < P; ++j) acc[j] = S::add(acc[j], partial[j]); \
+      /* A tap column outside the input: its products with zeros (a border pixel's). */ \
+      const float* a = kVectors && (ix < 0 || ix >= p.w) ? kZeroRow : image + (iy * p.w + ix) * p.c + v; \
+      NAME##_tap<S, CG, P, kVectors, kWhole>(a, a_step, job.w + (ky * p.kw + kx) * CG * k + v, k, m, acc); \
     } \
   } \
   for (int j = 0; j < P; ++j) { \
@@ -1246,12 +1255,11 @@ Status conv2d_channels_last(const KernelContext& context, const Dispatch& d) {
   }
 #endif
   const GemmTile tile = gemm_tile();
+  if (tile.nr_max != widest<WindowStripOf>())  // the prepared strips are the GEMM's, the window tile's too
+    return internal_error("conv2d: the GEMM's strip of " + std::to_string(tile.nr_max) +
+                          " floats is not the window tile's " + std::to_string(widest<WindowStripOf>()));
   DenseJob job{&p, input(d, 0), input(d, 1), bias, residual, static_cast<const float*>(d.prepared), output(d, 0), tile,
                strips_of(p, tile.nr_max)};
-#ifdef HEXIR_CL_X86
-  job.window = job.prepared != nullptr && tile.nr_max == 32 && isa_avx512() && p.kh * p.kw > 1 &&
-               p.c_per_group <= kWindowMaxChannels;
-#endif
   const KernelContext split = split_for(context, macs);
   if (p.kh * p.kw * p.c_per_group * job.strips * tile.nr_max * static_cast<int64_t>(sizeof(float)) > kStripMajorBytes) {
     // About four tasks per thread: the rows split into blocks when strips are few.

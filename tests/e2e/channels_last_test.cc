@@ -174,7 +174,7 @@ TEST_CASE("channels-last conv2d: the cpu kernel gives the element function's sum
       {"strip-major grouped 3x3, 2 groups of 256 -> 72, stride 2", 1, 512, 7, 7, 144, 3, 3, 2, 1, 1, 2, true, ""},
   };
   for (const ConvCase& c : cases) {
-    INFO(c.name);
+    INFO(std::string(c.name));
     const int64_t cg = c.c / c.groups;
     std::vector<float> w, bias;
     std::string source = "module @conv\n" + dense_constant("w", {c.k, cg, c.kh, c.kw}, 7, &w);
@@ -202,7 +202,7 @@ TEST_CASE("channels-last conv2d: the cpu kernel gives the element function's sum
     const std::vector<uint8_t> compiled = compile(source);
     for (int threads : {1, 2})
       for (bool packed : {true, false}) {  // weights prepared, or packed per row
-        INFO(threads << " threads, weights " << (packed ? "prepared" : "packed per row"));
+        INFO(threads << " threads, weights " << std::string(packed ? "prepared" : "packed per row"));
         const Outputs got = c.residual ? run(compiled, {x, r}, threads, packed) : run(compiled, {x}, threads, packed);
         REQUIRE(got.values.size() == 1);
         size_t mismatches = 0;

@@ -1037,10 +1037,19 @@ struct Conv2dPlan {
   int64_t has_residual;
 };
 
-// A channels-last conv2d sums per tap (ky, kx), and within a tap per block of
-// this many of the group's input channels, a partial sum from 0 in channel
-// order, added to the running sum (taps outside the input add nothing); then
-// the bias. The cpu kernel's register tile runs one (tap, block) at a time.
+// A channels-last conv2d sums per block of this many of the group's input
+// channels one chain from 0 over the window: taps in (ky, kx) order, each
+// tap's channels of the block in order, a tap column outside the input as
+// zeros (its products with 0: the im2col patch's padding), a tap row outside
+// the input skipped; the blocks' sums are added in order; then the bias.
+// One chain across the taps lets a register tile keep its sums over the
+// whole window (the order of every other runtime's im2col or NCHWc kernel);
+// the zeros let a row's edge pixels share the tile with its interior ones;
+// a skipped tap row costs nothing at the top and bottom edges. The blocks
+// are the GEMM's K blocks: a 1x1 convolution is one GEMM, the same sums.
+// Depthwise (one channel a group) differs: per tap (ky, kx) inside the
+// input its product, rounded, is added (the kernel's vectors run across the
+// channels; a multiply and an add, no chain to keep).
 inline constexpr int64_t kConvChannelBlock = 256;
 
 // Below this many input channels (one group; a stem: an image's 3) a
@@ -1075,21 +1084,35 @@ HEXIR_PLAN_FN float conv2d_channels_last_element(const Conv2dPlan& p, const floa
     }
     return acc;
   }
-  for (int64_t ky = 0; ky < p.kh; ++ky) {
-    const int64_t iy = oy * p.stride_h - p.pad_top + ky * p.dilation_h;
-    if (iy < 0 || iy >= p.h) continue;
-    for (int64_t kx = 0; kx < p.kw; ++kx) {
-      const int64_t ix = ox * p.stride_w - p.pad_left + kx * p.dilation_w;
-      if (ix < 0 || ix >= p.w) continue;
-      const float* pixel = x_image + (iy * p.w + ix) * p.c + g * p.c_per_group;
-      const float* taps = w + k * p.c_per_group * p.kh * p.kw + ky * p.kw + kx;
-      for (int64_t c0 = 0; c0 < p.c_per_group; c0 += kConvChannelBlock) {
-        const int64_t c1 = c0 + kConvChannelBlock < p.c_per_group ? c0 + kConvChannelBlock : p.c_per_group;
-        float partial = 0.0f;
-        for (int64_t c = c0; c < c1; ++c) partial = fmaf(pixel[c], taps[c * p.kh * p.kw], partial);
-        acc += partial;
+  const float* image = x_image + g * p.c_per_group;
+  const float* taps = w + k * p.c_per_group * p.kh * p.kw;
+  if (p.c_per_group == 1 && p.k_per_group == 1) {  // depthwise: per tap its product, rounded, added; taps outside skipped
+    for (int64_t ky = 0; ky < p.kh; ++ky) {
+      const int64_t iy = oy * p.stride_h - p.pad_top + ky * p.dilation_h;
+      if (iy < 0 || iy >= p.h) continue;
+      for (int64_t kx = 0; kx < p.kw; ++kx) {
+        const int64_t ix = ox * p.stride_w - p.pad_left + kx * p.dilation_w;
+        if (ix >= 0 && ix < p.w) acc += fmaf(image[(iy * p.w + ix) * p.c], taps[ky * p.kw + kx], 0.0f);
       }
     }
+    return acc;
+  }
+  for (int64_t c0 = 0; c0 < p.c_per_group; c0 += kConvChannelBlock) {
+    const int64_t c1 = c0 + kConvChannelBlock < p.c_per_group ? c0 + kConvChannelBlock : p.c_per_group;
+    float partial = 0.0f;
+    for (int64_t ky = 0; ky < p.kh; ++ky) {
+      const int64_t iy = oy * p.stride_h - p.pad_top + ky * p.dilation_h;
+      if (iy < 0 || iy >= p.h) continue;
+      for (int64_t kx = 0; kx < p.kw; ++kx) {
+        const int64_t ix = ox * p.stride_w - p.pad_left + kx * p.dilation_w;
+        const bool inside = ix >= 0 && ix < p.w;
+        const float* pixel = inside ? image + (iy * p.w + ix) * p.c : nullptr;
+        const int64_t t = ky * p.kw + kx;
+        for (int64_t c = c0; c < c1; ++c)
+          partial = fmaf(inside ? pixel[c] : 0.0f, taps[c * p.kh * p.kw + t], partial);
+      }
+    }
+    acc += partial;
   }
   return acc;
 }
