@@ -1,14 +1,16 @@
 // conv2d in channels-last order: x [n, h, w, c], out [n, oh, ow, k], weights
 // [k, c / groups, kh, kw] as in NCHW (docs/layout.md: the compiler chooses it).
 //
-// Dense and grouped: per output row (a task) and strip of NR output channels,
-// the GEMM's register tile runs once per (tap, block of input channels) over
-// the row's pixels whose tap lies inside the input, reading the input in
-// place (a tap's pixels are stride_w * c floats apart: no patch matrix, no
-// packing of activations) against that tap's weights as a strip, prepared
-// once at Program::prepare (or packed per row when not prepared). Depthwise:
+// Dense and grouped: per range of output pixels (a task's rows) and strip of
+// NR output channels, a register tile of up to MR pixels keeps its sums over
+// the whole window (every tap, a channel block's channels), reading the
+// input where it lies through a table of each pixel's row per tap (a row of
+// zeros for the padding): no patch matrix. The weights are the GEMM's
+// strips, prepared once at Program::prepare (or packed per pass when not
+// prepared). Small groups: across the output channels (below). Depthwise:
 // blocks of 16 channels in vectors of the widest ISA (lanes.h), 8 interior
-// pixels at a time, taps in (ky, kx) order. Both keep ops::conv2d_channels_last_element's order of sums.
+// pixels at a time, taps in (ky, kx) order. All keep
+// ops::conv2d_channels_last_element's order of sums.
 #include <algorithm>
 #include <cstddef>
 #include <cstring>
@@ -68,7 +70,7 @@ struct DenseJob {
   GemmTile tile;
   int64_t strips;
   int64_t parts = 1, strips_per_part = 0;  // a row's strips split among tasks (few rows, several threads)
-  int64_t row_blocks = 1, rows_per_block = 0;  // strip-major tasks' rows
+  int64_t row_blocks = 1, rows_per_block = 0;  // a task's rows (row-major: a narrow map's few)
 };
 
 // ---- dense and grouped: the window's sums in registers -------------------------
@@ -356,14 +358,17 @@ void dense_rows(const DenseJob& job, int64_t n, int64_t g, int64_t oy0, int64_t 
   }
 }
 
-// Row-major: a task is output row oy of image n, group g, the part's strips.
+// Row-major: a task is a block of output rows of image n, group g (one row,
+// or a narrow map's rows: kTaskPixels), the part's strips.
+constexpr int64_t kTaskPixels = 24;
 void dense_task(void* context, int64_t task) {
   const DenseJob& job = *static_cast<const DenseJob*>(context);
   const Conv2dPlan& p = *job.p;
-  const int64_t part = task % job.parts, row = task / job.parts;
-  const int64_t g = row % p.groups, oy = row / p.groups % p.oh, n = row / p.groups / p.oh;
-  const int64_t s_begin = part * job.strips_per_part;
-  dense_rows(job, n, g, oy, oy + 1, s_begin, std::min(job.strips, s_begin + job.strips_per_part));
+  const int64_t part = task % job.parts, rest = task / job.parts;
+  const int64_t g = rest % p.groups, block = rest / p.groups % job.row_blocks, n = rest / p.groups / job.row_blocks;
+  const int64_t s_begin = part * job.strips_per_part, oy0 = block * job.rows_per_block;
+  dense_rows(job, n, g, oy0, std::min(p.oh, oy0 + job.rows_per_block), s_begin,
+             std::min(job.strips, s_begin + job.strips_per_part));
 }
 
 // Strip-major: a task is one strip of image n, group g, over a block of
@@ -1271,7 +1276,11 @@ Status conv2d_channels_last(const KernelContext& context, const Dispatch& d) {
     parallel_for(split, strip_tasks * job.row_blocks, dense_strip_task, &job);
     return ok_status();
   }
-  const int64_t rows = p.n * p.oh * p.groups;
+  // Rows of a narrow map together (kTaskPixels at least): their pixels share
+  // tiles (a 7 x 7 map's rows were tiles of 4 and 3 pixels each).
+  job.rows_per_block = std::clamp<int64_t>((kTaskPixels + p.ow - 1) / p.ow, 1, p.oh);
+  job.row_blocks = (p.oh + job.rows_per_block - 1) / job.rows_per_block;
+  const int64_t rows = p.n * job.row_blocks * p.groups;
   const int64_t parts = row_parts(split, rows, job.strips);
   job.strips_per_part = (job.strips + parts - 1) / parts;
   job.parts = (job.strips + job.strips_per_part - 1) / job.strips_per_part;

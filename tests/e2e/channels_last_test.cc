@@ -100,8 +100,8 @@ struct ConvCase {
 };
 
 TEST_CASE("channels-last conv2d: the cpu kernel gives the element function's sums") {
-  // The register tile sums each (tap, channel block) as an FMA chain (AVX-512, AVX2, NEON): bit-identical
-  // there; the portable tile rounds each product, so elsewhere within rounding.
+  // The register tiles sum each channel block's window as an FMA chain (AVX-512, AVX2, NEON): bit-identical
+  // there; the portable GEMM tile (1x1s, stems) rounds each product, so elsewhere within rounding.
   // HEXIR_MAX_CPU_ISA=portable (hal/cpu/cpu_isa.h) caps the kernels to the portable tile.
   const char* cap = std::getenv("HEXIR_MAX_CPU_ISA");
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -172,6 +172,12 @@ TEST_CASE("channels-last conv2d: the cpu kernel gives the element function's sum
       {"1x1 520 -> 40 on a 7x7 map, residual", 1, 520, 7, 7, 40, 1, 1, 1, 0, 1, 1, true, "relu", true},
       {"1x1 300 -> 36, two images", 2, 300, 5, 9, 36, 1, 1, 1, 0, 1, 1, true, "hard_swish"},
       {"strip-major grouped 3x3, 2 groups of 256 -> 72, stride 2", 1, 512, 7, 7, 144, 3, 3, 2, 1, 1, 2, true, ""},
+      // One chain over the window (tap columns outside as zeros): a task's rows of one, two or three
+      // sets of tap rows as ranges of pixels; more taps than one call takes (the chain resumed from the
+      // output, or from a later block's sums).
+      {"5x5 pad 2 on a 6x5 map, 40 channels", 1, 40, 6, 5, 24, 5, 5, 1, 2, 1, 1, true, "relu", true},
+      {"9x9 pad 4, 40 channels (81 taps)", 1, 40, 10, 11, 20, 9, 9, 1, 4, 1, 1, true, "clip"},
+      {"9x9 pad 4, 300 channels (two blocks, 81 taps)", 1, 300, 9, 9, 16, 9, 9, 1, 4, 1, 1, true, "", true},
   };
   for (const ConvCase& c : cases) {
     INFO(std::string(c.name));
