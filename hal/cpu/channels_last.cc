@@ -96,7 +96,7 @@ constexpr int64_t kPackFloats = 8192;   // unprepared weights: the taps packed p
 alignas(64) constexpr float kZeroRow[kConvChannelBlock] = {};
 
 struct WindowTile {
-  const float* const* rows;  // [taps][kMaxWindowMr]: tap t's kc inputs for pixel i
+  const float* const* rows;  // [taps][MR]: tap t's kc inputs for pixel i at rows[t * MR + i]
   int64_t taps;
   const float* b;  // tap t's kc x NR weights at b + t * b_tap
   int64_t b_tap, kc;
@@ -170,7 +170,7 @@ HEXIR_LANES void window_tile(const WindowTile& t) {
   for (int64_t tap = 0; tap < t.taps; ++tap) {
     const float* a[MR];
 #pragma GCC unroll 16
-    for (int i = 0; i < MR; ++i) a[i] = t.rows[tap * kMaxWindowMr + i];
+    for (int i = 0; i < MR; ++i) a[i] = t.rows[tap * MR + i];
     const float* b = t.b + tap * t.b_tap;
     for (int64_t k = 0; k < t.kc; ++k, b += NV * N) {
       __builtin_prefetch(b + 8 * NV * N);
@@ -254,6 +254,29 @@ void tap_rows(const Conv2dPlan& p, int64_t oy, int64_t* ky0, int64_t* ky1) {
   if (*ky1 == 0) *ky0 = 0;
 }
 
+constexpr int64_t kTableRows = 2048;  // a pass's tables of input rows (16 KiB)
+
+// The table of input rows of the tile of pixels [q, q + mr) (q = oy * ow +
+// ox), taps [t0, t1): tap t's row for pixel j at table[(t - t0) * stride +
+// j], `image` at the block's first channel, the zero row where the tap
+// column lies outside the input (the tap rows lie inside: dense_rows).
+void build_window_table(const Conv2dPlan& p, const float* image, int64_t q, int64_t mr, int64_t t0, int64_t t1,
+                        int64_t stride, const float** table) {
+  int64_t iy0[kMaxWindowMr], ix0[kMaxWindowMr];  // the pixels' window corners
+  for (int64_t j = 0, oy = q / p.ow, ox = q % p.ow; j < mr; ++j) {
+    iy0[j] = oy * p.stride_h - p.pad_top, ix0[j] = ox * p.stride_w - p.pad_left;
+    if (++ox == p.ow) ox = 0, ++oy;
+  }
+  for (int64_t t = t0, ky = t0 / p.kw, kx = t0 % p.kw; t < t1; ++t) {
+    const float** row = table + (t - t0) * stride;
+    for (int64_t j = 0; j < mr; ++j) {
+      const int64_t ix = ix0[j] + kx * p.dilation_w;
+      row[j] = ix >= 0 && ix < p.w ? image + ((iy0[j] + ky * p.dilation_h) * p.w + ix) * p.c : kZeroRow;
+    }
+    if (++kx == p.kw) kx = 0, ++ky;
+  }
+}
+
 // Pixels [q0, q1) of image n (q = oy * ow + ox: rows whose tap rows inside
 // the input are taps [t_begin, t_end), so their pixels share tiles: a 7 x 7
 // map's 5 inner rows are tiles of 6 and 5, not of 4 and 3 per row), group
@@ -269,8 +292,11 @@ void dense_pixels(const DenseJob& job, int64_t n, int64_t g, int64_t q0, int64_t
   const int64_t mr_max = widest<WindowMrOf>();
   alignas(64) float sums[kRowPixels * kMaxStrip];  // a later channel block's sums
   alignas(64) float packed[kPackFloats];
-  const float* rows[kChainTaps * kMaxWindowMr];
-  int64_t iy0[kMaxWindowMr], ix0[kMaxWindowMr];  // a tile's pixels' window corners
+  // The tiles' tables of input rows, [tile][tap][pixel]: all of a pass's
+  // tiles when they fit (built once for every strip: one block, one call of
+  // taps), else one tile's at a time.
+  const float* rows[kTableRows];
+  int64_t table_c0 = -1, table_t0 = -1, table_q = -1;  // what `rows` holds
   const float* const image = job.x + n * p.h * p.w * p.c + g * cg;
   for (int64_t px0 = q0; px0 < q1; px0 += kRowPixels) {
     const int64_t px1 = std::min(q1, px0 + kRowPixels);
@@ -298,21 +324,14 @@ void dense_pixels(const DenseJob& job, int64_t n, int64_t g, int64_t q0, int64_t
             for (int64_t t = t0; t < t1; ++t) pack_tap_strip(p, job.w, g, t, s, nr, c0, kc, packed + (t - t0) * kc * nr);
             b = packed, b_tap = kc * nr;
           }
+          const int64_t taps = t1 - t0, per_tile = taps * mr_max;
+          const bool whole = split.count * per_tile <= kTableRows;
+          const bool built = whole && table_c0 == c0 && table_t0 == t0 && table_q == px0;
           for (int64_t i = 0; i < split.count; ++i) {
             const int64_t q = px0 + split.begin(i), mr = split.size(i);
-            for (int64_t j = 0; j < mr; ++j) {
-              const int64_t oy = (q + j) / p.ow, ox = (q + j) % p.ow;
-              iy0[j] = oy * p.stride_h - p.pad_top, ix0[j] = ox * p.stride_w - p.pad_left;
-            }
-            for (int64_t t = t0, ky = t0 / p.kw, kx = t0 % p.kw; t < t1; ++t) {
-              const float** row = rows + (t - t0) * kMaxWindowMr;
-              for (int64_t j = 0; j < mr; ++j) {
-                const int64_t ix = ix0[j] + kx * p.dilation_w;
-                row[j] = ix >= 0 && ix < p.w ? image + ((iy0[j] + ky * p.dilation_h) * p.w + ix) * p.c + c0 : kZeroRow;
-              }
-              if (++kx == p.kw) kx = 0, ++ky;
-            }
-            WindowTile tile{rows, t1 - t0, b, b_tap, kc, nullptr, 0, mr, width, t0 > t_begin, nullptr};
+            const float** table = rows + (whole ? i * per_tile : 0);
+            if (!built) build_window_table(p, image + c0, q, mr, t0, t1, mr, table);
+            WindowTile tile{table, taps, b, b_tap, kc, nullptr, 0, mr, width, t0 > t_begin, nullptr};
             if (c0 == 0) {
               tile.out = c + q * ldc, tile.ldo = ldc;
               if (fused) {
@@ -324,6 +343,7 @@ void dense_pixels(const DenseJob& job, int64_t n, int64_t g, int64_t q0, int64_t
             }
             widest<WindowTileKernel>(static_cast<const WindowTile*>(&tile));
           }
+          if (whole) table_c0 = c0, table_t0 = t0, table_q = px0;
           if (t1 == t_end) break;
         }
         if (c0 > 0)  // the block's sums added to the earlier blocks'
