@@ -75,8 +75,8 @@ struct DenseJob {
 
 // ---- dense and grouped: the window's sums in registers -------------------------
 //
-// A tile of MR pixels of one output row x one strip of NR output channels
-// keeps its sums in registers over a whole channel block's window: per tap
+// A tile of up to MR output pixels x one strip of NR output channels keeps
+// its sums in registers over a whole channel block's window: per tap
 // (ky, kx), each pixel's kc input channels (where the tap column lies
 // outside the input, a row of zeros) against the tap's kc x NR weights, the
 // taps one chain (ops::conv2d_channels_last_element's order), then one
@@ -232,7 +232,7 @@ struct WindowTileKernel {
   }
 };
 
-// The tiles of pixels [ox0, ox1): as even as MR allows (a 7-pixel row is 4
+// The tiles of a range of pixels: as even as MR allows (a 7-pixel row is 4
 // and 3, not 6 and 1: a one-pixel tile loads two weight vectors per two
 // multiply-adds).
 struct TileSplit {
