@@ -124,14 +124,6 @@ struct WindowStripOf {  // the strip the tile computes: the GEMM's NR
   }
 };
 
-// x in every lane (a broadcast; lanes::splat adds it to zeros: an add more).
-template <int N>
-HEXIR_LANES lanes::F32<N> broadcast(float x) {
-  lanes::F32<N> v;
-  for (int l = 0; l < N; ++l) v[l] = x;
-  return v;
-}
-
 // A tile's activation (tile_finish_applies), lanes::'s bits of ops::*_of.
 template <ops::Activation A, int N, int MR>
 HEXIR_LANES void activate_window(lanes::F32<N> (&acc)[MR][kWindowVectors<N>], const TileFinish& f) {
@@ -179,7 +171,7 @@ HEXIR_LANES void window_tile(const WindowTile& t) {
       for (int v = 0; v < NV; ++v) bv[v] = lanes::load<N>(b + v * N);
 #pragma GCC unroll 16
       for (int i = 0; i < MR; ++i) {
-        const V x = broadcast<N>(a[i][k]);
+        const V x = lanes::broadcast<N>(a[i][k]);
 #pragma GCC unroll 4
         for (int v = 0; v < NV; ++v) acc[i][v] = lanes::fma<N>(x, bv[v], acc[i][v]);
       }
@@ -246,12 +238,9 @@ struct TileSplit {
 // The tap rows [*ky0, *ky1) of output row oy inside the input: a
 // contiguous range, so its taps [ky0 * kw, ky1 * kw) are too.
 void tap_rows(const Conv2dPlan& p, int64_t oy, int64_t* ky0, int64_t* ky1) {
-  *ky0 = p.kh, *ky1 = 0;
-  for (int64_t ky = 0; ky < p.kh; ++ky) {
-    const int64_t iy = oy * p.stride_h - p.pad_top + ky * p.dilation_h;
-    if (iy >= 0 && iy < p.h) *ky0 = std::min(*ky0, ky), *ky1 = ky + 1;
-  }
-  if (*ky1 == 0) *ky0 = 0;
+  const int64_t first = oy * p.stride_h - p.pad_top;  // iy = first + ky * dilation_h
+  *ky0 = std::clamp<int64_t>(-floor_div(first, p.dilation_h), 0, p.kh);
+  *ky1 = std::clamp<int64_t>(floor_div(p.h - 1 - first, p.dilation_h) + 1, *ky0, p.kh);
 }
 
 constexpr int64_t kTableRows = 2048;  // a pass's tables of input rows (16 KiB)
@@ -768,9 +757,7 @@ void depthwise_task(void* context, int64_t task) {
   const int64_t part = task % job.parts, row = task / job.parts;
   const int64_t oy = row % p.oh, n = row / p.oh;
   DwRow r{&job, job.x + n * p.h * p.w * p.c, job.out + (n * p.oh + oy) * p.ow * p.k, job.prepared, 0, oy, 0, 0, 0, 0};
-  const int64_t first = oy * p.stride_h - p.pad_top;  // iy = first + ky * dilation_h
-  r.ky0 = std::clamp<int64_t>(-floor_div(first, p.dilation_h), 0, p.kh);
-  r.ky1 = std::clamp<int64_t>(floor_div(p.h - 1 - first, p.dilation_h) + 1, r.ky0, p.kh);
+  tap_rows(p, oy, &r.ky0, &r.ky1);
   r.inner_lo = 0, r.inner_hi = p.ow;
   for (int64_t kx = 0; kx < p.kw; ++kx) {
     int64_t lo, hi;

@@ -51,6 +51,14 @@ template <int N>
 HEXIR_LANES F32<N> splat(float x) {
   return F32<N>{} + x;
 }
+// x in every lane as it is (-0 stays -0), one broadcast instruction: for a
+// kernel's inner loop, where splat's add to zeros is an instruction more.
+template <int N>
+HEXIR_LANES F32<N> broadcast(float x) {
+  F32<N> v;
+  for (int i = 0; i < N; ++i) v[i] = x;
+  return v;
+}
 template <int N>
 HEXIR_LANES F32<N> zero() {
   return F32<N>{};
