@@ -104,6 +104,14 @@ Shape conv_nhwc(const char* name, int64_t c, int64_t h, int64_t w, int64_t k, in
   return s;
 }
 
+// The same 3x3 at stride 1 by Winograd's F(2x2, 3x3) (layout word 2; its
+// GFLOP/s counts the direct window's flops, so it compares with the row above).
+Shape conv_winograd(const char* name, int64_t c, int64_t h, int64_t w, int64_t k) {
+  Shape s = conv_nhwc(name, c, h, w, k, 3, 1, 1);
+  s.params.back() = 2;
+  return s;
+}
+
 // ConvTranspose with pads 0: x [1, c, h, w], weights [c, k, ks, ks].
 Shape conv_transpose(const char* name, int64_t c, int64_t h, int64_t w, int64_t k, int64_t ks,
                      int64_t stride) {
@@ -362,6 +370,19 @@ int main(int argc, char** argv) {
       conv_nhwc("channels-last ResNet-50 1x1 256->1024 @ 14x14", 256, 14, 14, 1024, 1, 1, 1),
       conv_nhwc("channels-last ResNet-50 1x1 128->512 @ 28x28", 128, 28, 28, 512, 1, 1, 1),
       conv_nhwc("channels-last PP-OCRv4 det 3x3 96->24 @ 80x80", 96, 80, 80, 24, 3, 1, 1),
+      // The same 3x3s by Winograd F(2x2, 3x3) (what hexir-compile chooses for them), and VGG's and DenseNet's.
+      conv_nhwc("channels-last VGG-11 3x3 512->512 @ 14x14", 512, 14, 14, 512, 3, 1, 1),
+      conv_nhwc("channels-last DenseNet-121 3x3 128->32 @ 28x28", 128, 28, 28, 32, 3, 1, 1),
+      conv_winograd("winograd ResNet-18 3x3 128->128 @ 28x28", 128, 28, 28, 128),
+      conv_winograd("winograd ResNet-50 3x3 64->64 @ 56x56", 64, 56, 56, 64),
+      conv_winograd("winograd ResNet-50 3x3 256->256 @ 14x14", 256, 14, 14, 256),
+      conv_winograd("winograd SqueezeNet 1.0 3x3 32->128 @ 54x54", 32, 54, 54, 128),
+      conv_winograd("winograd SqueezeNet 1.0 3x3 64->256 @ 27x27", 64, 27, 27, 256),
+      conv_winograd("winograd SqueezeNet 1.0 3x3 64->256 @ 13x13", 64, 13, 13, 256),
+      conv_winograd("winograd EfficientNetV2 3x3 64->256 @ 28x28", 64, 28, 28, 256),
+      conv_winograd("winograd Inception-v3 3x3 64->96 @ 35x35", 64, 35, 35, 96),
+      conv_winograd("winograd VGG-11 3x3 512->512 @ 14x14", 512, 14, 14, 512),
+      conv_winograd("winograd DenseNet-121 3x3 128->32 @ 28x28", 128, 28, 28, 32),
       // EfficientNetV2-S's fused MBConv 3x3s (24 -> 24 at 112, the expansions 48 -> 192 at 56 and 64 -> 256 at 28).
       // SqueezeNet 1.0's expand 3x3s (fire4 at 54, fire7-9 at 27, fire9 at 13).
       conv_nhwc("channels-last SqueezeNet 1.0 3x3 32->128 @ 54x54", 32, 54, 54, 128, 3, 1, 1),

@@ -508,6 +508,7 @@ static Result<const Module*> rewritten(const Module& module, const CompileOption
   }
   // After the folds and fusions: they read channels at dim 1 (NCHW).
   if (options.channels_last) choose_channels_last(*storage);
+  if (options.channels_last && options.winograd) choose_winograd(*storage);
   // The depthwise -> 1x1 pairs left NCHW.
   if (options.fuse_epilogues) fuse_separable(*storage);
   return &*storage;

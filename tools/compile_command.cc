@@ -14,7 +14,7 @@ const char* const kCompileUsage =
     "usage: hexir-compile IN.hxir -o OUT.hxe [--plan=naive|arena|free-at-last-use] [--align N] "
     "[--data-checksum]\n"
     "       [--schedule=source|memory] [--no-in-place] [--no-fuse] [--no-views]\n"
-    "       [--channels-last|--no-channels-last]\n"
+    "       [--channels-last|--no-channels-last] [--winograd|--no-winograd]\n"
     "       [--compress=none|zstd[:LEVEL]] [--plan-budget-ms N] [--allow-external-files] "
     "\n"
     "       [--max-constant-bytes N] [--max-instructions N] [--memory-budget device=BYTES]\n"
@@ -48,6 +48,8 @@ const char* const kCompileUsage =
     "  --fuse, --in-place, --views  the defaults that --no-fuse, --no-in-place and --no-views turn off\n"
     "  --channels-last         dense convolutions larger than 1x1, and what lies between them, in NHWC;\n"
     "                          conversions at the region edges (docs/layout.md); --no-channels-last: NCHW\n"
+    "  --winograd              channels-last 3x3s at stride 1 (32-256 channels, maps of 100+ pixels) by\n"
+    "                          Winograd's F(2x2, 3x3) (docs/layout.md); --no-winograd: the direct window\n"
     "  --memory-budget device=BYTES  fit a context's device memory (arena and scratch) in BYTES\n"
     "                          (KiB/MiB/GiB suffixes) by recomputing values and offloading them to host\n"
     "                          memory, or fail saying how close it got\n"
@@ -132,6 +134,8 @@ void parse_compile_command(Args& args, CompileCommand& command) {
       options.channels_last = true;
     else if (args.flag("--no-channels-last"))
       options.channels_last = false;
+    else if (args.flag("--winograd") || args.flag("--no-winograd"))
+      options.winograd = args.arg() == "--winograd";
     else if (args.flag("--data-checksum"))
       options.data_checksum = true;
     else if (args.flag("--allow-external-files"))

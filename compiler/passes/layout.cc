@@ -522,4 +522,26 @@ size_t choose_channels_last(Module& module) {
   return converted;
 }
 
+size_t choose_winograd(Module& module) {
+  size_t chosen = 0;
+  for (Function& fn : module.functions)
+    for (Node& node : fn.nodes) {
+      if (node.kind != NodeKind::kOp || node.op != OpId::kConv2d || !ops::conv2d_channels_last(node.params) ||
+          ops::conv2d_winograd(node.params) || node.inputs.size() < 2 || node.results.size() != 1)
+        continue;
+      const Value& x = fn.values[static_cast<size_t>(node.inputs[0])];
+      const Value& w = fn.values[static_cast<size_t>(node.inputs[1])];
+      const TensorType& y = fn.values[static_cast<size_t>(node.results[0])].type;
+      const std::vector<int64_t>& p = node.params;  // strides, pads, dilations, groups
+      if (w.kind != ValueKind::kConstant || !is_f32_rank4(x.type) || !is_f32_rank4(w.type) || y.rank() != 4 ||
+          w.type.dims[2] != 3 || w.type.dims[3] != 3 || p[0] != 1 || p[1] != 1 || p[6] != 1 || p[7] != 1 || p[8] != 1)
+        continue;
+      const int64_t c = x.type.dims[3];
+      if (c < 32 || c > 256 || y.dims[1] * y.dims[2] < 100) continue;
+      node.params.back() = 2;
+      ++chosen;
+    }
+  return chosen;
+}
+
 }  // namespace hexir::compiler

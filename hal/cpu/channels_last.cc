@@ -788,9 +788,10 @@ void depthwise_task(void* context, int64_t task) {
   if (p.epilogue.activation != 0) apply_epilogue(p.epilogue, out, p.k, p.ow, c_last - c_first);
 }
 
-// Unprepared weights of more taps than the task's stack holds: each element
-// from the plan's own order.
-void depthwise_element_task(void* context, int64_t task) {
+// Each element of an output row from the plan's own order: depthwise with
+// unprepared weights of more taps than the task's stack holds; Winograd
+// without a pool's scratch (a direct kernel call).
+void element_row_task(void* context, int64_t task) {
   const DepthwiseJob& job = *static_cast<const DepthwiseJob*>(context);
   const Conv2dPlan& p = *job.p;
   const int64_t oy = task % p.oh, n = task / p.oh;
@@ -1135,9 +1136,270 @@ ThreadPool::TaskFn small_group_row(int64_t lanes, int64_t cg) {
 }
 #endif
 
+// ---- Winograd F(2x2, 3x3): ops::conv2d_winograd_element ---------------------
+//
+// Per task a chunk of 2x2 output tiles of one image: their 4x4 input tiles
+// transformed (V, [xi nu][tile][c]) into the pool's scratch, then per strip
+// of NR output channels the 16 products V[xi nu] x U[xi nu] as the window
+// tile with one tap (kc = all the input channels, one chain), into M
+// ([xi nu][tile][NR], scratch too), then the output transform with the
+// bias, residual and activation. 16 multiply-adds per input channel for 4
+// outputs where the window takes 36; the transforms cost ~32 adds per
+// channel and tile in and ~24 per output channel and tile out. U is
+// prepared ([s][xi nu][c][NR], 16/9 of the weights' bytes) or packed per
+// pass from the weights.
+
+// Strip s of U[xn] (xn = xi * 4 + nu), input channels [c0, c0 + kc): kc rows
+// of nr floats, zeros past k.
+void pack_winograd_strip(const Conv2dPlan& p, const float* w, int64_t s, int64_t nr, int64_t xn, int64_t c0,
+                         int64_t kc, float* out) {
+  const int64_t k0 = s * nr, width = std::min(nr, p.k - k0);
+  for (int64_t ci = 0; ci < kc; ++ci) {
+    float* row = out + ci * nr;
+    for (int64_t j = 0; j < width; ++j)
+      row[j] = ops::winograd_weight(w + ((k0 + j) * p.c + c0 + ci) * 9, static_cast<int>(xn / 4), static_cast<int>(xn % 4));
+    for (int64_t j = width; j < nr; ++j) row[j] = 0.0f;
+  }
+}
+
+struct WinogradJob {
+  const Conv2dPlan* p;
+  const float *x, *w, *bias, *residual;
+  const float* prepared;  // [s][xi nu][c][nr], or null: packed per pass
+  float* out;
+  const ThreadPool* pool;  // a participant's scratch holds its task's V and M
+  int64_t nr, strips, tiles_w, tiles;  // tiles per image, tiles_w per tile row
+  int64_t chunk, chunks;               // tiles per task, tasks per image
+  int64_t vstride;                     // floats between V's 16 slices
+};
+
+// The tiles [t0, t0 + nt) of one image: V[xn][tile][c] from their 4x4 inputs
+// (zeros outside the input), ops::winograd_input's adds per lane.
+struct WinogradInput {
+  const WinogradJob* job;
+  const float* image;
+  float* v;
+  int64_t t0, nt;
+};
+struct WinogradInputKernel {
+  template <int N>
+  static HEXIR_LANES void run(const WinogradInput* in) {
+    using V = lanes::F32<N>;
+    const Conv2dPlan& p = *in->job->p;
+    const int64_t c = p.c, vstride = in->job->vstride;
+    for (int64_t ti = 0; ti < in->nt; ++ti) {
+      const int64_t tile = in->t0 + ti, ty = tile / in->job->tiles_w, tx = tile % in->job->tiles_w;
+      const float* src[4][4];
+      for (int i = 0; i < 4; ++i)
+        for (int j = 0; j < 4; ++j) {
+          const int64_t iy = 2 * ty - p.pad_top + i, ix = 2 * tx - p.pad_left + j;
+          src[i][j] = iy >= 0 && iy < p.h && ix >= 0 && ix < p.w ? in->image + (iy * p.w + ix) * c : nullptr;
+        }
+      float* const dst = in->v + ti * c;
+      int64_t ch = 0;
+      for (; ch + N <= c; ch += N) {
+        V r[4][4];
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; ++j) {
+          const V d0 = src[0][j] ? lanes::load<N>(src[0][j] + ch) : lanes::zero<N>();
+          const V d1 = src[1][j] ? lanes::load<N>(src[1][j] + ch) : lanes::zero<N>();
+          const V d2 = src[2][j] ? lanes::load<N>(src[2][j] + ch) : lanes::zero<N>();
+          const V d3 = src[3][j] ? lanes::load<N>(src[3][j] + ch) : lanes::zero<N>();
+          r[0][j] = d0 - d2, r[1][j] = d1 + d2, r[2][j] = d2 - d1, r[3][j] = d1 - d3;
+        }
+#pragma GCC unroll 4
+        for (int xi = 0; xi < 4; ++xi) {
+          float* o = dst + xi * 4 * vstride + ch;
+          lanes::store<N>(o, r[xi][0] - r[xi][2]);
+          lanes::store<N>(o + vstride, r[xi][1] + r[xi][2]);
+          lanes::store<N>(o + 2 * vstride, r[xi][2] - r[xi][1]);
+          lanes::store<N>(o + 3 * vstride, r[xi][1] - r[xi][3]);
+        }
+      }
+      for (; ch < c; ++ch) {
+        float d[4][4];
+        for (int i = 0; i < 4; ++i)
+          for (int j = 0; j < 4; ++j) d[i][j] = src[i][j] ? src[i][j][ch] : 0.0f;
+        for (int xn = 0; xn < 16; ++xn) dst[xn * vstride + ch] = ops::winograd_input(d, xn / 4, xn % 4);
+      }
+    }
+  }
+};
+
+// A full strip's outputs of the tiles [t0, t0 + nt) from M: ops::winograd_output's
+// adds per lane, then the bias, the residual and a tile's activation.
+struct WinogradOutput {
+  const WinogradJob* job;
+  const float* m;
+  float* out;             // image n's output at the strip's first channel
+  const float* residual;  // the same place in the residual, or null
+  const float* bias;      // the strip's, or null
+  int64_t t0, nt;
+  const TileFinish* finish;  // its activation (one tile_finish_applies to), or null
+};
+struct WinogradOutputKernel {
+  template <int N>
+  static HEXIR_LANES void run(const WinogradOutput* o) {
+    using V = lanes::F32<N>;
+    constexpr int NV = kWindowVectors<N>;
+    const WinogradJob& job = *o->job;
+    const Conv2dPlan& p = *job.p;
+    const int64_t nr = job.nr, mstride = job.chunk * nr;
+    for (int64_t ti = 0; ti < o->nt; ++ti) {
+      const int64_t tile = o->t0 + ti, oy = tile / job.tiles_w * 2, ox = tile % job.tiles_w * 2;
+      V acc[4][NV];  // pixels (0, 0), (0, 1), (1, 0), (1, 1) of the tile
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) {
+        const float* m = o->m + ti * nr + v * N;
+        V s0[4], s1[4];
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; ++j) {
+          const V m0 = lanes::load<N>(m + j * mstride), m1 = lanes::load<N>(m + (4 + j) * mstride);
+          const V m2 = lanes::load<N>(m + (8 + j) * mstride), m3 = lanes::load<N>(m + (12 + j) * mstride);
+          s0[j] = (m0 + m1) + m2, s1[j] = (m1 - m2) - m3;
+        }
+        acc[0][v] = (s0[0] + s0[1]) + s0[2], acc[1][v] = (s0[1] - s0[2]) - s0[3];
+        acc[2][v] = (s1[0] + s1[1]) + s1[2], acc[3][v] = (s1[1] - s1[2]) - s1[3];
+      }
+      if (o->bias)
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; ++v) {
+          const V b = lanes::load<N>(o->bias + v * N);
+#pragma GCC unroll 4
+          for (int i = 0; i < 4; ++i) acc[i][v] += b;
+        }
+      bool inside[4];
+      int64_t at[4];
+      for (int i = 0; i < 4; ++i) {
+        const int64_t y = oy + i / 2, x = ox + i % 2;
+        inside[i] = y < p.oh && x < p.ow, at[i] = (y * p.ow + x) * p.k;
+      }
+      if (o->residual)
+#pragma GCC unroll 4
+        for (int i = 0; i < 4; ++i)
+          if (inside[i])
+#pragma GCC unroll 4
+            for (int v = 0; v < NV; ++v) acc[i][v] += lanes::load<N>(o->residual + at[i] + v * N);
+      if (o->finish) switch (o->finish->activation) {
+          case ops::Activation::kRelu: activate_window<ops::Activation::kRelu, N, 4>(acc, *o->finish); break;
+          case ops::Activation::kClip: activate_window<ops::Activation::kClip, N, 4>(acc, *o->finish); break;
+          case ops::Activation::kHardSigmoid: activate_window<ops::Activation::kHardSigmoid, N, 4>(acc, *o->finish); break;
+          case ops::Activation::kHardSwish: activate_window<ops::Activation::kHardSwish, N, 4>(acc, *o->finish); break;
+          default: break;
+        }
+#pragma GCC unroll 4
+      for (int i = 0; i < 4; ++i)
+        if (inside[i])
+#pragma GCC unroll 4
+          for (int v = 0; v < NV; ++v) lanes::store<N>(o->out + at[i] + v * N, acc[i][v]);
+    }
+  }
+};
+
+// A part strip (k not a multiple of NR): the same adds, element by element.
+void winograd_output_part(const WinogradJob& job, const float* m, float* out, const float* residual,
+                          const float* bias, int64_t t0, int64_t nt, int64_t width) {
+  const Conv2dPlan& p = *job.p;
+  const int64_t mstride = job.chunk * job.nr;
+  for (int64_t ti = 0; ti < nt; ++ti) {
+    const int64_t tile = t0 + ti, oy = tile / job.tiles_w * 2, ox = tile % job.tiles_w * 2;
+    for (int64_t j = 0; j < width; ++j) {
+      float sums[4][4];
+      for (int xn = 0; xn < 16; ++xn) sums[xn / 4][xn % 4] = m[xn * mstride + ti * job.nr + j];
+      for (int i = 0; i < 4; ++i) {
+        const int64_t y = oy + i / 2, x = ox + i % 2;
+        if (y >= p.oh || x >= p.ow) continue;
+        float v = ops::winograd_output(sums, i / 2, i % 2);
+        if (bias) v += bias[j];
+        if (residual) v += residual[(y * p.ow + x) * p.k + j];
+        out[(y * p.ow + x) * p.k + j] = v;  // the activation after, as for a full strip's other ones
+      }
+    }
+  }
+}
+
+void winograd_task(void* context, int64_t task, int participant) {
+  const WinogradJob& job = *static_cast<const WinogradJob*>(context);
+  const Conv2dPlan& p = *job.p;
+  const int64_t n = task / job.chunks, t0 = task % job.chunks * job.chunk, nt = std::min(job.chunk, job.tiles - t0);
+  float* const v = job.pool->scratch(participant);
+  float* const m = v + 16 * job.vstride;
+  const WinogradInput in{&job, job.x + n * p.h * p.w * p.c, v, t0, nt};
+  widest<WinogradInputKernel>(&in);
+  const auto activation = static_cast<ops::Activation>(p.epilogue.activation);
+  TileFinish finish;
+  if (tile_finish_applies(activation)) finish.activation = activation, finish.lo = p.epilogue.a, finish.hi = p.epilogue.b;
+  const TileSplit split(nt, widest<WindowMrOf>());
+  const int64_t nr = job.nr, per_pass = job.prepared ? p.c : std::max<int64_t>(1, kPackFloats / nr);
+  alignas(64) float packed[kPackFloats];
+  float* const image_out = job.out + n * p.oh * p.ow * p.k;
+  const float* const image_residual = job.residual ? job.residual + n * p.oh * p.ow * p.k : nullptr;
+  for (int64_t s = 0; s < job.strips; ++s) {
+    for (int64_t xn = 0; xn < 16; ++xn)
+      for (int64_t c0 = 0; c0 < p.c; c0 += per_pass) {  // one chain over the channels, resumed per pass
+        const int64_t kc = std::min(per_pass, p.c - c0);
+        const float* b = job.prepared + ((s * 16 + xn) * p.c + c0) * nr;
+        if (!job.prepared) pack_winograd_strip(p, job.w, s, nr, xn, c0, kc, packed), b = packed;
+        for (int64_t i = 0; i < split.count; ++i) {
+          const int64_t first = split.begin(i), mr = split.size(i);
+          const float* rows[kMaxWindowMr];
+          for (int64_t j = 0; j < mr; ++j) rows[j] = v + xn * job.vstride + (first + j) * p.c + c0;
+          const WindowTile tile{rows, 1, b, 0, kc, m + (xn * job.chunk + first) * nr, nr, mr, nr, c0 > 0, nullptr};
+          widest<WindowTileKernel>(&tile);
+        }
+      }
+    const int64_t col0 = s * nr, width = std::min(nr, p.k - col0);
+    const float* bias = job.bias ? job.bias + col0 : nullptr;
+    const float* residual = image_residual ? image_residual + col0 : nullptr;
+    if (width == nr) {
+      const WinogradOutput o{&job, m, image_out + col0, residual, bias, t0, nt,
+                             finish.activation != ops::Activation::kNone ? &finish : nullptr};
+      widest<WinogradOutputKernel>(&o);
+      if (finish.activation != ops::Activation::kNone || activation == ops::Activation::kNone) continue;
+    } else {
+      winograd_output_part(job, m, image_out + col0, residual, bias, t0, nt, width);
+      if (activation == ops::Activation::kNone) continue;
+    }
+    for (int64_t ti = 0; ti < nt; ++ti) {  // the activation the tiles did not apply, per output row of a tile
+      const int64_t tile = t0 + ti, oy = tile / job.tiles_w * 2, ox = tile % job.tiles_w * 2;
+      for (int64_t y = oy; y < std::min(oy + 2, p.oh); ++y)
+        apply_epilogue(p.epilogue, image_out + (y * p.ow + ox) * p.k + col0, p.k, std::min<int64_t>(2, p.ow - ox), width);
+    }
+  }
+}
+
 // The pool for work of `macs` multiply-adds: none (the caller alone) when small.
 KernelContext split_for(const KernelContext& context, int64_t macs) {
   return macs < kSerialMacs ? KernelContext{} : context;
+}
+
+Status conv2d_winograd(const KernelContext& context, const Dispatch& d, const float* bias, const float* residual,
+                       int64_t macs) {
+  const Conv2dPlan& p = plan_of<Conv2dPlan>(d);
+  const KernelContext split = split_for(context, macs);
+  const ThreadPool* pool = pool_of(context);
+  const int64_t nr = gemm_tile().nr_max, mr = widest<WindowMrOf>();
+  if (nr != widest<WindowStripOf>())  // the prepared strips are the GEMM's, the window tile's too
+    return internal_error("conv2d: the GEMM's strip of " + std::to_string(nr) + " floats is not the window tile's " +
+                          std::to_string(widest<WindowStripOf>()));
+  WinogradJob job{&p, input(d, 0), input(d, 1), bias, residual, static_cast<const float*>(d.prepared), output(d, 0), pool,
+                  nr, strips_of(p, nr), (p.ow + 1) / 2, 0, 0, 0, 0};
+  job.tiles = (p.oh + 1) / 2 * job.tiles_w;
+  // As many tiles a task as the scratch holds (V and M), up to about four tasks a thread.
+  const int64_t fit = (kScratchFloatsPerParticipant / 16 - 16) / (p.c + nr);
+  const ThreadPool* workers = pool_of(split);
+  const int64_t threads = workers ? workers->size() : 1;
+  const int64_t share = ((p.n * job.tiles + 4 * threads - 1) / (4 * threads) + mr - 1) / mr * mr;
+  job.chunk = std::min(fit >= mr ? fit / mr * mr : fit, share);
+  if (pool == nullptr || pool->scratch(0) == nullptr || job.chunk < 1) {
+    DepthwiseJob element{&p, input(d, 0), input(d, 1), bias, residual, nullptr, output(d, 0)};
+    parallel_for(split, p.n * p.oh, element_row_task, &element);
+    return ok_status();
+  }
+  job.vstride = job.chunk * p.c + 16;  // 64 bytes between the slices: not 4 KiB apart (their loads and stores alias)
+  job.chunks = (job.tiles + job.chunk - 1) / job.chunk;
+  parallel_for_participants(split, p.n * job.chunks, winograd_task, &job);
+  return ok_status();
 }
 
 // A 1x1 window at stride 1 without padding, one group: one GEMM per image,
@@ -1160,6 +1422,7 @@ bool pointwise_gemm(const Conv2dPlan& p) {
 uint64_t conv2d_channels_last_prepared_bytes(const Dispatch& d) {
   const Conv2dPlan& p = plan_of<Conv2dPlan>(d);
   if (d.operands[1] == nullptr || p.k_per_group == 0) return 0;
+  if (p.winograd) return static_cast<uint64_t>(strips_of(p, gemm_tile().nr_max) * 16 * p.c * gemm_tile().nr_max) * sizeof(float);
   if (depthwise_pointwise(p)) return 0;  // read as stored
   if (ops::conv2d_is_depthwise(p)) return static_cast<uint64_t>(dw_blocks(p) * p.kh * p.kw * kDwBlock) * sizeof(float);
   if (small_groups(p, vector_lanes())) return static_cast<uint64_t>(p.kh * p.kw * p.c_per_group * p.k) * sizeof(float);
@@ -1169,6 +1432,13 @@ uint64_t conv2d_channels_last_prepared_bytes(const Dispatch& d) {
 
 void conv2d_channels_last_prepare(const Dispatch& d, void* out) {
   const Conv2dPlan& p = plan_of<Conv2dPlan>(d);
+  if (p.winograd) {  // [s][xi nu][c][nr]
+    const int64_t nr = gemm_tile().nr_max;
+    float* dst = static_cast<float*>(out);
+    for (int64_t s = 0; s < strips_of(p, nr); ++s)
+      for (int64_t xn = 0; xn < 16; ++xn, dst += p.c * nr) pack_winograd_strip(p, input(d, 1), s, nr, xn, 0, p.c, dst);
+    return;
+  }
   if (ops::conv2d_is_depthwise(p)) return dw_pack(p, input(d, 1), 0, dw_blocks(p), static_cast<float*>(out));
   if (small_groups(p, vector_lanes())) {  // [t][ci][k]: tap t's weight from input channel ci of k's group to k
     const int64_t taps = p.kh * p.kw, cg = p.c_per_group;
@@ -1206,6 +1476,7 @@ Status conv2d_channels_last(const KernelContext& context, const Dispatch& d) {
   const float* bias = p.has_bias ? input(d, 2) : nullptr;
   const float* residual = p.has_residual ? input(d, 3) : nullptr;
   const int64_t macs = p.n * p.oh * p.ow * p.k * p.c_per_group * p.kh * p.kw;
+  if (p.winograd) return conv2d_winograd(context, d, bias, residual, macs);
   if (depthwise_pointwise(p)) {
     ChannelScaleJob job{&p, input(d, 0), input(d, 1), bias, residual, output(d, 0),
                         std::max<int64_t>(1, kScaleBlockFloats / p.c), p.n * p.h * p.w};
@@ -1218,7 +1489,7 @@ Status conv2d_channels_last(const KernelContext& context, const Dispatch& d) {
                      output(d, 0)};
     const KernelContext split = split_for(context, macs);
     if (!job.prepared && p.kh * p.kw > kDwStackTaps) {
-      parallel_for(split, p.n * p.oh, depthwise_element_task, &job);
+      parallel_for(split, p.n * p.oh, element_row_task, &job);
       return ok_status();
     }
     job.chunk = kDwChunkVectors * widest<LaneCount>();

@@ -714,7 +714,9 @@ uint64_t conv2d_prepared_bytes(const Dispatch& d) {
 uint32_t conv2d_prepare_key(const Dispatch& d, uint64_t* words) {
   const ops::Conv2dPlan& p = plan_of<ops::Conv2dPlan>(d);
   uint64_t form = 0;
-  if (p.channels_last)
+  if (p.winograd)
+    form = 4;  // U, 16 floats a weight's 9
+  else if (p.channels_last)
     form = 1;
   else if (stem_direct(p))
     form = 2;

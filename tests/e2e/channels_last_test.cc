@@ -97,6 +97,7 @@ struct ConvCase {
   bool bias;
   const char* activation;  // "" for none
   bool residual = false;   // a residual input added after the bias (needs the bias)
+  bool winograd = false;   // winograd = 1: ops::conv2d_winograd_element's sums
 };
 
 TEST_CASE("channels-last conv2d: the cpu kernel gives the element function's sums") {
@@ -178,6 +179,15 @@ TEST_CASE("channels-last conv2d: the cpu kernel gives the element function's sum
       {"5x5 pad 2 on a 6x5 map, 40 channels", 1, 40, 6, 5, 24, 5, 5, 1, 2, 1, 1, true, "relu", true},
       {"9x9 pad 4, 40 channels (81 taps)", 1, 40, 10, 11, 20, 9, 9, 1, 4, 1, 1, true, "clip"},
       {"9x9 pad 4, 300 channels (two blocks, 81 taps)", 1, 300, 9, 9, 16, 9, 9, 1, 4, 1, 1, true, "", true},
+      // Winograd F(2x2, 3x3): odd maps (tiles past the edge), part strips, channels past whole vectors,
+      // activations in the tile and after it, more channels than one pass of unprepared weights packs
+      // (the chain resumed), many tiles at 2 threads, pad 0, few channels.
+      {"winograd 64 -> 64, 9 x 11, relu", 1, 64, 9, 11, 64, 3, 3, 1, 1, 1, 1, true, "relu", false, true},
+      {"winograd 40 -> 40 on 7 x 5, residual, sigmoid", 1, 40, 7, 5, 40, 3, 3, 1, 1, 1, 1, true, "sigmoid", true, true},
+      {"winograd 33 -> 16 pad 0, two images, clip", 2, 33, 8, 9, 16, 3, 3, 1, 0, 1, 1, true, "clip", false, true},
+      {"winograd 600 -> 20 on 4 x 5 (resumed chains)", 1, 600, 4, 5, 20, 3, 3, 1, 1, 1, 1, true, "", true, true},
+      {"winograd 32 -> 48 on 20 x 18, hard_swish", 1, 32, 20, 18, 48, 3, 3, 1, 1, 1, 1, true, "hard_swish", false, true},
+      {"winograd 3 -> 8 (no patch path)", 1, 3, 6, 6, 8, 3, 3, 1, 1, 1, 1, false, "", false, true},
   };
   for (const ConvCase& c : cases) {
     INFO(std::string(c.name));
@@ -192,6 +202,7 @@ TEST_CASE("channels-last conv2d: the cpu kernel gives the element function's sum
                         std::to_string(c.pad) + "], dilations = [" + std::to_string(c.dilation) + ", " +
                         std::to_string(c.dilation) + "], groups = " + std::to_string(c.groups) +
                         ", channels_last = 1";
+    if (c.winograd) attrs += ", winograd = 1";
     if (*c.activation) attrs += ", activation = \"" + std::string(c.activation) + "\"";
     const std::string out_type = "f32[" + dims_text({c.n, oh, ow, c.k}) + "]";
     source += "func @main(%x: f32[" + dims_text({c.n, c.h, c.w, c.c}) + "]" +
@@ -205,7 +216,10 @@ TEST_CASE("channels-last conv2d: the cpu kernel gives the element function's sum
     p.n = c.n, p.c = c.c, p.h = c.h, p.w = c.w, p.k = c.k, p.oh = oh, p.ow = ow, p.kh = c.kh, p.kw = c.kw;
     p.stride_h = p.stride_w = c.stride, p.pad_top = p.pad_left = c.pad, p.dilation_h = p.dilation_w = c.dilation;
     p.groups = c.groups, p.c_per_group = cg, p.k_per_group = c.k / c.groups, p.channels_last = 1;
-    const std::vector<uint8_t> compiled = compile(source);
+    p.winograd = c.winograd;
+    compiler::CompileOptions options;
+    options.winograd = false;  // the conv2d as written
+    const std::vector<uint8_t> compiled = compile(source, options);
     for (int threads : {1, 2})
       for (bool packed : {true, false}) {  // weights prepared, or packed per row
         INFO(threads << " threads, weights " << std::string(packed ? "prepared" : "packed per row"));

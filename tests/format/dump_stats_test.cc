@@ -65,7 +65,7 @@ TEST_CASE("dump stats: the hand-built tiny model") {
                                   "\"stats\":{\"arena_size\":64,\"lower_bound\":16,\"percent_over\":300.000,"
                                   "\"in_place_aliases\":1,\"view_aliases\":0,\"constant_bytes_stored\":16,"
                                   "\"constant_bytes_filled\":16,\"recomputed_instructions\":0,\"recomputed_flops\":0,"
-                                  "\"copied_bytes\":0,\"strided_views\":0,\"channels_last_convolutions\":0}"),
+                                  "\"copied_bytes\":0,\"strided_views\":0,\"channels_last_convolutions\":0,\"winograd_convolutions\":0}"),
                 json.output);
 }
 
@@ -128,7 +128,7 @@ TEST_CASE("dump stats: views and constants of a compiled program") {
   CHECK_MESSAGE(testing::contains(json.output, "\"in_place_aliases\":" + std::to_string(aliased) +
                                                    ",\"view_aliases\":3,\"constant_bytes_stored\":80,"
                                                    "\"constant_bytes_filled\":16,\"recomputed_instructions\":0,\"recomputed_flops\":0,"
-                                  "\"copied_bytes\":0,\"strided_views\":0,\"channels_last_convolutions\":0}"),
+                                  "\"copied_bytes\":0,\"strided_views\":0,\"channels_last_convolutions\":0,\"winograd_convolutions\":0}"),
                 json.output);
   auto text = testing::run_command(testing::kDumpTool + " " + dir / "views.hxe");
   CHECK_MESSAGE(testing::contains(text.output, "3 views; constants: 80 B stored, 16 B filled"), text.output);
@@ -172,7 +172,7 @@ TEST_CASE("dump stats: bytes copied per invoke before and after strided views") 
   CHECK_MESSAGE(testing::contains(text.output, "view of #0 +0 strides [1,6]"), text.output);
   CHECK_MESSAGE(testing::contains(text.output, "view of #0 +1 strides [2,6]"), text.output);
   auto json = testing::run_command(testing::kDumpTool + " " + dir / "after.hxe --json");
-  CHECK_MESSAGE(testing::contains(json.output, "\"copied_bytes\":48,\"strided_views\":2,\"channels_last_convolutions\":0}"),
+  CHECK_MESSAGE(testing::contains(json.output, "\"copied_bytes\":48,\"strided_views\":2,\"channels_last_convolutions\":0,\"winograd_convolutions\":0}"),
                 json.output);
 }
 

@@ -945,8 +945,20 @@ TEST_CASE("conv2d: channels-last (the layout word) and a residual input") {
   CHECK(conv2d_channels_last(Params{1, 1, 0, 0, 0, 0, 1, 1, 1, 1}));
   CHECK_FALSE(conv2d_channels_last(Params{1, 1, 0, 0, 0, 0, 1, 1, 1}));
   CHECK_FALSE(conv2d_channels_last(Params{1, 1, 0, 0, 0, 0, 1, 1, 1, static_cast<int64_t>(Activation::kRelu), 0, 0}));
-  // A layout word other than 1, channels that do not match, 11 words: refused.
-  CHECK_FALSE(rule(OpId::kConv2d, {f32({1, 8, 8, 3}), f32({4, 3, 3, 3})}, {1, 1, 1, 1, 1, 1, 1, 1, 1, 2}).ok());
+  // Layout word 2: channels-last by Winograd's F(2x2, 3x3), only for a 3x3 at stride 1, dilation 1, one group.
+  CHECK(conv2d_winograd(Params{1, 1, 1, 1, 1, 1, 1, 1, 1, 2}));
+  CHECK(conv2d_channels_last(Params{1, 1, 1, 1, 1, 1, 1, 1, 1, 2}));
+  CHECK_FALSE(conv2d_winograd(Params{1, 1, 1, 1, 1, 1, 1, 1, 1, 1}));
+  CHECK(shape({f32({1, 8, 6, 4}), f32({5, 4, 3, 3})}, {1, 1, 1, 1, 1, 1, 1, 1, 1, 2}) == Dims{1, 8, 6, 5});
+  for (const Params& p : {Params{2, 2, 1, 1, 1, 1, 1, 1, 1, 2}, Params{1, 1, 2, 2, 2, 2, 2, 2, 1, 2},
+                          Params{1, 1, 1, 1, 1, 1, 1, 1, 2, 2}}) {
+    const auto r = rule(OpId::kConv2d, {f32({1, 8, 8, 4}), f32({4, 4 / p[8], 3, 3})}, p);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.status().message().find("winograd") != std::string::npos);
+  }
+  CHECK_FALSE(rule(OpId::kConv2d, {f32({1, 8, 8, 3}), f32({4, 3, 5, 5})}, {1, 1, 2, 2, 2, 2, 1, 1, 1, 2}).ok());
+  // A layout word other than 1 or 2, channels that do not match, 11 words: refused.
+  CHECK_FALSE(rule(OpId::kConv2d, {f32({1, 8, 8, 3}), f32({4, 3, 3, 3})}, {1, 1, 1, 1, 1, 1, 1, 1, 1, 3}).ok());
   CHECK_FALSE(rule(OpId::kConv2d, {f32({1, 3, 8, 8}), f32({4, 3, 3, 3})}, {1, 1, 1, 1, 1, 1, 1, 1, 1, 1}).ok());
   CHECK_FALSE(rule(OpId::kConv2d, {f32({1, 8, 8, 3}), f32({4, 3, 3, 3})}, {1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1}).ok());
   // The residual has the result's type, in either layout.

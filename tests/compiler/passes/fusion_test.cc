@@ -5,6 +5,7 @@
 
 #include "hexir/compiler/hxir.h"
 #include "passes/fusion.h"
+#include "passes/layout.h"
 #include "test_util.h"
 
 namespace hexir::compiler::testing {
@@ -225,6 +226,30 @@ func @main(%x: f32[1,5,5,4]) -> (f32[1,5,5,4]) {
   const Node& conv = m.functions[0].nodes[0];
   CHECK(conv.params == std::vector<int64_t>{1, 1, 1, 1, 1, 1, 1, 1, 1, static_cast<int64_t>(ops::Activation::kRelu), 0, 0, 1});
   CHECK(ops::conv2d_channels_last(conv.params));
+  CHECK(compile_module(m).ok());
+}
+
+TEST_CASE("layout: channels-last 3x3s at stride 1 with 32-256 channels on maps of 100+ pixels run by Winograd") {
+  Module m = parse_ok(R"(
+const @w : f32[40,32,3,3] = splat 0.5
+const @w2 : f32[8,40,3,3] = splat 0.25
+func @main(%x: f32[1,12,10,32], %v: f32[8,32,3,3]) -> (f32[1,12,10,8], f32[1,6,5,8], f32[1,9,9,8], f32[1,12,10,8]) {
+  %a = call @conv2d(%x, @w) {pads = [1, 1, 1, 1], channels_last = 1} : f32[1,12,10,40]
+  %b = call @conv2d(%a, @w2) {pads = [1, 1, 1, 1], strides = [2, 2], channels_last = 1} : f32[1,6,5,8]
+  %c = call @conv2d(%a, @w2) {pads = [1, 1, 1, 1], channels_last = 1, activation = "relu"} : f32[1,12,10,8]
+  %s = call @slice(%a) {starts = [0, 0, 0, 0], ends = [1, 9, 9, 40]} : f32[1,9,9,40]
+  %d = call @conv2d(%s, @w2) {pads = [1, 1, 1, 1], channels_last = 1} : f32[1,9,9,8]
+  %e = call @conv2d(%x, %v) {pads = [1, 1, 1, 1], channels_last = 1} : f32[1,12,10,8]
+  return %c, %b, %d, %e
+})");
+  // %a: 32 channels, 120 pixels; %c: 40 channels (its fused epilogue before the word); not %b (stride 2),
+  // %d (81 pixels), %e (weights not a constant).
+  CHECK(choose_winograd(m) == 2);
+  std::vector<bool> winograd;
+  for (const Node& node : m.functions[0].nodes)
+    if (node.op == OpId::kConv2d) winograd.push_back(ops::conv2d_winograd(node.params));
+  CHECK(winograd == std::vector<bool>{true, false, true, false, false});
+  CHECK(m.functions[0].nodes[2].params.back() == 2);
   CHECK(compile_module(m).ok());
 }
 

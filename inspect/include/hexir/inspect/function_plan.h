@@ -48,6 +48,8 @@ struct FunctionStats {
   // conv2d instructions that run channels-last (docs/layout.md); the
   // conversions at their regions' edges are among the copies above.
   uint64_t channels_last_convolutions = 0;
+  // Of those, the ones by Winograd's F(2x2, 3x3) (layout word 2).
+  uint64_t winograd_convolutions = 0;
 };
 
 // A value that occupies storage the function writes: an arena value, or a
