@@ -1338,8 +1338,11 @@ void winograd_task(void* context, int64_t task, int participant) {
     for (int64_t xn = 0; xn < 16; ++xn)
       for (int64_t c0 = 0; c0 < p.c; c0 += per_pass) {  // one chain over the channels, resumed per pass
         const int64_t kc = std::min(per_pass, p.c - c0);
-        const float* b = job.prepared + ((s * 16 + xn) * p.c + c0) * nr;
-        if (!job.prepared) pack_winograd_strip(p, job.w, s, nr, xn, c0, kc, packed), b = packed;
+        const float* b = packed;
+        if (job.prepared)
+          b = job.prepared + ((s * 16 + xn) * p.c + c0) * nr;
+        else
+          pack_winograd_strip(p, job.w, s, nr, xn, c0, kc, packed);
         for (int64_t i = 0; i < split.count; ++i) {
           const int64_t first = split.begin(i), mr = split.size(i);
           const float* rows[kMaxWindowMr];
