@@ -1162,6 +1162,9 @@ void pack_winograd_strip(const Conv2dPlan& p, const float* w, int64_t s, int64_t
   }
 }
 
+constexpr int64_t kWinogradTiles = 24;     // tiles a task at least, where the scratch allows
+constexpr int64_t kWinogradChannels = 64;  // input channels per pass over V when all do not fit
+
 struct WinogradJob {
   const Conv2dPlan* p;
   const float *x, *w, *bias, *residual;
@@ -1170,30 +1173,32 @@ struct WinogradJob {
   const ThreadPool* pool;  // a participant's scratch holds its task's V and M
   int64_t nr, strips, tiles_w, tiles;  // tiles per image, tiles_w per tile row
   int64_t chunk, chunks;               // tiles per task, tasks per image
+  int64_t c_pass, k_group;             // input channels per pass over V, strips per group (M holds theirs)
   int64_t vstride;                     // floats between V's 16 slices
 };
 
-// The tiles [t0, t0 + nt) of one image: V[xn][tile][c] from their 4x4 inputs
-// (zeros outside the input), ops::winograd_input's adds per lane.
+// The tiles [t0, t0 + nt) of one image, input channels [c0, c0 + cp):
+// V[xn][tile][c - c0] from their 4x4 inputs (zeros outside the input),
+// ops::winograd_input's adds per lane.
 struct WinogradInput {
   const WinogradJob* job;
-  const float* image;
+  const float* image;  // at channel c0
   float* v;
-  int64_t t0, nt;
+  int64_t t0, nt, cp;
 };
 struct WinogradInputKernel {
   template <int N>
   static HEXIR_LANES void run(const WinogradInput* in) {
     using V = lanes::F32<N>;
     const Conv2dPlan& p = *in->job->p;
-    const int64_t c = p.c, vstride = in->job->vstride;
+    const int64_t c = in->cp, vstride = in->job->vstride;
     for (int64_t ti = 0; ti < in->nt; ++ti) {
       const int64_t tile = in->t0 + ti, ty = tile / in->job->tiles_w, tx = tile % in->job->tiles_w;
       const float* src[4][4];
       for (int i = 0; i < 4; ++i)
         for (int j = 0; j < 4; ++j) {
           const int64_t iy = 2 * ty - p.pad_top + i, ix = 2 * tx - p.pad_left + j;
-          src[i][j] = iy >= 0 && iy < p.h && ix >= 0 && ix < p.w ? in->image + (iy * p.w + ix) * c : nullptr;
+          src[i][j] = iy >= 0 && iy < p.h && ix >= 0 && ix < p.w ? in->image + (iy * p.w + ix) * p.c : nullptr;
         }
       float* const dst = in->v + ti * c;
       int64_t ch = 0;
@@ -1323,50 +1328,65 @@ void winograd_task(void* context, int64_t task, int participant) {
   const Conv2dPlan& p = *job.p;
   const int64_t n = task / job.chunks, t0 = task % job.chunks * job.chunk, nt = std::min(job.chunk, job.tiles - t0);
   float* const v = job.pool->scratch(participant);
-  float* const m = v + 16 * job.vstride;
-  const WinogradInput in{&job, job.x + n * p.h * p.w * p.c, v, t0, nt};
-  widest<WinogradInputKernel>(&in);
+  float* const m = v + 16 * job.vstride;  // per strip of the group: [xn][tile][nr]
   const auto activation = static_cast<ops::Activation>(p.epilogue.activation);
   TileFinish finish;
   if (tile_finish_applies(activation)) finish.activation = activation, finish.lo = p.epilogue.a, finish.hi = p.epilogue.b;
   const TileSplit split(nt, widest<WindowMrOf>());
-  const int64_t nr = job.nr, per_pass = job.prepared ? p.c : std::max<int64_t>(1, kPackFloats / nr);
+  const int64_t nr = job.nr, m_strip = 16 * job.chunk * nr;
+  const int64_t per_pack = job.prepared ? job.c_pass : std::max<int64_t>(1, kPackFloats / nr);
   alignas(64) float packed[kPackFloats];
+  const float* const image = job.x + n * p.h * p.w * p.c;
   float* const image_out = job.out + n * p.oh * p.ow * p.k;
   const float* const image_residual = job.residual ? job.residual + n * p.oh * p.ow * p.k : nullptr;
-  for (int64_t s = 0; s < job.strips; ++s) {
-    for (int64_t xn = 0; xn < 16; ++xn)
-      for (int64_t c0 = 0; c0 < p.c; c0 += per_pass) {  // one chain over the channels, resumed per pass
-        const int64_t kc = std::min(per_pass, p.c - c0);
-        const float* b = packed;
-        if (job.prepared)
-          b = job.prepared + ((s * 16 + xn) * p.c + c0) * nr;
-        else
-          pack_winograd_strip(p, job.w, s, nr, xn, c0, kc, packed);
-        for (int64_t i = 0; i < split.count; ++i) {
-          const int64_t first = split.begin(i), mr = split.size(i);
-          const float* rows[kMaxWindowMr];
-          for (int64_t j = 0; j < mr; ++j) rows[j] = v + xn * job.vstride + (first + j) * p.c + c0;
-          const WindowTile tile{rows, 1, b, 0, kc, m + (xn * job.chunk + first) * nr, nr, mr, nr, c0 > 0, nullptr};
-          widest<WindowTileKernel>(&tile);
-        }
-      }
-    const int64_t col0 = s * nr, width = std::min(nr, p.k - col0);
-    const float* bias = job.bias ? job.bias + col0 : nullptr;
-    const float* residual = image_residual ? image_residual + col0 : nullptr;
-    if (width == nr) {
-      const WinogradOutput o{&job, m, image_out + col0, residual, bias, t0, nt,
-                             finish.activation != ops::Activation::kNone ? &finish : nullptr};
-      widest<WinogradOutputKernel>(&o);
-      if (finish.activation != ops::Activation::kNone || activation == ops::Activation::kNone) continue;
-    } else {
-      winograd_output_part(job, m, image_out + col0, residual, bias, t0, nt, width);
-      if (activation == ops::Activation::kNone) continue;
+  for (int64_t s0 = 0; s0 < job.strips; s0 += job.k_group) {
+    const int64_t s1 = std::min(job.strips, s0 + job.k_group);
+    // One chain over the channels per (tile, xn, output channel), resumed from M per pass over V and
+    // per pack of unprepared weights. V is transformed again for each group of strips (its adds are
+    // a few percent of the group's multiply-adds).
+    for (int64_t c0 = 0; c0 < p.c; c0 += job.c_pass) {
+      const int64_t cp = std::min(job.c_pass, p.c - c0);
+      const WinogradInput in{&job, image + c0, v, t0, nt, cp};
+      widest<WinogradInputKernel>(&in);
+      for (int64_t s = s0; s < s1; ++s)
+        for (int64_t xn = 0; xn < 16; ++xn)
+          for (int64_t q0 = c0; q0 < c0 + cp; q0 += per_pack) {
+            const int64_t kc = std::min(per_pack, c0 + cp - q0);
+            const float* b = packed;
+            if (job.prepared)
+              b = job.prepared + ((s * 16 + xn) * p.c + q0) * nr;
+            else
+              pack_winograd_strip(p, job.w, s, nr, xn, q0, kc, packed);
+            for (int64_t i = 0; i < split.count; ++i) {
+              const int64_t first = split.begin(i), mr = split.size(i);
+              const float* rows[kMaxWindowMr];
+              for (int64_t j = 0; j < mr; ++j) rows[j] = v + xn * job.vstride + (first + j) * cp + (q0 - c0);
+              float* const out = m + (s - s0) * m_strip + (xn * job.chunk + first) * nr;
+              const WindowTile tile{rows, 1, b, 0, kc, out, nr, mr, nr, q0 > 0, nullptr};
+              widest<WindowTileKernel>(&tile);
+            }
+          }
     }
-    for (int64_t ti = 0; ti < nt; ++ti) {  // the activation the tiles did not apply, per output row of a tile
-      const int64_t tile = t0 + ti, oy = tile / job.tiles_w * 2, ox = tile % job.tiles_w * 2;
-      for (int64_t y = oy; y < std::min(oy + 2, p.oh); ++y)
-        apply_epilogue(p.epilogue, image_out + (y * p.ow + ox) * p.k + col0, p.k, std::min<int64_t>(2, p.ow - ox), width);
+    for (int64_t s = s0; s < s1; ++s) {
+      const float* const ms = m + (s - s0) * m_strip;
+      const int64_t col0 = s * nr, width = std::min(nr, p.k - col0);
+      const float* bias = job.bias ? job.bias + col0 : nullptr;
+      const float* residual = image_residual ? image_residual + col0 : nullptr;
+      if (width == nr) {
+        const WinogradOutput o{&job, ms, image_out + col0, residual, bias, t0, nt,
+                               finish.activation != ops::Activation::kNone ? &finish : nullptr};
+        widest<WinogradOutputKernel>(&o);
+        if (finish.activation != ops::Activation::kNone || activation == ops::Activation::kNone) continue;
+      } else {
+        winograd_output_part(job, ms, image_out + col0, residual, bias, t0, nt, width);
+        if (activation == ops::Activation::kNone) continue;
+      }
+      for (int64_t ti = 0; ti < nt; ++ti) {  // the activation the tiles did not apply, per output row of a tile
+        const int64_t tile = t0 + ti, oy = tile / job.tiles_w * 2, ox = tile % job.tiles_w * 2;
+        for (int64_t y = oy; y < std::min(oy + 2, p.oh); ++y)
+          apply_epilogue(p.epilogue, image_out + (y * p.ow + ox) * p.k + col0, p.k, std::min<int64_t>(2, p.ow - ox),
+                         width);
+      }
     }
   }
 }
@@ -1386,20 +1406,33 @@ Status conv2d_winograd(const KernelContext& context, const Dispatch& d, const fl
     return internal_error("conv2d: the GEMM's strip of " + std::to_string(nr) + " floats is not the window tile's " +
                           std::to_string(widest<WindowStripOf>()));
   WinogradJob job{&p, input(d, 0), input(d, 1), bias, residual, static_cast<const float*>(d.prepared), output(d, 0), pool,
-                  nr, strips_of(p, nr), (p.ow + 1) / 2, 0, 0, 0, 0};
+                  nr, strips_of(p, nr), (p.ow + 1) / 2, 0, 0, 0, p.c, 1, 0};
   job.tiles = (p.oh + 1) / 2 * job.tiles_w;
-  // As many tiles a task as the scratch holds (V and M), up to about four tasks a thread.
-  const int64_t fit = (kScratchFloatsPerParticipant / 16 - 16) / (p.c + nr);
+  // Tiles a task: up to about four tasks a thread. With all the channels in V and one strip's M, as
+  // many as the scratch holds; when that is under kWinogradTiles (past ~150 channels), that many tiles
+  // over passes of kWinogradChannels channels, M for as many strips as the rest holds: each tile of U
+  // read from L2 or L3 serves kWinogradTiles tiles (at 256 channels the one-pass form fit 12, at 512
+  // six, and streamed U for them: VGG's 512 -> 512 at 14 x 14 slower than the window).
+  const int64_t floats = kScratchFloatsPerParticipant;
+  const int64_t fit = (floats / 16 - 16) / (p.c + nr);
   const ThreadPool* workers = pool_of(split);
   const int64_t threads = workers ? workers->size() : 1;
   const int64_t share = ((p.n * job.tiles + 4 * threads - 1) / (4 * threads) + mr - 1) / mr * mr;
-  job.chunk = std::min(fit >= mr ? fit / mr * mr : fit, share);
-  if (pool == nullptr || pool->scratch(0) == nullptr || job.chunk < 1) {
+  const int64_t target = std::min((kWinogradTiles + mr - 1) / mr * mr, share);
+  if (fit >= target) {
+    job.chunk = std::min(fit / mr * mr, share);
+  } else {
+    job.chunk = target;
+    job.c_pass = std::min(p.c, kWinogradChannels);
+    job.k_group = std::clamp<int64_t>((floats - 16 * (job.chunk * job.c_pass + 16)) / (16 * job.chunk * nr), 1, job.strips);
+  }
+  if (pool == nullptr || pool->scratch(0) == nullptr || 16 * (job.chunk * job.c_pass + 16) +
+                                                             16 * job.chunk * nr * job.k_group > floats) {
     DepthwiseJob element{&p, input(d, 0), input(d, 1), bias, residual, nullptr, output(d, 0)};
     parallel_for(split, p.n * p.oh, element_row_task, &element);
     return ok_status();
   }
-  job.vstride = job.chunk * p.c + 16;  // 64 bytes between the slices: not 4 KiB apart (their loads and stores alias)
+  job.vstride = job.chunk * job.c_pass + 16;  // 64 bytes between the slices: not 4 KiB apart (loads and stores alias)
   job.chunks = (job.tiles + job.chunk - 1) / job.chunk;
   parallel_for_participants(split, p.n * job.chunks, winograd_task, &job);
   return ok_status();

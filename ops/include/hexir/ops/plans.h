@@ -1108,21 +1108,18 @@ HEXIR_PLAN_FN float winograd_output(const float (&m)[4][4], int a, int b) {
 HEXIR_PLAN_FN float conv2d_winograd_element(const Conv2dPlan& p, const float* x_image, const float* w, int64_t k,
                                             int64_t oy, int64_t ox) {
   const int64_t iy0 = oy / 2 * 2 - p.pad_top, ix0 = ox / 2 * 2 - p.pad_left;
-  float m[4][4];
-  for (int xi = 0; xi < 4; ++xi)
-    for (int nu = 0; nu < 4; ++nu) {
-      float acc = 0.0f;
-      for (int64_t c = 0; c < p.c; ++c) {
-        float d[4][4];
-        for (int i = 0; i < 4; ++i)
-          for (int j = 0; j < 4; ++j) {
-            const int64_t iy = iy0 + i, ix = ix0 + j;
-            d[i][j] = iy >= 0 && iy < p.h && ix >= 0 && ix < p.w ? x_image[(iy * p.w + ix) * p.c + c] : 0.0f;
-          }
-        acc = fmaf(winograd_input(d, xi, nu), winograd_weight(w + (k * p.c + c) * 9, xi, nu), acc);
+  float m[4][4] = {};
+  for (int64_t c = 0; c < p.c; ++c) {  // the 16 chains side by side, each over c in order
+    float d[4][4];
+    for (int i = 0; i < 4; ++i)
+      for (int j = 0; j < 4; ++j) {
+        const int64_t iy = iy0 + i, ix = ix0 + j;
+        d[i][j] = iy >= 0 && iy < p.h && ix >= 0 && ix < p.w ? x_image[(iy * p.w + ix) * p.c + c] : 0.0f;
       }
-      m[xi][nu] = acc;
-    }
+    for (int xi = 0; xi < 4; ++xi)
+      for (int nu = 0; nu < 4; ++nu)
+        m[xi][nu] = fmaf(winograd_input(d, xi, nu), winograd_weight(w + (k * p.c + c) * 9, xi, nu), m[xi][nu]);
+  }
   return winograd_output(m, static_cast<int>(oy % 2), static_cast<int>(ox % 2));
 }
 
