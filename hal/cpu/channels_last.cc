@@ -1141,8 +1141,8 @@ ThreadPool::TaskFn small_group_row(int64_t lanes, int64_t cg) {
 // Per task a chunk of 2x2 output tiles of one image: their 4x4 input tiles
 // transformed (V, [xi nu][tile][c]) into the pool's scratch, then per strip
 // of NR output channels the 16 products V[xi nu] x U[xi nu] as the window
-// tile with one tap (kc = all the input channels, one chain), into M
-// ([xi nu][tile][NR], scratch too), then the output transform with the
+// tile with one tap (one chain over the input channels, resumed from M
+// between passes), into M ([xi nu][tile][NR], scratch too), then the output transform with the
 // bias, residual and activation. 16 multiply-adds per input channel for 4
 // outputs where the window takes 36; the transforms cost ~32 adds per
 // channel and tile in and ~24 per output channel and tile out. U is
