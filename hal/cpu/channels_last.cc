@@ -1162,7 +1162,8 @@ void pack_winograd_strip(const Conv2dPlan& p, const float* w, int64_t s, int64_t
   }
 }
 
-constexpr int64_t kWinogradTiles = 24;     // tiles a task at least, where the scratch allows
+constexpr int64_t kWinogradTiles = 24;     // tiles a task over channel passes
+constexpr int64_t kWinogradOnePassTiles = 12;  // one pass over all the channels when this many tiles fit
 constexpr int64_t kWinogradChannels = 64;  // input channels per pass over V when all do not fit
 
 struct WinogradJob {
@@ -1409,17 +1410,18 @@ Status conv2d_winograd(const KernelContext& context, const Dispatch& d, const fl
                   nr, strips_of(p, nr), (p.ow + 1) / 2, 0, 0, 0, p.c, 1, 0};
   job.tiles = (p.oh + 1) / 2 * job.tiles_w;
   // Tiles a task: up to about four tasks a thread. With all the channels in V and one strip's M, as
-  // many as the scratch holds; when that is under kWinogradTiles (past ~150 channels), that many tiles
-  // over passes of kWinogradChannels channels, M for as many strips as the rest holds: each tile of U
-  // read from L2 or L3 serves kWinogradTiles tiles (at 256 channels the one-pass form fit 12, at 512
-  // six, and streamed U for them: VGG's 512 -> 512 at 14 x 14 slower than the window).
+  // many as the scratch holds (the form measured up to 256 channels: 12 tiles there); where that is
+  // under kWinogradOnePassTiles (past ~320 channels), kWinogradTiles tiles over passes of
+  // kWinogradChannels channels, M for as many strips as the rest holds, so each read of U serves
+  // them all (at 512 channels the one-pass form fit 6 tiles and streamed U for them: VGG's 512 -> 512
+  // at 14 x 14 slower than the window).
   const int64_t floats = kScratchFloatsPerParticipant;
   const int64_t fit = (floats / 16 - 16) / (p.c + nr);
   const ThreadPool* workers = pool_of(split);
   const int64_t threads = workers ? workers->size() : 1;
   const int64_t share = ((p.n * job.tiles + 4 * threads - 1) / (4 * threads) + mr - 1) / mr * mr;
   const int64_t target = std::min((kWinogradTiles + mr - 1) / mr * mr, share);
-  if (fit >= target) {
+  if (fit >= std::min(target, kWinogradOnePassTiles)) {
     job.chunk = std::min(fit / mr * mr, share);
   } else {
     job.chunk = target;
