@@ -139,6 +139,18 @@ HEXIR_LANES void activate_window(lanes::F32<N> (&acc)[MR][kWindowVectors<N>], co
     }
 }
 
+// The TileFinish's activation, one test per tile.
+template <int N, int MR>
+HEXIR_LANES void activate_tile(lanes::F32<N> (&acc)[MR][kWindowVectors<N>], const TileFinish& f) {
+  switch (f.activation) {
+    case ops::Activation::kRelu: activate_window<ops::Activation::kRelu, N, MR>(acc, f); break;
+    case ops::Activation::kClip: activate_window<ops::Activation::kClip, N, MR>(acc, f); break;
+    case ops::Activation::kHardSigmoid: activate_window<ops::Activation::kHardSigmoid, N, MR>(acc, f); break;
+    case ops::Activation::kHardSwish: activate_window<ops::Activation::kHardSwish, N, MR>(acc, f); break;
+    default: break;
+  }
+}
+
 template <int N, int MR>
 HEXIR_LANES void window_tile(const WindowTile& t) {
   constexpr int NV = kWindowVectors<N>;
@@ -201,13 +213,7 @@ HEXIR_LANES void window_tile(const WindowTile& t) {
       for (int i = 0; i < MR; ++i)
 #pragma GCC unroll 4
         for (int v = 0; v < NV; ++v) acc[i][v] += lanes::load<N>(f.residual + i * f.ldr + v * N);
-    switch (f.activation) {  // one test per tile
-      case ops::Activation::kRelu: activate_window<ops::Activation::kRelu, N, MR>(acc, f); break;
-      case ops::Activation::kClip: activate_window<ops::Activation::kClip, N, MR>(acc, f); break;
-      case ops::Activation::kHardSigmoid: activate_window<ops::Activation::kHardSigmoid, N, MR>(acc, f); break;
-      case ops::Activation::kHardSwish: activate_window<ops::Activation::kHardSwish, N, MR>(acc, f); break;
-      default: break;
-    }
+    activate_tile<N, MR>(acc, f);
   }
 #pragma GCC unroll 16
   for (int i = 0; i < MR; ++i)
@@ -1286,13 +1292,7 @@ struct WinogradOutputKernel {
           if (inside[i])
 #pragma GCC unroll 4
             for (int v = 0; v < NV; ++v) acc[i][v] += lanes::load<N>(o->residual + at[i] + v * N);
-      if (o->finish) switch (o->finish->activation) {
-          case ops::Activation::kRelu: activate_window<ops::Activation::kRelu, N, 4>(acc, *o->finish); break;
-          case ops::Activation::kClip: activate_window<ops::Activation::kClip, N, 4>(acc, *o->finish); break;
-          case ops::Activation::kHardSigmoid: activate_window<ops::Activation::kHardSigmoid, N, 4>(acc, *o->finish); break;
-          case ops::Activation::kHardSwish: activate_window<ops::Activation::kHardSwish, N, 4>(acc, *o->finish); break;
-          default: break;
-        }
+      if (o->finish) activate_tile<N, 4>(acc, *o->finish);
 #pragma GCC unroll 4
       for (int i = 0; i < 4; ++i)
         if (inside[i])
@@ -1392,6 +1392,13 @@ void winograd_task(void* context, int64_t task, int participant) {
   }
 }
 
+// The prepared strips are the GEMM's, the window tile's too: their widths must agree.
+Status check_window_strip(int64_t nr) {
+  if (nr == widest<WindowStripOf>()) return ok_status();
+  return internal_error("conv2d: the GEMM's strip of " + std::to_string(nr) + " floats is not the window tile's " +
+                        std::to_string(widest<WindowStripOf>()));
+}
+
 // The pool for work of `macs` multiply-adds: none (the caller alone) when small.
 KernelContext split_for(const KernelContext& context, int64_t macs) {
   return macs < kSerialMacs ? KernelContext{} : context;
@@ -1403,9 +1410,7 @@ Status conv2d_winograd(const KernelContext& context, const Dispatch& d, const fl
   const KernelContext split = split_for(context, macs);
   const ThreadPool* pool = pool_of(context);
   const int64_t nr = gemm_tile().nr_max, mr = widest<WindowMrOf>();
-  if (nr != widest<WindowStripOf>())  // the prepared strips are the GEMM's, the window tile's too
-    return internal_error("conv2d: the GEMM's strip of " + std::to_string(nr) + " floats is not the window tile's " +
-                          std::to_string(widest<WindowStripOf>()));
+  HEXIR_RETURN_IF_ERROR(check_window_strip(nr));
   WinogradJob job{&p, input(d, 0), input(d, 1), bias, residual, static_cast<const float*>(d.prepared), output(d, 0), pool,
                   nr, strips_of(p, nr), (p.ow + 1) / 2, 0, 0, 0, p.c, 1, 0};
   job.tiles = (p.oh + 1) / 2 * job.tiles_w;
@@ -1576,9 +1581,7 @@ Status conv2d_channels_last(const KernelContext& context, const Dispatch& d) {
   }
 #endif
   const GemmTile tile = gemm_tile();
-  if (tile.nr_max != widest<WindowStripOf>())  // the prepared strips are the GEMM's, the window tile's too
-    return internal_error("conv2d: the GEMM's strip of " + std::to_string(tile.nr_max) +
-                          " floats is not the window tile's " + std::to_string(widest<WindowStripOf>()));
+  HEXIR_RETURN_IF_ERROR(check_window_strip(tile.nr_max));
   DenseJob job{&p, input(d, 0), input(d, 1), bias, residual, static_cast<const float*>(d.prepared), output(d, 0), tile,
                strips_of(p, tile.nr_max)};
   const KernelContext split = split_for(context, macs);

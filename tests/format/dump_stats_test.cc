@@ -213,5 +213,34 @@ TEST_CASE("dump stats: channels-last convolutions and the bytes their conversion
   CHECK_MESSAGE(testing::contains(text.output, "channels-last: 2 conv2d instructions"), text.output);
 }
 
+TEST_CASE("dump stats: the conv2d instructions by Winograd F(2x2, 3x3) are counted and printed") {
+  const char* source = R"(module @wino
+const @w : f32[32,32,3,3] = splat 0.125
+func @main(%x: f32[1,32,12,10]) -> (f32[1,32,12,10]) {
+  %a = call @conv2d(%x, @w) {pads = [1, 1, 1, 1]} : f32[1,32,12,10]
+  return %a
+}
+)";
+  hexir::compiler::CompileOptions direct;
+  direct.winograd = false;
+  for (const bool winograd : {true, false}) {
+    INFO("winograd " << winograd);
+    std::vector<uint8_t> bytes = winograd ? testing::compile_text(source) : testing::compile_text(source, direct);
+    AlignedBytes file = testing::aligned(bytes);
+    auto v = verify_executable(file.span());
+    REQUIRE_MESSAGE(v.ok(), v.status().to_string());
+    const FunctionStats st = function_stats(*v, 0);
+    CHECK(st.channels_last_convolutions == 1);
+    CHECK(st.winograd_convolutions == (winograd ? 1u : 0u));
+    testing::ScratchDir dir;
+    testing::write_file(dir / "w.hxe", bytes.data(), bytes.size());
+    auto text = testing::run_command(testing::kDumpTool + " " + dir / "w.hxe");
+    CHECK(text.exit_code == 0);
+    CHECK_MESSAGE(testing::contains(text.output, winograd ? "1 conv2d instructions, 1 of them by Winograd"
+                                                          : "1 conv2d instructions, 0 of them by Winograd"),
+                  text.output);
+  }
+}
+
 }  // namespace
 }  // namespace hexir::inspect
