@@ -124,22 +124,25 @@ struct WindowStripOf {  // the strip the tile computes: the GEMM's NR
   }
 };
 
-// A tile's activation (tile_finish_applies), lanes::'s bits of ops::*_of.
+// One vector's activation (tile_finish_applies), lanes::'s bits of ops::*_of.
+template <ops::Activation A, int N>
+HEXIR_LANES lanes::F32<N> activated(lanes::F32<N> x, const TileFinish& f) {
+  if constexpr (A == ops::Activation::kRelu) return lanes::relu<N>(x);
+  if constexpr (A == ops::Activation::kClip) return lanes::clip<N>(x, f.lo, f.hi);
+  if constexpr (A == ops::Activation::kHardSigmoid) return lanes::hard_sigmoid<N>(x, f.lo, f.hi);
+  if constexpr (A == ops::Activation::kHardSwish) return lanes::hard_swish<N>(x);
+  return x;
+}
+
+// A tile's activation.
 template <ops::Activation A, int N, int MR>
 HEXIR_LANES void activate_window(lanes::F32<N> (&acc)[MR][kWindowVectors<N>], const TileFinish& f) {
 #pragma GCC unroll 16
   for (int i = 0; i < MR; ++i)
 #pragma GCC unroll 4
-    for (int v = 0; v < kWindowVectors<N>; ++v) {
-      lanes::F32<N>& x = acc[i][v];
-      if constexpr (A == ops::Activation::kRelu) x = lanes::relu<N>(x);
-      if constexpr (A == ops::Activation::kClip) x = lanes::clip<N>(x, f.lo, f.hi);
-      if constexpr (A == ops::Activation::kHardSigmoid) x = lanes::hard_sigmoid<N>(x, f.lo, f.hi);
-      if constexpr (A == ops::Activation::kHardSwish) x = lanes::hard_swish<N>(x);
-    }
+    for (int v = 0; v < kWindowVectors<N>; ++v) acc[i][v] = activated<A, N>(acc[i][v], f);
 }
 
-// The TileFinish's activation, one test per tile.
 template <int N, int MR>
 HEXIR_LANES void activate_tile(lanes::F32<N> (&acc)[MR][kWindowVectors<N>], const TileFinish& f) {
   switch (f.activation) {
@@ -576,18 +579,24 @@ void patch_task(void* context, int64_t task) {
 //
 // Weights block-major, [ceil(c / 16)][taps][16] with zeros past c, prepared
 // once (or packed per task for one chunk of blocks). A task is one output
-// row of one image; its channels go in chunks of four vectors (64 channels
-// under AVX-512, 32 AVX2, 16 SSE/NEON). Pixels whose every tap lies inside
-// along x, 8 at a time per vector: the tap's weights loaded once for the 8.
-// The others (a row's edges; every pixel of a 7x7 map under a 5x5 window)
-// one at a time over the chunk's vectors at once: independent chains (one
-// vector at a time waited on the add's latency: mnasnet's 5x5 depthwise at
-// 7x7 x 1152 ran 2.5x onnxruntime's time), their taps found once per pixel.
-// Channels past a multiple of the vector: vectors of N/2 and N/4 (mnasnet's
-// and mobilenet_v3's 72, 120, 184, 200 end 8 past a multiple of 16; they ran
-// one channel at a time), then one at a time (fewer than 4). Every path sums
-// the taps in (ky, kx) order from zero, each product rounded then added, then
-// the bias: ops::conv2d_channels_last_element's bits on every ISA.
+// row of one image (or a part of its channels: few rows, several threads).
+// Pixels whose every tap lies inside along x, 8 at a time per vector, every
+// vector of the row's channels before the next 8 pixels: the tap's weights
+// loaded once for the 8, and the 10 input pixels of 3 rows the block reads
+// stay in L1 across its vectors (a chunk of 4 vectors over the whole row
+// before the next chunk read the row's three input rows from L2 once per
+// chunk: mobilenet_v2's 144 @ 56 x 56 ran at 24 GFLOP/s). The others (a
+// row's edges; every pixel of a 7x7 map under a 5x5 window) one at a time,
+// 4 vectors at once: independent chains (one vector at a time waited on the
+// add's latency: mnasnet's 5x5 depthwise at 7x7 x 1152 ran 2.5x
+// onnxruntime's time), their taps found once per pixel. Channels past a
+// multiple of the vector: vectors of N/2 and N/4 (mnasnet's and
+// mobilenet_v3's 72, 120, 184, 200 end 8 past a multiple of 16; they ran one
+// channel at a time), then one at a time (fewer than 4). Every path sums the
+// taps in (ky, kx) order from zero, each product rounded then added, then
+// the bias, the residual and the activation (tile_finish_applies) in
+// registers: ops::conv2d_channels_last_element's bits on every ISA; other
+// activations over the stored row.
 
 constexpr int64_t kDwBlock = 16;
 constexpr int64_t kDwPixels = 8;
@@ -612,9 +621,10 @@ struct DepthwiseJob {
   const float *x, *w, *bias, *residual;
   const float* prepared;  // block-major weights, or null
   float* out;
-  int64_t chunk = 0;     // channels per chunk (kDwChunkVectors of the widest vectors)
+  int64_t chunk = 0;     // unprepared weights: channels packed at once (kDwChunkVectors of the widest vectors)
   int64_t parts = 1;     // a row's chunks split among tasks (few rows, several threads)
   int64_t chunks_per_part = 0;
+  TileFinish finish = {};  // the activation in registers (tile_finish_applies), else kNone
 };
 
 // One output row: where its input, output and weights are, and the taps inside.
@@ -637,45 +647,101 @@ inline const float* dw_weights(const DwRow& r, int64_t c) {
 // The taps [*lo, *hi) of pixel ox inside the input along x.
 void dw_tap_columns(const Conv2dPlan& p, int64_t ox, int64_t* lo, int64_t* hi) {
   const int64_t first = ox * p.stride_w - p.pad_left;  // ix = first + kx * dilation_w
+  if (p.dilation_w == 1) {  // no division (a border pixel's taps, per pixel)
+    *lo = std::clamp<int64_t>(-first, 0, p.kw);
+    *hi = std::clamp<int64_t>(p.w - first, *lo, p.kw);
+    return;
+  }
   *lo = std::clamp<int64_t>(-floor_div(first, p.dilation_w), 0, p.kw);
   *hi = std::clamp<int64_t>(floor_div(p.w - 1 - first, p.dilation_w) + 1, *lo, p.kw);
 }
 
-// kDwPixels interior pixels from ox, one vector of M channels from c.
-template <int M>
+// P sums of M channels from c (sums[i] at o + i * step): the bias, the
+// residual (at the same place of job.residual), the activation, stored.
+template <ops::Activation A, int M, int P>
+HEXIR_LANES void dw_store_as(const DwRow& r, lanes::F32<M> (&sums)[P], float* o, int64_t step, int64_t c) {
+  const DepthwiseJob& job = *r.job;
+  if (job.bias) {
+    const lanes::F32<M> bias = lanes::load<M>(job.bias + c);
+#pragma GCC unroll 8
+    for (int i = 0; i < P; ++i) sums[i] += bias;
+  }
+  if (job.residual) {
+    const float* res = job.residual + (o - job.out);
+#pragma GCC unroll 8
+    for (int i = 0; i < P; ++i) sums[i] += lanes::load<M>(res + i * step);
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < P; ++i) lanes::store<M>(o + i * step, activated<A, M>(sums[i], job.finish));
+}
+template <int M, int P>
+HEXIR_LANES void dw_store(const DwRow& r, lanes::F32<M> (&sums)[P], float* o, int64_t step, int64_t c) {
+  switch (r.job->finish.activation) {
+    case ops::Activation::kRelu: return dw_store_as<ops::Activation::kRelu, M, P>(r, sums, o, step, c);
+    case ops::Activation::kClip: return dw_store_as<ops::Activation::kClip, M, P>(r, sums, o, step, c);
+    case ops::Activation::kHardSigmoid: return dw_store_as<ops::Activation::kHardSigmoid, M, P>(r, sums, o, step, c);
+    case ops::Activation::kHardSwish: return dw_store_as<ops::Activation::kHardSwish, M, P>(r, sums, o, step, c);
+    default: return dw_store_as<ops::Activation::kNone, M, P>(r, sums, o, step, c);
+  }
+}
+
+// P interior pixels from ox, one vector of M channels from c. KW, SW: the
+// window's width (3 or 5) and stride (1 or 2) at dilation 1, where a row's
+// SW * (P - 1) + KW input pixels are each loaded once for the products that
+// read it (24 loads for 3 x 8 products took the load ports and, their 24
+// addresses, the registers), each sum still taking its taps in kx order;
+// else KW = SW = 0 (the plan's values, one load per product).
+template <int M, int KW, int SW, int P>
 HEXIR_LANES void dw_tile(const DwRow& r, int64_t ox, int64_t c) {
   using V = lanes::F32<M>;
-  const DepthwiseJob& job = *r.job;
-  const Conv2dPlan& p = *job.p;
-  const int64_t pixel = p.stride_w * p.c;
-  const float* w = dw_weights(r, c);
-  const float* in0 = r.image + (ox * p.stride_w - p.pad_left) * p.c + c;
-  V acc[kDwPixels] = {};
-  for (int64_t ky = r.ky0; ky < r.ky1; ++ky) {
-    const float* in = in0 + (r.oy * p.stride_h - p.pad_top + ky * p.dilation_h) * p.w * p.c;
-    for (int64_t kx = 0; kx < p.kw; ++kx) {
-      const V wv = lanes::load<M>(w + (ky * p.kw + kx) * kDwBlock);
-      const float* tap = in + kx * p.dilation_w * p.c;
-#pragma GCC unroll 8
-      for (int64_t i = 0; i < kDwPixels; ++i) acc[i] += lanes::load<M>(tap + i * pixel) * wv;
+  const Conv2dPlan& p = *r.job->p;
+  const int64_t kw = KW ? KW : p.kw;
+  const float* w = dw_weights(r, c) + r.ky0 * kw * kDwBlock;
+  const float* in = r.image + ((r.oy * p.stride_h - p.pad_top + r.ky0 * p.dilation_h) * p.w + ox * p.stride_w - p.pad_left) * p.c + c;
+  const int64_t row_step = p.dilation_h * p.w * p.c;
+  V acc[P] = {};
+  if constexpr (KW > 0) {
+    constexpr int kInputs = SW * (P - 1) + KW;
+    for (int64_t ky = r.ky0; ky < r.ky1; ++ky, in += row_step, w += KW * kDwBlock) {
+      V wv[KW];
+#pragma GCC unroll 5
+      for (int kx = 0; kx < KW; ++kx) wv[kx] = lanes::load<M>(w + kx * kDwBlock);
+      const float* x = in;
+#pragma GCC unroll 24
+      for (int j = 0; j < kInputs; ++j, x += p.c) {
+        const V xv = lanes::load<M>(x);
+#pragma GCC unroll 5
+        for (int kx = 0; kx < KW; ++kx)
+          if ((j - kx) % SW == 0 && (j - kx) / SW >= 0 && (j - kx) / SW < P) acc[(j - kx) / SW] += xv * wv[kx];
+      }
     }
-  }
-  float* o = r.out + ox * p.k + c;
-  if (job.bias) {
-    const V bias = lanes::load<M>(job.bias + c);
+  } else {
+    const int64_t pixel = p.stride_w * p.c, tap_step = p.dilation_w * p.c;
+    for (int64_t ky = r.ky0; ky < r.ky1; ++ky, in += row_step, w += kw * kDwBlock)
+      for (int64_t kx = 0; kx < kw; ++kx) {
+        const V wv = lanes::load<M>(w + kx * kDwBlock);
+        const float* tap = in + kx * tap_step;
 #pragma GCC unroll 8
-    for (int64_t i = 0; i < kDwPixels; ++i) acc[i] += bias;
+        for (int64_t i = 0; i < P; ++i) acc[i] += lanes::load<M>(tap + i * pixel) * wv;
+      }
   }
-#pragma GCC unroll 8
-  for (int64_t i = 0; i < kDwPixels; ++i) lanes::store<M>(o + i * p.k, acc[i]);
+  dw_store<M, P>(r, acc, r.out + ox * p.k + c, p.k, c);
+}
+template <int M, int P = kDwPixels>
+HEXIR_LANES void dw_tile(const DwRow& r, int64_t ox, int64_t c) {
+  const Conv2dPlan& p = *r.job->p;
+  if (p.dilation_w == 1 && p.kw == 3 && p.stride_w == 1) return dw_tile<M, 3, 1, P>(r, ox, c);
+  if (p.dilation_w == 1 && p.kw == 3 && p.stride_w == 2) return dw_tile<M, 3, 2, P>(r, ox, c);
+  if (p.dilation_w == 1 && p.kw == 5 && p.stride_w == 1) return dw_tile<M, 5, 1, P>(r, ox, c);
+  if (p.dilation_w == 1 && p.kw == 5 && p.stride_w == 2) return dw_tile<M, 5, 2, P>(r, ox, c);
+  return dw_tile<M, 0, 0, P>(r, ox, c);
 }
 
 // Pixel ox, NV vectors of M channels from c (independent chains).
 template <int M, int NV>
 HEXIR_LANES void dw_pixel(const DwRow& r, int64_t ox, int64_t c) {
   using V = lanes::F32<M>;
-  const DepthwiseJob& job = *r.job;
-  const Conv2dPlan& p = *job.p;
+  const Conv2dPlan& p = *r.job->p;
   int64_t kx0, kx1;
   dw_tap_columns(p, ox, &kx0, &kx1);
   const float* w[NV];
@@ -691,12 +757,21 @@ HEXIR_LANES void dw_pixel(const DwRow& r, int64_t ox, int64_t c) {
       for (int v = 0; v < NV; ++v) acc[v] += lanes::load<M>(tap + v * M) * lanes::load<M>(w[v] + t);
     }
   }
+  // The NV vectors are adjacent: one store call, step M, the bias per vector.
   float* o = r.out + ox * p.k + c;
+  if constexpr (NV == 1) {
+    dw_store<M, 1>(r, acc, o, M, c);
+  } else {
 #pragma GCC unroll 4
-  for (int v = 0; v < NV; ++v) lanes::store<M>(o + v * M, job.bias ? acc[v] + lanes::load<M>(job.bias + c + v * M) : acc[v]);
+    for (int v = 0; v < NV; ++v) {
+      V one[1] = {acc[v]};
+      dw_store<M, 1>(r, one, o + v * M, M, c + v * M);
+    }
+  }
 }
 
-// Pixel ox, channels [c0, c1) one at a time.
+// Pixel ox, channels [c0, c1) one at a time (the bias, the residual and an
+// in-register activation as dw_store gives them).
 void dw_pixel_scalar(const DwRow& r, int64_t ox, int64_t c0, int64_t c1) {
   const DepthwiseJob& job = *r.job;
   const Conv2dPlan& p = *job.p;
@@ -713,12 +788,16 @@ void dw_pixel_scalar(const DwRow& r, int64_t ox, int64_t c0, int64_t c1) {
         acc += product;
       }
     }
-    r.out[ox * p.k + c] = job.bias ? acc + job.bias[c] : acc;
+    float* o = r.out + ox * p.k + c;
+    if (job.bias) acc += job.bias[c];
+    if (job.residual) acc += job.residual[o - job.out];
+    *o = job.finish.activation == ops::Activation::kNone ? acc : ops::apply_epilogue(p.epilogue, acc);
   }
 }
 
-// Channels [c0, c1) of the row: at most kDwChunkVectors vectors of N.
-struct DepthwiseChunk {
+// Channels [c0, c1) of the row: pixel blocks outermost, every vector of the
+// range per block.
+struct DepthwiseChannels {
   template <int N>
   static HEXIR_LANES void run(const DwRow* row, int64_t c0, int64_t c1) {
     const DwRow& r = *row;
@@ -739,13 +818,23 @@ struct DepthwiseChunk {
         ox += kDwPixels;
         continue;
       }
-      switch (full) {
-        case 4: dw_pixel<N, 4>(r, ox, c0); break;
-        case 3: dw_pixel<N, 3>(r, ox, c0); break;
-        case 2: dw_pixel<N, 2>(r, ox, c0); break;
-        case 1: dw_pixel<N, 1>(r, ox, c0); break;
-        default: break;
+      if (ox >= r.inner_lo && ox + kDwPixels / 2 <= r.inner_hi) {  // the interior's last 4 to 7
+        for (int64_t v = 0; v < full; ++v) dw_tile<N, kDwPixels / 2>(r, ox, c0 + v * N);
+        if constexpr (N >= 16)
+          if (half1 > half0) dw_tile<N / 2, kDwPixels / 2>(r, ox, half0);
+        if constexpr (N >= 8)
+          if (quarter1 > half1) dw_tile<4, kDwPixels / 2>(r, ox, half1);
+        if (quarter1 < c1)
+          for (int64_t i = 0; i < kDwPixels / 2; ++i) dw_pixel_scalar(r, ox + i, quarter1, c1);
+        ox += kDwPixels / 2;
+        continue;
       }
+      for (int64_t v = 0; v < full; v += kDwChunkVectors) switch (std::min(kDwChunkVectors, full - v)) {
+          case 4: dw_pixel<N, 4>(r, ox, c0 + v * N); break;
+          case 3: dw_pixel<N, 3>(r, ox, c0 + v * N); break;
+          case 2: dw_pixel<N, 2>(r, ox, c0 + v * N); break;
+          default: dw_pixel<N, 1>(r, ox, c0 + v * N); break;
+        }
       if constexpr (N >= 16)
         if (half1 > half0) dw_pixel<N / 2, 1>(r, ox, half0);
       if constexpr (N >= 8)
@@ -756,7 +845,7 @@ struct DepthwiseChunk {
   }
 };
 
-// One task: output row oy of image n, all channels.
+// One task: output row oy of image n, the part's channels.
 void depthwise_task(void* context, int64_t task) {
   const DepthwiseJob& job = *static_cast<const DepthwiseJob*>(context);
   const Conv2dPlan& p = *job.p;
@@ -771,27 +860,27 @@ void depthwise_task(void* context, int64_t task) {
     r.inner_lo = std::max(r.inner_lo, lo);
     r.inner_hi = std::min(r.inner_hi, hi);
   }
-  alignas(64) float packed[kDwChunkVectors * kDwStackTaps * kDwBlock];
   const int64_t chunk = job.chunk;  // a multiple of kDwBlock
   const int64_t c_first = part * job.chunks_per_part * chunk;
   const int64_t c_last = std::min(p.c, c_first + job.chunks_per_part * chunk);
-  for (int64_t c0 = c_first; c0 < c_last; c0 += chunk) {
-    const int64_t c1 = std::min(p.c, c0 + chunk);
-    if (!job.prepared) {
+  if (job.prepared) {
+    widest<DepthwiseChannels>(&r, c_first, c_last);
+  } else {
+    alignas(64) float packed[kDwChunkVectors * kDwStackTaps * kDwBlock];
+    for (int64_t c0 = c_first; c0 < c_last; c0 += chunk) {
+      const int64_t c1 = std::min(p.c, c0 + chunk);
       dw_pack(p, job.w, c0 / kDwBlock, (c1 + kDwBlock - 1) / kDwBlock, packed);
       r.w = packed;
       r.c_base = c0;
+      widest<DepthwiseChannels>(&r, c0, c1);
     }
-    widest<DepthwiseChunk>(&r, c0, c1);
   }
-  if (job.parts == 1) {  // the whole row at once
-    if (job.residual) add_residual(r.out, 0, job.residual + (r.out - job.out), 0, 1, p.ow * p.k);
-    if (p.epilogue.activation != 0) apply_epilogue(p.epilogue, r.out, 0, 1, p.ow * p.k);
-    return;
-  }
+  if (p.epilogue.activation == 0 || job.finish.activation != ops::Activation::kNone) return;
   float* const out = r.out + c_first;
-  if (job.residual) add_residual(out, p.k, job.residual + (out - job.out), p.k, p.ow, c_last - c_first);
-  if (p.epilogue.activation != 0) apply_epilogue(p.epilogue, out, p.k, p.ow, c_last - c_first);
+  if (job.parts == 1)  // the whole row at once
+    apply_epilogue(p.epilogue, r.out, 0, 1, p.ow * p.k);
+  else
+    apply_epilogue(p.epilogue, out, p.k, p.ow, c_last - c_first);
 }
 
 // Each element of an output row from the plan's own order: depthwise with
@@ -1535,6 +1624,8 @@ Status conv2d_channels_last(const KernelContext& context, const Dispatch& d) {
       parallel_for(split, p.n * p.oh, element_row_task, &job);
       return ok_status();
     }
+    const auto activation = static_cast<ops::Activation>(p.epilogue.activation);
+    if (tile_finish_applies(activation)) job.finish.activation = activation, job.finish.lo = p.epilogue.a, job.finish.hi = p.epilogue.b;
     job.chunk = kDwChunkVectors * widest<LaneCount>();
     const int64_t chunks = (p.c + job.chunk - 1) / job.chunk;
     const int64_t parts = row_parts(split, p.n * p.oh, chunks);

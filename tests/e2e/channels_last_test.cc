@@ -162,6 +162,14 @@ TEST_CASE("channels-last conv2d: the cpu kernel gives the element function's sum
       {"depthwise 3x3", 1, 24, 10, 10, 24, 3, 3, 1, 1, 1, 24, true, "relu"},
       {"depthwise 5x5 stride 2", 1, 40, 13, 11, 40, 5, 5, 2, 2, 1, 40, false, ""},
       {"depthwise dilated", 2, 20, 9, 9, 20, 3, 3, 1, 2, 2, 20, true, "clip"},
+      // Interior blocks of 8 and of 4 pixels (each input pixel loaded once per tap row), edges one at a
+      // time; channel tails (half and quarter vectors, single channels); the residual and the
+      // activation in registers, or the activation over the stored row (sigmoid).
+      {"depthwise 3x3, 23 wide, 76 channels, residual", 1, 76, 6, 23, 76, 3, 3, 1, 1, 1, 76, true, "hard_swish", true},
+      {"depthwise 3x3 stride 2, 29 wide, 36 channels", 1, 36, 7, 29, 36, 3, 3, 2, 1, 1, 36, true, "relu"},
+      {"depthwise 5x5, 19 wide, 21 channels", 1, 21, 8, 19, 21, 5, 5, 1, 2, 1, 21, true, "sigmoid"},
+      {"depthwise 5x5 stride 2, 37 wide, residual", 1, 48, 5, 37, 48, 5, 5, 2, 2, 1, 48, true, "clip", true},
+      {"depthwise 7x7, 30 wide (the plan's width)", 1, 16, 9, 30, 16, 7, 7, 1, 3, 1, 16, false, "relu"},
       // Few rows at 2 threads: a row's channel chunks (depthwise) or strips (dense) split among tasks.
       {"depthwise 3x3, 200 channels on a 5x5 map", 1, 200, 5, 5, 200, 3, 3, 1, 1, 1, 200, true, "relu"},
       {"3x3, 64 -> 100 on a 4x4 map", 1, 64, 4, 4, 100, 3, 3, 1, 1, 1, 1, true, "sigmoid"},
