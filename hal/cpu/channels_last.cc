@@ -12,6 +12,7 @@
 // pixels at a time, taps in (ky, kx) order. All keep
 // ops::conv2d_channels_last_element's order of sums.
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstring>
 #include <string>
@@ -593,7 +594,7 @@ void patch_task(void* context, int64_t task) {
 // multiple of the vector: vectors of N/2 and N/4 (mnasnet's and
 // mobilenet_v3's 72, 120, 184, 200 end 8 past a multiple of 16; they ran one
 // channel at a time), then one at a time (fewer than 4). Every path sums the
-// taps in (ky, kx) order from zero, each product rounded then added, then
+// taps inside in (ky, kx) order as one FMA chain from zero (dw_madd), then
 // the bias, the residual and the activation (tile_finish_applies) in
 // registers: ops::conv2d_channels_last_element's bits on every ISA; other
 // activations over the stored row.
@@ -656,6 +657,25 @@ void dw_tap_columns(const Conv2dPlan& p, int64_t ox, int64_t* lo, int64_t* hi) {
   *hi = std::clamp<int64_t>(floor_div(p.w - 1 - first, p.dilation_w) + 1, *lo, p.kw);
 }
 
+// acc + x * w as ops::conv2d_channels_last_element's depthwise chain has it
+// (one rounding: FMA) where the ISA has FMA (AVX2, AVX-512, NEON: widest's
+// N of 8, 16, or aarch64); SSE2 (N = 4 on x86) rounds the product apart
+// (within rounding, as the portable GEMM tile). One rounding halved the FP
+// operations: a product and an add per tap ran mobilenet_v2's 144 @ 56 x 56
+// at 0.28 ms where one FMA took 0.16-0.19 (Zen 3), and FMA is NEON's fmla.
+template <int N>
+constexpr bool kDwFused =
+#if defined(__aarch64__)
+    true;
+#else
+    N >= 8;
+#endif
+template <int N, int M>
+HEXIR_LANES lanes::F32<M> dw_madd(lanes::F32<M> x, lanes::F32<M> w, lanes::F32<M> acc) {
+  if constexpr (kDwFused<N>) return lanes::fma<M>(x, w, acc);
+  return acc + x * w;
+}
+
 // P sums of M channels from c (sums[i] at o + i * step): the bias, the
 // residual (at the same place of job.residual), the activation, stored.
 template <ops::Activation A, int M, int P>
@@ -691,7 +711,7 @@ HEXIR_LANES void dw_store(const DwRow& r, lanes::F32<M> (&sums)[P], float* o, in
 // read it (24 loads for 3 x 8 products took the load ports and, their 24
 // addresses, the registers), each sum still taking its taps in kx order;
 // else KW = SW = 0 (the plan's values, one load per product).
-template <int M, int KW, int SW, int P>
+template <int N, int M, int KW, int SW, int P>
 HEXIR_LANES void dw_tile(const DwRow& r, int64_t ox, int64_t c) {
   using V = lanes::F32<M>;
   const Conv2dPlan& p = *r.job->p;
@@ -712,7 +732,8 @@ HEXIR_LANES void dw_tile(const DwRow& r, int64_t ox, int64_t c) {
         const V xv = lanes::load<M>(x);
 #pragma GCC unroll 5
         for (int kx = 0; kx < KW; ++kx)
-          if ((j - kx) % SW == 0 && (j - kx) / SW >= 0 && (j - kx) / SW < P) acc[(j - kx) / SW] += xv * wv[kx];
+          if ((j - kx) % SW == 0 && (j - kx) / SW >= 0 && (j - kx) / SW < P)
+            acc[(j - kx) / SW] = dw_madd<N, M>(xv, wv[kx], acc[(j - kx) / SW]);
       }
     }
   } else {
@@ -722,23 +743,23 @@ HEXIR_LANES void dw_tile(const DwRow& r, int64_t ox, int64_t c) {
         const V wv = lanes::load<M>(w + kx * kDwBlock);
         const float* tap = in + kx * tap_step;
 #pragma GCC unroll 8
-        for (int64_t i = 0; i < P; ++i) acc[i] += lanes::load<M>(tap + i * pixel) * wv;
+        for (int64_t i = 0; i < P; ++i) acc[i] = dw_madd<N, M>(lanes::load<M>(tap + i * pixel), wv, acc[i]);
       }
   }
   dw_store<M, P>(r, acc, r.out + ox * p.k + c, p.k, c);
 }
-template <int M, int P = kDwPixels>
+template <int N, int M, int P = kDwPixels>
 HEXIR_LANES void dw_tile(const DwRow& r, int64_t ox, int64_t c) {
   const Conv2dPlan& p = *r.job->p;
-  if (p.dilation_w == 1 && p.kw == 3 && p.stride_w == 1) return dw_tile<M, 3, 1, P>(r, ox, c);
-  if (p.dilation_w == 1 && p.kw == 3 && p.stride_w == 2) return dw_tile<M, 3, 2, P>(r, ox, c);
-  if (p.dilation_w == 1 && p.kw == 5 && p.stride_w == 1) return dw_tile<M, 5, 1, P>(r, ox, c);
-  if (p.dilation_w == 1 && p.kw == 5 && p.stride_w == 2) return dw_tile<M, 5, 2, P>(r, ox, c);
-  return dw_tile<M, 0, 0, P>(r, ox, c);
+  if (p.dilation_w == 1 && p.kw == 3 && p.stride_w == 1) return dw_tile<N, M, 3, 1, P>(r, ox, c);
+  if (p.dilation_w == 1 && p.kw == 3 && p.stride_w == 2) return dw_tile<N, M, 3, 2, P>(r, ox, c);
+  if (p.dilation_w == 1 && p.kw == 5 && p.stride_w == 1) return dw_tile<N, M, 5, 1, P>(r, ox, c);
+  if (p.dilation_w == 1 && p.kw == 5 && p.stride_w == 2) return dw_tile<N, M, 5, 2, P>(r, ox, c);
+  return dw_tile<N, M, 0, 0, P>(r, ox, c);
 }
 
 // Pixel ox, NV vectors of M channels from c (independent chains).
-template <int M, int NV>
+template <int N, int M, int NV>
 HEXIR_LANES void dw_pixel(const DwRow& r, int64_t ox, int64_t c) {
   using V = lanes::F32<M>;
   const Conv2dPlan& p = *r.job->p;
@@ -754,7 +775,7 @@ HEXIR_LANES void dw_pixel(const DwRow& r, int64_t ox, int64_t c) {
       const float* tap = in + kx * p.dilation_w * p.c;
       const int64_t t = (ky * p.kw + kx) * kDwBlock;
 #pragma GCC unroll 4
-      for (int v = 0; v < NV; ++v) acc[v] += lanes::load<M>(tap + v * M) * lanes::load<M>(w[v] + t);
+      for (int v = 0; v < NV; ++v) acc[v] = dw_madd<N, M>(lanes::load<M>(tap + v * M), lanes::load<M>(w[v] + t), acc[v]);
     }
   }
   // The NV vectors are adjacent: one store call, step M, the bias per vector.
@@ -784,8 +805,7 @@ void dw_pixel_scalar(const DwRow& r, int64_t ox, int64_t c0, int64_t c1) {
       const float* in = r.image + ((r.oy * p.stride_h - p.pad_top + ky * p.dilation_h) * p.w +
                                    ox * p.stride_w - p.pad_left) * p.c + c;
       for (int64_t kx = kx0; kx < kx1; ++kx) {
-        const float product = in[kx * p.dilation_w * p.c] * w[(ky * p.kw + kx) * kDwBlock];
-        acc += product;
+        acc = std::fma(in[kx * p.dilation_w * p.c], w[(ky * p.kw + kx) * kDwBlock], acc);
       }
     }
     float* o = r.out + ox * p.k + c;
@@ -808,37 +828,37 @@ struct DepthwiseChannels {
     const int64_t quarter1 = N >= 8 && c1 - half1 >= 4 ? half1 + 4 : half1;
     for (int64_t ox = 0; ox < p.ow;) {
       if (ox >= r.inner_lo && ox + kDwPixels <= r.inner_hi) {
-        for (int64_t v = 0; v < full; ++v) dw_tile<N>(r, ox, c0 + v * N);
+        for (int64_t v = 0; v < full; ++v) dw_tile<N, N>(r, ox, c0 + v * N);
         if constexpr (N >= 16)
-          if (half1 > half0) dw_tile<N / 2>(r, ox, half0);
+          if (half1 > half0) dw_tile<N, N / 2>(r, ox, half0);
         if constexpr (N >= 8)
-          if (quarter1 > half1) dw_tile<4>(r, ox, half1);
+          if (quarter1 > half1) dw_tile<N, 4>(r, ox, half1);
         if (quarter1 < c1)
           for (int64_t i = 0; i < kDwPixels; ++i) dw_pixel_scalar(r, ox + i, quarter1, c1);
         ox += kDwPixels;
         continue;
       }
       if (ox >= r.inner_lo && ox + kDwPixels / 2 <= r.inner_hi) {  // the interior's last 4 to 7
-        for (int64_t v = 0; v < full; ++v) dw_tile<N, kDwPixels / 2>(r, ox, c0 + v * N);
+        for (int64_t v = 0; v < full; ++v) dw_tile<N, N, kDwPixels / 2>(r, ox, c0 + v * N);
         if constexpr (N >= 16)
-          if (half1 > half0) dw_tile<N / 2, kDwPixels / 2>(r, ox, half0);
+          if (half1 > half0) dw_tile<N, N / 2, kDwPixels / 2>(r, ox, half0);
         if constexpr (N >= 8)
-          if (quarter1 > half1) dw_tile<4, kDwPixels / 2>(r, ox, half1);
+          if (quarter1 > half1) dw_tile<N, 4, kDwPixels / 2>(r, ox, half1);
         if (quarter1 < c1)
           for (int64_t i = 0; i < kDwPixels / 2; ++i) dw_pixel_scalar(r, ox + i, quarter1, c1);
         ox += kDwPixels / 2;
         continue;
       }
       for (int64_t v = 0; v < full; v += kDwChunkVectors) switch (std::min(kDwChunkVectors, full - v)) {
-          case 4: dw_pixel<N, 4>(r, ox, c0 + v * N); break;
-          case 3: dw_pixel<N, 3>(r, ox, c0 + v * N); break;
-          case 2: dw_pixel<N, 2>(r, ox, c0 + v * N); break;
-          default: dw_pixel<N, 1>(r, ox, c0 + v * N); break;
+          case 4: dw_pixel<N, N, 4>(r, ox, c0 + v * N); break;
+          case 3: dw_pixel<N, N, 3>(r, ox, c0 + v * N); break;
+          case 2: dw_pixel<N, N, 2>(r, ox, c0 + v * N); break;
+          default: dw_pixel<N, N, 1>(r, ox, c0 + v * N); break;
         }
       if constexpr (N >= 16)
-        if (half1 > half0) dw_pixel<N / 2, 1>(r, ox, half0);
+        if (half1 > half0) dw_pixel<N, N / 2, 1>(r, ox, half0);
       if constexpr (N >= 8)
-        if (quarter1 > half1) dw_pixel<4, 1>(r, ox, half1);
+        if (quarter1 > half1) dw_pixel<N, 4, 1>(r, ox, half1);
       if (quarter1 < c1) dw_pixel_scalar(r, ox, quarter1, c1);
       ++ox;
     }

@@ -1145,13 +1145,13 @@ HEXIR_PLAN_FN float conv2d_channels_last_element(const Conv2dPlan& p, const floa
   }
   const float* image = x_image + g * p.c_per_group;
   const float* taps = w + k * p.c_per_group * p.kh * p.kw;
-  if (p.c_per_group == 1 && p.k_per_group == 1) {  // depthwise: per tap its product, rounded, added; taps outside skipped
+  if (p.c_per_group == 1 && p.k_per_group == 1) {  // depthwise: one FMA chain over the taps inside, (ky, kx) order
     for (int64_t ky = 0; ky < p.kh; ++ky) {
       const int64_t iy = oy * p.stride_h - p.pad_top + ky * p.dilation_h;
       if (iy < 0 || iy >= p.h) continue;
       for (int64_t kx = 0; kx < p.kw; ++kx) {
         const int64_t ix = ox * p.stride_w - p.pad_left + kx * p.dilation_w;
-        if (ix >= 0 && ix < p.w) acc += fmaf(image[(iy * p.w + ix) * p.c], taps[ky * p.kw + kx], 0.0f);
+        if (ix >= 0 && ix < p.w) acc = fmaf(image[(iy * p.w + ix) * p.c], taps[ky * p.kw + kx], acc);
       }
     }
     return acc;
