@@ -201,7 +201,6 @@ template <int64_t MR, int64_t AS, int64_t LDB = 0, int NV = 2, bool SEG = false>
   for (int64_t s = 0; s < (SEG ? segments : 1); ++s) {
     const float* As = SEG ? A + s * segment_stride : A;
     const float* Bs = SEG ? B + s * kc * ldb : B;
-#pragma GCC unroll 4
     for (int64_t k = 0; k < kc; ++k) {
       // B's rows come from L2 (a prepared strip) or a just-packed strip: ask
       // for the one 8 rows on (BERT-base MLP GEMMs, prepared, 5 alternated
