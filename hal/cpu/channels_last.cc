@@ -778,16 +778,11 @@ HEXIR_LANES void dw_pixel(const DwRow& r, int64_t ox, int64_t c) {
       for (int v = 0; v < NV; ++v) acc[v] = dw_madd<N, M>(lanes::load<M>(tap + v * M), lanes::load<M>(w[v] + t), acc[v]);
     }
   }
-  // The NV vectors are adjacent: one store call, step M, the bias per vector.
   float* o = r.out + ox * p.k + c;
-  if constexpr (NV == 1) {
-    dw_store<M, 1>(r, acc, o, M, c);
-  } else {
 #pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) {
-      V one[1] = {acc[v]};
-      dw_store<M, 1>(r, one, o + v * M, M, c + v * M);
-    }
+  for (int v = 0; v < NV; ++v) {  // each vector its own bias
+    V one[1] = {acc[v]};
+    dw_store<M, 1>(r, one, o + v * M, M, c + v * M);
   }
 }
 
@@ -895,12 +890,9 @@ void depthwise_task(void* context, int64_t task) {
       widest<DepthwiseChannels>(&r, c0, c1);
     }
   }
-  if (p.epilogue.activation == 0 || job.finish.activation != ops::Activation::kNone) return;
-  float* const out = r.out + c_first;
-  if (job.parts == 1)  // the whole row at once
-    apply_epilogue(p.epilogue, r.out, 0, 1, p.ow * p.k);
-  else
-    apply_epilogue(p.epilogue, out, p.k, p.ow, c_last - c_first);
+  // An activation not applied in registers, over the part's stored columns (the whole row: one run).
+  if (p.epilogue.activation != 0 && job.finish.activation == ops::Activation::kNone)
+    apply_epilogue(p.epilogue, r.out + c_first, p.k, p.ow, c_last - c_first);
 }
 
 // Each element of an output row from the plan's own order: depthwise with
