@@ -581,7 +581,7 @@ void patch_task(void* context, int64_t task) {
 // Weights block-major, [ceil(c / 16)][taps][16] with zeros past c, prepared
 // once (or packed per task for one chunk of blocks). A task is one output
 // row of one image (or a part of its channels: few rows, several threads).
-// Pixels whose every tap lies inside along x, 8 at a time per vector, every
+// Pixels whose every tap lies inside along x, 8 (then 4, 2) at a time per vector, every
 // vector of the row's channels before the next 8 pixels: the tap's weights
 // loaded once for the 8, and the 10 input pixels of 3 rows the block reads
 // stay in L1 across its vectors (a chunk of 4 vectors over the whole row
@@ -813,49 +813,56 @@ void dw_pixel_scalar(const DwRow& r, int64_t ox, int64_t c0, int64_t c1) {
 // Channels [c0, c1) of the row: pixel blocks outermost, every vector of the
 // range per block.
 struct DepthwiseChannels {
+  // The channels past the whole vectors of [c0, c1): a vector of N/2 at [half0, half1), of N/4 at
+  // [half1, quarter1), then one at a time to c1.
+  struct Split {
+    int64_t c0, c1, full, half0, half1, quarter1;
+  };
+  // P interior pixels from ox, every vector of the range.
+  template <int N, int P>
+  static HEXIR_LANES void interior(const DwRow& r, int64_t ox, const Split& s) {
+    for (int64_t v = 0; v < s.full; ++v) dw_tile<N, N, P>(r, ox, s.c0 + v * N);
+    if constexpr (N >= 16)
+      if (s.half1 > s.half0) dw_tile<N, N / 2, P>(r, ox, s.half0);
+    if constexpr (N >= 8)
+      if (s.quarter1 > s.half1) dw_tile<N, 4, P>(r, ox, s.half1);
+    if (s.quarter1 < s.c1)
+      for (int64_t i = 0; i < P; ++i) dw_pixel_scalar(r, ox + i, s.quarter1, s.c1);
+  }
   template <int N>
   static HEXIR_LANES void run(const DwRow* row, int64_t c0, int64_t c1) {
     const DwRow& r = *row;
     const Conv2dPlan& p = *r.job->p;
-    const int64_t full = (c1 - c0) / N;
-    // The channels past the whole vectors: a vector of N/2, of N/4, then one at a time.
-    const int64_t half0 = c0 + full * N, half1 = N >= 16 && c1 - half0 >= N / 2 ? half0 + N / 2 : half0;
-    const int64_t quarter1 = N >= 8 && c1 - half1 >= 4 ? half1 + 4 : half1;
+    Split s{c0, c1, (c1 - c0) / N, 0, 0, 0};
+    s.half0 = c0 + s.full * N;
+    s.half1 = N >= 16 && c1 - s.half0 >= N / 2 ? s.half0 + N / 2 : s.half0;
+    s.quarter1 = N >= 8 && c1 - s.half1 >= 4 ? s.half1 + 4 : s.half1;
     for (int64_t ox = 0; ox < p.ow;) {
+      // Interior pixels 8 at a time, the interior's last 4 to 7, then 2 or 3: a border pixel's path
+      // finds its taps per pixel (mobilenet_v2's 56-wide rows: 4 of 56 pixels there, 0.95 of the time).
       if (ox >= r.inner_lo && ox + kDwPixels <= r.inner_hi) {
-        for (int64_t v = 0; v < full; ++v) dw_tile<N, N>(r, ox, c0 + v * N);
-        if constexpr (N >= 16)
-          if (half1 > half0) dw_tile<N, N / 2>(r, ox, half0);
-        if constexpr (N >= 8)
-          if (quarter1 > half1) dw_tile<N, 4>(r, ox, half1);
-        if (quarter1 < c1)
-          for (int64_t i = 0; i < kDwPixels; ++i) dw_pixel_scalar(r, ox + i, quarter1, c1);
+        interior<N, kDwPixels>(r, ox, s);
         ox += kDwPixels;
-        continue;
-      }
-      if (ox >= r.inner_lo && ox + kDwPixels / 2 <= r.inner_hi) {  // the interior's last 4 to 7
-        for (int64_t v = 0; v < full; ++v) dw_tile<N, N, kDwPixels / 2>(r, ox, c0 + v * N);
-        if constexpr (N >= 16)
-          if (half1 > half0) dw_tile<N, N / 2, kDwPixels / 2>(r, ox, half0);
-        if constexpr (N >= 8)
-          if (quarter1 > half1) dw_tile<N, 4, kDwPixels / 2>(r, ox, half1);
-        if (quarter1 < c1)
-          for (int64_t i = 0; i < kDwPixels / 2; ++i) dw_pixel_scalar(r, ox + i, quarter1, c1);
+      } else if (ox >= r.inner_lo && ox + kDwPixels / 2 <= r.inner_hi) {
+        interior<N, kDwPixels / 2>(r, ox, s);
         ox += kDwPixels / 2;
-        continue;
+      } else if (ox >= r.inner_lo && ox + 2 <= r.inner_hi) {
+        interior<N, 2>(r, ox, s);
+        ox += 2;
+      } else {
+        for (int64_t v = 0; v < s.full; v += kDwChunkVectors) switch (std::min(kDwChunkVectors, s.full - v)) {
+            case 4: dw_pixel<N, N, 4>(r, ox, c0 + v * N); break;
+            case 3: dw_pixel<N, N, 3>(r, ox, c0 + v * N); break;
+            case 2: dw_pixel<N, N, 2>(r, ox, c0 + v * N); break;
+            default: dw_pixel<N, N, 1>(r, ox, c0 + v * N); break;
+          }
+        if constexpr (N >= 16)
+          if (s.half1 > s.half0) dw_pixel<N, N / 2, 1>(r, ox, s.half0);
+        if constexpr (N >= 8)
+          if (s.quarter1 > s.half1) dw_pixel<N, 4, 1>(r, ox, s.half1);
+        if (s.quarter1 < c1) dw_pixel_scalar(r, ox, s.quarter1, c1);
+        ++ox;
       }
-      for (int64_t v = 0; v < full; v += kDwChunkVectors) switch (std::min(kDwChunkVectors, full - v)) {
-          case 4: dw_pixel<N, N, 4>(r, ox, c0 + v * N); break;
-          case 3: dw_pixel<N, N, 3>(r, ox, c0 + v * N); break;
-          case 2: dw_pixel<N, N, 2>(r, ox, c0 + v * N); break;
-          default: dw_pixel<N, N, 1>(r, ox, c0 + v * N); break;
-        }
-      if constexpr (N >= 16)
-        if (half1 > half0) dw_pixel<N, N / 2, 1>(r, ox, half0);
-      if constexpr (N >= 8)
-        if (quarter1 > half1) dw_pixel<N, 4, 1>(r, ox, half1);
-      if (quarter1 < c1) dw_pixel_scalar(r, ox, quarter1, c1);
-      ++ox;
     }
   }
 };
