@@ -172,6 +172,10 @@ TEST_CASE("channels-last conv2d: the cpu kernel gives the element function's sum
       {"depthwise 7x7, 30 wide (the plan's width)", 1, 16, 9, 30, 16, 7, 7, 1, 3, 1, 16, false, "relu"},
       // Few rows at 2 threads: a row's channel chunks (depthwise) or strips (dense) split among tasks.
       {"depthwise 3x3, 200 channels on a 5x5 map", 1, 200, 5, 5, 200, 3, 3, 1, 1, 1, 200, true, "relu"},
+      // Past kSerialMacs (the 5x5 map above runs on one thread): 2 parts of a row's channels at 2 threads,
+      // the residual in registers, the activation over each part's stored columns.
+      {"depthwise 5x5, 200 channels on a 7x7 map, residual, sigmoid", 1, 200, 7, 7, 200, 5, 5, 1, 2, 1, 200, true,
+       "sigmoid", true},
       {"3x3, 64 -> 100 on a 4x4 map", 1, 64, 4, 4, 100, 3, 3, 1, 1, 1, 1, true, "sigmoid"},
       // A group's weights past 512 KiB: strip-major tasks (a strip over a block of rows).
       {"strip-major 3x3 288 -> 80, two images", 2, 288, 5, 6, 80, 3, 3, 1, 1, 1, 1, true, "relu"},
