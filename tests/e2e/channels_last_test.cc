@@ -149,6 +149,12 @@ TEST_CASE("channels-last conv2d: the cpu kernel gives the element function's sum
       {"1x7 pad 3, 48 -> 64 (inception's factorized window)", 1, 48, 4, 17, 64, 1, 7, 1, 3, 1, 1, true, "relu"},
       {"grouped 3x3 2 x 40 -> 2 x 36, 14 wide", 1, 80, 5, 14, 72, 3, 3, 1, 1, 1, 2, true, ""},
       {"1x1 stride 2, 300 channels (two blocks), 15 wide", 1, 300, 5, 15, 24, 1, 1, 2, 0, 1, 1, true, ""},
+      // 1x1 at a stride without padding: the pixels read gathered in chunks, one GEMM per chunk.
+      {"1x1 stride 2, two images, residual", 2, 40, 14, 13, 64, 1, 1, 2, 0, 1, 1, true, "relu", true},
+      {"1x1 stride 2, 400 channels, 17 x 15 (two gathered chunks, two K blocks)", 1, 400, 17, 15, 48, 1, 1, 2, 0, 1,
+       1, true, "", true},
+      {"1x1 stride 3, 700 channels (past a gathered chunk: the per-row path)", 1, 700, 7, 8, 16, 1, 1, 3, 0, 1, 1,
+       true, "clip"},
       // Few input channels (ops::conv2d_channels_last_patch): each pixel's window gathered, one chain.
       {"stem 7x7 stride 2, 3 channels, 64 out", 1, 3, 23, 29, 64, 7, 7, 2, 3, 1, 1, true, "relu"},
       {"stem 3x3 stride 2, 3 channels, two images", 2, 3, 17, 15, 32, 3, 3, 2, 1, 1, 1, false, "clip"},
