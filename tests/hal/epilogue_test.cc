@@ -271,9 +271,11 @@ TEST_CASE("sigmoid, silu, tanh, gelu tanh: the vector paths give the scalar func
   for (uint64_t u = 0; u < (uint64_t{1} << 32); u += 4099)
     values.push_back(std::bit_cast<float>(static_cast<uint32_t>(u)));
   const float inf = std::numeric_limits<float>::infinity();
-  // 87: the vector paths raise exp's argument to -87 (lanes.h: logistic_exp).
-  for (float v : {0.0f, 1e-30f, 1e-40f, 0.625f, 0.62499994f, 9.0f, 9.5f, 86.99999f, 87.0f, 87.00001f, 88.72f,
-                  88.73f, 89.0f, 103.9f, 104.0f, 1e30f, inf, std::numeric_limits<float>::quiet_NaN()}) {
+  // 17: the vector paths raise exp's argument to -17 (lanes.h: logistic_exp); from 88.03 on, its scale is
+  // 2^128 (2^127 times 2).
+  for (float v : {0.0f, 1e-30f, 1e-40f, 0.625f, 0.62499994f, 9.0f, 9.5f, 16.99999f, 17.0f, 17.00001f, 86.99999f,
+                  87.0f, 87.00001f, 88.0f, 88.02f, 88.03f, 88.04f, 88.5f, 88.72f, 88.73f, 89.0f, 103.9f, 104.0f, 1e30f,
+                  inf, std::numeric_limits<float>::quiet_NaN()}) {
     values.push_back(v);
     values.push_back(-v);
   }
