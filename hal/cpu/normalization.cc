@@ -623,20 +623,39 @@ T reduce_one_integer(const ops::ReducePlan& p, const ReducedRuns& runs, const T*
   } while (next_index(red_index, p.red_dims, p.red_rank));
   for (int v = 0; v < 8; ++v) _mm512_storeu_pd(sum + 8 * v, acc[v]);
 }
-// The same on AVX2 over 32 columns (8 of the 16 ymm), called for each half.
-[[gnu::target("avx2")]] void sum_columns32_avx2(const ops::ReducePlan& p, const float* in, int64_t base,
-                                                double* sum) {
-  __m256d acc[8];
-  for (int v = 0; v < 8; ++v) acc[v] = _mm256_setzero_pd();
+// The same on AVX2 over 4 * V columns (V of the 16 ymm): a full block as two
+// halves of 32, a narrower map's channels (32, 48, 96: efficientnet's pools
+// ended in a scalar loop, 2 doubles an instruction) in the widest V that fit.
+template <int V>
+[[gnu::target("avx2")]] void sum_columns_avx2(const ops::ReducePlan& p, const float* in, int64_t base,
+                                              double* sum) {
+  __m256d acc[V];
+  for (int v = 0; v < V; ++v) acc[v] = _mm256_setzero_pd();
   int64_t red_index[kMaxRank] = {};
   do {
     int64_t offset = base;
     for (int32_t i = 0; i < p.red_rank; ++i) offset += red_index[i] * p.red_stride[i];
     const float* row = in + offset;
 #pragma GCC unroll 8
-    for (int v = 0; v < 8; ++v) acc[v] = _mm256_add_pd(acc[v], _mm256_cvtps_pd(_mm_loadu_ps(row + 4 * v)));
+    for (int v = 0; v < V; ++v) acc[v] = _mm256_add_pd(acc[v], _mm256_cvtps_pd(_mm_loadu_ps(row + 4 * v)));
   } while (next_index(red_index, p.red_dims, p.red_rank));
-  for (int v = 0; v < 8; ++v) _mm256_storeu_pd(sum + 4 * v, acc[v]);
+  for (int v = 0; v < V; ++v) _mm256_storeu_pd(sum + 4 * v, acc[v]);
+}
+// Columns [0, 4 * (n / 4)) of n through sum_columns_avx2; returns how many.
+int64_t sum_columns_avx2_up_to(const ops::ReducePlan& p, const float* in, int64_t base, int64_t n, double* sum) {
+  int64_t j = 0;
+  for (; j + 32 <= n; j += 32) sum_columns_avx2<8>(p, in, base + j, sum + j);
+  switch ((n - j) / 4) {
+    case 7: sum_columns_avx2<7>(p, in, base + j, sum + j); break;
+    case 6: sum_columns_avx2<6>(p, in, base + j, sum + j); break;
+    case 5: sum_columns_avx2<5>(p, in, base + j, sum + j); break;
+    case 4: sum_columns_avx2<4>(p, in, base + j, sum + j); break;
+    case 3: sum_columns_avx2<3>(p, in, base + j, sum + j); break;
+    case 2: sum_columns_avx2<2>(p, in, base + j, sum + j); break;
+    case 1: sum_columns_avx2<1>(p, in, base + j, sum + j); break;
+    default: break;
+  }
+  return j + (n - j) / 4 * 4;
 }
 #pragma GCC diagnostic pop
 #endif
@@ -664,22 +683,23 @@ bool reduce_columns(const KernelContext& context, const ops::ReducePlan& p, cons
         rest /= p.kept_dims[i];
       }
       double sum[kColumns] = {};
+      int64_t done = 0;  // columns summed by a vector path
 #if defined(__x86_64__) && defined(__GNUC__)
       if (n == kColumns && p.red_count > 0 && isa_avx512()) {
         static_assert(kColumns == 64);
         sum_columns64_avx512(p, in, base, sum);
-      } else if (n == kColumns && p.red_count > 0 && isa_avx2()) {
-        sum_columns32_avx2(p, in, base, sum);
-        sum_columns32_avx2(p, in, base + 32, sum + 32);
-      } else
+        done = n;
+      } else if (p.red_count > 0 && isa_avx2()) {
+        done = sum_columns_avx2_up_to(p, in, base, n, sum);
+      }
 #endif
-      if (p.red_count > 0) {
+      if (p.red_count > 0 && done < n) {
         int64_t red_index[kMaxRank] = {};
         do {
           int64_t offset = base;
           for (int32_t i = 0; i < p.red_rank; ++i) offset += red_index[i] * p.red_stride[i];
           const float* row = in + offset;
-          for (int64_t j = 0; j < n; ++j) sum[j] += static_cast<double>(row[j]);
+          for (int64_t j = done; j < n; ++j) sum[j] += static_cast<double>(row[j]);
         } while (next_index(red_index, p.red_dims, p.red_rank));
       }
       float* y = out + o * width + first;

@@ -405,8 +405,9 @@ TEST_CASE(
     "reduce: outer axes over a contiguous kept row (a channels-last pool) sum each column in row order") {
   // [N, H, W, C] over H and W: every output the double sum of its column in
   // the order of the reduced index, the same bits as one output at a time;
-  // widths below, at and past one block of 64 columns.
-  for (int64_t c : {8, 64, 100, 150}) {
+  // widths below, at and past one block of 64 columns, and blocks ending in
+  // vectors of 4 to 28 columns and single ones (13, 47, 150).
+  for (int64_t c : {8, 13, 32, 47, 64, 96, 100, 150}) {
     INFO(c << " columns");
     HostTensor x = random_f32({2, 7, 5, c}, 53, -100.0f, 100.0f);
     for (bool mean : {false, true}) {
