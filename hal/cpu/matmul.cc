@@ -1354,42 +1354,113 @@ template <bool kMax, int64_t kStride>
 #ifdef HEXIR_CONV_X86
 // A max pool (unit dilation, stride 1 or 2) of a small plane: the plane
 // copied into a buffer with -inf where the windows reach past it (pads,
-// ceil mode), then every output row through the vectorized interior, no
-// borders. A -inf tap never changes max_step's result, so the same bits.
-// googlenet's 3x3 stride-1 pools of 14 x 14 and 28 x 28 planes were more
-// border than interior (18 % of its time). Returns false when the buffer
-// would not fit (the caller's loop then).
+// ceil mode), then every output row 8 outputs a step, no borders. A -inf
+// tap never changes max_step's result, so the same bits. googlenet's 3x3
+// stride-1 pools of 14 x 14 and 28 x 28 planes were more border than
+// interior (18 % of its time). Without a NaN in the plane (checked while
+// copying it), max_step(m, v) is maxps(v, m) (v > m ? v : m, signed zeros
+// alike): one instruction a tap where max_step took four; and at stride 2
+// the buffer holds each row's even columns, then its odd ones, so that a
+// tap of 8 outputs is one load, not a deinterleaved pair (ShuffleNet's
+// 3x3/2 pool of 24 x 112 x 112 ran at 3x onnxruntime's time). Returns
+// false when the buffer would not fit or the plane holds a NaN (the
+// caller's loop then).
 constexpr int64_t kPaddedPoolFloats = 16384;
 
+// 8 outputs of max_pool_padded_plane's buffer from output ox on: tap (ky,
+// kx) of output ox is row ky's column ox * stride + kx (at stride 2, even
+// columns from 0, odd ones from `half`). KW: the window's width where fixed
+// (its taps' offsets constants), else 0 (p.kw).
+template <int KW, int64_t kStride>
+[[gnu::target("avx2")]] inline void max_pool_step(const ops::Pool2dPlan& p, const float* top, int64_t pitch,
+                                                  int64_t half, int64_t ox, float* dst) {
+  const int64_t kw = KW != 0 ? KW : p.kw;
+  __m256 m = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+  for (int64_t ky = 0; ky < p.kh; ++ky) {
+    const float* r = top + ky * pitch + ox;
+#pragma GCC unroll 8
+    for (int64_t kx = 0; kx < kw; ++kx)
+      m = _mm256_max_ps(_mm256_loadu_ps(kStride == 1 ? r + kx : r + (kx & 1) * half + kx / 2), m);
+  }
+  _mm256_storeu_ps(dst, m);
+}
+template <int KW, int64_t kStride>
+[[gnu::target("avx2")]] void max_pool_steps(const ops::Pool2dPlan& p, const float* top, int64_t pitch, int64_t half,
+                                            float* row) {
+  if (p.ow < 8) {  // one step into a row of 8, its first ow kept
+    alignas(32) float outputs[8];
+    max_pool_step<KW, kStride>(p, top, pitch, half, 0, outputs);
+    std::copy(outputs, outputs + p.ow, row);
+    return;
+  }
+  // The last step overlaps the one before (its outputs computed twice, the same bits).
+  for (int64_t ox = 0; ox < p.ow; ox += 8) {
+    const int64_t at = std::min(ox, p.ow - 8);
+    max_pool_step<KW, kStride>(p, top, pitch, half, at, row + at);
+  }
+}
+
 [[gnu::target("avx2")]] bool max_pool_padded_plane(const ops::Pool2dPlan& p, const float* image, float* out) {
+  const int64_t stride = p.stride_w;
   // At least 8 outputs wide (a row shorter than a step is computed whole
-  // and its first ow kept), + 16: a stride-2 step's reads stay inside.
-  const int64_t bw = (std::max<int64_t>(p.ow, 8) - 1) * p.stride_w + p.kw + 16;
+  // and its first ow kept): the padded columns the windows read.
+  const int64_t ow8 = std::max<int64_t>(p.ow, 8);
+  const int64_t bw = (ow8 - 1) * stride + p.kw;
+  const int64_t half = (bw + 1) / 2;  // stride 2: a row's even columns, then its odd ones from here
+  const int64_t pitch = stride == 2 ? 2 * half : bw;
   const int64_t bh = (p.oh - 1) * p.stride_h + p.kh;
-  if (bw * bh > kPaddedPoolFloats) return false;
+  if (pitch * bh > kPaddedPoolFloats) return false;
   alignas(64) float buf[kPaddedPoolFloats];
-  std::fill(buf, buf + bw * bh, -std::numeric_limits<float>::infinity());
-  const int64_t cols = std::clamp<int64_t>(bw - p.pad_left, 0, p.w);
+  std::fill(buf, buf + pitch * bh, -std::numeric_limits<float>::infinity());
+  const int64_t first = std::max<int64_t>(0, -p.pad_left);  // a negative pad crops
+  const int64_t last = std::clamp<int64_t>(bw - p.pad_left, first, p.w);
+  __m256 nan = _mm256_setzero_ps();
+  bool scalar_nan = false;
   for (int64_t iy = 0; iy < p.h; ++iy) {
     const int64_t by = iy + p.pad_top;
     if (by < 0 || by >= bh) continue;
-    const int64_t first = std::max<int64_t>(0, -p.pad_left);  // a negative pad crops
-    if (cols > first) std::copy(image + iy * p.w + first, image + iy * p.w + cols, buf + by * bw + first + p.pad_left);
-  }
-  for (int64_t oy = 0; oy < p.oh; ++oy) {
-    const float* top = buf + oy * p.stride_h * bw;
-    float* row = out + oy * p.ow;
-    const auto interior = p.stride_w == 1 ? pool_interior_avx2<true, 1> : pool_interior_avx2<true, 2>;
-    if (p.ow < 8) {  // one step into a row of 8, its first ow kept
-      alignas(32) float step[8];
-      interior(top, bw, p.kh, p.kw, 0, 0, 8, step);
-      std::copy(step, step + p.ow, row);
+    const float* src = image + iy * p.w;
+    float* row = buf + by * pitch;
+    int64_t ix = first;
+    if (stride == 1) {
+      for (; ix + 8 <= last; ix += 8) {
+        const __m256 v = _mm256_loadu_ps(src + ix);
+        nan = _mm256_or_ps(nan, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+        _mm256_storeu_ps(row + ix + p.pad_left, v);
+      }
+      for (; ix < last; ++ix) scalar_nan |= src[ix] != src[ix], row[ix + p.pad_left] = src[ix];
       continue;
     }
-    // The last step overlaps the one before (its outputs computed twice, the same bits):
-    // the scalar tail's dependent max chain cost more than the vector steps.
-    if (interior(top, bw, p.kh, p.kw, 0, 0, p.ow, row) < p.ow) interior(top, bw, p.kh, p.kw, 0, p.ow - 8, p.ow, row);
+    auto put = [&](int64_t i) {  // column x = i + pad_left of the padded row
+      const int64_t x = i + p.pad_left;
+      scalar_nan |= src[i] != src[i];
+      row[(x & 1) * half + x / 2] = src[i];
+    };
+    if ((ix + p.pad_left) & 1) put(ix++);  // from an even column on, 16 at a time
+    for (; ix + 16 <= last; ix += 16) {
+      const __m256 a = _mm256_loadu_ps(src + ix), b = _mm256_loadu_ps(src + ix + 8);
+      nan = _mm256_or_ps(nan, _mm256_or_ps(_mm256_cmp_ps(a, a, _CMP_UNORD_Q), _mm256_cmp_ps(b, b, _CMP_UNORD_Q)));
+      __m256 even, odd;
+      deinterleave8(a, b, even, odd);
+      const int64_t x2 = (ix + p.pad_left) / 2;
+      _mm256_storeu_ps(row + x2, even);
+      _mm256_storeu_ps(row + half + x2, odd);
+    }
+    if (ix + 8 <= last) {  // 8 more: [e0 e1 e2 e3 o0 o1 o2 o3]
+      const __m256 a = _mm256_loadu_ps(src + ix);
+      nan = _mm256_or_ps(nan, _mm256_cmp_ps(a, a, _CMP_UNORD_Q));
+      const __m256 eo = _mm256_permutevar8x32_ps(a, _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7));
+      const int64_t x2 = (ix + p.pad_left) / 2;
+      _mm_storeu_ps(row + x2, _mm256_castps256_ps128(eo));
+      _mm_storeu_ps(row + half + x2, _mm256_extractf128_ps(eo, 1));
+      ix += 8;
+    }
+    for (; ix < last; ++ix) put(ix);
   }
+  if (scalar_nan || _mm256_movemask_ps(nan) != 0) return false;
+  const auto steps = stride == 1 ? (p.kw == 3 ? max_pool_steps<3, 1> : p.kw == 2 ? max_pool_steps<2, 1> : max_pool_steps<0, 1>)
+                                 : (p.kw == 3 ? max_pool_steps<3, 2> : p.kw == 2 ? max_pool_steps<2, 2> : max_pool_steps<0, 2>);
+  for (int64_t oy = 0; oy < p.oh; ++oy) steps(p, buf + oy * p.stride_h * pitch, pitch, half, out + oy * p.ow);
   return true;
 }
 #endif

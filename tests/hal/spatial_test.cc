@@ -684,6 +684,49 @@ TEST_CASE("max_pool 2x2 stride 2: the bits of the tap rule, NaN, signed zeros") 
   }
 }
 
+TEST_CASE("max_pool without NaN (maxps a tap): the tap rule's bits on signed zeros and infinities") {
+  // Planes without a NaN take one maxps a tap (stride 2: even and odd
+  // columns apart); v > m ? v : m over the taps in order is the rule, -0
+  // against +0 included. Odd and even left pads (the columns' parity),
+  // rows of fewer than 8 outputs, a last step overlapping the one before.
+  const float kinds[] = {-0.0f, 0.0f, kInfF, -kInfF, 1.5f, -2.5f};
+  const PoolCase cases[] = {
+      {{1, 2, 9, 37}, {3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0}}, {{1, 1, 8, 40}, {3, 3, 2, 2, 0, 0, 0, 0, 1, 1, 1, 0}},
+      {{1, 1, 7, 29}, {3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0}}, {{1, 1, 6, 11}, {2, 2, 2, 2, 0, 1, 0, 1, 1, 1, 0, 0}},
+      {{1, 1, 11, 30}, {5, 4, 2, 2, 2, 3, 2, 0, 1, 1, 1, 0}}};
+  uint32_t seed = 77;
+  for (const PoolCase& c : cases) {
+    INFO("x " << dims_string(c.x) << " params " << dims_string(c.params));
+    HostTensor x(DType::kF32, c.x);
+    for (int64_t i = 0; i < x.count(); ++i) {
+      seed = seed * 1103515245u + 12345u;
+      x.at(i) = kinds[(seed >> 16) % 6];
+    }
+    auto types = ops::infer_result_types(OpId::kMaxPool, std::vector<TensorType>{x.type()}, c.params);
+    REQUIRE(types.ok());
+    HostTensor out(DType::kF32, types->at(0).dims);
+    REQUIRE(run_kernel(OpId::kMaxPool, {&x}, out, c.params).ok());
+    const auto& q = c.params;
+    const int64_t h = c.x[2], w = c.x[3], oh = out.dims[2], ow = out.dims[3];
+    int64_t mismatches = 0;
+    for (int64_t k = 0; k < c.x[1]; ++k)
+      for (int64_t oy = 0; oy < oh; ++oy)
+        for (int64_t ox = 0; ox < ow; ++ox) {
+          float m = -kInfF;
+          for (int64_t ky = 0; ky < q[0]; ++ky)
+            for (int64_t kx = 0; kx < q[1]; ++kx) {
+              const int64_t iy = oy * q[2] - q[4] + ky, ix = ox * q[3] - q[5] + kx;
+              if (iy < 0 || iy >= h || ix < 0 || ix >= w) continue;
+              const float v = x.at((k * h + iy) * w + ix);
+              if (v > m) m = v;
+            }
+          const float got = out.at((k * oh + oy) * ow + ox);
+          mismatches += std::memcmp(&got, &m, sizeof m) != 0;
+        }
+    CHECK(mismatches == 0);
+  }
+}
+
 TEST_CASE("pools: windows reaching only pads, NaN, infinities") {
   // in 2, kernel 2 dilated 3, pads 1: the only window's taps are -1 and 2.
   HostTensor x = random_f32({1, 1, 2, 2}, 7);
