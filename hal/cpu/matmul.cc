@@ -855,14 +855,14 @@ constexpr int64_t kStemMaxWeights = 8192;  // k x patch, tap-major on the stack 
 
 constexpr int64_t kStemBufferFloats = 8192;  // the rows in phases, on the stack (32 KiB)
 
-// The tile's columns: three vectors (AVX-512 48, AVX2 24) where the rows are
-// whole tiles of them, else two. On AVX2, in one process, alternating
-// invokes: 24 was 4-7 % faster on PP-OCR v2 cls's rows of 96; 16 was 6-8 %
-// faster on BlazeFace-256's 128 (24 ends them in an 8-wide tile at a third
-// of the rate) and 10 % on PP-OCRv4 det's 160.
+// The tile's columns: three vectors (AVX-512 48, AVX2 24) but where a row
+// would end in one vector's tile (a third of the rate), else two. With the
+// row's tap offsets hoisted out of the tile (StemRow), 24 ran 0.94x the time
+// of 16 on the 3x3/2 stem's rows of 112 and 0.91x on rows of 160 (AVX2,
+// alternated); BlazeFace-256's rows of 128 (16 past 5 x 24 + 8) keep 16.
 int64_t stem_columns(const ops::Conv2dPlan& p) {
   const int64_t lanes = isa_avx512() ? 16 : 8;
-  return p.ow % (3 * lanes) == 0 ? 3 * lanes : 2 * lanes;
+  return p.ow % (3 * lanes) != lanes ? 3 * lanes : 2 * lanes;
 }
 
 // Floats per phase of a buffer row: the columns of every tile (the last one
@@ -899,25 +899,33 @@ struct StemJob {
   ops::Activation activation;  // the epilogue's when tile_finish_applies (in registers), else kNone
 };
 
+// What every tile of a row reads the buffer by, computed once a row: tap kx
+// at col[kx] in a buffer row, rows row_pitch apart (per tile, its divisions
+// by the run-time stride and phase were as long as a 3x3 stem tile's 27
+// taps: the 3 -> 32 stem at 224 x 224 ran at 40 % of the FMA peak).
+struct StemRow {
+  int64_t col[kStemMaxKw];
+  int64_t row_pitch;
+};
+
 #ifdef HEXIR_CONV_X86
 // KB = 8 output channels (k0 ..) x 16 * NV output columns (ox0 ..) of output
 // row oy, from the buffer of its rows in phases (stem_fill).
 template <int NV>
-[[gnu::target("avx512f")]] void stem_tile_avx512(const StemJob& job, const float* buf, int64_t k0, int64_t oy,
-                                                 int64_t ox0) {
+[[gnu::target("avx512f")]] void stem_tile_avx512(const StemJob& job, const StemRow& sr, const float* buf, int64_t k0,
+                                                 int64_t oy, int64_t ox0) {
   constexpr int KB = 8;
   const ops::Conv2dPlan& p = *job.p;
-  const int64_t plane = p.oh * p.ow, phase = stem_phase(p);
+  const int64_t plane = p.oh * p.ow;
+  const int64_t* const col = sr.col;
   __m512 acc[KB][NV];
 #pragma GCC unroll 8
   for (int kb = 0; kb < KB; ++kb)
 #pragma GCC unroll 3
     for (int v = 0; v < NV; ++v) acc[kb][v] = _mm512_setzero_ps();
   const float* tap_w = job.w + k0;  // tap t's weights: KB floats at t * k
-  int64_t col[kStemMaxKw];          // where tap kx reads in a buffer row
-  for (int64_t kx = 0; kx < p.kw; ++kx) col[kx] = (kx % p.stride_w) * phase + kx / p.stride_w;
   for (int64_t r = 0; r < p.c * p.kh; ++r) {
-    const float* row = buf + r * p.stride_w * phase + ox0;
+    const float* row = buf + r * sr.row_pitch + ox0;
     for (int64_t kx = 0; kx < p.kw; ++kx, tap_w += p.k) {
       const float* at = row + col[kx];
       __m512 x[NV];
@@ -990,6 +998,17 @@ template <int NV>
 // included) as the GEMM.
 // Buffer row (c, ky) for output row oy: phase q, index i holds input column
 // q + stride_w * i - pad_left of input row oy * stride_h - pad_top + ky * dilation_h.
+// dst[i] = src[2 * i] for i in [lo, hi), 8 at a time; returns where it stopped.
+[[gnu::target("avx2")]] int64_t even_columns_avx2(const float* src, int64_t lo, int64_t hi, float* dst) {
+  int64_t i = lo;
+  for (; i + 8 <= hi; i += 8) {
+    __m256 even, odd;
+    deinterleave8(_mm256_loadu_ps(src + 2 * i), _mm256_loadu_ps(src + 2 * i + 8), even, odd);
+    _mm256_storeu_ps(dst + i, even);
+  }
+  return i;
+}
+
 void stem_fill(const ops::Conv2dPlan& p, const float* image, int64_t oy, float* buf) {
   const int64_t phase = stem_phase(p);
   for (int64_t c = 0; c < p.c; ++c)
@@ -1009,10 +1028,14 @@ void stem_fill(const ops::Conv2dPlan& p, const float* image, int64_t oy, float* 
         float* dst = row + q * phase;
         std::fill(dst, dst + lo, 0.0f);
         const float* src = in + first;
-        if (p.stride_w == 1)
+        if (p.stride_w == 1) {
           std::copy(src + lo, src + hi, dst + lo);
-        else
-          for (int64_t i = lo; i < hi; ++i) dst[i] = src[2 * i];
+        } else {
+          int64_t i = lo;
+          // 8 at a time while the 16 floats read stay in the row (one at a time was 14 % of the 3x3/2 stem's time).
+          if (hi - lo >= 8) i = even_columns_avx2(src, lo, std::min(hi, (p.w - first) / 2), dst);
+          for (; i < hi; ++i) dst[i] = src[2 * i];
+        }
         std::fill(dst + hi, dst + phase, 0.0f);
       }
     }
@@ -1027,23 +1050,20 @@ void stem_fill(const ops::Conv2dPlan& p, const float* image, int64_t oy, float* 
 // (NV = 3 but for a row's last columns: BlazeFace's rows of 64 and 128 end
 // in 16 and 8, which a 24-wide tile computed a third and two thirds in vain).
 template <int NV>
-[[gnu::target("avx2,fma")]] void stem_tile_avx2(const StemJob& job, const float* buf, int64_t k0, int64_t oy,
-                                                int64_t ox0) {
+[[gnu::target("avx2,fma")]] void stem_tile_avx2(const StemJob& job, const StemRow& sr, const float* buf, int64_t k0,
+                                                int64_t oy, int64_t ox0) {
   constexpr int KB = 4;
   const ops::Conv2dPlan& p = *job.p;
-  const int64_t plane = p.oh * p.ow, phase = stem_phase(p);
+  const int64_t plane = p.oh * p.ow;
+  const int64_t* const col = sr.col;
   __m256 acc[KB][NV];
 #pragma GCC unroll 4
   for (int kb = 0; kb < KB; ++kb)
 #pragma GCC unroll 3
     for (int v = 0; v < NV; ++v) acc[kb][v] = _mm256_setzero_ps();
   const float* tap_w = job.w + k0;  // tap t's weights: KB floats at t * k
-  // Where tap kx reads in a buffer row (computed once: a division by the
-  // run-time stride per tap cost as much as the tap's FMAs).
-  int64_t col[kStemMaxKw];
-  for (int64_t kx = 0; kx < p.kw; ++kx) col[kx] = (kx % p.stride_w) * phase + kx / p.stride_w;
   for (int64_t r = 0; r < p.c * p.kh; ++r) {
-    const float* row = buf + r * p.stride_w * phase + ox0;
+    const float* row = buf + r * sr.row_pitch + ox0;
     for (int64_t kx = 0; kx < p.kw; ++kx, tap_w += p.k) {
       const float* at = row + col[kx];
       __m256 x[NV];
@@ -1129,28 +1149,31 @@ void stem_row(void* context, int64_t task) {
   if (job.residual) image_job.residual = job.residual + n * p.k * p.oh * p.ow;
   alignas(64) float buf[kStemBufferFloats];
   stem_fill(p, image, oy, buf);
-  const int64_t tile = stem_columns(p);
+  const int64_t tile = stem_columns(p), phase = stem_phase(p);
+  StemRow sr;
+  sr.row_pitch = p.stride_w * phase;
+  for (int64_t kx = 0; kx < p.kw; ++kx) sr.col[kx] = (kx % p.stride_w) * phase + kx / p.stride_w;
   if (isa_avx512()) {  // tiles of 8 x 48 or 8 x 32
     for (int64_t k0 = 0; k0 < p.k; k0 += 8)
       for (int64_t ox0 = 0; ox0 < p.ow; ox0 += tile) {
         const int64_t left = p.ow - ox0;
         if (left > 32 && tile == 48)
-          stem_tile_avx512<3>(image_job, buf, k0, oy, ox0);
+          stem_tile_avx512<3>(image_job, sr, buf, k0, oy, ox0);
         else if (left > 16)
-          stem_tile_avx512<2>(image_job, buf, k0, oy, ox0);
+          stem_tile_avx512<2>(image_job, sr, buf, k0, oy, ox0);
         else
-          stem_tile_avx512<1>(image_job, buf, k0, oy, ox0);
+          stem_tile_avx512<1>(image_job, sr, buf, k0, oy, ox0);
       }
   } else {  // AVX2: tiles of 4 x 24 or 4 x 16
     for (int64_t k0 = 0; k0 < p.k; k0 += 4)
       for (int64_t ox0 = 0; ox0 < p.ow; ox0 += tile) {
         const int64_t left = p.ow - ox0;
         if (left > 16 && tile == 24)
-          stem_tile_avx2<3>(image_job, buf, k0, oy, ox0);
+          stem_tile_avx2<3>(image_job, sr, buf, k0, oy, ox0);
         else if (left > 8)
-          stem_tile_avx2<2>(image_job, buf, k0, oy, ox0);
+          stem_tile_avx2<2>(image_job, sr, buf, k0, oy, ox0);
         else
-          stem_tile_avx2<1>(image_job, buf, k0, oy, ox0);
+          stem_tile_avx2<1>(image_job, sr, buf, k0, oy, ox0);
       }
   }
   // Channels as rows p.oh * p.ow apart: an activation tile_finish_applies does not cover, on this output row.

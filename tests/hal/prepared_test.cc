@@ -393,7 +393,10 @@ TEST_CASE("prepared: few-channel stems (the direct path on AVX-512 and AVX2) aga
                         Case{{1, 3, 31, 60}, {8, 3, 3, 3}, {2, 2, 1, 1, 1, 1, 1, 1, 1}, {1, 8, 16, 30}},
                         Case{{1, 3, 20, 64}, {24, 3, 5, 5}, {1, 1, 2, 2, 2, 2, 1, 1, 1}, {1, 24, 20, 64}},
                         // rows of whole 48-column tiles (AVX-512's three vectors), stride 2 (PP-OCR cls's stem)
-                        Case{{1, 3, 20, 192}, {8, 3, 3, 3}, {2, 2, 1, 1, 1, 1, 1, 1, 1}, {1, 8, 10, 96}}}) {
+                        Case{{1, 3, 20, 192}, {8, 3, 3, 3}, {2, 2, 1, 1, 1, 1, 1, 1, 1}, {1, 8, 10, 96}},
+                        // rows of 112 (AVX2: four 24-column tiles and one of 16) and of 56 (2 x 24 + 8: tiles of 16)
+                        Case{{1, 3, 9, 224}, {8, 3, 3, 3}, {2, 2, 1, 1, 1, 1, 1, 1, 1}, {1, 8, 5, 112}},
+                        Case{{1, 3, 10, 111}, {16, 3, 3, 3}, {2, 2, 1, 1, 1, 1, 1, 1, 1}, {1, 16, 5, 56}}}) {
     INFO(dims_string(c.x) << " * " << dims_string(c.w));
     HostTensor x = random_f32(c.x, 30), w = random_f32(c.w, 31), bias = random_f32({c.w[0]}, 32);
     HostTensor out(DType::kF32, c.out);
