@@ -34,7 +34,9 @@ void check_same_bits(OpId id, std::vector<HostTensor*> inputs, const std::vector
 }
 
 TEST_CASE("threads: matmul is bit-identical at 1, 2 and 3 threads past every block edge") {
-  for (auto [m_, k_, n_] : {std::tuple<int64_t, int64_t, int64_t>{301, 517, 203}, {8, 1000, 700}, {97, 33, 1}}) {
+  // ... and one row block of few strips, split in smaller row blocks (169 x 64) or fewer strips a task (49 x 64).
+  for (auto [m_, k_, n_] : {std::tuple<int64_t, int64_t, int64_t>{301, 517, 203}, {8, 1000, 700}, {97, 33, 1},
+                            {169, 512, 64}, {49, 400, 64}, {150, 300, 40}}) {
     const int64_t m = m_, k = k_, n = n_;  // clang 14 cannot capture structured bindings (INFO)
     INFO(m << "x" << k << " * " << k << "x" << n);
     HostTensor a = random_f32({m, k}, 1), b = random_f32({k, n}, 2);
