@@ -1707,6 +1707,29 @@ template <bool kMax>
       for (int v = 0; v < 4; ++v) _mm256_storeu_ps(out + ch + 8 * v, m[v]);
       if (_mm256_movemask_ps(nan)) pool_pixel_scalar<true>(win, ch, ch + 32, out);
     }
+  } else {  // 32 channels a step in eight independent chains of double sums, as avg_pixel_avx512
+    // (one pair of chains per 8 channels waited on each add: Inception-v3's nine 3x3 pools at
+    // 2.7x onnxruntime's time on AVX2)
+    const __m256d count = _mm256_set1_pd(win.count);
+    for (; ch + 32 <= c; ch += 32) {
+      const float* at = win.image + win.first + ch;
+      __m256d lo[4], hi[4];
+      for (int v = 0; v < 4; ++v) lo[v] = hi[v] = _mm256_setzero_pd();
+      for (int64_t ky = 0; ky < win.rows; ++ky)
+        for (int64_t kx = 0; kx < win.cols; ++kx) {
+          const float* tap = at + ky * win.row_step + kx * win.col_step;
+#pragma GCC unroll 4
+          for (int v = 0; v < 4; ++v) {
+            lo[v] = _mm256_add_pd(lo[v], _mm256_cvtps_pd(_mm_loadu_ps(tap + 8 * v)));
+            hi[v] = _mm256_add_pd(hi[v], _mm256_cvtps_pd(_mm_loadu_ps(tap + 8 * v + 4)));
+          }
+        }
+#pragma GCC unroll 4
+      for (int v = 0; v < 4; ++v) {
+        const __m128 a = _mm256_cvtpd_ps(_mm256_div_pd(lo[v], count)), b = _mm256_cvtpd_ps(_mm256_div_pd(hi[v], count));
+        _mm256_storeu_ps(out + ch + 8 * v, _mm256_set_m128(b, a));
+      }
+    }
   }
   for (; ch + 8 <= c; ch += 8) {
     const float* at = win.image + win.first + ch;
