@@ -150,6 +150,22 @@ HEXIR_LANES F32<N> gelu_erf(F32<N> x) {
   return 0.5f * x * (1.0f + erf<N>(x * 0.70710678118654752f));
 }
 
+// exp_of's steps for x already clamped: n = x / ln2 rounded (in `shifted`'s
+// low bits: bits(shifted) - 0x4B400000 is n) and the polynomial's y =
+// exp(x - n ln2); exp(x) is y * 2^n.
+template <int N>
+HEXIR_LANES F32<N> exp_reduced(F32<N> x, F32<N>* shifted) {
+  *shifted = fma<N>(x, splat<N>(1.44269504088896341f), splat<N>(12582912.0f));
+  const F32<N> n = *shifted - 12582912.0f;
+  F32<N> r = fma<N>(n, splat<N>(-0.693359375f), x);
+  r = fma<N>(n, splat<N>(2.12194440e-4f), r);
+  F32<N> y = fma<N>(splat<N>(1.9875691500e-4f), r, splat<N>(1.3981999507e-3f));
+  y = fma<N>(y, r, splat<N>(8.3334519073e-3f));
+  y = fma<N>(y, r, splat<N>(4.1665795894e-2f));
+  y = fma<N>(y, r, splat<N>(1.6666665459e-1f));
+  y = fma<N>(y, r, splat<N>(5.0000001201e-1f));
+  return fma<N>(y * r, r, r) + 1.0f;
+}
 // exp_of. At or below -104 exp_of is +0 (its clamp, then an underflow): such
 // lanes are computed from 0 instead and replaced by 0 at the end, since the
 // clamped value's scaling by 2^-150 is a subnormal multiply, which takes a
@@ -159,16 +175,9 @@ template <int N>
 HEXIR_LANES F32<N> exp(F32<N> v) {
   const I32<N> under = v <= splat<N>(-104.0f);
   const F32<N> x = select<N>(under, zero<N>(), select<N>(v > splat<N>(89.0f), splat<N>(89.0f), v));
-  const F32<N> shifted = fma<N>(x, splat<N>(1.44269504088896341f), splat<N>(12582912.0f));
-  const F32<N> n = shifted - 12582912.0f;
-  F32<N> r = fma<N>(n, splat<N>(-0.693359375f), x);
-  r = fma<N>(n, splat<N>(2.12194440e-4f), r);
-  F32<N> y = fma<N>(splat<N>(1.9875691500e-4f), r, splat<N>(1.3981999507e-3f));
-  y = fma<N>(y, r, splat<N>(8.3334519073e-3f));
-  y = fma<N>(y, r, splat<N>(4.1665795894e-2f));
-  y = fma<N>(y, r, splat<N>(1.6666665459e-1f));
-  y = fma<N>(y, r, splat<N>(5.0000001201e-1f));
-  y = fma<N>(y * r, r, r) + 1.0f;
+  F32<N> shifted;
+  const F32<N> y = exp_reduced<N>(x, &shifted);
+  // 2^n as two halves: m = n + 150 in [0, 278], 2^(m/2 - 75) * 2^(m - m/2 - 75).
   const U32<N> m = bits<N>(shifted) - (0x4B400000u - 150u);
   const U32<N> half = m >> 1;
   return select<N>(under, zero<N>(), y * from_bits<N>((half + 52u) << 23) * from_bits<N>((m - half + 52u) << 23));
@@ -189,17 +198,9 @@ HEXIR_LANES F32<N> logistic_exp(F32<N> x) {  // exp(-x), or exp(-17) where that 
   F32<N> a = -x;
   a = select<N>(a < splat<N>(-17.0f), splat<N>(-17.0f), a);
   a = select<N>(a > splat<N>(89.0f), splat<N>(89.0f), a);  // exp_of's clamp: inf from 88.73 on
-  const F32<N> shifted = fma<N>(a, splat<N>(1.44269504088896341f), splat<N>(12582912.0f));
-  const F32<N> n = shifted - 12582912.0f;
-  F32<N> r = fma<N>(n, splat<N>(-0.693359375f), a);
-  r = fma<N>(n, splat<N>(2.12194440e-4f), r);
-  F32<N> y = fma<N>(splat<N>(1.9875691500e-4f), r, splat<N>(1.3981999507e-3f));
-  y = fma<N>(y, r, splat<N>(8.3334519073e-3f));
-  y = fma<N>(y, r, splat<N>(4.1665795894e-2f));
-  y = fma<N>(y, r, splat<N>(1.6666665459e-1f));
-  y = fma<N>(y, r, splat<N>(5.0000001201e-1f));
-  y = fma<N>(y * r, r, r) + 1.0f;
-  // n - 1 + 127 as the exponent: bits(shifted) - 0x4B400000 is n.
+  F32<N> shifted;
+  const F32<N> y = exp_reduced<N>(a, &shifted);
+  // n - 1 + 127 as the exponent.
   return y * from_bits<N>((bits<N>(shifted) - (0x4B400000u - 126u)) << 23) * 2.0f;
 }
 template <int N>
