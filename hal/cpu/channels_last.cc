@@ -1564,9 +1564,12 @@ Status conv2d_winograd(const KernelContext& context, const Dispatch& d, const fl
 // 60-65 % of the core's peak on AVX2 (Zen 3), 87-95 % in one GEMM.
 // At a stride (ResNet's and RegNet's projections to a smaller map) the
 // pixels read are gathered first, kGatherFloats at a time (see
-// strided_pointwise), where that holds enough of them.
-constexpr int64_t kGatherFloats = 16384;  // a gathered chunk of A: 64 KiB on the stack
-constexpr int64_t kMinGatherRows = 24;    // four 6-row tiles at least per chunk
+// strided_pointwise), where that holds kMinGatherRows of them.
+// A gathered chunk of A: 32 KiB on the caller's stack, which also holds the
+// GEMM task's own buffers (48 KiB) as the pool's participant 0; up to 341
+// channels (ResNet-50's 512- and 1024-channel projections keep the per-row path).
+constexpr int64_t kGatherFloats = 8192;
+constexpr int64_t kMinGatherRows = 24;  // four 6-row tiles at least per chunk
 
 bool pointwise_gemm(const Conv2dPlan& p) {
   static_assert(kConvChannelBlock == 256, "the dense path's channel blocks are the GEMM's K blocks");

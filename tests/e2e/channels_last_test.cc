@@ -151,7 +151,7 @@ TEST_CASE("channels-last conv2d: the cpu kernel gives the element function's sum
       {"1x1 stride 2, 300 channels (two blocks), 15 wide", 1, 300, 5, 15, 24, 1, 1, 2, 0, 1, 1, true, ""},
       // 1x1 at a stride without padding: the pixels read gathered in chunks, one GEMM per chunk.
       {"1x1 stride 2, two images, residual", 2, 40, 14, 13, 64, 1, 1, 2, 0, 1, 1, true, "relu", true},
-      {"1x1 stride 2, 400 channels, 17 x 15 (two gathered chunks, two K blocks)", 1, 400, 17, 15, 48, 1, 1, 2, 0, 1,
+      {"1x1 stride 2, 300 channels, 17 x 15 (three gathered chunks, two K blocks)", 1, 300, 17, 15, 48, 1, 1, 2, 0, 1,
        1, true, "", true},
       {"1x1 stride 3, 700 channels (past a gathered chunk: the per-row path)", 1, 700, 7, 8, 16, 1, 1, 3, 0, 1, 1,
        true, "clip"},
