@@ -1459,7 +1459,7 @@ template <int KW, int64_t kStride>
       scalar_nan |= src[i] != src[i];
       row[(x & 1) * half + x / 2] = src[i];
     };
-    if ((ix + p.pad_left) & 1) put(ix++);  // from an even column on, 16 at a time
+    if (ix < last && ((ix + p.pad_left) & 1)) put(ix++);  // from an even column on, 16 at a time
     for (; ix + 16 <= last; ix += 16) {
       const __m256 a = _mm256_loadu_ps(src + ix), b = _mm256_loadu_ps(src + ix + 8);
       nan = _mm256_or_ps(nan, _mm256_or_ps(_mm256_cmp_ps(a, a, _CMP_UNORD_Q), _mm256_cmp_ps(b, b, _CMP_UNORD_Q)));

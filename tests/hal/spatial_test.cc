@@ -727,6 +727,21 @@ TEST_CASE("max_pool without NaN (maxps a tap): the tap rule's bits on signed zer
   }
 }
 
+TEST_CASE("max_pool of planes zero columns wide: every window reaches only pads (-inf), nothing read") {
+  // Stride 2 with an odd left pad: the padded plane's column parity step must not read a column the row lacks.
+  for (const std::vector<int64_t>& params : {std::vector<int64_t>{2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0},
+                                              std::vector<int64_t>{2, 2, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0}}) {
+    INFO("params " << dims_string(params));
+    HostTensor x(DType::kF32, {1, 2, 4, 0});
+    auto types = ops::infer_result_types(OpId::kMaxPool, std::vector<TensorType>{x.type()}, params);
+    REQUIRE_MESSAGE(types.ok(), types.status().to_string());
+    HostTensor out(DType::kF32, types->at(0).dims);
+    REQUIRE(out.count() > 0);
+    REQUIRE(run_kernel(OpId::kMaxPool, {&x}, out, params).ok());
+    for (int64_t i = 0; i < out.count(); ++i) CHECK(out.at(i) == -kInfF);
+  }
+}
+
 TEST_CASE("pools: windows reaching only pads, NaN, infinities") {
   // in 2, kernel 2 dilated 3, pads 1: the only window's taps are -1 and 2.
   HostTensor x = random_f32({1, 1, 2, 2}, 7);
