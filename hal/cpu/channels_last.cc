@@ -1599,9 +1599,9 @@ void pointwise_rows(const KernelContext& context, const Conv2dPlan& p, const Dis
 // and 1 pixels reading all of B per row: regnet_x_400mf's 160 -> 400 at
 // 14 x 14 / 2 ran at 16 GFLOP/s (onnxruntime's node in a third of the time).
 void strided_pointwise(const KernelContext& context, const Conv2dPlan& p, const Dispatch& d) {
-  const int64_t total = p.n * p.oh * p.ow;
-  const int64_t chunks = (total * p.c + kGatherFloats - 1) / kGatherFloats;
-  const int64_t rows = (total + chunks - 1) / chunks;
+  const int64_t total = p.n * p.oh * p.ow, most = kGatherFloats / p.c;  // pointwise_gemm: most >= kMinGatherRows
+  const int64_t chunks = (total + most - 1) / most;
+  const int64_t rows = (total + chunks - 1) / chunks;  // <= most
   const float* x = input(d, 0);
   const size_t pixel_bytes = static_cast<size_t>(p.c) * sizeof(float);
   alignas(64) float a[kGatherFloats];

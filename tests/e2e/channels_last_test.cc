@@ -155,6 +155,9 @@ TEST_CASE("channels-last conv2d: the cpu kernel gives the element function's sum
        1, true, "", true},
       {"1x1 stride 3, 700 channels (past a gathered chunk: the per-row path)", 1, 700, 7, 8, 16, 1, 1, 3, 0, 1, 1,
        true, "clip"},
+      // 109 pixels of 300 channels: 4 chunks of at most 27 (of 28 had the chunks been balanced by floats).
+      {"1x1 stride 2, 300 channels, 1 x 217 (chunks balanced within the buffer)", 1, 300, 1, 217, 16, 1, 1, 2, 0, 1,
+       1, true, ""},
       // Few input channels (ops::conv2d_channels_last_patch): each pixel's window gathered, one chain.
       {"stem 7x7 stride 2, 3 channels, 64 out", 1, 3, 23, 29, 64, 7, 7, 2, 3, 1, 1, true, "relu"},
       {"stem 3x3 stride 2, 3 channels, two images", 2, 3, 17, 15, 32, 3, 3, 2, 1, 1, 1, false, "clip"},
