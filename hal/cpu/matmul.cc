@@ -989,15 +989,6 @@ template <int NV>
   }
 }
 
-// AVX2: the input rows an output row reads are first copied into a stack
-// buffer split into stride_w phases, zero where the window reaches into the
-// padding (as the depthwise kernel's), so each tap of 8 output columns is one
-// plain load: no masks, no shuffles. Tiles of 4 output channels x 24 or 16
-// columns (stem_columns; 12 or 8 accumulators: per tap 3 or 2 loads, 4
-// broadcasts, 12 or 8 FMAs), the same sums in the same order (zeros
-// included) as the GEMM.
-// Buffer row (c, ky) for output row oy: phase q, index i holds input column
-// q + stride_w * i - pad_left of input row oy * stride_h - pad_top + ky * dilation_h.
 // dst[i] = src[2 * i] for i in [lo, hi), 8 at a time; returns where it stopped.
 [[gnu::target("avx2")]] int64_t even_columns_avx2(const float* src, int64_t lo, int64_t hi, float* dst) {
   int64_t i = lo;
@@ -1009,6 +1000,15 @@ template <int NV>
   return i;
 }
 
+// AVX2: the input rows an output row reads are first copied into a stack
+// buffer split into stride_w phases, zero where the window reaches into the
+// padding (as the depthwise kernel's), so each tap of 8 output columns is one
+// plain load: no masks, no shuffles. Tiles of 4 output channels x 24 or 16
+// columns (stem_columns; 12 or 8 accumulators: per tap 3 or 2 loads, 4
+// broadcasts, 12 or 8 FMAs), the same sums in the same order (zeros
+// included) as the GEMM.
+// Buffer row (c, ky) for output row oy: phase q, index i holds input column
+// q + stride_w * i - pad_left of input row oy * stride_h - pad_top + ky * dilation_h.
 void stem_fill(const ops::Conv2dPlan& p, const float* image, int64_t oy, float* buf) {
   const int64_t phase = stem_phase(p);
   for (int64_t c = 0; c < p.c; ++c)
@@ -1684,6 +1684,12 @@ void pool_pixel_scalar(const PoolWindow& win, int64_t c_begin, int64_t c_end, fl
   }
 }
 
+// 8 averages from their double sums of channels 0-3 (lo) and 4-7 (hi).
+[[gnu::target("avx2")]] inline void avg_store8(__m256d lo, __m256d hi, __m256d count, float* out) {
+  const __m128 a = _mm256_cvtpd_ps(_mm256_div_pd(lo, count)), b = _mm256_cvtpd_ps(_mm256_div_pd(hi, count));
+  _mm256_storeu_ps(out, _mm256_set_m128(b, a));
+}
+
 // 8 channels a step; the last c % 8 the scalar loop's.
 template <bool kMax>
 [[gnu::target("avx2")]] int64_t pool_pixel_avx2(const PoolWindow& win, int64_t c, float* out) {
@@ -1725,10 +1731,7 @@ template <bool kMax>
           }
         }
 #pragma GCC unroll 4
-      for (int v = 0; v < 4; ++v) {
-        const __m128 a = _mm256_cvtpd_ps(_mm256_div_pd(lo[v], count)), b = _mm256_cvtpd_ps(_mm256_div_pd(hi[v], count));
-        _mm256_storeu_ps(out + ch + 8 * v, _mm256_set_m128(b, a));
-      }
+      for (int v = 0; v < 4; ++v) avg_store8(lo[v], hi[v], count, out + ch + 8 * v);
     }
   }
   for (; ch + 8 <= c; ch += 8) {
@@ -1747,10 +1750,7 @@ template <bool kMax>
           lo = _mm256_add_pd(lo, _mm256_cvtps_pd(_mm256_castps256_ps128(v)));
           hi = _mm256_add_pd(hi, _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)));
         }
-      const __m256d count = _mm256_set1_pd(win.count);
-      const __m128 a = _mm256_cvtpd_ps(_mm256_div_pd(lo, count)),
-                   b = _mm256_cvtpd_ps(_mm256_div_pd(hi, count));
-      _mm256_storeu_ps(out + ch, _mm256_set_m128(b, a));
+      avg_store8(lo, hi, _mm256_set1_pd(win.count), out + ch);
     }
   }
   return ch;
