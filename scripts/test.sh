@@ -125,8 +125,11 @@ EOF
 }
 
 # Sanitizer builds: clang, CUDA off, asserts on, -O1 with line tables (fast
-# to compile, readable reports).
-sanitizer_flags="'-O1','-gline-tables-only','-fno-omit-frame-pointer'"
+# to compile, readable reports). -O1 as meson's optimization option, not a
+# compiler flag: the test executables' own override (tests/meson.build, -O0)
+# then applies here too.
+sanitizer_flags="'-gline-tables-only','-fno-omit-frame-pointer'"
+sanitizer_build="-Doptimization=1 -Ddebug=false"
 
 # sanitizer_setup DIR MESON_OPTIONS...: DIR configured with clang++ and the
 # options: set up when missing (or made with another compiler), otherwise
@@ -152,7 +155,7 @@ asan_leg() {
   # -fsanitize=fuzzer-no-link: the libraries carry libFuzzer's coverage, so
   # this one build serves both the suite and the fuzz targets.
   sanitizer_setup build-asan -Dcuda=disabled -Dfuzz=enabled -Db_sanitize=address,undefined \
-    -Db_lundef=false -Db_ndebug=false -Dbuildtype=plain \
+    -Db_lundef=false -Db_ndebug=false $sanitizer_build \
     "-Dcpp_args=[$sanitizer_flags,'-fno-sanitize-recover=all','-fsanitize=fuzzer-no-link']" || return 1
   # The onnx target exists when the build found ONNX (fuzz/meson.build). grep
   # reads the whole list: with -q it stopped at the match, ninja died of
@@ -187,7 +190,7 @@ tsan_leg() {
   local t rc
   t=$(now)
   sanitizer_setup build-tsan -Dcuda=disabled -Donnx=disabled -Db_sanitize=thread -Db_lundef=false \
-    -Db_ndebug=false -Dbuildtype=plain "-Dcpp_args=[$sanitizer_flags]" || return 1
+    -Db_ndebug=false $sanitizer_build "-Dcpp_args=[$sanitizer_flags]" || return 1
   ninja -C build-tsan -j2 tests/hal/test_hal tests/vm/test_vm tests/vm/test_vm_control tests/e2e/test_e2e \
     tests/embed/test_embed_c_api || return 1
   leg_time "tsan build" "$t"

@@ -1543,18 +1543,20 @@ void pool_plane(void* context, int64_t plane) {
       }
       if constexpr (kMax) {
         float m = -std::numeric_limits<float>::infinity();
+        // Indices, not a row pointer: a plane zero columns wide has no data
+        // (a null image), and no pointer may be formed from it.
         for (int64_t ky = ky0; ky < ky1; ++ky) {
-          const float* row = image + (y0 + ky * p.dilation_h) * p.w + x0;  // + kx * dilation_w is inside
+          const int64_t row = (y0 + ky * p.dilation_h) * p.w + x0;  // + kx * dilation_w is inside
           for (int64_t kx = kx0; kx < kx1; ++kx) {
-            m = max_step(m, row[kx * p.dilation_w]);
+            m = max_step(m, image[row + kx * p.dilation_w]);
           }
         }
         *out = m;
       } else {
         double sum = 0.0;
         for (int64_t ky = ky0; ky < ky1; ++ky) {
-          const float* row = image + (y0 + ky * p.dilation_h) * p.w + x0;
-          for (int64_t kx = kx0; kx < kx1; ++kx) sum += row[kx * p.dilation_w];
+          const int64_t row = (y0 + ky * p.dilation_h) * p.w + x0;
+          for (int64_t kx = kx0; kx < kx1; ++kx) sum += image[row + kx * p.dilation_w];
         }
         const int64_t count = p.count_include_pad ? (py1 - py0) * (px1 - px0) : (ky1 - ky0) * (kx1 - kx0);
         *out = static_cast<float>(sum / static_cast<double>(count));  // no taps: 0/0, NaN
