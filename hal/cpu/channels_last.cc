@@ -694,16 +694,6 @@ HEXIR_LANES void dw_store_as(const DwRow& r, lanes::F32<M> (&sums)[P], float* o,
 #pragma GCC unroll 8
   for (int i = 0; i < P; ++i) lanes::store<M>(o + i * step, activated<A, M>(sums[i], job.finish));
 }
-template <int M, int P>
-HEXIR_LANES void dw_store(const DwRow& r, lanes::F32<M> (&sums)[P], float* o, int64_t step, int64_t c) {
-  switch (r.job->finish.activation) {
-    case ops::Activation::kRelu: return dw_store_as<ops::Activation::kRelu, M, P>(r, sums, o, step, c);
-    case ops::Activation::kClip: return dw_store_as<ops::Activation::kClip, M, P>(r, sums, o, step, c);
-    case ops::Activation::kHardSigmoid: return dw_store_as<ops::Activation::kHardSigmoid, M, P>(r, sums, o, step, c);
-    case ops::Activation::kHardSwish: return dw_store_as<ops::Activation::kHardSwish, M, P>(r, sums, o, step, c);
-    default: return dw_store_as<ops::Activation::kNone, M, P>(r, sums, o, step, c);
-  }
-}
 
 // P interior pixels from ox, one vector of M channels from c. KW, SW: the
 // window's width (3 or 5) and stride (1 or 2) at dilation 1, where a row's
@@ -711,7 +701,7 @@ HEXIR_LANES void dw_store(const DwRow& r, lanes::F32<M> (&sums)[P], float* o, in
 // read it (24 loads for 3 x 8 products took the load ports and, their 24
 // addresses, the registers), each sum still taking its taps in kx order;
 // else KW = SW = 0 (the plan's values, one load per product).
-template <int N, int M, int KW, int SW, int P>
+template <int N, int M, int KW, int SW, int P, ops::Activation A>
 HEXIR_LANES void dw_tile(const DwRow& r, int64_t ox, int64_t c) {
   using V = lanes::F32<M>;
   const Conv2dPlan& p = *r.job->p;
@@ -746,20 +736,10 @@ HEXIR_LANES void dw_tile(const DwRow& r, int64_t ox, int64_t c) {
         for (int64_t i = 0; i < P; ++i) acc[i] = dw_madd<N, M>(lanes::load<M>(tap + i * pixel), wv, acc[i]);
       }
   }
-  dw_store<M, P>(r, acc, r.out + ox * p.k + c, p.k, c);
+  dw_store_as<A, M, P>(r, acc, r.out + ox * p.k + c, p.k, c);
 }
-template <int N, int M, int P = kDwPixels>
-HEXIR_LANES void dw_tile(const DwRow& r, int64_t ox, int64_t c) {
-  const Conv2dPlan& p = *r.job->p;
-  if (p.dilation_w == 1 && p.kw == 3 && p.stride_w == 1) return dw_tile<N, M, 3, 1, P>(r, ox, c);
-  if (p.dilation_w == 1 && p.kw == 3 && p.stride_w == 2) return dw_tile<N, M, 3, 2, P>(r, ox, c);
-  if (p.dilation_w == 1 && p.kw == 5 && p.stride_w == 1) return dw_tile<N, M, 5, 1, P>(r, ox, c);
-  if (p.dilation_w == 1 && p.kw == 5 && p.stride_w == 2) return dw_tile<N, M, 5, 2, P>(r, ox, c);
-  return dw_tile<N, M, 0, 0, P>(r, ox, c);
-}
-
 // Pixel ox, NV vectors of M channels from c (independent chains).
-template <int N, int M, int NV>
+template <int N, int M, int NV, ops::Activation A>
 HEXIR_LANES void dw_pixel(const DwRow& r, int64_t ox, int64_t c) {
   using V = lanes::F32<M>;
   const Conv2dPlan& p = *r.job->p;
@@ -782,7 +762,7 @@ HEXIR_LANES void dw_pixel(const DwRow& r, int64_t ox, int64_t c) {
 #pragma GCC unroll 4
   for (int v = 0; v < NV; ++v) {  // each vector its own bias
     V one[1] = {acc[v]};
-    dw_store<M, 1>(r, one, o + v * M, M, c + v * M);
+    dw_store_as<A, M, 1>(r, one, o + v * M, M, c + v * M);
   }
 }
 
@@ -811,7 +791,11 @@ void dw_pixel_scalar(const DwRow& r, int64_t ox, int64_t c0, int64_t c1) {
 }
 
 // Channels [c0, c1) of the row: pixel blocks outermost, every vector of the
-// range per block.
+// range per block. KW, SW: dw_tile's window (3 or 5 wide, stride 1 or 2, or
+// 0, 0 for any); A: the activation; one instantiation each (dw_channels picks
+// it once a row): as one function of every variant, clang's register
+// allocator took 20 minutes of CI on channels_last.cc under UBSan.
+template <int KW, int SW, ops::Activation A>
 struct DepthwiseChannels {
   // The channels past the whole vectors of [c0, c1): a vector of N/2 at [half0, half1), of N/4 at
   // [half1, quarter1), then one at a time to c1.
@@ -821,11 +805,11 @@ struct DepthwiseChannels {
   // P interior pixels from ox, every vector of the range.
   template <int N, int P>
   static HEXIR_LANES void interior(const DwRow& r, int64_t ox, const Split& s) {
-    for (int64_t v = 0; v < s.full; ++v) dw_tile<N, N, P>(r, ox, s.c0 + v * N);
+    for (int64_t v = 0; v < s.full; ++v) dw_tile<N, N, KW, SW, P, A>(r, ox, s.c0 + v * N);
     if constexpr (N >= 16)
-      if (s.half1 > s.half0) dw_tile<N, N / 2, P>(r, ox, s.half0);
+      if (s.half1 > s.half0) dw_tile<N, N / 2, KW, SW, P, A>(r, ox, s.half0);
     if constexpr (N >= 8)
-      if (s.quarter1 > s.half1) dw_tile<N, 4, P>(r, ox, s.half1);
+      if (s.quarter1 > s.half1) dw_tile<N, 4, KW, SW, P, A>(r, ox, s.half1);
     if (s.quarter1 < s.c1)
       for (int64_t i = 0; i < P; ++i) dw_pixel_scalar(r, ox + i, s.quarter1, s.c1);
   }
@@ -851,21 +835,42 @@ struct DepthwiseChannels {
         ox += 2;
       } else {
         for (int64_t v = 0; v < s.full; v += kDwChunkVectors) switch (std::min(kDwChunkVectors, s.full - v)) {
-            case 4: dw_pixel<N, N, 4>(r, ox, c0 + v * N); break;
-            case 3: dw_pixel<N, N, 3>(r, ox, c0 + v * N); break;
-            case 2: dw_pixel<N, N, 2>(r, ox, c0 + v * N); break;
-            default: dw_pixel<N, N, 1>(r, ox, c0 + v * N); break;
+            case 4: dw_pixel<N, N, 4, A>(r, ox, c0 + v * N); break;
+            case 3: dw_pixel<N, N, 3, A>(r, ox, c0 + v * N); break;
+            case 2: dw_pixel<N, N, 2, A>(r, ox, c0 + v * N); break;
+            default: dw_pixel<N, N, 1, A>(r, ox, c0 + v * N); break;
           }
         if constexpr (N >= 16)
-          if (s.half1 > s.half0) dw_pixel<N, N / 2, 1>(r, ox, s.half0);
+          if (s.half1 > s.half0) dw_pixel<N, N / 2, 1, A>(r, ox, s.half0);
         if constexpr (N >= 8)
-          if (s.quarter1 > s.half1) dw_pixel<N, 4, 1>(r, ox, s.half1);
+          if (s.quarter1 > s.half1) dw_pixel<N, 4, 1, A>(r, ox, s.half1);
         if (s.quarter1 < c1) dw_pixel_scalar(r, ox, s.quarter1, c1);
         ++ox;
       }
     }
   }
 };
+
+template <int KW, int SW>
+void dw_channels_as(DwRow* r, int64_t c0, int64_t c1) {
+  switch (r->job->finish.activation) {
+    case ops::Activation::kRelu: return widest<DepthwiseChannels<KW, SW, ops::Activation::kRelu>>(r, c0, c1);
+    case ops::Activation::kClip: return widest<DepthwiseChannels<KW, SW, ops::Activation::kClip>>(r, c0, c1);
+    case ops::Activation::kHardSigmoid:
+      return widest<DepthwiseChannels<KW, SW, ops::Activation::kHardSigmoid>>(r, c0, c1);
+    case ops::Activation::kHardSwish:
+      return widest<DepthwiseChannels<KW, SW, ops::Activation::kHardSwish>>(r, c0, c1);
+    default: return widest<DepthwiseChannels<KW, SW, ops::Activation::kNone>>(r, c0, c1);
+  }
+}
+void dw_channels(DwRow* r, int64_t c0, int64_t c1) {
+  const Conv2dPlan& p = *r->job->p;
+  if (p.dilation_w == 1 && p.kw == 3 && p.stride_w == 1) return dw_channels_as<3, 1>(r, c0, c1);
+  if (p.dilation_w == 1 && p.kw == 3 && p.stride_w == 2) return dw_channels_as<3, 2>(r, c0, c1);
+  if (p.dilation_w == 1 && p.kw == 5 && p.stride_w == 1) return dw_channels_as<5, 1>(r, c0, c1);
+  if (p.dilation_w == 1 && p.kw == 5 && p.stride_w == 2) return dw_channels_as<5, 2>(r, c0, c1);
+  return dw_channels_as<0, 0>(r, c0, c1);
+}
 
 // One task: output row oy of image n, the part's channels.
 void depthwise_task(void* context, int64_t task) {
@@ -886,7 +891,7 @@ void depthwise_task(void* context, int64_t task) {
   const int64_t c_first = part * job.chunks_per_part * chunk;
   const int64_t c_last = std::min(p.c, c_first + job.chunks_per_part * chunk);
   if (job.prepared) {
-    widest<DepthwiseChannels>(&r, c_first, c_last);
+    dw_channels(&r, c_first, c_last);
   } else {
     alignas(64) float packed[kDwChunkVectors * kDwStackTaps * kDwBlock];
     for (int64_t c0 = c_first; c0 < c_last; c0 += chunk) {
@@ -894,7 +899,7 @@ void depthwise_task(void* context, int64_t task) {
       dw_pack(p, job.w, c0 / kDwBlock, (c1 + kDwBlock - 1) / kDwBlock, packed);
       r.w = packed;
       r.c_base = c0;
-      widest<DepthwiseChannels>(&r, c0, c1);
+      dw_channels(&r, c0, c1);
     }
   }
   // An activation not applied in registers, over the part's stored columns (the whole row: one run).

@@ -4,6 +4,10 @@
 #pragma once
 
 #include <algorithm>
+#include <functional>
+#include <iterator>
+#include <map>
+#include <queue>
 #include <string>
 #include <vector>
 
@@ -11,11 +15,11 @@
 
 namespace hexir::planner {
 
-// Independent validator: sort by start, keep the buffers still live, and
-// compare each newcomer with every one of them (O(overlapping pairs)). Returns
-// an empty string when the plan is valid.
-// With `exact_size`, the arena must also be exactly the aligned top of the
-// highest buffer (what plan_arena promises; check_buffer_plan only needs <=).
+// Independent validator: sort by start and keep the buffers still live in an
+// ordered map by offset; as the live ones never overlap (the first overlap
+// ends the check), a newcomer is compared with its two neighbours in that map
+// only (O(n log n): the 30,000-row hostile case has millions of live pairs).
+// Returns an empty string when the plan is valid.
 inline std::string validate(const std::vector<PlanBuffer>& buffers, const BufferPlan& plan,
                             uint64_t alignment, bool exact_size = true) {
   if (plan.offsets.size() != buffers.size()) return "wrong number of offsets";
@@ -34,15 +38,25 @@ inline std::string validate(const std::vector<PlanBuffer>& buffers, const Buffer
     return "arena size " + std::to_string(plan.size) + " is not the aligned top " + std::to_string(top);
   std::stable_sort(order.begin(), order.end(),
                    [&](size_t a, size_t b) { return buffers[a].lower < buffers[b].lower; });
-  std::vector<size_t> live;
+  using Expiry = std::pair<int64_t, size_t>;  // (upper, buffer)
+  std::priority_queue<Expiry, std::vector<Expiry>, std::greater<>> expiries;
+  std::map<uint64_t, size_t> live;  // offset -> buffer
   for (size_t i : order) {
-    std::erase_if(live, [&](size_t j) { return buffers[j].upper <= buffers[i].lower; });
-    for (size_t j : live) {
-      bool apart = plan.offsets[i] + buffers[i].size <= plan.offsets[j] ||
-                   plan.offsets[j] + buffers[j].size <= plan.offsets[i];
-      if (!apart) return "buffers " + std::to_string(j) + " and " + std::to_string(i) + " overlap";
+    while (!expiries.empty() && expiries.top().first <= buffers[i].lower) {
+      live.erase(plan.offsets[expiries.top().second]);
+      expiries.pop();
     }
-    live.push_back(i);
+    const uint64_t begin = plan.offsets[i], end = begin + buffers[i].size;
+    auto next = live.lower_bound(begin);
+    if (next != live.end() && next->first < end)
+      return "buffers " + std::to_string(next->second) + " and " + std::to_string(i) + " overlap";
+    if (next != live.begin()) {
+      const size_t j = std::prev(next)->second;
+      if (plan.offsets[j] + buffers[j].size > begin)
+        return "buffers " + std::to_string(j) + " and " + std::to_string(i) + " overlap";
+    }
+    live.emplace(begin, i);
+    expiries.emplace(buffers[i].upper, i);
   }
   return "";
 }
