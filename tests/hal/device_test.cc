@@ -5,18 +5,10 @@
 
 #include "alloc_counter.h"
 #include "hal_test_util.h"
+#include "sanitizers.h"
 
 // Sanitizer allocators abort on impossible sizes instead of returning null.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define HEXIR_SANITIZED_ALLOCATOR 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || __has_feature(memory_sanitizer)
-#define HEXIR_SANITIZED_ALLOCATOR 1
-#endif
-#endif
-#ifndef HEXIR_SANITIZED_ALLOCATOR
-#define HEXIR_SANITIZED_ALLOCATOR 0
-#endif
+#define HEXIR_SANITIZED_ALLOCATOR (HEXIR_TEST_ASAN || HEXIR_TEST_TSAN)
 
 namespace hexir::hal::testing {
 namespace {

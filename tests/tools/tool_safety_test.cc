@@ -25,6 +25,7 @@
 
 #include "hxe_test_builder.h"
 #include "run_command.h"
+#include "sanitizers.h"
 #include "scratch_dir.h"
 
 namespace fs = std::filesystem;
@@ -55,13 +56,7 @@ const std::string kSamples = HEXIR_SAMPLES_DIR;
 // terabytes of shadow address space at start, so an address-space limit would
 // abort every one: only the time is bounded there (ASan reports an absurd
 // allocation itself).
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kAddressSanitizer = true;
-#elif defined(__has_feature)
-constexpr bool kAddressSanitizer = __has_feature(address_sanitizer);
-#else
-constexpr bool kAddressSanitizer = false;
-#endif
+constexpr bool kAddressSanitizer = HEXIR_TEST_ASAN;
 
 CommandResult run(const std::string& command, int seconds = 20) {
   const std::string bounded = std::string(kAddressSanitizer ? "" : "ulimit -v 2097152; ") +
