@@ -738,6 +738,7 @@ HEXIR_LANES void dw_tile(const DwRow& r, int64_t ox, int64_t c) {
   }
   dw_store_as<A, M, P>(r, acc, r.out + ox * p.k + c, p.k, c);
 }
+
 // Pixel ox, NV vectors of M channels from c (independent chains).
 template <int N, int M, int NV, ops::Activation A>
 HEXIR_LANES void dw_pixel(const DwRow& r, int64_t ox, int64_t c) {
@@ -792,9 +793,8 @@ void dw_pixel_scalar(const DwRow& r, int64_t ox, int64_t c0, int64_t c1) {
 
 // Channels [c0, c1) of the row: pixel blocks outermost, every vector of the
 // range per block. KW, SW: dw_tile's window (3 or 5 wide, stride 1 or 2, or
-// 0, 0 for any); A: the activation; one instantiation each (dw_channels picks
-// it once a row): as one function of every variant, clang's register
-// allocator took 20 minutes of CI on channels_last.cc under UBSan.
+// 0, 0 for any); A: the activation; one instantiation each, picked once a row
+// (dw_channels), not per tile.
 template <int KW, int SW, ops::Activation A>
 struct DepthwiseChannels {
   // The channels past the whole vectors of [c0, c1): a vector of N/2 at [half0, half1), of N/4 at
