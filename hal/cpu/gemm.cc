@@ -188,7 +188,7 @@ template <ops::Activation A, int64_t MR, int NV>
 // SEG: A in `segments` pieces of kc columns, piece s at A + s * segment_stride
 // (row i at + i * lda), B's rows continuing (GemmTile::run_segments).
 template <int64_t MR, int64_t AS, int64_t LDB = 0, int NV = 2, bool SEG = false>
-[[gnu::target("avx2,fma")]] void avx2_tile(int64_t mr, int64_t nr, int64_t kc, const float* A, int64_t lda,
+[[gnu::target("avx2,fma")]] HEXIR_KERNEL_NO_UBSAN void avx2_tile(int64_t mr, int64_t nr, int64_t kc, const float* A, int64_t lda,
                                            const float* B, int64_t ldb, float* C, int64_t ldc, bool accumulate,
                                            const TileFinish* finish, int64_t segments = 1,
                                            int64_t segment_stride = 0) {
@@ -388,7 +388,7 @@ template <ops::Activation A, int64_t MR, int NV>
 // at half onnxruntime's rate).
 // SEG as avx2_tile's.
 template <int64_t MR, int64_t AS, int NV = 2, bool SEG = false>
-[[gnu::target("avx512f")]] void avx512_tile(int64_t mr, int64_t nr, int64_t kc, const float* A, int64_t lda,
+[[gnu::target("avx512f")]] HEXIR_KERNEL_NO_UBSAN void avx512_tile(int64_t mr, int64_t nr, int64_t kc, const float* A, int64_t lda,
                                             const float* B, int64_t ldb, float* C, int64_t ldc, bool accumulate,
                                             const TileFinish* finish, int64_t segments = 1,
                                             int64_t segment_stride = 0) {

@@ -20,15 +20,9 @@
 
 // Always inlined into the ISA's function (never called: hal builds with
 // -Wno-psabi, GCC's note that a vector argument's ABI differs without AVX).
-// Without UBSan's checks under clang (the sanitizer build; ASan still checks
-// every access): checks on each unrolled vector step made one file of
-// kernels (channels_last.cc) take clang 20 minutes of a CI's 90, most of it
-// register allocation; UBSan keeps the scalar code, tails and plans.
-#if defined(__clang__)
-#define HEXIR_LANES inline __attribute__((always_inline, no_sanitize("undefined")))
-#else
-#define HEXIR_LANES inline __attribute__((always_inline))
-#endif
+// Without UBSan's checks (cpu_isa.h, HEXIR_KERNEL_NO_UBSAN); UBSan keeps the
+// scalar code, tails and plans.
+#define HEXIR_LANES inline __attribute__((always_inline)) HEXIR_KERNEL_NO_UBSAN
 
 namespace hexir::hal::cpu::internal::lanes {
 
