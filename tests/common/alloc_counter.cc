@@ -1,4 +1,5 @@
 #include "alloc_counter.h"
+#include "sanitizers.h"
 
 #include <cstdlib>
 #include <new>
@@ -7,13 +8,6 @@
 // (strongly: a second definition does not link), so under it nothing is
 // replaced and the count stays 0. The TSan leg of scripts/test.sh runs only
 // the concurrency test cases, none of which depends on the count.
-#if defined(__SANITIZE_THREAD__)
-#define HEXIR_TEST_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define HEXIR_TEST_TSAN 1
-#endif
-#endif
 
 namespace {
 thread_local uint64_t g_thread_allocations = 0;
@@ -32,7 +26,7 @@ uint64_t thread_allocation_count() { return g_thread_allocations; }
 uint64_t thread_allocated_bytes() { return g_thread_allocated_bytes; }
 }  // namespace hexir::testing
 
-#ifndef HEXIR_TEST_TSAN
+#if !HEXIR_TEST_TSAN
 // The plain forms; libstdc++'s nothrow and sized forms forward to these.
 void* operator new(std::size_t size) { return counted_malloc(size); }
 void* operator new[](std::size_t size) { return counted_malloc(size); }
@@ -55,4 +49,4 @@ void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
 void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
 void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); }
-#endif  // HEXIR_TEST_TSAN
+#endif  // !HEXIR_TEST_TSAN
