@@ -781,6 +781,14 @@ class ConvFolder {
     return finish();
   }
 
+  size_t trim_taps() {
+    size_t trimmed = 0;
+    for (size_t n = 0; n < fn_.nodes.size(); ++n)
+      if (trim_dead_taps(n)) ++trimmed;
+    finish();
+    return trimmed;
+  }
+
  private:
   Value& value(int v) { return fn_.values[static_cast<size_t>(v)]; }
   int reads(int v) const { return readers_.reads[static_cast<size_t>(v)]; }
@@ -968,6 +976,78 @@ class ConvFolder {
     }
     fn_.nodes[n].inputs[0] = cur;
     readers_.reader[static_cast<size_t>(cur)] = static_cast<int>(n);
+  }
+
+  // The taps [first, last] of one window axis that some output reads inside
+  // the input (in, out long; stride, pad before, dilation, kernel taps);
+  // nullopt when none does.
+  static std::optional<std::pair<int64_t, int64_t>> live_taps(int64_t in, int64_t out, int64_t stride, int64_t pad,
+                                                              int64_t dilation, int64_t taps) {
+    std::optional<std::pair<int64_t, int64_t>> live;
+    for (int64_t t = 0; t < taps; ++t) {
+      // Output o reads input o * stride - pad + t * dilation: inside for some o in [0, out)?
+      const int64_t first = t * dilation - pad, last = (out - 1) * stride + first;
+      if (last < 0 || first >= in) continue;
+      // Some o with 0 <= o * stride + first < in: the smallest o reaching 0.
+      const int64_t o = first >= 0 ? 0 : (-first + stride - 1) / stride;
+      if (o >= out || o * stride + first >= in) continue;
+      if (!live) live = std::pair<int64_t, int64_t>{t, t};
+      live->second = t;
+    }
+    return live;
+  }
+
+  // conv2d `n` (NCHW, its weights a constant it alone reads) whose window
+  // has rows or columns at its edges that no output reads inside the input
+  // (DeepLabV3's atrous 3x3s at dilation 24 and 36 on a 20 x 20 map: only
+  // the centre tap is ever inside): the weights cut to the live taps and the
+  // pads moved with them, the same windows over the same input. The dropped
+  // taps' products were zeros (padding): the sums are the same bits but for
+  // the sign of an exact zero.
+  bool trim_dead_taps(size_t n) {
+    Node& conv = fn_.nodes[n];
+    if (node_dropped_[n] || conv.kind != NodeKind::kOp || conv.op != OpId::kConv2d || conv.results.size() != 1 ||
+        ops::conv2d_channels_last(conv.params) || conv.params.size() < 9 || conv.inputs.size() < 2)
+      return false;
+    const TensorType& x = value(conv.inputs[0]).type;
+    const TensorType& y = value(conv.results[0]).type;
+    const Value& w_value = value(conv.inputs[1]);
+    if (x.dtype != DType::kF32 || x.rank() != 4 || x.has_bound() || y.rank() != 4 || y.has_bound() ||
+        w_value.type.dtype != DType::kF32 || w_value.type.rank() != 4 || !owned_constant(conv.inputs[1]))
+      return false;
+    std::vector<int64_t>& p = conv.params;
+    const int64_t KH = w_value.type.dims[2], KW = w_value.type.dims[3];
+    const auto rows = live_taps(x.dims[2], y.dims[2], p[0], p[2], p[6], KH);
+    const auto cols = live_taps(x.dims[3], y.dims[3], p[1], p[3], p[7], KW);
+    if (!rows || !cols) return false;  // no tap inside: left as it is
+    const auto [r0, r1] = *rows;
+    const auto [c0, c1] = *cols;
+    if (r0 == 0 && r1 == KH - 1 && c0 == 0 && c1 == KW - 1) return false;
+    // New pads: the first live tap reads where it did; the output size stays.
+    const int64_t top = p[2] - r0 * p[6], bottom = p[4] - (KH - 1 - r1) * p[6];
+    const int64_t left = p[3] - c0 * p[7], right = p[5] - (KW - 1 - c1) * p[7];
+    if (top < 0 || bottom < 0 || left < 0 || right < 0) return false;
+    std::optional<std::vector<float>> w = constant_floats(module_, w_value);
+    if (!w) return false;
+    const int64_t outer = w_value.type.dims[0] * w_value.type.dims[1], kh = r1 - r0 + 1, kw = c1 - c0 + 1;
+    std::vector<float> cut(static_cast<size_t>(outer * kh * kw));
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t r = 0; r < kh; ++r)
+        for (int64_t c = 0; c < kw; ++c)
+          cut[static_cast<size_t>((o * kh + r) * kw + c)] =
+              (*w)[static_cast<size_t>((o * KH + r0 + r) * KW + c0 + c)];
+    Constant& constant = module_.constants[static_cast<size_t>(w_value.constant)];
+    constant.type.dims[2] = kh;
+    constant.type.dims[3] = kw;
+    set_floats(constant, cut);
+    Value& wv = value(conv.inputs[1]);
+    wv.type = constant.type;
+    wv.byte_size = constant.byte_size;
+    p[2] = top;
+    p[3] = left;
+    p[4] = bottom;
+    p[5] = right;
+    return true;
   }
 
   // Operand `side` of binary node `node` when it is a constant of `channels`
@@ -1288,7 +1368,15 @@ size_t fuse_prefix_attention(Module& module) {
   return found;
 }
 
+size_t trim_dead_taps(Module& module) {
+  size_t trimmed = 0;
+  ModuleConstants constants(module);
+  for (Function& fn : module.functions) trimmed += ConvFolder(module, fn, constants).trim_taps();
+  return trimmed;
+}
+
 size_t fuse(Module& module) {
+  trim_dead_taps(module);
   size_t removed = fuse_prefix_attention(module);
   removed += fold_channel_affine(module);
   removed += fold_input_affine(module);

@@ -79,6 +79,16 @@ size_t fold_channel_affine(Module& module, uint64_t* values_visited = nullptr);
 // removed; `values_visited` as for fold_channel_affine.
 size_t fold_input_affine(Module& module, uint64_t* values_visited = nullptr);
 
+// Convolution windows cut to the taps some output reads inside the input: a
+// conv2d (NCHW) whose weights are a constant it alone reads and whose
+// window's edge rows or columns only ever fall on the padding (an atrous
+// 3x3 at a dilation as large as its map: DeepLabV3's ASPP at 24 and 36 on 20
+// x 20 is a 1x1) keeps the live rows and columns of its weights, its pads
+// moved to match. The same sums but for the sign of an exact zero (the
+// dropped products were zeros). Run by fuse, first. Returns the number of
+// convolutions cut.
+size_t trim_dead_taps(Module& module);
+
 // A per-channel affine no convolution took (a batch normalization after a
 // concat, an add or the input: DenseNet's pre-activation ones): a mul of an
 // f32 [N,C,H,W] value by constants per channel ([C,1,1] or [1,C,1,1], C > 1,
@@ -145,8 +155,8 @@ ValueUses value_uses(const Function& fn);
 
 // What the compiler runs before planning unless told not to
 // (CompileOptions::fuse_epilogues, hexir-compile --no-fuse):
-// fuse_prefix_attention, fold_channel_affine, fold_input_affine, then fuse_epilogues. Returns the
-// number of nodes removed.
+// trim_dead_taps, fuse_prefix_attention, fold_channel_affine, fold_input_affine,
+// channel_affine_as_conv, then fuse_epilogues. Returns the number of nodes removed.
 size_t fuse(Module& module);
 
 }  // namespace hexir::compiler

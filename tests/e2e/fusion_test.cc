@@ -252,3 +252,60 @@ TEST_CASE("--weights int8 / int4: an embedding gathers the stored rows and their
     }
   }
 }
+
+TEST_CASE("trim_dead_taps: atrous windows whose edge taps only fall on the padding run as their live taps, same values") {
+  // DeepLabV3's ASPP shape, small: a 3x3 at dilation 6 on a 5 x 5 map (pads 6)
+  // reads only its centre tap (a 1x1); at dilation 2 on 5 x 5 every tap is
+  // live; a 1x5 at dilation 3 with pads 6 on 5 columns keeps its 3 middle taps;
+  // a 3x3 at stride 2, dilation 5, pads 5 reads only its centre.
+  auto dense = [](int64_t count, float step) {
+    std::string text = "dense [";
+    for (int64_t i = 0; i < count; ++i)
+      text += (i ? ", " : "") + std::to_string(step * static_cast<float>((i * 37) % 23 - 11));
+    return text + "]";
+  };
+  const std::string source =
+      "module @m\nconst @w1 : f32[4,3,3,3] = " + dense(108, 0.05f) + "\nconst @w2 : f32[4,3,3,3] = " +
+      dense(108, 0.03f) + "\nconst @w3 : f32[4,3,1,5] = " + dense(60, 0.04f) + "\nconst @w4 : f32[4,3,3,3] = " +
+      dense(108, 0.02f) + "\nconst @b : f32[4] = dense [0.1, -0.2, 0.3, 0.0]" + R"(
+func @main(%x: f32[1,3,5,5]) -> (f32[1,4,5,5], f32[1,4,5,5], f32[1,4,5,5], f32[1,4,3,3]) {
+  %a = call @conv2d(%x, @w1, @b) {pads = [6, 6, 6, 6], dilations = [6, 6], activation = "relu"} : f32[1,4,5,5]
+  %c = call @conv2d(%x, @w2) {pads = [2, 2, 2, 2], dilations = [2, 2]} : f32[1,4,5,5]
+  %d = call @conv2d(%x, @w3) {pads = [0, 6, 0, 6], dilations = [1, 3]} : f32[1,4,5,5]
+  %e = call @conv2d(%x, @w4) {pads = [5, 5, 5, 5], dilations = [5, 5], strides = [2, 2]} : f32[1,4,3,3]
+  return %a, %c, %d, %e
+}
+)";
+  using hexir::compiler::CompileOptions;
+  CompileOptions plain_options;
+  plain_options.fuse_epilogues = false;
+  auto plain_bytes = hexir::compiler::compile_source(source, "m.hxir", ".", plain_options);
+  auto trimmed_bytes = hexir::compiler::compile_source(source, "m.hxir", ".", CompileOptions{});
+  REQUIRE(plain_bytes.ok());
+  REQUIRE(trimmed_bytes.ok());
+  // The cut weights: 8 of w1's 9 taps, 2 of w3's 5, 8 of w4's 9 (x 12 floats each).
+  CHECK(plain_bytes->size() >= trimmed_bytes->size() + (8 + 2 + 8) * 12 * 4 - 256);  // less alignment padding
+  std::vector<float> x(75);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = 0.1f * static_cast<float>(static_cast<int>(i * 7 % 19) - 9);
+  for (int threads : {1, 2}) {
+    auto plain = hexir::testing::load_compiled(*plain_bytes, threads);
+    auto trimmed = hexir::testing::load_compiled(*trimmed_bytes, threads);
+    auto run = [&](const hexir::testing::Loaded& l) {
+      auto context = hexir::vm::Context::create(*l.program);
+      REQUIRE(context.ok());
+      std::vector<float> y(100 * 3 + 36);
+      hexir::vm::TensorRef in[] = {{x.data(), 300, {hexir::DType::kF32, {1, 3, 5, 5}}}};
+      hexir::vm::TensorRef out[] = {{y.data(), 400, {hexir::DType::kF32, {1, 4, 5, 5}}},
+                                    {y.data() + 100, 400, {hexir::DType::kF32, {1, 4, 5, 5}}},
+                                    {y.data() + 200, 400, {hexir::DType::kF32, {1, 4, 5, 5}}},
+                                    {y.data() + 300, 144, {hexir::DType::kF32, {1, 4, 3, 3}}}};
+      REQUIRE(context->invoke(0, in, out).ok());
+      return y;
+    };
+    const std::vector<float> want = run(*plain), got = run(*trimmed);
+    // Equal values (only an exact zero's sign may differ: the dropped products were zeros).
+    for (size_t i = 0; i < want.size(); ++i) CHECK(got[i] == want[i]);
+    // Not all zeros: the windows read the image.
+    CHECK(std::count(want.begin(), want.end(), 0.0f) < 100);
+  }
+}

@@ -667,6 +667,31 @@ func @main(%x: f32[1,2,3,3]) -> (f32[1,2,3,3], f32[1,2,3,3], f32[1,2,3,3]) {
   CHECK(fold_input_affine(m) == 0);
 }
 
+TEST_CASE("trim_dead_taps: the window cut to the taps some output reads inside the input, the pads moved") {
+  Module m = parse_ok(R"(
+const @w : f32[2,1,3,3] = dense [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 11.0, 12.0, 13.0, 14.0, 15.0, 16.0, 17.0, 18.0, 19.0]
+const @v : f32[2,1,3,3] = splat 1.0
+const @u : f32[2,1,3,3] = splat 1.0
+func @main(%x: f32[1,1,4,4], %y: f32[1,4,4,1]) -> (f32[1,2,4,4], f32[1,2,4,4], f32[1,4,4,2]) {
+  %a = call @conv2d(%x, @w) {pads = [4, 1, 4, 1], dilations = [4, 1]} : f32[1,2,4,4]
+  %b = call @conv2d(%x, @v) {pads = [1, 1, 1, 1]} : f32[1,2,4,4]
+  %c = call @conv2d(%y, @u) {pads = [4, 4, 4, 4], dilations = [4, 4], channels_last = 1} : f32[1,4,4,2]
+  return %a, %b, %c
+})");
+  // %a: rows at -4, 0, +4 of a 4-row map: only the middle one; the columns all live.
+  // %b: every tap live. %c: channels-last (after layout): left alone.
+  CHECK(trim_dead_taps(m) == 1);
+  const Function& fn = m.functions[0];
+  check_consistent(fn);
+  const Node& a = fn.nodes[0];
+  CHECK(a.params == std::vector<int64_t>{1, 1, 0, 1, 0, 1, 4, 1, 1});
+  const Value& w = fn.values[static_cast<size_t>(a.inputs[1])];
+  CHECK(w.type.dims == std::vector<int64_t>{2, 1, 1, 3});
+  CHECK(floats_of(m, "w") == std::vector<float>{4, 5, 6, 14, 15, 16});
+  CHECK(fn.values[static_cast<size_t>(fn.nodes[1].inputs[1])].type.dims == std::vector<int64_t>{2, 1, 3, 3});
+  CHECK(compile_module(m).ok());
+}
+
 TEST_CASE("channel_affine_as_conv: a per-channel mul then add no convolution took becomes a depthwise 1x1 conv2d") {
   // DenseNet's pre-activation batch norm: after a concat, before a relu.
   Module m = parse_ok(R"(
