@@ -1356,7 +1356,13 @@ void gemm_few_rows(const KernelContext& context, const FewRowsGemm& args) {
   ThreadPool* pool = pool_of(context);
   const int threads = pool ? pool->size() : 1;
   const double flops = 2.0 * static_cast<double>(args.m) * static_cast<double>(args.n) * static_cast<double>(args.k);
-  const bool parallel = threads > 1 && flops >= 1e6;
+  // Shared from about 1 us of work: a recurrent step's 1 x 128 x 512 (131
+  // kFLOP, 2.5 us) or 1 x 128 x 384 is worth a wake-up of the pool's
+  // spinning workers (each thread's half of B stays in its own L2 from step
+  // to step: lstm_2x_bidir 1.75 -> 1.35-1.58 ms, gru 1.37 -> 1.13, a decode
+  // step 0.29-0.39 -> 0.17-0.19 at 2 threads on a Zen 4); at the 1 MFLOP it
+  // was, they ran on one thread.
+  const bool parallel = threads > 1 && flops >= 6e4;
   // About 2 tasks per thread where there is work to share (a 256-channel
   // convolution's 8 strips are 4 tasks at 2 threads, not one).
   if (parallel) job.task_strips = std::clamp<int64_t>((job.strips + 2 * threads - 1) / (2 * threads), 1, kFewRowsTaskStrips);
