@@ -1561,8 +1561,9 @@ Status conv2d_winograd(const KernelContext& context, const Dispatch& d, const fl
 // A 1x1 window without padding, one group: a GEMM of the pixels it reads
 // (rows of c floats) times the prepared weights as the GEMM's B (strips of
 // NR columns per K block: for c up to one block, the dense path's layout
-// too). Deeper than one block only where the GEMM reads A in place in its
-// tile height (AVX2, NEON, portable): the dense path tiles each output row
+// too). Deeper than one block where the GEMM reads A in place in its
+// tile height (AVX2, NEON, portable), or on enough pixels
+// (kPackedPointwiseMinPixels): the dense path tiles each output row
 // apart, and a 7-pixel row of a 7 x 7 map was a 6-row tile and a 1-row one,
 // the latter a quarter of the FMA rate (2 chains where the units want 8 in
 // flight): ResNet-50's 1x1 512 -> 2048 and 2048 -> 512 at 7 x 7 ran at
@@ -1575,6 +1576,13 @@ Status conv2d_winograd(const KernelContext& context, const Dispatch& d, const fl
 // channels (ResNet-50's 512- and 1024-channel projections keep the per-row path).
 constexpr int64_t kGatherFloats = 8192;
 constexpr int64_t kMinGatherRows = 24;  // four 6-row tiles at least per chunk
+// Where the GEMM packs A (AVX-512: 12-row tiles, A in place only 8), a 1x1
+// deeper than one block is one GEMM from this many output pixels: on a Zen
+// 4, 512 -> 1024 and 1024 -> 256 at 14 x 14 0.86-0.89 of the dense path's
+// time (95 -> 107 GFLOP/s); at 7 x 7 (49 pixels: four 12-row tiles and a
+// 1-row one) 1.02-1.05 at 1 thread, 1.05-1.12 at 2, so those keep the
+// dense path.
+constexpr int64_t kPackedPointwiseMinPixels = 96;
 
 bool pointwise_gemm(const Conv2dPlan& p) {
   static_assert(kConvChannelBlock == 256, "the dense path's channel blocks are the GEMM's K blocks");
@@ -1583,7 +1591,7 @@ bool pointwise_gemm(const Conv2dPlan& p) {
   // h; at stride 1, oh == h).
   return p.kh == 1 && p.kw == 1 && p.pad_top == 0 && p.pad_left == 0 && (p.oh - 1) * p.stride_h < p.h &&
          (p.ow - 1) * p.stride_w < p.w && p.groups == 1 && (!strided || p.c * kMinGatherRows <= kGatherFloats) &&
-         (p.c <= gemm_k_block() || gemm_reads_a_in_place());
+         (p.c <= gemm_k_block() || gemm_reads_a_in_place() || p.n * p.oh * p.ow >= kPackedPointwiseMinPixels);
 }
 
 // pointwise_gemm's GEMM over `rows` output pixels from pixel `first` (in the
