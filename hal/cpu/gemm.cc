@@ -675,7 +675,12 @@ template <int64_t R>
 [[gnu::target("avx512f")]] void few_rows_avx512_rows(int64_t strips, int64_t kc, const float* a, int64_t a_row,
                                                       int64_t a_k, const float* B, int64_t b_strip, int64_t b_row,
                                                       float* sums, int64_t ld, bool accumulate) {
-  constexpr int64_t G = R <= 2 ? 4 : R == 3 ? 3 : 2;  // 8, 16, 18, 16 accumulators of 32 zmm
+  // One row: one strip at a time. The packed strips are kc x 128 bytes
+  // apart (a multiple of 4 KiB for kc a multiple of 32), so four strips'
+  // rows likely share L1 sets; a 1 x 128 x 512 product from L2 took 2.5
+  // us with four, 2.4 with one (a recurrent step: lstm_2x_bidir 1.86 ->
+  // 1.82 ms on a Zen 4); two were slower than either.
+  constexpr int64_t G = R == 1 ? 1 : R == 2 ? 4 : R == 3 ? 3 : 2;  // 2, 16, 18, 16 accumulators of 32 zmm
   int64_t s = 0;
   for (; s + G <= strips; s += G)
     few_rows_avx512_block<R, G>(kc, a, a_row, a_k, B + s * b_strip, b_strip, b_row, sums + s * 32, ld, accumulate);
