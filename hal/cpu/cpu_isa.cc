@@ -9,7 +9,8 @@ namespace {
 CpuIsa detect() {
   CpuIsa isa = CpuIsa::kPortable;
 #if defined(__x86_64__) && defined(__GNUC__)
-  if (__builtin_cpu_supports("avx512f"))
+  // AVX-512 kernels use the 256-bit FMA too (every AVX-512 core has it).
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
     isa = CpuIsa::kAvx512;
   else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
     isa = CpuIsa::kAvx2;
