@@ -843,6 +843,38 @@ template Status dequantize_linear<int8_t>(const KernelContext&, const Dispatch&)
 template Status dequantize_linear<uint8_t>(const KernelContext&, const Dispatch&);
 template Status dequantize_linear<int32_t>(const KernelContext&, const Dispatch&);
 
+// lstm_cell: a row's gates through the sigmoid and tanh kernels' vector
+// blocks (their bits, as the operators it replaces have them), then
+// lstm_cell_of's products and sums, 256 columns at a time. One step of a
+// recurrent loop: a few hundred values, on the calling thread. c (output 0)
+// may be the previous c's storage: each column is read before it is written.
+Status lstm_cell(const KernelContext&, const Dispatch& d) {
+  const ops::LstmCellPlan& p = plan_of<ops::LstmCellPlan>(d);
+  const float* gates = input(d, 0);
+  const float* c_prev = input(d, 1);
+  float* c = output(d, 0);
+  float* h = output(d, 1);
+  constexpr int64_t kColumns = 256;
+  alignas(64) float in[kColumns], out[kColumns], forget[kColumns], cell[kColumns];
+  for (int64_t r = 0; r < p.rows; ++r) {
+    const float* g = gates + r * 4 * p.hidden;
+    for (int64_t j0 = 0; j0 < p.hidden; j0 += kColumns) {
+      const int64_t n = std::min(kColumns, p.hidden - j0);
+      sigmoid_block(g + j0, in, n);
+      sigmoid_block(g + p.hidden + j0, out, n);
+      sigmoid_block(g + 2 * p.hidden + j0, forget, n);
+      tanh_block(g + 3 * p.hidden + j0, cell, n);
+      const float* cp = c_prev + r * p.hidden + j0;
+      float* cn = c + r * p.hidden + j0;
+      for (int64_t j = 0; j < n; ++j) cn[j] = forget[j] * cp[j] + in[j] * cell[j];
+      tanh_block(cn, cell, n);
+      float* hn = h + r * p.hidden + j0;
+      for (int64_t j = 0; j < n; ++j) hn[j] = out[j] * cell[j];
+    }
+  }
+  return ok_status();
+}
+
 Status add(const KernelContext& c, const Dispatch& d) { return binary<AddOp>(c, d); }
 Status sub(const KernelContext& c, const Dispatch& d) { return binary<SubOp>(c, d); }
 Status mul(const KernelContext& c, const Dispatch& d) { return binary<MulOp>(c, d); }

@@ -406,6 +406,7 @@ Status dequantize_int4(const KernelContext&, const Dispatch&);
 Status integer_matmul(const KernelContext&, const Dispatch&);
 Status quantized_conv2d(const KernelContext&, const Dispatch&);  // quantized_conv.cc
 Status quantized_add(const KernelContext&, const Dispatch&);
+Status lstm_cell(const KernelContext&, const Dispatch&);
 // Q: int8_t or uint8_t (quantize), also int32_t (dequantize); instantiated in elementwise.cc.
 template <typename Q>
 Status quantize_linear(const KernelContext&, const Dispatch&);

@@ -47,6 +47,7 @@ constexpr KernelEntry<KernelFn> kKernels[] = {
     {OpId::kIntegerMatmul, kU8, kI32, integer_matmul},
     {OpId::kQuantizedConv2d, kU8, kU8, quantized_conv2d},
     {OpId::kQuantizedAdd, kU8, kU8, quantized_add},
+    {OpId::kLstmCell, kF32, kF32, lstm_cell},
     {OpId::kQuantizeLinear, kI8, kI8, quantize_linear<int8_t>},
     {OpId::kQuantizeLinear, kU8, kU8, quantize_linear<uint8_t>},
     {OpId::kDequantizeLinear, kI8, kF32, dequantize_linear<int8_t>},

@@ -189,6 +189,17 @@ Status quantize(const Dispatch& d, Launcher& launcher) {
   return launcher.launch(K, linear_config(p.plan.n), &p);
 }
 
+Status lstm_cell(const Dispatch& d, Launcher& launcher) {
+  LstmCellParams p;
+  p.gates = in(d, 0);
+  p.c_prev = in(d, 1);
+  p.c = out(d, 0);
+  p.h = out(d, 1);
+  p.plan = plan_of<ops::LstmCellPlan>(d);
+  if (p.plan.rows * p.plan.hidden == 0) return ok_status();
+  return launcher.launch(Kernel::kLstmCell, linear_config(p.plan.rows * p.plan.hidden), &p);
+}
+
 Status quantized_add(const Dispatch& d, Launcher& launcher) {
   QuantizedAddParams p;
   p.a = in<uint8_t>(d, 0);
@@ -914,6 +925,7 @@ constexpr KernelEntry<CudaKernelFn> kKernels[] = {
     {OpId::kIntegerMatmul, static_cast<int>(DType::kU8), static_cast<int>(DType::kI32), integer_matmul},
     {OpId::kQuantizedConv2d, kU8, kU8, quantized_conv2d},
     {OpId::kQuantizedAdd, kU8, kU8, quantized_add},
+    {OpId::kLstmCell, kF32, kF32, lstm_cell},
     {OpId::kQuantizeLinear, kAnyDType, kAnyDType, quantize<Kernel::kQuantizeLinear>},
     {OpId::kDequantizeLinear, kAnyDType, kF32, quantize<Kernel::kDequantizeLinear>},
     {OpId::kLayernorm, kF32, kF32, layernorm},

@@ -665,6 +665,24 @@ void plan_quantized_add(const PlanInput& op, OpPlan& out) {
   p.y_scale = static_cast<float>(float_param(op.params[kQaYScale]));
 }
 
+// ---- lstm_cell ------------------------------------------------------------
+
+Result<std::vector<TensorType>> infer_lstm_cell(std::span<const TensorType> in, std::span<const int64_t> params) {
+  constexpr OpId id = kLstmCell;
+  HEXIR_RETURN_IF_ERROR(check_param_count(id, params, 0));
+  const TensorType &gates = in[0], &c = in[1];
+  if (gates.rank() != 2 || c.rank() != 2 || gates.dims[0] != c.dims[0] || gates.dims[1] != 4 * c.dims[1])
+    return invalid_argument(prefix(id) + "gates " + gates.to_string() + " and c " + c.to_string() +
+                            " are not [B, 4H] and [B, H]");
+  return std::vector<TensorType>{c, c};
+}
+
+void plan_lstm_cell(const PlanInput& op, OpPlan& out) {
+  LstmCellPlan& p = out.start<LstmCellPlan>();
+  p.rows = op.inputs[1].dims[0];
+  p.hidden = op.inputs[1].dims[1];
+}
+
 constexpr OpDef kDefs[] = {
     {kAdd, "add", 2, 2, 1, 1, false, true, false, 0, lower_with_epilogue<kAdd>, raise_with_epilogue,
      infer_binary<kAdd>, flops_per_element, nullptr, plan_binary},
@@ -695,6 +713,9 @@ constexpr OpDef kDefs[] = {
      raise_quantize, infer_dequantize, flops_per_element, nullptr, plan_quantize},
     {kQuantizedAdd, "quantized_add", 2, 2, 1, 1, false, true, false, 0, lower_quantized_add, raise_quantized_add,
      infer_quantized_add, flops_per_element, nullptr, plan_quantized_add},
+    // lstm_cell: its new c (output 0) in place on c (input 1).
+    {kLstmCell, "lstm_cell", 2, 2, 2, 2, true, true, false, 0, lower_none<kLstmCell>, raise_none, infer_lstm_cell,
+     flops_per_element, nullptr, plan_lstm_cell, /*in_place_inputs=*/2u},
     {kLeakyRelu, "leaky_relu", 1, 1, 1, 1, true, true, false, 0, lower_leaky_relu,
      raise_floats<kLeakyReluNames, 1>, infer_unary_floats<kLeakyRelu, 1, false>, flops_per_element, nullptr,
      plan_unary_floats},

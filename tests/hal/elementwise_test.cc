@@ -258,6 +258,59 @@ TEST_CASE("sigmoid, silu and exp stay finite or saturate cleanly at extremes") {
   check_close(out, {std::exp(-100.0), INFINITY, 0.0, 1.0}, 1e-5, 1e-40);
 }
 
+TEST_CASE("lstm_cell: the bits of the sigmoid, tanh, mul and add operators it stands for") {
+  // H = 300: a 256-column chunk and a tail; two rows; the gates over the
+  // exponent's whole useful range, and NaN and infinities.
+  for (int64_t hidden : {300, 5}) {
+    INFO("H = " << hidden);
+    HostTensor gates = random_f32({2, 4 * hidden}, 41, -12.0f, 12.0f), c = random_f32({2, hidden}, 42, -3.0f, 3.0f);
+    gates.at(1) = NAN;
+    gates.at(hidden + 2) = INFINITY;
+    gates.at(3 * hidden + 3) = -INFINITY;
+    HostTensor h_out(DType::kF32, {2, hidden}), c_out(DType::kF32, {2, hidden});
+    REQUIRE(run_op(OpId::kLstmCell, {&gates, &c}, {&c_out, &h_out}).ok());
+    // In place: the new c over the previous one.
+    HostTensor c_in_place = c, h_in_place(DType::kF32, {2, hidden});
+    REQUIRE(run_op(OpId::kLstmCell, {&gates, &c_in_place}, {&c_in_place, &h_in_place}, {}, 1).ok());
+    CHECK(c_in_place.bytes == c_out.bytes);
+    CHECK(h_in_place.bytes == h_out.bytes);
+    // The operators one at a time, each a kernel of its own.
+    auto unary = [](OpId id, const std::vector<float>& x) {
+      HostTensor in(DType::kF32, {static_cast<int64_t>(x.size())}), out(DType::kF32, {static_cast<int64_t>(x.size())});
+      for (size_t i = 0; i < x.size(); ++i) in.at(static_cast<int64_t>(i)) = x[i];
+      REQUIRE(run_kernel(id, {&in}, out).ok());
+      std::vector<float> y(x.size());
+      for (size_t i = 0; i < x.size(); ++i) y[i] = out.at(static_cast<int64_t>(i));
+      return y;
+    };
+    for (int64_t r = 0; r < 2; ++r) {
+      std::vector<float> part[4], c_prev(static_cast<size_t>(hidden));
+      for (int q = 0; q < 4; ++q)
+        for (int64_t j = 0; j < hidden; ++j) part[q].push_back(gates.at(r * 4 * hidden + q * hidden + j));
+      for (int64_t j = 0; j < hidden; ++j) c_prev[static_cast<size_t>(j)] = c.at(r * hidden + j);
+      const std::vector<float> i = unary(OpId::kSigmoid, part[0]), o = unary(OpId::kSigmoid, part[1]),
+                               f = unary(OpId::kSigmoid, part[2]), g = unary(OpId::kTanh, part[3]);
+      std::vector<float> c_next(static_cast<size_t>(hidden));
+      for (size_t j = 0; j < c_next.size(); ++j) {
+        const float fc = f[j] * c_prev[j], ic = i[j] * g[j];
+        c_next[j] = fc + ic;
+      }
+      const std::vector<float> t = unary(OpId::kTanh, c_next);
+      for (int64_t j = 0; j < hidden; ++j) {
+        const size_t k = static_cast<size_t>(j);
+        const float h = o[k] * t[k];
+        CHECK(std::bit_cast<uint32_t>(c_out.at(r * hidden + j)) == std::bit_cast<uint32_t>(c_next[k]));
+        CHECK(std::bit_cast<uint32_t>(h_out.at(r * hidden + j)) == std::bit_cast<uint32_t>(h));
+        // And ops::lstm_cell_of, the CUDA kernel's scalar form.
+        float c_scalar = c_prev[k];
+        const float h_scalar = ops::lstm_cell_of(part[0][k], part[1][k], part[2][k], part[3][k], c_scalar);
+        CHECK(std::bit_cast<uint32_t>(c_scalar) == std::bit_cast<uint32_t>(c_next[k]));
+        CHECK(std::bit_cast<uint32_t>(h_scalar) == std::bit_cast<uint32_t>(h));
+      }
+    }
+  }
+}
+
 // --- in place: the output is the storage of an input ---
 
 // Output 0 written into input `aliased`'s bytes (its type is `result`'s).

@@ -199,6 +199,11 @@ inline std::vector<KernelCase> kernel_cases() {
     cases.push_back({n, unaries[op], {with_specials(random_f32({3, 129}, s, -4.0f, 4.0f))}, {}});
     cases.push_back({n + " in place", unaries[op], {random_f32({70}, s + 1, 0.1f, 3.0f)}, {}, true});
   }
+  // lstm_cell: (gates [B, 4H], c [B, H]) -> (h, c); H past one 256-column chunk, and a tiny one.
+  cases.push_back({"lstm_cell", OpId::kLstmCell,
+                   {random_f32({3, 4 * 300}, 310, -6.0f, 6.0f), random_f32({3, 300}, 311, -2.0f, 2.0f)}, {}});
+  cases.push_back({"lstm_cell one row of 5", OpId::kLstmCell,
+                   {with_specials(random_f32({1, 20}, 312, -4.0f, 4.0f)), random_f32({1, 5}, 313)}, {}});
   cases.push_back({"gelu erf", OpId::kGelu, {with_specials(random_f32({3, 129}, 300, -5.0f, 5.0f))}, {0}});
   cases.push_back({"gelu tanh", OpId::kGelu, {with_specials(random_f32({3, 129}, 301, -5.0f, 5.0f))}, {1}});
 

@@ -167,6 +167,7 @@ inline std::vector<OpSample> op_samples() {
                {{"a_zero", i64(128)}, {"b_zero", i64(3)}, {"y_zero", i64(7)}, {"y_min", i64(7)},
                 {"a_scale", f64(0.05)}, {"b_scale", f64(0.125)}, {"y_scale", f64(0.1)}},
                {}});
+  s.push_back({kLstmCell, {f32({2, 12}), f32({2, 3})}, {}, {}});
   s.push_back({kQuantizedConv2d, {t(DType::kU8, {1, 6, 5, 8}), t(DType::kI8, {9, 8}), t(DType::kI32, {8}), f32({8})},
                {{"kernel", list({3, 3})}, {"strides", list({2, 2})}, {"groups", i64(8)}}, {}});
   s.push_back({kAttention, {f32({2, 3, 1, 8}), f32({2, 3, 10, 8}), f32({2, 3, 10, 4}), t(DType::kI64, {1})},

@@ -2222,3 +2222,17 @@ TEST_CASE("matmul plan: a batch over one b is rows of one GEMM") {
 }
 }  // namespace
 }  // namespace hexir::ops
+
+TEST_CASE("lstm_cell: gates [B, 4H] and c [B, H] give h and c of c's type; anything else is refused") {
+  auto out = rule(OpId::kLstmCell, {f32({2, 12}), f32({2, 3})}, {});
+  REQUIRE(out.ok());
+  CHECK(*out == std::vector<TensorType>{f32({2, 3}), f32({2, 3})});
+  const OpPlan plan = plan_of(OpId::kLstmCell, {f32({2, 12}), f32({2, 3})}, {});
+  CHECK(plan.as<LstmCellPlan>().rows == 2);
+  CHECK(plan.as<LstmCellPlan>().hidden == 3);
+  CHECK(mentions(rejected(OpId::kLstmCell, {f32({2, 11}), f32({2, 3})}, {}), "[B, 4H]"));
+  rejected(OpId::kLstmCell, {f32({3, 12}), f32({2, 3})}, {});
+  rejected(OpId::kLstmCell, {f32({12}), f32({3})}, {});
+  rejected(OpId::kLstmCell, {f32({2, 12}), f32({2, 3})}, {1});
+  CHECK_FALSE(rule(OpId::kLstmCell, {tt(DType::kI32, {2, 12}), tt(DType::kI32, {2, 3})}, {}).ok());
+}

@@ -519,6 +519,17 @@ extern "C" __global__ void hexir_quantized_add(hexir::hal::cuda::QuantizedAddPar
     p.out[i] = hexir::ops::quantized_add_of(p.plan, p.a[i], p.b[i]);
 }
 
+extern "C" __global__ void hexir_lstm_cell(hexir::hal::cuda::LstmCellParams p) {
+  const int64_t hidden = p.plan.hidden, n = p.plan.rows * hidden;
+  for (int64_t e = hexir_kernels::global_index(); e < n; e += hexir_kernels::global_stride()) {
+    const int64_t r = e / hidden, j = e % hidden;
+    const float* g = p.gates + r * 4 * hidden + j;
+    float c = p.c_prev[e];
+    p.h[e] = hexir::ops::lstm_cell_of(g[0], g[hidden], g[2 * hidden], g[3 * hidden], c);
+    p.c[e] = c;
+  }
+}
+
 extern "C" __global__ void hexir_equal(CompareParams p) { hexir_kernels::compare<hexir_kernels::EqualOp>(p); }
 extern "C" __global__ void hexir_less(CompareParams p) { hexir_kernels::compare<hexir_kernels::LessOp>(p); }
 extern "C" __global__ void hexir_greater(CompareParams p) { hexir_kernels::compare<hexir_kernels::GreaterOp>(p); }

@@ -163,6 +163,15 @@ struct QuantizedAddParams {
   ops::QuantizedAddPlan plan;
 };
 
+// lstm_cell: one thread per (row, column).
+struct LstmCellParams {
+  const float* gates;
+  const float* c_prev;
+  float* h;
+  float* c;
+  ops::LstmCellPlan plan;
+};
+
 // quantized_conv2d: channels-last u8, one thread per output element.
 struct QuantizedConv2dParams {
   const uint8_t* x;
@@ -491,6 +500,7 @@ struct BoundParams {
   X(kIntegerMatmul, hexir_integer_matmul, IntegerMatmulParams) \
   X(kQuantizedConv2d, hexir_quantized_conv2d, QuantizedConv2dParams) \
   X(kQuantizedAdd, hexir_quantized_add, QuantizedAddParams) \
+  X(kLstmCell, hexir_lstm_cell, LstmCellParams) \
   X(kMatmulEpilogue, hexir_matmul_epilogue, MatmulParams)      \
   X(kConv2d, hexir_conv2d, Conv2dParams)                       \
   X(kSeparableConv2d, hexir_separable_conv2d, SeparableConv2dParams) \

@@ -358,6 +358,13 @@ enum class OpId : uint16_t {
   // a_scale, b_scale, y_scale] (finite and positive, the zero points and
   // bounds in 0..255).
   kQuantizedAdd,
+  // lstm_cell, (gates f32[B, 4H], c f32[B, H]): one step of an LSTM cell
+  // with ONNX's default activations after its two matmuls, gates = x W^T +
+  // h R^T + biases in ONNX's order i, o, f, c. Results the new c f32[B, H]
+  // (in place on c: a loop carries it in one buffer) and h f32[B, H]:
+  // lstm_cell_of (plans.h), the bits of the sigmoid, tanh, mul and add
+  // operators it stands for (the recurrent importer's step). No parameters.
+  kLstmCell,
   kCount,
 };
 // clang-format on

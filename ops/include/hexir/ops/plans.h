@@ -297,6 +297,22 @@ struct UnaryPlan {
   int64_t stride[kMaxRank];
 };
 
+// lstm_cell over `rows` rows of `hidden` values: gates [rows, 4 * hidden],
+// c and both results [rows, hidden], row-major.
+struct LstmCellPlan {
+  int64_t rows, hidden;
+};
+
+// One element of lstm_cell: gate values i, o, f, g (the cell input) and the
+// previous c; the new c (written over c) and h (returned), in the order of the
+// operators it replaces: c = f * c_prev + i * tanh(g) (each product rounded,
+// then the sum), h = o * tanh(c).
+HEXIR_PLAN_FN float lstm_cell_of(float i, float o, float f, float g, float& c) {
+  const float next = sigmoid_of(f) * c + sigmoid_of(i) * tanh_of(g);
+  c = next;
+  return sigmoid_of(o) * tanh_of(next);
+}
+
 // Binary elementwise with numpy broadcasting. mode 0: both inputs have the
 // output's element count; 1: b is one element; 2: a is one element; 3:
 // general, `rank` merged output dims (no size-1 dims; neighbours whose strides

@@ -1923,6 +1923,32 @@ TEST_CASE("recurrent operators over long sequences run as a loop: RNN, GRU (both
   }
 }
 
+TEST_CASE("LSTM with ONNX's default cell steps through lstm_cell, unrolled and as a loop; peepholes do not") {
+  for (int64_t seq : {3, 70}) {
+    for (bool peep : {false, true}) {
+      CAPTURE(seq);
+      CAPTURE(peep);
+      RnnCase c;
+      c.cell = Cell::kLstm;
+      c.seq = seq;
+      c.hidden = 5;
+      c.dirs = 2;
+      c.acts.assign(2, default_acts(c.cell));
+      fill_case(c, true, true, peep);
+      check_rnn_case(c);
+      TempDir dir;
+      auto module = import_ok(rnn_model(c).save(dir.path() / "lstm.onnx"));
+      const int cells = count_nodes(module, hexir::ops::OpId::kLstmCell);
+      if (peep) {
+        CHECK(cells == 0);
+      } else {
+        CHECK(cells == (seq > 64 ? 2 : static_cast<int>(2 * seq)));  // one per step, or per loop body
+        CHECK(count_nodes(module, hexir::ops::OpId::kSigmoid) == 0);
+      }
+    }
+  }
+}
+
 TEST_CASE("recurrent refusals name what and why") {
   RnnCase c;
   c.cell = Cell::kGru;
