@@ -671,7 +671,9 @@ Result<std::vector<TensorType>> infer_lstm_cell(std::span<const TensorType> in, 
   constexpr OpId id = kLstmCell;
   HEXIR_RETURN_IF_ERROR(check_param_count(id, params, 0));
   const TensorType &gates = in[0], &c = in[1];
-  if (gates.rank() != 2 || c.rank() != 2 || gates.dims[0] != c.dims[0] || gates.dims[1] != 4 * c.dims[1])
+  // gates.dims[1] / 4, not 4 * c's: an untrusted file's dims must not overflow.
+  if (gates.rank() != 2 || c.rank() != 2 || gates.dims[0] != c.dims[0] || gates.dims[1] % 4 != 0 ||
+      gates.dims[1] / 4 != c.dims[1])
     return invalid_argument(prefix(id) + "gates " + gates.to_string() + " and c " + c.to_string() +
                             " are not [B, 4H] and [B, H]");
   return std::vector<TensorType>{c, c};

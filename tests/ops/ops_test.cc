@@ -2233,6 +2233,7 @@ TEST_CASE("lstm_cell: gates [B, 4H] and c [B, H] give h and c of c's type; anyth
   CHECK(mentions(rejected(OpId::kLstmCell, {f32({2, 11}), f32({2, 3})}, {}), "[B, 4H]"));
   rejected(OpId::kLstmCell, {f32({3, 12}), f32({2, 3})}, {});
   rejected(OpId::kLstmCell, {f32({12}), f32({3})}, {});
+  CHECK_FALSE(rule(OpId::kLstmCell, {f32({1, 4}), f32({1, int64_t{1} << 62})}, {}).ok());  // 4 H would overflow
   rejected(OpId::kLstmCell, {f32({2, 12}), f32({2, 3})}, {1});
   CHECK_FALSE(rule(OpId::kLstmCell, {tt(DType::kI32, {2, 12}), tt(DType::kI32, {2, 3})}, {}).ok());
 }
