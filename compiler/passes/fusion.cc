@@ -781,11 +781,11 @@ class ConvFolder {
     return finish();
   }
 
+  // Rewrites constants and params in place: no node is dropped.
   size_t trim_taps() {
     size_t trimmed = 0;
     for (size_t n = 0; n < fn_.nodes.size(); ++n)
       if (trim_dead_taps(n)) ++trimmed;
-    finish();
     return trimmed;
   }
 

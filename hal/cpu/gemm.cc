@@ -1317,30 +1317,22 @@ void few_rows_task(void* context, int64_t task) {
       job.path.few_rows(g.m, 1, kc, a, g.a_row, g.a_k, tail, kc * NR, NR, sums + (whole - s0) * NR, ld, k0 > 0);
     }
   }
-  // The finish in TileFinish's order, one add a pass over the sums (the
-  // same bits as element by element), then the activation in
-  // apply_epilogue's vector blocks (the tile's bits), then the store: a
-  // pass per term vectorizes, where the element loop with its four tests
-  // was 28 % of a 1 x 128 x 512 product. In the sums, not in C: the
-  // residual may be C itself (an in-place update).
+  // The finish in TileFinish's order, one add a pass over the sums
+  // (finish_stored: the same bits as element by element), then the
+  // activation in apply_epilogue's vector blocks (the tile's bits), then
+  // the store: a pass per term vectorizes, where the element loop with its
+  // four tests was 28 % of a 1 x 128 x 512 product. In the sums, not in C:
+  // the residual may be C itself (an in-place update).
   const int64_t width = j1 - j0;
-  for (int64_t i = 0; i < g.m; ++i) {
-    float* s = sums + i * ld;
-    if (g.row_bias) {
-      const float b = g.row_bias[i];
-      for (int64_t j = 0; j < width; ++j) s[j] += b;
-    }
-    if (g.col_bias)
-      for (int64_t j = 0; j < width; ++j) s[j] += g.col_bias[j0 + j];
-    if (g.residual) {
-      const float* r = g.residual + i * g.r_row + j0 * g.r_col;
-      if (g.r_col == 1) {
-        for (int64_t j = 0; j < width; ++j) s[j] += r[j];
-      } else {
-        for (int64_t j = 0; j < width; ++j) s[j] += r[j * g.r_col];
-      }
-    }
-  }
+  const bool strided_residual = g.residual && g.r_col != 1;
+  TileFinish f;
+  f.row_bias = g.row_bias;
+  f.col_bias = g.col_bias ? g.col_bias + j0 : nullptr;
+  if (g.residual && !strided_residual) f.residual = g.residual + j0, f.ldr = g.r_row;
+  finish_stored(f, sums, ld, g.m, width);
+  if (strided_residual)  // last, as in TileFinish's order
+    for (int64_t i = 0; i < g.m; ++i)
+      for (int64_t j = 0; j < width; ++j) sums[i * ld + j] += g.residual[i * g.r_row + (j0 + j) * g.r_col];
   if (g.epilogue) apply_epilogue(*g.epilogue, sums, ld, g.m, width);
   for (int64_t i = 0; i < g.m; ++i) {
     float* c = g.c + i * g.c_row + j0 * g.c_col;
