@@ -1579,10 +1579,13 @@ constexpr int64_t kMinGatherRows = 24;  // four 6-row tiles at least per chunk
 // Where the GEMM packs A (AVX-512: 12-row tiles, A in place only 8), a 1x1
 // deeper than one block is one GEMM from this many output pixels: on a Zen
 // 4, 512 -> 1024 and 1024 -> 256 at 14 x 14 0.86-0.89 of the dense path's
-// time (95 -> 107 GFLOP/s); at 7 x 7 (49 pixels: four 12-row tiles and a
-// 1-row one) 1.02-1.05 at 1 thread, 1.05-1.12 at 2, so those keep the
+// time (95 -> 107 GFLOP/s). At 7 x 7 too, since a packed panel's last tile
+// is as tall as its rows (49 pixels were 60 rows of work): ResNeXt's 1024
+// -> 2048 0.72-0.86, 2048 -> 512 0.80-0.93, RegNetX's 400 -> 400 0.87, a
+// chain of eight 2048 <-> 1024 0.81 (22.0 -> 17.9 ms; onnxruntime 16.6); at
+// 5 x 5 0.92-0.96, 4 x 4 the same, 3 x 3 1.07-1.13, so 3 x 3 keeps the
 // dense path.
-constexpr int64_t kPackedPointwiseMinPixels = 96;
+constexpr int64_t kPackedPointwiseMinPixels = 16;
 
 bool pointwise_gemm(const Conv2dPlan& p) {
   static_assert(kConvChannelBlock == 256, "the dense path's channel blocks are the GEMM's K blocks");

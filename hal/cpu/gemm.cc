@@ -524,6 +524,20 @@ template <int64_t MR, int NV>
   avx512_tile<MR, 0, NV>(mr, nr, kc, A, lda, B, ldb, C, ldc, accumulate, finish);
 }
 
+// A packed panel's last tile of fewer than MR rows: a tile as tall as its
+// rows, reading the panel (kAvx512Mr floats per k). The full-height tile
+// computed the zero rows too: a 7 x 7 map's 49 pixels were 60 rows of
+// work (four 12-row panels and a 1-row one), ViT-B/32's 50 tokens 60.
+template <int64_t MR, int NV>
+[[gnu::target("avx512f")]] void avx512_packed_rows(int64_t mr, int64_t nr, int64_t kc, const float* A,
+                                                   const float* B, int64_t ldb, float* C, int64_t ldc,
+                                                   bool accumulate, const TileFinish* finish) {
+  if constexpr (MR > 1) {
+    if (mr < MR) return avx512_packed_rows<MR - 1, NV>(mr, nr, kc, A, B, ldb, C, ldc, accumulate, finish);
+  }
+  avx512_tile<MR, kAvx512Mr, NV>(mr, nr, kc, A, kAvx512Mr, B, ldb, C, ldc, accumulate, finish);
+}
+
 // A packed panel's whole tiles side by side (StripsKernel).
 [[gnu::target("avx512f")]] void strips_avx512(int64_t kc, const float* A, int64_t, const float* B, int64_t ldb,
                                               int64_t step, int64_t strips, float* C, int64_t ldc, bool accumulate,
@@ -541,9 +555,13 @@ template <int64_t MR, int NV>
                                              bool a_packed, const float* B, int64_t ldb, float* C, int64_t ldc,
                                              bool accumulate, const TileFinish* finish) {
   if (nr <= 16) {
+    if (a_packed && mr < kAvx512Mr)
+      return avx512_packed_rows<kAvx512Mr - 1, 1>(mr, nr, kc, A, B, ldb, C, ldc, accumulate, finish);
     if (a_packed) return avx512_tile<kAvx512Mr, kAvx512Mr, 1>(mr, nr, kc, A, lda, B, ldb, C, ldc, accumulate, finish);
     return avx512_rows<kAvx512Mr, 1>(mr, nr, kc, A, lda, B, ldb, C, ldc, accumulate, finish);
   }
+  if (a_packed && mr < kAvx512Mr)
+    return avx512_packed_rows<kAvx512Mr - 1, 2>(mr, nr, kc, A, B, ldb, C, ldc, accumulate, finish);
   if (a_packed) return avx512_tile<kAvx512Mr, kAvx512Mr>(mr, nr, kc, A, lda, B, ldb, C, ldc, accumulate, finish);
   avx512_rows<kAvx512Mr, 2>(mr, nr, kc, A, lda, B, ldb, C, ldc, accumulate, finish);
 }
