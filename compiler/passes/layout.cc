@@ -538,7 +538,13 @@ size_t choose_winograd(Module& module) {
         continue;
       const int64_t c = x.type.dims[3];
       if (c < 32 || c > 256 || y.dims[1] * y.dims[2] < 100) continue;
-      node.params.back() = 2;
+      // F(4x4, 3x3) (layout word 3: 36 multiply-adds per channel for 16 outputs, F(2x2, 3x3)'s 64) on
+      // maps of 400 pixels or more whose 4x4 tiles cover little more than the 2x2 ones (a 14 x 14
+      // map's 16 x 16: its U, 36 / 16 of F(2x2)'s bytes, read for few tiles, was slower in a chain of
+      // convolutions; docs/layout.md).
+      const int64_t oh = y.dims[1], ow = y.dims[2];
+      const int64_t cover4 = (oh + 3) / 4 * 4 * ((ow + 3) / 4 * 4), cover2 = (oh + 1) / 2 * 2 * ((ow + 1) / 2 * 2);
+      node.params.back() = oh * ow >= 400 && cover4 * 100 <= cover2 * 115 ? 3 : 2;
       ++chosen;
     }
   return chosen;

@@ -1275,15 +1275,22 @@ ThreadPool::TaskFn small_group_row(int64_t lanes, int64_t cg) {
 // prepared ([s][xi nu][c][NR], 16/9 of the weights' bytes) or packed per
 // pass from the weights.
 
-// Strip s of U[xn] (xn = xi * 4 + nu), input channels [c0, c0 + kc): kc rows
-// of nr floats, zeros past k.
+// U's slices: 16 for F(2x2, 3x3), 36 for F(4x4, 3x3) (the input tile's
+// 4x4 or 6x6 values).
+int64_t winograd_slices(const Conv2dPlan& p) { return (p.winograd + 2) * (p.winograd + 2); }
+
+// Strip s of U[xn] (xn = xi * side + nu, side 4 or 6), input channels [c0,
+// c0 + kc): kc rows of nr floats, zeros past k.
 void pack_winograd_strip(const Conv2dPlan& p, const float* w, int64_t s, int64_t nr, int64_t xn, int64_t c0,
                          int64_t kc, float* out) {
-  const int64_t k0 = s * nr, width = std::min(nr, p.k - k0);
+  const int64_t k0 = s * nr, width = std::min(nr, p.k - k0), side = p.winograd + 2;
+  const int xi = static_cast<int>(xn / side), nu = static_cast<int>(xn % side);
   for (int64_t ci = 0; ci < kc; ++ci) {
     float* row = out + ci * nr;
-    for (int64_t j = 0; j < width; ++j)
-      row[j] = ops::winograd_weight(w + ((k0 + j) * p.c + c0 + ci) * 9, static_cast<int>(xn / 4), static_cast<int>(xn % 4));
+    for (int64_t j = 0; j < width; ++j) {
+      const float* g = w + ((k0 + j) * p.c + c0 + ci) * 9;
+      row[j] = p.winograd == 4 ? ops::winograd4_weight(g, xi, nu) : ops::winograd_weight(g, xi, nu);
+    }
     for (int64_t j = width; j < nr; ++j) row[j] = 0.0f;
   }
 }
@@ -1301,7 +1308,8 @@ struct WinogradJob {
   int64_t nr, strips, tiles_w, tiles;  // tiles per image, tiles_w per tile row
   int64_t chunk, chunks;               // tiles per task, tasks per image
   int64_t c_pass, k_group;             // input channels per pass over V, strips per group (M holds theirs)
-  int64_t vstride;                     // floats between V's 16 slices
+  int64_t vstride;                     // floats between V's slices
+  int64_t m = 2, slices = 16;          // the output tile's side; V's, U's and M's slices ((m + 2)^2)
 };
 
 // The tiles [t0, t0 + nt) of one image, input channels [c0, c0 + cp):
@@ -1422,20 +1430,139 @@ struct WinogradOutputKernel {
   }
 };
 
+// F(4x4, 3x3)'s V from the tiles' 6x6 inputs: ops::winograd4_input_1d over
+// the columns, then over the rows, per lane.
+struct Winograd4InputKernel {
+  template <int N>
+  static HEXIR_LANES void run(const WinogradInput* in) {
+    using V = lanes::F32<N>;
+    const Conv2dPlan& p = *in->job->p;
+    const int64_t c = in->cp, vstride = in->job->vstride;
+    for (int64_t ti = 0; ti < in->nt; ++ti) {
+      const int64_t tile = in->t0 + ti, ty = tile / in->job->tiles_w, tx = tile % in->job->tiles_w;
+      const float* src[6][6];
+      for (int i = 0; i < 6; ++i)
+        for (int j = 0; j < 6; ++j) {
+          const int64_t iy = 4 * ty - p.pad_top + i, ix = 4 * tx - p.pad_left + j;
+          src[i][j] = iy >= 0 && iy < p.h && ix >= 0 && ix < p.w ? in->image + (iy * p.w + ix) * p.c : nullptr;
+        }
+      float* const dst = in->v + ti * c;
+      int64_t ch = 0;
+      for (; ch + N <= c; ch += N) {
+        V r[6][6];  // [xi][j]: the columns transformed
+#pragma GCC unroll 6
+        for (int j = 0; j < 6; ++j) {
+          V d[6], t[6];
+#pragma GCC unroll 6
+          for (int i = 0; i < 6; ++i) d[i] = src[i][j] ? lanes::load<N>(src[i][j] + ch) : lanes::zero<N>();
+          ops::winograd4_input_1d(d, t);
+#pragma GCC unroll 6
+          for (int xi = 0; xi < 6; ++xi) r[xi][j] = t[xi];
+        }
+#pragma GCC unroll 6
+        for (int xi = 0; xi < 6; ++xi) {
+          V v[6];
+          ops::winograd4_input_1d(r[xi], v);
+          float* const o = dst + xi * 6 * vstride + ch;
+#pragma GCC unroll 6
+          for (int nu = 0; nu < 6; ++nu) lanes::store<N>(o + nu * vstride, v[nu]);
+        }
+      }
+      for (; ch < c; ++ch) {
+        float d[6][6];
+        for (int i = 0; i < 6; ++i)
+          for (int j = 0; j < 6; ++j) d[i][j] = src[i][j] ? src[i][j][ch] : 0.0f;
+        for (int xn = 0; xn < 36; ++xn) dst[xn * vstride + ch] = ops::winograd4_input(d, xn / 6, xn % 6);
+      }
+    }
+  }
+};
+
+// F(4x4, 3x3)'s outputs of a full strip from M: ops::winograd4_output_1d
+// over the columns, then the rows, per lane; then as WinogradOutputKernel.
+struct Winograd4OutputKernel {
+  template <int N>
+  static HEXIR_LANES void run(const WinogradOutput* o) {
+    using V = lanes::F32<N>;
+    constexpr int NV = kWindowVectors<N>;
+    const WinogradJob& job = *o->job;
+    const Conv2dPlan& p = *job.p;
+    const int64_t nr = job.nr, mstride = job.chunk * nr;
+    for (int64_t ti = 0; ti < o->nt; ++ti) {
+      const int64_t tile = o->t0 + ti, oy = tile / job.tiles_w * 4, ox = tile % job.tiles_w * 4;
+      V acc[16][NV];  // pixel (a, b) of the tile at a * 4 + b
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) {
+        const float* m = o->m + ti * nr + v * N;
+        V s[4][6];  // [a][j]: the columns transformed
+#pragma GCC unroll 6
+        for (int j = 0; j < 6; ++j) {
+          V col[6], t[4];
+#pragma GCC unroll 6
+          for (int xi = 0; xi < 6; ++xi) col[xi] = lanes::load<N>(m + (xi * 6 + j) * mstride);
+          ops::winograd4_output_1d(col, t);
+#pragma GCC unroll 4
+          for (int a = 0; a < 4; ++a) s[a][j] = t[a];
+        }
+#pragma GCC unroll 4
+        for (int a = 0; a < 4; ++a) {
+          V y[4];
+          ops::winograd4_output_1d(s[a], y);
+#pragma GCC unroll 4
+          for (int b = 0; b < 4; ++b) acc[a * 4 + b][v] = y[b];
+        }
+      }
+      if (o->bias)
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; ++v) {
+          const V b = lanes::load<N>(o->bias + v * N);
+#pragma GCC unroll 16
+          for (int i = 0; i < 16; ++i) acc[i][v] += b;
+        }
+      bool inside[16];
+      int64_t at[16];
+      for (int i = 0; i < 16; ++i) {
+        const int64_t y = oy + i / 4, x = ox + i % 4;
+        inside[i] = y < p.oh && x < p.ow, at[i] = (y * p.ow + x) * p.k;
+      }
+      if (o->residual)
+#pragma GCC unroll 16
+        for (int i = 0; i < 16; ++i)
+          if (inside[i])
+#pragma GCC unroll 4
+            for (int v = 0; v < NV; ++v) acc[i][v] += lanes::load<N>(o->residual + at[i] + v * N);
+      if (o->finish) activate_tile<N, 16>(acc, *o->finish);
+#pragma GCC unroll 16
+      for (int i = 0; i < 16; ++i)
+        if (inside[i])
+#pragma GCC unroll 4
+          for (int v = 0; v < NV; ++v) lanes::store<N>(o->out + at[i] + v * N, acc[i][v]);
+    }
+  }
+};
+
 // A part strip (k not a multiple of NR): the same adds, element by element.
 void winograd_output_part(const WinogradJob& job, const float* m, float* out, const float* residual,
                           const float* bias, int64_t t0, int64_t nt, int64_t width) {
   const Conv2dPlan& p = *job.p;
   const int64_t mstride = job.chunk * job.nr;
   for (int64_t ti = 0; ti < nt; ++ti) {
-    const int64_t tile = t0 + ti, oy = tile / job.tiles_w * 2, ox = tile % job.tiles_w * 2;
+    const int64_t tile = t0 + ti, oy = tile / job.tiles_w * job.m, ox = tile % job.tiles_w * job.m;
+    const int side = static_cast<int>(job.m + 2);
     for (int64_t j = 0; j < width; ++j) {
-      float sums[4][4];
-      for (int xn = 0; xn < 16; ++xn) sums[xn / 4][xn % 4] = m[xn * mstride + ti * job.nr + j];
-      for (int i = 0; i < 4; ++i) {
-        const int64_t y = oy + i / 2, x = ox + i % 2;
+      float sums[4][4], sums4[6][6];
+      for (int xn = 0; xn < job.slices; ++xn) {
+        const float sum = m[xn * mstride + ti * job.nr + j];
+        if (job.m == 4)
+          sums4[xn / side][xn % side] = sum;
+        else
+          sums[xn / side][xn % side] = sum;
+      }
+      for (int i = 0; i < job.m * job.m; ++i) {
+        const int a = i / static_cast<int>(job.m), b = i % static_cast<int>(job.m);
+        const int64_t y = oy + a, x = ox + b;
         if (y >= p.oh || x >= p.ow) continue;
-        float v = ops::winograd_output(sums, i / 2, i % 2);
+        float v = job.m == 4 ? ops::winograd4_output(sums4, a, b) : ops::winograd_output(sums, a, b);
         if (bias) v += bias[j];
         if (residual) v += residual[(y * p.ow + x) * p.k + j];
         out[(y * p.ow + x) * p.k + j] = v;  // the activation after, as for a full strip's other ones
@@ -1449,12 +1576,12 @@ void winograd_task(void* context, int64_t task, int participant) {
   const Conv2dPlan& p = *job.p;
   const int64_t n = task / job.chunks, t0 = task % job.chunks * job.chunk, nt = std::min(job.chunk, job.tiles - t0);
   float* const v = job.pool->scratch(participant);
-  float* const m = v + 16 * job.vstride;  // per strip of the group: [xn][tile][nr]
+  float* const m = v + job.slices * job.vstride;  // per strip of the group: [xn][tile][nr]
   const auto activation = static_cast<ops::Activation>(p.epilogue.activation);
   TileFinish finish;
   if (tile_finish_applies(activation)) finish.activation = activation, finish.lo = p.epilogue.a, finish.hi = p.epilogue.b;
   const TileSplit split(nt, widest<WindowMrOf>());
-  const int64_t nr = job.nr, m_strip = 16 * job.chunk * nr;
+  const int64_t nr = job.nr, m_strip = job.slices * job.chunk * nr;
   const int64_t per_pack = job.prepared ? job.c_pass : std::max<int64_t>(1, kPackFloats / nr);
   alignas(64) float packed[kPackFloats];
   const float* const image = job.x + n * p.h * p.w * p.c;
@@ -1468,14 +1595,17 @@ void winograd_task(void* context, int64_t task, int participant) {
     for (int64_t c0 = 0; c0 < p.c; c0 += job.c_pass) {
       const int64_t cp = std::min(job.c_pass, p.c - c0);
       const WinogradInput in{&job, image + c0, v, t0, nt, cp};
-      widest<WinogradInputKernel>(&in);
+      if (job.m == 4)
+        widest<Winograd4InputKernel>(&in);
+      else
+        widest<WinogradInputKernel>(&in);
       for (int64_t s = s0; s < s1; ++s)
-        for (int64_t xn = 0; xn < 16; ++xn)
+        for (int64_t xn = 0; xn < job.slices; ++xn)
           for (int64_t q0 = c0; q0 < c0 + cp; q0 += per_pack) {
             const int64_t kc = std::min(per_pack, c0 + cp - q0);
             const float* b = packed;
             if (job.prepared)
-              b = job.prepared + ((s * 16 + xn) * p.c + q0) * nr;
+              b = job.prepared + ((s * job.slices + xn) * p.c + q0) * nr;
             else
               pack_winograd_strip(p, job.w, s, nr, xn, q0, kc, packed);
             for (int64_t i = 0; i < split.count; ++i) {
@@ -1496,16 +1626,19 @@ void winograd_task(void* context, int64_t task, int participant) {
       if (width == nr) {
         const WinogradOutput o{&job, ms, image_out + col0, residual, bias, t0, nt,
                                finish.activation != ops::Activation::kNone ? &finish : nullptr};
-        widest<WinogradOutputKernel>(&o);
+        if (job.m == 4)
+          widest<Winograd4OutputKernel>(&o);
+        else
+          widest<WinogradOutputKernel>(&o);
         if (finish.activation != ops::Activation::kNone || activation == ops::Activation::kNone) continue;
       } else {
         winograd_output_part(job, ms, image_out + col0, residual, bias, t0, nt, width);
         if (activation == ops::Activation::kNone) continue;
       }
       for (int64_t ti = 0; ti < nt; ++ti) {  // the activation the tiles did not apply, per output row of a tile
-        const int64_t tile = t0 + ti, oy = tile / job.tiles_w * 2, ox = tile % job.tiles_w * 2;
-        for (int64_t y = oy; y < std::min(oy + 2, p.oh); ++y)
-          apply_epilogue(p.epilogue, image_out + (y * p.ow + ox) * p.k + col0, p.k, std::min<int64_t>(2, p.ow - ox),
+        const int64_t tile = t0 + ti, oy = tile / job.tiles_w * job.m, ox = tile % job.tiles_w * job.m;
+        for (int64_t y = oy; y < std::min(oy + job.m, p.oh); ++y)
+          apply_epilogue(p.epilogue, image_out + (y * p.ow + ox) * p.k + col0, p.k, std::min(job.m, p.ow - ox),
                          width);
       }
     }
@@ -1532,8 +1665,10 @@ Status conv2d_winograd(const KernelContext& context, const Dispatch& d, const fl
   const int64_t nr = gemm_tile().nr_max, mr = widest<WindowMrOf>();
   HEXIR_RETURN_IF_ERROR(check_window_strip(nr));
   WinogradJob job{&p, input(d, 0), input(d, 1), bias, residual, static_cast<const float*>(d.prepared), output(d, 0), pool,
-                  nr, strips_of(p, nr), (p.ow + 1) / 2, 0, 0, 0, p.c, 1, 0};
-  job.tiles = (p.oh + 1) / 2 * job.tiles_w;
+                  nr, strips_of(p, nr), 0, 0, 0, 0, p.c, 1, 0};
+  job.m = p.winograd, job.slices = winograd_slices(p);
+  job.tiles_w = (p.ow + job.m - 1) / job.m;
+  job.tiles = (p.oh + job.m - 1) / job.m * job.tiles_w;
   // Tiles a task: up to about four tasks a thread. With all the channels in V and one strip's M, as
   // many as the scratch holds (the form measured up to 256 channels: 12 tiles there); where that is
   // under kWinogradOnePassTiles (past ~320 channels), kWinogradTiles tiles over passes of
@@ -1541,20 +1676,24 @@ Status conv2d_winograd(const KernelContext& context, const Dispatch& d, const fl
   // them all (at 512 channels the one-pass form fit 6 tiles and streamed U for them: VGG's 512 -> 512
   // at 14 x 14 slower than the window).
   const int64_t floats = kScratchFloatsPerParticipant;
-  const int64_t fit = (floats / 16 - 16) / (p.c + nr);
+  const int64_t slices = job.slices, fit = (floats / slices - 16) / (p.c + nr);
   const ThreadPool* workers = pool_of(split);
   const int64_t threads = workers ? workers->size() : 1;
   const int64_t share = ((p.n * job.tiles + 4 * threads - 1) / (4 * threads) + mr - 1) / mr * mr;
-  const int64_t target = std::min((kWinogradTiles + mr - 1) / mr * mr, share);
-  if (fit >= std::min(target, kWinogradOnePassTiles)) {
-    job.chunk = std::min(fit / mr * mr, share);
+  // F(4x4, 3x3)'s tiles hold 4 times the outputs and 36 slices: half as many.
+  const int64_t most = job.m == 4 ? kWinogradTiles / 2 : kWinogradTiles;
+  const int64_t one_pass = job.m == 4 ? kWinogradOnePassTiles / 2 : kWinogradOnePassTiles;
+  const int64_t target = std::min((most + mr - 1) / mr * mr, share);
+  if (fit >= std::min(target, one_pass)) {
+    job.chunk = std::min(fit < mr ? fit : fit / mr * mr, share);
   } else {
     job.chunk = target;
     job.c_pass = std::min(p.c, kWinogradChannels);
-    job.k_group = std::clamp<int64_t>((floats - 16 * (job.chunk * job.c_pass + 16)) / (16 * job.chunk * nr), 1, job.strips);
+    job.k_group = std::clamp<int64_t>((floats - slices * (job.chunk * job.c_pass + 16)) / (slices * job.chunk * nr), 1,
+                                      job.strips);
   }
-  if (pool == nullptr || pool->scratch(0) == nullptr || 16 * (job.chunk * job.c_pass + 16) +
-                                                             16 * job.chunk * nr * job.k_group > floats) {
+  if (pool == nullptr || pool->scratch(0) == nullptr || slices * (job.chunk * job.c_pass + 16) +
+                                                             slices * job.chunk * nr * job.k_group > floats) {
     DepthwiseJob element{&p, input(d, 0), input(d, 1), bias, residual, nullptr, output(d, 0)};
     parallel_for(split, p.n * p.oh, element_row_task, &element);
     return ok_status();
@@ -1647,7 +1786,9 @@ void strided_pointwise(const KernelContext& context, const Conv2dPlan& p, const 
 uint64_t conv2d_channels_last_prepared_bytes(const Dispatch& d) {
   const Conv2dPlan& p = plan_of<Conv2dPlan>(d);
   if (d.operands[1] == nullptr || p.k_per_group == 0) return 0;
-  if (p.winograd) return static_cast<uint64_t>(strips_of(p, gemm_tile().nr_max) * 16 * p.c * gemm_tile().nr_max) * sizeof(float);
+  if (p.winograd)
+    return static_cast<uint64_t>(strips_of(p, gemm_tile().nr_max) * winograd_slices(p) * p.c * gemm_tile().nr_max) *
+           sizeof(float);
   if (depthwise_pointwise(p)) return 0;  // read as stored
   if (ops::conv2d_is_depthwise(p)) return static_cast<uint64_t>(dw_blocks(p) * p.kh * p.kw * kDwBlock) * sizeof(float);
   if (small_groups(p, vector_lanes())) return static_cast<uint64_t>(p.kh * p.kw * p.c_per_group * p.k) * sizeof(float);
@@ -1661,7 +1802,8 @@ void conv2d_channels_last_prepare(const Dispatch& d, void* out) {
     const int64_t nr = gemm_tile().nr_max;
     float* dst = static_cast<float*>(out);
     for (int64_t s = 0; s < strips_of(p, nr); ++s)
-      for (int64_t xn = 0; xn < 16; ++xn, dst += p.c * nr) pack_winograd_strip(p, input(d, 1), s, nr, xn, 0, p.c, dst);
+      for (int64_t xn = 0; xn < winograd_slices(p); ++xn, dst += p.c * nr)
+        pack_winograd_strip(p, input(d, 1), s, nr, xn, 0, p.c, dst);
     return;
   }
   if (ops::conv2d_is_depthwise(p)) return dw_pack(p, input(d, 1), 0, dw_blocks(p), static_cast<float*>(out));

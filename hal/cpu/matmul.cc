@@ -715,7 +715,7 @@ uint32_t conv2d_prepare_key(const Dispatch& d, uint64_t* words) {
   const ops::Conv2dPlan& p = plan_of<ops::Conv2dPlan>(d);
   uint64_t form = 0;
   if (p.winograd)
-    form = 4;  // U, 16 floats a weight's 9
+    form = p.winograd == 4 ? 5 : 4;  // U: 16 floats a weight's 9 (F(2x2, 3x3)), 36 (F(4x4, 3x3))
   else if (p.channels_last)
     form = 1;
   else if (stem_direct(p))

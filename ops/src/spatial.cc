@@ -71,14 +71,15 @@ Result<std::vector<int64_t>> lower_conv2d(std::span<const TensorType>, const Att
   if (channels_last != 0 && channels_last != 1)
     return invalid_argument(prefix(kConv2d) + "attribute 'channels_last' must be 0 or 1");
   HEXIR_ASSIGN_OR_RETURN(int64_t winograd, int_attr(kConv2d, attrs, "winograd", 0));
-  if (winograd != 0 && winograd != 1)
-    return invalid_argument(prefix(kConv2d) + "attribute 'winograd' must be 0 or 1");
+  // 1: F(2x2, 3x3) (layout word 2); 4: F(4x4, 3x3) (layout word 3).
+  if (winograd != 0 && winograd != 1 && winograd != 4)
+    return invalid_argument(prefix(kConv2d) + "attribute 'winograd' must be 0, 1 (F(2x2, 3x3)) or 4 (F(4x4, 3x3))");
   if (winograd && !channels_last)
     return invalid_argument(prefix(kConv2d) + "attribute 'winograd' needs channels_last = 1");
   std::vector<int64_t> words{strides[0], strides[1],   pads[0],      pads[1], pads[2],
                              pads[3],    dilations[0], dilations[1], groups};
   words.insert(words.end(), epilogue.begin(), epilogue.end());
-  if (channels_last) words.push_back(winograd ? 2 : 1);
+  if (channels_last) words.push_back(winograd == 4 ? 3 : winograd ? 2 : 1);
   return words;
 }
 
@@ -94,7 +95,7 @@ AttrMap raise_conv2d(std::span<const TensorType>, std::span<const int64_t> param
   raise_conv_window(params, attrs);
   attrs["groups"] = AttrValue{param_at(params, kGroups)};
   if (conv2d_channels_last(params)) attrs["channels_last"] = AttrValue{int64_t{1}};
-  if (conv2d_winograd(params)) attrs["winograd"] = AttrValue{int64_t{1}};
+  if (conv2d_winograd(params)) attrs["winograd"] = AttrValue{int64_t{conv2d_winograd_tile(params) == 4 ? 4 : 1}};
   raise_epilogue(params, kConvParamCount, attrs);
   return attrs;
 }
@@ -117,7 +118,7 @@ Result<std::vector<TensorType>> infer_conv2d(std::span<const TensorType> in, std
   const size_t words = p.size() - (channels_last ? 1 : 0);
   if (p.size() == kConvParamCount + 1 || p.size() == kConvParamCount + kEpilogueWords + 1) {
     if (!channels_last)
-      return invalid_argument(prefix(kConv2d) + "layout word " + std::to_string(p.back()) + " must be 1 or 2");
+      return invalid_argument(prefix(kConv2d) + "layout word " + std::to_string(p.back()) + " must be 1, 2 or 3");
   }
   if (words != kConvParamCount + kEpilogueWords)
     HEXIR_RETURN_IF_ERROR(check_param_count(kConv2d, p.first(words), kConvParamCount));
@@ -151,7 +152,7 @@ Result<std::vector<TensorType>> infer_conv2d(std::span<const TensorType> in, std
                             std::to_string(c / groups));
   if (conv2d_winograd(p) && (w.dims[2] != 3 || w.dims[3] != 3 || p[kStrideH] != 1 || p[kStrideW] != 1 ||
                              p[kDilationH] != 1 || p[kDilationW] != 1 || groups != 1))
-    return invalid_argument(prefix(kConv2d) + "winograd (layout word 2) takes a 3x3 kernel at stride 1, dilation 1, " +
+    return invalid_argument(prefix(kConv2d) + "winograd (layout word 2 or 3) takes a 3x3 kernel at stride 1, dilation 1, " +
                             "one group; got weights " + w.to_string() + ", strides " + std::to_string(p[kStrideH]) +
                             "x" + std::to_string(p[kStrideW]) + ", dilations " + std::to_string(p[kDilationH]) + "x" +
                             std::to_string(p[kDilationW]) + ", " + std::to_string(groups) + " groups");
@@ -206,7 +207,7 @@ void fill_conv2d(const PlanInput& op, Conv2dPlan& p) {
   p.has_bias = op.inputs.size() >= 3;
   p.has_residual = op.inputs.size() == 4;
   p.epilogue = plan_epilogue(op.params, kConvParamCount);
-  p.winograd = conv2d_winograd(op.params) ? 1 : 0;
+  p.winograd = conv2d_winograd_tile(op.params);
 }
 
 void plan_conv2d(const PlanInput& op, OpPlan& out) { fill_conv2d(op, out.start<Conv2dPlan>()); }
@@ -1041,7 +1042,7 @@ namespace hexir::ops {
 
 // conv2d's words: the 9 of kConvParamCount, then the epilogue's 3 (when
 // fused), then the layout word when channels-last (1; 2: by Winograd's
-// F(2x2, 3x3)): 9, 12, 10 or 13 words. Files written before channels-last
+// F(2x2, 3x3); 3: by F(4x4, 3x3)): 9, 12, 10 or 13 words. Files written before channels-last
 // have 9 or 12: unchanged.
 bool pool2d_channels_last(std::span<const int64_t> params) {
   return params.size() == internal::kPoolParamCount + 1 && params.back() == 1;
@@ -1050,10 +1051,15 @@ bool pool2d_channels_last(std::span<const int64_t> params) {
 bool conv2d_channels_last(std::span<const int64_t> params) {
   using internal::kConvParamCount, internal::kEpilogueWords;
   return (params.size() == kConvParamCount + 1 || params.size() == kConvParamCount + kEpilogueWords + 1) &&
-         (params.back() == 1 || params.back() == 2);
+         (params.back() >= 1 && params.back() <= 3);
 }
 
-bool conv2d_winograd(std::span<const int64_t> params) { return conv2d_channels_last(params) && params.back() == 2; }
+bool conv2d_winograd(std::span<const int64_t> params) { return conv2d_winograd_tile(params) != 0; }
+
+int64_t conv2d_winograd_tile(std::span<const int64_t> params) {
+  if (!conv2d_channels_last(params)) return 0;
+  return params.back() == 2 ? 2 : params.back() == 3 ? 4 : 0;
+}
 
 size_t epilogue_offset(OpId op) {
   return op == OpId::kConv2d ? internal::kConvParamCount : op == OpId::kMatmul ? 1 : 0;  // matmul: transpose_b; add, mul: 0

@@ -376,6 +376,10 @@ TEST_CASE("prepared: a Winograd conv2d, U prepared or packed per pass, with or w
   check_prepared(OpId::kConv2d, {&x, &w, &bias}, {2, 9, 7, 20}, params);
   HostTensor out(DType::kF32, {2, 9, 7, 20});
   check_pooled_and_direct(OpId::kConv2d, {&x, &w, &bias}, out, params);
+  // Layout word 3: F(4x4, 3x3), the same edges (9 x 7: tiles past both), ops::conv2d_winograd4_element.
+  const std::vector<int64_t> params4{1, 1, 1, 1, 1, 1, 1, 1, 1, 3};
+  check_prepared(OpId::kConv2d, {&x, &w, &bias}, {2, 9, 7, 20}, params4);
+  check_pooled_and_direct(OpId::kConv2d, {&x, &w, &bias}, out, params4);
 }
 
 TEST_CASE("prepared: few-channel stems (the direct path on AVX-512 and AVX2) against the reference, every edge") {

@@ -950,15 +950,22 @@ TEST_CASE("conv2d: channels-last (the layout word) and a residual input") {
   CHECK(conv2d_channels_last(Params{1, 1, 1, 1, 1, 1, 1, 1, 1, 2}));
   CHECK_FALSE(conv2d_winograd(Params{1, 1, 1, 1, 1, 1, 1, 1, 1, 1}));
   CHECK(shape({f32({1, 8, 6, 4}), f32({5, 4, 3, 3})}, {1, 1, 1, 1, 1, 1, 1, 1, 1, 2}) == Dims{1, 8, 6, 5});
+  CHECK(conv2d_winograd_tile(Params{1, 1, 1, 1, 1, 1, 1, 1, 1, 2}) == 2);
+  // Layout word 3: by F(4x4, 3x3), under the same conditions.
+  CHECK(conv2d_winograd(Params{1, 1, 1, 1, 1, 1, 1, 1, 1, 3}));
+  CHECK(conv2d_winograd_tile(Params{1, 1, 1, 1, 1, 1, 1, 1, 1, 3}) == 4);
+  CHECK(conv2d_winograd_tile(Params{1, 1, 1, 1, 1, 1, 1, 1, 1, 1}) == 0);
+  CHECK(shape({f32({1, 9, 6, 4}), f32({5, 4, 3, 3})}, {1, 1, 1, 1, 1, 1, 1, 1, 1, 3}) == Dims{1, 9, 6, 5});
   for (const Params& p : {Params{2, 2, 1, 1, 1, 1, 1, 1, 1, 2}, Params{1, 1, 2, 2, 2, 2, 2, 2, 1, 2},
-                          Params{1, 1, 1, 1, 1, 1, 1, 1, 2, 2}}) {
+                          Params{1, 1, 1, 1, 1, 1, 1, 1, 2, 2}, Params{2, 2, 1, 1, 1, 1, 1, 1, 1, 3},
+                          Params{1, 1, 1, 1, 1, 1, 1, 1, 2, 3}}) {
     const auto r = rule(OpId::kConv2d, {f32({1, 8, 8, 4}), f32({4, 4 / p[8], 3, 3})}, p);
     REQUIRE_FALSE(r.ok());
     CHECK(r.status().message().find("winograd") != std::string::npos);
   }
   CHECK_FALSE(rule(OpId::kConv2d, {f32({1, 8, 8, 3}), f32({4, 3, 5, 5})}, {1, 1, 2, 2, 2, 2, 1, 1, 1, 2}).ok());
-  // A layout word other than 1 or 2, channels that do not match, 11 words: refused.
-  CHECK_FALSE(rule(OpId::kConv2d, {f32({1, 8, 8, 3}), f32({4, 3, 3, 3})}, {1, 1, 1, 1, 1, 1, 1, 1, 1, 3}).ok());
+  // A layout word other than 1, 2 or 3, channels that do not match, 11 words: refused.
+  CHECK_FALSE(rule(OpId::kConv2d, {f32({1, 8, 8, 3}), f32({4, 3, 3, 3})}, {1, 1, 1, 1, 1, 1, 1, 1, 1, 4}).ok());
   CHECK_FALSE(rule(OpId::kConv2d, {f32({1, 3, 8, 8}), f32({4, 3, 3, 3})}, {1, 1, 1, 1, 1, 1, 1, 1, 1, 1}).ok());
   CHECK_FALSE(rule(OpId::kConv2d, {f32({1, 8, 8, 3}), f32({4, 3, 3, 3})}, {1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1}).ok());
   // The residual has the result's type, in either layout.

@@ -253,6 +253,24 @@ func @main(%x: f32[1,12,10,32], %v: f32[8,32,3,3]) -> (f32[1,12,10,8], f32[1,6,5
   CHECK(compile_module(m).ok());
 }
 
+TEST_CASE("layout: Winograd F(4x4, 3x3) on maps of 400+ pixels whose 4x4 tiles cover little more than 2x2 ones") {
+  Module m = parse_ok(R"(
+const @w : f32[32,32,3,3] = splat 0.5
+func @main(%x: f32[1,28,28,32], %y: f32[1,14,14,32], %z: f32[1,22,22,32]) -> (f32[1,28,28,32], f32[1,14,14,32], f32[1,22,22,32]) {
+  %a = call @conv2d(%x, @w) {pads = [1, 1, 1, 1], channels_last = 1} : f32[1,28,28,32]
+  %b = call @conv2d(%y, @w) {pads = [1, 1, 1, 1], channels_last = 1} : f32[1,14,14,32]
+  %c = call @conv2d(%z, @w) {pads = [1, 1, 1, 1], channels_last = 1} : f32[1,22,22,32]
+  return %a, %b, %c
+})");
+  // 28 x 28: F(4x4) (layout word 3); 14 x 14 (196 pixels) and 22 x 22 (24 x 24 covered against 22 x 22,
+  // 1.19x) F(2x2).
+  CHECK(choose_winograd(m) == 3);
+  std::vector<int64_t> tiles;
+  for (const Node& node : m.functions[0].nodes) tiles.push_back(ops::conv2d_winograd_tile(node.params));
+  CHECK(tiles == std::vector<int64_t>{4, 2, 2});
+  CHECK(compile_module(m).ok());
+}
+
 TEST_CASE("fusion: a conv2d with a bias takes a residual add of an earlier value, then the relu after it") {
   Module m = parse_ok(R"(
 const @w : f32[4,4,1,1] = splat 0.5

@@ -539,9 +539,11 @@ size_t epilogue_offset(OpId op);
 // Whether conv2d's parameter words say channels-last ([N, H, W, C] in and out;
 // the layout word after the epilogue, plans.h Conv2dPlan::channels_last).
 bool conv2d_channels_last(std::span<const int64_t> params);
-// Whether they say channels-last by Winograd's F(2x2, 3x3) (the layout word
-// 2; plans.h Conv2dPlan::winograd).
+// Whether they say channels-last by Winograd: F(2x2, 3x3) (the layout word
+// 2) or F(4x4, 3x3) (3); plans.h Conv2dPlan::winograd.
 bool conv2d_winograd(std::span<const int64_t> params);
+// The Winograd output tile's side: 2, 4, or 0 (not Winograd).
+int64_t conv2d_winograd_tile(std::span<const int64_t> params);
 // Whether max_pool's / average_pool's parameter words say channels-last (a 13th word, 1).
 bool pool2d_channels_last(std::span<const int64_t> params);
 // The .hxir name of an epilogue's activation word ("relu", "gelu_tanh", ...),

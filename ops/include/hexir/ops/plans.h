@@ -1051,8 +1051,10 @@ struct Conv2dPlan {
   // A residual (input 3, the result's type): added after the bias, before
   // the activation (a conv2d followed by an add of another value, fused).
   int64_t has_residual;
-  // Channels-last by Winograd's F(2x2, 3x3) (layout word 2; a 3x3 kernel at
-  // stride 1, dilation 1, one group): conv2d_winograd_element's sums.
+  // Channels-last by Winograd (a 3x3 kernel at stride 1, dilation 1, one
+  // group): the output tile's side, 2 for F(2x2, 3x3) (layout word 2:
+  // conv2d_winograd_element's sums), 4 for F(4x4, 3x3) (layout word 3:
+  // conv2d_winograd4_element's); 0 the window.
   int64_t winograd;
 };
 
@@ -1139,11 +1141,112 @@ HEXIR_PLAN_FN float conv2d_winograd_element(const Conv2dPlan& p, const float* x_
   return winograd_output(m, static_cast<int>(oy % 2), static_cast<int>(ox % 2));
 }
 
+// Winograd's F(4x4, 3x3) (interpolation points 0, 1, -1, 2, -2): a 4x4
+// tile of outputs from the 6x6 tile of inputs under it, the same form with
+//   G = [1/4 0 0; -1/6 -1/6 -1/6; -1/6 1/6 -1/6; 1/24 1/12 1/6;
+//        1/24 -1/12 1/6; 0 0 1],
+//   B^T = [4 0 -5 0 1 0; 0 -4 -4 1 1 0; 0 4 -4 -1 1 0; 0 -2 -1 2 1 0;
+//          0 2 -1 -2 1 0; 0 4 0 -5 0 1],
+//   A^T = [1 1 1 1 1 0; 0 1 -1 2 -2 0; 0 1 1 4 4 0; 0 1 -1 8 -8 1]:
+// 36 multiply-adds per input channel for 16 outputs where the window takes
+// 144 (F(2x2, 3x3): 64). The transforms' larger coefficients cost accuracy:
+// the error grows with the inputs' magnitude, about ten times
+// F(2x2, 3x3)'s. Each 1-D step below is written once for a float and for a
+// vector of floats (the cpu kernel's lanes): the same roundings in the same
+// order, so every path gives these bits.
+//
+// G's rows on one column (g0, g1, g2) of the taps.
+template <class T>
+HEXIR_PLAN_FN void winograd4_weight_1d(T g0, T g1, T g2, T (&t)[6]) {
+  t[0] = g0 * 0.25f;
+  t[1] = ((g0 + g1) + g2) * (-1.0f / 6.0f);
+  t[2] = ((g0 - g1) + g2) * (-1.0f / 6.0f);
+  t[3] = ((g0 + g1 * 2.0f) + g2 * 4.0f) * (1.0f / 24.0f);
+  t[4] = ((g0 - g1 * 2.0f) + g2 * 4.0f) * (1.0f / 24.0f);
+  t[5] = g2;
+}
+// B^T on one column d of the input tile.
+template <class T>
+HEXIR_PLAN_FN void winograd4_input_1d(const T (&d)[6], T (&r)[6]) {
+  r[0] = (d[0] * 4.0f - d[2] * 5.0f) + d[4];
+  r[1] = (d[3] + d[4]) - (d[1] + d[2]) * 4.0f;
+  r[2] = (d[4] - d[3]) + (d[1] - d[2]) * 4.0f;
+  r[3] = (d[4] - d[2]) + (d[3] - d[1]) * 2.0f;
+  r[4] = (d[4] - d[2]) - (d[3] - d[1]) * 2.0f;
+  r[5] = (d[1] * 4.0f - d[3] * 5.0f) + d[5];
+}
+// A^T on one column m of the sums.
+template <class T>
+HEXIR_PLAN_FN void winograd4_output_1d(const T (&m)[6], T (&s)[4]) {
+  s[0] = (m[0] + (m[1] + m[2])) + (m[3] + m[4]);
+  s[1] = (m[1] - m[2]) + (m[3] - m[4]) * 2.0f;
+  s[2] = (m[1] + m[2]) + (m[3] + m[4]) * 4.0f;
+  s[3] = ((m[1] - m[2]) + (m[3] - m[4]) * 8.0f) + m[5];
+}
+// U[xi][nu] of one (k, c): g its 3x3 taps (row-major); columns first.
+HEXIR_PLAN_FN float winograd4_weight(const float* g, int xi, int nu) {
+  float t[3], col[6];
+  for (int j = 0; j < 3; ++j) {
+    winograd4_weight_1d(g[j], g[3 + j], g[6 + j], col);
+    t[j] = col[xi];
+  }
+  float u[6];
+  winograd4_weight_1d(t[0], t[1], t[2], u);
+  return u[nu];
+}
+// V[xi][nu] of one channel's 6x6 input tile d: columns first.
+HEXIR_PLAN_FN float winograd4_input(const float (&d)[6][6], int xi, int nu) {
+  float row[6];
+  for (int j = 0; j < 6; ++j) {
+    const float col[6] = {d[0][j], d[1][j], d[2][j], d[3][j], d[4][j], d[5][j]};
+    float r[6];
+    winograd4_input_1d(col, r);
+    row[j] = r[xi];
+  }
+  float v[6];
+  winograd4_input_1d(row, v);
+  return v[nu];
+}
+// Output (a, b) of the tile from its sums m[xi][nu]: columns first.
+HEXIR_PLAN_FN float winograd4_output(const float (&m)[6][6], int a, int b) {
+  float row[6];
+  for (int j = 0; j < 6; ++j) {
+    const float col[6] = {m[0][j], m[1][j], m[2][j], m[3][j], m[4][j], m[5][j]};
+    float s[4];
+    winograd4_output_1d(col, s);
+    row[j] = s[a];
+  }
+  float y[4];
+  winograd4_output_1d(row, y);
+  return y[b];
+}
+
+// conv2d_winograd_element's F(4x4, 3x3) twin: the tile's 36 sums, then the
+// output transform.
+HEXIR_PLAN_FN float conv2d_winograd4_element(const Conv2dPlan& p, const float* x_image, const float* w, int64_t k,
+                                             int64_t oy, int64_t ox) {
+  const int64_t iy0 = oy / 4 * 4 - p.pad_top, ix0 = ox / 4 * 4 - p.pad_left;
+  float m[6][6] = {};
+  for (int64_t c = 0; c < p.c; ++c) {  // the 36 chains side by side, each over c in order
+    float d[6][6];
+    for (int i = 0; i < 6; ++i)
+      for (int j = 0; j < 6; ++j) {
+        const int64_t iy = iy0 + i, ix = ix0 + j;
+        d[i][j] = iy >= 0 && iy < p.h && ix >= 0 && ix < p.w ? x_image[(iy * p.w + ix) * p.c + c] : 0.0f;
+      }
+    for (int xi = 0; xi < 6; ++xi)
+      for (int nu = 0; nu < 6; ++nu)
+        m[xi][nu] = fmaf(winograd4_input(d, xi, nu), winograd4_weight(w + (k * p.c + c) * 9, xi, nu), m[xi][nu]);
+  }
+  return winograd4_output(m, static_cast<int>(oy % 4), static_cast<int>(ox % 4));
+}
+
 // The value of one channels-last conv2d output element before the bias, in
 // that order: the cuda kernel's loop and the tests' reference. x_image points
 // at image n, w at the weights.
 HEXIR_PLAN_FN float conv2d_channels_last_element(const Conv2dPlan& p, const float* x_image, const float* w, int64_t k,
                                                  int64_t oy, int64_t ox) {
+  if (p.winograd == 4) return conv2d_winograd4_element(p, x_image, w, k, oy, ox);
   if (p.winograd) return conv2d_winograd_element(p, x_image, w, k, oy, ox);
   const int64_t g = k / p.k_per_group;
   float acc = 0.0f;
