@@ -100,11 +100,12 @@ struct CompileOptions {
   // such regions (docs/layout.md). hexir-compile --no-channels-last keeps NCHW.
   bool channels_last = true;
   // Channels-last 3x3 convolutions at stride 1 with 32 to 256 input channels
-  // on maps of 100 pixels or more run by Winograd's F(2x2, 3x3) (layout word
-  // 2, docs/layout.md): 16 multiply-adds per channel for 4 outputs where the
-  // window takes 36, within a few ulps of the direct sums; the prepared
-  // weights take 16/9 of their bytes. hexir-compile --no-winograd keeps the
-  // direct window.
+  // on maps of 100 pixels or more run by Winograd: F(4x4, 3x3) (layout word
+  // 3: 36 multiply-adds per channel for 16 outputs where the window takes
+  // 144; U 36/9 of the weights' bytes) on maps of 400+ pixels that its 4x4
+  // tiles cover well, else F(2x2, 3x3) (word 2: 16 for 4, within a few ulps
+  // of the direct sums; U 16/9 of the bytes); docs/layout.md.
+  // hexir-compile --no-winograd keeps the direct window.
   bool winograd = true;
   Schedule schedule = Schedule::kSource;
   // kZstd: store large data sections (RODATA) zstd-compressed, when that makes
