@@ -1262,7 +1262,8 @@ ThreadPool::TaskFn small_group_row(int64_t lanes, int64_t cg) {
 }
 #endif
 
-// ---- Winograd F(2x2, 3x3): ops::conv2d_winograd_element ---------------------
+// ---- Winograd F(2x2, 3x3) and F(4x4, 3x3): ops::conv2d_winograd_element, ----
+// ---- ops::conv2d_winograd4_element -----------------------------------------
 //
 // Per task a chunk of 2x2 output tiles of one image: their 4x4 input tiles
 // transformed (V, [xi nu][tile][c]) into the pool's scratch, then per strip
@@ -1273,7 +1274,9 @@ ThreadPool::TaskFn small_group_row(int64_t lanes, int64_t cg) {
 // outputs where the window takes 36; the transforms cost ~32 adds per
 // channel and tile in and ~24 per output channel and tile out. U is
 // prepared ([s][xi nu][c][NR], 16/9 of the weights' bytes) or packed per
-// pass from the weights.
+// pass from the weights. F(4x4, 3x3) is the same task with 4x4 output
+// tiles from 6x6 inputs: 36 slices (36 multiply-adds per channel for 16
+// outputs), U 36/9 of the weights' bytes, half as many tiles a chunk.
 
 // U's slices: 16 for F(2x2, 3x3), 36 for F(4x4, 3x3) (the input tile's
 // 4x4 or 6x6 values).
@@ -1377,13 +1380,48 @@ struct WinogradOutput {
   int64_t t0, nt;
   const TileFinish* finish;  // its activation (one tile_finish_applies to), or null
 };
+// A tile's SIDE x SIDE outputs (pixel (a, b) at a * SIDE + b, from (oy,
+// ox)) of a full strip: the bias, the residual, a tile's activation, then
+// the stores of those inside the output.
+template <int N, int SIDE>
+HEXIR_LANES void finish_winograd_tile(lanes::F32<N> (&acc)[SIDE * SIDE][kWindowVectors<N>], const WinogradOutput& o,
+                                      int64_t oy, int64_t ox) {
+  using V = lanes::F32<N>;
+  constexpr int NV = kWindowVectors<N>, P = SIDE * SIDE;
+  const Conv2dPlan& p = *o.job->p;
+  if (o.bias)
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) {
+      const V b = lanes::load<N>(o.bias + v * N);
+#pragma GCC unroll 16
+      for (int i = 0; i < P; ++i) acc[i][v] += b;
+    }
+  bool inside[P];
+  int64_t at[P];
+  for (int i = 0; i < P; ++i) {
+    const int64_t y = oy + i / SIDE, x = ox + i % SIDE;
+    inside[i] = y < p.oh && x < p.ow, at[i] = (y * p.ow + x) * p.k;
+  }
+  if (o.residual)
+#pragma GCC unroll 16
+    for (int i = 0; i < P; ++i)
+      if (inside[i])
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; ++v) acc[i][v] += lanes::load<N>(o.residual + at[i] + v * N);
+  if (o.finish) activate_tile<N, P>(acc, *o.finish);
+#pragma GCC unroll 16
+  for (int i = 0; i < P; ++i)
+    if (inside[i])
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) lanes::store<N>(o.out + at[i] + v * N, acc[i][v]);
+}
+
 struct WinogradOutputKernel {
   template <int N>
   static HEXIR_LANES void run(const WinogradOutput* o) {
     using V = lanes::F32<N>;
     constexpr int NV = kWindowVectors<N>;
     const WinogradJob& job = *o->job;
-    const Conv2dPlan& p = *job.p;
     const int64_t nr = job.nr, mstride = job.chunk * nr;
     for (int64_t ti = 0; ti < o->nt; ++ti) {
       const int64_t tile = o->t0 + ti, oy = tile / job.tiles_w * 2, ox = tile % job.tiles_w * 2;
@@ -1401,31 +1439,7 @@ struct WinogradOutputKernel {
         acc[0][v] = (s0[0] + s0[1]) + s0[2], acc[1][v] = (s0[1] - s0[2]) - s0[3];
         acc[2][v] = (s1[0] + s1[1]) + s1[2], acc[3][v] = (s1[1] - s1[2]) - s1[3];
       }
-      if (o->bias)
-#pragma GCC unroll 4
-        for (int v = 0; v < NV; ++v) {
-          const V b = lanes::load<N>(o->bias + v * N);
-#pragma GCC unroll 4
-          for (int i = 0; i < 4; ++i) acc[i][v] += b;
-        }
-      bool inside[4];
-      int64_t at[4];
-      for (int i = 0; i < 4; ++i) {
-        const int64_t y = oy + i / 2, x = ox + i % 2;
-        inside[i] = y < p.oh && x < p.ow, at[i] = (y * p.ow + x) * p.k;
-      }
-      if (o->residual)
-#pragma GCC unroll 4
-        for (int i = 0; i < 4; ++i)
-          if (inside[i])
-#pragma GCC unroll 4
-            for (int v = 0; v < NV; ++v) acc[i][v] += lanes::load<N>(o->residual + at[i] + v * N);
-      if (o->finish) activate_tile<N, 4>(acc, *o->finish);
-#pragma GCC unroll 4
-      for (int i = 0; i < 4; ++i)
-        if (inside[i])
-#pragma GCC unroll 4
-          for (int v = 0; v < NV; ++v) lanes::store<N>(o->out + at[i] + v * N, acc[i][v]);
+      finish_winograd_tile<N, 2>(acc, *o, oy, ox);
     }
   }
 };
@@ -1486,7 +1500,6 @@ struct Winograd4OutputKernel {
     using V = lanes::F32<N>;
     constexpr int NV = kWindowVectors<N>;
     const WinogradJob& job = *o->job;
-    const Conv2dPlan& p = *job.p;
     const int64_t nr = job.nr, mstride = job.chunk * nr;
     for (int64_t ti = 0; ti < o->nt; ++ti) {
       const int64_t tile = o->t0 + ti, oy = tile / job.tiles_w * 4, ox = tile % job.tiles_w * 4;
@@ -1512,31 +1525,7 @@ struct Winograd4OutputKernel {
           for (int b = 0; b < 4; ++b) acc[a * 4 + b][v] = y[b];
         }
       }
-      if (o->bias)
-#pragma GCC unroll 4
-        for (int v = 0; v < NV; ++v) {
-          const V b = lanes::load<N>(o->bias + v * N);
-#pragma GCC unroll 16
-          for (int i = 0; i < 16; ++i) acc[i][v] += b;
-        }
-      bool inside[16];
-      int64_t at[16];
-      for (int i = 0; i < 16; ++i) {
-        const int64_t y = oy + i / 4, x = ox + i % 4;
-        inside[i] = y < p.oh && x < p.ow, at[i] = (y * p.ow + x) * p.k;
-      }
-      if (o->residual)
-#pragma GCC unroll 16
-        for (int i = 0; i < 16; ++i)
-          if (inside[i])
-#pragma GCC unroll 4
-            for (int v = 0; v < NV; ++v) acc[i][v] += lanes::load<N>(o->residual + at[i] + v * N);
-      if (o->finish) activate_tile<N, 16>(acc, *o->finish);
-#pragma GCC unroll 16
-      for (int i = 0; i < 16; ++i)
-        if (inside[i])
-#pragma GCC unroll 4
-          for (int v = 0; v < NV; ++v) lanes::store<N>(o->out + at[i] + v * N, acc[i][v]);
+      finish_winograd_tile<N, 4>(acc, *o, oy, ox);
     }
   }
 };
