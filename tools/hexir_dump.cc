@@ -229,9 +229,10 @@ void print_text(const std::string& path, const VerifiedModule& v) {
                 " strided views read in place\n",
                 st.copied_bytes, st.strided_views);
     if (st.channels_last_convolutions > 0)
-      std::printf("    channels-last: %" PRIu64 " conv2d instructions, %" PRIu64
-                  " of them by Winograd F(2x2, 3x3) (NHWC; the conversions are among the copies)\n",
-                  st.channels_last_convolutions, st.winograd_convolutions);
+      std::printf("    channels-last: %" PRIu64 " conv2d instructions, %" PRIu64 " of them by Winograd (%" PRIu64
+                  " F(4x4, 3x3), %" PRIu64 " F(2x2, 3x3)) (NHWC; the conversions are among the copies)\n",
+                  st.channels_last_convolutions, st.winograd_convolutions, st.winograd4_convolutions,
+                  st.winograd_convolutions - st.winograd4_convolutions);
     for (uint32_t i = 0; i < count(fn.inputs()); ++i)
       std::printf("    input %u '%s' -> slot %u\n", i, str(fn.inputs()->Get(i)->name()),
                   fn.inputs()->Get(i)->slot());
@@ -432,6 +433,7 @@ void print_json(const VerifiedModule& v) {
     j.field("strided_views", st.strided_views);
     j.field("channels_last_convolutions", st.channels_last_convolutions);
     j.field("winograd_convolutions", st.winograd_convolutions);
+    j.field("winograd4_convolutions", st.winograd4_convolutions);
     j.end_object();
     // Per memory space: size, lower bound, bytes moved into it per invoke,
     // and the recomputations (device work) of the budget.

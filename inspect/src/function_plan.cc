@@ -160,6 +160,7 @@ FunctionStats function_stats(const VerifiedModule& v, size_t function) {
     for (uint32_t p = 0; p < in.param_count(); ++p) params.push_back(m.param_pool()->Get(in.param_begin() + p));
     if (op == ops::OpId::kConv2d && ops::conv2d_channels_last(params)) ++stats.channels_last_convolutions;
     if (op == ops::OpId::kConv2d && ops::conv2d_winograd(params)) ++stats.winograd_convolutions;
+    if (op == ops::OpId::kConv2d && ops::conv2d_winograd_tile(params) == 4) ++stats.winograd4_convolutions;
     if (op == ops::OpId::kTranspose || op == ops::OpId::kSlice || op == ops::OpId::kExpand || op == ops::OpId::kCopy)
       for (uint32_t o = in.input_count(); o < in.operand_count(); ++o)
         stats.copied_bytes += m.slots()->Get(m.operand_pool()->Get(in.operand_begin() + o))->byte_size();

@@ -65,7 +65,7 @@ TEST_CASE("dump stats: the hand-built tiny model") {
                                   "\"stats\":{\"arena_size\":64,\"lower_bound\":16,\"percent_over\":300.000,"
                                   "\"in_place_aliases\":1,\"view_aliases\":0,\"constant_bytes_stored\":16,"
                                   "\"constant_bytes_filled\":16,\"recomputed_instructions\":0,\"recomputed_flops\":0,"
-                                  "\"copied_bytes\":0,\"strided_views\":0,\"channels_last_convolutions\":0,\"winograd_convolutions\":0}"),
+                                  "\"copied_bytes\":0,\"strided_views\":0,\"channels_last_convolutions\":0,\"winograd_convolutions\":0,\"winograd4_convolutions\":0}"),
                 json.output);
 }
 
@@ -128,7 +128,7 @@ TEST_CASE("dump stats: views and constants of a compiled program") {
   CHECK_MESSAGE(testing::contains(json.output, "\"in_place_aliases\":" + std::to_string(aliased) +
                                                    ",\"view_aliases\":3,\"constant_bytes_stored\":80,"
                                                    "\"constant_bytes_filled\":16,\"recomputed_instructions\":0,\"recomputed_flops\":0,"
-                                  "\"copied_bytes\":0,\"strided_views\":0,\"channels_last_convolutions\":0,\"winograd_convolutions\":0}"),
+                                  "\"copied_bytes\":0,\"strided_views\":0,\"channels_last_convolutions\":0,\"winograd_convolutions\":0,\"winograd4_convolutions\":0}"),
                 json.output);
   auto text = testing::run_command(testing::kDumpTool + " " + dir / "views.hxe");
   CHECK_MESSAGE(testing::contains(text.output, "3 views; constants: 80 B stored, 16 B filled"), text.output);
@@ -172,7 +172,7 @@ TEST_CASE("dump stats: bytes copied per invoke before and after strided views") 
   CHECK_MESSAGE(testing::contains(text.output, "view of #0 +0 strides [1,6]"), text.output);
   CHECK_MESSAGE(testing::contains(text.output, "view of #0 +1 strides [2,6]"), text.output);
   auto json = testing::run_command(testing::kDumpTool + " " + dir / "after.hxe --json");
-  CHECK_MESSAGE(testing::contains(json.output, "\"copied_bytes\":48,\"strided_views\":2,\"channels_last_convolutions\":0,\"winograd_convolutions\":0}"),
+  CHECK_MESSAGE(testing::contains(json.output, "\"copied_bytes\":48,\"strided_views\":2,\"channels_last_convolutions\":0,\"winograd_convolutions\":0,\"winograd4_convolutions\":0}"),
                 json.output);
 }
 
@@ -213,12 +213,14 @@ TEST_CASE("dump stats: channels-last convolutions and the bytes their conversion
   CHECK_MESSAGE(testing::contains(text.output, "channels-last: 2 conv2d instructions"), text.output);
 }
 
-TEST_CASE("dump stats: the conv2d instructions by Winograd F(2x2, 3x3) are counted and printed") {
+TEST_CASE("dump stats: the conv2d instructions by Winograd F(2x2, 3x3) and F(4x4, 3x3) are counted and printed") {
+  // 12 x 10 (120 pixels): F(2x2); 28 x 28: F(4x4).
   const char* source = R"(module @wino
 const @w : f32[32,32,3,3] = splat 0.125
-func @main(%x: f32[1,32,12,10]) -> (f32[1,32,12,10]) {
+func @main(%x: f32[1,32,12,10], %y: f32[1,32,28,28]) -> (f32[1,32,12,10], f32[1,32,28,28]) {
   %a = call @conv2d(%x, @w) {pads = [1, 1, 1, 1]} : f32[1,32,12,10]
-  return %a
+  %b = call @conv2d(%y, @w) {pads = [1, 1, 1, 1]} : f32[1,32,28,28]
+  return %a, %b
 }
 )";
   hexir::compiler::CompileOptions direct;
@@ -230,14 +232,15 @@ func @main(%x: f32[1,32,12,10]) -> (f32[1,32,12,10]) {
     auto v = verify_executable(file.span());
     REQUIRE_MESSAGE(v.ok(), v.status().to_string());
     const FunctionStats st = function_stats(*v, 0);
-    CHECK(st.channels_last_convolutions == 1);
-    CHECK(st.winograd_convolutions == (winograd ? 1u : 0u));
+    CHECK(st.channels_last_convolutions == 2);
+    CHECK(st.winograd_convolutions == (winograd ? 2u : 0u));
+    CHECK(st.winograd4_convolutions == (winograd ? 1u : 0u));
     testing::ScratchDir dir;
     testing::write_file(dir / "w.hxe", bytes.data(), bytes.size());
     auto text = testing::run_command(testing::kDumpTool + " " + dir / "w.hxe");
     CHECK(text.exit_code == 0);
-    CHECK_MESSAGE(testing::contains(text.output, winograd ? "1 conv2d instructions, 1 of them by Winograd"
-                                                          : "1 conv2d instructions, 0 of them by Winograd"),
+    CHECK_MESSAGE(testing::contains(text.output, winograd ? "2 conv2d instructions, 2 of them by Winograd (1 F(4x4, 3x3), 1 F(2x2, 3x3))"
+                                                          : "2 conv2d instructions, 0 of them by Winograd"),
                   text.output);
   }
 }

@@ -48,8 +48,10 @@ struct FunctionStats {
   // conv2d instructions that run channels-last (docs/layout.md); the
   // conversions at their regions' edges are among the copies above.
   uint64_t channels_last_convolutions = 0;
-  // Of those, the ones by Winograd's F(2x2, 3x3) (layout word 2).
+  // Of those, the ones by Winograd (layout words 2 and 3), and of these
+  // the ones by F(4x4, 3x3) (word 3; the rest F(2x2, 3x3)).
   uint64_t winograd_convolutions = 0;
+  uint64_t winograd4_convolutions = 0;
 };
 
 // A value that occupies storage the function writes: an arena value, or a
