@@ -1316,15 +1316,18 @@ struct WinogradJob {
 };
 
 // The tiles [t0, t0 + nt) of one image, input channels [c0, c0 + cp):
-// V[xn][tile][c - c0] from their 4x4 inputs (zeros outside the input),
-// ops::winograd_input's adds per lane.
+// V[xn][tile][c - c0] from their 4x4 (F(2x2)) or 6x6 (F(4x4)) inputs (zeros
+// outside the input): ops::winograd_input_1d or winograd4_input_1d over the
+// columns, then over the rows, per lane.
 struct WinogradInput {
   const WinogradJob* job;
   const float* image;  // at channel c0
   float* v;
   int64_t t0, nt, cp;
 };
+template <int M>  // the output tile's side: 2, F(2x2, 3x3); 4, F(4x4, 3x3)
 struct WinogradInputKernel {
+  static constexpr int S = M + 2;  // the input tile's side
   template <int N>
   static HEXIR_LANES void run(const WinogradInput* in) {
     using V = lanes::F32<N>;
@@ -1332,45 +1335,59 @@ struct WinogradInputKernel {
     const int64_t c = in->cp, vstride = in->job->vstride;
     for (int64_t ti = 0; ti < in->nt; ++ti) {
       const int64_t tile = in->t0 + ti, ty = tile / in->job->tiles_w, tx = tile % in->job->tiles_w;
-      const float* src[4][4];
-      for (int i = 0; i < 4; ++i)
-        for (int j = 0; j < 4; ++j) {
-          const int64_t iy = 2 * ty - p.pad_top + i, ix = 2 * tx - p.pad_left + j;
+      const float* src[S][S];
+      for (int i = 0; i < S; ++i)
+        for (int j = 0; j < S; ++j) {
+          const int64_t iy = M * ty - p.pad_top + i, ix = M * tx - p.pad_left + j;
           src[i][j] = iy >= 0 && iy < p.h && ix >= 0 && ix < p.w ? in->image + (iy * p.w + ix) * p.c : nullptr;
         }
       float* const dst = in->v + ti * c;
       int64_t ch = 0;
       for (; ch + N <= c; ch += N) {
-        V r[4][4];
-#pragma GCC unroll 4
-        for (int j = 0; j < 4; ++j) {
-          const V d0 = src[0][j] ? lanes::load<N>(src[0][j] + ch) : lanes::zero<N>();
-          const V d1 = src[1][j] ? lanes::load<N>(src[1][j] + ch) : lanes::zero<N>();
-          const V d2 = src[2][j] ? lanes::load<N>(src[2][j] + ch) : lanes::zero<N>();
-          const V d3 = src[3][j] ? lanes::load<N>(src[3][j] + ch) : lanes::zero<N>();
-          r[0][j] = d0 - d2, r[1][j] = d1 + d2, r[2][j] = d2 - d1, r[3][j] = d1 - d3;
+        V r[S][S];  // [xi][j]: the columns transformed
+#pragma GCC unroll 6
+        for (int j = 0; j < S; ++j) {
+          V d[S], t[S];
+#pragma GCC unroll 6
+          for (int i = 0; i < S; ++i) d[i] = src[i][j] ? lanes::load<N>(src[i][j] + ch) : lanes::zero<N>();
+          input_1d(d, t);
+#pragma GCC unroll 6
+          for (int xi = 0; xi < S; ++xi) r[xi][j] = t[xi];
         }
-#pragma GCC unroll 4
-        for (int xi = 0; xi < 4; ++xi) {
-          float* o = dst + xi * 4 * vstride + ch;
-          lanes::store<N>(o, r[xi][0] - r[xi][2]);
-          lanes::store<N>(o + vstride, r[xi][1] + r[xi][2]);
-          lanes::store<N>(o + 2 * vstride, r[xi][2] - r[xi][1]);
-          lanes::store<N>(o + 3 * vstride, r[xi][1] - r[xi][3]);
+#pragma GCC unroll 6
+        for (int xi = 0; xi < S; ++xi) {
+          V v[S];
+          input_1d(r[xi], v);
+          float* const o = dst + xi * S * vstride + ch;
+#pragma GCC unroll 6
+          for (int nu = 0; nu < S; ++nu) lanes::store<N>(o + nu * vstride, v[nu]);
         }
       }
       for (; ch < c; ++ch) {
-        float d[4][4];
-        for (int i = 0; i < 4; ++i)
-          for (int j = 0; j < 4; ++j) d[i][j] = src[i][j] ? src[i][j][ch] : 0.0f;
-        for (int xn = 0; xn < 16; ++xn) dst[xn * vstride + ch] = ops::winograd_input(d, xn / 4, xn % 4);
+        float d[S][S];
+        for (int i = 0; i < S; ++i)
+          for (int j = 0; j < S; ++j) d[i][j] = src[i][j] ? src[i][j][ch] : 0.0f;
+        for (int xn = 0; xn < S * S; ++xn) {
+          if constexpr (M == 4)
+            dst[xn * vstride + ch] = ops::winograd4_input(d, xn / S, xn % S);
+          else
+            dst[xn * vstride + ch] = ops::winograd_input(d, xn / S, xn % S);
+        }
       }
     }
   }
+  template <class T>
+  static HEXIR_LANES void input_1d(const T (&d)[S], T (&r)[S]) {
+    if constexpr (M == 4)
+      ops::winograd4_input_1d(d, r);
+    else
+      ops::winograd_input_1d(d, r);
+  }
 };
 
-// A full strip's outputs of the tiles [t0, t0 + nt) from M: ops::winograd_output's
-// adds per lane, then the bias, the residual and a tile's activation.
+// A full strip's outputs of the tiles [t0, t0 + nt) from M: the output
+// transform's 1-D steps over the columns, then the rows, per lane; then the
+// bias, the residual and a tile's activation.
 struct WinogradOutput {
   const WinogradJob* job;
   const float* m;
@@ -1416,7 +1433,9 @@ HEXIR_LANES void finish_winograd_tile(lanes::F32<N> (&acc)[SIDE * SIDE][kWindowV
       for (int v = 0; v < NV; ++v) lanes::store<N>(o.out + at[i] + v * N, acc[i][v]);
 }
 
+template <int M>  // as WinogradInputKernel's
 struct WinogradOutputKernel {
+  static constexpr int S = M + 2;
   template <int N>
   static HEXIR_LANES void run(const WinogradOutput* o) {
     using V = lanes::F32<N>;
@@ -1424,109 +1443,38 @@ struct WinogradOutputKernel {
     const WinogradJob& job = *o->job;
     const int64_t nr = job.nr, mstride = job.chunk * nr;
     for (int64_t ti = 0; ti < o->nt; ++ti) {
-      const int64_t tile = o->t0 + ti, oy = tile / job.tiles_w * 2, ox = tile % job.tiles_w * 2;
-      V acc[4][NV];  // pixels (0, 0), (0, 1), (1, 0), (1, 1) of the tile
+      const int64_t tile = o->t0 + ti, oy = tile / job.tiles_w * M, ox = tile % job.tiles_w * M;
+      V acc[M * M][NV];  // pixel (a, b) of the tile at a * M + b
 #pragma GCC unroll 4
       for (int v = 0; v < NV; ++v) {
         const float* m = o->m + ti * nr + v * N;
-        V s0[4], s1[4];
+        V s[M][S];  // [a][j]: the columns transformed
+#pragma GCC unroll 6
+        for (int j = 0; j < S; ++j) {
+          V col[S], t[M];
+#pragma GCC unroll 6
+          for (int xi = 0; xi < S; ++xi) col[xi] = lanes::load<N>(m + (xi * S + j) * mstride);
+          output_1d(col, t);
 #pragma GCC unroll 4
-        for (int j = 0; j < 4; ++j) {
-          const V m0 = lanes::load<N>(m + j * mstride), m1 = lanes::load<N>(m + (4 + j) * mstride);
-          const V m2 = lanes::load<N>(m + (8 + j) * mstride), m3 = lanes::load<N>(m + (12 + j) * mstride);
-          s0[j] = (m0 + m1) + m2, s1[j] = (m1 - m2) - m3;
+          for (int a = 0; a < M; ++a) s[a][j] = t[a];
         }
-        acc[0][v] = (s0[0] + s0[1]) + s0[2], acc[1][v] = (s0[1] - s0[2]) - s0[3];
-        acc[2][v] = (s1[0] + s1[1]) + s1[2], acc[3][v] = (s1[1] - s1[2]) - s1[3];
+#pragma GCC unroll 4
+        for (int a = 0; a < M; ++a) {
+          V y[M];
+          output_1d(s[a], y);
+#pragma GCC unroll 4
+          for (int b = 0; b < M; ++b) acc[a * M + b][v] = y[b];
+        }
       }
-      finish_winograd_tile<N, 2>(acc, *o, oy, ox);
+      finish_winograd_tile<N, M>(acc, *o, oy, ox);
     }
   }
-};
-
-// F(4x4, 3x3)'s V from the tiles' 6x6 inputs: ops::winograd4_input_1d over
-// the columns, then over the rows, per lane.
-struct Winograd4InputKernel {
-  template <int N>
-  static HEXIR_LANES void run(const WinogradInput* in) {
-    using V = lanes::F32<N>;
-    const Conv2dPlan& p = *in->job->p;
-    const int64_t c = in->cp, vstride = in->job->vstride;
-    for (int64_t ti = 0; ti < in->nt; ++ti) {
-      const int64_t tile = in->t0 + ti, ty = tile / in->job->tiles_w, tx = tile % in->job->tiles_w;
-      const float* src[6][6];
-      for (int i = 0; i < 6; ++i)
-        for (int j = 0; j < 6; ++j) {
-          const int64_t iy = 4 * ty - p.pad_top + i, ix = 4 * tx - p.pad_left + j;
-          src[i][j] = iy >= 0 && iy < p.h && ix >= 0 && ix < p.w ? in->image + (iy * p.w + ix) * p.c : nullptr;
-        }
-      float* const dst = in->v + ti * c;
-      int64_t ch = 0;
-      for (; ch + N <= c; ch += N) {
-        V r[6][6];  // [xi][j]: the columns transformed
-#pragma GCC unroll 6
-        for (int j = 0; j < 6; ++j) {
-          V d[6], t[6];
-#pragma GCC unroll 6
-          for (int i = 0; i < 6; ++i) d[i] = src[i][j] ? lanes::load<N>(src[i][j] + ch) : lanes::zero<N>();
-          ops::winograd4_input_1d(d, t);
-#pragma GCC unroll 6
-          for (int xi = 0; xi < 6; ++xi) r[xi][j] = t[xi];
-        }
-#pragma GCC unroll 6
-        for (int xi = 0; xi < 6; ++xi) {
-          V v[6];
-          ops::winograd4_input_1d(r[xi], v);
-          float* const o = dst + xi * 6 * vstride + ch;
-#pragma GCC unroll 6
-          for (int nu = 0; nu < 6; ++nu) lanes::store<N>(o + nu * vstride, v[nu]);
-        }
-      }
-      for (; ch < c; ++ch) {
-        float d[6][6];
-        for (int i = 0; i < 6; ++i)
-          for (int j = 0; j < 6; ++j) d[i][j] = src[i][j] ? src[i][j][ch] : 0.0f;
-        for (int xn = 0; xn < 36; ++xn) dst[xn * vstride + ch] = ops::winograd4_input(d, xn / 6, xn % 6);
-      }
-    }
-  }
-};
-
-// F(4x4, 3x3)'s outputs of a full strip from M: ops::winograd4_output_1d
-// over the columns, then the rows, per lane; then as WinogradOutputKernel.
-struct Winograd4OutputKernel {
-  template <int N>
-  static HEXIR_LANES void run(const WinogradOutput* o) {
-    using V = lanes::F32<N>;
-    constexpr int NV = kWindowVectors<N>;
-    const WinogradJob& job = *o->job;
-    const int64_t nr = job.nr, mstride = job.chunk * nr;
-    for (int64_t ti = 0; ti < o->nt; ++ti) {
-      const int64_t tile = o->t0 + ti, oy = tile / job.tiles_w * 4, ox = tile % job.tiles_w * 4;
-      V acc[16][NV];  // pixel (a, b) of the tile at a * 4 + b
-#pragma GCC unroll 4
-      for (int v = 0; v < NV; ++v) {
-        const float* m = o->m + ti * nr + v * N;
-        V s[4][6];  // [a][j]: the columns transformed
-#pragma GCC unroll 6
-        for (int j = 0; j < 6; ++j) {
-          V col[6], t[4];
-#pragma GCC unroll 6
-          for (int xi = 0; xi < 6; ++xi) col[xi] = lanes::load<N>(m + (xi * 6 + j) * mstride);
-          ops::winograd4_output_1d(col, t);
-#pragma GCC unroll 4
-          for (int a = 0; a < 4; ++a) s[a][j] = t[a];
-        }
-#pragma GCC unroll 4
-        for (int a = 0; a < 4; ++a) {
-          V y[4];
-          ops::winograd4_output_1d(s[a], y);
-#pragma GCC unroll 4
-          for (int b = 0; b < 4; ++b) acc[a * 4 + b][v] = y[b];
-        }
-      }
-      finish_winograd_tile<N, 4>(acc, *o, oy, ox);
-    }
+  template <class T>
+  static HEXIR_LANES void output_1d(const T (&m)[S], T (&y)[M]) {
+    if constexpr (M == 4)
+      ops::winograd4_output_1d(m, y);
+    else
+      ops::winograd_output_1d(m, y);
   }
 };
 
@@ -1585,9 +1533,9 @@ void winograd_task(void* context, int64_t task, int participant) {
       const int64_t cp = std::min(job.c_pass, p.c - c0);
       const WinogradInput in{&job, image + c0, v, t0, nt, cp};
       if (job.m == 4)
-        widest<Winograd4InputKernel>(&in);
+        widest<WinogradInputKernel<4>>(&in);
       else
-        widest<WinogradInputKernel>(&in);
+        widest<WinogradInputKernel<2>>(&in);
       for (int64_t s = s0; s < s1; ++s)
         for (int64_t xn = 0; xn < job.slices; ++xn)
           for (int64_t q0 = c0; q0 < c0 + cp; q0 += per_pack) {
@@ -1616,9 +1564,9 @@ void winograd_task(void* context, int64_t task, int participant) {
         const WinogradOutput o{&job, ms, image_out + col0, residual, bias, t0, nt,
                                finish.activation != ops::Activation::kNone ? &finish : nullptr};
         if (job.m == 4)
-          widest<Winograd4OutputKernel>(&o);
+          widest<WinogradOutputKernel<4>>(&o);
         else
-          widest<WinogradOutputKernel>(&o);
+          widest<WinogradOutputKernel<2>>(&o);
         if (finish.activation != ops::Activation::kNone || activation == ops::Activation::kNone) continue;
       } else {
         winograd_output_part(job, ms, image_out + col0, residual, bias, t0, nt, width);

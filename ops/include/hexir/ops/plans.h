@@ -1113,6 +1113,22 @@ HEXIR_PLAN_FN float winograd_input(const float (&d)[4][4], int xi, int nu) {
     r[j] = xi == 0 ? d[0][j] - d[2][j] : xi == 1 ? d[1][j] + d[2][j] : xi == 2 ? d[2][j] - d[1][j] : d[1][j] - d[3][j];
   return nu == 0 ? r[0] - r[2] : nu == 1 ? r[1] + r[2] : nu == 2 ? r[2] - r[1] : r[1] - r[3];
 }
+// The two functions above as 1-D steps (B^T on one column of the input
+// tile, A^T on one column of the sums), for a float or a vector of floats:
+// the cpu kernel's lanes apply them to the columns, then the rows, the
+// same operations in the same order as winograd_input and winograd_output.
+template <class T>
+HEXIR_PLAN_FN void winograd_input_1d(const T (&d)[4], T (&r)[4]) {
+  r[0] = d[0] - d[2];
+  r[1] = d[1] + d[2];
+  r[2] = d[2] - d[1];
+  r[3] = d[1] - d[3];
+}
+template <class T>
+HEXIR_PLAN_FN void winograd_output_1d(const T (&m)[4], T (&s)[2]) {
+  s[0] = (m[0] + m[1]) + m[2];
+  s[1] = (m[1] - m[2]) - m[3];
+}
 // Output (a, b) of the tile from its sums m[xi][nu].
 HEXIR_PLAN_FN float winograd_output(const float (&m)[4][4], int a, int b) {
   float s[4];
