@@ -38,9 +38,9 @@ size_t choose_channels_last(Module& module);
 // Channels-last conv2d nodes (after choose_channels_last) with a 3x3 kernel
 // at stride 1, dilation 1, one group, constant f32 weights, 32 to 256 input
 // channels and 100 or more output pixels per image get layout word 3,
-// Winograd's F(4x4, 3x3) (ops::conv2d_winograd4_element), on maps of 400+
+// Winograd's F(4x4, 3x3) (ops::conv2d_winograd_element<4>), on maps of 400+
 // pixels that 4x4 tiles cover within 1.15x of what 2x2 tiles do, else word
-// 2, F(2x2, 3x3) (ops::conv2d_winograd_element; 1.4-1.8x the direct
+// 2, F(2x2, 3x3) (ops::conv2d_winograd_element<2>; 1.4-1.8x the direct
 // window's speed on an AVX2 core, docs/layout.md). Returns how many.
 size_t choose_winograd(Module& module);
 

@@ -1262,8 +1262,7 @@ ThreadPool::TaskFn small_group_row(int64_t lanes, int64_t cg) {
 }
 #endif
 
-// ---- Winograd F(2x2, 3x3) and F(4x4, 3x3): ops::conv2d_winograd_element, ----
-// ---- ops::conv2d_winograd4_element -----------------------------------------
+// ---- Winograd F(2x2, 3x3) and F(4x4, 3x3): ops::conv2d_winograd_element<2|4> ----
 //
 // Per task a chunk of 2x2 output tiles of one image: their 4x4 input tiles
 // transformed (V, [xi nu][tile][c]) into the pool's scratch, then per strip
@@ -1292,7 +1291,7 @@ void pack_winograd_strip(const Conv2dPlan& p, const float* w, int64_t s, int64_t
     float* row = out + ci * nr;
     for (int64_t j = 0; j < width; ++j) {
       const float* g = w + ((k0 + j) * p.c + c0 + ci) * 9;
-      row[j] = p.winograd == 4 ? ops::winograd4_weight(g, xi, nu) : ops::winograd_weight(g, xi, nu);
+      row[j] = p.winograd == 4 ? ops::winograd_weight<4>(g, xi, nu) : ops::winograd_weight<2>(g, xi, nu);
     }
     for (int64_t j = width; j < nr; ++j) row[j] = 0.0f;
   }
@@ -1317,7 +1316,7 @@ struct WinogradJob {
 
 // The tiles [t0, t0 + nt) of one image, input channels [c0, c0 + cp):
 // V[xn][tile][c - c0] from their 4x4 (F(2x2)) or 6x6 (F(4x4)) inputs (zeros
-// outside the input): ops::winograd_input_1d or winograd4_input_1d over the
+// outside the input): ops::winograd_input_1d (F(2x2) or F(4x4)) over the
 // columns, then over the rows, per lane.
 struct WinogradInput {
   const WinogradJob* job;
@@ -1350,14 +1349,14 @@ struct WinogradInputKernel {
           V d[S], t[S];
 #pragma GCC unroll 6
           for (int i = 0; i < S; ++i) d[i] = src[i][j] ? lanes::load<N>(src[i][j] + ch) : lanes::zero<N>();
-          input_1d(d, t);
+          ops::winograd_input_1d(d, t);
 #pragma GCC unroll 6
           for (int xi = 0; xi < S; ++xi) r[xi][j] = t[xi];
         }
 #pragma GCC unroll 6
         for (int xi = 0; xi < S; ++xi) {
           V v[S];
-          input_1d(r[xi], v);
+          ops::winograd_input_1d(r[xi], v);
           float* const o = dst + xi * S * vstride + ch;
 #pragma GCC unroll 6
           for (int nu = 0; nu < S; ++nu) lanes::store<N>(o + nu * vstride, v[nu]);
@@ -1367,21 +1366,9 @@ struct WinogradInputKernel {
         float d[S][S];
         for (int i = 0; i < S; ++i)
           for (int j = 0; j < S; ++j) d[i][j] = src[i][j] ? src[i][j][ch] : 0.0f;
-        for (int xn = 0; xn < S * S; ++xn) {
-          if constexpr (M == 4)
-            dst[xn * vstride + ch] = ops::winograd4_input(d, xn / S, xn % S);
-          else
-            dst[xn * vstride + ch] = ops::winograd_input(d, xn / S, xn % S);
-        }
+        for (int xn = 0; xn < S * S; ++xn) dst[xn * vstride + ch] = ops::winograd_input<M>(d, xn / S, xn % S);
       }
     }
-  }
-  template <class T>
-  static HEXIR_LANES void input_1d(const T (&d)[S], T (&r)[S]) {
-    if constexpr (M == 4)
-      ops::winograd4_input_1d(d, r);
-    else
-      ops::winograd_input_1d(d, r);
   }
 };
 
@@ -1454,14 +1441,14 @@ struct WinogradOutputKernel {
           V col[S], t[M];
 #pragma GCC unroll 6
           for (int xi = 0; xi < S; ++xi) col[xi] = lanes::load<N>(m + (xi * S + j) * mstride);
-          output_1d(col, t);
+          ops::winograd_output_1d(col, t);
 #pragma GCC unroll 4
           for (int a = 0; a < M; ++a) s[a][j] = t[a];
         }
 #pragma GCC unroll 4
         for (int a = 0; a < M; ++a) {
           V y[M];
-          output_1d(s[a], y);
+          ops::winograd_output_1d(s[a], y);
 #pragma GCC unroll 4
           for (int b = 0; b < M; ++b) acc[a * M + b][v] = y[b];
         }
@@ -1469,41 +1456,29 @@ struct WinogradOutputKernel {
       finish_winograd_tile<N, M>(acc, *o, oy, ox);
     }
   }
-  template <class T>
-  static HEXIR_LANES void output_1d(const T (&m)[S], T (&y)[M]) {
-    if constexpr (M == 4)
-      ops::winograd4_output_1d(m, y);
-    else
-      ops::winograd_output_1d(m, y);
-  }
 };
 
 // A part strip (k not a multiple of NR): the same adds, element by element.
+template <int M>
 void winograd_output_part(const WinogradJob& job, const float* m, float* out, const float* residual,
                           const float* bias, int64_t t0, int64_t nt, int64_t width) {
+  constexpr int S = M + 2;
   const Conv2dPlan& p = *job.p;
   const int64_t mstride = job.chunk * job.nr;
   for (int64_t ti = 0; ti < nt; ++ti) {
-    const int64_t tile = t0 + ti, oy = tile / job.tiles_w * job.m, ox = tile % job.tiles_w * job.m;
-    const int side = static_cast<int>(job.m + 2);
+    const int64_t tile = t0 + ti, oy = tile / job.tiles_w * M, ox = tile % job.tiles_w * M;
     for (int64_t j = 0; j < width; ++j) {
-      float sums[4][4], sums4[6][6];
-      for (int xn = 0; xn < job.slices; ++xn) {
-        const float sum = m[xn * mstride + ti * job.nr + j];
-        if (job.m == 4)
-          sums4[xn / side][xn % side] = sum;
-        else
-          sums[xn / side][xn % side] = sum;
-      }
-      for (int i = 0; i < job.m * job.m; ++i) {
-        const int a = i / static_cast<int>(job.m), b = i % static_cast<int>(job.m);
-        const int64_t y = oy + a, x = ox + b;
-        if (y >= p.oh || x >= p.ow) continue;
-        float v = job.m == 4 ? ops::winograd4_output(sums4, a, b) : ops::winograd_output(sums, a, b);
-        if (bias) v += bias[j];
-        if (residual) v += residual[(y * p.ow + x) * p.k + j];
-        out[(y * p.ow + x) * p.k + j] = v;  // the activation after, as for a full strip's other ones
-      }
+      float sums[S][S];
+      for (int xn = 0; xn < S * S; ++xn) sums[xn / S][xn % S] = m[xn * mstride + ti * job.nr + j];
+      for (int a = 0; a < M; ++a)
+        for (int b = 0; b < M; ++b) {
+          const int64_t y = oy + a, x = ox + b;
+          if (y >= p.oh || x >= p.ow) continue;
+          float v = ops::winograd_output<M>(sums, a, b);
+          if (bias) v += bias[j];
+          if (residual) v += residual[(y * p.ow + x) * p.k + j];
+          out[(y * p.ow + x) * p.k + j] = v;  // the activation after, as for a full strip's other ones
+        }
     }
   }
 }
@@ -1569,7 +1544,8 @@ void winograd_task(void* context, int64_t task, int participant) {
           widest<WinogradOutputKernel<2>>(&o);
         if (finish.activation != ops::Activation::kNone || activation == ops::Activation::kNone) continue;
       } else {
-        winograd_output_part(job, ms, image_out + col0, residual, bias, t0, nt, width);
+        (job.m == 4 ? winograd_output_part<4> : winograd_output_part<2>)(job, ms, image_out + col0, residual, bias,
+                                                                          t0, nt, width);
         if (activation == ops::Activation::kNone) continue;
       }
       for (int64_t ti = 0; ti < nt; ++ti) {  // the activation the tiles did not apply, per output row of a tile

@@ -98,8 +98,8 @@ struct ConvCase {
   bool bias;
   const char* activation;  // "" for none
   bool residual = false;   // a residual input added after the bias (needs the bias)
-  int winograd = 0;        // the output tile: 2 (winograd = 1: ops::conv2d_winograd_element's sums), 4
-                           // (winograd = 4: ops::conv2d_winograd4_element's)
+  int winograd = 0;        // the output tile: 2 (winograd = 1: ops::conv2d_winograd_element<2>'s sums), 4
+                           // (winograd = 4: ops::conv2d_winograd_element<4>'s)
 };
 
 #if defined(HEXIR_CROSS_BUILD) || HEXIR_TEST_ASAN

@@ -370,13 +370,13 @@ TEST_CASE("prepared: a few-pixel conv2d called without a pool (no scratch for it
 
 TEST_CASE("prepared: a Winograd conv2d, U prepared or packed per pass, with or without a pool's scratch, same bits") {
   // Layout word 2: channels-last by F(2x2, 3x3). 40 -> 20 on an odd 9 x 7 map (tiles past the edges, a
-  // part strip); without a pool each element comes from ops::conv2d_winograd_element.
+  // part strip); without a pool each element comes from ops::conv2d_winograd_element<2>.
   HostTensor x = random_f32({2, 9, 7, 40}, 62), w = random_f32({20, 40, 3, 3}, 63), bias = random_f32({20}, 64);
   const std::vector<int64_t> params{1, 1, 1, 1, 1, 1, 1, 1, 1, 2};
   check_prepared(OpId::kConv2d, {&x, &w, &bias}, {2, 9, 7, 20}, params);
   HostTensor out(DType::kF32, {2, 9, 7, 20});
   check_pooled_and_direct(OpId::kConv2d, {&x, &w, &bias}, out, params);
-  // Layout word 3: F(4x4, 3x3), the same edges (9 x 7: tiles past both), ops::conv2d_winograd4_element.
+  // Layout word 3: F(4x4, 3x3), the same edges (9 x 7: tiles past both), ops::conv2d_winograd_element<4>.
   const std::vector<int64_t> params4{1, 1, 1, 1, 1, 1, 1, 1, 1, 3};
   check_prepared(OpId::kConv2d, {&x, &w, &bias}, {2, 9, 7, 20}, params4);
   check_pooled_and_direct(OpId::kConv2d, {&x, &w, &bias}, out, params4);

@@ -1053,8 +1053,8 @@ struct Conv2dPlan {
   int64_t has_residual;
   // Channels-last by Winograd (a 3x3 kernel at stride 1, dilation 1, one
   // group): the output tile's side, 2 for F(2x2, 3x3) (layout word 2:
-  // conv2d_winograd_element's sums), 4 for F(4x4, 3x3) (layout word 3:
-  // conv2d_winograd4_element's); 0 the window.
+  // conv2d_winograd_element<2>'s sums), 4 for F(4x4, 3x3) (layout word 3:
+  // conv2d_winograd_element<4>'s); 0 the window.
   int64_t winograd;
 };
 
@@ -1091,32 +1091,25 @@ HEXIR_PLAN_FN bool conv2d_channels_last_patch(const Conv2dPlan& p) {
 //   Y = A^T [ sum over c of (G g_c G^T) . (B^T d_c B) ] A
 // with G = [1 0 0; .5 .5 .5; .5 -.5 .5; 0 0 1], B^T = [1 0 -1 0; 0 1 1 0;
 // 0 -1 1 0; 0 1 0 -1], A^T = [1 1 1 0; 0 1 -1 -1]: 16 multiply-adds per
-// input channel for 4 outputs where the window takes 36. The three
-// functions below are its roundings in their order; the sum over c is one
-// FMA chain per (tile, xi, nu, k), channels in order. Its error against the
-// direct sums stays within a few ulps of the sums' magnitude (the
-// transforms' coefficients are 0, +-1 and +-1/2).
+// input channel for 4 outputs where the window takes 36. The functions
+// below are its roundings in their order; the sum over c is one FMA chain
+// per (tile, xi, nu, k), channels in order. Its error against the direct
+// sums stays within a few ulps of the sums' magnitude (the transforms'
+// coefficients are 0, +-1 and +-1/2).
 //
-// U[xi][nu] of one (k, c): g its 3x3 taps (row-major).
-HEXIR_PLAN_FN float winograd_weight(const float* g, int xi, int nu) {
-  float t[3];
-  for (int j = 0; j < 3; ++j) {
-    const float g0 = g[j], g1 = g[3 + j], g2 = g[6 + j];
-    t[j] = xi == 0 ? g0 : xi == 1 ? 0.5f * ((g0 + g1) + g2) : xi == 2 ? 0.5f * ((g0 - g1) + g2) : g2;
-  }
-  return nu == 0 ? t[0] : nu == 1 ? 0.5f * ((t[0] + t[1]) + t[2]) : nu == 2 ? 0.5f * ((t[0] - t[1]) + t[2]) : t[2];
+// Each transform is written once as 1-D steps (G on one column of the
+// taps, B^T on one column of the input tile, A^T on one column of the
+// sums), for a float or a vector of floats (the cpu kernel's lanes), and
+// applied to the columns, then the rows: every path gives these bits. The
+// overloads' array sizes pick the tile: 4 inputs (F(2x2, 3x3)) or 6
+// (F(4x4, 3x3), below).
+template <class T>
+HEXIR_PLAN_FN void winograd_weight_1d(T g0, T g1, T g2, T (&t)[4]) {
+  t[0] = g0;
+  t[1] = 0.5f * ((g0 + g1) + g2);
+  t[2] = 0.5f * ((g0 - g1) + g2);
+  t[3] = g2;
 }
-// V[xi][nu] of one channel's 4x4 input tile d.
-HEXIR_PLAN_FN float winograd_input(const float (&d)[4][4], int xi, int nu) {
-  float r[4];
-  for (int j = 0; j < 4; ++j)
-    r[j] = xi == 0 ? d[0][j] - d[2][j] : xi == 1 ? d[1][j] + d[2][j] : xi == 2 ? d[2][j] - d[1][j] : d[1][j] - d[3][j];
-  return nu == 0 ? r[0] - r[2] : nu == 1 ? r[1] + r[2] : nu == 2 ? r[2] - r[1] : r[1] - r[3];
-}
-// The two functions above as 1-D steps (B^T on one column of the input
-// tile, A^T on one column of the sums), for a float or a vector of floats:
-// the cpu kernel's lanes apply them to the columns, then the rows, the
-// same operations in the same order as winograd_input and winograd_output.
 template <class T>
 HEXIR_PLAN_FN void winograd_input_1d(const T (&d)[4], T (&r)[4]) {
   r[0] = d[0] - d[2];
@@ -1129,33 +1122,6 @@ HEXIR_PLAN_FN void winograd_output_1d(const T (&m)[4], T (&s)[2]) {
   s[0] = (m[0] + m[1]) + m[2];
   s[1] = (m[1] - m[2]) - m[3];
 }
-// Output (a, b) of the tile from its sums m[xi][nu].
-HEXIR_PLAN_FN float winograd_output(const float (&m)[4][4], int a, int b) {
-  float s[4];
-  for (int j = 0; j < 4; ++j) s[j] = a == 0 ? (m[0][j] + m[1][j]) + m[2][j] : (m[1][j] - m[2][j]) - m[3][j];
-  return b == 0 ? (s[0] + s[1]) + s[2] : (s[1] - s[2]) - s[3];
-}
-
-// A Winograd conv2d's output element before the bias: the tile's 16 sums
-// (each one chain over the input channels of V times U), then the output
-// transform. w: the weights as stored, [k, c, 3, 3].
-HEXIR_PLAN_FN float conv2d_winograd_element(const Conv2dPlan& p, const float* x_image, const float* w, int64_t k,
-                                            int64_t oy, int64_t ox) {
-  const int64_t iy0 = oy / 2 * 2 - p.pad_top, ix0 = ox / 2 * 2 - p.pad_left;
-  float m[4][4] = {};
-  for (int64_t c = 0; c < p.c; ++c) {  // the 16 chains side by side, each over c in order
-    float d[4][4];
-    for (int i = 0; i < 4; ++i)
-      for (int j = 0; j < 4; ++j) {
-        const int64_t iy = iy0 + i, ix = ix0 + j;
-        d[i][j] = iy >= 0 && iy < p.h && ix >= 0 && ix < p.w ? x_image[(iy * p.w + ix) * p.c + c] : 0.0f;
-      }
-    for (int xi = 0; xi < 4; ++xi)
-      for (int nu = 0; nu < 4; ++nu)
-        m[xi][nu] = fmaf(winograd_input(d, xi, nu), winograd_weight(w + (k * p.c + c) * 9, xi, nu), m[xi][nu]);
-  }
-  return winograd_output(m, static_cast<int>(oy % 2), static_cast<int>(ox % 2));
-}
 
 // Winograd's F(4x4, 3x3) (interpolation points 0, 1, -1, 2, -2): a 4x4
 // tile of outputs from the 6x6 tile of inputs under it, the same form with
@@ -1167,13 +1133,9 @@ HEXIR_PLAN_FN float conv2d_winograd_element(const Conv2dPlan& p, const float* x_
 // 36 multiply-adds per input channel for 16 outputs where the window takes
 // 144 (F(2x2, 3x3): 64). The transforms' larger coefficients cost accuracy:
 // the error grows with the inputs' magnitude, about ten times
-// F(2x2, 3x3)'s. Each 1-D step below is written once for a float and for a
-// vector of floats (the cpu kernel's lanes): the same roundings in the same
-// order, so every path gives these bits.
-//
-// G's rows on one column (g0, g1, g2) of the taps.
+// F(2x2, 3x3)'s.
 template <class T>
-HEXIR_PLAN_FN void winograd4_weight_1d(T g0, T g1, T g2, T (&t)[6]) {
+HEXIR_PLAN_FN void winograd_weight_1d(T g0, T g1, T g2, T (&t)[6]) {
   t[0] = g0 * 0.25f;
   t[1] = ((g0 + g1) + g2) * (-1.0f / 6.0f);
   t[2] = ((g0 - g1) + g2) * (-1.0f / 6.0f);
@@ -1181,9 +1143,8 @@ HEXIR_PLAN_FN void winograd4_weight_1d(T g0, T g1, T g2, T (&t)[6]) {
   t[4] = ((g0 - g1 * 2.0f) + g2 * 4.0f) * (1.0f / 24.0f);
   t[5] = g2;
 }
-// B^T on one column d of the input tile.
 template <class T>
-HEXIR_PLAN_FN void winograd4_input_1d(const T (&d)[6], T (&r)[6]) {
+HEXIR_PLAN_FN void winograd_input_1d(const T (&d)[6], T (&r)[6]) {
   r[0] = (d[0] * 4.0f - d[2] * 5.0f) + d[4];
   r[1] = (d[3] + d[4]) - (d[1] + d[2]) * 4.0f;
   r[2] = (d[4] - d[3]) + (d[1] - d[2]) * 4.0f;
@@ -1191,70 +1152,79 @@ HEXIR_PLAN_FN void winograd4_input_1d(const T (&d)[6], T (&r)[6]) {
   r[4] = (d[4] - d[2]) - (d[3] - d[1]) * 2.0f;
   r[5] = (d[1] * 4.0f - d[3] * 5.0f) + d[5];
 }
-// A^T on one column m of the sums.
 template <class T>
-HEXIR_PLAN_FN void winograd4_output_1d(const T (&m)[6], T (&s)[4]) {
+HEXIR_PLAN_FN void winograd_output_1d(const T (&m)[6], T (&s)[4]) {
   s[0] = (m[0] + (m[1] + m[2])) + (m[3] + m[4]);
   s[1] = (m[1] - m[2]) + (m[3] - m[4]) * 2.0f;
   s[2] = (m[1] + m[2]) + (m[3] + m[4]) * 4.0f;
   s[3] = ((m[1] - m[2]) + (m[3] - m[4]) * 8.0f) + m[5];
 }
-// U[xi][nu] of one (k, c): g its 3x3 taps (row-major); columns first.
-HEXIR_PLAN_FN float winograd4_weight(const float* g, int xi, int nu) {
-  float t[3], col[6];
+
+// The 2-D transforms of one element, for output tile side M (2 or 4;
+// S = M + 2 inputs a side). U[xi][nu] of one (k, c): g its 3x3 taps
+// (row-major).
+template <int M>
+HEXIR_PLAN_FN float winograd_weight(const float* g, int xi, int nu) {
+  float t[3], col[M + 2];
   for (int j = 0; j < 3; ++j) {
-    winograd4_weight_1d(g[j], g[3 + j], g[6 + j], col);
+    winograd_weight_1d(g[j], g[3 + j], g[6 + j], col);
     t[j] = col[xi];
   }
-  float u[6];
-  winograd4_weight_1d(t[0], t[1], t[2], u);
+  float u[M + 2];
+  winograd_weight_1d(t[0], t[1], t[2], u);
   return u[nu];
 }
-// V[xi][nu] of one channel's 6x6 input tile d: columns first.
-HEXIR_PLAN_FN float winograd4_input(const float (&d)[6][6], int xi, int nu) {
-  float row[6];
-  for (int j = 0; j < 6; ++j) {
-    const float col[6] = {d[0][j], d[1][j], d[2][j], d[3][j], d[4][j], d[5][j]};
-    float r[6];
-    winograd4_input_1d(col, r);
+// V[xi][nu] of one channel's input tile d.
+template <int M>
+HEXIR_PLAN_FN float winograd_input(const float (&d)[M + 2][M + 2], int xi, int nu) {
+  float row[M + 2];
+  for (int j = 0; j < M + 2; ++j) {
+    float col[M + 2], r[M + 2];
+    for (int i = 0; i < M + 2; ++i) col[i] = d[i][j];
+    winograd_input_1d(col, r);
     row[j] = r[xi];
   }
-  float v[6];
-  winograd4_input_1d(row, v);
+  float v[M + 2];
+  winograd_input_1d(row, v);
   return v[nu];
 }
-// Output (a, b) of the tile from its sums m[xi][nu]: columns first.
-HEXIR_PLAN_FN float winograd4_output(const float (&m)[6][6], int a, int b) {
-  float row[6];
-  for (int j = 0; j < 6; ++j) {
-    const float col[6] = {m[0][j], m[1][j], m[2][j], m[3][j], m[4][j], m[5][j]};
-    float s[4];
-    winograd4_output_1d(col, s);
+// Output (a, b) of the tile from its sums m[xi][nu].
+template <int M>
+HEXIR_PLAN_FN float winograd_output(const float (&m)[M + 2][M + 2], int a, int b) {
+  float row[M + 2];
+  for (int j = 0; j < M + 2; ++j) {
+    float col[M + 2], s[M];
+    for (int i = 0; i < M + 2; ++i) col[i] = m[i][j];
+    winograd_output_1d(col, s);
     row[j] = s[a];
   }
-  float y[4];
-  winograd4_output_1d(row, y);
+  float y[M];
+  winograd_output_1d(row, y);
   return y[b];
 }
 
-// conv2d_winograd_element's F(4x4, 3x3) twin: the tile's 36 sums, then the
-// output transform.
-HEXIR_PLAN_FN float conv2d_winograd4_element(const Conv2dPlan& p, const float* x_image, const float* w, int64_t k,
-                                             int64_t oy, int64_t ox) {
-  const int64_t iy0 = oy / 4 * 4 - p.pad_top, ix0 = ox / 4 * 4 - p.pad_left;
-  float m[6][6] = {};
-  for (int64_t c = 0; c < p.c; ++c) {  // the 36 chains side by side, each over c in order
-    float d[6][6];
-    for (int i = 0; i < 6; ++i)
-      for (int j = 0; j < 6; ++j) {
+// A Winograd conv2d's output element before the bias: the tile's (M + 2)^2
+// sums (each one chain over the input channels of V times U, the chains
+// side by side), then the output transform. w: the weights as stored,
+// [k, c, 3, 3].
+template <int M>
+HEXIR_PLAN_FN float conv2d_winograd_element(const Conv2dPlan& p, const float* x_image, const float* w, int64_t k,
+                                            int64_t oy, int64_t ox) {
+  constexpr int S = M + 2;
+  const int64_t iy0 = oy / M * M - p.pad_top, ix0 = ox / M * M - p.pad_left;
+  float m[S][S] = {};
+  for (int64_t c = 0; c < p.c; ++c) {
+    float d[S][S];
+    for (int i = 0; i < S; ++i)
+      for (int j = 0; j < S; ++j) {
         const int64_t iy = iy0 + i, ix = ix0 + j;
         d[i][j] = iy >= 0 && iy < p.h && ix >= 0 && ix < p.w ? x_image[(iy * p.w + ix) * p.c + c] : 0.0f;
       }
-    for (int xi = 0; xi < 6; ++xi)
-      for (int nu = 0; nu < 6; ++nu)
-        m[xi][nu] = fmaf(winograd4_input(d, xi, nu), winograd4_weight(w + (k * p.c + c) * 9, xi, nu), m[xi][nu]);
+    for (int xi = 0; xi < S; ++xi)
+      for (int nu = 0; nu < S; ++nu)
+        m[xi][nu] = fmaf(winograd_input<M>(d, xi, nu), winograd_weight<M>(w + (k * p.c + c) * 9, xi, nu), m[xi][nu]);
   }
-  return winograd4_output(m, static_cast<int>(oy % 4), static_cast<int>(ox % 4));
+  return winograd_output<M>(m, static_cast<int>(oy % M), static_cast<int>(ox % M));
 }
 
 // The value of one channels-last conv2d output element before the bias, in
@@ -1262,8 +1232,8 @@ HEXIR_PLAN_FN float conv2d_winograd4_element(const Conv2dPlan& p, const float* x
 // at image n, w at the weights.
 HEXIR_PLAN_FN float conv2d_channels_last_element(const Conv2dPlan& p, const float* x_image, const float* w, int64_t k,
                                                  int64_t oy, int64_t ox) {
-  if (p.winograd == 4) return conv2d_winograd4_element(p, x_image, w, k, oy, ox);
-  if (p.winograd) return conv2d_winograd_element(p, x_image, w, k, oy, ox);
+  if (p.winograd == 4) return conv2d_winograd_element<4>(p, x_image, w, k, oy, ox);
+  if (p.winograd) return conv2d_winograd_element<2>(p, x_image, w, k, oy, ox);
   const int64_t g = k / p.k_per_group;
   float acc = 0.0f;
   if (conv2d_channels_last_patch(p)) {  // one chain over the patch, (ky, kx, c), zeros outside the input
