@@ -726,7 +726,8 @@ HEXIR_LANES void dw_tile(const DwRow& r, int64_t ox, int64_t c) {
       const float* x = in;
 #pragma GCC unroll 24
       for (int j = 0; j < kInputs; ++j, x += p.c) {
-        const V xv = lanes::load<M>(x);
+        V xv = lanes::load<M>(x);
+        lanes::in_register(xv);  // one load for its KW / SW products (folded into each: 1.3x the time)
 #pragma GCC unroll 5
         for (int kx = 0; kx < KW; ++kx)
           if ((j - kx) % SW == 0 && (j - kx) / SW >= 0 && (j - kx) / SW < P)

@@ -70,6 +70,20 @@ template <int N>
 HEXIR_LANES F32<N> select(I32<N> mask, F32<N> a, F32<N> b) {
   return mask ? a : b;
 }
+// v kept in a register where it is: an optimization barrier, so GCC does
+// not fold the load that made v into each instruction reading it (a
+// memory-operand FMA per use: a load per product, where the load ports and
+// not the FMAs then bound a tile that reuses its inputs).
+template <class V>
+HEXIR_LANES void in_register(V& v) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  asm("" : "+v"(v));
+#elif defined(__aarch64__) && defined(__GNUC__)
+  asm("" : "+w"(v));
+#else
+  (void)v;
+#endif
+}
 // a * b + c rounded once (fmaf per lane): the FMA instruction of the lane
 // count's ISA (widest() compiles N = 16 for AVX-512 and N = 8 for AVX2 + FMA;
 // NEON has it); elsewhere (SSE2) glibc's fmaf lane by lane.
