@@ -685,8 +685,11 @@ HEXIR_LANES lanes::F32<M> dw_madd(lanes::F32<M> x, lanes::F32<M> w, lanes::F32<M
 
 // P sums of M channels from c (sums[i] at o + i * step): the bias, the
 // residual (at the same place of job.residual), the activation, stored.
+// The first n of them (n < P: a row's last block, its pixels past the row
+// computed from zeros and dropped).
 template <ops::Activation A, int M, int P>
-HEXIR_LANES void dw_store_as(const DwRow& r, lanes::F32<M> (&sums)[P], float* o, int64_t step, int64_t c) {
+HEXIR_LANES void dw_store_as(const DwRow& r, lanes::F32<M> (&sums)[P], float* o, int64_t step, int64_t c,
+                             int64_t n = P) {
   const DepthwiseJob& job = *r.job;
   if (job.bias) {
     const lanes::F32<M> bias = lanes::load<M>(job.bias + c);
@@ -696,10 +699,12 @@ HEXIR_LANES void dw_store_as(const DwRow& r, lanes::F32<M> (&sums)[P], float* o,
   if (job.residual) {
     const float* res = job.residual + (o - job.out);
 #pragma GCC unroll 8
-    for (int i = 0; i < P; ++i) sums[i] += lanes::load<M>(res + i * step);
+    for (int i = 0; i < P; ++i)
+      if (i < n) sums[i] += lanes::load<M>(res + i * step);
   }
 #pragma GCC unroll 8
-  for (int i = 0; i < P; ++i) lanes::store<M>(o + i * step, activated<A, M>(sums[i], job.finish));
+  for (int i = 0; i < P; ++i)
+    if (i < n) lanes::store<M>(o + i * step, activated<A, M>(sums[i], job.finish));
 }
 
 // P interior pixels from ox, one vector of M channels from c. KW, SW: the
@@ -708,13 +713,20 @@ HEXIR_LANES void dw_store_as(const DwRow& r, lanes::F32<M> (&sums)[P], float* o,
 // read it (24 loads for 3 x 8 products took the load ports and, their 24
 // addresses, the registers), each sum still taking its taps in kx order;
 // else KW = SW = 0 (the plan's values, one load per product).
-template <int N, int M, int KW, int SW, int P, ops::Activation A>
-HEXIR_LANES void dw_tile(const DwRow& r, int64_t ox, int64_t c) {
+// kBorder (KW > 0 only): pixels at the row's edges, an input pixel outside
+// the row read as zeros (its products add +-0 to a sum that is never -0:
+// the bits of the chain that skips them), the first n pixels stored: the
+// border pixels take the tile's P chains and one load per input pixel, where
+// one at a time (dw_pixel) they took two loads per product.
+template <int N, int M, int KW, int SW, int P, ops::Activation A, bool kBorder = false>
+HEXIR_LANES void dw_tile(const DwRow& r, int64_t ox, int64_t c, int64_t n = P) {
   using V = lanes::F32<M>;
   const Conv2dPlan& p = *r.job->p;
   const int64_t kw = KW ? KW : p.kw;
   const float* w = dw_weights(r, c) + r.ky0 * kw * kDwBlock;
-  const float* in = r.image + ((r.oy * p.stride_h - p.pad_top + r.ky0 * p.dilation_h) * p.w + ox * p.stride_w - p.pad_left) * p.c + c;
+  const int64_t ix0 = ox * p.stride_w - p.pad_left;
+  // The tap row's input pixel ix0 (kBorder: the row's pixel 0, ix0 added per input).
+  const float* in = r.image + ((r.oy * p.stride_h - p.pad_top + r.ky0 * p.dilation_h) * p.w + (kBorder ? 0 : ix0)) * p.c + c;
   const int64_t row_step = p.dilation_h * p.w * p.c;
   V acc[P] = {};
   if constexpr (KW > 0) {
@@ -726,7 +738,9 @@ HEXIR_LANES void dw_tile(const DwRow& r, int64_t ox, int64_t c) {
       const float* x = in;
 #pragma GCC unroll 24
       for (int j = 0; j < kInputs; ++j, x += p.c) {
-        V xv = lanes::load<M>(x);
+        const float* at = x;
+        if constexpr (kBorder) at = ix0 + j >= 0 && ix0 + j < p.w ? in + (ix0 + j) * p.c : kZeroRow;
+        V xv = lanes::load<M>(at);
         lanes::in_register(xv);  // one load for its KW / SW products (folded into each: 1.3x the time)
 #pragma GCC unroll 5
         for (int kx = 0; kx < KW; ++kx)
@@ -744,7 +758,7 @@ HEXIR_LANES void dw_tile(const DwRow& r, int64_t ox, int64_t c) {
         for (int64_t i = 0; i < P; ++i) acc[i] = dw_madd<N, M>(lanes::load<M>(tap + i * pixel), wv, acc[i]);
       }
   }
-  dw_store_as<A, M, P>(r, acc, r.out + ox * p.k + c, p.k, c);
+  dw_store_as<A, M, P>(r, acc, r.out + ox * p.k + c, p.k, c, n);
 }
 
 // Pixel ox, NV vectors of M channels from c (independent chains).
@@ -810,16 +824,17 @@ struct DepthwiseChannels {
   struct Split {
     int64_t c0, c1, full, half0, half1, quarter1;
   };
-  // P interior pixels from ox, every vector of the range.
-  template <int N, int P>
-  static HEXIR_LANES void interior(const DwRow& r, int64_t ox, const Split& s) {
-    for (int64_t v = 0; v < s.full; ++v) dw_tile<N, N, KW, SW, P, A>(r, ox, s.c0 + v * N);
+  // P pixels from ox, every vector of the range: interior ones, or (kBorder)
+  // n pixels of which some read outside the row.
+  template <int N, int P, bool kBorder = false>
+  static HEXIR_LANES void interior(const DwRow& r, int64_t ox, const Split& s, int64_t n = P) {
+    for (int64_t v = 0; v < s.full; ++v) dw_tile<N, N, KW, SW, P, A, kBorder>(r, ox, s.c0 + v * N, n);
     if constexpr (N >= 16)
-      if (s.half1 > s.half0) dw_tile<N, N / 2, KW, SW, P, A>(r, ox, s.half0);
+      if (s.half1 > s.half0) dw_tile<N, N / 2, KW, SW, P, A, kBorder>(r, ox, s.half0, n);
     if constexpr (N >= 8)
-      if (s.quarter1 > s.half1) dw_tile<N, 4, KW, SW, P, A>(r, ox, s.half1);
+      if (s.quarter1 > s.half1) dw_tile<N, 4, KW, SW, P, A, kBorder>(r, ox, s.half1, n);
     if (s.quarter1 < s.c1)
-      for (int64_t i = 0; i < P; ++i) dw_pixel_scalar(r, ox + i, s.quarter1, s.c1);
+      for (int64_t i = 0; i < n; ++i) dw_pixel_scalar(r, ox + i, s.quarter1, s.c1);
   }
   template <int N>
   static HEXIR_LANES void run(const DwRow* row, int64_t c0, int64_t c1) {
@@ -835,6 +850,15 @@ struct DepthwiseChannels {
       if (ox >= r.inner_lo && ox + kDwPixels <= r.inner_hi) {
         interior<N, kDwPixels>(r, ox, s);
         ox += kDwPixels;
+      } else if constexpr (KW > 0) {
+        // The row's first 8 pixels and its last 1 to 8 (a small map's every pixel) as blocks
+        // that read zeros outside the row.
+        const int64_t n = std::min<int64_t>(kDwPixels, p.ow - ox);
+        if (n > kDwPixels / 2)
+          interior<N, kDwPixels, true>(r, ox, s, n);
+        else
+          interior<N, kDwPixels / 2, true>(r, ox, s, n);
+        ox += n;
       } else if (ox >= r.inner_lo && ox + kDwPixels / 2 <= r.inner_hi) {
         interior<N, kDwPixels / 2>(r, ox, s);
         ox += kDwPixels / 2;
