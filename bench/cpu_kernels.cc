@@ -398,6 +398,8 @@ int main(int argc, char** argv) {
       conv_nhwc("channels-last ResNeXt grouped 3x3 256 (32 x 8) @ 28x28", 256, 28, 28, 256, 3, 1, 32),
       conv_nhwc("channels-last ResNeXt grouped 3x3 512 (32 x 16) @ 14x14", 512, 14, 14, 512, 3, 1, 32),
       conv_nhwc("channels-last RegNetX grouped 3x3 s2 32 (2 x 16) @ 112x112", 32, 112, 112, 32, 3, 2, 2),
+      conv_nhwc("channels-last RegNetX grouped 3x3 160 (10 x 16) @ 14x14", 160, 14, 14, 160, 3, 1, 10),
+      conv_nhwc("channels-last RegNetX grouped 3x3 400 (25 x 16) @ 7x7", 400, 7, 7, 400, 3, 1, 25),
       conv_nhwc("channels-last RegNetX 1x1 s2 160->400 @ 14x14", 160, 14, 14, 400, 1, 2, 1),
       conv_nhwc("channels-last PP-OCR 1x1 128->256 @ 20x40", 128, 20, 40, 256, 1, 1, 1),
       conv_nhwc("channels-last BlazeFace 5x5 depthwise 48 @ 64x64", 48, 64, 64, 48, 5, 1, 48),

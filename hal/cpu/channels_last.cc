@@ -1154,10 +1154,12 @@ template <typename S, int CG, int P, bool kVectors, bool kWhole, int CI> \
   if constexpr (CI + 1 < CG && (CI + 1) % 4 != 0) NAME##_channels<S, CG, P, kVectors, kWhole, CI + 1>(xs, w, k, m, sums); \
 } \
  \
-template <typename S, int CG, int P, bool kVectors, bool kWhole> \
+template <typename S, int CG, int P, bool kVectors, bool kWhole, bool kBorder = false> \
 [[gnu::target(TARGET), gnu::always_inline]] inline void NAME##_tap(const float* a, int64_t a_step, const float* w, \
                                                                  int64_t k, const typename S::Mask (&m)[P], \
-                                                                 typename S::V (&sums)[P]) { \
+                                                                 typename S::V (&sums)[P], \
+                                                                 const float* const* as = nullptr) { \
+  /* Chain j's pixel: a + j * a_step, or (kBorder) as[j]. */ \
   if constexpr (CG == S::kLanes) { \
     for (int ci = 0; ci < CG; ++ci) { \
       if constexpr (kVectors) { \
@@ -1166,24 +1168,27 @@ template <typename S, int CG, int P, bool kVectors, bool kWhole> \
                               sums[j]); \
       } else { \
         const typename S::V wv = S::template load<true>(w + ci * k, m[0]); \
-        for (int j = 0; j < P; ++j) sums[j] = S::fma(S::broadcast(a + j * a_step + ci), wv, sums[j]); \
+        for (int j = 0; j < P; ++j) \
+          sums[j] = S::fma(S::broadcast((kBorder ? as[j] : a + j * a_step) + ci), wv, sums[j]); \
       } \
     } \
   } else { \
     typename S::V xs[P]; \
-    for (int j = 0; j < P; ++j) xs[j] = S::template source<CG, 0, kWhole>(a + j * a_step, m[kVectors ? j : 0]); \
+    for (int j = 0; j < P; ++j) \
+      xs[j] = S::template source<CG, 0, kWhole>(kBorder ? as[j] : a + j * a_step, m[kVectors ? j : 0]); \
     NAME##_channels<S, CG, P, kVectors, kWhole, 0>(xs, w, k, m, sums); \
     if constexpr (CG == 8 && S::kLanes == 16) { \
-      for (int j = 0; j < P; ++j) xs[j] = S::template source<CG, 1, kWhole>(a + j * a_step, m[kVectors ? j : 0]); \
+      for (int j = 0; j < P; ++j) \
+        xs[j] = S::template source<CG, 1, kWhole>(kBorder ? as[j] : a + j * a_step, m[kVectors ? j : 0]); \
       NAME##_channels<S, CG, P, kVectors, kWhole, 4>(xs, w, k, m, sums); \
     } \
   } \
 } \
  \
-template <typename S, int CG, int P, bool kVectors, bool kWhole> \
+template <typename S, int CG, int P, bool kVectors, bool kWhole, bool kBorder = false> \
 [[gnu::target(TARGET)]] inline void NAME##_chains(const SmallGroupJob& job, const float* image, int64_t oy, \
                                                 int64_t ox, int64_t v, const typename S::Mask (&m)[P], \
-                                                float* row_out) { \
+                                                float* row_out, int64_t n = P) { \
   const Conv2dPlan& p = *job.p; \
   const int64_t k = p.k, a_step = kVectors ? S::kLanes : p.stride_w * p.c; \
   typename S::V acc[P]; \
@@ -1193,12 +1198,23 @@ template <typename S, int CG, int P, bool kVectors, bool kWhole> \
     if (iy < 0 || iy >= p.h) continue; \
     for (int64_t kx = 0; kx < p.kw; ++kx) { \
       const int64_t ix = ox * p.stride_w - p.pad_left + kx * p.dilation_w; \
-      /* A tap column outside the input: its products with zeros (a border pixel's). */ \
-      const float* a = kVectors && (ix < 0 || ix >= p.w) ? kZeroRow : image + (iy * p.w + ix) * p.c + v; \
-      NAME##_tap<S, CG, P, kVectors, kWhole>(a, a_step, job.w + (ky * p.kw + kx) * CG * k + v, k, m, acc); \
+      const float* const w = job.w + (ky * p.kw + kx) * CG * k + v; \
+      if constexpr (kBorder) { /* each pixel's tap column, zeros outside the input */ \
+        const float* as[P]; \
+        for (int j = 0; j < P; ++j) { \
+          const int64_t ixj = ix + j * p.stride_w; \
+          as[j] = ixj >= 0 && ixj < p.w ? image + (iy * p.w + ixj) * p.c + v : kZeroRow; \
+        } \
+        NAME##_tap<S, CG, P, false, kWhole, true>(nullptr, 0, w, k, m, acc, as); \
+      } else { \
+        /* A tap column outside the input: its products with zeros (a border pixel's). */ \
+        const float* a = kVectors && (ix < 0 || ix >= p.w) ? kZeroRow : image + (iy * p.w + ix) * p.c + v; \
+        NAME##_tap<S, CG, P, kVectors, kWhole>(a, a_step, w, k, m, acc); \
+      } \
     } \
   } \
   for (int j = 0; j < P; ++j) { \
+    if (kBorder && j >= n) break; \
     const int64_t channel = kVectors ? v + j * S::kLanes : v, pixel = kVectors ? ox : ox + j; \
     const typename S::Mask mj = m[kVectors ? j : 0]; \
     S::template store<kWhole>(row_out + pixel * k + channel, mj, \
@@ -1206,12 +1222,12 @@ template <typename S, int CG, int P, bool kVectors, bool kWhole> \
   } \
 } \
  \
-template <typename S, int CG, int P, bool kWhole> \
+template <typename S, int CG, int P, bool kWhole, bool kBorder = false> \
 [[gnu::target(TARGET)]] void NAME##_block(const SmallGroupJob& job, const float* image, int64_t oy, int64_t ox, \
-                                          int64_t v, typename S::Mask mask, float* row_out) { \
+                                          int64_t v, typename S::Mask mask, float* row_out, int64_t n = P) { \
   typename S::Mask m[P]; \
   for (int j = 0; j < P; ++j) m[j] = mask; \
-  NAME##_chains<S, CG, P, false, kWhole>(job, image, oy, ox, v, m, row_out); \
+  NAME##_chains<S, CG, P, false, kWhole, kBorder>(job, image, oy, ox, v, m, row_out, n); \
 } \
  \
 template <typename S, int CG, int P, bool kWhole> \
@@ -1222,6 +1238,37 @@ template <typename S, int CG, int P, bool kWhole> \
   NAME##_chains<S, CG, P, true, kWhole>(job, image, oy, ox, v, m, row_out); \
 } \
  \
+template <typename S, int CG, bool kWhole> \
+[[gnu::target(TARGET), gnu::always_inline]] inline void NAME##_span(const SmallGroupJob& job, const float* image, int64_t oy, int64_t v, \
+                                         typename S::Mask m, float* row_out, int64_t inside0, int64_t inside1, \
+                                         int64_t blocked, bool edge_blocks) { \
+  constexpr int kP = CG == S::kLanes ? S::kBroadcastPixels : S::kShuffledPixels; \
+  constexpr int kEdge = kP < 8 ? kP : 8; \
+  const int64_t ow = job.p->ow; \
+  if (!edge_blocks) { /* the interior [inside0, blocked) only */ \
+    int64_t ox = inside0; \
+    for (; ox + kP <= inside1; ox += kP) NAME##_block<S, CG, kP, kWhole>(job, image, oy, ox, v, m, row_out); \
+    for (; ox < blocked; ox += 4) NAME##_block<S, CG, 4, kWhole>(job, image, oy, ox, v, m, row_out); \
+    return; \
+  } \
+  for (int64_t ox = 0; ox < ow;) { \
+    if (ox >= inside0 && ox + kP <= inside1) { \
+      NAME##_block<S, CG, kP, kWhole>(job, image, oy, ox, v, m, row_out); \
+      ox += kP; \
+    } else if (ox >= inside0 && ox + 4 <= inside1 && ow - ox > kEdge) { \
+      NAME##_block<S, CG, 4, kWhole>(job, image, oy, ox, v, m, row_out); \
+      ox += 4; \
+    } else { /* the row's first pixels and its last ones */ \
+      const int64_t n = std::min<int64_t>(kEdge, ow - ox); \
+      if (n > kEdge / 2) \
+        NAME##_block<S, CG, kEdge, kWhole, true>(job, image, oy, ox, v, m, row_out, n); \
+      else \
+        NAME##_block<S, CG, kEdge / 2, kWhole, true>(job, image, oy, ox, v, m, row_out, n); \
+      ox += n; \
+    } \
+  } \
+} \
+ \
 template <typename S, int CG> \
 [[gnu::target(TARGET)]] void NAME##_row(void* context, int64_t task) { \
   const SmallGroupJob& job = *static_cast<const SmallGroupJob*>(context); \
@@ -1229,6 +1276,7 @@ template <typename S, int CG> \
   const int64_t part = task % job.parts, row = task / job.parts; \
   const int64_t oy = row % p.oh, n = row / p.oh, k = p.k; \
   constexpr int kP = CG == S::kLanes ? S::kBroadcastPixels : S::kShuffledPixels; \
+  constexpr int kEdge = kP < 8 ? kP : 8; \
   const int64_t inside0 = std::min(p.ow, (p.pad_left + p.stride_w - 1) / p.stride_w); \
   const int64_t last = p.w - 1 - (p.kw - 1) * p.dilation_w + p.pad_left; \
   const int64_t inside1 = last < 0 ? inside0 : std::clamp(last / p.stride_w + 1, inside0, p.ow); \
@@ -1238,18 +1286,18 @@ template <typename S, int CG> \
   float* row_out = job.out + (n * p.oh + oy) * p.ow * k; \
   const float* image = job.x + n * p.h * p.w * p.c; \
   const int64_t v0 = part * job.vectors_per_part * S::kLanes, v1 = std::min(k, v0 + job.vectors_per_part * S::kLanes); \
+  /* The row's edge pixels as blocks reading zeros outside the input where the row is short (a 7 x 7 map) or  \
+     has few vectors: one pixel's vectors as chains (below) were then too few to hide the FMA's latency, and  \
+     took two loads per product (RegNetX's 400 channels at 7 x 7: 98 -> 168 GFLOP/s). */ \
+  const bool edge_blocks = p.ow <= kEdge || v1 - v0 < 8 * S::kLanes; \
   for (int64_t v = v0; v < v1; v += S::kLanes) { \
     const typename S::Mask m = S::mask(k - v); \
-    int64_t ox = inside0; \
-    if (CG == S::kLanes || k - v >= S::kLanes) { /* CG == kLanes: k is whole vectors */ \
-      for (; ox + kP <= inside1; ox += kP) NAME##_block<S, CG, kP, true>(job, image, oy, ox, v, m, row_out); \
-      for (; ox < blocked; ox += 4) NAME##_block<S, CG, 4, true>(job, image, oy, ox, v, m, row_out); \
-    } else if constexpr (CG < S::kLanes) { \
-      for (; ox + kP <= inside1; ox += kP) NAME##_block<S, CG, kP, false>(job, image, oy, ox, v, m, row_out); \
-      for (; ox < blocked; ox += 4) NAME##_block<S, CG, 4, false>(job, image, oy, ox, v, m, row_out); \
-    } \
+    if (CG == S::kLanes || k - v >= S::kLanes) /* CG == kLanes: k is whole vectors */ \
+      NAME##_span<S, CG, true>(job, image, oy, v, m, row_out, inside0, inside1, blocked, edge_blocks); \
+    else if constexpr (CG < S::kLanes) /* the last vector, part of one */ \
+      NAME##_span<S, CG, false>(job, image, oy, v, m, row_out, inside0, inside1, blocked, edge_blocks); \
   } \
-  for (int64_t ox = 0; ox < p.ow; ++ox) { \
+  for (int64_t ox = 0; ox < p.ow && !edge_blocks; ++ox) { \
     if (ox == inside0) ox = std::max(ox, blocked); \
     if (ox >= p.ow) break; \
     int64_t v = v0; \

@@ -145,6 +145,10 @@ TEST_CASE("channels-last conv2d: the cpu kernel gives the element function's sum
       {"groups of 4, 29 wide, 20 channels", 1, 20, 6, 29, 20, 3, 3, 1, 1, 1, 5, true, "clip"},
       {"groups of 2, 26 wide, 6 channels", 1, 6, 5, 26, 6, 3, 3, 1, 1, 1, 3, false, ""},
       {"groups of 16, 400 channels on a 7x7 map", 1, 400, 7, 7, 400, 3, 3, 1, 1, 1, 25, true, "relu", true},
+      // Short rows or few vectors: the edge pixels as blocks reading zeros outside the input.
+      {"groups of 16, 400 channels, stride 2 to a 7x7 map", 1, 400, 14, 14, 400, 3, 3, 2, 1, 1, 25, true, "relu"},
+      {"groups of 4, 3 wide (one edge block of 3 pixels)", 1, 24, 4, 3, 24, 3, 3, 1, 1, 1, 6, true, ""},
+      {"groups of 8, 5 wide, dilated, 24 channels", 1, 24, 6, 5, 24, 3, 3, 1, 2, 2, 3, false, "clip"},
       {"300 input channels (two blocks)", 1, 300, 4, 5, 17, 3, 3, 1, 1, 1, 1, true, ""},
       // The interior pixels' window in registers (AVX-512, up to 96 channels): blocks of 6 and the rest
       // per tap, a partial strip, edges of a strided dilated window, groups; past 96 channels per tap.
