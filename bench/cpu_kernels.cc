@@ -347,6 +347,7 @@ int main(int argc, char** argv) {
       conv_nhwc("channels-last squeezenet expand 3x3 16->64 @ 55x55", 16, 55, 55, 64, 3, 1, 1),
       conv_nhwc("channels-last mobilenet_v2 1x1 160->960 @ 7x7", 160, 7, 7, 960, 1, 1, 1),
       conv_nhwc("channels-last mobilenet_v2 1x1 960->160 @ 7x7", 960, 7, 7, 160, 1, 1, 1),
+      conv_nhwc("channels-last MnasNet 1x1 1152->192 @ 7x7", 1152, 7, 7, 192, 1, 1, 1),
       conv_nhwc("channels-last mobilenet_v2 1x1 32->192 @ 28x28", 32, 28, 28, 192, 1, 1, 1),
       conv("mobilenet_v2 3x3 depthwise 960 @ 7x7", 960, 7, 7, 960, 3, 1, 960),
       conv_nhwc("channels-last mobilenet_v2 3x3 depthwise 960 @ 7x7", 960, 7, 7, 960, 3, 1, 960),

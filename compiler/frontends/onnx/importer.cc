@@ -30,6 +30,8 @@ Importer::Importer(std::filesystem::path path, const OnnxImportOptions& options)
       file_(std::make_shared<const std::string>(path_.string())),
       options_(options) {}
 
+static void drop_unread_nodes(Function& fn);
+
 Result<Module> Importer::run() {
   HEXIR_RETURN_IF_ERROR(load());
   const onnx::GraphProto& graph = model_.graph();
@@ -54,7 +56,32 @@ Result<Module> Importer::run() {
   HEXIR_ASSIGN_OR_RETURN(Module module, builder_.finish());
   recognize_exported_gelu(module);  // exporters spell GELU out in five nodes
   recognize_exported_hard_swish(module);  // and the hard swish in four
+  // What the rewrites above and the 3-D convolutions' frames left unread.
+  if (!conv3d_frames_.empty())
+    for (Function& fn : module.functions) drop_unread_nodes(fn);
   return module;
+}
+
+// Operator nodes none of whose results is read or returned, last to first
+// (a node's inputs are read again only by nodes before it, which the same
+// pass then finds unread in turn).
+static void drop_unread_nodes(Function& fn) {
+  std::vector<int> reads(fn.values.size(), 0);
+  for (const Node& node : fn.nodes)
+    for (int v : node.inputs) ++reads[static_cast<size_t>(v)];
+  for (int v : fn.outputs) ++reads[static_cast<size_t>(v)];
+  std::vector<bool> node_dropped(fn.nodes.size(), false), value_dropped(fn.values.size(), false);
+  for (size_t n = fn.nodes.size(); n-- > 0;) {
+    const Node& node = fn.nodes[n];
+    if (node.kind != NodeKind::kOp || node.results.empty()) continue;
+    if (std::any_of(node.results.begin(), node.results.end(), [&](int v) { return reads[static_cast<size_t>(v)] > 0; }))
+      continue;
+    node_dropped[n] = true;
+    for (int v : node.results) value_dropped[static_cast<size_t>(v)] = true;
+    for (int v : node.inputs) --reads[static_cast<size_t>(v)];
+  }
+  if (std::find(node_dropped.begin(), node_dropped.end(), true) != node_dropped.end())
+    drop(fn, node_dropped, std::move(value_dropped));
 }
 
 // ---- loading ----------------------------------------------------------------
@@ -808,6 +835,9 @@ void Importer::undo(const Attempt& a) {
   builder_.rollback(a.builder);
   shape_facts_.erase(shape_facts_.lower_bound(builder_.value_count()), shape_facts_.end());
   std::erase_if(row_indices_, [&](const auto& entry) { return entry.second >= builder_.value_count(); });
+  std::erase_if(conv3d_frames_, [&](const auto& entry) {
+    return entry.first >= builder_.value_count() || entry.second.value >= builder_.value_count();
+  });
   entries_ = a.entries;
   consts_.resize(a.module_index.size());
   for (size_t k = 0; k < consts_.size(); ++k) consts_[k].module_index = a.module_index[k];

@@ -266,6 +266,10 @@ class Importer {
   // and sizes: Concats of the same parts share it, so their results share
   // their extent (concat_bounded).
   std::map<std::vector<int64_t>, int>& row_indices() { return row_indices_; }
+  // A 3-D convolution's result ([N, C, T, H, W]) as the [N, T, C, H, W]
+  // frames it was computed in, by builder value (nn.cc: the next 3-D
+  // convolution reads them without the two transposes between).
+  std::map<int, Ref>& conv3d_frames() { return conv3d_frames_; }
 
   void end_attempt() { --tentative_; }
   void undo(const Attempt& a);
@@ -304,6 +308,7 @@ class Importer {
   int tentative_ = 0;  // attempts open (begin_attempt): what they build may be undone
   std::map<int, ShapeFact> shape_facts_;  // by builder value
   std::map<std::vector<int64_t>, int> row_indices_;
+  std::map<int, Ref> conv3d_frames_;
   std::set<std::string, std::less<>> dim_bounds_used_;
 };
 

@@ -817,6 +817,39 @@ Result<Ref> slice_axis(Importer& im, const NodeCtx& n, Ref a, int64_t axis, int6
   return im.emit1(n, ops::OpId::kSlice, {a}, attrs, name);
 }
 
+// x ([N, C, T, H, W]) as [N, T, C, H, W] frames without a transpose, when
+// it is a 3-D convolution's result (Importer::conv3d_frames) or an
+// elementwise map of such results of x's shape (a video ResNet's relu and
+// residual add between its 3-D convolutions): the map again on the frames.
+// The [N, C, T, H, W] form and its transposes are left to the dead-code pass
+// when nothing else reads them. Each is made once (a residual block's input
+// is read by its first convolution and its add; an input that is no such
+// result is transposed once for every 3-D convolution reading it).
+std::optional<Ref> conv3d_frames_of(Importer& im, const NodeCtx& n, Ref x, int depth = 0) {
+  if (x.is_const()) return std::nullopt;
+  auto& frames = im.conv3d_frames();
+  if (auto it = frames.find(x.value); it != frames.end()) return it->second;
+  const Value& v = im.builder().value(x.value);
+  if (depth > 8 || v.kind != ValueKind::kResult || v.node < 0) return std::nullopt;
+  const Node& node = im.builder().node(v.node);
+  const int arity = node.kind == NodeKind::kOp ? ops::elementwise_map_arity(node.op) : 0;
+  if (arity < 1 || node.inputs.size() != static_cast<size_t>(arity) || !node.params.empty()) return std::nullopt;
+  const Info xi = im.info(x);
+  std::vector<Ref> inputs;
+  for (int in : node.inputs) {
+    const Ref r{in, -1};
+    const Info ri = im.info(r);
+    if (ri.dims != xi.dims || ri.type != xi.type) return std::nullopt;  // no broadcast
+    std::optional<Ref> f = conv3d_frames_of(im, n, r, depth + 1);
+    if (!f) return std::nullopt;
+    inputs.push_back(*f);
+  }
+  Result<Ref> y = im.emit1(n, node.op, inputs, {}, im.helper_name(n, "frames_map"));
+  if (!y.ok()) return std::nullopt;
+  frames[x.value] = *y;
+  return *y;
+}
+
 // A 3-D convolution, x [N, C, T, H, W], w [K, C / groups, KT, KH, KW], as
 // KT 2-D convolutions over the frames with time folded into the batch:
 // output frame t sums, over kt, conv2d(input frame t * st - pt + kt * dt,
@@ -847,7 +880,12 @@ Result<Ref> conv3d_of(Importer& im, const NodeCtx& n, Ref x, Ref w, std::optiona
     return error_at(n.loc, "the 3-D convolution's window (" + std::to_string(kt_count) +
                                " frames, dilation " + std::to_string(dilations[0]) + ") is longer than the " +
                                std::to_string(padded) + " padded frames of " + shape_text(xi.dims));
-  HEXIR_ASSIGN_OR_RETURN(Ref xt, transpose(im, n, x, {0, 2, 1, 3, 4}, im.helper_name(n, "frames")));
+  std::optional<Ref> framed = conv3d_frames_of(im, n, x);
+  if (!framed) {  // once for every 3-D convolution reading x
+    HEXIR_ASSIGN_OR_RETURN(framed, transpose(im, n, x, {0, 2, 1, 3, 4}, im.helper_name(n, "frames")));
+    if (!x.is_const() && !framed->is_const()) im.conv3d_frames()[x.value] = *framed;
+  }
+  Ref xt = *framed;
   const std::vector<uint8_t> zero(onnx_element_size(xi.type), 0);
   if (pads[0] > 0 || pads[3] > 0) {
     std::vector<Ref> parts;
@@ -894,7 +932,9 @@ Result<Ref> conv3d_of(Importer& im, const NodeCtx& n, Ref x, Ref w, std::optiona
   const std::vector<int64_t> dims = im.info(*sum).dims;  // [N * frames, K, OH, OW]
   HEXIR_ASSIGN_OR_RETURN(Ref y,
                          im.reshape(n, *sum, {batch, frames, k, dims[2], dims[3]}, im.helper_name(n, "y5d")));
-  return transpose(im, n, y, {0, 2, 1, 3, 4}, name);
+  HEXIR_ASSIGN_OR_RETURN(Ref out, transpose(im, n, y, {0, 2, 1, 3, 4}, name));
+  if (!out.is_const() && !y.is_const()) im.conv3d_frames()[out.value] = y;
+  return out;
 }
 
 }  // namespace

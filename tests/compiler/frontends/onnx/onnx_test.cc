@@ -484,6 +484,47 @@ TEST_CASE(
   }
 }
 
+TEST_CASE("Conv 3-D after Conv 3-D reads its frames: no transposes between them, the same bits") {
+  // A video residual block: a 1x3x3 conv, relu, a 3x1x1 conv (time pads: zero frames), plus a 1x1x1
+  // projection of x, relu. With `barrier` a multiply by a scalar one after each relu (a broadcast the
+  // frames path does not take) keeps the [N, C, T, H, W] transposes between the convolutions.
+  auto block = [](bool barrier) {
+    const int64_t c = 3, k = 4, t = 5, h = 6, w = 7;
+    Model m(13);
+    m.input("x", kF, {1, c, t, h, w})
+        .init_f("wa", {k, c, 1, 3, 3}, ramp(k * c * 9, 0.05f, -0.6f))
+        .init_f("ba", {k}, {0.1f, -0.2f, 0.3f, 0.0f})
+        .init_f("wb", {k, k, 3, 1, 1}, ramp(k * k * 3, 0.07f, -0.8f))
+        .init_f("wp", {k, c, 1, 1, 1}, ramp(k * c, 0.2f, -1.1f))
+        .init_f("one", {}, {1.0f})
+        .node("Conv", {"x", "wa", "ba"}, {"a"}, {ais("pads", {0, 1, 1, 0, 1, 1})})
+        .node("Relu", {"a"}, {"ra"});
+    std::string ra = "ra";
+    if (barrier) m.node("Mul", {"ra", "one"}, {"ra1"}), ra = "ra1";
+    m.node("Conv", {ra, "wb"}, {"b"}, {ais("pads", {1, 0, 0, 1, 0, 0})})
+        .node("Conv", {"x", "wp"}, {"p"})
+        .node("Add", {"b", "p"}, {"s"})
+        .node("Relu", {"s"}, {"y0"});
+    if (barrier)
+      m.node("Mul", {"y0", "one"}, {"y1"});
+    else
+      m.node("Identity", {"y0"}, {"y1"});
+    m.node("Conv", {"y1", "wb"}, {"y"}, {ais("pads", {1, 0, 0, 1, 0, 0})}).output("y");
+    return m;
+  };
+  TempDir dir;
+  auto direct = import_ok(block(false).save(dir.path() / "frames.onnx"));
+  auto barred = import_ok(block(true).save(dir.path() / "barred.onnx"));
+  // x to frames (read by two convolutions, transposed once) and the last result back.
+  CHECK(count_nodes(direct, hexir::ops::OpId::kTranspose) == 2);
+  CHECK(count_nodes(barred, hexir::ops::OpId::kTranspose) > 2);
+  const std::vector<float> x = ramp(3 * 5 * 6 * 7, 0.013f, -1.0f);
+  auto a = run(direct, {f32({1, 3, 5, 6, 7}, x)}, dir.path());
+  auto b = run(barred, {f32({1, 3, 5, 6, 7}, x)}, dir.path());
+  REQUIRE(a[0].type == TensorType{DType::kF32, {1, 4, 5, 6, 7}});
+  CHECK(a[0].f32() == b[0].f32());
+}
+
 TEST_CASE("Conv 3-D refuses negative pads, an empty window, a window longer than the frames, wide time pads") {
   TempDir dir;
   struct Case {
