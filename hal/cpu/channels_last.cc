@@ -593,11 +593,13 @@ void patch_task(void* context, int64_t task) {
 // loaded once for the 8, and the 10 input pixels of 3 rows the block reads
 // stay in L1 across its vectors (a chunk of 4 vectors over the whole row
 // before the next chunk read the row's three input rows from L2 once per
-// chunk: mobilenet_v2's 144 @ 56 x 56 ran at 24 GFLOP/s). The others (a
-// row's edges; every pixel of a 7x7 map under a 5x5 window) one at a time,
-// 4 vectors at once: independent chains (one vector at a time waited on the
-// add's latency: mnasnet's 5x5 depthwise at 7x7 x 1152 ran 2.5x
-// onnxruntime's time), their taps found once per pixel. Channels past a
+// chunk: mobilenet_v2's 144 @ 56 x 56 ran at 24 GFLOP/s). A 3- or 5-wide
+// window at stride 1 or 2 takes a row's edges (a 7x7 map's every pixel) as
+// 8- or 4-pixel blocks reading zeros outside the row (dw_tile's kBorder); the
+// other windows take the edges one pixel at a time, 4 vectors at once:
+// independent chains (one vector at a time waited on the add's latency:
+// mnasnet's 5x5 depthwise at 7x7 x 1152 ran 2.5x onnxruntime's time), their
+// taps found once per pixel. Channels past a
 // multiple of the vector: vectors of N/2 and N/4 (mnasnet's and
 // mobilenet_v3's 72, 120, 184, 200 end 8 past a multiple of 16; they ran one
 // channel at a time), then one at a time (fewer than 4). Every path sums the
