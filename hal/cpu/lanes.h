@@ -74,11 +74,14 @@ HEXIR_LANES F32<N> select(I32<N> mask, F32<N> a, F32<N> b) {
 // not fold the load that made v into each instruction reading it (a
 // memory-operand FMA per use: a load per product, where the load ports and
 // not the FMAs then bound a tile that reuses its inputs).
+// GCC only: Clang checks the operand's size against the template's own
+// (baseline) target and refuses a 256- or 512-bit vector; its builds (the
+// sanitizer legs) do without the barrier.
 template <class V>
 HEXIR_LANES void in_register(V& v) {
-#if defined(__x86_64__) && defined(__GNUC__)
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
   asm("" : "+v"(v));
-#elif defined(__aarch64__) && defined(__GNUC__)
+#elif defined(__aarch64__) && defined(__GNUC__) && !defined(__clang__)
   asm("" : "+w"(v));
 #else
   (void)v;
