@@ -825,8 +825,10 @@ Result<Ref> slice_axis(Importer& im, const NodeCtx& n, Ref a, int64_t axis, int6
 // when nothing else reads them. Each is made once (a residual block's input
 // is read by its first convolution and its add; an input that is no such
 // result is transposed once for every 3-D convolution reading it).
+// At the top level only: a map made again inside a loop's or a branch's
+// body would be that body's value, which a later reader outside cannot see.
 std::optional<Ref> conv3d_frames_of(Importer& im, const NodeCtx& n, Ref x, int depth = 0) {
-  if (x.is_const()) return std::nullopt;
+  if (x.is_const() || im.builder().open_regions() > 0) return std::nullopt;
   auto& frames = im.conv3d_frames();
   if (auto it = frames.find(x.value); it != frames.end()) return it->second;
   const Value& v = im.builder().value(x.value);
@@ -883,7 +885,7 @@ Result<Ref> conv3d_of(Importer& im, const NodeCtx& n, Ref x, Ref w, std::optiona
   std::optional<Ref> framed = conv3d_frames_of(im, n, x);
   if (!framed) {  // once for every 3-D convolution reading x
     HEXIR_ASSIGN_OR_RETURN(framed, transpose(im, n, x, {0, 2, 1, 3, 4}, im.helper_name(n, "frames")));
-    if (!x.is_const() && !framed->is_const()) im.conv3d_frames()[x.value] = *framed;
+    if (!x.is_const() && !framed->is_const() && im.builder().open_regions() == 0) im.conv3d_frames()[x.value] = *framed;
   }
   Ref xt = *framed;
   const std::vector<uint8_t> zero(onnx_element_size(xi.type), 0);
@@ -933,7 +935,7 @@ Result<Ref> conv3d_of(Importer& im, const NodeCtx& n, Ref x, Ref w, std::optiona
   HEXIR_ASSIGN_OR_RETURN(Ref y,
                          im.reshape(n, *sum, {batch, frames, k, dims[2], dims[3]}, im.helper_name(n, "y5d")));
   HEXIR_ASSIGN_OR_RETURN(Ref out, transpose(im, n, y, {0, 2, 1, 3, 4}, name));
-  if (!out.is_const() && !y.is_const()) im.conv3d_frames()[out.value] = y;
+  if (!out.is_const() && !y.is_const() && im.builder().open_regions() == 0) im.conv3d_frames()[out.value] = y;
   return out;
 }
 
