@@ -836,9 +836,12 @@ std::optional<Ref> conv3d_frames_of(Importer& im, const NodeCtx& n, Ref x, int d
   const Node& node = im.builder().node(v.node);
   const int arity = node.kind == NodeKind::kOp ? ops::elementwise_map_arity(node.op) : 0;
   if (arity < 1 || node.inputs.size() != static_cast<size_t>(arity) || !node.params.empty()) return std::nullopt;
+  // Copies: the maps made below grow the builder's nodes and values.
+  const ops::OpId op = node.op;
+  const std::vector<int> operands = node.inputs;
   const Info xi = im.info(x);
   std::vector<Ref> inputs;
-  for (int in : node.inputs) {
+  for (int in : operands) {
     const Ref r{in, -1};
     const Info ri = im.info(r);
     if (ri.dims != xi.dims || ri.type != xi.type) return std::nullopt;  // no broadcast
@@ -846,7 +849,7 @@ std::optional<Ref> conv3d_frames_of(Importer& im, const NodeCtx& n, Ref x, int d
     if (!f) return std::nullopt;
     inputs.push_back(*f);
   }
-  Result<Ref> y = im.emit1(n, node.op, inputs, {}, im.helper_name(n, "frames_map"));
+  Result<Ref> y = im.emit1(n, op, inputs, {}, im.helper_name(n, "frames_map"));
   if (!y.ok()) return std::nullopt;
   frames[x.value] = *y;
   return *y;
